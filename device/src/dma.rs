@@ -1,0 +1,424 @@
+//! Guest memory as the client maps it (`DMA_MAP`/`DMA_UNMAP`), and the one
+//! bounds-checked path through which the device touches it.
+//!
+//! Each map with a file descriptor is mmapped with vm-memory; the set of maps
+//! is published through a [`GuestMemoryAtomic`], so threads that do DMA take a
+//! cheap snapshot while the vfio-user thread changes the maps. A map without a
+//! file descriptor (ROM, or guest RAM that is not `share=on`) is recorded but
+//! cannot be reached: DMA there fails with [`DmaError::OutOfBounds`].
+//!
+//! Unmaps need not match earlier maps: QEMU maps and unmaps sub-ranges while
+//! the firmware starts (PAM), so an unmap splits the maps it cuts and keeps
+//! the parts outside it.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap,
+    MmapRegion,
+};
+
+/// Why a map, unmap or access failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    /// Zero size or an address range that wraps.
+    #[error("invalid DMA range {iova:#x}+{size:#x}")]
+    InvalidRange {
+        /// Start address.
+        iova: u64,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// The new map overlaps an existing one.
+    #[error("DMA map {iova:#x}+{size:#x} overlaps an existing map")]
+    Overlap {
+        /// Start address.
+        iova: u64,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// mmap of the client's file failed.
+    #[error("cannot mmap DMA region {iova:#x}+{size:#x}: {reason}")]
+    Mmap {
+        /// Start address.
+        iova: u64,
+        /// Size in bytes.
+        size: u64,
+        /// What vm-memory said.
+        reason: String,
+    },
+    /// The device tried to touch guest memory that is not mapped.
+    #[error("DMA access {addr:#x}+{len:#x} is outside mapped guest memory")]
+    OutOfBounds {
+        /// Guest address.
+        addr: u64,
+        /// Length in bytes.
+        len: usize,
+    },
+}
+
+/// One `DMA_MAP` as the client sent it (possibly trimmed by unmaps).
+#[derive(Debug, Clone)]
+struct Mapping {
+    iova: u64,
+    size: u64,
+    /// The client's file and the offset of `iova` in it; `None` when the
+    /// client sent no fd.
+    backing: Option<(Arc<File>, u64)>,
+    region: Option<Arc<GuestRegionMmap>>,
+}
+
+impl Mapping {
+    fn end(&self) -> u64 {
+        self.iova + self.size
+    }
+
+    fn new(iova: u64, size: u64, backing: Option<(Arc<File>, u64)>) -> Result<Self, DmaError> {
+        let region = match &backing {
+            None => None,
+            Some((file, offset)) => {
+                let mmap_err = |reason: String| DmaError::Mmap { iova, size, reason };
+                // A mapping past the end of the file would SIGBUS on access.
+                let meta = file.metadata().map_err(|e| mmap_err(e.to_string()))?;
+                if !meta.file_type().is_file() {
+                    return Err(mmap_err(
+                        "not a regular file (memfd, tmpfs or hugetlbfs)".into(),
+                    ));
+                }
+                if offset.checked_add(size).is_none_or(|end| end > meta.len()) {
+                    return Err(mmap_err(format!(
+                        "file is {} bytes, map needs {}",
+                        meta.len(),
+                        offset.saturating_add(size)
+                    )));
+                }
+                let len = usize::try_from(size).map_err(|e| mmap_err(e.to_string()))?;
+                let fo = FileOffset::from_arc(file.clone(), *offset);
+                let mmap = MmapRegion::from_file(fo, len).map_err(|e| mmap_err(e.to_string()))?;
+                let region = GuestRegionMmap::new(mmap, GuestAddress(iova))
+                    .ok_or_else(|| mmap_err("address range overflows".into()))?;
+                Some(Arc::new(region))
+            }
+        };
+        Ok(Mapping {
+            iova,
+            size,
+            backing,
+            region,
+        })
+    }
+
+    /// The part of this map in `[start, end)`, re-mapped on its own.
+    fn slice(&self, start: u64, end: u64) -> Result<Self, DmaError> {
+        let backing = self
+            .backing
+            .as_ref()
+            .map(|(f, off)| (f.clone(), off + (start - self.iova)));
+        Mapping::new(start, end - start, backing)
+    }
+}
+
+/// Cloneable handle for DMA into guest memory. Every device access to guest
+/// memory goes through [`GuestMemory::read`] or [`GuestMemory::write`].
+#[derive(Clone)]
+pub struct GuestMemory {
+    mem: GuestMemoryAtomic<GuestMemoryMmap>,
+}
+
+impl std::fmt::Debug for GuestMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GuestMemory")
+    }
+}
+
+impl GuestMemory {
+    /// Reads `buf.len()` bytes at guest address `addr`.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        use vm_memory::GuestAddressSpace;
+        let oob = || DmaError::OutOfBounds {
+            addr,
+            len: buf.len(),
+        };
+        addr.checked_add(buf.len() as u64).ok_or_else(oob)?;
+        let mem = self.mem.memory();
+        mem.read_slice(buf, GuestAddress(addr))
+            .map_err(|_| DmaError::OutOfBounds {
+                addr,
+                len: buf.len(),
+            })
+    }
+
+    /// Writes `buf` at guest address `addr`. Nothing is written unless the
+    /// whole range is mapped.
+    pub fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
+        use vm_memory::GuestAddressSpace;
+        let oob = || DmaError::OutOfBounds {
+            addr,
+            len: buf.len(),
+        };
+        let mem = self.mem.memory();
+        if buf.is_empty() {
+            return Ok(());
+        }
+        addr.checked_add(buf.len() as u64 - 1).ok_or_else(oob)?;
+        // vm-memory writes region by region: check the whole range first so
+        // that a write running off the end changes nothing.
+        if !vm_memory::GuestMemoryBackend::check_range(&*mem, GuestAddress(addr), buf.len()) {
+            return Err(oob());
+        }
+        mem.write_slice(buf, GuestAddress(addr)).map_err(|_| oob())
+    }
+}
+
+/// The client's DMA maps. Owned by the transport thread; hands out
+/// [`GuestMemory`] handles to whoever does DMA.
+pub struct DmaMaps {
+    maps: Vec<Mapping>,
+    mem: GuestMemoryAtomic<GuestMemoryMmap>,
+}
+
+impl Default for DmaMaps {
+    fn default() -> Self {
+        DmaMaps {
+            maps: Vec::new(),
+            mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+        }
+    }
+}
+
+impl DmaMaps {
+    /// A handle for DMA through the current and future maps.
+    pub fn guest_memory(&self) -> GuestMemory {
+        GuestMemory {
+            mem: self.mem.clone(),
+        }
+    }
+
+    /// Number of maps (including ones without a file).
+    pub fn len(&self) -> usize {
+        self.maps.len()
+    }
+
+    /// True when nothing is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+
+    /// True when at least one map can be reached by DMA.
+    pub fn has_accessible(&self) -> bool {
+        self.maps.iter().any(|m| m.region.is_some())
+    }
+
+    /// Adds a map of `size` bytes at `iova`, backed by `file` at `offset`.
+    pub fn map(
+        &mut self,
+        iova: u64,
+        size: u64,
+        file: Option<File>,
+        offset: u64,
+    ) -> Result<(), DmaError> {
+        if size == 0 || iova.checked_add(size).is_none() {
+            return Err(DmaError::InvalidRange { iova, size });
+        }
+        if self
+            .maps
+            .iter()
+            .any(|m| iova < m.end() && m.iova < iova + size)
+        {
+            return Err(DmaError::Overlap { iova, size });
+        }
+        if file.is_none() {
+            tracing::debug!(
+                iova,
+                size,
+                "DMA map without fd: not reachable by the device"
+            );
+        }
+        let m = Mapping::new(iova, size, file.map(|f| (Arc::new(f), offset)))?;
+        self.maps.push(m);
+        self.maps.sort_by_key(|m| m.iova);
+        self.publish();
+        Ok(())
+    }
+
+    /// Removes `[iova, iova + size)` from the maps, splitting any map it cuts.
+    /// Returns the number of bytes that were mapped in that range.
+    pub fn unmap(&mut self, iova: u64, size: u64) -> Result<u64, DmaError> {
+        let end = iova
+            .checked_add(size)
+            .filter(|_| size != 0)
+            .ok_or(DmaError::InvalidRange { iova, size })?;
+        let mut kept = Vec::with_capacity(self.maps.len() + 1);
+        let mut removed = 0;
+        for m in self.maps.drain(..) {
+            if m.end() <= iova || end <= m.iova {
+                kept.push(m);
+                continue;
+            }
+            removed += m.end().min(end) - m.iova.max(iova);
+            if m.iova < iova {
+                push_slice(&mut kept, &m, m.iova, iova);
+            }
+            if end < m.end() {
+                push_slice(&mut kept, &m, end, m.end());
+            }
+        }
+        self.maps = kept;
+        self.publish();
+        Ok(removed)
+    }
+
+    /// Removes every map.
+    pub fn clear(&mut self) {
+        self.maps.clear();
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let regions: Vec<_> = self.maps.iter().filter_map(|m| m.region.clone()).collect();
+        let mem = if regions.is_empty() {
+            GuestMemoryMmap::new()
+        } else {
+            // Maps never overlap and are sorted, so this cannot fail.
+            GuestMemoryMmap::from_arc_regions(regions).unwrap_or_default()
+        };
+        self.mem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(mem);
+    }
+}
+
+fn push_slice(kept: &mut Vec<Mapping>, m: &Mapping, start: u64, end: u64) {
+    match m.slice(start, end) {
+        Ok(s) => kept.push(s),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot keep the rest of a split DMA map; dropping it")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom};
+    use vmm_sys_util::tempfile::TempFile;
+
+    fn backing(len: u64) -> File {
+        let f = TempFile::new().unwrap().into_file();
+        f.set_len(len).unwrap();
+        f
+    }
+
+    fn file_bytes(f: &File, off: u64, len: usize) -> Vec<u8> {
+        let mut f = f.try_clone().unwrap();
+        f.seek(SeekFrom::Start(off)).unwrap();
+        let mut v = vec![0; len];
+        f.read_exact(&mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn write_lands_in_the_clients_file() {
+        let f = backing(0x4000);
+        let mut maps = DmaMaps::default();
+        maps.map(0x10_0000, 0x2000, Some(f.try_clone().unwrap()), 0x1000)
+            .unwrap();
+        let gm = maps.guest_memory();
+        gm.write(0x10_0ff0, b"hello, guest").unwrap();
+        assert_eq!(file_bytes(&f, 0x1ff0, 12), b"hello, guest");
+        let mut back = [0; 12];
+        gm.read(0x10_0ff0, &mut back).unwrap();
+        assert_eq!(&back, b"hello, guest");
+    }
+
+    #[test]
+    fn out_of_bounds_is_an_error_and_writes_nothing() {
+        let f = backing(0x1000);
+        let mut maps = DmaMaps::default();
+        maps.map(0x1000, 0x1000, Some(f.try_clone().unwrap()), 0)
+            .unwrap();
+        let gm = maps.guest_memory();
+        assert!(matches!(
+            gm.write(0x1ffc, &[1; 8]),
+            Err(DmaError::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            file_bytes(&f, 0xffc, 4),
+            [0; 4],
+            "partial write must not happen"
+        );
+        assert!(gm.write(u64::MAX - 2, &[1; 8]).is_err());
+        let mut b = [0; 4];
+        assert!(gm.read(0, &mut b).is_err());
+        assert!(gm.read(u64::MAX, &mut b).is_err());
+    }
+
+    #[test]
+    fn overlapping_and_empty_maps_are_rejected() {
+        let mut maps = DmaMaps::default();
+        maps.map(0x1000, 0x2000, Some(backing(0x2000)), 0).unwrap();
+        assert!(matches!(
+            maps.map(0x2000, 0x1000, Some(backing(0x1000)), 0),
+            Err(DmaError::Overlap { .. })
+        ));
+        assert!(matches!(
+            maps.map(0x5000, 0, None, 0),
+            Err(DmaError::InvalidRange { .. })
+        ));
+        assert!(matches!(
+            maps.map(u64::MAX - 0xfff, 0x2000, None, 0),
+            Err(DmaError::InvalidRange { .. })
+        ));
+    }
+
+    #[test]
+    fn unmap_in_the_middle_splits_the_map() {
+        let f = backing(0x3000);
+        let mut maps = DmaMaps::default();
+        maps.map(0x0, 0x3000, Some(f.try_clone().unwrap()), 0)
+            .unwrap();
+        assert_eq!(maps.unmap(0x1000, 0x1000).unwrap(), 0x1000);
+        assert_eq!(maps.len(), 2);
+        let gm = maps.guest_memory();
+        assert!(gm.write(0x1800, &[7]).is_err(), "hole is unmapped");
+        gm.write(0x2000, &[9]).unwrap();
+        assert_eq!(file_bytes(&f, 0x2000, 1), [9], "tail keeps its file offset");
+        gm.write(0x0fff, &[5]).unwrap();
+        assert_eq!(file_bytes(&f, 0xfff, 1), [5]);
+        // Re-map the hole from another file and unmap across everything.
+        maps.map(0x1000, 0x1000, Some(backing(0x1000)), 0).unwrap();
+        assert_eq!(maps.unmap(0x800, 0x2000).unwrap(), 0x2000);
+        assert_eq!(
+            maps.unmap(0x10_0000, 0x1000).unwrap(),
+            0,
+            "unmapping nothing is fine"
+        );
+    }
+
+    #[test]
+    fn map_past_end_of_file_is_refused() {
+        let mut maps = DmaMaps::default();
+        assert!(matches!(
+            maps.map(0, 0x2000, Some(backing(0x1000)), 0),
+            Err(DmaError::Mmap { .. })
+        ));
+        assert!(matches!(
+            maps.map(0, 0x1000, Some(backing(0x1000)), 0x800),
+            Err(DmaError::Mmap { .. })
+        ));
+        assert!(maps.is_empty());
+    }
+
+    #[test]
+    fn maps_without_fd_are_recorded_but_unreachable() {
+        let mut maps = DmaMaps::default();
+        maps.map(0xc0000, 0x20000, None, 0).unwrap();
+        assert_eq!(maps.len(), 1);
+        assert!(!maps.has_accessible());
+        assert!(maps.guest_memory().write(0xc0000, &[1]).is_err());
+        assert_eq!(maps.unmap(0xc8000, 0x8000).unwrap(), 0x8000);
+        assert_eq!(maps.len(), 2);
+    }
+}

@@ -1,0 +1,15 @@
+//! ibtca device: an InfiniBand Target Channel Adapter served to QEMU as a PCI
+//! device over vfio-user.
+//!
+//! The device core ([`tca::Tca`] and the modules it is built from) knows
+//! nothing about sockets: it is a state machine over configuration space,
+//! registers, interrupts and guest memory. [`vfio_user`] is the transport
+//! that feeds it client messages. See ARCHITECTURE.md for the map.
+#![deny(missing_docs)]
+
+pub mod bar0;
+pub mod dma;
+pub mod pci;
+pub mod regs;
+pub mod tca;
+pub mod vfio_user;

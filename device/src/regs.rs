@@ -1,0 +1,219 @@
+//! BAR0 register map: the single source of truth.
+//!
+//! Every offset, value and bit the guest driver uses is defined here once.
+//! `ibtca-regs-header` turns this module into `guest-driver/ibtca_regs.h`, and a
+//! unit test fails if the committed header differs from what this module
+//! generates, so the driver and the device cannot drift.
+//!
+//! All registers are 32 bits wide, little-endian, at 4-byte aligned offsets.
+//! The guest reads and writes them with 4-byte accesses; other sizes are
+//! rejected (reads return all-ones). Only the slow path (probe, self-tests)
+//! reads registers: data-path state lives in guest memory.
+
+/// Describes one register for documentation and header generation.
+#[derive(Debug, Clone, Copy)]
+pub struct RegDef {
+    /// Name without prefix (`MAGIC` becomes `IBTCA_REG_MAGIC`).
+    pub name: &'static str,
+    /// Byte offset in BAR0.
+    pub offset: u64,
+    /// "RO", "RW", "WO".
+    pub access: &'static str,
+    /// One-line description.
+    pub doc: &'static str,
+}
+
+/// Describes one named value (magic, bit, code) for header generation.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueDef {
+    /// Name without prefix (`MAGIC_VALUE` becomes `IBTCA_MAGIC_VALUE`).
+    pub name: &'static str,
+    /// The value.
+    pub value: u64,
+    /// One-line description.
+    pub doc: &'static str,
+}
+
+macro_rules! registers {
+    ($( $(#[doc = $doc:literal])* $name:ident = $off:literal, $acc:literal; )*) => {
+        $( $(#[doc = $doc])* pub const $name: u64 = $off; )*
+        /// Every BAR0 register, in offset order.
+        pub const REGISTERS: &[RegDef] = &[
+            $( RegDef { name: stringify!($name), offset: $off, access: $acc,
+                        doc: concat!($($doc),*) }, )*
+        ];
+    };
+}
+
+macro_rules! values {
+    ($( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $val:expr; )*) => {
+        $( $(#[doc = $doc])* pub const $name: $ty = $val; )*
+        /// Every named value, in definition order.
+        pub const VALUES: &[ValueDef] = &[
+            $( ValueDef { name: stringify!($name), value: $val as u64,
+                          doc: concat!($($doc),*) }, )*
+        ];
+    };
+}
+
+registers! {
+    /// Identifies the device: reads IBTCA_MAGIC_VALUE.
+    MAGIC = 0x000, "RO";
+    /// Register-interface version: major in bits 31:16, minor in 15:0.
+    VERSION = 0x004, "RO";
+    /// Capability bits (IBTCA_CAP_*).
+    CAPS = 0x008, "RO";
+    /// Write IBTCA_RESET_VALUE to reset the device to its power-on state.
+    RESET = 0x00c, "WO";
+    /// Free read/write register for driver round trips; reset clears it.
+    SCRATCH = 0x010, "RW";
+    /// IB port state (IBTCA_PORT_*).
+    PORT_STATE = 0x014, "RO";
+    /// Number of MSI-X vectors the device implements.
+    NUM_VECTORS = 0x018, "RO";
+    /// Write a vector number to fire that MSI-X vector.
+    IRQ_TEST = 0x01c, "WO";
+    /// Count of interrupts raised through IRQ_TEST since reset.
+    IRQ_TEST_COUNT = 0x020, "RO";
+    /// Device status bits (IBTCA_STATUS_*).
+    STATUS = 0x024, "RO";
+    /// Count of rejected register accesses (bad size, offset or value).
+    ERROR_COUNT = 0x028, "RO";
+    /// DMA self-test: guest address, low 32 bits.
+    DMA_ADDR_LO = 0x030, "RW";
+    /// DMA self-test: guest address, high 32 bits.
+    DMA_ADDR_HI = 0x034, "RW";
+    /// DMA self-test: length in bytes (at most IBTCA_DMA_TEST_MAX).
+    DMA_LEN = 0x038, "RW";
+    /// DMA self-test: pattern seed for FILL.
+    DMA_SEED = 0x03c, "RW";
+    /// DMA self-test: write a command (IBTCA_DMA_CMD_*) to run it.
+    DMA_CMD = 0x040, "WO";
+    /// DMA self-test: result code of the last command (IBTCA_DMA_ST_*).
+    DMA_STATUS = 0x044, "RO";
+    /// DMA self-test: FNV-1a 32 checksum of the bytes last read by SUM.
+    DMA_RESULT = 0x048, "RO";
+}
+
+values! {
+    /// PCI vendor ID (not bound by any in-tree Linux driver).
+    PCI_VENDOR_ID: u16 = 0x1de5;
+    /// PCI device ID.
+    PCI_DEVICE_ID: u16 = 0x7ca0;
+    /// PCI class code: serial bus controller, InfiniBand (0x0c06), prog-if 0.
+    PCI_CLASS_CODE: u32 = 0x0c0600;
+    /// PCI revision.
+    PCI_REVISION: u8 = 1;
+    /// Index of the register BAR.
+    REGS_BAR: u32 = 0;
+    /// Size of the register BAR in bytes.
+    REGS_BAR_SIZE: u64 = 0x1_0000;
+    /// Index of the BAR holding the MSI-X table and PBA.
+    MSIX_BAR: u32 = 1;
+    /// Size of the MSI-X BAR in bytes.
+    MSIX_BAR_SIZE: u64 = 0x1000;
+    /// Offset of the MSI-X table in its BAR.
+    MSIX_TABLE_OFFSET: u64 = 0x000;
+    /// Offset of the MSI-X pending-bit array in its BAR.
+    MSIX_PBA_OFFSET: u64 = 0x800;
+    /// Number of MSI-X vectors.
+    MSIX_VECTORS: u16 = 32;
+    /// Value of the MAGIC register ("IBTC").
+    MAGIC_VALUE: u32 = 0x4942_5443;
+    /// Register-interface major version.
+    VERSION_MAJOR: u32 = 1;
+    /// Register-interface minor version.
+    VERSION_MINOR: u32 = 0;
+    /// CAPS: MSI-X interrupts.
+    CAP_MSIX: u32 = 1 << 0;
+    /// CAPS: DMA self-test registers.
+    CAP_DMA_TEST: u32 = 1 << 1;
+    /// Value to write to RESET.
+    RESET_VALUE: u32 = 0x5245_5345;
+    /// PORT_STATE: link down.
+    PORT_DOWN: u32 = 1;
+    /// PORT_STATE: link up, port initializing.
+    PORT_INIT: u32 = 2;
+    /// PORT_STATE: port armed.
+    PORT_ARMED: u32 = 3;
+    /// PORT_STATE: port active.
+    PORT_ACTIVE: u32 = 4;
+    /// STATUS: the device is ready.
+    STATUS_READY: u32 = 1 << 0;
+    /// STATUS: guest memory is mapped (at least one DMA region).
+    STATUS_DMA_MAPPED: u32 = 1 << 1;
+    /// DMA_CMD: fill the buffer with the pattern byte(i) = seed + i.
+    DMA_CMD_FILL: u32 = 1;
+    /// DMA_CMD: read the buffer and store its FNV-1a 32 checksum in DMA_RESULT.
+    DMA_CMD_SUM: u32 = 2;
+    /// DMA_STATUS: success.
+    DMA_ST_OK: u32 = 0;
+    /// DMA_STATUS: the range is not inside mapped guest memory.
+    DMA_ST_FAULT: u32 = 1;
+    /// DMA_STATUS: unknown command or bad length.
+    DMA_ST_INVALID: u32 = 2;
+    /// Largest DMA self-test length in bytes.
+    DMA_TEST_MAX: u32 = 1 << 20;
+}
+
+/// The register-interface version as read from VERSION.
+pub const VERSION_VALUE: u32 = (VERSION_MAJOR << 16) | VERSION_MINOR;
+
+/// Renders the C header for the guest driver from [`REGISTERS`] and [`VALUES`].
+pub fn c_header() -> String {
+    let mut s = String::new();
+    s.push_str("/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */\n");
+    s.push_str("/*\n * ibtca BAR0 register map.\n *\n");
+    s.push_str(" * GENERATED from device/src/regs.rs by `cargo run -p ibtca-device --bin\n");
+    s.push_str(" * ibtca-regs-header`. Do not edit: a device unit test checks this file.\n */\n");
+    s.push_str("#ifndef IBTCA_REGS_H\n#define IBTCA_REGS_H\n\n");
+    for r in REGISTERS {
+        s.push_str(&format!("/* {} ({}) */\n", r.doc.trim(), r.access));
+        s.push_str(&format!(
+            "#define IBTCA_REG_{:<24} 0x{:03x}\n",
+            r.name, r.offset
+        ));
+    }
+    s.push('\n');
+    for v in VALUES {
+        s.push_str(&format!("/* {} */\n", v.doc.trim()));
+        s.push_str(&format!("#define IBTCA_{:<28} 0x{:x}\n", v.name, v.value));
+    }
+    s.push_str("\n#endif /* IBTCA_REGS_H */\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_are_aligned_unique_and_inside_bar() {
+        let mut offs: Vec<u64> = REGISTERS.iter().map(|r| r.offset).collect();
+        for r in REGISTERS {
+            assert_eq!(r.offset % 4, 0, "{} misaligned", r.name);
+            assert!(r.offset + 4 <= REGS_BAR_SIZE, "{} outside BAR0", r.name);
+        }
+        offs.sort_unstable();
+        offs.dedup();
+        assert_eq!(offs.len(), REGISTERS.len(), "duplicate register offsets");
+    }
+
+    #[test]
+    fn committed_c_header_matches_generated() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/ibtca_regs.h");
+        let committed = std::fs::read_to_string(path).expect("guest-driver/ibtca_regs.h");
+        assert!(
+            committed == c_header(),
+            "guest-driver/ibtca_regs.h is stale: run \
+             `cargo run -p ibtca-device --bin ibtca-regs-header > guest-driver/ibtca_regs.h`"
+        );
+    }
+
+    #[test]
+    fn msix_table_and_pba_fit_their_bar() {
+        let table_end = MSIX_TABLE_OFFSET + u64::from(MSIX_VECTORS) * 16;
+        assert!(table_end <= MSIX_PBA_OFFSET);
+        assert!(MSIX_PBA_OFFSET + u64::from(MSIX_VECTORS).div_ceil(64) * 8 <= MSIX_BAR_SIZE);
+    }
+}

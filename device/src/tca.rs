@@ -1,0 +1,413 @@
+//! The ibtca PCI function: configuration space, BAR0 registers, the MSI-X
+//! BAR and the client's DMA maps, behind the vfio-user [`Backend`] trait.
+//!
+//! | vfio region | what | size |
+//! |---|---|---|
+//! | 0 (BAR0) | control/status registers ([`crate::regs`]) | 64 KiB |
+//! | 1 (BAR1) | MSI-X table at 0, PBA at 0x800 | 4 KiB |
+//! | 2-5, 6 (ROM), 8 (VGA) | absent | 0 |
+//! | 7 | configuration space | 4 KiB |
+//!
+//! IRQ indexes: INTx 0 vectors (interrupt pin 0), MSI 0, MSI-X 32, ERR 1
+//! (accepted, never signalled), REQ 0.
+//!
+//! QEMU shadows the MSI-X table (it emulates it and never forwards table
+//! accesses), so our copy of the table starts with every vector unmasked: a
+//! client that never writes the table still gets interrupts, and one that does
+//! gets PCI masking. Reads of the PBA are forwarded and answered here.
+
+use std::fs::File;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::sync::Arc;
+
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::bar0::{Bar0, Bar0Context, WriteEffect};
+use crate::dma::{DmaError, DmaMaps, GuestMemory};
+use crate::pci::config::{self, BarSpec, ConfigSpace};
+use crate::pci::msix::Msix;
+use crate::pci::PciError;
+use crate::regs;
+use crate::vfio_user::wire::{self, DeviceInfo, IrqInfo, RegionInfo, SetIrqs};
+use crate::vfio_user::{Backend, Errno};
+
+/// vfio PCI region index of the configuration space.
+pub const CONFIG_REGION: u32 = 7;
+/// Number of vfio regions (BAR0-5, ROM, config, VGA).
+pub const NUM_REGIONS: u32 = 9;
+/// vfio PCI IRQ index of MSI-X.
+pub const MSIX_IRQ_INDEX: u32 = 2;
+/// vfio PCI IRQ index of the error interrupt.
+pub const ERR_IRQ_INDEX: u32 = 3;
+/// Number of IRQ indexes (INTx, MSI, MSI-X, ERR, REQ).
+pub const NUM_IRQS: u32 = 5;
+
+impl From<PciError> for Errno {
+    fn from(e: PciError) -> Self {
+        Errno::inval(e.to_string())
+    }
+}
+
+impl From<DmaError> for Errno {
+    fn from(e: DmaError) -> Self {
+        let errno = match e {
+            DmaError::Overlap { .. } => libc::EEXIST,
+            DmaError::InvalidRange { .. }
+            | DmaError::OutOfBounds { .. }
+            | DmaError::Mmap { .. } => libc::EINVAL,
+        };
+        Errno::new(errno, e.to_string())
+    }
+}
+
+fn bars() -> [BarSpec; 6] {
+    let mut b = [BarSpec { size: 0 }; 6];
+    b[regs::REGS_BAR as usize].size = regs::REGS_BAR_SIZE;
+    b[regs::MSIX_BAR as usize].size = regs::MSIX_BAR_SIZE;
+    b
+}
+
+/// The device instance.
+pub struct Tca {
+    config: ConfigSpace,
+    msix: Arc<Msix>,
+    dma: DmaMaps,
+    mem: GuestMemory,
+    bar0: Bar0,
+    err_eventfd: Option<EventFd>,
+}
+
+impl Default for Tca {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tca {
+    /// A device in its power-on state, with no client.
+    pub fn new() -> Self {
+        let dma = DmaMaps::default();
+        let msix = Arc::new(Msix::new(regs::MSIX_VECTORS));
+        unmask_all(&msix);
+        Tca {
+            config: ConfigSpace::new(bars(), regs::MSIX_VECTORS),
+            mem: dma.guest_memory(),
+            dma,
+            msix,
+            bar0: Bar0::new(),
+            err_eventfd: None,
+        }
+    }
+
+    /// The interrupt block (shared with threads that raise interrupts).
+    pub fn msix(&self) -> &Arc<Msix> {
+        &self.msix
+    }
+
+    /// A handle for DMA into the client's memory.
+    pub fn guest_memory(&self) -> GuestMemory {
+        self.mem.clone()
+    }
+
+    fn function_reset(&mut self) {
+        self.config = ConfigSpace::new(bars(), regs::MSIX_VECTORS);
+        self.msix.reset();
+        unmask_all(&self.msix);
+        self.bar0 = Bar0::new();
+    }
+
+    fn check_region(&self, region: u32, offset: u64, len: usize) -> Result<(), Errno> {
+        let info = self.region_info(region)?;
+        if info.size == 0 {
+            return Err(Errno::inval(format!("region {region} is not implemented")));
+        }
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > info.size)
+        {
+            return Err(Errno::inval(format!(
+                "access of {len} bytes at {offset:#x} is outside region {region} ({:#x} bytes)",
+                info.size
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn unmask_all(msix: &Msix) {
+    for v in 0..u64::from(regs::MSIX_VECTORS) {
+        let _ = msix.bar_write(regs::MSIX_TABLE_OFFSET + v * 16 + 12, &0u32.to_le_bytes());
+    }
+}
+
+fn eventfd_from(file: File) -> EventFd {
+    // SAFETY: `into_raw_fd` hands us sole ownership of a valid descriptor,
+    // which the EventFd now owns and closes. If the client passed something
+    // that is not an eventfd, writes to it fail and are logged.
+    unsafe { EventFd::from_raw_fd(file.into_raw_fd()) }
+}
+
+impl Backend for Tca {
+    fn device_info(&self) -> DeviceInfo {
+        DeviceInfo {
+            flags: wire::DEVICE_FLAGS_PCI | wire::DEVICE_FLAGS_RESET,
+            num_regions: NUM_REGIONS,
+            num_irqs: NUM_IRQS,
+        }
+    }
+
+    fn region_info(&self, index: u32) -> Result<RegionInfo, Errno> {
+        let rw = wire::REGION_FLAG_READ | wire::REGION_FLAG_WRITE;
+        let (size, flags) = match index {
+            0..=5 => match self.config.bars()[index as usize].size {
+                0 => (0, 0),
+                s => (s, rw),
+            },
+            6 | 8 => (0, 0),
+            CONFIG_REGION => (config::CONFIG_SPACE_SIZE as u64, rw),
+            _ => return Err(Errno::inval(format!("no region {index}"))),
+        };
+        Ok(RegionInfo {
+            flags,
+            index,
+            size,
+            ..Default::default()
+        })
+    }
+
+    fn irq_info(&self, index: u32) -> Result<IrqInfo, Errno> {
+        let (flags, count) = match index {
+            0 | 1 | 4 => (wire::IRQ_INFO_EVENTFD, 0),
+            MSIX_IRQ_INDEX => (
+                wire::IRQ_INFO_EVENTFD | wire::IRQ_INFO_MASKABLE,
+                self.msix.vectors(),
+            ),
+            ERR_IRQ_INDEX => (wire::IRQ_INFO_EVENTFD, 1),
+            _ => return Err(Errno::inval(format!("no IRQ index {index}"))),
+        };
+        Ok(IrqInfo {
+            flags,
+            index,
+            count,
+            ..Default::default()
+        })
+    }
+
+    fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> Result<(), Errno> {
+        self.check_region(region, offset, data.len())?;
+        match region {
+            CONFIG_REGION => Ok(self.config.read(offset, data)?),
+            r if r == regs::REGS_BAR => {
+                let ctx = Bar0Context {
+                    msix: &self.msix,
+                    mem: &self.mem,
+                    bus_master: self.config.bus_master(),
+                    dma_mapped: self.dma.has_accessible(),
+                };
+                self.bar0
+                    .read(offset, data, &ctx)
+                    .map_err(|e| Errno::inval(e.to_string()))
+            }
+            r if r == regs::MSIX_BAR => Ok(self.msix.bar_read(offset, data)?),
+            _ => unreachable!("check_region admits only implemented regions"),
+        }
+    }
+
+    fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> Result<(), Errno> {
+        self.check_region(region, offset, data.len())?;
+        match region {
+            CONFIG_REGION => {
+                self.config.write(offset, data)?;
+                let ctrl = self.config.msix_control();
+                self.msix.set_control(
+                    ctrl & config::MSIX_CTRL_ENABLE != 0,
+                    ctrl & config::MSIX_CTRL_MASKALL != 0,
+                );
+                Ok(())
+            }
+            r if r == regs::REGS_BAR => {
+                let ctx = Bar0Context {
+                    msix: &self.msix,
+                    mem: &self.mem,
+                    bus_master: self.config.bus_master(),
+                    dma_mapped: self.dma.has_accessible(),
+                };
+                match self
+                    .bar0
+                    .write(offset, data, &ctx)
+                    .map_err(|e| Errno::inval(e.to_string()))?
+                {
+                    WriteEffect::Reset => {
+                        tracing::info!("device reset by the driver");
+                        self.bar0 = Bar0::new();
+                    }
+                    WriteEffect::None => {}
+                }
+                Ok(())
+            }
+            r if r == regs::MSIX_BAR => Ok(self.msix.bar_write(offset, data)?),
+            _ => unreachable!("check_region admits only implemented regions"),
+        }
+    }
+
+    fn dma_map(&mut self, map: &wire::DmaMap, fd: Option<File>) -> Result<(), Errno> {
+        // Read-only maps (ROM) are never a DMA target of this device: record
+        // them without a mapping rather than risk a write to them.
+        let fd = fd.filter(|_| map.flags & wire::DMA_MAP_FLAG_WRITE != 0);
+        tracing::debug!(
+            iova = map.address,
+            size = map.size,
+            has_fd = fd.is_some(),
+            "DMA_MAP"
+        );
+        Ok(self.dma.map(map.address, map.size, fd, map.offset)?)
+    }
+
+    fn dma_unmap(&mut self, unmap: &wire::DmaUnmap) -> Result<(), Errno> {
+        if unmap.flags & wire::DMA_UNMAP_FLAG_GET_DIRTY_BITMAP != 0 {
+            return Err(Errno::new(
+                libc::ENOTSUP,
+                "dirty page tracking is not supported",
+            ));
+        }
+        if unmap.flags & wire::DMA_UNMAP_FLAG_ALL != 0 {
+            if unmap.address != 0 || unmap.size != 0 {
+                return Err(Errno::inval("DMA_UNMAP ALL with an address or size"));
+            }
+            self.dma.clear();
+            return Ok(());
+        }
+        if unmap.flags != 0 {
+            return Err(Errno::inval(format!("DMA_UNMAP flags {:#x}", unmap.flags)));
+        }
+        let n = self.dma.unmap(unmap.address, unmap.size)?;
+        tracing::debug!(
+            iova = unmap.address,
+            size = unmap.size,
+            unmapped = n,
+            "DMA_UNMAP"
+        );
+        Ok(())
+    }
+
+    fn set_irqs(&mut self, req: &SetIrqs, fds: Vec<File>) -> Result<(), Errno> {
+        use wire::*;
+        let data = req.flags & (IRQ_SET_DATA_NONE | IRQ_SET_DATA_BOOL | IRQ_SET_DATA_EVENTFD);
+        let action =
+            req.flags & (IRQ_SET_ACTION_MASK | IRQ_SET_ACTION_UNMASK | IRQ_SET_ACTION_TRIGGER);
+        if !data.is_power_of_two() || !action.is_power_of_two() || req.flags & !0x3f != 0 {
+            return Err(Errno::inval(format!("SET_IRQS flags {:#x}", req.flags)));
+        }
+        let info = self.irq_info(req.index)?;
+        let end = u64::from(req.start) + u64::from(req.count);
+        let disable_all =
+            data == IRQ_SET_DATA_NONE && action == IRQ_SET_ACTION_TRIGGER && req.count == 0;
+        if !disable_all && end > u64::from(info.count) {
+            return Err(Errno::inval(format!(
+                "SET_IRQS vectors {}+{} on index {} with {} vectors",
+                req.start, req.count, req.index, info.count
+            )));
+        }
+        let expect_data = if data == IRQ_SET_DATA_BOOL {
+            req.count as usize
+        } else {
+            0
+        };
+        if req.data.len() != expect_data {
+            return Err(Errno::inval(format!(
+                "SET_IRQS carries {} data bytes",
+                req.data.len()
+            )));
+        }
+        if data != IRQ_SET_DATA_EVENTFD && !fds.is_empty() {
+            return Err(Errno::inval("SET_IRQS: fds without DATA_EVENTFD"));
+        }
+        match req.index {
+            MSIX_IRQ_INDEX => self.set_msix(req, data, action, fds, disable_all),
+            ERR_IRQ_INDEX => {
+                if data == IRQ_SET_DATA_EVENTFD && action == IRQ_SET_ACTION_TRIGGER {
+                    if fds.len() > 1 {
+                        return Err(Errno::inval("SET_IRQS ERR: more than one fd"));
+                    }
+                    self.err_eventfd = fds.into_iter().next().map(eventfd_from);
+                } else if disable_all {
+                    self.err_eventfd = None;
+                }
+                Ok(())
+            }
+            _ => Ok(()), // count 0: only "disable all" gets here
+        }
+    }
+
+    fn reset(&mut self) -> Result<(), Errno> {
+        tracing::info!("device reset by the client");
+        self.function_reset();
+        Ok(())
+    }
+
+    fn disconnected(&mut self) {
+        self.dma.clear();
+        self.msix.clear_eventfds();
+        self.err_eventfd = None;
+        self.function_reset();
+    }
+}
+
+impl Tca {
+    fn set_msix(
+        &mut self,
+        req: &SetIrqs,
+        data: u32,
+        action: u32,
+        fds: Vec<File>,
+        disable_all: bool,
+    ) -> Result<(), Errno> {
+        use wire::*;
+        let msix = &self.msix;
+        if disable_all {
+            return Ok(msix.remove_eventfds(0, msix.vectors())?);
+        }
+        match (data, action) {
+            (IRQ_SET_DATA_EVENTFD, IRQ_SET_ACTION_TRIGGER) => {
+                if fds.is_empty() {
+                    Ok(msix.remove_eventfds(req.start, req.count)?)
+                } else if fds.len() == req.count as usize {
+                    Ok(msix.set_eventfds(req.start, fds.into_iter().map(eventfd_from).collect())?)
+                } else {
+                    Err(Errno::inval(format!(
+                        "SET_IRQS: {} fds for {} vectors",
+                        fds.len(),
+                        req.count
+                    )))
+                }
+            }
+            (IRQ_SET_DATA_NONE, IRQ_SET_ACTION_TRIGGER) => {
+                Ok(msix.client_trigger(req.start, req.count)?)
+            }
+            (IRQ_SET_DATA_NONE, IRQ_SET_ACTION_MASK) => {
+                Ok(msix.client_mask(req.start, req.count, true)?)
+            }
+            (IRQ_SET_DATA_NONE, IRQ_SET_ACTION_UNMASK) => {
+                Ok(msix.client_mask(req.start, req.count, false)?)
+            }
+            (IRQ_SET_DATA_BOOL, _) => {
+                for (i, &b) in req.data.iter().enumerate() {
+                    if b == 0 {
+                        continue;
+                    }
+                    let v = req.start + i as u32;
+                    match action {
+                        IRQ_SET_ACTION_TRIGGER => msix.client_trigger(v, 1)?,
+                        IRQ_SET_ACTION_MASK => msix.client_mask(v, 1, true)?,
+                        _ => msix.client_mask(v, 1, false)?,
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(Errno::inval(format!(
+                "SET_IRQS flags {:#x} on MSI-X",
+                req.flags
+            ))),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * ibtca BAR0 register map.
+ *
+ * GENERATED from device/src/regs.rs by `cargo run -p ibtca-device --bin
+ * ibtca-regs-header`. Do not edit: a device unit test checks this file.
+ */
+#ifndef IBTCA_REGS_H
+#define IBTCA_REGS_H
+
+/* Identifies the device: reads IBTCA_MAGIC_VALUE. (RO) */
+#define IBTCA_REG_MAGIC                    0x000
+/* Register-interface version: major in bits 31:16, minor in 15:0. (RO) */
+#define IBTCA_REG_VERSION                  0x004
+/* Capability bits (IBTCA_CAP_*). (RO) */
+#define IBTCA_REG_CAPS                     0x008
+/* Write IBTCA_RESET_VALUE to reset the device to its power-on state. (WO) */
+#define IBTCA_REG_RESET                    0x00c
+/* Free read/write register for driver round trips; reset clears it. (RW) */
+#define IBTCA_REG_SCRATCH                  0x010
+/* IB port state (IBTCA_PORT_*). (RO) */
+#define IBTCA_REG_PORT_STATE               0x014
+/* Number of MSI-X vectors the device implements. (RO) */
+#define IBTCA_REG_NUM_VECTORS              0x018
+/* Write a vector number to fire that MSI-X vector. (WO) */
+#define IBTCA_REG_IRQ_TEST                 0x01c
+/* Count of interrupts raised through IRQ_TEST since reset. (RO) */
+#define IBTCA_REG_IRQ_TEST_COUNT           0x020
+/* Device status bits (IBTCA_STATUS_*). (RO) */
+#define IBTCA_REG_STATUS                   0x024
+/* Count of rejected register accesses (bad size, offset or value). (RO) */
+#define IBTCA_REG_ERROR_COUNT              0x028
+/* DMA self-test: guest address, low 32 bits. (RW) */
+#define IBTCA_REG_DMA_ADDR_LO              0x030
+/* DMA self-test: guest address, high 32 bits. (RW) */
+#define IBTCA_REG_DMA_ADDR_HI              0x034
+/* DMA self-test: length in bytes (at most IBTCA_DMA_TEST_MAX). (RW) */
+#define IBTCA_REG_DMA_LEN                  0x038
+/* DMA self-test: pattern seed for FILL. (RW) */
+#define IBTCA_REG_DMA_SEED                 0x03c
+/* DMA self-test: write a command (IBTCA_DMA_CMD_*) to run it. (WO) */
+#define IBTCA_REG_DMA_CMD                  0x040
+/* DMA self-test: result code of the last command (IBTCA_DMA_ST_*). (RO) */
+#define IBTCA_REG_DMA_STATUS               0x044
+/* DMA self-test: FNV-1a 32 checksum of the bytes last read by SUM. (RO) */
+#define IBTCA_REG_DMA_RESULT               0x048
+
+/* PCI vendor ID (not bound by any in-tree Linux driver). */
+#define IBTCA_PCI_VENDOR_ID                0x1de5
+/* PCI device ID. */
+#define IBTCA_PCI_DEVICE_ID                0x7ca0
+/* PCI class code: serial bus controller, InfiniBand (0x0c06), prog-if 0. */
+#define IBTCA_PCI_CLASS_CODE               0xc0600
+/* PCI revision. */
+#define IBTCA_PCI_REVISION                 0x1
+/* Index of the register BAR. */
+#define IBTCA_REGS_BAR                     0x0
+/* Size of the register BAR in bytes. */
+#define IBTCA_REGS_BAR_SIZE                0x10000
+/* Index of the BAR holding the MSI-X table and PBA. */
+#define IBTCA_MSIX_BAR                     0x1
+/* Size of the MSI-X BAR in bytes. */
+#define IBTCA_MSIX_BAR_SIZE                0x1000
+/* Offset of the MSI-X table in its BAR. */
+#define IBTCA_MSIX_TABLE_OFFSET            0x0
+/* Offset of the MSI-X pending-bit array in its BAR. */
+#define IBTCA_MSIX_PBA_OFFSET              0x800
+/* Number of MSI-X vectors. */
+#define IBTCA_MSIX_VECTORS                 0x20
+/* Value of the MAGIC register ("IBTC"). */
+#define IBTCA_MAGIC_VALUE                  0x49425443
+/* Register-interface major version. */
+#define IBTCA_VERSION_MAJOR                0x1
+/* Register-interface minor version. */
+#define IBTCA_VERSION_MINOR                0x0
+/* CAPS: MSI-X interrupts. */
+#define IBTCA_CAP_MSIX                     0x1
+/* CAPS: DMA self-test registers. */
+#define IBTCA_CAP_DMA_TEST                 0x2
+/* Value to write to RESET. */
+#define IBTCA_RESET_VALUE                  0x52455345
+/* PORT_STATE: link down. */
+#define IBTCA_PORT_DOWN                    0x1
+/* PORT_STATE: link up, port initializing. */
+#define IBTCA_PORT_INIT                    0x2
+/* PORT_STATE: port armed. */
+#define IBTCA_PORT_ARMED                   0x3
+/* PORT_STATE: port active. */
+#define IBTCA_PORT_ACTIVE                  0x4
+/* STATUS: the device is ready. */
+#define IBTCA_STATUS_READY                 0x1
+/* STATUS: guest memory is mapped (at least one DMA region). */
+#define IBTCA_STATUS_DMA_MAPPED            0x2
+/* DMA_CMD: fill the buffer with the pattern byte(i) = seed + i. */
+#define IBTCA_DMA_CMD_FILL                 0x1
+/* DMA_CMD: read the buffer and store its FNV-1a 32 checksum in DMA_RESULT. */
+#define IBTCA_DMA_CMD_SUM                  0x2
+/* DMA_STATUS: success. */
+#define IBTCA_DMA_ST_OK                    0x0
+/* DMA_STATUS: the range is not inside mapped guest memory. */
+#define IBTCA_DMA_ST_FAULT                 0x1
+/* DMA_STATUS: unknown command or bad length. */
+#define IBTCA_DMA_ST_INVALID               0x2
+/* Largest DMA self-test length in bytes. */
+#define IBTCA_DMA_TEST_MAX                 0x100000
+
+#endif /* IBTCA_REGS_H */

@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# Mount helpers for the VM-stack chroot. Sourced, not run.
+#
+# The chroot gets proc, sys and a *bind* of the host's /dev. Deleting the
+# chroot while /dev is bound into it would delete the host's device nodes, so
+# every deletion goes through ibtca_chroot_assert_unmounted first.
+
+# Mount proc, sys and /dev into chroot $1 (idempotent).
+ibtca_chroot_mount() {
+	local root=$1
+	mkdir -p "$root/proc" "$root/sys" "$root/dev"
+	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+	mountpoint -q "$root/sys" || mount -t sysfs sysfs "$root/sys"
+	mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+}
+
+# Unmount everything below chroot $1, deepest first (idempotent).
+ibtca_chroot_umount() {
+	local root mnt
+	root=$(readlink -f "$1" 2>/dev/null) || return 0
+	[ -d "$root" ] || return 0
+	# shellcheck disable=SC2013
+	for mnt in $(awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts | sort -r); do
+		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	done
+}
+
+# Fail loudly if anything is still mounted below chroot $1.
+ibtca_chroot_assert_unmounted() {
+	local root
+	root=$(readlink -f "$1" 2>/dev/null) || return 0
+	if awk -v r="$root" '$2 == r || index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+		echo "refusing to continue: mounts remain under $root" >&2
+		return 1
+	fi
+}

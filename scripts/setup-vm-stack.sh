@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Install the VM test stack (QEMU with vfio-user-pci, a guest kernel and its
+# headers, busybox, a compiler for the guest module and tool) into a cache
+# outside the clone, unattended and idempotently.
+#
+#   scripts/setup-vm-stack.sh            # install (or reuse) the stack
+#   scripts/setup-vm-stack.sh --print    # print the resolved settings
+#
+# Cache: $IBTCA_CACHE (default ~/.cache/ibtca). The result is described by
+# $IBTCA_CACHE/stack.env, which scripts/vm-env.sh sources.
+#
+# If the host already has a QEMU >= 10.1.1 whose `-device help` lists
+# vfio-user-pci *and* a guest kernel with headers is given through
+# IBTCA_KERNEL / IBTCA_KDIR, the host stack is used. Otherwise a Debian trixie
+# chroot with trixie-backports is built in the cache (about 70 s, 1.2 GB).
+set -euo pipefail
+
+CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
+CHROOT=$CACHE/chroot
+STAMP=$CHROOT/.ibtca-stack-ready
+ENVFILE=$CACHE/stack.env
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/chroot-mounts.sh
+. "$here/chroot-mounts.sh"
+
+log() { printf '[setup-vm-stack] %s\n' "$*" >&2; }
+
+# The Debian mirror this machine already uses (deb822 or one-line sources).
+host_mirror() {
+	local m=""
+	if compgen -G '/etc/apt/sources.list.d/*.sources' >/dev/null; then
+		m=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) { print $i; exit } }' \
+			/etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+	fi
+	if [ -z "$m" ] && [ -f /etc/apt/sources.list ]; then
+		m=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\// && $i ~ /\/debian\/?$/) { print $i; exit } }' \
+			/etc/apt/sources.list | head -n1)
+	fi
+	[ -n "$m" ] || { log "no Debian mirror found in /etc/apt sources"; exit 1; }
+	echo "${m%/}"
+}
+
+version_ge() { # version_ge A B: A >= B
+	[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+}
+
+host_qemu_ok() {
+	command -v qemu-system-x86_64 >/dev/null || return 1
+	local v
+	v=$(qemu-system-x86_64 --version | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n1)
+	version_ge "$v" 10.1.1 || return 1
+	qemu-system-x86_64 -device help 2>/dev/null | grep -q '"vfio-user-pci"'
+}
+
+apt_host_install() {
+	local missing=()
+	for p in "$@"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing host packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+write_env() {
+	mkdir -p "$CACHE"
+	cat >"$ENVFILE.tmp" <<EOF
+# written by scripts/setup-vm-stack.sh
+IBTCA_STACK=$1
+IBTCA_CHROOT=$2
+IBTCA_KVER=$3
+EOF
+	mv "$ENVFILE.tmp" "$ENVFILE"
+}
+
+build_chroot() {
+	local mirror kver tmp
+	mirror=$(host_mirror)
+	apt_host_install debootstrap ca-certificates
+	if [ -d "$CHROOT" ] && [ ! -f "$STAMP" ]; then
+		log "removing an incomplete chroot"
+		ibtca_chroot_umount "$CHROOT"
+		ibtca_chroot_assert_unmounted "$CHROOT"
+		rm -rf --one-file-system "$CHROOT"
+	fi
+	tmp=$CACHE/chroot.partial
+	if [ -d "$tmp" ]; then
+		ibtca_chroot_umount "$tmp"
+		ibtca_chroot_assert_unmounted "$tmp"
+		rm -rf --one-file-system "$tmp"
+	fi
+	mkdir -p "$CACHE"
+	log "debootstrap trixie from $mirror (about a minute)"
+	debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$CACHE/debootstrap.log" 2>&1 || {
+		tail -n 30 "$CACHE/debootstrap.log" >&2
+		exit 1
+	}
+	cat >"$tmp/etc/apt/sources.list" <<EOF
+deb $mirror trixie main
+deb $mirror trixie-backports main
+EOF
+	trap 'ibtca_chroot_umount "$tmp"' EXIT
+	ibtca_chroot_mount "$tmp"
+	chroot "$tmp" apt-get update -qq
+	kver=$(chroot "$tmp" apt-cache show linux-image-amd64 |
+		sed -n 's/^Depends: .*linux-image-\([0-9][^ ,]*-amd64\).*/\1/p' | sort -V | tail -n1)
+	[ -n "$kver" ] || { log "cannot read the kernel version from linux-image-amd64"; exit 1; }
+	log "installing QEMU and guest kernel $kver from trixie-backports"
+	# One install: split installs end in "held broken packages".
+	chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends -t trixie-backports \
+		qemu-system-x86 "linux-image-$kver" "linux-headers-$kver" \
+		gcc make libc6-dev busybox-static cpio >"$CACHE/apt.log" 2>&1 || {
+		tail -n 30 "$CACHE/apt.log" >&2
+		exit 1
+	}
+	chroot "$tmp" apt-get clean
+	ibtca_chroot_umount "$tmp"
+	trap - EXIT
+	echo "$kver" >"$tmp/.ibtca-kver"
+	touch "$tmp/.ibtca-stack-ready"
+	mv "$tmp" "$CHROOT"
+	write_env chroot "$CHROOT" "$kver"
+}
+
+main() {
+	if [ "${1:-}" = "--print" ]; then
+		[ -f "$ENVFILE" ] && cat "$ENVFILE"
+		echo "IBTCA_CACHE=$CACHE"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		log "needs root (debootstrap, chroot, apt-get)"
+		exit 1
+	fi
+	if host_qemu_ok && [ -n "${IBTCA_KERNEL:-}" ] && [ -n "${IBTCA_KDIR:-}" ]; then
+		log "using the host's QEMU and IBTCA_KERNEL=$IBTCA_KERNEL"
+		write_env host "" host
+		return 0
+	fi
+	if [ -f "$STAMP" ]; then
+		log "stack ready in $CHROOT (kernel $(cat "$CHROOT/.ibtca-kver"))"
+		write_env chroot "$CHROOT" "$(cat "$CHROOT/.ibtca-kver")"
+		return 0
+	fi
+	build_chroot
+	log "stack ready in $CHROOT"
+}
+
+main "$@"

@@ -1,0 +1,115 @@
+//! The `ibtca-device` binary's lifecycle: CLI, clients coming and going,
+//! stale and busy sockets, clean shutdown on SIGTERM.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ibtca_device::regs;
+use ibtca_tests::*;
+
+struct Device {
+    child: Child,
+}
+
+impl Device {
+    fn start(socket: &std::path::Path) -> Self {
+        let child = Command::new(workspace_bin("ibtca-device"))
+            .arg("--socket")
+            .arg(socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "socket never appeared");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Device { child }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0);
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn help_describes_the_options() {
+    let out = Command::new(workspace_bin("ibtca-device")).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--socket"), "{text}");
+    assert!(text.contains("vfio-user-pci"), "{text}");
+    let out = Command::new(workspace_bin("ibtca-device")).output().unwrap();
+    assert!(!out.status.success(), "--socket is required");
+}
+
+#[test]
+fn serves_clients_one_after_another_and_stops_on_sigterm() {
+    let dir = TempDir::new("bin");
+    let sock = dir.join("tca.sock");
+    let mut dev = Device::start(&sock);
+    for round in 0..3u32 {
+        let mut c = Client::connect(&sock).unwrap();
+        assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE, "round {round}");
+        assert_eq!(c.read32(0, regs::SCRATCH), 0, "fresh device each time");
+        c.write32(0, regs::SCRATCH, round + 1);
+    }
+    // A client that dies in the middle of a message.
+    {
+        let mut c = Client::connect(&sock).unwrap();
+        c.send_raw(&header(1, 9, 32, 0)[..10], &[]).unwrap();
+    }
+    let mut c = Client::connect(&sock).unwrap();
+    assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE, "survived a torn message");
+    // SIGTERM while a client is connected and idle.
+    dev.signal(libc::SIGTERM);
+    let st = dev.wait(Duration::from_secs(10)).expect("exits on SIGTERM");
+    assert!(st.success(), "clean exit: {st:?}");
+    assert!(!sock.exists(), "socket removed");
+}
+
+#[test]
+fn replaces_a_stale_socket_and_refuses_a_busy_one() {
+    let dir = TempDir::new("bin");
+    let sock = dir.join("tca.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap()); // stale file
+    assert!(sock.exists());
+    let mut dev = Device::start(&sock);
+    let mut c = Client::connect(&sock).unwrap();
+    assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+    drop(c);
+    let out = Command::new(workspace_bin("ibtca-device")).arg("--socket").arg(&sock).output().unwrap();
+    assert!(!out.status.success(), "second server on a live socket must fail");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another server"));
+    // A plain file is not replaced.
+    let file = dir.join("plain");
+    std::fs::File::create(&file).unwrap().write_all(b"x").unwrap();
+    let out = Command::new(workspace_bin("ibtca-device")).arg("--socket").arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    assert!(file.exists());
+    dev.signal(libc::SIGINT);
+    assert!(dev.wait(Duration::from_secs(10)).expect("exits on SIGINT").success());
+}

@@ -20,6 +20,8 @@ use ibtca_device::vfio_user::{Server, ServerConfig};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+pub mod vm;
+
 /// vfio-user command numbers (from the specification).
 pub mod cmd {
     pub const VERSION: u16 = 1;

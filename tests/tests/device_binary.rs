@@ -57,12 +57,17 @@ impl Drop for Device {
 
 #[test]
 fn help_describes_the_options() {
-    let out = Command::new(workspace_bin("ibtca-device")).arg("--help").output().unwrap();
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("--socket"), "{text}");
     assert!(text.contains("vfio-user-pci"), "{text}");
-    let out = Command::new(workspace_bin("ibtca-device")).output().unwrap();
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "--socket is required");
 }
 
@@ -83,7 +88,11 @@ fn serves_clients_one_after_another_and_stops_on_sigterm() {
         c.send_raw(&header(1, 9, 32, 0)[..10], &[]).unwrap();
     }
     let mut c = Client::connect(&sock).unwrap();
-    assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE, "survived a torn message");
+    assert_eq!(
+        c.read32(0, regs::MAGIC),
+        regs::MAGIC_VALUE,
+        "survived a torn message"
+    );
     // SIGTERM while a client is connected and idle.
     dev.signal(libc::SIGTERM);
     let st = dev.wait(Duration::from_secs(10)).expect("exits on SIGTERM");
@@ -101,15 +110,32 @@ fn replaces_a_stale_socket_and_refuses_a_busy_one() {
     let mut c = Client::connect(&sock).unwrap();
     assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
     drop(c);
-    let out = Command::new(workspace_bin("ibtca-device")).arg("--socket").arg(&sock).output().unwrap();
-    assert!(!out.status.success(), "second server on a live socket must fail");
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .arg("--socket")
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "second server on a live socket must fail"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("another server"));
     // A plain file is not replaced.
     let file = dir.join("plain");
-    std::fs::File::create(&file).unwrap().write_all(b"x").unwrap();
-    let out = Command::new(workspace_bin("ibtca-device")).arg("--socket").arg(&file).output().unwrap();
+    std::fs::File::create(&file)
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .arg("--socket")
+        .arg(&file)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(file.exists());
     dev.signal(libc::SIGINT);
-    assert!(dev.wait(Duration::from_secs(10)).expect("exits on SIGINT").success());
+    assert!(dev
+        .wait(Duration::from_secs(10))
+        .expect("exits on SIGINT")
+        .success());
 }

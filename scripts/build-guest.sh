@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Build the ibtca guest artefacts inside the VM-stack chroot:
+#   ibtca.ko            the guest module, built against the chroot's headers
+#   ibtca-tool          static user-space tool
+#   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool (newc, gzip)
+#   vmlinuz             copy of the chroot's guest kernel
+#
+#   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
+#   IBTCA_FORCE=1 scripts/build-guest.sh # rebuild even if inputs are unchanged
+#
+# Inputs are hashed (guest-driver/, this script, chroot-mounts.sh, kernel
+# version); an unchanged hash with all outputs present is a no-op. The chroot
+# is mounted for the build and unmounted afterwards, unless it was already
+# mounted when we started (a VM may be using it).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+src=$root/guest-driver
+# shellcheck source=scripts/chroot-mounts.sh
+. "$here/chroot-mounts.sh"
+
+log() { printf '[build-guest] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
+[ -r "$CACHE/stack.env" ] || die "$CACHE/stack.env missing: run scripts/setup-vm-stack.sh"
+# shellcheck disable=SC1091
+. "$CACHE/stack.env"
+CHROOT=${IBTCA_CHROOT:?stack.env does not set IBTCA_CHROOT}
+[ -d "$CHROOT" ] || die "chroot $CHROOT missing"
+CHROOT=$(readlink -f "$CHROOT")
+KVER=${IBTCA_KVER:-}
+[ -n "$KVER" ] || KVER=$(cat "$CHROOT/.ibtca-kver")
+[ -n "$KVER" ] || die "kernel version unknown"
+[ -d "$CHROOT/usr/src/linux-headers-$KVER" ] || die "no headers for $KVER in the chroot"
+[ -f "$CHROOT/boot/vmlinuz-$KVER" ] || die "no kernel image for $KVER in the chroot"
+
+OUT=${1:-$CACHE/guest}
+mkdir -p "$OUT"
+OUT=$(readlink -f "$OUT")
+outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
+
+# Source files only: build products of an in-tree `make` are ignored.
+input_files() {
+	(cd "$src" && find . -type f \
+		! -name '*.o' ! -name '*.ko' ! -name '*.mod' ! -name '*.mod.c' \
+		! -name '*.cmd' ! -name 'modules.order' ! -name 'Module.symvers' \
+		! -name '*.a' ! -path './tool/ibtca-tool' ! -path './.tmp*' \
+		-print | LC_ALL=C sort)
+}
+
+inputs_hash() {
+	{
+		echo "kver=$KVER"
+		stat -c 'vmlinuz %s %Y' "$CHROOT/boot/vmlinuz-$KVER"
+		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" | awk '{ print $1 }'
+		input_files | while IFS= read -r f; do
+			printf '%s %s\n' "$f" "$(sha256sum <"$src/$f" | awk '{ print $1 }')"
+		done
+	} | sha256sum | awk '{ print $1 }'
+}
+
+exec 9>"$OUT/.lock"
+flock 9
+
+hash=$(inputs_hash)
+if [ -z "${IBTCA_FORCE:-}" ] && [ "$(cat "$OUT/.inputs.sha256" 2>/dev/null)" = "$hash" ]; then
+	uptodate=1
+	for f in "${outputs[@]}"; do
+		[ -s "$OUT/$f" ] || uptodate=0
+	done
+	if [ "$uptodate" = 1 ]; then
+		log "up to date in $OUT"
+		exit 0
+	fi
+fi
+
+premounted=0
+if mountpoint -q "$CHROOT/proc" && mountpoint -q "$CHROOT/sys" && mountpoint -q "$CHROOT/dev"; then
+	premounted=1
+fi
+build=$(mktemp -d "$CHROOT/tmp/ibtca-build.XXXXXX")
+ibuild=${build#"$CHROOT"}
+
+cleanup() {
+	# $build is a plain directory we created under the chroot's /tmp.
+	case "$build" in
+	"$CHROOT"/tmp/ibtca-build.*) rm -rf -- "$build" ;;
+	esac
+	if [ "$premounted" = 0 ]; then
+		ibtca_chroot_umount "$CHROOT"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ibtca_chroot_mount "$CHROOT"
+
+in_chroot() {
+	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LC_ALL=C.UTF-8 "$@"
+}
+
+log "kernel $KVER, chroot $CHROOT, build dir $ibuild"
+mkdir -p "$build/src"
+input_files | (cd "$src" && tar -cf - --no-recursion -T -) | tar -xf - -C "$build/src"
+
+jobs=$(nproc 2>/dev/null || echo 2)
+log "building ibtca.ko"
+in_chroot make -s -j"$jobs" -C "/usr/src/linux-headers-$KVER" M="$ibuild/src" modules >&2
+vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/ibtca.ko")
+case "$vermagic" in
+"$KVER "*) ;;
+*) die "ibtca.ko vermagic '$vermagic' does not match $KVER" ;;
+esac
+
+log "building ibtca-tool"
+in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src" \
+	-o "$ibuild/ibtca-tool" "$ibuild/src/tool/ibtca-tool.c"
+if readelf -lW "$build/ibtca-tool" | grep -q 'program interpreter'; then
+	die "ibtca-tool is not static"
+fi
+
+log "packing initramfs"
+rootfs=$build/rootfs
+mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root,etc,lib/modules}
+cp "$CHROOT/usr/bin/busybox" "$rootfs/bin/busybox"
+while IFS= read -r applet; do
+	case "$applet" in
+	bin/busybox | "") continue ;;
+	esac
+	mkdir -p "$rootfs/$(dirname "$applet")"
+	ln -sf /bin/busybox "$rootfs/$applet"
+done < <(in_chroot /usr/bin/busybox --list-full)
+[ -L "$rootfs/bin/sh" ] || ln -s busybox "$rootfs/bin/sh"
+install -m 0755 "$src/initramfs/init" "$rootfs/init"
+install -m 0644 "$build/src/ibtca.ko" "$rootfs/lib/modules/ibtca.ko"
+install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
+# The kernel opens /dev/console before /init mounts devtmpfs.
+mknod -m 0600 "$rootfs/dev/console" c 5 1
+mknod -m 0666 "$rootfs/dev/null" c 1 3
+in_chroot sh -c "cd '$ibuild/rootfs' && find . -print0 | LC_ALL=C sort -z |
+	cpio --null -o -H newc -R 0:0 --quiet | gzip -9n >'$ibuild/initramfs.cpio.gz'"
+
+rm -f "$OUT/.inputs.sha256"
+for f in initramfs.cpio.gz ibtca-tool; do
+	cp "$build/$f" "$OUT/.$f.tmp" && mv -f "$OUT/.$f.tmp" "$OUT/$f"
+done
+cp "$build/src/ibtca.ko" "$OUT/.ibtca.ko.tmp" && mv -f "$OUT/.ibtca.ko.tmp" "$OUT/ibtca.ko"
+cp "$CHROOT/boot/vmlinuz-$KVER" "$OUT/.vmlinuz.tmp" && mv -f "$OUT/.vmlinuz.tmp" "$OUT/vmlinuz"
+echo "$KVER" >"$OUT/kver"
+echo "$hash" >"$OUT/.inputs.sha256"
+log "done: $OUT (vermagic $vermagic)"
+ls -l "${outputs[@]/#/$OUT/}" >&2

@@ -1,0 +1,253 @@
+//! Full-stack harness: the VM stack installed by `scripts/setup-vm-stack.sh`,
+//! guest artefacts from `scripts/build-guest.sh`, `ibtca-device` processes
+//! and QEMU guests started through `scripts/run-vm.sh`.
+//!
+//! Everything that QEMU must see (sockets, kernel, initramfs) lives inside
+//! the chroot's `/tmp`; paths are host paths and `run-vm.sh` translates them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::{workspace_bin, TempDir};
+
+/// The installed VM stack and built guest artefacts.
+#[derive(Debug, Clone)]
+pub struct VmStack {
+    /// Root of the chroot QEMU runs in.
+    pub chroot: PathBuf,
+    /// Guest kernel.
+    pub kernel: PathBuf,
+    /// Guest initramfs (busybox, /init, ibtca.ko, ibtca-tool).
+    pub initrd: PathBuf,
+    repo: PathBuf,
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("IBTCA_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/ibtca")
+        })
+}
+
+impl VmStack {
+    /// Finds the stack and builds the guest artefacts (once per process).
+    /// Panics with the command to run if the stack is not installed.
+    pub fn get() -> &'static VmStack {
+        static STACK: OnceLock<VmStack> = OnceLock::new();
+        STACK.get_or_init(|| {
+            let cache = cache_dir();
+            let env = std::fs::read_to_string(cache.join("stack.env")).unwrap_or_else(|_| {
+                panic!(
+                    "no VM stack in {}: run scripts/setup-vm-stack.sh (scripts/test.sh does)",
+                    cache.display()
+                )
+            });
+            let chroot = env
+                .lines()
+                .find_map(|l| l.strip_prefix("IBTCA_CHROOT="))
+                .map(PathBuf::from)
+                .expect("stack.env has IBTCA_CHROOT");
+            let repo = repo_root();
+            let guest = cache.join("guest");
+            let st = Command::new("bash")
+                .arg(repo.join("scripts/build-guest.sh"))
+                .arg(&guest)
+                .status()
+                .expect("run build-guest.sh");
+            assert!(st.success(), "scripts/build-guest.sh failed");
+            VmStack {
+                chroot: std::fs::canonicalize(chroot).unwrap(),
+                kernel: guest.join("vmlinuz"),
+                initrd: guest.join("initramfs.cpio.gz"),
+                repo,
+            }
+        })
+    }
+
+    /// A scratch directory inside the chroot (visible to QEMU).
+    pub fn scratch(&self, tag: &str) -> TempDir {
+        TempDir::new_in(Some(&self.chroot.join("tmp")), tag)
+    }
+
+    /// Boots a guest with one device per socket and returns when it powers
+    /// off (or `timeout` expires).
+    pub fn boot(&self, vm: &VmConfig) -> VmRun {
+        let mut cmd = Command::new("bash");
+        cmd.arg(self.repo.join("scripts/run-vm.sh"));
+        for s in &vm.sockets {
+            cmd.arg("--socket").arg(s);
+        }
+        cmd.arg("--kernel")
+            .arg(&self.kernel)
+            .arg("--initrd")
+            .arg(&self.initrd)
+            .arg("--append")
+            .arg(&vm.append)
+            .arg("--mem")
+            .arg(&vm.mem)
+            .arg("--timeout")
+            .arg(vm.timeout.as_secs().to_string());
+        if let Some(cpus) = &vm.cpu_affinity {
+            cmd.arg("--cpu-affinity").arg(cpus);
+        }
+        let start = Instant::now();
+        let out = cmd.stderr(Stdio::inherit()).output().expect("run-vm.sh");
+        let serial = String::from_utf8_lossy(&out.stdout).into_owned();
+        VmRun {
+            serial,
+            status: out.status.code(),
+            elapsed: start.elapsed(),
+        }
+    }
+}
+
+/// How to boot one guest.
+#[derive(Debug, Clone)]
+pub struct VmConfig {
+    /// One ibtca device per socket.
+    pub sockets: Vec<PathBuf>,
+    /// Kernel command line additions (e.g. `ibtca.mode=foundation`).
+    pub append: String,
+    /// Guest RAM.
+    pub mem: String,
+    /// Upper bound for the whole boot.
+    pub timeout: Duration,
+    /// CPUs for QEMU (taskset list), if pinned.
+    pub cpu_affinity: Option<String>,
+}
+
+impl VmConfig {
+    /// One device, the given guest mode, 512 MiB, 300 s.
+    pub fn new(socket: &Path, mode: &str) -> Self {
+        VmConfig {
+            sockets: vec![socket.to_path_buf()],
+            append: format!("ibtca.mode={mode}"),
+            mem: "512M".into(),
+            timeout: Duration::from_secs(300),
+            cpu_affinity: None,
+        }
+    }
+}
+
+/// What a guest printed.
+#[derive(Debug)]
+pub struct VmRun {
+    /// Serial console.
+    pub serial: String,
+    /// run-vm.sh exit status (124: timeout).
+    pub status: Option<i32>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl VmRun {
+    /// Lines that contain `needle`.
+    pub fn lines_with<'a>(&'a self, needle: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.serial.lines().filter(move |l| l.contains(needle))
+    }
+
+    /// Panics (showing the console) unless some line contains `needle`.
+    pub fn expect_line<'a>(&'a self, needle: &'a str) -> &'a str {
+        self.lines_with(needle)
+            .next()
+            .unwrap_or_else(|| panic!("guest never printed {needle:?}; console:\n{}", self.serial))
+    }
+
+    /// The value of `key=` on the first line that contains `needle`.
+    pub fn field(&self, needle: &str, key: &str) -> Option<String> {
+        let line = self.lines_with(needle).next()?;
+        let pat = format!("{key}=");
+        let at = line.find(&pat)? + pat.len();
+        Some(line[at..].split_whitespace().next()?.to_string())
+    }
+}
+
+/// An `ibtca-device` process.
+pub struct DeviceProcess {
+    child: Child,
+    /// Its socket.
+    pub socket: PathBuf,
+    /// Its log (stderr).
+    pub log: PathBuf,
+}
+
+impl DeviceProcess {
+    /// Starts `ibtca-device --socket SOCKET` (optionally under `taskset`),
+    /// logging to `SOCKET.log`, and waits for the socket.
+    pub fn start(socket: &Path, cpus: Option<&str>, extra: &[&str]) -> Self {
+        let log = socket.with_extension("log");
+        let logf = std::fs::File::create(&log).unwrap();
+        let bin = workspace_bin("ibtca-device");
+        let mut cmd = match cpus {
+            Some(c) => {
+                let mut t = Command::new("taskset");
+                t.arg("-c").arg(c).arg(bin);
+                t
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
+            .arg("--socket")
+            .arg(socket)
+            .args(extra)
+            .stderr(logf)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start ibtca-device");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "ibtca-device never created {}",
+                socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        DeviceProcess {
+            child,
+            socket: socket.to_path_buf(),
+            log,
+        }
+    }
+
+    /// True while the process runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Sends SIGTERM and waits; returns true on a clean exit.
+    pub fn stop(mut self) -> bool {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for DeviceProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

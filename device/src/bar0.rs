@@ -76,7 +76,7 @@ impl Bar0 {
     }
 
     fn split(offset: u64, len: usize) -> Option<(u64, usize)> {
-        let ok = matches!(len, 4 | 8) && offset % len as u64 == 0;
+        let ok = matches!(len, 4 | 8) && offset.is_multiple_of(len as u64);
         (ok && offset + len as u64 <= regs::REGS_BAR_SIZE).then_some((offset, len / 4))
     }
 

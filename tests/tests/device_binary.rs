@@ -21,8 +21,13 @@ impl Device {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "socket never appeared");
+        // Wait until it accepts: the path may already exist (stale socket).
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server never accepted on {}",
+                socket.display()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         Device { child }

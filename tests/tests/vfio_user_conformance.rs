@@ -729,11 +729,7 @@ fn unframeable_header_drops_the_client_not_the_server() {
     // The server closes this connection...
     let mut buf = [0u8; 1];
     use std::io::Read;
-    assert_eq!(
-        (&*c.stream()).read(&mut buf).unwrap(),
-        0,
-        "connection closed"
-    );
+    assert_eq!(c.stream().read(&mut buf).unwrap(), 0, "connection closed");
     // ...and serves the next client.
     let mut c2 = s.client();
     still_alive(&mut c2);

@@ -121,8 +121,8 @@ impl ConfigSpace {
     }
 
     fn check(offset: u64, len: usize, bulk: bool) -> Result<usize, PciError> {
-        let single = matches!(len, 1 | 2 | 4) && offset % len as u64 == 0;
-        let dwords = bulk && len != 0 && len % 4 == 0 && offset % 4 == 0;
+        let single = matches!(len, 1 | 2 | 4) && offset.is_multiple_of(len as u64);
+        let dwords = bulk && len != 0 && len.is_multiple_of(4) && offset.is_multiple_of(4);
         if !single && !dwords {
             return Err(PciError::BadAccess { offset, len });
         }

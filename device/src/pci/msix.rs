@@ -317,7 +317,7 @@ impl Msix {
 }
 
 fn check_access(offset: u64, len: usize) -> Result<(), PciError> {
-    if !matches!(len, 4 | 8) || offset % len as u64 != 0 {
+    if !matches!(len, 4 | 8) || !offset.is_multiple_of(len as u64) {
         return Err(PciError::BadAccess { offset, len });
     }
     if offset + len as u64 > regs::MSIX_BAR_SIZE {

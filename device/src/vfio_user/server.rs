@@ -138,9 +138,8 @@ impl Server {
         )?;
         tracing::info!(socket = %self.path.display(), "waiting for a vfio-user client");
         loop {
-            match wait(&epoll, -1)? {
-                Some(TOKEN_SHUTDOWN) => return Ok(()),
-                _ => {}
+            if wait(&epoll, -1)? == Some(TOKEN_SHUTDOWN) {
+                return Ok(());
             }
             let stream = match self.listener.accept() {
                 Ok((s, _)) => s,
@@ -150,7 +149,7 @@ impl Server {
             self.stats.connections += 1;
             tracing::info!("client connected");
             let end = Connection::new(stream, &self.shutdown, &self.config, &mut self.stats)
-                .and_then(|mut c| Ok(c.run(backend)));
+                .map(|mut c| c.run(backend));
             backend.disconnected();
             match end {
                 Ok(End::Closed) => tracing::info!("client disconnected; waiting for the next one"),

@@ -34,3 +34,16 @@ ibtca_chroot_assert_unmounted() {
 		return 1
 	fi
 }
+
+# Unmount chroot $1 unless a process still runs inside it (another VM): the
+# last user out unmounts. Safe to call from every script's exit trap.
+ibtca_chroot_release() {
+	local root p
+	root=$(readlink -f "$1" 2>/dev/null) || return 0
+	for p in /proc/[0-9]*; do
+		if [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ]; then
+			return 0
+		fi
+	done
+	ibtca_chroot_umount "$root"
+}

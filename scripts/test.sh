@@ -16,7 +16,7 @@ if [ "$vm" = 1 ]; then
 	bash scripts/setup-vm-stack.sh
 	. "${IBTCA_CACHE:-$HOME/.cache/ibtca}/stack.env"
 	# VMs run chrooted; leave nothing mounted behind, whatever happens.
-	trap 'ibtca_chroot_umount "$IBTCA_CHROOT"' EXIT
+	trap 'ibtca_chroot_release "$IBTCA_CHROOT"' EXIT
 	bash scripts/build-guest.sh
 fi
 

@@ -540,7 +540,7 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u32 magic, version;
 	int ret;
 
-	idev = kzalloc(sizeof(*idev), GFP_KERNEL);
+	idev = kzalloc_obj(*idev, GFP_KERNEL);
 	if (!idev)
 		return -ENOMEM;
 	kref_init(&idev->ref);

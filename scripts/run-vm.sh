@@ -5,6 +5,7 @@
 #   scripts/run-vm.sh --socket HOSTPATH [--socket2 HOSTPATH ...] \
 #       --kernel F --initrd F --append "ibtca.mode=foundation" \
 #       [--mem 512M] [--smp N] [--cpu-affinity CPUS] [--timeout SECS] \
+#       [--timeout-signal TERM|KILL] \
 #       [--accel auto|tcg|kvm] [--serial-log FILE] [--no-device] [-- QEMU-ARGS...]
 #
 # --socket may be repeated (same as --socket2, --socket3, ...): device N gets
@@ -15,7 +16,8 @@
 #
 # The chroot is mounted (idempotently) and left mounted: several VMs may run
 # at once, so the caller unmounts (ibtca_chroot_umount from chroot-mounts.sh).
-# Exit status: QEMU's, or 124 when --timeout expired (QEMU is killed).
+# Exit status: QEMU's, or 124 when --timeout expired (QEMU is sent
+# --timeout-signal, default TERM; KILL simulates a QEMU crash).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +40,7 @@ mem=512M
 smp=1
 affinity=
 tmo=120
+tsig=TERM
 accel=${IBTCA_ACCEL:-auto}
 serial_log=
 no_device=0
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
 	--smp) need "$@"; smp=$2; shift 2 ;;
 	--cpu-affinity) need "$@"; affinity=$2; shift 2 ;;
 	--timeout) need "$@"; tmo=$2; shift 2 ;;
+	--timeout-signal) need "$@"; tsig=$2; shift 2 ;;
 	--accel) need "$@"; accel=$2; shift 2 ;;
 	--serial-log) need "$@"; serial_log=$2; shift 2 ;;
 	--no-device) no_device=1; shift ;;
@@ -206,9 +210,9 @@ log "qemu ${qemu[*]:1}"
 set +e
 if [ -t 0 ]; then
 	# Interactive: keep QEMU in the foreground so the console gets the tty.
-	"${prefix[@]}" timeout --foreground -k 5 "$tmo" chroot "$CHROOT" "${qemu[@]}"
+	"${prefix[@]}" timeout --foreground -s "$tsig" -k 5 "$tmo" chroot "$CHROOT" "${qemu[@]}"
 else
-	"${prefix[@]}" timeout -k 5 "$tmo" chroot "$CHROOT" "${qemu[@]}" </dev/null
+	"${prefix[@]}" timeout -s "$tsig" -k 5 "$tmo" chroot "$CHROOT" "${qemu[@]}" </dev/null
 fi
 rc=$?
 set -e

@@ -97,6 +97,9 @@ impl VmStack {
             .arg(&vm.mem)
             .arg("--timeout")
             .arg(vm.timeout.as_secs().to_string());
+        if let Some(sig) = &vm.timeout_signal {
+            cmd.arg("--timeout-signal").arg(sig);
+        }
         if let Some(cpus) = &vm.cpu_affinity {
             cmd.arg("--cpu-affinity").arg(cpus);
         }
@@ -124,6 +127,8 @@ pub struct VmConfig {
     pub timeout: Duration,
     /// CPUs for QEMU (taskset list), if pinned.
     pub cpu_affinity: Option<String>,
+    /// Signal QEMU gets at the timeout (default TERM; KILL simulates a crash).
+    pub timeout_signal: Option<String>,
 }
 
 impl VmConfig {
@@ -135,6 +140,7 @@ impl VmConfig {
             mem: "512M".into(),
             timeout: Duration::from_secs(300),
             cpu_affinity: None,
+            timeout_signal: None,
         }
     }
 }

@@ -91,7 +91,21 @@ fn guest_binds_device_takes_interrupts_and_survives_qemu_restart() {
             dev.log_text()
         );
     }
+    // QEMU crashes (SIGKILL) while the guest is booting with the device in
+    // use; the server must take the next QEMU as if nothing happened.
+    let mut crash = VmConfig::new(&socket, "foundation");
+    crash.timeout = std::time::Duration::from_secs(6);
+    crash.timeout_signal = Some("KILL".into());
+    let run = stack.boot(&crash);
+    assert_ne!(run.status, Some(0), "QEMU was meant to be killed");
+    assert!(
+        dev.alive(),
+        "device process died with QEMU:\n{}",
+        dev.log_text()
+    );
+    let run = stack.boot(&VmConfig::new(&socket, "foundation"));
+    check_foundation_run(&run, 3);
     let log = dev.log_text();
-    assert_eq!(log.matches("client connected").count(), 2, "{log}");
+    assert_eq!(log.matches("client connected").count(), 4, "{log}");
     assert!(dev.stop(), "ibtca-device did not exit cleanly on SIGTERM");
 }

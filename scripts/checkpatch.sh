@@ -36,4 +36,5 @@ rc=0
 check --strict -f ibtca.c || rc=1
 # The uapi header and the tool are user-space C: no --strict (kernel types, BIT()).
 check -f ibtca_uapi.h tool/ibtca-tool.c || rc=1
+rm -f .checkpatch-camelcase.*
 exit $rc

@@ -821,3 +821,31 @@ fn rust_vmm_vfio_user_client_interoperates() {
     client.region_read(0, regs::SCRATCH, &mut v).unwrap();
     assert_eq!(u32::from_le_bytes(v), 0);
 }
+
+#[test]
+fn random_byte_streams_do_not_hurt_the_server() {
+    // Not even framed: random sizes, truncated headers, garbage, then hang up.
+    let s = TestServer::start();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for _ in 0..100 {
+        let mut c = Client::connect(&s.socket).unwrap();
+        let len = (next() % 300) as usize;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if len >= 8 && next() % 2 == 0 {
+            // A plausible command number and a size that may lie.
+            bytes[2] = (next() % 16) as u8;
+            bytes[3] = 0;
+            bytes[4..8].copy_from_slice(&((next() % 400) as u32).to_le_bytes());
+        }
+        c.send_raw(&bytes, &[]).unwrap();
+    }
+    let mut c = s.client();
+    still_alive(&mut c);
+    assert!(s.alive());
+}

@@ -627,3 +627,59 @@ mod tests {
         assert_eq!(Command::from_u16(16), None);
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = Version::parse(&bytes);
+            let _ = DmaMap::parse(&bytes);
+            let _ = DmaUnmap::parse(&bytes);
+            let _ = DeviceInfo::parse_request(&bytes);
+            let _ = DeviceInfo::parse(&bytes);
+            let _ = RegionInfo::parse(&bytes);
+            let _ = IrqInfo::parse(&bytes);
+            let _ = SetIrqs::parse(&bytes);
+            let _ = RegionAccess::parse(&bytes);
+            if bytes.len() >= HEADER_SIZE {
+                let _ = Header::parse(bytes[..HEADER_SIZE].try_into().unwrap());
+            }
+        }
+
+        #[test]
+        fn dma_map_round_trips(flags: u32, offset: u64, address: u64, size: u64) {
+            let m = DmaMap { argsz: 32, flags, offset, address, size };
+            let mut b = Vec::new();
+            m.encode(&mut b);
+            prop_assert_eq!(DmaMap::parse(&b).unwrap(), m);
+        }
+
+        #[test]
+        fn set_irqs_round_trips(flags: u32, index: u32, start: u32, data in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let s = SetIrqs { argsz: 20 + data.len() as u32, flags, index, start, count: data.len() as u32, data };
+            let mut b = Vec::new();
+            s.encode(&mut b);
+            prop_assert_eq!(SetIrqs::parse(&b).unwrap(), s);
+        }
+
+        #[test]
+        fn region_info_round_trips(flags: u32, index: u32, size: u64, offset: u64) {
+            let r = RegionInfo { argsz: 32, flags, index, cap_offset: 0, size, offset };
+            let mut b = Vec::new();
+            r.encode(&mut b);
+            prop_assert_eq!(RegionInfo::parse(&b).unwrap(), r);
+        }
+
+        #[test]
+        fn version_round_trips(major: u16, minor: u16, json in "[ -~]{0,100}") {
+            let v = Version { major, minor, json };
+            let mut b = Vec::new();
+            v.encode(&mut b);
+            prop_assert_eq!(Version::parse(&b).unwrap(), v);
+        }
+    }
+}

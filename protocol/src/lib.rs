@@ -1,7 +1,26 @@
-//! InfiniBand wire format (LRH, GRH, BTH, extended transport headers, ICRC and
-//! VCRC) and the link framing ibtca uses to tunnel IB packets between device
-//! instances. Pure code: no I/O, no `unsafe`, no panics on any input.
+//! InfiniBand wire format (LRH, GRH, BTH, extended transport headers, ICRC
+//! and VCRC) and the link framing ibtca uses to tunnel IB packets between
+//! device instances. Pure code: no I/O, no `unsafe`, no panics on any input.
 //!
-//! The headers and framing arrive with the verbs/RC slice; this crate holds
-//! the place in the workspace layout so that `device/` can depend on it.
+//! - [`headers`]: one plain struct per header, big-endian, `parse`/`write`.
+//! - [`opcode`]: the opcode table (what each opcode carries).
+//! - [`crc`]: ICRC and VCRC, with the masking and parameters documented.
+//! - [`packet`]: whole packets: [`Packet::build`] and zero-copy
+//!   [`PacketView::parse`].
+//! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
+//!   streaming [`FrameDecoder`].
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod crc;
+mod error;
+pub mod headers;
+pub mod link;
+pub mod opcode;
+pub mod packet;
+mod reader;
+
+pub use error::{BuildError, ParseError};
+pub use link::{Frame, FrameDecoder, FrameError};
+pub use opcode::{ExtHeader, Opcode, OpcodeInfo};
+pub use packet::{Packet, PacketView};

@@ -1,0 +1,248 @@
+//! Framing for the Unix-socket tunnel between ibtca device instances.
+//!
+//! A stream of frames, each `length: u32 BE` (bytes of body), `type: u8`,
+//! then `length` bytes of body:
+//!
+//! | type | frame       | body |
+//! |------|-------------|------|
+//! | 1    | `Hello`     | version u16, node GUID u64, port u8, LID u16 (13 bytes) |
+//! | 2    | `Packet`    | one IB packet, from the LRH through the VCRC |
+//! | 3    | `LinkState` | 0 down, 1 up (1 byte) |
+//! | 4    | `Credit`    | VL u8, credits u16 (3 bytes); reserved for flow control |
+//!
+//! All integers are big-endian. A framing error leaves the stream unusable
+//! (there is no way to find the next frame boundary), so [`FrameDecoder`]
+//! stays failed after its first error.
+
+mod decoder;
+
+pub use decoder::{FrameDecoder, Frames};
+
+/// Version carried in [`Hello`]; bump on incompatible changes.
+pub const LINK_PROTOCOL_VERSION: u16 = 1;
+/// Bytes before the body: length (4) and type (1).
+pub const FRAME_HEADER_LEN: usize = 5;
+/// A default body limit: room for the largest IB packet (8190 bytes) twice.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024;
+
+const TYPE_HELLO: u8 = 1;
+const TYPE_PACKET: u8 = 2;
+const TYPE_LINK_STATE: u8 = 3;
+const TYPE_CREDIT: u8 = 4;
+const HELLO_LEN: usize = 13;
+const LINK_STATE_LEN: usize = 1;
+const CREDIT_LEN: usize = 3;
+
+/// Why bytes are not a valid frame stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The body is longer than the decoder's limit (or than a u32 can say).
+    #[error("frame body of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Announced (or attempted) body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The type byte names no frame type.
+    #[error("unknown frame type {0}")]
+    UnknownType(u8),
+    /// A fixed-size frame announces a body of the wrong size.
+    #[error("frame type {frame_type} needs a {expected}-byte body, got {len}")]
+    BadBodyLength {
+        /// The frame type.
+        frame_type: u8,
+        /// Announced body length.
+        len: usize,
+        /// The size that type has.
+        expected: usize,
+    },
+    /// A LinkState body other than 0 (down) or 1 (up).
+    #[error("invalid link state {0}")]
+    BadLinkState(u8),
+    /// The input ends inside a frame.
+    #[error("truncated frame: need {needed} bytes, have {available}")]
+    Truncated {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes there are.
+        available: usize,
+    },
+}
+
+/// First frame each side sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hello {
+    /// [`LINK_PROTOCOL_VERSION`] of the sender.
+    pub version: u16,
+    /// Node GUID of the sending device.
+    pub node_guid: u64,
+    /// Port number on the sending device.
+    pub port: u8,
+    /// LID of that port.
+    pub lid: u16,
+}
+
+/// Physical link state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkState {
+    /// Link down.
+    Down,
+    /// Link up.
+    Up,
+}
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Frame {
+    /// Identification, sent first.
+    Hello(Hello),
+    /// A raw IB packet, LRH through VCRC.
+    Packet(Vec<u8>),
+    /// The sender's port went up or down.
+    LinkState(LinkState),
+    /// Link-level flow-control credits (reserved; not yet used).
+    Credit {
+        /// Virtual lane.
+        vl: u8,
+        /// Credits granted.
+        credits: u16,
+    },
+}
+
+impl Frame {
+    /// The type byte.
+    pub fn frame_type(&self) -> u8 {
+        match self {
+            Frame::Hello(_) => TYPE_HELLO,
+            Frame::Packet(_) => TYPE_PACKET,
+            Frame::LinkState(_) => TYPE_LINK_STATE,
+            Frame::Credit { .. } => TYPE_CREDIT,
+        }
+    }
+
+    fn body_len(&self) -> usize {
+        match self {
+            Frame::Hello(_) => HELLO_LEN,
+            Frame::Packet(p) => p.len(),
+            Frame::LinkState(_) => LINK_STATE_LEN,
+            Frame::Credit { .. } => CREDIT_LEN,
+        }
+    }
+
+    /// Appends the encoded frame to `out`. Fails only for a body longer than
+    /// `u32::MAX` bytes.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
+        let len = self.body_len();
+        let len32 = u32::try_from(len).map_err(|_| FrameError::TooLarge {
+            len,
+            max: u32::MAX as usize,
+        })?;
+        out.reserve(FRAME_HEADER_LEN + len);
+        out.extend_from_slice(&len32.to_be_bytes());
+        out.push(self.frame_type());
+        match self {
+            Frame::Hello(h) => {
+                out.extend_from_slice(&h.version.to_be_bytes());
+                out.extend_from_slice(&h.node_guid.to_be_bytes());
+                out.push(h.port);
+                out.extend_from_slice(&h.lid.to_be_bytes());
+            }
+            Frame::Packet(p) => out.extend_from_slice(p),
+            Frame::LinkState(s) => out.push(u8::from(*s == LinkState::Up)),
+            Frame::Credit { vl, credits } => {
+                out.push(*vl);
+                out.extend_from_slice(&credits.to_be_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The encoded frame.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, FrameError> {
+        let mut out = Vec::new();
+        self.encode(&mut out)?;
+        Ok(out)
+    }
+
+    /// Decodes the frame at the start of `buf`; returns it and the bytes it
+    /// used. `max_body` limits the body length.
+    pub fn decode(buf: &[u8], max_body: usize) -> Result<(Frame, usize), FrameError> {
+        let header: [u8; FRAME_HEADER_LEN] =
+            buf.first_chunk().copied().ok_or(FrameError::Truncated {
+                needed: FRAME_HEADER_LEN,
+                available: buf.len(),
+            })?;
+        let (len, frame_type) = check_header(header, max_body)?;
+        let end = FRAME_HEADER_LEN + len;
+        let body = buf
+            .get(FRAME_HEADER_LEN..end)
+            .ok_or(FrameError::Truncated {
+                needed: end,
+                available: buf.len(),
+            })?;
+        Ok((from_body(frame_type, body.to_vec())?, end))
+    }
+}
+
+/// Validates a frame header; returns the body length and type.
+pub(crate) fn check_header(
+    header: [u8; FRAME_HEADER_LEN],
+    max_body: usize,
+) -> Result<(usize, u8), FrameError> {
+    let [l0, l1, l2, l3, frame_type] = header;
+    let len = u32::from_be_bytes([l0, l1, l2, l3]);
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let expected = match frame_type {
+        TYPE_HELLO => Some(HELLO_LEN),
+        TYPE_PACKET => None,
+        TYPE_LINK_STATE => Some(LINK_STATE_LEN),
+        TYPE_CREDIT => Some(CREDIT_LEN),
+        other => return Err(FrameError::UnknownType(other)),
+    };
+    match expected {
+        Some(expected) if len != expected => Err(FrameError::BadBodyLength {
+            frame_type,
+            len,
+            expected,
+        }),
+        _ if len > max_body => Err(FrameError::TooLarge { len, max: max_body }),
+        _ => Ok((len, frame_type)),
+    }
+}
+
+/// Builds a frame from a complete body whose length `check_header` accepted.
+pub(crate) fn from_body(frame_type: u8, body: Vec<u8>) -> Result<Frame, FrameError> {
+    let bad_len = |expected| FrameError::BadBodyLength {
+        frame_type,
+        len: body.len(),
+        expected,
+    };
+    match frame_type {
+        TYPE_HELLO => {
+            let b: [u8; HELLO_LEN] = body.as_slice().try_into().map_err(|_| bad_len(HELLO_LEN))?;
+            let [v0, v1, g0, g1, g2, g3, g4, g5, g6, g7, port, l0, l1] = b;
+            Ok(Frame::Hello(Hello {
+                version: u16::from_be_bytes([v0, v1]),
+                node_guid: u64::from_be_bytes([g0, g1, g2, g3, g4, g5, g6, g7]),
+                port,
+                lid: u16::from_be_bytes([l0, l1]),
+            }))
+        }
+        TYPE_PACKET => Ok(Frame::Packet(body)),
+        TYPE_LINK_STATE => match body.as_slice() {
+            [0] => Ok(Frame::LinkState(LinkState::Down)),
+            [1] => Ok(Frame::LinkState(LinkState::Up)),
+            [other] => Err(FrameError::BadLinkState(*other)),
+            _ => Err(bad_len(LINK_STATE_LEN)),
+        },
+        TYPE_CREDIT => match body.as_slice() {
+            [vl, c0, c1] => Ok(Frame::Credit {
+                vl: *vl,
+                credits: u16::from_be_bytes([*c0, *c1]),
+            }),
+            _ => Err(bad_len(CREDIT_LEN)),
+        },
+        other => Err(FrameError::UnknownType(other)),
+    }
+}

@@ -54,18 +54,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let stop = match (server.shutdown_handle(), Signals::new([SIGTERM, SIGINT])) {
-        (Ok(stop), Ok(signals)) => (stop, signals),
-        (Err(e), _) | (_, Err(e)) => {
+    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
             tracing::error!("cannot set up signal handling: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let (stop_fd, mut signals) = stop;
+    let stop = server.shutdown_handle();
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
             tracing::info!(signal = sig, "stopping");
-            let _ = stop_fd.write(1);
+            stop.stop();
         }
     });
     let mut device = Tca::new();

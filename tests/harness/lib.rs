@@ -437,7 +437,7 @@ impl Drop for TempDir {
 pub struct TestServer {
     pub dir: TempDir,
     pub socket: PathBuf,
-    stop: EventFd,
+    stop: ibtca_device::vfio_user::ShutdownHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -447,7 +447,7 @@ impl TestServer {
         let dir = TempDir::new("srv");
         let socket = dir.join("tca.sock");
         let mut server = Server::bind(&socket, ServerConfig::default()).unwrap();
-        let stop = server.shutdown_handle().unwrap();
+        let stop = server.shutdown_handle();
         let thread = std::thread::spawn(move || {
             let mut tca = Tca::new();
             server.serve(&mut tca)
@@ -473,7 +473,7 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        let _ = self.stop.write(1);
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let r = t.join();
             if !std::thread::panicking() {
@@ -486,13 +486,10 @@ impl Drop for TestServer {
 /// Path of a binary of this workspace (built by `cargo test --workspace`).
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test>-<hash>
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = dir.join(name);
-    assert!(
-        bin.exists(),
-        "{} not built: run `cargo build --workspace` first",
-        bin.display()
-    );
-    bin
+    // Tests run from target/<profile>/deps/, binaries from target/<profile>/.
+    let here = exe.parent().unwrap();
+    let candidates = [here.join(name), here.parent().unwrap().join(name)];
+    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| {
+        panic!("{name} not built next to {}: run `cargo build --workspace` first", exe.display())
+    })
 }

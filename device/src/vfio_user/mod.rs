@@ -30,11 +30,13 @@
 //! misparse it); its errors are logged and counted.
 
 pub mod server;
+pub mod socket;
 pub mod wire;
 
 use std::fs::File;
 
 pub use server::{Server, ServerConfig, ServerStats};
+pub use socket::ShutdownHandle;
 
 /// An error for the client: an errno and a reason for the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

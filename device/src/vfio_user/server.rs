@@ -2,24 +2,27 @@
 //! the [`Backend`], reply; when the client goes away, wait for the next one.
 //!
 //! Receiving spins for a short while (`ServerConfig::spin`) after each
-//! message before it blocks in epoll: a trapped BAR access is a synchronous
-//! round trip for the guest, and waking a blocked thread on another CPU costs
-//! more than the access itself. Each message is one `recvmsg` (header and
-//! payload together, plus any fds) and each reply one `write`.
+//! message, polling with non-blocking `recvmsg`, before it blocks in
+//! `recvmsg`: a trapped BAR access is a synchronous round trip for the
+//! guest, and waking a blocked thread on another CPU costs more than the
+//! access itself. Each message is one `recvmsg` (header and payload together,
+//! plus any fds) and each reply one `write`; no epoll on the hot path.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+use super::socket::{recv_with_fds, ShutdownHandle};
 use super::wire::{self, Command, Header, HEADER_SIZE};
 use super::{Backend, Errno};
 
@@ -71,7 +74,7 @@ const RECV_CHUNK: usize = 64 * 1024;
 pub struct Server {
     listener: UnixListener,
     path: PathBuf,
-    shutdown: EventFd,
+    shutdown: ShutdownHandle,
     config: ServerConfig,
     stats: ServerStats,
 }
@@ -102,7 +105,11 @@ impl Server {
         Ok(Server {
             listener,
             path: path.to_path_buf(),
-            shutdown: EventFd::new(EFD_NONBLOCK)?,
+            shutdown: ShutdownHandle {
+                stopped: Arc::new(AtomicBool::new(false)),
+                wake: Arc::new(EventFd::new(EFD_NONBLOCK)?),
+                active: Arc::new(Mutex::new(None)),
+            },
             config,
             stats: ServerStats::default(),
         })
@@ -113,9 +120,9 @@ impl Server {
         &self.path
     }
 
-    /// An eventfd that stops [`Server::serve`] when written.
-    pub fn shutdown_handle(&self) -> io::Result<EventFd> {
-        self.shutdown.try_clone()
+    /// A handle that stops [`Server::serve`] from another thread.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
     }
 
     /// Counters so far.
@@ -133,12 +140,12 @@ impl Server {
         )?;
         epoll.ctl(
             ControlOperation::Add,
-            self.shutdown.as_raw_fd(),
+            self.shutdown.wake.as_raw_fd(),
             EpollEvent::new(EventSet::IN, TOKEN_SHUTDOWN),
         )?;
         tracing::info!(socket = %self.path.display(), "waiting for a vfio-user client");
         loop {
-            if wait(&epoll, -1)? == Some(TOKEN_SHUTDOWN) {
+            if wait(&epoll, -1)? == Some(TOKEN_SHUTDOWN) || self.shutdown.is_stopped() {
                 return Ok(());
             }
             let stream = match self.listener.accept() {
@@ -150,6 +157,7 @@ impl Server {
             tracing::info!("client connected");
             let end = Connection::new(stream, &self.shutdown, &self.config, &mut self.stats)
                 .map(|mut c| c.run(backend));
+            *self.shutdown.active.lock().unwrap_or_else(|e| e.into_inner()) = None;
             backend.disconnected();
             match end {
                 Ok(End::Closed) => tracing::info!("client disconnected; waiting for the next one"),
@@ -196,7 +204,7 @@ fn wait(epoll: &Epoll, timeout_ms: i32) -> io::Result<Option<u64>> {
 /// One client connection: receive buffer, fd bookkeeping, reply buffer.
 struct Connection<'a> {
     stream: UnixStream,
-    epoll: Epoll,
+    shutdown: &'a ShutdownHandle,
     config: &'a ServerConfig,
     stats: &'a mut ServerStats,
     /// Received bytes not yet consumed are `buf[start..end]`.
@@ -224,25 +232,18 @@ struct Message {
 impl<'a> Connection<'a> {
     fn new(
         stream: UnixStream,
-        shutdown: &EventFd,
+        shutdown: &'a ShutdownHandle,
         config: &'a ServerConfig,
         stats: &'a mut ServerStats,
     ) -> io::Result<Self> {
-        stream.set_nonblocking(true)?;
-        let epoll = Epoll::new()?;
-        epoll.ctl(
-            ControlOperation::Add,
-            stream.as_raw_fd(),
-            EpollEvent::new(EventSet::IN, TOKEN_SOCKET),
-        )?;
-        epoll.ctl(
-            ControlOperation::Add,
-            shutdown.as_raw_fd(),
-            EpollEvent::new(EventSet::IN, TOKEN_SHUTDOWN),
-        )?;
+        // Blocking socket: the spin phase asks for MSG_DONTWAIT explicitly;
+        // a client that stops reading its replies times the write out.
+        stream.set_nonblocking(false)?;
+        stream.set_write_timeout(Some(config.write_timeout))?;
+        *shutdown.active.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream.try_clone()?);
         Ok(Connection {
             stream,
-            epoll,
+            shutdown,
             config,
             stats,
             buf: vec![0; wire::MAX_MSG_SIZE as usize + RECV_CHUNK],
@@ -259,6 +260,9 @@ impl<'a> Connection<'a> {
     fn run(&mut self, backend: &mut dyn Backend) -> End {
         let mut spin_until = Instant::now() + self.config.spin;
         loop {
+            if self.shutdown.is_stopped() {
+                return End::Shutdown;
+            }
             match self.next_message() {
                 Ok(Some(msg)) => {
                     if let Err(e) = self.dispatch(backend, msg) {
@@ -270,47 +274,27 @@ impl<'a> Connection<'a> {
                 Ok(None) => {}
                 Err(end) => return end,
             }
-            match self.fill() {
+            let spinning = Instant::now() < spin_until;
+            match self.fill(spinning) {
                 Ok(true) => continue,
+                Ok(false) if self.shutdown.is_stopped() => return End::Shutdown,
                 Ok(false) => return End::Closed,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() < spin_until {
-                        std::thread::yield_now();
-                        continue;
-                    }
-                    match wait(&self.epoll, -1) {
-                        Ok(Some(TOKEN_SHUTDOWN)) => return End::Shutdown,
-                        Ok(_) => {}
-                        Err(e) => return End::Broken(format!("epoll: {e}")),
-                    }
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return End::Broken(format!("recvmsg: {e}")),
             }
         }
     }
 
-    /// Receives one chunk. Ok(false) when the client closed the socket.
-    fn fill(&mut self) -> io::Result<bool> {
+    /// Receives one chunk, waiting for it unless `nonblocking`. Ok(false)
+    /// when the client closed the socket.
+    fn fill(&mut self, nonblocking: bool) -> io::Result<bool> {
         if self.buf.len() - self.end < RECV_CHUNK {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        let mut raw_fds: [RawFd; wire::MAX_MSG_FDS] = [-1; wire::MAX_MSG_FDS];
-        let tail = &mut self.buf[self.end..];
-        let mut iov = [libc::iovec {
-            iov_base: tail.as_mut_ptr().cast(),
-            iov_len: tail.len(),
-        }];
-        // SAFETY: the iovec covers `tail`, which we borrow mutably and which
-        // may take arbitrary bytes; the kernel writes at most its length.
-        let (n, nfds) = unsafe { self.stream.recv_with_fds(&mut iov, &mut raw_fds) }
-            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
-        let files: Vec<File> = raw_fds[..nfds]
-            .iter()
-            // SAFETY: recvmsg just gave us these descriptors; nothing else owns them.
-            .map(|&fd| unsafe { File::from_raw_fd(fd) })
-            .collect();
+        let (n, files) = recv_with_fds(&self.stream, &mut self.buf[self.end..], nonblocking)?;
         if n == 0 {
             return Ok(false);
         }
@@ -427,9 +411,7 @@ impl<'a> Connection<'a> {
                     flags: wire::FLAG_TYPE_REPLY,
                     error: 0,
                 };
-                let mut h = Vec::with_capacity(HEADER_SIZE);
-                reply.encode(&mut h);
-                self.out[..HEADER_SIZE].copy_from_slice(&h);
+                reply.encode_into(&mut self.out[..HEADER_SIZE]);
                 let out = std::mem::take(&mut self.out);
                 let r = self.send(&out);
                 self.out = out;
@@ -467,46 +449,15 @@ impl<'a> Connection<'a> {
         let _ = self.send(&out);
     }
 
-    /// Writes all of `data`, waiting for the client to drain the socket.
+    /// Writes all of `data`; a client that does not drain its socket within
+    /// the write timeout is dropped.
     fn send(&mut self, data: &[u8]) -> Result<(), End> {
-        let mut off = 0;
-        let deadline = Instant::now() + self.config.write_timeout;
-        while off < data.len() {
-            match self.stream.write(&data[off..]) {
-                Ok(n) => off += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(End::Broken("client does not read its replies".into()));
-                    }
-                    self.wait_writable(left)?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(End::Broken(format!("write: {e}"))),
+        match self.stream.write_all(data) {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(End::Broken("client does not read its replies".into()))
             }
-        }
-        Ok(())
-    }
-
-    fn wait_writable(&mut self, timeout: Duration) -> Result<(), End> {
-        let fd = self.stream.as_raw_fd();
-        let set = |ev| {
-            self.epoll.ctl(
-                ControlOperation::Modify,
-                fd,
-                EpollEvent::new(ev, TOKEN_SOCKET),
-            )
-        };
-        set(EventSet::OUT).map_err(|e| End::Broken(e.to_string()))?;
-        let r = wait(
-            &self.epoll,
-            timeout.as_millis().min(i32::MAX as u128) as i32,
-        );
-        set(EventSet::IN).map_err(|e| End::Broken(e.to_string()))?;
-        match r {
-            Ok(Some(TOKEN_SHUTDOWN)) => Err(End::Shutdown),
-            Ok(_) => Ok(()),
-            Err(e) => Err(End::Broken(e.to_string())),
+            Err(e) => Err(End::Broken(format!("write: {e}"))),
         }
     }
 }

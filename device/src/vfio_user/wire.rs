@@ -107,6 +107,15 @@ impl Header {
         out.extend_from_slice(&self.error.to_le_bytes());
     }
 
+    /// Writes the encoded header into the first 16 bytes of `out`.
+    pub fn encode_into(&self, out: &mut [u8]) {
+        out[0..2].copy_from_slice(&self.id.to_le_bytes());
+        out[2..4].copy_from_slice(&self.command.to_le_bytes());
+        out[4..8].copy_from_slice(&self.size.to_le_bytes());
+        out[8..12].copy_from_slice(&self.flags.to_le_bytes());
+        out[12..16].copy_from_slice(&self.error.to_le_bytes());
+    }
+
     /// True if the sender asked for no reply.
     pub fn no_reply(&self) -> bool {
         self.flags & FLAG_NO_REPLY != 0

@@ -489,7 +489,14 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     // Tests run from target/<profile>/deps/, binaries from target/<profile>/.
     let here = exe.parent().unwrap();
     let candidates = [here.join(name), here.parent().unwrap().join(name)];
-    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| {
-        panic!("{name} not built next to {}: run `cargo build --workspace` first", exe.display())
-    })
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} not built next to {}: run `cargo build --workspace` first",
+                exe.display()
+            )
+        })
 }

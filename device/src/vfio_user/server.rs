@@ -157,7 +157,11 @@ impl Server {
             tracing::info!("client connected");
             let end = Connection::new(stream, &self.shutdown, &self.config, &mut self.stats)
                 .map(|mut c| c.run(backend));
-            *self.shutdown.active.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *self
+                .shutdown
+                .active
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = None;
             backend.disconnected();
             match end {
                 Ok(End::Closed) => tracing::info!("client disconnected; waiting for the next one"),
@@ -454,7 +458,12 @@ impl<'a> Connection<'a> {
     fn send(&mut self, data: &[u8]) -> Result<(), End> {
         match self.stream.write_all(data) {
             Ok(()) => Ok(()),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 Err(End::Broken("client does not read its replies".into()))
             }
             Err(e) => Err(End::Broken(format!("write: {e}"))),

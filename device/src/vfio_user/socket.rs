@@ -20,7 +20,11 @@ struct CmsgBuf([u8; 128]);
 
 /// Receives into `buf` and collects any descriptors that came with it.
 /// With `nonblocking`, returns `WouldBlock` instead of waiting.
-pub fn recv_with_fds(sock: &UnixStream, buf: &mut [u8], nonblocking: bool) -> io::Result<(usize, Vec<File>)> {
+pub fn recv_with_fds(
+    sock: &UnixStream,
+    buf: &mut [u8],
+    nonblocking: bool,
+) -> io::Result<(usize, Vec<File>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -90,7 +94,12 @@ impl ShutdownHandle {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         let _ = self.wake.write(1);
-        if let Some(s) = self.active.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(s) = self
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }

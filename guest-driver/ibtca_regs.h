@@ -44,6 +44,26 @@
 #define IBTCA_REG_DMA_STATUS               0x044
 /* DMA self-test: FNV-1a 32 checksum of the bytes last read by SUM. (RO) */
 #define IBTCA_REG_DMA_RESULT               0x048
+/* Port LID (set by the device's configuration). (RO) */
+#define IBTCA_REG_PORT_LID                 0x050
+/* Port GUID, low 32 bits. (RO) */
+#define IBTCA_REG_PORT_GUID_LO             0x054
+/* Port GUID, high 32 bits. (RO) */
+#define IBTCA_REG_PORT_GUID_HI             0x058
+/* Command queue: guest-physical base, low 32 bits. (RW) */
+#define IBTCA_REG_CMDQ_BASE_LO             0x080
+/* Command queue: guest-physical base, high 32 bits. (RW) */
+#define IBTCA_REG_CMDQ_BASE_HI             0x084
+/* Command queue: log2 of the number of entries; writing it (re)starts the queue at index 0. (RW) */
+#define IBTCA_REG_CMDQ_LOG_SIZE            0x088
+/* Command queue doorbell: write the new producer index. (WO) */
+#define IBTCA_REG_CMDQ_DB                  0x08c
+/* Send-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32. (WO) */
+#define IBTCA_REG_DB_SQ                    0x100
+/* Receive-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32. (WO) */
+#define IBTCA_REG_DB_RQ                    0x108
+/* CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32. (WO) */
+#define IBTCA_REG_DB_CQ                    0x110
 
 /* PCI vendor ID (not bound by any in-tree Linux driver). */
 #define IBTCA_PCI_VENDOR_ID                0x1de5

@@ -12,4 +12,6 @@ pub mod dma;
 pub mod pci;
 pub mod regs;
 pub mod tca;
+pub mod transport;
+pub mod verbs;
 pub mod vfio_user;

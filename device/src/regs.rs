@@ -45,16 +45,18 @@ macro_rules! registers {
     };
 }
 
+/// Defines constants and a table of them (`TABLE`) for header generation.
 macro_rules! values {
-    ($( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $val:expr; )*) => {
+    ($table:ident; $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $val:expr; )*) => {
         $( $(#[doc = $doc])* pub const $name: $ty = $val; )*
         /// Every named value, in definition order.
-        pub const VALUES: &[ValueDef] = &[
-            $( ValueDef { name: stringify!($name), value: $val as u64,
+        pub const $table: &[$crate::regs::ValueDef] = &[
+            $( $crate::regs::ValueDef { name: stringify!($name), value: $val as u64,
                           doc: concat!($($doc),*) }, )*
         ];
     };
 }
+pub(crate) use values;
 
 registers! {
     /// Identifies the device: reads IBTCA_MAGIC_VALUE.
@@ -93,9 +95,30 @@ registers! {
     DMA_STATUS = 0x044, "RO";
     /// DMA self-test: FNV-1a 32 checksum of the bytes last read by SUM.
     DMA_RESULT = 0x048, "RO";
+    /// Port LID (set by the device's configuration).
+    PORT_LID = 0x050, "RO";
+    /// Port GUID, low 32 bits.
+    PORT_GUID_LO = 0x054, "RO";
+    /// Port GUID, high 32 bits.
+    PORT_GUID_HI = 0x058, "RO";
+    /// Command queue: guest-physical base, low 32 bits.
+    CMDQ_BASE_LO = 0x080, "RW";
+    /// Command queue: guest-physical base, high 32 bits.
+    CMDQ_BASE_HI = 0x084, "RW";
+    /// Command queue: log2 of the number of entries; writing it (re)starts the queue at index 0.
+    CMDQ_LOG_SIZE = 0x088, "RW";
+    /// Command queue doorbell: write the new producer index.
+    CMDQ_DB = 0x08c, "WO";
+    /// Send-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32.
+    DB_SQ = 0x100, "WO";
+    /// Receive-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32.
+    DB_RQ = 0x108, "WO";
+    /// CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32.
+    DB_CQ = 0x110, "WO";
 }
 
 values! {
+    VALUES;
     /// PCI vendor ID (not bound by any in-tree Linux driver).
     PCI_VENDOR_ID: u16 = 0x1de5;
     /// PCI device ID.

@@ -1,0 +1,128 @@
+//! The RC transport (seeds 002 and 004), written sans-I/O: per-QP state
+//! machines that turn work requests into packets and packets into memory
+//! effects, completions and more packets. Everything outside the protocol —
+//! guest memory behind key checks, the receive queue, completion queues, the
+//! quasi-WQE ring, the link — is reached through [`QpEnv`], so the transport
+//! is unit-tested with an in-memory environment and two QPs wired back to
+//! back, and the device supplies the real one.
+//!
+//! Data path, in one direction: SQ doorbell → requester (segmentation, PSNs)
+//! → packet → link → peer responder (checks, DMA, ACK/NAK, read responses
+//! from quasi-WQEs) → link → completer (MSN, go-back-N, retries) →
+//! completion.
+
+use ibtca_protocol::headers::NakCode;
+
+use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, Sge};
+
+/// Why a local or remote memory access was refused. The device maps these
+/// to completion statuses (local) or NAK codes (remote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// Unknown or invalidated key.
+    #[error("invalid key")]
+    BadKey,
+    /// The key's protection domain differs from the QP's.
+    #[error("protection domain mismatch")]
+    WrongPd,
+    /// The region does not grant the access.
+    #[error("access right missing")]
+    NoRight,
+    /// The range is outside the region.
+    #[error("out of the region's bounds")]
+    OutOfBounds,
+    /// Misaligned atomic or similar malformed request.
+    #[error("invalid request")]
+    Invalid,
+    /// The region is mapped but guest memory refused the DMA.
+    #[error("DMA fault")]
+    Dma,
+}
+
+impl AccessError {
+    /// The NAK a responder sends for this error.
+    pub fn nak(self) -> NakCode {
+        match self {
+            AccessError::Invalid => NakCode::InvalidRequest,
+            AccessError::Dma => NakCode::RemoteOperationalError,
+            _ => NakCode::RemoteAccessError,
+        }
+    }
+}
+
+/// An atomic operation on 8 naturally aligned bytes of a remote region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// Write `swap` if the current value equals `compare`.
+    CompareSwap {
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// Add `add` (wrapping).
+    FetchAdd {
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// Which completion queue of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqKind {
+    /// The send CQ.
+    Send,
+    /// The receive CQ.
+    Recv,
+}
+
+/// Everything a QP's transport needs from the device. One instance per call
+/// into the transport, bound to one QP (its PD, rings and CQs).
+pub trait QpEnv {
+    /// Copies `out.len()` bytes starting `offset` bytes into the buffer
+    /// described by `sges` (local keys, checked for LOCAL read).
+    fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Writes `data` starting `offset` bytes into the buffer described by
+    /// `sges` (local keys, checked for LOCAL WRITE). Nothing is written
+    /// unless all of it fits.
+    fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError>;
+
+    /// Checks that `rkey` grants `write` (else read) on `[va, va + len)` in
+    /// this QP's PD, before any byte of a message moves.
+    fn check_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<(), AccessError>;
+
+    /// Writes `data` at `va` through `rkey` (REMOTE WRITE checked again:
+    /// a window may have been invalidated mid-message).
+    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError>;
+
+    /// Reads `out.len()` bytes at `va` through `rkey` (REMOTE READ).
+    fn remote_read(&mut self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Performs an atomic at `va` through `rkey` (REMOTE ATOMIC) and returns
+    /// the original value.
+    fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// Takes the next posted receive WQE, if any (RNR otherwise).
+    fn next_recv(&mut self) -> Option<RecvWqe>;
+
+    /// Writes a completion to the QP's send or receive CQ (and raises its
+    /// interrupt if armed).
+    fn complete(&mut self, cq: CqKind, cqe: Cqe);
+
+    /// Appends a quasi-WQE (seed 004) for an inbound RDMA READ to the QP's
+    /// ring in guest memory, where the send engine drains it.
+    fn push_quasi(&mut self, q: QuasiWqe);
+
+    /// Takes the oldest unserved quasi-WQE, if any.
+    fn pop_quasi(&mut self) -> Option<QuasiWqe>;
+
+    /// Hands a finished packet (from the LRH, with ICRC and VCRC) to the link.
+    fn send_packet(&mut self, packet: Vec<u8>);
+}

@@ -1,0 +1,669 @@
+//! The guest-memory ABI of the verbs interface: command entries, work queue
+//! entries, scatter/gather elements, completion entries and quasi-WQEs, as
+//! the driver lays them out in guest RAM. Single source of truth: the driver's
+//! `guest-driver/ibtca_abi.h` is generated from the layouts here (see
+//! [`c_header`]) and a unit test fails if the committed header is stale.
+//!
+//! All fields are little-endian; structs are `#[repr(C)]` without padding
+//! (a test checks that the fields add up to the size) and are read from and
+//! written to guest memory whole with vm-memory's `ByteValued`.
+//!
+//! # Rings
+//! Every ring (command queue, SQ, RQ, CQ, quasi-WQE ring) is a power-of-two
+//! array of fixed-size entries in guest-physical memory. Producer and consumer
+//! indexes are free-running 32-bit counters; an entry's slot is
+//! `index & (entries - 1)`. The driver tells the device about new entries with
+//! a posted doorbell write; the device never reads a register of the driver's
+//! and the driver never reads a device register on the data path: completions
+//! carry an owner (phase) bit that flips on every pass over the ring, so the
+//! driver polls guest memory.
+
+use std::mem::{offset_of, size_of};
+
+use vm_memory::{ByteValued, Le16, Le32, Le64};
+
+/// C type of an ABI field, for header generation.
+pub trait CType {
+    /// The C declaration of a field called `name` of this type.
+    fn c_decl(name: &str) -> String;
+}
+
+impl CType for u8 {
+    fn c_decl(name: &str) -> String {
+        format!("__u8 {name}")
+    }
+}
+impl CType for Le16 {
+    fn c_decl(name: &str) -> String {
+        format!("__le16 {name}")
+    }
+}
+impl CType for Le32 {
+    fn c_decl(name: &str) -> String {
+        format!("__le32 {name}")
+    }
+}
+impl CType for Le64 {
+    fn c_decl(name: &str) -> String {
+        format!("__le64 {name}")
+    }
+}
+impl<const N: usize> CType for [u8; N] {
+    fn c_decl(name: &str) -> String {
+        format!("__u8 {name}[{N}]")
+    }
+}
+impl<const N: usize> CType for [Sge; N] {
+    fn c_decl(name: &str) -> String {
+        format!("struct ibtca_sge {name}[{N}]")
+    }
+}
+
+/// Layout of one field.
+#[derive(Debug, Clone)]
+pub struct FieldLayout {
+    /// Field name.
+    pub name: &'static str,
+    /// Byte offset.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// C declaration.
+    pub c_decl: String,
+    /// Description.
+    pub doc: &'static str,
+}
+
+/// Layout of one struct.
+#[derive(Debug, Clone)]
+pub struct StructLayout {
+    /// C struct name (`struct ibtca_<name>`).
+    pub c_name: &'static str,
+    /// Description.
+    pub doc: &'static str,
+    /// Size in bytes.
+    pub size: usize,
+    /// Fields in order.
+    pub fields: Vec<FieldLayout>,
+}
+
+macro_rules! abi_struct {
+    (
+        $(#[doc = $doc:literal])*
+        $name:ident = $cname:literal {
+            $( $(#[doc = $fdoc:literal])* $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name {
+            $( $(#[doc = $fdoc])* pub $field: $ty, )*
+        }
+
+        // SAFETY: a #[repr(C)] struct of little-endian integers, byte arrays
+        // and other such structs: every bit pattern is a valid value, and the
+        // `abi_structs_have_no_padding` test checks there is no padding.
+        unsafe impl ByteValued for $name {}
+
+        impl Default for $name {
+            fn default() -> Self {
+                // SAFETY: integers and byte arrays only (see above): all-zero
+                // bytes are a valid value.
+                unsafe { std::mem::zeroed() }
+            }
+        }
+
+        impl $name {
+            /// Field layout, for the C header and the padding check.
+            pub fn layout() -> StructLayout {
+                StructLayout {
+                    c_name: $cname,
+                    doc: concat!($($doc),*),
+                    size: size_of::<$name>(),
+                    fields: vec![ $( FieldLayout {
+                        name: stringify!($field),
+                        offset: offset_of!($name, $field),
+                        size: size_of::<$ty>(),
+                        c_decl: <$ty as CType>::c_decl(stringify!($field)),
+                        doc: concat!($($fdoc),*),
+                    }, )* ],
+                }
+            }
+        }
+    };
+}
+
+abi_struct! {
+    /// A scatter/gather element: `length` bytes at `addr` in the memory region
+    /// named by `lkey` (`addr` is in the region's I/O virtual address space).
+    Sge = "sge" {
+        /// Address in the memory region's address space.
+        addr: Le64,
+        /// Length in bytes.
+        length: Le32,
+        /// Local key of the memory region.
+        lkey: Le32,
+    }
+}
+
+/// Scatter/gather elements per WQE.
+pub const MAX_SGE: usize = 4;
+
+abi_struct! {
+    /// A send-queue work request (128 bytes).
+    SendWqe = "send_wqe" {
+        /// Caller's cookie, returned in the completion.
+        wr_id: Le64,
+        /// IBTCA_WR_* operation.
+        opcode: u8,
+        /// IBTCA_WQE_F_* flags.
+        flags: u8,
+        /// Number of valid entries in `sge`.
+        num_sge: u8,
+        /// Reserved, zero.
+        rsvd0: u8,
+        /// Immediate data (big-endian on the wire, stored as given).
+        imm_data: Le32,
+        /// Remote address (RDMA, atomics).
+        remote_addr: Le64,
+        /// Remote key (RDMA, atomics).
+        rkey: Le32,
+        /// Reserved, zero.
+        rsvd1: Le32,
+        /// Atomic compare value or fetch-add addend.
+        compare_add: Le64,
+        /// Atomic swap value.
+        swap: Le64,
+        /// Reserved for Direct RDMA (ARR number) and future use, zero.
+        rsvd2: [u8; 16],
+        /// Local buffers.
+        sge: [Sge; MAX_SGE],
+    }
+}
+
+abi_struct! {
+    /// A receive-queue work request (128 bytes, same stride as the SQ).
+    RecvWqe = "recv_wqe" {
+        /// Caller's cookie, returned in the completion.
+        wr_id: Le64,
+        /// Number of valid entries in `sge`.
+        num_sge: u8,
+        /// Reserved, zero.
+        rsvd0: [u8; 55],
+        /// Buffers the incoming SEND is scattered into.
+        sge: [Sge; MAX_SGE],
+    }
+}
+
+abi_struct! {
+    /// A completion queue entry (32 bytes), written by the device.
+    Cqe = "cqe" {
+        /// The work request's cookie.
+        wr_id: Le64,
+        /// Bytes transferred (receives, RDMA READ, atomics: 8).
+        byte_len: Le32,
+        /// Local QP number.
+        qpn: Le32,
+        /// Immediate data (when IBTCA_CQE_F_IMM is set).
+        imm_data: Le32,
+        /// Source QP of a receive; vendor error detail on errors.
+        src_qp: Le32,
+        /// IBTCA_WC_* operation that completed.
+        opcode: u8,
+        /// IBTCA_WC_* status (0 = success).
+        status: u8,
+        /// IBTCA_CQE_F_* flags.
+        flags: u8,
+        /// Owner (phase) bit in bit 0: equal to the pass number's parity.
+        owner: u8,
+        /// Reserved, zero.
+        rsvd: Le32,
+    }
+}
+
+abi_struct! {
+    /// A command (64 bytes) in the command queue. The driver fills `opcode`,
+    /// `token` and the parameters and sets `status` to IBTCA_CMD_ST_PENDING;
+    /// the device writes the out-parameters, then `status`, then raises the
+    /// command vector if IBTCA_CMD_F_IRQ is set.
+    CmdEntry = "cmd" {
+        /// IBTCA_CMD_* command.
+        opcode: u8,
+        /// IBTCA_CMD_F_* flags.
+        flags: u8,
+        /// IBTCA_CMD_ST_* result, written by the device last.
+        status: Le16,
+        /// Caller's cookie.
+        token: Le32,
+        /// Command parameters (see the IBTCA_CMD_* documentation).
+        params: [u8; 48],
+        /// Out-parameter: the handle the command created (PD, MR key, CQ, QP
+        /// number), or detail on failure.
+        out0: Le32,
+        /// Second out-parameter (MR: rkey).
+        out1: Le32,
+    }
+}
+
+abi_struct! {
+    /// A quasi-WQE (32 bytes, seed 004): the responder's description of an
+    /// inbound RDMA READ, written to the QP's quasi-WQE ring; the send engine
+    /// gathers read-response data from it the way it gathers from a WQE.
+    QuasiWqe = "quasi_wqe" {
+        /// Responder-side virtual address to read from.
+        va: Le64,
+        /// Bytes to return.
+        length: Le32,
+        /// R_Key the requester presented.
+        rkey: Le32,
+        /// PSN of the read request (first response PSN).
+        psn: Le32,
+        /// Requester's QP number.
+        dest_qpn: Le32,
+        /// Owner (phase) bit in bit 0.
+        owner: u8,
+        /// Reserved, zero.
+        rsvd: [u8; 7],
+    }
+}
+
+/// Every ABI struct's layout, in header order.
+pub fn layouts() -> Vec<StructLayout> {
+    vec![
+        Sge::layout(),
+        SendWqe::layout(),
+        RecvWqe::layout(),
+        Cqe::layout(),
+        CmdEntry::layout(),
+        QuasiWqe::layout(),
+    ]
+}
+
+/// Renders the C structs for `guest-driver/ibtca_abi.h` (the caller adds
+/// guards and constants).
+pub fn c_structs() -> String {
+    let mut s = String::new();
+    for l in layouts() {
+        s.push_str(&format!(
+            "/* {} */\nstruct ibtca_{} {{\n",
+            l.doc.trim(),
+            l.c_name
+        ));
+        for f in &l.fields {
+            s.push_str(&format!(
+                "\t{};\t/* {:#04x}: {} */\n",
+                f.c_decl,
+                f.offset,
+                f.doc.trim()
+            ));
+        }
+        s.push_str("} __packed;\n");
+        s.push_str(&format!(
+            "static_assert(sizeof(struct ibtca_{}) == {});\n\n",
+            l.c_name, l.size
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_structs_have_no_padding() {
+        for l in layouts() {
+            let sum: usize = l.fields.iter().map(|f| f.size).sum();
+            assert_eq!(sum, l.size, "struct {} has padding", l.c_name);
+            let mut end = 0;
+            for f in &l.fields {
+                assert_eq!(f.offset, end, "{}.{} not packed", l.c_name, f.name);
+                end += f.size;
+            }
+        }
+    }
+
+    #[test]
+    fn abi_sizes() {
+        assert_eq!(size_of::<Sge>(), 16);
+        assert_eq!(size_of::<SendWqe>(), 128);
+        assert_eq!(size_of::<RecvWqe>(), 128);
+        assert_eq!(size_of::<Cqe>(), 32);
+        assert_eq!(size_of::<CmdEntry>(), 64);
+        assert_eq!(size_of::<QuasiWqe>(), 32);
+        assert_eq!(offset_of!(SendWqe, sge), 64);
+        assert_eq!(offset_of!(RecvWqe, sge), 64);
+    }
+}
+
+crate::regs::values! {
+    ABI_VALUES;
+    /// WR opcode: SEND.
+    WR_SEND: u8 = 0;
+    /// WR opcode: SEND with immediate.
+    WR_SEND_IMM: u8 = 1;
+    /// WR opcode: RDMA WRITE.
+    WR_RDMA_WRITE: u8 = 2;
+    /// WR opcode: RDMA WRITE with immediate.
+    WR_RDMA_WRITE_IMM: u8 = 3;
+    /// WR opcode: RDMA READ.
+    WR_RDMA_READ: u8 = 4;
+    /// WR opcode: atomic compare and swap (8 bytes).
+    WR_ATOMIC_CMP_SWP: u8 = 5;
+    /// WR opcode: atomic fetch and add (8 bytes).
+    WR_ATOMIC_FETCH_ADD: u8 = 6;
+    /// WR opcode: bind a memory window (rkey = window, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = access).
+    WR_BIND_MW: u8 = 7;
+    /// WR opcode: invalidate a memory window or MR key locally (imm_data = key).
+    WR_LOCAL_INV: u8 = 8;
+    /// WQE flag: generate a completion.
+    WQE_F_SIGNALED: u8 = 1 << 0;
+    /// WQE flag: solicited event.
+    WQE_F_SOLICITED: u8 = 1 << 1;
+    /// WQE flag: wait for earlier RDMA READs and atomics first.
+    WQE_F_FENCE: u8 = 1 << 2;
+    /// Completion opcode: SEND.
+    WC_SEND: u8 = 0;
+    /// Completion opcode: RDMA WRITE.
+    WC_RDMA_WRITE: u8 = 1;
+    /// Completion opcode: RDMA READ.
+    WC_RDMA_READ: u8 = 2;
+    /// Completion opcode: compare and swap.
+    WC_COMP_SWAP: u8 = 3;
+    /// Completion opcode: fetch and add.
+    WC_FETCH_ADD: u8 = 4;
+    /// Completion opcode: memory window bind.
+    WC_BIND_MW: u8 = 5;
+    /// Completion opcode: local invalidate.
+    WC_LOCAL_INV: u8 = 6;
+    /// Completion opcode: a receive.
+    WC_RECV: u8 = 128;
+    /// Completion opcode: a receive consumed by RDMA WRITE with immediate.
+    WC_RECV_RDMA_WITH_IMM: u8 = 129;
+    /// Completion status: success.
+    WC_SUCCESS: u8 = 0;
+    /// Completion status: local length error.
+    WC_LOC_LEN_ERR: u8 = 1;
+    /// Completion status: local QP operation error.
+    WC_LOC_QP_OP_ERR: u8 = 2;
+    /// Completion status: local protection error (bad lkey, bounds, rights).
+    WC_LOC_PROT_ERR: u8 = 4;
+    /// Completion status: flushed (QP in error).
+    WC_WR_FLUSH_ERR: u8 = 5;
+    /// Completion status: memory window bind error.
+    WC_MW_BIND_ERR: u8 = 6;
+    /// Completion status: bad response.
+    WC_BAD_RESP_ERR: u8 = 7;
+    /// Completion status: local access error.
+    WC_LOC_ACCESS_ERR: u8 = 8;
+    /// Completion status: remote invalid request (NAK 0x61).
+    WC_REM_INV_REQ_ERR: u8 = 9;
+    /// Completion status: remote access error (NAK 0x62).
+    WC_REM_ACCESS_ERR: u8 = 10;
+    /// Completion status: remote operational error (NAK 0x63).
+    WC_REM_OP_ERR: u8 = 11;
+    /// Completion status: transport retries exhausted.
+    WC_RETRY_EXC_ERR: u8 = 12;
+    /// Completion status: RNR retries exhausted.
+    WC_RNR_RETRY_EXC_ERR: u8 = 13;
+    /// CQE flag: imm_data is valid.
+    CQE_F_IMM: u8 = 1 << 0;
+    /// CQ doorbell arm: interrupt on the next completion.
+    CQ_ARM_NEXT: u8 = 1;
+    /// CQ doorbell arm: interrupt on the next solicited completion.
+    CQ_ARM_SOLICITED: u8 = 2;
+    /// Access right: local write.
+    ACCESS_LOCAL_WRITE: u32 = 1 << 0;
+    /// Access right: remote write.
+    ACCESS_REMOTE_WRITE: u32 = 1 << 1;
+    /// Access right: remote read.
+    ACCESS_REMOTE_READ: u32 = 1 << 2;
+    /// Access right: remote atomic.
+    ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
+    /// Access right: memory windows may be bound to this MR.
+    ACCESS_MW_BIND: u32 = 1 << 4;
+    /// QP state: reset.
+    QPS_RESET: u8 = 0;
+    /// QP state: initialized.
+    QPS_INIT: u8 = 1;
+    /// QP state: ready to receive.
+    QPS_RTR: u8 = 2;
+    /// QP state: ready to send.
+    QPS_RTS: u8 = 3;
+    /// QP state: error.
+    QPS_ERR: u8 = 6;
+    /// Path MTU code: 256 bytes (4096 = 5).
+    MTU_256: u8 = 1;
+    /// Path MTU code: 4096 bytes.
+    MTU_4096: u8 = 5;
+    /// Command status: not done yet (set by the driver).
+    CMD_ST_PENDING: u16 = 0xffff;
+    /// Command status: done.
+    CMD_ST_OK: u16 = 0;
+    /// Command flag: raise the command vector (MSI-X 0) when done.
+    CMD_F_IRQ: u8 = 1 << 0;
+    /// Command: query the port (out0 = LID | state << 16, out1 = active MTU code).
+    CMD_QUERY_PORT: u8 = 0x01;
+    /// Command: allocate a protection domain (out0 = PD number).
+    CMD_CREATE_PD: u8 = 0x10;
+    /// Command: free a protection domain (params: struct ibtca_cmd_handle).
+    CMD_DESTROY_PD: u8 = 0x11;
+    /// Command: register a memory region (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey).
+    CMD_REG_MR: u8 = 0x20;
+    /// Command: deregister a memory region (params: struct ibtca_cmd_handle with the lkey).
+    CMD_DEREG_MR: u8 = 0x21;
+    /// Command: allocate a memory window (params: struct ibtca_cmd_handle with the PD; out0 = rkey).
+    CMD_ALLOC_MW: u8 = 0x22;
+    /// Command: free a memory window (params: struct ibtca_cmd_handle with the rkey).
+    CMD_DEALLOC_MW: u8 = 0x23;
+    /// Command: create a CQ (params: struct ibtca_cmd_create_cq; out0 = CQ number).
+    CMD_CREATE_CQ: u8 = 0x30;
+    /// Command: destroy a CQ (params: struct ibtca_cmd_handle).
+    CMD_DESTROY_CQ: u8 = 0x31;
+    /// Command: create an RC QP (params: struct ibtca_cmd_create_qp; out0 = QP number).
+    CMD_CREATE_QP: u8 = 0x40;
+    /// Command: modify a QP (params: struct ibtca_cmd_modify_qp).
+    CMD_MODIFY_QP: u8 = 0x41;
+    /// Command: destroy a QP (params: struct ibtca_cmd_handle).
+    CMD_DESTROY_QP: u8 = 0x43;
+    /// MODIFY_QP attribute: state.
+    QP_ATTR_STATE: u32 = 1 << 0;
+    /// MODIFY_QP attribute: access flags.
+    QP_ATTR_ACCESS: u32 = 1 << 1;
+    /// MODIFY_QP attribute: path (DLID, path MTU).
+    QP_ATTR_PATH: u32 = 1 << 2;
+    /// MODIFY_QP attribute: destination QP number.
+    QP_ATTR_DEST_QPN: u32 = 1 << 3;
+    /// MODIFY_QP attribute: receive PSN.
+    QP_ATTR_RQ_PSN: u32 = 1 << 4;
+    /// MODIFY_QP attribute: send PSN.
+    QP_ATTR_SQ_PSN: u32 = 1 << 5;
+    /// MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads.
+    QP_ATTR_RETRY: u32 = 1 << 6;
+}
+
+abi_struct! {
+    /// Command parameters naming one object.
+    CmdHandle = "cmd_handle" {
+        /// PD number, lkey, rkey, CQ or QP number.
+        handle: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 44],
+    }
+}
+
+abi_struct! {
+    /// REG_MR parameters: a region of `length` bytes of guest-physically
+    /// contiguous memory at `gpa`, addressed as `iova` by work requests and
+    /// remote peers.
+    CmdRegMr = "cmd_reg_mr" {
+        /// Protection domain.
+        pdn: Le32,
+        /// IBTCA_ACCESS_* rights.
+        access: Le32,
+        /// Start address in the region's own (virtual) address space.
+        iova: Le64,
+        /// Length in bytes.
+        length: Le64,
+        /// Guest-physical address of the first byte.
+        gpa: Le64,
+        /// Reserved, zero.
+        rsvd: [u8; 16],
+    }
+}
+
+abi_struct! {
+    /// CREATE_CQ parameters.
+    CmdCreateCq = "cmd_create_cq" {
+        /// Guest-physical address of the ring of struct ibtca_cqe.
+        ring: Le64,
+        /// log2 of the number of entries.
+        log_entries: u8,
+        /// MSI-X vector raised when the CQ is armed and gets a completion.
+        vector: u8,
+        /// Reserved, zero.
+        rsvd: [u8; 38],
+    }
+}
+
+abi_struct! {
+    /// CREATE_QP parameters (RC).
+    CmdCreateQp = "cmd_create_qp" {
+        /// Protection domain.
+        pdn: Le32,
+        /// CQ for send completions.
+        send_cqn: Le32,
+        /// CQ for receive completions.
+        recv_cqn: Le32,
+        /// log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2).
+        log_sizes: [u8; 4],
+        /// Guest-physical address of the SQ (struct ibtca_send_wqe).
+        sq: Le64,
+        /// Guest-physical address of the RQ (struct ibtca_recv_wqe).
+        rq: Le64,
+        /// Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe).
+        quasi: Le64,
+        /// Reserved, zero.
+        rsvd: Le64,
+    }
+}
+
+abi_struct! {
+    /// MODIFY_QP parameters; `attr_mask` says which fields apply.
+    CmdModifyQp = "cmd_modify_qp" {
+        /// QP number.
+        qpn: Le32,
+        /// IBTCA_QP_ATTR_* bits.
+        attr_mask: Le32,
+        /// New IBTCA_QPS_* state.
+        state: u8,
+        /// IBTCA_MTU_* path MTU.
+        path_mtu: u8,
+        /// Local ACK timeout exponent (4.096 us * 2^timeout).
+        timeout: u8,
+        /// Transport retry count (0-7).
+        retry_cnt: u8,
+        /// RNR retry count (0-7, 7 = forever).
+        rnr_retry: u8,
+        /// Minimum RNR NAK timer code (0-31).
+        min_rnr_timer: u8,
+        /// Outstanding RDMA READ / atomic requests this QP may issue.
+        max_rd_atomic: u8,
+        /// Reserved, zero.
+        rsvd0: u8,
+        /// Destination QP number.
+        dest_qpn: Le32,
+        /// Destination LID.
+        dlid: Le16,
+        /// Reserved, zero.
+        rsvd1: Le16,
+        /// First PSN this QP sends.
+        sq_psn: Le32,
+        /// First PSN this QP expects.
+        rq_psn: Le32,
+        /// IBTCA_ACCESS_REMOTE_* rights for incoming requests.
+        access: Le32,
+        /// Reserved, zero.
+        rsvd2: [u8; 12],
+    }
+}
+
+/// Every command-parameter layout (each fits `CmdEntry::params`).
+pub fn param_layouts() -> Vec<StructLayout> {
+    vec![
+        CmdHandle::layout(),
+        CmdRegMr::layout(),
+        CmdCreateCq::layout(),
+        CmdCreateQp::layout(),
+        CmdModifyQp::layout(),
+    ]
+}
+
+/// Renders `guest-driver/ibtca_abi.h`.
+pub fn c_header() -> String {
+    let mut s = String::new();
+    s.push_str("/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */\n");
+    s.push_str(
+        "/*\n * ibtca verbs ABI: structures the driver and the device share in guest memory.\n *\n",
+    );
+    s.push_str(" * GENERATED from device/src/verbs/abi.rs by `cargo run -p ibtca-device --bin\n");
+    s.push_str(
+        " * ibtca-regs-header -- abi`. Do not edit: a device unit test checks this file.\n */\n",
+    );
+    s.push_str("#ifndef IBTCA_ABI_H\n#define IBTCA_ABI_H\n\n#include <linux/types.h>\n\n");
+    s.push_str("#ifndef __packed\n#define __packed __attribute__((packed))\n#endif\n\n");
+    for v in ABI_VALUES {
+        s.push_str(&format!("/* {} */\n", v.doc.trim()));
+        s.push_str(&format!("#define IBTCA_{:<28} 0x{:x}\n", v.name, v.value));
+    }
+    s.push('\n');
+    s.push_str(&c_structs());
+    for l in param_layouts() {
+        s.push_str(&format!(
+            "/* {} */\nstruct ibtca_{} {{\n",
+            l.doc.trim(),
+            l.c_name
+        ));
+        for f in &l.fields {
+            s.push_str(&format!(
+                "\t{};\t/* {:#04x}: {} */\n",
+                f.c_decl,
+                f.offset,
+                f.doc.trim()
+            ));
+        }
+        s.push_str("} __packed;\n");
+        s.push_str(&format!(
+            "static_assert(sizeof(struct ibtca_{}) == {});\n\n",
+            l.c_name, l.size
+        ));
+    }
+    s.push_str("#endif /* IBTCA_ABI_H */\n");
+    s
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn command_parameters_fit_the_entry() {
+        for l in param_layouts() {
+            assert_eq!(l.size, 48, "{} must fill the 48-byte params area", l.c_name);
+            let sum: usize = l.fields.iter().map(|f| f.size).sum();
+            assert_eq!(sum, l.size, "{} has padding", l.c_name);
+        }
+    }
+
+    #[test]
+    fn committed_abi_header_matches_generated() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/ibtca_abi.h");
+        let committed = std::fs::read_to_string(path).expect("guest-driver/ibtca_abi.h");
+        assert!(
+            committed == c_header(),
+            "guest-driver/ibtca_abi.h is stale: run \
+             `cargo run -p ibtca-device --bin ibtca-regs-header -- abi > guest-driver/ibtca_abi.h`"
+        );
+    }
+}

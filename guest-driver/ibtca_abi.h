@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * ibtca verbs ABI: structures the driver and the device share in guest memory.
+ *
+ * GENERATED from device/src/verbs/abi.rs by `cargo run -p ibtca-device --bin
+ * ibtca-regs-header -- abi`. Do not edit: a device unit test checks this file.
+ */
+#ifndef IBTCA_ABI_H
+#define IBTCA_ABI_H
+
+#include <linux/types.h>
+
+#ifndef __packed
+#define __packed __attribute__((packed))
+#endif
+
+/* WR opcode: SEND. */
+#define IBTCA_WR_SEND                      0x0
+/* WR opcode: SEND with immediate. */
+#define IBTCA_WR_SEND_IMM                  0x1
+/* WR opcode: RDMA WRITE. */
+#define IBTCA_WR_RDMA_WRITE                0x2
+/* WR opcode: RDMA WRITE with immediate. */
+#define IBTCA_WR_RDMA_WRITE_IMM            0x3
+/* WR opcode: RDMA READ. */
+#define IBTCA_WR_RDMA_READ                 0x4
+/* WR opcode: atomic compare and swap (8 bytes). */
+#define IBTCA_WR_ATOMIC_CMP_SWP            0x5
+/* WR opcode: atomic fetch and add (8 bytes). */
+#define IBTCA_WR_ATOMIC_FETCH_ADD          0x6
+/* WR opcode: bind a memory window (rkey = window, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = access). */
+#define IBTCA_WR_BIND_MW                   0x7
+/* WR opcode: invalidate a memory window or MR key locally (imm_data = key). */
+#define IBTCA_WR_LOCAL_INV                 0x8
+/* WQE flag: generate a completion. */
+#define IBTCA_WQE_F_SIGNALED               0x1
+/* WQE flag: solicited event. */
+#define IBTCA_WQE_F_SOLICITED              0x2
+/* WQE flag: wait for earlier RDMA READs and atomics first. */
+#define IBTCA_WQE_F_FENCE                  0x4
+/* Completion opcode: SEND. */
+#define IBTCA_WC_SEND                      0x0
+/* Completion opcode: RDMA WRITE. */
+#define IBTCA_WC_RDMA_WRITE                0x1
+/* Completion opcode: RDMA READ. */
+#define IBTCA_WC_RDMA_READ                 0x2
+/* Completion opcode: compare and swap. */
+#define IBTCA_WC_COMP_SWAP                 0x3
+/* Completion opcode: fetch and add. */
+#define IBTCA_WC_FETCH_ADD                 0x4
+/* Completion opcode: memory window bind. */
+#define IBTCA_WC_BIND_MW                   0x5
+/* Completion opcode: local invalidate. */
+#define IBTCA_WC_LOCAL_INV                 0x6
+/* Completion opcode: a receive. */
+#define IBTCA_WC_RECV                      0x80
+/* Completion opcode: a receive consumed by RDMA WRITE with immediate. */
+#define IBTCA_WC_RECV_RDMA_WITH_IMM        0x81
+/* Completion status: success. */
+#define IBTCA_WC_SUCCESS                   0x0
+/* Completion status: local length error. */
+#define IBTCA_WC_LOC_LEN_ERR               0x1
+/* Completion status: local QP operation error. */
+#define IBTCA_WC_LOC_QP_OP_ERR             0x2
+/* Completion status: local protection error (bad lkey, bounds, rights). */
+#define IBTCA_WC_LOC_PROT_ERR              0x4
+/* Completion status: flushed (QP in error). */
+#define IBTCA_WC_WR_FLUSH_ERR              0x5
+/* Completion status: memory window bind error. */
+#define IBTCA_WC_MW_BIND_ERR               0x6
+/* Completion status: bad response. */
+#define IBTCA_WC_BAD_RESP_ERR              0x7
+/* Completion status: local access error. */
+#define IBTCA_WC_LOC_ACCESS_ERR            0x8
+/* Completion status: remote invalid request (NAK 0x61). */
+#define IBTCA_WC_REM_INV_REQ_ERR           0x9
+/* Completion status: remote access error (NAK 0x62). */
+#define IBTCA_WC_REM_ACCESS_ERR            0xa
+/* Completion status: remote operational error (NAK 0x63). */
+#define IBTCA_WC_REM_OP_ERR                0xb
+/* Completion status: transport retries exhausted. */
+#define IBTCA_WC_RETRY_EXC_ERR             0xc
+/* Completion status: RNR retries exhausted. */
+#define IBTCA_WC_RNR_RETRY_EXC_ERR         0xd
+/* CQE flag: imm_data is valid. */
+#define IBTCA_CQE_F_IMM                    0x1
+/* CQ doorbell arm: interrupt on the next completion. */
+#define IBTCA_CQ_ARM_NEXT                  0x1
+/* CQ doorbell arm: interrupt on the next solicited completion. */
+#define IBTCA_CQ_ARM_SOLICITED             0x2
+/* Access right: local write. */
+#define IBTCA_ACCESS_LOCAL_WRITE           0x1
+/* Access right: remote write. */
+#define IBTCA_ACCESS_REMOTE_WRITE          0x2
+/* Access right: remote read. */
+#define IBTCA_ACCESS_REMOTE_READ           0x4
+/* Access right: remote atomic. */
+#define IBTCA_ACCESS_REMOTE_ATOMIC         0x8
+/* Access right: memory windows may be bound to this MR. */
+#define IBTCA_ACCESS_MW_BIND               0x10
+/* QP state: reset. */
+#define IBTCA_QPS_RESET                    0x0
+/* QP state: initialized. */
+#define IBTCA_QPS_INIT                     0x1
+/* QP state: ready to receive. */
+#define IBTCA_QPS_RTR                      0x2
+/* QP state: ready to send. */
+#define IBTCA_QPS_RTS                      0x3
+/* QP state: error. */
+#define IBTCA_QPS_ERR                      0x6
+/* Path MTU code: 256 bytes (4096 = 5). */
+#define IBTCA_MTU_256                      0x1
+/* Path MTU code: 4096 bytes. */
+#define IBTCA_MTU_4096                     0x5
+/* Command status: not done yet (set by the driver). */
+#define IBTCA_CMD_ST_PENDING               0xffff
+/* Command status: done. */
+#define IBTCA_CMD_ST_OK                    0x0
+/* Command flag: raise the command vector (MSI-X 0) when done. */
+#define IBTCA_CMD_F_IRQ                    0x1
+/* Command: query the port (out0 = LID | state << 16, out1 = active MTU code). */
+#define IBTCA_CMD_QUERY_PORT               0x1
+/* Command: allocate a protection domain (out0 = PD number). */
+#define IBTCA_CMD_CREATE_PD                0x10
+/* Command: free a protection domain (params: struct ibtca_cmd_handle). */
+#define IBTCA_CMD_DESTROY_PD               0x11
+/* Command: register a memory region (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey). */
+#define IBTCA_CMD_REG_MR                   0x20
+/* Command: deregister a memory region (params: struct ibtca_cmd_handle with the lkey). */
+#define IBTCA_CMD_DEREG_MR                 0x21
+/* Command: allocate a memory window (params: struct ibtca_cmd_handle with the PD; out0 = rkey). */
+#define IBTCA_CMD_ALLOC_MW                 0x22
+/* Command: free a memory window (params: struct ibtca_cmd_handle with the rkey). */
+#define IBTCA_CMD_DEALLOC_MW               0x23
+/* Command: create a CQ (params: struct ibtca_cmd_create_cq; out0 = CQ number). */
+#define IBTCA_CMD_CREATE_CQ                0x30
+/* Command: destroy a CQ (params: struct ibtca_cmd_handle). */
+#define IBTCA_CMD_DESTROY_CQ               0x31
+/* Command: create an RC QP (params: struct ibtca_cmd_create_qp; out0 = QP number). */
+#define IBTCA_CMD_CREATE_QP                0x40
+/* Command: modify a QP (params: struct ibtca_cmd_modify_qp). */
+#define IBTCA_CMD_MODIFY_QP                0x41
+/* Command: destroy a QP (params: struct ibtca_cmd_handle). */
+#define IBTCA_CMD_DESTROY_QP               0x43
+/* MODIFY_QP attribute: state. */
+#define IBTCA_QP_ATTR_STATE                0x1
+/* MODIFY_QP attribute: access flags. */
+#define IBTCA_QP_ATTR_ACCESS               0x2
+/* MODIFY_QP attribute: path (DLID, path MTU). */
+#define IBTCA_QP_ATTR_PATH                 0x4
+/* MODIFY_QP attribute: destination QP number. */
+#define IBTCA_QP_ATTR_DEST_QPN             0x8
+/* MODIFY_QP attribute: receive PSN. */
+#define IBTCA_QP_ATTR_RQ_PSN               0x10
+/* MODIFY_QP attribute: send PSN. */
+#define IBTCA_QP_ATTR_SQ_PSN               0x20
+/* MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads. */
+#define IBTCA_QP_ATTR_RETRY                0x40
+
+/* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
+struct ibtca_sge {
+	__le64 addr;	/* 0x00: Address in the memory region's address space. */
+	__le32 length;	/* 0x08: Length in bytes. */
+	__le32 lkey;	/* 0x0c: Local key of the memory region. */
+} __packed;
+static_assert(sizeof(struct ibtca_sge) == 16);
+
+/* A send-queue work request (128 bytes). */
+struct ibtca_send_wqe {
+	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
+	__u8 opcode;	/* 0x08: IBTCA_WR_* operation. */
+	__u8 flags;	/* 0x09: IBTCA_WQE_F_* flags. */
+	__u8 num_sge;	/* 0x0a: Number of valid entries in `sge`. */
+	__u8 rsvd0;	/* 0x0b: Reserved, zero. */
+	__le32 imm_data;	/* 0x0c: Immediate data (big-endian on the wire, stored as given). */
+	__le64 remote_addr;	/* 0x10: Remote address (RDMA, atomics). */
+	__le32 rkey;	/* 0x18: Remote key (RDMA, atomics). */
+	__le32 rsvd1;	/* 0x1c: Reserved, zero. */
+	__le64 compare_add;	/* 0x20: Atomic compare value or fetch-add addend. */
+	__le64 swap;	/* 0x28: Atomic swap value. */
+	__u8 rsvd2[16];	/* 0x30: Reserved for Direct RDMA (ARR number) and future use, zero. */
+	struct ibtca_sge sge[4];	/* 0x40: Local buffers. */
+} __packed;
+static_assert(sizeof(struct ibtca_send_wqe) == 128);
+
+/* A receive-queue work request (128 bytes, same stride as the SQ). */
+struct ibtca_recv_wqe {
+	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
+	__u8 num_sge;	/* 0x08: Number of valid entries in `sge`. */
+	__u8 rsvd0[55];	/* 0x09: Reserved, zero. */
+	struct ibtca_sge sge[4];	/* 0x40: Buffers the incoming SEND is scattered into. */
+} __packed;
+static_assert(sizeof(struct ibtca_recv_wqe) == 128);
+
+/* A completion queue entry (32 bytes), written by the device. */
+struct ibtca_cqe {
+	__le64 wr_id;	/* 0x00: The work request's cookie. */
+	__le32 byte_len;	/* 0x08: Bytes transferred (receives, RDMA READ, atomics: 8). */
+	__le32 qpn;	/* 0x0c: Local QP number. */
+	__le32 imm_data;	/* 0x10: Immediate data (when IBTCA_CQE_F_IMM is set). */
+	__le32 src_qp;	/* 0x14: Source QP of a receive; vendor error detail on errors. */
+	__u8 opcode;	/* 0x18: IBTCA_WC_* operation that completed. */
+	__u8 status;	/* 0x19: IBTCA_WC_* status (0 = success). */
+	__u8 flags;	/* 0x1a: IBTCA_CQE_F_* flags. */
+	__u8 owner;	/* 0x1b: Owner (phase) bit in bit 0: equal to the pass number's parity. */
+	__le32 rsvd;	/* 0x1c: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cqe) == 32);
+
+/* A command (64 bytes) in the command queue. The driver fills `opcode`, `token` and the parameters and sets `status` to IBTCA_CMD_ST_PENDING; the device writes the out-parameters, then `status`, then raises the command vector if IBTCA_CMD_F_IRQ is set. */
+struct ibtca_cmd {
+	__u8 opcode;	/* 0x00: IBTCA_CMD_* command. */
+	__u8 flags;	/* 0x01: IBTCA_CMD_F_* flags. */
+	__le16 status;	/* 0x02: IBTCA_CMD_ST_* result, written by the device last. */
+	__le32 token;	/* 0x04: Caller's cookie. */
+	__u8 params[48];	/* 0x08: Command parameters (see the IBTCA_CMD_* documentation). */
+	__le32 out0;	/* 0x38: Out-parameter: the handle the command created (PD, MR key, CQ, QP number), or detail on failure. */
+	__le32 out1;	/* 0x3c: Second out-parameter (MR: rkey). */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd) == 64);
+
+/* A quasi-WQE (32 bytes, seed 004): the responder's description of an inbound RDMA READ, written to the QP's quasi-WQE ring; the send engine gathers read-response data from it the way it gathers from a WQE. */
+struct ibtca_quasi_wqe {
+	__le64 va;	/* 0x00: Responder-side virtual address to read from. */
+	__le32 length;	/* 0x08: Bytes to return. */
+	__le32 rkey;	/* 0x0c: R_Key the requester presented. */
+	__le32 psn;	/* 0x10: PSN of the read request (first response PSN). */
+	__le32 dest_qpn;	/* 0x14: Requester's QP number. */
+	__u8 owner;	/* 0x18: Owner (phase) bit in bit 0. */
+	__u8 rsvd[7];	/* 0x19: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_quasi_wqe) == 32);
+
+/* Command parameters naming one object. */
+struct ibtca_cmd_handle {
+	__le32 handle;	/* 0x00: PD number, lkey, rkey, CQ or QP number. */
+	__u8 rsvd[44];	/* 0x04: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_handle) == 48);
+
+/* REG_MR parameters: a region of `length` bytes of guest-physically contiguous memory at `gpa`, addressed as `iova` by work requests and remote peers. */
+struct ibtca_cmd_reg_mr {
+	__le32 pdn;	/* 0x00: Protection domain. */
+	__le32 access;	/* 0x04: IBTCA_ACCESS_* rights. */
+	__le64 iova;	/* 0x08: Start address in the region's own (virtual) address space. */
+	__le64 length;	/* 0x10: Length in bytes. */
+	__le64 gpa;	/* 0x18: Guest-physical address of the first byte. */
+	__u8 rsvd[16];	/* 0x20: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_reg_mr) == 48);
+
+/* CREATE_CQ parameters. */
+struct ibtca_cmd_create_cq {
+	__le64 ring;	/* 0x00: Guest-physical address of the ring of struct ibtca_cqe. */
+	__u8 log_entries;	/* 0x08: log2 of the number of entries. */
+	__u8 vector;	/* 0x09: MSI-X vector raised when the CQ is armed and gets a completion. */
+	__u8 rsvd[38];	/* 0x0a: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_create_cq) == 48);
+
+/* CREATE_QP parameters (RC). */
+struct ibtca_cmd_create_qp {
+	__le32 pdn;	/* 0x00: Protection domain. */
+	__le32 send_cqn;	/* 0x04: CQ for send completions. */
+	__le32 recv_cqn;	/* 0x08: CQ for receive completions. */
+	__u8 log_sizes[4];	/* 0x0c: log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2). */
+	__le64 sq;	/* 0x10: Guest-physical address of the SQ (struct ibtca_send_wqe). */
+	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
+	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
+	__le64 rsvd;	/* 0x28: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
+
+/* MODIFY_QP parameters; `attr_mask` says which fields apply. */
+struct ibtca_cmd_modify_qp {
+	__le32 qpn;	/* 0x00: QP number. */
+	__le32 attr_mask;	/* 0x04: IBTCA_QP_ATTR_* bits. */
+	__u8 state;	/* 0x08: New IBTCA_QPS_* state. */
+	__u8 path_mtu;	/* 0x09: IBTCA_MTU_* path MTU. */
+	__u8 timeout;	/* 0x0a: Local ACK timeout exponent (4.096 us * 2^timeout). */
+	__u8 retry_cnt;	/* 0x0b: Transport retry count (0-7). */
+	__u8 rnr_retry;	/* 0x0c: RNR retry count (0-7, 7 = forever). */
+	__u8 min_rnr_timer;	/* 0x0d: Minimum RNR NAK timer code (0-31). */
+	__u8 max_rd_atomic;	/* 0x0e: Outstanding RDMA READ / atomic requests this QP may issue. */
+	__u8 rsvd0;	/* 0x0f: Reserved, zero. */
+	__le32 dest_qpn;	/* 0x10: Destination QP number. */
+	__le16 dlid;	/* 0x14: Destination LID. */
+	__le16 rsvd1;	/* 0x16: Reserved, zero. */
+	__le32 sq_psn;	/* 0x18: First PSN this QP sends. */
+	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
+	__le32 access;	/* 0x20: IBTCA_ACCESS_REMOTE_* rights for incoming requests. */
+	__u8 rsvd2[12];	/* 0x24: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
+
+#endif /* IBTCA_ABI_H */

@@ -28,7 +28,7 @@
 #define IBTCA_WR_ATOMIC_CMP_SWP            0x5
 /* WR opcode: atomic fetch and add (8 bytes). */
 #define IBTCA_WR_ATOMIC_FETCH_ADD          0x6
-/* WR opcode: bind a memory window (rkey = window, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = access). */
+/* WR opcode: bind a memory window (rkey = window's current key, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = IBTCA_ACCESS_REMOTE_* rights); the window's key becomes rkey with its low byte incremented. */
 #define IBTCA_WR_BIND_MW                   0x7
 /* WR opcode: invalidate a memory window or MR key locally (imm_data = key). */
 #define IBTCA_WR_LOCAL_INV                 0x8
@@ -202,7 +202,7 @@ struct ibtca_cqe {
 	__u8 opcode;	/* 0x18: IBTCA_WC_* operation that completed. */
 	__u8 status;	/* 0x19: IBTCA_WC_* status (0 = success). */
 	__u8 flags;	/* 0x1a: IBTCA_CQE_F_* flags. */
-	__u8 owner;	/* 0x1b: Owner (phase) bit in bit 0: equal to the pass number's parity. */
+	__u8 owner;	/* 0x1b: Owner (phase) bit in bit 0: 1 on passes 0, 2, 4... over the ring, 0 on passes 1, 3, 5... (a zeroed ring reads empty). */
 	__le32 rsvd;	/* 0x1c: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cqe) == 32);
@@ -226,7 +226,7 @@ struct ibtca_quasi_wqe {
 	__le32 rkey;	/* 0x0c: R_Key the requester presented. */
 	__le32 psn;	/* 0x10: PSN of the read request (first response PSN). */
 	__le32 dest_qpn;	/* 0x14: Requester's QP number. */
-	__u8 owner;	/* 0x18: Owner (phase) bit in bit 0. */
+	__u8 owner;	/* 0x18: Owner (phase) bit in bit 0, as in struct ibtca_cqe: 1 on even passes, 0 on odd passes. */
 	__u8 rsvd[7];	/* 0x19: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_quasi_wqe) == 32);

@@ -17,6 +17,19 @@
 //! and the driver never reads a device register on the data path: completions
 //! carry an owner (phase) bit that flips on every pass over the ring, so the
 //! driver polls guest memory.
+//!
+//! Owner bit convention (CQ and quasi-WQE ring): the producer writes **1 on
+//! passes 0, 2, 4, … and 0 on passes 1, 3, …**, i.e. the inverse of the pass
+//! number's parity, where the pass of index `i` is `i >> log_entries`. A
+//! zeroed ring therefore reads empty, and the consumer at index `i` owns the
+//! entry once `owner == ((i >> log_entries) & 1) ^ 1`. The device writes the
+//! rest of the entry before the byte holding the owner bit.
+//!
+//! # Keys
+//! Memory keys are `(index + 1) << 8 | tag`. A memory region's lkey has an
+//! even tag and its rkey the next odd tag (never interchangeable); a memory
+//! window has one key, whose tag the device increments on every bind
+//! (`ibv_inc_rkey`). Tags change whenever a table slot is reused.
 
 use std::mem::{offset_of, size_of};
 
@@ -215,7 +228,7 @@ abi_struct! {
         status: u8,
         /// IBTCA_CQE_F_* flags.
         flags: u8,
-        /// Owner (phase) bit in bit 0: equal to the pass number's parity.
+        /// Owner (phase) bit in bit 0: 1 on passes 0, 2, 4... over the ring, 0 on passes 1, 3, 5... (a zeroed ring reads empty).
         owner: u8,
         /// Reserved, zero.
         rsvd: Le32,
@@ -261,7 +274,7 @@ abi_struct! {
         psn: Le32,
         /// Requester's QP number.
         dest_qpn: Le32,
-        /// Owner (phase) bit in bit 0.
+        /// Owner (phase) bit in bit 0, as in struct ibtca_cqe: 1 on even passes, 0 on odd passes.
         owner: u8,
         /// Reserved, zero.
         rsvd: [u8; 7],
@@ -353,7 +366,7 @@ crate::regs::values! {
     WR_ATOMIC_CMP_SWP: u8 = 5;
     /// WR opcode: atomic fetch and add (8 bytes).
     WR_ATOMIC_FETCH_ADD: u8 = 6;
-    /// WR opcode: bind a memory window (rkey = window, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = access).
+    /// WR opcode: bind a memory window (rkey = window's current key, compare_add = VA, swap = length, sge[0].lkey = MR, imm_data = IBTCA_ACCESS_REMOTE_* rights); the window's key becomes rkey with its low byte incremented.
     WR_BIND_MW: u8 = 7;
     /// WR opcode: invalidate a memory window or MR key locally (imm_data = key).
     WR_LOCAL_INV: u8 = 8;

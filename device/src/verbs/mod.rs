@@ -1,3 +1,165 @@
 //! Verbs objects and their guest-memory ABI: protection domains, memory
-//! regions and windows, completion queues, RC queue pairs.
+//! regions and windows, completion queues, RC queue pairs, and the command
+//! queue through which the driver creates and destroys them.
+//!
+//! [`Verbs`] bundles the object tables of one device and enforces the rules
+//! that span them (an object names a live PD and CQs; a PD or CQ cannot be
+//! destroyed while something names it). The command queue (`cmdq.rs`,
+//! `commands.rs`) is the slow path; the transport reaches the data-path
+//! checks (`datapath.rs`) through the device's `QpEnv`.
+//!
+//! | file | concept |
+//! |---|---|
+//! | `abi.rs` | guest-memory layouts and constants (source of `ibtca_abi.h`) |
+//! | `error.rs` | command errors and their errnos |
+//! | `table.rs` | handle tables with generations and user counts |
+//! | `ring.rs` | ring geometry, owner-bit convention |
+//! | `pd.rs` | protection domains |
+//! | `mr.rs`, `mw.rs` | regions, windows, key format, access checks |
+//! | `sgl.rs` | SGE lists to checked guest-physical ranges |
+//! | `keys.rs` | seed 001 key memory and the invalidation walk |
+//! | `cq.rs` | completion queues |
+//! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
+//! | `objects.rs` | object creation and destruction across tables |
+//! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
+//! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
+
 pub mod abi;
+pub mod cmdq;
+pub mod commands;
+pub mod cq;
+pub mod datapath;
+pub mod error;
+pub mod keys;
+pub mod mr;
+pub mod mw;
+pub mod objects;
+pub mod pd;
+pub mod qp;
+pub mod qp_state;
+pub mod ring;
+pub mod sgl;
+pub mod table;
+#[cfg(test)]
+mod testmem;
+
+pub use error::VerbsError;
+
+use crate::regs::PORT_ACTIVE;
+use abi::MTU_4096;
+use cq::{cq_table, CqTable};
+use keys::KeyMemory;
+use mr::MrTable;
+use pd::PdTable;
+use qp::{qp_table, QpTable};
+
+/// Table sizes of one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Protection domains.
+    pub pds: usize,
+    /// Memory regions and windows together.
+    pub keys: usize,
+    /// Completion queues.
+    pub cqs: usize,
+    /// Queue pairs.
+    pub qps: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            pds: 1024,
+            keys: 4096,
+            cqs: 1024,
+            qps: 1024,
+        }
+    }
+}
+
+/// The attributes of the device's one IB port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortAttrs {
+    /// Local identifier.
+    pub lid: u16,
+    /// Port GUID.
+    pub guid: u64,
+    /// IBTCA_PORT_* state.
+    pub state: u32,
+    /// IBTCA_MTU_* active MTU.
+    pub active_mtu: u8,
+}
+
+impl Default for PortAttrs {
+    fn default() -> Self {
+        PortAttrs {
+            lid: 1,
+            guid: 0,
+            state: PORT_ACTIVE,
+            active_mtu: MTU_4096,
+        }
+    }
+}
+
+/// Every verbs object of one device.
+pub struct Verbs {
+    /// Protection domains.
+    pub pds: PdTable,
+    /// Memory regions and windows (the TPT).
+    pub mrs: MrTable,
+    /// Outstanding remote keys per QP (seed 001).
+    pub keys: KeyMemory,
+    /// Completion queues.
+    pub cqs: CqTable,
+    /// Queue pairs.
+    pub qps: QpTable,
+    /// Port attributes.
+    pub port: PortAttrs,
+}
+
+impl Verbs {
+    /// Empty tables of the given sizes; `seed` seeds the key tags (use
+    /// [`Verbs::random_seed`] outside tests).
+    pub fn new(limits: Limits, port: PortAttrs, seed: u64) -> Self {
+        Verbs {
+            pds: PdTable::new(limits.pds),
+            mrs: MrTable::new(limits.keys, seed),
+            keys: KeyMemory::new(),
+            cqs: cq_table(limits.cqs),
+            qps: qp_table(limits.qps),
+            port,
+        }
+    }
+
+    /// A seed that differs between runs (time and process id).
+    pub fn random_seed() -> u64 {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (u64::from(std::process::id()) << 32)
+    }
+
+    /// QUERY_PORT: `(LID | state << 16, active MTU code)`.
+    pub fn query_port(&self) -> (u32, u32) {
+        let p = &self.port;
+        (u32::from(p.lid) | (p.state << 16), u32::from(p.active_mtu))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_port_packs_lid_state_and_mtu() {
+        let port = PortAttrs {
+            lid: 0x12,
+            guid: 7,
+            state: PORT_ACTIVE,
+            active_mtu: 3,
+        };
+        let v = Verbs::new(Limits::default(), port, 1);
+        assert_eq!(v.query_port(), (0x12 | PORT_ACTIVE << 16, 3));
+        assert_ne!(Verbs::random_seed(), 0);
+    }
+}

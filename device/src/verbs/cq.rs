@@ -1,0 +1,309 @@
+//! Completion queues: a ring of `struct ibtca_cqe` in guest memory that the
+//! device produces and the driver consumes by polling owner bits (see
+//! `ring.rs` for the convention: owner 1 on even passes, so a zeroed ring is
+//! empty). The driver reports its consumer index, and arms the interrupt,
+//! with the CQ doorbell; the device never writes past that index: a push
+//! into a full CQ puts the CQ in the error state (IB: CQ overrun), logged
+//! and counted, and every later push is refused.
+
+use std::sync::atomic::{fence, Ordering};
+
+use vm_memory::ByteValued;
+
+use super::abi::{Cqe, CQ_ARM_NEXT, CQ_ARM_SOLICITED, WC_SUCCESS};
+use super::ring::{Ring, MAX_RING_LOG};
+use super::table::HandleTable;
+use super::VerbsError;
+use crate::dma::GuestMemory;
+use crate::regs::MSIX_VECTORS;
+
+/// Largest log2 CQ size.
+pub const MAX_CQ_LOG: u8 = MAX_RING_LOG;
+
+/// Byte offset of `Cqe::owner`.
+const OWNER_OFFSET: usize = std::mem::offset_of!(Cqe, owner);
+
+/// When the CQ raises its vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// Not armed: no interrupt.
+    None,
+    /// Interrupt on the next completion.
+    Next,
+    /// Interrupt on the next solicited or unsuccessful completion.
+    Solicited,
+}
+
+/// Why a completion was not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CqError {
+    /// The ring was full: the CQ is now in the error state.
+    #[error("completion queue overrun")]
+    Overrun,
+    /// The ring is not in mapped guest memory: the CQ is now in error.
+    #[error("completion queue ring not in guest memory")]
+    Dma,
+    /// The CQ is in the error state.
+    #[error("completion queue in error")]
+    InError,
+    /// No CQ has that number.
+    #[error("no such completion queue")]
+    NoCq,
+}
+
+/// One completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    ring: Ring,
+    vector: u16,
+    /// Next index the device writes.
+    pi: u32,
+    /// Consumer index the driver last reported.
+    ci: u32,
+    arm: Arm,
+    error: bool,
+    overruns: u64,
+}
+
+impl Cq {
+    /// A CQ of `2^log` entries at `gpa` raising MSI-X `vector`. `Invalid`
+    /// for a bad ring (see [`Ring::new`]) or vector.
+    pub fn new(gpa: u64, log: u8, vector: u8) -> Result<Cq, VerbsError> {
+        if u16::from(vector) >= MSIX_VECTORS {
+            return Err(VerbsError::Invalid);
+        }
+        Ok(Cq {
+            ring: Ring::new(gpa, log, std::mem::size_of::<Cqe>() as u64, MAX_CQ_LOG)?,
+            vector: u16::from(vector),
+            pi: 0,
+            ci: 0,
+            arm: Arm::None,
+            error: false,
+            overruns: 0,
+        })
+    }
+
+    /// The MSI-X vector.
+    pub fn vector(&self) -> u16 {
+        self.vector
+    }
+
+    /// Number of entries.
+    pub fn entries(&self) -> u32 {
+        self.ring.entries()
+    }
+
+    /// The next index the device writes.
+    pub fn producer_index(&self) -> u32 {
+        self.pi
+    }
+
+    /// True once the CQ overran or lost its ring.
+    pub fn in_error(&self) -> bool {
+        self.error
+    }
+
+    /// Number of refused pushes because the ring was full.
+    pub fn overruns(&self) -> u64 {
+        self.overruns
+    }
+
+    /// Arms the interrupt (a Next arm is not weakened to Solicited).
+    pub fn arm(&mut self, kind: Arm) {
+        self.arm = match (self.arm, kind) {
+            (Arm::Next, Arm::Solicited) => Arm::Next,
+            (_, k) => k,
+        };
+    }
+
+    /// The CQ doorbell: the driver consumed up to `ci` and asks for
+    /// IBTCA_CQ_ARM_* `arm` (0: none). `Invalid`, changing nothing, when
+    /// `ci` is ahead of the producer or `arm` is unknown.
+    pub fn doorbell(&mut self, ci: u32, arm: u8) -> Result<(), VerbsError> {
+        let kind = match arm {
+            0 => None,
+            CQ_ARM_NEXT => Some(Arm::Next),
+            CQ_ARM_SOLICITED => Some(Arm::Solicited),
+            _ => return Err(VerbsError::Invalid),
+        };
+        if !self.ring.in_window(self.pi, ci) || !self.ring.in_window(ci, self.ci) {
+            tracing::warn!(
+                ci,
+                pi = self.pi,
+                old = self.ci,
+                "CQ doorbell out of range, ignored"
+            );
+            return Err(VerbsError::Invalid);
+        }
+        self.ci = ci;
+        if let Some(k) = kind {
+            self.arm(k);
+        }
+        Ok(())
+    }
+
+    /// Writes `cqe` (owner bit set here, written last) and advances the
+    /// producer index; returns whether to raise [`Cq::vector`]. An armed CQ
+    /// fires once and disarms; a solicited-only arm fires for `solicited`
+    /// or unsuccessful completions.
+    pub fn push(&mut self, mem: &GuestMemory, cqe: &Cqe, solicited: bool) -> Result<bool, CqError> {
+        if self.error {
+            return Err(CqError::InError);
+        }
+        if self.pi.wrapping_sub(self.ci) >= self.ring.entries() {
+            self.error = true;
+            self.overruns += 1;
+            tracing::error!(pi = self.pi, ci = self.ci, "CQ overrun: CQ in error");
+            return Err(CqError::Overrun);
+        }
+        let mut e = *cqe;
+        e.owner = self.ring.owner(self.pi);
+        let bytes = e.as_slice();
+        let addr = self.ring.slot_addr(self.pi);
+        let body = mem
+            .write(addr, &bytes[..OWNER_OFFSET])
+            .and_then(|()| mem.write(addr + OWNER_OFFSET as u64 + 1, &bytes[OWNER_OFFSET + 1..]));
+        // The driver must not see the owner bit before the rest.
+        fence(Ordering::Release);
+        if let Err(err) = body.and_then(|()| mem.write(addr + OWNER_OFFSET as u64, &[e.owner])) {
+            self.error = true;
+            tracing::error!(error = %err, "CQ ring not in guest memory: CQ in error");
+            return Err(CqError::Dma);
+        }
+        self.pi = self.pi.wrapping_add(1);
+        let fire = match self.arm {
+            Arm::None => false,
+            Arm::Next => true,
+            Arm::Solicited => solicited || cqe.status != WC_SUCCESS,
+        };
+        if fire {
+            self.arm = Arm::None;
+        }
+        Ok(fire)
+    }
+}
+
+/// The CQs of one device, with the number of QPs using each. CQ numbers are
+/// 24-bit, never 0, not reused immediately.
+pub type CqTable = HandleTable<Cq>;
+
+/// A CQ table of at most `capacity` CQs.
+pub fn cq_table(capacity: usize) -> CqTable {
+    HandleTable::new(capacity, 10, 24)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testmem::TestMem;
+    use super::*;
+    use vm_memory::Le64;
+
+    fn cqe(wr_id: u64, status: u8) -> Cqe {
+        Cqe {
+            wr_id: Le64::from(wr_id),
+            status,
+            ..Default::default()
+        }
+    }
+
+    fn read_cqe(m: &TestMem, gpa: u64) -> Cqe {
+        m.read_obj(gpa)
+    }
+
+    #[test]
+    fn owner_bit_across_wrap() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 2, 1).unwrap();
+        for i in 0..4u64 {
+            cq.push(&m.mem, &cqe(i, 0), false).unwrap();
+            assert_eq!(read_cqe(&m, 0x1000 + 32 * i).owner, 1, "pass 0 writes 1");
+        }
+        cq.doorbell(4, 0).unwrap();
+        for i in 4..8u64 {
+            cq.push(&m.mem, &cqe(i, 0), false).unwrap();
+            let e = read_cqe(&m, 0x1000 + 32 * (i - 4));
+            assert_eq!((e.owner, e.wr_id.to_native()), (0, i), "pass 1 writes 0");
+        }
+        cq.doorbell(8, 0).unwrap();
+        cq.push(&m.mem, &cqe(8, 0), false).unwrap();
+        assert_eq!(read_cqe(&m, 0x1000).owner, 1);
+        assert_eq!(cq.producer_index(), 9);
+        assert_eq!(read_cqe(&m, 0x1020).owner, 0, "slot 1 still holds pass 1");
+    }
+
+    #[test]
+    fn overrun_puts_the_cq_in_error() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 1, 1).unwrap();
+        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(1, 0), false).unwrap();
+        assert_eq!(cq.push(&m.mem, &cqe(2, 0), false), Err(CqError::Overrun));
+        assert_eq!(
+            read_cqe(&m, 0x1000).wr_id.to_native(),
+            0,
+            "nothing overwritten"
+        );
+        assert!(cq.in_error());
+        assert_eq!(cq.overruns(), 1);
+        cq.doorbell(2, 0).unwrap();
+        assert_eq!(cq.push(&m.mem, &cqe(3, 0), false), Err(CqError::InError));
+    }
+
+    #[test]
+    fn doorbell_rejects_consumer_beyond_producer() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 2, 1).unwrap();
+        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
+        assert_eq!(cq.doorbell(2, 0), Err(VerbsError::Invalid));
+        assert_eq!(cq.doorbell(u32::MAX, 0), Err(VerbsError::Invalid));
+        assert_eq!(cq.doorbell(1, 7), Err(VerbsError::Invalid));
+        cq.doorbell(1, 0).unwrap();
+        assert_eq!(
+            cq.doorbell(0, 0),
+            Err(VerbsError::Invalid),
+            "consumer went back"
+        );
+    }
+
+    #[test]
+    fn arming_fires_once() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 3).unwrap();
+        assert!(!cq.push(&m.mem, &cqe(0, 0), false).unwrap(), "not armed");
+        cq.doorbell(1, CQ_ARM_NEXT).unwrap();
+        assert!(cq.push(&m.mem, &cqe(1, 0), false).unwrap());
+        assert!(!cq.push(&m.mem, &cqe(2, 0), false).unwrap(), "disarmed");
+        cq.doorbell(3, CQ_ARM_SOLICITED).unwrap();
+        assert!(!cq.push(&m.mem, &cqe(3, 0), false).unwrap(), "unsolicited");
+        assert!(cq.push(&m.mem, &cqe(4, 0), true).unwrap(), "solicited");
+        cq.arm(Arm::Solicited);
+        assert!(
+            cq.push(&m.mem, &cqe(5, 5), false).unwrap(),
+            "errors fire too"
+        );
+        cq.arm(Arm::Next);
+        cq.arm(Arm::Solicited);
+        assert!(cq.push(&m.mem, &cqe(6, 0), false).unwrap(), "Next is kept");
+        assert_eq!(cq.vector(), 3);
+    }
+
+    #[test]
+    fn unmapped_ring_and_bad_geometry() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x10_0000, 2, 0).unwrap();
+        assert_eq!(cq.push(&m.mem, &cqe(0, 0), false), Err(CqError::Dma));
+        assert!(cq.in_error());
+        assert_eq!(cq.producer_index(), 0);
+        assert_eq!(Cq::new(0x1000, 2, 32).err(), Some(VerbsError::Invalid));
+        assert_eq!(Cq::new(0x1001, 2, 0).err(), Some(VerbsError::Invalid));
+        assert_eq!(Cq::new(0x1000, 255, 0).err(), Some(VerbsError::Invalid));
+        assert_eq!(
+            Cq::new(u64::MAX - 31, 1, 0).err(),
+            Some(VerbsError::Invalid)
+        );
+        // A ring in the last bytes of the address space is valid but
+        // unmapped: pushing fails cleanly.
+        let mut top = Cq::new(u64::MAX - 63, 1, 0).unwrap();
+        assert_eq!(top.push(&m.mem, &cqe(0, 0), false), Err(CqError::Dma));
+    }
+}

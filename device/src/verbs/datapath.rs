@@ -1,0 +1,164 @@
+//! What the engine needs from the verbs objects on the data path, named by
+//! QP: local and remote access checks (in the QP's PD, with the QP's own
+//! remote access flags), memory-window binds and local invalidates (which
+//! run the key walk), completions into CQs, and the SQ/RQ/CQ doorbells.
+
+use super::abi::Cqe;
+use super::cq::CqError;
+use super::mr::{GpaRange, RemoteRight};
+use super::mw::BindRequest;
+use super::{Verbs, VerbsError};
+use crate::regs::{DB_CQ, DB_RQ, DB_SQ};
+use crate::transport::AccessError;
+
+/// A decoded doorbell register write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doorbell {
+    /// New SQ producer index.
+    Sq {
+        /// QP number.
+        qpn: u32,
+        /// Producer index.
+        pi: u32,
+    },
+    /// New RQ producer index.
+    Rq {
+        /// QP number.
+        qpn: u32,
+        /// Producer index.
+        pi: u32,
+    },
+    /// New CQ consumer index and IBTCA_CQ_ARM_* request.
+    Cq {
+        /// CQ number.
+        cqn: u32,
+        /// IBTCA_CQ_ARM_* (0: none).
+        arm: u8,
+        /// Consumer index.
+        ci: u32,
+    },
+}
+
+impl Doorbell {
+    /// Decodes an 8-byte write of `value` at BAR0 `offset` (see `regs.rs`).
+    pub fn decode(offset: u64, value: u64) -> Option<Doorbell> {
+        let (low, high) = (value as u32, (value >> 32) as u32);
+        let handle = low & 0xff_ffff;
+        Some(match offset {
+            DB_SQ => Doorbell::Sq {
+                qpn: handle,
+                pi: high,
+            },
+            DB_RQ => Doorbell::Rq {
+                qpn: handle,
+                pi: high,
+            },
+            DB_CQ => Doorbell::Cq {
+                cqn: handle,
+                arm: (low >> 24) as u8,
+                ci: high,
+            },
+            _ => return None,
+        })
+    }
+}
+
+impl Verbs {
+    /// The PD of QP `qpn`.
+    pub fn qp_pd(&self, qpn: u32) -> Option<u32> {
+        self.qps.get(qpn).map(|qp| qp.pdn)
+    }
+
+    /// Checks a local access by QP `qpn` (see [`super::mr::MrTable::check_local`]).
+    pub fn check_local(
+        &self,
+        qpn: u32,
+        lkey: u32,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<GpaRange, AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.check_local(pdn, lkey, va, len, write)
+    }
+
+    /// Resolves bytes `[offset, offset + len)` of an SGE list of QP `qpn`
+    /// (see [`super::mr::MrTable::resolve_sges`]).
+    pub fn resolve_sges(
+        &self,
+        qpn: u32,
+        sges: &[super::abi::Sge],
+        offset: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Vec<GpaRange>, AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.resolve_sges(pdn, sges, offset, len, write)
+    }
+
+    /// Checks a remote access arriving on QP `qpn`: the QP must enable the
+    /// right (MODIFY_QP access flags) and the key must grant it.
+    pub fn check_remote(
+        &self,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        right: RemoteRight,
+    ) -> Result<u64, AccessError> {
+        let qp = self.qps.get(qpn).ok_or(AccessError::Invalid)?;
+        if qp.attrs().access & right.access_bit() == 0 {
+            return Err(AccessError::NoRight);
+        }
+        self.mrs.check_remote(qp.pdn, rkey, va, len, right)
+    }
+
+    /// Executes a BIND_MW work request of QP `qpn`; returns the new key.
+    pub fn bind_mw(&mut self, qpn: u32, req: BindRequest) -> Result<u32, AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.bind_mw(pdn, req, &mut self.keys)
+    }
+
+    /// Executes a LOCAL_INV work request of QP `qpn` on window key `rkey`.
+    pub fn local_invalidate(&mut self, qpn: u32, rkey: u32) -> Result<(), AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.invalidate_mw(pdn, rkey, &mut self.keys)
+    }
+
+    /// Writes a completion to CQ `cqn`; returns the MSI-X vector to raise,
+    /// if any.
+    pub fn complete(
+        &mut self,
+        mem: &crate::dma::GuestMemory,
+        cqn: u32,
+        cqe: &Cqe,
+        solicited: bool,
+    ) -> Result<Option<u16>, CqError> {
+        let cq = self.cqs.get_mut(cqn).ok_or(CqError::NoCq)?;
+        let fire = cq.push(mem, cqe, solicited)?;
+        Ok(fire.then_some(cq.vector()))
+    }
+
+    /// Applies a doorbell. `NotFound` for an unknown QP or CQ, `Invalid`
+    /// for an index out of range (a QP then enters the error state).
+    pub fn doorbell(&mut self, db: Doorbell) -> Result<(), VerbsError> {
+        let res = match db {
+            Doorbell::Sq { qpn, pi } => {
+                let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
+                qp.sq_doorbell(pi).map_err(|_| VerbsError::Invalid)
+            }
+            Doorbell::Rq { qpn, pi } => {
+                let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
+                qp.rq_doorbell(pi).map_err(|_| VerbsError::Invalid)
+            }
+            Doorbell::Cq { cqn, arm, ci } => {
+                let cq = self.cqs.get_mut(cqn).ok_or(VerbsError::NotFound)?;
+                cq.doorbell(ci, arm)
+            }
+        };
+        if let Err(e) = res {
+            tracing::warn!(?db, error = %e, "doorbell refused");
+        }
+        res
+    }
+}

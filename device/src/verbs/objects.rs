@@ -1,0 +1,112 @@
+//! Creating and destroying verbs objects: the rules that span tables. An
+//! object may only name live PDs and CQs, holds a use of each while it
+//! lives, and releases them when destroyed; a PD or CQ with users cannot be
+//! destroyed (`EBUSY`). Handles are checked before parameters, so an unknown
+//! handle is `ENOENT` even when other parameters are bad too.
+
+use super::abi::{CmdCreateQp, CmdModifyQp};
+use super::cq::Cq;
+use super::qp::Qp;
+use super::qp_state::QpState;
+use super::{Verbs, VerbsError};
+
+impl Verbs {
+    /// Allocates a protection domain.
+    pub fn create_pd(&mut self) -> Result<u32, VerbsError> {
+        self.pds.alloc()
+    }
+
+    /// Frees a protection domain that no MR, window or QP uses.
+    pub fn destroy_pd(&mut self, pdn: u32) -> Result<(), VerbsError> {
+        self.pds.destroy(pdn)
+    }
+
+    /// Registers a memory region; returns `(lkey, rkey)`.
+    pub fn reg_mr(
+        &mut self,
+        pdn: u32,
+        access: u32,
+        iova: u64,
+        length: u64,
+        gpa: u64,
+    ) -> Result<(u32, u32), VerbsError> {
+        if !self.pds.contains(pdn) {
+            return Err(VerbsError::NotFound);
+        }
+        let keys = self.mrs.register(pdn, access, iova, length, gpa)?;
+        self.pds.hold(pdn)?;
+        Ok(keys)
+    }
+
+    /// Deregisters the region with `lkey` (not while windows are bound).
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        let mr = self.mrs.deregister(lkey)?;
+        self.pds.release(mr.pdn);
+        Ok(())
+    }
+
+    /// Allocates a memory window in `pdn`; returns its key.
+    pub fn alloc_mw(&mut self, pdn: u32) -> Result<u32, VerbsError> {
+        if !self.pds.contains(pdn) {
+            return Err(VerbsError::NotFound);
+        }
+        let rkey = self.mrs.alloc_mw(pdn)?;
+        self.pds.hold(pdn)?;
+        Ok(rkey)
+    }
+
+    /// Frees the window whose current key is `rkey`, unbinding it first.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), VerbsError> {
+        let pdn = self.mrs.dealloc_mw(rkey, &mut self.keys)?;
+        self.pds.release(pdn);
+        Ok(())
+    }
+
+    /// Creates a CQ; returns its number.
+    pub fn create_cq(&mut self, ring: u64, log: u8, vector: u8) -> Result<u32, VerbsError> {
+        self.cqs.insert(Cq::new(ring, log, vector)?)
+    }
+
+    /// Destroys a CQ that no QP uses.
+    pub fn destroy_cq(&mut self, cqn: u32) -> Result<(), VerbsError> {
+        self.cqs.remove(cqn).map(drop)
+    }
+
+    /// Creates an RC QP in RESET; returns its number.
+    pub fn create_qp(&mut self, p: &CmdCreateQp) -> Result<u32, VerbsError> {
+        let (pdn, scq, rcq) = (
+            p.pdn.to_native(),
+            p.send_cqn.to_native(),
+            p.recv_cqn.to_native(),
+        );
+        if !self.pds.contains(pdn) || !self.cqs.contains(scq) || !self.cqs.contains(rcq) {
+            return Err(VerbsError::NotFound);
+        }
+        let qpn = self.qps.insert(Qp::new(p)?)?;
+        self.pds.hold(pdn)?;
+        self.cqs.hold(scq)?;
+        self.cqs.hold(rcq)?;
+        Ok(qpn)
+    }
+
+    /// Applies MODIFY_QP.
+    pub fn modify_qp(&mut self, m: &CmdModifyQp) -> Result<(), VerbsError> {
+        let qpn = m.qpn.to_native();
+        let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
+        qp.modify(m)?;
+        if qp.state() == QpState::Reset {
+            self.keys.remove_qp(qpn);
+        }
+        Ok(())
+    }
+
+    /// Destroys a QP (in any state) and releases its PD and CQs.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        let qp = self.qps.remove(qpn)?;
+        self.keys.remove_qp(qpn);
+        self.pds.release(qp.pdn);
+        self.cqs.release(qp.send_cqn);
+        self.cqs.release(qp.recv_cqn);
+        Ok(())
+    }
+}

@@ -1,0 +1,352 @@
+//! RC queue pairs: the QP context (PD, CQs, state, the attributes the
+//! transport needs) and its three rings in guest memory — the send queue and
+//! receive queue the driver produces, and the quasi-WQE ring (seed 004) the
+//! device produces and consumes itself.
+//!
+//! Doorbells carry the driver's producer index; one that runs more than a
+//! ring's worth ahead of the device's consumer index (or behind it) puts the
+//! QP in the error state. Every WQE read from guest memory is untrusted: the
+//! transport validates its contents. A ring the device cannot read or write
+//! also puts the QP in error.
+
+use std::sync::atomic::{fence, Ordering};
+
+use vm_memory::ByteValued;
+
+use super::abi::{
+    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, MTU_256, MTU_4096, QP_ATTR_ACCESS,
+    QP_ATTR_DEST_QPN, QP_ATTR_PATH, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+};
+use super::mr::ACCESS_REMOTE;
+use super::qp_state::{check_modify, QpState};
+use super::ring::{Ring, MAX_RING_LOG};
+use super::table::HandleTable;
+use super::VerbsError;
+use crate::dma::GuestMemory;
+
+/// Largest log2 size of an SQ, RQ or quasi-WQE ring.
+pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
+
+/// Largest `max_rd_atomic`.
+pub const MAX_RD_ATOMIC: u8 = 16;
+
+const PSN_MASK: u32 = 0xff_ffff;
+const QUASI_OWNER_OFFSET: usize = std::mem::offset_of!(QuasiWqe, owner);
+
+/// Why a data-path operation on a QP failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QpError {
+    /// A doorbell index out of range: the QP is now in error.
+    #[error("doorbell index out of range")]
+    Overrun,
+    /// A ring is not in mapped guest memory: the QP is now in error.
+    #[error("ring not in guest memory")]
+    Dma,
+    /// The quasi-WQE ring is full.
+    #[error("quasi-WQE ring full")]
+    Full,
+    /// A quasi-WQE's owner bit is wrong (the guest wrote into the ring):
+    /// the QP is now in error.
+    #[error("quasi-WQE ring corrupted")]
+    Corrupt,
+    /// The QP is in RESET: doorbells are ignored.
+    #[error("QP in reset")]
+    Reset,
+}
+
+/// The connection attributes set by MODIFY_QP, for the transport.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpAttrs {
+    /// IBTCA_ACCESS_REMOTE_* rights granted to incoming requests.
+    pub access: u32,
+    /// IBTCA_MTU_* path MTU.
+    pub path_mtu: u8,
+    /// Destination LID.
+    pub dlid: u16,
+    /// Destination QP number.
+    pub dest_qpn: u32,
+    /// Next PSN to send.
+    pub sq_psn: u32,
+    /// Next PSN expected.
+    pub rq_psn: u32,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count (7 = forever).
+    pub rnr_retry: u8,
+    /// Minimum RNR NAK timer code.
+    pub min_rnr_timer: u8,
+    /// Outstanding RDMA READs / atomics this QP may issue.
+    pub max_rd_atomic: u8,
+}
+
+impl QpAttrs {
+    /// Checks and applies the attributes `mask` selects from `m`.
+    fn apply(&mut self, mask: u32, m: &CmdModifyQp) -> Result<(), VerbsError> {
+        let mut a = *self;
+        let bad = |ok: bool| if ok { Ok(()) } else { Err(VerbsError::Invalid) };
+        if mask & QP_ATTR_ACCESS != 0 {
+            a.access = m.access.to_native();
+            bad(a.access & !ACCESS_REMOTE == 0)?;
+        }
+        if mask & QP_ATTR_PATH != 0 {
+            (a.path_mtu, a.dlid) = (m.path_mtu, m.dlid.to_native());
+            bad((MTU_256..=MTU_4096).contains(&a.path_mtu))?;
+            bad(a.dlid != 0 && a.dlid < 0xc000)?;
+        }
+        if mask & QP_ATTR_DEST_QPN != 0 {
+            a.dest_qpn = m.dest_qpn.to_native();
+            bad(a.dest_qpn <= PSN_MASK)?;
+        }
+        if mask & QP_ATTR_RQ_PSN != 0 {
+            a.rq_psn = m.rq_psn.to_native();
+            bad(a.rq_psn <= PSN_MASK)?;
+        }
+        if mask & QP_ATTR_SQ_PSN != 0 {
+            a.sq_psn = m.sq_psn.to_native();
+            bad(a.sq_psn <= PSN_MASK)?;
+        }
+        if mask & QP_ATTR_RETRY != 0 {
+            a.timeout = m.timeout;
+            a.retry_cnt = m.retry_cnt;
+            a.rnr_retry = m.rnr_retry;
+            a.min_rnr_timer = m.min_rnr_timer;
+            a.max_rd_atomic = m.max_rd_atomic;
+            bad(a.timeout <= 31 && a.retry_cnt <= 7 && a.rnr_retry <= 7)?;
+            bad(a.min_rnr_timer <= 31 && a.max_rd_atomic <= MAX_RD_ATOMIC)?;
+        }
+        *self = a;
+        Ok(())
+    }
+}
+
+/// A ring with a producer and a consumer index.
+#[derive(Debug)]
+struct WorkQueue {
+    ring: Ring,
+    pi: u32,
+    ci: u32,
+}
+
+impl WorkQueue {
+    fn new(gpa: u64, log: u8, stride: usize) -> Result<Self, VerbsError> {
+        Ok(WorkQueue {
+            ring: Ring::new(gpa, log, stride as u64, MAX_WQ_LOG)?,
+            pi: 0,
+            ci: 0,
+        })
+    }
+
+    fn read<T: ByteValued + Default>(&self, mem: &GuestMemory, index: u32) -> Option<T> {
+        let mut v = T::default();
+        mem.read(self.ring.slot_addr(index), v.as_mut_slice())
+            .ok()?;
+        Some(v)
+    }
+}
+
+/// One RC queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    /// Protection domain.
+    pub pdn: u32,
+    /// CQ for send completions.
+    pub send_cqn: u32,
+    /// CQ for receive completions.
+    pub recv_cqn: u32,
+    state: QpState,
+    attrs: QpAttrs,
+    sq: WorkQueue,
+    rq: WorkQueue,
+    quasi: WorkQueue,
+}
+
+impl Qp {
+    /// A QP in RESET with the rings of `p` (`Invalid` for a bad or
+    /// overlapping ring, sizes above 2^[`MAX_WQ_LOG`]). The caller checks
+    /// the PD and CQs.
+    pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
+        if p.log_sizes[3] != 0 {
+            return Err(VerbsError::Invalid);
+        }
+        let sq = WorkQueue::new(p.sq.to_native(), p.log_sizes[0], size_of::<SendWqe>())?;
+        let rq = WorkQueue::new(p.rq.to_native(), p.log_sizes[1], size_of::<RecvWqe>())?;
+        let quasi = WorkQueue::new(p.quasi.to_native(), p.log_sizes[2], size_of::<QuasiWqe>())?;
+        if sq.ring.overlaps(&rq.ring)
+            || sq.ring.overlaps(&quasi.ring)
+            || rq.ring.overlaps(&quasi.ring)
+        {
+            return Err(VerbsError::Invalid);
+        }
+        Ok(Qp {
+            pdn: p.pdn.to_native(),
+            send_cqn: p.send_cqn.to_native(),
+            recv_cqn: p.recv_cqn.to_native(),
+            state: QpState::Reset,
+            attrs: QpAttrs::default(),
+            sq,
+            rq,
+            quasi,
+        })
+    }
+
+    /// Current state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Connection attributes.
+    pub fn attrs(&self) -> &QpAttrs {
+        &self.attrs
+    }
+
+    /// Applies MODIFY_QP (`Invalid` for an illegal transition, missing or
+    /// disallowed attributes, or out-of-range values; nothing changes then).
+    /// Entering RESET empties the rings (indexes back to 0) and clears the
+    /// attributes.
+    pub fn modify(&mut self, m: &CmdModifyQp) -> Result<(), VerbsError> {
+        let mask = m.attr_mask.to_native();
+        let to = check_modify(self.state, mask, m.state)?;
+        let mut attrs = self.attrs;
+        attrs.apply(mask, m)?;
+        self.attrs = attrs;
+        if to == QpState::Reset {
+            self.attrs = QpAttrs::default();
+            for q in [&mut self.sq, &mut self.rq, &mut self.quasi] {
+                (q.pi, q.ci) = (0, 0);
+            }
+        }
+        self.state = to;
+        Ok(())
+    }
+
+    /// Moves the QP to the error state (the engine flushes its WQEs).
+    pub fn set_error(&mut self) {
+        if self.state != QpState::Err {
+            tracing::warn!(pdn = self.pdn, "QP enters the error state");
+        }
+        self.state = QpState::Err;
+    }
+
+    fn doorbell(&mut self, send: bool, pi: u32) -> Result<(), QpError> {
+        if self.state == QpState::Reset {
+            return Err(QpError::Reset);
+        }
+        let q = if send { &mut self.sq } else { &mut self.rq };
+        // Not ahead of the consumer by more than the ring, not behind the
+        // previous producer index.
+        let outstanding = pi.wrapping_sub(q.ci);
+        if outstanding > q.ring.entries() || pi.wrapping_sub(q.pi) > outstanding {
+            self.set_error();
+            return Err(QpError::Overrun);
+        }
+        q.pi = pi;
+        Ok(())
+    }
+
+    /// SQ doorbell with the driver's producer index.
+    pub fn sq_doorbell(&mut self, pi: u32) -> Result<(), QpError> {
+        self.doorbell(true, pi)
+    }
+
+    /// RQ doorbell with the driver's producer index.
+    pub fn rq_doorbell(&mut self, pi: u32) -> Result<(), QpError> {
+        self.doorbell(false, pi)
+    }
+
+    /// Send WQEs posted and not yet taken.
+    pub fn sq_pending(&self) -> u32 {
+        self.sq.pi.wrapping_sub(self.sq.ci)
+    }
+
+    /// Takes the next send WQE (in RTS, or in ERR for flushing).
+    pub fn next_send_wqe(&mut self, mem: &GuestMemory) -> Result<Option<SendWqe>, QpError> {
+        if !matches!(self.state, QpState::Rts | QpState::Err) || self.sq.ci == self.sq.pi {
+            return Ok(None);
+        }
+        let w = self
+            .sq
+            .read(mem, self.sq.ci)
+            .ok_or_else(|| self.dma_fault())?;
+        self.sq.ci = self.sq.ci.wrapping_add(1);
+        Ok(Some(w))
+    }
+
+    /// Takes the next receive WQE (in RTR or RTS, or in ERR for flushing).
+    pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWqe>, QpError> {
+        let ready = matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err);
+        if !ready || self.rq.ci == self.rq.pi {
+            return Ok(None);
+        }
+        let w = self
+            .rq
+            .read(mem, self.rq.ci)
+            .ok_or_else(|| self.dma_fault())?;
+        self.rq.ci = self.rq.ci.wrapping_add(1);
+        Ok(Some(w))
+    }
+
+    fn dma_fault(&mut self) -> QpError {
+        self.set_error();
+        QpError::Dma
+    }
+
+    /// Appends a quasi-WQE (owner bit set here, written last).
+    pub fn push_quasi(&mut self, mem: &GuestMemory, q: &QuasiWqe) -> Result<(), QpError> {
+        let r = &self.quasi;
+        if r.pi.wrapping_sub(r.ci) >= r.ring.entries() {
+            return Err(QpError::Full);
+        }
+        let mut e = *q;
+        e.owner = r.ring.owner(r.pi);
+        let (bytes, addr) = (e.as_slice(), r.ring.slot_addr(r.pi));
+        let res = mem
+            .write(addr, &bytes[..QUASI_OWNER_OFFSET])
+            .and_then(|()| {
+                mem.write(
+                    addr + QUASI_OWNER_OFFSET as u64 + 1,
+                    &bytes[QUASI_OWNER_OFFSET + 1..],
+                )
+            });
+        fence(Ordering::Release);
+        if res
+            .and_then(|()| mem.write(addr + QUASI_OWNER_OFFSET as u64, &[e.owner]))
+            .is_err()
+        {
+            return Err(self.dma_fault());
+        }
+        self.quasi.pi = self.quasi.pi.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Takes the oldest quasi-WQE. Its contents came back from guest memory
+    /// and are untrusted: the send engine checks the rkey again.
+    pub fn pop_quasi(&mut self, mem: &GuestMemory) -> Result<Option<QuasiWqe>, QpError> {
+        let r = &self.quasi;
+        if r.ci == r.pi {
+            return Ok(None);
+        }
+        let expected = r.ring.owner(r.ci);
+        let q: QuasiWqe = r.read(mem, r.ci).ok_or_else(|| self.dma_fault())?;
+        if q.owner & 1 != expected {
+            self.set_error();
+            return Err(QpError::Corrupt);
+        }
+        self.quasi.ci = self.quasi.ci.wrapping_add(1);
+        Ok(Some(q))
+    }
+}
+
+/// The QPs of one device. QP numbers are 24-bit, at least 0x400 (never the
+/// special QPs 0 and 1) and not reused immediately.
+pub type QpTable = HandleTable<Qp>;
+
+/// A QP table of at most `capacity` QPs.
+pub fn qp_table(capacity: usize) -> QpTable {
+    HandleTable::new(capacity, 10, 24)
+}
+
+#[cfg(test)]
+#[path = "qp_tests.rs"]
+mod tests;

@@ -483,20 +483,33 @@ impl Drop for TestServer {
     }
 }
 
-/// Path of a binary of this workspace (built by `cargo test --workspace`).
+/// Path of a binary of this workspace, built on first use if `cargo test`
+/// did not build it (it builds only the binaries of the packages it tests).
 pub fn workspace_bin(name: &str) -> PathBuf {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let exe = std::env::current_exe().unwrap();
     // Tests run from target/<profile>/deps/, binaries from target/<profile>/.
     let here = exe.parent().unwrap();
-    let candidates = [here.join(name), here.parent().unwrap().join(name)];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{name} not built next to {}: run `cargo build --workspace` first",
-                exe.display()
-            )
-        })
+    let profile_dir = if here.ends_with("deps") {
+        here.parent().unwrap()
+    } else {
+        here
+    };
+    let bin = profile_dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    if !bin.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args(["build", "-q", "--workspace", "--bins"]);
+        if profile_dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("run cargo build");
+        assert!(
+            st.success() && bin.exists(),
+            "cannot build {}",
+            bin.display()
+        );
+    }
+    bin
 }

@@ -9,6 +9,7 @@
 
 pub mod bar0;
 pub mod dma;
+pub mod link;
 pub mod pci;
 pub mod regs;
 pub mod tca;

@@ -1,0 +1,125 @@
+//! The link layer: a port of this device joined to a port of another ibtca
+//! device by a Unix socket that tunnels IB packets.
+//!
+//! The framing is [`ibtca_protocol::link`]; this module runs it:
+//!
+//! - [`LinkEndpoint`] (`endpoint.rs`): `listen:PATH` or `connect:PATH`.
+//! - [`Link`] (`port.rs`, `session.rs`): the running link. One *supervisor*
+//!   thread obtains a connection (accepts one peer at a time, or connects with
+//!   a 50 ms → 1 s backoff), sends `Hello`, reads the peer's `Hello`, then
+//!   reads frames and hands them to the caller's sink until the peer goes
+//!   away; then it reports [`LinkEvent::Down`] and starts over. A *writer*
+//!   thread per connection drains the send queue (`queue.rs`) and writes many
+//!   frames per `write`.
+//! - [`FaultPlan`] (`fault.rs`): drop, duplicate, reorder or corrupt sent
+//!   packets, by sequence number or at seeded random rates.
+//! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
+//!   propagated.
+//!
+//! # Events
+//!
+//! Events go to a sink closure, `FnMut(LinkEvent) + Send`, called only on the
+//! supervisor thread, in stream order: `Up`, the peer's packets, `Down`, and
+//! again `Up` after a reconnect. A closure lets the caller wrap events into
+//! its own channel's message type, e.g.
+//! `move |ev| { let _ = engine_tx.send(EngineMsg::Link(ev)); }`.
+//! A sink that blocks holds up the reader, and through the socket the peer's
+//! writer: that is the only back-pressure there is. Stopping a link joins
+//! the thread that calls the sink, so the sink must not wait for the thread
+//! that calls [`Link::stop`] (or drops the link), nor stop the link itself.
+//!
+//! # Sending
+//!
+//! [`Link::send`] never blocks: a packet is queued (bounded, default 4096
+//! packets) or dropped and counted, because the link is down, the queue is
+//! full or the packet exceeds the frame limit. The IB transport above
+//! retransmits, as it would over a lossy wire. Packets still queued when a
+//! connection ends are dropped too (counted as `tx_dropped_down`).
+//!
+//! # Misbehaving peers
+//!
+//! A peer whose first frame is not a `Hello` of [`LINK_PROTOCOL_VERSION`],
+//! that stays silent for [`LinkConfig::hello_timeout`], or that sends a
+//! malformed or oversized frame (limit [`MAX_BODY`]) is dropped with a
+//! warning and counted; the link goes on waiting or reconnecting.
+//!
+//! The listen side serves one peer at a time: a second connector waits in
+//! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
+//! and retries. A link joins exactly two ports; switches come later.
+//!
+//! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
+
+use std::time::Duration;
+
+mod endpoint;
+mod fault;
+mod port;
+mod queue;
+mod session;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+pub use endpoint::{EndpointError, LinkEndpoint};
+pub use fault::{FaultPlan, FaultRates};
+pub use port::Link;
+pub use queue::LinkError;
+pub use stats::LinkStats;
+
+/// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
+/// headers fits many times over.
+pub const MAX_BODY: usize = 64 * 1024;
+/// Default capacity of the send queue, in packets.
+pub const QUEUE_CAPACITY: usize = 4096;
+
+/// Identity of one end of a link, exchanged in the `Hello` frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LocalPort {
+    /// Node GUID of the device.
+    pub node_guid: u64,
+    /// Port number on the device (IB ports count from 1).
+    pub port: u8,
+    /// LID assigned to the port.
+    pub lid: u16,
+}
+
+/// What a link reports to its sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// The `Hello` exchange completed; `peer` is the other end.
+    Up {
+        /// The peer's identity, from its `Hello`.
+        peer: LocalPort,
+    },
+    /// The connection ended (after an `Up`).
+    Down {
+        /// Why, for logs.
+        reason: String,
+    },
+    /// One IB packet from the peer, LRH through VCRC.
+    Packet(Vec<u8>),
+}
+
+/// Tunables; [`LinkConfig::default`] suits the device.
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    /// Packets the send queue holds before [`Link::send`] drops.
+    pub queue_capacity: usize,
+    /// How long a new peer may take to send its `Hello`.
+    pub hello_timeout: Duration,
+    /// First delay between connection attempts (connect side).
+    pub backoff_min: Duration,
+    /// Longest delay between connection attempts; the delay doubles up to it.
+    pub backoff_max: Duration,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            queue_capacity: QUEUE_CAPACITY,
+            hello_timeout: Duration::from_secs(5),
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The running link: the public handle, the supervisor thread that obtains
+//! connections (listen or connect side) and the stop machinery.
+
+use std::fs;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use super::fault::FaultPlan;
+use super::queue::TxQueue;
+use super::session;
+use super::stats::Counters;
+use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+
+const TOKEN_LISTENER: u64 = 1;
+const TOKEN_STOP: u64 = 2;
+
+/// The caller's event sink, called on the supervisor thread.
+pub(super) type Sink = Box<dyn FnMut(LinkEvent) + Send>;
+
+/// Stop request and the connection to cut when it comes.
+#[derive(Debug, Default)]
+pub(super) struct Control {
+    pub stopping: bool,
+    pub active: Option<UnixStream>,
+}
+
+/// State shared by the handle, the supervisor and the writer.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub local: LocalPort,
+    pub config: LinkConfig,
+    pub queue: TxQueue,
+    pub counters: Counters,
+    pub control: Mutex<Control>,
+    /// Written once on stop; wakes the listen side's epoll.
+    pub stop_fd: EventFd,
+}
+
+impl Shared {
+    pub fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.control().stopping
+    }
+}
+
+/// One port's link to a peer device. Stops (and joins its threads) on
+/// [`Link::stop`] or drop.
+#[derive(Debug)]
+pub struct Link {
+    shared: Arc<Shared>,
+    endpoint: LinkEndpoint,
+    supervisor: Option<JoinHandle<()>>,
+    /// Device and inode of the socket file we bound, to remove only ours.
+    bound: Option<(u64, u64)>,
+}
+
+impl Link {
+    /// Starts a link with the default [`LinkConfig`]; see
+    /// [`Link::start_with`].
+    pub fn start(
+        endpoint: LinkEndpoint,
+        local: LocalPort,
+        sink: impl FnMut(LinkEvent) + Send + 'static,
+    ) -> io::Result<Link> {
+        Link::start_with(endpoint, local, LinkConfig::default(), sink)
+    }
+
+    /// Starts a link. A listen endpoint is bound before this returns (a
+    /// stale socket file is replaced; a live socket or another file is an
+    /// error); a connect endpoint is tried in the background until a peer
+    /// listens. Events go to `sink` on the link's thread (module docs).
+    pub fn start_with(
+        endpoint: LinkEndpoint,
+        local: LocalPort,
+        config: LinkConfig,
+        sink: impl FnMut(LinkEvent) + Send + 'static,
+    ) -> io::Result<Link> {
+        let (listener, bound) = match &endpoint {
+            LinkEndpoint::Listen(path) => {
+                let listener = bind(path)?;
+                let meta = fs::symlink_metadata(path)?;
+                (Some(listener), Some((meta.dev(), meta.ino())))
+            }
+            LinkEndpoint::Connect(_) => (None, None),
+        };
+        let shared = Arc::new(Shared {
+            local,
+            queue: TxQueue::new(config.queue_capacity),
+            config,
+            counters: Counters::default(),
+            control: Mutex::new(Control::default()),
+            stop_fd: EventFd::new(EFD_NONBLOCK)?,
+        });
+        let thread_shared = Arc::clone(&shared);
+        let path = endpoint.path().to_path_buf();
+        let mut sink: Sink = Box::new(sink);
+        let supervisor = thread::Builder::new()
+            .name("ibtca-link".into())
+            .spawn(move || {
+                let shared = &thread_shared;
+                let result = match listener {
+                    Some(listener) => listen_loop(shared, &listener, &mut sink),
+                    None => connect_loop(shared, &path, &mut sink),
+                };
+                if let Err(e) = result {
+                    tracing::error!(error = %e, socket = %path.display(), "link stopped by an error");
+                }
+            })?;
+        tracing::info!(%endpoint, guid = format_args!("{:#018x}", local.node_guid), "link started");
+        Ok(Link {
+            shared,
+            endpoint,
+            supervisor: Some(supervisor),
+            bound,
+        })
+    }
+
+    /// Queues one IB packet for the peer without blocking; a packet that
+    /// cannot be queued is dropped and counted (see [`LinkError`]).
+    pub fn send(&self, packet: Vec<u8>) -> Result<(), LinkError> {
+        self.shared.queue.send(packet, &self.shared.counters)
+    }
+
+    /// True between [`LinkEvent::Up`] and [`LinkEvent::Down`].
+    pub fn is_up(&self) -> bool {
+        self.shared.queue.is_up()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> LinkStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Replaces the fault-injection plan; sequence numbers restart at 0.
+    pub fn set_faults(&self, plan: FaultPlan) {
+        self.shared.queue.set_faults(plan, &self.shared.counters);
+    }
+
+    /// Where this link listens or connects.
+    pub fn endpoint(&self) -> &LinkEndpoint {
+        &self.endpoint
+    }
+
+    /// This end's identity, as sent in `Hello`.
+    pub fn local(&self) -> LocalPort {
+        self.shared.local
+    }
+
+    /// Stops the link: cuts the connection (the sink gets `Down` if it was
+    /// up), joins the threads and removes the listen socket file.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let Some(supervisor) = self.supervisor.take() else {
+            return;
+        };
+        {
+            let mut control = self.shared.control();
+            control.stopping = true;
+            if let Some(stream) = &control.active {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+        let _ = self.shared.stop_fd.write(1);
+        supervisor.thread().unpark();
+        if supervisor.join().is_err() {
+            tracing::error!(endpoint = %self.endpoint, "link thread panicked");
+        }
+        if let (LinkEndpoint::Listen(path), Some(bound)) = (&self.endpoint, self.bound) {
+            let ours = fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == bound);
+            if ours {
+                let _ = fs::remove_file(path);
+            }
+        }
+        tracing::info!(endpoint = %self.endpoint, "link stopped");
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Binds `path`, replacing a stale socket file nobody listens on; a live
+/// socket or any other file is an error (as `vfio_user::Server::bind`).
+fn bind(path: &Path) -> io::Result<UnixListener> {
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another link is listening on {}", path.display()),
+            ));
+        }
+        fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Listen side: accept one peer at a time until stopped.
+fn listen_loop(shared: &Arc<Shared>, listener: &UnixListener, sink: &mut Sink) -> io::Result<()> {
+    let epoll = Epoll::new()?;
+    let watch = |fd, token| {
+        epoll.ctl(
+            ControlOperation::Add,
+            fd,
+            EpollEvent::new(EventSet::IN, token),
+        )
+    };
+    watch(listener.as_raw_fd(), TOKEN_LISTENER)?;
+    watch(shared.stop_fd.as_raw_fd(), TOKEN_STOP)?;
+    let mut events = [EpollEvent::default(); 2];
+    loop {
+        if shared.is_stopping() {
+            return Ok(());
+        }
+        match epoll.wait(-1, &mut events) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        match listener.accept() {
+            Ok((stream, _)) => match stream.set_nonblocking(false) {
+                Ok(()) => {
+                    tracing::debug!("link peer connected");
+                    session::run(shared, stream, sink);
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot set up a link connection"),
+            },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                // Out of descriptors or similar: do not spin.
+                tracing::warn!(error = %e, "link accept failed");
+                pause(shared, shared.config.backoff_max);
+            }
+        }
+    }
+}
+
+/// Connect side: connect with backoff, run the session, repeat until stopped.
+fn connect_loop(shared: &Arc<Shared>, path: &Path, sink: &mut Sink) -> io::Result<()> {
+    let (min, max) = (shared.config.backoff_min, shared.config.backoff_max);
+    let mut delay = min;
+    let mut logged = false;
+    while !shared.is_stopping() {
+        match UnixStream::connect(path) {
+            Ok(stream) => {
+                logged = false;
+                if session::run(shared, stream, sink) {
+                    delay = min;
+                    continue;
+                }
+            }
+            Err(e) if !logged => {
+                logged = true;
+                tracing::info!(socket = %path.display(), error = %e, "link peer not there yet; retrying");
+            }
+            Err(e) => tracing::trace!(error = %e, "link connect failed"),
+        }
+        pause(shared, delay);
+        delay = (delay * 2).min(max);
+    }
+    Ok(())
+}
+
+/// Sleeps for `delay` or until stop is requested.
+fn pause(shared: &Shared, delay: Duration) {
+    let deadline = Instant::now() + delay;
+    while !shared.is_stopping() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        thread::park_timeout(left);
+    }
+}

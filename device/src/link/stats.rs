@@ -1,0 +1,98 @@
+//! Link counters: atomics shared by the link's threads, read as a snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a link's counters (see [`super::Link::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets written to the socket.
+    pub tx_packets: u64,
+    /// Bytes of those packets (frame headers not counted).
+    pub tx_bytes: u64,
+    /// `write` calls for packets; `tx_packets / tx_writes` is the batching.
+    pub tx_writes: u64,
+    /// Packets received and passed to the sink.
+    pub rx_packets: u64,
+    /// Bytes of those packets.
+    pub rx_bytes: u64,
+    /// Packets dropped because the link was down (at send, or still queued
+    /// when the connection ended).
+    pub tx_dropped_down: u64,
+    /// Packets dropped because the send queue was full.
+    pub tx_dropped_full: u64,
+    /// Packets dropped because they exceed [`super::MAX_BODY`].
+    pub tx_dropped_oversize: u64,
+    /// Connections dropped for a malformed or oversized frame, or a protocol
+    /// violation after the `Hello`.
+    pub rx_bad_frames: u64,
+    /// Peers dropped before `Up`: first frame not a `Hello`, wrong version,
+    /// silence past the `Hello` timeout, or a malformed first frame.
+    pub hello_rejected: u64,
+    /// Completed `Hello` exchanges (times the link came up).
+    pub connections: u64,
+    /// Times the link came up again after having been up: `connections - 1`.
+    pub reconnects: u64,
+    /// Packets dropped by fault injection.
+    pub fault_dropped: u64,
+    /// Extra copies sent by fault injection.
+    pub fault_duplicated: u64,
+    /// Packets held back and sent after their successor by fault injection.
+    pub fault_reordered: u64,
+    /// Packets with a byte flipped by fault injection.
+    pub fault_corrupted: u64,
+}
+
+/// The live counters behind [`LinkStats`].
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub tx_writes: AtomicU64,
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_dropped_down: AtomicU64,
+    pub tx_dropped_full: AtomicU64,
+    pub tx_dropped_oversize: AtomicU64,
+    pub rx_bad_frames: AtomicU64,
+    pub hello_rejected: AtomicU64,
+    pub connections: AtomicU64,
+    pub fault_dropped: AtomicU64,
+    pub fault_duplicated: AtomicU64,
+    pub fault_reordered: AtomicU64,
+    pub fault_corrupted: AtomicU64,
+}
+
+/// Adds `n` to a counter. Relaxed: counters order nothing.
+pub(super) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Adds one to a counter.
+pub(super) fn bump(counter: &AtomicU64) {
+    add(counter, 1);
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> LinkStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let connections = get(&self.connections);
+        LinkStats {
+            tx_packets: get(&self.tx_packets),
+            tx_bytes: get(&self.tx_bytes),
+            tx_writes: get(&self.tx_writes),
+            rx_packets: get(&self.rx_packets),
+            rx_bytes: get(&self.rx_bytes),
+            tx_dropped_down: get(&self.tx_dropped_down),
+            tx_dropped_full: get(&self.tx_dropped_full),
+            tx_dropped_oversize: get(&self.tx_dropped_oversize),
+            rx_bad_frames: get(&self.rx_bad_frames),
+            hello_rejected: get(&self.hello_rejected),
+            connections,
+            reconnects: connections.saturating_sub(1),
+            fault_dropped: get(&self.fault_dropped),
+            fault_duplicated: get(&self.fault_duplicated),
+            fault_reordered: get(&self.fault_reordered),
+            fault_corrupted: get(&self.fault_corrupted),
+        }
+    }
+}

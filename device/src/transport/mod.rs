@@ -126,3 +126,19 @@ pub trait QpEnv {
     /// Hands a finished packet (from the LRH, with ICRC and VCRC) to the link.
     fn send_packet(&mut self, packet: Vec<u8>);
 }
+
+mod completer;
+pub mod config;
+pub mod engine;
+pub mod psn;
+pub mod rc;
+mod requester;
+mod responder;
+
+#[cfg(test)]
+mod mock;
+#[cfg(test)]
+mod tests;
+
+pub use config::{AckPolicy, ConfigError, NakCounts, RcConfig, RcCounters};
+pub use rc::RcQp;

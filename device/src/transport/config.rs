@@ -1,0 +1,249 @@
+//! Per-QP connection parameters of an RC QP and its counters.
+
+use std::time::Duration;
+
+use ibtca_protocol::headers::Bth;
+
+use super::psn;
+
+/// When the requester asks for ACKs (seed 002 item 4). The responder ACKs
+/// every packet with AckReq set and the last packet of every message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckPolicy {
+    /// AckReq on the last packet of each message: one ACK per message.
+    PerMessage,
+    /// AckReq on every packet: one ACK per packet.
+    PerPacket,
+}
+
+/// Connection parameters of an RC QP (what MODIFY_QP to RTR/RTS sets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RcConfig {
+    /// Local QP number (24 bits).
+    pub qpn: u32,
+    /// Peer QP number (24 bits).
+    pub dest_qpn: u32,
+    /// This port's LID (LRH SLID of sent packets, DLID of accepted ones).
+    pub slid: u16,
+    /// The peer port's LID.
+    pub dlid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Partition key (0xffff: default partition, full member).
+    pub pkey: u16,
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    pub path_mtu: u32,
+    /// First PSN the requester sends.
+    pub sq_psn: u32,
+    /// First PSN the responder expects.
+    pub rq_psn: u32,
+    /// Responder MSN before the first completed message (0xFFFFFF, so the
+    /// first message is acknowledged with MSN 0; seed 002 item 2).
+    pub initial_msn: u32,
+    /// Transport retries (ACK timeout, PSN sequence NAK) before
+    /// WC_RETRY_EXC_ERR (0-7).
+    pub retry_cnt: u8,
+    /// RNR retries before WC_RNR_RETRY_EXC_ERR (0-7; 7 = forever).
+    pub rnr_retry: u8,
+    /// RNR NAK timer code this responder sends (0-31, IBA Table 45).
+    pub min_rnr_timer: u8,
+    /// Time without progress before the requester retransmits.
+    pub ack_timeout: Duration,
+    /// RDMA READs and atomics this requester keeps outstanding.
+    pub max_rd_atomic: u8,
+    /// Atomic results this responder keeps to replay duplicates.
+    pub max_dest_rd_atomic: u8,
+    /// Most unacknowledged PSNs the requester keeps in flight.
+    pub send_window: u32,
+    /// When the requester sets AckReq.
+    pub ack_policy: AckPolicy,
+}
+
+impl RcConfig {
+    /// Defaults for a QP `qpn` talking to `dest_qpn`: MTU 1024, PSNs 0,
+    /// MSN 0xFFFFFF, 7 retries, infinite RNR retries, RNR timer code 1
+    /// (10 µs), 10 ms ACK timeout, 16 outstanding reads, window 128,
+    /// one ACK per message.
+    pub fn new(qpn: u32, dest_qpn: u32) -> Self {
+        Self {
+            qpn,
+            dest_qpn,
+            slid: 0,
+            dlid: 0,
+            sl: 0,
+            pkey: Bth::DEFAULT_PKEY,
+            path_mtu: 1024,
+            sq_psn: 0,
+            rq_psn: 0,
+            initial_msn: psn::MASK,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            ack_timeout: Duration::from_millis(10),
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            send_window: 128,
+            ack_policy: AckPolicy::PerMessage,
+        }
+    }
+
+    /// Checks the ranges the transport relies on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(256..=4096).contains(&self.path_mtu) || !self.path_mtu.is_power_of_two() {
+            return Err(ConfigError::PathMtu(self.path_mtu));
+        }
+        for (name, v) in [
+            ("qpn", self.qpn),
+            ("dest_qpn", self.dest_qpn),
+            ("sq_psn", self.sq_psn),
+            ("rq_psn", self.rq_psn),
+            ("initial_msn", self.initial_msn),
+        ] {
+            if v > psn::MASK {
+                return Err(ConfigError::TooWide(name, v));
+            }
+        }
+        if self.retry_cnt > 7 || self.rnr_retry > 7 || self.min_rnr_timer > 31 {
+            return Err(ConfigError::RetryField);
+        }
+        if self.send_window == 0 || self.send_window >= psn::HALF / 2 || self.max_rd_atomic == 0 {
+            return Err(ConfigError::Window);
+        }
+        Ok(())
+    }
+}
+
+/// Path MTU in bytes for an IBTCA_MTU_* code (1 = 256 … 5 = 4096).
+pub fn mtu_from_code(code: u8) -> Option<u32> {
+    (1..=5).contains(&code).then(|| 128u32 << code)
+}
+
+/// Local ACK timeout for the 5-bit exponent of MODIFY_QP: 4.096 µs ×
+/// 2^`exponent` (IBA §11.2.4.2; 0 means "infinite", given as `None`).
+pub fn ack_timeout_from_exponent(exponent: u8) -> Option<Duration> {
+    match exponent & 31 {
+        0 => None,
+        e => Some(Duration::from_nanos(4096u64 << e)),
+    }
+}
+
+/// RNR NAK timer code to a delay (IBA vol 1 Table 45; code 0 is the
+/// longest, 655.36 ms).
+pub fn rnr_delay(code: u8) -> Duration {
+    const US: [u32; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
+        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+        163_840, 245_760, 327_680, 491_520,
+    ];
+    Duration::from_micros(u64::from(US[usize::from(code & 31)]))
+}
+
+/// A configuration the transport cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not a power of two in 256..=4096.
+    #[error("path MTU {0} is not 256, 512, 1024, 2048 or 4096")]
+    PathMtu(u32),
+    /// A 24-bit field has more bits.
+    #[error("{0} = {1:#x} does not fit 24 bits")]
+    TooWide(&'static str, u32),
+    /// retry_cnt, rnr_retry or min_rnr_timer out of range.
+    #[error("retry_cnt and rnr_retry must be 0-7, min_rnr_timer 0-31")]
+    RetryField,
+    /// Send window empty or too wide for 24-bit PSN comparison, or no
+    /// outstanding reads allowed.
+    #[error("send window must be 1..2^22 and max_rd_atomic at least 1")]
+    Window,
+}
+
+/// NAKs by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NakCounts {
+    /// PSN sequence error (0x60).
+    pub psn_seq: u64,
+    /// Receiver not ready.
+    pub rnr: u64,
+    /// Invalid request (0x61).
+    pub invalid_request: u64,
+    /// Remote access error (0x62).
+    pub remote_access: u64,
+    /// Remote operational error (0x63) and anything else.
+    pub remote_op: u64,
+}
+
+/// What an RC QP has done; errors are counted here, not propagated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RcCounters {
+    /// Packets handed to the link (first transmissions and retransmissions).
+    pub packets_sent: u64,
+    /// Packets accepted by [`super::RcQp::on_packet`] for processing.
+    pub packets_received: u64,
+    /// Packets dropped before processing: wrong QP/LID/P_Key, not RC, QP
+    /// in error.
+    pub packets_dropped: u64,
+    /// Request packets sent again (go-back-N, timeout or RNR).
+    pub retransmits: u64,
+    /// ACK timeouts that led to a retransmission.
+    pub timeouts: u64,
+    /// ACKs sent (ATOMIC ACKNOWLEDGE included, NAKs not).
+    pub acks_sent: u64,
+    /// NAKs the responder sent.
+    pub naks_sent: NakCounts,
+    /// NAKs the completer received.
+    pub naks_received: NakCounts,
+    /// Duplicate requests (PSN before the expected one) seen by the
+    /// responder.
+    pub duplicate_requests: u64,
+    /// Out-of-sequence requests (PSN after the expected one) dropped.
+    pub out_of_sequence: u64,
+    /// Duplicate, stale or unexpected responses the completer ignored.
+    pub duplicate_responses: u64,
+    /// Packets that could not be encoded.
+    pub build_errors: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_codes_and_rnr_timer() {
+        assert_eq!(mtu_from_code(1), Some(256));
+        assert_eq!(mtu_from_code(3), Some(1024));
+        assert_eq!(mtu_from_code(5), Some(4096));
+        assert_eq!(mtu_from_code(0), None);
+        assert_eq!(mtu_from_code(6), None);
+        assert_eq!(rnr_delay(0), Duration::from_micros(655_360));
+        assert_eq!(rnr_delay(1), Duration::from_micros(10));
+        assert_eq!(rnr_delay(14), Duration::from_micros(1_280));
+        assert_eq!(rnr_delay(31), Duration::from_micros(491_520));
+        assert_eq!(ack_timeout_from_exponent(0), None);
+        assert_eq!(
+            ack_timeout_from_exponent(1),
+            Some(Duration::from_nanos(8192))
+        );
+        assert_eq!(
+            ack_timeout_from_exponent(14),
+            Some(Duration::from_nanos(67_108_864))
+        );
+    }
+
+    #[test]
+    fn validation() {
+        let ok = RcConfig::new(1, 2);
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = |f: fn(&mut RcConfig)| {
+            let mut c = ok.clone();
+            f(&mut c);
+            c.validate()
+        };
+        assert_eq!(bad(|c| c.path_mtu = 1500), Err(ConfigError::PathMtu(1500)));
+        assert_eq!(bad(|c| c.path_mtu = 8192), Err(ConfigError::PathMtu(8192)));
+        assert!(matches!(
+            bad(|c| c.sq_psn = 1 << 24),
+            Err(ConfigError::TooWide(..))
+        ));
+        assert_eq!(bad(|c| c.rnr_retry = 8), Err(ConfigError::RetryField));
+        assert_eq!(bad(|c| c.send_window = 0), Err(ConfigError::Window));
+    }
+}

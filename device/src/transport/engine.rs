@@ -1,0 +1,230 @@
+//! The shared send engine (seed 004): one segmentation and gather path for
+//! everything that carries data out of this QP. The requester feeds it send
+//! WQEs (data gathered from local SGEs), the responder feeds it quasi-WQEs
+//! (RDMA READ response data gathered through the requester's R_Key); both
+//! get the same MTU segmentation, the same FIRST/MIDDLE/LAST/ONLY choice and
+//! the same packet builder.
+
+use ibtca_protocol::headers::ExtHeaders;
+use ibtca_protocol::opcode::Position;
+use ibtca_protocol::{Opcode, Packet};
+
+use super::config::{RcConfig, RcCounters};
+use super::psn;
+use super::{AccessError, QpEnv};
+use crate::verbs::abi::{Sge, MAX_SGE};
+
+/// Where a message's bytes come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// Local SGEs of a send WQE (L_Keys, LOCAL read).
+    Local(&'a [Sge]),
+    /// Responder memory through the requester's R_Key (REMOTE READ).
+    Remote {
+        /// R_Key from the READ request.
+        rkey: u32,
+        /// First byte of the message.
+        va: u64,
+    },
+}
+
+impl Source<'_> {
+    /// Copies `out.len()` bytes from `offset` bytes into the message.
+    pub(crate) fn read<E: QpEnv + ?Sized>(
+        &self,
+        env: &mut E,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), AccessError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        match *self {
+            Source::Local(sges) => env.gather(sges, offset, out),
+            Source::Remote { rkey, va } => {
+                let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
+                env.remote_read(rkey, va, out)
+            }
+        }
+    }
+}
+
+/// The valid SGEs of a WQE (`num_sge` clamped to [`MAX_SGE`]).
+pub(crate) fn sges(list: &[Sge; MAX_SGE], num_sge: u8) -> &[Sge] {
+    &list[..usize::from(num_sge).min(MAX_SGE)]
+}
+
+/// Packets a message of `len` bytes takes at `mtu` (a zero-length message
+/// still takes one).
+pub fn packet_count(len: u64, mtu: u32) -> u32 {
+    let mtu = u64::from(mtu.max(1));
+    u32::try_from(len.div_ceil(mtu).max(1)).unwrap_or(u32::MAX)
+}
+
+/// One packet's share of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Byte offset of the payload in the message.
+    pub offset: u64,
+    /// Payload bytes.
+    pub len: usize,
+    /// Place in the message.
+    pub position: Position,
+}
+
+/// Packet `index` of a `len`-byte message at `mtu` (indexes past the end
+/// give an empty LAST segment).
+pub fn segment(len: u64, mtu: u32, index: u32) -> Segment {
+    let count = packet_count(len, mtu);
+    let offset = u64::from(index).saturating_mul(u64::from(mtu)).min(len);
+    let position = match (index == 0, index.saturating_add(1) >= count) {
+        (true, true) => Position::Only,
+        (true, false) => Position::First,
+        (false, true) => Position::Last,
+        (false, false) => Position::Middle,
+    };
+    let bytes = (len - offset).min(u64::from(mtu));
+    Segment {
+        offset,
+        len: usize::try_from(bytes).unwrap_or(0),
+        position,
+    }
+}
+
+/// Message kinds that carry data in segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DataKind {
+    Send,
+    Write,
+    ReadResponse,
+}
+
+/// The opcode for a data packet at `position`, with immediate data on the
+/// last packet when `imm`.
+pub(crate) fn data_opcode(kind: DataKind, position: Position, imm: bool) -> Opcode {
+    use Opcode::*;
+    use Position::*;
+    match (kind, position, imm) {
+        (DataKind::Send, First, _) => RcSendFirst,
+        (DataKind::Send, Middle, _) => RcSendMiddle,
+        (DataKind::Send, Last, false) => RcSendLast,
+        (DataKind::Send, Last, true) => RcSendLastImm,
+        (DataKind::Send, Only, false) => RcSendOnly,
+        (DataKind::Send, Only, true) => RcSendOnlyImm,
+        (DataKind::Write, First, _) => RcRdmaWriteFirst,
+        (DataKind::Write, Middle, _) => RcRdmaWriteMiddle,
+        (DataKind::Write, Last, false) => RcRdmaWriteLast,
+        (DataKind::Write, Last, true) => RcRdmaWriteLastImm,
+        (DataKind::Write, Only, false) => RcRdmaWriteOnly,
+        (DataKind::Write, Only, true) => RcRdmaWriteOnlyImm,
+        (DataKind::ReadResponse, First, _) => RcRdmaReadResponseFirst,
+        (DataKind::ReadResponse, Middle, _) => RcRdmaReadResponseMiddle,
+        (DataKind::ReadResponse, Last, _) => RcRdmaReadResponseLast,
+        (DataKind::ReadResponse, Only, _) => RcRdmaReadResponseOnly,
+    }
+}
+
+/// A packet to the peer QP with this QP's LRH and BTH fields.
+pub(crate) fn packet(cfg: &RcConfig, opcode: Opcode, psn: u32, ack_req: bool) -> Packet {
+    let mut p = Packet::new(opcode);
+    p.lrh.slid = cfg.slid;
+    p.lrh.dlid = cfg.dlid;
+    p.lrh.sl = cfg.sl & 0xf;
+    p.bth.pkey = cfg.pkey;
+    p.bth.dest_qp = cfg.dest_qpn & psn::MASK;
+    p.bth.psn = psn & psn::MASK;
+    p.bth.ack_req = ack_req;
+    p
+}
+
+/// Builds a data packet: headers from `cfg`, `ext` as given, and the
+/// segment's payload gathered from `src`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn data_packet<E: QpEnv + ?Sized>(
+    cfg: &RcConfig,
+    env: &mut E,
+    opcode: Opcode,
+    psn: u32,
+    ack_req: bool,
+    ext: ExtHeaders,
+    src: Source<'_>,
+    seg: Segment,
+) -> Result<Packet, AccessError> {
+    let mut p = packet(cfg, opcode, psn, ack_req);
+    p.ext = ext;
+    p.payload = vec![0; seg.len];
+    src.read(env, seg.offset, &mut p.payload)?;
+    Ok(p)
+}
+
+/// Encodes `p` and hands it to the link. A packet that cannot be encoded
+/// (never for the packets this transport makes) is counted and dropped.
+pub(crate) fn emit<E: QpEnv + ?Sized>(env: &mut E, counters: &mut RcCounters, p: &Packet) {
+    match p.build() {
+        Ok(bytes) => {
+            counters.packets_sent += 1;
+            env.send_packet(bytes);
+        }
+        Err(e) => {
+            counters.build_errors += 1;
+            tracing::warn!("rc: cannot encode {:?}: {e}", p.bth.opcode);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segmentation() {
+        assert_eq!(packet_count(0, 256), 1);
+        assert_eq!(packet_count(1, 256), 1);
+        assert_eq!(packet_count(256, 256), 1);
+        assert_eq!(packet_count(257, 256), 2);
+        assert_eq!(packet_count(4096, 256), 16);
+        assert_eq!(packet_count(1 << 20, 4096), 256);
+        let only = segment(0, 256, 0);
+        assert_eq!(
+            (only.offset, only.len, only.position),
+            (0, 0, Position::Only)
+        );
+        let s = |i| segment(600, 256, i);
+        assert_eq!(
+            (s(0).offset, s(0).len, s(0).position),
+            (0, 256, Position::First)
+        );
+        assert_eq!(
+            (s(1).offset, s(1).len, s(1).position),
+            (256, 256, Position::Middle)
+        );
+        assert_eq!(
+            (s(2).offset, s(2).len, s(2).position),
+            (512, 88, Position::Last)
+        );
+        let past = segment(600, 256, 9);
+        assert_eq!((past.len, past.position), (0, Position::Last));
+    }
+
+    #[test]
+    fn opcodes_follow_the_table() {
+        for kind in [DataKind::Send, DataKind::Write, DataKind::ReadResponse] {
+            for pos in [
+                Position::First,
+                Position::Middle,
+                Position::Last,
+                Position::Only,
+            ] {
+                for imm in [false, true] {
+                    let info = data_opcode(kind, pos, imm).info();
+                    assert_eq!(info.position, pos);
+                    let carries_imm = info.has(ibtca_protocol::ExtHeader::ImmDt);
+                    assert_eq!(
+                        carries_imm,
+                        imm && pos.ends() && kind != DataKind::ReadResponse
+                    );
+                }
+            }
+        }
+    }
+}

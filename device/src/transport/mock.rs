@@ -1,0 +1,233 @@
+//! An in-memory [`QpEnv`] for tests: a byte vector as guest memory, a key
+//! table (one key serves as L_Key and R_Key), a receive queue, two CQs, a
+//! quasi-WQE ring (with a log of everything pushed) and a packet outbox.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use crate::verbs::abi::*;
+
+/// A registered region.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MockMr {
+    /// First address in the region's address space.
+    pub(crate) va: u64,
+    pub(crate) len: u64,
+    /// Where the region starts in `MockEnv::mem`.
+    pub(crate) at: usize,
+    pub(crate) access: u32,
+    pub(crate) pd: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct MockEnv {
+    pub(crate) mem: Vec<u8>,
+    pub(crate) mrs: HashMap<u32, MockMr>,
+    /// The QP's protection domain.
+    pub(crate) pd: u32,
+    pub(crate) rq: VecDeque<RecvWqe>,
+    pub(crate) send_cq: Vec<Cqe>,
+    pub(crate) recv_cq: Vec<Cqe>,
+    pub(crate) quasi: VecDeque<QuasiWqe>,
+    pub(crate) quasi_log: Vec<QuasiWqe>,
+    pub(crate) outbox: Vec<Vec<u8>>,
+}
+
+pub(crate) const ALL_ACCESS: u32 =
+    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+
+impl MockEnv {
+    pub(crate) fn new() -> Self {
+        Self {
+            pd: 1,
+            ..Self::default()
+        }
+    }
+
+    /// Registers `len` fresh zeroed bytes at `va` under `key` in `pd`.
+    pub(crate) fn reg_in(&mut self, key: u32, va: u64, len: usize, access: u32, pd: u32) {
+        let at = self.mem.len();
+        self.mem.resize(at + len, 0);
+        self.mrs.insert(
+            key,
+            MockMr {
+                va,
+                len: len as u64,
+                at,
+                access,
+                pd,
+            },
+        );
+    }
+
+    /// Registers in the QP's PD.
+    pub(crate) fn reg(&mut self, key: u32, va: u64, len: usize, access: u32) {
+        self.reg_in(key, va, len, access, self.pd);
+    }
+
+    pub(crate) fn bytes(&self, key: u32) -> &[u8] {
+        let mr = self.mrs[&key];
+        &self.mem[mr.at..mr.at + mr.len as usize]
+    }
+
+    pub(crate) fn bytes_mut(&mut self, key: u32) -> &mut [u8] {
+        let mr = self.mrs[&key];
+        &mut self.mem[mr.at..mr.at + mr.len as usize]
+    }
+
+    pub(crate) fn post_recv(&mut self, wr_id: u64, sges: &[Sge]) {
+        let mut r = RecvWqe {
+            wr_id: wr_id.into(),
+            num_sge: sges.len() as u8,
+            ..RecvWqe::default()
+        };
+        r.sge[..sges.len()].copy_from_slice(sges);
+        self.rq.push_back(r);
+    }
+
+    pub(crate) fn take_outbox(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Memory offset of `[va, va + len)` through `key`, after the checks.
+    fn resolve(&self, key: u32, va: u64, len: u64, right: u32) -> Result<usize, AccessError> {
+        let mr = self.mrs.get(&key).ok_or(AccessError::BadKey)?;
+        if mr.pd != self.pd {
+            return Err(AccessError::WrongPd);
+        }
+        if mr.access & right != right {
+            return Err(AccessError::NoRight);
+        }
+        let end = va.checked_add(len).ok_or(AccessError::OutOfBounds)?;
+        if va < mr.va || end > mr.va + mr.len {
+            return Err(AccessError::OutOfBounds);
+        }
+        Ok(mr.at + (va - mr.va) as usize)
+    }
+
+    /// Memory ranges for `len` bytes from `offset` into the SGE list.
+    fn plan(
+        &self,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        right: u32,
+    ) -> Result<Vec<(usize, usize)>, AccessError> {
+        let mut skip = offset;
+        let mut left = len;
+        let mut out = Vec::new();
+        for s in sges {
+            if left == 0 {
+                break;
+            }
+            let slen = u64::from(s.length.to_native());
+            if skip >= slen {
+                skip -= slen;
+                continue;
+            }
+            let n = ((slen - skip) as usize).min(left);
+            let at = self.resolve(
+                s.lkey.to_native(),
+                s.addr.to_native() + skip,
+                n as u64,
+                right,
+            )?;
+            out.push((at, n));
+            left -= n;
+            skip = 0;
+        }
+        if left > 0 {
+            return Err(AccessError::OutOfBounds);
+        }
+        Ok(out)
+    }
+}
+
+impl QpEnv for MockEnv {
+    fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let plan = self.plan(sges, offset, out.len(), 0)?;
+        let mut o = 0;
+        for (at, n) in plan {
+            out[o..o + n].copy_from_slice(&self.mem[at..at + n]);
+            o += n;
+        }
+        Ok(())
+    }
+
+    fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
+        let plan = self.plan(sges, offset, data.len(), ACCESS_LOCAL_WRITE)?;
+        let mut o = 0;
+        for (at, n) in plan {
+            self.mem[at..at + n].copy_from_slice(&data[o..o + n]);
+            o += n;
+        }
+        Ok(())
+    }
+
+    fn check_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<(), AccessError> {
+        let right = if write {
+            ACCESS_REMOTE_WRITE
+        } else {
+            ACCESS_REMOTE_READ
+        };
+        self.resolve(rkey, va, len, right).map(|_| ())
+    }
+
+    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {
+        let at = self.resolve(rkey, va, data.len() as u64, ACCESS_REMOTE_WRITE)?;
+        self.mem[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn remote_read(&mut self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let at = self.resolve(rkey, va, out.len() as u64, ACCESS_REMOTE_READ)?;
+        out.copy_from_slice(&self.mem[at..at + out.len()]);
+        Ok(())
+    }
+
+    fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        if va & 7 != 0 {
+            return Err(AccessError::Invalid);
+        }
+        let at = self.resolve(rkey, va, 8, ACCESS_REMOTE_ATOMIC)?;
+        let cell: &mut [u8; 8] = (&mut self.mem[at..at + 8]).try_into().expect("8 bytes");
+        let old = u64::from_le_bytes(*cell);
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } if old == compare => swap,
+            AtomicOp::CompareSwap { .. } => old,
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+        };
+        *cell = new.to_le_bytes();
+        Ok(old)
+    }
+
+    fn next_recv(&mut self) -> Option<RecvWqe> {
+        self.rq.pop_front()
+    }
+
+    fn complete(&mut self, cq: CqKind, cqe: Cqe) {
+        match cq {
+            CqKind::Send => self.send_cq.push(cqe),
+            CqKind::Recv => self.recv_cq.push(cqe),
+        }
+    }
+
+    fn push_quasi(&mut self, q: QuasiWqe) {
+        self.quasi_log.push(q);
+        self.quasi.push_back(q);
+    }
+
+    fn pop_quasi(&mut self) -> Option<QuasiWqe> {
+        self.quasi.pop_front()
+    }
+
+    fn send_packet(&mut self, packet: Vec<u8>) {
+        self.outbox.push(packet);
+    }
+}

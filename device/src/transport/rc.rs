@@ -1,0 +1,300 @@
+//! [`RcQp`]: one RC queue pair's transport state — requester, completer and
+//! responder — plus its two timers (ACK timeout and RNR wait) and retry
+//! counters. Sans-I/O: time comes in as `now`, effects go out through
+//! [`QpEnv`]; the caller wakes the QP at [`RcQp::next_deadline`].
+
+use std::time::Instant;
+
+use ibtca_protocol::opcode::{Direction, Service};
+use ibtca_protocol::PacketView;
+
+use super::completer::Event;
+use super::config::{rnr_delay, ConfigError, RcConfig, RcCounters};
+use super::psn;
+use super::requester::Requester;
+use super::responder::Responder;
+use super::{CqKind, QpEnv};
+use crate::verbs::abi::{
+    Cqe, SendWqe, WC_RECV, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
+};
+
+/// An RC queue pair's transport.
+#[derive(Debug)]
+pub struct RcQp {
+    cfg: RcConfig,
+    req: Requester,
+    resp: Responder,
+    error: bool,
+    /// Retransmit from the oldest unacknowledged PSN at this time.
+    ack_deadline: Option<Instant>,
+    /// Sending paused by an RNR NAK until this time.
+    rnr_until: Option<Instant>,
+    retry_left: u8,
+    rnr_left: u8,
+    /// The requester went back to this PSN because of a response and has
+    /// not made progress since: further NAKs or gaps for it are not acted
+    /// on again (the ACK timer covers a lost retransmission).
+    rewound_at: Option<u32>,
+    counters: RcCounters,
+}
+
+impl RcQp {
+    /// A QP in RTS with `cfg`.
+    pub fn new(cfg: RcConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Self {
+            req: Requester::new(cfg.sq_psn),
+            resp: Responder::new(&cfg),
+            error: false,
+            ack_deadline: None,
+            rnr_until: None,
+            retry_left: cfg.retry_cnt,
+            rnr_left: cfg.rnr_retry,
+            rewound_at: None,
+            counters: RcCounters::default(),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RcConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &RcCounters {
+        &self.counters
+    }
+
+    /// Whether the QP is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// The PSN the next new request will get.
+    pub fn sq_psn(&self) -> u32 {
+        self.req.next_psn
+    }
+
+    /// The PSN the responder expects next.
+    pub fn expected_psn(&self) -> u32 {
+        self.resp.epsn
+    }
+
+    /// The responder's MSN (messages completed, 0xFFFFFF-based).
+    pub fn msn(&self) -> u32 {
+        self.resp.msn
+    }
+
+    /// Send WQEs posted and not completed yet.
+    pub fn send_queue_len(&self) -> usize {
+        self.req.queued()
+    }
+
+    /// When [`Self::on_timer`] must run next.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.ack_deadline, self.rnr_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Posts a send WQE; it goes out now if the window allows, later
+    /// otherwise. On a QP in error it completes at once with
+    /// WC_WR_FLUSH_ERR.
+    pub fn post_send<E: QpEnv + ?Sized>(&mut self, wqe: SendWqe, now: Instant, env: &mut E) {
+        self.req.post(wqe);
+        if self.error {
+            self.req.flush(self.cfg.qpn, env);
+            return;
+        }
+        self.progress(now, env);
+    }
+
+    /// Handles one packet from the link. Packets for another QP, LID or
+    /// partition, non-RC packets and anything arriving in the error state
+    /// are dropped (counted).
+    pub fn on_packet<E: QpEnv + ?Sized>(&mut self, v: &PacketView<'_>, now: Instant, env: &mut E) {
+        if self.error || !self.accepts(v) {
+            self.counters.packets_dropped += 1;
+            return;
+        }
+        self.counters.packets_received += 1;
+        if v.info().direction == Direction::Request {
+            if self
+                .resp
+                .on_request(v, &self.cfg, &mut self.counters, env)
+                .is_err()
+            {
+                self.enter_error(env);
+            }
+            return;
+        }
+        let una = self.req.una;
+        let event = self.req.on_response(v, &self.cfg, &mut self.counters, env);
+        self.note_progress(una, now);
+        match event {
+            Event::Ignored | Event::Accepted => {}
+            Event::Retry => {
+                // Once per PSN until progress: a second NAK or gap for the
+                // same PSN is a duplicate of the first.
+                if self.rewound_at != Some(self.req.una) {
+                    self.retry(now, env);
+                    return;
+                }
+            }
+            Event::Rnr { timer } => {
+                self.rnr(timer, now, env);
+                return;
+            }
+            Event::Fatal => {
+                self.req.retire(self.cfg.qpn, env);
+                self.enter_error(env);
+                return;
+            }
+        }
+        self.progress(now, env);
+    }
+
+    /// Runs expired timers: the end of an RNR wait resends; an ACK timeout
+    /// resends from the oldest unacknowledged PSN, or fails the QP with
+    /// WC_RETRY_EXC_ERR when the retries are used up.
+    pub fn on_timer<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {
+        if self.error {
+            return;
+        }
+        if self.rnr_until.is_some_and(|t| t <= now) {
+            self.rnr_until = None;
+            self.req.rewind();
+            self.rewound_at = Some(self.req.una);
+        }
+        if self.ack_deadline.is_some_and(|t| t <= now) {
+            self.ack_deadline = None;
+            if self.req.outstanding() {
+                if self.retry_left == 0 {
+                    self.fail_oldest(WC_RETRY_EXC_ERR, env);
+                    return;
+                }
+                self.retry_left -= 1;
+                self.counters.timeouts += 1;
+                self.req.rewind();
+                self.rewound_at = Some(self.req.una);
+            }
+        }
+        self.progress(now, env);
+    }
+
+    /// Moves the QP to error: every outstanding and pending send WQE and a
+    /// receive in progress complete with WC_WR_FLUSH_ERR (a WQE that failed
+    /// with its own status); so do the receive WQEs still posted.
+    pub fn flush<E: QpEnv + ?Sized>(&mut self, env: &mut E) {
+        self.enter_error(env);
+    }
+
+    fn accepts(&self, v: &PacketView<'_>) -> bool {
+        let pkey_ok = (v.bth.pkey & 0x7fff) == (self.cfg.pkey & 0x7fff)
+            && (v.bth.pkey | self.cfg.pkey) & 0x8000 != 0;
+        v.info().service == Service::Rc
+            && v.bth.dest_qp == self.cfg.qpn
+            && v.lrh.dlid == self.cfg.slid
+            && v.lrh.slid == self.cfg.dlid
+            && pkey_ok
+    }
+
+    /// Resets the retry counters and re-arms the ACK timer when the oldest
+    /// unacknowledged PSN moved past `una_before`.
+    fn note_progress(&mut self, una_before: u32, now: Instant) {
+        if psn::before(una_before, self.req.una) {
+            self.retry_left = self.cfg.retry_cnt;
+            self.rnr_left = self.cfg.rnr_retry;
+            self.rewound_at = None;
+            self.ack_deadline = None;
+            self.arm(now);
+        }
+    }
+
+    /// Retires finished WQEs, sends what may go, keeps the ACK timer armed
+    /// while anything is unacknowledged.
+    fn progress<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {
+        if self.req.retire(self.cfg.qpn, env) {
+            self.enter_error(env);
+            return;
+        }
+        if self.rnr_until.is_none() {
+            self.req.pump(&self.cfg, &mut self.counters, env);
+        }
+        if self.req.retire(self.cfg.qpn, env) {
+            self.enter_error(env);
+            return;
+        }
+        self.arm(now);
+    }
+
+    fn arm(&mut self, now: Instant) {
+        if !self.req.outstanding() || self.rnr_until.is_some() {
+            self.ack_deadline = None;
+        } else if self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now + self.cfg.ack_timeout);
+        }
+    }
+
+    /// Go back N now (PSN sequence NAK, missing READ/atomic responses).
+    fn retry<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {
+        if self.retry_left == 0 {
+            self.fail_oldest(WC_RETRY_EXC_ERR, env);
+            return;
+        }
+        self.retry_left -= 1;
+        self.req.rewind();
+        self.rewound_at = Some(self.req.una);
+        self.ack_deadline = None;
+        self.progress(now, env);
+    }
+
+    fn rnr<E: QpEnv + ?Sized>(&mut self, timer: u8, now: Instant, env: &mut E) {
+        if self.cfg.rnr_retry != 7 {
+            if self.rnr_left == 0 {
+                self.fail_oldest(WC_RNR_RETRY_EXC_ERR, env);
+                return;
+            }
+            self.rnr_left -= 1;
+        }
+        // Retire what the RNR NAK implicitly acknowledged, then wait.
+        if self.req.retire(self.cfg.qpn, env) {
+            self.enter_error(env);
+            return;
+        }
+        self.req.rewind();
+        self.ack_deadline = None;
+        self.rnr_until = Some(now + rnr_delay(timer));
+    }
+
+    /// Fails the oldest unfinished WQE with `status` and the QP with it.
+    fn fail_oldest<E: QpEnv + ?Sized>(&mut self, status: u8, env: &mut E) {
+        self.req.retire(self.cfg.qpn, env);
+        if let Some(f) = self.req.inflight.front_mut() {
+            f.error.get_or_insert(status);
+        }
+        self.enter_error(env);
+    }
+
+    fn enter_error<E: QpEnv + ?Sized>(&mut self, env: &mut E) {
+        self.error = true;
+        self.ack_deadline = None;
+        self.rnr_until = None;
+        self.req.flush(self.cfg.qpn, env);
+        self.resp.flush(&self.cfg, env);
+        while let Some(recv) = env.next_recv() {
+            env.complete(
+                CqKind::Recv,
+                Cqe {
+                    wr_id: recv.wr_id,
+                    qpn: self.cfg.qpn.into(),
+                    opcode: WC_RECV,
+                    status: WC_WR_FLUSH_ERR,
+                    ..Cqe::default()
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The requester: turns send WQEs into request packets. It owns the send
+//! queue state the completer works on: WQEs not started yet (`pending`),
+//! WQEs with PSNs (`inflight`, oldest first, kept whole so any packet can be
+//! rebuilt for go-back-N), and the PSN cursors:
+//!
+//! ```text
+//!   una ≤ tx_psn ≤ tx_high ≤ next_psn
+//!   una      oldest PSN not yet acknowledged
+//!   tx_psn   next PSN to (re)transmit
+//!   tx_high  one past the highest PSN ever transmitted
+//!   next_psn first PSN of the next WQE to start
+//! ```
+//!
+//! A send or write takes one PSN per packet; a READ takes one PSN per
+//! response packet but is a single request packet; an atomic takes one.
+
+use std::collections::VecDeque;
+
+use ibtca_protocol::headers::{AtomicEth, ExtHeaders, ImmDt, Reth};
+use ibtca_protocol::Opcode;
+
+use super::config::{AckPolicy, RcConfig, RcCounters};
+use super::engine::{self, DataKind, Source};
+use super::psn;
+use super::{CqKind, QpEnv};
+use crate::verbs::abi::*;
+
+/// Largest message (IBA: 2^31 bytes).
+pub const MAX_MESSAGE: u64 = 1 << 31;
+
+/// What a send WQE asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WrKind {
+    Send { imm: bool },
+    Write { imm: bool },
+    Read,
+    CompareSwap,
+    FetchAdd,
+}
+
+impl WrKind {
+    fn from_opcode(op: u8) -> Option<Self> {
+        Some(match op {
+            WR_SEND => WrKind::Send { imm: false },
+            WR_SEND_IMM => WrKind::Send { imm: true },
+            WR_RDMA_WRITE => WrKind::Write { imm: false },
+            WR_RDMA_WRITE_IMM => WrKind::Write { imm: true },
+            WR_RDMA_READ => WrKind::Read,
+            WR_ATOMIC_CMP_SWP => WrKind::CompareSwap,
+            WR_ATOMIC_FETCH_ADD => WrKind::FetchAdd,
+            _ => return None,
+        })
+    }
+
+    /// READs and atomics: completed by responses, limited by max_rd_atomic.
+    pub(crate) fn needs_response(self) -> bool {
+        matches!(self, WrKind::Read | WrKind::CompareSwap | WrKind::FetchAdd)
+    }
+
+    fn wc_opcode(self) -> u8 {
+        match self {
+            WrKind::Send { .. } => WC_SEND,
+            WrKind::Write { .. } => WC_RDMA_WRITE,
+            WrKind::Read => WC_RDMA_READ,
+            WrKind::CompareSwap => WC_COMP_SWAP,
+            WrKind::FetchAdd => WC_FETCH_ADD,
+        }
+    }
+}
+
+/// A started WQE.
+#[derive(Debug, Clone)]
+pub(crate) struct Flight {
+    pub(crate) wqe: SendWqe,
+    pub(crate) kind: WrKind,
+    /// Message length in bytes (8 for atomics).
+    pub(crate) len: u64,
+    pub(crate) first_psn: u32,
+    /// PSNs taken (0 for a WQE refused before it got any).
+    pub(crate) npsn: u32,
+    /// Response packets accepted (READ, atomic).
+    pub(crate) received: u32,
+    /// Completion status once the WQE has failed.
+    pub(crate) error: Option<u8>,
+}
+
+impl Flight {
+    /// One past the last PSN.
+    pub(crate) fn end_psn(&self) -> u32 {
+        psn::add(self.first_psn, self.npsn)
+    }
+
+    pub(crate) fn contains(&self, p: u32) -> bool {
+        self.npsn > 0 && psn::in_window(p, self.first_psn, self.end_psn())
+    }
+
+    /// A READ or atomic still waiting for responses.
+    pub(crate) fn awaits_response(&self) -> bool {
+        self.kind.needs_response() && self.received < self.npsn && self.error.is_none()
+    }
+
+    pub(crate) fn sges(&self) -> &[Sge] {
+        engine::sges(&self.wqe.sge, self.wqe.num_sge)
+    }
+
+    pub(crate) fn signaled(&self) -> bool {
+        self.wqe.flags & WQE_F_SIGNALED != 0
+    }
+
+    /// The completion for this WQE with `status`.
+    pub(crate) fn cqe(&self, qpn: u32, status: u8) -> Cqe {
+        let byte_len = match self.kind {
+            WrKind::CompareSwap | WrKind::FetchAdd => 8,
+            _ => u32::try_from(self.len).unwrap_or(u32::MAX),
+        };
+        Cqe {
+            wr_id: self.wqe.wr_id,
+            byte_len: byte_len.into(),
+            qpn: qpn.into(),
+            opcode: self.kind.wc_opcode(),
+            status,
+            ..Cqe::default()
+        }
+    }
+}
+
+/// Requester state (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct Requester {
+    pending: VecDeque<SendWqe>,
+    pub(crate) inflight: VecDeque<Flight>,
+    pub(crate) next_psn: u32,
+    pub(crate) tx_psn: u32,
+    pub(crate) tx_high: u32,
+    pub(crate) una: u32,
+    /// The last PSN sent with AckReq.
+    ack_req_psn: u32,
+}
+
+impl Requester {
+    pub(crate) fn new(sq_psn: u32) -> Self {
+        let p = sq_psn & psn::MASK;
+        Self {
+            pending: VecDeque::new(),
+            inflight: VecDeque::new(),
+            next_psn: p,
+            tx_psn: p,
+            tx_high: p,
+            una: p,
+            ack_req_psn: p,
+        }
+    }
+
+    pub(crate) fn post(&mut self, wqe: SendWqe) {
+        self.pending.push_back(wqe);
+    }
+
+    /// Packets sent and not yet acknowledged.
+    pub(crate) fn outstanding(&self) -> bool {
+        psn::before(self.una, self.tx_high)
+    }
+
+    /// WQEs posted and not completed.
+    pub(crate) fn queued(&self) -> usize {
+        self.pending.len() + self.inflight.len()
+    }
+
+    /// Go back N: resend from the oldest unacknowledged PSN.
+    pub(crate) fn rewind(&mut self) {
+        self.tx_psn = self.una;
+    }
+
+    /// The started WQE that took PSN `p`.
+    pub(crate) fn find(&self, p: u32) -> Option<usize> {
+        self.inflight.iter().position(|f| f.contains(p))
+    }
+
+    /// The oldest READ or atomic still waiting for responses.
+    pub(crate) fn first_awaiting(&self) -> Option<usize> {
+        self.inflight.iter().position(Flight::awaits_response)
+    }
+
+    fn outstanding_rd_atomic(&self) -> usize {
+        self.inflight.iter().filter(|f| f.awaits_response()).count()
+    }
+
+    /// Assigns PSNs to `wqe`, or a local error status if it cannot be sent.
+    fn start(&self, wqe: SendWqe, cfg: &RcConfig) -> Flight {
+        let mut f = Flight {
+            wqe,
+            kind: WrKind::Send { imm: false },
+            len: 0,
+            first_psn: self.next_psn,
+            npsn: 0,
+            received: 0,
+            error: None,
+        };
+        let Some(kind) = WrKind::from_opcode(wqe.opcode) else {
+            f.error = Some(WC_LOC_QP_OP_ERR);
+            return f;
+        };
+        f.kind = kind;
+        if usize::from(wqe.num_sge) > MAX_SGE {
+            f.error = Some(WC_LOC_LEN_ERR);
+            return f;
+        }
+        let sge_len: u64 = f
+            .sges()
+            .iter()
+            .map(|s| u64::from(s.length.to_native()))
+            .sum();
+        f.len = match kind {
+            WrKind::CompareSwap | WrKind::FetchAdd => {
+                if wqe.num_sge == 0 || wqe.sge[0].length.to_native() < 8 {
+                    f.error = Some(WC_LOC_LEN_ERR);
+                    return f;
+                }
+                8
+            }
+            _ => sge_len,
+        };
+        if f.len > MAX_MESSAGE {
+            f.error = Some(WC_LOC_LEN_ERR);
+            return f;
+        }
+        f.npsn = match kind {
+            WrKind::CompareSwap | WrKind::FetchAdd => 1,
+            _ => engine::packet_count(f.len, cfg.path_mtu),
+        };
+        f
+    }
+
+    /// Sends what the window, max_rd_atomic and fences allow: first any
+    /// packets being resent after a rewind, then new WQEs.
+    pub(crate) fn pump<E: QpEnv + ?Sized>(
+        &mut self,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) {
+        loop {
+            if psn::diff(self.tx_psn, self.una) >= cfg.send_window as i32 {
+                return;
+            }
+            if !psn::before(self.tx_psn, self.next_psn) {
+                if self.inflight.iter().any(|f| f.error.is_some()) {
+                    return;
+                }
+                let Some(wqe) = self.pending.front() else {
+                    return;
+                };
+                let reads = self.outstanding_rd_atomic();
+                let kind = WrKind::from_opcode(wqe.opcode);
+                if kind.is_some_and(WrKind::needs_response)
+                    && reads >= usize::from(cfg.max_rd_atomic)
+                {
+                    return;
+                }
+                if wqe.flags & WQE_F_FENCE != 0 && reads > 0 {
+                    return;
+                }
+                let Some(wqe) = self.pending.pop_front() else {
+                    return;
+                };
+                let f = self.start(wqe, cfg);
+                self.next_psn = f.end_psn();
+                self.inflight.push_back(f);
+                continue;
+            }
+            let Some(i) = self.find(self.tx_psn) else {
+                // Cannot happen (every PSN below next_psn belongs to a
+                // started WQE); resume at the first unstarted PSN.
+                self.tx_psn = self.next_psn;
+                continue;
+            };
+            let f = &self.inflight[i];
+            if f.error.is_some() {
+                return;
+            }
+            let p = self.tx_psn;
+            // Ask for an ACK at least every half window, so a message longer
+            // than the window keeps flowing (per-message ACKs alone would
+            // stall it until the ACK timeout).
+            let half = (cfg.send_window / 2).max(1) as i32;
+            let ack_req = psn::diff(p, self.ack_req_psn) >= half;
+            match transmit(f, p, ack_req, cfg, counters, env) {
+                Ok((next, ack_req)) => {
+                    if ack_req {
+                        self.ack_req_psn = p;
+                    }
+                    if psn::before(p, self.tx_high) {
+                        counters.retransmits += 1;
+                    }
+                    self.tx_psn = next;
+                    self.tx_high = psn::max(self.tx_high, next);
+                }
+                Err(status) => {
+                    if let Some(f) = self.inflight.get_mut(i) {
+                        f.error = Some(status);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Completes every started and pending WQE: a failed one with its own
+    /// status, the rest with WC_WR_FLUSH_ERR. Errors always complete,
+    /// signaled or not.
+    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, qpn: u32, env: &mut E) {
+        for f in self.inflight.drain(..) {
+            env.complete(CqKind::Send, f.cqe(qpn, f.error.unwrap_or(WC_WR_FLUSH_ERR)));
+        }
+        for wqe in self.pending.drain(..) {
+            let kind = WrKind::from_opcode(wqe.opcode).unwrap_or(WrKind::Send { imm: false });
+            let f = Flight {
+                wqe,
+                kind,
+                len: 0,
+                first_psn: 0,
+                npsn: 0,
+                received: 0,
+                error: None,
+            };
+            env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
+        }
+        self.tx_psn = self.next_psn;
+        self.una = self.next_psn;
+        self.tx_high = self.next_psn;
+    }
+}
+
+/// Sends the request packet with PSN `p` of `f` (with AckReq if `ack_req`
+/// or the policy asks); returns the PSN after it and whether AckReq was
+/// set, or a completion status when the local buffer cannot be read.
+fn transmit<E: QpEnv + ?Sized>(
+    f: &Flight,
+    p: u32,
+    ack_req: bool,
+    cfg: &RcConfig,
+    counters: &mut RcCounters,
+    env: &mut E,
+) -> Result<(u32, bool), u8> {
+    let index = psn::diff(p, f.first_psn).max(0) as u32;
+    let wqe = &f.wqe;
+    let per_packet = ack_req || cfg.ack_policy == AckPolicy::PerPacket;
+    let packet = match f.kind {
+        WrKind::Send { imm } | WrKind::Write { imm } => {
+            let seg = engine::segment(f.len, cfg.path_mtu, index);
+            let write = matches!(f.kind, WrKind::Write { .. });
+            let kind = if write {
+                DataKind::Write
+            } else {
+                DataKind::Send
+            };
+            let opcode = engine::data_opcode(kind, seg.position, imm);
+            let mut ext = ExtHeaders::default();
+            if write && seg.position.starts() {
+                ext.reth = Some(Reth {
+                    va: wqe.remote_addr.to_native(),
+                    rkey: wqe.rkey.to_native(),
+                    dma_len: u32::try_from(f.len).unwrap_or(u32::MAX),
+                });
+            }
+            if imm && seg.position.ends() {
+                ext.immdt = Some(ImmDt {
+                    data: wqe.imm_data.to_native(),
+                });
+            }
+            let ack_req = seg.position.ends() || per_packet;
+            let mut pkt = engine::data_packet(
+                cfg,
+                env,
+                opcode,
+                p,
+                ack_req,
+                ext,
+                Source::Local(f.sges()),
+                seg,
+            )
+            .map_err(|_| WC_LOC_PROT_ERR)?;
+            pkt.bth.se = !write && seg.position.ends() && wqe.flags & WQE_F_SOLICITED != 0;
+            pkt
+        }
+        WrKind::Read => {
+            // A resent READ resumes where the responses stopped (IBA 9.4.4).
+            let offset = u64::from(index)
+                .saturating_mul(u64::from(cfg.path_mtu))
+                .min(f.len);
+            let mut pkt = engine::packet(cfg, Opcode::RcRdmaReadRequest, p, true);
+            pkt.ext.reth = Some(Reth {
+                va: wqe.remote_addr.to_native().wrapping_add(offset),
+                rkey: wqe.rkey.to_native(),
+                dma_len: u32::try_from(f.len - offset).unwrap_or(u32::MAX),
+            });
+            engine::emit(env, counters, &pkt);
+            return Ok((f.end_psn(), true));
+        }
+        WrKind::CompareSwap | WrKind::FetchAdd => {
+            let cmp = f.kind == WrKind::CompareSwap;
+            let opcode = if cmp {
+                Opcode::RcCompareSwap
+            } else {
+                Opcode::RcFetchAdd
+            };
+            let mut pkt = engine::packet(cfg, opcode, p, true);
+            pkt.ext.atomic_eth = Some(AtomicEth {
+                va: wqe.remote_addr.to_native(),
+                rkey: wqe.rkey.to_native(),
+                swap_add: if cmp {
+                    wqe.swap.to_native()
+                } else {
+                    wqe.compare_add.to_native()
+                },
+                compare: if cmp { wqe.compare_add.to_native() } else { 0 },
+            });
+            pkt
+        }
+    };
+    let ack_req = packet.bth.ack_req;
+    engine::emit(env, counters, &packet);
+    Ok((psn::add(p, 1), ack_req))
+}

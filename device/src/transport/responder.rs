@@ -1,0 +1,527 @@
+//! The responder: executes inbound requests in PSN order and answers them.
+//!
+//! - Expected PSN: executed. Earlier PSN: a duplicate, answered without
+//!   executing again (SEND/WRITE: re-ACK; READ: the responses are served
+//!   again from memory; atomic: the saved result is replayed). Later PSN:
+//!   dropped, with one PSN sequence error NAK until the expected PSN arrives.
+//! - The MSN advances when the last packet of a message is accepted; every
+//!   ACK carries it (seed 002).
+//! - ACK coalescing: an ACK for the last packet of a message and for every
+//!   packet with AckReq.
+//! - RDMA READ requests become quasi-WQEs (seed 004) that the shared send
+//!   engine turns into responses.
+//! - Errors: remote access → NAK 0x62 (nothing written: the whole range is
+//!   checked before the first byte moves), malformed → NAK 0x61, a fault
+//!   after checks → NAK 0x63. After any of these the QP goes to error
+//!   (what IBA prescribes for these responder errors); the caller does that
+//!   when a handler returns [`Fatal`].
+
+use std::collections::VecDeque;
+
+use ibtca_protocol::headers::{Aeth, AtomicAckEth, NakCode, CREDITS_INVALID};
+use ibtca_protocol::opcode::{OpClass, Position};
+use ibtca_protocol::{Opcode, PacketView};
+
+use super::config::{RcConfig, RcCounters};
+use super::engine::{self, DataKind, Source};
+use super::psn;
+use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use crate::verbs::abi::*;
+
+/// The responder hit an error that puts the QP in error (the NAK is sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fatal;
+
+/// A multi-packet message being received.
+#[derive(Debug, Clone)]
+enum InMsg {
+    Send {
+        recv: RecvWqe,
+        offset: u64,
+    },
+    Write {
+        rkey: u32,
+        va: u64,
+        len: u64,
+        offset: u64,
+    },
+}
+
+/// Responder state.
+#[derive(Debug)]
+pub(crate) struct Responder {
+    /// Expected PSN.
+    pub(crate) epsn: u32,
+    /// Messages completed, mod 2^24.
+    pub(crate) msn: u32,
+    /// A PSN sequence or RNR NAK was sent for `epsn`: drop later packets
+    /// silently until it arrives.
+    nak_sent: bool,
+    msg: Option<InMsg>,
+    /// Recent atomic results by request PSN, for replaying duplicates.
+    atomics: VecDeque<(u32, u64)>,
+}
+
+impl Responder {
+    pub(crate) fn new(cfg: &RcConfig) -> Self {
+        Self {
+            epsn: cfg.rq_psn & psn::MASK,
+            msn: cfg.initial_msn & psn::MASK,
+            nak_sent: false,
+            msg: None,
+            atomics: VecDeque::new(),
+        }
+    }
+
+    /// Handles one request packet.
+    pub(crate) fn on_request<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let p = v.bth.psn;
+        let d = psn::diff(p, self.epsn);
+        if d > 0 {
+            counters.out_of_sequence += 1;
+            if !self.nak_sent {
+                self.nak_sent = true;
+                counters.naks_sent.psn_seq += 1;
+                let aeth = Aeth::nak(NakCode::PsnSequenceError, self.msn);
+                self.acknowledge(self.epsn, aeth, cfg, counters, env);
+            }
+            return Ok(());
+        }
+        if d < 0 {
+            counters.duplicate_requests += 1;
+            self.duplicate(v, cfg, counters, env);
+            return Ok(());
+        }
+        let info = v.info();
+        // Opcode sequence: a message in progress continues with a MIDDLE or
+        // LAST of the same kind; otherwise a new message starts.
+        let in_order = match (&self.msg, info.class) {
+            (Some(InMsg::Send { .. }), OpClass::Send) => !info.position.starts(),
+            (Some(InMsg::Write { .. }), OpClass::Write) => !info.position.starts(),
+            (Some(_), _) => false,
+            (None, _) => info.position.starts(),
+        };
+        // SEND with Invalidate is not supported.
+        let supported = !matches!(v.opcode(), Opcode::RcSendLastInv | Opcode::RcSendOnlyInv);
+        if !in_order || !supported {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        match info.class {
+            OpClass::Send | OpClass::Write if !payload_fits(v, cfg) => {
+                self.fail(NakCode::InvalidRequest, p, cfg, counters, env)
+            }
+            OpClass::Send => self.send(v, cfg, counters, env),
+            OpClass::Write => self.write(v, cfg, counters, env),
+            OpClass::Read => self.read(v, cfg, counters, env),
+            OpClass::Atomic => self.atomic(v, cfg, counters, env),
+            OpClass::Ack => self.fail(NakCode::InvalidRequest, p, cfg, counters, env),
+        }
+    }
+
+    /// Accepts the packet at `epsn`: advances the PSN (and the MSN at the
+    /// end of a message) and ACKs when asked to or at the end of a message.
+    fn accept<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        ends: bool,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) {
+        self.nak_sent = false;
+        self.epsn = psn::add(self.epsn, 1);
+        if ends {
+            self.msn = psn::add(self.msn, 1);
+        }
+        if ends || v.bth.ack_req {
+            let aeth = Aeth::ack(CREDITS_INVALID, self.msn);
+            self.acknowledge(v.bth.psn, aeth, cfg, counters, env);
+        }
+    }
+
+    fn send<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let p = v.bth.psn;
+        let position = v.info().position;
+        let (mut recv, offset) = match self.msg.take() {
+            Some(InMsg::Send { recv, offset }) => (recv, offset),
+            _ => match env.next_recv() {
+                Some(recv) => (recv, 0),
+                None => return self.rnr(p, cfg, counters, env),
+            },
+        };
+        recv.num_sge = recv.num_sge.min(MAX_SGE as u8);
+        if !v.payload.is_empty() {
+            let sges = engine::sges(&recv.sge, recv.num_sge);
+            if let Err(e) = env.scatter(sges, offset, v.payload) {
+                // Receive buffer too small: local length error here, invalid
+                // request for the requester; a bad L_Key: protection error,
+                // remote operational error.
+                let (status, nak) = match e {
+                    AccessError::OutOfBounds => (WC_LOC_LEN_ERR, NakCode::InvalidRequest),
+                    _ => (WC_LOC_PROT_ERR, NakCode::RemoteOperationalError),
+                };
+                env.complete(CqKind::Recv, recv_cqe(&recv, cfg, WC_RECV, status, 0));
+                return self.fail(nak, p, cfg, counters, env);
+            }
+        }
+        let offset = offset + v.payload.len() as u64;
+        let ends = position.ends();
+        if ends {
+            let mut cqe = recv_cqe(&recv, cfg, WC_RECV, WC_SUCCESS, offset);
+            if let Some(imm) = v.ext.immdt {
+                cqe.imm_data = imm.data.into();
+                cqe.flags |= CQE_F_IMM;
+            }
+            env.complete(CqKind::Recv, cqe);
+        } else {
+            self.msg = Some(InMsg::Send { recv, offset });
+        }
+        self.accept(v, ends, cfg, counters, env);
+        Ok(())
+    }
+
+    fn write<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let p = v.bth.psn;
+        let position = v.info().position;
+        let (rkey, va, len, offset) = match (&self.msg, v.ext.reth) {
+            (
+                Some(InMsg::Write {
+                    rkey,
+                    va,
+                    len,
+                    offset,
+                }),
+                _,
+            ) => (*rkey, *va, *len, *offset),
+            (None, Some(reth)) => {
+                let len = u64::from(reth.dma_len);
+                if len > 0 {
+                    if let Err(e) = env.check_remote(reth.rkey, reth.va, len, true) {
+                        return self.fail(e.nak(), p, cfg, counters, env);
+                    }
+                }
+                (reth.rkey, reth.va, len, 0)
+            }
+            _ => return self.fail(NakCode::InvalidRequest, p, cfg, counters, env),
+        };
+        let end = offset + v.payload.len() as u64;
+        let ends = position.ends();
+        if end > len || (ends && end != len) {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        // WRITE with immediate consumes a receive WQE; without one the
+        // packet is refused (RNR) before anything is written.
+        let recv = match v.ext.immdt {
+            Some(_) => match env.next_recv() {
+                Some(r) => Some(r),
+                // Nothing changed yet: the retry finds the same state.
+                None => return self.rnr(p, cfg, counters, env),
+            },
+            None => None,
+        };
+        if !v.payload.is_empty() {
+            let at = va.wrapping_add(offset);
+            if let Err(e) = env.remote_write(rkey, at, v.payload) {
+                if let Some(r) = recv {
+                    env.complete(
+                        CqKind::Recv,
+                        recv_cqe(&r, cfg, WC_RECV_RDMA_WITH_IMM, WC_WR_FLUSH_ERR, 0),
+                    );
+                }
+                return self.fail(e.nak(), p, cfg, counters, env);
+            }
+        }
+        if ends {
+            self.msg = None;
+            if let (Some(r), Some(imm)) = (recv, v.ext.immdt) {
+                let mut cqe = recv_cqe(&r, cfg, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, len);
+                cqe.imm_data = imm.data.into();
+                cqe.flags |= CQE_F_IMM;
+                env.complete(CqKind::Recv, cqe);
+            }
+        } else {
+            self.msg = Some(InMsg::Write {
+                rkey,
+                va,
+                len,
+                offset: end,
+            });
+        }
+        self.accept(v, ends, cfg, counters, env);
+        Ok(())
+    }
+
+    fn read<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let p = v.bth.psn;
+        let Some(reth) = v.ext.reth else {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        };
+        let len = u64::from(reth.dma_len);
+        if len > super::requester::MAX_MESSAGE {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        if len > 0 {
+            if let Err(e) = env.check_remote(reth.rkey, reth.va, len, false) {
+                return self.fail(e.nak(), p, cfg, counters, env);
+            }
+        }
+        self.nak_sent = false;
+        self.epsn = psn::add(p, engine::packet_count(len, cfg.path_mtu));
+        self.msn = psn::add(self.msn, 1);
+        env.push_quasi(QuasiWqe {
+            va: reth.va.into(),
+            length: reth.dma_len.into(),
+            rkey: reth.rkey.into(),
+            psn: p.into(),
+            dest_qpn: cfg.dest_qpn.into(),
+            ..QuasiWqe::default()
+        });
+        self.serve_reads(cfg, counters, env)
+    }
+
+    /// Drains the quasi-WQE ring through the shared send engine.
+    pub(crate) fn serve_reads<E: QpEnv + ?Sized>(
+        &mut self,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        while let Some(q) = env.pop_quasi() {
+            let len = u64::from(q.length.to_native());
+            let first = q.psn.to_native();
+            let src = Source::Remote {
+                rkey: q.rkey.to_native(),
+                va: q.va.to_native(),
+            };
+            for i in 0..engine::packet_count(len, cfg.path_mtu) {
+                let seg = engine::segment(len, cfg.path_mtu, i);
+                let opcode = engine::data_opcode(DataKind::ReadResponse, seg.position, false);
+                let mut ext = ibtca_protocol::headers::ExtHeaders::default();
+                if seg.position != Position::Middle {
+                    ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
+                }
+                let p = psn::add(first, i);
+                match engine::data_packet(cfg, env, opcode, p, false, ext, src, seg) {
+                    Ok(pkt) => engine::emit(env, counters, &pkt),
+                    Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn atomic<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let p = v.bth.psn;
+        let Some(eth) = v.ext.atomic_eth else {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        };
+        if eth.va & 7 != 0 {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        let op = if v.opcode() == Opcode::RcCompareSwap {
+            AtomicOp::CompareSwap {
+                compare: eth.compare,
+                swap: eth.swap_add,
+            }
+        } else {
+            AtomicOp::FetchAdd { add: eth.swap_add }
+        };
+        let orig = match env.remote_atomic(eth.rkey, eth.va, op) {
+            Ok(orig) => orig,
+            Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+        };
+        if self.atomics.len() >= usize::from(cfg.max_dest_rd_atomic.max(1)) {
+            self.atomics.pop_front();
+        }
+        self.atomics.push_back((p, orig));
+        self.nak_sent = false;
+        self.epsn = psn::add(p, 1);
+        self.msn = psn::add(self.msn, 1);
+        self.atomic_ack(p, orig, cfg, counters, env);
+        Ok(())
+    }
+
+    /// A request with a PSN before the expected one.
+    fn duplicate<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) {
+        match v.info().class {
+            OpClass::Send | OpClass::Write => {
+                let aeth = Aeth::ack(CREDITS_INVALID, self.msn);
+                self.acknowledge(psn::sub(self.epsn, 1), aeth, cfg, counters, env);
+            }
+            OpClass::Read => {
+                // Reading again is harmless; serve exactly what the request
+                // asks (it may resume a partly answered READ), if the key
+                // still allows it.
+                let Some(reth) = v.ext.reth else { return };
+                let len = u64::from(reth.dma_len);
+                let fits = psn::diff(
+                    psn::add(v.bth.psn, engine::packet_count(len, cfg.path_mtu)),
+                    self.epsn,
+                ) <= 0;
+                if !fits || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err()) {
+                    return;
+                }
+                env.push_quasi(QuasiWqe {
+                    va: reth.va.into(),
+                    length: reth.dma_len.into(),
+                    rkey: reth.rkey.into(),
+                    psn: v.bth.psn.into(),
+                    dest_qpn: cfg.dest_qpn.into(),
+                    ..QuasiWqe::default()
+                });
+                // A fault while re-reading sends its NAK; the QP state is
+                // decided by the next new request.
+                let _ = self.serve_reads(cfg, counters, env);
+            }
+            OpClass::Atomic => {
+                // Never execute an atomic twice: replay the saved result, or
+                // drop the request if it is too old to remember.
+                let p = v.bth.psn;
+                if let Some(&(_, orig)) = self.atomics.iter().find(|(q, _)| *q == p) {
+                    self.atomic_ack(p, orig, cfg, counters, env);
+                }
+            }
+            OpClass::Ack => {}
+        }
+    }
+
+    fn rnr<E: QpEnv + ?Sized>(
+        &mut self,
+        p: u32,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        self.nak_sent = true;
+        counters.naks_sent.rnr += 1;
+        let aeth = Aeth::rnr_nak(cfg.min_rnr_timer, self.msn);
+        self.acknowledge(p, aeth, cfg, counters, env);
+        Ok(())
+    }
+
+    /// Sends a NAK for `p` and reports the error that puts the QP in error.
+    fn fail<E: QpEnv + ?Sized>(
+        &mut self,
+        code: NakCode,
+        p: u32,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<(), Fatal> {
+        let n = &mut counters.naks_sent;
+        match code {
+            NakCode::PsnSequenceError => n.psn_seq += 1,
+            NakCode::InvalidRequest | NakCode::InvalidRdRequest => n.invalid_request += 1,
+            NakCode::RemoteAccessError => n.remote_access += 1,
+            _ => n.remote_op += 1,
+        }
+        if let Some(InMsg::Send { recv, .. }) = self.msg.take() {
+            env.complete(
+                CqKind::Recv,
+                recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
+            );
+        }
+        self.acknowledge(p, Aeth::nak(code, self.msn), cfg, counters, env);
+        Err(Fatal)
+    }
+
+    /// Completes a receive in progress with a flush error (QP to error).
+    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) {
+        if let Some(InMsg::Send { recv, .. }) = self.msg.take() {
+            env.complete(
+                CqKind::Recv,
+                recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
+            );
+        }
+    }
+
+    fn acknowledge<E: QpEnv + ?Sized>(
+        &self,
+        p: u32,
+        aeth: Aeth,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) {
+        if aeth.syndrome >> 5 == 0 {
+            counters.acks_sent += 1;
+        }
+        let mut pkt = engine::packet(cfg, Opcode::RcAcknowledge, p, false);
+        pkt.ext.aeth = Some(aeth);
+        engine::emit(env, counters, &pkt);
+    }
+
+    fn atomic_ack<E: QpEnv + ?Sized>(
+        &self,
+        p: u32,
+        orig: u64,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) {
+        counters.acks_sent += 1;
+        let mut pkt = engine::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
+        pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
+        pkt.ext.atomic_ack_eth = Some(AtomicAckEth { orig });
+        engine::emit(env, counters, &pkt);
+    }
+}
+
+/// FIRST/MIDDLE packets carry exactly one MTU; LAST/ONLY at most one.
+fn payload_fits(v: &PacketView<'_>, cfg: &RcConfig) -> bool {
+    let n = v.payload.len();
+    let mtu = cfg.path_mtu as usize;
+    if v.info().position.ends() {
+        n <= mtu
+    } else {
+        n == mtu
+    }
+}
+
+fn recv_cqe(recv: &RecvWqe, cfg: &RcConfig, opcode: u8, status: u8, len: u64) -> Cqe {
+    Cqe {
+        wr_id: recv.wr_id,
+        byte_len: u32::try_from(len).unwrap_or(u32::MAX).into(),
+        qpn: cfg.qpn.into(),
+        src_qp: cfg.dest_qpn.into(),
+        opcode,
+        status,
+        ..Cqe::default()
+    }
+}

@@ -1,0 +1,239 @@
+//! Errors: remote access (NAK 0x62), invalid requests (0x61), local
+//! protection and length errors, flushing.
+
+use ibtca_protocol::Opcode;
+
+use super::*;
+use crate::transport::mock::ALL_ACCESS;
+
+const OTHER_PD: u32 = 0x300;
+const READ_ONLY: u32 = 0x400;
+const NO_ATOMIC: u32 = 0x500;
+
+/// A wire where B also has a region in another PD, a read-only region and
+/// one without the atomic right.
+fn wire() -> Wire {
+    let mut w = Wire::with_mtu(1024);
+    w.b.env.reg_in(OTHER_PD, 0x4000_0000, 65536, ALL_ACCESS, 2);
+    w.b.env.reg(
+        READ_ONLY,
+        0x5000_0000,
+        65536,
+        ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ,
+    );
+    w.b.env.reg(
+        NO_ATOMIC,
+        0x6000_0000,
+        65536,
+        ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE,
+    );
+    for key in [OTHER_PD, READ_ONLY, NO_ATOMIC, DST] {
+        w.b.env.bytes_mut(key).fill(0xa5);
+    }
+    w.a.env.bytes_mut(SRC).copy_from_slice(&pattern(2 << 20, 3));
+    w
+}
+
+fn naks(w: &Wire) -> Vec<(u32, u8)> {
+    w.packets(Dir::BtoA)
+        .iter()
+        .filter(|p| p.bth.opcode == Opcode::RcAcknowledge)
+        .filter_map(|p| {
+            p.ext
+                .aeth
+                .filter(|a| a.syndrome >> 5 == 3)
+                .map(|a| (p.bth.psn, a.syndrome))
+        })
+        .collect()
+}
+
+/// Posts `wr` and a second WQE behind it; expects NAK `syndrome` for PSN
+/// 100, `status` for `wr`, a flush for the second, both QPs in error and
+/// B's memory unchanged byte for byte.
+fn expect_remote_error(mut w: Wire, wr: SendWqe, syndrome: u8, status: u8) {
+    let b_before = w.b.env.mem.clone();
+    let a_before = w.a.env.mem.clone();
+    w.post_a(wr);
+    w.post_a(send(99, 8));
+    w.run();
+    let ctx = format!("opcode {} rkey {:#x}", wr.opcode, wr.rkey.to_native());
+    assert_eq!(naks(&w), [(100, syndrome)], "{ctx}");
+    assert_eq!(
+        summary(&w.a.env.send_cq)
+            .iter()
+            .map(|c| (c.0, c.2))
+            .collect::<Vec<_>>(),
+        [(wr.wr_id.to_native(), status), (99, WC_WR_FLUSH_ERR)],
+        "{ctx}"
+    );
+    assert!(w.a.qp.is_error() && w.b.qp.is_error(), "{ctx}");
+    assert!(w.b.env.mem == b_before, "{ctx}: responder memory changed");
+    assert!(
+        w.a.env.mem == a_before,
+        "{ctx}: nothing came back into the requester"
+    );
+}
+
+#[test]
+fn remote_access_errors_nak_0x62_and_write_nothing() {
+    let cases: [(u32, u64, &str); 4] = [
+        (0xbad, DST_VA, "unknown R_Key"),
+        (OTHER_PD, 0x4000_0000, "region in another PD"),
+        (READ_ONLY, 0x5000_0000, "no REMOTE_WRITE"),
+        (DST, DST_VA + (2 << 20) - 1000, "past the end"),
+    ];
+    for (rkey, va, _what) in cases {
+        // A 4-packet WRITE: refused on its FIRST, before any byte moves.
+        let wr = rdma(WR_RDMA_WRITE, 1, 4096, va, rkey);
+        expect_remote_error(wire(), wr, 0x62, WC_REM_ACCESS_ERR);
+    }
+    // READ through a bad key or past the end, atomics without the right.
+    expect_remote_error(
+        wire(),
+        rdma(WR_RDMA_READ, 2, 4096, DST_VA, 0xbad),
+        0x62,
+        WC_REM_ACCESS_ERR,
+    );
+    expect_remote_error(
+        wire(),
+        rdma(WR_RDMA_READ, 3, 4096, DST_VA + (2 << 20) - 8, DST),
+        0x62,
+        WC_REM_ACCESS_ERR,
+    );
+    let mut cas = wqe(WR_ATOMIC_CMP_SWP, 4, &[sge(DST, DST_VA, 8)]);
+    cas.remote_addr = 0x6000_0000.into();
+    cas.rkey = NO_ATOMIC.into();
+    expect_remote_error(wire(), cas, 0x62, WC_REM_ACCESS_ERR);
+}
+
+#[test]
+fn write_with_immediate_refused_keeps_the_receive_for_flush() {
+    let mut w = wire();
+    w.b.env.post_recv(8, &[]);
+    let b_dst = w.b.env.bytes(DST).to_vec();
+    w.post_a(rdma(WR_RDMA_WRITE_IMM, 1, 100, 0, 0xbad));
+    w.run();
+    assert_eq!(naks(&w), [(100, 0x62)]);
+    assert_eq!(w.b.env.bytes(DST), &b_dst[..]);
+    // B went to error and flushed its posted receive.
+    assert_eq!(summary(&w.b.env.recv_cq), [(8, WC_RECV, WC_WR_FLUSH_ERR)]);
+}
+
+#[test]
+fn misaligned_atomic_is_an_invalid_request() {
+    let mut cas = wqe(WR_ATOMIC_FETCH_ADD, 1, &[sge(DST, DST_VA, 8)]);
+    cas.remote_addr = (DST_VA + 4).into();
+    cas.rkey = DST.into();
+    expect_remote_error(wire(), cas, 0x61, WC_REM_INV_REQ_ERR);
+}
+
+#[test]
+fn receive_buffer_too_small() {
+    let mut w = wire();
+    w.b.env.post_recv(1, &[sge(DST, DST_VA, 100)]);
+    w.post_a(send(1, 1000));
+    w.run();
+    assert_eq!(naks(&w), [(100, 0x61)]);
+    assert_eq!(summary(&w.b.env.recv_cq), [(1, WC_RECV, WC_LOC_LEN_ERR)]);
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_SEND, WC_REM_INV_REQ_ERR)]
+    );
+}
+
+#[test]
+fn bad_local_key_is_a_local_protection_error() {
+    let mut w = wire();
+    w.b.env.post_recv(1, &[sge(DST, DST_VA, 4096)]);
+    w.post_a(wqe(WR_SEND, 1, &[sge(0xbad, 0, 100)]));
+    w.post_a(send(2, 8));
+    w.run();
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_SEND, WC_LOC_PROT_ERR), (2, WC_SEND, WC_WR_FLUSH_ERR)]
+    );
+    assert!(w.a.qp.is_error());
+    assert!(w.packets(Dir::AtoB).is_empty(), "nothing was sent");
+}
+
+#[test]
+fn local_error_waits_for_earlier_wqes() {
+    // The first SEND is fine; the second fails to gather on its second
+    // packet. The first still completes successfully, before the error.
+    let mut w = wire();
+    w.b.env.post_recv(1, &[sge(DST, DST_VA, 4096)]);
+    w.b.env.post_recv(2, &[sge(DST, DST_VA, 4096)]);
+    w.post_a(send(1, 2048));
+    w.post_a(wqe(
+        WR_SEND,
+        2,
+        &[sge(SRC, SRC_VA, 1024), sge(0xbad, 0, 1024)],
+    ));
+    w.run();
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_SEND, 0), (2, WC_SEND, WC_LOC_PROT_ERR)]
+    );
+}
+
+#[test]
+fn invalid_work_requests_fail_locally() {
+    let mut w = wire();
+    let mut bad = send(1, 8);
+    bad.opcode = 0x77;
+    w.post_a(bad);
+    assert_eq!(summary(&w.a.env.send_cq), [(1, WC_SEND, WC_LOC_QP_OP_ERR)]);
+    let mut w = wire();
+    let mut wr = send(2, 8);
+    wr.num_sge = 5;
+    w.post_a(wr);
+    assert_eq!(w.a.env.send_cq[0].status, WC_LOC_LEN_ERR);
+    let mut w = wire();
+    w.post_a(wqe(WR_ATOMIC_FETCH_ADD, 3, &[sge(DST, DST_VA, 4)]));
+    assert_eq!(w.a.env.send_cq[0].status, WC_LOC_LEN_ERR);
+}
+
+#[test]
+fn flush_completes_everything_signaled_or_not() {
+    let mut w = wire();
+    w.filter = Box::new(|_, _| true);
+    for i in 0..3 {
+        let mut s = send(i, 2048);
+        s.flags = if i == 1 { 0 } else { WQE_F_SIGNALED };
+        w.post_a(s);
+    }
+    w.a.env.post_recv(10, &[]);
+    w.a.env.post_recv(11, &[]);
+    w.deliver();
+    w.a.qp.flush(&mut w.a.env);
+    assert!(w.a.qp.is_error());
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [
+            (0, WC_SEND, WC_WR_FLUSH_ERR),
+            (1, WC_SEND, WC_WR_FLUSH_ERR),
+            (2, WC_SEND, WC_WR_FLUSH_ERR)
+        ]
+    );
+    assert_eq!(
+        summary(&w.a.env.recv_cq),
+        [
+            (10, WC_RECV, WC_WR_FLUSH_ERR),
+            (11, WC_RECV, WC_WR_FLUSH_ERR)
+        ]
+    );
+    assert_eq!(w.a.qp.next_deadline(), None);
+    assert_eq!(w.a.qp.send_queue_len(), 0);
+}
+
+#[test]
+fn a_partial_receive_is_flushed_when_the_qp_fails() {
+    let mut w = wire();
+    // Only the FIRST packet of a 2-packet SEND gets through.
+    w.filter = Box::new(|dir, v| dir == Dir::AtoB && v.bth.psn == 101);
+    w.b.env.post_recv(1, &[sge(DST, DST_VA, 4096)]);
+    w.post_a(send(1, 2048));
+    w.deliver();
+    w.b.qp.flush(&mut w.b.env);
+    assert_eq!(summary(&w.b.env.recv_cq), [(1, WC_RECV, WC_WR_FLUSH_ERR)]);
+}

@@ -5,9 +5,13 @@
 //! (low one first). Any other size or alignment is refused and counted in
 //! ERROR_COUNT, as are writes to read-only or unknown offsets.
 
+use std::sync::Arc;
+
 use crate::dma::GuestMemory;
+use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
+use crate::verbs::datapath::Doorbell;
 
 /// What a BAR0 access needs from the rest of the device.
 pub struct Bar0Context<'a> {
@@ -22,12 +26,35 @@ pub struct Bar0Context<'a> {
 }
 
 /// Outcome of a write that the caller must act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum WriteEffect {
     /// Nothing more to do.
     None,
     /// The guest asked for a device reset.
     Reset,
+    /// Work for the engine (command queue, doorbells).
+    Engine(EngineEvent),
+}
+
+/// The port's identity and state, as BAR0 shows them.
+#[derive(Debug, Clone)]
+pub struct PortIdentity {
+    /// LID.
+    pub lid: u16,
+    /// Port GUID.
+    pub guid: u64,
+    /// Live state (the engine follows the link).
+    pub state: Arc<PortState>,
+}
+
+impl Default for PortIdentity {
+    fn default() -> Self {
+        PortIdentity {
+            lid: 0,
+            guid: 0,
+            state: PortState::new(regs::PORT_DOWN),
+        }
+    }
 }
 
 /// A refused BAR0 access.
@@ -43,10 +70,12 @@ pub struct Bar0Error {
 /// Register state of BAR0.
 #[derive(Debug, Default)]
 pub struct Bar0 {
+    port: PortIdentity,
     scratch: u32,
     irq_test_count: u32,
     error_count: u32,
-    port_state: u32,
+    cmdq_base: u64,
+    cmdq_log_size: u32,
     dma_addr: u64,
     dma_len: u32,
     dma_seed: u32,
@@ -62,12 +91,17 @@ pub fn fnv1a32(data: &[u8]) -> u32 {
 }
 
 impl Bar0 {
-    /// Power-on register state.
-    pub fn new() -> Self {
+    /// Power-on register state of a device with this port.
+    pub fn new(port: PortIdentity) -> Self {
         Bar0 {
-            port_state: regs::PORT_DOWN,
+            port,
             ..Default::default()
         }
+    }
+
+    /// The port this BAR0 describes.
+    pub fn port(&self) -> &PortIdentity {
+        &self.port
     }
 
     /// Count of refused accesses so far.
@@ -106,7 +140,13 @@ impl Bar0 {
             regs::VERSION => regs::VERSION_VALUE,
             regs::CAPS => regs::CAP_MSIX | regs::CAP_DMA_TEST,
             regs::SCRATCH => self.scratch,
-            regs::PORT_STATE => self.port_state,
+            regs::PORT_STATE => self.port.state.get(),
+            regs::PORT_LID => u32::from(self.port.lid),
+            regs::PORT_GUID_LO => self.port.guid as u32,
+            regs::PORT_GUID_HI => (self.port.guid >> 32) as u32,
+            regs::CMDQ_BASE_LO => self.cmdq_base as u32,
+            regs::CMDQ_BASE_HI => (self.cmdq_base >> 32) as u32,
+            regs::CMDQ_LOG_SIZE => self.cmdq_log_size,
             regs::NUM_VECTORS => ctx.msix.vectors(),
             regs::IRQ_TEST_COUNT => self.irq_test_count,
             regs::STATUS => {
@@ -139,11 +179,25 @@ impl Bar0 {
             self.error_count = self.error_count.wrapping_add(1);
             return Err(Bar0Error { offset, len });
         };
+        if matches!(off, regs::DB_SQ | regs::DB_RQ | regs::DB_CQ) {
+            // Doorbells are one 8-byte posted write, never two halves.
+            let db = (words == 2)
+                .then(|| u64::from_le_bytes(data.try_into().unwrap()))
+                .and_then(|v| Doorbell::decode(off, v));
+            return match db {
+                Some(db) => Ok(WriteEffect::Engine(EngineEvent::Doorbell(db))),
+                None => {
+                    self.error_count = self.error_count.wrapping_add(1);
+                    Err(Bar0Error { offset, len })
+                }
+            };
+        }
         let mut effect = WriteEffect::None;
         for w in 0..words {
             let v = u32::from_le_bytes(data[4 * w..4 * w + 4].try_into().unwrap());
-            if self.write32(off + 4 * w as u64, v, ctx) == WriteEffect::Reset {
-                effect = WriteEffect::Reset;
+            match self.write32(off + 4 * w as u64, v, ctx) {
+                WriteEffect::None => {}
+                e => effect = e,
             }
         }
         Ok(effect)
@@ -152,6 +206,19 @@ impl Bar0 {
     fn write32(&mut self, off: u64, v: u32, ctx: &Bar0Context) -> WriteEffect {
         match off {
             regs::RESET if v == regs::RESET_VALUE => return WriteEffect::Reset,
+            regs::CMDQ_BASE_LO => {
+                self.cmdq_base = (self.cmdq_base & !0xffff_ffff) | u64::from(v);
+                return WriteEffect::Engine(EngineEvent::CmdqBaseLo(v));
+            }
+            regs::CMDQ_BASE_HI => {
+                self.cmdq_base = (self.cmdq_base & 0xffff_ffff) | (u64::from(v) << 32);
+                return WriteEffect::Engine(EngineEvent::CmdqBaseHi(v));
+            }
+            regs::CMDQ_LOG_SIZE => {
+                self.cmdq_log_size = v;
+                return WriteEffect::Engine(EngineEvent::CmdqLogSize(v));
+            }
+            regs::CMDQ_DB => return WriteEffect::Engine(EngineEvent::CmdqDoorbell(v)),
             regs::SCRATCH => self.scratch = v,
             regs::IRQ_TEST => match ctx.msix.trigger(v) {
                 Ok(d) => {
@@ -240,7 +307,7 @@ mod tests {
             Fixture {
                 msix: Msix::new(4),
                 maps,
-                bar: Bar0::new(),
+                bar: Bar0::new(PortIdentity::default()),
             }
         }
 
@@ -277,12 +344,14 @@ mod tests {
         assert_eq!(f.r(regs::NUM_VECTORS), 4);
         f.w(regs::SCRATCH, 0xdead_beef);
         assert_eq!(f.r(regs::SCRATCH), 0xdead_beef);
-        assert_eq!(
-            f.w(regs::RESET, 1),
-            WriteEffect::None,
+        assert!(
+            matches!(f.w(regs::RESET, 1), WriteEffect::None),
             "wrong reset value ignored"
         );
-        assert_eq!(f.w(regs::RESET, regs::RESET_VALUE), WriteEffect::Reset);
+        assert!(matches!(
+            f.w(regs::RESET, regs::RESET_VALUE),
+            WriteEffect::Reset
+        ));
     }
 
     #[test]

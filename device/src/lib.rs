@@ -9,6 +9,8 @@
 
 pub mod bar0;
 pub mod dma;
+pub mod engine;
+pub mod instance;
 pub mod link;
 pub mod pci;
 pub mod regs;

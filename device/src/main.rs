@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use ibtca_device::tca::Tca;
+use ibtca_device::instance::{Instance, InstanceConfig};
+use ibtca_device::link::LinkEndpoint;
 use ibtca_device::vfio_user::{Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -20,6 +21,11 @@ use signal_hook::iterator::Signals;
 ///   -machine q35,memory-backend=mem
 ///   -device '{"driver":"vfio-user-pci","socket":{"type":"unix","path":"PATH"}}'
 ///
+/// Two devices form an IB link when one listens and the other connects:
+///
+///   ibtca-device --socket a.sock --lid 1 --link listen:/tmp/ab.link
+///   ibtca-device --socket b.sock --lid 2 --link connect:/tmp/ab.link
+///
 /// When QEMU exits the server waits for the next QEMU; SIGTERM or SIGINT stops
 /// it. Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) for more.
 #[derive(Parser, Debug)]
@@ -32,6 +38,23 @@ struct Args {
     /// Microseconds to poll for the next message before sleeping (0: never).
     #[arg(long, value_name = "US", default_value_t = 50)]
     spin_us: u64,
+
+    /// The port's LID (1-0xbfff, unicast).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
+    lid: u16,
+
+    /// The port GUID (default: derived from the LID).
+    #[arg(long, value_name = "HEX", value_parser = parse_guid)]
+    guid: Option<u64>,
+
+    /// Link to a peer device: listen:PATH or connect:PATH (Unix socket).
+    #[arg(long, value_name = "ENDPOINT")]
+    link: Option<LinkEndpoint>,
+}
+
+fn parse_guid(s: &str) -> Result<u64, String> {
+    let t = s.trim_start_matches("0x").replace(':', "");
+    u64::from_str_radix(&t, 16).map_err(|e| format!("bad GUID '{s}': {e}"))
 }
 
 fn main() -> ExitCode {
@@ -68,8 +91,27 @@ fn main() -> ExitCode {
             stop.stop();
         }
     });
-    let mut device = Tca::new();
-    let result = server.serve(&mut device);
+    let instance_cfg = InstanceConfig {
+        lid: args.lid,
+        guid: args
+            .guid
+            .unwrap_or(0x0002_c903_0000_0000 | u64::from(args.lid)),
+        link: args.link.clone(),
+    };
+    let mut device = match Instance::start(&instance_cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("cannot start the device: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(lid = instance_cfg.lid, guid = format!("{:#018x}", instance_cfg.guid), link = ?instance_cfg.link, "device ready");
+    let result = server.serve(&mut device.tca);
+    if let Some(l) = device.link_stats() {
+        tracing::info!(?l, "link counters");
+    }
+    let es = device.stop();
+    tracing::info!(?es, "engine counters");
     let stats = server.stats();
     tracing::info!(
         connections = stats.connections,

@@ -18,12 +18,14 @@
 
 use std::fs::File;
 use std::os::fd::{FromRawFd, IntoRawFd};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::bar0::{Bar0, Bar0Context, WriteEffect};
+use crate::bar0::{Bar0, Bar0Context, PortIdentity, WriteEffect};
 use crate::dma::{DmaError, DmaMaps, GuestMemory};
+use crate::engine::EngineEvent;
 use crate::pci::config::{self, BarSpec, ConfigSpace};
 use crate::pci::msix::Msix;
 use crate::pci::PciError;
@@ -75,6 +77,7 @@ pub struct Tca {
     mem: GuestMemory,
     bar0: Bar0,
     err_eventfd: Option<EventFd>,
+    engine: Option<Sender<EngineEvent>>,
 }
 
 impl Default for Tca {
@@ -84,8 +87,14 @@ impl Default for Tca {
 }
 
 impl Tca {
-    /// A device in its power-on state, with no client.
+    /// A device in its power-on state, with no client and no engine (the
+    /// foundation registers only).
     pub fn new() -> Self {
+        Self::with_port(PortIdentity::default())
+    }
+
+    /// A device showing `port` in BAR0.
+    pub fn with_port(port: PortIdentity) -> Self {
         let dma = DmaMaps::default();
         let msix = Arc::new(Msix::new(regs::MSIX_VECTORS));
         unmask_all(&msix);
@@ -94,8 +103,25 @@ impl Tca {
             mem: dma.guest_memory(),
             dma,
             msix,
-            bar0: Bar0::new(),
+            bar0: Bar0::new(port),
             err_eventfd: None,
+            engine: None,
+        }
+    }
+
+    /// Sends command-queue and doorbell work to `engine`.
+    pub fn set_engine(&mut self, engine: Sender<EngineEvent>) {
+        self.engine = Some(engine);
+    }
+
+    fn to_engine(&self, ev: EngineEvent) {
+        match &self.engine {
+            Some(tx) => {
+                if tx.send(ev).is_err() {
+                    tracing::warn!("engine stopped; dropping work");
+                }
+            }
+            None => tracing::debug!(?ev, "no engine: verbs registers ignored"),
         }
     }
 
@@ -113,7 +139,8 @@ impl Tca {
         self.config = ConfigSpace::new(bars(), regs::MSIX_VECTORS);
         self.msix.reset();
         unmask_all(&self.msix);
-        self.bar0 = Bar0::new();
+        self.bar0 = Bar0::new(self.bar0.port().clone());
+        self.to_engine(EngineEvent::Reset);
     }
 
     fn check_region(&self, region: u32, offset: u64, len: usize) -> Result<(), Errno> {
@@ -239,8 +266,10 @@ impl Backend for Tca {
                 {
                     WriteEffect::Reset => {
                         tracing::info!("device reset by the driver");
-                        self.bar0 = Bar0::new();
+                        self.bar0 = Bar0::new(self.bar0.port().clone());
+                        self.to_engine(EngineEvent::Reset);
                     }
+                    WriteEffect::Engine(ev) => self.to_engine(ev),
                     WriteEffect::None => {}
                 }
                 Ok(())

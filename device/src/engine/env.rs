@@ -1,0 +1,177 @@
+//! The device's [`QpEnv`]: the transport's view of one QP, backed by the
+//! verbs tables (key checks), guest memory (DMA), the QP's rings and CQs,
+//! MSI-X and the link.
+
+use crate::dma::GuestMemory;
+use crate::pci::msix::Msix;
+use crate::transport::{AccessError, AtomicOp, CqKind, QpEnv};
+use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, Sge};
+use crate::verbs::mr::{GpaRange, RemoteRight};
+use crate::verbs::Verbs;
+
+/// Where finished packets go (the link, or a test's outbox).
+pub trait PacketSink: Send {
+    /// Queues one packet; may drop it (the transport retransmits).
+    fn send(&mut self, packet: Vec<u8>);
+}
+
+/// One QP's environment for one call into the transport.
+pub struct DeviceQpEnv<'a> {
+    /// QP number.
+    pub qpn: u32,
+    /// Verbs tables.
+    pub verbs: &'a mut Verbs,
+    /// Guest memory.
+    pub mem: &'a GuestMemory,
+    /// Interrupts.
+    pub msix: &'a Msix,
+    /// Outgoing packets.
+    pub sink: &'a mut dyn PacketSink,
+}
+
+fn dma<T>(r: Result<T, crate::dma::DmaError>) -> Result<T, AccessError> {
+    r.map_err(|e| {
+        tracing::warn!(error = %e, "DMA through a registered region failed");
+        AccessError::Dma
+    })
+}
+
+impl DeviceQpEnv<'_> {
+    fn ranges(
+        &self,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<Vec<GpaRange>, AccessError> {
+        self.verbs
+            .resolve_sges(self.qpn, sges, offset, len as u64, write)
+    }
+
+    fn cq_of(&self, kind: CqKind) -> Option<u32> {
+        let qp = self.verbs.qps.get(self.qpn)?;
+        Some(match kind {
+            CqKind::Send => qp.send_cqn,
+            CqKind::Recv => qp.recv_cqn,
+        })
+    }
+}
+
+impl QpEnv for DeviceQpEnv<'_> {
+    fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let mut at = 0;
+        for r in self.ranges(sges, offset, out.len(), false)? {
+            let n = r.len as usize;
+            dma(self.mem.read(r.gpa, &mut out[at..at + n]))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
+        let ranges = self.ranges(sges, offset, data.len(), true)?;
+        let mut at = 0;
+        for r in ranges {
+            let n = r.len as usize;
+            dma(self.mem.write(r.gpa, &data[at..at + n]))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn check_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<(), AccessError> {
+        let right = if write {
+            RemoteRight::Write
+        } else {
+            RemoteRight::Read
+        };
+        self.verbs
+            .check_remote(self.qpn, rkey, va, len, right)
+            .map(|_| ())
+    }
+
+    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {
+        let gpa =
+            self.verbs
+                .check_remote(self.qpn, rkey, va, data.len() as u64, RemoteRight::Write)?;
+        dma(self.mem.write(gpa, data))
+    }
+
+    fn remote_read(&mut self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let gpa =
+            self.verbs
+                .check_remote(self.qpn, rkey, va, out.len() as u64, RemoteRight::Read)?;
+        dma(self.mem.read(gpa, out))
+    }
+
+    fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        let gpa = self
+            .verbs
+            .check_remote(self.qpn, rkey, va, 8, RemoteRight::Atomic)?;
+        // The engine thread is the only device thread touching guest memory
+        // through registered regions, so read-modify-write is atomic with
+        // respect to other remote operations (not to the guest's own CPU
+        // stores, as on real hardware without PCIe atomics).
+        let mut b = [0u8; 8];
+        dma(self.mem.read(gpa, &mut b))?;
+        let old = u64::from_le_bytes(b);
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => (old == compare).then_some(swap),
+            AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
+        };
+        if let Some(v) = new {
+            dma(self.mem.write(gpa, &v.to_le_bytes()))?;
+        }
+        Ok(old)
+    }
+
+    fn next_recv(&mut self) -> Option<RecvWqe> {
+        let qp = self.verbs.qps.get_mut(self.qpn)?;
+        match qp.next_recv_wqe(self.mem) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(qpn = self.qpn, error = %e, "receive queue");
+                None
+            }
+        }
+    }
+
+    fn complete(&mut self, cq: CqKind, cqe: Cqe) {
+        let Some(cqn) = self.cq_of(cq) else { return };
+        match self.verbs.complete(self.mem, cqn, &cqe, false) {
+            Ok(Some(vector)) => {
+                if let Err(e) = self.msix.trigger(u32::from(vector)) {
+                    tracing::warn!(cqn, error = %e, "CQ interrupt");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(qpn = self.qpn, cqn, error = %e, "completion lost"),
+        }
+    }
+
+    fn push_quasi(&mut self, q: QuasiWqe) {
+        if let Some(qp) = self.verbs.qps.get_mut(self.qpn) {
+            if let Err(e) = qp.push_quasi(self.mem, &q) {
+                tracing::warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+            }
+        }
+    }
+
+    fn pop_quasi(&mut self) -> Option<QuasiWqe> {
+        let qp = self.verbs.qps.get_mut(self.qpn)?;
+        qp.pop_quasi(self.mem).unwrap_or_else(|e| {
+            tracing::warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+            None
+        })
+    }
+
+    fn send_packet(&mut self, packet: Vec<u8>) {
+        self.sink.send(packet);
+    }
+}

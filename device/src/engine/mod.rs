@@ -1,0 +1,403 @@
+//! The device engine: one thread per device that owns the verbs state and
+//! every RC QP's transport, and turns events into work.
+//!
+//! Events come from two places: the vfio-user thread (command-queue register
+//! writes and doorbells, which are posted BAR writes, and device resets) and
+//! the link (peer packets, link up/down). The engine reads commands and WQEs
+//! from guest memory, drives the transport, writes completions and raises
+//! MSI-X, and hands packets to the link — or back to itself when they are
+//! addressed to its own LID (loopback), so one device can talk to itself.
+//!
+//! An RC QP gets its transport state when it reaches RTS and keeps it until
+//! it is reset or destroyed; packets for a QP that is not in RTS are dropped
+//! (the peer retransmits).
+
+pub mod env;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ibtca_protocol::PacketView;
+
+use crate::dma::GuestMemory;
+use crate::link::LinkEvent;
+use crate::pci::msix::Msix;
+use crate::regs;
+use crate::transport::{config, RcConfig, RcQp};
+use crate::verbs::cmdq::CmdQueue;
+use crate::verbs::datapath::Doorbell;
+use crate::verbs::qp_state::QpState;
+use crate::verbs::{Limits, PortAttrs, Verbs};
+
+pub use env::{DeviceQpEnv, PacketSink};
+
+/// Something the engine must act on.
+#[derive(Debug)]
+pub enum EngineEvent {
+    /// CMDQ_BASE_LO written.
+    CmdqBaseLo(u32),
+    /// CMDQ_BASE_HI written.
+    CmdqBaseHi(u32),
+    /// CMDQ_LOG_SIZE written (restarts the queue).
+    CmdqLogSize(u32),
+    /// CMDQ_DB written with a new producer index.
+    CmdqDoorbell(u32),
+    /// An SQ, RQ or CQ doorbell.
+    Doorbell(Doorbell),
+    /// Something happened on the link.
+    Link(LinkEvent),
+    /// Device reset (or the client went away): forget every object.
+    Reset,
+    /// Stop the engine thread.
+    Stop,
+}
+
+/// Port state shared with BAR0 (PORT_STATE reads it).
+#[derive(Debug)]
+pub struct PortState(AtomicU32);
+
+impl PortState {
+    /// A port in `state` (IBTCA_PORT_*).
+    pub fn new(state: u32) -> Arc<Self> {
+        Arc::new(PortState(AtomicU32::new(state)))
+    }
+
+    /// Current IBTCA_PORT_* state.
+    pub fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, s: u32) {
+        self.0.store(s, Ordering::Relaxed);
+    }
+}
+
+/// Counters of the engine, for logs and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Packets received (link or loopback).
+    pub rx_packets: u64,
+    /// Packets that failed to parse (CRC, length, header).
+    pub rx_malformed: u64,
+    /// Packets for a QP that is not in RTS.
+    pub rx_no_qp: u64,
+    /// Packets sent to the link.
+    pub tx_packets: u64,
+    /// Packets delivered to this device's own LID.
+    pub loopback: u64,
+}
+
+struct Outbox(Vec<Vec<u8>>);
+
+impl PacketSink for Outbox {
+    fn send(&mut self, packet: Vec<u8>) {
+        self.0.push(packet);
+    }
+}
+
+/// The engine state (owned by the engine thread).
+pub struct Engine {
+    verbs: Verbs,
+    port: PortAttrs,
+    cmdq: CmdQueue,
+    mem: GuestMemory,
+    msix: Arc<Msix>,
+    link: Box<dyn PacketSink>,
+    port_state: Arc<PortState>,
+    rc: HashMap<u32, RcQp>,
+    outbox: Outbox,
+    stats: EngineStats,
+}
+
+fn new_verbs(port: &PortAttrs) -> Verbs {
+    Verbs::new(Limits::default(), *port, Verbs::random_seed())
+}
+
+impl Engine {
+    /// An engine over guest memory `mem`, raising interrupts on `msix`,
+    /// sending packets for other LIDs to `link`.
+    pub fn new(
+        mem: GuestMemory,
+        msix: Arc<Msix>,
+        link: Box<dyn PacketSink>,
+        port: PortAttrs,
+        port_state: Arc<PortState>,
+    ) -> Self {
+        Engine {
+            verbs: new_verbs(&port),
+            port,
+            cmdq: CmdQueue::new(),
+            mem,
+            msix,
+            link,
+            port_state,
+            rc: HashMap::new(),
+            outbox: Outbox(Vec::new()),
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// The verbs state (tests).
+    pub fn verbs(&self) -> &Verbs {
+        &self.verbs
+    }
+
+    /// Handles one event.
+    pub fn handle(&mut self, ev: EngineEvent, now: Instant) {
+        match ev {
+            EngineEvent::CmdqBaseLo(v) => self.cmdq.write_base_lo(v),
+            EngineEvent::CmdqBaseHi(v) => self.cmdq.write_base_hi(v),
+            EngineEvent::CmdqLogSize(v) => {
+                if !self.cmdq.write_log_size(v) {
+                    tracing::warn!(log_size = v, "command queue: bad geometry, stopped");
+                }
+            }
+            EngineEvent::CmdqDoorbell(pi) => {
+                self.cmdq.doorbell(pi);
+                for v in self.cmdq.process(&self.mem, &mut self.verbs) {
+                    let _ = self.msix.trigger(u32::from(v));
+                }
+                self.sync_qps();
+            }
+            EngineEvent::Doorbell(db) => self.doorbell(db, now),
+            EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, now),
+            EngineEvent::Link(LinkEvent::Up { peer }) => {
+                tracing::info!(
+                    peer_lid = peer.lid,
+                    peer_guid = format!("{:#x}", peer.node_guid),
+                    "link up"
+                );
+                self.port_state.set(regs::PORT_ACTIVE);
+            }
+            EngineEvent::Link(LinkEvent::Down { reason }) => {
+                tracing::info!(%reason, "link down");
+                self.port_state.set(regs::PORT_DOWN);
+            }
+            EngineEvent::Reset => self.reset(),
+            EngineEvent::Stop => {}
+        }
+        self.flush_outbox(now);
+    }
+
+    /// Forgets every object (device reset or client gone).
+    pub fn reset(&mut self) {
+        self.verbs = new_verbs(&self.port);
+        self.cmdq = CmdQueue::new();
+        self.rc.clear();
+        self.outbox.0.clear();
+    }
+
+    /// Runs expired timers.
+    pub fn on_timers(&mut self, now: Instant) {
+        let due: Vec<u32> = self
+            .rc
+            .iter()
+            .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
+            .map(|(&n, _)| n)
+            .collect();
+        for qpn in due {
+            self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
+        }
+        self.flush_outbox(now);
+    }
+
+    /// The earliest transport deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.rc.values().filter_map(RcQp::next_deadline).min()
+    }
+
+    fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
+        let Some(rc) = self.rc.get_mut(&qpn) else {
+            return;
+        };
+        let mut env = DeviceQpEnv {
+            qpn,
+            verbs: &mut self.verbs,
+            mem: &self.mem,
+            msix: &self.msix,
+            sink: &mut self.outbox,
+        };
+        f(rc, &mut env);
+        if rc.is_error() {
+            if let Some(qp) = self.verbs.qps.get_mut(qpn) {
+                qp.set_error();
+            }
+        }
+    }
+
+    fn doorbell(&mut self, db: Doorbell, now: Instant) {
+        if let Err(e) = self.verbs.doorbell(db) {
+            tracing::warn!(?db, error = %e, "doorbell refused");
+        }
+        if let Doorbell::Sq { qpn, .. } = db {
+            self.drain_sq(qpn, now);
+        }
+    }
+
+    fn drain_sq(&mut self, qpn: u32, now: Instant) {
+        if !self.rc.contains_key(&qpn) {
+            return;
+        }
+        loop {
+            let Some(qp) = self.verbs.qps.get_mut(qpn) else {
+                return;
+            };
+            match qp.next_send_wqe(&self.mem) {
+                Ok(Some(wqe)) => self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env)),
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(qpn, error = %e, "send queue");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Creates transport state for QPs that reached RTS and drops it for QPs
+    /// that were reset or destroyed.
+    fn sync_qps(&mut self) {
+        let lid = self.verbs.port.lid;
+        let mut live = Vec::new();
+        for (qpn, qp) in self.verbs.qps.iter() {
+            let state = qp.state();
+            if state == QpState::Rts && !self.rc.contains_key(&qpn) {
+                let a = qp.attrs();
+                let mut cfg = RcConfig::new(qpn, a.dest_qpn);
+                cfg.slid = lid;
+                cfg.dlid = a.dlid;
+                cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
+                cfg.sq_psn = a.sq_psn;
+                cfg.rq_psn = a.rq_psn;
+                cfg.retry_cnt = a.retry_cnt;
+                cfg.rnr_retry = a.rnr_retry;
+                cfg.min_rnr_timer = a.min_rnr_timer;
+                if let Some(t) = config::ack_timeout_from_exponent(a.timeout) {
+                    cfg.ack_timeout = t;
+                }
+                cfg.max_rd_atomic = a.max_rd_atomic.max(1);
+                match RcQp::new(cfg) {
+                    Ok(rc) => {
+                        self.rc.insert(qpn, rc);
+                    }
+                    Err(e) => tracing::warn!(qpn, error = %e, "cannot start the RC transport"),
+                }
+            }
+            if state != QpState::Reset {
+                live.push(qpn);
+            }
+        }
+        self.rc.retain(|qpn, _| live.contains(qpn));
+    }
+
+    fn receive(&mut self, bytes: &[u8], now: Instant) {
+        self.stats.rx_packets += 1;
+        let view = match PacketView::parse(bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                self.stats.rx_malformed += 1;
+                tracing::debug!(error = %e, "dropping a malformed packet");
+                return;
+            }
+        };
+        let qpn = view.bth.dest_qp;
+        if !self.rc.contains_key(&qpn) {
+            self.stats.rx_no_qp += 1;
+            tracing::debug!(qpn, "packet for a QP that is not ready");
+            return;
+        }
+        self.with_qp(qpn, |rc, env| rc.on_packet(&view, now, env));
+        // A packet may have freed window space: send what is queued.
+        self.drain_sq(qpn, now);
+    }
+
+    fn flush_outbox(&mut self, now: Instant) {
+        // Loopback packets may produce more packets (ACKs): bounded rounds.
+        for _ in 0..64 {
+            if self.outbox.0.is_empty() {
+                return;
+            }
+            let packets = std::mem::take(&mut self.outbox.0);
+            for p in packets {
+                if dlid(&p) == Some(self.verbs.port.lid) {
+                    self.stats.loopback += 1;
+                    self.receive(&p, now);
+                } else {
+                    self.stats.tx_packets += 1;
+                    self.link.send(p);
+                }
+            }
+        }
+    }
+}
+
+fn dlid(packet: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes([*packet.get(2)?, *packet.get(3)?]))
+}
+
+/// A running engine thread.
+pub struct EngineThread {
+    tx: Sender<EngineEvent>,
+    thread: Option<JoinHandle<EngineStats>>,
+}
+
+impl EngineThread {
+    /// Runs `engine` on its own thread, fed by `rx` (whose sender is `tx`).
+    pub fn spawn(mut engine: Engine, tx: Sender<EngineEvent>, rx: Receiver<EngineEvent>) -> Self {
+        let thread = std::thread::Builder::new()
+            .name("ibtca-engine".into())
+            .spawn(move || {
+                loop {
+                    let now = Instant::now();
+                    let wait = engine
+                        .next_deadline()
+                        .map(|d| d.saturating_duration_since(now))
+                        .unwrap_or(Duration::from_secs(1));
+                    match rx.recv_timeout(wait) {
+                        Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                        Ok(ev) => engine.handle(ev, Instant::now()),
+                        Err(RecvTimeoutError::Timeout) => {}
+                    }
+                    engine.on_timers(Instant::now());
+                }
+                engine.stats()
+            })
+            .expect("spawn the engine thread");
+        EngineThread {
+            tx,
+            thread: Some(thread),
+        }
+    }
+
+    /// A sender for events.
+    pub fn sender(&self) -> Sender<EngineEvent> {
+        self.tx.clone()
+    }
+
+    /// Stops the thread and returns its counters.
+    pub fn stop(mut self) -> EngineStats {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> EngineStats {
+        let _ = self.tx.send(EngineEvent::Stop);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}

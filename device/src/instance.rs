@@ -1,0 +1,125 @@
+//! One device instance assembled: the PCI function ([`Tca`]), its engine
+//! thread and, optionally, its link to a peer. `ibtca-device` and the tests
+//! build devices through this.
+
+use std::io;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use crate::bar0::PortIdentity;
+use crate::engine::{Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
+use crate::link::{Link, LinkEndpoint, LinkStats, LocalPort};
+use crate::regs;
+use crate::tca::Tca;
+use crate::verbs::PortAttrs;
+
+/// What a device instance is.
+#[derive(Debug, Clone)]
+pub struct InstanceConfig {
+    /// The port's LID.
+    pub lid: u16,
+    /// The port's (and node's) GUID.
+    pub guid: u64,
+    /// The link to a peer, if any.
+    pub link: Option<LinkEndpoint>,
+}
+
+impl Default for InstanceConfig {
+    fn default() -> Self {
+        InstanceConfig {
+            lid: 1,
+            guid: 0x0002_c903_0000_0001,
+            link: None,
+        }
+    }
+}
+
+struct LinkSink(Arc<Link>);
+
+impl PacketSink for LinkSink {
+    fn send(&mut self, packet: Vec<u8>) {
+        // Refusals (link down, queue full) are counted by the link; the RC
+        // transport retransmits.
+        let _ = self.0.send(packet);
+    }
+}
+
+struct NoLink;
+
+impl PacketSink for NoLink {
+    fn send(&mut self, _packet: Vec<u8>) {
+        tracing::trace!("no link: packet for another LID dropped");
+    }
+}
+
+/// A device instance: hand [`Instance::tca`] to a vfio-user server.
+pub struct Instance {
+    /// The PCI function (the server's backend).
+    pub tca: Tca,
+    engine: EngineThread,
+    link: Option<Arc<Link>>,
+}
+
+impl Instance {
+    /// Builds the device, starts its engine and its link.
+    pub fn start(cfg: &InstanceConfig) -> io::Result<Self> {
+        let port_state = PortState::new(if cfg.link.is_some() {
+            regs::PORT_DOWN
+        } else {
+            // Without a link the port still loops back to its own LID.
+            regs::PORT_ACTIVE
+        });
+        let mut tca = Tca::with_port(PortIdentity {
+            lid: cfg.lid,
+            guid: cfg.guid,
+            state: port_state.clone(),
+        });
+        let (tx, rx) = mpsc::channel();
+        let link = match &cfg.link {
+            Some(ep) => {
+                let events = tx.clone();
+                let local = LocalPort {
+                    node_guid: cfg.guid,
+                    port: 1,
+                    lid: cfg.lid,
+                };
+                let link = Link::start(ep.clone(), local, move |ev| {
+                    let _ = events.send(EngineEvent::Link(ev));
+                })?;
+                Some(Arc::new(link))
+            }
+            None => None,
+        };
+        let sink: Box<dyn PacketSink> = match &link {
+            Some(l) => Box::new(LinkSink(l.clone())),
+            None => Box::new(NoLink),
+        };
+        let port = PortAttrs {
+            lid: cfg.lid,
+            guid: cfg.guid,
+            ..PortAttrs::default()
+        };
+        let engine = Engine::new(
+            tca.guest_memory(),
+            tca.msix().clone(),
+            sink,
+            port,
+            port_state,
+        );
+        let engine = EngineThread::spawn(engine, tx.clone(), rx);
+        tca.set_engine(tx);
+        Ok(Instance { tca, engine, link })
+    }
+
+    /// Link counters, if there is a link.
+    pub fn link_stats(&self) -> Option<LinkStats> {
+        self.link.as_ref().map(|l| l.stats())
+    }
+
+    /// Stops the engine and the link; returns the engine's counters.
+    pub fn stop(self) -> EngineStats {
+        let stats = self.engine.stop();
+        drop(self.link);
+        stats
+    }
+}

@@ -20,6 +20,7 @@ use ibtca_device::vfio_user::{Server, ServerConfig};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+pub mod sim_guest;
 pub mod vm;
 
 /// vfio-user command numbers (from the specification).
@@ -442,7 +443,8 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server with a fresh device on a temp socket.
+    /// Starts a server with a fresh device (foundation registers only, no
+    /// engine) on a temp socket.
     pub fn start() -> Self {
         let dir = TempDir::new("srv");
         let socket = dir.join("tca.sock");
@@ -451,6 +453,26 @@ impl TestServer {
         let thread = std::thread::spawn(move || {
             let mut tca = Tca::new();
             server.serve(&mut tca)
+        });
+        TestServer {
+            dir,
+            socket,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts a full device instance (engine, optional link) on a temp
+    /// socket; `dir` holds the socket (and usually the link socket).
+    pub fn start_instance(dir: TempDir, cfg: ibtca_device::instance::InstanceConfig) -> Self {
+        let socket = dir.join(&format!("tca-{}.sock", cfg.lid));
+        let mut server = Server::bind(&socket, ServerConfig::default()).unwrap();
+        let stop = server.shutdown_handle();
+        let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
+        let thread = std::thread::spawn(move || {
+            let r = server.serve(&mut instance.tca);
+            instance.stop();
+            r
         });
         TestServer {
             dir,

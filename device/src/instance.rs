@@ -111,6 +111,11 @@ impl Instance {
         Ok(Instance { tca, engine, link })
     }
 
+    /// The link, if there is one (fault injection, counters).
+    pub fn link(&self) -> Option<Arc<Link>> {
+        self.link.clone()
+    }
+
     /// Link counters, if there is a link.
     pub fn link_stats(&self) -> Option<LinkStats> {
         self.link.as_ref().map(|l| l.stats())

@@ -438,6 +438,8 @@ impl Drop for TempDir {
 pub struct TestServer {
     pub dir: TempDir,
     pub socket: PathBuf,
+    /// The instance's link (fault injection), for `start_instance`.
+    pub link: Option<std::sync::Arc<ibtca_device::link::Link>>,
     stop: ibtca_device::vfio_user::ShutdownHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
@@ -457,6 +459,7 @@ impl TestServer {
         TestServer {
             dir,
             socket,
+            link: None,
             stop,
             thread: Some(thread),
         }
@@ -469,6 +472,7 @@ impl TestServer {
         let mut server = Server::bind(&socket, ServerConfig::default()).unwrap();
         let stop = server.shutdown_handle();
         let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
+        let link = instance.link();
         let thread = std::thread::spawn(move || {
             let r = server.serve(&mut instance.tca);
             instance.stop();
@@ -477,6 +481,7 @@ impl TestServer {
         TestServer {
             dir,
             socket,
+            link,
             stop,
             thread: Some(thread),
         }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use ibtca_device::instance::InstanceConfig;
-use ibtca_device::link::LinkEndpoint;
+use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Cq, Qp, SimGuest};
@@ -29,7 +29,9 @@ struct Side {
 struct Pair {
     a: Side,
     b: Side,
-    _servers: (TestServer, TestServer),
+    sa: TestServer,
+    sb: Option<TestServer>,
+    _dir: TempDir,
 }
 
 fn side(server: &TestServer, access: u32) -> Side {
@@ -84,11 +86,12 @@ fn pair(mtu: u8, b_access: u32) -> Pair {
     let (qa, qb) = (a.qp.qpn, b.qp.qpn);
     a.g.connect(&a.qp, 2, qb, mtu, ALL);
     b.g.connect(&b.qp, 1, qa, mtu, b_access);
-    std::mem::forget(dir);
     Pair {
         a,
         b,
-        _servers: (sa, sb),
+        sa,
+        sb: Some(sb),
+        _dir: dir,
     }
 }
 
@@ -250,4 +253,133 @@ fn write_to_a_read_only_region_is_refused() {
     let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("error completion");
     assert_eq!(c.status, WC_REM_ACCESS_ERR);
     assert_eq!(p.b.g.read(p.b.buf, 100), vec![0; 100]);
+}
+
+#[test]
+fn messages_arrive_once_and_intact_under_link_faults() {
+    let mut p = pair(2, ALL); // 512-byte MTU: several packets per message
+    let rates = FaultRates {
+        drop: 10,
+        duplicate: 10,
+        reorder: 10,
+        corrupt: 10,
+        seed: 7,
+    };
+    p.sa.link
+        .as_ref()
+        .unwrap()
+        .set_faults(FaultPlan::default().with_rates(rates));
+    let rates = FaultRates { seed: 8, ..rates };
+    p.sb.as_ref()
+        .unwrap()
+        .link
+        .as_ref()
+        .unwrap()
+        .set_faults(FaultPlan::default().with_rates(rates));
+    // RDMA WRITEs of distinct sizes and patterns to distinct places.
+    let mut off = 0u64;
+    let mut written = Vec::new();
+    for i in 0..60u64 {
+        let len = 700 + (i as usize * 97) % 3000;
+        let data = pattern(len, i as u8);
+        p.a.g.write(p.a.buf + off, &data);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, i, p.a.buf + off, len as u32, p.a.lkey),
+            p.b.buf + off,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut p.a.qp, &w);
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("write completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status),
+            (i, WC_SUCCESS),
+            "write {i}"
+        );
+        written.push((off, data));
+        off += 4096;
+    }
+    for (off, data) in &written {
+        assert_eq!(
+            &p.b.g.read(p.b.buf + off, data.len()),
+            data,
+            "write at {off:#x}"
+        );
+    }
+    // SENDs into posted receives: each exactly once, in order.
+    let recv_base = p.b.buf + 0x8_0000;
+    for i in 0..40u64 {
+        let r = recv_wqe(1000 + i, recv_base + i * 4096, 4096, p.b.lkey);
+        p.b.g.post_recv(&mut p.b.qp, &r);
+    }
+    for i in 0..40u64 {
+        let len = 100 + (i as usize * 61) % 2000;
+        let data = pattern(len, 100 + i as u8);
+        p.a.g.write(p.a.buf + 0x8_0000, &data);
+        let w = send_wqe(WR_SEND, 2000 + i, p.a.buf + 0x8_0000, len as u32, p.a.lkey);
+        p.a.g.post_send(&mut p.a.qp, &w);
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("send completion");
+        assert_eq!((c.wr_id.to_native(), c.status), (2000 + i, WC_SUCCESS));
+        let rc = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
+        assert_eq!(
+            (rc.wr_id.to_native(), rc.status),
+            (1000 + i, WC_SUCCESS),
+            "receives complete once, in order"
+        );
+        assert_eq!(rc.byte_len.to_native() as usize, len);
+        assert_eq!(p.b.g.read(recv_base + i * 4096, len), data);
+    }
+    assert!(
+        p.b.g
+            .poll_cq(&mut p.b.cq, Duration::from_millis(200))
+            .is_none(),
+        "no duplicate completions"
+    );
+    let s = p.sa.link.as_ref().unwrap().stats();
+    assert!(
+        s.fault_dropped + s.fault_duplicated + s.fault_reordered + s.fault_corrupted > 0,
+        "faults were injected: {s:?}"
+    );
+}
+
+#[test]
+fn peer_vanishing_mid_transfer_gives_an_error_completion() {
+    let mut p = pair(MTU_4096, ALL);
+    // One good write proves the path.
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, p.a.buf, 4096, p.a.lkey),
+        p.b.buf,
+        p.b.rkey,
+    );
+    p.a.g.post_send(&mut p.a.qp, &w);
+    assert_eq!(
+        p.a.g.poll_cq(&mut p.a.cq, T).expect("first write").status,
+        WC_SUCCESS
+    );
+    // B's device goes away; A keeps posting.
+    drop(p.sb.take());
+    let start = std::time::Instant::now();
+    for i in 2..6u64 {
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, i, p.a.buf, 65536, p.a.lkey),
+            p.b.buf,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut p.a.qp, &w);
+    }
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, Duration::from_secs(60))
+            .expect("an error completion, not a hang");
+    assert_eq!((c.wr_id.to_native(), c.status), (2, WC_RETRY_EXC_ERR));
+    for i in 3..6u64 {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("flushed");
+        assert_eq!((c.wr_id.to_native(), c.status), (i, WC_WR_FLUSH_ERR));
+    }
+    eprintln!(
+        "retries exhausted after {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    // A's device is still fine.
+    assert_eq!(p.a.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+    assert_eq!(p.a.g.client.read32(0, regs::PORT_STATE), regs::PORT_DOWN);
 }

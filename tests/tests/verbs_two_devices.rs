@@ -11,6 +11,7 @@ use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Cq, Qp, SimGuest};
 use ibtca_tests::{wait_eventfd, TempDir, TestServer};
+use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(20);
 const BUF: u64 = 1 << 20;
@@ -19,6 +20,7 @@ const ALL: u32 =
 
 struct Side {
     g: SimGuest,
+    pd: u32,
     buf: u64,
     lkey: u32,
     rkey: u32,
@@ -43,6 +45,7 @@ fn side(server: &TestServer, access: u32) -> Side {
     let qp = g.create_qp(pd, &cq, &cq, 6);
     Side {
         g,
+        pd,
         buf,
         lkey,
         rkey,
@@ -382,4 +385,86 @@ fn peer_vanishing_mid_transfer_gives_an_error_completion() {
     // A's device is still fine.
     assert_eq!(p.a.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
     assert_eq!(p.a.g.client.read32(0, regs::PORT_STATE), regs::PORT_DOWN);
+}
+
+#[test]
+fn memory_window_bind_access_and_invalidate() {
+    let mut p = pair(MTU_4096, ALL | ACCESS_MW_BIND);
+    // B allocates a window and binds 4 KiB of its region to it with a work request.
+    let pd = p.b.pd;
+    let mw =
+        p.b.g
+            .cmd(
+                CMD_ALLOC_MW,
+                CmdHandle {
+                    handle: pd.into(),
+                    ..Default::default()
+                }
+                .as_slice(),
+            )
+            .unwrap()
+            .0;
+    let win = p.b.buf + 0x1000;
+    let mut bind = send_wqe(WR_BIND_MW, 61, 0, 0, p.b.lkey);
+    bind.rkey = mw.into();
+    bind.compare_add = win.into();
+    bind.swap = 0x1000.into();
+    bind.imm_data = (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ).into();
+    p.b.g.post_send(&mut p.b.qp, &bind);
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("bind completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status, c.opcode),
+        (61, WC_SUCCESS, WC_BIND_MW)
+    );
+    assert_ne!(c.flags & CQE_F_IMM, 0, "the new key is reported");
+    let key = c.imm_data.to_native();
+    assert_eq!(
+        key,
+        (mw & !0xff) | (mw.wrapping_add(1) & 0xff),
+        "low byte incremented"
+    );
+    // A writes through the window.
+    let data = pattern(512, 5);
+    p.a.g.write(p.a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 62, p.a.buf, 512, p.a.lkey),
+        win + 0x100,
+        key,
+    );
+    p.a.g.post_send(&mut p.a.qp, &w);
+    assert_eq!(
+        p.a.g.poll_cq(&mut p.a.cq, T).expect("write").status,
+        WC_SUCCESS
+    );
+    assert_eq!(p.b.g.read(win + 0x100, 512), data);
+    // B invalidates the window; A's next write with the key must fail.
+    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
+    inv.num_sge = 0;
+    inv.imm_data = key.into();
+    p.b.g.post_send(&mut p.b.qp, &inv);
+    let c =
+        p.b.g
+            .poll_cq(&mut p.b.cq, T)
+            .expect("invalidate completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status, c.opcode),
+        (63, WC_SUCCESS, WC_LOCAL_INV)
+    );
+    let before = p.b.g.read(win, 0x1000);
+    p.a.g.write(p.a.buf, &pattern(512, 6));
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 64, p.a.buf, 512, p.a.lkey),
+        win + 0x100,
+        key,
+    );
+    p.a.g.post_send(&mut p.a.qp, &w);
+    assert_eq!(
+        p.a.g.poll_cq(&mut p.a.cq, T).expect("refused write").status,
+        WC_REM_ACCESS_ERR
+    );
+    assert_eq!(
+        p.b.g.read(win, 0x1000),
+        before,
+        "invalidated window wrote nothing"
+    );
 }

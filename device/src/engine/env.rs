@@ -5,8 +5,9 @@
 use crate::dma::GuestMemory;
 use crate::pci::msix::Msix;
 use crate::transport::{AccessError, AtomicOp, CqKind, QpEnv};
-use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, Sge};
+use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
 use crate::verbs::mr::{GpaRange, RemoteRight};
+use crate::verbs::mw::BindRequest;
 use crate::verbs::Verbs;
 
 /// Where finished packets go (the link, or a test's outbox).
@@ -129,6 +130,21 @@ impl QpEnv for DeviceQpEnv<'_> {
             dma(self.mem.write(gpa, &v.to_le_bytes()))?;
         }
         Ok(old)
+    }
+
+    fn bind_mw(&mut self, wqe: &SendWqe) -> Result<u32, AccessError> {
+        let req = BindRequest {
+            mw_rkey: wqe.rkey.to_native(),
+            lkey: wqe.sge[0].lkey.to_native(),
+            va: wqe.compare_add.to_native(),
+            length: wqe.swap.to_native(),
+            access: wqe.imm_data.to_native(),
+        };
+        self.verbs.bind_mw(self.qpn, req)
+    }
+
+    fn local_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        self.verbs.local_invalidate(self.qpn, rkey)
     }
 
     fn next_recv(&mut self) -> Option<RecvWqe> {

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
 
 /// A registered region.
@@ -144,6 +145,16 @@ impl MockEnv {
 }
 
 impl QpEnv for MockEnv {
+    fn bind_mw(&mut self, wqe: &SendWqe) -> Result<u32, AccessError> {
+        // Windows live in the verbs layer; the mock only checks ordering.
+        let k = wqe.rkey.to_native();
+        Ok((k & !0xff) | (k.wrapping_add(1) & 0xff))
+    }
+
+    fn local_invalidate(&mut self, _rkey: u32) -> Result<(), AccessError> {
+        Ok(())
+    }
+
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
         let plan = self.plan(sges, offset, out.len(), 0)?;
         let mut o = 0;

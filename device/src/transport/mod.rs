@@ -13,7 +13,7 @@
 
 use ibtca_protocol::headers::NakCode;
 
-use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, Sge};
+use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
 
 /// Why a local or remote memory access was refused. The device maps these
 /// to completion statuses (local) or NAK codes (remote).
@@ -108,6 +108,13 @@ pub trait QpEnv {
     /// Performs an atomic at `va` through `rkey` (REMOTE ATOMIC) and returns
     /// the original value.
     fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// Executes a BIND_MW work request (seed 001) in send-queue order;
+    /// returns the window's new R_Key.
+    fn bind_mw(&mut self, wqe: &SendWqe) -> Result<u32, AccessError>;
+
+    /// Executes a LOCAL_INV work request: invalidates window key `rkey`.
+    fn local_invalidate(&mut self, rkey: u32) -> Result<(), AccessError>;
 
     /// Takes the next posted receive WQE, if any (RNR otherwise).
     fn next_recv(&mut self) -> Option<RecvWqe>;

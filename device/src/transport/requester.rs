@@ -31,11 +31,19 @@ pub const MAX_MESSAGE: u64 = 1 << 31;
 /// What a send WQE asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WrKind {
-    Send { imm: bool },
-    Write { imm: bool },
+    Send {
+        imm: bool,
+    },
+    Write {
+        imm: bool,
+    },
     Read,
     CompareSwap,
     FetchAdd,
+    /// BIND_MW: executed locally in send-queue order, no packets.
+    BindMw,
+    /// LOCAL_INV: executed locally in send-queue order, no packets.
+    LocalInv,
 }
 
 impl WrKind {
@@ -48,6 +56,8 @@ impl WrKind {
             WR_RDMA_READ => WrKind::Read,
             WR_ATOMIC_CMP_SWP => WrKind::CompareSwap,
             WR_ATOMIC_FETCH_ADD => WrKind::FetchAdd,
+            WR_BIND_MW => WrKind::BindMw,
+            WR_LOCAL_INV => WrKind::LocalInv,
             _ => return None,
         })
     }
@@ -64,7 +74,14 @@ impl WrKind {
             WrKind::Read => WC_RDMA_READ,
             WrKind::CompareSwap => WC_COMP_SWAP,
             WrKind::FetchAdd => WC_FETCH_ADD,
+            WrKind::BindMw => WC_BIND_MW,
+            WrKind::LocalInv => WC_LOCAL_INV,
         }
+    }
+
+    /// Executed by the device itself, without packets.
+    fn is_local(self) -> bool {
+        matches!(self, WrKind::BindMw | WrKind::LocalInv)
     }
 }
 
@@ -82,6 +99,8 @@ pub(crate) struct Flight {
     pub(crate) received: u32,
     /// Completion status once the WQE has failed.
     pub(crate) error: Option<u8>,
+    /// BIND_MW: the window's new key (reported in the CQE's imm_data).
+    pub(crate) new_rkey: Option<u32>,
 }
 
 impl Flight {
@@ -113,14 +132,19 @@ impl Flight {
             WrKind::CompareSwap | WrKind::FetchAdd => 8,
             _ => u32::try_from(self.len).unwrap_or(u32::MAX),
         };
-        Cqe {
+        let mut cqe = Cqe {
             wr_id: self.wqe.wr_id,
             byte_len: byte_len.into(),
             qpn: qpn.into(),
             opcode: self.kind.wc_opcode(),
             status,
             ..Cqe::default()
+        };
+        if let (Some(k), WC_SUCCESS) = (self.new_rkey, status) {
+            cqe.imm_data = k.into();
+            cqe.flags |= CQE_F_IMM;
         }
+        cqe
     }
 }
 
@@ -194,12 +218,16 @@ impl Requester {
             npsn: 0,
             received: 0,
             error: None,
+            new_rkey: None,
         };
         let Some(kind) = WrKind::from_opcode(wqe.opcode) else {
             f.error = Some(WC_LOC_QP_OP_ERR);
             return f;
         };
         f.kind = kind;
+        if kind.is_local() {
+            return f; // no PSNs; executed by `pump` in order
+        }
         if usize::from(wqe.num_sge) > MAX_SGE {
             f.error = Some(WC_LOC_LEN_ERR);
             return f;
@@ -262,7 +290,21 @@ impl Requester {
                 let Some(wqe) = self.pending.pop_front() else {
                     return;
                 };
-                let f = self.start(wqe, cfg);
+                let mut f = self.start(wqe, cfg);
+                if f.error.is_none() {
+                    match f.kind {
+                        WrKind::BindMw => match env.bind_mw(&f.wqe) {
+                            Ok(k) => f.new_rkey = Some(k),
+                            Err(_) => f.error = Some(WC_MW_BIND_ERR),
+                        },
+                        WrKind::LocalInv => {
+                            if env.local_invalidate(f.wqe.imm_data.to_native()).is_err() {
+                                f.error = Some(WC_LOC_PROT_ERR);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 self.next_psn = f.end_psn();
                 self.inflight.push_back(f);
                 continue;
@@ -321,6 +363,7 @@ impl Requester {
                 npsn: 0,
                 received: 0,
                 error: None,
+                new_rkey: None,
             };
             env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
         }
@@ -396,6 +439,8 @@ fn transmit<E: QpEnv + ?Sized>(
             engine::emit(env, counters, &pkt);
             return Ok((f.end_psn(), true));
         }
+        // Local operations take no PSN, so no PSN ever maps to them.
+        WrKind::BindMw | WrKind::LocalInv => return Ok((f.end_psn(), false)),
         WrKind::CompareSwap | WrKind::FetchAdd => {
             let cmp = f.kind == WrKind::CompareSwap;
             let opcode = if cmp {

@@ -297,10 +297,10 @@ impl Requester {
                             Ok(k) => f.new_rkey = Some(k),
                             Err(_) => f.error = Some(WC_MW_BIND_ERR),
                         },
-                        WrKind::LocalInv => {
-                            if env.local_invalidate(f.wqe.imm_data.to_native()).is_err() {
-                                f.error = Some(WC_LOC_PROT_ERR);
-                            }
+                        WrKind::LocalInv
+                            if env.local_invalidate(f.wqe.imm_data.to_native()).is_err() =>
+                        {
+                            f.error = Some(WC_LOC_PROT_ERR);
                         }
                         _ => {}
                     }

@@ -468,3 +468,105 @@ fn memory_window_bind_access_and_invalidate() {
         "invalidated window wrote nothing"
     );
 }
+
+/// Connects `qp` like `SimGuest::connect` but with chosen PSNs.
+fn connect_psn(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, sq_psn: u32, rq_psn: u32) {
+    let base = CmdModifyQp {
+        qpn: qp.qpn.into(),
+        ..Default::default()
+    };
+    let rw = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+        state: QPS_INIT,
+        access: rw.into(),
+        ..base
+    })
+    .unwrap();
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN).into(),
+        state: QPS_RTR,
+        path_mtu: MTU_256,
+        dlid: dlid.into(),
+        dest_qpn: dest.into(),
+        rq_psn: rq_psn.into(),
+        ..base
+    })
+    .unwrap();
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
+        state: QPS_RTS,
+        sq_psn: sq_psn.into(),
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 1,
+        max_rd_atomic: 4,
+        ..base
+    })
+    .unwrap();
+}
+
+#[test]
+fn psn_wraps_and_rnr_retry_between_devices() {
+    let dir = TempDir::new("wrap");
+    let link = dir.join("ab.link");
+    let sa = TestServer::start_instance(
+        TempDir::new("a"),
+        InstanceConfig {
+            lid: 1,
+            guid: 0xa,
+            link: Some(LinkEndpoint::Listen(link.clone())),
+        },
+    );
+    let sb = TestServer::start_instance(
+        TempDir::new("b"),
+        InstanceConfig {
+            lid: 2,
+            guid: 0xb,
+            link: Some(LinkEndpoint::Connect(link)),
+        },
+    );
+    let mut a = side(&sa, ALL);
+    let mut b = side(&sb, ALL);
+    // A starts 8 PSNs before the 24-bit wrap: a 16-packet message crosses it.
+    connect_psn(&mut a.g, &a.qp, 2, b.qp.qpn, 0xff_fff8, 0x10);
+    connect_psn(&mut b.g, &b.qp, 1, a.qp.qpn, 0x10, 0xff_fff8);
+    let data = pattern(4096, 4); // 16 packets at MTU 256
+    a.g.write(a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 71, a.buf, 4096, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    assert_eq!(
+        a.g.poll_cq(&mut a.cq, T)
+            .expect("write across the PSN wrap")
+            .status,
+        WC_SUCCESS
+    );
+    assert_eq!(b.g.read(b.buf, 4096), data);
+    // A SEND with no receive posted gets RNR NAKs until B posts one.
+    let msg = pattern(1000, 8);
+    a.g.write(a.buf + 0x2000, &msg);
+    let s = send_wqe(WR_SEND, 72, a.buf + 0x2000, 1000, a.lkey);
+    a.g.post_send(&mut a.qp, &s);
+    assert!(
+        a.g.poll_cq(&mut a.cq, Duration::from_millis(300)).is_none(),
+        "held by RNR, not failed"
+    );
+    let r = recv_wqe(73, b.buf + 0x4000, 4096, b.lkey);
+    b.g.post_recv(&mut b.qp, &r);
+    let rc = b.g.poll_cq(&mut b.cq, T).expect("receive after RNR retry");
+    assert_eq!(
+        (rc.wr_id.to_native(), rc.status, rc.byte_len.to_native()),
+        (73, WC_SUCCESS, 1000)
+    );
+    assert_eq!(b.g.read(b.buf + 0x4000, 1000), msg);
+    assert_eq!(
+        a.g.poll_cq(&mut a.cq, T).expect("send completion").status,
+        WC_SUCCESS
+    );
+    drop((sa, sb, dir));
+}

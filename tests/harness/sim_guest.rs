@@ -6,6 +6,7 @@
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
@@ -41,6 +42,107 @@ pub struct Qp {
     rq_pi: u32,
 }
 
+/// How [`SimGuest::poll_cq`] waits between two looks at an empty CQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollWait {
+    /// Sleep this long (the default: 200 µs, kind to a loaded test machine).
+    Sleep(Duration),
+    /// Look again at once, yielding the CPU in between (`sched_yield`), as a
+    /// busy-polling driver or benchmark does.
+    Spin,
+}
+
+impl Default for PollWait {
+    fn default() -> Self {
+        PollWait::Sleep(Duration::from_micros(200))
+    }
+}
+
+/// The simulated RAM mapped into this process, as a guest sees its RAM: the
+/// fast paths ([`SimGuest::try_poll_cq`], [`SimGuest::post_send_batch`], …)
+/// load and store through it instead of `pread`/`pwrite` on the memfd.
+struct RamMap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; nothing in
+// it is tied to the thread that created it.
+unsafe impl Send for RamMap {}
+
+impl RamMap {
+    fn new(file: &std::fs::File, len: u64) -> Self {
+        let len = usize::try_from(len).expect("RAM size fits in usize");
+        // SAFETY: a fresh shared mapping of `len` bytes of a memfd we own
+        // (sized to `len`); the kernel picks the address. Checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert!(
+            ptr != libc::MAP_FAILED,
+            "mmap of the simulated RAM: {}",
+            std::io::Error::last_os_error()
+        );
+        RamMap {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+
+    /// Pointer to `size` bytes at guest-physical `gpa` (bounds checked).
+    fn at(&self, gpa: u64, size: usize) -> *mut u8 {
+        let off = gpa
+            .checked_sub(RAM_BASE)
+            .and_then(|o| usize::try_from(o).ok())
+            .filter(|&o| o.checked_add(size).is_some_and(|end| end <= self.len))
+            .unwrap_or_else(|| panic!("{gpa:#x}+{size} outside the simulated RAM"));
+        // SAFETY: `off + size <= len`, inside the mapping.
+        unsafe { self.ptr.add(off) }
+    }
+
+    fn store<T: ByteValued>(&self, gpa: u64, v: &T) {
+        let bytes = v.as_slice();
+        let dst = self.at(gpa, bytes.len());
+        // SAFETY: `dst` has room for `bytes` (checked by `at`); the device
+        // may read the same memory concurrently, as real hardware would, but
+        // not before the doorbell that follows this store.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+    }
+
+    /// Volatile load of the byte at `gpa` (the device writes it concurrently).
+    fn load_u8(&self, gpa: u64) -> u8 {
+        // SAFETY: in bounds (checked by `at`); a byte load is always aligned.
+        unsafe { std::ptr::read_volatile(self.at(gpa, 1)) }
+    }
+
+    fn load<T: ByteValued + Default>(&self, gpa: u64) -> T {
+        let mut v = T::default();
+        let out = v.as_mut_slice();
+        let src = self.at(gpa, out.len());
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: `src + i` is in bounds (checked by `at`); volatile
+            // because the device writes this memory behind our back.
+            *b = unsafe { std::ptr::read_volatile(src.add(i)) };
+        }
+        v
+    }
+}
+
+impl Drop for RamMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`; no reference
+        // into it outlives `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
 /// A failed command: the device's status (an errno).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CmdFailed(pub u16);
@@ -56,6 +158,8 @@ pub struct SimGuest {
     cmd_pi: u32,
     /// Eventfd of MSI-X vector 1 (CQ interrupts in these tests).
     pub cq_irq: EventFd,
+    map: RamMap,
+    poll_wait: PollWait,
 }
 
 impl SimGuest {
@@ -81,6 +185,7 @@ impl SimGuest {
             )
             .unwrap();
         client.enable_msix();
+        let map = RamMap::new(&ram.file, ram_size);
         let mut g = SimGuest {
             client,
             ram,
@@ -88,6 +193,8 @@ impl SimGuest {
             cmdq: 0,
             cmd_pi: 0,
             cq_irq,
+            map,
+            poll_wait: PollWait::default(),
         };
         g.cmdq = g.alloc(64 << CMDQ_LOG, 4096);
         g.client.write32(0, regs::CMDQ_BASE_LO, g.cmdq as u32);
@@ -304,10 +411,112 @@ impl SimGuest {
             if Instant::now() >= deadline {
                 return None;
             }
-            std::thread::sleep(Duration::from_micros(200));
+            match self.poll_wait {
+                PollWait::Sleep(d) => std::thread::sleep(d),
+                PollWait::Spin => std::thread::yield_now(),
+            }
         }
     }
+
+    /// How [`SimGuest::poll_cq`] waits between looks (default: sleep 200 µs).
+    pub fn set_poll_wait(&mut self, wait: PollWait) {
+        self.poll_wait = wait;
+    }
+
+    /// Like [`SimGuest::poll_cq`] but spinning (reading the mapped RAM,
+    /// yielding between looks) whatever [`SimGuest::set_poll_wait`] says.
+    pub fn poll_cq_spin(&mut self, cq: &mut Cq, timeout: Duration) -> Option<Cqe> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(c) = self.try_poll_cq(cq) {
+                return Some(c);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The next CQE if there is one (one look at the mapped RAM, no
+    /// waiting); returns its slot to the device with a CQ doorbell.
+    pub fn try_poll_cq(&mut self, cq: &mut Cq) -> Option<Cqe> {
+        let c = self.take_cqe(cq)?;
+        self.ring_cq(cq);
+        Some(c)
+    }
+
+    /// Moves up to `max` ready CQEs into `out` (one look, no waiting) and
+    /// returns their slots with one CQ doorbell, as a driver's `poll_cq`
+    /// with a batch does; returns how many it moved.
+    pub fn poll_cq_batch(&mut self, cq: &mut Cq, max: usize, out: &mut Vec<Cqe>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(c) = self.take_cqe(cq) else { break };
+            out.push(c);
+            n += 1;
+        }
+        if n > 0 {
+            self.ring_cq(cq);
+        }
+        n
+    }
+
+    /// Consumes the CQE at the consumer index if the device has written it.
+    fn take_cqe(&mut self, cq: &mut Cq) -> Option<Cqe> {
+        let slot = cq.gpa + 32 * u64::from(cq.ci & ((1 << cq.log) - 1));
+        let want = (((cq.ci >> cq.log) & 1) ^ 1) as u8;
+        // The device writes the owner byte last (after a release fence).
+        if self.map.load_u8(slot + CQE_OWNER_OFFSET) & 1 != want {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        let cqe: Cqe = self.map.load(slot);
+        cq.ci = cq.ci.wrapping_add(1);
+        Some(cqe)
+    }
+
+    fn ring_cq(&mut self, cq: &Cq) {
+        let db = u64::from(cq.cqn) | (u64::from(cq.ci) << 32);
+        self.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+    }
+
+    /// Writes `wqes` into the SQ through the mapped RAM and rings the SQ
+    /// doorbell once for all of them (a driver's `post_send` with a chain of
+    /// work requests). The caller keeps the SQ from overflowing.
+    pub fn post_send_batch(&mut self, qp: &mut Qp, wqes: &[SendWqe]) {
+        if wqes.is_empty() {
+            return;
+        }
+        for w in wqes {
+            let slot = qp.sq + 128 * u64::from(qp.sq_pi & ((1 << qp.log) - 1));
+            self.map.store(slot, w);
+            qp.sq_pi = qp.sq_pi.wrapping_add(1);
+        }
+        // The doorbell is a socket write (a syscall): the WQE stores are
+        // visible to the device before it sees the doorbell.
+        let db = u64::from(qp.qpn) | (u64::from(qp.sq_pi) << 32);
+        self.client.post_write(0, regs::DB_SQ, &db.to_le_bytes());
+    }
+
+    /// Writes `wqes` into the RQ through the mapped RAM and rings the RQ
+    /// doorbell once. The caller keeps the RQ from overflowing.
+    pub fn post_recv_batch(&mut self, qp: &mut Qp, wqes: &[RecvWqe]) {
+        if wqes.is_empty() {
+            return;
+        }
+        for w in wqes {
+            let slot = qp.rq + 128 * u64::from(qp.rq_pi & ((1 << qp.log) - 1));
+            self.map.store(slot, w);
+            qp.rq_pi = qp.rq_pi.wrapping_add(1);
+        }
+        let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
+        self.client.post_write(0, regs::DB_RQ, &db.to_le_bytes());
+    }
 }
+
+/// Offset of the owner byte in a [`Cqe`].
+const CQE_OWNER_OFFSET: u64 = std::mem::offset_of!(Cqe, owner) as u64;
 
 /// A send WQE with one SGE.
 pub fn send_wqe(opcode: u8, wr_id: u64, addr: u64, len: u32, lkey: u32) -> SendWqe {

@@ -1,9 +1,10 @@
-//! `ibtca-bench`: latency benchmarks for the ibtca vfio-user server.
+//! `ibtca-bench`: benchmarks for the ibtca vfio-user server and device.
 //!
 //! ```text
 //! cargo build --release --workspace
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- mmio [--iterations N] [--no-vm]
 //!     [--guest-spins LIST] [--guest-repeat N]
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- verbs [--seconds S]
 //! ```
 //!
 //! `mmio` measures, in one run, and prints one table:
@@ -18,6 +19,14 @@
 //!   line (trapped 32-bit BAR0 reads and posted writes, timed in the guest
 //!   kernel) with QEMU and the server on one CPU, on two CPUs, and unpinned.
 //!
+//! `verbs` measures, in one run, two device instances of this process joined
+//! by a Unix-socket link, each driven through vfio-user by a simulated guest
+//! (`ibtca_tests::sim_guest`, busy-polling its CQ): RDMA WRITE throughput and
+//! message rate at 1 MiB, 4 KiB and 64 B with 64 WQEs outstanding, the 64 B
+//! SEND message rate with 128 outstanding, and a 64 B SEND ping-pong; next to
+//! the raw baselines of the same run (a 64 KiB `UnixStream` stream, 64 B
+//! messages one `write`/`read` each, a 64 B socket ping-pong).
+//!
 //! Nothing timed is asserted: the targets are printed as PASS/MISS and the
 //! exit status is 0 unless something could not run at all.
 
@@ -25,11 +34,17 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ibtca_device::instance::InstanceConfig;
+use ibtca_device::link::{LinkEndpoint, LinkStats};
 use ibtca_device::regs;
+use ibtca_device::verbs::abi::*;
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Cq, PollWait, Qp, SimGuest};
 use ibtca_tests::vm::{VmConfig, VmStack};
-use ibtca_tests::{Client, TempDir};
+use ibtca_tests::{Client, TempDir, TestServer};
 
 /// The server's default `--spin-us` (see `ibtca-device --help`).
 const DEFAULT_SPIN_US: u64 = 50;
@@ -44,12 +59,18 @@ const TARGET_WRITE_US: f64 = 2.5;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
+       ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
   --guest-spins LIST  server --spin-us values for the pinned guest runs
                       (default 50, the server default); e.g. 0,20,50,200
   --guest-repeat N    boot each pinned guest configuration N times (default 1)
+
+  --seconds S         (verbs) timed seconds per measurement (default 2; a
+                      tenth of that more as warm-up for the verbs rows)
+  --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
+                      is empty instead of spinning with sched_yield (default 0)
 
 Build first: cargo build --release --workspace";
 
@@ -60,14 +81,49 @@ struct Opts {
     guest_repeat: usize,
 }
 
-fn parse_args() -> Result<Opts, String> {
+/// Which benchmark to run.
+enum Bench {
+    Mmio(Opts),
+    Verbs { seconds: f64, idle_us: u64 },
+}
+
+fn parse_args() -> Result<Bench, String> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
-        Some("mmio") => {}
-        Some("-h" | "--help") => return Err(String::new()),
-        Some(other) => return Err(format!("unknown benchmark '{other}'")),
-        None => return Err("which benchmark? (mmio)".into()),
+        Some("mmio") => parse_mmio(args).map(Bench::Mmio),
+        Some("verbs") => parse_verbs(args),
+        Some("-h" | "--help") => Err(String::new()),
+        Some(other) => Err(format!("unknown benchmark '{other}'")),
+        None => Err("which benchmark? (mmio, verbs)".into()),
     }
+}
+
+fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> {
+    let mut seconds = 2.0;
+    let mut idle_us = 0;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--idle-sleep-us" => {
+                idle_us = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--idle-sleep-us needs a non-negative integer")?
+            }
+            "--seconds" => {
+                seconds = args
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|&s| s > 0.0 && s.is_finite())
+                    .ok_or("--seconds needs a positive number")?
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option '{other}'")),
+        }
+    }
+    Ok(Bench::Verbs { seconds, idle_us })
+}
+
+fn parse_mmio(mut args: impl Iterator<Item = String>) -> Result<Opts, String> {
     let mut o = Opts {
         iterations: 20_000,
         vm: true,
@@ -471,7 +527,11 @@ fn print_table(rows: &[Row], sock_same: f64, sock_cross: f64) {
 
 fn main() -> ExitCode {
     let opts = match parse_args() {
-        Ok(o) => o,
+        Ok(Bench::Mmio(o)) => o,
+        Ok(Bench::Verbs { seconds, idle_us }) => {
+            IDLE_SLEEP_US.store(idle_us, Ordering::Relaxed);
+            return run_verbs(seconds);
+        }
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");
@@ -616,6 +676,709 @@ fn main() -> ExitCode {
     if failures > 0 {
         println!();
         println!("{failures} guest measurement(s) could not run (see stderr).");
+    }
+    ExitCode::SUCCESS
+}
+
+// ---------------------------------------------------------------------------
+// verbs: two device instances on a link, driven by simulated guests.
+// ---------------------------------------------------------------------------
+
+/// Target: 1 MiB RDMA WRITE throughput as a share of the raw stream.
+const TARGET_WRITE_SHARE: f64 = 0.70;
+/// Target: 64 B SEND rate as a share of the raw small-message rate.
+const TARGET_SEND_SHARE: f64 = 0.50;
+/// Simulated RAM per guest.
+const VERBS_RAM: u64 = 32 << 20;
+/// Registered buffer per guest.
+const VERBS_BUF: u64 = 4 << 20;
+/// Send queue of the RDMA WRITE runs: 2^6 = 64 entries, all kept busy.
+const WRITE_QP_LOG: u8 = 6;
+/// QP of the SEND runs: 2^10 receives kept posted.
+const SEND_QP_LOG: u8 = 10;
+/// SENDs the sender keeps outstanding.
+const SEND_DEPTH: usize = 128;
+/// CQ of every run: larger than any QP's SQ + RQ.
+const VERBS_CQ_LOG: u8 = 12;
+/// Completions taken per look at a CQ.
+const POLL_BATCH: usize = 64;
+
+const ALL_ACCESS: u32 =
+    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+
+/// How the bench's guest threads wait when their CQ is empty: 0 = spin
+/// with `sched_yield` (the default), else sleep this many µs.
+static IDLE_SLEEP_US: AtomicU64 = AtomicU64::new(0);
+
+fn idle() {
+    match IDLE_SLEEP_US.load(Ordering::Relaxed) {
+        0 => std::thread::yield_now(),
+        us => std::thread::sleep(Duration::from_micros(us)),
+    }
+}
+
+/// One guest on one device instance, with a registered buffer, a CQ and an
+/// RC QP.
+struct Side {
+    g: SimGuest,
+    buf: u64,
+    lkey: u32,
+    rkey: u32,
+    cq: Cq,
+    qp: Qp,
+}
+
+/// Two instances joined by a link, a guest on each, QPs connected (A: LID 1,
+/// B: LID 2).
+struct Pair {
+    a: Side,
+    b: Side,
+    servers: (TestServer, TestServer),
+    _dir: TempDir,
+}
+
+fn verbs_side(server: &TestServer, qp_log: u8) -> Side {
+    let mut g = SimGuest::new(&server.socket, VERBS_RAM);
+    g.set_poll_wait(PollWait::Spin);
+    let pd = g.create_pd();
+    let buf = g.alloc(VERBS_BUF, 4096);
+    let (lkey, rkey) = g.reg_mr(pd, buf, VERBS_BUF, ALL_ACCESS);
+    let cq = g.create_cq(VERBS_CQ_LOG);
+    let qp = g.create_qp(pd, &cq, &cq, qp_log);
+    Side {
+        g,
+        buf,
+        lkey,
+        rkey,
+        cq,
+        qp,
+    }
+}
+
+fn verbs_pair(qp_log: u8) -> Pair {
+    let dir = TempDir::new("bench-link");
+    let link = dir.join("ab.link");
+    let sa = TestServer::start_instance(
+        TempDir::new("bench-a"),
+        InstanceConfig {
+            lid: 1,
+            guid: 0xa,
+            link: Some(LinkEndpoint::Listen(link.clone())),
+        },
+    );
+    let sb = TestServer::start_instance(
+        TempDir::new("bench-b"),
+        InstanceConfig {
+            lid: 2,
+            guid: 0xb,
+            link: Some(LinkEndpoint::Connect(link)),
+        },
+    );
+    let mut a = verbs_side(&sa, qp_log);
+    let mut b = verbs_side(&sb, qp_log);
+    for s in [&mut a, &mut b] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
+            assert!(Instant::now() < deadline, "link port never became active");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let (qa, qb) = (a.qp.qpn, b.qp.qpn);
+    a.g.connect(&a.qp, 2, qb, MTU_4096, ALL_ACCESS);
+    b.g.connect(&b.qp, 1, qa, MTU_4096, ALL_ACCESS);
+    Pair {
+        a,
+        b,
+        servers: (sa, sb),
+        _dir: dir,
+    }
+}
+
+/// Link counters of A and B so far.
+fn link_stats(servers: &(TestServer, TestServer)) -> (LinkStats, LinkStats) {
+    let s = |t: &TestServer| t.link.as_ref().map(|l| l.stats()).unwrap_or_default();
+    (s(&servers.0), s(&servers.1))
+}
+
+/// What one throughput run measured, plus the link counters for the report.
+struct Rate {
+    msgs: u64,
+    bytes: u64,
+    secs: f64,
+    link: Option<LinkDelta>,
+}
+
+impl Rate {
+    fn msg_per_s(&self) -> f64 {
+        self.msgs as f64 / self.secs
+    }
+    fn mib_per_s(&self) -> f64 {
+        self.bytes as f64 / self.secs / (1 << 20) as f64
+    }
+}
+
+/// Link counters over one run, both directions.
+struct LinkDelta {
+    a: LinkStats,
+    b: LinkStats,
+}
+
+fn delta(before: &LinkStats, after: &LinkStats) -> LinkStats {
+    LinkStats {
+        tx_packets: after.tx_packets - before.tx_packets,
+        tx_bytes: after.tx_bytes - before.tx_bytes,
+        tx_writes: after.tx_writes - before.tx_writes,
+        rx_packets: after.rx_packets - before.rx_packets,
+        rx_bytes: after.rx_bytes - before.rx_bytes,
+        tx_dropped_down: after.tx_dropped_down - before.tx_dropped_down,
+        tx_dropped_full: after.tx_dropped_full - before.tx_dropped_full,
+        ..LinkStats::default()
+    }
+}
+
+impl std::fmt::Display for LinkDelta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, s) in [("A→B", &self.a), ("B→A", &self.b)] {
+            write!(
+                f,
+                "  {name}: {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full)",
+                s.tx_packets,
+                s.tx_writes,
+                s.tx_packets as f64 / s.tx_writes.max(1) as f64,
+                s.tx_bytes as f64 / s.tx_writes.max(1) as f64 / 1024.0,
+                s.tx_dropped_full,
+            )?;
+            if name == "A→B" {
+                writeln!(f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Raw `UnixStream` throughput: one thread writes `chunk`-byte buffers
+/// (one `write_all` each) for `secs`, the other reads them with `read_exact`
+/// of `chunk` bytes; counted at the reader.
+fn raw_stream(chunk: usize, secs: f64) -> Rate {
+    let (mut w, mut r) = UnixStream::pair().expect("socketpair");
+    let writer = std::thread::spawn(move || {
+        let buf = vec![0x5au8; chunk];
+        let end = Instant::now() + Duration::from_secs_f64(secs);
+        // Check the clock every 64 writes: a clock read costs as much as a
+        // small write.
+        'outer: loop {
+            for _ in 0..64 {
+                if w.write_all(&buf).is_err() {
+                    break 'outer;
+                }
+            }
+            if Instant::now() >= end {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; chunk];
+    r.read_exact(&mut buf).expect("first chunk");
+    let t = Instant::now();
+    let mut msgs = 0u64;
+    while r.read_exact(&mut buf).is_ok() {
+        msgs += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    writer.join().expect("raw writer");
+    Rate {
+        msgs,
+        bytes: msgs * chunk as u64,
+        secs,
+        link: None,
+    }
+}
+
+/// Raw `UnixStream` ping-pong of `size` bytes each way; µs per one-way trip
+/// (round trip / 2), median.
+fn raw_pingpong(size: usize, secs: f64) -> f64 {
+    let (mut a, mut b) = UnixStream::pair().expect("socketpair");
+    let echo = std::thread::spawn(move || {
+        let mut m = vec![0u8; size];
+        while b.read_exact(&mut m).is_ok() {
+            if b.write_all(&m).is_err() {
+                break;
+            }
+        }
+    });
+    let mut m = vec![0xa5u8; size];
+    let mut samples = Vec::new();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        let t = Instant::now();
+        a.write_all(&m).unwrap();
+        a.read_exact(&mut m).unwrap();
+        samples.push(t.elapsed().as_nanos() as u64);
+    }
+    drop(a);
+    echo.join().expect("raw echo");
+    median_ns(samples) / 2000.0
+}
+
+fn median_ns(mut ns: Vec<u64>) -> f64 {
+    ns.sort_unstable();
+    ns.get(ns.len() / 2).copied().unwrap_or(0) as f64
+}
+
+/// Drives a sender: keeps `depth` WQEs made by `make(i)` outstanding on
+/// `s`, refilling (one doorbell per refill) as completions arrive, for
+/// `secs` after a warm-up of a tenth of that. Returns messages completed in
+/// the timed part, its length and the link counters over it (`link` reads
+/// them).
+fn keep_busy(
+    s: &mut Side,
+    depth: usize,
+    secs: f64,
+    link: impl Fn() -> (LinkStats, LinkStats),
+    make: impl Fn(&Side, u64) -> SendWqe,
+) -> (u64, f64, LinkDelta) {
+    let warm = Duration::from_secs_f64(secs / 10.0);
+    let timed = Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut t0 = None;
+    let mut outstanding = 0usize;
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let mut done_at_t0 = 0;
+    let mut link_at_t0 = link();
+    let mut cqes = Vec::with_capacity(POLL_BATCH);
+    let mut wqes = Vec::with_capacity(depth);
+    let last_post = loop {
+        let now = Instant::now();
+        if t0.is_none() && now >= start + warm {
+            t0 = Some(now);
+            done_at_t0 = done;
+            link_at_t0 = link();
+        }
+        if t0.is_some_and(|t| now >= t + timed) {
+            break now;
+        }
+        wqes.clear();
+        while outstanding + wqes.len() < depth {
+            wqes.push(make(s, posted));
+            posted += 1;
+        }
+        outstanding += wqes.len();
+        s.g.post_send_batch(&mut s.qp, &wqes);
+        cqes.clear();
+        let n = s.g.poll_cq_batch(&mut s.cq, POLL_BATCH, &mut cqes);
+        for c in &cqes {
+            assert_eq!(c.status, WC_SUCCESS, "completion {c:?}");
+        }
+        if n == 0 {
+            idle();
+        }
+        outstanding -= n;
+        done += n as u64;
+    };
+    let t0 = t0.expect("warm-up ended");
+    let msgs = done - done_at_t0;
+    let secs = (last_post - t0).as_secs_f64();
+    let end = link();
+    let link = LinkDelta {
+        a: delta(&link_at_t0.0, &end.0),
+        b: delta(&link_at_t0.1, &end.1),
+    };
+    // Drain what is still in flight, so the pair shuts down quietly.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while outstanding > 0 && Instant::now() < deadline {
+        cqes.clear();
+        outstanding -= s.g.poll_cq_batch(&mut s.cq, POLL_BATCH, &mut cqes);
+        idle();
+    }
+    (msgs, secs, link)
+}
+
+/// RDMA WRITE of `size` bytes from A to B, `depth` outstanding.
+fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
+    let mut p = verbs_pair(WRITE_QP_LOG);
+    let (dst, rkey) = (p.b.buf, p.b.rkey);
+    // Spread the messages over the buffer (for small ones: distinct lines).
+    let slots = (VERBS_BUF / size).max(1);
+    let servers = &p.servers;
+    let (msgs, secs, link) = keep_busy(
+        &mut p.a,
+        depth,
+        secs,
+        || link_stats(servers),
+        |s, i| {
+            let off = (i % slots) * size;
+            remote(
+                send_wqe(WR_RDMA_WRITE, i, s.buf + off, size as u32, s.lkey),
+                dst + off,
+                rkey,
+            )
+        },
+    );
+    Rate {
+        msgs,
+        bytes: msgs * size,
+        secs,
+        link: Some(link),
+    }
+}
+
+/// 64 B SENDs from A to B: B keeps its RQ full, reposting as receives
+/// complete; A keeps `depth` SENDs outstanding. Counted at the sender (an RC
+/// SEND completes once B has placed it and acknowledged it).
+fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
+    let Pair {
+        mut a,
+        mut b,
+        servers,
+        _dir,
+    } = verbs_pair(SEND_QP_LOG);
+    let rq = 1usize << SEND_QP_LOG;
+    let recv = |b: &Side, i: u64| {
+        let slot = i % (VERBS_BUF / 4096);
+        recv_wqe(i, b.buf + slot * 4096, 4096, b.lkey)
+    };
+    let all: Vec<RecvWqe> = (0..rq as u64).map(|i| recv(&b, i)).collect();
+    b.g.post_recv_batch(&mut b.qp, &all);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_rx = stop.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut cqes = Vec::with_capacity(POLL_BATCH);
+        let mut wqes = Vec::with_capacity(POLL_BATCH);
+        let mut next = rq as u64;
+        let mut received = 0u64;
+        while !stop_rx.load(Ordering::Relaxed) {
+            cqes.clear();
+            let n = b.g.poll_cq_batch(&mut b.cq, POLL_BATCH, &mut cqes);
+            if n == 0 {
+                idle();
+                continue;
+            }
+            wqes.clear();
+            for c in &cqes {
+                assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_RECV), "{c:?}");
+                wqes.push(recv(&b, next));
+                next += 1;
+            }
+            received += n as u64;
+            b.g.post_recv_batch(&mut b.qp, &wqes);
+        }
+        (b, received)
+    });
+    let (msgs, secs, link) = keep_busy(
+        &mut a,
+        depth,
+        secs,
+        || link_stats(&servers),
+        |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (_b, received) = receiver.join().expect("receiver thread");
+    eprintln!("[bench]   receiver saw {received} receives");
+    drop(a);
+    Rate {
+        msgs,
+        bytes: msgs * u64::from(size),
+        secs,
+        link: Some(link),
+    }
+}
+
+/// Waits (spinning) for the next receive completion on `s`, consuming send
+/// completions on the way.
+fn wait_recv(s: &mut Side) -> Cqe {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(c) = s.g.try_poll_cq(&mut s.cq) {
+            assert_eq!(c.status, WC_SUCCESS, "{c:?}");
+            if c.opcode == WC_RECV {
+                return c;
+            }
+            continue;
+        }
+        assert!(Instant::now() < deadline, "no receive completion");
+        idle();
+    }
+}
+
+/// 64 B SEND ping-pong A → B → A; µs per one-way trip (round trip / 2),
+/// median.
+fn verbs_pingpong(size: u32, secs: f64) -> f64 {
+    let Pair {
+        mut a,
+        mut b,
+        servers: _servers,
+        _dir,
+    } = verbs_pair(WRITE_QP_LOG);
+    let depth = 1usize << WRITE_QP_LOG;
+    for s in [&mut a, &mut b] {
+        let all: Vec<RecvWqe> = (0..depth as u64)
+            .map(|i| recv_wqe(i, s.buf + i * 4096, 4096, s.lkey))
+            .collect();
+        s.g.post_recv_batch(&mut s.qp, &all);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_b = stop.clone();
+    let echo = std::thread::spawn(move || {
+        let mut i = 0u64;
+        loop {
+            // Poll until a ping arrives or the bench stops.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let c = loop {
+                if let Some(c) = b.g.try_poll_cq(&mut b.cq) {
+                    assert_eq!(c.status, WC_SUCCESS, "{c:?}");
+                    if c.opcode == WC_RECV {
+                        break Some(c);
+                    }
+                    continue;
+                }
+                if stop_b.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                    break None;
+                }
+                idle();
+            };
+            let Some(c) = c else { return };
+            let w = send_wqe(WR_SEND, i, b.buf + (1 << 20), size, b.lkey);
+            b.g.post_send_batch(&mut b.qp, &[w]);
+            let slot = c.wr_id.to_native();
+            let r = recv_wqe(slot, b.buf + (slot % depth as u64) * 4096, 4096, b.lkey);
+            b.g.post_recv_batch(&mut b.qp, &[r]);
+            i += 1;
+        }
+    });
+    let mut samples = Vec::new();
+    let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
+    let end = warm + Duration::from_secs_f64(secs);
+    let mut i = 0u64;
+    loop {
+        let t = Instant::now();
+        if t >= end {
+            break;
+        }
+        let w = send_wqe(WR_SEND, i, a.buf + (1 << 20), size, a.lkey);
+        a.g.post_send_batch(&mut a.qp, &[w]);
+        let c = wait_recv(&mut a);
+        if t >= warm {
+            samples.push(t.elapsed().as_nanos() as u64);
+        }
+        let slot = c.wr_id.to_native();
+        let r = recv_wqe(slot, a.buf + (slot % depth as u64) * 4096, 4096, a.lkey);
+        a.g.post_recv_batch(&mut a.qp, &[r]);
+        i += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    echo.join().expect("echo thread");
+    median_ns(samples) / 2000.0
+}
+
+/// One row of the verbs table.
+struct VRow {
+    what: String,
+    size: &'static str,
+    mib_s: Option<f64>,
+    msg_s: Option<f64>,
+    us: Option<f64>,
+    ratio: Option<(f64, &'static str)>,
+    target: Option<f64>,
+}
+
+fn fmt_rate(v: f64) -> String {
+    if v >= 100_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn print_grid(header: &[&str], rows: &[Vec<String>], numeric: &[usize]) {
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, s) in width.iter_mut().zip(r) {
+            *w = (*w).max(s.chars().count());
+        }
+    }
+    let line = |c: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in c.iter().zip(&width).enumerate() {
+            let pad = " ".repeat(w - cell.chars().count());
+            if numeric.contains(&i) {
+                s.push_str(&pad);
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&pad);
+            }
+            s.push_str("  ");
+        }
+        println!("{}", s.trim_end());
+    };
+    line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    println!(
+        "{}",
+        "-".repeat(width.iter().sum::<usize>() + 2 * (width.len() - 1))
+    );
+    for r in rows {
+        line(r);
+    }
+}
+
+fn run_verbs(secs: f64) -> ExitCode {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+
+    eprintln!("[bench] raw socket stream, 64 KiB writes, {secs} s");
+    let stream = raw_stream(64 << 10, secs);
+    eprintln!("[bench] raw socket messages, 64 B writes, {secs} s");
+    let small = raw_stream(64, secs);
+    eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s");
+    let raw_lat = raw_pingpong(64, secs);
+    let stream_mib = stream.mib_per_s();
+    let small_msg = small.msg_per_s();
+    rows.push(VRow {
+        what: "raw socket stream".into(),
+        size: "64 KiB",
+        mib_s: Some(stream_mib),
+        msg_s: Some(stream.msg_per_s()),
+        us: None,
+        ratio: Some((1.0, "stream")),
+        target: None,
+    });
+    rows.push(VRow {
+        what: "raw socket messages".into(),
+        size: "64 B",
+        mib_s: Some(small.mib_per_s()),
+        msg_s: Some(small_msg),
+        us: None,
+        ratio: Some((1.0, "msgs")),
+        target: None,
+    });
+    rows.push(VRow {
+        what: "raw socket ping-pong".into(),
+        size: "64 B",
+        mib_s: None,
+        msg_s: None,
+        us: Some(raw_lat),
+        ratio: Some((1.0, "ping")),
+        target: None,
+    });
+
+    for (size, label, target) in [
+        (1u64 << 20, "1 MiB", Some(TARGET_WRITE_SHARE)),
+        (4096, "4 KiB", None),
+        (64, "64 B", None),
+    ] {
+        eprintln!(
+            "[bench] RDMA WRITE {label}, {} outstanding, {secs} s",
+            1 << WRITE_QP_LOG
+        );
+        let r = verbs_write(size, 1 << WRITE_QP_LOG, secs);
+        eprintln!(
+            "[bench]   {:.1} MiB/s, {:.0} msg/s",
+            r.mib_per_s(),
+            r.msg_per_s()
+        );
+        if let Some(l) = &r.link {
+            notes.push(format!("RDMA WRITE {label}:\n{l}"));
+        }
+        rows.push(VRow {
+            what: format!("RDMA WRITE (QD {})", 1 << WRITE_QP_LOG),
+            size: label,
+            mib_s: Some(r.mib_per_s()),
+            msg_s: Some(r.msg_per_s()),
+            us: None,
+            ratio: Some(if size >= 4096 {
+                (r.mib_per_s() / stream_mib, "stream")
+            } else {
+                (r.msg_per_s() / small_msg, "msgs")
+            }),
+            target,
+        });
+    }
+
+    eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
+    let r = verbs_send_rate(64, SEND_DEPTH, secs);
+    eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
+    if let Some(l) = &r.link {
+        notes.push(format!("SEND 64 B:\n{l}"));
+    }
+    rows.push(VRow {
+        what: format!("SEND rate (QD {SEND_DEPTH})"),
+        size: "64 B",
+        mib_s: Some(r.mib_per_s()),
+        msg_s: Some(r.msg_per_s()),
+        us: None,
+        ratio: Some((r.msg_per_s() / small_msg, "msgs")),
+        target: Some(TARGET_SEND_SHARE),
+    });
+
+    eprintln!("[bench] SEND ping-pong 64 B, {secs} s");
+    let lat = verbs_pingpong(64, secs);
+    eprintln!("[bench]   {lat:.1} µs");
+    rows.push(VRow {
+        what: "SEND ping-pong".into(),
+        size: "64 B",
+        mib_s: None,
+        msg_s: None,
+        us: Some(lat),
+        ratio: Some((lat / raw_lat, "ping")),
+        target: None,
+    });
+
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let opt = |v: Option<f64>, f: fn(f64) -> String| v.map_or("-".into(), f);
+            let (ratio, target, result) = match (r.ratio, r.target) {
+                (None, _) => ("-".into(), "-".into(), "-".into()),
+                (Some((x, base)), t) => (
+                    format!("{x:.2} ({base})"),
+                    t.map_or("-".into(), |t| format!("≥ {t:.2}")),
+                    t.map_or("-".into(), |t| if x >= t { "PASS" } else { "MISS" }.into()),
+                ),
+            };
+            vec![
+                r.what.clone(),
+                r.size.into(),
+                opt(r.mib_s, |v| format!("{v:.1}")),
+                opt(r.msg_s, fmt_rate),
+                opt(r.us, fmt_us),
+                ratio,
+                target,
+                result,
+            ]
+        })
+        .collect();
+    println!();
+    println!(
+        "ibtca-bench verbs: two device instances (in this process) on a Unix-socket link, \
+         each driven through vfio-user by a simulated guest that busy-polls its CQ; \
+         {secs} s per row, path MTU 4096, one doorbell per refill."
+    );
+    println!(
+        "Ratios: stream = MiB/s over the raw 64 KiB stream; msgs = msg/s over the raw \
+         64 B message rate; ping = one-way µs over the raw 64 B socket ping-pong."
+    );
+    println!();
+    print_grid(
+        &[
+            "measurement",
+            "size",
+            "MiB/s",
+            "msg/s",
+            "µs",
+            "× baseline",
+            "target",
+            "result",
+        ],
+        &cells,
+        &[2, 3, 4],
+    );
+    println!();
+    println!("Link counters (per direction, over the timed part of each run):");
+    for n in notes {
+        println!("{n}");
     }
     ExitCode::SUCCESS
 }

@@ -89,6 +89,8 @@ pub struct EngineStats {
     pub tx_packets: u64,
     /// Packets delivered to this device's own LID.
     pub loopback: u64,
+    /// Plain ACKs not sent because a later ACK of the same QP superseded them.
+    pub acks_coalesced: u64,
 }
 
 struct Outbox(Vec<Vec<u8>>);
@@ -151,8 +153,15 @@ impl Engine {
         &self.verbs
     }
 
-    /// Handles one event.
+    /// Handles one event and sends what it produced.
     pub fn handle(&mut self, ev: EngineEvent, now: Instant) {
+        self.absorb(ev, now);
+        self.flush_outbox(now);
+    }
+
+    /// Handles one event; what it produces waits in the outbox until
+    /// [`Engine::flush`], so a burst of events sends coalesced ACKs.
+    pub fn absorb(&mut self, ev: EngineEvent, now: Instant) {
         match ev {
             EngineEvent::CmdqBaseLo(v) => self.cmdq.write_base_lo(v),
             EngineEvent::CmdqBaseHi(v) => self.cmdq.write_base_hi(v),
@@ -185,7 +194,6 @@ impl Engine {
             EngineEvent::Reset => self.reset(),
             EngineEvent::Stop => {}
         }
-        self.flush_outbox(now);
     }
 
     /// Forgets every object (device reset or client gone).
@@ -319,13 +327,19 @@ impl Engine {
         self.drain_sq(qpn, now);
     }
 
+    /// Sends (or loops back) everything in the outbox.
+    pub fn flush(&mut self, now: Instant) {
+        self.flush_outbox(now);
+    }
+
     fn flush_outbox(&mut self, now: Instant) {
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
             if self.outbox.0.is_empty() {
                 return;
             }
-            let packets = std::mem::take(&mut self.outbox.0);
+            let mut packets = std::mem::take(&mut self.outbox.0);
+            self.stats.acks_coalesced += coalesce_acks(&mut packets);
             for p in packets {
                 if dlid(&p) == Some(self.verbs.port.lid) {
                     self.stats.loopback += 1;
@@ -337,6 +351,57 @@ impl Engine {
             }
         }
     }
+}
+
+/// RC ACKNOWLEDGE opcode.
+const OPCODE_RC_ACK: u8 = 0x11;
+
+/// The (DLID, destination QP) and PSN of a plain positive ACK without GRH,
+/// read from the raw bytes; `None` for anything else (NAKs, RNR NAKs,
+/// responses and requests are never coalesced).
+fn plain_ack_target(p: &[u8]) -> Option<((u16, u32), u32)> {
+    let lnh = *p.get(1)? & 0x3;
+    if lnh != 2 || *p.get(8)? != OPCODE_RC_ACK {
+        return None;
+    }
+    let syndrome = *p.get(20)?;
+    if syndrome & 0x60 != 0 {
+        return None;
+    }
+    let qp = u32::from_be_bytes([0, *p.get(13)?, *p.get(14)?, *p.get(15)?]);
+    let psn = u32::from_be_bytes([0, *p.get(17)?, *p.get(18)?, *p.get(19)?]);
+    Some(((dlid(p)?, qp), psn))
+}
+
+/// ACKs are cumulative (seed 002): of several plain ACKs to the same QP in
+/// one burst only the one with the highest PSN is needed (a re-ACK of a
+/// duplicate may carry an older PSN). Returns how many were dropped.
+fn coalesce_acks(packets: &mut Vec<Vec<u8>>) -> u64 {
+    if packets.len() < 2 {
+        return 0;
+    }
+    let mut best: HashMap<(u16, u32), (usize, u32)> = HashMap::new();
+    let mut keep = vec![true; packets.len()];
+    for (i, p) in packets.iter().enumerate() {
+        let Some((target, psn)) = plain_ack_target(p) else {
+            continue;
+        };
+        match best.get(&target).copied() {
+            // Newer or equal PSN (24-bit circular order): it supersedes.
+            Some((j, old)) if (psn.wrapping_sub(old) & 0xff_ffff) < 0x80_0000 => {
+                keep[j] = false;
+                best.insert(target, (i, psn));
+            }
+            Some(_) => keep[i] = false,
+            None => {
+                best.insert(target, (i, psn));
+            }
+        }
+    }
+    let before = packets.len();
+    let mut k = keep.iter();
+    packets.retain(|_| *k.next().unwrap_or(&true));
+    (before - packets.len()) as u64
 }
 
 fn dlid(packet: &[u8]) -> Option<u16> {
@@ -363,7 +428,26 @@ impl EngineThread {
                         .unwrap_or(Duration::from_secs(1));
                     match rx.recv_timeout(wait) {
                         Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-                        Ok(ev) => engine.handle(ev, Instant::now()),
+                        Ok(ev) => {
+                            // Take the whole burst before sending anything.
+                            let now = Instant::now();
+                            engine.absorb(ev, now);
+                            let mut stop = false;
+                            for _ in 0..256 {
+                                match rx.try_recv() {
+                                    Ok(EngineEvent::Stop) => {
+                                        stop = true;
+                                        break;
+                                    }
+                                    Ok(ev) => engine.absorb(ev, now),
+                                    Err(_) => break,
+                                }
+                            }
+                            engine.flush(now);
+                            if stop {
+                                break;
+                            }
+                        }
                         Err(RecvTimeoutError::Timeout) => {}
                     }
                     engine.on_timers(Instant::now());
@@ -399,5 +483,56 @@ impl EngineThread {
 impl Drop for EngineThread {
     fn drop(&mut self) {
         self.stop_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibtca_protocol::headers::Aeth;
+    use ibtca_protocol::{Opcode, Packet};
+
+    fn ack(dest_qp: u32, psn: u32, nak: bool) -> Vec<u8> {
+        let mut p = Packet::new(Opcode::RcAcknowledge);
+        p.lrh.dlid = 2;
+        p.bth.dest_qp = dest_qp;
+        p.bth.psn = psn;
+        p.ext.aeth = Some(if nak {
+            Aeth::nak(ibtca_protocol::headers::NakCode::PsnSequenceError, 0)
+        } else {
+            Aeth::ack(0x1f, 0)
+        });
+        p.build().unwrap()
+    }
+
+    #[test]
+    fn only_the_newest_plain_ack_per_qp_survives() {
+        let mut v = vec![
+            ack(5, 10, false),
+            ack(6, 3, false),
+            ack(5, 12, false),
+            ack(5, 11, false),
+            ack(5, 9, true),
+        ];
+        assert_eq!(coalesce_acks(&mut v), 2);
+        let kept: Vec<(u32, u32)> = v
+            .iter()
+            .map(|p| {
+                let pv = PacketView::parse(p).unwrap();
+                (pv.bth.dest_qp, pv.bth.psn)
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [(6, 3), (5, 12), (5, 9)],
+            "newest ACK of QP 5, QP 6's ACK, and the NAK stay in order"
+        );
+    }
+
+    #[test]
+    fn psn_order_is_circular() {
+        let mut v = vec![ack(5, 0xff_fffe, false), ack(5, 1, false)];
+        coalesce_acks(&mut v);
+        assert_eq!(PacketView::parse(&v[0]).unwrap().bth.psn, 1);
     }
 }

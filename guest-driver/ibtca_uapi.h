@@ -87,6 +87,141 @@ struct ibtca_bench_mmio {
 	__u64 write_ns;		/* out: total ns for the writes */
 };
 
+/*
+ * Verbs interface. A file descriptor of /dev/ibtcaN is a verbs context: the
+ * objects it creates (buffers, PDs, MRs, CQs, QPs) belong to it and are
+ * destroyed when the last reference to the file goes away. Numbers and
+ * constants (IBTCA_WR_*, IBTCA_WC_*, IBTCA_ACCESS_*, IBTCA_QPS_*,
+ * IBTCA_QP_ATTR_*, IBTCA_MTU_*) are those of ibtca_abi.h.
+ */
+
+/* Largest buffer IBTCA_IOC_ALLOC_BUF accepts (4 MiB). */
+#define IBTCA_UAPI_BUF_MAX	(4U << 20)
+
+/* Largest number of buffers per context. */
+#define IBTCA_UAPI_MAX_BUFS	16
+
+/* Largest log2 of CQ entries, and of SQ/RQ entries. */
+#define IBTCA_UAPI_CQ_LOG_MAX	12
+#define IBTCA_UAPI_QP_LOG_MAX	10
+
+/* Largest timeout IBTCA_IOC_POLL_CQ accepts. */
+#define IBTCA_UAPI_POLL_TIMEOUT_MAX_MS	60000U
+
+/* ALLOC_BUF: a zeroed DMA-coherent buffer to mmap() at @mmap_offset. */
+struct ibtca_alloc_buf {
+	__u64 size;		/* in: bytes (rounded up to pages) */
+	__u64 mmap_offset;	/* out: offset argument of mmap() */
+	__u64 dma_addr;		/* out: bus address (informational) */
+	__u32 handle;		/* out: buffer handle for REG_MR */
+	__u32 reserved;
+};
+
+/* CREATE_PD: out: PD number. */
+struct ibtca_create_pd {
+	__u32 pdn;
+	__u32 reserved;
+};
+
+/* REG_MR: a region over [offset, offset + length) of buffer @buf. */
+struct ibtca_reg_mr {
+	__u32 buf;		/* in: buffer handle */
+	__u32 pdn;		/* in: protection domain */
+	__u64 offset;		/* in: first byte in the buffer */
+	__u64 length;		/* in: bytes */
+	__u32 access;		/* in: IBTCA_ACCESS_* */
+	__u32 lkey;		/* out */
+	__u32 rkey;		/* out */
+	__u32 reserved;
+	__u64 iova;		/* out: address of the first byte in SGEs and
+				 * for remote peers
+				 */
+};
+
+/* CREATE_CQ: completions raise MSI-X vector 1 when armed. */
+struct ibtca_create_cq {
+	__u32 log_entries;	/* in: 1..IBTCA_UAPI_CQ_LOG_MAX */
+	__u32 cqn;		/* out */
+};
+
+/* CREATE_QP: an RC QP with 2^log_entries SQ and RQ entries. */
+struct ibtca_create_qp {
+	__u32 pdn;		/* in */
+	__u32 send_cqn;		/* in */
+	__u32 recv_cqn;		/* in */
+	__u32 log_entries;	/* in: 1..IBTCA_UAPI_QP_LOG_MAX */
+	__u32 qpn;		/* out */
+	__u32 reserved;
+};
+
+/* MODIFY_QP: the fields of struct ibtca_cmd_modify_qp, in host order. */
+struct ibtca_modify_qp {
+	__u32 qpn;
+	__u32 attr_mask;	/* IBTCA_QP_ATTR_* */
+	__u8 state;		/* IBTCA_QPS_* */
+	__u8 path_mtu;		/* IBTCA_MTU_* */
+	__u8 timeout;		/* ACK timeout exponent: 4.096 us << timeout */
+	__u8 retry_cnt;
+	__u8 rnr_retry;
+	__u8 min_rnr_timer;
+	__u8 max_rd_atomic;
+	__u8 reserved0;
+	__u32 dest_qpn;
+	__u16 dlid;
+	__u16 reserved1;
+	__u32 sq_psn;
+	__u32 rq_psn;
+	__u32 access;		/* IBTCA_ACCESS_REMOTE_* only */
+	__u32 reserved2;
+};
+
+/*
+ * POST_SEND: one work request with at most one local buffer (none when
+ * @length is 0 and the operation is not an atomic). Every request is
+ * signaled. -ENOSPC when the SQ is full (completions not yet polled).
+ */
+struct ibtca_post_send {
+	__u32 qpn;
+	__u32 opcode;		/* IBTCA_WR_* */
+	__u64 wr_id;
+	__u64 addr;		/* local buffer: iova of an MR ... */
+	__u32 length;		/* ... its length ... */
+	__u32 lkey;		/* ... and its lkey */
+	__u64 remote_addr;	/* RDMA and atomics */
+	__u32 rkey;		/* RDMA and atomics */
+	__u32 imm_data;		/* *_IMM */
+	__u64 compare_add;	/* atomics */
+	__u64 swap;		/* compare and swap */
+	__u32 flags;		/* IBTCA_WQE_F_SOLICITED, IBTCA_WQE_F_FENCE */
+	__u32 reserved;
+};
+
+/* POST_RECV: one receive buffer. -ENOSPC when the RQ is full. */
+struct ibtca_post_recv {
+	__u32 qpn;
+	__u32 length;
+	__u64 wr_id;
+	__u64 addr;		/* iova of an MR */
+	__u32 lkey;
+	__u32 reserved;
+};
+
+/* POLL_CQ: takes the next completion, waiting up to @timeout_ms for it. */
+struct ibtca_poll_cq {
+	__u32 cqn;		/* in */
+	__u32 timeout_ms;	/* in: 0 = do not wait */
+	__u32 found;		/* out: 1 if the fields below are a completion */
+	__u32 byte_len;		/* out */
+	__u64 wr_id;		/* out */
+	__u32 qpn;		/* out */
+	__u32 imm_data;		/* out: valid with IBTCA_CQE_F_IMM */
+	__u32 src_qp;		/* out: source QP; vendor detail on errors */
+	__u8 opcode;		/* out: IBTCA_WC_* */
+	__u8 status;		/* out: IBTCA_WC_* status, 0 = success */
+	__u8 flags;		/* out: IBTCA_CQE_F_* */
+	__u8 reserved;
+};
+
 #define IBTCA_IOC_GET_INFO	_IOR(IBTCA_IOC_MAGIC, 0x00, struct ibtca_info)
 #define IBTCA_IOC_REG_READ	_IOWR(IBTCA_IOC_MAGIC, 0x01, struct ibtca_reg)
 #define IBTCA_IOC_REG_WRITE	_IOW(IBTCA_IOC_MAGIC, 0x02, struct ibtca_reg)
@@ -94,5 +229,15 @@ struct ibtca_bench_mmio {
 #define IBTCA_IOC_DMA_TEST	_IOWR(IBTCA_IOC_MAGIC, 0x04, struct ibtca_dma_test)
 #define IBTCA_IOC_BENCH_MMIO	_IOWR(IBTCA_IOC_MAGIC, 0x05, struct ibtca_bench_mmio)
 #define IBTCA_IOC_DMA_FAULT_TEST _IOWR(IBTCA_IOC_MAGIC, 0x06, struct ibtca_dma_fault)
+
+#define IBTCA_IOC_ALLOC_BUF	_IOWR(IBTCA_IOC_MAGIC, 0x10, struct ibtca_alloc_buf)
+#define IBTCA_IOC_CREATE_PD	_IOR(IBTCA_IOC_MAGIC, 0x11, struct ibtca_create_pd)
+#define IBTCA_IOC_REG_MR	_IOWR(IBTCA_IOC_MAGIC, 0x12, struct ibtca_reg_mr)
+#define IBTCA_IOC_CREATE_CQ	_IOWR(IBTCA_IOC_MAGIC, 0x13, struct ibtca_create_cq)
+#define IBTCA_IOC_CREATE_QP	_IOWR(IBTCA_IOC_MAGIC, 0x14, struct ibtca_create_qp)
+#define IBTCA_IOC_MODIFY_QP	_IOW(IBTCA_IOC_MAGIC, 0x15, struct ibtca_modify_qp)
+#define IBTCA_IOC_POST_SEND	_IOW(IBTCA_IOC_MAGIC, 0x16, struct ibtca_post_send)
+#define IBTCA_IOC_POST_RECV	_IOW(IBTCA_IOC_MAGIC, 0x17, struct ibtca_post_recv)
+#define IBTCA_IOC_POLL_CQ	_IOWR(IBTCA_IOC_MAGIC, 0x18, struct ibtca_poll_cq)
 
 #endif /* IBTCA_UAPI_H */

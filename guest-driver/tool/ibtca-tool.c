@@ -10,10 +10,12 @@
  *   ibtca-tool [-d /dev/ibtcaN] irq VECTOR [TIMEOUT_MS]
  *   ibtca-tool [-d /dev/ibtcaN] dma fill|sum LEN [SEED]
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
+ *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
  *
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -22,8 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "ibtca_abi.h"
 #include "ibtca_regs.h"
 #include "ibtca_uapi.h"
 
@@ -45,6 +50,9 @@ static void usage(void)
 		"  irq VEC [MS]         fire an MSI-X vector and wait for it\n"
 		"  dma fill|sum LEN [SEED]  run a DMA self-test command\n"
 		"  dma-fault            check that an out-of-RAM DMA faults\n"
+		"  verbs --role server|client --peer-lid N\n"
+		"                       verbs scenario with a peer guest\n"
+		"                       (IBTCA-VERBS lines)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
@@ -432,6 +440,711 @@ static int cmd_fault(void)
 	return !f.fault_ok;
 }
 
+/*
+ * verbs: two guests, one device each, joined by a link. Both create a PD, an
+ * MR over a 2 MiB buffer, CQs and two RC QPs and connect them to the peer's
+ * (a fresh device numbers its QPs from 0x400). Buffer addresses and keys
+ * travel in SEND messages; the client drives RDMA WRITE, RDMA READ,
+ * atomics and a write with a bad R_Key (on the second QP, which the error
+ * takes down), the server checks its memory and reports back.
+ */
+#define VB_BUF_SIZE	(2U << 20)
+#define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
+#define VB_BULK_LEN	(1U << 20)
+#define VB_READ_OFF	0x100000U	/* 64 KiB: RDMA READ source/target */
+#define VB_READ_LEN	0x10000U
+#define VB_ATOM_OFF	0x110000U	/* server counter; client results */
+#define VB_BAD_OFF	0x120000U	/* 8 KiB the bad-key write aims at */
+#define VB_BAD_LEN	0x2000U
+#define VB_SEND_OFF	0x130000U	/* outgoing messages */
+#define VB_RECV_OFF	0x140000U	/* receive slots */
+#define VB_SLOT		256U
+#define VB_NRECV	16U
+#define VB_QPN0		0x400U
+#define VB_PSN		100U
+#define VB_MAGIC	0x49425642U	/* "IBVB" */
+#define VB_COUNTER0	40U
+#define VB_BAD_BYTE	0xee
+#define VB_WRITE_SEED	0x31
+#define VB_READ_SEED	0x52
+#define VB_PINGS	200
+#define VB_BENCH_WRITES	8
+
+enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_ATOMICS, VB_BADKEY, VB_PING,
+	VB_PONG, VB_BYE };
+
+/* A message; 64 bytes, the size of the ping. */
+struct vb_msg {
+	uint32_t magic;
+	uint32_t type;
+	uint64_t iova;
+	uint32_t rkey;
+	uint32_t ok;
+	uint64_t value;
+	uint8_t pad[32];
+};
+
+struct vb {
+	int fd;
+	int server;
+	uint16_t peer_lid;
+	uint8_t *buf;
+	uint64_t iova;
+	uint32_t lkey, rkey;
+	uint32_t pdn, scq, rcq, scq2, qp, qp2;
+	uint64_t peer_iova;
+	uint32_t peer_rkey;
+	uint64_t wr_id;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void vcheck(const char *name, int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("IBTCA-VERBS %s %s ", name, ok ? "PASS" : "FAIL");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (ok)
+		n_pass++;
+	else
+		n_fail++;
+}
+
+static void vb_pattern(uint8_t *p, size_t len, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 31 + seed + (i >> 12));
+}
+
+/* Offset of the first byte that differs from the pattern, or len. */
+static size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != (uint8_t)(i * 31 + seed + (i >> 12)))
+			break;
+	return i;
+}
+
+static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn)
+{
+	uint32_t remote = IBTCA_ACCESS_REMOTE_WRITE | IBTCA_ACCESS_REMOTE_READ |
+			  IBTCA_ACCESS_REMOTE_ATOMIC;
+	struct ibtca_modify_qp m = {
+		.qpn = qpn,
+		.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_ACCESS,
+		.state = IBTCA_QPS_INIT,
+		.access = remote,
+	};
+
+	if (ioctl(v->fd, IBTCA_IOC_MODIFY_QP, &m) < 0)
+		return -errno;
+	memset(&m, 0, sizeof(m));
+	m.qpn = qpn;
+	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_PATH |
+		      IBTCA_QP_ATTR_DEST_QPN | IBTCA_QP_ATTR_RQ_PSN;
+	m.state = IBTCA_QPS_RTR;
+	m.path_mtu = IBTCA_MTU_4096;
+	m.dlid = v->peer_lid;
+	m.dest_qpn = dest_qpn;
+	m.rq_psn = VB_PSN;
+	if (ioctl(v->fd, IBTCA_IOC_MODIFY_QP, &m) < 0)
+		return -errno;
+	memset(&m, 0, sizeof(m));
+	m.qpn = qpn;
+	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_SQ_PSN |
+		      IBTCA_QP_ATTR_RETRY;
+	m.state = IBTCA_QPS_RTS;
+	m.sq_psn = VB_PSN;
+	/*
+	 * The peer guest may still be booting: packets to a QP that is not
+	 * ready are dropped, so give retransmissions a minute (8 tries of
+	 * 4.096 us << 21 = 8.6 s). Nothing is lost on the link otherwise.
+	 */
+	m.timeout = 21;
+	m.retry_cnt = 7;
+	m.rnr_retry = 7;
+	m.min_rnr_timer = 1;
+	m.max_rd_atomic = 4;
+	if (ioctl(v->fd, IBTCA_IOC_MODIFY_QP, &m) < 0)
+		return -errno;
+	return 0;
+}
+
+static int vb_post_recv(struct vb *v, uint32_t slot)
+{
+	struct ibtca_post_recv r = {
+		.qpn = v->qp,
+		.length = VB_SLOT,
+		.wr_id = slot,
+		.addr = v->iova + VB_RECV_OFF + slot * VB_SLOT,
+		.lkey = v->lkey,
+	};
+
+	return ioctl(v->fd, IBTCA_IOC_POST_RECV, &r) < 0 ? -errno : 0;
+}
+
+/*
+ * Waits up to @secs for a completion on @cqn (sleeping in the driver until
+ * the CQ interrupt); -ETIMEDOUT if none.
+ */
+static int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c,
+		   double secs)
+{
+	double end = now_s() + secs;
+
+	for (;;) {
+		double left = end - now_s();
+
+		memset(c, 0, sizeof(*c));
+		c->cqn = cqn;
+		c->timeout_ms = left <= 0 ? 0 : left > 60 ? 60000 :
+				(uint32_t)(left * 1000) + 1;
+		if (ioctl(v->fd, IBTCA_IOC_POLL_CQ, c) < 0)
+			return -errno;
+		if (c->found)
+			return 0;
+		if (left <= 0)
+			return -ETIMEDOUT;
+	}
+}
+
+/* Posts a work request and waits for its completion on @cqn. */
+static int vb_run(struct vb *v, struct ibtca_post_send *s, uint32_t cqn,
+		  struct ibtca_poll_cq *c, double secs)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	s->wr_id = ++v->wr_id;
+	if (ioctl(v->fd, IBTCA_IOC_POST_SEND, s) < 0)
+		return -errno;
+	ret = vb_poll(v, cqn, c, secs);
+	if (!ret && c->wr_id != s->wr_id)
+		return -EPROTO;
+	return ret;
+}
+
+static const char *vb_err(int ret, const struct ibtca_poll_cq *c)
+{
+	static char msg[96];
+
+	if (ret)
+		snprintf(msg, sizeof(msg), "error=%s status=%u", strerror(-ret),
+			 c->status);
+	else
+		snprintf(msg, sizeof(msg), "status=%u opcode=0x%x byte_len=%u",
+			 c->status, c->opcode, c->byte_len);
+	return msg;
+}
+
+/* SENDs @m on the first QP; 0 once it completed successfully. */
+static int vb_send(struct vb *v, struct vb_msg *m, double secs,
+		   struct ibtca_poll_cq *c)
+{
+	struct ibtca_post_send s = {
+		.qpn = v->qp,
+		.opcode = IBTCA_WR_SEND,
+		.addr = v->iova + VB_SEND_OFF,
+		.length = sizeof(*m),
+		.lkey = v->lkey,
+	};
+	int ret;
+
+	m->magic = VB_MAGIC;
+	memcpy(v->buf + VB_SEND_OFF, m, sizeof(*m));
+	ret = vb_run(v, &s, v->scq, c, secs);
+	if (!ret && c->status != IBTCA_WC_SUCCESS)
+		ret = -EIO;
+	return ret;
+}
+
+static int vb_send_simple(struct vb *v, uint32_t type, uint32_t ok,
+			  uint64_t value)
+{
+	struct vb_msg m = { .type = type, .ok = ok, .value = value };
+	struct ibtca_poll_cq c;
+	int ret = vb_send(v, &m, 60, &c);
+
+	if (ret)
+		fprintf(stderr, "ibtca-tool: send type %u: %s\n", type,
+			vb_err(ret, &c));
+	return ret;
+}
+
+/* Receives the next message into @m (and reposts its slot). */
+static int vb_recv(struct vb *v, struct vb_msg *m, double secs)
+{
+	struct ibtca_poll_cq c;
+	int ret = vb_poll(v, v->rcq, &c, secs);
+
+	if (ret)
+		return ret;
+	if (c.status != IBTCA_WC_SUCCESS || c.wr_id >= VB_NRECV ||
+	    c.byte_len != sizeof(*m)) {
+		fprintf(stderr, "ibtca-tool: bad receive: wr_id=%llu %s\n",
+			(unsigned long long)c.wr_id, vb_err(0, &c));
+		return -EIO;
+	}
+	memcpy(m, v->buf + VB_RECV_OFF + c.wr_id * VB_SLOT, sizeof(*m));
+	ret = vb_post_recv(v, (uint32_t)c.wr_id);
+	if (ret)
+		return ret;
+	return m->magic == VB_MAGIC ? 0 : -EBADMSG;
+}
+
+/* Receives a message of @type. */
+static int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
+{
+	int ret = vb_recv(v, m, 120);
+
+	if (!ret && m->type != type)
+		ret = -EPROTO;
+	return ret;
+}
+
+static int vb_wait_port(struct vb *v)
+{
+	double end = now_s() + 60;
+	uint32_t st = 0;
+
+	while (now_s() < end) {
+		if (reg_read(v->fd, IBTCA_REG_PORT_STATE, &st))
+			return -EIO;
+		if (st == IBTCA_PORT_ACTIVE)
+			return 0;
+		usleep(10000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Records why set-up failed; returns -1. */
+static int vb_fail(char *err, size_t errlen, const char *what, int ret)
+{
+	snprintf(err, errlen, "%s: %s", what, strerror(ret < 0 ? -ret : ret));
+	return -1;
+}
+
+static int vb_ioctl(struct vb *v, unsigned long req, void *arg)
+{
+	return ioctl(v->fd, req, arg) < 0 ? -errno : 0;
+}
+
+static int vb_setup(struct vb *v, char *err, size_t errlen)
+{
+	struct ibtca_alloc_buf b = { .size = VB_BUF_SIZE };
+	struct ibtca_create_pd pd = { 0 };
+	struct ibtca_reg_mr mr = { 0 };
+	struct ibtca_create_cq cq = { .log_entries = 8 };
+	struct ibtca_create_qp qp = { .log_entries = 6 };
+	uint32_t *cqs[] = { &v->scq, &v->rcq, &v->scq2 };
+	uint32_t i;
+	int ret;
+
+	ret = vb_wait_port(v);
+	if (ret)
+		return vb_fail(err, errlen, "port not active", ret);
+	ret = vb_ioctl(v, IBTCA_IOC_ALLOC_BUF, &b);
+	if (ret)
+		return vb_fail(err, errlen, "ALLOC_BUF", ret);
+	v->buf = mmap(NULL, b.size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd,
+		      (off_t)b.mmap_offset);
+	if (v->buf == MAP_FAILED)
+		return vb_fail(err, errlen, "mmap", errno);
+	ret = vb_ioctl(v, IBTCA_IOC_CREATE_PD, &pd);
+	if (ret)
+		return vb_fail(err, errlen, "CREATE_PD", ret);
+	v->pdn = pd.pdn;
+	mr.buf = b.handle;
+	mr.pdn = v->pdn;
+	mr.length = VB_BUF_SIZE;
+	mr.access = IBTCA_ACCESS_LOCAL_WRITE | IBTCA_ACCESS_REMOTE_WRITE |
+		    IBTCA_ACCESS_REMOTE_READ | IBTCA_ACCESS_REMOTE_ATOMIC;
+	ret = vb_ioctl(v, IBTCA_IOC_REG_MR, &mr);
+	if (ret)
+		return vb_fail(err, errlen, "REG_MR", ret);
+	v->iova = mr.iova;
+	v->lkey = mr.lkey;
+	v->rkey = mr.rkey;
+	for (i = 0; i < ARRAY_SIZE(cqs); i++) {
+		ret = vb_ioctl(v, IBTCA_IOC_CREATE_CQ, &cq);
+		if (ret)
+			return vb_fail(err, errlen, "CREATE_CQ", ret);
+		*cqs[i] = cq.cqn;
+	}
+	qp.pdn = v->pdn;
+	qp.send_cqn = v->scq;
+	qp.recv_cqn = v->rcq;
+	ret = vb_ioctl(v, IBTCA_IOC_CREATE_QP, &qp);
+	if (ret)
+		return vb_fail(err, errlen, "CREATE_QP", ret);
+	v->qp = qp.qpn;
+	/* The second QP (bad R_Key) has its own send CQ. */
+	qp.send_cqn = v->scq2;
+	ret = vb_ioctl(v, IBTCA_IOC_CREATE_QP, &qp);
+	if (ret)
+		return vb_fail(err, errlen, "CREATE_QP", ret);
+	v->qp2 = qp.qpn;
+	if (v->qp != VB_QPN0 || v->qp2 != VB_QPN0 + 1) {
+		snprintf(err, errlen, "QP numbers 0x%x 0x%x, expected 0x%x 0x%x",
+			 v->qp, v->qp2, VB_QPN0, VB_QPN0 + 1);
+		return -1;
+	}
+	ret = vb_modify(v, v->qp, VB_QPN0);
+	if (ret)
+		return vb_fail(err, errlen, "connect QP 1", ret);
+	ret = vb_modify(v, v->qp2, VB_QPN0 + 1);
+	if (ret)
+		return vb_fail(err, errlen, "connect QP 2", ret);
+	for (i = 0; i < VB_NRECV; i++) {
+		ret = vb_post_recv(v, i);
+		if (ret)
+			return vb_fail(err, errlen, "POST_RECV", ret);
+	}
+	snprintf(err, errlen,
+		 "qpn=0x%x,0x%x peer_lid=%u iova=0x%llx lkey=0x%x rkey=0x%x",
+		 v->qp, v->qp2, v->peer_lid, (unsigned long long)v->iova,
+		 v->lkey, v->rkey);
+	return 0;
+}
+
+static void vb_server(struct vb *v)
+{
+	struct ibtca_poll_cq c;
+	struct vb_msg m;
+	uint64_t counter;
+	size_t i, bad;
+	int ret, done = 0;
+
+	vb_pattern(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
+	counter = VB_COUNTER0;
+	memcpy(v->buf + VB_ATOM_OFF, &counter, 8);
+	memset(v->buf + VB_BAD_OFF, VB_BAD_BYTE, VB_BAD_LEN);
+
+	/* The client may boot later than we do. */
+	ret = vb_recv(v, &m, 280);
+	if (!ret && m.type != VB_HELLO)
+		ret = -EPROTO;
+	if (ret) {
+		vcheck("exchange", 0, "no hello from the client: %s",
+		       strerror(-ret));
+		return;
+	}
+	v->peer_iova = m.iova;
+	v->peer_rkey = m.rkey;
+	memset(&m, 0, sizeof(m));
+	m.type = VB_HELLO;
+	m.iova = v->iova;
+	m.rkey = v->rkey;
+	ret = vb_send(v, &m, 60, &c);
+	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x reply %s",
+	       (unsigned long long)v->peer_iova, v->peer_rkey, vb_err(ret, &c));
+	if (ret)
+		return;
+
+	while (!done) {
+		ret = vb_recv(v, &m, 120);
+		if (ret) {
+			vcheck("protocol", 0, "receive: %s", strerror(-ret));
+			return;
+		}
+		switch (m.type) {
+		case VB_WRITTEN:
+			i = vb_pattern_diff(v->buf + VB_BULK_OFF, m.value,
+					    (uint8_t)m.ok);
+			vcheck("rdma_write_data", i == m.value,
+			       "%llu bytes, first mismatch at %zu",
+			       (unsigned long long)m.value, i);
+			ret = vb_send_simple(v, VB_RESULT, i == m.value, i);
+			break;
+		case VB_ATOMICS:
+			memcpy(&counter, v->buf + VB_ATOM_OFF, 8);
+			vcheck("atomics_memory", counter == m.value,
+			       "counter=%llu expected=%llu",
+			       (unsigned long long)counter,
+			       (unsigned long long)m.value);
+			ret = vb_send_simple(v, VB_RESULT, counter == m.value,
+					     counter);
+			break;
+		case VB_BADKEY:
+			for (bad = 0; bad < VB_BAD_LEN; bad++)
+				if (v->buf[VB_BAD_OFF + bad] != VB_BAD_BYTE)
+					break;
+			vcheck("bad_rkey_unchanged", bad == VB_BAD_LEN,
+			       "%u bytes at 0x%x, first changed at %zu",
+			       VB_BAD_LEN, VB_BAD_OFF, bad);
+			ret = vb_send_simple(v, VB_RESULT, bad == VB_BAD_LEN,
+					     bad);
+			break;
+		case VB_PING:
+			ret = vb_send_simple(v, VB_PONG, 1, m.value);
+			break;
+		case VB_BYE:
+			vcheck("bye", 1, "client finished");
+			done = 1;
+			break;
+		default:
+			vcheck("protocol", 0, "unexpected message type %u",
+			       m.type);
+			return;
+		}
+		if (ret) {
+			vcheck("protocol", 0, "reply: %s", strerror(-ret));
+			return;
+		}
+	}
+}
+
+static int vb_atomic(struct vb *v, uint32_t opcode, uint32_t slot,
+		     uint64_t cmp_add, uint64_t swap, uint64_t *old,
+		     struct ibtca_poll_cq *c)
+{
+	struct ibtca_post_send s = {
+		.qpn = v->qp,
+		.opcode = opcode,
+		.addr = v->iova + VB_ATOM_OFF + slot * 8,
+		.length = 8,
+		.lkey = v->lkey,
+		.remote_addr = v->peer_iova + VB_ATOM_OFF,
+		.rkey = v->peer_rkey,
+		.compare_add = cmp_add,
+		.swap = swap,
+	};
+	int ret;
+
+	memset(v->buf + VB_ATOM_OFF + slot * 8, 0xff, 8);
+	ret = vb_run(v, &s, v->scq, c, 60);
+	memcpy(old, v->buf + VB_ATOM_OFF + slot * 8, 8);
+	return ret;
+}
+
+static void vb_client_bench(struct vb *v)
+{
+	struct ibtca_post_send s = {
+		.qpn = v->qp,
+		.opcode = IBTCA_WR_RDMA_WRITE,
+		.addr = v->iova + VB_BULK_OFF,
+		.length = VB_BULK_LEN,
+		.lkey = v->lkey,
+		.remote_addr = v->peer_iova + VB_BULK_OFF,
+		.rkey = v->peer_rkey,
+	};
+	struct ibtca_poll_cq c;
+	struct vb_msg m;
+	double t0, t;
+	int i, ok = 1;
+
+	t0 = now_s();
+	for (i = 0; i < VB_BENCH_WRITES && ok; i++) {
+		s.wr_id = ++v->wr_id;
+		ok = ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) == 0;
+	}
+	for (i = 0; i < VB_BENCH_WRITES && ok; i++)
+		ok = !vb_poll(v, v->scq, &c, 60) && c.status == IBTCA_WC_SUCCESS;
+	t = now_s() - t0;
+	if (ok)
+		printf("IBTCA-VERBS-BENCH rdma_write_pipelined MBps=%.1f writes=%d size=%u\n",
+		       VB_BENCH_WRITES * (VB_BULK_LEN / 1e6) / t,
+		       VB_BENCH_WRITES, VB_BULK_LEN);
+
+	s.opcode = IBTCA_WR_RDMA_READ;
+	t0 = now_s();
+	if (ok && !vb_run(v, &s, v->scq, &c, 60) && c.status == IBTCA_WC_SUCCESS)
+		printf("IBTCA-VERBS-BENCH rdma_read MBps=%.1f size=%u\n",
+		       (VB_BULK_LEN / 1e6) / (now_s() - t0), VB_BULK_LEN);
+
+	t0 = now_s();
+	for (i = 0; i < VB_PINGS; i++) {
+		if (vb_send_simple(v, VB_PING, 1, i) ||
+		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
+			break;
+	}
+	t = now_s() - t0;
+	if (i == VB_PINGS)
+		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=%.1f round_trips=%d\n",
+		       t * 1e6 / VB_PINGS, VB_PINGS);
+	else
+		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=failed after %d\n", i);
+}
+
+static void vb_client(struct vb *v)
+{
+	struct ibtca_post_send s;
+	struct ibtca_poll_cq c;
+	uint64_t old, expect;
+	struct vb_msg m;
+	double t0, t;
+	size_t diff;
+	int ret;
+
+	/* HELLO: retransmitted until the server's QP is ready. */
+	memset(&m, 0, sizeof(m));
+	m.type = VB_HELLO;
+	m.iova = v->iova;
+	m.rkey = v->rkey;
+	ret = vb_send(v, &m, 200, &c);
+	if (!ret)
+		ret = vb_expect(v, VB_HELLO, &m);
+	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
+	       (unsigned long long)m.iova, m.rkey, vb_err(ret, &c));
+	if (ret)
+		return;
+	v->peer_iova = m.iova;
+	v->peer_rkey = m.rkey;
+
+	/* RDMA WRITE of 1 MiB; the server checks the bytes. */
+	vb_pattern(v->buf + VB_BULK_OFF, VB_BULK_LEN, VB_WRITE_SEED);
+	memset(&s, 0, sizeof(s));
+	s.qpn = v->qp;
+	s.opcode = IBTCA_WR_RDMA_WRITE;
+	s.addr = v->iova + VB_BULK_OFF;
+	s.length = VB_BULK_LEN;
+	s.lkey = v->lkey;
+	s.remote_addr = v->peer_iova + VB_BULK_OFF;
+	s.rkey = v->peer_rkey;
+	t0 = now_s();
+	ret = vb_run(v, &s, v->scq, &c, 60);
+	t = now_s() - t0;
+	vcheck("rdma_write", !ret && c.status == IBTCA_WC_SUCCESS &&
+	       c.opcode == IBTCA_WC_RDMA_WRITE, "%u bytes %s", VB_BULK_LEN,
+	       vb_err(ret, &c));
+	if (!ret && c.status == IBTCA_WC_SUCCESS)
+		printf("IBTCA-VERBS-BENCH rdma_write_1MiB MBps=%.1f us=%.0f\n",
+		       (VB_BULK_LEN / 1e6) / t, t * 1e6);
+	ret = vb_send_simple(v, VB_WRITTEN, VB_WRITE_SEED, VB_BULK_LEN);
+	if (!ret)
+		ret = vb_expect(v, VB_RESULT, &m);
+	vcheck("rdma_write_remote", !ret && m.ok,
+	       "server verified %u bytes: %s", VB_BULK_LEN,
+	       ret ? strerror(-ret) : m.ok ? "match" : "mismatch");
+	if (ret)
+		return;
+
+	/* RDMA READ of the server's pattern. */
+	memset(v->buf + VB_READ_OFF, 0, VB_READ_LEN);
+	s.opcode = IBTCA_WR_RDMA_READ;
+	s.addr = v->iova + VB_READ_OFF;
+	s.length = VB_READ_LEN;
+	s.remote_addr = v->peer_iova + VB_READ_OFF;
+	ret = vb_run(v, &s, v->scq, &c, 60);
+	diff = vb_pattern_diff(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
+	vcheck("rdma_read", !ret && c.status == IBTCA_WC_SUCCESS &&
+	       c.opcode == IBTCA_WC_RDMA_READ && diff == VB_READ_LEN,
+	       "%u bytes, first mismatch at %zu, %s", VB_READ_LEN, diff,
+	       vb_err(ret, &c));
+
+	/* Atomics on the server's counter (40). */
+	ret = vb_atomic(v, IBTCA_WR_ATOMIC_FETCH_ADD, 0, 2, 0, &old, &c);
+	vcheck("fetch_add", !ret && c.status == IBTCA_WC_SUCCESS &&
+	       c.opcode == IBTCA_WC_FETCH_ADD && old == VB_COUNTER0,
+	       "add 2: old=%llu expected=%u %s", (unsigned long long)old,
+	       VB_COUNTER0, vb_err(ret, &c));
+	ret = vb_atomic(v, IBTCA_WR_ATOMIC_CMP_SWP, 1, VB_COUNTER0 + 2, 7, &old,
+			&c);
+	vcheck("cmp_swap", !ret && c.status == IBTCA_WC_SUCCESS &&
+	       c.opcode == IBTCA_WC_COMP_SWAP && old == VB_COUNTER0 + 2,
+	       "compare %u swap 7: old=%llu %s", VB_COUNTER0 + 2,
+	       (unsigned long long)old, vb_err(ret, &c));
+	ret = vb_atomic(v, IBTCA_WR_ATOMIC_CMP_SWP, 2, 41, 9, &old, &c);
+	vcheck("cmp_swap_miss", !ret && c.status == IBTCA_WC_SUCCESS && old == 7,
+	       "compare 41 swap 9: old=%llu expected=7 %s",
+	       (unsigned long long)old, vb_err(ret, &c));
+	expect = 7;
+	ret = vb_send_simple(v, VB_ATOMICS, 1, expect);
+	if (!ret)
+		ret = vb_expect(v, VB_RESULT, &m);
+	vcheck("atomics_remote", !ret && m.ok && m.value == expect,
+	       "server counter=%llu expected=%llu%s%s",
+	       (unsigned long long)m.value, (unsigned long long)expect,
+	       ret ? " error=" : "", ret ? strerror(-ret) : "");
+	if (ret)
+		return;
+
+	/* RDMA WRITE with a wrong R_Key, on the second QP. */
+	memset(&s, 0, sizeof(s));
+	s.qpn = v->qp2;
+	s.opcode = IBTCA_WR_RDMA_WRITE;
+	s.addr = v->iova + VB_BULK_OFF;
+	s.length = VB_BAD_LEN;
+	s.lkey = v->lkey;
+	s.remote_addr = v->peer_iova + VB_BAD_OFF;
+	s.rkey = v->peer_rkey ^ 0x80;
+	ret = vb_run(v, &s, v->scq2, &c, 60);
+	vcheck("bad_rkey", !ret && c.status == IBTCA_WC_REM_ACCESS_ERR,
+	       "rkey=0x%x (valid 0x%x): %s, expected status=%u", s.rkey,
+	       v->peer_rkey, vb_err(ret, &c), IBTCA_WC_REM_ACCESS_ERR);
+	ret = vb_send_simple(v, VB_BADKEY, 1, 0);
+	if (!ret)
+		ret = vb_expect(v, VB_RESULT, &m);
+	vcheck("bad_rkey_remote_unchanged", !ret && m.ok,
+	       "server region %s", ret ? strerror(-ret) :
+	       m.ok ? "unchanged" : "CHANGED");
+	if (ret)
+		return;
+
+	vb_client_bench(v);
+
+	ret = vb_send_simple(v, VB_BYE, 1, 0);
+	vcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");
+}
+
+static int cmd_verbs(int argc, char **argv)
+{
+	struct vb v = { .fd = -1 };
+	const char *role = NULL;
+	uint32_t lid = 0;
+	char detail[160];
+	int i;
+
+	for (i = 0; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--role"))
+			role = argv[i + 1];
+		else if (!strcmp(argv[i], "--peer-lid") &&
+			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)
+			v.peer_lid = (uint16_t)lid;
+		else
+			usage();
+	}
+	if (i != argc || !role || !v.peer_lid ||
+	    (strcmp(role, "server") && strcmp(role, "client")))
+		usage();
+	v.server = !strcmp(role, "server");
+
+	v.fd = open_dev();
+	if (v.fd < 0) {
+		vcheck("setup", 0, "cannot open %s", dev_path);
+	} else if (vb_setup(&v, detail, sizeof(detail))) {
+		vcheck("setup", 0, "%s", detail);
+	} else {
+		vcheck("setup", 1, "role=%s %s", role, detail);
+		if (v.server)
+			vb_server(&v);
+		else
+			vb_client(&v);
+	}
+	/* Closing the file (and unmapping) destroys every object. */
+	if (v.buf && v.buf != MAP_FAILED)
+		munmap(v.buf, VB_BUF_SIZE);
+	if (v.fd >= 0)
+		close(v.fd);
+	printf("IBTCA-VERBS-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
+	return n_fail || !n_pass;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -464,6 +1177,8 @@ int main(int argc, char **argv)
 		return cmd_dma(argc, argv);
 	if (!strcmp(cmd, "dma-fault") && !argc)
 		return cmd_fault();
+	if (!strcmp(cmd, "verbs"))
+		return cmd_verbs(argc, argv);
 	usage();
 	return 2;
 }

@@ -510,10 +510,12 @@ impl Drop for TestServer {
     }
 }
 
-/// Path of a binary of this workspace, built on first use if `cargo test`
-/// did not build it (it builds only the binaries of the packages it tests).
+/// Path of a binary of this workspace. The workspace's binaries are built
+/// once per test process (a no-op when they are current): `cargo test` builds
+/// only the binaries of the packages it tests, and a stale binary would test
+/// old code.
 pub fn workspace_bin(name: &str) -> PathBuf {
-    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     let exe = std::env::current_exe().unwrap();
     // Tests run from target/<profile>/deps/, binaries from target/<profile>/.
     let here = exe.parent().unwrap();
@@ -522,9 +524,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     } else {
         here
     };
-    let bin = profile_dir.join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if !bin.exists() {
+    BUILT.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
         cmd.args(["build", "-q", "--workspace", "--bins"]);
@@ -532,11 +532,9 @@ pub fn workspace_bin(name: &str) -> PathBuf {
             cmd.arg("--release");
         }
         let st = cmd.status().expect("run cargo build");
-        assert!(
-            st.success() && bin.exists(),
-            "cannot build {}",
-            bin.display()
-        );
-    }
+        assert!(st.success(), "cargo build --workspace --bins failed");
+    });
+    let bin = profile_dir.join(name);
+    assert!(bin.exists(), "{} was not built", bin.display());
     bin
 }

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # The README's main command: installs what is missing (VM stack, Rust build,
-# guest module), starts one ibtca device, boots a Linux guest under QEMU that
-# binds it, and prints what the guest saw.
+# guest module), starts two ibtca devices joined by an IB link, boots two
+# Linux guests under QEMU that bind them, and has them do RDMA to each other:
+# SEND/RECV, RDMA WRITE and READ, atomics, and a bad-R_Key write that must
+# fail. Prints what each guest saw.
 #
 #   scripts/demo.sh            # run the demo
-#   scripts/demo.sh --keep     # leave the run directory (logs) behind
-#
-# Today's demo is the foundation: PCI enumeration, register round trip,
-# MSI-X interrupts, DMA into guest memory, trapped-MMIO timing. The fabric
-# demo (guests doing RDMA over a link) replaces it when the verbs/RC work lands.
+#   scripts/demo.sh --keep     # leave the run directory (consoles, logs) behind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/chroot-mounts.sh
@@ -30,46 +28,61 @@ bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest
 
 run=$(mktemp -d "$CHROOT/tmp/ibtca-demo.XXXXXX")
-dev_pid=
+pids=()
 cleanup() {
-	[ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null && wait "$dev_pid" 2>/dev/null
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	ibtca_chroot_release "$CHROOT"
 	if [ "$keep" = 1 ]; then
-		echo "logs kept in $run" >&2
+		echo "consoles and logs kept in $run" >&2
 	else
 		rm -rf -- "$run"
 	fi
 }
 trap cleanup EXIT
 
-say "starting ibtca-device on $run/tca0.sock"
-target/release/ibtca-device --socket "$run/tca0.sock" 2>"$run/device.log" &
-dev_pid=$!
-for _ in $(seq 100); do [ -S "$run/tca0.sock" ] && break; sleep 0.1; done
-[ -S "$run/tca0.sock" ] || { cat "$run/device.log" >&2; exit 1; }
+say "starting two devices: LID 1 and LID 2, one IB link between them"
+target/release/ibtca-device --socket "$run/a.sock" --lid 1 --link "listen:$run/ab.link" 2>"$run/a.log" &
+pids+=($!)
+target/release/ibtca-device --socket "$run/b.sock" --lid 2 --link "connect:$run/ab.link" 2>"$run/b.log" &
+pids+=($!)
+for s in a b; do
+	for _ in $(seq 100); do [ -S "$run/$s.sock" ] && break; sleep 0.1; done
+	[ -S "$run/$s.sock" ] || { cat "$run/$s.log" >&2; exit 1; }
+done
 
-say "booting a guest (TCG, about 10 s)"
-bash scripts/run-vm.sh --socket "$run/tca0.sock" --kernel "$GUEST/vmlinuz" \
-	--initrd "$GUEST/initramfs.cpio.gz" --append "ibtca.mode=foundation" \
-	--timeout 300 >"$run/console.log" || true
-
-c=$run/console.log
-field() { grep -m1 "$1" "$c" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-ok() { grep -q "$1" "$c" && echo yes || echo NO; }
-echo
-echo "ibtca demo: one guest, one device"
-printf '  %-34s %s\n' "PCI function seen by the guest" "$(grep -m1 'IBTCA-PCI' "$c" | cut -d' ' -f2-)"
-printf '  %-34s %s\n' "driver probe" "$(grep -m1 'ibtca: probe' "$c" | sed 's/.*ibtca: probe //')"
-printf '  %-34s %s\n' "scratch register round trip" "$(ok 'selftest scratch ok')"
-printf '  %-34s %s\n' "MSI-X interrupt delivered" "$(ok 'selftest irq vector=0 ok')"
-printf '  %-34s %s\n' "device DMA into guest memory" "$(ok 'selftest dma fill ok')"
-printf '  %-34s %s\n' "guest tool self-test" "$(grep -m1 'IBTCA-SELFTEST ' "$c" | cut -d' ' -f2-)"
-printf '  %-34s %s ns\n' "trapped BAR read (guest)" "$(field IBTCA-BENCH mmio_read_ns)"
-printf '  %-34s %s ns\n' "posted BAR write (guest)" "$(field IBTCA-BENCH mmio_write_ns)"
-printf '  %-34s %s\n' "module unloaded cleanly" "$(ok 'IBTCA-UNLOAD ok')"
-echo
-grep -q 'IBTCA-SELFTEST .* 0 failed' "$c" && grep -q 'IBTCA-UNLOAD ok' "$c" || {
-	echo "demo FAILED; console:" >&2
-	cat "$c" >&2
-	exit 1
+say "booting two guests (TCG, about 20-40 s)"
+boot() { # boot SOCKET ROLE PEER_LID CONSOLE
+	bash scripts/run-vm.sh --socket "$1" --kernel "$GUEST/vmlinuz" \
+		--initrd "$GUEST/initramfs.cpio.gz" \
+		--append "ibtca.mode=verbs ibtca.role=$2 ibtca.peer_lid=$3" \
+		--timeout 300 >"$4" 2>"$4.err" || true
 }
+boot "$run/a.sock" server 2 "$run/server.console" &
+vm_a=$!
+boot "$run/b.sock" client 1 "$run/client.console" &
+vm_b=$!
+wait "$vm_a" "$vm_b"
+
+show() { # show ROLE
+	local c=$run/$1.console
+	echo "  $1 guest (LID $([ "$1" = server ] && echo 1 || echo 2)):"
+	grep -m1 'IBTCA-PCI' "$c" | sed 's/^IBTCA-PCI /    PCI function /' || true
+	grep 'IBTCA-VERBS ' "$c" | sed 's/^IBTCA-VERBS /    /' || true
+	grep 'IBTCA-VERBS-BENCH' "$c" | sed 's/^IBTCA-VERBS-BENCH /    measured: /' || true
+	grep -m1 'IBTCA-VERBS-SUMMARY' "$c" | sed 's/^IBTCA-VERBS-SUMMARY /    result: /' || echo "    no result"
+}
+echo
+echo "ibtca demo: two guests, two devices, one InfiniBand link"
+show server
+show client
+echo
+ok=1
+for r in server client; do
+	grep -q 'IBTCA-VERBS-SUMMARY [0-9]* passed, 0 failed' "$run/$r.console" || ok=0
+done
+if [ "$ok" != 1 ]; then
+	echo "demo FAILED; consoles:" >&2
+	cat "$run/server.console" "$run/client.console" >&2
+	exit 1
+fi
+echo "both guests passed: RDMA between two VMs over ibtca"

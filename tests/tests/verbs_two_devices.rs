@@ -5,97 +5,25 @@
 
 use std::time::Duration;
 
-use ibtca_device::instance::InstanceConfig;
-use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
+use ibtca_device::link::{FaultPlan, FaultRates};
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Cq, Qp, SimGuest};
-use ibtca_tests::{wait_eventfd, TempDir, TestServer};
+use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS as ALL};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Qp, SimGuest};
+use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(20);
-const BUF: u64 = 1 << 20;
-const ALL: u32 =
-    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
 
-struct Side {
-    g: SimGuest,
-    pd: u32,
-    buf: u64,
-    lkey: u32,
-    rkey: u32,
-    cq: Cq,
-    qp: Qp,
-}
-
-struct Pair {
-    a: Side,
-    b: Side,
-    sa: TestServer,
-    sb: Option<TestServer>,
-    _dir: TempDir,
-}
-
-fn side(server: &TestServer, access: u32) -> Side {
-    let mut g = SimGuest::new(&server.socket, 8 << 20);
-    let pd = g.create_pd();
-    let buf = g.alloc(BUF, 4096);
-    let (lkey, rkey) = g.reg_mr(pd, buf, BUF, access);
-    let cq = g.create_cq(8);
-    let qp = g.create_qp(pd, &cq, &cq, 6);
-    Side {
-        g,
-        pd,
-        buf,
-        lkey,
-        rkey,
-        cq,
-        qp,
-    }
-}
+type Pair = LinkedPair;
 
 fn pair(mtu: u8, b_access: u32) -> Pair {
-    let dir = TempDir::new("pair");
-    let link = dir.join("ab.link");
-    let sa = TestServer::start_instance(
-        TempDir::new("a"),
-        InstanceConfig {
-            lid: 1,
-            guid: 0xa,
-            link: Some(LinkEndpoint::Listen(link.clone())),
-        },
-    );
-    let sb = TestServer::start_instance(
-        TempDir::new("b"),
-        InstanceConfig {
-            lid: 2,
-            guid: 0xb,
-            link: Some(LinkEndpoint::Connect(link)),
-        },
-    );
-    let mut a = side(&sa, ALL);
-    let mut b = side(&sb, b_access);
-    // Both ports come up once the link's hello exchange is done.
-    for s in [&mut a, &mut b] {
-        let deadline = std::time::Instant::now() + T;
-        while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "port never became active"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    let (qa, qb) = (a.qp.qpn, b.qp.qpn);
-    a.g.connect(&a.qp, 2, qb, mtu, ALL);
-    b.g.connect(&b.qp, 1, qa, mtu, b_access);
-    Pair {
-        a,
-        b,
-        sa,
-        sb: Some(sb),
-        _dir: dir,
-    }
+    let mut p = LinkedPair::start(PairOptions {
+        b_access,
+        ..Default::default()
+    });
+    p.connect(mtu);
+    p
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -509,26 +437,8 @@ fn connect_psn(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, sq_psn: u32, rq_
 
 #[test]
 fn psn_wraps_and_rnr_retry_between_devices() {
-    let dir = TempDir::new("wrap");
-    let link = dir.join("ab.link");
-    let sa = TestServer::start_instance(
-        TempDir::new("a"),
-        InstanceConfig {
-            lid: 1,
-            guid: 0xa,
-            link: Some(LinkEndpoint::Listen(link.clone())),
-        },
-    );
-    let sb = TestServer::start_instance(
-        TempDir::new("b"),
-        InstanceConfig {
-            lid: 2,
-            guid: 0xb,
-            link: Some(LinkEndpoint::Connect(link)),
-        },
-    );
-    let mut a = side(&sa, ALL);
-    let mut b = side(&sb, ALL);
+    let mut p = LinkedPair::start(PairOptions::default());
+    let (a, b) = (&mut p.a, &mut p.b);
     // A starts 8 PSNs before the 24-bit wrap: a 16-packet message crosses it.
     connect_psn(&mut a.g, &a.qp, 2, b.qp.qpn, 0xff_fff8, 0x10);
     connect_psn(&mut b.g, &b.qp, 1, a.qp.qpn, 0x10, 0xff_fff8);
@@ -568,5 +478,4 @@ fn psn_wraps_and_rnr_retry_between_devices() {
         a.g.poll_cq(&mut a.cq, T).expect("send completion").status,
         WC_SUCCESS
     );
-    drop((sa, sb, dir));
 }

@@ -38,11 +38,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ibtca_device::instance::InstanceConfig;
-use ibtca_device::link::{LinkEndpoint, LinkStats};
+use ibtca_device::link::LinkStats;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Cq, PollWait, Qp, SimGuest};
+use ibtca_tests::pair::{LinkedPair, PairOptions, Side, ALL_ACCESS};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe};
 use ibtca_tests::vm::{VmConfig, VmStack};
 use ibtca_tests::{Client, TempDir, TestServer};
 
@@ -703,9 +703,6 @@ const VERBS_CQ_LOG: u8 = 12;
 /// Completions taken per look at a CQ.
 const POLL_BATCH: usize = 64;
 
-const ALL_ACCESS: u32 =
-    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
-
 /// How the bench's guest threads wait when their CQ is empty: 0 = spin
 /// with `sched_yield` (the default), else sleep this many µs.
 static IDLE_SLEEP_US: AtomicU64 = AtomicU64::new(0);
@@ -717,17 +714,6 @@ fn idle() {
     }
 }
 
-/// One guest on one device instance, with a registered buffer, a CQ and an
-/// RC QP.
-struct Side {
-    g: SimGuest,
-    buf: u64,
-    lkey: u32,
-    rkey: u32,
-    cq: Cq,
-    qp: Qp,
-}
-
 /// Two instances joined by a link, a guest on each, QPs connected (A: LID 1,
 /// B: LID 2).
 struct Pair {
@@ -737,60 +723,22 @@ struct Pair {
     _dir: TempDir,
 }
 
-fn verbs_side(server: &TestServer, qp_log: u8) -> Side {
-    let mut g = SimGuest::new(&server.socket, VERBS_RAM);
-    g.set_poll_wait(PollWait::Spin);
-    let pd = g.create_pd();
-    let buf = g.alloc(VERBS_BUF, 4096);
-    let (lkey, rkey) = g.reg_mr(pd, buf, VERBS_BUF, ALL_ACCESS);
-    let cq = g.create_cq(VERBS_CQ_LOG);
-    let qp = g.create_qp(pd, &cq, &cq, qp_log);
-    Side {
-        g,
-        buf,
-        lkey,
-        rkey,
-        cq,
-        qp,
-    }
-}
-
 fn verbs_pair(qp_log: u8) -> Pair {
-    let dir = TempDir::new("bench-link");
-    let link = dir.join("ab.link");
-    let sa = TestServer::start_instance(
-        TempDir::new("bench-a"),
-        InstanceConfig {
-            lid: 1,
-            guid: 0xa,
-            link: Some(LinkEndpoint::Listen(link.clone())),
-        },
-    );
-    let sb = TestServer::start_instance(
-        TempDir::new("bench-b"),
-        InstanceConfig {
-            lid: 2,
-            guid: 0xb,
-            link: Some(LinkEndpoint::Connect(link)),
-        },
-    );
-    let mut a = verbs_side(&sa, qp_log);
-    let mut b = verbs_side(&sb, qp_log);
-    for s in [&mut a, &mut b] {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
-            assert!(Instant::now() < deadline, "link port never became active");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    let (qa, qb) = (a.qp.qpn, b.qp.qpn);
-    a.g.connect(&a.qp, 2, qb, MTU_4096, ALL_ACCESS);
-    b.g.connect(&b.qp, 1, qa, MTU_4096, ALL_ACCESS);
+    let mut lp = LinkedPair::start(PairOptions {
+        ram: VERBS_RAM,
+        buf: VERBS_BUF,
+        cq_log: VERBS_CQ_LOG,
+        qp_log,
+        b_access: ALL_ACCESS,
+        spin: true,
+    });
+    lp.connect(MTU_4096);
+    let (a, b, servers, _dir) = lp.into_parts();
     Pair {
         a,
         b,
-        servers: (sa, sb),
-        _dir: dir,
+        servers,
+        _dir,
     }
 }
 

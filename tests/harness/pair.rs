@@ -1,0 +1,150 @@
+//! Two device instances joined by a link, each with a simulated guest that
+//! has a PD, one registered buffer, a CQ and an RC QP: the common set-up of
+//! the two-device tests and the verbs benchmark.
+
+use std::time::{Duration, Instant};
+
+use ibtca_device::instance::InstanceConfig;
+use ibtca_device::link::LinkEndpoint;
+use ibtca_device::regs;
+use ibtca_device::verbs::abi::*;
+
+use crate::sim_guest::{Cq, PollWait, Qp, SimGuest};
+use crate::{TempDir, TestServer};
+
+/// Every access right.
+pub const ALL_ACCESS: u32 =
+    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+
+/// One side: a simulated guest and its objects.
+pub struct Side {
+    /// The guest.
+    pub g: SimGuest,
+    /// Its protection domain.
+    pub pd: u32,
+    /// Guest-physical address of its registered buffer (iova = gpa).
+    pub buf: u64,
+    /// The buffer's L_Key.
+    pub lkey: u32,
+    /// The buffer's R_Key.
+    pub rkey: u32,
+    /// Send and receive CQ.
+    pub cq: Cq,
+    /// The RC QP.
+    pub qp: Qp,
+}
+
+/// How to build a pair.
+#[derive(Debug, Clone, Copy)]
+pub struct PairOptions {
+    /// Simulated RAM per guest.
+    pub ram: u64,
+    /// Registered buffer per guest.
+    pub buf: u64,
+    /// log2 CQ entries.
+    pub cq_log: u8,
+    /// log2 SQ/RQ entries.
+    pub qp_log: u8,
+    /// Rights of B's buffer (A's has all).
+    pub b_access: u32,
+    /// Busy-poll CQs (benchmarks) instead of sleeping between looks.
+    pub spin: bool,
+}
+
+impl Default for PairOptions {
+    fn default() -> Self {
+        PairOptions {
+            ram: 8 << 20,
+            buf: 1 << 20,
+            cq_log: 8,
+            qp_log: 6,
+            b_access: ALL_ACCESS,
+            spin: false,
+        }
+    }
+}
+
+/// A (LID 1, listening) and B (LID 2, connecting), ports active, QPs not
+/// yet connected.
+pub struct LinkedPair {
+    /// Side A.
+    pub a: Side,
+    /// Side B.
+    pub b: Side,
+    /// A's server (its link is `sa.link`).
+    pub sa: TestServer,
+    /// B's server; take it to make B vanish.
+    pub sb: Option<TestServer>,
+    b_access: u32,
+    _dir: TempDir,
+}
+
+fn side(server: &TestServer, o: &PairOptions, access: u32) -> Side {
+    let mut g = SimGuest::new(&server.socket, o.ram);
+    if o.spin {
+        g.set_poll_wait(PollWait::Spin);
+    }
+    let pd = g.create_pd();
+    let buf = g.alloc(o.buf, 4096);
+    let (lkey, rkey) = g.reg_mr(pd, buf, o.buf, access);
+    let cq = g.create_cq(o.cq_log);
+    let qp = g.create_qp(pd, &cq, &cq, o.qp_log);
+    Side {
+        g,
+        pd,
+        buf,
+        lkey,
+        rkey,
+        cq,
+        qp,
+    }
+}
+
+impl LinkedPair {
+    /// Starts both instances and guests and waits for the link.
+    pub fn start(o: PairOptions) -> Self {
+        let dir = TempDir::new("pair");
+        let link = dir.join("ab.link");
+        let instance = |lid: u16, ep: LinkEndpoint| {
+            let cfg = InstanceConfig {
+                lid,
+                guid: 0xa0 + u64::from(lid),
+                link: Some(ep),
+            };
+            TestServer::start_instance(TempDir::new("side"), cfg)
+        };
+        let sa = instance(1, LinkEndpoint::Listen(link.clone()));
+        let sb = instance(2, LinkEndpoint::Connect(link));
+        let mut a = side(&sa, &o, ALL_ACCESS);
+        let mut b = side(&sb, &o, o.b_access);
+        for s in [&mut a, &mut b] {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
+                assert!(Instant::now() < deadline, "port never became active");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        LinkedPair {
+            a,
+            b,
+            sa,
+            sb: Some(sb),
+            b_access: o.b_access,
+            _dir: dir,
+        }
+    }
+
+    /// Splits the pair: the sides, both servers, and the directory that holds
+    /// the link socket (keep it alive as long as the servers).
+    pub fn into_parts(self) -> (Side, Side, (TestServer, TestServer), TempDir) {
+        let sb = self.sb.expect("B is still running");
+        (self.a, self.b, (self.sa, sb), self._dir)
+    }
+
+    /// Connects A's and B's QPs (PSN 100 both ways) at path MTU code `mtu`.
+    pub fn connect(&mut self, mtu: u8) {
+        let (qa, qb) = (self.a.qp.qpn, self.b.qp.qpn);
+        self.a.g.connect(&self.a.qp, 2, qb, mtu, ALL_ACCESS);
+        self.b.g.connect(&self.b.qp, 1, qa, mtu, self.b_access);
+    }
+}

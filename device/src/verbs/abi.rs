@@ -293,11 +293,10 @@ pub fn layouts() -> Vec<StructLayout> {
     ]
 }
 
-/// Renders the C structs for `guest-driver/ibtca_abi.h` (the caller adds
-/// guards and constants).
-pub fn c_structs() -> String {
+/// Renders C structs for `layouts` (used for `guest-driver/ibtca_abi.h`).
+pub fn c_structs(layouts: &[StructLayout]) -> String {
     let mut s = String::new();
-    for l in layouts() {
+    for l in layouts {
         s.push_str(&format!(
             "/* {} */\nstruct ibtca_{} {{\n",
             l.doc.trim(),
@@ -631,27 +630,8 @@ pub fn c_header() -> String {
         s.push_str(&format!("#define IBTCA_{:<28} 0x{:x}\n", v.name, v.value));
     }
     s.push('\n');
-    s.push_str(&c_structs());
-    for l in param_layouts() {
-        s.push_str(&format!(
-            "/* {} */\nstruct ibtca_{} {{\n",
-            l.doc.trim(),
-            l.c_name
-        ));
-        for f in &l.fields {
-            s.push_str(&format!(
-                "\t{};\t/* {:#04x}: {} */\n",
-                f.c_decl,
-                f.offset,
-                f.doc.trim()
-            ));
-        }
-        s.push_str("} __packed;\n");
-        s.push_str(&format!(
-            "static_assert(sizeof(struct ibtca_{}) == {});\n\n",
-            l.c_name, l.size
-        ));
-    }
+    s.push_str(&c_structs(&layouts()));
+    s.push_str(&c_structs(&param_layouts()));
     s.push_str("#endif /* IBTCA_ABI_H */\n");
     s
 }

@@ -5,13 +5,17 @@
 # chroot while /dev is bound into it would delete the host's device nodes, so
 # every deletion goes through ibtca_chroot_assert_unmounted first.
 
-# Mount proc, sys and /dev into chroot $1 (idempotent).
+# Mount proc, sys and /dev into chroot $1 (idempotent, and safe when several
+# VMs start at once: a lock serialises the check-then-mount).
 ibtca_chroot_mount() {
 	local root=$1
 	mkdir -p "$root/proc" "$root/sys" "$root/dev"
-	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-	mountpoint -q "$root/sys" || mount -t sysfs sysfs "$root/sys"
-	mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+	(
+		flock 9
+		mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+		mountpoint -q "$root/sys" || mount -t sysfs sysfs "$root/sys"
+		mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+	) 9>"$root/.ibtca-mount.lock"
 }
 
 # Unmount everything below chroot $1, deepest first (idempotent).

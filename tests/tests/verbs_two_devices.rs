@@ -479,3 +479,33 @@ fn psn_wraps_and_rnr_retry_between_devices() {
         WC_SUCCESS
     );
 }
+
+#[test]
+fn moving_a_qp_to_error_flushes_its_work_requests() {
+    let mut p = pair(MTU_4096, ALL);
+    for i in 0..2u64 {
+        let r = recv_wqe(80 + i, p.a.buf + i * 4096, 4096, p.a.lkey);
+        p.a.g.post_recv(&mut p.a.qp, &r);
+    }
+    let err = CmdModifyQp {
+        qpn: p.a.qp.qpn.into(),
+        attr_mask: QP_ATTR_STATE.into(),
+        state: QPS_ERR,
+        ..Default::default()
+    };
+    p.a.g.modify_qp(&err).unwrap();
+    for i in 0..2u64 {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("flushed receive");
+        assert_eq!((c.wr_id.to_native(), c.status), (80 + i, WC_WR_FLUSH_ERR));
+    }
+    // A send posted in ERR is flushed too, and nothing reaches B.
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 90, p.a.buf, 64, p.a.lkey),
+        p.b.buf,
+        p.b.rkey,
+    );
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("flushed send");
+    assert_eq!((c.wr_id.to_native(), c.status), (90, WC_WR_FLUSH_ERR));
+    assert_eq!(p.b.g.read(p.b.buf, 64), vec![0; 64]);
+}

@@ -245,6 +245,7 @@ impl Engine {
     fn doorbell(&mut self, db: Doorbell, now: Instant) {
         if let Err(e) = self.verbs.doorbell(db) {
             tracing::warn!(?db, error = %e, "doorbell refused");
+            self.sync_qps(); // a bad SQ/RQ index puts the QP in error
         }
         if let Doorbell::Sq { qpn, .. } = db {
             self.drain_sq(qpn, now);
@@ -275,6 +276,7 @@ impl Engine {
     fn sync_qps(&mut self) {
         let lid = self.verbs.port.lid;
         let mut live = Vec::new();
+        let mut to_flush = Vec::new();
         for (qpn, qp) in self.verbs.qps.iter() {
             let state = qp.state();
             if state == QpState::Rts && !self.rc.contains_key(&qpn) {
@@ -302,8 +304,16 @@ impl Engine {
             if state != QpState::Reset {
                 live.push(qpn);
             }
+            if state == QpState::Err && self.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
+                to_flush.push(qpn);
+            }
         }
         self.rc.retain(|qpn, _| live.contains(qpn));
+        // Moved to ERR by the driver (or by a bad doorbell): every posted
+        // WQE completes with a flush error (IBA 10.3.1).
+        for qpn in to_flush {
+            self.with_qp(qpn, |rc, env| rc.flush(env));
+        }
     }
 
     fn receive(&mut self, bytes: &[u8], now: Instant) {

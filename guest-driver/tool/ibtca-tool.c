@@ -11,6 +11,7 @@
  *   ibtca-tool [-d /dev/ibtcaN] dma fill|sum LEN [SEED]
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
  *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
+ *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
@@ -53,6 +54,9 @@ static void usage(void)
 		"  verbs --role server|client --peer-lid N\n"
 		"                       verbs scenario with a peer guest\n"
 		"                       (IBTCA-VERBS lines)\n"
+		"  verbs-bench --role server|client --peer-lid N\n"
+		"                       perftest-style write_bw and write_lat\n"
+		"                       with a peer guest (IBTCA-PERF lines)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
@@ -467,11 +471,13 @@ static int cmd_fault(void)
 #define VB_BAD_BYTE	0xee
 #define VB_WRITE_SEED	0x31
 #define VB_READ_SEED	0x52
+#define VB_LAT_OFF	0x150000U	/* write_lat: 64 B in, then 64 B out */
+#define VB_LAT_LEN	64U
 #define VB_PINGS	200
 #define VB_BENCH_WRITES	8
 
 enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_ATOMICS, VB_BADKEY, VB_PING,
-	VB_PONG, VB_BYE };
+	VB_PONG, VB_BYE, VB_LAT };
 
 /* A message; 64 bytes, the size of the ping. */
 struct vb_msg {
@@ -707,14 +713,21 @@ static int vb_recv(struct vb *v, struct vb_msg *m, double secs)
 	return m->magic == VB_MAGIC ? 0 : -EBADMSG;
 }
 
-/* Receives a message of @type. */
-static int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
+/* Receives a message of @type within @secs. */
+static int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
+			    double secs)
 {
-	int ret = vb_recv(v, m, 120);
+	int ret = vb_recv(v, m, secs);
 
 	if (!ret && m->type != type)
 		ret = -EPROTO;
 	return ret;
+}
+
+/* Receives a message of @type. */
+static int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
+{
+	return vb_expect_within(v, type, m, 120);
 }
 
 static int vb_wait_port(struct vb *v)
@@ -822,39 +835,316 @@ static int vb_setup(struct vb *v, char *err, size_t errlen)
 	return 0;
 }
 
-static void vb_server(struct vb *v)
+/*
+ * verbs-bench: perftest-style measurements between the two guests, on the
+ * first QP pair set up and introduced as for `verbs`.
+ *
+ * write_bw (ib_write_bw): the client keeps up to VB_BW_DEPTH RDMA WRITEs of
+ * one size outstanding for VB_BW_SECS, polling its send CQ without waiting.
+ *
+ * write_lat (ib_write_lat): 64 B ping-pong by RDMA WRITE. Each side spins
+ * on the last 8 bytes of its own incoming slot for the peer's next sequence
+ * number and answers with a write of the same number: no CQ on the hot
+ * path and no interrupts. Every WR is signaled (the driver has no
+ * unsignaled ones), so the send CQ is drained without waiting every
+ * VB_LAT_DRAIN writes, outside the timed part.
+ */
+#define VB_BW_DEPTH	16U
+#define VB_BW_SECS	2.0
+#define VB_LAT_ITERS	1000U
+#define VB_LAT_WARMUP	50U
+#define VB_LAT_DRAIN	16U
+#define VB_LAT_MAX_OUT	48U	/* of the 64-entry SQ */
+#define VB_SPIN_SECS	30.0
+#define VB_SEQ_OFF	(VB_LAT_LEN - 8)
+
+/*
+ * Takes every send completion that is ready, without waiting; returns how
+ * many (and lowers *@out by that), or -errno, -EIO for a failed WR.
+ */
+static int vb_drain(struct vb *v, uint32_t *out)
+{
+	struct ibtca_poll_cq c;
+	int n = 0;
+
+	for (;;) {
+		memset(&c, 0, sizeof(c));
+		c.cqn = v->scq;
+		if (ioctl(v->fd, IBTCA_IOC_POLL_CQ, &c) < 0)
+			return -errno;
+		if (!c.found)
+			return n;
+		if (c.status != IBTCA_WC_SUCCESS) {
+			fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
+				(unsigned long long)c.wr_id, vb_err(0, &c));
+			return -EIO;
+		}
+		(*out)--;
+		n++;
+	}
+}
+
+/* Waits (in the driver) until at most @left sends are outstanding. */
+static int vb_drain_to(struct vb *v, uint32_t *out, uint32_t left)
+{
+	struct ibtca_poll_cq c;
+	int ret;
+
+	while (*out > left) {
+		ret = vb_poll(v, v->scq, &c, 60);
+		if (ret)
+			return ret;
+		if (c.status != IBTCA_WC_SUCCESS)
+			return -EIO;
+		(*out)--;
+	}
+	return 0;
+}
+
+/*
+ * Between two pings (outside the timed part): takes the send completions
+ * that are ready once VB_LAT_DRAIN are outstanding, and waits for some
+ * only if the SQ is nearly full.
+ */
+static int vb_lat_room(struct vb *v, uint32_t *out)
+{
+	int ret = 0;
+
+	if (*out >= VB_LAT_DRAIN)
+		ret = vb_drain(v, out);
+	if (ret >= 0)
+		ret = vb_drain_to(v, out, VB_LAT_MAX_OUT - 1);
+	return ret < 0 ? ret : 0;
+}
+
+static uint64_t vb_seq_get(struct vb *v, uint32_t off)
+{
+	return __atomic_load_n((uint64_t *)(v->buf + off + VB_SEQ_OFF),
+			       __ATOMIC_ACQUIRE);
+}
+
+static void vb_seq_set(struct vb *v, uint32_t off, uint64_t seq)
+{
+	__atomic_store_n((uint64_t *)(v->buf + off + VB_SEQ_OFF), seq,
+			 __ATOMIC_RELEASE);
+}
+
+/* Spins on our incoming slot until it holds @seq. */
+static int vb_spin_seq(struct vb *v, uint64_t seq)
+{
+	double end = 0;
+	uint64_t got;
+	unsigned int n = 0;
+
+	for (;;) {
+		got = vb_seq_get(v, VB_LAT_OFF);
+		if (got == seq)
+			return 0;
+		if (got > seq)
+			return -EPROTO;
+		if (++n % 4096)
+			continue;
+		if (!end)
+			end = now_s() + VB_SPIN_SECS;
+		else if (now_s() > end)
+			return -ETIMEDOUT;
+	}
+}
+
+/* Writes @seq from our outgoing slot into the peer's incoming one. */
+static int vb_lat_write(struct vb *v, uint64_t seq)
+{
+	struct ibtca_post_send s = {
+		.qpn = v->qp,
+		.opcode = IBTCA_WR_RDMA_WRITE,
+		.wr_id = ++v->wr_id,
+		.addr = v->iova + VB_LAT_OFF + VB_LAT_LEN,
+		.length = VB_LAT_LEN,
+		.lkey = v->lkey,
+		.remote_addr = v->peer_iova + VB_LAT_OFF,
+		.rkey = v->peer_rkey,
+	};
+
+	vb_seq_set(v, VB_LAT_OFF + VB_LAT_LEN, seq);
+	return ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) < 0 ? -errno : 0;
+}
+
+/* Server: answers @iters write_lat pings, then drains its send CQ. */
+static int vb_serve_lat(struct vb *v, uint64_t iters)
+{
+	uint32_t out = 0;
+	uint64_t i;
+	int ret;
+
+	vb_seq_set(v, VB_LAT_OFF, 0);
+	ret = vb_send_simple(v, VB_RESULT, 1, iters);
+	for (i = 1; !ret && i <= iters; i++) {
+		ret = vb_lat_room(v, &out);
+		if (!ret)
+			ret = vb_spin_seq(v, i);
+		if (!ret)
+			ret = vb_lat_write(v, i);
+		out += !ret;
+	}
+	return ret ? ret : vb_drain_to(v, &out, 0);
+}
+
+/*
+ * Client: RDMA WRITEs of @size for VB_BW_SECS, VB_BW_DEPTH outstanding,
+ * spread over the 1 MiB bulk area (same offset on both sides).
+ */
+static int vb_write_bw(struct vb *v, uint32_t size)
+{
+	struct ibtca_post_send s = {
+		.qpn = v->qp,
+		.opcode = IBTCA_WR_RDMA_WRITE,
+		.length = size,
+		.lkey = v->lkey,
+		.rkey = v->peer_rkey,
+	};
+	uint32_t slots = VB_BULK_LEN / size, out = 0;
+	uint64_t posted = 0, done = 0, off;
+	double t0, t, end, last;
+	int n;
+
+	t0 = now_s();
+	end = t0 + VB_BW_SECS;
+	last = t0;
+	for (;;) {
+		t = now_s();
+		if (t >= end && !out)
+			break;
+		while (t < end && out < VB_BW_DEPTH) {
+			off = (posted % slots) * size;
+			s.wr_id = ++v->wr_id;
+			s.addr = v->iova + VB_BULK_OFF + off;
+			s.remote_addr = v->peer_iova + VB_BULK_OFF + off;
+			if (ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) < 0)
+				return -errno;
+			posted++;
+			out++;
+		}
+		n = vb_drain(v, &out);
+		if (n < 0)
+			return n;
+		if (n) {
+			done += n;
+			last = now_s();
+		} else if (t - last > 60) {
+			return -ETIMEDOUT;
+		}
+	}
+	t = last - t0;
+	printf("IBTCA-PERF write_bw size=%u iters=%llu MBps=%.2f Mmsgps=%.6f depth=%u secs=%.3f\n",
+	       size, (unsigned long long)done, done * (double)size / t / 1e6,
+	       done / t / 1e6, VB_BW_DEPTH, t);
+	return 0;
+}
+
+static int vb_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Prints an IBTCA-PERF line for @n one-way latencies (sorts @us). */
+static void vb_print_lat(const char *name, double *us, uint32_t n)
+{
+	double sum = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		sum += us[i];
+	qsort(us, n, sizeof(*us), vb_cmp_double);
+	printf("IBTCA-PERF %s size=%u iters=%u typical_us=%.2f min_us=%.2f avg_us=%.2f p99_us=%.2f max_us=%.2f\n",
+	       name, VB_LAT_LEN, n, us[n / 2], us[0], sum / n,
+	       us[n * 99 / 100], us[n - 1]);
+}
+
+/* Client: the write_lat ping-pong; one-way times are half a round trip. */
+static int vb_write_lat(struct vb *v)
+{
+	const uint32_t n = VB_LAT_WARMUP + VB_LAT_ITERS;
+	double *us, t0;
+	uint32_t i, out = 0;
+	struct vb_msg m;
+	int ret;
+
+	us = calloc(VB_LAT_ITERS, sizeof(*us));
+	if (!us)
+		return -ENOMEM;
+	vb_seq_set(v, VB_LAT_OFF, 0);
+	ret = vb_send_simple(v, VB_LAT, 1, n);
+	if (!ret)
+		ret = vb_expect(v, VB_RESULT, &m);
+	for (i = 1; !ret && i <= n; i++) {
+		ret = vb_lat_room(v, &out);
+		if (ret)
+			break;
+		t0 = now_s();
+		ret = vb_lat_write(v, i);
+		out += !ret;
+		if (!ret)
+			ret = vb_spin_seq(v, i);
+		if (!ret && i > VB_LAT_WARMUP)
+			us[i - VB_LAT_WARMUP - 1] = (now_s() - t0) * 1e6 / 2;
+	}
+	if (!ret)
+		ret = vb_drain_to(v, &out, 0);
+	if (!ret)
+		vb_print_lat("write_lat", us, VB_LAT_ITERS);
+	free(us);
+	return ret;
+}
+
+/*
+ * HELLO exchange of buffer address and R_Key. The client's HELLO is
+ * retransmitted until the server's QP is ready; the server waits for it
+ * (the client may boot later) and answers.
+ */
+static int vb_exchange(struct vb *v)
 {
 	struct ibtca_poll_cq c;
 	struct vb_msg m;
-	uint64_t counter;
-	size_t i, bad;
-	int ret, done = 0;
+	int ret;
 
-	vb_pattern(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
-	counter = VB_COUNTER0;
-	memcpy(v->buf + VB_ATOM_OFF, &counter, 8);
-	memset(v->buf + VB_BAD_OFF, VB_BAD_BYTE, VB_BAD_LEN);
-
-	/* The client may boot later than we do. */
-	ret = vb_recv(v, &m, 280);
-	if (!ret && m.type != VB_HELLO)
-		ret = -EPROTO;
-	if (ret) {
-		vcheck("exchange", 0, "no hello from the client: %s",
-		       strerror(-ret));
-		return;
-	}
-	v->peer_iova = m.iova;
-	v->peer_rkey = m.rkey;
+	memset(&c, 0, sizeof(c));
 	memset(&m, 0, sizeof(m));
 	m.type = VB_HELLO;
 	m.iova = v->iova;
 	m.rkey = v->rkey;
-	ret = vb_send(v, &m, 60, &c);
-	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x reply %s",
+	if (v->server) {
+		ret = vb_expect_within(v, VB_HELLO, &m, 280);
+		if (ret) {
+			vcheck("exchange", 0, "no hello from the client: %s",
+			       strerror(-ret));
+			return ret;
+		}
+		v->peer_iova = m.iova;
+		v->peer_rkey = m.rkey;
+		m.iova = v->iova;
+		m.rkey = v->rkey;
+		ret = vb_send(v, &m, 60, &c);
+	} else {
+		ret = vb_send(v, &m, 200, &c);
+		if (!ret)
+			ret = vb_expect(v, VB_HELLO, &m);
+		v->peer_iova = m.iova;
+		v->peer_rkey = m.rkey;
+	}
+	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
 	       (unsigned long long)v->peer_iova, v->peer_rkey, vb_err(ret, &c));
-	if (ret)
-		return;
+	return ret;
+}
+
+/* The server's side of the conversation, until the client says BYE. */
+static void vb_serve(struct vb *v)
+{
+	struct vb_msg m;
+	uint64_t counter;
+	size_t i, bad;
+	int ret, done = 0;
 
 	while (!done) {
 		ret = vb_recv(v, &m, 120);
@@ -893,6 +1183,12 @@ static void vb_server(struct vb *v)
 		case VB_PING:
 			ret = vb_send_simple(v, VB_PONG, 1, m.value);
 			break;
+		case VB_LAT:
+			ret = vb_serve_lat(v, m.value);
+			vcheck("write_lat_echo", !ret, "%llu round trips: %s",
+			       (unsigned long long)m.value,
+			       ret ? strerror(-ret) : "answered");
+			break;
 		case VB_BYE:
 			vcheck("bye", 1, "client finished");
 			done = 1;
@@ -907,6 +1203,17 @@ static void vb_server(struct vb *v)
 			return;
 		}
 	}
+}
+
+static void vb_server(struct vb *v)
+{
+	uint64_t counter = VB_COUNTER0;
+
+	vb_pattern(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
+	memcpy(v->buf + VB_ATOM_OFF, &counter, 8);
+	memset(v->buf + VB_BAD_OFF, VB_BAD_BYTE, VB_BAD_LEN);
+	if (!vb_exchange(v))
+		vb_serve(v);
 }
 
 static int vb_atomic(struct vb *v, uint32_t opcode, uint32_t slot,
@@ -932,6 +1239,28 @@ static int vb_atomic(struct vb *v, uint32_t opcode, uint32_t slot,
 	return ret;
 }
 
+/*
+ * 64 B SEND ping-pong with the server (PING, PONG), both sides waiting for
+ * completions in the driver (CQ interrupt). Returns the round trips done;
+ * @us, if set, gets each one's half in microseconds.
+ */
+static int vb_send_pingpong(struct vb *v, int n, double *us)
+{
+	struct vb_msg m;
+	double t0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		t0 = now_s();
+		if (vb_send_simple(v, VB_PING, 1, i) ||
+		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
+			break;
+		if (us)
+			us[i] = (now_s() - t0) * 1e6 / 2;
+	}
+	return i;
+}
+
 static void vb_client_bench(struct vb *v)
 {
 	struct ibtca_post_send s = {
@@ -944,7 +1273,6 @@ static void vb_client_bench(struct vb *v)
 		.rkey = v->peer_rkey,
 	};
 	struct ibtca_poll_cq c;
-	struct vb_msg m;
 	double t0, t;
 	int i, ok = 1;
 
@@ -968,11 +1296,7 @@ static void vb_client_bench(struct vb *v)
 		       (VB_BULK_LEN / 1e6) / (now_s() - t0), VB_BULK_LEN);
 
 	t0 = now_s();
-	for (i = 0; i < VB_PINGS; i++) {
-		if (vb_send_simple(v, VB_PING, 1, i) ||
-		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
-			break;
-	}
+	i = vb_send_pingpong(v, VB_PINGS, NULL);
 	t = now_s() - t0;
 	if (i == VB_PINGS)
 		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=%.1f round_trips=%d\n",
@@ -991,20 +1315,8 @@ static void vb_client(struct vb *v)
 	size_t diff;
 	int ret;
 
-	/* HELLO: retransmitted until the server's QP is ready. */
-	memset(&m, 0, sizeof(m));
-	m.type = VB_HELLO;
-	m.iova = v->iova;
-	m.rkey = v->rkey;
-	ret = vb_send(v, &m, 200, &c);
-	if (!ret)
-		ret = vb_expect(v, VB_HELLO, &m);
-	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
-	       (unsigned long long)m.iova, m.rkey, vb_err(ret, &c));
-	if (ret)
+	if (vb_exchange(v))
 		return;
-	v->peer_iova = m.iova;
-	v->peer_rkey = m.rkey;
 
 	/* RDMA WRITE of 1 MiB; the server checks the bytes. */
 	vb_pattern(v->buf + VB_BULK_OFF, VB_BULK_LEN, VB_WRITE_SEED);
@@ -1102,7 +1414,52 @@ static void vb_client(struct vb *v)
 	vcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");
 }
 
-static int cmd_verbs(int argc, char **argv)
+/* Client side of verbs-bench. */
+static void vb_client_perf(struct vb *v)
+{
+	static const uint32_t sizes[] = { 64, 4096, VB_BULK_LEN };
+	double us[VB_PINGS];
+	struct vb_msg m;
+	uint32_t i;
+	int ret, n;
+
+	if (vb_exchange(v))
+		return;
+	vb_pattern(v->buf + VB_BULK_OFF, VB_BULK_LEN, VB_WRITE_SEED);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		ret = vb_write_bw(v, sizes[i]);
+		vcheck("write_bw", !ret, "size=%u %s", sizes[i],
+		       ret ? strerror(-ret) : "done");
+		if (ret)
+			return;
+	}
+	/* The last 1 MiB writes left our pattern in the server's bulk area. */
+	ret = vb_send_simple(v, VB_WRITTEN, VB_WRITE_SEED, VB_BULK_LEN);
+	if (!ret)
+		ret = vb_expect(v, VB_RESULT, &m);
+	vcheck("write_bw_remote", !ret && m.ok, "server verified %u bytes: %s",
+	       VB_BULK_LEN, ret ? strerror(-ret) : m.ok ? "match" : "mismatch");
+	if (ret)
+		return;
+
+	ret = vb_write_lat(v);
+	vcheck("write_lat", !ret, "%s", ret ? strerror(-ret) : "done");
+	if (ret)
+		return;
+
+	/* For comparison: SEND/RECV round trips through the CQ interrupt. */
+	n = vb_send_pingpong(v, VB_PINGS, us);
+	if (n == VB_PINGS)
+		vb_print_lat("send_lat", us, VB_PINGS);
+	vcheck("send_lat", n == VB_PINGS, "%d of %d round trips", n, VB_PINGS);
+	if (n != VB_PINGS)
+		return;
+
+	ret = vb_send_simple(v, VB_BYE, 1, 0);
+	vcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");
+}
+
+static int cmd_verbs(int argc, char **argv, int bench)
 {
 	struct vb v = { .fd = -1 };
 	const char *role = NULL;
@@ -1131,8 +1488,11 @@ static int cmd_verbs(int argc, char **argv)
 		vcheck("setup", 0, "%s", detail);
 	} else {
 		vcheck("setup", 1, "role=%s %s", role, detail);
+		/* The server serves both (write_lat pings come as VB_LAT). */
 		if (v.server)
 			vb_server(&v);
+		else if (bench)
+			vb_client_perf(&v);
 		else
 			vb_client(&v);
 	}
@@ -1178,7 +1538,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "dma-fault") && !argc)
 		return cmd_fault();
 	if (!strcmp(cmd, "verbs"))
-		return cmd_verbs(argc, argv);
+		return cmd_verbs(argc, argv, 0);
+	if (!strcmp(cmd, "verbs-bench"))
+		return cmd_verbs(argc, argv, 1);
 	usage();
 	return 2;
 }

@@ -5,6 +5,7 @@
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- mmio [--iterations N] [--no-vm]
 //!     [--guest-spins LIST] [--guest-repeat N]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- verbs [--seconds S]
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-verbs
 //! ```
 //!
 //! `mmio` measures, in one run, and prints one table:
@@ -26,6 +27,14 @@
 //! SEND message rate with 128 outstanding, and a 64 B SEND ping-pong; next to
 //! the raw baselines of the same run (a 64 KiB `UnixStream` stream, 64 B
 //! messages one `write`/`read` each, a 64 B socket ping-pong).
+//!
+//! `guest-verbs` is the perftest-style run between two real guests: two
+//! release `ibtca-device` processes joined by a link (LIDs 1 and 2), two TCG
+//! guests (1 vCPU, 1 GiB) booted at once in the `verbs-bench` mode of the
+//! initramfs; the client's `ibtca-tool verbs-bench` prints `IBTCA-PERF`
+//! lines (`write_bw` at 64 B, 4 KiB and 1 MiB, `write_lat` spinning on
+//! memory, `send_lat` through the CQ interrupt), shown next to the
+//! soft-RoCE reference measured between two such guests.
 //!
 //! Nothing timed is asserted: the targets are printed as PASS/MISS and the
 //! exit status is 0 unless something could not run at all.
@@ -60,6 +69,7 @@ const TARGET_WRITE_US: f64 = 2.5;
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
        ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
+       ibtca-bench guest-verbs
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -85,6 +95,7 @@ struct Opts {
 enum Bench {
     Mmio(Opts),
     Verbs { seconds: f64, idle_us: u64 },
+    GuestVerbs,
 }
 
 fn parse_args() -> Result<Bench, String> {
@@ -92,9 +103,14 @@ fn parse_args() -> Result<Bench, String> {
     match args.next().as_deref() {
         Some("mmio") => parse_mmio(args).map(Bench::Mmio),
         Some("verbs") => parse_verbs(args),
+        Some("guest-verbs") => match args.next() {
+            None => Ok(Bench::GuestVerbs),
+            Some(a) if a == "-h" || a == "--help" => Err(String::new()),
+            Some(other) => Err(format!("unknown option '{other}'")),
+        },
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
-        None => Err("which benchmark? (mmio, verbs)".into()),
+        None => Err("which benchmark? (mmio, verbs, guest-verbs)".into()),
     }
 }
 
@@ -257,7 +273,7 @@ struct Device {
 }
 
 impl Device {
-    fn start(bin: &Path, socket: &Path, cpus: Option<&str>, spin_us: u64) -> Self {
+    fn start(bin: &Path, socket: &Path, cpus: Option<&str>, spin_us: u64, extra: &[&str]) -> Self {
         let log = std::fs::File::create(socket.with_extension("log")).expect("device log");
         let mut cmd = match cpus {
             Some(c) => {
@@ -272,6 +288,7 @@ impl Device {
             .arg(socket)
             .arg("--spin-us")
             .arg(spin_us.to_string())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -310,7 +327,7 @@ impl Drop for Device {
 fn server_rtt(bin: &Path, n: usize, client_cpu: usize, spin_us: u64) -> Stats {
     let dir = TempDir::new("bench");
     let socket = dir.join("tca.sock");
-    let _dev = Device::start(bin, &socket, Some("0"), spin_us);
+    let _dev = Device::start(bin, &socket, Some("0"), spin_us, &[]);
     let samples = std::thread::spawn(move || {
         pin_current_thread(client_cpu);
         let mut c = Client::connect(&socket).expect("connect to ibtca-device");
@@ -380,7 +397,7 @@ fn guest_run(
 ) -> Result<GuestResult, String> {
     let dir = stack.scratch("bench");
     let socket = dir.join("tca0.sock");
-    let _dev = Device::start(bin, &socket, server_cpus, spin_us);
+    let _dev = Device::start(bin, &socket, server_cpus, spin_us, &[]);
     let mut vm = VmConfig::new(&socket, "foundation");
     vm.cpu_affinity = qemu_cpus.map(str::to_string);
     let run = stack.boot(&vm);
@@ -525,6 +542,22 @@ fn print_table(rows: &[Row], sock_same: f64, sock_cross: f64) {
     }
 }
 
+/// `ibtca-device` next to this binary, or `None` (after saying so).
+fn device_bin() -> Option<PathBuf> {
+    let exe = std::env::current_exe().expect("current_exe");
+    let bin = exe.with_file_name("ibtca-device");
+    if bin.exists() {
+        return Some(bin);
+    }
+    eprintln!(
+        "ibtca-bench: {} is missing: build the server next to this binary first,\n    \
+         cargo build --release --workspace\n\
+         (and run the bench with --release too)",
+        bin.display()
+    );
+    None
+}
+
 fn main() -> ExitCode {
     let opts = match parse_args() {
         Ok(Bench::Mmio(o)) => o,
@@ -532,6 +565,7 @@ fn main() -> ExitCode {
             IDLE_SLEEP_US.store(idle_us, Ordering::Relaxed);
             return run_verbs(seconds);
         }
+        Ok(Bench::GuestVerbs) => return run_guest_verbs(),
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");
@@ -545,17 +579,9 @@ fn main() -> ExitCode {
         eprintln!("ibtca-bench: needs at least 2 CPUs for the cross-CPU figures (have {cpus})");
         return ExitCode::from(2);
     }
-    let exe = std::env::current_exe().expect("current_exe");
-    let device_bin: PathBuf = exe.with_file_name("ibtca-device");
-    if !device_bin.exists() {
-        eprintln!(
-            "ibtca-bench: {} is missing: build the server next to this binary first,\n    \
-             cargo build --release --workspace\n\
-             (and run the bench with --release too)",
-            device_bin.display()
-        );
+    let Some(device_bin) = device_bin() else {
         return ExitCode::from(2);
-    }
+    };
     let n = opts.iterations;
     let mut rows = Vec::new();
 
@@ -1327,6 +1353,293 @@ fn run_verbs(secs: f64) -> ExitCode {
     println!("Link counters (per direction, over the timed part of each run):");
     for n in notes {
         println!("{n}");
+    }
+    ExitCode::SUCCESS
+}
+
+// ---------------------------------------------------------------------------
+// guest-verbs: perftest-style numbers between two real guests.
+// ---------------------------------------------------------------------------
+
+/// Soft-RoCE (rxe) between two such TCG guests over virtio-net, measured on
+/// these machines: 1 MiB RDMA WRITE bandwidth, MiB/s (low, high).
+const RXE_WRITE_1M_MIB: (f64, f64) = (12.0, 25.0);
+/// rxe: 64 B RDMA WRITE message rate, msg/s.
+const RXE_MSG_64: f64 = 6800.0;
+/// rxe: 64 B latency, µs.
+const RXE_LAT_US: f64 = 1000.0;
+/// Targets (issue): ≥ 50× rxe's 1 MiB bandwidth, ≥ 20× its 64 B message
+/// rate, ≤ 1/20 of its latency.
+const TARGET_BW_X: f64 = 50.0;
+const TARGET_MSG_X: f64 = 20.0;
+const TARGET_LAT_X: f64 = 20.0;
+
+/// One `IBTCA-PERF` line: the test name and its `key=value` fields.
+struct PerfLine {
+    test: String,
+    fields: Vec<(String, f64)>,
+}
+
+impl PerfLine {
+    fn parse(line: &str) -> Option<Self> {
+        let rest = &line[line.find("IBTCA-PERF ")? + "IBTCA-PERF ".len()..];
+        let mut words = rest.split_whitespace();
+        let test = words.next()?.to_string();
+        let fields = words
+            .filter_map(|w| {
+                let (k, v) = w.split_once('=')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect();
+        Some(PerfLine { test, fields })
+    }
+
+    fn get(&self, key: &str) -> Option<f64> {
+        self.fields.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
+    }
+}
+
+fn fmt_size(bytes: f64) -> String {
+    let b = bytes as u64;
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b.is_multiple_of(1024) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn pass_miss(ok: bool) -> String {
+    if ok { "PASS" } else { "MISS" }.into()
+}
+
+/// The last `n` lines of a console, for error reports.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn run_guest_verbs() -> ExitCode {
+    let Some(bin) = device_bin() else {
+        return ExitCode::from(2);
+    };
+    let Ok(stack) = std::panic::catch_unwind(VmStack::get) else {
+        eprintln!("ibtca-bench: no VM stack (see above)");
+        return ExitCode::from(2);
+    };
+    let dir = stack.scratch("bench-verbs");
+    let link = dir.join("ab.link");
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
+    eprintln!("[bench] two release ibtca-device processes (LIDs 1/2) on one link");
+    let dev_a = Device::start(
+        &bin,
+        &sock_a,
+        None,
+        DEFAULT_SPIN_US,
+        &["--lid", "1", "--link", &listen],
+    );
+    let dev_b = Device::start(
+        &bin,
+        &sock_b,
+        None,
+        DEFAULT_SPIN_US,
+        &["--lid", "2", "--link", &connect],
+    );
+    let guest = |socket: &Path, role: &str, peer_lid: u16| {
+        let mut vm = VmConfig::new(socket, "verbs-bench");
+        vm.append = format!("ibtca.mode=verbs-bench ibtca.role={role} ibtca.peer_lid={peer_lid}");
+        vm.mem = "1G".into();
+        vm.timeout = Duration::from_secs(300);
+        vm
+    };
+    let server_vm = guest(&sock_a, "server", 2);
+    let client_vm = guest(&sock_b, "client", 1);
+    eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each) in verbs-bench mode");
+    let (server, client) = std::thread::scope(|s| {
+        let server = s.spawn(|| stack.boot(&server_vm));
+        let client = s.spawn(|| stack.boot(&client_vm));
+        (server.join().unwrap(), client.join().unwrap())
+    });
+    drop((dev_a, dev_b));
+    eprintln!(
+        "[bench] server guest {:.1} s, client guest {:.1} s",
+        server.elapsed.as_secs_f64(),
+        client.elapsed.as_secs_f64()
+    );
+
+    let perf: Vec<PerfLine> = client
+        .lines_with("IBTCA-PERF ")
+        .filter_map(PerfLine::parse)
+        .collect();
+    let mut problems = Vec::new();
+    for (role, run) in [("server", &server), ("client", &client)] {
+        for l in run
+            .lines_with("IBTCA-VERBS ")
+            .filter(|l| l.contains(" FAIL"))
+        {
+            problems.push(format!("{role}: {}", l.trim()));
+        }
+        if !run.serial.contains("IBTCA-VERBS-RC 0") {
+            problems.push(format!(
+                "{role}: no IBTCA-VERBS-RC 0 (run-vm.sh status {:?}); console tail:\n{}",
+                run.status,
+                tail(&run.serial, 15)
+            ));
+        }
+    }
+
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut bw_rows = 0;
+    for p in perf.iter().filter(|p| p.test == "write_bw") {
+        let (Some(size), Some(iters), Some(mbps), Some(mmsg)) = (
+            p.get("size"),
+            p.get("iters"),
+            p.get("MBps"),
+            p.get("Mmsgps"),
+        ) else {
+            continue;
+        };
+        bw_rows += 1;
+        let mib = mbps * 1e6 / (1 << 20) as f64;
+        let msg = mmsg * 1e6;
+        let (ratio, target, result) = if size as u64 == 1 << 20 {
+            let (lo, hi) = RXE_WRITE_1M_MIB;
+            (
+                format!("{:.1}–{:.1}× MiB/s", mib / hi, mib / lo),
+                format!("≥ {TARGET_BW_X:.0}×"),
+                pass_miss(mib / hi >= TARGET_BW_X),
+            )
+        } else if size as u64 == 64 {
+            (
+                format!("{:.1}× msg/s", msg / RXE_MSG_64),
+                format!("≥ {TARGET_MSG_X:.0}×"),
+                pass_miss(msg / RXE_MSG_64 >= TARGET_MSG_X),
+            )
+        } else {
+            ("-".into(), "-".into(), "-".into())
+        };
+        rows.push(vec![
+            "write_bw".into(),
+            fmt_size(size),
+            format!("{iters:.0}"),
+            format!("{mib:.2}"),
+            format!("{mmsg:.6}"),
+            "-".into(),
+            "-".into(),
+            ratio,
+            target,
+            result,
+        ]);
+    }
+    let mut lat_rows = 0;
+    for p in perf
+        .iter()
+        .filter(|p| p.test == "write_lat" || p.test == "send_lat")
+    {
+        let (Some(size), Some(iters), Some(typ), Some(p99)) = (
+            p.get("size"),
+            p.get("iters"),
+            p.get("typical_us"),
+            p.get("p99_us"),
+        ) else {
+            continue;
+        };
+        let spin = p.test == "write_lat";
+        lat_rows += usize::from(spin);
+        let x = RXE_LAT_US / typ;
+        rows.push(vec![
+            if spin {
+                "write_lat (spin)".into()
+            } else {
+                "send_lat (irq)".into()
+            },
+            fmt_size(size),
+            format!("{iters:.0}"),
+            "-".into(),
+            "-".into(),
+            fmt_us(typ),
+            fmt_us(p99),
+            format!("{x:.2}× (rxe µs / µs)"),
+            if spin {
+                format!("≥ {TARGET_LAT_X:.0}×")
+            } else {
+                "-".into()
+            },
+            if spin {
+                pass_miss(x >= TARGET_LAT_X)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+
+    println!();
+    println!(
+        "ibtca-bench guest-verbs: two TCG guests (1 vCPU, 1 GiB each), one release \
+         ibtca-device each, joined by a Unix-socket link; the client's `ibtca-tool \
+         verbs-bench`, path MTU 4096."
+    );
+    println!(
+        "write_bw: RDMA WRITEs, 16 outstanding, ~2 s per size, CQ polled without waiting. \
+         write_lat: 64 B RDMA WRITE ping-pong, each side spinning on its own memory (no CQ, \
+         no interrupts). send_lat: 64 B SEND/RECV ping-pong waiting in the driver for the CQ \
+         interrupt. Latencies are one-way (round trip / 2): typical = median."
+    );
+    println!(
+        "Reference (soft-RoCE between two such guests over virtio-net, measured on these \
+         machines): 1 MiB WRITE {}–{} MiB/s, 64 B {:.1}k msg/s, latency ~{:.0} µs.",
+        RXE_WRITE_1M_MIB.0,
+        RXE_WRITE_1M_MIB.1,
+        RXE_MSG_64 / 1000.0,
+        RXE_LAT_US
+    );
+    println!();
+    print_grid(
+        &[
+            "test",
+            "size",
+            "iterations",
+            "MiB/s",
+            "Mmsg/s",
+            "t_typical µs",
+            "p99 µs",
+            "× rxe",
+            "target",
+            "result",
+        ],
+        &rows,
+        &[2, 3, 4, 5, 6],
+    );
+    for (role, run) in [("server", &server), ("client", &client)] {
+        if let Some(l) = run.lines_with("IBTCA-VERBS-IRQS ").next() {
+            let counts: Vec<&str> = l
+                .split_whitespace()
+                .skip(1)
+                .filter(|c| !c.ends_with(":0"))
+                .collect();
+            println!(
+                "{role} guest interrupts over the whole run (vector:count): {}",
+                counts.join(" ")
+            );
+        }
+    }
+    if !problems.is_empty() {
+        println!();
+        println!("Problems:");
+        for p in &problems {
+            println!("  {p}");
+        }
+    }
+    if bw_rows < 3 || lat_rows < 1 {
+        eprintln!(
+            "ibtca-bench: the client printed {bw_rows} write_bw and {lat_rows} write_lat \
+             results (expected 3 and 1); client console tail:\n{}",
+            tail(&client.serial, 30)
+        );
+        return ExitCode::from(1);
     }
     ExitCode::SUCCESS
 }

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca: private definitions shared by the files of the guest driver
+ * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c).
+ */
+#ifndef _IBTCA_H
+#define _IBTCA_H
+
+#include <linux/atomic.h>
+#include <linux/io.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/miscdevice.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/rwsem.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include "ibtca_abi.h"
+#include "ibtca_regs.h"
+#include "ibtca_uapi.h"
+
+#define IBTCA_NAME_LEN		16
+#define IBTCA_IRQ_NAME_LEN	32
+
+struct file;
+struct vm_area_struct;
+
+struct ibtca_dev;
+
+struct ibtca_vec {
+	struct ibtca_dev *idev;
+	atomic64_t count;
+	atomic64_t last_ns;
+	char name[IBTCA_IRQ_NAME_LEN];
+};
+
+struct ibtca_dev {
+	struct kref ref;
+	struct pci_dev *pdev;
+	void __iomem *regs;
+	u32 bar0_len;
+	int instance;
+	int nvec;
+	bool dead;		/* set under @lock once the device is gone */
+	struct mutex lock;	/* serialises register sequences and @dead */
+	wait_queue_head_t wq;
+	struct miscdevice misc;
+	char name[IBTCA_NAME_LEN];
+	struct ibtca_vec vec[IBTCA_MSIX_VECTORS];
+	/* Taken for reading around device access by verbs contexts. */
+	struct rw_semaphore hw_sem;
+	struct mutex cmd_lock;	/* serialises the command queue */
+	struct ibtca_cmd *cmdq;
+	dma_addr_t cmdq_dma;
+	u32 cmd_pi;
+};
+
+/* A verbs context: the objects of one open file. */
+struct ibtca_ctx {
+	struct ibtca_dev *idev;
+	struct mutex lock;	/* serialises the context's ioctls and mmap */
+	struct list_head bufs, pds, mrs, cqs, qps;
+	u32 next_buf;
+	u32 nbufs;
+};
+
+static inline u32 ibtca_rd(struct ibtca_dev *idev, u32 off)
+{
+	return readl(idev->regs + off);
+}
+
+static inline void ibtca_wr(struct ibtca_dev *idev, u32 off, u32 val)
+{
+	writel(val, idev->regs + off);
+}
+
+/* ibtca_main.c */
+void ibtca_release_dev(struct kref *ref);
+
+/* ibtca_cmd.c */
+int ibtca_cmdq_init(struct ibtca_dev *idev);
+void ibtca_cmdq_free(struct ibtca_dev *idev);
+int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
+	      size_t len, u32 *out0, u32 *out1);
+int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle);
+
+/* ibtca_verbs.c */
+void ibtca_ctx_teardown(struct ibtca_ctx *ctx);
+long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
+		       void __user *argp);
+int ibtca_mmap(struct file *file, struct vm_area_struct *vma);
+
+#endif /* _IBTCA_H */

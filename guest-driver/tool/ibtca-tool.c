@@ -103,20 +103,27 @@ static const char *port_name(uint32_t s)
 	return "unknown";
 }
 
-static void check(const char *name, int ok, const char *fmt, ...)
+/* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
+static void vreport(const char *prefix, const char *name, int ok,
+		    const char *fmt, va_list ap)
 {
-	va_list ap;
-
-	printf("IBTCA-TEST %s %s ", name, ok ? "PASS" : "FAIL");
-	va_start(ap, fmt);
+	printf("%s %s %s ", prefix, name, ok ? "PASS" : "FAIL");
 	vprintf(fmt, ap);
-	va_end(ap);
 	printf("\n");
 	fflush(stdout);
 	if (ok)
 		n_pass++;
 	else
 		n_fail++;
+}
+
+static void check(const char *name, int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("IBTCA-TEST", name, ok, fmt, ap);
+	va_end(ap);
 }
 
 static int reg_read(int fd, uint32_t off, uint32_t *val)
@@ -515,16 +522,9 @@ static void vcheck(const char *name, int ok, const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("IBTCA-VERBS %s %s ", name, ok ? "PASS" : "FAIL");
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vreport("IBTCA-VERBS", name, ok, fmt, ap);
 	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
 }
 
 static void vb_pattern(uint8_t *p, size_t len, uint8_t seed)

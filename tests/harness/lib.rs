@@ -350,6 +350,19 @@ impl Client {
     }
 }
 
+/// A small deterministic xorshift64 generator for randomized tests.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// Guest RAM as QEMU provides it: a memfd the server maps.
 pub struct GuestRam {
     pub file: File,

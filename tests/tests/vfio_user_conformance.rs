@@ -739,13 +739,8 @@ fn unframeable_header_drops_the_client_not_the_server() {
 #[test]
 fn random_messages_do_not_hurt_the_server() {
     let s = TestServer::start();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15u64);
+    let mut next = move || rng.next_u64();
     for round in 0..20 {
         let mut c = s.client();
         for _ in 0..200 {
@@ -826,13 +821,8 @@ fn rust_vmm_vfio_user_client_interoperates() {
 fn random_byte_streams_do_not_hurt_the_server() {
     // Not even framed: random sizes, truncated headers, garbage, then hang up.
     let s = TestServer::start();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1du64);
+    let mut next = move || rng.next_u64();
     for _ in 0..100 {
         let mut c = Client::connect(&s.socket).unwrap();
         let len = (next() % 300) as usize;

@@ -32,6 +32,12 @@
 #define IBTCA_WR_BIND_MW                   0x7
 /* WR opcode: invalidate a memory window or MR key locally (imm_data = key). */
 #define IBTCA_WR_LOCAL_INV                 0x8
+/* WR opcode: Direct RDMA WRITE (seed 000): sge[0] is a direct SGE (lkey = IBTCA_SGE_DIRECT | ARR number, addr 0, length = the ARR's total transfer length); the bytes the guest stores into that window range are written at remote_addr/rkey. */
+#define IBTCA_WR_DRDMA_WRITE               0x9
+/* WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them. */
+#define IBTCA_WR_DRDMA_READ                0xa
+/* SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region. */
+#define IBTCA_SGE_DIRECT                   0xffffffff80000000
 /* WQE flag: generate a completion. */
 #define IBTCA_WQE_F_SIGNALED               0x1
 /* WQE flag: solicited event. */
@@ -52,6 +58,10 @@
 #define IBTCA_WC_BIND_MW                   0x5
 /* Completion opcode: local invalidate. */
 #define IBTCA_WC_LOCAL_INV                 0x6
+/* Completion opcode: Direct RDMA WRITE (the remote side acknowledged it; the ARR is free again). */
+#define IBTCA_WC_DRDMA_WRITE               0x7
+/* Completion opcode: Direct RDMA READ (every response arrived; the ARR frees once the guest has loaded them all). */
+#define IBTCA_WC_DRDMA_READ                0x8
 /* Completion opcode: a receive. */
 #define IBTCA_WC_RECV                      0x80
 /* Completion opcode: a receive consumed by RDMA WRITE with immediate. */

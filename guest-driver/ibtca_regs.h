@@ -64,6 +64,28 @@
 #define IBTCA_REG_DB_RQ                    0x108
 /* CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32. (WO) */
 #define IBTCA_REG_DB_CQ                    0x110
+/* DRDMA: index of the BAR holding the window (the seed's DBAR). (RO) */
+#define IBTCA_REG_DRDMA_BAR                0x140
+/* DRDMA: number of address ranges in the window (each has an ARR). (RO) */
+#define IBTCA_REG_DRDMA_RANGES             0x144
+/* DRDMA: bytes per address range (4096). (RO) */
+#define IBTCA_REG_DRDMA_RANGE_SIZE         0x148
+/* DRDMA: packet memory blocks in the device's pool. (RO) */
+#define IBTCA_REG_DRDMA_PMBS               0x14c
+/* DRDMA: PMBs dedicated to DRDMA (write while every ARR is free; at least 1, at most DRDMA_PMBS). (RW) */
+#define IBTCA_REG_DRDMA_PMB_DEDICATED      0x150
+/* DRDMA: count of refused window accesses and submits since reset. (RO) */
+#define IBTCA_REG_DRDMA_ERRORS             0x154
+/* DRDMA: last refusal: IBTCA_DRDMA_ERR_* in bits 7:0, ARR number in bits 23:8. (RO) */
+#define IBTCA_REG_DRDMA_LAST_ERROR         0x158
+/* DRDMA: how long a load waits for read-response data, in microseconds (then all-ones and IBTCA_DRDMA_ERR_LOAD_TIMEOUT). (RW) */
+#define IBTCA_REG_DRDMA_LOAD_TIMEOUT_US    0x15c
+/* DRDMA: window mode (IBTCA_DRDMA_MODE_*). (RO) */
+#define IBTCA_REG_DRDMA_MODE               0x160
+/* DRDMA commit (mapped window): ARR number in bits 15:0, bytes stored (WRITE) or loaded (READ) in bits 31:16. (WO) */
+#define IBTCA_REG_DRDMA_COMMIT             0x164
+/* DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32. (WO) */
+#define IBTCA_REG_DRDMA_SUBMIT             0x168
 
 /* PCI vendor ID (not bound by any in-tree Linux driver). */
 #define IBTCA_PCI_VENDOR_ID                0x1de5
@@ -97,6 +119,8 @@
 #define IBTCA_CAP_MSIX                     0x1
 /* CAPS: DMA self-test registers. */
 #define IBTCA_CAP_DMA_TEST                 0x2
+/* CAPS: Direct RDMA window and ARRs. */
+#define IBTCA_CAP_DRDMA                    0x4
 /* Value to write to RESET. */
 #define IBTCA_RESET_VALUE                  0x52455345
 /* PORT_STATE: link down. */
@@ -123,5 +147,63 @@
 #define IBTCA_DMA_ST_INVALID               0x2
 /* Largest DMA self-test length in bytes. */
 #define IBTCA_DMA_TEST_MAX                 0x100000
+/* Index of the DRDMA window BAR. */
+#define IBTCA_DRDMA_WINDOW_BAR             0x2
+/* Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE. */
+#define IBTCA_DRDMA_ARR_BASE               0x1000
+/* Bytes between consecutive ARRs. */
+#define IBTCA_DRDMA_ARR_STRIDE             0x20
+/* Most address ranges a window can have. */
+#define IBTCA_DRDMA_MAX_RANGES             0x100
+/* ARR field (RO): IBTCA_ARR_* state bits, PMB number in bits 15:8. */
+#define IBTCA_ARR_CTRL                     0x0
+/* ARR field (RO): Total Transfer Length in bytes. */
+#define IBTCA_ARR_TTL                      0x4
+/* ARR field (RO): Write Byte Count (bytes stored so far). */
+#define IBTCA_ARR_WBC                      0x8
+/* ARR field (RO): Read Response Payload Length of the response in the PMB. */
+#define IBTCA_ARR_RRPL                     0xc
+/* ARR field (RO): offset in the range of the response in the PMB. */
+#define IBTCA_ARR_RESP_OFFSET              0x10
+/* ARR field (RO): bytes of that response loaded so far. */
+#define IBTCA_ARR_DRAINED                  0x14
+/* ARR_CTRL: PCI Valid (the bus side may access the range). */
+#define IBTCA_ARR_PCI_VALID                0x1
+/* ARR_CTRL: BR Valid (the bus router owns the PMB: sending, or awaiting a response). */
+#define IBTCA_ARR_BR_VALID                 0x2
+/* ARR_CTRL: Type: 1 = DRDMA WRITE, 0 = DRDMA READ. */
+#define IBTCA_ARR_TYPE_WRITE               0x4
+/* ARR_CTRL: the range is allocated (submitted and not yet finished). */
+#define IBTCA_ARR_BUSY                     0x8
+/* ARR_CTRL: the last transfer on this range failed (cleared by the next submit). */
+#define IBTCA_ARR_FAILED                   0x10
+/* Shift of the PMB number in ARR_CTRL. */
+#define IBTCA_ARR_PMB_SHIFT                0x8
+/* DRDMA_SUBMIT: direction WRITE (PCI to IB); clear for READ. */
+#define IBTCA_DRDMA_SUBMIT_WRITE           0x10000
+/* DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one. */
+#define IBTCA_DRDMA_SUBMIT_PMB             0x20000
+/* DRDMA_MODE: every window access is trapped (faithful byte counting). */
+#define IBTCA_DRDMA_MODE_TRAPPED           0x0
+/* DRDMA_MODE: the window is mmapped; range n is PMB n; commit byte counts through DRDMA_COMMIT. */
+#define IBTCA_DRDMA_MODE_MAPPED            0x1
+/* DRDMA_LAST_ERROR: none. */
+#define IBTCA_DRDMA_ERR_NONE               0x0
+/* DRDMA_LAST_ERROR: access to a free range or one past DRDMA_RANGES. */
+#define IBTCA_DRDMA_ERR_UNALLOCATED        0x1
+/* DRDMA_LAST_ERROR: the ARR's valid bits or type do not allow the access. */
+#define IBTCA_DRDMA_ERR_STATE              0x2
+/* DRDMA_LAST_ERROR: the access goes past the Total Transfer Length or the response in the PMB. */
+#define IBTCA_DRDMA_ERR_PAST_LENGTH        0x3
+/* DRDMA_LAST_ERROR: a load waited DRDMA_LOAD_TIMEOUT_US for data that did not come. */
+#define IBTCA_DRDMA_ERR_LOAD_TIMEOUT       0x4
+/* DRDMA_LAST_ERROR: submit on a busy ARR. */
+#define IBTCA_DRDMA_ERR_BUSY               0x5
+/* DRDMA_LAST_ERROR: no dedicated PMB free (or the requested one is not free or not dedicated). */
+#define IBTCA_DRDMA_ERR_NO_PMB             0x6
+/* DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit. */
+#define IBTCA_DRDMA_ERR_BAD_REQUEST        0x7
+/* Default DRDMA_LOAD_TIMEOUT_US. */
+#define IBTCA_DRDMA_LOAD_TIMEOUT_DEFAULT_US 0x30d40
 
 #endif /* IBTCA_REGS_H */

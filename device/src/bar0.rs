@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use crate::dma::GuestMemory;
+use crate::drdma::Drdma;
 use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
@@ -23,6 +24,8 @@ pub struct Bar0Context<'a> {
     pub bus_master: bool,
     /// At least one DMA map can be reached.
     pub dma_mapped: bool,
+    /// The DRDMA window (its registers live in BAR0).
+    pub drdma: &'a Drdma,
 }
 
 /// Outcome of a write that the caller must act on.
@@ -138,7 +141,7 @@ impl Bar0 {
         match off {
             regs::MAGIC => regs::MAGIC_VALUE,
             regs::VERSION => regs::VERSION_VALUE,
-            regs::CAPS => regs::CAP_MSIX | regs::CAP_DMA_TEST,
+            regs::CAPS => regs::CAP_MSIX | regs::CAP_DMA_TEST | regs::CAP_DRDMA,
             regs::SCRATCH => self.scratch,
             regs::PORT_STATE => self.port.state.get(),
             regs::PORT_LID => u32::from(self.port.lid),
@@ -163,7 +166,7 @@ impl Bar0 {
             regs::DMA_SEED => self.dma_seed,
             regs::DMA_STATUS => self.dma_status,
             regs::DMA_RESULT => self.dma_result,
-            _ => 0,
+            _ => ctx.drdma.reg_read(off).unwrap_or(0),
         }
     }
 
@@ -191,6 +194,16 @@ impl Bar0 {
                     Err(Bar0Error { offset, len })
                 }
             };
+        }
+        if off == regs::DRDMA_SUBMIT {
+            // One 8-byte write: ARR, flags and PMB low, length high.
+            if words != 2 {
+                self.error_count = self.error_count.wrapping_add(1);
+                return Err(Bar0Error { offset, len });
+            }
+            ctx.drdma
+                .submit(u64::from_le_bytes(data.try_into().unwrap()));
+            return Ok(WriteEffect::None);
         }
         let mut effect = WriteEffect::None;
         for w in 0..words {
@@ -243,14 +256,18 @@ impl Bar0 {
             regs::DMA_LEN => self.dma_len = v,
             regs::DMA_SEED => self.dma_seed = v,
             regs::DMA_CMD => self.dma_status = self.dma_command(v, ctx),
-            _ => {
-                tracing::debug!(
-                    offset = off,
-                    value = v,
-                    "write to a read-only or unknown register"
-                );
-                self.error_count = self.error_count.wrapping_add(1);
-            }
+            _ => match ctx.drdma.reg_write(off, v) {
+                Some(Some(arr)) => return WriteEffect::Engine(EngineEvent::DrdmaReady(arr)),
+                Some(None) => {}
+                None => {
+                    tracing::debug!(
+                        offset = off,
+                        value = v,
+                        "write to a read-only or unknown register"
+                    );
+                    self.error_count = self.error_count.wrapping_add(1);
+                }
+            },
         }
         WriteEffect::None
     }
@@ -296,6 +313,7 @@ mod tests {
         msix: Msix,
         maps: DmaMaps,
         bar: Bar0,
+        drdma: std::sync::Arc<Drdma>,
     }
 
     impl Fixture {
@@ -308,6 +326,7 @@ mod tests {
                 msix: Msix::new(4),
                 maps,
                 bar: Bar0::new(PortIdentity::default()),
+                drdma: Drdma::new(Default::default()).unwrap(),
             }
         }
 
@@ -318,6 +337,7 @@ mod tests {
                 mem: &mem,
                 bus_master: true,
                 dma_mapped: true,
+                drdma: &self.drdma,
             };
             self.bar.write(off, &v.to_le_bytes(), &ctx).unwrap()
         }
@@ -329,6 +349,7 @@ mod tests {
                 mem: &mem,
                 bus_master: true,
                 dma_mapped: true,
+                drdma: &self.drdma,
             };
             let mut b = [0; 4];
             self.bar.read(off, &mut b, &ctx).unwrap();
@@ -363,6 +384,7 @@ mod tests {
             mem: &mem,
             bus_master: true,
             dma_mapped: true,
+            drdma: &f.drdma,
         };
         let mut b2 = [0; 2];
         assert!(f.bar.read(regs::SCRATCH, &mut b2, &ctx).is_err());

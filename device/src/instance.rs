@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use crate::bar0::PortIdentity;
+use crate::drdma::{Drdma, DrdmaConfig};
 use crate::engine::{Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
 use crate::link::{Link, LinkEndpoint, LinkStats, LocalPort};
 use crate::regs;
@@ -22,6 +23,8 @@ pub struct InstanceConfig {
     pub guid: u64,
     /// The link to a peer, if any.
     pub link: Option<LinkEndpoint>,
+    /// The DRDMA window.
+    pub drdma: DrdmaConfig,
 }
 
 impl Default for InstanceConfig {
@@ -30,6 +33,7 @@ impl Default for InstanceConfig {
             lid: 1,
             guid: 0x0002_c903_0000_0001,
             link: None,
+            drdma: DrdmaConfig::default(),
         }
     }
 }
@@ -69,11 +73,15 @@ impl Instance {
             // Without a link the port still loops back to its own LID.
             regs::PORT_ACTIVE
         });
-        let mut tca = Tca::with_port(PortIdentity {
-            lid: cfg.lid,
-            guid: cfg.guid,
-            state: port_state.clone(),
-        });
+        let drdma = Drdma::new(cfg.drdma).map_err(io::Error::other)?;
+        let mut tca = Tca::with_parts(
+            PortIdentity {
+                lid: cfg.lid,
+                guid: cfg.guid,
+                state: port_state.clone(),
+            },
+            drdma.clone(),
+        );
         let (tx, rx) = mpsc::channel();
         let link = match &cfg.link {
             Some(ep) => {
@@ -105,6 +113,7 @@ impl Instance {
             sink,
             port,
             port_state,
+            drdma,
         );
         let engine = EngineThread::spawn(engine, tx.clone(), rx);
         tca.set_engine(tx);

@@ -9,6 +9,7 @@
 
 pub mod bar0;
 pub mod dma;
+pub mod drdma;
 pub mod engine;
 pub mod instance;
 pub mod link;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::vfio_user::{Server, ServerConfig};
@@ -50,6 +51,28 @@ struct Args {
     /// Link to a peer device: listen:PATH or connect:PATH (Unix socket).
     #[arg(long, value_name = "ENDPOINT")]
     link: Option<LinkEndpoint>,
+
+    /// DRDMA window: number of 4 KiB address ranges (ARRs), 1-256.
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    drdma_ranges: u32,
+
+    /// DRDMA: packet memory blocks in the pool (at least the range count).
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    drdma_pmbs: u32,
+
+    /// DRDMA window access path: `trapped` (every guest access is a
+    /// vfio-user message; doorbells stay posted writes) or `mapped` (QEMU
+    /// maps the PMB pages; the driver commits byte counts; note QEMU then
+    /// stops posting BAR writes for the whole device).
+    #[arg(long, value_name = "MODE", default_value = "trapped",
+          value_parser = ["trapped", "mapped"])]
+    drdma_window: String,
+
+    /// DRDMA: default time a load waits for read-response data, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    drdma_load_timeout_ms: u64,
 }
 
 fn parse_guid(s: &str) -> Result<u64, String> {
@@ -97,6 +120,12 @@ fn main() -> ExitCode {
             .guid
             .unwrap_or(0x0002_c903_0000_0000 | u64::from(args.lid)),
         link: args.link.clone(),
+        drdma: DrdmaConfig {
+            ranges: args.drdma_ranges,
+            pmbs: args.drdma_pmbs.max(args.drdma_ranges),
+            mapped: args.drdma_window == "mapped",
+            load_timeout: Duration::from_millis(args.drdma_load_timeout_ms),
+        },
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

@@ -115,6 +115,28 @@ registers! {
     DB_RQ = 0x108, "WO";
     /// CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32.
     DB_CQ = 0x110, "WO";
+    /// DRDMA: index of the BAR holding the window (the seed's DBAR).
+    DRDMA_BAR = 0x140, "RO";
+    /// DRDMA: number of address ranges in the window (each has an ARR).
+    DRDMA_RANGES = 0x144, "RO";
+    /// DRDMA: bytes per address range (4096).
+    DRDMA_RANGE_SIZE = 0x148, "RO";
+    /// DRDMA: packet memory blocks in the device's pool.
+    DRDMA_PMBS = 0x14c, "RO";
+    /// DRDMA: PMBs dedicated to DRDMA (write while every ARR is free; at least 1, at most DRDMA_PMBS).
+    DRDMA_PMB_DEDICATED = 0x150, "RW";
+    /// DRDMA: count of refused window accesses and submits since reset.
+    DRDMA_ERRORS = 0x154, "RO";
+    /// DRDMA: last refusal: IBTCA_DRDMA_ERR_* in bits 7:0, ARR number in bits 23:8.
+    DRDMA_LAST_ERROR = 0x158, "RO";
+    /// DRDMA: how long a load waits for read-response data, in microseconds (then all-ones and IBTCA_DRDMA_ERR_LOAD_TIMEOUT).
+    DRDMA_LOAD_TIMEOUT_US = 0x15c, "RW";
+    /// DRDMA: window mode (IBTCA_DRDMA_MODE_*).
+    DRDMA_MODE = 0x160, "RO";
+    /// DRDMA commit (mapped window): ARR number in bits 15:0, bytes stored (WRITE) or loaded (READ) in bits 31:16.
+    DRDMA_COMMIT = 0x164, "WO";
+    /// DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32.
+    DRDMA_SUBMIT = 0x168, "WO";
 }
 
 values! {
@@ -151,6 +173,8 @@ values! {
     CAP_MSIX: u32 = 1 << 0;
     /// CAPS: DMA self-test registers.
     CAP_DMA_TEST: u32 = 1 << 1;
+    /// CAPS: Direct RDMA window and ARRs.
+    CAP_DRDMA: u32 = 1 << 2;
     /// Value to write to RESET.
     RESET_VALUE: u32 = 0x5245_5345;
     /// PORT_STATE: link down.
@@ -177,6 +201,64 @@ values! {
     DMA_ST_INVALID: u32 = 2;
     /// Largest DMA self-test length in bytes.
     DMA_TEST_MAX: u32 = 1 << 20;
+    /// Index of the DRDMA window BAR.
+    DRDMA_WINDOW_BAR: u32 = 2;
+    /// Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE.
+    DRDMA_ARR_BASE: u64 = 0x1000;
+    /// Bytes between consecutive ARRs.
+    DRDMA_ARR_STRIDE: u64 = 0x20;
+    /// Most address ranges a window can have.
+    DRDMA_MAX_RANGES: u32 = 256;
+    /// ARR field (RO): IBTCA_ARR_* state bits, PMB number in bits 15:8.
+    ARR_CTRL: u64 = 0x00;
+    /// ARR field (RO): Total Transfer Length in bytes.
+    ARR_TTL: u64 = 0x04;
+    /// ARR field (RO): Write Byte Count (bytes stored so far).
+    ARR_WBC: u64 = 0x08;
+    /// ARR field (RO): Read Response Payload Length of the response in the PMB.
+    ARR_RRPL: u64 = 0x0c;
+    /// ARR field (RO): offset in the range of the response in the PMB.
+    ARR_RESP_OFFSET: u64 = 0x10;
+    /// ARR field (RO): bytes of that response loaded so far.
+    ARR_DRAINED: u64 = 0x14;
+    /// ARR_CTRL: PCI Valid (the bus side may access the range).
+    ARR_PCI_VALID: u32 = 1 << 0;
+    /// ARR_CTRL: BR Valid (the bus router owns the PMB: sending, or awaiting a response).
+    ARR_BR_VALID: u32 = 1 << 1;
+    /// ARR_CTRL: Type: 1 = DRDMA WRITE, 0 = DRDMA READ.
+    ARR_TYPE_WRITE: u32 = 1 << 2;
+    /// ARR_CTRL: the range is allocated (submitted and not yet finished).
+    ARR_BUSY: u32 = 1 << 3;
+    /// ARR_CTRL: the last transfer on this range failed (cleared by the next submit).
+    ARR_FAILED: u32 = 1 << 4;
+    /// Shift of the PMB number in ARR_CTRL.
+    ARR_PMB_SHIFT: u32 = 8;
+    /// DRDMA_SUBMIT: direction WRITE (PCI to IB); clear for READ.
+    DRDMA_SUBMIT_WRITE: u32 = 1 << 16;
+    /// DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one.
+    DRDMA_SUBMIT_PMB: u32 = 1 << 17;
+    /// DRDMA_MODE: every window access is trapped (faithful byte counting).
+    DRDMA_MODE_TRAPPED: u32 = 0;
+    /// DRDMA_MODE: the window is mmapped; range n is PMB n; commit byte counts through DRDMA_COMMIT.
+    DRDMA_MODE_MAPPED: u32 = 1;
+    /// DRDMA_LAST_ERROR: none.
+    DRDMA_ERR_NONE: u32 = 0;
+    /// DRDMA_LAST_ERROR: access to a free range or one past DRDMA_RANGES.
+    DRDMA_ERR_UNALLOCATED: u32 = 1;
+    /// DRDMA_LAST_ERROR: the ARR's valid bits or type do not allow the access.
+    DRDMA_ERR_STATE: u32 = 2;
+    /// DRDMA_LAST_ERROR: the access goes past the Total Transfer Length or the response in the PMB.
+    DRDMA_ERR_PAST_LENGTH: u32 = 3;
+    /// DRDMA_LAST_ERROR: a load waited DRDMA_LOAD_TIMEOUT_US for data that did not come.
+    DRDMA_ERR_LOAD_TIMEOUT: u32 = 4;
+    /// DRDMA_LAST_ERROR: submit on a busy ARR.
+    DRDMA_ERR_BUSY: u32 = 5;
+    /// DRDMA_LAST_ERROR: no dedicated PMB free (or the requested one is not free or not dedicated).
+    DRDMA_ERR_NO_PMB: u32 = 6;
+    /// DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit.
+    DRDMA_ERR_BAD_REQUEST: u32 = 7;
+    /// Default DRDMA_LOAD_TIMEOUT_US.
+    DRDMA_LOAD_TIMEOUT_DEFAULT_US: u32 = 200_000;
 }
 
 /// The register-interface version as read from VERSION.

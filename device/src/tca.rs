@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | 0 (BAR0) | control/status registers ([`crate::regs`]) | 64 KiB |
 //! | 1 (BAR1) | MSI-X table at 0, PBA at 0x800 | 4 KiB |
-//! | 2-5, 6 (ROM), 8 (VGA) | absent | 0 |
+//! | 2 (BAR2) | DRDMA window ([`crate::drdma`]): ranges of 4 KiB | 128 KiB |
+//! | 3-5, 6 (ROM), 8 (VGA) | absent | 0 |
 //! | 7 | configuration space | 4 KiB |
 //!
 //! IRQ indexes: INTx 0 vectors (interrupt pin 0), MSI 0, MSI-X 32, ERR 1
@@ -25,6 +26,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use crate::bar0::{Bar0, Bar0Context, PortIdentity, WriteEffect};
 use crate::dma::{DmaError, DmaMaps, GuestMemory};
+use crate::drdma::{Drdma, DrdmaConfig};
 use crate::engine::EngineEvent;
 use crate::pci::config::{self, BarSpec, ConfigSpace};
 use crate::pci::msix::Msix;
@@ -62,10 +64,11 @@ impl From<DmaError> for Errno {
     }
 }
 
-fn bars() -> [BarSpec; 6] {
+fn bars(window_size: u64) -> [BarSpec; 6] {
     let mut b = [BarSpec { size: 0 }; 6];
     b[regs::REGS_BAR as usize].size = regs::REGS_BAR_SIZE;
     b[regs::MSIX_BAR as usize].size = regs::MSIX_BAR_SIZE;
+    b[regs::DRDMA_WINDOW_BAR as usize].size = window_size;
     b
 }
 
@@ -78,6 +81,7 @@ pub struct Tca {
     bar0: Bar0,
     err_eventfd: Option<EventFd>,
     engine: Option<Sender<EngineEvent>>,
+    drdma: Arc<Drdma>,
 }
 
 impl Default for Tca {
@@ -93,20 +97,32 @@ impl Tca {
         Self::with_port(PortIdentity::default())
     }
 
-    /// A device showing `port` in BAR0.
+    /// A device showing `port` in BAR0, with the default DRDMA window.
     pub fn with_port(port: PortIdentity) -> Self {
+        let drdma = Drdma::new(DrdmaConfig::default()).expect("DRDMA packet memory");
+        Self::with_parts(port, drdma)
+    }
+
+    /// A device showing `port` in BAR0 and `drdma` as its window BAR.
+    pub fn with_parts(port: PortIdentity, drdma: Arc<Drdma>) -> Self {
         let dma = DmaMaps::default();
         let msix = Arc::new(Msix::new(regs::MSIX_VECTORS));
         unmask_all(&msix);
         Tca {
-            config: ConfigSpace::new(bars(), regs::MSIX_VECTORS),
+            config: ConfigSpace::new(bars(drdma.bar_size()), regs::MSIX_VECTORS),
             mem: dma.guest_memory(),
             dma,
             msix,
             bar0: Bar0::new(port),
             err_eventfd: None,
             engine: None,
+            drdma,
         }
+    }
+
+    /// The DRDMA window (shared with the engine).
+    pub fn drdma(&self) -> &Arc<Drdma> {
+        &self.drdma
     }
 
     /// Sends command-queue and doorbell work to `engine`.
@@ -136,7 +152,8 @@ impl Tca {
     }
 
     fn function_reset(&mut self) {
-        self.config = ConfigSpace::new(bars(), regs::MSIX_VECTORS);
+        self.config = ConfigSpace::new(bars(self.drdma.bar_size()), regs::MSIX_VECTORS);
+        self.drdma.reset();
         self.msix.reset();
         unmask_all(&self.msix);
         self.bar0 = Bar0::new(self.bar0.port().clone());
@@ -230,12 +247,17 @@ impl Backend for Tca {
                     mem: &self.mem,
                     bus_master: self.config.bus_master(),
                     dma_mapped: self.dma.has_accessible(),
+                    drdma: &self.drdma,
                 };
                 self.bar0
                     .read(offset, data, &ctx)
                     .map_err(|e| Errno::inval(e.to_string()))
             }
             r if r == regs::MSIX_BAR => Ok(self.msix.bar_read(offset, data)?),
+            r if r == regs::DRDMA_WINDOW_BAR => {
+                self.drdma.load(offset, data);
+                Ok(())
+            }
             _ => unreachable!("check_region admits only implemented regions"),
         }
     }
@@ -258,6 +280,7 @@ impl Backend for Tca {
                     mem: &self.mem,
                     bus_master: self.config.bus_master(),
                     dma_mapped: self.dma.has_accessible(),
+                    drdma: &self.drdma,
                 };
                 match self
                     .bar0
@@ -267,6 +290,7 @@ impl Backend for Tca {
                     WriteEffect::Reset => {
                         tracing::info!("device reset by the driver");
                         self.bar0 = Bar0::new(self.bar0.port().clone());
+                        self.drdma.reset();
                         self.to_engine(EngineEvent::Reset);
                     }
                     WriteEffect::Engine(ev) => self.to_engine(ev),
@@ -275,6 +299,12 @@ impl Backend for Tca {
                 Ok(())
             }
             r if r == regs::MSIX_BAR => Ok(self.msix.bar_write(offset, data)?),
+            r if r == regs::DRDMA_WINDOW_BAR => {
+                if let Some(arr) = self.drdma.store(offset, data) {
+                    self.to_engine(EngineEvent::DrdmaReady(arr));
+                }
+                Ok(())
+            }
             _ => unreachable!("check_region admits only implemented regions"),
         }
     }

@@ -110,6 +110,7 @@ impl LinkedPair {
                 lid,
                 guid: 0xa0 + u64::from(lid),
                 link: Some(ep),
+                ..InstanceConfig::default()
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };

@@ -3,9 +3,12 @@
 //! MSI-X and the link.
 
 use crate::dma::GuestMemory;
+use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
 use crate::transport::{AccessError, AtomicOp, CqKind, QpEnv};
-use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
+use crate::verbs::abi::{
+    Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, WC_SUCCESS, WR_DRDMA_READ, WR_DRDMA_WRITE,
+};
 use crate::verbs::mr::{GpaRange, RemoteRight};
 use crate::verbs::mw::BindRequest;
 use crate::verbs::Verbs;
@@ -28,6 +31,8 @@ pub struct DeviceQpEnv<'a> {
     pub msix: &'a Msix,
     /// Outgoing packets.
     pub sink: &'a mut dyn PacketSink,
+    /// The DRDMA window (direct SGEs).
+    pub drdma: &'a Drdma,
 }
 
 fn dma<T>(r: Result<T, crate::dma::DmaError>) -> Result<T, AccessError> {
@@ -58,8 +63,24 @@ impl DeviceQpEnv<'_> {
     }
 }
 
+/// The window range of a one-SGE direct list; `Err` for a direct SGE mixed
+/// with others (refused like a bad key), `Ok(None)` for ordinary lists.
+fn direct(sges: &[Sge]) -> Result<Option<u32>, AccessError> {
+    match sges {
+        [one] => Ok(direct_arr(one)),
+        many if many.iter().any(|s| direct_arr(s).is_some()) => Err(AccessError::BadKey),
+        _ => Ok(None),
+    }
+}
+
 impl QpEnv for DeviceQpEnv<'_> {
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        if let Some(arr) = direct(sges)? {
+            return match self.drdma.gather(arr, offset, out) {
+                true => Ok(()),
+                false => Err(AccessError::BadKey),
+            };
+        }
         let mut at = 0;
         for r in self.ranges(sges, offset, out.len(), false)? {
             let n = r.len as usize;
@@ -70,6 +91,12 @@ impl QpEnv for DeviceQpEnv<'_> {
     }
 
     fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
+        if let Some(arr) = direct(sges)? {
+            return match self.drdma.deliver(arr, offset, data) {
+                true => Ok(()),
+                false => Err(AccessError::BadKey),
+            };
+        }
         let ranges = self.ranges(sges, offset, data.len(), true)?;
         let mut at = 0;
         for r in ranges {
@@ -189,5 +216,16 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn send_packet(&mut self, packet: Vec<u8>) {
         self.sink.send(packet);
+    }
+
+    fn retired(&mut self, wqe: &SendWqe, status: u8) {
+        let dir = match wqe.opcode {
+            WR_DRDMA_WRITE => Direction::Write,
+            WR_DRDMA_READ => Direction::Read,
+            _ => return,
+        };
+        if let Some(arr) = direct_arr(&wqe.sge[0]) {
+            self.drdma.retired(arr, dir, status == WC_SUCCESS);
+        }
     }
 }

@@ -24,10 +24,12 @@ use std::time::{Duration, Instant};
 use ibtca_protocol::PacketView;
 
 use crate::dma::GuestMemory;
+use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::LinkEvent;
 use crate::pci::msix::Msix;
 use crate::regs;
 use crate::transport::{config, RcConfig, RcQp};
+use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::qp_state::QpState;
@@ -48,6 +50,8 @@ pub enum EngineEvent {
     CmdqDoorbell(u32),
     /// An SQ, RQ or CQ doorbell.
     Doorbell(Doorbell),
+    /// A DRDMA WRITE range became BR Valid (every byte stored).
+    DrdmaReady(u32),
     /// Something happened on the link.
     Link(LinkEvent),
     /// Device reset (or the client went away): forget every object.
@@ -111,6 +115,10 @@ pub struct Engine {
     link: Box<dyn PacketSink>,
     port_state: Arc<PortState>,
     rc: HashMap<u32, RcQp>,
+    drdma: Arc<Drdma>,
+    /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
+    /// still being filled (the seed's bus router polling BR Valid).
+    held: HashMap<u32, SendWqe>,
     outbox: Outbox,
     stats: EngineStats,
 }
@@ -121,13 +129,15 @@ fn new_verbs(port: &PortAttrs) -> Verbs {
 
 impl Engine {
     /// An engine over guest memory `mem`, raising interrupts on `msix`,
-    /// sending packets for other LIDs to `link`.
+    /// sending packets for other LIDs to `link`, moving DRDMA data through
+    /// `drdma`.
     pub fn new(
         mem: GuestMemory,
         msix: Arc<Msix>,
         link: Box<dyn PacketSink>,
         port: PortAttrs,
         port_state: Arc<PortState>,
+        drdma: Arc<Drdma>,
     ) -> Self {
         Engine {
             verbs: new_verbs(&port),
@@ -138,6 +148,8 @@ impl Engine {
             link,
             port_state,
             rc: HashMap::new(),
+            drdma,
+            held: HashMap::new(),
             outbox: Outbox(Vec::new()),
             stats: EngineStats::default(),
         }
@@ -178,6 +190,7 @@ impl Engine {
                 self.sync_qps();
             }
             EngineEvent::Doorbell(db) => self.doorbell(db, now),
+            EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, now),
             EngineEvent::Link(LinkEvent::Up { peer }) => {
                 tracing::info!(
@@ -201,6 +214,7 @@ impl Engine {
         self.verbs = new_verbs(&self.port);
         self.cmdq = CmdQueue::new();
         self.rc.clear();
+        self.held.clear();
         self.outbox.0.clear();
     }
 
@@ -233,6 +247,7 @@ impl Engine {
             mem: &self.mem,
             msix: &self.msix,
             sink: &mut self.outbox,
+            drdma: &self.drdma,
         };
         f(rc, &mut env);
         if rc.is_error() {
@@ -252,15 +267,47 @@ impl Engine {
         }
     }
 
+    /// A DRDMA WRITE range is full: send the work requests waiting for it.
+    fn drdma_ready(&mut self, arr: u32, now: Instant) {
+        let waiting: Vec<u32> = self
+            .held
+            .iter()
+            .filter(|(_, w)| drdma::direct_arr(&w.sge[0]) == Some(arr))
+            .map(|(&q, _)| q)
+            .collect();
+        for qpn in waiting {
+            self.drain_sq(qpn, now);
+        }
+    }
+
+    /// Whether `wqe` must wait at the head of its send queue: a DRDMA WRITE
+    /// whose range is still being filled.
+    fn must_hold(&self, wqe: &SendWqe) -> bool {
+        wqe.opcode == WR_DRDMA_WRITE
+            && drdma::direct_arr(&wqe.sge[0])
+                .is_some_and(|arr| self.drdma.write_ready(arr) == WriteReady::Filling)
+    }
+
     fn drain_sq(&mut self, qpn: u32, now: Instant) {
         if !self.rc.contains_key(&qpn) {
             return;
+        }
+        if let Some(wqe) = self.held.remove(&qpn) {
+            if self.must_hold(&wqe) {
+                self.held.insert(qpn, wqe);
+                return;
+            }
+            self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
         }
         loop {
             let Some(qp) = self.verbs.qps.get_mut(qpn) else {
                 return;
             };
             match qp.next_send_wqe(&self.mem) {
+                Ok(Some(wqe)) if self.must_hold(&wqe) => {
+                    self.held.insert(qpn, wqe);
+                    return;
+                }
                 Ok(Some(wqe)) => self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env)),
                 Ok(None) => return,
                 Err(e) => {
@@ -309,9 +356,13 @@ impl Engine {
             }
         }
         self.rc.retain(|qpn, _| live.contains(qpn));
+        self.held.retain(|qpn, _| live.contains(qpn));
         // Moved to ERR by the driver (or by a bad doorbell): every posted
-        // WQE completes with a flush error (IBA 10.3.1).
+        // WQE completes with a flush error (IBA 10.3.1), a held one too.
         for qpn in to_flush {
+            if let Some(wqe) = self.held.remove(&qpn) {
+                self.with_qp(qpn, |rc, env| rc.flush_with(wqe, env));
+            }
             self.with_qp(qpn, |rc, env| rc.flush(env));
         }
     }

@@ -246,6 +246,7 @@ impl Requester {
             if f.signaled() {
                 env.complete(CqKind::Send, f.cqe(qpn, WC_SUCCESS));
             }
+            env.retired(&f.wqe, WC_SUCCESS);
             self.inflight.pop_front();
         }
         false

@@ -132,6 +132,10 @@ pub trait QpEnv {
 
     /// Hands a finished packet (from the LRH, with ICRC and VCRC) to the link.
     fn send_packet(&mut self, packet: Vec<u8>);
+
+    /// `wqe` left the send queue with completion `status`, signaled or not
+    /// (DRDMA frees its window range here).
+    fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}
 }
 
 mod completer;

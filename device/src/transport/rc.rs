@@ -191,6 +191,13 @@ impl RcQp {
         self.enter_error(env);
     }
 
+    /// [`RcQp::flush`], with `held` — a WQE the device read from the send
+    /// queue but had not handed over yet — flushed after the posted ones.
+    pub fn flush_with<E: QpEnv + ?Sized>(&mut self, held: SendWqe, env: &mut E) {
+        self.req.post(held);
+        self.enter_error(env);
+    }
+
     fn accepts(&self, v: &PacketView<'_>) -> bool {
         let pkey_ok = (v.bth.pkey & 0x7fff) == (self.cfg.pkey & 0x7fff)
             && (v.bth.pkey | self.cfg.pkey) & 0x8000 != 0;

@@ -51,9 +51,9 @@ impl WrKind {
         Some(match op {
             WR_SEND => WrKind::Send { imm: false },
             WR_SEND_IMM => WrKind::Send { imm: true },
-            WR_RDMA_WRITE => WrKind::Write { imm: false },
+            WR_RDMA_WRITE | WR_DRDMA_WRITE => WrKind::Write { imm: false },
             WR_RDMA_WRITE_IMM => WrKind::Write { imm: true },
-            WR_RDMA_READ => WrKind::Read,
+            WR_RDMA_READ | WR_DRDMA_READ => WrKind::Read,
             WR_ATOMIC_CMP_SWP => WrKind::CompareSwap,
             WR_ATOMIC_FETCH_ADD => WrKind::FetchAdd,
             WR_BIND_MW => WrKind::BindMw,
@@ -136,7 +136,11 @@ impl Flight {
             wr_id: self.wqe.wr_id,
             byte_len: byte_len.into(),
             qpn: qpn.into(),
-            opcode: self.kind.wc_opcode(),
+            opcode: match self.wqe.opcode {
+                WR_DRDMA_WRITE => WC_DRDMA_WRITE,
+                WR_DRDMA_READ => WC_DRDMA_READ,
+                _ => self.kind.wc_opcode(),
+            },
             status,
             ..Cqe::default()
         };
@@ -351,7 +355,9 @@ impl Requester {
     /// signaled or not.
     pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, qpn: u32, env: &mut E) {
         for f in self.inflight.drain(..) {
-            env.complete(CqKind::Send, f.cqe(qpn, f.error.unwrap_or(WC_WR_FLUSH_ERR)));
+            let status = f.error.unwrap_or(WC_WR_FLUSH_ERR);
+            env.complete(CqKind::Send, f.cqe(qpn, status));
+            env.retired(&f.wqe, status);
         }
         for wqe in self.pending.drain(..) {
             let kind = WrKind::from_opcode(wqe.opcode).unwrap_or(WrKind::Send { imm: false });
@@ -366,6 +372,7 @@ impl Requester {
                 new_rkey: None,
             };
             env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
+            env.retired(&f.wqe, WC_WR_FLUSH_ERR);
         }
         self.tx_psn = self.next_psn;
         self.una = self.next_psn;

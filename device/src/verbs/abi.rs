@@ -369,6 +369,12 @@ crate::regs::values! {
     WR_BIND_MW: u8 = 7;
     /// WR opcode: invalidate a memory window or MR key locally (imm_data = key).
     WR_LOCAL_INV: u8 = 8;
+    /// WR opcode: Direct RDMA WRITE (seed 000): sge[0] is a direct SGE (lkey = IBTCA_SGE_DIRECT | ARR number, addr 0, length = the ARR's total transfer length); the bytes the guest stores into that window range are written at remote_addr/rkey.
+    WR_DRDMA_WRITE: u8 = 9;
+    /// WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them.
+    WR_DRDMA_READ: u8 = 10;
+    /// SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region.
+    SGE_DIRECT: u32 = 1 << 31;
     /// WQE flag: generate a completion.
     WQE_F_SIGNALED: u8 = 1 << 0;
     /// WQE flag: solicited event.
@@ -389,6 +395,10 @@ crate::regs::values! {
     WC_BIND_MW: u8 = 5;
     /// Completion opcode: local invalidate.
     WC_LOCAL_INV: u8 = 6;
+    /// Completion opcode: Direct RDMA WRITE (the remote side acknowledged it; the ARR is free again).
+    WC_DRDMA_WRITE: u8 = 7;
+    /// Completion opcode: Direct RDMA READ (every response arrived; the ARR frees once the guest has loaded them all).
+    WC_DRDMA_READ: u8 = 8;
     /// Completion opcode: a receive.
     WC_RECV: u8 = 128;
     /// Completion opcode: a receive consumed by RDMA WRITE with immediate.

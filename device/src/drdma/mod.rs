@@ -1,0 +1,62 @@
+//! Direct RDMA (seed 000): a BAR decoded into address ranges through which
+//! guest stores become RDMA WRITEs and RDMA READ responses become guest
+//! loads, with no bounce buffer in guest memory.
+//!
+//! - [`decode`]: window address → (range, offset); PMB layout.
+//! - [`arr`]: one Address Range Register and its state machine (PCI Valid,
+//!   BR Valid, Type, Total Transfer Length, Write Byte Count, Read Response
+//!   Payload Length, PMB number).
+//! - [`pmb`]: the packet memory block pool, its DRDMA-dedicated share and
+//!   free list; payloads in one shared-memory file.
+//! - [`window`]: the shared window ([`Drdma`]) that the vfio-user thread
+//!   (window accesses, registers) and the engine (sending from PMBs, read
+//!   responses into PMBs) both use.
+//!
+//! # Driver protocol
+//!
+//! DRDMA WRITE of `len` bytes through range `n`:
+//! 1. write DRDMA_SUBMIT = `n | IBTCA_DRDMA_SUBMIT_WRITE | len << 32`
+//!    (ARR: Type WRITE, PCI Valid; a dedicated PMB is attached);
+//! 2. post a WR_DRDMA_WRITE work request whose `sge[0]` is
+//!    `{addr 0, length len, lkey IBTCA_SGE_DIRECT | n}` with the remote
+//!    address and R_Key, and ring the SQ doorbell;
+//! 3. store `len` bytes into range `n` of the window, any sizes, any order
+//!    (mapped window: then write DRDMA_COMMIT = `n | len << 16`).
+//!
+//! When the Write Byte Count reaches the length the ARR flips to BR Valid
+//! and the engine, which held the work request at the head of the send
+//! queue until then (the seed's bus router polling BR Valid), segments the
+//! PMB at the path MTU into RDMA WRITE FIRST/MIDDLE/LAST (RETH in the
+//! first) or ONLY. The completion follows the remote ACK; then the range is
+//! free.
+//!
+//! DRDMA READ of `len` bytes into range `n`: submit without the WRITE flag
+//! (ARR: Type READ, BR Valid), post WR_DRDMA_READ with the same kind of
+//! SGE, ring, then load `len` bytes from range `n` in order. Each response
+//! lands in the PMB at its offset in the message (`k · MTU`) and sets RRPL
+//! and PCI Valid; later responses are held back until the guest has loaded
+//! every byte of the one in the PMB. A load that comes before its data waits
+//! for it up to DRDMA_LOAD_TIMEOUT_US (a vfio-user region read cannot be
+//! retried the way a PCI read can), then reads all-ones and records
+//! IBTCA_DRDMA_ERR_LOAD_TIMEOUT. The completion is written when every
+//! response has arrived; the range frees after the last byte is loaded.
+//!
+//! Refused accesses (free range, wrong type or valid bit, past the length,
+//! outside the window) write nothing, read all-ones, count in DRDMA_ERRORS
+//! and record DRDMA_LAST_ERROR; other ranges are never touched.
+
+pub mod arr;
+pub mod decode;
+pub mod pmb;
+pub mod window;
+
+pub use arr::{ArrError, Direction, WriteReady};
+pub use window::{Drdma, DrdmaConfig, DrdmaStats};
+
+use crate::verbs::abi::{Sge, SGE_DIRECT};
+
+/// The ARR number of a direct SGE, or `None` for an ordinary one.
+pub fn direct_arr(sge: &Sge) -> Option<u32> {
+    let lkey = sge.lkey.to_native();
+    (lkey & SGE_DIRECT != 0).then_some(lkey & 0xffff)
+}

@@ -1,0 +1,458 @@
+//! The DRDMA window: ARRs, the PMB pool and the accesses that move bytes
+//! between them, shared by the vfio-user thread (guest stores, loads and
+//! register accesses) and the engine thread (sending from PMBs, read
+//! responses into PMBs). One mutex guards it; a condition variable wakes a
+//! load that waits for read-response data.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::arr::{Arr, ArrError, Delivered, Direction, Drained, LoadReady, WriteReady};
+use super::decode::{decode, window_bar_size, RANGE_SIZE};
+use super::pmb::{PmbError, PmbPool};
+use crate::regs;
+
+/// How a device's window is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrdmaConfig {
+    /// Address ranges (ARRs), 1..=256.
+    pub ranges: u32,
+    /// PMBs in the pool (at least `ranges` in mapped mode).
+    pub pmbs: u32,
+    /// Offer the window to the client as mmappable memory (range `n` is PMB
+    /// `n`; the driver commits byte counts through DRDMA_COMMIT).
+    pub mapped: bool,
+    /// Default DRDMA_LOAD_TIMEOUT_US.
+    pub load_timeout: Duration,
+}
+
+impl Default for DrdmaConfig {
+    fn default() -> Self {
+        DrdmaConfig {
+            ranges: 32,
+            pmbs: 64,
+            mapped: false,
+            load_timeout: Duration::from_micros(u64::from(regs::DRDMA_LOAD_TIMEOUT_DEFAULT_US)),
+        }
+    }
+}
+
+/// Counters of the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrdmaStats {
+    /// Bytes stored into WRITE ranges.
+    pub bytes_stored: u64,
+    /// Bytes loaded from READ ranges.
+    pub bytes_loaded: u64,
+    /// Loads that had to wait for their data.
+    pub loads_waited: u64,
+    /// Transfers finished (WRITE retired, READ drained).
+    pub transfers: u64,
+}
+
+struct Window {
+    arrs: Vec<Arr>,
+    pool: PmbPool,
+    errors: u32,
+    last_error: u32,
+    load_timeout_us: u32,
+    stats: DrdmaStats,
+}
+
+/// The shared window of one device.
+pub struct Drdma {
+    cfg: DrdmaConfig,
+    inner: Mutex<Window>,
+    data: Condvar,
+}
+
+impl std::fmt::Debug for Drdma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drdma").field("cfg", &self.cfg).finish()
+    }
+}
+
+const ALL_ONES: u8 = 0xff;
+
+impl Window {
+    fn refuse(&mut self, arr: u32, e: ArrError) {
+        self.errors = self.errors.wrapping_add(1);
+        self.last_error = e.code() | ((arr & 0xffff) << 8);
+        tracing::debug!(arr, error = %e, "DRDMA access refused");
+    }
+
+    /// Applies what a drain of a READ range did to the PMB pool.
+    fn after_drain(&mut self, arr: u32, d: Drained) {
+        let pmb = self.arrs[arr as usize].pmb;
+        match d {
+            Drained::Refill { offset, data } => {
+                self.pool.write(pmb, offset, &data);
+            }
+            Drained::Done => {
+                self.pool.release(pmb);
+                self.stats.transfers += 1;
+            }
+            Drained::Partial | Drained::Awaiting => {}
+        }
+    }
+}
+
+impl Drdma {
+    /// A window as `cfg` describes, with every range free.
+    pub fn new(cfg: DrdmaConfig) -> Result<Arc<Self>, PmbError> {
+        let mut cfg = cfg;
+        cfg.ranges = cfg.ranges.clamp(1, regs::DRDMA_MAX_RANGES);
+        cfg.pmbs = cfg.pmbs.max(cfg.ranges).min(256);
+        // As many PMBs as ranges start out dedicated (the driver may change
+        // that in trapped mode); in mapped mode range n is PMB n for good.
+        let pool = PmbPool::new(cfg.pmbs, cfg.ranges)?;
+        Ok(Arc::new(Drdma {
+            cfg,
+            inner: Mutex::new(Window {
+                arrs: vec![Arr::default(); cfg.ranges as usize],
+                pool,
+                errors: 0,
+                last_error: 0,
+                load_timeout_us: u32::try_from(cfg.load_timeout.as_micros()).unwrap_or(u32::MAX),
+                stats: DrdmaStats::default(),
+            }),
+            data: Condvar::new(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Window> {
+        // A panic while holding the lock cannot leave an ARR half-updated in
+        // a way that matters more than losing the device: carry on.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> DrdmaConfig {
+        self.cfg
+    }
+
+    /// Size of the window BAR.
+    pub fn bar_size(&self) -> u64 {
+        window_bar_size(self.cfg.ranges)
+    }
+
+    /// The PMB payload file (for the mapped window).
+    pub fn pool_file(&self) -> Arc<std::fs::File> {
+        self.lock().pool.file().clone()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> DrdmaStats {
+        self.lock().stats
+    }
+
+    /// A copy of ARR `n` (tests, logs).
+    pub fn arr(&self, n: u32) -> Option<Arr> {
+        self.lock().arrs.get(n as usize).cloned()
+    }
+
+    /// Frees every range and forgets errors (device reset).
+    pub fn reset(&self) {
+        let mut w = self.lock();
+        for a in w.arrs.iter_mut() {
+            *a = Arr::default();
+        }
+        let n = w.pool.dedicated();
+        w.pool.dedicate(n);
+        w.errors = 0;
+        w.last_error = 0;
+        w.load_timeout_us = u32::try_from(self.cfg.load_timeout.as_micros()).unwrap_or(u32::MAX);
+        drop(w);
+        self.data.notify_all();
+    }
+
+    // ---- the bus side (vfio-user thread) ----
+
+    /// A guest store of `data` at `offset` in the window. Returns the range
+    /// whose transfer length it completed (the engine may send it now).
+    pub fn store(&self, offset: u64, data: &[u8]) -> Option<u32> {
+        let mut w = self.lock();
+        let Some(d) = decode(0, self.cfg.ranges, offset) else {
+            w.refuse(u32::MAX, ArrError::Unallocated);
+            return None;
+        };
+        let len = data.len() as u32;
+        let a = &mut w.arrs[d.range as usize];
+        if u64::from(d.offset) + u64::from(len) > u64::from(RANGE_SIZE) {
+            w.refuse(d.range, ArrError::PastLength);
+            return None;
+        }
+        match a.store(d.offset, len) {
+            Ok(filled) => {
+                let pmb = a.pmb;
+                w.pool.write(pmb, d.offset, data);
+                w.stats.bytes_stored += u64::from(len);
+                filled.then_some(d.range)
+            }
+            Err(e) => {
+                w.refuse(d.range, e);
+                None
+            }
+        }
+    }
+
+    /// A guest load of `out.len()` bytes at `offset` in the window. Waits
+    /// (up to DRDMA_LOAD_TIMEOUT_US) for read-response data that is due but
+    /// not here; a refused or timed-out load reads all-ones.
+    pub fn load(&self, offset: u64, out: &mut [u8]) {
+        let mut w = self.lock();
+        let Some(d) = decode(0, self.cfg.ranges, offset) else {
+            w.refuse(u32::MAX, ArrError::Unallocated);
+            out.fill(ALL_ONES);
+            return;
+        };
+        let len = out.len() as u32;
+        let deadline = Instant::now() + Duration::from_micros(u64::from(w.load_timeout_us));
+        let mut waited = false;
+        loop {
+            match w.arrs[d.range as usize].load_ready(d.offset, len) {
+                Ok(LoadReady::Ready) => {
+                    let pmb = w.arrs[d.range as usize].pmb;
+                    w.pool.read(pmb, d.offset, out);
+                    w.stats.bytes_loaded += u64::from(len);
+                    if waited {
+                        w.stats.loads_waited += 1;
+                    }
+                    match w.arrs[d.range as usize].drain(len) {
+                        Ok(dr) => w.after_drain(d.range, dr),
+                        Err(e) => w.refuse(d.range, e),
+                    }
+                    return;
+                }
+                Ok(LoadReady::Wait) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        w.refuse(d.range, ArrError::LoadTimeout);
+                        out.fill(ALL_ONES);
+                        return;
+                    }
+                    waited = true;
+                    w = self
+                        .data
+                        .wait_timeout(w, deadline - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                Err(e) => {
+                    w.refuse(d.range, e);
+                    out.fill(ALL_ONES);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// DRDMA_SUBMIT (`v`: the 8-byte register value).
+    pub fn submit(&self, v: u64) {
+        let lo = v as u32;
+        let ttl = (v >> 32) as u32;
+        let range = lo & 0xffff;
+        let dir = if lo & regs::DRDMA_SUBMIT_WRITE != 0 {
+            Direction::Write
+        } else {
+            Direction::Read
+        };
+        let mut w = self.lock();
+        if range >= self.cfg.ranges || lo & 0x00fc_0000 != 0 {
+            w.refuse(range, ArrError::BadRequest);
+            return;
+        }
+        if w.arrs[range as usize].busy() {
+            w.refuse(range, ArrError::Busy);
+            return;
+        }
+        if ttl == 0 || ttl > RANGE_SIZE {
+            w.refuse(range, ArrError::BadRequest);
+            return;
+        }
+        let want = if self.cfg.mapped {
+            Some(range)
+        } else if lo & regs::DRDMA_SUBMIT_PMB != 0 {
+            Some(lo >> 24)
+        } else {
+            None
+        };
+        let Some(pmb) = w.pool.alloc(want) else {
+            w.refuse(range, ArrError::NoPmb);
+            return;
+        };
+        if let Err(e) = w.arrs[range as usize].submit(dir, ttl, pmb) {
+            w.pool.release(pmb);
+            w.refuse(range, e);
+        }
+    }
+
+    /// DRDMA_COMMIT: counts bytes the guest stored into (WRITE) or loaded
+    /// from (READ) a mapped range. Returns a WRITE range that became ready.
+    pub fn commit(&self, v: u32) -> Option<u32> {
+        let range = v & 0xffff;
+        let count = v >> 16;
+        let mut w = self.lock();
+        let Some(a) = w.arrs.get_mut(range as usize) else {
+            w.refuse(range, ArrError::BadRequest);
+            return None;
+        };
+        match a.dir {
+            Some(Direction::Write) => match a.commit_store(count) {
+                Ok(filled) => {
+                    w.stats.bytes_stored += u64::from(count);
+                    filled.then_some(range)
+                }
+                Err(e) => {
+                    w.refuse(range, e);
+                    None
+                }
+            },
+            Some(Direction::Read) => match a.drain(count) {
+                Ok(d) => {
+                    w.stats.bytes_loaded += u64::from(count);
+                    w.after_drain(range, d);
+                    None
+                }
+                Err(e) => {
+                    w.refuse(range, e);
+                    None
+                }
+            },
+            None => {
+                w.refuse(range, ArrError::Unallocated);
+                None
+            }
+        }
+    }
+
+    /// Reads a DRDMA register (global or ARR); `None` if `off` is not one.
+    pub fn reg_read(&self, off: u64) -> Option<u32> {
+        let w = self.lock();
+        Some(match off {
+            regs::DRDMA_BAR => regs::DRDMA_WINDOW_BAR,
+            regs::DRDMA_RANGES => self.cfg.ranges,
+            regs::DRDMA_RANGE_SIZE => RANGE_SIZE,
+            regs::DRDMA_PMBS => w.pool.count(),
+            regs::DRDMA_PMB_DEDICATED => w.pool.dedicated(),
+            regs::DRDMA_ERRORS => w.errors,
+            regs::DRDMA_LAST_ERROR => w.last_error,
+            regs::DRDMA_LOAD_TIMEOUT_US => w.load_timeout_us,
+            regs::DRDMA_MODE => {
+                if self.cfg.mapped {
+                    regs::DRDMA_MODE_MAPPED
+                } else {
+                    regs::DRDMA_MODE_TRAPPED
+                }
+            }
+            _ => {
+                let (n, field) = arr_register(off, self.cfg.ranges)?;
+                let a = &w.arrs[n as usize];
+                match field {
+                    regs::ARR_CTRL => a.ctrl(),
+                    regs::ARR_TTL => a.ttl,
+                    regs::ARR_WBC => a.wbc,
+                    regs::ARR_RRPL => a.rrpl,
+                    regs::ARR_RESP_OFFSET => a.resp_offset,
+                    regs::ARR_DRAINED => a.drained,
+                    _ => 0,
+                }
+            }
+        })
+    }
+
+    /// Writes a writable DRDMA register. `None` if `off` is not one;
+    /// `Some(Some(range))` when a commit made a WRITE range ready.
+    pub fn reg_write(&self, off: u64, v: u32) -> Option<Option<u32>> {
+        match off {
+            regs::DRDMA_PMB_DEDICATED => {
+                let mut w = self.lock();
+                if self.cfg.mapped || w.arrs.iter().any(Arr::busy) {
+                    w.refuse(u32::MAX, ArrError::Busy);
+                } else {
+                    w.pool.dedicate(v);
+                }
+                Some(None)
+            }
+            regs::DRDMA_LOAD_TIMEOUT_US => {
+                self.lock().load_timeout_us = v.min(10_000_000);
+                Some(None)
+            }
+            regs::DRDMA_COMMIT => Some(self.commit(v)),
+            _ => None,
+        }
+    }
+
+    // ---- the bus-router side (engine thread) ----
+
+    /// Whether the send engine may send WRITE range `arr`.
+    pub fn write_ready(&self, arr: u32) -> WriteReady {
+        self.lock()
+            .arrs
+            .get(arr as usize)
+            .map_or(WriteReady::NotSubmitted, Arr::write_ready)
+    }
+
+    /// Copies bytes of a ready WRITE range into a packet being built.
+    pub fn gather(&self, arr: u32, offset: u64, out: &mut [u8]) -> bool {
+        let w = self.lock();
+        match w.arrs.get(arr as usize) {
+            Some(a) if a.check_send(offset, out.len()) => w.pool.read(a.pmb, offset as u32, out),
+            _ => false,
+        }
+    }
+
+    /// A read response's payload for READ range `arr` at message `offset`.
+    pub fn deliver(&self, arr: u32, offset: u64, data: &[u8]) -> bool {
+        let mut w = self.lock();
+        let Ok(off) = u32::try_from(offset) else {
+            return false;
+        };
+        let Some(a) = w.arrs.get_mut(arr as usize) else {
+            return false;
+        };
+        match a.deliver(off, data) {
+            Ok(Delivered::IntoPmb) => {
+                let pmb = a.pmb;
+                w.pool.write(pmb, off, data);
+                drop(w);
+                self.data.notify_all();
+                true
+            }
+            Ok(Delivered::Queued | Delivered::Duplicate) => true,
+            Err(e) => {
+                tracing::debug!(arr, offset, error = %e, "read response refused by its ARR");
+                false
+            }
+        }
+    }
+
+    /// A DRDMA work request on `arr` left the send queue. A WRITE frees its
+    /// range; a failed READ frees it too (waiting loads get all-ones); a
+    /// successful READ frees it once the guest has loaded every byte.
+    pub fn retired(&self, arr: u32, dir: Direction, ok: bool) {
+        let mut w = self.lock();
+        let Some(a) = w.arrs.get_mut(arr as usize) else {
+            return;
+        };
+        if a.dir != Some(dir) || (dir == Direction::Read && ok) {
+            return;
+        }
+        let pmb = a.pmb;
+        a.finish(!ok);
+        w.pool.release(pmb);
+        if ok {
+            w.stats.transfers += 1;
+        }
+        drop(w);
+        self.data.notify_all();
+    }
+}
+
+/// ARR number and field offset of BAR0 offset `off`, if it is in the ARR
+/// block of a window with `ranges` ranges.
+fn arr_register(off: u64, ranges: u32) -> Option<(u32, u64)> {
+    let rel = off.checked_sub(regs::DRDMA_ARR_BASE)?;
+    let n = rel / regs::DRDMA_ARR_STRIDE;
+    (n < u64::from(ranges)).then_some((n as u32, rel % regs::DRDMA_ARR_STRIDE))
+}

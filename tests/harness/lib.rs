@@ -20,6 +20,7 @@ use ibtca_device::vfio_user::{Server, ServerConfig};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+pub mod drdma;
 pub mod pair;
 pub mod sim_guest;
 pub mod vm;
@@ -454,6 +455,8 @@ pub struct TestServer {
     pub socket: PathBuf,
     /// The instance's link (fault injection), for `start_instance`.
     pub link: Option<std::sync::Arc<ibtca_device::link::Link>>,
+    /// The instance's DRDMA window (counters), for `start_instance`.
+    pub drdma: Option<std::sync::Arc<ibtca_device::drdma::Drdma>>,
     stop: ibtca_device::vfio_user::ShutdownHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
@@ -474,6 +477,7 @@ impl TestServer {
             dir,
             socket,
             link: None,
+            drdma: None,
             stop,
             thread: Some(thread),
         }
@@ -487,6 +491,7 @@ impl TestServer {
         let stop = server.shutdown_handle();
         let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
         let link = instance.link();
+        let drdma = Some(instance.tca.drdma().clone());
         let thread = std::thread::spawn(move || {
             let r = server.serve(&mut instance.tca);
             instance.stop();
@@ -496,6 +501,7 @@ impl TestServer {
             dir,
             socket,
             link,
+            drdma,
             stop,
             thread: Some(thread),
         }

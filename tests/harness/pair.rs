@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
@@ -49,6 +50,8 @@ pub struct PairOptions {
     pub b_access: u32,
     /// Busy-poll CQs (benchmarks) instead of sleeping between looks.
     pub spin: bool,
+    /// Both devices' DRDMA windows.
+    pub drdma: DrdmaConfig,
 }
 
 impl Default for PairOptions {
@@ -60,6 +63,7 @@ impl Default for PairOptions {
             qp_log: 6,
             b_access: ALL_ACCESS,
             spin: false,
+            drdma: DrdmaConfig::default(),
         }
     }
 }
@@ -110,7 +114,7 @@ impl LinkedPair {
                 lid,
                 guid: 0xa0 + u64::from(lid),
                 link: Some(ep),
-                ..InstanceConfig::default()
+                drdma: o.drdma,
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };

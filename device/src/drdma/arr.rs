@@ -85,8 +85,9 @@ impl ArrError {
 /// Whether a load can be served now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadReady {
-    /// The bytes are in the PMB.
-    Ready,
+    /// This many of the bytes (at least one) are in the PMB; a load that
+    /// runs past the response in the PMB is served piece by piece.
+    Ready(u32),
     /// The bytes are due but not here yet (the PCI retry of the seed).
     Wait,
 }
@@ -307,7 +308,10 @@ impl Arr {
         self.br_valid = false;
     }
 
-    /// Whether a load of `len` bytes at `offset` can be served.
+    /// Whether a load of `len` bytes at `offset` can be served: how much
+    /// of it now, or wait for the next response. A load of bytes already
+    /// drained, or of a later response while this one is still in the PMB
+    /// (only this bus could drain it), is refused.
     pub fn load_ready(&self, offset: u32, len: u32) -> Result<LoadReady, ArrError> {
         match self.dir {
             None => return Err(ArrError::Unallocated),
@@ -318,13 +322,15 @@ impl Arr {
         if end > u64::from(self.ttl) {
             return Err(ArrError::PastLength);
         }
-        let resp_end = u64::from(self.resp_offset) + u64::from(self.rrpl);
-        if self.pci_valid && offset >= self.resp_offset && end <= resp_end {
-            return Ok(LoadReady::Ready);
+        let resp_end = self.resp_offset + self.rrpl;
+        if offset < self.resp_offset || (!self.pci_valid && offset < resp_end) {
+            return Err(ArrError::PastLength); // already drained
         }
-        if offset < self.resp_offset || (self.pci_valid && offset < self.resp_offset + self.rrpl) {
-            // Already drained, or straddling the response's end.
-            return Err(ArrError::PastLength);
+        if self.pci_valid {
+            return match offset < resp_end {
+                true => Ok(LoadReady::Ready(len.min(resp_end - offset).max(1))),
+                false => Err(ArrError::PastLength),
+            };
         }
         Ok(LoadReady::Wait)
     }
@@ -433,9 +439,14 @@ mod tests {
         }
         assert_eq!(bits(&a), P | BUSY, "BR V clears, PCI V sets");
         assert_eq!((a.rrpl, a.resp_offset), (256, 0));
-        assert_eq!(a.load_ready(256, 8), Ok(LoadReady::Wait), "next not yet");
+        assert_eq!(
+            a.load_ready(256, 8),
+            Err(ArrError::PastLength),
+            "not the response in the PMB"
+        );
+        assert_eq!(a.load_ready(200, 100), Ok(LoadReady::Ready(56)), "piece");
         for k in 0..16u32 {
-            assert_eq!(a.load_ready(k * 256, 256), Ok(LoadReady::Ready));
+            assert_eq!(a.load_ready(k * 256, 256), Ok(LoadReady::Ready(256)));
             assert_eq!(a.drain(200), Ok(Drained::Partial));
             let d = a.drain(56).unwrap();
             match k {
@@ -463,6 +474,8 @@ mod tests {
         assert_eq!(a.deliver(0, &[1; 256]), Ok(Delivered::Duplicate));
         assert_eq!(a.drain(256), Ok(Drained::Awaiting));
         assert_eq!(bits(&a), B | BUSY, "drained, waiting for the next");
+        assert_eq!(a.load_ready(256, 8), Ok(LoadReady::Wait));
+        assert_eq!(a.load_ready(0, 8), Err(ArrError::PastLength), "drained");
         assert_eq!(a.deliver(512, &[3; 88]), Err(ArrError::BadRequest), "gap");
         assert_eq!(a.deliver(256, &[2; 256]), Ok(Delivered::IntoPmb));
         assert_eq!(a.drain(257), Err(ArrError::PastLength));

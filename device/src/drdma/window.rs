@@ -206,29 +206,34 @@ impl Drdma {
             out.fill(ALL_ONES);
             return;
         };
-        let len = out.len() as u32;
+        if u64::from(d.offset) + out.len() as u64 > u64::from(RANGE_SIZE) {
+            w.refuse(d.range, ArrError::PastLength);
+            out.fill(ALL_ONES);
+            return;
+        }
         let deadline = Instant::now() + Duration::from_micros(u64::from(w.load_timeout_us));
         let mut waited = false;
-        loop {
-            match w.arrs[d.range as usize].load_ready(d.offset, len) {
-                Ok(LoadReady::Ready) => {
-                    let pmb = w.arrs[d.range as usize].pmb;
-                    w.pool.read(pmb, d.offset, out);
-                    w.stats.bytes_loaded += u64::from(len);
-                    if waited {
-                        w.stats.loads_waited += 1;
-                    }
-                    match w.arrs[d.range as usize].drain(len) {
+        let mut at = 0usize;
+        while at < out.len() {
+            let pos = d.offset + at as u32;
+            let rest = (out.len() - at) as u32;
+            let r = d.range as usize;
+            match w.arrs[r].load_ready(pos, rest) {
+                Ok(LoadReady::Ready(n)) => {
+                    let pmb = w.arrs[r].pmb;
+                    w.pool.read(pmb, pos, &mut out[at..at + n as usize]);
+                    w.stats.bytes_loaded += u64::from(n);
+                    match w.arrs[r].drain(n) {
                         Ok(dr) => w.after_drain(d.range, dr),
                         Err(e) => w.refuse(d.range, e),
                     }
-                    return;
+                    at += n as usize;
                 }
                 Ok(LoadReady::Wait) => {
                     let now = Instant::now();
                     if now >= deadline {
                         w.refuse(d.range, ArrError::LoadTimeout);
-                        out.fill(ALL_ONES);
+                        out[at..].fill(ALL_ONES);
                         return;
                     }
                     waited = true;
@@ -240,10 +245,13 @@ impl Drdma {
                 }
                 Err(e) => {
                     w.refuse(d.range, e);
-                    out.fill(ALL_ONES);
+                    out[at..].fill(ALL_ONES);
                     return;
                 }
             }
+        }
+        if waited {
+            w.stats.loads_waited += 1;
         }
     }
 

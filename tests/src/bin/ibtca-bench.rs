@@ -757,6 +757,7 @@ fn verbs_pair(qp_log: u8) -> Pair {
         qp_log,
         b_access: ALL_ACCESS,
         spin: true,
+        ..Default::default()
     });
     lp.connect(MTU_4096);
     let (a, b, servers, _dir) = lp.into_parts();

@@ -1,0 +1,132 @@
+//! DRDMA from a simulated guest: submit a range, fill it with stores and
+//! drain it with loads of mixed sizes (as an I/O controller bursting on the
+//! bus would), read the ARRs, and build direct work requests.
+
+use ibtca_device::regs;
+use ibtca_device::verbs::abi::*;
+
+use crate::sim_guest::{remote, send_wqe, SimGuest};
+use crate::XorShift;
+
+/// vfio region of the DRDMA window.
+pub const WINDOW: u32 = regs::DRDMA_WINDOW_BAR;
+/// Bytes per range.
+pub const RANGE: u64 = 4096;
+
+/// Writes DRDMA_SUBMIT (one posted 8-byte write, as a driver's `writeq`).
+pub fn submit(g: &mut SimGuest, arr: u32, write: bool, ttl: u32, pmb: Option<u32>) {
+    let mut lo = arr;
+    if write {
+        lo |= regs::DRDMA_SUBMIT_WRITE;
+    }
+    if let Some(p) = pmb {
+        lo |= regs::DRDMA_SUBMIT_PMB | (p << 24);
+    }
+    let v = u64::from(lo) | (u64::from(ttl) << 32);
+    g.client.post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
+}
+
+/// Reads field `field` (regs::ARR_*) of ARR `arr`.
+pub fn arr_reg(g: &mut SimGuest, arr: u32, field: u64) -> u32 {
+    g.client.read32(
+        0,
+        regs::DRDMA_ARR_BASE + u64::from(arr) * regs::DRDMA_ARR_STRIDE + field,
+    )
+}
+
+/// ARR_CTRL of `arr` without the PMB number.
+pub fn arr_bits(g: &mut SimGuest, arr: u32) -> u32 {
+    arr_reg(g, arr, regs::ARR_CTRL) & 0xff
+}
+
+/// PMB number in ARR_CTRL of `arr`.
+pub fn arr_pmb(g: &mut SimGuest, arr: u32) -> u32 {
+    arr_reg(g, arr, regs::ARR_CTRL) >> regs::ARR_PMB_SHIFT
+}
+
+/// (DRDMA_ERRORS, DRDMA_LAST_ERROR).
+pub fn errors(g: &mut SimGuest) -> (u32, u32) {
+    (
+        g.client.read32(0, regs::DRDMA_ERRORS),
+        g.client.read32(0, regs::DRDMA_LAST_ERROR),
+    )
+}
+
+/// The DRDMA_LAST_ERROR value for `code` on `arr`.
+pub fn last_error(code: u32, arr: u32) -> u32 {
+    code | (arr << 8)
+}
+
+/// Window offset of byte `offset` of range `arr`.
+pub fn addr(arr: u32, offset: u64) -> u64 {
+    u64::from(arr) * RANGE + offset
+}
+
+/// Cuts `len` bytes into accesses of 1, 2, 4 and 8 bytes, each naturally
+/// aligned, chosen by `rng`.
+pub fn mixed_accesses(len: u64, rng: &mut XorShift) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let mut size = 1 << (rng.next_u64() % 4);
+        while size > 1 && (at % size != 0 || at + size > len) {
+            size /= 2;
+        }
+        out.push((at, size));
+        at += size;
+    }
+    out
+}
+
+/// Stores `data` into range `arr` from offset 0 with mixed-size posted
+/// writes in a shuffled order.
+pub fn store_mixed(g: &mut SimGuest, arr: u32, data: &[u8], seed: u64) {
+    let mut rng = XorShift(seed | 1);
+    let mut acc = mixed_accesses(data.len() as u64, &mut rng);
+    for i in (1..acc.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        acc.swap(i, j);
+    }
+    for (off, size) in acc {
+        let bytes = &data[off as usize..(off + size) as usize];
+        g.client.post_write(WINDOW, addr(arr, off), bytes);
+    }
+}
+
+/// Stores `data` at `offset` of range `arr` in one write (a memcpy_toio
+/// burst that QEMU forwards whole).
+pub fn store_burst(g: &mut SimGuest, arr: u32, offset: u64, data: &[u8]) {
+    g.client.post_write(WINDOW, addr(arr, offset), data);
+}
+
+/// Loads `len` bytes of range `arr` from offset 0, in order, with mixed
+/// sizes.
+pub fn load_mixed(g: &mut SimGuest, arr: u32, len: u64, seed: u64) -> Vec<u8> {
+    let mut rng = XorShift(seed | 1);
+    let mut out = Vec::with_capacity(len as usize);
+    for (off, size) in mixed_accesses(len, &mut rng) {
+        let b = g
+            .client
+            .read(WINDOW, addr(arr, off), size as u32)
+            .expect("window load");
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+/// One load of `size` bytes at `offset` of range `arr`.
+pub fn load(g: &mut SimGuest, arr: u32, offset: u64, size: u32) -> Vec<u8> {
+    g.client
+        .read(WINDOW, addr(arr, offset), size)
+        .expect("window load")
+}
+
+/// A DRDMA work request (`WR_DRDMA_WRITE` or `WR_DRDMA_READ`) of `len`
+/// bytes through range `arr`, to or from `raddr` under `rkey`.
+pub fn direct_wqe(opcode: u8, wr_id: u64, arr: u32, len: u32, raddr: u64, rkey: u32) -> SendWqe {
+    remote(
+        send_wqe(opcode, wr_id, 0, len, SGE_DIRECT | arr),
+        raddr,
+        rkey,
+    )
+}

@@ -1,0 +1,386 @@
+//! DRDMA (seed 000) between two linked device instances driven through
+//! vfio-user by simulated guests: guest stores into a window range become an
+//! RDMA WRITE into the other guest's memory; RDMA READ responses become
+//! loads from a range. ARR bits, PMB mapping, packet counts and every refusal
+//! are checked through the registers the driver reads.
+
+use std::time::Duration;
+
+use ibtca_device::drdma::DrdmaConfig;
+use ibtca_device::link::FaultPlan;
+use ibtca_device::regs::{self, *};
+use ibtca_device::verbs::abi::*;
+use ibtca_tests::drdma::*;
+use ibtca_tests::pair::{LinkedPair, PairOptions};
+
+const T: Duration = Duration::from_secs(20);
+const W: u32 = ARR_TYPE_WRITE;
+const P: u32 = ARR_PCI_VALID;
+const B: u32 = ARR_BR_VALID;
+const BUSY: u32 = ARR_BUSY;
+const MTU_2048: u8 = 4;
+
+fn pair_with(mtu: u8, drdma: DrdmaConfig) -> LinkedPair {
+    let mut p = LinkedPair::start(PairOptions {
+        drdma,
+        ..Default::default()
+    });
+    p.connect(mtu);
+    p
+}
+
+fn pair(mtu: u8) -> LinkedPair {
+    pair_with(mtu, DrdmaConfig::default())
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+/// Compares byte vectors, reporting the first difference instead of both
+/// vectors.
+#[track_caller]
+fn same(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at byte {i}: got {:#04x}, want {:#04x}",
+            got[i], want[i]
+        );
+    }
+}
+
+fn tx_packets(s: &ibtca_tests::TestServer) -> u64 {
+    s.link.as_ref().expect("linked").stats().tx_packets
+}
+
+/// Seed T1/T2: 4096 bytes stored into range 2 go out as RDMA WRITE FIRST +
+/// LAST at MTU 2048, land in B, complete after B's ACK, and the ARR goes
+/// PCI V → BR V → free.
+#[test]
+fn drdma_write_at_mtu_2048_is_two_packets_into_the_peer() {
+    let mut p = pair(MTU_2048);
+    let data = pattern(4096, 3);
+    let raddr = p.b.buf + 8192;
+    submit(&mut p.a.g, 2, true, 4096, None);
+    assert_eq!(arr_bits(&mut p.a.g, 2), W | P | BUSY, "Type=WRITE, PCI V");
+    assert_eq!(arr_reg(&mut p.a.g, 2, ARR_TTL), 4096);
+    let w = direct_wqe(WR_DRDMA_WRITE, 77, 2, 4096, raddr, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let tx0 = tx_packets(&p.sa);
+    // All but the last 8 bytes: still filling, nothing sent.
+    store_mixed(&mut p.a.g, 2, &data[..4088], 11);
+    assert_eq!(arr_reg(&mut p.a.g, 2, ARR_WBC), 4088);
+    assert_eq!(arr_bits(&mut p.a.g, 2), W | P | BUSY);
+    assert!(p.a.g.try_poll_cq(&mut p.a.cq).is_none());
+    assert_eq!(tx_packets(&p.sa), tx0, "nothing leaves before WBC == TTL");
+    store_burst(&mut p.a.g, 2, 4088, &data[4088..]);
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("DRDMA WRITE completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status, c.opcode),
+        (77, WC_SUCCESS, WC_DRDMA_WRITE)
+    );
+    same(&p.b.g.read(raddr, 4096), &data, "bytes in B's memory");
+    assert_eq!(p.b.g.read(raddr - 16, 16), vec![0; 16], "nothing before");
+    assert_eq!(p.b.g.read(raddr + 4096, 16), vec![0; 16], "nothing after");
+    assert_eq!(tx_packets(&p.sa) - tx0, 2, "FIRST + LAST at MTU 2048");
+    assert_eq!(arr_bits(&mut p.a.g, 2), 0, "free after the completion");
+    assert_eq!(errors(&mut p.a.g).0, 0);
+}
+
+/// Seed T3: a 4096-byte DRDMA READ at MTU 256 takes 16 responses; each
+/// lands in the PMB only after the previous one was loaded; loads return
+/// B's bytes.
+#[test]
+fn drdma_read_of_16_responses_refills_the_range_one_by_one() {
+    let mut p = pair(MTU_256);
+    let data = pattern(4096, 9);
+    let raddr = p.b.buf + 4096 * 3;
+    p.b.g.write(raddr, &data);
+    submit(&mut p.a.g, 5, false, 4096, None);
+    assert_eq!(arr_bits(&mut p.a.g, 5), B | BUSY, "Type=READ, BR V");
+    let tx0 = tx_packets(p.sb.as_ref().unwrap());
+    let w = direct_wqe(WR_DRDMA_READ, 5, 5, 4096, raddr, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    // The completion says every response reached the device.
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("DRDMA READ completion");
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+    assert_eq!(tx_packets(p.sb.as_ref().unwrap()) - tx0, 16, "16 responses");
+    let mut got = Vec::new();
+    for k in 0..16u32 {
+        assert_eq!(arr_bits(&mut p.a.g, 5), P | BUSY, "response {k} shown");
+        assert_eq!(arr_reg(&mut p.a.g, 5, ARR_RRPL), 256);
+        assert_eq!(arr_reg(&mut p.a.g, 5, ARR_RESP_OFFSET), k * 256);
+        got.extend(load_mixed_at(&mut p, 5, u64::from(k) * 256, 256, k));
+    }
+    same(&got, &data, "loads return B's bytes");
+    assert_eq!(arr_bits(&mut p.a.g, 5), 0, "free after the last byte");
+    assert_eq!(errors(&mut p.a.g).0, 0);
+}
+
+fn load_mixed_at(p: &mut LinkedPair, arr: u32, off: u64, len: u64, seed: u32) -> Vec<u8> {
+    let mut rng = ibtca_tests::XorShift(u64::from(seed) * 7 + 1);
+    let mut out = Vec::new();
+    for (o, size) in mixed_accesses(len, &mut rng) {
+        out.extend(load(&mut p.a.g, arr, off + o, size as u32));
+    }
+    out
+}
+
+/// A load that comes before its data is held until the data arrives (the
+/// seed's PCI retry): the READ request is dropped on the link, so the data
+/// comes only after the ACK timeout (~67 ms) resends it.
+#[test]
+fn early_load_waits_for_its_data() {
+    let mut p = pair(MTU_4096);
+    let data = pattern(4096, 1);
+    p.b.g.write(p.b.buf, &data);
+    p.a.g.client.write32(0, DRDMA_LOAD_TIMEOUT_US, 5_000_000);
+    submit(&mut p.a.g, 0, false, 4096, None);
+    let link = p.sa.link.clone().unwrap();
+    link.set_faults(FaultPlan::default().drop(0));
+    p.a.g.post_send(
+        &mut p.a.qp,
+        &direct_wqe(WR_DRDMA_READ, 1, 0, 4096, p.b.buf, p.b.rkey),
+    );
+    let got = load(&mut p.a.g, 0, 0, 4096);
+    same(&got, &data, "early load");
+    assert_eq!(link.stats().fault_dropped, 1, "the request was dropped");
+    let stats = p.sa.drdma.as_ref().unwrap().stats();
+    assert_eq!(stats.loads_waited, 1, "the load was held");
+    assert_eq!(errors(&mut p.a.g).0, 0);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+}
+
+/// A load whose data never comes returns all-ones after
+/// DRDMA_LOAD_TIMEOUT_US and records the timeout.
+#[test]
+fn load_without_data_times_out_with_all_ones() {
+    let mut p = pair(MTU_4096);
+    p.a.g.client.write32(0, DRDMA_LOAD_TIMEOUT_US, 50_000);
+    submit(&mut p.a.g, 7, false, 64, None);
+    assert_eq!(load(&mut p.a.g, 7, 0, 8), vec![0xff; 8]);
+    assert_eq!(
+        errors(&mut p.a.g),
+        (1, last_error(DRDMA_ERR_LOAD_TIMEOUT, 7))
+    );
+    assert_eq!(arr_bits(&mut p.a.g, 7), B | BUSY, "still awaiting its data");
+}
+
+/// Seed T4: refused stores and loads write nothing, read all-ones, count an
+/// error with its code and range, and never disturb another range that is
+/// being filled at the same time.
+#[test]
+fn refusals_count_and_leave_other_ranges_alone() {
+    let mut p = pair_with(
+        MTU_4096,
+        DrdmaConfig {
+            ranges: 20,
+            ..Default::default()
+        },
+    );
+    let g = &mut p.a.g;
+    let data = pattern(1024, 5);
+    // Range 3 is filling while the refusals happen.
+    submit(g, 3, true, 1024, None);
+    store_burst(g, 3, 0, &data[..512]);
+    let mut n = 0;
+    let mut refused = |g: &mut ibtca_tests::sim_guest::SimGuest, code: u32, arr: u32| {
+        n += 1;
+        assert_eq!(errors(g), (n, last_error(code, arr)), "refusal {n}");
+    };
+    // Store to / load from a free range.
+    store_burst(g, 4, 0, &[1, 2, 3, 4]);
+    refused(g, DRDMA_ERR_UNALLOCATED, 4);
+    assert_eq!(load(g, 4, 0, 4), vec![0xff; 4]);
+    refused(g, DRDMA_ERR_UNALLOCATED, 4);
+    // Beyond the 20 ranges (still inside the 128 KiB BAR).
+    store_burst(g, 25, 0, &[1]);
+    refused(g, DRDMA_ERR_UNALLOCATED, 0xffff);
+    // Past the Total Transfer Length.
+    submit(g, 6, true, 100, None);
+    store_burst(g, 6, 96, &[9; 8]);
+    refused(g, DRDMA_ERR_PAST_LENGTH, 6);
+    assert_eq!(arr_reg(g, 6, ARR_WBC), 0, "counted nothing");
+    // A load from a WRITE range; a store into a READ range.
+    assert_eq!(load(g, 6, 0, 4), vec![0xff; 4]);
+    refused(g, DRDMA_ERR_STATE, 6);
+    submit(g, 8, false, 256, None);
+    store_burst(g, 8, 0, &[1; 8]);
+    refused(g, DRDMA_ERR_STATE, 8);
+    // Submit on a busy ARR, of length 0 or above the range, past the ranges.
+    submit(g, 3, false, 64, None);
+    refused(g, DRDMA_ERR_BUSY, 3);
+    submit(g, 9, true, 0, None);
+    refused(g, DRDMA_ERR_BAD_REQUEST, 9);
+    submit(g, 9, true, 4097, None);
+    refused(g, DRDMA_ERR_BAD_REQUEST, 9);
+    submit(g, 20, true, 64, None);
+    refused(g, DRDMA_ERR_BAD_REQUEST, 20);
+    // A PMB that is taken, or not dedicated to DRDMA.
+    let taken = arr_pmb(g, 3);
+    submit(g, 9, true, 64, Some(taken));
+    refused(g, DRDMA_ERR_NO_PMB, 9);
+    submit(g, 9, true, 64, Some(60));
+    refused(g, DRDMA_ERR_NO_PMB, 9);
+    assert_eq!(arr_bits(g, 9), 0, "nothing allocated");
+    // Commit on a trapped WRITE range counts like stores; too much is refused.
+    g.client.write32(0, DRDMA_COMMIT, 6 | (200 << 16));
+    refused(g, DRDMA_ERR_PAST_LENGTH, 6);
+    // Range 3 is intact: finish it and send it.
+    assert_eq!(arr_reg(g, 3, ARR_WBC), 512);
+    store_burst(g, 3, 512, &data[512..]);
+    let raddr = p.b.buf + 100;
+    let w = direct_wqe(WR_DRDMA_WRITE, 3, 3, 1024, raddr, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_WRITE));
+    same(&p.b.g.read(raddr, 1024), &data, "range 3");
+}
+
+/// Seed Figure 19b: ranges mapped to PMBs in any order (31 → 1, 2 → 31,
+/// 1 → 0, 0 → 2), filled with interleaved stores, all correct.
+#[test]
+fn random_range_to_pmb_mapping() {
+    let mut p = pair(MTU_2048);
+    let map = [(31u32, 1u32), (2, 31), (1, 0), (0, 2)];
+    for (arr, pmb) in map {
+        submit(&mut p.a.g, arr, true, 4096, Some(pmb));
+        assert_eq!(arr_pmb(&mut p.a.g, arr), pmb, "range {arr}");
+    }
+    let datas: Vec<Vec<u8>> = map.iter().map(|(a, _)| pattern(4096, *a as u8)).collect();
+    // Interleave: 64 bytes of each range in turn.
+    for chunk in 0..64 {
+        for (i, (arr, _)) in map.iter().enumerate() {
+            let off = chunk * 64;
+            store_burst(&mut p.a.g, *arr, off as u64, &datas[i][off..off + 64]);
+        }
+    }
+    for (i, (arr, _)) in map.iter().enumerate() {
+        assert_eq!(arr_bits(&mut p.a.g, *arr), W | B | BUSY, "range {arr} full");
+        let raddr = p.b.buf + 4096 * i as u64;
+        let w = direct_wqe(WR_DRDMA_WRITE, i as u64, *arr, 4096, raddr, p.b.rkey);
+        p.a.g.post_send(&mut p.a.qp, &w);
+    }
+    for _ in 0..map.len() {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+        assert_eq!(c.status, WC_SUCCESS);
+    }
+    for (i, d) in datas.iter().enumerate() {
+        same(
+            &p.b.g.read(p.b.buf + 4096 * i as u64, 4096),
+            d,
+            &format!("range {i}"),
+        );
+    }
+}
+
+/// Seed T5 (one remote node): all 32 ranges in flight at once, filled by
+/// round-robin bursts, each to its own remote address; then every range is
+/// reused for a READ of a different address, and again for a WRITE.
+#[test]
+fn all_32_ranges_in_flight_and_reused() {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 7,
+        ..Default::default()
+    });
+    p.connect(3); // MTU 1024
+    let datas: Vec<Vec<u8>> = (0..32).map(|a| pattern(4096, 100 + a as u8)).collect();
+    for arr in 0..32 {
+        submit(&mut p.a.g, arr, true, 4096, None);
+        let raddr = p.b.buf + 4096 * u64::from(arr);
+        let w = direct_wqe(WR_DRDMA_WRITE, u64::from(arr), arr, 4096, raddr, p.b.rkey);
+        p.a.g.post_send(&mut p.a.qp, &w);
+    }
+    for chunk in 0..16 {
+        for arr in 0..32u32 {
+            let off = chunk * 256;
+            let d = &datas[arr as usize][off..off + 256];
+            store_burst(&mut p.a.g, arr, off as u64, d);
+        }
+    }
+    let mut ids: Vec<u64> = (0..32)
+        .map(|_| p.a.g.poll_cq(&mut p.a.cq, T).expect("completion"))
+        .map(|c| {
+            assert_eq!(c.status, WC_SUCCESS);
+            c.wr_id.to_native()
+        })
+        .collect();
+    assert_eq!(ids, (0..32).collect::<Vec<_>>(), "completions in SQ order");
+    for arr in 0..32u32 {
+        let got = p.b.g.read(p.b.buf + 4096 * u64::from(arr), 4096);
+        same(&got, &datas[arr as usize], &format!("range {arr}"));
+    }
+    // Reuse every range to read a different (shifted) remote address.
+    for arr in 0..32u32 {
+        submit(&mut p.a.g, arr, false, 4096, None);
+        let raddr = p.b.buf + 4096 * u64::from((arr + 1) % 32);
+        let w = direct_wqe(
+            WR_DRDMA_READ,
+            100 + u64::from(arr),
+            arr,
+            4096,
+            raddr,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut p.a.qp, &w);
+    }
+    for arr in 0..32u32 {
+        let got = load(&mut p.a.g, arr, 0, 4096);
+        same(
+            &got,
+            &datas[((arr + 1) % 32) as usize],
+            &format!("read {arr}"),
+        );
+    }
+    ids.clear();
+    for _ in 0..32 {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("read completion");
+        assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+        ids.push(c.wr_id.to_native());
+    }
+    assert_eq!(ids, (100..132).collect::<Vec<_>>());
+    for arr in 0..32u32 {
+        assert_eq!(arr_bits(&mut p.a.g, arr), 0, "range {arr} free");
+    }
+    assert_eq!(errors(&mut p.a.g).0, 0);
+}
+
+/// A DRDMA WRITE with a bad R_Key fails with a remote access error, writes
+/// nothing, and frees its range with the FAILED bit; the range works again.
+#[test]
+fn bad_rkey_fails_and_frees_the_range() {
+    let mut p = pair(MTU_4096);
+    submit(&mut p.a.g, 1, true, 512, None);
+    let w = direct_wqe(WR_DRDMA_WRITE, 1, 1, 512, p.b.buf, p.b.rkey ^ 0x100);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    store_burst(&mut p.a.g, 1, 0, &[0xab; 512]);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_REM_ACCESS_ERR, WC_DRDMA_WRITE));
+    assert_eq!(p.b.g.read(p.b.buf, 512), vec![0; 512], "B unchanged");
+    assert_eq!(arr_bits(&mut p.a.g, 1), ARR_FAILED, "free, marked failed");
+}
+
+/// A DRDMA WRITE naming a range submitted for READ cannot take its bytes:
+/// local protection error; the READ range is untouched.
+#[test]
+fn direct_wqe_on_a_range_of_the_other_type_fails_locally() {
+    let mut p = pair(MTU_4096);
+    submit(&mut p.a.g, 4, false, 256, None);
+    let w = direct_wqe(WR_DRDMA_WRITE, 4, 4, 256, p.b.buf, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_LOC_PROT_ERR, WC_DRDMA_WRITE));
+    assert_eq!(arr_bits(&mut p.a.g, 4), B | BUSY, "READ range untouched");
+    assert_eq!(p.b.g.read(p.b.buf, 256), vec![0; 256]);
+    let _ = regs::DRDMA_MODE;
+}

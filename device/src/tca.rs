@@ -33,7 +33,7 @@ use crate::pci::msix::Msix;
 use crate::pci::PciError;
 use crate::regs;
 use crate::vfio_user::wire::{self, DeviceInfo, IrqInfo, RegionInfo, SetIrqs};
-use crate::vfio_user::{Backend, Errno};
+use crate::vfio_user::{Backend, Errno, RegionMmap};
 
 /// vfio PCI region index of the configuration space.
 pub const CONFIG_REGION: u32 = 7;
@@ -402,6 +402,18 @@ impl Backend for Tca {
         tracing::info!("device reset by the client");
         self.function_reset();
         Ok(())
+    }
+
+    fn region_mmap(&self, index: u32) -> Option<RegionMmap> {
+        let cfg = self.drdma.config();
+        (index == regs::DRDMA_WINDOW_BAR && cfg.mapped).then(|| RegionMmap {
+            file: self.drdma.pool_file(),
+            // Range n is PMB n: page n of the pool's payload file.
+            areas: vec![(
+                0,
+                u64::from(cfg.ranges) * u64::from(crate::drdma::decode::RANGE_SIZE),
+            )],
+        })
     }
 
     fn disconnected(&mut self) {

@@ -217,6 +217,29 @@ impl Client {
         self.request(cmd::DEVICE_GET_REGION_INFO, &p)
     }
 
+    /// DEVICE_GET_REGION_INFO with a buffer of `argsz` bytes: the reply
+    /// payload and the file that came with it (mappable regions).
+    pub fn region_info_fd(&mut self, index: u32, argsz: u32) -> (Vec<u8>, Option<File>) {
+        let id = self.id();
+        let mut p = Vec::new();
+        p.extend_from_slice(&argsz.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&index.to_le_bytes());
+        p.resize(32, 0);
+        let mut msg = header(id, cmd::DEVICE_GET_REGION_INFO, 48, 0);
+        msg.extend_from_slice(&p);
+        self.send_raw(&msg, &[]).expect("send");
+        // The descriptor rides on the first byte of the reply.
+        let mut h = [0u8; 16];
+        let (n, file) = self.stream.recv_with_fd(&mut h).expect("recvmsg");
+        self.stream.read_exact(&mut h[n..]).expect("reply header");
+        assert_eq!(u16::from_le_bytes([h[0], h[1]]), id, "reply id");
+        assert_eq!(le32(&h, 8) & 0x20, 0, "REGION_INFO failed");
+        let mut payload = vec![0; le32(&h, 4) as usize - 16];
+        self.stream.read_exact(&mut payload).expect("reply payload");
+        (payload, file)
+    }
+
     /// (flags, size) of a region.
     pub fn region_flags_size(&mut self, index: u32) -> (u32, u64) {
         let r = self.region_info(index).ok();

@@ -384,3 +384,84 @@ fn direct_wqe_on_a_range_of_the_other_type_fails_locally() {
     assert_eq!(p.b.g.read(p.b.buf, 256), vec![0; 256]);
     let _ = regs::DRDMA_MODE;
 }
+
+/// The mapped window: the region info offers the PMB pages as a sparse mmap
+/// area with their file; stores into the mapping plus DRDMA_COMMIT become an
+/// RDMA WRITE, and read responses appear in the mapping one at a time.
+#[test]
+fn mapped_window_write_and_read() {
+    use vm_memory::{
+        Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
+    };
+    let mut p = pair_with(
+        3, // MTU 1024
+        DrdmaConfig {
+            mapped: true,
+            ..Default::default()
+        },
+    );
+    let g = &mut p.a.g;
+    assert_eq!(g.client.read32(0, DRDMA_MODE), DRDMA_MODE_MAPPED);
+    // A 32-byte buffer learns the size it needs; no file yet.
+    let (r, f) = g.client.region_info_fd(WINDOW, 32);
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    assert!(f.is_none());
+    assert_eq!(le32(&r, 0), 64, "argsz needed: info + one-area capability");
+    assert_eq!(le32(&r, 4), 0xf, "READ|WRITE|MMAP|CAPS");
+    let (r, f) = g.client.region_info_fd(WINDOW, 64);
+    let file = f.expect("the PMB file comes with the full reply");
+    assert_eq!(le32(&r, 12), 32, "cap_offset");
+    assert_eq!(u16::from_le_bytes([r[32], r[33]]), 1, "SPARSE_MMAP");
+    assert_eq!(le32(&r, 40), 1, "one area");
+    assert_eq!((le64(&r, 48), le64(&r, 56)), (0, 32 * 4096));
+    let size = 32 * 4096;
+    let region: MmapRegion =
+        MmapRegion::from_file(FileOffset::new(file, le64(&r, 24)), size).unwrap();
+    let window =
+        GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(0)).unwrap()])
+            .unwrap();
+
+    // WRITE through range 3: stores go to memory, the commit counts them.
+    let data = pattern(4096, 42);
+    submit(g, 3, true, 4096, None);
+    let w = direct_wqe(WR_DRDMA_WRITE, 3, 3, 4096, p.b.buf, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    window
+        .write_slice(&data[..1000], GuestAddress(3 * 4096))
+        .unwrap();
+    p.a.g.client.write32(0, DRDMA_COMMIT, 3 | (1000 << 16));
+    assert_eq!(arr_reg(&mut p.a.g, 3, ARR_WBC), 1000);
+    window
+        .write_slice(&data[1000..], GuestAddress(3 * 4096 + 1000))
+        .unwrap();
+    p.a.g.client.write32(0, DRDMA_COMMIT, 3 | (3096 << 16));
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_WRITE));
+    same(&p.b.g.read(p.b.buf, 4096), &data, "mapped write");
+
+    // READ into range 4: 4 responses at MTU 1024, each read from the mapping
+    // where RESP_OFFSET/RRPL say, then committed.
+    let rdata = pattern(4096, 77);
+    p.b.g.write(p.b.buf + 8192, &rdata);
+    submit(&mut p.a.g, 4, false, 4096, None);
+    let w = direct_wqe(WR_DRDMA_READ, 4, 4, 4096, p.b.buf + 8192, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+    let mut got = vec![0u8; 4096];
+    for k in 0..4u32 {
+        assert_eq!(arr_bits(&mut p.a.g, 4), P | BUSY, "response {k} shown");
+        let off = arr_reg(&mut p.a.g, 4, ARR_RESP_OFFSET);
+        let len = arr_reg(&mut p.a.g, 4, ARR_RRPL);
+        assert_eq!((off, len), (k * 1024, 1024));
+        let s = &mut got[off as usize..(off + len) as usize];
+        window
+            .read_slice(s, GuestAddress(4 * 4096 + u64::from(off)))
+            .unwrap();
+        p.a.g.client.write32(0, DRDMA_COMMIT, 4 | (len << 16));
+    }
+    same(&got, &rdata, "mapped read");
+    assert_eq!(arr_bits(&mut p.a.g, 4), 0, "free");
+    assert_eq!(errors(&mut p.a.g).0, 0);
+}

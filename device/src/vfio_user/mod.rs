@@ -87,4 +87,19 @@ pub trait Backend {
     fn reset(&mut self) -> Result<(), Errno>;
     /// The client went away: drop its maps and eventfds, reset.
     fn disconnected(&mut self);
+    /// The memory a client may mmap for region `index`, if any: the region
+    /// info then carries the MMAP flag, a sparse-mmap capability and the file.
+    fn region_mmap(&self, _index: u32) -> Option<RegionMmap> {
+        None
+    }
+}
+
+/// A region (or parts of it) the client can map: `areas` are (offset,
+/// size) in the region, backed by `file` at the same offsets.
+#[derive(Debug, Clone)]
+pub struct RegionMmap {
+    /// The backing file (sent with the region info).
+    pub file: std::sync::Arc<File>,
+    /// Mappable areas, page-aligned.
+    pub areas: Vec<(u64, u64)>,
 }

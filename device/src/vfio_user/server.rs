@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -394,6 +394,7 @@ impl<'a> Connection<'a> {
         // Reserve the header; its size is patched once the payload is known.
         Header::default().encode(&mut self.out);
         let payload = &self.buf[msg.payload.clone()];
+        let mut reply_fd = None;
         let result = handle(
             backend,
             &header,
@@ -401,6 +402,7 @@ impl<'a> Connection<'a> {
             msg.fds,
             &mut self.out,
             &mut self.negotiated,
+            &mut reply_fd,
         );
         match result {
             Ok(()) => {
@@ -417,7 +419,10 @@ impl<'a> Connection<'a> {
                 };
                 reply.encode_into(&mut self.out[..HEADER_SIZE]);
                 let out = std::mem::take(&mut self.out);
-                let r = self.send(&out);
+                let r = match reply_fd {
+                    Some(f) => self.send_with_fd(&out, f.as_raw_fd()),
+                    None => self.send(&out),
+                };
                 self.out = out;
                 r
             }
@@ -451,6 +456,15 @@ impl<'a> Connection<'a> {
         .encode(&mut out);
         // A client that cannot take 16 bytes is gone; the read side notices.
         let _ = self.send(&out);
+    }
+
+    /// Writes `data` with one descriptor attached to its first byte.
+    fn send_with_fd(&mut self, data: &[u8], fd: RawFd) -> Result<(), End> {
+        match super::socket::send_with_fd(&self.stream, data, fd) {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(n) => self.send(&data[n..]),
+            Err(e) => Err(End::Broken(format!("sendmsg: {e}"))),
+        }
     }
 
     /// Writes all of `data`; a client that does not drain its socket within
@@ -500,6 +514,7 @@ fn handle(
     fds: Vec<File>,
     out: &mut Vec<u8>,
     negotiated: &mut bool,
+    reply_fd: &mut Option<std::sync::Arc<File>>,
 ) -> Result<(), Errno> {
     if header.flags & wire::FLAG_TYPE_MASK != wire::FLAG_TYPE_COMMAND {
         return Err(Errno::inval(format!(
@@ -572,7 +587,23 @@ fn handle(
             let mut info = backend.region_info(req.index)?;
             info.argsz = wire::RegionInfo::SIZE as u32;
             info.index = req.index;
+            let mut caps = Vec::new();
+            if let Some(m) = backend.region_mmap(req.index) {
+                // The client learns the size it needs from argsz and asks
+                // again; the capability and the file come with the reply
+                // that has room for them.
+                let cap = wire::sparse_mmap_cap(&m.areas);
+                let needed = wire::RegionInfo::SIZE + cap.len();
+                info.flags |= wire::REGION_FLAG_MMAP | wire::REGION_FLAG_CAPS;
+                info.argsz = needed as u32;
+                if req.argsz as usize >= needed {
+                    info.cap_offset = wire::RegionInfo::SIZE as u32;
+                    caps = cap;
+                    *reply_fd = Some(m.file);
+                }
+            }
             info.encode(out);
+            out.extend_from_slice(&caps);
         }
         Command::DeviceGetIrqInfo => {
             no_fds(&fds, "DEVICE_GET_IRQ_INFO")?;

@@ -79,6 +79,39 @@ pub fn recv_with_fds(
     Ok((n as usize, files))
 }
 
+/// Sends `data` with `fd` attached (SCM_RIGHTS); returns the bytes sent.
+pub fn send_with_fd(sock: &UnixStream, data: &[u8], fd: RawFd) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let mut cmsg = CmsgBuf([0; 128]);
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a constant computation.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    // SAFETY: msg_control points at `cmsg`, large enough for one header
+    // with one descriptor (CMSG_SPACE(4) = 24 <= 128), so CMSG_FIRSTHDR is
+    // non-null and the writes below stay inside `cmsg`.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        libc::CMSG_DATA(c).cast::<RawFd>().write_unaligned(fd);
+    }
+    // SAFETY: `msg` points at `iov` (the kernel only reads `data` through
+    // it) and at `cmsg`, both alive for the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Stops a running [`super::Server`] from another thread (e.g. a signal
 /// handler thread): wakes the accept loop and shuts the active connection
 /// down, so a blocked receive returns at once.

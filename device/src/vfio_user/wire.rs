@@ -367,6 +367,24 @@ pub const REGION_FLAG_WRITE: u32 = 2;
 pub const REGION_FLAG_MMAP: u32 = 4;
 /// Region flag: capabilities follow.
 pub const REGION_FLAG_CAPS: u32 = 8;
+/// Region capability id: sparse mmap areas (`VFIO_REGION_INFO_CAP_SPARSE_MMAP`).
+pub const REGION_CAP_SPARSE_MMAP: u16 = 1;
+
+/// Encodes a sparse-mmap capability (`struct vfio_region_info_cap_sparse_mmap`,
+/// the last in its chain) listing `areas` as (offset, size) in the region.
+pub fn sparse_mmap_cap(areas: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 16 * areas.len());
+    out.extend_from_slice(&REGION_CAP_SPARSE_MMAP.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // version
+    out.extend_from_slice(&0u32.to_le_bytes()); // next: none
+    out.extend_from_slice(&(areas.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes()); // reserved
+    for &(offset, size) in areas {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+    }
+    out
+}
 
 impl RegionInfo {
     /// Size of the struct.

@@ -86,6 +86,10 @@
 #define IBTCA_REG_DRDMA_COMMIT             0x164
 /* DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32. (WO) */
 #define IBTCA_REG_DRDMA_SUBMIT             0x168
+/* DRDMA submit of many ranges (8-byte write): range mask in bits 31:0 (bit i = range base + i), length in bits 44:32, IBTCA_DRDMA_MASK_WRITE, base range in bits 63:48; device-chosen PMBs. (WO) */
+#define IBTCA_REG_DRDMA_SUBMIT_MASK        0x170
+/* DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges). (WO) */
+#define IBTCA_REG_DRDMA_COMMIT_MASK        0x178
 
 /* PCI vendor ID (not bound by any in-tree Linux driver). */
 #define IBTCA_PCI_VENDOR_ID                0x1de5
@@ -183,6 +187,8 @@
 #define IBTCA_DRDMA_SUBMIT_WRITE           0x10000
 /* DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one. */
 #define IBTCA_DRDMA_SUBMIT_PMB             0x20000
+/* DRDMA_SUBMIT_MASK: direction WRITE (bit 47 of the 8-byte value). */
+#define IBTCA_DRDMA_MASK_WRITE             0x800000000000
 /* DRDMA_MODE: every window access is trapped (faithful byte counting). */
 #define IBTCA_DRDMA_MODE_TRAPPED           0x0
 /* DRDMA_MODE: the window is mmapped; range n is PMB n; commit byte counts through DRDMA_COMMIT. */

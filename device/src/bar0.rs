@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::dma::GuestMemory;
-use crate::drdma::Drdma;
+use crate::drdma::{Drdma, ALL_RANGES};
 use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
@@ -204,6 +204,21 @@ impl Bar0 {
             ctx.drdma
                 .submit(u64::from_le_bytes(data.try_into().unwrap()));
             return Ok(WriteEffect::None);
+        }
+        if matches!(off, regs::DRDMA_SUBMIT_MASK | regs::DRDMA_COMMIT_MASK) {
+            if words != 2 {
+                self.error_count = self.error_count.wrapping_add(1);
+                return Err(Bar0Error { offset, len });
+            }
+            let v = u64::from_le_bytes(data.try_into().unwrap());
+            if off == regs::DRDMA_SUBMIT_MASK {
+                ctx.drdma.submit_mask(v);
+                return Ok(WriteEffect::None);
+            }
+            return Ok(match ctx.drdma.commit_mask(v).is_empty() {
+                true => WriteEffect::None,
+                false => WriteEffect::Engine(EngineEvent::DrdmaReady(ALL_RANGES)),
+            });
         }
         let mut effect = WriteEffect::None;
         for w in 0..words {

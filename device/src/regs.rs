@@ -137,6 +137,10 @@ registers! {
     DRDMA_COMMIT = 0x164, "WO";
     /// DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32.
     DRDMA_SUBMIT = 0x168, "WO";
+    /// DRDMA submit of many ranges (8-byte write): range mask in bits 31:0 (bit i = range base + i), length in bits 44:32, IBTCA_DRDMA_MASK_WRITE, base range in bits 63:48; device-chosen PMBs.
+    DRDMA_SUBMIT_MASK = 0x170, "WO";
+    /// DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges).
+    DRDMA_COMMIT_MASK = 0x178, "WO";
 }
 
 values! {
@@ -237,6 +241,8 @@ values! {
     DRDMA_SUBMIT_WRITE: u32 = 1 << 16;
     /// DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one.
     DRDMA_SUBMIT_PMB: u32 = 1 << 17;
+    /// DRDMA_SUBMIT_MASK: direction WRITE (bit 47 of the 8-byte value).
+    DRDMA_MASK_WRITE: u64 = 1u64 << 47;
     /// DRDMA_MODE: every window access is trapped (faithful byte counting).
     DRDMA_MODE_TRAPPED: u32 = 0;
     /// DRDMA_MODE: the window is mmapped; range n is PMB n; commit byte counts through DRDMA_COMMIT.

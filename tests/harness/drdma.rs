@@ -130,3 +130,46 @@ pub fn direct_wqe(opcode: u8, wr_id: u64, arr: u32, len: u32, raddr: u64, rkey: 
         rkey,
     )
 }
+
+/// The mapped window as QEMU maps it: asks for the region info with room
+/// for its sparse-mmap capability, takes the file that comes with it and
+/// maps the one area (ranges × 4 KiB at offset 0). `None` if the window is
+/// not mappable.
+pub fn map_window(g: &mut SimGuest) -> Option<vm_memory::GuestMemoryMmap> {
+    use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+    let (r, file) = g.client.region_info_fd(WINDOW, 256);
+    let le64 = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
+    let file = file?;
+    let (fd_offset, area_size) = (le64(24), le64(56));
+    let region: MmapRegion =
+        MmapRegion::from_file(FileOffset::new(file, fd_offset), area_size as usize).ok()?;
+    GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(0))?]).ok()
+}
+
+/// DRDMA_SUBMIT_MASK: submits ranges `base + i` for each bit `i` of `mask`.
+/// `posted` chooses a posted write (trapped window) or a synchronous one
+/// (what QEMU does once a region is mmappable).
+pub fn submit_mask(g: &mut SimGuest, base: u32, mask: u32, write: bool, ttl: u32, posted: bool) {
+    let mut v = u64::from(mask) | (u64::from(ttl & 0x1fff) << 32) | (u64::from(base) << 48);
+    if write {
+        v |= regs::DRDMA_MASK_WRITE;
+    }
+    write64(g, regs::DRDMA_SUBMIT_MASK, v, posted);
+}
+
+/// DRDMA_COMMIT_MASK: every WRITE range `base + i` in `mask` counts its
+/// remaining bytes as stored.
+pub fn commit_mask(g: &mut SimGuest, base: u32, mask: u32, posted: bool) {
+    let v = u64::from(mask) | (u64::from(base) << 48);
+    write64(g, regs::DRDMA_COMMIT_MASK, v, posted);
+}
+
+fn write64(g: &mut SimGuest, off: u64, v: u64, posted: bool) {
+    if posted {
+        g.client.post_write(0, off, &v.to_le_bytes());
+    } else {
+        g.client
+            .write(0, off, &v.to_le_bytes())
+            .expect("BAR0 8-byte write");
+    }
+}

@@ -390,9 +390,7 @@ fn direct_wqe_on_a_range_of_the_other_type_fails_locally() {
 /// RDMA WRITE, and read responses appear in the mapping one at a time.
 #[test]
 fn mapped_window_write_and_read() {
-    use vm_memory::{
-        Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
-    };
+    use vm_memory::{Bytes, GuestAddress};
     let mut p = pair_with(
         3, // MTU 1024
         DrdmaConfig {
@@ -415,16 +413,11 @@ fn mapped_window_write_and_read() {
     assert_eq!(u16::from_le_bytes([r[32], r[33]]), 1, "SPARSE_MMAP");
     assert_eq!(le32(&r, 40), 1, "one area");
     assert_eq!((le64(&r, 48), le64(&r, 56)), (0, 32 * 4096));
-    let size = 32 * 4096;
-    let region: MmapRegion =
-        MmapRegion::from_file(FileOffset::new(file, le64(&r, 24)), size).unwrap();
-    let window =
-        GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(0)).unwrap()])
-            .unwrap();
-
+    drop(file);
+    let window = map_window(&mut p.a.g).expect("mappable window");
     // WRITE through range 3: stores go to memory, the commit counts them.
     let data = pattern(4096, 42);
-    submit(g, 3, true, 4096, None);
+    submit(&mut p.a.g, 3, true, 4096, None);
     let w = direct_wqe(WR_DRDMA_WRITE, 3, 3, 4096, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut p.a.qp, &w);
     window
@@ -464,4 +457,55 @@ fn mapped_window_write_and_read() {
     same(&got, &rdata, "mapped read");
     assert_eq!(arr_bits(&mut p.a.g, 4), 0, "free");
     assert_eq!(errors(&mut p.a.g).0, 0);
+}
+
+/// DRDMA_SUBMIT_MASK and DRDMA_COMMIT_MASK: eight ranges submitted with one
+/// register write, filled through the mapping, committed with one more; a
+/// READ range in the commit mask is refused alone.
+#[test]
+fn mask_registers_submit_and_commit_many_ranges() {
+    use vm_memory::{Bytes, GuestAddress};
+    let mut p = pair_with(
+        MTU_2048,
+        DrdmaConfig {
+            mapped: true,
+            ..Default::default()
+        },
+    );
+    let window = map_window(&mut p.a.g).expect("mappable window");
+    let mask = 0b1111_1111u32 << 8; // ranges 8..16
+    submit_mask(&mut p.a.g, 0, mask, true, 4096, false);
+    submit(&mut p.a.g, 20, false, 64, None);
+    for arr in 8..16 {
+        assert_eq!(arr_bits(&mut p.a.g, arr), W | P | BUSY, "range {arr}");
+    }
+    assert_eq!(arr_bits(&mut p.a.g, 7), 0, "outside the mask");
+    let datas: Vec<Vec<u8>> = (8..16).map(|a| pattern(4096, a as u8)).collect();
+    let wqes: Vec<_> = (8..16u32)
+        .map(|arr| {
+            let raddr = p.b.buf + 4096 * u64::from(arr);
+            direct_wqe(WR_DRDMA_WRITE, u64::from(arr), arr, 4096, raddr, p.b.rkey)
+        })
+        .collect();
+    p.a.g.post_send_batch(&mut p.a.qp, &wqes);
+    for (i, arr) in (8..16u32).enumerate() {
+        let at = GuestAddress(u64::from(arr) * 4096);
+        window.write_slice(&datas[i], at).unwrap();
+    }
+    // Commit ranges 8..16 and READ range 20 (refused) in one write.
+    commit_mask(&mut p.a.g, 8, 0xff | (1 << 12), false);
+    assert_eq!(
+        errors(&mut p.a.g),
+        (1, last_error(DRDMA_ERR_STATE, 20)),
+        "the READ range is refused"
+    );
+    for _ in 8..16 {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("completion");
+        assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_WRITE));
+    }
+    for (i, arr) in (8..16u32).enumerate() {
+        let got = p.b.g.read(p.b.buf + 4096 * u64::from(arr), 4096);
+        same(&got, &datas[i], &format!("range {arr}"));
+    }
+    assert_eq!(arr_bits(&mut p.a.g, 20), B | BUSY, "READ range untouched");
 }

@@ -55,6 +55,10 @@ pub use window::{Drdma, DrdmaConfig, DrdmaStats};
 
 use crate::verbs::abi::{Sge, SGE_DIRECT};
 
+/// In [`crate::engine::EngineEvent::DrdmaReady`]: several ranges became
+/// ready at once; look at every held work request.
+pub const ALL_RANGES: u32 = u32::MAX;
+
 /// The ARR number of a direct SGE, or `None` for an ordinary one.
 pub fn direct_arr(sge: &Sge) -> Option<u32> {
     let lkey = sge.lkey.to_native();

@@ -295,6 +295,54 @@ impl Drdma {
         }
     }
 
+    /// DRDMA_SUBMIT_MASK: submits every range in the mask as DRDMA_SUBMIT
+    /// would (same length and direction, device-chosen PMBs).
+    pub fn submit_mask(&self, v: u64) {
+        let mask = v as u32;
+        let ttl = ((v >> 32) & 0x1fff) as u32;
+        let base = (v >> 48) as u32;
+        let write = if v & regs::DRDMA_MASK_WRITE != 0 {
+            regs::DRDMA_SUBMIT_WRITE
+        } else {
+            0
+        };
+        if v & 0x0000_6000_0000_0000 != 0 {
+            self.lock().refuse(base, ArrError::BadRequest);
+            return;
+        }
+        for i in (0..32).filter(|i| mask & (1 << i) != 0) {
+            let range = base + i;
+            self.submit(u64::from(range & 0xffff | write) | (u64::from(ttl) << 32));
+        }
+    }
+
+    /// DRDMA_COMMIT_MASK: every WRITE range in the mask counts its
+    /// remaining bytes as stored. Returns the ranges that became ready.
+    pub fn commit_mask(&self, v: u64) -> Vec<u32> {
+        let mask = v as u32;
+        let base = (v >> 48) as u32;
+        let mut ready = Vec::new();
+        if v & 0x0000_ffff_0000_0000 != 0 {
+            self.lock().refuse(base, ArrError::BadRequest);
+            return ready;
+        }
+        for i in (0..32).filter(|i| mask & (1 << i) != 0) {
+            let range = base + i;
+            let rest = {
+                let w = self.lock();
+                match w.arrs.get(range as usize) {
+                    Some(a) if a.dir == Some(Direction::Write) => a.ttl - a.wbc,
+                    _ => 0,
+                }
+            };
+            // A READ or free range is refused by commit like any other.
+            if let Some(r) = self.commit(range | (rest << 16)) {
+                ready.push(r);
+            }
+        }
+        ready
+    }
+
     /// DRDMA_COMMIT: counts bytes the guest stored into (WRITE) or loaded
     /// from (READ) a mapped range. Returns a WRITE range that became ready.
     pub fn commit(&self, v: u32) -> Option<u32> {

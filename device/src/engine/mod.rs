@@ -50,7 +50,8 @@ pub enum EngineEvent {
     CmdqDoorbell(u32),
     /// An SQ, RQ or CQ doorbell.
     Doorbell(Doorbell),
-    /// A DRDMA WRITE range became BR Valid (every byte stored).
+    /// A DRDMA WRITE range became BR Valid (every byte stored), or several
+    /// did ([`drdma::ALL_RANGES`]).
     DrdmaReady(u32),
     /// Something happened on the link.
     Link(LinkEvent),
@@ -272,7 +273,7 @@ impl Engine {
         let waiting: Vec<u32> = self
             .held
             .iter()
-            .filter(|(_, w)| drdma::direct_arr(&w.sge[0]) == Some(arr))
+            .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
             .map(|(&q, _)| q)
             .collect();
         for qpn in waiting {

@@ -6,7 +6,12 @@
 //!     [--guest-spins LIST] [--guest-repeat N]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- verbs [--seconds S]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-verbs
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- drdma [--seconds S]
 //! ```
+//!
+//! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
+//! through the trapped and the mapped window, next to memcpy and an ordinary
+//! RDMA WRITE from guest memory.
 //!
 //! `mmio` measures, in one run, and prints one table:
 //!
@@ -70,6 +75,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
        ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
        ibtca-bench guest-verbs
+       ibtca-bench drdma [--seconds S]
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -96,13 +102,21 @@ enum Bench {
     Mmio(Opts),
     Verbs { seconds: f64, idle_us: u64 },
     GuestVerbs,
+    Drdma { seconds: f64 },
 }
+
+#[path = "../bench/drdma.rs"]
+mod drdma;
 
 fn parse_args() -> Result<Bench, String> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("mmio") => parse_mmio(args).map(Bench::Mmio),
         Some("verbs") => parse_verbs(args),
+        Some("drdma") => match parse_verbs(args)? {
+            Bench::Verbs { seconds, .. } => Ok(Bench::Drdma { seconds }),
+            other => Ok(other),
+        },
         Some("guest-verbs") => match args.next() {
             None => Ok(Bench::GuestVerbs),
             Some(a) if a == "-h" || a == "--help" => Err(String::new()),
@@ -110,7 +124,7 @@ fn parse_args() -> Result<Bench, String> {
         },
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
-        None => Err("which benchmark? (mmio, verbs, guest-verbs)".into()),
+        None => Err("which benchmark? (mmio, verbs, guest-verbs, drdma)".into()),
     }
 }
 
@@ -566,6 +580,7 @@ fn main() -> ExitCode {
             return run_verbs(seconds);
         }
         Ok(Bench::GuestVerbs) => return run_guest_verbs(),
+        Ok(Bench::Drdma { seconds }) => return drdma::run(seconds),
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");

@@ -14,6 +14,7 @@ pub mod instance;
 pub mod link;
 pub mod pci;
 pub mod regs;
+pub mod switch;
 pub mod tca;
 pub mod transport;
 pub mod verbs;

@@ -10,6 +10,7 @@
 pub mod bar0;
 pub mod dma;
 pub mod engine;
+pub mod fabric;
 pub mod instance;
 pub mod link;
 pub mod pci;

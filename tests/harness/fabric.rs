@@ -203,13 +203,18 @@ impl Fabric {
         let n = self.nodes.len();
         for i in 0..n {
             for j in i + 1..n {
-                let (li, lj) = (self.nodes[i].lid, self.nodes[j].lid);
-                let qi = self.nodes[i].new_qp(lj);
-                let qj = self.nodes[j].new_qp(li);
-                self.nodes[i].g.connect(&qi, lj, qj.qpn, mtu, ALL_ACCESS);
-                self.nodes[j].g.connect(&qj, li, qi.qpn, mtu, ALL_ACCESS);
+                self.connect(i, j, mtu);
             }
         }
+    }
+
+    /// Creates and connects a QP between nodes `i` and `j`.
+    pub fn connect(&mut self, i: usize, j: usize, mtu: u8) {
+        let (a, b) = self.two(i, j);
+        let qa = a.new_qp(b.lid);
+        let qb = b.new_qp(a.lid);
+        a.g.connect(&qa, b.lid, qb.qpn, mtu, ALL_ACCESS);
+        b.g.connect(&qb, a.lid, qa.qpn, mtu, ALL_ACCESS);
     }
 
     /// Two nodes at once, mutably.

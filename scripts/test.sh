@@ -20,6 +20,7 @@ if [ "$vm" = 1 ]; then
 	bash scripts/build-guest.sh
 fi
 
+bash scripts/host-tools.sh
 cargo build --workspace --all-targets
 if [ "$vm" = 1 ]; then
 	cargo test --workspace -- --include-ignored

@@ -7,6 +7,7 @@
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- verbs [--seconds S]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-verbs
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- drdma [--seconds S]
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- switch [--seconds S]
 //! ```
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
@@ -41,6 +42,11 @@
 //! memory, `send_lat` through the CQ interrupt), shown next to the
 //! soft-RoCE reference measured between two such guests.
 //!
+//! `switch` measures RDMA WRITE through in-process switches: aggregate
+//! 64 KiB throughput of 1, 2 and 4 pairs through one switch, and 64 B
+//! round trips over a direct link, one switch and two switches (the
+//! difference is the per-hop latency), next to the raw socket baselines.
+//!
 //! Nothing timed is asserted: the targets are printed as PASS/MISS and the
 //! exit status is 0 unless something could not run at all.
 
@@ -60,6 +66,9 @@ use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe};
 use ibtca_tests::vm::{VmConfig, VmStack};
 use ibtca_tests::{Client, TempDir, TestServer};
 
+#[path = "../bench/switch.rs"]
+mod switch;
+
 /// The server's default `--spin-us` (see `ibtca-device --help`).
 const DEFAULT_SPIN_US: u64 = 50;
 /// Iterations the guest's /init passes to `ibtca-tool bench-mmio`.
@@ -76,6 +85,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
        ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
        ibtca-bench guest-verbs
        ibtca-bench drdma [--seconds S]
+       ibtca-bench switch [--seconds S]
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -103,6 +113,7 @@ enum Bench {
     Verbs { seconds: f64, idle_us: u64 },
     GuestVerbs,
     Drdma { seconds: f64 },
+    Switch { seconds: f64 },
 }
 
 #[path = "../bench/drdma.rs"]
@@ -122,9 +133,13 @@ fn parse_args() -> Result<Bench, String> {
             Some(a) if a == "-h" || a == "--help" => Err(String::new()),
             Some(other) => Err(format!("unknown option '{other}'")),
         },
+        Some("switch") => match parse_verbs(args)? {
+            Bench::Verbs { seconds, .. } => Ok(Bench::Switch { seconds }),
+            other => Ok(other),
+        },
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
-        None => Err("which benchmark? (mmio, verbs, guest-verbs, drdma)".into()),
+        None => Err("which benchmark? (mmio, verbs, guest-verbs, drdma, switch)".into()),
     }
 }
 
@@ -581,6 +596,7 @@ fn main() -> ExitCode {
         }
         Ok(Bench::GuestVerbs) => return run_guest_verbs(),
         Ok(Bench::Drdma { seconds }) => return drdma::run(seconds),
+        Ok(Bench::Switch { seconds }) => return switch::run(seconds),
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");

@@ -1,0 +1,215 @@
+//! `ibtca-switch`: an InfiniBand switch for ibtca devices; every port is a
+//! Unix-socket link, packets are forwarded by DLID.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clap::Parser;
+use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
+use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// An InfiniBand switch joining ibtca devices (and other switches).
+///
+/// Each --port is one link, in the same framing as `ibtca-device --link`;
+/// ports are numbered from 1 in the order given. The forwarding table
+/// learns the LID of each directly attached device from its Hello; routes
+/// to LIDs behind other switches are given with --route (ibtca-fabric
+/// computes them from a topology file). Packets to unknown LIDs and packets
+/// with a bad ICRC/VCRC are dropped and counted.
+///
+///   ibtca-device --socket a.sock --lid 1 --link connect:/tmp/sw-p1
+///   ibtca-device --socket b.sock --lid 2 --link connect:/tmp/sw-p2
+///   ibtca-switch --port listen:/tmp/sw-p1 --port listen:/tmp/sw-p2
+///
+/// SIGTERM or SIGINT stops it after logging every port's counters.
+/// Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) for more.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about, verbatim_doc_comment)]
+struct Args {
+    /// A port's link: listen:PATH or connect:PATH (repeat for each port).
+    #[arg(long = "port", value_name = "ENDPOINT", required = true)]
+    ports: Vec<LinkEndpoint>,
+
+    /// An explicit route: LID=PORT or FIRST-LAST=PORT (repeatable).
+    #[arg(long = "route", value_name = "LIDS=PORT", value_parser = spec::parse_route)]
+    routes: Vec<Vec<(u16, u8)>>,
+
+    /// Faults on what PORT sends, rates in per mille:
+    /// PORT=drop:N,dup:N,reorder:N,corrupt:N,seed:N (repeatable).
+    #[arg(long = "faults", value_name = "PORT=SPEC", value_parser = spec::parse_faults)]
+    faults: Vec<(u8, ibtca_device::link::FaultRates)>,
+
+    /// Capture what PORT receives and sends into a pcap (ERF, InfiniBand)
+    /// file that Wireshark/tshark decode: PORT=FILE (repeatable).
+    #[arg(long = "capture", value_name = "PORT=FILE", value_parser = spec::parse_capture)]
+    captures: Vec<(u8, PathBuf)>,
+
+    /// Name for logs.
+    #[arg(long, default_value = "switch")]
+    name: String,
+
+    /// Node GUID sent in each port's Hello.
+    #[arg(long, value_name = "HEX", value_parser = parse_guid, default_value = "0x0002c90300ff0000")]
+    guid: u64,
+
+    /// The switch's own LID, sent in Hello (0: none).
+    #[arg(long, default_value_t = 0)]
+    lid: u16,
+
+    /// Log every port's counters every SECS seconds (0: only at exit).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    stats_interval: u64,
+
+    /// Keep a JSON file with each port's state (up, peer) and counters,
+    /// rewritten when a port changes state (ibtca-fabric waits on it).
+    #[arg(long, value_name = "PATH")]
+    status_file: Option<PathBuf>,
+}
+
+fn parse_guid(s: &str) -> Result<u64, String> {
+    let t = s.trim_start_matches("0x").replace(':', "");
+    u64::from_str_radix(&t, 16).map_err(|e| format!("bad GUID '{s}': {e}"))
+}
+
+fn config(args: &Args) -> Result<SwitchConfig, String> {
+    let n = args.ports.len();
+    let mut ports: Vec<PortConfig> = args.ports.iter().cloned().map(PortConfig::new).collect();
+    let get = |p: u8, what: &str| {
+        usize::from(p)
+            .checked_sub(1)
+            .filter(|i| *i < n)
+            .ok_or_else(|| format!("{what} for port {p}, but the switch has ports 1..={n}"))
+    };
+    let mut plans = Vec::new();
+    for (p, rates) in &args.faults {
+        plans.push((get(*p, "--faults")?, *rates));
+    }
+    let mut captures = Vec::new();
+    for (p, file) in &args.captures {
+        captures.push((get(*p, "--capture")?, file.clone()));
+    }
+    for (i, rates) in plans {
+        if let Some(port) = ports.get_mut(i) {
+            port.faults = FaultPlan::default().with_rates(rates);
+        }
+    }
+    for (i, file) in captures {
+        if let Some(port) = ports.get_mut(i) {
+            port.capture = Some(file);
+        }
+    }
+    Ok(SwitchConfig {
+        name: args.name.clone(),
+        guid: args.guid,
+        lid: args.lid,
+        ports,
+        routes: args.routes.iter().flatten().copied().collect(),
+        link: LinkConfig::default(),
+    })
+}
+
+fn status_json(switch: &Switch) -> serde_json::Value {
+    let ports: Vec<_> = (1..=switch.ports())
+        .filter_map(|p| u8::try_from(p).ok())
+        .map(|p| {
+            let s = switch.port_stats(p).unwrap_or_default();
+            let peer = switch.peer(p);
+            serde_json::json!({
+                "port": p,
+                "up": switch.is_port_up(p),
+                "peer_lid": peer.map(|x| x.lid),
+                "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),
+                "rx_packets": s.rx_packets,
+                "tx_packets": s.tx_packets,
+                "drops": s.drops(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "pid": std::process::id(), "ports": ports })
+}
+
+fn write_status(path: &PathBuf, switch: &Switch) {
+    let tmp = path.with_extension("tmp");
+    let text = status_json(switch).to_string();
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        tracing::warn!(error = %e, file = %path.display(), "cannot write the status file");
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let cfg = match config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (tx, rx) = mpsc::channel();
+    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot set up signal handling: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = tx.send(sig);
+        }
+    });
+    let switch = match Switch::start(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot start the switch: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Wake often enough to notice port changes for the status file.
+    let tick = Duration::from_millis(50);
+    let interval = Duration::from_secs(args.stats_interval);
+    let mut since_log = Duration::ZERO;
+    let mut last_state: Option<Vec<(bool, Option<u16>)>> = None;
+    loop {
+        if let Some(path) = &args.status_file {
+            let state: Vec<_> = (1..=switch.ports())
+                .filter_map(|p| u8::try_from(p).ok())
+                .map(|p| (switch.is_port_up(p), switch.peer(p).map(|x| x.lid)))
+                .collect();
+            if last_state.as_ref() != Some(&state) {
+                write_status(path, &switch);
+                last_state = Some(state);
+            }
+        }
+        match rx.recv_timeout(tick) {
+            Ok(sig) => {
+                tracing::info!(signal = sig, "stopping");
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        since_log += tick;
+        if !interval.is_zero() && since_log >= interval {
+            since_log = Duration::ZERO;
+            switch.log_stats();
+        }
+    }
+    switch.log_stats();
+    if let Some(path) = &args.status_file {
+        write_status(path, &switch);
+    }
+    switch.stop();
+    ExitCode::SUCCESS
+}

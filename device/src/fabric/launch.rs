@@ -1,0 +1,346 @@
+//! Starting and stopping a fabric's processes: switches first, then
+//! devices, each a child process of the built binaries with its log in the
+//! run directory; then waiting until every linked port is up.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::switch::spec::format_faults;
+
+use super::plan::{Plan, SwitchPlan};
+use super::state::{Started, State};
+
+/// Switch binary name.
+pub const SWITCH_EXE: &str = "ibtca-switch";
+/// Device binary name.
+pub const DEVICE_EXE: &str = "ibtca-device";
+
+/// Why bringing a fabric up or down failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The run directory already has a running fabric.
+    #[error("{0} already holds a running fabric; run `ibtca-fabric down` first")]
+    AlreadyUp(PathBuf),
+    /// A binary is missing next to the launcher.
+    #[error("{0} not found (build the workspace's binaries)")]
+    MissingBinary(PathBuf),
+    /// A process exited while the fabric came up.
+    #[error("{name} exited during start-up ({status}); last log lines:\n{log}")]
+    Exited {
+        /// Node or switch.
+        name: String,
+        /// Its exit status.
+        status: String,
+        /// The end of its log.
+        log: String,
+    },
+    /// Ports still down at the deadline.
+    #[error("ports not up after {timeout:?}: {ports}")]
+    Timeout {
+        /// The timeout.
+        timeout: Duration,
+        /// Which ports.
+        ports: String,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+/// The status file a switch keeps in the run directory.
+pub fn switch_status_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.status.json"))
+}
+
+fn log_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.log"))
+}
+
+/// The `ibtca-switch` arguments for `sw`.
+pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
+    let mut args = vec![
+        "--name".to_owned(),
+        sw.name.clone(),
+        "--guid".to_owned(),
+        format!("{:#x}", sw.guid),
+        "--status-file".to_owned(),
+        switch_status_path(run_dir, &sw.name).display().to_string(),
+    ];
+    for (i, port) in sw.ports.iter().enumerate() {
+        let p = i + 1;
+        match port {
+            Some(pp) => {
+                args.push(format!("--port={}", pp.endpoint));
+                if let Some(r) = &pp.faults {
+                    args.push(format!("--faults={p}={}", format_faults(r)));
+                }
+                if let Some(c) = &pp.capture {
+                    args.push(format!("--capture={p}={}", c.display()));
+                }
+            }
+            // An unlinked port still exists: it listens on a socket nobody
+            // connects to, so port numbers stay as in the file.
+            None => args.push(format!(
+                "--port=listen:{}",
+                run_dir
+                    .join("links")
+                    .join(format!("{}-p{p}.unused", sw.name))
+                    .display()
+            )),
+        }
+    }
+    for (lid, port) in &sw.routes {
+        args.push(format!("--route={lid}={port}"));
+    }
+    args
+}
+
+/// A process being started, with its handle for early-exit checks.
+struct Running {
+    started: Started,
+    child: Child,
+}
+
+fn spawn(
+    bin_dir: &Path,
+    exe: &str,
+    name: &str,
+    args: &[String],
+    run_dir: &Path,
+) -> Result<Running, LaunchError> {
+    let bin = bin_dir.join(exe);
+    if !bin.exists() {
+        return Err(LaunchError::MissingBinary(bin));
+    }
+    let log = log_path(run_dir, name);
+    let file = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+    let child = Command::new(&bin)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(io_err(format!("starting {}", bin.display())))?;
+    tracing::info!(name, pid = child.id(), "{exe} started");
+    Ok(Running {
+        started: Started {
+            name: name.to_owned(),
+            exe: exe.to_owned(),
+            pid: child.id(),
+            log,
+        },
+        child,
+    })
+}
+
+/// Starts every switch, then every device, waits until every linked port
+/// is up, and records the processes in the run directory's state file. On
+/// any failure, what was started is stopped again.
+pub fn up(
+    plan: &Plan,
+    topology: &Path,
+    run_dir: &Path,
+    bin_dir: &Path,
+    timeout: Duration,
+) -> Result<State, LaunchError> {
+    if let Some(old) = State::load(run_dir).map_err(io_err("reading the state file"))? {
+        if old.processes.iter().any(is_ours) {
+            return Err(LaunchError::AlreadyUp(run_dir.to_path_buf()));
+        }
+    }
+    fs::create_dir_all(run_dir.join("links"))
+        .map_err(io_err(format!("creating {}", run_dir.display())))?;
+    let mut running: Vec<Running> = Vec::new();
+    let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
+    let state = State {
+        topology: topology.to_path_buf(),
+        processes: running.iter().map(|r| r.started.clone()).collect(),
+    };
+    match result {
+        Ok(()) => {
+            state
+                .save(run_dir)
+                .map_err(io_err("writing the state file"))?;
+            Ok(state)
+        }
+        Err(e) => {
+            stop_all(&state.processes, Duration::from_secs(5));
+            for mut r in running {
+                let _ = r.child.wait();
+            }
+            Err(e)
+        }
+    }
+}
+
+fn start_all(
+    plan: &Plan,
+    run_dir: &Path,
+    bin_dir: &Path,
+    timeout: Duration,
+    running: &mut Vec<Running>,
+) -> Result<(), LaunchError> {
+    for sw in &plan.switches {
+        let _ = fs::remove_file(switch_status_path(run_dir, &sw.name));
+        let args = switch_args(sw, run_dir);
+        running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
+    }
+    for n in &plan.nodes {
+        let mut args = vec![
+            "--socket".to_owned(),
+            n.socket.display().to_string(),
+            "--lid".to_owned(),
+            n.lid.to_string(),
+            "--guid".to_owned(),
+            format!("{:#x}", n.guid),
+        ];
+        if let Some(ep) = &n.link {
+            args.push(format!("--link={ep}"));
+        }
+        running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
+    }
+    wait_up(plan, run_dir, timeout, running)
+}
+
+/// Ports of `plan` not up yet, as "name[:port]".
+fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
+    let mut down = Vec::new();
+    for sw in &plan.switches {
+        let status: Option<serde_json::Value> =
+            fs::read_to_string(switch_status_path(run_dir, &sw.name))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+        for (i, port) in sw.ports.iter().enumerate() {
+            if port.is_none() {
+                continue;
+            }
+            let up = status
+                .as_ref()
+                .and_then(|s| s.get("ports")?.get(i)?.get("up")?.as_bool())
+                .unwrap_or(false);
+            if !up {
+                down.push(format!("{}:{}", sw.name, i + 1));
+            }
+        }
+    }
+    for n in &plan.nodes {
+        let log = fs::read_to_string(log_path(run_dir, &n.name)).unwrap_or_default();
+        let ready = log.contains("device ready");
+        let linked = n.link.is_none() || log.contains("link up");
+        if !ready || !linked {
+            down.push(n.name.clone());
+        }
+    }
+    down
+}
+
+fn wait_up(
+    plan: &Plan,
+    run_dir: &Path,
+    timeout: Duration,
+    running: &mut [Running],
+) -> Result<(), LaunchError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        for r in running.iter_mut() {
+            if let Ok(Some(status)) = r.child.try_wait() {
+                return Err(LaunchError::Exited {
+                    name: r.started.name.clone(),
+                    status: status.to_string(),
+                    log: log_tail(&r.started.log, 10),
+                });
+            }
+        }
+        let down = down_ports(plan, run_dir);
+        if down.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(LaunchError::Timeout {
+                timeout,
+                ports: down.join(", "),
+            });
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// True if `p` still runs the binary it was started as (a zombie counts as
+/// gone).
+pub fn is_ours(p: &Started) -> bool {
+    let proc_dir = PathBuf::from(format!("/proc/{}", p.pid));
+    let exe_ok = fs::read_link(proc_dir.join("exe"))
+        .ok()
+        .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|n| n == p.exe || n.starts_with(&format!("{} ", p.exe)));
+    let zombie = fs::read_to_string(proc_dir.join("stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    exe_ok && !zombie
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours;
+    // the PID was checked to still run our binary just before.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Sends SIGTERM to every process of `processes` that is still ours (last
+/// started first), waits up to `grace` for them, then SIGKILLs the rest.
+/// Returns the names of those that were running.
+pub fn stop_all(processes: &[Started], grace: Duration) -> Vec<String> {
+    let live: Vec<&Started> = processes.iter().rev().filter(|p| is_ours(p)).collect();
+    for p in &live {
+        signal(p.pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while live.iter().any(|p| is_ours(p)) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    for p in live.iter().filter(|p| is_ours(p)) {
+        tracing::warn!(name = %p.name, pid = p.pid, "did not stop on SIGTERM; killing it");
+        signal(p.pid, libc::SIGKILL);
+    }
+    live.iter().map(|p| p.name.clone()).collect()
+}
+
+/// Stops what `up` started in `run_dir` and removes the state file;
+/// returns the names of the processes that were running.
+pub fn down(run_dir: &Path) -> Result<Vec<String>, LaunchError> {
+    let Some(state) = State::load(run_dir).map_err(io_err("reading the state file"))? else {
+        return Ok(Vec::new());
+    };
+    let stopped = stop_all(&state.processes, Duration::from_secs(5));
+    State::remove(run_dir).map_err(io_err("removing the state file"))?;
+    Ok(stopped)
+}

@@ -1,0 +1,20 @@
+//! Fabrics from a topology file: device instances, switches and the links
+//! between them, brought up and down as processes by `ibtca-fabric`.
+//!
+//! - [`topology`]: the JSON file's types (serde).
+//! - [`plan`]: every check of a file (all before anything starts), socket
+//!   paths, and forwarding tables by BFS over the switch graph.
+//! - [`launch`]: start switches then devices, wait for every linked port,
+//!   stop them again; [`state`]: the run directory's record of processes.
+//! - [`qemu`]: each guest's QEMU command line.
+
+pub mod launch;
+pub mod plan;
+pub mod qemu;
+pub mod state;
+pub mod topology;
+
+pub use plan::{parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError};
+pub use topology::Topology;
+#[cfg(test)]
+mod plan_tests;

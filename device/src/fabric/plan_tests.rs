@@ -1,0 +1,193 @@
+//! Every way a topology file can be wrong is reported before anything
+//! starts; routes over two and three switches.
+
+use std::path::Path;
+
+use super::plan::{parse, plan, TopologyError};
+use super::topology::Topology;
+
+fn topo(json: &str) -> Topology {
+    parse(json).expect("valid JSON")
+}
+
+fn err(json: &str) -> TopologyError {
+    plan(&topo(json), Path::new("/tmp/r")).expect_err("an error")
+}
+
+const NODES: &str = r#""nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2}],
+    "switches": [{"name": "sw", "ports": 2}]"#;
+
+fn with_links(links: &str) -> String {
+    format!(r#"{{ {NODES}, "links": [{links}] }}"#)
+}
+
+#[test]
+fn unknown_node() {
+    let e = err(&with_links(
+        r#"{"a": "a", "b": "sw:1"}, {"a": "c", "b": "sw:2"}"#,
+    ));
+    assert_eq!(
+        e,
+        TopologyError::UnknownNode {
+            link: 1,
+            end: "c".into()
+        }
+    );
+    assert!(e.to_string().contains("`c` names no node"), "{e}");
+}
+
+#[test]
+fn duplicate_lid() {
+    let e = err(r#"{"nodes": [{"name": "a", "lid": 7}, {"name": "b", "lid": 7}]}"#);
+    assert_eq!(
+        e,
+        TopologyError::DuplicateLid {
+            lid: 7,
+            first: "a".into(),
+            second: "b".into()
+        }
+    );
+}
+
+#[test]
+fn duplicate_guid() {
+    let e = err(r#"{"nodes": [{"name": "a", "lid": 1, "guid": "0x10"},
+                               {"name": "b", "lid": 2, "guid": "10"}]}"#);
+    assert!(
+        matches!(e, TopologyError::DuplicateGuid { guid: 0x10, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn duplicate_name_and_bad_values() {
+    assert_eq!(
+        err(r#"{"nodes": [{"name": "a", "lid": 1}], "switches": [{"name": "a", "ports": 2}]}"#),
+        TopologyError::DuplicateName("a".into())
+    );
+    assert!(matches!(
+        err(r#"{"nodes": [{"name": "a", "lid": 0}]}"#),
+        TopologyError::BadLid { lid: 0, .. }
+    ));
+    assert!(matches!(
+        err(r#"{"nodes": [{"name": "a", "lid": 49152}]}"#),
+        TopologyError::BadLid { .. }
+    ));
+    assert!(matches!(
+        err(r#"{"nodes": [{"name": "a", "lid": 1, "guid": "xyz"}]}"#),
+        TopologyError::BadGuid { .. }
+    ));
+    assert!(matches!(
+        err(r#"{"switches": [{"name": "s", "ports": 0}]}"#),
+        TopologyError::SwitchPorts { ports: 0, .. }
+    ));
+    assert!(matches!(
+        parse(r#"{"nodes": [{"name": "a", "lid": 1, "colour": 1}]}"#),
+        Err(TopologyError::Syntax(_))
+    ));
+    assert!(matches!(parse("{"), Err(TopologyError::Syntax(_))));
+}
+
+#[test]
+fn a_port_used_twice() {
+    let e = err(&with_links(
+        r#"{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:1"}"#,
+    ));
+    assert_eq!(
+        e,
+        TopologyError::PortUsedTwice {
+            port: "sw:1".into(),
+            first: 0,
+            second: 1
+        }
+    );
+    // A node has one port too.
+    let e = err(&with_links(
+        r#"{"a": "a", "b": "sw:1"}, {"a": "a", "b": "sw:2"}"#,
+    ));
+    assert!(matches!(e, TopologyError::PortUsedTwice { .. }), "{e}");
+    // Both ends of one link.
+    let e = err(&with_links(r#"{"a": "sw:2", "b": "sw:2"}"#));
+    assert!(matches!(e, TopologyError::PortUsedTwice { .. }), "{e}");
+}
+
+#[test]
+fn a_link_to_nowhere() {
+    for end in ["", "sw", "sw:", "sw:x", ":1", "a:1"] {
+        let e = err(&with_links(&format!(r#"{{"a": "a", "b": "{end}"}}"#)));
+        assert!(
+            matches!(e, TopologyError::LinkToNowhere { link: 0, .. }),
+            "`{end}`: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_switch_port_out_of_range() {
+    let e = err(&with_links(r#"{"a": "a", "b": "sw:3"}"#));
+    assert_eq!(
+        e,
+        TopologyError::PortOutOfRange {
+            link: 0,
+            switch: "sw".into(),
+            port: 3,
+            ports: 2
+        }
+    );
+    let e = err(&with_links(r#"{"a": "a", "b": "sw:0"}"#));
+    assert!(matches!(e, TopologyError::PortOutOfRange { port: 0, .. }));
+}
+
+#[test]
+fn options_on_a_device_to_device_link_and_bad_rates() {
+    let e = err(&with_links(r#"{"a": "a", "b": "b", "capture": "x.pcap"}"#));
+    assert_eq!(e, TopologyError::OptionsNeedSwitch { link: 0 });
+    let e = err(&with_links(
+        r#"{"a": "a", "b": "sw:1", "faults": {"drop": 1001}}"#,
+    ));
+    assert_eq!(e, TopologyError::BadRate { link: 0 });
+}
+
+#[test]
+fn socket_paths_must_fit() {
+    let t = topo(r#"{"nodes": [{"name": "a", "lid": 1}]}"#);
+    let long = "/tmp/".to_owned() + &"x".repeat(120);
+    assert!(matches!(
+        plan(&t, Path::new(&long)),
+        Err(TopologyError::PathTooLong(_))
+    ));
+}
+
+#[test]
+fn routes_over_three_switches_in_a_line() {
+    let t = topo(
+        r#"{
+        "nodes": [{"name": "a", "lid": 10}, {"name": "b", "lid": 20}, {"name": "c", "lid": 30}],
+        "switches": [{"name": "s1", "ports": 2}, {"name": "s2", "ports": 3}, {"name": "s3", "ports": 2}],
+        "links": [
+            {"a": "a", "b": "s1:1"}, {"a": "s1:2", "b": "s2:1"},
+            {"a": "b", "b": "s2:3"}, {"a": "s2:2", "b": "s3:2"}, {"a": "c", "b": "s3:1"}
+        ]}"#,
+    );
+    let p = plan(&t, Path::new("/tmp/r")).unwrap();
+    assert_eq!(p.switches[0].routes, vec![(10, 1), (20, 2), (30, 2)]);
+    assert_eq!(p.switches[1].routes, vec![(10, 1), (20, 3), (30, 2)]);
+    assert_eq!(p.switches[2].routes, vec![(10, 2), (20, 2), (30, 1)]);
+    // Switches listen; devices connect to them.
+    let a = p.nodes[0].link.as_ref().unwrap().to_string();
+    assert!(a.starts_with("connect:/tmp/r/links/"), "{a}");
+}
+
+#[test]
+fn the_shipped_examples_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qemu-configs");
+    for f in [
+        "two-nodes.json",
+        "four-nodes-one-switch.json",
+        "two-switches-line.json",
+    ] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        let p = plan(&parse(&text).unwrap(), Path::new("/tmp/r"));
+        assert!(p.is_ok(), "{f}: {p:?}");
+    }
+}

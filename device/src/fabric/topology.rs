@@ -1,0 +1,136 @@
+//! The topology file: JSON naming device nodes, switches and the links
+//! between their ports, with per-link options.
+//!
+//! ```json
+//! {
+//!   "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2, "guid": "0x0002c90300000102" } ],
+//!   "switches": [ { "name": "sw0", "ports": 4 } ],
+//!   "links": [
+//!     { "a": "a", "b": "sw0:1", "capture": "sw0-p1.pcap" },
+//!     { "a": "b", "b": "sw0:2", "faults": { "drop": 10, "seed": 7 } }
+//!   ]
+//! }
+//! ```
+//!
+//! A link end is a node's name (a device has one port) or `SWITCH:PORT`
+//! (ports from 1). Relative paths (sockets, captures) are inside the run
+//! directory.
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Device instances.
+    #[serde(default)]
+    pub nodes: Vec<NodeSpec>,
+    /// Switches.
+    #[serde(default)]
+    pub switches: Vec<SwitchSpec>,
+    /// Links between ports.
+    #[serde(default)]
+    pub links: Vec<LinkSpec>,
+    /// Guest settings for the QEMU command lines.
+    #[serde(default)]
+    pub guest: GuestSpec,
+}
+
+/// One device instance (one port).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Unique name; also a link end.
+    pub name: String,
+    /// The port's LID (unicast: 1..=0xbfff).
+    pub lid: u16,
+    /// Port GUID, hex (default: derived from the LID as `ibtca-device` does).
+    #[serde(default)]
+    pub guid: Option<String>,
+    /// vfio-user socket (default `NAME.sock` in the run directory).
+    #[serde(default)]
+    pub socket: Option<String>,
+}
+
+/// One switch.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Unique name (among nodes and switches).
+    pub name: String,
+    /// Number of ports (1..=254).
+    pub ports: u16,
+    /// Node GUID, hex (default: derived from the switch's index).
+    #[serde(default)]
+    pub guid: Option<String>,
+}
+
+/// One link between two ports.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// One end: a node name or `SWITCH:PORT`.
+    pub a: String,
+    /// The other end.
+    pub b: String,
+    /// Faults injected where the link leaves a switch.
+    #[serde(default)]
+    pub faults: Option<FaultSpec>,
+    /// A pcap (ERF) capture of the link, taken at its switch end.
+    #[serde(default)]
+    pub capture: Option<String>,
+}
+
+/// Fault rates in per mille (10 = 1 %).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Drop.
+    #[serde(default)]
+    pub drop: u16,
+    /// Duplicate.
+    #[serde(default)]
+    pub duplicate: u16,
+    /// Swap with the next packet.
+    #[serde(default)]
+    pub reorder: u16,
+    /// Flip a byte (the next ICRC/VCRC check drops the packet).
+    #[serde(default)]
+    pub corrupt: u16,
+    /// Generator seed.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// Settings of the guests' QEMU command lines.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GuestSpec {
+    /// Guest RAM (QEMU size syntax).
+    #[serde(default = "default_mem")]
+    pub mem: String,
+    /// Kernel image (default: the bundled guest's, in the VM-stack cache).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Initramfs (default: the bundled guest's).
+    #[serde(default)]
+    pub initrd: Option<String>,
+    /// Extra kernel command line.
+    #[serde(default)]
+    pub append: String,
+}
+
+fn default_mem() -> String {
+    "1G".into()
+}
+
+impl Default for GuestSpec {
+    fn default() -> Self {
+        GuestSpec {
+            mem: default_mem(),
+            kernel: None,
+            initrd: None,
+            append: String::new(),
+        }
+    }
+}

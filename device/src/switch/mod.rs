@@ -1,0 +1,398 @@
+//! An IB switch with N ports, each a link (the same Unix-socket framing and
+//! `Hello` as a device's port), forwarding by DLID.
+//!
+//! - [`Lft`] (`lft.rs`): the linear forwarding table, from explicit routes
+//!   and from the `Hello` of each directly attached peer.
+//! - `forward.rs`: the per-packet work: input check (LRH, PktLen, VCRC,
+//!   ICRC), lookup, fresh VCRC for the next hop.
+//! - [`PortConfig`] and per-port state (`port.rs`), [`PortStats`]
+//!   (`stats.rs`): counters by port, drops by [`DropReason`].
+//! - [`Capture`] (`capture.rs`): pcap/ERF capture per port.
+//!
+//! # Threads
+//!
+//! Each port is a [`Link`]: its supervisor thread reads the peer's packets
+//! and calls the switch's sink, which checks, looks up and queues the packet
+//! on the output port's link ([`Link::send`] never blocks); that link's
+//! writer thread sends it. There is no switch-wide thread or lock on the
+//! data path besides the forwarding table's read lock and the read lock on
+//! the port list (taken for writing only to take a port down or up).
+//!
+//! Drops are counted, never propagated: unknown DLID and bad packets on the
+//! input port, full queue and link down on the output port.
+
+mod capture;
+mod forward;
+mod lft;
+mod port;
+pub mod spec;
+mod stats;
+
+use std::io;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
+
+pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
+pub use forward::{check, restamp_vcrc, set_vl};
+pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
+pub use port::PortConfig;
+pub use stats::{DropReason, PortStats};
+
+use port::PortSlot;
+
+/// What a switch is.
+#[derive(Debug, Clone)]
+pub struct SwitchConfig {
+    /// Name, for logs.
+    pub name: String,
+    /// Node GUID, sent in every port's `Hello`.
+    pub guid: u64,
+    /// The switch's own LID (port 0), sent in `Hello`; 0 for none. Peers
+    /// never learn a route from it (a switch is not a destination here).
+    pub lid: u16,
+    /// Ports 1..=N, in order.
+    pub ports: Vec<PortConfig>,
+    /// Explicit routes: (LID, port).
+    pub routes: Vec<(u16, u8)>,
+    /// Link tunables for every port.
+    pub link: LinkConfig,
+}
+
+/// Why a switch cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    /// No ports, or more than 254.
+    #[error("a switch needs 1 to 254 ports, not {0}")]
+    PortCount(usize),
+    /// A route names a port the switch does not have.
+    #[error("route for LID {lid} names port {port}, but the switch has ports 1..={ports}")]
+    RoutePort {
+        /// The route's LID.
+        lid: u16,
+        /// The port it names.
+        port: u8,
+        /// How many ports there are.
+        ports: usize,
+    },
+    /// A route for LID 0 or a multicast LID.
+    #[error("route for LID {0:#x}: only unicast LIDs 1..=0xbfff can be routed")]
+    RouteLid(u16),
+    /// A port number outside 1..=N.
+    #[error("no port {0}")]
+    NoPort(u8),
+    /// Opening a capture file or a port's socket failed.
+    #[error("port {port}: {source}")]
+    Io {
+        /// The port.
+        port: u8,
+        /// What failed.
+        source: io::Error,
+    },
+}
+
+/// State shared by the handle and every port's sink.
+struct Core {
+    name: String,
+    guid: u64,
+    lid: u16,
+    link_config: LinkConfig,
+    lft: Lft,
+    slots: Vec<PortSlot>,
+    /// The running links, index = port - 1; `None` while a port is down.
+    links: RwLock<Vec<Option<Link>>>,
+}
+
+/// A running switch. Stops (and joins every port's threads) on
+/// [`Switch::stop`] or drop.
+pub struct Switch {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Switch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switch")
+            .field("name", &self.core.name)
+            .field("ports", &self.core.slots.len())
+            .finish()
+    }
+}
+
+impl Switch {
+    /// Checks the configuration, opens capture files, sets the explicit
+    /// routes and starts every port's link (listen endpoints are bound
+    /// before this returns).
+    pub fn start(cfg: SwitchConfig) -> Result<Switch, SwitchError> {
+        let n = cfg.ports.len();
+        if n == 0 || n > 254 {
+            return Err(SwitchError::PortCount(n));
+        }
+        let lft = Lft::new();
+        for &(lid, port) in &cfg.routes {
+            if lid == 0 || lid > MAX_UNICAST_LID {
+                return Err(SwitchError::RouteLid(lid));
+            }
+            if port == 0 || usize::from(port) > n {
+                return Err(SwitchError::RoutePort {
+                    lid,
+                    port,
+                    ports: n,
+                });
+            }
+            lft.set_static(lid, port);
+        }
+        let mut slots = Vec::with_capacity(n);
+        for (i, pc) in cfg.ports.into_iter().enumerate() {
+            let capture = match &pc.capture {
+                Some(path) => Some(Capture::create(path).map_err(|source| SwitchError::Io {
+                    port: port_number(i),
+                    source,
+                })?),
+                None => None,
+            };
+            slots.push(PortSlot::new(pc, capture));
+        }
+        let core = Arc::new(Core {
+            name: cfg.name,
+            guid: cfg.guid,
+            lid: cfg.lid,
+            link_config: cfg.link,
+            lft,
+            slots,
+            links: RwLock::new((0..n).map(|_| None).collect()),
+        });
+        let switch = Switch { core };
+        for i in 0..n {
+            switch.port_up(port_number(i))?;
+        }
+        tracing::info!(name = %switch.core.name, ports = n, "switch started");
+        Ok(switch)
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.core.slots.len()
+    }
+
+    /// The forwarding table.
+    pub fn lft(&self) -> &Lft {
+        &self.core.lft
+    }
+
+    /// Counters of `port` (1-based); `None` if there is no such port.
+    pub fn port_stats(&self, port: u8) -> Option<PortStats> {
+        self.core.slot(port).map(PortSlot::stats)
+    }
+
+    /// Counters of every port, port 1 first.
+    pub fn all_stats(&self) -> Vec<PortStats> {
+        self.core.slots.iter().map(PortSlot::stats).collect()
+    }
+
+    /// The link counters of `port`, while its link runs.
+    pub fn link_stats(&self, port: u8) -> Option<LinkStats> {
+        let links = self.core.links();
+        links
+            .get(usize::from(port).checked_sub(1)?)?
+            .as_ref()
+            .map(Link::stats)
+    }
+
+    /// True while `port`'s link is up (its peer's `Hello` came).
+    pub fn is_port_up(&self, port: u8) -> bool {
+        self.core.slot(port).is_some_and(PortSlot::is_up)
+    }
+
+    /// The peer last seen on `port`.
+    pub fn peer(&self, port: u8) -> Option<LocalPort> {
+        self.core.slot(port).and_then(PortSlot::peer)
+    }
+
+    /// Replaces the fault plan of what `port` sends.
+    pub fn set_faults(&self, port: u8, plan: FaultPlan) -> Result<(), SwitchError> {
+        let links = self.core.links();
+        let link = usize::from(port)
+            .checked_sub(1)
+            .and_then(|i| links.get(i))
+            .ok_or(SwitchError::NoPort(port))?;
+        if let Some(link) = link {
+            link.set_faults(plan);
+        }
+        Ok(())
+    }
+
+    /// Takes `port`'s link down: the connection is cut (the peer sees its
+    /// link go down) and, on a listen endpoint, the socket file removed.
+    /// Packets routed to the port are dropped as "link down".
+    pub fn port_down(&self, port: u8) -> Result<(), SwitchError> {
+        self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
+        let link = self
+            .core
+            .links_mut()
+            .get_mut(usize::from(port) - 1)
+            .and_then(Option::take);
+        if let Some(link) = link {
+            // Outside the lock: stopping joins the port's reader, which may
+            // be waiting for the read lock in the sink.
+            link.stop();
+            tracing::info!(name = %self.core.name, port, "port taken down");
+        }
+        Ok(())
+    }
+
+    /// Starts `port`'s link again (a no-op if it runs).
+    pub fn port_up(&self, port: u8) -> Result<(), SwitchError> {
+        let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
+        let index = usize::from(port) - 1;
+        if self.core.links().get(index).is_some_and(Option::is_some) {
+            return Ok(());
+        }
+        let local = LocalPort {
+            node_guid: self.core.guid,
+            port,
+            lid: self.core.lid,
+        };
+        let core = Arc::clone(&self.core);
+        let link = Link::start_with(
+            slot.config.endpoint.clone(),
+            local,
+            self.core.link_config.clone(),
+            move |ev| core.on_event(port, ev),
+        )
+        .map_err(|source| SwitchError::Io { port, source })?;
+        if !slot.config.faults.is_empty() {
+            link.set_faults(slot.config.faults.clone());
+        }
+        if let Some(s) = self.core.links_mut().get_mut(index) {
+            *s = Some(link);
+        }
+        Ok(())
+    }
+
+    /// One log line per port with its counters.
+    pub fn log_stats(&self) {
+        for (i, s) in self.all_stats().iter().enumerate() {
+            let port = port_number(i);
+            tracing::info!(
+                switch = %self.core.name,
+                port,
+                up = self.is_port_up(port),
+                rx = s.rx_packets,
+                rx_bytes = s.rx_bytes,
+                tx = s.tx_packets,
+                tx_bytes = s.tx_bytes,
+                unknown_lid = s.drop_unknown_lid,
+                crc_errors = s.drop_crc_error,
+                malformed = s.drop_malformed,
+                queue_full = s.drop_queue_full,
+                link_down = s.drop_link_down,
+                "port counters"
+            );
+        }
+    }
+
+    /// Stops every port and joins their threads.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        let links: Vec<Link> = self.core.links_mut().drain(..).flatten().collect();
+        for link in links {
+            link.stop();
+        }
+        tracing::info!(name = %self.core.name, "switch stopped");
+    }
+}
+
+fn port_number(index: usize) -> u8 {
+    u8::try_from(index + 1).unwrap_or(u8::MAX)
+}
+
+impl Core {
+    fn slot(&self, port: u8) -> Option<&PortSlot> {
+        self.slots.get(usize::from(port).checked_sub(1)?)
+    }
+
+    fn links(&self) -> RwLockReadGuard<'_, Vec<Option<Link>>> {
+        self.links.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn links_mut(&self) -> RwLockWriteGuard<'_, Vec<Option<Link>>> {
+        self.links.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sink of `port`'s link, on that link's reader thread.
+    fn on_event(&self, port: u8, ev: LinkEvent) {
+        let Some(slot) = self.slot(port) else {
+            return;
+        };
+        match ev {
+            LinkEvent::Packet(packet) => self.forward(port, slot, packet),
+            LinkEvent::Up { peer } => {
+                slot.set_up(Some(peer));
+                if self.lft.learn(peer.lid, port) {
+                    tracing::info!(switch = %self.name, port, lid = peer.lid, "route learned");
+                }
+                tracing::info!(
+                    switch = %self.name,
+                    port,
+                    peer_guid = format_args!("{:#018x}", peer.node_guid),
+                    peer_lid = peer.lid,
+                    "port up"
+                );
+            }
+            LinkEvent::Down { reason } => {
+                slot.set_up(None);
+                tracing::info!(switch = %self.name, port, %reason, "port down");
+            }
+        }
+    }
+
+    fn forward(&self, in_port: u8, in_slot: &PortSlot, mut packet: Vec<u8>) {
+        in_slot.counters.rx(packet.len());
+        if let Some(c) = &in_slot.capture {
+            c.record(Direction::Rx, &packet);
+        }
+        let dlid = match forward::check(&packet) {
+            Ok(dlid) => dlid,
+            Err(reason) => {
+                tracing::debug!(switch = %self.name, port = in_port, ?reason, "packet dropped on input");
+                in_slot.counters.dropped(reason);
+                return;
+            }
+        };
+        let Some(out_port) = self.lft.lookup(dlid) else {
+            tracing::debug!(switch = %self.name, port = in_port, dlid, "no route; packet dropped");
+            in_slot.counters.dropped(DropReason::UnknownLid);
+            return;
+        };
+        let Some(out_slot) = self.slot(out_port) else {
+            in_slot.counters.dropped(DropReason::LinkDown);
+            return;
+        };
+        forward::restamp_vcrc(&mut packet);
+        let len = packet.len();
+        let captured = out_slot.capture.as_ref().map(|_| packet.clone());
+        let links = self.links();
+        let result = match links.get(usize::from(out_port) - 1) {
+            Some(Some(link)) => link.send(packet),
+            _ => Err(LinkError::Down),
+        };
+        drop(links);
+        match result {
+            Ok(()) => {
+                out_slot.counters.tx(len);
+                if let (Some(c), Some(p)) = (&out_slot.capture, captured) {
+                    c.record(Direction::Tx, &p);
+                }
+            }
+            Err(LinkError::QueueFull) => out_slot.counters.dropped(DropReason::QueueFull),
+            Err(LinkError::Down | LinkError::TooLarge { .. }) => {
+                out_slot.counters.dropped(DropReason::LinkDown)
+            }
+        }
+    }
+}

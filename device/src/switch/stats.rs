@@ -1,0 +1,125 @@
+//! Per-port switch counters: atomics updated by the forwarding threads,
+//! read as a [`PortStats`] snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why the switch dropped a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// No forwarding entry for the DLID (counted on the input port).
+    UnknownLid,
+    /// ICRC or VCRC mismatch (counted on the input port).
+    CrcError,
+    /// Not a well-formed IB packet: bad LRH, PktLen or headers (input port).
+    Malformed,
+    /// The output port's send queue was full (output port).
+    QueueFull,
+    /// The output port's link was down, or the port does not exist (output
+    /// port, or input port when the route names no port).
+    LinkDown,
+}
+
+/// A snapshot of one port's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets received on the port.
+    pub rx_packets: u64,
+    /// Bytes of those packets.
+    pub rx_bytes: u64,
+    /// Packets queued for sending on the port.
+    pub tx_packets: u64,
+    /// Bytes of those packets.
+    pub tx_bytes: u64,
+    /// Received packets whose DLID has no forwarding entry.
+    pub drop_unknown_lid: u64,
+    /// Received packets with a bad ICRC or VCRC.
+    pub drop_crc_error: u64,
+    /// Received packets that are not well-formed IB packets.
+    pub drop_malformed: u64,
+    /// Packets for this port dropped because its send queue was full.
+    pub drop_queue_full: u64,
+    /// Packets for this port dropped because its link was down.
+    pub drop_link_down: u64,
+    /// Times the port's link came up.
+    pub link_ups: u64,
+    /// Times the port's link went down.
+    pub link_downs: u64,
+}
+
+impl PortStats {
+    /// Every drop on this port, whatever the reason.
+    pub fn drops(&self) -> u64 {
+        self.drop_unknown_lid
+            + self.drop_crc_error
+            + self.drop_malformed
+            + self.drop_queue_full
+            + self.drop_link_down
+    }
+}
+
+/// The live counters behind [`PortStats`].
+#[derive(Debug, Default)]
+pub(super) struct PortCounters {
+    rx_packets: AtomicU64,
+    rx_bytes: AtomicU64,
+    tx_packets: AtomicU64,
+    tx_bytes: AtomicU64,
+    drop_unknown_lid: AtomicU64,
+    drop_crc_error: AtomicU64,
+    drop_malformed: AtomicU64,
+    drop_queue_full: AtomicU64,
+    drop_link_down: AtomicU64,
+    link_ups: AtomicU64,
+    link_downs: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    // Relaxed: counters order nothing.
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+impl PortCounters {
+    pub fn rx(&self, bytes: usize) {
+        add(&self.rx_packets, 1);
+        add(&self.rx_bytes, bytes as u64);
+    }
+
+    pub fn tx(&self, bytes: usize) {
+        add(&self.tx_packets, 1);
+        add(&self.tx_bytes, bytes as u64);
+    }
+
+    pub fn dropped(&self, reason: DropReason) {
+        add(
+            match reason {
+                DropReason::UnknownLid => &self.drop_unknown_lid,
+                DropReason::CrcError => &self.drop_crc_error,
+                DropReason::Malformed => &self.drop_malformed,
+                DropReason::QueueFull => &self.drop_queue_full,
+                DropReason::LinkDown => &self.drop_link_down,
+            },
+            1,
+        );
+    }
+
+    pub fn link_changed(&self, up: bool) {
+        add(if up { &self.link_ups } else { &self.link_downs }, 1);
+    }
+
+    pub fn snapshot(&self) -> PortStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PortStats {
+            rx_packets: get(&self.rx_packets),
+            rx_bytes: get(&self.rx_bytes),
+            tx_packets: get(&self.tx_packets),
+            tx_bytes: get(&self.tx_bytes),
+            drop_unknown_lid: get(&self.drop_unknown_lid),
+            drop_crc_error: get(&self.drop_crc_error),
+            drop_malformed: get(&self.drop_malformed),
+            drop_queue_full: get(&self.drop_queue_full),
+            drop_link_down: get(&self.drop_link_down),
+            link_ups: get(&self.link_ups),
+            link_downs: get(&self.link_downs),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! `ibtca-fabric` end to end, without VMs: a bad topology starts nothing;
+//! `up` brings a shipped topology's switch and devices up as processes,
+//! simulated guests do RDMA across the switch, tshark decodes the switch
+//! port's capture, and `down` stops every process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use ibtca_device::fabric::state::State;
+use ibtca_device::verbs::abi::*;
+use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
+use ibtca_tests::{workspace_bin, TempDir};
+
+const T: Duration = Duration::from_secs(20);
+
+fn fabric(args: &[&str]) -> Output {
+    Command::new(workspace_bin("ibtca-fabric"))
+        .args(args)
+        .output()
+        .expect("run ibtca-fabric")
+}
+
+fn config(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../qemu-configs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Runs `down` for a run directory when dropped, whatever happened.
+struct Down(PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = fabric(&["down", "--run-dir", &self.0.display().to_string()]);
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty()
+        && !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+}
+
+#[test]
+fn a_bad_topology_starts_nothing() {
+    let dir = TempDir::new("fab-bad");
+    let file = dir.join("bad.json");
+    std::fs::write(
+        &file,
+        r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 1}]}"#,
+    )
+    .unwrap();
+    let run = dir.join("run");
+    let out = fabric(&[
+        "up",
+        &file.display().to_string(),
+        "--run-dir",
+        &run.display().to_string(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("LID 1 is given to both `a` and `b`"), "{err}");
+    assert!(!run.exists(), "nothing was created, let alone started");
+    let out = fabric(&["check", &file.display().to_string()]);
+    assert!(!out.status.success());
+}
+
+/// Decodes `pcap` with tshark: one line of fields per packet.
+fn tshark(pcap: &Path) -> Vec<Vec<String>> {
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            &pcap.display().to_string(),
+            "--disable-protocol",
+            "rpcordma",
+        ])
+        .args(["-T", "fields", "-E", "separator=/t"])
+        .args(["-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
+        .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.reth.r_key"])
+        .args([
+            "-e",
+            "infiniband.aeth.syndrome",
+            "-e",
+            "infiniband.lrh.dlid",
+        ])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "tshark is needed to decode captures (apt-get install tshark; \
+                 scripts/setup-vm-stack.sh installs it): {e}"
+            )
+        });
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
+fn num(s: &str) -> u64 {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).unwrap(),
+        None => s.parse().unwrap_or_else(|_| panic!("not a number: `{s}`")),
+    }
+}
+
+#[test]
+fn up_rdma_across_the_switch_capture_and_down() {
+    let dir = TempDir::new("fab-up");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&[
+        "up",
+        &config("four-nodes-one-switch.json"),
+        "--run-dir",
+        &run_s,
+    ]);
+    assert!(
+        out.status.success(),
+        "up failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = State::load(&run).unwrap().expect("a state file");
+    assert_eq!(state.processes.len(), 5, "one switch, four devices");
+    assert!(state.processes.iter().all(|p| alive(p.pid)));
+    let again = fabric(&[
+        "up",
+        &config("four-nodes-one-switch.json"),
+        "--run-dir",
+        &run_s,
+    ]);
+    assert!(!again.status.success(), "a second `up` is refused");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a running fabric"));
+
+    let script = std::fs::read_to_string(run.join("n1.qemu.sh")).unwrap();
+    assert!(
+        script.contains(&format!(
+            r#"{{"driver":"vfio-user-pci","id":"tca0","socket":{{"type":"unix","path":"{}"}}}}"#,
+            run.join("n1.sock").display()
+        )),
+        "{script}"
+    );
+    assert!(script.contains("memory-backend-memfd,id=mem,size=1G,share=on"));
+
+    // n1 (LID 1) and n3 (LID 3): an RDMA WRITE and a SEND across sw0.
+    let mut a = SimGuest::new(&run.join("n1.sock"), 4 << 20);
+    let mut b = SimGuest::new(&run.join("n3.sock"), 4 << 20);
+    let mut objs = Vec::new();
+    for g in [&mut a, &mut b] {
+        let pd = g.create_pd();
+        let buf = g.alloc(1 << 20, 4096);
+        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
+        let cq = g.create_cq(6);
+        let qp = g.create_qp(pd, &cq, &cq, 4);
+        objs.push((buf, lkey, rkey, cq, qp));
+    }
+    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
+    let (bbuf, blkey, brkey, mut bcq, mut bqp) = objs[1];
+    a.connect(&aqp, 3, bqp.qpn, MTU_4096, ALL_ACCESS);
+    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    a.write(abuf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, abuf, 3000, alkey),
+        bbuf + 64,
+        brkey,
+    );
+    a.post_send(&mut aqp, &w);
+    let c = a.poll_cq(&mut acq, T).expect("write completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    assert_eq!(b.read(bbuf + 64, 3000), data);
+    b.post_recv(&mut bqp, &recv_wqe(5, bbuf + 8192, 4096, blkey));
+    a.post_send(&mut aqp, &send_wqe(WR_SEND, 2, abuf, 100, alkey));
+    assert_eq!(a.poll_cq(&mut acq, T).expect("send").status, WC_SUCCESS);
+    assert_eq!(b.poll_cq(&mut bcq, T).expect("recv").status, WC_SUCCESS);
+    assert_eq!(b.read(bbuf + 8192, 100), data[..100]);
+
+    // The capture of sw0 port 1 (n1's link), decoded by tshark.
+    let rows = tshark(&run.join("sw0-p1.pcap"));
+    let write = rows
+        .iter()
+        .find(|r| num(&r[0]) == 0x0a)
+        .unwrap_or_else(|| panic!("an RDMA WRITE Only in {rows:?}"));
+    assert_eq!(num(&write[1]), 100, "first PSN");
+    assert_eq!(num(&write[2]), u64::from(bqp.qpn), "destination QP");
+    assert_eq!(num(&write[3]), u64::from(brkey), "R_Key");
+    assert_eq!(num(&write[5]), 3, "DLID");
+    let send = rows
+        .iter()
+        .find(|r| num(&r[0]) == 0x04)
+        .unwrap_or_else(|| panic!("a SEND Only in {rows:?}"));
+    assert_eq!(num(&send[1]), 101);
+    let acks: Vec<_> = rows.iter().filter(|r| num(&r[0]) == 0x11).collect();
+    assert!(!acks.is_empty(), "ACKs from n3: {rows:?}");
+    for ack in &acks {
+        assert_eq!(num(&ack[2]), u64::from(aqp.qpn));
+        assert_eq!(num(&ack[4]), 0x1f, "ACK syndrome (credits unlimited)");
+        assert_eq!(num(&ack[5]), 1);
+    }
+    drop(a);
+    drop(b);
+
+    let out = fabric(&["down", "--run-dir", &run_s]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stopped"));
+    for p in &state.processes {
+        assert!(!alive(p.pid), "{} ({}) still runs", p.name, p.pid);
+    }
+    assert!(State::load(&run).unwrap().is_none(), "state file removed");
+    let log = std::fs::read_to_string(run.join("sw0.log")).unwrap();
+    assert!(log.contains("port counters"), "counters logged at exit");
+}

@@ -1,5 +1,6 @@
-//! DRDMA (seed 000) between two linked device instances driven through
-//! vfio-user by simulated guests: guest stores into a window range become an
+//! DRDMA (seed 000) between device instances (two back to back, or three on
+//! a switch), each driven through vfio-user by a simulated guest: guest
+//! stores into a window range become an
 //! RDMA WRITE into the other guest's memory; RDMA READ responses become
 //! loads from a range. ARR bits, PMB mapping, packet counts and every refusal
 //! are checked through the registers the driver reads.
@@ -508,4 +509,96 @@ fn mask_registers_submit_and_commit_many_ranges() {
         same(&got, &datas[i], &format!("range {arr}"));
     }
     assert_eq!(arr_bits(&mut p.a.g, 20), B | BUSY, "READ range untouched");
+}
+
+/// Seed T5 across a switch: all 32 ranges of node A in flight at once, 16 to
+/// node B and 16 to node C at the same (overlapping) remote addresses; then
+/// every range is reused for the other node, for READs; no cross-talk.
+#[test]
+fn all_32_ranges_to_two_remote_nodes_through_a_switch() {
+    use ibtca_tests::fabric::{Fabric, FabricOptions};
+    let mut f = Fabric::star(
+        3,
+        FabricOptions {
+            qp_log: 7,
+            mtu: MTU_2048,
+            ..Default::default()
+        },
+    );
+    let (lid_b, lid_c) = (f.nodes[1].lid, f.nodes[2].lid);
+    let (rkey_b, buf_b) = (f.nodes[1].rkey, f.nodes[1].buf);
+    let (rkey_c, buf_c) = (f.nodes[2].rkey, f.nodes[2].buf);
+    assert_eq!(buf_b, buf_c, "the remote address spaces overlap");
+    // Ranges 0..16 go to B, 16..32 to C; range n writes remote offset
+    // (n % 16) * 4 KiB, so B and C see the same addresses.
+    let data = |arr: u32, node: u8| pattern(4096, (arr as u8) ^ (node << 6));
+    let a = &mut f.nodes[0];
+    let mut qp_b = a.qps[&lid_b];
+    let mut qp_c = a.qps[&lid_c];
+    for arr in 0..32u32 {
+        submit(&mut a.g, arr, true, 4096, None);
+        let raddr = buf_b + 4096 * u64::from(arr % 16);
+        let (qp, rkey) = if arr < 16 {
+            (&mut qp_b, rkey_b)
+        } else {
+            (&mut qp_c, rkey_c)
+        };
+        let w = direct_wqe(WR_DRDMA_WRITE, u64::from(arr), arr, 4096, raddr, rkey);
+        a.g.post_send(qp, &w);
+    }
+    // Interleaved 512-byte bursts over all ranges.
+    for chunk in 0..8 {
+        for arr in 0..32u32 {
+            let node = if arr < 16 { 1 } else { 2 };
+            let off = chunk * 512;
+            store_burst(&mut a.g, arr, off as u64, &data(arr, node)[off..off + 512]);
+        }
+    }
+    for _ in 0..32 {
+        let c = a.g.poll_cq(&mut a.cq, T).expect("completion");
+        assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_WRITE));
+    }
+    for (node, first) in [(1usize, 0u32), (2, 16)] {
+        for arr in first..first + 16 {
+            let got = f.nodes[node]
+                .g
+                .read(buf_b + 4096 * u64::from(arr % 16), 4096);
+            same(
+                &got,
+                &data(arr, node as u8),
+                &format!("node {node} range {arr}"),
+            );
+        }
+    }
+    // Reuse: each range now READs back what the other node holds.
+    let a = &mut f.nodes[0];
+    for arr in 0..32u32 {
+        submit(&mut a.g, arr, false, 4096, None);
+        let raddr = buf_b + 4096 * u64::from(arr % 16);
+        let (qp, rkey) = if arr < 16 {
+            (&mut qp_c, rkey_c)
+        } else {
+            (&mut qp_b, rkey_b)
+        };
+        let w = direct_wqe(WR_DRDMA_READ, 100 + u64::from(arr), arr, 4096, raddr, rkey);
+        a.g.post_send(qp, &w);
+    }
+    for arr in 0..32u32 {
+        let got = load(&mut a.g, arr, 0, 4096);
+        // Range n < 16 reads C's copy of range n + 16, and vice versa.
+        let (src, node) = if arr < 16 {
+            (arr + 16, 2)
+        } else {
+            (arr - 16, 1)
+        };
+        same(&got, &data(src, node), &format!("read range {arr}"));
+    }
+    for _ in 0..32 {
+        let c = a.g.poll_cq(&mut a.cq, T).expect("read completion");
+        assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+    }
+    for arr in 0..32u32 {
+        assert_eq!(arr_bits(&mut a.g, arr), 0, "range {arr} free");
+    }
+    assert_eq!(errors(&mut a.g).0, 0);
 }

@@ -50,6 +50,12 @@
 #define IBTCA_REG_PORT_GUID_LO             0x054
 /* Port GUID, high 32 bits. (RO) */
 #define IBTCA_REG_PORT_GUID_HI             0x058
+/* MSI-X vector of asynchronous events (port state changes); reset: 0. (RW) */
+#define IBTCA_REG_EVENT_VECTOR             0x060
+/* Pending asynchronous event causes (IBTCA_EVENT_*); write 1s to clear. (RW) */
+#define IBTCA_REG_EVENT_CAUSE              0x064
+/* Count of port state changes since the device started. (RO) */
+#define IBTCA_REG_PORT_EVENTS              0x068
 /* Command queue: guest-physical base, low 32 bits. (RW) */
 #define IBTCA_REG_CMDQ_BASE_LO             0x080
 /* Command queue: guest-physical base, high 32 bits. (RW) */
@@ -135,6 +141,8 @@
 #define IBTCA_PORT_ARMED                   0x3
 /* PORT_STATE: port active. */
 #define IBTCA_PORT_ACTIVE                  0x4
+/* EVENT_CAUSE: the port state changed (read PORT_STATE). */
+#define IBTCA_EVENT_PORT_CHANGE            0x1
 /* STATUS: the device is ready. */
 #define IBTCA_STATUS_READY                 0x1
 /* STATUS: guest memory is mapped (at least one DMA region). */

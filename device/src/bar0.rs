@@ -96,6 +96,9 @@ pub fn fnv1a32(data: &[u8]) -> u32 {
 impl Bar0 {
     /// Power-on register state of a device with this port.
     pub fn new(port: PortIdentity) -> Self {
+        // Event routing is register state: a reset returns it to power-on.
+        port.state.set_vector(0);
+        port.state.clear_cause(u32::MAX);
         Bar0 {
             port,
             ..Default::default()
@@ -147,6 +150,9 @@ impl Bar0 {
             regs::PORT_LID => u32::from(self.port.lid),
             regs::PORT_GUID_LO => self.port.guid as u32,
             regs::PORT_GUID_HI => (self.port.guid >> 32) as u32,
+            regs::EVENT_VECTOR => self.port.state.vector(),
+            regs::EVENT_CAUSE => self.port.state.cause(),
+            regs::PORT_EVENTS => self.port.state.events(),
             regs::CMDQ_BASE_LO => self.cmdq_base as u32,
             regs::CMDQ_BASE_HI => (self.cmdq_base >> 32) as u32,
             regs::CMDQ_LOG_SIZE => self.cmdq_log_size,
@@ -248,6 +254,8 @@ impl Bar0 {
             }
             regs::CMDQ_DB => return WriteEffect::Engine(EngineEvent::CmdqDoorbell(v)),
             regs::SCRATCH => self.scratch = v,
+            regs::EVENT_VECTOR if v < ctx.msix.vectors() => self.port.state.set_vector(v),
+            regs::EVENT_CAUSE => self.port.state.clear_cause(v),
             regs::IRQ_TEST => match ctx.msix.trigger(v) {
                 Ok(d) => {
                     self.irq_test_count = self.irq_test_count.wrapping_add(1);

@@ -101,6 +101,12 @@ registers! {
     PORT_GUID_LO = 0x054, "RO";
     /// Port GUID, high 32 bits.
     PORT_GUID_HI = 0x058, "RO";
+    /// MSI-X vector of asynchronous events (port state changes); reset: 0.
+    EVENT_VECTOR = 0x060, "RW";
+    /// Pending asynchronous event causes (IBTCA_EVENT_*); write 1s to clear.
+    EVENT_CAUSE = 0x064, "RW";
+    /// Count of port state changes since the device started.
+    PORT_EVENTS = 0x068, "RO";
     /// Command queue: guest-physical base, low 32 bits.
     CMDQ_BASE_LO = 0x080, "RW";
     /// Command queue: guest-physical base, high 32 bits.
@@ -189,6 +195,8 @@ values! {
     PORT_ARMED: u32 = 3;
     /// PORT_STATE: port active.
     PORT_ACTIVE: u32 = 4;
+    /// EVENT_CAUSE: the port state changed (read PORT_STATE).
+    EVENT_PORT_CHANGE: u32 = 1 << 0;
     /// STATUS: the device is ready.
     STATUS_READY: u32 = 1 << 0;
     /// STATUS: guest memory is mapped (at least one DMA region).

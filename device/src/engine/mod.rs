@@ -61,23 +61,66 @@ pub enum EngineEvent {
     Stop,
 }
 
-/// Port state shared with BAR0 (PORT_STATE reads it).
+/// Port state and asynchronous events, shared with BAR0 (PORT_STATE,
+/// EVENT_VECTOR, EVENT_CAUSE, PORT_EVENTS).
 #[derive(Debug)]
-pub struct PortState(AtomicU32);
+pub struct PortState {
+    state: AtomicU32,
+    events: AtomicU32,
+    cause: AtomicU32,
+    vector: AtomicU32,
+}
 
 impl PortState {
     /// A port in `state` (IBTCA_PORT_*).
     pub fn new(state: u32) -> Arc<Self> {
-        Arc::new(PortState(AtomicU32::new(state)))
+        Arc::new(PortState {
+            state: AtomicU32::new(state),
+            events: AtomicU32::new(0),
+            cause: AtomicU32::new(0),
+            vector: AtomicU32::new(0),
+        })
     }
 
     /// Current IBTCA_PORT_* state.
     pub fn get(&self) -> u32 {
-        self.0.load(Ordering::Relaxed)
+        self.state.load(Ordering::Relaxed)
     }
 
-    fn set(&self, s: u32) {
-        self.0.store(s, Ordering::Relaxed);
+    /// Port state changes so far.
+    pub fn events(&self) -> u32 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Pending IBTCA_EVENT_* causes.
+    pub fn cause(&self) -> u32 {
+        self.cause.load(Ordering::Acquire)
+    }
+
+    /// Clears the causes set in `bits` (EVENT_CAUSE is write-1-to-clear).
+    pub fn clear_cause(&self, bits: u32) {
+        self.cause.fetch_and(!bits, Ordering::AcqRel);
+    }
+
+    /// The MSI-X vector of asynchronous events.
+    pub fn vector(&self) -> u32 {
+        self.vector.load(Ordering::Relaxed)
+    }
+
+    /// Sets the vector (EVENT_VECTOR).
+    pub fn set_vector(&self, v: u32) {
+        self.vector.store(v, Ordering::Relaxed);
+    }
+
+    /// Moves the port to `s`; true if that is a change (an event).
+    fn set(&self, s: u32) -> bool {
+        if self.state.swap(s, Ordering::AcqRel) == s {
+            return false;
+        }
+        self.events.fetch_add(1, Ordering::Relaxed);
+        self.cause
+            .fetch_or(regs::EVENT_PORT_CHANGE, Ordering::AcqRel);
+        true
     }
 }
 
@@ -199,14 +242,26 @@ impl Engine {
                     peer_guid = format!("{:#x}", peer.node_guid),
                     "link up"
                 );
-                self.port_state.set(regs::PORT_ACTIVE);
+                self.port_changed(regs::PORT_ACTIVE);
             }
             EngineEvent::Link(LinkEvent::Down { reason }) => {
                 tracing::info!(%reason, "link down");
-                self.port_state.set(regs::PORT_DOWN);
+                self.port_changed(regs::PORT_DOWN);
             }
             EngineEvent::Reset => self.reset(),
             EngineEvent::Stop => {}
+        }
+    }
+
+    /// Moves the port to `state` and, if that changed it, raises the
+    /// asynchronous event vector (the driver reads EVENT_CAUSE and
+    /// PORT_STATE).
+    fn port_changed(&mut self, state: u32) {
+        if self.port_state.set(state) {
+            let v = self.port_state.vector();
+            if let Err(e) = self.msix.trigger(v) {
+                tracing::warn!(vector = v, error = %e, "port event interrupt");
+            }
         }
     }
 

@@ -31,6 +31,10 @@
  * buffer.
  *
  * Every check prints "IBTCA-DRDMA <check> PASS|FAIL <detail>".
+ *
+ *   ibtca-tool [-d DEV] drdma-bench --role server|client --peer-lid N
+ *
+ * measures DRDMA bandwidth next to memcpy (see dr_bench_server()).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -782,7 +786,199 @@ static void dr_client(struct dr *d)
 	dcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");
 }
 
-int cmd_drdma(int argc, char **argv)
+/*
+ * ---- drdma-bench: DRDMA WRITE bandwidth next to memcpy ----
+ *
+ * The server (TCA side) measures, for DR_BENCH_SECS each: memcpy() of 4 KiB
+ * in its own memory; DRDMA WRITEs of 4 KiB into the client's buffer,
+ * DR_BENCH_DEPTH ranges at a time (submit and post them all, fill them
+ * all, take the completions), with each fill pattern (the store rate alone
+ * is the time inside the fills); an ordinary RDMA WRITE of 4 KiB from
+ * memory with as many outstanding; and (trapped window) DRDMA READs of
+ * 4 KiB drained with memcpy_fromio. In a mapped window the fills commit
+ * their byte count through DRDMA_COMMIT. Lines:
+ *   IBTCA-DRDMA-PERF <test> MBps=<end to end> store_MBps=<fills> ...
+ */
+#define DR_BENCH_SECS	2.0
+#define DR_BENCH_DEPTH	32U
+
+static void dr_perf(const char *test, double bytes, double secs,
+		    double store_ns, uint32_t n)
+{
+	printf("IBTCA-DRDMA-PERF %s MBps=%.2f store_MBps=%.2f size=%u iters=%u\n",
+	       test, bytes / secs / 1e6,
+	       store_ns > 0 ? bytes / (store_ns / 1e9) / 1e6 : 0.0, DR_LEN, n);
+	fflush(stdout);
+}
+
+static int dr_bench_memcpy(struct dr *d)
+{
+	double t0 = now_s(), t;
+	uint32_t n = 0, i;
+
+	vb_pattern(d->src, DR_LEN, 1);
+	do {
+		for (i = 0; i < 256; i++, n++) {
+			memcpy(d->dst, d->src, DR_LEN);
+			/* Keep the copy: the compiler may not drop it. */
+			__asm__ __volatile__("" : : "r"(d->dst) : "memory");
+			d->src[i & (DR_LEN - 1)] ^= 1;
+		}
+		t = now_s() - t0;
+	} while (t < DR_BENCH_SECS);
+	dr_perf("memcpy", (double)n * DR_LEN, t, t * 1e9, n);
+	return 0;
+}
+
+/* One batch of DRDMA WRITEs (@write) or READs of every range up to @depth. */
+static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
+			  uint32_t pattern, uint32_t depth, double *ns)
+{
+	uint32_t k, ctrl, flags = d->info.mode == IBTCA_DRDMA_MODE_MAPPED ?
+				  IBTCA_UAPI_DRDMA_F_COMMIT : 0;
+	uint64_t wr0 = d->v.wr_id + 1;
+	struct ibtca_drdma_xfer t;
+	char why[128];
+	int ret = 0;
+
+	for (k = 0; k < depth && !ret; k++) {
+		ret = dr_submit(d, k, write ? IBTCA_UAPI_DRDMA_WRITE :
+				IBTCA_UAPI_DRDMA_READ, DR_LEN, -1, &ctrl);
+		if (!ret)
+			ret = dr_post(d, d->v.qp, write ? IBTCA_WR_DRDMA_WRITE :
+				      IBTCA_WR_DRDMA_READ, k, DR_LEN,
+				      m->iova + (uint64_t)k * DR_LEN, m->rkey,
+				      ++d->v.wr_id);
+	}
+	for (k = 0; k < depth && !ret; k++) {
+		memset(&t, 0, sizeof(t));
+		t.buf = (uintptr_t)(write ? d->src : d->dst);
+		t.arr = k;
+		t.length = DR_LEN;
+		t.pattern = pattern;
+		t.seed = k + 1;
+		t.flags = write ? flags : 0;
+		ret = dr_ioctl(d, write ? IBTCA_IOC_DRDMA_FILL :
+			       IBTCA_IOC_DRDMA_DRAIN, &t);
+		*ns += t.ns;
+	}
+	for (k = 0; k < depth && !ret; k++)
+		ret = dr_complete(d, d->v.scq, wr0 + k, write ?
+				  IBTCA_WC_DRDMA_WRITE : IBTCA_WC_DRDMA_READ,
+				  DR_LEN, why, sizeof(why));
+	if (ret)
+		fprintf(stderr, "ibtca-tool: DRDMA batch: %s %s\n",
+			strerror(-ret), why);
+	return ret;
+}
+
+static int dr_bench_drdma(struct dr *d, const struct vb_msg *m,
+			  const char *test, int write, uint32_t pattern)
+{
+	uint32_t depth = dr_all_count(d->info.ranges, d->info.pmb_dedicated);
+	double t0 = now_s(), t, ns = 0;
+	uint32_t n = 0;
+	int ret;
+
+	if (depth > DR_BENCH_DEPTH)
+		depth = DR_BENCH_DEPTH;
+	vb_pattern(d->src, DR_LEN, 2);
+	do {
+		ret = dr_bench_batch(d, m, write, pattern, depth, &ns);
+		n += depth;
+		t = now_s() - t0;
+	} while (!ret && t < DR_BENCH_SECS);
+	if (!ret)
+		dr_perf(test, (double)n * DR_LEN, t, ns, n);
+	dcheck(test, !ret, "%u transfers of %u bytes: %s", n, DR_LEN,
+	       strerror(-ret));
+	return ret;
+}
+
+/* Ordinary RDMA WRITEs of 4 KiB from the registered buffer. */
+static int dr_bench_rdma(struct dr *d, const struct vb_msg *m)
+{
+	struct ibtca_post_send s = {
+		.qpn = d->v.qp,
+		.opcode = IBTCA_WR_RDMA_WRITE,
+		.addr = d->v.iova + VB_BULK_OFF,
+		.length = DR_LEN,
+		.lkey = d->v.lkey,
+		.rkey = m->rkey,
+	};
+	double t0 = now_s(), t;
+	struct ibtca_poll_cq c;
+	uint32_t n = 0, k;
+	int ret = 0;
+
+	do {
+		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
+			s.wr_id = ++d->v.wr_id;
+			s.remote_addr = m->iova + (uint64_t)k * DR_LEN;
+			ret = dr_ioctl(d, IBTCA_IOC_POST_SEND, &s);
+		}
+		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
+			ret = vb_poll(&d->v, d->v.scq, &c, 60);
+			if (!ret && c.status != IBTCA_WC_SUCCESS)
+				ret = -EIO;
+		}
+		n += DR_BENCH_DEPTH;
+		t = now_s() - t0;
+	} while (!ret && t < DR_BENCH_SECS);
+	if (!ret)
+		dr_perf("rdma_write_mem", (double)n * DR_LEN, t, 0, n);
+	dcheck("rdma_write_mem", !ret, "%u writes of %u bytes: %s", n, DR_LEN,
+	       strerror(-ret));
+	return ret;
+}
+
+static void dr_bench_server(struct dr *d)
+{
+	struct vb_msg m;
+	int ret = dr_info(d), mapped;
+
+	mapped = d->info.mode == IBTCA_DRDMA_MODE_MAPPED;
+	dcheck("window", !ret, "%u ranges, mode %s", d->info.ranges,
+	       mapped ? "mapped" : "trapped");
+	if (ret || vb_exchange(&d->v))
+		return;
+	/* The client's HELLO address is its buffer: use its bulk area. */
+	memset(&m, 0, sizeof(m));
+	m.iova = d->v.peer_iova + VB_BULK_OFF;
+	m.rkey = d->v.peer_rkey;
+	reg_write(d->v.fd, IBTCA_REG_DRDMA_LOAD_TIMEOUT_US, DR_LOAD_TIMEOUT_US);
+	ret = dr_bench_memcpy(d);
+	if (!ret)
+		ret = dr_bench_drdma(d, &m, "drdma_write_memcpy_toio", 1,
+				     IBTCA_UAPI_DRDMA_PAT_MEMCPY);
+	if (!ret)
+		ret = dr_bench_drdma(d, &m, "drdma_write_qword", 1,
+				     IBTCA_UAPI_DRDMA_PAT_QWORD);
+	if (!ret)
+		ret = dr_bench_drdma(d, &m, "drdma_write_mixed", 1,
+				     IBTCA_UAPI_DRDMA_PAT_MIXED);
+	if (!ret && !mapped)
+		ret = dr_bench_drdma(d, &m, "drdma_read_memcpy_fromio", 0,
+				     IBTCA_UAPI_DRDMA_PAT_MEMCPY);
+	if (!ret)
+		ret = dr_bench_rdma(d, &m);
+	ret = vb_send_simple(&d->v, VB_BYE, !ret, 0);
+	dcheck("bye", !ret, "%s", ret ? strerror(-ret) : "client told");
+}
+
+static void dr_bench_client(struct dr *d)
+{
+	struct vb_msg m;
+	int ret;
+
+	if (vb_exchange(&d->v))
+		return;
+	ret = vb_expect_within(&d->v, VB_BYE, &m, 600);
+	dcheck("bye", !ret && m.ok, "%s", ret ? strerror(-ret) :
+	       m.ok ? "server done" : "server failed");
+}
+
+int cmd_drdma(int argc, char **argv, int bench)
 {
 	const char *role = NULL;
 	uint32_t lid = 0;
@@ -819,7 +1015,11 @@ int cmd_drdma(int argc, char **argv)
 		dcheck("setup", 0, "%s", detail);
 	} else {
 		dcheck("setup", 1, "role=%s %s", role, detail);
-		if (d->v.server)
+		if (d->v.server && bench)
+			dr_bench_server(d);
+		else if (bench)
+			dr_bench_client(d);
+		else if (d->v.server)
 			dr_server(d);
 		else
 			dr_client(d);

@@ -13,6 +13,7 @@
  *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
+ *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *
  * The drdma scenario lives in drdma.c; ibtca-tool.h is what the two files
  * share.
@@ -62,6 +63,9 @@ void usage(void)
 		"  drdma --role server|client --peer-lid N\n"
 		"                       Direct RDMA window scenario with a peer\n"
 		"                       guest (IBTCA-DRDMA lines)\n"
+		"  drdma-bench --role server|client --peer-lid N\n"
+		"                       DRDMA bandwidth next to memcpy with a\n"
+		"                       peer guest (IBTCA-DRDMA-PERF lines)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
@@ -1497,7 +1501,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "verbs-bench"))
 		return cmd_verbs(argc, argv, 1);
 	if (!strcmp(cmd, "drdma"))
-		return cmd_drdma(argc, argv);
+		return cmd_drdma(argc, argv, 0);
+	if (!strcmp(cmd, "drdma-bench"))
+		return cmd_drdma(argc, argv, 1);
 	usage();
 	return 2;
 }

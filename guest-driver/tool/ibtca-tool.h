@@ -107,6 +107,6 @@ int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
 
 /* drdma.c */
-int cmd_drdma(int argc, char **argv);
+int cmd_drdma(int argc, char **argv, int bench);
 
 #endif /* IBTCA_TOOL_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ibtca: private definitions shared by the files of the guest driver
- * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c).
+ * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c, ibtca_drdma.c).
  */
 #ifndef _IBTCA_H
 #define _IBTCA_H
@@ -55,6 +55,11 @@ struct ibtca_dev {
 	struct ibtca_cmd *cmdq;
 	dma_addr_t cmdq_dma;
 	u32 cmd_pi;
+	/* DRDMA window (BAR2), NULL if the device has none. */
+	void __iomem *win;
+	u64 win_len;
+	u32 drdma_ranges;
+	u32 drdma_range_size;
 };
 
 /* A verbs context: the objects of one open file. */
@@ -91,5 +96,12 @@ void ibtca_ctx_teardown(struct ibtca_ctx *ctx);
 long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		       void __user *argp);
 int ibtca_mmap(struct file *file, struct vm_area_struct *vma);
+
+/* ibtca_drdma.c: ioctls from IBTCA_IOC_NR_DRDMA on are DRDMA ones. */
+#define IBTCA_IOC_NR_DRDMA	0x19
+void ibtca_drdma_probe(struct ibtca_dev *idev);
+void ibtca_drdma_remove(struct ibtca_dev *idev);
+long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
+		       void __user *argp);
 
 #endif /* _IBTCA_H */

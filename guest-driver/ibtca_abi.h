@@ -37,7 +37,7 @@
 /* WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them. */
 #define IBTCA_WR_DRDMA_READ                0xa
 /* SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region. */
-#define IBTCA_SGE_DIRECT                   0xffffffff80000000
+#define IBTCA_SGE_DIRECT                   0x80000000
 /* WQE flag: generate a completion. */
 #define IBTCA_WQE_F_SIGNALED               0x1
 /* WQE flag: solicited event. */

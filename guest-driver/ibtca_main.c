@@ -14,6 +14,9 @@
  * the ioctls of ibtca_uapi.h. Work requests and completions go through
  * rings in coherent memory and posted doorbell writes, never a register
  * read.
+ *
+ * The Direct RDMA window (BAR2, ibtca_drdma.c): guest stores into a range
+ * become an RDMA WRITE, RDMA READ responses are served to guest loads.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -452,6 +455,8 @@ static long ibtca_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	struct ibtca_dev *idev = ctx->idev;
 	long ret;
 
+	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC && _IOC_NR(cmd) >= IBTCA_IOC_NR_DRDMA)
+		return ibtca_drdma_ioctl(ctx, cmd, (void __user *)arg);
 	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC && _IOC_NR(cmd) >= 0x10)
 		return ibtca_verbs_ioctl(ctx, cmd, (void __user *)arg);
 	if (mutex_lock_interruptible(&idev->lock))
@@ -587,6 +592,8 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_unmap;
 	}
 
+	ibtca_drdma_probe(idev);
+
 	/* QEMU drops MSI-X messages while bus mastering is off. */
 	pci_set_master(pdev);
 
@@ -639,6 +646,7 @@ err_irqs:
 err_master:
 	pci_clear_master(pdev);
 err_unmap:
+	ibtca_drdma_remove(idev);
 	pci_iounmap(pdev, idev->regs);
 err_regions:
 	pci_release_regions(pdev);
@@ -676,6 +684,7 @@ static void ibtca_remove(struct pci_dev *pdev)
 	ibtca_free_irqs(idev, idev->nvec);
 	pci_free_irq_vectors(pdev);
 	pci_clear_master(pdev);
+	ibtca_drdma_remove(idev);
 	pci_iounmap(pdev, idev->regs);
 	idev->regs = NULL;
 	pci_release_regions(pdev);

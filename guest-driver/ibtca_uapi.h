@@ -222,6 +222,108 @@ struct ibtca_poll_cq {
 	__u8 reserved;
 };
 
+/*
+ * Direct RDMA (DRDMA) window, seed 000. BAR2 is split into address ranges
+ * (DRDMA_RANGES of DRDMA_RANGE_SIZE bytes); ARR n describes range n. The
+ * ranges and ARRs belong to the device, not to a context: user space
+ * coordinates their use. A DRDMA transfer is:
+ *   DRDMA_SUBMIT (ARR, direction, length), then POST_SEND of an
+ *   IBTCA_WR_DRDMA_WRITE / IBTCA_WR_DRDMA_READ whose local buffer is
+ *   { addr 0, length, lkey IBTCA_SGE_DIRECT | ARR } (passed on unchanged),
+ *   then DRDMA_FILL (WRITE) or DRDMA_DRAIN (READ) of the range.
+ * Refused window accesses are not errors of the ioctls: the device counts
+ * them in DRDMA_ERRORS and loads read all-ones.
+ */
+
+/* DRDMA_INFO: the window and the DRDMA global registers. */
+struct ibtca_drdma_info {
+	__u64 window_len;	/* size of the mapped window BAR in bytes */
+	__u32 bar;		/* DRDMA_BAR */
+	__u32 ranges;		/* DRDMA_RANGES */
+	__u32 range_size;	/* DRDMA_RANGE_SIZE */
+	__u32 pmbs;		/* DRDMA_PMBS */
+	__u32 pmb_dedicated;	/* DRDMA_PMB_DEDICATED */
+	__u32 errors;		/* DRDMA_ERRORS */
+	__u32 last_error;	/* DRDMA_LAST_ERROR: code 7:0, ARR 23:8 */
+	__u32 load_timeout_us;	/* DRDMA_LOAD_TIMEOUT_US */
+	__u32 mode;		/* DRDMA_MODE (IBTCA_DRDMA_MODE_*) */
+	__u32 reserved;
+};
+
+#define IBTCA_UAPI_DRDMA_READ		0	/* IB to PCI: loads */
+#define IBTCA_UAPI_DRDMA_WRITE		1	/* PCI to IB: stores */
+
+/* DRDMA_SUBMIT flag: put the range on PMB @pmb, not the next free one. */
+#define IBTCA_UAPI_DRDMA_F_PMB		(1U << 0)
+
+/*
+ * DRDMA_SUBMIT: one write of the DRDMA_SUBMIT register. The device checks
+ * the request (a refusal shows in DRDMA_ERRORS / DRDMA_LAST_ERROR); @ctrl
+ * is the ARR's CTRL register read right after, if @arr is a range.
+ */
+struct ibtca_drdma_submit {
+	__u32 arr;		/* in: ARR number, at most 0xffff */
+	__u32 dir;		/* in: IBTCA_UAPI_DRDMA_READ / _WRITE */
+	__u32 length;		/* in: total transfer length */
+	__u32 flags;		/* in: IBTCA_UAPI_DRDMA_F_* */
+	__u32 pmb;		/* in: PMB number with IBTCA_UAPI_DRDMA_F_PMB */
+	__u32 ctrl;		/* out: ARR CTRL after the submit */
+};
+
+/* Access patterns of DRDMA_FILL and DRDMA_DRAIN. */
+/* 1, 2, 4 and 8-byte accesses, naturally aligned, sizes chosen from @seed;
+ * stores in an order shuffled from @seed, loads in address order.
+ */
+#define IBTCA_UAPI_DRDMA_PAT_MIXED	0
+/* memcpy_toio() / memcpy_fromio() of the whole span. */
+#define IBTCA_UAPI_DRDMA_PAT_MEMCPY	1
+/* 8-byte accesses in address order (smaller ones at unaligned ends). */
+#define IBTCA_UAPI_DRDMA_PAT_QWORD	2
+
+/* DRDMA_FILL / DRDMA_DRAIN flag: then write DRDMA_COMMIT (mapped window). */
+#define IBTCA_UAPI_DRDMA_F_COMMIT	(1U << 0)
+
+/*
+ * DRDMA_FILL: stores @length bytes of the user buffer at @buf into range
+ * @arr at @offset. DRDMA_DRAIN: loads them from the range into the user
+ * buffer. @offset + @length must not pass the range size.
+ */
+struct ibtca_drdma_xfer {
+	__u64 buf;		/* in: user buffer address */
+	__u32 arr;		/* in: range */
+	__u32 offset;		/* in: first byte in the range */
+	__u32 length;		/* in: bytes, at least 1 */
+	__u32 pattern;		/* in: IBTCA_UAPI_DRDMA_PAT_* */
+	__u32 seed;		/* in: PAT_MIXED sizes and order */
+	__u32 flags;		/* in: IBTCA_UAPI_DRDMA_F_COMMIT */
+	__u32 accesses;		/* out: window accesses made (0 for memcpy) */
+	__u32 reserved;
+	__u64 ns;		/* out: time spent in window accesses */
+};
+
+/* DRDMA_ARR: the registers of one ARR. */
+struct ibtca_drdma_arr {
+	__u32 arr;		/* in: ARR number below DRDMA_RANGES */
+	__u32 ctrl;		/* out: IBTCA_ARR_* bits, PMB in 15:8 */
+	__u32 ttl;		/* out: total transfer length */
+	__u32 wbc;		/* out: write byte count */
+	__u32 rrpl;		/* out: read response payload length */
+	__u32 resp_offset;	/* out: offset of that response in the range */
+	__u32 drained;		/* out: bytes of it loaded so far */
+	__u32 reserved;
+};
+
+/*
+ * DRDMA_RAW: one window access of @size (1, 2, 4 or 8) bytes at @offset in
+ * the window (aligned to @size): a store of @value, or a load into @value.
+ */
+struct ibtca_drdma_raw {
+	__u64 offset;		/* in */
+	__u32 size;		/* in */
+	__u32 write;		/* in: 1 store, 0 load */
+	__u64 value;		/* in (store) / out (load) */
+};
+
 #define IBTCA_IOC_GET_INFO	_IOR(IBTCA_IOC_MAGIC, 0x00, struct ibtca_info)
 #define IBTCA_IOC_REG_READ	_IOWR(IBTCA_IOC_MAGIC, 0x01, struct ibtca_reg)
 #define IBTCA_IOC_REG_WRITE	_IOW(IBTCA_IOC_MAGIC, 0x02, struct ibtca_reg)
@@ -239,5 +341,11 @@ struct ibtca_poll_cq {
 #define IBTCA_IOC_POST_SEND	_IOW(IBTCA_IOC_MAGIC, 0x16, struct ibtca_post_send)
 #define IBTCA_IOC_POST_RECV	_IOW(IBTCA_IOC_MAGIC, 0x17, struct ibtca_post_recv)
 #define IBTCA_IOC_POLL_CQ	_IOWR(IBTCA_IOC_MAGIC, 0x18, struct ibtca_poll_cq)
+#define IBTCA_IOC_DRDMA_INFO	_IOR(IBTCA_IOC_MAGIC, 0x19, struct ibtca_drdma_info)
+#define IBTCA_IOC_DRDMA_SUBMIT	_IOWR(IBTCA_IOC_MAGIC, 0x1a, struct ibtca_drdma_submit)
+#define IBTCA_IOC_DRDMA_FILL	_IOWR(IBTCA_IOC_MAGIC, 0x1b, struct ibtca_drdma_xfer)
+#define IBTCA_IOC_DRDMA_DRAIN	_IOWR(IBTCA_IOC_MAGIC, 0x1c, struct ibtca_drdma_xfer)
+#define IBTCA_IOC_DRDMA_ARR	_IOWR(IBTCA_IOC_MAGIC, 0x1d, struct ibtca_drdma_arr)
+#define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
 
 #endif /* IBTCA_UAPI_H */

@@ -322,7 +322,8 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	qp = ibtca_find_qp(ctx, s->qpn);
 	if (!qp)
 		return -ENOENT;
-	if (s->opcode > IBTCA_WR_LOCAL_INV || (s->flags & ~flags))
+	/* DRDMA WRs pass their direct SGE (IBTCA_SGE_DIRECT lkey) on as is. */
+	if (s->opcode > IBTCA_WR_DRDMA_READ || (s->flags & ~flags))
 		return -EINVAL;
 	if (qp->sq_pi - qp->sq_done >= BIT(qp->log))
 		return -ENOSPC;

@@ -37,7 +37,7 @@ rc=0
 # ibtca_abi.h. The uapi header and the tool are user-space C: no --strict
 # (kernel types, BIT()); the kernel files get --strict.
 kernel=()
-user=(tool/ibtca-tool.c)
+user=(tool/*.c tool/*.h)
 for f in *.c *.h; do
 	case $f in
 	ibtca_regs.h | ibtca_abi.h) ;;

@@ -330,6 +330,21 @@ mod tests {
     }
 
     #[test]
+    fn no_value_is_sign_extended() {
+        // `values!` casts with `as u64`: an untyped `1 << 31` would become
+        // 0xffffffff80000000 in the C headers.
+        let abi = crate::verbs::abi::ABI_VALUES;
+        for v in VALUES.iter().chain(abi) {
+            assert!(
+                v.value < 1 << 48,
+                "{} = {:#x} looks sign-extended",
+                v.name,
+                v.value
+            );
+        }
+    }
+
+    #[test]
     fn msix_table_and_pba_fit_their_bar() {
         let table_end = MSIX_TABLE_OFFSET + u64::from(MSIX_VECTORS) * 16;
         assert!(table_end <= MSIX_PBA_OFFSET);

@@ -12,7 +12,11 @@
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
  *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
+ *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
+ *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *
+ * The drdma scenario lives in drdma.c; ibtca-tool.h is what the two files
+ * share.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -29,17 +33,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca_abi.h"
-#include "ibtca_regs.h"
-#include "ibtca_uapi.h"
+#include "ibtca-tool.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+const char *dev_path = "/dev/ibtca0";
 
-static const char *dev_path = "/dev/ibtca0";
+int n_pass, n_fail;
 
-static int n_pass, n_fail;
+/* Prefix of the check lines of the verbs helpers (vcheck). */
+const char *vb_prefix = "IBTCA-VERBS";
 
-static void usage(void)
+void usage(void)
 {
 	fprintf(stderr,
 		"Usage: ibtca-tool [-d DEV] COMMAND\n"
@@ -57,11 +60,17 @@ static void usage(void)
 		"  verbs-bench --role server|client --peer-lid N\n"
 		"                       perftest-style write_bw and write_lat\n"
 		"                       with a peer guest (IBTCA-PERF lines)\n"
+		"  drdma --role server|client --peer-lid N\n"
+		"                       Direct RDMA window scenario with a peer\n"
+		"                       guest (IBTCA-DRDMA lines)\n"
+		"  drdma-bench --role server|client --peer-lid N\n"
+		"                       DRDMA bandwidth next to memcpy with a\n"
+		"                       peer guest (IBTCA-DRDMA-PERF lines)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
 
-static int parse_u32(const char *s, uint32_t *out)
+int parse_u32(const char *s, uint32_t *out)
 {
 	unsigned long long v;
 	char *end;
@@ -76,7 +85,7 @@ static int parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
-static int open_dev(void)
+int open_dev(void)
 {
 	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
 	int err = errno;
@@ -104,8 +113,8 @@ static const char *port_name(uint32_t s)
 }
 
 /* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
-static void vreport(const char *prefix, const char *name, int ok,
-		    const char *fmt, va_list ap)
+void vreport(const char *prefix, const char *name, int ok,
+	     const char *fmt, va_list ap)
 {
 	printf("%s %s %s ", prefix, name, ok ? "PASS" : "FAIL");
 	vprintf(fmt, ap);
@@ -126,7 +135,7 @@ static void check(const char *name, int ok, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int reg_read(int fd, uint32_t off, uint32_t *val)
+int reg_read(int fd, uint32_t off, uint32_t *val)
 {
 	struct ibtca_reg r = { .offset = off };
 
@@ -136,7 +145,7 @@ static int reg_read(int fd, uint32_t off, uint32_t *val)
 	return 0;
 }
 
-static int reg_write(int fd, uint32_t off, uint32_t val)
+int reg_write(int fd, uint32_t off, uint32_t val)
 {
 	struct ibtca_reg r = { .offset = off, .value = val };
 
@@ -459,58 +468,7 @@ static int cmd_fault(void)
  * atomics and a write with a bad R_Key (on the second QP, which the error
  * takes down), the server checks its memory and reports back.
  */
-#define VB_BUF_SIZE	(2U << 20)
-#define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
-#define VB_BULK_LEN	(1U << 20)
-#define VB_READ_OFF	0x100000U	/* 64 KiB: RDMA READ source/target */
-#define VB_READ_LEN	0x10000U
-#define VB_ATOM_OFF	0x110000U	/* server counter; client results */
-#define VB_BAD_OFF	0x120000U	/* 8 KiB the bad-key write aims at */
-#define VB_BAD_LEN	0x2000U
-#define VB_SEND_OFF	0x130000U	/* outgoing messages */
-#define VB_RECV_OFF	0x140000U	/* receive slots */
-#define VB_SLOT		256U
-#define VB_NRECV	16U
-#define VB_QPN0		0x400U
-#define VB_PSN		100U
-#define VB_MAGIC	0x49425642U	/* "IBVB" */
-#define VB_COUNTER0	40U
-#define VB_BAD_BYTE	0xee
-#define VB_WRITE_SEED	0x31
-#define VB_READ_SEED	0x52
-#define VB_LAT_OFF	0x150000U	/* write_lat: 64 B in, then 64 B out */
-#define VB_LAT_LEN	64U
-#define VB_PINGS	200
-#define VB_BENCH_WRITES	8
-
-enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_ATOMICS, VB_BADKEY, VB_PING,
-	VB_PONG, VB_BYE, VB_LAT };
-
-/* A message; 64 bytes, the size of the ping. */
-struct vb_msg {
-	uint32_t magic;
-	uint32_t type;
-	uint64_t iova;
-	uint32_t rkey;
-	uint32_t ok;
-	uint64_t value;
-	uint8_t pad[32];
-};
-
-struct vb {
-	int fd;
-	int server;
-	uint16_t peer_lid;
-	uint8_t *buf;
-	uint64_t iova;
-	uint32_t lkey, rkey;
-	uint32_t pdn, scq, rcq, scq2, qp, qp2;
-	uint64_t peer_iova;
-	uint32_t peer_rkey;
-	uint64_t wr_id;
-};
-
-static double now_s(void)
+double now_s(void)
 {
 	struct timespec ts;
 
@@ -518,16 +476,16 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void vcheck(const char *name, int ok, const char *fmt, ...)
+void vcheck(const char *name, int ok, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("IBTCA-VERBS", name, ok, fmt, ap);
+	vreport(vb_prefix, name, ok, fmt, ap);
 	va_end(ap);
 }
 
-static void vb_pattern(uint8_t *p, size_t len, uint8_t seed)
+void vb_pattern(uint8_t *p, size_t len, uint8_t seed)
 {
 	size_t i;
 
@@ -536,7 +494,7 @@ static void vb_pattern(uint8_t *p, size_t len, uint8_t seed)
 }
 
 /* Offset of the first byte that differs from the pattern, or len. */
-static size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
+size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
 {
 	size_t i;
 
@@ -546,7 +504,8 @@ static size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
 	return i;
 }
 
-static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn)
+static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn,
+		     uint8_t mtu)
 {
 	uint32_t remote = IBTCA_ACCESS_REMOTE_WRITE | IBTCA_ACCESS_REMOTE_READ |
 			  IBTCA_ACCESS_REMOTE_ATOMIC;
@@ -564,7 +523,7 @@ static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn)
 	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_PATH |
 		      IBTCA_QP_ATTR_DEST_QPN | IBTCA_QP_ATTR_RQ_PSN;
 	m.state = IBTCA_QPS_RTR;
-	m.path_mtu = IBTCA_MTU_4096;
+	m.path_mtu = mtu ? mtu : IBTCA_MTU_4096;
 	m.dlid = v->peer_lid;
 	m.dest_qpn = dest_qpn;
 	m.rq_psn = VB_PSN;
@@ -608,8 +567,8 @@ static int vb_post_recv(struct vb *v, uint32_t slot)
  * Waits up to @secs for a completion on @cqn (sleeping in the driver until
  * the CQ interrupt); -ETIMEDOUT if none.
  */
-static int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c,
-		   double secs)
+int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c,
+	    double secs)
 {
 	double end = now_s() + secs;
 
@@ -630,8 +589,8 @@ static int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c,
 }
 
 /* Posts a work request and waits for its completion on @cqn. */
-static int vb_run(struct vb *v, struct ibtca_post_send *s, uint32_t cqn,
-		  struct ibtca_poll_cq *c, double secs)
+int vb_run(struct vb *v, struct ibtca_post_send *s, uint32_t cqn,
+	   struct ibtca_poll_cq *c, double secs)
 {
 	int ret;
 
@@ -645,7 +604,7 @@ static int vb_run(struct vb *v, struct ibtca_post_send *s, uint32_t cqn,
 	return ret;
 }
 
-static const char *vb_err(int ret, const struct ibtca_poll_cq *c)
+const char *vb_err(int ret, const struct ibtca_poll_cq *c)
 {
 	static char msg[96];
 
@@ -659,8 +618,8 @@ static const char *vb_err(int ret, const struct ibtca_poll_cq *c)
 }
 
 /* SENDs @m on the first QP; 0 once it completed successfully. */
-static int vb_send(struct vb *v, struct vb_msg *m, double secs,
-		   struct ibtca_poll_cq *c)
+int vb_send(struct vb *v, struct vb_msg *m, double secs,
+	    struct ibtca_poll_cq *c)
 {
 	struct ibtca_post_send s = {
 		.qpn = v->qp,
@@ -679,8 +638,8 @@ static int vb_send(struct vb *v, struct vb_msg *m, double secs,
 	return ret;
 }
 
-static int vb_send_simple(struct vb *v, uint32_t type, uint32_t ok,
-			  uint64_t value)
+int vb_send_simple(struct vb *v, uint32_t type, uint32_t ok,
+		   uint64_t value)
 {
 	struct vb_msg m = { .type = type, .ok = ok, .value = value };
 	struct ibtca_poll_cq c;
@@ -693,7 +652,7 @@ static int vb_send_simple(struct vb *v, uint32_t type, uint32_t ok,
 }
 
 /* Receives the next message into @m (and reposts its slot). */
-static int vb_recv(struct vb *v, struct vb_msg *m, double secs)
+int vb_recv(struct vb *v, struct vb_msg *m, double secs)
 {
 	struct ibtca_poll_cq c;
 	int ret = vb_poll(v, v->rcq, &c, secs);
@@ -714,8 +673,8 @@ static int vb_recv(struct vb *v, struct vb_msg *m, double secs)
 }
 
 /* Receives a message of @type within @secs. */
-static int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
-			    double secs)
+int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
+		     double secs)
 {
 	int ret = vb_recv(v, m, secs);
 
@@ -725,7 +684,7 @@ static int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 }
 
 /* Receives a message of @type. */
-static int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
+int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
 {
 	return vb_expect_within(v, type, m, 120);
 }
@@ -757,7 +716,7 @@ static int vb_ioctl(struct vb *v, unsigned long req, void *arg)
 	return ioctl(v->fd, req, arg) < 0 ? -errno : 0;
 }
 
-static int vb_setup(struct vb *v, char *err, size_t errlen)
+int vb_setup(struct vb *v, char *err, size_t errlen)
 {
 	struct ibtca_alloc_buf b = { .size = VB_BUF_SIZE };
 	struct ibtca_create_pd pd = { 0 };
@@ -817,10 +776,10 @@ static int vb_setup(struct vb *v, char *err, size_t errlen)
 			 v->qp, v->qp2, VB_QPN0, VB_QPN0 + 1);
 		return -1;
 	}
-	ret = vb_modify(v, v->qp, VB_QPN0);
+	ret = vb_modify(v, v->qp, VB_QPN0, v->mtu[0]);
 	if (ret)
 		return vb_fail(err, errlen, "connect QP 1", ret);
-	ret = vb_modify(v, v->qp2, VB_QPN0 + 1);
+	ret = vb_modify(v, v->qp2, VB_QPN0 + 1, v->mtu[1]);
 	if (ret)
 		return vb_fail(err, errlen, "connect QP 2", ret);
 	for (i = 0; i < VB_NRECV; i++) {
@@ -1103,7 +1062,7 @@ static int vb_write_lat(struct vb *v)
  * retransmitted until the server's QP is ready; the server waits for it
  * (the client may boot later) and answers.
  */
-static int vb_exchange(struct vb *v)
+int vb_exchange(struct vb *v)
 {
 	struct ibtca_poll_cq c;
 	struct vb_msg m;
@@ -1541,6 +1500,10 @@ int main(int argc, char **argv)
 		return cmd_verbs(argc, argv, 0);
 	if (!strcmp(cmd, "verbs-bench"))
 		return cmd_verbs(argc, argv, 1);
+	if (!strcmp(cmd, "drdma"))
+		return cmd_drdma(argc, argv, 0);
+	if (!strcmp(cmd, "drdma-bench"))
+		return cmd_drdma(argc, argv, 1);
 	usage();
 	return 2;
 }

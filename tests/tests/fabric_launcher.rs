@@ -183,6 +183,10 @@ fn up_rdma_across_the_switch_capture_and_down() {
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
     assert_eq!(b.read(bbuf + 64, 3000), data);
     b.post_recv(&mut bqp, &recv_wqe(5, bbuf + 8192, 4096, blkey));
+    // A synchronous access after the posted RQ doorbell: B's engine has the
+    // receive before A's SEND can reach it (else an RNR NAK, also correct,
+    // would be in the capture instead of the ACK checked below).
+    let _ = b.client.read32(0, 0);
     a.post_send(&mut aqp, &send_wqe(WR_SEND, 2, abuf, 100, alkey));
     assert_eq!(a.poll_cq(&mut acq, T).expect("send").status, WC_SUCCESS);
     assert_eq!(b.poll_cq(&mut bcq, T).expect("recv").status, WC_SUCCESS);

@@ -374,7 +374,7 @@ crate::regs::values! {
     /// WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them.
     WR_DRDMA_READ: u8 = 10;
     /// SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region.
-    SGE_DIRECT: u32 = 1 << 31;
+    SGE_DIRECT: u32 = 1u32 << 31;
     /// WQE flag: generate a completion.
     WQE_F_SIGNALED: u8 = 1 << 0;
     /// WQE flag: solicited event.

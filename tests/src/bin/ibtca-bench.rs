@@ -8,6 +8,7 @@
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-verbs
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- drdma [--seconds S]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- switch [--seconds S]
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-drdma
 //! ```
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
@@ -46,6 +47,15 @@
 //! 64 KiB throughput of 1, 2 and 4 pairs through one switch, and 64 B
 //! round trips over a direct link, one switch and two switches (the
 //! difference is the per-hop latency), next to the raw socket baselines.
+//!
+//! `guest-drdma` boots the same two guests in the `drdma-bench` mode, once
+//! with the DRDMA window trapped and once mapped: the server guest's
+//! `ibtca-tool drdma-bench` prints `IBTCA-DRDMA-PERF` lines for memcpy of
+//! 4 KiB in guest memory, DRDMA WRITEs of 4 KiB (32 ranges at a time,
+//! filled with memcpy_toio, 8-byte stores or mixed sizes), DRDMA READs
+//! drained with memcpy_fromio (trapped only) and ordinary 4 KiB RDMA
+//! WRITEs from memory, shown as one table with each rate as a share of the
+//! memcpy rate of the same run.
 //!
 //! Nothing timed is asserted: the targets are printed as PASS/MISS and the
 //! exit status is 0 unless something could not run at all.
@@ -86,6 +96,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
        ibtca-bench guest-verbs
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
+       ibtca-bench guest-drdma
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -114,6 +125,7 @@ enum Bench {
     GuestVerbs,
     Drdma { seconds: f64 },
     Switch { seconds: f64 },
+    GuestDrdma,
 }
 
 #[path = "../bench/drdma.rs"]
@@ -137,9 +149,16 @@ fn parse_args() -> Result<Bench, String> {
             Bench::Verbs { seconds, .. } => Ok(Bench::Switch { seconds }),
             other => Ok(other),
         },
+        Some("guest-drdma") => match args.next() {
+            None => Ok(Bench::GuestDrdma),
+            Some(a) if a == "-h" || a == "--help" => Err(String::new()),
+            Some(other) => Err(format!("unknown option '{other}'")),
+        },
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
-        None => Err("which benchmark? (mmio, verbs, guest-verbs, drdma, switch)".into()),
+        None => {
+            Err("which benchmark? (mmio, verbs, guest-verbs, drdma, switch, guest-drdma)".into())
+        }
     }
 }
 
@@ -597,6 +616,7 @@ fn main() -> ExitCode {
         Ok(Bench::GuestVerbs) => return run_guest_verbs(),
         Ok(Bench::Drdma { seconds }) => return drdma::run(seconds),
         Ok(Bench::Switch { seconds }) => return switch::run(seconds),
+        Ok(Bench::GuestDrdma) => return run_guest_drdma(),
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");
@@ -1414,7 +1434,12 @@ struct PerfLine {
 
 impl PerfLine {
     fn parse(line: &str) -> Option<Self> {
-        let rest = &line[line.find("IBTCA-PERF ")? + "IBTCA-PERF ".len()..];
+        Self::parse_tagged(line, "IBTCA-PERF ")
+    }
+
+    /// A `<tag><test> key=value ...` line.
+    fn parse_tagged(line: &str, tag: &str) -> Option<Self> {
+        let rest = &line[line.find(tag)? + tag.len()..];
         let mut words = rest.split_whitespace();
         let test = words.next()?.to_string();
         let fields = words
@@ -1671,6 +1696,160 @@ fn run_guest_verbs() -> ExitCode {
              results (expected 3 and 1); client console tail:\n{}",
             tail(&client.serial, 30)
         );
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Target (issue 4): DRDMA WRITE through the mapped window, share of memcpy.
+const TARGET_DRDMA_MAPPED: f64 = 0.5;
+
+/// One `guest-drdma` configuration: two guests in `drdma-bench` mode, the
+/// window as `window` says. Returns the server's perf lines or a problem.
+fn guest_drdma_run(bin: &Path, stack: &VmStack, window: &str) -> Result<Vec<PerfLine>, String> {
+    let dir = stack.scratch("bench-drdma");
+    let link = dir.join("ab.link");
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
+    let dev_a = Device::start(
+        bin,
+        &sock_a,
+        None,
+        DEFAULT_SPIN_US,
+        &["--lid", "1", "--link", &listen, "--drdma-window", window],
+    );
+    let dev_b = Device::start(
+        bin,
+        &sock_b,
+        None,
+        DEFAULT_SPIN_US,
+        &["--lid", "2", "--link", &connect, "--drdma-window", window],
+    );
+    let guest = |socket: &Path, role: &str, peer_lid: u16| {
+        let mut vm = VmConfig::new(socket, "drdma-bench");
+        vm.append = format!("ibtca.mode=drdma-bench ibtca.role={role} ibtca.peer_lid={peer_lid}");
+        vm.mem = "1G".into();
+        vm.timeout = Duration::from_secs(400);
+        vm
+    };
+    let server_vm = guest(&sock_a, "server", 2);
+    let client_vm = guest(&sock_b, "client", 1);
+    eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each), {window} DRDMA window");
+    let (server, client) = std::thread::scope(|s| {
+        let server = s.spawn(|| stack.boot(&server_vm));
+        let client = s.spawn(|| stack.boot(&client_vm));
+        (server.join().unwrap(), client.join().unwrap())
+    });
+    drop((dev_a, dev_b));
+    let perf: Vec<PerfLine> = server
+        .lines_with("IBTCA-DRDMA-PERF ")
+        .filter_map(|l| PerfLine::parse_tagged(l, "IBTCA-DRDMA-PERF "))
+        .collect();
+    let mut problems = Vec::new();
+    for (role, run) in [("server", &server), ("client", &client)] {
+        for l in run
+            .lines_with("IBTCA-DRDMA ")
+            .filter(|l| l.contains(" FAIL"))
+        {
+            problems.push(format!("{role}: {}", l.trim()));
+        }
+        if !run.serial.contains("IBTCA-DRDMA-RC 0") {
+            problems.push(format!(
+                "{role}: no IBTCA-DRDMA-RC 0 (run-vm.sh status {:?}); console tail:\n{}",
+                run.status,
+                tail(&run.serial, 15)
+            ));
+        }
+    }
+    if problems.is_empty() || !perf.is_empty() {
+        for p in &problems {
+            eprintln!("[bench] {window}: {p}");
+        }
+        Ok(perf)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+fn run_guest_drdma() -> ExitCode {
+    let Some(bin) = device_bin() else {
+        return ExitCode::from(2);
+    };
+    let Ok(stack) = std::panic::catch_unwind(VmStack::get) else {
+        eprintln!("ibtca-bench: no VM stack (see above)");
+        return ExitCode::from(2);
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut failed = false;
+    for window in ["trapped", "mapped"] {
+        let perf = match guest_drdma_run(&bin, stack, window) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("ibtca-bench: {window} window: {e}");
+                failed = true;
+                continue;
+            }
+        };
+        let memcpy = perf
+            .iter()
+            .find(|p| p.test == "memcpy")
+            .and_then(|p| p.get("MBps"));
+        for p in &perf {
+            let (Some(mbps), Some(iters)) = (p.get("MBps"), p.get("iters")) else {
+                continue;
+            };
+            let store = p.get("store_MBps").filter(|&v| v > 0.0);
+            let share = memcpy.map(|m| mbps / m);
+            let target = window == "mapped" && p.test == "drdma_write_memcpy_toio";
+            rows.push(vec![
+                window.into(),
+                p.test.clone(),
+                format!("{iters:.0}"),
+                format!("{:.1}", mbps * 1e6 / (1 << 20) as f64),
+                store.map_or("-".into(), |v| format!("{:.1}", v * 1e6 / (1 << 20) as f64)),
+                share.map_or("-".into(), |x| format!("{:.2} %", x * 100.0)),
+                if target {
+                    format!("≥ {:.0} %", TARGET_DRDMA_MAPPED * 100.0)
+                } else {
+                    "-".into()
+                },
+                if target {
+                    pass_miss(share.is_some_and(|x| x >= TARGET_DRDMA_MAPPED))
+                } else {
+                    "-".into()
+                },
+            ]);
+        }
+    }
+    println!();
+    println!(
+        "ibtca-bench guest-drdma: two TCG guests (1 vCPU, 1 GiB each), one release \
+         ibtca-device each, joined by a Unix-socket link; the server guest's `ibtca-tool \
+         drdma-bench`, 4 KiB transfers, ~2 s per row."
+    );
+    println!(
+        "drdma_write_*: DRDMA WRITEs into the client's memory, 32 ranges at a time (submit and \
+         post all, fill all, take the completions); MiB/s end to end, store MiB/s = the time \
+         inside the fills only. memcpy: 4 KiB memcpy() in the guest, same run. \
+         rdma_write_mem: ordinary 4 KiB RDMA WRITEs from memory, 32 outstanding."
+    );
+    println!();
+    print_grid(
+        &[
+            "window",
+            "test",
+            "transfers",
+            "MiB/s",
+            "store MiB/s",
+            "of memcpy",
+            "target",
+            "result",
+        ],
+        &rows,
+        &[2, 3, 4, 5],
+    );
+    if failed || rows.is_empty() {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS

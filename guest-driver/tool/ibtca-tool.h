@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca-tool: what ibtca-tool.c (commands, verbs scenario and helpers) and
+ * drdma.c (the Direct RDMA scenario) share.
+ *
+ * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
+ * two RC QPs connected to a peer guest's, exchange buffer addresses and
+ * R_Keys (HELLO) and carry 64-byte messages over SEND/RECV.
+ */
+#ifndef IBTCA_TOOL_H
+#define IBTCA_TOOL_H
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ibtca_abi.h"
+#include "ibtca_regs.h"
+#include "ibtca_uapi.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+extern const char *dev_path;
+extern int n_pass, n_fail;
+/* Prefix of vcheck() lines ("IBTCA-VERBS"). */
+extern const char *vb_prefix;
+
+#define VB_BUF_SIZE	(2U << 20)
+#define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
+#define VB_BULK_LEN	(1U << 20)
+#define VB_READ_OFF	0x100000U	/* 64 KiB: RDMA READ source/target */
+#define VB_READ_LEN	0x10000U
+#define VB_ATOM_OFF	0x110000U	/* server counter; client results */
+#define VB_BAD_OFF	0x120000U	/* 8 KiB the bad-key write aims at */
+#define VB_BAD_LEN	0x2000U
+#define VB_SEND_OFF	0x130000U	/* outgoing messages */
+#define VB_RECV_OFF	0x140000U	/* receive slots */
+#define VB_SLOT		256U
+#define VB_NRECV	16U
+#define VB_QPN0		0x400U
+#define VB_PSN		100U
+#define VB_MAGIC	0x49425642U	/* "IBVB" */
+#define VB_COUNTER0	40U
+#define VB_BAD_BYTE	0xee
+#define VB_WRITE_SEED	0x31
+#define VB_READ_SEED	0x52
+#define VB_LAT_OFF	0x150000U	/* write_lat: 64 B in, then 64 B out */
+#define VB_LAT_LEN	64U
+#define VB_PINGS	200
+#define VB_BENCH_WRITES	8
+
+/* Message types; other scenarios number theirs from VB_USER. */
+enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_ATOMICS, VB_BADKEY, VB_PING,
+	VB_PONG, VB_BYE, VB_LAT, VB_USER = 0x40 };
+
+/* A message; 64 bytes, the size of the ping. */
+struct vb_msg {
+	uint32_t magic;
+	uint32_t type;
+	uint64_t iova;
+	uint32_t rkey;
+	uint32_t ok;
+	uint64_t value;
+	uint8_t pad[32];
+};
+
+struct vb {
+	int fd;
+	int server;
+	uint16_t peer_lid;
+	uint8_t *buf;
+	uint64_t iova;
+	uint32_t lkey, rkey;
+	uint32_t pdn, scq, rcq, scq2, qp, qp2;
+	uint64_t peer_iova;
+	uint32_t peer_rkey;
+	uint64_t wr_id;
+	uint8_t mtu[2];		/* IBTCA_MTU_* of qp, qp2; 0 means 4096 */
+};
+
+void usage(void);
+int parse_u32(const char *s, uint32_t *out);
+int open_dev(void);
+/* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
+void vreport(const char *prefix, const char *name, int ok, const char *fmt,
+	     va_list ap);
+void vcheck(const char *name, int ok, const char *fmt, ...);
+int reg_read(int fd, uint32_t off, uint32_t *val);
+int reg_write(int fd, uint32_t off, uint32_t val);
+double now_s(void);
+
+void vb_pattern(uint8_t *p, size_t len, uint8_t seed);
+size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed);
+int vb_setup(struct vb *v, char *err, size_t errlen);
+int vb_exchange(struct vb *v);
+int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c, double secs);
+int vb_run(struct vb *v, struct ibtca_post_send *s, uint32_t cqn,
+	   struct ibtca_poll_cq *c, double secs);
+const char *vb_err(int ret, const struct ibtca_poll_cq *c);
+int vb_send(struct vb *v, struct vb_msg *m, double secs,
+	    struct ibtca_poll_cq *c);
+int vb_send_simple(struct vb *v, uint32_t type, uint32_t ok, uint64_t value);
+int vb_recv(struct vb *v, struct vb_msg *m, double secs);
+int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
+		     double secs);
+int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
+
+/* drdma.c */
+int cmd_drdma(int argc, char **argv, int bench);
+
+#endif /* IBTCA_TOOL_H */

@@ -592,12 +592,14 @@ fn handle(
                 // The client learns the size it needs from argsz and asks
                 // again; the capability and the file come with the reply
                 // that has room for them.
+                // cap_offset is valid in both replies: QEMU refuses a CAPS
+                // flag whose offset points inside the struct.
                 let cap = wire::sparse_mmap_cap(&m.areas);
                 let needed = wire::RegionInfo::SIZE + cap.len();
                 info.flags |= wire::REGION_FLAG_MMAP | wire::REGION_FLAG_CAPS;
                 info.argsz = needed as u32;
+                info.cap_offset = wire::RegionInfo::SIZE as u32;
                 if req.argsz as usize >= needed {
-                    info.cap_offset = wire::RegionInfo::SIZE as u32;
                     caps = cap;
                     *reply_fd = Some(m.file);
                 }

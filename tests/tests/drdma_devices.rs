@@ -407,7 +407,11 @@ fn mapped_window_write_and_read() {
     let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
     assert!(f.is_none());
     assert_eq!(le32(&r, 0), 64, "argsz needed: info + one-area capability");
-    assert_eq!(le32(&r, 12), 32, "cap_offset already valid (QEMU checks it)");
+    assert_eq!(
+        le32(&r, 12),
+        32,
+        "cap_offset already valid (QEMU checks it)"
+    );
     assert_eq!(le32(&r, 4), 0xf, "READ|WRITE|MMAP|CAPS");
     let (r, f) = g.client.region_info_fd(WINDOW, 64);
     let file = f.expect("the PMB file comes with the full reply");

@@ -60,6 +60,10 @@ struct ibtca_dev {
 	u64 win_len;
 	u32 drdma_ranges;
 	u32 drdma_range_size;
+	/* Port state and changes seen (ibtca_port.c). */
+	struct work_struct port_work;
+	atomic_t port_events;
+	u32 port_state;
 };
 
 /* A verbs context: the objects of one open file. */
@@ -103,5 +107,13 @@ void ibtca_drdma_probe(struct ibtca_dev *idev);
 void ibtca_drdma_remove(struct ibtca_dev *idev);
 long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		       void __user *argp);
+
+/* ibtca_port.c: port state, the asynchronous event vector. */
+#define IBTCA_EVENT_VECTOR	2
+void ibtca_port_early(struct ibtca_dev *idev);
+void ibtca_port_init(struct ibtca_dev *idev);
+void ibtca_port_remove(struct ibtca_dev *idev);
+void ibtca_port_irq(struct ibtca_dev *idev);
+long ibtca_port_wait(struct ibtca_dev *idev, void __user *argp);
 
 #endif /* _IBTCA_H */

@@ -64,6 +64,8 @@ static irqreturn_t ibtca_irq(int irq, void *data)
 	/* Publish last_ns before the count; pairs with smp_rmb() in waiter. */
 	smp_mb__before_atomic();
 	atomic64_inc(&v->count);
+	if (v == &v->idev->vec[IBTCA_EVENT_VECTOR])
+		ibtca_port_irq(v->idev);
 	wake_up_all(&v->idev->wq);
 	return IRQ_HANDLED;
 }
@@ -459,6 +461,9 @@ static long ibtca_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return ibtca_drdma_ioctl(ctx, cmd, (void __user *)arg);
 	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC && _IOC_NR(cmd) >= 0x10)
 		return ibtca_verbs_ioctl(ctx, cmd, (void __user *)arg);
+	/* Waits without the device lock: other calls go on meanwhile. */
+	if (cmd == IBTCA_IOC_PORT_WAIT)
+		return ibtca_port_wait(idev, (void __user *)arg);
 	if (mutex_lock_interruptible(&idev->lock))
 		return -EINTR;
 	if (idev->dead)
@@ -607,6 +612,7 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		}
 	}
 
+	ibtca_port_early(idev);
 	ret = ibtca_setup_irqs(idev);
 	if (ret)
 		goto err_master;
@@ -633,6 +639,8 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		dev_err(&pdev->dev, "misc_register %s: %d\n", idev->name, ret);
 		goto err_cmdq;
 	}
+	/* After the command queue's reset, which clears EVENT_VECTOR. */
+	ibtca_port_init(idev);
 	pr_info("%s bound to %s\n", idev->name, pci_name(pdev));
 	return 0;
 
@@ -682,6 +690,7 @@ static void ibtca_remove(struct pci_dev *pdev)
 	ibtca_cmdq_free(idev);
 
 	ibtca_free_irqs(idev, idev->nvec);
+	ibtca_port_remove(idev);
 	pci_free_irq_vectors(pdev);
 	pci_clear_master(pdev);
 	ibtca_drdma_remove(idev);

@@ -324,6 +324,23 @@ struct ibtca_drdma_raw {
 	__u64 value;		/* in (store) / out (load) */
 };
 
+/* Longest wait IBTCA_IOC_PORT_WAIT accepts. */
+#define IBTCA_UAPI_PORT_WAIT_MAX_MS	600000
+
+/*
+ * PORT_WAIT: waits until more than @after port state changes were seen
+ * since the driver bound the device (or @timeout_ms passes: -ETIMEDOUT;
+ * 0 reads without waiting) and reports the port state (IBTCA_PORT_*).
+ */
+struct ibtca_port_wait {
+	__u32 after;		/* in */
+	__u32 timeout_ms;	/* in */
+	__u32 events;		/* out: changes seen so far */
+	__u32 state;		/* out: IBTCA_PORT_* */
+	__u32 reserved;		/* in: 0 */
+	__u32 pad;
+};
+
 #define IBTCA_IOC_GET_INFO	_IOR(IBTCA_IOC_MAGIC, 0x00, struct ibtca_info)
 #define IBTCA_IOC_REG_READ	_IOWR(IBTCA_IOC_MAGIC, 0x01, struct ibtca_reg)
 #define IBTCA_IOC_REG_WRITE	_IOW(IBTCA_IOC_MAGIC, 0x02, struct ibtca_reg)
@@ -331,6 +348,7 @@ struct ibtca_drdma_raw {
 #define IBTCA_IOC_DMA_TEST	_IOWR(IBTCA_IOC_MAGIC, 0x04, struct ibtca_dma_test)
 #define IBTCA_IOC_BENCH_MMIO	_IOWR(IBTCA_IOC_MAGIC, 0x05, struct ibtca_bench_mmio)
 #define IBTCA_IOC_DMA_FAULT_TEST _IOWR(IBTCA_IOC_MAGIC, 0x06, struct ibtca_dma_fault)
+#define IBTCA_IOC_PORT_WAIT	_IOWR(IBTCA_IOC_MAGIC, 0x07, struct ibtca_port_wait)
 
 #define IBTCA_IOC_ALLOC_BUF	_IOWR(IBTCA_IOC_MAGIC, 0x10, struct ibtca_alloc_buf)
 #define IBTCA_IOC_CREATE_PD	_IOR(IBTCA_IOC_MAGIC, 0x11, struct ibtca_create_pd)

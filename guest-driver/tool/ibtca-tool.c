@@ -54,6 +54,8 @@ void usage(void)
 		"  irq VEC [MS]         fire an MSI-X vector and wait for it\n"
 		"  dma fill|sum LEN [SEED]  run a DMA self-test command\n"
 		"  dma-fault            check that an out-of-RAM DMA faults\n"
+		"  port-wait [AFTER [MS]]  wait until more than AFTER port\n"
+		"                       changes were seen (IBTCA-PORT line)\n"
 		"  verbs --role server|client --peer-lid N\n"
 		"                       verbs scenario with a peer guest\n"
 		"                       (IBTCA-VERBS lines)\n"
@@ -409,6 +411,33 @@ static int cmd_irq(int argc, char **argv)
 	printf("vector=%u delivered=%u latency_ns=%" PRIu64 "\n", t.vector,
 	       t.delivered, (uint64_t)t.latency_ns);
 	return !t.delivered;
+}
+
+static int cmd_port_wait(int argc, char **argv)
+{
+	struct ibtca_port_wait w = { .timeout_ms = 0 };
+	int fd, ret;
+
+	if (argc > 2 || (argc >= 1 && parse_u32(argv[0], &w.after)) ||
+	    (argc == 2 && parse_u32(argv[1], &w.timeout_ms)))
+		usage();
+	if (argc == 1)
+		w.timeout_ms = 60000;
+	fd = open_dev();
+	if (fd < 0)
+		return 1;
+	ret = ioctl(fd, IBTCA_IOC_PORT_WAIT, &w) < 0 ? errno : 0;
+	close(fd);
+	if (ret == ETIMEDOUT) {
+		printf("IBTCA-PORT timeout after=%u\n", w.after);
+		return 1;
+	}
+	if (ret) {
+		fprintf(stderr, "ibtca-tool: PORT_WAIT: %s\n", strerror(ret));
+		return 1;
+	}
+	printf("IBTCA-PORT state=%u events=%u\n", w.state, w.events);
+	return 0;
 }
 
 static int cmd_dma(int argc, char **argv)
@@ -1494,6 +1523,8 @@ int main(int argc, char **argv)
 		return cmd_irq(argc, argv);
 	if (!strcmp(cmd, "dma"))
 		return cmd_dma(argc, argv);
+	if (!strcmp(cmd, "port-wait"))
+		return cmd_port_wait(argc, argv);
 	if (!strcmp(cmd, "dma-fault") && !argc)
 		return cmd_fault();
 	if (!strcmp(cmd, "verbs"))

@@ -103,9 +103,16 @@ impl VmStack {
         if let Some(cpus) = &vm.cpu_affinity {
             cmd.arg("--cpu-affinity").arg(cpus);
         }
+        if let Some(log) = &vm.serial_log {
+            cmd.arg("--serial-log").arg(log);
+        }
         let start = Instant::now();
         let out = cmd.stderr(Stdio::inherit()).output().expect("run-vm.sh");
-        let serial = String::from_utf8_lossy(&out.stdout).into_owned();
+        let serial = match &vm.serial_log {
+            // The console went to the file (run-vm.sh --serial-log).
+            Some(log) => std::fs::read_to_string(log).unwrap_or_default(),
+            None => String::from_utf8_lossy(&out.stdout).into_owned(),
+        };
         VmRun {
             serial,
             status: out.status.code(),
@@ -129,6 +136,9 @@ pub struct VmConfig {
     pub cpu_affinity: Option<String>,
     /// Signal QEMU gets at the timeout (default TERM; KILL simulates a crash).
     pub timeout_signal: Option<String>,
+    /// Also write the serial console to this file as it happens (inside
+    /// the chroot), for tests that act on what the guest prints.
+    pub serial_log: Option<PathBuf>,
 }
 
 impl VmConfig {
@@ -141,6 +151,7 @@ impl VmConfig {
             timeout: Duration::from_secs(300),
             cpu_affinity: None,
             timeout_signal: None,
+            serial_log: None,
         }
     }
 }

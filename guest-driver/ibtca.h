@@ -101,8 +101,9 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		       void __user *argp);
 int ibtca_mmap(struct file *file, struct vm_area_struct *vma);
 
-/* ibtca_drdma.c: ioctls from IBTCA_IOC_NR_DRDMA on are DRDMA ones. */
+/* ibtca_drdma.c: ioctls IBTCA_IOC_NR_DRDMA to IBTCA_IOC_NR_DRDMA_END - 1. */
 #define IBTCA_IOC_NR_DRDMA	0x19
+#define IBTCA_IOC_NR_DRDMA_END	0x20
 void ibtca_drdma_probe(struct ibtca_dev *idev);
 void ibtca_drdma_remove(struct ibtca_dev *idev);
 long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,

@@ -457,7 +457,9 @@ static long ibtca_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	struct ibtca_dev *idev = ctx->idev;
 	long ret;
 
-	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC && _IOC_NR(cmd) >= IBTCA_IOC_NR_DRDMA)
+	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC &&
+	    _IOC_NR(cmd) >= IBTCA_IOC_NR_DRDMA &&
+	    _IOC_NR(cmd) < IBTCA_IOC_NR_DRDMA_END)
 		return ibtca_drdma_ioctl(ctx, cmd, (void __user *)arg);
 	if (_IOC_TYPE(cmd) == IBTCA_IOC_MAGIC && _IOC_NR(cmd) >= 0x10)
 		return ibtca_verbs_ioctl(ctx, cmd, (void __user *)arg);

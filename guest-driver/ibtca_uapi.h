@@ -175,6 +175,21 @@ struct ibtca_modify_qp {
 	__u32 reserved2;
 };
 
+/* DESTROY: what to destroy (@type) and its handle. */
+#define IBTCA_UAPI_OBJ_QP	1	/* @handle: QP number */
+#define IBTCA_UAPI_OBJ_CQ	2	/* @handle: CQ number (no QP may use it) */
+#define IBTCA_UAPI_OBJ_MR	3	/* @handle: lkey */
+#define IBTCA_UAPI_OBJ_PD	4	/* @handle: PD number (no MR or QP in it) */
+
+/*
+ * DESTROY: destroys one object of this file in the device and frees its
+ * memory. The device refuses (-EBUSY) a CQ, MR or PD still in use.
+ */
+struct ibtca_destroy {
+	__u32 type;
+	__u32 handle;
+};
+
 /*
  * POST_SEND: one work request with at most one local buffer (none when
  * @length is 0 and the operation is not an atomic). Every request is
@@ -365,5 +380,6 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_DRAIN	_IOWR(IBTCA_IOC_MAGIC, 0x1c, struct ibtca_drdma_xfer)
 #define IBTCA_IOC_DRDMA_ARR	_IOWR(IBTCA_IOC_MAGIC, 0x1d, struct ibtca_drdma_arr)
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
+#define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
 
 #endif /* IBTCA_UAPI_H */

@@ -279,8 +279,10 @@ static int ibtca_v_create_qp(struct ibtca_ctx *ctx, struct ibtca_create_qp *c)
 static int ibtca_v_modify_qp(struct ibtca_ctx *ctx, struct ibtca_modify_qp *m)
 {
 	struct ibtca_cmd_modify_qp p = { };
+	struct ibtca_qp *qp = ibtca_find_qp(ctx, m->qpn);
+	int ret;
 
-	if (!ibtca_find_qp(ctx, m->qpn))
+	if (!qp)
 		return -ENOENT;
 	p.qpn = cpu_to_le32(m->qpn);
 	p.attr_mask = cpu_to_le32(m->attr_mask);
@@ -296,8 +298,83 @@ static int ibtca_v_modify_qp(struct ibtca_ctx *ctx, struct ibtca_modify_qp *m)
 	p.sq_psn = cpu_to_le32(m->sq_psn);
 	p.rq_psn = cpu_to_le32(m->rq_psn);
 	p.access = cpu_to_le32(m->access);
-	return ibtca_cmd(ctx->idev, IBTCA_CMD_MODIFY_QP, &p, sizeof(p), NULL,
-			 NULL);
+	ret = ibtca_cmd(ctx->idev, IBTCA_CMD_MODIFY_QP, &p, sizeof(p), NULL,
+			NULL);
+	/* RESET empties the device's rings: start ours over too. */
+	if (!ret && (m->attr_mask & IBTCA_QP_ATTR_STATE) &&
+	    m->state == IBTCA_QPS_RESET) {
+		qp->sq_pi = 0;
+		qp->sq_done = 0;
+		qp->rq_pi = 0;
+		qp->rq_done = 0;
+		memset(qp->mem, 0, qp->size);
+	}
+	return ret;
+}
+
+/* Removes handle object @handle from @list; false if it is not there. */
+static bool ibtca_del_hobj(struct list_head *list, u32 handle)
+{
+	struct ibtca_hobj *o;
+
+	list_for_each_entry(o, list, node) {
+		if (o->handle == handle) {
+			list_del(&o->node);
+			kfree(o);
+			return true;
+		}
+	}
+	return false;
+}
+
+static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
+{
+	struct ibtca_dev *idev = ctx->idev;
+	struct device *dev = ibtca_ctx_dev(ctx);
+	struct ibtca_qp *qp;
+	struct ibtca_cq *cq;
+	int ret;
+
+	switch (d->type) {
+	case IBTCA_UAPI_OBJ_QP:
+		qp = ibtca_find_qp(ctx, d->handle);
+		if (!qp)
+			return -ENOENT;
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->qpn);
+		if (ret)
+			return ret;
+		dma_free_coherent(dev, qp->size, qp->mem, qp->dma);
+		list_del(&qp->node);
+		kfree(qp);
+		return 0;
+	case IBTCA_UAPI_OBJ_CQ:
+		cq = ibtca_find_cq(ctx, d->handle);
+		if (!cq)
+			return -ENOENT;
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->cqn);
+		if (ret)
+			return ret;
+		dma_free_coherent(dev, cq->size, cq->ring, cq->dma);
+		list_del(&cq->node);
+		kfree(cq);
+		return 0;
+	case IBTCA_UAPI_OBJ_MR:
+		if (!ibtca_has_hobj(&ctx->mrs, d->handle))
+			return -ENOENT;
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DEREG_MR, d->handle);
+		if (!ret)
+			ibtca_del_hobj(&ctx->mrs, d->handle);
+		return ret;
+	case IBTCA_UAPI_OBJ_PD:
+		if (!ibtca_has_hobj(&ctx->pds, d->handle))
+			return -ENOENT;
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_PD, d->handle);
+		if (!ret)
+			ibtca_del_hobj(&ctx->pds, d->handle);
+		return ret;
+	default:
+		return -EINVAL;
+	}
 }
 
 static void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey)
@@ -520,6 +597,7 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		struct ibtca_post_send send;
 		struct ibtca_post_recv recv;
 		struct ibtca_poll_cq poll;
+		struct ibtca_destroy destroy;
 	} u;
 	struct ibtca_dev *idev = ctx->idev;
 	size_t size = _IOC_SIZE(cmd);
@@ -565,6 +643,9 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		break;
 	case IBTCA_IOC_POLL_CQ:
 		ret = ibtca_v_poll_cq(ctx, &u.poll);
+		break;
+	case IBTCA_IOC_DESTROY:
+		ret = ibtca_v_destroy(ctx, &u.destroy);
 		break;
 	default:
 		ret = -ENOTTY;

@@ -745,6 +745,61 @@ static int vb_ioctl(struct vb *v, unsigned long req, void *arg)
 	return ioctl(v->fd, req, arg) < 0 ? -errno : 0;
 }
 
+static int vb_destroy(struct vb *v, uint32_t type, uint32_t handle)
+{
+	struct ibtca_destroy d = { .type = type, .handle = handle };
+
+	return vb_ioctl(v, IBTCA_IOC_DESTROY, &d);
+}
+
+static int vb_state(struct vb *v, uint32_t qpn, uint8_t state)
+{
+	struct ibtca_modify_qp m = {
+		.qpn = qpn,
+		.attr_mask = IBTCA_QP_ATTR_STATE,
+		.state = state,
+	};
+
+	return vb_ioctl(v, IBTCA_IOC_MODIFY_QP, &m);
+}
+
+/*
+ * After the scenario: a QP goes back to RESET and is usable again (INIT);
+ * the PD cannot go while its MR and QPs exist; then every object is
+ * destroyed explicitly, in dependency order (not by closing the file).
+ */
+static void vb_teardown(struct vb *v)
+{
+	uint32_t cqs[] = { v->scq, v->rcq, v->scq2 }, qps[] = { v->qp, v->qp2 };
+	int ret, busy, i;
+
+	ret = vb_state(v, v->qp, IBTCA_QPS_RESET);
+	if (!ret)
+		ret = vb_state(v, v->qp, IBTCA_QPS_INIT);
+	if (!ret)
+		ret = vb_state(v, v->qp, IBTCA_QPS_RESET);
+	vcheck("teardown_qp_reset", !ret, "QP %u: RTS -> RESET -> INIT -> RESET: %s",
+	       v->qp, strerror(-ret));
+	busy = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn);
+	vcheck("teardown_pd_busy", busy == -EBUSY,
+	       "DESTROY PD %u with its MR and QPs: %s (want EBUSY)", v->pdn,
+	       strerror(-busy));
+	ret = 0;
+	for (i = 0; i < 2 && !ret; i++)
+		ret = vb_destroy(v, IBTCA_UAPI_OBJ_QP, qps[i]);
+	for (i = 0; i < 3 && !ret; i++)
+		ret = vb_destroy(v, IBTCA_UAPI_OBJ_CQ, cqs[i]);
+	if (!ret)
+		ret = vb_destroy(v, IBTCA_UAPI_OBJ_MR, v->lkey);
+	if (!ret)
+		ret = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn);
+	if (!ret)
+		ret = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn) == -ENOENT ?
+		      0 : -EEXIST;
+	vcheck("teardown", !ret, "2 QPs, 3 CQs, MR, PD destroyed, PD gone: %s",
+	       strerror(-ret));
+}
+
 int vb_setup(struct vb *v, char *err, size_t errlen)
 {
 	struct ibtca_alloc_buf b = { .size = VB_BUF_SIZE };
@@ -1483,6 +1538,8 @@ static int cmd_verbs(int argc, char **argv, int bench)
 			vb_client_perf(&v);
 		else
 			vb_client(&v);
+		if (!bench)
+			vb_teardown(&v);
 	}
 	/* Closing the file (and unmapping) destroys every object. */
 	if (v.buf && v.buf != MAP_FAILED)

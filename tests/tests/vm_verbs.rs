@@ -20,6 +20,9 @@ const SERVER_CHECKS: &[&str] = &[
     "atomics_memory",
     "bad_rkey_unchanged",
     "bye",
+    "teardown_qp_reset",
+    "teardown_pd_busy",
+    "teardown",
 ];
 
 const CLIENT_CHECKS: &[&str] = &[
@@ -35,6 +38,9 @@ const CLIENT_CHECKS: &[&str] = &[
     "bad_rkey",
     "bad_rkey_remote_unchanged",
     "bye",
+    "teardown_qp_reset",
+    "teardown_pd_busy",
+    "teardown",
 ];
 
 fn check_run(role: &str, run: &VmRun, checks: &[&str], logs: &str) {

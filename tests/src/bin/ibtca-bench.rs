@@ -68,7 +68,7 @@ const TARGET_WRITE_US: f64 = 2.5;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US]
        ibtca-bench guest-verbs
 
   --iterations N      host round trips per measurement (default 20000)
@@ -79,6 +79,8 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 
   --seconds S         (verbs) timed seconds per measurement (default 2; a
                       tenth of that more as warm-up for the verbs rows)
+  --only ROWS         (verbs) run only these rows (comma list of write-1m,
+                      write-4k, write-64, send, ping); the raw rows always run
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
 
@@ -114,6 +116,19 @@ fn parse_args() -> Result<Bench, String> {
     }
 }
 
+/// Names of the verbs rows, for `--only`.
+const VERBS_ROWS: [&str; 5] = ["write-1m", "write-4k", "write-64", "send", "ping"];
+/// The rows `--only` chose (all when unset).
+static ONLY_ROWS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Whether the verbs row `name` is to run.
+fn row_chosen(name: &str) -> bool {
+    match ONLY_ROWS.get() {
+        Some(rows) => rows.iter().any(|r| r == name),
+        None => true,
+    }
+}
+
 fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> {
     let mut seconds = 2.0;
     let mut idle_us = 0;
@@ -131,6 +146,17 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .and_then(|v| v.parse::<f64>().ok())
                     .filter(|&s| s > 0.0 && s.is_finite())
                     .ok_or("--seconds needs a positive number")?
+            }
+            "--only" => {
+                let list = args.next().ok_or("--only needs a list of rows")?;
+                let rows: Vec<String> = list.split(',').map(str::to_string).collect();
+                if let Some(bad) = rows.iter().find(|r| !VERBS_ROWS.contains(&r.as_str())) {
+                    return Err(format!(
+                        "unknown row '{bad}' (rows: {})",
+                        VERBS_ROWS.join(", ")
+                    ));
+                }
+                let _ = ONLY_ROWS.set(rows);
             }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option '{other}'")),
@@ -1354,11 +1380,14 @@ fn run_verbs(secs: f64) -> ExitCode {
         cpu_us: None,
     });
 
-    for (size, label, target) in [
-        (1u64 << 20, "1 MiB", Some(TARGET_WRITE_SHARE)),
-        (4096, "4 KiB", None),
-        (64, "64 B", None),
+    for (size, label, target, row) in [
+        (1u64 << 20, "1 MiB", Some(TARGET_WRITE_SHARE), "write-1m"),
+        (4096, "4 KiB", None, "write-4k"),
+        (64, "64 B", None, "write-64"),
     ] {
+        if !row_chosen(row) {
+            continue;
+        }
         eprintln!(
             "[bench] RDMA WRITE {label}, {} outstanding, {secs} s",
             1 << WRITE_QP_LOG
@@ -1393,41 +1422,45 @@ fn run_verbs(secs: f64) -> ExitCode {
         });
     }
 
-    eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
-    let r = verbs_send_rate(64, SEND_DEPTH, secs);
-    eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
-    if let Some(l) = &r.link {
-        notes.push(format!("SEND 64 B:\n{l}"));
+    if row_chosen("send") {
+        eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
+        let r = verbs_send_rate(64, SEND_DEPTH, secs);
+        eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
+        if let Some(l) = &r.link {
+            notes.push(format!("SEND 64 B:\n{l}"));
+        }
+        if let Some(c) = &r.cpu {
+            cpu_notes.push(cpu_note("SEND 64 B", c, r.msgs));
+        }
+        rows.push(VRow {
+            what: format!("SEND rate (QD {SEND_DEPTH})"),
+            size: "64 B",
+            mib_s: Some(r.mib_per_s()),
+            msg_s: Some(r.msg_per_s()),
+            us: None,
+            ratio: Some((r.msg_per_s() / small_msg, "msgs")),
+            target: Some(TARGET_SEND_SHARE),
+            cpu_us: r
+                .cpu
+                .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),
+        });
     }
-    if let Some(c) = &r.cpu {
-        cpu_notes.push(cpu_note("SEND 64 B", c, r.msgs));
-    }
-    rows.push(VRow {
-        what: format!("SEND rate (QD {SEND_DEPTH})"),
-        size: "64 B",
-        mib_s: Some(r.mib_per_s()),
-        msg_s: Some(r.msg_per_s()),
-        us: None,
-        ratio: Some((r.msg_per_s() / small_msg, "msgs")),
-        target: Some(TARGET_SEND_SHARE),
-        cpu_us: r
-            .cpu
-            .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),
-    });
 
-    eprintln!("[bench] SEND ping-pong 64 B, {secs} s");
-    let lat = verbs_pingpong(64, secs);
-    eprintln!("[bench]   {lat:.1} µs");
-    rows.push(VRow {
-        what: "SEND ping-pong".into(),
-        size: "64 B",
-        mib_s: None,
-        msg_s: None,
-        us: Some(lat),
-        ratio: Some((lat / raw_lat, "ping")),
-        target: None,
-        cpu_us: None,
-    });
+    if row_chosen("ping") {
+        eprintln!("[bench] SEND ping-pong 64 B, {secs} s");
+        let lat = verbs_pingpong(64, secs);
+        eprintln!("[bench]   {lat:.1} µs");
+        rows.push(VRow {
+            what: "SEND ping-pong".into(),
+            size: "64 B",
+            mib_s: None,
+            msg_s: None,
+            us: Some(lat),
+            ratio: Some((lat / raw_lat, "ping")),
+            target: None,
+            cpu_us: None,
+        });
+    }
 
     let cells: Vec<Vec<String>> = rows
         .iter()

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::bar0::PortIdentity;
 use crate::drdma::{Drdma, DrdmaConfig};
 use crate::engine::{Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
-use crate::link::{Link, LinkEndpoint, LinkStats, LocalPort};
+use crate::link::{Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
 use crate::tca::Tca;
 use crate::verbs::PortAttrs;
@@ -45,6 +45,10 @@ impl PacketSink for LinkSink {
         // Refusals (link down, queue full) are counted by the link; the RC
         // transport retransmits.
         let _ = self.0.send(packet);
+    }
+
+    fn send_all(&mut self, packets: &mut Vec<Vec<u8>>) {
+        self.0.send_batch(packets.drain(..));
     }
 }
 
@@ -91,9 +95,14 @@ impl Instance {
                     port: 1,
                     lid: cfg.lid,
                 };
-                let link = Link::start(ep.clone(), local, move |ev| {
-                    let _ = events.send(EngineEvent::Link(ev));
-                })?;
+                // Each socket read's packets reach the engine as one event.
+                let link =
+                    Link::start_batched(ep.clone(), local, LinkConfig::default(), move |rx| {
+                        let _ = events.send(match rx {
+                            LinkRx::Event(ev) => EngineEvent::Link(ev),
+                            LinkRx::Packets(batch) => EngineEvent::LinkPackets(batch),
+                        });
+                    })?;
                 Some(Arc::new(link))
             }
             None => None,

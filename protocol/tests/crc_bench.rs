@@ -169,7 +169,7 @@ fn crc_throughput_4k_packets() {
     );
     println!("  VCRC  byte-at-a-time   {old_v:>9.0}");
     println!(
-        "  VCRC  slicing-by-16    {new_v:>9.0}  ({:.1}x)",
+        "  VCRC  folding/sliced   {new_v:>9.0}  ({:.1}x)",
         new_v / old_v
     );
     println!("  ICRC+VCRC old          {old_both:>9.0}");

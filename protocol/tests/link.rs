@@ -206,3 +206,53 @@ fn truncated() {
         })
     );
 }
+
+#[test]
+fn split_frame_walks_a_buffer_like_the_decoder() {
+    use ibtca_protocol::link::split_frame;
+    let frames = [
+        Frame::Hello(Hello {
+            version: LINK_PROTOCOL_VERSION,
+            node_guid: 7,
+            port: 1,
+            lid: 2,
+        }),
+        Frame::Packet(vec![1, 2, 3, 4]),
+        Frame::Packet(Vec::new()),
+        Frame::LinkState(LinkState::Up),
+        Frame::Credit { vl: 1, credits: 9 },
+    ];
+    let mut stream = Vec::new();
+    for f in &frames {
+        f.encode(&mut stream).unwrap();
+    }
+    // Every prefix: whole frames come out, a partial one is `None`.
+    for cut in 0..=stream.len() {
+        let mut rest = &stream[..cut];
+        let mut got = Vec::new();
+        while let Some((raw, used)) = split_frame(rest, 64).unwrap() {
+            assert_eq!(
+                raw.is_packet(),
+                matches!(raw.decode(), Ok(Frame::Packet(_)))
+            );
+            got.push(raw.decode().unwrap());
+            rest = &rest[used..];
+        }
+        let mut decoder = FrameDecoder::new(64);
+        let want: Vec<Frame> = decoder.feed(&stream[..cut]).map(Result::unwrap).collect();
+        assert_eq!(got, want, "cut at {cut}");
+    }
+    // The same checks as the decoder: unknown type, oversize body.
+    assert_eq!(
+        split_frame(&[0, 0, 0, 1, 9, 0], 64),
+        Err(FrameError::UnknownType(9))
+    );
+    assert!(matches!(
+        split_frame(&[0, 0, 1, 0, 2], 64),
+        Err(FrameError::TooLarge { len: 256, max: 64 })
+    ));
+    assert!(matches!(
+        split_frame(&[0, 0, 0, 2, 3, 1, 1], 64),
+        Err(FrameError::BadBodyLength { .. })
+    ));
+}

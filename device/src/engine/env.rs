@@ -17,6 +17,14 @@ use crate::verbs::Verbs;
 pub trait PacketSink: Send {
     /// Queues one packet; may drop it (the transport retransmits).
     fn send(&mut self, packet: Vec<u8>);
+
+    /// Queues a burst of packets, in order (by default one [`Self::send`]
+    /// each); leaves `packets` empty.
+    fn send_all(&mut self, packets: &mut Vec<Vec<u8>>) {
+        for p in packets.drain(..) {
+            self.send(p);
+        }
+    }
 }
 
 /// One QP's environment for one call into the transport.

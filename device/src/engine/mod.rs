@@ -25,7 +25,7 @@ use ibtca_protocol::PacketView;
 
 use crate::dma::GuestMemory;
 use crate::drdma::{self, Drdma, WriteReady};
-use crate::link::LinkEvent;
+use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::regs;
 use crate::transport::{config, RcConfig, RcQp};
@@ -55,6 +55,8 @@ pub enum EngineEvent {
     DrdmaReady(u32),
     /// Something happened on the link.
     Link(LinkEvent),
+    /// Packets from the link (all those of one socket read).
+    LinkPackets(PacketBatch),
     /// Device reset (or the client went away): forget every object.
     Reset,
     /// Stop the engine thread.
@@ -164,6 +166,9 @@ pub struct Engine {
     /// still being filled (the seed's bus router polling BR Valid).
     held: HashMap<u32, SendWqe>,
     outbox: Outbox,
+    /// Packets of the burst being flushed that go to the link (kept for its
+    /// allocation).
+    to_link: Vec<Vec<u8>>,
     stats: EngineStats,
 }
 
@@ -195,6 +200,7 @@ impl Engine {
             drdma,
             held: HashMap::new(),
             outbox: Outbox(Vec::new()),
+            to_link: Vec::new(),
             stats: EngineStats::default(),
         }
     }
@@ -236,6 +242,11 @@ impl Engine {
             EngineEvent::Doorbell(db) => self.doorbell(db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, now),
+            EngineEvent::LinkPackets(batch) => {
+                for p in batch.iter() {
+                    self.receive(p, now);
+                }
+            }
             EngineEvent::Link(LinkEvent::Up { peer }) => {
                 tracing::info!(
                     peer_lid = peer.lid,
@@ -457,15 +468,20 @@ impl Engine {
             }
             let mut packets = std::mem::take(&mut self.outbox.0);
             self.stats.acks_coalesced += coalesce_acks(&mut packets);
+            let lid = self.verbs.port.lid;
+            let mut remote = std::mem::take(&mut self.to_link);
             for p in packets {
-                if dlid(&p) == Some(self.verbs.port.lid) {
+                if dlid(&p) == Some(lid) {
                     self.stats.loopback += 1;
                     self.receive(&p, now);
                 } else {
                     self.stats.tx_packets += 1;
-                    self.link.send(p);
+                    remote.push(p);
                 }
             }
+            // One hand-over per burst: one lock, at most one wake-up.
+            self.link.send_all(&mut remote);
+            self.to_link = remote;
         }
     }
 }

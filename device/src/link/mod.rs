@@ -10,7 +10,8 @@
 //!   reads frames and hands them to the caller's sink until the peer goes
 //!   away; then it reports [`LinkEvent::Down`] and starts over. A *writer*
 //!   thread per connection drains the send queue (`queue.rs`) and writes many
-//!   frames per `write`.
+//!   frames per `write`; [`Link::send_batch`] writes a burst itself when
+//!   that thread is idle.
 //! - [`FaultPlan`] (`fault.rs`): drop, duplicate, reorder or corrupt sent
 //!   packets, by sequence number or at seeded random rates.
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
@@ -23,6 +24,12 @@
 //! again `Up` after a reconnect. A closure lets the caller wrap events into
 //! its own channel's message type, e.g.
 //! `move |ev| { let _ = engine_tx.send(EngineMsg::Link(ev)); }`.
+//! [`Link::start_batched`] takes a sink of [`LinkRx`] instead: the same
+//! events, except that the packets one socket read completes arrive as one
+//! [`PacketBatch`] (one call and one buffer for all of them; the reader
+//! walks its receive buffer in place and copies each packet once). The
+//! device's engine uses it; [`Link::start`] and [`Link::start_with`] unpack
+//! batches into one [`LinkEvent::Packet`] each.
 //! A sink that blocks holds up the reader, and through the socket the peer's
 //! writer: that is the only back-pressure there is. Stopping a link joins
 //! the thread that calls the sink, so the sink must not wait for the thread
@@ -98,6 +105,59 @@ pub enum LinkEvent {
     },
     /// One IB packet from the peer, LRH through VCRC.
     Packet(Vec<u8>),
+}
+
+/// What a link started with [`Link::start_batched`] reports: events as
+/// [`LinkEvent`] (never [`LinkEvent::Packet`]), and packets in batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkRx {
+    /// `Up` or `Down`.
+    Event(LinkEvent),
+    /// The peer's packets that one socket read completed, in order.
+    Packets(PacketBatch),
+}
+
+/// IB packets from the peer, in stream order, in one buffer (one allocation
+/// and one hand-over for all the packets of a socket read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PacketBatch {
+    bytes: Vec<u8>,
+    /// End offset in `bytes` of each packet.
+    ends: Vec<usize>,
+}
+
+impl PacketBatch {
+    /// An empty batch with room for `bytes` bytes of packets.
+    pub fn with_capacity(bytes: usize) -> Self {
+        PacketBatch {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::new(),
+        }
+    }
+
+    /// Appends a packet.
+    pub fn push(&mut self, packet: &[u8]) {
+        self.bytes.extend_from_slice(packet);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Packets in the batch.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// No packets.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The packets, in order, each LRH through VCRC.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| self.bytes.get(start..end).unwrap_or_default())
+    }
 }
 
 /// Tunables; [`LinkConfig::default`] suits the device.

@@ -19,13 +19,13 @@ use super::fault::FaultPlan;
 use super::queue::TxQueue;
 use super::session;
 use super::stats::Counters;
-use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
 
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_STOP: u64 = 2;
 
 /// The caller's event sink, called on the supervisor thread.
-pub(super) type Sink = Box<dyn FnMut(LinkEvent) + Send>;
+pub(super) type Sink = Box<dyn FnMut(LinkRx) + Send>;
 
 /// Stop request and the connection to cut when it comes.
 #[derive(Debug, Default)]
@@ -86,7 +86,26 @@ impl Link {
         endpoint: LinkEndpoint,
         local: LocalPort,
         config: LinkConfig,
-        sink: impl FnMut(LinkEvent) + Send + 'static,
+        mut sink: impl FnMut(LinkEvent) + Send + 'static,
+    ) -> io::Result<Link> {
+        Link::start_batched(endpoint, local, config, move |rx| match rx {
+            LinkRx::Event(ev) => sink(ev),
+            LinkRx::Packets(batch) => {
+                for p in batch.iter() {
+                    sink(LinkEvent::Packet(p.to_vec()));
+                }
+            }
+        })
+    }
+
+    /// Starts a link like [`Link::start_with`], with a sink that gets the
+    /// packets of each socket read as one [`LinkRx::Packets`] batch (one
+    /// call, one allocation) instead of one [`LinkEvent::Packet`] each.
+    pub fn start_batched(
+        endpoint: LinkEndpoint,
+        local: LocalPort,
+        config: LinkConfig,
+        sink: impl FnMut(LinkRx) + Send + 'static,
     ) -> io::Result<Link> {
         let (listener, bound) = match &endpoint {
             LinkEndpoint::Listen(path) => {
@@ -132,6 +151,15 @@ impl Link {
     /// cannot be queued is dropped and counted (see [`LinkError`]).
     pub fn send(&self, packet: Vec<u8>) -> Result<(), LinkError> {
         self.shared.queue.send(packet, &self.shared.counters)
+    }
+
+    /// Queues many packets under one lock, as [`Link::send`] would each;
+    /// returns how many were refused (counted as `send` counts them). If the
+    /// writer thread is idle, the packets are written to the socket right
+    /// away from the calling thread (non-blocking; what the socket does not
+    /// take is left to the writer), saving the writer's wake-up.
+    pub fn send_batch(&self, packets: impl IntoIterator<Item = Vec<u8>>) -> usize {
+        self.shared.queue.send_batch(packets, &self.shared.counters)
     }
 
     /// True between [`LinkEvent::Up`] and [`LinkEvent::Down`].

@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 use ibtca_protocol::link::{
-    Frame, FrameDecoder, FrameError, Hello, LinkState, LINK_PROTOCOL_VERSION,
+    split_frame, Frame, FrameError, Hello, LinkState, FRAME_HEADER_LEN, LINK_PROTOCOL_VERSION,
 };
 
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
-use super::{LinkEvent, LocalPort, MAX_BODY};
+use super::{LinkEvent, LinkRx, LocalPort, PacketBatch, MAX_BODY};
 
-/// Bytes asked of one `read`.
+/// Bytes asked of one `read` (at least; the buffer always has room for a
+/// whole frame after a partial one).
 const READ_CHUNK: usize = 128 * 1024;
 
 /// Runs one connection until it ends; true if it came up.
@@ -55,7 +56,7 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
             reason
         };
         tracing::info!(%reason, "link down");
-        (session.sink)(LinkEvent::Down { reason });
+        (session.sink)(LinkRx::Event(LinkEvent::Down { reason }));
     }
     shared.control().active = None;
     up
@@ -89,11 +90,17 @@ impl Session<'_> {
             .and_then(|()| self.stream.set_read_timeout(Some(config.hello_timeout)))
             .map_err(|e| io_err("sending Hello", e))?;
 
-        let mut buf = vec![0u8; READ_CHUNK];
-        let mut decoder = FrameDecoder::new(MAX_BODY);
+        // Frames are walked in place in `buf`: bytes `start..end` are read
+        // and not yet used (at most part of one frame between reads).
+        let mut buf = vec![0u8; READ_CHUNK.max(FRAME_HEADER_LEN + MAX_BODY)];
+        let (mut start, mut end) = (0, 0);
         loop {
-            let n = match self.stream.read(&mut buf) {
-                Ok(0) if decoder.buffered() > 0 => return Err("peer closed mid-frame".into()),
+            if start > 0 {
+                buf.copy_within(start..end, 0);
+                (start, end) = (0, end - start);
+            }
+            let n = match self.stream.read(buf.get_mut(end..).unwrap_or_default()) {
+                Ok(0) if end > 0 => return Err("peer closed mid-frame".into()),
                 Ok(0) => return Err("peer closed the connection".into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -110,9 +117,51 @@ impl Session<'_> {
                 }
                 Err(e) => return Err(io_err("read", e)),
             };
-            for frame in decoder.feed(buf.get(..n).unwrap_or_default()) {
-                self.handle(frame)?;
+            end += n;
+            start += self.consume(buf.get(start..end).unwrap_or_default())?;
+        }
+    }
+
+    /// Handles the whole frames at the start of `bytes`; returns the bytes
+    /// they took. The packets go to the sink as one batch, after whatever
+    /// came before them and before whatever follows.
+    fn consume(&mut self, bytes: &[u8]) -> Result<usize, String> {
+        let mut used = 0;
+        let mut batch = PacketBatch::default();
+        let result = loop {
+            let rest = bytes.get(used..).unwrap_or_default();
+            let (frame, len) = match split_frame(rest, MAX_BODY) {
+                Ok(Some(split)) => split,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            used += len;
+            if frame.is_packet() && self.writer.is_some() {
+                if batch.is_empty() {
+                    batch = PacketBatch::with_capacity(bytes.len() - used + len);
+                }
+                let counters = &self.shared.counters;
+                bump(&counters.rx_packets);
+                add(&counters.rx_bytes, frame.body.len() as u64);
+                tracing::trace!(len = frame.body.len(), "link rx");
+                batch.push(frame.body);
+                continue;
             }
+            self.flush(&mut batch);
+            self.handle(frame.decode())?;
+        };
+        self.flush(&mut batch);
+        match result {
+            Ok(()) => Ok(used),
+            // Rejects the peer (counted, logged): always an error.
+            Err(e) => self.handle(Err(e)).map(|()| used),
+        }
+    }
+
+    /// Passes the packets collected so far to the sink.
+    fn flush(&mut self, batch: &mut PacketBatch) {
+        if !batch.is_empty() {
+            (self.sink)(LinkRx::Packets(std::mem::take(batch)));
         }
     }
 
@@ -134,7 +183,9 @@ impl Session<'_> {
                 bump(&counters.rx_packets);
                 add(&counters.rx_bytes, packet.len() as u64);
                 tracing::trace!(len = packet.len(), "link rx");
-                (self.sink)(LinkEvent::Packet(packet));
+                let mut batch = PacketBatch::default();
+                batch.push(&packet);
+                (self.sink)(LinkRx::Packets(batch));
                 Ok(())
             }
             Ok(Frame::Hello(h)) if !up && h.version != LINK_PROTOCOL_VERSION => reject(format!(
@@ -168,7 +219,8 @@ impl Session<'_> {
             .and_then(|()| self.stream.try_clone())
             .map_err(|e| format!("preparing the connection: {e}"))?;
         let shared = Arc::clone(self.shared);
-        self.shared.queue.open();
+        // A second clone lets senders write directly while the writer sleeps.
+        self.shared.queue.open(self.stream.try_clone().ok());
         let writer = thread::Builder::new()
             .name("ibtca-link-tx".into())
             .spawn(move || run_writer(&shared.queue, stream, &shared.counters));
@@ -191,7 +243,7 @@ impl Session<'_> {
             lid = peer.lid,
             "link up"
         );
-        (self.sink)(LinkEvent::Up { peer });
+        (self.sink)(LinkRx::Event(LinkEvent::Up { peer }));
         Ok(())
     }
 }

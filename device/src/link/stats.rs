@@ -67,6 +67,11 @@ pub(super) fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// Takes `n` back from a counter (a count made ahead that did not happen).
+pub(super) fn sub(counter: &AtomicU64, n: u64) {
+    counter.fetch_sub(n, Ordering::Relaxed);
+}
+
 /// Adds one to a counter.
 pub(super) fn bump(counter: &AtomicU64) {
     add(counter, 1);

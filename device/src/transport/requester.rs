@@ -198,8 +198,14 @@ impl Requester {
         self.tx_psn = self.una;
     }
 
-    /// The started WQE that took PSN `p`.
+    /// The started WQE that took PSN `p`. The newest is tried first: new
+    /// packets come from it, so sending stays O(1) with a deep queue; a
+    /// retransmission after a rewind finds its WQE near the front.
     pub(crate) fn find(&self, p: u32) -> Option<usize> {
+        let last = self.inflight.len().checked_sub(1)?;
+        if self.inflight.get(last).is_some_and(|f| f.contains(p)) {
+            return Some(last);
+        }
         self.inflight.iter().position(|f| f.contains(p))
     }
 
@@ -270,18 +276,30 @@ impl Requester {
         counters: &mut RcCounters,
         env: &mut E,
     ) {
+        // Whether a started WQE failed, and how many READs/atomics await
+        // responses: scanned once per call, when first needed, then kept up
+        // to date here (nothing else changes them while pump runs).
+        let mut scanned: Option<(bool, usize)> = None;
         loop {
             if psn::diff(self.tx_psn, self.una) >= cfg.send_window as i32 {
                 return;
             }
             if !psn::before(self.tx_psn, self.next_psn) {
-                if self.inflight.iter().any(|f| f.error.is_some()) {
+                if self.pending.is_empty() {
+                    return;
+                }
+                let (failed, reads) = *scanned.get_or_insert_with(|| {
+                    (
+                        self.inflight.iter().any(|f| f.error.is_some()),
+                        self.outstanding_rd_atomic(),
+                    )
+                });
+                if failed {
                     return;
                 }
                 let Some(wqe) = self.pending.front() else {
                     return;
                 };
-                let reads = self.outstanding_rd_atomic();
                 let kind = WrKind::from_opcode(wqe.opcode);
                 if kind.is_some_and(WrKind::needs_response)
                     && reads >= usize::from(cfg.max_rd_atomic)
@@ -310,6 +328,10 @@ impl Requester {
                     }
                 }
                 self.next_psn = f.end_psn();
+                scanned = Some((
+                    failed || f.error.is_some(),
+                    reads + usize::from(f.awaits_response()),
+                ));
                 self.inflight.push_back(f);
                 continue;
             }
@@ -344,6 +366,7 @@ impl Requester {
                     if let Some(f) = self.inflight.get_mut(i) {
                         f.error = Some(status);
                     }
+                    // `scanned` is stale now; it goes out of scope.
                     return;
                 }
             }

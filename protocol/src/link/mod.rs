@@ -185,6 +185,46 @@ impl Frame {
     }
 }
 
+/// A whole frame borrowed from a buffer, undecoded: see [`split_frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawFrame<'a> {
+    /// The type byte (checked to name a frame type).
+    pub frame_type: u8,
+    /// The body (its length checked against the type and the limit).
+    pub body: &'a [u8],
+}
+
+impl RawFrame<'_> {
+    /// A `Packet` frame: `body` is the IB packet.
+    pub fn is_packet(&self) -> bool {
+        self.frame_type == TYPE_PACKET
+    }
+
+    /// The decoded frame (copies the body of a `Packet`).
+    pub fn decode(&self) -> Result<Frame, FrameError> {
+        from_body(self.frame_type, self.body.to_vec())
+    }
+}
+
+/// Splits the first frame off `buf` without copying: the frame and the
+/// bytes it takes, or `None` if `buf` holds only part of a frame. The header
+/// is checked as [`FrameDecoder`] checks it (type, fixed body sizes,
+/// `max_body`), so a reader can walk a receive buffer in place and decode
+/// only what it needs.
+pub fn split_frame(
+    buf: &[u8],
+    max_body: usize,
+) -> Result<Option<(RawFrame<'_>, usize)>, FrameError> {
+    let Some(header) = buf.first_chunk::<FRAME_HEADER_LEN>() else {
+        return Ok(None);
+    };
+    let (len, frame_type) = check_header(*header, max_body)?;
+    let end = FRAME_HEADER_LEN + len;
+    Ok(buf
+        .get(FRAME_HEADER_LEN..end)
+        .map(|body| (RawFrame { frame_type, body }, end)))
+}
+
 /// Validates a frame header; returns the body length and type.
 pub(crate) fn check_header(
     header: [u8; FRAME_HEADER_LEN],

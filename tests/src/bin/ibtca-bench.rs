@@ -92,7 +92,7 @@ const TARGET_WRITE_US: f64 = 2.5;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--idle-sleep-us US]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US]
        ibtca-bench guest-verbs
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
@@ -106,6 +106,8 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 
   --seconds S         (verbs) timed seconds per measurement (default 2; a
                       tenth of that more as warm-up for the verbs rows)
+  --only ROWS         (verbs) run only these rows (comma list of write-1m,
+                      write-4k, write-64, send, ping); the raw rows always run
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
 
@@ -162,6 +164,19 @@ fn parse_args() -> Result<Bench, String> {
     }
 }
 
+/// Names of the verbs rows, for `--only`.
+const VERBS_ROWS: [&str; 5] = ["write-1m", "write-4k", "write-64", "send", "ping"];
+/// The rows `--only` chose (all when unset).
+static ONLY_ROWS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Whether the verbs row `name` is to run.
+fn row_chosen(name: &str) -> bool {
+    match ONLY_ROWS.get() {
+        Some(rows) => rows.iter().any(|r| r == name),
+        None => true,
+    }
+}
+
 fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> {
     let mut seconds = 2.0;
     let mut idle_us = 0;
@@ -179,6 +194,17 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .and_then(|v| v.parse::<f64>().ok())
                     .filter(|&s| s > 0.0 && s.is_finite())
                     .ok_or("--seconds needs a positive number")?
+            }
+            "--only" => {
+                let list = args.next().ok_or("--only needs a list of rows")?;
+                let rows: Vec<String> = list.split(',').map(str::to_string).collect();
+                if let Some(bad) = rows.iter().find(|r| !VERBS_ROWS.contains(&r.as_str())) {
+                    return Err(format!(
+                        "unknown row '{bad}' (rows: {})",
+                        VERBS_ROWS.join(", ")
+                    ));
+                }
+                let _ = ONLY_ROWS.set(rows);
             }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option '{other}'")),
@@ -832,6 +858,77 @@ struct Rate {
     bytes: u64,
     secs: f64,
     link: Option<LinkDelta>,
+    cpu: Option<CpuSplit>,
+}
+
+/// On-CPU time of this process's threads over a timed part, by role, in
+/// nanoseconds (from `/proc/self/task/*/schedstat`, so it counts only time
+/// actually on a CPU: robust against other load on the machine, unlike the
+/// wall-clock rates).
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuSplit {
+    /// `ibtca-engine` threads (both devices).
+    engine: u64,
+    /// `ibtca-link` threads: the link readers.
+    link_rx: u64,
+    /// `ibtca-link-tx` threads: the link writers.
+    link_tx: u64,
+    /// The other device threads (the vfio-user servers, unnamed).
+    vfio: u64,
+    /// The simulated guests (the main thread and `guest-*` threads) and the
+    /// raw rows' `raw-*` threads.
+    guests: u64,
+}
+
+impl CpuSplit {
+    /// Device CPU (everything but the guests).
+    fn device(&self) -> u64 {
+        self.engine + self.link_rx + self.link_tx + self.vfio
+    }
+}
+
+/// (thread name, on-CPU ns) of every thread of this process, by tid.
+type CpuSnapshot = std::collections::HashMap<u32, (String, u64)>;
+
+fn cpu_snapshot() -> CpuSnapshot {
+    let mut out = CpuSnapshot::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        let path = e.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let ns = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        if let Some(ns) = ns {
+            out.insert(tid, (comm.trim().to_string(), ns));
+        }
+    }
+    out
+}
+
+/// CPU used between two snapshots by the threads alive at the second.
+fn cpu_delta(before: &CpuSnapshot, after: &CpuSnapshot) -> CpuSplit {
+    let main = std::process::id();
+    let mut split = CpuSplit::default();
+    for (tid, (comm, ns)) in after {
+        let used = ns - before.get(tid).map_or(0, |b| b.1).min(*ns);
+        let slot = match comm.as_str() {
+            "ibtca-engine" => &mut split.engine,
+            "ibtca-link" => &mut split.link_rx,
+            "ibtca-link-tx" => &mut split.link_tx,
+            c if *tid == main || c.starts_with("guest") || c.starts_with("raw") => {
+                &mut split.guests
+            }
+            _ => &mut split.vfio,
+        };
+        *slot += used;
+    }
+    split
 }
 
 impl Rate {
@@ -887,7 +984,8 @@ impl std::fmt::Display for LinkDelta {
 /// of `chunk` bytes; counted at the reader.
 fn raw_stream(chunk: usize, secs: f64) -> Rate {
     let (mut w, mut r) = UnixStream::pair().expect("socketpair");
-    let writer = std::thread::spawn(move || {
+    let cpu0 = cpu_snapshot();
+    let writer = named("raw-writer", move || {
         let buf = vec![0x5au8; chunk];
         let end = Instant::now() + Duration::from_secs_f64(secs);
         // Check the clock every 64 writes: a clock read costs as much as a
@@ -911,20 +1009,34 @@ fn raw_stream(chunk: usize, secs: f64) -> Rate {
         msgs += 1;
     }
     let secs = t.elapsed().as_secs_f64();
+    // The writer's time before it exits; the reader is this thread.
+    let cpu = cpu_delta(&cpu0, &cpu_snapshot());
     writer.join().expect("raw writer");
     Rate {
         msgs,
         bytes: msgs * chunk as u64,
         secs,
         link: None,
+        cpu: Some(cpu),
     }
+}
+
+/// Spawns a named thread (the name is what [`cpu_delta`] classifies by).
+fn named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn a bench thread")
 }
 
 /// Raw `UnixStream` ping-pong of `size` bytes each way; µs per one-way trip
 /// (round trip / 2), median.
 fn raw_pingpong(size: usize, secs: f64) -> f64 {
     let (mut a, mut b) = UnixStream::pair().expect("socketpair");
-    let echo = std::thread::spawn(move || {
+    let echo = named("raw-echo", move || {
         let mut m = vec![0u8; size];
         while b.read_exact(&mut m).is_ok() {
             if b.write_all(&m).is_err() {
@@ -962,7 +1074,7 @@ fn keep_busy(
     secs: f64,
     link: impl Fn() -> (LinkStats, LinkStats),
     make: impl Fn(&Side, u64) -> SendWqe,
-) -> (u64, f64, LinkDelta) {
+) -> (u64, f64, LinkDelta, CpuSplit) {
     let warm = Duration::from_secs_f64(secs / 10.0);
     let timed = Duration::from_secs_f64(secs);
     let start = Instant::now();
@@ -972,6 +1084,7 @@ fn keep_busy(
     let mut done = 0u64;
     let mut done_at_t0 = 0;
     let mut link_at_t0 = link();
+    let mut cpu_at_t0 = CpuSnapshot::new();
     let mut cqes = Vec::with_capacity(POLL_BATCH);
     let mut wqes = Vec::with_capacity(depth);
     let last_post = loop {
@@ -980,6 +1093,7 @@ fn keep_busy(
             t0 = Some(now);
             done_at_t0 = done;
             link_at_t0 = link();
+            cpu_at_t0 = cpu_snapshot();
         }
         if t0.is_some_and(|t| now >= t + timed) {
             break now;
@@ -1006,6 +1120,7 @@ fn keep_busy(
     let msgs = done - done_at_t0;
     let secs = (last_post - t0).as_secs_f64();
     let end = link();
+    let cpu = cpu_delta(&cpu_at_t0, &cpu_snapshot());
     let link = LinkDelta {
         a: delta(&link_at_t0.0, &end.0),
         b: delta(&link_at_t0.1, &end.1),
@@ -1017,7 +1132,7 @@ fn keep_busy(
         outstanding -= s.g.poll_cq_batch(&mut s.cq, POLL_BATCH, &mut cqes);
         idle();
     }
-    (msgs, secs, link)
+    (msgs, secs, link, cpu)
 }
 
 /// RDMA WRITE of `size` bytes from A to B, `depth` outstanding.
@@ -1027,7 +1142,7 @@ fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
     // Spread the messages over the buffer (for small ones: distinct lines).
     let slots = (VERBS_BUF / size).max(1);
     let servers = &p.servers;
-    let (msgs, secs, link) = keep_busy(
+    let (msgs, secs, link, cpu) = keep_busy(
         &mut p.a,
         depth,
         secs,
@@ -1046,6 +1161,7 @@ fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
         bytes: msgs * size,
         secs,
         link: Some(link),
+        cpu: Some(cpu),
     }
 }
 
@@ -1068,7 +1184,7 @@ fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
     b.g.post_recv_batch(&mut b.qp, &all);
     let stop = Arc::new(AtomicBool::new(false));
     let stop_rx = stop.clone();
-    let receiver = std::thread::spawn(move || {
+    let receiver = named("guest-b", move || {
         let mut cqes = Vec::with_capacity(POLL_BATCH);
         let mut wqes = Vec::with_capacity(POLL_BATCH);
         let mut next = rq as u64;
@@ -1091,7 +1207,7 @@ fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
         }
         (b, received)
     });
-    let (msgs, secs, link) = keep_busy(
+    let (msgs, secs, link, cpu) = keep_busy(
         &mut a,
         depth,
         secs,
@@ -1107,6 +1223,7 @@ fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
         bytes: msgs * u64::from(size),
         secs,
         link: Some(link),
+        cpu: Some(cpu),
     }
 }
 
@@ -1145,7 +1262,7 @@ fn verbs_pingpong(size: u32, secs: f64) -> f64 {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let stop_b = stop.clone();
-    let echo = std::thread::spawn(move || {
+    let echo = named("guest-b", move || {
         let mut i = 0u64;
         loop {
             // Poll until a ping arrives or the bench stops.
@@ -1206,6 +1323,8 @@ struct VRow {
     us: Option<f64>,
     ratio: Option<(f64, &'static str)>,
     target: Option<f64>,
+    /// Device CPU µs per message (raw rows: both threads').
+    cpu_us: Option<f64>,
 }
 
 fn fmt_rate(v: f64) -> String {
@@ -1250,6 +1369,20 @@ fn print_grid(header: &[&str], rows: &[Vec<String>], numeric: &[usize]) {
     }
 }
 
+/// One line of the CPU breakdown: µs per message by thread role.
+fn cpu_note(what: &str, c: &CpuSplit, msgs: u64) -> String {
+    let per = |ns: u64| ns as f64 / 1000.0 / msgs.max(1) as f64;
+    format!(
+        "  {what:<16} device {:6.2} = engine {:5.2} + link rx {:5.2} + link tx {:5.2} + vfio {:5.2}; guests {:5.2}",
+        per(c.device()),
+        per(c.engine),
+        per(c.link_rx),
+        per(c.link_tx),
+        per(c.vfio),
+        per(c.guests),
+    )
+}
+
 fn run_verbs(secs: f64) -> ExitCode {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -1262,6 +1395,11 @@ fn run_verbs(secs: f64) -> ExitCode {
     let raw_lat = raw_pingpong(64, secs);
     let stream_mib = stream.mib_per_s();
     let small_msg = small.msg_per_s();
+    let raw_cpu = |r: &Rate| {
+        r.cpu
+            .map(|c| (c.guests + c.device()) as f64 / 1000.0 / r.msgs.max(1) as f64)
+    };
+    let mut cpu_notes = Vec::new();
     rows.push(VRow {
         what: "raw socket stream".into(),
         size: "64 KiB",
@@ -1270,6 +1408,7 @@ fn run_verbs(secs: f64) -> ExitCode {
         us: None,
         ratio: Some((1.0, "stream")),
         target: None,
+        cpu_us: raw_cpu(&stream),
     });
     rows.push(VRow {
         what: "raw socket messages".into(),
@@ -1279,6 +1418,7 @@ fn run_verbs(secs: f64) -> ExitCode {
         us: None,
         ratio: Some((1.0, "msgs")),
         target: None,
+        cpu_us: raw_cpu(&small),
     });
     rows.push(VRow {
         what: "raw socket ping-pong".into(),
@@ -1288,13 +1428,17 @@ fn run_verbs(secs: f64) -> ExitCode {
         us: Some(raw_lat),
         ratio: Some((1.0, "ping")),
         target: None,
+        cpu_us: None,
     });
 
-    for (size, label, target) in [
-        (1u64 << 20, "1 MiB", Some(TARGET_WRITE_SHARE)),
-        (4096, "4 KiB", None),
-        (64, "64 B", None),
+    for (size, label, target, row) in [
+        (1u64 << 20, "1 MiB", Some(TARGET_WRITE_SHARE), "write-1m"),
+        (4096, "4 KiB", None, "write-4k"),
+        (64, "64 B", None, "write-64"),
     ] {
+        if !row_chosen(row) {
+            continue;
+        }
         eprintln!(
             "[bench] RDMA WRITE {label}, {} outstanding, {secs} s",
             1 << WRITE_QP_LOG
@@ -1308,6 +1452,9 @@ fn run_verbs(secs: f64) -> ExitCode {
         if let Some(l) = &r.link {
             notes.push(format!("RDMA WRITE {label}:\n{l}"));
         }
+        if let Some(c) = &r.cpu {
+            cpu_notes.push(cpu_note(&format!("RDMA WRITE {label}"), c, r.msgs));
+        }
         rows.push(VRow {
             what: format!("RDMA WRITE (QD {})", 1 << WRITE_QP_LOG),
             size: label,
@@ -1320,37 +1467,51 @@ fn run_verbs(secs: f64) -> ExitCode {
                 (r.msg_per_s() / small_msg, "msgs")
             }),
             target,
+            cpu_us: r
+                .cpu
+                .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),
         });
     }
 
-    eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
-    let r = verbs_send_rate(64, SEND_DEPTH, secs);
-    eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
-    if let Some(l) = &r.link {
-        notes.push(format!("SEND 64 B:\n{l}"));
+    if row_chosen("send") {
+        eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
+        let r = verbs_send_rate(64, SEND_DEPTH, secs);
+        eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
+        if let Some(l) = &r.link {
+            notes.push(format!("SEND 64 B:\n{l}"));
+        }
+        if let Some(c) = &r.cpu {
+            cpu_notes.push(cpu_note("SEND 64 B", c, r.msgs));
+        }
+        rows.push(VRow {
+            what: format!("SEND rate (QD {SEND_DEPTH})"),
+            size: "64 B",
+            mib_s: Some(r.mib_per_s()),
+            msg_s: Some(r.msg_per_s()),
+            us: None,
+            ratio: Some((r.msg_per_s() / small_msg, "msgs")),
+            target: Some(TARGET_SEND_SHARE),
+            cpu_us: r
+                .cpu
+                .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),
+        });
     }
-    rows.push(VRow {
-        what: format!("SEND rate (QD {SEND_DEPTH})"),
-        size: "64 B",
-        mib_s: Some(r.mib_per_s()),
-        msg_s: Some(r.msg_per_s()),
-        us: None,
-        ratio: Some((r.msg_per_s() / small_msg, "msgs")),
-        target: Some(TARGET_SEND_SHARE),
-    });
 
-    eprintln!("[bench] SEND ping-pong 64 B, {secs} s");
-    let lat = verbs_pingpong(64, secs);
-    eprintln!("[bench]   {lat:.1} µs");
-    rows.push(VRow {
-        what: "SEND ping-pong".into(),
-        size: "64 B",
-        mib_s: None,
-        msg_s: None,
-        us: Some(lat),
-        ratio: Some((lat / raw_lat, "ping")),
-        target: None,
-    });
+    if row_chosen("ping") {
+        eprintln!("[bench] SEND ping-pong 64 B, {secs} s");
+        let lat = verbs_pingpong(64, secs);
+        eprintln!("[bench]   {lat:.1} µs");
+        rows.push(VRow {
+            what: "SEND ping-pong".into(),
+            size: "64 B",
+            mib_s: None,
+            msg_s: None,
+            us: Some(lat),
+            ratio: Some((lat / raw_lat, "ping")),
+            target: None,
+            cpu_us: None,
+        });
+    }
 
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -1370,6 +1531,7 @@ fn run_verbs(secs: f64) -> ExitCode {
                 opt(r.mib_s, |v| format!("{v:.1}")),
                 opt(r.msg_s, fmt_rate),
                 opt(r.us, fmt_us),
+                opt(r.cpu_us, |v| format!("{v:.2}")),
                 ratio,
                 target,
                 result,
@@ -1386,6 +1548,11 @@ fn run_verbs(secs: f64) -> ExitCode {
         "Ratios: stream = MiB/s over the raw 64 KiB stream; msgs = msg/s over the raw \
          64 B message rate; ping = one-way µs over the raw 64 B socket ping-pong."
     );
+    println!(
+        "CPU µs/msg: on-CPU time of the device threads of both instances per message \
+         (raw rows: of both socket threads); unlike the rates it barely depends on other \
+         load on the machine."
+    );
     println!();
     print_grid(
         &[
@@ -1394,16 +1561,25 @@ fn run_verbs(secs: f64) -> ExitCode {
             "MiB/s",
             "msg/s",
             "µs",
+            "CPU µs/msg",
             "× baseline",
             "target",
             "result",
         ],
         &cells,
-        &[2, 3, 4],
+        &[2, 3, 4, 5],
     );
     println!();
     println!("Link counters (per direction, over the timed part of each run):");
     for n in notes {
+        println!("{n}");
+    }
+    println!();
+    println!(
+        "Device CPU per message (µs on a CPU, both devices, timed part): engine threads, \
+         link readers, link writers, vfio-user servers; then the simulated guests."
+    );
+    for n in cpu_notes {
         println!("{n}");
     }
     ExitCode::SUCCESS

@@ -1,10 +1,8 @@
 //! Fault injection: the injector alone, then end to end.
 
-use std::collections::VecDeque;
-
 use super::*;
 use crate::link::fault::FaultInjector;
-use crate::link::queue::TxQueue;
+use crate::link::queue::{Batch, TxQueue};
 use crate::link::stats::Counters;
 use crate::link::{FaultPlan, FaultRates};
 
@@ -107,13 +105,13 @@ fn random_rates_are_seeded_and_roughly_right() {
 fn replacing_the_plan_releases_a_held_packet() {
     let counters = Counters::default();
     let q = TxQueue::new(16);
-    q.open();
+    q.open(None);
     q.set_faults(FaultPlan::default().swap_with_next(0), &counters);
     q.send(vec![1], &counters).unwrap();
-    let mut batch = VecDeque::new();
+    let mut batch = Batch::default();
     q.set_faults(FaultPlan::default(), &counters);
     assert!(q.take_batch(&mut batch));
-    assert_eq!(batch, [vec![1]]);
+    assert_eq!(batch.decode(), [vec![1]]);
 }
 
 #[test]

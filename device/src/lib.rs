@@ -14,6 +14,7 @@ pub mod engine;
 pub mod fabric;
 pub mod instance;
 pub mod link;
+pub mod logging;
 pub mod pci;
 pub mod regs;
 pub mod switch;

@@ -81,13 +81,7 @@ fn parse_guid(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ibtca_device::logging::init("info");
     let args = Args::parse();
     let config = ServerConfig {
         spin: Duration::from_micros(args.spin_us),

@@ -268,3 +268,60 @@ impl Drop for DeviceProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Checks a guest run of a two-guest scenario whose tool prints
+/// `<tag> <check> PASS|FAIL ...` lines, `<tag>-SUMMARY N passed, M failed`
+/// and whose init prints `<tag>-RC`: QEMU powered off cleanly, the module
+/// loaded and probed, every check in `checks` passed and none failed, the
+/// driver logged no warning or error, and the module unloaded. `logs` (the
+/// device logs) is shown on failure; the tagged lines are echoed.
+pub fn check_scenario(tag: &str, role: &str, run: &VmRun, checks: &[&str], logs: &str) {
+    let ctx = format!("{role} guest");
+    let dump = format!("{ctx} console:\n{}\n{logs}", run.serial);
+    assert_eq!(
+        run.status,
+        Some(0),
+        "{ctx}: QEMU did not power off cleanly\n{dump}"
+    );
+    run.expect_line("IBTCA-INSMOD ok");
+    run.expect_line("ibtca: probe ");
+    for name in checks {
+        let pass = format!("{tag} {name} PASS");
+        assert!(
+            run.serial.lines().any(|l| l.starts_with(&pass)),
+            "{ctx}: no {pass:?}\n{dump}"
+        );
+    }
+    let tagged = format!("{tag} ");
+    let fails: Vec<&str> = run
+        .lines_with(&tagged)
+        .filter(|l| l.contains(" FAIL"))
+        .collect();
+    assert!(fails.is_empty(), "{ctx}: failed checks {fails:?}\n{dump}");
+    let summary_tag = format!("{tag}-SUMMARY ");
+    let summary = run.expect_line(&summary_tag);
+    assert!(
+        summary.ends_with(&format!("{} passed, 0 failed", checks.len())),
+        "{ctx}: {summary}\n{dump}"
+    );
+    run.expect_line(&format!("{tag}-RC 0"));
+    // The driver's warnings and errors (init greps dmesg): no command
+    // timed out, no object was left behind.
+    let driver_errors: Vec<&str> = run
+        .lines_with("IBTCA-DMESG ")
+        .filter(|l| !l.contains("module verification failed"))
+        .collect();
+    assert!(
+        driver_errors.is_empty(),
+        "{ctx}: driver complained {driver_errors:?}\n{dump}"
+    );
+    run.expect_line("IBTCA-UNLOAD ok");
+    run.expect_line("IBTCA-GUEST done");
+    for l in run
+        .serial
+        .lines()
+        .filter(|l| l.contains(tag) || l.contains("IBTCA-DMESG"))
+    {
+        eprintln!("{role}: {l}");
+    }
+}

@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use ibtca_tests::vm::{DeviceProcess, VmConfig, VmRun, VmStack};
+use ibtca_tests::vm::{check_scenario, DeviceProcess, VmConfig, VmRun, VmStack};
 
 const SERVER_CHECKS: &[&str] = &[
     "setup",
@@ -82,52 +82,7 @@ const CLIENT_CHECKS: &[&str] = &[
 ];
 
 fn check_run(role: &str, run: &VmRun, checks: &[&str], logs: &str) {
-    let ctx = format!("{role} guest");
-    let dump = format!("{ctx} console:\n{}\n{logs}", run.serial);
-    assert_eq!(
-        run.status,
-        Some(0),
-        "{ctx}: QEMU did not power off cleanly\n{dump}"
-    );
-    run.expect_line("IBTCA-INSMOD ok");
-    run.expect_line("ibtca: probe ");
-    for name in checks {
-        let pass = format!("IBTCA-DRDMA {name} PASS");
-        assert!(
-            run.serial.lines().any(|l| l.starts_with(&pass)),
-            "{ctx}: no {pass:?}\n{dump}"
-        );
-    }
-    let fails: Vec<&str> = run
-        .lines_with("IBTCA-DRDMA ")
-        .filter(|l| l.contains(" FAIL"))
-        .collect();
-    assert!(fails.is_empty(), "{ctx}: failed checks {fails:?}\n{dump}");
-    let summary = run.expect_line("IBTCA-DRDMA-SUMMARY ");
-    assert!(
-        summary.ends_with(&format!("{} passed, 0 failed", checks.len())),
-        "{ctx}: {summary}\n{dump}"
-    );
-    run.expect_line("IBTCA-DRDMA-RC 0");
-    // The driver's warnings and errors (init greps dmesg): no command
-    // timed out, no object was left behind.
-    let driver_errors: Vec<&str> = run
-        .lines_with("IBTCA-DMESG ")
-        .filter(|l| !l.contains("module verification failed"))
-        .collect();
-    assert!(
-        driver_errors.is_empty(),
-        "{ctx}: driver complained {driver_errors:?}\n{dump}"
-    );
-    run.expect_line("IBTCA-UNLOAD ok");
-    run.expect_line("IBTCA-GUEST done");
-    for l in run
-        .serial
-        .lines()
-        .filter(|l| l.contains("IBTCA-DRDMA") || l.contains("IBTCA-DMESG"))
-    {
-        eprintln!("{role}: {l}");
-    }
+    check_scenario("IBTCA-DRDMA", role, run, checks, logs);
 }
 
 /// Runs the two guests with the window in `window` mode; every check listed

@@ -141,13 +141,7 @@ fn write_status(path: &PathBuf, switch: &Switch) {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ibtca_device::logging::init("info");
     let args = Args::parse();
     let cfg = match config(&args) {
         Ok(c) => c,

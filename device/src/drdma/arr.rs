@@ -167,6 +167,16 @@ impl Arr {
         self.dir.is_some()
     }
 
+    /// Refuses an operation for a transfer of direction `dir` on a free
+    /// range (Unallocated) or one of the other type (State).
+    fn expect(&self, dir: Direction) -> Result<(), ArrError> {
+        match self.dir {
+            Some(d) if d == dir => Ok(()),
+            Some(_) => Err(ArrError::State),
+            None => Err(ArrError::Unallocated),
+        }
+    }
+
     /// The ARR_CTRL register.
     pub fn ctrl(&self) -> u32 {
         let mut v = self.pmb << regs::ARR_PMB_SHIFT;
@@ -225,13 +235,7 @@ impl Arr {
 
     /// Counts `len` stored bytes (a trapped store, or a mapped-window commit).
     pub fn commit_store(&mut self, len: u32) -> Result<bool, ArrError> {
-        if self.dir != Some(Direction::Write) {
-            return Err(if self.busy() {
-                ArrError::State
-            } else {
-                ArrError::Unallocated
-            });
-        }
+        self.expect(Direction::Write)?;
         if !self.pci_valid {
             return Err(ArrError::State);
         }
@@ -273,13 +277,7 @@ impl Arr {
 
     /// A read response of `data.len()` bytes at message offset `offset`.
     pub fn deliver(&mut self, offset: u32, data: &[u8]) -> Result<Delivered, ArrError> {
-        if self.dir != Some(Direction::Read) {
-            return Err(if self.busy() {
-                ArrError::State
-            } else {
-                ArrError::Unallocated
-            });
-        }
+        self.expect(Direction::Read)?;
         let len = u32::try_from(data.len()).map_err(|_| ArrError::PastLength)?;
         let end = u64::from(offset) + u64::from(len);
         if end <= u64::from(self.delivered) && len > 0 {
@@ -337,13 +335,7 @@ impl Arr {
 
     /// Counts `len` bytes loaded from the current response.
     pub fn drain(&mut self, len: u32) -> Result<Drained, ArrError> {
-        if self.dir != Some(Direction::Read) {
-            return Err(if self.busy() {
-                ArrError::State
-            } else {
-                ArrError::Unallocated
-            });
-        }
+        self.expect(Direction::Read)?;
         if !self.pci_valid {
             return Err(ArrError::State);
         }

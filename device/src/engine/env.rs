@@ -226,6 +226,28 @@ impl QpEnv for DeviceQpEnv<'_> {
         self.sink.send(packet);
     }
 
+    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
+        let pd = self
+            .verbs
+            .qps
+            .get(self.qpn)
+            .map(|q| q.pdn)
+            .ok_or(AccessError::Invalid)?;
+        // Every slot busy: the seed's responder cannot start the operation.
+        match self.verbs.keys.acquire(self.qpn, pd, rkey) {
+            Some(slot) => Ok(Some(slot)),
+            None => Err(AccessError::Dma),
+        }
+    }
+
+    fn key_valid(&mut self, slot: usize) -> bool {
+        self.verbs.keys.still_valid(self.qpn, slot)
+    }
+
+    fn release_key(&mut self, slot: usize) {
+        self.verbs.keys.release(self.qpn, slot);
+    }
+
     fn retired(&mut self, wqe: &SendWqe, status: u8) {
         let dir = match wqe.opcode {
             WR_DRDMA_WRITE => Direction::Write,

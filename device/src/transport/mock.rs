@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use super::{AccessError, AtomicOp, CqKind, QpEnv};
 use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
+use crate::verbs::keys::KeyMemory;
 
 /// A registered region.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +33,12 @@ pub(crate) struct MockEnv {
     pub(crate) quasi: VecDeque<QuasiWqe>,
     pub(crate) quasi_log: Vec<QuasiWqe>,
     pub(crate) outbox: Vec<Vec<u8>>,
+    /// Seed-001 key memory (this QP is [`MOCK_QPN`] in it).
+    pub(crate) keys: KeyMemory,
 }
+
+/// The QP number of a mock QP in its key memory.
+pub(crate) const MOCK_QPN: u32 = 1;
 
 pub(crate) const ALL_ACCESS: u32 =
     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
@@ -145,6 +151,21 @@ impl MockEnv {
 }
 
 impl QpEnv for MockEnv {
+    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
+        match self.keys.acquire(MOCK_QPN, self.pd, rkey) {
+            Some(s) => Ok(Some(s)),
+            None => Err(AccessError::Dma),
+        }
+    }
+
+    fn key_valid(&mut self, slot: usize) -> bool {
+        self.keys.still_valid(MOCK_QPN, slot)
+    }
+
+    fn release_key(&mut self, slot: usize) {
+        self.keys.release(MOCK_QPN, slot);
+    }
+
     fn bind_mw(&mut self, wqe: &SendWqe) -> Result<u32, AccessError> {
         // Windows live in the verbs layer; the mock only checks ordering.
         let k = wqe.rkey.to_native();

@@ -136,6 +136,22 @@ pub trait QpEnv {
     /// `wqe` left the send queue with completion `status`, signaled or not
     /// (DRDMA frees its window range here).
     fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}
+
+    /// Records `rkey` in this QP's key memory for a remote WRITE of several
+    /// packets (seed 001); `None` when there is no key memory. An error
+    /// refuses the message.
+    fn hold_key(&mut self, _rkey: u32) -> Result<Option<usize>, AccessError> {
+        Ok(None)
+    }
+
+    /// Whether a held key is still valid (not cleared by an invalidation
+    /// walk).
+    fn key_valid(&mut self, _slot: usize) -> bool {
+        true
+    }
+
+    /// Releases a held key.
+    fn release_key(&mut self, _slot: usize) {}
 }
 
 mod completer;

@@ -44,6 +44,9 @@ enum InMsg {
         va: u64,
         len: u64,
         offset: u64,
+        /// Key-memory slot holding `rkey` for a multi-packet message
+        /// (seed 001): a window invalidation clears it and fails the rest.
+        slot: Option<usize>,
     },
 }
 
@@ -201,16 +204,17 @@ impl Responder {
     ) -> Result<(), Fatal> {
         let p = v.bth.psn;
         let position = v.info().position;
-        let (rkey, va, len, offset) = match (&self.msg, v.ext.reth) {
+        let (rkey, va, len, offset, slot) = match (&self.msg, v.ext.reth) {
             (
                 Some(InMsg::Write {
                     rkey,
                     va,
                     len,
                     offset,
+                    slot,
                 }),
                 _,
-            ) => (*rkey, *va, *len, *offset),
+            ) => (*rkey, *va, *len, *offset, *slot),
             (None, Some(reth)) => {
                 let len = u64::from(reth.dma_len);
                 if len > 0 {
@@ -218,10 +222,33 @@ impl Responder {
                         return self.fail(e.nak(), p, cfg, counters, env);
                     }
                 }
-                (reth.rkey, reth.va, len, 0)
+                // A message of several packets holds its key in the key
+                // memory until its last packet (seed 001).
+                let slot = match position.ends() {
+                    true => None,
+                    false => match env.hold_key(reth.rkey) {
+                        Ok(s) => s,
+                        Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+                    },
+                };
+                if slot.is_some() {
+                    // From here on every failure releases the slot.
+                    self.msg = Some(InMsg::Write {
+                        rkey: reth.rkey,
+                        va: reth.va,
+                        len,
+                        offset: 0,
+                        slot,
+                    });
+                }
+                (reth.rkey, reth.va, len, 0, slot)
             }
             _ => return self.fail(NakCode::InvalidRequest, p, cfg, counters, env),
         };
+        if slot.is_some_and(|s| !env.key_valid(s)) {
+            // The window was invalidated while this message was in flight.
+            return self.fail(NakCode::RemoteAccessError, p, cfg, counters, env);
+        }
         let end = offset + v.payload.len() as u64;
         let ends = position.ends();
         if end > len || (ends && end != len) {
@@ -251,6 +278,9 @@ impl Responder {
         }
         if ends {
             self.msg = None;
+            if let Some(s) = slot {
+                env.release_key(s);
+            }
             if let (Some(r), Some(imm)) = (recv, v.ext.immdt) {
                 let mut cqe = recv_cqe(&r, cfg, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, len);
                 cqe.imm_data = imm.data.into();
@@ -263,6 +293,7 @@ impl Responder {
                 va,
                 len,
                 offset: end,
+                slot,
             });
         }
         self.accept(v, ends, cfg, counters, env);
@@ -451,23 +482,26 @@ impl Responder {
             NakCode::RemoteAccessError => n.remote_access += 1,
             _ => n.remote_op += 1,
         }
-        if let Some(InMsg::Send { recv, .. }) = self.msg.take() {
-            env.complete(
-                CqKind::Recv,
-                recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
-            );
-        }
+        self.abandon(cfg, env);
         self.acknowledge(p, Aeth::nak(code, self.msn), cfg, counters, env);
         Err(Fatal)
     }
 
     /// Completes a receive in progress with a flush error (QP to error).
     pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) {
-        if let Some(InMsg::Send { recv, .. }) = self.msg.take() {
-            env.complete(
+        self.abandon(cfg, env);
+    }
+
+    /// Drops the message in progress: a receive it took completes with a
+    /// flush error, a key it held is released.
+    fn abandon<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) {
+        match self.msg.take() {
+            Some(InMsg::Send { recv, .. }) => env.complete(
                 CqKind::Recv,
                 recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
-            );
+            ),
+            Some(InMsg::Write { slot: Some(s), .. }) => env.release_key(s),
+            _ => {}
         }
     }
 

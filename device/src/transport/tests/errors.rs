@@ -4,7 +4,7 @@
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::mock::ALL_ACCESS;
+use crate::transport::mock::{ALL_ACCESS, MOCK_QPN};
 
 const OTHER_PD: u32 = 0x300;
 const READ_ONLY: u32 = 0x400;
@@ -236,4 +236,61 @@ fn a_partial_receive_is_flushed_when_the_qp_fails() {
     w.deliver();
     w.b.qp.flush(&mut w.b.env);
     assert_eq!(summary(&w.b.env.recv_cq), [(1, WC_RECV, WC_WR_FLUSH_ERR)]);
+}
+
+/// Seed 001 (test idea T7): a window invalidated while a multi-packet RDMA
+/// WRITE through it is in flight. The responder holds the key in its key
+/// memory from the first packet; the invalidation walk clears it (and only
+/// it: a QP of another PD holding the same key value keeps its slot); the
+/// next packet is refused with NAK remote access error, nothing after the
+/// invalidation is written, and the requester completes with
+/// REM_ACCESS_ERR.
+#[test]
+fn window_invalidated_mid_write_fails_the_rest() {
+    let mut w = Wire::with_mtu(256);
+    let len = 32 * 256;
+    let data = pattern(len, 5);
+    w.a.env.bytes_mut(SRC)[..len].copy_from_slice(&data);
+    w.post_a(rdma(WR_RDMA_WRITE, 1, len as u32, DST_VA, DST));
+    let packets = w.a.env.take_outbox();
+    assert!(
+        packets.len() > 10,
+        "{} packets in the first burst",
+        packets.len()
+    );
+    let feed = |w: &mut Wire, ps: &[Vec<u8>]| {
+        for p in ps {
+            let v = PacketView::parse(p).unwrap();
+            w.b.qp.on_packet(&v, w.now, &mut w.b.env);
+        }
+    };
+    feed(&mut w, &packets[..10]);
+    assert!(w.b.env.keys.still_valid(MOCK_QPN, 0), "slot 0 holds DST");
+    // Another QP, another PD, same key value: the walk must skip it.
+    let other = w.b.env.keys.acquire(99, w.b.env.pd + 1, DST).unwrap();
+    let pd = w.b.env.pd;
+    assert_eq!(w.b.env.keys.invalidate_walk(pd, DST), 1, "one slot cleared");
+    assert!(w.b.env.keys.still_valid(99, other), "other PD untouched");
+    feed(&mut w, &packets[10..]);
+    w.deliver();
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_RDMA_WRITE, WC_REM_ACCESS_ERR)]
+    );
+    assert!(naks(&w).iter().any(|&(_, s)| s == 0x62), "NAK 0x62");
+    let dst = w.b.env.bytes(DST);
+    assert_eq!(&dst[..10 * 256], &data[..10 * 256], "before: written");
+    assert!(
+        dst[10 * 256..len].iter().all(|&b| b == 0),
+        "after the invalidation: nothing written"
+    );
+    assert!(
+        !w.b.env.keys.still_valid(MOCK_QPN, 0),
+        "the slot was released"
+    );
+    assert_eq!(
+        w.b.env.keys.acquire(MOCK_QPN, pd, DST),
+        Some(0),
+        "and can be taken again"
+    );
 }

@@ -36,6 +36,8 @@
 #define IBTCA_WR_DRDMA_WRITE               0x9
 /* WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them. */
 #define IBTCA_WR_DRDMA_READ                0xa
+/* WR opcode: SEND with Invalidate: the responder invalidates the memory window key in imm_data once the message has arrived (IETH). */
+#define IBTCA_WR_SEND_INV                  0xb
 /* SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region. */
 #define IBTCA_SGE_DIRECT                   0x80000000
 /* WQE flag: generate a completion. */
@@ -94,6 +96,8 @@
 #define IBTCA_WC_RNR_RETRY_EXC_ERR         0xd
 /* CQE flag: imm_data is valid. */
 #define IBTCA_CQE_F_IMM                    0x1
+/* CQE flag (receives): the SEND invalidated the key now in imm_data. */
+#define IBTCA_CQE_F_INV                    0x2
 /* CQ doorbell arm: interrupt on the next completion. */
 #define IBTCA_CQ_ARM_NEXT                  0x1
 /* CQ doorbell arm: interrupt on the next solicited completion. */

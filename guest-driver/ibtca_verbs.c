@@ -400,7 +400,7 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	if (!qp)
 		return -ENOENT;
 	/* DRDMA WRs pass their direct SGE (IBTCA_SGE_DIRECT lkey) on as is. */
-	if (s->opcode > IBTCA_WR_DRDMA_READ || (s->flags & ~flags))
+	if (s->opcode > IBTCA_WR_SEND_INV || (s->flags & ~flags))
 		return -EINVAL;
 	if (qp->sq_pi - qp->sq_done >= BIT(qp->log))
 		return -ENOSPC;

@@ -509,3 +509,68 @@ fn moving_a_qp_to_error_flushes_its_work_requests() {
     assert_eq!((c.wr_id.to_native(), c.status), (90, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.read(p.b.buf, 64), vec![0; 64]);
 }
+
+/// SEND with Invalidate between two devices: B binds a window, A writes
+/// through it, then A's SEND_INV carrying the window's key invalidates it at
+/// B (B's receive CQE reports the key); A's next write through the key
+/// fails and B's memory stays as it was.
+#[test]
+fn send_with_invalidate_revokes_a_window() {
+    let mut p = pair(MTU_4096, ALL | ACCESS_MW_BIND);
+    let pd = p.b.pd;
+    let mw =
+        p.b.g
+            .cmd(
+                CMD_ALLOC_MW,
+                CmdHandle {
+                    handle: pd.into(),
+                    ..Default::default()
+                }
+                .as_slice(),
+            )
+            .unwrap()
+            .0;
+    let win = p.b.buf + 0x2000;
+    let mut bind = send_wqe(WR_BIND_MW, 1, 0, 0, p.b.lkey);
+    bind.rkey = mw.into();
+    bind.compare_add = win.into();
+    bind.swap = 0x1000.into();
+    bind.imm_data = ACCESS_REMOTE_WRITE.into();
+    p.b.g.post_send(&mut p.b.qp, &bind);
+    let key =
+        p.b.g
+            .poll_cq(&mut p.b.cq, T)
+            .expect("bind")
+            .imm_data
+            .to_native();
+    let write = |p: &mut Pair, id: u64| {
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, id, p.a.buf, 256, p.a.lkey),
+            win,
+            key,
+        );
+        p.a.g.post_send(&mut p.a.qp, &w);
+        p.a.g.poll_cq(&mut p.a.cq, T).expect("write").status
+    };
+    p.a.g.write(p.a.buf, &pattern(256, 1));
+    assert_eq!(write(&mut p, 2), WC_SUCCESS);
+    // The SEND that revokes it.
+    p.b.g
+        .post_recv(&mut p.b.qp, &recv_wqe(3, p.b.buf + 0x8000, 64, p.b.lkey));
+    let _ = p.b.g.client.read32(0, regs::MAGIC); // the receive is in first
+    let mut s = send_wqe(WR_SEND_INV, 4, p.a.buf, 64, p.a.lkey);
+    s.imm_data = key.into();
+    p.a.g.post_send(&mut p.a.qp, &s);
+    assert_eq!(
+        p.a.g.poll_cq(&mut p.a.cq, T).expect("send").status,
+        WC_SUCCESS
+    );
+    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive");
+    assert_eq!((r.status, r.opcode), (WC_SUCCESS, WC_RECV));
+    assert_eq!(r.flags & CQE_F_INV, CQE_F_INV, "flagged as invalidating");
+    assert_eq!(r.imm_data.to_native(), key, "the invalidated key");
+    let before = p.b.g.read(win, 256);
+    p.a.g.write(p.a.buf, &pattern(256, 2));
+    assert_eq!(write(&mut p, 5), WC_REM_ACCESS_ERR);
+    assert_eq!(p.b.g.read(win, 256), before, "B unchanged");
+}

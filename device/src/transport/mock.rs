@@ -176,6 +176,14 @@ impl QpEnv for MockEnv {
         Ok(())
     }
 
+    fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        // The mock's keys are its regions: an invalidated one is gone.
+        self.mrs
+            .remove(&rkey)
+            .map(|_| ())
+            .ok_or(AccessError::BadKey)
+    }
+
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
         let plan = self.plan(sges, offset, out.len(), 0)?;
         let mut o = 0;

@@ -116,6 +116,12 @@ pub trait QpEnv {
     /// Executes a LOCAL_INV work request: invalidates window key `rkey`.
     fn local_invalidate(&mut self, rkey: u32) -> Result<(), AccessError>;
 
+    /// A SEND with Invalidate arrived whole: invalidates window key `rkey`
+    /// of this QP's PD (the same walk as LOCAL_INV).
+    fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        self.local_invalidate(rkey)
+    }
+
     /// Takes the next posted receive WQE, if any (RNR otherwise).
     fn next_recv(&mut self) -> Option<RecvWqe>;
 

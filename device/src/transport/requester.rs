@@ -16,7 +16,8 @@
 
 use std::collections::VecDeque;
 
-use ibtca_protocol::headers::{AtomicEth, ExtHeaders, ImmDt, Reth};
+use ibtca_protocol::headers::{AtomicEth, ExtHeaders, Ieth, ImmDt, Reth};
+use ibtca_protocol::opcode::Position;
 use ibtca_protocol::Opcode;
 
 use super::config::{AckPolicy, RcConfig, RcCounters};
@@ -49,7 +50,7 @@ pub(crate) enum WrKind {
 impl WrKind {
     fn from_opcode(op: u8) -> Option<Self> {
         Some(match op {
-            WR_SEND => WrKind::Send { imm: false },
+            WR_SEND | WR_SEND_INV => WrKind::Send { imm: false },
             WR_SEND_IMM => WrKind::Send { imm: true },
             WR_RDMA_WRITE | WR_DRDMA_WRITE => WrKind::Write { imm: false },
             WR_RDMA_WRITE_IMM => WrKind::Write { imm: true },
@@ -426,8 +427,17 @@ fn transmit<E: QpEnv + ?Sized>(
             } else {
                 DataKind::Send
             };
-            let opcode = engine::data_opcode(kind, seg.position, imm);
+            let mut opcode = engine::data_opcode(kind, seg.position, imm);
             let mut ext = ExtHeaders::default();
+            if wqe.opcode == WR_SEND_INV && seg.position.ends() {
+                opcode = match seg.position {
+                    Position::Only => Opcode::RcSendOnlyInv,
+                    _ => Opcode::RcSendLastInv,
+                };
+                ext.ieth = Some(Ieth {
+                    rkey: wqe.imm_data.to_native(),
+                });
+            }
             if write && seg.position.starts() {
                 ext.reth = Some(Reth {
                     va: wqe.remote_addr.to_native(),

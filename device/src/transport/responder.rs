@@ -110,9 +110,7 @@ impl Responder {
             (Some(_), _) => false,
             (None, _) => info.position.starts(),
         };
-        // SEND with Invalidate is not supported.
-        let supported = !matches!(v.opcode(), Opcode::RcSendLastInv | Opcode::RcSendOnlyInv);
-        if !in_order || !supported {
+        if !in_order {
             return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
         }
         match info.class {
@@ -186,6 +184,18 @@ impl Responder {
             if let Some(imm) = v.ext.immdt {
                 cqe.imm_data = imm.data.into();
                 cqe.flags |= CQE_F_IMM;
+            }
+            if let Some(ieth) = v.ext.ieth {
+                // SEND with Invalidate: the key goes before the completion
+                // says so; a key that cannot be invalidated here fails
+                // both sides.
+                if env.remote_invalidate(ieth.rkey).is_err() {
+                    let cqe = recv_cqe(&recv, cfg, WC_RECV, WC_LOC_PROT_ERR, offset);
+                    env.complete(CqKind::Recv, cqe);
+                    return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+                }
+                cqe.imm_data = ieth.rkey.into();
+                cqe.flags |= CQE_F_INV;
             }
             env.complete(CqKind::Recv, cqe);
         } else {

@@ -373,6 +373,8 @@ crate::regs::values! {
     WR_DRDMA_WRITE: u8 = 9;
     /// WR opcode: Direct RDMA READ: remote_addr/rkey are read into the direct SGE's range, where the guest loads them.
     WR_DRDMA_READ: u8 = 10;
+    /// WR opcode: SEND with Invalidate: the responder invalidates the memory window key in imm_data once the message has arrived (IETH).
+    WR_SEND_INV: u8 = 11;
     /// SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region.
     SGE_DIRECT: u32 = 1u32 << 31;
     /// WQE flag: generate a completion.
@@ -431,6 +433,8 @@ crate::regs::values! {
     WC_RNR_RETRY_EXC_ERR: u8 = 13;
     /// CQE flag: imm_data is valid.
     CQE_F_IMM: u8 = 1 << 0;
+    /// CQE flag (receives): the SEND invalidated the key now in imm_data.
+    CQE_F_INV: u8 = 1 << 1;
     /// CQ doorbell arm: interrupt on the next completion.
     CQ_ARM_NEXT: u8 = 1;
     /// CQ doorbell arm: interrupt on the next solicited completion.

@@ -294,3 +294,43 @@ fn window_invalidated_mid_write_fails_the_rest() {
         "and can be taken again"
     );
 }
+
+/// SEND with Invalidate: the responder invalidates the key in the IETH once
+/// the whole message has arrived and reports it in the receive CQE; a key
+/// it cannot invalidate fails the SEND with NAK invalid request.
+#[test]
+fn send_with_invalidate() {
+    const WIN: u32 = 0x300;
+    let mut w = Wire::with_mtu(256);
+    w.b.env.reg(WIN, 0x90_0000, 4096, ALL_ACCESS);
+    w.b.env.post_recv(7, &[sge(DST, DST_VA, 4096)]);
+    let mut s = wqe(WR_SEND_INV, 1, &[sge(SRC, SRC_VA, 600)]);
+    s.imm_data = WIN.into();
+    w.post_a(s);
+    w.deliver();
+    assert_eq!(summary(&w.a.env.send_cq), [(1, WC_SEND, WC_SUCCESS)]);
+    let r = w.b.env.recv_cq[0];
+    assert_eq!((r.status, r.byte_len.to_native()), (WC_SUCCESS, 600));
+    assert_eq!(r.flags & CQE_F_INV, CQE_F_INV);
+    assert_eq!(r.imm_data.to_native(), WIN, "the invalidated key");
+    assert!(!w.b.env.mrs.contains_key(&WIN), "the key is gone");
+    let ops: Vec<Opcode> = w.packets(Dir::AtoB).iter().map(|p| p.bth.opcode).collect();
+    assert_eq!(
+        ops,
+        [
+            Opcode::RcSendFirst,
+            Opcode::RcSendMiddle,
+            Opcode::RcSendLastInv
+        ]
+    );
+
+    // Again with the same (now invalid) key: NAK 0x61 and errors on both sides.
+    w.b.env.post_recv(8, &[sge(DST, DST_VA, 4096)]);
+    let mut s = wqe(WR_SEND_INV, 2, &[sge(SRC, SRC_VA, 100)]);
+    s.imm_data = WIN.into();
+    w.post_a(s);
+    w.deliver();
+    assert_eq!(w.a.env.send_cq[1].status, WC_REM_INV_REQ_ERR);
+    assert_eq!(w.b.env.recv_cq[1].status, WC_LOC_PROT_ERR);
+    assert!(naks(&w).iter().any(|&(_, s)| s == 0x61), "NAK 0x61");
+}

@@ -98,6 +98,8 @@
 #define IBTCA_CQE_F_IMM                    0x1
 /* CQE flag (receives): the SEND invalidated the key now in imm_data. */
 #define IBTCA_CQE_F_INV                    0x2
+/* CQE flag (receives): the message asked for a solicited event (BTH SE); a CQ armed with IBTCA_CQ_ARM_SOLICITED interrupts for it. */
+#define IBTCA_CQE_F_SOLICITED              0x4
 /* CQ doorbell arm: interrupt on the next completion. */
 #define IBTCA_CQ_ARM_NEXT                  0x1
 /* CQ doorbell arm: interrupt on the next solicited completion. */

@@ -574,3 +574,37 @@ fn send_with_invalidate_revokes_a_window() {
     assert_eq!(write(&mut p, 5), WC_REM_ACCESS_ERR);
     assert_eq!(p.b.g.read(win, 256), before, "B unchanged");
 }
+
+/// A CQ armed for solicited events interrupts only for a message whose
+/// sender asked for one (BTH SE), and flags that CQE.
+#[test]
+fn solicited_events() {
+    let mut p = pair(MTU_4096, ALL);
+    for id in [1, 2] {
+        let r = recv_wqe(id, p.b.buf + 4096 * id, 256, p.b.lkey);
+        p.b.g.post_recv(&mut p.b.qp, &r);
+    }
+    let db = u64::from(p.b.cq.cqn) | (u64::from(CQ_ARM_SOLICITED) << 24);
+    p.b.g.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+    p.b.g.client.read32(0, regs::MAGIC);
+    // Not solicited: a completion, no interrupt.
+    p.a.g
+        .post_send(&mut p.a.qp, &send_wqe(WR_SEND, 10, p.a.buf, 64, p.a.lkey));
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("first receive");
+    assert_eq!((c.wr_id.to_native(), c.flags & CQE_F_SOLICITED), (1, 0));
+    assert!(
+        wait_eventfd(&p.b.g.cq_irq, Duration::from_millis(300)).is_none(),
+        "no interrupt for an unsolicited message"
+    );
+    // Solicited: flagged and interrupting.
+    let mut w = send_wqe(WR_SEND, 11, p.a.buf, 64, p.a.lkey);
+    w.flags |= WQE_F_SOLICITED;
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("second receive");
+    assert_eq!(c.wr_id.to_native(), 2);
+    assert_eq!(c.flags & CQE_F_SOLICITED, CQE_F_SOLICITED);
+    assert!(
+        wait_eventfd(&p.b.g.cq_irq, T).is_some(),
+        "interrupt for the solicited message"
+    );
+}

@@ -7,7 +7,8 @@ use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
 use crate::transport::{AccessError, AtomicOp, CqKind, QpEnv};
 use crate::verbs::abi::{
-    Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, WC_SUCCESS, WR_DRDMA_READ, WR_DRDMA_WRITE,
+    Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
+    WR_DRDMA_WRITE,
 };
 use crate::verbs::mr::{GpaRange, RemoteRight};
 use crate::verbs::mw::BindRequest;
@@ -195,7 +196,8 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn complete(&mut self, cq: CqKind, cqe: Cqe) {
         let Some(cqn) = self.cq_of(cq) else { return };
-        match self.verbs.complete(self.mem, cqn, &cqe, false) {
+        let solicited = cqe.flags & CQE_F_SOLICITED != 0;
+        match self.verbs.complete(self.mem, cqn, &cqe, solicited) {
             Ok(Some(vector)) => {
                 if let Err(e) = self.msix.trigger(u32::from(vector)) {
                     tracing::warn!(cqn, error = %e, "CQ interrupt");

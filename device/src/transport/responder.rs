@@ -185,6 +185,9 @@ impl Responder {
                 cqe.imm_data = imm.data.into();
                 cqe.flags |= CQE_F_IMM;
             }
+            if v.bth.se {
+                cqe.flags |= CQE_F_SOLICITED;
+            }
             if let Some(ieth) = v.ext.ieth {
                 // SEND with Invalidate: the key goes before the completion
                 // says so; a key that cannot be invalidated here fails
@@ -295,6 +298,9 @@ impl Responder {
                 let mut cqe = recv_cqe(&r, cfg, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, len);
                 cqe.imm_data = imm.data.into();
                 cqe.flags |= CQE_F_IMM;
+                if v.bth.se {
+                    cqe.flags |= CQE_F_SOLICITED;
+                }
                 env.complete(CqKind::Recv, cqe);
             }
         } else {

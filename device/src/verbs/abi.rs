@@ -435,6 +435,8 @@ crate::regs::values! {
     CQE_F_IMM: u8 = 1 << 0;
     /// CQE flag (receives): the SEND invalidated the key now in imm_data.
     CQE_F_INV: u8 = 1 << 1;
+    /// CQE flag (receives): the message asked for a solicited event (BTH SE); a CQ armed with IBTCA_CQ_ARM_SOLICITED interrupts for it.
+    CQE_F_SOLICITED: u8 = 1 << 2;
     /// CQ doorbell arm: interrupt on the next completion.
     CQ_ARM_NEXT: u8 = 1;
     /// CQ doorbell arm: interrupt on the next solicited completion.

@@ -20,6 +20,7 @@ use ibtca_device::vfio_user::{Server, ServerConfig};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+pub mod capture;
 pub mod drdma;
 pub mod fabric;
 pub mod pair;

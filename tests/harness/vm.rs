@@ -325,3 +325,35 @@ pub fn check_scenario(tag: &str, role: &str, run: &VmRun, checks: &[&str], logs:
         eprintln!("{role}: {l}");
     }
 }
+
+/// The checks the server guest of `ibtca-tool verbs` must pass.
+pub const VERBS_SERVER_CHECKS: &[&str] = &[
+    "setup",
+    "exchange",
+    "rdma_write_data",
+    "atomics_memory",
+    "bad_rkey_unchanged",
+    "bye",
+    "teardown_qp_reset",
+    "teardown_pd_busy",
+    "teardown",
+];
+
+/// The checks the client guest of `ibtca-tool verbs` must pass.
+pub const VERBS_CLIENT_CHECKS: &[&str] = &[
+    "setup",
+    "exchange",
+    "rdma_write",
+    "rdma_write_remote",
+    "rdma_read",
+    "fetch_add",
+    "cmp_swap",
+    "cmp_swap_miss",
+    "atomics_remote",
+    "bad_rkey",
+    "bad_rkey_remote_unchanged",
+    "bye",
+    "teardown_qp_reset",
+    "teardown_pd_busy",
+    "teardown",
+];

@@ -13,35 +13,7 @@ use std::time::Duration;
 
 use ibtca_tests::vm::{check_scenario, DeviceProcess, VmConfig, VmRun, VmStack};
 
-const SERVER_CHECKS: &[&str] = &[
-    "setup",
-    "exchange",
-    "rdma_write_data",
-    "atomics_memory",
-    "bad_rkey_unchanged",
-    "bye",
-    "teardown_qp_reset",
-    "teardown_pd_busy",
-    "teardown",
-];
-
-const CLIENT_CHECKS: &[&str] = &[
-    "setup",
-    "exchange",
-    "rdma_write",
-    "rdma_write_remote",
-    "rdma_read",
-    "fetch_add",
-    "cmp_swap",
-    "cmp_swap_miss",
-    "atomics_remote",
-    "bad_rkey",
-    "bad_rkey_remote_unchanged",
-    "bye",
-    "teardown_qp_reset",
-    "teardown_pd_busy",
-    "teardown",
-];
+use ibtca_tests::vm::{VERBS_CLIENT_CHECKS as CLIENT_CHECKS, VERBS_SERVER_CHECKS as SERVER_CHECKS};
 
 fn check_run(role: &str, run: &VmRun, checks: &[&str], logs: &str) {
     check_scenario("IBTCA-VERBS", role, run, checks, logs);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's main command: installs what is missing (VM stack, Rust build,
-# guest module), starts two ibtca devices joined by an IB link, boots two
+# guest module), brings up the two-node topology qemu-configs/two-nodes.json
+# with `ibtca-fabric up` (two ibtca devices joined by an IB link), boots two
 # Linux guests under QEMU that bind them, and has them do RDMA to each other:
 # SEND/RECV, RDMA WRITE and READ, atomics, and a bad-R_Key write that must
-# fail. Prints what each guest saw.
+# fail. Prints what each guest saw, then `ibtca-fabric down`.
 #
 #   scripts/demo.sh            # run the demo
 #   scripts/demo.sh --keep     # leave the run directory (consoles, logs) behind
@@ -21,16 +22,16 @@ bash scripts/setup-vm-stack.sh
 . "${IBTCA_CACHE:-$HOME/.cache/ibtca}/stack.env"
 CHROOT=$(readlink -f "$IBTCA_CHROOT")
 
-say "building ibtca-device (release)"
+say "building ibtca-device, ibtca-switch and ibtca-fabric (release)"
 cargo build --release -q -p ibtca-device
 say "building the guest module, tool and initramfs"
 bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest
 
 run=$(mktemp -d "$CHROOT/tmp/ibtca-demo.XXXXXX")
-pids=()
+fab=$run/fabric
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	target/release/ibtca-fabric down --run-dir "$fab" >/dev/null 2>&1 || true
 	ibtca_chroot_release "$CHROOT"
 	if [ "$keep" = 1 ]; then
 		echo "consoles and logs kept in $run" >&2
@@ -40,15 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "starting two devices: LID 1 and LID 2, one IB link between them"
-target/release/ibtca-device --socket "$run/a.sock" --lid 1 --link "listen:$run/ab.link" 2>"$run/a.log" &
-pids+=($!)
-target/release/ibtca-device --socket "$run/b.sock" --lid 2 --link "connect:$run/ab.link" 2>"$run/b.log" &
-pids+=($!)
-for s in a b; do
-	for _ in $(seq 100); do [ -S "$run/$s.sock" ] && break; sleep 0.1; done
-	[ -S "$run/$s.sock" ] || { cat "$run/$s.log" >&2; exit 1; }
-done
+say "ibtca-fabric up qemu-configs/two-nodes.json: two devices (LID 1 and 2), one IB link"
+target/release/ibtca-fabric up qemu-configs/two-nodes.json --run-dir "$fab"
 
 say "booting two guests (TCG, about 20-40 s)"
 boot() { # boot SOCKET ROLE PEER_LID CONSOLE
@@ -57,9 +51,9 @@ boot() { # boot SOCKET ROLE PEER_LID CONSOLE
 		--append "ibtca.mode=verbs ibtca.role=$2 ibtca.peer_lid=$3" \
 		--timeout 300 >"$4" 2>"$4.err" || true
 }
-boot "$run/a.sock" server 2 "$run/server.console" &
+boot "$fab/a.sock" server 2 "$run/server.console" &
 vm_a=$!
-boot "$run/b.sock" client 1 "$run/client.console" &
+boot "$fab/b.sock" client 1 "$run/client.console" &
 vm_b=$!
 wait "$vm_a" "$vm_b"
 

@@ -183,6 +183,9 @@ fn up_rdma_across_the_switch_capture_and_down() {
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
     assert_eq!(b.read(bbuf + 64, 3000), data);
     b.post_recv(&mut bqp, &recv_wqe(5, bbuf + 8192, 4096, blkey));
+    // A non-posted read orders the receive doorbell before the SEND (else
+    // n3 may answer with an RNR NAK, which the ACK checks below exclude).
+    b.client.read32(0, ibtca_device::regs::MAGIC);
     a.post_send(&mut aqp, &send_wqe(WR_SEND, 2, abuf, 100, alkey));
     assert_eq!(a.poll_cq(&mut acq, T).expect("send").status, WC_SUCCESS);
     assert_eq!(b.poll_cq(&mut bcq, T).expect("recv").status, WC_SUCCESS);

@@ -335,3 +335,30 @@ fn a_dead_node_fails_only_its_own_qps() {
     assert!(s.drop_link_down > 0, "{s:?}");
     assert!(!f.switches[0].is_port_up(3));
 }
+
+#[test]
+fn a_delayed_port_holds_packets_back_in_order() {
+    let mut f = Fabric::star(2, FabricOptions::default());
+    let delay = Duration::from_millis(30);
+    // What the switch sends to LID 2 waits 30 ms.
+    f.switches[0].set_delay(2, delay).unwrap();
+    let (a, b) = f.two(0, 1);
+    let data = pattern(20_000, 11);
+    a.g.write(a.buf, &data);
+    let start = Instant::now();
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, a.buf, data.len() as u32, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(a.qps.get_mut(&2).unwrap(), &w);
+    let c = a.g.poll_cq(&mut a.cq, T).expect("write completion");
+    let took = start.elapsed();
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    same(&b.g.read(b.buf, data.len()), &data, "delayed write");
+    assert!(took >= delay, "completed after {took:?}, before the delay");
+    let s = f.switches[0].port_stats(2).unwrap();
+    assert!(s.tx_packets >= 5, "20 000 bytes at MTU 4096: {s:?}");
+    assert_eq!(s.drops(), 0, "{s:?}");
+    f.switches[0].set_delay(2, Duration::ZERO).unwrap();
+}

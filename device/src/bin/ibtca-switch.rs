@@ -48,6 +48,10 @@ struct Args {
     #[arg(long = "capture", value_name = "PORT=FILE", value_parser = spec::parse_capture)]
     captures: Vec<(u8, PathBuf)>,
 
+    /// Hold what PORT sends for US microseconds: PORT=US (repeatable).
+    #[arg(long = "delay", value_name = "PORT=US", value_parser = spec::parse_delay)]
+    delays: Vec<(u8, Duration)>,
+
     /// Name for logs.
     #[arg(long, default_value = "switch")]
     name: String,
@@ -91,6 +95,15 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
     let mut captures = Vec::new();
     for (p, file) in &args.captures {
         captures.push((get(*p, "--capture")?, file.clone()));
+    }
+    let mut delays = Vec::new();
+    for (p, d) in &args.delays {
+        delays.push((get(*p, "--delay")?, *d));
+    }
+    for (i, d) in delays {
+        if let Some(port) = ports.get_mut(i) {
+            port.delay = d;
+        }
     }
     for (i, rates) in plans {
         if let Some(port) = ports.get_mut(i) {

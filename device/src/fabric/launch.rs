@@ -91,6 +91,9 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
                 if let Some(c) = &pp.capture {
                     args.push(format!("--capture={p}={}", c.display()));
                 }
+                if pp.delay_us > 0 {
+                    args.push(format!("--delay={p}={}", pp.delay_us));
+                }
             }
             // An unlinked port still exists: it listens on a socket nobody
             // connects to, so port numbers stay as in the file.

@@ -106,9 +106,9 @@ pub enum TopologyError {
         /// The second.
         second: usize,
     },
-    /// Faults or a capture on a link between two devices: both are done by
-    /// a switch port.
-    #[error("link {link}: faults and capture need a switch at one end of the link")]
+    /// Faults, delay or a capture on a link between two devices: they are
+    /// done by a switch port.
+    #[error("link {link}: faults, delay and capture need a switch at one end of the link")]
     OptionsNeedSwitch {
         /// Index of the link.
         link: usize,
@@ -157,6 +157,8 @@ pub struct PortPlan {
     pub faults: Option<FaultRates>,
     /// Capture file.
     pub capture: Option<PathBuf>,
+    /// Delay of what it sends, µs.
+    pub delay_us: u64,
 }
 
 /// How to run one switch.
@@ -340,7 +342,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 });
             }
         }
-        let has_options = l.faults.is_some() || l.capture.is_some();
+        let has_options = l.faults.is_some() || l.capture.is_some() || l.delay_us > 0;
         let faults = l.faults.as_ref().map(|f| rates(li, f)).transpose()?;
         let path = socket_path(run_dir.join("links").join(format!("l{li}.link")))?;
         // Switches listen (they start first); between two switches or two
@@ -379,6 +381,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                             endpoint: ep,
                             faults,
                             capture,
+                            delay_us: l.delay_us,
                         });
                     }
                 }

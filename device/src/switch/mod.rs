@@ -22,6 +22,7 @@
 //! input port, full queue and link down on the output port.
 
 mod capture;
+mod delay;
 mod forward;
 mod lft;
 mod port;
@@ -30,6 +31,8 @@ mod stats;
 
 use std::io;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
 
@@ -107,6 +110,8 @@ struct Core {
 /// [`Switch::stop`] or drop.
 pub struct Switch {
     core: Arc<Core>,
+    /// One delay-line thread per port.
+    delayers: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -161,7 +166,19 @@ impl Switch {
             slots,
             links: RwLock::new((0..n).map(|_| None).collect()),
         });
-        let switch = Switch { core };
+        let mut switch = Switch {
+            core,
+            delayers: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let core = Arc::clone(&switch.core);
+            let port = port_number(i);
+            let thread = std::thread::Builder::new()
+                .name("ibtca-sw-delay".into())
+                .spawn(move || core.run_delay_line(port))
+                .map_err(|source| SwitchError::Io { port, source })?;
+            switch.delayers.push(thread);
+        }
         for i in 0..n {
             switch.port_up(port_number(i))?;
         }
@@ -218,6 +235,13 @@ impl Switch {
         if let Some(link) = link {
             link.set_faults(plan);
         }
+        Ok(())
+    }
+
+    /// Sets how long packets wait before `port` sends them (zero: none).
+    pub fn set_delay(&self, port: u8, delay: Duration) -> Result<(), SwitchError> {
+        let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
+        slot.delay.set_delay(delay);
         Ok(())
     }
 
@@ -299,6 +323,14 @@ impl Switch {
 
 impl Drop for Switch {
     fn drop(&mut self) {
+        for slot in &self.core.slots {
+            slot.delay.stop();
+        }
+        for t in self.delayers.drain(..) {
+            if t.join().is_err() {
+                tracing::error!("switch delay thread panicked");
+            }
+        }
         let links: Vec<Link> = self.core.links_mut().drain(..).flatten().collect();
         for link in links {
             link.stop();
@@ -374,6 +406,27 @@ impl Core {
             return;
         };
         forward::restamp_vcrc(&mut packet);
+        if !out_slot.delay.delay().is_zero() {
+            if !out_slot.delay.push(packet) {
+                out_slot.counters.dropped(DropReason::QueueFull);
+            }
+            return;
+        }
+        self.send(out_port, out_slot, packet);
+    }
+
+    /// The delay-line thread of `port`: sends each held packet when due.
+    fn run_delay_line(&self, port: u8) {
+        let Some(slot) = self.slot(port) else {
+            return;
+        };
+        while let Some(packet) = slot.delay.next_due() {
+            self.send(port, slot, packet);
+        }
+    }
+
+    /// Queues `packet` on `out_port`'s link; counts and captures.
+    fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>) {
         let len = packet.len();
         let captured = out_slot.capture.as_ref().map(|_| packet.clone());
         let links = self.links();

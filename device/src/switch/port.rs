@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
 
 use super::capture::Capture;
+use super::delay::DelayLine;
 use super::stats::{PortCounters, PortStats};
 
 /// How to run one port.
@@ -19,6 +21,8 @@ pub struct PortConfig {
     pub faults: FaultPlan,
     /// A pcap (ERF) file recording what the port receives and sends.
     pub capture: Option<PathBuf>,
+    /// How long each packet waits before the port sends it.
+    pub delay: Duration,
 }
 
 impl PortConfig {
@@ -28,6 +32,7 @@ impl PortConfig {
             endpoint,
             faults: FaultPlan::default(),
             capture: None,
+            delay: Duration::ZERO,
         }
     }
 }
@@ -38,13 +43,17 @@ pub(super) struct PortSlot {
     pub config: PortConfig,
     pub counters: PortCounters,
     pub capture: Option<Capture>,
+    pub delay: DelayLine,
     up: AtomicBool,
     peer: Mutex<Option<LocalPort>>,
 }
 
 impl PortSlot {
     pub fn new(config: PortConfig, capture: Option<Capture>) -> Self {
+        let delay = DelayLine::default();
+        delay.set_delay(config.delay);
         PortSlot {
+            delay,
             config,
             counters: PortCounters::default(),
             capture,

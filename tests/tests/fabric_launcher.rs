@@ -213,6 +213,43 @@ fn up_rdma_across_the_switch_capture_and_down() {
         assert_eq!(num(&ack[4]), 0x1f, "ACK syndrome (credits unlimited)");
         assert_eq!(num(&ack[5]), 1);
     }
+
+    // At run time: counters from the CLI, then n3's link down and up again.
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("switch sw0"),
+        "{text}"
+    );
+    let port = |n: u8| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("port {n:>2} ")))
+            .unwrap_or_else(|| panic!("port {n} in {text}"))
+            .to_owned()
+    };
+    assert!(port(1).contains(" up "), "{}", port(1));
+    assert!(port(2).contains(" up "), "{}", port(2));
+    let out = fabric(&["link", "--run-dir", &run_s, "n3", "down"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w = remote(send_wqe(WR_RDMA_WRITE, 3, abuf, 64, alkey), bbuf, brkey);
+    a.post_send(&mut aqp, &w);
+    let c = a
+        .poll_cq(&mut acq, Duration::from_secs(60))
+        .expect("an error completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_RETRY_EXC_ERR));
+    let out = fabric(&["link", "--run-dir", &run_s, "n3", "up"]);
+    assert!(out.status.success());
+    let deadline = std::time::Instant::now() + T;
+    while b.client.read32(0, ibtca_device::regs::PORT_STATE) != ibtca_device::regs::PORT_ACTIVE {
+        assert!(std::time::Instant::now() < deadline, "n3 never reconnected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bad = fabric(&["link", "--run-dir", &run_s, "n3", "explode"]);
+    assert!(!bad.status.success());
     drop(a);
     drop(b);
 

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
+use ibtca_device::switch::control::{self, ControlServer};
 use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -68,6 +69,11 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     stats_interval: u64,
 
+    /// Serve a control socket at PATH: one command per line (stats, down
+    /// PORT, up PORT, faults PORT SPEC|none, delay PORT US), one reply line.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+
     /// Keep a JSON file with each port's state (up, peer) and counters,
     /// rewritten when a port changes state (ibtca-fabric waits on it).
     #[arg(long, value_name = "PATH")]
@@ -126,23 +132,7 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
 }
 
 fn status_json(switch: &Switch) -> serde_json::Value {
-    let ports: Vec<_> = (1..=switch.ports())
-        .filter_map(|p| u8::try_from(p).ok())
-        .map(|p| {
-            let s = switch.port_stats(p).unwrap_or_default();
-            let peer = switch.peer(p);
-            serde_json::json!({
-                "port": p,
-                "up": switch.is_port_up(p),
-                "peer_lid": peer.map(|x| x.lid),
-                "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),
-                "rx_packets": s.rx_packets,
-                "tx_packets": s.tx_packets,
-                "drops": s.drops(),
-            })
-        })
-        .collect();
-    serde_json::json!({ "pid": std::process::id(), "ports": ports })
+    serde_json::json!({ "pid": std::process::id(), "ports": control::stats_json(switch) })
 }
 
 fn write_status(path: &PathBuf, switch: &Switch) {
@@ -183,11 +173,21 @@ fn main() -> ExitCode {
         }
     });
     let switch = match Switch::start(cfg) {
-        Ok(s) => s,
+        Ok(s) => Arc::new(s),
         Err(e) => {
             tracing::error!("cannot start the switch: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    let control = match &args.control {
+        Some(path) => match ControlServer::start(Arc::clone(&switch), path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!("cannot serve the control socket: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
     };
     // Wake often enough to notice port changes for the status file.
     let tick = Duration::from_millis(50);
@@ -219,10 +219,14 @@ fn main() -> ExitCode {
             switch.log_stats();
         }
     }
+    if let Some(c) = control {
+        c.stop();
+    }
     switch.log_stats();
     if let Some(path) = &args.status_file {
         write_status(path, &switch);
     }
-    switch.stop();
+    // The control thread is joined: this is the last reference.
+    drop(switch);
     ExitCode::SUCCESS
 }

@@ -66,6 +66,11 @@ pub fn switch_status_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.status.json"))
 }
 
+/// The control socket a switch serves in the run directory.
+pub fn switch_control_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.control"))
+}
+
 fn log_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.log"))
 }
@@ -79,6 +84,8 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
         format!("{:#x}", sw.guid),
         "--status-file".to_owned(),
         switch_status_path(run_dir, &sw.name).display().to_string(),
+        "--control".to_owned(),
+        switch_control_path(run_dir, &sw.name).display().to_string(),
     ];
     for (i, port) in sw.ports.iter().enumerate() {
         let p = i + 1;

@@ -8,6 +8,7 @@
 //! - [`PortConfig`] and per-port state (`port.rs`), [`PortStats`]
 //!   (`stats.rs`): counters by port, drops by [`DropReason`].
 //! - [`Capture`] (`capture.rs`): pcap/ERF capture per port.
+//! - [`control`]: the line-based control socket of a switch process.
 //!
 //! # Threads
 //!
@@ -22,6 +23,7 @@
 //! input port, full queue and link down on the output port.
 
 mod capture;
+pub mod control;
 mod delay;
 mod forward;
 mod lft;

@@ -224,7 +224,7 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
         for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
             let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
             println!(
-                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}",
+                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}; credit stalls {}",
                 g("port"),
                 if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
                     "up"
@@ -239,6 +239,7 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
                 g("drop_malformed"),
                 g("drop_queue_full"),
                 g("drop_link_down"),
+                g("credit_stalls"),
             );
         }
     }

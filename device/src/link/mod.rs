@@ -15,6 +15,8 @@
 //!   packets, by sequence number or at seeded random rates.
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
 //!   propagated.
+//! - [`FlowControl`] (`vl.rs`): per-VL queues, credits granted by the peer
+//!   in `Credit` frames, VL15 first and weighted arbitration of data VLs.
 //!
 //! # Events
 //!
@@ -45,7 +47,8 @@
 //!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
-//! and retries. A link joins exactly two ports; switches come later.
+//! and retries. A link joins exactly two ports (a switch has one link per
+//! port, `crate::switch`).
 //!
 //! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
 
@@ -59,12 +62,14 @@ mod session;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod vl;
 
 pub use endpoint::{EndpointError, LinkEndpoint};
 pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
-pub use queue::LinkError;
+pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
+pub use vl::{packet_vl, FlowControl, NUM_VLS, VL15};
 
 /// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
 /// headers fits many times over.
@@ -111,6 +116,9 @@ pub struct LinkConfig {
     pub backoff_min: Duration,
     /// Longest delay between connection attempts; the delay doubles up to it.
     pub backoff_max: Duration,
+    /// Per-VL credit flow control and VL arbitration (`vl.rs`); `None`
+    /// sends without credits (only against a peer that grants none either).
+    pub flow_control: Option<FlowControl>,
 }
 
 impl Default for LinkConfig {
@@ -120,6 +128,7 @@ impl Default for LinkConfig {
             hello_timeout: Duration::from_secs(5),
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
+            flow_control: Some(FlowControl::default()),
         }
     }
 }

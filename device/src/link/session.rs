@@ -14,6 +14,7 @@ use ibtca_protocol::link::{
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
+use super::vl::{packet_vl, NUM_VLS};
 use super::{LinkEvent, LocalPort, MAX_BODY};
 
 /// Bytes asked of one `read`.
@@ -39,6 +40,8 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
         sink,
         stream: &stream,
         writer: None,
+        grants: [0; NUM_VLS],
+        freed: [0; NUM_VLS],
     };
     let reason = session.serve().err().unwrap_or_default();
     let up = session.writer.is_some();
@@ -67,6 +70,10 @@ struct Session<'a> {
     stream: &'a UnixStream,
     /// The writer thread; present once the link is up.
     writer: Option<JoinHandle<()>>,
+    /// Credits the peer granted in the frames of the current read.
+    grants: [u32; NUM_VLS],
+    /// Receive buffers freed (auto return) in the current read.
+    freed: [u32; NUM_VLS],
 }
 
 impl Session<'_> {
@@ -113,6 +120,23 @@ impl Session<'_> {
             for frame in decoder.feed(buf.get(..n).unwrap_or_default()) {
                 self.handle(frame)?;
             }
+            self.settle_credits();
+        }
+    }
+
+    /// Applies the credits of one read at once (so that grants that came
+    /// together are arbitrated together) and returns freed buffers.
+    fn settle_credits(&mut self) {
+        let queue = &self.shared.queue;
+        if self.grants.iter().any(|g| *g > 0) {
+            queue.add_credits(&self.grants);
+            self.grants = [0; NUM_VLS];
+        }
+        for (vl, n) in self.freed.iter_mut().enumerate() {
+            if *n > 0 {
+                queue.return_credits(vl as u8, *n);
+                *n = 0;
+            }
         }
     }
 
@@ -134,7 +158,14 @@ impl Session<'_> {
                 bump(&counters.rx_packets);
                 add(&counters.rx_bytes, packet.len() as u64);
                 tracing::trace!(len = packet.len(), "link rx");
+                let vl = usize::from(packet_vl(&packet));
                 (self.sink)(LinkEvent::Packet(packet));
+                let auto = self.shared.config.flow_control.as_ref();
+                if auto.is_some_and(|f| f.auto_return) {
+                    if let Some(n) = self.freed.get_mut(vl) {
+                        *n += 1;
+                    }
+                }
                 Ok(())
             }
             Ok(Frame::Hello(h)) if !up && h.version != LINK_PROTOCOL_VERSION => reject(format!(
@@ -152,7 +183,11 @@ impl Session<'_> {
                 Ok(())
             }
             Ok(Frame::Credit { vl, credits }) => {
-                tracing::trace!(vl, credits, "link credits (ignored)");
+                bump(&counters.credit_frames_rx);
+                tracing::trace!(vl, credits, "link credits");
+                if let Some(g) = self.grants.get_mut(usize::from(vl)) {
+                    *g = g.saturating_add(u32::from(credits));
+                }
                 Ok(())
             }
             // Unreachable: packets before `Up` are caught by the arm above.

@@ -11,9 +11,12 @@ use crate::link::QUEUE_CAPACITY;
 
 #[derive(Debug, Default)]
 struct Line {
-    packets: VecDeque<(Instant, Vec<u8>)>,
+    packets: VecDeque<(Instant, Held)>,
     stop: bool,
 }
+
+/// A held packet and its credit tag (see `mod.rs`).
+pub(super) type Held = (Vec<u8>, u64);
 
 /// Packets held back for one port.
 #[derive(Debug, Default)]
@@ -39,23 +42,22 @@ impl DelayLine {
         self.delay_us.store(us, Ordering::Relaxed);
     }
 
-    /// Holds `packet` for the delay; false (packet dropped) if the line is
-    /// full.
-    pub fn push(&self, packet: Vec<u8>) -> bool {
+    /// Holds `packet` for the delay; gives it back if the line is full.
+    pub fn push(&self, packet: Held) -> Result<(), Held> {
         let due = Instant::now() + self.delay();
         let mut line = self.lock();
         if line.packets.len() >= QUEUE_CAPACITY {
-            return false;
+            return Err(packet);
         }
         line.packets.push_back((due, packet));
         if line.packets.len() == 1 {
             self.ready.notify_one();
         }
-        true
+        Ok(())
     }
 
     /// Waits for the next packet that is due; `None` once stopped.
-    pub fn next_due(&self) -> Option<Vec<u8>> {
+    pub fn next_due(&self) -> Option<Held> {
         let mut line = self.lock();
         loop {
             if line.stop {
@@ -79,11 +81,11 @@ impl DelayLine {
         }
     }
 
-    /// Ends [`Self::next_due`] for good; held packets are dropped.
-    pub fn stop(&self) {
+    /// Ends [`Self::next_due`] for good; returns the packets still held.
+    pub fn stop(&self) -> Vec<Held> {
         let mut line = self.lock();
         line.stop = true;
-        line.packets.clear();
         self.ready.notify_all();
+        line.packets.drain(..).map(|(_, p)| p).collect()
     }
 }

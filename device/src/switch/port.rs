@@ -23,7 +23,13 @@ pub struct PortConfig {
     pub capture: Option<PathBuf>,
     /// How long each packet waits before the port sends it.
     pub delay: Duration,
+    /// SL → VL of what the port sends (identity by default; SL15 is
+    /// always VL15).
+    pub sl2vl: [u8; 16],
 }
+
+/// The identity SL → VL table.
+pub const SL2VL_IDENTITY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 impl PortConfig {
     /// A port with no faults and no capture.
@@ -33,6 +39,7 @@ impl PortConfig {
             faults: FaultPlan::default(),
             capture: None,
             delay: Duration::ZERO,
+            sl2vl: SL2VL_IDENTITY,
         }
     }
 }

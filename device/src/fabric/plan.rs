@@ -375,7 +375,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                     options_placed = true;
                     if let Some(slot) = switches
                         .get_mut(s)
-                        .and_then(|sw| sw.ports.get_mut(usize::from(p) - 1))
+                        .and_then(|sw| sw.ports.get_mut(usize::from(p).wrapping_sub(1)))
                     {
                         *slot = Some(PortPlan {
                             endpoint: ep,

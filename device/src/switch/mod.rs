@@ -257,7 +257,7 @@ impl Switch {
         let link = self
             .core
             .links_mut()
-            .get_mut(usize::from(port) - 1)
+            .get_mut(usize::from(port).wrapping_sub(1))
             .and_then(Option::take);
         if let Some(link) = link {
             // Outside the lock: stopping joins the port's reader, which may
@@ -271,7 +271,7 @@ impl Switch {
     /// Starts `port`'s link again (a no-op if it runs).
     pub fn port_up(&self, port: u8) -> Result<(), SwitchError> {
         let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
-        let index = usize::from(port) - 1;
+        let index = usize::from(port).wrapping_sub(1);
         if self.core.links().get(index).is_some_and(Option::is_some) {
             return Ok(());
         }
@@ -466,7 +466,7 @@ impl Core {
         let len = packet.len();
         let captured = out_slot.capture.as_ref().map(|_| packet.clone());
         let links = self.links();
-        let result = match links.get(usize::from(out_port) - 1) {
+        let result = match links.get(usize::from(out_port).wrapping_sub(1)) {
             Some(Some(link)) => link.send_tagged(packet, tag),
             _ => Err(LinkError::Down),
         };

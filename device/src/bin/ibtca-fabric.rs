@@ -6,6 +6,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+/// `println!` that ignores a closed stdout (`ibtca-fabric up | head`):
+/// what was started stays recorded, and nothing panics.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use ibtca_device::fabric::state::State;
 use ibtca_device::fabric::{self, launch, qemu, End, Plan};
 use ibtca_device::switch::control;
@@ -108,14 +117,14 @@ fn end_name(plan: &Plan, end: End) -> String {
 }
 
 fn summary(plan: &Plan) {
-    println!(
+    out!(
         "{} node(s), {} switch(es), {} link(s)",
         plan.nodes.len(),
         plan.switches.len(),
         plan.links.len()
     );
     for n in &plan.nodes {
-        println!(
+        out!(
             "  node {:<10} LID {:<5} GUID {:#018x}  {}",
             n.name,
             n.lid,
@@ -125,7 +134,7 @@ fn summary(plan: &Plan) {
     }
     for sw in &plan.switches {
         let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
-        println!(
+        out!(
             "  switch {:<8} {} ports, LFT {}",
             sw.name,
             sw.ports.len(),
@@ -133,7 +142,7 @@ fn summary(plan: &Plan) {
         );
     }
     for &(a, b) in &plan.links {
-        println!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
+        out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
     }
 }
 
@@ -204,7 +213,7 @@ fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> R
         };
         let reply = control::request(&launch::switch_control_path(run_dir, name), &line)
             .map_err(|e| format!("{name}: {e}"))?;
-        println!("{name}: {reply}");
+        out!("{name}: {reply}");
         if !reply.starts_with("ok") {
             return Err(format!("{name} refused `{line}`"));
         }
@@ -220,10 +229,10 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
         let json = reply.strip_prefix("ok ").unwrap_or_default();
         let ports: serde_json::Value = serde_json::from_str(json)
             .map_err(|e| format!("{}: bad reply `{reply}`: {e}", sw.name))?;
-        println!("switch {}", sw.name);
+        out!("switch {}", sw.name);
         for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
             let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            println!(
+            out!(
                 "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}; credit stalls {}",
                 g("port"),
                 if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
@@ -250,7 +259,7 @@ fn run(args: Args) -> Result<(), String> {
     match args.command {
         Cmd::Check { file, run_dir } => {
             let (_, plan) = load(&file, &run_dir)?;
-            println!("{}: OK", file.display());
+            out!("{}: OK", file.display());
             summary(&plan);
             Ok(())
         }
@@ -274,9 +283,9 @@ fn run(args: Args) -> Result<(), String> {
                 let script = qemu::guest_script(n, &topo.guest);
                 std::fs::write(&path, script)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                println!("  guest {}: sh {}", n.name, path.display());
+                out!("  guest {}: sh {}", n.name, path.display());
             }
-            println!(
+            out!(
                 "fabric up: {} processes; stop with: ibtca-fabric down --run-dir {}",
                 state.processes.len(),
                 run_dir.display()
@@ -293,9 +302,9 @@ fn run(args: Args) -> Result<(), String> {
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;
             if stopped.is_empty() {
-                println!("nothing running in {}", run_dir.display());
+                out!("nothing running in {}", run_dir.display());
             } else {
-                println!("stopped {}", stopped.join(", "));
+                out!("stopped {}", stopped.join(", "));
             }
             Ok(())
         }

@@ -500,8 +500,12 @@ impl TxQueue {
         self.lock().vls.credits()
     }
 
-    /// This end freed `n` receive buffers on `vl`: owe the peer credits,
-    /// sent once a quarter of the buffer is owed (or with the next batch).
+    /// This end freed `n` receive buffers on `vl`: owe the peer credits.
+    /// Whatever is owed rides along with the next packets sent; a `Credit`
+    /// frame of its own goes once half the buffer is owed. (Half, not a
+    /// quarter: with request/response traffic the answer usually carries
+    /// the credits, so the peer's reader is not woken by a frame of credits
+    /// alone; half a buffer still in hand keeps a sender going.)
     pub fn return_credits(&self, vl: u8, n: u32, counters: &Counters) {
         let Some(flow) = &self.flow else {
             return;
@@ -514,7 +518,7 @@ impl TxQueue {
             return;
         };
         *owed = owed.saturating_add(n);
-        if *owed >= (u32::from(flow.credits) / 4).max(1) && !st.owed_due {
+        if *owed >= (u32::from(flow.credits) / 2).max(1) && !st.owed_due {
             let woken = !st.writer_waiting || st.has_work();
             st.owed_due = true;
             self.kick(&mut st, woken, counters);

@@ -75,7 +75,7 @@ fn a_new_connection_starts_from_a_fresh_grant() {
     });
     a.send_all((0..3).map(|i| vl_packet(0, i)));
     b.packets(3);
-    // B's receive side returns credits a quarter buffer at a time.
+    // B's receive side returns credits half a buffer at a time.
     wait_until("A spent 3 credits", || a.link.credits()[0] == 253);
     drop(b);
     a.expect_down();

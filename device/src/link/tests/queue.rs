@@ -261,10 +261,10 @@ fn returned_credits_are_written_directly() {
     w.wait_asleep();
     w.read();
     let before = w.counters.snapshot().credit_frames_tx;
-    // Below a quarter of the buffer: owed, not sent.
-    w.q.return_credits(3, 1, &w.counters);
+    // Below half the buffer: owed, not sent.
+    w.q.return_credits(3, 3, &w.counters);
     assert_eq!(w.counters.snapshot().credit_frames_tx, before);
     w.q.return_credits(3, 1, &w.counters);
     assert_eq!(w.counters.snapshot().credit_frames_tx, before + 1);
-    assert_eq!(w.read(), [Frame::Credit { vl: 3, credits: 2 }]);
+    assert_eq!(w.read(), [Frame::Credit { vl: 3, credits: 4 }]);
 }

@@ -351,7 +351,7 @@ impl SimGuest {
             access: access.into(),
             ..base
         })
-        .unwrap();
+        .unwrap_or_else(|e| panic!("QP {:#x} to INIT: device status {}", qp.qpn, e.0));
         self.modify_qp(&CmdModifyQp {
             attr_mask: (QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN).into(),
             state: QPS_RTR,

@@ -183,10 +183,9 @@ fn up_rdma_across_the_switch_capture_and_down() {
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
     assert_eq!(b.read(bbuf + 64, 3000), data);
     b.post_recv(&mut bqp, &recv_wqe(5, bbuf + 8192, 4096, blkey));
-    // A synchronous access after the posted RQ doorbell: B's engine has the
-    // receive before A's SEND can reach it (else an RNR NAK, also correct,
-    // would be in the capture instead of the ACK checked below).
-    let _ = b.client.read32(0, 0);
+    // A non-posted read orders the receive doorbell before the SEND (else
+    // n3 may answer with an RNR NAK, which the ACK checks below exclude).
+    b.client.read32(0, ibtca_device::regs::MAGIC);
     a.post_send(&mut aqp, &send_wqe(WR_SEND, 2, abuf, 100, alkey));
     assert_eq!(a.poll_cq(&mut acq, T).expect("send").status, WC_SUCCESS);
     assert_eq!(b.poll_cq(&mut bcq, T).expect("recv").status, WC_SUCCESS);
@@ -214,6 +213,43 @@ fn up_rdma_across_the_switch_capture_and_down() {
         assert_eq!(num(&ack[4]), 0x1f, "ACK syndrome (credits unlimited)");
         assert_eq!(num(&ack[5]), 1);
     }
+
+    // At run time: counters from the CLI, then n3's link down and up again.
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("switch sw0"),
+        "{text}"
+    );
+    let port = |n: u8| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("port {n:>2} ")))
+            .unwrap_or_else(|| panic!("port {n} in {text}"))
+            .to_owned()
+    };
+    assert!(port(1).contains(" up "), "{}", port(1));
+    assert!(port(2).contains(" up "), "{}", port(2));
+    let out = fabric(&["link", "--run-dir", &run_s, "n3", "down"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w = remote(send_wqe(WR_RDMA_WRITE, 3, abuf, 64, alkey), bbuf, brkey);
+    a.post_send(&mut aqp, &w);
+    let c = a
+        .poll_cq(&mut acq, Duration::from_secs(60))
+        .expect("an error completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_RETRY_EXC_ERR));
+    let out = fabric(&["link", "--run-dir", &run_s, "n3", "up"]);
+    assert!(out.status.success());
+    let deadline = std::time::Instant::now() + T;
+    while b.client.read32(0, ibtca_device::regs::PORT_STATE) != ibtca_device::regs::PORT_ACTIVE {
+        assert!(std::time::Instant::now() < deadline, "n3 never reconnected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bad = fabric(&["link", "--run-dir", &run_s, "n3", "explode"]);
+    assert!(!bad.status.success());
     drop(a);
     drop(b);
 
@@ -226,4 +262,105 @@ fn up_rdma_across_the_switch_capture_and_down() {
     assert!(State::load(&run).unwrap().is_none(), "state file removed");
     let log = std::fs::read_to_string(run.join("sw0.log")).unwrap();
     assert!(log.contains("port counters"), "counters logged at exit");
+}
+
+#[test]
+fn two_switches_in_a_line_as_processes_with_faults_between_them() {
+    let dir = TempDir::new("fab-line");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&["up", &config("two-switches-line.json"), "--run-dir", &run_s]);
+    assert!(
+        out.status.success(),
+        "up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("LFT 1→1 2→2 3→3 4→3"), "{text}");
+    // n1 (LID 1, on `left`) and n4 (LID 4, on `right`): every packet
+    // crosses the 1 %-faulty inter-switch link.
+    let mut a = SimGuest::new(&run.join("n1.sock"), 4 << 20);
+    let mut b = SimGuest::new(&run.join("n4.sock"), 4 << 20);
+    let mut objs = Vec::new();
+    for g in [&mut a, &mut b] {
+        let pd = g.create_pd();
+        let buf = g.alloc(1 << 20, 4096);
+        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
+        let cq = g.create_cq(8);
+        let qp = g.create_qp(pd, &cq, &cq, 6);
+        objs.push((buf, lkey, rkey, cq, qp));
+    }
+    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
+    let (bbuf, _, brkey, _, bqp) = objs[1];
+    a.connect(&aqp, 4, bqp.qpn, 2, ALL_ACCESS); // 512-byte MTU
+    b.connect(&bqp, 1, aqp.qpn, 2, ALL_ACCESS);
+    for i in 0..40u64 {
+        let data: Vec<u8> = (0..3000u32).map(|j| (j as u64 * 13 + i) as u8).collect();
+        let off = i * 4096;
+        a.write(abuf + off, &data);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, i, abuf + off, 3000, alkey),
+            bbuf + off,
+            brkey,
+        );
+        a.post_send(&mut aqp, &w);
+        let c = a.poll_cq(&mut acq, T).expect("write completion");
+        assert_eq!((c.wr_id.to_native(), c.status), (i, WC_SUCCESS));
+        assert!(b.read(bbuf + off, 3000) == data, "write {i} landed intact");
+    }
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("switch left") && text.contains("switch right"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_captured_link_between_two_devices_gets_a_relay_switch() {
+    let dir = TempDir::new("fab-relay");
+    let file = dir.join("two.json");
+    std::fs::write(
+        &file,
+        r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2}],
+            "links": [{"a": "a", "b": "b", "capture": "ab.pcap"}]}"#,
+    )
+    .unwrap();
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&["up", &file.display().to_string(), "--run-dir", &run_s]);
+    assert!(
+        out.status.success(),
+        "up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("switch relay-l0"));
+    let mut a = SimGuest::new(&run.join("a.sock"), 4 << 20);
+    let mut b = SimGuest::new(&run.join("b.sock"), 4 << 20);
+    let pa = a.create_pd();
+    let abuf = a.alloc(1 << 16, 4096);
+    let (alkey, _) = a.reg_mr(pa, abuf, 1 << 16, ALL_ACCESS);
+    let mut acq = a.create_cq(4);
+    let mut aqp = a.create_qp(pa, &acq, &acq, 4);
+    let pb = b.create_pd();
+    let bbuf = b.alloc(1 << 16, 4096);
+    let (_, brkey) = b.reg_mr(pb, bbuf, 1 << 16, ALL_ACCESS);
+    let bcq = b.create_cq(4);
+    let bqp = b.create_qp(pb, &bcq, &bcq, 4);
+    a.connect(&aqp, 2, bqp.qpn, MTU_4096, ALL_ACCESS);
+    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
+    a.write(abuf, &[0x5a; 256]);
+    let w = remote(send_wqe(WR_RDMA_WRITE, 7, abuf, 256, alkey), bbuf, brkey);
+    a.post_send(&mut aqp, &w);
+    assert_eq!(a.poll_cq(&mut acq, T).expect("write").status, WC_SUCCESS);
+    assert_eq!(b.read(bbuf, 256), vec![0x5a; 256]);
+    let rows = tshark(&run.join("ab.pcap"));
+    let write = rows
+        .iter()
+        .find(|r| num(&r[0]) == 0x0a)
+        .unwrap_or_else(|| panic!("the WRITE in {rows:?}"));
+    assert_eq!(num(&write[2]), u64::from(bqp.qpn));
+    assert_eq!(num(&write[3]), u64::from(brkey));
 }

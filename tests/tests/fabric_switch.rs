@@ -335,3 +335,59 @@ fn a_dead_node_fails_only_its_own_qps() {
     assert!(s.drop_link_down > 0, "{s:?}");
     assert!(!f.switches[0].is_port_up(3));
 }
+
+#[test]
+fn a_delayed_port_holds_packets_back_in_order() {
+    let mut f = Fabric::star(2, FabricOptions::default());
+    let delay = Duration::from_millis(30);
+    // What the switch sends to LID 2 waits 30 ms.
+    f.switches[0].set_delay(2, delay).unwrap();
+    let (a, b) = f.two(0, 1);
+    let data = pattern(20_000, 11);
+    a.g.write(a.buf, &data);
+    let start = Instant::now();
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, a.buf, data.len() as u32, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(a.qps.get_mut(&2).unwrap(), &w);
+    let c = a.g.poll_cq(&mut a.cq, T).expect("write completion");
+    let took = start.elapsed();
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    same(&b.g.read(b.buf, data.len()), &data, "delayed write");
+    assert!(took >= delay, "completed after {took:?}, before the delay");
+    let s = f.switches[0].port_stats(2).unwrap();
+    assert!(s.tx_packets >= 5, "20 000 bytes at MTU 4096: {s:?}");
+    assert_eq!(s.drops(), 0, "{s:?}");
+    f.switches[0].set_delay(2, Duration::ZERO).unwrap();
+}
+
+#[test]
+fn the_control_commands_change_a_running_switch() {
+    use ibtca_device::switch::control::execute;
+    let mut f = Fabric::star(2, FabricOptions::default());
+    let sw = &f.switches[0];
+    let stats = execute(sw, "stats");
+    let json: serde_json::Value = serde_json::from_str(stats.strip_prefix("ok ").unwrap()).unwrap();
+    assert_eq!(json[1]["peer_lid"], 2);
+    assert!(execute(sw, "bogus").starts_with("error unknown command"));
+    assert!(execute(sw, "faults 9 drop:1").starts_with("error"));
+    assert!(execute(sw, "faults 2 corrupt:2000").starts_with("error"));
+    assert_eq!(execute(sw, "faults 2 corrupt:1000"), "ok port 2 faults set");
+    // Everything to LID 2 is corrupted now: the write cannot get through.
+    let (a, b) = f.two(0, 1);
+    let w = remote(send_wqe(WR_RDMA_WRITE, 1, a.buf, 64, a.lkey), b.buf, b.rkey);
+    a.g.post_send(a.qps.get_mut(&2).unwrap(), &w);
+    let c =
+        a.g.poll_cq(&mut a.cq, Duration::from_secs(60))
+            .expect("an error completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_RETRY_EXC_ERR));
+    let sw = &f.switches[0];
+    assert!(sw.link_stats(2).unwrap().fault_corrupted >= 8);
+    assert_eq!(execute(sw, "faults 2 none"), "ok port 2 faults set");
+    assert_eq!(execute(sw, "delay 2 100"), "ok port 2 delay 100 us");
+    assert_eq!(execute(sw, "down 2"), "ok port 2 down");
+    assert!(!sw.is_port_up(2));
+    assert_eq!(execute(sw, "up 2"), "ok port 2 up");
+}

@@ -6,12 +6,26 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+/// `println!` that ignores a closed stdout (`ibtca-fabric up | head`):
+/// what was started stays recorded, and nothing panics.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+use ibtca_device::fabric::state::State;
 use ibtca_device::fabric::{self, launch, qemu, End, Plan};
+use ibtca_device::switch::control;
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///
 ///   ibtca-fabric check qemu-configs/four-nodes-one-switch.json
 ///   ibtca-fabric up qemu-configs/four-nodes-one-switch.json --run-dir /tmp/fab
+///   ibtca-fabric link --run-dir /tmp/fab n2 down      # at run time
+///   ibtca-fabric link --run-dir /tmp/fab n2 faults drop:10,corrupt:10
+///   ibtca-fabric stats --run-dir /tmp/fab
 ///   ibtca-fabric down --run-dir /tmp/fab
 ///
 /// `up` checks the file (nothing starts if it is wrong), starts the
@@ -47,6 +61,28 @@ enum Cmd {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
+    /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
+    /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.
+    /// The link is named by one of its ends: a node or SWITCH:PORT. Done by
+    /// the switch end(s) of the link (faults and delay at every switch end,
+    /// down/up at the first).
+    Link {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// A node name or SWITCH:PORT at one end of the link.
+        end: String,
+        /// down, up, faults or delay.
+        action: String,
+        /// The fault spec or the delay in µs.
+        arg: Option<String>,
+    },
+    /// Print every switch port's state and counters.
+    Stats {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+    },
     /// Stop what `up` started in the run directory.
     Down {
         /// The run directory given to `up`.
@@ -81,14 +117,14 @@ fn end_name(plan: &Plan, end: End) -> String {
 }
 
 fn summary(plan: &Plan) {
-    println!(
+    out!(
         "{} node(s), {} switch(es), {} link(s)",
         plan.nodes.len(),
         plan.switches.len(),
         plan.links.len()
     );
     for n in &plan.nodes {
-        println!(
+        out!(
             "  node {:<10} LID {:<5} GUID {:#018x}  {}",
             n.name,
             n.lid,
@@ -98,7 +134,7 @@ fn summary(plan: &Plan) {
     }
     for sw in &plan.switches {
         let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
-        println!(
+        out!(
             "  switch {:<8} {} ports, LFT {}",
             sw.name,
             sw.ports.len(),
@@ -106,7 +142,7 @@ fn summary(plan: &Plan) {
         );
     }
     for &(a, b) in &plan.links {
-        println!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
+        out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
     }
 }
 
@@ -117,11 +153,113 @@ fn bin_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| "this binary has no directory".to_owned())
 }
 
+/// The plan of the fabric running in `run_dir`.
+fn running_plan(run_dir: &Path) -> Result<Plan, String> {
+    let state = State::load(run_dir)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
+    Ok(load(&state.topology, run_dir)?.1)
+}
+
+fn resolve(plan: &Plan, text: &str) -> Option<End> {
+    match text.split_once(':') {
+        Some((name, port)) => {
+            let s = plan.switches.iter().position(|s| s.name == name)?;
+            Some(End::Switch(s, port.parse().ok()?))
+        }
+        None => plan
+            .nodes
+            .iter()
+            .position(|n| n.name == text)
+            .map(End::Node),
+    }
+}
+
+fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    let want =
+        resolve(&plan, end).ok_or_else(|| format!("`{end}` names no node or switch port"))?;
+    let &(a, b) = plan
+        .links
+        .iter()
+        .find(|(a, b)| *a == want || *b == want)
+        .ok_or_else(|| format!("no link has the end `{end}`"))?;
+    let ends: Vec<(usize, u8)> = [a, b]
+        .into_iter()
+        .filter_map(|e| match e {
+            End::Switch(s, p) => Some((s, p)),
+            End::Node(_) => None,
+        })
+        .collect();
+    let (targets, what): (&[(usize, u8)], String) = match (action, arg) {
+        ("down" | "up", None) => (ends.get(..1).unwrap_or_default(), action.to_owned()),
+        ("faults", Some(spec)) => (&ends, format!("faults {{port}} {spec}")),
+        ("delay", Some(us)) => (&ends, format!("delay {{port}} {us}")),
+        _ => return Err("action: down | up | faults SPEC|none | delay US".into()),
+    };
+    if targets.is_empty() {
+        return Err(format!("the link of `{end}` has no switch end to act on"));
+    }
+    for &(s, p) in targets {
+        let name = plan
+            .switches
+            .get(s)
+            .map(|x| x.name.as_str())
+            .unwrap_or_default();
+        let line = if what == "down" || what == "up" {
+            format!("{what} {p}")
+        } else {
+            what.replace("{port}", &p.to_string())
+        };
+        let reply = control::request(&launch::switch_control_path(run_dir, name), &line)
+            .map_err(|e| format!("{name}: {e}"))?;
+        out!("{name}: {reply}");
+        if !reply.starts_with("ok") {
+            return Err(format!("{name} refused `{line}`"));
+        }
+    }
+    Ok(())
+}
+
+fn stats_command(run_dir: &Path) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    for sw in &plan.switches {
+        let reply = control::request(&launch::switch_control_path(run_dir, &sw.name), "stats")
+            .map_err(|e| format!("{}: {e}", sw.name))?;
+        let json = reply.strip_prefix("ok ").unwrap_or_default();
+        let ports: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| format!("{}: bad reply `{reply}`: {e}", sw.name))?;
+        out!("switch {}", sw.name);
+        for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            out!(
+                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}; credit stalls {}",
+                g("port"),
+                if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
+                    "up"
+                } else {
+                    "down"
+                },
+                g("peer_lid"),
+                g("rx_packets"),
+                g("tx_packets"),
+                g("drop_unknown_lid"),
+                g("drop_crc_error"),
+                g("drop_malformed"),
+                g("drop_queue_full"),
+                g("drop_link_down"),
+                g("credit_stalls"),
+            );
+        }
+    }
+    Ok(())
+}
+
 fn run(args: Args) -> Result<(), String> {
     match args.command {
         Cmd::Check { file, run_dir } => {
             let (_, plan) = load(&file, &run_dir)?;
-            println!("{}: OK", file.display());
+            out!("{}: OK", file.display());
             summary(&plan);
             Ok(())
         }
@@ -145,21 +283,28 @@ fn run(args: Args) -> Result<(), String> {
                 let script = qemu::guest_script(n, &topo.guest);
                 std::fs::write(&path, script)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                println!("  guest {}: sh {}", n.name, path.display());
+                out!("  guest {}: sh {}", n.name, path.display());
             }
-            println!(
+            out!(
                 "fabric up: {} processes; stop with: ibtca-fabric down --run-dir {}",
                 state.processes.len(),
                 run_dir.display()
             );
             Ok(())
         }
+        Cmd::Link {
+            run_dir,
+            end,
+            action,
+            arg,
+        } => link_command(&run_dir, &end, &action, arg.as_deref()),
+        Cmd::Stats { run_dir } => stats_command(&run_dir),
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;
             if stopped.is_empty() {
-                println!("nothing running in {}", run_dir.display());
+                out!("nothing running in {}", run_dir.display());
             } else {
-                println!("stopped {}", stopped.join(", "));
+                out!("stopped {}", stopped.join(", "));
             }
             Ok(())
         }

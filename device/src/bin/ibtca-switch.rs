@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
+use ibtca_device::switch::control::{self, ControlServer};
 use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -48,6 +49,10 @@ struct Args {
     #[arg(long = "capture", value_name = "PORT=FILE", value_parser = spec::parse_capture)]
     captures: Vec<(u8, PathBuf)>,
 
+    /// Hold what PORT sends for US microseconds: PORT=US (repeatable).
+    #[arg(long = "delay", value_name = "PORT=US", value_parser = spec::parse_delay)]
+    delays: Vec<(u8, Duration)>,
+
     /// Name for logs.
     #[arg(long, default_value = "switch")]
     name: String,
@@ -63,6 +68,11 @@ struct Args {
     /// Log every port's counters every SECS seconds (0: only at exit).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     stats_interval: u64,
+
+    /// Serve a control socket at PATH: one command per line (stats, down
+    /// PORT, up PORT, faults PORT SPEC|none, delay PORT US), one reply line.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
 
     /// Keep a JSON file with each port's state (up, peer) and counters,
     /// rewritten when a port changes state (ibtca-fabric waits on it).
@@ -92,6 +102,15 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
     for (p, file) in &args.captures {
         captures.push((get(*p, "--capture")?, file.clone()));
     }
+    let mut delays = Vec::new();
+    for (p, d) in &args.delays {
+        delays.push((get(*p, "--delay")?, *d));
+    }
+    for (i, d) in delays {
+        if let Some(port) = ports.get_mut(i) {
+            port.delay = d;
+        }
+    }
     for (i, rates) in plans {
         if let Some(port) = ports.get_mut(i) {
             port.faults = FaultPlan::default().with_rates(rates);
@@ -113,23 +132,7 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
 }
 
 fn status_json(switch: &Switch) -> serde_json::Value {
-    let ports: Vec<_> = (1..=switch.ports())
-        .filter_map(|p| u8::try_from(p).ok())
-        .map(|p| {
-            let s = switch.port_stats(p).unwrap_or_default();
-            let peer = switch.peer(p);
-            serde_json::json!({
-                "port": p,
-                "up": switch.is_port_up(p),
-                "peer_lid": peer.map(|x| x.lid),
-                "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),
-                "rx_packets": s.rx_packets,
-                "tx_packets": s.tx_packets,
-                "drops": s.drops(),
-            })
-        })
-        .collect();
-    serde_json::json!({ "pid": std::process::id(), "ports": ports })
+    serde_json::json!({ "pid": std::process::id(), "ports": control::stats_json(switch) })
 }
 
 fn write_status(path: &PathBuf, switch: &Switch) {
@@ -164,11 +167,21 @@ fn main() -> ExitCode {
         }
     });
     let switch = match Switch::start(cfg) {
-        Ok(s) => s,
+        Ok(s) => Arc::new(s),
         Err(e) => {
             tracing::error!("cannot start the switch: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    let control = match &args.control {
+        Some(path) => match ControlServer::start(Arc::clone(&switch), path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!("cannot serve the control socket: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
     };
     // Wake often enough to notice port changes for the status file.
     let tick = Duration::from_millis(50);
@@ -200,10 +213,14 @@ fn main() -> ExitCode {
             switch.log_stats();
         }
     }
+    if let Some(c) = control {
+        c.stop();
+    }
     switch.log_stats();
     if let Some(path) = &args.status_file {
         write_status(path, &switch);
     }
-    switch.stop();
+    // The control thread is joined: this is the last reference.
+    drop(switch);
     ExitCode::SUCCESS
 }

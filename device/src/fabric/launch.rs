@@ -66,6 +66,11 @@ pub fn switch_status_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.status.json"))
 }
 
+/// The control socket a switch serves in the run directory.
+pub fn switch_control_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.control"))
+}
+
 fn log_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.log"))
 }
@@ -79,6 +84,8 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
         format!("{:#x}", sw.guid),
         "--status-file".to_owned(),
         switch_status_path(run_dir, &sw.name).display().to_string(),
+        "--control".to_owned(),
+        switch_control_path(run_dir, &sw.name).display().to_string(),
     ];
     for (i, port) in sw.ports.iter().enumerate() {
         let p = i + 1;
@@ -90,6 +97,9 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
                 }
                 if let Some(c) = &pp.capture {
                     args.push(format!("--capture={p}={}", c.display()));
+                }
+                if pp.delay_us > 0 {
+                    args.push(format!("--delay={p}={}", pp.delay_us));
                 }
             }
             // An unlinked port still exists: it listens on a socket nobody

@@ -106,13 +106,6 @@ pub enum TopologyError {
         /// The second.
         second: usize,
     },
-    /// Faults or a capture on a link between two devices: both are done by
-    /// a switch port.
-    #[error("link {link}: faults and capture need a switch at one end of the link")]
-    OptionsNeedSwitch {
-        /// Index of the link.
-        link: usize,
-    },
     /// A rate over 1000 per mille.
     #[error("link {link}: fault rates are per mille, 0..=1000")]
     BadRate {
@@ -157,6 +150,8 @@ pub struct PortPlan {
     pub faults: Option<FaultRates>,
     /// Capture file.
     pub capture: Option<PathBuf>,
+    /// Delay of what it sends, µs.
+    pub delay_us: u64,
 }
 
 /// How to run one switch.
@@ -340,50 +335,61 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 });
             }
         }
-        let has_options = l.faults.is_some() || l.capture.is_some();
-        let faults = l.faults.as_ref().map(|f| rates(li, f)).transpose()?;
-        let path = socket_path(run_dir.join("links").join(format!("l{li}.link")))?;
+        let has_options = l.faults.is_some() || l.capture.is_some() || l.delay_us > 0;
+        let options = LinkOptions {
+            faults: l.faults.as_ref().map(|f| rates(li, f)).transpose()?,
+            capture: l.capture.as_ref().map(|c| run_dir.join(c)),
+            delay_us: l.delay_us,
+        };
+        let link_path =
+            |suffix: &str| socket_path(run_dir.join("links").join(format!("l{li}{suffix}.link")));
+        if matches!((a, b), (End::Node(_), End::Node(_))) && has_options {
+            // Faults, delay and capture are a switch port's work: put a
+            // two-port relay switch in the middle of the link.
+            let name = format!("relay-l{li}");
+            let guid = 0x0002_c903_00fe_0000 | li as u64;
+            if names.contains_key(name.as_str()) || guids.contains_key(&guid) {
+                return Err(TopologyError::DuplicateName(name));
+            }
+            let s = switches.len();
+            switches.push(SwitchPlan {
+                name,
+                guid,
+                ports: vec![None, None],
+                routes: Vec::new(),
+            });
+            let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
+            attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);
+            let no_capture = LinkOptions {
+                capture: None,
+                ..options
+            };
+            attach(
+                &mut nodes,
+                &mut switches,
+                rb,
+                b,
+                &link_path("b")?,
+                &no_capture,
+            );
+            links.push((a, ra));
+            links.push((rb, b));
+            continue;
+        }
         // Switches listen (they start first); between two switches or two
         // nodes, end `a` listens.
         let (listen, connect) = match (a, b) {
             (End::Node(_), End::Switch(..)) => (b, a),
             _ => (a, b),
         };
-        if matches!((a, b), (End::Node(_), End::Node(_))) && has_options {
-            return Err(TopologyError::OptionsNeedSwitch { link: li });
-        }
-        let mut options_placed = false;
-        for (end, ep) in [
-            (listen, LinkEndpoint::Listen(path.clone())),
-            (connect, LinkEndpoint::Connect(path.clone())),
-        ] {
-            match end {
-                End::Node(n) => {
-                    if let Some(node) = nodes.get_mut(n) {
-                        node.link = Some(ep);
-                    }
-                }
-                End::Switch(s, p) => {
-                    // Faults apply at every switch end (both directions on a
-                    // switch-to-switch link); the capture at the first.
-                    let capture = match (&l.capture, options_placed) {
-                        (Some(c), false) => Some(run_dir.join(c)),
-                        _ => None,
-                    };
-                    options_placed = true;
-                    if let Some(slot) = switches
-                        .get_mut(s)
-                        .and_then(|sw| sw.ports.get_mut(usize::from(p) - 1))
-                    {
-                        *slot = Some(PortPlan {
-                            endpoint: ep,
-                            faults,
-                            capture,
-                        });
-                    }
-                }
-            }
-        }
+        attach(
+            &mut nodes,
+            &mut switches,
+            listen,
+            connect,
+            &link_path("")?,
+            &options,
+        );
         links.push((a, b));
     }
     compute_routes(&mut switches, &nodes, &links);
@@ -392,6 +398,53 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         nodes,
         links,
     })
+}
+
+/// What a link's switch ends do besides forwarding.
+#[derive(Debug, Clone)]
+struct LinkOptions {
+    faults: Option<FaultRates>,
+    capture: Option<PathBuf>,
+    delay_us: u64,
+}
+
+/// Joins `listen` and `connect` by a link at `path`. Faults and delay apply
+/// at every switch end (both directions between two switches), the capture
+/// at the first.
+fn attach(
+    nodes: &mut [NodePlan],
+    switches: &mut [SwitchPlan],
+    listen: End,
+    connect: End,
+    path: &Path,
+    options: &LinkOptions,
+) {
+    let mut capture = options.capture.clone();
+    for (end, ep) in [
+        (listen, LinkEndpoint::Listen(path.to_path_buf())),
+        (connect, LinkEndpoint::Connect(path.to_path_buf())),
+    ] {
+        match end {
+            End::Node(n) => {
+                if let Some(node) = nodes.get_mut(n) {
+                    node.link = Some(ep);
+                }
+            }
+            End::Switch(s, p) => {
+                if let Some(slot) = switches
+                    .get_mut(s)
+                    .and_then(|sw| sw.ports.get_mut(usize::from(p).wrapping_sub(1)))
+                {
+                    *slot = Some(PortPlan {
+                        endpoint: ep,
+                        faults: options.faults,
+                        capture: capture.take(),
+                        delay_us: options.delay_us,
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Fills each switch's routes: a node on the switch itself goes out of its

@@ -139,9 +139,40 @@ fn a_switch_port_out_of_range() {
 }
 
 #[test]
-fn options_on_a_device_to_device_link_and_bad_rates() {
-    let e = err(&with_links(r#"{"a": "a", "b": "b", "capture": "x.pcap"}"#));
-    assert_eq!(e, TopologyError::OptionsNeedSwitch { link: 0 });
+fn options_on_a_device_to_device_link_get_a_relay_switch() {
+    let t = topo(&with_links(
+        r#"{"a": "a", "b": "b", "capture": "ab.pcap", "delay_us": 100, "faults": {"drop": 5}}"#,
+    ));
+    let p = plan(&t, Path::new("/tmp/r")).unwrap();
+    let relay = p.switches.iter().find(|s| s.name == "relay-l0").unwrap();
+    assert_eq!(relay.routes, vec![(1, 1), (2, 2)]);
+    let p1 = relay.ports[0].as_ref().unwrap();
+    let p2 = relay.ports[1].as_ref().unwrap();
+    assert_eq!(p1.capture.as_deref(), Some(Path::new("/tmp/r/ab.pcap")));
+    assert_eq!(p2.capture, None);
+    assert_eq!((p1.delay_us, p2.delay_us), (100, 100));
+    assert_eq!(p1.faults.map(|f| f.drop), Some(5));
+    assert!(p.nodes[0]
+        .link
+        .as_ref()
+        .unwrap()
+        .to_string()
+        .starts_with("connect:"));
+    assert!(p.nodes[1]
+        .link
+        .as_ref()
+        .unwrap()
+        .to_string()
+        .starts_with("connect:"));
+    assert_eq!(p.links.len(), 2);
+    // Without options two devices are joined directly.
+    let t = topo(&with_links(r#"{"a": "a", "b": "b"}"#));
+    let p = plan(&t, Path::new("/tmp/r")).unwrap();
+    assert_eq!(p.switches.len(), 1, "only the file's switch");
+}
+
+#[test]
+fn bad_rates() {
     let e = err(&with_links(
         r#"{"a": "a", "b": "sw:1", "faults": {"drop": 1001}}"#,
     ));

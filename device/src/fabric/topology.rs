@@ -79,6 +79,9 @@ pub struct LinkSpec {
     /// A pcap (ERF) capture of the link, taken at its switch end.
     #[serde(default)]
     pub capture: Option<String>,
+    /// Microseconds each packet is held where the link leaves a switch.
+    #[serde(default)]
+    pub delay_us: u64,
 }
 
 /// Fault rates in per mille (10 = 1 %).

@@ -126,17 +126,50 @@ impl XorShift {
     }
 }
 
+/// What the injector works on: bytes to corrupt and a way to copy.
+pub(super) trait FaultItem: Sized {
+    /// The packet's bytes.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// A duplicate to send as well (untagged: the original carries any
+    /// owner's tag).
+    fn copy(&self) -> Self;
+}
+
+impl FaultItem for Vec<u8> {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+
+    fn copy(&self) -> Self {
+        self.clone()
+    }
+}
+
+impl FaultItem for super::vl::Queued {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.packet
+    }
+
+    fn copy(&self) -> Self {
+        super::vl::Queued {
+            packet: self.packet.clone(),
+            vl: self.vl,
+            tag: None,
+        }
+    }
+}
+
 /// A plan being applied: the plan, the next sequence number, the generator
 /// and the packet held back for a swap.
 #[derive(Debug)]
-pub(super) struct FaultInjector {
+pub(super) struct FaultInjector<T = Vec<u8>> {
     plan: FaultPlan,
     seq: u64,
     rng: XorShift,
-    held: Option<Vec<u8>>,
+    held: Option<T>,
 }
 
-impl FaultInjector {
+impl<T: FaultItem> FaultInjector<T> {
     pub fn new(plan: FaultPlan) -> Self {
         let rng = XorShift::new(plan.rates.seed);
         FaultInjector {
@@ -148,24 +181,26 @@ impl FaultInjector {
     }
 
     /// The packet held back for a swap, if any.
-    pub fn take_held(&mut self) -> Option<Vec<u8>> {
+    pub fn take_held(&mut self) -> Option<T> {
         self.held.take()
     }
 
     /// Applies the plan to the next packet; passes what is to be sent, in
-    /// order, to `emit`.
+    /// order, to `emit`. Returns the packet if it was dropped.
     pub fn apply(
         &mut self,
-        mut packet: Vec<u8>,
+        mut packet: T,
         counters: &Counters,
-        mut emit: impl FnMut(Vec<u8>),
-    ) {
+        mut emit: impl FnMut(T),
+    ) -> Option<T> {
         let seq = self.seq;
         self.seq += 1;
         let rates = self.plan.rates;
         let released = self.held.take();
+        let mut dropped = None;
         if self.plan.drop.contains(&seq) || self.rng.roll(rates.drop) {
             bump(&counters.fault_dropped);
+            dropped = Some(packet);
         } else {
             let offset = match self.plan.corrupt.get(&seq) {
                 Some(&offset) => Some(offset),
@@ -175,15 +210,16 @@ impl FaultInjector {
                 None => None,
             };
             if let Some(offset) = offset {
-                if let Some(byte) = offset.checked_rem(packet.len()) {
-                    if let Some(b) = packet.get_mut(byte) {
+                let bytes = packet.bytes_mut();
+                if let Some(byte) = offset.checked_rem(bytes.len()) {
+                    if let Some(b) = bytes.get_mut(byte) {
                         *b ^= 0xff;
                         bump(&counters.fault_corrupted);
                     }
                 }
             }
             let dup = self.plan.duplicate.contains(&seq) || self.rng.roll(rates.duplicate);
-            let copy = dup.then(|| packet.clone());
+            let copy = dup.then(|| packet.copy());
             let swap = self.plan.swap_with_next.contains(&seq) || self.rng.roll(rates.reorder);
             if swap && released.is_none() {
                 bump(&counters.fault_reordered);
@@ -199,5 +235,6 @@ impl FaultInjector {
         if let Some(held) = released {
             emit(held);
         }
+        dropped
     }
 }

@@ -11,11 +11,14 @@
 //!   away; then it reports [`LinkEvent::Down`] and starts over. A *writer*
 //!   thread per connection drains the send queue (`queue.rs`) and writes many
 //!   frames per `write`; [`Link::send_batch`] writes a burst itself when
-//!   that thread is idle.
+//!   that thread is idle (only what the peer's credits allow, in
+//!   arbitration order).
 //! - [`FaultPlan`] (`fault.rs`): drop, duplicate, reorder or corrupt sent
 //!   packets, by sequence number or at seeded random rates.
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
 //!   propagated.
+//! - [`FlowControl`] (`vl.rs`): per-VL queues, credits granted by the peer
+//!   in `Credit` frames, VL15 first and weighted arbitration of data VLs.
 //!
 //! # Events
 //!
@@ -31,7 +34,12 @@
 //! device's engine uses it; [`Link::start`] and [`Link::start_with`] unpack
 //! batches into one [`LinkEvent::Packet`] each.
 //! A sink that blocks holds up the reader, and through the socket the peer's
-//! writer: that is the only back-pressure there is. Stopping a link joins
+//! writer. With flow control (the default), credits are the back-pressure:
+//! the peer sends a packet only into a receive buffer this end granted, and
+//! the buffer is freed when the sink has taken the packet
+//! ([`FlowControl::auto_return`]) or when the owner says so
+//! ([`Link::return_credits`], the switch, once the packet left through its
+//! output port). Stopping a link joins
 //! the thread that calls the sink, so the sink must not wait for the thread
 //! that calls [`Link::stop`] (or drops the link), nor stop the link itself.
 //!
@@ -41,7 +49,10 @@
 //! packets) or dropped and counted, because the link is down, the queue is
 //! full or the packet exceeds the frame limit. The IB transport above
 //! retransmits, as it would over a lossy wire. Packets still queued when a
-//! connection ends are dropped too (counted as `tx_dropped_down`).
+//! connection ends are dropped too (counted as `tx_dropped_down`). A queued
+//! packet waits for its VL's credit; a VL out of credit stalls alone.
+//! [`Link::send_tagged`] reports each packet to the `on_done` callback of
+//! [`Link::start_full`] once it is written or discarded.
 //!
 //! # Misbehaving peers
 //!
@@ -52,7 +63,8 @@
 //!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
-//! and retries. A link joins exactly two ports; switches come later.
+//! and retries. A link joins exactly two ports (a switch has one link per
+//! port, `crate::switch`).
 //!
 //! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
 
@@ -66,12 +78,14 @@ mod session;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod vl;
 
 pub use endpoint::{EndpointError, LinkEndpoint};
 pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
-pub use queue::LinkError;
+pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
+pub use vl::{packet_vl, FlowControl, NUM_VLS, VL15};
 
 /// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
 /// headers fits many times over.
@@ -171,6 +185,9 @@ pub struct LinkConfig {
     pub backoff_min: Duration,
     /// Longest delay between connection attempts; the delay doubles up to it.
     pub backoff_max: Duration,
+    /// Per-VL credit flow control and VL arbitration (`vl.rs`); `None`
+    /// sends without credits (only against a peer that grants none either).
+    pub flow_control: Option<FlowControl>,
 }
 
 impl Default for LinkConfig {
@@ -180,6 +197,7 @@ impl Default for LinkConfig {
             hello_timeout: Duration::from_secs(5),
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
+            flow_control: Some(FlowControl::default()),
         }
     }
 }

@@ -16,7 +16,7 @@ use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::fault::FaultPlan;
-use super::queue::TxQueue;
+use super::queue::{DoneFn, TxQueue};
 use super::session;
 use super::stats::Counters;
 use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
@@ -86,16 +86,31 @@ impl Link {
         endpoint: LinkEndpoint,
         local: LocalPort,
         config: LinkConfig,
-        mut sink: impl FnMut(LinkEvent) + Send + 'static,
+        sink: impl FnMut(LinkEvent) + Send + 'static,
     ) -> io::Result<Link> {
-        Link::start_batched(endpoint, local, config, move |rx| match rx {
+        Link::start_full(endpoint, local, config, sink, None)
+    }
+
+    /// [`Link::start_with`], plus `on_done`, called (on the writer thread,
+    /// or the caller's) with the tag of every packet queued with
+    /// [`Link::send_tagged`] once it is sent or discarded: a switch returns
+    /// the input port's credit then.
+    pub fn start_full(
+        endpoint: LinkEndpoint,
+        local: LocalPort,
+        config: LinkConfig,
+        mut sink: impl FnMut(LinkEvent) + Send + 'static,
+        on_done: Option<DoneFn>,
+    ) -> io::Result<Link> {
+        let sink = move |rx| match rx {
             LinkRx::Event(ev) => sink(ev),
             LinkRx::Packets(batch) => {
                 for p in batch.iter() {
                     sink(LinkEvent::Packet(p.to_vec()));
                 }
             }
-        })
+        };
+        Link::start_batched_full(endpoint, local, config, sink, on_done)
     }
 
     /// Starts a link like [`Link::start_with`], with a sink that gets the
@@ -107,6 +122,18 @@ impl Link {
         config: LinkConfig,
         sink: impl FnMut(LinkRx) + Send + 'static,
     ) -> io::Result<Link> {
+        Link::start_batched_full(endpoint, local, config, sink, None)
+    }
+
+    /// [`Link::start_batched`] with the `on_done` callback of
+    /// [`Link::start_full`].
+    pub fn start_batched_full(
+        endpoint: LinkEndpoint,
+        local: LocalPort,
+        config: LinkConfig,
+        sink: impl FnMut(LinkRx) + Send + 'static,
+        on_done: Option<DoneFn>,
+    ) -> io::Result<Link> {
         let (listener, bound) = match &endpoint {
             LinkEndpoint::Listen(path) => {
                 let listener = bind(path)?;
@@ -117,7 +144,7 @@ impl Link {
         };
         let shared = Arc::new(Shared {
             local,
-            queue: TxQueue::new(config.queue_capacity),
+            queue: TxQueue::with(config.queue_capacity, config.flow_control.clone(), on_done),
             config,
             counters: Counters::default(),
             control: Mutex::new(Control::default()),
@@ -160,6 +187,36 @@ impl Link {
     /// take is left to the writer), saving the writer's wake-up.
     pub fn send_batch(&self, packets: impl IntoIterator<Item = Vec<u8>>) -> usize {
         self.shared.queue.send_batch(packets, &self.shared.counters)
+    }
+
+    /// [`Link::send`] with a tag for the `on_done` callback of
+    /// [`Link::start_full`]; on an error the tag is not reported.
+    pub fn send_tagged(&self, packet: Vec<u8>, tag: u64) -> Result<(), LinkError> {
+        self.shared
+            .queue
+            .send_tagged(packet, Some(tag), &self.shared.counters)
+    }
+
+    /// Frees `n` receive buffers of `vl`: their credits go back to the peer
+    /// (for a link without [`super::FlowControl::auto_return`]).
+    pub fn return_credits(&self, vl: u8, n: u32) {
+        self.shared
+            .queue
+            .return_credits(vl, n, &self.shared.counters);
+    }
+
+    /// Credits the peer has granted per VL and this end not yet used.
+    pub fn credits(&self) -> [u32; super::NUM_VLS] {
+        self.shared.queue.credits()
+    }
+
+    /// Connections so far: changes whenever the link comes up again, so
+    /// that credits owed to an earlier connection can be told apart.
+    pub fn generation(&self) -> u64 {
+        self.shared
+            .counters
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True between [`LinkEvent::Up`] and [`LinkEvent::Down`].

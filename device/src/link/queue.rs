@@ -1,32 +1,43 @@
 //! The send queue and the writer that drains it.
 //!
-//! Packets are encoded into frames as they are queued, straight into
-//! [`Batch`]es: byte buffers of at most [`BATCH_PACKETS`] packets, grown
-//! until their packets reach [`BATCH_BYTES`]. The writer takes the oldest
-//! batch and writes it with one `write_all`; emptied buffers are reused, so
-//! a packet costs one copy into the batch and no allocation on the link's
-//! side.
+//! Packets wait on their VL's queue (`vl.rs`): per-VL credits decide which
+//! may go, VL15 goes first and the data VLs take weighted turns. Whoever
+//! sends takes packets in that order, only while the peer has granted
+//! credit, and frames them (plus any `Credit` frames this end owes the
+//! peer) into a [`Batch`]: a reused byte buffer of at most
+//! [`BATCH_PACKETS`] packets, grown until its packets reach
+//! [`BATCH_BYTES`], written with one `write`.
 //!
-//! [`TxQueue::send`] takes one lock, applies any fault plan, appends the
-//! frame and wakes the writer only if the writer sleeps (a condvar notify is
-//! a syscall). [`TxQueue::send_batch`] queues many packets under one lock
+//! [`TxQueue::send`] and [`TxQueue::send_tagged`] take one lock, apply any
+//! fault plan and queue the packet; they wake the writer only if the writer
+//! sleeps and the packet gave it something to do (a condvar notify is a
+//! syscall). [`TxQueue::send_batch`] queues many packets under one lock
 //! and, when the writer sleeps (so it holds no batch and nothing can be
-//! written out of order), writes them to the socket itself with a
-//! non-blocking `send`: for a burst that fits in the socket buffer there is
-//! then no writer wake-up at all. What the socket does not take stays
-//! queued for the writer, which finishes it with blocking writes.
+//! written out of order), frames what the credits allow and writes it to
+//! the socket itself with a non-blocking `send`: for a burst that fits in
+//! the socket buffer there is then no writer wake-up at all. Credits that
+//! arrive from the peer, and credits this end returns, are written the same
+//! way while the writer sleeps. A batch the socket takes only part of stays
+//! with the queue as the *pending* batch, which the writer finishes with
+//! blocking writes before anything else.
+//!
+//! The writer itself takes the pending batch, or the owed credits and the
+//! next packets by arbitration under the lock, and frames the packets
+//! outside it.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use ibtca_protocol::link::FRAME_HEADER_LEN;
 
 use super::fault::{FaultInjector, FaultPlan};
 use super::stats::{add, bump, sub, Counters};
+use super::vl::{packet_vl, FlowControl, Queued, VlQueues, NUM_VLS};
 use super::MAX_BODY;
 
 /// Most packets one `write` carries.
@@ -35,6 +46,11 @@ pub(super) const BATCH_PACKETS: usize = 256;
 pub(super) const BATCH_BYTES: usize = 256 * 1024;
 /// Emptied batch buffers kept for reuse.
 const SPARE_BATCHES: usize = 4;
+
+/// The type byte of a `Packet` frame.
+const PACKET_FRAME_TYPE: u8 = 2;
+/// The type byte of a `Credit` frame.
+const CREDIT_FRAME_TYPE: u8 = 4;
 
 /// Why [`super::Link::send`] dropped a packet. The packet is gone either way;
 /// the IB transport above retransmits.
@@ -57,25 +73,48 @@ pub enum LinkError {
     },
 }
 
-/// Encoded `Packet` frames for one `write`.
+/// Called with the tag of every tagged packet the queue accepted, once it
+/// is sent or discarded (fault drop, connection end).
+pub type DoneFn = Arc<dyn Fn(u64) + Send + Sync>;
+
+struct OnDone(Option<DoneFn>);
+
+impl fmt::Debug for OnDone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
+}
+
+/// Frames for one `write`: `Credit` frames first, then `Packet` frames.
 #[derive(Debug, Default)]
 pub(super) struct Batch {
     /// The frames, back to back.
     pub bytes: Vec<u8>,
     /// Bytes of `bytes` already written (by a direct, non-blocking send).
     pub written: usize,
-    /// Packets in the batch.
+    /// Packets framed in `bytes`.
     pub packets: usize,
     /// Bytes of those packets (frame headers not counted).
     pub packet_bytes: usize,
+    /// Tags of the tagged packets framed in `bytes`, reported once written.
+    tags: Vec<u64>,
+    /// Packets the writer took, framed outside the lock
+    /// ([`Batch::frame_items`]).
+    items: VecDeque<Queued>,
+    /// Tags of packets discarded in `send` (fault drops) or written
+    /// directly, for the writer to report.
+    done: Vec<u64>,
+    /// The tx counters already include the packets in `bytes` (counted
+    /// before the direct send).
+    counted: bool,
 }
 
 impl Batch {
     fn is_full(&self) -> bool {
-        self.packets >= BATCH_PACKETS || self.packet_bytes >= BATCH_BYTES
+        self.packets + self.items.len() >= BATCH_PACKETS || self.packet_bytes >= BATCH_BYTES
     }
 
-    fn push(&mut self, packet: &[u8]) {
+    fn push_packet(&mut self, packet: &[u8], tag: Option<u64>) {
         let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
         self.bytes.reserve(FRAME_HEADER_LEN + packet.len());
         self.bytes.extend_from_slice(&len.to_be_bytes());
@@ -83,14 +122,33 @@ impl Batch {
         self.bytes.extend_from_slice(packet);
         self.packets += 1;
         self.packet_bytes += packet.len();
+        self.tags.extend(tag);
     }
 
-    /// Empties the batch, keeping its buffer.
+    fn push_credit(&mut self, vl: u8, credits: u16) {
+        self.bytes.extend_from_slice(&3u32.to_be_bytes());
+        self.bytes.push(CREDIT_FRAME_TYPE);
+        self.bytes.push(vl);
+        self.bytes.extend_from_slice(&credits.to_be_bytes());
+    }
+
+    /// Frames the packets the writer took.
+    fn frame_items(&mut self) {
+        while let Some(q) = self.items.pop_front() {
+            self.push_packet(&q.packet, q.tag);
+        }
+    }
+
+    /// Empties the batch, keeping its buffers.
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.written = 0;
         self.packets = 0;
         self.packet_bytes = 0;
+        self.tags.clear();
+        self.items.clear();
+        self.done.clear();
+        self.counted = false;
     }
 
     /// The bytes still to write.
@@ -98,55 +156,84 @@ impl Batch {
         self.bytes.get(self.written..).unwrap_or_default()
     }
 
-    /// The packets of the batch, decoded again (for tests).
+    /// The packets of the batch, decoded again (for tests; `Credit` frames
+    /// are skipped).
     #[cfg(test)]
     pub fn decode(&self) -> Vec<Vec<u8>> {
         use ibtca_protocol::link::{Frame, FrameDecoder};
         let mut decoder = FrameDecoder::new(MAX_BODY);
         decoder
             .feed(&self.bytes)
-            .map(|f| match f {
-                Ok(Frame::Packet(p)) => p,
+            .filter_map(|f| match f {
+                Ok(Frame::Packet(p)) => Some(p),
+                Ok(Frame::Credit { .. }) => None,
                 other => panic!("not a packet frame: {other:?}"),
             })
             .collect()
     }
 }
 
-/// The type byte of a `Packet` frame.
-const PACKET_FRAME_TYPE: u8 = 2;
-
 #[derive(Debug)]
 struct TxState {
-    /// Queued frames, oldest first; only the last one grows.
-    batches: VecDeque<Batch>,
-    /// Packets in `batches`.
-    queued: usize,
-    /// Emptied buffers to reuse.
-    spare: Vec<Batch>,
+    vls: VlQueues,
+    /// Credits this end owes the peer, per VL.
+    owed: [u32; NUM_VLS],
+    /// `owed` is to be sent now.
+    owed_due: bool,
     /// A connection is up and its writer accepts packets.
     up: bool,
     /// The current writer is to exit.
     writer_stop: bool,
     /// The writer sleeps on the condvar (and so holds no batch).
     writer_waiting: bool,
+    /// A batch a direct send wrote only part of: its credits are spent and
+    /// its rest goes out before anything else, by the writer.
+    pending: Option<Batch>,
+    /// Emptied buffers to reuse.
+    spare: Vec<Batch>,
     /// The connection, for direct writes while the writer sleeps.
     stream: Option<UnixStream>,
-    faults: Option<FaultInjector>,
+    faults: Option<FaultInjector<Queued>>,
+    /// Tags of packets discarded in `send` (fault drops) or written
+    /// directly, reported by the writer: never from inside a caller's
+    /// `send`.
+    done_later: Vec<u64>,
+    /// The queue is in a credit stall that `credit_stalls` has counted.
+    in_stall: bool,
 }
 
 impl TxState {
-    /// Appends one packet's frame (the caller checked up and capacity).
-    fn append(&mut self, packet: &[u8]) {
-        let grow = self.batches.back().is_some_and(|b| !b.is_full());
-        if !grow {
-            let fresh = self.spare.pop().unwrap_or_default();
-            self.batches.push_back(fresh);
+    /// The writer has something to do.
+    fn has_work(&self) -> bool {
+        self.pending.is_some()
+            || self.owed_due
+            || !self.done_later.is_empty()
+            || self.vls.sendable()
+    }
+
+    /// Counts a credit stall (packets queued, none may go) once, when it
+    /// begins.
+    fn note_stall(&mut self, counters: &Counters) {
+        let stalled = self.vls.stalled();
+        if stalled && !self.in_stall {
+            bump(&counters.credit_stalls);
         }
-        if let Some(batch) = self.batches.back_mut() {
-            batch.push(packet);
-            self.queued += 1;
+        self.in_stall = stalled;
+    }
+
+    /// Frames every credit owed into `batch`; nothing is owed after.
+    fn take_owed(&mut self, batch: &mut Batch, counters: &Counters) {
+        let mut frames = 0;
+        for (vl, owed) in self.owed.iter_mut().enumerate() {
+            while *owed > 0 {
+                let n = u16::try_from(*owed).unwrap_or(u16::MAX);
+                batch.push_credit(vl as u8, n);
+                *owed -= u32::from(n);
+                frames += 1;
+            }
         }
+        self.owed_due = false;
+        add(&counters.credit_frames_tx, frames);
     }
 
     /// Keeps an emptied buffer for reuse.
@@ -164,23 +251,38 @@ pub(super) struct TxQueue {
     state: Mutex<TxState>,
     ready: Condvar,
     capacity: usize,
+    flow: Option<FlowControl>,
+    on_done: OnDone,
 }
 
 impl TxQueue {
+    /// A queue without flow control.
+    #[cfg(test)]
     pub fn new(capacity: usize) -> Self {
+        TxQueue::with(capacity, None, None)
+    }
+
+    /// A queue with optional flow control and a callback for tagged packets.
+    pub fn with(capacity: usize, flow: Option<FlowControl>, on_done: Option<DoneFn>) -> Self {
         TxQueue {
             state: Mutex::new(TxState {
-                batches: VecDeque::new(),
-                queued: 0,
-                spare: Vec::new(),
+                vls: VlQueues::new(flow.as_ref()),
+                owed: [0; NUM_VLS],
+                owed_due: false,
                 up: false,
                 writer_stop: false,
                 writer_waiting: false,
+                pending: None,
+                spare: Vec::new(),
                 stream: None,
                 faults: None,
+                done_later: Vec::new(),
+                in_stall: false,
             }),
             ready: Condvar::new(),
             capacity,
+            flow,
+            on_done: OnDone(on_done),
         }
     }
 
@@ -189,46 +291,78 @@ impl TxQueue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn done(&self, tags: impl IntoIterator<Item = Option<u64>>) {
+        if let Some(f) = &self.on_done.0 {
+            tags.into_iter().flatten().for_each(|t| f(t));
+        }
+    }
+
     /// Queues `packet` (through the fault plan, if any) or drops and counts
     /// it. Never blocks beyond the queue lock.
     pub fn send(&self, packet: Vec<u8>, counters: &Counters) -> Result<(), LinkError> {
+        self.send_tagged(packet, None, counters)
+    }
+
+    /// [`Self::send`] with a tag reported to the done callback once the
+    /// packet is sent or discarded (not when this returns an error).
+    pub fn send_tagged(
+        &self,
+        packet: Vec<u8>,
+        tag: Option<u64>,
+        counters: &Counters,
+    ) -> Result<(), LinkError> {
         let mut st = self.lock();
-        let was_empty = st.queued == 0;
-        let result = self.queue_one(&mut st, packet, counters);
-        if was_empty && st.queued > 0 && st.writer_waiting {
+        // If the writer sleeps with work, it has been woken already.
+        let woken = !st.writer_waiting || st.has_work();
+        let result = self.queue_one(&mut st, packet, tag, counters);
+        if !woken && st.has_work() {
             self.ready.notify_one();
         }
+        st.note_stall(counters);
         result
     }
 
     /// Queues every packet of `packets` as [`Self::send`] would, under one
-    /// lock, and writes them out directly if the writer sleeps. Returns how
-    /// many were refused (counted like refusals of `send`).
+    /// lock, and writes what the credits allow directly if the writer
+    /// sleeps. Returns how many were refused (counted like refusals of
+    /// `send`).
     pub fn send_batch(
         &self,
         packets: impl IntoIterator<Item = Vec<u8>>,
         counters: &Counters,
     ) -> usize {
         let mut st = self.lock();
+        let woken = !st.writer_waiting || st.has_work();
         let mut refused = 0;
         for packet in packets {
-            if self.queue_one(&mut st, packet, counters).is_err() {
+            if self.queue_one(&mut st, packet, None, counters).is_err() {
                 refused += 1;
             }
         }
-        if st.queued > 0 && st.writer_waiting {
-            write_direct(&mut st, counters);
-            if st.queued > 0 {
+        self.kick(&mut st, woken, counters);
+        refused
+    }
+
+    /// After new work: if the writer sleeps, writes what may go directly,
+    /// and wakes the writer for whatever is left (unless `woken`: it was
+    /// woken for earlier work already).
+    fn kick(&self, st: &mut TxState, woken: bool, counters: &Counters) {
+        if st.writer_waiting {
+            if st.up && st.pending.is_none() {
+                write_direct(st, counters);
+            }
+            if !woken && st.has_work() {
                 self.ready.notify_one();
             }
         }
-        refused
+        st.note_stall(counters);
     }
 
     fn queue_one(
         &self,
         st: &mut TxState,
         packet: Vec<u8>,
+        tag: Option<u64>,
         counters: &Counters,
     ) -> Result<(), LinkError> {
         if packet.len() > MAX_BODY {
@@ -238,43 +372,68 @@ impl TxQueue {
                 max: MAX_BODY,
             });
         }
-        let Some(mut faults) = st.faults.take() else {
-            return self.push(st, &packet, counters);
+        let item = Queued {
+            vl: packet_vl(&packet),
+            packet,
+            tag,
         };
-        let mut result = Ok(());
-        faults.apply(packet, counters, |p| {
-            if let Err(e) = self.push(st, &p, counters) {
-                result = Err(e);
-            }
-        });
-        st.faults = Some(faults);
-        result
-    }
-
-    fn push(&self, st: &mut TxState, packet: &[u8], counters: &Counters) -> Result<(), LinkError> {
+        if st.faults.is_none() {
+            return self.push(st, item, counters);
+        }
         if !st.up {
             bump(&counters.tx_dropped_down);
             return Err(LinkError::Down);
         }
-        if st.queued >= self.capacity {
+        let Some(mut faults) = st.faults.take() else {
+            return self.push(st, item, counters);
+        };
+        // Under faults the queue owns what it was handed: a copy, or a
+        // packet held back from an earlier call, may fail to queue; those
+        // are counted and reported done, and the call succeeds.
+        let mut lost = Vec::new();
+        let dropped = faults.apply(item, counters, |q| {
+            let tag = q.tag;
+            if self.push(st, q, counters).is_err() {
+                lost.push(tag);
+            }
+        });
+        st.faults = Some(faults);
+        st.done_later
+            .extend(lost.into_iter().chain(dropped.map(|q| q.tag)).flatten());
+        Ok(())
+    }
+
+    fn push(&self, st: &mut TxState, q: Queued, counters: &Counters) -> Result<(), LinkError> {
+        if !st.up {
+            bump(&counters.tx_dropped_down);
+            return Err(LinkError::Down);
+        }
+        if st.vls.len() >= self.capacity {
             bump(&counters.tx_dropped_full);
             return Err(LinkError::QueueFull);
         }
-        st.append(packet);
+        st.vls.push(q);
         Ok(())
     }
 
     /// Replaces the fault plan; a packet held back for a swap is queued now.
     pub fn set_faults(&self, plan: FaultPlan, counters: &Counters) {
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let woken = !st.writer_waiting || st.has_work();
+        let mut lost = None;
         if let Some(held) = st.faults.take().and_then(|mut f| f.take_held()) {
-            let was_empty = st.queued == 0;
-            let _ = self.push(&mut st, &held, counters);
-            if was_empty && st.queued > 0 && st.writer_waiting {
-                self.ready.notify_one();
+            let tag = held.tag;
+            if self.push(st, held, counters).is_err() {
+                lost = Some(tag);
             }
         }
         st.faults = (!plan.is_empty()).then(|| FaultInjector::new(plan));
+        if !woken && st.has_work() {
+            self.ready.notify_one();
+        }
+        drop(guard);
+        self.done(lost);
     }
 
     pub fn is_up(&self) -> bool {
@@ -282,69 +441,178 @@ impl TxQueue {
     }
 
     /// A connection is up: accept packets for a new writer, which writes to
-    /// `stream` (a clone of it serves direct writes).
+    /// its own clone of the connection (`stream` serves direct writes);
+    /// with flow control, owe the peer a whole buffer on every VL.
     pub fn open(&self, stream: Option<UnixStream>) {
         let mut st = self.lock();
         st.up = true;
         st.writer_stop = false;
         st.stream = stream;
+        if let Some(flow) = &self.flow {
+            st.owed = [u32::from(flow.credits); NUM_VLS];
+            st.owed_due = true;
+        }
     }
 
     /// The connection is ending: refuse packets, tell the writer to exit and
-    /// drop (and count) what is still queued.
+    /// drop (and count) what is still queued; credits restart from zero.
     pub fn close(&self, counters: &Counters) {
         let mut st = self.lock();
         st.up = false;
         st.writer_stop = true;
         st.stream = None;
-        add(&counters.tx_dropped_down, st.queued as u64);
-        st.queued = 0;
-        while let Some(batch) = st.batches.pop_front() {
-            st.recycle(batch);
+        st.owed = [0; NUM_VLS];
+        st.owed_due = false;
+        let held = st.faults.as_mut().and_then(|f| f.take_held());
+        let mut dropped = st.vls.clear();
+        dropped.extend(held);
+        add(&counters.tx_dropped_down, dropped.len() as u64);
+        let mut later: Vec<u64> = st.done_later.drain(..).collect();
+        if let Some(mut pending) = st.pending.take() {
+            // Counted when the direct send began; most of it never left.
+            let (packets, bytes) = (pending.packets as u64, pending.packet_bytes as u64);
+            if pending.counted {
+                sub(&counters.tx_packets, packets);
+                sub(&counters.tx_bytes, bytes);
+            }
+            add(&counters.tx_dropped_down, packets);
+            later.append(&mut pending.tags);
+            later.append(&mut pending.done);
+            st.recycle(pending);
         }
         self.ready.notify_all();
+        drop(st);
+        self.done(dropped.into_iter().map(|q| q.tag));
+        self.done(later.into_iter().map(Some));
     }
 
-    /// Swaps the oldest batch into `out` (empty on entry; its buffer is kept
-    /// for reuse), waiting for packets. False once the writer is to exit.
-    pub(super) fn take_batch(&self, out: &mut Batch) -> bool {
+    /// Credits granted by the peer; what they let go is written directly
+    /// if the writer sleeps.
+    pub fn add_credits(&self, grants: &[u32; NUM_VLS], counters: &Counters) {
+        let mut st = self.lock();
+        let woken = !st.writer_waiting || st.has_work();
+        st.vls.add_credits(grants);
+        self.kick(&mut st, woken, counters);
+    }
+
+    /// Credits the peer has granted and this end not yet used.
+    pub fn credits(&self) -> [u32; NUM_VLS] {
+        self.lock().vls.credits()
+    }
+
+    /// This end freed `n` receive buffers on `vl`: owe the peer credits.
+    /// Whatever is owed rides along with the next packets sent; a `Credit`
+    /// frame of its own goes once half the buffer is owed. (Half, not a
+    /// quarter: with request/response traffic the answer usually carries
+    /// the credits, so the peer's reader is not woken by a frame of credits
+    /// alone; half a buffer still in hand keeps a sender going.)
+    pub fn return_credits(&self, vl: u8, n: u32, counters: &Counters) {
+        let Some(flow) = &self.flow else {
+            return;
+        };
+        let mut st = self.lock();
+        if !st.up {
+            return;
+        }
+        let Some(owed) = st.owed.get_mut(usize::from(vl)) else {
+            return;
+        };
+        *owed = owed.saturating_add(n);
+        if *owed >= (u32::from(flow.credits) / 2).max(1) && !st.owed_due {
+            let woken = !st.writer_waiting || st.has_work();
+            st.owed_due = true;
+            self.kick(&mut st, woken, counters);
+        }
+    }
+
+    /// Moves the next batch into `out` (empty on entry; its buffer is kept
+    /// for reuse), waiting for a pending batch, packets that may be sent,
+    /// credits to return or tags to report. The packets are left in
+    /// `out.items`, to frame outside the lock. False once the writer is to
+    /// exit.
+    pub(super) fn take(&self, out: &mut Batch, counters: &Counters) -> bool {
         let mut st = self.lock();
         loop {
             if st.writer_stop {
                 return false;
             }
-            if let Some(batch) = st.batches.pop_front() {
-                st.queued -= batch.packets;
-                let empty = std::mem::replace(out, batch);
-                st.recycle(empty);
-                return true;
+            if st.has_work() {
+                break;
             }
+            st.note_stall(counters);
             st.writer_waiting = true;
             st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
             st.writer_waiting = false;
         }
+        let st = &mut *st;
+        if let Some(pending) = st.pending.take() {
+            // Its rest goes first: the direct send began it.
+            let empty = std::mem::replace(out, pending);
+            st.recycle(empty);
+            out.done.append(&mut st.done_later);
+            return true;
+        }
+        out.done.append(&mut st.done_later);
+        // Any packets going out carry the credits owed so far too.
+        let sendable = st.vls.sendable();
+        if sendable || st.owed_due {
+            st.take_owed(out, counters);
+        }
+        let mut bytes = 0;
+        while out.items.len() < BATCH_PACKETS && bytes < BATCH_BYTES {
+            let Some(q) = st.vls.pop() else {
+                break;
+            };
+            bytes += q.packet.len();
+            out.items.push_back(q);
+        }
+        true
+    }
+
+    /// The writer sleeps (tests: the next burst is written directly).
+    #[cfg(test)]
+    pub(super) fn writer_sleeps(&self) -> bool {
+        let st = self.lock();
+        st.writer_waiting && !st.has_work()
+    }
+
+    /// The next batch, framed (tests of the queue alone).
+    #[cfg(test)]
+    pub(super) fn take_batch(&self, out: &mut Batch) -> bool {
+        let more = self.take(out, &Counters::default());
+        out.frame_items();
+        more
     }
 }
 
-/// Writes queued batches with non-blocking sends while the socket takes
-/// them; called with the lock held and the writer asleep, so nothing else
-/// writes to the socket meanwhile. Whatever is left (socket full, or an
-/// error the writer will meet and act on) stays queued.
+/// Frames and writes what may go (owed credits, packets by arbitration
+/// within the credits) with non-blocking sends while the socket takes it;
+/// called with the lock held, the writer asleep and no pending batch, so
+/// nothing else writes to the socket meanwhile. A batch the socket takes
+/// only part of (socket full, or an error the writer will meet and act on)
+/// becomes the pending batch. Tags of packets written go to `done_later`.
 fn write_direct(st: &mut TxState, counters: &Counters) {
     let Some(fd) = st.stream.as_ref().map(AsRawFd::as_raw_fd) else {
         return;
     };
-    while let Some(batch) = st.batches.front_mut() {
+    loop {
+        let sendable = st.vls.sendable();
+        if !sendable && !st.owed_due {
+            return;
+        }
+        let mut batch = st.spare.pop().unwrap_or_default();
+        st.take_owed(&mut batch, counters);
+        while !batch.is_full() {
+            let Some(q) = st.vls.pop() else {
+                break;
+            };
+            batch.push_packet(&q.packet, q.tag);
+        }
         // Counted before the peer can see the bytes (so whoever sees the
-        // peer react sees the counters too); taken back if the send falls
-        // short, as the writer then counts the batch.
-        let (packets, packet_bytes) = (batch.packets as u64, batch.packet_bytes as u64);
-        add(&counters.tx_packets, packets);
-        add(&counters.tx_bytes, packet_bytes);
-        let uncount = || {
-            sub(&counters.tx_packets, packets);
-            sub(&counters.tx_bytes, packet_bytes);
-        };
+        // peer react sees the counters too).
+        add(&counters.tx_packets, batch.packets as u64);
+        add(&counters.tx_bytes, batch.packet_bytes as u64);
+        batch.counted = true;
         let bytes = batch.unwritten();
         // SAFETY: `bytes` is a live slice, valid for reads of its length for
         // the whole call; `fd` belongs to the `UnixStream` held in `st`,
@@ -360,22 +628,20 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
         };
         let Ok(n) = usize::try_from(n) else {
             let e = io::Error::last_os_error();
-            uncount();
             if e.kind() != io::ErrorKind::WouldBlock {
                 tracing::trace!(error = %e, "direct link write failed; left to the writer");
             }
+            st.pending = Some(batch);
             return;
         };
         bump(&counters.tx_writes);
         batch.written += n;
         if batch.written < batch.bytes.len() {
-            uncount();
+            st.pending = Some(batch);
             return;
         }
-        st.queued -= batch.packets;
-        if let Some(done) = st.batches.pop_front() {
-            st.recycle(done);
-        }
+        st.done_later.append(&mut batch.tags);
+        st.recycle(batch);
     }
 }
 
@@ -384,13 +650,23 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
 /// the reader sees the end too).
 pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Counters) {
     let mut batch = Batch::default();
-    while queue.take_batch(&mut batch) {
+    while queue.take(&mut batch, counters) {
+        queue.done(batch.done.drain(..).map(Some));
+        batch.frame_items();
+        if batch.unwritten().is_empty() {
+            batch.clear();
+            continue;
+        }
         let count = batch.packets as u64;
         let bytes = batch.packet_bytes as u64;
         // Counted before the peer can see the bytes (see `write_direct`).
-        add(&counters.tx_packets, count);
-        add(&counters.tx_bytes, bytes);
-        if let Err(e) = stream.write_all(batch.unwritten()) {
+        if !batch.counted {
+            add(&counters.tx_packets, count);
+            add(&counters.tx_bytes, bytes);
+        }
+        let written = stream.write_all(batch.unwritten());
+        queue.done(batch.tags.drain(..).map(Some));
+        if let Err(e) = written {
             tracing::debug!(error = %e, "link write failed; closing the connection");
             sub(&counters.tx_packets, count);
             sub(&counters.tx_bytes, bytes);
@@ -403,15 +679,21 @@ pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Cou
     }
 }
 
-// The frame layout written by `Batch::push` is the protocol crate's.
+// The frame layout written by `Batch` is the protocol crate's.
 #[cfg(test)]
 #[test]
 fn batch_frames_match_the_protocol_encoding() {
+    use ibtca_protocol::link::Frame;
     let mut batch = Batch::default();
-    batch.push(&[1, 2, 3]);
+    batch.push_credit(3, 0x1234);
+    batch.push_packet(&[1, 2, 3], None);
     let mut want = Vec::new();
-    ibtca_protocol::link::Frame::Packet(vec![1, 2, 3])
-        .encode(&mut want)
-        .unwrap();
+    Frame::Credit {
+        vl: 3,
+        credits: 0x1234,
+    }
+    .encode(&mut want)
+    .unwrap();
+    Frame::Packet(vec![1, 2, 3]).encode(&mut want).unwrap();
     assert_eq!(batch.bytes, want);
 }

@@ -14,6 +14,7 @@ use ibtca_protocol::link::{
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
+use super::vl::{packet_vl, NUM_VLS};
 use super::{LinkEvent, LinkRx, LocalPort, PacketBatch, MAX_BODY};
 
 /// Bytes asked of one `read` (at least; the buffer always has room for a
@@ -40,6 +41,13 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
         sink,
         stream: &stream,
         writer: None,
+        auto_return: shared
+            .config
+            .flow_control
+            .as_ref()
+            .is_some_and(|f| f.auto_return),
+        grants: [0; NUM_VLS],
+        freed: [0; NUM_VLS],
     };
     let reason = session.serve().err().unwrap_or_default();
     let up = session.writer.is_some();
@@ -68,6 +76,13 @@ struct Session<'a> {
     stream: &'a UnixStream,
     /// The writer thread; present once the link is up.
     writer: Option<JoinHandle<()>>,
+    /// Receive buffers are freed (credits returned) once the sink has taken
+    /// the packets (`FlowControl::auto_return`).
+    auto_return: bool,
+    /// Credits the peer granted in the frames of the current read.
+    grants: [u32; NUM_VLS],
+    /// Receive buffers freed (auto return) in the current read.
+    freed: [u32; NUM_VLS],
 }
 
 impl Session<'_> {
@@ -119,6 +134,24 @@ impl Session<'_> {
             };
             end += n;
             start += self.consume(buf.get(start..end).unwrap_or_default())?;
+            self.settle_credits();
+        }
+    }
+
+    /// Applies the credits of one read at once (so that grants that came
+    /// together are arbitrated together) and returns freed buffers.
+    fn settle_credits(&mut self) {
+        let queue = &self.shared.queue;
+        let counters = &self.shared.counters;
+        if self.grants.iter().any(|g| *g > 0) {
+            queue.add_credits(&self.grants, counters);
+            self.grants = [0; NUM_VLS];
+        }
+        for (vl, n) in self.freed.iter_mut().enumerate() {
+            if *n > 0 {
+                queue.return_credits(vl as u8, *n, counters);
+                *n = 0;
+            }
         }
     }
 
@@ -144,6 +177,12 @@ impl Session<'_> {
                 bump(&counters.rx_packets);
                 add(&counters.rx_bytes, frame.body.len() as u64);
                 tracing::trace!(len = frame.body.len(), "link rx");
+                if self.auto_return {
+                    // Freed once the batch is with the sink (`flush`).
+                    if let Some(n) = self.freed.get_mut(usize::from(packet_vl(frame.body))) {
+                        *n += 1;
+                    }
+                }
                 batch.push(frame.body);
                 continue;
             }
@@ -186,6 +225,11 @@ impl Session<'_> {
                 let mut batch = PacketBatch::default();
                 batch.push(&packet);
                 (self.sink)(LinkRx::Packets(batch));
+                if self.auto_return {
+                    if let Some(n) = self.freed.get_mut(usize::from(packet_vl(&packet))) {
+                        *n += 1;
+                    }
+                }
                 Ok(())
             }
             Ok(Frame::Hello(h)) if !up && h.version != LINK_PROTOCOL_VERSION => reject(format!(
@@ -203,7 +247,11 @@ impl Session<'_> {
                 Ok(())
             }
             Ok(Frame::Credit { vl, credits }) => {
-                tracing::trace!(vl, credits, "link credits (ignored)");
+                bump(&counters.credit_frames_rx);
+                tracing::trace!(vl, credits, "link credits");
+                if let Some(g) = self.grants.get_mut(usize::from(vl)) {
+                    *g = g.saturating_add(u32::from(credits));
+                }
                 Ok(())
             }
             // Unreachable: packets before `Up` are caught by the arm above.

@@ -40,6 +40,13 @@ pub struct LinkStats {
     pub fault_reordered: u64,
     /// Packets with a byte flipped by fault injection.
     pub fault_corrupted: u64,
+    /// Credit stalls (flow control): times the link came to have packets
+    /// queued while no VL that had packets had credit.
+    pub credit_stalls: u64,
+    /// `Credit` frames sent (buffers freed and granted to the peer).
+    pub credit_frames_tx: u64,
+    /// `Credit` frames received from the peer.
+    pub credit_frames_rx: u64,
 }
 
 /// The live counters behind [`LinkStats`].
@@ -60,6 +67,9 @@ pub(super) struct Counters {
     pub fault_duplicated: AtomicU64,
     pub fault_reordered: AtomicU64,
     pub fault_corrupted: AtomicU64,
+    pub credit_stalls: AtomicU64,
+    pub credit_frames_tx: AtomicU64,
+    pub credit_frames_rx: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing.
@@ -98,6 +108,9 @@ impl Counters {
             fault_duplicated: get(&self.fault_duplicated),
             fault_reordered: get(&self.fault_reordered),
             fault_corrupted: get(&self.fault_corrupted),
+            credit_stalls: get(&self.credit_stalls),
+            credit_frames_tx: get(&self.credit_frames_tx),
+            credit_frames_rx: get(&self.credit_frames_rx),
         }
     }
 }

@@ -115,6 +115,16 @@ mod tests {
         assert!(check(&[0xff; 64]).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let _ = check(&bytes);
+            let mut b = bytes.clone();
+            set_vl(&mut b, 7);
+            restamp_vcrc(&mut b);
+        }
+    }
+
     #[test]
     fn a_new_vl_gets_a_new_vcrc_and_the_icrc_still_holds() {
         let mut p = packet(9);

@@ -8,6 +8,7 @@
 //! - [`PortConfig`] and per-port state (`port.rs`), [`PortStats`]
 //!   (`stats.rs`): counters by port, drops by [`DropReason`].
 //! - [`Capture`] (`capture.rs`): pcap/ERF capture per port.
+//! - [`control`]: the line-based control socket of a switch process.
 //!
 //! # Threads
 //!
@@ -22,6 +23,8 @@
 //! input port, full queue and link down on the output port.
 
 mod capture;
+pub mod control;
+mod delay;
 mod forward;
 mod lft;
 mod port;
@@ -30,13 +33,17 @@ mod stats;
 
 use std::io;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
+use crate::link::{
+    packet_vl, FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15,
+};
 
 pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
 pub use forward::{check, restamp_vcrc, set_vl};
 pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
-pub use port::PortConfig;
+pub use port::{PortConfig, SL2VL_IDENTITY};
 pub use stats::{DropReason, PortStats};
 
 use port::PortSlot;
@@ -107,6 +114,8 @@ struct Core {
 /// [`Switch::stop`] or drop.
 pub struct Switch {
     core: Arc<Core>,
+    /// One delay-line thread per port.
+    delayers: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -161,7 +170,19 @@ impl Switch {
             slots,
             links: RwLock::new((0..n).map(|_| None).collect()),
         });
-        let switch = Switch { core };
+        let mut switch = Switch {
+            core,
+            delayers: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let core = Arc::clone(&switch.core);
+            let port = port_number(i);
+            let thread = std::thread::Builder::new()
+                .name("ibtca-sw-delay".into())
+                .spawn(move || core.run_delay_line(port))
+                .map_err(|source| SwitchError::Io { port, source })?;
+            switch.delayers.push(thread);
+        }
         for i in 0..n {
             switch.port_up(port_number(i))?;
         }
@@ -221,6 +242,13 @@ impl Switch {
         Ok(())
     }
 
+    /// Sets how long packets wait before `port` sends them (zero: none).
+    pub fn set_delay(&self, port: u8, delay: Duration) -> Result<(), SwitchError> {
+        let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
+        slot.delay.set_delay(delay);
+        Ok(())
+    }
+
     /// Takes `port`'s link down: the connection is cut (the peer sees its
     /// link go down) and, on a listen endpoint, the socket file removed.
     /// Packets routed to the port are dropped as "link down".
@@ -229,7 +257,7 @@ impl Switch {
         let link = self
             .core
             .links_mut()
-            .get_mut(usize::from(port) - 1)
+            .get_mut(usize::from(port).wrapping_sub(1))
             .and_then(Option::take);
         if let Some(link) = link {
             // Outside the lock: stopping joins the port's reader, which may
@@ -243,7 +271,7 @@ impl Switch {
     /// Starts `port`'s link again (a no-op if it runs).
     pub fn port_up(&self, port: u8) -> Result<(), SwitchError> {
         let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
-        let index = usize::from(port) - 1;
+        let index = usize::from(port).wrapping_sub(1);
         if self.core.links().get(index).is_some_and(Option::is_some) {
             return Ok(());
         }
@@ -253,11 +281,18 @@ impl Switch {
             lid: self.core.lid,
         };
         let core = Arc::clone(&self.core);
-        let link = Link::start_with(
+        let done_core = Arc::clone(&self.core);
+        let mut config = self.core.link_config.clone();
+        // Input buffers are freed when their packet leaves the switch.
+        if let Some(flow) = config.flow_control.as_mut() {
+            flow.auto_return = false;
+        }
+        let link = Link::start_full(
             slot.config.endpoint.clone(),
             local,
-            self.core.link_config.clone(),
+            config,
             move |ev| core.on_event(port, ev),
+            Some(Arc::new(move |tag| done_core.credit_done(tag))),
         )
         .map_err(|source| SwitchError::Io { port, source })?;
         if !slot.config.faults.is_empty() {
@@ -286,6 +321,7 @@ impl Switch {
                 malformed = s.drop_malformed,
                 queue_full = s.drop_queue_full,
                 link_down = s.drop_link_down,
+                credit_stalls = self.link_stats(port).map_or(0, |l| l.credit_stalls),
                 "port counters"
             );
         }
@@ -299,6 +335,16 @@ impl Switch {
 
 impl Drop for Switch {
     fn drop(&mut self) {
+        for slot in &self.core.slots {
+            for (_, tag) in slot.delay.stop() {
+                self.core.credit_done(tag);
+            }
+        }
+        for t in self.delayers.drain(..) {
+            if t.join().is_err() {
+                tracing::error!("switch delay thread panicked");
+            }
+        }
         let links: Vec<Link> = self.core.links_mut().drain(..).flatten().collect();
         for link in links {
             link.stop();
@@ -356,29 +402,72 @@ impl Core {
         if let Some(c) = &in_slot.capture {
             c.record(Direction::Rx, &packet);
         }
+        // The input buffer this packet holds, freed when it leaves.
+        let in_vl = packet_vl(&packet);
+        let free_input = || self.return_credit(in_port, in_vl, None);
         let dlid = match forward::check(&packet) {
             Ok(dlid) => dlid,
             Err(reason) => {
                 tracing::debug!(switch = %self.name, port = in_port, ?reason, "packet dropped on input");
                 in_slot.counters.dropped(reason);
+                free_input();
                 return;
             }
         };
         let Some(out_port) = self.lft.lookup(dlid) else {
             tracing::debug!(switch = %self.name, port = in_port, dlid, "no route; packet dropped");
             in_slot.counters.dropped(DropReason::UnknownLid);
+            free_input();
             return;
         };
         let Some(out_slot) = self.slot(out_port) else {
             in_slot.counters.dropped(DropReason::LinkDown);
+            free_input();
             return;
         };
+        let sl = packet.get(1).map_or(0, |b| b >> 4);
+        let vl = if sl == 15 {
+            VL15
+        } else {
+            out_slot
+                .config
+                .sl2vl
+                .get(usize::from(sl))
+                .copied()
+                .unwrap_or(0)
+        };
+        forward::set_vl(&mut packet, vl);
         forward::restamp_vcrc(&mut packet);
+        let tag = self.credit_tag(in_port, in_vl);
+        if !out_slot.delay.delay().is_zero() {
+            if let Err((_, tag)) = out_slot.delay.push((packet, tag)) {
+                out_slot.counters.dropped(DropReason::QueueFull);
+                self.credit_done(tag);
+            }
+            return;
+        }
+        self.send(out_port, out_slot, packet, tag);
+    }
+
+    /// The delay-line thread of `port`: sends each held packet when due.
+    fn run_delay_line(&self, port: u8) {
+        let Some(slot) = self.slot(port) else {
+            return;
+        };
+        while let Some((packet, tag)) = slot.delay.next_due() {
+            self.send(port, slot, packet, tag);
+        }
+    }
+
+    /// Queues `packet` on `out_port`'s link; counts and captures. The input
+    /// buffer named by `tag` is freed when the link has sent the packet, or
+    /// now if it cannot take it.
+    fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>, tag: u64) {
         let len = packet.len();
         let captured = out_slot.capture.as_ref().map(|_| packet.clone());
         let links = self.links();
-        let result = match links.get(usize::from(out_port) - 1) {
-            Some(Some(link)) => link.send(packet),
+        let result = match links.get(usize::from(out_port).wrapping_sub(1)) {
+            Some(Some(link)) => link.send_tagged(packet, tag),
             _ => Err(LinkError::Down),
         };
         drop(links);
@@ -388,11 +477,45 @@ impl Core {
                 if let (Some(c), Some(p)) = (&out_slot.capture, captured) {
                     c.record(Direction::Tx, &p);
                 }
+                return;
             }
             Err(LinkError::QueueFull) => out_slot.counters.dropped(DropReason::QueueFull),
             Err(LinkError::Down | LinkError::TooLarge { .. }) => {
                 out_slot.counters.dropped(DropReason::LinkDown)
             }
+        }
+        self.credit_done(tag);
+    }
+
+    /// A tag naming an input buffer: input port, its VL, and the input
+    /// link's connection (credits owed to an earlier connection are void).
+    fn credit_tag(&self, in_port: u8, in_vl: u8) -> u64 {
+        let generation = self
+            .links()
+            .get(usize::from(in_port).wrapping_sub(1))
+            .and_then(|l| l.as_ref().map(Link::generation))
+            .unwrap_or(0);
+        (u64::from(in_port) << 56) | (u64::from(in_vl) << 48) | (generation & 0xffff_ffff_ffff)
+    }
+
+    /// The packet of `tag` has left the switch (or was dropped): free its
+    /// input buffer.
+    fn credit_done(&self, tag: u64) {
+        let in_port = (tag >> 56) as u8;
+        let in_vl = ((tag >> 48) & 0xff) as u8;
+        self.return_credit(in_port, in_vl, Some(tag & 0xffff_ffff_ffff));
+    }
+
+    /// Returns one credit of `vl` to the peer of `in_port`, if the link is
+    /// still on the connection `generation` (when given).
+    fn return_credit(&self, in_port: u8, vl: u8, generation: Option<u64>) {
+        let links = self.links();
+        let Some(Some(link)) = links.get(usize::from(in_port).wrapping_sub(1)) else {
+            return;
+        };
+        let current = link.generation() & 0xffff_ffff_ffff;
+        if generation.is_none_or(|g| g == current) {
+            link.return_credits(vl, 1);
         }
     }
 }

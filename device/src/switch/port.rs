@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
 
 use super::capture::Capture;
+use super::delay::DelayLine;
 use super::stats::{PortCounters, PortStats};
 
 /// How to run one port.
@@ -19,7 +21,15 @@ pub struct PortConfig {
     pub faults: FaultPlan,
     /// A pcap (ERF) file recording what the port receives and sends.
     pub capture: Option<PathBuf>,
+    /// How long each packet waits before the port sends it.
+    pub delay: Duration,
+    /// SL → VL of what the port sends (identity by default; SL15 is
+    /// always VL15).
+    pub sl2vl: [u8; 16],
 }
+
+/// The identity SL → VL table.
+pub const SL2VL_IDENTITY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 impl PortConfig {
     /// A port with no faults and no capture.
@@ -28,6 +38,8 @@ impl PortConfig {
             endpoint,
             faults: FaultPlan::default(),
             capture: None,
+            delay: Duration::ZERO,
+            sl2vl: SL2VL_IDENTITY,
         }
     }
 }
@@ -38,13 +50,17 @@ pub(super) struct PortSlot {
     pub config: PortConfig,
     pub counters: PortCounters,
     pub capture: Option<Capture>,
+    pub delay: DelayLine,
     up: AtomicBool,
     peer: Mutex<Option<LocalPort>>,
 }
 
 impl PortSlot {
     pub fn new(config: PortConfig, capture: Option<Capture>) -> Self {
+        let delay = DelayLine::default();
+        delay.set_delay(config.delay);
         PortSlot {
+            delay,
             config,
             counters: PortCounters::default(),
             capture,

@@ -4,7 +4,8 @@
 //! - route: `LID=PORT` or `FIRST-LAST=PORT` (LIDs decimal or `0x` hex);
 //! - faults: `PORT=drop:N,dup:N,reorder:N,corrupt:N,seed:N` with rates in
 //!   per-mille (10 = 1 %), any subset, in any order;
-//! - capture: `PORT=FILE`.
+//! - capture: `PORT=FILE`;
+//! - delay: `PORT=MICROSECONDS`.
 
 use std::path::PathBuf;
 
@@ -118,6 +119,13 @@ pub fn format_faults(rates: &FaultRates) -> String {
     )
 }
 
+/// Parses a delay option, `PORT=MICROSECONDS`, into (port, delay).
+pub fn parse_delay(text: &str) -> Result<(u8, std::time::Duration), SpecError> {
+    let (p, us) = split(text)?;
+    let us = number(text, us, "delay (µs)")?;
+    Ok((port(text, p)?, std::time::Duration::from_micros(us)))
+}
+
 /// Parses a capture option into (port, file).
 pub fn parse_capture(text: &str) -> Result<(u8, PathBuf), SpecError> {
     let (p, file) = split(text)?;
@@ -154,6 +162,16 @@ mod tests {
         assert!(parse_faults("3=drop:1001").is_err());
         assert!(parse_faults("3=lose:1").is_err());
         assert!(parse_faults("3=drop").is_err());
+    }
+
+    #[test]
+    fn delays() {
+        assert_eq!(
+            parse_delay("1=2500"),
+            Ok((1, std::time::Duration::from_micros(2500)))
+        );
+        assert!(parse_delay("1=-3").is_err());
+        assert!(parse_delay("0=3").is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! | 1    | `Hello`     | version u16, node GUID u64, port u8, LID u16 (13 bytes) |
 //! | 2    | `Packet`    | one IB packet, from the LRH through the VCRC |
 //! | 3    | `LinkState` | 0 down, 1 up (1 byte) |
-//! | 4    | `Credit`    | VL u8, credits u16 (3 bytes); reserved for flow control |
+//! | 4    | `Credit`    | VL u8, credits u16 (3 bytes): the sender frees that many more receive buffers (packets) on that VL |
 //!
 //! All integers are big-endian. A framing error leaves the stream unusable
 //! (there is no way to find the next frame boundary), so [`FrameDecoder`]
@@ -18,8 +18,10 @@ mod decoder;
 
 pub use decoder::{FrameDecoder, Frames};
 
-/// Version carried in [`Hello`]; bump on incompatible changes.
-pub const LINK_PROTOCOL_VERSION: u16 = 1;
+/// Version carried in [`Hello`]; bump on incompatible changes. Version 2:
+/// both ends run per-VL credit flow control (`Credit` frames grant
+/// packets; a sender waits for them).
+pub const LINK_PROTOCOL_VERSION: u16 = 2;
 /// Bytes before the body: length (4) and type (1).
 pub const FRAME_HEADER_LEN: usize = 5;
 /// A default body limit: room for the largest IB packet (8190 bytes) twice.
@@ -101,7 +103,8 @@ pub enum Frame {
     Packet(Vec<u8>),
     /// The sender's port went up or down.
     LinkState(LinkState),
-    /// Link-level flow-control credits (reserved; not yet used).
+    /// Link-level flow-control credits: `credits` more packets may be sent
+    /// on `vl`.
     Credit {
         /// Virtual lane.
         vl: u8,

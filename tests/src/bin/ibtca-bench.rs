@@ -955,6 +955,8 @@ fn delta(before: &LinkStats, after: &LinkStats) -> LinkStats {
         rx_bytes: after.rx_bytes - before.rx_bytes,
         tx_dropped_down: after.tx_dropped_down - before.tx_dropped_down,
         tx_dropped_full: after.tx_dropped_full - before.tx_dropped_full,
+        credit_stalls: after.credit_stalls - before.credit_stalls,
+        credit_frames_tx: after.credit_frames_tx - before.credit_frames_tx,
         ..LinkStats::default()
     }
 }
@@ -964,12 +966,14 @@ impl std::fmt::Display for LinkDelta {
         for (name, s) in [("A→B", &self.a), ("B→A", &self.b)] {
             write!(
                 f,
-                "  {name}: {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full)",
+                "  {name}: {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full), {} credit frames, {} credit stalls",
                 s.tx_packets,
                 s.tx_writes,
                 s.tx_packets as f64 / s.tx_writes.max(1) as f64,
                 s.tx_bytes as f64 / s.tx_writes.max(1) as f64 / 1024.0,
                 s.tx_dropped_full,
+                s.credit_frames_tx,
+                s.credit_stalls,
             )?;
             if name == "A→B" {
                 writeln!(f)?;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 
 mod connect;
+mod credits;
 mod faults;
 mod queue;
 mod robust;

@@ -1,0 +1,165 @@
+//! Virtual lanes through a switch: SL → VL on output, per-VL credits on
+//! every link, and a VL whose receiver stops freeing buffers stalling alone
+//! all the way back to the sender while another VL flows.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ibtca_device::link::{FlowControl, Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_tests::TempDir;
+
+const T: Duration = Duration::from_secs(20);
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + T;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An RC SEND from LID 1 to LID 2 on service level `sl` (and VL `sl`, as
+/// the sender's SL → VL table says), numbered `i`.
+fn packet(sl: u8, i: u16) -> Vec<u8> {
+    let mut p = Packet::new(Opcode::RcSendOnly);
+    p.lrh.sl = sl;
+    p.lrh.vl = sl;
+    p.lrh.dlid = 2;
+    p.lrh.slid = 1;
+    p.payload = i.to_be_bytes().repeat(16);
+    p.build().unwrap()
+}
+
+fn port(lid: u16) -> LocalPort {
+    LocalPort {
+        node_guid: 0x100 + u64::from(lid),
+        port: 1,
+        lid,
+    }
+}
+
+#[test]
+fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
+    let dir = TempDir::new("credits");
+    let (p1, p2) = (dir.join("p1"), dir.join("p2"));
+    let sw = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0xff00,
+        lid: 0,
+        ports: vec![
+            PortConfig::new(LinkEndpoint::Listen(p1.clone())),
+            PortConfig::new(LinkEndpoint::Listen(p2.clone())),
+        ],
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+    })
+    .unwrap();
+    // The sender (LID 1): default flow control.
+    let (xtx, xrx) = mpsc::channel();
+    let x = Link::start(LinkEndpoint::Connect(p1), port(1), move |ev| {
+        let _ = xtx.send(ev);
+    })
+    .unwrap();
+    // The receiver (LID 2): 8 buffers per VL, freed only when the test says.
+    let (ytx, yrx) = mpsc::channel();
+    let y = Link::start_with(
+        LinkEndpoint::Connect(p2),
+        port(2),
+        LinkConfig {
+            flow_control: Some(FlowControl {
+                credits: 8,
+                auto_return: false,
+                ..FlowControl::default()
+            }),
+            ..LinkConfig::default()
+        },
+        move |ev| {
+            let _ = ytx.send(ev);
+        },
+    )
+    .unwrap();
+    for rx in [&xrx, &yrx] {
+        assert!(matches!(rx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
+    }
+    wait_until("LID 2 learned", || sw.lft().lookup(2) == Some(2));
+    wait_until("grants", || x.credits()[0] > 0 && x.credits()[1] > 0);
+
+    const N: u16 = 300;
+    for i in 0..N {
+        for sl in [1u8, 0] {
+            while x.send(packet(sl, i)).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    // Y frees every VL0 buffer, none of VL1.
+    let (mut vl0, mut vl1) = (Vec::new(), Vec::new());
+    while vl0.len() < usize::from(N) {
+        let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(T) else {
+            panic!(
+                "VL0 stopped after {} packets (VL1 {}): X credits {:?} {:?}, Y credits {:?} {:?}, switch {:?} {:?} {:?}",
+                vl0.len(),
+                vl1.len(),
+                x.credits(),
+                x.stats(),
+                y.credits(),
+                y.stats(),
+                sw.all_stats(),
+                sw.link_stats(1),
+                sw.link_stats(2)
+            );
+        };
+        let view = PacketView::parse(&p).expect("a valid packet, VCRC restamped");
+        let i = u16::from_be_bytes([view.payload[0], view.payload[1]]);
+        assert_eq!(view.lrh.vl, view.lrh.sl, "SL → VL identity on output");
+        if view.lrh.vl == 0 {
+            vl0.push(i);
+            y.return_credits(0, 1);
+        } else {
+            vl1.push(i);
+        }
+    }
+    assert_eq!(vl0, (0..N).collect::<Vec<_>>(), "VL0 flowed in order");
+    wait_until("Y's VL1 buffer full", || {
+        while let Ok(LinkEvent::Packet(p)) = yrx.try_recv() {
+            vl1.push(u16::from_be_bytes([p[20], p[21]]));
+        }
+        vl1.len() == 8
+    });
+    // Back-pressure: the switch holds VL1 and returns no VL1 credit to X,
+    // so X stalls on VL1 with its packets still queued.
+    wait_until("X stalls on VL1", || {
+        x.credits()[1] == 0 && x.stats().credit_stalls > 0
+    });
+    let s = sw.all_stats();
+    assert_eq!(
+        s.iter().map(|p| p.drops()).sum::<u64>(),
+        0,
+        "lossless: {s:?}"
+    );
+    assert!(
+        s[0].rx_packets < u64::from(2 * N),
+        "X's VL1 backlog waits at X, not in the switch"
+    );
+    // Y frees VL1: everything arrives, once, in order.
+    y.return_credits(1, 8);
+    while vl1.len() < usize::from(N) {
+        let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(T) else {
+            panic!("VL1 stopped after {} packets", vl1.len());
+        };
+        vl1.push(u16::from_be_bytes([p[20], p[21]]));
+        y.return_credits(1, 1);
+    }
+    assert_eq!(vl1, (0..N).collect::<Vec<_>>(), "VL1 complete, in order");
+    let s = sw.all_stats();
+    assert_eq!(
+        s.iter().map(|p| p.drops()).sum::<u64>(),
+        0,
+        "lossless: {s:?}"
+    );
+    drop(x);
+    drop(y);
+    drop(sw);
+}

@@ -357,3 +357,67 @@ pub const VERBS_CLIENT_CHECKS: &[&str] = &[
     "teardown_pd_busy",
     "teardown",
 ];
+
+/// Two `ibtca-device` processes joined by a link (LIDs 1 and 2, each also
+/// given `extra` arguments), one guest on each in `mode` — the server on
+/// LID 1, the client on LID 2 — booted at once; checks both consoles with
+/// [`check_scenario`] under `tag`, then that both devices are still alive
+/// and stop cleanly on SIGTERM.
+pub fn run_guest_pair(
+    mode: &str,
+    tag: &str,
+    extra: &[&str],
+    timeout: Duration,
+    server_checks: &[&str],
+    client_checks: &[&str],
+) {
+    let stack = VmStack::get();
+    let dir = stack.scratch(mode);
+    let link = dir.join("ab.link");
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let args = |lid: &'static str, ep: &str| {
+        let mut a = vec![
+            "--lid".to_owned(),
+            lid.to_owned(),
+            "--link".to_owned(),
+            ep.to_owned(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let (args_a, args_b) = (args("1", &listen), args("2", &connect));
+    let refs_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
+    let refs_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
+    let mut dev_a = DeviceProcess::start(&dir.join("a.sock"), None, &refs_a);
+    let mut dev_b = DeviceProcess::start(&dir.join("b.sock"), None, &refs_b);
+    let guest = |socket: &Path, role: &str, peer_lid: u16| {
+        let mut vm = VmConfig::new(socket, mode);
+        vm.append = format!("ibtca.mode={mode} ibtca.role={role} ibtca.peer_lid={peer_lid}");
+        vm.timeout = timeout;
+        vm
+    };
+    let server_vm = guest(&dev_a.socket, "server", 2);
+    let client_vm = guest(&dev_b.socket, "client", 1);
+    let (server, client) = std::thread::scope(|s| {
+        let server = s.spawn(|| stack.boot(&server_vm));
+        let client = s.spawn(|| stack.boot(&client_vm));
+        (server.join().unwrap(), client.join().unwrap())
+    });
+    eprintln!(
+        "{mode} {extra:?}: server guest {:.1} s, client guest {:.1} s",
+        server.elapsed.as_secs_f64(),
+        client.elapsed.as_secs_f64()
+    );
+    let logs = format!(
+        "device A log:\n{}\ndevice B log:\n{}",
+        dev_a.log_text(),
+        dev_b.log_text()
+    );
+    check_scenario(tag, "server", &server, server_checks, &logs);
+    check_scenario(tag, "client", &client, client_checks, &logs);
+    assert!(dev_a.alive(), "device A died:\n{logs}");
+    assert!(dev_b.alive(), "device B died:\n{logs}");
+    assert!(dev_a.stop(), "device A did not exit cleanly on SIGTERM");
+    assert!(dev_b.stop(), "device B did not exit cleanly on SIGTERM");
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
+use ibtca_tests::capture::{self, tshark};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -71,48 +72,8 @@ fn a_bad_topology_starts_nothing() {
     assert!(!out.status.success());
 }
 
-/// Decodes `pcap` with tshark: one line of fields per packet.
-fn tshark(pcap: &Path) -> Vec<Vec<String>> {
-    let out = Command::new("tshark")
-        .args([
-            "-r",
-            &pcap.display().to_string(),
-            "--disable-protocol",
-            "rpcordma",
-        ])
-        .args(["-T", "fields", "-E", "separator=/t"])
-        .args(["-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
-        .args(["-e", "infiniband.bth.destqp", "-e", "infiniband.reth.r_key"])
-        .args([
-            "-e",
-            "infiniband.aeth.syndrome",
-            "-e",
-            "infiniband.lrh.dlid",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "tshark is needed to decode captures (apt-get install tshark; \
-                 scripts/setup-vm-stack.sh installs it): {e}"
-            )
-        });
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect()
-}
-
 fn num(s: &str) -> u64 {
-    let s = s.trim();
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap(),
-        None => s.parse().unwrap_or_else(|_| panic!("not a number: `{s}`")),
-    }
+    capture::num(s).unwrap_or_else(|| panic!("not a number: `{s}`"))
 }
 
 #[test]

@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use ibtca_tests::vm::{check_scenario, DeviceProcess, VmConfig, VmRun, VmStack};
+use ibtca_tests::vm::run_guest_pair;
 
 const SERVER_CHECKS: &[&str] = &[
     "setup",
@@ -81,72 +81,17 @@ const CLIENT_CHECKS: &[&str] = &[
     "bye",
 ];
 
-fn check_run(role: &str, run: &VmRun, checks: &[&str], logs: &str) {
-    check_scenario("IBTCA-DRDMA", role, run, checks, logs);
-}
-
 /// Runs the two guests with the window in `window` mode; every check listed
 /// must pass (and no other check may fail).
 fn run_two_guests(window: &str, server_checks: &[&str], client_checks: &[&str]) {
-    let stack = VmStack::get();
-    let dir = stack.scratch("drdma");
-    let link = dir.join("ab.link");
-    let link_listen = format!("listen:{}", link.display());
-    let link_connect = format!("connect:{}", link.display());
-    let mut dev_a = DeviceProcess::start(
-        &dir.join("a.sock"),
-        None,
-        &[
-            "--lid",
-            "1",
-            "--link",
-            &link_listen,
-            "--drdma-window",
-            window,
-        ],
+    run_guest_pair(
+        "drdma",
+        "IBTCA-DRDMA",
+        &["--drdma-window", window],
+        Duration::from_secs(420),
+        server_checks,
+        client_checks,
     );
-    let mut dev_b = DeviceProcess::start(
-        &dir.join("b.sock"),
-        None,
-        &[
-            "--lid",
-            "2",
-            "--link",
-            &link_connect,
-            "--drdma-window",
-            window,
-        ],
-    );
-
-    let guest = |socket: &std::path::Path, role: &str, peer_lid: u16| {
-        let mut vm = VmConfig::new(socket, "drdma");
-        vm.append = format!("ibtca.mode=drdma ibtca.role={role} ibtca.peer_lid={peer_lid}");
-        vm.timeout = Duration::from_secs(420);
-        vm
-    };
-    let server_vm = guest(&dev_a.socket, "server", 2);
-    let client_vm = guest(&dev_b.socket, "client", 1);
-    let (server, client) = std::thread::scope(|s| {
-        let server = s.spawn(|| stack.boot(&server_vm));
-        let client = s.spawn(|| stack.boot(&client_vm));
-        (server.join().unwrap(), client.join().unwrap())
-    });
-    eprintln!(
-        "{window} window: server guest {:.1} s, client guest {:.1} s",
-        server.elapsed.as_secs_f64(),
-        client.elapsed.as_secs_f64()
-    );
-    let logs = format!(
-        "device A log:\n{}\ndevice B log:\n{}",
-        dev_a.log_text(),
-        dev_b.log_text()
-    );
-    check_run("server", &server, server_checks, &logs);
-    check_run("client", &client, client_checks, &logs);
-    assert!(dev_a.alive(), "device A died:\n{logs}");
-    assert!(dev_b.alive(), "device B died:\n{logs}");
-    assert!(dev_a.stop(), "device A did not exit cleanly on SIGTERM");
-    assert!(dev_b.stop(), "device B did not exit cleanly on SIGTERM");
 }
 
 #[test]

@@ -315,29 +315,20 @@ fn peer_vanishing_mid_transfer_gives_an_error_completion() {
     assert_eq!(p.a.g.client.read32(0, regs::PORT_STATE), regs::PORT_DOWN);
 }
 
-#[test]
-fn memory_window_bind_access_and_invalidate() {
-    let mut p = pair(MTU_4096, ALL | ACCESS_MW_BIND);
-    // B allocates a window and binds 4 KiB of its region to it with a work request.
-    let pd = p.b.pd;
-    let mw =
-        p.b.g
-            .cmd(
-                CMD_ALLOC_MW,
-                CmdHandle {
-                    handle: pd.into(),
-                    ..Default::default()
-                }
-                .as_slice(),
-            )
-            .unwrap()
-            .0;
-    let win = p.b.buf + 0x1000;
+/// B allocates a memory window and binds 4 KiB at `win` of its region to
+/// it with a BIND_MW work request granting `access`; checks the completion
+/// and returns the window's new key (its low byte incremented).
+fn bind_window(p: &mut Pair, win: u64, access: u32) -> u32 {
+    let handle = CmdHandle {
+        handle: p.b.pd.into(),
+        ..Default::default()
+    };
+    let mw = p.b.g.cmd(CMD_ALLOC_MW, handle.as_slice()).unwrap().0;
     let mut bind = send_wqe(WR_BIND_MW, 61, 0, 0, p.b.lkey);
     bind.rkey = mw.into();
     bind.compare_add = win.into();
     bind.swap = 0x1000.into();
-    bind.imm_data = (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ).into();
+    bind.imm_data = access.into();
     p.b.g.post_send(&mut p.b.qp, &bind);
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("bind completion");
     assert_eq!(
@@ -351,6 +342,15 @@ fn memory_window_bind_access_and_invalidate() {
         (mw & !0xff) | (mw.wrapping_add(1) & 0xff),
         "low byte incremented"
     );
+    key
+}
+
+#[test]
+fn memory_window_bind_access_and_invalidate() {
+    let mut p = pair(MTU_4096, ALL | ACCESS_MW_BIND);
+    // B allocates a window and binds 4 KiB of its region to it with a work request.
+    let win = p.b.buf + 0x1000;
+    let key = bind_window(&mut p, win, ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ);
     // A writes through the window.
     let data = pattern(512, 5);
     p.a.g.write(p.a.buf, &data);
@@ -517,32 +517,8 @@ fn moving_a_qp_to_error_flushes_its_work_requests() {
 #[test]
 fn send_with_invalidate_revokes_a_window() {
     let mut p = pair(MTU_4096, ALL | ACCESS_MW_BIND);
-    let pd = p.b.pd;
-    let mw =
-        p.b.g
-            .cmd(
-                CMD_ALLOC_MW,
-                CmdHandle {
-                    handle: pd.into(),
-                    ..Default::default()
-                }
-                .as_slice(),
-            )
-            .unwrap()
-            .0;
     let win = p.b.buf + 0x2000;
-    let mut bind = send_wqe(WR_BIND_MW, 1, 0, 0, p.b.lkey);
-    bind.rkey = mw.into();
-    bind.compare_add = win.into();
-    bind.swap = 0x1000.into();
-    bind.imm_data = ACCESS_REMOTE_WRITE.into();
-    p.b.g.post_send(&mut p.b.qp, &bind);
-    let key =
-        p.b.g
-            .poll_cq(&mut p.b.cq, T)
-            .expect("bind")
-            .imm_data
-            .to_native();
+    let key = bind_window(&mut p, win, ACCESS_REMOTE_WRITE);
     let write = |p: &mut Pair, id: u64| {
         let w = remote(
             send_wqe(WR_RDMA_WRITE, id, p.a.buf, 256, p.a.lkey),

@@ -14,12 +14,12 @@ use ibtca_device::regs;
 use ibtca_tests::vm::{DeviceProcess, VmConfig, VmStack};
 
 /// Waits until the guest's console (the serial log file) has a line
-/// starting with `prefix`; returns it.
+/// containing `prefix` (kernel messages may share the line); returns it.
 fn wait_line(log: &Path, prefix: &str, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(l) = text.lines().find(|l| l.starts_with(prefix)) {
+        if let Some(l) = text.lines().find(|l| l.contains(prefix)) {
             return l.to_string();
         }
         assert!(
@@ -84,11 +84,25 @@ fn guest_sees_the_port_go_down_and_up() {
     );
     let ready: u32 = run
         .field("IBTCA-PORT-READY", "events")
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| {
+            let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
         .unwrap_or_else(|| panic!("no READY line\n{dump}"));
+    // The driver's own log line may land on the same console line (the
+    // kernel prints while the tool writes): take each report by itself.
     let lines: Vec<String> = run
         .lines_with("IBTCA-PORT state=")
-        .map(|l| l.trim().to_string())
+        .filter_map(|l| {
+            let at = l.find("IBTCA-PORT state=")?;
+            let rest = &l[at..];
+            let events = rest.find("events=")? + "events=".len();
+            let digits = rest[events..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .count();
+            Some(rest[..events + digits].to_string())
+        })
         .collect();
     assert_eq!(
         lines,

@@ -58,7 +58,11 @@ impl VmStack {
                 .map(PathBuf::from)
                 .expect("stack.env has IBTCA_CHROOT");
             let repo = repo_root();
-            let guest = cache.join("guest");
+            // IBTCA_GUEST_DIR keeps the guest artefacts of one checkout apart
+            // from another's (two worktrees testing different drivers).
+            let guest = std::env::var_os("IBTCA_GUEST_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| cache.join("guest"));
             let st = Command::new("bash")
                 .arg(repo.join("scripts/build-guest.sh"))
                 .arg(&guest)

@@ -869,13 +869,29 @@ all:
 #define DR_BENCH_SECS	2.0
 #define DR_BENCH_DEPTH	32U
 
+/* Where a DRDMA batch spends its time (seconds, summed over the batches). */
+enum { DR_PH_SUBMIT, DR_PH_POST, DR_PH_FILL, DR_PH_COMMIT, DR_PH_WAIT,
+	DR_PH_N };
+static double dr_phase[DR_PH_N];
+static uint32_t dr_batches;
+
 static void dr_perf(const char *test, double bytes, double secs,
 		    double store_ns, uint32_t n)
 {
-	printf("IBTCA-DRDMA-PERF %s MBps=%.2f store_MBps=%.2f size=%u iters=%u\n",
+	double b = dr_batches ? 1e6 / dr_batches : 0;
+
+	printf("IBTCA-DRDMA-PERF %s MBps=%.2f store_MBps=%.2f size=%u iters=%u",
 	       test, bytes / secs / 1e6,
 	       store_ns > 0 ? bytes / (store_ns / 1e9) / 1e6 : 0.0, DR_LEN, n);
+	/* DRDMA rows: microseconds per batch in each phase. */
+	if (dr_batches)
+		printf(" batch=%u submit_us=%.0f post_us=%.0f fill_us=%.0f commit_us=%.0f wait_us=%.0f",
+		       n / dr_batches, dr_phase[DR_PH_SUBMIT] * b,
+		       dr_phase[DR_PH_POST] * b, dr_phase[DR_PH_FILL] * b,
+		       dr_phase[DR_PH_COMMIT] * b, dr_phase[DR_PH_WAIT] * b);
+	printf("\n");
 	fflush(stdout);
+	dr_batches = 0;
 }
 
 static int dr_bench_memcpy(struct dr *d)
@@ -913,23 +929,25 @@ static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
 	uint64_t wr0 = d->v.wr_id + 1;
 	struct ibtca_drdma_xfer t;
 	char why[128] = "";
-	double t0;
+	double t0, t1;
 	int ret = 0;
 
+	t0 = now_s();
 	if (masks)
 		ret = dr_mask(d, IBTCA_UAPI_DRDMA_MASK_SUBMIT, all,
 			      IBTCA_UAPI_DRDMA_WRITE, DR_LEN, &err0);
-	for (k = 0; k < depth && !ret; k++) {
-		if (!masks)
-			ret = dr_submit(d, k, write ? IBTCA_UAPI_DRDMA_WRITE :
-					IBTCA_UAPI_DRDMA_READ, DR_LEN, -1,
-					&ctrl);
-		if (!ret)
-			ret = dr_post(d, d->v.qp, write ? IBTCA_WR_DRDMA_WRITE :
-				      IBTCA_WR_DRDMA_READ, k, DR_LEN,
-				      m->iova + (uint64_t)k * DR_LEN, m->rkey,
-				      ++d->v.wr_id);
-	}
+	for (k = 0; k < depth && !ret && !masks; k++)
+		ret = dr_submit(d, k, write ? IBTCA_UAPI_DRDMA_WRITE :
+				IBTCA_UAPI_DRDMA_READ, DR_LEN, -1, &ctrl);
+	t1 = now_s();
+	dr_phase[DR_PH_SUBMIT] += t1 - t0;
+	for (k = 0; k < depth && !ret; k++)
+		ret = dr_post(d, d->v.qp, write ? IBTCA_WR_DRDMA_WRITE :
+			      IBTCA_WR_DRDMA_READ, k, DR_LEN,
+			      m->iova + (uint64_t)k * DR_LEN, m->rkey,
+			      ++d->v.wr_id);
+	t0 = now_s();
+	dr_phase[DR_PH_POST] += t0 - t1;
 	for (k = 0; k < depth && !ret; k++) {
 		memset(&t, 0, sizeof(t));
 		t.buf = (uintptr_t)(write ? d->src : d->dst);
@@ -942,21 +960,26 @@ static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
 			       IBTCA_IOC_DRDMA_DRAIN, &t);
 		*ns += t.ns;
 	}
+	t1 = now_s();
+	dr_phase[DR_PH_FILL] += t1 - t0;
 	if (masks && !ret) {
-		t0 = now_s();
 		ret = dr_mask(d, IBTCA_UAPI_DRDMA_MASK_COMMIT, all, 0, 0,
 			      &errs);
-		*ns += (now_s() - t0) * 1e9;
 		if (!ret && errs != err0) {
 			snprintf(why, sizeof(why), "DRDMA_ERRORS %u -> %u",
 				 err0, errs);
 			ret = -EIO;
 		}
 	}
+	t0 = now_s();
+	dr_phase[DR_PH_COMMIT] += t0 - t1;
+	*ns += (t0 - t1) * 1e9;
 	for (k = 0; k < depth && !ret; k++)
 		ret = dr_complete(d, d->v.scq, wr0 + k, write ?
 				  IBTCA_WC_DRDMA_WRITE : IBTCA_WC_DRDMA_READ,
 				  DR_LEN, why, sizeof(why));
+	dr_phase[DR_PH_WAIT] += now_s() - t0;
+	dr_batches++;
 	if (ret)
 		fprintf(stderr, "ibtca-tool: DRDMA batch: %s %s\n",
 			strerror(-ret), why);
@@ -975,6 +998,8 @@ static int dr_bench_drdma(struct dr *d, const struct vb_msg *m,
 	if (depth > DR_BENCH_DEPTH)
 		depth = DR_BENCH_DEPTH;
 	vb_pattern(d->src, DR_LEN, 2);
+	memset(dr_phase, 0, sizeof(dr_phase));
+	dr_batches = 0;
 	do {
 		ret = dr_bench_batch(d, m, write, pattern, depth, masks, &ns);
 		n += depth;

@@ -509,7 +509,11 @@ pub fn run_guest_trio(
         assert!(d.alive(), "device LID {} died:\n{logs}", i + 1);
     }
     for (i, d) in devs.into_iter().enumerate() {
-        assert!(d.stop(), "device LID {} did not exit cleanly on SIGTERM", i + 1);
+        assert!(
+            d.stop(),
+            "device LID {} did not exit cleanly on SIGTERM",
+            i + 1
+        );
     }
     switch.stop();
 }

@@ -194,7 +194,12 @@ struct ibtca_destroy {
  * POST_SEND: one work request with at most one local buffer (none when
  * @length is 0 and the operation is not an atomic). Every request is
  * signaled. -ENOSPC when the SQ is full (completions not yet polled).
+ * With IBTCA_UAPI_POST_F_MORE in @post_flags the SQ doorbell is not rung:
+ * the next POST_SEND on the QP without it rings it for every request
+ * posted so far (one BAR0 write for a batch, like a chained ibv_post_send).
  */
+#define IBTCA_UAPI_POST_F_MORE	(1U << 0)
+
 struct ibtca_post_send {
 	__u32 qpn;
 	__u32 opcode;		/* IBTCA_WR_* */
@@ -208,7 +213,7 @@ struct ibtca_post_send {
 	__u64 compare_add;	/* atomics */
 	__u64 swap;		/* compare and swap */
 	__u32 flags;		/* IBTCA_WQE_F_SOLICITED, IBTCA_WQE_F_FENCE */
-	__u32 reserved;
+	__u32 post_flags;	/* IBTCA_UAPI_POST_F_* */
 };
 
 /* POST_RECV: one receive buffer. -ENOSPC when the RQ is full. */

@@ -63,6 +63,10 @@ int dr_drain(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
 /* Posts a DRDMA WRITE or READ of range @arr to the peer's @iova. */
 int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
 	    uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id);
+/* The same; with @more the SQ doorbell waits for a later post. */
+int dr_post_more(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
+		 uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id,
+		 int more);
 /* Waits for the completion of @wr_id on @cqn with opcode @op and @len. */
 int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id, uint8_t op,
 		uint32_t len, char *why, size_t whylen);

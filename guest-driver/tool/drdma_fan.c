@@ -14,6 +14,8 @@
  * server's to connect to), then exchanges buffer addresses and R_Keys with
  * each (HELLO). Then:
  *
+ * Each QP's posts ring its SQ doorbell once (IBTCA_UAPI_POST_F_MORE).
+ *
  * WRITE: FAN_N ranges submitted as DRDMA WRITEs (trapped window: one
  * DRDMA_SUBMIT each, on PMBs in a shuffled order; mapped: one
  * DRDMA_SUBMIT_MASK), even ranges posted to peer B, odd ones to peer C,
@@ -126,11 +128,12 @@ static int fan_write(struct dr *p, const uint32_t *slot, uint8_t (*src)[DR_LEN])
 				bad++;
 		}
 		if (!ret)
-			ret = dr_post(d, p[k % FAN_PEERS].v.qp,
-				      IBTCA_WR_DRDMA_WRITE, k, DR_LEN,
-				      fan_iova(&p[k % FAN_PEERS], slot, k),
-				      p[k % FAN_PEERS].v.peer_rkey,
-				      ++p[k % FAN_PEERS].v.wr_id);
+			ret = dr_post_more(d, p[k % FAN_PEERS].v.qp,
+					   IBTCA_WR_DRDMA_WRITE, k, DR_LEN,
+					   fan_iova(&p[k % FAN_PEERS], slot, k),
+					   p[k % FAN_PEERS].v.peer_rkey,
+					   ++p[k % FAN_PEERS].v.wr_id,
+					   k + FAN_PEERS < FAN_N);
 	}
 	dcheck("fan_write_submitted", !ret && !bad,
 	       "%u ranges by %s, even to LID %u, odd to LID %u, %u with wrong bits: %s",
@@ -187,10 +190,12 @@ static int fan_read(struct dr *p, const uint32_t *slot, uint8_t (*dst)[DR_LEN])
 	if (!ret)
 		bad = fan_bits_off(d, IBTCA_ARR_BR_VALID | IBTCA_ARR_BUSY, ~0U);
 	for (k = 0; k < FAN_N && !ret; k++)
-		ret = dr_post(d, p[k % FAN_PEERS].v.qp, IBTCA_WR_DRDMA_READ, k,
-			      DR_LEN, fan_iova(&p[k % FAN_PEERS], slot, k),
-			      p[k % FAN_PEERS].v.peer_rkey,
-			      ++p[k % FAN_PEERS].v.wr_id);
+		ret = dr_post_more(d, p[k % FAN_PEERS].v.qp,
+				   IBTCA_WR_DRDMA_READ, k, DR_LEN,
+				   fan_iova(&p[k % FAN_PEERS], slot, k),
+				   p[k % FAN_PEERS].v.peer_rkey,
+				   ++p[k % FAN_PEERS].v.wr_id,
+				   k + FAN_PEERS < FAN_N);
 	dcheck("fan_read_submitted", !ret && !bad && errs == err0,
 	       "%u ranges by one DRDMA_SUBMIT_MASK, %u not BR_V BUSY, DRDMA_ERRORS %u -> %u: %s",
 	       FAN_N, bad, err0, errs, strerror(-ret));

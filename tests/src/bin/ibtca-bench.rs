@@ -2020,10 +2020,11 @@ fn run_guest_drdma() -> ExitCode {
     );
     println!(
         "drdma_write_*: DRDMA WRITEs into the client's memory, 32 ranges at a time (submit and \
-         post all, fill all, take the completions; mapped: one DRDMA_SUBMIT_MASK and one \
-         DRDMA_COMMIT_MASK per batch, except *_per_range); MiB/s end to end, store MiB/s = \
-         the time inside the fills and the commit. memcpy: 4 KiB memcpy() in the guest, same run. \
-         rdma_write_mem: ordinary 4 KiB RDMA WRITEs from memory, 32 outstanding."
+         post all, fill all, take the completions; mapped: one DRDMA_SUBMIT_MASK, one SQ \
+         doorbell and one DRDMA_COMMIT_MASK per batch, except *_per_range); MiB/s end to \
+         end, store MiB/s = the time inside the fills and the commit. memcpy: 4 KiB \
+         memcpy() in the guest, same run. rdma_write_mem: ordinary 4 KiB RDMA WRITEs from \
+         memory, 32 outstanding, one doorbell per 32."
     );
     println!();
     print_grid(
@@ -2044,9 +2045,9 @@ fn run_guest_drdma() -> ExitCode {
         println!();
         println!(
             "Where a batch goes (µs per batch, guest clock): submit (DRDMA_SUBMIT each, or \
-             one DRDMA_SUBMIT_MASK), post (one POST_SEND and SQ doorbell each), fill (the \
-             stores; per-range commits inside), commit (one DRDMA_COMMIT_MASK), completions \
-             (POLL_CQ until the last CQE)."
+             one DRDMA_SUBMIT_MASK), post (32 POST_SEND: one SQ doorbell each, or one for the \
+             batch where the masks are used), fill (the stores; per-range commits inside), \
+             commit (one DRDMA_COMMIT_MASK), completions (POLL_CQ until the last CQE)."
         );
         println!();
         print_grid(

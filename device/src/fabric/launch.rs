@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::switch::spec::format_faults;
+use crate::vl_config::{format_list, VlConfig};
 
 use super::plan::{Plan, SwitchPlan};
 use super::state::{Started, State};
@@ -100,6 +101,10 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
                 }
                 if pp.delay_us > 0 {
                     args.push(format!("--delay={p}={}", pp.delay_us));
+                }
+                if pp.vl != VlConfig::default() {
+                    args.push(format!("--sl2vl={p}={}", format_list(&pp.vl.sl2vl)));
+                    args.push(format!("--vl-weights={p}={}", format_list(&pp.vl.weights)));
                 }
             }
             // An unlinked port still exists: it listens on a socket nobody
@@ -221,6 +226,10 @@ fn start_all(
         ];
         if let Some(ep) = &n.link {
             args.push(format!("--link={ep}"));
+        }
+        if n.vl != VlConfig::default() {
+            args.push(format!("--sl2vl={}", format_list(&n.vl.sl2vl)));
+            args.push(format!("--vl-weights={}", format_list(&n.vl.weights)));
         }
         running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
     }

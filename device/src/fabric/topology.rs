@@ -59,6 +59,27 @@ pub struct NodeSpec {
     /// The port's SL → VL table and VL weights.
     #[serde(default)]
     pub vl: Option<VlSpec>,
+    /// This node's guest, over the file's `guest` section.
+    #[serde(default)]
+    pub guest: Option<NodeGuestSpec>,
+}
+
+/// One node's own guest settings (`ibtca-fabric up --guests`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGuestSpec {
+    /// Guest RAM.
+    #[serde(default)]
+    pub mem: Option<String>,
+    /// Kernel image.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Initramfs.
+    #[serde(default)]
+    pub initrd: Option<String>,
+    /// Kernel command line, after the file's `guest.append`.
+    #[serde(default)]
+    pub append: Option<String>,
 }
 
 /// One switch.

@@ -216,6 +216,7 @@ fn the_shipped_examples_are_valid() {
         "two-nodes.json",
         "four-nodes-one-switch.json",
         "two-switches-line.json",
+        "three-nodes-one-switch.json",
     ] {
         let text = std::fs::read_to_string(dir.join(f)).unwrap();
         let p = plan(&parse(&text).unwrap(), Path::new("/tmp/r"));

@@ -18,6 +18,7 @@ macro_rules! out {
 use ibtca_device::fabric::state::State;
 use ibtca_device::fabric::{self, launch, qemu, End, Plan};
 use ibtca_device::switch::control;
+use ibtca_device::vl_config::{format_list, VlConfig};
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///
@@ -66,7 +67,8 @@ enum Cmd {
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
     },
-    /// Start everything in a topology file and wait until every port is up.
+    /// Start everything in a topology file and wait until every port is up;
+    /// with --guests, then boot one QEMU guest per node.
     Up {
         /// The topology file (JSON).
         file: PathBuf,
@@ -157,6 +159,17 @@ fn end_name(plan: &Plan, end: End) -> String {
     }
 }
 
+/// The VL settings of a port, when they are not the defaults.
+fn vl_line(vl: &VlConfig, port: &str) {
+    if *vl != VlConfig::default() {
+        out!(
+            "    {port}SL→VL {}  VL weights {}",
+            format_list(&vl.sl2vl),
+            format_list(&vl.weights)
+        );
+    }
+}
+
 fn summary(plan: &Plan) {
     out!(
         "{} node(s), {} switch(es), {} link(s)",
@@ -172,6 +185,7 @@ fn summary(plan: &Plan) {
             n.guid,
             n.socket.display()
         );
+        vl_line(&n.vl, "");
     }
     for sw in &plan.switches {
         let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
@@ -181,6 +195,9 @@ fn summary(plan: &Plan) {
             sw.ports.len(),
             routes.join(" ")
         );
+        for (i, vl) in sw.vls.iter().enumerate() {
+            vl_line(vl, &format!("port {}: ", i + 1));
+        }
     }
     for &(a, b) in &plan.links {
         out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
@@ -349,7 +366,7 @@ fn run(args: Args) -> Result<(), String> {
             summary(&plan);
             for n in &plan.nodes {
                 let path = qemu::guest_script_path(&run_dir, n);
-                let script = qemu::guest_script(n, &topo.guest);
+                let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
                 if guest_plans.is_none() {

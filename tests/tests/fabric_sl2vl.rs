@@ -5,7 +5,8 @@
 //! VL through its own table (the switch re-maps per output port), which
 //! tshark reads back from captures on both sides of the switch. And a VL
 //! whose receiver returns no credit stalls alone: the other SL's RDMA WRITE
-//! still goes through.
+//! still goes through. Each switch port arbitrates its VLs by its own
+//! weights.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -344,4 +345,171 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
         }
     }
     drop(a);
+}
+
+/// An RC SEND from LID 1 to `dlid` on service level `sl` (VL `sl`),
+/// numbered `i`.
+fn raw_packet(sl: u8, dlid: u16, i: u16) -> Vec<u8> {
+    let mut p = ibtca_protocol::Packet::new(ibtca_protocol::Opcode::RcSendOnly);
+    p.lrh.sl = sl;
+    p.lrh.vl = sl;
+    p.lrh.dlid = dlid;
+    p.lrh.slid = 1;
+    p.payload = i.to_be_bytes().repeat(16);
+    p.build().unwrap()
+}
+
+/// A receiver speaking the link protocol itself, so that it can grant
+/// credits on two VLs in one write (the switch applies grants that come
+/// in one read together, and arbitrates between the VLs they open).
+struct RawPort {
+    stream: std::os::unix::net::UnixStream,
+    decoder: ibtca_protocol::FrameDecoder,
+    packets: std::collections::VecDeque<Vec<u8>>,
+}
+
+impl RawPort {
+    fn connect(path: &Path, lid: u16) -> Self {
+        use ibtca_protocol::link::{Hello, LINK_PROTOCOL_VERSION};
+        use std::io::Write;
+        let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+        stream.set_read_timeout(Some(T)).unwrap();
+        let hello = ibtca_protocol::Frame::Hello(Hello {
+            version: LINK_PROTOCOL_VERSION,
+            node_guid: 0x0002_c903_0000_0000 | u64::from(lid),
+            port: 1,
+            lid,
+        });
+        stream.write_all(&hello.to_bytes().unwrap()).unwrap();
+        RawPort {
+            stream,
+            decoder: ibtca_protocol::FrameDecoder::default(),
+            packets: Default::default(),
+        }
+    }
+
+    /// Grants `n` credits on VL0 and VL1 in one write.
+    fn grant_both(&mut self, n: u16) {
+        use std::io::Write;
+        let mut buf = Vec::new();
+        for vl in [0, 1] {
+            ibtca_protocol::Frame::Credit { vl, credits: n }
+                .encode(&mut buf)
+                .unwrap();
+        }
+        self.stream.write_all(&buf).unwrap();
+    }
+
+    /// The next packet the switch sends.
+    fn packet(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        loop {
+            if let Some(p) = self.packets.pop_front() {
+                return p;
+            }
+            let mut buf = [0u8; 65536];
+            let n = self.stream.read(&mut buf).expect("a packet in time");
+            assert!(n > 0, "the switch closed the link");
+            for f in self.decoder.feed(&buf[..n]) {
+                if let ibtca_protocol::Frame::Packet(p) = f.expect("a valid frame") {
+                    self.packets.push_back(p);
+                }
+            }
+        }
+    }
+}
+
+/// A switch with two output ports of opposite VL weights ([1, 4] and
+/// [4, 1]): each receiver grants nothing until 40 packets of each VL wait
+/// at its port, then credits on both VLs at once; each port then sends
+/// the VLs in the proportion of its own weights.
+#[test]
+fn each_switch_port_arbitrates_by_its_own_vl_weights() {
+    use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+    use ibtca_device::vl_config::{parse_sl2vl, VlConfig};
+    let dir = TempDir::new("vl-weights");
+    let paths: Vec<PathBuf> = (1..=3).map(|p| dir.join(&format!("p{p}"))).collect();
+    let table = parse_sl2vl("0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15").unwrap();
+    let ports = paths
+        .iter()
+        .zip([vec![1, 1], vec![1, 4], vec![4, 1]])
+        .map(|(p, weights)| PortConfig {
+            vl: VlConfig {
+                sl2vl: table,
+                weights,
+            },
+            ..PortConfig::new(LinkEndpoint::Listen(p.clone()))
+        })
+        .collect();
+    let sw = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0xff00,
+        lid: 0,
+        ports,
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+    })
+    .unwrap();
+    let (xtx, xrx) = mpsc::channel();
+    let x = Link::start(
+        LinkEndpoint::Connect(paths[0].clone()),
+        LocalPort {
+            node_guid: 0x101,
+            port: 1,
+            lid: 1,
+        },
+        move |ev| {
+            let _ = xtx.send(ev);
+        },
+    )
+    .unwrap();
+    assert!(matches!(xrx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
+    let mut favours_vl1 = RawPort::connect(&paths[1], 2);
+    let mut favours_vl0 = RawPort::connect(&paths[2], 3);
+    let deadline = Instant::now() + T;
+    while sw.lft().lookup(2) != Some(2) || sw.lft().lookup(3) != Some(3) {
+        assert!(Instant::now() < deadline, "LIDs 2 and 3 learned");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    const N: u16 = 40;
+    for dlid in [2, 3] {
+        for sl in [0u8, 1] {
+            for i in 0..N {
+                while x.send(raw_packet(sl, dlid, i)).is_err() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    // Everything waits in the switch: nothing may leave ports 2 and 3.
+    let deadline = Instant::now() + T;
+    while sw.all_stats()[0].rx_packets < u64::from(4 * N) {
+        assert!(Instant::now() < deadline, "{:?}", sw.all_stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let written = |port| sw.link_stats(port).map(|l| l.tx_packets);
+    assert_eq!(
+        (written(2), written(3)),
+        (Some(0), Some(0)),
+        "no credit yet"
+    );
+    for (port, rx, heavy) in [(2, &mut favours_vl1, 1u8), (3, &mut favours_vl0, 0)] {
+        rx.grant_both(N);
+        let vls: Vec<u8> = (0..2 * N)
+            .map(|_| ibtca_device::link::packet_vl(&rx.packet()))
+            .collect();
+        let first10 = vls[..10].iter().filter(|v| **v == heavy).count();
+        assert!(
+            first10 >= 7,
+            "port {port}: VL{heavy} has weight 4 against 1: first sends {:?}",
+            &vls[..10]
+        );
+        assert_eq!(
+            vls.iter().filter(|v| **v == 0).count(),
+            usize::from(N),
+            "port {port}: every packet once"
+        );
+    }
+    drop(x);
+    drop(sw);
 }

@@ -250,7 +250,10 @@ pub fn resolve(
 fn absolute(p: &Path) -> PathBuf {
     // The run directory may not exist yet: canonicalize its nearest
     // existing ancestor and keep the rest.
-    let mut base = p.to_path_buf();
+    let mut base = match std::env::current_dir() {
+        Ok(cwd) if p.is_relative() => cwd.join(p),
+        _ => p.to_path_buf(),
+    };
     let mut rest = Vec::new();
     loop {
         if let Ok(c) = fs::canonicalize(&base) {

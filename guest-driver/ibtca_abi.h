@@ -298,7 +298,7 @@ struct ibtca_cmd_modify_qp {
 	__u8 rnr_retry;	/* 0x0c: RNR retry count (0-7, 7 = forever). */
 	__u8 min_rnr_timer;	/* 0x0d: Minimum RNR NAK timer code (0-31). */
 	__u8 max_rd_atomic;	/* 0x0e: Outstanding RDMA READ / atomic requests this QP may issue. */
-	__u8 rsvd0;	/* 0x0f: Reserved, zero. */
+	__u8 sl;	/* 0x0f: Service level of the path (0-14; with IBTCA_QP_ATTR_PATH): the LRH SL of every packet the QP sends, which each egress port maps to a VL. */
 	__le32 dest_qpn;	/* 0x10: Destination QP number. */
 	__le16 dlid;	/* 0x14: Destination LID. */
 	__le16 rsvd1;	/* 0x16: Reserved, zero. */

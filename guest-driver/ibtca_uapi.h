@@ -165,7 +165,7 @@ struct ibtca_modify_qp {
 	__u8 rnr_retry;
 	__u8 min_rnr_timer;
 	__u8 max_rd_atomic;
-	__u8 reserved0;
+	__u8 sl;		/* service level (0-14), with IBTCA_QP_ATTR_PATH */
 	__u32 dest_qpn;
 	__u16 dlid;
 	__u16 reserved1;

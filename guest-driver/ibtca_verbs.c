@@ -293,6 +293,7 @@ static int ibtca_v_modify_qp(struct ibtca_ctx *ctx, struct ibtca_modify_qp *m)
 	p.rnr_retry = m->rnr_retry;
 	p.min_rnr_timer = m->min_rnr_timer;
 	p.max_rd_atomic = m->max_rd_atomic;
+	p.sl = m->sl;
 	p.dest_qpn = cpu_to_le32(m->dest_qpn);
 	p.dlid = cpu_to_le16(m->dlid);
 	p.sq_psn = cpu_to_le32(m->sq_psn);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's main command: installs what is missing (VM stack, Rust build,
 # guest module), brings up the two-node topology qemu-configs/two-nodes.json
-# with `ibtca-fabric up` (two ibtca devices joined by an IB link), boots two
-# Linux guests under QEMU that bind them, and has them do RDMA to each other:
+# with `ibtca-fabric up --guests` (two ibtca devices joined by an IB link and
+# two Linux guests under QEMU that bind them), and has them do RDMA to each other:
 # SEND/RECV, RDMA WRITE and READ, atomics, and a bad-R_Key write that must
 # fail. Prints what each guest saw, then `ibtca-fabric down`.
 #
@@ -41,21 +41,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "ibtca-fabric up qemu-configs/two-nodes.json: two devices (LID 1 and 2), one IB link"
-target/release/ibtca-fabric up qemu-configs/two-nodes.json --run-dir "$fab"
-
-say "booting two guests (TCG, about 20-40 s)"
-boot() { # boot SOCKET ROLE PEER_LID CONSOLE
-	bash scripts/run-vm.sh --socket "$1" --kernel "$GUEST/vmlinuz" \
-		--initrd "$GUEST/initramfs.cpio.gz" \
-		--append "ibtca.mode=verbs ibtca.role=$2 ibtca.peer_lid=$3" \
-		--timeout 300 >"$4" 2>"$4.err" || true
-}
-boot "$fab/a.sock" server 2 "$run/server.console" &
-vm_a=$!
-boot "$fab/b.sock" client 1 "$run/client.console" &
-vm_b=$!
-wait "$vm_a" "$vm_b"
+say "ibtca-fabric up --guests qemu-configs/two-nodes.json: two devices (LID 1 and 2), one IB link, two guests (TCG, about 20-40 s)"
+# The launcher starts the devices, waits for the link, then boots one guest
+# per node (consoles in $fab/NODE.console) and, with --wait, returns when
+# both guests have powered off.
+target/release/ibtca-fabric up qemu-configs/two-nodes.json --run-dir "$fab" \
+	--guests --wait --guest-timeout 300 \
+	--kernel "$GUEST/vmlinuz" --initrd "$GUEST/initramfs.cpio.gz" \
+	--append "a=ibtca.mode=verbs ibtca.role=server ibtca.peer_lid=2" \
+	--append "b=ibtca.mode=verbs ibtca.role=client ibtca.peer_lid=1" || true
+cp "$fab/a.console" "$run/server.console" 2>/dev/null || : >"$run/server.console"
+cp "$fab/b.console" "$run/client.console" 2>/dev/null || : >"$run/client.console"
 
 show() { # show ROLE
 	local c=$run/$1.console

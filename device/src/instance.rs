@@ -13,6 +13,7 @@ use crate::link::{Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
 use crate::tca::Tca;
 use crate::verbs::PortAttrs;
+use crate::vl_config::{self, VlConfig};
 
 /// What a device instance is.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct InstanceConfig {
     pub link: Option<LinkEndpoint>,
     /// The DRDMA window.
     pub drdma: DrdmaConfig,
+    /// SL → VL table and VL weights of the port's link.
+    pub vl: VlConfig,
 }
 
 impl Default for InstanceConfig {
@@ -34,21 +37,30 @@ impl Default for InstanceConfig {
             guid: 0x0002_c903_0000_0001,
             link: None,
             drdma: DrdmaConfig::default(),
+            vl: VlConfig::default(),
         }
     }
 }
 
-struct LinkSink(Arc<Link>);
+/// The port's egress: each packet leaves on the VL its SL maps to.
+struct LinkSink {
+    link: Arc<Link>,
+    vl: VlConfig,
+}
 
 impl PacketSink for LinkSink {
-    fn send(&mut self, packet: Vec<u8>) {
+    fn send(&mut self, mut packet: Vec<u8>) {
+        vl_config::remap(&self.vl, &mut packet);
         // Refusals (link down, queue full) are counted by the link; the RC
         // transport retransmits.
-        let _ = self.0.send(packet);
+        let _ = self.link.send(packet);
     }
 
     fn send_all(&mut self, packets: &mut Vec<Vec<u8>>) {
-        self.0.send_batch(packets.drain(..));
+        for p in packets.iter_mut() {
+            vl_config::remap(&self.vl, p);
+        }
+        self.link.send_batch(packets.drain(..));
     }
 }
 
@@ -78,6 +90,7 @@ impl Instance {
             regs::PORT_ACTIVE
         });
         let drdma = Drdma::new(cfg.drdma).map_err(io::Error::other)?;
+        cfg.vl.validate().map_err(io::Error::other)?;
         let mut tca = Tca::with_parts(
             PortIdentity {
                 lid: cfg.lid,
@@ -96,19 +109,25 @@ impl Instance {
                     lid: cfg.lid,
                 };
                 // Each socket read's packets reach the engine as one event.
-                let link =
-                    Link::start_batched(ep.clone(), local, LinkConfig::default(), move |rx| {
-                        let _ = events.send(match rx {
-                            LinkRx::Event(ev) => EngineEvent::Link(ev),
-                            LinkRx::Packets(batch) => EngineEvent::LinkPackets(batch),
-                        });
-                    })?;
+                let mut link_config = LinkConfig::default();
+                if let Some(flow) = link_config.flow_control.as_mut() {
+                    cfg.vl.apply(flow);
+                }
+                let link = Link::start_batched(ep.clone(), local, link_config, move |rx| {
+                    let _ = events.send(match rx {
+                        LinkRx::Event(ev) => EngineEvent::Link(ev),
+                        LinkRx::Packets(batch) => EngineEvent::LinkPackets(batch),
+                    });
+                })?;
                 Some(Arc::new(link))
             }
             None => None,
         };
         let sink: Box<dyn PacketSink> = match &link {
-            Some(l) => Box::new(LinkSink(l.clone())),
+            Some(l) => Box::new(LinkSink {
+                link: l.clone(),
+                vl: cfg.vl.clone(),
+            }),
             None => Box::new(NoLink),
         };
         let port = PortAttrs {

@@ -22,3 +22,4 @@ pub mod tca;
 pub mod transport;
 pub mod verbs;
 pub mod vfio_user;
+pub mod vl_config;

@@ -1,6 +1,7 @@
 //! `ibtca-device`: serves one ibtca device instance to a vfio-user client
 //! (QEMU's `vfio-user-pci`) on a Unix socket.
 
+use ibtca_device::vl_config::{self, VlConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -73,6 +74,18 @@ struct Args {
     /// DRDMA: default time a load waits for read-response data, in ms.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     drdma_load_timeout_ms: u64,
+
+    /// The link's SL → VL table: 16 VLs, the VL of SL0 first (default:
+    /// SL n on VL n). Every entry must be a data VL the port runs (one per
+    /// --vl-weights entry) with a weight above 0, and SL15's must be 15.
+    #[arg(long, value_name = "VL,VL,...", value_parser = vl_config::parse_sl2vl)]
+    sl2vl: Option<[u8; 16]>,
+
+    /// Weighted VL arbitration: packets per turn of each data VL, VL0
+    /// first; their number is the number of data VLs (1-15, default 15
+    /// VLs of weight 1). VL15 is always served first.
+    #[arg(long, value_name = "W,W,...")]
+    vl_weights: Option<String>,
 }
 
 fn parse_guid(s: &str) -> Result<u64, String> {
@@ -83,6 +96,23 @@ fn parse_guid(s: &str) -> Result<u64, String> {
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
     let args = Args::parse();
+    let defaults = VlConfig::default();
+    let weights = match args.vl_weights.as_deref().map(vl_config::parse_weights) {
+        Some(Ok(w)) => w,
+        Some(Err(e)) => {
+            eprintln!("ibtca-device: --vl-weights: {e}");
+            return ExitCode::from(2);
+        }
+        None => defaults.weights,
+    };
+    let vl = VlConfig {
+        sl2vl: args.sl2vl.unwrap_or(defaults.sl2vl),
+        weights,
+    };
+    if let Err(e) = vl.validate() {
+        eprintln!("ibtca-device: --sl2vl/--vl-weights: {e}");
+        return ExitCode::from(2);
+    }
     let config = ServerConfig {
         spin: Duration::from_micros(args.spin_us),
         ..Default::default()
@@ -120,6 +150,7 @@ fn main() -> ExitCode {
             mapped: args.drdma_window == "mapped",
             load_timeout: Duration::from_millis(args.drdma_load_timeout_ms),
         },
+        vl,
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

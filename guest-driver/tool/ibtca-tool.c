@@ -11,6 +11,7 @@
  *   ibtca-tool [-d /dev/ibtcaN] dma fill|sum LEN [SEED]
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
  *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
+ *              [--sl SL] [--wait SECS]
  *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
@@ -59,9 +60,11 @@ void usage(void)
 		"  dma-fault            check that an out-of-RAM DMA faults\n"
 		"  port-wait [AFTER [MS]]  wait until more than AFTER port\n"
 		"                       changes were seen (IBTCA-PORT line)\n"
-		"  verbs --role server|client --peer-lid N\n"
-		"                       verbs scenario with a peer guest\n"
-		"                       (IBTCA-VERBS lines)\n"
+		"  verbs --role server|client --peer-lid N [--sl SL]\n"
+		"        [--wait SECS]  verbs scenario with a peer guest\n"
+		"                       (IBTCA-VERBS lines); --sl: service\n"
+		"                       level of the QPs (0-14), --wait: how\n"
+		"                       long the server waits for the client\n"
 		"  verbs-bench --role server|client --peer-lid N\n"
 		"                       perftest-style write_bw and write_lat\n"
 		"                       with a peer guest (IBTCA-PERF lines)\n"
@@ -561,6 +564,7 @@ static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn,
 	m.state = IBTCA_QPS_RTR;
 	m.path_mtu = mtu ? mtu : IBTCA_MTU_4096;
 	m.dlid = v->peer_lid;
+	m.sl = v->sl;
 	m.dest_qpn = dest_qpn;
 	m.rq_psn = VB_PSN;
 	if (ioctl(v->fd, IBTCA_IOC_MODIFY_QP, &m) < 0)
@@ -1169,7 +1173,8 @@ int vb_exchange(struct vb *v)
 	m.iova = v->iova;
 	m.rkey = v->rkey;
 	if (v->server) {
-		ret = vb_expect_within(v, VB_HELLO, &m, 280);
+		ret = vb_expect_within(v, VB_HELLO, &m,
+				       v->wait_s ? v->wait_s : 280);
 		if (ret) {
 			vcheck(name, 0, "no hello from the client: %s",
 			       strerror(-ret));
@@ -1517,7 +1522,7 @@ static int cmd_verbs(int argc, char **argv, int bench)
 {
 	struct vb v = { .fd = -1 };
 	const char *role = NULL;
-	uint32_t lid = 0;
+	uint32_t lid = 0, sl = 0;
 	char detail[160];
 	int i;
 
@@ -1527,6 +1532,12 @@ static int cmd_verbs(int argc, char **argv, int bench)
 		else if (!strcmp(argv[i], "--peer-lid") &&
 			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)
 			v.peer_lid = (uint16_t)lid;
+		else if (!strcmp(argv[i], "--sl") &&
+			 !parse_u32(argv[i + 1], &sl) && sl <= 14)
+			v.sl = (uint8_t)sl;
+		else if (!strcmp(argv[i], "--wait") &&
+			 !parse_u32(argv[i + 1], &v.wait_s) && v.wait_s)
+			continue;
 		else
 			usage();
 	}

@@ -69,6 +69,8 @@ struct vb {
 	int fd;
 	int server;
 	uint16_t peer_lid;
+	uint8_t sl;		/* service level of both QPs (--sl) */
+	uint32_t wait_s;	/* server: seconds to wait for the HELLO (--wait) */
 	uint8_t *buf;
 	uint64_t iova;
 	uint32_t lkey, rkey;

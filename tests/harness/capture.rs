@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
-/// tshark's fields per packet, in this order.
-pub const FIELDS: [&str; 7] = [
+/// tshark's fields per packet, in this order (index constants below for
+/// the later ones).
+pub const FIELDS: [&str; 10] = [
     "infiniband.bth.opcode",
     "infiniband.bth.psn",
     "infiniband.bth.destqp",
@@ -13,7 +14,17 @@ pub const FIELDS: [&str; 7] = [
     "infiniband.aeth.syndrome",
     "infiniband.lrh.dlid",
     "infiniband.lrh.slid",
+    "infiniband.lrh.vl",
+    "infiniband.lrh.sl",
+    "infiniband.aeth.msn",
 ];
+
+/// Index of the LRH VL in a row of [`tshark`].
+pub const VL: usize = 7;
+/// Index of the LRH SL.
+pub const SL: usize = 8;
+/// Index of the AETH MSN.
+pub const MSN: usize = 9;
 
 /// Decodes `pcap` with tshark (`--disable-protocol rpcordma`, so SEND
 /// payloads are not taken for RPC-over-RDMA): one row of [`FIELDS`] per

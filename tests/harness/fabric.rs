@@ -177,6 +177,7 @@ impl Fabric {
                 guid: 0x0002_c903_0000_0100 + u64::from(lid),
                 link: Some(ep.expect("every node is attached to a switch port")),
                 drdma: Default::default(),
+                vl: Default::default(),
             };
             let server = TestServer::start_instance(TempDir::new_in(Some(&dir.0), "node"), cfg);
             nodes.push(node(lid, server, &o));

@@ -115,6 +115,7 @@ impl LinkedPair {
                 guid: 0xa0 + u64::from(lid),
                 link: Some(ep),
                 drdma: o.drdma,
+                vl: Default::default(),
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };

@@ -340,6 +340,19 @@ impl SimGuest {
     /// RESET → INIT → RTR → RTS towards (dlid, dest_qpn), allowing the
     /// remote rights in `access` (other bits are dropped).
     pub fn connect(&mut self, qp: &Qp, dlid: u16, dest_qpn: u32, mtu: u8, access: u32) {
+        self.connect_on_sl(qp, dlid, dest_qpn, mtu, access, 0);
+    }
+
+    /// [`SimGuest::connect`] with the path on service level `sl`.
+    pub fn connect_on_sl(
+        &mut self,
+        qp: &Qp,
+        dlid: u16,
+        dest_qpn: u32,
+        mtu: u8,
+        access: u32,
+        sl: u8,
+    ) {
         let access = access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC);
         let base = CmdModifyQp {
             qpn: qp.qpn.into(),
@@ -357,6 +370,7 @@ impl SimGuest {
             state: QPS_RTR,
             path_mtu: mtu,
             dlid: dlid.into(),
+            sl,
             dest_qpn: dest_qpn.into(),
             rq_psn: 100.into(),
             ..base

@@ -325,3 +325,77 @@ fn a_captured_link_between_two_devices_gets_a_relay_switch() {
     assert_eq!(num(&write[2]), u64::from(bqp.qpn));
     assert_eq!(num(&write[3]), u64::from(brkey));
 }
+
+/// `up --guests` checks the VM stack, the guests' files and the run
+/// directory before anything starts, with errors that say what to do.
+#[test]
+fn guests_need_the_vm_stack_and_a_run_dir_inside_its_chroot() {
+    let dir = TempDir::new("fab-guests");
+    let up = |cache: &Path, guest_dir: &Path, run: &Path, extra: &[&str]| {
+        let out = Command::new(workspace_bin("ibtca-fabric"))
+            .args(["up", &config("two-nodes.json"), "--run-dir"])
+            .arg(run)
+            .arg("--guests")
+            .args(extra)
+            .env("IBTCA_CACHE", cache)
+            .env("IBTCA_GUEST_DIR", guest_dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "up must refuse");
+        assert!(!run.exists(), "nothing was created, let alone started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // No stack at all.
+    let cache = dir.join("cache");
+    let guest = dir.join("guest");
+    let err = up(&cache, &guest, &dir.join("run"), &[]);
+    assert!(
+        err.contains("no VM stack") && err.contains("scripts/setup-vm-stack.sh"),
+        "{err}"
+    );
+    // A stack whose chroot has a QEMU (a stand-in file), no guest built.
+    let chroot = dir.join("chroot");
+    std::fs::create_dir_all(chroot.join("usr/bin")).unwrap();
+    std::fs::create_dir_all(chroot.join("tmp")).unwrap();
+    std::fs::write(chroot.join("usr/bin/qemu-system-x86_64"), "").unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(
+        cache.join("stack.env"),
+        format!("IBTCA_CHROOT={}\n", chroot.display()),
+    )
+    .unwrap();
+    let inside = chroot.join("tmp/run");
+    let err = up(&cache, &guest, &inside, &[]);
+    assert!(
+        err.contains("kernel") && err.contains("scripts/build-guest.sh"),
+        "{err}"
+    );
+    std::fs::create_dir_all(&guest).unwrap();
+    std::fs::write(guest.join("vmlinuz"), "k").unwrap();
+    std::fs::write(guest.join("initramfs.cpio.gz"), "i").unwrap();
+    // The run directory must be where QEMU (chrooted) sees the sockets.
+    let err = up(&cache, &guest, &dir.join("run"), &[]);
+    assert!(err.contains("must be inside the VM-stack chroot"), "{err}");
+    // Files given on the command line are checked too.
+    let err = up(
+        &cache,
+        &guest,
+        &inside,
+        &["--initrd", "/nonexistent.cpio.gz"],
+    );
+    assert!(
+        err.contains("initramfs /nonexistent.cpio.gz not found"),
+        "{err}"
+    );
+    let err = up(
+        &cache,
+        &guest,
+        &inside,
+        &["--run-vm", "/nonexistent/run-vm.sh"],
+    );
+    assert!(err.contains("run-vm.sh not found"), "{err}");
+    // Guest options without --guests are a usage error.
+    let out = fabric(&["up", &config("two-nodes.json"), "--wait"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--guests"));
+}

@@ -18,6 +18,7 @@ macro_rules! out {
 use ibtca_device::fabric::state::State;
 use ibtca_device::fabric::{self, launch, qemu, End, Plan};
 use ibtca_device::switch::control;
+use ibtca_device::vl_config::{format_list, VlConfig};
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///
@@ -32,7 +33,23 @@ use ibtca_device::switch::control;
 /// switches, then the devices (binaries next to this one), waits until
 /// every linked port is up, and writes each guest's QEMU command line into
 /// the run directory as NODE.qemu.sh. Logs are NODE.log and SWITCH.log
-/// there; `down` stops exactly the processes `up` started.
+/// there; `down` stops exactly the processes `up` started (guests first).
+///
+/// `up --guests` also boots one QEMU guest per node through
+/// scripts/run-vm.sh (QEMU of the VM stack, scripts/setup-vm-stack.sh), so
+/// the run directory must be inside the stack's chroot:
+///
+///   C=~/.cache/ibtca/chroot
+///   ibtca-fabric up qemu-configs/three-nodes-one-switch.json --run-dir $C/tmp/fab \
+///       --guests --append 'n1=ibtca.mode=shell' --append 'n2=ibtca.mode=foundation'
+///
+/// Each guest boots the bundled kernel and initramfs (scripts/build-guest.sh,
+/// $IBTCA_GUEST_DIR or ~/.cache/ibtca/guest) unless the node's `guest`
+/// entry in the file, --kernel/--initrd or the file's `guest` section say
+/// otherwise; kernel command lines add up (file, node, --append). Consoles
+/// go to NODE.console in the run directory, run-vm.sh's messages to
+/// NODE.qemu.log. --wait keeps `up` until every guest has powered off and
+/// fails if one did not exit cleanly (the fabric stays up for `down`).
 #[derive(Parser, Debug)]
 #[command(version, about, long_about, verbatim_doc_comment)]
 struct Args {
@@ -50,7 +67,8 @@ enum Cmd {
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
     },
-    /// Start everything in a topology file and wait until every port is up.
+    /// Start everything in a topology file and wait until every port is up;
+    /// with --guests, then boot one QEMU guest per node.
     Up {
         /// The topology file (JSON).
         file: PathBuf,
@@ -60,6 +78,31 @@ enum Cmd {
         /// Seconds to wait for every port to come up.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Also boot one QEMU guest per node (needs the VM stack and a run
+        /// directory inside its chroot).
+        #[arg(long)]
+        guests: bool,
+        /// Kernel of every guest (default: the bundled guest's).
+        #[arg(long, value_name = "FILE", requires = "guests")]
+        kernel: Option<PathBuf>,
+        /// Initramfs of every guest (default: the bundled guest's).
+        #[arg(long, value_name = "FILE", requires = "guests")]
+        initrd: Option<PathBuf>,
+        /// Kernel command line for one node's guest (`NODE=TEXT`) or, when
+        /// the text does not start with a node name and `=`, for every
+        /// guest. Repeatable; adds to the file's settings.
+        #[arg(long, value_name = "[NODE=]TEXT", requires = "guests")]
+        append: Vec<String>,
+        /// Seconds after which a guest still running is stopped.
+        #[arg(long, value_name = "SECS", default_value_t = 86400)]
+        guest_timeout: u64,
+        /// scripts/run-vm.sh (default: $IBTCA_RUN_VM, else the source tree
+        /// the binaries were built in).
+        #[arg(long, value_name = "PATH", requires = "guests")]
+        run_vm: Option<PathBuf>,
+        /// Wait until every guest has exited; fail if one did not exit 0.
+        #[arg(long, requires = "guests")]
+        wait: bool,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.
@@ -116,6 +159,17 @@ fn end_name(plan: &Plan, end: End) -> String {
     }
 }
 
+/// The VL settings of a port, when they are not the defaults.
+fn vl_line(vl: &VlConfig, port: &str) {
+    if *vl != VlConfig::default() {
+        out!(
+            "    {port}SL→VL {}  VL weights {}",
+            format_list(&vl.sl2vl),
+            format_list(&vl.weights)
+        );
+    }
+}
+
 fn summary(plan: &Plan) {
     out!(
         "{} node(s), {} switch(es), {} link(s)",
@@ -131,6 +185,7 @@ fn summary(plan: &Plan) {
             n.guid,
             n.socket.display()
         );
+        vl_line(&n.vl, "");
     }
     for sw in &plan.switches {
         let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
@@ -140,6 +195,9 @@ fn summary(plan: &Plan) {
             sw.ports.len(),
             routes.join(" ")
         );
+        for (i, vl) in sw.vls.iter().enumerate() {
+            vl_line(vl, &format!("port {}: ", i + 1));
+        }
     }
     for &(a, b) in &plan.links {
         out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
@@ -267,9 +325,37 @@ fn run(args: Args) -> Result<(), String> {
             file,
             run_dir,
             timeout,
+            guests,
+            kernel,
+            initrd,
+            append,
+            guest_timeout,
+            run_vm,
+            wait,
         } => {
             let (topo, plan) = load(&file, &run_dir)?;
-            let state = launch::up(
+            // Everything the guests need is checked before anything starts.
+            let guest_plans = if guests {
+                let stack = fabric::guests::VmStack::find(&fabric::guests::cache_dir())
+                    .map_err(|e| e.to_string())?;
+                let opts = fabric::guests::GuestOptions {
+                    kernel,
+                    initrd,
+                    append: append
+                        .iter()
+                        .map(|a| fabric::guests::parse_append(&topo, a))
+                        .collect(),
+                    timeout: Duration::from_secs(guest_timeout),
+                };
+                let plans = fabric::guests::resolve(&topo, &plan.nodes, &run_dir, &stack, &opts)
+                    .map_err(|e| e.to_string())?;
+                let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
+                    .map_err(|e| e.to_string())?;
+                Some((plans, run_vm))
+            } else {
+                None
+            };
+            let mut state = launch::up(
                 &plan,
                 &file,
                 &run_dir,
@@ -280,16 +366,59 @@ fn run(args: Args) -> Result<(), String> {
             summary(&plan);
             for n in &plan.nodes {
                 let path = qemu::guest_script_path(&run_dir, n);
-                let script = qemu::guest_script(n, &topo.guest);
+                let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                out!("  guest {}: sh {}", n.name, path.display());
+                if guest_plans.is_none() {
+                    out!("  guest {}: sh {}", n.name, path.display());
+                }
             }
+            let children = match &guest_plans {
+                Some((plans, run_vm)) => {
+                    let children = launch::start_guests(&mut state, plans, run_vm, &run_dir)
+                        .map_err(|e| {
+                            format!(
+                                "{e} (the fabric is up: ibtca-fabric down --run-dir {})",
+                                run_dir.display()
+                            )
+                        })?;
+                    for (g, c) in plans.iter().zip(&children) {
+                        out!(
+                            "  guest {} (pid {}): console {}",
+                            g.node,
+                            c.id(),
+                            g.console.display()
+                        );
+                    }
+                    children
+                }
+                None => Vec::new(),
+            };
             out!(
                 "fabric up: {} processes; stop with: ibtca-fabric down --run-dir {}",
                 state.processes.len(),
                 run_dir.display()
             );
+            if wait {
+                let plans = guest_plans.map(|(p, _)| p).unwrap_or_default();
+                let mut failed = Vec::new();
+                for (g, mut c) in plans.iter().zip(children) {
+                    let status = c
+                        .wait()
+                        .map_err(|e| format!("waiting for guest {}: {e}", g.node))?;
+                    out!("guest {}: exited, {status}", g.node);
+                    if !status.success() {
+                        failed.push(format!("{} ({status})", g.node));
+                    }
+                }
+                if !failed.is_empty() {
+                    return Err(format!(
+                        "guests that did not exit cleanly: {} (see NODE.console and NODE.qemu.log in {})",
+                        failed.join(", "),
+                        run_dir.display()
+                    ));
+                }
+            }
             Ok(())
         }
         Cmd::Link {

@@ -53,6 +53,17 @@ struct Args {
     #[arg(long = "delay", value_name = "PORT=US", value_parser = spec::parse_delay)]
     delays: Vec<(u8, Duration)>,
 
+    /// SL → VL table of what PORT sends: PORT=VL,VL,... (16 VLs, SL0
+    /// first; default SL n on VL n; SL15's entry must be 15). Repeatable.
+    #[arg(long = "sl2vl", value_name = "PORT=TABLE", value_parser = spec::parse_sl2vl)]
+    sl2vl: Vec<(u8, [u8; 16])>,
+
+    /// VL arbitration of PORT: PORT=W,W,... packets per turn of each data
+    /// VL, VL0 first; their number is the port's data VLs (default 15 of
+    /// weight 1). VL15 is always served first. Repeatable.
+    #[arg(long = "vl-weights", value_name = "PORT=WEIGHTS", value_parser = spec::parse_vl_weights)]
+    vl_weights: Vec<(u8, Vec<u8>)>,
+
     /// Name for logs.
     #[arg(long, default_value = "switch")]
     name: String,
@@ -101,6 +112,23 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
     let mut captures = Vec::new();
     for (p, file) in &args.captures {
         captures.push((get(*p, "--capture")?, file.clone()));
+    }
+    for (p, table) in &args.sl2vl {
+        let i = get(*p, "--sl2vl")?;
+        if let Some(port) = ports.get_mut(i) {
+            port.vl.sl2vl = *table;
+        }
+    }
+    for (p, weights) in &args.vl_weights {
+        let i = get(*p, "--vl-weights")?;
+        if let Some(port) = ports.get_mut(i) {
+            port.vl.weights = weights.clone();
+        }
+    }
+    for (i, port) in ports.iter().enumerate() {
+        port.vl
+            .validate()
+            .map_err(|e| format!("port {}: --sl2vl/--vl-weights: {e}", i + 1))?;
     }
     let mut delays = Vec::new();
     for (p, d) in &args.delays {

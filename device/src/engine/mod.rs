@@ -398,6 +398,7 @@ impl Engine {
                 let mut cfg = RcConfig::new(qpn, a.dest_qpn);
                 cfg.slid = lid;
                 cfg.dlid = a.dlid;
+                cfg.sl = a.sl;
                 cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
                 cfg.sq_psn = a.sq_psn;
                 cfg.rq_psn = a.rq_psn;

@@ -10,7 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::switch::spec::format_faults;
+use crate::vl_config::{format_list, VlConfig};
 
+use super::guests::{self, GuestPlan};
 use super::plan::{Plan, SwitchPlan};
 use super::state::{Started, State};
 
@@ -101,6 +103,10 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
                 if pp.delay_us > 0 {
                     args.push(format!("--delay={p}={}", pp.delay_us));
                 }
+                if pp.vl != VlConfig::default() {
+                    args.push(format!("--sl2vl={p}={}", format_list(&pp.vl.sl2vl)));
+                    args.push(format!("--vl-weights={p}={}", format_list(&pp.vl.weights)));
+                }
             }
             // An unlinked port still exists: it listens on a socket nobody
             // connects to, so port numbers stay as in the file.
@@ -153,6 +159,7 @@ fn spawn(
             exe: exe.to_owned(),
             pid: child.id(),
             log,
+            guest: false,
         },
         child,
     })
@@ -221,6 +228,10 @@ fn start_all(
         ];
         if let Some(ep) = &n.link {
             args.push(format!("--link={ep}"));
+        }
+        if n.vl != VlConfig::default() {
+            args.push(format!("--sl2vl={}", format_list(&n.vl.sl2vl)));
+            args.push(format!("--vl-weights={}", format_list(&n.vl.weights)));
         }
         running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
     }
@@ -325,13 +336,35 @@ fn signal(pid: u32, sig: libc::c_int) {
     }
 }
 
+/// Sends `sig` to `p` and, for a guest, to everything under it first
+/// (`run-vm.sh` waits for `timeout`, which runs QEMU in its own process
+/// group: signalling the script alone would not reach QEMU).
+fn signal_tree(p: &Started, sig: libc::c_int) {
+    if p.guest {
+        for child in guests::descendants(p.pid) {
+            signal(child, sig);
+        }
+    }
+    signal(p.pid, sig);
+}
+
 /// Sends SIGTERM to every process of `processes` that is still ours (last
 /// started first), waits up to `grace` for them, then SIGKILLs the rest.
-/// Returns the names of those that were running.
+/// Guests go first: the devices and switches get their signal only once
+/// every guest has stopped (or was killed). Returns the names of those that
+/// were running.
 pub fn stop_all(processes: &[Started], grace: Duration) -> Vec<String> {
+    let (guests, rest): (Vec<Started>, Vec<Started>) =
+        processes.iter().cloned().partition(|p| p.guest);
+    let mut stopped = stop_group(&guests, grace);
+    stopped.extend(stop_group(&rest, grace));
+    stopped
+}
+
+fn stop_group(processes: &[Started], grace: Duration) -> Vec<String> {
     let live: Vec<&Started> = processes.iter().rev().filter(|p| is_ours(p)).collect();
     for p in &live {
-        signal(p.pid, libc::SIGTERM);
+        signal_tree(p, libc::SIGTERM);
     }
     let deadline = Instant::now() + grace;
     while live.iter().any(|p| is_ours(p)) && Instant::now() < deadline {
@@ -339,9 +372,63 @@ pub fn stop_all(processes: &[Started], grace: Duration) -> Vec<String> {
     }
     for p in live.iter().filter(|p| is_ours(p)) {
         tracing::warn!(name = %p.name, pid = p.pid, "did not stop on SIGTERM; killing it");
-        signal(p.pid, libc::SIGKILL);
+        signal_tree(p, libc::SIGKILL);
     }
     live.iter().map(|p| p.name.clone()).collect()
+}
+
+/// Boots every guest of `guests` through `run_vm` (`bash run-vm.sh`), each
+/// with its console in `GuestPlan::console` and run-vm.sh's messages in
+/// `GuestPlan::log`, adds them to `state` and saves it. On a failure the
+/// guests started so far are stopped again (the fabric stays up).
+pub fn start_guests(
+    state: &mut State,
+    guests: &[GuestPlan],
+    run_vm: &Path,
+    run_dir: &Path,
+) -> Result<Vec<Child>, LaunchError> {
+    let mut children = Vec::new();
+    let mut started = Vec::new();
+    for g in guests {
+        let result = (|| {
+            let _ = fs::remove_file(&g.console);
+            let log =
+                File::create(&g.log).map_err(io_err(format!("creating {}", g.log.display())))?;
+            Command::new("bash")
+                .arg(run_vm)
+                .args(guests::run_vm_args(g))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(io_err(format!("starting {}", run_vm.display())))
+        })();
+        match result {
+            Ok(child) => {
+                tracing::info!(node = %g.node, pid = child.id(), "guest started");
+                started.push(Started {
+                    name: format!("{} (guest)", g.node),
+                    exe: "bash".to_owned(),
+                    pid: child.id(),
+                    log: g.log.clone(),
+                    guest: true,
+                });
+                children.push(child);
+            }
+            Err(e) => {
+                stop_all(&started, Duration::from_secs(10));
+                for mut c in children {
+                    let _ = c.wait();
+                }
+                return Err(e);
+            }
+        }
+    }
+    state.processes.extend(started);
+    state
+        .save(run_dir)
+        .map_err(io_err("writing the state file"))?;
+    Ok(children)
 }
 
 /// Stops what `up` started in `run_dir` and removes the state file;
@@ -350,7 +437,8 @@ pub fn down(run_dir: &Path) -> Result<Vec<String>, LaunchError> {
     let Some(state) = State::load(run_dir).map_err(io_err("reading the state file"))? else {
         return Ok(Vec::new());
     };
-    let stopped = stop_all(&state.processes, Duration::from_secs(5));
+    // A guest gets longer: QEMU tears its device connection down first.
+    let stopped = stop_all(&state.processes, Duration::from_secs(10));
     State::remove(run_dir).map_err(io_err("removing the state file"))?;
     Ok(stopped)
 }

@@ -6,8 +6,10 @@
 //!   paths, and forwarding tables by BFS over the switch graph.
 //! - [`launch`]: start switches then devices, wait for every linked port,
 //!   stop them again; [`state`]: the run directory's record of processes.
-//! - [`qemu`]: each guest's QEMU command line.
+//! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
+//!   through `scripts/run-vm.sh` (`up --guests`).
 
+pub mod guests;
 pub mod launch;
 pub mod plan;
 pub mod qemu;

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use crate::link::{FaultRates, LinkEndpoint};
 use crate::switch::MAX_UNICAST_LID;
 
-use super::topology::{FaultSpec, Topology};
+use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
+
+use super::topology::{FaultSpec, Topology, VlSpec};
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
@@ -112,6 +114,14 @@ pub enum TopologyError {
         /// Index of the link.
         link: usize,
     },
+    /// A port's VL settings are wrong.
+    #[error("{port}: {error}")]
+    Vl {
+        /// The node or SWITCH:PORT.
+        port: String,
+        /// What is wrong.
+        error: String,
+    },
     /// A socket path too long for a Unix socket.
     #[error("socket path {0} is longer than {MAX_SOCKET_PATH} bytes; use a shorter run directory")]
     PathTooLong(String),
@@ -139,6 +149,8 @@ pub struct NodePlan {
     pub socket: PathBuf,
     /// Its link, if it has one.
     pub link: Option<LinkEndpoint>,
+    /// SL → VL table and VL weights of its port.
+    pub vl: VlConfig,
 }
 
 /// How to run one switch port.
@@ -152,6 +164,8 @@ pub struct PortPlan {
     pub capture: Option<PathBuf>,
     /// Delay of what it sends, µs.
     pub delay_us: u64,
+    /// SL → VL table and VL weights.
+    pub vl: VlConfig,
 }
 
 /// How to run one switch.
@@ -165,6 +179,8 @@ pub struct SwitchPlan {
     pub ports: Vec<Option<PortPlan>>,
     /// Forwarding table: (LID, port), sorted.
     pub routes: Vec<(u16, u8)>,
+    /// VL settings of each port (port 1 first), linked or not.
+    pub vls: Vec<VlConfig>,
 }
 
 /// Everything to start, in order: switches, then nodes.
@@ -205,6 +221,47 @@ fn rates(link: usize, f: &FaultSpec) -> Result<FaultRates, TopologyError> {
         corrupt: f.corrupt,
         seed: f.seed,
     })
+}
+
+/// The VL settings of `port` from `spec` (defaults for what it omits),
+/// checked.
+pub fn vl_config(port: &str, spec: Option<&VlSpec>) -> Result<VlConfig, TopologyError> {
+    let err = |error: String| TopologyError::Vl {
+        port: port.to_owned(),
+        error,
+    };
+    let Some(spec) = spec else {
+        return Ok(VlConfig::default());
+    };
+    let n = match (spec.data_vls, &spec.weights) {
+        (Some(n), Some(w)) if usize::from(n) != w.len() => {
+            return Err(err(format!(
+                "data_vls is {n} but {} weights are given (one per data VL)",
+                w.len()
+            )))
+        }
+        (Some(n), _) => usize::from(n),
+        (None, Some(w)) => w.len(),
+        (None, None) => MAX_DATA_VLS,
+    };
+    if n == 0 || n > MAX_DATA_VLS {
+        return Err(err(format!("{n} data VLs; a port runs 1..=15")));
+    }
+    let weights = spec.weights.clone().unwrap_or_else(|| vec![1; n]);
+    let sl2vl = match &spec.sl2vl {
+        Some(t) => <[u8; SLS]>::try_from(t.as_slice())
+            .map_err(|_| err(format!("sl2vl has {} entries, not 16 (SL0..SL15)", t.len())))?,
+        None => {
+            let mut t = [0u8; SLS];
+            for (sl, vl) in t.iter_mut().enumerate() {
+                *vl = if sl == SLS - 1 { 15 } else { (sl % n) as u8 };
+            }
+            t
+        }
+    };
+    let cfg = VlConfig { sl2vl, weights };
+    cfg.validate().map_err(|e| err(e.to_string()))?;
+    Ok(cfg)
 }
 
 fn socket_path(path: PathBuf) -> Result<PathBuf, TopologyError> {
@@ -256,6 +313,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             guid,
             socket: socket_path(socket)?,
             link: None,
+            vl: vl_config(&n.name, n.vl.as_ref())?,
         });
     }
     let mut switches = Vec::new();
@@ -280,11 +338,23 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 second: s.name.clone(),
             });
         }
+        let mut vls = Vec::new();
+        for p in 1..=s.ports {
+            let spec = s.ports_vl.get(&p).or(s.vl.as_ref());
+            vls.push(vl_config(&format!("{}:{p}", s.name), spec)?);
+        }
+        if let Some(&p) = s.ports_vl.keys().find(|p| **p == 0 || **p > s.ports) {
+            return Err(TopologyError::Vl {
+                port: format!("{}:{p}", s.name),
+                error: format!("ports_vl names port {p}; the switch has 1..={}", s.ports),
+            });
+        }
         switches.push(SwitchPlan {
             name: s.name.clone(),
             guid,
             ports: vec![None; usize::from(s.ports)],
             routes: Vec::new(),
+            vls,
         });
     }
 
@@ -357,6 +427,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 guid,
                 ports: vec![None, None],
                 routes: Vec::new(),
+                vls: vec![VlConfig::default(); 2],
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
             attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);
@@ -431,15 +502,18 @@ fn attach(
                 }
             }
             End::Switch(s, p) => {
-                if let Some(slot) = switches
-                    .get_mut(s)
-                    .and_then(|sw| sw.ports.get_mut(usize::from(p).wrapping_sub(1)))
-                {
+                let Some(sw) = switches.get_mut(s) else {
+                    continue;
+                };
+                let i = usize::from(p).wrapping_sub(1);
+                let vl = sw.vls.get(i).cloned().unwrap_or_default();
+                if let Some(slot) = sw.ports.get_mut(i) {
                     *slot = Some(PortPlan {
                         endpoint: ep,
                         faults: options.faults,
                         capture: capture.take(),
                         delay_us: options.delay_us,
+                        vl,
                     });
                 }
             }

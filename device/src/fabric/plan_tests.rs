@@ -216,9 +216,61 @@ fn the_shipped_examples_are_valid() {
         "two-nodes.json",
         "four-nodes-one-switch.json",
         "two-switches-line.json",
+        "three-nodes-one-switch.json",
     ] {
         let text = std::fs::read_to_string(dir.join(f)).unwrap();
         let p = plan(&parse(&text).unwrap(), Path::new("/tmp/r"));
         assert!(p.is_ok(), "{f}: {p:?}");
     }
+}
+
+#[test]
+fn vl_settings_are_checked_and_reach_the_launcher() {
+    let two = r#"{"data_vls": 2, "sl2vl": [0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15], "weights": [4, 1]}"#;
+    let json = format!(
+        r#"{{ "nodes": [{{"name": "a", "lid": 1, "vl": {two}}}, {{"name": "b", "lid": 2}}],
+             "switches": [{{"name": "sw", "ports": 2, "vl": {{"data_vls": 2}},
+                            "ports_vl": {{"2": {two}}}}}],
+             "links": [{{"a": "a", "b": "sw:1"}}, {{"a": "b", "b": "sw:2"}}] }}"#
+    );
+    let p = plan(&topo(&json), Path::new("/tmp/r")).unwrap();
+    assert_eq!(p.nodes[0].vl.weights, vec![4, 1]);
+    assert_eq!(p.nodes[1].vl, crate::vl_config::VlConfig::default());
+    let sw = &p.switches[0];
+    let port1 = sw.ports[0].as_ref().unwrap();
+    assert_eq!(
+        port1.vl.weights,
+        vec![1, 1],
+        "data_vls alone: weight 1 each"
+    );
+    assert_eq!(port1.vl.sl2vl[..4], [0, 1, 0, 1], "SL n on VL n mod 2");
+    assert_eq!(port1.vl.sl2vl[15], 15);
+    assert_eq!(sw.ports[1].as_ref().unwrap().vl.weights, vec![4, 1]);
+    let args = super::launch::switch_args(sw, Path::new("/tmp/r"));
+    assert!(args.contains(&"--vl-weights=2=4,1".to_owned()), "{args:?}");
+    assert!(
+        args.contains(&"--sl2vl=1=0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15".to_owned()),
+        "{args:?}"
+    );
+
+    let bad = |vl: &str| {
+        err(&format!(
+            r#"{{ "nodes": [{{"name": "a", "lid": 1, "vl": {vl}}}] }}"#
+        ))
+        .to_string()
+    };
+    let e = bad(r#"{"data_vls": 2, "sl2vl": [0,2,0,0,0,0,0,0,0,0,0,0,0,0,0,15]}"#);
+    assert!(e.starts_with("a: SL1 → VL2") && e.contains("0..=1"), "{e}");
+    let e = bad(r#"{"sl2vl": [0,1]}"#);
+    assert!(e.contains("sl2vl has 2 entries"), "{e}");
+    let e = bad(r#"{"data_vls": 3, "weights": [1, 1]}"#);
+    assert!(e.contains("data_vls is 3 but 2 weights"), "{e}");
+    let e = bad(r#"{"data_vls": 16}"#);
+    assert!(e.contains("16 data VLs"), "{e}");
+    let e = bad(r#"{"weights": [1, 0]}"#);
+    assert!(e.contains("weight is 0"), "{e}");
+    let e = bad(r#"{"sl2vl": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#);
+    assert!(e.contains("SL15"), "{e}");
+    let e = err(r#"{ "switches": [{"name": "sw", "ports": 2, "ports_vl": {"3": {}}}] }"#);
+    assert!(e.to_string().contains("ports_vl names port 3"), "{e}");
 }

@@ -6,20 +6,37 @@
 use std::path::Path;
 
 use super::plan::NodePlan;
-use super::topology::GuestSpec;
+use super::topology::{GuestSpec, Topology};
+
+/// The guest settings of node `name`: its own `guest` entry over the
+/// file's `guest` section (kernel command lines add up).
+pub fn node_guest(topo: &Topology, name: &str) -> GuestSpec {
+    let mut g = topo.guest.clone();
+    if let Some(own) = topo
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .and_then(|n| n.guest.as_ref())
+    {
+        g.mem = own.mem.clone().unwrap_or(g.mem);
+        g.kernel = own.kernel.clone().or(g.kernel);
+        g.initrd = own.initrd.clone().or(g.initrd);
+        if let Some(a) = &own.append {
+            g.append = format!("{} {a}", g.append).trim().to_owned();
+        }
+    }
+    g
+}
 
 /// A shell script that boots the guest of `node`. Kernel and initramfs
 /// default to the bundled guest built by `scripts/build-guest.sh`.
 pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
-    let cache = "${IBTCA_CACHE:-$HOME/.cache/ibtca}";
-    let kernel = guest
-        .kernel
-        .clone()
-        .unwrap_or(format!("{cache}/guest/vmlinuz"));
+    let dir = "${IBTCA_GUEST_DIR:-${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest}";
+    let kernel = guest.kernel.clone().unwrap_or(format!("{dir}/vmlinuz"));
     let initrd = guest
         .initrd
         .clone()
-        .unwrap_or(format!("{cache}/guest/initramfs.cpio.gz"));
+        .unwrap_or(format!("{dir}/initramfs.cpio.gz"));
     let socket = node.socket.display();
     let device = format!(
         r#"{{"driver":"vfio-user-pci","id":"tca0","socket":{{"type":"unix","path":"{socket}"}}}}"#

@@ -21,6 +21,10 @@ pub struct Started {
     pub pid: u32,
     /// Its log file.
     pub log: PathBuf,
+    /// A guest (`run-vm.sh` and the QEMU under it): stopped before every
+    /// device and switch, together with its descendants.
+    #[serde(default)]
+    pub guest: bool,
 }
 
 /// The state file's contents.

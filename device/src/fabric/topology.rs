@@ -12,9 +12,15 @@
 //! }
 //! ```
 //!
+//! A node or switch may add `"vl": { "data_vls": 2, "sl2vl": [16 VLs],
+//! "weights": [4, 1] }` (a switch also `"ports_vl": { "2": {...} }`): the
+//! SL → VL table and VL arbitration of what that port sends.
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
@@ -50,6 +56,30 @@ pub struct NodeSpec {
     /// vfio-user socket (default `NAME.sock` in the run directory).
     #[serde(default)]
     pub socket: Option<String>,
+    /// The port's SL → VL table and VL weights.
+    #[serde(default)]
+    pub vl: Option<VlSpec>,
+    /// This node's guest, over the file's `guest` section.
+    #[serde(default)]
+    pub guest: Option<NodeGuestSpec>,
+}
+
+/// One node's own guest settings (`ibtca-fabric up --guests`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGuestSpec {
+    /// Guest RAM.
+    #[serde(default)]
+    pub mem: Option<String>,
+    /// Kernel image.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Initramfs.
+    #[serde(default)]
+    pub initrd: Option<String>,
+    /// Kernel command line, after the file's `guest.append`.
+    #[serde(default)]
+    pub append: Option<String>,
 }
 
 /// One switch.
@@ -63,6 +93,31 @@ pub struct SwitchSpec {
     /// Node GUID, hex (default: derived from the switch's index).
     #[serde(default)]
     pub guid: Option<String>,
+    /// SL → VL table and VL weights of every port.
+    #[serde(default)]
+    pub vl: Option<VlSpec>,
+    /// Per-port settings over `vl`, by port number (`"2": {...}`).
+    #[serde(default)]
+    pub ports_vl: BTreeMap<u16, VlSpec>,
+}
+
+/// A port's virtual lanes: what it sends on SL n leaves on VL
+/// `sl2vl[n]`; `weights` are packets per arbitration turn of each data VL
+/// (VL0 first), their number the port's data VLs.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct VlSpec {
+    /// Data VLs the port runs (1..=15; default: the number of `weights`,
+    /// else 15).
+    #[serde(default)]
+    pub data_vls: Option<u8>,
+    /// 16 VLs, SL0 first; SL15's must be 15 (default: SL n on VL n modulo
+    /// the data VLs).
+    #[serde(default)]
+    pub sl2vl: Option<Vec<u8>>,
+    /// Weight of each data VL (default: 1 each).
+    #[serde(default)]
+    pub weights: Option<Vec<u8>>,
 }
 
 /// One link between two ports.

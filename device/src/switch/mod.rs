@@ -37,13 +37,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::link::{
-    packet_vl, FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15,
+    packet_vl, FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort,
 };
 
+pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
 pub use forward::{check, restamp_vcrc, set_vl};
 pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
-pub use port::{PortConfig, SL2VL_IDENTITY};
+pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
 
 use port::PortSlot;
@@ -286,6 +287,7 @@ impl Switch {
         // Input buffers are freed when their packet leaves the switch.
         if let Some(flow) = config.flow_control.as_mut() {
             flow.auto_return = false;
+            slot.config.vl.apply(flow);
         }
         let link = Link::start_full(
             slot.config.endpoint.clone(),
@@ -426,16 +428,7 @@ impl Core {
             return;
         };
         let sl = packet.get(1).map_or(0, |b| b >> 4);
-        let vl = if sl == 15 {
-            VL15
-        } else {
-            out_slot
-                .config
-                .sl2vl
-                .get(usize::from(sl))
-                .copied()
-                .unwrap_or(0)
-        };
+        let vl = out_slot.config.vl.vl(sl);
         forward::set_vl(&mut packet, vl);
         forward::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);

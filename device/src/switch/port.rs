@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
+use crate::vl_config::VlConfig;
 
 use super::capture::Capture;
 use super::delay::DelayLine;
@@ -24,12 +25,9 @@ pub struct PortConfig {
     /// How long each packet waits before the port sends it.
     pub delay: Duration,
     /// SL → VL of what the port sends (identity by default; SL15 is
-    /// always VL15).
-    pub sl2vl: [u8; 16],
+    /// always VL15) and the weights of its data VLs.
+    pub vl: VlConfig,
 }
-
-/// The identity SL → VL table.
-pub const SL2VL_IDENTITY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 impl PortConfig {
     /// A port with no faults and no capture.
@@ -39,7 +37,7 @@ impl PortConfig {
             faults: FaultPlan::default(),
             capture: None,
             delay: Duration::ZERO,
-            sl2vl: SL2VL_IDENTITY,
+            vl: VlConfig::default(),
         }
     }
 }

@@ -5,7 +5,9 @@
 //! - faults: `PORT=drop:N,dup:N,reorder:N,corrupt:N,seed:N` with rates in
 //!   per-mille (10 = 1 %), any subset, in any order;
 //! - capture: `PORT=FILE`;
-//! - delay: `PORT=MICROSECONDS`.
+//! - delay: `PORT=MICROSECONDS`;
+//! - SL → VL table: `PORT=VL,VL,...` (16 VLs, SL0 first), VL weights:
+//!   `PORT=W,W,...` (one per data VL, VL0 first): see [`crate::vl_config`].
 
 use std::path::PathBuf;
 
@@ -24,6 +26,14 @@ pub enum SpecError {
         text: String,
         /// Which number.
         what: &'static str,
+    },
+    /// A bad SL → VL table or weight list.
+    #[error("`{text}`: {error}")]
+    Vl {
+        /// The whole option.
+        text: String,
+        /// What is wrong.
+        error: crate::vl_config::VlConfigError,
     },
     /// A fault name other than drop, dup, reorder, corrupt or seed.
     #[error("`{0}`: unknown fault (drop, dup, reorder, corrupt, seed)")]
@@ -124,6 +134,26 @@ pub fn parse_delay(text: &str) -> Result<(u8, std::time::Duration), SpecError> {
     let (p, us) = split(text)?;
     let us = number(text, us, "delay (µs)")?;
     Ok((port(text, p)?, std::time::Duration::from_micros(us)))
+}
+
+/// Parses an SL → VL option into (port, table).
+pub fn parse_sl2vl(text: &str) -> Result<(u8, [u8; 16]), SpecError> {
+    let (p, list) = split(text)?;
+    let table = crate::vl_config::parse_sl2vl(list).map_err(|error| SpecError::Vl {
+        text: text.to_owned(),
+        error,
+    })?;
+    Ok((port(text, p)?, table))
+}
+
+/// Parses a VL weights option into (port, weights).
+pub fn parse_vl_weights(text: &str) -> Result<(u8, Vec<u8>), SpecError> {
+    let (p, list) = split(text)?;
+    let weights = crate::vl_config::parse_weights(list).map_err(|error| SpecError::Vl {
+        text: text.to_owned(),
+        error,
+    })?;
+    Ok((port(text, p)?, weights))
 }
 
 /// Parses a capture option into (port, file).

@@ -598,8 +598,10 @@ abi_struct! {
         min_rnr_timer: u8,
         /// Outstanding RDMA READ / atomic requests this QP may issue.
         max_rd_atomic: u8,
-        /// Reserved, zero.
-        rsvd0: u8,
+        /// Service level of the path (0-14; with IBTCA_QP_ATTR_PATH): the
+        /// LRH SL of every packet the QP sends, which each egress port maps
+        /// to a VL.
+        sl: u8,
         /// Destination QP number.
         dest_qpn: Le32,
         /// Destination LID.

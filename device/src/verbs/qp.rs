@@ -27,6 +27,8 @@ use crate::dma::GuestMemory;
 /// Largest log2 size of an SQ, RQ or quasi-WQE ring.
 pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
 
+/// Largest service level of an RC QP (SL15 is for management, VL15).
+pub const MAX_SL: u8 = 14;
 /// Largest `max_rd_atomic`.
 pub const MAX_RD_ATOMIC: u8 = 16;
 
@@ -79,6 +81,8 @@ pub struct QpAttrs {
     pub min_rnr_timer: u8,
     /// Outstanding RDMA READs / atomics this QP may issue.
     pub max_rd_atomic: u8,
+    /// Service level of the path (LRH SL).
+    pub sl: u8,
 }
 
 impl QpAttrs {
@@ -91,8 +95,10 @@ impl QpAttrs {
             bad(a.access & !ACCESS_REMOTE == 0)?;
         }
         if mask & QP_ATTR_PATH != 0 {
-            (a.path_mtu, a.dlid) = (m.path_mtu, m.dlid.to_native());
+            (a.path_mtu, a.dlid, a.sl) = (m.path_mtu, m.dlid.to_native(), m.sl);
             bad((MTU_256..=MTU_4096).contains(&a.path_mtu))?;
+            // SL15 is the management SL (VL15): not for an RC QP.
+            bad(a.sl <= MAX_SL)?;
             bad(a.dlid != 0 && a.dlid < 0xc000)?;
         }
         if mask & QP_ATTR_DEST_QPN != 0 {

@@ -112,7 +112,8 @@ fn modify_rejects_bad_values_and_changes_nothing() {
     let mut qp = Qp::new(&create(2)).unwrap();
     qp.modify(&modify(0, QPS_INIT)).unwrap();
     let rtr = QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
-    let bad: [fn(&mut CmdModifyQp); 8] = [
+    let bad: [fn(&mut CmdModifyQp); 9] = [
+        |m| m.sl = MAX_SL + 1,
         |m| m.path_mtu = 0,
         |m| m.path_mtu = 6,
         |m| m.dlid = Le16::from(0),
@@ -129,7 +130,10 @@ fn modify_rejects_bad_values_and_changes_nothing() {
         assert_eq!(qp.state(), QpState::Init);
         assert_eq!(*qp.attrs(), QpAttrs::default());
     }
-    qp.modify(&modify(rtr, QPS_RTR)).unwrap();
+    let mut m = modify(rtr, QPS_RTR);
+    m.sl = 3;
+    qp.modify(&m).unwrap();
+    assert_eq!(qp.attrs().sl, 3, "the path's service level");
     for f in [
         |m: &mut CmdModifyQp| m.timeout = 32,
         |m: &mut CmdModifyQp| m.rnr_retry = 8,

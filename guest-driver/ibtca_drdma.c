@@ -141,6 +141,33 @@ static int ibtca_drdma_submit(struct ibtca_dev *idev,
 	return 0;
 }
 
+/*
+ * One write of DRDMA_SUBMIT_MASK or DRDMA_COMMIT_MASK (the device checks
+ * each range); DRDMA_ERRORS is read back, which also flushes the write.
+ */
+static int ibtca_drdma_mask(struct ibtca_dev *idev, struct ibtca_drdma_mask *m)
+{
+	u64 v;
+	u32 reg;
+
+	if (m->base > 0xffff || m->op > IBTCA_UAPI_DRDMA_MASK_COMMIT)
+		return -EINVAL;
+	v = m->mask | (u64)m->base << 48;
+	if (m->op == IBTCA_UAPI_DRDMA_MASK_SUBMIT) {
+		if (m->dir > IBTCA_UAPI_DRDMA_WRITE || m->length > 0x1fff)
+			return -EINVAL;
+		v |= (u64)m->length << 32;
+		if (m->dir == IBTCA_UAPI_DRDMA_WRITE)
+			v |= IBTCA_DRDMA_MASK_WRITE;
+		reg = IBTCA_REG_DRDMA_SUBMIT_MASK;
+	} else {
+		reg = IBTCA_REG_DRDMA_COMMIT_MASK;
+	}
+	writeq(v, idev->regs + reg);
+	m->errors = ibtca_rd(idev, IBTCA_REG_DRDMA_ERRORS);
+	return 0;
+}
+
 static u32 ibtca_xorshift(u32 *x)
 {
 	*x ^= *x << 13;
@@ -341,6 +368,7 @@ long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		struct ibtca_drdma_xfer xfer;
 		struct ibtca_drdma_arr arr;
 		struct ibtca_drdma_raw raw;
+		struct ibtca_drdma_mask mask;
 	} u;
 	struct ibtca_dev *idev = ctx->idev;
 	size_t size = _IOC_SIZE(cmd);
@@ -353,6 +381,7 @@ long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 	case IBTCA_IOC_DRDMA_DRAIN:
 	case IBTCA_IOC_DRDMA_ARR:
 	case IBTCA_IOC_DRDMA_RAW:
+	case IBTCA_IOC_DRDMA_MASK:
 		break;
 	default:
 		return -ENOTTY;
@@ -390,6 +419,9 @@ long ibtca_drdma_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		break;
 	case IBTCA_IOC_DRDMA_ARR:
 		ret = ibtca_drdma_arr(idev, &u.arr);
+		break;
+	case IBTCA_IOC_DRDMA_MASK:
+		ret = ibtca_drdma_mask(idev, &u.mask);
 		break;
 	default:
 		ret = ibtca_drdma_raw(idev, &u.raw);

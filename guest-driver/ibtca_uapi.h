@@ -194,7 +194,12 @@ struct ibtca_destroy {
  * POST_SEND: one work request with at most one local buffer (none when
  * @length is 0 and the operation is not an atomic). Every request is
  * signaled. -ENOSPC when the SQ is full (completions not yet polled).
+ * With IBTCA_UAPI_POST_F_MORE in @post_flags the SQ doorbell is not rung:
+ * the next POST_SEND on the QP without it rings it for every request
+ * posted so far (one BAR0 write for a batch, like a chained ibv_post_send).
  */
+#define IBTCA_UAPI_POST_F_MORE	(1U << 0)
+
 struct ibtca_post_send {
 	__u32 qpn;
 	__u32 opcode;		/* IBTCA_WR_* */
@@ -208,7 +213,7 @@ struct ibtca_post_send {
 	__u64 compare_add;	/* atomics */
 	__u64 swap;		/* compare and swap */
 	__u32 flags;		/* IBTCA_WQE_F_SOLICITED, IBTCA_WQE_F_FENCE */
-	__u32 reserved;
+	__u32 post_flags;	/* IBTCA_UAPI_POST_F_* */
 };
 
 /* POST_RECV: one receive buffer. -ENOSPC when the RQ is full. */
@@ -246,6 +251,7 @@ struct ibtca_poll_cq {
  *   IBTCA_WR_DRDMA_WRITE / IBTCA_WR_DRDMA_READ whose local buffer is
  *   { addr 0, length, lkey IBTCA_SGE_DIRECT | ARR } (passed on unchanged),
  *   then DRDMA_FILL (WRITE) or DRDMA_DRAIN (READ) of the range.
+ * DRDMA_MASK submits or commits up to 32 ranges with one register write.
  * Refused window accesses are not errors of the ioctls: the device counts
  * them in DRDMA_ERRORS and loads read all-ones.
  */
@@ -316,6 +322,28 @@ struct ibtca_drdma_xfer {
 	__u64 ns;		/* out: time spent in window accesses */
 };
 
+/* DRDMA_MASK operations. */
+#define IBTCA_UAPI_DRDMA_MASK_SUBMIT	0	/* DRDMA_SUBMIT_MASK */
+#define IBTCA_UAPI_DRDMA_MASK_COMMIT	1	/* DRDMA_COMMIT_MASK */
+
+/*
+ * DRDMA_MASK: one write of DRDMA_SUBMIT_MASK or DRDMA_COMMIT_MASK for the
+ * ranges @base + i of every bit i set in @mask. SUBMIT: each range as
+ * DRDMA_SUBMIT would, with @dir and @length, on the next free PMB (a
+ * mapped window's range n is on PMB n). COMMIT: each WRITE range counts
+ * the bytes it still expects as stored (mapped window: one register write
+ * instead of one DRDMA_COMMIT per range). @errors is DRDMA_ERRORS read
+ * right after (which also flushes the write): refusals add to it.
+ */
+struct ibtca_drdma_mask {
+	__u32 op;		/* in: IBTCA_UAPI_DRDMA_MASK_* */
+	__u32 base;		/* in: first range, at most 0xffff */
+	__u32 mask;		/* in: bit i: range @base + i */
+	__u32 dir;		/* in (SUBMIT): IBTCA_UAPI_DRDMA_READ / _WRITE */
+	__u32 length;		/* in (SUBMIT): total transfer length */
+	__u32 errors;		/* out: DRDMA_ERRORS after the write */
+};
+
 /* DRDMA_ARR: the registers of one ARR. */
 struct ibtca_drdma_arr {
 	__u32 arr;		/* in: ARR number below DRDMA_RANGES */
@@ -380,6 +408,7 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_DRAIN	_IOWR(IBTCA_IOC_MAGIC, 0x1c, struct ibtca_drdma_xfer)
 #define IBTCA_IOC_DRDMA_ARR	_IOWR(IBTCA_IOC_MAGIC, 0x1d, struct ibtca_drdma_arr)
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
+#define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
 
 #endif /* IBTCA_UAPI_H */

@@ -401,7 +401,8 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	if (!qp)
 		return -ENOENT;
 	/* DRDMA WRs pass their direct SGE (IBTCA_SGE_DIRECT lkey) on as is. */
-	if (s->opcode > IBTCA_WR_SEND_INV || (s->flags & ~flags))
+	if (s->opcode > IBTCA_WR_SEND_INV || (s->flags & ~flags) ||
+	    (s->post_flags & ~IBTCA_UAPI_POST_F_MORE))
 		return -EINVAL;
 	if (qp->sq_pi - qp->sq_done >= BIT(qp->log))
 		return -ENOSPC;
@@ -421,6 +422,9 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 		ibtca_sge_set(&w->sge[0], s->addr, s->length, s->lkey);
 	}
 	qp->sq_pi++;
+	/* A later post rings for this one too (its index covers both). */
+	if (s->post_flags & IBTCA_UAPI_POST_F_MORE)
+		return 0;
 	/* writeq() orders the WQE before the doorbell. */
 	ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, qp->qpn, qp->sq_pi);
 	return 0;

@@ -118,7 +118,7 @@ esac
 log "building ibtca-tool"
 in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src" \
 	-o "$ibuild/ibtca-tool" "$ibuild/src/tool/ibtca-tool.c" \
-	"$ibuild/src/tool/drdma.c"
+	"$ibuild/src/tool/drdma.c" "$ibuild/src/tool/drdma_fan.c"
 if readelf -lW "$build/ibtca-tool" | grep -q 'program interpreter'; then
 	die "ibtca-tool is not static"
 fi

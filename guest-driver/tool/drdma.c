@@ -44,7 +44,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "drdma.h"
 
 /* Where the data goes in the client's buffer (its bulk area). */
 #define DR_IOR_OFF	0x00000U	/* I/O read target, 4096 */
@@ -52,11 +52,8 @@
 #define DR_ERR_OFF	0x02000U	/* errors: the active range, 4096 */
 #define DR_SMALL_OFF	0x03000U	/* errors: the 100-byte range */
 #define DR_ALL_OFF	0x10000U	/* all ranges: one 4 KiB slot each */
-#define DR_ALL_MAX	48U		/* below the 64-entry send queue */
 
-#define DR_LEN		4096U
 #define DR_SMALL_LEN	100U
-#define DR_HALF		2048U
 
 /* ARRs the scenarios use (all below the 32 ranges of a default window). */
 #define DR_IOR_ARR	5U
@@ -72,30 +69,7 @@
 #define DR_SEED_SMALL	0x44
 #define DR_SEED_ALL	0x55
 
-/* How long a load may wait for read-response data (us; the device's limit
- * is 10 s): generous, TCG guests and devices share two host CPUs.
- */
-#define DR_LOAD_TIMEOUT_US	5000000U
-
-#define DR_ARR_BITS	0x1fU	/* the IBTCA_ARR_* state bits of CTRL */
-#define DR_MTU_2048	4U	/* IBTCA_MTU_256 << 3 bytes */
-
-enum { DR_IO = VB_USER, DR_ERRORS, DR_ALL, DR_STATUS };
-enum { DR_OP_READ = 1, DR_OP_WRITE = 2 };
-
-struct dr {
-	struct vb v;
-	struct ibtca_drdma_info info;
-	/*
-	 * Mapped window: stores and loads go straight to the PMB pages, so
-	 * every fill and drain commits its byte count (IBTCA_UAPI_DRDMA_F_COMMIT)
-	 * and a drain first waits for PCI Valid.
-	 */
-	int mapped;
-	uint8_t src[DR_LEN], dst[DR_LEN];
-};
-
-static void dcheck(const char *name, int ok, const char *fmt, ...)
+void dcheck(const char *name, int ok, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -104,18 +78,18 @@ static void dcheck(const char *name, int ok, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int dr_ioctl(struct dr *d, unsigned long req, void *arg)
+int dr_ioctl(struct dr *d, unsigned long req, void *arg)
 {
 	return ioctl(d->v.fd, req, arg) < 0 ? -errno : 0;
 }
 
-static int dr_info(struct dr *d)
+int dr_info(struct dr *d)
 {
 	memset(&d->info, 0, sizeof(d->info));
 	return dr_ioctl(d, IBTCA_IOC_DRDMA_INFO, &d->info);
 }
 
-static int dr_arr(struct dr *d, uint32_t arr, struct ibtca_drdma_arr *a)
+int dr_arr(struct dr *d, uint32_t arr, struct ibtca_drdma_arr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->arr = arr;
@@ -123,8 +97,8 @@ static int dr_arr(struct dr *d, uint32_t arr, struct ibtca_drdma_arr *a)
 }
 
 /* Submits and returns the ARR's CTRL (or -errno). */
-static int dr_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
-		     int pmb, uint32_t *ctrl)
+int dr_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
+	      int pmb, uint32_t *ctrl)
 {
 	struct ibtca_drdma_submit s = {
 		.arr = arr,
@@ -141,7 +115,7 @@ static int dr_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
 
 static int dr_xfer(struct dr *d, unsigned long req, uint32_t arr,
 		   uint32_t off, uint32_t len, uint8_t *buf, uint32_t pattern,
-		   uint32_t seed)
+		   uint32_t seed, uint32_t flags)
 {
 	struct ibtca_drdma_xfer t = {
 		.buf = (uintptr_t)buf,
@@ -150,21 +124,42 @@ static int dr_xfer(struct dr *d, unsigned long req, uint32_t arr,
 		.length = len,
 		.pattern = pattern,
 		.seed = seed,
-		.flags = d->mapped ? IBTCA_UAPI_DRDMA_F_COMMIT : 0,
+		.flags = flags,
 	};
 
 	return dr_ioctl(d, req, &t);
 }
 
 /* Stores @len bytes of @src at @off in range @arr. */
-static int dr_fill(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
-		   const uint8_t *src, uint32_t pattern)
+int dr_fill(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+	    const uint8_t *src, uint32_t pattern)
 {
 	return dr_xfer(d, IBTCA_IOC_DRDMA_FILL, arr, off, len,
-		       (uint8_t *)src + off, pattern, arr * 7919 + off + 1);
+		       (uint8_t *)src + off, pattern, arr * 7919 + off + 1,
+		       d->mapped ? IBTCA_UAPI_DRDMA_F_COMMIT : 0);
 }
 
-static int dr_arr(struct dr *d, uint32_t arr, struct ibtca_drdma_arr *a);
+int dr_fill_nocommit(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+		     const uint8_t *src, uint32_t pattern)
+{
+	return dr_xfer(d, IBTCA_IOC_DRDMA_FILL, arr, off, len,
+		       (uint8_t *)src + off, pattern, arr * 7919 + off + 1, 0);
+}
+
+int dr_mask(struct dr *d, uint32_t op, uint32_t mask, uint32_t dir,
+	    uint32_t len, uint32_t *errors)
+{
+	struct ibtca_drdma_mask m = {
+		.op = op,
+		.mask = mask,
+		.dir = dir,
+		.length = len,
+	};
+	int ret = dr_ioctl(d, IBTCA_IOC_DRDMA_MASK, &m);
+
+	*errors = m.errors;
+	return ret;
+}
 
 /*
  * Mapped window: waits (up to 10 s) until the response holding byte @off
@@ -193,15 +188,15 @@ static int dr_wait_response(struct dr *d, uint32_t arr, uint32_t off,
 }
 
 /* Loads @len bytes at @off of range @arr into @dst + @off. */
-static int dr_drain(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
-		    uint8_t *dst, uint32_t pattern)
+int dr_drain(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+	     uint8_t *dst, uint32_t pattern)
 {
 	uint32_t left, n;
 	int ret;
 
 	if (!d->mapped)
 		return dr_xfer(d, IBTCA_IOC_DRDMA_DRAIN, arr, off, len,
-			       dst + off, pattern, arr * 104729 + off + 1);
+			       dst + off, pattern, arr * 104729 + off + 1, 0);
 	/* Response by response: what is in the PMB, then commit it. */
 	while (len) {
 		ret = dr_wait_response(d, arr, off, &left);
@@ -209,7 +204,8 @@ static int dr_drain(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
 			return ret;
 		n = len < left ? len : left;
 		ret = dr_xfer(d, IBTCA_IOC_DRDMA_DRAIN, arr, off, n, dst + off,
-			      pattern, arr * 104729 + off + 1);
+			      pattern, arr * 104729 + off + 1,
+			      IBTCA_UAPI_DRDMA_F_COMMIT);
 		if (ret)
 			return ret;
 		off += n;
@@ -235,8 +231,9 @@ static int dr_raw(struct dr *d, uint64_t off, uint32_t size, int write,
 }
 
 /* Posts a DRDMA WRITE or READ of range @arr to the peer's @iova. */
-static int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
-		   uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id)
+int dr_post_more(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
+		 uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id,
+		 int more)
 {
 	struct ibtca_post_send s = {
 		.qpn = qpn,
@@ -248,14 +245,21 @@ static int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
 		.lkey = (uint32_t)IBTCA_SGE_DIRECT | arr,
 		.remote_addr = iova,
 		.rkey = rkey,
+		.post_flags = more ? IBTCA_UAPI_POST_F_MORE : 0,
 	};
 
 	return dr_ioctl(d, IBTCA_IOC_POST_SEND, &s);
 }
 
+int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
+	    uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id)
+{
+	return dr_post_more(d, qpn, opcode, arr, len, iova, rkey, wr_id, 0);
+}
+
 /* Waits for the completion of @wr_id on @cqn with opcode @op and @len. */
-static int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id,
-		       uint8_t op, uint32_t len, char *why, size_t whylen)
+int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id,
+		uint8_t op, uint32_t len, char *why, size_t whylen)
 {
 	struct ibtca_poll_cq c;
 	int ret = vb_poll(&d->v, cqn, &c, 60);
@@ -270,7 +274,7 @@ static int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id,
 	return 0;
 }
 
-static const char *dr_bits(uint32_t ctrl)
+const char *dr_bits(uint32_t ctrl)
 {
 	static char s[64];
 
@@ -284,7 +288,7 @@ static const char *dr_bits(uint32_t ctrl)
 	return s;
 }
 
-static uint32_t dr_errors(struct dr *d, uint32_t *last)
+uint32_t dr_errors(struct dr *d, uint32_t *last)
 {
 	if (dr_info(d))
 		return ~0U;
@@ -293,7 +297,7 @@ static uint32_t dr_errors(struct dr *d, uint32_t *last)
 	return d->info.errors;
 }
 
-static int dr_status(struct dr *d, int ok, uint64_t value)
+int dr_status(struct dr *d, int ok, uint64_t value)
 {
 	return vb_send_simple(&d->v, DR_STATUS, ok, value);
 }
@@ -588,7 +592,7 @@ static int dr_err_cases(struct dr *d, const struct vb_msg *m)
 }
 
 /* The shuffle both sides compute: a permutation of 0..n-1 from @seed. */
-static void dr_perm(uint32_t *p, uint32_t n, uint32_t seed)
+void dr_perm(uint32_t *p, uint32_t n, uint32_t seed)
 {
 	uint32_t i, j, x = seed, tmp;
 
@@ -605,7 +609,7 @@ static void dr_perm(uint32_t *p, uint32_t n, uint32_t seed)
 	}
 }
 
-static uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated)
+uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated)
 {
 	uint32_t n = ranges < dedicated ? ranges : dedicated;
 
@@ -862,20 +866,41 @@ all:
  * all, take the completions), with each fill pattern (the store rate alone
  * is the time inside the fills); an ordinary RDMA WRITE of 4 KiB from
  * memory with as many outstanding; and (trapped window) DRDMA READs of
- * 4 KiB drained with memcpy_fromio. In a mapped window the fills commit
- * their byte count through DRDMA_COMMIT. Lines:
+ * 4 KiB drained with memcpy_fromio. In a mapped window one
+ * DRDMA_SUBMIT_MASK submits a whole batch, one SQ doorbell posts it and one
+ * DRDMA_COMMIT_MASK commits it after the fills (each register write is
+ * non-posted there, so this saves 93 of 96 round trips per batch; the
+ * store rate includes the commit); drdma_write_memcpy_toio_per_range
+ * submits, posts and commits each range on its own, for comparison. The
+ * RDMA WRITEs from memory ring one doorbell per batch too. Lines:
  *   IBTCA-DRDMA-PERF <test> MBps=<end to end> store_MBps=<fills> ...
  */
 #define DR_BENCH_SECS	2.0
 #define DR_BENCH_DEPTH	32U
 
+/* Where a DRDMA batch spends its time (seconds, summed over the batches). */
+enum { DR_PH_SUBMIT, DR_PH_POST, DR_PH_FILL, DR_PH_COMMIT, DR_PH_WAIT,
+	DR_PH_N };
+static double dr_phase[DR_PH_N];
+static uint32_t dr_batches;
+
 static void dr_perf(const char *test, double bytes, double secs,
 		    double store_ns, uint32_t n)
 {
-	printf("IBTCA-DRDMA-PERF %s MBps=%.2f store_MBps=%.2f size=%u iters=%u\n",
+	double b = dr_batches ? 1e6 / dr_batches : 0;
+
+	printf("IBTCA-DRDMA-PERF %s MBps=%.2f store_MBps=%.2f size=%u iters=%u",
 	       test, bytes / secs / 1e6,
 	       store_ns > 0 ? bytes / (store_ns / 1e9) / 1e6 : 0.0, DR_LEN, n);
+	/* DRDMA rows: microseconds per batch in each phase. */
+	if (dr_batches)
+		printf(" batch=%u submit_us=%.0f post_us=%.0f fill_us=%.0f commit_us=%.0f wait_us=%.0f",
+		       n / dr_batches, dr_phase[DR_PH_SUBMIT] * b,
+		       dr_phase[DR_PH_POST] * b, dr_phase[DR_PH_FILL] * b,
+		       dr_phase[DR_PH_COMMIT] * b, dr_phase[DR_PH_WAIT] * b);
+	printf("\n");
 	fflush(stdout);
+	dr_batches = 0;
 }
 
 static int dr_bench_memcpy(struct dr *d)
@@ -897,26 +922,42 @@ static int dr_bench_memcpy(struct dr *d)
 	return 0;
 }
 
-/* One batch of DRDMA WRITEs (@write) or READs of every range up to @depth. */
+/*
+ * One batch of DRDMA WRITEs (@write) or READs of every range up to @depth.
+ * With @masks (mapped window, WRITEs), one DRDMA_SUBMIT_MASK submits the
+ * batch, one SQ doorbell posts it (IBTCA_UAPI_POST_F_MORE on all but the
+ * last POST_SEND) and one DRDMA_COMMIT_MASK commits it after the fills:
+ * three register writes instead of three per range.
+ */
 static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
-			  uint32_t pattern, uint32_t depth, double *ns)
+			  uint32_t pattern, uint32_t depth, int masks,
+			  double *ns)
 {
-	uint32_t k, ctrl, flags = d->info.mode == IBTCA_DRDMA_MODE_MAPPED ?
-				  IBTCA_UAPI_DRDMA_F_COMMIT : 0;
+	uint32_t k, ctrl, errs, err0 = 0, flags = d->mapped && !masks ?
+				      IBTCA_UAPI_DRDMA_F_COMMIT : 0;
+	uint32_t all = depth < 32 ? (1U << depth) - 1 : ~0U;
 	uint64_t wr0 = d->v.wr_id + 1;
 	struct ibtca_drdma_xfer t;
-	char why[128];
+	char why[128] = "";
+	double t0, t1;
 	int ret = 0;
 
-	for (k = 0; k < depth && !ret; k++) {
+	t0 = now_s();
+	if (masks)
+		ret = dr_mask(d, IBTCA_UAPI_DRDMA_MASK_SUBMIT, all,
+			      IBTCA_UAPI_DRDMA_WRITE, DR_LEN, &err0);
+	for (k = 0; k < depth && !ret && !masks; k++)
 		ret = dr_submit(d, k, write ? IBTCA_UAPI_DRDMA_WRITE :
 				IBTCA_UAPI_DRDMA_READ, DR_LEN, -1, &ctrl);
-		if (!ret)
-			ret = dr_post(d, d->v.qp, write ? IBTCA_WR_DRDMA_WRITE :
-				      IBTCA_WR_DRDMA_READ, k, DR_LEN,
-				      m->iova + (uint64_t)k * DR_LEN, m->rkey,
-				      ++d->v.wr_id);
-	}
+	t1 = now_s();
+	dr_phase[DR_PH_SUBMIT] += t1 - t0;
+	for (k = 0; k < depth && !ret; k++)
+		ret = dr_post_more(d, d->v.qp, write ? IBTCA_WR_DRDMA_WRITE :
+				   IBTCA_WR_DRDMA_READ, k, DR_LEN,
+				   m->iova + (uint64_t)k * DR_LEN, m->rkey,
+				   ++d->v.wr_id, masks && k + 1 < depth);
+	t0 = now_s();
+	dr_phase[DR_PH_POST] += t0 - t1;
 	for (k = 0; k < depth && !ret; k++) {
 		memset(&t, 0, sizeof(t));
 		t.buf = (uintptr_t)(write ? d->src : d->dst);
@@ -929,10 +970,26 @@ static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
 			       IBTCA_IOC_DRDMA_DRAIN, &t);
 		*ns += t.ns;
 	}
+	t1 = now_s();
+	dr_phase[DR_PH_FILL] += t1 - t0;
+	if (masks && !ret) {
+		ret = dr_mask(d, IBTCA_UAPI_DRDMA_MASK_COMMIT, all, 0, 0,
+			      &errs);
+		if (!ret && errs != err0) {
+			snprintf(why, sizeof(why), "DRDMA_ERRORS %u -> %u",
+				 err0, errs);
+			ret = -EIO;
+		}
+	}
+	t0 = now_s();
+	dr_phase[DR_PH_COMMIT] += t0 - t1;
+	*ns += (t0 - t1) * 1e9;
 	for (k = 0; k < depth && !ret; k++)
 		ret = dr_complete(d, d->v.scq, wr0 + k, write ?
 				  IBTCA_WC_DRDMA_WRITE : IBTCA_WC_DRDMA_READ,
 				  DR_LEN, why, sizeof(why));
+	dr_phase[DR_PH_WAIT] += now_s() - t0;
+	dr_batches++;
 	if (ret)
 		fprintf(stderr, "ibtca-tool: DRDMA batch: %s %s\n",
 			strerror(-ret), why);
@@ -940,7 +997,8 @@ static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
 }
 
 static int dr_bench_drdma(struct dr *d, const struct vb_msg *m,
-			  const char *test, int write, uint32_t pattern)
+			  const char *test, int write, uint32_t pattern,
+			  int masks)
 {
 	uint32_t depth = dr_all_count(d->info.ranges, d->info.pmb_dedicated);
 	double t0 = now_s(), t, ns = 0;
@@ -950,8 +1008,10 @@ static int dr_bench_drdma(struct dr *d, const struct vb_msg *m,
 	if (depth > DR_BENCH_DEPTH)
 		depth = DR_BENCH_DEPTH;
 	vb_pattern(d->src, DR_LEN, 2);
+	memset(dr_phase, 0, sizeof(dr_phase));
+	dr_batches = 0;
 	do {
-		ret = dr_bench_batch(d, m, write, pattern, depth, &ns);
+		ret = dr_bench_batch(d, m, write, pattern, depth, masks, &ns);
 		n += depth;
 		t = now_s() - t0;
 	} while (!ret && t < DR_BENCH_SECS);
@@ -982,6 +1042,9 @@ static int dr_bench_rdma(struct dr *d, const struct vb_msg *m)
 		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
 			s.wr_id = ++d->v.wr_id;
 			s.remote_addr = m->iova + (uint64_t)k * DR_LEN;
+			/* One SQ doorbell for the batch. */
+			s.post_flags = k + 1 < DR_BENCH_DEPTH ?
+				       IBTCA_UAPI_POST_F_MORE : 0;
 			ret = dr_ioctl(d, IBTCA_IOC_POST_SEND, &s);
 		}
 		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
@@ -1015,18 +1078,23 @@ static void dr_bench_server(struct dr *d)
 	m.rkey = d->v.peer_rkey;
 	reg_write(d->v.fd, IBTCA_REG_DRDMA_LOAD_TIMEOUT_US, DR_LOAD_TIMEOUT_US);
 	ret = dr_bench_memcpy(d);
+	d->mapped = mapped;
+	/* Mapped: masks for submit and commit, and once per range to compare. */
 	if (!ret)
 		ret = dr_bench_drdma(d, &m, "drdma_write_memcpy_toio", 1,
-				     IBTCA_UAPI_DRDMA_PAT_MEMCPY);
+				     IBTCA_UAPI_DRDMA_PAT_MEMCPY, mapped);
+	if (!ret && mapped)
+		ret = dr_bench_drdma(d, &m, "drdma_write_memcpy_toio_per_range",
+				     1, IBTCA_UAPI_DRDMA_PAT_MEMCPY, 0);
 	if (!ret)
 		ret = dr_bench_drdma(d, &m, "drdma_write_qword", 1,
-				     IBTCA_UAPI_DRDMA_PAT_QWORD);
+				     IBTCA_UAPI_DRDMA_PAT_QWORD, mapped);
 	if (!ret)
 		ret = dr_bench_drdma(d, &m, "drdma_write_mixed", 1,
-				     IBTCA_UAPI_DRDMA_PAT_MIXED);
+				     IBTCA_UAPI_DRDMA_PAT_MIXED, mapped);
 	if (!ret && !mapped)
 		ret = dr_bench_drdma(d, &m, "drdma_read_memcpy_fromio", 0,
-				     IBTCA_UAPI_DRDMA_PAT_MEMCPY);
+				     IBTCA_UAPI_DRDMA_PAT_MEMCPY, 0);
 	if (!ret)
 		ret = dr_bench_rdma(d, &m);
 	ret = vb_send_simple(&d->v, VB_BYE, !ret, 0);

@@ -15,9 +15,12 @@
  *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
+ *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
+ *                                         [--index I]
  *
- * The drdma scenario lives in drdma.c; ibtca-tool.h is what the two files
- * share.
+ * The drdma scenarios live in drdma.c (drdma, drdma-bench) and drdma_fan.c
+ * (drdma-fan); ibtca-tool.h is what the files share, drdma.h what the
+ * DRDMA ones share.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -71,6 +74,10 @@ void usage(void)
 		"  drdma-bench --role server|client --peer-lid N\n"
 		"                       DRDMA bandwidth next to memcpy with a\n"
 		"                       peer guest (IBTCA-DRDMA-PERF lines)\n"
+		"  drdma-fan --role server --peer-lid B,C\n"
+		"  drdma-fan --role client --peer-lid A --index 0|1\n"
+		"                       all DRDMA ranges at once to two peer\n"
+		"                       guests (IBTCA-DRDMA lines)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
@@ -812,6 +819,8 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
 	struct ibtca_create_cq cq = { .log_entries = 8 };
 	struct ibtca_create_qp qp = { .log_entries = 6 };
 	uint32_t *cqs[] = { &v->scq, &v->rcq, &v->scq2 };
+	uint32_t qpn0 = v->qpn0 ? v->qpn0 : VB_QPN0;
+	uint32_t peer0 = v->peer_qpn0 ? v->peer_qpn0 : VB_QPN0;
 	uint32_t i;
 	int ret;
 
@@ -859,15 +868,15 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
 	if (ret)
 		return vb_fail(err, errlen, "CREATE_QP", ret);
 	v->qp2 = qp.qpn;
-	if (v->qp != VB_QPN0 || v->qp2 != VB_QPN0 + 1) {
+	if (v->qp != qpn0 || v->qp2 != qpn0 + 1) {
 		snprintf(err, errlen, "QP numbers 0x%x 0x%x, expected 0x%x 0x%x",
-			 v->qp, v->qp2, VB_QPN0, VB_QPN0 + 1);
+			 v->qp, v->qp2, qpn0, qpn0 + 1);
 		return -1;
 	}
-	ret = vb_modify(v, v->qp, VB_QPN0, v->mtu[0]);
+	ret = vb_modify(v, v->qp, peer0, v->mtu[0]);
 	if (ret)
 		return vb_fail(err, errlen, "connect QP 1", ret);
-	ret = vb_modify(v, v->qp2, VB_QPN0 + 1, v->mtu[1]);
+	ret = vb_modify(v, v->qp2, peer0 + 1, v->mtu[1]);
 	if (ret)
 		return vb_fail(err, errlen, "connect QP 2", ret);
 	for (i = 0; i < VB_NRECV; i++) {
@@ -1154,8 +1163,10 @@ int vb_exchange(struct vb *v)
 {
 	struct ibtca_poll_cq c;
 	struct vb_msg m;
+	char name[32];
 	int ret;
 
+	snprintf(name, sizeof(name), "exchange%s", v->tag ? v->tag : "");
 	memset(&c, 0, sizeof(c));
 	memset(&m, 0, sizeof(m));
 	m.type = VB_HELLO;
@@ -1165,7 +1176,7 @@ int vb_exchange(struct vb *v)
 		ret = vb_expect_within(v, VB_HELLO, &m,
 				       v->wait_s ? v->wait_s : 280);
 		if (ret) {
-			vcheck("exchange", 0, "no hello from the client: %s",
+			vcheck(name, 0, "no hello from the client: %s",
 			       strerror(-ret));
 			return ret;
 		}
@@ -1181,7 +1192,7 @@ int vb_exchange(struct vb *v)
 		v->peer_iova = m.iova;
 		v->peer_rkey = m.rkey;
 	}
-	vcheck("exchange", !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
+	vcheck(name, !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
 	       (unsigned long long)v->peer_iova, v->peer_rkey, vb_err(ret, &c));
 	return ret;
 }
@@ -1603,6 +1614,8 @@ int main(int argc, char **argv)
 		return cmd_drdma(argc, argv, 0);
 	if (!strcmp(cmd, "drdma-bench"))
 		return cmd_drdma(argc, argv, 1);
+	if (!strcmp(cmd, "drdma-fan"))
+		return cmd_drdma_fan(argc, argv);
 	usage();
 	return 2;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ibtca-tool: what ibtca-tool.c (commands, verbs scenario and helpers) and
- * drdma.c (the Direct RDMA scenario) share.
+ * the Direct RDMA scenarios (drdma.c, drdma_fan.c; drdma.h) share.
  *
  * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
  * two RC QPs connected to a peer guest's, exchange buffer addresses and
@@ -79,6 +79,14 @@ struct vb {
 	uint32_t peer_rkey;
 	uint64_t wr_id;
 	uint8_t mtu[2];		/* IBTCA_MTU_* of qp, qp2; 0 means 4096 */
+	/*
+	 * QPNs when one guest talks to several peers (each peer has its own
+	 * struct vb, set up in turn): qpn0 is what this guest's qp must get
+	 * (its qp2 is qpn0 + 1), peer_qpn0 the peer's; 0 means VB_QPN0.
+	 * @tag ("_b") suffixes the exchange check's name.
+	 */
+	uint32_t qpn0, peer_qpn0;
+	const char *tag;
 };
 
 void usage(void);
@@ -110,5 +118,7 @@ int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
 
 /* drdma.c */
 int cmd_drdma(int argc, char **argv, int bench);
+/* drdma_fan.c */
+int cmd_drdma_fan(int argc, char **argv);
 
 #endif /* IBTCA_TOOL_H */

@@ -425,3 +425,95 @@ pub fn run_guest_pair(
     assert!(dev_a.stop(), "device A did not exit cleanly on SIGTERM");
     assert!(dev_b.stop(), "device B did not exit cleanly on SIGTERM");
 }
+
+/// Three `ibtca-device` processes (LIDs 1, 2 and 3, each also given
+/// `extra` arguments) on one in-process `ibtca-switch`, one guest on each
+/// in `mode`, booted at once: the server on LID 1 (`ibtca.peer_lid=2,3`),
+/// clients on LIDs 2 and 3 (`ibtca.peer_lid=1`, `ibtca.peer_index=0` and
+/// `1`). Checks the three consoles with [`check_scenario`] under `tag`,
+/// then that every device is still alive and stops cleanly on SIGTERM.
+pub fn run_guest_trio(
+    mode: &str,
+    tag: &str,
+    extra: &[&str],
+    timeout: Duration,
+    server_checks: &[&str],
+    client_checks: &[&str],
+) {
+    use ibtca_device::link::{LinkConfig, LinkEndpoint};
+    use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+
+    let stack = VmStack::get();
+    let dir = stack.scratch(mode);
+    let port = |lid: u16| dir.join(&format!("sw-p{lid}.link"));
+    let switch = Switch::start(SwitchConfig {
+        name: "sw0".into(),
+        guid: 0x0002_c903_00ff_0000,
+        lid: 0,
+        ports: (1..=3)
+            .map(|lid| PortConfig::new(LinkEndpoint::Listen(port(lid))))
+            .collect(),
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+    })
+    .expect("switch starts");
+    let mut devs: Vec<DeviceProcess> = (1..=3u16)
+        .map(|lid| {
+            let mut args = vec![
+                "--lid".to_owned(),
+                lid.to_string(),
+                "--link".to_owned(),
+                format!("connect:{}", port(lid).display()),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            DeviceProcess::start(&dir.join(&format!("n{lid}.sock")), None, &refs)
+        })
+        .collect();
+    let vms: Vec<VmConfig> = devs
+        .iter()
+        .enumerate()
+        .map(|(i, dev)| {
+            let mut vm = VmConfig::new(&dev.socket, mode);
+            vm.append = match i {
+                0 => format!("ibtca.mode={mode} ibtca.role=server ibtca.peer_lid=2,3"),
+                _ => format!(
+                    "ibtca.mode={mode} ibtca.role=client ibtca.peer_lid=1 ibtca.peer_index={}",
+                    i - 1
+                ),
+            };
+            vm.timeout = timeout;
+            vm
+        })
+        .collect();
+    let runs: Vec<VmRun> = std::thread::scope(|s| {
+        let handles: Vec<_> = vms.iter().map(|vm| s.spawn(|| stack.boot(vm))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, run) in runs.iter().enumerate() {
+        eprintln!(
+            "{mode} {extra:?}: guest on LID {} {:.1} s",
+            i + 1,
+            run.elapsed.as_secs_f64()
+        );
+    }
+    let logs: String = devs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("device LID {} log:\n{}\n", i + 1, d.log_text()))
+        .collect();
+    check_scenario(tag, "server (LID 1)", &runs[0], server_checks, &logs);
+    check_scenario(tag, "client (LID 2)", &runs[1], client_checks, &logs);
+    check_scenario(tag, "client (LID 3)", &runs[2], client_checks, &logs);
+    for (i, d) in devs.iter_mut().enumerate() {
+        assert!(d.alive(), "device LID {} died:\n{logs}", i + 1);
+    }
+    for (i, d) in devs.into_iter().enumerate() {
+        assert!(
+            d.stop(),
+            "device LID {} did not exit cleanly on SIGTERM",
+            i + 1
+        );
+    }
+    switch.stop();
+}

@@ -22,12 +22,20 @@
 //! The same I/O runs once more with the window mapped (`--drdma-window
 //! mapped`): QEMU mmaps BAR2 and the guest commits byte counts.
 //!
+//! Three guests on one switch (`ibtca-tool drdma-fan`): the guest on LID 1
+//! has all 32 ranges in flight at once, even ones DRDMA WRITEs to LID 2, odd
+//! ones to LID 3, range 2j and 2j + 1 at the same offset of both peers'
+//! buffers (overlapping remote address spaces); each peer checks its 16
+//! slots, then 32 DRDMA READs bring every slot back into LID 1's window,
+//! where the bytes are checked. Trapped and mapped (where one
+//! DRDMA_SUBMIT_MASK and one DRDMA_COMMIT_MASK cover all 32 ranges).
+//!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
 use std::time::Duration;
 
-use ibtca_tests::vm::run_guest_pair;
+use ibtca_tests::vm::{run_guest_pair, run_guest_trio};
 
 const SERVER_CHECKS: &[&str] = &[
     "setup",
@@ -113,4 +121,55 @@ fn two_guests_move_io_through_the_mapped_window() {
     let server: Vec<&str> = SERVER_CHECKS.iter().copied().filter(skip).collect();
     let client: Vec<&str> = CLIENT_CHECKS.iter().copied().filter(skip).collect();
     run_two_guests("mapped", &server, &client);
+}
+
+const FAN_SERVER_CHECKS: &[&str] = &[
+    "setup_b",
+    "setup_c",
+    "window",
+    "exchange_b",
+    "exchange_c",
+    "fan_write_submitted",
+    "fan_write_half_filled",
+    "fan_write_completions",
+    "fan_write_free",
+    "fan_write_peers",
+    "fan_read_submitted",
+    "fan_read_data",
+    "fan_read_completions",
+    "fan_read_free",
+    "bye_b",
+    "bye_c",
+];
+
+const FAN_CLIENT_CHECKS: &[&str] = &[
+    "setup",
+    "exchange",
+    "fan_write_status",
+    "fan_write_data",
+    "bye",
+];
+
+/// Three TCG guests share two host CPUs: far slower than two.
+fn run_three_guests(window: &str) {
+    run_guest_trio(
+        "drdma-fan",
+        "IBTCA-DRDMA",
+        &["--drdma-window", window],
+        Duration::from_secs(900),
+        FAN_SERVER_CHECKS,
+        FAN_CLIENT_CHECKS,
+    );
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn three_guests_all_ranges_in_flight_to_two_peers() {
+    run_three_guests("trapped");
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn three_guests_all_ranges_in_flight_to_two_peers_mapped() {
+    run_three_guests("mapped");
 }

@@ -2,15 +2,12 @@
 //! DRDMA window falls in range `(addr - base) / range_size`, at offset
 //! `(addr - base) % range_size` in that range; the range's ARR names the
 //! packet memory block (PMB) holding the bytes, and the byte sits that far
-//! into the PMB's payload, right after the packet header area.
+//! into the PMB's payload. (The seed puts a header area of at most 128 bytes
+//! in front of each payload; here headers are built in each packet instead,
+//! see ARCHITECTURE.md "Direct RDMA".)
 
 /// Bytes per address range: one PMB payload, the largest IB MTU.
 pub const RANGE_SIZE: u32 = 4096;
-/// Bytes reserved for packet headers in front of each PMB's payload (seed
-/// 000: "header ≤ 128 B").
-pub const PMB_HEADER_SIZE: u32 = 128;
-/// Bytes per PMB: header area plus one range of payload (4224).
-pub const PMB_SIZE: u32 = PMB_HEADER_SIZE + RANGE_SIZE;
 
 /// Where a window access lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +39,8 @@ pub fn range_address(base: u64, range: u32, offset: u32) -> u64 {
 }
 
 /// Byte position of payload byte `offset` of PMB `pmb` in the pool's
-/// payload memory. Payloads are stored as consecutive pages, apart from the
-/// header areas, so that a mapped window can expose range `n` as page `n`.
+/// payload memory. Payloads are stored as consecutive pages so that a
+/// mapped window can expose range `n` as page `n`.
 pub fn pmb_payload_byte(pmb: u32, offset: u32) -> u64 {
     u64::from(pmb) * u64::from(RANGE_SIZE) + u64::from(offset)
 }
@@ -113,7 +110,6 @@ mod tests {
 
     #[test]
     fn pmb_payloads_are_page_aligned() {
-        assert_eq!(PMB_SIZE, 4224);
         assert_eq!(pmb_payload_byte(0, 0), 0);
         assert_eq!(pmb_payload_byte(1, 0), 4096);
         assert_eq!(pmb_payload_byte(31, 4095), 31 * 4096 + 4095);

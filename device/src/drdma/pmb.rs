@@ -1,9 +1,10 @@
 //! The packet memory block pool (seed 000, Figure 4 and Figure 17).
 //!
-//! Each PMB is a header area (128 bytes) plus one range of payload (4096
-//! bytes). The payloads live in one shared-memory file, page `n` for PMB `n`,
-//! so the mapped window can hand QEMU the same pages the device sends from;
-//! the header areas are a separate table.
+//! Each PMB is one range of payload (4096 bytes). The payloads live in one
+//! shared-memory file, page `n` for PMB `n`, so the mapped window can hand
+//! QEMU the same pages the device sends from. The seed's header area in
+//! front of the payload has no counterpart: the transport builds each
+//! packet's headers in the packet itself (ARCHITECTURE.md, "Direct RDMA").
 //!
 //! At init the driver dedicates some PMBs to DRDMA (the rest stay with
 //! ordinary traffic); a submit takes a dedicated PMB from the free list (or
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
-use super::decode::{pmb_payload_byte, PMB_HEADER_SIZE, RANGE_SIZE};
+use super::decode::{pmb_payload_byte, RANGE_SIZE};
 
 /// Why the pool could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +36,6 @@ pub struct PmbPool {
     count: u32,
     dedicated: u32,
     free: VecDeque<u32>,
-    headers: Vec<[u8; PMB_HEADER_SIZE as usize]>,
 }
 
 impl std::fmt::Debug for PmbPool {
@@ -85,7 +85,6 @@ impl PmbPool {
             count,
             dedicated: 0,
             free: VecDeque::new(),
-            headers: vec![[0; PMB_HEADER_SIZE as usize]; count as usize],
         };
         pool.dedicate(dedicated);
         Ok(pool)
@@ -152,12 +151,6 @@ impl PmbPool {
                 .mem
                 .write_slice(data, GuestAddress(pmb_payload_byte(pmb, offset)))
                 .is_ok()
-    }
-
-    /// The header area of `pmb` (the device keeps the last headers it built
-    /// in front of this PMB's payload here).
-    pub fn header_mut(&mut self, pmb: u32) -> Option<&mut [u8; PMB_HEADER_SIZE as usize]> {
-        self.headers.get_mut(pmb as usize)
     }
 
     fn in_payload(&self, pmb: u32, offset: u32, len: usize) -> bool {

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca-tool: what the Direct RDMA scenarios share (drdma.c: the two-guest
+ * scenario and drdma-bench; drdma_fan.c: one guest's ranges to two peers).
+ */
+#ifndef IBTCA_TOOL_DRDMA_H
+#define IBTCA_TOOL_DRDMA_H
+
+#include "ibtca-tool.h"
+
+#define DR_LEN		4096U	/* one range */
+#define DR_HALF		2048U
+#define DR_ALL_MAX	48U	/* ranges at once: below the 64-entry SQ */
+
+/* How long a load may wait for read-response data (us; the device's limit
+ * is 10 s): generous, TCG guests and devices share two host CPUs.
+ */
+#define DR_LOAD_TIMEOUT_US	5000000U
+
+#define DR_ARR_BITS	0x1fU	/* the IBTCA_ARR_* state bits of CTRL */
+#define DR_MTU_2048	4U	/* IBTCA_MTU_256 << 3 bytes */
+
+/* Message types of the DRDMA scenarios. */
+enum { DR_IO = VB_USER, DR_ERRORS, DR_ALL, DR_STATUS };
+enum { DR_OP_READ = 1, DR_OP_WRITE = 2 };
+
+struct dr {
+	struct vb v;
+	struct ibtca_drdma_info info;
+	/*
+	 * Mapped window: stores and loads go straight to the PMB pages, so
+	 * every fill and drain commits its byte count (IBTCA_UAPI_DRDMA_F_COMMIT)
+	 * and a drain first waits for PCI Valid.
+	 */
+	int mapped;
+	uint8_t src[DR_LEN], dst[DR_LEN];
+};
+
+/* Prints one "IBTCA-DRDMA <name> PASS|FAIL <detail>" line. */
+void dcheck(const char *name, int ok, const char *fmt, ...);
+int dr_ioctl(struct dr *d, unsigned long req, void *arg);
+int dr_info(struct dr *d);
+int dr_arr(struct dr *d, uint32_t arr, struct ibtca_drdma_arr *a);
+/* Submits and returns the ARR's CTRL (or -errno); @pmb < 0: any PMB. */
+int dr_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
+	      int pmb, uint32_t *ctrl);
+/* One DRDMA_SUBMIT_MASK (@op SUBMIT) or DRDMA_COMMIT_MASK; *@errors is
+ * DRDMA_ERRORS after it.
+ */
+int dr_mask(struct dr *d, uint32_t op, uint32_t mask, uint32_t dir,
+	    uint32_t len, uint32_t *errors);
+/* Stores @len bytes of @src + @off at @off in range @arr (commits them
+ * in a mapped window).
+ */
+int dr_fill(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+	    const uint8_t *src, uint32_t pattern);
+/* The same without the commit (DRDMA_COMMIT_MASK follows). */
+int dr_fill_nocommit(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+		     const uint8_t *src, uint32_t pattern);
+/* Loads @len bytes at @off of range @arr into @dst + @off. */
+int dr_drain(struct dr *d, uint32_t arr, uint32_t off, uint32_t len,
+	     uint8_t *dst, uint32_t pattern);
+/* Posts a DRDMA WRITE or READ of range @arr to the peer's @iova. */
+int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
+	    uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id);
+/* The same; with @more the SQ doorbell waits for a later post. */
+int dr_post_more(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
+		 uint32_t len, uint64_t iova, uint32_t rkey, uint64_t wr_id,
+		 int more);
+/* Waits for the completion of @wr_id on @cqn with opcode @op and @len. */
+int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id, uint8_t op,
+		uint32_t len, char *why, size_t whylen);
+const char *dr_bits(uint32_t ctrl);
+uint32_t dr_errors(struct dr *d, uint32_t *last);
+int dr_status(struct dr *d, int ok, uint64_t value);
+/* The shuffle both sides compute: a permutation of 0..n-1 from @seed. */
+void dr_perm(uint32_t *p, uint32_t n, uint32_t seed);
+/* How many ranges "all ranges at once" uses. */
+uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated);
+
+#endif /* IBTCA_TOOL_DRDMA_H */

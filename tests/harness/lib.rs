@@ -23,6 +23,7 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 pub mod capture;
 pub mod drdma;
 pub mod fabric;
+pub mod launcher;
 pub mod pair;
 pub mod sim_guest;
 pub mod vm;

@@ -3,42 +3,19 @@
 //! simulated guests do RDMA across the switch, tshark decodes the switch
 //! port's capture, and `down` stops every process.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::capture::{self, tshark};
+use ibtca_tests::launcher::{config, fabric, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
 
 const T: Duration = Duration::from_secs(20);
-
-fn fabric(args: &[&str]) -> Output {
-    Command::new(workspace_bin("ibtca-fabric"))
-        .args(args)
-        .output()
-        .expect("run ibtca-fabric")
-}
-
-fn config(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../qemu-configs")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-/// Runs `down` for a run directory when dropped, whatever happened.
-struct Down(PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = fabric(&["down", "--run-dir", &self.0.display().to_string()]);
-    }
-}
 
 fn alive(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -51,24 +28,10 @@ fn alive(pid: u32) -> bool {
 #[test]
 fn a_bad_topology_starts_nothing() {
     let dir = TempDir::new("fab-bad");
-    let file = dir.join("bad.json");
-    std::fs::write(
-        &file,
-        r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 1}]}"#,
-    )
-    .unwrap();
-    let run = dir.join("run");
-    let out = fabric(&[
-        "up",
-        &file.display().to_string(),
-        "--run-dir",
-        &run.display().to_string(),
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let json = r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 1}]}"#;
+    let err = up_refused(&dir, json);
     assert!(err.contains("LID 1 is given to both `a` and `b`"), "{err}");
-    assert!(!run.exists(), "nothing was created, let alone started");
-    let out = fabric(&["check", &file.display().to_string()]);
+    let out = fabric(&["check", &dir.join("bad.json").display().to_string()]);
     assert!(!out.status.success());
 }
 

@@ -9,7 +9,7 @@
 //! weights.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use ibtca_device::link::{FlowControl, Link, LinkConfig, LinkEndpoint, LinkEvent,
 use ibtca_device::verbs::abi::*;
 use ibtca_protocol::PacketView;
 use ibtca_tests::capture::{num, tshark, SL, VL};
+use ibtca_tests::launcher::{fabric, text, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -24,22 +25,6 @@ use ibtca_tests::{workspace_bin, TempDir};
 const T: Duration = Duration::from_secs(20);
 /// IBTCA_MTU_1024 (IBA encoding: 256 << (code - 1)).
 const MTU_1024: u8 = 3;
-
-fn fabric(args: &[&str]) -> Output {
-    Command::new(workspace_bin("ibtca-fabric"))
-        .args(args)
-        .output()
-        .expect("run ibtca-fabric")
-}
-
-/// Runs `down` for a run directory when dropped, whatever happened.
-struct Down(PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = fabric(&["down", "--run-dir", &self.0.display().to_string()]);
-    }
-}
 
 fn up(topology: &str, dir: &Path) -> (PathBuf, Down) {
     let file = dir.join("topology.json");
@@ -52,12 +37,7 @@ fn up(topology: &str, dir: &Path) -> (PathBuf, Down) {
         "--run-dir",
         &run.display().to_string(),
     ]);
-    assert!(
-        out.status.success(),
-        "up failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "up failed: {}", text(&out));
     (run, down)
 }
 
@@ -189,23 +169,11 @@ fn two_sls_leave_on_the_vls_each_port_maps_them_to() {
 #[test]
 fn a_bad_vl_table_starts_nothing() {
     let dir = TempDir::new("sl2vl-bad");
-    let file = dir.join("bad.json");
-    std::fs::write(
-        &file,
+    let err = up_refused(
+        &dir,
         r#"{"nodes": [{"name": "a", "lid": 1, "vl": {"data_vls": 2, "sl2vl": [0,1,2,0,0,0,0,0,0,0,0,0,0,0,0,15]}}]}"#,
-    )
-    .unwrap();
-    let run = dir.join("run");
-    let out = fabric(&[
-        "up",
-        &file.display().to_string(),
-        "--run-dir",
-        &run.display().to_string(),
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
     assert!(err.contains("a: SL2 → VL2"), "{err}");
-    assert!(!run.exists(), "nothing started");
     // The binaries check their options the same way.
     let dev = Command::new(workspace_bin("ibtca-device"))
         .args(["--socket", &dir.join("x.sock").display().to_string()])

@@ -19,49 +19,16 @@
 //! it; plain `cargo test` lists it as ignored.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ibtca_device::fabric::state::State;
 use ibtca_tests::capture::{num, tshark, SL, VL};
+use ibtca_tests::launcher::{config, fabric, text, Down};
 use ibtca_tests::vm::{VmStack, VERBS_CLIENT_CHECKS, VERBS_SERVER_CHECKS};
-use ibtca_tests::workspace_bin;
 
 /// One test at a time: each boots several TCG guests.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn fabric(args: &[&str]) -> Output {
-    Command::new(workspace_bin("ibtca-fabric"))
-        .args(args)
-        .output()
-        .expect("run ibtca-fabric")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Runs `down` for a run directory when dropped, whatever happened.
-struct Down(String);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = fabric(&["down", "--run-dir", &self.0]);
-    }
-}
-
-fn config(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../qemu-configs")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn alive(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -267,7 +234,7 @@ fn three_guests_do_rdma_across_a_switch() {
     let dir = stack.scratch("fabric3");
     let run = dir.join("run");
     let run_s = run.display().to_string();
-    let down = Down(run_s.clone());
+    let down = Down(run.clone());
     let start = Instant::now();
     let out = fabric(&[
         "up",
@@ -373,7 +340,7 @@ fn down_stops_running_guests_before_the_devices() {
     let dir = stack.scratch("fabric3-down");
     let run = dir.join("run");
     let run_s = run.display().to_string();
-    let _down = Down(run_s.clone());
+    let _down = Down(run.clone());
     // Both guests wait for port changes that never come (port-events).
     let out = fabric(&[
         "up",

@@ -1,0 +1,62 @@
+//! Driving the `ibtca-fabric` binary from tests: run it, find the shipped
+//! topologies, take a fabric down whatever happens, and check that a bad
+//! topology is refused before anything starts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::{workspace_bin, TempDir};
+
+/// Runs `ibtca-fabric` with `args` and collects its output.
+pub fn fabric(args: &[&str]) -> Output {
+    Command::new(workspace_bin("ibtca-fabric"))
+        .args(args)
+        .output()
+        .expect("run ibtca-fabric")
+}
+
+/// stdout followed by stderr, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Path of a topology shipped in `qemu-configs/`.
+pub fn config(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../qemu-configs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Runs `ibtca-fabric down` for a run directory when dropped, whatever
+/// happened.
+pub struct Down(pub PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = fabric(&["down", "--run-dir", &self.0.display().to_string()]);
+    }
+}
+
+/// Writes `json` as a topology in `dir`, runs `ibtca-fabric up` on it and
+/// asserts that it fails without creating its run directory; returns the
+/// error output for the caller to check.
+pub fn up_refused(dir: &TempDir, json: &str) -> String {
+    let file = dir.join("bad.json");
+    std::fs::write(&file, json).unwrap();
+    let run = dir.join("run");
+    let out = fabric(&[
+        "up",
+        &file.display().to_string(),
+        "--run-dir",
+        &run.display().to_string(),
+    ]);
+    assert!(!out.status.success(), "up accepted {json}: {}", text(&out));
+    assert!(!run.exists(), "nothing was created, let alone started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

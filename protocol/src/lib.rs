@@ -25,4 +25,4 @@ mod reader;
 pub use error::{BuildError, ParseError};
 pub use link::{Frame, FrameDecoder, FrameError};
 pub use opcode::{ExtHeader, Opcode, OpcodeInfo};
-pub use packet::{Packet, PacketView};
+pub use packet::{FillError, Packet, PacketView};

@@ -42,14 +42,23 @@
 //! # Speed
 //!
 //! Both CRCs run over every byte of every packet, twice (build and parse),
-//! so neither is computed a byte at a time: the CRC-32 is [`crc32fast`]'s
-//! (carry-less multiply folding where the CPU has it), fed a masked copy of
-//! the header bytes and then the rest of the packet in place; the VCRC folds
-//! 64 bytes per step with PCLMULQDQ on x86-64 CPUs that have it (about 10×
-//! the tables on a 4 KiB packet) and otherwise uses slicing-by-16 tables
-//! built at compile time. The unit tests hold both to bit-at-a-time models
-//! and the folding to the tables at every length and alignment;
-//! `tests/crc_bench.rs` measures them.
+//! so neither is computed a byte at a time. On x86-64 CPUs with AVX-512F/VL
+//! and VPCLMULQDQ (detected at run time) inputs of 256 bytes and more are
+//! folded 256 bytes per step with 512-bit carry-less multiplies (`avx512`),
+//! and [`packet_crcs`] computes a packet's ICRC and VCRC in one pass over
+//! the same loads (Packet::build and PacketView::parse use it). Otherwise
+//! the CRC-32 is [`crc32fast`]'s (carry-less multiply folding where the CPU
+//! has it), fed a masked copy of the header bytes and then the rest of the
+//! packet in place, and the VCRC folds 64 bytes per step with PCLMULQDQ
+//! (`clmul`) or uses slicing-by-16 tables built at compile time. The unit
+//! tests hold everything to bit-at-a-time models and every folding path to
+//! the tables at every length and alignment; `tests/crc_bench.rs` measures
+//! them.
+//!
+//! The two folding modules are the crate's only `unsafe` code: SIMD
+//! intrinsics behind `#[target_feature]`, called only after the run-time
+//! check, reading memory only through slices whose bounds the safe code
+//! around them fixes (each block has a SAFETY comment).
 
 /// Register of a reflected CRC-32 (Ethernet polynomial) in progress.
 ///

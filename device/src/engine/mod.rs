@@ -13,8 +13,10 @@
 //! (the peer retransmits).
 
 pub mod env;
+mod qp_map;
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -36,6 +38,7 @@ use crate::verbs::qp_state::QpState;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
+use qp_map::{QpMap, QpnHasher};
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -160,11 +163,11 @@ pub struct Engine {
     msix: Arc<Msix>,
     link: Box<dyn PacketSink>,
     port_state: Arc<PortState>,
-    rc: HashMap<u32, RcQp>,
+    rc: QpMap<RcQp>,
     drdma: Arc<Drdma>,
     /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
     /// still being filled (the seed's bus router polling BR Valid).
-    held: HashMap<u32, SendWqe>,
+    held: QpMap<SendWqe>,
     outbox: Outbox,
     /// Packets of the burst being flushed that go to the link (kept for its
     /// allocation).
@@ -196,9 +199,9 @@ impl Engine {
             msix,
             link,
             port_state,
-            rc: HashMap::new(),
+            rc: QpMap::default(),
             drdma,
-            held: HashMap::new(),
+            held: QpMap::default(),
             outbox: Outbox(Vec::new()),
             to_link: Vec::new(),
             stats: EngineStats::default(),
@@ -513,28 +516,37 @@ fn coalesce_acks(packets: &mut Vec<Vec<u8>>) -> u64 {
     if packets.len() < 2 {
         return 0;
     }
-    let mut best: HashMap<(u16, u32), (usize, u32)> = HashMap::new();
-    let mut keep = vec![true; packets.len()];
+    // Keyed by DLID and QP in one integer; nothing is allocated for a
+    // burst without two ACKs to the same QP.
+    let mut best: HashMap<u64, (usize, u32), BuildHasherDefault<QpnHasher>> = HashMap::default();
+    let mut dropped = Vec::new();
     for (i, p) in packets.iter().enumerate() {
-        let Some((target, psn)) = plain_ack_target(p) else {
+        let Some(((lid, qp), psn)) = plain_ack_target(p) else {
             continue;
         };
+        let target = u64::from(lid) << 32 | u64::from(qp);
         match best.get(&target).copied() {
             // Newer or equal PSN (24-bit circular order): it supersedes.
             Some((j, old)) if (psn.wrapping_sub(old) & 0xff_ffff) < 0x80_0000 => {
-                keep[j] = false;
+                dropped.push(j);
                 best.insert(target, (i, psn));
             }
-            Some(_) => keep[i] = false,
+            Some(_) => dropped.push(i),
             None => {
                 best.insert(target, (i, psn));
             }
         }
     }
-    let before = packets.len();
+    if dropped.is_empty() {
+        return 0;
+    }
+    let mut keep = vec![true; packets.len()];
+    for &i in &dropped {
+        keep[i] = false;
+    }
     let mut k = keep.iter();
     packets.retain(|_| *k.next().unwrap_or(&true));
-    (before - packets.len()) as u64
+    dropped.len() as u64
 }
 
 fn dlid(packet: &[u8]) -> Option<u16> {

@@ -159,6 +159,12 @@ pub struct Engine {
     verbs: Verbs,
     port: PortAttrs,
     cmdq: CmdQueue,
+    /// Guest memory as the vfio-user thread maps it.
+    source: GuestMemory,
+    /// What the engine uses: while it handles events, a snapshot of
+    /// `source` pinned when each event is taken (so maps published before
+    /// the event was sent are visible), released once the burst is sent;
+    /// otherwise `source` itself.
     mem: GuestMemory,
     msix: Arc<Msix>,
     link: Box<dyn PacketSink>,
@@ -168,6 +174,9 @@ pub struct Engine {
     /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
     /// still being filled (the seed's bus router polling BR Valid).
     held: QpMap<SendWqe>,
+    /// WQEs read from a send queue for one `post_sends` (kept for its
+    /// allocation).
+    sq_wqes: Vec<SendWqe>,
     outbox: Outbox,
     /// Packets of the burst being flushed that go to the link (kept for its
     /// allocation).
@@ -195,6 +204,7 @@ impl Engine {
             verbs: new_verbs(&port),
             port,
             cmdq: CmdQueue::new(),
+            source: mem.clone(),
             mem,
             msix,
             link,
@@ -202,6 +212,7 @@ impl Engine {
             rc: QpMap::default(),
             drdma,
             held: QpMap::default(),
+            sq_wqes: Vec::new(),
             outbox: Outbox(Vec::new()),
             to_link: Vec::new(),
             stats: EngineStats::default(),
@@ -221,12 +232,24 @@ impl Engine {
     /// Handles one event and sends what it produced.
     pub fn handle(&mut self, ev: EngineEvent, now: Instant) {
         self.absorb(ev, now);
-        self.flush_outbox(now);
+        self.flush(now);
+    }
+
+    /// Takes a snapshot of guest memory for the accesses that follow (one
+    /// `arc_swap` load instead of one per access).
+    fn pin_memory(&mut self) {
+        self.mem = self.source.pinned();
+    }
+
+    /// Releases the snapshot (unmapped memory is let go).
+    fn unpin_memory(&mut self) {
+        self.mem = self.source.clone();
     }
 
     /// Handles one event; what it produces waits in the outbox until
     /// [`Engine::flush`], so a burst of events sends coalesced ACKs.
     pub fn absorb(&mut self, ev: EngineEvent, now: Instant) {
+        self.pin_memory();
         match ev {
             EngineEvent::CmdqBaseLo(v) => self.cmdq.write_base_lo(v),
             EngineEvent::CmdqBaseHi(v) => self.cmdq.write_base_hi(v),
@@ -290,6 +313,14 @@ impl Engine {
 
     /// Runs expired timers.
     pub fn on_timers(&mut self, now: Instant) {
+        if self
+            .rc
+            .values()
+            .all(|q| q.next_deadline().is_none_or(|d| d > now))
+        {
+            return;
+        }
+        self.pin_memory();
         let due: Vec<u32> = self
             .rc
             .iter()
@@ -299,7 +330,7 @@ impl Engine {
         for qpn in due {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
         }
-        self.flush_outbox(now);
+        self.flush(now);
     }
 
     /// The earliest transport deadline.
@@ -369,23 +400,26 @@ impl Engine {
             }
             self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
         }
-        loop {
-            let Some(qp) = self.verbs.qps.get_mut(qpn) else {
-                return;
-            };
+        // Every new WQE up to a held one goes to the transport in one call.
+        let mut wqes = std::mem::take(&mut self.sq_wqes);
+        while let Some(qp) = self.verbs.qps.get_mut(qpn) {
             match qp.next_send_wqe(&self.mem) {
                 Ok(Some(wqe)) if self.must_hold(&wqe) => {
                     self.held.insert(qpn, wqe);
-                    return;
+                    break;
                 }
-                Ok(Some(wqe)) => self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env)),
-                Ok(None) => return,
+                Ok(Some(wqe)) => wqes.push(wqe),
+                Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(qpn, error = %e, "send queue");
-                    return;
+                    break;
                 }
             }
         }
+        if !wqes.is_empty() {
+            self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
+        }
+        self.sq_wqes = wqes;
     }
 
     /// Creates transport state for QPs that reached RTS and drops it for QPs
@@ -458,9 +492,11 @@ impl Engine {
         self.drain_sq(qpn, now);
     }
 
-    /// Sends (or loops back) everything in the outbox.
+    /// Sends (or loops back) everything in the outbox, and releases the
+    /// guest-memory snapshot.
     pub fn flush(&mut self, now: Instant) {
         self.flush_outbox(now);
+        self.unpin_memory();
     }
 
     fn flush_outbox(&mut self, now: Instant) {

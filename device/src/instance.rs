@@ -50,6 +50,10 @@ impl PacketSink for LinkSink {
     fn send_all(&mut self, packets: &mut Vec<Vec<u8>>) {
         self.0.send_batch(packets.drain(..));
     }
+
+    fn reclaim(&mut self, spare: &mut Vec<Vec<u8>>, max: usize) {
+        self.0.reclaim(spare, max);
+    }
 }
 
 struct NoLink;

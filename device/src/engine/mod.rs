@@ -146,11 +146,24 @@ pub struct EngineStats {
     pub acks_coalesced: u64,
 }
 
-struct Outbox(Vec<Vec<u8>>);
+/// Packets the transport made during a burst, and emptied packet buffers
+/// (back from the link) to build the next ones in.
+#[derive(Default)]
+struct Outbox {
+    packets: Vec<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+}
+
+/// Emptied packet buffers the engine keeps at most.
+const SPARE_PACKETS: usize = 256;
 
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
-        self.0.push(packet);
+        self.packets.push(packet);
+    }
+
+    fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 }
 
@@ -213,7 +226,7 @@ impl Engine {
             drdma,
             held: QpMap::default(),
             sq_wqes: Vec::new(),
-            outbox: Outbox(Vec::new()),
+            outbox: Outbox::default(),
             to_link: Vec::new(),
             stats: EngineStats::default(),
         }
@@ -308,7 +321,7 @@ impl Engine {
         self.cmdq = CmdQueue::new();
         self.rc.clear();
         self.held.clear();
-        self.outbox.0.clear();
+        self.outbox.packets.clear();
     }
 
     /// Runs expired timers.
@@ -502,10 +515,10 @@ impl Engine {
     fn flush_outbox(&mut self, now: Instant) {
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
-            if self.outbox.0.is_empty() {
+            if self.outbox.packets.is_empty() {
                 return;
             }
-            let mut packets = std::mem::take(&mut self.outbox.0);
+            let mut packets = std::mem::take(&mut self.outbox.packets);
             self.stats.acks_coalesced += coalesce_acks(&mut packets);
             let lid = self.verbs.port.lid;
             let mut remote = std::mem::take(&mut self.to_link);
@@ -521,6 +534,7 @@ impl Engine {
             // One hand-over per burst: one lock, at most one wake-up.
             self.link.send_all(&mut remote);
             self.to_link = remote;
+            self.link.reclaim(&mut self.outbox.spare, SPARE_PACKETS);
         }
     }
 }

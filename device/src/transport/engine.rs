@@ -162,7 +162,7 @@ pub(crate) fn emit_data<E: QpEnv + ?Sized>(
     src: Source<'_>,
     seg: Segment,
 ) -> Result<(), AccessError> {
-    let mut bytes = Vec::new();
+    let mut bytes = env.packet_buffer();
     match header.build_into(&mut bytes, seg.len, |out| src.read(env, seg.offset, out)) {
         Ok(()) => {
             counters.packets_sent += 1;
@@ -181,12 +181,14 @@ pub(crate) fn emit_data<E: QpEnv + ?Sized>(
 /// Encodes `p` and hands it to the link. A packet that cannot be encoded
 /// (never for the packets this transport makes) is counted and dropped.
 pub(crate) fn emit<E: QpEnv + ?Sized>(env: &mut E, counters: &mut RcCounters, p: &Packet) {
-    match p.build() {
-        Ok(bytes) => {
+    let mut bytes = env.packet_buffer();
+    match p.build_into(&mut bytes, 0, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(()) => {
             counters.packets_sent += 1;
             env.send_packet(bytes);
         }
-        Err(e) => {
+        Err(FillError::Fill(never)) => match never {},
+        Err(FillError::Build(e)) => {
             counters.build_errors += 1;
             tracing::warn!("rc: cannot encode {:?}: {e}", p.bth.opcode);
         }

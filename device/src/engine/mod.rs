@@ -519,13 +519,14 @@ impl Engine {
                 return;
             }
             let mut packets = std::mem::take(&mut self.outbox.packets);
-            self.stats.acks_coalesced += coalesce_acks(&mut packets);
+            self.stats.acks_coalesced += coalesce_acks(&mut packets, &mut self.outbox.spare);
             let lid = self.verbs.port.lid;
             let mut remote = std::mem::take(&mut self.to_link);
             for p in packets {
                 if dlid(&p) == Some(lid) {
                     self.stats.loopback += 1;
                     self.receive(&p, now);
+                    keep_spare(&mut self.outbox.spare, p);
                 } else {
                     self.stats.tx_packets += 1;
                     remote.push(p);
@@ -559,10 +560,19 @@ fn plain_ack_target(p: &[u8]) -> Option<((u16, u32), u32)> {
     Some(((dlid(p)?, qp), psn))
 }
 
+/// Keeps a packet buffer the engine is done with for the next packet.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, mut packet: Vec<u8>) {
+    if spare.len() < SPARE_PACKETS {
+        packet.clear();
+        spare.push(packet);
+    }
+}
+
 /// ACKs are cumulative (seed 002): of several plain ACKs to the same QP in
 /// one burst only the one with the highest PSN is needed (a re-ACK of a
-/// duplicate may carry an older PSN). Returns how many were dropped.
-fn coalesce_acks(packets: &mut Vec<Vec<u8>>) -> u64 {
+/// duplicate may carry an older PSN). Returns how many were dropped; their
+/// buffers go to `spare`.
+fn coalesce_acks(packets: &mut Vec<Vec<u8>>, spare: &mut Vec<Vec<u8>>) -> u64 {
     if packets.len() < 2 {
         return 0;
     }
@@ -594,8 +604,15 @@ fn coalesce_acks(packets: &mut Vec<Vec<u8>>) -> u64 {
     for &i in &dropped {
         keep[i] = false;
     }
-    let mut k = keep.iter();
-    packets.retain(|_| *k.next().unwrap_or(&true));
+    let mut at = 0;
+    let superseded = packets.extract_if(.., |_| {
+        let drop = !keep.get(at).copied().unwrap_or(true);
+        at += 1;
+        drop
+    });
+    for p in superseded {
+        keep_spare(spare, p);
+    }
     dropped.len() as u64
 }
 
@@ -709,7 +726,7 @@ mod tests {
             ack(5, 11, false),
             ack(5, 9, true),
         ];
-        assert_eq!(coalesce_acks(&mut v), 2);
+        assert_eq!(coalesce_acks(&mut v, &mut Vec::new()), 2);
         let kept: Vec<(u32, u32)> = v
             .iter()
             .map(|p| {
@@ -727,7 +744,7 @@ mod tests {
     #[test]
     fn psn_order_is_circular() {
         let mut v = vec![ack(5, 0xff_fffe, false), ack(5, 1, false)];
-        coalesce_acks(&mut v);
+        coalesce_acks(&mut v, &mut Vec::new());
         assert_eq!(PacketView::parse(&v[0]).unwrap().bth.psn, 1);
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use vm_memory::{
     Bytes, FileOffset, GuestAddress, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap,
-    MmapRegion,
+    MemoryRegionAddress, MmapRegion,
 };
 
 /// Why a map, unmap or access failed.
@@ -121,9 +121,17 @@ impl Mapping {
 
 /// Cloneable handle for DMA into guest memory. Every device access to guest
 /// memory goes through [`GuestMemory::read`] or [`GuestMemory::write`].
+///
+/// Each access takes the current maps from the [`GuestMemoryAtomic`] (an
+/// `arc_swap` load and release, which costs more than a small DMA). A
+/// thread that makes many accesses in a row can take one snapshot for all
+/// of them with [`GuestMemory::pinned`]: the handle it returns keeps the
+/// maps of that moment (and their mmaps) alive until it is dropped.
 #[derive(Clone)]
 pub struct GuestMemory {
     mem: GuestMemoryAtomic<GuestMemoryMmap>,
+    /// The maps of the moment [`GuestMemory::pinned`] was called.
+    pinned: Option<Arc<GuestMemoryMmap>>,
 }
 
 impl std::fmt::Debug for GuestMemory {
@@ -135,40 +143,79 @@ impl std::fmt::Debug for GuestMemory {
 impl GuestMemory {
     /// Reads `buf.len()` bytes at guest address `addr`.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        use vm_memory::GuestAddressSpace;
         let oob = || DmaError::OutOfBounds {
             addr,
             len: buf.len(),
         };
         addr.checked_add(buf.len() as u64).ok_or_else(oob)?;
-        let mem = self.mem.memory();
-        mem.read_slice(buf, GuestAddress(addr))
-            .map_err(|_| DmaError::OutOfBounds {
-                addr,
-                len: buf.len(),
-            })
+        let len = buf.len();
+        self.with_maps(|mem| match region_of(mem, addr, len) {
+            Some((region, at)) => region.read_slice(buf, at),
+            None => mem.read_slice(buf, GuestAddress(addr)),
+        })
+        .map_err(|_| DmaError::OutOfBounds { addr, len })
+    }
+
+    /// A handle that uses the maps of this moment for every access until it
+    /// is dropped (instead of loading the current maps per access). Maps
+    /// added later are not visible through it; maps removed later stay
+    /// mapped while it lives. For a burst of accesses, not for keeping.
+    pub fn pinned(&self) -> GuestMemory {
+        use vm_memory::GuestAddressSpace;
+        GuestMemory {
+            mem: self.mem.clone(),
+            pinned: Some(self.mem.memory().into_inner()),
+        }
+    }
+
+    /// Runs `f` on the pinned maps, or on the current ones.
+    fn with_maps<R>(&self, f: impl FnOnce(&GuestMemoryMmap) -> R) -> R {
+        use vm_memory::GuestAddressSpace;
+        match &self.pinned {
+            Some(maps) => f(maps),
+            None => f(&self.mem.memory()),
+        }
     }
 
     /// Writes `buf` at guest address `addr`. Nothing is written unless the
     /// whole range is mapped.
     pub fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
-        use vm_memory::GuestAddressSpace;
         let oob = || DmaError::OutOfBounds {
             addr,
             len: buf.len(),
         };
-        let mem = self.mem.memory();
         if buf.is_empty() {
             return Ok(());
         }
         addr.checked_add(buf.len() as u64 - 1).ok_or_else(oob)?;
-        // vm-memory writes region by region: check the whole range first so
-        // that a write running off the end changes nothing.
-        if !vm_memory::GuestMemoryBackend::check_range(&*mem, GuestAddress(addr), buf.len()) {
-            return Err(oob());
-        }
-        mem.write_slice(buf, GuestAddress(addr)).map_err(|_| oob())
+        self.with_maps(|mem| {
+            if let Some((region, at)) = region_of(mem, addr, buf.len()) {
+                return region.write_slice(buf, at).map_err(|_| oob());
+            }
+            // vm-memory writes region by region: check the whole range first
+            // so that a write running off the end changes nothing.
+            if !vm_memory::GuestMemoryBackend::check_range(mem, GuestAddress(addr), buf.len()) {
+                return Err(oob());
+            }
+            mem.write_slice(buf, GuestAddress(addr)).map_err(|_| oob())
+        })
     }
+}
+
+/// The one region that holds all of `addr..addr + len`, and the offset of
+/// `addr` in it: the common case, accessed without vm-memory's walk over
+/// regions (an iterator and a range check per access, which costs more
+/// than a CQE's copy). `None` when the range is not inside one region.
+fn region_of(
+    mem: &GuestMemoryMmap,
+    addr: u64,
+    len: usize,
+) -> Option<(&GuestRegionMmap, MemoryRegionAddress)> {
+    use vm_memory::{GuestMemoryBackend, GuestMemoryRegion};
+    let region = mem.find_region(GuestAddress(addr))?;
+    let offset = addr.checked_sub(region.start_addr().0)?;
+    let end = offset.checked_add(u64::try_from(len).ok()?)?;
+    (end <= region.len()).then_some((region, MemoryRegionAddress(offset)))
 }
 
 /// The client's DMA maps. Owned by the transport thread; hands out
@@ -192,6 +239,7 @@ impl DmaMaps {
     pub fn guest_memory(&self) -> GuestMemory {
         GuestMemory {
             mem: self.mem.clone(),
+            pinned: None,
         }
     }
 

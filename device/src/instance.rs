@@ -62,6 +62,10 @@ impl PacketSink for LinkSink {
         }
         self.link.send_batch(packets.drain(..));
     }
+
+    fn reclaim(&mut self, spare: &mut Vec<Vec<u8>>, max: usize) {
+        self.link.reclaim(spare, max);
+    }
 }
 
 struct NoLink;

@@ -1,8 +1,8 @@
 //! InfiniBand wire format (LRH, GRH, BTH, extended transport headers, ICRC
 //! and VCRC) and the link framing ibtca uses to tunnel IB packets between
 //! device instances. Pure code: no I/O, no panics on any input, and no
-//! `unsafe` except the run-time-detected carry-less multiply of the VCRC
-//! (`crc::clmul`).
+//! `unsafe` except the run-time-detected carry-less multiplies of the CRCs
+//! (`crc::clmul`, `crc::avx512`).
 //!
 //! - [`headers`]: one plain struct per header, big-endian, `parse`/`write`.
 //! - [`opcode`]: the opcode table (what each opcode carries).
@@ -25,4 +25,4 @@ mod reader;
 pub use error::{BuildError, ParseError};
 pub use link::{Frame, FrameDecoder, FrameError};
 pub use opcode::{ExtHeader, Opcode, OpcodeInfo};
-pub use packet::{Packet, PacketView};
+pub use packet::{FillError, Packet, PacketView};

@@ -222,8 +222,27 @@ const fn entry(
 }
 
 /// The table: one entry per known opcode, ordered by opcode value.
+pub static OPCODES: [OpcodeInfo; 25] = TABLE;
+
+/// Position in [`OPCODES`] of each opcode value, [`NONE`] for unknown
+/// values: every packet looks its opcode up, so not by a linear search.
+static INDEX: [u8; 256] = index(&TABLE);
+
+/// An unknown opcode value in [`INDEX`].
+const NONE: u8 = u8::MAX;
+
+const fn index(table: &[OpcodeInfo; 25]) -> [u8; 256] {
+    let mut index = [NONE; 256];
+    let mut i = 0;
+    while i < table.len() {
+        index[table[i].opcode as usize] = i as u8;
+        i += 1;
+    }
+    index
+}
+
 #[rustfmt::skip]
-pub static OPCODES: [OpcodeInfo; 25] = [
+const TABLE: [OpcodeInfo; 25] = [
     entry(Opcode::RcSendFirst, "RC SEND FIRST", Send, Req, First, &[], true),
     entry(Opcode::RcSendMiddle, "RC SEND MIDDLE", Send, Req, Middle, &[], true),
     entry(Opcode::RcSendLast, "RC SEND LAST", Send, Req, Last, &[], true),
@@ -254,10 +273,8 @@ pub static OPCODES: [OpcodeInfo; 25] = [
 impl Opcode {
     /// The opcode with BTH value `code`, if ibtca knows it.
     pub fn from_u8(code: u8) -> Option<Opcode> {
-        OPCODES
-            .iter()
-            .find(|info| info.opcode as u8 == code)
-            .map(|info| info.opcode)
+        let i = INDEX.get(usize::from(code))?;
+        OPCODES.get(usize::from(*i)).map(|info| info.opcode)
     }
 
     /// The BTH value.
@@ -269,9 +286,9 @@ impl Opcode {
     pub fn info(self) -> &'static OpcodeInfo {
         // Every variant has exactly one entry (checked by a unit test); the
         // fallback is never taken but keeps this free of panics.
-        OPCODES
-            .iter()
-            .find(|info| info.opcode == self)
+        INDEX
+            .get(self as usize)
+            .and_then(|i| OPCODES.get(usize::from(*i)))
             .unwrap_or(&OPCODES[0])
     }
 }

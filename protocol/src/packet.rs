@@ -10,7 +10,7 @@
 //! counts bytes from after the GRH through the ICRC. CRC parameters and
 //! masking are described in [`crate::crc`].
 
-use crate::crc::{icrc, vcrc};
+use crate::crc::{packet_crcs, vcrc};
 use crate::error::{BuildError, ParseError};
 use crate::headers::{Bth, ExtHeaders, Grh, Lnh, Lrh};
 use crate::opcode::{Opcode, OpcodeInfo};
@@ -58,30 +58,37 @@ impl Packet {
         self.bth.opcode.info()
     }
 
-    /// Bytes from the LRH through the last pad byte (what the ICRC covers).
-    fn covered_len(&self) -> usize {
+    /// Bytes of the headers (LRH through the extended headers).
+    fn header_len(&self) -> usize {
         let grh = if self.grh.is_some() { Grh::LEN } else { 0 };
-        let padded = self.payload.len().saturating_add(3) & !3;
-        (Lrh::LEN + grh + Bth::LEN + self.info().ext_len()).saturating_add(padded)
+        Lrh::LEN + grh + Bth::LEN + self.info().ext_len()
+    }
+
+    /// Bytes from the LRH through the last pad byte (what the ICRC covers)
+    /// with a payload of `payload_len` bytes.
+    fn covered_len(&self, payload_len: usize) -> usize {
+        let padded = payload_len.saturating_add(3) & !3;
+        self.header_len().saturating_add(padded)
     }
 
     /// Bytes [`Self::build`] will produce.
     pub fn wire_len(&self) -> usize {
-        self.covered_len().saturating_add(ICRC_LEN + VCRC_LEN)
+        self.covered_len(self.payload.len())
+            .saturating_add(ICRC_LEN + VCRC_LEN)
     }
 
-    /// The headers with the derived fields filled in, after checking that
-    /// the packet can be encoded.
-    fn derived_headers(&self) -> Result<(Lrh, Option<Grh>, Bth), BuildError> {
+    /// The headers with the derived fields filled in for a payload of
+    /// `payload_len` bytes, after checking that the packet can be encoded.
+    fn derived_headers(&self, payload_len: usize) -> Result<(Lrh, Option<Grh>, Bth), BuildError> {
         let opcode = self.bth.opcode;
         self.ext.check(opcode)?;
-        if !self.info().payload && !self.payload.is_empty() {
+        if !self.info().payload && payload_len != 0 {
             return Err(BuildError::UnexpectedPayload {
                 opcode,
-                len: self.payload.len(),
+                len: payload_len,
             });
         }
-        let through_icrc = self.covered_len().saturating_add(ICRC_LEN);
+        let through_icrc = self.covered_len(payload_len).saturating_add(ICRC_LEN);
         let max = usize::from(Lrh::MAX_PKT_LEN) * 4;
         let too_long = BuildError::TooLong {
             bytes: through_icrc,
@@ -108,35 +115,70 @@ impl Packet {
             None => None,
         };
         let mut bth = self.bth;
-        bth.pad_cnt = ((4 - self.payload.len() % 4) % 4) as u8;
+        bth.pad_cnt = ((4 - payload_len % 4) % 4) as u8;
         Ok((lrh, grh, bth))
     }
 
     /// Fills in the derived fields (what [`Self::build`] would write), so
     /// that a packet can be compared with what parsing its bytes gives.
     pub fn finalize(&mut self) -> Result<(), BuildError> {
-        (self.lrh, self.grh, self.bth) = self.derived_headers()?;
+        (self.lrh, self.grh, self.bth) = self.derived_headers(self.payload.len())?;
         Ok(())
     }
 
     /// Encodes the packet with its PktLen, PadCnt, ICRC and VCRC.
     pub fn build(&self) -> Result<Vec<u8>, BuildError> {
-        let (lrh, grh, bth) = self.derived_headers()?;
         let mut out = Vec::with_capacity(self.wire_len());
-        lrh.write(&mut out);
-        if let Some(grh) = grh {
-            grh.write(&mut out);
+        match self.build_into(&mut out, 0, |_| Ok::<(), std::convert::Infallible>(())) {
+            Ok(()) => Ok(out),
+            Err(FillError::Build(e)) => Err(e),
+            Err(FillError::Fill(never)) => match never {},
         }
-        bth.write(&mut out);
-        self.ext.write(bth.opcode, &mut out);
-        out.extend_from_slice(&self.payload);
-        out.resize(out.len() + usize::from(bth.pad_cnt), 0);
-        let icrc = icrc(&out);
-        out.extend_from_slice(&icrc.to_le_bytes());
-        let vcrc = vcrc(&out);
-        out.extend_from_slice(&vcrc.to_le_bytes());
-        Ok(out)
     }
+
+    /// Encodes the packet like [`Self::build`], appended to `out`, with
+    /// `extra` more payload bytes after `payload` that `fill` writes in
+    /// place (e.g. gathered straight from memory: no payload buffer of its
+    /// own). On an error `out` is left as it was.
+    pub fn build_into<E>(
+        &self,
+        out: &mut Vec<u8>,
+        extra: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<(), FillError<E>> {
+        let payload_len = self.payload.len().saturating_add(extra);
+        let (lrh, grh, bth) = self
+            .derived_headers(payload_len)
+            .map_err(FillError::Build)?;
+        let start = out.len();
+        out.reserve(self.covered_len(payload_len) + ICRC_LEN + VCRC_LEN);
+        lrh.write(out);
+        if let Some(grh) = grh {
+            grh.write(out);
+        }
+        bth.write(out);
+        self.ext.write(bth.opcode, out);
+        out.extend_from_slice(&self.payload);
+        let at = out.len();
+        out.resize(at + extra + usize::from(bth.pad_cnt), 0);
+        if let Err(e) = fill(out.get_mut(at..at + extra).unwrap_or_default()) {
+            out.truncate(start);
+            return Err(FillError::Fill(e));
+        }
+        let crcs = packet_crcs(out.get(start..).unwrap_or_default(), None);
+        out.extend_from_slice(&crcs.icrc.to_le_bytes());
+        out.extend_from_slice(&crcs.vcrc.to_le_bytes());
+        Ok(())
+    }
+}
+
+/// Why [`Packet::build_into`] produced nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FillError<E> {
+    /// The packet cannot be encoded.
+    Build(BuildError),
+    /// The payload's `fill` failed.
+    Fill(E),
 }
 
 /// A parsed, fully checked packet borrowing its payload from the input.
@@ -181,20 +223,30 @@ impl<'a> PacketView<'a> {
         }
         let (body, vcrc_found) = buf.split_last_chunk::<VCRC_LEN>().ok_or(length_error)?;
         let vcrc_found = u16::from_le_bytes(*vcrc_found);
-        let computed = vcrc(body);
-        if computed != vcrc_found {
-            return Err(ParseError::Vcrc {
-                found: vcrc_found,
-                computed,
-            });
-        }
-        let (covered, icrc_found) =
-            body.split_last_chunk::<ICRC_LEN>()
-                .ok_or(ParseError::Truncated {
+        let Some((covered, icrc_found)) = body.split_last_chunk::<ICRC_LEN>() else {
+            let computed = vcrc(body);
+            return Err(if computed != vcrc_found {
+                ParseError::Vcrc {
+                    found: vcrc_found,
+                    computed,
+                }
+            } else {
+                ParseError::Truncated {
                     needed: ICRC_LEN,
                     available: body.len(),
-                })?;
+                }
+            });
+        };
         let icrc_found = u32::from_le_bytes(*icrc_found);
+        // Both CRCs in one pass; the VCRC is checked first, as a link
+        // checks it before anything else.
+        let crcs = packet_crcs(covered, Some(icrc_found));
+        if crcs.vcrc != vcrc_found {
+            return Err(ParseError::Vcrc {
+                found: vcrc_found,
+                computed: crcs.vcrc,
+            });
+        }
 
         let mut r = Reader::new(covered);
         r.bytes(Lrh::LEN)?;
@@ -226,11 +278,10 @@ impl<'a> PacketView<'a> {
             .checked_sub(usize::from(bth.pad_cnt))
             .ok_or(pad.clone())?;
         let payload = rest.get(..payload_len).ok_or(pad)?;
-        let computed = icrc(covered);
-        if computed != icrc_found {
+        if crcs.icrc != icrc_found {
             return Err(ParseError::Icrc {
                 found: icrc_found,
-                computed,
+                computed: crcs.icrc,
             });
         }
         Ok(Self {

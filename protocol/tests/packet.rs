@@ -285,3 +285,42 @@ fn every_build_error() {
     assert!(big.build().is_err());
     assert_eq!(VCRC_LEN, 2);
 }
+
+#[test]
+fn build_into_fills_the_payload_in_place() {
+    use ibtca_protocol::FillError;
+    // Every payload length around the pad, with and without a GRH, with
+    // part of the payload in `payload` and the rest filled in place: the
+    // same bytes as `build`, appended after what `out` held.
+    for len in 0..40usize {
+        for split in [0, len / 2, len] {
+            for global in [false, true] {
+                let mut whole = send_only();
+                whole.payload = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
+                if global {
+                    whole.grh = Some(Grh::default());
+                }
+                let want = whole.build().unwrap();
+                let mut head = whole.clone();
+                let rest = head.payload.split_off(split);
+                let mut out = vec![0xee; 3];
+                head.build_into(&mut out, rest.len(), |buf: &mut [u8]| {
+                    buf.copy_from_slice(&rest);
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+                assert_eq!(&out[..3], &[0xee; 3]);
+                assert_eq!(&out[3..], &want[..], "len {len} split {split}");
+            }
+        }
+    }
+    // A failing fill leaves `out` as it was; a bad packet never calls it.
+    let mut out = vec![1, 2];
+    let r = send_only().build_into(&mut out, 100, |_| Err("gone"));
+    assert_eq!(r, Err(FillError::Fill("gone")));
+    assert_eq!(out, [1, 2]);
+    let ack = Packet::new(Opcode::RcAcknowledge);
+    let r = ack.build_into(&mut out, 4, |_| -> Result<(), ()> { panic!("called") });
+    assert!(matches!(r, Err(FillError::Build(_))));
+    assert_eq!(out, [1, 2]);
+}

@@ -26,6 +26,18 @@ pub trait PacketSink: Send {
             self.send(p);
         }
     }
+
+    /// An empty buffer for the next packet (a reused one if the sink has
+    /// any; by default a new one).
+    fn buffer(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Moves buffers of packets the sink is done with into `spare`, up to
+    /// `max` in all (by default none).
+    fn reclaim(&mut self, spare: &mut Vec<Vec<u8>>, max: usize) {
+        let _ = (spare, max);
+    }
 }
 
 /// One QP's environment for one call into the transport.
@@ -226,6 +238,10 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn send_packet(&mut self, packet: Vec<u8>) {
         self.sink.send(packet);
+    }
+
+    fn packet_buffer(&mut self) -> Vec<u8> {
+        self.sink.buffer()
     }
 
     fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {

@@ -13,8 +13,10 @@
 //! (the peer retransmits).
 
 pub mod env;
+mod qp_map;
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -36,6 +38,7 @@ use crate::verbs::qp_state::QpState;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
+use qp_map::{QpMap, QpnHasher};
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -143,11 +146,24 @@ pub struct EngineStats {
     pub acks_coalesced: u64,
 }
 
-struct Outbox(Vec<Vec<u8>>);
+/// Packets the transport made during a burst, and emptied packet buffers
+/// (back from the link) to build the next ones in.
+#[derive(Default)]
+struct Outbox {
+    packets: Vec<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+}
+
+/// Emptied packet buffers the engine keeps at most.
+const SPARE_PACKETS: usize = 256;
 
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
-        self.0.push(packet);
+        self.packets.push(packet);
+    }
+
+    fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 }
 
@@ -156,15 +172,24 @@ pub struct Engine {
     verbs: Verbs,
     port: PortAttrs,
     cmdq: CmdQueue,
+    /// Guest memory as the vfio-user thread maps it.
+    source: GuestMemory,
+    /// What the engine uses: while it handles events, a snapshot of
+    /// `source` pinned when each event is taken (so maps published before
+    /// the event was sent are visible), released once the burst is sent;
+    /// otherwise `source` itself.
     mem: GuestMemory,
     msix: Arc<Msix>,
     link: Box<dyn PacketSink>,
     port_state: Arc<PortState>,
-    rc: HashMap<u32, RcQp>,
+    rc: QpMap<RcQp>,
     drdma: Arc<Drdma>,
     /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
     /// still being filled (the seed's bus router polling BR Valid).
-    held: HashMap<u32, SendWqe>,
+    held: QpMap<SendWqe>,
+    /// WQEs read from a send queue for one `post_sends` (kept for its
+    /// allocation).
+    sq_wqes: Vec<SendWqe>,
     outbox: Outbox,
     /// Packets of the burst being flushed that go to the link (kept for its
     /// allocation).
@@ -192,14 +217,16 @@ impl Engine {
             verbs: new_verbs(&port),
             port,
             cmdq: CmdQueue::new(),
+            source: mem.clone(),
             mem,
             msix,
             link,
             port_state,
-            rc: HashMap::new(),
+            rc: QpMap::default(),
             drdma,
-            held: HashMap::new(),
-            outbox: Outbox(Vec::new()),
+            held: QpMap::default(),
+            sq_wqes: Vec::new(),
+            outbox: Outbox::default(),
             to_link: Vec::new(),
             stats: EngineStats::default(),
         }
@@ -218,12 +245,24 @@ impl Engine {
     /// Handles one event and sends what it produced.
     pub fn handle(&mut self, ev: EngineEvent, now: Instant) {
         self.absorb(ev, now);
-        self.flush_outbox(now);
+        self.flush(now);
+    }
+
+    /// Takes a snapshot of guest memory for the accesses that follow (one
+    /// `arc_swap` load instead of one per access).
+    fn pin_memory(&mut self) {
+        self.mem = self.source.pinned();
+    }
+
+    /// Releases the snapshot (unmapped memory is let go).
+    fn unpin_memory(&mut self) {
+        self.mem = self.source.clone();
     }
 
     /// Handles one event; what it produces waits in the outbox until
     /// [`Engine::flush`], so a burst of events sends coalesced ACKs.
     pub fn absorb(&mut self, ev: EngineEvent, now: Instant) {
+        self.pin_memory();
         match ev {
             EngineEvent::CmdqBaseLo(v) => self.cmdq.write_base_lo(v),
             EngineEvent::CmdqBaseHi(v) => self.cmdq.write_base_hi(v),
@@ -282,11 +321,19 @@ impl Engine {
         self.cmdq = CmdQueue::new();
         self.rc.clear();
         self.held.clear();
-        self.outbox.0.clear();
+        self.outbox.packets.clear();
     }
 
     /// Runs expired timers.
     pub fn on_timers(&mut self, now: Instant) {
+        if self
+            .rc
+            .values()
+            .all(|q| q.next_deadline().is_none_or(|d| d > now))
+        {
+            return;
+        }
+        self.pin_memory();
         let due: Vec<u32> = self
             .rc
             .iter()
@@ -296,7 +343,7 @@ impl Engine {
         for qpn in due {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
         }
-        self.flush_outbox(now);
+        self.flush(now);
     }
 
     /// The earliest transport deadline.
@@ -366,23 +413,26 @@ impl Engine {
             }
             self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
         }
-        loop {
-            let Some(qp) = self.verbs.qps.get_mut(qpn) else {
-                return;
-            };
+        // Every new WQE up to a held one goes to the transport in one call.
+        let mut wqes = std::mem::take(&mut self.sq_wqes);
+        while let Some(qp) = self.verbs.qps.get_mut(qpn) {
             match qp.next_send_wqe(&self.mem) {
                 Ok(Some(wqe)) if self.must_hold(&wqe) => {
                     self.held.insert(qpn, wqe);
-                    return;
+                    break;
                 }
-                Ok(Some(wqe)) => self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env)),
-                Ok(None) => return,
+                Ok(Some(wqe)) => wqes.push(wqe),
+                Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(qpn, error = %e, "send queue");
-                    return;
+                    break;
                 }
             }
         }
+        if !wqes.is_empty() {
+            self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
+        }
+        self.sq_wqes = wqes;
     }
 
     /// Creates transport state for QPs that reached RTS and drops it for QPs
@@ -456,25 +506,28 @@ impl Engine {
         self.drain_sq(qpn, now);
     }
 
-    /// Sends (or loops back) everything in the outbox.
+    /// Sends (or loops back) everything in the outbox, and releases the
+    /// guest-memory snapshot.
     pub fn flush(&mut self, now: Instant) {
         self.flush_outbox(now);
+        self.unpin_memory();
     }
 
     fn flush_outbox(&mut self, now: Instant) {
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
-            if self.outbox.0.is_empty() {
+            if self.outbox.packets.is_empty() {
                 return;
             }
-            let mut packets = std::mem::take(&mut self.outbox.0);
-            self.stats.acks_coalesced += coalesce_acks(&mut packets);
+            let mut packets = std::mem::take(&mut self.outbox.packets);
+            self.stats.acks_coalesced += coalesce_acks(&mut packets, &mut self.outbox.spare);
             let lid = self.verbs.port.lid;
             let mut remote = std::mem::take(&mut self.to_link);
             for p in packets {
                 if dlid(&p) == Some(lid) {
                     self.stats.loopback += 1;
                     self.receive(&p, now);
+                    keep_spare(&mut self.outbox.spare, p);
                 } else {
                     self.stats.tx_packets += 1;
                     remote.push(p);
@@ -483,6 +536,7 @@ impl Engine {
             // One hand-over per burst: one lock, at most one wake-up.
             self.link.send_all(&mut remote);
             self.to_link = remote;
+            self.link.reclaim(&mut self.outbox.spare, SPARE_PACKETS);
         }
     }
 }
@@ -507,35 +561,60 @@ fn plain_ack_target(p: &[u8]) -> Option<((u16, u32), u32)> {
     Some(((dlid(p)?, qp), psn))
 }
 
+/// Keeps a packet buffer the engine is done with for the next packet.
+fn keep_spare(spare: &mut Vec<Vec<u8>>, mut packet: Vec<u8>) {
+    if spare.len() < SPARE_PACKETS {
+        packet.clear();
+        spare.push(packet);
+    }
+}
+
 /// ACKs are cumulative (seed 002): of several plain ACKs to the same QP in
 /// one burst only the one with the highest PSN is needed (a re-ACK of a
-/// duplicate may carry an older PSN). Returns how many were dropped.
-fn coalesce_acks(packets: &mut Vec<Vec<u8>>) -> u64 {
+/// duplicate may carry an older PSN). Returns how many were dropped; their
+/// buffers go to `spare`.
+fn coalesce_acks(packets: &mut Vec<Vec<u8>>, spare: &mut Vec<Vec<u8>>) -> u64 {
     if packets.len() < 2 {
         return 0;
     }
-    let mut best: HashMap<(u16, u32), (usize, u32)> = HashMap::new();
-    let mut keep = vec![true; packets.len()];
+    // Keyed by DLID and QP in one integer; nothing is allocated for a
+    // burst without two ACKs to the same QP.
+    let mut best: HashMap<u64, (usize, u32), BuildHasherDefault<QpnHasher>> = HashMap::default();
+    let mut dropped = Vec::new();
     for (i, p) in packets.iter().enumerate() {
-        let Some((target, psn)) = plain_ack_target(p) else {
+        let Some(((lid, qp), psn)) = plain_ack_target(p) else {
             continue;
         };
+        let target = u64::from(lid) << 32 | u64::from(qp);
         match best.get(&target).copied() {
             // Newer or equal PSN (24-bit circular order): it supersedes.
             Some((j, old)) if (psn.wrapping_sub(old) & 0xff_ffff) < 0x80_0000 => {
-                keep[j] = false;
+                dropped.push(j);
                 best.insert(target, (i, psn));
             }
-            Some(_) => keep[i] = false,
+            Some(_) => dropped.push(i),
             None => {
                 best.insert(target, (i, psn));
             }
         }
     }
-    let before = packets.len();
-    let mut k = keep.iter();
-    packets.retain(|_| *k.next().unwrap_or(&true));
-    (before - packets.len()) as u64
+    if dropped.is_empty() {
+        return 0;
+    }
+    let mut keep = vec![true; packets.len()];
+    for &i in &dropped {
+        keep[i] = false;
+    }
+    let mut at = 0;
+    let superseded = packets.extract_if(.., |_| {
+        let drop = !keep.get(at).copied().unwrap_or(true);
+        at += 1;
+        drop
+    });
+    for p in superseded {
+        keep_spare(spare, p);
+    }
+    dropped.len() as u64
 }
 
 fn dlid(packet: &[u8]) -> Option<u16> {
@@ -648,7 +727,7 @@ mod tests {
             ack(5, 11, false),
             ack(5, 9, true),
         ];
-        assert_eq!(coalesce_acks(&mut v), 2);
+        assert_eq!(coalesce_acks(&mut v, &mut Vec::new()), 2);
         let kept: Vec<(u32, u32)> = v
             .iter()
             .map(|p| {
@@ -666,7 +745,7 @@ mod tests {
     #[test]
     fn psn_order_is_circular() {
         let mut v = vec![ack(5, 0xff_fffe, false), ack(5, 1, false)];
-        coalesce_acks(&mut v);
+        coalesce_acks(&mut v, &mut Vec::new());
         assert_eq!(PacketView::parse(&v[0]).unwrap().bth.psn, 1);
     }
 }

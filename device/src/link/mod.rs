@@ -68,6 +68,7 @@
 //!
 //! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
 
+use std::sync::Arc;
 use std::time::Duration;
 
 mod endpoint;
@@ -133,11 +134,18 @@ pub enum LinkRx {
 
 /// IB packets from the peer, in stream order, in one buffer (one allocation
 /// and one hand-over for all the packets of a socket read).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A batch either holds copies of its packets ([`PacketBatch::push`]) or is
+/// the link reader's receive buffer itself, handed over with the places of
+/// the packets in it (no copy); such a buffer goes back to the reader's
+/// pool when the batch is dropped.
+#[derive(Debug, Default)]
 pub struct PacketBatch {
     bytes: Vec<u8>,
-    /// End offset in `bytes` of each packet.
-    ends: Vec<usize>,
+    /// Start and end offset in `bytes` of each packet.
+    spans: Vec<(usize, usize)>,
+    /// Where `bytes` goes back to (a handed-over receive buffer).
+    pool: Option<Arc<BufferPool>>,
 }
 
 impl PacketBatch {
@@ -145,32 +153,100 @@ impl PacketBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         PacketBatch {
             bytes: Vec::with_capacity(bytes),
-            ends: Vec::new(),
+            spans: Vec::new(),
+            pool: None,
+        }
+    }
+
+    /// A batch of the packets at `spans` in `bytes`, which go back to
+    /// `pool` once the batch is dropped.
+    pub(crate) fn from_buffer(
+        bytes: Vec<u8>,
+        spans: Vec<(usize, usize)>,
+        pool: Arc<BufferPool>,
+    ) -> Self {
+        PacketBatch {
+            bytes,
+            spans,
+            pool: Some(pool),
         }
     }
 
     /// Appends a packet.
     pub fn push(&mut self, packet: &[u8]) {
+        let start = self.bytes.len();
         self.bytes.extend_from_slice(packet);
-        self.ends.push(self.bytes.len());
+        self.spans.push((start, self.bytes.len()));
     }
 
     /// Packets in the batch.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     /// No packets.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
     /// The packets, in order, each LRH through VCRC.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(start, end)| self.bytes.get(start..end).unwrap_or_default())
+        self.spans
+            .iter()
+            .map(|&(start, end)| self.bytes.get(start..end).unwrap_or_default())
+    }
+}
+
+impl Clone for PacketBatch {
+    /// A copy of the packets (never of a handed-over buffer).
+    fn clone(&self) -> Self {
+        let mut copy = PacketBatch::with_capacity(self.spans.iter().map(|(s, e)| e - s).sum());
+        self.iter().for_each(|p| copy.push(p));
+        copy
+    }
+}
+
+impl PartialEq for PacketBatch {
+    /// The same packets in the same order.
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for PacketBatch {}
+
+impl Drop for PacketBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.put(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// Receive buffers of one link reader that it handed over in
+/// [`PacketBatch`]es, back from the sink for reuse (at most a few are
+/// kept).
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool {
+    spare: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl BufferPool {
+    /// Buffers kept for reuse.
+    const KEEP: usize = 8;
+
+    /// A spare buffer of `len` bytes, if one is back.
+    fn take(&self, len: usize) -> Option<Vec<u8>> {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        spare.pop().filter(|b| b.len() == len)
+    }
+
+    /// Keeps `buf` for reuse (or frees it if enough are kept).
+    fn put(&self, buf: Vec<u8>) {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < Self::KEEP {
+            spare.push(buf);
+        }
     }
 }
 

@@ -189,6 +189,13 @@ impl Link {
         self.shared.queue.send_batch(packets, &self.shared.counters)
     }
 
+    /// Moves buffers of packets already framed (and so no longer needed)
+    /// into `spare`, emptied, up to `max` in all: a sender can build its
+    /// next packets in them instead of allocating.
+    pub fn reclaim(&self, spare: &mut Vec<Vec<u8>>, max: usize) {
+        self.shared.queue.reclaim(spare, max);
+    }
+
     /// [`Link::send`] with a tag for the `on_done` callback of
     /// [`Link::start_full`]; on an error the tag is not reported.
     pub fn send_tagged(&self, packet: Vec<u8>, tag: u64) -> Result<(), LinkError> {

@@ -46,6 +46,8 @@ pub(super) const BATCH_PACKETS: usize = 256;
 pub(super) const BATCH_BYTES: usize = 256 * 1024;
 /// Emptied batch buffers kept for reuse.
 const SPARE_BATCHES: usize = 4;
+/// Buffers of framed packets kept for senders to reuse ([`TxQueue::reclaim`]).
+const EMPTIED_PACKETS: usize = 256;
 
 /// The type byte of a `Packet` frame.
 const PACKET_FRAME_TYPE: u8 = 2;
@@ -107,6 +109,9 @@ pub(super) struct Batch {
     /// The tx counters already include the packets in `bytes` (counted
     /// before the direct send).
     counted: bool,
+    /// Buffers of the packets framed by the writer, emptied, to hand back
+    /// to the queue (and so to senders) at the next `take`.
+    emptied: Vec<Vec<u8>>,
 }
 
 impl Batch {
@@ -136,6 +141,9 @@ impl Batch {
     fn frame_items(&mut self) {
         while let Some(q) = self.items.pop_front() {
             self.push_packet(&q.packet, q.tag);
+            let mut packet = q.packet;
+            packet.clear();
+            self.emptied.push(packet);
         }
     }
 
@@ -200,6 +208,8 @@ struct TxState {
     done_later: Vec<u64>,
     /// The queue is in a credit stall that `credit_stalls` has counted.
     in_stall: bool,
+    /// Buffers of framed packets, emptied, for [`TxQueue::reclaim`].
+    emptied: Vec<Vec<u8>>,
 }
 
 impl TxState {
@@ -234,6 +244,14 @@ impl TxState {
         }
         self.owed_due = false;
         add(&counters.credit_frames_tx, frames);
+    }
+
+    /// Keeps the buffer of a framed packet for a sender to reuse.
+    fn keep_emptied(&mut self, mut packet: Vec<u8>) {
+        if self.emptied.len() < EMPTIED_PACKETS {
+            packet.clear();
+            self.emptied.push(packet);
+        }
     }
 
     /// Keeps an emptied buffer for reuse.
@@ -278,6 +296,7 @@ impl TxQueue {
                 faults: None,
                 done_later: Vec::new(),
                 in_stall: false,
+                emptied: Vec::new(),
             }),
             ready: Condvar::new(),
             capacity,
@@ -495,6 +514,19 @@ impl TxQueue {
         self.kick(&mut st, woken, counters);
     }
 
+    /// Moves emptied buffers of framed packets into `spare`, up to `max`
+    /// in all.
+    pub fn reclaim(&self, spare: &mut Vec<Vec<u8>>, max: usize) {
+        let want = max.saturating_sub(spare.len());
+        if want == 0 {
+            return;
+        }
+        let mut st = self.lock();
+        let n = want.min(st.emptied.len());
+        let from = st.emptied.len() - n;
+        spare.extend(st.emptied.drain(from..));
+    }
+
     /// Credits the peer has granted and this end not yet used.
     pub fn credits(&self) -> [u32; NUM_VLS] {
         self.lock().vls.credits()
@@ -532,6 +564,9 @@ impl TxQueue {
     /// exit.
     pub(super) fn take(&self, out: &mut Batch, counters: &Counters) -> bool {
         let mut st = self.lock();
+        for packet in out.emptied.drain(..) {
+            st.keep_emptied(packet);
+        }
         loop {
             if st.writer_stop {
                 return false;
@@ -607,6 +642,7 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
                 break;
             };
             batch.push_packet(&q.packet, q.tag);
+            st.keep_emptied(q.packet);
         }
         // Counted before the peer can see the bytes (so whoever sees the
         // peer react sees the counters too).

@@ -15,11 +15,15 @@ use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
 use super::vl::{packet_vl, NUM_VLS};
-use super::{LinkEvent, LinkRx, LocalPort, PacketBatch, MAX_BODY};
+use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, MAX_BODY};
 
 /// Bytes asked of one `read` (at least; the buffer always has room for a
 /// whole frame after a partial one).
 const READ_CHUNK: usize = 128 * 1024;
+
+/// Packet bytes from which one read's packets are handed over in the
+/// receive buffer itself instead of copied (`Session::deliver`).
+const HANDOVER_MIN: usize = 16 * 1024;
 
 /// Runs one connection until it ends; true if it came up.
 pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> bool {
@@ -48,6 +52,7 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
             .is_some_and(|f| f.auto_return),
         grants: [0; NUM_VLS],
         freed: [0; NUM_VLS],
+        pool: Arc::default(),
     };
     let reason = session.serve().err().unwrap_or_default();
     let up = session.writer.is_some();
@@ -83,6 +88,8 @@ struct Session<'a> {
     grants: [u32; NUM_VLS],
     /// Receive buffers freed (auto return) in the current read.
     freed: [u32; NUM_VLS],
+    /// Receive buffers handed over with packets, back for reuse.
+    pool: Arc<BufferPool>,
 }
 
 impl Session<'_> {
@@ -133,7 +140,9 @@ impl Session<'_> {
                 Err(e) => return Err(io_err("read", e)),
             };
             end += n;
-            start += self.consume(buf.get(start..end).unwrap_or_default())?;
+            let (used, spans) = self.consume(&buf, start, end)?;
+            start += used;
+            self.deliver(&mut buf, spans, &mut start, &mut end);
             self.settle_credits();
         }
     }
@@ -155,12 +164,24 @@ impl Session<'_> {
         }
     }
 
-    /// Handles the whole frames at the start of `bytes`; returns the bytes
-    /// they took. The packets go to the sink as one batch, after whatever
-    /// came before them and before whatever follows.
-    fn consume(&mut self, bytes: &[u8]) -> Result<usize, String> {
+    /// Handles the whole frames in `buf[start..end]`; returns the bytes
+    /// they took and where in `buf` the packets not yet passed to the sink
+    /// are (for [`Self::deliver`]). Packets go to the sink in stream order
+    /// with the other events: before a `Hello`, `LinkState` or bad frame,
+    /// those so far are passed on as copies. Credits (applied after the
+    /// read) need no such care.
+    fn consume(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        end: usize,
+    ) -> Result<(usize, Vec<(usize, usize)>), String> {
+        let bytes = buf.get(start..end).unwrap_or_default();
         let mut used = 0;
-        let mut batch = PacketBatch::default();
+        let mut spans = Vec::new();
+        // Counted once per read, not per packet (the counters are atomics
+        // that other threads touch too).
+        let (mut packets, mut packet_bytes) = (0u64, 0u64);
         let result = loop {
             let rest = bytes.get(used..).unwrap_or_default();
             let (frame, len) = match split_frame(rest, MAX_BODY) {
@@ -168,39 +189,88 @@ impl Session<'_> {
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
             };
+            let body_at = start + used + (len - frame.body.len());
             used += len;
             if frame.is_packet() && self.writer.is_some() {
-                if batch.is_empty() {
-                    batch = PacketBatch::with_capacity(bytes.len() - used + len);
-                }
-                let counters = &self.shared.counters;
-                bump(&counters.rx_packets);
-                add(&counters.rx_bytes, frame.body.len() as u64);
+                packets += 1;
+                packet_bytes += frame.body.len() as u64;
                 tracing::trace!(len = frame.body.len(), "link rx");
                 if self.auto_return {
-                    // Freed once the batch is with the sink (`flush`).
+                    // Freed once the batch is with the sink (`deliver`).
                     if let Some(n) = self.freed.get_mut(usize::from(packet_vl(frame.body))) {
                         *n += 1;
                     }
                 }
-                batch.push(frame.body);
+                spans.push((body_at, body_at + frame.body.len()));
                 continue;
             }
-            self.flush(&mut batch);
-            self.handle(frame.decode())?;
+            let decoded = frame.decode();
+            if !matches!(decoded, Ok(Frame::Credit { .. })) {
+                self.count_rx(&mut packets, &mut packet_bytes);
+                self.pass_copies(buf, &mut spans);
+            }
+            self.handle(decoded)?;
         };
-        self.flush(&mut batch);
+        self.count_rx(&mut packets, &mut packet_bytes);
         match result {
-            Ok(()) => Ok(used),
+            Ok(()) => Ok((used, spans)),
             // Rejects the peer (counted, logged): always an error.
-            Err(e) => self.handle(Err(e)).map(|()| used),
+            Err(e) => {
+                self.pass_copies(buf, &mut spans);
+                self.handle(Err(e)).map(|()| (used, Vec::new()))
+            }
         }
     }
 
-    /// Passes the packets collected so far to the sink.
-    fn flush(&mut self, batch: &mut PacketBatch) {
-        if !batch.is_empty() {
-            (self.sink)(LinkRx::Packets(std::mem::take(batch)));
+    /// Passes the packets at `spans` in `buf` to the sink as copies.
+    fn pass_copies(&mut self, buf: &[u8], spans: &mut Vec<(usize, usize)>) {
+        if spans.is_empty() {
+            return;
+        }
+        let total = spans.iter().map(|(s, e)| e - s).sum();
+        let mut batch = PacketBatch::with_capacity(total);
+        for (s, e) in spans.drain(..) {
+            batch.push(buf.get(s..e).unwrap_or_default());
+        }
+        (self.sink)(LinkRx::Packets(batch));
+    }
+
+    /// Passes the packets at `spans` in `buf` to the sink: a read with many
+    /// packet bytes hands the buffer itself over (no copy) and goes on in
+    /// a spare one from the pool, which starts with the partial frame
+    /// `buf[start..end]` (moved to `0..end - start`); a small read copies
+    /// its packets (a whole receive buffer per ACK would pin much memory
+    /// for little).
+    fn deliver(
+        &mut self,
+        buf: &mut Vec<u8>,
+        mut spans: Vec<(usize, usize)>,
+        start: &mut usize,
+        end: &mut usize,
+    ) {
+        let total: usize = spans.iter().map(|(s, e)| e - s).sum();
+        if total < HANDOVER_MIN {
+            self.pass_copies(buf, &mut spans);
+            return;
+        }
+        let len = buf.len();
+        let mut next = self.pool.take(len).unwrap_or_else(|| vec![0u8; len]);
+        let tail = buf.get(*start..*end).unwrap_or_default();
+        if let Some(head) = next.get_mut(..tail.len()) {
+            head.copy_from_slice(tail);
+        }
+        (*start, *end) = (0, tail.len());
+        let full = std::mem::replace(buf, next);
+        let batch = PacketBatch::from_buffer(full, spans, Arc::clone(&self.pool));
+        (self.sink)(LinkRx::Packets(batch));
+    }
+
+    /// Adds packets received to the counters (before the sink sees them).
+    fn count_rx(&self, packets: &mut u64, bytes: &mut u64) {
+        if *packets > 0 {
+            let counters = &self.shared.counters;
+            add(&counters.rx_packets, std::mem::take(packets));
+            add(&counters.rx_bytes, std::mem::take(bytes));
         }
     }
 

@@ -7,7 +7,7 @@
 
 use ibtca_protocol::headers::ExtHeaders;
 use ibtca_protocol::opcode::Position;
-use ibtca_protocol::{Opcode, Packet};
+use ibtca_protocol::{FillError, Opcode, Packet};
 
 use super::config::{RcConfig, RcCounters};
 use super::psn;
@@ -137,35 +137,58 @@ pub(crate) fn packet(cfg: &RcConfig, opcode: Opcode, psn: u32, ack_req: bool) ->
     p
 }
 
-/// Builds a data packet: headers from `cfg`, `ext` as given, and the
-/// segment's payload gathered from `src`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn data_packet<E: QpEnv + ?Sized>(
+/// A data packet's headers from `cfg`, `ext` as given, and no payload: the
+/// segment's payload is gathered by [`emit_data`].
+pub(crate) fn data_packet(
     cfg: &RcConfig,
-    env: &mut E,
     opcode: Opcode,
     psn: u32,
     ack_req: bool,
     ext: ExtHeaders,
-    src: Source<'_>,
-    seg: Segment,
-) -> Result<Packet, AccessError> {
+) -> Packet {
     let mut p = packet(cfg, opcode, psn, ack_req);
     p.ext = ext;
-    p.payload = vec![0; seg.len];
-    src.read(env, seg.offset, &mut p.payload)?;
-    Ok(p)
+    p
+}
+
+/// Encodes `header` with the payload of `seg` gathered from `src` straight
+/// into the packet's bytes (no payload buffer of its own) and hands it to
+/// the link. `Err` (nothing sent) when the source cannot be read; a packet
+/// that cannot be encoded is counted and dropped as in [`emit`].
+pub(crate) fn emit_data<E: QpEnv + ?Sized>(
+    env: &mut E,
+    counters: &mut RcCounters,
+    header: &Packet,
+    src: Source<'_>,
+    seg: Segment,
+) -> Result<(), AccessError> {
+    let mut bytes = env.packet_buffer();
+    match header.build_into(&mut bytes, seg.len, |out| src.read(env, seg.offset, out)) {
+        Ok(()) => {
+            counters.packets_sent += 1;
+            env.send_packet(bytes);
+            Ok(())
+        }
+        Err(FillError::Fill(e)) => Err(e),
+        Err(FillError::Build(e)) => {
+            counters.build_errors += 1;
+            tracing::warn!("rc: cannot encode {:?}: {e}", header.bth.opcode);
+            Ok(())
+        }
+    }
 }
 
 /// Encodes `p` and hands it to the link. A packet that cannot be encoded
 /// (never for the packets this transport makes) is counted and dropped.
 pub(crate) fn emit<E: QpEnv + ?Sized>(env: &mut E, counters: &mut RcCounters, p: &Packet) {
-    match p.build() {
-        Ok(bytes) => {
+    let mut bytes = env.packet_buffer();
+    match p.build_into(&mut bytes, 0, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(()) => {
             counters.packets_sent += 1;
             env.send_packet(bytes);
         }
-        Err(e) => {
+        Err(FillError::Fill(never)) => match never {},
+        Err(FillError::Build(e)) => {
             counters.build_errors += 1;
             tracing::warn!("rc: cannot encode {:?}: {e}", p.bth.opcode);
         }

@@ -139,6 +139,12 @@ pub trait QpEnv {
     /// Hands a finished packet (from the LRH, with ICRC and VCRC) to the link.
     fn send_packet(&mut self, packet: Vec<u8>);
 
+    /// An empty buffer to build the next packet in: one the link is done
+    /// with, when there is one (no allocation per packet).
+    fn packet_buffer(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+
     /// `wqe` left the send queue with completion `status`, signaled or not
     /// (DRDMA frees its window range here).
     fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}

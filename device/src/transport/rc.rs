@@ -103,7 +103,21 @@ impl RcQp {
     /// otherwise. On a QP in error it completes at once with
     /// WC_WR_FLUSH_ERR.
     pub fn post_send<E: QpEnv + ?Sized>(&mut self, wqe: SendWqe, now: Instant, env: &mut E) {
-        self.req.post(wqe);
+        self.post_sends(std::iter::once(wqe), now, env);
+    }
+
+    /// Posts several send WQEs, in order, then makes progress once (the
+    /// same packets as one [`Self::post_send`] each, with one pass over
+    /// the in-flight list instead of one per WQE).
+    pub fn post_sends<E: QpEnv + ?Sized>(
+        &mut self,
+        wqes: impl IntoIterator<Item = SendWqe>,
+        now: Instant,
+        env: &mut E,
+    ) {
+        for wqe in wqes {
+            self.req.post(wqe);
+        }
         if self.error {
             self.req.flush(self.cfg.qpn, env);
             return;

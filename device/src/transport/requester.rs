@@ -451,19 +451,11 @@ fn transmit<E: QpEnv + ?Sized>(
                 });
             }
             let ack_req = seg.position.ends() || per_packet;
-            let mut pkt = engine::data_packet(
-                cfg,
-                env,
-                opcode,
-                p,
-                ack_req,
-                ext,
-                Source::Local(f.sges()),
-                seg,
-            )
-            .map_err(|_| WC_LOC_PROT_ERR)?;
+            let mut pkt = engine::data_packet(cfg, opcode, p, ack_req, ext);
             pkt.bth.se = !write && seg.position.ends() && wqe.flags & WQE_F_SOLICITED != 0;
-            pkt
+            engine::emit_data(env, counters, &pkt, Source::Local(f.sges()), seg)
+                .map_err(|_| WC_LOC_PROT_ERR)?;
+            return Ok((psn::add(p, 1), ack_req));
         }
         WrKind::Read => {
             // A resent READ resumes where the responses stopped (IBA 9.4.4).

@@ -372,9 +372,9 @@ impl Responder {
                     ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
                 }
                 let p = psn::add(first, i);
-                match engine::data_packet(cfg, env, opcode, p, false, ext, src, seg) {
-                    Ok(pkt) => engine::emit(env, counters, &pkt),
-                    Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+                let header = engine::data_packet(cfg, opcode, p, false, ext);
+                if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
+                    return self.fail(e.nak(), p, cfg, counters, env);
                 }
             }
         }

@@ -96,6 +96,13 @@ fn a_batch_is_written_directly_while_the_writer_sleeps() {
     let numbered: Vec<Vec<u8>> = got.into_iter().filter(|p| p != &[0xee; 4]).collect();
     let want: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_be_bytes().to_vec()).collect();
     assert_eq!(numbered, want);
+    // The framed packets' buffers come back, emptied, as far as asked.
+    let mut spare = vec![Vec::new()];
+    q.reclaim(&mut spare, 200);
+    assert_eq!(spare.len(), 200);
+    assert!(spare[1..].iter().all(|b| b.is_empty() && b.capacity() >= 4));
+    q.reclaim(&mut spare, 100);
+    assert_eq!(spare.len(), 200, "already past the limit");
     q.close(&counters);
     writer.join().unwrap();
 }

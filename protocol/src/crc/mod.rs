@@ -42,20 +42,31 @@
 //! # Speed
 //!
 //! Both CRCs run over every byte of every packet, twice (build and parse),
-//! so neither is computed a byte at a time: the CRC-32 is [`crc32fast`]'s
-//! (carry-less multiply folding where the CPU has it), fed a masked copy of
-//! the header bytes and then the rest of the packet in place; the VCRC folds
-//! 64 bytes per step with PCLMULQDQ on x86-64 CPUs that have it (about 10×
-//! the tables on a 4 KiB packet) and otherwise uses slicing-by-16 tables
-//! built at compile time. The unit tests hold both to bit-at-a-time models
-//! and the folding to the tables at every length and alignment;
-//! `tests/crc_bench.rs` measures them.
+//! so neither is computed a byte at a time. On x86-64 CPUs with AVX-512F/VL
+//! and VPCLMULQDQ (detected at run time) inputs of 256 bytes and more are
+//! folded 256 bytes per step with 512-bit carry-less multiplies (`avx512`),
+//! and [`packet_crcs`] computes a packet's ICRC and VCRC in one pass over
+//! the same loads (Packet::build and PacketView::parse use it). Otherwise
+//! the CRC-32 is [`crc32fast`]'s (carry-less multiply folding where the CPU
+//! has it), fed a masked copy of the header bytes and then the rest of the
+//! packet in place, and the VCRC folds 64 bytes per step with PCLMULQDQ
+//! (`clmul`) or uses slicing-by-16 tables built at compile time. The unit
+//! tests hold everything to bit-at-a-time models and every folding path to
+//! the tables at every length and alignment; `tests/crc_bench.rs` measures
+//! them.
+//!
+//! The two folding modules are the crate's only `unsafe` code: SIMD
+//! intrinsics behind `#[target_feature]`, called only after the run-time
+//! check, reading memory only through slices whose bounds the safe code
+//! around them fixes (each block has a SAFETY comment).
 
 /// Register of a reflected CRC-32 (Ethernet polynomial) in progress.
 ///
 /// The arithmetic is [`crc32fast`]'s (PCLMULQDQ / ARMv8 CRC where the CPU
-/// has them, slicing-by-16 tables otherwise); this type only keeps the raw
-/// register so that callers can inspect it the way Linux `crc32_le` does.
+/// has them, slicing-by-16 tables otherwise) or, for long inputs on CPUs
+/// with AVX-512 and VPCLMULQDQ, the 512-bit folding of `avx512`; this type
+/// keeps the raw register so that callers can inspect it the way Linux
+/// `crc32_le` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Crc32 {
     register: u32,
@@ -73,8 +84,19 @@ impl Crc32 {
         Self { register: !0 }
     }
 
+    /// A CRC whose raw register is `register`.
+    const fn from_register(register: u32) -> Self {
+        Self { register }
+    }
+
     /// Feeds `bytes`.
     pub fn update(&mut self, bytes: &[u8]) -> &mut Self {
+        self.register = crc32_update(self.register, bytes);
+        self
+    }
+
+    /// Feeds `bytes` through `crc32fast` alone (no AVX-512 folding).
+    fn update_scalar(&mut self, bytes: &[u8]) -> &mut Self {
         // crc32fast keeps the finished (inverted) value as its state.
         let mut hasher = crc32fast::Hasher::new_with_initial(!self.register);
         hasher.update(bytes);
@@ -95,7 +117,7 @@ impl Crc32 {
 
 /// Standard CRC-32 (zlib, Ethernet) of `bytes`.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    crc32fast::hash(bytes)
+    !crc32_update(!0, bytes)
 }
 
 /// Bytes the VCRC consumes per step of the sliced loop.
@@ -138,17 +160,13 @@ static VCRC_TABLES: [[u16; 256]; VCRC_SLICE] = vcrc_tables();
 
 /// The IB VCRC of `bytes` (see the module documentation for parameters).
 ///
-/// With PCLMULQDQ (x86-64, detected at run time) inputs of 64 bytes and more
-/// are folded with carry-less multiplies ([`clmul`]); everything else, and
-/// every CPU without it, uses the slicing-by-16 tables.
+/// On x86-64 CPUs with AVX-512 and VPCLMULQDQ (detected at run time)
+/// inputs of 256 bytes and more are folded 256 bytes per step
+/// (`avx512`); with PCLMULQDQ only, inputs of 64 bytes and more 64 bytes
+/// per step (`clmul`); everything else, and every other CPU, uses the
+/// slicing-by-16 tables.
 pub fn vcrc(bytes: &[u8]) -> u16 {
-    #[cfg(target_arch = "x86_64")]
-    if bytes.len() >= clmul::MIN_LEN {
-        if let Some(register) = clmul::fold(bytes) {
-            return !register;
-        }
-    }
-    !vcrc_sliced(0xffff, bytes)
+    !vcrc_update(0xffff, bytes)
 }
 
 /// Slicing-by-16 VCRC update: the raw register after feeding `bytes` to
@@ -184,145 +202,122 @@ fn vcrc_sliced(register: u16, bytes: &[u8]) -> u16 {
     register
 }
 
-/// x^d mod P for the VCRC polynomial P = x^16 + x^12 + x^3 + x + 1, in the
-/// usual (unreflected) bit order: bit i is the coefficient of x^i.
-const fn vcrc_xpow_mod(d: u32) -> u16 {
-    let mut r: u32 = 1;
+/// The ICRC's polynomial without its x^32 term (unreflected).
+const CRC32_POLY: u64 = 0x04c1_1db7;
+/// The VCRC's polynomial without its x^16 term (unreflected).
+const VCRC_POLY: u64 = 0x100b;
+
+/// x^d mod P for the polynomial P = x^width + `poly` (width at most 63),
+/// in the usual (unreflected) bit order: bit i is the coefficient of x^i.
+const fn xpow_mod(width: u32, poly: u64, d: u32) -> u64 {
+    let top = 1u64 << width;
+    let mut r: u64 = 1;
     let mut i = 0;
     while i < d {
         r <<= 1;
-        if r & 0x1_0000 != 0 {
-            r ^= 0x1_100b;
+        if r & top != 0 {
+            r ^= top | poly;
         }
         i += 1;
     }
-    r as u16
+    r
 }
 
-/// VCRC by carry-less multiplication (x86-64 PCLMULQDQ).
-///
-/// The message is a polynomial over GF(2); a reflected CRC reads each
-/// 16-byte block little-endian, so bit i of a 128-bit lane is the
-/// coefficient of x^(127-i) of that block. Folding replaces a lane X that
-/// lies `dist` bits before a later lane by X·x^dist mod P, which leaves the
-/// message's residue mod P, and so the CRC, unchanged: with X = H·x^64 + L
-/// (H in the lane's low quadword), H·(x^(64+dist) mod P) and
-/// L·(x^dist mod P) are each one 64×64 carry-less multiply whose product
-/// (under 80 bits) lands in the later lane's bit order when the constant is
-/// x^(d-1) mod P stored bit-reversed in 64 bits (the product of two 64-bit
-/// reflected operands is one bit short of the lane's 128). Four lanes fold
-/// 64 bytes per step; the last lane and the tail then go through the
-/// slicing tables from a zero register, the all-ones start having been
-/// XORed into the first two message bytes (the same thing for a reflected
-/// CRC). Being linear algebra on the same polynomial, it is bit-exact with
-/// the tables; the tests compare the two on every length and alignment.
+/// A folding constant for a reflected CRC (see `clmul`): x^(d-1) mod P,
+/// bit-reversed into 64 bits.
+const fn fold_constant(width: u32, poly: u64, d: u32) -> i64 {
+    xpow_mod(width, poly, d - 1).reverse_bits() as i64
+}
+
+/// x^d mod P for the VCRC polynomial P = x^16 + x^12 + x^3 + x + 1.
+#[cfg(test)]
+const fn vcrc_xpow_mod(d: u32) -> u16 {
+    xpow_mod(16, VCRC_POLY, d) as u16
+}
+
+/// The raw VCRC register after feeding `bytes` to `register`, by the
+/// fastest path this CPU has.
+fn vcrc_update(register: u16, bytes: &[u8]) -> u16 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(f) = avx512::fold(&avx512::CRC16, u32::from(register), bytes) {
+            return vcrc_sliced(vcrc_sliced(0, &f.last), f.tail);
+        }
+        if bytes.len() >= clmul::MIN_LEN {
+            if let Some(register) = clmul::fold(register, bytes) {
+                return register;
+            }
+        }
+    }
+    vcrc_sliced(register, bytes)
+}
+
+/// The raw CRC-32 register after feeding `bytes` to `register`, by the
+/// fastest path this CPU has.
+fn crc32_update(register: u32, bytes: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = avx512::fold(&avx512::CRC32, register, bytes) {
+        let last = Crc32::from_register(0).update_scalar(&f.last).register;
+        return Crc32::from_register(last).update_scalar(f.tail).register;
+    }
+    Crc32::from_register(register).update_scalar(bytes).register
+}
+
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-mod clmul {
-    use std::arch::x86_64::{
-        __m128i, _mm_clmulepi64_si128, _mm_cvtsi128_si64, _mm_set_epi64x, _mm_unpackhi_epi64,
-        _mm_xor_si128,
-    };
-
-    /// Shortest input folded (four lanes); shorter goes through the tables.
-    pub(super) const MIN_LEN: usize = 64;
-
-    /// A folding constant: x^(d-1) mod P, bit-reversed into 64 bits.
-    const fn k(d: u32) -> i64 {
-        (super::vcrc_xpow_mod(d - 1) as u64).reverse_bits() as i64
-    }
-
-    /// The raw VCRC register of `bytes` (at least [`MIN_LEN`] long), or
-    /// `None` if the CPU lacks PCLMULQDQ.
-    pub(super) fn fold(bytes: &[u8]) -> Option<u16> {
-        if !std::is_x86_feature_detected!("pclmulqdq") {
-            return None;
-        }
-        // SAFETY: `fold_pclmul` needs PCLMULQDQ, detected just above, and
-        // SSE2, which every x86-64 CPU has; it touches memory only through
-        // the slice.
-        Some(unsafe { fold_pclmul(bytes) })
-    }
-
-    /// One 16-byte block as a lane (little-endian, as the CRC reads it).
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have PCLMULQDQ (as for every function here).
-    #[inline]
-    #[target_feature(enable = "pclmulqdq")]
-    unsafe fn lane(block: &[u8]) -> __m128i {
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(block.get(at..at + 8).unwrap_or(&[0; 8]));
-            i64::from_le_bytes(w)
-        };
-        _mm_set_epi64x(word(8), word(0))
-    }
-
-    /// `x` moved forward by the distance `k` encodes (low quadword of `k`:
-    /// the constant for `x`'s low quadword, which is the far half).
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have PCLMULQDQ.
-    #[inline]
-    #[target_feature(enable = "pclmulqdq")]
-    unsafe fn advance(x: __m128i, k: __m128i) -> __m128i {
-        _mm_xor_si128(
-            _mm_clmulepi64_si128::<0x00>(x, k),
-            _mm_clmulepi64_si128::<0x11>(x, k),
-        )
-    }
-
-    /// # Safety
-    ///
-    /// The CPU must have PCLMULQDQ.
-    #[target_feature(enable = "pclmulqdq")]
-    unsafe fn fold_pclmul(bytes: &[u8]) -> u16 {
-        const BY4: (i64, i64) = (k(512), k(512 + 64));
-        const BY1: (i64, i64) = (k(128), k(128 + 64));
-        let by4 = _mm_set_epi64x(BY4.0, BY4.1);
-        let by1 = _mm_set_epi64x(BY1.0, BY1.1);
-        let Some((first, after)) = bytes.split_first_chunk::<64>() else {
-            return super::vcrc_sliced(0xffff, bytes);
-        };
-        let mut x = [
-            lane(&first[..16]),
-            lane(&first[16..32]),
-            lane(&first[32..48]),
-            lane(&first[48..]),
-        ];
-        // The all-ones start, as ones XORed into the first 16 message bits.
-        x[0] = _mm_xor_si128(x[0], _mm_set_epi64x(0, 0xffff));
-        let mut rest = after.chunks_exact(64);
-        for quad in rest.by_ref() {
-            x[0] = _mm_xor_si128(advance(x[0], by4), lane(&quad[..16]));
-            x[1] = _mm_xor_si128(advance(x[1], by4), lane(&quad[16..32]));
-            x[2] = _mm_xor_si128(advance(x[2], by4), lane(&quad[32..48]));
-            x[3] = _mm_xor_si128(advance(x[3], by4), lane(&quad[48..]));
-        }
-        let mut acc = _mm_xor_si128(advance(x[0], by1), x[1]);
-        acc = _mm_xor_si128(advance(acc, by1), x[2]);
-        acc = _mm_xor_si128(advance(acc, by1), x[3]);
-        // Up to three whole blocks are left after the last 64-byte step.
-        let mut blocks = rest.remainder().chunks_exact(16);
-        for block in blocks.by_ref() {
-            acc = _mm_xor_si128(advance(acc, by1), lane(block));
-        }
-        let tail = blocks.remainder();
-        let lo = _mm_cvtsi128_si64(acc) as u64;
-        let hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc)) as u64;
-        let mut last = [0u8; 16];
-        last[..8].copy_from_slice(&lo.to_le_bytes());
-        last[8..].copy_from_slice(&hi.to_le_bytes());
-        let register = super::vcrc_sliced(0, &last);
-        super::vcrc_sliced(register, tail)
-    }
-}
+mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod clmul;
 
 /// LRH + GRH + BTH: the longest prefix that holds variant fields.
 const MASKED_PREFIX: usize = 8 + 40 + 12;
+
+/// The first bytes of a packet with its variant fields masked, and where
+/// the unmasked rest begins.
+struct MaskedPrefix {
+    bytes: [u8; MASKED_PREFIX],
+    len: usize,
+}
+
+impl MaskedPrefix {
+    /// Masks the head of `covered` (as far as it goes: nothing panics on
+    /// short input), choosing local or global by the LRH's LNH.
+    fn of(covered: &[u8]) -> Self {
+        let global = covered.get(1).is_some_and(|b| b & 3 == 3);
+        let prefix_len = if global { MASKED_PREFIX } else { 8 + 12 };
+        let len = prefix_len.min(covered.len());
+        let mut bytes = [0u8; MASKED_PREFIX];
+        let masked = bytes.get_mut(..len).unwrap_or_default();
+        masked.copy_from_slice(covered.get(..len).unwrap_or_default());
+        let bth = if global {
+            masked.iter_mut().take(8).for_each(|b| *b = 0xff);
+            if let Some(grh) = masked.get_mut(8..) {
+                // IPVer stays; TClass and FlowLabel (rest of word 0) and HopLmt.
+                for (i, b) in grh.iter_mut().enumerate().take(8) {
+                    match i {
+                        0 => *b |= 0x0f,
+                        1..=3 | 7 => *b = 0xff,
+                        _ => {}
+                    }
+                }
+            }
+            48
+        } else {
+            if let Some(b) = masked.first_mut() {
+                *b |= 0xf0;
+            }
+            8
+        };
+        if let Some(resv8a) = masked.get_mut(bth + 4) {
+            *resv8a = 0xff;
+        }
+        MaskedPrefix { bytes, len }
+    }
+
+    /// The masked bytes.
+    fn masked(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+}
 
 /// The ICRC of a native IB packet. `covered` is the packet from the first
 /// byte of the LRH through the last pad byte (ICRC and VCRC excluded); the
@@ -330,38 +325,54 @@ const MASKED_PREFIX: usize = 8 + 40 + 12;
 /// local or global by the LRH's LNH. Input shorter than the headers is
 /// masked as far as it goes; nothing here panics.
 pub fn icrc(covered: &[u8]) -> u32 {
-    let global = covered.get(1).is_some_and(|b| b & 3 == 3);
-    let prefix_len = if global { MASKED_PREFIX } else { 8 + 12 };
-    let (head, rest) = covered.split_at(prefix_len.min(covered.len()));
-    let mut prefix = [0u8; MASKED_PREFIX];
-    let masked = prefix.get_mut(..head.len()).unwrap_or_default();
-    masked.copy_from_slice(head);
-    let bth = if global {
-        masked.iter_mut().take(8).for_each(|b| *b = 0xff);
-        if let Some(grh) = masked.get_mut(8..) {
-            // IPVer stays; TClass and FlowLabel (rest of word 0) and HopLmt.
-            for (i, b) in grh.iter_mut().enumerate().take(8) {
-                match i {
-                    0 => *b |= 0x0f,
-                    1..=3 | 7 => *b = 0xff,
-                    _ => {}
-                }
-            }
-        }
-        48
-    } else {
-        if let Some(b) = masked.first_mut() {
-            *b |= 0xf0;
-        }
-        8
-    };
-    if let Some(resv8a) = masked.get_mut(bth + 4) {
-        *resv8a = 0xff;
+    let prefix = MaskedPrefix::of(covered);
+    let rest = covered.get(prefix.len..).unwrap_or_default();
+    Crc32::new().update(prefix.masked()).update(rest).finish()
+}
+
+/// Both CRCs of one packet, from one pass over its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketCrcs {
+    /// The ICRC of the covered bytes.
+    pub icrc: u32,
+    /// The VCRC of the covered bytes followed by the ICRC bytes (the
+    /// computed ICRC, or the one the packet carries).
+    pub vcrc: u16,
+}
+
+/// The ICRC of `covered` (as [`icrc`]) and the VCRC of `covered` followed
+/// by the four bytes of `carried` (the ICRC a received packet carries,
+/// least significant byte first) or, if `None`, of the ICRC just computed
+/// (building a packet). Equal to `icrc(covered)` and
+/// `vcrc(covered ++ icrc bytes)`, but the bulk of the packet (everything
+/// after the masked headers) is read once for both: with AVX-512 and
+/// VPCLMULQDQ both CRCs are folded from the same loads.
+pub fn packet_crcs(covered: &[u8], carried: Option<u32>) -> PacketCrcs {
+    let prefix = MaskedPrefix::of(covered);
+    let (head, rest) = covered.split_at(prefix.len.min(covered.len()));
+    let r32 = Crc32::new().update(prefix.masked()).register();
+    let r16 = vcrc_sliced(0xffff, head);
+    let (r32, r16) = fold_both(r32, r16, rest);
+    let icrc = !r32;
+    let trailer = carried.unwrap_or(icrc).to_le_bytes();
+    PacketCrcs {
+        icrc,
+        vcrc: !vcrc_sliced(r16, &trailer),
     }
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(masked);
-    hasher.update(rest);
-    hasher.finalize()
+}
+
+/// The raw ICRC and VCRC registers after feeding `bytes` to both.
+fn fold_both(r32: u32, r16: u16, bytes: &[u8]) -> (u32, u16) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some((a, b)) =
+        avx512::fold_two(&avx512::CRC32, r32, &avx512::CRC16, u32::from(r16), bytes)
+    {
+        let r32 = Crc32::from_register(0).update_scalar(&a.last).register;
+        let r32 = Crc32::from_register(r32).update_scalar(a.tail).register;
+        let r16 = vcrc_sliced(vcrc_sliced(0, &b.last), b.tail);
+        return (r32, r16);
+    }
+    (crc32_update(r32, bytes), vcrc_update(r16, bytes))
 }
 
 #[cfg(test)]
@@ -519,7 +530,116 @@ mod tests {
         }
         if std::is_x86_feature_detected!("pclmulqdq") {
             let s: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-            assert_eq!(clmul::fold(&s), Some(vcrc_sliced(0xffff, &s)));
+            assert_eq!(clmul::fold(0xffff, &s), Some(vcrc_sliced(0xffff, &s)));
+        }
+    }
+
+    /// Data for the path comparisons: no short period.
+    fn mixed(len: usize) -> Vec<u8> {
+        (0..len as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn pclmul_folding_equals_tables_from_any_register() {
+        // `vcrc` takes the AVX-512 path from 256 bytes where it can: test
+        // the 128-bit folding by itself, with arbitrary start registers.
+        if !std::is_x86_feature_detected!("pclmulqdq") {
+            return;
+        }
+        let data = mixed(700);
+        for start in 0..16 {
+            for end in (start + clmul::MIN_LEN)..data.len() {
+                let s = &data[start..end];
+                let r = (start * 4099 + end) as u16;
+                assert_eq!(clmul::fold(r, s), Some(vcrc_sliced(r, s)), "{start}..{end}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_folding_equals_tables_at_every_length_and_alignment() {
+        // Lengths across the 256-byte step, the 64-byte registers and the
+        // 16-byte lanes, every alignment, arbitrary start registers; both
+        // CRCs alone and fused, against the tables / crc32fast. On a CPU
+        // without the features `fold` says so and there is nothing to test.
+        let data = mixed(1400);
+        if avx512::fold(&avx512::CRC16, 0, &data).is_none() {
+            return;
+        }
+        let finish32 = |f: avx512::Folded<'_>| {
+            let r = Crc32::from_register(0).update_scalar(&f.last).register;
+            Crc32::from_register(r).update_scalar(f.tail).register
+        };
+        let finish16 = |f: avx512::Folded<'_>| vcrc_sliced(vcrc_sliced(0, &f.last), f.tail);
+        for start in 0..64 {
+            for end in (start + avx512::MIN_LEN)..data.len() {
+                let s = &data[start..end];
+                let r32 = (start as u32).wrapping_mul(0x9e37_79b9) ^ end as u32;
+                let r16 = (r32 >> 7) as u16;
+                let want32 = Crc32::from_register(r32).update_scalar(s).register;
+                let want16 = vcrc_sliced(r16, s);
+                let one32 = avx512::fold(&avx512::CRC32, r32, s).map(finish32);
+                let one16 = avx512::fold(&avx512::CRC16, u32::from(r16), s).map(finish16);
+                assert_eq!(one32, Some(want32), "crc32 {start}..{end}");
+                assert_eq!(one16, Some(want16), "vcrc {start}..{end}");
+                let (a, b) =
+                    avx512::fold_two(&avx512::CRC32, r32, &avx512::CRC16, u32::from(r16), s)
+                        .unwrap();
+                assert_eq!(
+                    (finish32(a), finish16(b)),
+                    (want32, want16),
+                    "fused {start}..{end}"
+                );
+            }
+        }
+        // Long runs of ones and zeros.
+        for fill in [0x00, 0xff] {
+            let s = vec![fill; 8190];
+            assert_eq!(vcrc(&s), vcrc_bitwise(&s));
+            assert_eq!(crc32(&s), crc32_bitwise(&s));
+        }
+        assert!(avx512::fold(&avx512::CRC32, 0, &data[..avx512::MIN_LEN - 1]).is_none());
+    }
+
+    #[test]
+    fn packet_crcs_equal_the_separate_crcs() {
+        let data = mixed(4200);
+        for len in (0..600).chain([4096 + 36, 4096 + 96, 4199]) {
+            for global in [false, true] {
+                let mut covered = data[..len].to_vec();
+                if let Some(b) = covered.get_mut(1) {
+                    *b = if global { *b | 3 } else { (*b & !3) | 2 };
+                }
+                let i = icrc(&covered);
+                let mut body = covered.clone();
+                body.extend_from_slice(&i.to_le_bytes());
+                let built = packet_crcs(&covered, None);
+                assert_eq!(
+                    built,
+                    PacketCrcs {
+                        icrc: i,
+                        vcrc: vcrc(&body)
+                    },
+                    "{len}"
+                );
+                // A carried ICRC (right or wrong) is what the VCRC covers.
+                let other = i ^ 0x0102_0304;
+                let mut body = covered.clone();
+                body.extend_from_slice(&other.to_le_bytes());
+                let checked = packet_crcs(&covered, Some(other));
+                assert_eq!(
+                    checked,
+                    PacketCrcs {
+                        icrc: i,
+                        vcrc: vcrc(&body)
+                    },
+                    "{len}"
+                );
+            }
         }
     }
 
@@ -533,6 +653,21 @@ mod tests {
             let fast = vcrc(s);
             prop_assert_eq!(fast, vcrc_bitwise(s));
             prop_assert_eq!(fast, vcrc_bytewise(s));
+        }
+
+        #[test]
+        fn packet_crcs_match_references(
+            data in proptest::collection::vec(any::<u8>(), 0..4200),
+            start in 0usize..64,
+            carried in proptest::option::of(any::<u32>()),
+        ) {
+            let covered = data.get(start..).unwrap_or_default();
+            let c = packet_crcs(covered, carried);
+            let i = icrc_reference(covered);
+            prop_assert_eq!(c.icrc, i);
+            let mut body = covered.to_vec();
+            body.extend_from_slice(&carried.unwrap_or(i).to_le_bytes());
+            prop_assert_eq!(c.vcrc, vcrc_bitwise(&body));
         }
 
         #[test]

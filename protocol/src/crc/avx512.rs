@@ -1,0 +1,317 @@
+//! Both packet CRCs by 512-bit carry-less multiplication (x86-64 AVX-512F
+//! with VPCLMULQDQ), separately or in one fused pass.
+//!
+//! The arithmetic is that of [`super::clmul`] (read its documentation
+//! first): a reflected CRC reads 16-byte blocks little-endian as 128-bit
+//! lanes, and a lane moves `d` bits later by two 64×64 carry-less
+//! multiplies with constants x^(d-1) mod P and x^(d+63) mod P, bit-reversed
+//! into 64 bits. Nothing in that depends on the CRC's width, so the same
+//! code folds the 32-bit ICRC polynomial and the 16-bit VCRC polynomial,
+//! each with its own constants ([`Spec`]). A 512-bit register holds four
+//! consecutive lanes (64 bytes); four registers fold 256 bytes per step
+//! (2048 bits ahead), then fold into one (512 bits at a time), its four
+//! lanes into one (384, 256 and 128 bits), whole 16-byte blocks into that,
+//! and the last lane and the tail go through the scalar code from a zero
+//! register. A start register is XORed into the first message bits, which
+//! for a reflected CRC is the same as starting from it.
+//!
+//! The fused pass loads each 64 bytes once and folds them into both CRCs'
+//! registers: the packet payload is the bulk of both the ICRC's and the
+//! VCRC's input, so a packet is read once on build and once on check
+//! instead of twice each. The unit tests hold every path to the tables at
+//! every length and alignment.
+
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::{
+    __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
+    _mm512_loadu_si512, _mm512_set_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
+    _mm_clmulepi64_si128, _mm_loadu_si128, _mm_set_epi64x, _mm_storeu_si128,
+    _mm_ternarylogic_epi64,
+};
+
+/// Shortest input folded (four registers); shorter goes elsewhere.
+pub(super) const MIN_LEN: usize = 256;
+
+/// Whether this CPU can run the functions here (checked once, cached by
+/// the standard library).
+pub(super) fn available() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("vpclmulqdq")
+}
+
+/// The folding constants of one CRC, as (far quadword, near quadword)
+/// pairs: x^(d+63) mod P and x^(d-1) mod P bit-reversed, for the distances
+/// the fold uses.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Spec {
+    by2048: (i64, i64),
+    by512: (i64, i64),
+    by384: (i64, i64),
+    by256: (i64, i64),
+    by128: (i64, i64),
+}
+
+impl Spec {
+    /// The constants of the reflected CRC of `width` bits with (unreflected)
+    /// polynomial `poly` (without its x^width term).
+    pub(super) const fn new(width: u32, poly: u64) -> Self {
+        const fn pair(width: u32, poly: u64, d: u32) -> (i64, i64) {
+            (
+                super::fold_constant(width, poly, d + 64),
+                super::fold_constant(width, poly, d),
+            )
+        }
+        Spec {
+            by2048: pair(width, poly, 2048),
+            by512: pair(width, poly, 512),
+            by384: pair(width, poly, 384),
+            by256: pair(width, poly, 256),
+            by128: pair(width, poly, 128),
+        }
+    }
+}
+
+/// The ICRC's constants (CRC-32, 0x04C11DB7).
+pub(super) const CRC32: Spec = Spec::new(32, super::CRC32_POLY);
+/// The VCRC's constants (CRC-16, 0x100B).
+pub(super) const CRC16: Spec = Spec::new(16, super::VCRC_POLY);
+
+/// The 16 bytes a fold leaves (to finish through the scalar code from a
+/// zero register) and the tail after them.
+pub(super) struct Folded<'a> {
+    /// The last lane, as message bytes.
+    pub last: [u8; 16],
+    /// Bytes after it (fewer than 16).
+    pub tail: &'a [u8],
+}
+
+/// Folds `bytes` (at least [`MIN_LEN`] long) for the CRC of `spec` from
+/// raw register `register`; `None` on a CPU without the features (see
+/// [`available`]) or for a short input.
+pub(super) fn fold<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Option<Folded<'a>> {
+    if bytes.len() < MIN_LEN || !available() {
+        return None;
+    }
+    // SAFETY: the CPU has AVX-512F, AVX-512VL and VPCLMULQDQ (checked just
+    // above); the function touches memory only through the slice.
+    Some(unsafe { fold_one(spec, register, bytes) })
+}
+
+/// Folds `bytes` (at least [`MIN_LEN`] long) for two CRCs at once, from
+/// raw registers `ra` (CRC of `a`) and `rb` (CRC of `b`).
+pub(super) fn fold_two<'a>(
+    a: &Spec,
+    ra: u32,
+    b: &Spec,
+    rb: u32,
+    bytes: &'a [u8],
+) -> Option<(Folded<'a>, Folded<'a>)> {
+    if bytes.len() < MIN_LEN || !available() {
+        return None;
+    }
+    // SAFETY: as in `fold`.
+    Some(unsafe { fold_pair(a, ra, b, rb, bytes) })
+}
+
+/// A constant pair broadcast to all four lanes.
+///
+/// # Safety
+///
+/// The CPU must have AVX-512F (as for every function here, with AVX-512VL
+/// and VPCLMULQDQ).
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn wide(k: (i64, i64)) -> __m512i {
+    _mm512_broadcast_i32x4(_mm_set_epi64x(k.1, k.0))
+}
+
+/// 64 message bytes as four lanes.
+///
+/// # Safety
+///
+/// As [`wide`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn load(chunk: &[u8; 64]) -> __m512i {
+    // SAFETY: `chunk` is 64 readable bytes; the load is unaligned.
+    unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) }
+}
+
+/// `x` moved forward by the distance of `k`, XORed into `data`.
+///
+/// # Safety
+///
+/// As [`wide`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn advance(x: __m512i, k: __m512i, data: __m512i) -> __m512i {
+    _mm512_ternarylogic_epi64::<0x96>(
+        _mm512_clmulepi64_epi128::<0x00>(x, k),
+        _mm512_clmulepi64_epi128::<0x11>(x, k),
+        data,
+    )
+}
+
+/// One lane moved forward by the distance of `k` (a pair) and XORed into
+/// `data`.
+///
+/// # Safety
+///
+/// As [`wide`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
+    let k = _mm_set_epi64x(k.1, k.0);
+    _mm_ternarylogic_epi64::<0x96>(
+        _mm_clmulepi64_si128::<0x00>(x, k),
+        _mm_clmulepi64_si128::<0x11>(x, k),
+        data,
+    )
+}
+
+/// The four registers of one CRC in progress.
+#[derive(Clone, Copy)]
+struct Lanes([__m512i; 4]);
+
+impl Lanes {
+    /// Starts on the first 256 bytes, with `register` XORed into the first
+    /// message bits.
+    ///
+    /// # Safety
+    ///
+    /// As [`wide`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+    unsafe fn start(first: &[__m512i; 4], register: u32) -> Self {
+        let mut x = *first;
+        x[0] = _mm512_xor_si512(
+            x[0],
+            _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, i64::from(register)),
+        );
+        Lanes(x)
+    }
+
+    /// Folds the next 256 bytes in.
+    ///
+    /// # Safety
+    ///
+    /// As [`wide`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+    unsafe fn step(&mut self, by2048: __m512i, next: &[__m512i; 4]) {
+        for (x, d) in self.0.iter_mut().zip(next) {
+            *x = advance(*x, by2048, *d);
+        }
+    }
+
+    /// Folds the four registers into one, then `rest` (the input after the
+    /// last 256-byte step) into that, down to the last lane and the tail.
+    ///
+    /// # Safety
+    ///
+    /// As [`wide`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+    unsafe fn finish<'a>(self, spec: &Spec, rest: &'a [u8]) -> Folded<'a> {
+        let by512 = wide(spec.by512);
+        let [x0, x1, x2, x3] = self.0;
+        let mut acc = advance(advance(advance(x0, by512, x1), by512, x2), by512, x3);
+        let mut chunks = rest.chunks_exact(64);
+        for chunk in chunks.by_ref() {
+            let chunk: &[u8; 64] = chunk.try_into().unwrap_or(&[0; 64]);
+            acc = advance(acc, by512, load(chunk));
+        }
+        let l0 = _mm512_extracti32x4_epi32::<0>(acc);
+        let l1 = _mm512_extracti32x4_epi32::<1>(acc);
+        let l2 = _mm512_extracti32x4_epi32::<2>(acc);
+        let l3 = _mm512_extracti32x4_epi32::<3>(acc);
+        // l0·x^384 + l1·x^256 + l2·x^128 + l3.
+        let mut lane = advance128(
+            l0,
+            spec.by384,
+            advance128(l1, spec.by256, advance128(l2, spec.by128, l3)),
+        );
+        let mut blocks = chunks.remainder().chunks_exact(16);
+        for block in blocks.by_ref() {
+            // SAFETY: `block` is 16 readable bytes; the load is unaligned.
+            let data = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+            lane = advance128(lane, spec.by128, data);
+        }
+        let mut last = [0u8; 16];
+        // SAFETY: `last` is 16 writable bytes; the store is unaligned.
+        unsafe { _mm_storeu_si128(last.as_mut_ptr().cast(), lane) };
+        Folded {
+            last,
+            tail: blocks.remainder(),
+        }
+    }
+}
+
+/// Splits `bytes` into its 256-byte steps and what follows them.
+fn steps(bytes: &[u8]) -> (std::slice::ChunksExact<'_, u8>, &[u8]) {
+    let steps = bytes.chunks_exact(256);
+    let rest = steps.remainder();
+    (steps, rest)
+}
+
+/// One 256-byte step as four registers.
+///
+/// # Safety
+///
+/// As [`wide`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn load_step(step: &[u8]) -> [__m512i; 4] {
+    let quarter = |i: usize| -> &[u8; 64] {
+        step.get(i * 64..i * 64 + 64)
+            .and_then(|q| q.try_into().ok())
+            .unwrap_or(&[0; 64])
+    };
+    [
+        load(quarter(0)),
+        load(quarter(1)),
+        load(quarter(2)),
+        load(quarter(3)),
+    ]
+}
+
+/// # Safety
+///
+/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
+    let by2048 = wide(spec.by2048);
+    let (mut steps, rest) = steps(bytes);
+    let first = load_step(steps.next().unwrap_or(&[0u8; 256][..]));
+    let mut x = Lanes::start(&first, register);
+    for step in steps {
+        x.step(by2048, &load_step(step));
+    }
+    x.finish(spec, rest)
+}
+
+/// # Safety
+///
+/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
+unsafe fn fold_pair<'a>(
+    a: &Spec,
+    ra: u32,
+    b: &Spec,
+    rb: u32,
+    bytes: &'a [u8],
+) -> (Folded<'a>, Folded<'a>) {
+    let (ka, kb) = (wide(a.by2048), wide(b.by2048));
+    let (mut steps, rest) = steps(bytes);
+    let first = load_step(steps.next().unwrap_or(&[0u8; 256][..]));
+    let mut x = Lanes::start(&first, ra);
+    let mut y = Lanes::start(&first, rb);
+    for step in steps {
+        let data = load_step(step);
+        x.step(ka, &data);
+        y.step(kb, &data);
+    }
+    (x.finish(a, rest), y.finish(b, rest))
+}

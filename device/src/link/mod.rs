@@ -139,6 +139,12 @@ pub enum LinkRx {
 /// the link reader's receive buffer itself, handed over with the places of
 /// the packets in it (no copy); such a buffer goes back to the reader's
 /// pool when the batch is dropped.
+///
+/// A batch from a link with [`FlowControl::auto_return`] holds its
+/// packets' receive buffers: their credits go back to the peer when the
+/// batch is dropped, i.e. once the sink's consumer is done with the
+/// packets, so a peer never has more packets in flight to this end than
+/// its receive buffer (however slowly the consumer goes).
 #[derive(Debug, Default)]
 pub struct PacketBatch {
     bytes: Vec<u8>,
@@ -146,6 +152,36 @@ pub struct PacketBatch {
     spans: Vec<(usize, usize)>,
     /// Where `bytes` goes back to (a handed-over receive buffer).
     pool: Option<Arc<BufferPool>>,
+    /// Receive buffers to free when dropped.
+    credits: Option<RxCredits>,
+}
+
+/// Receive buffers a [`PacketBatch`] holds: `per_vl[vl]` on connection
+/// `conn` of the link whose state is `shared`.
+#[derive(Debug)]
+struct RxCredits {
+    shared: Arc<port::Shared>,
+    conn: u64,
+    per_vl: [u16; NUM_VLS],
+}
+
+impl RxCredits {
+    /// `per_vl` buffers of connection `conn` of the link `shared`.
+    fn new(shared: Arc<port::Shared>, conn: u64, per_vl: [u16; NUM_VLS]) -> Self {
+        RxCredits {
+            shared,
+            conn,
+            per_vl,
+        }
+    }
+
+    /// Frees the buffers: the credits go back to the peer.
+    fn release(self) {
+        let shared = &self.shared;
+        shared
+            .queue
+            .free_rx(self.conn, &self.per_vl, &shared.counters);
+    }
 }
 
 impl PacketBatch {
@@ -155,7 +191,13 @@ impl PacketBatch {
             bytes: Vec::with_capacity(bytes),
             spans: Vec::new(),
             pool: None,
+            credits: None,
         }
+    }
+
+    /// The batch frees these receive buffers when dropped.
+    fn hold(&mut self, credits: RxCredits) {
+        self.credits = Some(credits);
     }
 
     /// A batch of the packets at `spans` in `bytes`, which go back to
@@ -169,6 +211,7 @@ impl PacketBatch {
             bytes,
             spans,
             pool: Some(pool),
+            credits: None,
         }
     }
 
@@ -198,7 +241,8 @@ impl PacketBatch {
 }
 
 impl Clone for PacketBatch {
-    /// A copy of the packets (never of a handed-over buffer).
+    /// A copy of the packets (never of a handed-over buffer, nor of the
+    /// receive buffers it holds: only the original frees them).
     fn clone(&self) -> Self {
         let mut copy = PacketBatch::with_capacity(self.spans.iter().map(|(s, e)| e - s).sum());
         self.iter().for_each(|p| copy.push(p));
@@ -219,6 +263,9 @@ impl Drop for PacketBatch {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
             pool.put(std::mem::take(&mut self.bytes));
+        }
+        if let Some(credits) = self.credits.take() {
+            credits.release();
         }
     }
 }

@@ -47,6 +47,9 @@ pub struct LinkStats {
     pub credit_frames_tx: u64,
     /// `Credit` frames received from the peer.
     pub credit_frames_rx: u64,
+    /// Packets the peer sent on a VL without credit (all the receive
+    /// buffers it was granted still held): dropped, not passed on.
+    pub rx_credit_overruns: u64,
 }
 
 /// The live counters behind [`LinkStats`].
@@ -70,6 +73,7 @@ pub(super) struct Counters {
     pub credit_stalls: AtomicU64,
     pub credit_frames_tx: AtomicU64,
     pub credit_frames_rx: AtomicU64,
+    pub rx_credit_overruns: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing.
@@ -111,6 +115,7 @@ impl Counters {
             credit_stalls: get(&self.credit_stalls),
             credit_frames_tx: get(&self.credit_frames_tx),
             credit_frames_rx: get(&self.credit_frames_rx),
+            rx_credit_overruns: get(&self.rx_credit_overruns),
         }
     }
 }

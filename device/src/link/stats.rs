@@ -11,7 +11,8 @@ pub struct LinkStats {
     pub tx_bytes: u64,
     /// `write` calls for packets; `tx_packets / tx_writes` is the batching.
     pub tx_writes: u64,
-    /// Packets received and passed to the sink.
+    /// Packets received (passed to the sink, or dropped as
+    /// `rx_credit_overruns`).
     pub rx_packets: u64,
     /// Bytes of those packets.
     pub rx_bytes: u64,

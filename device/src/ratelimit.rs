@@ -2,7 +2,7 @@
 //!
 //! A buggy or hostile guest can make the device warn at will (bad WQE
 //! addresses, DMA faults, refused doorbells, bad register writes): one
-//! line each would flood the log. [`guest_warn!`] logs like
+//! line each would flood the log. [`guest_warn!`](crate::guest_warn!) logs like
 //! `tracing::warn!`, but each call site logs at most [`BURST`] lines per
 //! [`INTERVAL`]; the first line after an interval in which some were
 //! suppressed is preceded by a summary line with their number (`suppressed`

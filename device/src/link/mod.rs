@@ -36,8 +36,10 @@
 //! A sink that blocks holds up the reader, and through the socket the peer's
 //! writer. With flow control (the default), credits are the back-pressure:
 //! the peer sends a packet only into a receive buffer this end granted, and
-//! the buffer is freed when the sink has taken the packet
-//! ([`FlowControl::auto_return`]) or when the owner says so
+//! the buffer is freed when the [`PacketBatch`] that carries the packet is
+//! dropped ([`FlowControl::auto_return`]; with [`Link::start`] and
+//! [`Link::start_with`], once the sink has taken the packet) or when the
+//! owner says so
 //! ([`Link::return_credits`], the switch, once the packet left through its
 //! output port). Stopping a link joins
 //! the thread that calls the sink, so the sink must not wait for the thread
@@ -59,7 +61,11 @@
 //! A peer whose first frame is not a `Hello` of [`LINK_PROTOCOL_VERSION`],
 //! that stays silent for [`LinkConfig::hello_timeout`], or that sends a
 //! malformed or oversized frame (limit [`MAX_BODY`]) is dropped with a
-//! warning and counted; the link goes on waiting or reconnecting.
+//! warning and counted; the link goes on waiting or reconnecting. A peer
+//! that sends a packet on a VL whose receive buffers are all held ignores
+//! its credits: the packet is dropped and counted
+//! ([`LinkStats::rx_credit_overruns`], logged once per connection), so
+//! what waits for the sink stays within the buffer granted.
 //!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout

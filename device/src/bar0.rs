@@ -268,7 +268,7 @@ impl Bar0 {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "IRQ_TEST");
+                    crate::guest_warn!(error = %e, "IRQ_TEST");
                     self.error_count = self.error_count.wrapping_add(1);
                 }
             },
@@ -300,7 +300,7 @@ impl Bar0 {
             return regs::DMA_ST_INVALID;
         }
         if !ctx.bus_master {
-            tracing::warn!("DMA self-test with Bus Master off: refused");
+            crate::guest_warn!("DMA self-test with Bus Master off: refused");
             return regs::DMA_ST_FAULT;
         }
         let mut buf = vec![0u8; self.dma_len as usize];
@@ -319,7 +319,7 @@ impl Bar0 {
         match res {
             Ok(()) => regs::DMA_ST_OK,
             Err(e) => {
-                tracing::warn!(error = %e, "DMA self-test");
+                crate::guest_warn!(error = %e, "DMA self-test");
                 regs::DMA_ST_FAULT
             }
         }

@@ -16,6 +16,7 @@ pub mod instance;
 pub mod link;
 pub mod logging;
 pub mod pci;
+pub mod ratelimit;
 pub mod regs;
 pub mod switch;
 pub mod tca;

@@ -163,3 +163,123 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
     drop(y);
     drop(sw);
 }
+
+/// A raw peer on switch port 3 speaks the link protocol but ignores its
+/// credits: it floods VL1 packets to LID 2, whose receiver frees none of
+/// them. The switch passes on what credits allow, drops the rest at its
+/// input (counted in the port's `rx_credit_overruns`, memory bounded by
+/// its buffer) and keeps serving the other ports: VL0 from LID 1 to LID 2
+/// still flows, in order.
+#[test]
+fn a_peer_that_ignores_credits_is_cut_off_and_the_switch_serves_the_others() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    use ibtca_protocol::link::{Frame, Hello, LINK_PROTOCOL_VERSION};
+
+    let dir = TempDir::new("credits-hostile");
+    let (p1, p2, p3) = (dir.join("p1"), dir.join("p2"), dir.join("p3"));
+    let sw = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0xff00,
+        lid: 0,
+        ports: [&p1, &p2, &p3]
+            .into_iter()
+            .map(|p| PortConfig::new(LinkEndpoint::Listen(p.clone())))
+            .collect(),
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+    })
+    .unwrap();
+    let (xtx, xrx) = mpsc::channel();
+    let x = Link::start(LinkEndpoint::Connect(p1), port(1), move |ev| {
+        let _ = xtx.send(ev);
+    })
+    .unwrap();
+    // LID 2: 8 buffers per VL, frees VL0 only.
+    let (ytx, yrx) = mpsc::channel();
+    let y = Link::start_with(
+        LinkEndpoint::Connect(p2),
+        port(2),
+        LinkConfig {
+            flow_control: Some(FlowControl {
+                credits: 8,
+                auto_return: false,
+                ..FlowControl::default()
+            }),
+            ..LinkConfig::default()
+        },
+        move |ev| {
+            let _ = ytx.send(ev);
+        },
+    )
+    .unwrap();
+    for rx in [&xrx, &yrx] {
+        assert!(matches!(rx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
+    }
+    // The hostile peer: Hello, then packets regardless of credits.
+    let mut h = UnixStream::connect(&p3).unwrap();
+    let hello = Frame::Hello(Hello {
+        version: LINK_PROTOCOL_VERSION,
+        node_guid: 0x666,
+        port: 1,
+        lid: 3,
+    });
+    h.write_all(&hello.to_bytes().unwrap()).unwrap();
+    wait_until("LIDs learned", || {
+        sw.lft().lookup(2) == Some(2) && sw.lft().lookup(3) == Some(3)
+    });
+    let buffer = u64::from(FlowControl::default().credits);
+    let flood = 2 * buffer + 100;
+    let mut bytes = Vec::new();
+    for i in 0..flood {
+        let mut p = Packet::new(Opcode::RcSendOnly);
+        (p.lrh.sl, p.lrh.vl, p.lrh.dlid, p.lrh.slid) = (1, 1, 2, 3);
+        p.payload = (i as u16).to_be_bytes().repeat(16);
+        bytes.extend(Frame::Packet(p.build().unwrap()).to_bytes().unwrap());
+    }
+    h.write_all(&bytes).unwrap();
+    // Y's VL1 buffer (8) and the switch's port-3 VL1 buffer fill; the rest
+    // is dropped at the switch's input. (Those 8 free their port-3 buffers
+    // once written to Y, maybe before the flood's end arrives.)
+    wait_until("the flood read", || {
+        sw.link_stats(3).map(|s| s.rx_packets) == Some(flood)
+    });
+    let overruns = sw.link_stats(3).unwrap().rx_credit_overruns;
+    assert!(
+        (flood - buffer - 8..=flood - buffer).contains(&overruns),
+        "{overruns} overruns of {flood}"
+    );
+    assert!(sw.is_port_up(3));
+
+    // The other ports are served: VL0 from X to Y flows in order.
+    const N: u16 = 50;
+    for i in 0..N {
+        while x.send(packet(0, i)).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let (mut vl0, mut vl1) = (Vec::new(), 0);
+    while vl0.len() < usize::from(N) {
+        let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(T) else {
+            panic!("VL0 stopped after {} packets", vl0.len());
+        };
+        let view = PacketView::parse(&p).expect("a valid packet");
+        if view.lrh.vl == 0 {
+            vl0.push(u16::from_be_bytes([view.payload[0], view.payload[1]]));
+            y.return_credits(0, 1);
+        } else {
+            vl1 += 1;
+        }
+    }
+    assert_eq!(vl0, (0..N).collect::<Vec<_>>(), "VL0 complete, in order");
+    while let Ok(LinkEvent::Packet(_)) = yrx.try_recv() {
+        vl1 += 1;
+    }
+    assert_eq!(vl1, 8, "Y got no more VL1 than its buffer");
+    assert_eq!(sw.link_stats(3).unwrap().rx_credit_overruns, overruns);
+    drop(h);
+    drop(x);
+    drop(y);
+    drop(sw);
+}

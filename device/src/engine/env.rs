@@ -58,7 +58,7 @@ pub struct DeviceQpEnv<'a> {
 
 fn dma<T>(r: Result<T, crate::dma::DmaError>) -> Result<T, AccessError> {
     r.map_err(|e| {
-        tracing::warn!(error = %e, "DMA through a registered region failed");
+        crate::guest_warn!(error = %e, "DMA through a registered region failed");
         AccessError::Dma
     })
 }
@@ -200,7 +200,7 @@ impl QpEnv for DeviceQpEnv<'_> {
         match qp.next_recv_wqe(self.mem) {
             Ok(w) => w,
             Err(e) => {
-                tracing::warn!(qpn = self.qpn, error = %e, "receive queue");
+                crate::guest_warn!(qpn = self.qpn, error = %e, "receive queue");
                 None
             }
         }
@@ -212,18 +212,18 @@ impl QpEnv for DeviceQpEnv<'_> {
         match self.verbs.complete(self.mem, cqn, &cqe, solicited) {
             Ok(Some(vector)) => {
                 if let Err(e) = self.msix.trigger(u32::from(vector)) {
-                    tracing::warn!(cqn, error = %e, "CQ interrupt");
+                    crate::guest_warn!(cqn, error = %e, "CQ interrupt");
                 }
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(qpn = self.qpn, cqn, error = %e, "completion lost"),
+            Err(e) => crate::guest_warn!(qpn = self.qpn, cqn, error = %e, "completion lost"),
         }
     }
 
     fn push_quasi(&mut self, q: QuasiWqe) {
         if let Some(qp) = self.verbs.qps.get_mut(self.qpn) {
             if let Err(e) = qp.push_quasi(self.mem, &q) {
-                tracing::warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+                crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
             }
         }
     }
@@ -231,7 +231,7 @@ impl QpEnv for DeviceQpEnv<'_> {
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {
         let qp = self.verbs.qps.get_mut(self.qpn)?;
         qp.pop_quasi(self.mem).unwrap_or_else(|e| {
-            tracing::warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+            crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
             None
         })
     }

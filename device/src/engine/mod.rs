@@ -268,7 +268,7 @@ impl Engine {
             EngineEvent::CmdqBaseHi(v) => self.cmdq.write_base_hi(v),
             EngineEvent::CmdqLogSize(v) => {
                 if !self.cmdq.write_log_size(v) {
-                    tracing::warn!(log_size = v, "command queue: bad geometry, stopped");
+                    crate::guest_warn!(log_size = v, "command queue: bad geometry, stopped");
                 }
             }
             EngineEvent::CmdqDoorbell(pi) => {
@@ -373,7 +373,7 @@ impl Engine {
 
     fn doorbell(&mut self, db: Doorbell, now: Instant) {
         if let Err(e) = self.verbs.doorbell(db) {
-            tracing::warn!(?db, error = %e, "doorbell refused");
+            crate::guest_warn!(?db, error = %e, "doorbell refused");
             self.sync_qps(); // a bad SQ/RQ index puts the QP in error
         }
         if let Doorbell::Sq { qpn, .. } = db {
@@ -424,7 +424,7 @@ impl Engine {
                 Ok(Some(wqe)) => wqes.push(wqe),
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(qpn, error = %e, "send queue");
+                    crate::guest_warn!(qpn, error = %e, "send queue");
                     break;
                 }
             }
@@ -463,7 +463,7 @@ impl Engine {
                     Ok(rc) => {
                         self.rc.insert(qpn, rc);
                     }
-                    Err(e) => tracing::warn!(qpn, error = %e, "cannot start the RC transport"),
+                    Err(e) => crate::guest_warn!(qpn, error = %e, "cannot start the RC transport"),
                 }
             }
             if state != QpState::Reset {

@@ -36,8 +36,10 @@
 //! A sink that blocks holds up the reader, and through the socket the peer's
 //! writer. With flow control (the default), credits are the back-pressure:
 //! the peer sends a packet only into a receive buffer this end granted, and
-//! the buffer is freed when the sink has taken the packet
-//! ([`FlowControl::auto_return`]) or when the owner says so
+//! the buffer is freed when the [`PacketBatch`] that carries the packet is
+//! dropped ([`FlowControl::auto_return`]; with [`Link::start`] and
+//! [`Link::start_with`], once the sink has taken the packet) or when the
+//! owner says so
 //! ([`Link::return_credits`], the switch, once the packet left through its
 //! output port). Stopping a link joins
 //! the thread that calls the sink, so the sink must not wait for the thread
@@ -59,7 +61,11 @@
 //! A peer whose first frame is not a `Hello` of [`LINK_PROTOCOL_VERSION`],
 //! that stays silent for [`LinkConfig::hello_timeout`], or that sends a
 //! malformed or oversized frame (limit [`MAX_BODY`]) is dropped with a
-//! warning and counted; the link goes on waiting or reconnecting.
+//! warning and counted; the link goes on waiting or reconnecting. A peer
+//! that sends a packet on a VL whose receive buffers are all held ignores
+//! its credits: the packet is dropped and counted
+//! ([`LinkStats::rx_credit_overruns`], logged once per connection), so
+//! what waits for the sink stays within the buffer granted.
 //!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
@@ -139,6 +145,12 @@ pub enum LinkRx {
 /// the link reader's receive buffer itself, handed over with the places of
 /// the packets in it (no copy); such a buffer goes back to the reader's
 /// pool when the batch is dropped.
+///
+/// A batch from a link with [`FlowControl::auto_return`] holds its
+/// packets' receive buffers: their credits go back to the peer when the
+/// batch is dropped, i.e. once the sink's consumer is done with the
+/// packets, so a peer never has more packets in flight to this end than
+/// its receive buffer (however slowly the consumer goes).
 #[derive(Debug, Default)]
 pub struct PacketBatch {
     bytes: Vec<u8>,
@@ -146,6 +158,36 @@ pub struct PacketBatch {
     spans: Vec<(usize, usize)>,
     /// Where `bytes` goes back to (a handed-over receive buffer).
     pool: Option<Arc<BufferPool>>,
+    /// Receive buffers to free when dropped.
+    credits: Option<RxCredits>,
+}
+
+/// Receive buffers a [`PacketBatch`] holds: `per_vl[vl]` on connection
+/// `conn` of the link whose state is `shared`.
+#[derive(Debug)]
+struct RxCredits {
+    shared: Arc<port::Shared>,
+    conn: u64,
+    per_vl: [u16; NUM_VLS],
+}
+
+impl RxCredits {
+    /// `per_vl` buffers of connection `conn` of the link `shared`.
+    fn new(shared: Arc<port::Shared>, conn: u64, per_vl: [u16; NUM_VLS]) -> Self {
+        RxCredits {
+            shared,
+            conn,
+            per_vl,
+        }
+    }
+
+    /// Frees the buffers: the credits go back to the peer.
+    fn release(self) {
+        let shared = &self.shared;
+        shared
+            .queue
+            .free_rx(self.conn, &self.per_vl, &shared.counters);
+    }
 }
 
 impl PacketBatch {
@@ -155,7 +197,13 @@ impl PacketBatch {
             bytes: Vec::with_capacity(bytes),
             spans: Vec::new(),
             pool: None,
+            credits: None,
         }
+    }
+
+    /// The batch frees these receive buffers when dropped.
+    fn hold(&mut self, credits: RxCredits) {
+        self.credits = Some(credits);
     }
 
     /// A batch of the packets at `spans` in `bytes`, which go back to
@@ -169,6 +217,7 @@ impl PacketBatch {
             bytes,
             spans,
             pool: Some(pool),
+            credits: None,
         }
     }
 
@@ -198,7 +247,8 @@ impl PacketBatch {
 }
 
 impl Clone for PacketBatch {
-    /// A copy of the packets (never of a handed-over buffer).
+    /// A copy of the packets (never of a handed-over buffer, nor of the
+    /// receive buffers it holds: only the original frees them).
     fn clone(&self) -> Self {
         let mut copy = PacketBatch::with_capacity(self.spans.iter().map(|(s, e)| e - s).sum());
         self.iter().for_each(|p| copy.push(p));
@@ -219,6 +269,9 @@ impl Drop for PacketBatch {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
             pool.put(std::mem::take(&mut self.bytes));
+        }
+        if let Some(credits) = self.credits.take() {
+            credits.release();
         }
     }
 }

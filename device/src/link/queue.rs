@@ -31,6 +31,7 @@ use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use ibtca_protocol::link::FRAME_HEADER_LEN;
@@ -210,6 +211,9 @@ struct TxState {
     in_stall: bool,
     /// Buffers of framed packets, emptied, for [`TxQueue::reclaim`].
     emptied: Vec<Vec<u8>>,
+    /// The connection: bumped by every [`TxQueue::open`], so that receive
+    /// buffers of an earlier connection freed late return no credits.
+    conn: u64,
 }
 
 impl TxState {
@@ -271,6 +275,11 @@ pub(super) struct TxQueue {
     capacity: usize,
     flow: Option<FlowControl>,
     on_done: OnDone,
+    /// Receive buffers per VL of the current connection that hold a packet
+    /// (received, not yet freed): the reader adds, frees take away (under
+    /// the lock, for the connection they belong to). A peer that sends on
+    /// a VL whose buffers are all held ignores its credits.
+    rx_held: [AtomicU32; NUM_VLS],
 }
 
 impl TxQueue {
@@ -297,10 +306,12 @@ impl TxQueue {
                 done_later: Vec::new(),
                 in_stall: false,
                 emptied: Vec::new(),
+                conn: 0,
             }),
             ready: Condvar::new(),
             capacity,
             flow,
+            rx_held: Default::default(),
             on_done: OnDone(on_done),
         }
     }
@@ -462,8 +473,13 @@ impl TxQueue {
     /// A connection is up: accept packets for a new writer, which writes to
     /// its own clone of the connection (`stream` serves direct writes);
     /// with flow control, owe the peer a whole buffer on every VL.
-    pub fn open(&self, stream: Option<UnixStream>) {
+    /// Returns the connection's number, for [`Self::free_rx`].
+    pub fn open(&self, stream: Option<UnixStream>) -> u64 {
         let mut st = self.lock();
+        st.conn += 1;
+        for held in &self.rx_held {
+            held.store(0, Ordering::Relaxed);
+        }
         st.up = true;
         st.writer_stop = false;
         st.stream = stream;
@@ -471,6 +487,7 @@ impl TxQueue {
             st.owed = [u32::from(flow.credits); NUM_VLS];
             st.owed_due = true;
         }
+        st.conn
     }
 
     /// The connection is ending: refuse packets, tell the writer to exit and
@@ -532,28 +549,78 @@ impl TxQueue {
         self.lock().vls.credits()
     }
 
-    /// This end freed `n` receive buffers on `vl`: owe the peer credits.
+    /// This end freed `n` receive buffers on `vl` of the current
+    /// connection: owe the peer credits (see [`Self::free_rx`]).
+    pub fn return_credits(&self, vl: u8, n: u32, counters: &Counters) {
+        let mut freed = [0; NUM_VLS];
+        if let Some(f) = freed.get_mut(usize::from(vl)) {
+            *f = u16::try_from(n).unwrap_or(u16::MAX);
+        }
+        let st = self.lock();
+        let conn = st.conn;
+        self.free_locked(st, conn, &freed, counters);
+    }
+
+    /// This end freed receive buffers (`freed[vl]` per VL) of connection
+    /// `conn` (from [`Self::open`]): owe the peer credits, unless that
+    /// connection has ended (its buffers went with it).
     /// Whatever is owed rides along with the next packets sent; a `Credit`
     /// frame of its own goes once half the buffer is owed. (Half, not a
     /// quarter: with request/response traffic the answer usually carries
     /// the credits, so the peer's reader is not woken by a frame of credits
     /// alone; half a buffer still in hand keeps a sender going.)
-    pub fn return_credits(&self, vl: u8, n: u32, counters: &Counters) {
+    pub fn free_rx(&self, conn: u64, freed: &[u16; NUM_VLS], counters: &Counters) {
+        self.free_locked(self.lock(), conn, freed, counters);
+    }
+
+    fn free_locked(
+        &self,
+        mut st: MutexGuard<'_, TxState>,
+        conn: u64,
+        freed: &[u16; NUM_VLS],
+        counters: &Counters,
+    ) {
         let Some(flow) = &self.flow else {
             return;
         };
-        let mut st = self.lock();
-        if !st.up {
+        if !st.up || st.conn != conn {
             return;
         }
-        let Some(owed) = st.owed.get_mut(usize::from(vl)) else {
-            return;
-        };
-        *owed = owed.saturating_add(n);
-        if *owed >= (u32::from(flow.credits) / 2).max(1) && !st.owed_due {
+        let half = (u32::from(flow.credits) / 2).max(1);
+        let mut due = false;
+        for ((owed, held), n) in st.owed.iter_mut().zip(&self.rx_held).zip(freed) {
+            if *n == 0 {
+                continue;
+            }
+            let n = u32::from(*n);
+            // Never below zero: a caller may free more than it was sent.
+            let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                Some(h.saturating_sub(n))
+            });
+            *owed = owed.saturating_add(n);
+            due |= *owed >= half;
+        }
+        if due && !st.owed_due {
             let woken = !st.writer_waiting || st.has_work();
             st.owed_due = true;
             self.kick(&mut st, woken, counters);
+        }
+    }
+
+    /// Receive buffers of `vl` that hold a packet on this connection.
+    pub fn rx_held(&self, vl: u8) -> u32 {
+        self.rx_held
+            .get(usize::from(vl))
+            .map_or(0, |h| h.load(Ordering::Relaxed))
+    }
+
+    /// The reader put packets into receive buffers (`taken[vl]` per VL);
+    /// called on the reader's thread before the sink gets them.
+    pub fn hold_rx(&self, taken: &[u16; NUM_VLS]) {
+        for (held, n) in self.rx_held.iter().zip(taken) {
+            if *n > 0 {
+                held.fetch_add(u32::from(*n), Ordering::Relaxed);
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
 use super::vl::{packet_vl, NUM_VLS};
-use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, MAX_BODY};
+use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, RxCredits, MAX_BODY};
 
 /// Bytes asked of one `read` (at least; the buffer always has room for a
 /// whole frame after a partial one).
@@ -50,8 +50,15 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
             .flow_control
             .as_ref()
             .is_some_and(|f| f.auto_return),
+        buffers: shared
+            .config
+            .flow_control
+            .as_ref()
+            .map(|f| u32::from(f.credits)),
+        conn: 0,
         grants: [0; NUM_VLS],
-        freed: [0; NUM_VLS],
+        taken: [0; NUM_VLS],
+        overrun_logged: false,
         pool: Arc::default(),
     };
     let reason = session.serve().err().unwrap_or_default();
@@ -81,13 +88,20 @@ struct Session<'a> {
     stream: &'a UnixStream,
     /// The writer thread; present once the link is up.
     writer: Option<JoinHandle<()>>,
-    /// Receive buffers are freed (credits returned) once the sink has taken
-    /// the packets (`FlowControl::auto_return`).
+    /// Receive buffers are freed (credits returned) when the batch of
+    /// their packets is dropped (`FlowControl::auto_return`).
     auto_return: bool,
+    /// Receive buffers per VL granted to the peer (`FlowControl::credits`);
+    /// `None` without flow control.
+    buffers: Option<u32>,
+    /// The connection's number in the send queue (`TxQueue::open`).
+    conn: u64,
     /// Credits the peer granted in the frames of the current read.
     grants: [u32; NUM_VLS],
-    /// Receive buffers freed (auto return) in the current read.
-    freed: [u32; NUM_VLS],
+    /// Receive buffers taken by packets not yet passed to the sink.
+    taken: [u16; NUM_VLS],
+    /// The peer was seen sending beyond its credits (logged once).
+    overrun_logged: bool,
     /// Receive buffers handed over with packets, back for reuse.
     pool: Arc<BufferPool>,
 }
@@ -148,19 +162,53 @@ impl Session<'_> {
     }
 
     /// Applies the credits of one read at once (so that grants that came
-    /// together are arbitrated together) and returns freed buffers.
+    /// together are arbitrated together).
     fn settle_credits(&mut self) {
-        let queue = &self.shared.queue;
-        let counters = &self.shared.counters;
         if self.grants.iter().any(|g| *g > 0) {
-            queue.add_credits(&self.grants, counters);
+            let shared = self.shared;
+            shared.queue.add_credits(&self.grants, &shared.counters);
             self.grants = [0; NUM_VLS];
         }
-        for (vl, n) in self.freed.iter_mut().enumerate() {
-            if *n > 0 {
-                queue.return_credits(vl as u8, *n, counters);
-                *n = 0;
-            }
+    }
+
+    /// A packet on `vl` arrived: true if it takes a free receive buffer,
+    /// false if the peer had no credit for it (it ignores flow control):
+    /// the packet is dropped and counted, logged once per connection.
+    /// Buffers held by packets with the sink are freed only when it is
+    /// done with them, so this bounds what waits for the sink.
+    fn admit(&mut self, vl: u8) -> bool {
+        let Some(buffers) = self.buffers else {
+            return true;
+        };
+        let Some(taken) = self.taken.get_mut(usize::from(vl)) else {
+            return false;
+        };
+        if self.shared.queue.rx_held(vl) + u32::from(*taken) < buffers {
+            *taken += 1;
+            return true;
+        }
+        bump(&self.shared.counters.rx_credit_overruns);
+        if !self.overrun_logged {
+            self.overrun_logged = true;
+            tracing::warn!(
+                vl,
+                buffers,
+                "link peer sends beyond its credits; dropping such packets (counted in rx_credit_overruns)"
+            );
+        }
+        false
+    }
+
+    /// Hands the receive buffers taken so far to `batch` (freed when it
+    /// is dropped, with auto return; otherwise by the owner).
+    fn hold(&mut self, batch: &mut PacketBatch) {
+        let taken = std::mem::take(&mut self.taken);
+        if self.buffers.is_none() || taken.iter().all(|n| *n == 0) {
+            return;
+        }
+        self.shared.queue.hold_rx(&taken);
+        if self.auto_return {
+            batch.hold(RxCredits::new(Arc::clone(self.shared), self.conn, taken));
         }
     }
 
@@ -195,13 +243,9 @@ impl Session<'_> {
                 packets += 1;
                 packet_bytes += frame.body.len() as u64;
                 tracing::trace!(len = frame.body.len(), "link rx");
-                if self.auto_return {
-                    // Freed once the batch is with the sink (`deliver`).
-                    if let Some(n) = self.freed.get_mut(usize::from(packet_vl(frame.body))) {
-                        *n += 1;
-                    }
+                if self.admit(packet_vl(frame.body)) {
+                    spans.push((body_at, body_at + frame.body.len()));
                 }
-                spans.push((body_at, body_at + frame.body.len()));
                 continue;
             }
             let decoded = frame.decode();
@@ -232,6 +276,7 @@ impl Session<'_> {
         for (s, e) in spans.drain(..) {
             batch.push(buf.get(s..e).unwrap_or_default());
         }
+        self.hold(&mut batch);
         (self.sink)(LinkRx::Packets(batch));
     }
 
@@ -261,7 +306,8 @@ impl Session<'_> {
         }
         (*start, *end) = (0, tail.len());
         let full = std::mem::replace(buf, next);
-        let batch = PacketBatch::from_buffer(full, spans, Arc::clone(&self.pool));
+        let mut batch = PacketBatch::from_buffer(full, spans, Arc::clone(&self.pool));
+        self.hold(&mut batch);
         (self.sink)(LinkRx::Packets(batch));
     }
 
@@ -292,13 +338,11 @@ impl Session<'_> {
                 bump(&counters.rx_packets);
                 add(&counters.rx_bytes, packet.len() as u64);
                 tracing::trace!(len = packet.len(), "link rx");
-                let mut batch = PacketBatch::default();
-                batch.push(&packet);
-                (self.sink)(LinkRx::Packets(batch));
-                if self.auto_return {
-                    if let Some(n) = self.freed.get_mut(usize::from(packet_vl(&packet))) {
-                        *n += 1;
-                    }
+                if self.admit(packet_vl(&packet)) {
+                    let mut batch = PacketBatch::default();
+                    batch.push(&packet);
+                    self.hold(&mut batch);
+                    (self.sink)(LinkRx::Packets(batch));
                 }
                 Ok(())
             }
@@ -338,7 +382,7 @@ impl Session<'_> {
             .map_err(|e| format!("preparing the connection: {e}"))?;
         let shared = Arc::clone(self.shared);
         // A second clone lets senders write directly while the writer sleeps.
-        self.shared.queue.open(self.stream.try_clone().ok());
+        self.conn = self.shared.queue.open(self.stream.try_clone().ok());
         let writer = thread::Builder::new()
             .name("ibtca-link-tx".into())
             .spawn(move || run_writer(&shared.queue, stream, &shared.counters));

@@ -11,7 +11,8 @@ pub struct LinkStats {
     pub tx_bytes: u64,
     /// `write` calls for packets; `tx_packets / tx_writes` is the batching.
     pub tx_writes: u64,
-    /// Packets received and passed to the sink.
+    /// Packets received (passed to the sink, or dropped as
+    /// `rx_credit_overruns`).
     pub rx_packets: u64,
     /// Bytes of those packets.
     pub rx_bytes: u64,
@@ -47,6 +48,9 @@ pub struct LinkStats {
     pub credit_frames_tx: u64,
     /// `Credit` frames received from the peer.
     pub credit_frames_rx: u64,
+    /// Packets the peer sent on a VL without credit (all the receive
+    /// buffers it was granted still held): dropped, not passed on.
+    pub rx_credit_overruns: u64,
 }
 
 /// The live counters behind [`LinkStats`].
@@ -70,6 +74,7 @@ pub(super) struct Counters {
     pub credit_stalls: AtomicU64,
     pub credit_frames_tx: AtomicU64,
     pub credit_frames_rx: AtomicU64,
+    pub rx_credit_overruns: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing.
@@ -111,6 +116,7 @@ impl Counters {
             credit_stalls: get(&self.credit_stalls),
             credit_frames_tx: get(&self.credit_frames_tx),
             credit_frames_rx: get(&self.credit_frames_rx),
+            rx_credit_overruns: get(&self.rx_credit_overruns),
         }
     }
 }

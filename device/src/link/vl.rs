@@ -13,8 +13,8 @@
 //!   connection starts from zero.
 //! - **Arbitration**: VL15 (management) is served first; data VLs 0–14
 //!   take turns, each sending up to its weight in packets per turn.
-//! - A device frees a buffer as soon as its engine has the packet
-//!   ([`FlowControl::auto_return`]); a switch frees it when the packet has
+//! - A device frees a buffer when its engine is done with the packet (drops
+//!   its batch, [`FlowControl::auto_return`]); a switch frees it when the packet has
 //!   left through the output port, so a congested output pushes back to the
 //!   inputs instead of dropping.
 
@@ -38,8 +38,8 @@ pub struct FlowControl {
     pub credits: u16,
     /// Packets per arbitration turn of data VLs 0–14 (0: never served).
     pub weights: [u8; 15],
-    /// Free a receive buffer (return its credit) as soon as the sink has
-    /// taken the packet; otherwise the owner calls
+    /// Free a receive buffer (return its credit) when the batch that
+    /// carries the packet is dropped; otherwise the owner calls
     /// [`super::Link::return_credits`].
     pub auto_return: bool,
 }

@@ -95,7 +95,7 @@ impl CmdQueue {
         let log = u8::try_from(v).unwrap_or(u8::MAX);
         self.ring = Ring::new(base, log, size_of::<CmdEntry>() as u64, MAX_CMDQ_LOG).ok();
         if self.ring.is_none() {
-            tracing::warn!(base, log = v, "command queue set-up refused");
+            crate::guest_warn!(base, log = v, "command queue set-up refused");
         }
         self.ring.is_some()
     }
@@ -120,7 +120,7 @@ impl CmdQueue {
             self.pi = pi;
         } else {
             self.stats.bad_doorbells += 1;
-            tracing::warn!(pi, old = self.pi, ci = self.ci, "command doorbell ignored");
+            crate::guest_warn!(pi, old = self.pi, ci = self.ci, "command doorbell ignored");
         }
     }
 
@@ -137,7 +137,7 @@ impl CmdQueue {
             let mut e = CmdEntry::default();
             if let Err(err) = mem.read(addr, e.as_mut_slice()) {
                 self.stats.faults += 1;
-                tracing::warn!(addr, error = %err, "command entry unreadable, skipped");
+                crate::guest_warn!(addr, error = %err, "command entry unreadable, skipped");
                 continue;
             }
             let (status, out0, out1) = execute(verbs, e.opcode, &e.params);
@@ -154,7 +154,7 @@ impl CmdQueue {
             let res = res.and_then(|()| mem.write(addr + STATUS_OFFSET, &status.to_le_bytes()));
             if let Err(err) = res {
                 self.stats.faults += 1;
-                tracing::warn!(addr, error = %err, "command result not written");
+                crate::guest_warn!(addr, error = %err, "command result not written");
                 continue;
             }
             irq |= e.flags & CMD_F_IRQ != 0;

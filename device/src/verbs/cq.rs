@@ -127,7 +127,7 @@ impl Cq {
             _ => return Err(VerbsError::Invalid),
         };
         if !self.ring.in_window(self.pi, ci) || !self.ring.in_window(ci, self.ci) {
-            tracing::warn!(
+            crate::guest_warn!(
                 ci,
                 pi = self.pi,
                 old = self.ci,

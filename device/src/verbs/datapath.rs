@@ -157,7 +157,7 @@ impl Verbs {
             }
         };
         if let Err(e) = res {
-            tracing::warn!(?db, error = %e, "doorbell refused");
+            crate::guest_warn!(?db, error = %e, "doorbell refused");
         }
         res
     }

@@ -51,7 +51,7 @@ impl KeyMemory {
             q.pd = pd;
         }
         if q.pd != pd {
-            tracing::warn!(
+            crate::guest_warn!(
                 qpn,
                 pd,
                 old = q.pd,

@@ -230,7 +230,7 @@ impl Qp {
     /// Moves the QP to the error state (the engine flushes its WQEs).
     pub fn set_error(&mut self) {
         if self.state != QpState::Err {
-            tracing::warn!(pdn = self.pdn, "QP enters the error state");
+            crate::guest_warn!(pdn = self.pdn, "QP enters the error state");
         }
         self.state = QpState::Err;
     }

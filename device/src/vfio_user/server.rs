@@ -435,7 +435,7 @@ impl<'a> Connection<'a> {
 
     fn reply_error(&mut self, header: &Header, e: &Errno) {
         self.stats.errors += 1;
-        tracing::warn!(
+        crate::guest_warn!(
             command = header.command,
             id = header.id,
             errno = e.errno,

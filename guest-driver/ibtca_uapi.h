@@ -243,6 +243,22 @@ struct ibtca_poll_cq {
 };
 
 /*
+ * POLL_CQ_BATCH: takes up to @max (1..IBTCA_UAPI_POLL_BATCH_MAX) ready
+ * completions without waiting, into the array of struct ibtca_poll_cq at
+ * user address @entries (their @cqn and @timeout_ms are left 0), and tells
+ * the device once for all of them. @found is how many were taken.
+ */
+#define IBTCA_UAPI_POLL_BATCH_MAX	64U
+
+struct ibtca_poll_cq_batch {
+	__u32 cqn;		/* in */
+	__u32 max;		/* in */
+	__u32 found;		/* out */
+	__u32 reserved;		/* in: 0 */
+	__u64 entries;		/* in: user pointer to @max entries */
+};
+
+/*
  * Direct RDMA (DRDMA) window, seed 000. BAR2 is split into address ranges
  * (DRDMA_RANGES of DRDMA_RANGE_SIZE bytes); ARR n describes range n. The
  * ranges and ARRs belong to the device, not to a context: user space
@@ -410,5 +426,6 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
+#define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
 
 #endif /* IBTCA_UAPI_H */

@@ -200,6 +200,22 @@ struct ibtca_destroy {
  */
 #define IBTCA_UAPI_POST_F_MORE	(1U << 0)
 
+/*
+ * POST_SEND_BATCH: posts @count (1..IBTCA_UAPI_POST_BATCH_MAX) work
+ * requests, the array of struct ibtca_post_send at user address @wrs, in
+ * order, and rings each QP's SQ doorbell once for its run of them (their
+ * IBTCA_UAPI_POST_F_MORE is implied). @posted is how many were posted: on
+ * a bad request the ones before it are posted and rung, the call returns
+ * 0 if there are any, and POST_SEND of the first unposted one tells why.
+ */
+#define IBTCA_UAPI_POST_BATCH_MAX	64U
+
+struct ibtca_post_send_batch {
+	__u32 count;		/* in */
+	__u32 posted;		/* out */
+	__u64 wrs;		/* in: user pointer to @count requests */
+};
+
 struct ibtca_post_send {
 	__u32 qpn;
 	__u32 opcode;		/* IBTCA_WR_* */
@@ -427,5 +443,6 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
 #define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
+#define IBTCA_IOC_POST_SEND_BATCH _IOWR(IBTCA_IOC_MAGIC, 0x22, struct ibtca_post_send_batch)
 
 #endif /* IBTCA_UAPI_H */

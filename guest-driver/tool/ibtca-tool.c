@@ -897,8 +897,8 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
  *
  * write_bw (ib_write_bw): the client keeps up to VB_BW_DEPTH RDMA WRITEs of
  * one size outstanding for VB_BW_SECS, polling its send CQ without waiting.
- * Once VB_BW_BATCH have completed it posts as many again with one SQ
- * doorbell (IBTCA_UAPI_POST_F_MORE on all but the last).
+ * Once VB_BW_BATCH have completed it posts as many again with one
+ * POST_SEND_BATCH (one SQ doorbell).
  *
  * write_lat (ib_write_lat): 64 B ping-pong by RDMA WRITE. Each side spins
  * on the last 8 bytes of its own incoming slot for the peer's next sequence
@@ -1086,13 +1086,15 @@ static int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how)
  */
 static int vb_write_bw(struct vb *v, uint32_t size)
 {
-	struct ibtca_post_send s = {
+	const struct ibtca_post_send tmpl = {
 		.qpn = v->qp,
 		.opcode = IBTCA_WR_RDMA_WRITE,
 		.length = size,
 		.lkey = v->lkey,
 		.rkey = v->peer_rkey,
 	};
+	struct ibtca_post_send s[VB_BW_DEPTH];
+	struct ibtca_post_send_batch b;
 	uint32_t slots = VB_BULK_LEN / size, out = 0;
 	uint64_t posted = 0, done = 0, off;
 	double t0, t, end, last;
@@ -1105,19 +1107,29 @@ static int vb_write_bw(struct vb *v, uint32_t size)
 		t = now_s();
 		if (t >= end && !out)
 			break;
-		/* Refill in batches, one SQ doorbell for each. */
+		/*
+		 * Refill in batches: one POST_SEND_BATCH (one SQ doorbell)
+		 * for each.
+		 */
 		if (t < end && out <= VB_BW_DEPTH - VB_BW_BATCH) {
+			n = 0;
 			do {
 				off = (posted % slots) * size;
-				s.wr_id = ++v->wr_id;
-				s.addr = v->iova + VB_BULK_OFF + off;
-				s.remote_addr = v->peer_iova + VB_BULK_OFF + off;
-				s.post_flags = out + 1 < VB_BW_DEPTH ?
-					       IBTCA_UAPI_POST_F_MORE : 0;
-				if (ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) < 0)
-					return -errno;
+				s[n] = tmpl;
+				s[n].wr_id = ++v->wr_id;
+				s[n].addr = v->iova + VB_BULK_OFF + off;
+				s[n].remote_addr = v->peer_iova +
+						   VB_BULK_OFF + off;
 				posted++;
+				n++;
 			} while (++out < VB_BW_DEPTH);
+			memset(&b, 0, sizeof(b));
+			b.count = n;
+			b.wrs = (uintptr_t)s;
+			if (ioctl(v->fd, IBTCA_IOC_POST_SEND_BATCH, &b) < 0)
+				return -errno;
+			if (b.posted != (uint32_t)n)
+				return -EIO;
 		}
 		n = vb_drain(v, &out);
 		if (n < 0)

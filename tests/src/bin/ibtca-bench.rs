@@ -112,7 +112,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
-                      for events US µs before blocking (default 50, the
+                      for events US µs before blocking (default 0, the
                       ibtca-device default)
 
 Build first: cargo build --release --workspace";
@@ -189,7 +189,7 @@ fn row_chosen(name: &str) -> bool {
 /// The devices' engine spin in µs (`--engine-spin-us`).
 static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
 /// `ibtca-device --engine-spin-us` default.
-const DEFAULT_ENGINE_SPIN_US: u64 = 50;
+const DEFAULT_ENGINE_SPIN_US: u64 = 0;
 
 fn parse_engine_spin(v: Option<String>) -> Result<(), String> {
     let us: u64 = v
@@ -1851,7 +1851,7 @@ fn run_guest_verbs() -> ExitCode {
     );
     println!(
         "write_bw: RDMA WRITEs, 32 outstanding, refilled 8 or more at a time with one \
-         doorbell, ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \
+         POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \
          doorbell per ioctl (POLL_CQ_BATCH). write_lat: 64 B RDMA WRITE \
          ping-pong, each side spinning on its own memory (no CQ, no interrupts); (sleep): \
          the same, but after 20 µs of spinning each side sleeps 10 µs between looks, so its \

@@ -4,12 +4,17 @@
 //! is taken without a futex wake-up, which costs tens of microseconds when
 //! the sender runs on another CPU. While polling it yields its CPU, so a
 //! thread with work on the same CPU still gets to run.
+//!
+//! Off by default: with two TCG guests on a 2-CPU host the polling engines
+//! took CPU from the vCPUs and cut the guests' 64 B WRITE rate 3-7x
+//! (BENCHMARKS.md, "Engine spin before blocking"); it pays where CPUs are
+//! spare, e.g. the in-process ping-pong (latency halved).
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-/// The engine's default spin (`ibtca-device --engine-spin-us`).
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// The engine's default spin (`ibtca-device --engine-spin-us`): none.
+pub const DEFAULT_SPIN: Duration = Duration::ZERO;
 
 /// Receives the next event within `wait`, polling for the first
 /// `min(spin, wait)` and blocking for the rest.
@@ -48,7 +53,7 @@ mod tests {
         tx.send(1).unwrap();
         tx.send(2).unwrap();
         assert_eq!(
-            recv_spinning(&rx, Duration::from_secs(1), DEFAULT_SPIN),
+            recv_spinning(&rx, Duration::from_secs(1), Duration::from_micros(50)),
             Ok(1)
         );
         assert_eq!(
@@ -77,7 +82,7 @@ mod tests {
         assert_eq!(got, Err(RecvTimeoutError::Timeout));
         assert!(t0.elapsed() >= Duration::from_millis(5));
         drop(tx);
-        let got = recv_spinning(&rx, Duration::from_secs(10), DEFAULT_SPIN);
+        let got = recv_spinning(&rx, Duration::from_secs(10), Duration::from_micros(50));
         assert_eq!(got, Err(RecvTimeoutError::Disconnected));
     }
 }

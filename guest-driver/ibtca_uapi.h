@@ -200,6 +200,22 @@ struct ibtca_destroy {
  */
 #define IBTCA_UAPI_POST_F_MORE	(1U << 0)
 
+/*
+ * POST_SEND_BATCH: posts @count (1..IBTCA_UAPI_POST_BATCH_MAX) work
+ * requests, the array of struct ibtca_post_send at user address @wrs, in
+ * order, and rings each QP's SQ doorbell once for its run of them (their
+ * IBTCA_UAPI_POST_F_MORE is implied). @posted is how many were posted: on
+ * a bad request the ones before it are posted and rung, the call returns
+ * 0 if there are any, and POST_SEND of the first unposted one tells why.
+ */
+#define IBTCA_UAPI_POST_BATCH_MAX	64U
+
+struct ibtca_post_send_batch {
+	__u32 count;		/* in */
+	__u32 posted;		/* out */
+	__u64 wrs;		/* in: user pointer to @count requests */
+};
+
 struct ibtca_post_send {
 	__u32 qpn;
 	__u32 opcode;		/* IBTCA_WR_* */
@@ -240,6 +256,22 @@ struct ibtca_poll_cq {
 	__u8 status;		/* out: IBTCA_WC_* status, 0 = success */
 	__u8 flags;		/* out: IBTCA_CQE_F_* */
 	__u8 reserved;
+};
+
+/*
+ * POLL_CQ_BATCH: takes up to @max (1..IBTCA_UAPI_POLL_BATCH_MAX) ready
+ * completions without waiting, into the array of struct ibtca_poll_cq at
+ * user address @entries (their @cqn and @timeout_ms are left 0), and tells
+ * the device once for all of them. @found is how many were taken.
+ */
+#define IBTCA_UAPI_POLL_BATCH_MAX	64U
+
+struct ibtca_poll_cq_batch {
+	__u32 cqn;		/* in */
+	__u32 max;		/* in */
+	__u32 found;		/* out */
+	__u32 reserved;		/* in: 0 */
+	__u64 entries;		/* in: user pointer to @max entries */
 };
 
 /*
@@ -410,5 +442,7 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
+#define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
+#define IBTCA_IOC_POST_SEND_BATCH _IOWR(IBTCA_IOC_MAGIC, 0x22, struct ibtca_post_send_batch)
 
 #endif /* IBTCA_UAPI_H */

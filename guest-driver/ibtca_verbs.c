@@ -430,6 +430,42 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	return 0;
 }
 
+static int ibtca_v_post_send_batch(struct ibtca_ctx *ctx,
+				   struct ibtca_post_send_batch *b)
+{
+	struct ibtca_post_send __user *in = u64_to_user_ptr(b->wrs);
+	struct ibtca_qp *qp, *pending = NULL;
+	struct ibtca_post_send s;
+	int ret = 0;
+
+	if (!b->count || b->count > IBTCA_UAPI_POST_BATCH_MAX)
+		return -EINVAL;
+	b->posted = 0;
+	while (b->posted < b->count) {
+		if (copy_from_user(&s, in + b->posted, sizeof(s))) {
+			ret = -EFAULT;
+			break;
+		}
+		qp = ibtca_find_qp(ctx, s.qpn);
+		/* Ring for the previous QP's run before moving on. */
+		if (pending && pending != qp) {
+			ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, pending->qpn,
+				 pending->sq_pi);
+			pending = NULL;
+		}
+		s.post_flags |= IBTCA_UAPI_POST_F_MORE;
+		ret = ibtca_v_post_send(ctx, &s);
+		if (ret)
+			break;
+		pending = qp;
+		b->posted++;
+	}
+	if (pending)
+		ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, pending->qpn,
+			 pending->sq_pi);
+	return b->posted ? 0 : ret;
+}
+
 static int ibtca_v_post_recv(struct ibtca_ctx *ctx, struct ibtca_post_recv *r)
 {
 	struct ibtca_recv_wqe *w;
@@ -465,12 +501,46 @@ static void ibtca_cq_db(struct ibtca_dev *idev, struct ibtca_cq *cq, u8 arm)
 	ibtca_db(idev, IBTCA_REG_DB_CQ, cq->cqn | (u32)arm << 24, cq->ci);
 }
 
+/* Copies a ready CQE @e (its owner bit seen) into @p. */
+static void ibtca_cqe_read(struct ibtca_cqe *e, struct ibtca_poll_cq *p)
+{
+	/* Read the entry after its owner bit. */
+	dma_rmb();
+	p->found = 1;
+	p->wr_id = le64_to_cpu(e->wr_id);
+	p->byte_len = le32_to_cpu(e->byte_len);
+	p->qpn = le32_to_cpu(e->qpn);
+	p->imm_data = le32_to_cpu(e->imm_data);
+	p->src_qp = le32_to_cpu(e->src_qp);
+	p->opcode = e->opcode;
+	p->status = e->status;
+	p->flags = e->flags;
+	p->reserved = 0;
+}
+
+/* Consumes the CQE @p was read from (the CQ doorbell is the caller's). */
+static void ibtca_cq_take(struct ibtca_ctx *ctx, struct ibtca_cq *cq,
+			  const struct ibtca_poll_cq *p)
+{
+	struct ibtca_qp *qp;
+
+	cq->ci++;
+	/* Every request is signaled: completions free ring slots. */
+	qp = ibtca_find_qp(ctx, p->qpn);
+	if (qp && (p->opcode & IBTCA_WC_RECV)) {
+		if (qp->rq_done != qp->rq_pi)
+			qp->rq_done++;
+	} else if (qp) {
+		if (qp->sq_done != qp->sq_pi)
+			qp->sq_done++;
+	}
+}
+
 static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 {
 	struct ibtca_dev *idev = ctx->idev;
 	unsigned long deadline;
 	struct ibtca_cqe *e;
-	struct ibtca_qp *qp;
 	struct ibtca_cq *cq;
 	long left;
 
@@ -506,31 +576,44 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 		if (READ_ONCE(idev->dead))
 			return -ENODEV;
 	}
-	/* Read the entry after its owner bit. */
-	dma_rmb();
-	p->found = 1;
-	p->wr_id = le64_to_cpu(e->wr_id);
-	p->byte_len = le32_to_cpu(e->byte_len);
-	p->qpn = le32_to_cpu(e->qpn);
-	p->imm_data = le32_to_cpu(e->imm_data);
-	p->src_qp = le32_to_cpu(e->src_qp);
-	p->opcode = e->opcode;
-	p->status = e->status;
-	p->flags = e->flags;
-	p->reserved = 0;
-	cq->ci++;
+	ibtca_cqe_read(e, p);
+	ibtca_cq_take(ctx, cq, p);
 	ibtca_cq_db(idev, cq, 0);
-
-	/* Every request is signaled: completions free ring slots. */
-	qp = ibtca_find_qp(ctx, p->qpn);
-	if (qp && (p->opcode & IBTCA_WC_RECV)) {
-		if (qp->rq_done != qp->rq_pi)
-			qp->rq_done++;
-	} else if (qp) {
-		if (qp->sq_done != qp->sq_pi)
-			qp->sq_done++;
-	}
 	return 0;
+}
+
+static int ibtca_v_poll_cq_batch(struct ibtca_ctx *ctx,
+				 struct ibtca_poll_cq_batch *b)
+{
+	struct ibtca_poll_cq __user *out = u64_to_user_ptr(b->entries);
+	struct ibtca_poll_cq p;
+	struct ibtca_cqe *e;
+	struct ibtca_cq *cq;
+	int ret = 0;
+
+	cq = ibtca_find_cq(ctx, b->cqn);
+	if (!cq)
+		return -ENOENT;
+	if (!b->max || b->max > IBTCA_UAPI_POLL_BATCH_MAX || b->reserved)
+		return -EINVAL;
+	b->found = 0;
+	while (b->found < b->max) {
+		e = ibtca_cq_next(cq);
+		if (!e)
+			break;
+		memset(&p, 0, sizeof(p));
+		ibtca_cqe_read(e, &p);
+		/* Copy before consuming: a fault loses no completion. */
+		if (copy_to_user(out + b->found, &p, sizeof(p))) {
+			ret = -EFAULT;
+			break;
+		}
+		ibtca_cq_take(ctx, cq, &p);
+		b->found++;
+	}
+	if (b->found)
+		ibtca_cq_db(ctx->idev, cq, 0);
+	return b->found ? 0 : ret;
 }
 
 /*
@@ -600,8 +683,10 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		struct ibtca_create_qp qp;
 		struct ibtca_modify_qp mod;
 		struct ibtca_post_send send;
+		struct ibtca_post_send_batch send_batch;
 		struct ibtca_post_recv recv;
 		struct ibtca_poll_cq poll;
+		struct ibtca_poll_cq_batch batch;
 		struct ibtca_destroy destroy;
 	} u;
 	struct ibtca_dev *idev = ctx->idev;
@@ -643,11 +728,17 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 	case IBTCA_IOC_POST_SEND:
 		ret = ibtca_v_post_send(ctx, &u.send);
 		break;
+	case IBTCA_IOC_POST_SEND_BATCH:
+		ret = ibtca_v_post_send_batch(ctx, &u.send_batch);
+		break;
 	case IBTCA_IOC_POST_RECV:
 		ret = ibtca_v_post_recv(ctx, &u.recv);
 		break;
 	case IBTCA_IOC_POLL_CQ:
 		ret = ibtca_v_poll_cq(ctx, &u.poll);
+		break;
+	case IBTCA_IOC_POLL_CQ_BATCH:
+		ret = ibtca_v_poll_cq_batch(ctx, &u.batch);
 		break;
 	case IBTCA_IOC_DESTROY:
 		ret = ibtca_v_destroy(ctx, &u.destroy);

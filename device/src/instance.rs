@@ -5,10 +5,11 @@
 use std::io;
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::bar0::PortIdentity;
 use crate::drdma::{Drdma, DrdmaConfig};
-use crate::engine::{Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
+use crate::engine::{wait, Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
 use crate::link::{Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
 use crate::tca::Tca;
@@ -28,6 +29,9 @@ pub struct InstanceConfig {
     pub drdma: DrdmaConfig,
     /// SL → VL table and VL weights of the port's link.
     pub vl: VlConfig,
+    /// How long the engine thread polls for its next event before it
+    /// blocks (`ibtca-device --engine-spin-us`).
+    pub engine_spin: Duration,
 }
 
 impl Default for InstanceConfig {
@@ -38,6 +42,7 @@ impl Default for InstanceConfig {
             link: None,
             drdma: DrdmaConfig::default(),
             vl: VlConfig::default(),
+            engine_spin: wait::DEFAULT_SPIN,
         }
     }
 }
@@ -147,7 +152,7 @@ impl Instance {
             port_state,
             drdma,
         );
-        let engine = EngineThread::spawn(engine, tx.clone(), rx);
+        let engine = EngineThread::spawn(engine, tx.clone(), rx, cfg.engine_spin);
         tca.set_engine(tx);
         Ok(Instance { tca, engine, link })
     }

@@ -41,6 +41,13 @@ struct Args {
     #[arg(long, value_name = "US", default_value_t = 50)]
     spin_us: u64,
 
+    /// Microseconds the engine thread polls for its next event (doorbell,
+    /// packet, timer) before it blocks (0: block at once). Polling saves a
+    /// thread wake-up per hand-off (it yields the CPU while it polls), but
+    /// costs CPU: use it only with CPUs to spare (see BENCHMARKS.md).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    engine_spin_us: u64,
+
     /// The port's LID (1-0xbfff, unicast).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
     lid: u16,
@@ -151,6 +158,7 @@ fn main() -> ExitCode {
             load_timeout: Duration::from_millis(args.drdma_load_timeout_ms),
         },
         vl,
+        engine_spin: Duration::from_micros(args.engine_spin_us),
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

@@ -897,6 +897,8 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
  *
  * write_bw (ib_write_bw): the client keeps up to VB_BW_DEPTH RDMA WRITEs of
  * one size outstanding for VB_BW_SECS, polling its send CQ without waiting.
+ * Once VB_BW_BATCH have completed it posts as many again with one
+ * POST_SEND_BATCH (one SQ doorbell).
  *
  * write_lat (ib_write_lat): 64 B ping-pong by RDMA WRITE. Each side spins
  * on the last 8 bytes of its own incoming slot for the peer's next sequence
@@ -904,8 +906,22 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
  * path and no interrupts. Every WR is signaled (the driver has no
  * unsignaled ones), so the send CQ is drained without waiting every
  * VB_LAT_DRAIN writes, outside the timed part.
+ *
+ * write_lat_sleep: the same ping-pong, but each side looks at its slot for
+ * VB_NAP_SPIN_US after its own write, then sleeps VB_NAP_US between looks,
+ * so its vCPU halts and the host CPU goes to QEMU and the device (a guest
+ * spinning under TCG keeps a host CPU busy). The default timer slack
+ * (50 us) is kept: it stretches each nap to up to ~60 us, which leaves the
+ * vCPU idle most of the time (each TCG wake-up costs host CPU too).
  */
-#define VB_BW_DEPTH	16U
+#define VB_BW_DEPTH	32U
+#define VB_BW_BATCH	8U
+#define VB_DRAIN_BATCH	32U
+#define VB_NAP_SPIN_US	20.0
+#define VB_NAP_US	10U
+/* VB_LAT's ok field: how both sides wait for the peer's write. */
+#define VB_LAT_SPIN	1U
+#define VB_LAT_NAP	2U
 #define VB_BW_SECS	2.0
 #define VB_LAT_ITERS	1000U
 #define VB_LAT_WARMUP	50U
@@ -915,28 +931,36 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
 #define VB_SEQ_OFF	(VB_LAT_LEN - 8)
 
 /*
- * Takes every send completion that is ready, without waiting; returns how
- * many (and lowers *@out by that), or -errno, -EIO for a failed WR.
+ * Takes every send completion that is ready, without waiting, in batches
+ * (POLL_CQ_BATCH: one CQ doorbell per batch); returns how many (and lowers
+ * *@out by that), or -errno, -EIO for a failed WR.
  */
 static int vb_drain(struct vb *v, uint32_t *out)
 {
-	struct ibtca_poll_cq c;
+	struct ibtca_poll_cq c[VB_DRAIN_BATCH];
+	struct ibtca_poll_cq_batch b;
+	uint32_t i;
 	int n = 0;
 
 	for (;;) {
-		memset(&c, 0, sizeof(c));
-		c.cqn = v->scq;
-		if (ioctl(v->fd, IBTCA_IOC_POLL_CQ, &c) < 0)
+		memset(&b, 0, sizeof(b));
+		b.cqn = v->scq;
+		b.max = VB_DRAIN_BATCH;
+		b.entries = (uintptr_t)c;
+		if (ioctl(v->fd, IBTCA_IOC_POLL_CQ_BATCH, &b) < 0)
 			return -errno;
-		if (!c.found)
-			return n;
-		if (c.status != IBTCA_WC_SUCCESS) {
-			fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
-				(unsigned long long)c.wr_id, vb_err(0, &c));
-			return -EIO;
+		for (i = 0; i < b.found; i++) {
+			if (c[i].status != IBTCA_WC_SUCCESS) {
+				fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
+					(unsigned long long)c[i].wr_id,
+					vb_err(0, &c[i]));
+				return -EIO;
+			}
 		}
-		(*out)--;
-		n++;
+		*out -= b.found;
+		n += b.found;
+		if (b.found < VB_DRAIN_BATCH)
+			return n;
 	}
 }
 
@@ -985,20 +1009,28 @@ static void vb_seq_set(struct vb *v, uint32_t off, uint64_t seq)
 			 __ATOMIC_RELEASE);
 }
 
-/* Spins on our incoming slot until it holds @seq. */
-static int vb_spin_seq(struct vb *v, uint64_t seq)
+/*
+ * Waits until our incoming slot holds @seq: spinning (VB_LAT_SPIN), or
+ * (VB_LAT_NAP) spinning VB_NAP_SPIN_US, then sleeping VB_NAP_US between
+ * looks.
+ */
+static int vb_spin_seq(struct vb *v, uint64_t seq, uint32_t how)
 {
-	double end = 0;
+	double t0 = 0, end = 0;
 	uint64_t got;
 	unsigned int n = 0;
 
+	if (how == VB_LAT_NAP)
+		t0 = now_s();
 	for (;;) {
 		got = vb_seq_get(v, VB_LAT_OFF);
 		if (got == seq)
 			return 0;
 		if (got > seq)
 			return -EPROTO;
-		if (++n % 4096)
+		if (how == VB_LAT_NAP && (now_s() - t0) * 1e6 >= VB_NAP_SPIN_US)
+			usleep(VB_NAP_US);
+		else if (++n % 4096)
 			continue;
 		if (!end)
 			end = now_s() + VB_SPIN_SECS;
@@ -1025,8 +1057,11 @@ static int vb_lat_write(struct vb *v, uint64_t seq)
 	return ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) < 0 ? -errno : 0;
 }
 
-/* Server: answers @iters write_lat pings, then drains its send CQ. */
-static int vb_serve_lat(struct vb *v, uint64_t iters)
+/*
+ * Server: answers @iters write_lat pings, waiting as @how says, then drains
+ * its send CQ.
+ */
+static int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how)
 {
 	uint32_t out = 0;
 	uint64_t i;
@@ -1037,7 +1072,7 @@ static int vb_serve_lat(struct vb *v, uint64_t iters)
 	for (i = 1; !ret && i <= iters; i++) {
 		ret = vb_lat_room(v, &out);
 		if (!ret)
-			ret = vb_spin_seq(v, i);
+			ret = vb_spin_seq(v, i, how);
 		if (!ret)
 			ret = vb_lat_write(v, i);
 		out += !ret;
@@ -1051,13 +1086,15 @@ static int vb_serve_lat(struct vb *v, uint64_t iters)
  */
 static int vb_write_bw(struct vb *v, uint32_t size)
 {
-	struct ibtca_post_send s = {
+	const struct ibtca_post_send tmpl = {
 		.qpn = v->qp,
 		.opcode = IBTCA_WR_RDMA_WRITE,
 		.length = size,
 		.lkey = v->lkey,
 		.rkey = v->peer_rkey,
 	};
+	struct ibtca_post_send s[VB_BW_DEPTH];
+	struct ibtca_post_send_batch b;
 	uint32_t slots = VB_BULK_LEN / size, out = 0;
 	uint64_t posted = 0, done = 0, off;
 	double t0, t, end, last;
@@ -1070,15 +1107,29 @@ static int vb_write_bw(struct vb *v, uint32_t size)
 		t = now_s();
 		if (t >= end && !out)
 			break;
-		while (t < end && out < VB_BW_DEPTH) {
-			off = (posted % slots) * size;
-			s.wr_id = ++v->wr_id;
-			s.addr = v->iova + VB_BULK_OFF + off;
-			s.remote_addr = v->peer_iova + VB_BULK_OFF + off;
-			if (ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) < 0)
+		/*
+		 * Refill in batches: one POST_SEND_BATCH (one SQ doorbell)
+		 * for each.
+		 */
+		if (t < end && out <= VB_BW_DEPTH - VB_BW_BATCH) {
+			n = 0;
+			do {
+				off = (posted % slots) * size;
+				s[n] = tmpl;
+				s[n].wr_id = ++v->wr_id;
+				s[n].addr = v->iova + VB_BULK_OFF + off;
+				s[n].remote_addr = v->peer_iova +
+						   VB_BULK_OFF + off;
+				posted++;
+				n++;
+			} while (++out < VB_BW_DEPTH);
+			memset(&b, 0, sizeof(b));
+			b.count = n;
+			b.wrs = (uintptr_t)s;
+			if (ioctl(v->fd, IBTCA_IOC_POST_SEND_BATCH, &b) < 0)
 				return -errno;
-			posted++;
-			out++;
+			if (b.posted != (uint32_t)n)
+				return -EIO;
 		}
 		n = vb_drain(v, &out);
 		if (n < 0)
@@ -1118,8 +1169,11 @@ static void vb_print_lat(const char *name, double *us, uint32_t n)
 	       us[n * 99 / 100], us[n - 1]);
 }
 
-/* Client: the write_lat ping-pong; one-way times are half a round trip. */
-static int vb_write_lat(struct vb *v)
+/*
+ * Client: the write_lat ping-pong, both sides waiting as @how says; one-way
+ * times are half a round trip.
+ */
+static int vb_write_lat(struct vb *v, uint32_t how)
 {
 	const uint32_t n = VB_LAT_WARMUP + VB_LAT_ITERS;
 	double *us, t0;
@@ -1131,7 +1185,7 @@ static int vb_write_lat(struct vb *v)
 	if (!us)
 		return -ENOMEM;
 	vb_seq_set(v, VB_LAT_OFF, 0);
-	ret = vb_send_simple(v, VB_LAT, 1, n);
+	ret = vb_send_simple(v, VB_LAT, how, n);
 	if (!ret)
 		ret = vb_expect(v, VB_RESULT, &m);
 	for (i = 1; !ret && i <= n; i++) {
@@ -1142,14 +1196,15 @@ static int vb_write_lat(struct vb *v)
 		ret = vb_lat_write(v, i);
 		out += !ret;
 		if (!ret)
-			ret = vb_spin_seq(v, i);
+			ret = vb_spin_seq(v, i, how);
 		if (!ret && i > VB_LAT_WARMUP)
 			us[i - VB_LAT_WARMUP - 1] = (now_s() - t0) * 1e6 / 2;
 	}
 	if (!ret)
 		ret = vb_drain_to(v, &out, 0);
 	if (!ret)
-		vb_print_lat("write_lat", us, VB_LAT_ITERS);
+		vb_print_lat(how == VB_LAT_NAP ? "write_lat_sleep" :
+			     "write_lat", us, VB_LAT_ITERS);
 	free(us);
 	return ret;
 }
@@ -1243,7 +1298,7 @@ static void vb_serve(struct vb *v)
 			ret = vb_send_simple(v, VB_PONG, 1, m.value);
 			break;
 		case VB_LAT:
-			ret = vb_serve_lat(v, m.value);
+			ret = vb_serve_lat(v, m.value, m.ok);
 			vcheck("write_lat_echo", !ret, "%llu round trips: %s",
 			       (unsigned long long)m.value,
 			       ret ? strerror(-ret) : "answered");
@@ -1501,8 +1556,12 @@ static void vb_client_perf(struct vb *v)
 	if (ret)
 		return;
 
-	ret = vb_write_lat(v);
+	ret = vb_write_lat(v, VB_LAT_SPIN);
 	vcheck("write_lat", !ret, "%s", ret ? strerror(-ret) : "done");
+	if (ret)
+		return;
+	ret = vb_write_lat(v, VB_LAT_NAP);
+	vcheck("write_lat_sleep", !ret, "%s", ret ? strerror(-ret) : "done");
 	if (ret)
 		return;
 

@@ -178,6 +178,7 @@ impl Fabric {
                 link: Some(ep.expect("every node is attached to a switch port")),
                 drdma: Default::default(),
                 vl: Default::default(),
+                ..InstanceConfig::default()
             };
             let server = TestServer::start_instance(TempDir::new_in(Some(&dir.0), "node"), cfg);
             nodes.push(node(lid, server, &o));

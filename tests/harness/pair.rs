@@ -52,6 +52,8 @@ pub struct PairOptions {
     pub spin: bool,
     /// Both devices' DRDMA windows.
     pub drdma: DrdmaConfig,
+    /// Both devices' engine spin (`InstanceConfig::engine_spin`).
+    pub engine_spin: Duration,
 }
 
 impl Default for PairOptions {
@@ -64,6 +66,7 @@ impl Default for PairOptions {
             b_access: ALL_ACCESS,
             spin: false,
             drdma: DrdmaConfig::default(),
+            engine_spin: ibtca_device::engine::wait::DEFAULT_SPIN,
         }
     }
 }
@@ -116,6 +119,7 @@ impl LinkedPair {
                 link: Some(ep),
                 drdma: o.drdma,
                 vl: Default::default(),
+                engine_spin: o.engine_spin,
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };

@@ -14,6 +14,7 @@
 
 pub mod env;
 mod qp_map;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -628,8 +629,14 @@ pub struct EngineThread {
 }
 
 impl EngineThread {
-    /// Runs `engine` on its own thread, fed by `rx` (whose sender is `tx`).
-    pub fn spawn(mut engine: Engine, tx: Sender<EngineEvent>, rx: Receiver<EngineEvent>) -> Self {
+    /// Runs `engine` on its own thread, fed by `rx` (whose sender is `tx`);
+    /// it polls `rx` for `spin` before each blocking wait (see [`wait`]).
+    pub fn spawn(
+        mut engine: Engine,
+        tx: Sender<EngineEvent>,
+        rx: Receiver<EngineEvent>,
+        spin: Duration,
+    ) -> Self {
         let thread = std::thread::Builder::new()
             .name("ibtca-engine".into())
             .spawn(move || {
@@ -639,7 +646,7 @@ impl EngineThread {
                         .next_deadline()
                         .map(|d| d.saturating_duration_since(now))
                         .unwrap_or(Duration::from_secs(1));
-                    match rx.recv_timeout(wait) {
+                    match wait::recv_spinning(&rx, wait, spin) {
                         Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                         Ok(ev) => {
                             // Take the whole burst before sending anything.

@@ -40,8 +40,9 @@
 //! guests (1 vCPU, 1 GiB) booted at once in the `verbs-bench` mode of the
 //! initramfs; the client's `ibtca-tool verbs-bench` prints `IBTCA-PERF`
 //! lines (`write_bw` at 64 B, 4 KiB and 1 MiB, `write_lat` spinning on
-//! memory, `send_lat` through the CQ interrupt), shown next to the
-//! soft-RoCE reference measured between two such guests.
+//! memory, `write_lat_sleep` napping between looks, `send_lat` through the
+//! CQ interrupt), shown next to the soft-RoCE reference measured between
+//! two such guests. `--engine-spin-us` is passed to both devices.
 //!
 //! `switch` measures RDMA WRITE through in-process switches: aggregate
 //! 64 KiB throughput of 1, 2 and 4 pairs through one switch, and 64 B
@@ -92,8 +93,8 @@ const TARGET_WRITE_US: f64 = 2.5;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US]
-       ibtca-bench guest-verbs
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US]
+       ibtca-bench guest-verbs [--engine-spin-us US]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
        ibtca-bench guest-drdma
@@ -110,6 +111,9 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       write-4k, write-64, send, ping); the raw rows always run
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
+  --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
+                      for events US µs before blocking (default 0, the
+                      ibtca-device default)
 
 Build first: cargo build --release --workspace";
 
@@ -142,11 +146,16 @@ fn parse_args() -> Result<Bench, String> {
             Bench::Verbs { seconds, .. } => Ok(Bench::Drdma { seconds }),
             other => Ok(other),
         },
-        Some("guest-verbs") => match args.next() {
-            None => Ok(Bench::GuestVerbs),
-            Some(a) if a == "-h" || a == "--help" => Err(String::new()),
-            Some(other) => Err(format!("unknown option '{other}'")),
-        },
+        Some("guest-verbs") => {
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--engine-spin-us" => parse_engine_spin(args.next())?,
+                    "-h" | "--help" => return Err(String::new()),
+                    other => return Err(format!("unknown option '{other}'")),
+                }
+            }
+            Ok(Bench::GuestVerbs)
+        }
         Some("switch") => match parse_verbs(args)? {
             Bench::Verbs { seconds, .. } => Ok(Bench::Switch { seconds }),
             other => Ok(other),
@@ -177,6 +186,23 @@ fn row_chosen(name: &str) -> bool {
     }
 }
 
+/// The devices' engine spin in µs (`--engine-spin-us`).
+static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
+/// `ibtca-device --engine-spin-us` default.
+const DEFAULT_ENGINE_SPIN_US: u64 = 0;
+
+fn parse_engine_spin(v: Option<String>) -> Result<(), String> {
+    let us: u64 = v
+        .and_then(|v| v.parse().ok())
+        .ok_or("--engine-spin-us needs a non-negative integer")?;
+    ENGINE_SPIN_US.store(us, Ordering::Relaxed);
+    Ok(())
+}
+
+fn engine_spin() -> Duration {
+    Duration::from_micros(ENGINE_SPIN_US.load(Ordering::Relaxed))
+}
+
 fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> {
     let mut seconds = 2.0;
     let mut idle_us = 0;
@@ -188,6 +214,7 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .and_then(|v| v.parse().ok())
                     .ok_or("--idle-sleep-us needs a non-negative integer")?
             }
+            "--engine-spin-us" => parse_engine_spin(args.next())?,
             "--seconds" => {
                 seconds = args
                     .next()
@@ -834,6 +861,7 @@ fn verbs_pair(qp_log: u8) -> Pair {
         qp_log,
         b_access: ALL_ACCESS,
         spin: true,
+        engine_spin: engine_spin(),
         ..Default::default()
     });
     lp.connect(MTU_4096);
@@ -1671,19 +1699,21 @@ fn run_guest_verbs() -> ExitCode {
     let connect = format!("connect:{}", link.display());
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
     eprintln!("[bench] two release ibtca-device processes (LIDs 1/2) on one link");
+    let espin = ENGINE_SPIN_US.load(Ordering::Relaxed).to_string();
+    eprintln!("[bench] ibtca-device --engine-spin-us {espin}");
     let dev_a = Device::start(
         &bin,
         &sock_a,
         None,
         DEFAULT_SPIN_US,
-        &["--lid", "1", "--link", &listen],
+        &["--lid", "1", "--link", &listen, "--engine-spin-us", &espin],
     );
     let dev_b = Device::start(
         &bin,
         &sock_b,
         None,
         DEFAULT_SPIN_US,
-        &["--lid", "2", "--link", &connect],
+        &["--lid", "2", "--link", &connect, "--engine-spin-us", &espin],
     );
     let guest = |socket: &Path, role: &str, peer_lid: u16| {
         let mut vm = VmConfig::new(socket, "verbs-bench");
@@ -1774,7 +1804,7 @@ fn run_guest_verbs() -> ExitCode {
     let mut lat_rows = 0;
     for p in perf
         .iter()
-        .filter(|p| p.test == "write_lat" || p.test == "send_lat")
+        .filter(|p| ["write_lat", "write_lat_sleep", "send_lat"].contains(&p.test.as_str()))
     {
         let (Some(size), Some(iters), Some(typ), Some(p99)) = (
             p.get("size"),
@@ -1784,15 +1814,15 @@ fn run_guest_verbs() -> ExitCode {
         ) else {
             continue;
         };
-        let spin = p.test == "write_lat";
+        let (name, spin) = match p.test.as_str() {
+            "write_lat" => ("write_lat (spin)", true),
+            "write_lat_sleep" => ("write_lat (sleep)", true),
+            _ => ("send_lat (irq)", false),
+        };
         lat_rows += usize::from(spin);
         let x = RXE_LAT_US / typ;
         rows.push(vec![
-            if spin {
-                "write_lat (spin)".into()
-            } else {
-                "send_lat (irq)".into()
-            },
+            name.into(),
             fmt_size(size),
             format!("{iters:.0}"),
             "-".into(),
@@ -1820,9 +1850,12 @@ fn run_guest_verbs() -> ExitCode {
          verbs-bench`, path MTU 4096."
     );
     println!(
-        "write_bw: RDMA WRITEs, 16 outstanding, ~2 s per size, CQ polled without waiting. \
-         write_lat: 64 B RDMA WRITE ping-pong, each side spinning on its own memory (no CQ, \
-         no interrupts). send_lat: 64 B SEND/RECV ping-pong waiting in the driver for the CQ \
+        "write_bw: RDMA WRITEs, 32 outstanding, refilled 8 or more at a time with one \
+         POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \
+         doorbell per ioctl (POLL_CQ_BATCH). write_lat: 64 B RDMA WRITE \
+         ping-pong, each side spinning on its own memory (no CQ, no interrupts); (sleep): \
+         the same, but after 20 µs of spinning each side sleeps 10 µs between looks, so its \
+         vCPU halts and leaves the host CPU to QEMU and the device. send_lat: 64 B SEND/RECV ping-pong waiting in the driver for the CQ \
          interrupt. Latencies are one-way (round trip / 2): typical = median."
     );
     println!(
@@ -1870,10 +1903,10 @@ fn run_guest_verbs() -> ExitCode {
             println!("  {p}");
         }
     }
-    if bw_rows < 3 || lat_rows < 1 {
+    if bw_rows < 3 || lat_rows < 2 {
         eprintln!(
             "ibtca-bench: the client printed {bw_rows} write_bw and {lat_rows} write_lat \
-             results (expected 3 and 1); client console tail:\n{}",
+             results (expected 3 and 2); client console tail:\n{}",
             tail(&client.serial, 30)
         );
         return ExitCode::from(1);

@@ -24,6 +24,7 @@ pub mod capture;
 pub mod drdma;
 pub mod fabric;
 pub mod launcher;
+pub mod links;
 pub mod pair;
 pub mod sim_guest;
 pub mod vm;

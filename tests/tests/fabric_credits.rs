@@ -2,12 +2,12 @@
 //! every link, and a VL whose receiver stops freeing buffers stalling alone
 //! all the way back to the sender while another VL flows.
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ibtca_device::link::{FlowControl, Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_device::link::{FlowControl, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_tests::links::{start_holding_link, start_link};
 use ibtca_tests::TempDir;
 
 const T: Duration = Duration::from_secs(20);
@@ -57,29 +57,9 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
     })
     .unwrap();
     // The sender (LID 1): default flow control.
-    let (xtx, xrx) = mpsc::channel();
-    let x = Link::start(LinkEndpoint::Connect(p1), port(1), move |ev| {
-        let _ = xtx.send(ev);
-    })
-    .unwrap();
+    let (x, xrx) = start_link(LinkEndpoint::Connect(p1), port(1), LinkConfig::default());
     // The receiver (LID 2): 8 buffers per VL, freed only when the test says.
-    let (ytx, yrx) = mpsc::channel();
-    let y = Link::start_with(
-        LinkEndpoint::Connect(p2),
-        port(2),
-        LinkConfig {
-            flow_control: Some(FlowControl {
-                credits: 8,
-                auto_return: false,
-                ..FlowControl::default()
-            }),
-            ..LinkConfig::default()
-        },
-        move |ev| {
-            let _ = ytx.send(ev);
-        },
-    )
-    .unwrap();
+    let (y, yrx) = start_holding_link(LinkEndpoint::Connect(p2), port(2), 8);
     for rx in [&xrx, &yrx] {
         assert!(matches!(rx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
     }
@@ -191,29 +171,9 @@ fn a_peer_that_ignores_credits_is_cut_off_and_the_switch_serves_the_others() {
         link: LinkConfig::default(),
     })
     .unwrap();
-    let (xtx, xrx) = mpsc::channel();
-    let x = Link::start(LinkEndpoint::Connect(p1), port(1), move |ev| {
-        let _ = xtx.send(ev);
-    })
-    .unwrap();
+    let (x, xrx) = start_link(LinkEndpoint::Connect(p1), port(1), LinkConfig::default());
     // LID 2: 8 buffers per VL, frees VL0 only.
-    let (ytx, yrx) = mpsc::channel();
-    let y = Link::start_with(
-        LinkEndpoint::Connect(p2),
-        port(2),
-        LinkConfig {
-            flow_control: Some(FlowControl {
-                credits: 8,
-                auto_return: false,
-                ..FlowControl::default()
-            }),
-            ..LinkConfig::default()
-        },
-        move |ev| {
-            let _ = ytx.send(ev);
-        },
-    )
-    .unwrap();
+    let (y, yrx) = start_holding_link(LinkEndpoint::Connect(p2), port(2), 8);
     for rx in [&xrx, &yrx] {
         assert!(matches!(rx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
     }

@@ -10,14 +10,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ibtca_device::link::{FlowControl, Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_device::link::{LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::verbs::abi::*;
 use ibtca_protocol::PacketView;
 use ibtca_tests::capture::{num, tshark, SL, VL};
 use ibtca_tests::launcher::{fabric, text, up_refused, Down};
+use ibtca_tests::links::{start_holding_link, start_link};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -220,27 +220,16 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
              "links": [ {{"a": "a", "b": "sw:1"}} ] }}"#
     );
     let (run, _down) = up(&topo, &dir.0);
-    let (tx, rx) = mpsc::channel();
-    let receiver = Link::start_with(
+    let local = LocalPort {
+        node_guid: 0x0002_c903_0000_0002,
+        port: 1,
+        lid: 2,
+    };
+    let (receiver, rx) = start_holding_link(
         LinkEndpoint::Connect(run.join("links/sw-p2.unused")),
-        LocalPort {
-            node_guid: 0x0002_c903_0000_0002,
-            port: 1,
-            lid: 2,
-        },
-        LinkConfig {
-            flow_control: Some(FlowControl {
-                credits: 8,
-                auto_return: false,
-                ..FlowControl::default()
-            }),
-            ..LinkConfig::default()
-        },
-        move |ev| {
-            let _ = tx.send(ev);
-        },
-    )
-    .unwrap();
+        local,
+        8,
+    );
     assert!(matches!(rx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
 
     let mut a = SimGuest::new(&run.join("a.sock"), 4 << 20);
@@ -418,19 +407,16 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
         link: LinkConfig::default(),
     })
     .unwrap();
-    let (xtx, xrx) = mpsc::channel();
-    let x = Link::start(
+    let local = LocalPort {
+        node_guid: 0x101,
+        port: 1,
+        lid: 1,
+    };
+    let (x, xrx) = start_link(
         LinkEndpoint::Connect(paths[0].clone()),
-        LocalPort {
-            node_guid: 0x101,
-            port: 1,
-            lid: 1,
-        },
-        move |ev| {
-            let _ = xtx.send(ev);
-        },
-    )
-    .unwrap();
+        local,
+        LinkConfig::default(),
+    );
     assert!(matches!(xrx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
     let mut favours_vl1 = RawPort::connect(&paths[1], 2);
     let mut favours_vl0 = RawPort::connect(&paths[2], 3);

@@ -362,6 +362,83 @@ pub const VERBS_CLIENT_CHECKS: &[&str] = &[
     "teardown",
 ];
 
+/// One guest of a multi-guest run: its device, how the tests name it,
+/// its kernel command line and the checks its console must show.
+struct GuestPlan<'a> {
+    dev: DeviceProcess,
+    who: String,
+    append: String,
+    checks: &'a [&'a str],
+}
+
+/// Starts `ibtca-device` on `DIR/NAME.sock` with LID `lid`, link `link`
+/// and the caller's `extra` arguments.
+fn start_linked_device(
+    dir: &Path,
+    name: &str,
+    lid: u16,
+    link: String,
+    extra: &[&str],
+) -> DeviceProcess {
+    let mut args = vec![
+        "--lid".to_owned(),
+        lid.to_string(),
+        "--link".to_owned(),
+        link,
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    DeviceProcess::start(&dir.join(format!("{name}.sock")), None, &refs)
+}
+
+/// Boots one guest per plan at once (the devices were started with
+/// `extra`), checks every console with [`check_scenario`] under `tag`, then that every device is still alive
+/// and stops cleanly on SIGTERM.
+fn boot_and_check(
+    stack: &VmStack,
+    mode: &str,
+    tag: &str,
+    extra: &[&str],
+    timeout: Duration,
+    plans: Vec<GuestPlan>,
+) {
+    let vms: Vec<VmConfig> = plans
+        .iter()
+        .map(|p| {
+            let mut vm = VmConfig::new(&p.dev.socket, mode);
+            vm.append = p.append.clone();
+            vm.timeout = timeout;
+            vm
+        })
+        .collect();
+    let runs: Vec<VmRun> = std::thread::scope(|s| {
+        let handles: Vec<_> = vms.iter().map(|vm| s.spawn(|| stack.boot(vm))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (p, run) in plans.iter().zip(&runs) {
+        eprintln!(
+            "{mode} {extra:?}: {} guest {:.1} s",
+            p.who,
+            run.elapsed.as_secs_f64()
+        );
+    }
+    let logs: String = plans
+        .iter()
+        .map(|p| format!("device of the {} log:\n{}\n", p.who, p.dev.log_text()))
+        .collect();
+    for (p, run) in plans.iter().zip(&runs) {
+        check_scenario(tag, &p.who, run, p.checks, &logs);
+    }
+    for mut p in plans {
+        assert!(p.dev.alive(), "device of the {} died:\n{logs}", p.who);
+        assert!(
+            p.dev.stop(),
+            "device of the {} did not exit cleanly on SIGTERM",
+            p.who
+        );
+    }
+}
+
 /// Two `ibtca-device` processes joined by a link (LIDs 1 and 2, each also
 /// given `extra` arguments), one guest on each in `mode` — the server on
 /// LID 1, the client on LID 2 — booted at once; checks both consoles with
@@ -378,52 +455,19 @@ pub fn run_guest_pair(
     let stack = VmStack::get();
     let dir = stack.scratch(mode);
     let link = dir.join("ab.link");
-    let listen = format!("listen:{}", link.display());
-    let connect = format!("connect:{}", link.display());
-    let args = |lid: &'static str, ep: &str| {
-        let mut a = vec![
-            "--lid".to_owned(),
-            lid.to_owned(),
-            "--link".to_owned(),
-            ep.to_owned(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
+    let a = start_linked_device(&dir.0, "a", 1, format!("listen:{}", link.display()), extra);
+    let b = start_linked_device(&dir.0, "b", 2, format!("connect:{}", link.display()), extra);
+    let plan = |dev, who: &str, role: &str, peer_lid: u16, checks| GuestPlan {
+        dev,
+        who: who.to_owned(),
+        append: format!("ibtca.mode={mode} ibtca.role={role} ibtca.peer_lid={peer_lid}"),
+        checks,
     };
-    let (args_a, args_b) = (args("1", &listen), args("2", &connect));
-    let refs_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
-    let refs_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
-    let mut dev_a = DeviceProcess::start(&dir.join("a.sock"), None, &refs_a);
-    let mut dev_b = DeviceProcess::start(&dir.join("b.sock"), None, &refs_b);
-    let guest = |socket: &Path, role: &str, peer_lid: u16| {
-        let mut vm = VmConfig::new(socket, mode);
-        vm.append = format!("ibtca.mode={mode} ibtca.role={role} ibtca.peer_lid={peer_lid}");
-        vm.timeout = timeout;
-        vm
-    };
-    let server_vm = guest(&dev_a.socket, "server", 2);
-    let client_vm = guest(&dev_b.socket, "client", 1);
-    let (server, client) = std::thread::scope(|s| {
-        let server = s.spawn(|| stack.boot(&server_vm));
-        let client = s.spawn(|| stack.boot(&client_vm));
-        (server.join().unwrap(), client.join().unwrap())
-    });
-    eprintln!(
-        "{mode} {extra:?}: server guest {:.1} s, client guest {:.1} s",
-        server.elapsed.as_secs_f64(),
-        client.elapsed.as_secs_f64()
-    );
-    let logs = format!(
-        "device A log:\n{}\ndevice B log:\n{}",
-        dev_a.log_text(),
-        dev_b.log_text()
-    );
-    check_scenario(tag, "server", &server, server_checks, &logs);
-    check_scenario(tag, "client", &client, client_checks, &logs);
-    assert!(dev_a.alive(), "device A died:\n{logs}");
-    assert!(dev_b.alive(), "device B died:\n{logs}");
-    assert!(dev_a.stop(), "device A did not exit cleanly on SIGTERM");
-    assert!(dev_b.stop(), "device B did not exit cleanly on SIGTERM");
+    let plans = vec![
+        plan(a, "server", "server", 2, server_checks),
+        plan(b, "client", "client", 1, client_checks),
+    ];
+    boot_and_check(stack, mode, tag, extra, timeout, plans);
 }
 
 /// Three `ibtca-device` processes (LIDs 1, 2 and 3, each also given
@@ -457,63 +501,33 @@ pub fn run_guest_trio(
         link: LinkConfig::default(),
     })
     .expect("switch starts");
-    let mut devs: Vec<DeviceProcess> = (1..=3u16)
+    let plans = (1..=3u16)
         .map(|lid| {
-            let mut args = vec![
-                "--lid".to_owned(),
-                lid.to_string(),
-                "--link".to_owned(),
-                format!("connect:{}", port(lid).display()),
-            ];
-            args.extend(extra.iter().map(|s| s.to_string()));
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            DeviceProcess::start(&dir.join(&format!("n{lid}.sock")), None, &refs)
-        })
-        .collect();
-    let vms: Vec<VmConfig> = devs
-        .iter()
-        .enumerate()
-        .map(|(i, dev)| {
-            let mut vm = VmConfig::new(&dev.socket, mode);
-            vm.append = match i {
-                0 => format!("ibtca.mode={mode} ibtca.role=server ibtca.peer_lid=2,3"),
-                _ => format!(
-                    "ibtca.mode={mode} ibtca.role=client ibtca.peer_lid=1 ibtca.peer_index={}",
-                    i - 1
+            let link = format!("connect:{}", port(lid).display());
+            let dev = start_linked_device(&dir.0, &format!("n{lid}"), lid, link, extra);
+            let (who, append, checks) = match lid {
+                1 => (
+                    "server (LID 1)".to_owned(),
+                    format!("ibtca.mode={mode} ibtca.role=server ibtca.peer_lid=2,3"),
+                    server_checks,
+                ),
+                _ => (
+                    format!("client (LID {lid})"),
+                    format!(
+                        "ibtca.mode={mode} ibtca.role=client ibtca.peer_lid=1 ibtca.peer_index={}",
+                        lid - 2
+                    ),
+                    client_checks,
                 ),
             };
-            vm.timeout = timeout;
-            vm
+            GuestPlan {
+                dev,
+                who,
+                append,
+                checks,
+            }
         })
         .collect();
-    let runs: Vec<VmRun> = std::thread::scope(|s| {
-        let handles: Vec<_> = vms.iter().map(|vm| s.spawn(|| stack.boot(vm))).collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (i, run) in runs.iter().enumerate() {
-        eprintln!(
-            "{mode} {extra:?}: guest on LID {} {:.1} s",
-            i + 1,
-            run.elapsed.as_secs_f64()
-        );
-    }
-    let logs: String = devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| format!("device LID {} log:\n{}\n", i + 1, d.log_text()))
-        .collect();
-    check_scenario(tag, "server (LID 1)", &runs[0], server_checks, &logs);
-    check_scenario(tag, "client (LID 2)", &runs[1], client_checks, &logs);
-    check_scenario(tag, "client (LID 3)", &runs[2], client_checks, &logs);
-    for (i, d) in devs.iter_mut().enumerate() {
-        assert!(d.alive(), "device LID {} died:\n{logs}", i + 1);
-    }
-    for (i, d) in devs.into_iter().enumerate() {
-        assert!(
-            d.stop(),
-            "device LID {} did not exit cleanly on SIGTERM",
-            i + 1
-        );
-    }
+    boot_and_check(stack, mode, tag, extra, timeout, plans);
     switch.stop();
 }

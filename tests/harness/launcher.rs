@@ -60,3 +60,13 @@ pub fn up_refused(dir: &TempDir, json: &str) -> String {
     assert!(!run.exists(), "nothing was created, let alone started");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Whether process `pid` (one the launcher started) still runs: it exists
+/// and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty()
+        && !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+}

@@ -10,20 +10,12 @@ use std::time::Duration;
 use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::capture::{self, tshark};
-use ibtca_tests::launcher::{config, fabric, up_refused, Down};
+use ibtca_tests::launcher::{alive, config, fabric, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
 
 const T: Duration = Duration::from_secs(20);
-
-fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    !stat.is_empty()
-        && !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-}
 
 #[test]
 fn a_bad_topology_starts_nothing() {

@@ -24,19 +24,11 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::fabric::state::State;
 use ibtca_tests::capture::{num, tshark, SL, VL};
-use ibtca_tests::launcher::{config, fabric, text, Down};
+use ibtca_tests::launcher::{alive, config, fabric, text, Down};
 use ibtca_tests::vm::{VmStack, VERBS_CLIENT_CHECKS, VERBS_SERVER_CHECKS};
 
 /// One test at a time: each boots several TCG guests.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    !stat.is_empty()
-        && !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-}
 
 /// Every log and console of the run directory, for failure messages.
 fn logs(run: &Path) -> String {

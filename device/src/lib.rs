@@ -18,6 +18,7 @@ pub mod logging;
 pub mod pci;
 pub mod ratelimit;
 pub mod regs;
+pub mod sched;
 pub mod switch;
 pub mod tca;
 pub mod transport;

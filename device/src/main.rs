@@ -10,6 +10,7 @@ use clap::Parser;
 use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::sched::{self, CpuList};
 use ibtca_device::vfio_user::{Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -37,9 +38,10 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
 
-    /// Microseconds to poll for the next message before sleeping (0: never).
-    #[arg(long, value_name = "US", default_value_t = 50)]
-    spin_us: u64,
+    /// Microseconds to poll for the next message before sleeping (0: never;
+    /// default 50, or 0 with --realtime).
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
 
     /// Microseconds the engine thread polls for its next event (doorbell,
     /// packet, timer) before it blocks (0: block at once). Polling saves a
@@ -93,11 +95,52 @@ struct Args {
     /// VLs of weight 1). VL15 is always served first.
     #[arg(long, value_name = "W,W,...")]
     vl_weights: Option<String>,
+
+    /// Run the device's threads on these CPUs only (e.g. `0` or `0,2-3`).
+    /// For low latency, give a device the CPU of the guest that rings its
+    /// doorbells (see BENCHMARKS.md, "Verbs between two guests").
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<CpuList>,
+
+    /// Run the device's threads under SCHED_FIFO at this priority (1-99),
+    /// so a doorbell or a packet preempts a busy-polling guest at once
+    /// instead of waiting for its time slice. Needs root (CAP_SYS_NICE).
+    /// Turns the default spins off: a real-time thread must not spin.
+    #[arg(long, value_name = "PRIO",
+          value_parser = clap::value_parser!(u8).range(1..=99))]
+    realtime: Option<u8>,
 }
 
 fn parse_guid(s: &str) -> Result<u64, String> {
     let t = s.trim_start_matches("0x").replace(':', "");
     u64::from_str_radix(&t, 16).map_err(|e| format!("bad GUID '{s}': {e}"))
+}
+
+/// `--cpus` and `--realtime`, on this thread before any other starts (they
+/// inherit both).
+fn apply_scheduling(args: &Args) -> Result<(), String> {
+    if let Some(cpus) = &args.cpus {
+        sched::set_affinity(cpus).map_err(|e| format!("--cpus {cpus}: {e}"))?;
+    }
+    if let Some(prio) = args.realtime {
+        sched::set_realtime(prio).map_err(|e| {
+            format!("--realtime {prio}: {e} (SCHED_FIFO needs root or CAP_SYS_NICE)")
+        })?;
+        let spins = [
+            ("--spin-us", args.spin_us.unwrap_or(0)),
+            ("--engine-spin-us", args.engine_spin_us),
+        ];
+        for (name, us) in spins.into_iter().filter(|&(_, us)| us > 0) {
+            tracing::warn!(
+                "{name} {us} with --realtime: a spinning real-time thread keeps \
+                 everything else off its CPU while it spins"
+            );
+        }
+    }
+    if args.cpus.is_some() || args.realtime.is_some() {
+        tracing::info!(cpus = ?args.cpus.as_ref().map(ToString::to_string), realtime = ?args.realtime, "data-path scheduling");
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -120,8 +163,15 @@ fn main() -> ExitCode {
         eprintln!("ibtca-device: --sl2vl/--vl-weights: {e}");
         return ExitCode::from(2);
     }
+    if let Err(e) = apply_scheduling(&args) {
+        eprintln!("ibtca-device: {e}");
+        return ExitCode::from(2);
+    }
+    let spin_us = args
+        .spin_us
+        .unwrap_or(if args.realtime.is_some() { 0 } else { 50 });
     let config = ServerConfig {
-        spin: Duration::from_micros(args.spin_us),
+        spin: Duration::from_micros(spin_us),
         ..Default::default()
     };
     let mut server = match Server::bind(&args.socket, config) {

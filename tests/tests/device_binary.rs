@@ -14,9 +14,14 @@ struct Device {
 
 impl Device {
     fn start(socket: &std::path::Path) -> Self {
+        Self::start_with(socket, &[])
+    }
+
+    fn start_with(socket: &std::path::Path, extra: &[&str]) -> Self {
         let child = Command::new(workspace_bin("ibtca-device"))
             .arg("--socket")
             .arg(socket)
+            .args(extra)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -143,4 +148,92 @@ fn replaces_a_stale_socket_and_refuses_a_busy_one() {
         .wait(Duration::from_secs(10))
         .expect("exits on SIGINT")
         .success());
+}
+
+/// `(policy, rt_priority, allowed CPUs)` of every thread of process `pid`.
+fn thread_scheduling(pid: u32) -> Vec<(String, i32, i32, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        let comm = stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()].to_string();
+        // Fields after "(comm)" start at field 3 (state): rt_priority is
+        // field 40, policy field 41 (proc(5)).
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let prio = fields[40 - 3].parse().unwrap();
+        let policy = fields[41 - 3].parse().unwrap();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        out.push((comm, policy, prio, cpus));
+    }
+    out
+}
+
+#[test]
+fn realtime_and_cpus_apply_to_every_device_thread() {
+    let dir = TempDir::new("rt");
+    let socket = dir.join("rt.sock");
+    let link = format!("listen:{}", dir.join("rt.link").display());
+    let args = ["--realtime", "7", "--cpus", "0", "--link", &link];
+    // Whether this test process may use SCHED_FIFO at all (root in CI; a
+    // container without CAP_SYS_NICE may not): asked on a scratch thread.
+    let allowed = std::thread::spawn(|| ibtca_device::sched::set_realtime(1).is_ok())
+        .join()
+        .unwrap();
+    if !allowed {
+        let out = Command::new(workspace_bin("ibtca-device"))
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--realtime 7") && err.contains("CAP_SYS_NICE"),
+            "{err}"
+        );
+        return;
+    }
+    let dev = Device::start_with(&socket, &args);
+    let threads = thread_scheduling(dev.child.id());
+    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
+        assert!(
+            threads.iter().any(|t| t.0 == name),
+            "no {name} thread: {threads:?}"
+        );
+    }
+    for t in &threads {
+        assert_eq!((t.1, t.2), (libc::SCHED_FIFO, 7), "{t:?}");
+        assert_eq!(t.3, "0", "{t:?}");
+    }
+    // Without the options the threads keep the default policy.
+    let plain = Device::start(&dir.join("plain.sock"));
+    for t in thread_scheduling(plain.child.id()) {
+        assert_eq!((t.1, t.2), (libc::SCHED_OTHER, 0), "{t:?}");
+    }
+}
+
+#[test]
+fn bad_cpu_lists_and_priorities_are_refused() {
+    for args in [
+        ["--cpus", "3-1"],
+        ["--cpus", "x"],
+        ["--realtime", "0"],
+        ["--realtime", "100"],
+    ] {
+        let out = Command::new(workspace_bin("ibtca-device"))
+            .args(["--socket", "/nonexistent/x.sock"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
 }

@@ -150,6 +150,8 @@ pub struct GuestPlan {
     pub log: PathBuf,
     /// Upper bound of the guest's life.
     pub timeout: Duration,
+    /// CPUs for QEMU (run-vm.sh `--cpu-affinity`).
+    pub cpus: Option<String>,
 }
 
 fn mem_ok(mem: &str) -> bool {
@@ -212,7 +214,7 @@ pub fn resolve(
                 });
             }
         }
-        let mem = spec.mem.unwrap_or_else(|| g.mem.clone());
+        let mem = spec.mem.clone().unwrap_or_else(|| g.mem.clone());
         if !mem_ok(&mem) {
             return Err(GuestError::BadMem {
                 node: n.name.clone(),
@@ -242,6 +244,7 @@ pub fn resolve(
             console: run_dir.join(format!("{}.console", n.name)),
             log: run_dir.join(format!("{}.qemu.log", n.name)),
             timeout: opts.timeout,
+            cpus: n.guest_cpus.as_ref().map(ToString::to_string),
         });
     }
     Ok(out)
@@ -300,7 +303,7 @@ pub fn find_run_vm(explicit: Option<&Path>, bin_dir: &Path) -> Result<PathBuf, G
 
 /// The run-vm.sh arguments of `g`.
 pub fn run_vm_args(g: &GuestPlan) -> Vec<String> {
-    vec![
+    let mut args = vec![
         "--socket".into(),
         g.socket.display().to_string(),
         "--kernel".into(),
@@ -315,7 +318,12 @@ pub fn run_vm_args(g: &GuestPlan) -> Vec<String> {
         g.console.display().to_string(),
         "--timeout".into(),
         g.timeout.as_secs().max(1).to_string(),
-    ]
+    ];
+    if let Some(cpus) = &g.cpus {
+        args.push("--cpu-affinity".into());
+        args.push(cpus.clone());
+    }
+    args
 }
 
 /// The PIDs of every descendant of `pid` (children first, from
@@ -357,7 +365,7 @@ mod tests {
     use crate::fabric::{parse, plan};
 
     const TOPO: &str = r#"{
-      "nodes": [ { "name": "a", "lid": 1, "guest": { "append": "ibtca.role=server", "mem": "256M" } },
+      "nodes": [ { "name": "a", "lid": 1, "guest": { "append": "ibtca.role=server", "mem": "256M", "cpus": "0" } },
                  { "name": "b", "lid": 2 } ],
       "links": [ { "a": "a", "b": "b" } ],
       "guest": { "append": "ibtca.mode=verbs" }
@@ -411,6 +419,13 @@ mod tests {
         assert_eq!(g[1].console, run.join("b.console"));
         let args = run_vm_args(&g[1]);
         assert!(args.windows(2).any(|w| w[0] == "--timeout" && w[1] == "60"));
+        assert!(!args.contains(&"--cpu-affinity".to_owned()), "{args:?}");
+        let args = run_vm_args(&g[0]);
+        assert!(
+            args.windows(2)
+                .any(|w| w[0] == "--cpu-affinity" && w[1] == "0"),
+            "{args:?}"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

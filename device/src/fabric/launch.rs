@@ -13,7 +13,7 @@ use crate::switch::spec::format_faults;
 use crate::vl_config::{format_list, VlConfig};
 
 use super::guests::{self, GuestPlan};
-use super::plan::{Plan, SwitchPlan};
+use super::plan::{NodePlan, Plan, SwitchPlan};
 use super::state::{Started, State};
 
 /// Switch binary name.
@@ -205,6 +205,32 @@ pub fn up(
     }
 }
 
+/// The `ibtca-device` arguments of node `n`.
+pub fn device_args(n: &NodePlan) -> Vec<String> {
+    let mut args = vec![
+        "--socket".to_owned(),
+        n.socket.display().to_string(),
+        "--lid".to_owned(),
+        n.lid.to_string(),
+        "--guid".to_owned(),
+        format!("{:#x}", n.guid),
+    ];
+    if let Some(ep) = &n.link {
+        args.push(format!("--link={ep}"));
+    }
+    if n.vl != VlConfig::default() {
+        args.push(format!("--sl2vl={}", format_list(&n.vl.sl2vl)));
+        args.push(format!("--vl-weights={}", format_list(&n.vl.weights)));
+    }
+    if let Some(cpus) = &n.cpus {
+        args.push(format!("--cpus={cpus}"));
+    }
+    if let Some(prio) = n.realtime {
+        args.push(format!("--realtime={prio}"));
+    }
+    args
+}
+
 fn start_all(
     plan: &Plan,
     run_dir: &Path,
@@ -218,21 +244,7 @@ fn start_all(
         running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
     }
     for n in &plan.nodes {
-        let mut args = vec![
-            "--socket".to_owned(),
-            n.socket.display().to_string(),
-            "--lid".to_owned(),
-            n.lid.to_string(),
-            "--guid".to_owned(),
-            format!("{:#x}", n.guid),
-        ];
-        if let Some(ep) = &n.link {
-            args.push(format!("--link={ep}"));
-        }
-        if n.vl != VlConfig::default() {
-            args.push(format!("--sl2vl={}", format_list(&n.vl.sl2vl)));
-            args.push(format!("--vl-weights={}", format_list(&n.vl.weights)));
-        }
+        let args = device_args(n);
         running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
     }
     wait_up(plan, run_dir, timeout, running)

@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::link::{FaultRates, LinkEndpoint};
+use crate::sched::CpuList;
 use crate::switch::MAX_UNICAST_LID;
 
 use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
@@ -25,6 +26,22 @@ pub enum TopologyError {
     /// Two nodes or switches share a name.
     #[error("the name `{0}` is used twice")]
     DuplicateName(String),
+    /// A CPU list (`cpus`) that does not parse.
+    #[error("`{name}`: {reason}")]
+    BadCpus {
+        /// The node (or `NODE guest`).
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A real-time priority outside 1..=99.
+    #[error("node `{node}`: realtime priority {priority} is outside 1-99")]
+    BadRealtime {
+        /// The node.
+        node: String,
+        /// The priority given.
+        priority: u8,
+    },
     /// A node's LID is 0 or multicast.
     #[error("node `{node}`: LID {lid} is not a unicast LID (1..=0xbfff)")]
     BadLid {
@@ -151,6 +168,23 @@ pub struct NodePlan {
     pub link: Option<LinkEndpoint>,
     /// SL → VL table and VL weights of its port.
     pub vl: VlConfig,
+    /// CPUs of the device's threads (`--cpus`).
+    pub cpus: Option<CpuList>,
+    /// `SCHED_FIFO` priority of the device's threads (`--realtime`).
+    pub realtime: Option<u8>,
+    /// CPUs of the node's guest (QEMU), from its `guest.cpus`.
+    pub guest_cpus: Option<CpuList>,
+}
+
+/// Parses the `cpus` of `name` (a node or a node's guest).
+pub fn parse_cpus(name: &str, text: Option<&str>) -> Result<Option<CpuList>, TopologyError> {
+    text.map(|t| {
+        t.parse().map_err(|reason| TopologyError::BadCpus {
+            name: name.to_owned(),
+            reason,
+        })
+    })
+    .transpose()
 }
 
 /// How to run one switch port.
@@ -314,6 +348,20 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             socket: socket_path(socket)?,
             link: None,
             vl: vl_config(&n.name, n.vl.as_ref())?,
+            cpus: parse_cpus(&n.name, n.cpus.as_deref())?,
+            realtime: match n.realtime {
+                Some(p) if !crate::sched::REALTIME_PRIORITIES.contains(&p) => {
+                    return Err(TopologyError::BadRealtime {
+                        node: n.name.clone(),
+                        priority: p,
+                    })
+                }
+                other => other,
+            },
+            guest_cpus: parse_cpus(
+                &format!("{} guest", n.name),
+                n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
+            )?,
         });
     }
     let mut switches = Vec::new();

@@ -212,16 +212,18 @@ fn routes_over_three_switches_in_a_line() {
 #[test]
 fn the_shipped_examples_are_valid() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qemu-configs");
-    for f in [
-        "two-nodes.json",
-        "four-nodes-one-switch.json",
-        "two-switches-line.json",
-        "three-nodes-one-switch.json",
-    ] {
-        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let f = entry.unwrap().path();
+        if f.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
         let p = plan(&parse(&text).unwrap(), Path::new("/tmp/r"));
-        assert!(p.is_ok(), "{f}: {p:?}");
+        assert!(p.is_ok(), "{}: {p:?}", f.display());
+        seen += 1;
     }
+    assert!(seen >= 5, "only {seen} topology files in {}", dir.display());
 }
 
 #[test]
@@ -273,4 +275,40 @@ fn vl_settings_are_checked_and_reach_the_launcher() {
     assert!(e.contains("SL15"), "{e}");
     let e = err(r#"{ "switches": [{"name": "sw", "ports": 2, "ports_vl": {"3": {}}}] }"#);
     assert!(e.to_string().contains("ports_vl names port 3"), "{e}");
+}
+
+#[test]
+fn device_cpus_and_realtime_reach_the_device_and_bad_ones_are_refused() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "cpus": "0-1", "realtime": 10},
+                          {"name": "b", "lid": 2, "guest": {"cpus": "1"}}],
+                 "links": [{"a": "a", "b": "b"}] }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    let a = super::launch::device_args(&p.nodes[0]);
+    assert!(a.contains(&"--cpus=0,1".to_owned()), "{a:?}");
+    assert!(a.contains(&"--realtime=10".to_owned()), "{a:?}");
+    let b = super::launch::device_args(&p.nodes[1]);
+    assert!(
+        !b.iter()
+            .any(|x| x.starts_with("--cpus") || x.starts_with("--realtime")),
+        "{b:?}"
+    );
+    let guest = super::topology::GuestSpec::default();
+    let script = super::qemu::guest_script(&p.nodes[1], &guest);
+    assert!(
+        script.contains("exec taskset -c 1 qemu-system-x86_64"),
+        "{script}"
+    );
+    let script = super::qemu::guest_script(&p.nodes[0], &guest);
+    assert!(script.contains("exec qemu-system-x86_64"), "{script}");
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "cpus": "2-1"}] }"#).to_string();
+    assert!(e.starts_with("`a`:") && e.contains("runs backwards"), "{e}");
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "guest": {"cpus": "x"}}] }"#).to_string();
+    assert!(e.starts_with("`a guest`:"), "{e}");
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "realtime": 0}] }"#).to_string();
+    assert!(e.contains("realtime priority 0 is outside 1-99"), "{e}");
 }

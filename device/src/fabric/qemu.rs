@@ -44,6 +44,11 @@ pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
     let append = format!("console=ttyS0 panic=-1 {}", guest.append)
         .trim_end()
         .to_owned();
+    let pin = node
+        .guest_cpus
+        .as_ref()
+        .map(|c| format!("taskset -c {c} "))
+        .unwrap_or_default();
     format!(
         "#!/bin/sh\n\
          # Guest `{name}` (LID {lid}) on the ibtca device at {socket}.\n\
@@ -51,7 +56,7 @@ pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
          # bundled VM stack (QEMU in a chroot) use instead:\n\
          #   scripts/run-vm.sh --socket {socket} --kernel KERNEL --initrd INITRD\n\
          # (the socket must then be inside the chroot: pick such a --run-dir).\n\
-         exec qemu-system-x86_64 -nodefaults -no-user-config -display none \\\n  \
+         exec {pin}qemu-system-x86_64 -nodefaults -no-user-config -display none \\\n  \
          -accel tcg -cpu max -m {mem} \\\n  \
          -object memory-backend-memfd,id=mem,size={mem},share=on \\\n  \
          -machine q35,memory-backend=mem -no-reboot -serial stdio \\\n  \

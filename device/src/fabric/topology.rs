@@ -62,6 +62,13 @@ pub struct NodeSpec {
     /// This node's guest, over the file's `guest` section.
     #[serde(default)]
     pub guest: Option<NodeGuestSpec>,
+    /// CPUs for the device's threads (`ibtca-device --cpus`), e.g. `"0"`.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `SCHED_FIFO` priority of the device's threads, 1-99
+    /// (`ibtca-device --realtime`; needs root).
+    #[serde(default)]
+    pub realtime: Option<u8>,
 }
 
 /// One node's own guest settings (`ibtca-fabric up --guests`).
@@ -80,6 +87,9 @@ pub struct NodeGuestSpec {
     /// Kernel command line, after the file's `guest.append`.
     #[serde(default)]
     pub append: Option<String>,
+    /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
+    #[serde(default)]
+    pub cpus: Option<String>,
 }
 
 /// One switch.

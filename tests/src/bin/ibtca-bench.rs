@@ -42,7 +42,10 @@
 //! lines (`write_bw` at 64 B, 4 KiB and 1 MiB, `write_lat` spinning on
 //! memory, `write_lat_sleep` napping between looks, `send_lat` through the
 //! CQ interrupt), shown next to the soft-RoCE reference measured between
-//! two such guests. `--engine-spin-us` is passed to both devices.
+//! two such guests. `--engine-spin-us` is passed to both devices. It runs
+//! twice (`--placement`): "shared" (nothing pinned, default priorities) and
+//! "latency" (both devices' threads on CPU 0 under `SCHED_FIFO`, one guest
+//! per CPU), each with its own table.
 //!
 //! `switch` measures RDMA WRITE through in-process switches: aggregate
 //! 64 KiB throughput of 1, 2 and 4 pairs through one switch, and 64 B
@@ -94,7 +97,7 @@ const TARGET_WRITE_US: f64 = 2.5;
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
        ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US]
-       ibtca-bench guest-verbs [--engine-spin-us US]
+       ibtca-bench guest-verbs [--engine-spin-us US] [--placement shared|latency|both]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
        ibtca-bench guest-drdma
@@ -114,6 +117,9 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
+  --placement P       (guest-verbs) shared (nothing pinned), latency (devices
+                      on CPU 0 under SCHED_FIFO, one guest per CPU) or both
+                      (default: both, one boot pair each)
 
 Build first: cargo build --release --workspace";
 
@@ -150,6 +156,7 @@ fn parse_args() -> Result<Bench, String> {
             while let Some(a) = args.next() {
                 match a.as_str() {
                     "--engine-spin-us" => parse_engine_spin(args.next())?,
+                    "--placement" => parse_placement(args.next())?,
                     "-h" | "--help" => return Err(String::new()),
                     other => return Err(format!("unknown option '{other}'")),
                 }
@@ -1685,6 +1692,57 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// Where `guest-verbs` runs the devices and the guests (`--placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Nothing pinned, normal priorities: what a user gets by default.
+    Shared,
+    /// Tuned for latency on this 2-CPU host: both devices' threads on CPU 0
+    /// under `SCHED_FIFO` (`--cpus 0 --realtime 10`, so their spins are
+    /// off), the server guest's QEMU on CPU 0 and the client's on CPU 1.
+    Latency,
+}
+
+impl Placement {
+    fn name(self) -> &'static str {
+        match self {
+            Placement::Shared => "shared",
+            Placement::Latency => "latency",
+        }
+    }
+
+    /// Extra `ibtca-device` options.
+    fn device_args(self) -> &'static [&'static str] {
+        match self {
+            Placement::Shared => &[],
+            Placement::Latency => &["--cpus", "0", "--realtime", "10"],
+        }
+    }
+
+    /// QEMU's CPUs for the server and the client guest.
+    fn guest_cpus(self) -> (Option<&'static str>, Option<&'static str>) {
+        match self {
+            Placement::Shared => (None, None),
+            Placement::Latency => (Some("0"), Some("1")),
+        }
+    }
+}
+
+/// The placements `guest-verbs` runs, in order (`--placement`).
+static PLACEMENTS: std::sync::OnceLock<Vec<Placement>> = std::sync::OnceLock::new();
+
+fn parse_placement(v: Option<String>) -> Result<(), String> {
+    let list = match v.as_deref() {
+        Some("shared") => vec![Placement::Shared],
+        Some("latency") => vec![Placement::Latency],
+        Some("both") => vec![Placement::Shared, Placement::Latency],
+        _ => return Err("--placement needs shared, latency or both".into()),
+    };
+    PLACEMENTS
+        .set(list)
+        .map_err(|_| "--placement given twice".to_string())
+}
+
 fn run_guest_verbs() -> ExitCode {
     let Some(bin) = device_bin() else {
         return ExitCode::from(2);
@@ -1693,6 +1751,21 @@ fn run_guest_verbs() -> ExitCode {
         eprintln!("ibtca-bench: no VM stack (see above)");
         return ExitCode::from(2);
     };
+    let placements = PLACEMENTS
+        .get()
+        .cloned()
+        .unwrap_or_else(|| vec![Placement::Shared, Placement::Latency]);
+    let mut code = ExitCode::SUCCESS;
+    for placement in placements {
+        if guest_verbs_once(&bin, stack, placement) != ExitCode::SUCCESS {
+            code = ExitCode::from(1);
+        }
+    }
+    code
+}
+
+/// One `guest-verbs` boot pair in `placement`; prints its table.
+fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: Placement) -> ExitCode {
     let dir = stack.scratch("bench-verbs");
     let link = dir.join("ab.link");
     let listen = format!("listen:{}", link.display());
@@ -1700,21 +1773,28 @@ fn run_guest_verbs() -> ExitCode {
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
     eprintln!("[bench] two release ibtca-device processes (LIDs 1/2) on one link");
     let espin = ENGINE_SPIN_US.load(Ordering::Relaxed).to_string();
-    eprintln!("[bench] ibtca-device --engine-spin-us {espin}");
-    let dev_a = Device::start(
-        &bin,
-        &sock_a,
-        None,
-        DEFAULT_SPIN_US,
-        &["--lid", "1", "--link", &listen, "--engine-spin-us", &espin],
+    let place = placement.device_args();
+    eprintln!(
+        "[bench] placement {}: ibtca-device --engine-spin-us {espin} {}",
+        placement.name(),
+        place.join(" ")
     );
-    let dev_b = Device::start(
-        &bin,
-        &sock_b,
-        None,
-        DEFAULT_SPIN_US,
-        &["--lid", "2", "--link", &connect, "--engine-spin-us", &espin],
+    // The latency placement's devices run real-time: no server spin.
+    let spin = if place.is_empty() { DEFAULT_SPIN_US } else { 0 };
+    let dev_args = |lid: &'static str, link: &str| -> Vec<String> {
+        ["--lid", lid, "--link", link, "--engine-spin-us", &espin]
+            .iter()
+            .chain(place)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let (args_a, args_b) = (dev_args("1", &listen), dev_args("2", &connect));
+    let (args_a, args_b): (Vec<&str>, Vec<&str>) = (
+        args_a.iter().map(String::as_str).collect(),
+        args_b.iter().map(String::as_str).collect(),
     );
+    let dev_a = Device::start(bin, &sock_a, None, spin, &args_a);
+    let dev_b = Device::start(bin, &sock_b, None, spin, &args_b);
     let guest = |socket: &Path, role: &str, peer_lid: u16| {
         let mut vm = VmConfig::new(socket, "verbs-bench");
         vm.append = format!("ibtca.mode=verbs-bench ibtca.role={role} ibtca.peer_lid={peer_lid}");
@@ -1722,8 +1802,11 @@ fn run_guest_verbs() -> ExitCode {
         vm.timeout = Duration::from_secs(300);
         vm
     };
-    let server_vm = guest(&sock_a, "server", 2);
-    let client_vm = guest(&sock_b, "client", 1);
+    let mut server_vm = guest(&sock_a, "server", 2);
+    let mut client_vm = guest(&sock_b, "client", 1);
+    let (cpus_server, cpus_client) = placement.guest_cpus();
+    server_vm.cpu_affinity = cpus_server.map(str::to_string);
+    client_vm.cpu_affinity = cpus_client.map(str::to_string);
     eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each) in verbs-bench mode");
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| stack.boot(&server_vm));
@@ -1845,10 +1928,18 @@ fn run_guest_verbs() -> ExitCode {
 
     println!();
     println!(
-        "ibtca-bench guest-verbs: two TCG guests (1 vCPU, 1 GiB each), one release \
+        "ibtca-bench guest-verbs, placement {}: two TCG guests (1 vCPU, 1 GiB each), one release \
          ibtca-device each, joined by a Unix-socket link; the client's `ibtca-tool \
-         verbs-bench`, path MTU 4096."
+         verbs-bench`, path MTU 4096.",
+        placement.name()
     );
+    if placement == Placement::Latency {
+        println!(
+            "Latency placement: both devices' threads on CPU 0 under SCHED_FIFO \
+             (ibtca-device --cpus 0 --realtime 10, no spins), the server guest's QEMU \
+             on CPU 0, the client's on CPU 1."
+        );
+    }
     println!(
         "write_bw: RDMA WRITEs, 32 outstanding, refilled 8 or more at a time with one \
          POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \

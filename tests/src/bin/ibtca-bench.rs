@@ -118,8 +118,11 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
   --placement P       (guest-verbs) shared (nothing pinned), latency (devices
-                      on CPU 0 under SCHED_FIFO, one guest per CPU) or both
-                      (default: both, one boot pair each)
+                      on CPU 0 under SCHED_FIFO, one guest per CPU), both
+                      (default: one boot pair each) or custom:A,B,VA,VB (CPU
+                      lists of device A, device B, the server's and the
+                      client's QEMU; - unpinned, 0+1 for two CPUs; devices
+                      under SCHED_FIFO)
 
 Build first: cargo build --release --workspace";
 
@@ -1693,38 +1696,76 @@ fn tail(text: &str, n: usize) -> String {
 }
 
 /// Where `guest-verbs` runs the devices and the guests (`--placement`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Placement {
-    /// Nothing pinned, normal priorities: what a user gets by default.
-    Shared,
-    /// Tuned for latency on this 2-CPU host: both devices' threads on CPU 0
-    /// under `SCHED_FIFO` (`--cpus 0 --realtime 10`, so their spins are
-    /// off), the server guest's QEMU on CPU 0 and the client's on CPU 1.
-    Latency,
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Placement {
+    name: String,
+    /// `ibtca-device --cpus` of device A (server) and B (client).
+    dev_cpus: [Option<String>; 2],
+    /// `ibtca-device --realtime` of both devices.
+    realtime: Option<u8>,
+    /// QEMU's CPUs for the server and the client guest.
+    vm_cpus: [Option<String>; 2],
 }
 
 impl Placement {
-    fn name(self) -> &'static str {
-        match self {
-            Placement::Shared => "shared",
-            Placement::Latency => "latency",
+    /// Nothing pinned, normal priorities: what a user gets by default.
+    fn shared() -> Self {
+        Placement {
+            name: "shared".into(),
+            dev_cpus: [None, None],
+            realtime: None,
+            vm_cpus: [None, None],
         }
     }
 
-    /// Extra `ibtca-device` options.
-    fn device_args(self) -> &'static [&'static str] {
-        match self {
-            Placement::Shared => &[],
-            Placement::Latency => &["--cpus", "0", "--realtime", "10"],
-        }
+    /// Tuned for latency on this 2-CPU host: both devices' threads on CPU 0
+    /// under `SCHED_FIFO` (`--cpus 0 --realtime 10`, so their spins are
+    /// off), the server guest's QEMU on CPU 0 and the client's on CPU 1.
+    fn latency() -> Self {
+        Self::custom("latency", "0,0,0,1").expect("valid")
     }
 
-    /// QEMU's CPUs for the server and the client guest.
-    fn guest_cpus(self) -> (Option<&'static str>, Option<&'static str>) {
-        match self {
-            Placement::Shared => (None, None),
-            Placement::Latency => (Some("0"), Some("1")),
+    /// `DEV_A,DEV_B,VM_A,VM_B` CPU lists (`-` for unpinned; `+` joins
+    /// CPUs of one list, e.g. `0+1`), devices under `SCHED_FIFO` 10.
+    fn custom(name: &str, spec: &str) -> Result<Self, String> {
+        let parts: Vec<Option<String>> = spec
+            .split(',')
+            .map(|p| (p != "-").then(|| p.replace('+', ",")))
+            .collect();
+        let [a, b, va, vb] = <[Option<String>; 4]>::try_from(parts)
+            .map_err(|_| format!("placement '{spec}': expected DEV_A,DEV_B,VM_A,VM_B"))?;
+        Ok(Placement {
+            name: name.into(),
+            dev_cpus: [a, b],
+            realtime: Some(10),
+            vm_cpus: [va, vb],
+        })
+    }
+
+    /// Extra `ibtca-device` options of device `i` (0: A, 1: B).
+    fn device_args(&self, i: usize) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(c) = &self.dev_cpus[i] {
+            args.extend(["--cpus".to_owned(), c.clone()]);
         }
+        if let Some(p) = self.realtime {
+            args.extend(["--realtime".to_owned(), p.to_string()]);
+        }
+        args
+    }
+
+    fn describe(&self) -> String {
+        let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "any".into());
+        format!(
+            "device A CPUs {}, device B CPUs {}, {}; server guest CPUs {}, client guest CPUs {}",
+            show(&self.dev_cpus[0]),
+            show(&self.dev_cpus[1]),
+            self.realtime.map_or("normal priority".into(), |p| format!(
+                "SCHED_FIFO {p} (no spins)"
+            )),
+            show(&self.vm_cpus[0]),
+            show(&self.vm_cpus[1]),
+        )
     }
 }
 
@@ -1733,10 +1774,11 @@ static PLACEMENTS: std::sync::OnceLock<Vec<Placement>> = std::sync::OnceLock::ne
 
 fn parse_placement(v: Option<String>) -> Result<(), String> {
     let list = match v.as_deref() {
-        Some("shared") => vec![Placement::Shared],
-        Some("latency") => vec![Placement::Latency],
-        Some("both") => vec![Placement::Shared, Placement::Latency],
-        _ => return Err("--placement needs shared, latency or both".into()),
+        Some("shared") => vec![Placement::shared()],
+        Some("latency") => vec![Placement::latency()],
+        Some("both") => vec![Placement::shared(), Placement::latency()],
+        Some(c) if c.starts_with("custom:") => vec![Placement::custom("custom", &c[7..])?],
+        _ => return Err("--placement needs shared, latency, both or custom:A,B,VA,VB".into()),
     };
     PLACEMENTS
         .set(list)
@@ -1754,9 +1796,9 @@ fn run_guest_verbs() -> ExitCode {
     let placements = PLACEMENTS
         .get()
         .cloned()
-        .unwrap_or_else(|| vec![Placement::Shared, Placement::Latency]);
+        .unwrap_or_else(|| vec![Placement::shared(), Placement::latency()]);
     let mut code = ExitCode::SUCCESS;
-    for placement in placements {
+    for placement in &placements {
         if guest_verbs_once(&bin, stack, placement) != ExitCode::SUCCESS {
             code = ExitCode::from(1);
         }
@@ -1765,7 +1807,7 @@ fn run_guest_verbs() -> ExitCode {
 }
 
 /// One `guest-verbs` boot pair in `placement`; prints its table.
-fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: Placement) -> ExitCode {
+fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placement) -> ExitCode {
     let dir = stack.scratch("bench-verbs");
     let link = dir.join("ab.link");
     let listen = format!("listen:{}", link.display());
@@ -1773,22 +1815,25 @@ fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: Placement) -> ExitCo
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
     eprintln!("[bench] two release ibtca-device processes (LIDs 1/2) on one link");
     let espin = ENGINE_SPIN_US.load(Ordering::Relaxed).to_string();
-    let place = placement.device_args();
     eprintln!(
-        "[bench] placement {}: ibtca-device --engine-spin-us {espin} {}",
-        placement.name(),
-        place.join(" ")
+        "[bench] placement {}: {}; ibtca-device --engine-spin-us {espin}",
+        placement.name,
+        placement.describe()
     );
-    // The latency placement's devices run real-time: no server spin.
-    let spin = if place.is_empty() { DEFAULT_SPIN_US } else { 0 };
-    let dev_args = |lid: &'static str, link: &str| -> Vec<String> {
+    // Real-time devices must not spin.
+    let spin = if placement.realtime.is_none() {
+        DEFAULT_SPIN_US
+    } else {
+        0
+    };
+    let dev_args = |i: usize, lid: &'static str, link: &str| -> Vec<String> {
         ["--lid", lid, "--link", link, "--engine-spin-us", &espin]
             .iter()
-            .chain(place)
             .map(|a| a.to_string())
+            .chain(placement.device_args(i))
             .collect()
     };
-    let (args_a, args_b) = (dev_args("1", &listen), dev_args("2", &connect));
+    let (args_a, args_b) = (dev_args(0, "1", &listen), dev_args(1, "2", &connect));
     let (args_a, args_b): (Vec<&str>, Vec<&str>) = (
         args_a.iter().map(String::as_str).collect(),
         args_b.iter().map(String::as_str).collect(),
@@ -1804,9 +1849,8 @@ fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: Placement) -> ExitCo
     };
     let mut server_vm = guest(&sock_a, "server", 2);
     let mut client_vm = guest(&sock_b, "client", 1);
-    let (cpus_server, cpus_client) = placement.guest_cpus();
-    server_vm.cpu_affinity = cpus_server.map(str::to_string);
-    client_vm.cpu_affinity = cpus_client.map(str::to_string);
+    server_vm.cpu_affinity = placement.vm_cpus[0].clone();
+    client_vm.cpu_affinity = placement.vm_cpus[1].clone();
     eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each) in verbs-bench mode");
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| stack.boot(&server_vm));
@@ -1931,15 +1975,9 @@ fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: Placement) -> ExitCo
         "ibtca-bench guest-verbs, placement {}: two TCG guests (1 vCPU, 1 GiB each), one release \
          ibtca-device each, joined by a Unix-socket link; the client's `ibtca-tool \
          verbs-bench`, path MTU 4096.",
-        placement.name()
+        placement.name
     );
-    if placement == Placement::Latency {
-        println!(
-            "Latency placement: both devices' threads on CPU 0 under SCHED_FIFO \
-             (ibtca-device --cpus 0 --realtime 10, no spins), the server guest's QEMU \
-             on CPU 0, the client's on CPU 1."
-        );
-    }
+    println!("Placement: {}.", placement.describe());
     println!(
         "write_bw: RDMA WRITEs, 32 outstanding, refilled 8 or more at a time with one \
          POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \

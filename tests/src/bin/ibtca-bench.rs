@@ -100,7 +100,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
        ibtca-bench guest-verbs [--engine-spin-us US] [--placement shared|latency|both]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
-       ibtca-bench guest-drdma
+       ibtca-bench guest-drdma [--placement P]
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -117,9 +117,9 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
-  --placement P       (guest-verbs) shared (nothing pinned), latency (devices
+  --placement P       (guest-verbs, guest-drdma) shared (nothing pinned), latency (devices
                       on CPU 0 under SCHED_FIFO, one guest per CPU), both
-                      (default: one boot pair each) or custom:A,B,VA,VB (CPU
+                      (guest-verbs' default; guest-drdma's: shared) or custom:A,B,VA,VB (CPU
                       lists of device A, device B, the server's and the
                       client's QEMU; - unpinned, 0+1 for two CPUs; devices
                       under SCHED_FIFO)
@@ -170,11 +170,16 @@ fn parse_args() -> Result<Bench, String> {
             Bench::Verbs { seconds, .. } => Ok(Bench::Switch { seconds }),
             other => Ok(other),
         },
-        Some("guest-drdma") => match args.next() {
-            None => Ok(Bench::GuestDrdma),
-            Some(a) if a == "-h" || a == "--help" => Err(String::new()),
-            Some(other) => Err(format!("unknown option '{other}'")),
-        },
+        Some("guest-drdma") => {
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--placement" => parse_placement(args.next())?,
+                    "-h" | "--help" => return Err(String::new()),
+                    other => return Err(format!("unknown option '{other}'")),
+                }
+            }
+            Ok(Bench::GuestDrdma)
+        }
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
         None => {
@@ -1754,6 +1759,12 @@ impl Placement {
         args
     }
 
+    /// Pins the server's and the client's QEMU.
+    fn pin(&self, server: &mut VmConfig, client: &mut VmConfig) {
+        server.cpu_affinity = self.vm_cpus[0].clone();
+        client.cpu_affinity = self.vm_cpus[1].clone();
+    }
+
     fn describe(&self) -> String {
         let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "any".into());
         format!(
@@ -1769,7 +1780,37 @@ impl Placement {
     }
 }
 
-/// The placements `guest-verbs` runs, in order (`--placement`).
+/// Devices A (LID 1, `links[0]`) and B (LID 2, `links[1]`) for two
+/// guests, placed as `placement` says, with `extra` options for both.
+fn start_pair(
+    bin: &Path,
+    sockets: [&Path; 2],
+    links: [&str; 2],
+    placement: &Placement,
+    extra: &[&str],
+) -> (Device, Device) {
+    // Real-time devices must not spin.
+    let spin = if placement.realtime.is_none() {
+        DEFAULT_SPIN_US
+    } else {
+        0
+    };
+    let start = |i: usize| {
+        let lid = (i + 1).to_string();
+        let args: Vec<String> = ["--lid", &lid, "--link", links[i]]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .chain(placement.device_args(i))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Device::start(bin, sockets[i], None, spin, &args)
+    };
+    (start(0), start(1))
+}
+
+/// The placements `guest-verbs` and `guest-drdma` run, in order
+/// (`--placement`).
 static PLACEMENTS: std::sync::OnceLock<Vec<Placement>> = std::sync::OnceLock::new();
 
 fn parse_placement(v: Option<String>) -> Result<(), String> {
@@ -1820,26 +1861,13 @@ fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placement) -> ExitC
         placement.name,
         placement.describe()
     );
-    // Real-time devices must not spin.
-    let spin = if placement.realtime.is_none() {
-        DEFAULT_SPIN_US
-    } else {
-        0
-    };
-    let dev_args = |i: usize, lid: &'static str, link: &str| -> Vec<String> {
-        ["--lid", lid, "--link", link, "--engine-spin-us", &espin]
-            .iter()
-            .map(|a| a.to_string())
-            .chain(placement.device_args(i))
-            .collect()
-    };
-    let (args_a, args_b) = (dev_args(0, "1", &listen), dev_args(1, "2", &connect));
-    let (args_a, args_b): (Vec<&str>, Vec<&str>) = (
-        args_a.iter().map(String::as_str).collect(),
-        args_b.iter().map(String::as_str).collect(),
+    let (dev_a, dev_b) = start_pair(
+        bin,
+        [&sock_a, &sock_b],
+        [&listen, &connect],
+        placement,
+        &["--engine-spin-us", &espin],
     );
-    let dev_a = Device::start(bin, &sock_a, None, spin, &args_a);
-    let dev_b = Device::start(bin, &sock_b, None, spin, &args_b);
     let guest = |socket: &Path, role: &str, peer_lid: u16| {
         let mut vm = VmConfig::new(socket, "verbs-bench");
         vm.append = format!("ibtca.mode=verbs-bench ibtca.role={role} ibtca.peer_lid={peer_lid}");
@@ -1849,8 +1877,7 @@ fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placement) -> ExitC
     };
     let mut server_vm = guest(&sock_a, "server", 2);
     let mut client_vm = guest(&sock_b, "client", 1);
-    server_vm.cpu_affinity = placement.vm_cpus[0].clone();
-    client_vm.cpu_affinity = placement.vm_cpus[1].clone();
+    placement.pin(&mut server_vm, &mut client_vm);
     eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each) in verbs-bench mode");
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| stack.boot(&server_vm));
@@ -2048,25 +2075,23 @@ const TARGET_DRDMA_MAPPED: f64 = 0.5;
 
 /// One `guest-drdma` configuration: two guests in `drdma-bench` mode, the
 /// window as `window` says. Returns the server's perf lines or a problem.
-fn guest_drdma_run(bin: &Path, stack: &VmStack, window: &str) -> Result<Vec<PerfLine>, String> {
+fn guest_drdma_run(
+    bin: &Path,
+    stack: &VmStack,
+    window: &str,
+    placement: &Placement,
+) -> Result<Vec<PerfLine>, String> {
     let dir = stack.scratch("bench-drdma");
     let link = dir.join("ab.link");
     let listen = format!("listen:{}", link.display());
     let connect = format!("connect:{}", link.display());
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
-    let dev_a = Device::start(
+    let (dev_a, dev_b) = start_pair(
         bin,
-        &sock_a,
-        None,
-        DEFAULT_SPIN_US,
-        &["--lid", "1", "--link", &listen, "--drdma-window", window],
-    );
-    let dev_b = Device::start(
-        bin,
-        &sock_b,
-        None,
-        DEFAULT_SPIN_US,
-        &["--lid", "2", "--link", &connect, "--drdma-window", window],
+        [&sock_a, &sock_b],
+        [&listen, &connect],
+        placement,
+        &["--drdma-window", window],
     );
     let guest = |socket: &Path, role: &str, peer_lid: u16| {
         let mut vm = VmConfig::new(socket, "drdma-bench");
@@ -2075,9 +2100,14 @@ fn guest_drdma_run(bin: &Path, stack: &VmStack, window: &str) -> Result<Vec<Perf
         vm.timeout = Duration::from_secs(400);
         vm
     };
-    let server_vm = guest(&sock_a, "server", 2);
-    let client_vm = guest(&sock_b, "client", 1);
-    eprintln!("[bench] booting two guests (TCG, 1 vCPU, 1 GiB each), {window} DRDMA window");
+    let mut server_vm = guest(&sock_a, "server", 2);
+    let mut client_vm = guest(&sock_b, "client", 1);
+    placement.pin(&mut server_vm, &mut client_vm);
+    eprintln!(
+        "[bench] booting two guests (TCG, 1 vCPU, 1 GiB each), {window} DRDMA window, placement {}: {}",
+        placement.name,
+        placement.describe()
+    );
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| stack.boot(&server_vm));
         let client = s.spawn(|| stack.boot(&client_vm));
@@ -2125,8 +2155,15 @@ fn run_guest_drdma() -> ExitCode {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut phases: Vec<Vec<String>> = Vec::new();
     let mut failed = false;
-    for window in ["trapped", "mapped"] {
-        let perf = match guest_drdma_run(&bin, stack, window) {
+    let placements = PLACEMENTS
+        .get()
+        .cloned()
+        .unwrap_or_else(|| vec![Placement::shared()]);
+    let runs = placements
+        .iter()
+        .flat_map(|p| ["trapped", "mapped"].map(|w| (p, w)));
+    for (placement, window) in runs {
+        let perf = match guest_drdma_run(&bin, stack, window, placement) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("ibtca-bench: {window} window: {e}");
@@ -2134,6 +2171,13 @@ fn run_guest_drdma() -> ExitCode {
                 continue;
             }
         };
+        // Rows say the placement when it is not the default one.
+        let window = if placement.name == "shared" {
+            window.to_owned()
+        } else {
+            format!("{window} ({})", placement.name)
+        };
+        let window = window.as_str();
         let memcpy = perf
             .iter()
             .find(|p| p.test == "memcpy")
@@ -2153,7 +2197,7 @@ fn run_guest_drdma() -> ExitCode {
                 row.extend(t.iter().map(|v| format!("{v:.0}")));
                 phases.push(row);
             }
-            let target = window == "mapped" && p.test == "drdma_write_memcpy_toio";
+            let target = window.starts_with("mapped") && p.test == "drdma_write_memcpy_toio";
             rows.push(vec![
                 window.into(),
                 p.test.clone(),

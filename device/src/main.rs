@@ -97,8 +97,10 @@ struct Args {
     vl_weights: Option<String>,
 
     /// Run the device's threads on these CPUs only (e.g. `0` or `0,2-3`).
-    /// For low latency, give a device the CPU of the guest that rings its
-    /// doorbells (see BENCHMARKS.md, "Verbs between two guests").
+    /// Hand-offs between threads on one CPU are cheaper than across CPUs:
+    /// with --realtime, two guests' devices together on one CPU gave the
+    /// lowest latency on a 2-CPU host (qemu-configs/two-nodes-low-latency.json,
+    /// BENCHMARKS.md "Verbs between two guests").
     #[arg(long, value_name = "LIST")]
     cpus: Option<CpuList>,
 

@@ -7,11 +7,14 @@
 //! Why this matters on a small host: a guest that polls its completions
 //! keeps its vCPU thread busy, and a device thread woken by a doorbell or a
 //! packet then waits for the scheduler to preempt it (milliseconds under
-//! the fair scheduler). With `SCHED_FIFO` the device thread runs at once;
-//! with the device on the same CPU as the vCPU that rings its doorbells no
-//! wake-up crosses CPUs. A real-time thread must never spin (it would starve
-//! everything below it on its CPU), so `--realtime` turns the default spins
-//! off (see BENCHMARKS.md, "Verbs between two guests").
+//! the fair scheduler). With `SCHED_FIFO` the device thread runs at once,
+//! and with the device threads of both ends on one CPU their hand-offs
+//! stay on that CPU (a wake-up across CPUs costs tens of µs on a virtual
+//! host). A real-time thread must never spin (it would starve everything
+//! below it on its CPU), so `--realtime` turns the default spins off; and
+//! it should not share its CPU with the QEMU of a busy guest, which it
+//! would starve while it moves data (see BENCHMARKS.md, "Verbs between two
+//! guests", for the placements measured).
 
 use std::fmt;
 use std::io;

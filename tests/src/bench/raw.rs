@@ -1,0 +1,88 @@
+//! The raw Unix-socket baselines measured in the same run as the device
+//! rows: a stream, small messages and a ping-pong between two threads.
+
+use super::*;
+
+/// Raw `UnixStream` throughput: one thread writes `chunk`-byte buffers
+/// (one `write_all` each) for `secs`, the other reads them with `read_exact`
+/// of `chunk` bytes; counted at the reader.
+pub(super) fn raw_stream(chunk: usize, secs: f64) -> Rate {
+    let (mut w, mut r) = UnixStream::pair().expect("socketpair");
+    let cpu0 = cpu_snapshot();
+    let writer = named("raw-writer", move || {
+        let buf = vec![0x5au8; chunk];
+        let end = Instant::now() + Duration::from_secs_f64(secs);
+        // Check the clock every 64 writes: a clock read costs as much as a
+        // small write.
+        'outer: loop {
+            for _ in 0..64 {
+                if w.write_all(&buf).is_err() {
+                    break 'outer;
+                }
+            }
+            if Instant::now() >= end {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; chunk];
+    r.read_exact(&mut buf).expect("first chunk");
+    let t = Instant::now();
+    let mut msgs = 0u64;
+    while r.read_exact(&mut buf).is_ok() {
+        msgs += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    // The writer's time before it exits; the reader is this thread.
+    let cpu = cpu_delta(&cpu0, &cpu_snapshot());
+    writer.join().expect("raw writer");
+    Rate {
+        msgs,
+        bytes: msgs * chunk as u64,
+        secs,
+        link: None,
+        cpu: Some(cpu),
+    }
+}
+
+/// Spawns a named thread (the name is what [`cpu_delta`] classifies by).
+pub(super) fn named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn a bench thread")
+}
+
+/// Raw `UnixStream` ping-pong of `size` bytes each way; µs per one-way trip
+/// (round trip / 2), median.
+pub(super) fn raw_pingpong(size: usize, secs: f64) -> f64 {
+    let (mut a, mut b) = UnixStream::pair().expect("socketpair");
+    let echo = named("raw-echo", move || {
+        let mut m = vec![0u8; size];
+        while b.read_exact(&mut m).is_ok() {
+            if b.write_all(&m).is_err() {
+                break;
+            }
+        }
+    });
+    let mut m = vec![0xa5u8; size];
+    let mut samples = Vec::new();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        let t = Instant::now();
+        a.write_all(&m).unwrap();
+        a.read_exact(&mut m).unwrap();
+        samples.push(t.elapsed().as_nanos() as u64);
+    }
+    drop(a);
+    echo.join().expect("raw echo");
+    median_ns(samples) / 2000.0
+}
+
+pub(super) fn median_ns(mut ns: Vec<u64>) -> f64 {
+    ns.sort_unstable();
+    ns.get(ns.len() / 2).copied().unwrap_or(0) as f64
+}

@@ -116,9 +116,12 @@ case "$vermagic" in
 esac
 
 log "building ibtca-tool"
+tool_srcs=()
+for f in "$build"/src/tool/*.c; do # every tool source, as seen in the chroot
+	tool_srcs+=("$ibuild/src/tool/${f##*/}")
+done
 in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src" \
-	-o "$ibuild/ibtca-tool" "$ibuild/src/tool/ibtca-tool.c" \
-	"$ibuild/src/tool/drdma.c" "$ibuild/src/tool/drdma_fan.c"
+	-o "$ibuild/ibtca-tool" "${tool_srcs[@]}"
 if readelf -lW "$build/ibtca-tool" | grep -q 'program interpreter'; then
 	die "ibtca-tool is not static"
 fi

@@ -115,6 +115,12 @@ int vb_recv(struct vb *v, struct vb_msg *m, double secs);
 int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 		     double secs);
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
+void vb_teardown(struct vb *v);
+
+/* verbs scenario (ibtca-tool.c) and verbs-bench (verbs_bench.c). */
+int vb_send_pingpong(struct vb *v, int n, double *us);
+int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how);
+void vb_client_perf(struct vb *v);
 
 /* drdma.c */
 int cmd_drdma(int argc, char **argv, int bench);

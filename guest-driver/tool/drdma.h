@@ -77,5 +77,12 @@ int dr_status(struct dr *d, int ok, uint64_t value);
 void dr_perm(uint32_t *p, uint32_t n, uint32_t seed);
 /* How many ranges "all ranges at once" uses. */
 uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated);
+/* A raw access of @size bytes at @off of the window (drdma_lib.c). */
+int dr_raw(struct dr *d, uint64_t off, uint32_t size, int write,
+	   uint64_t *value);
+
+/* drdma-bench (drdma_bench.c). */
+void dr_bench_server(struct dr *d);
+void dr_bench_client(struct dr *d);
 
 #endif /* IBTCA_TOOL_DRDMA_H */

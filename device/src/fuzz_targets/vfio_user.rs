@@ -1,11 +1,16 @@
 //! `vfio_user_wire`: a stream of arbitrary vfio-user messages through the
-//! server's framing rules and command handler, against a recording backend.
+//! server's framing rules and command handler, against a recording backend
+//! or the real device.
 
 use std::fs::File;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use ibtca_protocol::fuzz_targets::Input;
 
+use crate::bar0::PortIdentity;
+use crate::drdma::{Drdma, DrdmaConfig};
+use crate::tca::Tca;
 use crate::vfio_user::server::handle;
 use crate::vfio_user::wire::{self, Command, Header, HEADER_SIZE};
 use crate::vfio_user::{Backend, Errno, RegionMmap};
@@ -18,18 +23,24 @@ const IRQS: u32 = 5;
 /// header; with control bit 0 the header's size is replaced by 16 plus a
 /// payload length read next (so the fuzzer need not learn the framing);
 /// control bits 1-2 attach that many file descriptors; then the payload.
-/// The first byte's bit 0 starts the connection already negotiated.
+/// The first byte's bit 0 starts the connection already negotiated; its
+/// bit 1 puts the real device ([`Tca`], no engine) behind the handler
+/// instead of the recording backend, so that region accesses reach config
+/// space, BAR0, the MSI-X table and the DRDMA window.
 ///
 /// Invariants: every error is one of the errnos the server documents;
 /// nothing but VERSION succeeds before VERSION; a successful command's
-/// reply has exactly the size its command defines (a region read: the
-/// bytes the backend produced); the backend only sees accesses of the size
-/// the client announced, within the transfer limit; every message struct
-/// that parses encodes back to the same bytes.
+/// reply has exactly the size its command defines (with the recording
+/// backend, a region read returns the bytes the backend produced, and the
+/// backend only sees accesses of the size the client announced, within
+/// the transfer limit); every message struct that parses encodes back to
+/// the same bytes.
 pub fn vfio_user_wire(data: &[u8]) {
     let mut input = Input::new(data);
-    let mut negotiated = input.u8() & 1 != 0;
-    let mut backend = Recorder::default();
+    let first = input.u8();
+    let mut negotiated = first & 1 != 0;
+    let mut recorder = Recorder::default();
+    let mut tca = (first & 2 != 0).then(device);
     while !input.is_empty() {
         let control = input.u8();
         let raw: [u8; HEADER_SIZE] = header_bytes(input.bytes(HEADER_SIZE));
@@ -55,9 +66,13 @@ pub fn vfio_user_wire(data: &[u8]) {
         let mut out = Vec::new();
         Header::default().encode(&mut out);
         let mut reply_fd = None;
-        backend.last = None;
+        recorder.last = None;
+        let backend: &mut dyn Backend = match tca.as_mut() {
+            Some(tca) => tca,
+            None => &mut recorder,
+        };
         let result = handle(
-            &mut backend,
+            backend,
             &header,
             payload,
             fds,
@@ -65,8 +80,26 @@ pub fn vfio_user_wire(data: &[u8]) {
             &mut negotiated,
             &mut reply_fd,
         );
-        check_result(&header, payload, &result, &out, was_negotiated, &backend);
+        let recorder = tca.is_none().then_some(&recorder);
+        check_result(&header, payload, &result, &out, was_negotiated, recorder);
     }
+    if let Some(tca) = tca.as_mut() {
+        // The client goes away: the device resets for the next one.
+        tca.disconnected();
+    }
+}
+
+/// The device as `ibtca-device` builds it, minus the engine thread, with
+/// a short DRDMA load timeout (nothing will ever answer a read range).
+fn device() -> Tca {
+    let cfg = DrdmaConfig {
+        ranges: 4,
+        pmbs: 8,
+        mapped: false,
+        load_timeout: Duration::from_micros(100),
+    };
+    let drdma = Drdma::new(cfg).expect("DRDMA packet memory");
+    Tca::with_parts(PortIdentity::default(), drdma)
 }
 
 fn header_bytes(b: &[u8]) -> [u8; HEADER_SIZE] {
@@ -133,7 +166,7 @@ fn check_result(
     result: &Result<(), Errno>,
     out: &[u8],
     was_negotiated: bool,
-    backend: &Recorder,
+    recorder: Option<&Recorder>,
 ) {
     let command = Command::from_u16(header.command);
     let is_command = header.flags & wire::FLAG_TYPE_MASK == wire::FLAG_TYPE_COMMAND;
@@ -146,7 +179,7 @@ fn check_result(
                 was_negotiated || cmd == Command::Version,
                 "{cmd:?} before VERSION"
             );
-            check_reply(cmd, header, p, &out[HEADER_SIZE..], backend);
+            check_reply(cmd, header, p, &out[HEADER_SIZE..], recorder);
             return;
         }
     };
@@ -165,8 +198,9 @@ fn check_result(
     }
 }
 
-/// The reply payload of a successful command.
-fn check_reply(cmd: Command, header: &Header, p: &[u8], reply: &[u8], backend: &Recorder) {
+/// The reply payload of a successful command; with the recording backend,
+/// its contents too.
+fn check_reply(cmd: Command, header: &Header, p: &[u8], reply: &[u8], recorder: Option<&Recorder>) {
     match cmd {
         Command::Version => {
             assert!(!header.no_reply());
@@ -181,34 +215,38 @@ fn check_reply(cmd: Command, header: &Header, p: &[u8], reply: &[u8], backend: &
         Command::DeviceGetInfo => assert_eq!(reply.len(), wire::DeviceInfo::SIZE),
         Command::DeviceGetIrqInfo => {
             let info = wire::IrqInfo::parse(reply).expect("IRQ info reply parses");
-            assert!(info.index < IRQS);
+            assert!(recorder.is_none() || info.index < IRQS);
         }
         Command::DeviceGetRegionInfo => {
             let info = wire::RegionInfo::parse(&reply[..wire::RegionInfo::SIZE.min(reply.len())])
                 .expect("region info reply parses");
-            assert!(info.index < REGIONS);
+            assert!(recorder.is_none() || info.index < REGIONS);
             let caps = reply.len() - wire::RegionInfo::SIZE;
             assert!(caps == 0 || info.argsz as usize == reply.len());
         }
         Command::RegionRead => {
             let (a, data) = wire::RegionAccess::parse(reply).expect("read reply parses");
             assert_eq!(data.len(), a.count as usize);
-            assert_eq!(
-                Some(Access::Read(a.region, a.offset, a.count)),
-                backend.last
-            );
-            assert!(data
-                .iter()
-                .enumerate()
-                .all(|(i, &b)| b == fill(a.offset, i)));
+            if let Some(backend) = recorder {
+                assert_eq!(
+                    Some(Access::Read(a.region, a.offset, a.count)),
+                    backend.last
+                );
+                assert!(data
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == fill(a.offset, i)));
+            }
         }
         Command::RegionWrite => {
             let (a, _) = wire::RegionAccess::parse(reply).expect("write reply parses");
             assert_eq!(reply.len(), wire::RegionAccess::SIZE);
-            assert_eq!(
-                Some(Access::Write(a.region, a.offset, a.count)),
-                backend.last
-            );
+            if let Some(backend) = recorder {
+                assert_eq!(
+                    Some(Access::Write(a.region, a.offset, a.count)),
+                    backend.last
+                );
+            }
         }
         other => panic!("{other:?} is not supported but succeeded"),
     }

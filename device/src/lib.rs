@@ -12,6 +12,8 @@ pub mod dma;
 pub mod drdma;
 pub mod engine;
 pub mod fabric;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz_targets;
 pub mod instance;
 pub mod link;
 pub mod logging;

@@ -11,11 +11,15 @@
 //!   [`PacketView::parse`].
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
+//! - `fuzz_targets` (tests and the `fuzzing` feature only): the bodies of
+//!   the libFuzzer targets in the repository's `fuzz/` crate.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod crc;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz_targets;
 pub mod headers;
 pub mod link;
 pub mod opcode;

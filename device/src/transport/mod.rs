@@ -174,8 +174,10 @@ pub mod rc;
 mod requester;
 mod responder;
 
-#[cfg(test)]
-mod mock;
+// The fuzz targets (`crate::fuzz_targets`) drive the transport through it too.
+#[cfg(any(test, feature = "fuzzing"))]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod mock;
 #[cfg(test)]
 mod tests;
 

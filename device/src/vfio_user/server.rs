@@ -507,7 +507,7 @@ fn no_fds(fds: &[File], what: &str) -> Result<(), Errno> {
 }
 
 /// Handles one command; appends the reply payload to `out`.
-fn handle(
+pub(crate) fn handle(
     backend: &mut dyn Backend,
     header: &Header,
     p: &[u8],

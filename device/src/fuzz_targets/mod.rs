@@ -1,0 +1,35 @@
+//! Bodies of the coverage-guided fuzz targets for the device.
+//!
+//! The `fuzz/` crate at the repository root (cargo-fuzz, nightly) hands
+//! libFuzzer's inputs to these functions; on stable, the unit tests below
+//! replay every file of the committed corpus (`fuzz/corpus/<target>/`)
+//! through the same functions. Each target takes arbitrary bytes and
+//! asserts invariants: a panic here is a bug found, in the code under test
+//! or in the invariant. The input cursor and the replay helper are the
+//! protocol crate's (`ibtca_protocol::fuzz_targets`).
+//!
+//! Compiled for tests and with the `fuzzing` feature only.
+
+mod rc;
+mod vfio_user;
+
+pub use rc::rc_responder;
+pub use vfio_user::vfio_user_wire;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibtca_protocol::fuzz_targets::replay_corpus;
+
+    #[test]
+    fn vfio_user_wire_corpus_replays() {
+        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "vfio_user_wire", vfio_user_wire);
+        assert!(n > 0);
+    }
+
+    #[test]
+    fn rc_responder_corpus_replays() {
+        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "rc_responder", rc_responder);
+        assert!(n > 0);
+    }
+}

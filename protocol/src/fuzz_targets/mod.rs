@@ -1,0 +1,57 @@
+//! Bodies of the coverage-guided fuzz targets for the wire format.
+//!
+//! The `fuzz/` crate at the repository root (cargo-fuzz, nightly) hands
+//! libFuzzer's inputs to these functions; on stable, the unit test below
+//! replays every file of the committed corpus (`fuzz/corpus/<target>/`)
+//! through the same functions. Each target takes arbitrary bytes and asserts
+//! invariants with `assert!`: a panic here is a bug found, in the code under
+//! test or in the invariant.
+//!
+//! Compiled for tests and with the `fuzzing` feature only.
+
+mod input;
+mod link;
+mod packet;
+
+pub use input::Input;
+pub use link::link_frames;
+pub use packet::ib_packet;
+
+/// Runs `target` on every file of `fuzz/corpus/<name>/` (relative to the
+/// workspace root `manifest_dir/..`); returns how many files it replayed.
+/// Panics if the directory is missing or empty, so that a lost corpus fails
+/// the test instead of passing it.
+pub fn replay_corpus(manifest_dir: &str, name: &str, target: fn(&[u8])) -> usize {
+    let dir = std::path::Path::new(manifest_dir)
+        .join("../fuzz/corpus")
+        .join(name);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
+    for file in &files {
+        let data = std::fs::read(file).expect("corpus file");
+        // Name the input before a failing assertion reports it.
+        eprintln!("replaying {}", file.display());
+        target(&data);
+    }
+    files.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ib_packet_corpus_replays() {
+        assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "ib_packet", ib_packet) > 0);
+    }
+
+    #[test]
+    fn link_frames_corpus_replays() {
+        assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "link_frames", link_frames) > 0);
+    }
+}

@@ -559,9 +559,11 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 		if (!p->timeout_ms || left <= 0)
 			return 0;
 		/*
-		 * Arm, look again, then sleep. The arm is a posted write that
-		 * may reach the device after a completion it should have
-		 * signalled, so sleep in short slices and look again.
+		 * Arm, look again, then sleep. The arm carries the consumer
+		 * index and the device fires at once if a completion past it
+		 * is already written, so a completion that overtakes the
+		 * (posted) arm still wakes us; the one-second slice only
+		 * bounds the damage of a lost interrupt.
 		 */
 		ibtca_cq_db(idev, cq, IBTCA_CQ_ARM_NEXT);
 		e = ibtca_cq_next(cq);
@@ -570,7 +572,7 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 		left = wait_event_interruptible_timeout(idev->wq,
 							ibtca_cq_next(cq) ||
 							READ_ONCE(idev->dead),
-							min_t(long, left, 2));
+							min_t(long, left, HZ));
 		if (left < 0)
 			return -EINTR;
 		if (READ_ONCE(idev->dead))

@@ -476,6 +476,14 @@ impl SimGuest {
         n
     }
 
+    /// Whether the device has written the CQE at `cq`'s consumer index (a
+    /// look, consuming nothing).
+    pub fn cqe_ready(&self, cq: &Cq) -> bool {
+        let slot = cq.gpa + 32 * u64::from(cq.ci & ((1 << cq.log) - 1));
+        let want = (((cq.ci >> cq.log) & 1) ^ 1) as u8;
+        self.map.load_u8(slot + CQE_OWNER_OFFSET) & 1 == want
+    }
+
     /// Consumes the CQE at the consumer index if the device has written it.
     fn take_cqe(&mut self, cq: &mut Cq) -> Option<Cqe> {
         let slot = cq.gpa + 32 * u64::from(cq.ci & ((1 << cq.log) - 1));
@@ -488,6 +496,29 @@ impl SimGuest {
         let cqe: Cqe = self.map.load(slot);
         cq.ci = cq.ci.wrapping_add(1);
         Some(cqe)
+    }
+
+    /// Arms `cq` for its next completion (the CQ doorbell with
+    /// IBTCA_CQ_ARM_NEXT and the consumer index), as `ibv_req_notify_cq`
+    /// does. The device fires at once if completions past the consumer index
+    /// are already written, so arming and then waiting never misses one.
+    pub fn arm_cq(&mut self, cq: &Cq) {
+        let db = u64::from(cq.cqn) | (u64::from(CQ_ARM_NEXT) << 24) | (u64::from(cq.ci) << 32);
+        self.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+    }
+
+    /// Blocks until the CQ interrupt (MSI-X vector 1) fires or `timeout`
+    /// passes, and consumes it; returns whether it fired.
+    pub fn wait_cq_irq(&self, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.cq_irq.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        n > 0 && self.cq_irq.read().is_ok()
     }
 
     fn ring_cq(&mut self, cq: &Cq) {

@@ -584,3 +584,50 @@ fn solicited_events() {
         "interrupt for the solicited message"
     );
 }
+
+/// Arming a CQ that already holds completions past the consumer index the
+/// arm carries interrupts at once: the arm is a posted write that may reach
+/// the device after the completion it waits for, and a driver that arms,
+/// looks once more and sleeps must not sleep through it. Caught up, the arm
+/// waits for the next completion as before.
+#[test]
+fn arming_behind_the_producer_interrupts_at_once() {
+    let mut p = pair(MTU_4096, ALL);
+    for id in [1, 2] {
+        let r = recv_wqe(id, p.b.buf + 4096 * id, 256, p.b.lkey);
+        p.b.g.post_recv(&mut p.b.qp, &r);
+    }
+    p.a.g
+        .post_send(&mut p.a.qp, &send_wqe(WR_SEND, 10, p.a.buf, 64, p.a.lkey));
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("send completion");
+    assert_eq!(c.status, WC_SUCCESS);
+    // B's receive completion is written, not yet consumed: B's consumer
+    // index is still 0.
+    let deadline = std::time::Instant::now() + T;
+    while !p.b.g.cqe_ready(&p.b.cq) {
+        assert!(std::time::Instant::now() < deadline, "no receive CQE");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    while wait_eventfd(&p.b.g.cq_irq, Duration::from_millis(1)).is_some() {}
+    p.b.g.arm_cq(&p.b.cq);
+    assert!(
+        wait_eventfd(&p.b.g.cq_irq, T).is_some(),
+        "an arm behind the producer fires at once"
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("first receive");
+    assert_eq!((c.wr_id.to_native(), c.opcode), (1, WC_RECV));
+    // Caught up: nothing until the next completion.
+    p.b.g.arm_cq(&p.b.cq);
+    assert!(
+        wait_eventfd(&p.b.g.cq_irq, Duration::from_millis(300)).is_none(),
+        "a caught-up arm waits"
+    );
+    p.a.g
+        .post_send(&mut p.a.qp, &send_wqe(WR_SEND, 11, p.a.buf, 64, p.a.lkey));
+    assert!(
+        wait_eventfd(&p.b.g.cq_irq, T).is_some(),
+        "the next completion fires it"
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("second receive");
+    assert_eq!(c.wr_id.to_native(), 2);
+}

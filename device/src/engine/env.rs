@@ -10,8 +10,9 @@ use crate::verbs::abi::{
     Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
 };
-use crate::verbs::mr::{GpaRange, RemoteRight};
+use crate::verbs::mr::RemoteRight;
 use crate::verbs::mw::BindRequest;
+use crate::verbs::sgl::GpaRanges;
 use crate::verbs::Verbs;
 
 /// Where finished packets go (the link, or a test's outbox).
@@ -70,7 +71,7 @@ impl DeviceQpEnv<'_> {
         offset: u64,
         len: usize,
         write: bool,
-    ) -> Result<Vec<GpaRange>, AccessError> {
+    ) -> Result<GpaRanges, AccessError> {
         self.verbs
             .resolve_sges(self.qpn, sges, offset, len as u64, write)
     }
@@ -103,7 +104,7 @@ impl QpEnv for DeviceQpEnv<'_> {
             };
         }
         let mut at = 0;
-        for r in self.ranges(sges, offset, out.len(), false)? {
+        for r in self.ranges(sges, offset, out.len(), false)?.iter() {
             let n = r.len as usize;
             dma(self.mem.read(r.gpa, &mut out[at..at + n]))?;
             at += n;
@@ -120,7 +121,7 @@ impl QpEnv for DeviceQpEnv<'_> {
         }
         let ranges = self.ranges(sges, offset, data.len(), true)?;
         let mut at = 0;
-        for r in ranges {
+        for r in ranges.iter() {
             let n = r.len as usize;
             dma(self.mem.write(r.gpa, &data[at..at + n]))?;
             at += n;

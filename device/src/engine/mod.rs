@@ -373,9 +373,17 @@ impl Engine {
     }
 
     fn doorbell(&mut self, db: Doorbell, now: Instant) {
-        if let Err(e) = self.verbs.doorbell(db) {
-            crate::guest_warn!(?db, error = %e, "doorbell refused");
-            self.sync_qps(); // a bad SQ/RQ index puts the QP in error
+        match self.verbs.doorbell(db) {
+            Ok(Some(vector)) => {
+                if let Err(e) = self.msix.trigger(u32::from(vector)) {
+                    crate::guest_warn!(vector, error = %e, "CQ interrupt not delivered");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                crate::guest_warn!(?db, error = %e, "doorbell refused");
+                self.sync_qps(); // a bad SQ/RQ index puts the QP in error
+            }
         }
         if let Doorbell::Sq { qpn, .. } = db {
             self.drain_sq(qpn, now);
@@ -451,6 +459,7 @@ impl Engine {
                 cfg.dlid = a.dlid;
                 cfg.sl = a.sl;
                 cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
+                cfg.send_window = RcConfig::send_window_for_mtu(cfg.path_mtu);
                 cfg.sq_psn = a.sq_psn;
                 cfg.rq_psn = a.rq_psn;
                 cfg.retry_cnt = a.retry_cnt;

@@ -2,7 +2,11 @@
 //! device produces and the driver consumes by polling owner bits (see
 //! `ring.rs` for the convention: owner 1 on even passes, so a zeroed ring is
 //! empty). The driver reports its consumer index, and arms the interrupt,
-//! with the CQ doorbell; the device never writes past that index: a push
+//! with the CQ doorbell; an arm for the next completion that finds
+//! completions past the consumer index it carries fires at once (the arm is
+//! a posted write that may arrive after the completion it waited for, so a
+//! driver that arms and then sleeps never misses one); the device never
+//! writes past that index: a push
 //! into a full CQ puts the CQ in the error state (IB: CQ overrun), logged
 //! and counted, and every later push is refused.
 
@@ -117,9 +121,14 @@ impl Cq {
     }
 
     /// The CQ doorbell: the driver consumed up to `ci` and asks for
-    /// IBTCA_CQ_ARM_* `arm` (0: none). `Invalid`, changing nothing, when
-    /// `ci` is ahead of the producer or `arm` is unknown.
-    pub fn doorbell(&mut self, ci: u32, arm: u8) -> Result<(), VerbsError> {
+    /// IBTCA_CQ_ARM_* `arm` (0: none). Returns whether to raise
+    /// [`Cq::vector`] now: a Next arm when completions past `ci` are already
+    /// written fires (and disarms) at once. A Solicited arm waits for the
+    /// next solicited or unsuccessful completion either way (the device
+    /// does not remember which written ones were solicited). `Invalid`,
+    /// changing nothing, when `ci` is ahead of the producer or `arm` is
+    /// unknown.
+    pub fn doorbell(&mut self, ci: u32, arm: u8) -> Result<bool, VerbsError> {
         let kind = match arm {
             0 => None,
             CQ_ARM_NEXT => Some(Arm::Next),
@@ -139,7 +148,11 @@ impl Cq {
         if let Some(k) = kind {
             self.arm(k);
         }
-        Ok(())
+        if self.arm == Arm::Next && self.pi != self.ci && !self.error {
+            self.arm = Arm::None;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Writes `cqe` (owner bit set here, written last) and advances the
@@ -285,6 +298,28 @@ mod tests {
         cq.arm(Arm::Solicited);
         assert!(cq.push(&m.mem, &cqe(6, 0), false).unwrap(), "Next is kept");
         assert_eq!(cq.vector(), 3);
+    }
+
+    #[test]
+    fn arming_behind_the_producer_fires_at_once() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 1).unwrap();
+        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(1, 0), false).unwrap();
+        // The driver took one, arms: one completion is waiting.
+        assert_eq!(cq.doorbell(1, CQ_ARM_NEXT), Ok(true), "fires now");
+        assert!(
+            !cq.push(&m.mem, &cqe(2, 0), false).unwrap(),
+            "the arm was used up"
+        );
+        // Caught up: the arm waits for the next completion.
+        assert_eq!(cq.doorbell(3, CQ_ARM_NEXT), Ok(false));
+        assert!(cq.push(&m.mem, &cqe(3, 0), false).unwrap());
+        // Solicited arms and plain doorbells never fire by themselves.
+        cq.push(&m.mem, &cqe(4, 0), false).unwrap();
+        assert_eq!(cq.doorbell(4, CQ_ARM_SOLICITED), Ok(false));
+        assert_eq!(cq.doorbell(4, 0), Ok(false));
+        assert!(cq.push(&m.mem, &cqe(5, 0), true).unwrap(), "solicited");
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Verbs {
         offset: u64,
         len: u64,
         write: bool,
-    ) -> Result<Vec<GpaRange>, AccessError> {
+    ) -> Result<super::sgl::GpaRanges, AccessError> {
         let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
         self.mrs.resolve_sges(pdn, sges, offset, len, write)
     }
@@ -139,21 +139,29 @@ impl Verbs {
         Ok(fire.then_some(cq.vector()))
     }
 
-    /// Applies a doorbell. `NotFound` for an unknown QP or CQ, `Invalid`
-    /// for an index out of range (a QP then enters the error state).
-    pub fn doorbell(&mut self, db: Doorbell) -> Result<(), VerbsError> {
+    /// Applies a doorbell; returns the MSI-X vector to raise now, if any (a
+    /// CQ armed behind its producer, see [`Cq::doorbell`]). `NotFound` for
+    /// an unknown QP or CQ, `Invalid` for an index out of range (a QP then
+    /// enters the error state).
+    ///
+    /// [`Cq::doorbell`]: super::cq::Cq::doorbell
+    pub fn doorbell(&mut self, db: Doorbell) -> Result<Option<u16>, VerbsError> {
         let res = match db {
             Doorbell::Sq { qpn, pi } => {
                 let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
-                qp.sq_doorbell(pi).map_err(|_| VerbsError::Invalid)
+                qp.sq_doorbell(pi)
+                    .map(|()| None)
+                    .map_err(|_| VerbsError::Invalid)
             }
             Doorbell::Rq { qpn, pi } => {
                 let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
-                qp.rq_doorbell(pi).map_err(|_| VerbsError::Invalid)
+                qp.rq_doorbell(pi)
+                    .map(|()| None)
+                    .map_err(|_| VerbsError::Invalid)
             }
             Doorbell::Cq { cqn, arm, ci } => {
                 let cq = self.cqs.get_mut(cqn).ok_or(VerbsError::NotFound)?;
-                cq.doorbell(ci, arm)
+                cq.doorbell(ci, arm).map(|fire| fire.then_some(cq.vector()))
             }
         };
         if let Err(e) = res {

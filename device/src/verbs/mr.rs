@@ -61,7 +61,7 @@ impl RemoteRight {
 
 /// A checked local access: `len` bytes of guest-physically contiguous
 /// memory at `gpa` (a region is one contiguous guest-physical range).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpaRange {
     /// Guest-physical address of the first byte.
     pub gpa: u64,

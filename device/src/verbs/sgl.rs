@@ -5,15 +5,55 @@
 //! without a partial copy. SGE fields come from guest memory: all
 //! arithmetic is overflow-safe.
 
-use super::abi::Sge;
+use super::abi::{Sge, MAX_SGE};
 use super::mr::{GpaRange, MrTable};
 use crate::transport::AccessError;
+
+/// The guest-physical ranges of a byte range of an SGE list: at most one
+/// per element of a WQE's list, kept inline (the send engine resolves one
+/// per packet, so this path allocates nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpaRanges {
+    ranges: [GpaRange; MAX_SGE],
+    len: usize,
+}
+
+impl GpaRanges {
+    /// Appends `r`, merged into the last range when it continues it;
+    /// `false` (nothing changed) when all [`MAX_SGE`] slots are taken.
+    fn push(&mut self, r: GpaRange) -> bool {
+        if let Some(last) = self.len.checked_sub(1).and_then(|i| self.ranges.get_mut(i)) {
+            if last.gpa.checked_add(last.len) == Some(r.gpa) {
+                last.len += r.len;
+                return true;
+            }
+        }
+        match self.ranges.get_mut(self.len) {
+            Some(slot) => {
+                *slot = r;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl std::ops::Deref for GpaRanges {
+    type Target = [GpaRange];
+
+    fn deref(&self) -> &[GpaRange] {
+        &self.ranges[..self.len]
+    }
+}
 
 impl MrTable {
     /// The ranges holding bytes `[offset, offset + len)` of the buffer that
     /// `sges` describes, for a QP in PD `pdn` (`write`: the device writes).
-    /// `OutOfBounds` when the list is shorter than `offset + len`.
-    /// Zero-length elements are skipped without a key check.
+    /// `OutOfBounds` when the list is shorter than `offset + len`,
+    /// `Invalid` when it needs more than [`MAX_SGE`] separate ranges (a
+    /// WQE never holds more elements). Zero-length elements are skipped
+    /// without a key check.
     pub fn resolve_sges(
         &self,
         pdn: u32,
@@ -21,8 +61,8 @@ impl MrTable {
         offset: u64,
         len: u64,
         write: bool,
-    ) -> Result<Vec<GpaRange>, AccessError> {
-        let mut ranges = Vec::new();
+    ) -> Result<GpaRanges, AccessError> {
+        let mut ranges = GpaRanges::default();
         let (mut skip, mut left) = (offset, len);
         for sge in sges {
             if left == 0 {
@@ -40,9 +80,8 @@ impl MrTable {
                 .checked_add(skip)
                 .ok_or(AccessError::OutOfBounds)?;
             let r = self.check_local(pdn, sge.lkey.to_native(), va, take, write)?;
-            match ranges.last_mut() {
-                Some(GpaRange { gpa, len }) if gpa.checked_add(*len) == Some(r.gpa) => *len += take,
-                _ => ranges.push(r),
+            if !ranges.push(r) {
+                return Err(AccessError::Invalid);
             }
             left -= take;
             skip = 0;
@@ -89,16 +128,28 @@ mod tests {
         ];
         let got = t.resolve_sges(PD, &list, 0x70, 0x40, false).unwrap();
         assert_eq!(
-            got,
+            *got,
             [r(0x10_0070, 0x10), r(0x20_0010, 0x20), r(0x10_0080, 0x10)]
         );
         // The first and last elements are contiguous when nothing is between.
         let two = [sge(0x1000, 0x80, a), sge(0x1080, 0x80, a)];
         assert_eq!(
-            t.resolve_sges(PD, &two, 0, 0x100, true).unwrap(),
+            *t.resolve_sges(PD, &two, 0, 0x100, true).unwrap(),
             [r(0x10_0000, 0x100)]
         );
-        assert_eq!(t.resolve_sges(PD, &two, 0x100, 0, true).unwrap(), []);
+        // More separate pieces than a WQE can hold: refused, not truncated.
+        let five: Vec<Sge> = (0..5).map(|i| sge(0x1000 + 0x20 * i, 0x10, a)).collect();
+        assert_eq!(
+            t.resolve_sges(PD, &five, 0, 0x50, false),
+            Err(AccessError::Invalid)
+        );
+        assert_eq!(
+            t.resolve_sges(PD, &five[..4], 0, 0x40, false)
+                .unwrap()
+                .len(),
+            4
+        );
+        assert_eq!(*t.resolve_sges(PD, &two, 0x100, 0, true).unwrap(), []);
         // Too short, bad keys, rights, wrapping addresses.
         assert_eq!(
             t.resolve_sges(PD, &two, 0x80, 0x81, true),

@@ -26,6 +26,45 @@ pub(super) const POLL_BATCH: usize = 64;
 /// with `sched_yield` (the default), else sleep this many µs.
 pub(super) static IDLE_SLEEP_US: AtomicU64 = AtomicU64::new(0);
 
+/// Messages from this size on: the sender sleeps on the CQ interrupt when
+/// nothing is ready instead of busy-polling (perftest's `-e`; the guest
+/// tool's `write_bw` does the same), leaving the CPU to the devices.
+pub(super) const EVENT_WAIT_FROM: u64 = 64 << 10;
+
+/// How a bench guest waits for completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CqWait {
+    /// Busy-poll the CQ ([`idle`] between looks).
+    Poll,
+    /// Arm the CQ, look once more, then sleep on its interrupt.
+    Event,
+}
+
+impl CqWait {
+    /// The wait for messages of `size` bytes.
+    pub(super) fn for_size(size: u64) -> Self {
+        if size >= EVENT_WAIT_FROM {
+            CqWait::Event
+        } else {
+            CqWait::Poll
+        }
+    }
+}
+
+/// Nothing was ready on `s`'s CQ: waits as `wait` says. With
+/// [`CqWait::Event`] it arms the CQ and sleeps until its interrupt (the
+/// device fires at once if a completion slipped in before the arm), at most
+/// 100 ms as a guard.
+pub(super) fn wait_for_completion(s: &mut Side, wait: CqWait) {
+    match wait {
+        CqWait::Poll => idle(),
+        CqWait::Event => {
+            s.g.arm_cq(&s.cq);
+            s.g.wait_cq_irq(Duration::from_millis(100));
+        }
+    }
+}
+
 pub(super) fn idle() {
     match IDLE_SLEEP_US.load(Ordering::Relaxed) {
         0 => std::thread::yield_now(),
@@ -202,13 +241,14 @@ impl std::fmt::Display for LinkDelta {
 
 /// Drives a sender: keeps `depth` WQEs made by `make(i)` outstanding on
 /// `s`, refilling (one doorbell per refill) as completions arrive, for
-/// `secs` after a warm-up of a tenth of that. Returns messages completed in
-/// the timed part, its length and the link counters over it (`link` reads
-/// them).
+/// `secs` after a warm-up of a tenth of that, waiting for completions as
+/// `wait` says. Returns messages completed in the timed part, its length and
+/// the link counters over it (`link` reads them).
 pub(super) fn keep_busy(
     s: &mut Side,
     depth: usize,
     secs: f64,
+    wait: CqWait,
     link: impl Fn() -> (LinkStats, LinkStats),
     make: impl Fn(&Side, u64) -> SendWqe,
 ) -> (u64, f64, LinkDelta, CpuSplit) {
@@ -248,7 +288,7 @@ pub(super) fn keep_busy(
             assert_eq!(c.status, WC_SUCCESS, "completion {c:?}");
         }
         if n == 0 {
-            idle();
+            wait_for_completion(s, wait);
         }
         outstanding -= n;
         done += n as u64;
@@ -283,6 +323,7 @@ pub(super) fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
         &mut p.a,
         depth,
         secs,
+        CqWait::for_size(size),
         || link_stats(servers),
         |s, i| {
             let off = (i % slots) * size;
@@ -348,6 +389,7 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
         &mut a,
         depth,
         secs,
+        CqWait::Poll,
         || link_stats(&servers),
         |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
     );

@@ -4,9 +4,11 @@
 //! may go, VL15 goes first and the data VLs take weighted turns. Whoever
 //! sends takes packets in that order, only while the peer has granted
 //! credit, and frames them (plus any `Credit` frames this end owes the
-//! peer) into a [`Batch`]: a reused byte buffer of at most
-//! [`BATCH_PACKETS`] packets, grown until its packets reach
-//! [`BATCH_BYTES`], written with one `write`.
+//! peer) into a [`Batch`] of at most [`BATCH_PACKETS`] packets, grown
+//! until its packets reach [`BATCH_BYTES`], written with one vectored
+//! write: frame headers, `Credit` frames and packets shorter than
+//! [`COPY_BELOW`] are copied into a reused byte buffer, longer packets go
+//! out from their own buffers (one iovec each, no copy in user space).
 //!
 //! [`TxQueue::send`] and [`TxQueue::send_tagged`] take one lock, apply any
 //! fault plan and queue the packet; they wake the writer only if the writer
@@ -34,8 +36,6 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use ibtca_protocol::link::FRAME_HEADER_LEN;
-
 use super::fault::{FaultInjector, FaultPlan};
 use super::stats::{add, bump, sub, Counters};
 use super::vl::{packet_vl, FlowControl, Queued, VlQueues, NUM_VLS};
@@ -49,6 +49,10 @@ pub(super) const BATCH_BYTES: usize = 256 * 1024;
 const SPARE_BATCHES: usize = 4;
 /// Buffers of framed packets kept for senders to reuse ([`TxQueue::reclaim`]).
 const EMPTIED_PACKETS: usize = 256;
+/// Packets shorter than this are copied into a batch's byte buffer (an
+/// iovec per tiny packet costs more than the copy); longer ones are written
+/// from their own buffers.
+pub(super) const COPY_BELOW: usize = 512;
 
 /// The type byte of a `Packet` frame.
 const PACKET_FRAME_TYPE: u8 = 2;
@@ -88,13 +92,21 @@ impl fmt::Debug for OnDone {
     }
 }
 
-/// Frames for one `write`: `Credit` frames first, then `Packet` frames.
+/// Frames for one vectored write: `Credit` frames first, then `Packet`
+/// frames. The byte stream is `bytes` with each of `large`'s packets
+/// inserted at the offset it is paired with.
 #[derive(Debug, Default)]
 pub(super) struct Batch {
-    /// The frames, back to back.
-    pub bytes: Vec<u8>,
-    /// Bytes of `bytes` already written (by a direct, non-blocking send).
-    pub written: usize,
+    /// Frame headers, `Credit` frames and short packets, back to back.
+    bytes: Vec<u8>,
+    /// Packets written from their own buffers, each with the offset in
+    /// `bytes` it follows (offsets never decrease).
+    large: Vec<(usize, Vec<u8>)>,
+    /// Total bytes of `large`'s packets.
+    large_bytes: usize,
+    /// Bytes of the stream already written (by a direct, non-blocking send
+    /// or the writer).
+    written: usize,
     /// Packets framed in `bytes`.
     pub packets: usize,
     /// Bytes of those packets (frame headers not counted).
@@ -120,15 +132,68 @@ impl Batch {
         self.packets + self.items.len() >= BATCH_PACKETS || self.packet_bytes >= BATCH_BYTES
     }
 
-    fn push_packet(&mut self, packet: &[u8], tag: Option<u64>) {
+    /// Frames `packet`; returns its buffer, emptied, when it was copied
+    /// (the batch keeps a long packet's buffer until it is written:
+    /// [`Batch::release`]).
+    fn push_packet(&mut self, mut packet: Vec<u8>, tag: Option<u64>) -> Option<Vec<u8>> {
         let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
-        self.bytes.reserve(FRAME_HEADER_LEN + packet.len());
         self.bytes.extend_from_slice(&len.to_be_bytes());
         self.bytes.push(PACKET_FRAME_TYPE);
-        self.bytes.extend_from_slice(packet);
         self.packets += 1;
         self.packet_bytes += packet.len();
         self.tags.extend(tag);
+        if packet.len() >= COPY_BELOW {
+            self.large_bytes += packet.len();
+            self.large.push((self.bytes.len(), packet));
+            return None;
+        }
+        self.bytes.extend_from_slice(&packet);
+        packet.clear();
+        Some(packet)
+    }
+
+    /// Length of the whole stream.
+    fn len(&self) -> usize {
+        self.bytes.len() + self.large_bytes
+    }
+
+    /// Everything is written (or there was nothing).
+    pub fn is_written(&self) -> bool {
+        self.written >= self.len()
+    }
+
+    /// Slices of the stream from byte `written` on, in order, for one
+    /// vectored write.
+    fn unwritten_slices(&self) -> Vec<io::IoSlice<'_>> {
+        let mut out = Vec::with_capacity(2 * self.large.len() + 1);
+        let mut skip = self.written;
+        let mut from = 0;
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * self.large.len() + 1);
+        for (at, packet) in &self.large {
+            parts.push(self.bytes.get(from..*at).unwrap_or_default());
+            parts.push(packet);
+            from = *at;
+        }
+        parts.push(self.bytes.get(from..).unwrap_or_default());
+        for part in parts {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            out.push(io::IoSlice::new(part.get(skip..).unwrap_or_default()));
+            skip = 0;
+        }
+        out
+    }
+
+    /// Takes the buffers of the long packets out (emptied), for reuse once
+    /// the batch is written or abandoned.
+    fn release(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.large_bytes = 0;
+        self.large.drain(..).map(|(_, mut p)| {
+            p.clear();
+            p
+        })
     }
 
     fn push_credit(&mut self, vl: u8, credits: u16) {
@@ -141,15 +206,17 @@ impl Batch {
     /// Frames the packets the writer took.
     fn frame_items(&mut self) {
         while let Some(q) = self.items.pop_front() {
-            self.push_packet(&q.packet, q.tag);
-            let mut packet = q.packet;
-            packet.clear();
-            self.emptied.push(packet);
+            if let Some(packet) = self.push_packet(q.packet, q.tag) {
+                self.emptied.push(packet);
+            }
         }
     }
 
-    /// Empties the batch, keeping its buffers.
+    /// Empties the batch, keeping its buffers (long packets' buffers move
+    /// to `emptied`).
     pub fn clear(&mut self) {
+        let large: Vec<Vec<u8>> = self.release().collect();
+        self.emptied.extend(large);
         self.bytes.clear();
         self.written = 0;
         self.packets = 0;
@@ -160,9 +227,18 @@ impl Batch {
         self.counted = false;
     }
 
-    /// The bytes still to write.
-    pub fn unwritten(&self) -> &[u8] {
-        self.bytes.get(self.written..).unwrap_or_default()
+    /// The whole stream in one buffer (tests).
+    #[cfg(test)]
+    pub fn stream(&self) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut from = 0;
+        for (at, packet) in &self.large {
+            all.extend_from_slice(&self.bytes[from..*at]);
+            all.extend_from_slice(packet);
+            from = *at;
+        }
+        all.extend_from_slice(&self.bytes[from..]);
+        all
     }
 
     /// The packets of the batch, decoded again (for tests; `Credit` frames
@@ -172,7 +248,7 @@ impl Batch {
         use ibtca_protocol::link::{Frame, FrameDecoder};
         let mut decoder = FrameDecoder::new(MAX_BODY);
         decoder
-            .feed(&self.bytes)
+            .feed(&self.stream())
             .filter_map(|f| match f {
                 Ok(Frame::Packet(p)) => Some(p),
                 Ok(Frame::Credit { .. }) => None,
@@ -258,8 +334,15 @@ impl TxState {
         }
     }
 
-    /// Keeps an emptied buffer for reuse.
+    /// Keeps an emptied batch for reuse, and its long packets' buffers for
+    /// senders.
     fn recycle(&mut self, mut batch: Batch) {
+        for packet in batch.release() {
+            self.keep_emptied(packet);
+        }
+        for packet in batch.emptied.drain(..) {
+            self.keep_emptied(packet);
+        }
         if self.spare.len() < SPARE_BATCHES && batch.bytes.capacity() > 0 {
             batch.clear();
             self.spare.push(batch);
@@ -708,27 +791,16 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
             let Some(q) = st.vls.pop() else {
                 break;
             };
-            batch.push_packet(&q.packet, q.tag);
-            st.keep_emptied(q.packet);
+            if let Some(packet) = batch.push_packet(q.packet, q.tag) {
+                st.keep_emptied(packet);
+            }
         }
         // Counted before the peer can see the bytes (so whoever sees the
         // peer react sees the counters too).
         add(&counters.tx_packets, batch.packets as u64);
         add(&counters.tx_bytes, batch.packet_bytes as u64);
         batch.counted = true;
-        let bytes = batch.unwritten();
-        // SAFETY: `bytes` is a live slice, valid for reads of its length for
-        // the whole call; `fd` belongs to the `UnixStream` held in `st`,
-        // which stays open while the lock is held. MSG_DONTWAIT makes the
-        // call return at once; MSG_NOSIGNAL turns a closed peer into EPIPE.
-        let n = unsafe {
-            libc::send(
-                fd,
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
+        let n = send_nonblocking(fd, &batch.unwritten_slices());
         let Ok(n) = usize::try_from(n) else {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::WouldBlock {
@@ -739,13 +811,47 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
         };
         bump(&counters.tx_writes);
         batch.written += n;
-        if batch.written < batch.bytes.len() {
+        if !batch.is_written() {
             st.pending = Some(batch);
             return;
         }
         st.done_later.append(&mut batch.tags);
         st.recycle(batch);
     }
+}
+
+/// One non-blocking `sendmsg` of `slices` on `fd` (MSG_DONTWAIT; a closed
+/// peer is EPIPE, not SIGPIPE): bytes sent, or -1 with errno set.
+fn send_nonblocking(fd: std::os::fd::RawFd, slices: &[io::IoSlice<'_>]) -> isize {
+    // SAFETY: `msghdr` is a plain C struct of pointers and integers, for
+    // which all-zero bytes is a valid value: no name, no control data.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `struct iovec` on Unix (std docs).
+    msg.msg_iov = slices.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = slices.len().min(IOV_MAX);
+    // SAFETY: `msg` points at `slices`, live iovecs valid for reads for the
+    // whole call (at most IOV_MAX of them; a short count is a partial send
+    // the caller continues); `fd` is an open socket the caller holds.
+    unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) }
+}
+
+/// Most iovecs one `sendmsg`/`writev` takes (Linux UIO_MAXIOV).
+const IOV_MAX: usize = 1024;
+
+/// Writes all of `batch` (from its `written` offset) to `stream` with
+/// blocking vectored writes.
+fn write_batch(stream: &mut UnixStream, batch: &mut Batch) -> io::Result<()> {
+    while !batch.is_written() {
+        let slices = batch.unwritten_slices();
+        let slices = &slices[..slices.len().min(IOV_MAX)];
+        match stream.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => batch.written += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The writer thread of one connection: drains `queue` into `stream` until
@@ -756,7 +862,7 @@ pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Cou
     while queue.take(&mut batch, counters) {
         queue.done(batch.done.drain(..).map(Some));
         batch.frame_items();
-        if batch.unwritten().is_empty() {
+        if batch.is_written() {
             batch.clear();
             continue;
         }
@@ -767,7 +873,7 @@ pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Cou
             add(&counters.tx_packets, count);
             add(&counters.tx_bytes, bytes);
         }
-        let written = stream.write_all(batch.unwritten());
+        let written = write_batch(&mut stream, &mut batch);
         queue.done(batch.tags.drain(..).map(Some));
         if let Err(e) = written {
             tracing::debug!(error = %e, "link write failed; closing the connection");
@@ -789,7 +895,7 @@ fn batch_frames_match_the_protocol_encoding() {
     use ibtca_protocol::link::Frame;
     let mut batch = Batch::default();
     batch.push_credit(3, 0x1234);
-    batch.push_packet(&[1, 2, 3], None);
+    batch.push_packet(vec![1, 2, 3], None);
     let mut want = Vec::new();
     Frame::Credit {
         vl: 3,
@@ -798,5 +904,47 @@ fn batch_frames_match_the_protocol_encoding() {
     .encode(&mut want)
     .unwrap();
     Frame::Packet(vec![1, 2, 3]).encode(&mut want).unwrap();
-    assert_eq!(batch.bytes, want);
+    assert_eq!(batch.stream(), want);
+}
+
+// Long packets are written from their own buffers; a write that stops
+// anywhere resumes at the right byte.
+#[cfg(test)]
+#[test]
+fn long_packets_go_out_from_their_buffers_and_partial_writes_resume() {
+    use ibtca_protocol::link::Frame;
+    let long: Vec<u8> = (0..COPY_BELOW + 7).map(|i| i as u8).collect();
+    let mut batch = Batch::default();
+    batch.push_credit(1, 5);
+    assert_eq!(batch.push_packet(long.clone(), Some(9)), None, "kept");
+    let short = batch.push_packet(vec![1, 2, 3], None).expect("copied");
+    assert!(
+        short.is_empty() && short.capacity() >= 3,
+        "emptied for reuse"
+    );
+    assert_eq!(batch.push_packet(long.clone(), None), None);
+    let mut want = Vec::new();
+    Frame::Credit { vl: 1, credits: 5 }
+        .encode(&mut want)
+        .unwrap();
+    for p in [&long, &vec![1, 2, 3], &long] {
+        Frame::Packet(p.clone()).encode(&mut want).unwrap();
+    }
+    assert_eq!(batch.stream(), want);
+    assert_eq!((batch.packets, batch.len()), (3, want.len()));
+    for written in [0, 1, 9, 14, 15, 600, want.len() - 1, want.len()] {
+        batch.written = written;
+        let got: Vec<u8> = batch
+            .unwritten_slices()
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
+        assert_eq!(got, want[written..], "from byte {written}");
+        assert!(batch.unwritten_slices().iter().all(|s| !s.is_empty()));
+        assert_eq!(batch.is_written(), written == want.len());
+    }
+    batch.clear();
+    assert_eq!(batch.emptied.len(), 2, "both long buffers back");
+    assert!(batch.emptied.iter().all(Vec::is_empty));
+    assert_eq!((batch.len(), batch.packets), (0, 0));
 }

@@ -41,8 +41,8 @@
  * (50 us) is kept: it stretches each nap to up to ~60 us, which leaves the
  * vCPU idle most of the time (each TCG wake-up costs host CPU too).
  */
-#define VB_BW_DEPTH	32U
-#define VB_BW_BATCH	8U
+#define VB_BW_DEPTH	64U
+#define VB_BW_BATCH	16U
 #define VB_BW_EVENT_MIN	(64U << 10)
 #define VB_DRAIN_BATCH	32U
 #define VB_NAP_SPIN_US	20.0

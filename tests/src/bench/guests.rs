@@ -354,7 +354,7 @@ pub(super) fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placemen
     );
     println!("Placement: {}.", placement.describe());
     println!(
-        "write_bw: RDMA WRITEs, 32 outstanding, refilled 8 or more at a time with one \
+        "write_bw: RDMA WRITEs, 64 outstanding (the whole SQ), refilled 16 or more at a time with one \
          POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \
          doorbell per ioctl (POLL_CQ_BATCH); from 64 KiB on an empty poll sleeps until \
          the CQ interrupt (ib_write_bw -e). write_lat: 64 B RDMA WRITE \

@@ -66,8 +66,9 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
     wait_until("LID 2 learned", || sw.lft().lookup(2) == Some(2));
     wait_until("grants", || x.credits()[0] > 0 && x.credits()[1] > 0);
 
-    const N: u16 = 300;
-    for i in 0..N {
+    // More than the switch's VL1 buffer for X plus Y's 8: X must stall.
+    let n: u16 = 2 * FlowControl::default().credits;
+    for i in 0..n {
         for sl in [1u8, 0] {
             while x.send(packet(sl, i)).is_err() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -76,7 +77,7 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
     }
     // Y frees every VL0 buffer, none of VL1.
     let (mut vl0, mut vl1) = (Vec::new(), Vec::new());
-    while vl0.len() < usize::from(N) {
+    while vl0.len() < usize::from(n) {
         let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(T) else {
             panic!(
                 "VL0 stopped after {} packets (VL1 {}): X credits {:?} {:?}, Y credits {:?} {:?}, switch {:?} {:?} {:?}",
@@ -101,7 +102,7 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
             vl1.push(i);
         }
     }
-    assert_eq!(vl0, (0..N).collect::<Vec<_>>(), "VL0 flowed in order");
+    assert_eq!(vl0, (0..n).collect::<Vec<_>>(), "VL0 flowed in order");
     wait_until("Y's VL1 buffer full", || {
         while let Ok(LinkEvent::Packet(p)) = yrx.try_recv() {
             vl1.push(u16::from_be_bytes([p[20], p[21]]));
@@ -120,19 +121,19 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
         "lossless: {s:?}"
     );
     assert!(
-        s[0].rx_packets < u64::from(2 * N),
+        s[0].rx_packets < u64::from(2 * n),
         "X's VL1 backlog waits at X, not in the switch"
     );
     // Y frees VL1: everything arrives, once, in order.
     y.return_credits(1, 8);
-    while vl1.len() < usize::from(N) {
+    while vl1.len() < usize::from(n) {
         let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(T) else {
             panic!("VL1 stopped after {} packets", vl1.len());
         };
         vl1.push(u16::from_be_bytes([p[20], p[21]]));
         y.return_credits(1, 1);
     }
-    assert_eq!(vl1, (0..N).collect::<Vec<_>>(), "VL1 complete, in order");
+    assert_eq!(vl1, (0..n).collect::<Vec<_>>(), "VL1 complete, in order");
     let s = sw.all_stats();
     assert_eq!(
         s.iter().map(|p| p.drops()).sum::<u64>(),

@@ -44,10 +44,17 @@ pub struct FlowControl {
     pub auto_return: bool,
 }
 
+/// Receive buffer per VL a device or switch port grants: one QP's full
+/// send window at MTU 4096 (`RcConfig::send_window_for_mtu`), so a bulk
+/// transfer is paced by its ACKs, not by credits coming back (with 256,
+/// half the window, a 1 MiB stream stalled on credits hundreds of times a
+/// second).
+pub const DEFAULT_CREDITS: u16 = 512;
+
 impl Default for FlowControl {
     fn default() -> Self {
         FlowControl {
-            credits: 256,
+            credits: DEFAULT_CREDITS,
             weights: [1; 15],
             auto_return: true,
         }

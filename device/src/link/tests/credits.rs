@@ -69,20 +69,21 @@ fn a_vl_without_credit_stalls_alone() {
 
 #[test]
 fn a_new_connection_starts_from_a_fresh_grant() {
+    const FULL: u32 = crate::link::vl::DEFAULT_CREDITS as u32;
     let (a, b, _path) = pair("credit-reconnect");
     wait_until("grants", || {
-        a.link.credits()[0] == 256 && b.link.credits()[0] == 256
+        a.link.credits()[0] == FULL && b.link.credits()[0] == FULL
     });
     a.send_all((0..3).map(|i| vl_packet(0, i)));
     b.packets(3);
     // B's receive side returns credits half a buffer at a time.
-    wait_until("A spent 3 credits", || a.link.credits()[0] == 253);
+    wait_until("A spent 3 credits", || a.link.credits()[0] == FULL - 3);
     drop(b);
     a.expect_down();
     let b = start(LinkEndpoint::Connect(_path.clone()), port(2));
     a.expect_up();
     b.expect_up();
-    wait_until("fresh grant", || a.link.credits()[0] == 256);
+    wait_until("fresh grant", || a.link.credits()[0] == FULL);
 }
 
 /// A link started batched whose sink keeps every batch (a stalled

@@ -156,6 +156,27 @@ impl GuestMemory {
         .map_err(|_| DmaError::OutOfBounds { addr, len })
     }
 
+    /// Appends the `len` bytes at guest address `addr` to `out` (written
+    /// once, not zero-filled first). Nothing is appended unless the whole
+    /// range is mapped.
+    pub fn read_append(&self, addr: u64, len: usize, out: &mut Vec<u8>) -> Result<(), DmaError> {
+        use vm_memory::Bytes;
+        let oob = || DmaError::OutOfBounds { addr, len };
+        addr.checked_add(len as u64).ok_or_else(oob)?;
+        let start = out.len();
+        let r = self.with_maps(|mem| match region_of(mem, addr, len) {
+            Some((region, at)) => region.write_all_volatile_to(at, out, len).map_err(drop),
+            None => mem
+                .write_all_volatile_to(GuestAddress(addr), out, len)
+                .map_err(drop),
+        });
+        if r.is_err() || out.len() != start + len {
+            out.truncate(start);
+            return Err(oob());
+        }
+        Ok(())
+    }
+
     /// A handle that uses the maps of this moment for every access until it
     /// is dropped (instead of loading the current maps per access). Maps
     /// added later are not visible through it; maps removed later stay
@@ -379,6 +400,33 @@ mod tests {
         let mut back = [0; 12];
         gm.read(0x10_0ff0, &mut back).unwrap();
         assert_eq!(&back, b"hello, guest");
+    }
+
+    #[test]
+    fn read_append_appends_exactly_the_range_or_nothing() {
+        // Two adjacent maps (two regions): a range across both reads too.
+        let (f1, f2) = (backing(0x1000), backing(0x1000));
+        let mut maps = DmaMaps::default();
+        maps.map(0x1000, 0x1000, Some(f1.try_clone().unwrap()), 0)
+            .unwrap();
+        maps.map(0x2000, 0x1000, Some(f2.try_clone().unwrap()), 0)
+            .unwrap();
+        let gm = maps.guest_memory();
+        let data: Vec<u8> = (0..0x40u8).collect();
+        gm.write(0x1fe0, &data).unwrap();
+        let mut out = vec![9, 9];
+        gm.read_append(0x1fe0, 0x20, &mut out).unwrap();
+        gm.read_append(0x2000, 0x20, &mut out).unwrap();
+        gm.read_append(0x1ff0, 0x20, &mut out).unwrap();
+        let mut want = vec![9, 9];
+        want.extend_from_slice(&data);
+        want.extend_from_slice(&data[0x10..0x30]);
+        assert_eq!(out, want);
+        // Past the maps, wrapping, or unmapped: nothing appended.
+        for (addr, len) in [(0x2ff0, 0x20), (u64::MAX - 2, 8), (0x8000, 1)] {
+            assert!(gm.read_append(addr, len, &mut out).is_err(), "{addr:#x}");
+            assert_eq!(out, want);
+        }
     }
 
     #[test]

@@ -118,4 +118,13 @@ pub enum BuildError {
         /// The largest such length the LRH can describe.
         max: usize,
     },
+    /// A `Packet::build_appending` fill appended the wrong number of
+    /// payload bytes.
+    #[error("payload fill appended {got} bytes, not {expected}")]
+    FillLength {
+        /// Bytes the packet was to carry.
+        expected: usize,
+        /// Bytes the fill appended.
+        got: usize,
+    },
 }

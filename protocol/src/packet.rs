@@ -146,6 +146,23 @@ impl Packet {
         extra: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<(), FillError<E>> {
+        self.build_appending(out, extra, |out| {
+            let at = out.len();
+            out.resize(at + extra, 0);
+            fill(out.get_mut(at..).unwrap_or_default())
+        })
+    }
+
+    /// Like [`Self::build_into`], but `fill` appends the `extra` payload
+    /// bytes to `out` itself, so they are written once (not zero-filled
+    /// first). Appending any other number of bytes is
+    /// [`BuildError::FillLength`]. On an error `out` is left as it was.
+    pub fn build_appending<E>(
+        &self,
+        out: &mut Vec<u8>,
+        extra: usize,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), FillError<E>> {
         let payload_len = self.payload.len().saturating_add(extra);
         let (lrh, grh, bth) = self
             .derived_headers(payload_len)
@@ -160,11 +177,19 @@ impl Packet {
         self.ext.write(bth.opcode, out);
         out.extend_from_slice(&self.payload);
         let at = out.len();
-        out.resize(at + extra + usize::from(bth.pad_cnt), 0);
-        if let Err(e) = fill(out.get_mut(at..at + extra).unwrap_or_default()) {
+        if let Err(e) = fill(out) {
             out.truncate(start);
             return Err(FillError::Fill(e));
         }
+        if out.len() != at + extra {
+            let got = out.len().saturating_sub(at);
+            out.truncate(start);
+            return Err(FillError::Build(BuildError::FillLength {
+                expected: extra,
+                got,
+            }));
+        }
+        out.resize(at + extra + usize::from(bth.pad_cnt), 0);
         let crcs = packet_crcs(out.get(start..).unwrap_or_default(), None);
         out.extend_from_slice(&crcs.icrc.to_le_bytes());
         out.extend_from_slice(&crcs.vcrc.to_le_bytes());

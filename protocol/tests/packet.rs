@@ -314,6 +314,35 @@ fn build_into_fills_the_payload_in_place() {
             }
         }
     }
+    // Appending the payload gives the same bytes; appending the wrong
+    // number of bytes is an error that leaves `out` as it was.
+    let mut whole = send_only();
+    whole.payload = (0..37u8).collect();
+    let want = whole.build().unwrap();
+    let mut head = whole.clone();
+    let rest = head.payload.split_off(5);
+    let mut out = vec![7];
+    head.build_appending(&mut out, rest.len(), |out: &mut Vec<u8>| {
+        out.extend_from_slice(&rest);
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert_eq!(out[1..], want[..]);
+    for wrong in [rest.len() - 1, rest.len() + 1] {
+        let mut out = vec![7];
+        let r = head.build_appending(&mut out, rest.len(), |out: &mut Vec<u8>| {
+            out.extend(std::iter::repeat_n(1, wrong));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(
+            r,
+            Err(FillError::Build(ibtca_protocol::BuildError::FillLength {
+                expected: rest.len(),
+                got: wrong
+            }))
+        );
+        assert_eq!(out, [7]);
+    }
     // A failing fill leaves `out` as it was; a bad packet never calls it.
     let mut out = vec![1, 2];
     let r = send_only().build_into(&mut out, 100, |_| Err("gone"));

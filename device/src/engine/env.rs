@@ -5,7 +5,7 @@
 use crate::dma::GuestMemory;
 use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
-use crate::transport::{AccessError, AtomicOp, CqKind, QpEnv};
+use crate::transport::{append_with, AccessError, AtomicOp, CqKind, QpEnv};
 use crate::verbs::abi::{
     Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
@@ -112,6 +112,26 @@ impl QpEnv for DeviceQpEnv<'_> {
         Ok(())
     }
 
+    fn gather_append(
+        &mut self,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        if direct(sges)?.is_some() {
+            return append_with(out, len, |buf| self.gather(sges, offset, buf));
+        }
+        let start = out.len();
+        for r in self.ranges(sges, offset, len, false)?.iter() {
+            if let Err(e) = dma(self.mem.read_append(r.gpa, r.len as usize, out)) {
+                out.truncate(start);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
         if let Some(arr) = direct(sges)? {
             return match self.drdma.deliver(arr, offset, data) {
@@ -158,6 +178,19 @@ impl QpEnv for DeviceQpEnv<'_> {
             self.verbs
                 .check_remote(self.qpn, rkey, va, out.len() as u64, RemoteRight::Read)?;
         dma(self.mem.read(gpa, out))
+    }
+
+    fn remote_read_append(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        let gpa = self
+            .verbs
+            .check_remote(self.qpn, rkey, va, len as u64, RemoteRight::Read)?;
+        dma(self.mem.read_append(gpa, len, out))
     }
 
     fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {

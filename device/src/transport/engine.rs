@@ -29,21 +29,23 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
-    /// Copies `out.len()` bytes from `offset` bytes into the message.
-    pub(crate) fn read<E: QpEnv + ?Sized>(
+    /// Appends `len` bytes from `offset` bytes into the message to `out`
+    /// (nothing on an error).
+    pub(crate) fn append<E: QpEnv + ?Sized>(
         &self,
         env: &mut E,
         offset: u64,
-        out: &mut [u8],
+        len: usize,
+        out: &mut Vec<u8>,
     ) -> Result<(), AccessError> {
-        if out.is_empty() {
+        if len == 0 {
             return Ok(());
         }
         match *self {
-            Source::Local(sges) => env.gather(sges, offset, out),
+            Source::Local(sges) => env.gather_append(sges, offset, len, out),
             Source::Remote { rkey, va } => {
                 let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
-                env.remote_read(rkey, va, out)
+                env.remote_read_append(rkey, va, len, out)
             }
         }
     }
@@ -163,7 +165,9 @@ pub(crate) fn emit_data<E: QpEnv + ?Sized>(
     seg: Segment,
 ) -> Result<(), AccessError> {
     let mut bytes = env.packet_buffer();
-    match header.build_into(&mut bytes, seg.len, |out| src.read(env, seg.offset, out)) {
+    match header.build_appending(&mut bytes, seg.len, |out| {
+        src.append(env, seg.offset, seg.len, out)
+    }) {
         Ok(()) => {
             counters.packets_sent += 1;
             env.send_packet(bytes);

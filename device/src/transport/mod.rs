@@ -76,12 +76,43 @@ pub enum CqKind {
     Recv,
 }
 
+/// Appends `len` zero bytes to `out` and lets `fill` overwrite them; on an
+/// error `out` is truncated back.
+pub fn append_with(
+    out: &mut Vec<u8>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), AccessError>,
+) -> Result<(), AccessError> {
+    let at = out.len();
+    out.resize(at + len, 0);
+    let r = fill(out.get_mut(at..).unwrap_or_default());
+    if r.is_err() {
+        out.truncate(at);
+    }
+    r
+}
+
 /// Everything a QP's transport needs from the device. One instance per call
 /// into the transport, bound to one QP (its PD, rings and CQs).
 pub trait QpEnv {
     /// Copies `out.len()` bytes starting `offset` bytes into the buffer
     /// described by `sges` (local keys, checked for LOCAL read).
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Appends `len` bytes starting `offset` bytes into the buffer that
+    /// `sges` describes to `out`, as [`QpEnv::gather`] copies them; `out`
+    /// is left as it was on an error. The default zero-fills and gathers;
+    /// the device appends straight from guest memory (one pass over the
+    /// packet buffer instead of two).
+    fn gather_append(
+        &mut self,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        append_with(out, len, |buf| self.gather(sges, offset, buf))
+    }
 
     /// Writes `data` starting `offset` bytes into the buffer described by
     /// `sges` (local keys, checked for LOCAL WRITE). Nothing is written
@@ -104,6 +135,19 @@ pub trait QpEnv {
 
     /// Reads `out.len()` bytes at `va` through `rkey` (REMOTE READ).
     fn remote_read(&mut self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Appends `len` bytes at `va` through `rkey` (REMOTE READ) to `out`,
+    /// as [`QpEnv::remote_read`] reads them; `out` is left as it was on an
+    /// error (default: zero-fill, then read).
+    fn remote_read_append(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        append_with(out, len, |buf| self.remote_read(rkey, va, buf))
+    }
 
     /// Performs an atomic at `va` through `rkey` (REMOTE ATOMIC) and returns
     /// the original value.

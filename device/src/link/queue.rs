@@ -162,25 +162,30 @@ impl Batch {
         self.written >= self.len()
     }
 
+    /// The stream's pieces in order: the bytes before each long packet,
+    /// the packet, and after the last one the rest of `bytes`.
+    fn pieces(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.large.iter().map(|(at, _)| *at));
+        let tail = self.large.last().map_or(0, |(at, _)| *at);
+        starts
+            .zip(&self.large)
+            .flat_map(|(from, (at, packet))| {
+                [self.bytes.get(from..*at).unwrap_or_default(), packet]
+            })
+            .chain(std::iter::once(self.bytes.get(tail..).unwrap_or_default()))
+    }
+
     /// Slices of the stream from byte `written` on, in order, for one
     /// vectored write.
     fn unwritten_slices(&self) -> Vec<io::IoSlice<'_>> {
-        let mut out = Vec::with_capacity(2 * self.large.len() + 1);
         let mut skip = self.written;
-        let mut from = 0;
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * self.large.len() + 1);
-        for (at, packet) in &self.large {
-            parts.push(self.bytes.get(from..*at).unwrap_or_default());
-            parts.push(packet);
-            from = *at;
-        }
-        parts.push(self.bytes.get(from..).unwrap_or_default());
-        for part in parts {
-            if skip >= part.len() {
-                skip -= part.len();
+        let mut out = Vec::with_capacity(2 * self.large.len() + 1);
+        for piece in self.pieces() {
+            if skip >= piece.len() {
+                skip -= piece.len();
                 continue;
             }
-            out.push(io::IoSlice::new(part.get(skip..).unwrap_or_default()));
+            out.push(io::IoSlice::new(piece.get(skip..).unwrap_or_default()));
             skip = 0;
         }
         out
@@ -230,15 +235,7 @@ impl Batch {
     /// The whole stream in one buffer (tests).
     #[cfg(test)]
     pub fn stream(&self) -> Vec<u8> {
-        let mut all = Vec::new();
-        let mut from = 0;
-        for (at, packet) in &self.large {
-            all.extend_from_slice(&self.bytes[from..*at]);
-            all.extend_from_slice(packet);
-            from = *at;
-        }
-        all.extend_from_slice(&self.bytes[from..]);
-        all
+        self.pieces().flatten().copied().collect()
     }
 
     /// The packets of the batch, decoded again (for tests; `Credit` frames

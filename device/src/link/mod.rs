@@ -285,8 +285,11 @@ pub(crate) struct BufferPool {
 }
 
 impl BufferPool {
-    /// Buffers kept for reuse.
-    const KEEP: usize = 8;
+    /// Buffers kept for reuse: enough for the data a peer may have in
+    /// flight on one VL (the default 512 credits of 4 KiB packets are 16
+    /// receive buffers of 128 KiB), so a bulk stream reuses its buffers
+    /// instead of allocating and zero-filling new ones.
+    const KEEP: usize = 20;
 
     /// A spare buffer of `len` bytes, if one is back.
     fn take(&self, len: usize) -> Option<Vec<u8>> {

@@ -68,7 +68,7 @@
 #define IBTCA_REG_DB_SQ                    0x100
 /* Receive-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32. (WO) */
 #define IBTCA_REG_DB_RQ                    0x108
-/* CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32; an ARM_NEXT with completions past that index fires at once. (WO) */
+/* CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32; an arm that a completion already written past that index satisfies fires at once. (WO) */
 #define IBTCA_REG_DB_CQ                    0x110
 /* DRDMA: index of the BAR holding the window (the seed's DBAR). (RO) */
 #define IBTCA_REG_DRDMA_BAR                0x140

@@ -119,7 +119,7 @@ registers! {
     DB_SQ = 0x100, "WO";
     /// Receive-queue doorbell (8-byte write): QP number in bits 23:0, producer index in bits 63:32.
     DB_RQ = 0x108, "WO";
-    /// CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32; an ARM_NEXT with completions past that index fires at once.
+    /// CQ doorbell (8-byte write): CQ number in bits 23:0, IBTCA_CQ_ARM_* in bits 31:24, consumer index in bits 63:32; an arm that a completion already written past that index satisfies fires at once.
     DB_CQ = 0x110, "WO";
     /// DRDMA: index of the BAR holding the window (the seed's DBAR).
     DRDMA_BAR = 0x140, "RO";

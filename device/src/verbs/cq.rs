@@ -2,11 +2,11 @@
 //! device produces and the driver consumes by polling owner bits (see
 //! `ring.rs` for the convention: owner 1 on even passes, so a zeroed ring is
 //! empty). The driver reports its consumer index, and arms the interrupt,
-//! with the CQ doorbell; an arm for the next completion that finds
-//! completions past the consumer index it carries fires at once (the arm is
-//! a posted write that may arrive after the completion it waited for, so a
-//! driver that arms and then sleeps never misses one); the device never
-//! writes past that index: a push
+//! with the CQ doorbell; an arm that a completion already written past the
+//! consumer index it carries satisfies fires at once (the arm is a posted
+//! write that may arrive after the completion it waited for, so a driver
+//! that arms and then sleeps never misses one); the device never writes
+//! past that index: a push
 //! into a full CQ puts the CQ in the error state (IB: CQ overrun), logged
 //! and counted, and every later push is refused.
 
@@ -65,6 +65,9 @@ pub struct Cq {
     /// Consumer index the driver last reported.
     ci: u32,
     arm: Arm,
+    /// Index of the last solicited or unsuccessful completion written
+    /// (what a Solicited arm waits for).
+    last_notable: Option<u32>,
     error: bool,
     overruns: u64,
 }
@@ -82,6 +85,7 @@ impl Cq {
             pi: 0,
             ci: 0,
             arm: Arm::None,
+            last_notable: None,
             error: false,
             overruns: 0,
         })
@@ -122,12 +126,10 @@ impl Cq {
 
     /// The CQ doorbell: the driver consumed up to `ci` and asks for
     /// IBTCA_CQ_ARM_* `arm` (0: none). Returns whether to raise
-    /// [`Cq::vector`] now: a Next arm when completions past `ci` are already
-    /// written fires (and disarms) at once. A Solicited arm waits for the
-    /// next solicited or unsuccessful completion either way (the device
-    /// does not remember which written ones were solicited). `Invalid`,
-    /// changing nothing, when `ci` is ahead of the producer or `arm` is
-    /// unknown.
+    /// [`Cq::vector`] now: an arm that a completion already written past
+    /// `ci` satisfies (any for Next; a solicited or unsuccessful one for
+    /// Solicited) fires and disarms at once. `Invalid`, changing nothing,
+    /// when `ci` is ahead of the producer or `arm` is unknown.
     pub fn doorbell(&mut self, ci: u32, arm: u8) -> Result<bool, VerbsError> {
         let kind = match arm {
             0 => None,
@@ -148,7 +150,14 @@ impl Cq {
         if let Some(k) = kind {
             self.arm(k);
         }
-        if self.arm == Arm::Next && self.pi != self.ci && !self.error {
+        // Written and not yet consumed: indexes ci..pi.
+        let unconsumed = |i: u32| i.wrapping_sub(self.ci) < self.pi.wrapping_sub(self.ci);
+        let satisfied = match self.arm {
+            Arm::None => false,
+            Arm::Next => self.pi != self.ci,
+            Arm::Solicited => self.last_notable.is_some_and(unconsumed),
+        };
+        if satisfied && !self.error {
             self.arm = Arm::None;
             return Ok(true);
         }
@@ -182,6 +191,9 @@ impl Cq {
             self.error = true;
             tracing::error!(error = %err, "CQ ring not in guest memory: CQ in error");
             return Err(CqError::Dma);
+        }
+        if solicited || cqe.status != WC_SUCCESS {
+            self.last_notable = Some(self.pi);
         }
         self.pi = self.pi.wrapping_add(1);
         let fire = match self.arm {
@@ -315,11 +327,18 @@ mod tests {
         // Caught up: the arm waits for the next completion.
         assert_eq!(cq.doorbell(3, CQ_ARM_NEXT), Ok(false));
         assert!(cq.push(&m.mem, &cqe(3, 0), false).unwrap());
-        // Solicited arms and plain doorbells never fire by themselves.
+        // A Solicited arm fires at once only for a solicited or failed
+        // completion not yet consumed; a plain doorbell never does.
         cq.push(&m.mem, &cqe(4, 0), false).unwrap();
-        assert_eq!(cq.doorbell(4, CQ_ARM_SOLICITED), Ok(false));
+        assert_eq!(cq.doorbell(4, CQ_ARM_SOLICITED), Ok(false), "plain one");
         assert_eq!(cq.doorbell(4, 0), Ok(false));
         assert!(cq.push(&m.mem, &cqe(5, 0), true).unwrap(), "solicited");
+        cq.push(&m.mem, &cqe(6, 0), false).unwrap();
+        assert_eq!(cq.doorbell(5, CQ_ARM_SOLICITED), Ok(true), "5 waits");
+        assert_eq!(cq.doorbell(6, CQ_ARM_SOLICITED), Ok(false), "5 taken");
+        cq.arm(Arm::None);
+        cq.push(&m.mem, &cqe(7, 5), false).unwrap();
+        assert_eq!(cq.doorbell(7, CQ_ARM_SOLICITED), Ok(true), "a failure");
     }
 
     #[test]

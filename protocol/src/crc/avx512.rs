@@ -23,6 +23,7 @@
 
 #![allow(unsafe_code)]
 
+use super::fold::{Folded, Spec};
 use std::arch::x86_64::{
     __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
     _mm512_loadu_si512, _mm512_set_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
@@ -39,52 +40,6 @@ pub(super) fn available() -> bool {
     std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("vpclmulqdq")
-}
-
-/// The folding constants of one CRC, as (far quadword, near quadword)
-/// pairs: x^(d+63) mod P and x^(d-1) mod P bit-reversed, for the distances
-/// the fold uses.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Spec {
-    by2048: (i64, i64),
-    by512: (i64, i64),
-    by384: (i64, i64),
-    by256: (i64, i64),
-    by128: (i64, i64),
-}
-
-impl Spec {
-    /// The constants of the reflected CRC of `width` bits with (unreflected)
-    /// polynomial `poly` (without its x^width term).
-    pub(super) const fn new(width: u32, poly: u64) -> Self {
-        const fn pair(width: u32, poly: u64, d: u32) -> (i64, i64) {
-            (
-                super::fold_constant(width, poly, d + 64),
-                super::fold_constant(width, poly, d),
-            )
-        }
-        Spec {
-            by2048: pair(width, poly, 2048),
-            by512: pair(width, poly, 512),
-            by384: pair(width, poly, 384),
-            by256: pair(width, poly, 256),
-            by128: pair(width, poly, 128),
-        }
-    }
-}
-
-/// The ICRC's constants (CRC-32, 0x04C11DB7).
-pub(super) const CRC32: Spec = Spec::new(32, super::CRC32_POLY);
-/// The VCRC's constants (CRC-16, 0x100B).
-pub(super) const CRC16: Spec = Spec::new(16, super::VCRC_POLY);
-
-/// The 16 bytes a fold leaves (to finish through the scalar code from a
-/// zero register) and the tail after them.
-pub(super) struct Folded<'a> {
-    /// The last lane, as message bytes.
-    pub last: [u8; 16],
-    /// Bytes after it (fewer than 16).
-    pub tail: &'a [u8],
 }
 
 /// Folds `bytes` (at least [`MIN_LEN`] long) for the CRC of `spec` from

@@ -118,3 +118,27 @@ unsafe fn fold_pclmul(register: u16, bytes: &[u8]) -> u16 {
     let register = super::vcrc_sliced(0, &last);
     super::vcrc_sliced(register, tail)
 }
+
+/// `lane` (16 message bytes) moved ahead by the distance of the constant
+/// pair `k` (far, near; as in `fold::Spec`), as 16 message bytes; `None`
+/// if the CPU lacks PCLMULQDQ.
+pub(super) fn advance_lane(lane: [u8; 16], k: (i64, i64)) -> Option<[u8; 16]> {
+    if !std::is_x86_feature_detected!("pclmulqdq") {
+        return None;
+    }
+    // SAFETY: `advance_pclmul` needs PCLMULQDQ, detected just above, and
+    // SSE2, which every x86-64 CPU has; it touches no memory.
+    Some(unsafe { advance_pclmul(u128::from_le_bytes(lane), k) }.to_le_bytes())
+}
+
+/// # Safety
+///
+/// The CPU must have PCLMULQDQ.
+#[target_feature(enable = "pclmulqdq")]
+unsafe fn advance_pclmul(lane: u128, k: (i64, i64)) -> u128 {
+    let x = _mm_set_epi64x((lane >> 64) as i64, lane as i64);
+    let moved = advance(x, _mm_set_epi64x(k.1, k.0));
+    let lo = _mm_cvtsi128_si64(moved) as u64;
+    let hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(moved, moved)) as u64;
+    u128::from(hi) << 64 | u128::from(lo)
+}

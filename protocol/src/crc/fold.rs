@@ -58,3 +58,75 @@ pub(super) struct Folded<'a> {
     /// Bytes after it (fewer than 16).
     pub tail: &'a [u8],
 }
+
+/// P32·P16: the product of the ICRC's and the VCRC's polynomials (degree
+/// 48), without its x^48 term. A fold modulo the product keeps the
+/// message's residue modulo each factor, so one fold (two carry-less
+/// multiplies per 16 bytes, not four) serves both CRCs of a packet; each
+/// CRC then reduces the lane it leaves with its own scalar code.
+pub(super) const BOTH_POLY: u64 =
+    clmul_u64(1 << 32 | super::CRC32_POLY, 1 << 16 | super::VCRC_POLY) ^ 1 << 48;
+
+/// The folding constants of the product polynomial.
+pub(super) const BOTH: Spec = Spec::new(48, BOTH_POLY);
+
+/// Carry-less product of two polynomials whose product fits in 64 bits.
+const fn clmul_u64(a: u64, b: u64) -> u64 {
+    let mut product = 0;
+    let mut i = 0;
+    while i < 64 {
+        if b >> i & 1 != 0 {
+            product ^= a << i;
+        }
+        i += 1;
+    }
+    product
+}
+
+/// Whole 16-byte blocks a [`Shifts`] table reaches (inputs up to 8 KiB).
+pub(super) const SHIFT_BLOCKS: usize = 512;
+
+/// For one CRC, the constant pairs that move a lane `j` lanes (128·j bits)
+/// ahead, for `0 < j <` [`SHIFT_BLOCKS`]: how a fold modulo the product
+/// polynomial, which starts from a zero register, adds each CRC's own
+/// start register afterwards (the register, as the first lane, moved to
+/// where the fold's last lane is).
+pub(super) struct Shifts([(i64, i64); SHIFT_BLOCKS]);
+
+impl Shifts {
+    const fn new(width: u32, poly: u64) -> Self {
+        // x^(d-1) mod P and x^(d+63) mod P for d = 128·j, stepping j.
+        const fn times_x(mut r: u64, width: u32, poly: u64, n: u32) -> u64 {
+            let top = 1u64 << width;
+            let mut i = 0;
+            while i < n {
+                r <<= 1;
+                if r & top != 0 {
+                    r ^= top | poly;
+                }
+                i += 1;
+            }
+            r
+        }
+        let mut table = [(0i64, 0i64); SHIFT_BLOCKS];
+        let mut near = super::xpow_mod(width, poly, 127);
+        let mut j = 1;
+        while j < SHIFT_BLOCKS {
+            let far = times_x(near, width, poly, 64);
+            table[j] = (far.reverse_bits() as i64, near.reverse_bits() as i64);
+            near = times_x(near, width, poly, 128);
+            j += 1;
+        }
+        Shifts(table)
+    }
+
+    /// The pair that moves a lane `lanes` lanes ahead, if in reach.
+    pub(super) fn by(&self, lanes: usize) -> Option<(i64, i64)> {
+        self.0.get(lanes).copied().filter(|_| lanes > 0)
+    }
+}
+
+/// The ICRC's shift table.
+pub(super) static CRC32_SHIFTS: Shifts = Shifts::new(32, super::CRC32_POLY);
+/// The VCRC's shift table.
+pub(super) static CRC16_SHIFTS: Shifts = Shifts::new(16, super::VCRC_POLY);

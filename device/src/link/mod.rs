@@ -320,7 +320,21 @@ pub struct LinkConfig {
     /// Per-VL credit flow control and VL arbitration (`vl.rs`); `None`
     /// sends without credits (only against a peer that grants none either).
     pub flow_control: Option<FlowControl>,
+    /// Bytes asked for the connection's socket send buffer (`SO_SNDBUF`,
+    /// which for a Unix stream bounds what is in flight to the peer's
+    /// reader); the kernel caps it at `net.core.wmem_max`. 0 keeps the
+    /// system default. See [`SEND_BUFFER`].
+    pub send_buffer: usize,
 }
+
+/// Default socket send buffer of a link: 4 MiB, more than the default
+/// credits of one VL (512 packets of 4 KiB MTU) with their framing, so a
+/// sender within its credits is never held up by the socket: the engine's
+/// direct non-blocking write takes a whole burst and the writer thread
+/// stays asleep. With the system default (208 KiB) the writer woke for
+/// most of a bulk stream, and each MiB cost the device threads ~10–20 %
+/// more CPU (BENCHMARKS.md, "Verbs (no VM)", session 6).
+pub const SEND_BUFFER: usize = 4 << 20;
 
 impl Default for LinkConfig {
     fn default() -> Self {
@@ -330,6 +344,7 @@ impl Default for LinkConfig {
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             flow_control: Some(FlowControl::default()),
+            send_buffer: SEND_BUFFER,
         }
     }
 }

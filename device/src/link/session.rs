@@ -25,8 +25,29 @@ const READ_CHUNK: usize = 128 * 1024;
 /// receive buffer itself instead of copied (`Session::deliver`).
 const HANDOVER_MIN: usize = 16 * 1024;
 
+/// Asks for a send buffer of `bytes` (0: leave the default) and logs what
+/// the kernel granted (it caps the request at `net.core.wmem_max` and
+/// reports twice the usable size); a failure only costs speed.
+fn size_send_buffer(stream: &UnixStream, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let socket = socket2::SockRef::from(stream);
+    match socket.set_send_buffer_size(bytes) {
+        Ok(()) => tracing::debug!(
+            asked = bytes,
+            granted = socket.send_buffer_size().unwrap_or_default(),
+            "link socket send buffer"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, asked = bytes, "cannot size the link socket send buffer")
+        }
+    }
+}
+
 /// Runs one connection until it ends; true if it came up.
 pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> bool {
+    size_send_buffer(&stream, shared.config.send_buffer);
     {
         let mut control = shared.control();
         if control.stopping {

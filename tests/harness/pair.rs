@@ -54,6 +54,10 @@ pub struct PairOptions {
     pub drdma: DrdmaConfig,
     /// Both devices' engine spin (`InstanceConfig::engine_spin`).
     pub engine_spin: Duration,
+    /// CPUs for A's and B's threads (engine, link, vfio-user server), as
+    /// two `ibtca-device --cpus` processes would have them; `None` leaves
+    /// them where the scheduler puts them.
+    pub cpus: Option<(usize, usize)>,
 }
 
 impl Default for PairOptions {
@@ -67,8 +71,28 @@ impl Default for PairOptions {
             spin: false,
             drdma: DrdmaConfig::default(),
             engine_spin: ibtca_device::engine::wait::DEFAULT_SPIN,
+            cpus: None,
         }
     }
+}
+
+/// Runs `start` on a helper thread bound to `cpu` (when given), so that
+/// every thread it starts inherits that CPU; the caller's own affinity
+/// stays as it was.
+fn on_cpu<T: Send>(cpu: Option<usize>, start: impl FnOnce() -> T + Send) -> T {
+    let Some(cpu) = cpu else {
+        return start();
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let cpus = cpu.to_string().parse().expect("a CPU number");
+            ibtca_device::sched::set_affinity(&cpus)
+                .unwrap_or_else(|e| panic!("cannot bind to CPU {cpu}: {e}"));
+            start()
+        })
+        .join()
+        .expect("instance start-up thread")
+    })
 }
 
 /// A (LID 1, listening) and B (LID 2, connecting), ports active, QPs not
@@ -123,8 +147,12 @@ impl LinkedPair {
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };
-        let sa = instance(1, LinkEndpoint::Listen(link.clone()));
-        let sb = instance(2, LinkEndpoint::Connect(link));
+        let sa = on_cpu(o.cpus.map(|c| c.0), || {
+            instance(1, LinkEndpoint::Listen(link.clone()))
+        });
+        let sb = on_cpu(o.cpus.map(|c| c.1), || {
+            instance(2, LinkEndpoint::Connect(link))
+        });
         let mut a = side(&sa, &o, ALL_ACCESS);
         let mut b = side(&sb, &o, o.b_access);
         for s in [&mut a, &mut b] {

@@ -3,13 +3,37 @@
 
 use super::*;
 
+/// Binds the calling thread to `cpu` (`--split`), if given.
+fn bind(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        let cpus = cpu.to_string().parse().expect("a CPU number");
+        ibtca_device::sched::set_affinity(&cpus)
+            .unwrap_or_else(|e| panic!("cannot bind to CPU {cpu}: {e}"));
+    }
+}
+
 /// Raw `UnixStream` throughput: one thread writes `chunk`-byte buffers
 /// (one `write_all` each) for `secs`, the other reads them with `read_exact`
-/// of `chunk` bytes; counted at the reader.
+/// of `chunk` bytes; counted at the reader. With `--split` the writer runs
+/// on CPU 0 and the reader on CPU 1, like the two devices.
 pub(super) fn raw_stream(chunk: usize, secs: f64) -> Rate {
+    let split = split_cpus();
+    match split {
+        None => raw_stream_here(chunk, secs, None),
+        Some(_) => named("raw-reader", move || raw_stream_here(chunk, secs, split))
+            .join()
+            .expect("raw reader"),
+    }
+}
+
+/// [`raw_stream`] with the reader on the calling thread (bound to the
+/// second CPU of `split`, the writer to the first).
+fn raw_stream_here(chunk: usize, secs: f64, split: Option<(usize, usize)>) -> Rate {
+    bind(split.map(|c| c.1));
     let (mut w, mut r) = UnixStream::pair().expect("socketpair");
     let cpu0 = cpu_snapshot();
     let writer = named("raw-writer", move || {
+        bind(split.map(|c| c.0));
         let buf = vec![0x5au8; chunk];
         let end = Instant::now() + Duration::from_secs_f64(secs);
         // Check the clock every 64 writes: a clock read costs as much as a

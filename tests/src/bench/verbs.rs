@@ -90,6 +90,7 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
         b_access: ALL_ACCESS,
         spin: true,
         engine_spin: engine_spin(),
+        cpus: split_cpus(),
         ..Default::default()
     });
     lp.connect(MTU_4096);

@@ -85,7 +85,7 @@ const DEFAULT_SPIN_US: u64 = 50;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split]
        ibtca-bench guest-verbs [--engine-spin-us US] [--placement P]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
@@ -103,6 +103,10 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       write-4k, write-64, send, ping); the raw rows always run
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
+  --split             (verbs) device A's threads on CPU 0 and B's on CPU 1 (as
+                      two `ibtca-device --cpus` processes would run), and the
+                      raw rows' writer on CPU 0 and reader on CPU 1; default:
+                      nothing pinned
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
@@ -207,6 +211,15 @@ fn row_chosen(name: &str) -> bool {
     }
 }
 
+/// `--split`: the two devices (and the raw rows' two threads) on CPUs 0
+/// and 1.
+static SPLIT: AtomicBool = AtomicBool::new(false);
+
+/// The CPUs of device A and device B (`--split`), or `None`.
+fn split_cpus() -> Option<(usize, usize)> {
+    SPLIT.load(Ordering::Relaxed).then_some((0, 1))
+}
+
 /// The devices' engine spin in µs (`--engine-spin-us`).
 static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
 /// `ibtca-device --engine-spin-us` default.
@@ -236,6 +249,7 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .ok_or("--idle-sleep-us needs a non-negative integer")?
             }
             "--engine-spin-us" => parse_engine_spin(args.next())?,
+            "--split" => SPLIT.store(true, Ordering::Relaxed),
             "--seconds" => {
                 seconds = args
                     .next()

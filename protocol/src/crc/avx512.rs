@@ -23,7 +23,7 @@
 
 #![allow(unsafe_code)]
 
-use super::fold::{Folded, Spec};
+use super::fold::{Folded, Spec, WidePath};
 use std::arch::x86_64::{
     __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
     _mm512_loadu_si512, _mm512_set_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
@@ -31,43 +31,33 @@ use std::arch::x86_64::{
     _mm_ternarylogic_epi64,
 };
 
-/// Shortest input folded (four registers); shorter goes elsewhere.
-pub(super) const MIN_LEN: usize = 256;
+/// This path, for [`WidePath`].
+pub(super) struct Avx512;
 
-/// Whether this CPU can run the functions here (checked once, cached by
-/// the standard library).
-pub(super) fn available() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("vpclmulqdq")
-}
+impl WidePath for Avx512 {
+    const MIN_LEN: usize = 256;
 
-/// Folds `bytes` (at least [`MIN_LEN`] long) for the CRC of `spec` from
-/// raw register `register`; `None` on a CPU without the features (see
-/// [`available`]) or for a short input.
-pub(super) fn fold<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Option<Folded<'a>> {
-    if bytes.len() < MIN_LEN || !available() {
-        return None;
+    fn available() -> bool {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("vpclmulqdq")
     }
-    // SAFETY: the CPU has AVX-512F, AVX-512VL and VPCLMULQDQ (checked just
-    // above); the function touches memory only through the slice.
-    Some(unsafe { fold_one(spec, register, bytes) })
-}
 
-/// Folds `bytes` (at least [`MIN_LEN`] long) for two CRCs at once, from
-/// raw registers `ra` (CRC of `a`) and `rb` (CRC of `b`).
-pub(super) fn fold_two<'a>(
-    a: &Spec,
-    ra: u32,
-    b: &Spec,
-    rb: u32,
-    bytes: &'a [u8],
-) -> Option<(Folded<'a>, Folded<'a>)> {
-    if bytes.len() < MIN_LEN || !available() {
-        return None;
+    unsafe fn fold_unchecked<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
+        // SAFETY: the caller checked the CPU's features and the length.
+        unsafe { fold_one(spec, register, bytes) }
     }
-    // SAFETY: as in `fold`.
-    Some(unsafe { fold_pair(a, ra, b, rb, bytes) })
+
+    unsafe fn fold_two_unchecked<'a>(
+        a: &Spec,
+        ra: u32,
+        b: &Spec,
+        rb: u32,
+        bytes: &'a [u8],
+    ) -> (Folded<'a>, Folded<'a>) {
+        // SAFETY: as in `fold_unchecked`.
+        unsafe { fold_pair(a, ra, b, rb, bytes) }
+    }
 }
 
 /// A constant pair broadcast to all four lanes.
@@ -234,7 +224,7 @@ unsafe fn load_step(step: &[u8]) -> [__m512i; 4] {
 
 /// # Safety
 ///
-/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+/// As [`wide`]; `bytes` at least [`Avx512::MIN_LEN`] long.
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
 unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
     let by2048 = wide(spec.by2048);
@@ -249,7 +239,7 @@ unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a
 
 /// # Safety
 ///
-/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+/// As [`wide`]; `bytes` at least [`Avx512::MIN_LEN`] long.
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
 unsafe fn fold_pair<'a>(
     a: &Spec,

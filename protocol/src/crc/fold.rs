@@ -1,9 +1,13 @@
 //! What the wide folding paths (`avx512`, `vpclmul256`) share: each CRC's
-//! folding constants and the lane a fold leaves for the scalar code.
+//! folding constants, the lane a fold leaves for the scalar code, and the
+//! checked entry points ([`WidePath`]).
 //!
 //! The arithmetic is described in [`super::clmul`]: a lane moves `d` bits
 //! later by two 64×64 carry-less multiplies with x^(d+63) mod P and
 //! x^(d-1) mod P, bit-reversed into 64 bits.
+
+// The checked entry points call the paths' `#[target_feature]` code.
+#![allow(unsafe_code)]
 
 /// The folding constants of one CRC, as (far quadword, near quadword)
 /// pairs: x^(d+63) mod P and x^(d-1) mod P bit-reversed, for the distances
@@ -49,6 +53,66 @@ impl Spec {
 pub(super) const CRC32: Spec = Spec::new(32, super::CRC32_POLY);
 /// The VCRC's constants (CRC-16, 0x100B).
 pub(super) const CRC16: Spec = Spec::new(16, super::VCRC_POLY);
+
+/// One wide folding path: the CPU features it needs and its two folds.
+/// The provided methods are the safe entry points: they check the length
+/// and the CPU before they call the path's `#[target_feature]` code.
+pub(super) trait WidePath {
+    /// Shortest input folded (its four registers); shorter goes elsewhere.
+    const MIN_LEN: usize;
+
+    /// Whether this CPU can run the path (checked once, cached by the
+    /// standard library).
+    fn available() -> bool;
+
+    /// Folds `bytes` for the CRC of `spec` from raw register `register`.
+    ///
+    /// # Safety
+    ///
+    /// [`Self::available`] must hold, and `bytes` be at least
+    /// [`Self::MIN_LEN`] long.
+    unsafe fn fold_unchecked<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a>;
+
+    /// Folds `bytes` for two CRCs from the same loads.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::fold_unchecked`].
+    unsafe fn fold_two_unchecked<'a>(
+        a: &Spec,
+        ra: u32,
+        b: &Spec,
+        rb: u32,
+        bytes: &'a [u8],
+    ) -> (Folded<'a>, Folded<'a>);
+
+    /// Folds `bytes` for the CRC of `spec` from raw register `register`;
+    /// `None` on a CPU without the path's features or for a short input.
+    fn fold<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Option<Folded<'a>> {
+        if bytes.len() < Self::MIN_LEN || !Self::available() {
+            return None;
+        }
+        // SAFETY: both conditions of `fold_unchecked` were checked just
+        // above; the path touches memory only through the slice.
+        Some(unsafe { Self::fold_unchecked(spec, register, bytes) })
+    }
+
+    /// Folds `bytes` for two CRCs at once, from raw registers `ra` (CRC of
+    /// `a`) and `rb` (CRC of `b`); `None` as for [`Self::fold`].
+    fn fold_two<'a>(
+        a: &Spec,
+        ra: u32,
+        b: &Spec,
+        rb: u32,
+        bytes: &'a [u8],
+    ) -> Option<(Folded<'a>, Folded<'a>)> {
+        if bytes.len() < Self::MIN_LEN || !Self::available() {
+            return None;
+        }
+        // SAFETY: as in `fold`.
+        Some(unsafe { Self::fold_two_unchecked(a, ra, b, rb, bytes) })
+    }
+}
 
 /// The 16 bytes a fold leaves (to finish through the scalar code from a
 /// zero register) and the tail after them.
@@ -96,18 +160,7 @@ pub(super) struct Shifts([(i64, i64); SHIFT_BLOCKS]);
 impl Shifts {
     const fn new(width: u32, poly: u64) -> Self {
         // x^(d-1) mod P and x^(d+63) mod P for d = 128·j, stepping j.
-        const fn times_x(mut r: u64, width: u32, poly: u64, n: u32) -> u64 {
-            let top = 1u64 << width;
-            let mut i = 0;
-            while i < n {
-                r <<= 1;
-                if r & top != 0 {
-                    r ^= top | poly;
-                }
-                i += 1;
-            }
-            r
-        }
+        use super::times_xpow as times_x;
         let mut table = [(0i64, 0i64); SHIFT_BLOCKS];
         let mut near = super::xpow_mod(width, poly, 127);
         let mut j = 1;

@@ -64,7 +64,8 @@
 //! the tables at every length and alignment; `tests/crc_bench.rs` measures
 //! them.
 //!
-//! The three folding modules are the crate's only `unsafe` code: SIMD
+//! The folding modules (`clmul`, `avx512`, `vpclmul256`, and `fold`'s
+//! checked entry points) are the crate's only `unsafe` code: SIMD
 //! intrinsics behind `#[target_feature]`, called only after the run-time
 //! check, reading memory only through slices whose bounds the safe code
 //! around them fixes (each block has a SAFETY comment).
@@ -219,8 +220,12 @@ const VCRC_POLY: u64 = 0x100b;
 /// x^d mod P for the polynomial P = x^width + `poly` (width at most 63),
 /// in the usual (unreflected) bit order: bit i is the coefficient of x^i.
 const fn xpow_mod(width: u32, poly: u64, d: u32) -> u64 {
+    times_xpow(1, width, poly, d)
+}
+
+/// r·x^d mod P, for r already reduced modulo P (as [`xpow_mod`]).
+const fn times_xpow(mut r: u64, width: u32, poly: u64, d: u32) -> u64 {
     let top = 1u64 << width;
-    let mut r: u64 = 1;
     let mut i = 0;
     while i < d {
         r <<= 1;
@@ -277,7 +282,7 @@ fn crc32_update(register: u32, bytes: &[u8]) -> u32 {
 /// VPCLMULQDQ); `None` without either, or for a short input.
 #[cfg(target_arch = "x86_64")]
 fn wide_fold<'a>(spec: &fold::Spec, register: u32, bytes: &'a [u8]) -> Option<fold::Folded<'a>> {
-    avx512::fold(spec, register, bytes).or_else(|| vpclmul256::fold(spec, register, bytes))
+    Avx512::fold(spec, register, bytes).or_else(|| Vpclmul256::fold(spec, register, bytes))
 }
 
 /// [`wide_fold`] for two CRCs from the same loads.
@@ -289,7 +294,7 @@ fn wide_fold_two<'a>(
     rb: u32,
     bytes: &'a [u8],
 ) -> Option<(fold::Folded<'a>, fold::Folded<'a>)> {
-    avx512::fold_two(a, ra, b, rb, bytes).or_else(|| vpclmul256::fold_two(a, ra, b, rb, bytes))
+    Avx512::fold_two(a, ra, b, rb, bytes).or_else(|| Vpclmul256::fold_two(a, ra, b, rb, bytes))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -300,6 +305,8 @@ mod clmul;
 mod fold;
 #[cfg(target_arch = "x86_64")]
 mod vpclmul256;
+#[cfg(target_arch = "x86_64")]
+use {avx512::Avx512, fold::WidePath, vpclmul256::Vpclmul256};
 
 /// LRH + GRH + BTH: the longest prefix that holds variant fields.
 const MASKED_PREFIX: usize = 8 + 40 + 12;
@@ -649,7 +656,8 @@ mod tests {
     /// fused, against the tables / crc32fast. On a CPU without the path's
     /// features `fold` says so and there is nothing to test.
     #[cfg(target_arch = "x86_64")]
-    fn check_wide_path(one: FoldOne, two: FoldTwo, min_len: usize) {
+    fn check_wide_path<W: WidePath>() {
+        let (one, two, min_len): (FoldOne, FoldTwo, usize) = (W::fold, W::fold_two, W::MIN_LEN);
         let data = mixed(1400);
         if one(&fold::CRC16, 0, &data).is_none() {
             return;
@@ -690,13 +698,13 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_folding_equals_tables_at_every_length_and_alignment() {
-        check_wide_path(avx512::fold, avx512::fold_two, avx512::MIN_LEN);
+        check_wide_path::<Avx512>();
     }
 
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vpclmul256_folding_equals_tables_at_every_length_and_alignment() {
-        check_wide_path(vpclmul256::fold, vpclmul256::fold_two, vpclmul256::MIN_LEN);
+        check_wide_path::<Vpclmul256>();
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -711,7 +719,7 @@ mod tests {
             return;
         }
         for start in 0..48 {
-            for end in (start + vpclmul256::MIN_LEN)..data.len() {
+            for end in (start + Vpclmul256::MIN_LEN)..data.len() {
                 let s = &data[start..end];
                 let r32 = (end as u32).wrapping_mul(0x9e37_79b9) ^ start as u32;
                 let r16 = (r32 >> 11) as u16;
@@ -735,7 +743,7 @@ mod tests {
             assert_eq!(fold_product(7, 9, s), Some(want), "len {len}");
         }
         assert_eq!(fold_product(7, 9, &long[..reach + 16]), None);
-        assert_eq!(fold_product(7, 9, &long[..vpclmul256::MIN_LEN - 1]), None);
+        assert_eq!(fold_product(7, 9, &long[..Vpclmul256::MIN_LEN - 1]), None);
         // The fallback past the tables still gives the right registers.
         let s = &long[..reach + 16];
         assert_eq!(

@@ -20,45 +20,35 @@ use std::arch::x86_64::{
     _mm_set_epi64x, _mm_storeu_si128, _mm_xor_si128,
 };
 
-use super::fold::{Folded, Spec};
+use super::fold::{Folded, Spec, WidePath};
 
-/// Shortest input folded (four registers); shorter goes elsewhere.
-pub(super) const MIN_LEN: usize = 128;
+/// This path, for [`WidePath`].
+pub(super) struct Vpclmul256;
 
-/// Whether this CPU can run the functions here (checked once, cached by
-/// the standard library).
-pub(super) fn available() -> bool {
-    std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("vpclmulqdq")
-        && std::is_x86_feature_detected!("pclmulqdq")
-}
+impl WidePath for Vpclmul256 {
+    const MIN_LEN: usize = 128;
 
-/// Folds `bytes` (at least [`MIN_LEN`] long) for the CRC of `spec` from
-/// raw register `register`; `None` on a CPU without the features (see
-/// [`available`]) or for a short input.
-pub(super) fn fold<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Option<Folded<'a>> {
-    if bytes.len() < MIN_LEN || !available() {
-        return None;
+    fn available() -> bool {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("vpclmulqdq")
+            && std::is_x86_feature_detected!("pclmulqdq")
     }
-    // SAFETY: the CPU has AVX2, VPCLMULQDQ and PCLMULQDQ (checked just
-    // above); the function touches memory only through the slice.
-    Some(unsafe { fold_one(spec, register, bytes) })
-}
 
-/// Folds `bytes` (at least [`MIN_LEN`] long) for two CRCs at once, from
-/// raw registers `ra` (CRC of `a`) and `rb` (CRC of `b`).
-pub(super) fn fold_two<'a>(
-    a: &Spec,
-    ra: u32,
-    b: &Spec,
-    rb: u32,
-    bytes: &'a [u8],
-) -> Option<(Folded<'a>, Folded<'a>)> {
-    if bytes.len() < MIN_LEN || !available() {
-        return None;
+    unsafe fn fold_unchecked<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
+        // SAFETY: the caller checked the CPU's features and the length.
+        unsafe { fold_one(spec, register, bytes) }
     }
-    // SAFETY: as in `fold`.
-    Some(unsafe { fold_pair(a, ra, b, rb, bytes) })
+
+    unsafe fn fold_two_unchecked<'a>(
+        a: &Spec,
+        ra: u32,
+        b: &Spec,
+        rb: u32,
+        bytes: &'a [u8],
+    ) -> (Folded<'a>, Folded<'a>) {
+        // SAFETY: as in `fold_unchecked`.
+        unsafe { fold_pair(a, ra, b, rb, bytes) }
+    }
 }
 
 /// A constant pair in both lanes.
@@ -222,7 +212,7 @@ fn steps(bytes: &[u8]) -> (std::slice::ChunksExact<'_, u8>, &[u8]) {
 
 /// # Safety
 ///
-/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+/// As [`wide`]; `bytes` at least [`Vpclmul256::MIN_LEN`] long.
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
     let by1024 = wide(spec.by1024);
@@ -237,7 +227,7 @@ unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a
 
 /// # Safety
 ///
-/// As [`wide`]; `bytes` at least [`MIN_LEN`] long.
+/// As [`wide`]; `bytes` at least [`Vpclmul256::MIN_LEN`] long.
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 unsafe fn fold_pair<'a>(
     a: &Spec,

@@ -430,3 +430,29 @@ impl Session<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_buffer(s: &UnixStream) -> usize {
+        socket2::SockRef::from(s).send_buffer_size().unwrap()
+    }
+
+    #[test]
+    fn the_send_buffer_is_what_the_config_asks_up_to_the_system_cap() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let default = send_buffer(&a);
+        size_send_buffer(&a, 0);
+        assert_eq!(send_buffer(&a), default, "0 keeps the default");
+        let Some(cap) = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+        else {
+            return;
+        };
+        size_send_buffer(&a, super::super::SEND_BUFFER);
+        // Linux grants min(asked, wmem_max) and reports twice that.
+        assert_eq!(send_buffer(&a), 2 * super::super::SEND_BUFFER.min(cap));
+    }
+}

@@ -105,7 +105,8 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       is empty instead of spinning with sched_yield (default 0)
   --split             (verbs) device A's threads on CPU 0 and B's on CPU 1 (as
                       two `ibtca-device --cpus` processes would run), and the
-                      raw rows' writer on CPU 0 and reader on CPU 1; default:
+                      raw stream and message rows' writer on CPU 0 and reader
+                      on CPU 1 (the raw ping-pong stays unpinned); default:
                       nothing pinned
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the

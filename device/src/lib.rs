@@ -17,6 +17,7 @@ pub mod fuzz_targets;
 pub mod instance;
 pub mod link;
 pub mod logging;
+pub mod memfd;
 pub mod pci;
 pub mod ratelimit;
 pub mod regs;

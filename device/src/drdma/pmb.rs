@@ -14,7 +14,6 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
@@ -48,31 +47,16 @@ impl std::fmt::Debug for PmbPool {
     }
 }
 
-fn memfd(name: &str, size: u64) -> Result<File, PmbError> {
-    let cname = std::ffi::CString::new(name).map_err(|e| PmbError::Memory(e.to_string()))?;
-    // SAFETY: `cname` is a valid NUL-terminated string; the call has no
-    // other memory effects.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(PmbError::Memory(format!(
-            "memfd_create: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: memfd_create returned a fresh descriptor that nothing else owns.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.set_len(size)
-        .map_err(|e| PmbError::Memory(format!("ftruncate: {e}")))?;
-    Ok(file)
-}
-
 impl PmbPool {
     /// A pool of `count` PMBs with the first `dedicated` of them given to
     /// DRDMA.
     pub fn new(count: u32, dedicated: u32) -> Result<Self, PmbError> {
         let count = count.max(1);
         let size = u64::from(count) * u64::from(RANGE_SIZE);
-        let file = Arc::new(memfd("ibtca-pmb", size)?);
+        let file = Arc::new(
+            crate::memfd::create("ibtca-pmb", size)
+                .map_err(|e| PmbError::Memory(format!("memfd: {e}")))?,
+        );
         let region = MmapRegion::from_file(FileOffset::from_arc(file.clone(), 0), size as usize)
             .map_err(|e| PmbError::Memory(e.to_string()))?;
         let region = GuestRegionMmap::new(region, GuestAddress(0))

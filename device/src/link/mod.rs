@@ -81,6 +81,7 @@ mod endpoint;
 mod fault;
 mod port;
 mod queue;
+pub mod ring;
 mod session;
 mod stats;
 #[cfg(test)]

@@ -32,6 +32,12 @@ pub struct InstanceConfig {
     /// How long the engine thread polls for its next event before it
     /// blocks (`ibtca-device --engine-spin-us`).
     pub engine_spin: Duration,
+    /// The link's shared ring per direction, in bytes; 0 keeps the link's
+    /// frames on its socket (`ibtca-device --link-ring-kib`).
+    pub link_ring: u64,
+    /// How long the link reader polls its empty ring before it sleeps
+    /// (`ibtca-device --link-spin-us`).
+    pub link_spin: Duration,
 }
 
 impl Default for InstanceConfig {
@@ -43,6 +49,8 @@ impl Default for InstanceConfig {
             drdma: DrdmaConfig::default(),
             vl: VlConfig::default(),
             engine_spin: wait::DEFAULT_SPIN,
+            link_ring: crate::link::SHARED_RING,
+            link_spin: crate::link::RX_SPIN,
         }
     }
 }
@@ -118,7 +126,11 @@ impl Instance {
                     lid: cfg.lid,
                 };
                 // Each socket read's packets reach the engine as one event.
-                let mut link_config = LinkConfig::default();
+                let mut link_config = LinkConfig {
+                    shared_ring: cfg.link_ring,
+                    rx_spin: cfg.link_spin,
+                    ..LinkConfig::default()
+                };
                 if let Some(flow) = link_config.flow_control.as_mut() {
                     cfg.vl.apply(flow);
                 }

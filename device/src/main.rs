@@ -62,6 +62,18 @@ struct Args {
     #[arg(long, value_name = "ENDPOINT")]
     link: Option<LinkEndpoint>,
 
+    /// Shared-memory ring per direction of the link, in KiB (rounded up to
+    /// a power of two, 4 KiB to 1 GiB): when both ends have one, their
+    /// frames go through the rings instead of the socket. 0: keep every
+    /// frame on the socket (to watch it with strace, say).
+    #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
+    link_ring_kib: u64,
+
+    /// Microseconds the link reader polls its empty ring before it sleeps
+    /// (0: sleep at once). Like --engine-spin-us, only with CPUs to spare.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    link_spin_us: u64,
+
     /// DRDMA window: number of 4 KiB address ranges (ARRs), 1-256.
     #[arg(long, value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -131,6 +143,7 @@ fn apply_scheduling(args: &Args) -> Result<(), String> {
         let spins = [
             ("--spin-us", args.spin_us.unwrap_or(0)),
             ("--engine-spin-us", args.engine_spin_us),
+            ("--link-spin-us", args.link_spin_us),
         ];
         for (name, us) in spins.into_iter().filter(|&(_, us)| us > 0) {
             tracing::warn!(
@@ -211,6 +224,8 @@ fn main() -> ExitCode {
         },
         vl,
         engine_spin: Duration::from_micros(args.engine_spin_us),
+        link_ring: args.link_ring_kib.saturating_mul(1024),
+        link_spin: Duration::from_micros(args.link_spin_us),
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

@@ -3,16 +3,45 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// A new memfd named `name` (for `/proc/PID/fd` and `/proc/PID/maps`) of
 /// `size` zero bytes, closed on exec.
 pub fn create(name: &str, size: u64) -> io::Result<File> {
+    create_with(name, size, libc::MFD_CLOEXEC)
+}
+
+/// Seals that fix a memfd's size for good: whoever maps it (another
+/// process too) can never be cut short, so no access within the size it
+/// had can fault with `SIGBUS`.
+const SIZE_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// Like [`create`], and the size is sealed: a process that receives the
+/// file can check that with [`size_is_sealed`] before it maps it.
+pub fn create_size_sealed(name: &str, size: u64) -> io::Result<File> {
+    let file = create_with(name, size, libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)?;
+    // SAFETY: F_ADD_SEALS on a descriptor we own; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SIZE_SEALS) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// Whether `file` is a memfd whose size can no longer change (see
+/// [`create_size_sealed`]).
+pub fn size_is_sealed(file: &File) -> bool {
+    // SAFETY: F_GET_SEALS on a descriptor we own; no memory is passed. A
+    // file that is no memfd fails with EINVAL.
+    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & SIZE_SEALS == SIZE_SEALS
+}
+
+fn create_with(name: &str, size: u64, flags: libc::c_uint) -> io::Result<File> {
     let cname =
         std::ffi::CString::new(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // SAFETY: `cname` is a valid NUL-terminated string; the call has no
     // other memory effects.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -33,5 +62,17 @@ mod tests {
         f.read_to_end(&mut buf).unwrap();
         assert!(buf.len() == 8192 && buf.iter().all(|b| *b == 0));
         assert!(super::create("bad\0name", 1).is_err());
+        assert!(!super::size_is_sealed(&f), "a plain memfd can be resized");
+    }
+
+    #[test]
+    fn a_size_sealed_memfd_cannot_be_resized() {
+        let f = super::create_size_sealed("ibtca-test", 8192).unwrap();
+        assert!(super::size_is_sealed(&f));
+        assert!(f.set_len(4096).is_err(), "shrinking is sealed");
+        assert!(f.set_len(16384).is_err(), "growing is sealed");
+        assert_eq!(f.metadata().unwrap().len(), 8192);
+        // Another handle on the same file sees the seals too.
+        assert!(super::size_is_sealed(&f.try_clone().unwrap()));
     }
 }

@@ -10,6 +10,7 @@ fn sample_frames() -> Vec<Frame> {
             node_guid: 0x0002_c903_0000_1234,
             port: 1,
             lid: 5,
+            features: 1,
         }),
         Frame::LinkState(LinkState::Up),
         Frame::Packet((0..100u8).collect()),
@@ -19,6 +20,7 @@ fn sample_frames() -> Vec<Frame> {
             credits: 0x1234,
         },
         Frame::LinkState(LinkState::Down),
+        Frame::RingOffer { capacity: 4 << 20 },
     ]
 }
 
@@ -49,10 +51,19 @@ fn known_bytes() {
         node_guid: 0x0102_0304_0506_0708,
         port: 2,
         lid: 0x0a0b,
+        features: 0x81,
     });
     assert_eq!(
         hello.to_bytes().unwrap(),
-        [0, 0, 0, 13, 1, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 2, 0x0a, 0x0b]
+        [0, 0, 0, 14, 1, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 2, 0x0a, 0x0b, 0x81]
+    );
+    assert_eq!(
+        Frame::RingOffer {
+            capacity: 0x0102_0304_0506_0708
+        }
+        .to_bytes()
+        .unwrap(),
+        [0, 0, 0, 8, 5, 1, 2, 3, 4, 5, 6, 7, 8]
     );
     assert_eq!(
         Frame::Packet(vec![0xaa, 0xbb]).to_bytes().unwrap(),
@@ -141,11 +152,19 @@ fn unknown_type_bad_lengths_bad_state() {
         })
     );
     assert_eq!(
-        Frame::decode(&[0, 0, 0, 12, 1], 100),
+        Frame::decode(&[0, 0, 0, 13, 1], 100),
         Err(FrameError::BadBodyLength {
             frame_type: 1,
-            len: 12,
-            expected: 13
+            len: 13,
+            expected: 14
+        })
+    );
+    assert_eq!(
+        decode_chunks(&[&[0, 0, 0, 4, 5, 0, 0, 0, 1]]),
+        Err(FrameError::BadBodyLength {
+            frame_type: 5,
+            len: 4,
+            expected: 8
         })
     );
     assert_eq!(
@@ -166,7 +185,7 @@ fn unknown_type_bad_lengths_bad_state() {
 fn truncated() {
     let bytes = stream(&sample_frames());
     for cut in 1..bytes.len() {
-        let whole_frames_end = [0usize, 18, 24, 129, 134, 142, 148];
+        let whole_frames_end = [0usize, 19, 25, 130, 135, 143, 149, 162];
         let result = decode_chunks(&[&bytes[..cut]]);
         if whole_frames_end.contains(&cut) {
             assert!(result.is_ok(), "cut {cut}");
@@ -216,11 +235,13 @@ fn split_frame_walks_a_buffer_like_the_decoder() {
             node_guid: 7,
             port: 1,
             lid: 2,
+            features: 0,
         }),
         Frame::Packet(vec![1, 2, 3, 4]),
         Frame::Packet(Vec::new()),
         Frame::LinkState(LinkState::Up),
         Frame::Credit { vl: 1, credits: 9 },
+        Frame::RingOffer { capacity: 4096 },
     ];
     let mut stream = Vec::new();
     for f in &frames {

@@ -220,13 +220,15 @@ proptest! {
     #[test]
     fn frames_survive_any_chunking(
         packets in vec(vec(any::<u8>(), 0..300), 0..6),
-        hello in (any::<u16>(), any::<u64>(), any::<u8>(), any::<u16>()),
+        hello in (any::<u16>(), any::<u64>(), any::<u8>(), any::<u16>(), any::<u8>()),
+        ring in any::<u64>(),
         credit in (any::<u8>(), any::<u16>()),
         up in any::<bool>(),
         cuts in vec(any::<prop::sample::Index>(), 0..10),
     ) {
         let mut frames = vec![
-            Frame::Hello(Hello { version: hello.0, node_guid: hello.1, port: hello.2, lid: hello.3 }),
+            Frame::Hello(Hello { version: hello.0, node_guid: hello.1, port: hello.2, lid: hello.3, features: hello.4 }),
+            Frame::RingOffer { capacity: ring },
             Frame::LinkState(if up { LinkState::Up } else { LinkState::Down }),
             Frame::Credit { vl: credit.0, credits: credit.1 },
         ];

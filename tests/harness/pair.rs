@@ -58,6 +58,10 @@ pub struct PairOptions {
     /// two `ibtca-device --cpus` processes would have them; `None` leaves
     /// them where the scheduler puts them.
     pub cpus: Option<(usize, usize)>,
+    /// Both links' shared ring (`InstanceConfig::link_ring`; 0: socket).
+    pub link_ring: u64,
+    /// Both link readers' spin (`InstanceConfig::link_spin`).
+    pub link_spin: Duration,
 }
 
 impl Default for PairOptions {
@@ -72,6 +76,8 @@ impl Default for PairOptions {
             drdma: DrdmaConfig::default(),
             engine_spin: ibtca_device::engine::wait::DEFAULT_SPIN,
             cpus: None,
+            link_ring: ibtca_device::link::SHARED_RING,
+            link_spin: ibtca_device::link::RX_SPIN,
         }
     }
 }
@@ -144,6 +150,8 @@ impl LinkedPair {
                 drdma: o.drdma,
                 vl: Default::default(),
                 engine_spin: o.engine_spin,
+                link_ring: o.link_ring,
+                link_spin: o.link_spin,
             };
             TestServer::start_instance(TempDir::new("side"), cfg)
         };

@@ -185,6 +185,8 @@ fn a_peer_that_ignores_credits_is_cut_off_and_the_switch_serves_the_others() {
         node_guid: 0x666,
         port: 1,
         lid: 3,
+        // A raw peer: its frames stay on the socket.
+        features: 0,
     });
     h.write_all(&hello.to_bytes().unwrap()).unwrap();
     wait_until("LIDs learned", || {

@@ -336,6 +336,8 @@ impl RawPort {
             node_guid: 0x0002_c903_0000_0000 | u64::from(lid),
             port: 1,
             lid,
+            // A raw peer: its frames stay on the socket.
+            features: 0,
         });
         stream.write_all(&hello.to_bytes().unwrap()).unwrap();
         RawPort {

@@ -13,6 +13,13 @@
 //!   frames per `write`; [`Link::send_batch`] writes a burst itself when
 //!   that thread is idle (only what the peer's credits allow, in
 //!   arbitration order).
+//! - Shared rings (`pipe.rs`, `ring.rs`): when both ends announce
+//!   [`FEATURE_SHARED_RING`] (the default, [`LinkConfig::shared_ring`]),
+//!   each offers the other, right after the `Hello`s, a ring in shared
+//!   memory for its own frames, and from then on writes them there instead
+//!   of into the socket: the same byte stream, without the socket's system
+//!   calls and buffer allocations. The socket stays open so that each end
+//!   sees the other go (its end still means the peer is gone).
 //! - [`FaultPlan`] (`fault.rs`): drop, duplicate, reorder or corrupt sent
 //!   packets, by sequence number or at seeded random rates.
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
@@ -67,18 +74,26 @@
 //! ([`LinkStats::rx_credit_overruns`], logged once per connection), so
 //! what waits for the sink stays within the buffer granted.
 //!
+//! A ring offer is checked like any input: a peer that offers a ring
+//! without announcing it was asked for, passes files that are not a
+//! size-sealed memfd of the ring's size and two eventfds, leaves ring
+//! indices out of order, or writes to the socket after its offer, is
+//! dropped with a warning (counted in [`LinkStats::rx_bad_frames`]).
+//!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
 //! and retries. A link joins exactly two ports (a switch has one link per
 //! port, `crate::switch`).
 //!
 //! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
+//! [`FEATURE_SHARED_RING`]: ibtca_protocol::link::FEATURE_SHARED_RING
 
 use std::sync::Arc;
 use std::time::Duration;
 
 mod endpoint;
 mod fault;
+mod pipe;
 mod port;
 mod queue;
 pub mod ring;
@@ -326,7 +341,29 @@ pub struct LinkConfig {
     /// reader); the kernel caps it at `net.core.wmem_max`. 0 keeps the
     /// system default. See [`SEND_BUFFER`].
     pub send_buffer: usize,
+    /// Data bytes of the shared-memory ring each side offers a peer that
+    /// takes one, for the frames it sends (`pipe.rs`, rounded up to a
+    /// power of two of at least 4 KiB); 0 keeps every frame on the socket
+    /// and refuses the peer's ring. See [`SHARED_RING`].
+    pub shared_ring: u64,
+    /// How long a link reader polls an empty shared ring before it sleeps
+    /// (a wake-up across CPUs costs tens of µs; polling costs CPU, and a
+    /// real-time thread must not poll). See [`RX_SPIN`].
+    pub rx_spin: Duration,
 }
+
+/// Default [`LinkConfig::rx_spin`]: none. On two CPUs shared by both
+/// devices and their guests a polling reader takes the CPU from the
+/// thread that would fill its ring: 20 µs of polling made the no-VM 64 B
+/// ping-pong slower (95–119 against 71–82 µs one way) and 1 MiB WRITEs no
+/// faster (BENCHMARKS.md, "Verbs (no VM)", session 7). Give it CPUs to
+/// spare before raising it, as for the engine's spin.
+pub const RX_SPIN: Duration = Duration::ZERO;
+
+/// Default shared-memory ring of a link, per direction: 4 MiB, like the
+/// socket buffer it replaces ([`SEND_BUFFER`]): the credits of one VL with
+/// their framing fit, so a sender within its credits never waits for room.
+pub const SHARED_RING: u64 = 4 << 20;
 
 /// Default socket send buffer of a link: 4 MiB, more than the default
 /// credits of one VL (512 packets of 4 KiB MTU) with their framing, so a
@@ -346,6 +383,8 @@ impl Default for LinkConfig {
             backoff_max: Duration::from_secs(1),
             flow_control: Some(FlowControl::default()),
             send_buffer: SEND_BUFFER,
+            shared_ring: SHARED_RING,
+            rx_spin: RX_SPIN,
         }
     }
 }

@@ -16,8 +16,9 @@
 //! syscall). [`TxQueue::send_batch`] queues many packets under one lock
 //! and, when the writer sleeps (so it holds no batch and nothing can be
 //! written out of order), frames what the credits allow and writes it to
-//! the socket itself with a non-blocking `send`: for a burst that fits in
-//! the socket buffer there is then no writer wake-up at all. Credits that
+//! the connection itself without waiting (`pipe.rs`: a non-blocking `send`
+//! on the socket, or a copy into the shared ring): for a burst that fits
+//! there is then no writer wake-up at all. Credits that
 //! arrive from the peer, and credits this end returns, are written the same
 //! way while the writer sleeps. A batch the socket takes only part of stays
 //! with the queue as the *pending* batch, which the writer finishes with
@@ -29,14 +30,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{self, Write};
-use std::net::Shutdown;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::fault::{FaultInjector, FaultPlan};
+use super::pipe::{TxPipe, IOV_MAX};
 use super::stats::{add, bump, sub, Counters};
 use super::vl::{packet_vl, FlowControl, Queued, VlQueues, NUM_VLS};
 use super::MAX_BODY;
@@ -274,7 +273,7 @@ struct TxState {
     /// Emptied buffers to reuse.
     spare: Vec<Batch>,
     /// The connection, for direct writes while the writer sleeps.
-    stream: Option<UnixStream>,
+    stream: Option<Arc<TxPipe>>,
     faults: Option<FaultInjector<Queued>>,
     /// Tags of packets discarded in `send` (fault drops) or written
     /// directly, reported by the writer: never from inside a caller's
@@ -554,7 +553,7 @@ impl TxQueue {
     /// its own clone of the connection (`stream` serves direct writes);
     /// with flow control, owe the peer a whole buffer on every VL.
     /// Returns the connection's number, for [`Self::free_rx`].
-    pub fn open(&self, stream: Option<UnixStream>) -> u64 {
+    pub fn open(&self, stream: Option<Arc<TxPipe>>) -> u64 {
         let mut st = self.lock();
         st.conn += 1;
         for held in &self.rx_held {
@@ -774,7 +773,7 @@ impl TxQueue {
 /// only part of (socket full, or an error the writer will meet and act on)
 /// becomes the pending batch. Tags of packets written go to `done_later`.
 fn write_direct(st: &mut TxState, counters: &Counters) {
-    let Some(fd) = st.stream.as_ref().map(AsRawFd::as_raw_fd) else {
+    let Some(pipe) = st.stream.clone() else {
         return;
     };
     loop {
@@ -797,14 +796,15 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
         add(&counters.tx_packets, batch.packets as u64);
         add(&counters.tx_bytes, batch.packet_bytes as u64);
         batch.counted = true;
-        let n = send_nonblocking(fd, &batch.unwritten_slices());
-        let Ok(n) = usize::try_from(n) else {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::WouldBlock {
-                tracing::trace!(error = %e, "direct link write failed; left to the writer");
+        let n = match pipe.try_send(&batch.unwritten_slices()) {
+            Ok(n) => n,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::trace!(error = %e, "direct link write failed; left to the writer");
+                }
+                st.pending = Some(batch);
+                return;
             }
-            st.pending = Some(batch);
-            return;
         };
         bump(&counters.tx_writes);
         batch.written += n;
@@ -817,31 +817,13 @@ fn write_direct(st: &mut TxState, counters: &Counters) {
     }
 }
 
-/// One non-blocking `sendmsg` of `slices` on `fd` (MSG_DONTWAIT; a closed
-/// peer is EPIPE, not SIGPIPE): bytes sent, or -1 with errno set.
-fn send_nonblocking(fd: std::os::fd::RawFd, slices: &[io::IoSlice<'_>]) -> isize {
-    // SAFETY: `msghdr` is a plain C struct of pointers and integers, for
-    // which all-zero bytes is a valid value: no name, no control data.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // `IoSlice` is ABI-compatible with `struct iovec` on Unix (std docs).
-    msg.msg_iov = slices.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = slices.len().min(IOV_MAX);
-    // SAFETY: `msg` points at `slices`, live iovecs valid for reads for the
-    // whole call (at most IOV_MAX of them; a short count is a partial send
-    // the caller continues); `fd` is an open socket the caller holds.
-    unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) }
-}
-
-/// Most iovecs one `sendmsg`/`writev` takes (Linux UIO_MAXIOV).
-const IOV_MAX: usize = 1024;
-
-/// Writes all of `batch` (from its `written` offset) to `stream` with
-/// blocking vectored writes.
-fn write_batch(stream: &mut UnixStream, batch: &mut Batch) -> io::Result<()> {
+/// Writes all of `batch` (from its `written` offset) to `pipe`, waiting
+/// for room as needed.
+fn write_batch(pipe: &TxPipe, batch: &mut Batch) -> io::Result<()> {
     while !batch.is_written() {
         let slices = batch.unwritten_slices();
         let slices = &slices[..slices.len().min(IOV_MAX)];
-        match stream.write_vectored(slices) {
+        match pipe.send(slices) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => batch.written += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -851,10 +833,10 @@ fn write_batch(stream: &mut UnixStream, batch: &mut Batch) -> io::Result<()> {
     Ok(())
 }
 
-/// The writer thread of one connection: drains `queue` into `stream` until
-/// the connection closes or a write fails (then it shuts the stream down, so
-/// the reader sees the end too).
-pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Counters) {
+/// The writer thread of one connection: drains `queue` into `pipe` until
+/// the connection closes or a write fails (then it shuts the connection
+/// down, so the reader sees the end too).
+pub(super) fn run_writer(queue: &TxQueue, pipe: Arc<TxPipe>, counters: &Counters) {
     let mut batch = Batch::default();
     while queue.take(&mut batch, counters) {
         queue.done(batch.done.drain(..).map(Some));
@@ -870,14 +852,14 @@ pub(super) fn run_writer(queue: &TxQueue, mut stream: UnixStream, counters: &Cou
             add(&counters.tx_packets, count);
             add(&counters.tx_bytes, bytes);
         }
-        let written = write_batch(&mut stream, &mut batch);
+        let written = write_batch(&pipe, &mut batch);
         queue.done(batch.tags.drain(..).map(Some));
         if let Err(e) = written {
             tracing::debug!(error = %e, "link write failed; closing the connection");
             sub(&counters.tx_packets, count);
             sub(&counters.tx_bytes, bytes);
             add(&counters.tx_dropped_down, count);
-            let _ = stream.shutdown(Shutdown::Both);
+            pipe.shutdown();
             return;
         }
         bump(&counters.tx_writes);

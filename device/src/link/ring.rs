@@ -2,12 +2,11 @@
 //! between two device processes on one host, without the socket's copies
 //! into and out of kernel buffers.
 //!
-//! Not yet used by the link sessions: this is the first slice of the
-//! shared-memory transport (BENCHMARKS.md, "Verbs (no VM)", session 6:
-//! `sendmsg` is 43 % of the saturated sender engine). The plan: after the
-//! `Hello`s each side offers the peer a ring for its direction (the memfd
-//! and two eventfds with `SCM_RIGHTS`), writes its frames into it, and the
-//! socket only says the peer is alive.
+//! `pipe.rs` runs a connection's frames through it: after the `Hello`s
+//! each side offers the peer a ring for its own direction (the memfd and
+//! two eventfds with `SCM_RIGHTS`), writes its frames into it, and the
+//! socket only says the peer is alive (BENCHMARKS.md, "Verbs (no VM)",
+//! sessions 6 and 7: `sendmsg` was 43 % of the saturated sender engine).
 //!
 //! The writer creates the ring ([`SharedRing::create`]) and hands the file
 //! to the reader ([`SharedRing::open`]). Layout (native-endian `u64`s, each
@@ -29,7 +28,7 @@
 //! a peer that rewrites the data cannot change bytes under the parser.
 
 use std::fs::File;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
@@ -56,6 +55,9 @@ pub enum RingError {
     /// and a power-of-two data area of `MIN_CAPACITY..=MAX_CAPACITY`).
     #[error("shared ring of {0} bytes: not a header page and a power-of-two data area")]
     Size(u64),
+    /// The file handed over is not a memfd whose size is sealed.
+    #[error("shared ring file is not a memfd with a sealed size")]
+    Unsealed,
     /// The peer left indices no ring can have (it is broken or hostile).
     #[error("shared ring indices out of order: head {head}, tail {tail}, capacity {capacity}")]
     Corrupt {
@@ -83,13 +85,18 @@ impl SharedRing {
         let capacity = capacity
             .clamp(MIN_CAPACITY, MAX_CAPACITY)
             .next_power_of_two();
-        let file = crate::memfd::create("ibtca-link-ring", DATA + capacity)
+        let file = crate::memfd::create_size_sealed("ibtca-link-ring", DATA + capacity)
             .map_err(|e| RingError::Memory(format!("memfd: {e}")))?;
         Self::map(file)
     }
 
-    /// The ring in `file`, as the peer created it.
+    /// The ring in `file`, as the peer created it. The file must be a
+    /// memfd with its size sealed: a peer could otherwise shrink it under
+    /// the mapping and make this process fault (`SIGBUS`).
     pub fn open(file: File) -> Result<Arc<Self>, RingError> {
+        if !crate::memfd::size_is_sealed(&file) {
+            return Err(RingError::Unsealed);
+        }
         Self::map(file)
     }
 
@@ -196,7 +203,10 @@ impl RingWriter {
 
     /// Copies as much of `slices` (in order) as there is room for and
     /// publishes it; returns the bytes taken (0 when the ring is full).
-    pub fn write(&mut self, slices: &[&[u8]]) -> Result<usize, RingError> {
+    pub fn write<S: std::ops::Deref<Target = [u8]>>(
+        &mut self,
+        slices: &[S],
+    ) -> Result<usize, RingError> {
         let ring = &self.ring;
         let tail = ring.load(TAIL, Ordering::Acquire);
         let mut room = ring.capacity - ring.checked(self.head, tail)?;
@@ -229,6 +239,9 @@ impl RingWriter {
     /// Whether the reader said it is asleep (then it needs a wake-up after
     /// a write).
     pub fn reader_asleep(&self) -> bool {
+        // Orders the head just published before this load (a Release
+        // store alone may pass it), against the reader's mark-then-look.
+        fence(Ordering::SeqCst);
         self.ring.load(READER_ASLEEP, Ordering::SeqCst) != 0
     }
 
@@ -281,6 +294,8 @@ impl RingReader {
     /// Whether the writer said it waits for room (then it needs a wake-up
     /// after a read).
     pub fn writer_waits(&self) -> bool {
+        // As in `RingWriter::reader_asleep`, for the tail just published.
+        fence(Ordering::SeqCst);
         self.ring.load(WRITER_WAITING, Ordering::SeqCst) != 0
     }
 }
@@ -345,18 +360,18 @@ mod tests {
     fn a_full_ring_takes_nothing_and_an_empty_one_gives_nothing() {
         let (mut w, mut r, _) = pair(4096);
         assert_eq!(r.read(&mut [0u8; 16]).unwrap(), 0);
-        assert_eq!(w.write(&[&[7u8; 5000]]).unwrap(), 4096);
-        assert_eq!(w.write(&[&[8u8; 10]]).unwrap(), 0);
+        assert_eq!(w.write(&[&[7u8; 5000][..]]).unwrap(), 4096);
+        assert_eq!(w.write(&[&[8u8; 10][..]]).unwrap(), 0);
         let mut out = vec![0u8; 5000];
         assert_eq!(r.read(&mut out).unwrap(), 4096);
         assert!(out[..4096].iter().all(|b| *b == 7));
-        assert_eq!(w.write(&[&[8u8; 10]]).unwrap(), 10);
+        assert_eq!(w.write(&[&[8u8; 10][..]]).unwrap(), 10);
     }
 
     #[test]
     fn indices_a_hostile_peer_leaves_are_refused_without_touching_memory() {
         let (mut w, mut r, peer) = pair(4096);
-        w.write(&[&[1u8; 100]]).unwrap();
+        w.write(&[&[1u8; 100][..]]).unwrap();
         assert_eq!(r.read(&mut [0u8; 50]).unwrap(), 50);
         // The "writer" claims more than the ring holds, then a head behind
         // the tail: both are refused, nothing is copied out, and the
@@ -375,7 +390,7 @@ mod tests {
         peer.store(HEAD, 100, Ordering::Release);
         peer.store(TAIL, 5000, Ordering::Release);
         assert!(matches!(
-            w.write(&[&[2u8; 8]]),
+            w.write(&[&[2u8; 8][..]]),
             Err(RingError::Corrupt { .. })
         ));
         assert!(matches!(w.pending(), Err(RingError::Corrupt { .. })));
@@ -384,12 +399,15 @@ mod tests {
     #[test]
     fn files_that_are_not_rings_are_refused() {
         for size in [0, 4096, DATA + 4095, DATA + 6000] {
-            let f = crate::memfd::create("ibtca-test", size).unwrap();
+            let f = crate::memfd::create_size_sealed("ibtca-test", size).unwrap();
             assert!(
                 matches!(SharedRing::open(f), Err(RingError::Size(s)) if s == size),
                 "size {size}"
             );
         }
+        // The right size, but a peer could still shrink it under us.
+        let f = crate::memfd::create("ibtca-test", DATA + 4096).unwrap();
+        assert!(matches!(SharedRing::open(f), Err(RingError::Unsealed)));
         let ring = SharedRing::create(5000).unwrap();
         assert_eq!(ring.capacity(), 8192, "rounded up to a power of two");
     }

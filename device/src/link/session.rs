@@ -1,16 +1,18 @@
 //! One connection, on the supervisor thread: send our `Hello`, check the
 //! peer's, start the writer, pass frames to the sink, and tear down.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 use ibtca_protocol::link::{
-    split_frame, Frame, FrameError, Hello, LinkState, FRAME_HEADER_LEN, LINK_PROTOCOL_VERSION,
+    split_frame, Frame, FrameError, Hello, LinkState, FEATURE_SHARED_RING, FRAME_HEADER_LEN,
+    LINK_PROTOCOL_VERSION,
 };
 
+use super::pipe::{self, RingRx, RxPipe, TxPipe};
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
@@ -81,6 +83,8 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
         taken: [0; NUM_VLS],
         overrun_logged: false,
         pool: Arc::default(),
+        input: RxPipe::default(),
+        switch: None,
     };
     let reason = session.serve().err().unwrap_or_default();
     let up = session.writer.is_some();
@@ -125,6 +129,12 @@ struct Session<'a> {
     overrun_logged: bool,
     /// Receive buffers handed over with packets, back for reuse.
     pool: Arc<BufferPool>,
+    /// Where the peer's frames come from: the socket, then the ring it
+    /// offers, if it does (`pipe.rs`).
+    input: RxPipe,
+    /// The peer's ring, from its `RingOffer`, to read from once the
+    /// socket's bytes so far are used.
+    switch: Option<RingRx>,
 }
 
 impl Session<'_> {
@@ -137,6 +147,11 @@ impl Session<'_> {
             node_guid: local.node_guid,
             port: local.port,
             lid: local.lid,
+            features: if config.shared_ring > 0 {
+                FEATURE_SHARED_RING
+            } else {
+                0
+            },
         });
         let io_err = |what: &str, e: io::Error| format!("{what}: {e}");
         let bytes = hello.to_bytes().map_err(|e| e.to_string())?;
@@ -156,7 +171,8 @@ impl Session<'_> {
                 buf.copy_within(start..end, 0);
                 (start, end) = (0, end - start);
             }
-            let n = match self.stream.read(buf.get_mut(end..).unwrap_or_default()) {
+            let room = buf.get_mut(end..).unwrap_or_default();
+            let n = match self.input.recv(self.stream, room) {
                 Ok(0) if end > 0 => return Err("peer closed mid-frame".into()),
                 Ok(0) => return Err("peer closed the connection".into()),
                 Ok(n) => n,
@@ -172,6 +188,12 @@ impl Session<'_> {
                     tracing::warn!(timeout = ?config.hello_timeout, "link peer sent no Hello; dropping it");
                     return Err("no Hello".into());
                 }
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // A broken ring or bytes where none belong.
+                    bump(&self.shared.counters.rx_bad_frames);
+                    tracing::warn!(error = %e, "link peer broke its ring; dropping it");
+                    return Err(io_err("read", e));
+                }
                 Err(e) => return Err(io_err("read", e)),
             };
             end += n;
@@ -179,6 +201,14 @@ impl Session<'_> {
             start += used;
             self.deliver(&mut buf, spans, &mut start, &mut end);
             self.settle_credits();
+            if let Some(ring) = self.switch.take() {
+                if start != end {
+                    bump(&self.shared.counters.rx_bad_frames);
+                    return Err("peer wrote to the socket after its RingOffer".into());
+                }
+                self.input = RxPipe::Ring(ring);
+                bump(&self.shared.counters.rx_rings);
+            }
         }
     }
 
@@ -275,6 +305,10 @@ impl Session<'_> {
                 self.pass_copies(buf, &mut spans);
             }
             self.handle(decoded)?;
+            if self.switch.is_some() {
+                // The rest of the stream is in the ring.
+                break Ok(());
+            }
         };
         self.count_rx(&mut packets, &mut packet_bytes);
         match result {
@@ -389,6 +423,26 @@ impl Session<'_> {
                 }
                 Ok(())
             }
+            Ok(Frame::RingOffer { capacity }) => {
+                if self.shared.config.shared_ring == 0 {
+                    return reject("RingOffer, but we did not announce shared rings".into());
+                }
+                if self.input.is_ring() {
+                    return reject("second RingOffer".into());
+                }
+                let fds = self.input.take_fds();
+                match pipe::accept(capacity, fds, self.shared.config.rx_spin) {
+                    Ok(ring) => {
+                        tracing::info!(
+                            kib = capacity / 1024,
+                            "link peer writes to us through a shared ring"
+                        );
+                        self.switch = Some(ring);
+                        Ok(())
+                    }
+                    Err(e) => reject(format!("bad RingOffer: {e}")),
+                }
+            }
             // Unreachable: packets before `Up` are caught by the arm above.
             Ok(Frame::Packet(_)) => Ok(()),
         }
@@ -401,12 +455,27 @@ impl Session<'_> {
             .set_read_timeout(None)
             .and_then(|()| self.stream.try_clone())
             .map_err(|e| format!("preparing the connection: {e}"))?;
+        let capacity = self.shared.config.shared_ring;
+        let output = if capacity > 0 && hello.features & FEATURE_SHARED_RING != 0 {
+            // Before anything else goes out: the peer reads the rest of our
+            // stream from the ring.
+            let ring = pipe::offer(self.stream, capacity)?;
+            bump(&self.shared.counters.tx_rings);
+            tracing::debug!(
+                kib = capacity / 1024,
+                "link writes to the peer through a shared ring"
+            );
+            ring
+        } else {
+            TxPipe::Socket(stream)
+        };
+        let output = Arc::new(output);
         let shared = Arc::clone(self.shared);
-        // A second clone lets senders write directly while the writer sleeps.
-        self.conn = self.shared.queue.open(self.stream.try_clone().ok());
+        // Senders write directly while the writer sleeps.
+        self.conn = self.shared.queue.open(Some(Arc::clone(&output)));
         let writer = thread::Builder::new()
             .name("ibtca-link-tx".into())
-            .spawn(move || run_writer(&shared.queue, stream, &shared.counters));
+            .spawn(move || run_writer(&shared.queue, output, &shared.counters));
         match writer {
             Ok(writer) => self.writer = Some(writer),
             Err(e) => {

@@ -51,6 +51,11 @@ pub struct LinkStats {
     /// Packets the peer sent on a VL without credit (all the receive
     /// buffers it was granted still held): dropped, not passed on.
     pub rx_credit_overruns: u64,
+    /// Connections on which this end wrote its frames into a shared ring
+    /// it offered (`pipe.rs`), not the socket.
+    pub tx_rings: u64,
+    /// Connections on which the peer wrote its frames into a shared ring.
+    pub rx_rings: u64,
 }
 
 /// The live counters behind [`LinkStats`].
@@ -75,6 +80,8 @@ pub(super) struct Counters {
     pub credit_frames_tx: AtomicU64,
     pub credit_frames_rx: AtomicU64,
     pub rx_credit_overruns: AtomicU64,
+    pub tx_rings: AtomicU64,
+    pub rx_rings: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing.
@@ -117,6 +124,8 @@ impl Counters {
             credit_frames_tx: get(&self.credit_frames_tx),
             credit_frames_rx: get(&self.credit_frames_rx),
             rx_credit_overruns: get(&self.rx_credit_overruns),
+            tx_rings: get(&self.tx_rings),
+            rx_rings: get(&self.rx_rings),
         }
     }
 }

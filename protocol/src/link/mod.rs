@@ -5,10 +5,11 @@
 //!
 //! | type | frame       | body |
 //! |------|-------------|------|
-//! | 1    | `Hello`     | version u16, node GUID u64, port u8, LID u16 (13 bytes) |
+//! | 1    | `Hello`     | version u16, node GUID u64, port u8, LID u16, features u8 (14 bytes) |
 //! | 2    | `Packet`    | one IB packet, from the LRH through the VCRC |
 //! | 3    | `LinkState` | 0 down, 1 up (1 byte) |
 //! | 4    | `Credit`    | VL u8, credits u16 (3 bytes): the sender frees that many more receive buffers (packets) on that VL |
+//! | 5    | `RingOffer` | data capacity u64 (8 bytes): from here on the sender's frames go through a shared-memory ring, passed with the frame (`SCM_RIGHTS`: the ring's memfd, then the eventfds "data" and "room") |
 //!
 //! All integers are big-endian. A framing error leaves the stream unusable
 //! (there is no way to find the next frame boundary), so [`FrameDecoder`]
@@ -20,8 +21,13 @@ pub use decoder::{FrameDecoder, Frames};
 
 /// Version carried in [`Hello`]; bump on incompatible changes. Version 2:
 /// both ends run per-VL credit flow control (`Credit` frames grant
-/// packets; a sender waits for them).
-pub const LINK_PROTOCOL_VERSION: u16 = 2;
+/// packets; a sender waits for them). Version 3: `Hello` carries feature
+/// bits, and a peer that sets [`FEATURE_SHARED_RING`] may be sent a
+/// `RingOffer`.
+pub const LINK_PROTOCOL_VERSION: u16 = 3;
+/// [`Hello::features`] bit: the sender accepts a `RingOffer` (it can map a
+/// shared-memory ring passed over the Unix socket and read frames from it).
+pub const FEATURE_SHARED_RING: u8 = 1;
 /// Bytes before the body: length (4) and type (1).
 pub const FRAME_HEADER_LEN: usize = 5;
 /// A default body limit: room for the largest IB packet (8190 bytes) twice.
@@ -31,7 +37,9 @@ const TYPE_HELLO: u8 = 1;
 const TYPE_PACKET: u8 = 2;
 const TYPE_LINK_STATE: u8 = 3;
 const TYPE_CREDIT: u8 = 4;
-const HELLO_LEN: usize = 13;
+const TYPE_RING_OFFER: u8 = 5;
+const HELLO_LEN: usize = 14;
+const RING_OFFER_LEN: usize = 8;
 const LINK_STATE_LEN: usize = 1;
 const CREDIT_LEN: usize = 3;
 
@@ -83,6 +91,8 @@ pub struct Hello {
     pub port: u8,
     /// LID of that port.
     pub lid: u16,
+    /// Feature bits ([`FEATURE_SHARED_RING`]); unknown bits are ignored.
+    pub features: u8,
 }
 
 /// Physical link state.
@@ -111,6 +121,14 @@ pub enum Frame {
         /// Credits granted.
         credits: u16,
     },
+    /// The sender's later frames go through the shared-memory ring whose
+    /// files ride along with this frame (out of band, `SCM_RIGHTS`); it
+    /// sends nothing more on the socket. Only to a peer that announced
+    /// [`FEATURE_SHARED_RING`].
+    RingOffer {
+        /// Data bytes of the ring (the file is one header page more).
+        capacity: u64,
+    },
 }
 
 impl Frame {
@@ -121,6 +139,7 @@ impl Frame {
             Frame::Packet(_) => TYPE_PACKET,
             Frame::LinkState(_) => TYPE_LINK_STATE,
             Frame::Credit { .. } => TYPE_CREDIT,
+            Frame::RingOffer { .. } => TYPE_RING_OFFER,
         }
     }
 
@@ -130,6 +149,7 @@ impl Frame {
             Frame::Packet(p) => p.len(),
             Frame::LinkState(_) => LINK_STATE_LEN,
             Frame::Credit { .. } => CREDIT_LEN,
+            Frame::RingOffer { .. } => RING_OFFER_LEN,
         }
     }
 
@@ -150,6 +170,7 @@ impl Frame {
                 out.extend_from_slice(&h.node_guid.to_be_bytes());
                 out.push(h.port);
                 out.extend_from_slice(&h.lid.to_be_bytes());
+                out.push(h.features);
             }
             Frame::Packet(p) => out.extend_from_slice(p),
             Frame::LinkState(s) => out.push(u8::from(*s == LinkState::Up)),
@@ -157,6 +178,7 @@ impl Frame {
                 out.push(*vl);
                 out.extend_from_slice(&credits.to_be_bytes());
             }
+            Frame::RingOffer { capacity } => out.extend_from_slice(&capacity.to_be_bytes()),
         }
         Ok(())
     }
@@ -241,6 +263,7 @@ pub(crate) fn check_header(
         TYPE_PACKET => None,
         TYPE_LINK_STATE => Some(LINK_STATE_LEN),
         TYPE_CREDIT => Some(CREDIT_LEN),
+        TYPE_RING_OFFER => Some(RING_OFFER_LEN),
         other => return Err(FrameError::UnknownType(other)),
     };
     match expected {
@@ -264,12 +287,13 @@ pub(crate) fn from_body(frame_type: u8, body: Vec<u8>) -> Result<Frame, FrameErr
     match frame_type {
         TYPE_HELLO => {
             let b: [u8; HELLO_LEN] = body.as_slice().try_into().map_err(|_| bad_len(HELLO_LEN))?;
-            let [v0, v1, g0, g1, g2, g3, g4, g5, g6, g7, port, l0, l1] = b;
+            let [v0, v1, g0, g1, g2, g3, g4, g5, g6, g7, port, l0, l1, features] = b;
             Ok(Frame::Hello(Hello {
                 version: u16::from_be_bytes([v0, v1]),
                 node_guid: u64::from_be_bytes([g0, g1, g2, g3, g4, g5, g6, g7]),
                 port,
                 lid: u16::from_be_bytes([l0, l1]),
+                features,
             }))
         }
         TYPE_PACKET => Ok(Frame::Packet(body)),
@@ -286,6 +310,15 @@ pub(crate) fn from_body(frame_type: u8, body: Vec<u8>) -> Result<Frame, FrameErr
             }),
             _ => Err(bad_len(CREDIT_LEN)),
         },
+        TYPE_RING_OFFER => {
+            let b: [u8; RING_OFFER_LEN] = body
+                .as_slice()
+                .try_into()
+                .map_err(|_| bad_len(RING_OFFER_LEN))?;
+            Ok(Frame::RingOffer {
+                capacity: u64::from_be_bytes(b),
+            })
+        }
         other => Err(FrameError::UnknownType(other)),
     }
 }

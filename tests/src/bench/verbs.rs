@@ -91,6 +91,8 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
         spin: true,
         engine_spin: engine_spin(),
         cpus: split_cpus(),
+        link_ring: link_ring(),
+        link_spin: link_spin(),
         ..Default::default()
     });
     lp.connect(MTU_4096);
@@ -214,6 +216,7 @@ pub(super) fn delta(before: &LinkStats, after: &LinkStats) -> LinkStats {
         tx_dropped_full: after.tx_dropped_full - before.tx_dropped_full,
         credit_stalls: after.credit_stalls - before.credit_stalls,
         credit_frames_tx: after.credit_frames_tx - before.credit_frames_tx,
+        tx_rings: after.tx_rings,
         ..LinkStats::default()
     }
 }
@@ -223,7 +226,8 @@ impl std::fmt::Display for LinkDelta {
         for (name, s) in [("A→B", &self.a), ("B→A", &self.b)] {
             write!(
                 f,
-                "  {name}: {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full), {} credit frames, {} credit stalls",
+                "  {name} ({}): {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full), {} credit frames, {} credit stalls",
+                if s.tx_rings > 0 { "shared ring" } else { "socket" },
                 s.tx_packets,
                 s.tx_writes,
                 s.tx_packets as f64 / s.tx_writes.max(1) as f64,
@@ -678,9 +682,14 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
         .collect();
     println!();
     println!(
-        "ibtca-bench verbs: two device instances (in this process) on a Unix-socket link, \
+        "ibtca-bench verbs: two device instances (in this process) on a link ({}), \
          each driven through vfio-user by a simulated guest that busy-polls its CQ; \
-         {secs} s per row, path MTU 4096, one doorbell per refill."
+         {secs} s per row, path MTU 4096, one doorbell per refill.",
+        if link_ring() > 0 {
+            "frames through shared-memory rings, the Unix socket for liveness"
+        } else {
+            "frames on the Unix socket, --socket-link"
+        }
     );
     println!(
         "Ratios: stream = MiB/s over the raw 64 KiB stream; msgs = msg/s over the raw \

@@ -85,7 +85,7 @@ const DEFAULT_SPIN_US: u64 = 50;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--socket-link] [--link-spin-us US]
        ibtca-bench guest-verbs [--engine-spin-us US] [--placement P]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
@@ -108,6 +108,11 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       raw stream and message rows' writer on CPU 0 and reader
                       on CPU 1 (the raw ping-pong stays unpinned); default:
                       nothing pinned
+  --socket-link       (verbs) the link carries its frames on the Unix socket
+                      (`ibtca-device --link-ring-kib 0`); default: through
+                      shared-memory rings, as two devices on one host do
+  --link-spin-us US   (verbs) the link readers poll an empty ring US µs before
+                      they sleep (default 0, the ibtca-device default)
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
@@ -221,6 +226,30 @@ fn split_cpus() -> Option<(usize, usize)> {
     SPLIT.load(Ordering::Relaxed).then_some((0, 1))
 }
 
+/// `--socket-link`: the verbs pair's link keeps its frames on the socket
+/// (no shared rings), to compare the two.
+static SOCKET_LINK: AtomicBool = AtomicBool::new(false);
+
+/// The verbs pair's shared link ring (`InstanceConfig::link_ring`).
+fn link_ring() -> u64 {
+    if SOCKET_LINK.load(Ordering::Relaxed) {
+        0
+    } else {
+        ibtca_device::link::SHARED_RING
+    }
+}
+
+/// The verbs pair's link reader spin in µs (`--link-spin-us`).
+static LINK_SPIN_US: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The verbs pair's link reader spin (`InstanceConfig::link_spin`).
+fn link_spin() -> Duration {
+    match LINK_SPIN_US.load(Ordering::Relaxed) {
+        u64::MAX => ibtca_device::link::RX_SPIN,
+        us => Duration::from_micros(us),
+    }
+}
+
 /// The devices' engine spin in µs (`--engine-spin-us`).
 static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
 /// `ibtca-device --engine-spin-us` default.
@@ -251,6 +280,14 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
             }
             "--engine-spin-us" => parse_engine_spin(args.next())?,
             "--split" => SPLIT.store(true, Ordering::Relaxed),
+            "--socket-link" => SOCKET_LINK.store(true, Ordering::Relaxed),
+            "--link-spin-us" => {
+                let us = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--link-spin-us needs a non-negative integer")?;
+                LINK_SPIN_US.store(us, Ordering::Relaxed);
+            }
             "--seconds" => {
                 seconds = args
                     .next()

@@ -190,6 +190,7 @@ fn a_peer_that_ignores_credits_is_cut_off_and_counted() {
             node_guid: 9,
             port: 1,
             lid: 9,
+            features: 0,
         }),
     );
     wait_until("B up", || b.is_up());

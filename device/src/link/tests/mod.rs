@@ -11,7 +11,9 @@ use super::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 mod connect;
 mod credits;
 mod faults;
+mod pipe;
 mod queue;
+mod rings;
 mod robust;
 
 /// Upper bound for anything a test waits for.
@@ -121,6 +123,27 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs `test` on a thread and fails if it takes longer than
+/// [`PATIENCE`] (for tests that block in calls without a timeout of their
+/// own, so a lost wake-up fails instead of hanging the run).
+fn bounded(test: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        test();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(PATIENCE) {
+        Ok(()) => runner.join().unwrap(),
+        // The test panicked: report its panic.
+        Err(RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = runner.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(RecvTimeoutError::Timeout) => panic!("test still blocked after {PATIENCE:?}"),
     }
 }
 

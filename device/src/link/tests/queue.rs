@@ -64,11 +64,12 @@ fn a_batch_is_written_directly_while_the_writer_sleeps() {
     let counters = Arc::new(Counters::default());
     let q = Arc::new(TxQueue::new(4096));
     let (ours, mut peer) = UnixStream::pair().unwrap();
-    q.open(Some(ours.try_clone().unwrap()));
+    let pipe = Arc::new(crate::link::pipe::TxPipe::Socket(ours));
+    q.open(Some(pipe.clone()));
     // A writer that sleeps in `take_batch`.
     let writer = {
         let (q, counters) = (q.clone(), counters.clone());
-        std::thread::spawn(move || crate::link::queue::run_writer(&q, ours, &counters))
+        std::thread::spawn(move || crate::link::queue::run_writer(&q, pipe, &counters))
     };
     while counters.snapshot().tx_writes == 0 {
         // Until the writer sleeps, a batch goes through it instead.
@@ -126,10 +127,11 @@ impl Wired {
         let (ours, peer) = UnixStream::pair().unwrap();
         peer.set_read_timeout(Some(std::time::Duration::from_millis(200)))
             .unwrap();
-        q.open(Some(ours.try_clone().unwrap()));
+        let pipe = Arc::new(crate::link::pipe::TxPipe::Socket(ours));
+        q.open(Some(pipe.clone()));
         let writer = {
             let (q, counters) = (q.clone(), counters.clone());
-            std::thread::spawn(move || crate::link::queue::run_writer(&q, ours, &counters))
+            std::thread::spawn(move || crate::link::queue::run_writer(&q, pipe, &counters))
         };
         Wired {
             q,

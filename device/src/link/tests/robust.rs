@@ -4,45 +4,58 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
-use ibtca_protocol::link::{Frame, Hello, LinkState, FRAME_HEADER_LEN, LINK_PROTOCOL_VERSION};
+use ibtca_protocol::link::{
+    Frame, Hello, LinkState, FEATURE_SHARED_RING, FRAME_HEADER_LEN, LINK_PROTOCOL_VERSION,
+};
 
 use super::*;
 use crate::link::{LinkError, MAX_BODY};
 
 /// Connects a raw client and reads the link's Hello.
-fn raw_client(path: &std::path::Path) -> UnixStream {
+pub(super) fn raw_client(path: &std::path::Path) -> UnixStream {
     let mut s = UnixStream::connect(path).expect("connect raw client");
     s.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut hello = [0u8; FRAME_HEADER_LEN + 13];
+    let mut hello = [0u8; FRAME_HEADER_LEN + 14];
     s.read_exact(&mut hello).expect("read Hello");
     let (frame, used) = Frame::decode(&hello, MAX_BODY).unwrap();
     assert_eq!(used, hello.len());
+    let Frame::Hello(got) = frame else {
+        panic!("not a Hello: {frame:?}");
+    };
     assert_eq!(
-        frame,
-        Frame::Hello(Hello {
+        got,
+        Hello {
             version: LINK_PROTOCOL_VERSION,
             node_guid: port(1).node_guid,
             port: port(1).port,
             lid: port(1).lid,
-        })
+            // Rings or not, as the link was configured.
+            features: got.features & FEATURE_SHARED_RING,
+        }
     );
     s
 }
 
 fn hello_bytes(version: u16) -> Vec<u8> {
+    hello_bytes_with(version, 0)
+}
+
+/// A `Hello` of port 9 announcing `features`.
+pub(super) fn hello_bytes_with(version: u16, features: u8) -> Vec<u8> {
     let p = port(9);
     Frame::Hello(Hello {
         version,
         node_guid: p.node_guid,
         port: p.port,
         lid: p.lid,
+        features,
     })
     .to_bytes()
     .unwrap()
 }
 
 /// The raw client's socket reaches end of stream (the link dropped it).
-fn assert_dropped(mut s: UnixStream) {
+pub(super) fn assert_dropped(mut s: UnixStream) {
     let mut buf = [0u8; 64];
     loop {
         match s.read(&mut buf) {

@@ -1,0 +1,424 @@
+//! The byte pipes under one connection's frame stream: the Unix socket
+//! itself, or a shared-memory ring per direction (`ring.rs`).
+//!
+//! A side whose peer announced [`FEATURE_SHARED_RING`] in its `Hello`
+//! offers it a ring for its own direction right after the `Hello`s: a
+//! `RingOffer` frame carrying, out of band (`SCM_RIGHTS`), the ring's
+//! size-sealed memfd and two eventfds, *data* (the writer wakes a reader
+//! that said it sleeps) and *room* (the reader wakes a writer that said it
+//! waits). From then on that side writes its frames into the ring and
+//! nothing more into the socket; the socket stays open only so that each
+//! side sees the other go away (hang-up), and so that closing it wakes a
+//! sleeping end. The two directions are independent: a peer that does not
+//! offer keeps writing to the socket.
+//!
+//! A frame stream in a ring costs one copy on each side, like the socket,
+//! but no system call while both ends are awake, no socket buffer
+//! allocation, and a wake-up only when the reader really sleeps (after
+//! polling for [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin), by
+//! default not at all). A peer's ring is checked like any input: a
+//! memfd whose size is not sealed, eventfds that are none, indices out of
+//! order, or bytes on the socket after the offer drop the peer.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ibtca_protocol::link::Frame;
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+
+use super::ring::{RingError, RingReader, RingWriter, SharedRing};
+
+/// Files a `RingOffer` carries: the memfd, then the data and room eventfds.
+pub(super) const OFFER_FDS: usize = 3;
+
+/// Where a connection's outgoing frame bytes go; shared by the writer
+/// thread and the direct sends of the queue (never both at once).
+#[derive(Debug)]
+pub(super) enum TxPipe {
+    /// Straight into the socket.
+    Socket(UnixStream),
+    /// Into the ring this side offered.
+    Ring(RingTx),
+}
+
+impl TxPipe {
+    /// Takes what it can of `slices` without waiting: the bytes taken, or
+    /// `WouldBlock` if none fit.
+    pub fn try_send(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            TxPipe::Socket(s) => send_nonblocking(s.as_raw_fd(), slices),
+            TxPipe::Ring(r) => r.try_send(slices),
+        }
+    }
+
+    /// Takes some of `slices`, waiting for room; an error once the
+    /// connection is gone (peer hung up, or [`TxPipe::shutdown`]).
+    pub fn send(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            TxPipe::Socket(s) => {
+                let mut s = s;
+                s.write_vectored(slices)
+            }
+            TxPipe::Ring(r) => r.send(slices),
+        }
+    }
+
+    /// Ends the connection (both directions): wakes whoever waits on it,
+    /// here and at the peer.
+    pub fn shutdown(&self) {
+        let socket = match self {
+            TxPipe::Socket(s) => s,
+            TxPipe::Ring(r) => &r.socket,
+        };
+        let _ = socket.shutdown(Shutdown::Both);
+    }
+}
+
+/// One non-blocking `sendmsg` of `slices` on `fd` (MSG_DONTWAIT; a closed
+/// peer is EPIPE, not SIGPIPE).
+fn send_nonblocking(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: `msghdr` is a plain C struct of pointers and integers, for
+    // which all-zero bytes is a valid value: no name, no control data.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `struct iovec` on Unix (std docs).
+    msg.msg_iov = slices.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = slices.len().min(IOV_MAX);
+    // SAFETY: `msg` points at `slices`, live iovecs valid for reads for the
+    // whole call (at most IOV_MAX of them; a short count is a partial send
+    // the caller continues); `fd` is an open socket the caller holds.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Most iovecs one `sendmsg`/`writev` takes (Linux UIO_MAXIOV).
+pub(super) const IOV_MAX: usize = 1024;
+
+/// The writing end of a ring this side offered.
+#[derive(Debug)]
+pub(super) struct RingTx {
+    writer: Mutex<RingWriter>,
+    /// Wakes the peer's reader.
+    data: EventFd,
+    /// The peer's reader wakes us here.
+    room: EventFd,
+    /// The connection, watched for the peer's hang-up.
+    socket: UnixStream,
+}
+
+impl RingTx {
+    fn writer(&self) -> MutexGuard<'_, RingWriter> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn try_send(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut writer = self.writer();
+        match writer.write(slices).map_err(ring_io_error)? {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => {
+                if writer.reader_asleep() {
+                    let _ = self.data.write(1);
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    fn send(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            match self.try_send(slices) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            // Full: say we wait, look once more (the reader may have made
+            // room before it could see the mark), then sleep.
+            self.writer().set_waiting(true);
+            let again = self.try_send(slices);
+            if !matches!(&again, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                self.writer().set_waiting(false);
+                return again;
+            }
+            let [room, socket] = wait(&self.room, &self.socket, libc::POLLRDHUP)?;
+            self.writer().set_waiting(false);
+            if room {
+                let _ = self.room.read();
+            }
+            if socket {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+        }
+    }
+}
+
+/// Where a connection's incoming frame bytes come from.
+#[derive(Debug)]
+pub(super) enum RxPipe {
+    /// The socket, read with `recvmsg` so that the files of a `RingOffer`
+    /// arrive too (held until the frame is decoded).
+    Socket {
+        /// Files received and not yet claimed by a `RingOffer`.
+        fds: Vec<OwnedFd>,
+    },
+    /// The ring the peer offered.
+    Ring(RingRx),
+}
+
+impl Default for RxPipe {
+    fn default() -> Self {
+        RxPipe::Socket { fds: Vec::new() }
+    }
+}
+
+impl RxPipe {
+    /// Reads some bytes of the stream into `out`, waiting for them; 0 once
+    /// the peer hung up (and, with a ring, everything it wrote was read).
+    pub fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+        match self {
+            RxPipe::Socket { fds } => recv_with_fds(socket, out, fds),
+            RxPipe::Ring(r) => r.recv(socket, out),
+        }
+    }
+
+    /// The files received so far (for a `RingOffer`).
+    pub fn take_fds(&mut self) -> Vec<OwnedFd> {
+        match self {
+            RxPipe::Socket { fds } => std::mem::take(fds),
+            RxPipe::Ring(_) => Vec::new(),
+        }
+    }
+
+    /// The peer writes into a ring.
+    pub fn is_ring(&self) -> bool {
+        matches!(self, RxPipe::Ring(_))
+    }
+}
+
+/// One `recvmsg` into `out`, keeping the files that come along (at most
+/// [`OFFER_FDS`] may wait for their frame; more is a broken peer).
+fn recv_with_fds(socket: &UnixStream, out: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+    let mut raw = [-1 as RawFd; OFFER_FDS];
+    let mut iov = [libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    }];
+    // SAFETY: the one iovec covers `out`, which we borrow mutably, so the
+    // kernel may write anything into it.
+    let (n, count) = unsafe { socket.recv_with_fds(&mut iov, &mut raw) }
+        .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+    for fd in raw.iter().take(count) {
+        // SAFETY: the kernel just installed these descriptors for us;
+        // nothing else owns them.
+        fds.push(unsafe { OwnedFd::from_raw_fd(*fd) });
+    }
+    if fds.len() > OFFER_FDS {
+        fds.clear();
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "peer sent more files than a RingOffer carries",
+        ));
+    }
+    Ok(n)
+}
+
+/// The reading end of the ring the peer offered.
+#[derive(Debug)]
+pub(super) struct RingRx {
+    reader: RingReader,
+    data: EventFd,
+    room: EventFd,
+    /// The peer hung up: what is left in the ring is all there is.
+    hung_up: bool,
+    /// How long to poll an empty ring before sleeping
+    /// ([`LinkConfig::rx_spin`](super::LinkConfig::rx_spin)).
+    spin: Duration,
+}
+
+impl RingRx {
+    /// Copies what the ring has into `out`; wakes the writer if it waits.
+    fn read_now(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.reader.read(out).map_err(ring_io_error)?;
+        if n > 0 && self.reader.writer_waits() {
+            let _ = self.room.write(1);
+        }
+        Ok(n)
+    }
+
+    fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+        let spin_until = (!self.spin.is_zero()).then(|| Instant::now() + self.spin);
+        loop {
+            let n = self.read_now(out)?;
+            if n > 0 || self.hung_up || out.is_empty() {
+                return Ok(n);
+            }
+            if spin_until.is_some_and(|until| Instant::now() < until) {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Empty: say we sleep, look once more (the writer may have
+            // written before it could see the mark), then sleep.
+            self.reader.set_asleep(true);
+            let n = self.read_now(out);
+            if !matches!(n, Ok(0)) {
+                self.reader.set_asleep(false);
+                return n;
+            }
+            let [data, socket_ready] = wait(&self.data, socket, libc::POLLIN | libc::POLLRDHUP)?;
+            self.reader.set_asleep(false);
+            if data {
+                let _ = self.data.read();
+            }
+            if socket_ready {
+                self.hung_up = peer_hung_up(socket)?;
+            }
+        }
+    }
+}
+
+/// After a `RingOffer` the peer's socket carries nothing: true once it
+/// shows the end of the stream, an error if it carries bytes.
+fn peer_hung_up(socket: &UnixStream) -> io::Result<bool> {
+    let mut byte = [0u8; 1];
+    // SAFETY: `byte` is valid for writes of its one byte for the call.
+    let n = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            byte.as_mut_ptr().cast(),
+            byte.len(),
+            libc::MSG_DONTWAIT | libc::MSG_PEEK,
+        )
+    };
+    match n {
+        0 => Ok(true),
+        n if n > 0 => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "peer wrote to the socket after offering a ring",
+        )),
+        _ => {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                // Reset, or shut down here: the connection is over.
+                _ => Ok(true),
+            }
+        }
+    }
+}
+
+/// Sleeps until `event` is readable or `socket` reports `socket_events`
+/// (or a hang-up or error, which `poll` always reports); returns which of
+/// the two is ready.
+fn wait(
+    event: &EventFd,
+    socket: &UnixStream,
+    socket_events: libc::c_short,
+) -> io::Result<[bool; 2]> {
+    let mut fds = [
+        libc::pollfd {
+            fd: event.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: socket.as_raw_fd(),
+            events: socket_events,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is a live array of two pollfds for the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n >= 0 {
+            return Ok(fds.map(|f| f.revents != 0));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn ring_io_error(e: RingError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// Offers the peer a ring of `capacity` bytes for this side's frames: sends
+/// the `RingOffer` with its files on `socket`; from now on this side's
+/// frames go into the returned pipe.
+pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String> {
+    let ring = SharedRing::create(capacity).map_err(|e| e.to_string())?;
+    let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| format!("eventfd: {e}"));
+    let (data, room) = (event()?, event()?);
+    let frame = Frame::RingOffer {
+        capacity: ring.capacity(),
+    }
+    .to_bytes()
+    .map_err(|e| e.to_string())?;
+    let files = [ring.file().as_raw_fd(), data.as_raw_fd(), room.as_raw_fd()];
+    let sent = socket
+        .send_with_fds(&[frame.as_slice()], &files)
+        .map_err(|e| format!("sending RingOffer: {e}"))?;
+    if sent != frame.len() {
+        return Err(format!("RingOffer: sent {sent} of {} bytes", frame.len()));
+    }
+    let socket = socket
+        .try_clone()
+        .map_err(|e| format!("preparing the ring: {e}"))?;
+    Ok(TxPipe::Ring(RingTx {
+        writer: Mutex::new(RingWriter::new(ring)),
+        data,
+        room,
+        socket,
+    }))
+}
+
+/// Maps the ring a peer offered (`capacity` from its `RingOffer`, `fds` the
+/// files that came with it) after checking every file.
+pub(super) fn accept(capacity: u64, fds: Vec<OwnedFd>, spin: Duration) -> Result<RingRx, String> {
+    let Ok([file, data, room]) = <[OwnedFd; OFFER_FDS]>::try_from(fds) else {
+        return Err(format!("RingOffer without its {OFFER_FDS} files"));
+    };
+    let ring: Arc<SharedRing> =
+        SharedRing::open(File::from(file)).map_err(|e| format!("peer's ring: {e}"))?;
+    if ring.capacity() != capacity {
+        return Err(format!(
+            "peer's ring holds {} bytes, its RingOffer says {capacity}",
+            ring.capacity()
+        ));
+    }
+    Ok(RingRx {
+        reader: RingReader::new(ring),
+        data: peer_eventfd(data)?,
+        room: peer_eventfd(room)?,
+        hung_up: false,
+        spin,
+    })
+}
+
+/// An eventfd the peer passed, made non-blocking (a peer's file must never
+/// block a thread of ours).
+fn peer_eventfd(fd: OwnedFd) -> Result<EventFd, String> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| format!("peer's eventfd: {e}"))?;
+    if link.as_os_str() != "anon_inode:[eventfd]" {
+        return Err(format!(
+            "peer passed {} where an eventfd belongs",
+            link.display()
+        ));
+    }
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
+    };
+    if !ok {
+        return Err(format!("peer's eventfd: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is an eventfd (checked above) that we own; the EventFd
+    // takes it over.
+    Ok(unsafe { EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(fd)) })
+}

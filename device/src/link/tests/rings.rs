@@ -1,0 +1,148 @@
+//! Links whose ends write into shared rings (`pipe.rs`): whole links in
+//! every mix of ends, and raw peers that take a ring or misuse one.
+
+use std::io::Write;
+
+use ibtca_protocol::link::{Frame, FrameDecoder, FEATURE_SHARED_RING, LINK_PROTOCOL_VERSION};
+
+use super::pipe::read_offer;
+use super::robust::{assert_dropped, hello_bytes_with, raw_client};
+use super::*;
+use crate::link::pipe::{self, RxPipe};
+use crate::link::{MAX_BODY, SHARED_RING};
+
+fn with_ring(shared_ring: u64) -> LinkConfig {
+    LinkConfig {
+        shared_ring,
+        ..LinkConfig::default()
+    }
+}
+
+#[test]
+fn streams_go_through_rings_exactly_when_both_ends_take_them() {
+    // A 4 KiB ring is smaller than the longest packets here: frames are
+    // written and read in pieces, and each side waits for room often.
+    for (a_ring, b_ring) in [(4096, 4096), (SHARED_RING, 0), (0, SHARED_RING), (0, 0)] {
+        let path = socket_path("rings");
+        let a = start_with(
+            LinkEndpoint::Listen(path.clone()),
+            port(1),
+            with_ring(a_ring),
+        );
+        let b = start_with(LinkEndpoint::Connect(path), port(2), with_ring(b_ring));
+        assert_eq!(a.expect_up(), port(2));
+        assert_eq!(b.expect_up(), port(1));
+        const N: u32 = 1500;
+        a.send_all((0..N).map(numbered));
+        b.send_all((0..N).map(|i| numbered(N - i)));
+        assert!(
+            b.packets(N as usize).into_iter().eq((0..N).map(numbered)),
+            "A→B with rings {a_ring}/{b_ring}"
+        );
+        assert!(
+            a.packets(N as usize)
+                .into_iter()
+                .eq((0..N).map(|i| numbered(N - i))),
+            "B→A with rings {a_ring}/{b_ring}"
+        );
+        let rings = u64::from(a_ring > 0 && b_ring > 0);
+        for (name, s) in [("A", a.link.stats()), ("B", b.link.stats())] {
+            assert_eq!(
+                (s.tx_rings, s.rx_rings),
+                (rings, rings),
+                "{name} with rings {a_ring}/{b_ring}"
+            );
+            assert_eq!(s.rx_bad_frames, 0);
+        }
+    }
+}
+
+#[test]
+fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
+    let path = socket_path("raw-ring");
+    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
+    let mut s = raw_client(&path);
+    s.write_all(&hello_bytes_with(
+        LINK_PROTOCOL_VERSION,
+        FEATURE_SHARED_RING,
+    ))
+    .unwrap();
+    assert_eq!(a.expect_up(), port(9));
+    // The link's only frame after its Hello on the socket: the offer.
+    let (capacity, fds) = read_offer(&s);
+    assert_eq!(capacity, SHARED_RING);
+    let frames = ring_frames(
+        RxPipe::Ring(pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap()),
+        &s,
+    );
+    // Credit for one packet on VL 0, then one packet.
+    s.write_all(&Frame::Credit { vl: 0, credits: 1 }.to_bytes().unwrap())
+        .unwrap();
+    a.send_all([vec![7; 300]]);
+    let packet = loop {
+        match frames.recv_timeout(PATIENCE).expect("a packet in the ring") {
+            Frame::Packet(p) => break p,
+            Frame::Credit { .. } => {}
+            other => panic!("unexpected frame in the ring: {other:?}"),
+        }
+    };
+    assert_eq!(packet, vec![7; 300]);
+    assert_eq!((a.link.stats().tx_rings, a.link.stats().rx_rings), (1, 0));
+
+    // A RingOffer without its files: the peer is dropped.
+    s.write_all(&Frame::RingOffer { capacity: 4096 }.to_bytes().unwrap())
+        .unwrap();
+    let reason = a.expect_down();
+    assert!(reason.contains("RingOffer"), "{reason}");
+    assert_eq!(a.link.stats().rx_bad_frames, 1);
+    // The ring's reader sees the hang-up once it is drained.
+    loop {
+        match frames.recv_timeout(PATIENCE) {
+            Ok(_) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => panic!("the ring reader saw no hang-up: {e}"),
+        }
+    }
+    assert_dropped(s);
+}
+
+/// Reads frames from `rx` (the ring of the link at the other end of
+/// `socket`) on a thread, until the link hangs up (the channel closes).
+fn ring_frames(mut rx: RxPipe, socket: &std::os::unix::net::UnixStream) -> mpsc::Receiver<Frame> {
+    let socket = socket.try_clone().unwrap();
+    let (tx, frames) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut decoder = FrameDecoder::new(MAX_BODY);
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let n = rx.recv(&socket, &mut buf).unwrap();
+            if n == 0 {
+                return;
+            }
+            for frame in decoder.feed(&buf[..n]) {
+                let _ = tx.send(frame.unwrap());
+            }
+        }
+    });
+    frames
+}
+
+#[test]
+fn a_ring_offered_to_a_link_that_did_not_ask_for_one_drops_the_peer() {
+    let path = socket_path("unasked");
+    let a = start_with(LinkEndpoint::Listen(path.clone()), port(1), with_ring(0));
+    let mut s = raw_client(&path);
+    s.write_all(&hello_bytes_with(
+        LINK_PROTOCOL_VERSION,
+        FEATURE_SHARED_RING,
+    ))
+    .unwrap();
+    assert_eq!(a.expect_up(), port(9));
+    // A real offer, files and all, but the link announced no rings.
+    let offered = pipe::offer(&s, 4096).unwrap();
+    let reason = a.expect_down();
+    assert!(reason.contains("did not announce"), "{reason}");
+    assert_eq!(a.link.stats().rx_bad_frames, 1);
+    drop(offered);
+    assert_dropped(s);
+}

@@ -688,7 +688,7 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
         if link_ring() > 0 {
             "frames through shared-memory rings, the Unix socket for liveness"
         } else {
-            "frames on the Unix socket, --socket-link"
+            "frames on the Unix socket, --link-ring-kib 0"
         }
     );
     println!(

@@ -85,7 +85,7 @@ const DEFAULT_SPIN_US: u64 = 50;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--socket-link] [--link-spin-us US]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--link-ring-kib KIB] [--link-spin-us US]
        ibtca-bench guest-verbs [--engine-spin-us US] [--placement P]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
@@ -108,9 +108,9 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       raw stream and message rows' writer on CPU 0 and reader
                       on CPU 1 (the raw ping-pong stays unpinned); default:
                       nothing pinned
-  --socket-link       (verbs) the link carries its frames on the Unix socket
-                      (`ibtca-device --link-ring-kib 0`); default: through
-                      shared-memory rings, as two devices on one host do
+  --link-ring-kib KIB (verbs) the link's shared-memory ring per direction, as
+                      `ibtca-device --link-ring-kib` (default 4096; 0: frames
+                      on the Unix socket)
   --link-spin-us US   (verbs) the link readers poll an empty ring US µs before
                       they sleep (default 0, the ibtca-device default)
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
@@ -226,17 +226,13 @@ fn split_cpus() -> Option<(usize, usize)> {
     SPLIT.load(Ordering::Relaxed).then_some((0, 1))
 }
 
-/// `--socket-link`: the verbs pair's link keeps its frames on the socket
-/// (no shared rings), to compare the two.
-static SOCKET_LINK: AtomicBool = AtomicBool::new(false);
+/// `--link-ring-kib`: the verbs pair's shared link rings, in bytes (0:
+/// frames on the socket, to compare the two).
+static LINK_RING: AtomicU64 = AtomicU64::new(ibtca_device::link::SHARED_RING);
 
 /// The verbs pair's shared link ring (`InstanceConfig::link_ring`).
 fn link_ring() -> u64 {
-    if SOCKET_LINK.load(Ordering::Relaxed) {
-        0
-    } else {
-        ibtca_device::link::SHARED_RING
-    }
+    LINK_RING.load(Ordering::Relaxed)
 }
 
 /// The verbs pair's link reader spin in µs (`--link-spin-us`).
@@ -280,7 +276,13 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
             }
             "--engine-spin-us" => parse_engine_spin(args.next())?,
             "--split" => SPLIT.store(true, Ordering::Relaxed),
-            "--socket-link" => SOCKET_LINK.store(true, Ordering::Relaxed),
+            "--link-ring-kib" => {
+                let kib: u64 = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--link-ring-kib needs a non-negative integer")?;
+                LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);
+            }
             "--link-spin-us" => {
                 let us = args
                     .next()

@@ -18,11 +18,17 @@ impl Device {
     }
 
     fn start_with(socket: &std::path::Path, extra: &[&str]) -> Self {
+        Self::start_logging(socket, extra, Stdio::null())
+    }
+
+    /// Like [`Device::start_with`], its log (stderr) going to `log`.
+    fn start_logging(socket: &std::path::Path, extra: &[&str], log: impl Into<Stdio>) -> Self {
         let child = Command::new(workspace_bin("ibtca-device"))
             .arg("--socket")
             .arg(socket)
             .args(extra)
-            .stderr(Stdio::null())
+            .env_remove("RUST_LOG")
+            .stderr(log)
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -235,5 +241,86 @@ fn bad_cpu_lists_and_priorities_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
+}
+
+/// Waits until the log file at `path` contains `text`; panics after `T`.
+fn wait_for_log(path: &std::path::Path, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.contains(text) {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no '{text}' in {}:\n{log}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_device_processes_link_through_shared_rings_and_see_a_killed_peer_go() {
+    let dir = TempDir::new("ring-procs");
+    let link = dir.join("ab.link");
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let a = Device::start_logging(
+        &dir.join("a.sock"),
+        &["--lid", "1", "--link", &listen],
+        std::fs::File::create(&log_a).unwrap(),
+    );
+    let mut b = Device::start_logging(
+        &dir.join("b.sock"),
+        &["--lid", "2", "--link", &connect],
+        std::fs::File::create(&log_b).unwrap(),
+    );
+    // Each side reads the other's frames from the ring it was handed.
+    for log in [&log_a, &log_b] {
+        wait_for_log(log, "link up");
+        wait_for_log(log, "link peer writes to us through a shared ring");
+    }
+    // B dies without a word: A, asleep on its ring, hears it through the
+    // socket and reports the link down.
+    b.signal(libc::SIGKILL);
+    assert!(b.wait(Duration::from_secs(10)).is_some(), "B did not die");
+    let log = wait_for_log(&log_a, "link down");
+    assert!(!log.contains("panicked"), "{log}");
+    // A still serves its guest side.
+    let mut c = Client::connect(&dir.join("a.sock")).unwrap();
+    assert_eq!(c.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+    drop(a);
+}
+
+#[test]
+fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
+    let dir = TempDir::new("ring-off");
+    let link = dir.join("ab.link");
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let mut a = Device::start_logging(
+        &dir.join("a.sock"),
+        &["--lid", "1", "--link", &listen, "--link-ring-kib", "0"],
+        std::fs::File::create(&log_a).unwrap(),
+    );
+    let mut b = Device::start_logging(
+        &dir.join("b.sock"),
+        &["--lid", "2", "--link", &connect],
+        std::fs::File::create(&log_b).unwrap(),
+    );
+    for log in [&log_a, &log_b] {
+        wait_for_log(log, "link up");
+    }
+    // The counters each logs when it stops: no ring either way.
+    for (dev, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+        dev.signal(libc::SIGTERM);
+        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
+        let text = wait_for_log(log, "link counters");
+        assert!(text.contains("tx_rings: 0, rx_rings: 0"), "{text}");
+        assert!(!text.contains("through a shared ring"), "{text}");
     }
 }

@@ -89,6 +89,11 @@ struct Args {
     /// rewritten when a port changes state (ibtca-fabric waits on it).
     #[arg(long, value_name = "PATH")]
     status_file: Option<PathBuf>,
+
+    /// Shared-memory ring per direction of each port's link, in KiB (as
+    /// `ibtca-device --link-ring-kib`; 0: frames stay on the sockets).
+    #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
+    link_ring_kib: u64,
 }
 
 fn parse_guid(s: &str) -> Result<u64, String> {
@@ -155,7 +160,10 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
         lid: args.lid,
         ports,
         routes: args.routes.iter().flatten().copied().collect(),
-        link: LinkConfig::default(),
+        link: LinkConfig {
+            shared_ring: args.link_ring_kib.saturating_mul(1024),
+            ..LinkConfig::default()
+        },
     })
 }
 

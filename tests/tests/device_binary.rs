@@ -261,23 +261,32 @@ fn wait_for_log(path: &std::path::Path, text: &str) -> String {
     }
 }
 
+/// Devices A (LID 1, listening) and B (LID 2, connecting) on one link, each
+/// with `extra` options, their logs in `dir` (`a.log`, `b.log`).
+fn linked_devices(dir: &TempDir, a_extra: &[&str]) -> [(Device, std::path::PathBuf); 2] {
+    let link = dir.join("ab.link");
+    let listen = format!("listen:{}", link.display());
+    let connect = format!("connect:{}", link.display());
+    let start = |name: &str, args: &[&str]| {
+        let log = dir.join(&format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let device = Device::start_logging(&dir.join(&format!("{name}.sock")), args, file);
+        (device, log)
+    };
+    let a_args: Vec<&str> = ["--lid", "1", "--link", &listen]
+        .into_iter()
+        .chain(a_extra.iter().copied())
+        .collect();
+    [
+        start("a", &a_args),
+        start("b", &["--lid", "2", "--link", &connect]),
+    ]
+}
+
 #[test]
 fn two_device_processes_link_through_shared_rings_and_see_a_killed_peer_go() {
     let dir = TempDir::new("ring-procs");
-    let link = dir.join("ab.link");
-    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
-    let listen = format!("listen:{}", link.display());
-    let connect = format!("connect:{}", link.display());
-    let a = Device::start_logging(
-        &dir.join("a.sock"),
-        &["--lid", "1", "--link", &listen],
-        std::fs::File::create(&log_a).unwrap(),
-    );
-    let mut b = Device::start_logging(
-        &dir.join("b.sock"),
-        &["--lid", "2", "--link", &connect],
-        std::fs::File::create(&log_b).unwrap(),
-    );
+    let [(a, log_a), (mut b, log_b)] = linked_devices(&dir, &[]);
     // Each side reads the other's frames from the ring it was handed.
     for log in [&log_a, &log_b] {
         wait_for_log(log, "link up");
@@ -298,28 +307,15 @@ fn two_device_processes_link_through_shared_rings_and_see_a_killed_peer_go() {
 #[test]
 fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
     let dir = TempDir::new("ring-off");
-    let link = dir.join("ab.link");
-    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
-    let listen = format!("listen:{}", link.display());
-    let connect = format!("connect:{}", link.display());
-    let mut a = Device::start_logging(
-        &dir.join("a.sock"),
-        &["--lid", "1", "--link", &listen, "--link-ring-kib", "0"],
-        std::fs::File::create(&log_a).unwrap(),
-    );
-    let mut b = Device::start_logging(
-        &dir.join("b.sock"),
-        &["--lid", "2", "--link", &connect],
-        std::fs::File::create(&log_b).unwrap(),
-    );
-    for log in [&log_a, &log_b] {
+    let devices = linked_devices(&dir, &["--link-ring-kib", "0"]);
+    for (_, log) in &devices {
         wait_for_log(log, "link up");
     }
     // The counters each logs when it stops: no ring either way.
-    for (dev, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+    for (mut dev, log) in devices {
         dev.signal(libc::SIGTERM);
         assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-        let text = wait_for_log(log, "link counters");
+        let text = wait_for_log(&log, "link counters");
         assert!(text.contains("tx_rings: 0, rx_rings: 0"), "{text}");
         assert!(!text.contains("through a shared ring"), "{text}");
     }

@@ -18,6 +18,21 @@ fn with_ring(shared_ring: u64) -> LinkConfig {
     }
 }
 
+/// A listening link with `config` and a raw peer that said `Hello`
+/// announcing shared rings; the link is up.
+fn ring_taker(name: &str, config: LinkConfig) -> (Peer, std::os::unix::net::UnixStream) {
+    let path = socket_path(name);
+    let a = start_with(LinkEndpoint::Listen(path.clone()), port(1), config);
+    let mut s = raw_client(&path);
+    s.write_all(&hello_bytes_with(
+        LINK_PROTOCOL_VERSION,
+        FEATURE_SHARED_RING,
+    ))
+    .unwrap();
+    assert_eq!(a.expect_up(), port(9));
+    (a, s)
+}
+
 #[test]
 fn streams_go_through_rings_exactly_when_both_ends_take_them() {
     // A 4 KiB ring is smaller than the longest packets here: frames are
@@ -59,15 +74,7 @@ fn streams_go_through_rings_exactly_when_both_ends_take_them() {
 
 #[test]
 fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
-    let path = socket_path("raw-ring");
-    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
-    let mut s = raw_client(&path);
-    s.write_all(&hello_bytes_with(
-        LINK_PROTOCOL_VERSION,
-        FEATURE_SHARED_RING,
-    ))
-    .unwrap();
-    assert_eq!(a.expect_up(), port(9));
+    let (a, mut s) = ring_taker("raw-ring", LinkConfig::default());
     // The link's only frame after its Hello on the socket: the offer.
     let (capacity, fds) = read_offer(&s);
     assert_eq!(capacity, SHARED_RING);
@@ -129,15 +136,7 @@ fn ring_frames(mut rx: RxPipe, socket: &std::os::unix::net::UnixStream) -> mpsc:
 
 #[test]
 fn a_ring_offered_to_a_link_that_did_not_ask_for_one_drops_the_peer() {
-    let path = socket_path("unasked");
-    let a = start_with(LinkEndpoint::Listen(path.clone()), port(1), with_ring(0));
-    let mut s = raw_client(&path);
-    s.write_all(&hello_bytes_with(
-        LINK_PROTOCOL_VERSION,
-        FEATURE_SHARED_RING,
-    ))
-    .unwrap();
-    assert_eq!(a.expect_up(), port(9));
+    let (a, s) = ring_taker("unasked", with_ring(0));
     // A real offer, files and all, but the link announced no rings.
     let offered = pipe::offer(&s, 4096).unwrap();
     let reason = a.expect_down();

@@ -31,7 +31,10 @@ use std::fs::File;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
-use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestMemoryRegion, GuestRegionMmap, MemoryRegionAddress,
+    MmapRegion,
+};
 
 /// Where the data starts (one page of header).
 const DATA: u64 = 4096;
@@ -74,7 +77,9 @@ pub enum RingError {
 #[derive(Debug)]
 pub struct SharedRing {
     file: Arc<File>,
-    mem: GuestMemoryMmap,
+    /// The mapping, accessed as one region (a slice of it costs a bounds
+    /// check; a `GuestMemoryMmap`'s accessors walk their regions per call).
+    region: GuestRegionMmap,
     capacity: u64,
 }
 
@@ -114,11 +119,10 @@ impl SharedRing {
             .map_err(|e| RingError::Memory(format!("mmap: {e}")))?;
         let region = GuestRegionMmap::new(region, GuestAddress(0))
             .ok_or_else(|| RingError::Memory("mmap region".into()))?;
-        let mem = GuestMemoryMmap::from_regions(vec![region])
-            .map_err(|e| RingError::Memory(e.to_string()))?;
+
         Ok(Arc::new(SharedRing {
             file,
-            mem,
+            region,
             capacity,
         }))
     }
@@ -135,12 +139,14 @@ impl SharedRing {
 
     fn load(&self, at: u64, order: Ordering) -> u64 {
         // Cannot fail: every header field lies in the mapped first page.
-        self.mem.load(GuestAddress(at), order).unwrap_or(u64::MAX)
+        self.region
+            .load(MemoryRegionAddress(at), order)
+            .unwrap_or(u64::MAX)
     }
 
     fn store(&self, at: u64, value: u64, order: Ordering) {
         // Cannot fail, as for `load`.
-        let _ = self.mem.store(value, GuestAddress(at), order);
+        let _ = self.region.store(value, MemoryRegionAddress(at), order);
     }
 
     /// `head` and `tail` if they describe a ring; the peer's one is loaded
@@ -167,16 +173,27 @@ impl SharedRing {
         let first = len.min(self.capacity - start) as usize;
         // Both parts lie inside the data area (start < capacity, len ≤
         // capacity), so the copies cannot fail.
+        let data = |at: u64, len: usize| {
+            self.region
+                .get_slice(MemoryRegionAddress(DATA + at), len)
+                .ok()
+        };
         match bytes {
             CopyDir::In(b) => {
                 let (a, rest) = b.split_at(first);
-                let _ = self.mem.write_slice(a, GuestAddress(DATA + start));
-                let _ = self.mem.write_slice(rest, GuestAddress(DATA));
+                for (at, part) in [(start, a), (0, rest)] {
+                    if let Some(dst) = data(at, part.len()) {
+                        dst.copy_from(part);
+                    }
+                }
             }
             CopyDir::Out(b) => {
                 let (a, rest) = b.split_at_mut(first);
-                let _ = self.mem.read_slice(a, GuestAddress(DATA + start));
-                let _ = self.mem.read_slice(rest, GuestAddress(DATA));
+                for (at, part) in [(start, a), (0, rest)] {
+                    if let Some(src) = data(at, part.len()) {
+                        src.copy_to(part);
+                    }
+                }
             }
         }
     }

@@ -70,6 +70,9 @@ int dr_post_more(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
 /* Waits for the completion of @wr_id on @cqn with opcode @op and @len. */
 int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id, uint8_t op,
 		uint32_t len, char *why, size_t whylen);
+/* The same for @n work requests from @wr0 on, in batches. */
+int dr_complete_n(struct dr *d, uint32_t cqn, uint64_t wr0, uint32_t n,
+		  uint8_t op, uint32_t len, char *why, size_t whylen);
 const char *dr_bits(uint32_t ctrl);
 uint32_t dr_errors(struct dr *d, uint32_t *last);
 int dr_status(struct dr *d, int ok, uint64_t value);

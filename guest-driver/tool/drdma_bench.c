@@ -140,10 +140,10 @@ static int dr_bench_batch(struct dr *d, const struct vb_msg *m, int write,
 	t0 = now_s();
 	dr_phase[DR_PH_COMMIT] += t0 - t1;
 	*ns += (t0 - t1) * 1e9;
-	for (k = 0; k < depth && !ret; k++)
-		ret = dr_complete(d, d->v.scq, wr0 + k, write ?
-				  IBTCA_WC_DRDMA_WRITE : IBTCA_WC_DRDMA_READ,
-				  DR_LEN, why, sizeof(why));
+	if (!ret)
+		ret = dr_complete_n(d, d->v.scq, wr0, depth, write ?
+				    IBTCA_WC_DRDMA_WRITE : IBTCA_WC_DRDMA_READ,
+				    DR_LEN, why, sizeof(why));
 	dr_phase[DR_PH_WAIT] += now_s() - t0;
 	dr_batches++;
 	if (ret)
@@ -190,11 +190,13 @@ static int dr_bench_rdma(struct dr *d, const struct vb_msg *m)
 		.rkey = m->rkey,
 	};
 	double t0 = now_s(), t;
-	struct ibtca_poll_cq c;
+	char why[128] = "";
 	uint32_t n = 0, k;
+	uint64_t wr0;
 	int ret = 0;
 
 	do {
+		wr0 = d->v.wr_id + 1;
 		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
 			s.wr_id = ++d->v.wr_id;
 			s.remote_addr = m->iova + (uint64_t)k * DR_LEN;
@@ -203,18 +205,17 @@ static int dr_bench_rdma(struct dr *d, const struct vb_msg *m)
 				       IBTCA_UAPI_POST_F_MORE : 0;
 			ret = dr_ioctl(d, IBTCA_IOC_POST_SEND, &s);
 		}
-		for (k = 0; k < DR_BENCH_DEPTH && !ret; k++) {
-			ret = vb_poll(&d->v, d->v.scq, &c, 60);
-			if (!ret && c.status != IBTCA_WC_SUCCESS)
-				ret = -EIO;
-		}
+		if (!ret)
+			ret = dr_complete_n(d, d->v.scq, wr0, DR_BENCH_DEPTH,
+					    IBTCA_WC_RDMA_WRITE, DR_LEN, why,
+					    sizeof(why));
 		n += DR_BENCH_DEPTH;
 		t = now_s() - t0;
 	} while (!ret && t < DR_BENCH_SECS);
 	if (!ret)
 		dr_perf("rdma_write_mem", (double)n * DR_LEN, t, 0, n);
-	dcheck("rdma_write_mem", !ret, "%u writes of %u bytes: %s", n, DR_LEN,
-	       strerror(-ret));
+	dcheck("rdma_write_mem", !ret, "%u writes of %u bytes: %s %s", n,
+	       DR_LEN, strerror(-ret), why);
 	return ret;
 }
 

@@ -203,6 +203,21 @@ int dr_post(struct dr *d, uint32_t qpn, uint32_t opcode, uint32_t arr,
 	return dr_post_more(d, qpn, opcode, arr, len, iova, rkey, wr_id, 0);
 }
 
+/* Checks that @c completes @wr_id with opcode @op and @len bytes. */
+static int dr_check_cqe(const struct ibtca_poll_cq *c, int ret,
+			uint64_t wr_id, uint8_t op, uint32_t len, char *why,
+			size_t whylen)
+{
+	snprintf(why, whylen, "wr_id=%llu %s", (unsigned long long)c->wr_id,
+		 vb_err(ret, c));
+	if (ret)
+		return ret;
+	if (c->wr_id != wr_id || c->status != IBTCA_WC_SUCCESS ||
+	    c->opcode != op || c->byte_len != len)
+		return -EIO;
+	return 0;
+}
+
 /* Waits for the completion of @wr_id on @cqn with opcode @op and @len. */
 int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id,
 		uint8_t op, uint32_t len, char *why, size_t whylen)
@@ -210,13 +225,47 @@ int dr_complete(struct dr *d, uint32_t cqn, uint64_t wr_id,
 	struct ibtca_poll_cq c;
 	int ret = vb_poll(&d->v, cqn, &c, 60);
 
-	snprintf(why, whylen, "wr_id=%llu %s", (unsigned long long)c.wr_id,
-		 vb_err(ret, &c));
-	if (ret)
-		return ret;
-	if (c.wr_id != wr_id || c.status != IBTCA_WC_SUCCESS ||
-	    c.opcode != op || c.byte_len != len)
-		return -EIO;
+	return dr_check_cqe(&c, ret, wr_id, op, len, why, whylen);
+}
+
+#define DR_POLL_BATCH	32U
+
+/*
+ * Waits for the completions of @n work requests, @wr0 and on in order, on
+ * @cqn: takes what is ready in batches (POLL_CQ_BATCH, one CQ doorbell
+ * each, where POLL_CQ rings one per completion: in a mapped window every
+ * BAR write is a round trip) and sleeps in the driver only when nothing
+ * is ready.
+ */
+int dr_complete_n(struct dr *d, uint32_t cqn, uint64_t wr0, uint32_t n,
+		  uint8_t op, uint32_t len, char *why, size_t whylen)
+{
+	struct ibtca_poll_cq c[DR_POLL_BATCH];
+	struct ibtca_poll_cq_batch b;
+	uint32_t got = 0, i;
+	int ret;
+
+	while (got < n) {
+		memset(&b, 0, sizeof(b));
+		b.cqn = cqn;
+		b.max = n - got < DR_POLL_BATCH ? n - got : DR_POLL_BATCH;
+		b.entries = (uintptr_t)c;
+		if (ioctl(d->v.fd, IBTCA_IOC_POLL_CQ_BATCH, &b) < 0)
+			return -errno;
+		if (!b.found) {
+			ret = vb_poll(&d->v, cqn, &c[0], 60);
+			if (ret)
+				return dr_check_cqe(&c[0], ret, wr0 + got, op,
+						    len, why, whylen);
+			b.found = 1;
+		}
+		for (i = 0; i < b.found; i++, got++) {
+			ret = dr_check_cqe(&c[i], 0, wr0 + got, op, len, why,
+					   whylen);
+			if (ret)
+				return ret;
+		}
+	}
 	return 0;
 }
 

@@ -35,7 +35,7 @@
 //! its own channel's message type, e.g.
 //! `move |ev| { let _ = engine_tx.send(EngineMsg::Link(ev)); }`.
 //! [`Link::start_batched`] takes a sink of [`LinkRx`] instead: the same
-//! events, except that the packets one socket read completes arrive as one
+//! events, except that the packets one read completes arrive as one
 //! [`PacketBatch`] (one call and one buffer for all of them; the reader
 //! walks its receive buffer in place and copies each packet once). The
 //! device's engine uses it; [`Link::start`] and [`Link::start_with`] unpack
@@ -150,12 +150,13 @@ pub enum LinkEvent {
 pub enum LinkRx {
     /// `Up` or `Down`.
     Event(LinkEvent),
-    /// The peer's packets that one socket read completed, in order.
+    /// The peer's packets that one read (of the socket or the ring)
+    /// completed, in order.
     Packets(PacketBatch),
 }
 
 /// IB packets from the peer, in stream order, in one buffer (one allocation
-/// and one hand-over for all the packets of a socket read).
+/// and one hand-over for all the packets of a read).
 ///
 /// A batch either holds copies of its packets ([`PacketBatch::push`]) or is
 /// the link reader's receive buffer itself, handed over with the places of

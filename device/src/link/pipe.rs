@@ -21,7 +21,7 @@
 //! order, or bytes on the socket after the offer drop the peer.
 
 use std::fs::File;
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -164,6 +164,10 @@ pub(super) enum RxPipe {
         /// Files received and not yet claimed by a `RingOffer`.
         fds: Vec<OwnedFd>,
     },
+    /// The socket, read with plain `read`s: no `RingOffer` can come (the
+    /// two `Hello`s did not both announce rings), so no files are kept
+    /// (any the peer sends are closed by the kernel).
+    Plain,
     /// The ring the peer offered.
     Ring(RingRx),
 }
@@ -180,6 +184,10 @@ impl RxPipe {
     pub fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
         match self {
             RxPipe::Socket { fds } => recv_with_fds(socket, out, fds),
+            RxPipe::Plain => {
+                let mut socket = socket;
+                socket.read(out)
+            }
             RxPipe::Ring(r) => r.recv(socket, out),
         }
     }
@@ -188,7 +196,7 @@ impl RxPipe {
     pub fn take_fds(&mut self) -> Vec<OwnedFd> {
         match self {
             RxPipe::Socket { fds } => std::mem::take(fds),
-            RxPipe::Ring(_) => Vec::new(),
+            RxPipe::Plain | RxPipe::Ring(_) => Vec::new(),
         }
     }
 

@@ -114,7 +114,7 @@ impl Link {
     }
 
     /// Starts a link like [`Link::start_with`], with a sink that gets the
-    /// packets of each socket read as one [`LinkRx::Packets`] batch (one
+    /// packets of each read as one [`LinkRx::Packets`] batch (one
     /// call, one allocation) instead of one [`LinkEvent::Packet`] each.
     pub fn start_batched(
         endpoint: LinkEndpoint,

@@ -456,7 +456,13 @@ impl Session<'_> {
             .and_then(|()| self.stream.try_clone())
             .map_err(|e| format!("preparing the connection: {e}"))?;
         let capacity = self.shared.config.shared_ring;
-        let output = if capacity > 0 && hello.features & FEATURE_SHARED_RING != 0 {
+        let rings = capacity > 0 && hello.features & FEATURE_SHARED_RING != 0;
+        if !rings {
+            // No offer can come: the socket's control messages (and the
+            // buffer `recvmsg` allocates for them) are of no use.
+            self.input = RxPipe::Plain;
+        }
+        let output = if rings {
             // Before anything else goes out: the peer reads the rest of our
             // stream from the ring.
             let ring = pipe::offer(self.stream, capacity)?;

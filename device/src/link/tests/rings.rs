@@ -145,3 +145,22 @@ fn a_ring_offered_to_a_link_that_did_not_ask_for_one_drops_the_peer() {
     drop(offered);
     assert_dropped(s);
 }
+
+#[test]
+fn a_ring_offered_by_a_peer_that_did_not_announce_rings_drops_it() {
+    let path = socket_path("unannounced");
+    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
+    let mut s = raw_client(&path);
+    s.write_all(&hello_bytes_with(LINK_PROTOCOL_VERSION, 0))
+        .unwrap();
+    assert_eq!(a.expect_up(), port(9));
+    // The link reads this peer with plain reads: the files of the offer
+    // never reach it, and an offer without them is refused.
+    let offered = pipe::offer(&s, 4096).unwrap();
+    let reason = a.expect_down();
+    assert!(reason.contains("files"), "{reason}");
+    assert_eq!(a.link.stats().rx_bad_frames, 1);
+    assert_eq!(a.link.stats().rx_rings, 0);
+    drop(offered);
+    assert_dropped(s);
+}

@@ -147,20 +147,59 @@ pub struct EngineStats {
     pub acks_coalesced: u64,
 }
 
-/// Packets the transport made during a burst, and emptied packet buffers
-/// (back from the link) to build the next ones in.
-#[derive(Default)]
+/// Packets the transport made during a burst, emptied packet buffers (back
+/// from the link) to build the next ones in, and the link.
+///
+/// A burst of packets that all go to the link as they are (no loopback, no
+/// ACK that a later one could supersede) is handed over every
+/// [`STREAM_PACKETS`] while it is still being made: the peer starts on the
+/// first packets while the rest are built, instead of after the whole send
+/// window (2 MiB at MTU 4096), and their buffers come back to be reused
+/// while they are still in cache.
 struct Outbox {
     packets: Vec<Vec<u8>>,
     spare: Vec<Vec<u8>>,
+    link: Box<dyn PacketSink>,
+    /// This device's LID: packets to it loop back, so they are never
+    /// streamed.
+    own_lid: u16,
+    /// The burst so far holds a packet that must wait for the flush (a
+    /// loopback packet or a plain ACK): nothing more is streamed.
+    hold: bool,
+    /// Packets streamed during the current burst.
+    streamed: u64,
 }
 
 /// Emptied packet buffers the engine keeps at most.
 const SPARE_PACKETS: usize = 256;
 
+/// Packets of a burst handed to the link at a time while the burst is
+/// still being made (128 KiB at MTU 4096: they stay in L2 until the link
+/// has copied them).
+const STREAM_PACKETS: usize = 32;
+
+impl Outbox {
+    fn new(link: Box<dyn PacketSink>, own_lid: u16) -> Self {
+        Outbox {
+            packets: Vec::new(),
+            spare: Vec::new(),
+            link,
+            own_lid,
+            hold: false,
+            streamed: 0,
+        }
+    }
+}
+
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
+        self.hold |= dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
         self.packets.push(packet);
+        if !self.hold && self.packets.len() >= STREAM_PACKETS {
+            self.streamed += self.packets.len() as u64;
+            self.link.send_all(&mut self.packets);
+            self.link.reclaim(&mut self.spare, SPARE_PACKETS);
+        }
     }
 
     fn buffer(&mut self) -> Vec<u8> {
@@ -181,7 +220,6 @@ pub struct Engine {
     /// otherwise `source` itself.
     mem: GuestMemory,
     msix: Arc<Msix>,
-    link: Box<dyn PacketSink>,
     port_state: Arc<PortState>,
     rc: QpMap<RcQp>,
     drdma: Arc<Drdma>,
@@ -221,13 +259,12 @@ impl Engine {
             source: mem.clone(),
             mem,
             msix,
-            link,
             port_state,
             rc: QpMap::default(),
             drdma,
             held: QpMap::default(),
             sq_wqes: Vec::new(),
-            outbox: Outbox::default(),
+            outbox: Outbox::new(link, port.lid),
             to_link: Vec::new(),
             stats: EngineStats::default(),
         }
@@ -524,9 +561,14 @@ impl Engine {
     }
 
     fn flush_outbox(&mut self, now: Instant) {
+        self.stats.tx_packets += std::mem::take(&mut self.outbox.streamed);
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
+            self.outbox.hold = false;
             if self.outbox.packets.is_empty() {
+                self.outbox
+                    .link
+                    .reclaim(&mut self.outbox.spare, SPARE_PACKETS);
                 return;
             }
             let mut packets = std::mem::take(&mut self.outbox.packets);
@@ -544,9 +586,11 @@ impl Engine {
                 }
             }
             // One hand-over per burst: one lock, at most one wake-up.
-            self.link.send_all(&mut remote);
+            self.outbox.link.send_all(&mut remote);
             self.to_link = remote;
-            self.link.reclaim(&mut self.outbox.spare, SPARE_PACKETS);
+            self.outbox
+                .link
+                .reclaim(&mut self.outbox.spare, SPARE_PACKETS);
         }
     }
 }
@@ -756,6 +800,78 @@ mod tests {
             [(6, 3), (5, 12), (5, 9)],
             "newest ACK of QP 5, QP 6's ACK, and the NAK stay in order"
         );
+    }
+
+    /// A link that records what it is handed.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+    impl PacketSink for Recorder {
+        fn send(&mut self, packet: Vec<u8>) {
+            self.0.lock().unwrap().push(packet);
+        }
+    }
+
+    impl Recorder {
+        fn psns(&self) -> Vec<u32> {
+            let sent = self.0.lock().unwrap();
+            sent.iter()
+                .map(|p| PacketView::parse(p).unwrap().bth.psn)
+                .collect()
+        }
+    }
+
+    const OWN_LID: u16 = 1;
+
+    fn data(dlid: u16, psn: u32) -> Vec<u8> {
+        let mut p = Packet::new(Opcode::RcRdmaWriteMiddle);
+        p.lrh.dlid = dlid;
+        p.bth.dest_qp = 5;
+        p.bth.psn = psn;
+        p.payload = vec![0xa5; 256];
+        p.build().unwrap()
+    }
+
+    #[test]
+    fn a_long_burst_of_data_goes_to_the_link_while_it_is_made() {
+        let link = Recorder::default();
+        let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
+        let n = STREAM_PACKETS as u32;
+        for psn in 0..n - 1 {
+            out.send(data(2, psn));
+        }
+        assert!(link.psns().is_empty(), "held until {n} packets");
+        out.send(data(2, n - 1));
+        assert_eq!(link.psns(), (0..n).collect::<Vec<_>>(), "in order");
+        assert!(out.packets.is_empty());
+        for psn in n..2 * n + 3 {
+            out.send(data(2, psn));
+        }
+        assert_eq!(link.psns(), (0..2 * n).collect::<Vec<_>>());
+        assert_eq!((out.streamed, out.packets.len()), (2 * u64::from(n), 3));
+    }
+
+    #[test]
+    fn a_burst_with_a_plain_ack_or_a_loopback_packet_waits_for_the_flush() {
+        for (what, first) in [("ACK", ack(5, 9, false)), ("loopback", data(OWN_LID, 0))] {
+            let link = Recorder::default();
+            let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
+            out.send(first);
+            for psn in 1..=2 * STREAM_PACKETS as u32 {
+                out.send(data(2, psn));
+            }
+            assert!(link.psns().is_empty(), "{what}: nothing streamed");
+            assert_eq!(out.packets.len(), 1 + 2 * STREAM_PACKETS, "{what}");
+        }
+        // A NAK is never coalesced: it does not hold the burst back.
+        let link = Recorder::default();
+        let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
+        out.send(ack(5, 9, true));
+        for psn in 1..STREAM_PACKETS as u32 {
+            out.send(data(2, psn));
+        }
+        let want: Vec<u32> = std::iter::once(9).chain(1..STREAM_PACKETS as u32).collect();
+        assert_eq!(link.psns(), want, "the NAK first, then the data");
     }
 
     #[test]

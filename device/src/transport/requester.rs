@@ -347,11 +347,12 @@ impl Requester {
                 return;
             }
             let p = self.tx_psn;
-            // Ask for an ACK at least every half window, so a message longer
-            // than the window keeps flowing (per-message ACKs alone would
-            // stall it until the ACK timeout).
-            let half = (cfg.send_window / 2).max(1) as i32;
-            let ack_req = psn::diff(p, self.ack_req_psn) >= half;
+            // Ask for an ACK at least every quarter window, so a message
+            // longer than the window keeps flowing (per-message ACKs alone
+            // would stall it until the ACK timeout) and the window reopens
+            // in steps small enough to keep both ends busy.
+            let quarter = (cfg.send_window / 4).max(1) as i32;
+            let ack_req = psn::diff(p, self.ack_req_psn) >= quarter;
             match transmit(f, p, ack_req, cfg, counters, env) {
                 Ok((next, ack_req)) => {
                     if ack_req {

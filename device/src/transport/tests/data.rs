@@ -63,9 +63,9 @@ fn send_lands_byte_exact_at_every_mtu() {
                 assert_eq!(p.bth.psn, 100 + i as u32, "{ctx}");
                 assert_eq!(p.bth.dest_qp, QPN_B);
                 assert_eq!((p.lrh.slid, p.lrh.dlid), (LID_A, LID_B));
-                // AckReq on the last packet, and every half window (64) so
-                // a message longer than the window keeps flowing.
-                let ack_req = i == n - 1 || (i > 0 && i % 64 == 0);
+                // AckReq on the last packet, and every quarter window (32)
+                // so a message longer than the window keeps flowing.
+                let ack_req = i == n - 1 || (i > 0 && i % 32 == 0);
                 assert_eq!(p.bth.ack_req, ack_req, "{ctx} packet {i}");
                 let want = if i == n - 1 {
                     len as usize - (n - 1) * mtu as usize
@@ -77,7 +77,7 @@ fn send_lands_byte_exact_at_every_mtu() {
             // One ACK per AckReq; the last, for the last PSN, carries MSN 0,
             // the others 0xFFFFFF (message not complete yet).
             let acks = w.packets(Dir::BtoA);
-            assert_eq!(acks.len(), 1 + (n - 1) / 64, "{ctx}");
+            assert_eq!(acks.len(), 1 + (n - 1) / 32, "{ctx}");
             let last = acks.last().unwrap();
             assert_eq!(last.bth.psn, 100 + n as u32 - 1);
             assert_eq!(

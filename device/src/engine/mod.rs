@@ -152,10 +152,12 @@ pub struct EngineStats {
 ///
 /// A burst of packets that all go to the link as they are (no loopback, no
 /// ACK that a later one could supersede) is handed over every
-/// [`STREAM_PACKETS`] while it is still being made: the peer starts on the
+/// [`STREAM_BYTES`] while it is still being made: the peer starts on the
 /// first packets while the rest are built, instead of after the whole send
 /// window (2 MiB at MTU 4096), and their buffers come back to be reused
-/// while they are still in cache.
+/// while they are still in cache. Bursts of small packets (e.g. 128 SENDs
+/// of 64 B) stay whole: one hand-over, one batch for the peer, coalesced
+/// ACKs.
 struct Outbox {
     packets: Vec<Vec<u8>>,
     spare: Vec<Vec<u8>>,
@@ -166,6 +168,8 @@ struct Outbox {
     /// The burst so far holds a packet that must wait for the flush (a
     /// loopback packet or a plain ACK): nothing more is streamed.
     hold: bool,
+    /// Bytes of the packets in `packets`.
+    bytes: usize,
     /// Packets streamed during the current burst.
     streamed: u64,
 }
@@ -173,10 +177,10 @@ struct Outbox {
 /// Emptied packet buffers the engine keeps at most.
 const SPARE_PACKETS: usize = 256;
 
-/// Packets of a burst handed to the link at a time while the burst is
-/// still being made (128 KiB at MTU 4096: they stay in L2 until the link
-/// has copied them).
-const STREAM_PACKETS: usize = 32;
+/// Bytes of a burst handed to the link at a time while the burst is still
+/// being made (32 packets at MTU 4096: they stay in L2 until the link has
+/// copied them).
+const STREAM_BYTES: usize = 128 << 10;
 
 impl Outbox {
     fn new(link: Box<dyn PacketSink>, own_lid: u16) -> Self {
@@ -186,6 +190,7 @@ impl Outbox {
             link,
             own_lid,
             hold: false,
+            bytes: 0,
             streamed: 0,
         }
     }
@@ -194,9 +199,11 @@ impl Outbox {
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
         self.hold |= dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
+        self.bytes += packet.len();
         self.packets.push(packet);
-        if !self.hold && self.packets.len() >= STREAM_PACKETS {
+        if !self.hold && self.bytes >= STREAM_BYTES {
             self.streamed += self.packets.len() as u64;
+            self.bytes = 0;
             self.link.send_all(&mut self.packets);
             self.link.reclaim(&mut self.spare, SPARE_PACKETS);
         }
@@ -360,6 +367,7 @@ impl Engine {
         self.rc.clear();
         self.held.clear();
         self.outbox.packets.clear();
+        self.outbox.bytes = 0;
     }
 
     /// Runs expired timers.
@@ -565,6 +573,7 @@ impl Engine {
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
             self.outbox.hold = false;
+            self.outbox.bytes = 0;
             if self.outbox.packets.is_empty() {
                 self.outbox
                     .link
@@ -823,55 +832,78 @@ mod tests {
 
     const OWN_LID: u16 = 1;
 
-    fn data(dlid: u16, psn: u32) -> Vec<u8> {
+    fn data(dlid: u16, psn: u32, payload: usize) -> Vec<u8> {
         let mut p = Packet::new(Opcode::RcRdmaWriteMiddle);
         p.lrh.dlid = dlid;
         p.bth.dest_qp = 5;
         p.bth.psn = psn;
-        p.payload = vec![0xa5; 256];
+        p.payload = vec![0xa5; payload];
         p.build().unwrap()
+    }
+
+    /// Packets of an MTU-4096 burst per hand-over.
+    fn per_stream() -> u32 {
+        STREAM_BYTES.div_ceil(data(2, 0, 4096).len()) as u32
     }
 
     #[test]
     fn a_long_burst_of_data_goes_to_the_link_while_it_is_made() {
         let link = Recorder::default();
         let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
-        let n = STREAM_PACKETS as u32;
+        let n = per_stream();
+        assert_eq!(n, 32, "128 KiB of MTU-4096 packets");
         for psn in 0..n - 1 {
-            out.send(data(2, psn));
+            out.send(data(2, psn, 4096));
         }
         assert!(link.psns().is_empty(), "held until {n} packets");
-        out.send(data(2, n - 1));
+        out.send(data(2, n - 1, 4096));
         assert_eq!(link.psns(), (0..n).collect::<Vec<_>>(), "in order");
         assert!(out.packets.is_empty());
         for psn in n..2 * n + 3 {
-            out.send(data(2, psn));
+            out.send(data(2, psn, 4096));
         }
         assert_eq!(link.psns(), (0..2 * n).collect::<Vec<_>>());
         assert_eq!((out.streamed, out.packets.len()), (2 * u64::from(n), 3));
     }
 
     #[test]
+    fn a_burst_of_small_packets_stays_whole() {
+        let link = Recorder::default();
+        let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
+        for psn in 0..1000 {
+            out.send(data(2, psn, 64));
+        }
+        assert!(link.psns().is_empty());
+        assert_eq!(out.packets.len(), 1000);
+    }
+
+    #[test]
     fn a_burst_with_a_plain_ack_or_a_loopback_packet_waits_for_the_flush() {
-        for (what, first) in [("ACK", ack(5, 9, false)), ("loopback", data(OWN_LID, 0))] {
+        let n = 2 * per_stream();
+        for (what, first) in [
+            ("ACK", ack(5, 9, false)),
+            ("loopback", data(OWN_LID, 0, 64)),
+        ] {
             let link = Recorder::default();
             let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
             out.send(first);
-            for psn in 1..=2 * STREAM_PACKETS as u32 {
-                out.send(data(2, psn));
+            for psn in 1..=n {
+                out.send(data(2, psn, 4096));
             }
             assert!(link.psns().is_empty(), "{what}: nothing streamed");
-            assert_eq!(out.packets.len(), 1 + 2 * STREAM_PACKETS, "{what}");
+            assert_eq!(out.packets.len(), 1 + n as usize, "{what}");
         }
         // A NAK is never coalesced: it does not hold the burst back.
         let link = Recorder::default();
         let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
         out.send(ack(5, 9, true));
-        for psn in 1..STREAM_PACKETS as u32 {
-            out.send(data(2, psn));
+        for psn in 1..=per_stream() {
+            out.send(data(2, psn, 4096));
         }
-        let want: Vec<u32> = std::iter::once(9).chain(1..STREAM_PACKETS as u32).collect();
-        assert_eq!(link.psns(), want, "the NAK first, then the data");
+        let sent = link.psns();
+        assert_eq!(sent.first(), Some(&9), "the NAK first");
+        assert_eq!(sent[1..], (1..sent.len() as u32).collect::<Vec<_>>()[..]);
+        assert!(sent.len() >= per_stream() as usize);
     }
 
     #[test]

@@ -570,15 +570,13 @@ impl Engine {
 
     fn flush_outbox(&mut self, now: Instant) {
         self.stats.tx_packets += std::mem::take(&mut self.outbox.streamed);
+        // Nothing is streamed while loopback packets are handled: what they
+        // produce goes after this round's packets for the link.
+        self.outbox.hold = true;
         // Loopback packets may produce more packets (ACKs): bounded rounds.
         for _ in 0..64 {
-            self.outbox.hold = false;
-            self.outbox.bytes = 0;
             if self.outbox.packets.is_empty() {
-                self.outbox
-                    .link
-                    .reclaim(&mut self.outbox.spare, SPARE_PACKETS);
-                return;
+                break;
             }
             let mut packets = std::mem::take(&mut self.outbox.packets);
             self.stats.acks_coalesced += coalesce_acks(&mut packets, &mut self.outbox.spare);
@@ -597,10 +595,14 @@ impl Engine {
             // One hand-over per burst: one lock, at most one wake-up.
             self.outbox.link.send_all(&mut remote);
             self.to_link = remote;
-            self.outbox
-                .link
-                .reclaim(&mut self.outbox.spare, SPARE_PACKETS);
         }
+        self.outbox
+            .link
+            .reclaim(&mut self.outbox.spare, SPARE_PACKETS);
+        // Packets left after the last round (a loopback storm) wait for the
+        // next flush, and so does anything after them.
+        self.outbox.hold = !self.outbox.packets.is_empty();
+        self.outbox.bytes = 0;
     }
 }
 

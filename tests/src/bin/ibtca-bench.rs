@@ -85,7 +85,7 @@ const DEFAULT_SPIN_US: u64 = 50;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--link-ring-kib KIB] [--link-spin-us US]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--pairs N] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--link-ring-kib KIB] [--link-spin-us US]
        ibtca-bench guest-verbs [--engine-spin-us US] [--placement P]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
@@ -101,6 +101,11 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       tenth of that more as warm-up for the verbs rows)
   --only ROWS         (verbs) run only these rows (comma list of write-1m,
                       write-4k, write-64, send, ping); the raw rows always run
+  --pairs N           (verbs) measure the 1 MiB WRITE row as N pairs of a raw
+                      stream run and a WRITE run, interleaved (default 1); the
+                      row shows the pair with the median ratio (the lower
+                      one for even N) and every pair is listed: on a machine
+                      whose speed drifts, a fairer ratio than one pair
   --idle-sleep-us US  (verbs) the simulated guests sleep US µs when their CQ
                       is empty instead of spinning with sched_yield (default 0)
   --split             (verbs) device A's threads on CPU 0 and B's on CPU 1 (as
@@ -217,6 +222,14 @@ fn row_chosen(name: &str) -> bool {
     }
 }
 
+/// `--pairs`: interleaved (raw stream, 1 MiB WRITE) pairs for the 1 MiB row.
+static PAIRS: AtomicU64 = AtomicU64::new(1);
+
+/// How many (raw stream, 1 MiB WRITE) pairs the 1 MiB row takes.
+fn pairs() -> u64 {
+    PAIRS.load(Ordering::Relaxed)
+}
+
 /// `--split`: the two devices (and the raw rows' two threads) on CPUs 0
 /// and 1.
 static SPLIT: AtomicBool = AtomicBool::new(false);
@@ -289,6 +302,14 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .and_then(|v| v.parse().ok())
                     .ok_or("--link-spin-us needs a non-negative integer")?;
                 LINK_SPIN_US.store(us, Ordering::Relaxed);
+            }
+            "--pairs" => {
+                let n: u64 = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or("--pairs needs a positive integer")?;
+                PAIRS.store(n, Ordering::Relaxed);
             }
             "--seconds" => {
                 seconds = args

@@ -514,7 +514,7 @@ pub(super) fn median_pair(
             .map(|p| format!("{:.0}/{:.0} = {:.2}", p.1.mib_per_s(), p.0, ratio(p)))
             .collect();
         notes.push(format!(
-            "RDMA WRITE {label}, {} interleaved pairs (WRITE MiB/s / raw stream MiB/s, by ratio; the row shows the median): {}",
+            "RDMA WRITE {label}, {} interleaved pairs (WRITE MiB/s / raw stream MiB/s, by ratio; the WRITE row shows the median pair, its ratio against that pair's raw stream, while the raw stream row is the first pair's): {}",
             runs.len(),
             list.join(", ")
         ));

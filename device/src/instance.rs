@@ -129,6 +129,7 @@ impl Instance {
                 let mut link_config = LinkConfig {
                     shared_ring: cfg.link_ring,
                     rx_spin: cfg.link_spin,
+                    rx_crcs: true,
                     ..LinkConfig::default()
                 };
                 if let Some(flow) = link_config.flow_control.as_mut() {

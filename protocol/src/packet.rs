@@ -10,7 +10,7 @@
 //! counts bytes from after the GRH through the ICRC. CRC parameters and
 //! masking are described in [`crate::crc`].
 
-use crate::crc::{packet_crcs, vcrc};
+use crate::crc::{packet_crcs, vcrc, PacketCrcs};
 use crate::error::{BuildError, ParseError};
 use crate::headers::{Bth, ExtHeaders, Grh, Lnh, Lrh};
 use crate::opcode::{Opcode, OpcodeInfo};
@@ -232,6 +232,22 @@ impl<'a> PacketView<'a> {
     /// BTH TVer and opcode, the extended headers the opcode needs, PadCnt,
     /// payload presence, and ICRC.
     pub fn parse(buf: &'a [u8]) -> Result<Self, ParseError> {
+        Self::parse_with(buf, &ReceivedCrcs::of(buf))
+    }
+
+    /// [`Self::parse`] with the CRCs of `buf` computed beforehand by
+    /// [`ReceivedCrcs::of`] (say by a link reader while the bytes are still
+    /// in its cache): every check is the same, only the pass over the
+    /// bytes is skipped. CRCs of other bytes (a length that differs) are
+    /// not trusted: they are computed again here.
+    pub fn parse_with(buf: &'a [u8], crcs: &ReceivedCrcs) -> Result<Self, ParseError> {
+        let recomputed;
+        let crcs = if crcs.len == buf.len() {
+            crcs
+        } else {
+            recomputed = ReceivedCrcs::of(buf);
+            &recomputed
+        };
         let lrh = Lrh::parse(buf)?;
         if lrh.lver != 0 {
             return Err(ParseError::LinkVersion(lrh.lver));
@@ -248,7 +264,9 @@ impl<'a> PacketView<'a> {
         }
         let (body, vcrc_found) = buf.split_last_chunk::<VCRC_LEN>().ok_or(length_error)?;
         let vcrc_found = u16::from_le_bytes(*vcrc_found);
-        let Some((covered, icrc_found)) = body.split_last_chunk::<ICRC_LEN>() else {
+        let (Some((covered, icrc_found)), Some(crcs)) =
+            (body.split_last_chunk::<ICRC_LEN>(), crcs.crcs)
+        else {
             let computed = vcrc(body);
             return Err(if computed != vcrc_found {
                 ParseError::Vcrc {
@@ -263,9 +281,8 @@ impl<'a> PacketView<'a> {
             });
         };
         let icrc_found = u32::from_le_bytes(*icrc_found);
-        // Both CRCs in one pass; the VCRC is checked first, as a link
-        // checks it before anything else.
-        let crcs = packet_crcs(covered, Some(icrc_found));
+        // The VCRC is checked first, as a link checks it before anything
+        // else.
         if crcs.vcrc != vcrc_found {
             return Err(ParseError::Vcrc {
                 found: vcrc_found,
@@ -344,6 +361,36 @@ impl<'a> PacketView<'a> {
             bth: self.bth,
             ext: self.ext,
             payload: self.payload.to_vec(),
+        }
+    }
+}
+
+/// Both CRCs of a received packet's bytes (LRH through VCRC), computed in
+/// one pass for [`PacketView::parse_with`]; the checks against what the
+/// packet carries are made there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceivedCrcs {
+    /// Length of the bytes they were computed over.
+    len: usize,
+    /// The ICRC of the covered bytes and the VCRC through the carried
+    /// ICRC; `None` when the bytes are too short to hold both CRCs.
+    crcs: Option<PacketCrcs>,
+}
+
+impl ReceivedCrcs {
+    /// The CRCs of the packet in `buf` (never panics, whatever `buf` is).
+    pub fn of(buf: &[u8]) -> Self {
+        let crcs = buf
+            .len()
+            .checked_sub(VCRC_LEN + ICRC_LEN)
+            .and_then(|covered| {
+                let icrc = buf.get(covered..covered + ICRC_LEN)?;
+                let carried = u32::from_le_bytes(icrc.try_into().ok()?);
+                Some(packet_crcs(buf.get(..covered)?, Some(carried)))
+            });
+        ReceivedCrcs {
+            len: buf.len(),
+            crcs,
         }
     }
 }

@@ -9,6 +9,7 @@ use ibtca_protocol::headers::{
 };
 use ibtca_protocol::link::{Hello, LinkState};
 use ibtca_protocol::opcode::OPCODES;
+use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::{ExtHeader, Frame, FrameDecoder, Packet, PacketView};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -164,6 +165,27 @@ proptest! {
         let i = at.index(bytes.len());
         bytes[i] ^= xor;
         prop_assert!(PacketView::parse(&bytes).is_err());
+    }
+
+    #[test]
+    fn crcs_computed_beforehand_give_the_same_verdict(
+        p in arb_packet(),
+        edits in vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        // What a link reader hands the engine: the CRCs of the very bytes.
+        let mut bytes = p.build().unwrap();
+        for (at, value) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        let crcs = ReceivedCrcs::of(&bytes);
+        prop_assert_eq!(PacketView::parse_with(&bytes, &crcs), PacketView::parse(&bytes));
+        // CRCs of other bytes (here: a prefix) are not trusted.
+        let short = ReceivedCrcs::of(&bytes[..cut.index(bytes.len())]);
+        prop_assert_eq!(PacketView::parse_with(&bytes, &short), PacketView::parse(&bytes));
+        let prefix = &bytes[..cut.index(bytes.len())];
+        prop_assert_eq!(PacketView::parse_with(prefix, &crcs), PacketView::parse(prefix));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
 use crate::dma::GuestMemory;
@@ -325,10 +326,10 @@ impl Engine {
             }
             EngineEvent::Doorbell(db) => self.doorbell(db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
-            EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, now),
+            EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
-                for p in batch.iter() {
-                    self.receive(p, now);
+                for (p, crcs) in batch.iter_with_crcs() {
+                    self.receive(p, crcs, now);
                 }
             }
             EngineEvent::Link(LinkEvent::Up { peer }) => {
@@ -540,9 +541,15 @@ impl Engine {
         }
     }
 
-    fn receive(&mut self, bytes: &[u8], now: Instant) {
+    /// Handles one packet from the link (or looped back); `crcs` are its
+    /// CRCs if the link reader computed them already.
+    fn receive(&mut self, bytes: &[u8], crcs: Option<&ReceivedCrcs>, now: Instant) {
         self.stats.rx_packets += 1;
-        let view = match PacketView::parse(bytes) {
+        let parsed = match crcs {
+            Some(crcs) => PacketView::parse_with(bytes, crcs),
+            None => PacketView::parse(bytes),
+        };
+        let view = match parsed {
             Ok(v) => v,
             Err(e) => {
                 self.stats.rx_malformed += 1;
@@ -585,7 +592,7 @@ impl Engine {
             for p in packets {
                 if dlid(&p) == Some(lid) {
                     self.stats.loopback += 1;
-                    self.receive(&p, now);
+                    self.receive(&p, None, now);
                     keep_spare(&mut self.outbox.spare, p);
                 } else {
                     self.stats.tx_packets += 1;

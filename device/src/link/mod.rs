@@ -91,6 +91,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ibtca_protocol::packet::ReceivedCrcs;
+
 mod endpoint;
 mod fault;
 mod pipe;
@@ -177,6 +179,10 @@ pub struct PacketBatch {
     pool: Option<Arc<BufferPool>>,
     /// Receive buffers to free when dropped.
     credits: Option<RxCredits>,
+    /// The CRCs of each packet, computed by the link reader while the
+    /// bytes were in its cache ([`PacketBatch::compute_crcs`]); empty
+    /// until then.
+    crcs: Vec<ReceivedCrcs>,
 }
 
 /// Receive buffers a [`PacketBatch`] holds: `per_vl[vl]` on connection
@@ -215,6 +221,7 @@ impl PacketBatch {
             spans: Vec::new(),
             pool: None,
             credits: None,
+            crcs: Vec::new(),
         }
     }
 
@@ -235,6 +242,7 @@ impl PacketBatch {
             spans,
             pool: Some(pool),
             credits: None,
+            crcs: Vec::new(),
         }
     }
 
@@ -260,6 +268,21 @@ impl PacketBatch {
         self.spans
             .iter()
             .map(|&(start, end)| self.bytes.get(start..end).unwrap_or_default())
+    }
+
+    /// Computes every packet's CRCs now (the link reader does, right
+    /// after its read, while the bytes are in its cache; checking them
+    /// later on the engine's CPU costs a second trip through memory).
+    pub fn compute_crcs(&mut self) {
+        let crcs: Vec<ReceivedCrcs> = self.iter().map(ReceivedCrcs::of).collect();
+        self.crcs = crcs;
+    }
+
+    /// The packets with their CRCs, if [`Self::compute_crcs`] ran (the
+    /// bytes are the batch's own: nothing can change them in between).
+    pub fn iter_with_crcs(&self) -> impl Iterator<Item = (&[u8], Option<&ReceivedCrcs>)> + '_ {
+        let mut crcs = self.crcs.iter();
+        self.iter().map(move |p| (p, crcs.next()))
     }
 }
 
@@ -351,6 +374,11 @@ pub struct LinkConfig {
     /// (a wake-up across CPUs costs tens of µs; polling costs CPU, and a
     /// real-time thread must not poll). See [`RX_SPIN`].
     pub rx_spin: Duration,
+    /// The reader computes each received packet's CRCs right after its
+    /// read ([`PacketBatch::compute_crcs`]), while the bytes are still in
+    /// its CPU's cache, for a sink that checks them (the device's engine;
+    /// a switch checks only the VCRC, itself).
+    pub rx_crcs: bool,
 }
 
 /// Default [`LinkConfig::rx_spin`]: none. On two CPUs shared by both
@@ -386,6 +414,7 @@ impl Default for LinkConfig {
             send_buffer: SEND_BUFFER,
             shared_ring: SHARED_RING,
             rx_spin: RX_SPIN,
+            rx_crcs: false,
         }
     }
 }

@@ -250,9 +250,13 @@ impl Session<'_> {
         false
     }
 
-    /// Hands the receive buffers taken so far to `batch` (freed when it
+    /// Readies `batch` for the sink: its CRCs computed if the sink wants
+    /// them, the receive buffers taken so far handed to it (freed when it
     /// is dropped, with auto return; otherwise by the owner).
-    fn hold(&mut self, batch: &mut PacketBatch) {
+    fn ready(&mut self, batch: &mut PacketBatch) {
+        if self.shared.config.rx_crcs {
+            batch.compute_crcs();
+        }
         let taken = std::mem::take(&mut self.taken);
         if self.buffers.is_none() || taken.iter().all(|n| *n == 0) {
             return;
@@ -331,7 +335,7 @@ impl Session<'_> {
         for (s, e) in spans.drain(..) {
             batch.push(buf.get(s..e).unwrap_or_default());
         }
-        self.hold(&mut batch);
+        self.ready(&mut batch);
         (self.sink)(LinkRx::Packets(batch));
     }
 
@@ -362,7 +366,7 @@ impl Session<'_> {
         (*start, *end) = (0, tail.len());
         let full = std::mem::replace(buf, next);
         let mut batch = PacketBatch::from_buffer(full, spans, Arc::clone(&self.pool));
-        self.hold(&mut batch);
+        self.ready(&mut batch);
         (self.sink)(LinkRx::Packets(batch));
     }
 
@@ -396,7 +400,7 @@ impl Session<'_> {
                 if self.admit(packet_vl(&packet)) {
                     let mut batch = PacketBatch::default();
                     batch.push(&packet);
-                    self.hold(&mut batch);
+                    self.ready(&mut batch);
                     (self.sink)(LinkRx::Packets(batch));
                 }
                 Ok(())

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 
+mod batches;
 mod connect;
 mod credits;
 mod faults;

@@ -7,7 +7,7 @@ use crate::headers::{
     Aeth, AtomicAckEth, AtomicEth, Bth, Deth, ExtHeaders, Grh, Ieth, ImmDt, Lnh, Lrh, Reth,
 };
 use crate::opcode::OPCODES;
-use crate::packet::{ICRC_LEN, VCRC_LEN};
+use crate::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use crate::PacketView;
 
 /// Bytes of the BTH that are reserved (ignored on parse, written as zero):
@@ -94,7 +94,14 @@ fn reseal(buf: &mut [u8]) {
 
 /// Parses `buf` and checks what a successful parse promises.
 fn check_packet(buf: &[u8]) -> Option<PacketView<'_>> {
-    let view = PacketView::parse(buf).ok()?;
+    let parsed = PacketView::parse(buf);
+    // A link reader's CRCs, computed beforehand, give the same verdict.
+    assert_eq!(
+        PacketView::parse_with(buf, &ReceivedCrcs::of(buf)),
+        parsed,
+        "parse_with"
+    );
+    let view = parsed.ok()?;
     let n = buf.len();
     assert!(std::ptr::eq(view.bytes(), buf), "the view is the input");
     assert_eq!(view.lrh.lver, 0);

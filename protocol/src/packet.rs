@@ -232,7 +232,7 @@ impl<'a> PacketView<'a> {
     /// BTH TVer and opcode, the extended headers the opcode needs, PadCnt,
     /// payload presence, and ICRC.
     pub fn parse(buf: &'a [u8]) -> Result<Self, ParseError> {
-        Self::parse_with(buf, &ReceivedCrcs::of(buf))
+        Self::parse_checked(buf, None)
     }
 
     /// [`Self::parse`] with the CRCs of `buf` computed beforehand by
@@ -241,13 +241,14 @@ impl<'a> PacketView<'a> {
     /// bytes is skipped. CRCs of other bytes (a length that differs) are
     /// not trusted: they are computed again here.
     pub fn parse_with(buf: &'a [u8], crcs: &ReceivedCrcs) -> Result<Self, ParseError> {
-        let recomputed;
-        let crcs = if crcs.len == buf.len() {
-            crcs
-        } else {
-            recomputed = ReceivedCrcs::of(buf);
-            &recomputed
-        };
+        Self::parse_checked(buf, Some(crcs).filter(|c| c.len == buf.len()))
+    }
+
+    /// [`Self::parse`], with `known` the CRCs of `buf` if they were
+    /// computed already; otherwise they are computed once the packet's
+    /// length is known to be right (a packet that fails the cheaper
+    /// checks costs no pass over its bytes).
+    fn parse_checked(buf: &'a [u8], known: Option<&ReceivedCrcs>) -> Result<Self, ParseError> {
         let lrh = Lrh::parse(buf)?;
         if lrh.lver != 0 {
             return Err(ParseError::LinkVersion(lrh.lver));
@@ -264,6 +265,14 @@ impl<'a> PacketView<'a> {
         }
         let (body, vcrc_found) = buf.split_last_chunk::<VCRC_LEN>().ok_or(length_error)?;
         let vcrc_found = u16::from_le_bytes(*vcrc_found);
+        let computed;
+        let crcs = match known {
+            Some(known) => known,
+            None => {
+                computed = ReceivedCrcs::of(buf);
+                &computed
+            }
+        };
         let (Some((covered, icrc_found)), Some(crcs)) =
             (body.split_last_chunk::<ICRC_LEN>(), crcs.crcs)
         else {

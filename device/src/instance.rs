@@ -79,6 +79,27 @@ impl PacketSink for LinkSink {
     fn reclaim(&mut self, spare: &mut Vec<Vec<u8>>, max: usize) {
         self.link.reclaim(spare, max);
     }
+
+    fn send_in_place(
+        &mut self,
+        len: usize,
+        sl: u8,
+        _dlid: u16,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<bool> {
+        let vl = self.vl.vl(sl);
+        self.link.send_in_place(len, vl, &mut |packet| {
+            let built = build(packet);
+            if built {
+                vl_config::remap(&self.vl, packet);
+            }
+            built
+        })
+    }
+
+    fn publish(&mut self) {
+        self.link.publish();
+    }
 }
 
 struct NoLink;

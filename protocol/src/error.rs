@@ -127,4 +127,15 @@ pub enum BuildError {
         /// Bytes the fill appended.
         got: usize,
     },
+    /// The buffer given to `Packet::build_in_place` is not the packet's
+    /// length.
+    #[error("packet of {expected} bytes built into a buffer of {got}")]
+    BufferLength {
+        /// Bytes the packet takes ([`Packet::wire_len_with`]).
+        ///
+        /// [`Packet::wire_len_with`]: crate::packet::Packet::wire_len_with
+        expected: usize,
+        /// Bytes of the buffer.
+        got: usize,
+    },
 }

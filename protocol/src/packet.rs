@@ -77,6 +77,13 @@ impl Packet {
             .saturating_add(ICRC_LEN + VCRC_LEN)
     }
 
+    /// Bytes [`Self::build_into`] adds with `extra` more payload bytes (the
+    /// length [`Self::build_in_place`] needs).
+    pub fn wire_len_with(&self, extra: usize) -> usize {
+        self.covered_len(self.payload.len().saturating_add(extra))
+            .saturating_add(ICRC_LEN + VCRC_LEN)
+    }
+
     /// The headers with the derived fields filled in for a payload of
     /// `payload_len` bytes, after checking that the packet can be encoded.
     fn derived_headers(&self, payload_len: usize) -> Result<(Lrh, Option<Grh>, Bth), BuildError> {
@@ -193,6 +200,63 @@ impl Packet {
         let crcs = packet_crcs(out.get(start..).unwrap_or_default(), None);
         out.extend_from_slice(&crcs.icrc.to_le_bytes());
         out.extend_from_slice(&crcs.vcrc.to_le_bytes());
+        Ok(())
+    }
+}
+
+impl Packet {
+    /// Encodes the packet like [`Self::build_into`], into `out` instead of
+    /// a `Vec` (say a slot of a shared ring): `out` must be exactly
+    /// [`Self::wire_len_with`]`(extra)` bytes, else
+    /// [`BuildError::BufferLength`]; `fill` writes the `extra` payload
+    /// bytes in place, and the CRCs are computed over `out` as it is then.
+    /// On an error `out` holds nothing of use.
+    pub fn build_in_place<E>(
+        &self,
+        out: &mut [u8],
+        extra: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<(), FillError<E>> {
+        let payload_len = self.payload.len().saturating_add(extra);
+        let (lrh, grh, bth) = self
+            .derived_headers(payload_len)
+            .map_err(FillError::Build)?;
+        let expected = self.wire_len_with(extra);
+        let got = out.len();
+        let wrong_length = || FillError::Build(BuildError::BufferLength { expected, got });
+        if out.len() != expected {
+            return Err(wrong_length());
+        }
+        let mut head = Vec::with_capacity(self.header_len() + self.payload.len());
+        lrh.write(&mut head);
+        if let Some(grh) = grh {
+            grh.write(&mut head);
+        }
+        bth.write(&mut head);
+        self.ext.write(bth.opcode, &mut head);
+        head.extend_from_slice(&self.payload);
+        // LRH..payload, the payload `fill` writes, the pad, ICRC and VCRC:
+        // exactly `expected` bytes, so none of these splits can fail.
+        let covered = expected - ICRC_LEN - VCRC_LEN;
+        let Some((headers, rest)) = out.split_at_mut_checked(head.len()) else {
+            return Err(wrong_length());
+        };
+        headers.copy_from_slice(&head);
+        let Some((payload, rest)) = rest.split_at_mut_checked(extra) else {
+            return Err(wrong_length());
+        };
+        fill(payload).map_err(FillError::Fill)?;
+        let Some((pad, _)) = rest.split_at_mut_checked(usize::from(bth.pad_cnt)) else {
+            return Err(wrong_length());
+        };
+        pad.fill(0);
+        let crcs = packet_crcs(out.get(..covered).unwrap_or_default(), None);
+        let mut trailer = [0u8; ICRC_LEN + VCRC_LEN];
+        trailer[..ICRC_LEN].copy_from_slice(&crcs.icrc.to_le_bytes());
+        trailer[ICRC_LEN..].copy_from_slice(&crcs.vcrc.to_le_bytes());
+        if let Some(t) = out.get_mut(covered..) {
+            t.copy_from_slice(&trailer);
+        }
         Ok(())
     }
 }

@@ -353,3 +353,54 @@ fn build_into_fills_the_payload_in_place() {
     assert!(matches!(r, Err(FillError::Build(_))));
     assert_eq!(out, [1, 2]);
 }
+
+#[test]
+fn build_in_place_writes_what_build_would_into_a_slice_of_its_length() {
+    use ibtca_protocol::{BuildError, FillError};
+    // Every payload length around the pad, with and without a GRH, part
+    // of the payload filled in place: exactly `build`'s bytes, in a slice
+    // of `wire_len_with` bytes that held garbage before (pad bytes too).
+    for len in 0..40usize {
+        for split in [0, len / 2, len] {
+            for global in [false, true] {
+                let mut whole = send_only();
+                whole.payload = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
+                if global {
+                    whole.grh = Some(Grh::default());
+                }
+                let want = whole.build().unwrap();
+                let mut head = whole.clone();
+                let rest = head.payload.split_off(split);
+                assert_eq!(head.wire_len_with(rest.len()), want.len());
+                let mut out = vec![0xee; want.len()];
+                head.build_in_place(&mut out, rest.len(), |buf: &mut [u8]| {
+                    buf.copy_from_slice(&rest);
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+                assert_eq!(out, want, "len {len} split {split} global {global}");
+            }
+        }
+    }
+    // A slice of another length, a failing fill and a packet that cannot
+    // be built are errors; the fill is called only when all else is right.
+    let head = send_only();
+    for wrong in [0, head.wire_len_with(8) - 1, head.wire_len_with(8) + 1] {
+        let mut out = vec![0; wrong];
+        let r = head.build_in_place(&mut out, 8, |_| -> Result<(), ()> { panic!("called") });
+        assert_eq!(
+            r,
+            Err(FillError::Build(BuildError::BufferLength {
+                expected: head.wire_len_with(8),
+                got: wrong
+            }))
+        );
+    }
+    let mut out = vec![0; head.wire_len_with(100)];
+    let r = head.build_in_place(&mut out, 100, |_| Err("gone"));
+    assert_eq!(r, Err(FillError::Fill("gone")));
+    let ack = Packet::new(Opcode::RcAcknowledge);
+    let mut out = vec![0; ack.wire_len_with(4)];
+    let r = ack.build_in_place(&mut out, 4, |_| -> Result<(), ()> { panic!("called") });
+    assert!(matches!(r, Err(FillError::Build(_))));
+}

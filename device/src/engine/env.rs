@@ -39,6 +39,35 @@ pub trait PacketSink: Send {
     fn reclaim(&mut self, spare: &mut Vec<Vec<u8>>, max: usize) {
         let _ = (spare, max);
     }
+
+    /// Builds one packet of `len` bytes, to `dlid` at service level `sl`,
+    /// straight into the link's outgoing stream when nothing waits ahead
+    /// of it: `build` writes all of it in place, or returns false to give
+    /// up (nothing is sent). `None` (by default always) when that cannot
+    /// be done now, and `build` is not called: build a buffer and
+    /// [`Self::send`] it.
+    fn send_in_place(
+        &mut self,
+        len: usize,
+        sl: u8,
+        dlid: u16,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<bool> {
+        let _ = (len, sl, dlid, build);
+        None
+    }
+
+    /// Lets the link's peer see the packets [`Self::send_in_place`] built
+    /// (it may hold them back to hand many over at once); called at the end
+    /// of every burst.
+    fn publish(&mut self) {}
+}
+
+/// A sink for an environment that only gathers: drops what it is given.
+struct NoSink;
+
+impl PacketSink for NoSink {
+    fn send(&mut self, _packet: Vec<u8>) {}
 }
 
 /// One QP's environment for one call into the transport.
@@ -276,6 +305,36 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn packet_buffer(&mut self) -> Vec<u8> {
         self.sink.buffer()
+    }
+
+    fn send_in_place(
+        &mut self,
+        len: usize,
+        sl: u8,
+        dlid: u16,
+        build: &mut dyn FnMut(&mut dyn QpEnv, &mut [u8]) -> bool,
+    ) -> Option<bool> {
+        // `build` gathers through this QP's keys and memory while the sink
+        // holds the packet's place: it gets this environment without its
+        // sink (a gather sends nothing).
+        let DeviceQpEnv {
+            qpn,
+            verbs,
+            mem,
+            msix,
+            sink,
+            drdma,
+        } = self;
+        let mut no_sink = NoSink;
+        let mut gather = DeviceQpEnv {
+            qpn: *qpn,
+            verbs,
+            mem,
+            msix,
+            sink: &mut no_sink,
+            drdma,
+        };
+        sink.send_in_place(len, sl, dlid, &mut |bytes| build(&mut gather, bytes))
     }
 
     fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {

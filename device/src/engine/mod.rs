@@ -213,6 +213,23 @@ impl PacketSink for Outbox {
     fn buffer(&mut self) -> Vec<u8> {
         self.spare.pop().unwrap_or_default()
     }
+
+    /// In place only when nothing of the burst waits here (it would go
+    /// after this packet) and the packet leaves the device.
+    fn send_in_place(
+        &mut self,
+        len: usize,
+        sl: u8,
+        dlid: u16,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<bool> {
+        if !self.packets.is_empty() || self.hold || dlid == self.own_lid {
+            return None;
+        }
+        let sent = self.link.send_in_place(len, sl, dlid, build)?;
+        self.streamed += u64::from(sent);
+        Some(sent)
+    }
 }
 
 /// The engine state (owned by the engine thread).
@@ -603,6 +620,7 @@ impl Engine {
             self.outbox.link.send_all(&mut remote);
             self.to_link = remote;
         }
+        self.outbox.link.publish();
         self.outbox
             .link
             .reclaim(&mut self.outbox.spare, SPARE_PACKETS);

@@ -3,8 +3,9 @@
 //!
 //! A side whose peer announced [`FEATURE_SHARED_RING`] in its `Hello`
 //! offers it a ring for its own direction right after the `Hello`s: a
-//! `RingOffer` frame carrying, out of band (`SCM_RIGHTS`), the ring's
-//! size-sealed memfd and two eventfds, *data* (the writer wakes a reader
+//! `RingOffer` frame carrying, out of band (`SCM_RIGHTS`), the ring's two
+//! size-sealed memfds (control page, and the data the writer alone may
+//! write: `ring.rs`) and two eventfds, *data* (the writer wakes a reader
 //! that said it sleeps) and *room* (the reader wakes a writer that said it
 //! waits). From then on that side writes its frames into the ring and
 //! nothing more into the socket; the socket stays open only so that each
@@ -25,17 +26,18 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::link::Frame;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
-use super::ring::{RingError, RingReader, RingWriter, SharedRing};
+use super::ring::{RingError, RingReader, RingWriter};
 
-/// Files a `RingOffer` carries: the memfd, then the data and room eventfds.
-pub(super) const OFFER_FDS: usize = 3;
+/// Files a `RingOffer` carries: the control and data memfds, then the data
+/// and room eventfds.
+pub(super) const OFFER_FDS: usize = 4;
 
 /// Where a connection's outgoing frame bytes go; shared by the writer
 /// thread and the direct sends of the queue (never both at once).
@@ -96,6 +98,12 @@ fn send_nonblocking(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// Bytes built in place in a ring that are published together: the reader
+/// takes them in one read, as it would one batch written by the queue
+/// (published one by one, packets reached the peer's engine a few at a
+/// time, and every small batch cost it and its reader a hand-over).
+pub(super) const IN_PLACE_BATCH: u64 = 128 * 1024;
+
 /// Most iovecs one `sendmsg`/`writev` takes (Linux UIO_MAXIOV).
 pub(super) const IOV_MAX: usize = 1024;
 
@@ -126,6 +134,34 @@ impl RingTx {
                 }
                 Ok(n)
             }
+        }
+    }
+
+    /// Builds a frame of `len` bytes straight into the ring if it fits in
+    /// one piece now (`None`, `build` not called, otherwise): see
+    /// [`RingWriter::build_in_place`]. What was built is published (and
+    /// the reader woken if it sleeps) once [`IN_PLACE_BATCH`] bytes wait.
+    pub fn build_in_place(
+        &self,
+        len: usize,
+        build: impl FnOnce(&mut [u8]) -> bool,
+    ) -> io::Result<Option<bool>> {
+        let mut writer = self.writer();
+        let built = writer.build_in_place(len, build).map_err(ring_io_error)?;
+        if writer.unpublished() >= IN_PLACE_BATCH {
+            self.publish_locked(&mut writer);
+        }
+        Ok(built)
+    }
+
+    /// Publishes what was built in place; wakes the reader if it sleeps.
+    pub fn publish(&self) {
+        self.publish_locked(&mut self.writer());
+    }
+
+    fn publish_locked(&self, writer: &mut RingWriter) {
+        if writer.publish() && writer.reader_asleep() {
+            let _ = self.data.write(1);
         }
     }
 
@@ -358,7 +394,7 @@ fn ring_io_error(e: RingError) -> io::Error {
 /// the `RingOffer` with its files on `socket`; from now on this side's
 /// frames go into the returned pipe.
 pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String> {
-    let ring = SharedRing::create(capacity).map_err(|e| e.to_string())?;
+    let ring = RingWriter::create(capacity).map_err(|e| e.to_string())?;
     let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| format!("eventfd: {e}"));
     let (data, room) = (event()?, event()?);
     let frame = Frame::RingOffer {
@@ -366,7 +402,13 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String
     }
     .to_bytes()
     .map_err(|e| e.to_string())?;
-    let files = [ring.file().as_raw_fd(), data.as_raw_fd(), room.as_raw_fd()];
+    let [control, ring_data] = ring.files();
+    let files = [
+        control.as_raw_fd(),
+        ring_data.as_raw_fd(),
+        data.as_raw_fd(),
+        room.as_raw_fd(),
+    ];
     let sent = socket
         .send_with_fds(&[frame.as_slice()], &files)
         .map_err(|e| format!("sending RingOffer: {e}"))?;
@@ -377,7 +419,7 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String
         .try_clone()
         .map_err(|e| format!("preparing the ring: {e}"))?;
     Ok(TxPipe::Ring(RingTx {
-        writer: Mutex::new(RingWriter::new(ring)),
+        writer: Mutex::new(ring),
         data,
         room,
         socket,
@@ -387,11 +429,11 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String
 /// Maps the ring a peer offered (`capacity` from its `RingOffer`, `fds` the
 /// files that came with it) after checking every file.
 pub(super) fn accept(capacity: u64, fds: Vec<OwnedFd>, spin: Duration) -> Result<RingRx, String> {
-    let Ok([file, data, room]) = <[OwnedFd; OFFER_FDS]>::try_from(fds) else {
+    let Ok([control, ring_data, data, room]) = <[OwnedFd; OFFER_FDS]>::try_from(fds) else {
         return Err(format!("RingOffer without its {OFFER_FDS} files"));
     };
-    let ring: Arc<SharedRing> =
-        SharedRing::open(File::from(file)).map_err(|e| format!("peer's ring: {e}"))?;
+    let ring = RingReader::open(File::from(control), File::from(ring_data))
+        .map_err(|e| format!("peer's ring: {e}"))?;
     if ring.capacity() != capacity {
         return Err(format!(
             "peer's ring holds {} bytes, its RingOffer says {capacity}",
@@ -399,7 +441,7 @@ pub(super) fn accept(capacity: u64, fds: Vec<OwnedFd>, spin: Duration) -> Result
         ));
     }
     Ok(RingRx {
-        reader: RingReader::new(ring),
+        reader: ring,
         data: peer_eventfd(data)?,
         room: peer_eventfd(room)?,
         hung_up: false,

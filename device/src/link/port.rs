@@ -189,6 +189,34 @@ impl Link {
         self.shared.queue.send_batch(packets, &self.shared.counters)
     }
 
+    /// Builds one packet of `len` bytes on `vl` straight into the shared
+    /// ring this end writes, when nothing is queued, pending or owed ahead
+    /// of it, the writer thread is idle, no fault plan is set, `vl` has a
+    /// credit and the frame fits before the ring wraps: `build` writes the
+    /// whole packet in place (no buffer, no copy) or returns false to give
+    /// up (nothing is sent). The packet is published with the next ones,
+    /// by [`Link::publish`] at the latest. `None` when that cannot be done now (`build`
+    /// is not called): send a buffer with [`Link::send`] or
+    /// [`Link::send_batch`] instead. `build` runs under the send queue's
+    /// lock and must not call into this link.
+    pub fn send_in_place(
+        &self,
+        len: usize,
+        vl: u8,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Option<bool> {
+        self.shared
+            .queue
+            .send_in_place(len, vl, build, &self.shared.counters)
+    }
+
+    /// Lets the peer see the packets [`Link::send_in_place`] built: they
+    /// are published in batches (as many as one write would carry), and at
+    /// the latest by this call, which a sender makes at the end of a burst.
+    pub fn publish(&self) {
+        self.shared.queue.publish();
+    }
+
     /// Moves buffers of packets already framed (and so no longer needed)
     /// into `spare`, emptied, up to `max` in all: a sender can build its
     /// next packets in them instead of allocating.

@@ -39,6 +39,7 @@ use super::pipe::{TxPipe, IOV_MAX};
 use super::stats::{add, bump, sub, Counters};
 use super::vl::{packet_vl, FlowControl, Queued, VlQueues, NUM_VLS};
 use super::MAX_BODY;
+use ibtca_protocol::link::FRAME_HEADER_LEN;
 
 /// Most packets one `write` carries.
 pub(super) const BATCH_PACKETS: usize = 256;
@@ -57,6 +58,12 @@ pub(super) const COPY_BELOW: usize = 512;
 const PACKET_FRAME_TYPE: u8 = 2;
 /// The type byte of a `Credit` frame.
 const CREDIT_FRAME_TYPE: u8 = 4;
+
+/// The header of a `Packet` frame around a packet of `len` bytes.
+fn frame_header(len: usize) -> [u8; FRAME_HEADER_LEN] {
+    let [a, b, c, d] = u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes();
+    [a, b, c, d, PACKET_FRAME_TYPE]
+}
 
 /// Why [`super::Link::send`] dropped a packet. The packet is gone either way;
 /// the IB transport above retransmits.
@@ -135,9 +142,7 @@ impl Batch {
     /// (the batch keeps a long packet's buffer until it is written:
     /// [`Batch::release`]).
     fn push_packet(&mut self, mut packet: Vec<u8>, tag: Option<u64>) -> Option<Vec<u8>> {
-        let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
-        self.bytes.extend_from_slice(&len.to_be_bytes());
-        self.bytes.push(PACKET_FRAME_TYPE);
+        self.bytes.extend_from_slice(&frame_header(packet.len()));
         self.packets += 1;
         self.packet_bytes += packet.len();
         self.tags.extend(tag);
@@ -450,6 +455,88 @@ impl TxQueue {
         }
         self.kick(&mut st, woken, counters);
         refused
+    }
+
+    /// Builds one packet of `len` bytes on `vl` straight into the shared
+    /// ring, framed, when nothing can be ahead of it: the connection writes
+    /// into a ring this end offered, the writer sleeps with nothing queued,
+    /// pending or owed, no fault plan is set, `vl` has a credit, and the
+    /// frame fits in the ring in one piece. Then `build` writes the packet
+    /// (all `len` bytes) where the peer will read it, and returns false to
+    /// give up (nothing is sent, the credit is kept). Otherwise `None`,
+    /// `build` is not called, and the caller sends a buffer as usual.
+    ///
+    /// `build` runs under the queue lock: it must not call into this link.
+    pub fn send_in_place(
+        &self,
+        len: usize,
+        vl: u8,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+        counters: &Counters,
+    ) -> Option<bool> {
+        if len > MAX_BODY {
+            return None;
+        }
+        let mut st = self.lock();
+        let idle = st.up
+            && st.writer_waiting
+            && st.pending.is_none()
+            && !st.owed_due
+            && st.done_later.is_empty()
+            && st.vls.is_empty()
+            && st.faults.is_none();
+        if !idle {
+            return None;
+        }
+        if !matches!(st.stream.as_deref(), Some(TxPipe::Ring(_))) {
+            return None;
+        }
+        if !st.vls.take_credit(vl) {
+            st.note_stall(counters);
+            return None;
+        }
+        let st = &mut *st;
+        let Some(TxPipe::Ring(ring)) = st.stream.as_deref() else {
+            st.vls.return_credit(vl);
+            return None;
+        };
+        let header = frame_header(len);
+        let built = ring.build_in_place(header.len() + len, |frame| {
+            let (head, packet) = frame.split_at_mut(header.len());
+            head.copy_from_slice(&header);
+            build(packet)
+        });
+        match built {
+            Ok(Some(true)) => {
+                add(&counters.tx_packets, 1);
+                add(&counters.tx_bytes, len as u64);
+                bump(&counters.tx_built_in_place);
+                Some(true)
+            }
+            Ok(outcome) => {
+                st.vls.return_credit(vl);
+                outcome
+            }
+            Err(e) => {
+                // A broken ring: the writer meets it on its next write and
+                // closes the connection; the packet goes its way.
+                tracing::trace!(error = %e, "in-place link write failed; left to the writer");
+                st.vls.return_credit(vl);
+                None
+            }
+        }
+    }
+
+    /// Publishes the packets [`Self::send_in_place`] built and has not
+    /// published yet (it publishes every [`IN_PLACE_BATCH`] bytes; anything
+    /// written after them publishes them too).
+    ///
+    /// [`IN_PLACE_BATCH`]: super::pipe::IN_PLACE_BATCH
+    pub fn publish(&self) {
+        let st = self.lock();
+        if let Some(TxPipe::Ring(ring)) = st.stream.as_deref() {
+            ring.publish();
+        }
     }
 
     /// After new work: if the writer sleeps, writes what may go directly,

@@ -3,29 +3,39 @@
 //! into and out of kernel buffers.
 //!
 //! `pipe.rs` runs a connection's frames through it: after the `Hello`s
-//! each side offers the peer a ring for its own direction (the memfd and
+//! each side offers the peer a ring for its own direction (two memfds and
 //! two eventfds with `SCM_RIGHTS`), writes its frames into it, and the
 //! socket only says the peer is alive (BENCHMARKS.md, "Verbs (no VM)",
 //! sessions 6 and 7: `sendmsg` was 43 % of the saturated sender engine).
 //!
-//! The writer creates the ring ([`SharedRing::create`]) and hands the file
-//! to the reader ([`SharedRing::open`]). Layout (native-endian `u64`s, each
-//! on its own cache line):
+//! The writer creates the ring ([`RingWriter::create`]) and hands its two
+//! files to the reader ([`RingReader::open`]):
 //!
-//! | offset | field | written by |
-//! | --- | --- | --- |
-//! | 0 | head: bytes ever written | writer |
-//! | 64 | tail: bytes ever read | reader |
-//! | 128 | reader asleep (0/1), so the writer knows to wake it | reader |
-//! | 192 | writer waiting for room (0/1) | writer |
-//! | 4096 | the data, `capacity` bytes (a power of two), byte `i` of the stream at `i % capacity` | writer |
+//! - the *control* file, one page, mapped read-write by both ends: a
+//!   native-endian `u64` per cache line,
 //!
-//! Every access goes through vm-memory's volatile copies and atomic loads
+//!   | offset | field | written by |
+//!   | --- | --- | --- |
+//!   | 0 | head: bytes ever written | writer |
+//!   | 64 | tail: bytes ever read | reader |
+//!   | 128 | reader asleep (0/1), so the writer knows to wake it | reader |
+//!   | 192 | writer waiting for room (0/1) | writer |
+//!
+//! - the *data* file, `capacity` bytes (a power of two), byte `i` of the
+//!   stream at `i % capacity`. The writer seals it against writes by anyone
+//!   else (`F_SEAL_FUTURE_WRITE`, after mapping it itself), so the reader
+//!   can only map it read-only. The writer's bytes are therefore its own
+//!   until it publishes them, and it may build a frame straight in the
+//!   ring ([`RingWriter::build_in_place`]: no copy of its own, the CRCs
+//!   computed over exactly the bytes the reader will get).
+//!
+//! Every access to the control page goes through vm-memory's atomic loads
 //! and stores, and every index the other process wrote is checked before
 //! it is used (`tail ≤ head ≤ tail + capacity`, counting forward only): a
-//! peer that scribbles over the ring yields [`RingError::Corrupt`], never a
-//! read or write outside it. What a reader takes out is a private copy, so
-//! a peer that rewrites the data cannot change bytes under the parser.
+//! peer that scribbles over it yields [`RingError::Corrupt`], never a read
+//! or write outside the ring. What a reader takes out is a private copy
+//! (the writer can always rewrite its data), so a peer that rewrites the
+//! data cannot change bytes under the parser.
 
 use std::fs::File;
 use std::sync::atomic::{fence, Ordering};
@@ -36,8 +46,8 @@ use vm_memory::{
     MmapRegion,
 };
 
-/// Where the data starts (one page of header).
-const DATA: u64 = 4096;
+/// Bytes of the control file.
+const CONTROL: u64 = 4096;
 const HEAD: u64 = 0;
 const TAIL: u64 = 64;
 const READER_ASLEEP: u64 = 128;
@@ -51,14 +61,19 @@ pub const MAX_CAPACITY: u64 = 1 << 30;
 /// What went wrong with a ring.
 #[derive(Debug, thiserror::Error)]
 pub enum RingError {
-    /// Creating, sizing or mapping the shared file failed.
+    /// Creating, sizing, sealing or mapping the shared files failed.
     #[error("shared ring memory: {0}")]
     Memory(String),
-    /// The file handed over does not have a ring's size (one header page
-    /// and a power-of-two data area of `MIN_CAPACITY..=MAX_CAPACITY`).
-    #[error("shared ring of {0} bytes: not a header page and a power-of-two data area")]
-    Size(u64),
-    /// The file handed over is not a memfd whose size is sealed.
+    /// A file handed over does not have its part's size (the control page,
+    /// or a power-of-two data area of `MIN_CAPACITY..=MAX_CAPACITY`).
+    #[error("shared ring {part} file of {size} bytes: not the size of one")]
+    Size {
+        /// "control" or "data".
+        part: &'static str,
+        /// Its size.
+        size: u64,
+    },
+    /// A file handed over is not a memfd whose size is sealed.
     #[error("shared ring file is not a memfd with a sealed size")]
     Unsealed,
     /// The peer left indices no ring can have (it is broken or hostile).
@@ -73,80 +88,52 @@ pub enum RingError {
     },
 }
 
-/// The mapping of one ring, shared by its two ends' handles.
+/// The mappings of one ring, as one end has them.
 #[derive(Debug)]
-pub struct SharedRing {
-    file: Arc<File>,
-    /// The mapping, accessed as one region (a slice of it costs a bounds
-    /// check; a `GuestMemoryMmap`'s accessors walk their regions per call).
-    region: GuestRegionMmap,
+struct SharedRing {
+    control_file: Arc<File>,
+    data_file: Arc<File>,
+    /// The control page, accessed as one region (a slice of it costs a
+    /// bounds check; a `GuestMemoryMmap`'s accessors walk their regions
+    /// per call).
+    control: GuestRegionMmap,
+    /// The data area: read-write at the writer, read-only at the reader.
+    data: GuestRegionMmap,
     capacity: u64,
 }
 
+fn region(file: &Arc<File>, size: u64, prot: i32) -> Result<GuestRegionMmap, RingError> {
+    let region = MmapRegion::build(
+        Some(FileOffset::from_arc(file.clone(), 0)),
+        size as usize,
+        prot,
+        libc::MAP_SHARED,
+    )
+    .map_err(|e| RingError::Memory(format!("mmap: {e}")))?;
+    GuestRegionMmap::new(region, GuestAddress(0))
+        .ok_or_else(|| RingError::Memory("mmap region".into()))
+}
+
+fn file_size(file: &File) -> Result<u64, RingError> {
+    Ok(file
+        .metadata()
+        .map_err(|e| RingError::Memory(format!("size of a ring file: {e}")))?
+        .len())
+}
+
+const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
 impl SharedRing {
-    /// A new ring with `capacity` data bytes (rounded up to a power of two
-    /// within `MIN_CAPACITY..=MAX_CAPACITY`), in a fresh memfd.
-    pub fn create(capacity: u64) -> Result<Arc<Self>, RingError> {
-        let capacity = capacity
-            .clamp(MIN_CAPACITY, MAX_CAPACITY)
-            .next_power_of_two();
-        let file = crate::memfd::create_size_sealed("ibtca-link-ring", DATA + capacity)
-            .map_err(|e| RingError::Memory(format!("memfd: {e}")))?;
-        Self::map(file)
-    }
-
-    /// The ring in `file`, as the peer created it. The file must be a
-    /// memfd with its size sealed: a peer could otherwise shrink it under
-    /// the mapping and make this process fault (`SIGBUS`).
-    pub fn open(file: File) -> Result<Arc<Self>, RingError> {
-        if !crate::memfd::size_is_sealed(&file) {
-            return Err(RingError::Unsealed);
-        }
-        Self::map(file)
-    }
-
-    fn map(file: File) -> Result<Arc<Self>, RingError> {
-        let size = file
-            .metadata()
-            .map_err(|e| RingError::Memory(format!("size of the ring file: {e}")))?
-            .len();
-        let capacity = size.saturating_sub(DATA);
-        if !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) || !capacity.is_power_of_two() {
-            return Err(RingError::Size(size));
-        }
-        let file = Arc::new(file);
-        let region = MmapRegion::from_file(FileOffset::from_arc(file.clone(), 0), size as usize)
-            .map_err(|e| RingError::Memory(format!("mmap: {e}")))?;
-        let region = GuestRegionMmap::new(region, GuestAddress(0))
-            .ok_or_else(|| RingError::Memory("mmap region".into()))?;
-
-        Ok(Arc::new(SharedRing {
-            file,
-            region,
-            capacity,
-        }))
-    }
-
-    /// The shared file, to hand to the peer.
-    pub fn file(&self) -> &Arc<File> {
-        &self.file
-    }
-
-    /// Data bytes.
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
     fn load(&self, at: u64, order: Ordering) -> u64 {
-        // Cannot fail: every header field lies in the mapped first page.
-        self.region
+        // Cannot fail: every control field lies in the mapped page.
+        self.control
             .load(MemoryRegionAddress(at), order)
             .unwrap_or(u64::MAX)
     }
 
     fn store(&self, at: u64, value: u64, order: Ordering) {
         // Cannot fail, as for `load`.
-        let _ = self.region.store(value, MemoryRegionAddress(at), order);
+        let _ = self.control.store(value, MemoryRegionAddress(at), order);
     }
 
     /// `head` and `tail` if they describe a ring; the peer's one is loaded
@@ -162,87 +149,158 @@ impl SharedRing {
         }
     }
 
-    /// Copies between `bytes` and the data area starting at stream byte
-    /// `at` (wrapping); `write` chooses the direction.
-    fn copy(&self, at: u64, bytes: CopyDir<'_>) {
-        let len = match &bytes {
-            CopyDir::In(b) => b.len(),
-            CopyDir::Out(b) => b.len(),
-        } as u64;
+    /// The data area from stream byte `at` on, in up to two pieces (it
+    /// wraps): `len ≤ capacity` bytes.
+    fn pieces(&self, at: u64, len: usize) -> [(u64, usize); 2] {
         let start = at % self.capacity;
-        let first = len.min(self.capacity - start) as usize;
-        // Both parts lie inside the data area (start < capacity, len ≤
-        // capacity), so the copies cannot fail.
-        let data = |at: u64, len: usize| {
-            self.region
-                .get_slice(MemoryRegionAddress(DATA + at), len)
-                .ok()
-        };
-        match bytes {
-            CopyDir::In(b) => {
-                let (a, rest) = b.split_at(first);
-                for (at, part) in [(start, a), (0, rest)] {
-                    if let Some(dst) = data(at, part.len()) {
-                        dst.copy_from(part);
-                    }
-                }
-            }
-            CopyDir::Out(b) => {
-                let (a, rest) = b.split_at_mut(first);
-                for (at, part) in [(start, a), (0, rest)] {
-                    if let Some(src) = data(at, part.len()) {
-                        src.copy_to(part);
-                    }
-                }
-            }
-        }
+        let first = (len as u64).min(self.capacity - start) as usize;
+        [(start, first), (0, len - first)]
     }
 }
 
-enum CopyDir<'a> {
-    In(&'a [u8]),
-    Out(&'a mut [u8]),
-}
-
-/// The writing end of a ring (the process that created it).
+/// The writing end of a ring: the process that created it.
 #[derive(Debug)]
 pub struct RingWriter {
     ring: Arc<SharedRing>,
+    /// Bytes written, published or not.
     head: u64,
+    /// Bytes published (the head the reader sees).
+    published: u64,
 }
 
 impl RingWriter {
-    /// The writing end of `ring`; nothing must have been written to it.
-    pub fn new(ring: Arc<SharedRing>) -> Self {
-        let head = ring.load(HEAD, Ordering::Relaxed);
-        RingWriter { ring, head }
+    /// A new ring with `capacity` data bytes (rounded up to a power of two
+    /// within `MIN_CAPACITY..=MAX_CAPACITY`) in two fresh memfds, the data
+    /// sealed against writes by anyone but this mapping.
+    pub fn create(capacity: u64) -> Result<Self, RingError> {
+        let capacity = capacity
+            .clamp(MIN_CAPACITY, MAX_CAPACITY)
+            .next_power_of_two();
+        let memory = |what: &str, e: std::io::Error| RingError::Memory(format!("{what}: {e}"));
+        let control = crate::memfd::create_size_sealed("ibtca-link-ring-control", CONTROL)
+            .map_err(|e| memory("memfd", e))?;
+        let data = crate::memfd::create_sealable("ibtca-link-ring-data", capacity)
+            .map_err(|e| memory("memfd", e))?;
+        let (control_file, data_file) = (Arc::new(control), Arc::new(data));
+        let ring = SharedRing {
+            control: region(&control_file, CONTROL, READ_WRITE)?,
+            // Mapped before the seal: afterwards no one can map it writable.
+            data: region(&data_file, capacity, READ_WRITE)?,
+            control_file,
+            data_file,
+            capacity,
+        };
+        crate::memfd::seal_writes(&ring.data_file).map_err(|e| memory("sealing the data", e))?;
+        Ok(RingWriter {
+            ring: Arc::new(ring),
+            head: 0,
+            published: 0,
+        })
+    }
+
+    /// The control and the data file, to hand to the peer.
+    pub fn files(&self) -> [&Arc<File>; 2] {
+        [&self.ring.control_file, &self.ring.data_file]
+    }
+
+    /// Data bytes.
+    pub fn capacity(&self) -> u64 {
+        self.ring.capacity
+    }
+
+    /// Room for more bytes, after checking the reader's tail.
+    fn room(&self) -> Result<u64, RingError> {
+        let tail = self.ring.load(TAIL, Ordering::Acquire);
+        Ok(self.ring.capacity - self.ring.checked(self.head, tail)?)
+    }
+
+    /// Lets the reader see every byte written so far; false if there was
+    /// nothing new.
+    pub fn publish(&mut self) -> bool {
+        if self.published == self.head {
+            return false;
+        }
+        self.published = self.head;
+        self.ring.store(HEAD, self.head, Ordering::Release);
+        true
+    }
+
+    /// Bytes built in place and not yet published.
+    pub fn unpublished(&self) -> u64 {
+        self.head - self.published
     }
 
     /// Copies as much of `slices` (in order) as there is room for and
-    /// publishes it; returns the bytes taken (0 when the ring is full).
+    /// publishes it, with anything built before it; returns the bytes taken
+    /// (0 when the ring is full).
     pub fn write<S: std::ops::Deref<Target = [u8]>>(
         &mut self,
         slices: &[S],
     ) -> Result<usize, RingError> {
-        let ring = &self.ring;
-        let tail = ring.load(TAIL, Ordering::Acquire);
-        let mut room = ring.capacity - ring.checked(self.head, tail)?;
+        let mut room = self.room()?;
         let mut taken = 0usize;
         for s in slices {
             if room == 0 {
                 break;
             }
             let n = (s.len() as u64).min(room) as usize;
-            let part = s.get(..n).unwrap_or_default();
-            ring.copy(self.head + taken as u64, CopyDir::In(part));
+            let mut part = s.get(..n).unwrap_or_default();
+            for (at, len) in self.ring.pieces(self.head + taken as u64, n) {
+                let (now, rest) = part.split_at(len);
+                // Inside the data area (at < capacity, at + len ≤
+                // capacity): cannot fail.
+                if let Ok(dst) = self.ring.data.get_slice(MemoryRegionAddress(at), len) {
+                    dst.copy_from(now);
+                }
+                part = rest;
+            }
             taken += n;
             room -= n as u64;
         }
+        self.head += taken as u64;
         if taken > 0 {
-            self.head += taken as u64;
-            ring.store(HEAD, self.head, Ordering::Release);
+            self.publish();
         }
         Ok(taken)
+    }
+
+    /// Adds `len` bytes that `build` writes straight into the ring, if
+    /// there is room for them in one piece (before the data area wraps):
+    /// `Ok(None)`, and `build` is not called, when there is not; otherwise
+    /// what `build` returned, and its bytes are kept only if true. They are
+    /// published with the next [`Self::publish`] or [`Self::write`] (the
+    /// reader gets many frames per read, as from one write).
+    pub fn build_in_place(
+        &mut self,
+        len: usize,
+        build: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<Option<bool>, RingError> {
+        let room = self.room()?;
+        let [(start, first), _] = self.ring.pieces(self.head, len);
+        if len as u64 > room || first != len {
+            return Ok(None);
+        }
+        let Ok(slice) = self.ring.data.get_slice(MemoryRegionAddress(start), len) else {
+            return Ok(None);
+        };
+        let guard = slice.ptr_guard_mut();
+        // SAFETY: `guard` points at `len` bytes of the data mapping (bounds
+        // checked by `get_slice`), which lives as long as `self.ring` and
+        // is writable here (only `create` makes a writer, and it maps the
+        // data read-write). Nothing else accesses these bytes while the
+        // slice lives: they lie between head and tail + capacity, so the
+        // reader does not read them (a hostile one only reads garbage), no
+        // other process can write them (the data file is sealed against
+        // writes and the peer maps it read-only), and in this process only
+        // this writer, borrowed mutably for the call, touches the data
+        // area. The slice lives only for the call to `build`, before the
+        // bytes can be published.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(guard.as_ptr(), len) };
+        if !build(bytes) {
+            return Ok(Some(false));
+        }
+        self.head += len as u64;
+        Ok(Some(true))
     }
 
     /// Marks (or clears) that the writer is about to wait for room: set
@@ -269,7 +327,7 @@ impl RingWriter {
     }
 }
 
-/// The reading end of a ring (the peer process).
+/// The reading end of a ring: the peer process.
 #[derive(Debug)]
 pub struct RingReader {
     ring: Arc<SharedRing>,
@@ -277,10 +335,47 @@ pub struct RingReader {
 }
 
 impl RingReader {
-    /// The reading end of `ring`.
-    pub fn new(ring: Arc<SharedRing>) -> Self {
+    /// The reading end of the ring in `control` and `data`, as the peer
+    /// created it. Both must be memfds with their size sealed (a peer could
+    /// otherwise shrink one under the mapping and make this process fault,
+    /// `SIGBUS`); the data is mapped read-only (a writer that sealed it
+    /// against other writers could not let it be mapped otherwise).
+    pub fn open(control: File, data: File) -> Result<Self, RingError> {
+        if !crate::memfd::size_is_sealed(&control) || !crate::memfd::size_is_sealed(&data) {
+            return Err(RingError::Unsealed);
+        }
+        let size = file_size(&control)?;
+        if size != CONTROL {
+            return Err(RingError::Size {
+                part: "control",
+                size,
+            });
+        }
+        let capacity = file_size(&data)?;
+        if !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) || !capacity.is_power_of_two() {
+            return Err(RingError::Size {
+                part: "data",
+                size: capacity,
+            });
+        }
+        let (control_file, data_file) = (Arc::new(control), Arc::new(data));
+        let ring = SharedRing {
+            control: region(&control_file, CONTROL, READ_WRITE)?,
+            data: region(&data_file, capacity, libc::PROT_READ)?,
+            control_file,
+            data_file,
+            capacity,
+        };
         let tail = ring.load(TAIL, Ordering::Relaxed);
-        RingReader { ring, tail }
+        Ok(RingReader {
+            ring: Arc::new(ring),
+            tail,
+        })
+    }
+
+    /// Data bytes.
+    pub fn capacity(&self) -> u64 {
+        self.ring.capacity
     }
 
     /// Copies up to `out.len()` bytes of the stream into `out` and frees
@@ -291,8 +386,14 @@ impl RingReader {
         let used = ring.checked(head, self.tail)?;
         let n = used.min(out.len() as u64) as usize;
         if n > 0 {
-            if let Some(dst) = out.get_mut(..n) {
-                ring.copy(self.tail, CopyDir::Out(dst));
+            let mut dst = out.get_mut(..n).unwrap_or_default();
+            for (at, len) in ring.pieces(self.tail, n) {
+                let (now, rest) = dst.split_at_mut(len);
+                // Inside the data area, as in `RingWriter::write`.
+                if let Ok(src) = ring.data.get_slice(MemoryRegionAddress(at), len) {
+                    src.copy_to(now);
+                }
+                dst = rest;
             }
             self.tail += n as u64;
             ring.store(TAIL, self.tail, Ordering::Release);
@@ -321,13 +422,14 @@ impl RingReader {
 mod tests {
     use super::*;
 
-    /// A writer on a new ring and a reader on a second mapping of the same
-    /// file, as the peer process would have it.
+    /// A writer on a new ring and a reader on second mappings of the same
+    /// files, as the peer process would have them.
     fn pair(capacity: u64) -> (RingWriter, RingReader, Arc<SharedRing>) {
-        let ring = SharedRing::create(capacity).unwrap();
-        let file = ring.file().try_clone().unwrap();
-        let peer = SharedRing::open(file).unwrap();
-        (RingWriter::new(ring), RingReader::new(peer.clone()), peer)
+        let w = RingWriter::create(capacity).unwrap();
+        let [control, data] = w.files().map(|f| f.try_clone().unwrap());
+        let r = RingReader::open(control, data).unwrap();
+        let peer = r.ring.clone();
+        (w, r, peer)
     }
 
     #[test]
@@ -415,18 +517,104 @@ mod tests {
 
     #[test]
     fn files_that_are_not_rings_are_refused() {
-        for size in [0, 4096, DATA + 4095, DATA + 6000] {
-            let f = crate::memfd::create_size_sealed("ibtca-test", size).unwrap();
+        let sealed = |size| crate::memfd::create_size_sealed("ibtca-test", size).unwrap();
+        for size in [0, 4095, 4097, 6000, MAX_CAPACITY * 2] {
             assert!(
-                matches!(SharedRing::open(f), Err(RingError::Size(s)) if s == size),
-                "size {size}"
+                matches!(RingReader::open(sealed(CONTROL), sealed(size)),
+                    Err(RingError::Size { part: "data", size: s }) if s == size),
+                "data of {size} bytes"
             );
         }
-        // The right size, but a peer could still shrink it under us.
-        let f = crate::memfd::create("ibtca-test", DATA + 4096).unwrap();
-        assert!(matches!(SharedRing::open(f), Err(RingError::Unsealed)));
-        let ring = SharedRing::create(5000).unwrap();
-        assert_eq!(ring.capacity(), 8192, "rounded up to a power of two");
+        assert!(matches!(
+            RingReader::open(sealed(8192), sealed(4096)),
+            Err(RingError::Size {
+                part: "control",
+                size: 8192
+            })
+        ));
+        // The right sizes, but a peer could still shrink one under us.
+        let unsealed = || crate::memfd::create("ibtca-test", 4096).unwrap();
+        assert!(matches!(
+            RingReader::open(unsealed(), sealed(4096)),
+            Err(RingError::Unsealed)
+        ));
+        assert!(matches!(
+            RingReader::open(sealed(CONTROL), unsealed()),
+            Err(RingError::Unsealed)
+        ));
+        let w = RingWriter::create(5000).unwrap();
+        assert_eq!(w.capacity(), 8192, "rounded up to a power of two");
+    }
+
+    #[test]
+    fn the_data_can_be_written_by_its_writer_alone() {
+        let (mut w, mut r, _) = pair(4096);
+        let [_, data] = w.files();
+        assert!(crate::memfd::writes_are_sealed(data));
+        // The peer cannot map the data writable, nor write to the file.
+        let writable = MmapRegion::<()>::from_file(FileOffset::from_arc(data.clone(), 0), 4096);
+        assert!(
+            writable.is_err(),
+            "a writable mapping of the data is refused"
+        );
+        assert!(std::io::Write::write(&mut &**data, &[1]).is_err());
+        // The writer still writes through its own mapping.
+        assert_eq!(w.write(&[&[5u8; 8][..]]).unwrap(), 8);
+        let mut out = [0u8; 8];
+        assert_eq!(r.read(&mut out).unwrap(), 8);
+        assert_eq!(out, [5; 8]);
+    }
+
+    #[test]
+    fn frames_built_in_place_are_published_only_when_finished() {
+        let (mut w, mut r, _) = pair(4096);
+        let mut out = vec![0u8; 4096];
+        // Abandoned: nothing is published, the room stays free.
+        assert_eq!(
+            w.build_in_place(100, |b| {
+                b.fill(0xaa);
+                false
+            })
+            .unwrap(),
+            Some(false)
+        );
+        assert_eq!((w.pending().unwrap(), r.read(&mut out).unwrap()), (0, 0));
+        // Finished: the reader gets exactly the bytes built.
+        let built = w
+            .build_in_place(1000, |b| {
+                assert_eq!(b.len(), 1000);
+                for (i, x) in b.iter_mut().enumerate() {
+                    *x = i as u8;
+                }
+                true
+            })
+            .unwrap();
+        assert_eq!(built, Some(true));
+        assert_eq!(r.read(&mut out).unwrap(), 0, "not published yet");
+        assert_eq!(w.unpublished(), 1000);
+        assert!(w.publish() && !w.publish());
+        assert_eq!(r.read(&mut out).unwrap(), 1000);
+        assert!(out[..1000].iter().enumerate().all(|(i, x)| *x == i as u8));
+        // 3000 bytes left before the wrap: a frame that does not fit in one
+        // piece is not built (nor is one bigger than the room).
+        assert_eq!(w.build_in_place(3097, |_| unreachable!()).unwrap(), None);
+        assert_eq!(w.write(&[&[1u8; 3000][..]]).unwrap(), 3000);
+        assert_eq!(w.build_in_place(1001, |_| unreachable!()).unwrap(), None);
+        assert_eq!(r.read(&mut out).unwrap(), 3000);
+        assert_eq!(w.write(&[&[2u8; 96][..]]).unwrap(), 96);
+        assert_eq!(r.read(&mut out).unwrap(), 96);
+        // At the wrap, the whole area is one piece again.
+        let fill = |b: &mut [u8]| {
+            b.fill(9);
+            true
+        };
+        assert_eq!(w.build_in_place(2048, fill).unwrap(), Some(true));
+        assert_eq!(w.build_in_place(2049, |_| unreachable!()).unwrap(), None);
+        // A write publishes what was built before it, in order.
+        assert_eq!(w.write(&[&[9u8; 2048][..]]).unwrap(), 2048);
+        assert_eq!(w.unpublished(), 0);
+        assert_eq!(r.read(&mut out).unwrap(), 4096);
+        assert!(out.iter().all(|x| *x == 9));
     }
 
     #[test]

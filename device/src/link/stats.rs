@@ -9,8 +9,13 @@ pub struct LinkStats {
     pub tx_packets: u64,
     /// Bytes of those packets (frame headers not counted).
     pub tx_bytes: u64,
-    /// `write` calls for packets; `tx_packets / tx_writes` is the batching.
+    /// `write` calls for packets; `(tx_packets - tx_built_in_place) /
+    /// tx_writes` is the batching.
     pub tx_writes: u64,
+    /// Packets of `tx_packets` built straight into the shared ring, each
+    /// published on its own, without a write call or a copy
+    /// ([`super::Link::send_in_place`]).
+    pub tx_built_in_place: u64,
     /// Packets received (passed to the sink, or dropped as
     /// `rx_credit_overruns`).
     pub rx_packets: u64,
@@ -64,6 +69,7 @@ pub(super) struct Counters {
     pub tx_packets: AtomicU64,
     pub tx_bytes: AtomicU64,
     pub tx_writes: AtomicU64,
+    pub tx_built_in_place: AtomicU64,
     pub rx_packets: AtomicU64,
     pub rx_bytes: AtomicU64,
     pub tx_dropped_down: AtomicU64,
@@ -107,6 +113,7 @@ impl Counters {
             tx_packets: get(&self.tx_packets),
             tx_bytes: get(&self.tx_bytes),
             tx_writes: get(&self.tx_writes),
+            tx_built_in_place: get(&self.tx_built_in_place),
             rx_packets: get(&self.rx_packets),
             rx_bytes: get(&self.rx_bytes),
             tx_dropped_down: get(&self.tx_dropped_down),

@@ -130,6 +130,32 @@ impl VlQueues {
         }
     }
 
+    /// Takes one credit of `vl` for a packet sent past the queues (they
+    /// are empty, so arbitration has nothing to choose); false if `vl` has
+    /// none (always true without flow control).
+    pub fn take_credit(&mut self, vl: u8) -> bool {
+        match self.credits.as_mut().map(|c| c.get_mut(usize::from(vl))) {
+            None => true,
+            Some(Some(c)) if *c > 0 => {
+                *c -= 1;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Gives back a credit [`Self::take_credit`] took for a packet that was
+    /// not sent after all.
+    pub fn return_credit(&mut self, vl: u8) {
+        if let Some(c) = self
+            .credits
+            .as_mut()
+            .and_then(|c| c.get_mut(usize::from(vl)))
+        {
+            *c = c.saturating_add(1);
+        }
+    }
+
     /// Credits the peer has granted on each VL (unlimited: `u32::MAX`).
     pub fn credits(&self) -> [u32; NUM_VLS] {
         self.credits.unwrap_or([u32::MAX; NUM_VLS])

@@ -29,6 +29,26 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// Copies `out.len()` bytes from `offset` bytes into the message into
+    /// `out`.
+    pub(crate) fn fill<E: QpEnv + ?Sized>(
+        &self,
+        env: &mut E,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), AccessError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        match *self {
+            Source::Local(sges) => env.gather(sges, offset, out),
+            Source::Remote { rkey, va } => {
+                let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
+                env.remote_read(rkey, va, out)
+            }
+        }
+    }
+
     /// Appends `len` bytes from `offset` bytes into the message to `out`
     /// (nothing on an error).
     pub(crate) fn append<E: QpEnv + ?Sized>(
@@ -154,9 +174,12 @@ pub(crate) fn data_packet(
 }
 
 /// Encodes `header` with the payload of `seg` gathered from `src` straight
-/// into the packet's bytes (no payload buffer of its own) and hands it to
-/// the link. `Err` (nothing sent) when the source cannot be read; a packet
-/// that cannot be encoded is counted and dropped as in [`emit`].
+/// into the packet's bytes and hands it to the link: built in the link's
+/// outgoing stream itself when it can take it there now
+/// ([`QpEnv::send_in_place`]), else in a packet buffer (no payload buffer
+/// of its own either way). `Err` (nothing sent) when the source cannot be
+/// read; a packet that cannot be encoded is counted and dropped as in
+/// [`emit`].
 pub(crate) fn emit_data<E: QpEnv + ?Sized>(
     env: &mut E,
     counters: &mut RcCounters,
@@ -164,13 +187,24 @@ pub(crate) fn emit_data<E: QpEnv + ?Sized>(
     src: Source<'_>,
     seg: Segment,
 ) -> Result<(), AccessError> {
-    let mut bytes = env.packet_buffer();
-    match header.build_appending(&mut bytes, seg.len, |out| {
-        src.append(env, seg.offset, seg.len, out)
-    }) {
+    let len = header.wire_len_with(seg.len);
+    let mut outcome = Ok(());
+    let in_place = env.send_in_place(len, header.lrh.sl, header.lrh.dlid, &mut |env, out| {
+        outcome = header.build_in_place(out, seg.len, |payload| src.fill(env, seg.offset, payload));
+        outcome.is_ok()
+    });
+    if in_place.is_none() {
+        let mut bytes = env.packet_buffer();
+        outcome = header.build_appending(&mut bytes, seg.len, |out| {
+            src.append(env, seg.offset, seg.len, out)
+        });
+        if outcome.is_ok() {
+            env.send_packet(bytes);
+        }
+    }
+    match outcome {
         Ok(()) => {
             counters.packets_sent += 1;
-            env.send_packet(bytes);
             Ok(())
         }
         Err(FillError::Fill(e)) => Err(e),

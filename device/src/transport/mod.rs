@@ -189,6 +189,24 @@ pub trait QpEnv {
         Vec::new()
     }
 
+    /// Builds one packet of `len` bytes, to `dlid` at service level `sl`,
+    /// straight into the link's outgoing stream (no packet buffer, no copy
+    /// of it) when nothing waits ahead of it: `build` gets an environment
+    /// to gather the payload with and the packet's bytes, and returns false
+    /// to give up (nothing is sent). `None` (by default always) when that
+    /// cannot be done now, and `build` is not called: build a buffer and
+    /// [`Self::send_packet`] it.
+    fn send_in_place(
+        &mut self,
+        len: usize,
+        sl: u8,
+        dlid: u16,
+        build: &mut dyn FnMut(&mut dyn QpEnv, &mut [u8]) -> bool,
+    ) -> Option<bool> {
+        let _ = (len, sl, dlid, build);
+        None
+    }
+
     /// `wqe` left the send queue with completion `status`, signaled or not
     /// (DRDMA frees its window range here).
     fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}

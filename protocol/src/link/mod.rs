@@ -9,7 +9,7 @@
 //! | 2    | `Packet`    | one IB packet, from the LRH through the VCRC |
 //! | 3    | `LinkState` | 0 down, 1 up (1 byte) |
 //! | 4    | `Credit`    | VL u8, credits u16 (3 bytes): the sender frees that many more receive buffers (packets) on that VL |
-//! | 5    | `RingOffer` | data capacity u64 (8 bytes): from here on the sender's frames go through a shared-memory ring, passed with the frame (`SCM_RIGHTS`: the ring's memfd, then the eventfds "data" and "room") |
+//! | 5    | `RingOffer` | data capacity u64 (8 bytes): from here on the sender's frames go through a shared-memory ring, passed with the frame (`SCM_RIGHTS`: the ring's control and data memfds, then the eventfds "data" and "room") |
 //!
 //! All integers are big-endian. A framing error leaves the stream unusable
 //! (there is no way to find the next frame boundary), so [`FrameDecoder`]
@@ -23,8 +23,10 @@ pub use decoder::{FrameDecoder, Frames};
 /// both ends run per-VL credit flow control (`Credit` frames grant
 /// packets; a sender waits for them). Version 3: `Hello` carries feature
 /// bits, and a peer that sets [`FEATURE_SHARED_RING`] may be sent a
-/// `RingOffer`.
-pub const LINK_PROTOCOL_VERSION: u16 = 3;
+/// `RingOffer`. Version 4: a ring is two files (a control page both ends
+/// write, and data only its writer can write), so a `RingOffer` comes with
+/// four.
+pub const LINK_PROTOCOL_VERSION: u16 = 4;
 /// [`Hello::features`] bit: the sender accepts a `RingOffer` (it can map a
 /// shared-memory ring passed over the Unix socket and read frames from it).
 pub const FEATURE_SHARED_RING: u8 = 1;

@@ -210,6 +210,7 @@ pub(super) fn delta(before: &LinkStats, after: &LinkStats) -> LinkStats {
         tx_packets: after.tx_packets - before.tx_packets,
         tx_bytes: after.tx_bytes - before.tx_bytes,
         tx_writes: after.tx_writes - before.tx_writes,
+        tx_built_in_place: after.tx_built_in_place - before.tx_built_in_place,
         rx_packets: after.rx_packets - before.rx_packets,
         rx_bytes: after.rx_bytes - before.rx_bytes,
         tx_dropped_down: after.tx_dropped_down - before.tx_dropped_down,
@@ -226,12 +227,12 @@ impl std::fmt::Display for LinkDelta {
         for (name, s) in [("A→B", &self.a), ("B→A", &self.b)] {
             write!(
                 f,
-                "  {name} ({}): {} packets in {} writes ({:.1}/write, {:.0} KiB/write), {} dropped (queue full), {} credit frames, {} credit stalls",
+                "  {name} ({}): {} packets, {} built in place, the rest in {} writes ({:.1}/write), {} dropped (queue full), {} credit frames, {} credit stalls",
                 if s.tx_rings > 0 { "shared ring" } else { "socket" },
                 s.tx_packets,
+                s.tx_built_in_place,
                 s.tx_writes,
-                s.tx_packets as f64 / s.tx_writes.max(1) as f64,
-                s.tx_bytes as f64 / s.tx_writes.max(1) as f64 / 1024.0,
+                (s.tx_packets - s.tx_built_in_place) as f64 / s.tx_writes.max(1) as f64,
                 s.tx_dropped_full,
                 s.credit_frames_tx,
                 s.credit_stalls,

@@ -12,6 +12,7 @@ mod batches;
 mod connect;
 mod credits;
 mod faults;
+mod in_place;
 mod pipe;
 mod queue;
 mod rings;

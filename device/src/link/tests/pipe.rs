@@ -161,17 +161,25 @@ fn offers_with_the_wrong_files_are_refused() {
         let mut two = files();
         two.pop();
         assert!(accept(4096, two).contains("files"));
-        // The right size in a memfd whose size is not sealed.
-        let mut unsealed = files();
-        unsealed[0] = crate::memfd::create("ibtca-test", 4096 + 4096)
-            .unwrap()
-            .into();
-        assert!(accept(4096, unsealed).contains("sealed"));
+        // The right sizes in a memfd whose size is not sealed, for the
+        // control page and for the data.
+        for part in [0, 1] {
+            let mut unsealed = files();
+            unsealed[part] = crate::memfd::create("ibtca-test", 4096).unwrap().into();
+            assert!(accept(4096, unsealed).contains("sealed"), "file {part}");
+        }
+        // The control and the data swapped: the data file, sealed against
+        // writes, cannot be mapped as the control page both ends write.
+        let mut swapped = files();
+        swapped.swap(0, 1);
+        assert!(accept(4096, swapped).contains("mmap"));
         // A pipe where an eventfd belongs.
-        let mut piped = files();
-        let (r, _w) = std::io::pipe().unwrap();
-        piped[1] = r.into();
-        assert!(accept(4096, piped).contains("eventfd"));
+        for part in [2, 3] {
+            let mut piped = files();
+            let (r, _w) = std::io::pipe().unwrap();
+            piped[part] = r.into();
+            assert!(accept(4096, piped).contains("eventfd"), "file {part}");
+        }
     });
 }
 
@@ -180,11 +188,11 @@ fn a_socket_that_brings_more_files_than_an_offer_is_an_error() {
     bounded(|| {
         use vmm_sys_util::sock_ctrl_msg::ScmSocket;
         let (ours, theirs) = UnixStream::pair().unwrap();
-        let f: Vec<std::fs::File> = (0..4)
+        let f: Vec<std::fs::File> = (0..5)
             .map(|_| crate::memfd::create("ibtca-test", 1).unwrap())
             .collect();
         let raw: Vec<_> = f.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
-        // Two sends of two files: the second pushes past what an offer holds.
+        // Two sends of files: the second pushes past what an offer holds.
         ours.send_with_fds(&[&b"ab"[..]], &raw[..2]).unwrap();
         ours.send_with_fds(&[&b"cd"[..]], &raw[2..]).unwrap();
         let mut input = RxPipe::default();

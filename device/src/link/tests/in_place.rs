@@ -1,0 +1,114 @@
+//! Packets built straight into the shared ring (`Link::send_in_place`):
+//! they arrive byte for byte and in order with queued ones, an abandoned
+//! build sends nothing, and nothing is built past what must go first.
+
+use super::*;
+use crate::link::{packet_vl, FaultPlan, FlowControl};
+
+/// Builds a copy of `packet` in place, if the link can take it so now.
+fn in_place(link: &Link, packet: &[u8]) -> Option<bool> {
+    link.send_in_place(packet.len(), packet_vl(packet), &mut |out| {
+        out.copy_from_slice(packet);
+        true
+    })
+}
+
+/// Right after `Up` the writer thread may still be on its way to sleep:
+/// waits until a first packet can be built in place.
+fn first_in_place(link: &Link, packet: &[u8]) {
+    wait_until("the link builds a packet in place", || {
+        in_place(link, packet) == Some(true)
+    });
+}
+
+#[test]
+fn packets_built_in_place_arrive_intact_and_in_order_with_queued_ones() {
+    let (a, b, _) = pair("in-place");
+    first_in_place(&a.link, &numbered(0));
+    // Given up half way: not a byte of it is sent.
+    let abandoned = a.link.send_in_place(100, 0, &mut |out| {
+        out.fill(0xee);
+        false
+    });
+    assert_eq!(abandoned, Some(false));
+    const N: u32 = 600;
+    let mut built = 1;
+    for i in 1..N {
+        let p = numbered(i);
+        // Every fifth goes through the queue; the next ones must not pass
+        // it (it is written at once, the writer being idle).
+        if i % 5 == 0 {
+            a.send_all([p]);
+            continue;
+        }
+        match in_place(&a.link, &p) {
+            Some(true) => built += 1,
+            Some(false) => unreachable!("the build never gives up"),
+            // Out of credit or room for now: queued like any packet.
+            None => a.send_all([p]),
+        }
+    }
+    a.link.publish();
+    assert!(
+        b.packets(N as usize).into_iter().eq((0..N).map(numbered)),
+        "every packet once, in order, byte for byte"
+    );
+    let s = a.link.stats();
+    assert_eq!((s.tx_packets, s.tx_built_in_place), (u64::from(N), built));
+    assert!(built > 1);
+}
+
+#[test]
+fn nothing_is_built_in_place_without_a_ring_credit_or_a_clear_queue() {
+    // No ring: A writes its frames to the socket.
+    let path = socket_path("in-place-socket");
+    let no_ring = LinkConfig {
+        shared_ring: 0,
+        ..LinkConfig::default()
+    };
+    let a = start_with(LinkEndpoint::Listen(path.clone()), port(1), no_ring);
+    let b = start(LinkEndpoint::Connect(path), port(2));
+    a.expect_up();
+    b.expect_up();
+    a.send_all([numbered(1)]);
+    assert_eq!(b.packets(1), [numbered(1)]);
+    assert_eq!(in_place(&a.link, &numbered(2)), None);
+
+    // A ring, and B grants 3 buffers, freed only when told.
+    let path = socket_path("in-place-credits");
+    let b_config = LinkConfig {
+        flow_control: Some(FlowControl {
+            credits: 3,
+            auto_return: false,
+            ..FlowControl::default()
+        }),
+        ..LinkConfig::default()
+    };
+    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
+    let b = start_with(LinkEndpoint::Connect(path), port(2), b_config);
+    a.expect_up();
+    b.expect_up();
+    wait_until("A holds B's grant", || a.link.credits()[0] == 3);
+    first_in_place(&a.link, &numbered(0));
+    assert_eq!(in_place(&a.link, &numbered(1)), Some(true));
+    assert_eq!(in_place(&a.link, &numbered(2)), Some(true));
+    // Out of credit: not built; queued, it waits for the credit.
+    assert_eq!(in_place(&a.link, &numbered(3)), None);
+    a.send_all([numbered(3)]);
+    // Something is queued ahead: nothing is built until it has gone.
+    assert_eq!(in_place(&a.link, &numbered(4)), None);
+    a.link.publish();
+    assert_eq!(b.packets(3), [numbered(0), numbered(1), numbered(2)]);
+    b.link.return_credits(0, 1);
+    assert_eq!(b.packets(1), [numbered(3)]);
+    b.link.return_credits(0, 3);
+    first_in_place(&a.link, &numbered(4));
+    // A fault plan sees every packet: none is built in place under one.
+    a.link.set_faults(FaultPlan {
+        drop: [1000].into(),
+        ..FaultPlan::default()
+    });
+    assert_eq!(in_place(&a.link, &numbered(5)), None);
+    a.link.publish();
+    assert_eq!(b.packets(1), [numbered(4)]);
+}

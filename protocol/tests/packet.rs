@@ -286,12 +286,10 @@ fn every_build_error() {
     assert_eq!(VCRC_LEN, 2);
 }
 
-#[test]
-fn build_into_fills_the_payload_in_place() {
-    use ibtca_protocol::FillError;
-    // Every payload length around the pad, with and without a GRH, with
-    // part of the payload in `payload` and the rest filled in place: the
-    // same bytes as `build`, appended after what `out` held.
+/// Every payload length around the pad, with and without a GRH, cut at
+/// three places: `check(head, rest, want)` for a packet whose payload is
+/// `head`'s and then `rest`, and `want` the bytes `build` gives for it.
+fn for_each_split_packet(mut check: impl FnMut(&Packet, &[u8], &[u8])) {
     for len in 0..40usize {
         for split in [0, len / 2, len] {
             for global in [false, true] {
@@ -303,17 +301,27 @@ fn build_into_fills_the_payload_in_place() {
                 let want = whole.build().unwrap();
                 let mut head = whole.clone();
                 let rest = head.payload.split_off(split);
-                let mut out = vec![0xee; 3];
-                head.build_into(&mut out, rest.len(), |buf: &mut [u8]| {
-                    buf.copy_from_slice(&rest);
-                    Ok::<(), ()>(())
-                })
-                .unwrap();
-                assert_eq!(&out[..3], &[0xee; 3]);
-                assert_eq!(&out[3..], &want[..], "len {len} split {split}");
+                check(&head, &rest, &want);
             }
         }
     }
+}
+
+#[test]
+fn build_into_fills_the_payload_in_place() {
+    use ibtca_protocol::FillError;
+    // Part of the payload in `payload` and the rest filled in place: the
+    // same bytes as `build`, appended after what `out` held.
+    for_each_split_packet(|head, rest, want| {
+        let mut out = vec![0xee; 3];
+        head.build_into(&mut out, rest.len(), |buf: &mut [u8]| {
+            buf.copy_from_slice(rest);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(&out[..3], &[0xee; 3]);
+        assert_eq!(&out[3..], want, "{head:?} + {} bytes", rest.len());
+    });
     // Appending the payload gives the same bytes; appending the wrong
     // number of bytes is an error that leaves `out` as it was.
     let mut whole = send_only();
@@ -357,31 +365,19 @@ fn build_into_fills_the_payload_in_place() {
 #[test]
 fn build_in_place_writes_what_build_would_into_a_slice_of_its_length() {
     use ibtca_protocol::{BuildError, FillError};
-    // Every payload length around the pad, with and without a GRH, part
-    // of the payload filled in place: exactly `build`'s bytes, in a slice
-    // of `wire_len_with` bytes that held garbage before (pad bytes too).
-    for len in 0..40usize {
-        for split in [0, len / 2, len] {
-            for global in [false, true] {
-                let mut whole = send_only();
-                whole.payload = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
-                if global {
-                    whole.grh = Some(Grh::default());
-                }
-                let want = whole.build().unwrap();
-                let mut head = whole.clone();
-                let rest = head.payload.split_off(split);
-                assert_eq!(head.wire_len_with(rest.len()), want.len());
-                let mut out = vec![0xee; want.len()];
-                head.build_in_place(&mut out, rest.len(), |buf: &mut [u8]| {
-                    buf.copy_from_slice(&rest);
-                    Ok::<(), ()>(())
-                })
-                .unwrap();
-                assert_eq!(out, want, "len {len} split {split} global {global}");
-            }
-        }
-    }
+    // Part of the payload filled in place: exactly `build`'s bytes, in a
+    // slice of `wire_len_with` bytes that held garbage before (pad bytes
+    // too).
+    for_each_split_packet(|head, rest, want| {
+        assert_eq!(head.wire_len_with(rest.len()), want.len());
+        let mut out = vec![0xee; want.len()];
+        head.build_in_place(&mut out, rest.len(), |buf: &mut [u8]| {
+            buf.copy_from_slice(rest);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(out, want, "{head:?} + {} bytes", rest.len());
+    });
     // A slice of another length, a failing fill and a packet that cannot
     // be built are errors; the fill is called only when all else is right.
     let head = send_only();

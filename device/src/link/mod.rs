@@ -75,8 +75,8 @@
 //! what waits for the sink stays within the buffer granted.
 //!
 //! A ring offer is checked like any input: a peer that offers a ring
-//! without announcing it was asked for, passes files that are not a
-//! size-sealed memfd of the ring's size and two eventfds, leaves ring
+//! without announcing it was asked for, passes files that are not two
+//! size-sealed memfds of a ring's sizes and two eventfds, leaves ring
 //! indices out of order, or writes to the socket after its offer, is
 //! dropped with a warning (counted in [`LinkStats::rx_bad_frames`]).
 //!

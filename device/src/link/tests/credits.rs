@@ -9,20 +9,8 @@ fn vl_packet(vl: u8, i: u8) -> Vec<u8> {
 
 #[test]
 fn a_vl_without_credit_stalls_alone() {
-    let path = socket_path("credits");
     // B has a 4-packet buffer per VL and frees it only when told.
-    let b_config = LinkConfig {
-        flow_control: Some(FlowControl {
-            credits: 4,
-            auto_return: false,
-            ..FlowControl::default()
-        }),
-        ..LinkConfig::default()
-    };
-    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
-    let b = start_with(LinkEndpoint::Connect(path), port(2), b_config);
-    a.expect_up();
-    b.expect_up();
+    let (a, b) = pair_lending("credits", 4);
     wait_until("A holds B's grant", || a.link.credits()[..2] == [4, 4]);
     for i in 0..10 {
         a.send_all([vl_packet(1, i), vl_packet(0, i)]);

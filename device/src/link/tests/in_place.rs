@@ -3,7 +3,7 @@
 //! build sends nothing, and nothing is built past what must go first.
 
 use super::*;
-use crate::link::{packet_vl, FaultPlan, FlowControl};
+use crate::link::{packet_vl, FaultPlan};
 
 /// Builds a copy of `packet` in place, if the link can take it so now.
 fn in_place(link: &Link, packet: &[u8]) -> Option<bool> {
@@ -75,19 +75,7 @@ fn nothing_is_built_in_place_without_a_ring_credit_or_a_clear_queue() {
     assert_eq!(in_place(&a.link, &numbered(2)), None);
 
     // A ring, and B grants 3 buffers, freed only when told.
-    let path = socket_path("in-place-credits");
-    let b_config = LinkConfig {
-        flow_control: Some(FlowControl {
-            credits: 3,
-            auto_return: false,
-            ..FlowControl::default()
-        }),
-        ..LinkConfig::default()
-    };
-    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
-    let b = start_with(LinkEndpoint::Connect(path), port(2), b_config);
-    a.expect_up();
-    b.expect_up();
+    let (a, b) = pair_lending("in-place-credits", 3);
     wait_until("A holds B's grant", || a.link.credits()[0] == 3);
     first_in_place(&a.link, &numbered(0));
     assert_eq!(in_place(&a.link, &numbered(1)), Some(true));

@@ -55,6 +55,26 @@ fn start_with(endpoint: LinkEndpoint, local: LocalPort, config: LinkConfig) -> P
     Peer { link, events }
 }
 
+/// Links on a fresh path, both up: A with the default config, B granting
+/// `credits` buffers per VL that it frees only when told
+/// (`Link::return_credits`).
+fn pair_lending(name: &str, credits: u16) -> (Peer, Peer) {
+    let path = socket_path(name);
+    let b_config = LinkConfig {
+        flow_control: Some(super::FlowControl {
+            credits,
+            auto_return: false,
+            ..super::FlowControl::default()
+        }),
+        ..LinkConfig::default()
+    };
+    let a = start(LinkEndpoint::Listen(path.clone()), port(1));
+    let b = start_with(LinkEndpoint::Connect(path), port(2), b_config);
+    a.expect_up();
+    b.expect_up();
+    (a, b)
+}
+
 /// Listen and connect links on a fresh path, both up.
 fn pair(name: &str) -> (Peer, Peer, PathBuf) {
     let path = socket_path(name);

@@ -58,6 +58,13 @@ fn rdma_write_lands_in_the_other_guest() {
         vec![0; 4096],
         "nothing before the target"
     );
+    // On an idle link A built the data packets straight in its shared
+    // ring (no packet buffer, no copy into the ring).
+    let stats = p.sa.link.as_ref().expect("A's link").stats();
+    assert!(
+        stats.tx_built_in_place > 0 && stats.tx_built_in_place <= stats.tx_packets,
+        "{stats:?}"
+    );
 }
 
 #[test]

@@ -513,6 +513,11 @@ mod tests {
             Err(RingError::Corrupt { .. })
         ));
         assert!(matches!(w.pending(), Err(RingError::Corrupt { .. })));
+        // Nor is anything built in place past such a tail.
+        assert!(matches!(
+            w.build_in_place(8, |_| unreachable!()),
+            Err(RingError::Corrupt { .. })
+        ));
     }
 
     #[test]

@@ -390,18 +390,35 @@ fn ring_io_error(e: RingError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
+/// Why [`offer`] offered no ring.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum OfferError {
+    /// This process could not make a ring (memfds, seals, mappings,
+    /// eventfds; e.g. a kernel without `F_SEAL_FUTURE_WRITE`, before 5.1):
+    /// nothing was sent, and this side can go on writing to the socket.
+    #[error("{0}")]
+    Local(String),
+    /// The offer did not go out whole: the connection is broken.
+    #[error("{0}")]
+    Send(String),
+}
+
 /// Offers the peer a ring of `capacity` bytes for this side's frames: sends
 /// the `RingOffer` with its files on `socket`; from now on this side's
 /// frames go into the returned pipe.
-pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String> {
-    let ring = RingWriter::create(capacity).map_err(|e| e.to_string())?;
-    let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| format!("eventfd: {e}"));
+pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, OfferError> {
+    let local = |e: String| OfferError::Local(e);
+    let ring = RingWriter::create(capacity).map_err(|e| local(e.to_string()))?;
+    let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| local(format!("eventfd: {e}")));
     let (data, room) = (event()?, event()?);
+    let socket_for_hang_up = socket
+        .try_clone()
+        .map_err(|e| local(format!("preparing the ring: {e}")))?;
     let frame = Frame::RingOffer {
         capacity: ring.capacity(),
     }
     .to_bytes()
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| local(e.to_string()))?;
     let [control, ring_data] = ring.files();
     let files = [
         control.as_raw_fd(),
@@ -411,18 +428,18 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, String
     ];
     let sent = socket
         .send_with_fds(&[frame.as_slice()], &files)
-        .map_err(|e| format!("sending RingOffer: {e}"))?;
+        .map_err(|e| OfferError::Send(format!("sending RingOffer: {e}")))?;
     if sent != frame.len() {
-        return Err(format!("RingOffer: sent {sent} of {} bytes", frame.len()));
+        return Err(OfferError::Send(format!(
+            "RingOffer: sent {sent} of {} bytes",
+            frame.len()
+        )));
     }
-    let socket = socket
-        .try_clone()
-        .map_err(|e| format!("preparing the ring: {e}"))?;
     Ok(TxPipe::Ring(RingTx {
         writer: Mutex::new(ring),
         data,
         room,
-        socket,
+        socket: socket_for_hang_up,
     }))
 }
 

@@ -12,7 +12,7 @@ use ibtca_protocol::link::{
     LINK_PROTOCOL_VERSION,
 };
 
-use super::pipe::{self, RingRx, RxPipe, TxPipe};
+use super::pipe::{self, OfferError, RingRx, RxPipe, TxPipe};
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
@@ -469,13 +469,23 @@ impl Session<'_> {
         let output = if rings {
             // Before anything else goes out: the peer reads the rest of our
             // stream from the ring.
-            let ring = pipe::offer(self.stream, capacity)?;
-            bump(&self.shared.counters.tx_rings);
-            tracing::debug!(
-                kib = capacity / 1024,
-                "link writes to the peer through a shared ring"
-            );
-            ring
+            match pipe::offer(self.stream, capacity) {
+                Ok(ring) => {
+                    bump(&self.shared.counters.tx_rings);
+                    tracing::debug!(
+                        kib = capacity / 1024,
+                        "link writes to the peer through a shared ring"
+                    );
+                    ring
+                }
+                // A side that does not offer writes to the socket, which
+                // the peer reads until an offer comes (none will).
+                Err(OfferError::Local(e)) => {
+                    tracing::warn!(error = %e, "cannot make a shared ring; the link writes to the socket");
+                    TxPipe::Socket(stream)
+                }
+                Err(e @ OfferError::Send(_)) => return Err(e.to_string()),
+            }
         } else {
             TxPipe::Socket(stream)
         };

@@ -239,7 +239,7 @@ fn a_captured_link_between_two_devices_gets_a_relay_switch() {
     let file = dir.join("two.json");
     std::fs::write(
         &file,
-        r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2}],
+        r#"{"nodes": [{"name": "a", "lid": 1, "link_ring_kib": 0}, {"name": "b", "lid": 2}],
             "links": [{"a": "a", "b": "b", "capture": "ab.pcap"}]}"#,
     )
     .unwrap();
@@ -279,6 +279,18 @@ fn a_captured_link_between_two_devices_gets_a_relay_switch() {
         .unwrap_or_else(|| panic!("the WRITE in {rows:?}"));
     assert_eq!(num(&write[2]), u64::from(bqp.qpn));
     assert_eq!(num(&write[3]), u64::from(brkey));
+    // The file kept A's frames on its socket (`link_ring_kib: 0`); B and
+    // the relay took rings both ways. Each device logs its counters when
+    // it stops.
+    let out = fabric(&["down", "--run-dir", &run_s]);
+    assert!(out.status.success());
+    for (node, rings) in [
+        ("a", "tx_rings: 0, rx_rings: 0"),
+        ("b", "tx_rings: 1, rx_rings: 1"),
+    ] {
+        let log = std::fs::read_to_string(run.join(format!("{node}.log"))).unwrap_or_default();
+        assert!(log.contains(rings), "{node}: {log}");
+    }
 }
 
 /// `up --guests` checks the VM stack, the guests' files and the run

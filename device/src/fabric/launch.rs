@@ -89,6 +89,9 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
         "--control".to_owned(),
         switch_control_path(run_dir, &sw.name).display().to_string(),
     ];
+    if let Some(kib) = sw.link_ring_kib {
+        args.push(format!("--link-ring-kib={kib}"));
+    }
     for (i, port) in sw.ports.iter().enumerate() {
         let p = i + 1;
         match port {
@@ -227,6 +230,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     }
     if let Some(prio) = n.realtime {
         args.push(format!("--realtime={prio}"));
+    }
+    if let Some(kib) = n.link_ring_kib {
+        args.push(format!("--link-ring-kib={kib}"));
     }
     args
 }

@@ -174,6 +174,9 @@ pub struct NodePlan {
     pub realtime: Option<u8>,
     /// CPUs of the node's guest (QEMU), from its `guest.cpus`.
     pub guest_cpus: Option<CpuList>,
+    /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
+    /// one.
+    pub link_ring_kib: Option<u64>,
 }
 
 /// Parses the `cpus` of `name` (a node or a node's guest).
@@ -215,6 +218,9 @@ pub struct SwitchPlan {
     pub routes: Vec<(u16, u8)>,
     /// VL settings of each port (port 1 first), linked or not.
     pub vls: Vec<VlConfig>,
+    /// Its ports' shared rings in KiB (`--link-ring-kib`), if the file
+    /// sets one.
+    pub link_ring_kib: Option<u64>,
 }
 
 /// Everything to start, in order: switches, then nodes.
@@ -362,6 +368,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 &format!("{} guest", n.name),
                 n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
             )?,
+            link_ring_kib: n.link_ring_kib,
         });
     }
     let mut switches = Vec::new();
@@ -403,6 +410,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             ports: vec![None; usize::from(s.ports)],
             routes: Vec::new(),
             vls,
+            link_ring_kib: s.link_ring_kib,
         });
     }
 
@@ -476,6 +484,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 ports: vec![None, None],
                 routes: Vec::new(),
                 vls: vec![VlConfig::default(); 2],
+                link_ring_kib: None,
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
             attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);

@@ -312,3 +312,28 @@ fn device_cpus_and_realtime_reach_the_device_and_bad_ones_are_refused() {
     let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "realtime": 0}] }"#).to_string();
     assert!(e.contains("realtime priority 0 is outside 1-99"), "{e}");
 }
+
+#[test]
+fn link_rings_set_in_the_file_reach_devices_and_switches() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "link_ring_kib": 0},
+                          {"name": "b", "lid": 2}],
+                 "switches": [{"name": "sw", "ports": 2, "link_ring_kib": 256}],
+                 "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}] }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    let a = super::launch::device_args(&p.nodes[0]);
+    assert!(a.contains(&"--link-ring-kib=0".to_owned()), "{a:?}");
+    let b = super::launch::device_args(&p.nodes[1]);
+    assert!(!b.iter().any(|x| x.starts_with("--link-ring-kib")), "{b:?}");
+    let sw = super::launch::switch_args(&p.switches[0], Path::new("/tmp/r"));
+    assert!(sw.contains(&"--link-ring-kib=256".to_owned()), "{sw:?}");
+    // A negative size is no size.
+    let e = parse(r#"{ "nodes": [{"name": "a", "lid": 1, "link_ring_kib": -1}] }"#)
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("invalid value"), "{e}");
+}

@@ -16,6 +16,9 @@
 //! "weights": [4, 1] }` (a switch also `"ports_vl": { "2": {...} }`): the
 //! SL → VL table and VL arbitration of what that port sends.
 //!
+//! A node or switch may also set `"link_ring_kib"`: the shared-memory ring
+//! it offers per link for its frames (0 keeps them on the sockets).
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.
@@ -69,6 +72,11 @@ pub struct NodeSpec {
     /// (`ibtca-device --realtime`; needs root).
     #[serde(default)]
     pub realtime: Option<u8>,
+    /// The shared-memory ring the device offers for its link's frames, in
+    /// KiB (`ibtca-device --link-ring-kib`; 0: its frames stay on the
+    /// socket; default: the device's).
+    #[serde(default)]
+    pub link_ring_kib: Option<u64>,
 }
 
 /// One node's own guest settings (`ibtca-fabric up --guests`).
@@ -109,6 +117,11 @@ pub struct SwitchSpec {
     /// Per-port settings over `vl`, by port number (`"2": {...}`).
     #[serde(default)]
     pub ports_vl: BTreeMap<u16, VlSpec>,
+    /// The shared-memory ring each port offers for its frames, in KiB
+    /// (`ibtca-switch --link-ring-kib`; 0: frames stay on the sockets;
+    /// default: the switch's).
+    #[serde(default)]
+    pub link_ring_kib: Option<u64>,
 }
 
 /// A port's virtual lanes: what it sends on SL n leaves on VL

@@ -23,14 +23,57 @@ impl Device {
 
     /// Like [`Device::start_with`], its log (stderr) going to `log`.
     fn start_logging(socket: &std::path::Path, extra: &[&str], log: impl Into<Stdio>) -> Self {
-        let child = Command::new(workspace_bin("ibtca-device"))
+        let mut command = Command::new(workspace_bin("ibtca-device"));
+        command
             .arg("--socket")
             .arg(socket)
             .args(extra)
             .env_remove("RUST_LOG")
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        Self::spawn(command, socket)
+    }
+
+    /// Like [`Device::start_logging`], with files (memfds too) limited to
+    /// `max_file` bytes: growing one past that fails with `EFBIG`
+    /// (`RLIMIT_FSIZE`, `SIGXFSZ` ignored), as some resource of the
+    /// machine might refuse.
+    fn start_limited(
+        socket: &std::path::Path,
+        extra: &[&str],
+        log: impl Into<Stdio>,
+        max_file: u64,
+    ) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(workspace_bin("ibtca-device"));
+        command
+            .arg("--socket")
+            .arg(socket)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stderr(log);
+        // SAFETY: the closure runs in the child between fork and exec and
+        // calls only setrlimit(2) and signal(2), both async-signal-safe;
+        // it touches no memory but its own stack. An ignored signal stays
+        // ignored across exec.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: max_file,
+                    rlim_max: max_file,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0
+                    || libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Self::spawn(command, socket)
+    }
+
+    fn spawn(mut command: Command, socket: &std::path::Path) -> Self {
+        let child = command.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         // Wait until it accepts: the path may already exist (stale socket).
         while std::os::unix::net::UnixStream::connect(socket).is_err() {
@@ -318,5 +361,56 @@ fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
         let text = wait_for_log(&log, "link counters");
         assert!(text.contains("tx_rings: 0, rx_rings: 0"), "{text}");
         assert!(!text.contains("through a shared ring"), "{text}");
+    }
+}
+
+#[test]
+fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
+    let dir = TempDir::new("ring-refused");
+    let link = dir.join("ab.link");
+    let log = |name: &str| dir.join(&format!("{name}.log"));
+    let file = |name: &str| std::fs::File::create(log(name)).unwrap();
+    // A's 128 MiB ring does not fit its 64 MiB file limit; B's default
+    // 4 MiB ring maps fine at A (mapping grows no file).
+    let a = Device::start_limited(
+        &dir.join("a.sock"),
+        &[
+            "--lid",
+            "1",
+            "--link",
+            &format!("listen:{}", link.display()),
+            "--link-ring-kib",
+            "131072",
+        ],
+        file("a"),
+        64 << 20,
+    );
+    let b = Device::start_logging(
+        &dir.join("b.sock"),
+        &[
+            "--lid",
+            "2",
+            "--link",
+            &format!("connect:{}", link.display()),
+        ],
+        file("b"),
+    );
+    wait_for_log(&log("a"), "cannot make a shared ring");
+    for name in ["a", "b"] {
+        wait_for_log(&log(name), "link up");
+    }
+    // One connection each, A's frames on the socket, B's through its ring.
+    for (name, mut dev, rings) in [
+        ("a", a, "tx_rings: 0, rx_rings: 1"),
+        ("b", b, "tx_rings: 1, rx_rings: 0"),
+    ] {
+        dev.signal(libc::SIGTERM);
+        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
+        let text = wait_for_log(&log(name), "link counters");
+        assert!(text.contains(rings), "{name}: {text}");
+        assert!(
+            text.contains("connections: 1, reconnects: 0"),
+            "{name}: {text}"
+        );
     }
 }

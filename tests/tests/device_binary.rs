@@ -33,15 +33,17 @@ impl Device {
         Self::spawn(command, socket)
     }
 
-    /// Like [`Device::start_logging`], with files (memfds too) limited to
-    /// `max_file` bytes: growing one past that fails with `EFBIG`
-    /// (`RLIMIT_FSIZE`, `SIGXFSZ` ignored), as some resource of the
-    /// machine might refuse.
+    /// Like [`Device::start_logging`], with `limit` (an `RLIMIT_*`) set to
+    /// `max`, as some resource of the machine might refuse: with
+    /// `RLIMIT_FSIZE`, growing a file (a memfd too) past `max` bytes fails
+    /// with `EFBIG` (`SIGXFSZ` is ignored); with `RLIMIT_AS`, a mapping
+    /// past `max` bytes of address space fails with `ENOMEM`.
     fn start_limited(
         socket: &std::path::Path,
         extra: &[&str],
         log: impl Into<Stdio>,
-        max_file: u64,
+        limit: libc::__rlimit_resource_t,
+        max: u64,
     ) -> Self {
         use std::os::unix::process::CommandExt;
         let mut command = Command::new(workspace_bin("ibtca-device"));
@@ -57,11 +59,11 @@ impl Device {
         // ignored across exec.
         unsafe {
             command.pre_exec(move || {
-                let limit = libc::rlimit {
-                    rlim_cur: max_file,
-                    rlim_max: max_file,
+                let value = libc::rlimit {
+                    rlim_cur: max,
+                    rlim_max: max,
                 };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0
+                if libc::setrlimit(limit, &value) != 0
                     || libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR
                 {
                     return Err(std::io::Error::last_os_error());
@@ -289,10 +291,15 @@ fn bad_cpu_lists_and_priorities_are_refused() {
 
 /// Waits until the log file at `path` contains `text`; panics after `T`.
 fn wait_for_log(path: &std::path::Path, text: &str) -> String {
+    wait_for_log_n(path, text, 1)
+}
+
+/// Waits until the log at `path` holds `text` `n` times (or more).
+fn wait_for_log_n(path: &std::path::Path, text: &str, n: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let log = std::fs::read_to_string(path).unwrap_or_default();
-        if log.contains(text) {
+        if log.matches(text).count() >= n {
             return log;
         }
         assert!(
@@ -383,6 +390,7 @@ fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
             "131072",
         ],
         file("a"),
+        libc::RLIMIT_FSIZE,
         64 << 20,
     );
     let b = Device::start_logging(
@@ -413,4 +421,66 @@ fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
             "{name}: {text}"
         );
     }
+}
+
+#[test]
+fn a_device_that_cannot_map_its_peers_ring_reconnects_once_with_the_peer_on_the_socket() {
+    let dir = TempDir::new("ring-unmappable");
+    let link = dir.join("ab.link");
+    let log = |name: &str| dir.join(&format!("{name}.log"));
+    let file = |name: &str| std::fs::File::create(log(name)).unwrap();
+    // B offers a 1 GiB ring; A's address space (768 MiB) has no room to
+    // map it, while A's own 4 MiB ring fits.
+    let a = Device::start_limited(
+        &dir.join("a.sock"),
+        &[
+            "--lid",
+            "1",
+            "--link",
+            &format!("listen:{}", link.display()),
+        ],
+        file("a"),
+        libc::RLIMIT_AS,
+        768 << 20,
+    );
+    let b = Device::start_logging(
+        &dir.join("b.sock"),
+        &[
+            "--lid",
+            "2",
+            "--link",
+            &format!("connect:{}", link.display()),
+            "--link-ring-kib",
+            "1048576",
+        ],
+        file("b"),
+    );
+    wait_for_log(&log("a"), "cannot map the peer's shared ring");
+    // The second connection: B made its choice (no offer: A announced no
+    // rings) before it logs it up.
+    for name in ["a", "b"] {
+        wait_for_log_n(&log(name), "link::session: link up", 2);
+    }
+    for (name, mut dev, rings) in [
+        ("a", a, "tx_rings: 2, rx_rings: 0"),
+        ("b", b, "tx_rings: 1, rx_rings: 2"),
+    ] {
+        dev.signal(libc::SIGTERM);
+        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
+        let text = wait_for_log(&log(name), "link counters");
+        assert!(text.contains(rings), "{name}: {text}");
+        assert!(
+            text.contains("connections: 2, reconnects: 1"),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("rx_bad_frames: 0"),
+            "not the peer's fault: {text}"
+        );
+    }
+    let a_log = std::fs::read_to_string(log("a")).unwrap();
+    assert_eq!(
+        a_log.matches("cannot map the peer's shared ring").count(),
+        1
+    );
 }

@@ -74,11 +74,15 @@
 //! ([`LinkStats::rx_credit_overruns`], logged once per connection), so
 //! what waits for the sink stays within the buffer granted.
 //!
-//! A ring offer is checked like any input: a peer that offers a ring
-//! without announcing it was asked for, passes files that are not two
-//! size-sealed memfds of a ring's sizes and two eventfds, leaves ring
-//! indices out of order, or writes to the socket after its offer, is
-//! dropped with a warning (counted in [`LinkStats::rx_bad_frames`]).
+//! A ring offer is checked like any input: a peer that offers a ring to
+//! a link that announced none, passes files that are not two size-sealed
+//! memfds of a ring's sizes and two eventfds, leaves ring indices out of
+//! order, or writes to the socket after its offer, is dropped with a
+//! warning (counted in [`LinkStats::rx_bad_frames`]). A link that cannot
+//! map a good offer (memory limits) drops that connection once and
+//! announces no rings from then on, so the peer writes to the socket; one
+//! that cannot make its own ring writes to the socket (both with a
+//! warning).
 //!
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout

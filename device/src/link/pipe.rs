@@ -443,24 +443,47 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, OfferE
     }))
 }
 
+/// Why [`accept`] took no ring.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AcceptError {
+    /// The files are not a ring's: the peer is broken or hostile.
+    #[error("{0}")]
+    Peer(String),
+    /// This process could not map the ring (memory limits; or a file
+    /// sealed against the mapping a ring needs).
+    #[error("{0}")]
+    Local(String),
+}
+
 /// Maps the ring a peer offered (`capacity` from its `RingOffer`, `fds` the
 /// files that came with it) after checking every file.
-pub(super) fn accept(capacity: u64, fds: Vec<OwnedFd>, spin: Duration) -> Result<RingRx, String> {
+pub(super) fn accept(
+    capacity: u64,
+    fds: Vec<OwnedFd>,
+    spin: Duration,
+) -> Result<RingRx, AcceptError> {
     let Ok([control, ring_data, data, room]) = <[OwnedFd; OFFER_FDS]>::try_from(fds) else {
-        return Err(format!("RingOffer without its {OFFER_FDS} files"));
+        return Err(AcceptError::Peer(format!(
+            "RingOffer without its {OFFER_FDS} files"
+        )));
     };
-    let ring = RingReader::open(File::from(control), File::from(ring_data))
-        .map_err(|e| format!("peer's ring: {e}"))?;
+    let ring = RingReader::open(File::from(control), File::from(ring_data)).map_err(|e| {
+        let what = format!("peer's ring: {e}");
+        match e {
+            RingError::Memory(_) => AcceptError::Local(what),
+            _ => AcceptError::Peer(what),
+        }
+    })?;
     if ring.capacity() != capacity {
-        return Err(format!(
+        return Err(AcceptError::Peer(format!(
             "peer's ring holds {} bytes, its RingOffer says {capacity}",
             ring.capacity()
-        ));
+        )));
     }
     Ok(RingRx {
         reader: ring,
-        data: peer_eventfd(data)?,
-        room: peer_eventfd(room)?,
+        data: peer_eventfd(data).map_err(AcceptError::Peer)?,
+        room: peer_eventfd(room).map_err(AcceptError::Peer)?,
         hung_up: false,
         spin,
     })

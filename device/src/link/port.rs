@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -44,6 +45,10 @@ pub(super) struct Shared {
     pub control: Mutex<Control>,
     /// Written once on stop; wakes the listen side's epoll.
     pub stop_fd: EventFd,
+    /// This process could not map a ring the peer offered (not the peer's
+    /// fault: memory limits): later connections announce no shared rings,
+    /// so the peer writes to the socket instead of offering again.
+    pub rx_rings_refused: AtomicBool,
 }
 
 impl Shared {
@@ -149,6 +154,7 @@ impl Link {
             counters: Counters::default(),
             control: Mutex::new(Control::default()),
             stop_fd: EventFd::new(EFD_NONBLOCK)?,
+            rx_rings_refused: AtomicBool::new(false),
         });
         let thread_shared = Arc::clone(&shared);
         let path = endpoint.path().to_path_buf();

@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -12,7 +13,7 @@ use ibtca_protocol::link::{
     LINK_PROTOCOL_VERSION,
 };
 
-use super::pipe::{self, OfferError, RingRx, RxPipe, TxPipe};
+use super::pipe::{self, AcceptError, OfferError, RingRx, RxPipe, TxPipe};
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
@@ -138,6 +139,12 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
+    /// This end announces shared rings in its `Hello` (and so may be sent a
+    /// `RingOffer`): it has them on, and has not failed to map one.
+    fn takes_rings(&self) -> bool {
+        self.shared.config.shared_ring > 0 && !self.shared.rx_rings_refused.load(Ordering::Relaxed)
+    }
+
     /// Exchanges `Hello`s and reads frames; the error is why it ended.
     fn serve(&mut self) -> Result<(), String> {
         let config = &self.shared.config;
@@ -147,7 +154,7 @@ impl Session<'_> {
             node_guid: local.node_guid,
             port: local.port,
             lid: local.lid,
-            features: if config.shared_ring > 0 {
+            features: if self.takes_rings() {
                 FEATURE_SHARED_RING
             } else {
                 0
@@ -428,7 +435,7 @@ impl Session<'_> {
                 Ok(())
             }
             Ok(Frame::RingOffer { capacity }) => {
-                if self.shared.config.shared_ring == 0 {
+                if !self.takes_rings() {
                     return reject("RingOffer, but we did not announce shared rings".into());
                 }
                 if self.input.is_ring() {
@@ -444,7 +451,14 @@ impl Session<'_> {
                         self.switch = Some(ring);
                         Ok(())
                     }
-                    Err(e) => reject(format!("bad RingOffer: {e}")),
+                    Err(AcceptError::Peer(e)) => reject(format!("bad RingOffer: {e}")),
+                    Err(AcceptError::Local(e)) => {
+                        // Not the peer's fault: from the next connection on
+                        // we announce no rings, and it writes to the socket.
+                        self.shared.rx_rings_refused.store(true, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "cannot map the peer's shared ring; reconnecting with its frames on the socket");
+                        Err(format!("cannot map the peer's ring: {e}"))
+                    }
                 }
             }
             // Unreachable: packets before `Up` are caught by the arm above.
@@ -460,8 +474,10 @@ impl Session<'_> {
             .and_then(|()| self.stream.try_clone())
             .map_err(|e| format!("preparing the connection: {e}"))?;
         let capacity = self.shared.config.shared_ring;
+        // We offer a ring if the peer takes one; one comes to us only if we
+        // announced that we take one.
         let rings = capacity > 0 && hello.features & FEATURE_SHARED_RING != 0;
-        if !rings {
+        if !self.takes_rings() {
             // No offer can come: the socket's control messages (and the
             // buffer `recvmsg` allocates for them) are of no use.
             self.input = RxPipe::Plain;

@@ -23,6 +23,10 @@ impl Device {
 
     /// Like [`Device::start_with`], its log (stderr) going to `log`.
     fn start_logging(socket: &std::path::Path, extra: &[&str], log: impl Into<Stdio>) -> Self {
+        Self::spawn(Self::command(socket, extra, log), socket)
+    }
+
+    fn command(socket: &std::path::Path, extra: &[&str], log: impl Into<Stdio>) -> Command {
         let mut command = Command::new(workspace_bin("ibtca-device"));
         command
             .arg("--socket")
@@ -30,7 +34,7 @@ impl Device {
             .args(extra)
             .env_remove("RUST_LOG")
             .stderr(log);
-        Self::spawn(command, socket)
+        command
     }
 
     /// Like [`Device::start_logging`], with `limit` (an `RLIMIT_*`) set to
@@ -46,13 +50,7 @@ impl Device {
         max: u64,
     ) -> Self {
         use std::os::unix::process::CommandExt;
-        let mut command = Command::new(workspace_bin("ibtca-device"));
-        command
-            .arg("--socket")
-            .arg(socket)
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stderr(log);
+        let mut command = Self::command(socket, extra, log);
         // SAFETY: the closure runs in the child between fork and exec and
         // calls only setrlimit(2) and signal(2), both async-signal-safe;
         // it touches no memory but its own stack. An ignored signal stays
@@ -311,26 +309,63 @@ fn wait_for_log_n(path: &std::path::Path, text: &str, n: usize) -> String {
     }
 }
 
-/// Devices A (LID 1, listening) and B (LID 2, connecting) on one link, each
-/// with `extra` options, their logs in `dir` (`a.log`, `b.log`).
+/// Devices A (LID 1, listening) and B (LID 2, connecting) on one link, A
+/// with `a_extra` options, their logs in `dir` (`a.log`, `b.log`).
 fn linked_devices(dir: &TempDir, a_extra: &[&str]) -> [(Device, std::path::PathBuf); 2] {
+    linked_devices_with(dir, a_extra, &[], None)
+}
+
+/// [`linked_devices`] with `b_extra` options for B, and A started under
+/// `a_limit` (an `RLIMIT_*` and its value, [`Device::start_limited`]).
+fn linked_devices_with(
+    dir: &TempDir,
+    a_extra: &[&str],
+    b_extra: &[&str],
+    a_limit: Option<(libc::__rlimit_resource_t, u64)>,
+) -> [(Device, std::path::PathBuf); 2] {
     let link = dir.join("ab.link");
     let listen = format!("listen:{}", link.display());
     let connect = format!("connect:{}", link.display());
-    let start = |name: &str, args: &[&str]| {
+    let start = |name: &str, args: &[&str], limit: Option<(libc::__rlimit_resource_t, u64)>| {
         let log = dir.join(&format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let device = Device::start_logging(&dir.join(&format!("{name}.sock")), args, file);
+        let socket = dir.join(&format!("{name}.sock"));
+        let device = match limit {
+            Some((resource, max)) => Device::start_limited(&socket, args, file, resource, max),
+            None => Device::start_logging(&socket, args, file),
+        };
         (device, log)
     };
-    let a_args: Vec<&str> = ["--lid", "1", "--link", &listen]
-        .into_iter()
-        .chain(a_extra.iter().copied())
-        .collect();
-    [
-        start("a", &a_args),
-        start("b", &["--lid", "2", "--link", &connect]),
-    ]
+    let args = |lid: &'static str, ep: &str, extra: &[&str]| -> Vec<String> {
+        ["--lid", lid, "--link", ep]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (a_args, b_args) = (args("1", &listen, a_extra), args("2", &connect, b_extra));
+    let a_refs: Vec<&str> = a_args.iter().map(String::as_str).collect();
+    let b_refs: Vec<&str> = b_args.iter().map(String::as_str).collect();
+    [start("a", &a_refs, a_limit), start("b", &b_refs, None)]
+}
+
+/// Stops `dev` with SIGTERM and checks that the link counters it logs
+/// contain every one of `expected`.
+fn stop_expecting_counters(mut dev: Device, log: &std::path::Path, expected: &[&str]) {
+    dev.signal(libc::SIGTERM);
+    assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
+    let text = wait_for_log(log, "link counters");
+    let counters = text
+        .lines()
+        .find(|l| l.contains("link counters"))
+        .unwrap_or_default();
+    for e in expected {
+        assert!(
+            counters.contains(e),
+            "no '{e}' in {}:\n{text}",
+            log.display()
+        );
+    }
 }
 
 #[test]
@@ -362,11 +397,9 @@ fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
         wait_for_log(log, "link up");
     }
     // The counters each logs when it stops: no ring either way.
-    for (mut dev, log) in devices {
-        dev.signal(libc::SIGTERM);
-        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-        let text = wait_for_log(&log, "link counters");
-        assert!(text.contains("tx_rings: 0, rx_rings: 0"), "{text}");
+    for (dev, log) in devices {
+        stop_expecting_counters(dev, &log, &["tx_rings: 0, rx_rings: 0"]);
+        let text = std::fs::read_to_string(&log).unwrap();
         assert!(!text.contains("through a shared ring"), "{text}");
     }
 }
@@ -374,113 +407,53 @@ fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
 #[test]
 fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
     let dir = TempDir::new("ring-refused");
-    let link = dir.join("ab.link");
-    let log = |name: &str| dir.join(&format!("{name}.log"));
-    let file = |name: &str| std::fs::File::create(log(name)).unwrap();
     // A's 128 MiB ring does not fit its 64 MiB file limit; B's default
     // 4 MiB ring maps fine at A (mapping grows no file).
-    let a = Device::start_limited(
-        &dir.join("a.sock"),
-        &[
-            "--lid",
-            "1",
-            "--link",
-            &format!("listen:{}", link.display()),
-            "--link-ring-kib",
-            "131072",
-        ],
-        file("a"),
-        libc::RLIMIT_FSIZE,
-        64 << 20,
+    let [(a, log_a), (b, log_b)] = linked_devices_with(
+        &dir,
+        &["--link-ring-kib", "131072"],
+        &[],
+        Some((libc::RLIMIT_FSIZE, 64 << 20)),
     );
-    let b = Device::start_logging(
-        &dir.join("b.sock"),
-        &[
-            "--lid",
-            "2",
-            "--link",
-            &format!("connect:{}", link.display()),
-        ],
-        file("b"),
-    );
-    wait_for_log(&log("a"), "cannot make a shared ring");
-    for name in ["a", "b"] {
-        wait_for_log(&log(name), "link up");
+    wait_for_log(&log_a, "cannot make a shared ring");
+    for log in [&log_a, &log_b] {
+        wait_for_log(log, "link up");
     }
     // One connection each, A's frames on the socket, B's through its ring.
-    for (name, mut dev, rings) in [
-        ("a", a, "tx_rings: 0, rx_rings: 1"),
-        ("b", b, "tx_rings: 1, rx_rings: 0"),
-    ] {
-        dev.signal(libc::SIGTERM);
-        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-        let text = wait_for_log(&log(name), "link counters");
-        assert!(text.contains(rings), "{name}: {text}");
-        assert!(
-            text.contains("connections: 1, reconnects: 0"),
-            "{name}: {text}"
-        );
-    }
+    let one = "connections: 1, reconnects: 0";
+    stop_expecting_counters(a, &log_a, &["tx_rings: 0, rx_rings: 1", one]);
+    stop_expecting_counters(b, &log_b, &["tx_rings: 1, rx_rings: 0", one]);
 }
 
 #[test]
 fn a_device_that_cannot_map_its_peers_ring_reconnects_once_with_the_peer_on_the_socket() {
     let dir = TempDir::new("ring-unmappable");
-    let link = dir.join("ab.link");
-    let log = |name: &str| dir.join(&format!("{name}.log"));
-    let file = |name: &str| std::fs::File::create(log(name)).unwrap();
     // B offers a 1 GiB ring; A's address space (768 MiB) has no room to
     // map it, while A's own 4 MiB ring fits.
-    let a = Device::start_limited(
-        &dir.join("a.sock"),
-        &[
-            "--lid",
-            "1",
-            "--link",
-            &format!("listen:{}", link.display()),
-        ],
-        file("a"),
-        libc::RLIMIT_AS,
-        768 << 20,
+    let [(a, log_a), (b, log_b)] = linked_devices_with(
+        &dir,
+        &[],
+        &["--link-ring-kib", "1048576"],
+        Some((libc::RLIMIT_AS, 768 << 20)),
     );
-    let b = Device::start_logging(
-        &dir.join("b.sock"),
-        &[
-            "--lid",
-            "2",
-            "--link",
-            &format!("connect:{}", link.display()),
-            "--link-ring-kib",
-            "1048576",
-        ],
-        file("b"),
-    );
-    wait_for_log(&log("a"), "cannot map the peer's shared ring");
+    wait_for_log(&log_a, "cannot map the peer's shared ring");
     // The second connection: B made its choice (no offer: A announced no
     // rings) before it logs it up.
-    for name in ["a", "b"] {
-        wait_for_log_n(&log(name), "link::session: link up", 2);
+    for log in [&log_a, &log_b] {
+        wait_for_log_n(log, "link::session: link up", 2);
     }
-    for (name, mut dev, rings) in [
-        ("a", a, "tx_rings: 2, rx_rings: 0"),
-        ("b", b, "tx_rings: 1, rx_rings: 2"),
-    ] {
-        dev.signal(libc::SIGTERM);
-        assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-        let text = wait_for_log(&log(name), "link counters");
-        assert!(text.contains(rings), "{name}: {text}");
-        assert!(
-            text.contains("connections: 2, reconnects: 1"),
-            "{name}: {text}"
-        );
-        assert!(
-            text.contains("rx_bad_frames: 0"),
-            "not the peer's fault: {text}"
-        );
-    }
-    let a_log = std::fs::read_to_string(log("a")).unwrap();
-    assert_eq!(
-        a_log.matches("cannot map the peer's shared ring").count(),
-        1
+    // Not the peer's fault: no bad frame either side.
+    let twice = ["connections: 2, reconnects: 1", "rx_bad_frames: 0"];
+    stop_expecting_counters(
+        a,
+        &log_a,
+        &[&["tx_rings: 2, rx_rings: 0"][..], &twice].concat(),
     );
+    stop_expecting_counters(
+        b,
+        &log_b,
+        &[&["tx_rings: 1, rx_rings: 2"][..], &twice].concat(),
+    );
+    let text = std::fs::read_to_string(&log_a).unwrap();
+    assert_eq!(text.matches("cannot map the peer's shared ring").count(), 1);
 }

@@ -16,7 +16,7 @@
 //!
 //!   | offset | field | written by |
 //!   | --- | --- | --- |
-//!   | 0 | head: bytes ever written | writer |
+//!   | 0 | head: bytes ever published (the reader may read up to it) | writer |
 //!   | 64 | tail: bytes ever read | reader |
 //!   | 128 | reader asleep (0/1), so the writer knows to wake it | reader |
 //!   | 192 | writer waiting for room (0/1) | writer |

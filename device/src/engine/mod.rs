@@ -345,9 +345,7 @@ impl Engine {
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
-                for (p, crcs) in batch.iter_with_crcs() {
-                    self.receive(p, crcs, now);
-                }
+                batch.for_each(|p, crcs| self.receive(p, crcs, now));
             }
             EngineEvent::Link(LinkEvent::Up { peer }) => {
                 tracing::info!(

@@ -164,10 +164,15 @@ pub enum LinkRx {
 /// IB packets from the peer, in stream order, in one buffer (one allocation
 /// and one hand-over for all the packets of a read).
 ///
-/// A batch either holds copies of its packets ([`PacketBatch::push`]) or is
-/// the link reader's receive buffer itself, handed over with the places of
-/// the packets in it (no copy); such a buffer goes back to the reader's
-/// pool when the batch is dropped.
+/// A batch either holds copies of its packets ([`PacketBatch::push`]), or
+/// is the link reader's receive buffer itself, handed over with the places
+/// of the packets in it (no copy; the buffer goes back to the reader's pool
+/// when the batch is dropped), or holds the part of the peer's shared ring
+/// the packets lie in ([`ring::RingLease`]; freed for the peer when the
+/// batch is dropped): [`PacketBatch::for_each`] then copies each packet out
+/// of the ring just before its consumer looks at it, so a packet crosses
+/// memory once on its way from the peer's ring to where it goes, on the
+/// consumer's CPU, and the link reader copies nothing.
 ///
 /// A batch from a link with [`FlowControl::auto_return`] holds its
 /// packets' receive buffers: their credits go back to the peer when the
@@ -187,6 +192,9 @@ pub struct PacketBatch {
     /// bytes were in its cache ([`PacketBatch::compute_crcs`]); empty
     /// until then.
     crcs: Vec<ReceivedCrcs>,
+    /// The part of the peer's ring the packets lie in (`spans` are
+    /// offsets in it, and `bytes` is empty).
+    ring: Option<ring::RingLease>,
 }
 
 /// Receive buffers a [`PacketBatch`] holds: `per_vl[vl]` on connection
@@ -226,6 +234,7 @@ impl PacketBatch {
             pool: None,
             credits: None,
             crcs: Vec::new(),
+            ring: None,
         }
     }
 
@@ -247,11 +256,31 @@ impl PacketBatch {
             pool: Some(pool),
             credits: None,
             crcs: Vec::new(),
+            ring: None,
         }
     }
 
-    /// Appends a packet.
+    /// A batch of the packets at `spans` in the ring part `lease` (offsets
+    /// from its start), left there until the batch is dropped.
+    pub(crate) fn from_ring(lease: ring::RingLease, spans: Vec<(usize, usize)>) -> Self {
+        PacketBatch {
+            bytes: Vec::new(),
+            spans,
+            pool: None,
+            credits: None,
+            crcs: Vec::new(),
+            ring: Some(lease),
+        }
+    }
+
+    /// Appends a packet (to a batch of copies; one whose packets are in
+    /// a ring is first made one).
     pub fn push(&mut self, packet: &[u8]) {
+        if self.ring.is_some() {
+            let mut copy = self.clone();
+            copy.credits = self.credits.take();
+            *self = copy;
+        }
         let start = self.bytes.len();
         self.bytes.extend_from_slice(packet);
         self.spans.push((start, self.bytes.len()));
@@ -267,26 +296,57 @@ impl PacketBatch {
         self.spans.is_empty()
     }
 
-    /// The packets, in order, each LRH through VCRC.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    /// The packets of a batch of copies or a receive buffer (none for one
+    /// in a ring), in order.
+    fn own_packets(&self) -> impl Iterator<Item = &[u8]> + '_ {
         self.spans
             .iter()
             .map(|&(start, end)| self.bytes.get(start..end).unwrap_or_default())
     }
 
+    /// Whether the packets lie in the peer's ring.
+    pub fn in_ring(&self) -> bool {
+        self.ring.is_some()
+    }
+
     /// Computes every packet's CRCs now (the link reader does, right
     /// after its read, while the bytes are in its cache; checking them
     /// later on the engine's CPU costs a second trip through memory).
+    /// Not for packets in a ring: they are checked where they are copied
+    /// out.
     pub fn compute_crcs(&mut self) {
-        let crcs: Vec<ReceivedCrcs> = self.iter().map(ReceivedCrcs::of).collect();
-        self.crcs = crcs;
+        if self.ring.is_none() {
+            let crcs: Vec<ReceivedCrcs> = self.own_packets().map(ReceivedCrcs::of).collect();
+            self.crcs = crcs;
+        }
     }
 
-    /// The packets with their CRCs, if [`Self::compute_crcs`] ran (the
-    /// bytes are the batch's own: nothing can change them in between).
-    pub fn iter_with_crcs(&self) -> impl Iterator<Item = (&[u8], Option<&ReceivedCrcs>)> + '_ {
-        let mut crcs = self.crcs.iter();
-        self.iter().map(move |p| (p, crcs.next()))
+    /// Calls `f` with each packet, in order, and its CRCs if
+    /// [`Self::compute_crcs`] ran (the bytes are the batch's own: nothing
+    /// can change them in between). A packet in a ring is first copied out
+    /// (the peer could rewrite it there); `f` gets the copy.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], Option<&ReceivedCrcs>)) {
+        let Some(lease) = &self.ring else {
+            let mut crcs = self.crcs.iter();
+            self.own_packets().for_each(|p| f(p, crcs.next()));
+            return;
+        };
+        let longest = self.spans.iter().map(|(s, e)| e - s).max().unwrap_or(0);
+        let mut copy = vec![0u8; longest];
+        for &(start, end) in &self.spans {
+            let packet = copy.get_mut(..end - start).unwrap_or_default();
+            // The reader made the spans from what it leased: they are in it.
+            if lease.copy_at(start as u64, packet) {
+                f(packet, None);
+            }
+        }
+    }
+
+    /// Copies of the packets, in order.
+    pub fn to_vecs(&self) -> Vec<Vec<u8>> {
+        let mut packets = Vec::with_capacity(self.len());
+        self.for_each(|p, _| packets.push(p.to_vec()));
+        packets
     }
 }
 
@@ -295,7 +355,11 @@ impl Clone for PacketBatch {
     /// receive buffers it holds: only the original frees them).
     fn clone(&self) -> Self {
         let mut copy = PacketBatch::with_capacity(self.spans.iter().map(|(s, e)| e - s).sum());
-        self.iter().for_each(|p| copy.push(p));
+        self.for_each(|p, _| {
+            let start = copy.bytes.len();
+            copy.bytes.extend_from_slice(p);
+            copy.spans.push((start, copy.bytes.len()));
+        });
         copy
     }
 }
@@ -303,7 +367,7 @@ impl Clone for PacketBatch {
 impl PartialEq for PacketBatch {
     /// The same packets in the same order.
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
+        self.len() == other.len() && self.to_vecs() == other.to_vecs()
     }
 }
 

@@ -204,8 +204,12 @@ pub(super) enum RxPipe {
     /// two `Hello`s did not both announce rings), so no files are kept
     /// (any the peer sends are closed by the kernel).
     Plain,
-    /// The ring the peer offered.
+    /// The ring the peer offered, read as a byte stream: one too small to
+    /// hold the longest frame whole.
     Ring(RingRx),
+    /// The ring the peer offered, which the session walks itself
+    /// (`session/walk.rs`): nothing to `recv` here.
+    Walked,
 }
 
 impl Default for RxPipe {
@@ -225,6 +229,7 @@ impl RxPipe {
                 socket.read(out)
             }
             RxPipe::Ring(r) => r.recv(socket, out),
+            RxPipe::Walked => Err(io::Error::other("the frames are walked in the ring")),
         }
     }
 
@@ -232,13 +237,13 @@ impl RxPipe {
     pub fn take_fds(&mut self) -> Vec<OwnedFd> {
         match self {
             RxPipe::Socket { fds } => std::mem::take(fds),
-            RxPipe::Plain | RxPipe::Ring(_) => Vec::new(),
+            RxPipe::Plain | RxPipe::Ring(_) | RxPipe::Walked => Vec::new(),
         }
     }
 
     /// The peer writes into a ring.
     pub fn is_ring(&self) -> bool {
-        matches!(self, RxPipe::Ring(_))
+        matches!(self, RxPipe::Ring(_) | RxPipe::Walked)
     }
 }
 
@@ -274,7 +279,6 @@ fn recv_with_fds(socket: &UnixStream, out: &mut [u8], fds: &mut Vec<OwnedFd>) ->
 pub(super) struct RingRx {
     reader: RingReader,
     data: EventFd,
-    room: EventFd,
     /// The peer hung up: what is left in the ring is all there is.
     hung_up: bool,
     /// How long to poll an empty ring before sleeping
@@ -283,33 +287,35 @@ pub(super) struct RingRx {
 }
 
 impl RingRx {
-    /// Copies what the ring has into `out`; wakes the writer if it waits.
-    fn read_now(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let n = self.reader.read(out).map_err(ring_io_error)?;
-        if n > 0 && self.reader.writer_waits() {
-            let _ = self.room.write(1);
-        }
-        Ok(n)
+    /// The ring, to walk and take frames from once [`Self::wait_for_more`]
+    /// counted them.
+    pub fn reader(&mut self) -> &mut RingReader {
+        &mut self.reader
     }
 
-    fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+    /// Waits until the ring holds more than `have` bytes not yet walked
+    /// and returns how many it holds; `have` once the peer hung up and
+    /// wrote nothing more.
+    pub fn wait_for_more(&mut self, socket: &UnixStream, have: u64) -> io::Result<u64> {
         let spin_until = (!self.spin.is_zero()).then(|| Instant::now() + self.spin);
         loop {
-            let n = self.read_now(out)?;
-            if n > 0 || self.hung_up || out.is_empty() {
+            let n = self.reader.available().map_err(ring_io_error)?;
+            if n > have || self.hung_up {
                 return Ok(n);
             }
             if spin_until.is_some_and(|until| Instant::now() < until) {
                 std::hint::spin_loop();
                 continue;
             }
-            // Empty: say we sleep, look once more (the writer may have
-            // written before it could see the mark), then sleep.
+            // Nothing new: say we sleep, look once more (the writer may
+            // have published before it could see the mark), then sleep.
             self.reader.set_asleep(true);
-            let n = self.read_now(out);
-            if !matches!(n, Ok(0)) {
-                self.reader.set_asleep(false);
-                return n;
+            match self.reader.available() {
+                Ok(n) if n <= have => {}
+                n => {
+                    self.reader.set_asleep(false);
+                    return n.map_err(ring_io_error);
+                }
             }
             let [data, socket_ready] = wait(&self.data, socket, libc::POLLIN | libc::POLLRDHUP)?;
             self.reader.set_asleep(false);
@@ -320,6 +326,16 @@ impl RingRx {
                 self.hung_up = peer_hung_up(socket)?;
             }
         }
+    }
+
+    /// Copies some bytes of the stream into `out` (freeing their room),
+    /// waiting for them; 0 once the peer hung up and all was read.
+    pub fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        self.wait_for_more(socket, 0)?;
+        self.reader.read(out).map_err(ring_io_error)
     }
 }
 
@@ -480,10 +496,10 @@ pub(super) fn accept(
             ring.capacity()
         )));
     }
+    ring.wake_writer_with(peer_eventfd(room).map_err(AcceptError::Peer)?);
     Ok(RingRx {
         reader: ring,
         data: peer_eventfd(data).map_err(AcceptError::Peer)?,
-        room: peer_eventfd(room).map_err(AcceptError::Peer)?,
         hung_up: false,
         spin,
     })

@@ -110,9 +110,7 @@ impl Link {
         let sink = move |rx| match rx {
             LinkRx::Event(ev) => sink(ev),
             LinkRx::Packets(batch) => {
-                for p in batch.iter() {
-                    sink(LinkEvent::Packet(p.to_vec()));
-                }
+                batch.for_each(|p, _| sink(LinkEvent::Packet(p.to_vec())));
             }
         };
         Link::start_batched_full(endpoint, local, config, sink, on_done)

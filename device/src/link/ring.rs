@@ -38,13 +38,15 @@
 //! data cannot change bytes under the parser.
 
 use std::fs::File;
+use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use vm_memory::{
     Bytes, FileOffset, GuestAddress, GuestMemoryRegion, GuestRegionMmap, MemoryRegionAddress,
     MmapRegion,
 };
+use vmm_sys_util::eventfd::EventFd;
 
 /// Bytes of the control file.
 const CONTROL: u64 = 4096;
@@ -147,6 +149,29 @@ impl SharedRing {
                 capacity: self.capacity,
             }),
         }
+    }
+
+    /// Copies stream bytes `at..at + out.len()` (at most `capacity`) out
+    /// of the data area.
+    fn copy_out(&self, at: u64, out: &mut [u8]) {
+        let mut dst = out;
+        for (at, len) in self.pieces(at, dst.len()) {
+            let (now, rest) = dst.split_at_mut(len);
+            // Inside the data area (at < capacity, at + len ≤ capacity):
+            // cannot fail.
+            if let Ok(src) = self.data.get_slice(MemoryRegionAddress(at), len) {
+                src.copy_to(now);
+            }
+            dst = rest;
+        }
+    }
+
+    /// Whether the writer said it waits for room (then it needs a wake-up
+    /// after room is freed).
+    fn writer_waits(&self) -> bool {
+        // As in `RingWriter::reader_asleep`, for the tail just published.
+        fence(Ordering::SeqCst);
+        self.load(WRITER_WAITING, Ordering::SeqCst) != 0
     }
 
     /// The data area from stream byte `at` on, in up to two pieces (it
@@ -328,10 +353,119 @@ impl RingWriter {
 }
 
 /// The reading end of a ring: the peer process.
+///
+/// The reader walks the stream ([`Self::available`], [`Self::copy_at`])
+/// and takes what it walked in [`RingLease`]s ([`Self::take`]), in stream
+/// order; a lease keeps its bytes in the ring, where its holder (another
+/// thread) copies them out, until it is dropped. Leases may be dropped in
+/// any order: the tail (the room the writer sees) moves over those dropped
+/// in order.
 #[derive(Debug)]
 pub struct RingReader {
     ring: Arc<SharedRing>,
+    /// Stream bytes walked: taken in leases or read.
+    seen: u64,
+    /// The head as [`Self::available`] last found it (checked).
+    head: u64,
+    room: Arc<Room>,
+}
+
+/// The part of a ring its reader has taken and not yet freed, shared by
+/// the reader and its [`RingLease`]s.
+#[derive(Debug)]
+struct Room {
+    ring: Arc<SharedRing>,
+    leases: Mutex<Leases>,
+    /// Rung when room is freed while the writer waits for it.
+    wake: OnceLock<EventFd>,
+}
+
+#[derive(Debug, Default)]
+struct Leases {
+    /// Bytes freed: the tail stored in the control page (the value there
+    /// is the peer's to scribble over; this one is the truth).
     tail: u64,
+    /// End of every lease not yet freed, in stream order, and whether it
+    /// was dropped (out of order).
+    open: VecDeque<(u64, bool)>,
+}
+
+impl Room {
+    /// The lease ending at `end` is dropped: moves the tail over the
+    /// leases dropped in order and wakes a waiting writer.
+    fn free(&self, end: u64) {
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(lease) = leases.open.iter_mut().find(|(e, _)| *e == end) {
+            lease.1 = true;
+        }
+        let before = leases.tail;
+        while let Some(&(end, true)) = leases.open.front() {
+            leases.tail = end;
+            leases.open.pop_front();
+        }
+        if leases.tail == before {
+            return;
+        }
+        self.ring.store(TAIL, leases.tail, Ordering::Release);
+        drop(leases);
+        if self.ring.writer_waits() {
+            if let Some(wake) = self.wake.get() {
+                let _ = wake.write(1);
+            }
+        }
+    }
+
+    fn tail(&self) -> u64 {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner()).tail
+    }
+}
+
+/// Stream bytes `start..end` of a ring, taken by its reader with
+/// [`RingReader::take`]: they stay in the ring (the writer does not get
+/// their room back) until the lease is dropped.
+///
+/// The writer can still rewrite them (it maps the data writable): what
+/// [`Self::copy_at`] copies out is a snapshot a hostile peer may have
+/// changed since the reader looked, so a holder parses its copy, never
+/// the ring.
+#[derive(Debug)]
+pub struct RingLease {
+    room: Arc<Room>,
+    start: u64,
+    end: u64,
+}
+
+impl RingLease {
+    /// Bytes leased.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Leases nothing.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Copies the `out.len()` leased bytes from `offset` (from the start
+    /// of the lease) into `out`; false, and nothing copied, if they are
+    /// not all in the lease.
+    pub fn copy_at(&self, offset: u64, out: &mut [u8]) -> bool {
+        match offset.checked_add(out.len() as u64) {
+            Some(end) if end <= self.len() => {
+                self.room.ring.copy_out(self.start + offset, out);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Drop for RingLease {
+    fn drop(&mut self) {
+        if !self.is_empty() {
+            self.room.free(self.end);
+        }
+    }
 }
 
 impl RingReader {
@@ -359,17 +493,27 @@ impl RingReader {
             });
         }
         let (control_file, data_file) = (Arc::new(control), Arc::new(data));
-        let ring = SharedRing {
+        let ring = Arc::new(SharedRing {
             control: region(&control_file, CONTROL, READ_WRITE)?,
             data: region(&data_file, capacity, libc::PROT_READ)?,
             control_file,
             data_file,
             capacity,
-        };
+        });
         let tail = ring.load(TAIL, Ordering::Relaxed);
+        let room = Room {
+            ring: Arc::clone(&ring),
+            leases: Mutex::new(Leases {
+                tail,
+                open: VecDeque::new(),
+            }),
+            wake: OnceLock::new(),
+        };
         Ok(RingReader {
-            ring: Arc::new(ring),
-            tail,
+            ring,
+            seen: tail,
+            head: tail,
+            room: Arc::new(room),
         })
     }
 
@@ -378,26 +522,68 @@ impl RingReader {
         self.ring.capacity
     }
 
+    /// From now on, freeing room while the writer waits for it writes 1 to
+    /// `wake` (the writer's room eventfd). Set once; later calls are
+    /// ignored.
+    pub fn wake_writer_with(&self, wake: EventFd) {
+        let _ = self.room.wake.set(wake);
+    }
+
+    /// Bytes published and not yet walked (checked against the tail: the
+    /// writer may not have published more than the room it had).
+    pub fn available(&mut self) -> Result<u64, RingError> {
+        let head = self.ring.load(HEAD, Ordering::Acquire);
+        // Read after the head: any tail the writer saw before publishing
+        // it was stored (under the lock) before this read.
+        self.ring.checked(head, self.room.tail())?;
+        let n = self.ring.checked(head, self.seen)?;
+        self.head = head;
+        Ok(n)
+    }
+
+    /// Bytes [`Self::available`] counted that are not yet taken.
+    pub fn unwalked(&self) -> u64 {
+        self.head - self.seen
+    }
+
+    /// Copies the `out.len()` bytes from `offset` bytes past the walked
+    /// part on into `out`; false, and nothing copied, unless
+    /// [`Self::available`] counted them.
+    pub fn copy_at(&self, offset: u64, out: &mut [u8]) -> bool {
+        let fits = offset
+            .checked_add(out.len() as u64)
+            .is_some_and(|end| end <= self.head - self.seen);
+        if fits {
+            self.ring.copy_out(self.seen + offset, out);
+        }
+        fits
+    }
+
+    /// Takes the next `len` bytes, which [`Self::available`] must have
+    /// counted (fewer are taken otherwise): they are walked, and their
+    /// room goes back to the writer when the lease is dropped.
+    pub fn take(&mut self, len: u64) -> RingLease {
+        let len = len.min(self.head - self.seen);
+        let (start, end) = (self.seen, self.seen + len);
+        if len > 0 {
+            let mut leases = self.room.leases.lock().unwrap_or_else(|e| e.into_inner());
+            leases.open.push_back((end, false));
+        }
+        self.seen = end;
+        RingLease {
+            room: Arc::clone(&self.room),
+            start,
+            end,
+        }
+    }
+
     /// Copies up to `out.len()` bytes of the stream into `out` and frees
     /// their room; returns how many (0 when the ring is empty).
     pub fn read(&mut self, out: &mut [u8]) -> Result<usize, RingError> {
-        let ring = &self.ring;
-        let head = ring.load(HEAD, Ordering::Acquire);
-        let used = ring.checked(head, self.tail)?;
-        let n = used.min(out.len() as u64) as usize;
-        if n > 0 {
-            let mut dst = out.get_mut(..n).unwrap_or_default();
-            for (at, len) in ring.pieces(self.tail, n) {
-                let (now, rest) = dst.split_at_mut(len);
-                // Inside the data area, as in `RingWriter::write`.
-                if let Ok(src) = ring.data.get_slice(MemoryRegionAddress(at), len) {
-                    src.copy_to(now);
-                }
-                dst = rest;
-            }
-            self.tail += n as u64;
-            ring.store(TAIL, self.tail, Ordering::Release);
-        }
+        let n = self.available()?.min(out.len() as u64) as usize;
+        let out = out.get_mut(..n).unwrap_or_default();
+        self.ring.copy_out(self.seen, out);
+        drop(self.take(n as u64));
         Ok(n)
     }
 
@@ -410,11 +596,9 @@ impl RingReader {
     }
 
     /// Whether the writer said it waits for room (then it needs a wake-up
-    /// after a read).
+    /// after room is freed).
     pub fn writer_waits(&self) -> bool {
-        // As in `RingWriter::reader_asleep`, for the tail just published.
-        fence(Ordering::SeqCst);
-        self.ring.load(WRITER_WAITING, Ordering::SeqCst) != 0
+        self.ring.writer_waits()
     }
 }
 

@@ -252,8 +252,10 @@ pub fn split_frame(
         .map(|body| (RawFrame { frame_type, body }, end)))
 }
 
-/// Validates a frame header; returns the body length and type.
-pub(crate) fn check_header(
+/// Validates a frame header as [`split_frame`] does (type, fixed body
+/// sizes, `max_body`); returns the body length and type. For a reader
+/// that walks frames where it cannot borrow them (a shared ring).
+pub fn check_header(
     header: [u8; FRAME_HEADER_LEN],
     max_body: usize,
 ) -> Result<(usize, u8), FrameError> {

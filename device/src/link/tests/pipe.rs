@@ -12,17 +12,17 @@ use std::time::Duration;
 use ibtca_protocol::link::{Frame, FRAME_HEADER_LEN};
 
 use super::{bounded, PATIENCE};
-use crate::link::pipe::{self, RxPipe, TxPipe};
+use crate::link::pipe::{self, RingRx, RxPipe, TxPipe};
 
 /// A ring offered on one end of a socket pair and accepted on the other
 /// (the files read off the socket as a session reads them).
-fn offered(capacity: u64) -> (Arc<TxPipe>, RxPipe, UnixStream, UnixStream) {
+fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, UnixStream, UnixStream) {
     let (ours, theirs) = UnixStream::pair().unwrap();
     theirs.set_read_timeout(Some(PATIENCE)).unwrap();
     let tx = pipe::offer(&ours, capacity).unwrap();
     let (capacity, fds) = read_offer(&theirs);
     let rx = pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap();
-    (Arc::new(tx), RxPipe::Ring(rx), ours, theirs)
+    (Arc::new(tx), rx, ours, theirs)
 }
 
 /// Reads one `RingOffer` frame and its files off `socket`.

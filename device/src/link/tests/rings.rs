@@ -8,7 +8,7 @@ use ibtca_protocol::link::{Frame, FrameDecoder, FEATURE_SHARED_RING, LINK_PROTOC
 use super::pipe::read_offer;
 use super::robust::{assert_dropped, hello_bytes_with, raw_client};
 use super::*;
-use crate::link::pipe::{self, RxPipe};
+use crate::link::pipe::{self, RingRx};
 use crate::link::{MAX_BODY, SHARED_RING};
 
 fn with_ring(shared_ring: u64) -> LinkConfig {
@@ -79,7 +79,7 @@ fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
     let (capacity, fds) = read_offer(&s);
     assert_eq!(capacity, SHARED_RING);
     let frames = ring_frames(
-        RxPipe::Ring(pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap()),
+        pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap(),
         &s,
     );
     // Credit for one packet on VL 0, then one packet.
@@ -115,7 +115,7 @@ fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
 
 /// Reads frames from `rx` (the ring of the link at the other end of
 /// `socket`) on a thread, until the link hangs up (the channel closes).
-fn ring_frames(mut rx: RxPipe, socket: &std::os::unix::net::UnixStream) -> mpsc::Receiver<Frame> {
+fn ring_frames(mut rx: RingRx, socket: &std::os::unix::net::UnixStream) -> mpsc::Receiver<Frame> {
     let socket = socket.try_clone().unwrap();
     let (tx, frames) = mpsc::channel();
     std::thread::spawn(move || {

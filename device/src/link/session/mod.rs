@@ -13,6 +13,8 @@ use ibtca_protocol::link::{
     LINK_PROTOCOL_VERSION,
 };
 
+mod walk;
+
 use super::pipe::{self, AcceptError, OfferError, RingRx, RxPipe, TxPipe};
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
@@ -208,13 +210,16 @@ impl Session<'_> {
             start += used;
             self.deliver(&mut buf, spans, &mut start, &mut end);
             self.settle_credits();
-            if let Some(ring) = self.switch.take() {
+            if let Some(mut ring) = self.switch.take() {
                 if start != end {
                     bump(&self.shared.counters.rx_bad_frames);
                     return Err("peer wrote to the socket after its RingOffer".into());
                 }
-                self.input = RxPipe::Ring(ring);
                 bump(&self.shared.counters.rx_rings);
+                if walk::can_walk(&mut ring) {
+                    return self.serve_ring(ring);
+                }
+                self.input = RxPipe::Ring(ring);
             }
         }
     }

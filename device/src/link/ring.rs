@@ -807,6 +807,65 @@ mod tests {
     }
 
     #[test]
+    fn leased_bytes_stay_in_the_ring_until_every_lease_before_them_is_dropped() {
+        let (mut w, mut r, peer) = pair(4096);
+        let room = EventFd::new(vmm_sys_util::eventfd::EFD_NONBLOCK).unwrap();
+        r.wake_writer_with(room.try_clone().unwrap());
+        let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(w.write(&[&data[..]]).unwrap(), 3000);
+        assert_eq!(r.available().unwrap(), 3000);
+        // Walking copies without taking: the same bytes again.
+        let mut head = [0u8; 10];
+        assert!(r.copy_at(5, &mut head) && head[..] == data[5..15]);
+        assert!(!r.copy_at(2995, &mut head), "past what was published");
+        let (a, b, c) = (r.take(1000), r.take(1000), r.take(1000));
+        assert_eq!((a.len(), r.unwalked(), r.available().unwrap()), (1000, 0, 0));
+        let mut out = vec![0u8; 1000];
+        assert!(b.copy_at(0, &mut out) && out[..] == data[1000..2000]);
+        assert!(!b.copy_at(1, &mut out), "past the end of the lease");
+        // The writer waits for room (only 1096 bytes free).
+        assert_eq!(w.write(&[&[7u8; 2000][..]]).unwrap(), 1096);
+        w.set_waiting(true);
+        // Dropped out of order: no room until the first goes too.
+        drop(b);
+        assert_eq!(peer.load(TAIL, Ordering::Acquire), 0);
+        assert!(room.read().is_err(), "no wake-up for no room");
+        drop(a);
+        assert_eq!(peer.load(TAIL, Ordering::Acquire), 2000);
+        assert_eq!(room.read().unwrap(), 1, "the waiting writer is woken");
+        assert_eq!(w.write(&[&[7u8; 2000][..]]).unwrap(), 2000);
+        drop(c);
+        assert_eq!(w.pending().unwrap(), 1096 + 2000);
+        // Only what `available` counted can be taken.
+        assert!(r.take(4096).is_empty(), "nothing counted since");
+        assert_eq!(r.available().unwrap(), 3096);
+        let d = r.take(4096);
+        assert_eq!(d.len(), 3096);
+        // A lease still held works after the reader is gone.
+        drop(r);
+        let mut out = vec![0u8; 3096];
+        assert!(d.copy_at(0, &mut out));
+        assert!(out.iter().all(|b| *b == 7));
+        drop(d);
+        assert_eq!(w.pending().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_scribbled_tail_does_not_let_the_writer_claim_more() {
+        let (mut w, mut r, peer) = pair(4096);
+        w.write(&[&[1u8; 4096][..]]).unwrap();
+        assert_eq!(r.available().unwrap(), 4096);
+        let lease = r.take(4096);
+        // The peer pretends the reader freed everything and publishes a
+        // second ring's worth: refused (the reader's own tail is 0).
+        peer.store(TAIL, 4096, Ordering::Release);
+        peer.store(HEAD, 8192, Ordering::Release);
+        assert!(matches!(r.available(), Err(RingError::Corrupt { .. })));
+        drop(lease);
+        assert_eq!(r.available().unwrap(), 4096, "once freed, it may");
+    }
+
+    #[test]
     fn the_sleep_and_wait_marks_are_seen_across_the_mappings() {
         let (w, r, _) = pair(4096);
         assert!(!w.reader_asleep() && !r.writer_waits());

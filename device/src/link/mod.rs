@@ -445,7 +445,9 @@ pub struct LinkConfig {
     /// The reader computes each received packet's CRCs right after its
     /// read ([`PacketBatch::compute_crcs`]), while the bytes are still in
     /// its CPU's cache, for a sink that checks them (the device's engine;
-    /// a switch checks only the VCRC, itself).
+    /// a switch checks only the VCRC, itself). Packets left in a shared
+    /// ring are not read by the reader at all: the sink checks its own
+    /// copy ([`PacketBatch::for_each`]).
     pub rx_crcs: bool,
 }
 

@@ -13,8 +13,10 @@
 //! sleeping end. The two directions are independent: a peer that does not
 //! offer keeps writing to the socket.
 //!
-//! A frame stream in a ring costs one copy on each side, like the socket,
-//! but no system call while both ends are awake, no socket buffer
+//! A frame stream in a ring costs one copy on each side, like the socket
+//! (the sender builds its packets in the ring, the receiving engine copies
+//! them out of it: `session/walk.rs`), but no system call while both ends
+//! are awake, no socket buffer
 //! allocation, and a wake-up only when the reader really sleeps (after
 //! polling for [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin), by
 //! default not at all). A peer's ring is checked like any input: a

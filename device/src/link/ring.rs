@@ -33,9 +33,12 @@
 //! and stores, and every index the other process wrote is checked before
 //! it is used (`tail ≤ head ≤ tail + capacity`, counting forward only): a
 //! peer that scribbles over it yields [`RingError::Corrupt`], never a read
-//! or write outside the ring. What a reader takes out is a private copy
-//! (the writer can always rewrite its data), so a peer that rewrites the
-//! data cannot change bytes under the parser.
+//! or write outside the ring. The reader takes what it walked in
+//! [`RingLease`]s: their bytes stay in the ring (its room not given back)
+//! until the lease is dropped, and whoever holds one only copies bytes out
+//! of it, never parses them in place (the writer can always rewrite its
+//! data), so a peer that rewrites the data cannot change bytes under the
+//! parser.
 
 use std::fs::File;
 use std::collections::VecDeque;

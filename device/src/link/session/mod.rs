@@ -1,5 +1,7 @@
 //! One connection, on the supervisor thread: send our `Hello`, check the
-//! peer's, start the writer, pass frames to the sink, and tear down.
+//! peer's, start the writer, pass frames to the sink, and tear down. Frames
+//! from the socket are read into a receive buffer and walked there; frames
+//! from the peer's ring are walked in the ring (`walk.rs`).
 
 use std::io::{self, Write};
 use std::net::Shutdown;

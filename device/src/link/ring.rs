@@ -40,8 +40,8 @@
 //! data), so a peer that rewrites the data cannot change bytes under the
 //! parser.
 
-use std::fs::File;
 use std::collections::VecDeque;
+use std::fs::File;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -822,7 +822,10 @@ mod tests {
         assert!(r.copy_at(5, &mut head) && head[..] == data[5..15]);
         assert!(!r.copy_at(2995, &mut head), "past what was published");
         let (a, b, c) = (r.take(1000), r.take(1000), r.take(1000));
-        assert_eq!((a.len(), r.unwalked(), r.available().unwrap()), (1000, 0, 0));
+        assert_eq!(
+            (a.len(), r.unwalked(), r.available().unwrap()),
+            (1000, 0, 0)
+        );
         let mut out = vec![0u8; 1000];
         assert!(b.copy_at(0, &mut out) && out[..] == data[1000..2000]);
         assert!(!b.copy_at(1, &mut out), "past the end of the lease");

@@ -109,10 +109,7 @@ fn held_batches(rx: &std::sync::mpsc::Receiver<crate::link::LinkRx>) -> Vec<Pack
 }
 
 fn packets_in(batches: &[PacketBatch]) -> Vec<Vec<u8>> {
-    batches
-        .iter()
-        .flat_map(PacketBatch::to_vecs)
-        .collect()
+    batches.iter().flat_map(PacketBatch::to_vecs).collect()
 }
 
 #[test]

@@ -121,6 +121,18 @@ pub(super) struct RingTx {
     socket: UnixStream,
 }
 
+impl TxPipe {
+    /// Publishes `head` in the ring as a broken or hostile peer might,
+    /// and wakes the reader to look (tests).
+    #[cfg(test)]
+    pub fn scribble_head(&self, head: u64) {
+        if let TxPipe::Ring(r) = self {
+            r.writer().scribble_head(head);
+            let _ = r.data.write(1);
+        }
+    }
+}
+
 impl RingTx {
     fn writer(&self) -> MutexGuard<'_, RingWriter> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())

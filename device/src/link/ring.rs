@@ -348,6 +348,13 @@ impl RingWriter {
         self.ring.load(READER_ASLEEP, Ordering::SeqCst) != 0
     }
 
+    /// Stores `head` where the reader looks for it, as a broken or
+    /// hostile writer might (tests).
+    #[cfg(test)]
+    pub fn scribble_head(&self, head: u64) {
+        self.ring.store(HEAD, head, Ordering::Release);
+    }
+
     /// Bytes written and not yet read (checked).
     pub fn pending(&self) -> Result<u64, RingError> {
         let tail = self.ring.load(TAIL, Ordering::Acquire);

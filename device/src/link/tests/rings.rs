@@ -172,3 +172,73 @@ fn a_peer_that_takes_no_ring_may_still_offer_its_own() {
     assert_eq!(stats.tx_rings, 0);
     drop(offered);
 }
+
+/// A link that takes rings and a raw peer that offered it one of
+/// `capacity` bytes (the link's own offer to the peer is left unread).
+fn ring_giver(name: &str, capacity: u64) -> (Peer, std::os::unix::net::UnixStream, pipe::TxPipe) {
+    let (a, s) = ring_taker(name, LinkConfig::default());
+    let offered = pipe::offer(&s, capacity).unwrap();
+    (a, s, offered)
+}
+
+/// Writes all of `bytes` into the ring (waiting for room as needed).
+fn put(ring: &pipe::TxPipe, bytes: &[u8]) {
+    let mut at = 0;
+    while at < bytes.len() {
+        at += ring.send(&[std::io::IoSlice::new(&bytes[at..])]).unwrap();
+    }
+}
+
+/// The smallest ring the link walks in place (it holds the longest frame).
+const WALKED: u64 = 128 * 1024;
+
+#[test]
+fn a_walked_ring_delivers_a_raw_peers_packets_and_a_bad_frame_in_it_drops_the_peer() {
+    let (a, s, offered) = ring_giver("walked-bad-frame", WALKED);
+    // 100 packets of ~4 KiB: the 128 KiB ring wraps three times.
+    let packets: Vec<Vec<u8>> = (0..100)
+        .map(|i| {
+            let mut p = numbered(i);
+            p.resize(4000 + i as usize, i as u8);
+            p
+        })
+        .collect();
+    for p in &packets {
+        put(&offered, &Frame::Packet(p.clone()).to_bytes().unwrap());
+    }
+    assert!(a.packets(packets.len()) == packets, "in order, intact");
+    // A frame of no known type: the peer is dropped, counted once.
+    put(&offered, &[0, 0, 0, 1, 99, 0]);
+    let reason = a.expect_down();
+    assert!(reason.contains("bad frame"), "{reason}");
+    let stats = a.link.stats();
+    assert_eq!((stats.rx_rings, stats.rx_bad_frames), (1, 1));
+    drop(offered);
+    assert_dropped(s);
+}
+
+#[test]
+fn a_peer_whose_walked_ring_claims_more_than_it_holds_is_dropped() {
+    let (a, s, offered) = ring_giver("walked-corrupt", WALKED);
+    put(&offered, &Frame::Packet(numbered(1)).to_bytes().unwrap());
+    assert_eq!(a.packets(1), [numbered(1)]);
+    // A head more than a ring ahead of what the link freed.
+    offered.scribble_head(5 * WALKED);
+    let reason = a.expect_down();
+    assert!(reason.contains("indices"), "{reason}");
+    assert_eq!(a.link.stats().rx_bad_frames, 1);
+    drop(offered);
+    assert_dropped(s);
+}
+
+#[test]
+fn a_peer_that_hangs_up_mid_frame_in_its_walked_ring_is_seen_to_go() {
+    let (a, s, offered) = ring_giver("walked-mid-frame", WALKED);
+    let frame = Frame::Packet(numbered(3)).to_bytes().unwrap();
+    put(&offered, &frame[..frame.len() / 2]);
+    drop(offered);
+    drop(s);
+    let reason = a.expect_down();
+    assert!(reason.contains("mid-frame"), "{reason}");
+    assert_eq!(a.link.stats().rx_bad_frames, 0, "not a bad frame: gone");
+}

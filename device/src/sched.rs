@@ -1,6 +1,7 @@
 //! Scheduling of the data-path threads: CPU affinity and a real-time
 //! (`SCHED_FIFO`) priority, for low-latency placements (`ibtca-device
-//! --cpus`, `--realtime`).
+//! --cpus`, `--realtime`), or `SCHED_BATCH` for throughput where nothing
+//! busy-polls beside the device (`--sched-batch`, [`set_batch`]).
 //!
 //! Both are set on the calling thread before the device starts its threads
 //! (vfio-user server, engine, link reader and writer), which inherit them.
@@ -122,6 +123,28 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
     }
 }
 
+/// Puts the calling thread (and the threads it starts later) under
+/// `SCHED_BATCH`: the fair scheduler as before, but a thread it wakes
+/// never preempts the one running on its CPU; it waits for that thread to
+/// block or use up its slice. For throughput where the device's threads
+/// outnumber the CPUs: each wake-up of a link reader or an engine then
+/// costs no context switch away from a thread in the middle of a burst,
+/// and hand-offs come in larger batches (BENCHMARKS.md, "Verbs (no VM)",
+/// session 11: fewer CPU µs per MiB and more MiB/s on 2 CPUs). Not for
+/// latency beside busy-polling guests: a woken device thread then waits up
+/// to a time slice behind a spinning vCPU (use `--realtime` there).
+/// Needs no privilege.
+pub fn set_batch() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; the kernel only reads `param`.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The calling thread's scheduling policy and priority, for logs and tests.
 pub fn current() -> (i32, i32) {
     // SAFETY: pid 0 is the calling thread; no memory is passed.
@@ -177,6 +200,19 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn batch_is_set_on_the_calling_thread_and_inherited_by_its_threads() {
+        std::thread::spawn(|| {
+            set_batch().unwrap();
+            assert_eq!(current(), (libc::SCHED_BATCH, 0));
+            let child = std::thread::spawn(current).join().unwrap();
+            assert_eq!(child, (libc::SCHED_BATCH, 0));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(current().0, libc::SCHED_OTHER, "other threads keep theirs");
     }
 
     #[test]

@@ -269,6 +269,39 @@ fn realtime_and_cpus_apply_to_every_device_thread() {
 }
 
 #[test]
+fn sched_batch_applies_to_every_device_thread_and_excludes_realtime() {
+    let dir = TempDir::new("batch");
+    let link = format!("listen:{}", dir.join("b.link").display());
+    let dev = Device::start_with(&dir.join("b.sock"), &["--sched-batch", "--link", &link]);
+    let threads = thread_scheduling(dev.child.id());
+    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
+        assert!(
+            threads.iter().any(|t| t.0 == name),
+            "no {name} thread: {threads:?}"
+        );
+    }
+    for t in &threads {
+        assert_eq!((t.1, t.2), (libc::SCHED_BATCH, 0), "{t:?}");
+    }
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .args([
+            "--socket",
+            "/nonexistent/x.sock",
+            "--sched-batch",
+            "--realtime",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sched-batch") && err.contains("--realtime"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_cpu_lists_and_priorities_are_refused() {
     for args in [
         ["--cpus", "3-1"],

@@ -103,6 +103,8 @@ impl Placement {
         }
         if let Some(p) = self.realtime {
             args.extend(["--realtime".to_owned(), p.to_string()]);
+        } else if SCHED_BATCH.load(Ordering::Relaxed) {
+            args.push("--sched-batch".to_owned());
         }
         args
     }

@@ -85,8 +85,8 @@ const DEFAULT_SPIN_US: u64 = 50;
 
 const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
 [--guest-spins US[,US...]] [--guest-repeat N]
-       ibtca-bench verbs [--seconds S] [--only ROWS] [--pairs N] [--idle-sleep-us US] [--engine-spin-us US] [--split] [--link-ring-kib KIB] [--link-spin-us US]
-       ibtca-bench guest-verbs [--engine-spin-us US] [--placement P]
+       ibtca-bench verbs [--seconds S] [--only ROWS] [--pairs N] [--idle-sleep-us US] [--engine-spin-us US] [--sched-batch] [--split] [--link-ring-kib KIB] [--link-spin-us US]
+       ibtca-bench guest-verbs [--engine-spin-us US] [--sched-batch] [--placement P]
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
        ibtca-bench guest-drdma [--placement P]
@@ -118,6 +118,11 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       on the Unix socket)
   --link-spin-us US   (verbs) the link readers poll an empty ring US µs before
                       they sleep (default 0, the ibtca-device default)
+  --sched-batch       (verbs) every thread of the run under SCHED_BATCH, the
+                      raw rows' too (a woken thread does not preempt a
+                      running one; `ibtca-device --sched-batch`);
+                      (guest-verbs) both devices with --sched-batch, in
+                      placements without SCHED_FIFO
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
@@ -180,6 +185,7 @@ fn parse_args() -> Result<Bench, String> {
             while let Some(a) = args.next() {
                 match a.as_str() {
                     "--engine-spin-us" => parse_engine_spin(args.next())?,
+                    "--sched-batch" => SCHED_BATCH.store(true, Ordering::Relaxed),
                     "--placement" => parse_placement(args.next())?,
                     "-h" | "--help" => return Err(String::new()),
                     other => return Err(format!("unknown option '{other}'")),
@@ -259,6 +265,11 @@ fn link_spin() -> Duration {
     }
 }
 
+/// `--sched-batch`: the verbs rows run entirely under `SCHED_BATCH`
+/// (raw rows included); guest-verbs passes `ibtca-device --sched-batch`
+/// (placements without `--realtime`).
+static SCHED_BATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The devices' engine spin in µs (`--engine-spin-us`).
 static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
 /// `ibtca-device --engine-spin-us` default.
@@ -288,6 +299,12 @@ fn parse_verbs(mut args: impl Iterator<Item = String>) -> Result<Bench, String> 
                     .ok_or("--idle-sleep-us needs a non-negative integer")?
             }
             "--engine-spin-us" => parse_engine_spin(args.next())?,
+            "--sched-batch" => {
+                // Every thread of the run, the raw rows' too: a fair
+                // baseline under the same policy.
+                ibtca_device::sched::set_batch().map_err(|e| format!("--sched-batch: {e}"))?;
+                SCHED_BATCH.store(true, Ordering::Relaxed);
+            }
             "--split" => SPLIT.store(true, Ordering::Relaxed),
             "--link-ring-kib" => {
                 let kib: u64 = args

@@ -223,6 +223,20 @@ fn thread_scheduling(pid: u32) -> Vec<(String, i32, i32, String)> {
     out
 }
 
+/// The scheduling of every thread of `dev` (`thread_scheduling`), after
+/// checking that its data-path threads (vfio-user, engine, link) are
+/// among them.
+fn data_path_threads(dev: &Device) -> Vec<(String, i32, i32, String)> {
+    let threads = thread_scheduling(dev.child.id());
+    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
+        assert!(
+            threads.iter().any(|t| t.0 == name),
+            "no {name} thread: {threads:?}"
+        );
+    }
+    threads
+}
+
 #[test]
 fn realtime_and_cpus_apply_to_every_device_thread() {
     let dir = TempDir::new("rt");
@@ -250,14 +264,7 @@ fn realtime_and_cpus_apply_to_every_device_thread() {
         return;
     }
     let dev = Device::start_with(&socket, &args);
-    let threads = thread_scheduling(dev.child.id());
-    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
-        assert!(
-            threads.iter().any(|t| t.0 == name),
-            "no {name} thread: {threads:?}"
-        );
-    }
-    for t in &threads {
+    for t in &data_path_threads(&dev) {
         assert_eq!((t.1, t.2), (libc::SCHED_FIFO, 7), "{t:?}");
         assert_eq!(t.3, "0", "{t:?}");
     }
@@ -273,14 +280,7 @@ fn sched_batch_applies_to_every_device_thread_and_excludes_realtime() {
     let dir = TempDir::new("batch");
     let link = format!("listen:{}", dir.join("b.link").display());
     let dev = Device::start_with(&dir.join("b.sock"), &["--sched-batch", "--link", &link]);
-    let threads = thread_scheduling(dev.child.id());
-    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
-        assert!(
-            threads.iter().any(|t| t.0 == name),
-            "no {name} thread: {threads:?}"
-        );
-    }
-    for t in &threads {
+    for t in &data_path_threads(&dev) {
         assert_eq!((t.1, t.2), (libc::SCHED_BATCH, 0), "{t:?}");
     }
     let out = Command::new(workspace_bin("ibtca-device"))

@@ -186,15 +186,18 @@ fn summary(plan: &Plan) {
             n.socket.display()
         );
         vl_line(&n.vl, "");
-        if n.cpus.is_some() || n.realtime.is_some() || n.guest_cpus.is_some() {
+        if n.cpus.is_some() || n.realtime.is_some() || n.sched_batch || n.guest_cpus.is_some() {
             let show = |c: &Option<ibtca_device::sched::CpuList>| {
                 c.as_ref().map_or("any".to_owned(), ToString::to_string)
             };
             out!(
                 "    device CPUs {}, {}; guest CPUs {}",
                 show(&n.cpus),
-                n.realtime
-                    .map_or("normal priority".to_owned(), |p| format!("SCHED_FIFO {p}")),
+                match (n.realtime, n.sched_batch) {
+                    (Some(p), _) => format!("SCHED_FIFO {p}"),
+                    (None, true) => "SCHED_BATCH".to_owned(),
+                    (None, false) => "normal priority".to_owned(),
+                },
                 show(&n.guest_cpus)
             );
         }

@@ -231,6 +231,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     if let Some(prio) = n.realtime {
         args.push(format!("--realtime={prio}"));
     }
+    if n.sched_batch {
+        args.push("--sched-batch".to_owned());
+    }
     if let Some(kib) = n.link_ring_kib {
         args.push(format!("--link-ring-kib={kib}"));
     }

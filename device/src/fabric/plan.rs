@@ -42,6 +42,12 @@ pub enum TopologyError {
         /// The priority given.
         priority: u8,
     },
+    /// A node asks for both `realtime` and `sched_batch`.
+    #[error("node `{node}`: realtime and sched_batch exclude each other")]
+    RealtimeAndBatch {
+        /// The node.
+        node: String,
+    },
     /// A node's LID is 0 or multicast.
     #[error("node `{node}`: LID {lid} is not a unicast LID (1..=0xbfff)")]
     BadLid {
@@ -172,6 +178,8 @@ pub struct NodePlan {
     pub cpus: Option<CpuList>,
     /// `SCHED_FIFO` priority of the device's threads (`--realtime`).
     pub realtime: Option<u8>,
+    /// The device's threads under `SCHED_BATCH` (`--sched-batch`).
+    pub sched_batch: bool,
     /// CPUs of the node's guest (QEMU), from its `guest.cpus`.
     pub guest_cpus: Option<CpuList>,
     /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
@@ -347,6 +355,11 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             });
         }
         let socket = run_dir.join(n.socket.clone().unwrap_or(format!("{}.sock", n.name)));
+        if n.realtime.is_some() && n.sched_batch {
+            return Err(TopologyError::RealtimeAndBatch {
+                node: n.name.clone(),
+            });
+        }
         nodes.push(NodePlan {
             name: n.name.clone(),
             lid: n.lid,
@@ -364,6 +377,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 }
                 other => other,
             },
+            sched_batch: n.sched_batch,
             guest_cpus: parse_cpus(
                 &format!("{} guest", n.name),
                 n.guest.as_ref().and_then(|g| g.cpus.as_deref()),

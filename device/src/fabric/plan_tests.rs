@@ -314,6 +314,26 @@ fn device_cpus_and_realtime_reach_the_device_and_bad_ones_are_refused() {
 }
 
 #[test]
+fn sched_batch_reaches_the_device_and_excludes_realtime() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "sched_batch": true},
+                          {"name": "b", "lid": 2}],
+                 "links": [{"a": "a", "b": "b"}] }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    let a = super::launch::device_args(&p.nodes[0]);
+    assert!(a.contains(&"--sched-batch".to_owned()), "{a:?}");
+    let b = super::launch::device_args(&p.nodes[1]);
+    assert!(!b.contains(&"--sched-batch".to_owned()), "{b:?}");
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "realtime": 5, "sched_batch": true}] }"#)
+        .to_string();
+    assert!(e.contains("exclude each other"), "{e}");
+}
+
+#[test]
 fn link_rings_set_in_the_file_reach_devices_and_switches() {
     let p = plan(
         &topo(

@@ -72,6 +72,11 @@ pub struct NodeSpec {
     /// (`ibtca-device --realtime`; needs root).
     #[serde(default)]
     pub realtime: Option<u8>,
+    /// The device's threads under `SCHED_BATCH` (`ibtca-device
+    /// --sched-batch`: throughput without busy-polling guests; not with
+    /// `realtime`).
+    #[serde(default)]
+    pub sched_batch: bool,
     /// The shared-memory ring the device offers for its link's frames, in
     /// KiB (`ibtca-device --link-ring-kib`; 0: its frames stay on the
     /// socket; default: the device's).

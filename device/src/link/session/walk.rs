@@ -89,8 +89,12 @@ impl Session<'_> {
             }
             .is_packet();
             if is_packet && up {
+                // The VL is the LRH's first nibble (0 for an empty body,
+                // as `packet_vl` has it).
                 let mut lrh0 = [0u8; 1];
-                ring.copy_at(body_at, &mut lrh0);
+                if len > 0 {
+                    ring.copy_at(body_at, &mut lrh0);
+                }
                 found.packets += 1;
                 found.bytes += len as u64;
                 tracing::trace!(len, "link rx");

@@ -734,7 +734,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
         if SCHED_BATCH.load(Ordering::Relaxed) {
             "; every thread (raw rows too) under SCHED_BATCH"
         } else {
-            ""
+            "; default scheduling (--sched-batch: every thread under SCHED_BATCH, as \
+             `ibtca-device --sched-batch` runs; more bulk throughput where threads \
+             outnumber CPUs, BENCHMARKS.md)"
         }
     );
     println!(

@@ -394,10 +394,10 @@ pub(crate) struct BufferPool {
 
 impl BufferPool {
     /// Buffers kept for reuse: enough for the data a peer may have in
-    /// flight on one VL (the default 512 credits of 4 KiB packets are 16
+    /// flight on one VL (the default 1024 credits of 4 KiB packets are 32
     /// receive buffers of 128 KiB), so a bulk stream reuses its buffers
     /// instead of allocating and zero-filling new ones.
-    const KEEP: usize = 20;
+    const KEEP: usize = 36;
 
     /// A spare buffer of `len` bytes, if one is back.
     fn take(&self, len: usize) -> Option<Vec<u8>> {

@@ -28,6 +28,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -106,6 +107,12 @@ fn send_nonblocking(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
 /// time, and every small batch cost it and its reader a hand-over).
 pub(super) const IN_PLACE_BATCH: u64 = 128 * 1024;
 
+/// Bytes built in place that may be published to a sleeping reader
+/// without waking it while the burst that built them goes on: the
+/// reader is woken once per this many, and at the burst's end
+/// ([`RingTx::publish`]).
+pub(super) const WAKE_BATCH: u64 = 512 * 1024;
+
 /// Most iovecs one `sendmsg`/`writev` takes (Linux UIO_MAXIOV).
 pub(super) const IOV_MAX: usize = 1024;
 
@@ -119,9 +126,18 @@ pub(super) struct RingTx {
     room: EventFd,
     /// The connection, watched for the peer's hang-up.
     socket: UnixStream,
+    /// The published head when the reader was last woken (or found awake
+    /// by a write): bytes after it may wait for their wake-up.
+    woken: AtomicU64,
 }
 
 impl TxPipe {
+    /// Whether the peer's reader said it sleeps (tests).
+    #[cfg(test)]
+    pub fn reader_asleep(&self) -> bool {
+        matches!(self, TxPipe::Ring(r) if r.writer().reader_asleep())
+    }
+
     /// Publishes `head` in the ring as a broken or hostile peer might,
     /// and wakes the reader to look (tests).
     #[cfg(test)]
@@ -143,9 +159,7 @@ impl RingTx {
         match writer.write(slices).map_err(ring_io_error)? {
             0 => Err(io::ErrorKind::WouldBlock.into()),
             n => {
-                if writer.reader_asleep() {
-                    let _ = self.data.write(1);
-                }
+                self.wake_reader(&writer);
                 Ok(n)
             }
         }
@@ -153,8 +167,9 @@ impl RingTx {
 
     /// Builds a frame of `len` bytes straight into the ring if it fits in
     /// one piece now (`None`, `build` not called, otherwise): see
-    /// [`RingWriter::build_in_place`]. What was built is published (and
-    /// the reader woken if it sleeps) once [`IN_PLACE_BATCH`] bytes wait.
+    /// [`RingWriter::build_in_place`]. What was built is published once
+    /// [`IN_PLACE_BATCH`] bytes wait, and a sleeping reader woken once per
+    /// [`WAKE_BATCH`] bytes published (the rest at [`Self::publish`]).
     pub fn build_in_place(
         &self,
         len: usize,
@@ -163,18 +178,29 @@ impl RingTx {
         let mut writer = self.writer();
         let built = writer.build_in_place(len, build).map_err(ring_io_error)?;
         if writer.unpublished() >= IN_PLACE_BATCH {
-            self.publish_locked(&mut writer);
+            writer.publish();
+            if writer.published() - self.woken.load(Ordering::Relaxed) >= WAKE_BATCH {
+                self.wake_reader(&writer);
+            }
         }
         Ok(built)
     }
 
-    /// Publishes what was built in place; wakes the reader if it sleeps.
+    /// Publishes what was built in place and wakes the reader if it sleeps
+    /// with bytes it was not woken for.
     pub fn publish(&self) {
-        self.publish_locked(&mut self.writer());
+        let mut writer = self.writer();
+        writer.publish();
+        if writer.published() > self.woken.load(Ordering::Relaxed) {
+            self.wake_reader(&writer);
+        }
     }
 
-    fn publish_locked(&self, writer: &mut RingWriter) {
-        if writer.publish() && writer.reader_asleep() {
+    /// Wakes the reader if it sleeps; either way it will see everything
+    /// published so far.
+    fn wake_reader(&self, writer: &RingWriter) {
+        self.woken.store(writer.published(), Ordering::Relaxed);
+        if writer.reader_asleep() {
             let _ = self.data.write(1);
         }
     }
@@ -186,8 +212,15 @@ impl RingTx {
                 done => return done,
             }
             // Full: say we wait, look once more (the reader may have made
-            // room before it could see the mark), then sleep.
-            self.writer().set_waiting(true);
+            // room before it could see the mark), then sleep; a reader
+            // asleep over bytes it was not woken for must make that room.
+            {
+                let writer = self.writer();
+                if writer.published() > self.woken.load(Ordering::Relaxed) {
+                    self.wake_reader(&writer);
+                }
+                writer.set_waiting(true);
+            }
             let again = self.try_send(slices);
             if !matches!(&again, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
                 self.writer().set_waiting(false);
@@ -470,6 +503,7 @@ pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, OfferE
         data,
         room,
         socket: socket_for_hang_up,
+        woken: AtomicU64::new(0),
     }))
 }
 

@@ -253,6 +253,11 @@ impl RingWriter {
         true
     }
 
+    /// Bytes ever published (the head the reader sees).
+    pub fn published(&self) -> u64 {
+        self.published
+    }
+
     /// Bytes built in place and not yet published.
     pub fn unpublished(&self) -> u64 {
         self.head - self.published

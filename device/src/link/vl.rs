@@ -49,7 +49,7 @@ pub struct FlowControl {
 /// transfer is paced by its ACKs, not by credits coming back (with 256,
 /// half the window, a 1 MiB stream stalled on credits hundreds of times a
 /// second).
-pub const DEFAULT_CREDITS: u16 = 512;
+pub const DEFAULT_CREDITS: u16 = 1024;
 
 impl Default for FlowControl {
     fn default() -> Self {

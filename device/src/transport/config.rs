@@ -61,7 +61,7 @@ pub struct RcConfig {
 
 /// Bytes a device QP's requester keeps in flight (see
 /// [`RcConfig::send_window_for_mtu`]).
-pub const SEND_WINDOW_BYTES: u32 = 2 << 20;
+pub const SEND_WINDOW_BYTES: u32 = 4 << 20;
 
 impl RcConfig {
     /// Defaults for a QP `qpn` talking to `dest_qpn`: MTU 1024, PSNs 0,
@@ -95,7 +95,9 @@ impl RcConfig {
     /// [`SEND_WINDOW_BYTES`] in flight, 128..=1024 packets. Between two
     /// device instances the round trip of a data packet and its ACK costs
     /// a few hundred µs of thread hand-offs, so a window of 128 packets (512
-    /// KiB at MTU 4096) capped a bulk transfer near 1 GiB/s; 1024 packets
+    /// KiB at MTU 4096) capped a bulk transfer near 1 GiB/s, and one of 2
+    /// MiB still left the sending engine waiting for ACKs ~3 k times a
+    /// second at ~3.5 GiB/s (BENCHMARKS.md, session 12); 1024 packets
     /// of the smallest MTUs stay well inside the link's 4096-packet send
     /// queue.
     pub fn send_window_for_mtu(path_mtu: u32) -> u32 {
@@ -260,7 +262,7 @@ mod tests {
         ));
         assert_eq!(bad(|c| c.rnr_retry = 8), Err(ConfigError::RetryField));
         assert_eq!(bad(|c| c.send_window = 0), Err(ConfigError::Window));
-        for (mtu, window) in [(4096, 512), (2048, 1024), (256, 1024)] {
+        for (mtu, window) in [(4096, 1024), (2048, 1024), (256, 1024)] {
             assert_eq!(RcConfig::send_window_for_mtu(mtu), window, "MTU {mtu}");
             let mut c = RcConfig::new(1, 2);
             (c.path_mtu, c.send_window) = (mtu, window);

@@ -100,3 +100,54 @@ fn nothing_is_built_in_place_without_a_ring_credit_or_a_clear_queue() {
     a.link.publish();
     assert_eq!(b.packets(1), [numbered(4)]);
 }
+
+/// Packet `i` of `len` bytes (`len` ≥ 4), its first bytes its index.
+fn sized(i: u32, len: usize) -> Vec<u8> {
+    let mut p = numbered(i);
+    p.resize(len, i as u8);
+    p
+}
+
+/// Bytes of a packet whose frame is 4096 bytes long.
+const FRAME_4K_BODY: usize = 4096 - ibtca_protocol::link::FRAME_HEADER_LEN;
+
+#[test]
+fn a_sleeping_reader_gets_a_burst_built_in_place_when_it_ends_or_grows_long() {
+    use crate::link::pipe::{IN_PLACE_BATCH, WAKE_BATCH};
+    let (a, b, _) = pair("in-place-wake");
+    let packet = |i| sized(i, FRAME_4K_BODY);
+    first_in_place(&a.link, &packet(0));
+    a.link.publish();
+    assert_eq!(b.packets(1), [packet(0)]);
+
+    // The last of these publishes all of them mid-burst (without waking
+    // B's reader); the burst's end, with nothing left to publish, must
+    // still wake it.
+    let per_publish = (IN_PLACE_BATCH / 4096) as u32;
+    for i in 1..=per_publish {
+        assert_eq!(in_place(&a.link, &packet(i)), Some(true), "packet {i}");
+    }
+    a.link.publish();
+    assert!(b
+        .packets(per_publish as usize)
+        .into_iter()
+        .eq((1..=per_publish).map(packet)));
+
+    // A long burst reaches the reader every WAKE_BATCH bytes, before it
+    // ends.
+    let per_wake = (WAKE_BATCH / 4096) as u32;
+    let first = per_publish + 1;
+    let last = first + per_wake + per_publish;
+    for i in first..last {
+        assert_eq!(in_place(&a.link, &packet(i)), Some(true), "packet {i}");
+    }
+    assert!(b
+        .packets(per_wake as usize)
+        .into_iter()
+        .eq((first..first + per_wake).map(packet)));
+    a.link.publish();
+    assert!(b
+        .packets(per_publish as usize)
+        .into_iter()
+        .eq((first + per_wake..last).map(packet)));
+}

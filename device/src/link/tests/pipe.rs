@@ -208,3 +208,45 @@ fn a_socket_that_brings_more_files_than_an_offer_is_an_error() {
         assert!(input.take_fds().is_empty(), "the files are closed");
     });
 }
+
+#[test]
+fn a_writer_out_of_room_wakes_a_reader_asleep_over_bytes_built_in_place() {
+    bounded(|| {
+        // Smaller than a wake-up's worth: filled in place, all of it is
+        // published mid-burst without the reader being woken.
+        const CAPACITY: u64 = pipe::WAKE_BATCH / 2;
+        let (tx, mut rx, _ours, theirs) = offered(CAPACITY);
+        let reader = thread::spawn(move || {
+            let mut out = vec![0u8; 64 * 1024];
+            let mut got = 0;
+            while got <= CAPACITY as usize {
+                let n = rx.recv(&theirs, &mut out).unwrap();
+                assert!(n > 0, "the writer is still there");
+                for (i, b) in out[..n].iter().enumerate() {
+                    assert_eq!(*b, stream_byte(got + i), "byte {}", got + i);
+                }
+                got += n;
+            }
+            got
+        });
+        super::wait_until("the reader sleeps", || tx.reader_asleep());
+        let TxPipe::Ring(ring) = &*tx else {
+            unreachable!("offered a ring")
+        };
+        const PIECE: usize = 4096;
+        for piece in 0..CAPACITY as usize / PIECE {
+            let built = ring.build_in_place(PIECE, |out| {
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = stream_byte(piece * PIECE + i);
+                }
+                true
+            });
+            assert_eq!(built.unwrap(), Some(true), "piece {piece}");
+        }
+        // The ring is full: this waits for room, which only the reader
+        // can make, so the writer must wake it first.
+        let last = [stream_byte(CAPACITY as usize)];
+        assert_eq!(tx.send(&[IoSlice::new(&last)]).unwrap(), 1);
+        assert_eq!(reader.join().unwrap(), CAPACITY as usize + 1);
+    });
+}

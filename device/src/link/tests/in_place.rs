@@ -13,8 +13,8 @@ fn in_place(link: &Link, packet: &[u8]) -> Option<bool> {
     })
 }
 
-/// Right after `Up` the writer thread may still be on its way to sleep:
-/// waits until a first packet can be built in place.
+/// Right after `Up` (or a wake-up of its own) the writer thread may still
+/// be on its way to sleep: waits until `packet` can be built in place.
 fn first_in_place(link: &Link, packet: &[u8]) {
     wait_until("the link builds a packet in place", || {
         in_place(link, packet) == Some(true)
@@ -125,7 +125,7 @@ fn a_sleeping_reader_gets_a_burst_built_in_place_when_it_ends_or_grows_long() {
     // still wake it.
     let per_publish = (IN_PLACE_BATCH / 4096) as u32;
     for i in 1..=per_publish {
-        assert_eq!(in_place(&a.link, &packet(i)), Some(true), "packet {i}");
+        first_in_place(&a.link, &packet(i));
     }
     a.link.publish();
     assert!(b
@@ -139,7 +139,7 @@ fn a_sleeping_reader_gets_a_burst_built_in_place_when_it_ends_or_grows_long() {
     let first = per_publish + 1;
     let last = first + per_wake + per_publish;
     for i in first..last {
-        assert_eq!(in_place(&a.link, &packet(i)), Some(true), "packet {i}");
+        first_in_place(&a.link, &packet(i));
     }
     assert!(b
         .packets(per_wake as usize)

@@ -4,7 +4,7 @@
 #
 #   scripts/run-vm.sh --socket HOSTPATH [--socket2 HOSTPATH ...] \
 #       --kernel F --initrd F --append "ibtca.mode=foundation" \
-#       [--mem 512M] [--smp N] [--cpu-affinity CPUS] [--timeout SECS] \
+#       [--mem 512M] [--smp N] [--cpu-affinity CPUS] [--nice N] [--timeout SECS] \
 #       [--timeout-signal TERM|KILL] \
 #       [--accel auto|tcg|kvm] [--serial-log FILE] [--no-device] [-- QEMU-ARGS...]
 #
@@ -12,7 +12,9 @@
 # id tcaN-1. Sockets must live inside the chroot tree (QEMU runs chrooted);
 # kernel and initrd outside it are hard-linked or copied into the chroot's
 # /tmp for the run. console=ttyS0 and panic=-1 are added to --append unless
-# it already sets them. --no-device boots without any ibtca device.
+# it already sets them. --no-device boots without any ibtca device. --nice N
+# runs QEMU at niceness N (-20..19; raising it needs no privilege): at 19 the
+# device's threads, woken, preempt a busy-polling vCPU on their CPU at once.
 #
 # The chroot is mounted (idempotently) and left mounted: several VMs may run
 # at once, so the caller unmounts (ibtca_chroot_umount from chroot-mounts.sh).
@@ -39,6 +41,7 @@ append=
 mem=512M
 smp=1
 affinity=
+niceness=
 tmo=120
 tsig=TERM
 accel=${IBTCA_ACCEL:-auto}
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
 	--mem) need "$@"; mem=$2; shift 2 ;;
 	--smp) need "$@"; smp=$2; shift 2 ;;
 	--cpu-affinity) need "$@"; affinity=$2; shift 2 ;;
+	--nice) need "$@"; niceness=$2; shift 2 ;;
 	--timeout) need "$@"; tmo=$2; shift 2 ;;
 	--timeout-signal) need "$@"; tsig=$2; shift 2 ;;
 	--accel) need "$@"; accel=$2; shift 2 ;;
@@ -67,6 +71,10 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+if [ -n "$niceness" ]; then
+	[[ "$niceness" =~ ^-?[0-9]+$ ]] && [ "$niceness" -ge -20 ] && [ "$niceness" -le 19 ] ||
+		die "--nice needs a niceness in -20..19, not '$niceness'"
+fi
 [ -n "$kernel" ] || die "--kernel is required"
 [ -n "$initrd" ] || die "--initrd is required"
 [ -f "$kernel" ] || die "kernel $kernel not found"
@@ -202,9 +210,12 @@ if [ -n "$affinity" ]; then
 	command -v taskset >/dev/null || die "--cpu-affinity needs taskset"
 	prefix=(taskset -c "$affinity")
 fi
+if [ -n "$niceness" ]; then
+	prefix+=(nice -n "$niceness")
+fi
 
 ibtca_chroot_mount "$CHROOT"
-log "accel=$accel mem=$mem smp=$smp devices=${#sockets[@]} timeout=${tmo}s"
+log "accel=$accel mem=$mem smp=$smp devices=${#sockets[@]} timeout=${tmo}s${niceness:+ nice=$niceness}"
 log "qemu ${qemu[*]:1}"
 
 set +e

@@ -107,6 +107,9 @@ impl VmStack {
         if let Some(cpus) = &vm.cpu_affinity {
             cmd.arg("--cpu-affinity").arg(cpus);
         }
+        if let Some(nice) = vm.nice {
+            cmd.arg("--nice").arg(nice.to_string());
+        }
         if let Some(log) = &vm.serial_log {
             cmd.arg("--serial-log").arg(log);
         }
@@ -138,6 +141,8 @@ pub struct VmConfig {
     pub timeout: Duration,
     /// CPUs for QEMU (taskset list), if pinned.
     pub cpu_affinity: Option<String>,
+    /// QEMU's niceness (run-vm.sh `--nice`), if not the caller's.
+    pub nice: Option<i8>,
     /// Signal QEMU gets at the timeout (default TERM; KILL simulates a crash).
     pub timeout_signal: Option<String>,
     /// Also write the serial console to this file as it happens (inside
@@ -154,6 +159,7 @@ impl VmConfig {
             mem: "512M".into(),
             timeout: Duration::from_secs(300),
             cpu_affinity: None,
+            nice: None,
             timeout_signal: None,
             serial_log: None,
         }

@@ -186,19 +186,27 @@ fn summary(plan: &Plan) {
             n.socket.display()
         );
         vl_line(&n.vl, "");
-        if n.cpus.is_some() || n.realtime.is_some() || n.sched_batch || n.guest_cpus.is_some() {
+        if n.cpus.is_some()
+            || n.realtime.is_some()
+            || n.sched_batch
+            || n.guest_cpus.is_some()
+            || n.guest_nice.is_some()
+        {
             let show = |c: &Option<ibtca_device::sched::CpuList>| {
                 c.as_ref().map_or("any".to_owned(), ToString::to_string)
             };
             out!(
-                "    device CPUs {}, {}; guest CPUs {}",
+                "    device CPUs {}, {}; guest CPUs {}{}",
                 show(&n.cpus),
                 match (n.realtime, n.sched_batch) {
                     (Some(p), _) => format!("SCHED_FIFO {p}"),
                     (None, true) => "SCHED_BATCH".to_owned(),
                     (None, false) => "normal priority".to_owned(),
                 },
-                show(&n.guest_cpus)
+                show(&n.guest_cpus),
+                n.guest_nice
+                    .map(|v| format!(", guest nice {v}"))
+                    .unwrap_or_default()
             );
         }
     }

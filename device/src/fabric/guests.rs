@@ -152,6 +152,8 @@ pub struct GuestPlan {
     pub timeout: Duration,
     /// CPUs for QEMU (run-vm.sh `--cpu-affinity`).
     pub cpus: Option<String>,
+    /// QEMU's niceness (run-vm.sh `--nice`).
+    pub nice: Option<i8>,
 }
 
 fn mem_ok(mem: &str) -> bool {
@@ -245,6 +247,7 @@ pub fn resolve(
             log: run_dir.join(format!("{}.qemu.log", n.name)),
             timeout: opts.timeout,
             cpus: n.guest_cpus.as_ref().map(ToString::to_string),
+            nice: n.guest_nice,
         });
     }
     Ok(out)
@@ -323,6 +326,10 @@ pub fn run_vm_args(g: &GuestPlan) -> Vec<String> {
         args.push("--cpu-affinity".into());
         args.push(cpus.clone());
     }
+    if let Some(nice) = g.nice {
+        args.push("--nice".into());
+        args.push(nice.to_string());
+    }
     args
 }
 
@@ -365,7 +372,7 @@ mod tests {
     use crate::fabric::{parse, plan};
 
     const TOPO: &str = r#"{
-      "nodes": [ { "name": "a", "lid": 1, "guest": { "append": "ibtca.role=server", "mem": "256M", "cpus": "0" } },
+      "nodes": [ { "name": "a", "lid": 1, "guest": { "append": "ibtca.role=server", "mem": "256M", "cpus": "0", "nice": 19 } },
                  { "name": "b", "lid": 2 } ],
       "links": [ { "a": "a", "b": "b" } ],
       "guest": { "append": "ibtca.mode=verbs" }
@@ -420,10 +427,15 @@ mod tests {
         let args = run_vm_args(&g[1]);
         assert!(args.windows(2).any(|w| w[0] == "--timeout" && w[1] == "60"));
         assert!(!args.contains(&"--cpu-affinity".to_owned()), "{args:?}");
+        assert!(!args.contains(&"--nice".to_owned()), "{args:?}");
         let args = run_vm_args(&g[0]);
         assert!(
             args.windows(2)
                 .any(|w| w[0] == "--cpu-affinity" && w[1] == "0"),
+            "{args:?}"
+        );
+        assert!(
+            args.windows(2).any(|w| w[0] == "--nice" && w[1] == "19"),
             "{args:?}"
         );
         let _ = fs::remove_dir_all(&dir);

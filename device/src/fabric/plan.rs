@@ -42,6 +42,14 @@ pub enum TopologyError {
         /// The priority given.
         priority: u8,
     },
+    /// A guest niceness outside -20..=19.
+    #[error("node `{node}`: guest nice {nice} is outside -20..19")]
+    BadNice {
+        /// The node.
+        node: String,
+        /// The niceness given.
+        nice: i8,
+    },
     /// A node asks for both `realtime` and `sched_batch`.
     #[error("node `{node}`: realtime and sched_batch exclude each other")]
     RealtimeAndBatch {
@@ -182,10 +190,15 @@ pub struct NodePlan {
     pub sched_batch: bool,
     /// CPUs of the node's guest (QEMU), from its `guest.cpus`.
     pub guest_cpus: Option<CpuList>,
+    /// Niceness of the node's guest (QEMU), from its `guest.nice`.
+    pub guest_nice: Option<i8>,
     /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
     /// one.
     pub link_ring_kib: Option<u64>,
 }
+
+/// The niceness values a guest's QEMU may be given (`guest.nice`).
+pub const NICENESS: std::ops::RangeInclusive<i8> = -20..=19;
 
 /// Parses the `cpus` of `name` (a node or a node's guest).
 pub fn parse_cpus(name: &str, text: Option<&str>) -> Result<Option<CpuList>, TopologyError> {
@@ -382,6 +395,15 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 &format!("{} guest", n.name),
                 n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
             )?,
+            guest_nice: match n.guest.as_ref().and_then(|g| g.nice) {
+                Some(nice) if !NICENESS.contains(&nice) => {
+                    return Err(TopologyError::BadNice {
+                        node: n.name.clone(),
+                        nice,
+                    })
+                }
+                other => other,
+            },
             link_ring_kib: n.link_ring_kib,
         });
     }

@@ -314,6 +314,55 @@ fn device_cpus_and_realtime_reach_the_device_and_bad_ones_are_refused() {
 }
 
 #[test]
+fn a_guest_niceness_reaches_its_qemu_and_bad_ones_are_refused() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "guest": {"nice": 19, "cpus": "0"}},
+                          {"name": "b", "lid": 2}],
+                 "links": [{"a": "a", "b": "b"}] }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    assert_eq!(
+        (p.nodes[0].guest_nice, p.nodes[1].guest_nice),
+        (Some(19), None)
+    );
+    // The script runs "QEMU" (a stand-in that prints its niceness) at 19.
+    let dir = std::env::temp_dir().join(format!("ibtca-nice-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let stub = dir.join("qemu-system-x86_64");
+    std::fs::write(&stub, "#!/bin/sh\nnice\n").unwrap();
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let guest = super::topology::GuestSpec::default();
+    let niceness_of = |node| {
+        let script = dir.join("node.qemu.sh");
+        std::fs::write(&script, super::qemu::guest_script(node, &guest)).unwrap();
+        let path = format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        // taskset needs the CPU it pins to: only node a pins, to CPU 0.
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(niceness_of(&p.nodes[0]), "19");
+    let own =
+        String::from_utf8(std::process::Command::new("nice").output().unwrap().stdout).unwrap();
+    assert_eq!(niceness_of(&p.nodes[1]), own.trim());
+    let _ = std::fs::remove_dir_all(&dir);
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "guest": {"nice": 20}}] }"#).to_string();
+    assert!(e.contains("guest nice 20 is outside -20..19"), "{e}");
+}
+
+#[test]
 fn sched_batch_reaches_the_device_and_excludes_realtime() {
     let p = plan(
         &topo(

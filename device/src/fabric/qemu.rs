@@ -44,11 +44,14 @@ pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
     let append = format!("console=ttyS0 panic=-1 {}", guest.append)
         .trim_end()
         .to_owned();
-    let pin = node
+    let mut pin = node
         .guest_cpus
         .as_ref()
         .map(|c| format!("taskset -c {c} "))
         .unwrap_or_default();
+    if let Some(n) = node.guest_nice {
+        pin.push_str(&format!("nice -n {n} "));
+    }
     format!(
         "#!/bin/sh\n\
          # Guest `{name}` (LID {lid}) on the ibtca device at {socket}.\n\

@@ -103,6 +103,13 @@ pub struct NodeGuestSpec {
     /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
     #[serde(default)]
     pub cpus: Option<String>,
+    /// Niceness of this guest's QEMU (`nice -n`, run-vm.sh `--nice`),
+    /// -20..=19; raising it needs no privilege. At 19 a woken device
+    /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
+    /// WRITE latency between two unpinned TCG guests on 2 CPUs fell from
+    /// ~1 ms to ~70 µs (BENCHMARKS.md, "Verbs between two guests").
+    #[serde(default)]
+    pub nice: Option<i8>,
 }
 
 /// One switch.

@@ -58,6 +58,8 @@ pub(super) struct Placement {
     realtime: Option<u8>,
     /// QEMU's CPUs for the server and the client guest.
     vm_cpus: [Option<String>; 2],
+    /// Both guests' QEMU niceness (run-vm.sh `--nice`).
+    vm_nice: Option<i8>,
 }
 
 impl Placement {
@@ -68,6 +70,18 @@ impl Placement {
             dev_cpus: [None, None],
             realtime: None,
             vm_cpus: [None, None],
+            vm_nice: None,
+        }
+    }
+
+    /// Nothing pinned, no privilege: both guests' QEMU at nice 19, so a
+    /// woken device thread preempts a busy-polling vCPU at once (what a
+    /// topology's `guest.nice` gives).
+    fn nice() -> Self {
+        Placement {
+            name: "nice".into(),
+            vm_nice: Some(19),
+            ..Self::shared()
         }
     }
 
@@ -92,6 +106,7 @@ impl Placement {
             dev_cpus: [a, b],
             realtime: Some(10),
             vm_cpus: [va, vb],
+            vm_nice: None,
         })
     }
 
@@ -113,12 +128,14 @@ impl Placement {
     fn pin(&self, server: &mut VmConfig, client: &mut VmConfig) {
         server.cpu_affinity = self.vm_cpus[0].clone();
         client.cpu_affinity = self.vm_cpus[1].clone();
+        server.nice = self.vm_nice;
+        client.nice = self.vm_nice;
     }
 
     fn describe(&self) -> String {
         let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "any".into());
         format!(
-            "device A CPUs {}, device B CPUs {}, {}; server guest CPUs {}, client guest CPUs {}",
+            "device A CPUs {}, device B CPUs {}, {}; server guest CPUs {}, client guest CPUs {}{}",
             show(&self.dev_cpus[0]),
             show(&self.dev_cpus[1]),
             self.realtime.map_or("normal priority".into(), |p| format!(
@@ -126,6 +143,9 @@ impl Placement {
             )),
             show(&self.vm_cpus[0]),
             show(&self.vm_cpus[1]),
+            self.vm_nice
+                .map(|n| format!(", guests' QEMU at nice {n}"))
+                .unwrap_or_default(),
         )
     }
 }
@@ -166,10 +186,16 @@ pub(super) static PLACEMENTS: std::sync::OnceLock<Vec<Placement>> = std::sync::O
 pub(super) fn parse_placement(v: Option<String>) -> Result<(), String> {
     let list = match v.as_deref() {
         Some("shared") => vec![Placement::shared()],
+        Some("nice") => vec![Placement::nice()],
         Some("latency") => vec![Placement::latency()],
         Some("both") => vec![Placement::shared(), Placement::latency()],
+        Some("all") => vec![Placement::shared(), Placement::nice(), Placement::latency()],
         Some(c) if c.starts_with("custom:") => vec![Placement::custom("custom", &c[7..])?],
-        _ => return Err("--placement needs shared, latency, both or custom:A,B,VA,VB".into()),
+        _ => {
+            return Err(
+                "--placement needs shared, nice, latency, both, all or custom:A,B,VA,VB".into(),
+            )
+        }
     };
     PLACEMENTS
         .set(list)
@@ -187,7 +213,7 @@ pub(super) fn run_guest_verbs() -> ExitCode {
     let placements = PLACEMENTS
         .get()
         .cloned()
-        .unwrap_or_else(|| vec![Placement::shared(), Placement::latency()]);
+        .unwrap_or_else(|| vec![Placement::shared(), Placement::nice(), Placement::latency()]);
     let mut code = ExitCode::SUCCESS;
     for placement in &placements {
         if guest_verbs_once(&bin, stack, placement) != ExitCode::SUCCESS {

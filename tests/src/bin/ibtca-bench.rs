@@ -43,9 +43,10 @@
 //! memory, `write_lat_sleep` napping between looks, `send_lat` through the
 //! CQ interrupt), shown next to the soft-RoCE reference measured between
 //! two such guests. `--engine-spin-us` is passed to both devices. It runs
-//! twice (`--placement`): "shared" (nothing pinned, default priorities) and
-//! "latency" (both devices' threads on CPU 0 under `SCHED_FIFO`, one guest
-//! per CPU), each with its own table.
+//! three times (`--placement`): "shared" (nothing pinned, default
+//! priorities), "nice" (the same with both guests' QEMU at nice 19, no
+//! privilege needed) and "latency" (both devices' threads on CPU 0 under
+//! `SCHED_FIFO`, one guest per CPU), each with its own table.
 //!
 //! `switch` measures RDMA WRITE through in-process switches: aggregate
 //! 64 KiB throughput of 1, 2 and 4 pairs through one switch, and 64 B
@@ -126,9 +127,11 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
-  --placement P       (guest-verbs, guest-drdma) shared (nothing pinned), latency (devices
+  --placement P       (guest-verbs, guest-drdma) shared (nothing pinned), nice (nothing
+                      pinned, the guests' QEMU at nice 19), latency (devices
                       on CPU 0 under SCHED_FIFO, one guest per CPU), both
-                      (guest-verbs' default; guest-drdma's: shared) or custom:A,B,VA,VB (CPU
+                      (shared and latency), all (the three; guest-verbs'
+                      default; guest-drdma's: shared) or custom:A,B,VA,VB (CPU
                       lists of device A, device B, the server's and the
                       client's QEMU; - unpinned, 0+1 for two CPUs; devices
                       under SCHED_FIFO)

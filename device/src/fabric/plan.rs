@@ -395,7 +395,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 &format!("{} guest", n.name),
                 n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
             )?,
-            guest_nice: match n.guest.as_ref().and_then(|g| g.nice) {
+            guest_nice: match n.guest.as_ref().and_then(|g| g.nice).or(topo.guest.nice) {
                 Some(nice) if !NICENESS.contains(&nice) => {
                     return Err(TopologyError::BadNice {
                         node: n.name.clone(),

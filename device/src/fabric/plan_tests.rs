@@ -360,6 +360,21 @@ fn a_guest_niceness_reaches_its_qemu_and_bad_ones_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
     let e = err(r#"{ "nodes": [{"name": "a", "lid": 1, "guest": {"nice": 20}}] }"#).to_string();
     assert!(e.contains("guest nice 20 is outside -20..19"), "{e}");
+    // The file's `guest.nice` is every node's unless the node sets one.
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "guest": {"nice": 5}}, {"name": "b", "lid": 2}],
+                 "guest": {"nice": 19} }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    assert_eq!(
+        (p.nodes[0].guest_nice, p.nodes[1].guest_nice),
+        (Some(5), Some(19))
+    );
+    let e = err(r#"{ "nodes": [{"name": "a", "lid": 1}], "guest": {"nice": -21} }"#).to_string();
+    assert!(e.contains("guest nice -21 is outside -20..19"), "{e}");
 }
 
 #[test]

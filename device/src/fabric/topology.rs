@@ -211,6 +211,10 @@ pub struct GuestSpec {
     /// Extra kernel command line.
     #[serde(default)]
     pub append: String,
+    /// Niceness of every guest's QEMU whose node sets none
+    /// ([`NodeGuestSpec::nice`]).
+    #[serde(default)]
+    pub nice: Option<i8>,
 }
 
 fn default_mem() -> String {
@@ -224,6 +228,7 @@ impl Default for GuestSpec {
             kernel: None,
             initrd: None,
             append: String::new(),
+            nice: None,
         }
     }
 }

@@ -460,13 +460,15 @@ pub struct LinkConfig {
 pub const RX_SPIN: Duration = Duration::ZERO;
 
 /// Default shared-memory ring of a link, per direction: 4 MiB, like the
-/// socket buffer it replaces ([`SEND_BUFFER`]): the credits of one VL with
-/// their framing fit, so a sender within its credits never waits for room.
+/// socket buffer it replaces ([`SEND_BUFFER`]): all but a few dozen of the
+/// 1024 packets of 4 KiB that one VL's credits allow, with their framing
+/// (a sender at the very end of its credits briefly waits for room; 8
+/// MiB measured no faster, BENCHMARKS.md, "Verbs (no VM)", session 12).
 pub const SHARED_RING: u64 = 4 << 20;
 
-/// Default socket send buffer of a link: 4 MiB, more than the default
-/// credits of one VL (512 packets of 4 KiB MTU) with their framing, so a
-/// sender within its credits is never held up by the socket: the engine's
+/// Default socket send buffer of a link: 4 MiB, about the default credits
+/// of one VL (1024 packets of 4 KiB MTU, 512 before session 12), so a
+/// sender within its credits is rarely held up by the socket: the engine's
 /// direct non-blocking write takes a whole burst and the writer thread
 /// stays asleep. With the system default (208 KiB) the writer woke for
 /// most of a bulk stream, and each MiB cost the device threads ~10–20 %

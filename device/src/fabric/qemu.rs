@@ -44,13 +44,13 @@ pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
     let append = format!("console=ttyS0 panic=-1 {}", guest.append)
         .trim_end()
         .to_owned();
-    let mut pin = node
+    let mut prefix = node
         .guest_cpus
         .as_ref()
         .map(|c| format!("taskset -c {c} "))
         .unwrap_or_default();
     if let Some(n) = node.guest_nice {
-        pin.push_str(&format!("nice -n {n} "));
+        prefix.push_str(&format!("nice -n {n} "));
     }
     format!(
         "#!/bin/sh\n\
@@ -59,7 +59,7 @@ pub fn guest_script(node: &NodePlan, guest: &GuestSpec) -> String {
          # bundled VM stack (QEMU in a chroot) use instead:\n\
          #   scripts/run-vm.sh --socket {socket} --kernel KERNEL --initrd INITRD\n\
          # (the socket must then be inside the chroot: pick such a --run-dir).\n\
-         exec {pin}qemu-system-x86_64 -nodefaults -no-user-config -display none \\\n  \
+         exec {prefix}qemu-system-x86_64 -nodefaults -no-user-config -display none \\\n  \
          -accel tcg -cpu max -m {mem} \\\n  \
          -object memory-backend-memfd,id=mem,size={mem},share=on \\\n  \
          -machine q35,memory-backend=mem -no-reboot -serial stdio \\\n  \

@@ -261,7 +261,7 @@ impl Bar0 {
                     self.irq_test_count = self.irq_test_count.wrapping_add(1);
                     tracing::debug!(vector = v, delivery = ?d, "IRQ_TEST");
                     if d == Delivery::Dropped {
-                        tracing::info!(
+                        crate::guest_warn!(
                             vector = v,
                             "IRQ_TEST: MSI-X disabled or no eventfd; dropped"
                         );

@@ -10,6 +10,15 @@
 //! Unmaps need not match earlier maps: QEMU maps and unmaps sub-ranges while
 //! the firmware starts (PAM), so an unmap splits the maps it cuts and keeps
 //! the parts outside it.
+//!
+//! A client may shrink a file it mapped. A memfd sealed against shrinking
+//! cannot; any other file (an unsealed memfd, tmpfs, hugetlbfs, a disk
+//! file) is guarded by [`crate::fault_guard`]: a shrink turns the map into
+//! zero pages instead of a `SIGBUS`, and every access to it from then on
+//! fails with [`DmaError::Truncated`]. A map's guard lives until no
+//! snapshot ([`GuestMemory::pinned`]) can reach its mapping any more.
+//! At most [`MAX_DMA_MAPS`] maps exist at once (`ENOSPC` past that; the
+//! VERSION reply says so as `max_dma_maps`).
 
 use std::fs::File;
 use std::sync::Arc;
@@ -18,6 +27,9 @@ use vm_memory::{
     Bytes, FileOffset, GuestAddress, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap,
     MemoryRegionAddress, MmapRegion,
 };
+
+/// Maps a client may hold at once.
+pub const MAX_DMA_MAPS: usize = 1024;
 
 /// Why a map, unmap or access failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +60,18 @@ pub enum DmaError {
         /// What vm-memory said.
         reason: String,
     },
+    /// [`MAX_DMA_MAPS`] maps exist already.
+    #[error("more than {MAX_DMA_MAPS} DMA maps")]
+    TooMany,
+    /// The client shrank the file behind this guest memory after mapping
+    /// it: the map is dead (zero pages) until the client unmaps it.
+    #[error("DMA access {addr:#x}+{len:#x} hits a map whose file the client truncated")]
+    Truncated {
+        /// Guest address.
+        addr: u64,
+        /// Length in bytes.
+        len: usize,
+    },
     /// The device tried to touch guest memory that is not mapped.
     #[error("DMA access {addr:#x}+{len:#x} is outside mapped guest memory")]
     OutOfBounds {
@@ -59,13 +83,16 @@ pub enum DmaError {
 }
 
 /// One `DMA_MAP` as the client sent it (possibly trimmed by unmaps).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Mapping {
     iova: u64,
     size: u64,
     /// The client's file and the offset of `iova` in it; `None` when the
     /// client sent no fd.
     backing: Option<(Arc<File>, u64)>,
+    /// The `SIGBUS` guard of `region`, when its file can shrink. Declared
+    /// before `region`: dropped first, once nothing else holds the region.
+    guard: Option<crate::fault_guard::Guarded>,
     region: Option<Arc<GuestRegionMmap>>,
 }
 
@@ -101,12 +128,47 @@ impl Mapping {
                 Some(Arc::new(region))
             }
         };
+        let guard = match (&backing, &region) {
+            (Some((file, _)), Some(r)) if !crate::memfd::shrink_is_sealed(file) => {
+                use vm_memory::GuestMemoryRegion;
+                let host =
+                    r.get_host_address(MemoryRegionAddress(0))
+                        .map_err(|e| DmaError::Mmap {
+                            iova,
+                            size,
+                            reason: e.to_string(),
+                        })?;
+                Some(
+                    crate::fault_guard::guard(host, r.len() as usize).map_err(|e| {
+                        DmaError::Mmap {
+                            iova,
+                            size,
+                            reason: e.to_string(),
+                        }
+                    })?,
+                )
+            }
+            _ => None,
+        };
         Ok(Mapping {
             iova,
             size,
             backing,
+            guard,
             region,
         })
+    }
+
+    /// True when the client shrank this map's file under it.
+    fn is_poisoned(&self) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.is_poisoned())
+    }
+
+    /// True while a snapshot still holds this map's region.
+    fn in_use(&self) -> bool {
+        self.region
+            .as_ref()
+            .is_some_and(|r| Arc::strong_count(r) > 1)
     }
 
     /// The part of this map in `[start, end)`, re-mapped on its own.
@@ -149,11 +211,14 @@ impl GuestMemory {
         };
         addr.checked_add(buf.len() as u64).ok_or_else(oob)?;
         let len = buf.len();
-        self.with_maps(|mem| match region_of(mem, addr, len) {
-            Some((region, at)) => region.read_slice(buf, at),
-            None => mem.read_slice(buf, GuestAddress(addr)),
+        self.with_maps(|mem| {
+            match region_of(mem, addr, len) {
+                Some((region, at)) => region.read_slice(buf, at),
+                None => mem.read_slice(buf, GuestAddress(addr)),
+            }
+            .map_err(|_| DmaError::OutOfBounds { addr, len })?;
+            check_truncated(mem, addr, len)
         })
-        .map_err(|_| DmaError::OutOfBounds { addr, len })
     }
 
     /// Appends the `len` bytes at guest address `addr` to `out` (written
@@ -164,15 +229,19 @@ impl GuestMemory {
         let oob = || DmaError::OutOfBounds { addr, len };
         addr.checked_add(len as u64).ok_or_else(oob)?;
         let start = out.len();
-        let r = self.with_maps(|mem| match region_of(mem, addr, len) {
-            Some((region, at)) => region.write_all_volatile_to(at, out, len).map_err(drop),
-            None => mem
-                .write_all_volatile_to(GuestAddress(addr), out, len)
-                .map_err(drop),
+        let r = self.with_maps(|mem| {
+            match region_of(mem, addr, len) {
+                Some((region, at)) => region.write_all_volatile_to(at, out, len).map_err(drop),
+                None => mem
+                    .write_all_volatile_to(GuestAddress(addr), out, len)
+                    .map_err(drop),
+            }
+            .map_err(|()| oob())?;
+            check_truncated(mem, addr, len)
         });
         if r.is_err() || out.len() != start + len {
             out.truncate(start);
-            return Err(oob());
+            return Err(r.err().unwrap_or_else(oob));
         }
         Ok(())
     }
@@ -211,16 +280,46 @@ impl GuestMemory {
         addr.checked_add(buf.len() as u64 - 1).ok_or_else(oob)?;
         self.with_maps(|mem| {
             if let Some((region, at)) = region_of(mem, addr, buf.len()) {
-                return region.write_slice(buf, at).map_err(|_| oob());
+                region.write_slice(buf, at).map_err(|_| oob())?;
+                return check_truncated(mem, addr, buf.len());
             }
             // vm-memory writes region by region: check the whole range first
             // so that a write running off the end changes nothing.
             if !vm_memory::GuestMemoryBackend::check_range(mem, GuestAddress(addr), buf.len()) {
                 return Err(oob());
             }
-            mem.write_slice(buf, GuestAddress(addr)).map_err(|_| oob())
+            mem.write_slice(buf, GuestAddress(addr))
+                .map_err(|_| oob())?;
+            check_truncated(mem, addr, buf.len())
         })
     }
+}
+
+/// After an access to `addr..addr + len`: an error if any map it touched
+/// was poisoned (its file truncated by the client), now or before. Costs
+/// one atomic load while no map has ever been poisoned.
+fn check_truncated(mem: &GuestMemoryMmap, addr: u64, len: usize) -> Result<(), DmaError> {
+    use vm_memory::{GuestMemoryBackend, GuestMemoryRegion};
+    if crate::fault_guard::poisoned_count() == 0 {
+        return Ok(());
+    }
+    let end = addr.saturating_add(len as u64);
+    let hit = mem.iter().any(|r| {
+        let (start, rend) = (r.start_addr().0, r.start_addr().0 + r.len());
+        start < end
+            && addr < rend
+            && r.get_host_address(MemoryRegionAddress(0))
+                .is_ok_and(|p| crate::fault_guard::poisoned_at(p, r.len() as usize))
+    });
+    if hit {
+        crate::guest_warn!(
+            addr = format_args!("{addr:#x}"),
+            len,
+            "DMA into a map whose file the client truncated: failed"
+        );
+        return Err(DmaError::Truncated { addr, len });
+    }
+    Ok(())
 }
 
 /// The one region that holds all of `addr..addr + len`, and the offset of
@@ -244,6 +343,9 @@ fn region_of(
 pub struct DmaMaps {
     maps: Vec<Mapping>,
     mem: GuestMemoryAtomic<GuestMemoryMmap>,
+    /// Maps removed while a snapshot still held their region: kept (with
+    /// their guards) until it lets go.
+    retired: Vec<Mapping>,
 }
 
 impl Default for DmaMaps {
@@ -251,6 +353,7 @@ impl Default for DmaMaps {
         DmaMaps {
             maps: Vec::new(),
             mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+            retired: Vec::new(),
         }
     }
 }
@@ -290,6 +393,9 @@ impl DmaMaps {
         if size == 0 || iova.checked_add(size).is_none() {
             return Err(DmaError::InvalidRange { iova, size });
         }
+        if self.maps.len() >= MAX_DMA_MAPS {
+            return Err(DmaError::TooMany);
+        }
         if self
             .maps
             .iter()
@@ -304,6 +410,7 @@ impl DmaMaps {
                 "DMA map without fd: not reachable by the device"
             );
         }
+        self.reap();
         let m = Mapping::new(iova, size, file.map(|f| (Arc::new(f), offset)))?;
         self.maps.push(m);
         self.maps.sort_by_key(|m| m.iova);
@@ -320,6 +427,7 @@ impl DmaMaps {
             .ok_or(DmaError::InvalidRange { iova, size })?;
         let mut kept = Vec::with_capacity(self.maps.len() + 1);
         let mut removed = 0;
+        let mut gone = Vec::new();
         for m in self.maps.drain(..) {
             if m.end() <= iova || end <= m.iova {
                 kept.push(m);
@@ -332,16 +440,36 @@ impl DmaMaps {
             if end < m.end() {
                 push_slice(&mut kept, &m, end, m.end());
             }
+            gone.push(m);
         }
         self.maps = kept;
         self.publish();
+        self.retired.extend(gone);
+        self.reap();
         Ok(removed)
     }
 
     /// Removes every map.
     pub fn clear(&mut self) {
-        self.maps.clear();
+        let gone = std::mem::take(&mut self.maps);
         self.publish();
+        self.retired.extend(gone);
+        self.reap();
+    }
+
+    /// Maps removed earlier and still held by a snapshot.
+    pub fn retired(&self) -> usize {
+        self.retired.len()
+    }
+
+    /// Drops the retired maps no snapshot holds any more.
+    fn reap(&mut self) {
+        self.retired.retain(Mapping::in_use);
+    }
+
+    /// True when the client shrank the file of a map it still has.
+    pub fn any_truncated(&self) -> bool {
+        self.maps.iter().any(Mapping::is_poisoned)
     }
 
     fn publish(&self) {
@@ -516,5 +644,91 @@ mod tests {
         assert!(maps.guest_memory().write(0xc0000, &[1]).is_err());
         assert_eq!(maps.unmap(0xc8000, 0x8000).unwrap(), 0x8000);
         assert_eq!(maps.len(), 2);
+    }
+
+    #[test]
+    fn a_file_shrunk_under_its_map_fails_accesses_instead_of_killing_the_device() {
+        // A disk file (TempFile) and an unsealed memfd are guarded alike.
+        for f in [
+            backing(0x10000),
+            crate::memfd::create("ibtca-test", 0x10000).unwrap(),
+        ] {
+            let mut maps = DmaMaps::default();
+            maps.map(0x10_0000, 0x10000, Some(f.try_clone().unwrap()), 0)
+                .unwrap();
+            let gm = maps.guest_memory();
+            gm.write(0x10_1000, b"before").unwrap();
+            f.set_len(0).unwrap();
+            assert!(matches!(
+                gm.write(0x10_2000, b"after"),
+                Err(DmaError::Truncated {
+                    addr: 0x10_2000,
+                    len: 5
+                })
+            ));
+            let mut back = [0; 6];
+            assert!(matches!(
+                gm.read(0x10_1000, &mut back),
+                Err(DmaError::Truncated { .. })
+            ));
+            let mut out = Vec::new();
+            assert!(gm.read_append(0x10_1000, 6, &mut out).is_err() && out.is_empty());
+            assert!(maps.any_truncated());
+            // The client unmaps the dead map and maps fresh memory there.
+            maps.unmap(0x10_0000, 0x10000).unwrap();
+            let fresh = backing(0x10000);
+            maps.map(0x10_0000, 0x10000, Some(fresh.try_clone().unwrap()), 0)
+                .unwrap();
+            maps.guest_memory().write(0x10_2000, b"again").unwrap();
+            assert_eq!(file_bytes(&fresh, 0x2000, 5), b"again");
+            assert!(!maps.any_truncated());
+        }
+    }
+
+    #[test]
+    fn a_memfd_sealed_against_shrinking_needs_no_guard() {
+        let f = crate::memfd::create_size_sealed("ibtca-test", 0x4000).unwrap();
+        let mut maps = DmaMaps::default();
+        maps.map(0, 0x4000, Some(f), 0).unwrap();
+        assert!(maps.maps[0].guard.is_none());
+        let g = backing(0x4000);
+        maps.map(0x4000, 0x4000, Some(g), 0).unwrap();
+        assert!(maps.maps[1].guard.is_some(), "a disk file can shrink");
+    }
+
+    #[test]
+    fn a_removed_map_keeps_its_guard_while_a_snapshot_holds_it() {
+        let f = backing(0x4000);
+        let mut maps = DmaMaps::default();
+        maps.map(0, 0x4000, Some(f.try_clone().unwrap()), 0)
+            .unwrap();
+        let pinned = maps.guest_memory().pinned();
+        maps.unmap(0, 0x4000).unwrap();
+        assert_eq!(maps.retired(), 1, "the snapshot still reaches it");
+        // The snapshot still works, and a shrink under it is still caught.
+        pinned.write(0x1000, b"x").unwrap();
+        f.set_len(0).unwrap();
+        assert!(matches!(
+            pinned.write(0x1000, b"y"),
+            Err(DmaError::Truncated { .. })
+        ));
+        drop(pinned);
+        maps.map(0x8000, 0x1000, None, 0).unwrap();
+        assert_eq!(maps.retired(), 0, "reaped once nothing holds it");
+    }
+
+    #[test]
+    fn maps_are_bounded() {
+        let mut maps = DmaMaps::default();
+        for i in 0..MAX_DMA_MAPS as u64 {
+            maps.map(i * 0x1000, 0x1000, None, 0).unwrap();
+        }
+        let next = MAX_DMA_MAPS as u64 * 0x1000;
+        assert!(matches!(
+            maps.map(next, 0x1000, None, 0),
+            Err(DmaError::TooMany)
+        ));
+        maps.unmap(0, 0x1000).unwrap();
+        maps.map(next, 0x1000, None, 0).unwrap();
     }
 }

@@ -8,10 +8,12 @@
 #![deny(missing_docs)]
 
 pub mod bar0;
+pub mod client_fd;
 pub mod dma;
 pub mod drdma;
 pub mod engine;
 pub mod fabric;
+pub mod fault_guard;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;
 pub mod instance;

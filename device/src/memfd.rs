@@ -59,6 +59,12 @@ pub fn size_is_sealed(file: &File) -> bool {
     seals(file) & SIZE_SEALS == SIZE_SEALS
 }
 
+/// Whether `file` is a memfd that can no longer shrink (mapped, it can
+/// never fault with `SIGBUS` within the size it has).
+pub fn shrink_is_sealed(file: &File) -> bool {
+    seals(file) & libc::F_SEAL_SHRINK != 0
+}
+
 /// Whether `file` is a memfd sealed by [`seal_writes`].
 pub fn writes_are_sealed(file: &File) -> bool {
     let want = SIZE_SEALS | libc::F_SEAL_FUTURE_WRITE;

@@ -18,7 +18,6 @@
 //! gets PCI masking. Reads of the PBA are forwarded and answered here.
 
 use std::fs::File;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
@@ -52,10 +51,15 @@ impl From<PciError> for Errno {
     }
 }
 
+// What the VERSION reply offers is what the maps enforce.
+const _: () = assert!(crate::dma::MAX_DMA_MAPS == wire::MAX_DMA_MAPS);
+
 impl From<DmaError> for Errno {
     fn from(e: DmaError) -> Self {
         let errno = match e {
             DmaError::Overlap { .. } => libc::EEXIST,
+            DmaError::TooMany => libc::ENOSPC,
+            DmaError::Truncated { .. } => libc::EFAULT,
             DmaError::InvalidRange { .. }
             | DmaError::OutOfBounds { .. }
             | DmaError::Mmap { .. } => libc::EINVAL,
@@ -184,11 +188,15 @@ fn unmask_all(msix: &Msix) {
     }
 }
 
-fn eventfd_from(file: File) -> EventFd {
-    // SAFETY: `into_raw_fd` hands us sole ownership of a valid descriptor,
-    // which the EventFd now owns and closes. If the client passed something
-    // that is not an eventfd, writes to it fail and are logged.
-    unsafe { EventFd::from_raw_fd(file.into_raw_fd()) }
+/// The client's descriptors as eventfds, or `EINVAL` naming the first one
+/// that is no eventfd (nothing is taken then).
+fn eventfds_from(fds: Vec<File>) -> Result<Vec<EventFd>, Errno> {
+    fds.into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            crate::client_fd::eventfd(f).map_err(|e| Errno::inval(format!("SET_IRQS: fd {i}: {e}")))
+        })
+        .collect()
 }
 
 impl Backend for Tca {
@@ -388,7 +396,7 @@ impl Backend for Tca {
                     if fds.len() > 1 {
                         return Err(Errno::inval("SET_IRQS ERR: more than one fd"));
                     }
-                    self.err_eventfd = fds.into_iter().next().map(eventfd_from);
+                    self.err_eventfd = eventfds_from(fds)?.pop();
                 } else if disable_all {
                     self.err_eventfd = None;
                 }
@@ -443,7 +451,7 @@ impl Tca {
                 if fds.is_empty() {
                     Ok(msix.remove_eventfds(req.start, req.count)?)
                 } else if fds.len() == req.count as usize {
-                    Ok(msix.set_eventfds(req.start, fds.into_iter().map(eventfd_from).collect())?)
+                    Ok(msix.set_eventfds(req.start, eventfds_from(fds)?)?)
                 } else {
                     Err(Errno::inval(format!(
                         "SET_IRQS: {} fds for {} vectors",

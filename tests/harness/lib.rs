@@ -58,6 +58,7 @@ pub mod irq {
     pub const ACTION_UNMASK: u32 = 16;
     pub const ACTION_TRIGGER: u32 = 32;
     pub const MSIX: u32 = 2;
+    pub const ERR: u32 = 3;
 }
 
 /// vfio PCI region index of config space.

@@ -465,6 +465,45 @@ fn mapped_window_write_and_read() {
     assert_eq!(errors(&mut p.a.g).0, 0);
 }
 
+/// The window's file is the device's own memory: a client that tries to
+/// shrink it (which would make the device's next access to a PMB fault with
+/// SIGBUS) is refused by the file's seals, and the window keeps working.
+#[test]
+fn a_client_cannot_shrink_the_window_file() {
+    use vm_memory::{Bytes, GuestAddress};
+    let mut p = pair_with(
+        MTU_2048,
+        DrdmaConfig {
+            mapped: true,
+            ..Default::default()
+        },
+    );
+    let (_, f) = p.a.g.client.region_info_fd(WINDOW, 64);
+    let file = f.expect("the PMB file comes with the full reply");
+    let len = file.metadata().unwrap().len();
+    let err = file
+        .set_len(0)
+        .expect_err("shrinking the PMB file is sealed");
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM));
+    assert!(file.set_len(len + 4096).is_err(), "growing is sealed too");
+    assert_eq!(file.metadata().unwrap().len(), len);
+    // A DRDMA WRITE through range 0 still lands.
+    let window = map_window(&mut p.a.g).expect("mappable window");
+    let data = pattern(4096, 9);
+    submit(&mut p.a.g, 0, true, 4096, None);
+    let w = direct_wqe(WR_DRDMA_WRITE, 0, 0, 4096, p.b.buf, p.b.rkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    window.write_slice(&data, GuestAddress(0)).unwrap();
+    p.a.g.client.write32(0, DRDMA_COMMIT, 4096 << 16);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_WRITE));
+    same(
+        &p.b.g.read(p.b.buf, 4096),
+        &data,
+        "write after the refused shrink",
+    );
+}
+
 /// DRDMA_SUBMIT_MASK and DRDMA_COMMIT_MASK: eight ranges submitted with one
 /// register write, filled through the mapping, committed with one more; a
 /// READ range in the commit mask is refused alone.

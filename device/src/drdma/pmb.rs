@@ -54,7 +54,7 @@ impl PmbPool {
         let count = count.max(1);
         let size = u64::from(count) * u64::from(RANGE_SIZE);
         let file = Arc::new(
-            crate::memfd::create("ibtca-pmb", size)
+            crate::memfd::create_size_sealed("ibtca-pmb", size)
                 .map_err(|e| PmbError::Memory(format!("memfd: {e}")))?,
         );
         let region = MmapRegion::from_file(FileOffset::from_arc(file.clone(), 0), size as usize)

@@ -166,7 +166,7 @@ impl Msix {
                 Delivery::Sent
             }
             Some(Err(e)) => {
-                tracing::warn!(vector = i, error = %e, "MSI-X eventfd write failed");
+                crate::guest_warn!(vector = i, error = %e, "MSI-X eventfd write failed");
                 s.stats.dropped += 1;
                 Delivery::Dropped
             }

@@ -489,9 +489,10 @@ impl<'a> Connection<'a> {
 /// reply into a buffer the size of its request).
 fn capabilities_json() -> String {
     format!(
-        "{{\"capabilities\":{{\"max_msg_fds\":{},\"max_data_xfer_size\":{},\"pgsizes\":4096}}}}",
+        "{{\"capabilities\":{{\"max_msg_fds\":{},\"max_data_xfer_size\":{},\"pgsizes\":4096,\"max_dma_maps\":{}}}}}",
         wire::MAX_MSG_FDS,
-        wire::MAX_DATA_XFER
+        wire::MAX_DATA_XFER,
+        wire::MAX_DMA_MAPS
     )
 }
 

@@ -6,6 +6,9 @@ use super::Errno;
 
 /// Size of the message header.
 pub const HEADER_SIZE: usize = 16;
+/// DMA maps a client may hold at once (`max_dma_maps`); the device refuses
+/// more with `ENOSPC`.
+pub const MAX_DMA_MAPS: usize = 1024;
 /// Largest data transfer we accept or offer (`max_data_xfer_size`).
 pub const MAX_DATA_XFER: u32 = 1 << 20;
 /// Largest file descriptor count per message (`max_msg_fds`).

@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// pcap link type for ERF records.
 pub const LINKTYPE_ERF: u32 = 197;
@@ -68,18 +68,45 @@ impl Capture {
         })
     }
 
-    /// Appends one packet; an error is logged, never propagated (a full
-    /// disk must not stop the fabric).
+    /// Appends one packet received now; an error is logged, never
+    /// propagated (a full disk must not stop the fabric).
     pub fn record(&self, direction: Direction, packet: &[u8]) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let bytes = record_bytes(now.as_secs(), now.subsec_nanos(), direction, packet);
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = self.lock();
+        Self::append(&mut file, now(), direction, packet);
+    }
+
+    /// Sends `packet` with `send` and records it as sent when `send` says
+    /// it was taken. The record is causal: it is stamped before `send`
+    /// runs and written before any other record of this capture can be
+    /// (the file stays locked across `send`), so nothing the peer sends in
+    /// answer can appear before it, in time or in the file. `send` must
+    /// not record into this capture.
+    pub fn record_sent(&self, packet: &[u8], send: impl FnOnce() -> bool) -> bool {
+        let mut file = self.lock();
+        let stamp = now();
+        let sent = send();
+        if sent {
+            Self::append(&mut file, stamp, Direction::Tx, packet);
+        }
+        sent
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, File> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn append(file: &mut File, at: Duration, direction: Direction, packet: &[u8]) {
+        let bytes = record_bytes(at.as_secs(), at.subsec_nanos(), direction, packet);
         if let Err(e) = file.write_all(&bytes) {
             tracing::warn!(error = %e, "capture write failed");
         }
     }
+}
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// One pcap record holding one ERF record; packets longer than an ERF
@@ -130,5 +157,57 @@ mod tests {
         assert_eq!(&erf[10..12], &20u16.to_be_bytes());
         assert_eq!(&erf[14..16], &4u16.to_be_bytes());
         assert_eq!(&erf[16..], &[1, 2, 3, 4]);
+    }
+
+    /// (direction, ERF timestamp) of each record in a capture file.
+    fn records(path: &Path) -> Vec<(u8, u64)> {
+        let b = std::fs::read(path).unwrap();
+        let mut at = 24;
+        let mut out = vec![];
+        while at < b.len() {
+            let len = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+            let erf = &b[at + 16..at + 16 + len];
+            out.push((
+                erf[9] & 3,
+                u64::from_le_bytes(erf[0..8].try_into().unwrap()),
+            ));
+            at += 16 + len;
+        }
+        out
+    }
+
+    /// What the peer sends back because of a packet (here: recorded from
+    /// another thread the moment the packet is handed to the link) is
+    /// recorded after it, in the file and in time.
+    #[test]
+    fn a_sent_packet_is_recorded_before_the_answer_to_it() {
+        let path = std::env::temp_dir().join(format!("ibtca-capture-{}.pcap", std::process::id()));
+        let c = std::sync::Arc::new(Capture::create(&path).unwrap());
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let answer = {
+            let c = c.clone();
+            move || {
+                c.record(Direction::Rx, b"ack");
+                let _ = done_tx.send(());
+            }
+        };
+        let mut peer = None;
+        let sent = c.record_sent(b"request", || {
+            peer = Some(std::thread::spawn(answer));
+            // A capture that wrote the record after sending would let the
+            // answer in now; this one holds it until the record is written.
+            let early = done_rx.recv_timeout(std::time::Duration::from_millis(300));
+            assert!(early.is_err(), "the answer was recorded before the request");
+            true
+        });
+        assert!(sent);
+        peer.unwrap().join().unwrap();
+        // A packet the link refused is not recorded.
+        assert!(!c.record_sent(b"refused", || false));
+        let r = records(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!((r[0].0, r[1].0), (1, 0), "Tx (interface 1) first, then Rx");
+        assert!(r[0].1 <= r[1].1, "stamped in causal order: {r:?}");
     }
 }

@@ -457,19 +457,28 @@ impl Core {
     /// now if it cannot take it.
     fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>, tag: u64) {
         let len = packet.len();
-        let captured = out_slot.capture.as_ref().map(|_| packet.clone());
         let links = self.links();
-        let result = match links.get(usize::from(out_port).wrapping_sub(1)) {
+        let send = |packet: Vec<u8>| match links.get(usize::from(out_port).wrapping_sub(1)) {
             Some(Some(link)) => link.send_tagged(packet, tag),
             _ => Err(LinkError::Down),
+        };
+        let result = match &out_slot.capture {
+            // Recorded before it can reach the peer (capture.rs).
+            Some(c) => {
+                let copy = packet.clone();
+                let mut result = Err(LinkError::Down);
+                c.record_sent(&copy, || {
+                    result = send(packet);
+                    result.is_ok()
+                });
+                result
+            }
+            None => send(packet),
         };
         drop(links);
         match result {
             Ok(()) => {
                 out_slot.counters.tx(len);
-                if let (Some(c), Some(p)) = (&out_slot.capture, captured) {
-                    c.record(Direction::Tx, &p);
-                }
                 return;
             }
             Err(LinkError::QueueFull) => out_slot.counters.dropped(DropReason::QueueFull),

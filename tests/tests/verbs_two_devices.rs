@@ -67,6 +67,43 @@ fn rdma_write_lands_in_the_other_guest() {
     );
 }
 
+/// More WQEs posted at once than the device takes into its transport per
+/// QP (`MAX_QUEUED_SEND_WQES`): the rest wait in the guest's ring and are
+/// read as completions make room; every one completes, in order, and the
+/// last write of each slot is what B's memory holds.
+#[test]
+fn a_send_queue_longer_than_the_transport_takes_drains_in_order() {
+    const N: usize = 3000;
+    const { assert!(N > ibtca_device::engine::MAX_QUEUED_SEND_WQES) };
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 12,
+        cq_log: 13,
+        ..Default::default()
+    });
+    p.connect(MTU_4096);
+    let data = pattern(N * 8, 3);
+    p.a.g.write(p.a.buf, &data);
+    let wqes: Vec<_> = (0..N)
+        .map(|i| {
+            let at = 8 * i as u64;
+            remote(
+                send_wqe(WR_RDMA_WRITE, i as u64, p.a.buf + at, 8, p.a.lkey),
+                p.b.buf + at,
+                p.b.rkey,
+            )
+        })
+        .collect();
+    p.a.g.post_send_batch(&mut p.a.qp, &wqes);
+    for i in 0..N {
+        let c =
+            p.a.g
+                .poll_cq(&mut p.a.cq, T)
+                .unwrap_or_else(|| panic!("completion {i}"));
+        assert_eq!((c.wr_id.to_native(), c.status), (i as u64, WC_SUCCESS));
+    }
+    assert_eq!(p.b.g.read(p.b.buf, N * 8), data, "every write landed");
+}
+
 #[test]
 fn send_receive_with_immediate_and_interrupt() {
     let mut p = pair(3, ALL); // 1024-byte MTU
@@ -515,6 +552,46 @@ fn moving_a_qp_to_error_flushes_its_work_requests() {
     let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("flushed send");
     assert_eq!((c.wr_id.to_native(), c.status), (90, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.read(p.b.buf, 64), vec![0; 64]);
+}
+
+/// A QP moved to ERR with more WQEs posted than the device reads ahead
+/// (`MAX_QUEUED_SEND_WQES`; B answers nothing, so none completes first):
+/// every one of them, those still in the ring too, completes in order with
+/// an error and nothing reaches B.
+#[test]
+fn moving_a_qp_to_error_flushes_a_send_queue_longer_than_the_transport_takes() {
+    const N: usize = 3000;
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 12,
+        cq_log: 13,
+        ..Default::default()
+    });
+    p.connect(MTU_4096);
+    let to_err = |qpn: u32| CmdModifyQp {
+        qpn: qpn.into(),
+        attr_mask: QP_ATTR_STATE.into(),
+        state: QPS_ERR,
+        ..Default::default()
+    };
+    // B's QP in ERR: A's packets are dropped unanswered.
+    p.b.g.modify_qp(&to_err(p.b.qp.qpn)).unwrap();
+    let wqes: Vec<_> = (0..N)
+        .map(|i| {
+            let w = send_wqe(WR_RDMA_WRITE, i as u64, p.a.buf, 8, p.a.lkey);
+            remote(w, p.b.buf + 8 * i as u64, p.b.rkey)
+        })
+        .collect();
+    p.a.g.post_send_batch(&mut p.a.qp, &wqes);
+    p.a.g.modify_qp(&to_err(p.a.qp.qpn)).unwrap();
+    for i in 0..N {
+        let c =
+            p.a.g
+                .poll_cq(&mut p.a.cq, T)
+                .unwrap_or_else(|| panic!("completion {i}"));
+        assert_eq!(c.wr_id.to_native(), i as u64);
+        assert_ne!(c.status, WC_SUCCESS, "WQE {i}");
+    }
+    assert_eq!(p.b.g.read(p.b.buf, N * 8), vec![0; N * 8]);
 }
 
 /// SEND with Invalidate between two devices: B binds a window, A writes

@@ -254,6 +254,9 @@ pub struct Engine {
     /// WQEs read from a send queue for one `post_sends` (kept for its
     /// allocation).
     sq_wqes: Vec<SendWqe>,
+    /// QPs whose send queue still holds WQEs the engine left there because
+    /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
+    capped: Vec<u32>,
     outbox: Outbox,
     /// Packets of the burst being flushed that go to the link (kept for its
     /// allocation).
@@ -264,6 +267,13 @@ pub struct Engine {
 fn new_verbs(port: &PortAttrs) -> Verbs {
     Verbs::new(Limits::default(), *port, Verbs::random_seed())
 }
+
+/// Send WQEs a QP's transport holds at most (read from its send queue and
+/// not completed): the send window's 1024 packets plus a batch. The rest
+/// stay in the guest's ring until completions make room, so a guest that
+/// keeps posting (ignoring completions) costs the device at most this many
+/// 128-byte WQEs per QP.
+pub const MAX_QUEUED_SEND_WQES: usize = 1152;
 
 impl Engine {
     /// An engine over guest memory `mem`, raising interrupts on `msix`,
@@ -289,6 +299,7 @@ impl Engine {
             drdma,
             held: QpMap::default(),
             sq_wqes: Vec::new(),
+            capped: Vec::new(),
             outbox: Outbox::new(link, port.lid),
             to_link: Vec::new(),
             stats: EngineStats::default(),
@@ -362,6 +373,26 @@ impl Engine {
             EngineEvent::Reset => self.reset(),
             EngineEvent::Stop => {}
         }
+        if !self.capped.is_empty() {
+            self.resume_capped(now);
+        }
+    }
+
+    /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
+    /// completions made room.
+    fn resume_capped(&mut self, now: Instant) {
+        let capped = std::mem::take(&mut self.capped);
+        for qpn in capped {
+            let room = self
+                .rc
+                .get(&qpn)
+                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            if room {
+                self.drain_sq(qpn, now);
+            } else if self.rc.contains_key(&qpn) && !self.capped.contains(&qpn) {
+                self.capped.push(qpn);
+            }
+        }
     }
 
     /// Moves the port to `state` and, if that changed it, raises the
@@ -382,6 +413,7 @@ impl Engine {
         self.cmdq = CmdQueue::new();
         self.rc.clear();
         self.held.clear();
+        self.capped.clear();
         self.outbox.packets.clear();
         self.outbox.bytes = 0;
     }
@@ -404,6 +436,9 @@ impl Engine {
             .collect();
         for qpn in due {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
+        }
+        if !self.capped.is_empty() {
+            self.resume_capped(now);
         }
         self.flush(now);
     }
@@ -483,24 +518,44 @@ impl Engine {
             }
             self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
         }
-        // Every new WQE up to a held one goes to the transport in one call.
+        // Every new WQE up to a held one goes to the transport in one call,
+        // at most MAX_QUEUED_SEND_WQES queued there; a QP in error flushes
+        // what it is given at once, so its queue is read to the end.
         let mut wqes = std::mem::take(&mut self.sq_wqes);
-        while let Some(qp) = self.verbs.qps.get_mut(qpn) {
-            match qp.next_send_wqe(&self.mem) {
-                Ok(Some(wqe)) if self.must_hold(&wqe) => {
-                    self.held.insert(qpn, wqe);
+        loop {
+            let queued = self.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
+            let mut capped = false;
+            while let Some(qp) = self.verbs.qps.get_mut(qpn) {
+                if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
+                    capped = qp.send_pending();
                     break;
                 }
-                Ok(Some(wqe)) => wqes.push(wqe),
-                Ok(None) => break,
-                Err(e) => {
-                    crate::guest_warn!(qpn, error = %e, "send queue");
-                    break;
+                match qp.next_send_wqe(&self.mem) {
+                    Ok(Some(wqe)) if self.must_hold(&wqe) => {
+                        self.held.insert(qpn, wqe);
+                        break;
+                    }
+                    Ok(Some(wqe)) => wqes.push(wqe),
+                    Ok(None) => break,
+                    Err(e) => {
+                        crate::guest_warn!(qpn, error = %e, "send queue");
+                        break;
+                    }
                 }
             }
-        }
-        if !wqes.is_empty() {
-            self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
+            if !wqes.is_empty() {
+                self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
+            }
+            let room = self
+                .rc
+                .get(&qpn)
+                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            if !capped || !room {
+                if capped && !self.capped.contains(&qpn) {
+                    self.capped.push(qpn);
+                }
+                break;
+            }
         }
         self.sq_wqes = wqes;
     }
@@ -553,6 +608,8 @@ impl Engine {
                 self.with_qp(qpn, |rc, env| rc.flush_with(wqe, env));
             }
             self.with_qp(qpn, |rc, env| rc.flush(env));
+            // WQEs still in the ring (past MAX_QUEUED_SEND_WQES) flush too.
+            self.drain_sq(qpn, Instant::now());
         }
     }
 

@@ -266,6 +266,11 @@ impl Qp {
         self.sq.pi.wrapping_sub(self.sq.ci)
     }
 
+    /// Whether the send queue holds WQEs the device has not read yet.
+    pub fn send_pending(&self) -> bool {
+        self.sq.ci != self.sq.pi
+    }
+
     /// Takes the next send WQE (in RTS, or in ERR for flushing).
     pub fn next_send_wqe(&mut self, mem: &GuestMemory) -> Result<Option<SendWqe>, QpError> {
         if !matches!(self.state, QpState::Rts | QpState::Err) || self.sq.ci == self.sq.pi {

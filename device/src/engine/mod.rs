@@ -62,8 +62,10 @@ pub enum EngineEvent {
     Link(LinkEvent),
     /// Packets from the link (all those of one socket read).
     LinkPackets(PacketBatch),
-    /// Device reset (or the client went away): forget every object.
-    Reset,
+    /// Device reset (or the client went away): forget every object, then
+    /// say so on the channel, if one is given (the client's memory is let
+    /// go only after that: see `Tca::disconnected`).
+    Reset(Option<Sender<()>>),
     /// Stop the engine thread.
     Stop,
 }
@@ -359,7 +361,12 @@ impl Engine {
                 tracing::info!(%reason, "link down");
                 self.port_changed(regs::PORT_DOWN);
             }
-            EngineEvent::Reset => self.reset(),
+            EngineEvent::Reset(done) => {
+                self.reset();
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }
             EngineEvent::Stop => {}
         }
     }

@@ -32,8 +32,8 @@ use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::regs;
-use crate::transport::{config, RcConfig, RcQp};
-use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
+use crate::transport::{config, QpFailure, RcConfig, RcQp};
+use crate::verbs::abi::{wc_status_name, SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::qp_state::QpState;
@@ -148,6 +148,13 @@ pub struct EngineStats {
     pub loopback: u64,
     /// Plain ACKs not sent because a later ACK of the same QP superseded them.
     pub acks_coalesced: u64,
+    /// RC QPs the transport put in error (a failed work request or a bad
+    /// inbound request; not those the driver moved there).
+    pub qp_errors: u64,
+    /// Of those, QPs whose peer stopped answering (WC_RETRY_EXC_ERR).
+    pub retry_exceeded: u64,
+    /// Work requests completed with WC_WR_FLUSH_ERR (send and receive).
+    pub flushed: u64,
 }
 
 /// Packets the transport made during a burst, emptied packet buffers (back
@@ -424,6 +431,7 @@ impl Engine {
         let Some(rc) = self.rc.get_mut(&qpn) else {
             return;
         };
+        let (was_error, flushed) = (rc.is_error(), rc.counters().flushed);
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -434,6 +442,10 @@ impl Engine {
         };
         f(rc, &mut env);
         if rc.is_error() {
+            self.stats.flushed += rc.counters().flushed - flushed;
+            if !was_error {
+                log_qp_error(rc, &mut self.stats);
+            }
             if let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 qp.set_error();
             }
@@ -634,6 +646,39 @@ impl Engine {
         self.outbox.hold = !self.outbox.packets.is_empty();
         self.outbox.bytes = 0;
     }
+}
+
+/// Logs (and counts) an RC QP that has just gone to error: why, after
+/// how many ACK timeouts and retransmissions, and how many work requests
+/// it flushed. A guest or a peer can fail QPs at will, so the lines are
+/// rate-limited; the totals are in [`EngineStats`].
+fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
+    let cfg = rc.config();
+    let c = rc.counters();
+    let (qpn, peer_lid, peer_qpn) = (cfg.qpn, cfg.dlid, cfg.dest_qpn);
+    let (timeouts, retransmits, flushed) = (c.timeouts, c.retransmits, c.flushed);
+    let status = match rc.failure() {
+        Some(QpFailure::Requested) | None => {
+            tracing::debug!(qpn, peer_lid, peer_qpn, flushed, "QP moved to error");
+            return;
+        }
+        Some(QpFailure::Responder) => "responder error",
+        Some(QpFailure::Wqe(s)) => wc_status_name(s),
+    };
+    stats.qp_errors += 1;
+    stats.retry_exceeded += c.retry_exceeded;
+    crate::guest_warn!(
+        qpn,
+        peer_lid,
+        peer_qpn,
+        %status,
+        timeouts,
+        retransmits,
+        retry_cnt = cfg.retry_cnt,
+        ack_timeout_us = cfg.ack_timeout.as_micros() as u64,
+        flushed,
+        "QP error"
+    );
 }
 
 /// RC ACKNOWLEDGE opcode.

@@ -217,6 +217,11 @@ pub struct RcCounters {
     pub duplicate_responses: u64,
     /// Packets that could not be encoded.
     pub build_errors: u64,
+    /// Send WQEs failed with WC_RETRY_EXC_ERR: the peer stopped answering
+    /// (ACK timeouts or PSN sequence NAKs past retry_cnt).
+    pub retry_exceeded: u64,
+    /// Completions (send and receive) with WC_WR_FLUSH_ERR.
+    pub flushed: u64,
 }
 
 #[cfg(test)]

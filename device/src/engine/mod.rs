@@ -545,9 +545,7 @@ impl Engine {
                 cfg.retry_cnt = a.retry_cnt;
                 cfg.rnr_retry = a.rnr_retry;
                 cfg.min_rnr_timer = a.min_rnr_timer;
-                if let Some(t) = config::ack_timeout_from_exponent(a.timeout) {
-                    cfg.ack_timeout = t;
-                }
+                cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
                 cfg.max_rd_atomic = a.max_rd_atomic.max(1);
                 match RcQp::new(cfg) {
                     Ok(rc) => {
@@ -675,7 +673,7 @@ fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
         timeouts,
         retransmits,
         retry_cnt = cfg.retry_cnt,
-        ack_timeout_us = cfg.ack_timeout.as_micros() as u64,
+        ack_timeout_us = cfg.ack_timeout.map_or(0, |t| t.as_micros() as u64),
         flushed,
         "QP error"
     );

@@ -277,7 +277,7 @@ impl RcQp {
         if !self.req.outstanding() || self.rnr_until.is_some() {
             self.ack_deadline = None;
         } else if self.ack_deadline.is_none() {
-            self.ack_deadline = Some(now + self.cfg.ack_timeout);
+            self.ack_deadline = self.cfg.ack_timeout.map(|t| now + t);
         }
     }
 

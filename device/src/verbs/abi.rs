@@ -596,7 +596,7 @@ abi_struct! {
         state: u8,
         /// IBTCA_MTU_* path MTU.
         path_mtu: u8,
-        /// Local ACK timeout exponent (4.096 us * 2^timeout).
+        /// Local ACK timeout exponent: 4.096 us * 2^timeout (1-31); 0: no timeout (IBA).
         timeout: u8,
         /// Transport retry count (0-7).
         retry_cnt: u8,

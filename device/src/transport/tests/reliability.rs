@@ -98,7 +98,7 @@ fn a_lost_ack_is_covered_by_the_next_one() {
 #[test]
 fn a_lost_ack_of_the_last_message_is_recovered_by_timeout() {
     let (a, b) = configs(256);
-    let timeout = a.ack_timeout;
+    let timeout = a.ack_timeout.unwrap();
     let mut w = Wire::new(a, b);
     let mut lost = false;
     w.filter = Box::new(move |dir, v| {
@@ -346,7 +346,7 @@ fn msn_wraps() {
 fn a_vanished_peer_exhausts_the_retries() {
     let (mut a, b) = configs(256);
     a.retry_cnt = 3;
-    a.ack_timeout = Duration::from_millis(50);
+    a.ack_timeout = Some(Duration::from_millis(50));
     let mut w = Wire::new(a, b);
     w.filter = Box::new(|_, _| true);
     w.post_a(send(1, 512));
@@ -392,7 +392,7 @@ fn a_vanished_peer_exhausts_the_retries() {
 fn work_posted_to_a_silent_peer_does_not_put_the_error_off() {
     let (mut a, b) = configs(256);
     a.retry_cnt = 3;
-    a.ack_timeout = Duration::from_millis(50);
+    a.ack_timeout = Some(Duration::from_millis(50));
     let mut w = Wire::new(a, b);
     w.filter = Box::new(|_, _| true);
     let mut posted = 0;
@@ -412,6 +412,22 @@ fn work_posted_to_a_silent_peer_does_not_put_the_error_off() {
         "{statuses:?}"
     );
     assert_eq!(w.a.qp.counters().flushed, posted - 1);
+}
+
+/// Timeout exponent 0 is IBA's infinite ACK timeout: a silent peer keeps
+/// the WQE outstanding, with no timer, and nothing fails.
+#[test]
+fn no_ack_timeout_waits_for_ever() {
+    let (mut a, b) = configs(256);
+    a.ack_timeout = None;
+    let mut w = Wire::new(a, b);
+    w.filter = Box::new(|_, _| true);
+    w.post_a(send(1, 512));
+    w.run();
+    assert_eq!(w.a.qp.next_deadline(), None);
+    assert!(!w.a.qp.is_error());
+    assert!(w.a.env.send_cq.is_empty());
+    assert_eq!(w.a.qp.send_queue_len(), 1);
 }
 
 /// The driver moving a QP to error flushes what it holds: no failed WQE.

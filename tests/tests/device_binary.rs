@@ -522,7 +522,7 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     let died = Instant::now();
     assert!(b.wait(Duration::from_secs(10)).is_some(), "B did not die");
     let failed = expect_retry_exceeded(&mut sa.g, &mut sa.cq, died, "peer process killed");
-    let flushed = format!("flushed={}", failed - 1);
+    let flushed = format!("flushed_sends={} flushed_recvs=0", failed - 1);
     let log = wait_for_log(&log_a, "QP error");
     let line = log.lines().find(|l| l.contains("QP error")).unwrap();
     eprintln!("A's log: {line}");
@@ -541,6 +541,9 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     a.signal(libc::SIGTERM);
     assert!(a.wait(Duration::from_secs(10)).is_some(), "no clean exit");
     let log = wait_for_log(&log_a, "engine counters");
-    let totals = format!("qp_errors: 1, retry_exceeded: 1, flushed: {}", failed - 1);
+    let totals = format!(
+        "qp_errors: 1, retry_exceeded: 1, flushed_sends: {}, flushed_recvs: 0",
+        failed - 1
+    );
     assert!(log.contains(&totals), "no '{totals}' in:\n{log}");
 }

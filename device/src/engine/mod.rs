@@ -153,8 +153,10 @@ pub struct EngineStats {
     pub qp_errors: u64,
     /// Of those, QPs whose peer stopped answering (WC_RETRY_EXC_ERR).
     pub retry_exceeded: u64,
-    /// Work requests completed with WC_WR_FLUSH_ERR (send and receive).
-    pub flushed: u64,
+    /// Send work requests completed with WC_WR_FLUSH_ERR.
+    pub flushed_sends: u64,
+    /// Receive work requests completed with WC_WR_FLUSH_ERR.
+    pub flushed_recvs: u64,
 }
 
 /// Packets the transport made during a burst, emptied packet buffers (back
@@ -431,7 +433,8 @@ impl Engine {
         let Some(rc) = self.rc.get_mut(&qpn) else {
             return;
         };
-        let (was_error, flushed) = (rc.is_error(), rc.counters().flushed);
+        let was_error = rc.is_error();
+        let flushed = (rc.counters().flushed_sends, rc.counters().flushed_recvs);
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -442,7 +445,9 @@ impl Engine {
         };
         f(rc, &mut env);
         if rc.is_error() {
-            self.stats.flushed += rc.counters().flushed - flushed;
+            let c = rc.counters();
+            self.stats.flushed_sends += c.flushed_sends - flushed.0;
+            self.stats.flushed_recvs += c.flushed_recvs - flushed.1;
             if !was_error {
                 log_qp_error(rc, &mut self.stats);
             }
@@ -654,10 +659,18 @@ fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
     let cfg = rc.config();
     let c = rc.counters();
     let (qpn, peer_lid, peer_qpn) = (cfg.qpn, cfg.dlid, cfg.dest_qpn);
-    let (timeouts, retransmits, flushed) = (c.timeouts, c.retransmits, c.flushed);
+    let (timeouts, retransmits) = (c.timeouts, c.retransmits);
+    let (flushed_sends, flushed_recvs) = (c.flushed_sends, c.flushed_recvs);
     let status = match rc.failure() {
         Some(QpFailure::Requested) | None => {
-            tracing::debug!(qpn, peer_lid, peer_qpn, flushed, "QP moved to error");
+            tracing::debug!(
+                qpn,
+                peer_lid,
+                peer_qpn,
+                flushed_sends,
+                flushed_recvs,
+                "QP moved to error"
+            );
             return;
         }
         Some(QpFailure::Responder) => "responder error",
@@ -674,7 +687,8 @@ fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
         retransmits,
         retry_cnt = cfg.retry_cnt,
         ack_timeout_us = cfg.ack_timeout.map_or(0, |t| t.as_micros() as u64),
-        flushed,
+        flushed_sends,
+        flushed_recvs,
         "QP error"
     );
 }

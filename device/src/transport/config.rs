@@ -221,8 +221,10 @@ pub struct RcCounters {
     /// Send WQEs failed with WC_RETRY_EXC_ERR: the peer stopped answering
     /// (ACK timeouts or PSN sequence NAKs past retry_cnt).
     pub retry_exceeded: u64,
-    /// Completions (send and receive) with WC_WR_FLUSH_ERR.
-    pub flushed: u64,
+    /// Send completions with WC_WR_FLUSH_ERR.
+    pub flushed_sends: u64,
+    /// Receive completions with WC_WR_FLUSH_ERR.
+    pub flushed_recvs: u64,
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl RcQp {
         }
         if self.error {
             let (_, flushed) = self.req.flush(self.cfg.qpn, env);
-            self.counters.flushed += flushed;
+            self.counters.flushed_sends += flushed;
             return;
         }
         self.progress(now, env);
@@ -333,9 +333,10 @@ impl RcQp {
         }
         self.failure
             .get_or_insert(failed.map_or(cause, QpFailure::Wqe));
-        self.counters.flushed += flushed + u64::from(self.resp.flush(&self.cfg, env));
+        self.counters.flushed_sends += flushed;
+        self.counters.flushed_recvs += u64::from(self.resp.flush(&self.cfg, env));
         while let Some(recv) = env.next_recv() {
-            self.counters.flushed += 1;
+            self.counters.flushed_recvs += 1;
             env.complete(
                 CqKind::Recv,
                 Cqe {

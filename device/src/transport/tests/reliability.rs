@@ -368,7 +368,7 @@ fn a_vanished_peer_exhausts_the_retries() {
     assert_eq!(c.timeouts, 3);
     // Each retry resends both messages (3 packets).
     assert_eq!(c.retransmits, 3 * 3);
-    assert_eq!((c.retry_exceeded, c.flushed), (1, 1));
+    assert_eq!((c.retry_exceeded, c.flushed_sends), (1, 1));
     assert_eq!(w.a.qp.failure(), Some(QpFailure::Wqe(WC_RETRY_EXC_ERR)));
     assert_eq!(w.a.qp.next_deadline(), None);
     // Posting on a QP in error flushes at once.
@@ -381,7 +381,7 @@ fn a_vanished_peer_exhausts_the_retries() {
         Some((3, WC_WR_FLUSH_ERR))
     );
     assert!(w.a.env.outbox.is_empty());
-    assert_eq!(w.a.qp.counters().flushed, 2);
+    assert_eq!(w.a.qp.counters().flushed_sends, 2);
 }
 
 /// Work posted all the while to a peer that never answers neither
@@ -411,7 +411,7 @@ fn work_posted_to_a_silent_peer_does_not_put_the_error_off() {
         statuses[1..].iter().all(|&s| s == WC_WR_FLUSH_ERR),
         "{statuses:?}"
     );
-    assert_eq!(w.a.qp.counters().flushed, posted - 1);
+    assert_eq!(w.a.qp.counters().flushed_sends, posted - 1);
 }
 
 /// Timeout exponent 0 is IBA's infinite ACK timeout: a silent peer keeps
@@ -437,14 +437,19 @@ fn a_qp_flushed_from_outside_says_so() {
     w.filter = Box::new(|_, _| true);
     w.post_a(send(1, 64));
     w.post_a(send(2, 64));
+    w.a.env.post_recv(9, &[sge(DST, DST_VA, 64)]);
     w.a.qp.flush(&mut w.a.env);
     assert_eq!(w.a.qp.failure(), Some(QpFailure::Requested));
     assert_eq!(
         summary(&w.a.env.send_cq),
         [(1, WC_SEND, WC_WR_FLUSH_ERR), (2, WC_SEND, WC_WR_FLUSH_ERR)]
     );
+    assert_eq!(summary(&w.a.env.recv_cq), [(9, WC_RECV, WC_WR_FLUSH_ERR)]);
     let c = w.a.qp.counters();
-    assert_eq!((c.retry_exceeded, c.flushed), (0, 2));
+    assert_eq!(
+        (c.retry_exceeded, c.flushed_sends, c.flushed_recvs),
+        (0, 2, 1)
+    );
 }
 
 #[test]

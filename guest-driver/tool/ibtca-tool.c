@@ -17,6 +17,10 @@
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
+ *   ibtca-tool --help
+ *
+ * The verbs and drdma commands also take --timeout EXP and --retry N (the
+ * ACK timeout and transport retries of their QPs).
  *
  * This file has the commands and the verbs scenario; the verbs helpers
  * (QP set-up, messages, polling) live in verbs_lib.c, verbs-bench in
@@ -48,9 +52,9 @@ int n_pass, n_fail;
 /* Prefix of the check lines of the verbs helpers (vcheck). */
 const char *vb_prefix = "IBTCA-VERBS";
 
-void usage(void)
+static void print_usage(FILE *out)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"Usage: ibtca-tool [-d DEV] COMMAND\n"
 		"  info                 device information\n"
 		"  selftest             run all checks (IBTCA-TEST lines)\n"
@@ -80,7 +84,23 @@ void usage(void)
 		"  drdma-fan --role client --peer-lid A --index 0|1\n"
 		"                       all DRDMA ranges at once to two peer\n"
 		"                       guests (IBTCA-DRDMA lines)\n"
-		"DEV defaults to /dev/ibtca0.\n");
+		"  --help               this text\n"
+		"Options of verbs, verbs-bench, drdma, drdma-bench and drdma-fan\n"
+		"for their QPs (the defaults are perftest's):\n"
+		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
+		"                       (0: none; default %u, %.0f ms)\n"
+		"  --retry N            transport retries, 0-7 (default %u): a\n"
+		"                       peer that stops answering fails the\n"
+		"                       oldest request after (N + 1) timeouts\n"
+		"                       (WC_RETRY_EXC_ERR, the rest flushed)\n"
+		"DEV defaults to /dev/ibtca0.\n",
+		VB_TIMEOUT_DEFAULT, 4.096e-3 * (1U << VB_TIMEOUT_DEFAULT),
+		VB_RETRY_DEFAULT);
+}
+
+void usage(void)
+{
+	print_usage(stderr);
 	exit(2);
 }
 
@@ -791,10 +811,15 @@ static int cmd_verbs(int argc, char **argv, int bench)
 	const char *role = NULL;
 	uint32_t lid = 0, sl = 0;
 	char detail[160];
-	int i;
+	int i, opt;
 
 	for (i = 0; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--role"))
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--role"))
 			role = argv[i + 1];
 		else if (!strcmp(argv[i], "--peer-lid") &&
 			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)
@@ -854,6 +879,10 @@ int main(int argc, char **argv)
 	if (argc < 1)
 		usage();
 	cmd = argv[0];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		print_usage(stdout);
+		return 0;
+	}
 	argv++;
 	argc--;
 

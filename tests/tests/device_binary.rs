@@ -122,15 +122,24 @@ fn thread_scheduling(pid: u32) -> Vec<(String, i32, i32, String)> {
 /// The scheduling of every thread of `dev` (`thread_scheduling`), after
 /// checking that its data-path threads (vfio-user, engine, link) are
 /// among them.
+/// The threads start while the device starts serving, so they are waited
+/// for (a loaded machine may take a while), not expected at once.
 fn data_path_threads(dev: &Device) -> Vec<(String, i32, i32, String)> {
-    let threads = thread_scheduling(dev.child.id());
-    for name in ["ibtca-device", "ibtca-engine", "ibtca-link"] {
-        assert!(
-            threads.iter().any(|t| t.0 == name),
-            "no {name} thread: {threads:?}"
-        );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let threads = thread_scheduling(dev.child.id());
+        let missing = ["ibtca-device", "ibtca-engine", "ibtca-link"]
+            .into_iter()
+            .find(|name| !threads.iter().any(|t| t.0 == *name));
+        match missing {
+            None => return threads,
+            Some(name) => assert!(
+                Instant::now() < deadline,
+                "no {name} thread after 30 s: {threads:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    threads
 }
 
 #[test]

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the parsers and the RC transport (libFuzzer
-# through cargo-fuzz, nightly toolchain). Runs every target of fuzz/ for
-# SECONDS (default 60) one after the other and fails if any finds a crash.
+# through cargo-fuzz) on the stable toolchain. Runs every target of fuzz/
+# for SECONDS (default 60) one after the other, prints each target's
+# execution count and rate, and fails if any finds a crash.
 #
 #   scripts/fuzz.sh            # 60 s per target
 #   scripts/fuzz.sh 600        # 10 min per target
 #   scripts/fuzz.sh 30 rc_responder link_frames   # only these targets
+#   IBTCA_FUZZ_ARGS=-runs=10000000 scripts/fuzz.sh 1800   # 10M executions
 #
-# New inputs go to fuzz/work/<target>/ (not committed); the committed seeds
-# in fuzz/corpus/<target>/ are read, never written. A crash leaves its input
-# in fuzz/artifacts/<target>/: add it to fuzz/corpus/<target>/ once fixed,
-# so that `cargo test` (stable) replays it from then on.
-# Environment: IBTCA_FUZZ_BUILD_ARGS adds cargo-fuzz build options (e.g.
-# "-s none" for no AddressSanitizer: a faster build, as CI uses);
-# IBTCA_FUZZ_ARGS adds libFuzzer options. Targets run one at a time.
+# cargo-fuzz is installed once from crates.io into
+# ${IBTCA_CACHE:-~/.cache/ibtca}/cargo-fuzz (outside the clone) and reused.
+# The targets build with the default (stable) compiler: RUSTC_BOOTSTRAP=1 and
+# no sanitizer (`-s none`), so cargo-fuzz passes rustc no -Z flag (sancov
+# instrumentation is a stable -C option); the targets are safe Rust and the
+# invariants are checked by assertions.
+#
+# New inputs go to fuzz/work/<target>/ (not committed), libFuzzer's output
+# to fuzz/work/<target>.log; the committed seeds in fuzz/corpus/<target>/
+# are read, never written. A crash leaves its input in
+# fuzz/artifacts/<target>/: add it to fuzz/corpus/<target>/ once fixed, so
+# that `cargo test` replays it from then on.
+# Environment: IBTCA_FUZZ_BUILD_ARGS replaces the cargo-fuzz build options
+# (default "-s none"); IBTCA_FUZZ_ARGS adds libFuzzer options. Targets run
+# one at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,37 +36,48 @@ case "$seconds" in
 	;;
 esac
 
-if ! cargo +nightly --version >/dev/null 2>&1; then
-	echo "fuzz: no nightly toolchain (cargo +nightly fails); install one with" >&2
-	echo "      rustup toolchain install nightly" >&2
-	exit 1
-fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-	echo "fuzz: installing cargo-fuzz"
-	# An unoptimised build of the tool: half the install time, and it only
-	# drives cargo and libFuzzer.
-	cargo install --locked --debug cargo-fuzz
+# The stable compiler with unstable options allowed (none is needed with
+# `-s none`; an ASan build through IBTCA_FUZZ_BUILD_ARGS="-s address" needs
+# -Zsanitizer).
+export RUSTC_BOOTSTRAP=1
+fuzz_root="${IBTCA_CACHE:-$HOME/.cache/ibtca}/cargo-fuzz"
+export PATH="$fuzz_root/bin:$PATH"
+if ! cargo fuzz --version >/dev/null 2>&1; then
+	echo "fuzz: installing cargo-fuzz into $fuzz_root"
+	cargo install --locked --root "$fuzz_root" cargo-fuzz --version 0.13.2
 fi
 
 targets=("$@")
 if [ "${#targets[@]}" = 0 ]; then
-	mapfile -t targets < <(cd fuzz && cargo +nightly fuzz list)
+	mapfile -t targets < <(cd fuzz && cargo fuzz list)
 fi
 
 cd fuzz
 # shellcheck disable=SC2206 # option lists
-build_args=(${IBTCA_FUZZ_BUILD_ARGS:-})
+build_args=(${IBTCA_FUZZ_BUILD_ARGS:--s none})
 # One build for every target: they share the instrumented dependencies.
-cargo +nightly fuzz build "${build_args[@]}"
+cargo fuzz build "${build_args[@]}"
 failed=()
 for t in "${targets[@]}"; do
 	echo "== fuzz $t for ${seconds}s"
 	mkdir -p "work/$t"
+	log="work/$t.log"
+	start=$(date +%s)
 	# shellcheck disable=SC2086 # IBTCA_FUZZ_ARGS is a list of options
-	if ! cargo +nightly fuzz run "${build_args[@]}" "$t" "work/$t" "corpus/$t" -- \
-		-max_total_time="$seconds" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-}; then
+	if cargo fuzz run "${build_args[@]}" "$t" "work/$t" "corpus/$t" -- \
+		-max_total_time="$seconds" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1; then
+		result="no crash"
+	else
 		failed+=("$t")
+		result="FAILED"
+		tail -n 40 "$log"
 	fi
+	elapsed=$(($(date +%s) - start))
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+	corpus=$(find "work/$t" -type f | wc -l)
+	echo "fuzz: $t: ${execs:-?} executions in ${elapsed} s (${rate:-?}/s)," \
+		"$corpus inputs in fuzz/work/$t, $result (log: fuzz/$log)"
 done
 if [ "${#failed[@]}" != 0 ]; then
 	echo "fuzz: crashes or invariant violations in: ${failed[*]} (inputs in fuzz/artifacts/)" >&2

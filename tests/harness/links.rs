@@ -3,6 +3,7 @@
 //! only when the test returns them.
 
 use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
 
 use ibtca_device::link::{FlowControl, Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 
@@ -38,4 +39,26 @@ pub fn start_holding_link(
         ..LinkConfig::default()
     };
     start_link(endpoint, local, config)
+}
+
+/// How long [`send_retrying`] lets a link refuse one packet before the
+/// test fails: generous, the sends it waits for take milliseconds.
+pub const SEND_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Queues the packet `packet` builds on `link`, building and offering it
+/// again every millisecond while the link refuses it (a full send queue
+/// while credits hold packets back); fails the test with the last error
+/// and the link's counters if it is still refused after [`SEND_DEADLINE`],
+/// instead of hanging.
+pub fn send_retrying(link: &Link, what: &str, mut packet: impl FnMut() -> Vec<u8>) {
+    let deadline = Instant::now() + SEND_DEADLINE;
+    while let Err(e) = link.send(packet()) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the link still refuses it after {SEND_DEADLINE:?} ({e}): credits {:?}, {:?}",
+            link.credits(),
+            link.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::link::{FlowControl, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::{Opcode, Packet, PacketView};
-use ibtca_tests::links::{start_holding_link, start_link};
+use ibtca_tests::links::{send_retrying, start_holding_link, start_link};
 use ibtca_tests::TempDir;
 
 const T: Duration = Duration::from_secs(20);
@@ -70,9 +70,7 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
     let n: u16 = 2 * FlowControl::default().credits;
     for i in 0..n {
         for sl in [1u8, 0] {
-            while x.send(packet(sl, i)).is_err() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            send_retrying(&x, &format!("X's packet {i} on SL{sl}"), || packet(sl, i));
         }
     }
     // Y frees every VL0 buffer, none of VL1.
@@ -218,9 +216,7 @@ fn a_peer_that_ignores_credits_is_cut_off_and_the_switch_serves_the_others() {
     // The other ports are served: VL0 from X to Y flows in order.
     const N: u16 = 50;
     for i in 0..N {
-        while x.send(packet(0, i)).is_err() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        send_retrying(&x, &format!("X's packet {i} on SL0"), || packet(0, i));
     }
     let (mut vl0, mut vl1) = (Vec::new(), 0);
     while vl0.len() < usize::from(N) {

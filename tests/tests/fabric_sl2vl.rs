@@ -17,7 +17,7 @@ use ibtca_device::verbs::abi::*;
 use ibtca_protocol::PacketView;
 use ibtca_tests::capture::{num, tshark, SL, VL};
 use ibtca_tests::launcher::{fabric, text, up_refused, Down};
-use ibtca_tests::links::{start_holding_link, start_link};
+use ibtca_tests::links::{send_retrying, start_holding_link, start_link};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -431,9 +431,9 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
     for dlid in [2, 3] {
         for sl in [0u8, 1] {
             for i in 0..N {
-                while x.send(raw_packet(sl, dlid, i)).is_err() {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                send_retrying(&x, &format!("packet {i} to LID {dlid} on SL{sl}"), || {
+                    raw_packet(sl, dlid, i)
+                });
             }
         }
     }

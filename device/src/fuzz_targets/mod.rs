@@ -1,7 +1,7 @@
 //! Bodies of the coverage-guided fuzz targets for the device.
 //!
-//! The `fuzz/` crate at the repository root (cargo-fuzz, nightly) hands
-//! libFuzzer's inputs to these functions; on stable, the unit tests below
+//! The `fuzz/` crate at the repository root (cargo-fuzz, `scripts/fuzz.sh`)
+//! hands libFuzzer's inputs to these functions; the unit tests below
 //! replay every file of the committed corpus (`fuzz/corpus/<target>/`)
 //! through the same functions. Each target takes arbitrary bytes and
 //! asserts invariants: a panic here is a bug found, in the code under test

@@ -22,6 +22,13 @@
 //! every length and alignment.
 
 #![allow(unsafe_code)]
+// Every function here but the `WidePath` methods is safe, with
+// `#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]`: they call
+// one another without `unsafe` (the compiler knows the features are
+// enabled there), and code without the features reaches them only through
+// `WidePath::fold_unchecked` and `fold_two_unchecked`, whose callers check
+// the CPU first. The `unsafe` blocks left are the unaligned loads and
+// stores through pointers.
 
 use super::fold::{Folded, Spec, WidePath};
 use std::arch::x86_64::{
@@ -44,7 +51,9 @@ impl WidePath for Avx512 {
     }
 
     unsafe fn fold_unchecked<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
-        // SAFETY: the caller checked the CPU's features and the length.
+        // SAFETY: `fold_one` needs only the CPU features it is compiled
+        // for, which the caller checked (`available`, as this method's
+        // contract says); it reads memory only through the slice.
         unsafe { fold_one(spec, register, bytes) }
     }
 
@@ -55,43 +64,31 @@ impl WidePath for Avx512 {
         rb: u32,
         bytes: &'a [u8],
     ) -> (Folded<'a>, Folded<'a>) {
-        // SAFETY: as in `fold_unchecked`.
+        // SAFETY: as in `fold_unchecked`: `fold_pair` needs the same
+        // features, which the caller checked.
         unsafe { fold_pair(a, ra, b, rb, bytes) }
     }
 }
 
 /// A constant pair broadcast to all four lanes.
-///
-/// # Safety
-///
-/// The CPU must have AVX-512F (as for every function here, with AVX-512VL
-/// and VPCLMULQDQ).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn wide(k: (i64, i64)) -> __m512i {
+fn wide(k: (i64, i64)) -> __m512i {
     _mm512_broadcast_i32x4(_mm_set_epi64x(k.1, k.0))
 }
 
 /// 64 message bytes as four lanes.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn load(chunk: &[u8; 64]) -> __m512i {
+fn load(chunk: &[u8; 64]) -> __m512i {
     // SAFETY: `chunk` is 64 readable bytes; the load is unaligned.
     unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) }
 }
 
 /// `x` moved forward by the distance of `k`, XORed into `data`.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn advance(x: __m512i, k: __m512i, data: __m512i) -> __m512i {
+fn advance(x: __m512i, k: __m512i, data: __m512i) -> __m512i {
     _mm512_ternarylogic_epi64::<0x96>(
         _mm512_clmulepi64_epi128::<0x00>(x, k),
         _mm512_clmulepi64_epi128::<0x11>(x, k),
@@ -101,13 +98,9 @@ unsafe fn advance(x: __m512i, k: __m512i, data: __m512i) -> __m512i {
 
 /// One lane moved forward by the distance of `k` (a pair) and XORed into
 /// `data`.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
+fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
     let k = _mm_set_epi64x(k.1, k.0);
     _mm_ternarylogic_epi64::<0x96>(
         _mm_clmulepi64_si128::<0x00>(x, k),
@@ -123,13 +116,9 @@ struct Lanes([__m512i; 4]);
 impl Lanes {
     /// Starts on the first 256 bytes, with `register` XORed into the first
     /// message bits.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-    unsafe fn start(first: &[__m512i; 4], register: u32) -> Self {
+    fn start(first: &[__m512i; 4], register: u32) -> Self {
         let mut x = *first;
         x[0] = _mm512_xor_si512(
             x[0],
@@ -139,13 +128,9 @@ impl Lanes {
     }
 
     /// Folds the next 256 bytes in.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-    unsafe fn step(&mut self, by2048: __m512i, next: &[__m512i; 4]) {
+    fn step(&mut self, by2048: __m512i, next: &[__m512i; 4]) {
         for (x, d) in self.0.iter_mut().zip(next) {
             *x = advance(*x, by2048, *d);
         }
@@ -153,13 +138,9 @@ impl Lanes {
 
     /// Folds the four registers into one, then `rest` (the input after the
     /// last 256-byte step) into that, down to the last lane and the tail.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-    unsafe fn finish<'a>(self, spec: &Spec, rest: &'a [u8]) -> Folded<'a> {
+    fn finish<'a>(self, spec: &Spec, rest: &'a [u8]) -> Folded<'a> {
         let by512 = wide(spec.by512);
         let [x0, x1, x2, x3] = self.0;
         let mut acc = advance(advance(advance(x0, by512, x1), by512, x2), by512, x3);
@@ -202,13 +183,9 @@ fn steps(bytes: &[u8]) -> (std::slice::ChunksExact<'_, u8>, &[u8]) {
 }
 
 /// One 256-byte step as four registers.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn load_step(step: &[u8]) -> [__m512i; 4] {
+fn load_step(step: &[u8]) -> [__m512i; 4] {
     let quarter = |i: usize| -> &[u8; 64] {
         step.get(i * 64..i * 64 + 64)
             .and_then(|q| q.try_into().ok())
@@ -222,11 +199,10 @@ unsafe fn load_step(step: &[u8]) -> [__m512i; 4] {
     ]
 }
 
-/// # Safety
-///
-/// As [`wide`]; `bytes` at least [`Avx512::MIN_LEN`] long.
+/// Folds `bytes`, at least [`Avx512::MIN_LEN`] long (a shorter
+/// input gives a wrong CRC, nothing unsound: no load goes past the slice).
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
+fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
     let by2048 = wide(spec.by2048);
     let (mut steps, rest) = steps(bytes);
     let first = load_step(steps.next().unwrap_or(&[0u8; 256][..]));
@@ -237,11 +213,10 @@ unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a
     x.finish(spec, rest)
 }
 
-/// # Safety
-///
-/// As [`wide`]; `bytes` at least [`Avx512::MIN_LEN`] long.
+/// Folds `bytes` for two CRCs from the same loads; `bytes` as for
+/// [`fold_one`].
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq")]
-unsafe fn fold_pair<'a>(
+fn fold_pair<'a>(
     a: &Spec,
     ra: u32,
     b: &Spec,

@@ -17,6 +17,10 @@
 //! the tables; the tests compare the two on every length and alignment.
 
 #![allow(unsafe_code)]
+// The folding functions are safe `#[target_feature(enable = "pclmulqdq")]`
+// functions: they call one another without `unsafe` (the compiler knows
+// the feature is enabled there), and code without the feature must call
+// them in an `unsafe` block after checking the CPU (`fold`, `advance_lane`).
 
 use std::arch::x86_64::{
     __m128i, _mm_clmulepi64_si128, _mm_cvtsi128_si64, _mm_set_epi64x, _mm_unpackhi_epi64,
@@ -44,13 +48,9 @@ pub(super) fn fold(register: u16, bytes: &[u8]) -> Option<u16> {
 }
 
 /// One 16-byte block as a lane (little-endian, as the CRC reads it).
-///
-/// # Safety
-///
-/// The CPU must have PCLMULQDQ (as for every function here).
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn lane(block: &[u8]) -> __m128i {
+fn lane(block: &[u8]) -> __m128i {
     let word = |at: usize| {
         let mut w = [0u8; 8];
         w.copy_from_slice(block.get(at..at + 8).unwrap_or(&[0; 8]));
@@ -61,24 +61,18 @@ unsafe fn lane(block: &[u8]) -> __m128i {
 
 /// `x` moved forward by the distance `k` encodes (low quadword of `k`:
 /// the constant for `x`'s low quadword, which is the far half).
-///
-/// # Safety
-///
-/// The CPU must have PCLMULQDQ.
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn advance(x: __m128i, k: __m128i) -> __m128i {
+fn advance(x: __m128i, k: __m128i) -> __m128i {
     _mm_xor_si128(
         _mm_clmulepi64_si128::<0x00>(x, k),
         _mm_clmulepi64_si128::<0x11>(x, k),
     )
 }
 
-/// # Safety
-///
-/// The CPU must have PCLMULQDQ.
+/// [`fold`] on a CPU with PCLMULQDQ, for any length.
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn fold_pclmul(register: u16, bytes: &[u8]) -> u16 {
+fn fold_pclmul(register: u16, bytes: &[u8]) -> u16 {
     const BY4: (i64, i64) = (k(512), k(512 + 64));
     const BY1: (i64, i64) = (k(128), k(128 + 64));
     let by4 = _mm_set_epi64x(BY4.0, BY4.1);
@@ -131,11 +125,9 @@ pub(super) fn advance_lane(lane: [u8; 16], k: (i64, i64)) -> Option<[u8; 16]> {
     Some(unsafe { advance_pclmul(u128::from_le_bytes(lane), k) }.to_le_bytes())
 }
 
-/// # Safety
-///
-/// The CPU must have PCLMULQDQ.
+/// [`advance_lane`] on a CPU with PCLMULQDQ.
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn advance_pclmul(lane: u128, k: (i64, i64)) -> u128 {
+fn advance_pclmul(lane: u128, k: (i64, i64)) -> u128 {
     let x = _mm_set_epi64x((lane >> 64) as i64, lane as i64);
     let moved = advance(x, _mm_set_epi64x(k.1, k.0));
     let lo = _mm_cvtsi128_si64(moved) as u64;

@@ -61,8 +61,8 @@
 //! packet in place, and the VCRC folds 64 bytes per step with PCLMULQDQ
 //! (`clmul`) or uses slicing-by-16 tables built at compile time. The unit
 //! tests hold everything to bit-at-a-time models and every folding path to
-//! the tables at every length and alignment; `tests/crc_bench.rs` measures
-//! them.
+//! the tables at every length and alignment; `ibtca-bench crc` (the tests
+//! crate) measures them.
 //!
 //! The folding modules (`clmul`, `avx512`, `vpclmul256`, and `fold`'s
 //! checked entry points) are the crate's only `unsafe` code: SIMD

@@ -13,6 +13,13 @@
 //! sent and received.
 
 #![allow(unsafe_code)]
+// Every function here but the `WidePath` methods is safe, with
+// `#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]`: they call
+// one another without `unsafe` (the compiler knows the features are
+// enabled there), and code without the features reaches them only through
+// `WidePath::fold_unchecked` and `fold_two_unchecked`, whose callers check
+// the CPU first. The `unsafe` blocks left are the unaligned loads and
+// stores through pointers.
 
 use std::arch::x86_64::{
     __m128i, __m256i, _mm256_castsi256_si128, _mm256_clmulepi64_epi128, _mm256_extracti128_si256,
@@ -35,7 +42,9 @@ impl WidePath for Vpclmul256 {
     }
 
     unsafe fn fold_unchecked<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
-        // SAFETY: the caller checked the CPU's features and the length.
+        // SAFETY: `fold_one` needs only the CPU features it is compiled
+        // for, which the caller checked (`available`, as this method's
+        // contract says); it reads memory only through the slice.
         unsafe { fold_one(spec, register, bytes) }
     }
 
@@ -46,43 +55,31 @@ impl WidePath for Vpclmul256 {
         rb: u32,
         bytes: &'a [u8],
     ) -> (Folded<'a>, Folded<'a>) {
-        // SAFETY: as in `fold_unchecked`.
+        // SAFETY: as in `fold_unchecked`: `fold_pair` needs the same
+        // features, which the caller checked.
         unsafe { fold_pair(a, ra, b, rb, bytes) }
     }
 }
 
 /// A constant pair in both lanes.
-///
-/// # Safety
-///
-/// The CPU must have AVX2 (as for every function here, with VPCLMULQDQ
-/// and PCLMULQDQ).
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn wide(k: (i64, i64)) -> __m256i {
+fn wide(k: (i64, i64)) -> __m256i {
     _mm256_set_epi64x(k.1, k.0, k.1, k.0)
 }
 
 /// 32 message bytes as two lanes.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn load(chunk: &[u8; 32]) -> __m256i {
+fn load(chunk: &[u8; 32]) -> __m256i {
     // SAFETY: `chunk` is 32 readable bytes; the load is unaligned.
     unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) }
 }
 
 /// `x` moved forward by the distance of `k`, XORed into `data`.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn advance(x: __m256i, k: __m256i, data: __m256i) -> __m256i {
+fn advance(x: __m256i, k: __m256i, data: __m256i) -> __m256i {
     _mm256_xor_si256(
         _mm256_xor_si256(
             _mm256_clmulepi64_epi128::<0x00>(x, k),
@@ -94,13 +91,9 @@ unsafe fn advance(x: __m256i, k: __m256i, data: __m256i) -> __m256i {
 
 /// One lane moved forward by the distance of `k` (a pair) and XORed into
 /// `data`.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
+fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
     let k = _mm_set_epi64x(k.1, k.0);
     _mm_xor_si128(
         _mm_xor_si128(
@@ -112,13 +105,9 @@ unsafe fn advance128(x: __m128i, k: (i64, i64), data: __m128i) -> __m128i {
 }
 
 /// One 128-byte step as four registers.
-///
-/// # Safety
-///
-/// As [`wide`].
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn load_step(step: &[u8]) -> [__m256i; 4] {
+fn load_step(step: &[u8]) -> [__m256i; 4] {
     let quarter = |i: usize| -> &[u8; 32] {
         step.get(i * 32..i * 32 + 32)
             .and_then(|q| q.try_into().ok())
@@ -139,26 +128,18 @@ struct Lanes([__m256i; 4]);
 impl Lanes {
     /// Starts on the first 128 bytes, with `register` XORed into the first
     /// message bits.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-    unsafe fn start(first: &[__m256i; 4], register: u32) -> Self {
+    fn start(first: &[__m256i; 4], register: u32) -> Self {
         let mut x = *first;
         x[0] = _mm256_xor_si256(x[0], _mm256_set_epi64x(0, 0, 0, i64::from(register)));
         Lanes(x)
     }
 
     /// Folds the next 128 bytes in.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-    unsafe fn step(&mut self, by1024: __m256i, next: &[__m256i; 4]) {
+    fn step(&mut self, by1024: __m256i, next: &[__m256i; 4]) {
         for (x, d) in self.0.iter_mut().zip(next) {
             *x = advance(*x, by1024, *d);
         }
@@ -166,13 +147,9 @@ impl Lanes {
 
     /// Folds the four registers into one, then `rest` (the input after the
     /// last 128-byte step) into that, down to the last lane and the tail.
-    ///
-    /// # Safety
-    ///
-    /// As [`wide`].
     #[inline]
     #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-    unsafe fn finish<'a>(self, spec: &Spec, rest: &'a [u8]) -> Folded<'a> {
+    fn finish<'a>(self, spec: &Spec, rest: &'a [u8]) -> Folded<'a> {
         let by256 = wide(spec.by256);
         let [x0, x1, x2, x3] = self.0;
         let mut acc = advance(advance(advance(x0, by256, x1), by256, x2), by256, x3);
@@ -210,11 +187,10 @@ fn steps(bytes: &[u8]) -> (std::slice::ChunksExact<'_, u8>, &[u8]) {
     (steps, rest)
 }
 
-/// # Safety
-///
-/// As [`wide`]; `bytes` at least [`Vpclmul256::MIN_LEN`] long.
+/// Folds `bytes`, at least [`Vpclmul256::MIN_LEN`] long (a shorter
+/// input gives a wrong CRC, nothing unsound: no load goes past the slice).
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
+fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a> {
     let by1024 = wide(spec.by1024);
     let (mut steps, rest) = steps(bytes);
     let first = load_step(steps.next().unwrap_or(&[0u8; 128][..]));
@@ -225,11 +201,10 @@ unsafe fn fold_one<'a>(spec: &Spec, register: u32, bytes: &'a [u8]) -> Folded<'a
     x.finish(spec, rest)
 }
 
-/// # Safety
-///
-/// As [`wide`]; `bytes` at least [`Vpclmul256::MIN_LEN`] long.
+/// Folds `bytes` for two CRCs from the same loads; `bytes` as for
+/// [`fold_one`].
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-unsafe fn fold_pair<'a>(
+fn fold_pair<'a>(
     a: &Spec,
     ra: u32,
     b: &Spec,

@@ -9,6 +9,8 @@
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- drdma [--seconds S]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- switch [--seconds S]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-drdma
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- link [--packets N]
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- crc
 //! ```
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
@@ -62,6 +64,14 @@
 //! WRITEs from memory, shown as one table with each rate as a share of the
 //! memcpy rate of the same run.
 //!
+//! `link` (see `tests/src/bench/link.rs`): raw 4 KiB packets through one
+//! `link::Link` pair, no device: GB/s, packets per second, packets per
+//! socket write.
+//!
+//! `crc` (see `tests/src/bench/crc.rs`): the ICRC and VCRC on 4 KiB RDMA
+//! WRITE packets next to memcpy and the byte-at-a-time tables, and whole
+//! `Packet::build` / `PacketView::parse`.
+//!
 //! Nothing timed is asserted: the targets are printed as PASS/MISS and the
 //! exit status is 0 unless something could not run at all.
 
@@ -91,6 +101,8 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
        ibtca-bench drdma [--seconds S]
        ibtca-bench switch [--seconds S]
        ibtca-bench guest-drdma [--placement P]
+       ibtca-bench link [--packets N]
+       ibtca-bench crc
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -127,6 +139,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --engine-spin-us US (verbs, guest-verbs) the devices' engine threads poll
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
+  --packets N         (link) packets sent (default 500000)
   --placement P       (guest-verbs, guest-drdma) shared (nothing pinned), nice (nothing
                       pinned, the guests' QEMU at nice 19), latency (devices
                       on CPU 0 under SCHED_FIFO, one guest per CPU), both
@@ -153,12 +166,18 @@ enum Bench {
     Drdma { seconds: f64 },
     Switch { seconds: f64 },
     GuestDrdma,
+    Link { packets: u64 },
+    Crc,
 }
 
+#[path = "../bench/crc.rs"]
+mod crc;
 #[path = "../bench/drdma.rs"]
 mod drdma;
 #[path = "../bench/guests.rs"]
 mod guests;
+#[path = "../bench/link.rs"]
+mod link;
 #[path = "../bench/mmio.rs"]
 mod mmio;
 #[path = "../bench/raw.rs"]
@@ -210,11 +229,34 @@ fn parse_args() -> Result<Bench, String> {
             }
             Ok(Bench::GuestDrdma)
         }
+        Some("link") => {
+            let mut packets = 500_000;
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--packets" => {
+                        packets = args
+                            .next()
+                            .and_then(|v| v.parse().ok())
+                            .filter(|&n| n > 0)
+                            .ok_or("--packets needs a positive integer")?
+                    }
+                    "-h" | "--help" => return Err(String::new()),
+                    other => return Err(format!("unknown option '{other}'")),
+                }
+            }
+            Ok(Bench::Link { packets })
+        }
+        Some("crc") => match args.next().as_deref() {
+            None => Ok(Bench::Crc),
+            Some("-h" | "--help") => Err(String::new()),
+            Some(other) => Err(format!("unknown option '{other}'")),
+        },
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
-        None => {
-            Err("which benchmark? (mmio, verbs, guest-verbs, drdma, switch, guest-drdma)".into())
-        }
+        None => Err(
+            "which benchmark? (mmio, verbs, guest-verbs, drdma, switch, guest-drdma, link, crc)"
+                .into(),
+        ),
     }
 }
 
@@ -481,6 +523,8 @@ fn main() -> ExitCode {
         Ok(Bench::Drdma { seconds }) => return drdma::run(seconds),
         Ok(Bench::Switch { seconds }) => return switch::run(seconds),
         Ok(Bench::GuestDrdma) => return run_guest_drdma(),
+        Ok(Bench::Link { packets }) => return link::run(packets),
+        Ok(Bench::Crc) => return crc::run(),
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("ibtca-bench: {e}");

@@ -137,41 +137,6 @@ fn link_is_send_and_sync() {
     check::<crate::link::LinkStats>();
 }
 
-/// `cargo test --release -p ibtca-device --lib throughput -- --ignored --nocapture`
-#[test]
-#[ignore = "measurement, not a check"]
-fn throughput() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    const N: u64 = 500_000;
-    const LEN: usize = 4096 + 64;
-    let path = socket_path("throughput");
-    let received = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&received);
-    let a = Link::start(LinkEndpoint::Listen(path.clone()), port(1), move |ev| {
-        if let LinkEvent::Packet(p) = ev {
-            counter.fetch_add(p.len() as u64, Ordering::Relaxed);
-        }
-    })
-    .unwrap();
-    let b = start(LinkEndpoint::Connect(path), port(2));
-    b.expect_up();
-    wait_until("listen side up", || a.is_up());
-    let t = Instant::now();
-    send_all(&b.link, (0..N).map(|_| vec![0x5a; LEN]));
-    let total = N * LEN as u64;
-    wait_until("all bytes", || received.load(Ordering::Relaxed) == total);
-    let secs = t.elapsed().as_secs_f64();
-    let s = b.link.stats();
-    println!(
-        "{N} packets of {LEN} B in {secs:.3} s: {:.2} GB/s, {:.0} kpps, {:.1} packets/write, {} full retries",
-        total as f64 / secs / 1e9,
-        N as f64 / secs / 1e3,
-        s.tx_packets as f64 / s.tx_writes as f64,
-        s.tx_dropped_full,
-    );
-}
-
 #[test]
 fn bulk_reads_hand_their_buffer_over_and_packets_arrive_intact() {
     // Bursts of 4 KiB packets fill reads well past the hand-over threshold

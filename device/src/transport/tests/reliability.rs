@@ -649,7 +649,7 @@ fn a_duplicate_atomic_is_replayed_not_executed_again() {
 /// Many seeds of every fault mix, at every MTU, across the PSN wrap. Slow
 /// in debug builds: `cargo test --release -- --ignored stress`.
 #[test]
-#[ignore]
+#[ignore = "slow in debug builds (60 seeds of every fault mix); asserts as the other mixed_traffic tests do"]
 fn stress_many_seeds() {
     for seed in 100..160 {
         let faults = Faults {

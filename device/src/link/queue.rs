@@ -37,8 +37,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use super::fault::{FaultInjector, FaultPlan};
 use super::pipe::{TxPipe, IOV_MAX};
 use super::stats::{add, bump, sub, Counters};
-use super::vl::{packet_vl, FlowControl, Queued, VlQueues, NUM_VLS};
+use super::vl::{FlowControl, Queued, VlQueues, NUM_VLS};
 use super::MAX_BODY;
+use ibtca_protocol::encoded;
 use ibtca_protocol::link::FRAME_HEADER_LEN;
 
 /// Most packets one `write` carries.
@@ -569,7 +570,7 @@ impl TxQueue {
             });
         }
         let item = Queued {
-            vl: packet_vl(&packet),
+            vl: encoded::vl(&packet).unwrap_or(0),
             packet,
             tag,
         };

@@ -1,9 +1,9 @@
 //! Virtual lanes on a link (seed 003): per-VL send queues, credit-based
 //! flow control and VL arbitration.
 //!
-//! - A packet's VL is the LRH VL field (the high nibble of its first byte),
-//!   read when it is queued (a fault that later corrupts that byte does not
-//!   move it).
+//! - A packet's VL is the LRH VL field (`ibtca_protocol::encoded::vl`; VL 0
+//!   for an empty packet frame), read when it is queued (a fault that later
+//!   corrupts that byte does not move it).
 //! - **Credits** are counted in packets, per VL. The receiver grants
 //!   `Credit { vl, credits }` frames: right after the `Hello` its whole
 //!   buffer ([`FlowControl::credits`] per VL), then more as it frees
@@ -24,11 +24,6 @@ use std::collections::VecDeque;
 pub const NUM_VLS: usize = 16;
 /// The management VL, served before every data VL.
 pub const VL15: u8 = 15;
-
-/// The VL a packet travels on: its LRH VL field.
-pub fn packet_vl(packet: &[u8]) -> u8 {
-    packet.first().map_or(0, |b| b >> 4)
-}
 
 /// Flow-control settings of one end of a link. Both ends of a link must
 /// run flow control (every ibtca device and switch does).

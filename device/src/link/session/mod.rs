@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
+use ibtca_protocol::encoded;
 use ibtca_protocol::link::{
     split_frame, Frame, FrameError, Hello, LinkState, FEATURE_SHARED_RING, FRAME_HEADER_LEN,
     LINK_PROTOCOL_VERSION,
@@ -21,7 +22,7 @@ use super::pipe::{self, AcceptError, OfferError, RingRx, RxPipe, TxPipe};
 use super::port::{Shared, Sink};
 use super::queue::run_writer;
 use super::stats::{add, bump};
-use super::vl::{packet_vl, NUM_VLS};
+use super::vl::NUM_VLS;
 use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, RxCredits, MAX_BODY};
 
 /// Bytes asked of one `read` (at least; the buffer always has room for a
@@ -312,7 +313,7 @@ impl Session<'_> {
                 packets += 1;
                 packet_bytes += frame.body.len() as u64;
                 tracing::trace!(len = frame.body.len(), "link rx");
-                if self.admit(packet_vl(frame.body)) {
+                if self.admit(encoded::vl(frame.body).unwrap_or(0)) {
                     spans.push((body_at, body_at + frame.body.len()));
                 }
                 continue;
@@ -411,7 +412,7 @@ impl Session<'_> {
                 bump(&counters.rx_packets);
                 add(&counters.rx_bytes, packet.len() as u64);
                 tracing::trace!(len = packet.len(), "link rx");
-                if self.admit(packet_vl(&packet)) {
+                if self.admit(encoded::vl(&packet).unwrap_or(0)) {
                     let mut batch = PacketBatch::default();
                     batch.push(&packet);
                     self.ready(&mut batch);

@@ -3,6 +3,7 @@
 //! and hands the packets to the sink as spans of the ring
 //! ([`PacketBatch::from_ring`]), held until the sink drops them.
 
+use ibtca_protocol::encoded;
 use ibtca_protocol::link::{check_header, RawFrame, FRAME_HEADER_LEN};
 
 use super::super::pipe::{RingRx, RxPipe};
@@ -89,8 +90,8 @@ impl Session<'_> {
             }
             .is_packet();
             if is_packet && up {
-                // The VL is the LRH's first nibble (0 for an empty body,
-                // as `packet_vl` has it).
+                // The VL is in the LRH's first byte (VL 0 for an empty
+                // body, as for a frame read from the socket).
                 let mut lrh0 = [0u8; 1];
                 if len > 0 {
                     ring.copy_at(body_at, &mut lrh0);
@@ -98,7 +99,7 @@ impl Session<'_> {
                 found.packets += 1;
                 found.bytes += len as u64;
                 tracing::trace!(len, "link rx");
-                if self.admit(lrh0[0] >> 4) {
+                if self.admit(encoded::vl(&lrh0).unwrap_or(0)) {
                     found.spans.push((body_at as usize, body_at as usize + len));
                 }
                 at = body_at + len as u64;

@@ -3,11 +3,12 @@
 //! build sends nothing, and nothing is built past what must go first.
 
 use super::*;
-use crate::link::{packet_vl, FaultPlan};
+use crate::link::FaultPlan;
+use ibtca_protocol::encoded;
 
 /// Builds a copy of `packet` in place, if the link can take it so now.
 fn in_place(link: &Link, packet: &[u8]) -> Option<bool> {
-    link.send_in_place(packet.len(), packet_vl(packet), &mut |out| {
+    link.send_in_place(packet.len(), encoded::vl(packet).unwrap_or(0), &mut |out| {
         out.copy_from_slice(packet);
         true
     })

@@ -10,7 +10,7 @@
 //! - [`packet`]: whole packets: [`Packet::build`] and zero-copy
 //!   [`PacketView::parse`].
 //! - [`encoded`]: fields of an encoded packet read or changed in place,
-//!   without a parse (VL, SL, VCRC).
+//!   without a parse (VL, SL, DLID, opcode, QP, PSN, AETH, VCRC).
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
 //! - `fuzz_targets` (tests and the `fuzzing` feature only): the bodies of

@@ -24,8 +24,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ibtca_protocol::encoded;
+use ibtca_protocol::headers::{AckKind, Lnh};
 use ibtca_protocol::packet::ReceivedCrcs;
-use ibtca_protocol::PacketView;
+use ibtca_protocol::{Opcode, PacketView};
 
 use crate::dma::GuestMemory;
 use crate::drdma::{self, Drdma, WriteReady};
@@ -199,7 +201,8 @@ impl Outbox {
 
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
-        self.hold |= dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
+        self.hold |=
+            encoded::dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
         self.bytes += packet.len();
         self.packets.push(packet);
         if !self.hold && self.bytes >= STREAM_BYTES {
@@ -662,7 +665,7 @@ impl Engine {
             let lid = self.verbs.port.lid;
             let mut remote = std::mem::take(&mut self.to_link);
             for p in packets {
-                if dlid(&p) == Some(lid) {
+                if encoded::dlid(&p) == Some(lid) {
                     self.stats.loopback += 1;
                     self.receive(&p, None, now);
                     keep_spare(&mut self.outbox.spare, p);
@@ -686,24 +689,17 @@ impl Engine {
     }
 }
 
-/// RC ACKNOWLEDGE opcode.
-const OPCODE_RC_ACK: u8 = 0x11;
-
 /// The (DLID, destination QP) and PSN of a plain positive ACK without GRH,
-/// read from the raw bytes; `None` for anything else (NAKs, RNR NAKs,
-/// responses and requests are never coalesced).
+/// read in place; `None` for anything else (NAKs, RNR NAKs, responses and
+/// requests are never coalesced).
 fn plain_ack_target(p: &[u8]) -> Option<((u16, u32), u32)> {
-    let lnh = *p.get(1)? & 0x3;
-    if lnh != 2 || *p.get(8)? != OPCODE_RC_ACK {
+    if encoded::lnh(p)? != Lnh::IbaLocal || encoded::opcode(p)? != Opcode::RcAcknowledge {
         return None;
     }
-    let syndrome = *p.get(20)?;
-    if syndrome & 0x60 != 0 {
+    if !matches!(encoded::aeth(p)?.kind(), AckKind::Ack { .. }) {
         return None;
     }
-    let qp = u32::from_be_bytes([0, *p.get(13)?, *p.get(14)?, *p.get(15)?]);
-    let psn = u32::from_be_bytes([0, *p.get(17)?, *p.get(18)?, *p.get(19)?]);
-    Some(((dlid(p)?, qp), psn))
+    Some(((encoded::dlid(p)?, encoded::dest_qp(p)?), encoded::psn(p)?))
 }
 
 /// Keeps a packet buffer the engine is done with for the next packet.
@@ -760,10 +756,6 @@ fn coalesce_acks(packets: &mut Vec<Vec<u8>>, spare: &mut Vec<Vec<u8>>) -> u64 {
         keep_spare(spare, p);
     }
     dropped.len() as u64
-}
-
-fn dlid(packet: &[u8]) -> Option<u16> {
-    Some(u16::from_be_bytes([*packet.get(2)?, *packet.get(3)?]))
 }
 
 /// A running engine thread.
@@ -854,7 +846,7 @@ impl Drop for EngineThread {
 mod tests {
     use super::*;
     use ibtca_protocol::headers::Aeth;
-    use ibtca_protocol::{Opcode, Packet};
+    use ibtca_protocol::Packet;
 
     fn ack(dest_qp: u32, psn: u32, nak: bool) -> Vec<u8> {
         let mut p = Packet::new(Opcode::RcAcknowledge);

@@ -4,9 +4,10 @@
 //! The framing is [`ibtca_protocol::link`]; this module runs it:
 //!
 //! - [`LinkEndpoint`] (`endpoint.rs`): `listen:PATH` or `connect:PATH`.
-//! - [`Link`] (`port.rs`, `session.rs`): the running link. One *supervisor*
-//!   thread obtains a connection (accepts one peer at a time, or connects with
-//!   a 50 ms → 1 s backoff), sends `Hello`, reads the peer's `Hello`, then
+//! - [`Link`] (`port.rs`, `session/`; `shared.rs` what their threads
+//!   share): the running link. One *supervisor* thread obtains a
+//!   connection (accepts one peer at a time, or connects with a 50 ms →
+//!   1 s backoff), sends `Hello`, reads the peer's `Hello`, then
 //!   reads frames and hands them to the caller's sink until the peer goes
 //!   away; then it reports [`LinkEvent::Down`] and starts over. A *writer*
 //!   thread per connection drains the send queue (`queue.rs`) and writes many
@@ -104,6 +105,7 @@ mod port;
 mod queue;
 pub mod ring;
 mod session;
+mod shared;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -201,14 +203,14 @@ pub struct PacketBatch {
 /// `conn` of the link whose state is `shared`.
 #[derive(Debug)]
 struct RxCredits {
-    shared: Arc<port::Shared>,
+    shared: Arc<shared::Shared>,
     conn: u64,
     per_vl: [u16; NUM_VLS],
 }
 
 impl RxCredits {
     /// `per_vl` buffers of connection `conn` of the link `shared`.
-    fn new(shared: Arc<port::Shared>, conn: u64, per_vl: [u16; NUM_VLS]) -> Self {
+    fn new(shared: Arc<shared::Shared>, conn: u64, per_vl: [u16; NUM_VLS]) -> Self {
         RxCredits {
             shared,
             conn,

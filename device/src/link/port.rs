@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -19,47 +19,12 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use super::fault::FaultPlan;
 use super::queue::{DoneFn, TxQueue};
 use super::session;
+use super::shared::{Control, Shared, Sink};
 use super::stats::Counters;
 use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
 
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_STOP: u64 = 2;
-
-/// The caller's event sink, called on the supervisor thread.
-pub(super) type Sink = Box<dyn FnMut(LinkRx) + Send>;
-
-/// Stop request and the connection to cut when it comes.
-#[derive(Debug, Default)]
-pub(super) struct Control {
-    pub stopping: bool,
-    pub active: Option<UnixStream>,
-}
-
-/// State shared by the handle, the supervisor and the writer.
-#[derive(Debug)]
-pub(super) struct Shared {
-    pub local: LocalPort,
-    pub config: LinkConfig,
-    pub queue: TxQueue,
-    pub counters: Counters,
-    pub control: Mutex<Control>,
-    /// Written once on stop; wakes the listen side's epoll.
-    pub stop_fd: EventFd,
-    /// This process could not map a ring the peer offered (not the peer's
-    /// fault: memory limits): later connections announce no shared rings,
-    /// so the peer writes to the socket instead of offering again.
-    pub rx_rings_refused: AtomicBool,
-}
-
-impl Shared {
-    pub fn control(&self) -> MutexGuard<'_, Control> {
-        self.control.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn is_stopping(&self) -> bool {
-        self.control().stopping
-    }
-}
 
 /// One port's link to a peer device. Stops (and joins its threads) on
 /// [`Link::stop`] or drop.

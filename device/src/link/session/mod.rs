@@ -19,8 +19,8 @@ use ibtca_protocol::link::{
 mod walk;
 
 use super::pipe::{self, AcceptError, OfferError, RingRx, RxPipe, TxPipe};
-use super::port::{Shared, Sink};
 use super::queue::run_writer;
+use super::shared::{Shared, Sink};
 use super::stats::{add, bump};
 use super::vl::NUM_VLS;
 use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, RxCredits, MAX_BODY};

@@ -10,7 +10,7 @@
 //!   1 s backoff), sends `Hello`, reads the peer's `Hello`, then
 //!   reads frames and hands them to the caller's sink until the peer goes
 //!   away; then it reports [`LinkEvent::Down`] and starts over. A *writer*
-//!   thread per connection drains the send queue (`queue.rs`) and writes many
+//!   thread per connection drains the send queue (`queue/`) and writes many
 //!   frames per `write`; [`Link::send_batch`] writes a burst itself when
 //!   that thread is idle (only what the peer's credits allow, in
 //!   arbitration order).

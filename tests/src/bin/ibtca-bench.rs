@@ -155,12 +155,16 @@ enum Bench {
     GuestDrdma,
 }
 
+#[path = "../bench/cpu.rs"]
+mod cpu;
 #[path = "../bench/drdma.rs"]
 mod drdma;
 #[path = "../bench/guests.rs"]
 mod guests;
 #[path = "../bench/mmio.rs"]
 mod mmio;
+#[path = "../bench/rate.rs"]
+mod rate;
 #[path = "../bench/raw.rs"]
 mod raw;
 #[path = "../bench/switch.rs"]
@@ -169,11 +173,16 @@ mod switch;
 mod table;
 #[path = "../bench/verbs.rs"]
 mod verbs;
+#[path = "../bench/verbs_pair.rs"]
+mod verbs_pair;
 
+use cpu::*;
 use guests::*;
+use rate::*;
 use raw::*;
 use table::*;
 use verbs::*;
+use verbs_pair::*;
 
 fn parse_args() -> Result<Bench, String> {
     let mut args = std::env::args().skip(1);

@@ -24,23 +24,19 @@ use std::path::{Path, PathBuf};
 
 /// `device/src`'s top-level modules by layer, lowest first. A module may
 /// use the modules of its own layer and of the layers below it, never one
-/// above: the vfio-user server and the link know nothing of the device
-/// they serve, the device core nothing of the switch or the launcher that
-/// run it, and so on. Each module sits as low as what it uses allows.
+/// above: the vfio-user server knows nothing of the device it serves, the
+/// device core nothing of the switch or the launcher that run it, and so
+/// on. Each module sits as low as what it uses allows. Below them all are
+/// the crates `ibtca-protocol` and `ibtca-link` (the link layer, which
+/// `device/src` re-exports as `link` with its `memfd`): they cannot use the
+/// device at all.
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     (
         "helpers",
-        &[
-            "logging",
-            "ratelimit",
-            "memfd",
-            "regs",
-            "sched",
-            "client_fd",
-        ],
+        &["logging", "ratelimit", "regs", "sched", "client_fd"],
     ),
     ("vfio-user server", &["vfio_user"]),
-    ("link", &["link", "vl_config"]),
+    ("ports' VL configuration", &["vl_config"]),
     ("guest memory and PCI", &["fault_guard", "dma", "pci"]),
     // One layer: verbs' key checks report `transport::AccessError`.
     ("verbs and RC transport", &["verbs", "transport"]),
@@ -92,6 +88,7 @@ fn roots() -> Vec<(String, PathBuf)> {
             "ibtca-device bin".to_string(),
             ws.join("device/src/main.rs"),
         ),
+        ("ibtca-link".to_string(), ws.join("device/link/src/lib.rs")),
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];

@@ -75,14 +75,14 @@ impl TxQueue {
 
     /// The writer sleeps (tests: the next burst is written directly).
     #[cfg(test)]
-    pub(in crate::link) fn writer_sleeps(&self) -> bool {
+    pub(crate) fn writer_sleeps(&self) -> bool {
         let st = self.lock();
         st.writer_waiting && !st.has_work()
     }
 
     /// The next batch, framed (tests of the queue alone).
     #[cfg(test)]
-    pub(in crate::link) fn take_batch(&self, out: &mut Batch) -> bool {
+    pub(crate) fn take_batch(&self, out: &mut Batch) -> bool {
         let more = self.take(out, &Counters::default());
         out.frame_items();
         more
@@ -159,7 +159,7 @@ fn write_batch(pipe: &TxPipe, batch: &mut Batch) -> io::Result<()> {
 /// The writer thread of one connection: drains `queue` into `pipe` until
 /// the connection closes or a write fails (then it shuts the connection
 /// down, so the reader sees the end too).
-pub(in crate::link) fn run_writer(queue: &TxQueue, pipe: Arc<TxPipe>, counters: &Counters) {
+pub(crate) fn run_writer(queue: &TxQueue, pipe: Arc<TxPipe>, counters: &Counters) {
     let mut batch = Batch::default();
     while queue.take(&mut batch, counters) {
         queue.done(batch.done.drain(..).map(Some));

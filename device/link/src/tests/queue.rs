@@ -1,8 +1,8 @@
 //! The send queue on its own, without threads.
 
-use crate::link::queue::{Batch, TxQueue, BATCH_BYTES, BATCH_PACKETS};
-use crate::link::stats::Counters;
-use crate::link::{LinkError, MAX_BODY};
+use crate::queue::{Batch, TxQueue, BATCH_BYTES, BATCH_PACKETS};
+use crate::stats::Counters;
+use crate::{LinkError, MAX_BODY};
 
 #[test]
 fn refuses_while_down_and_when_full() {
@@ -64,12 +64,12 @@ fn a_batch_is_written_directly_while_the_writer_sleeps() {
     let counters = Arc::new(Counters::default());
     let q = Arc::new(TxQueue::new(4096));
     let (ours, mut peer) = UnixStream::pair().unwrap();
-    let pipe = Arc::new(crate::link::pipe::TxPipe::Socket(ours));
+    let pipe = Arc::new(crate::pipe::TxPipe::Socket(ours));
     q.open(Some(pipe.clone()));
     // A writer that sleeps in `take_batch`.
     let writer = {
         let (q, counters) = (q.clone(), counters.clone());
-        std::thread::spawn(move || crate::link::queue::run_writer(&q, pipe, &counters))
+        std::thread::spawn(move || crate::queue::run_writer(&q, pipe, &counters))
     };
     while counters.snapshot().tx_writes == 0 {
         // Until the writer sleeps, a batch goes through it instead.
@@ -119,7 +119,7 @@ struct Wired {
 }
 
 impl Wired {
-    fn new(flow: crate::link::FlowControl, on_done: Option<crate::link::DoneFn>) -> Self {
+    fn new(flow: crate::FlowControl, on_done: Option<crate::DoneFn>) -> Self {
         use std::os::unix::net::UnixStream;
         use std::sync::Arc;
         let counters = Arc::new(Counters::default());
@@ -127,11 +127,11 @@ impl Wired {
         let (ours, peer) = UnixStream::pair().unwrap();
         peer.set_read_timeout(Some(std::time::Duration::from_millis(200)))
             .unwrap();
-        let pipe = Arc::new(crate::link::pipe::TxPipe::Socket(ours));
+        let pipe = Arc::new(crate::pipe::TxPipe::Socket(ours));
         q.open(Some(pipe.clone()));
         let writer = {
             let (q, counters) = (q.clone(), counters.clone());
-            std::thread::spawn(move || crate::link::queue::run_writer(&q, pipe, &counters))
+            std::thread::spawn(move || crate::queue::run_writer(&q, pipe, &counters))
         };
         Wired {
             q,
@@ -172,8 +172,8 @@ impl Drop for Wired {
     }
 }
 
-fn grant(vl: usize, n: u32) -> [u32; crate::link::NUM_VLS] {
-    let mut g = [0; crate::link::NUM_VLS];
+fn grant(vl: usize, n: u32) -> [u32; crate::NUM_VLS] {
+    let mut g = [0; crate::NUM_VLS];
     g[vl] = n;
     g
 }
@@ -192,7 +192,7 @@ fn packets(frames: &[ibtca_protocol::link::Frame]) -> Vec<(u8, u8)> {
 #[test]
 fn direct_writes_stay_within_credits_in_arbitration_order() {
     use ibtca_protocol::link::Frame;
-    let flow = crate::link::FlowControl {
+    let flow = crate::FlowControl {
         credits: 8,
         ..Default::default()
     };
@@ -200,7 +200,7 @@ fn direct_writes_stay_within_credits_in_arbitration_order() {
     w.wait_asleep();
     // The whole receive buffer is granted to the peer first.
     let first = w.read();
-    assert_eq!(first.len(), crate::link::NUM_VLS);
+    assert_eq!(first.len(), crate::NUM_VLS);
     assert!(first
         .iter()
         .all(|f| matches!(f, Frame::Credit { credits: 8, .. })));
@@ -236,10 +236,10 @@ fn tagged_packets_written_directly_are_reported_by_the_writer() {
     use std::sync::{mpsc, Arc, Mutex};
     let (tx, rx) = mpsc::channel();
     let tx = Mutex::new(tx);
-    let on_done: crate::link::DoneFn = Arc::new(move |tag| {
+    let on_done: crate::DoneFn = Arc::new(move |tag| {
         let _ = tx.lock().unwrap().send(tag);
     });
-    let mut w = Wired::new(crate::link::FlowControl::default(), Some(on_done));
+    let mut w = Wired::new(crate::FlowControl::default(), Some(on_done));
     w.wait_asleep();
     w.read();
     // No credit yet: the tagged packets wait.
@@ -262,7 +262,7 @@ fn tagged_packets_written_directly_are_reported_by_the_writer() {
 #[test]
 fn returned_credits_are_written_directly() {
     use ibtca_protocol::link::Frame;
-    let flow = crate::link::FlowControl {
+    let flow = crate::FlowControl {
         credits: 8,
         ..Default::default()
     };

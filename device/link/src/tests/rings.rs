@@ -8,8 +8,8 @@ use ibtca_protocol::link::{Frame, FrameDecoder, FEATURE_SHARED_RING, LINK_PROTOC
 use super::pipe::read_offer;
 use super::robust::{assert_dropped, hello_bytes_with, raw_client};
 use super::*;
-use crate::link::pipe::{self, RingRx};
-use crate::link::{MAX_BODY, SHARED_RING};
+use crate::pipe::{self, RingRx};
+use crate::{MAX_BODY, SHARED_RING};
 
 fn with_ring(shared_ring: u64) -> LinkConfig {
     LinkConfig {
@@ -78,10 +78,7 @@ fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
     // The link's only frame after its Hello on the socket: the offer.
     let (capacity, fds) = read_offer(&s);
     assert_eq!(capacity, SHARED_RING);
-    let frames = ring_frames(
-        pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap(),
-        &s,
-    );
+    let frames = ring_frames(pipe::accept(capacity, fds, crate::RX_SPIN).unwrap(), &s);
     // Credit for one packet on VL 0, then one packet.
     s.write_all(&Frame::Credit { vl: 0, credits: 1 }.to_bytes().unwrap())
         .unwrap();

@@ -12,9 +12,9 @@ use super::super::vl::Queued;
 use super::super::MAX_BODY;
 
 /// Most packets one `write` carries.
-pub(in crate::link) const BATCH_PACKETS: usize = 256;
+pub(crate) const BATCH_PACKETS: usize = 256;
 /// A batch stops growing once its packets reach this many bytes.
-pub(in crate::link) const BATCH_BYTES: usize = 256 * 1024;
+pub(crate) const BATCH_BYTES: usize = 256 * 1024;
 /// Packets shorter than this are copied into a batch's byte buffer (an
 /// iovec per tiny packet costs more than the copy); longer ones are written
 /// from their own buffers.
@@ -36,7 +36,7 @@ pub(super) fn frame_header(len: usize) -> [u8; FRAME_HEADER_LEN] {
 /// frames. The byte stream is `bytes` with each of `large`'s packets
 /// inserted at the offset it is paired with.
 #[derive(Debug, Default)]
-pub(in crate::link) struct Batch {
+pub(crate) struct Batch {
     /// Frame headers, `Credit` frames and short packets, back to back.
     pub(super) bytes: Vec<u8>,
     /// Packets written from their own buffers, each with the offset in

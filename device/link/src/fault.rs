@@ -17,7 +17,7 @@ use super::stats::{bump, Counters};
 /// What to do to sent packets. The default plan does nothing.
 ///
 /// ```
-/// use ibtca_device::link::FaultPlan;
+/// use ibtca_link::FaultPlan;
 /// let plan = FaultPlan::default().drop(3).duplicate(5).swap_with_next(7).corrupt(10, 0);
 /// assert!(!plan.is_empty());
 /// ```

@@ -1,10 +1,10 @@
 //! Fault injection: the injector alone, then end to end.
 
 use super::*;
-use crate::link::fault::FaultInjector;
-use crate::link::queue::{Batch, TxQueue};
-use crate::link::stats::Counters;
-use crate::link::{FaultPlan, FaultRates};
+use crate::fault::FaultInjector;
+use crate::queue::{Batch, TxQueue};
+use crate::stats::Counters;
+use crate::{FaultPlan, FaultRates};
 
 fn plan() -> FaultPlan {
     FaultPlan::default()

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::link::LinkError;
+use crate::LinkError;
 
 #[test]
 fn hello_exchange_reports_peer_identity() {
@@ -112,10 +112,10 @@ fn send_while_down_is_dropped_without_blocking() {
     let s = b.link.stats();
     assert_eq!((s.tx_dropped_down, s.tx_packets), (100, 0));
     assert_eq!(
-        b.link.send(vec![0; crate::link::MAX_BODY + 1]),
+        b.link.send(vec![0; crate::MAX_BODY + 1]),
         Err(LinkError::TooLarge {
-            len: crate::link::MAX_BODY + 1,
-            max: crate::link::MAX_BODY
+            len: crate::MAX_BODY + 1,
+            max: crate::MAX_BODY
         })
     );
     assert_eq!(b.link.stats().tx_dropped_oversize, 1);
@@ -134,7 +134,7 @@ fn drop_stops_the_link() {
 fn link_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Link>();
-    check::<crate::link::LinkStats>();
+    check::<crate::LinkStats>();
 }
 
 /// `cargo test --release -p ibtca-device --lib throughput -- --ignored --nocapture`

@@ -5,7 +5,7 @@ use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::{Opcode, Packet, PacketView};
 
 use super::*;
-use crate::link::{LinkRx, PacketBatch};
+use crate::{LinkRx, PacketBatch};
 
 /// A valid SEND packet with `len` payload bytes, PSN `psn`.
 fn send_packet(psn: u32, len: usize) -> Vec<u8> {

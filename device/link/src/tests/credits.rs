@@ -1,7 +1,7 @@
 //! Per-VL credit flow control between two links.
 
 use super::*;
-use crate::link::{FlowControl, LinkEvent, PacketBatch};
+use crate::{FlowControl, LinkEvent, PacketBatch};
 
 fn vl_packet(vl: u8, i: u8) -> Vec<u8> {
     vec![vl << 4, i, 0xab, 0xcd]
@@ -57,7 +57,7 @@ fn a_vl_without_credit_stalls_alone() {
 
 #[test]
 fn a_new_connection_starts_from_a_fresh_grant() {
-    const FULL: u32 = crate::link::vl::DEFAULT_CREDITS as u32;
+    const FULL: u32 = crate::vl::DEFAULT_CREDITS as u32;
     let (a, b, _path) = pair("credit-reconnect");
     wait_until("grants", || {
         a.link.credits()[0] == FULL && b.link.credits()[0] == FULL
@@ -78,9 +78,9 @@ fn a_new_connection_starts_from_a_fresh_grant() {
 /// consumer): the receive buffers stay held until the test drops them.
 fn start_holding(
     endpoint: LinkEndpoint,
-    local: crate::link::LocalPort,
+    local: crate::LocalPort,
     credits: u16,
-) -> (Link, std::sync::mpsc::Receiver<crate::link::LinkRx>) {
+) -> (Link, std::sync::mpsc::Receiver<crate::LinkRx>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let config = LinkConfig {
         flow_control: Some(FlowControl {
@@ -97,8 +97,8 @@ fn start_holding(
 }
 
 /// Takes the batches the sink got so far; panics on a `Down`.
-fn held_batches(rx: &std::sync::mpsc::Receiver<crate::link::LinkRx>) -> Vec<PacketBatch> {
-    use crate::link::LinkRx;
+fn held_batches(rx: &std::sync::mpsc::Receiver<crate::LinkRx>) -> Vec<PacketBatch> {
+    use crate::LinkRx;
     rx.try_iter()
         .filter_map(|ev| match ev {
             LinkRx::Packets(b) => Some(b),

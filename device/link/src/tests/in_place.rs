@@ -3,7 +3,7 @@
 //! build sends nothing, and nothing is built past what must go first.
 
 use super::*;
-use crate::link::FaultPlan;
+use crate::FaultPlan;
 use ibtca_protocol::encoded;
 
 /// Builds a copy of `packet` in place, if the link can take it so now.
@@ -114,7 +114,7 @@ const FRAME_4K_BODY: usize = 4096 - ibtca_protocol::link::FRAME_HEADER_LEN;
 
 #[test]
 fn a_sleeping_reader_gets_a_burst_built_in_place_when_it_ends_or_grows_long() {
-    use crate::link::pipe::{IN_PLACE_BATCH, WAKE_BATCH};
+    use crate::pipe::{IN_PLACE_BATCH, WAKE_BATCH};
     let (a, b, _) = pair("in-place-wake");
     let packet = |i| sized(i, FRAME_4K_BODY);
     first_in_place(&a.link, &packet(0));

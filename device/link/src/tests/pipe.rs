@@ -12,7 +12,7 @@ use std::time::Duration;
 use ibtca_protocol::link::{Frame, FRAME_HEADER_LEN};
 
 use super::{bounded, PATIENCE};
-use crate::link::pipe::{self, RingRx, RxPipe, TxPipe};
+use crate::pipe::{self, RingRx, RxPipe, TxPipe};
 
 /// A ring offered on one end of a socket pair and accepted on the other
 /// (the files read off the socket as a session reads them).
@@ -21,7 +21,7 @@ fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, UnixStream, UnixStream) {
     theirs.set_read_timeout(Some(PATIENCE)).unwrap();
     let tx = pipe::offer(&ours, capacity).unwrap();
     let (capacity, fds) = read_offer(&theirs);
-    let rx = pipe::accept(capacity, fds, crate::link::RX_SPIN).unwrap();
+    let rx = pipe::accept(capacity, fds, crate::RX_SPIN).unwrap();
     (Arc::new(tx), rx, ours, theirs)
 }
 
@@ -147,7 +147,7 @@ fn offers_with_the_wrong_files_are_refused() {
         // The peer's fault, every one of them, but for a mapping this
         // process cannot make.
         let accept = |capacity, fds: Vec<OwnedFd>| -> String {
-            match pipe::accept(capacity, fds, crate::link::RX_SPIN) {
+            match pipe::accept(capacity, fds, crate::RX_SPIN) {
                 Ok(_) => panic!("accepted"),
                 Err(pipe::AcceptError::Peer(e)) => e,
                 Err(pipe::AcceptError::Local(e)) => format!("local: {e}"),

@@ -1,7 +1,9 @@
-//! The link layer: a port of this device joined to a port of another ibtca
-//! device by a Unix socket that tunnels IB packets.
+//! `ibtca-link`, the link layer that ibtca devices and switches share: a
+//! port joined to a port of another ibtca device or switch by a Unix socket
+//! that tunnels IB packets. It knows nothing of either (`ibtca-device`
+//! re-exports it as `ibtca_device::link`).
 //!
-//! The framing is [`ibtca_protocol::link`]; this module runs it:
+//! The framing is [`ibtca_protocol::link`]; this crate runs it:
 //!
 //! - [`LinkEndpoint`] (`endpoint.rs`): `listen:PATH` or `connect:PATH`.
 //! - [`Link`] (`port.rs`, `session/`; `shared.rs` what their threads
@@ -88,10 +90,15 @@
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
 //! and retries. A link joins exactly two ports (a switch has one link per
-//! port, `crate::switch`).
+//! port, `ibtca_device::switch`).
+//!
+//! [`memfd`] makes the anonymous shared-memory files of the rings (and of
+//! the device's DRDMA packet memory).
 //!
 //! [`LINK_PROTOCOL_VERSION`]: ibtca_protocol::link::LINK_PROTOCOL_VERSION
 //! [`FEATURE_SHARED_RING`]: ibtca_protocol::link::FEATURE_SHARED_RING
+
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,6 +107,7 @@ use ibtca_protocol::packet::ReceivedCrcs;
 
 mod endpoint;
 mod fault;
+pub mod memfd;
 mod pipe;
 mod port;
 mod queue;

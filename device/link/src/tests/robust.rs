@@ -9,7 +9,7 @@ use ibtca_protocol::link::{
 };
 
 use super::*;
-use crate::link::{LinkError, MAX_BODY};
+use crate::{LinkError, MAX_BODY};
 
 /// Connects a raw client and reads the link's Hello.
 pub(super) fn raw_client(path: &std::path::Path) -> UnixStream {

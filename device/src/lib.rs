@@ -12,7 +12,6 @@ pub mod client_fd;
 pub mod dma;
 pub mod drdma;
 pub mod engine;
-pub mod fabric;
 pub mod fault_guard;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
+use ibtca_fabric::state::State;
 use ibtca_tests::capture::{self, tshark};
 use ibtca_tests::launcher::{alive, config, fabric, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;

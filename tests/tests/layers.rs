@@ -25,11 +25,12 @@ use std::path::{Path, PathBuf};
 /// `device/src`'s top-level modules by layer, lowest first. A module may
 /// use the modules of its own layer and of the layers below it, never one
 /// above: the vfio-user server knows nothing of the device it serves, the
-/// device core nothing of the switch or the launcher that run it, and so
-/// on. Each module sits as low as what it uses allows. Below them all are
-/// the crates `ibtca-protocol` and `ibtca-link` (the link layer, which
-/// `device/src` re-exports as `link` with its `memfd`): they cannot use the
-/// device at all.
+/// device core nothing of the switch that runs it, and so on. Each module
+/// sits as low as what it uses allows. Below them all are the crates
+/// `ibtca-protocol` and `ibtca-link` (the link layer, which `device/src`
+/// re-exports as `link` with its `memfd`), above them the launcher
+/// `ibtca-fabric`: crates that cannot use the device, or that it cannot
+/// use.
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     (
         "helpers",
@@ -45,7 +46,6 @@ const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     ("PCI function", &["bar0", "tca"]),
     ("one device", &["instance"]),
     ("switch", &["switch"]),
-    ("launcher", &["fabric"]),
 ];
 
 /// Most lines of non-test code in one source file (blank and comment
@@ -89,6 +89,14 @@ fn roots() -> Vec<(String, PathBuf)> {
             ws.join("device/src/main.rs"),
         ),
         ("ibtca-link".to_string(), ws.join("device/link/src/lib.rs")),
+        (
+            "ibtca-fabric".to_string(),
+            ws.join("device/fabric/src/lib.rs"),
+        ),
+        (
+            "ibtca-fabric bin".to_string(),
+            ws.join("device/fabric/src/main.rs"),
+        ),
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];

@@ -1,5 +1,8 @@
-//! Fabrics from a topology file: device instances, switches and the links
-//! between them, brought up and down as processes by `ibtca-fabric`.
+//! `ibtca-fabric`, the launcher: fabrics from a topology file (device
+//! instances, switches and the links between them, and guests) brought up
+//! and down as processes. It reads the JSON topology (serde) and starts
+//! and stops the processes; the device and the switch it runs know
+//! nothing of it.
 //!
 //! - [`topology`]: the JSON file's types (serde).
 //! - [`plan`]: every check of a file (all before anything starts), socket
@@ -8,6 +11,8 @@
 //!   stop them again; [`state`]: the run directory's record of processes.
 //! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
 //!   through `scripts/run-vm.sh` (`up --guests`).
+
+#![deny(missing_docs)]
 
 pub mod guests;
 pub mod launch;

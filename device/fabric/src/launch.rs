@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::switch::spec::format_faults;
-use crate::vl_config::{format_list, VlConfig};
+use ibtca_device::switch::spec::format_faults;
+use ibtca_device::vl_config::{format_list, VlConfig};
 
 use super::guests::{self, GuestPlan};
 use super::plan::{NodePlan, Plan, SwitchPlan};

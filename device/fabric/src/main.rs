@@ -15,10 +15,10 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
-use ibtca_device::fabric::state::State;
-use ibtca_device::fabric::{self, launch, qemu, End, Plan};
 use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_fabric::state::State;
+use ibtca_fabric::{self as fabric, launch, qemu, End, Plan};
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///

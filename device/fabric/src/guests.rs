@@ -369,7 +369,7 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fabric::{parse, plan};
+    use crate::{parse, plan};
 
     const TOPO: &str = r#"{
       "nodes": [ { "name": "a", "lid": 1, "guest": { "append": "ibtca.role=server", "mem": "256M", "cpus": "0", "nice": 19 } },

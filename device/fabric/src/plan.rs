@@ -6,11 +6,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use crate::link::{FaultRates, LinkEndpoint};
-use crate::sched::CpuList;
-use crate::switch::MAX_UNICAST_LID;
+use ibtca_device::sched::CpuList;
+use ibtca_device::switch::MAX_UNICAST_LID;
+use ibtca_link::{FaultRates, LinkEndpoint};
 
-use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
+use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::topology::{FaultSpec, Topology, VlSpec};
 
@@ -382,7 +382,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             vl: vl_config(&n.name, n.vl.as_ref())?,
             cpus: parse_cpus(&n.name, n.cpus.as_deref())?,
             realtime: match n.realtime {
-                Some(p) if !crate::sched::REALTIME_PRIORITIES.contains(&p) => {
+                Some(p) if !ibtca_device::sched::REALTIME_PRIORITIES.contains(&p) => {
                     return Err(TopologyError::BadRealtime {
                         node: n.name.clone(),
                         priority: p,

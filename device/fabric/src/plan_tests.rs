@@ -211,7 +211,7 @@ fn routes_over_three_switches_in_a_line() {
 
 #[test]
 fn the_shipped_examples_are_valid() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qemu-configs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../qemu-configs");
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let f = entry.unwrap().path();
@@ -237,7 +237,7 @@ fn vl_settings_are_checked_and_reach_the_launcher() {
     );
     let p = plan(&topo(&json), Path::new("/tmp/r")).unwrap();
     assert_eq!(p.nodes[0].vl.weights, vec![4, 1]);
-    assert_eq!(p.nodes[1].vl, crate::vl_config::VlConfig::default());
+    assert_eq!(p.nodes[1].vl, ibtca_device::vl_config::VlConfig::default());
     let sw = &p.switches[0];
     let port1 = sw.ports[0].as_ref().unwrap();
     assert_eq!(

@@ -1,5 +1,5 @@
 //! What the verbs benches stand on: two device instances in this process
-//! on a link with a simulated guest each ([`verbs_pair`]), how a guest
+//! on a link with a simulated guest each ([`verbs_pair()`]), how a guest
 //! waits for completions, and the loop that keeps a sender's queue full
 //! ([`keep_busy`]).
 

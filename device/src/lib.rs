@@ -12,14 +12,11 @@ pub mod client_fd;
 pub mod dma;
 pub mod drdma;
 pub mod engine;
-pub mod fabric;
 pub mod fault_guard;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;
 pub mod instance;
-pub mod link;
 pub mod logging;
-pub mod memfd;
 pub mod pci;
 pub mod ratelimit;
 pub mod regs;
@@ -30,3 +27,10 @@ pub mod transport;
 pub mod verbs;
 pub mod vfio_user;
 pub mod vl_config;
+
+/// The link layer (the `ibtca-link` crate), which devices and switches
+/// share.
+pub use ibtca_link as link;
+/// Anonymous shared-memory files (`ibtca-link`'s, for the link's rings and
+/// the DRDMA packet memory).
+pub use ibtca_link::memfd;

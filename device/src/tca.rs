@@ -22,6 +22,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use vfio_bindings::bindings::vfio;
 use vmm_sys_util::eventfd::EventFd;
 
 use crate::bar0::{Bar0, Bar0Context, PortIdentity, WriteEffect};
@@ -36,15 +37,15 @@ use crate::vfio_user::wire::{self, DeviceInfo, IrqInfo, RegionInfo, SetIrqs};
 use crate::vfio_user::{Backend, Errno, RegionMmap};
 
 /// vfio PCI region index of the configuration space.
-pub const CONFIG_REGION: u32 = 7;
+pub const CONFIG_REGION: u32 = vfio::VFIO_PCI_CONFIG_REGION_INDEX;
 /// Number of vfio regions (BAR0-5, ROM, config, VGA).
-pub const NUM_REGIONS: u32 = 9;
+pub const NUM_REGIONS: u32 = vfio::VFIO_PCI_NUM_REGIONS;
 /// vfio PCI IRQ index of MSI-X.
-pub const MSIX_IRQ_INDEX: u32 = 2;
+pub const MSIX_IRQ_INDEX: u32 = vfio::VFIO_PCI_MSIX_IRQ_INDEX;
 /// vfio PCI IRQ index of the error interrupt.
-pub const ERR_IRQ_INDEX: u32 = 3;
+pub const ERR_IRQ_INDEX: u32 = vfio::VFIO_PCI_ERR_IRQ_INDEX;
 /// Number of IRQ indexes (INTx, MSI, MSI-X, ERR, REQ).
-pub const NUM_IRQS: u32 = 5;
+pub const NUM_IRQS: u32 = vfio::VFIO_PCI_NUM_IRQS;
 
 impl From<PciError> for Errno {
     fn from(e: PciError) -> Self {

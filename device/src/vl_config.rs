@@ -9,6 +9,8 @@
 //! first (`0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15`); weights are comma-separated
 //! packets per turn, VL0 first (`4,1`).
 
+use ibtca_protocol::encoded;
+
 use crate::link::{FlowControl, VL15};
 
 /// SL → VL table entries.
@@ -162,13 +164,13 @@ impl VlConfig {
 /// a fresh VCRC when the VL changes (the VL is a variant field: the ICRC
 /// does not cover it).
 pub fn remap(cfg: &VlConfig, packet: &mut [u8]) {
-    let (Some(&b0), Some(&b1)) = (packet.first(), packet.get(1)) else {
+    let (Some(old), Some(sl)) = (encoded::vl(packet), encoded::sl(packet)) else {
         return;
     };
-    let vl = cfg.vl(b1 >> 4);
-    if b0 >> 4 != vl {
-        crate::switch::set_vl(packet, vl);
-        crate::switch::restamp_vcrc(packet);
+    let vl = cfg.vl(sl);
+    if old != vl {
+        encoded::set_vl(packet, vl);
+        encoded::restamp_vcrc(packet);
     }
 }
 
@@ -240,7 +242,7 @@ mod tests {
             weights: vec![1, 1, 1, 1],
         };
         remap(&cfg, &mut bytes);
-        assert_eq!(crate::link::packet_vl(&bytes), 3);
-        assert_eq!(crate::switch::check(&bytes), Ok(2), "VCRC and ICRC hold");
+        let view = ibtca_protocol::PacketView::parse(&bytes).expect("VCRC and ICRC hold");
+        assert_eq!((view.lrh.vl, view.lrh.sl, view.lrh.dlid), (3, 1, 2));
     }
 }

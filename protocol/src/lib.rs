@@ -9,6 +9,8 @@
 //! - [`crc`]: ICRC and VCRC, with the masking and parameters documented.
 //! - [`packet`]: whole packets: [`Packet::build`] and zero-copy
 //!   [`PacketView::parse`].
+//! - [`encoded`]: fields of an encoded packet read or changed in place,
+//!   without a parse (VL, SL, DLID, opcode, QP, PSN, AETH, VCRC).
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
 //! - `fuzz_targets` (tests and the `fuzzing` feature only): the bodies of
@@ -17,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod crc;
+pub mod encoded;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;

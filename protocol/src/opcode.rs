@@ -6,8 +6,6 @@
 //! (in wire order), whether payload follows, where the packet sits in its
 //! message, and whether it is a request or a response.
 
-use crate::error::ParseError;
-
 /// An extended transport header that may follow the BTH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExtHeader {
@@ -271,7 +269,11 @@ const TABLE: [OpcodeInfo; 25] = [
 ];
 
 impl Opcode {
-    /// The opcode with BTH value `code`, if ibtca knows it.
+    /// The opcode with BTH value `code`, if ibtca knows it (`TryFrom<u8>`,
+    /// which fails with [`ParseError::UnknownOpcode`], is the BTH parser's:
+    /// `headers/bth.rs`).
+    ///
+    /// [`ParseError::UnknownOpcode`]: crate::ParseError::UnknownOpcode
     pub fn from_u8(code: u8) -> Option<Opcode> {
         let i = INDEX.get(usize::from(code))?;
         OPCODES.get(usize::from(*i)).map(|info| info.opcode)
@@ -290,14 +292,6 @@ impl Opcode {
             .get(self as usize)
             .and_then(|i| OPCODES.get(usize::from(*i)))
             .unwrap_or(&OPCODES[0])
-    }
-}
-
-impl TryFrom<u8> for Opcode {
-    type Error = ParseError;
-
-    fn try_from(code: u8) -> Result<Self, Self::Error> {
-        Opcode::from_u8(code).ok_or(ParseError::UnknownOpcode(code))
     }
 }
 
@@ -325,7 +319,7 @@ mod tests {
         assert_eq!(Opcode::RcFetchAdd.code(), 0x14);
         assert_eq!(Opcode::RcSendOnlyInv.code(), 0x17);
         assert_eq!(Opcode::UdSendOnlyImm.code(), 0x65);
-        assert_eq!(Opcode::try_from(0x15), Err(ParseError::UnknownOpcode(0x15)));
+        assert_eq!(Opcode::from_u8(0x15), None);
         assert_eq!(Opcode::from_u8(0x20), None); // UC is not supported
     }
 

@@ -4,6 +4,7 @@
 mod common;
 
 use common::reseal;
+use ibtca_protocol::encoded;
 use ibtca_protocol::headers::{
     Aeth, AtomicAckEth, AtomicEth, Bth, Deth, ExtHeaders, Grh, Ieth, ImmDt, Lrh, Reth,
 };
@@ -196,6 +197,32 @@ proptest! {
         let mut long = bytes.clone();
         long.extend_from_slice(&extra);
         prop_assert!(PacketView::parse(&long).is_err());
+    }
+
+    #[test]
+    fn in_place_reads_agree_with_the_parser(p in arb_packet()) {
+        let bytes = p.build().unwrap();
+        let view = PacketView::parse(&bytes).unwrap();
+        prop_assert_eq!(encoded::lnh(&bytes), Some(view.lrh.lnh));
+        prop_assert_eq!(encoded::dlid(&bytes), Some(view.lrh.dlid));
+        prop_assert_eq!(encoded::opcode(&bytes), Some(view.bth.opcode));
+        prop_assert_eq!(encoded::dest_qp(&bytes), Some(view.bth.dest_qp));
+        prop_assert_eq!(encoded::psn(&bytes), Some(view.bth.psn));
+        prop_assert_eq!(encoded::aeth(&bytes), view.ext.aeth);
+    }
+
+    #[test]
+    fn an_edited_vl_still_parses_and_its_vcrc_checks(p in arb_packet(), vl in 0u8..16) {
+        let mut bytes = p.build().unwrap();
+        prop_assert_eq!((encoded::vl(&bytes), encoded::sl(&bytes)), (Some(p.lrh.vl), Some(p.lrh.sl)));
+        encoded::set_vl(&mut bytes, vl);
+        encoded::restamp_vcrc(&mut bytes);
+        prop_assert!(encoded::vcrc_ok(&bytes));
+        let view = PacketView::parse(&bytes).unwrap();
+        prop_assert_eq!(encoded::vl(&bytes), Some(vl));
+        let mut expected = p.clone();
+        expected.lrh.vl = vl;
+        prop_assert_eq!(view.to_packet(), expected, "nothing but the VL changed");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
+use ibtca_fabric::state::State;
 use ibtca_tests::capture::{self, tshark};
 use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;
@@ -517,7 +517,7 @@ fn restart_boots_the_nodes_guest_again() {
     };
     let (device0, guest0) = (pid("b"), pid("b (guest)"));
     booted(guest0);
-    let under = ibtca_device::fabric::guests::descendants(guest0);
+    let under = ibtca_fabric::guests::descendants(guest0);
     assert!(!under.is_empty(), "the stand-in's sleep");
 
     let out = fab(&["restart", "--run-dir", &run_s, "b", "--kill"]);

@@ -452,7 +452,7 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
     for (port, rx, heavy) in [(2, &mut favours_vl1, 1u8), (3, &mut favours_vl0, 0)] {
         rx.grant_both(N);
         let vls: Vec<u8> = (0..2 * N)
-            .map(|_| ibtca_device::link::packet_vl(&rx.packet()))
+            .map(|_| ibtca_protocol::encoded::vl(&rx.packet()).unwrap_or(0))
             .collect();
         let first10 = vls[..10].iter().filter(|v| **v == heavy).count();
         assert!(

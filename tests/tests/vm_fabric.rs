@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ibtca_device::fabric::state::State;
+use ibtca_fabric::state::State;
 use ibtca_tests::capture::{num, tshark, SL, VL};
 use ibtca_tests::launcher::{alive, config, fabric, text, Down};
 use ibtca_tests::vm::{VmStack, VERBS_CLIENT_CHECKS, VERBS_SERVER_CHECKS};
@@ -367,7 +367,7 @@ fn down_stops_running_guests_before_the_devices() {
     // The QEMU processes under each guest's run-vm.sh.
     let qemus: Vec<u32> = guests
         .iter()
-        .flat_map(|g| ibtca_device::fabric::guests::descendants(g.pid))
+        .flat_map(|g| ibtca_fabric::guests::descendants(g.pid))
         .filter(|pid| {
             std::fs::read_link(format!("/proc/{pid}/exe"))
                 .is_ok_and(|e| e.to_string_lossy().contains("qemu-system"))

@@ -36,13 +36,13 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::link::{
-    packet_vl, FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort,
-};
+use ibtca_protocol::encoded;
+
+use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
 
 pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
-pub use forward::{check, restamp_vcrc, set_vl};
+pub use forward::check;
 pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
 pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
@@ -405,7 +405,7 @@ impl Core {
             c.record(Direction::Rx, &packet);
         }
         // The input buffer this packet holds, freed when it leaves.
-        let in_vl = packet_vl(&packet);
+        let in_vl = encoded::vl(&packet).unwrap_or(0);
         let free_input = || self.return_credit(in_port, in_vl, None);
         let dlid = match forward::check(&packet) {
             Ok(dlid) => dlid,
@@ -427,10 +427,10 @@ impl Core {
             free_input();
             return;
         };
-        let sl = packet.get(1).map_or(0, |b| b >> 4);
+        let sl = encoded::sl(&packet).unwrap_or(0);
         let vl = out_slot.config.vl.vl(sl);
-        forward::set_vl(&mut packet, vl);
-        forward::restamp_vcrc(&mut packet);
+        encoded::set_vl(&mut packet, vl);
+        encoded::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);
         if !out_slot.delay.delay().is_zero() {
             if let Err((_, tag)) = out_slot.delay.push((packet, tag)) {

@@ -1,6 +1,10 @@
 //! vfio-user message layouts (QEMU `docs/interop/vfio-user.rst`), parsed
 //! from and encoded to little-endian bytes with exact length checks. No
 //! `unsafe`, no panics on any input: a payload of the wrong size is an error.
+//! Flags that vfio-user takes from VFIO (`linux/vfio.h`) are the
+//! `vfio-bindings` crate's.
+
+use vfio_bindings::bindings::vfio;
 
 use super::Errno;
 
@@ -217,13 +221,13 @@ pub struct DmaMap {
 }
 
 /// DMA_MAP flag: the device may read.
-pub const DMA_MAP_FLAG_READ: u32 = 1;
+pub const DMA_MAP_FLAG_READ: u32 = vfio::VFIO_DMA_MAP_FLAG_READ;
 /// DMA_MAP flag: the device may write.
-pub const DMA_MAP_FLAG_WRITE: u32 = 2;
+pub const DMA_MAP_FLAG_WRITE: u32 = vfio::VFIO_DMA_MAP_FLAG_WRITE;
 /// DMA_UNMAP flag: dirty bitmap requested (unsupported).
-pub const DMA_UNMAP_FLAG_GET_DIRTY_BITMAP: u32 = 1;
+pub const DMA_UNMAP_FLAG_GET_DIRTY_BITMAP: u32 = vfio::VFIO_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP;
 /// DMA_UNMAP flag: unmap everything.
-pub const DMA_UNMAP_FLAG_ALL: u32 = 2;
+pub const DMA_UNMAP_FLAG_ALL: u32 = vfio::VFIO_DMA_UNMAP_FLAG_ALL;
 
 impl DmaMap {
     /// Size of the payload.
@@ -308,9 +312,9 @@ pub struct DeviceInfo {
 }
 
 /// VFIO_DEVICE_FLAGS_RESET.
-pub const DEVICE_FLAGS_RESET: u32 = 1;
+pub const DEVICE_FLAGS_RESET: u32 = vfio::VFIO_DEVICE_FLAGS_RESET;
 /// VFIO_DEVICE_FLAGS_PCI.
-pub const DEVICE_FLAGS_PCI: u32 = 2;
+pub const DEVICE_FLAGS_PCI: u32 = vfio::VFIO_DEVICE_FLAGS_PCI;
 
 impl DeviceInfo {
     /// Size of the payload.
@@ -363,15 +367,16 @@ pub struct RegionInfo {
 }
 
 /// Region flag: readable.
-pub const REGION_FLAG_READ: u32 = 1;
+pub const REGION_FLAG_READ: u32 = vfio::VFIO_REGION_INFO_FLAG_READ;
 /// Region flag: writable.
-pub const REGION_FLAG_WRITE: u32 = 2;
+pub const REGION_FLAG_WRITE: u32 = vfio::VFIO_REGION_INFO_FLAG_WRITE;
 /// Region flag: can be mmapped.
-pub const REGION_FLAG_MMAP: u32 = 4;
+pub const REGION_FLAG_MMAP: u32 = vfio::VFIO_REGION_INFO_FLAG_MMAP;
 /// Region flag: capabilities follow.
-pub const REGION_FLAG_CAPS: u32 = 8;
-/// Region capability id: sparse mmap areas (`VFIO_REGION_INFO_CAP_SPARSE_MMAP`).
-pub const REGION_CAP_SPARSE_MMAP: u16 = 1;
+pub const REGION_FLAG_CAPS: u32 = vfio::VFIO_REGION_INFO_FLAG_CAPS;
+/// Region capability id: sparse mmap areas (`VFIO_REGION_INFO_CAP_SPARSE_MMAP`;
+/// 16 bits in the capability header).
+pub const REGION_CAP_SPARSE_MMAP: u16 = vfio::VFIO_REGION_INFO_CAP_SPARSE_MMAP as u16;
 
 /// Encodes a sparse-mmap capability (`struct vfio_region_info_cap_sparse_mmap`,
 /// the last in its chain) listing `areas` as (offset, size) in the region.
@@ -432,11 +437,11 @@ pub struct IrqInfo {
 }
 
 /// IRQ info flag: eventfds can signal it.
-pub const IRQ_INFO_EVENTFD: u32 = 1;
+pub const IRQ_INFO_EVENTFD: u32 = vfio::VFIO_IRQ_INFO_EVENTFD;
 /// IRQ info flag: maskable.
-pub const IRQ_INFO_MASKABLE: u32 = 2;
+pub const IRQ_INFO_MASKABLE: u32 = vfio::VFIO_IRQ_INFO_MASKABLE;
 /// IRQ info flag: the count cannot change while enabled.
-pub const IRQ_INFO_NORESIZE: u32 = 8;
+pub const IRQ_INFO_NORESIZE: u32 = vfio::VFIO_IRQ_INFO_NORESIZE;
 
 impl IrqInfo {
     /// Size of the struct.
@@ -487,17 +492,17 @@ pub struct SetIrqs {
 }
 
 /// SET_IRQS: no data.
-pub const IRQ_SET_DATA_NONE: u32 = 1 << 0;
+pub const IRQ_SET_DATA_NONE: u32 = vfio::VFIO_IRQ_SET_DATA_NONE;
 /// SET_IRQS: one bool byte per vector follows.
-pub const IRQ_SET_DATA_BOOL: u32 = 1 << 1;
+pub const IRQ_SET_DATA_BOOL: u32 = vfio::VFIO_IRQ_SET_DATA_BOOL;
 /// SET_IRQS: eventfds arrive as SCM_RIGHTS.
-pub const IRQ_SET_DATA_EVENTFD: u32 = 1 << 2;
+pub const IRQ_SET_DATA_EVENTFD: u32 = vfio::VFIO_IRQ_SET_DATA_EVENTFD;
 /// SET_IRQS: mask.
-pub const IRQ_SET_ACTION_MASK: u32 = 1 << 3;
+pub const IRQ_SET_ACTION_MASK: u32 = vfio::VFIO_IRQ_SET_ACTION_MASK;
 /// SET_IRQS: unmask.
-pub const IRQ_SET_ACTION_UNMASK: u32 = 1 << 4;
+pub const IRQ_SET_ACTION_UNMASK: u32 = vfio::VFIO_IRQ_SET_ACTION_UNMASK;
 /// SET_IRQS: trigger / set eventfds.
-pub const IRQ_SET_ACTION_TRIGGER: u32 = 1 << 5;
+pub const IRQ_SET_ACTION_TRIGGER: u32 = vfio::VFIO_IRQ_SET_ACTION_TRIGGER;
 
 impl SetIrqs {
     /// Size of the fixed part.
@@ -572,6 +577,28 @@ impl RegionAccess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_from_vfio_have_the_values_of_the_vfio_user_spec() {
+        let dma = (DMA_MAP_FLAG_READ, DMA_MAP_FLAG_WRITE);
+        let unmap = (DMA_UNMAP_FLAG_GET_DIRTY_BITMAP, DMA_UNMAP_FLAG_ALL);
+        assert_eq!((dma, unmap), ((1, 2), (1, 2)));
+        assert_eq!((DEVICE_FLAGS_RESET, DEVICE_FLAGS_PCI), (1, 2));
+        let region = (REGION_FLAG_READ, REGION_FLAG_WRITE, REGION_FLAG_MMAP);
+        assert_eq!(
+            (region, REGION_FLAG_CAPS, REGION_CAP_SPARSE_MMAP),
+            ((1, 2, 4), 8, 1)
+        );
+        let irq = (IRQ_INFO_EVENTFD, IRQ_INFO_MASKABLE, IRQ_INFO_NORESIZE);
+        assert_eq!(irq, (1, 2, 8));
+        let data = (IRQ_SET_DATA_NONE, IRQ_SET_DATA_BOOL, IRQ_SET_DATA_EVENTFD);
+        let action = (
+            IRQ_SET_ACTION_MASK,
+            IRQ_SET_ACTION_UNMASK,
+            IRQ_SET_ACTION_TRIGGER,
+        );
+        assert_eq!((data, action), ((1, 2, 4), (8, 16, 32)));
+    }
 
     #[test]
     fn header_layout_matches_the_spec() {

@@ -1,6 +1,7 @@
-//! What the wide folding paths (`avx512`, `vpclmul256`) share: each CRC's
-//! folding constants, the lane a fold leaves for the scalar code, and the
-//! checked entry points ([`WidePath`]).
+//! What the wide folding paths (`avx512`, `vpclmul256`, the two widths of
+//! `wide`) share besides the fold itself: each CRC's folding constants, the
+//! lane a fold leaves for the scalar code, and the checked entry points
+//! ([`WidePath`]).
 //!
 //! The arithmetic is described in [`super::clmul`]: a lane moves `d` bits
 //! later by two 64×64 carry-less multiplies with x^(d+63) mod P and

@@ -64,11 +64,12 @@
 //! the tables at every length and alignment; `ibtca-bench crc` (the tests
 //! crate) measures them.
 //!
-//! The folding modules (`clmul`, `avx512`, `vpclmul256`, and `fold`'s
-//! checked entry points) are the crate's only `unsafe` code: SIMD
-//! intrinsics behind `#[target_feature]`, called only after the run-time
-//! check, reading memory only through slices whose bounds the safe code
-//! around them fixes (each block has a SAFETY comment).
+//! The folding modules (`clmul`, `wide` with its two register widths
+//! `avx512` and `vpclmul256`, and `fold`'s checked entry points) are the
+//! crate's only `unsafe` code: SIMD intrinsics that run inside
+//! `#[target_feature]` functions, called only after the run-time check,
+//! reading memory only through slices whose bounds the safe code around
+//! them fixes (each block has a SAFETY comment).
 
 /// Register of a reflected CRC-32 (Ethernet polynomial) in progress.
 ///
@@ -305,6 +306,8 @@ mod clmul;
 mod fold;
 #[cfg(target_arch = "x86_64")]
 mod vpclmul256;
+#[cfg(target_arch = "x86_64")]
+mod wide;
 #[cfg(target_arch = "x86_64")]
 use {avx512::Avx512, fold::WidePath, vpclmul256::Vpclmul256};
 

@@ -14,6 +14,16 @@ use crate::reader::Reader;
 /// Mask of a 24-bit QPN or PSN.
 pub const MASK_24: u32 = 0x00ff_ffff;
 
+/// The BTH opcode byte as an [`Opcode`]; an unknown one is
+/// [`ParseError::UnknownOpcode`].
+impl TryFrom<u8> for Opcode {
+    type Error = ParseError;
+
+    fn try_from(code: u8) -> Result<Self, Self::Error> {
+        Opcode::from_u8(code).ok_or(ParseError::UnknownOpcode(code))
+    }
+}
+
 /// Base Transport Header. Fields wider than their wire width are masked on
 /// write; reserved bits are written as zero and ignored on parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,6 +161,8 @@ mod tests {
         let mut bad = bytes;
         bad[0] = 0x15;
         assert_eq!(Bth::parse(&bad), Err(ParseError::UnknownOpcode(0x15)));
+        assert_eq!(Opcode::try_from(0x15), Err(ParseError::UnknownOpcode(0x15)));
+        assert_eq!(Opcode::try_from(0x04), Ok(Opcode::RcSendOnly));
         assert!(Bth::parse(&bytes[..11]).is_err());
     }
 }

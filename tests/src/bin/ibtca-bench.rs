@@ -170,6 +170,8 @@ enum Bench {
     Crc,
 }
 
+#[path = "../bench/cpu.rs"]
+mod cpu;
 #[path = "../bench/crc.rs"]
 mod crc;
 #[path = "../bench/drdma.rs"]
@@ -180,6 +182,8 @@ mod guests;
 mod link;
 #[path = "../bench/mmio.rs"]
 mod mmio;
+#[path = "../bench/rate.rs"]
+mod rate;
 #[path = "../bench/raw.rs"]
 mod raw;
 #[path = "../bench/switch.rs"]
@@ -188,11 +192,16 @@ mod switch;
 mod table;
 #[path = "../bench/verbs.rs"]
 mod verbs;
+#[path = "../bench/verbs_pair.rs"]
+mod verbs_pair;
 
+use cpu::*;
 use guests::*;
+use rate::*;
 use raw::*;
 use table::*;
 use verbs::*;
+use verbs_pair::*;
 
 fn parse_args() -> Result<Bench, String> {
     let mut args = std::env::args().skip(1);

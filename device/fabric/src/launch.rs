@@ -1,0 +1,617 @@
+//! Starting and stopping a fabric's processes: switches first, then
+//! devices, each a child process of the built binaries with its log in the
+//! run directory; then waiting until every linked port is up.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ibtca_device::switch::spec::format_faults;
+use ibtca_device::vl_config::{format_list, VlConfig};
+
+use super::guests::{self, GuestPlan};
+use super::plan::{NodePlan, Plan, SwitchPlan};
+use super::state::{Started, State};
+
+/// Switch binary name.
+pub const SWITCH_EXE: &str = "ibtca-switch";
+/// Device binary name.
+pub const DEVICE_EXE: &str = "ibtca-device";
+
+/// Why bringing a fabric up or down failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The run directory already has a running fabric.
+    #[error("{0} already holds a running fabric; run `ibtca-fabric down` first")]
+    AlreadyUp(PathBuf),
+    /// A binary is missing next to the launcher.
+    #[error("{0} not found (build the workspace's binaries)")]
+    MissingBinary(PathBuf),
+    /// A process exited while the fabric came up.
+    #[error("{name} exited during start-up ({status}); last log lines:\n{log}")]
+    Exited {
+        /// Node or switch.
+        name: String,
+        /// Its exit status.
+        status: String,
+        /// The end of its log.
+        log: String,
+    },
+    /// Ports still down at the deadline.
+    #[error("ports not up after {timeout:?}: {ports}")]
+    Timeout {
+        /// The timeout.
+        timeout: Duration,
+        /// Which ports.
+        ports: String,
+    },
+    /// No fabric runs in the run directory.
+    #[error("no fabric is up in {0}")]
+    NotUp(PathBuf),
+    /// A name that is no node of the running fabric, or a node without
+    /// the process asked for.
+    #[error("{0}")]
+    NoSuchNode(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+/// The status file a switch keeps in the run directory.
+pub fn switch_status_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.status.json"))
+}
+
+/// The control socket a switch serves in the run directory.
+pub fn switch_control_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.control"))
+}
+
+fn log_path(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join(format!("{name}.log"))
+}
+
+/// The `ibtca-switch` arguments for `sw`.
+pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
+    let mut args = vec![
+        "--name".to_owned(),
+        sw.name.clone(),
+        "--guid".to_owned(),
+        format!("{:#x}", sw.guid),
+        "--status-file".to_owned(),
+        switch_status_path(run_dir, &sw.name).display().to_string(),
+        "--control".to_owned(),
+        switch_control_path(run_dir, &sw.name).display().to_string(),
+    ];
+    if let Some(kib) = sw.link_ring_kib {
+        args.push(format!("--link-ring-kib={kib}"));
+    }
+    for (i, port) in sw.ports.iter().enumerate() {
+        let p = i + 1;
+        match port {
+            Some(pp) => {
+                args.push(format!("--port={}", pp.endpoint));
+                if let Some(r) = &pp.faults {
+                    args.push(format!("--faults={p}={}", format_faults(r)));
+                }
+                if let Some(c) = &pp.capture {
+                    args.push(format!("--capture={p}={}", c.display()));
+                }
+                if pp.delay_us > 0 {
+                    args.push(format!("--delay={p}={}", pp.delay_us));
+                }
+                if pp.vl != VlConfig::default() {
+                    args.push(format!("--sl2vl={p}={}", format_list(&pp.vl.sl2vl)));
+                    args.push(format!("--vl-weights={p}={}", format_list(&pp.vl.weights)));
+                }
+            }
+            // An unlinked port still exists: it listens on a socket nobody
+            // connects to, so port numbers stay as in the file.
+            None => args.push(format!(
+                "--port=listen:{}",
+                run_dir
+                    .join("links")
+                    .join(format!("{}-p{p}.unused", sw.name))
+                    .display()
+            )),
+        }
+    }
+    for (lid, port) in &sw.routes {
+        args.push(format!("--route={lid}={port}"));
+    }
+    args
+}
+
+/// A process being started, with its handle for early-exit checks.
+struct Running {
+    started: Started,
+    child: Child,
+}
+
+fn spawn(
+    bin_dir: &Path,
+    exe: &str,
+    name: &str,
+    args: &[String],
+    run_dir: &Path,
+) -> Result<Running, LaunchError> {
+    let bin = bin_dir.join(exe);
+    if !bin.exists() {
+        return Err(LaunchError::MissingBinary(bin));
+    }
+    let log = log_path(run_dir, name);
+    let file = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+    let child = Command::new(&bin)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(io_err(format!("starting {}", bin.display())))?;
+    tracing::info!(name, pid = child.id(), "{exe} started");
+    Ok(Running {
+        started: Started {
+            name: name.to_owned(),
+            exe: exe.to_owned(),
+            pid: child.id(),
+            log,
+            guest: false,
+            args: Vec::new(),
+            console: None,
+        },
+        child,
+    })
+}
+
+/// Starts every switch, then every device, waits until every linked port
+/// is up, and records the processes in the run directory's state file. On
+/// any failure, what was started is stopped again.
+pub fn up(
+    plan: &Plan,
+    topology: &Path,
+    run_dir: &Path,
+    bin_dir: &Path,
+    timeout: Duration,
+) -> Result<State, LaunchError> {
+    if let Some(old) = State::load(run_dir).map_err(io_err("reading the state file"))? {
+        if old.processes.iter().any(is_ours) {
+            return Err(LaunchError::AlreadyUp(run_dir.to_path_buf()));
+        }
+    }
+    fs::create_dir_all(run_dir.join("links"))
+        .map_err(io_err(format!("creating {}", run_dir.display())))?;
+    let mut running: Vec<Running> = Vec::new();
+    let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
+    let state = State {
+        topology: topology.to_path_buf(),
+        processes: running.iter().map(|r| r.started.clone()).collect(),
+    };
+    match result {
+        Ok(()) => {
+            state
+                .save(run_dir)
+                .map_err(io_err("writing the state file"))?;
+            Ok(state)
+        }
+        Err(e) => {
+            stop_all(&state.processes, Duration::from_secs(5));
+            for mut r in running {
+                let _ = r.child.wait();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The `ibtca-device` arguments of node `n`.
+pub fn device_args(n: &NodePlan) -> Vec<String> {
+    let mut args = vec![
+        "--socket".to_owned(),
+        n.socket.display().to_string(),
+        "--lid".to_owned(),
+        n.lid.to_string(),
+        "--guid".to_owned(),
+        format!("{:#x}", n.guid),
+    ];
+    if let Some(ep) = &n.link {
+        args.push(format!("--link={ep}"));
+    }
+    if n.vl != VlConfig::default() {
+        args.push(format!("--sl2vl={}", format_list(&n.vl.sl2vl)));
+        args.push(format!("--vl-weights={}", format_list(&n.vl.weights)));
+    }
+    if let Some(cpus) = &n.cpus {
+        args.push(format!("--cpus={cpus}"));
+    }
+    if let Some(prio) = n.realtime {
+        args.push(format!("--realtime={prio}"));
+    }
+    if n.sched_batch {
+        args.push("--sched-batch".to_owned());
+    }
+    if let Some(kib) = n.link_ring_kib {
+        args.push(format!("--link-ring-kib={kib}"));
+    }
+    args
+}
+
+fn start_all(
+    plan: &Plan,
+    run_dir: &Path,
+    bin_dir: &Path,
+    timeout: Duration,
+    running: &mut Vec<Running>,
+) -> Result<(), LaunchError> {
+    for sw in &plan.switches {
+        let _ = fs::remove_file(switch_status_path(run_dir, &sw.name));
+        let args = switch_args(sw, run_dir);
+        running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
+    }
+    for n in &plan.nodes {
+        let args = device_args(n);
+        running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
+    }
+    wait_up(plan, run_dir, timeout, running)
+}
+
+/// Ports of `plan` not up yet, as "name[:port]".
+fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
+    let mut down = Vec::new();
+    for sw in &plan.switches {
+        let status: Option<serde_json::Value> =
+            fs::read_to_string(switch_status_path(run_dir, &sw.name))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+        for (i, port) in sw.ports.iter().enumerate() {
+            if port.is_none() {
+                continue;
+            }
+            let up = status
+                .as_ref()
+                .and_then(|s| s.get("ports")?.get(i)?.get("up")?.as_bool())
+                .unwrap_or(false);
+            if !up {
+                down.push(format!("{}:{}", sw.name, i + 1));
+            }
+        }
+    }
+    for n in &plan.nodes {
+        let log = fs::read_to_string(log_path(run_dir, &n.name)).unwrap_or_default();
+        let ready = log.contains("device ready");
+        let linked = n.link.is_none() || log.contains("link up");
+        if !ready || !linked {
+            down.push(n.name.clone());
+        }
+    }
+    down
+}
+
+fn wait_up(
+    plan: &Plan,
+    run_dir: &Path,
+    timeout: Duration,
+    running: &mut [Running],
+) -> Result<(), LaunchError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        for r in running.iter_mut() {
+            if let Ok(Some(status)) = r.child.try_wait() {
+                return Err(LaunchError::Exited {
+                    name: r.started.name.clone(),
+                    status: status.to_string(),
+                    log: log_tail(&r.started.log, 10),
+                });
+            }
+        }
+        let down = down_ports(plan, run_dir);
+        if down.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(LaunchError::Timeout {
+                timeout,
+                ports: down.join(", "),
+            });
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// True if `p` still runs the binary it was started as (a zombie counts as
+/// gone).
+pub fn is_ours(p: &Started) -> bool {
+    let proc_dir = PathBuf::from(format!("/proc/{}", p.pid));
+    let exe_ok = fs::read_link(proc_dir.join("exe"))
+        .ok()
+        .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|n| n == p.exe || n.starts_with(&format!("{} ", p.exe)));
+    let zombie = fs::read_to_string(proc_dir.join("stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    exe_ok && !zombie
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours;
+    // the PID was checked to still run our binary just before.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Sends `sig` to `p` and, for a guest, to everything under it first
+/// (`run-vm.sh` waits for `timeout`, which runs QEMU in its own process
+/// group: signalling the script alone would not reach QEMU).
+fn signal_tree(p: &Started, sig: libc::c_int) {
+    if p.guest {
+        for child in guests::descendants(p.pid) {
+            signal(child, sig);
+        }
+    }
+    signal(p.pid, sig);
+}
+
+/// Sends SIGTERM to every process of `processes` that is still ours (last
+/// started first), waits up to `grace` for them, then SIGKILLs the rest.
+/// Guests go first: the devices and switches get their signal only once
+/// every guest has stopped (or was killed). Returns the names of those that
+/// were running.
+pub fn stop_all(processes: &[Started], grace: Duration) -> Vec<String> {
+    let (guests, rest): (Vec<Started>, Vec<Started>) =
+        processes.iter().cloned().partition(|p| p.guest);
+    let mut stopped = stop_group(&guests, grace);
+    stopped.extend(stop_group(&rest, grace));
+    stopped
+}
+
+fn stop_group(processes: &[Started], grace: Duration) -> Vec<String> {
+    let live: Vec<&Started> = processes.iter().rev().filter(|p| is_ours(p)).collect();
+    for p in &live {
+        signal_tree(p, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while live.iter().any(|p| is_ours(p)) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    for p in live.iter().filter(|p| is_ours(p)) {
+        tracing::warn!(name = %p.name, pid = p.pid, "did not stop on SIGTERM; killing it");
+        signal_tree(p, libc::SIGKILL);
+    }
+    live.iter().map(|p| p.name.clone()).collect()
+}
+
+/// Boots every guest of `guests` through `run_vm` (`bash run-vm.sh`), each
+/// with its console in `GuestPlan::console` and run-vm.sh's messages in
+/// `GuestPlan::log`, adds them to `state` and saves it. On a failure the
+/// guests started so far are stopped again (the fabric stays up).
+pub fn start_guests(
+    state: &mut State,
+    guests: &[GuestPlan],
+    run_vm: &Path,
+    run_dir: &Path,
+) -> Result<Vec<Child>, LaunchError> {
+    let mut children = Vec::new();
+    let mut started = Vec::new();
+    for g in guests {
+        let mut args = vec![run_vm.display().to_string()];
+        args.extend(guests::run_vm_args(g));
+        let guest = Started {
+            name: guest_name(&g.node),
+            exe: "bash".to_owned(),
+            pid: 0,
+            log: g.log.clone(),
+            guest: true,
+            args,
+            console: Some(g.console.clone()),
+        };
+        let _ = fs::remove_file(&g.console);
+        match spawn_guest(&guest) {
+            Ok(child) => {
+                tracing::info!(node = %g.node, pid = child.id(), "guest started");
+                started.push(Started {
+                    pid: child.id(),
+                    ..guest
+                });
+                children.push(child);
+            }
+            Err(e) => {
+                stop_all(&started, Duration::from_secs(10));
+                for mut c in children {
+                    let _ = c.wait();
+                }
+                return Err(e);
+            }
+        }
+    }
+    state.processes.extend(started);
+    state
+        .save(run_dir)
+        .map_err(io_err("writing the state file"))?;
+    Ok(children)
+}
+
+/// The state file's name for node `node`'s guest.
+fn guest_name(node: &str) -> String {
+    format!("{node} (guest)")
+}
+
+/// Starts the guest `g` records (`bash` with its arguments), its
+/// run-vm.sh messages going to its log.
+fn spawn_guest(g: &Started) -> Result<Child, LaunchError> {
+    let log = File::create(&g.log).map_err(io_err(format!("creating {}", g.log.display())))?;
+    Command::new("bash")
+        .args(&g.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(io_err(format!("starting the guest of {}", g.name)))
+}
+
+/// Moves `path` (the log or console of a process about to start again)
+/// to the first free `PATH.N` (N from 1): each run's file is kept.
+fn keep_old(path: &Path) -> Result<(), LaunchError> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let mut n = 1;
+    loop {
+        let old = PathBuf::from(format!("{}.{n}", path.display()));
+        if !old.exists() {
+            return fs::rename(path, &old).map_err(io_err(format!("renaming {}", path.display())));
+        }
+        n += 1;
+    }
+}
+
+/// How [`restart`] restarts a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartOptions {
+    /// SIGKILL instead of SIGTERM: the node crashes.
+    pub kill: bool,
+    /// Only the guest: the device keeps running and serves the new QEMU.
+    pub guest_only: bool,
+    /// How long the restarted device may take to bring its link up.
+    pub timeout: Duration,
+}
+
+/// Stops `p` (a guest with everything under it) with SIGKILL, or with
+/// SIGTERM and SIGKILL after `grace`, and waits until it is gone.
+fn stop_one(p: &Started, kill: bool, grace: Duration) {
+    if !kill {
+        stop_group(std::slice::from_ref(p), grace);
+        return;
+    }
+    if is_ours(p) {
+        signal_tree(p, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + grace;
+    while is_ours(p) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Restarts node `name` of the fabric running in `run_dir` (`plan` is
+/// the plan `up` started), as a machine restarts: its guest (if `up
+/// --guests` booted one) is stopped, then its device; the device starts
+/// again with the same arguments and nothing of the old one (no objects,
+/// no QPs: its peers' QPs to it fail as if it had died), and once its link
+/// is up the guest boots again as before. QEMU's vfio-user client does
+/// not reconnect to a new device, so the guest always goes with it; with
+/// [`RestartOptions::guest_only`] the guest alone restarts (the device
+/// forgets the old QEMU's objects and serves the new one). Each run's log
+/// and console are kept (`NAME.log.1`, ...). The state file gets the new
+/// PIDs; returns the restarted processes.
+pub fn restart(
+    plan: &Plan,
+    run_dir: &Path,
+    bin_dir: &Path,
+    name: &str,
+    opts: RestartOptions,
+) -> Result<Vec<Started>, LaunchError> {
+    let mut state = State::load(run_dir)
+        .map_err(io_err("reading the state file"))?
+        .ok_or_else(|| LaunchError::NotUp(run_dir.to_path_buf()))?;
+    let node = plan
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| LaunchError::NoSuchNode(format!("`{name}` is no node of the fabric")))?;
+    let guest = state
+        .processes
+        .iter()
+        .position(|p| p.guest && p.name == guest_name(name));
+    let device = state
+        .processes
+        .iter()
+        .position(|p| !p.guest && p.name == name && p.exe == DEVICE_EXE)
+        .ok_or_else(|| LaunchError::NoSuchNode(format!("no device of `{name}` was started")))?;
+    if opts.guest_only && guest.is_none() {
+        return Err(LaunchError::NoSuchNode(format!(
+            "`{name}` has no guest (`up --guests` boots them)"
+        )));
+    }
+    let grace = Duration::from_secs(10);
+    if let Some(g) = guest {
+        stop_one(&state.processes[g], opts.kill, grace);
+    }
+    let mut restarted = Vec::new();
+    if !opts.guest_only {
+        stop_one(&state.processes[device], opts.kill, grace);
+        keep_old(&log_path(run_dir, name))?;
+        let mut running = vec![spawn(
+            bin_dir,
+            DEVICE_EXE,
+            name,
+            &device_args(node),
+            run_dir,
+        )?];
+        let only = Plan {
+            nodes: vec![node.clone()],
+            switches: Vec::new(),
+            links: Vec::new(),
+        };
+        let up = wait_up(&only, run_dir, opts.timeout, &mut running);
+        let started = running.remove(0).started;
+        if let Err(e) = up {
+            stop_group(&[started], Duration::from_secs(5));
+            return Err(e);
+        }
+        state.processes[device] = started.clone();
+        restarted.push(started);
+    }
+    if let Some(g) = guest {
+        let old = state.processes[g].clone();
+        keep_old(&old.log)?;
+        if let Some(console) = &old.console {
+            keep_old(console)?;
+        }
+        let child = spawn_guest(&old)?;
+        tracing::info!(node = name, pid = child.id(), "guest started again");
+        state.processes[g].pid = child.id();
+        restarted.push(state.processes[g].clone());
+    }
+    state
+        .save(run_dir)
+        .map_err(io_err("writing the state file"))?;
+    Ok(restarted)
+}
+
+/// Stops what `up` started in `run_dir` and removes the state file;
+/// returns the names of the processes that were running.
+pub fn down(run_dir: &Path) -> Result<Vec<String>, LaunchError> {
+    let Some(state) = State::load(run_dir).map_err(io_err("reading the state file"))? else {
+        return Ok(Vec::new());
+    };
+    // A guest gets longer: QEMU tears its device connection down first.
+    let stopped = stop_all(&state.processes, Duration::from_secs(10));
+    State::remove(run_dir).map_err(io_err("removing the state file"))?;
+    Ok(stopped)
+}

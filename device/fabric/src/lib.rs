@@ -1,0 +1,27 @@
+//! `ibtca-fabric`, the launcher: fabrics from a topology file (device
+//! instances, switches and the links between them, and guests) brought up
+//! and down as processes. It reads the JSON topology (serde) and starts
+//! and stops the processes; the device and the switch it runs know
+//! nothing of it.
+//!
+//! - [`topology`]: the JSON file's types (serde).
+//! - [`plan`]: every check of a file (all before anything starts), socket
+//!   paths, and forwarding tables by BFS over the switch graph.
+//! - [`launch`]: start switches then devices, wait for every linked port,
+//!   stop them again; [`state`]: the run directory's record of processes.
+//! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
+//!   through `scripts/run-vm.sh` (`up --guests`).
+
+#![deny(missing_docs)]
+
+pub mod guests;
+pub mod launch;
+pub mod plan;
+pub mod qemu;
+pub mod state;
+pub mod topology;
+
+pub use plan::{parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError};
+pub use topology::Topology;
+#[cfg(test)]
+mod plan_tests;

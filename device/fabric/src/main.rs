@@ -1,0 +1,527 @@
+//! `ibtca-fabric`: brings a fabric of ibtca devices and switches described
+//! by a topology file up and down.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// `println!` that ignores a closed stdout (`ibtca-fabric up | head`):
+/// what was started stays recorded, and nothing panics.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+use ibtca_device::switch::control;
+use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_fabric::state::State;
+use ibtca_fabric::{self as fabric, launch, qemu, End, Plan};
+
+/// Brings up a fabric of ibtca devices and switches from a topology file.
+///
+///   ibtca-fabric check qemu-configs/four-nodes-one-switch.json
+///   ibtca-fabric up qemu-configs/four-nodes-one-switch.json --run-dir /tmp/fab
+///   ibtca-fabric link --run-dir /tmp/fab n2 down      # at run time
+///   ibtca-fabric link --run-dir /tmp/fab n2 faults drop:10,corrupt:10
+///   ibtca-fabric stats --run-dir /tmp/fab
+///   ibtca-fabric restart --run-dir /tmp/fab n2 --kill   # n2 crashes, comes back
+///   ibtca-fabric down --run-dir /tmp/fab
+///
+/// `up` checks the file (nothing starts if it is wrong), starts the
+/// switches, then the devices (binaries next to this one), waits until
+/// every linked port is up, and writes each guest's QEMU command line into
+/// the run directory as NODE.qemu.sh. Logs are NODE.log and SWITCH.log
+/// there; `down` stops exactly the processes `up` started (guests first).
+///
+/// `up --guests` also boots one QEMU guest per node through
+/// scripts/run-vm.sh (QEMU of the VM stack, scripts/setup-vm-stack.sh), so
+/// the run directory must be inside the stack's chroot:
+///
+///   C=~/.cache/ibtca/chroot
+///   ibtca-fabric up qemu-configs/three-nodes-one-switch.json --run-dir $C/tmp/fab \
+///       --guests --append 'n1=ibtca.mode=shell' --append 'n2=ibtca.mode=foundation'
+///
+/// Each guest boots the bundled kernel and initramfs (scripts/build-guest.sh,
+/// $IBTCA_GUEST_DIR or ~/.cache/ibtca/guest) unless the node's `guest`
+/// entry in the file, --kernel/--initrd or the file's `guest` section say
+/// otherwise; kernel command lines add up (file, node, --append). Consoles
+/// go to NODE.console in the run directory, run-vm.sh's messages to
+/// NODE.qemu.log. --wait keeps `up` until every guest has powered off and
+/// fails if one did not exit cleanly (the fabric stays up for `down`).
+#[derive(Parser, Debug)]
+#[command(version, about, long_about, verbatim_doc_comment)]
+struct Args {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Check a topology file and print what `up` would start.
+    Check {
+        /// The topology file (JSON).
+        file: PathBuf,
+        /// Run directory the sockets would be in.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+    },
+    /// Start everything in a topology file and wait until every port is up;
+    /// with --guests, then boot one QEMU guest per node.
+    Up {
+        /// The topology file (JSON).
+        file: PathBuf,
+        /// Directory for sockets, logs, captures and the state file.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// Seconds to wait for every port to come up.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// Also boot one QEMU guest per node (needs the VM stack and a run
+        /// directory inside its chroot).
+        #[arg(long)]
+        guests: bool,
+        /// Kernel of every guest (default: the bundled guest's).
+        #[arg(long, value_name = "FILE", requires = "guests")]
+        kernel: Option<PathBuf>,
+        /// Initramfs of every guest (default: the bundled guest's).
+        #[arg(long, value_name = "FILE", requires = "guests")]
+        initrd: Option<PathBuf>,
+        /// Kernel command line for one node's guest (`NODE=TEXT`) or, when
+        /// the text does not start with a node name and `=`, for every
+        /// guest. Repeatable; adds to the file's settings.
+        #[arg(long, value_name = "[NODE=]TEXT", requires = "guests")]
+        append: Vec<String>,
+        /// Seconds after which a guest still running is stopped.
+        #[arg(long, value_name = "SECS", default_value_t = 86400)]
+        guest_timeout: u64,
+        /// scripts/run-vm.sh (default: $IBTCA_RUN_VM, else the source tree
+        /// the binaries were built in).
+        #[arg(long, value_name = "PATH", requires = "guests")]
+        run_vm: Option<PathBuf>,
+        /// Wait until every guest has exited; fail if one did not exit 0.
+        #[arg(long, requires = "guests")]
+        wait: bool,
+    },
+    /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
+    /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.
+    /// The link is named by one of its ends: a node or SWITCH:PORT. Done by
+    /// the switch end(s) of the link (faults and delay at every switch end,
+    /// down/up at the first).
+    Link {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// A node name or SWITCH:PORT at one end of the link.
+        end: String,
+        /// down, up, faults or delay.
+        action: String,
+        /// The fault spec or the delay in µs.
+        arg: Option<String>,
+    },
+    /// Restart one node as a machine restarts: stop its guest (if `up
+    /// --guests` booted one) and its device, start the device afresh (no
+    /// objects, no QPs: its peers' QPs to it end in WC_RETRY_EXC_ERR), wait
+    /// for its link, then boot the guest again as `up` did (QEMU's
+    /// vfio-user client does not reconnect, so the guest goes with its
+    /// device). Old logs and consoles are kept as NODE.log.1, ...
+    Restart {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// The node.
+        node: String,
+        /// SIGKILL, no SIGTERM first: the node crashes.
+        #[arg(long)]
+        kill: bool,
+        /// Restart only the guest (its QEMU): the device keeps running,
+        /// forgets the old guest's objects and serves the new one.
+        #[arg(long)]
+        guest_only: bool,
+        /// Seconds to wait for the restarted device's link.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+    },
+    /// Print every switch port's state and counters.
+    Stats {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+    },
+    /// Stop what `up` started in the run directory.
+    Down {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+    },
+}
+
+fn load(file: &Path, run_dir: &Path) -> Result<(fabric::Topology, Plan), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok((topo, plan))
+}
+
+fn end_name(plan: &Plan, end: End) -> String {
+    match end {
+        End::Node(n) => plan
+            .nodes
+            .get(n)
+            .map(|x| x.name.clone())
+            .unwrap_or_default(),
+        End::Switch(s, p) => format!(
+            "{}:{p}",
+            plan.switches
+                .get(s)
+                .map(|x| x.name.as_str())
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// The VL settings of a port, when they are not the defaults.
+fn vl_line(vl: &VlConfig, port: &str) {
+    if *vl != VlConfig::default() {
+        out!(
+            "    {port}SL→VL {}  VL weights {}",
+            format_list(&vl.sl2vl),
+            format_list(&vl.weights)
+        );
+    }
+}
+
+fn summary(plan: &Plan) {
+    out!(
+        "{} node(s), {} switch(es), {} link(s)",
+        plan.nodes.len(),
+        plan.switches.len(),
+        plan.links.len()
+    );
+    for n in &plan.nodes {
+        out!(
+            "  node {:<10} LID {:<5} GUID {:#018x}  {}",
+            n.name,
+            n.lid,
+            n.guid,
+            n.socket.display()
+        );
+        vl_line(&n.vl, "");
+        if n.cpus.is_some()
+            || n.realtime.is_some()
+            || n.sched_batch
+            || n.guest_cpus.is_some()
+            || n.guest_nice.is_some()
+        {
+            let show = |c: &Option<ibtca_device::sched::CpuList>| {
+                c.as_ref().map_or("any".to_owned(), ToString::to_string)
+            };
+            out!(
+                "    device CPUs {}, {}; guest CPUs {}{}",
+                show(&n.cpus),
+                match (n.realtime, n.sched_batch) {
+                    (Some(p), _) => format!("SCHED_FIFO {p}"),
+                    (None, true) => "SCHED_BATCH".to_owned(),
+                    (None, false) => "normal priority".to_owned(),
+                },
+                show(&n.guest_cpus),
+                n.guest_nice
+                    .map(|v| format!(", guest nice {v}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    for sw in &plan.switches {
+        let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
+        out!(
+            "  switch {:<8} {} ports, LFT {}",
+            sw.name,
+            sw.ports.len(),
+            routes.join(" ")
+        );
+        for (i, vl) in sw.vls.iter().enumerate() {
+            vl_line(vl, &format!("port {}: ", i + 1));
+        }
+    }
+    for &(a, b) in &plan.links {
+        out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
+    }
+}
+
+fn bin_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "this binary has no directory".to_owned())
+}
+
+/// The plan of the fabric running in `run_dir`.
+fn running_plan(run_dir: &Path) -> Result<Plan, String> {
+    let state = State::load(run_dir)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
+    Ok(load(&state.topology, run_dir)?.1)
+}
+
+fn resolve(plan: &Plan, text: &str) -> Option<End> {
+    match text.split_once(':') {
+        Some((name, port)) => {
+            let s = plan.switches.iter().position(|s| s.name == name)?;
+            Some(End::Switch(s, port.parse().ok()?))
+        }
+        None => plan
+            .nodes
+            .iter()
+            .position(|n| n.name == text)
+            .map(End::Node),
+    }
+}
+
+fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    let want =
+        resolve(&plan, end).ok_or_else(|| format!("`{end}` names no node or switch port"))?;
+    let &(a, b) = plan
+        .links
+        .iter()
+        .find(|(a, b)| *a == want || *b == want)
+        .ok_or_else(|| format!("no link has the end `{end}`"))?;
+    let ends: Vec<(usize, u8)> = [a, b]
+        .into_iter()
+        .filter_map(|e| match e {
+            End::Switch(s, p) => Some((s, p)),
+            End::Node(_) => None,
+        })
+        .collect();
+    let (targets, what): (&[(usize, u8)], String) = match (action, arg) {
+        ("down" | "up", None) => (ends.get(..1).unwrap_or_default(), action.to_owned()),
+        ("faults", Some(spec)) => (&ends, format!("faults {{port}} {spec}")),
+        ("delay", Some(us)) => (&ends, format!("delay {{port}} {us}")),
+        _ => return Err("action: down | up | faults SPEC|none | delay US".into()),
+    };
+    if targets.is_empty() {
+        return Err(format!("the link of `{end}` has no switch end to act on"));
+    }
+    for &(s, p) in targets {
+        let name = plan
+            .switches
+            .get(s)
+            .map(|x| x.name.as_str())
+            .unwrap_or_default();
+        let line = if what == "down" || what == "up" {
+            format!("{what} {p}")
+        } else {
+            what.replace("{port}", &p.to_string())
+        };
+        let reply = control::request(&launch::switch_control_path(run_dir, name), &line)
+            .map_err(|e| format!("{name}: {e}"))?;
+        out!("{name}: {reply}");
+        if !reply.starts_with("ok") {
+            return Err(format!("{name} refused `{line}`"));
+        }
+    }
+    Ok(())
+}
+
+fn stats_command(run_dir: &Path) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    for sw in &plan.switches {
+        let reply = control::request(&launch::switch_control_path(run_dir, &sw.name), "stats")
+            .map_err(|e| format!("{}: {e}", sw.name))?;
+        let json = reply.strip_prefix("ok ").unwrap_or_default();
+        let ports: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| format!("{}: bad reply `{reply}`: {e}", sw.name))?;
+        out!("switch {}", sw.name);
+        for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            out!(
+                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}; credit stalls {}",
+                g("port"),
+                if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
+                    "up"
+                } else {
+                    "down"
+                },
+                g("peer_lid"),
+                g("rx_packets"),
+                g("tx_packets"),
+                g("drop_unknown_lid"),
+                g("drop_crc_error"),
+                g("drop_malformed"),
+                g("drop_queue_full"),
+                g("drop_link_down"),
+                g("credit_stalls"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn run(args: Args) -> Result<(), String> {
+    match args.command {
+        Cmd::Check { file, run_dir } => {
+            let (_, plan) = load(&file, &run_dir)?;
+            out!("{}: OK", file.display());
+            summary(&plan);
+            Ok(())
+        }
+        Cmd::Up {
+            file,
+            run_dir,
+            timeout,
+            guests,
+            kernel,
+            initrd,
+            append,
+            guest_timeout,
+            run_vm,
+            wait,
+        } => {
+            let (topo, plan) = load(&file, &run_dir)?;
+            // Everything the guests need is checked before anything starts.
+            let guest_plans = if guests {
+                let stack = fabric::guests::VmStack::find(&fabric::guests::cache_dir())
+                    .map_err(|e| e.to_string())?;
+                let opts = fabric::guests::GuestOptions {
+                    kernel,
+                    initrd,
+                    append: append
+                        .iter()
+                        .map(|a| fabric::guests::parse_append(&topo, a))
+                        .collect(),
+                    timeout: Duration::from_secs(guest_timeout),
+                };
+                let plans = fabric::guests::resolve(&topo, &plan.nodes, &run_dir, &stack, &opts)
+                    .map_err(|e| e.to_string())?;
+                let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
+                    .map_err(|e| e.to_string())?;
+                Some((plans, run_vm))
+            } else {
+                None
+            };
+            let mut state = launch::up(
+                &plan,
+                &file,
+                &run_dir,
+                &bin_dir()?,
+                Duration::from_secs(timeout),
+            )
+            .map_err(|e| e.to_string())?;
+            summary(&plan);
+            for n in &plan.nodes {
+                let path = qemu::guest_script_path(&run_dir, n);
+                let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
+                std::fs::write(&path, script)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                if guest_plans.is_none() {
+                    out!("  guest {}: sh {}", n.name, path.display());
+                }
+            }
+            let children = match &guest_plans {
+                Some((plans, run_vm)) => {
+                    let children = launch::start_guests(&mut state, plans, run_vm, &run_dir)
+                        .map_err(|e| {
+                            format!(
+                                "{e} (the fabric is up: ibtca-fabric down --run-dir {})",
+                                run_dir.display()
+                            )
+                        })?;
+                    for (g, c) in plans.iter().zip(&children) {
+                        out!(
+                            "  guest {} (pid {}): console {}",
+                            g.node,
+                            c.id(),
+                            g.console.display()
+                        );
+                    }
+                    children
+                }
+                None => Vec::new(),
+            };
+            out!(
+                "fabric up: {} processes; stop with: ibtca-fabric down --run-dir {}",
+                state.processes.len(),
+                run_dir.display()
+            );
+            if wait {
+                let plans = guest_plans.map(|(p, _)| p).unwrap_or_default();
+                let mut failed = Vec::new();
+                for (g, mut c) in plans.iter().zip(children) {
+                    let status = c
+                        .wait()
+                        .map_err(|e| format!("waiting for guest {}: {e}", g.node))?;
+                    out!("guest {}: exited, {status}", g.node);
+                    if !status.success() {
+                        failed.push(format!("{} ({status})", g.node));
+                    }
+                }
+                if !failed.is_empty() {
+                    return Err(format!(
+                        "guests that did not exit cleanly: {} (see NODE.console and NODE.qemu.log in {})",
+                        failed.join(", "),
+                        run_dir.display()
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Cmd::Link {
+            run_dir,
+            end,
+            action,
+            arg,
+        } => link_command(&run_dir, &end, &action, arg.as_deref()),
+        Cmd::Stats { run_dir } => stats_command(&run_dir),
+        Cmd::Restart {
+            run_dir,
+            node,
+            kill,
+            guest_only,
+            timeout,
+        } => {
+            let plan = running_plan(&run_dir)?;
+            let opts = launch::RestartOptions {
+                kill,
+                guest_only,
+                timeout: Duration::from_secs(timeout),
+            };
+            let restarted = launch::restart(&plan, &run_dir, &bin_dir()?, &node, opts)
+                .map_err(|e| e.to_string())?;
+            for p in &restarted {
+                match &p.console {
+                    Some(c) => out!(
+                        "restarted {} (pid {}): console {}",
+                        p.name,
+                        p.pid,
+                        c.display()
+                    ),
+                    None => out!("restarted {} (pid {})", p.name, p.pid),
+                }
+            }
+            Ok(())
+        }
+        Cmd::Down { run_dir } => {
+            let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;
+            if stopped.is_empty() {
+                out!("nothing running in {}", run_dir.display());
+            } else {
+                out!("stopped {}", stopped.join(", "));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    ibtca_device::logging::init("warn");
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ibtca-fabric: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

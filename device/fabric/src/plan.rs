@@ -1,0 +1,678 @@
+//! From a [`Topology`] to a [`Plan`]: every check a topology file must pass
+//! (all reported before anything starts), socket paths for every link, and
+//! each switch's forwarding table, computed by breadth-first search over
+//! the switch graph.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use ibtca_device::sched::CpuList;
+use ibtca_device::switch::MAX_UNICAST_LID;
+use ibtca_link::{FaultRates, LinkEndpoint};
+
+use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
+
+use super::topology::{FaultSpec, Topology, VlSpec};
+
+/// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why a topology cannot be brought up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// The file is not valid JSON for a topology.
+    #[error("topology file: {0}")]
+    Syntax(String),
+    /// Two nodes or switches share a name.
+    #[error("the name `{0}` is used twice")]
+    DuplicateName(String),
+    /// A CPU list (`cpus`) that does not parse.
+    #[error("`{name}`: {reason}")]
+    BadCpus {
+        /// The node (or `NODE guest`).
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A real-time priority outside 1..=99.
+    #[error("node `{node}`: realtime priority {priority} is outside 1-99")]
+    BadRealtime {
+        /// The node.
+        node: String,
+        /// The priority given.
+        priority: u8,
+    },
+    /// A guest niceness outside -20..=19.
+    #[error("node `{node}`: guest nice {nice} is outside -20..19")]
+    BadNice {
+        /// The node.
+        node: String,
+        /// The niceness given.
+        nice: i8,
+    },
+    /// A node asks for both `realtime` and `sched_batch`.
+    #[error("node `{node}`: realtime and sched_batch exclude each other")]
+    RealtimeAndBatch {
+        /// The node.
+        node: String,
+    },
+    /// A node's LID is 0 or multicast.
+    #[error("node `{node}`: LID {lid} is not a unicast LID (1..=0xbfff)")]
+    BadLid {
+        /// The node.
+        node: String,
+        /// Its LID.
+        lid: u16,
+    },
+    /// Two nodes share a LID.
+    #[error("LID {lid} is given to both `{first}` and `{second}`")]
+    DuplicateLid {
+        /// The LID.
+        lid: u16,
+        /// The first node with it.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A GUID that is not hex.
+    #[error("`{name}`: bad GUID `{text}`")]
+    BadGuid {
+        /// The node or switch.
+        name: String,
+        /// The text.
+        text: String,
+    },
+    /// Two nodes or switches share a GUID.
+    #[error("GUID {guid:#018x} is given to both `{first}` and `{second}`")]
+    DuplicateGuid {
+        /// The GUID.
+        guid: u64,
+        /// The first owner.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A switch with no ports or too many.
+    #[error("switch `{switch}`: {ports} ports; a switch has 1..=254")]
+    SwitchPorts {
+        /// The switch.
+        switch: String,
+        /// Ports asked for.
+        ports: u16,
+    },
+    /// A link end names no node or switch.
+    #[error("link {link}: `{end}` names no node or switch")]
+    UnknownNode {
+        /// Index of the link in the file (from 0).
+        link: usize,
+        /// The end.
+        end: String,
+    },
+    /// A link end that is empty, a switch without a port, or a port
+    /// number that does not parse.
+    #[error("link {link}: end `{end}` goes nowhere (a node name or SWITCH:PORT)")]
+    LinkToNowhere {
+        /// Index of the link.
+        link: usize,
+        /// The end.
+        end: String,
+    },
+    /// A switch port outside 1..=ports.
+    #[error("link {link}: switch `{switch}` has ports 1..={ports}, not {port}")]
+    PortOutOfRange {
+        /// Index of the link.
+        link: usize,
+        /// The switch.
+        switch: String,
+        /// The port named.
+        port: u16,
+        /// Ports the switch has.
+        ports: u16,
+    },
+    /// A port is an end of two links (or both ends of one).
+    #[error("port `{port}` is used by link {first} and link {second}")]
+    PortUsedTwice {
+        /// The port.
+        port: String,
+        /// The first link using it.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+    /// A rate over 1000 per mille.
+    #[error("link {link}: fault rates are per mille, 0..=1000")]
+    BadRate {
+        /// Index of the link.
+        link: usize,
+    },
+    /// A port's VL settings are wrong.
+    #[error("{port}: {error}")]
+    Vl {
+        /// The node or SWITCH:PORT.
+        port: String,
+        /// What is wrong.
+        error: String,
+    },
+    /// A socket path too long for a Unix socket.
+    #[error("socket path {0} is longer than {MAX_SOCKET_PATH} bytes; use a shorter run directory")]
+    PathTooLong(String),
+}
+
+/// One end of a link, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum End {
+    /// Node by index.
+    Node(usize),
+    /// Switch by index, port from 1.
+    Switch(usize, u8),
+}
+
+/// How to run one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    /// Name.
+    pub name: String,
+    /// LID.
+    pub lid: u16,
+    /// Port GUID.
+    pub guid: u64,
+    /// vfio-user socket.
+    pub socket: PathBuf,
+    /// Its link, if it has one.
+    pub link: Option<LinkEndpoint>,
+    /// SL → VL table and VL weights of its port.
+    pub vl: VlConfig,
+    /// CPUs of the device's threads (`--cpus`).
+    pub cpus: Option<CpuList>,
+    /// `SCHED_FIFO` priority of the device's threads (`--realtime`).
+    pub realtime: Option<u8>,
+    /// The device's threads under `SCHED_BATCH` (`--sched-batch`).
+    pub sched_batch: bool,
+    /// CPUs of the node's guest (QEMU), from its `guest.cpus`.
+    pub guest_cpus: Option<CpuList>,
+    /// Niceness of the node's guest (QEMU), from its `guest.nice`.
+    pub guest_nice: Option<i8>,
+    /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
+    /// one.
+    pub link_ring_kib: Option<u64>,
+}
+
+/// The niceness values a guest's QEMU may be given (`guest.nice`).
+pub const NICENESS: std::ops::RangeInclusive<i8> = -20..=19;
+
+/// Parses the `cpus` of `name` (a node or a node's guest).
+pub fn parse_cpus(name: &str, text: Option<&str>) -> Result<Option<CpuList>, TopologyError> {
+    text.map(|t| {
+        t.parse().map_err(|reason| TopologyError::BadCpus {
+            name: name.to_owned(),
+            reason,
+        })
+    })
+    .transpose()
+}
+
+/// How to run one switch port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortPlan {
+    /// The port's link.
+    pub endpoint: LinkEndpoint,
+    /// Faults on what it sends.
+    pub faults: Option<FaultRates>,
+    /// Capture file.
+    pub capture: Option<PathBuf>,
+    /// Delay of what it sends, µs.
+    pub delay_us: u64,
+    /// SL → VL table and VL weights.
+    pub vl: VlConfig,
+}
+
+/// How to run one switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchPlan {
+    /// Name.
+    pub name: String,
+    /// Node GUID.
+    pub guid: u64,
+    /// Port 1 first; `None` for a port with no link.
+    pub ports: Vec<Option<PortPlan>>,
+    /// Forwarding table: (LID, port), sorted.
+    pub routes: Vec<(u16, u8)>,
+    /// VL settings of each port (port 1 first), linked or not.
+    pub vls: Vec<VlConfig>,
+    /// Its ports' shared rings in KiB (`--link-ring-kib`), if the file
+    /// sets one.
+    pub link_ring_kib: Option<u64>,
+}
+
+/// Everything to start, in order: switches, then nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The switches.
+    pub switches: Vec<SwitchPlan>,
+    /// The devices.
+    pub nodes: Vec<NodePlan>,
+    /// The links' ends, as in the file.
+    pub links: Vec<(End, End)>,
+}
+
+/// Parses a topology file's text.
+pub fn parse(text: &str) -> Result<Topology, TopologyError> {
+    serde_json::from_str(text).map_err(|e| TopologyError::Syntax(e.to_string()))
+}
+
+fn parse_guid(name: &str, text: &str) -> Result<u64, TopologyError> {
+    let t = text.trim_start_matches("0x").replace(':', "");
+    u64::from_str_radix(&t, 16).map_err(|_| TopologyError::BadGuid {
+        name: name.to_owned(),
+        text: text.to_owned(),
+    })
+}
+
+fn rates(link: usize, f: &FaultSpec) -> Result<FaultRates, TopologyError> {
+    if [f.drop, f.duplicate, f.reorder, f.corrupt]
+        .iter()
+        .any(|r| *r > 1000)
+    {
+        return Err(TopologyError::BadRate { link });
+    }
+    Ok(FaultRates {
+        drop: f.drop,
+        duplicate: f.duplicate,
+        reorder: f.reorder,
+        corrupt: f.corrupt,
+        seed: f.seed,
+    })
+}
+
+/// The VL settings of `port` from `spec` (defaults for what it omits),
+/// checked.
+pub fn vl_config(port: &str, spec: Option<&VlSpec>) -> Result<VlConfig, TopologyError> {
+    let err = |error: String| TopologyError::Vl {
+        port: port.to_owned(),
+        error,
+    };
+    let Some(spec) = spec else {
+        return Ok(VlConfig::default());
+    };
+    let n = match (spec.data_vls, &spec.weights) {
+        (Some(n), Some(w)) if usize::from(n) != w.len() => {
+            return Err(err(format!(
+                "data_vls is {n} but {} weights are given (one per data VL)",
+                w.len()
+            )))
+        }
+        (Some(n), _) => usize::from(n),
+        (None, Some(w)) => w.len(),
+        (None, None) => MAX_DATA_VLS,
+    };
+    if n == 0 || n > MAX_DATA_VLS {
+        return Err(err(format!("{n} data VLs; a port runs 1..=15")));
+    }
+    let weights = spec.weights.clone().unwrap_or_else(|| vec![1; n]);
+    let sl2vl = match &spec.sl2vl {
+        Some(t) => <[u8; SLS]>::try_from(t.as_slice())
+            .map_err(|_| err(format!("sl2vl has {} entries, not 16 (SL0..SL15)", t.len())))?,
+        None => {
+            let mut t = [0u8; SLS];
+            for (sl, vl) in t.iter_mut().enumerate() {
+                *vl = if sl == SLS - 1 { 15 } else { (sl % n) as u8 };
+            }
+            t
+        }
+    };
+    let cfg = VlConfig { sl2vl, weights };
+    cfg.validate().map_err(|e| err(e.to_string()))?;
+    Ok(cfg)
+}
+
+fn socket_path(path: PathBuf) -> Result<PathBuf, TopologyError> {
+    if path.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(TopologyError::PathTooLong(path.display().to_string()));
+    }
+    Ok(path)
+}
+
+/// Checks `topo` and works out everything to run, with sockets and
+/// captures under `run_dir`.
+pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
+    let mut names: HashMap<&str, End> = HashMap::new();
+    let mut guids: HashMap<u64, &str> = HashMap::new();
+    let mut lids: HashMap<u16, &str> = HashMap::new();
+    let mut nodes = Vec::new();
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if names.insert(&n.name, End::Node(i)).is_some() {
+            return Err(TopologyError::DuplicateName(n.name.clone()));
+        }
+        if n.lid == 0 || n.lid > MAX_UNICAST_LID {
+            return Err(TopologyError::BadLid {
+                node: n.name.clone(),
+                lid: n.lid,
+            });
+        }
+        if let Some(first) = lids.insert(n.lid, &n.name) {
+            return Err(TopologyError::DuplicateLid {
+                lid: n.lid,
+                first: first.to_owned(),
+                second: n.name.clone(),
+            });
+        }
+        let guid = match &n.guid {
+            Some(text) => parse_guid(&n.name, text)?,
+            None => 0x0002_c903_0000_0000 | u64::from(n.lid),
+        };
+        if let Some(first) = guids.insert(guid, &n.name) {
+            return Err(TopologyError::DuplicateGuid {
+                guid,
+                first: first.to_owned(),
+                second: n.name.clone(),
+            });
+        }
+        let socket = run_dir.join(n.socket.clone().unwrap_or(format!("{}.sock", n.name)));
+        if n.realtime.is_some() && n.sched_batch {
+            return Err(TopologyError::RealtimeAndBatch {
+                node: n.name.clone(),
+            });
+        }
+        nodes.push(NodePlan {
+            name: n.name.clone(),
+            lid: n.lid,
+            guid,
+            socket: socket_path(socket)?,
+            link: None,
+            vl: vl_config(&n.name, n.vl.as_ref())?,
+            cpus: parse_cpus(&n.name, n.cpus.as_deref())?,
+            realtime: match n.realtime {
+                Some(p) if !ibtca_device::sched::REALTIME_PRIORITIES.contains(&p) => {
+                    return Err(TopologyError::BadRealtime {
+                        node: n.name.clone(),
+                        priority: p,
+                    })
+                }
+                other => other,
+            },
+            sched_batch: n.sched_batch,
+            guest_cpus: parse_cpus(
+                &format!("{} guest", n.name),
+                n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
+            )?,
+            guest_nice: match n.guest.as_ref().and_then(|g| g.nice).or(topo.guest.nice) {
+                Some(nice) if !NICENESS.contains(&nice) => {
+                    return Err(TopologyError::BadNice {
+                        node: n.name.clone(),
+                        nice,
+                    })
+                }
+                other => other,
+            },
+            link_ring_kib: n.link_ring_kib,
+        });
+    }
+    let mut switches = Vec::new();
+    for (i, s) in topo.switches.iter().enumerate() {
+        if names.insert(&s.name, End::Switch(i, 0)).is_some() {
+            return Err(TopologyError::DuplicateName(s.name.clone()));
+        }
+        if s.ports == 0 || s.ports > 254 {
+            return Err(TopologyError::SwitchPorts {
+                switch: s.name.clone(),
+                ports: s.ports,
+            });
+        }
+        let guid = match &s.guid {
+            Some(text) => parse_guid(&s.name, text)?,
+            None => 0x0002_c903_00ff_0000 | (i as u64 + 1),
+        };
+        if let Some(first) = guids.insert(guid, &s.name) {
+            return Err(TopologyError::DuplicateGuid {
+                guid,
+                first: first.to_owned(),
+                second: s.name.clone(),
+            });
+        }
+        let mut vls = Vec::new();
+        for p in 1..=s.ports {
+            let spec = s.ports_vl.get(&p).or(s.vl.as_ref());
+            vls.push(vl_config(&format!("{}:{p}", s.name), spec)?);
+        }
+        if let Some(&p) = s.ports_vl.keys().find(|p| **p == 0 || **p > s.ports) {
+            return Err(TopologyError::Vl {
+                port: format!("{}:{p}", s.name),
+                error: format!("ports_vl names port {p}; the switch has 1..={}", s.ports),
+            });
+        }
+        switches.push(SwitchPlan {
+            name: s.name.clone(),
+            guid,
+            ports: vec![None; usize::from(s.ports)],
+            routes: Vec::new(),
+            vls,
+            link_ring_kib: s.link_ring_kib,
+        });
+    }
+
+    let mut used: HashMap<End, usize> = HashMap::new();
+    let mut links = Vec::new();
+    for (li, l) in topo.links.iter().enumerate() {
+        let resolve = |end: &str| -> Result<End, TopologyError> {
+            let nowhere = || TopologyError::LinkToNowhere {
+                link: li,
+                end: end.to_owned(),
+            };
+            let (name, port) = match end.split_once(':') {
+                Some((name, port)) => (name, Some(port)),
+                None => (end, None),
+            };
+            if name.is_empty() {
+                return Err(nowhere());
+            }
+            match (names.get(name), port) {
+                (None, _) => Err(TopologyError::UnknownNode {
+                    link: li,
+                    end: end.to_owned(),
+                }),
+                (Some(End::Node(n)), None) => Ok(End::Node(*n)),
+                (Some(End::Switch(s, _)), Some(p)) => {
+                    let p: u16 = p.parse().map_err(|_| nowhere())?;
+                    let ports = topo.switches.get(*s).map_or(0, |x| x.ports);
+                    if p == 0 || p > ports {
+                        return Err(TopologyError::PortOutOfRange {
+                            link: li,
+                            switch: name.to_owned(),
+                            port: p,
+                            ports,
+                        });
+                    }
+                    Ok(End::Switch(*s, u8::try_from(p).map_err(|_| nowhere())?))
+                }
+                _ => Err(nowhere()),
+            }
+        };
+        let (a, b) = (resolve(&l.a)?, resolve(&l.b)?);
+        for (end, text) in [(a, &l.a), (b, &l.b)] {
+            if let Some(first) = used.insert(end, li) {
+                return Err(TopologyError::PortUsedTwice {
+                    port: text.clone(),
+                    first,
+                    second: li,
+                });
+            }
+        }
+        let has_options = l.faults.is_some() || l.capture.is_some() || l.delay_us > 0;
+        let options = LinkOptions {
+            faults: l.faults.as_ref().map(|f| rates(li, f)).transpose()?,
+            capture: l.capture.as_ref().map(|c| run_dir.join(c)),
+            delay_us: l.delay_us,
+        };
+        let link_path =
+            |suffix: &str| socket_path(run_dir.join("links").join(format!("l{li}{suffix}.link")));
+        if matches!((a, b), (End::Node(_), End::Node(_))) && has_options {
+            // Faults, delay and capture are a switch port's work: put a
+            // two-port relay switch in the middle of the link.
+            let name = format!("relay-l{li}");
+            let guid = 0x0002_c903_00fe_0000 | li as u64;
+            if names.contains_key(name.as_str()) || guids.contains_key(&guid) {
+                return Err(TopologyError::DuplicateName(name));
+            }
+            let s = switches.len();
+            switches.push(SwitchPlan {
+                name,
+                guid,
+                ports: vec![None, None],
+                routes: Vec::new(),
+                vls: vec![VlConfig::default(); 2],
+                link_ring_kib: None,
+            });
+            let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
+            attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);
+            let no_capture = LinkOptions {
+                capture: None,
+                ..options
+            };
+            attach(
+                &mut nodes,
+                &mut switches,
+                rb,
+                b,
+                &link_path("b")?,
+                &no_capture,
+            );
+            links.push((a, ra));
+            links.push((rb, b));
+            continue;
+        }
+        // Switches listen (they start first); between two switches or two
+        // nodes, end `a` listens.
+        let (listen, connect) = match (a, b) {
+            (End::Node(_), End::Switch(..)) => (b, a),
+            _ => (a, b),
+        };
+        attach(
+            &mut nodes,
+            &mut switches,
+            listen,
+            connect,
+            &link_path("")?,
+            &options,
+        );
+        links.push((a, b));
+    }
+    compute_routes(&mut switches, &nodes, &links);
+    Ok(Plan {
+        switches,
+        nodes,
+        links,
+    })
+}
+
+/// What a link's switch ends do besides forwarding.
+#[derive(Debug, Clone)]
+struct LinkOptions {
+    faults: Option<FaultRates>,
+    capture: Option<PathBuf>,
+    delay_us: u64,
+}
+
+/// Joins `listen` and `connect` by a link at `path`. Faults and delay apply
+/// at every switch end (both directions between two switches), the capture
+/// at the first.
+fn attach(
+    nodes: &mut [NodePlan],
+    switches: &mut [SwitchPlan],
+    listen: End,
+    connect: End,
+    path: &Path,
+    options: &LinkOptions,
+) {
+    let mut capture = options.capture.clone();
+    for (end, ep) in [
+        (listen, LinkEndpoint::Listen(path.to_path_buf())),
+        (connect, LinkEndpoint::Connect(path.to_path_buf())),
+    ] {
+        match end {
+            End::Node(n) => {
+                if let Some(node) = nodes.get_mut(n) {
+                    node.link = Some(ep);
+                }
+            }
+            End::Switch(s, p) => {
+                let Some(sw) = switches.get_mut(s) else {
+                    continue;
+                };
+                let i = usize::from(p).wrapping_sub(1);
+                let vl = sw.vls.get(i).cloned().unwrap_or_default();
+                if let Some(slot) = sw.ports.get_mut(i) {
+                    *slot = Some(PortPlan {
+                        endpoint: ep,
+                        faults: options.faults,
+                        capture: capture.take(),
+                        delay_us: options.delay_us,
+                        vl,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Fills each switch's routes: a node on the switch itself goes out of its
+/// port; a node on another switch goes out of the first hop of a shortest
+/// path (BFS over switch-to-switch links, the file's order breaking ties).
+fn compute_routes(switches: &mut [SwitchPlan], nodes: &[NodePlan], links: &[(End, End)]) {
+    let n = switches.len();
+    let mut adj: Vec<Vec<(usize, u8)>> = vec![Vec::new(); n];
+    let mut attached: Vec<(usize, usize, u8)> = Vec::new(); // (node, switch, port)
+    for &(a, b) in links {
+        match (a, b) {
+            (End::Switch(s1, p1), End::Switch(s2, p2)) => {
+                if let Some(v) = adj.get_mut(s1) {
+                    v.push((s2, p1));
+                }
+                if let Some(v) = adj.get_mut(s2) {
+                    v.push((s1, p2));
+                }
+            }
+            (End::Node(x), End::Switch(s, p)) | (End::Switch(s, p), End::Node(x)) => {
+                attached.push((x, s, p));
+            }
+            _ => {}
+        }
+    }
+    for (s, sw) in switches.iter_mut().enumerate() {
+        // first_hop[t]: the port of `s` that starts a shortest path to `t`.
+        let mut first_hop: Vec<Option<u8>> = vec![None; n];
+        let mut seen = vec![false; n];
+        let mut queue = VecDeque::new();
+        if let Some(x) = seen.get_mut(s) {
+            *x = true;
+        }
+        for &(t, port) in adj.get(s).map(Vec::as_slice).unwrap_or_default() {
+            if !seen.get(t).copied().unwrap_or(true) {
+                seen[t] = true;
+                first_hop[t] = Some(port);
+                queue.push_back(t);
+            }
+        }
+        while let Some(u) = queue.pop_front() {
+            for &(t, _) in adj.get(u).map(Vec::as_slice).unwrap_or_default() {
+                if !seen.get(t).copied().unwrap_or(true) {
+                    seen[t] = true;
+                    first_hop[t] = first_hop[u];
+                    queue.push_back(t);
+                }
+            }
+        }
+        let mut routes = Vec::new();
+        for &(x, t, p) in &attached {
+            let port = if t == s {
+                Some(p)
+            } else {
+                first_hop.get(t).copied().flatten()
+            };
+            if let (Some(port), Some(node)) = (port, nodes.get(x)) {
+                routes.push((node.lid, port));
+            }
+        }
+        routes.sort_unstable();
+        sw.routes = routes;
+    }
+}

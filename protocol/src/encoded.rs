@@ -1,0 +1,224 @@
+//! Fields of an encoded packet, read or changed where they lie, without a
+//! parse: for the paths that look at one or two fields of every packet (a
+//! link queues it by VL, a switch checks its VCRC and moves it to the VL
+//! its SL maps to, the engine finds the ACKs it can coalesce).
+//!
+//! The offsets are those of the header layouts in [`crate::headers`], the
+//! ones [`PacketView::parse`](crate::PacketView::parse) reads. Nothing is
+//! checked beyond the bytes being there: a read gives what the bytes say
+//! (of a malformed packet too, which the parser would reject) and `None`
+//! only when they are missing. Nothing here panics.
+
+use crate::crc::vcrc;
+use crate::headers::{Aeth, Bth, Grh, Lnh, Lrh, MASK_24};
+use crate::opcode::{ExtHeader, Opcode};
+use crate::packet::VCRC_LEN;
+
+/// The LRH VL (4 bits).
+#[inline]
+pub fn vl(packet: &[u8]) -> Option<u8> {
+    packet.first().map(|b| b >> 4)
+}
+
+/// The LRH SL (4 bits).
+#[inline]
+pub fn sl(packet: &[u8]) -> Option<u8> {
+    packet.get(1).map(|b| b >> 4)
+}
+
+/// The LRH LNH (what follows the LRH).
+#[inline]
+pub fn lnh(packet: &[u8]) -> Option<Lnh> {
+    packet.get(1).map(|b| Lnh::from_bits(*b))
+}
+
+/// The LRH DLID.
+#[inline]
+pub fn dlid(packet: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes(*packet.get(2..)?.first_chunk()?))
+}
+
+/// Where the BTH starts: after the LRH, and after the GRH if LNH says
+/// there is one; `None` for a packet without IBA transport.
+#[inline]
+fn bth_at(packet: &[u8]) -> Option<usize> {
+    match lnh(packet)? {
+        Lnh::IbaLocal => Some(Lrh::LEN),
+        Lnh::IbaGlobal => Some(Lrh::LEN + Grh::LEN),
+        Lnh::Raw | Lnh::IpNonIba => None,
+    }
+}
+
+/// The 12 bytes of the BTH.
+#[inline]
+fn bth(packet: &[u8]) -> Option<&[u8; Bth::LEN]> {
+    packet.get(bth_at(packet)?..)?.first_chunk()
+}
+
+/// The BTH opcode, if ibtca knows it.
+#[inline]
+pub fn opcode(packet: &[u8]) -> Option<Opcode> {
+    Opcode::from_u8(bth(packet)?[0])
+}
+
+/// The BTH destination QP (24 bits).
+#[inline]
+pub fn dest_qp(packet: &[u8]) -> Option<u32> {
+    let b = bth(packet)?;
+    Some(u32::from_be_bytes([0, b[5], b[6], b[7]]))
+}
+
+/// The BTH PSN (24 bits).
+#[inline]
+pub fn psn(packet: &[u8]) -> Option<u32> {
+    let b = bth(packet)?;
+    Some(u32::from_be_bytes([0, b[9], b[10], b[11]]))
+}
+
+/// The AETH, for an opcode that carries one (always first after the BTH).
+#[inline]
+pub fn aeth(packet: &[u8]) -> Option<Aeth> {
+    let at = bth_at(packet)?;
+    let bth: &[u8; Bth::LEN] = packet.get(at..)?.first_chunk()?;
+    let first = Opcode::from_u8(bth[0])?.info().headers.first();
+    if first != Some(&ExtHeader::Aeth) {
+        return None;
+    }
+    let word = u32::from_be_bytes(*packet.get(at + Bth::LEN..)?.first_chunk()?);
+    Some(Aeth {
+        syndrome: (word >> 24) as u8,
+        msn: word & MASK_24,
+    })
+}
+
+/// Sets the LRH VL (the low 4 bits of `vl`). The VL is a variant field:
+/// the ICRC does not cover it, the VCRC does ([`restamp_vcrc`]).
+#[inline]
+pub fn set_vl(packet: &mut [u8], vl: u8) {
+    if let Some(b) = packet.first_mut() {
+        *b = (*b & 0x0f) | ((vl & 0x0f) << 4);
+    }
+}
+
+/// True if the last two bytes are the VCRC of the rest.
+#[inline]
+pub fn vcrc_ok(packet: &[u8]) -> bool {
+    packet
+        .split_last_chunk::<VCRC_LEN>()
+        .is_some_and(|(body, v)| vcrc(body) == u16::from_le_bytes(*v))
+}
+
+/// Recomputes the VCRC in the last two bytes (after a change to a variant
+/// field such as the VL, for the next hop).
+#[inline]
+pub fn restamp_vcrc(packet: &mut [u8]) {
+    if let Some((body, v)) = packet.split_last_chunk_mut::<VCRC_LEN>() {
+        *v = vcrc(body).to_le_bytes();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ParseError;
+    use crate::{Opcode, Packet, PacketView};
+
+    fn packet() -> Vec<u8> {
+        let mut p = Packet::new(Opcode::RcSendOnly);
+        p.lrh.vl = 1;
+        p.lrh.sl = 2;
+        p.lrh.dlid = 9;
+        p.lrh.slid = 1;
+        p.payload = vec![7; 100];
+        p.build().unwrap()
+    }
+
+    #[test]
+    fn reads_give_the_lrh_fields() {
+        let p = packet();
+        assert_eq!((vl(&p), sl(&p)), (Some(1), Some(2)));
+        assert!(vcrc_ok(&p));
+        assert_eq!((vl(&[]), sl(&[0x30])), (None, None));
+        assert_eq!(vl(&[0x30]), Some(3));
+        assert!(!vcrc_ok(&[0]));
+    }
+
+    #[test]
+    fn reads_give_the_transport_fields() {
+        use crate::headers::{AckKind, NakCode};
+        let mut ack = Packet::new(Opcode::RcAcknowledge);
+        ack.lrh.dlid = 0x1234;
+        ack.bth.dest_qp = 0xab_cdef;
+        ack.bth.psn = 0xfe_dcba;
+        ack.bth.ack_req = true;
+        ack.bth.becn = true;
+        ack.ext.aeth = Some(Aeth::nak(NakCode::RemoteAccessError, 7));
+        for grh in [None, Some(Grh::default())] {
+            ack.grh = grh;
+            let b = ack.build().unwrap();
+            let global = if grh.is_some() {
+                Lnh::IbaGlobal
+            } else {
+                Lnh::IbaLocal
+            };
+            assert_eq!((lnh(&b), dlid(&b)), (Some(global), Some(0x1234)));
+            assert_eq!(opcode(&b), Some(Opcode::RcAcknowledge));
+            assert_eq!((dest_qp(&b), psn(&b)), (Some(0xab_cdef), Some(0xfe_dcba)));
+            let aeth = aeth(&b).unwrap();
+            assert_eq!(aeth.kind(), AckKind::Nak(NakCode::RemoteAccessError));
+            assert_eq!(aeth.msn, 7);
+        }
+        let send = packet();
+        assert_eq!(opcode(&send), Some(Opcode::RcSendOnly));
+        assert_eq!(aeth(&send), None, "SEND carries no AETH");
+        let mut raw = send.clone();
+        raw[1] &= !3;
+        assert_eq!(
+            (lnh(&raw), opcode(&raw), psn(&raw)),
+            (Some(Lnh::Raw), None, None)
+        );
+        for n in 0..send.len().min(24) {
+            let short = &send[..n];
+            assert_eq!(dlid(short).is_some(), n >= 4);
+            assert_eq!(psn(short).is_some(), n >= 20);
+        }
+    }
+
+    #[test]
+    fn a_new_vl_gets_a_new_vcrc_and_the_icrc_still_holds() {
+        let mut p = packet();
+        set_vl(&mut p, 3);
+        assert!(matches!(
+            PacketView::parse(&p),
+            Err(ParseError::Vcrc { .. })
+        ));
+        assert!(!vcrc_ok(&p));
+        restamp_vcrc(&mut p);
+        let view = PacketView::parse(&p).expect("VL is a variant field");
+        assert_eq!((view.lrh.vl, view.lrh.lver, view.lrh.sl), (3, 0, 2));
+        assert_eq!(p[0] >> 4, 3);
+    }
+
+    #[test]
+    fn short_buffers_are_left_alone() {
+        let mut empty: [u8; 0] = [];
+        set_vl(&mut empty, 3);
+        restamp_vcrc(&mut empty);
+        let mut one = [0x05];
+        set_vl(&mut one, 0x1f);
+        restamp_vcrc(&mut one);
+        assert_eq!(one, [0xf5], "only the VL nibble, masked to 4 bits");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600), v in 0u8..=255) {
+            let _ = (vl(&bytes), sl(&bytes), vcrc_ok(&bytes), lnh(&bytes), dlid(&bytes));
+            let _ = (opcode(&bytes), dest_qp(&bytes), psn(&bytes), aeth(&bytes));
+            let mut b = bytes.clone();
+            set_vl(&mut b, v);
+            restamp_vcrc(&mut b);
+            proptest::prop_assert!(b.len() < VCRC_LEN || vcrc_ok(&b));
+        }
+    }
+}

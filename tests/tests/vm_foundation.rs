@@ -28,10 +28,13 @@ fn check_foundation_run(run: &VmRun, round: u32) {
     );
     // The driver probed: magic/version checked, MSI-X vectors allocated.
     let probe = run.expect_line("ibtca: probe ");
-    assert!(
-        probe.contains("vendor=1de5 device=7ca0 class=0c0600 version=1.0"),
-        "{ctx}: {probe}"
+    let ids = format!(
+        "vendor={:04x} device={:04x} class={:06x} version=1.0",
+        regs::PCI_VENDOR_ID,
+        regs::PCI_DEVICE_ID,
+        regs::PCI_CLASS_CODE
     );
+    assert!(probe.contains(&ids), "{ctx}: {probe}");
     let vectors: u32 = run
         .field("ibtca: probe ", "vectors")
         .unwrap()

@@ -16,6 +16,7 @@ pub mod fabric;
 pub mod fault_guard;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;
+pub mod guid;
 pub mod instance;
 pub mod link;
 pub mod logging;

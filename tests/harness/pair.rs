@@ -145,7 +145,8 @@ impl LinkedPair {
         let instance = |lid: u16, ep: LinkEndpoint| {
             let cfg = InstanceConfig {
                 lid,
-                guid: 0xa0 + u64::from(lid),
+                node_guid: 0x0200_0000_0000_00a0 + u64::from(lid),
+                port_guid: 0x0200_0000_0000_00a0 + u64::from(lid),
                 link: Some(ep),
                 drdma: o.drdma,
                 vl: Default::default(),

@@ -179,6 +179,8 @@ impl Instance {
         let port = PortAttrs {
             lid: cfg.lid,
             guid: cfg.port_guid,
+            node_guid: cfg.node_guid,
+            data_vls: cfg.vl.weights.len() as u8,
             ..PortAttrs::default()
         };
         let engine = Engine::new(

@@ -1,27 +1,48 @@
 //! Full stack, the RDMA core: a guest loads ib_core and ib_uverbs and the
-//! ibtca module registers `ibtca0` with them. The device is started from a
-//! topology file (LID, node and port GUIDs), and the guest's console must
-//! show that identity wherever the standard tools look: sysfs
-//! (/sys/class/infiniband/ibtca0), iproute2's `rdma dev`, `rdma link` and
-//! `rdma resource` (the MAD layer's QP0 and QP1), the uverbs device, and
-//! libibverbs (which, without an ibtca provider in
-//! rdma-core yet, lists no device: that is asserted too, so the provider's
-//! arrival changes this test). The port has no link, so it loops back to
-//! itself and is ACTIVE. The module unloads cleanly and neither the driver
-//! nor the RDMA core complains.
+//! ibtca module registers `ibtca0` with them. The devices are started from
+//! a topology file (LIDs, node and port GUIDs, a link): the guest's node
+//! first, its peer only once the module is loaded, so the port goes from
+//! DOWN to ACTIVE under the RDMA core's eyes (an IB event, which the core's
+//! cache logs). The guest's console must then show the file's identity
+//! wherever the standard tools look: sysfs (/sys/class/infiniband/ibtca0),
+//! iproute2's `rdma dev`, `rdma link` and `rdma resource` (the MAD layer's
+//! QP0 and QP1), the uverbs device, and libibverbs (which, without an ibtca
+//! provider in rdma-core yet, lists no device: that is asserted too, so the
+//! provider's arrival changes this test). The module unloads cleanly and
+//! neither the driver nor the RDMA core complains.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use ibtca_device::fabric::launch::device_args;
 use ibtca_device::fabric::plan::{parse, plan};
 use ibtca_device::regs;
 use ibtca_tests::vm::{DeviceProcess, VmConfig, VmRun, VmStack};
 
-const TOPOLOGY: &str = r#"{ "nodes": [ { "name": "n1", "lid": 5,
-    "node_guid": "0x0200000000a1b2c3", "port_guid": "0x0200000000a1b2c4" } ] }"#;
+const TOPOLOGY: &str = r#"{
+  "nodes": [ { "name": "n1", "lid": 5,
+               "node_guid": "0x0200000000a1b2c3", "port_guid": "0x0200000000a1b2c4" },
+             { "name": "n2", "lid": 6 } ],
+  "links": [ { "a": "n1", "b": "n2" } ] }"#;
+
+/// Waits until the console log has a line containing `needle`; returns it.
+fn wait_line(log: &Path, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.contains(needle)) {
+            return l.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} on the console within {timeout:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 /// The value after `IBTCA-SYSFS NAME=` (the rest of the line).
 fn sysfs(run: &VmRun, name: &str) -> String {
@@ -38,16 +59,28 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     let stack = VmStack::get();
     let dir = stack.scratch("ibdev");
     let p = plan(&parse(TOPOLOGY).unwrap(), &dir.0).unwrap();
-    let node = &p.nodes[0];
-    // The node's ibtca-device arguments as ibtca-fabric gives them, but
-    // the socket, which DeviceProcess adds.
-    let args = device_args(node);
-    assert_eq!(args[0], "--socket");
-    let extra: Vec<&str> = args[2..].iter().map(String::as_str).collect();
-    let mut dev = DeviceProcess::start(&node.socket, None, &extra);
-    let mut vm = VmConfig::new(&node.socket, "ibdev");
-    vm.timeout = Duration::from_secs(240);
-    let run = stack.boot(&vm);
+    std::fs::create_dir_all(dir.join("links")).unwrap();
+    // A node's ibtca-device arguments as ibtca-fabric gives them, but the
+    // socket, which DeviceProcess adds.
+    let start = |i: usize| {
+        let args = device_args(&p.nodes[i]);
+        assert_eq!(args[0], "--socket");
+        let extra: Vec<&str> = args[2..].iter().map(String::as_str).collect();
+        DeviceProcess::start(&p.nodes[i].socket, None, &extra)
+    };
+    let mut dev = start(0);
+    let log = dir.join("console.log");
+    let mut vm = VmConfig::new(&p.nodes[0].socket, "ibdev");
+    vm.timeout = Duration::from_secs(300);
+    vm.serial_log = Some(log.clone());
+    let (run, peer) = std::thread::scope(|s| {
+        let guest = s.spawn(|| stack.boot(&vm));
+        // ibtca0 is registered while its port waits for the peer.
+        let loaded = wait_line(&log, "IBTCA-IBDEV-LOADED", Duration::from_secs(240));
+        let peer = start(1);
+        (guest.join().unwrap(), (peer, loaded))
+    });
+    let (mut peer, loaded) = peer;
     eprintln!(
         "ibdev: {:.1} s wall; guest uptime at /init: {}",
         run.elapsed.as_secs_f64(),
@@ -66,6 +99,11 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     run.expect_line("IBTCA-INSMOD ok");
     run.expect_line("ibtca: probe ");
     run.expect_line("RDMA device ibtca0 node GUID 0200000000a1b2c3");
+    // Registered with its port down; the peer's arrival reached the core as
+    // an IB event (the core's cache logs the new state).
+    assert!(loaded.contains("state=1: DOWN"), "{loaded}\n{dump}");
+    run.expect_line("ibtca0: port event active");
+    run.expect_line("ibtca0: Port: 1 Link ACTIVE");
 
     // sysfs: a CA with the file's GUIDs and LID, its port ACTIVE on IB.
     let expect = [
@@ -159,4 +197,6 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     run.expect_line("IBTCA-GUEST done");
     assert!(dev.alive(), "device died\n{dump}");
     assert!(dev.stop(), "ibtca-device did not exit cleanly on SIGTERM");
+    assert!(peer.alive(), "the peer's device died\n{dump}");
+    assert!(peer.stop(), "the peer's device did not exit cleanly");
 }

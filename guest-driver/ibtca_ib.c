@@ -571,6 +571,26 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibtca_ib_ucontext, ibuc),
 };
 
+/* Tells the core's clients of a port change. Called with @ib_lock held. */
+static void ibtca_ib_dispatch(struct ibtca_dev *idev, u32 old, u32 state)
+{
+	struct ib_event ev = { .element.port_num = IBTCA_IB_PORT };
+
+	if (!idev->ib)
+		return;
+	if (state == IBTCA_PORT_ACTIVE)
+		ev.event = IB_EVENT_PORT_ACTIVE;
+	else if (old == IBTCA_PORT_ACTIVE)
+		ev.event = IB_EVENT_PORT_ERR;
+	else
+		return;
+	ev.device = &idev->ib->ibdev;
+	ib_dispatch_event(&ev);
+	dev_info(&idev->pdev->dev, "%s: port event %s\n",
+		 dev_name(&ev.device->dev),
+		 ev.event == IB_EVENT_PORT_ACTIVE ? "active" : "down");
+}
+
 /*
  * Registers ibtcaN with the RDMA core once the command queue runs. A
  * failure is logged and leaves /dev/ibtcaN working without it.
@@ -580,6 +600,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	struct device *dev = &idev->pdev->dev;
 	struct ibtca_port_attr port;
 	struct ibtca_ib *ib;
+	u32 before, after;
 	int ret;
 
 	ib = ib_alloc_device(ibtca_ib, ibdev);
@@ -611,6 +632,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 		sizeof(ib->ibdev.node_desc));
 	ib_set_device_ops(&ib->ibdev, &ibtca_ib_ops);
 
+	before = READ_ONCE(idev->port_state);
 	ret = ib_register_device(&ib->ibdev, "ibtca%d", dev);
 	if (ret) {
 		dev_warn(dev, "RDMA core registration: %d\n", ret);
@@ -618,6 +640,14 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	}
 	mutex_lock(&idev->ib_lock);
 	idev->ib = ib;
+	/*
+	 * A change the port work saw during registration found no device to
+	 * tell: tell it now (the core may have read the new state already; a
+	 * repeated event only makes it read again).
+	 */
+	after = READ_ONCE(idev->port_state);
+	if (after != before)
+		ibtca_ib_dispatch(idev, before, after);
 	mutex_unlock(&idev->ib_lock);
 	dev_info(dev, "RDMA device %s node GUID %016llx\n",
 		 dev_name(&ib->ibdev.dev), le64_to_cpu(ib->attr.node_guid));
@@ -644,24 +674,10 @@ void ibtca_ib_unregister(struct ibtca_dev *idev)
 	ib_dealloc_device(&ib->ibdev);
 }
 
-/* A port change, from the port work: the core's clients hear of it. */
+/* A port change, from the port work. */
 void ibtca_ib_port_event(struct ibtca_dev *idev, u32 old, u32 state)
 {
-	struct ib_event ev = { .element.port_num = IBTCA_IB_PORT };
-
-	if (state == IBTCA_PORT_ACTIVE)
-		ev.event = IB_EVENT_PORT_ACTIVE;
-	else if (old == IBTCA_PORT_ACTIVE)
-		ev.event = IB_EVENT_PORT_ERR;
-	else
-		return;
 	mutex_lock(&idev->ib_lock);
-	if (idev->ib) {
-		ev.device = &idev->ib->ibdev;
-		ib_dispatch_event(&ev);
-		dev_info(&idev->pdev->dev, "%s: port event %s\n",
-			 dev_name(&ev.device->dev),
-			 ev.event == IB_EVENT_PORT_ACTIVE ? "active" : "down");
-	}
+	ibtca_ib_dispatch(idev, old, state);
 	mutex_unlock(&idev->ib_lock);
 }

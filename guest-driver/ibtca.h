@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ibtca: private definitions shared by the files of the guest driver
- * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c, ibtca_drdma.c).
+ * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c, ibtca_drdma.c, ibtca_port.c,
+ * ibtca_ib.c).
  */
 #ifndef _IBTCA_H
 #define _IBTCA_H
@@ -28,6 +29,7 @@ struct file;
 struct vm_area_struct;
 
 struct ibtca_dev;
+struct ibtca_ib;
 
 struct ibtca_vec {
 	struct ibtca_dev *idev;
@@ -64,6 +66,9 @@ struct ibtca_dev {
 	struct work_struct port_work;
 	atomic_t port_events;
 	u32 port_state;
+	/* The RDMA core's device (ibtca_ib.c), NULL if not registered. */
+	struct mutex ib_lock;	/* serialises @ib with port events */
+	struct ibtca_ib *ib;
 };
 
 /* A verbs context: the objects of one open file. */
@@ -93,6 +98,7 @@ int ibtca_cmdq_init(struct ibtca_dev *idev);
 void ibtca_cmdq_free(struct ibtca_dev *idev);
 int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
 	      size_t len, u32 *out0, u32 *out1);
+int ibtca_cmd_query(struct ibtca_dev *idev, u8 opcode, void *reply, size_t len);
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle);
 
 /* ibtca_verbs.c */
@@ -116,5 +122,10 @@ void ibtca_port_init(struct ibtca_dev *idev);
 void ibtca_port_remove(struct ibtca_dev *idev);
 void ibtca_port_irq(struct ibtca_dev *idev);
 long ibtca_port_wait(struct ibtca_dev *idev, void __user *argp);
+
+/* ibtca_ib.c: the ib_device registered with the kernel's RDMA core. */
+void ibtca_ib_register(struct ibtca_dev *idev);
+void ibtca_ib_unregister(struct ibtca_dev *idev);
+void ibtca_ib_port_event(struct ibtca_dev *idev, u32 old, u32 state);
 
 #endif /* _IBTCA_H */

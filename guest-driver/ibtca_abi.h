@@ -134,8 +134,10 @@
 #define IBTCA_CMD_ST_OK                    0x0
 /* Command flag: raise the command vector (MSI-X 0) when done. */
 #define IBTCA_CMD_F_IRQ                    0x1
-/* Command: query the port (out0 = LID | state << 16, out1 = active MTU code). */
+/* Command: query the port (params: zero; out0 = LID | state << 16, out1 = active MTU code; reply: struct ibtca_port_attr over params). */
 #define IBTCA_CMD_QUERY_PORT               0x1
+/* Command: query the device's identity and limits (params: zero; reply: struct ibtca_device_attr over params). */
+#define IBTCA_CMD_QUERY_DEVICE             0x2
 /* Command: allocate a protection domain (out0 = PD number). */
 #define IBTCA_CMD_CREATE_PD                0x10
 /* Command: free a protection domain (params: struct ibtca_cmd_handle). */
@@ -158,6 +160,18 @@
 #define IBTCA_CMD_MODIFY_QP                0x41
 /* Command: destroy a QP (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_QP               0x43
+/* Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X. */
+#define IBTCA_PORT_WIDTH_4X                0x2
+/* Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s. */
+#define IBTCA_PORT_SPEED_QDR               0x4
+/* Physical port state (IB PortInfo PortPhysicalState): polling for a peer. */
+#define IBTCA_PORT_PHYS_POLLING            0x2
+/* Physical port state: link up. */
+#define IBTCA_PORT_PHYS_LINK_UP            0x5
+/* Device capability (struct ibtca_device_attr): atomic compare-and-swap and fetch-and-add, atomic between the device's QPs. */
+#define IBTCA_DEV_CAP_ATOMIC               0x1
+/* Device capability: memory windows (type 2, bound by WR) and SEND with Invalidate. */
+#define IBTCA_DEV_CAP_MW                   0x2
 /* MODIFY_QP attribute: state. */
 #define IBTCA_QP_ATTR_STATE                0x1
 /* MODIFY_QP attribute: access flags. */
@@ -308,5 +322,42 @@ struct ibtca_cmd_modify_qp {
 	__u8 rsvd2[12];	/* 0x24: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
+
+/* QUERY_DEVICE reply, written over the command's params: the device's identity and the limits it enforces. */
+struct ibtca_device_attr {
+	__le64 node_guid;	/* 0x00: Node GUID. */
+	__le64 max_mr_size;	/* 0x08: Largest memory region in bytes. */
+	__le32 max_qp;	/* 0x10: Queue pairs. */
+	__le32 max_cq;	/* 0x14: Completion queues. */
+	__le32 max_mr;	/* 0x18: Memory regions and windows together (one key table). */
+	__le32 max_pd;	/* 0x1c: Protection domains. */
+	__le32 max_cqe;	/* 0x20: Entries of one CQ. */
+	__le32 max_qp_wr;	/* 0x24: Entries of one send or receive queue. */
+	__u8 max_sge;	/* 0x28: SGEs of one work request. */
+	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests of one QP, as requester and as responder. */
+	__u8 max_mtu;	/* 0x2a: Largest IBTCA_MTU_* path MTU. */
+	__u8 phys_ports;	/* 0x2b: Physical ports. */
+	__le32 caps;	/* 0x2c: IBTCA_DEV_CAP_* bits. */
+} __packed;
+static_assert(sizeof(struct ibtca_device_attr) == 48);
+
+/* QUERY_PORT reply, written over the command's params. */
+struct ibtca_port_attr {
+	__le64 port_guid;	/* 0x00: Port GUID (the interface ID of the port's one GID). */
+	__le32 max_msg_sz;	/* 0x08: Largest message in bytes. */
+	__le16 lid;	/* 0x0c: LID. */
+	__le16 sm_lid;	/* 0x0e: LID of the subnet manager (0: none). */
+	__le16 pkey;	/* 0x10: The port's one P_Key. */
+	__u8 state;	/* 0x12: IBTCA_PORT_* logical state. */
+	__u8 phys_state;	/* 0x13: IBTCA_PORT_PHYS_* physical state. */
+	__u8 max_mtu;	/* 0x14: Largest IBTCA_MTU_* MTU. */
+	__u8 active_mtu;	/* 0x15: Active IBTCA_MTU_* MTU. */
+	__u8 active_width;	/* 0x16: IBTCA_PORT_WIDTH_* active width. */
+	__u8 active_speed;	/* 0x17: IBTCA_PORT_SPEED_* active speed. */
+	__u8 data_vls;	/* 0x18: Data VLs the port runs (1-15). */
+	__u8 lmc;	/* 0x19: LID mask control. */
+	__u8 rsvd[22];	/* 0x1a: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_port_attr) == 48);
 
 #endif /* IBTCA_ABI_H */

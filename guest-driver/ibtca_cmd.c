@@ -51,17 +51,20 @@ static bool ibtca_cmd_done(struct ibtca_cmd *c)
 /*
  * Run one command and wait for it (interrupt on vector 0, polled every few
  * milliseconds in case the interrupt is lost). Returns 0, -ETIMEDOUT, or the
- * device's status as a negative errno. Called with @hw_sem held.
+ * device's status as a negative errno. A query's reply (@reply_len bytes,
+ * written by the device over the parameters) is copied to @reply. Called
+ * with @hw_sem held.
  */
-int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
-	      size_t len, u32 *out0, u32 *out1)
+static int ibtca_cmd_run(struct ibtca_dev *idev, u8 opcode, const void *params,
+			 size_t len, u32 *out0, u32 *out1, void *reply,
+			 size_t reply_len)
 {
 	unsigned long deadline;
 	struct ibtca_cmd *c;
 	u16 st;
 	int ret;
 
-	if (len > sizeof(c->params))
+	if (len > sizeof(c->params) || reply_len > sizeof(c->params))
 		return -EINVAL;
 	mutex_lock(&idev->cmd_lock);
 	c = &idev->cmdq[idev->cmd_pi & (BIT(IBTCA_CMDQ_LOG) - 1)];
@@ -95,6 +98,8 @@ int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
 			*out0 = le32_to_cpu(c->out0);
 		if (out1)
 			*out1 = le32_to_cpu(c->out1);
+		if (reply_len)
+			memcpy(reply, c->params, reply_len);
 		ret = 0;
 	} else {
 		ret = st < MAX_ERRNO ? -(int)st : -EIO;
@@ -102,6 +107,18 @@ int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
 out:
 	mutex_unlock(&idev->cmd_lock);
 	return ret;
+}
+
+int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
+	      size_t len, u32 *out0, u32 *out1)
+{
+	return ibtca_cmd_run(idev, opcode, params, len, out0, out1, NULL, 0);
+}
+
+/* A query (QUERY_DEVICE, QUERY_PORT): no parameters, @len bytes of reply. */
+int ibtca_cmd_query(struct ibtca_dev *idev, u8 opcode, void *reply, size_t len)
+{
+	return ibtca_cmd_run(idev, opcode, NULL, 0, NULL, NULL, reply, len);
 }
 
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle)

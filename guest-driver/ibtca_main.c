@@ -17,6 +17,9 @@
  *
  * The Direct RDMA window (BAR2, ibtca_drdma.c): guest stores into a range
  * become an RDMA WRITE, RDMA READ responses are served to guest loads.
+ *
+ * The kernel's RDMA core (ibtca_ib.c): the device is also registered as an
+ * ib_device, ibtcaN, with the identity, limits and port the device reports.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -328,6 +331,7 @@ void ibtca_release_dev(struct kref *ref)
 {
 	struct ibtca_dev *idev = container_of(ref, struct ibtca_dev, ref);
 
+	mutex_destroy(&idev->ib_lock);
 	mutex_destroy(&idev->cmd_lock);
 	mutex_destroy(&idev->lock);
 	pci_dev_put(idev->pdev);
@@ -543,6 +547,7 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	kref_init(&idev->ref);
 	mutex_init(&idev->lock);
 	mutex_init(&idev->cmd_lock);
+	mutex_init(&idev->ib_lock);
 	init_rwsem(&idev->hw_sem);
 	init_waitqueue_head(&idev->wq);
 	idev->pdev = pci_dev_get(pdev);
@@ -643,6 +648,7 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	/* After the command queue's reset, which clears EVENT_VECTOR. */
 	ibtca_port_init(idev);
+	ibtca_ib_register(idev);
 	pr_info("%s bound to %s\n", idev->name, pci_name(pdev));
 	return 0;
 
@@ -673,6 +679,8 @@ static void ibtca_remove(struct pci_dev *pdev)
 {
 	struct ibtca_dev *idev = pci_get_drvdata(pdev);
 
+	/* The RDMA core's clients free their objects while commands run. */
+	ibtca_ib_unregister(idev);
 	/* No new opens after this; open files keep @idev alive via @ref. */
 	misc_deregister(&idev->misc);
 

@@ -5,8 +5,8 @@
  * The device raises EVENT_VECTOR (the driver routes it to
  * IBTCA_EVENT_VECTOR) when its port goes down or up, with
  * IBTCA_EVENT_PORT_CHANGE set in EVENT_CAUSE. The handler defers to a work
- * item, which clears the cause, reads PORT_STATE, logs the change and wakes
- * IBTCA_IOC_PORT_WAIT callers.
+ * item, which clears the cause, reads PORT_STATE, logs the change, wakes
+ * IBTCA_IOC_PORT_WAIT callers and tells the RDMA core (ibtca_ib.c).
  */
 
 #include <linux/pci.h>
@@ -35,7 +35,7 @@ static void ibtca_port_work(struct work_struct *work)
 {
 	struct ibtca_dev *idev = container_of(work, struct ibtca_dev,
 					      port_work);
-	u32 cause, state;
+	u32 cause, state, old;
 
 	down_read(&idev->hw_sem);
 	if (READ_ONCE(idev->dead)) {
@@ -52,11 +52,13 @@ static void ibtca_port_work(struct work_struct *work)
 	if (!(cause & IBTCA_EVENT_PORT_CHANGE) &&
 	    state == READ_ONCE(idev->port_state))
 		return;
+	old = READ_ONCE(idev->port_state);
 	WRITE_ONCE(idev->port_state, state);
 	atomic_inc(&idev->port_events);
 	dev_info(&idev->pdev->dev, "port %s (%d changes)\n",
 		 ibtca_port_name(state), atomic_read(&idev->port_events));
 	wake_up_all(&idev->wq);
+	ibtca_ib_port_event(idev, old, state);
 }
 
 /* Called from the MSI-X handler of IBTCA_EVENT_VECTOR. */

@@ -97,9 +97,9 @@
 /* DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges). (WO) */
 #define IBTCA_REG_DRDMA_COMMIT_MASK        0x178
 
-/* PCI vendor ID (not bound by any in-tree Linux driver). */
-#define IBTCA_PCI_VENDOR_ID                0x1de5
-/* PCI device ID. */
+/* PCI vendor ID: 0x1234, which QEMU's emulated-only devices use and the PCI ID database gives to no company. */
+#define IBTCA_PCI_VENDOR_ID                0x1234
+/* PCI device ID: none of QEMU's own devices takes it (they take 0x1111 and 0x11e8) and no in-tree Linux driver binds it. */
 #define IBTCA_PCI_DEVICE_ID                0x7ca0
 /* PCI class code: serial bus controller, InfiniBand (0x0c06), prog-if 0. */
 #define IBTCA_PCI_CLASS_CODE               0xc0600

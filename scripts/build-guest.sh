@@ -2,14 +2,18 @@
 # Build the ibtca guest artefacts inside the VM-stack chroot:
 #   ibtca.ko            the guest module, built against the chroot's headers
 #   ibtca-tool          static user-space tool
-#   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool (newc, gzip)
+#   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
+#                       core's modules (ib_core, ib_uverbs) + rdma-core's
+#                       libibverbs, ibv_devices, ibv_devinfo and iproute2's
+#                       rdma with the libraries they link (newc, gzip)
 #   vmlinuz             copy of the chroot's guest kernel
 #
 #   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
 #   IBTCA_FORCE=1 scripts/build-guest.sh # rebuild even if inputs are unchanged
 #
 # Inputs are hashed (guest-driver/, this script, chroot-mounts.sh, kernel
-# version); an unchanged hash with all outputs present is a no-op. The chroot
+# version, the versions of the guest's packages); an unchanged hash with all
+# outputs present is a no-op. The chroot
 # is mounted for the build and unmounted afterwards, unless it was already
 # mounted when we started (a VM may be using it).
 set -euo pipefail
@@ -40,6 +44,12 @@ OUT=${1:-$CACHE/guest}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
+# The RDMA core's modules, in load order (ibtca.ko needs ib_core).
+ib_modules=(ib_core ib_uverbs_support ib_uverbs)
+# User-space programs from the chroot's packages (setup-vm-stack.sh
+# GUEST_PACKAGES); their libraries are found with ldd.
+guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo)
+guest_pkgs=(libibverbs1 ibverbs-utils iproute2)
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {
@@ -55,6 +65,7 @@ inputs_hash() {
 		echo "kver=$KVER"
 		stat -c 'vmlinuz %s %Y' "$CHROOT/boot/vmlinuz-$KVER"
 		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" | awk '{ print $1 }'
+		chroot "$CHROOT" dpkg-query -W "${guest_pkgs[@]}" 2>&1
 		input_files | while IFS= read -r f; do
 			printf '%s %s\n' "$f" "$(sha256sum <"$src/$f" | awk '{ print $1 }')"
 		done
@@ -141,6 +152,28 @@ done < <(in_chroot /usr/bin/busybox --list-full)
 install -m 0755 "$src/initramfs/init" "$rootfs/init"
 install -m 0644 "$build/src/ibtca.ko" "$rootfs/lib/modules/ibtca.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
+# The RDMA core's modules, decompressed: busybox's insmod hands the kernel
+# the module's bytes, which the kernel decompresses only from a file.
+for m in "${ib_modules[@]}"; do
+	ko=$(in_chroot modinfo -k "$KVER" -n "$m") || die "no module $m for $KVER"
+	case "$ko" in
+	*.ko.xz) in_chroot sh -c "busybox unxz -c '$ko' >'$ibuild/rootfs/lib/modules/$m.ko'" ;;
+	*.ko) cp "$CHROOT$ko" "$rootfs/lib/modules/$m.ko" ;;
+	*) die "module $m: unexpected file $ko" ;;
+	esac
+done
+# rdma-core and iproute2 programs with exactly the libraries they link.
+for b in "${guest_bins[@]}"; do
+	[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
+	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+	in_chroot ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
+done | LC_ALL=C sort -u | while IFS= read -r lib; do
+	# The file itself (its links resolved inside the chroot), under the
+	# name the loader looks for.
+	real=$(in_chroot readlink -f "$lib")
+	mkdir -p "$rootfs$(dirname "$lib")"
+	cp "$CHROOT$real" "$rootfs$lib"
+done
 # The kernel opens /dev/console before /init mounts devtmpfs.
 mknod -m 0600 "$rootfs/dev/console" c 5 1
 mknod -m 0666 "$rootfs/dev/null" c 1 3

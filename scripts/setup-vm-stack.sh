@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the VM test stack (QEMU with vfio-user-pci, a guest kernel and its
-# headers, busybox, a compiler for the guest module and tool) into a cache
-# outside the clone, unattended and idempotently.
+# headers, busybox, a compiler for the guest module and tool, and the guest
+# image's RDMA user space: libibverbs, ibverbs-utils, iproute2's `rdma`) into
+# a cache outside the clone, unattended and idempotently.
 #
 #   scripts/setup-vm-stack.sh            # install (or reuse) the stack
 #   scripts/setup-vm-stack.sh --print    # print the resolved settings
@@ -24,6 +25,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/chroot-mounts.sh"
 
 log() { printf '[setup-vm-stack] %s\n' "$*" >&2; }
+
+# Debian packages whose binaries and libraries build-guest.sh copies into
+# the guest image (by name, from the chroot's trixie).
+GUEST_PACKAGES=(libibverbs1 ibverbs-utils iproute2)
 
 # The Debian mirror this machine already uses (deb822 or one-line sources).
 host_mirror() {
@@ -112,7 +117,8 @@ EOF
 	chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends -t trixie-backports \
 		qemu-system-x86 "linux-image-$kver" "linux-headers-$kver" \
-		gcc make libc6-dev busybox-static cpio >"$CACHE/apt.log" 2>&1 || {
+		gcc make libc6-dev busybox-static cpio "${GUEST_PACKAGES[@]}" \
+		>"$CACHE/apt.log" 2>&1 || {
 		tail -n 30 "$CACHE/apt.log" >&2
 		exit 1
 	}
@@ -123,6 +129,31 @@ EOF
 	touch "$tmp/.ibtca-stack-ready"
 	mv "$tmp" "$CHROOT"
 	write_env chroot "$CHROOT" "$kver"
+}
+
+# A chroot made before GUEST_PACKAGES grew: install what it lacks (trixie's
+# versions, as a new chroot gets them).
+guest_packages() {
+	local missing=() p
+	for p in "${GUEST_PACKAGES[@]}"; do
+		chroot "$CHROOT" dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing guest packages into the chroot: ${missing[*]}"
+	ibtca_chroot_mount "$CHROOT"
+	trap 'ibtca_chroot_release "$CHROOT"' EXIT
+	{
+		chroot "$CHROOT" apt-get update -qq &&
+			chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends "${missing[@]}" &&
+			chroot "$CHROOT" apt-get clean
+	} >>"$CACHE/apt.log" 2>&1 || {
+		tail -n 30 "$CACHE/apt.log" >&2
+		exit 1
+	}
+	ibtca_chroot_release "$CHROOT"
+	trap - EXIT
 }
 
 main() {
@@ -141,6 +172,7 @@ main() {
 		return 0
 	fi
 	if [ -f "$STAMP" ]; then
+		guest_packages
 		log "stack ready in $CHROOT (kernel $(cat "$CHROOT/.ibtca-kver"))"
 		write_env chroot "$CHROOT" "$(cat "$CHROOT/.ibtca-kver")"
 		return 0

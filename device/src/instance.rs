@@ -21,8 +21,10 @@ use crate::vl_config::{self, VlConfig};
 pub struct InstanceConfig {
     /// The port's LID.
     pub lid: u16,
-    /// The port's (and node's) GUID.
-    pub guid: u64,
+    /// The node GUID (sent in the link's Hello, reported by QUERY_DEVICE).
+    pub node_guid: u64,
+    /// The port GUID (PORT_GUID_LO/HI, QUERY_PORT, the port's GID).
+    pub port_guid: u64,
     /// The link to a peer, if any.
     pub link: Option<LinkEndpoint>,
     /// The DRDMA window.
@@ -44,7 +46,8 @@ impl Default for InstanceConfig {
     fn default() -> Self {
         InstanceConfig {
             lid: 1,
-            guid: 0x0002_c903_0000_0001,
+            node_guid: crate::guid::FABRIC_NODE_BASE + 1,
+            port_guid: crate::guid::FABRIC_NODE_BASE + 1,
             link: None,
             drdma: DrdmaConfig::default(),
             vl: VlConfig::default(),
@@ -132,7 +135,7 @@ impl Instance {
         let mut tca = Tca::with_parts(
             PortIdentity {
                 lid: cfg.lid,
-                guid: cfg.guid,
+                guid: cfg.port_guid,
                 state: port_state.clone(),
             },
             drdma.clone(),
@@ -142,7 +145,7 @@ impl Instance {
             Some(ep) => {
                 let events = tx.clone();
                 let local = LocalPort {
-                    node_guid: cfg.guid,
+                    node_guid: cfg.node_guid,
                     port: 1,
                     lid: cfg.lid,
                 };
@@ -175,7 +178,9 @@ impl Instance {
         };
         let port = PortAttrs {
             lid: cfg.lid,
-            guid: cfg.guid,
+            guid: cfg.port_guid,
+            node_guid: cfg.node_guid,
+            data_vls: cfg.vl.weights.len() as u8,
             ..PortAttrs::default()
         };
         let engine = Engine::new(

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod fault_guard;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_targets;
+pub mod guid;
 pub mod instance;
 pub mod logging;
 pub mod pci;

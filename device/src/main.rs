@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::drdma::DrdmaConfig;
+use ibtca_device::guid;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::sched::{self, CpuList};
@@ -54,9 +55,15 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
     lid: u16,
 
-    /// The port GUID (default: derived from the LID).
-    #[arg(long, value_name = "HEX", value_parser = parse_guid)]
-    guid: Option<u64>,
+    /// The node GUID, an EUI-64 (default: a random locally administered
+    /// one, logged at start; give one for an identity that outlives the
+    /// process). `--guid` is its older name.
+    #[arg(long, alias = "guid", value_name = "HEX", value_parser = guid::parse)]
+    node_guid: Option<u64>,
+
+    /// The port GUID (default: the node GUID).
+    #[arg(long, value_name = "HEX", value_parser = guid::parse)]
+    port_guid: Option<u64>,
 
     /// Link to a peer device: listen:PATH or connect:PATH (Unix socket).
     #[arg(long, value_name = "ENDPOINT")]
@@ -130,11 +137,6 @@ struct Args {
     /// more latency beside busy-polling guests. No privilege needed.
     #[arg(long, conflicts_with = "realtime")]
     sched_batch: bool,
-}
-
-fn parse_guid(s: &str) -> Result<u64, String> {
-    let t = s.trim_start_matches("0x").replace(':', "");
-    u64::from_str_radix(&t, 16).map_err(|e| format!("bad GUID '{s}': {e}"))
 }
 
 /// `--cpus`, `--realtime` and `--sched-batch`, on this thread before any other starts (they
@@ -220,11 +222,11 @@ fn main() -> ExitCode {
             stop.stop();
         }
     });
+    let node_guid = args.node_guid.unwrap_or_else(guid::random_local);
     let instance_cfg = InstanceConfig {
         lid: args.lid,
-        guid: args
-            .guid
-            .unwrap_or(0x0002_c903_0000_0000 | u64::from(args.lid)),
+        node_guid,
+        port_guid: args.port_guid.unwrap_or(node_guid),
         link: args.link.clone(),
         drdma: DrdmaConfig {
             ranges: args.drdma_ranges,
@@ -244,7 +246,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!(lid = instance_cfg.lid, guid = format!("{:#018x}", instance_cfg.guid), link = ?instance_cfg.link, "device ready");
+    tracing::info!(
+        lid = instance_cfg.lid,
+        node_guid = format!("{:#018x}", instance_cfg.node_guid),
+        port_guid = format!("{:#018x}", instance_cfg.port_guid),
+        link = ?instance_cfg.link,
+        "device ready"
+    );
     let result = server.serve(&mut device.tca);
     if let Some(l) = device.link_stats() {
         tracing::info!(?l, "link counters");

@@ -151,9 +151,9 @@ registers! {
 
 values! {
     VALUES;
-    /// PCI vendor ID (not bound by any in-tree Linux driver).
-    PCI_VENDOR_ID: u16 = 0x1de5;
-    /// PCI device ID.
+    /// PCI vendor ID: 0x1234, which QEMU's emulated-only devices use and the PCI ID database gives to no company.
+    PCI_VENDOR_ID: u16 = 0x1234;
+    /// PCI device ID: none of QEMU's own devices takes it (they take 0x1111 and 0x11e8) and no in-tree Linux driver binds it.
     PCI_DEVICE_ID: u16 = 0x7ca0;
     /// PCI class code: serial bus controller, InfiniBand (0x0c06), prog-if 0.
     PCI_CLASS_CODE: u32 = 0x0c0600;

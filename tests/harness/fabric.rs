@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ibtca_device::guid;
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::{LinkConfig, LinkEndpoint};
 use ibtca_device::regs;
@@ -161,7 +162,7 @@ impl Fabric {
             }
             let cfg = SwitchConfig {
                 name: format!("sw{s}"),
-                guid: 0x0002_c903_00ff_0000 + s as u64,
+                guid: guid::FABRIC_SWITCH_BASE + s as u64 + 1,
                 lid: 0,
                 ports: pcs,
                 routes: routes.get(s).cloned().unwrap_or_default(),
@@ -174,7 +175,8 @@ impl Fabric {
             let lid = k as u16 + 1;
             let cfg = InstanceConfig {
                 lid,
-                guid: 0x0002_c903_0000_0100 + u64::from(lid),
+                node_guid: guid::FABRIC_NODE_BASE + u64::from(lid),
+                port_guid: guid::FABRIC_NODE_BASE + u64::from(lid),
                 link: Some(ep.expect("every node is attached to a switch port")),
                 drdma: Default::default(),
                 vl: Default::default(),

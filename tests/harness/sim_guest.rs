@@ -238,6 +238,22 @@ impl SimGuest {
 
     /// Runs one command; returns (out0, out1) or the device's status.
     pub fn cmd(&mut self, opcode: u8, params: &[u8]) -> Result<(u32, u32), CmdFailed> {
+        self.cmd_entry(opcode, params)
+            .map(|e| (e.out0.to_native(), e.out1.to_native()))
+    }
+
+    /// Runs a query (no parameters); returns its reply (written over the
+    /// parameters) or the device's status.
+    pub fn query<T: ByteValued + Default>(&mut self, opcode: u8) -> Result<T, CmdFailed> {
+        let e = self.cmd_entry(opcode, &[])?;
+        let mut t = T::default();
+        let n = t.as_slice().len();
+        t.as_mut_slice().copy_from_slice(&e.params[..n]);
+        Ok(t)
+    }
+
+    /// Runs one command; returns the completed entry or the device's status.
+    pub fn cmd_entry(&mut self, opcode: u8, params: &[u8]) -> Result<CmdEntry, CmdFailed> {
         let slot = self.cmdq + 64 * u64::from(self.cmd_pi & ((1 << CMDQ_LOG) - 1));
         let mut e = CmdEntry {
             opcode,
@@ -257,7 +273,7 @@ impl SimGuest {
             let st = done.status.to_native();
             if st != CMD_ST_PENDING {
                 return if st == CMD_ST_OK {
-                    Ok((done.out0.to_native(), done.out1.to_native()))
+                    Ok(done)
                 } else {
                     Err(CmdFailed(st))
                 };

@@ -498,7 +498,7 @@ pub fn run_guest_trio(
     let port = |lid: u16| dir.join(&format!("sw-p{lid}.link"));
     let switch = Switch::start(SwitchConfig {
         name: "sw0".into(),
-        guid: 0x0002_c903_00ff_0000,
+        guid: ibtca_device::guid::FABRIC_SWITCH_BASE + 1,
         lid: 0,
         ports: (1..=3)
             .map(|lid| PortConfig::new(LinkEndpoint::Listen(port(lid))))

@@ -225,6 +225,81 @@ fn bad_cpu_lists_and_priorities_are_refused() {
     }
 }
 
+#[test]
+fn bad_guids_are_refused() {
+    for args in [
+        ["--node-guid", "0"],
+        ["--node-guid", "xyz"],
+        ["--port-guid", "0x11112222333344445"],
+    ] {
+        let out = Command::new(workspace_bin("ibtca-device"))
+            .args(["--socket", "/nonexistent/x.sock"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("bad GUID"), "{args:?}: {err}");
+    }
+}
+
+/// The `0x...` value of `key=` in the first line of `log` with `what`.
+fn log_hex(log: &str, what: &str, key: &str) -> u64 {
+    let line = log.lines().find(|l| l.contains(what)).unwrap_or_default();
+    let pat = format!("{key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {pat} in {line:?}"))
+        + pat.len();
+    let hex: String = line[at..]
+        .trim_start_matches('"')
+        .trim_start_matches("0x")
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    u64::from_str_radix(&hex, 16).unwrap()
+}
+
+#[test]
+fn guids_are_configured_or_random_locally_administered_ones() {
+    let dir = TempDir::new("guids");
+    let devices = linked_devices(
+        &dir,
+        &[
+            "--node-guid",
+            "0x0200:1111:2222:3333",
+            "--port-guid",
+            "0x0200111122223334",
+        ],
+    );
+    let log_a = wait_for_log(&devices[0].1, "link up");
+    let log_b = wait_for_log(&devices[1].1, "link up");
+    assert_eq!(
+        log_hex(&log_a, "device ready", "node_guid"),
+        0x0200_1111_2222_3333
+    );
+    assert_eq!(
+        log_hex(&log_a, "device ready", "port_guid"),
+        0x0200_1111_2222_3334
+    );
+    // The peer sees A's node GUID in its Hello.
+    assert_eq!(
+        log_hex(&log_b, "session: link up", "guid"),
+        0x0200_1111_2222_3333
+    );
+    // B named none: a random, locally administered node GUID, which is
+    // also its port GUID; none derived from its LID.
+    let b = log_hex(&log_b, "device ready", "node_guid");
+    assert_eq!(b & (0x03 << 56), 0x02 << 56, "{b:#x}");
+    assert_eq!(log_hex(&log_b, "device ready", "port_guid"), b);
+    assert_eq!(log_hex(&log_a, "session: link up", "guid"), b);
+    // BAR0 shows the port GUID.
+    let mut c = Client::connect(&dir.join("a.sock")).unwrap();
+    let lo = c.read32(0, regs::PORT_GUID_LO);
+    let hi = c.read32(0, regs::PORT_GUID_HI);
+    assert_eq!(u64::from(hi) << 32 | u64::from(lo), 0x0200_1111_2222_3334);
+}
+
 /// Waits until the log file at `path` contains `text`; panics after `T`.
 fn wait_for_log(path: &std::path::Path, text: &str) -> String {
     wait_for_log_n(path, text, 1)

@@ -221,7 +221,7 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
     );
     let (run, _down) = up(&topo, &dir.0);
     let local = LocalPort {
-        node_guid: 0x0002_c903_0000_0002,
+        node_guid: 0x0200_0000_0000_0002,
         port: 1,
         lid: 2,
     };
@@ -333,7 +333,7 @@ impl RawPort {
         stream.set_read_timeout(Some(T)).unwrap();
         let hello = ibtca_protocol::Frame::Hello(Hello {
             version: LINK_PROTOCOL_VERSION,
-            node_guid: 0x0002_c903_0000_0000 | u64::from(lid),
+            node_guid: 0x0200_0000_0000_0000 | u64::from(lid),
             port: 1,
             lid,
             // A raw peer: its frames stay on the socket.

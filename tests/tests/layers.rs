@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     (
         "helpers",
-        &["logging", "ratelimit", "regs", "sched", "client_fd"],
+        &["logging", "ratelimit", "regs", "sched", "client_fd", "guid"],
     ),
     ("vfio-user server", &["vfio_user"]),
     ("ports' VL configuration", &["vl_config"]),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
+use ibtca_device::verbs::abi::{PortAttr, CMD_QUERY_PORT, PORT_PHYS_LINK_UP, PORT_PHYS_POLLING};
 use ibtca_tests::pair::{LinkedPair, PairOptions};
 use ibtca_tests::{wait_eventfd, TempDir, TestServer};
 
@@ -39,6 +40,12 @@ fn link_down_and_up_are_events_to_the_guest() {
     assert_eq!(c.read32(0, regs::PORT_STATE), regs::PORT_DOWN);
     assert_eq!(c.read32(0, regs::PORT_EVENTS), base + 1);
     c.write32(0, regs::EVENT_CAUSE, regs::EVENT_PORT_CHANGE);
+    // QUERY_PORT says so too: down, polling for a peer.
+    let attr: PortAttr = a.g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(
+        (u32::from(attr.state), attr.phys_state),
+        (regs::PORT_DOWN, PORT_PHYS_POLLING)
+    );
 
     // A new peer connects: one more event, port active.
     let cfg = InstanceConfig {
@@ -50,6 +57,11 @@ fn link_down_and_up_are_events_to_the_guest() {
     assert!(
         wait_eventfd(&a.g.cq_irq, T).is_some(),
         "no interrupt for the link coming back"
+    );
+    let attr: PortAttr = a.g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(
+        (u32::from(attr.state), attr.phys_state),
+        (regs::PORT_ACTIVE, PORT_PHYS_LINK_UP)
     );
     let c = &mut a.g.client;
     assert_eq!(c.read32(0, regs::EVENT_CAUSE), regs::EVENT_PORT_CHANGE);

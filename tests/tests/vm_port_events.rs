@@ -121,5 +121,12 @@ fn guest_sees_the_port_go_down_and_up() {
             .any(|l| l.contains("port DOWN")),
         "the driver logs the change\n{dump}"
     );
+    // Each change also reached the RDMA core as an IB event on ibtca0.
+    for event in ["ibtca0: port event down", "ibtca0: port event active"] {
+        assert!(
+            run.lines_with("IBTCA-PORT-LOG ").any(|l| l.contains(event)),
+            "no {event:?}\n{dump}"
+        );
+    }
     run.expect_line("IBTCA-UNLOAD ok");
 }

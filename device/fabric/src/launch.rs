@@ -224,8 +224,10 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
         n.socket.display().to_string(),
         "--lid".to_owned(),
         n.lid.to_string(),
-        "--guid".to_owned(),
-        format!("{:#x}", n.guid),
+        "--node-guid".to_owned(),
+        format!("{:#x}", n.node_guid),
+        "--port-guid".to_owned(),
+        format!("{:#x}", n.port_guid),
     ];
     if let Some(ep) = &n.link {
         args.push(format!("--link={ep}"));

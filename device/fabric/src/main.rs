@@ -203,10 +203,15 @@ fn summary(plan: &Plan) {
     );
     for n in &plan.nodes {
         out!(
-            "  node {:<10} LID {:<5} GUID {:#018x}  {}",
+            "  node {:<10} LID {:<5} GUID {:#018x}{}  {}",
             n.name,
             n.lid,
-            n.guid,
+            n.node_guid,
+            if n.port_guid == n.node_guid {
+                String::new()
+            } else {
+                format!(" port GUID {:#018x}", n.port_guid)
+            },
             n.socket.display()
         );
         vl_line(&n.vl, "");

@@ -74,7 +74,7 @@ pub enum TopologyError {
         /// The second.
         second: String,
     },
-    /// A GUID that is not hex.
+    /// A GUID that is not hex, or zero.
     #[error("`{name}`: bad GUID `{text}`")]
     BadGuid {
         /// The node or switch.
@@ -174,8 +174,10 @@ pub struct NodePlan {
     pub name: String,
     /// LID.
     pub lid: u16,
+    /// Node GUID.
+    pub node_guid: u64,
     /// Port GUID.
-    pub guid: u64,
+    pub port_guid: u64,
     /// vfio-user socket.
     pub socket: PathBuf,
     /// Its link, if it has one.
@@ -261,11 +263,27 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
 }
 
 fn parse_guid(name: &str, text: &str) -> Result<u64, TopologyError> {
-    let t = text.trim_start_matches("0x").replace(':', "");
-    u64::from_str_radix(&t, 16).map_err(|_| TopologyError::BadGuid {
+    ibtca_device::guid::parse(text).map_err(|_| TopologyError::BadGuid {
         name: name.to_owned(),
         text: text.to_owned(),
     })
+}
+
+/// Records `guid` as `owner`'s; a GUID already given to another is an
+/// error.
+fn claim_guid<'a>(
+    guids: &mut HashMap<u64, &'a str>,
+    guid: u64,
+    owner: &'a str,
+) -> Result<(), TopologyError> {
+    match guids.insert(guid, owner) {
+        Some(first) if first != owner => Err(TopologyError::DuplicateGuid {
+            guid,
+            first: first.to_owned(),
+            second: owner.to_owned(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn rates(link: usize, f: &FaultSpec) -> Result<FaultRates, TopologyError> {
@@ -356,17 +374,16 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 second: n.name.clone(),
             });
         }
-        let guid = match &n.guid {
+        let node_guid = match &n.node_guid {
             Some(text) => parse_guid(&n.name, text)?,
-            None => 0x0002_c903_0000_0000 | u64::from(n.lid),
+            None => ibtca_device::guid::FABRIC_NODE_BASE + i as u64 + 1,
         };
-        if let Some(first) = guids.insert(guid, &n.name) {
-            return Err(TopologyError::DuplicateGuid {
-                guid,
-                first: first.to_owned(),
-                second: n.name.clone(),
-            });
-        }
+        let port_guid = match &n.port_guid {
+            Some(text) => parse_guid(&n.name, text)?,
+            None => node_guid,
+        };
+        claim_guid(&mut guids, node_guid, &n.name)?;
+        claim_guid(&mut guids, port_guid, &n.name)?;
         let socket = run_dir.join(n.socket.clone().unwrap_or(format!("{}.sock", n.name)));
         if n.realtime.is_some() && n.sched_batch {
             return Err(TopologyError::RealtimeAndBatch {
@@ -376,7 +393,8 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         nodes.push(NodePlan {
             name: n.name.clone(),
             lid: n.lid,
-            guid,
+            node_guid,
+            port_guid,
             socket: socket_path(socket)?,
             link: None,
             vl: vl_config(&n.name, n.vl.as_ref())?,
@@ -420,15 +438,9 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         }
         let guid = match &s.guid {
             Some(text) => parse_guid(&s.name, text)?,
-            None => 0x0002_c903_00ff_0000 | (i as u64 + 1),
+            None => ibtca_device::guid::FABRIC_SWITCH_BASE + i as u64 + 1,
         };
-        if let Some(first) = guids.insert(guid, &s.name) {
-            return Err(TopologyError::DuplicateGuid {
-                guid,
-                first: first.to_owned(),
-                second: s.name.clone(),
-            });
-        }
+        claim_guid(&mut guids, guid, &s.name)?;
         let mut vls = Vec::new();
         for p in 1..=s.ports {
             let spec = s.ports_vl.get(&p).or(s.vl.as_ref());
@@ -509,7 +521,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             // Faults, delay and capture are a switch port's work: put a
             // two-port relay switch in the middle of the link.
             let name = format!("relay-l{li}");
-            let guid = 0x0002_c903_00fe_0000 | li as u64;
+            let guid = ibtca_device::guid::FABRIC_RELAY_BASE + li as u64;
             if names.contains_key(name.as_str()) || guids.contains_key(&guid) {
                 return Err(TopologyError::DuplicateName(name));
             }

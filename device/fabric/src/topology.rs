@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {
-//!   "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2, "guid": "0x0002c90300000102" } ],
+//!   "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2, "node_guid": "0x0200000000000102" } ],
 //!   "switches": [ { "name": "sw0", "ports": 4 } ],
 //!   "links": [
 //!     { "a": "a", "b": "sw0:1", "capture": "sw0-p1.pcap" },
@@ -53,9 +53,14 @@ pub struct NodeSpec {
     pub name: String,
     /// The port's LID (unicast: 1..=0xbfff).
     pub lid: u16,
-    /// Port GUID, hex (default: derived from the LID as `ibtca-device` does).
+    /// Node GUID, hex (`ibtca-device --node-guid`; default: the node's
+    /// place in the file, locally administered: see [`crate::guid`]).
+    /// `guid` is its older name.
+    #[serde(default, alias = "guid")]
+    pub node_guid: Option<String>,
+    /// Port GUID, hex (`ibtca-device --port-guid`; default: the node GUID).
     #[serde(default)]
-    pub guid: Option<String>,
+    pub port_guid: Option<String>,
     /// vfio-user socket (default `NAME.sock` in the run directory).
     #[serde(default)]
     pub socket: Option<String>,
@@ -120,7 +125,8 @@ pub struct SwitchSpec {
     pub name: String,
     /// Number of ports (1..=254).
     pub ports: u16,
-    /// Node GUID, hex (default: derived from the switch's index).
+    /// Node GUID, hex (default: the switch's place in the file, locally
+    /// administered: see [`crate::guid`]).
     #[serde(default)]
     pub guid: Option<String>,
     /// SL → VL table and VL weights of every port.

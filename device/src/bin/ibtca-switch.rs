@@ -68,8 +68,9 @@ struct Args {
     #[arg(long, default_value = "switch")]
     name: String,
 
-    /// Node GUID sent in each port's Hello.
-    #[arg(long, value_name = "HEX", value_parser = parse_guid, default_value = "0x0002c90300ff0000")]
+    /// Node GUID sent in each port's Hello (default: locally administered,
+    /// the first switch's of `ibtca-fabric`).
+    #[arg(long, value_name = "HEX", value_parser = ibtca_device::guid::parse, default_value = "0x0200000000ff0000")]
     guid: u64,
 
     /// The switch's own LID, sent in Hello (0: none).
@@ -94,11 +95,6 @@ struct Args {
     /// `ibtca-device --link-ring-kib`; 0: frames stay on the sockets).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
     link_ring_kib: u64,
-}
-
-fn parse_guid(s: &str) -> Result<u64, String> {
-    let t = s.trim_start_matches("0x").replace(':', "");
-    u64::from_str_radix(&t, 16).map_err(|e| format!("bad GUID '{s}': {e}"))
 }
 
 fn config(args: &Args) -> Result<SwitchConfig, String> {

@@ -215,6 +215,11 @@ impl Engine {
         port_state: Arc<PortState>,
         drdma: Arc<Drdma>,
     ) -> Self {
+        // QUERY_PORT reports the live state.
+        let port = PortAttrs {
+            state: port_state.get(),
+            ..port
+        };
         Engine {
             verbs: new_verbs(&port),
             port,
@@ -332,6 +337,8 @@ impl Engine {
     /// asynchronous event vector (the driver reads EVENT_CAUSE and
     /// PORT_STATE).
     fn port_changed(&mut self, state: u32) {
+        self.port.state = state;
+        self.verbs.port.state = state;
         if self.port_state.set(state) {
             let v = self.port_state.vector();
             if let Err(e) = self.msix.trigger(v) {

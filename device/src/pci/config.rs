@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn ids_and_class() {
         let c = space();
-        assert_eq!(r32(&c, 0), 0x7ca0_1de5);
+        assert_eq!(r32(&c, 0), 0x7ca0_1234);
         assert_eq!(r32(&c, 8) >> 8, 0x0c0600);
     }
 
@@ -222,7 +222,7 @@ mod tests {
     fn read_only_fields_stay() {
         let mut c = space();
         c.write(0, &[0; 4]).unwrap();
-        assert_eq!(r32(&c, 0), 0x7ca0_1de5);
+        assert_eq!(r32(&c, 0), 0x7ca0_1234);
         c.write(4, &0xffffu16.to_le_bytes()).unwrap();
         assert_eq!(c.command(), COMMAND_WRITABLE);
     }

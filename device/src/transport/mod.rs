@@ -245,3 +245,4 @@ mod tests;
 
 pub use config::{AckPolicy, ConfigError, NakCounts, RcConfig, RcCounters};
 pub use rc::{QpFailure, RcQp};
+pub use requester::MAX_MESSAGE;

@@ -479,8 +479,10 @@ crate::regs::values! {
     CMD_ST_OK: u16 = 0;
     /// Command flag: raise the command vector (MSI-X 0) when done.
     CMD_F_IRQ: u8 = 1 << 0;
-    /// Command: query the port (out0 = LID | state << 16, out1 = active MTU code).
+    /// Command: query the port (params: zero; out0 = LID | state << 16, out1 = active MTU code; reply: struct ibtca_port_attr over params).
     CMD_QUERY_PORT: u8 = 0x01;
+    /// Command: query the device's identity and limits (params: zero; reply: struct ibtca_device_attr over params).
+    CMD_QUERY_DEVICE: u8 = 0x02;
     /// Command: allocate a protection domain (out0 = PD number).
     CMD_CREATE_PD: u8 = 0x10;
     /// Command: free a protection domain (params: struct ibtca_cmd_handle).
@@ -503,6 +505,18 @@ crate::regs::values! {
     CMD_MODIFY_QP: u8 = 0x41;
     /// Command: destroy a QP (params: struct ibtca_cmd_handle).
     CMD_DESTROY_QP: u8 = 0x43;
+    /// Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X.
+    PORT_WIDTH_4X: u8 = 2;
+    /// Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s.
+    PORT_SPEED_QDR: u8 = 4;
+    /// Physical port state (IB PortInfo PortPhysicalState): polling for a peer.
+    PORT_PHYS_POLLING: u8 = 2;
+    /// Physical port state: link up.
+    PORT_PHYS_LINK_UP: u8 = 5;
+    /// Device capability (struct ibtca_device_attr): atomic compare-and-swap and fetch-and-add, atomic between the device's QPs.
+    DEV_CAP_ATOMIC: u32 = 1 << 0;
+    /// Device capability: memory windows (type 2, bound by WR) and SEND with Invalidate.
+    DEV_CAP_MW: u32 = 1 << 1;
     /// MODIFY_QP attribute: state.
     QP_ATTR_STATE: u32 = 1 << 0;
     /// MODIFY_QP attribute: access flags.
@@ -640,7 +654,75 @@ pub fn wc_status_name(status: u8) -> &'static str {
         .map_or("WC_?", |v| v.name)
 }
 
-/// Every command-parameter layout (each fits `CmdEntry::params`).
+abi_struct! {
+    /// QUERY_DEVICE reply, written over the command's params: the device's
+    /// identity and the limits it enforces.
+    DeviceAttr = "device_attr" {
+        /// Node GUID.
+        node_guid: Le64,
+        /// Largest memory region in bytes.
+        max_mr_size: Le64,
+        /// Queue pairs.
+        max_qp: Le32,
+        /// Completion queues.
+        max_cq: Le32,
+        /// Memory regions and windows together (one key table).
+        max_mr: Le32,
+        /// Protection domains.
+        max_pd: Le32,
+        /// Entries of one CQ.
+        max_cqe: Le32,
+        /// Entries of one send or receive queue.
+        max_qp_wr: Le32,
+        /// SGEs of one work request.
+        max_sge: u8,
+        /// Outstanding RDMA READ and atomic requests of one QP, as requester and as responder.
+        max_qp_rd_atom: u8,
+        /// Largest IBTCA_MTU_* path MTU.
+        max_mtu: u8,
+        /// Physical ports.
+        phys_ports: u8,
+        /// IBTCA_DEV_CAP_* bits.
+        caps: Le32,
+    }
+}
+
+abi_struct! {
+    /// QUERY_PORT reply, written over the command's params.
+    PortAttr = "port_attr" {
+        /// Port GUID (the interface ID of the port's one GID).
+        port_guid: Le64,
+        /// Largest message in bytes.
+        max_msg_sz: Le32,
+        /// LID.
+        lid: Le16,
+        /// LID of the subnet manager (0: none).
+        sm_lid: Le16,
+        /// The port's one P_Key.
+        pkey: Le16,
+        /// IBTCA_PORT_* logical state.
+        state: u8,
+        /// IBTCA_PORT_PHYS_* physical state.
+        phys_state: u8,
+        /// Largest IBTCA_MTU_* MTU.
+        max_mtu: u8,
+        /// Active IBTCA_MTU_* MTU.
+        active_mtu: u8,
+        /// IBTCA_PORT_WIDTH_* active width.
+        active_width: u8,
+        /// IBTCA_PORT_SPEED_* active speed.
+        active_speed: u8,
+        /// Data VLs the port runs (1-15).
+        data_vls: u8,
+        /// LID mask control.
+        lmc: u8,
+        /// Reserved, zero.
+        rsvd: [u8; 22],
+    }
+}
+
+/// Every command-parameter layout (each fits `CmdEntry::params`), replies
+/// included.
 pub fn param_layouts() -> Vec<StructLayout> {
     vec![
         CmdHandle::layout(),
@@ -648,6 +730,8 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdCreateCq::layout(),
         CmdCreateQp::layout(),
         CmdModifyQp::layout(),
+        DeviceAttr::layout(),
+        PortAttr::layout(),
     ]
 }
 

@@ -3,7 +3,8 @@
 //! at index 0) and fed through CMDQ_DB with the driver's producer index.
 //!
 //! For each new entry the device reads it whole, runs it (`commands.rs`),
-//! writes `out0`/`out1`, then `status` (a positive errno or 0), and raises
+//! writes `out0`/`out1` (a query also its reply over the parameters), then
+//! `status` (a positive errno or 0), and raises
 //! MSI-X vector 0 once per batch if any completed entry asked for it with
 //! IBTCA_CMD_F_IRQ. An entry the device cannot read or write is logged,
 //! counted and skipped. A doorbell more than a ring's worth ahead of the
@@ -27,6 +28,7 @@ pub const CMDQ_VECTOR: u8 = 0;
 
 const STATUS_OFFSET: u64 = std::mem::offset_of!(CmdEntry, status) as u64;
 const OUT_OFFSET: usize = std::mem::offset_of!(CmdEntry, out0);
+const PARAMS_OFFSET: usize = std::mem::offset_of!(CmdEntry, params);
 
 /// Counters for tests and logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,15 +142,25 @@ impl CmdQueue {
                 crate::guest_warn!(addr, error = %err, "command entry unreadable, skipped");
                 continue;
             }
-            let (status, out0, out1) = execute(verbs, e.opcode, &e.params);
+            let (status, reply) = execute(verbs, e.opcode, &e.params);
             if status == 0 {
                 self.stats.ok += 1;
             } else {
                 self.stats.failed += 1;
             }
-            e.out0 = out0.into();
-            e.out1 = out1.into();
-            let res = mem.write(addr + OUT_OFFSET as u64, &e.as_slice()[OUT_OFFSET..]);
+            let reply = reply.unwrap_or_default();
+            e.out0 = reply.out0.into();
+            e.out1 = reply.out1.into();
+            // A query's reply goes over the parameters, with the
+            // out-parameters, in one write before the status.
+            let from = match reply.data {
+                Some(data) => {
+                    e.params = data;
+                    PARAMS_OFFSET
+                }
+                None => OUT_OFFSET,
+            };
+            let res = mem.write(addr + from as u64, &e.as_slice()[from..]);
             // The driver polls status: it must not see it before out0/out1.
             fence(Ordering::Release);
             let res = res.and_then(|()| mem.write(addr + STATUS_OFFSET, &status.to_le_bytes()));

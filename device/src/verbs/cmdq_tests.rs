@@ -11,7 +11,7 @@ use super::super::mw::BindRequest;
 use super::super::testmem::TestMem;
 use super::super::{Limits, PortAttrs, VerbsError};
 use super::*;
-use crate::regs::{DB_CQ, DB_SQ, PORT_ACTIVE};
+use crate::regs::{DB_CQ, DB_SQ, PORT_ACTIVE, PORT_DOWN};
 use crate::transport::AccessError;
 
 const MEM: u64 = 0x10_0000;
@@ -100,6 +100,15 @@ impl Harness {
         (a, b)
     }
 
+    /// The reply of the last command, read from its entry's parameters.
+    fn reply<T: ByteValued + Default>(&self) -> T {
+        let e: CmdEntry = self.m.read_obj(self.entry(self.pi.wrapping_sub(1)));
+        let mut t = T::default();
+        let n = t.as_slice().len();
+        t.as_mut_slice().copy_from_slice(&e.params[..n]);
+        t
+    }
+
     fn pd(&mut self) -> u32 {
         self.ok(CMD_CREATE_PD, [0; 48]).0
     }
@@ -186,10 +195,130 @@ fn harness() -> Harness {
 #[test]
 fn query_port() {
     let mut h = harness();
+    h.v.port.guid = 0x0200_0000_0001_0002;
+    h.v.port.data_vls = 2;
     assert_eq!(
         h.ok(CMD_QUERY_PORT, [0; 48]),
         (1 | PORT_ACTIVE << 16, u32::from(MTU_4096))
     );
+    let a: PortAttr = h.reply();
+    let expected = PortAttr {
+        port_guid: 0x0200_0000_0001_0002.into(),
+        max_msg_sz: (1u32 << 31).into(),
+        lid: 1.into(),
+        sm_lid: 0.into(),
+        pkey: 0xffff.into(),
+        state: PORT_ACTIVE as u8,
+        phys_state: PORT_PHYS_LINK_UP,
+        max_mtu: MTU_4096,
+        active_mtu: MTU_4096,
+        active_width: PORT_WIDTH_4X,
+        active_speed: PORT_SPEED_QDR,
+        data_vls: 2,
+        lmc: 0,
+        rsvd: [0; 22],
+    };
+    assert_eq!(a, expected);
+    // A port without its peer: down, polling.
+    h.v.port.state = PORT_DOWN;
+    assert_eq!(h.ok(CMD_QUERY_PORT, [0; 48]).0 >> 16, PORT_DOWN);
+    let a: PortAttr = h.reply();
+    assert_eq!(
+        (a.state, a.phys_state),
+        (PORT_DOWN as u8, PORT_PHYS_POLLING)
+    );
+}
+
+#[test]
+fn query_device_reports_the_limits_the_device_enforces() {
+    let limits = Limits {
+        pds: 3,
+        keys: 5,
+        cqs: 2,
+        qps: 4,
+    };
+    let mut h = Harness::new(limits);
+    h.v.port.node_guid = 0x0200_0000_0001_0001;
+    assert_eq!(h.ok(CMD_QUERY_DEVICE, [0; 48]), (0, 0));
+    let d: DeviceAttr = h.reply();
+    let expected = DeviceAttr {
+        node_guid: 0x0200_0000_0001_0001.into(),
+        max_mr_size: u64::MAX.into(),
+        max_qp: 4.into(),
+        max_cq: 2.into(),
+        max_mr: 5.into(),
+        max_pd: 3.into(),
+        max_cqe: (1u32 << 15).into(),
+        max_qp_wr: (1u32 << 15).into(),
+        max_sge: 4,
+        max_qp_rd_atom: 16,
+        max_mtu: MTU_4096,
+        phys_ports: 1,
+        caps: (DEV_CAP_ATOMIC | DEV_CAP_MW).into(),
+    };
+    assert_eq!(d, expected);
+    // What it reports is what it enforces: the fourth PD, the sixth key,
+    // the third CQ are refused with ENOMEM.
+    let pd = h.pd();
+    for _ in 0..2 {
+        h.pd();
+    }
+    assert_eq!(h.cmd(CMD_CREATE_PD, [0; 48]).0, ENOMEM);
+    for i in 0..5 {
+        let (st, ..) = h.reg_mr(pd, ACCESS_LOCAL_WRITE, BUF, 4096, BUF);
+        assert_eq!(st, CMD_ST_OK, "key {i}");
+    }
+    assert_eq!(h.reg_mr(pd, ACCESS_LOCAL_WRITE, BUF, 4096, BUF).0, ENOMEM);
+    for i in 0..2u64 {
+        assert_eq!(h.create_cq(CQ_RING + i * 0x1000, 3, 1).0, CMD_ST_OK);
+    }
+    assert_eq!(h.create_cq(CQ_RING + 0x2000, 3, 1).0, ENOMEM);
+    // Rings past the reported sizes are refused.
+    assert_eq!(h.create_cq(CQ_RING, 16, 1).0, EINVAL);
+}
+
+#[test]
+fn queries_take_no_parameters() {
+    let mut h = harness();
+    for op in [CMD_QUERY_PORT, CMD_QUERY_DEVICE] {
+        for at in 0..48 {
+            let mut p = [0u8; 48];
+            p[at] = 0x80;
+            let addr = h.post(op, 0, p);
+            h.q.doorbell(h.pi);
+            assert!(h.q.process(&h.m.mem, &mut h.v).is_empty());
+            let e: CmdEntry = h.m.read_obj(addr);
+            // EINVAL, no out-parameters, the parameters left as they were.
+            assert_eq!(
+                (e.status.to_native(), e.out0.to_native(), e.out1.to_native()),
+                (EINVAL, 0, 0),
+                "opcode {op:#x}, byte {at}"
+            );
+            assert_eq!(e.params, p, "opcode {op:#x}, byte {at}");
+        }
+    }
+    assert_eq!(h.q.stats().failed, 96);
+}
+
+#[test]
+fn a_reply_is_written_before_the_status_in_one_entry() {
+    let mut h = harness();
+    // Two queries in one batch, each entry whole; a third command after
+    // them keeps its own parameters.
+    let a = h.post(CMD_QUERY_DEVICE, 0, [0; 48]);
+    let b = h.post(CMD_QUERY_PORT, CMD_F_IRQ, [0; 48]);
+    let c = h.post(CMD_DESTROY_PD, 0, handle(0x77));
+    h.q.doorbell(h.pi);
+    assert_eq!(h.q.process(&h.m.mem, &mut h.v), vec![CMDQ_VECTOR]);
+    let ea: CmdEntry = h.m.read_obj(a);
+    let eb: CmdEntry = h.m.read_obj(b);
+    let ec: CmdEntry = h.m.read_obj(c);
+    assert_eq!(ea.status.to_native(), CMD_ST_OK);
+    assert_eq!(ea.params[..], h.v.device_attr().as_slice()[..]);
+    assert_eq!(eb.params[..], h.v.port_attr().as_slice()[..]);
+    assert_eq!((ea.opcode, ea.token.to_native()), (CMD_QUERY_DEVICE, 0));
+    assert_eq!(ec.status.to_native(), ENOENT);
+    assert_eq!(ec.params, handle(0x77));
 }
 
 #[test]
@@ -453,4 +582,70 @@ fn data_path_checks_use_the_qp() {
     assert_eq!(Doorbell::decode(0x118, 0), None);
     let unknown = Doorbell::decode(DB_SQ, 1 << 32 | 0x00ff_ffff).unwrap();
     assert_eq!(h.v.doorbell(unknown), Err(VerbsError::NotFound));
+}
+
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn opcode() -> impl Strategy<Value = u8> {
+        // Mostly real commands (queries among them), sometimes anything.
+        prop_oneof![
+            4 => prop::sample::select(
+                super::super::super::commands::COMMANDS
+                    .iter()
+                    .map(|c| c.opcode)
+                    .collect::<Vec<_>>()
+            ),
+            1 => any::<u8>(),
+        ]
+    }
+
+    fn params() -> impl Strategy<Value = [u8; 48]> {
+        prop_oneof![
+            1 => Just([0u8; 48]),
+            3 => prop::collection::vec(any::<u8>(), 48)
+                .prop_map(|v| <[u8; 48]>::try_from(v).unwrap()),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the driver writes, every entry completes with 0 or a
+        /// known errno; a failed one keeps its parameters and gets no
+        /// out-parameters; a query succeeds exactly when its parameters
+        /// are zero and then holds the device's reply.
+        #[test]
+        fn every_entry_completes_with_a_known_status(
+            cmds in prop::collection::vec((opcode(), params()), 1..24)
+        ) {
+            let mut h = harness();
+            for (op, p) in cmds {
+                let addr = h.post(op, 0, p);
+                h.q.doorbell(h.pi);
+                h.q.process(&h.m.mem, &mut h.v);
+                let e: CmdEntry = h.m.read_obj(addr);
+                let st = e.status.to_native();
+                prop_assert!(
+                    [CMD_ST_OK, ENOENT, ENOMEM, EBUSY, EINVAL, EOPNOTSUPP].contains(&st),
+                    "opcode {:#x}: status {}", op, st
+                );
+                if st != CMD_ST_OK {
+                    prop_assert_eq!(e.params, p);
+                    prop_assert_eq!((e.out0.to_native(), e.out1.to_native()), (0, 0));
+                }
+                if op == CMD_QUERY_DEVICE || op == CMD_QUERY_PORT {
+                    let zero = p.iter().all(|&b| b == 0);
+                    prop_assert_eq!(st == CMD_ST_OK, zero);
+                    if zero {
+                        let reply = if op == CMD_QUERY_DEVICE {
+                            h.v.device_attr().as_slice().to_vec()
+                        } else {
+                            h.v.port_attr().as_slice().to_vec()
+                        };
+                        prop_assert_eq!(&e.params[..], &reply[..]);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,22 +1,57 @@
 //! The command table: what each IBTCA_CMD_* opcode does, as data. A handler
 //! gets the 48 parameter bytes of the entry (untrusted, decoded into the
-//! opcode's `struct ibtca_cmd_*`) and returns `(out0, out1)` or the error
-//! whose errno becomes the status.
+//! opcode's `struct ibtca_cmd_*`) and returns a [`Reply`] (`out0`, `out1`
+//! and, for queries, a 48-byte structure written over the parameters) or
+//! the error whose errno becomes the status.
 
 use vm_memory::ByteValued;
 
 use super::abi::{
     CmdCreateCq, CmdCreateQp, CmdHandle, CmdModifyQp, CmdRegMr, CMD_ALLOC_MW, CMD_CREATE_CQ,
     CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD,
-    CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_PORT, CMD_REG_MR,
+    CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_REG_MR,
 };
 use super::{Verbs, VerbsError};
 
 /// Raw command parameters.
 pub type Params = [u8; 48];
 
+/// What a command that succeeded returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// `out0`.
+    pub out0: u32,
+    /// `out1`.
+    pub out1: u32,
+    /// A structure the device writes over the entry's parameters (queries).
+    pub data: Option<Params>,
+}
+
+impl From<(u32, u32)> for Reply {
+    fn from((out0, out1): (u32, u32)) -> Self {
+        Reply {
+            out0,
+            out1,
+            data: None,
+        }
+    }
+}
+
+impl Reply {
+    /// `out0` and `out1` with `data` over the parameters.
+    fn with<T: ByteValued>(out: (u32, u32), data: &T) -> Self {
+        let mut p = [0u8; 48];
+        let s = data.as_slice();
+        p[..s.len()].copy_from_slice(s);
+        Reply {
+            data: Some(p),
+            ..out.into()
+        }
+    }
+}
+
 /// A command handler.
-pub type Handler = fn(&mut Verbs, &Params) -> Result<(u32, u32), VerbsError>;
+pub type Handler = fn(&mut Verbs, &Params) -> Result<Reply, VerbsError>;
 
 /// One command.
 pub struct CommandDef {
@@ -41,22 +76,47 @@ fn handle(raw: &Params) -> u32 {
     params::<CmdHandle>(raw).handle.to_native()
 }
 
+/// A query takes no parameters: any non-zero byte is `Invalid` (so the
+/// bytes can carry selectors later without old devices misreading them).
+fn no_params(raw: &Params) -> Result<(), VerbsError> {
+    if raw.iter().all(|&b| b == 0) {
+        Ok(())
+    } else {
+        Err(VerbsError::Invalid)
+    }
+}
+
+fn done(r: Result<(), VerbsError>) -> Result<Reply, VerbsError> {
+    r.map(|()| Reply::default())
+}
+
 /// Every command the device implements.
 pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         opcode: CMD_QUERY_PORT,
         name: "QUERY_PORT",
-        run: |v, _| Ok(v.query_port()),
+        run: |v, p| {
+            no_params(p)?;
+            Ok(Reply::with(v.query_port(), &v.port_attr()))
+        },
+    },
+    CommandDef {
+        opcode: CMD_QUERY_DEVICE,
+        name: "QUERY_DEVICE",
+        run: |v, p| {
+            no_params(p)?;
+            Ok(Reply::with((0, 0), &v.device_attr()))
+        },
     },
     CommandDef {
         opcode: CMD_CREATE_PD,
         name: "CREATE_PD",
-        run: |v, _| Ok((v.create_pd()?, 0)),
+        run: |v, _| Ok((v.create_pd()?, 0).into()),
     },
     CommandDef {
         opcode: CMD_DESTROY_PD,
         name: "DESTROY_PD",
-        run: |v, p| v.destroy_pd(handle(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.destroy_pd(handle(p))),
     },
     CommandDef {
         opcode: CMD_REG_MR,
@@ -70,50 +130,51 @@ pub const COMMANDS: &[CommandDef] = &[
                 m.length.to_native(),
                 m.gpa.to_native(),
             )
+            .map(Reply::from)
         },
     },
     CommandDef {
         opcode: CMD_DEREG_MR,
         name: "DEREG_MR",
-        run: |v, p| v.dereg_mr(handle(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.dereg_mr(handle(p))),
     },
     CommandDef {
         opcode: CMD_ALLOC_MW,
         name: "ALLOC_MW",
-        run: |v, p| Ok((v.alloc_mw(handle(p))?, 0)),
+        run: |v, p| Ok((v.alloc_mw(handle(p))?, 0).into()),
     },
     CommandDef {
         opcode: CMD_DEALLOC_MW,
         name: "DEALLOC_MW",
-        run: |v, p| v.dealloc_mw(handle(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.dealloc_mw(handle(p))),
     },
     CommandDef {
         opcode: CMD_CREATE_CQ,
         name: "CREATE_CQ",
         run: |v, p| {
             let c: CmdCreateCq = params(p);
-            Ok((v.create_cq(c.ring.to_native(), c.log_entries, c.vector)?, 0))
+            Ok((v.create_cq(c.ring.to_native(), c.log_entries, c.vector)?, 0).into())
         },
     },
     CommandDef {
         opcode: CMD_DESTROY_CQ,
         name: "DESTROY_CQ",
-        run: |v, p| v.destroy_cq(handle(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.destroy_cq(handle(p))),
     },
     CommandDef {
         opcode: CMD_CREATE_QP,
         name: "CREATE_QP",
-        run: |v, p| Ok((v.create_qp(&params::<CmdCreateQp>(p))?, 0)),
+        run: |v, p| Ok((v.create_qp(&params::<CmdCreateQp>(p))?, 0).into()),
     },
     CommandDef {
         opcode: CMD_MODIFY_QP,
         name: "MODIFY_QP",
-        run: |v, p| v.modify_qp(&params::<CmdModifyQp>(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.modify_qp(&params::<CmdModifyQp>(p))),
     },
     CommandDef {
         opcode: CMD_DESTROY_QP,
         name: "DESTROY_QP",
-        run: |v, p| v.destroy_qp(handle(p)).map(|()| (0, 0)),
+        run: |v, p| done(v.destroy_qp(handle(p))),
     },
 ];
 
@@ -122,9 +183,9 @@ pub fn lookup(opcode: u8) -> Option<&'static CommandDef> {
     COMMANDS.iter().find(|c| c.opcode == opcode)
 }
 
-/// Runs one command: `(status, out0, out1)`; out-parameters are 0 on
-/// failure.
-pub fn execute(verbs: &mut Verbs, opcode: u8, raw: &Params) -> (u16, u32, u32) {
+/// Runs one command: its status and, on success, its reply (`None` on
+/// failure: the out-parameters are then 0 and the parameters stay).
+pub fn execute(verbs: &mut Verbs, opcode: u8, raw: &Params) -> (u16, Option<Reply>) {
     let res = lookup(opcode)
         .ok_or(VerbsError::NotSupported)
         .and_then(|c| {
@@ -132,8 +193,8 @@ pub fn execute(verbs: &mut Verbs, opcode: u8, raw: &Params) -> (u16, u32, u32) {
                 .inspect_err(|e| tracing::debug!(cmd = c.name, error = %e, "command failed"))
         });
     match res {
-        Ok((a, b)) => (super::abi::CMD_ST_OK, a, b),
-        Err(e) => (e.errno(), 0, 0),
+        Ok(r) => (super::abi::CMD_ST_OK, Some(r)),
+        Err(e) => (e.errno(), None),
     }
 }
 
@@ -155,7 +216,7 @@ mod tests {
         let mut v = Verbs::new(super::super::Limits::default(), Default::default(), 1);
         for op in 0..=255u8 {
             if lookup(op).is_none() {
-                assert_eq!(execute(&mut v, op, &[0xff; 48]), (95, 0, 0));
+                assert_eq!(execute(&mut v, op, &[0xff; 48]), (95, None));
             }
         }
     }

@@ -45,13 +45,19 @@ mod testmem;
 
 pub use error::VerbsError;
 
-use crate::regs::PORT_ACTIVE;
-use abi::MTU_4096;
+use crate::regs::{PORT_ACTIVE, PORT_DOWN};
+use abi::{
+    DeviceAttr, PortAttr, DEV_CAP_ATOMIC, DEV_CAP_MW, MTU_4096, PORT_PHYS_LINK_UP,
+    PORT_PHYS_POLLING, PORT_SPEED_QDR, PORT_WIDTH_4X,
+};
 use cq::{cq_table, CqTable};
 use keys::KeyMemory;
 use mr::MrTable;
 use pd::PdTable;
 use qp::{qp_table, QpTable};
+
+/// The P_Key of the port's one-entry table: the default full-member key.
+pub const DEFAULT_PKEY: u16 = 0xffff;
 
 /// Table sizes of one device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,17 +83,21 @@ impl Default for Limits {
     }
 }
 
-/// The attributes of the device's one IB port.
+/// The device's identity and the attributes of its one IB port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortAttrs {
     /// Local identifier.
     pub lid: u16,
     /// Port GUID.
     pub guid: u64,
-    /// IBTCA_PORT_* state.
+    /// Node GUID.
+    pub node_guid: u64,
+    /// IBTCA_PORT_* state (the engine keeps it current).
     pub state: u32,
     /// IBTCA_MTU_* active MTU.
     pub active_mtu: u8,
+    /// Data VLs the port runs.
+    pub data_vls: u8,
 }
 
 impl Default for PortAttrs {
@@ -95,8 +105,10 @@ impl Default for PortAttrs {
         PortAttrs {
             lid: 1,
             guid: 0,
+            node_guid: 0,
             state: PORT_ACTIVE,
             active_mtu: MTU_4096,
+            data_vls: 15,
         }
     }
 }
@@ -144,6 +156,51 @@ impl Verbs {
         let p = &self.port;
         (u32::from(p.lid) | (p.state << 16), u32::from(p.active_mtu))
     }
+
+    /// QUERY_PORT's reply.
+    pub fn port_attr(&self) -> PortAttr {
+        let p = &self.port;
+        PortAttr {
+            port_guid: p.guid.into(),
+            max_msg_sz: (crate::transport::MAX_MESSAGE as u32).into(),
+            lid: p.lid.into(),
+            sm_lid: 0.into(),
+            pkey: DEFAULT_PKEY.into(),
+            state: p.state as u8,
+            phys_state: if p.state == PORT_DOWN {
+                PORT_PHYS_POLLING
+            } else {
+                PORT_PHYS_LINK_UP
+            },
+            max_mtu: MTU_4096,
+            active_mtu: p.active_mtu,
+            active_width: PORT_WIDTH_4X,
+            active_speed: PORT_SPEED_QDR,
+            data_vls: p.data_vls,
+            ..Default::default()
+        }
+    }
+
+    /// QUERY_DEVICE's reply: the node GUID and the limits the tables and
+    /// rings enforce.
+    pub fn device_attr(&self) -> DeviceAttr {
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX).into();
+        DeviceAttr {
+            node_guid: self.port.node_guid.into(),
+            max_mr_size: u64::MAX.into(),
+            max_qp: n(self.qps.capacity()),
+            max_cq: n(self.cqs.capacity()),
+            max_mr: n(self.mrs.capacity()),
+            max_pd: n(self.pds.capacity()),
+            max_cqe: (1u32 << cq::MAX_CQ_LOG).into(),
+            max_qp_wr: (1u32 << qp::MAX_WQ_LOG).into(),
+            max_sge: abi::MAX_SGE as u8,
+            max_qp_rd_atom: qp::MAX_RD_ATOMIC,
+            max_mtu: MTU_4096,
+            phys_ports: 1,
+            caps: (DEV_CAP_ATOMIC | DEV_CAP_MW).into(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +214,7 @@ mod tests {
             guid: 7,
             state: PORT_ACTIVE,
             active_mtu: 3,
+            ..PortAttrs::default()
         };
         let v = Verbs::new(Limits::default(), port, 1);
         assert_eq!(v.query_port(), (0x12 | PORT_ACTIVE << 16, 3));

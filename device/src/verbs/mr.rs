@@ -153,6 +153,11 @@ impl MrTable {
         }
     }
 
+    /// The most regions and windows (together) the table holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// A random step in `1..=max`.
     pub(super) fn random_step(&mut self, max: u8) -> u8 {
         // xorshift64: keys need to be hard to guess, not cryptographic.

@@ -23,6 +23,11 @@ impl PdTable {
         }
     }
 
+    /// The most PDs the table holds.
+    pub fn capacity(&self) -> usize {
+        self.table.capacity()
+    }
+
     /// Allocates a PD (`NoMemory` when the table is full).
     pub fn alloc(&mut self) -> Result<u32, VerbsError> {
         self.table.insert(())

@@ -44,6 +44,11 @@ impl<T> HandleTable<T> {
         }
     }
 
+    /// The most objects the table holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     fn handle(&self, index: usize) -> u32 {
         (self.slots[index].generation << self.index_bits) | index as u32
     }

@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: the ib_device the driver registers with the kernel's RDMA core, so
+ * `rdma dev`, `rdma link`, /sys/class/infiniband and the core's clients see
+ * the device: one port, node type CA, link layer InfiniBand with the
+ * capabilities of a native IB port (RDMA_CORE_PORT_IBA_IB).
+ *
+ * The device reports its identity and limits (QUERY_DEVICE, once at
+ * registration) and its port (QUERY_PORT, on every query: the state is
+ * live); port changes go out as IB events. PDs and the DMA MR are device
+ * objects. The MAD layer's QP0 and QP1, their CQ and the SA's address
+ * handles are accepted but carry nothing: the device has no UD transport
+ * yet, so their receives stay posted and their sends are refused. Other QP
+ * types, user memory and the user-space data path come with the next verbs.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_verbs.h>
+
+#include "ibtca.h"
+
+#define IBTCA_IB_PORT		1
+/* The default subnet prefix of a port's GID (fe80::/64). */
+#define IBTCA_GID_PREFIX	0xfe80000000000000ULL
+#define IBTCA_MAX_AH		0xffff
+
+/* The device's codes are the core's. */
+static_assert(IBTCA_PORT_DOWN == IB_PORT_DOWN);
+static_assert(IBTCA_PORT_INIT == IB_PORT_INIT);
+static_assert(IBTCA_PORT_ARMED == IB_PORT_ARMED);
+static_assert(IBTCA_PORT_ACTIVE == IB_PORT_ACTIVE);
+static_assert(IBTCA_MTU_256 == IB_MTU_256);
+static_assert(IBTCA_MTU_4096 == IB_MTU_4096);
+static_assert(IBTCA_PORT_WIDTH_4X == IB_WIDTH_4X);
+static_assert(IBTCA_PORT_SPEED_QDR == IB_SPEED_QDR);
+static_assert(IBTCA_PORT_PHYS_POLLING == IB_PORT_PHYS_STATE_POLLING);
+static_assert(IBTCA_PORT_PHYS_LINK_UP == IB_PORT_PHYS_STATE_LINK_UP);
+
+struct ibtca_ib {
+	struct ib_device ibdev;
+	struct ibtca_dev *idev;
+	struct ibtca_device_attr attr;	/* QUERY_DEVICE at registration */
+	u64 port_guid;
+	u16 pkey;
+	u32 fw;				/* VERSION register */
+	struct mutex cap_lock;		/* serialises @port_cap_flags */
+	u32 port_cap_flags;		/* set through modify_port */
+};
+
+struct ibtca_ib_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+struct ibtca_ib_pd {
+	struct ib_pd ibpd;
+	u32 pdn;
+};
+
+struct ibtca_ib_mr {
+	struct ib_mr ibmr;
+};
+
+/* The CQ of QP0 and QP1: no completion reaches it yet. */
+struct ibtca_ib_cq {
+	struct ib_cq ibcq;
+};
+
+/* QP0 or QP1: state and attributes kept by the driver. */
+struct ibtca_ib_qp {
+	struct ib_qp ibqp;
+	enum ib_qp_state state;
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+	u32 qkey;
+	u32 sq_psn;
+	u16 pkey_index;
+};
+
+struct ibtca_ib_ah {
+	struct ib_ah ibah;
+};
+
+static struct ibtca_ib *to_ib(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct ibtca_ib, ibdev);
+}
+
+static struct ibtca_ib_pd *to_pd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct ibtca_ib_pd, ibpd);
+}
+
+static struct ibtca_ib_qp *to_qp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct ibtca_ib_qp, ibqp);
+}
+
+/* A command on behalf of the core: -ENODEV once the device is gone. */
+static int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
+			size_t len, u32 *out0, u32 *out1)
+{
+	struct ibtca_dev *idev = ib->idev;
+	int ret;
+
+	down_read(&idev->hw_sem);
+	if (READ_ONCE(idev->dead))
+		ret = -ENODEV;
+	else
+		ret = ibtca_cmd(idev, opcode, params, len, out0, out1);
+	up_read(&idev->hw_sem);
+	return ret;
+}
+
+static int ibtca_ib_query(struct ibtca_ib *ib, u8 opcode, void *reply,
+			  size_t len)
+{
+	struct ibtca_dev *idev = ib->idev;
+	int ret;
+
+	down_read(&idev->hw_sem);
+	if (READ_ONCE(idev->dead))
+		ret = -ENODEV;
+	else
+		ret = ibtca_cmd_query(idev, opcode, reply, len);
+	up_read(&idev->hw_sem);
+	return ret;
+}
+
+static int ibtca_ib_query_device(struct ib_device *ibdev,
+				 struct ib_device_attr *a,
+				 struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibdev);
+	const struct ibtca_device_attr *d = &ib->attr;
+	struct pci_dev *pdev = ib->idev->pdev;
+	u32 max_qp = le32_to_cpu(d->max_qp);
+
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->fw_ver = (u64)(ib->fw >> 16) << 32 | (ib->fw & 0xffff);
+	a->sys_image_guid = cpu_to_be64(le64_to_cpu(d->node_guid));
+	a->max_mr_size = le64_to_cpu(d->max_mr_size);
+	a->page_size_cap = SZ_4K;
+	a->vendor_id = pdev->vendor;
+	a->vendor_part_id = pdev->device;
+	a->hw_ver = pdev->revision;
+	a->max_qp = max_qp;
+	a->max_qp_wr = le32_to_cpu(d->max_qp_wr);
+	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT;
+	a->max_send_sge = d->max_sge;
+	a->max_recv_sge = d->max_sge;
+	a->max_sge_rd = d->max_sge;
+	a->max_cq = le32_to_cpu(d->max_cq);
+	a->max_cqe = le32_to_cpu(d->max_cqe);
+	/* Regions and windows share the device's key table. */
+	a->max_mr = le32_to_cpu(d->max_mr);
+	a->max_mw = le32_to_cpu(d->max_mr);
+	a->max_pd = le32_to_cpu(d->max_pd);
+	a->max_qp_rd_atom = d->max_qp_rd_atom;
+	a->max_qp_init_rd_atom = d->max_qp_rd_atom;
+	a->max_res_rd_atom = max_qp * d->max_qp_rd_atom;
+	a->atomic_cap = le32_to_cpu(d->caps) & IBTCA_DEV_CAP_ATOMIC ?
+			IB_ATOMIC_HCA : IB_ATOMIC_NONE;
+	a->max_ah = IBTCA_MAX_AH;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	return 0;
+}
+
+static u8 ibtca_ib_vl_num(u8 data_vls)
+{
+	/* PortInfo VLCap: 1 = VL0, 2 = VL0-1, 3 = VL0-3, 4 = VL0-7, 5 = VL0-14. */
+	if (data_vls <= 1)
+		return 1;
+	if (data_vls <= 2)
+		return 2;
+	if (data_vls <= 4)
+		return 3;
+	if (data_vls <= 8)
+		return 4;
+	return 5;
+}
+
+static int ibtca_ib_query_port(struct ib_device *ibdev, u32 port,
+			       struct ib_port_attr *attr)
+{
+	struct ibtca_ib *ib = to_ib(ibdev);
+	struct ibtca_port_attr p;
+	int ret;
+
+	if (port != IBTCA_IB_PORT)
+		return -EINVAL;
+	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, &p, sizeof(p));
+	if (ret)
+		return ret;
+	/* The core has zeroed @attr. */
+	attr->subnet_prefix = IBTCA_GID_PREFIX;
+	attr->state = p.state >= IB_PORT_DOWN && p.state <= IB_PORT_ACTIVE ?
+		      p.state : IB_PORT_DOWN;
+	attr->max_mtu = p.max_mtu;
+	attr->active_mtu = p.active_mtu;
+	attr->phys_mtu = ib_mtu_enum_to_int(p.max_mtu);
+	attr->gid_tbl_len = 1;
+	mutex_lock(&ib->cap_lock);
+	attr->port_cap_flags = ib->port_cap_flags;
+	mutex_unlock(&ib->cap_lock);
+	attr->max_msg_sz = le32_to_cpu(p.max_msg_sz);
+	attr->pkey_tbl_len = 1;
+	attr->sm_lid = le16_to_cpu(p.sm_lid);
+	attr->lid = le16_to_cpu(p.lid);
+	attr->lmc = p.lmc;
+	attr->max_vl_num = ibtca_ib_vl_num(p.data_vls);
+	attr->active_width = p.active_width;
+	attr->active_speed = p.active_speed;
+	attr->phys_state = p.phys_state;
+	return 0;
+}
+
+static int ibtca_ib_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
+			       u16 *pkey)
+{
+	if (port != IBTCA_IB_PORT || index)
+		return -EINVAL;
+	*pkey = to_ib(ibdev)->pkey;
+	return 0;
+}
+
+static int ibtca_ib_query_gid(struct ib_device *ibdev, u32 port, int index,
+			      union ib_gid *gid)
+{
+	if (port != IBTCA_IB_PORT || index)
+		return -EINVAL;
+	gid->global.subnet_prefix = cpu_to_be64(IBTCA_GID_PREFIX);
+	gid->global.interface_id = cpu_to_be64(to_ib(ibdev)->port_guid);
+	return 0;
+}
+
+static int ibtca_ib_get_port_immutable(struct ib_device *ibdev, u32 port,
+				       struct ib_port_immutable *imm)
+{
+	struct ib_port_attr attr;
+	int ret;
+
+	ret = ib_query_port(ibdev, port, &attr);
+	if (ret)
+		return ret;
+	imm->pkey_tbl_len = attr.pkey_tbl_len;
+	imm->gid_tbl_len = attr.gid_tbl_len;
+	imm->core_cap_flags = RDMA_CORE_PORT_IBA_IB;
+	imm->max_mad_size = IB_MGMT_MAD_SIZE;
+	return 0;
+}
+
+static enum rdma_link_layer ibtca_ib_link_layer(struct ib_device *ibdev,
+						u32 port)
+{
+	return IB_LINK_LAYER_INFINIBAND;
+}
+
+static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
+				struct ib_port_modify *props)
+{
+	struct ibtca_ib *ib = to_ib(ibdev);
+
+	if (port != IBTCA_IB_PORT)
+		return -EINVAL;
+	if (mask & IB_PORT_SHUTDOWN)
+		return -EOPNOTSUPP;
+	mutex_lock(&ib->cap_lock);
+	ib->port_cap_flags |= props->set_port_cap_mask;
+	ib->port_cap_flags &= ~props->clr_port_cap_mask;
+	mutex_unlock(&ib->cap_lock);
+	return 0;
+}
+
+static void ibtca_ib_fw_str(struct ib_device *ibdev, char *str)
+{
+	u32 fw = to_ib(ibdev)->fw;
+
+	snprintf(str, IB_FW_VERSION_NAME_MAX, "%u.%u", fw >> 16, fw & 0xffff);
+}
+
+static int ibtca_ib_alloc_ucontext(struct ib_ucontext *uctx,
+				   struct ib_udata *udata)
+{
+	return 0;
+}
+
+static void ibtca_ib_dealloc_ucontext(struct ib_ucontext *uctx)
+{
+}
+
+static int ibtca_ib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	return ibtca_ib_cmd(to_ib(ibpd->device), IBTCA_CMD_CREATE_PD, NULL, 0,
+			    &to_pd(ibpd)->pdn, NULL);
+}
+
+static int ibtca_ib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct ibtca_ib_pd *pd = to_pd(ibpd);
+	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(pd->pdn) };
+	int ret;
+
+	ret = ibtca_ib_cmd(to_ib(ibpd->device), IBTCA_CMD_DESTROY_PD, &p,
+			   sizeof(p), NULL, NULL);
+	/* A device that is gone has forgotten the PD already. */
+	return ret == -ENODEV ? 0 : ret;
+}
+
+static u32 ibtca_ib_access(int acc)
+{
+	u32 a = 0;
+
+	if (acc & IB_ACCESS_LOCAL_WRITE)
+		a |= IBTCA_ACCESS_LOCAL_WRITE;
+	if (acc & IB_ACCESS_REMOTE_WRITE)
+		a |= IBTCA_ACCESS_REMOTE_WRITE;
+	if (acc & IB_ACCESS_REMOTE_READ)
+		a |= IBTCA_ACCESS_REMOTE_READ;
+	if (acc & IB_ACCESS_REMOTE_ATOMIC)
+		a |= IBTCA_ACCESS_REMOTE_ATOMIC;
+	if (acc & IB_ACCESS_MW_BIND)
+		a |= IBTCA_ACCESS_MW_BIND;
+	return a;
+}
+
+/*
+ * The DMA MR: a device region over the whole bus address space, where an
+ * address is its own guest-physical address (no IOMMU between the guest
+ * and the device); the device checks every access against guest memory.
+ */
+static struct ib_mr *ibtca_ib_get_dma_mr(struct ib_pd *ibpd, int acc)
+{
+	struct ibtca_ib_mr *mr;
+	struct ibtca_cmd_reg_mr p = {
+		.pdn = cpu_to_le32(to_pd(ibpd)->pdn),
+		.access = cpu_to_le32(ibtca_ib_access(acc)),
+		.iova = 0,
+		.length = cpu_to_le64(U64_MAX),
+		.gpa = 0,
+	};
+	int ret;
+
+	mr = kzalloc_obj(*mr, GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	ret = ibtca_ib_cmd(to_ib(ibpd->device), IBTCA_CMD_REG_MR, &p,
+			   sizeof(p), &mr->ibmr.lkey, &mr->ibmr.rkey);
+	if (ret) {
+		kfree(mr);
+		return ERR_PTR(ret);
+	}
+	return &mr->ibmr;
+}
+
+static struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start,
+					  u64 length, u64 virt, int acc,
+					  struct ib_dmah *dmah,
+					  struct ib_udata *udata)
+{
+	/* Page-list regions of user memory: the next verbs. */
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct ibtca_ib_mr *mr = container_of(ibmr, struct ibtca_ib_mr, ibmr);
+	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(ibmr->lkey) };
+	int ret;
+
+	ret = ibtca_ib_cmd(to_ib(ibmr->device), IBTCA_CMD_DEREG_MR, &p,
+			   sizeof(p), NULL, NULL);
+	if (ret && ret != -ENODEV)
+		return ret;
+	kfree(mr);
+	return 0;
+}
+
+static int ibtca_ib_create_cq(struct ib_cq *ibcq,
+			      const struct ib_cq_init_attr *attr,
+			      struct uverbs_attr_bundle *attrs)
+{
+	struct ibtca_ib *ib = to_ib(ibcq->device);
+
+	/* Kernel CQs for QP0/QP1 only, until the device's CQs are wired. */
+	if (attrs || attr->flags)
+		return -EOPNOTSUPP;
+	if (!attr->cqe || attr->cqe > le32_to_cpu(ib->attr.max_cqe))
+		return -EINVAL;
+	ibcq->cqe = attr->cqe;
+	return 0;
+}
+
+static int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
+{
+	return 0;
+}
+
+static int ibtca_ib_req_notify_cq(struct ib_cq *ibcq,
+				  enum ib_cq_notify_flags flags)
+{
+	return 0;
+}
+
+static int ibtca_ib_create_qp(struct ib_qp *ibqp,
+			      struct ib_qp_init_attr *init,
+			      struct ib_udata *udata)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+	struct ibtca_ib *ib = to_ib(ibqp->device);
+	u32 max_wr = le32_to_cpu(ib->attr.max_qp_wr);
+
+	if (udata)
+		return -EOPNOTSUPP;
+	switch (init->qp_type) {
+	case IB_QPT_SMI:
+		ibqp->qp_num = 0;
+		break;
+	case IB_QPT_GSI:
+		ibqp->qp_num = 1;
+		break;
+	default:
+		/* RC and UD queue pairs: the next verbs. */
+		return -EOPNOTSUPP;
+	}
+	if (init->port_num != IBTCA_IB_PORT ||
+	    init->cap.max_send_wr > max_wr || init->cap.max_recv_wr > max_wr ||
+	    init->cap.max_send_sge > ib->attr.max_sge ||
+	    init->cap.max_recv_sge > ib->attr.max_sge)
+		return -EINVAL;
+	qp->state = IB_QPS_RESET;
+	qp->cap = init->cap;
+	qp->sq_sig_type = init->sq_sig_type;
+	return 0;
+}
+
+static int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			      int mask, struct ib_udata *udata)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+	enum ib_qp_state cur, next;
+
+	cur = mask & IB_QP_CUR_STATE ? attr->cur_qp_state : qp->state;
+	next = mask & IB_QP_STATE ? attr->qp_state : cur;
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+		return -EINVAL;
+	if (mask & IB_QP_PKEY_INDEX) {
+		if (attr->pkey_index)
+			return -EINVAL;
+		qp->pkey_index = attr->pkey_index;
+	}
+	if (mask & IB_QP_QKEY)
+		qp->qkey = attr->qkey;
+	if (mask & IB_QP_SQ_PSN)
+		qp->sq_psn = attr->sq_psn;
+	qp->state = next;
+	return 0;
+}
+
+static int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			     int mask, struct ib_qp_init_attr *init)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->qkey = qp->qkey;
+	attr->sq_psn = qp->sq_psn;
+	attr->pkey_index = qp->pkey_index;
+	attr->port_num = IBTCA_IB_PORT;
+	attr->cap = qp->cap;
+	init->qp_type = ibqp->qp_type;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->cap = qp->cap;
+	init->sq_sig_type = qp->sq_sig_type;
+	init->port_num = IBTCA_IB_PORT;
+	return 0;
+}
+
+static int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			      const struct ib_send_wr **bad_wr)
+{
+	/* No MAD leaves the port until the device carries UD. */
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
+static int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			      const struct ib_recv_wr **bad_wr)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+
+	/* Receives stay posted: nothing arrives on QP0/QP1 yet. */
+	if (qp->state == IB_QPS_RESET) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int ibtca_ib_create_ah(struct ib_ah *ibah,
+			      struct rdma_ah_init_attr *init,
+			      struct ib_udata *udata)
+{
+	if (udata)
+		return -EOPNOTSUPP;
+	return rdma_ah_get_port_num(init->ah_attr) == IBTCA_IB_PORT ? 0 :
+	       -EINVAL;
+}
+
+static int ibtca_ib_destroy_ah(struct ib_ah *ibah, u32 flags)
+{
+	return 0;
+}
+
+static const struct ib_device_ops ibtca_ib_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.uverbs_abi_ver = 1,
+
+	.alloc_pd = ibtca_ib_alloc_pd,
+	.alloc_ucontext = ibtca_ib_alloc_ucontext,
+	.create_ah = ibtca_ib_create_ah,
+	.create_cq = ibtca_ib_create_cq,
+	.create_qp = ibtca_ib_create_qp,
+	.dealloc_pd = ibtca_ib_dealloc_pd,
+	.dealloc_ucontext = ibtca_ib_dealloc_ucontext,
+	.dereg_mr = ibtca_ib_dereg_mr,
+	.destroy_ah = ibtca_ib_destroy_ah,
+	.destroy_cq = ibtca_ib_destroy_cq,
+	.destroy_qp = ibtca_ib_destroy_qp,
+	.get_dev_fw_str = ibtca_ib_fw_str,
+	.get_dma_mr = ibtca_ib_get_dma_mr,
+	.get_link_layer = ibtca_ib_link_layer,
+	.get_port_immutable = ibtca_ib_get_port_immutable,
+	.modify_port = ibtca_ib_modify_port,
+	.modify_qp = ibtca_ib_modify_qp,
+	.poll_cq = ibtca_ib_poll_cq,
+	.post_recv = ibtca_ib_post_recv,
+	.post_send = ibtca_ib_post_send,
+	.query_device = ibtca_ib_query_device,
+	.query_gid = ibtca_ib_query_gid,
+	.query_pkey = ibtca_ib_query_pkey,
+	.query_port = ibtca_ib_query_port,
+	.query_qp = ibtca_ib_query_qp,
+	.reg_user_mr = ibtca_ib_reg_user_mr,
+	.req_notify_cq = ibtca_ib_req_notify_cq,
+
+	INIT_RDMA_OBJ_SIZE(ib_ah, ibtca_ib_ah, ibah),
+	INIT_RDMA_OBJ_SIZE(ib_cq, ibtca_ib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, ibtca_ib_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, ibtca_ib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibtca_ib_ucontext, ibuc),
+};
+
+/* Tells the core's clients of a port change. Called with @ib_lock held. */
+static void ibtca_ib_dispatch(struct ibtca_dev *idev, u32 old, u32 state)
+{
+	struct ib_event ev = { .element.port_num = IBTCA_IB_PORT };
+
+	if (!idev->ib)
+		return;
+	if (state == IBTCA_PORT_ACTIVE)
+		ev.event = IB_EVENT_PORT_ACTIVE;
+	else if (old == IBTCA_PORT_ACTIVE)
+		ev.event = IB_EVENT_PORT_ERR;
+	else
+		return;
+	ev.device = &idev->ib->ibdev;
+	ib_dispatch_event(&ev);
+	dev_info(&idev->pdev->dev, "%s: port event %s\n",
+		 dev_name(&ev.device->dev),
+		 ev.event == IB_EVENT_PORT_ACTIVE ? "active" : "down");
+}
+
+/*
+ * Registers ibtcaN with the RDMA core once the command queue runs. A
+ * failure is logged and leaves /dev/ibtcaN working without it.
+ */
+void ibtca_ib_register(struct ibtca_dev *idev)
+{
+	struct device *dev = &idev->pdev->dev;
+	struct ibtca_port_attr port;
+	struct ibtca_ib *ib;
+	u32 before, after;
+	int ret;
+
+	ib = ib_alloc_device(ibtca_ib, ibdev);
+	if (!ib) {
+		dev_warn(dev, "no memory for the RDMA device\n");
+		return;
+	}
+	ib->idev = idev;
+	mutex_init(&ib->cap_lock);
+	ib->fw = ibtca_rd(idev, IBTCA_REG_VERSION);
+	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, &ib->attr,
+			     sizeof(ib->attr));
+	if (!ret)
+		ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, &port,
+				     sizeof(port));
+	if (ret) {
+		dev_warn(dev, "device query for the RDMA core: %d\n", ret);
+		goto out_dealloc;
+	}
+	ib->port_guid = le64_to_cpu(port.port_guid);
+	ib->pkey = le16_to_cpu(port.pkey);
+
+	ib->ibdev.node_type = RDMA_NODE_IB_CA;
+	ib->ibdev.node_guid = cpu_to_be64(le64_to_cpu(ib->attr.node_guid));
+	ib->ibdev.phys_port_cnt = 1;
+	ib->ibdev.num_comp_vectors = 1;
+	ib->ibdev.dev.parent = dev;
+	strscpy(ib->ibdev.node_desc, "ibtca virtual TCA",
+		sizeof(ib->ibdev.node_desc));
+	ib_set_device_ops(&ib->ibdev, &ibtca_ib_ops);
+
+	before = READ_ONCE(idev->port_state);
+	ret = ib_register_device(&ib->ibdev, "ibtca%d", dev);
+	if (ret) {
+		dev_warn(dev, "RDMA core registration: %d\n", ret);
+		goto out_dealloc;
+	}
+	mutex_lock(&idev->ib_lock);
+	idev->ib = ib;
+	/*
+	 * A change the port work saw during registration found no device to
+	 * tell: tell it now (the core may have read the new state already; a
+	 * repeated event only makes it read again).
+	 */
+	after = READ_ONCE(idev->port_state);
+	if (after != before)
+		ibtca_ib_dispatch(idev, before, after);
+	mutex_unlock(&idev->ib_lock);
+	dev_info(dev, "RDMA device %s node GUID %016llx\n",
+		 dev_name(&ib->ibdev.dev), le64_to_cpu(ib->attr.node_guid));
+	return;
+
+out_dealloc:
+	mutex_destroy(&ib->cap_lock);
+	ib_dealloc_device(&ib->ibdev);
+}
+
+/* Before the device is reset: the core's clients free their objects. */
+void ibtca_ib_unregister(struct ibtca_dev *idev)
+{
+	struct ibtca_ib *ib;
+
+	mutex_lock(&idev->ib_lock);
+	ib = idev->ib;
+	idev->ib = NULL;
+	mutex_unlock(&idev->ib_lock);
+	if (!ib)
+		return;
+	ib_unregister_device(&ib->ibdev);
+	mutex_destroy(&ib->cap_lock);
+	ib_dealloc_device(&ib->ibdev);
+}
+
+/* A port change, from the port work. */
+void ibtca_ib_port_event(struct ibtca_dev *idev, u32 old, u32 state)
+{
+	mutex_lock(&idev->ib_lock);
+	ibtca_ib_dispatch(idev, old, state);
+	mutex_unlock(&idev->ib_lock);
+}

@@ -17,12 +17,14 @@
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
+ *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
+ *              [--grace S] [--timeout EXP] [--retry N]
  *
  * This file has the commands and the verbs scenario; the verbs helpers
  * (QP set-up, messages, polling) live in verbs_lib.c, verbs-bench in
  * verbs_bench.c, the drdma scenarios in drdma.c (drdma, drdma-bench) and
- * drdma_fan.c (drdma-fan); ibtca-tool.h is what the files share, drdma.h
- * what the DRDMA ones share.
+ * drdma_fan.c (drdma-fan), the soak in soak.c; ibtca-tool.h is what the
+ * files share, drdma.h what the DRDMA ones share.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -80,6 +82,13 @@ void usage(void)
 		"  drdma-fan --role client --peer-lid A --index 0|1\n"
 		"                       all DRDMA ranges at once to two peer\n"
 		"                       guests (IBTCA-DRDMA lines)\n"
+		"  soak --lids L,L[,...] --seconds N [--self-lid L] [--grace S]\n"
+		"       [--timeout EXP] [--retry N]\n"
+		"                       RDMA WRITE + SEND to every other LID for\n"
+		"                       N s, every message checked, broken\n"
+		"                       connections re-made (IBTCA-SOAK lines);\n"
+		"                       ACK timeout 4.096 us << EXP (14), N\n"
+		"                       retries (7)\n"
 		"DEV defaults to /dev/ibtca0.\n");
 	exit(2);
 }
@@ -883,6 +892,8 @@ int main(int argc, char **argv)
 		return cmd_drdma(argc, argv, 1);
 	if (!strcmp(cmd, "drdma-fan"))
 		return cmd_drdma_fan(argc, argv);
+	if (!strcmp(cmd, "soak"))
+		return cmd_soak(argc, argv);
 	usage();
 	return 2;
 }

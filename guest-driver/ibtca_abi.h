@@ -293,7 +293,7 @@ struct ibtca_cmd_modify_qp {
 	__le32 attr_mask;	/* 0x04: IBTCA_QP_ATTR_* bits. */
 	__u8 state;	/* 0x08: New IBTCA_QPS_* state. */
 	__u8 path_mtu;	/* 0x09: IBTCA_MTU_* path MTU. */
-	__u8 timeout;	/* 0x0a: Local ACK timeout exponent (4.096 us * 2^timeout). */
+	__u8 timeout;	/* 0x0a: Local ACK timeout exponent: 4.096 us * 2^timeout (1-31); 0: no timeout (IBA). */
 	__u8 retry_cnt;	/* 0x0b: Transport retry count (0-7). */
 	__u8 rnr_retry;	/* 0x0c: RNR retry count (0-7, 7 = forever). */
 	__u8 min_rnr_timer;	/* 0x0d: Minimum RNR NAK timer code (0-31). */

@@ -160,7 +160,7 @@ struct ibtca_modify_qp {
 	__u32 attr_mask;	/* IBTCA_QP_ATTR_* */
 	__u8 state;		/* IBTCA_QPS_* */
 	__u8 path_mtu;		/* IBTCA_MTU_* */
-	__u8 timeout;		/* ACK timeout exponent: 4.096 us << timeout */
+	__u8 timeout;		/* ACK timeout: 4.096 us << timeout, 0: none */
 	__u8 retry_cnt;
 	__u8 rnr_retry;
 	__u8 min_rnr_timer;

@@ -18,8 +18,9 @@
 //! gets PCI masking. Reads of the PBA are forwarded and answered here.
 
 use std::fs::File;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
+use std::time::Duration;
 
 use vmm_sys_util::eventfd::EventFd;
 
@@ -75,6 +76,11 @@ fn bars(window_size: u64) -> [BarSpec; 6] {
     b[regs::DRDMA_WINDOW_BAR as usize].size = window_size;
     b
 }
+
+/// How long a client's departure waits for the engine to drop every
+/// object before the client's memory goes (the engine never blocks for
+/// long: this is a bound, not a delay).
+const ENGINE_RESET_WAIT: Duration = Duration::from_secs(5);
 
 /// The device instance.
 pub struct Tca {
@@ -161,7 +167,25 @@ impl Tca {
         self.msix.reset();
         unmask_all(&self.msix);
         self.bar0 = Bar0::new(self.bar0.port().clone());
-        self.to_engine(EngineEvent::Reset);
+        self.to_engine(EngineEvent::Reset(None));
+    }
+
+    /// Makes the engine forget every object and waits (at most
+    /// [`ENGINE_RESET_WAIT`]) until it has.
+    fn reset_engine_and_wait(&self) {
+        let Some(tx) = &self.engine else {
+            return;
+        };
+        let (done, finished) = mpsc::channel();
+        if tx.send(EngineEvent::Reset(Some(done))).is_err() {
+            return; // the engine has stopped: nothing uses the maps
+        }
+        if finished.recv_timeout(ENGINE_RESET_WAIT).is_err() {
+            tracing::warn!(
+                "the engine did not confirm its reset within {ENGINE_RESET_WAIT:?}; \
+                 letting the client's memory go anyway"
+            );
+        }
     }
 
     fn check_region(&self, region: u32, offset: u64, len: usize) -> Result<(), Errno> {
@@ -299,7 +323,7 @@ impl Backend for Tca {
                         tracing::info!("device reset by the driver");
                         self.bar0 = Bar0::new(self.bar0.port().clone());
                         self.drdma.reset();
-                        self.to_engine(EngineEvent::Reset);
+                        self.to_engine(EngineEvent::Reset(None));
                     }
                     WriteEffect::Engine(ev) => self.to_engine(ev),
                     WriteEffect::None => {}
@@ -424,7 +448,16 @@ impl Backend for Tca {
         })
     }
 
+    /// The client went away (a QEMU that quit or was killed takes its
+    /// guest with it): every object goes first, then the client's memory.
+    /// In the other order a peer's packets could still meet a QP whose
+    /// memory is gone and be refused with a NAK (remote operational
+    /// error) instead of finding no QP and being dropped, as for a QP
+    /// that does not exist (IBA vol 1 9.6): the peer's requester then
+    /// learns of it by its ACK timer (WC_RETRY_EXC_ERR), whatever the
+    /// timing.
     fn disconnected(&mut self) {
+        self.reset_engine_and_wait();
         self.dma.clear();
         self.msix.clear_eventfds();
         self.err_eventfd = None;
@@ -488,5 +521,52 @@ impl Tca {
                 req.flags
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RAM: u64 = 0x1000_0000;
+
+    /// A client that goes away: the engine is told to forget every object
+    /// while the client's memory is still mapped, and the memory goes only
+    /// once the engine has done so.
+    #[test]
+    fn a_departing_clients_objects_go_before_its_memory() {
+        let mut tca = Tca::new();
+        let (tx, rx) = mpsc::channel();
+        tca.set_engine(tx);
+        let file = crate::memfd::create("ram", 1 << 20).unwrap();
+        let map = wire::DmaMap {
+            argsz: 32,
+            flags: wire::DMA_MAP_FLAG_READ | wire::DMA_MAP_FLAG_WRITE,
+            offset: 0,
+            address: RAM,
+            size: 1 << 20,
+        };
+        tca.dma_map(&map, Some(file)).unwrap();
+        let mem = tca.guest_memory();
+        let mapped = |mem: &GuestMemory| mem.read(RAM, &mut [0; 8]).is_ok();
+        assert!(mapped(&mem));
+        std::thread::scope(|s| {
+            let mem = &mem;
+            let engine = s.spawn(move || {
+                let ev = rx.recv().unwrap();
+                let at_reset = mapped(mem);
+                match ev {
+                    EngineEvent::Reset(Some(done)) => done.send(()).unwrap(),
+                    other => panic!("first event {other:?}, not a reset to confirm"),
+                }
+                at_reset
+            });
+            tca.disconnected();
+            assert!(
+                engine.join().unwrap(),
+                "the memory was gone before the engine's reset"
+            );
+        });
+        assert!(!mapped(&mem), "the memory goes after the reset");
     }
 }

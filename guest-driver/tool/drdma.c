@@ -629,14 +629,19 @@ int cmd_drdma(int argc, char **argv, int bench)
 	uint32_t lid = 0;
 	char detail[160];
 	struct dr *d;
-	int i;
+	int i, opt;
 
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return 1;
 	d->v.fd = -1;
 	for (i = 0; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--role"))
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--role"))
 			role = argv[i + 1];
 		else if (!strcmp(argv[i], "--peer-lid") &&
 			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)

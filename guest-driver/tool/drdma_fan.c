@@ -340,10 +340,15 @@ int cmd_drdma_fan(int argc, char **argv)
 	uint32_t index = 0, n, k, peers;
 	char detail[160], name[16];
 	struct dr *p;
-	int i, fd, server, ok = 1;
+	int i, fd, server, opt, ok = 1;
 
 	for (i = 0; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--role"))
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--role"))
 			role = argv[i + 1];
 		else if (!strcmp(argv[i], "--peer-lid"))
 			lid_arg = argv[i + 1];

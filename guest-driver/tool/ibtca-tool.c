@@ -18,7 +18,11 @@
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
  *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
- *              [--grace S] [--timeout EXP] [--retry N]
+ *              [--grace S]
+ *   ibtca-tool --help
+ *
+ * The verbs, drdma and soak commands also take --timeout EXP and --retry N
+ * (the ACK timeout and transport retries of their QPs).
  *
  * This file has the commands and the verbs scenario; the verbs helpers
  * (QP set-up, messages, polling) live in verbs_lib.c, verbs-bench in
@@ -50,9 +54,9 @@ int n_pass, n_fail;
 /* Prefix of the check lines of the verbs helpers (vcheck). */
 const char *vb_prefix = "IBTCA-VERBS";
 
-void usage(void)
+static void help(FILE *out)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"Usage: ibtca-tool [-d DEV] COMMAND\n"
 		"  info                 device information\n"
 		"  selftest             run all checks (IBTCA-TEST lines)\n"
@@ -83,13 +87,26 @@ void usage(void)
 		"                       all DRDMA ranges at once to two peer\n"
 		"                       guests (IBTCA-DRDMA lines)\n"
 		"  soak --lids L,L[,...] --seconds N [--self-lid L] [--grace S]\n"
-		"       [--timeout EXP] [--retry N]\n"
 		"                       RDMA WRITE + SEND to every other LID for\n"
 		"                       N s, every message checked, broken\n"
-		"                       connections re-made (IBTCA-SOAK lines);\n"
-		"                       ACK timeout 4.096 us << EXP (14), N\n"
-		"                       retries (7)\n"
-		"DEV defaults to /dev/ibtca0.\n");
+		"                       connections made again (IBTCA-SOAK lines)\n"
+		"  --help               this text\n"
+		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan and\n"
+		"soak for their QPs (the defaults are perftest's):\n"
+		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
+		"                       (0: none; default %u, %.0f ms)\n"
+		"  --retry N            transport retries, 0-7 (default %u): a\n"
+		"                       peer that stops answering fails the\n"
+		"                       oldest request after (N + 1) timeouts\n"
+		"                       (WC_RETRY_EXC_ERR, the rest flushed)\n"
+		"DEV defaults to /dev/ibtca0.\n",
+		VB_TIMEOUT_DEFAULT, 4.096e-3 * (1U << VB_TIMEOUT_DEFAULT),
+		VB_RETRY_DEFAULT);
+}
+
+void usage(void)
+{
+	help(stderr);
 	exit(2);
 }
 
@@ -800,10 +817,15 @@ static int cmd_verbs(int argc, char **argv, int bench)
 	const char *role = NULL;
 	uint32_t lid = 0, sl = 0;
 	char detail[160];
-	int i;
+	int i, opt;
 
 	for (i = 0; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--role"))
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--role"))
 			role = argv[i + 1];
 		else if (!strcmp(argv[i], "--peer-lid") &&
 			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)
@@ -863,6 +885,10 @@ int main(int argc, char **argv)
 	if (argc < 1)
 		usage();
 	cmd = argv[0];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		help(stdout);
+		return 0;
+	}
 	argv++;
 	argc--;
 

@@ -90,8 +90,19 @@ struct vb {
 	const char *tag;
 };
 
+/*
+ * ACK timeout exponent (4.096 us << EXP: 14 is 67 ms) and transport
+ * retries of the QPs the verbs helpers connect: perftest's defaults, so a
+ * peer that stops answering fails a request after (retry + 1) x timeout,
+ * about half a second. --timeout and --retry change them (vb_qp_option).
+ */
+#define VB_TIMEOUT_DEFAULT	14U
+#define VB_RETRY_DEFAULT	7U
+extern uint8_t vb_timeout, vb_retry;
+
 void usage(void);
 int parse_u32(const char *s, uint32_t *out);
+int vb_qp_option(const char *opt, const char *val);
 int open_dev(void);
 /* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
 void vreport(const char *prefix, const char *name, int ok, const char *fmt,

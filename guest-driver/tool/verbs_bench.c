@@ -59,9 +59,65 @@
 #define VB_SEQ_OFF	(VB_LAT_LEN - 8)
 
 /*
+ * The first request that failed, when (seconds after the last successful
+ * completion), and the completions of the requests outstanding behind it:
+ * a QP in error completes each at once, flushed.
+ */
+static struct {
+	struct ibtca_poll_cq c;
+	double after;
+	uint32_t flushed, other;
+	int seen;
+} vb_fail;
+
+/* When the last request completed successfully (now_s()). */
+static double vb_last_ok;
+
+/* Notes completion @c: the time of a success, or in vb_fail a failure. */
+static void vb_note(const struct ibtca_poll_cq *c)
+{
+	if (c->status == IBTCA_WC_SUCCESS) {
+		vb_last_ok = now_s();
+	} else if (!vb_fail.seen) {
+		vb_fail.c = *c;
+		vb_fail.after = now_s() - vb_last_ok;
+		vb_fail.seen = 1;
+	} else if (c->status == IBTCA_WC_WR_FLUSH_ERR) {
+		vb_fail.flushed++;
+	} else {
+		vb_fail.other++;
+	}
+}
+
+/*
+ * A request failed: takes the completions of the @out requests still
+ * outstanding (waiting at most 10 s for each) and prints one line:
+ *
+ *   IBTCA-PERF-FAIL TEST size=N wr=ID status=S after_s=T flushed=F other=O
+ *
+ * (S: IBTCA_WC_*, 12 when the peer stopped answering; T: seconds since
+ * the last successful completion).
+ */
+static void vb_fail_report(struct vb *v, const char *test, uint32_t size,
+			   uint32_t out)
+{
+	struct ibtca_poll_cq c;
+
+	while (out && !vb_poll(v, v->scq, &c, 10)) {
+		vb_note(&c);
+		out--;
+	}
+	printf("IBTCA-PERF-FAIL %s size=%u wr=%llu status=%u after_s=%.3f flushed=%u other=%u%s\n",
+	       test, size, (unsigned long long)vb_fail.c.wr_id,
+	       vb_fail.c.status, vb_fail.after, vb_fail.flushed, vb_fail.other,
+	       out ? " (completions missing)" : "");
+}
+
+/*
  * Takes every send completion that is ready, without waiting, in batches
  * (POLL_CQ_BATCH: one CQ doorbell per batch); returns how many (and lowers
- * *@out by that), or -errno, -EIO for a failed WR.
+ * *@out by that), or -errno, -EIO for a failed WR (vb_fail has it, and
+ * the completions after it in its batch).
  */
 static int vb_drain(struct vb *v, uint32_t *out)
 {
@@ -77,16 +133,16 @@ static int vb_drain(struct vb *v, uint32_t *out)
 		b.entries = (uintptr_t)c;
 		if (ioctl(v->fd, IBTCA_IOC_POLL_CQ_BATCH, &b) < 0)
 			return -errno;
-		for (i = 0; i < b.found; i++) {
-			if (c[i].status != IBTCA_WC_SUCCESS) {
-				fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
-					(unsigned long long)c[i].wr_id,
-					vb_err(0, &c[i]));
-				return -EIO;
-			}
-		}
+		for (i = 0; i < b.found; i++)
+			vb_note(&c[i]);
 		*out -= b.found;
 		n += b.found;
+		if (vb_fail.seen) {
+			fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
+				(unsigned long long)vb_fail.c.wr_id,
+				vb_err(0, &vb_fail.c));
+			return -EIO;
+		}
 		if (b.found < VB_DRAIN_BATCH)
 			return n;
 	}
@@ -102,9 +158,10 @@ static int vb_drain_to(struct vb *v, uint32_t *out, uint32_t left)
 		ret = vb_poll(v, v->scq, &c, 60);
 		if (ret)
 			return ret;
+		vb_note(&c);
+		(*out)--;
 		if (c.status != IBTCA_WC_SUCCESS)
 			return -EIO;
-		(*out)--;
 	}
 	return 0;
 }
@@ -232,6 +289,7 @@ static int vb_write_bw(struct vb *v, uint32_t size)
 	t0 = now_s();
 	end = t0 + VB_BW_SECS;
 	last = t0;
+	vb_last_ok = t0;
 	for (;;) {
 		t = now_s();
 		if (t >= end && !out)
@@ -261,6 +319,8 @@ static int vb_write_bw(struct vb *v, uint32_t size)
 				return -EIO;
 		}
 		n = vb_drain(v, &out);
+		if (n == -EIO)
+			vb_fail_report(v, "write_bw", size, out);
 		if (n < 0)
 			return n;
 		if (!n && out && size >= VB_BW_EVENT_MIN) {
@@ -268,9 +328,12 @@ static int vb_write_bw(struct vb *v, uint32_t size)
 			n = vb_poll(v, v->scq, &c, 60);
 			if (n)
 				return n;
-			if (c.status != IBTCA_WC_SUCCESS)
-				return -EIO;
+			vb_note(&c);
 			out--;
+			if (c.status != IBTCA_WC_SUCCESS) {
+				vb_fail_report(v, "write_bw", size, out);
+				return -EIO;
+			}
 			n = 1;
 		}
 		if (n) {

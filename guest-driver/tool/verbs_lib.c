@@ -18,6 +18,41 @@
 
 #include "ibtca-tool.h"
 
+uint8_t vb_timeout = VB_TIMEOUT_DEFAULT;
+uint8_t vb_retry = VB_RETRY_DEFAULT;
+
+/*
+ * The QP options every verbs-based command takes: --timeout EXP (0-31;
+ * 0 is IBA's "no timeout") and --retry N (0-7). Returns 1 if @opt is one
+ * of them and @val is good, 0 if @opt is neither, -1 (with a message) for
+ * a bad value.
+ */
+int vb_qp_option(const char *opt, const char *val)
+{
+	int timeout = !strcmp(opt, "--timeout");
+	uint32_t n;
+
+	if (!timeout && strcmp(opt, "--retry"))
+		return 0;
+	if (parse_u32(val, &n))
+		return -1;
+	if (timeout && n > 31) {
+		fprintf(stderr,
+			"ibtca-tool: --timeout %u: the exponent is 0-31 (4.096 us << EXP, 0: none)\n",
+			n);
+		return -1;
+	}
+	if (!timeout && n > 7) {
+		fprintf(stderr, "ibtca-tool: --retry %u: 0-7 retries\n", n);
+		return -1;
+	}
+	if (timeout)
+		vb_timeout = (uint8_t)n;
+	else
+		vb_retry = (uint8_t)n;
+	return 1;
+}
+
 double now_s(void)
 {
 	struct timespec ts;
@@ -87,12 +122,12 @@ static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn,
 	m.state = IBTCA_QPS_RTS;
 	m.sq_psn = VB_PSN;
 	/*
-	 * The peer guest may still be booting: packets to a QP that is not
-	 * ready are dropped, so give retransmissions a minute (8 tries of
-	 * 4.096 us << 21 = 8.6 s). Nothing is lost on the link otherwise.
+	 * A peer that stops answering fails a request after (retry + 1) x
+	 * timeout. A peer guest still booting is one too: vb_exchange
+	 * reconnects and tries again.
 	 */
-	m.timeout = 21;
-	m.retry_cnt = 7;
+	m.timeout = vb_timeout;
+	m.retry_cnt = vb_retry;
 	m.rnr_retry = 7;
 	m.min_rnr_timer = 1;
 	m.max_rd_atomic = 4;
@@ -403,9 +438,63 @@ int vb_setup(struct vb *v, char *err, size_t errlen)
 }
 
 /*
- * HELLO exchange of buffer address and R_Key. The client's HELLO is
- * retransmitted until the server's QP is ready; the server waits for it
- * (the client may boot later) and answers.
+ * Puts the first QP, which a failed request took to the error state, back
+ * in RTS: takes the VB_NRECV receives the error flushed (so that no stale
+ * completion is taken for a message later), RESET, INIT, RTR, RTS with the
+ * same PSNs, and the receives posted again.
+ */
+static int vb_reconnect(struct vb *v)
+{
+	uint32_t peer0 = v->peer_qpn0 ? v->peer_qpn0 : VB_QPN0;
+	struct ibtca_poll_cq c;
+	uint32_t i;
+	int ret = 0;
+
+	for (i = 0; i < VB_NRECV && !ret; i++)
+		ret = vb_poll(v, v->rcq, &c, 5);
+	if (!ret)
+		ret = vb_state(v, v->qp, IBTCA_QPS_RESET);
+	if (!ret)
+		ret = vb_modify(v, v->qp, peer0, v->mtu[0]);
+	for (i = 0; i < VB_NRECV && !ret; i++)
+		ret = vb_post_recv(v, i);
+	return ret;
+}
+
+/*
+ * vb_send, for the HELLOs: a peer guest still booting has no QP yet and
+ * its device drops our packets, so the send fails (WC_RETRY_EXC_ERR)
+ * after (retry + 1) x timeout; reconnect and send again, for up to @secs
+ * in all. A HELLO the peer took but did not acknowledge in time comes
+ * again with the same PSN: the peer acknowledges the duplicate and does
+ * not deliver it twice.
+ */
+static int vb_send_retrying(struct vb *v, struct vb_msg *m, double secs,
+			    struct ibtca_poll_cq *c)
+{
+	double end = now_s() + secs;
+	int ret, tries = 0;
+
+	for (;;) {
+		ret = vb_send(v, m, secs, c);
+		if (ret != -EIO || c->status != IBTCA_WC_RETRY_EXC_ERR ||
+		    now_s() >= end)
+			break;
+		tries++;
+		ret = vb_reconnect(v);
+		if (ret)
+			break;
+	}
+	if (tries)
+		fprintf(stderr, "ibtca-tool: HELLO sent again %d times (peer not ready)\n",
+			tries);
+	return ret;
+}
+
+/*
+ * HELLO exchange of buffer address and R_Key. The client's HELLO is sent
+ * again until the server's QP is ready (vb_send_retrying); the server
+ * waits for it (the client may boot later) and answers.
  */
 int vb_exchange(struct vb *v)
 {
@@ -432,9 +521,9 @@ int vb_exchange(struct vb *v)
 		v->peer_rkey = m.rkey;
 		m.iova = v->iova;
 		m.rkey = v->rkey;
-		ret = vb_send(v, &m, 60, &c);
+		ret = vb_send_retrying(v, &m, 60, &c);
 	} else {
-		ret = vb_send(v, &m, 200, &c);
+		ret = vb_send_retrying(v, &m, 200, &c);
 		if (!ret)
 			ret = vb_expect(v, VB_HELLO, &m);
 		v->peer_iova = m.iova;

@@ -27,6 +27,7 @@ pub mod fabric;
 pub mod launcher;
 pub mod links;
 pub mod pair;
+pub mod peer_death;
 pub mod sim_guest;
 pub mod vm;
 

@@ -113,11 +113,29 @@ pub struct LinkedPair {
     /// B's server; take it to make B vanish.
     pub sb: Option<TestServer>,
     b_access: u32,
+    opts: PairOptions,
     _dir: TempDir,
 }
 
 fn side(server: &TestServer, o: &PairOptions, access: u32) -> Side {
-    let mut g = SimGuest::new(&server.socket, o.ram);
+    Side::new(&server.socket, o, access)
+}
+
+impl Side {
+    /// A simulated guest of the device at `socket` with a PD, a buffer
+    /// registered with `access`, a CQ and an RC QP (not connected).
+    pub fn new(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {
+        side_at(socket, o, access)
+    }
+
+    /// Waits until the device's port is active.
+    pub fn wait_active(&mut self) {
+        wait_active(self);
+    }
+}
+
+fn side_at(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {
+    let mut g = SimGuest::new(socket, o.ram);
     if o.spin {
         g.set_poll_wait(PollWait::Spin);
     }
@@ -137,38 +155,44 @@ fn side(server: &TestServer, o: &PairOptions, access: u32) -> Side {
     }
 }
 
+fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
+    let cfg = InstanceConfig {
+        lid,
+        guid: 0xa0 + u64::from(lid),
+        link: Some(ep),
+        drdma: o.drdma,
+        vl: Default::default(),
+        engine_spin: o.engine_spin,
+        link_ring: o.link_ring,
+        link_spin: o.link_spin,
+    };
+    TestServer::start_instance(TempDir::new("side"), cfg)
+}
+
+/// Waits until `s`'s port is active.
+fn wait_active(s: &mut Side) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
+        assert!(Instant::now() < deadline, "port never became active");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 impl LinkedPair {
     /// Starts both instances and guests and waits for the link.
     pub fn start(o: PairOptions) -> Self {
         let dir = TempDir::new("pair");
         let link = dir.join("ab.link");
-        let instance = |lid: u16, ep: LinkEndpoint| {
-            let cfg = InstanceConfig {
-                lid,
-                guid: 0xa0 + u64::from(lid),
-                link: Some(ep),
-                drdma: o.drdma,
-                vl: Default::default(),
-                engine_spin: o.engine_spin,
-                link_ring: o.link_ring,
-                link_spin: o.link_spin,
-            };
-            TestServer::start_instance(TempDir::new("side"), cfg)
-        };
         let sa = on_cpu(o.cpus.map(|c| c.0), || {
-            instance(1, LinkEndpoint::Listen(link.clone()))
+            instance(&o, 1, LinkEndpoint::Listen(link.clone()))
         });
         let sb = on_cpu(o.cpus.map(|c| c.1), || {
-            instance(2, LinkEndpoint::Connect(link))
+            instance(&o, 2, LinkEndpoint::Connect(link))
         });
         let mut a = side(&sa, &o, ALL_ACCESS);
         let mut b = side(&sb, &o, o.b_access);
         for s in [&mut a, &mut b] {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while s.g.client.read32(0, regs::PORT_STATE) != regs::PORT_ACTIVE {
-                assert!(Instant::now() < deadline, "port never became active");
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            wait_active(s);
         }
         LinkedPair {
             a,
@@ -176,8 +200,36 @@ impl LinkedPair {
             sa,
             sb: Some(sb),
             b_access: o.b_access,
+            opts: o,
             _dir: dir,
         }
+    }
+
+    /// Restarts B as a node restarts: its device (stopped first, if it
+    /// still runs) and its guest start afresh on the same link, so B knows
+    /// nothing of A's QPs; B's new objects (a new QP, not connected) are
+    /// in `b`. Returns once both ports are active again.
+    pub fn restart_b(&mut self) {
+        drop(self.sb.take());
+        let link = self._dir.join("ab.link");
+        let sb = instance(&self.opts, 2, LinkEndpoint::Connect(link));
+        self.b = side(&sb, &self.opts, self.b_access);
+        self.sb = Some(sb);
+        wait_active(&mut self.b);
+        wait_active(&mut self.a);
+    }
+
+    /// Replaces B's guest as a QEMU that died and was started again
+    /// would: B's client goes away (the device forgets every object and
+    /// waits for the next client) and a new one sets up new objects (a
+    /// new QP, not connected) in `b`.
+    pub fn restart_b_guest(&mut self) {
+        let sb = self.sb.as_ref().expect("B's device runs");
+        // The old client's socket closes as a killed QEMU's does; the
+        // device serves the next client once it has seen that.
+        let _ = self.b.g.client.stream().shutdown(std::net::Shutdown::Both);
+        self.b = side(sb, &self.opts, self.b_access);
+        wait_active(&mut self.b);
     }
 
     /// Splits the pair: the sides, both servers, and the directory that holds

@@ -386,3 +386,60 @@ fn a_device_that_cannot_map_its_peers_ring_reconnects_once_with_the_peer_on_the_
     let text = std::fs::read_to_string(&log_a).unwrap();
     assert_eq!(text.matches("cannot map the peer's shared ring").count(), 1);
 }
+
+/// A's guest streams RDMA WRITEs to B's; B's device process is killed
+/// (SIGKILL) mid-stream. A's guest gets WC_RETRY_EXC_ERR for the oldest
+/// unfinished WRITE within (retry_cnt + 1) × the ACK timeout and
+/// WC_WR_FLUSH_ERR for the rest, and A's log has one line for the QP's
+/// error with its counts, and the engine's totals when A stops.
+#[test]
+fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
+    use ibtca_device::verbs::abi::MTU_4096;
+    use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
+    use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+
+    let dir = TempDir::new("peer-killed");
+    let [(a, log_a), (mut b, _)] = linked_devices(&dir, &[]);
+    let o = PairOptions::default();
+    let mut sa = Side::new(&dir.join("a.sock"), &o, ALL_ACCESS);
+    let mut sb = Side::new(&dir.join("b.sock"), &o, ALL_ACCESS);
+    sa.wait_active();
+    sb.wait_active();
+    sa.g.connect(&sa.qp, 2, sb.qp.qpn, MTU_4096, ALL_ACCESS);
+    sb.g.connect(&sb.qp, 1, sa.qp.qpn, MTU_4096, ALL_ACCESS);
+    start_stream(
+        &mut sa.g,
+        &mut sa.qp,
+        &mut sa.cq,
+        (sa.buf, sa.lkey),
+        (sb.buf, sb.rkey),
+    );
+    b.signal(libc::SIGKILL);
+    let died = Instant::now();
+    assert!(b.wait(Duration::from_secs(10)).is_some(), "B did not die");
+    let failed = expect_retry_exceeded(&mut sa.g, &mut sa.cq, died, "peer process killed");
+    let flushed = format!("flushed_sends={} flushed_recvs=0", failed - 1);
+    let log = wait_for_log(&log_a, "QP error");
+    let line = log.lines().find(|l| l.contains("QP error")).unwrap();
+    eprintln!("A's log: {line}");
+    let qpn = format!("qpn={}", sa.qp.qpn);
+    for want in [
+        &qpn,
+        "peer_lid=2",
+        "status=WC_RETRY_EXC_ERR",
+        "timeouts=7",
+        &flushed,
+    ] {
+        assert!(line.contains(want), "no '{want}' in: {line}");
+    }
+    drop(sa);
+    let mut a = a;
+    a.signal(libc::SIGTERM);
+    assert!(a.wait(Duration::from_secs(10)).is_some(), "no clean exit");
+    let log = wait_for_log(&log_a, "engine counters");
+    let totals = format!(
+        "qp_errors: 1, retry_exceeded: 1, flushed_sends: {}, flushed_recvs: 0",
+        failed - 1
+    );
+    assert!(log.contains(&totals), "no '{totals}' in:\n{log}");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ibtca_device::fabric::state::State;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::capture::{self, tshark};
-use ibtca_tests::launcher::{alive, config, fabric, up_refused, Down};
+use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -365,4 +365,184 @@ fn guests_need_the_vm_stack_and_a_run_dir_inside_its_chroot() {
     let out = fabric(&["up", &config("two-nodes.json"), "--wait"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--guests"));
+}
+
+/// `restart NODE --kill`: the node's device crashes and starts afresh on
+/// the same socket and link. The peer's stream of RDMA WRITEs to it ends
+/// in WC_RETRY_EXC_ERR within (retry_cnt + 1) × timeout, then flushes (the
+/// fresh device drops packets for QPs it never had); a new QP pair to the
+/// restarted node works; the old device's log is kept.
+#[test]
+fn restart_brings_a_crashed_node_back_fresh() {
+    use ibtca_tests::pair::{PairOptions, Side};
+    use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+
+    let dir = TempDir::new("fab-restart");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&["up", &config("two-nodes.json"), "--run-dir", &run_s]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let o = PairOptions::default();
+    let mut a = Side::new(&run.join("a.sock"), &o, ALL_ACCESS);
+    let mut b = Side::new(&run.join("b.sock"), &o, ALL_ACCESS);
+    a.g.connect(&a.qp, 2, b.qp.qpn, MTU_4096, ALL_ACCESS);
+    b.g.connect(&b.qp, 1, a.qp.qpn, MTU_4096, ALL_ACCESS);
+    let before = State::load(&run).unwrap().unwrap();
+    let old_b = before.processes.iter().find(|p| p.name == "b").unwrap().pid;
+
+    start_stream(
+        &mut a.g,
+        &mut a.qp,
+        &mut a.cq,
+        (a.buf, a.lkey),
+        (b.buf, b.rkey),
+    );
+    let died = std::time::Instant::now();
+    let out = fabric(&["restart", "--run-dir", &run_s, "b", "--kill"]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restarted b (pid"));
+    expect_retry_exceeded(&mut a.g, &mut a.cq, died, "node restarted");
+
+    let after = State::load(&run).unwrap().unwrap();
+    let new_b = after.processes.iter().find(|p| p.name == "b").unwrap().pid;
+    assert_ne!(new_b, old_b);
+    assert!(alive(new_b) && !alive(old_b));
+    assert_eq!(after.processes.len(), before.processes.len());
+    let old_log = std::fs::read_to_string(run.join("b.log.1")).expect("the old log kept");
+    assert!(old_log.contains("device ready"), "{old_log}");
+    let log = std::fs::read_to_string(run.join("b.log")).unwrap();
+    assert!(
+        log.contains("device ready") && log.contains("link up"),
+        "{log}"
+    );
+
+    // The restarted node serves a new guest; A's new QP reaches it.
+    drop(b);
+    let mut b = Side::new(&run.join("b.sock"), &o, ALL_ACCESS);
+    b.wait_active();
+    let mut qa = a.g.create_qp(a.pd, &a.cq, &a.cq, 4);
+    a.g.connect(&qa, 2, b.qp.qpn, MTU_4096, ALL_ACCESS);
+    b.g.connect(&b.qp, 1, qa.qpn, MTU_4096, ALL_ACCESS);
+    a.g.write(a.buf, &[0x3c; 4096]);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 50, a.buf, 4096, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(&mut qa, &w);
+    let c =
+        a.g.poll_cq(&mut a.cq, T)
+            .expect("a write to the restarted node");
+    assert_eq!((c.wr_id.to_native(), c.status), (50, WC_SUCCESS));
+    assert_eq!(b.g.read(b.buf, 4096), vec![0x3c; 4096]);
+
+    let bad = fabric(&["restart", "--run-dir", &run_s, "nobody"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("`nobody` is no node"), "{}", text(&bad));
+    let none = fabric(&["restart", "--run-dir", &run_s, "a", "--guest-only"]);
+    assert!(!none.status.success(), "a has no guest");
+}
+
+/// With guests (a stand-in run-vm.sh that writes its console and sleeps):
+/// `restart` stops the node's guest with everything under it, then its
+/// device, and boots both again, keeping the old console; `--guest-only`
+/// restarts the guest alone.
+#[test]
+fn restart_boots_the_nodes_guest_again() {
+    let dir = TempDir::new("fab-restart-guests");
+    // A VM stack of stand-ins, as in the test above it.
+    let chroot = dir.join("chroot");
+    let cache = dir.join("cache");
+    let guest = dir.join("guest");
+    for d in [
+        chroot.join("usr/bin"),
+        chroot.join("tmp"),
+        cache.clone(),
+        guest.clone(),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(chroot.join("usr/bin/qemu-system-x86_64"), "").unwrap();
+    std::fs::write(
+        cache.join("stack.env"),
+        format!("IBTCA_CHROOT={}\n", chroot.display()),
+    )
+    .unwrap();
+    std::fs::write(guest.join("vmlinuz"), "k").unwrap();
+    std::fs::write(guest.join("initramfs.cpio.gz"), "i").unwrap();
+    let run_vm = dir.join("run-vm.sh");
+    std::fs::write(
+        &run_vm,
+        "while [ $# -gt 0 ]; do [ \"$1\" = --serial-log ] && log=$2; shift; done\n\
+         echo \"booted $$\" > \"$log\"\nsleep 600 &\nwait\n",
+    )
+    .unwrap();
+    let run = chroot.join("tmp/run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let fab = |args: &[&str]| {
+        Command::new(workspace_bin("ibtca-fabric"))
+            .args(args)
+            .env("IBTCA_CACHE", &cache)
+            .env("IBTCA_GUEST_DIR", &guest)
+            .output()
+            .unwrap()
+    };
+    let out = fab(&[
+        "up",
+        &config("two-nodes.json"),
+        "--run-dir",
+        &run_s,
+        "--guests",
+        "--run-vm",
+        &run_vm.display().to_string(),
+    ]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let pid = |name: &str| {
+        let s = State::load(&run).unwrap().unwrap();
+        s.processes.iter().find(|p| p.name == name).unwrap().pid
+    };
+    let console = run.join("b.console");
+    let booted = |pid: u32| {
+        let deadline = std::time::Instant::now() + T;
+        let want = format!("booted {pid}");
+        while std::fs::read_to_string(&console).unwrap_or_default().trim() != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no '{want}' in the console"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let (device0, guest0) = (pid("b"), pid("b (guest)"));
+    booted(guest0);
+    let under = ibtca_device::fabric::guests::descendants(guest0);
+    assert!(!under.is_empty(), "the stand-in's sleep");
+
+    let out = fab(&["restart", "--run-dir", &run_s, "b", "--kill"]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    let (device1, guest1) = (pid("b"), pid("b (guest)"));
+    assert!(device1 != device0 && guest1 != guest0);
+    for old in [device0, guest0].into_iter().chain(under) {
+        assert!(!alive(old), "{old} still runs");
+    }
+    assert!(alive(device1) && alive(guest1));
+    booted(guest1);
+    let old = std::fs::read_to_string(run.join("b.console.1")).unwrap();
+    assert_eq!(
+        old.trim(),
+        format!("booted {guest0}"),
+        "the old console kept"
+    );
+    assert!(run.join("b.qemu.log.1").exists());
+    assert!(text(&out).contains("restarted b (guest)"), "{}", text(&out));
+
+    let out = fab(&["restart", "--run-dir", &run_s, "b", "--guest-only"]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    let guest2 = pid("b (guest)");
+    assert_eq!(pid("b"), device1, "the device kept running");
+    assert!(guest2 != guest1 && !alive(guest1) && alive(guest2));
+    booted(guest2);
+    assert!(pid("a") > 0 && alive(pid("a")) && alive(pid("a (guest)")));
 }

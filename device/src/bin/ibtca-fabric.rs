@@ -27,6 +27,7 @@ use ibtca_device::vl_config::{format_list, VlConfig};
 ///   ibtca-fabric link --run-dir /tmp/fab n2 down      # at run time
 ///   ibtca-fabric link --run-dir /tmp/fab n2 faults drop:10,corrupt:10
 ///   ibtca-fabric stats --run-dir /tmp/fab
+///   ibtca-fabric restart --run-dir /tmp/fab n2 --kill   # n2 crashes, comes back
 ///   ibtca-fabric down --run-dir /tmp/fab
 ///
 /// `up` checks the file (nothing starts if it is wrong), starts the
@@ -119,6 +120,29 @@ enum Cmd {
         action: String,
         /// The fault spec or the delay in µs.
         arg: Option<String>,
+    },
+    /// Restart one node as a machine restarts: stop its guest (if `up
+    /// --guests` booted one) and its device, start the device afresh (no
+    /// objects, no QPs: its peers' QPs to it end in WC_RETRY_EXC_ERR), wait
+    /// for its link, then boot the guest again as `up` did (QEMU's
+    /// vfio-user client does not reconnect, so the guest goes with its
+    /// device). Old logs and consoles are kept as NODE.log.1, ...
+    Restart {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// The node.
+        node: String,
+        /// SIGKILL, no SIGTERM first: the node crashes.
+        #[arg(long)]
+        kill: bool,
+        /// Restart only the guest (its QEMU): the device keeps running,
+        /// forgets the old guest's objects and serves the new one.
+        #[arg(long)]
+        guest_only: bool,
+        /// Seconds to wait for the restarted device's link.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
     },
     /// Print every switch port's state and counters.
     Stats {
@@ -451,6 +475,34 @@ fn run(args: Args) -> Result<(), String> {
             arg,
         } => link_command(&run_dir, &end, &action, arg.as_deref()),
         Cmd::Stats { run_dir } => stats_command(&run_dir),
+        Cmd::Restart {
+            run_dir,
+            node,
+            kill,
+            guest_only,
+            timeout,
+        } => {
+            let plan = running_plan(&run_dir)?;
+            let opts = launch::RestartOptions {
+                kill,
+                guest_only,
+                timeout: Duration::from_secs(timeout),
+            };
+            let restarted = launch::restart(&plan, &run_dir, &bin_dir()?, &node, opts)
+                .map_err(|e| e.to_string())?;
+            for p in &restarted {
+                match &p.console {
+                    Some(c) => out!(
+                        "restarted {} (pid {}): console {}",
+                        p.name,
+                        p.pid,
+                        c.display()
+                    ),
+                    None => out!("restarted {} (pid {})", p.name, p.pid),
+                }
+            }
+            Ok(())
+        }
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;
             if stopped.is_empty() {

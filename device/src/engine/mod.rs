@@ -32,8 +32,8 @@ use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::regs;
-use crate::transport::{config, RcConfig, RcQp};
-use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
+use crate::transport::{config, QpFailure, RcConfig, RcQp};
+use crate::verbs::abi::{wc_status_name, SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::qp_state::QpState;
@@ -62,8 +62,10 @@ pub enum EngineEvent {
     Link(LinkEvent),
     /// Packets from the link (all those of one socket read).
     LinkPackets(PacketBatch),
-    /// Device reset (or the client went away): forget every object.
-    Reset,
+    /// Device reset (or the client went away): forget every object, then
+    /// say so on the channel, if one is given (the client's memory is let
+    /// go only after that: see `Tca::disconnected`).
+    Reset(Option<Sender<()>>),
     /// Stop the engine thread.
     Stop,
 }
@@ -146,6 +148,15 @@ pub struct EngineStats {
     pub loopback: u64,
     /// Plain ACKs not sent because a later ACK of the same QP superseded them.
     pub acks_coalesced: u64,
+    /// RC QPs the transport put in error (a failed work request or a bad
+    /// inbound request; not those the driver moved there).
+    pub qp_errors: u64,
+    /// Of those, QPs whose peer stopped answering (WC_RETRY_EXC_ERR).
+    pub retry_exceeded: u64,
+    /// Send work requests completed with WC_WR_FLUSH_ERR.
+    pub flushed_sends: u64,
+    /// Receive work requests completed with WC_WR_FLUSH_ERR.
+    pub flushed_recvs: u64,
 }
 
 /// Packets the transport made during a burst, emptied packet buffers (back
@@ -370,7 +381,12 @@ impl Engine {
                 tracing::info!(%reason, "link down");
                 self.port_changed(regs::PORT_DOWN);
             }
-            EngineEvent::Reset => self.reset(),
+            EngineEvent::Reset(done) => {
+                self.reset();
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }
             EngineEvent::Stop => {}
         }
         if !self.capped.is_empty() {
@@ -452,6 +468,8 @@ impl Engine {
         let Some(rc) = self.rc.get_mut(&qpn) else {
             return;
         };
+        let was_error = rc.is_error();
+        let flushed = (rc.counters().flushed_sends, rc.counters().flushed_recvs);
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -462,6 +480,12 @@ impl Engine {
         };
         f(rc, &mut env);
         if rc.is_error() {
+            let c = rc.counters();
+            self.stats.flushed_sends += c.flushed_sends - flushed.0;
+            self.stats.flushed_recvs += c.flushed_recvs - flushed.1;
+            if !was_error {
+                log_qp_error(rc, &mut self.stats);
+            }
             if let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 qp.set_error();
             }
@@ -581,9 +605,7 @@ impl Engine {
                 cfg.retry_cnt = a.retry_cnt;
                 cfg.rnr_retry = a.rnr_retry;
                 cfg.min_rnr_timer = a.min_rnr_timer;
-                if let Some(t) = config::ack_timeout_from_exponent(a.timeout) {
-                    cfg.ack_timeout = t;
-                }
+                cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
                 cfg.max_rd_atomic = a.max_rd_atomic.max(1);
                 match RcQp::new(cfg) {
                     Ok(rc) => {
@@ -684,6 +706,48 @@ impl Engine {
         self.outbox.hold = !self.outbox.packets.is_empty();
         self.outbox.bytes = 0;
     }
+}
+
+/// Logs (and counts) an RC QP that has just gone to error: why, after
+/// how many ACK timeouts and retransmissions, and how many work requests
+/// it flushed. A guest or a peer can fail QPs at will, so the lines are
+/// rate-limited; the totals are in [`EngineStats`].
+fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
+    let cfg = rc.config();
+    let c = rc.counters();
+    let (qpn, peer_lid, peer_qpn) = (cfg.qpn, cfg.dlid, cfg.dest_qpn);
+    let (timeouts, retransmits) = (c.timeouts, c.retransmits);
+    let (flushed_sends, flushed_recvs) = (c.flushed_sends, c.flushed_recvs);
+    let status = match rc.failure() {
+        Some(QpFailure::Requested) | None => {
+            tracing::debug!(
+                qpn,
+                peer_lid,
+                peer_qpn,
+                flushed_sends,
+                flushed_recvs,
+                "QP moved to error"
+            );
+            return;
+        }
+        Some(QpFailure::Responder) => "responder error",
+        Some(QpFailure::Wqe(s)) => wc_status_name(s),
+    };
+    stats.qp_errors += 1;
+    stats.retry_exceeded += c.retry_exceeded;
+    crate::guest_warn!(
+        qpn,
+        peer_lid,
+        peer_qpn,
+        %status,
+        timeouts,
+        retransmits,
+        retry_cnt = cfg.retry_cnt,
+        ack_timeout_us = cfg.ack_timeout.map_or(0, |t| t.as_micros() as u64),
+        flushed_sends,
+        flushed_recvs,
+        "QP error"
+    );
 }
 
 /// RC ACKNOWLEDGE opcode.

@@ -56,6 +56,13 @@ pub enum LaunchError {
         /// Which ports.
         ports: String,
     },
+    /// No fabric runs in the run directory.
+    #[error("no fabric is up in {0}")]
+    NotUp(PathBuf),
+    /// A name that is no node of the running fabric, or a node without
+    /// the process asked for.
+    #[error("{0}")]
+    NoSuchNode(String),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LaunchError {
@@ -163,6 +170,8 @@ fn spawn(
             pid: child.id(),
             log,
             guest: false,
+            args: Vec::new(),
+            console: None,
         },
         child,
     })
@@ -411,28 +420,24 @@ pub fn start_guests(
     let mut children = Vec::new();
     let mut started = Vec::new();
     for g in guests {
-        let result = (|| {
-            let _ = fs::remove_file(&g.console);
-            let log =
-                File::create(&g.log).map_err(io_err(format!("creating {}", g.log.display())))?;
-            Command::new("bash")
-                .arg(run_vm)
-                .args(guests::run_vm_args(g))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .map_err(io_err(format!("starting {}", run_vm.display())))
-        })();
-        match result {
+        let mut args = vec![run_vm.display().to_string()];
+        args.extend(guests::run_vm_args(g));
+        let guest = Started {
+            name: guest_name(&g.node),
+            exe: "bash".to_owned(),
+            pid: 0,
+            log: g.log.clone(),
+            guest: true,
+            args,
+            console: Some(g.console.clone()),
+        };
+        let _ = fs::remove_file(&g.console);
+        match spawn_guest(&guest) {
             Ok(child) => {
                 tracing::info!(node = %g.node, pid = child.id(), "guest started");
                 started.push(Started {
-                    name: format!("{} (guest)", g.node),
-                    exe: "bash".to_owned(),
                     pid: child.id(),
-                    log: g.log.clone(),
-                    guest: true,
+                    ..guest
                 });
                 children.push(child);
             }
@@ -450,6 +455,153 @@ pub fn start_guests(
         .save(run_dir)
         .map_err(io_err("writing the state file"))?;
     Ok(children)
+}
+
+/// The state file's name for node `node`'s guest.
+fn guest_name(node: &str) -> String {
+    format!("{node} (guest)")
+}
+
+/// Starts the guest `g` records (`bash` with its arguments), its
+/// run-vm.sh messages going to its log.
+fn spawn_guest(g: &Started) -> Result<Child, LaunchError> {
+    let log = File::create(&g.log).map_err(io_err(format!("creating {}", g.log.display())))?;
+    Command::new("bash")
+        .args(&g.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(io_err(format!("starting the guest of {}", g.name)))
+}
+
+/// Moves `path` (the log or console of a process about to start again)
+/// to the first free `PATH.N` (N from 1): each run's file is kept.
+fn keep_old(path: &Path) -> Result<(), LaunchError> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let mut n = 1;
+    loop {
+        let old = PathBuf::from(format!("{}.{n}", path.display()));
+        if !old.exists() {
+            return fs::rename(path, &old).map_err(io_err(format!("renaming {}", path.display())));
+        }
+        n += 1;
+    }
+}
+
+/// How [`restart`] restarts a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartOptions {
+    /// SIGKILL instead of SIGTERM: the node crashes.
+    pub kill: bool,
+    /// Only the guest: the device keeps running and serves the new QEMU.
+    pub guest_only: bool,
+    /// How long the restarted device may take to bring its link up.
+    pub timeout: Duration,
+}
+
+/// Stops `p` (a guest with everything under it) with SIGKILL, or with
+/// SIGTERM and SIGKILL after `grace`, and waits until it is gone.
+fn stop_one(p: &Started, kill: bool, grace: Duration) {
+    if !kill {
+        stop_group(std::slice::from_ref(p), grace);
+        return;
+    }
+    if is_ours(p) {
+        signal_tree(p, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + grace;
+    while is_ours(p) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Restarts node `name` of the fabric running in `run_dir` (`plan` is
+/// the plan `up` started), as a machine restarts: its guest (if `up
+/// --guests` booted one) is stopped, then its device; the device starts
+/// again with the same arguments and nothing of the old one (no objects,
+/// no QPs: its peers' QPs to it fail as if it had died), and once its link
+/// is up the guest boots again as before. QEMU's vfio-user client does
+/// not reconnect to a new device, so the guest always goes with it; with
+/// [`RestartOptions::guest_only`] the guest alone restarts (the device
+/// forgets the old QEMU's objects and serves the new one). Each run's log
+/// and console are kept (`NAME.log.1`, ...). The state file gets the new
+/// PIDs; returns the restarted processes.
+pub fn restart(
+    plan: &Plan,
+    run_dir: &Path,
+    bin_dir: &Path,
+    name: &str,
+    opts: RestartOptions,
+) -> Result<Vec<Started>, LaunchError> {
+    let mut state = State::load(run_dir)
+        .map_err(io_err("reading the state file"))?
+        .ok_or_else(|| LaunchError::NotUp(run_dir.to_path_buf()))?;
+    let node = plan
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| LaunchError::NoSuchNode(format!("`{name}` is no node of the fabric")))?;
+    let guest = state
+        .processes
+        .iter()
+        .position(|p| p.guest && p.name == guest_name(name));
+    let device = state
+        .processes
+        .iter()
+        .position(|p| !p.guest && p.name == name && p.exe == DEVICE_EXE)
+        .ok_or_else(|| LaunchError::NoSuchNode(format!("no device of `{name}` was started")))?;
+    if opts.guest_only && guest.is_none() {
+        return Err(LaunchError::NoSuchNode(format!(
+            "`{name}` has no guest (`up --guests` boots them)"
+        )));
+    }
+    let grace = Duration::from_secs(10);
+    if let Some(g) = guest {
+        stop_one(&state.processes[g], opts.kill, grace);
+    }
+    let mut restarted = Vec::new();
+    if !opts.guest_only {
+        stop_one(&state.processes[device], opts.kill, grace);
+        keep_old(&log_path(run_dir, name))?;
+        let mut running = vec![spawn(
+            bin_dir,
+            DEVICE_EXE,
+            name,
+            &device_args(node),
+            run_dir,
+        )?];
+        let only = Plan {
+            nodes: vec![node.clone()],
+            switches: Vec::new(),
+            links: Vec::new(),
+        };
+        let up = wait_up(&only, run_dir, opts.timeout, &mut running);
+        let started = running.remove(0).started;
+        if let Err(e) = up {
+            stop_group(&[started], Duration::from_secs(5));
+            return Err(e);
+        }
+        state.processes[device] = started.clone();
+        restarted.push(started);
+    }
+    if let Some(g) = guest {
+        let old = state.processes[g].clone();
+        keep_old(&old.log)?;
+        if let Some(console) = &old.console {
+            keep_old(console)?;
+        }
+        let child = spawn_guest(&old)?;
+        tracing::info!(node = name, pid = child.id(), "guest started again");
+        state.processes[g].pid = child.id();
+        restarted.push(state.processes[g].clone());
+    }
+    state
+        .save(run_dir)
+        .map_err(io_err("writing the state file"))?;
+    Ok(restarted)
 }
 
 /// Stops what `up` started in `run_dir` and removes the state file;

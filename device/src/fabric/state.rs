@@ -25,6 +25,13 @@ pub struct Started {
     /// device and switch, together with its descendants.
     #[serde(default)]
     pub guest: bool,
+    /// A guest's command (`bash` and these arguments: run-vm.sh and its
+    /// own), for `ibtca-fabric restart`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// A guest's console file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<PathBuf>,
 }
 
 /// The state file's contents.

@@ -47,8 +47,9 @@ pub struct RcConfig {
     pub rnr_retry: u8,
     /// RNR NAK timer code this responder sends (0-31, IBA Table 45).
     pub min_rnr_timer: u8,
-    /// Time without progress before the requester retransmits.
-    pub ack_timeout: Duration,
+    /// Time without progress before the requester retransmits; `None`:
+    /// never (timeout exponent 0, IBA's infinite timeout).
+    pub ack_timeout: Option<Duration>,
     /// RDMA READs and atomics this requester keeps outstanding.
     pub max_rd_atomic: u8,
     /// Atomic results this responder keeps to replay duplicates.
@@ -83,7 +84,7 @@ impl RcConfig {
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
-            ack_timeout: Duration::from_millis(10),
+            ack_timeout: Some(Duration::from_millis(10)),
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
             send_window: 128,
@@ -217,6 +218,13 @@ pub struct RcCounters {
     pub duplicate_responses: u64,
     /// Packets that could not be encoded.
     pub build_errors: u64,
+    /// Send WQEs failed with WC_RETRY_EXC_ERR: the peer stopped answering
+    /// (ACK timeouts or PSN sequence NAKs past retry_cnt).
+    pub retry_exceeded: u64,
+    /// Send completions with WC_WR_FLUSH_ERR.
+    pub flushed_sends: u64,
+    /// Receive completions with WC_WR_FLUSH_ERR.
+    pub flushed_recvs: u64,
 }
 
 #[cfg(test)]

@@ -244,4 +244,4 @@ pub(crate) mod mock;
 mod tests;
 
 pub use config::{AckPolicy, ConfigError, NakCounts, RcConfig, RcCounters};
-pub use rc::RcQp;
+pub use rc::{QpFailure, RcQp};

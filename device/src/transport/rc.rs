@@ -18,6 +18,19 @@ use crate::verbs::abi::{
     Cqe, SendWqe, WC_RECV, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
 };
 
+/// Why an RC QP went to the error state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpFailure {
+    /// A send WQE failed with this completion status (WC_RETRY_EXC_ERR:
+    /// the peer stopped answering; a NAK's status; a local error).
+    Wqe(u8),
+    /// An inbound request the responder could not take.
+    Responder,
+    /// Moved to error from outside ([`RcQp::flush`]: the driver, a bad
+    /// doorbell).
+    Requested,
+}
+
 /// An RC queue pair's transport.
 #[derive(Debug)]
 pub struct RcQp {
@@ -25,6 +38,8 @@ pub struct RcQp {
     req: Requester,
     resp: Responder,
     error: bool,
+    /// Why the QP is in error.
+    failure: Option<QpFailure>,
     /// Retransmit from the oldest unacknowledged PSN at this time.
     ack_deadline: Option<Instant>,
     /// Sending paused by an RNR NAK until this time.
@@ -46,6 +61,7 @@ impl RcQp {
             req: Requester::new(cfg.sq_psn),
             resp: Responder::new(&cfg),
             error: false,
+            failure: None,
             ack_deadline: None,
             rnr_until: None,
             retry_left: cfg.retry_cnt,
@@ -69,6 +85,11 @@ impl RcQp {
     /// Whether the QP is in the error state.
     pub fn is_error(&self) -> bool {
         self.error
+    }
+
+    /// Why the QP is in the error state (`None` while it is not).
+    pub fn failure(&self) -> Option<QpFailure> {
+        self.failure
     }
 
     /// The PSN the next new request will get.
@@ -119,7 +140,8 @@ impl RcQp {
             self.req.post(wqe);
         }
         if self.error {
-            self.req.flush(self.cfg.qpn, env);
+            let (_, flushed) = self.req.flush(self.cfg.qpn, env);
+            self.counters.flushed_sends += flushed;
             return;
         }
         self.progress(now, env);
@@ -140,7 +162,7 @@ impl RcQp {
                 .on_request(v, &self.cfg, &mut self.counters, env)
                 .is_err()
             {
-                self.enter_error(env);
+                self.enter_error(QpFailure::Responder, env);
             }
             return;
         }
@@ -163,7 +185,7 @@ impl RcQp {
             }
             Event::Fatal => {
                 self.req.retire(self.cfg.qpn, env);
-                self.enter_error(env);
+                self.enter_error(QpFailure::Requested, env);
                 return;
             }
         }
@@ -202,14 +224,14 @@ impl RcQp {
     /// receive in progress complete with WC_WR_FLUSH_ERR (a WQE that failed
     /// with its own status); so do the receive WQEs still posted.
     pub fn flush<E: QpEnv + ?Sized>(&mut self, env: &mut E) {
-        self.enter_error(env);
+        self.enter_error(QpFailure::Requested, env);
     }
 
     /// [`RcQp::flush`], with `held` — a WQE the device read from the send
     /// queue but had not handed over yet — flushed after the posted ones.
     pub fn flush_with<E: QpEnv + ?Sized>(&mut self, held: SendWqe, env: &mut E) {
         self.req.post(held);
-        self.enter_error(env);
+        self.enter_error(QpFailure::Requested, env);
     }
 
     fn accepts(&self, v: &PacketView<'_>) -> bool {
@@ -238,14 +260,14 @@ impl RcQp {
     /// while anything is unacknowledged.
     fn progress<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {
         if self.req.retire(self.cfg.qpn, env) {
-            self.enter_error(env);
+            self.enter_error(QpFailure::Requested, env);
             return;
         }
         if self.rnr_until.is_none() {
             self.req.pump(&self.cfg, &mut self.counters, env);
         }
         if self.req.retire(self.cfg.qpn, env) {
-            self.enter_error(env);
+            self.enter_error(QpFailure::Requested, env);
             return;
         }
         self.arm(now);
@@ -255,7 +277,7 @@ impl RcQp {
         if !self.req.outstanding() || self.rnr_until.is_some() {
             self.ack_deadline = None;
         } else if self.ack_deadline.is_none() {
-            self.ack_deadline = Some(now + self.cfg.ack_timeout);
+            self.ack_deadline = self.cfg.ack_timeout.map(|t| now + t);
         }
     }
 
@@ -282,7 +304,7 @@ impl RcQp {
         }
         // Retire what the RNR NAK implicitly acknowledged, then wait.
         if self.req.retire(self.cfg.qpn, env) {
-            self.enter_error(env);
+            self.enter_error(QpFailure::Requested, env);
             return;
         }
         self.req.rewind();
@@ -296,16 +318,25 @@ impl RcQp {
         if let Some(f) = self.req.inflight.front_mut() {
             f.error.get_or_insert(status);
         }
-        self.enter_error(env);
+        self.enter_error(QpFailure::Wqe(status), env);
     }
 
-    fn enter_error<E: QpEnv + ?Sized>(&mut self, env: &mut E) {
+    /// Moves the QP to error for `cause`, unless a send WQE failed: then
+    /// that WQE's status is the cause.
+    fn enter_error<E: QpEnv + ?Sized>(&mut self, cause: QpFailure, env: &mut E) {
         self.error = true;
         self.ack_deadline = None;
         self.rnr_until = None;
-        self.req.flush(self.cfg.qpn, env);
-        self.resp.flush(&self.cfg, env);
+        let (failed, flushed) = self.req.flush(self.cfg.qpn, env);
+        if failed == Some(WC_RETRY_EXC_ERR) {
+            self.counters.retry_exceeded += 1;
+        }
+        self.failure
+            .get_or_insert(failed.map_or(cause, QpFailure::Wqe));
+        self.counters.flushed_sends += flushed;
+        self.counters.flushed_recvs += u64::from(self.resp.flush(&self.cfg, env));
         while let Some(recv) = env.next_recv() {
+            self.counters.flushed_recvs += 1;
             env.complete(
                 CqKind::Recv,
                 Cqe {

@@ -377,10 +377,14 @@ impl Requester {
 
     /// Completes every started and pending WQE: a failed one with its own
     /// status, the rest with WC_WR_FLUSH_ERR. Errors always complete,
-    /// signaled or not.
-    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, qpn: u32, env: &mut E) {
+    /// signaled or not. Returns the status of the first failed WQE, if
+    /// any, and how many were flushed.
+    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, qpn: u32, env: &mut E) -> (Option<u8>, u64) {
+        let mut failed = None;
+        let flushed = self.queued() as u64;
         for f in self.inflight.drain(..) {
             let status = f.error.unwrap_or(WC_WR_FLUSH_ERR);
+            failed = failed.or(f.error);
             env.complete(CqKind::Send, f.cqe(qpn, status));
             env.retired(&f.wqe, status);
         }
@@ -402,6 +406,7 @@ impl Requester {
         self.tx_psn = self.next_psn;
         self.una = self.next_psn;
         self.tx_high = self.next_psn;
+        (failed, flushed - u64::from(failed.is_some()))
     }
 }
 

@@ -504,21 +504,25 @@ impl Responder {
     }
 
     /// Completes a receive in progress with a flush error (QP to error).
-    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) {
-        self.abandon(cfg, env);
+    pub(crate) fn flush<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) -> bool {
+        self.abandon(cfg, env)
     }
 
     /// Drops the message in progress: a receive it took completes with a
-    /// flush error, a key it held is released.
-    fn abandon<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) {
+    /// flush error (true), a key it held is released.
+    fn abandon<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) -> bool {
         match self.msg.take() {
-            Some(InMsg::Send { recv, .. }) => env.complete(
-                CqKind::Recv,
-                recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
-            ),
+            Some(InMsg::Send { recv, .. }) => {
+                env.complete(
+                    CqKind::Recv,
+                    recv_cqe(&recv, cfg, WC_RECV, WC_WR_FLUSH_ERR, 0),
+                );
+                return true;
+            }
             Some(InMsg::Write { slot: Some(s), .. }) => env.release_key(s),
             _ => {}
         }
+        false
     }
 
     fn acknowledge<E: QpEnv + ?Sized>(

@@ -337,6 +337,14 @@ mod tests {
     }
 
     #[test]
+    fn status_names() {
+        assert_eq!(wc_status_name(WC_SUCCESS), "WC_SUCCESS");
+        assert_eq!(wc_status_name(WC_RETRY_EXC_ERR), "WC_RETRY_EXC_ERR");
+        assert_eq!(wc_status_name(WC_WR_FLUSH_ERR), "WC_WR_FLUSH_ERR");
+        assert_eq!(wc_status_name(3), "WC_?");
+    }
+
+    #[test]
     fn abi_sizes() {
         assert_eq!(size_of::<Sge>(), 16);
         assert_eq!(size_of::<SendWqe>(), 128);
@@ -588,7 +596,7 @@ abi_struct! {
         state: u8,
         /// IBTCA_MTU_* path MTU.
         path_mtu: u8,
-        /// Local ACK timeout exponent (4.096 us * 2^timeout).
+        /// Local ACK timeout exponent: 4.096 us * 2^timeout (1-31); 0: no timeout (IBA).
         timeout: u8,
         /// Transport retry count (0-7).
         retry_cnt: u8,
@@ -617,6 +625,19 @@ abi_struct! {
         /// Reserved, zero.
         rsvd2: [u8; 12],
     }
+}
+
+/// The name of completion status `status` as the driver's header has it
+/// without its prefix ("WC_RETRY_EXC_ERR"), for logs; "WC_?" for a value
+/// that is no status.
+pub fn wc_status_name(status: u8) -> &'static str {
+    ABI_VALUES
+        .iter()
+        .find(|v| {
+            (v.name == "WC_SUCCESS" || v.name.starts_with("WC_") && v.name.ends_with("_ERR"))
+                && v.value == u64::from(status)
+        })
+        .map_or("WC_?", |v| v.name)
 }
 
 /// Every command-parameter layout (each fits `CmdEntry::params`).

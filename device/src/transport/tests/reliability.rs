@@ -9,7 +9,7 @@ use ibtca_protocol::Opcode;
 use super::*;
 use crate::transport::config::rnr_delay;
 use crate::transport::psn;
-use crate::transport::AckPolicy;
+use crate::transport::{AckPolicy, QpFailure};
 
 /// Seed 002's example: PSNs start at 1, messages of 3, 6 and 2 packets.
 fn seed002(policy: AckPolicy) -> Wire {
@@ -98,7 +98,7 @@ fn a_lost_ack_is_covered_by_the_next_one() {
 #[test]
 fn a_lost_ack_of_the_last_message_is_recovered_by_timeout() {
     let (a, b) = configs(256);
-    let timeout = a.ack_timeout;
+    let timeout = a.ack_timeout.unwrap();
     let mut w = Wire::new(a, b);
     let mut lost = false;
     w.filter = Box::new(move |dir, v| {
@@ -346,7 +346,7 @@ fn msn_wraps() {
 fn a_vanished_peer_exhausts_the_retries() {
     let (mut a, b) = configs(256);
     a.retry_cnt = 3;
-    a.ack_timeout = Duration::from_millis(50);
+    a.ack_timeout = Some(Duration::from_millis(50));
     let mut w = Wire::new(a, b);
     w.filter = Box::new(|_, _| true);
     w.post_a(send(1, 512));
@@ -368,6 +368,8 @@ fn a_vanished_peer_exhausts_the_retries() {
     assert_eq!(c.timeouts, 3);
     // Each retry resends both messages (3 packets).
     assert_eq!(c.retransmits, 3 * 3);
+    assert_eq!((c.retry_exceeded, c.flushed_sends), (1, 1));
+    assert_eq!(w.a.qp.failure(), Some(QpFailure::Wqe(WC_RETRY_EXC_ERR)));
     assert_eq!(w.a.qp.next_deadline(), None);
     // Posting on a QP in error flushes at once.
     w.post_a(send(3, 8));
@@ -379,6 +381,75 @@ fn a_vanished_peer_exhausts_the_retries() {
         Some((3, WC_WR_FLUSH_ERR))
     );
     assert!(w.a.env.outbox.is_empty());
+    assert_eq!(w.a.qp.counters().flushed_sends, 2);
+}
+
+/// Work posted all the while to a peer that never answers neither
+/// restarts the ACK timer nor the retries: the oldest WQE still fails
+/// (retry_cnt + 1) × timeout after it was sent, and everything posted
+/// after it is flushed.
+#[test]
+fn work_posted_to_a_silent_peer_does_not_put_the_error_off() {
+    let (mut a, b) = configs(256);
+    a.retry_cnt = 3;
+    a.ack_timeout = Some(Duration::from_millis(50));
+    let mut w = Wire::new(a, b);
+    w.filter = Box::new(|_, _| true);
+    let mut posted = 0;
+    while !w.a.qp.is_error() {
+        posted += 1;
+        w.post_a(send(posted, 300));
+        w.deliver();
+        let next = w.now + Duration::from_millis(10);
+        w.advance_to(next);
+    }
+    assert_eq!(w.elapsed(), Duration::from_millis(50) * 4);
+    let statuses: Vec<u8> = w.a.env.send_cq.iter().map(|c| c.status).collect();
+    assert_eq!(statuses.len(), posted as usize, "every WQE completed");
+    assert_eq!(statuses[0], WC_RETRY_EXC_ERR);
+    assert!(
+        statuses[1..].iter().all(|&s| s == WC_WR_FLUSH_ERR),
+        "{statuses:?}"
+    );
+    assert_eq!(w.a.qp.counters().flushed_sends, posted - 1);
+}
+
+/// Timeout exponent 0 is IBA's infinite ACK timeout: a silent peer keeps
+/// the WQE outstanding, with no timer, and nothing fails.
+#[test]
+fn no_ack_timeout_waits_for_ever() {
+    let (mut a, b) = configs(256);
+    a.ack_timeout = None;
+    let mut w = Wire::new(a, b);
+    w.filter = Box::new(|_, _| true);
+    w.post_a(send(1, 512));
+    w.run();
+    assert_eq!(w.a.qp.next_deadline(), None);
+    assert!(!w.a.qp.is_error());
+    assert!(w.a.env.send_cq.is_empty());
+    assert_eq!(w.a.qp.send_queue_len(), 1);
+}
+
+/// The driver moving a QP to error flushes what it holds: no failed WQE.
+#[test]
+fn a_qp_flushed_from_outside_says_so() {
+    let mut w = Wire::with_mtu(256);
+    w.filter = Box::new(|_, _| true);
+    w.post_a(send(1, 64));
+    w.post_a(send(2, 64));
+    w.a.env.post_recv(9, &[sge(DST, DST_VA, 64)]);
+    w.a.qp.flush(&mut w.a.env);
+    assert_eq!(w.a.qp.failure(), Some(QpFailure::Requested));
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_SEND, WC_WR_FLUSH_ERR), (2, WC_SEND, WC_WR_FLUSH_ERR)]
+    );
+    assert_eq!(summary(&w.a.env.recv_cq), [(9, WC_RECV, WC_WR_FLUSH_ERR)]);
+    let c = w.a.qp.counters();
+    assert_eq!(
+        (c.retry_exceeded, c.flushed_sends, c.flushed_recvs),
+        (0, 2, 1)
+    );
 }
 
 #[test]

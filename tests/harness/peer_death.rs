@@ -1,0 +1,84 @@
+//! A stream of RDMA WRITEs whose peer dies, and what its requester must
+//! report (issue 19, item 3): the WRITEs the peer acknowledged succeed,
+//! the oldest unfinished one fails with WC_RETRY_EXC_ERR within
+//! (retry_cnt + 1) × the ACK timeout of the death, every later one is
+//! flushed (WC_WR_FLUSH_ERR), all in order.
+
+use std::time::{Duration, Instant};
+
+use ibtca_device::verbs::abi::*;
+
+use crate::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
+
+/// WRITEs in a stream, and the bytes of each (many packets, so that the
+/// stream still runs when the peer dies).
+pub const WRITES: u64 = 32;
+/// Bytes per WRITE.
+pub const LEN: u32 = 1 << 20;
+
+const T: Duration = Duration::from_secs(20);
+
+/// (retry_cnt + 1) × 4.096 µs × 2^timeout for the retry_cnt (7) and
+/// timeout exponent (14) `SimGuest::connect` sets: 537 ms.
+pub fn retry_bound() -> Duration {
+    Duration::from_nanos(8 * (4096 << 14))
+}
+
+/// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with
+/// other work): generous, and still far below the minute a peer's death
+/// used to cost.
+pub const SLACK: Duration = Duration::from_secs(3);
+
+/// Posts a stream of [`WRITES`] WRITEs (wr_id 0..) from `src` (address,
+/// L_Key) on `qp` to `to` (address, R_Key), and waits for the first
+/// completion, which must be a success: the stream runs.
+pub fn start_stream(g: &mut SimGuest, qp: &mut Qp, cq: &mut Cq, src: (u64, u32), to: (u64, u32)) {
+    for i in 0..WRITES {
+        let w = remote(send_wqe(WR_RDMA_WRITE, i, src.0, LEN, src.1), to.0, to.1);
+        g.post_send(qp, &w);
+    }
+    let c = g.poll_cq(cq, T).expect("the first WRITE completes");
+    assert_eq!((c.wr_id.to_native(), c.status), (0, WC_SUCCESS));
+}
+
+/// Takes the rest of the stream's completions: successes (WRITEs the peer
+/// acknowledged before it died), then one WC_RETRY_EXC_ERR no later than
+/// [`retry_bound`] + [`SLACK`] after `died`, then WC_WR_FLUSH_ERR for
+/// every later WRITE; all in order, nothing after them. Returns how many
+/// WRITEs failed or were flushed (not the first success).
+pub fn expect_retry_exceeded(g: &mut SimGuest, cq: &mut Cq, died: Instant, what: &str) -> u64 {
+    let mut ok = 1;
+    let mut failed_at = None;
+    for i in 1..WRITES {
+        let c = g
+            .poll_cq(cq, retry_bound() + SLACK + T)
+            .unwrap_or_else(|| panic!("{what}: no completion for WRITE {i}"));
+        assert_eq!(c.wr_id.to_native(), i, "{what}: completions in order");
+        assert_eq!(c.opcode, WC_RDMA_WRITE, "{what}: WRITE {i}");
+        match (failed_at, c.status) {
+            (None, WC_SUCCESS) => ok += 1,
+            (None, WC_RETRY_EXC_ERR) => failed_at = Some(died.elapsed()),
+            (Some(_), WC_WR_FLUSH_ERR) => {}
+            (_, s) => panic!(
+                "{what}: WRITE {i} completed with {} (failed: {failed_at:?})",
+                wc_status_name(s)
+            ),
+        }
+    }
+    let took = failed_at.unwrap_or_else(|| panic!("{what}: every WRITE succeeded"));
+    eprintln!(
+        "{what}: {ok} WRITEs done, then WC_RETRY_EXC_ERR after {:.3} s, {} flushed",
+        took.as_secs_f64(),
+        WRITES - ok - 1
+    );
+    assert!(
+        took <= retry_bound() + SLACK,
+        "{what}: WC_RETRY_EXC_ERR after {took:?}, more than (retry_cnt + 1) x timeout = {:?}",
+        retry_bound()
+    );
+    assert!(
+        g.poll_cq(cq, Duration::from_millis(200)).is_none(),
+        "{what}: nothing after the flushes"
+    );
+    WRITES - ok
+}

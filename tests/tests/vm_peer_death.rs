@@ -1,0 +1,203 @@
+//! Full stack, peer death (issue 19, item 3): two nodes on a switch,
+//! brought up by `ibtca-fabric up --guests`. The client guest (LID 2) runs
+//! three `ibtca-tool verbs-bench` sessions one after the other against the
+//! server guest (LID 1); in the middle of each session's 1 MiB RDMA WRITE
+//! stream the server side dies another way:
+//!
+//! 1. the server guest's QEMU is SIGKILLed (`restart a --guest-only
+//!    --kill`: its device stays and serves the QEMU started next),
+//! 2. the server node crashes and comes back (`restart a --kill`: device
+//!    and guest, the device fresh),
+//! 3. the server's link goes down at the switch (`link a down`).
+//!
+//! Each time the client's tool gets WC_RETRY_EXC_ERR for the oldest
+//! unfinished WRITE within (retry_cnt + 1) × the ACK timeout of its last
+//! completion (the client sets timeout exponent 15: 134 ms, so 1.07 s) and
+//! WC_WR_FLUSH_ERR for the rest, and the client's device logs the QP error
+//! with the same counts. The next session's HELLO waits for the new server
+//! guest, which shows that the device of a killed QEMU serves the next.
+//!
+//! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
+//! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ibtca_tests::launcher::{text, Down};
+use ibtca_tests::vm::VmStack;
+use ibtca_tests::workspace_bin;
+
+/// The client's ACK timeout exponent and retries: (7 + 1) × 4.096 µs ×
+/// 2^15.
+const CLIENT_TIMEOUT: u32 = 15;
+fn retry_bound() -> Duration {
+    Duration::from_nanos(8 * (4096 << CLIENT_TIMEOUT))
+}
+
+/// Receives the client posts again after a failed session (VB_NRECV).
+const RECEIVES: u64 = 16;
+
+/// Waits until `file` holds `needle` `n` times; returns its text.
+fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.matches(needle).count() >= n {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {n} x {needle:?} in {} after {timeout:?}:\n{text}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `key=value` of `line`.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!("{key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key}= in {line}"))
+        + pat.len();
+    line[at..].split_whitespace().next().unwrap_or_default()
+}
+
+/// Runs `ibtca-fabric` with the guest `VmStack::get` built.
+fn run(stack: &VmStack, args: &[&str]) {
+    let out = std::process::Command::new(workspace_bin("ibtca-fabric"))
+        .args(args)
+        .env("IBTCA_GUEST_DIR", stack.kernel.parent().unwrap())
+        .output()
+        .expect("run ibtca-fabric");
+    assert!(
+        out.status.success(),
+        "ibtca-fabric {args:?}: {}",
+        text(&out)
+    );
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("peer-death");
+    let topo = dir.join("topo.json");
+    std::fs::write(
+        &topo,
+        format!(
+            r#"{{
+  "nodes": [
+    {{ "name": "a", "lid": 1,
+       "guest": {{ "append": "ibtca.mode=verbs-bench ibtca.role=server ibtca.peer_lid=2" }} }},
+    {{ "name": "b", "lid": 2,
+       "guest": {{ "append": "ibtca.mode=verbs-bench ibtca.sessions=client:1,client:1,client:1 ibtca.qp_timeout={CLIENT_TIMEOUT}" }} }}
+  ],
+  "switches": [ {{ "name": "sw0", "ports": 2 }} ],
+  "links": [ {{ "a": "a", "b": "sw0:1" }}, {{ "a": "b", "b": "sw0:2" }} ],
+  "guest": {{ "mem": "512M" }}
+}}"#
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let rd = run_dir.display().to_string();
+    let _down = Down(run_dir.clone());
+    run(
+        stack,
+        &[
+            "up",
+            &topo.display().to_string(),
+            "--run-dir",
+            &rd,
+            "--guests",
+            "--guest-timeout",
+            "1200",
+        ],
+    );
+    let console = run_dir.join("b.console");
+    let boot = Duration::from_secs(400);
+    let deaths: [(&str, &[&str]); 3] = [
+        (
+            "QEMU killed",
+            &["restart", "--run-dir", &rd, "a", "--guest-only", "--kill"],
+        ),
+        (
+            "node restarted",
+            &["restart", "--run-dir", &rd, "a", "--kill"],
+        ),
+        ("link down", &["link", "--run-dir", &rd, "a", "down"]),
+    ];
+    let mut fails = Vec::new();
+    for (k, (what, action)) in deaths.iter().enumerate() {
+        let n = k + 1;
+        // The 4 KiB write_bw is done: the 1 MiB stream runs for 2 s.
+        wait_for(&console, "IBTCA-PERF write_bw size=4096", n, boot);
+        std::thread::sleep(Duration::from_millis(300));
+        let died = Instant::now();
+        run(stack, action);
+        let text = wait_for(&console, "IBTCA-PERF-FAIL", n, Duration::from_secs(60));
+        let seen = died.elapsed();
+        let line = text
+            .lines()
+            .filter(|l| l.contains("IBTCA-PERF-FAIL"))
+            .nth(k)
+            .unwrap()
+            .to_owned();
+        eprintln!("{what}: seen after {:.2} s: {line}", seen.as_secs_f64());
+        assert_eq!(field(&line, "size"), "1048576", "{what}: {line}");
+        assert_eq!(
+            field(&line, "status"),
+            "12",
+            "{what}: WC_RETRY_EXC_ERR: {line}"
+        );
+        assert_eq!(field(&line, "other"), "0", "{what}: {line}");
+        assert!(!line.contains("missing"), "{what}: {line}");
+        let after: f64 = field(&line, "after_s").parse().unwrap();
+        let bound = retry_bound().as_secs_f64();
+        assert!(
+            after <= bound + 2.0 && after >= 0.75 * bound,
+            "{what}: the error {after} s after the last completion, (retry_cnt + 1) x timeout = {bound} s"
+        );
+        assert!(
+            seen < retry_bound() + Duration::from_secs(30),
+            "{what}: {seen:?}"
+        );
+        let flushed: u64 = field(&line, "flushed").parse().unwrap();
+        assert!(flushed > 0, "{what}: WRITEs were outstanding: {line}");
+        fails.push(flushed);
+    }
+    run(stack, &["link", "--run-dir", &rd, "a", "up"]);
+    let text = wait_for(&console, "IBTCA-GUEST done", 1, Duration::from_secs(300));
+    assert_eq!(
+        text.matches("IBTCA-VERBS exchange PASS").count(),
+        3,
+        "{text}"
+    );
+
+    // The client's device logged each QP error with the counts the tool
+    // saw (the other QP errors are HELLOs sent before a server guest was
+    // up: nothing behind them to flush).
+    let log = std::fs::read_to_string(run_dir.join("b.log")).unwrap();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("QP error") && !l.contains("flushed_sends=0 "))
+        .collect();
+    assert_eq!(errors.len(), 3, "{log}");
+    for (line, flushed) in errors.iter().zip(&fails) {
+        assert!(line.contains("status=WC_RETRY_EXC_ERR"), "{line}");
+        assert!(line.contains("retry_cnt=7 ack_timeout_us=134217"), "{line}");
+        assert_eq!(field(line, "flushed_sends"), flushed.to_string(), "{line}");
+        assert_eq!(field(line, "flushed_recvs"), RECEIVES.to_string(), "{line}");
+    }
+    // Each server guest set up and exchanged with its client: the first
+    // on the device whose QEMU was killed, the second on that same device,
+    // the third on a fresh one.
+    for c in ["a.console.1", "a.console.2", "a.console"] {
+        let text = std::fs::read_to_string(run_dir.join(c)).unwrap_or_default();
+        assert!(text.contains("IBTCA-VERBS exchange PASS"), "{c}:\n{text}");
+    }
+    let served = std::fs::read_to_string(run_dir.join("a.log.1")).unwrap();
+    assert!(served.contains("client disconnected"), "{served}");
+}

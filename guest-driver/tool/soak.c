@@ -7,6 +7,9 @@
  *   ibtca-tool [-d DEV] soak --lids L1,L2,... --seconds N [--self-lid L]
  *              [--grace S] [--timeout EXP] [--retry N]
  *
+ * --timeout and --retry are the QPs' ACK timeout exponent and transport
+ * retries (vb_qp_option; perftest's 14 and 7 by default).
+ *
  * --lids lists every guest of the soak, this one included (its own LID is
  * the port's, or --self-lid). Each guest sets up one verbs context per
  * peer (struct vb: buffer, MR, CQs, QPs) in the order of the sorted LIDs:
@@ -145,7 +148,6 @@ struct sk_peer {
 struct sk_run {
 	uint16_t self;
 	uint64_t nonce;
-	uint8_t timeout, retry;
 	double t0, end, stop;
 	int ending;
 };
@@ -329,8 +331,8 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 		      IBTCA_QP_ATTR_RETRY;
 	m.state = IBTCA_QPS_RTS;
 	m.sq_psn = VB_PSN;
-	m.timeout = r->timeout;
-	m.retry_cnt = r->retry;
+	m.timeout = vb_timeout;
+	m.retry_cnt = vb_retry;
 	m.rnr_retry = 7;	/* for ever: the receiver is a busy guest */
 	m.min_rnr_timer = 1;
 	m.max_rd_atomic = 4;
@@ -844,16 +846,21 @@ static int sk_setup(struct sk_run *r, struct sk_peer *p, int fd,
 
 int cmd_soak(int argc, char **argv)
 {
-	struct sk_run r = { .timeout = 14, .retry = 7 };
+	struct sk_run r = { 0 };
 	uint32_t seconds = 0, grace = 120, self = 0, v;
 	uint16_t lids[SK_MAX_LIDS];
 	struct sk_peer *peers;
 	const char *lid_arg = NULL;
-	int n = 0, np = 0, i, fd, busy;
+	int n = 0, np = 0, i, fd, busy, opt;
 	double next_report;
 
 	for (i = 0; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--lids"))
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--lids"))
 			lid_arg = argv[i + 1];
 		else if (!strcmp(argv[i], "--seconds") &&
 			 !parse_u32(argv[i + 1], &seconds) && seconds)
@@ -864,12 +871,6 @@ int cmd_soak(int argc, char **argv)
 		else if (!strcmp(argv[i], "--grace") &&
 			 !parse_u32(argv[i + 1], &grace))
 			continue;
-		else if (!strcmp(argv[i], "--timeout") &&
-			 !parse_u32(argv[i + 1], &v) && v <= 31)
-			r.timeout = (uint8_t)v;
-		else if (!strcmp(argv[i], "--retry") &&
-			 !parse_u32(argv[i + 1], &v) && v <= 7)
-			r.retry = (uint8_t)v;
 		else
 			usage();
 	}
@@ -909,7 +910,7 @@ int cmd_soak(int argc, char **argv)
 	r.stop = r.end + grace;
 	next_report = r.t0 + SK_REPORT_S;
 	printf("IBTCA-SOAK-START lid=%u lids=%s seconds=%u grace=%u timeout=%u retry=%u window=%u slots=%u\n",
-	       r.self, lid_arg, seconds, grace, r.timeout, r.retry, SK_WIN,
+	       r.self, lid_arg, seconds, grace, vb_timeout, vb_retry, SK_WIN,
 	       SK_NSLOT);
 	for (;;) {
 		double now = now_s();

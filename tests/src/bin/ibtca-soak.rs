@@ -26,9 +26,9 @@
 //! status is 0 only if everything held.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ibtca_device::fabric::guests::{self, GuestOptions, GuestPlan, VmStack};
@@ -114,6 +114,15 @@ fn kill(pid: u32, sig: libc::c_int) {
     }
 }
 
+/// Our child `pid`'s wait status if it has ended (reaped), else `None`.
+fn try_reap(pid: u32) -> Option<i32> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut status = 0;
+    // SAFETY: waitpid(2) writes the status into our local integer only.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    (r == pid).then_some(status)
+}
+
 /// Reaps our child `pid` (blocking) and returns its wait status.
 fn reap(pid: u32) -> Option<i32> {
     let pid = libc::pid_t::try_from(pid).ok()?;
@@ -196,7 +205,9 @@ struct Soak {
     run_vm: PathBuf,
     state: State,
     guests: Vec<GuestPlan>,
-    children: Vec<Option<Child>>,
+    /// Each node's guest (`run-vm.sh`, our child) and how it ended.
+    guest_pids: Vec<u32>,
+    guests_done: Vec<Option<i32>>,
     /// When each guest was started and when its soak started.
     booted: Vec<(Instant, Option<Instant>)>,
     rss: Vec<Rss>,
@@ -207,10 +218,6 @@ struct Soak {
 }
 
 impl Soak {
-    fn process(&self, name: &str) -> Option<&Started> {
-        self.state.processes.iter().find(|p| p.name == name)
-    }
-
     fn event(&mut self, text: String) {
         say(self.t0, &text);
         self.events
@@ -246,110 +253,59 @@ impl Soak {
         Ok(())
     }
 
-    /// Kills node `i`'s QEMU and device with SIGKILL, then starts a fresh
-    /// device (same socket, same switch port) and a fresh guest that soaks
-    /// for `seconds`.
+    /// Kills node `i`'s QEMU and device with SIGKILL and starts both
+    /// afresh (`launch::restart`: a new device on the same socket and
+    /// switch port, then the guest's command again), the guest soaking for
+    /// `seconds`, the time left.
     fn kill_and_restart(&mut self, i: usize, seconds: u64) -> Result<(), String> {
-        let node = self.plan.nodes[i].clone();
-        let g = self.guests[i].clone();
-        let dev = self
-            .process(&node.name)
-            .cloned()
-            .ok_or_else(|| format!("no device process for {}", node.name))?;
-        let child = self.children[i]
-            .take()
-            .ok_or_else(|| format!("guest {} already gone", node.name))?;
-        for d in guests::descendants(child.id()) {
-            kill(d, libc::SIGKILL);
-        }
-        kill(child.id(), libc::SIGKILL);
-        kill(dev.pid, libc::SIGKILL);
-        let mut child = child;
-        let _ = child.wait();
-        let dev_status = reap(dev.pid);
-        self.event(format!(
-            "killed {}: QEMU and device (pid {}, {}) with SIGKILL",
-            node.name,
-            dev.pid,
-            describe_status(dev_status)
-        ));
-        self.state
+        let node = self.plan.nodes[i].name.clone();
+        let old_dev = dev_pid_of(&self.state, &node);
+        let old_guest = self.guest_pids[i];
+        // The guest's command is in the state file: the new life soaks for
+        // the time left, not the whole run.
+        let from = format!("ibtca.seconds={}", self.opts.seconds);
+        for p in self
+            .state
             .processes
-            .retain(|p| p.pid != child.id() && p.pid != dev.pid);
-        // The first life's files stay, renamed.
-        for (from, to) in [
-            (
-                g.console.clone(),
-                self.run_dir.join(format!("{}.killed.console", node.name)),
-            ),
-            (
-                g.log.clone(),
-                self.run_dir.join(format!("{}.killed.qemu.log", node.name)),
-            ),
-            (
-                dev.log.clone(),
-                self.run_dir.join(format!("{}.killed.log", node.name)),
-            ),
-        ] {
-            fs::rename(&from, &to).map_err(|e| format!("renaming {}: {e}", from.display()))?;
+            .iter_mut()
+            .filter(|p| p.guest && p.pid == old_guest)
+        {
+            for a in &mut p.args {
+                *a = a.replace(&from, &format!("ibtca.seconds={seconds}"));
+            }
         }
-        let log = File::create(&dev.log).map_err(|e| format!("{}: {e}", dev.log.display()))?;
-        let bin = self.bin_dir.join(launch::DEVICE_EXE);
-        let new = Command::new(&bin)
-            .args(launch::device_args(&node))
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
-        let started = Started {
-            name: node.name.clone(),
-            exe: launch::DEVICE_EXE.to_owned(),
-            pid: new.id(),
-            log: dev.log.clone(),
-            guest: false,
-        };
-        // Reaped by PID at the end, like the devices `launch::up` started.
-        drop(new);
-        self.state.processes.push(started);
         self.state
             .save(&self.run_dir)
             .map_err(|e| format!("state file: {e}"))?;
-        self.rss.push(Rss::new(
-            &format!("{} (restarted)", node.name),
-            dev_pid_of(&self.state, &node.name),
+        let opts = launch::RestartOptions {
+            kill: true,
+            guest_only: false,
+            timeout: Duration::from_secs(30),
+        };
+        let restarted = launch::restart(&self.plan, &self.run_dir, &self.bin_dir, &node, opts)
+            .map_err(|e| format!("restarting {node}: {e}"))?;
+        let statuses = (reap(old_guest), reap(old_dev));
+        self.event(format!(
+            "killed {node}: QEMU ({}) and device pid {old_dev} ({}) by SIGKILL, both started again",
+            describe_status(statuses.0),
+            describe_status(statuses.1)
         ));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = fs::read_to_string(&dev.log).unwrap_or_default();
-            if text.contains("device ready") && text.contains("link up") {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("restarted {} not up in 30 s:\n{text}", node.name));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let mut g2 = g.clone();
-        g2.append = g.append.replace(
-            &format!("ibtca.seconds={}", self.opts.seconds),
-            &format!("ibtca.seconds={seconds}"),
-        );
-        let mut children = launch::start_guests(
-            &mut self.state,
-            std::slice::from_ref(&g2),
-            &self.run_vm,
-            &self.run_dir,
-        )
-        .map_err(|e| format!("restarting guest {}: {e}", node.name))?;
-        self.children[i] = children.pop();
+        self.state = State::load(&self.run_dir)
+            .map_err(|e| format!("state file: {e}"))?
+            .ok_or("no state file after the restart")?;
+        let dev = dev_pid_of(&self.state, &node);
+        let guest = restarted
+            .iter()
+            .find(|p| p.guest)
+            .map(|p| p.pid)
+            .ok_or("the restart booted no guest")?;
+        self.rss.push(Rss::new(&format!("{node} (restarted)"), dev));
+        self.guest_pids[i] = guest;
+        self.guests_done[i] = None;
         self.booted[i] = (Instant::now(), None);
         self.killed = Some(i);
         self.event(format!(
-            "restarted {}: device pid {}, guest soaking {seconds} s",
-            node.name,
-            dev_pid_of(&self.state, &node.name)
+            "{node}: new device pid {dev}, guest soaking {seconds} s"
         ));
         Ok(())
     }
@@ -442,7 +398,8 @@ fn run(opts: Opts) -> Result<Soak, String> {
         run_vm,
         state,
         guests: guest_plans,
-        children: Vec::new(),
+        guest_pids: Vec::new(),
+        guests_done: Vec::new(),
         booted: Vec::new(),
         rss,
         t0,
@@ -463,8 +420,11 @@ fn soak(s: &mut Soak, kill_index: Option<usize>) -> Result<(), String> {
     let children = launch::start_guests(&mut s.state, &s.guests, &s.run_vm, &s.run_dir)
         .map_err(|e| e.to_string())?;
     s.booted = vec![(Instant::now(), None); children.len()];
-    s.children = children.into_iter().map(Some).collect();
-    s.event(format!("{} guests booting", s.children.len()));
+    // Followed by PID (a restarted guest is started by `launch::restart`).
+    s.guest_pids = children.iter().map(Child::id).collect();
+    s.guests_done = vec![None; children.len()];
+    drop(children);
+    s.event(format!("{} guests booting", s.guest_pids.len()));
     let seconds = s.opts.seconds;
     let mut soak_start: Option<Instant> = None;
     let mut kill_pending = kill_index;
@@ -498,22 +458,24 @@ fn soak(s: &mut Soak, kill_index: Option<usize>) -> Result<(), String> {
             }
         }
         let mut running = 0;
-        for (i, c) in s.children.iter_mut().enumerate() {
-            let Some(child) = c else { continue };
-            match child.try_wait() {
-                Ok(None) => running += 1,
-                Ok(Some(st)) => {
-                    let node = s.plan.nodes[i].name.clone();
-                    let text = format!("guest {node} powered off ({st})");
-                    if !st.success() {
+        for i in 0..s.guest_pids.len() {
+            if s.guests_done[i].is_some() {
+                continue;
+            }
+            match try_reap(s.guest_pids[i]) {
+                None => running += 1,
+                Some(st) => {
+                    s.guests_done[i] = Some(st);
+                    let text = format!(
+                        "guest {} powered off ({})",
+                        s.plan.nodes[i].name,
+                        describe_status(Some(st))
+                    );
+                    if !(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
                         s.failures.push(text.clone());
                     }
-                    *c = None;
-                    say(s.t0, &text);
-                    s.events
-                        .push(format!("{:.0} s: {text}", s.t0.elapsed().as_secs_f64()));
+                    s.event(text);
                 }
-                Err(e) => return Err(format!("waiting for a guest: {e}")),
             }
         }
         if running == 0 {
@@ -542,12 +504,14 @@ fn soak(s: &mut Soak, kill_index: Option<usize>) -> Result<(), String> {
 /// devices ended, parses and checks the consoles, prints the report.
 fn finish(mut s: Soak) -> bool {
     // Guests still up (a failure path) go first, with the rest.
-    for c in s.children.iter_mut().flatten() {
-        for d in guests::descendants(c.id()) {
-            kill(d, libc::SIGKILL);
+    for (i, &pid) in s.guest_pids.iter().enumerate() {
+        if s.guests_done[i].is_none() {
+            for d in guests::descendants(pid) {
+                kill(d, libc::SIGKILL);
+            }
+            kill(pid, libc::SIGKILL);
+            reap(pid);
         }
-        let _ = c.kill();
-        let _ = c.wait();
     }
     let stats = s
         .plan
@@ -587,7 +551,8 @@ fn finish(mut s: Soak) -> bool {
     if let Ok(dir) = fs::read_dir(&s.run_dir) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".log") && !name.ends_with(".qemu.log") {
+            // Device and switch logs, a restarted device's old ones too.
+            if name.contains(".log") && !name.contains(".qemu.log") {
                 logs.push((name, fs::read_to_string(e.path()).unwrap_or_default()));
             }
         }
@@ -613,7 +578,7 @@ fn finish(mut s: Soak) -> bool {
         .collect();
     let first = s.killed.map(|i| {
         let n = &s.plan.nodes[i];
-        let path = s.run_dir.join(format!("{}.killed.console", n.name));
+        let path = s.run_dir.join(format!("{}.console.1", n.name));
         (
             n.lid,
             check::console(&fs::read_to_string(path).unwrap_or_default()),

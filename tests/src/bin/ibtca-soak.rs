@@ -48,11 +48,11 @@ const USAGE: &str =
   --kill-at F        when, as a fraction of the run (default 0.33)
   --topology FILE    default qemu-configs/soak-three-nodes.json
   --run-dir DIR      inside the VM-stack chroot (default CHROOT/tmp/ibtca-soak-PID)
-  --rss-bound-mib N  the most RssAnon a device may reach (default 48)
+  --rss-bound-mib N  the most RssAnon a device may reach (default 16)
   --keep             keep the run directory (consoles, logs) even when the soak passed";
 
 /// The RssAnon bound of a device, MiB: see RELIABILITY.md, "Soak".
-const RSS_BOUND_MIB: u64 = 48;
+const RSS_BOUND_MIB: u64 = 16;
 /// How long a guest may still take after its run: the tool's grace for
 /// its peers' BYEs.
 const GRACE_S: u64 = 120;

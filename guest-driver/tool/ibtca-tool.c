@@ -54,7 +54,7 @@ int n_pass, n_fail;
 /* Prefix of the check lines of the verbs helpers (vcheck). */
 const char *vb_prefix = "IBTCA-VERBS";
 
-static void help(FILE *out)
+static void print_usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: ibtca-tool [-d DEV] COMMAND\n"
@@ -106,7 +106,7 @@ static void help(FILE *out)
 
 void usage(void)
 {
-	help(stderr);
+	print_usage(stderr);
 	exit(2);
 }
 
@@ -886,7 +886,7 @@ int main(int argc, char **argv)
 		usage();
 	cmd = argv[0];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-		help(stdout);
+		print_usage(stdout);
 		return 0;
 	}
 	argv++;

@@ -423,15 +423,16 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     let line = log.lines().find(|l| l.contains("QP error")).unwrap();
     eprintln!("A's log: {line}");
     let qpn = format!("qpn={}", sa.qp.qpn);
-    for want in [
-        &qpn,
-        "peer_lid=2",
-        "status=WC_RETRY_EXC_ERR",
-        "timeouts=7",
-        &flushed,
-    ] {
+    for want in [&qpn, "peer_lid=2", "status=WC_RETRY_EXC_ERR", &flushed] {
         assert!(line.contains(want), "no '{want}' in: {line}");
     }
+    // retry_cnt timeouts in a row, and maybe earlier ones on a loaded
+    // machine (a live peer late by more than 67 ms) that progress ended.
+    let timeouts: u64 = line
+        .split_once("timeouts=")
+        .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no timeouts= in: {line}"));
+    assert!(timeouts >= 7, "{line}");
     drop(sa);
     let mut a = a;
     a.signal(libc::SIGTERM);

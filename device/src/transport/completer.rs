@@ -61,6 +61,12 @@ impl Requester {
         }
         if psn::before(self.tx_psn, self.una) {
             self.tx_psn = self.una;
+            // Acknowledged past what was resent since an ACK timeout: the
+            // first transmission is arriving after all. Let it: a loss in
+            // it still shows as a PSN sequence NAK or another timeout.
+            if self.allowance.take().is_some() {
+                self.tx_psn = self.tx_high;
+            }
         }
         stopped
     }

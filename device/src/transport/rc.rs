@@ -213,7 +213,7 @@ impl RcQp {
                 }
                 self.retry_left -= 1;
                 self.counters.timeouts += 1;
-                self.req.rewind();
+                self.req.restart_slowly();
                 self.rewound_at = Some(self.req.una);
             }
         }
@@ -248,6 +248,7 @@ impl RcQp {
     /// unacknowledged PSN moved past `una_before`.
     fn note_progress(&mut self, una_before: u32, now: Instant) {
         if psn::before(una_before, self.req.una) {
+            self.req.widen(self.cfg.send_window);
             self.retry_left = self.cfg.retry_cnt;
             self.rnr_left = self.cfg.rnr_retry;
             self.rewound_at = None;

@@ -164,6 +164,11 @@ pub(crate) struct Requester {
     pub(crate) una: u32,
     /// The last PSN sent with AckReq.
     ack_req_psn: u32,
+    /// After an ACK timeout, how many PSNs from `una` on may be in flight
+    /// (retransmissions and new packets alike), doubled by every
+    /// acknowledgement that moves `una` until it reaches the window
+    /// (`None`: the window alone limits). See [`Requester::restart_slowly`].
+    pub(crate) allowance: Option<u32>,
 }
 
 impl Requester {
@@ -177,6 +182,7 @@ impl Requester {
             tx_high: p,
             una: p,
             ack_req_psn: p,
+            allowance: None,
         }
     }
 
@@ -197,6 +203,30 @@ impl Requester {
     /// Go back N: resend from the oldest unacknowledged PSN.
     pub(crate) fn rewind(&mut self) {
         self.tx_psn = self.una;
+    }
+
+    /// Go back N after an ACK timeout, one packet at first (with AckReq),
+    /// twice as many after each acknowledgement that moves `una`
+    /// ([`Requester::widen`]), as TCP restarts after a retransmission
+    /// timeout; an acknowledgement past what was resent ends that (the
+    /// first transmission was only late: `ack_through`). A timeout need
+    /// not mean that packets were lost: between devices the packets of a
+    /// whole window (4 MiB) may still be queued on a slow link or a busy
+    /// peer, and resending the window behind them doubled that queue at
+    /// every timeout until the retries ran out on a peer that was alive.
+    /// A lost window comes back in a few round trips; a dead peer gets one
+    /// packet per retry.
+    pub(crate) fn restart_slowly(&mut self) {
+        self.tx_psn = self.una;
+        self.allowance = Some(1);
+    }
+
+    /// `una` moved: a restart after a timeout sends twice as much.
+    pub(crate) fn widen(&mut self, window: u32) {
+        if let Some(a) = self.allowance {
+            let a = a.saturating_mul(2);
+            self.allowance = (a < window).then_some(a);
+        }
     }
 
     /// The started WQE that took PSN `p`. The newest is tried first: new
@@ -281,8 +311,11 @@ impl Requester {
         // responses: scanned once per call, when first needed, then kept up
         // to date here (nothing else changes them while pump runs).
         let mut scanned: Option<(bool, usize)> = None;
+        let limit = self
+            .allowance
+            .map_or(cfg.send_window, |a| a.min(cfg.send_window)) as i32;
         loop {
-            if psn::diff(self.tx_psn, self.una) >= cfg.send_window as i32 {
+            if psn::diff(self.tx_psn, self.una) >= limit {
                 return;
             }
             if !psn::before(self.tx_psn, self.next_psn) {
@@ -352,7 +385,9 @@ impl Requester {
             // would stall it until the ACK timeout) and the window reopens
             // in steps small enough to keep both ends busy.
             let quarter = (cfg.send_window / 4).max(1) as i32;
-            let ack_req = psn::diff(p, self.ack_req_psn) >= quarter;
+            // So does the last packet a restart after a timeout may send.
+            let ack_req = psn::diff(p, self.ack_req_psn) >= quarter
+                || (self.allowance.is_some() && psn::diff(p, self.una) + 1 >= limit);
             match transmit(f, p, ack_req, cfg, counters, env) {
                 Ok((next, ack_req)) => {
                     if ack_req {

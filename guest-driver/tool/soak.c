@@ -273,8 +273,9 @@ static void sk_event(const struct sk_run *r, const struct sk_peer *p,
 
 /*
  * The connection is broken: the QP goes to ERR (flushing what is posted)
- * and stays there at least @hold seconds. The peer's HELLO is kept only
- * while connecting (it came on this very QP state's PSNs).
+ * and stays there at least @hold seconds. Across the reset that follows,
+ * the peer's HELLO is kept only while connecting (it came on the PSNs the
+ * next attempt starts from).
  */
 static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
 		     const char *why)
@@ -284,9 +285,11 @@ static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
 
 	if (p->state == SK_BROKEN)
 		return;
+	/*
+	 * Messages of the connection delivered before it broke may still wait
+	 * in the CQ: its HELLO holds until the QP is reset (sk_connect).
+	 */
 	p->was_run = p->state == SK_RUN;
-	if (p->was_run)
-		p->peer_hello = 0;
 	ret = sk_to_state(p, IBTCA_QPS_ERR);
 	p->state = SK_BROKEN;
 	p->since = now_s();
@@ -305,6 +308,8 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 	int ret;
 
 	ret = sk_to_state(p, IBTCA_QPS_RESET);
+	if (p->was_run)
+		p->peer_hello = 0;
 	p->rq_out = 0;
 	p->wr_out = 0;
 	memset(&m, 0, sizeof(m));

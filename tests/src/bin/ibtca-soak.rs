@@ -277,6 +277,20 @@ impl Soak {
         self.state
             .save(&self.run_dir)
             .map_err(|e| format!("state file: {e}"))?;
+        // SIGKILL to QEMU (everything under run-vm.sh) and the device, and
+        // both reaped (our children): only then is the device's socket
+        // surely closed. launch::restart then finds nothing left to stop.
+        for d in guests::descendants(old_guest) {
+            kill(d, libc::SIGKILL);
+        }
+        kill(old_guest, libc::SIGKILL);
+        kill(old_dev, libc::SIGKILL);
+        let statuses = (reap(old_guest), reap(old_dev));
+        self.event(format!(
+            "killed {node}: QEMU ({}) and device pid {old_dev} ({}) by SIGKILL",
+            describe_status(statuses.0),
+            describe_status(statuses.1)
+        ));
         let opts = launch::RestartOptions {
             kill: true,
             guest_only: false,
@@ -284,12 +298,6 @@ impl Soak {
         };
         let restarted = launch::restart(&self.plan, &self.run_dir, &self.bin_dir, &node, opts)
             .map_err(|e| format!("restarting {node}: {e}"))?;
-        let statuses = (reap(old_guest), reap(old_dev));
-        self.event(format!(
-            "killed {node}: QEMU ({}) and device pid {old_dev} ({}) by SIGKILL, both started again",
-            describe_status(statuses.0),
-            describe_status(statuses.1)
-        ));
         self.state = State::load(&self.run_dir)
             .map_err(|e| format!("state file: {e}"))?
             .ok_or("no state file after the restart")?;
@@ -305,7 +313,7 @@ impl Soak {
         self.booted[i] = (Instant::now(), None);
         self.killed = Some(i);
         self.event(format!(
-            "{node}: new device pid {dev}, guest soaking {seconds} s"
+            "{node} started again: device pid {dev}, guest soaking {seconds} s"
         ));
         Ok(())
     }

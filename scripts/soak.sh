@@ -15,6 +15,10 @@
 #   scripts/soak.sh --keep           # keep consoles and logs even if it passed
 #   scripts/soak.sh --help           # every option of ibtca-soak
 #
+# Run it at normal priority: the guests' QEMU run at nice 19 anyway, and a
+# device that gets no CPU for (retry_cnt + 1) x 67 ms breaks every
+# connection to it (the report lists the host stalls the runner saw).
+#
 # Options go to ibtca-soak as they are (--kill NODE|none, --kill-at F,
 # --topology FILE, --run-dir DIR, --rss-bound-mib N). The guest build goes
 # to $IBTCA_GUEST_DIR (default $IBTCA_CACHE/guest). Setting up takes about

@@ -29,6 +29,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ibtca_device::fabric::guests::{self, GuestOptions, GuestPlan, VmStack};
@@ -188,6 +190,37 @@ impl Rss {
     }
 }
 
+/// How late the runner's own 10 ms sleeps woke, where more than 100 ms:
+/// (seconds into the run, lateness in seconds). A device starved that long
+/// answers nothing either, and (retry_cnt + 1) x 67 ms of silence breaks
+/// every connection to it; the report lists these next to the breaks.
+#[derive(Clone, Default)]
+struct Stalls(Arc<Mutex<Vec<(f64, f64)>>>);
+
+impl Stalls {
+    fn watch(&self, t0: Instant, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+        let seen = self.0.clone();
+        std::thread::spawn(move || {
+            let tick = Duration::from_millis(10);
+            while !stop.load(Ordering::Relaxed) {
+                let before = Instant::now();
+                std::thread::sleep(tick);
+                let late = before.elapsed().saturating_sub(tick);
+                if late > Duration::from_millis(100) {
+                    let at = before.duration_since(t0).as_secs_f64();
+                    seen.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((at, late.as_secs_f64()));
+                }
+            }
+        })
+    }
+
+    fn list(&self) -> Vec<(f64, f64)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
@@ -211,6 +244,7 @@ struct Soak {
     /// When each guest was started and when its soak started.
     booted: Vec<(Instant, Option<Instant>)>,
     rss: Vec<Rss>,
+    stalls: Stalls,
     t0: Instant,
     failures: Vec<String>,
     events: Vec<String>,
@@ -410,16 +444,20 @@ fn run(opts: Opts) -> Result<Soak, String> {
         guests_done: Vec::new(),
         booted: Vec::new(),
         rss,
+        stalls: Stalls::default(),
         t0,
         failures: Vec::new(),
         events: Vec::new(),
         killed: None,
     };
     s.event("fabric up: switch and devices".into());
-    match soak(&mut s, kill_index) {
-        Ok(()) => {}
-        Err(e) => s.failures.push(e),
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = s.stalls.watch(t0, stop.clone());
+    if let Err(e) = soak(&mut s, kill_index) {
+        s.failures.push(e);
     }
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
     Ok(s)
 }
 
@@ -649,6 +687,20 @@ fn report(s: &Soak, v: &check::Verdict, stats: &[(String, String)], logs: &[(Str
     println!("Events:");
     for e in &s.events {
         println!("- {e}");
+    }
+    let stalls = s.stalls.list();
+    match stalls.iter().map(|&(_, l)| l).fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l)))) {
+        None => println!("- the runner's 10 ms sleeps never woke more than 100 ms late"),
+        Some(max) => println!(
+            "- the runner's 10 ms sleeps woke more than 100 ms late {} times (host stalls), at most {:.0} ms: {}",
+            stalls.len(),
+            max * 1000.0,
+            stalls
+                .iter()
+                .map(|(at, l)| format!("{:.0} ms at {at:.0} s", l * 1000.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
     println!();
     println!("| from → to | posted | written ok | write errors | retry exceeded | flushed | reconnects | received | verified | mismatched | out of order |");

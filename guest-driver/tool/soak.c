@@ -24,14 +24,21 @@
  * that k is the next one of the connection (out_of_order otherwise).
  *
  * A connection starts with a HELLO each way (next k, epoch, buffer address
- * and R_Key, nonce). An error completion (the peer stopped answering: ACK
- * timeouts past --retry, then flushes) breaks it: the QP stays in ERR for
- * SK_HOLD_S, so that the peer's requests go unanswered and its side breaks
- * too and nothing of the old connection is still on the wire; then, once
- * every posted request and receive has completed, both go RESET → RTS from
- * the same PSNs again and exchange HELLOs (short retries) until that works
- * or the run ends. A killed peer's guest boots again and runs the same
- * command; its fresh QPs are where the survivors' reconnections land.
+ * and R_Key, nonce): the lower LID of the pair (the initiator) sends its
+ * HELLO, the other answers with its own. An error completion (the peer
+ * stopped answering: ACK timeouts past --retry, then flushes) breaks it:
+ * the QP stays in ERR for SK_HOLD_S, so that the peer's requests go
+ * unanswered and its side breaks too and nothing of the old connection is
+ * still on the wire; then, once every posted request and receive has
+ * completed, both go RESET → RTS from the same PSNs again, the initiator
+ * sending its HELLO (again after a short pause when it fails or no answer
+ * comes within SK_REPLY_WAIT_S) until a connection is made or the run
+ * ends. Every reset starts both PSNs afresh and forgets a HELLO received
+ * before it: a side that kept one would expect the next PSN and take the
+ * peer's next HELLO, sent from the first PSN again, for a duplicate
+ * (acknowledged, never delivered), and both ends would wait for ever. A
+ * killed peer's guest boots again and runs the same command; its fresh
+ * QPs are where the survivors' reconnections land.
  *
  * After --seconds a guest posts no more messages; once every message to a
  * peer has completed it sends a BYE with its counts of the connection, and
@@ -79,7 +86,8 @@
 #define SK_MTU		4U		/* 2048 bytes (IBTCA_MTU_256 + 3) */
 #define SK_HOLD_S	3.0		/* a broken connection stays in ERR */
 #define SK_RETRY_HOLD_S	0.3		/* after a HELLO that failed */
-#define SK_HELLO_WAIT_S	10.0		/* our HELLO landed, theirs is due */
+#define SK_REPLY_WAIT_S	3.0		/* the initiator's HELLO landed */
+#define SK_IDLE_S	15.0		/* nothing from a peer whose BYE is due */
 #define SK_DRAIN_S	30.0		/* the longest a flush may take */
 #define SK_REPORT_S	10.0
 #define SK_LINGER_S	2.0		/* answer retransmitted BYEs */
@@ -126,6 +134,8 @@ struct sk_peer {
 	double since;		/* when the state was entered */
 	double hold;		/* BROKEN: how long at least */
 	double hello_at;	/* when our HELLO completed */
+	double rx_at;		/* when the peer's last message came */
+	int initiator;		/* the lower LID of the pair says HELLO first */
 	uint32_t epoch;		/* our connection number */
 	int hello;		/* our HELLO: 0 not sent, 1 posted, 2 landed */
 	int peer_hello;		/* the peer's HELLO of this connection came */
@@ -273,9 +283,8 @@ static void sk_event(const struct sk_run *r, const struct sk_peer *p,
 
 /*
  * The connection is broken: the QP goes to ERR (flushing what is posted)
- * and stays there at least @hold seconds. Across the reset that follows,
- * the peer's HELLO is kept only while connecting (it came on the PSNs the
- * next attempt starts from).
+ * and stays there at least @hold seconds; the next reset forgets the
+ * peer's HELLO.
  */
 static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
 		     const char *why)
@@ -308,8 +317,7 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 	int ret;
 
 	ret = sk_to_state(p, IBTCA_QPS_RESET);
-	if (p->was_run)
-		p->peer_hello = 0;
+	p->peer_hello = 0;
 	p->rq_out = 0;
 	p->wr_out = 0;
 	memset(&m, 0, sizeof(m));
@@ -327,8 +335,7 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 	m.path_mtu = SK_MTU;
 	m.dlid = p->lid;
 	m.dest_qpn = p->v.peer_qpn0;
-	/* The peer's HELLO, if it came before our reset, took VB_PSN. */
-	m.rq_psn = VB_PSN + (p->peer_hello ? 1 : 0);
+	m.rq_psn = VB_PSN;
 	if (!ret)
 		ret = sk_modify(p, &m);
 	memset(&m, 0, sizeof(m));
@@ -597,6 +604,7 @@ static void sk_recv_done(struct sk_run *r, struct sk_peer *p,
 		return;
 	}
 	memcpy(&m, p->v.buf + VB_RECV_OFF + c->wr_id * VB_SLOT, sizeof(m));
+	p->rx_at = now_s();
 	if (m.magic != VB_MAGIC) {
 		p->unexpected++;
 	} else if (m.type == SK_DATA) {
@@ -677,7 +685,8 @@ static int sk_step(struct sk_run *r, struct sk_peer *p)
 			n++;
 		break;
 	case SK_CONNECTING:
-		if (!p->hello) {
+		/* The responder answers the initiator's HELLO with its own. */
+		if (!p->hello && (p->initiator || p->peer_hello)) {
 			if (sk_send_hello(r, p))
 				sk_break(r, p, 1.0, "post_hello");
 			else
@@ -686,11 +695,12 @@ static int sk_step(struct sk_run *r, struct sk_peer *p)
 		} else if (p->hello == 2 && p->peer_hello) {
 			p->state = SK_RUN;
 			p->since = now;
+			p->rx_at = now;
 			p->established++;
 			sk_event(r, p, "connected");
 			n++;
-		} else if (p->hello == 2 && now - p->hello_at > SK_HELLO_WAIT_S) {
-			sk_break(r, p, SK_HOLD_S, "no_hello");
+		} else if (p->hello == 2 && now - p->hello_at > SK_REPLY_WAIT_S) {
+			sk_break(r, p, SK_RETRY_HOLD_S, "no_reply");
 		}
 		break;
 	case SK_RUN:
@@ -711,6 +721,9 @@ static int sk_step(struct sk_run *r, struct sk_peer *p)
 				sk_event(r, p, "bye_sent");
 			}
 			n++;
+		} else if (!p->bye_rcvd && now - p->rx_at > SK_IDLE_S) {
+			/* The peer may be connecting again while we idle. */
+			sk_break(r, p, SK_HOLD_S, "idle");
 		}
 		break;
 	}
@@ -735,8 +748,13 @@ static void sk_final(const struct sk_run *r, struct sk_peer *p)
 {
 	const struct sk_msg *b = &p->peer_bye;
 	uint64_t open = p->all.posted - p->all.ok - p->all.errors;
-	/* The peer's BYE follows everything it sent on the connection. */
-	int agree = p->bye_rcvd && b->ok == p->conn.received;
+	/*
+	 * The peer's BYE follows everything it sent on the connection: we got
+	 * every message it completed, and of those that failed at most all
+	 * (one may land and still fail, its acknowledgements lost or late).
+	 */
+	int agree = p->bye_rcvd && b->ok <= p->conn.received &&
+		    p->conn.received <= b->ok + b->errors;
 	char name[32];
 
 	printf("IBTCA-SOAK-FINAL lid=%u peer=%u posted=%llu written_ok=%llu write_errors=%llu retry_exceeded=%llu flushed=%llu other_errors=%llu received=%llu verified=%llu mismatched=%llu out_of_order=%llu unexpected=%llu reconnects=%llu breaks=%llu hellos=%llu missing=%llu recv_errors=%llu epoch=%u conn_posted=%llu conn_written_ok=%llu conn_write_errors=%llu conn_received=%llu bye_sent=%d bye_received=%d peer_conn_posted=%llu peer_conn_written_ok=%llu peer_conn_write_errors=%llu\n",
@@ -832,6 +850,7 @@ static int sk_setup(struct sk_run *r, struct sk_peer *p, int fd,
 	p->v.mtu[0] = SK_MTU;
 	p->v.qpn0 = VB_QPN0 + 2 * me;
 	p->v.peer_qpn0 = VB_QPN0 + 2 * you;
+	p->initiator = r->self < p->lid;
 	snprintf(name, sizeof(name), "setup_%u", p->lid);
 	if (vb_setup(&p->v, detail, sizeof(detail))) {
 		vcheck(name, 0, "%s", detail);

@@ -17,16 +17,18 @@
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
+ *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
+ *              [--grace S]
  *   ibtca-tool --help
  *
- * The verbs and drdma commands also take --timeout EXP and --retry N (the
- * ACK timeout and transport retries of their QPs).
+ * The verbs, drdma and soak commands also take --timeout EXP and --retry N
+ * (the ACK timeout and transport retries of their QPs).
  *
  * This file has the commands and the verbs scenario; the verbs helpers
  * (QP set-up, messages, polling) live in verbs_lib.c, verbs-bench in
  * verbs_bench.c, the drdma scenarios in drdma.c (drdma, drdma-bench) and
- * drdma_fan.c (drdma-fan); ibtca-tool.h is what the files share, drdma.h
- * what the DRDMA ones share.
+ * drdma_fan.c (drdma-fan), the soak in soak.c; ibtca-tool.h is what the
+ * files share, drdma.h what the DRDMA ones share.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -84,9 +86,13 @@ static void print_usage(FILE *out)
 		"  drdma-fan --role client --peer-lid A --index 0|1\n"
 		"                       all DRDMA ranges at once to two peer\n"
 		"                       guests (IBTCA-DRDMA lines)\n"
+		"  soak --lids L,L[,...] --seconds N [--self-lid L] [--grace S]\n"
+		"                       RDMA WRITE + SEND to every other LID for\n"
+		"                       N s, every message checked, broken\n"
+		"                       connections made again (IBTCA-SOAK lines)\n"
 		"  --help               this text\n"
-		"Options of verbs, verbs-bench, drdma, drdma-bench and drdma-fan\n"
-		"for their QPs (the defaults are perftest's):\n"
+		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan and\n"
+		"soak for their QPs (the defaults are perftest's):\n"
 		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
 		"                       (0: none; default %u, %.0f ms)\n"
 		"  --retry N            transport retries, 0-7 (default %u): a\n"
@@ -912,6 +918,8 @@ int main(int argc, char **argv)
 		return cmd_drdma(argc, argv, 1);
 	if (!strcmp(cmd, "drdma-fan"))
 		return cmd_drdma_fan(argc, argv);
+	if (!strcmp(cmd, "soak"))
+		return cmd_soak(argc, argv);
 	usage();
 	return 2;
 }

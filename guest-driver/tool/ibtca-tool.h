@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ibtca-tool: what ibtca-tool.c (commands, verbs scenario and helpers) and
- * the Direct RDMA scenarios (drdma.c, drdma_fan.c; drdma.h) share.
+ * the Direct RDMA scenarios (drdma.c, drdma_fan.c; drdma.h) and the soak
+ * (soak.c) share.
  *
  * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
  * two RC QPs connected to a peer guest's, exchange buffer addresses and
@@ -137,5 +138,7 @@ void vb_client_perf(struct vb *v);
 int cmd_drdma(int argc, char **argv, int bench);
 /* drdma_fan.c */
 int cmd_drdma_fan(int argc, char **argv);
+/* soak.c */
+int cmd_soak(int argc, char **argv);
 
 #endif /* IBTCA_TOOL_H */

@@ -357,6 +357,23 @@ pub fn is_ours(p: &Started) -> bool {
     exe_ok && !zombie
 }
 
+/// True once process `pid` has finished exiting: gone, a zombie or dead.
+/// Not [`is_ours`] turning false: a dying process's `/proc/PID/exe` goes
+/// with its memory, before its files are closed (the kernel's `do_exit`
+/// releases the mm before the file table), so a device being killed may
+/// still hold its vfio-user socket for a moment after `exe` vanished, and a
+/// new device on that socket finds "another server listening" (seen in the
+/// soak, `scripts/soak.sh`, on a loaded machine).
+fn exited(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x'))
+}
+
 fn signal(pid: u32, sig: libc::c_int) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
@@ -399,7 +416,7 @@ fn stop_group(processes: &[Started], grace: Duration) -> Vec<String> {
         signal_tree(p, libc::SIGTERM);
     }
     let deadline = Instant::now() + grace;
-    while live.iter().any(|p| is_ours(p)) && Instant::now() < deadline {
+    while live.iter().any(|p| !exited(p.pid)) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(20));
     }
     for p in live.iter().filter(|p| is_ours(p)) {
@@ -515,7 +532,7 @@ fn stop_one(p: &Started, kill: bool, grace: Duration) {
         signal_tree(p, libc::SIGKILL);
     }
     let deadline = Instant::now() + grace;
-    while is_ours(p) && Instant::now() < deadline {
+    while !exited(p.pid) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -616,4 +633,32 @@ pub fn down(run_dir: &Path) -> Result<Vec<String>, LaunchError> {
     let stopped = stop_all(&state.processes, Duration::from_secs(10));
     State::remove(run_dir).map_err(io_err("removing the state file"))?;
     Ok(stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process has exited when it is a zombie or gone, not before.
+    #[test]
+    fn exited_is_a_zombie_or_nothing() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        assert!(!exited(pid), "a sleeping process runs");
+        signal(pid, libc::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !exited(pid) {
+            assert!(Instant::now() < deadline, "still running after SIGKILL");
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            fs::metadata(format!("/proc/{pid}")).is_ok(),
+            "not reaped yet: a zombie"
+        );
+        child.wait().unwrap();
+        assert!(exited(pid), "reaped: gone");
+    }
 }

@@ -32,6 +32,7 @@ use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::regs;
+use crate::transport::rc::flush_posted_recvs;
 use crate::transport::{config, QpFailure, RcConfig, RcQp};
 use crate::verbs::abi::{wc_status_name, SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
@@ -429,9 +430,39 @@ impl Engine {
                 self.sync_qps(); // a bad SQ/RQ index puts the QP in error
             }
         }
-        if let Doorbell::Sq { qpn, .. } = db {
-            self.drain_sq(qpn, now);
+        match db {
+            Doorbell::Sq { qpn, .. } => self.drain_sq(qpn, now),
+            Doorbell::Rq { qpn, .. } => self.flush_recvs(qpn),
+            Doorbell::Cq { .. } => {}
         }
+    }
+
+    /// Receive WQEs posted to a QP in the error state complete at once with
+    /// a flush error (IBA 10.3.1), whether the transport failed the QP (a
+    /// guest reposting the receives of the messages it got before the
+    /// failure), the driver moved it there, or it never reached RTS.
+    fn flush_recvs(&mut self, qpn: u32) {
+        if self
+            .verbs
+            .qps
+            .get(qpn)
+            .is_none_or(|qp| qp.state() != QpState::Err)
+        {
+            return;
+        }
+        if self.rc.contains_key(&qpn) {
+            self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
+            return;
+        }
+        let mut env = DeviceQpEnv {
+            qpn,
+            verbs: &mut self.verbs,
+            mem: &self.mem,
+            msix: &self.msix,
+            sink: &mut self.outbox,
+            drdma: &self.drdma,
+        };
+        self.stats.flushed_recvs += flush_posted_recvs(qpn, &mut env);
     }
 
     /// A DRDMA WRITE range is full: send the work requests waiting for it.
@@ -514,6 +545,7 @@ impl Engine {
         let lid = self.verbs.port.lid;
         let mut live = Vec::new();
         let mut to_flush = Vec::new();
+        let mut unstarted = Vec::new();
         for (qpn, qp) in self.verbs.qps.iter() {
             let state = qp.state();
             if state == QpState::Rts && !self.rc.contains_key(&qpn) {
@@ -544,6 +576,9 @@ impl Engine {
             if state == QpState::Err && self.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
                 to_flush.push(qpn);
             }
+            if state == QpState::Err && !self.rc.contains_key(&qpn) {
+                unstarted.push(qpn);
+            }
         }
         self.rc.retain(|qpn, _| live.contains(qpn));
         self.held.retain(|qpn, _| live.contains(qpn));
@@ -556,6 +591,10 @@ impl Engine {
             self.with_qp(qpn, |rc, env| rc.flush(env));
             // WQEs still in the ring (past MAX_QUEUED_SEND_WQES) flush too.
             self.drain_sq(qpn, Instant::now());
+        }
+        // In error before it ever reached RTS: its receives flush too.
+        for qpn in unstarted {
+            self.flush_recvs(qpn);
         }
     }
 

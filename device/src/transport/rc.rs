@@ -336,18 +336,36 @@ impl RcQp {
             .get_or_insert(failed.map_or(cause, QpFailure::Wqe));
         self.counters.flushed_sends += flushed;
         self.counters.flushed_recvs += u64::from(self.resp.flush(&self.cfg, env));
-        while let Some(recv) = env.next_recv() {
-            self.counters.flushed_recvs += 1;
-            env.complete(
-                CqKind::Recv,
-                Cqe {
-                    wr_id: recv.wr_id,
-                    qpn: self.cfg.qpn.into(),
-                    opcode: WC_RECV,
-                    status: WC_WR_FLUSH_ERR,
-                    ..Cqe::default()
-                },
-            );
+        self.counters.flushed_recvs += flush_posted_recvs(self.cfg.qpn, env);
+    }
+
+    /// Receive WQEs posted while the QP is in error complete at once with
+    /// WC_WR_FLUSH_ERR, as those posted before it failed did: a work
+    /// request posted to a QP in the error state is flushed (IBA 10.3.1).
+    /// A QP not in error keeps them.
+    pub fn flush_recvs<E: QpEnv + ?Sized>(&mut self, env: &mut E) {
+        if self.error {
+            self.counters.flushed_recvs += flush_posted_recvs(self.cfg.qpn, env);
         }
     }
+}
+
+/// Completes every receive WQE posted to QP `qpn` with WC_WR_FLUSH_ERR, in
+/// order; returns how many.
+pub fn flush_posted_recvs<E: QpEnv + ?Sized>(qpn: u32, env: &mut E) -> u64 {
+    let mut n = 0;
+    while let Some(recv) = env.next_recv() {
+        n += 1;
+        env.complete(
+            CqKind::Recv,
+            Cqe {
+                wr_id: recv.wr_id,
+                qpn: qpn.into(),
+                opcode: WC_RECV,
+                status: WC_WR_FLUSH_ERR,
+                ..Cqe::default()
+            },
+        );
+    }
+    n
 }

@@ -386,6 +386,35 @@ fn a_vanished_peer_exhausts_the_retries() {
     assert_eq!(w.a.qp.counters().flushed_sends, 2);
 }
 
+/// Receives posted once the QP failed complete at once with a flush error
+/// when the engine hands them over (RQ doorbell), as the sends do; a QP
+/// not in error keeps them.
+#[test]
+fn receives_posted_to_a_failed_qp_are_flushed() {
+    let (mut a, b) = configs(256);
+    a.retry_cnt = 0;
+    a.ack_timeout = Some(Duration::from_millis(50));
+    let mut w = Wire::new(a, b);
+    w.b.env.post_recv(8, &[sge(DST, DST_VA, 64)]);
+    w.b.qp.flush_recvs(&mut w.b.env);
+    assert!(w.b.env.recv_cq.is_empty(), "not in error: kept");
+    w.filter = Box::new(|_, _| true);
+    w.post_a(send(1, 64));
+    w.run();
+    assert!(w.a.qp.is_error());
+    w.a.env.post_recv(9, &[sge(DST, DST_VA, 64)]);
+    w.a.env.post_recv(10, &[sge(DST, DST_VA, 64)]);
+    w.a.qp.flush_recvs(&mut w.a.env);
+    assert_eq!(
+        summary(&w.a.env.recv_cq),
+        [
+            (9, WC_RECV, WC_WR_FLUSH_ERR),
+            (10, WC_RECV, WC_WR_FLUSH_ERR)
+        ]
+    );
+    assert_eq!(w.a.qp.counters().flushed_recvs, 2);
+}
+
 /// Work posted all the while to a peer that never answers neither
 /// restarts the ACK timer nor the retries: the oldest WQE still fails
 /// (retry_cnt + 1) × timeout after it was sent, and everything posted

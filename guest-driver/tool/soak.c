@@ -1,0 +1,977 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca-tool soak: RDMA between this guest and every other guest of a
+ * fabric for a set time, every message checked byte by byte, through a
+ * lossy fabric and the death and return of a peer (issue 19).
+ *
+ *   ibtca-tool [-d DEV] soak --lids L1,L2,... --seconds N [--self-lid L]
+ *              [--grace S] [--timeout EXP] [--retry N]
+ *
+ * --timeout and --retry are the QPs' ACK timeout exponent and transport
+ * retries (vb_qp_option; perftest's 14 and 7 by default).
+ *
+ * --lids lists every guest of the soak, this one included (its own LID is
+ * the port's, or --self-lid). Each guest sets up one verbs context per
+ * peer (struct vb: buffer, MR, CQs, QPs) in the order of the sorted LIDs:
+ * guest X's QPs for its i-th peer are VB_QPN0 + 2i, so both ends of a pair
+ * derive each other's QP numbers from the list alone.
+ *
+ * One thread runs every peer without blocking. Per peer, message k is an
+ * RDMA WRITE of sk_len(k) bytes of a pattern seeded by (run nonce, sender,
+ * receiver, k) into slot k % SK_NSLOT of the peer's buffer, then a SEND of
+ * (k, length, slot, connection epoch). The receiver checks on the SEND
+ * that its slot holds exactly that pattern (verified / mismatched) and
+ * that k is the next one of the connection (out_of_order otherwise).
+ *
+ * A connection starts with a HELLO each way (next k, epoch, buffer address
+ * and R_Key, nonce): the lower LID of the pair (the initiator) sends its
+ * HELLO, the other answers with its own. An error completion (the peer
+ * stopped answering: ACK timeouts past --retry, then flushes) breaks it:
+ * the QP stays in ERR for SK_HOLD_S, so that the peer's requests go
+ * unanswered and its side breaks too and nothing of the old connection is
+ * still on the wire; then, once every posted request and receive has
+ * completed, both go RESET → RTS from the same PSNs again, the initiator
+ * sending its HELLO (again after a short pause when it fails or no answer
+ * comes within SK_REPLY_WAIT_S) until a connection is made or the run
+ * ends. Every reset starts both PSNs afresh and forgets a HELLO received
+ * before it: a side that kept one would expect the next PSN and take the
+ * peer's next HELLO, sent from the first PSN again, for a duplicate
+ * (acknowledged, never delivered), and both ends would wait for ever. A
+ * killed peer's guest boots again and runs the same command; its fresh
+ * QPs are where the survivors' reconnections land.
+ *
+ * After --seconds a guest posts no more messages; once every message to a
+ * peer has completed it sends a BYE with its counts of the connection, and
+ * it waits for every peer's BYE (at most --grace seconds more). Output:
+ * "IBTCA-SOAK ..." per peer every SK_REPORT_S, one IBTCA-SOAK-FINAL line
+ * per peer, an "IBTCA-SOAK check_LID PASS|FAIL" per peer (nothing
+ * mismatched, out of order or unexpected, every message completed, the
+ * last connection's counts agreeing with the peer's BYE) and
+ * IBTCA-SOAK-SUMMARY.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ibtca-tool.h"
+
+#define SK_MAX_LIDS	8U
+#define SK_WIN		16U		/* messages in flight per peer */
+/*
+ * Slots of the receiver's buffer a sender writes, message k into slot
+ * k % SK_NSLOT: so a slot is written again SK_NSLOT messages later, and it
+ * must have been verified by then. When the WRITE of message m lands, the
+ * SENDs of every earlier message have been delivered (an RC QP executes
+ * its requests in order), and the receiver holds at most VB_NRECV of them
+ * unverified: each keeps its receive buffer until it was checked, and a
+ * SEND without a posted buffer waits (RNR NAK, retried for ever). So the
+ * slot's previous message, m - SK_NSLOT, was verified if SK_NSLOT >
+ * VB_NRECV. A duplicate or retransmitted WRITE of message j may land again
+ * only while j is unacknowledged, that is before j + SK_WIN is posted: so
+ * also SK_WIN <= SK_NSLOT. Twice the receive buffers meets both with room.
+ */
+#define SK_NSLOT	(2 * VB_NRECV)
+#define SK_SLOT_LEN	0x8000U		/* 32 KiB: the longest message */
+#define SK_IN_OFF	0x000000U	/* SK_NSLOT slots the peer writes */
+#define SK_SRC_OFF	0x180000U	/* SK_WIN sources of our WRITEs */
+#define SK_MSG_OFF	VB_SEND_OFF	/* SK_WIN + 1 outgoing messages */
+#define SK_MSG_LEN	128U
+#define SK_CTL		SK_WIN		/* the message slot of HELLO and BYE */
+#define SK_MTU		4U		/* 2048 bytes (IBTCA_MTU_256 + 3) */
+#define SK_HOLD_S	3.0		/* a broken connection stays in ERR */
+#define SK_RETRY_HOLD_S	0.3		/* after a HELLO that failed */
+#define SK_REPLY_WAIT_S	3.0		/* the initiator's HELLO landed */
+#define SK_IDLE_S	15.0		/* nothing from a peer whose BYE is due */
+#define SK_DRAIN_S	30.0		/* the longest a flush may take */
+#define SK_REPORT_S	10.0
+#define SK_LINGER_S	2.0		/* answer retransmitted BYEs */
+#define SK_PRINT_MAX	5		/* detailed lines per kind and peer */
+
+static_assert(SK_NSLOT > VB_NRECV && SK_WIN <= SK_NSLOT, "slot reuse");
+static_assert(SK_IN_OFF + SK_NSLOT * SK_SLOT_LEN <= VB_SEND_OFF, "layout");
+static_assert(SK_MSG_OFF + (SK_WIN + 1) * SK_MSG_LEN <= VB_RECV_OFF,
+	      "layout");
+static_assert(VB_RECV_OFF + VB_NRECV * VB_SLOT <= SK_SRC_OFF, "layout");
+static_assert(SK_SRC_OFF + SK_WIN * SK_SLOT_LEN <= VB_BUF_SIZE, "layout");
+
+enum { SK_DATA = VB_USER + 0x20, SK_HELLO, SK_BYE };
+enum { SK_WR_WRITE, SK_WR_SEND, SK_WR_CTL };
+enum { SK_BROKEN, SK_CONNECTING, SK_RUN };
+
+struct sk_msg {
+	uint32_t magic;
+	uint32_t type;
+	uint64_t k;		/* DATA: the message; HELLO: the next one */
+	uint32_t len;		/* DATA: bytes written */
+	uint32_t slot;		/* DATA: where */
+	uint32_t epoch;		/* the sender's connection */
+	uint32_t rkey;		/* HELLO */
+	uint64_t iova;		/* HELLO */
+	uint64_t nonce;		/* the sender's run: its patterns */
+	/* BYE: the sender's counts of this connection */
+	uint64_t posted, ok, errors;
+	uint8_t pad[56];
+};
+
+static_assert(sizeof(struct sk_msg) == SK_MSG_LEN, "message size");
+static_assert(SK_MSG_LEN <= VB_SLOT, "a message fits a receive buffer");
+
+struct sk_count {
+	uint64_t posted, ok, errors, received;
+};
+
+struct sk_peer {
+	struct vb v;
+	uint16_t lid;
+	int state;
+	int was_run;		/* BROKEN: the connection had been established */
+	double since;		/* when the state was entered */
+	double hold;		/* BROKEN: how long at least */
+	double hello_at;	/* when our HELLO completed */
+	double rx_at;		/* when the peer's last message came */
+	int initiator;		/* the lower LID of the pair says HELLO first */
+	uint32_t epoch;		/* our connection number */
+	int hello;		/* our HELLO: 0 not sent, 1 posted, 2 landed */
+	int peer_hello;		/* the peer's HELLO of this connection came */
+	uint32_t peer_epoch;
+	uint64_t peer_nonce;
+	uint64_t rx_next;	/* the message the peer sends next */
+	uint64_t next_k, done_k; /* posted below next_k, completed below done_k */
+	uint8_t failed[SK_WIN];	/* a work request of message k % SK_WIN failed */
+	uint32_t wr_out, rq_out; /* requests and receives not completed */
+	int bye;		/* ours: 0 not sent, 1 posted, 2 completed */
+	int bye_rcvd;
+	struct sk_msg peer_bye;
+	struct sk_count all, conn;
+	uint64_t retry_exc, flushed, other_err, last_other;
+	uint64_t verified, mismatched, out_of_order, unexpected;
+	uint64_t established, hellos, missing, recv_err, breaks;
+	int printed_bad, printed_ooo, printed_unexp;
+};
+
+struct sk_run {
+	uint16_t self;
+	uint64_t nonce;
+	double t0, end, stop;
+	int ending;
+};
+
+static uint64_t sk_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static uint64_t sk_next(uint64_t *state)
+{
+	*state += 0x9e3779b97f4a7c15ULL;
+	return sk_mix(*state);
+}
+
+/* Message lengths: 40 % up to 64 B, 30 % to 2 KiB, 20 % to 8 KiB, 10 %
+ * to 32 KiB (up to 16 packets at MTU 2048).
+ */
+static uint32_t sk_len(uint16_t from, uint16_t to, uint64_t k)
+{
+	uint64_t h = sk_mix(((uint64_t)from << 48) ^ ((uint64_t)to << 32) ^ k);
+	uint32_t r = (uint32_t)(h % 100), x = (uint32_t)(h >> 32);
+
+	if (r < 40)
+		return 1 + x % 64;
+	if (r < 70)
+		return 65 + x % (2048 - 64);
+	if (r < 90)
+		return 2049 + x % (8192 - 2048);
+	return 8193 + x % (SK_SLOT_LEN - 8192);
+}
+
+static uint64_t sk_seed(uint64_t nonce, uint16_t from, uint16_t to,
+			uint64_t k)
+{
+	return sk_mix(nonce ^ sk_mix(((uint64_t)from << 48) ^
+				     ((uint64_t)to << 32) ^ k));
+}
+
+static void sk_fill(uint8_t *p, uint32_t len, uint64_t seed)
+{
+	uint64_t w;
+	uint32_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		w = sk_next(&seed);
+		memcpy(p + i, &w, 8);
+	}
+	if (i < len) {
+		w = sk_next(&seed);
+		memcpy(p + i, &w, len - i);
+	}
+}
+
+/* Offset of the first byte that differs from sk_fill's, or @len. */
+static uint32_t sk_diff(const uint8_t *p, uint32_t len, uint64_t seed)
+{
+	uint64_t w;
+	uint32_t i, j;
+
+	for (i = 0; i < len; i += 8) {
+		uint32_t n = len - i < 8 ? len - i : 8;
+
+		w = sk_next(&seed);
+		if (!memcmp(p + i, &w, n))
+			continue;
+		for (j = 0; j < n; j++)
+			if (p[i + j] != ((uint8_t *)&w)[j])
+				return i + j;
+	}
+	return len;
+}
+
+static const char *sk_state_name(int s)
+{
+	return s == SK_RUN ? "run" : s == SK_CONNECTING ? "hello" : "broken";
+}
+
+static int sk_modify(struct sk_peer *p, struct ibtca_modify_qp *m)
+{
+	m->qpn = p->v.qp;
+	return ioctl(p->v.fd, IBTCA_IOC_MODIFY_QP, m) < 0 ? -errno : 0;
+}
+
+static int sk_to_state(struct sk_peer *p, uint8_t state)
+{
+	struct ibtca_modify_qp m = {
+		.attr_mask = IBTCA_QP_ATTR_STATE,
+		.state = state,
+	};
+
+	return sk_modify(p, &m);
+}
+
+static int sk_post_recv(struct sk_peer *p, uint32_t slot)
+{
+	struct ibtca_post_recv r = {
+		.qpn = p->v.qp,
+		.length = VB_SLOT,
+		.wr_id = slot,
+		.addr = p->v.iova + VB_RECV_OFF + slot * VB_SLOT,
+		.lkey = p->v.lkey,
+	};
+
+	if (ioctl(p->v.fd, IBTCA_IOC_POST_RECV, &r) < 0)
+		return -errno;
+	p->rq_out++;
+	return 0;
+}
+
+static void sk_event(const struct sk_run *r, const struct sk_peer *p,
+		     const char *what)
+{
+	printf("IBTCA-SOAK-EVENT t=%.1f lid=%u peer=%u %s state=%s epoch=%u posted=%llu written_ok=%llu write_errors=%llu\n",
+	       now_s() - r->t0, r->self, p->lid, what, sk_state_name(p->state),
+	       p->epoch, (unsigned long long)p->all.posted,
+	       (unsigned long long)p->all.ok,
+	       (unsigned long long)p->all.errors);
+}
+
+/*
+ * The connection is broken: the QP goes to ERR (flushing what is posted)
+ * and stays there at least @hold seconds; the next reset forgets the
+ * peer's HELLO.
+ */
+static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
+		     const char *why)
+{
+	char what[96];
+	int ret;
+
+	if (p->state == SK_BROKEN)
+		return;
+	/*
+	 * Messages of the connection delivered before it broke may still wait
+	 * in the CQ: its HELLO holds until the QP is reset (sk_connect).
+	 */
+	p->was_run = p->state == SK_RUN;
+	ret = sk_to_state(p, IBTCA_QPS_ERR);
+	p->state = SK_BROKEN;
+	p->since = now_s();
+	p->hold = hold;
+	p->breaks++;
+	snprintf(what, sizeof(what), "break why=%s%s%s", why,
+		 ret ? " to_err=" : "", ret ? strerror(-ret) : "");
+	sk_event(r, p, what);
+}
+
+/* RESET → INIT → receives posted → RTR → RTS, then a HELLO is due. */
+static int sk_connect(struct sk_run *r, struct sk_peer *p)
+{
+	struct ibtca_modify_qp m;
+	uint32_t i;
+	int ret;
+
+	ret = sk_to_state(p, IBTCA_QPS_RESET);
+	p->peer_hello = 0;
+	p->rq_out = 0;
+	p->wr_out = 0;
+	memset(&m, 0, sizeof(m));
+	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_ACCESS;
+	m.state = IBTCA_QPS_INIT;
+	m.access = IBTCA_ACCESS_REMOTE_WRITE;
+	if (!ret)
+		ret = sk_modify(p, &m);
+	for (i = 0; i < VB_NRECV && !ret; i++)
+		ret = sk_post_recv(p, i);
+	memset(&m, 0, sizeof(m));
+	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_PATH |
+		      IBTCA_QP_ATTR_DEST_QPN | IBTCA_QP_ATTR_RQ_PSN;
+	m.state = IBTCA_QPS_RTR;
+	m.path_mtu = SK_MTU;
+	m.dlid = p->lid;
+	m.dest_qpn = p->v.peer_qpn0;
+	m.rq_psn = VB_PSN;
+	if (!ret)
+		ret = sk_modify(p, &m);
+	memset(&m, 0, sizeof(m));
+	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_SQ_PSN |
+		      IBTCA_QP_ATTR_RETRY;
+	m.state = IBTCA_QPS_RTS;
+	m.sq_psn = VB_PSN;
+	m.timeout = vb_timeout;
+	m.retry_cnt = vb_retry;
+	m.rnr_retry = 7;	/* for ever: the receiver is a busy guest */
+	m.min_rnr_timer = 1;
+	m.max_rd_atomic = 4;
+	if (!ret)
+		ret = sk_modify(p, &m);
+	if (ret) {
+		fprintf(stderr, "ibtca-tool: soak: connect QP 0x%x: %s\n",
+			p->v.qp, strerror(-ret));
+		p->state = SK_CONNECTING;
+		sk_break(r, p, 1.0, "connect_failed");
+		return ret;
+	}
+	if (p->was_run) {
+		p->epoch++;
+		memset(&p->conn, 0, sizeof(p->conn));
+		p->was_run = 0;
+	}
+	p->done_k = p->next_k;
+	p->hello = 0;
+	if (p->bye == 1)
+		p->bye = 0;
+	p->state = SK_CONNECTING;
+	p->since = now_s();
+	return 0;
+}
+
+/* Posts @n requests with one doorbell; how many went, or -errno. */
+static int sk_post(struct sk_peer *p, struct ibtca_post_send *s, int n)
+{
+	struct ibtca_post_send_batch b = {
+		.count = (uint32_t)n,
+		.wrs = (uint64_t)(uintptr_t)s,
+	};
+
+	if (ioctl(p->v.fd, IBTCA_IOC_POST_SEND_BATCH, &b) < 0)
+		return -errno;
+	p->wr_out += b.posted;
+	return (int)b.posted;
+}
+
+/* SENDs the control message @m (HELLO, BYE). */
+static int sk_send_ctl(struct sk_peer *p, struct sk_msg *m)
+{
+	struct ibtca_post_send s = {
+		.qpn = p->v.qp,
+		.opcode = IBTCA_WR_SEND,
+		.wr_id = SK_WR_CTL,
+		.addr = p->v.iova + SK_MSG_OFF + SK_CTL * SK_MSG_LEN,
+		.length = SK_MSG_LEN,
+		.lkey = p->v.lkey,
+	};
+
+	m->magic = VB_MAGIC;
+	memcpy(p->v.buf + SK_MSG_OFF + SK_CTL * SK_MSG_LEN, m, sizeof(*m));
+	return sk_post(p, &s, 1) == 1 ? 0 : -ENOSPC;
+}
+
+static int sk_send_hello(struct sk_run *r, struct sk_peer *p)
+{
+	struct sk_msg m = {
+		.type = SK_HELLO,
+		.k = p->next_k,
+		.epoch = p->epoch,
+		.rkey = p->v.rkey,
+		.iova = p->v.iova,
+		.nonce = r->nonce,
+	};
+
+	p->hellos++;
+	return sk_send_ctl(p, &m);
+}
+
+static int sk_send_bye(struct sk_peer *p)
+{
+	struct sk_msg m = {
+		.type = SK_BYE,
+		.k = p->next_k,
+		.epoch = p->epoch,
+		.posted = p->conn.posted,
+		.ok = p->conn.ok,
+		.errors = p->conn.errors,
+	};
+
+	return sk_send_ctl(p, &m);
+}
+
+/* Message k: its pattern into a source slot, then WRITE and SEND. */
+static int sk_send_data(struct sk_run *r, struct sk_peer *p)
+{
+	uint64_t k = p->next_k;
+	uint32_t s = (uint32_t)(k % SK_WIN), len = sk_len(r->self, p->lid, k);
+	uint32_t slot = (uint32_t)(k % SK_NSLOT);
+	struct sk_msg m = {
+		.magic = VB_MAGIC,
+		.type = SK_DATA,
+		.k = k,
+		.len = len,
+		.slot = slot,
+		.epoch = p->epoch,
+	};
+	struct ibtca_post_send w[2] = {
+		{
+			.qpn = p->v.qp,
+			.opcode = IBTCA_WR_RDMA_WRITE,
+			.wr_id = k << 2 | SK_WR_WRITE,
+			.addr = p->v.iova + SK_SRC_OFF + s * SK_SLOT_LEN,
+			.length = len,
+			.lkey = p->v.lkey,
+			.remote_addr = p->v.peer_iova + SK_IN_OFF +
+				       (uint64_t)slot * SK_SLOT_LEN,
+			.rkey = p->v.peer_rkey,
+		},
+		{
+			.qpn = p->v.qp,
+			.opcode = IBTCA_WR_SEND,
+			.wr_id = k << 2 | SK_WR_SEND,
+			.addr = p->v.iova + SK_MSG_OFF + s * SK_MSG_LEN,
+			.length = SK_MSG_LEN,
+			.lkey = p->v.lkey,
+		},
+	};
+	int ret;
+
+	sk_fill(p->v.buf + SK_SRC_OFF + s * SK_SLOT_LEN, len,
+		sk_seed(r->nonce, r->self, p->lid, k));
+	memcpy(p->v.buf + SK_MSG_OFF + s * SK_MSG_LEN, &m, sizeof(m));
+	/* Half a message posted still completes, with an error. */
+	p->failed[s] = 0;
+	ret = sk_post(p, w, 2);
+	if (ret == 1)
+		p->failed[s] = 1;
+	if (ret >= 1) {
+		p->next_k++;
+		p->all.posted++;
+		p->conn.posted++;
+	}
+	return ret == 2 ? 0 : ret < 0 ? ret : -ENOSPC;
+}
+
+static void sk_count_error(struct sk_peer *p, uint8_t status)
+{
+	if (status == IBTCA_WC_RETRY_EXC_ERR)
+		p->retry_exc++;
+	else if (status == IBTCA_WC_WR_FLUSH_ERR)
+		p->flushed++;
+	else {
+		p->other_err++;
+		p->last_other = status;
+	}
+}
+
+/* A completion of one of our requests. */
+static void sk_send_done(struct sk_run *r, struct sk_peer *p,
+			 const struct ibtca_poll_cq *c)
+{
+	uint32_t kind = (uint32_t)(c->wr_id & 3);
+	uint64_t k = c->wr_id >> 2;
+	int ok = c->status == IBTCA_WC_SUCCESS;
+	char why[48];
+
+	if (p->wr_out)
+		p->wr_out--;
+	if (!ok) {
+		sk_count_error(p, c->status);
+		snprintf(why, sizeof(why), "status_%u", c->status);
+	}
+	if (kind == SK_WR_CTL) {
+		if (p->hello == 1) {
+			p->hello = ok ? 2 : 0;
+			p->hello_at = now_s();
+			if (!ok)
+				sk_break(r, p, SK_RETRY_HOLD_S, "hello_failed");
+		} else if (p->bye == 1) {
+			/* A BYE the peer did not take is sent again. */
+			p->bye = ok || p->bye_rcvd ? 2 : 0;
+			if (!ok)
+				sk_break(r, p, SK_HOLD_S, "bye_failed");
+		}
+		return;
+	}
+	if (k != p->done_k || k >= p->next_k) {
+		/* Completions come in order, one WRITE and one SEND each. */
+		p->unexpected++;
+		if (p->printed_unexp++ < SK_PRINT_MAX)
+			printf("IBTCA-SOAK-BAD lid=%u peer=%u completion of message %llu, expected %llu\n",
+			       r->self, p->lid, (unsigned long long)k,
+			       (unsigned long long)p->done_k);
+	}
+	if (!ok) {
+		p->failed[k % SK_WIN] = 1;
+		sk_break(r, p, SK_HOLD_S, why);
+	}
+	if (kind != SK_WR_SEND)
+		return;
+	if (p->failed[k % SK_WIN]) {
+		p->all.errors++;
+		p->conn.errors++;
+	} else {
+		p->all.ok++;
+		p->conn.ok++;
+	}
+	p->done_k = k + 1;
+}
+
+/* A DATA message: its slot must hold exactly its pattern. */
+static void sk_check_data(struct sk_run *r, struct sk_peer *p,
+			  const struct sk_msg *m)
+{
+	uint32_t len = sk_len(p->lid, r->self, m->k), diff = 0;
+	uint32_t slot = (uint32_t)(m->k % SK_NSLOT);
+	int good;
+
+	p->all.received++;
+	p->conn.received++;
+	if (!p->peer_hello || m->epoch != p->peer_epoch || m->k != p->rx_next) {
+		p->out_of_order++;
+		if (p->printed_ooo++ < SK_PRINT_MAX)
+			printf("IBTCA-SOAK-BAD lid=%u peer=%u message %llu epoch %u, expected %llu epoch %u%s\n",
+			       r->self, p->lid, (unsigned long long)m->k,
+			       m->epoch, (unsigned long long)p->rx_next,
+			       p->peer_epoch,
+			       p->peer_hello ? "" : " (no HELLO)");
+	}
+	p->rx_next = m->k + 1;
+	good = m->len == len && m->slot == slot;
+	if (good) {
+		diff = sk_diff(p->v.buf + SK_IN_OFF + slot * SK_SLOT_LEN, len,
+			       sk_seed(p->peer_nonce, p->lid, r->self, m->k));
+		good = diff == len;
+	}
+	if (good) {
+		p->verified++;
+		return;
+	}
+	p->mismatched++;
+	if (p->printed_bad++ < SK_PRINT_MAX)
+		printf("IBTCA-SOAK-BAD lid=%u peer=%u message %llu mismatched: len %u (want %u) slot %u (want %u) first bad byte %u\n",
+		       r->self, p->lid, (unsigned long long)m->k, m->len, len,
+		       m->slot, slot, diff);
+}
+
+/* A completion of one of our receives. */
+static void sk_recv_done(struct sk_run *r, struct sk_peer *p,
+			 const struct ibtca_poll_cq *c)
+{
+	struct sk_msg m;
+
+	if (p->rq_out)
+		p->rq_out--;
+	if (c->status != IBTCA_WC_SUCCESS) {
+		p->recv_err++;
+		sk_break(r, p, SK_HOLD_S, "recv_error");
+		return;
+	}
+	if (c->wr_id >= VB_NRECV || c->byte_len != SK_MSG_LEN) {
+		p->unexpected++;
+		return;
+	}
+	memcpy(&m, p->v.buf + VB_RECV_OFF + c->wr_id * VB_SLOT, sizeof(m));
+	p->rx_at = now_s();
+	if (m.magic != VB_MAGIC) {
+		p->unexpected++;
+	} else if (m.type == SK_DATA) {
+		sk_check_data(r, p, &m);
+	} else if (m.type == SK_HELLO) {
+		if (p->state == SK_RUN ||
+		    (p->state == SK_BROKEN && p->was_run)) {
+			/* The peer started over without our connection
+			 * breaking first.
+			 */
+			p->unexpected++;
+			sk_break(r, p, SK_HOLD_S, "unexpected_hello");
+		} else {
+			p->peer_hello = 1;
+			p->peer_epoch = m.epoch;
+			p->peer_nonce = m.nonce;
+			p->rx_next = m.k;
+			p->v.peer_iova = m.iova;
+			p->v.peer_rkey = m.rkey;
+		}
+	} else if (m.type == SK_BYE) {
+		p->bye_rcvd = 1;
+		p->peer_bye = m;
+	} else {
+		p->unexpected++;
+	}
+	/* Reposted only once the message was checked. */
+	if (p->state != SK_BROKEN && sk_post_recv(p, (uint32_t)c->wr_id))
+		sk_break(r, p, SK_HOLD_S, "post_recv");
+}
+
+static int sk_poll(struct sk_run *r, struct sk_peer *p, uint32_t cqn,
+		   int send)
+{
+	struct ibtca_poll_cq c[32];
+	struct ibtca_poll_cq_batch b = {
+		.cqn = cqn,
+		.max = ARRAY_SIZE(c),
+		.entries = (uint64_t)(uintptr_t)c,
+	};
+	uint32_t i;
+
+	memset(c, 0, sizeof(c));
+	if (ioctl(p->v.fd, IBTCA_IOC_POLL_CQ_BATCH, &b) < 0)
+		return 0;
+	for (i = 0; i < b.found; i++) {
+		if (send)
+			sk_send_done(r, p, &c[i]);
+		else
+			sk_recv_done(r, p, &c[i]);
+	}
+	return (int)b.found;
+}
+
+static int sk_done(const struct sk_peer *p)
+{
+	return p->bye == 2 && p->bye_rcvd;
+}
+
+/* One turn for one peer; how much happened. */
+static int sk_step(struct sk_run *r, struct sk_peer *p)
+{
+	int n = sk_poll(r, p, p->v.scq, 1) + sk_poll(r, p, p->v.rcq, 0);
+	double now = now_s();
+
+	switch (p->state) {
+	case SK_BROKEN:
+		if (now - p->since < p->hold || now >= r->stop || sk_done(p))
+			break;
+		if (p->wr_out || p->rq_out) {
+			if (now - p->since < SK_DRAIN_S)
+				break;
+			/* Every request must complete, flushed if nothing else. */
+			p->missing += p->wr_out + p->rq_out;
+			sk_event(r, p, "completions_missing");
+		}
+		if (!sk_connect(r, p))
+			n++;
+		break;
+	case SK_CONNECTING:
+		/* The responder answers the initiator's HELLO with its own. */
+		if (!p->hello && (p->initiator || p->peer_hello)) {
+			if (sk_send_hello(r, p))
+				sk_break(r, p, 1.0, "post_hello");
+			else
+				p->hello = 1;
+			n++;
+		} else if (p->hello == 2 && p->peer_hello) {
+			p->state = SK_RUN;
+			p->since = now;
+			p->rx_at = now;
+			p->established++;
+			sk_event(r, p, "connected");
+			n++;
+		} else if (p->hello == 2 && now - p->hello_at > SK_REPLY_WAIT_S) {
+			sk_break(r, p, SK_RETRY_HOLD_S, "no_reply");
+		}
+		break;
+	case SK_RUN:
+		if (!r->ending) {
+			while (p->next_k - p->done_k < SK_WIN &&
+			       p->state == SK_RUN) {
+				if (sk_send_data(r, p)) {
+					sk_break(r, p, SK_HOLD_S, "post_send");
+					break;
+				}
+				n++;
+			}
+		} else if (!p->bye && p->next_k == p->done_k) {
+			if (sk_send_bye(p)) {
+				sk_break(r, p, SK_HOLD_S, "post_bye");
+			} else {
+				p->bye = 1;
+				sk_event(r, p, "bye_sent");
+			}
+			n++;
+		} else if (!p->bye_rcvd && now - p->rx_at > SK_IDLE_S) {
+			/* The peer may be connecting again while we idle. */
+			sk_break(r, p, SK_HOLD_S, "idle");
+		}
+		break;
+	}
+	return n;
+}
+
+static void sk_report(const struct sk_run *r, const struct sk_peer *p,
+		      const char *tag)
+{
+	printf("%s t=%.0f lid=%u peer=%u state=%s epoch=%u posted=%llu written_ok=%llu write_errors=%llu verified=%llu mismatched=%llu out_of_order=%llu reconnects=%llu\n",
+	       tag, now_s() - r->t0, r->self, p->lid, sk_state_name(p->state),
+	       p->epoch, (unsigned long long)p->all.posted,
+	       (unsigned long long)p->all.ok,
+	       (unsigned long long)p->all.errors,
+	       (unsigned long long)p->verified,
+	       (unsigned long long)p->mismatched,
+	       (unsigned long long)p->out_of_order,
+	       (unsigned long long)(p->established ? p->established - 1 : 0));
+}
+
+static void sk_final(const struct sk_run *r, struct sk_peer *p)
+{
+	const struct sk_msg *b = &p->peer_bye;
+	uint64_t open = p->all.posted - p->all.ok - p->all.errors;
+	/*
+	 * The peer's BYE follows everything it sent on the connection: we got
+	 * every message it completed, and of those that failed at most all
+	 * (one may land and still fail, its acknowledgements lost or late).
+	 */
+	int agree = p->bye_rcvd && b->ok <= p->conn.received &&
+		    p->conn.received <= b->ok + b->errors;
+	char name[32];
+
+	printf("IBTCA-SOAK-FINAL lid=%u peer=%u posted=%llu written_ok=%llu write_errors=%llu retry_exceeded=%llu flushed=%llu other_errors=%llu received=%llu verified=%llu mismatched=%llu out_of_order=%llu unexpected=%llu reconnects=%llu breaks=%llu hellos=%llu missing=%llu recv_errors=%llu epoch=%u conn_posted=%llu conn_written_ok=%llu conn_write_errors=%llu conn_received=%llu bye_sent=%d bye_received=%d peer_conn_posted=%llu peer_conn_written_ok=%llu peer_conn_write_errors=%llu\n",
+	       r->self, p->lid, (unsigned long long)p->all.posted,
+	       (unsigned long long)p->all.ok, (unsigned long long)p->all.errors,
+	       (unsigned long long)p->retry_exc,
+	       (unsigned long long)p->flushed,
+	       (unsigned long long)p->other_err,
+	       (unsigned long long)p->all.received,
+	       (unsigned long long)p->verified,
+	       (unsigned long long)p->mismatched,
+	       (unsigned long long)p->out_of_order,
+	       (unsigned long long)p->unexpected,
+	       (unsigned long long)(p->established ? p->established - 1 : 0),
+	       (unsigned long long)p->breaks, (unsigned long long)p->hellos,
+	       (unsigned long long)p->missing,
+	       (unsigned long long)p->recv_err, p->epoch,
+	       (unsigned long long)p->conn.posted,
+	       (unsigned long long)p->conn.ok,
+	       (unsigned long long)p->conn.errors,
+	       (unsigned long long)p->conn.received, p->bye == 2,
+	       p->bye_rcvd, (unsigned long long)b->posted,
+	       (unsigned long long)b->ok, (unsigned long long)b->errors);
+	snprintf(name, sizeof(name), "check_%u", p->lid);
+	vcheck(name, p->established && !p->mismatched && !p->out_of_order &&
+	       !p->unexpected && !p->missing && !open && p->bye == 2 && agree,
+	       "verified=%llu mismatched=%llu out_of_order=%llu unexpected=%llu missing=%llu not_completed=%llu bye=%d/%d; last connection: received %llu, the peer wrote %llu",
+	       (unsigned long long)p->verified,
+	       (unsigned long long)p->mismatched,
+	       (unsigned long long)p->out_of_order,
+	       (unsigned long long)p->unexpected,
+	       (unsigned long long)p->missing, (unsigned long long)open,
+	       p->bye == 2, p->bye_rcvd,
+	       (unsigned long long)p->conn.received,
+	       (unsigned long long)b->ok);
+}
+
+/* "1,2,3" into @lids (at most SK_MAX_LIDS, each a unicast LID, sorted). */
+static int sk_lids(const char *arg, uint16_t *lids)
+{
+	char buf[128], *tok, *save = NULL;
+	uint32_t v, n = 0, i, j;
+
+	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf))
+		return -1;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (n == SK_MAX_LIDS || parse_u32(tok, &v) || !v || v >= 0xc000)
+			return -1;
+		lids[n++] = (uint16_t)v;
+	}
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && lids[j - 1] > lids[j]; j--) {
+			uint16_t t = lids[j];
+
+			lids[j] = lids[j - 1];
+			lids[j - 1] = t;
+		}
+	for (i = 1; i < n; i++)
+		if (lids[i] == lids[i - 1])
+			return -1;
+	return (int)n;
+}
+
+static uint64_t sk_nonce(void)
+{
+	uint64_t x = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &x, sizeof(x)) != sizeof(x))
+			x = 0;
+		close(fd);
+	}
+	return x ^ sk_mix((uint64_t)(now_s() * 1e9) ^ (uint64_t)getpid());
+}
+
+static int sk_setup(struct sk_run *r, struct sk_peer *p, int fd,
+		    const uint16_t *lids, int n)
+{
+	char detail[160], name[32];
+	int me = 0, you = 0, i;
+
+	/* The i-th other LID of a guest's sorted list has its QPs 2i on. */
+	for (i = 0; i < n; i++) {
+		if (lids[i] < p->lid && lids[i] != r->self)
+			me++;
+		if (lids[i] < r->self && lids[i] != p->lid)
+			you++;
+	}
+	p->v.fd = fd;
+	p->v.peer_lid = p->lid;
+	p->v.mtu[0] = SK_MTU;
+	p->v.qpn0 = VB_QPN0 + 2 * me;
+	p->v.peer_qpn0 = VB_QPN0 + 2 * you;
+	p->initiator = r->self < p->lid;
+	snprintf(name, sizeof(name), "setup_%u", p->lid);
+	if (vb_setup(&p->v, detail, sizeof(detail))) {
+		vcheck(name, 0, "%s", detail);
+		return -1;
+	}
+	vcheck(name, 1, "peer_qpn=0x%x %s", p->v.peer_qpn0, detail);
+	/*
+	 * vb_setup connected the QP with the verbs scenario's timeouts; the
+	 * soak's come with a reconnection, the path every later one takes.
+	 */
+	p->state = SK_CONNECTING;
+	p->epoch = 1;
+	p->rq_out = VB_NRECV;
+	sk_break(r, p, 0, "setup");
+	return 0;
+}
+
+int cmd_soak(int argc, char **argv)
+{
+	struct sk_run r = { 0 };
+	uint32_t seconds = 0, grace = 120, self = 0, v;
+	uint16_t lids[SK_MAX_LIDS];
+	struct sk_peer *peers;
+	const char *lid_arg = NULL;
+	int n = 0, np = 0, i, fd, busy, opt;
+	double next_report;
+
+	for (i = 0; i + 1 < argc; i += 2) {
+		opt = vb_qp_option(argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--lids"))
+			lid_arg = argv[i + 1];
+		else if (!strcmp(argv[i], "--seconds") &&
+			 !parse_u32(argv[i + 1], &seconds) && seconds)
+			continue;
+		else if (!strcmp(argv[i], "--self-lid") &&
+			 !parse_u32(argv[i + 1], &self) && self && self < 0xc000)
+			continue;
+		else if (!strcmp(argv[i], "--grace") &&
+			 !parse_u32(argv[i + 1], &grace))
+			continue;
+		else
+			usage();
+	}
+	if (i != argc || !lid_arg || !seconds)
+		usage();
+	n = sk_lids(lid_arg, lids);
+	if (n < 2)
+		usage();
+	vb_prefix = "IBTCA-SOAK";
+	fd = open_dev();
+	if (fd < 0) {
+		vcheck("setup", 0, "cannot open %s", dev_path);
+		goto summary;
+	}
+	if (reg_read(fd, IBTCA_REG_PORT_LID, &v) || (self && v != self)) {
+		vcheck("setup", 0, "port LID %u, --self-lid %u", v, self);
+		goto out;
+	}
+	r.self = (uint16_t)v;
+	peers = calloc(n, sizeof(*peers));
+	if (!peers)
+		goto out;
+	for (i = 0; i < n; i++)
+		if (lids[i] != r.self)
+			peers[np++].lid = lids[i];
+	if (np != n - 1) {
+		vcheck("setup", 0, "own LID %u not in --lids %s", r.self,
+		       lid_arg);
+		goto free;
+	}
+	r.nonce = sk_nonce();
+	r.t0 = now_s();
+	for (i = 0; i < np; i++)
+		if (sk_setup(&r, &peers[i], fd, lids, n))
+			goto free;
+	r.end = now_s() + seconds;
+	r.stop = r.end + grace;
+	next_report = r.t0 + SK_REPORT_S;
+	printf("IBTCA-SOAK-START lid=%u lids=%s seconds=%u grace=%u timeout=%u retry=%u window=%u slots=%u\n",
+	       r.self, lid_arg, seconds, grace, vb_timeout, vb_retry, SK_WIN,
+	       SK_NSLOT);
+	for (;;) {
+		double now = now_s();
+		int all_done = 1;
+
+		r.ending = now >= r.end;
+		busy = 0;
+		for (i = 0; i < np; i++) {
+			busy += sk_step(&r, &peers[i]);
+			all_done &= sk_done(&peers[i]);
+		}
+		if (all_done || now >= r.stop)
+			break;
+		if (now >= next_report) {
+			for (i = 0; i < np; i++)
+				sk_report(&r, &peers[i], "IBTCA-SOAK");
+			next_report += SK_REPORT_S;
+		}
+		if (!busy)
+			usleep(200);
+	}
+	/* Our ACKs of the peers' BYEs may be lost: answer their retries. */
+	for (next_report = now_s() + SK_LINGER_S; now_s() < next_report;) {
+		for (i = 0; i < np; i++)
+			sk_poll(&r, &peers[i], peers[i].v.rcq, 0);
+		usleep(10000);
+	}
+	for (i = 0; i < np; i++)
+		sk_final(&r, &peers[i]);
+free:
+	for (i = 0; i < np; i++)
+		if (peers[i].v.buf && peers[i].v.buf != MAP_FAILED)
+			munmap(peers[i].v.buf, VB_BUF_SIZE);
+	free(peers);
+out:
+	close(fd);
+summary:
+	printf("IBTCA-SOAK-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
+	return n_fail || !n_pass;
+}

@@ -14,6 +14,7 @@
 
 pub mod env;
 mod outbox;
+mod qp_error;
 mod qp_map;
 pub mod wait;
 
@@ -33,8 +34,8 @@ use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::regs;
 use crate::transport::rc::flush_posted_recvs;
-use crate::transport::{config, QpFailure, RcConfig, RcQp};
-use crate::verbs::abi::{wc_status_name, SendWqe, WR_DRDMA_WRITE};
+use crate::transport::{config, RcConfig, RcQp};
+use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::qp_state::QpState;
@@ -42,6 +43,7 @@ use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
+use qp_error::log_qp_error;
 use qp_map::QpMap;
 
 /// Something the engine must act on.
@@ -671,47 +673,6 @@ impl Engine {
     }
 }
 
-/// Logs (and counts) an RC QP that has just gone to error: why, after
-/// how many ACK timeouts and retransmissions, and how many work requests
-/// it flushed. A guest or a peer can fail QPs at will, so the lines are
-/// rate-limited; the totals are in [`EngineStats`].
-fn log_qp_error(rc: &RcQp, stats: &mut EngineStats) {
-    let cfg = rc.config();
-    let c = rc.counters();
-    let (qpn, peer_lid, peer_qpn) = (cfg.qpn, cfg.dlid, cfg.dest_qpn);
-    let (timeouts, retransmits) = (c.timeouts, c.retransmits);
-    let (flushed_sends, flushed_recvs) = (c.flushed_sends, c.flushed_recvs);
-    let status = match rc.failure() {
-        Some(QpFailure::Requested) | None => {
-            tracing::debug!(
-                qpn,
-                peer_lid,
-                peer_qpn,
-                flushed_sends,
-                flushed_recvs,
-                "QP moved to error"
-            );
-            return;
-        }
-        Some(QpFailure::Responder) => "responder error",
-        Some(QpFailure::Wqe(s)) => wc_status_name(s),
-    };
-    stats.qp_errors += 1;
-    stats.retry_exceeded += c.retry_exceeded;
-    crate::guest_warn!(
-        qpn,
-        peer_lid,
-        peer_qpn,
-        %status,
-        timeouts,
-        retransmits,
-        retry_cnt = cfg.retry_cnt,
-        ack_timeout_us = cfg.ack_timeout.map_or(0, |t| t.as_micros() as u64),
-        flushed_sends,
-        flushed_recvs,
-        "QP error"
-    );
-}
 /// A running engine thread.
 pub struct EngineThread {
     tx: Sender<EngineEvent>,

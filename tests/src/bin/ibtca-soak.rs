@@ -41,6 +41,13 @@ use ibtca_fabric::{self as fabric, Plan};
 
 #[path = "../soak/check.rs"]
 mod check;
+#[path = "../soak/procs.rs"]
+mod procs;
+#[path = "../soak/report.rs"]
+mod report;
+
+use procs::*;
+use report::report;
 
 const USAGE: &str =
     "usage: ibtca-soak [--minutes M | --seconds S] [--kill NODE|none] [--kill-at FRACTION]
@@ -106,123 +113,6 @@ fn parse_args() -> Result<Opts, String> {
         return Err("--kill-at is a fraction of the run, 0.05 to 0.9".into());
     }
     Ok(o)
-}
-
-fn kill(pid: u32, sig: libc::c_int) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) takes plain integers and touches no memory of
-        // ours; the PIDs are our own children or their descendants.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// Our child `pid`'s wait status if it has ended (reaped), else `None`.
-fn try_reap(pid: u32) -> Option<i32> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    let mut status = 0;
-    // SAFETY: waitpid(2) writes the status into our local integer only.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    (r == pid).then_some(status)
-}
-
-/// Reaps our child `pid` (blocking) and returns its wait status.
-fn reap(pid: u32) -> Option<i32> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    let mut status = 0;
-    // SAFETY: waitpid(2) writes the status into our local integer only.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    (r == pid).then_some(status)
-}
-
-fn describe_status(status: Option<i32>) -> String {
-    match status {
-        None => "not our child".into(),
-        Some(s) if libc::WIFEXITED(s) => format!("exit status {}", libc::WEXITSTATUS(s)),
-        Some(s) if libc::WIFSIGNALED(s) => format!("killed by signal {}", libc::WTERMSIG(s)),
-        Some(s) => format!("wait status {s:#x}"),
-    }
-}
-
-/// RssAnon and VmRSS of `pid`, KiB.
-fn rss_kib(pid: u32) -> Option<(u64, u64)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))?
-            .split_whitespace()
-            .next()?
-            .parse::<u64>()
-            .ok()
-    };
-    Some((kib("RssAnon:")?, kib("VmRSS:")?))
-}
-
-/// Min and max of a device's (or the switch's) samples, KiB.
-#[derive(Debug, Clone)]
-struct Rss {
-    name: String,
-    pid: u32,
-    samples: u64,
-    anon_min: u64,
-    anon_max: u64,
-    rss_max: u64,
-}
-
-impl Rss {
-    fn new(name: &str, pid: u32) -> Self {
-        Rss {
-            name: name.to_owned(),
-            pid,
-            samples: 0,
-            anon_min: u64::MAX,
-            anon_max: 0,
-            rss_max: 0,
-        }
-    }
-
-    fn sample(&mut self) {
-        if let Some((anon, rss)) = rss_kib(self.pid) {
-            self.samples += 1;
-            self.anon_min = self.anon_min.min(anon);
-            self.anon_max = self.anon_max.max(anon);
-            self.rss_max = self.rss_max.max(rss);
-        }
-    }
-}
-
-/// How late the runner's own 10 ms sleeps woke, where more than 100 ms:
-/// (seconds into the run, lateness in seconds). A device starved that long
-/// answers nothing either, and (retry_cnt + 1) x 67 ms of silence breaks
-/// every connection to it; the report lists these next to the breaks.
-#[derive(Clone, Default)]
-struct Stalls(Arc<Mutex<Vec<(f64, f64)>>>);
-
-impl Stalls {
-    fn watch(&self, t0: Instant, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-        let seen = self.0.clone();
-        std::thread::spawn(move || {
-            let tick = Duration::from_millis(10);
-            while !stop.load(Ordering::Relaxed) {
-                let before = Instant::now();
-                std::thread::sleep(tick);
-                let late = before.elapsed().saturating_sub(tick);
-                if late > Duration::from_millis(100) {
-                    let at = before.duration_since(t0).as_secs_f64();
-                    seen.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((at, late.as_secs_f64()));
-                }
-            }
-        })
-    }
-
-    fn list(&self) -> Vec<(f64, f64)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1}", kib as f64 / 1024.0)
 }
 
 fn say(t0: Instant, text: &str) {
@@ -662,121 +552,6 @@ fn finish(mut s: Soak) -> bool {
 
 fn count(text: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(needle)).count()
-}
-
-fn report(s: &Soak, v: &check::Verdict, stats: &[(String, String)], logs: &[(String, String)]) {
-    let killed = s
-        .killed
-        .map(|i| s.plan.nodes[i].name.clone())
-        .unwrap_or_else(|| "none".into());
-    println!();
-    println!("## ibtca soak");
-    println!();
-    println!(
-        "- {} nodes on one switch ({}), every switch port dropping, duplicating, reordering and corrupting 1 % of what it sends",
-        s.plan.nodes.len(),
-        s.opts.topology.display()
-    );
-    println!(
-        "- soak {} s per guest; node killed and restarted: {killed} (at {:.0} % of the run)",
-        s.opts.seconds,
-        s.opts.kill_at * 100.0
-    );
-    println!("- wall time {:.0} s", s.t0.elapsed().as_secs_f64());
-    println!();
-    println!("Events:");
-    for e in &s.events {
-        println!("- {e}");
-    }
-    let stalls = s.stalls.list();
-    match stalls.iter().map(|&(_, l)| l).fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l)))) {
-        None => println!("- the runner's 10 ms sleeps never woke more than 100 ms late"),
-        Some(max) => println!(
-            "- the runner's 10 ms sleeps woke more than 100 ms late {} times (host stalls), at most {:.0} ms: {}",
-            stalls.len(),
-            max * 1000.0,
-            stalls
-                .iter()
-                .map(|(at, l)| format!("{:.0} ms at {at:.0} s", l * 1000.0))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-    println!();
-    println!("| from → to | posted | written ok | write errors | retry exceeded | flushed | reconnects | received | verified | mismatched | out of order |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &v.rows {
-        let s_ = |k: &str| r.sent.get(k).copied().unwrap_or(0);
-        let g = |k: &str| r.got.get(k).copied().unwrap_or(0);
-        println!(
-            "| {} → {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.from,
-            r.to,
-            s_("posted"),
-            s_("written_ok"),
-            s_("write_errors"),
-            s_("retry_exceeded"),
-            s_("flushed"),
-            s_("reconnects"),
-            g("received"),
-            g("verified"),
-            g("mismatched"),
-            g("out_of_order")
-        );
-    }
-    println!();
-    println!("| process | samples | RssAnon min (MiB) | RssAnon max (MiB) | VmRSS max (MiB) |");
-    println!("|---|---:|---:|---:|---:|");
-    for r in &s.rss {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            r.name,
-            r.samples,
-            if r.samples > 0 {
-                mib(r.anon_min)
-            } else {
-                "-".into()
-            },
-            mib(r.anon_max),
-            mib(r.rss_max)
-        );
-    }
-    println!();
-    println!("Device RssAnon bound: {} MiB.", s.opts.rss_bound_mib);
-    println!();
-    for (name, text) in logs {
-        let line = |key: &str| {
-            text.lines()
-                .rev()
-                .find(|l| l.contains(key))
-                .map(|l| l.split_once(key).map_or(l, |(_, r)| r).trim().to_owned())
-        };
-        println!(
-            "- {name}: {} lines, {} WARN, {} ERROR, {} \"QP enters the error state\"{}{}",
-            text.lines().count(),
-            count(text, " WARN "),
-            count(text, " ERROR "),
-            count(text, "QP enters the error state"),
-            line("engine counters")
-                .map(|l| format!("; engine {l}"))
-                .unwrap_or_default(),
-            line("switch counters")
-                .map(|l| format!("; {l}"))
-                .unwrap_or_default(),
-        );
-    }
-    for (name, reply) in stats {
-        println!("- switch {name} stats: {reply}");
-    }
-    println!();
-    if s.failures.is_empty() {
-        println!("SOAK PASSED");
-    } else {
-        println!("SOAK FAILED:");
-        for f in &s.failures {
-            println!("  - {f}");
-        }
-    }
 }
 
 fn main() -> ExitCode {

@@ -71,7 +71,8 @@ impl FaultPlan {
         self
     }
 
-    /// Inverts the byte at `offset` of packet `seq`.
+    /// Inverts the byte at `offset` of packet `seq` (at offset 0 only its
+    /// low nibble: the high one is the VL the link counts credits on).
     pub fn corrupt(mut self, seq: u64, offset: usize) -> Self {
         self.corrupt.insert(seq, offset);
         self
@@ -213,7 +214,16 @@ impl<T: FaultItem> FaultInjector<T> {
                 let bytes = packet.bytes_mut();
                 if let Some(byte) = offset.checked_rem(bytes.len()) {
                     if let Some(b) = bytes.get_mut(byte) {
-                        *b ^= 0xff;
+                        // The first byte's high nibble is the LRH's VL, on
+                        // which both ends of the link count credits: the
+                        // sender charged it before this corruption, so a
+                        // receiver reading another VL would return the
+                        // credit there and the sender's VL would lose it
+                        // for good (seen in the soak: after ~10 minutes at
+                        // 1 % corrupt a switch's VL0 credits ran out and it
+                        // stopped forwarding). Only the LVer nibble flips
+                        // there; the packet still fails its CRCs.
+                        *b ^= if byte == 0 { 0x0f } else { 0xff };
                         bump(&counters.fault_corrupted);
                     }
                 }

@@ -23,7 +23,8 @@ fn expected() -> Vec<Vec<u8>> {
         .map(|i| {
             let mut p = numbered(i);
             if i == 10 {
-                p[0] ^= 0xff;
+                // Byte 0: the LVer nibble, not the VL.
+                p[0] ^= 0x0f;
             }
             p
         })

@@ -214,15 +214,20 @@ fn bad_cpu_lists_and_priorities_are_refused() {
         ["--realtime", "0"],
         ["--realtime", "100"],
     ] {
-        let out = Command::new(workspace_bin("ibtca-device"))
-            .args(["--socket", "/nonexistent/x.sock"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(args[0]), "{args:?}: {err}");
+        expect_refused(&args, args[0]);
     }
+}
+
+/// `ibtca-device` with `args` exits 2 before it starts, saying `what`.
+fn expect_refused(args: &[&str], what: &str) {
+    let out = Command::new(workspace_bin("ibtca-device"))
+        .args(["--socket", "/nonexistent/x.sock"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(what), "{args:?}: {err}");
 }
 
 #[test]
@@ -232,14 +237,7 @@ fn bad_guids_are_refused() {
         ["--node-guid", "xyz"],
         ["--port-guid", "0x11112222333344445"],
     ] {
-        let out = Command::new(workspace_bin("ibtca-device"))
-            .args(["--socket", "/nonexistent/x.sock"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("bad GUID"), "{args:?}: {err}");
+        expect_refused(&args, "bad GUID");
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -357,7 +358,9 @@ pub fn is_ours(p: &Started) -> bool {
     exe_ok && !zombie
 }
 
-/// True once process `pid` has finished exiting: gone, a zombie or dead.
+/// True once process `pid`'s main thread has finished exiting: gone, a
+/// zombie or dead (its other threads may still be exiting: see
+/// [`wait_socket_closed`]).
 /// Not [`is_ours`] turning false: a dying process's `/proc/PID/exe` goes
 /// with its memory, before its files are closed (the kernel's `do_exit`
 /// releases the mm before the file table), so a device being killed may
@@ -537,6 +540,19 @@ fn stop_one(p: &Started, kill: bool, grace: Duration) {
     }
 }
 
+/// Waits up to `grace` until nothing listens on the vfio-user socket
+/// `path` any more. [`exited`] sees a killed device's main thread turn
+/// zombie, but its other threads may still be exiting and the file table,
+/// with the listening socket, goes with the last of them (seen in CI: the
+/// new device found "another server listening"). A refused or missing
+/// socket is the condition the new device's bind checks.
+fn wait_socket_closed(path: &Path, grace: Duration) {
+    let deadline = Instant::now() + grace;
+    while UnixStream::connect(path).is_ok() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Restarts node `name` of the fabric running in `run_dir` (`plan` is
 /// the plan `up` started), as a machine restarts: its guest (if `up
 /// --guests` booted one) is stopped, then its device; the device starts
@@ -584,6 +600,7 @@ pub fn restart(
     let mut restarted = Vec::new();
     if !opts.guest_only {
         stop_one(&state.processes[device], opts.kill, grace);
+        wait_socket_closed(&node.socket, grace);
         keep_old(&log_path(run_dir, name))?;
         let mut running = vec![spawn(
             bin_dir,

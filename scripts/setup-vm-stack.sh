@@ -28,7 +28,7 @@ log() { printf '[setup-vm-stack] %s\n' "$*" >&2; }
 
 # Debian packages whose binaries and libraries build-guest.sh copies into
 # the guest image (by name, from the chroot's trixie).
-GUEST_PACKAGES=(libibverbs1 ibverbs-utils iproute2)
+GUEST_PACKAGES=(libibverbs1 ibverbs-utils ibverbs-providers perftest iproute2)
 
 # The Debian mirror this machine already uses (deb822 or one-line sources).
 host_mirror() {

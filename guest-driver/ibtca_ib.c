@@ -21,6 +21,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "ibtca.h"
+#include "ibtca_uctx.h"
 
 #define IBTCA_IB_PORT		1
 /* The default subnet prefix of a port's GID (fe80::/64). */
@@ -48,10 +49,6 @@ struct ibtca_ib {
 	u32 fw;				/* VERSION register */
 	struct mutex cap_lock;		/* serialises @port_cap_flags */
 	u32 port_cap_flags;		/* set through modify_port */
-};
-
-struct ibtca_ib_ucontext {
-	struct ib_ucontext ibuc;
 };
 
 struct ibtca_ib_pd {
@@ -282,16 +279,6 @@ static void ibtca_ib_fw_str(struct ib_device *ibdev, char *str)
 	u32 fw = to_ib(ibdev)->fw;
 
 	snprintf(str, IB_FW_VERSION_NAME_MAX, "%u.%u", fw >> 16, fw & 0xffff);
-}
-
-static int ibtca_ib_alloc_ucontext(struct ib_ucontext *uctx,
-				   struct ib_udata *udata)
-{
-	return 0;
-}
-
-static void ibtca_ib_dealloc_ucontext(struct ib_ucontext *uctx)
-{
 }
 
 static int ibtca_ib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
@@ -534,7 +521,7 @@ static int ibtca_ib_destroy_ah(struct ib_ah *ibah, u32 flags)
 static const struct ib_device_ops ibtca_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
-	.uverbs_abi_ver = 1,
+	.uverbs_abi_ver = IBTCA_UVERBS_ABI_VERSION,
 
 	.alloc_pd = ibtca_ib_alloc_pd,
 	.alloc_ucontext = ibtca_ib_alloc_ucontext,
@@ -551,6 +538,8 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.get_dma_mr = ibtca_ib_get_dma_mr,
 	.get_link_layer = ibtca_ib_link_layer,
 	.get_port_immutable = ibtca_ib_get_port_immutable,
+	.mmap = ibtca_ib_mmap,
+	.mmap_free = ibtca_ib_mmap_free,
 	.modify_port = ibtca_ib_modify_port,
 	.modify_qp = ibtca_ib_modify_qp,
 	.poll_cq = ibtca_ib_poll_cq,

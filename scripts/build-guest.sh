@@ -5,14 +5,17 @@
 #   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + rdma-core's
 #                       libibverbs, ibv_devices, ibv_devinfo and iproute2's
-#                       rdma with the libraries they link (newc, gzip)
+#                       rdma with the libraries they link, and the ibtca
+#                       rdma-core provider with ibtca-provider-test
+#                       (scripts/build-provider.sh) (newc, gzip)
 #   vmlinuz             copy of the chroot's guest kernel
 #
 #   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
 #   IBTCA_FORCE=1 scripts/build-guest.sh # rebuild even if inputs are unchanged
 #
-# Inputs are hashed (guest-driver/, this script, chroot-mounts.sh, kernel
-# version, the versions of the guest's packages); an unchanged hash with all
+# Inputs are hashed (guest-driver/, this script, chroot-mounts.sh,
+# build-provider.sh and its output, kernel version, the versions of the
+# guest's packages); an unchanged hash with all
 # outputs present is a no-op. The chroot
 # is mounted for the build and unmounted afterwards, unless it was already
 # mounted when we started (a VM may be using it).
@@ -64,7 +67,9 @@ inputs_hash() {
 	{
 		echo "kver=$KVER"
 		stat -c 'vmlinuz %s %Y' "$CHROOT/boot/vmlinuz-$KVER"
-		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" | awk '{ print $1 }'
+		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" \
+			"$here/build-provider.sh" | awk '{ print $1 }'
+		echo "provider=$provider"
 		chroot "$CHROOT" dpkg-query -W "${guest_pkgs[@]}" 2>&1
 		input_files | while IFS= read -r f; do
 			printf '%s %s\n' "$f" "$(sha256sum <"$src/$f" | awk '{ print $1 }')"
@@ -75,6 +80,8 @@ inputs_hash() {
 exec 9>"$OUT/.lock"
 flock 9
 
+# The rdma-core provider (cached by its own inputs: a no-op when built).
+provider=$(bash "$here/build-provider.sh") || die "scripts/build-provider.sh failed"
 hash=$(inputs_hash)
 if [ -z "${IBTCA_FORCE:-}" ] && [ "$(cat "$OUT/.inputs.sha256" 2>/dev/null)" = "$hash" ]; then
 	uptodate=1
@@ -162,10 +169,22 @@ for m in "${ib_modules[@]}"; do
 	*) die "module $m: unexpected file $ko" ;;
 	esac
 done
-# rdma-core and iproute2 programs with exactly the libraries they link.
+# The ibtca provider where libibverbs looks for providers, and its test.
+provider_dir=/usr/lib/$(in_chroot gcc -print-multiarch)/libibverbs
+install -D -m 0644 -t "$rootfs$provider_dir" "$provider"/libibtca-rdmav*.so
+install -D -m 0644 "$provider/ibtca.driver" "$rootfs/etc/libibverbs.d/ibtca.driver"
+install -D -m 0755 "$provider/ibtca-provider-test" "$rootfs/usr/bin/ibtca-provider-test"
+# rdma-core and iproute2 programs with exactly the libraries they link (and
+# those the provider links).
 for b in "${guest_bins[@]}"; do
 	[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
 	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+done
+linked=("${guest_bins[@]}")
+for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test"; do
+	linked+=("${f#"$CHROOT"}")
+done
+for b in "${linked[@]}"; do
 	in_chroot ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 done | LC_ALL=C sort -u | while IFS= read -r lib; do
 	# The file itself (its links resolved inside the chroot), under the

@@ -34,14 +34,15 @@ cd "$root/guest-driver"
 check() { perl "$cp" --no-tree --terse --show-types "$@" 2> >(grep -v -e 'uninitialized value \$root' -e "find: '/include'" -e "find: ‘/include’" >&2); }
 rc=0
 # Every driver source and header but the generated ibtca_regs.h and
-# ibtca_abi.h. The uapi header and the tool are user-space C: no --strict
-# (kernel types, BIT()); the kernel files get --strict.
+# ibtca_abi.h. The uapi headers, the tool and the rdma-core provider are
+# user-space C: no --strict (kernel types, BIT()); the kernel files get
+# --strict.
 kernel=()
-user=(tool/*.c tool/*.h)
+user=(tool/*.c tool/*.h provider/*.c provider/*.h provider-test/*.c)
 for f in *.c *.h; do
 	case $f in
 	ibtca_regs.h | ibtca_abi.h) ;;
-	ibtca_uapi.h) user+=("$f") ;;
+	ibtca_uapi.h | ibtca_uverbs_abi.h) user+=("$f") ;;
 	*) kernel+=("$f") ;;
 	esac
 done

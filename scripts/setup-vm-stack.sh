@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the VM test stack (QEMU with vfio-user-pci, a guest kernel and its
 # headers, busybox, a compiler for the guest module and tool, and the guest
-# image's RDMA user space: libibverbs, ibverbs-utils, iproute2's `rdma`) into
-# a cache outside the clone, unattended and idempotently.
+# image's RDMA user space: libibverbs, ibverbs-utils, iproute2's `rdma`, and
+# what building the rdma-core provider needs: deb-src lines and the build
+# dependencies) into a cache outside the clone, unattended and idempotently.
 #
 #   scripts/setup-vm-stack.sh            # install (or reuse) the stack
 #   scripts/setup-vm-stack.sh --print    # print the resolved settings
@@ -29,6 +30,11 @@ log() { printf '[setup-vm-stack] %s\n' "$*" >&2; }
 # Debian packages whose binaries and libraries build-guest.sh copies into
 # the guest image (by name, from the chroot's trixie).
 GUEST_PACKAGES=(libibverbs1 ibverbs-utils ibverbs-providers perftest iproute2)
+# What scripts/build-provider.sh needs to fetch rdma-core's Debian source
+# (dpkg-dev unpacks it) and to configure and build one provider of it
+# (pyverbs and man pages off: no cython, no pandoc).
+BUILD_PACKAGES=(dpkg-dev cmake ninja-build pkgconf libnl-3-dev libnl-route-3-dev
+	libudev-dev python3)
 
 # The Debian mirror this machine already uses (deb822 or one-line sources).
 host_mirror() {
@@ -106,6 +112,7 @@ build_chroot() {
 deb $mirror trixie main
 deb $mirror trixie-backports main
 EOF
+	add_deb_src "$tmp" || true
 	trap 'ibtca_chroot_umount "$tmp"' EXIT
 	ibtca_chroot_mount "$tmp"
 	chroot "$tmp" apt-get update -qq
@@ -118,6 +125,7 @@ EOF
 		--no-install-recommends -t trixie-backports \
 		qemu-system-x86 "linux-image-$kver" "linux-headers-$kver" \
 		gcc make libc6-dev busybox-static cpio "${GUEST_PACKAGES[@]}" \
+		"${BUILD_PACKAGES[@]}" \
 		>"$CACHE/apt.log" 2>&1 || {
 		tail -n 30 "$CACHE/apt.log" >&2
 		exit 1
@@ -131,27 +139,54 @@ EOF
 	write_env chroot "$CHROOT" "$kver"
 }
 
-# A chroot made before GUEST_PACKAGES grew: install what it lacks (trixie's
-# versions, as a new chroot gets them).
-guest_packages() {
-	local missing=() p
-	for p in "${GUEST_PACKAGES[@]}"; do
+# A deb-src line beside each of chroot $1's deb lines that has none (the
+# same mirror, suite and components), so `apt-get source` works; returns 1
+# if it added any.
+add_deb_src() {
+	local list=$1/etc/apt/sources.list added=0 line
+	while IFS= read -r line; do
+		case "$line" in
+		"deb "*) ;;
+		*) continue ;;
+		esac
+		grep -qxF "deb-src ${line#deb }" "$list" && continue
+		echo "deb-src ${line#deb }" >>"$list"
+		added=1
+	done < <(cat "$list")
+	[ "$added" = 0 ]
+}
+
+# A chroot made before GUEST_PACKAGES or BUILD_PACKAGES grew, or before it
+# had deb-src lines: add what it lacks (trixie's versions, as a new chroot
+# gets them).
+chroot_packages() {
+	local missing=() p update=0
+	add_deb_src "$CHROOT" || update=1
+	for p in "${GUEST_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"; do
 		chroot "$CHROOT" dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || missing+=("$p")
 	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	log "installing guest packages into the chroot: ${missing[*]}"
+	[ ${#missing[@]} -eq 0 ] && [ "$update" = 0 ] && return 0
 	ibtca_chroot_mount "$CHROOT"
 	trap 'ibtca_chroot_release "$CHROOT"' EXIT
-	{
-		chroot "$CHROOT" apt-get update -qq &&
-			chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-				--no-install-recommends "${missing[@]}" &&
-			chroot "$CHROOT" apt-get clean
-	} >>"$CACHE/apt.log" 2>&1 || {
-		tail -n 30 "$CACHE/apt.log" >&2
-		exit 1
-	}
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "deb-src lines added: updating the chroot's package lists"
+		chroot "$CHROOT" apt-get update -qq >>"$CACHE/apt.log" 2>&1 || {
+			tail -n 30 "$CACHE/apt.log" >&2
+			exit 1
+		}
+	else
+		log "installing packages into the chroot: ${missing[*]}"
+		{
+			chroot "$CHROOT" apt-get update -qq &&
+				chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+					--no-install-recommends "${missing[@]}" &&
+				chroot "$CHROOT" apt-get clean
+		} >>"$CACHE/apt.log" 2>&1 || {
+			tail -n 30 "$CACHE/apt.log" >&2
+			exit 1
+		}
+	fi
 	ibtca_chroot_release "$CHROOT"
 	trap - EXIT
 }
@@ -172,7 +207,7 @@ main() {
 		return 0
 	fi
 	if [ -f "$STAMP" ]; then
-		guest_packages
+		chroot_packages
 		log "stack ready in $CHROOT (kernel $(cat "$CHROOT/.ibtca-kver"))"
 		write_env chroot "$CHROOT" "$(cat "$CHROOT/.ibtca-kver")"
 		return 0

@@ -6,10 +6,11 @@
 //! cache logs). The guest's console must then show the file's identity
 //! wherever the standard tools look: sysfs (/sys/class/infiniband/ibtca0),
 //! iproute2's `rdma dev`, `rdma link` and `rdma resource` (the MAD layer's
-//! QP0 and QP1), the uverbs device, and libibverbs (which, without an ibtca
-//! provider in rdma-core yet, lists no device: that is asserted too, so the
-//! provider's arrival changes this test). The module unloads cleanly and
-//! neither the driver nor the RDMA core complains.
+//! QP0 and QP1), the uverbs device, and libibverbs through the ibtca
+//! rdma-core provider (`ibv_devices`, `ibv_devinfo -v` with the device's
+//! limits, and `ibtca-provider-test`: a user context, two PDs the RDMA core
+//! tracks, and EOPNOTSUPP for the data path the provider lacks). The module
+//! unloads cleanly and neither the driver nor the RDMA core complains.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
@@ -18,6 +19,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
+use ibtca_device::verbs::{Limits, PortAttrs, Verbs};
 use ibtca_fabric::launch::device_args;
 use ibtca_fabric::plan::{parse, plan};
 use ibtca_tests::vm::{DeviceProcess, VmConfig, VmRun, VmStack};
@@ -51,6 +53,15 @@ fn sysfs(run: &VmRun, name: &str) -> String {
     line[line.find(&tag).unwrap() + tag.len()..]
         .trim_end()
         .to_owned()
+}
+
+/// `ibv_devinfo -v`'s value for `key` (its first `key:` line), trimmed.
+fn devinfo(run: &VmRun, key: &str) -> String {
+    let tag = format!("{key}:");
+    run.lines_with("IBTCA-IBV-DEVINFO ")
+        .map(|l| l.split_once("IBTCA-IBV-DEVINFO ").unwrap().1.trim())
+        .find_map(|l| l.strip_prefix(&tag).map(|v| v.trim().to_owned()))
+        .unwrap_or_else(|| panic!("ibv_devinfo -v printed no {key:?}:\n{}", run.serial))
 }
 
 #[test]
@@ -168,14 +179,124 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         );
     }
 
-    // libibverbs finds the uverbs device but has no provider for it yet
-    // (the rdma-core provider is the next step), so it lists nothing.
-    run.expect_line("no userspace device-specific driver found for ibtca0");
+    // libibverbs loads the ibtca provider for the uverbs device and lists
+    // ibtca0 with the file's node GUID, without a warning.
     assert!(
-        run.lines_with("IBTCA-IBV-DEVICES ")
-            .all(|l| !l.contains("ibtca0 ") && !l.contains("0200000000a1b2c3")),
+        run.lines_with("IBTCA-IBV-DEVICES ").any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w[1..] == ["ibtca0", "0200000000a1b2c3"]
+        }),
+        "ibv_devices does not list ibtca0 0200000000a1b2c3\n{dump}"
+    );
+    assert!(
+        !run.serial.contains("no userspace device-specific driver")
+            && !run.serial.contains("couldn't load driver")
+            && !run.serial.contains("does not support the kernel ABI"),
         "{dump}"
     );
+
+    // ibv_devinfo -v through the provider: the identity, the port as the
+    // file says, and the limits the device reports (QUERY_DEVICE of a
+    // device with the default tables).
+    let attr = Verbs::new(Limits::default(), PortAttrs::default(), 0).device_attr();
+    let fw = format!("{}.{}", regs::VERSION_MAJOR, regs::VERSION_MINOR);
+    let expect = [
+        ("hca_id", "ibtca0".to_owned()),
+        ("transport", "InfiniBand (0)".to_owned()),
+        ("fw_ver", fw),
+        ("node_guid", "0200:0000:00a1:b2c3".to_owned()),
+        ("sys_image_guid", "0200:0000:00a1:b2c3".to_owned()),
+        ("vendor_id", "0x1234".to_owned()),
+        ("vendor_part_id", "31904".to_owned()),
+        ("phys_port_cnt", "1".to_owned()),
+        (
+            "max_mr_size",
+            format!("{:#x}", attr.max_mr_size.to_native()),
+        ),
+        ("max_qp", attr.max_qp.to_native().to_string()),
+        ("max_qp_wr", attr.max_qp_wr.to_native().to_string()),
+        ("max_sge", attr.max_sge.to_string()),
+        ("max_cq", attr.max_cq.to_native().to_string()),
+        ("max_cqe", attr.max_cqe.to_native().to_string()),
+        ("max_mr", attr.max_mr.to_native().to_string()),
+        ("max_pd", attr.max_pd.to_native().to_string()),
+        ("max_qp_rd_atom", attr.max_qp_rd_atom.to_string()),
+        ("atomic_cap", "ATOMIC_HCA (1)".to_owned()),
+        ("port", "1".to_owned()),
+        ("state", "PORT_ACTIVE (4)".to_owned()),
+        ("max_mtu", "4096 (5)".to_owned()),
+        ("active_mtu", "4096 (5)".to_owned()),
+        ("sm_lid", "0".to_owned()),
+        ("port_lid", "5".to_owned()),
+        ("port_lmc", "0x00".to_owned()),
+        ("link_layer", "InfiniBand".to_owned()),
+        ("active_width", "4X (2)".to_owned()),
+        ("active_speed", "10.0 Gbps (4)".to_owned()),
+        ("phys_state", "LINK_UP (5)".to_owned()),
+    ];
+    for (key, value) in &expect {
+        assert_eq!(&devinfo(&run, key), value, "ibv_devinfo -v {key}\n{dump}");
+    }
+    // The port GUID, as the port's GID.
+    assert!(
+        devinfo(&run, "GID[  0]").starts_with("fe80:0000:0000:0000:0200:0000:00a1:b2c4"),
+        "{dump}"
+    );
+
+    // The provider's verbs: a user context with the provider's ABI, two PDs
+    // on the device (the RDMA core tracks them for the test's process),
+    // user memory regions as the kernel answers them, and EOPNOTSUPP for
+    // the data path the provider does not have yet.
+    let step = |name: &str| {
+        let tag = format!("IBTCA-PROVIDER {name} ");
+        let line = run.expect_line(&tag).to_owned();
+        assert!(line.contains(" PASS "), "{line}\n{dump}");
+        line
+    };
+    let open = step("open");
+    assert!(
+        open.contains("ibtca0 node_guid=0200000000a1b2c3 opened"),
+        "{open}"
+    );
+    let qd = step("query_device");
+    for want in [
+        format!(
+            "vendor=0x1234 part=0x7ca0 max_qp={} ",
+            attr.max_qp.to_native()
+        ),
+        format!("max_pd={} ", attr.max_pd.to_native()),
+    ] {
+        assert!(qd.contains(&want), "no {want:?}: {qd}");
+    }
+    let qp = step("query_port");
+    assert!(
+        qp.contains("state=active lid=5 active_mtu=5 link_layer=1 "),
+        "{qp}"
+    );
+    assert_eq!(
+        run.lines_with("IBTCA-PROVIDER alloc_pd PASS").count(),
+        2,
+        "{dump}"
+    );
+    step("pd_distinct");
+    // Both PDs belong to the test's process while it holds them.
+    let pds: Vec<&str> = run
+        .lines_with("IBTCA-PROVIDER-PD ")
+        .filter(|l| l.contains("dev ibtca0") && l.contains("comm ibtca-provider"))
+        .collect();
+    assert_eq!(pds.len(), 2, "rdma resource show pd: {pds:?}\n{dump}");
+    step("held_command");
+    step("reg_mr");
+    let cq = step("create_cq");
+    assert!(cq.contains(&format!("errno {}", libc::EOPNOTSUPP)), "{cq}");
+    assert_eq!(
+        run.lines_with("IBTCA-PROVIDER dealloc_pd PASS").count(),
+        2,
+        "{dump}"
+    );
+    step("close");
+    run.expect_line("IBTCA-PROVIDER result 0 failed");
+    run.expect_line("IBTCA-PROVIDER-RC 0");
 
     // The ioctl interface serves beside the RDMA core.
     let info = run.expect_line("IBTCA-TOOL-INFO port_state:");

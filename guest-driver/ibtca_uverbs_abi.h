@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause */
+/*
+ * ibtca: the ABI between the guest kernel driver (ibtca_uctx.c) and the
+ * rdma-core provider (guest-driver/provider/): the driver-specific parts of
+ * uverbs commands. scripts/build-provider.sh copies this file into
+ * rdma-core's tree as kernel-headers/rdma/ibtca-abi.h, where
+ * buildlib/make_abi_structs.py turns each structure into the provider's
+ * DECLARE_DRV_CMD part, so keep one structure member per line and no
+ * comment line that starts with a structure keyword.
+ *
+ * IBTCA_UVERBS_ABI_VERSION is the device's uverbs ABI version (sysfs
+ * abi_version, which libibverbs matches) and the version both sides put
+ * in the ucontext request and response; any change of a structure here
+ * raises it.
+ */
+#ifndef IBTCA_UVERBS_ABI_H
+#define IBTCA_UVERBS_ABI_H
+
+#include <linux/types.h>
+
+#define IBTCA_UVERBS_ABI_VERSION 1
+
+/* ibv_open_device: the provider's ABI version. */
+struct ibtca_alloc_ucontext_req {
+	__u32 abi_version;
+	__u32 reserved;
+};
+
+/* The driver's ABI version and the device's limits (QUERY_DEVICE). */
+struct ibtca_alloc_ucontext_resp {
+	__u32 abi_version;
+	__u32 max_qp;
+	__u32 max_qp_wr;
+	__u32 max_cq;
+	__u32 max_cqe;
+	__u32 max_mr;
+	__u32 max_pd;
+	__u32 max_sge;
+	__u32 max_qp_rd_atom;
+	__u32 reserved;
+	__aligned_u64 max_mr_size;
+};
+
+/*
+ * Room for the user-space data path (not used by this ABI version): a CQ's
+ * and a QP's rings, mapped through the mmap offsets the driver hands out.
+ */
+struct ibtca_create_cq_resp {
+	__u32 cqn;
+	__u32 cqe;
+	__aligned_u64 ring_mmap_offset;
+};
+
+struct ibtca_create_qp_resp {
+	__u32 qpn;
+	__u32 sq_wqes;
+	__u32 rq_wqes;
+	__u32 reserved;
+	__aligned_u64 sq_mmap_offset;
+	__aligned_u64 rq_mmap_offset;
+};
+
+#endif /* IBTCA_UVERBS_ABI_H */

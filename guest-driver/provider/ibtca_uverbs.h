@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The uverbs commands whose driver-specific parts ibtca's kernel driver
+ * defines (guest-driver/ibtca_uverbs_abi.h, rdma/ibtca-abi.h in the tree).
+ */
+#ifndef IBTCA_UVERBS_H
+#define IBTCA_UVERBS_H
+
+#include <infiniband/kern-abi.h>
+#include <rdma/ibtca-abi.h>
+#include <kernel-abi/ibtca-abi.h>
+
+DECLARE_DRV_CMD(ibtca_get_context, IB_USER_VERBS_CMD_GET_CONTEXT,
+		ibtca_alloc_ucontext_req, ibtca_alloc_ucontext_resp);
+
+#endif /* IBTCA_UVERBS_H */

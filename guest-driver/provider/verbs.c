@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The ibtca provider's verbs: queries, protection domains and memory
+ * regions, each a uverbs command to the kernel driver, which asks the
+ * device. The data-path verbs are left to libibverbs' defaults (EOPNOTSUPP)
+ * until the device's queues are mapped into user space.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ibtca.h"
+
+static int ibtca_query_device(struct ibv_context *ctx,
+			      const struct ibv_query_device_ex_input *input,
+			      struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+	uint64_t fw;
+	int err;
+
+	err = ibv_cmd_query_device_any(ctx, input, attr, attr_size, &resp,
+				       &resp_size);
+	if (err)
+		return err;
+	/* The kernel's fw_ver is major << 32 | minor, as sysfs fw_ver shows. */
+	fw = resp.base.fw_ver;
+	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
+		 "%u.%u", (unsigned int)(fw >> 32), (unsigned int)(fw & 0xffff));
+	return 0;
+}
+
+static int ibtca_query_port(struct ibv_context *ctx, uint8_t port,
+			    struct ibv_port_attr *attr)
+{
+	struct ibv_query_port cmd = {};
+
+	return ibv_cmd_query_port(ctx, port, attr, &cmd, sizeof(cmd));
+}
+
+static struct ibv_pd *ibtca_alloc_pd(struct ibv_context *ctx)
+{
+	struct ib_uverbs_alloc_pd_resp resp = {};
+	struct ibv_alloc_pd cmd = {};
+	struct ibv_pd *pd;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	if (ibv_cmd_alloc_pd(ctx, pd, &cmd, sizeof(cmd), &resp, sizeof(resp))) {
+		free(pd);
+		return NULL;
+	}
+	return pd;
+}
+
+static int ibtca_dealloc_pd(struct ibv_pd *pd)
+{
+	int err;
+
+	err = ibv_cmd_dealloc_pd(pd);
+	if (err)
+		return err;
+	free(pd);
+	return 0;
+}
+
+static struct ibv_mr *ibtca_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+				   uint64_t hca_va, int access)
+{
+	struct ib_uverbs_reg_mr_resp resp = {};
+	struct ibv_reg_mr cmd = {};
+	struct verbs_mr *mr;
+
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return NULL;
+	if (ibv_cmd_reg_mr(pd, addr, len, hca_va, access, mr, &cmd,
+			   sizeof(cmd), &resp, sizeof(resp))) {
+		free(mr);
+		return NULL;
+	}
+	return &mr->ibv_mr;
+}
+
+static int ibtca_dereg_mr(struct verbs_mr *mr)
+{
+	int err;
+
+	err = ibv_cmd_dereg_mr(mr);
+	if (err)
+		return err;
+	free(mr);
+	return 0;
+}
+
+const struct verbs_context_ops ibtca_ctx_ops = {
+	.alloc_pd = ibtca_alloc_pd,
+	.dealloc_pd = ibtca_dealloc_pd,
+	.dereg_mr = ibtca_dereg_mr,
+	.free_context = ibtca_free_context,
+	.query_device_ex = ibtca_query_device,
+	.query_port = ibtca_query_port,
+	.reg_mr = ibtca_reg_mr,
+};

@@ -4,8 +4,10 @@
  * ibtca provider and exercises the verbs the provider has: query_device,
  * query_port, alloc_pd/dealloc_pd, reg_mr/dereg_mr (whatever the kernel
  * answers), and checks that a data-path verb it lacks fails with
- * EOPNOTSUPP. One IBTCA-PROVIDER line per step; exit status 0 if every
- * step behaved.
+ * EOPNOTSUPP. Beside libibverbs it opens user contexts with raw uverbs
+ * GET_CONTEXT commands: one of this ABI version (the kernel's response and
+ * limits printed) and one of another version (refused with EPROTO). One
+ * IBTCA-PROVIDER line per step; exit status 0 if every step behaved.
  *
  *   ibtca-provider-test [DEVICE [COMMAND]]
  *
@@ -14,13 +16,17 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/ibtca-abi.h>
 
 static int failures;
 
@@ -37,6 +43,9 @@ static void step(const char *name, int ok, const char *fmt, ...)
 	if (!ok)
 		failures++;
 }
+
+/* The uverbs character device of the device named @name ("uverbs0"). */
+static char uverbs_dev[sizeof("/dev/infiniband/") + IBV_SYSFS_NAME_MAX];
 
 static struct ibv_context *open_named(const char *name)
 {
@@ -55,6 +64,8 @@ static struct ibv_context *open_named(const char *name)
 	if (i == n) {
 		step("open", 0, "no device %s among %d", name, n);
 	} else {
+		snprintf(uverbs_dev, sizeof(uverbs_dev), "/dev/infiniband/%s",
+			 list[i]->dev_name);
 		ctx = ibv_open_device(list[i]);
 		step("open", !!ctx, "%s node_guid=%016" PRIx64 " %s", name,
 		     be64toh(ibv_get_device_guid(list[i])),
@@ -85,6 +96,61 @@ static void queries(struct ibv_context *ctx)
 	     port.link_layer, err);
 }
 
+/*
+ * GET_CONTEXT through write(2) on a fresh uverbs file with @abi_version in
+ * the driver's request; the kernel's answer in @resp. Returns 0 or errno.
+ */
+static int raw_get_context(uint32_t abi_version,
+			   struct ibtca_alloc_ucontext_resp *resp)
+{
+	struct {
+		struct ib_uverbs_get_context_resp core;
+		struct ibtca_alloc_ucontext_resp drv;
+	} out = {};
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_get_context core;
+		struct ibtca_alloc_ucontext_req drv;
+	} cmd = {
+		.hdr = {
+			.command = IB_USER_VERBS_CMD_GET_CONTEXT,
+			.in_words = sizeof(cmd) / 4,
+			.out_words = sizeof(out) / 4,
+		},
+		.core.response = (uintptr_t)&out,
+		.drv.abi_version = abi_version,
+	};
+	int fd, err = 0;
+
+	fd = open(uverbs_dev, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	if (write(fd, &cmd, sizeof(cmd)) != (ssize_t)sizeof(cmd))
+		err = errno;
+	else
+		close(out.core.async_fd);
+	close(fd);
+	*resp = out.drv;
+	return err;
+}
+
+/* The kernel side of the ABI check, with and without a matching version. */
+static void raw_contexts(void)
+{
+	struct ibtca_alloc_ucontext_resp r;
+	int err;
+
+	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION, &r);
+	step("uctx_resp", !err && r.abi_version == IBTCA_UVERBS_ABI_VERSION,
+	     "err=%d abi=%u max_qp=%u max_qp_wr=%u max_cq=%u max_cqe=%u max_mr=%u max_pd=%u max_sge=%u max_qp_rd_atom=%u max_mr_size=0x%llx",
+	     err, r.abi_version, r.max_qp, r.max_qp_wr, r.max_cq, r.max_cqe,
+	     r.max_mr, r.max_pd, r.max_sge, r.max_qp_rd_atom,
+	     (unsigned long long)r.max_mr_size);
+	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION + 1, &r);
+	step("uctx_other_abi", err == EPROTO, "refused: %s (errno %d)",
+	     strerror(err), err);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "ibtca0";
@@ -99,6 +165,7 @@ int main(int argc, char **argv)
 	if (!ctx)
 		return 1;
 	queries(ctx);
+	raw_contexts();
 
 	for (i = 0; i < 2; i++) {
 		pd[i] = ibv_alloc_pd(ctx);

@@ -273,6 +273,33 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         qp.contains("state=active lid=5 active_mtu=5 link_layer=1 "),
         "{qp}"
     );
+    // The kernel's user-context response: its ABI version and the
+    // device's limits; a request of another ABI version is refused, and
+    // the kernel says which versions met.
+    let uctx = step("uctx_resp");
+    let want = format!(
+        "err=0 abi=1 max_qp={} max_qp_wr={} max_cq={} max_cqe={} max_mr={} max_pd={} max_sge={} max_qp_rd_atom={} max_mr_size={:#x}",
+        attr.max_qp.to_native(),
+        attr.max_qp_wr.to_native(),
+        attr.max_cq.to_native(),
+        attr.max_cqe.to_native(),
+        attr.max_mr.to_native(),
+        attr.max_pd.to_native(),
+        attr.max_sge,
+        attr.max_qp_rd_atom,
+        attr.max_mr_size.to_native(),
+    );
+    assert!(uctx.ends_with(&want), "{uctx}\nwant {want}");
+    let other = step("uctx_other_abi");
+    assert!(
+        other.contains(&format!("(errno {})", libc::EPROTO)),
+        "{other}"
+    );
+    let log = run.expect_line("IBTCA-UCTX-LOG ");
+    assert!(
+        log.contains("ibtca0: user context: provider ABI 2, driver ABI 1: install the module and the provider from the same ibtca version"),
+        "{log}"
+    );
     assert_eq!(
         run.lines_with("IBTCA-PROVIDER alloc_pd PASS").count(),
         2,

@@ -202,6 +202,10 @@ in_chroot ninja -C "$itree/build" "ibtca-rdmav$pabi" >"$build/ninja.log" 2>&1 ||
 	tail -n 40 "$build/ninja.log" >&2
 	die "the provider does not build"
 }
+# rdma-core's warning flags apply; the provider must not trip them.
+if grep -A3 'providers/ibtca/.*warning:' "$build/ninja.log" >&2; then
+	die "the provider compiles with warnings"
+fi
 so=$tree/build/lib/libibtca-rdmav$pabi.so
 [ -f "$so" ] || die "ninja built no $so"
 log "provider built ($(since))"

@@ -151,7 +151,7 @@ done <<<"$files"
 if [ "$fetched" = 0 ]; then
 	mkdir -p "$srccache.tmp"
 	while read -r name _; do
-		[ -f "$build/$name" ] && cp "$build/$name" "$srccache.tmp/"
+		if [ -f "$build/$name" ]; then cp "$build/$name" "$srccache.tmp/"; fi
 	done <<<"$files"
 	rm -rf "$srccache" && mv "$srccache.tmp" "$srccache"
 fi

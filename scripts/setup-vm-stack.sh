@@ -162,6 +162,8 @@ add_deb_src() {
 chroot_packages() {
 	local missing=() p update=0
 	add_deb_src "$CHROOT" || update=1
+	# deb-src lines whose index an earlier run failed to fetch.
+	compgen -G "$CHROOT/var/lib/apt/lists/*_Sources*" >/dev/null || update=1
 	for p in "${GUEST_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"; do
 		chroot "$CHROOT" dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || missing+=("$p")

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +99,10 @@ static void queries(struct ibv_context *ctx)
 
 /*
  * GET_CONTEXT through write(2) on a fresh uverbs file with @abi_version in
- * the driver's request; the kernel's answer in @resp. Returns 0 or errno.
+ * the driver's request (@with_req) or without a driver request; the
+ * kernel's answer in @resp. Returns 0 or errno.
  */
-static int raw_get_context(uint32_t abi_version,
+static int raw_get_context(uint32_t abi_version, int with_req,
 			   struct ibtca_alloc_ucontext_resp *resp)
 {
 	struct {
@@ -114,18 +116,19 @@ static int raw_get_context(uint32_t abi_version,
 	} cmd = {
 		.hdr = {
 			.command = IB_USER_VERBS_CMD_GET_CONTEXT,
-			.in_words = sizeof(cmd) / 4,
 			.out_words = sizeof(out) / 4,
 		},
 		.core.response = (uintptr_t)&out,
 		.drv.abi_version = abi_version,
 	};
+	size_t len = with_req ? sizeof(cmd) : offsetof(typeof(cmd), drv);
 	int fd, err = 0;
 
+	cmd.hdr.in_words = len / 4;
 	fd = open(uverbs_dev, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
-	if (write(fd, &cmd, sizeof(cmd)) != (ssize_t)sizeof(cmd))
+	if (write(fd, &cmd, len) != (ssize_t)len)
 		err = errno;
 	else
 		close(out.core.async_fd);
@@ -140,14 +143,17 @@ static void raw_contexts(void)
 	struct ibtca_alloc_ucontext_resp r;
 	int err;
 
-	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION, &r);
+	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION, 1, &r);
 	step("uctx_resp", !err && r.abi_version == IBTCA_UVERBS_ABI_VERSION,
 	     "err=%d abi=%u max_qp=%u max_qp_wr=%u max_cq=%u max_cqe=%u max_mr=%u max_pd=%u max_sge=%u max_qp_rd_atom=%u max_mr_size=0x%llx",
 	     err, r.abi_version, r.max_qp, r.max_qp_wr, r.max_cq, r.max_cqe,
 	     r.max_mr, r.max_pd, r.max_sge, r.max_qp_rd_atom,
 	     (unsigned long long)r.max_mr_size);
-	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION + 1, &r);
+	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION + 1, 1, &r);
 	step("uctx_other_abi", err == EPROTO, "refused: %s (errno %d)",
+	     strerror(err), err);
+	err = raw_get_context(IBTCA_UVERBS_ABI_VERSION, 0, &r);
+	step("uctx_no_request", err == EPROTO, "refused: %s (errno %d)",
 	     strerror(err), err);
 }
 

@@ -295,11 +295,20 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         other.contains(&format!("(errno {})", libc::EPROTO)),
         "{other}"
     );
-    let log = run.expect_line("IBTCA-UCTX-LOG ");
+    let none = step("uctx_no_request");
     assert!(
-        log.contains("ibtca0: user context: provider ABI 2, driver ABI 1: install the module and the provider from the same ibtca version"),
-        "{log}"
+        none.contains(&format!("(errno {})", libc::EPROTO)),
+        "{none}"
     );
+    for want in [
+        "ibtca0: user context: provider ABI 2, driver ABI 1: install the module and the provider from the same ibtca version",
+        "ibtca0: user context: a request of 0 bytes is no ibtca provider ABI 1 request; update the provider",
+    ] {
+        assert!(
+            run.lines_with("IBTCA-UCTX-LOG ").any(|l| l.contains(want)),
+            "no {want:?}\n{dump}"
+        );
+    }
     assert_eq!(
         run.lines_with("IBTCA-PROVIDER alloc_pd PASS").count(),
         2,

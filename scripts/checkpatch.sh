@@ -38,7 +38,7 @@ rc=0
 # (kernel types, BIT()); the kernel files get --strict.
 kernel=()
 user=(tool/*.c tool/*.h)
-for f in *.c *.h; do
+for f in *.c *.h test/*.c; do
 	case $f in
 	ibtca_regs.h | ibtca_abi.h) ;;
 	ibtca_uapi.h) user+=("$f") ;;

@@ -196,8 +196,13 @@ static int kv_post_recv(struct kv_ctx *c, u32 slot)
 	return ib_post_recv(c->qp, &wr, NULL);
 }
 
-static int kv_send(struct kv_ctx *c, enum kv_kind kind, u32 salt, u64 wr_id,
-		   bool with_imm, u32 imm)
+/*
+ * A message SEND (with immediate @imm unless 0), followed by @next (may be
+ * NULL) in the same post.
+ */
+static int kv_send_chain(struct kv_ctx *c, enum kv_kind kind, u32 salt,
+			 u64 wr_id, u32 imm, struct ib_send_wr *next,
+			 const struct ib_send_wr **bad)
 {
 	struct kv_msg *m = (struct kv_msg *)(c->buf + KV_TX);
 	struct ib_sge sge = {
@@ -209,9 +214,10 @@ static int kv_send(struct kv_ctx *c, enum kv_kind kind, u32 salt, u64 wr_id,
 		.wr_id = wr_id,
 		.sg_list = &sge,
 		.num_sge = 1,
-		.opcode = with_imm ? IB_WR_SEND_WITH_IMM : IB_WR_SEND,
+		.opcode = imm ? IB_WR_SEND_WITH_IMM : IB_WR_SEND,
 		.send_flags = IB_SEND_SIGNALED,
 		.ex.imm_data = cpu_to_be32(imm),
+		.next = next,
 	};
 
 	memset(m, 0, sizeof(*m));
@@ -223,7 +229,13 @@ static int kv_send(struct kv_ctx *c, enum kv_kind kind, u32 salt, u64 wr_id,
 	m->rkey = cpu_to_le32(c->mr->rkey);
 	kv_fill(m->payload, sizeof(m->payload), c->lid, salt);
 	kv_sync_dev(c);
-	return ib_post_send(c->qp, &wr, NULL);
+	return ib_post_send(c->qp, &wr, bad);
+}
+
+static int kv_send(struct kv_ctx *c, enum kv_kind kind, u32 salt, u64 wr_id,
+		   u32 imm)
+{
+	return kv_send_chain(c, kind, salt, wr_id, imm, NULL, NULL);
 }
 
 /* The RDMA or atomic request @wr, posted alone. */
@@ -287,6 +299,98 @@ static int kv_connect(struct kv_ctx *c)
 			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* @mask on a scratch QP must fail with -EINVAL; returns true if it did. */
+static bool kv_refused(struct ib_qp *qp, struct ib_qp_attr *a, int mask,
+		       const char *what)
+{
+	int ret = ib_modify_qp(qp, a, mask);
+
+	if (ret != -EINVAL)
+		pr_info("IBTCA-KVERBS modify_qp %s: %d, want %d\n", what, ret,
+			-EINVAL);
+	return ret == -EINVAL;
+}
+
+/*
+ * What modify_qp refuses (-EINVAL) on a second QP: a P_Key index but 0, a
+ * GRH, an MTU or outstanding reads beyond the device's, SQD. Both sides
+ * create it after their first QP, so the first QPs' numbers still match.
+ */
+static void kv_check_modify(struct kv_ctx *c)
+{
+	struct ib_qp_init_attr qa = {
+		.send_cq = c->cq, .recv_cq = c->cq,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IB_QPT_RC, .port_num = KV_PORT,
+	};
+	const int init = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			 IB_QP_ACCESS_FLAGS;
+	const int rtr = IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER;
+	struct ib_qp_attr a = { .qp_state = IB_QPS_INIT, .port_num = KV_PORT };
+	struct ib_qp_attr q = { };
+	struct ib_qp *qp;
+	union ib_gid gid = { };
+	bool ok = true;
+	int ret, ud;
+
+	qp = ib_create_qp(c->pd, &qa);
+	if (IS_ERR(qp)) {
+		kv_check(c, false, "modify_qp", "scratch QP: %ld", PTR_ERR(qp));
+		return;
+	}
+	a.pkey_index = 1;
+	ok &= kv_refused(qp, &a, init, "pkey_index=1");
+	a.pkey_index = 0;
+	ret = ib_modify_qp(qp, &a, init);
+	ok &= !ret;
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = c->dest_qpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 1;
+	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
+	rdma_ah_set_port_num(&a.ah_attr, KV_PORT);
+	rdma_ah_set_grh(&a.ah_attr, &gid, 0, 0, 1, 0);
+	ok &= kv_refused(qp, &a, rtr, "grh");
+	rdma_ah_set_ah_flags(&a.ah_attr, 0);
+	a.max_dest_rd_atomic = 255;
+	ok &= kv_refused(qp, &a, rtr, "max_dest_rd_atomic=255");
+	a.max_dest_rd_atomic = 1;
+	a.path_mtu = 7;
+	ok &= kv_refused(qp, &a, rtr, "path_mtu=7");
+	a.path_mtu = IB_MTU_1024;
+	ret = ib_modify_qp(qp, &a, rtr);
+	ok &= !ret;
+	a.qp_state = IB_QPS_RTS;
+	a.timeout = 18;
+	a.retry_cnt = 3;
+	a.rnr_retry = 5;
+	a.max_rd_atomic = 2;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
+			   IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			   IB_QP_MAX_QP_RD_ATOMIC);
+	ok &= !ret;
+	a.qp_state = IB_QPS_SQD;
+	ok &= kv_refused(qp, &a, IB_QP_STATE, "sqd");
+	ret = ib_query_qp(qp, &q, IB_QP_STATE | IB_QP_TIMEOUT, &qa);
+	ok &= !ret && q.qp_state == IB_QPS_RTS && q.timeout == 18 &&
+	      q.retry_cnt == 3 && q.rnr_retry == 5 && q.max_rd_atomic == 2;
+	ib_destroy_qp(qp);
+	/* The device has RC only. */
+	qa.qp_type = IB_QPT_UD;
+	qp = ib_create_qp(c->pd, &qa);
+	ud = PTR_ERR_OR_ZERO(qp);
+	if (!IS_ERR(qp))
+		ib_destroy_qp(qp);
+	kv_check(c, ok && ud == -EOPNOTSUPP, "modify_qp",
+		 "refused pkey_index, grh, max_dest_rd_atomic, path_mtu, sqd; rts timeout=%u retry=%u rnr=%u rd_atomic=%u; ud=%d",
+		 q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic, ud);
+}
+
 /* What the core's API and the driver refuse or report before any traffic. */
 static void kv_check_local(struct kv_ctx *c)
 {
@@ -327,6 +431,7 @@ static void kv_check_local(struct kv_ctx *c)
 	kv_check(c, !ret && PTR_ERR(h) == -EINVAL, "create_ah",
 		 "lid=%d grh=%ld (want 0 and %d)", ret,
 		 IS_ERR(h) ? PTR_ERR(h) : 0L, -EINVAL);
+	kv_check_modify(c);
 }
 
 /* Checks a received message; returns it or NULL. */
@@ -399,7 +504,7 @@ static void kv_server(struct kv_ctx *c)
 	memset(c->buf + KV_WRITE, 0, KV_DATA_LEN);
 	kv_fill(c->buf + KV_READ, KV_DATA_LEN, c->lid, 4);
 	*counter = 0x1000 + c->lid;
-	if (kv_send(c, KV_REPLY, 2, 100, true, KV_IMM_REPLY | c->lid) ||
+	if (kv_send(c, KV_REPLY, 2, 100, KV_IMM_REPLY | c->lid) ||
 	    !kv_send_done(c, "reply", 100, IB_WC_SUCCESS, IB_WC_SEND, false))
 		return;
 
@@ -466,7 +571,7 @@ static bool kv_hello(struct kv_ctx *c)
 		if (!ret)
 			ret = kv_post_recv(c, 0);
 		if (!ret)
-			ret = kv_send(c, KV_HELLO, 1, 1, false, 0);
+			ret = kv_send(c, KV_HELLO, 1, 1, 0);
 		if (ret) {
 			kv_check(c, false, "hello", "post: %d", ret);
 			return false;
@@ -496,7 +601,9 @@ static void kv_client(struct kv_ctx *c)
 {
 	u64 *res = (u64 *)(c->buf + KV_ATOMIC);
 	struct ib_sge sge = { .lkey = c->pd->local_dma_lkey };
+	const struct ib_send_wr *bad = NULL;
 	struct ib_atomic_wr aw = { };
+	struct ib_send_wr inl;
 	struct ib_rdma_wr rw = { };
 	struct kv_msg *m;
 	u64 raddr, init;
@@ -583,8 +690,17 @@ static void kv_client(struct kv_ctx *c)
 		 "fetch_add old=0x%llx want 0x%llx, cmp_swp old=0x%llx want 0x%llx",
 		 res[0], init, res[1], init + KV_ADD);
 
-	if (kv_send(c, KV_DONE, 5, 15, false, 0) ||
-	    !kv_send_done(c, "done_msg", 15, IB_WC_SUCCESS, IB_WC_SEND, false))
+	/*
+	 * DONE, chained with a request the QP cannot take (inline data):
+	 * the chain stops there, with bad_wr on it and DONE posted.
+	 */
+	inl = (struct ib_send_wr) { .wr_id = 99, .opcode = IB_WR_SEND,
+				    .send_flags = IB_SEND_INLINE };
+	ret = kv_send_chain(c, KV_DONE, 5, 15, 0, &inl, &bad);
+	kv_check(c, ret == -EINVAL && bad == &inl, "post_send_chain",
+		 "ret=%d bad_wr=%s", ret,
+		 bad == &inl ? "the inline one" : "WRONG");
+	if (!kv_send_done(c, "done_msg", 15, IB_WC_SUCCESS, IB_WC_SEND, false))
 		return;
 
 	/* An R_Key the server never handed out (its key byte changed). */
@@ -603,7 +719,7 @@ static void kv_client(struct kv_ctx *c)
 		 rkey ^ 0xff, rkey, ret, ret ? "-" : ib_wc_status_msg(wc.status),
 		 ret ? -1 : wc.status, ret ? 0 : wc.vendor_err);
 	/* The QP is in error now: the next request is flushed. */
-	if (kv_send(c, KV_LATE, 6, 17, false, 0))
+	if (kv_send(c, KV_LATE, 6, 17, 0))
 		return;
 	kv_send_done(c, "flush", 17, IB_WC_WR_FLUSH_ERR, IB_WC_SEND, true);
 }

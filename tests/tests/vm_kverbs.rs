@@ -11,6 +11,9 @@
 //! server (LID 1) checks what landed in its memory and sees its QP fail
 //! (the spare receive flushed). Every payload is a pattern of its sender's
 //! LID: each side's PASS lines name the other's LID and a full match.
+//! Before any traffic each side also checks what modify_qp refuses (-EINVAL
+//! for a P_Key index but 0, a GRH, SQD, values past the device's limits),
+//! query_qp, query_pkey, query_gid and create_ah (GRH refused).
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
@@ -107,7 +110,13 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
             "{who}: kernel complaints\n{all}"
         );
         assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
-        for name in ["query_qp", "query_pkey", "query_gid", "create_ah"] {
+        for name in [
+            "query_qp",
+            "query_pkey",
+            "query_gid",
+            "create_ah",
+            "modify_qp",
+        ] {
             pass(who, c, name);
         }
         let result = check(who, c, "result");
@@ -165,6 +174,11 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         atomic.contains("cmp_swp old=0x1006 want 0x1006"),
         "{atomic}"
     );
+    // A chain stops at the request the QP cannot take, the one before it
+    // posted (the server got that DONE).
+    let chain = pass("client", &client, "post_send_chain");
+    assert!(chain.contains("ret=-22 bad_wr=the inline one"), "{chain}");
+    pass("server", &server, "done_msg");
     let counter = pass("server", &server, "atomic");
     assert_eq!(field(counter, "counter"), "0xc0ffee02", "{counter}");
 

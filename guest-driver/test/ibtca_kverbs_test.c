@@ -17,8 +17,9 @@
  * RDMA WRITE (unsignaled) and an RDMA WRITE with immediate into the
  * server's memory, an RDMA READ of it, fetch-and-add and compare-and-swap
  * on a server counter, a SEND (DONE), and an RDMA WRITE with a bad R_Key,
- * which must complete with IB_WC_REM_ACCESS_ERR, followed by a SEND that
- * must be flushed. Every payload is a pattern seeded with its sender's
+ * which must complete with IB_WC_REM_ACCESS_ERR (raising the event of a CQ
+ * armed for solicited events, which a plain WRITE before it did not),
+ * followed by a SEND that must be flushed. Every payload is a pattern seeded with its sender's
  * LID, so each side checks that the bytes came from the other.
  * Completions are waited for through comp_handler (MSI-X).
  *
@@ -544,6 +545,23 @@ static void kv_server(struct kv_ctx *c)
 		 KV_DATA_LEN);
 }
 
+/* The next completion, polled without arming the CQ. */
+static int kv_poll_quietly(struct kv_ctx *c, struct ib_wc *wc)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(KV_OP_MS);
+	int n;
+
+	while (!(n = ib_poll_cq(c->cq, 1, wc))) {
+		if (time_after(jiffies, deadline))
+			return -ETIMEDOUT;
+		usleep_range(1000, 2000);
+	}
+	if (n < 0)
+		return n;
+	kv_sync_cpu(c);
+	return 0;
+}
+
 /*
  * The completion of work request @wr_id; other completions met on the way
  * (a receive flushed with a failed HELLO) are dropped.
@@ -604,6 +622,8 @@ static void kv_client(struct kv_ctx *c)
 	const struct ib_send_wr *bad = NULL;
 	struct ib_atomic_wr aw = { };
 	struct ib_send_wr inl;
+	bool quiet, fired;
+	int events;
 	struct ib_rdma_wr rw = { };
 	struct kv_msg *m;
 	u64 raddr, init;
@@ -703,15 +723,39 @@ static void kv_client(struct kv_ctx *c)
 	if (!kv_send_done(c, "done_msg", 15, IB_WC_SUCCESS, IB_WC_SEND, false))
 		return;
 
-	/* An R_Key the server never handed out (its key byte changed). */
+	/*
+	 * A CQ armed for solicited events only: a plain completion (a WRITE
+	 * of the bytes already there) raises no event, a failed one does.
+	 */
+	reinit_completion(&c->event);
+	events = atomic_read(&c->events);
+	ib_req_notify_cq(c->cq, IB_CQ_SOLICITED);
 	sge.addr = c->dma + KV_WRITE;
 	sge.length = 64;
-	rw.wr.wr_id = 16;
+	rw.wr.wr_id = 18;
 	rw.wr.opcode = IB_WR_RDMA_WRITE;
 	rw.remote_addr = raddr + KV_WRITE;
+	if (kv_post(c, &rw.wr))
+		return;
+	ret = kv_poll_quietly(c, &wc);
+	quiet = atomic_read(&c->events) == events;
+	if (ret || wc.wr_id != 18 || wc.status != IB_WC_SUCCESS) {
+		kv_check(c, false, "solicited_arm", "write: ret=%d", ret);
+		return;
+	}
+
+	/* An R_Key the server never handed out (its key byte changed). */
+	reinit_completion(&c->event);
+	ib_req_notify_cq(c->cq, IB_CQ_SOLICITED);
+	rw.wr.wr_id = 16;
 	rw.rkey = rkey ^ 0xff;
 	if (kv_post(c, &rw.wr))
 		return;
+	fired = wait_for_completion_timeout(&c->event,
+					    msecs_to_jiffies(KV_OP_MS));
+	kv_check(c, quiet && fired, "solicited_arm",
+		 "plain_completion=%s failed_completion=%s",
+		 quiet ? "no_event" : "EVENT", fired ? "event" : "NO_EVENT");
 	ret = kv_wait(c, &wc, KV_OP_MS);
 	kv_check(c, !ret && wc.wr_id == 16 &&
 		 wc.status == IB_WC_REM_ACCESS_ERR, "bad_rkey",

@@ -7,9 +7,10 @@
 //! (LID 2) SENDs a HELLO, gets the server's SEND with immediate carrying
 //! its address and R_Key, then does RDMA WRITE (unsignaled) and WRITE with
 //! immediate, RDMA READ, fetch-and-add and compare-and-swap, a SEND, and a
-//! WRITE with a bad R_Key (IB_WC_REM_ACCESS_ERR, then a flushed SEND); the
-//! server (LID 1) checks what landed in its memory and sees its QP fail
-//! (the spare receive flushed). Every payload is a pattern of its sender's
+//! WRITE with a bad R_Key (IB_WC_REM_ACCESS_ERR, the event of a CQ armed
+//! for solicited events only, which a plain WRITE did not raise, then a
+//! flushed SEND); the server (LID 1) checks what landed in its memory and
+//! sees its QP fail (the spare receive flushed). Every payload is a pattern of its sender's
 //! LID: each side's PASS lines name the other's LID and a full match.
 //! Before any traffic each side also checks what modify_qp refuses (-EINVAL
 //! for a P_Key index but 0, a GRH, SQD, values past the device's limits),
@@ -186,6 +187,13 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     // the server's QP failed with it and its memory stayed as written.
     let bad = pass("client", &client, "bad_rkey");
     assert!(bad.contains("(10)"), "IB_WC_REM_ACCESS_ERR: {bad}");
+    // Armed for solicited events, the CQ stayed quiet for a plain WRITE's
+    // completion and fired for the failed one.
+    let solicited = pass("client", &client, "solicited_arm");
+    assert!(
+        solicited.contains("plain_completion=no_event failed_completion=event"),
+        "{solicited}"
+    );
     let flush = pass("client", &client, "flush");
     assert!(flush.contains("status=WR flushed"), "{flush}");
     let failed = pass("server", &server, "responder_error");

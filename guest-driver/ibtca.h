@@ -2,7 +2,7 @@
 /*
  * ibtca: private definitions shared by the files of the guest driver
  * (ibtca_main.c, ibtca_cmd.c, ibtca_verbs.c, ibtca_drdma.c, ibtca_port.c,
- * ibtca_ib.c).
+ * ibtca_ring.c, ibtca_ib*.c).
  */
 #ifndef _IBTCA_H
 #define _IBTCA_H
@@ -15,6 +15,7 @@
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/rwsem.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 
@@ -69,6 +70,9 @@ struct ibtca_dev {
 	/* The RDMA core's device (ibtca_ib.c), NULL if not registered. */
 	struct mutex ib_lock;	/* serialises @ib with port events */
 	struct ibtca_ib *ib;
+	/* Kernel CQs whose interrupts call comp_handler (ibtca_ib_cq.c). */
+	spinlock_t kcq_lock;
+	struct list_head kcqs;
 };
 
 /* A verbs context: the objects of one open file. */
@@ -127,5 +131,8 @@ long ibtca_port_wait(struct ibtca_dev *idev, void __user *argp);
 void ibtca_ib_register(struct ibtca_dev *idev);
 void ibtca_ib_unregister(struct ibtca_dev *idev);
 void ibtca_ib_port_event(struct ibtca_dev *idev, u32 old, u32 state);
+
+/* ibtca_ib_cq.c: a CQ vector fired (hard IRQ context). */
+void ibtca_ib_cq_irq(struct ibtca_dev *idev, unsigned int vector);
 
 #endif /* _IBTCA_H */

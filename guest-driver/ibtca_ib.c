@@ -8,10 +8,10 @@
  * The device reports its identity and limits (QUERY_DEVICE, once at
  * registration) and its port (QUERY_PORT, on every query: the state is
  * live); port changes go out as IB events. PDs and the DMA MR are device
- * objects. The MAD layer's QP0 and QP1, their CQ and the SA's address
- * handles are accepted but carry nothing: the device has no UD transport
- * yet, so their receives stay posted and their sends are refused. Other QP
- * types, user memory and the user-space data path come with the next verbs.
+ * objects. Kernel verbs consumers get device CQs (ibtca_ib_cq.c), RC QPs
+ * (ibtca_ib_qp.c, ibtca_ib_post.c) and LID address handles (ibtca_ib_ah.c);
+ * the MAD layer's QP0 and QP1 are accepted but carry nothing. User memory
+ * and the user-space data path come with the next verbs.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,10 +20,9 @@
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 
-#include "ibtca.h"
+#include "ibtca_ib.h"
 #include "ibtca_uctx.h"
 
-#define IBTCA_IB_PORT		1
 /* The default subnet prefix of a port's GID (fe80::/64). */
 #define IBTCA_GID_PREFIX	0xfe80000000000000ULL
 #define IBTCA_MAX_AH		0xffff
@@ -40,75 +39,47 @@ static_assert(IBTCA_PORT_SPEED_QDR == IB_SPEED_QDR);
 static_assert(IBTCA_PORT_PHYS_POLLING == IB_PORT_PHYS_STATE_POLLING);
 static_assert(IBTCA_PORT_PHYS_LINK_UP == IB_PORT_PHYS_STATE_LINK_UP);
 
-struct ibtca_ib {
-	struct ib_device ibdev;
-	struct ibtca_dev *idev;
-	struct ibtca_device_attr attr;	/* QUERY_DEVICE at registration */
-	u64 port_guid;
-	u16 pkey;
-	u32 fw;				/* VERSION register */
-	struct mutex cap_lock;		/* serialises @port_cap_flags */
-	u32 port_cap_flags;		/* set through modify_port */
-};
-
-struct ibtca_ib_pd {
-	struct ib_pd ibpd;
-	u32 pdn;
-};
-
 struct ibtca_ib_mr {
 	struct ib_mr ibmr;
 };
 
-/* The CQ of QP0 and QP1: no completion reaches it yet. */
-struct ibtca_ib_cq {
-	struct ib_cq ibcq;
-};
-
-/* QP0 or QP1: state and attributes kept by the driver. */
-struct ibtca_ib_qp {
-	struct ib_qp ibqp;
-	enum ib_qp_state state;
-	struct ib_qp_cap cap;
-	enum ib_sig_type sq_sig_type;
-	u32 qkey;
-	u32 sq_psn;
-	u16 pkey_index;
-};
-
-struct ibtca_ib_ah {
-	struct ib_ah ibah;
-};
-
-static struct ibtca_ib *to_ib(struct ib_device *ibdev)
+/*
+ * Device access on behalf of the core: holds hw_sem for reading unless the
+ * device is gone (-ENODEV).
+ */
+int ibtca_ib_hw_begin(struct ibtca_ib *ib)
 {
-	return container_of(ibdev, struct ibtca_ib, ibdev);
+	down_read(&ib->idev->hw_sem);
+	if (READ_ONCE(ib->idev->dead)) {
+		up_read(&ib->idev->hw_sem);
+		return -ENODEV;
+	}
+	return 0;
 }
 
-static struct ibtca_ib_pd *to_pd(struct ib_pd *ibpd)
+void ibtca_ib_hw_end(struct ibtca_ib *ib)
 {
-	return container_of(ibpd, struct ibtca_ib_pd, ibpd);
-}
-
-static struct ibtca_ib_qp *to_qp(struct ib_qp *ibqp)
-{
-	return container_of(ibqp, struct ibtca_ib_qp, ibqp);
+	up_read(&ib->idev->hw_sem);
 }
 
 /* A command on behalf of the core: -ENODEV once the device is gone. */
-static int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
-			size_t len, u32 *out0, u32 *out1)
+int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
+		 size_t len, u32 *out0, u32 *out1)
 {
-	struct ibtca_dev *idev = ib->idev;
-	int ret;
+	int ret = ibtca_ib_hw_begin(ib);
 
-	down_read(&idev->hw_sem);
-	if (READ_ONCE(idev->dead))
-		ret = -ENODEV;
-	else
-		ret = ibtca_cmd(idev, opcode, params, len, out0, out1);
-	up_read(&idev->hw_sem);
+	if (ret)
+		return ret;
+	ret = ibtca_cmd(ib->idev, opcode, params, len, out0, out1);
+	ibtca_ib_hw_end(ib);
 	return ret;
+}
+
+int ibtca_ib_cmd_handle(struct ibtca_ib *ib, u8 opcode, u32 handle)
+{
+	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(handle) };
+
+	return ibtca_ib_cmd(ib, opcode, &p, sizeof(p), NULL, NULL);
 }
 
 static int ibtca_ib_query(struct ibtca_ib *ib, u8 opcode, void *reply,
@@ -299,7 +270,7 @@ static int ibtca_ib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return ret == -ENODEV ? 0 : ret;
 }
 
-static u32 ibtca_ib_access(int acc)
+u32 ibtca_ib_access(int acc)
 {
 	u32 a = 0;
 
@@ -365,156 +336,6 @@ static int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	if (ret && ret != -ENODEV)
 		return ret;
 	kfree(mr);
-	return 0;
-}
-
-static int ibtca_ib_create_cq(struct ib_cq *ibcq,
-			      const struct ib_cq_init_attr *attr,
-			      struct uverbs_attr_bundle *attrs)
-{
-	struct ibtca_ib *ib = to_ib(ibcq->device);
-
-	/* Kernel CQs for QP0/QP1 only, until the device's CQs are wired. */
-	if (attrs || attr->flags)
-		return -EOPNOTSUPP;
-	if (!attr->cqe || attr->cqe > le32_to_cpu(ib->attr.max_cqe))
-		return -EINVAL;
-	ibcq->cqe = attr->cqe;
-	return 0;
-}
-
-static int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
-{
-	return 0;
-}
-
-static int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
-{
-	return 0;
-}
-
-static int ibtca_ib_req_notify_cq(struct ib_cq *ibcq,
-				  enum ib_cq_notify_flags flags)
-{
-	return 0;
-}
-
-static int ibtca_ib_create_qp(struct ib_qp *ibqp,
-			      struct ib_qp_init_attr *init,
-			      struct ib_udata *udata)
-{
-	struct ibtca_ib_qp *qp = to_qp(ibqp);
-	struct ibtca_ib *ib = to_ib(ibqp->device);
-	u32 max_wr = le32_to_cpu(ib->attr.max_qp_wr);
-
-	if (udata)
-		return -EOPNOTSUPP;
-	switch (init->qp_type) {
-	case IB_QPT_SMI:
-		ibqp->qp_num = 0;
-		break;
-	case IB_QPT_GSI:
-		ibqp->qp_num = 1;
-		break;
-	default:
-		/* RC and UD queue pairs: the next verbs. */
-		return -EOPNOTSUPP;
-	}
-	if (init->port_num != IBTCA_IB_PORT ||
-	    init->cap.max_send_wr > max_wr || init->cap.max_recv_wr > max_wr ||
-	    init->cap.max_send_sge > ib->attr.max_sge ||
-	    init->cap.max_recv_sge > ib->attr.max_sge)
-		return -EINVAL;
-	qp->state = IB_QPS_RESET;
-	qp->cap = init->cap;
-	qp->sq_sig_type = init->sq_sig_type;
-	return 0;
-}
-
-static int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
-			      int mask, struct ib_udata *udata)
-{
-	struct ibtca_ib_qp *qp = to_qp(ibqp);
-	enum ib_qp_state cur, next;
-
-	cur = mask & IB_QP_CUR_STATE ? attr->cur_qp_state : qp->state;
-	next = mask & IB_QP_STATE ? attr->qp_state : cur;
-	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
-		return -EINVAL;
-	if (mask & IB_QP_PKEY_INDEX) {
-		if (attr->pkey_index)
-			return -EINVAL;
-		qp->pkey_index = attr->pkey_index;
-	}
-	if (mask & IB_QP_QKEY)
-		qp->qkey = attr->qkey;
-	if (mask & IB_QP_SQ_PSN)
-		qp->sq_psn = attr->sq_psn;
-	qp->state = next;
-	return 0;
-}
-
-static int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
-			     int mask, struct ib_qp_init_attr *init)
-{
-	struct ibtca_ib_qp *qp = to_qp(ibqp);
-
-	memset(attr, 0, sizeof(*attr));
-	memset(init, 0, sizeof(*init));
-	attr->qp_state = qp->state;
-	attr->cur_qp_state = qp->state;
-	attr->qkey = qp->qkey;
-	attr->sq_psn = qp->sq_psn;
-	attr->pkey_index = qp->pkey_index;
-	attr->port_num = IBTCA_IB_PORT;
-	attr->cap = qp->cap;
-	init->qp_type = ibqp->qp_type;
-	init->send_cq = ibqp->send_cq;
-	init->recv_cq = ibqp->recv_cq;
-	init->cap = qp->cap;
-	init->sq_sig_type = qp->sq_sig_type;
-	init->port_num = IBTCA_IB_PORT;
-	return 0;
-}
-
-static int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
-{
-	return 0;
-}
-
-static int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
-			      const struct ib_send_wr **bad_wr)
-{
-	/* No MAD leaves the port until the device carries UD. */
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
-}
-
-static int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-			      const struct ib_recv_wr **bad_wr)
-{
-	struct ibtca_ib_qp *qp = to_qp(ibqp);
-
-	/* Receives stay posted: nothing arrives on QP0/QP1 yet. */
-	if (qp->state == IB_QPS_RESET) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int ibtca_ib_create_ah(struct ib_ah *ibah,
-			      struct rdma_ah_init_attr *init,
-			      struct ib_udata *udata)
-{
-	if (udata)
-		return -EOPNOTSUPP;
-	return rdma_ah_get_port_num(init->ah_attr) == IBTCA_IB_PORT ? 0 :
-	       -EINVAL;
-}
-
-static int ibtca_ib_destroy_ah(struct ib_ah *ibah, u32 flags)
-{
 	return 0;
 }
 
@@ -599,6 +420,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	}
 	ib->idev = idev;
 	mutex_init(&ib->cap_lock);
+	xa_init_flags(&ib->qps, XA_FLAGS_LOCK_IRQ);
 	ib->fw = ibtca_rd(idev, IBTCA_REG_VERSION);
 	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, &ib->attr,
 			     sizeof(ib->attr));

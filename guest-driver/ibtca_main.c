@@ -69,6 +69,8 @@ static irqreturn_t ibtca_irq(int irq, void *data)
 	atomic64_inc(&v->count);
 	if (v == &v->idev->vec[IBTCA_EVENT_VECTOR])
 		ibtca_port_irq(v->idev);
+	else if (v != &v->idev->vec[0])
+		ibtca_ib_cq_irq(v->idev, v - v->idev->vec);
 	wake_up_all(&v->idev->wq);
 	return IRQ_HANDLED;
 }
@@ -548,6 +550,8 @@ static int ibtca_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&idev->lock);
 	mutex_init(&idev->cmd_lock);
 	mutex_init(&idev->ib_lock);
+	spin_lock_init(&idev->kcq_lock);
+	INIT_LIST_HEAD(&idev->kcqs);
 	init_rwsem(&idev->hw_sem);
 	init_waitqueue_head(&idev->wq);
 	idev->pdev = pci_dev_get(pdev);

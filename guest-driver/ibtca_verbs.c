@@ -15,9 +15,8 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
-#include "ibtca.h"
+#include "ibtca_ring.h"
 
-#define IBTCA_CQ_VECTOR		1
 #define IBTCA_BUF_MMAP_SHIFT	32
 
 static_assert(IBTCA_CQ_VECTOR < IBTCA_MSIX_VECTORS);
@@ -40,25 +39,12 @@ struct ibtca_hobj {
 
 struct ibtca_cq {
 	struct list_head node;
-	u32 cqn;
-	u32 log;
-	u32 ci;
-	size_t size;
-	struct ibtca_cqe *ring;
-	dma_addr_t dma;
+	struct ibtca_cq_ring r;
 };
 
 struct ibtca_qp {
 	struct list_head node;
-	u32 qpn;
-	u32 log;
-	u32 sq_pi, sq_done;	/* posted, completed send requests */
-	u32 rq_pi, rq_done;	/* posted, completed receive requests */
-	size_t size;
-	void *mem;		/* SQ, RQ and quasi-WQE ring */
-	dma_addr_t dma;
-	struct ibtca_send_wqe *sq;
-	struct ibtca_recv_wqe *rq;
+	struct ibtca_qp_ring r;
 };
 
 static struct device *ibtca_ctx_dev(struct ibtca_ctx *ctx)
@@ -91,7 +77,7 @@ static struct ibtca_cq *ibtca_find_cq(struct ibtca_ctx *ctx, u32 cqn)
 	struct ibtca_cq *cq;
 
 	list_for_each_entry(cq, &ctx->cqs, node)
-		if (cq->cqn == cqn)
+		if (cq->r.cqn == cqn)
 			return cq;
 	return NULL;
 }
@@ -101,7 +87,7 @@ static struct ibtca_qp *ibtca_find_qp(struct ibtca_ctx *ctx, u32 qpn)
 	struct ibtca_qp *qp;
 
 	list_for_each_entry(qp, &ctx->qps, node)
-		if (qp->qpn == qpn)
+		if (qp->r.qpn == qpn)
 			return qp;
 	return NULL;
 }
@@ -193,7 +179,6 @@ static int ibtca_v_reg_mr(struct ibtca_ctx *ctx, struct ibtca_reg_mr *m)
 
 static int ibtca_v_create_cq(struct ibtca_ctx *ctx, struct ibtca_create_cq *c)
 {
-	struct ibtca_cmd_create_cq p = { };
 	struct ibtca_cq *cq;
 	int ret;
 
@@ -202,35 +187,19 @@ static int ibtca_v_create_cq(struct ibtca_ctx *ctx, struct ibtca_create_cq *c)
 	cq = kzalloc_obj(*cq, GFP_KERNEL);
 	if (!cq)
 		return -ENOMEM;
-	cq->log = c->log_entries;
-	cq->size = PAGE_ALIGN(sizeof(struct ibtca_cqe) << cq->log);
-	/* Zeroed: every entry reads as not yet written (owner 0). */
-	cq->ring = dma_alloc_coherent(ibtca_ctx_dev(ctx), cq->size, &cq->dma,
-				      GFP_KERNEL);
-	if (!cq->ring) {
-		kfree(cq);
-		return -ENOMEM;
-	}
-	p.ring = cpu_to_le64(cq->dma);
-	p.log_entries = cq->log;
-	p.vector = IBTCA_CQ_VECTOR;
-	ret = ibtca_cmd(ctx->idev, IBTCA_CMD_CREATE_CQ, &p, sizeof(p),
-			&cq->cqn, NULL);
+	ret = ibtca_cq_ring_create(ctx->idev, &cq->r, c->log_entries,
+				   IBTCA_CQ_VECTOR);
 	if (ret) {
-		dma_free_coherent(ibtca_ctx_dev(ctx), cq->size, cq->ring,
-				  cq->dma);
 		kfree(cq);
 		return ret;
 	}
 	list_add_tail(&cq->node, &ctx->cqs);
-	c->cqn = cq->cqn;
+	c->cqn = cq->r.cqn;
 	return 0;
 }
 
 static int ibtca_v_create_qp(struct ibtca_ctx *ctx, struct ibtca_create_qp *c)
 {
-	struct ibtca_cmd_create_qp p = { };
-	size_t wq, quasi;
 	struct ibtca_qp *qp;
 	int ret;
 
@@ -242,37 +211,14 @@ static int ibtca_v_create_qp(struct ibtca_ctx *ctx, struct ibtca_create_qp *c)
 	qp = kzalloc_obj(*qp, GFP_KERNEL);
 	if (!qp)
 		return -ENOMEM;
-	qp->log = c->log_entries;
-	wq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << qp->log);
-	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << qp->log);
-	qp->size = 2 * wq + quasi;
-	qp->mem = dma_alloc_coherent(ibtca_ctx_dev(ctx), qp->size, &qp->dma,
-				     GFP_KERNEL);
-	if (!qp->mem) {
-		kfree(qp);
-		return -ENOMEM;
-	}
-	qp->sq = qp->mem;
-	qp->rq = qp->mem + wq;
-	p.pdn = cpu_to_le32(c->pdn);
-	p.send_cqn = cpu_to_le32(c->send_cqn);
-	p.recv_cqn = cpu_to_le32(c->recv_cqn);
-	p.log_sizes[0] = qp->log;
-	p.log_sizes[1] = qp->log;
-	p.log_sizes[2] = qp->log;
-	p.sq = cpu_to_le64(qp->dma);
-	p.rq = cpu_to_le64(qp->dma + wq);
-	p.quasi = cpu_to_le64(qp->dma + 2 * wq);
-	ret = ibtca_cmd(ctx->idev, IBTCA_CMD_CREATE_QP, &p, sizeof(p),
-			&qp->qpn, NULL);
+	ret = ibtca_qp_ring_create(ctx->idev, &qp->r, c->pdn, c->send_cqn,
+				   c->recv_cqn, c->log_entries);
 	if (ret) {
-		dma_free_coherent(ibtca_ctx_dev(ctx), qp->size, qp->mem,
-				  qp->dma);
 		kfree(qp);
 		return ret;
 	}
 	list_add_tail(&qp->node, &ctx->qps);
-	c->qpn = qp->qpn;
+	c->qpn = qp->r.qpn;
 	return 0;
 }
 
@@ -303,13 +249,8 @@ static int ibtca_v_modify_qp(struct ibtca_ctx *ctx, struct ibtca_modify_qp *m)
 			NULL);
 	/* RESET empties the device's rings: start ours over too. */
 	if (!ret && (m->attr_mask & IBTCA_QP_ATTR_STATE) &&
-	    m->state == IBTCA_QPS_RESET) {
-		qp->sq_pi = 0;
-		qp->sq_done = 0;
-		qp->rq_pi = 0;
-		qp->rq_done = 0;
-		memset(qp->mem, 0, qp->size);
-	}
+	    m->state == IBTCA_QPS_RESET)
+		ibtca_qp_ring_reset(&qp->r);
 	return ret;
 }
 
@@ -331,7 +272,6 @@ static bool ibtca_del_hobj(struct list_head *list, u32 handle)
 static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
 {
 	struct ibtca_dev *idev = ctx->idev;
-	struct device *dev = ibtca_ctx_dev(ctx);
 	struct ibtca_qp *qp;
 	struct ibtca_cq *cq;
 	int ret;
@@ -341,10 +281,10 @@ static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
 		qp = ibtca_find_qp(ctx, d->handle);
 		if (!qp)
 			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->qpn);
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->r.qpn);
 		if (ret)
 			return ret;
-		dma_free_coherent(dev, qp->size, qp->mem, qp->dma);
+		ibtca_qp_ring_free(idev, &qp->r);
 		list_del(&qp->node);
 		kfree(qp);
 		return 0;
@@ -352,10 +292,10 @@ static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
 		cq = ibtca_find_cq(ctx, d->handle);
 		if (!cq)
 			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->cqn);
+		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->r.cqn);
 		if (ret)
 			return ret;
-		dma_free_coherent(dev, cq->size, cq->ring, cq->dma);
+		ibtca_cq_ring_free(idev, &cq->r);
 		list_del(&cq->node);
 		kfree(cq);
 		return 0;
@@ -378,19 +318,6 @@ static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
 	}
 }
 
-static void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey)
-{
-	sge->addr = cpu_to_le64(addr);
-	sge->length = cpu_to_le32(len);
-	sge->lkey = cpu_to_le32(lkey);
-}
-
-/* An 8-byte posted doorbell: object number, then the index in 63:32. */
-static void ibtca_db(struct ibtca_dev *idev, u32 reg, u32 num, u32 index)
-{
-	writeq(num | (u64)index << 32, idev->regs + reg);
-}
-
 static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 {
 	const u32 flags = IBTCA_WQE_F_SOLICITED | IBTCA_WQE_F_FENCE;
@@ -404,10 +331,9 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	if (s->opcode > IBTCA_WR_SEND_INV || (s->flags & ~flags) ||
 	    (s->post_flags & ~IBTCA_UAPI_POST_F_MORE))
 		return -EINVAL;
-	if (qp->sq_pi - qp->sq_done >= BIT(qp->log))
+	w = ibtca_sq_slot(&qp->r);
+	if (!w)
 		return -ENOSPC;
-	w = &qp->sq[qp->sq_pi & (BIT(qp->log) - 1)];
-	memset(w, 0, sizeof(*w));
 	w->wr_id = cpu_to_le64(s->wr_id);
 	w->opcode = s->opcode;
 	w->flags = s->flags | IBTCA_WQE_F_SIGNALED;
@@ -421,12 +347,10 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 		w->num_sge = 1;
 		ibtca_sge_set(&w->sge[0], s->addr, s->length, s->lkey);
 	}
-	qp->sq_pi++;
 	/* A later post rings for this one too (its index covers both). */
 	if (s->post_flags & IBTCA_UAPI_POST_F_MORE)
 		return 0;
-	/* writeq() orders the WQE before the doorbell. */
-	ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, qp->qpn, qp->sq_pi);
+	ibtca_sq_db(ctx->idev, &qp->r);
 	return 0;
 }
 
@@ -449,8 +373,7 @@ static int ibtca_v_post_send_batch(struct ibtca_ctx *ctx,
 		qp = ibtca_find_qp(ctx, s.qpn);
 		/* Ring for the previous QP's run before moving on. */
 		if (pending && pending != qp) {
-			ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, pending->qpn,
-				 pending->sq_pi);
+			ibtca_sq_db(ctx->idev, &pending->r);
 			pending = NULL;
 		}
 		s.post_flags |= IBTCA_UAPI_POST_F_MORE;
@@ -461,8 +384,7 @@ static int ibtca_v_post_send_batch(struct ibtca_ctx *ctx,
 		b->posted++;
 	}
 	if (pending)
-		ibtca_db(ctx->idev, IBTCA_REG_DB_SQ, pending->qpn,
-			 pending->sq_pi);
+		ibtca_sq_db(ctx->idev, &pending->r);
 	return b->posted ? 0 : ret;
 }
 
@@ -474,38 +396,22 @@ static int ibtca_v_post_recv(struct ibtca_ctx *ctx, struct ibtca_post_recv *r)
 	qp = ibtca_find_qp(ctx, r->qpn);
 	if (!qp)
 		return -ENOENT;
-	if (qp->rq_pi - qp->rq_done >= BIT(qp->log))
+	w = ibtca_rq_slot(&qp->r);
+	if (!w)
 		return -ENOSPC;
-	w = &qp->rq[qp->rq_pi & (BIT(qp->log) - 1)];
-	memset(w, 0, sizeof(*w));
 	w->wr_id = cpu_to_le64(r->wr_id);
 	if (r->length) {
 		w->num_sge = 1;
 		ibtca_sge_set(&w->sge[0], r->addr, r->length, r->lkey);
 	}
-	qp->rq_pi++;
-	ibtca_db(ctx->idev, IBTCA_REG_DB_RQ, qp->qpn, qp->rq_pi);
+	ibtca_rq_db(ctx->idev, &qp->r);
 	return 0;
-}
-
-static struct ibtca_cqe *ibtca_cq_next(struct ibtca_cq *cq)
-{
-	struct ibtca_cqe *e = &cq->ring[cq->ci & (BIT(cq->log) - 1)];
-	u8 want = ((cq->ci >> cq->log) & 1) ^ 1;
-
-	return (READ_ONCE(e->owner) & 1) == want ? e : NULL;
-}
-
-static void ibtca_cq_db(struct ibtca_dev *idev, struct ibtca_cq *cq, u8 arm)
-{
-	ibtca_db(idev, IBTCA_REG_DB_CQ, cq->cqn | (u32)arm << 24, cq->ci);
 }
 
 /* Copies a ready CQE @e (its owner bit seen) into @p. */
 static void ibtca_cqe_read(struct ibtca_cqe *e, struct ibtca_poll_cq *p)
 {
-	/* Read the entry after its owner bit. */
-	dma_rmb();
+	ibtca_cqe_begin_read();
 	p->found = 1;
 	p->wr_id = le64_to_cpu(e->wr_id);
 	p->byte_len = le32_to_cpu(e->byte_len);
@@ -524,16 +430,10 @@ static void ibtca_cq_take(struct ibtca_ctx *ctx, struct ibtca_cq *cq,
 {
 	struct ibtca_qp *qp;
 
-	cq->ci++;
-	/* Every request is signaled: completions free ring slots. */
+	cq->r.ci++;
 	qp = ibtca_find_qp(ctx, p->qpn);
-	if (qp && (p->opcode & IBTCA_WC_RECV)) {
-		if (qp->rq_done != qp->rq_pi)
-			qp->rq_done++;
-	} else if (qp) {
-		if (qp->sq_done != qp->sq_pi)
-			qp->sq_done++;
-	}
+	if (qp)
+		ibtca_qp_ring_completed(&qp->r, p->opcode & IBTCA_WC_RECV);
 }
 
 static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
@@ -552,7 +452,7 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 	deadline = jiffies + msecs_to_jiffies(p->timeout_ms);
 	p->found = 0;
 	for (;;) {
-		e = ibtca_cq_next(cq);
+		e = ibtca_cq_ring_next(&cq->r);
 		if (e)
 			break;
 		left = (long)(deadline - jiffies);
@@ -565,12 +465,12 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 		 * (posted) arm still wakes us; the one-second slice only
 		 * bounds the damage of a lost interrupt.
 		 */
-		ibtca_cq_db(idev, cq, IBTCA_CQ_ARM_NEXT);
-		e = ibtca_cq_next(cq);
+		ibtca_cq_ring_db(idev, &cq->r, IBTCA_CQ_ARM_NEXT);
+		e = ibtca_cq_ring_next(&cq->r);
 		if (e)
 			break;
 		left = wait_event_interruptible_timeout(idev->wq,
-							ibtca_cq_next(cq) ||
+							ibtca_cq_ring_next(&cq->r) ||
 							READ_ONCE(idev->dead),
 							min_t(long, left, HZ));
 		if (left < 0)
@@ -580,7 +480,7 @@ static int ibtca_v_poll_cq(struct ibtca_ctx *ctx, struct ibtca_poll_cq *p)
 	}
 	ibtca_cqe_read(e, p);
 	ibtca_cq_take(ctx, cq, p);
-	ibtca_cq_db(idev, cq, 0);
+	ibtca_cq_ring_db(idev, &cq->r, 0);
 	return 0;
 }
 
@@ -600,7 +500,7 @@ static int ibtca_v_poll_cq_batch(struct ibtca_ctx *ctx,
 		return -EINVAL;
 	b->found = 0;
 	while (b->found < b->max) {
-		e = ibtca_cq_next(cq);
+		e = ibtca_cq_ring_next(&cq->r);
 		if (!e)
 			break;
 		memset(&p, 0, sizeof(p));
@@ -614,7 +514,7 @@ static int ibtca_v_poll_cq_batch(struct ibtca_ctx *ctx,
 		b->found++;
 	}
 	if (b->found)
-		ibtca_cq_db(ctx->idev, cq, 0);
+		ibtca_cq_ring_db(ctx->idev, &cq->r, 0);
 	return b->found ? 0 : ret;
 }
 
@@ -636,10 +536,10 @@ void ibtca_ctx_teardown(struct ibtca_ctx *ctx)
 	/* A removed device was reset: it holds no objects any more. */
 	hw = !READ_ONCE(idev->dead);
 	list_for_each_entry_safe(qp, qtmp, &ctx->qps, node) {
-		if (hw && ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->qpn))
+		if (hw && ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->r.qpn))
 			leak = true;
 		if (!leak)
-			dma_free_coherent(dev, qp->size, qp->mem, qp->dma);
+			ibtca_qp_ring_free(idev, &qp->r);
 		list_del(&qp->node);
 		kfree(qp);
 	}
@@ -650,10 +550,10 @@ void ibtca_ctx_teardown(struct ibtca_ctx *ctx)
 		kfree(o);
 	}
 	list_for_each_entry_safe(cq, ctmp, &ctx->cqs, node) {
-		if (hw && ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->cqn))
+		if (hw && ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->r.cqn))
 			leak = true;
 		if (!leak)
-			dma_free_coherent(dev, cq->size, cq->ring, cq->dma);
+			ibtca_cq_ring_free(idev, &cq->r);
 		list_del(&cq->node);
 		kfree(cq);
 	}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the ibtca guest artefacts inside the VM-stack chroot:
 #   ibtca.ko            the guest module, built against the chroot's headers
+#                       (and the kernel verbs test module, test/, packed
+#                       into the initramfs only)
 #   ibtca-tool          static user-space tool
 #   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + rdma-core's
@@ -161,6 +163,8 @@ install -m 0644 "$build/src/ibtca.ko" "$rootfs/lib/modules/ibtca.ko"
 # Without debug information in the image (a smaller initramfs boots
 # faster); $OUT/ibtca.ko keeps it.
 in_chroot strip --strip-debug "$ibuild/rootfs/lib/modules/ibtca.ko"
+install -m 0644 "$build/src/test/ibtca_kverbs_test.ko" \
+	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
 # The RDMA core's modules, decompressed: busybox's insmod hands the kernel
 # the module's bytes, which the kernel decompresses only from a file.

@@ -39,7 +39,7 @@ rc=0
 # --strict.
 kernel=()
 user=(tool/*.c tool/*.h provider/*.c provider/*.h provider-test/*.c)
-for f in *.c *.h; do
+for f in *.c *.h test/*.c; do
 	case $f in
 	ibtca_regs.h | ibtca_abi.h) ;;
 	ibtca_uapi.h | ibtca_uverbs_abi.h) user+=("$f") ;;

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca: private definitions of the ib_device (ibtca_ib.c registers it;
+ * ibtca_ib_cq.c, ibtca_ib_qp.c, ibtca_ib_post.c and ibtca_ib_ah.c are its
+ * kernel verbs).
+ */
+#ifndef _IBTCA_IB_H
+#define _IBTCA_IB_H
+
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+
+#include "ibtca_ring.h"
+
+#define IBTCA_IB_PORT		1
+/* The first MSI-X vector of kernel CQs (below: commands, ioctl CQs, port). */
+#define IBTCA_IB_CQ_VECTOR0	3
+
+struct ibtca_ib {
+	struct ib_device ibdev;
+	struct ibtca_dev *idev;
+	struct ibtca_device_attr attr;	/* QUERY_DEVICE at registration */
+	u64 port_guid;
+	u16 pkey;
+	u32 fw;				/* VERSION register */
+	struct mutex cap_lock;		/* serialises @port_cap_flags */
+	u32 port_cap_flags;		/* set through modify_port */
+	struct xarray qps;		/* device QP number -> ibtca_ib_qp */
+	atomic_t next_vector;		/* round robin over the CQ vectors */
+};
+
+struct ibtca_ib_pd {
+	struct ib_pd ibpd;
+	u32 pdn;
+};
+
+/* A device CQ; its interrupt calls the core's comp_handler. */
+struct ibtca_ib_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;		/* serialises polling and arming */
+	struct ibtca_cq_ring r;
+	struct list_head node;		/* in ibtca_dev.kcqs */
+	unsigned long armed;		/* bit 0: an event is wanted */
+};
+
+/* What the caller asked of one send slot. */
+struct ibtca_ib_swr {
+	u64 wr_id;
+	bool signaled;
+};
+
+/*
+ * An RC QP on the device, or the MAD layer's QP0/QP1 (@inert: kept by the
+ * driver, carrying nothing until the device has a UD transport).
+ */
+struct ibtca_ib_qp {
+	struct ib_qp ibqp;
+	bool inert;
+	struct mutex modify_lock;	/* serialises modify_qp and query_qp */
+	struct ib_qp_attr attr;		/* what modify_qp set, for query_qp */
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+	u16 dlid;			/* the path's, reported as slid */
+	spinlock_t sq_lock, rq_lock;
+	struct ibtca_qp_ring r;
+	struct ibtca_ib_swr *swr;	/* per send slot */
+};
+
+struct ibtca_ib_ah {
+	struct ib_ah ibah;
+	u16 dlid;
+	u8 sl;
+};
+
+static inline struct ibtca_ib *to_ib(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct ibtca_ib, ibdev);
+}
+
+static inline struct ibtca_ib_pd *to_pd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct ibtca_ib_pd, ibpd);
+}
+
+static inline struct ibtca_ib_cq *to_cq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct ibtca_ib_cq, ibcq);
+}
+
+static inline struct ibtca_ib_qp *to_qp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct ibtca_ib_qp, ibqp);
+}
+
+/* ibtca_ib.c */
+int ibtca_ib_hw_begin(struct ibtca_ib *ib);
+void ibtca_ib_hw_end(struct ibtca_ib *ib);
+int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
+		 size_t len, u32 *out0, u32 *out1);
+int ibtca_ib_cmd_handle(struct ibtca_ib *ib, u8 opcode, u32 handle);
+u32 ibtca_ib_access(int acc);
+
+/* ibtca_ib_cq.c */
+int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		       struct uverbs_attr_bundle *attrs);
+int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
+int ibtca_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+
+/* ibtca_ib_qp.c */
+int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		       struct ib_udata *udata);
+int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		       struct ib_udata *udata);
+int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		      struct ib_qp_init_attr *init);
+int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+
+/* ibtca_ib_post.c */
+int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		       const struct ib_send_wr **bad_wr);
+int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		       const struct ib_recv_wr **bad_wr);
+
+/* ibtca_ib_ah.c */
+int ibtca_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+		       struct ib_udata *udata);
+int ibtca_ib_destroy_ah(struct ib_ah *ibah, u32 flags);
+
+#endif /* _IBTCA_IB_H */

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: kernel CQs. Each is a device CQ whose ring (ibtca_ring.c) the
+ * driver polls into struct ib_wc. Arming writes the CQ doorbell with an
+ * IBTCA_CQ_ARM_* request; the device raises the CQ's MSI-X vector once for
+ * it, and the interrupt calls the core's comp_handler. Kernel CQs get the
+ * vectors from IBTCA_IB_CQ_VECTOR0 up in turn (one each while there are
+ * enough), so an interrupt names few CQs; every armed CQ on the vector is
+ * told (a consumer re-polls and re-arms, so an extra call is harmless, a
+ * missing one would hang it).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitops.h>
+#include <linux/log2.h>
+
+#include "ibtca_ib.h"
+
+#define IBTCA_IB_CQ_ARMED	0
+
+/* Send work requests complete in order; their WQE's wr_id is the slot. */
+static const enum ib_wc_opcode ibtca_ib_send_wc[] = {
+	[IBTCA_WC_SEND] = IB_WC_SEND,
+	[IBTCA_WC_RDMA_WRITE] = IB_WC_RDMA_WRITE,
+	[IBTCA_WC_RDMA_READ] = IB_WC_RDMA_READ,
+	[IBTCA_WC_COMP_SWAP] = IB_WC_COMP_SWAP,
+	[IBTCA_WC_FETCH_ADD] = IB_WC_FETCH_ADD,
+	[IBTCA_WC_BIND_MW] = IB_WC_BIND_MW,
+	[IBTCA_WC_LOCAL_INV] = IB_WC_LOCAL_INV,
+};
+
+static const enum ib_wc_status ibtca_ib_wc_status[] = {
+	[IBTCA_WC_SUCCESS] = IB_WC_SUCCESS,
+	[IBTCA_WC_LOC_LEN_ERR] = IB_WC_LOC_LEN_ERR,
+	[IBTCA_WC_LOC_QP_OP_ERR] = IB_WC_LOC_QP_OP_ERR,
+	[3] = IB_WC_GENERAL_ERR,
+	[IBTCA_WC_LOC_PROT_ERR] = IB_WC_LOC_PROT_ERR,
+	[IBTCA_WC_WR_FLUSH_ERR] = IB_WC_WR_FLUSH_ERR,
+	[IBTCA_WC_MW_BIND_ERR] = IB_WC_MW_BIND_ERR,
+	[IBTCA_WC_BAD_RESP_ERR] = IB_WC_BAD_RESP_ERR,
+	[IBTCA_WC_LOC_ACCESS_ERR] = IB_WC_LOC_ACCESS_ERR,
+	[IBTCA_WC_REM_INV_REQ_ERR] = IB_WC_REM_INV_REQ_ERR,
+	[IBTCA_WC_REM_ACCESS_ERR] = IB_WC_REM_ACCESS_ERR,
+	[IBTCA_WC_REM_OP_ERR] = IB_WC_REM_OP_ERR,
+	[IBTCA_WC_RETRY_EXC_ERR] = IB_WC_RETRY_EXC_ERR,
+	[IBTCA_WC_RNR_RETRY_EXC_ERR] = IB_WC_RNR_RETRY_EXC_ERR,
+};
+
+/* IB_WC_SUCCESS is 0: the gap at 3 must not read as success. */
+static_assert(IB_WC_SUCCESS == 0);
+
+static enum ib_wc_status ibtca_ib_status(u8 st)
+{
+	return st < ARRAY_SIZE(ibtca_ib_wc_status) ? ibtca_ib_wc_status[st] :
+	       IB_WC_GENERAL_ERR;
+}
+
+static void ibtca_ib_recv_wc(struct ibtca_ib_qp *qp, const struct ibtca_cqe *e,
+			     struct ib_wc *wc)
+{
+	u32 imm = le32_to_cpu(e->imm_data);
+
+	wc->wr_id = le64_to_cpu(e->wr_id);
+	wc->opcode = e->opcode == IBTCA_WC_RECV_RDMA_WITH_IMM ?
+		     IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV;
+	wc->src_qp = le32_to_cpu(e->src_qp);
+	wc->slid = qp->dlid;
+	wc->sl = rdma_ah_get_sl(&qp->attr.ah_attr);
+	if (e->flags & IBTCA_CQE_F_IMM) {
+		/* The device keeps the wire's big-endian value as a number. */
+		wc->ex.imm_data = cpu_to_be32(imm);
+		wc->wc_flags |= IB_WC_WITH_IMM;
+	} else if (e->flags & IBTCA_CQE_F_INV) {
+		wc->ex.invalidate_rkey = imm;
+		wc->wc_flags |= IB_WC_WITH_INVALIDATE;
+	}
+}
+
+/*
+ * Turns the ready CQE @e into @wc; false if the caller gets nothing: an
+ * unsignaled send that succeeded, or a QP destroyed meanwhile.
+ */
+static bool ibtca_ib_cqe_to_wc(struct ibtca_ib *ib, const struct ibtca_cqe *e,
+			       struct ib_wc *wc)
+{
+	bool recv = e->opcode & IBTCA_WC_RECV;
+	struct ibtca_ib_swr *s;
+	struct ibtca_ib_qp *qp;
+
+	qp = xa_load(&ib->qps, le32_to_cpu(e->qpn));
+	if (!qp)
+		return false;
+	ibtca_qp_ring_completed(&qp->r, recv);
+	memset(wc, 0, sizeof(*wc));
+	wc->qp = &qp->ibqp;
+	wc->status = ibtca_ib_status(e->status);
+	wc->byte_len = le32_to_cpu(e->byte_len);
+	wc->port_num = IBTCA_IB_PORT;
+	if (wc->status != IB_WC_SUCCESS)
+		wc->vendor_err = le32_to_cpu(e->src_qp);
+	if (recv) {
+		ibtca_ib_recv_wc(qp, e, wc);
+		return true;
+	}
+	s = &qp->swr[le64_to_cpu(e->wr_id) & (BIT(qp->r.log) - 1)];
+	wc->wr_id = s->wr_id;
+	wc->opcode = e->opcode < ARRAY_SIZE(ibtca_ib_send_wc) ?
+		     ibtca_ib_send_wc[e->opcode] : IB_WC_SEND;
+	/* Failures complete whether signaled or not (as the IBA has it). */
+	return s->signaled || wc->status != IB_WC_SUCCESS;
+}
+
+int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
+{
+	struct ibtca_ib_cq *cq = to_cq(ibcq);
+	struct ibtca_ib *ib = to_ib(ibcq->device);
+	struct ibtca_cqe *e;
+	unsigned long flags;
+	u32 start;
+	int n = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	start = cq->r.ci;
+	while (n < num) {
+		e = ibtca_cq_ring_next(&cq->r);
+		if (!e)
+			break;
+		ibtca_cqe_begin_read();
+		if (ibtca_ib_cqe_to_wc(ib, e, &wc[n]))
+			n++;
+		cq->r.ci++;
+	}
+	/* Hand the consumed entries back. */
+	if (cq->r.ci != start)
+		ibtca_cq_ring_db(ib->idev, &cq->r, 0);
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return n;
+}
+
+int ibtca_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct ibtca_ib_cq *cq = to_cq(ibcq);
+	u8 arm = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ?
+		 IBTCA_CQ_ARM_SOLICITED : IBTCA_CQ_ARM_NEXT;
+	unsigned long irqflags;
+	int missed = 0;
+
+	spin_lock_irqsave(&cq->lock, irqflags);
+	/* Before the doorbell: the device may fire at once. */
+	set_bit(IBTCA_IB_CQ_ARMED, &cq->armed);
+	ibtca_cq_ring_db(to_ib(ibcq->device)->idev, &cq->r, arm);
+	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && ibtca_cq_ring_next(&cq->r))
+		missed = 1;
+	spin_unlock_irqrestore(&cq->lock, irqflags);
+	return missed;
+}
+
+/* MSI-X @vector fired: tell the armed kernel CQs on it. Hard IRQ context. */
+void ibtca_ib_cq_irq(struct ibtca_dev *idev, unsigned int vector)
+{
+	struct ibtca_ib_cq *cq;
+
+	spin_lock(&idev->kcq_lock);
+	list_for_each_entry(cq, &idev->kcqs, node) {
+		if (cq->r.vector != vector ||
+		    !test_and_clear_bit(IBTCA_IB_CQ_ARMED, &cq->armed))
+			continue;
+		if (cq->ibcq.comp_handler)
+			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	}
+	spin_unlock(&idev->kcq_lock);
+}
+
+static u8 ibtca_ib_cq_vector(struct ibtca_ib *ib)
+{
+	int n = ib->idev->nvec - IBTCA_IB_CQ_VECTOR0;
+
+	if (n <= 0)
+		return IBTCA_CQ_VECTOR;
+	return IBTCA_IB_CQ_VECTOR0 +
+	       (u32)atomic_inc_return(&ib->next_vector) % n;
+}
+
+int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		       struct uverbs_attr_bundle *attrs)
+{
+	struct ibtca_ib *ib = to_ib(ibcq->device);
+	struct ibtca_ib_cq *cq = to_cq(ibcq);
+	struct ibtca_dev *idev = ib->idev;
+	u32 log;
+	int ret;
+
+	/* User CQs come with user contexts. */
+	if (attrs || attr->flags)
+		return -EOPNOTSUPP;
+	if (!attr->cqe || attr->cqe > le32_to_cpu(ib->attr.max_cqe))
+		return -EINVAL;
+	log = order_base_2(max(attr->cqe, 2U));
+	if (BIT(log) > le32_to_cpu(ib->attr.max_cqe))
+		return -EINVAL;
+	spin_lock_init(&cq->lock);
+	ret = ibtca_ib_hw_begin(ib);
+	if (ret)
+		return ret;
+	ret = ibtca_cq_ring_create(idev, &cq->r, log, ibtca_ib_cq_vector(ib));
+	ibtca_ib_hw_end(ib);
+	if (ret)
+		return ret;
+	ibcq->cqe = BIT(log);
+	spin_lock_irq(&idev->kcq_lock);
+	list_add_tail(&cq->node, &idev->kcqs);
+	spin_unlock_irq(&idev->kcq_lock);
+	return 0;
+}
+
+int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibcq->device);
+	struct ibtca_ib_cq *cq = to_cq(ibcq);
+	struct ibtca_dev *idev = ib->idev;
+	int ret;
+
+	/* After this no interrupt calls the handler. */
+	spin_lock_irq(&idev->kcq_lock);
+	list_del(&cq->node);
+	spin_unlock_irq(&idev->kcq_lock);
+	ret = ibtca_ib_cmd_handle(ib, IBTCA_CMD_DESTROY_CQ, cq->r.cqn);
+	/* A device that is gone was reset and forgot the CQ. */
+	if (ret && ret != -ENODEV)
+		dev_warn(&idev->pdev->dev,
+			 "device refused to destroy CQ %u (%d): ring leaked\n",
+			 cq->r.cqn, ret);
+	else
+		ibtca_cq_ring_free(idev, &cq->r);
+	return 0;
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: post_send and post_recv of kernel RC QPs. Each work request
+ * becomes a WQE in the QP's ring (ibtca_ring.c); one doorbell after the
+ * chain covers every WQE it wrote. Every WQE asks the device for a
+ * completion (each one frees its slot); poll_cq hides the successful ones
+ * of unsignaled requests. The first request the QP cannot take stops the
+ * chain with *bad_wr pointing at it; those before it stay posted.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include "ibtca_ib.h"
+
+#define IBTCA_IB_SEND_FLAGS	(IB_SEND_SIGNALED | IB_SEND_SOLICITED | \
+				 IB_SEND_FENCE)
+
+static int ibtca_ib_wr_opcode(enum ib_wr_opcode op)
+{
+	switch (op) {
+	case IB_WR_SEND:
+		return IBTCA_WR_SEND;
+	case IB_WR_SEND_WITH_IMM:
+		return IBTCA_WR_SEND_IMM;
+	case IB_WR_RDMA_WRITE:
+		return IBTCA_WR_RDMA_WRITE;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IBTCA_WR_RDMA_WRITE_IMM;
+	case IB_WR_RDMA_READ:
+		return IBTCA_WR_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return IBTCA_WR_ATOMIC_CMP_SWP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return IBTCA_WR_ATOMIC_FETCH_ADD;
+	case IB_WR_LOCAL_INV:
+		return IBTCA_WR_LOCAL_INV;
+	case IB_WR_SEND_WITH_INV:
+		return IBTCA_WR_SEND_INV;
+	/*
+	 * IB_WR_REG_MR (fast registration) needs the device's page-list
+	 * regions: it belongs here, writing its WQE in ibtca_ib_send_wqe().
+	 */
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Fills WQE @w from @wr (checked by the caller). */
+static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
+			      const struct ib_send_wr *wr)
+{
+	int i;
+
+	w->opcode = opcode;
+	w->flags = IBTCA_WQE_F_SIGNALED;
+	if (wr->send_flags & IB_SEND_SOLICITED)
+		w->flags |= IBTCA_WQE_F_SOLICITED;
+	if (wr->send_flags & IB_SEND_FENCE)
+		w->flags |= IBTCA_WQE_F_FENCE;
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		/* The wire's big-endian value, kept as a number. */
+		w->imm_data = cpu_to_le32(be32_to_cpu(wr->ex.imm_data));
+		break;
+	case IB_WR_LOCAL_INV:
+	case IB_WR_SEND_WITH_INV:
+		w->imm_data = cpu_to_le32(wr->ex.invalidate_rkey);
+		break;
+	default:
+		break;
+	}
+	switch (wr->opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_RDMA_READ:
+		w->remote_addr = cpu_to_le64(rdma_wr(wr)->remote_addr);
+		w->rkey = cpu_to_le32(rdma_wr(wr)->rkey);
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = cpu_to_le64(atomic_wr(wr)->remote_addr);
+		w->rkey = cpu_to_le32(atomic_wr(wr)->rkey);
+		w->compare_add = cpu_to_le64(atomic_wr(wr)->compare_add);
+		w->swap = cpu_to_le64(atomic_wr(wr)->swap);
+		break;
+	default:
+		break;
+	}
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
+			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+}
+
+/* The device's opcode for @wr, or -EINVAL if the QP cannot take it. */
+static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
+{
+	int op = ibtca_ib_wr_opcode(wr->opcode);
+
+	if (op < 0 || (wr->send_flags & ~IBTCA_IB_SEND_FLAGS) ||
+	    wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge)
+		return -EINVAL;
+	/* Atomics return the old value into exactly one 8-byte SGE. */
+	if ((op == IBTCA_WR_ATOMIC_CMP_SWP || op == IBTCA_WR_ATOMIC_FETCH_ADD) &&
+	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(u64)))
+		return -EINVAL;
+	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+		return -EINVAL;
+	return op;
+}
+
+int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		       const struct ib_send_wr **bad_wr)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+	struct ibtca_ib *ib = to_ib(ibqp->device);
+	enum ib_qp_state state = READ_ONCE(qp->attr.qp_state);
+	struct ibtca_send_wqe *w;
+	unsigned long flags;
+	u32 start, slot;
+	int op, ret = 0;
+
+	/* No MAD leaves the port until the device carries UD. */
+	if (qp->inert) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
+	/* In ERR the device flushes what is posted. */
+	if (state != IB_QPS_RTS && state != IB_QPS_ERR) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	start = qp->r.sq_pi;
+	for (; wr; wr = wr->next) {
+		op = ibtca_ib_send_check(ib, wr);
+		if (op < 0) {
+			ret = op;
+			break;
+		}
+		slot = qp->r.sq_pi;
+		w = ibtca_sq_slot(&qp->r);
+		if (!w) {
+			ret = -ENOMEM;
+			break;
+		}
+		ibtca_ib_send_wqe(w, op, wr);
+		w->wr_id = cpu_to_le64(slot);
+		qp->swr[slot & (BIT(qp->r.log) - 1)] = (struct ibtca_ib_swr) {
+			.wr_id = wr->wr_id,
+			.signaled = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
+				    (wr->send_flags & IB_SEND_SIGNALED),
+		};
+	}
+	if (qp->r.sq_pi != start)
+		ibtca_sq_db(ib->idev, &qp->r);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		       const struct ib_recv_wr **bad_wr)
+{
+	struct ibtca_ib_qp *qp = to_qp(ibqp);
+	struct ibtca_ib *ib = to_ib(ibqp->device);
+	struct ibtca_recv_wqe *w;
+	unsigned long flags;
+	int i, ret = 0;
+	u32 start;
+
+	if (READ_ONCE(qp->attr.qp_state) == IB_QPS_RESET) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	/* Receives on QP0/QP1 stay posted: nothing arrives there yet. */
+	if (qp->inert)
+		return 0;
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	start = qp->r.rq_pi;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge) {
+			ret = -EINVAL;
+			break;
+		}
+		w = ibtca_rq_slot(&qp->r);
+		if (!w) {
+			ret = -ENOMEM;
+			break;
+		}
+		w->wr_id = cpu_to_le64(wr->wr_id);
+		w->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++)
+			ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
+				      wr->sg_list[i].length,
+				      wr->sg_list[i].lkey);
+	}
+	if (qp->r.rq_pi != start)
+		ibtca_rq_db(ib->idev, &qp->r);
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}

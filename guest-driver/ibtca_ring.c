@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: CQ and QP rings in coherent DMA memory and their doorbells, shared
+ * by the ioctl verbs and the kernel verbs (see ibtca_ring.h). Work requests
+ * and completions never need a register read: the driver writes WQEs and
+ * posts an 8-byte doorbell; the device writes CQEs with an owner (phase)
+ * bit last.
+ */
+#include <linux/bitops.h>
+#include <linux/dma-mapping.h>
+#include <linux/string.h>
+
+#include "ibtca_ring.h"
+
+static struct device *ibtca_ring_dev(struct ibtca_dev *idev)
+{
+	return &idev->pdev->dev;
+}
+
+int ibtca_cq_ring_create(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
+			 u32 log, u8 vector)
+{
+	struct ibtca_cmd_create_cq p = { };
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->log = log;
+	r->vector = vector;
+	r->size = PAGE_ALIGN(sizeof(struct ibtca_cqe) << log);
+	/* Zeroed: every entry reads as not yet written (owner 0). */
+	r->ring = dma_alloc_coherent(ibtca_ring_dev(idev), r->size, &r->dma,
+				     GFP_KERNEL);
+	if (!r->ring)
+		return -ENOMEM;
+	p.ring = cpu_to_le64(r->dma);
+	p.log_entries = log;
+	p.vector = vector;
+	ret = ibtca_cmd(idev, IBTCA_CMD_CREATE_CQ, &p, sizeof(p), &r->cqn, NULL);
+	if (ret)
+		ibtca_cq_ring_free(idev, r);
+	return ret;
+}
+
+void ibtca_cq_ring_free(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
+{
+	if (r->ring)
+		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->ring, r->dma);
+	r->ring = NULL;
+}
+
+struct ibtca_cqe *ibtca_cq_ring_next(struct ibtca_cq_ring *r)
+{
+	struct ibtca_cqe *e = &r->ring[r->ci & (BIT(r->log) - 1)];
+	u8 want = ((r->ci >> r->log) & 1) ^ 1;
+
+	return (READ_ONCE(e->owner) & 1) == want ? e : NULL;
+}
+
+void ibtca_cqe_begin_read(void)
+{
+	/* Read the entry after its owner bit. */
+	dma_rmb();
+}
+
+/* An 8-byte posted doorbell: object number, then the index in 63:32. */
+static void ibtca_db(struct ibtca_dev *idev, u32 reg, u32 num, u32 index)
+{
+	writeq(num | (u64)index << 32, idev->regs + reg);
+}
+
+void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm)
+{
+	ibtca_db(idev, IBTCA_REG_DB_CQ, r->cqn | (u32)arm << 24, r->ci);
+}
+
+int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log)
+{
+	struct ibtca_cmd_create_qp p = { };
+	size_t wq, quasi;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->log = log;
+	wq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << log);
+	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << log);
+	r->size = 2 * wq + quasi;
+	r->mem = dma_alloc_coherent(ibtca_ring_dev(idev), r->size, &r->dma,
+				    GFP_KERNEL);
+	if (!r->mem)
+		return -ENOMEM;
+	r->sq = r->mem;
+	r->rq = r->mem + wq;
+	p.pdn = cpu_to_le32(pdn);
+	p.send_cqn = cpu_to_le32(send_cqn);
+	p.recv_cqn = cpu_to_le32(recv_cqn);
+	p.log_sizes[0] = log;
+	p.log_sizes[1] = log;
+	p.log_sizes[2] = log;
+	p.sq = cpu_to_le64(r->dma);
+	p.rq = cpu_to_le64(r->dma + wq);
+	p.quasi = cpu_to_le64(r->dma + 2 * wq);
+	ret = ibtca_cmd(idev, IBTCA_CMD_CREATE_QP, &p, sizeof(p), &r->qpn, NULL);
+	if (ret)
+		ibtca_qp_ring_free(idev, r);
+	return ret;
+}
+
+void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
+{
+	if (r->mem)
+		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->mem, r->dma);
+	r->mem = NULL;
+}
+
+/* After a MODIFY_QP to RESET, which empties the device's rings. */
+void ibtca_qp_ring_reset(struct ibtca_qp_ring *r)
+{
+	r->sq_pi = 0;
+	r->sq_done = 0;
+	r->rq_pi = 0;
+	r->rq_done = 0;
+	memset(r->mem, 0, r->size);
+}
+
+struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp_ring *r)
+{
+	struct ibtca_send_wqe *w;
+
+	if (r->sq_pi - READ_ONCE(r->sq_done) >= BIT(r->log))
+		return NULL;
+	w = &r->sq[r->sq_pi & (BIT(r->log) - 1)];
+	memset(w, 0, sizeof(*w));
+	r->sq_pi++;
+	return w;
+}
+
+struct ibtca_recv_wqe *ibtca_rq_slot(struct ibtca_qp_ring *r)
+{
+	struct ibtca_recv_wqe *w;
+
+	if (r->rq_pi - READ_ONCE(r->rq_done) >= BIT(r->log))
+		return NULL;
+	w = &r->rq[r->rq_pi & (BIT(r->log) - 1)];
+	memset(w, 0, sizeof(*w));
+	r->rq_pi++;
+	return w;
+}
+
+void ibtca_sq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
+{
+	ibtca_db(idev, IBTCA_REG_DB_SQ, r->qpn, r->sq_pi);
+}
+
+void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
+{
+	ibtca_db(idev, IBTCA_REG_DB_RQ, r->qpn, r->rq_pi);
+}
+
+/* Every request is signaled: each completion frees one slot. */
+void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv)
+{
+	if (recv) {
+		if (r->rq_done != READ_ONCE(r->rq_pi))
+			WRITE_ONCE(r->rq_done, r->rq_done + 1);
+	} else {
+		if (r->sq_done != READ_ONCE(r->sq_pi))
+			WRITE_ONCE(r->sq_done, r->sq_done + 1);
+	}
+}
+
+void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey)
+{
+	sge->addr = cpu_to_le64(addr);
+	sge->length = cpu_to_le32(len);
+	sge->lkey = cpu_to_le32(lkey);
+}

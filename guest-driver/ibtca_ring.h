@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca: the rings of a CQ and of a QP in coherent DMA memory, and the
+ * doorbells that hand them to the device. Both the ioctl verbs
+ * (ibtca_verbs.c) and the kernel verbs (ibtca_ib_cq.c, ibtca_ib_qp.c) drive
+ * their objects through these helpers (ibtca_ring.c); the callers do the
+ * locking.
+ */
+#ifndef _IBTCA_RING_H
+#define _IBTCA_RING_H
+
+#include "ibtca.h"
+
+/* The vector of the ioctl path's CQs (kernel CQs may have their own). */
+#define IBTCA_CQ_VECTOR		1
+
+struct ibtca_cq_ring {
+	u32 cqn;
+	u32 log;
+	u32 ci;			/* consumer index (the next entry to read) */
+	u8 vector;
+	size_t size;
+	struct ibtca_cqe *ring;
+	dma_addr_t dma;
+};
+
+struct ibtca_qp_ring {
+	u32 qpn;
+	u32 log;
+	u32 sq_pi, sq_done;	/* posted, completed send requests */
+	u32 rq_pi, rq_done;	/* posted, completed receive requests */
+	size_t size;
+	void *mem;		/* SQ, RQ and quasi-WQE ring */
+	dma_addr_t dma;
+	struct ibtca_send_wqe *sq;
+	struct ibtca_recv_wqe *rq;
+};
+
+/* CQs: 2^@log entries raising @vector when armed. Called with hw_sem. */
+int ibtca_cq_ring_create(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
+			 u32 log, u8 vector);
+void ibtca_cq_ring_free(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
+struct ibtca_cqe *ibtca_cq_ring_next(struct ibtca_cq_ring *r);
+/* Past the owner bit of an entry ibtca_cq_ring_next() returned. */
+void ibtca_cqe_begin_read(void);
+void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm);
+
+/* QPs: SQ, RQ and quasi-WQE ring of 2^@log entries. Called with hw_sem. */
+int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log);
+void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
+void ibtca_qp_ring_reset(struct ibtca_qp_ring *r);
+/* The next free send or receive slot, zeroed; NULL if the queue is full. */
+struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp_ring *r);
+struct ibtca_recv_wqe *ibtca_rq_slot(struct ibtca_qp_ring *r);
+/* Doorbells for every slot taken so far (writeq() orders the WQEs first). */
+void ibtca_sq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
+void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
+/* A completion of the send (@recv false) or receive queue frees a slot. */
+void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv);
+void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey);
+
+#endif /* _IBTCA_RING_H */

@@ -1,0 +1,202 @@
+//! Full stack, kernel verbs (issue 21): two guests on linked devices,
+//! brought up by `ibtca-fabric up --guests --wait`, each loading the kernel
+//! verbs test module (guest-driver/test/ibtca_kverbs_test.c) in
+//! `ibtca.mode=kverbs`. The module uses only the RDMA core's kernel API on
+//! `ibtca0`: a PD, a CQ whose completions arrive through comp_handler
+//! (MSI-X), an RC QP connected with modify_qp and a DMA MR. The client
+//! (LID 2) SENDs a HELLO, gets the server's SEND with immediate carrying
+//! its address and R_Key, then does RDMA WRITE (unsignaled) and WRITE with
+//! immediate, RDMA READ, fetch-and-add and compare-and-swap, a SEND, and a
+//! WRITE with a bad R_Key (IB_WC_REM_ACCESS_ERR, the event of a CQ armed
+//! for solicited events only, which a plain WRITE did not raise, then a
+//! flushed SEND); the server (LID 1) checks what landed in its memory and
+//! sees its QP fail (the spare receive flushed). Every payload is a pattern of its sender's
+//! LID: each side's PASS lines name the other's LID and a full match.
+//! Before any traffic each side also checks what modify_qp refuses (-EINVAL
+//! for a P_Key index but 0, a GRH, SQD, values past the device's limits),
+//! query_qp, query_pkey, query_gid and create_ah (GRH refused).
+//!
+//! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
+//! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
+
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::vm::VmStack;
+
+/// `no_timer_check`: a TCG guest on a loaded host can miss the kernel's
+/// early IO-APIC timer check and panic before /init.
+const TOPOLOGY: &str = r#"{
+  "nodes": [
+    { "name": "a", "lid": 1,
+      "guest": { "append": "ibtca.mode=kverbs ibtca.role=server ibtca.peer_lid=2" } },
+    { "name": "b", "lid": 2,
+      "guest": { "append": "ibtca.mode=kverbs ibtca.role=client ibtca.peer_lid=1" } }
+  ],
+  "links": [ { "a": "a", "b": "b" } ],
+  "guest": { "mem": "512M", "append": "no_timer_check" }
+}"#;
+
+/// The `IBTCA-KVERBS CHECK ...` line of `console`.
+fn check<'a>(who: &str, console: &'a str, name: &str) -> &'a str {
+    let tag = format!("IBTCA-KVERBS {name} ");
+    console
+        .lines()
+        .find(|l| l.contains(&tag))
+        .unwrap_or_else(|| panic!("{who}: no {tag:?} line:\n{console}"))
+}
+
+/// The `CHECK` line of `console`, which must say PASS.
+fn pass<'a>(who: &str, console: &'a str, name: &str) -> &'a str {
+    let line = check(who, console, name);
+    assert!(
+        line.contains(&format!("IBTCA-KVERBS {name} PASS")),
+        "{who}: {line}\n{console}"
+    );
+    line
+}
+
+/// `key=value` of `line`.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!(" {key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key}= in {line}"))
+        + pat.len();
+    line[at..].split_whitespace().next().unwrap_or_default()
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("kverbs");
+    let topo = dir.join("topo.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let run = dir.join("run");
+    let rd = run.display().to_string();
+    let _down = Down(run.clone());
+    // This checkout's runner, wherever the binaries were built.
+    let run_vm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/run-vm.sh");
+    let out = fabric(&[
+        "up",
+        &topo.display().to_string(),
+        "--run-dir",
+        &rd,
+        "--guests",
+        "--kernel",
+        &stack.kernel.display().to_string(),
+        "--initrd",
+        &stack.initrd.display().to_string(),
+        "--run-vm",
+        &run_vm.display().to_string(),
+        "--guest-timeout",
+        "900",
+        "--wait",
+    ]);
+    let console =
+        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
+    let (server, client) = (console("a"), console("b"));
+    let all = format!(
+        "{}\nserver console:\n{server}\nclient console:\n{client}",
+        text(&out)
+    );
+    assert!(out.status.success(), "up --guests --wait failed:\n{all}");
+    for (who, c) in [("server", &server), ("client", &client)] {
+        for l in c.lines().filter(|l| l.contains("IBTCA-KVERBS")) {
+            eprintln!("{who}: {l}");
+        }
+        assert!(c.contains("IBTCA-KVERBS-RC 0"), "{who}: insmod\n{all}");
+        assert!(c.contains("IBTCA-UNLOAD ok"), "{who}: unload\n{all}");
+        assert!(
+            !c.contains("IBTCA-DMESG"),
+            "{who}: kernel complaints\n{all}"
+        );
+        assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
+        for name in [
+            "query_qp",
+            "query_pkey",
+            "query_gid",
+            "create_ah",
+            "modify_qp",
+        ] {
+            pass(who, c, name);
+        }
+        let result = check(who, c, "result");
+        assert_eq!(field(result, "failed"), "0", "{who}: {result}");
+        let events: u32 = field(result, "events").parse().unwrap();
+        assert!(events > 0, "{who}: comp_handler never ran: {result}");
+    }
+
+    // Addressing: both QPs got the same number on their fresh devices, and
+    // each side's peer is the other's LID.
+    let s_setup = pass("server", &server, "setup");
+    let c_setup = pass("client", &client, "setup");
+    assert_eq!(field(s_setup, "lid"), "1", "{s_setup}");
+    assert_eq!(field(c_setup, "lid"), "2", "{c_setup}");
+    assert_eq!(field(s_setup, "qpn"), field(c_setup, "peer_qpn"), "{all}");
+    assert_eq!(field(c_setup, "qpn"), field(s_setup, "peer_qpn"), "{all}");
+    assert!(pass("server", &server, "query_pkey").contains("pkey=0xffff"));
+    assert!(pass("client", &client, "query_gid").contains("gid=fe80:0000:0000:0000:"));
+
+    // SEND: the client's HELLO reached the server, the server's REPLY (with
+    // immediate) the client, each from the other's LID and QP.
+    let hello = pass("server", &server, "send_recv");
+    assert_eq!(field(hello, "kind"), "1", "{hello}");
+    assert_eq!(field(hello, "from_lid"), "2", "{hello}");
+    assert_eq!(field(hello, "slid"), "2", "{hello}");
+    assert_eq!(field(hello, "from_qpn"), field(c_setup, "qpn"), "{hello}");
+    assert_eq!(field(hello, "src_qp"), field(c_setup, "qpn"), "{hello}");
+    assert_eq!(field(hello, "payload_match"), "128/128", "{hello}");
+    let reply = pass("client", &client, "send_recv");
+    assert_eq!(field(reply, "kind"), "2", "{reply}");
+    assert_eq!(field(reply, "from_lid"), "1", "{reply}");
+    assert_eq!(field(reply, "slid"), "1", "{reply}");
+    assert_eq!(field(reply, "src_qp"), field(s_setup, "qpn"), "{reply}");
+    assert_eq!(field(reply, "imm"), "0x1bca0001", "{reply}");
+    assert_eq!(field(reply, "payload_match"), "128/128", "{reply}");
+
+    // RDMA WRITE: the client's 4 KiB landed in the server's memory.
+    pass("client", &client, "rdma_write");
+    let write = pass("server", &server, "rdma_write");
+    assert_eq!(field(write, "from_lid"), "2", "{write}");
+    assert_eq!(field(write, "match"), "4096/4096", "{write}");
+    assert_eq!(field(write, "imm"), "0x2bca0002", "{write}");
+    // RDMA READ: the client read the server's pattern.
+    let read = pass("client", &client, "rdma_read");
+    assert_eq!(field(read, "from_lid"), "1", "{read}");
+    assert_eq!(field(read, "match"), "4096/4096", "{read}");
+    // Atomics: the client saw the server's counter before each operation,
+    // the server the client's swap value.
+    let atomic = pass("client", &client, "atomic");
+    assert!(
+        atomic.contains("fetch_add old=0x1001 want 0x1001"),
+        "{atomic}"
+    );
+    assert!(
+        atomic.contains("cmp_swp old=0x1006 want 0x1006"),
+        "{atomic}"
+    );
+    // A chain stops at the request the QP cannot take, the one before it
+    // posted (the server got that DONE).
+    let chain = pass("client", &client, "post_send_chain");
+    assert!(chain.contains("ret=-22 bad_wr=the inline one"), "{chain}");
+    pass("server", &server, "done_msg");
+    let counter = pass("server", &server, "atomic");
+    assert_eq!(field(counter, "counter"), "0xc0ffee02", "{counter}");
+
+    // The bad R_Key: a remote access error for the client, then a flush;
+    // the server's QP failed with it and its memory stayed as written.
+    let bad = pass("client", &client, "bad_rkey");
+    assert!(bad.contains("(10)"), "IB_WC_REM_ACCESS_ERR: {bad}");
+    // Armed for solicited events, the CQ stayed quiet for a plain WRITE's
+    // completion and fired for the failed one.
+    let solicited = pass("client", &client, "solicited_arm");
+    assert!(
+        solicited.contains("plain_completion=no_event failed_completion=event"),
+        "{solicited}"
+    );
+    let flush = pass("client", &client, "flush");
+    assert!(flush.contains("status=WR flushed"), "{flush}");
+    let failed = pass("server", &server, "responder_error");
+    assert!(failed.contains("status=WR flushed"), "{failed}");
+    assert_eq!(field(failed, "buffer_unchanged"), "1", "{failed}");
+}

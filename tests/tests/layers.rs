@@ -97,6 +97,14 @@ fn roots() -> Vec<(String, PathBuf)> {
             "ibtca-fabric bin".to_string(),
             ws.join("device/fabric/src/main.rs"),
         ),
+        (
+            "ibtca-gateway".to_string(),
+            ws.join("device/gateway/src/lib.rs"),
+        ),
+        (
+            "ibtca-gateway bin".to_string(),
+            ws.join("device/gateway/src/main.rs"),
+        ),
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];

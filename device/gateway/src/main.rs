@@ -1,0 +1,2 @@
+//! `ibtca-gateway`: see the crate documentation.
+fn main() {}

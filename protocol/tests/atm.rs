@@ -573,3 +573,21 @@ fn aal0_delivers_each_payload_and_oam_cells_are_counted() {
     );
     assert_eq!(rx.counters().management, 4);
 }
+
+#[test]
+fn a_restarted_receiver_drops_partial_frames_and_keeps_counting() {
+    let mut rx = Receiver::new(Duration::from_secs(1));
+    rx.add_vc(VC, Aal::Aal5 { max_sdu: MAX_SDU });
+    let mut cells = Vec::new();
+    aal5::segment(VC, &frame_of(200), 0, &mut cells).unwrap();
+    let now = Instant::now();
+    let mut out = Vec::new();
+    rx.push(&cells[0], now, &mut out);
+    rx.restart();
+    for c in &cells {
+        rx.push(c, now, &mut out);
+    }
+    assert_eq!(out.len(), 1, "the frame after the restart is whole");
+    assert_eq!(out[0].data, frame_of(200));
+    assert_eq!(rx.counters().cells, 1 + cells.len() as u64);
+}

@@ -69,11 +69,22 @@ impl Default for ServiceSl {
     }
 }
 
-/// VL weights the gateway's port uses unless told otherwise (with the
-/// identity SL → VL table): VL0 (UBR) 1, VL1 (CBR) 8, VL2 (rt-VBR) 4, VL3
+/// VL weights the gateway's port uses unless told otherwise (with
+/// [`default_sl2vl`]): VL0 (UBR) 1, VL1 (CBR) 8, VL2 (rt-VBR) 4, VL3
 /// (nrt-VBR) 2 packets per arbitration turn.
 pub fn default_vl_weights() -> Vec<u8> {
     vec![1, 8, 4, 2]
+}
+
+/// The gateway port's SL → VL table unless told otherwise: SL0..SL3 on
+/// VL0..VL3, SL4..SL14 on VL0, SL15 on VL15.
+pub fn default_sl2vl() -> [u8; 16] {
+    let mut t = [0u8; 16];
+    for (sl, vl) in t.iter_mut().enumerate().take(4) {
+        *vl = sl as u8;
+    }
+    t[15] = 15;
+    t
 }
 
 impl ServiceSl {

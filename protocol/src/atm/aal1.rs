@@ -136,6 +136,12 @@ impl Aal1Reassembler {
         }
     }
 
+    /// A receiver with the same message size and filler, and nothing
+    /// held.
+    pub fn fresh(&self) -> Self {
+        Self::new(self.message_len / BLOCK_LEN, self.filler)
+    }
+
     /// Checks a SAR header and moves the correction state machine.
     pub fn check_header(&mut self, header: u8) -> SnpVerdict {
         let sn = header >> 4;

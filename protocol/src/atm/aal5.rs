@@ -118,6 +118,11 @@ impl Aal5Reassembler {
         }
     }
 
+    /// A reassembler with the same limit and nothing held.
+    pub fn fresh(&self) -> Self {
+        Self::new(self.max_sdu)
+    }
+
     /// Whether part of a frame is held.
     pub fn in_progress(&self) -> bool {
         self.started.is_some()

@@ -134,6 +134,20 @@ impl Receiver {
         true
     }
 
+    /// Starts over on a new connection of the port: partial AAL5 frames
+    /// and AAL1 sequence state are dropped (not counted), the HEC goes
+    /// back to correction mode; counters are kept.
+    pub fn restart(&mut self) {
+        self.hec = HecReceiver::new();
+        for state in self.vcs.values_mut() {
+            match state {
+                VcState::Aal5(r) => *r = r.fresh(),
+                VcState::Aal1(r) => *r = r.fresh(),
+                VcState::Aal0 => {}
+            }
+        }
+    }
+
     /// The counters so far.
     pub fn counters(&self) -> &RxCounters {
         &self.counters

@@ -233,3 +233,92 @@ impl QpEnv for HostEnv {
         self.sends.remove(&wqe.wr_id.to_native());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sge(wr: u64, at: u64, length: u32, key: u32) -> Sge {
+        Sge {
+            addr: (buffer_addr(wr) + at).into(),
+            length: length.into(),
+            lkey: key.into(),
+        }
+    }
+
+    #[test]
+    fn sends_gather_from_their_buffer_until_they_retire() {
+        let mut env = HostEnv::new(100);
+        let wqe = env.send_wqe((0..50).collect());
+        let sges = &wqe.sge[..1];
+        let mut out = [0u8; 10];
+        env.gather(sges, 40, &mut out).unwrap();
+        assert_eq!(out, [40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
+        assert_eq!(
+            env.gather(sges, 45, &mut out),
+            Err(AccessError::OutOfBounds)
+        );
+        let wr = wqe.wr_id.to_native();
+        assert_eq!(
+            env.gather(&[sge(wr, 0, 50, RECV_KEY)], 0, &mut out),
+            Err(AccessError::BadKey)
+        );
+        env.retired(&wqe, WC_SUCCESS);
+        assert_eq!(env.held(), 0);
+        assert_eq!(env.gather(sges, 0, &mut out), Err(AccessError::OutOfBounds));
+    }
+
+    #[test]
+    fn receives_fill_within_their_wqe_and_complete_with_their_length() {
+        let mut env = HostEnv::new(64);
+        let r = env.next_recv().unwrap();
+        let sges = &r.sge[..1];
+        env.scatter(sges, 0, &[1; 40]).unwrap();
+        // Past the WQE's 64 bytes: refused, nothing written.
+        assert_eq!(
+            env.scatter(sges, 40, &[2; 30]),
+            Err(AccessError::OutOfBounds)
+        );
+        env.scatter(sges, 40, &[3; 24]).unwrap();
+        let mut cqe = Cqe {
+            wr_id: r.wr_id,
+            byte_len: 64.into(),
+            ..Cqe::default()
+        };
+        env.complete(CqKind::Recv, cqe);
+        let mut want = vec![1; 40];
+        want.extend([3; 24]);
+        assert_eq!(env.received, [want]);
+        // A failed receive frees its buffer and delivers nothing.
+        let r = env.next_recv().unwrap();
+        env.scatter(&r.sge[..1], 0, &[9; 8]).unwrap();
+        cqe.wr_id = r.wr_id;
+        cqe.status = ibtca_device::verbs::abi::WC_WR_FLUSH_ERR;
+        env.complete(CqKind::Recv, cqe);
+        assert_eq!(env.received.len(), 1);
+        assert_eq!(env.held(), 0);
+        assert_eq!(env.failed, [ibtca_device::verbs::abi::WC_WR_FLUSH_ERR]);
+        // Backed up: no receive WQE, so the responder answers RNR.
+        env.recv_open = false;
+        assert!(env.next_recv().is_none());
+    }
+
+    #[test]
+    fn the_peer_reaches_no_memory() {
+        let mut env = HostEnv::new(64);
+        let _ = env.send_wqe(vec![7; 64]);
+        assert_eq!(
+            env.check_remote(1, buffer_addr(1), 8, false),
+            Err(AccessError::BadKey)
+        );
+        assert_eq!(env.remote_write(2, 0, &[0; 8]), Err(AccessError::BadKey));
+        assert_eq!(
+            env.remote_read(1, buffer_addr(1), &mut [0; 8]),
+            Err(AccessError::BadKey)
+        );
+        assert_eq!(
+            env.remote_atomic(1, 0, AtomicOp::FetchAdd { add: 1 }),
+            Err(AccessError::BadKey)
+        );
+    }
+}

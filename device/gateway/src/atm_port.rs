@@ -3,6 +3,9 @@
 //! (the port's thread) runs the receive side ([`Receiver`]: HEC, filters,
 //! AAL reassembly, timeouts) and hands messages to the engine; a writer
 //! thread per connection drains the class queues ([`CellScheduler`]).
+//! With a capture, every cell in (interface 0, as received) and out
+//! (interface 1) is recorded as an ERF ATM record (the header without its
+//! HEC, then the payload), which tshark decodes (VPI, VCI, PTI).
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -14,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::switch::{Capture, Direction, ERF_TYPE_ATM};
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
 
 use crate::engine::Event;
@@ -51,6 +55,7 @@ impl AtmPort {
         reassembly_timeout: Duration,
         cells: Arc<CellScheduler>,
         events: Sender<Event>,
+        capture: Option<Arc<Capture>>,
     ) -> io::Result<Self> {
         let listener = match &ep {
             LinkEndpoint::Listen(p) => {
@@ -79,6 +84,7 @@ impl AtmPort {
             events,
             stop: stop.clone(),
             counters: counters.clone(),
+            capture,
         };
         let thread = std::thread::Builder::new()
             .name("ibtca-gw-atm".into())
@@ -117,6 +123,15 @@ struct PortThread {
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
     counters: Arc<PortCounters>,
+    capture: Option<Arc<Capture>>,
+}
+
+/// Records `cell` in `capture` as an ERF ATM record.
+fn record(capture: &Capture, direction: Direction, cell: &[u8]) {
+    let mut r = [0u8; CELL_LEN - 1];
+    r[..4].copy_from_slice(&cell[..4]);
+    r[4..].copy_from_slice(&cell[5..]);
+    capture.record_of(ERF_TYPE_ATM, direction, &r);
 }
 
 impl PortThread {
@@ -180,6 +195,7 @@ impl PortThread {
             self.cells.clone(),
             self.counters.clone(),
         );
+        let capture = self.capture.clone();
         let t = std::thread::Builder::new()
             .name("ibtca-gw-atm-tx".into())
             .spawn(move || {
@@ -201,6 +217,11 @@ impl PortThread {
                     counters
                         .cells_out
                         .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    if let Some(c) = &capture {
+                        for cell in &batch {
+                            record(c, Direction::Tx, &cell.bytes);
+                        }
+                    }
                 }
             })?;
         Ok((done, t))
@@ -231,6 +252,9 @@ impl PortThread {
             let now = Instant::now();
             let whole = have - have % CELL_LEN;
             for chunk in buf[..whole].chunks_exact(CELL_LEN) {
+                if let Some(c) = &self.capture {
+                    record(c, Direction::Rx, chunk);
+                }
                 if let Some(cell) = Cell::from_slice(chunk) {
                     self.rx.push(&cell, now, &mut out);
                 }

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LocalPort};
+use ibtca_device::switch::Capture;
 use ibtca_device::vl_config::VlConfig;
 use ibtca_protocol::atm::Vc;
 
@@ -44,6 +45,9 @@ pub struct GatewayConfig {
     pub queue_cells: usize,
     /// The link's shared ring per direction, in bytes (0: the socket).
     pub link_ring: u64,
+    /// A pcap file (ERF ATM records) of every cell in and out of the ATM
+    /// port.
+    pub capture: Option<std::path::PathBuf>,
 }
 
 /// A running gateway.
@@ -91,12 +95,17 @@ impl Gateway {
         let engine = std::thread::Builder::new()
             .name("ibtca-gw-engine".into())
             .spawn(move || engine.run(rx))?;
+        let capture = match &cfg.capture {
+            Some(p) => Some(Arc::new(Capture::create(p)?)),
+            None => None,
+        };
         let atm = AtmPort::start(
             cfg.atm.clone(),
             &cfg.map,
             cfg.reassembly_timeout,
             cells.clone(),
             tx.clone(),
+            capture,
         )?;
         Ok(Self {
             events: tx,

@@ -105,6 +105,11 @@ struct Args {
     #[arg(long, value_name = "MESSAGES", default_value_t = 1024)]
     backlog: usize,
 
+    /// Capture every cell in and out of the ATM port into a pcap file (ERF
+    /// ATM records: interface 0 received, 1 sent) that tshark decodes.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+
     /// Serve a control socket at PATH (stats, remote-qpn VPI/VCI QPN).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
@@ -160,6 +165,7 @@ fn config(args: &Args) -> Result<GatewayConfig, String> {
         reassembly_timeout: Duration::from_millis(args.reassembly_timeout_ms),
         queue_cells: args.queue_cells,
         link_ring: args.link_ring_kib.saturating_mul(1024),
+        capture: args.capture.clone(),
     })
 }
 

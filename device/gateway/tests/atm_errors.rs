@@ -56,6 +56,7 @@ fn bad_cells_and_frames_are_counted_by_reason() {
         reassembly_timeout: Duration::from_secs(5),
         queue_cells: 1024,
         link_ring: 0,
+        capture: None,
     })
     .unwrap();
 

@@ -94,7 +94,13 @@ fn map_json(side: &Side, peer: &Side) -> String {
     format!(r#"{{"vcs": [{}]}}"#, vcs.join(","))
 }
 
-fn gateway(side: &Side, peer: &Side, link: LinkEndpoint, atm: LinkEndpoint) -> Gateway {
+fn gateway(
+    side: &Side,
+    peer: &Side,
+    link: LinkEndpoint,
+    atm: LinkEndpoint,
+    capture: Option<PathBuf>,
+) -> Gateway {
     let cfg = GatewayConfig {
         link,
         atm,
@@ -115,6 +121,7 @@ fn gateway(side: &Side, peer: &Side, link: LinkEndpoint, atm: LinkEndpoint) -> G
         reassembly_timeout: Duration::from_secs(5),
         queue_cells: 1 << 16,
         link_ring: ibtca_device::link::SHARED_RING,
+        capture,
     };
     Gateway::start(&cfg).expect("gateway starts")
 }
@@ -193,6 +200,8 @@ fn crc32_bitwise(bytes: &[u8]) -> u32 {
 #[derive(Default)]
 struct Sink {
     partial: HashMap<Vc, Vec<u8>>,
+    /// Every cell's (VPI, VCI, PTI), in arrival order.
+    headers: Vec<CellId>,
     got: HashMap<Vc, Vec<Vec<u8>>>,
     aal1_next: HashMap<Vc, u8>,
 }
@@ -206,6 +215,7 @@ impl Sink {
             "every cell out of the gateway has a good HEC"
         );
         let header = CellHeader::decode(&h);
+        self.headers.push((header.vpi, header.vci, header.pti));
         let vc = header.vc();
         let aal = side
             .vcs
@@ -319,8 +329,9 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
     })
     .expect("switch starts");
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
-    let ga = gateway(&A, &B, connect(&p1), listen(&atm_a));
-    let gb = Arc::new(gateway(&B, &A, connect(&p2), listen(&atm_b)));
+    let pcap = dir.join("atm-a.pcap");
+    let ga = gateway(&A, &B, connect(&p1), listen(&atm_a), Some(pcap.clone()));
+    let gb = Arc::new(gateway(&B, &A, connect(&p2), listen(&atm_b), None));
 
     // B's first VC has no remote QPN yet: set it through the control socket.
     let control_path = dir.join("gb.control");
@@ -386,5 +397,62 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
     );
     assert_eq!(ca.engine.segment_errors + cb.engine.segment_errors, 0);
     switch.stop();
+
+    // A's capture, as tshark decodes it: what the source sent (interface
+    // 0) and what the sink got (interface 1), cell by cell.
+    let sent: Vec<CellId> = source_cells(&A, &ma)
+        .iter()
+        .map(|c| c.header())
+        .map(|h| (h.vpi, h.vci, h.pti))
+        .collect();
+    let (rx, tx) = tshark_atm(&pcap);
+    assert_eq!(rx, sent, "cells in, as captured");
+    assert_eq!(tx, got_a.headers, "cells out, as captured");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cell's (VPI, VCI, PTI).
+type CellId = (u8, u16, u8);
+
+/// The cells in a capture, received and sent.
+fn tshark_atm(pcap: &Path) -> (Vec<CellId>, Vec<CellId>) {
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "erf.flags.cap",
+            "-e",
+            "atm.vpi",
+            "-e",
+            "atm.vci",
+            "-e",
+            "atm.payload_type",
+        ])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("tshark is needed to decode captures (scripts/host-tools.sh installs it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut rx, mut tx) = (Vec::new(), Vec::new());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let cell = (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        match f[0] {
+            "0" => rx.push(cell),
+            "1" => tx.push(cell),
+            other => panic!("interface {other} in {line}"),
+        }
+    }
+    (rx, tx)
 }

@@ -108,7 +108,7 @@ fn roots() -> Vec<(String, PathBuf)> {
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];
-    for dir in ["device/src/bin", "tests/src/bin"] {
+    for dir in ["device/src/bin", "device/gateway/src/bin", "tests/src/bin"] {
         let mut bins: Vec<PathBuf> = fs::read_dir(ws.join(dir))
             .expect("bin directory")
             .map(|e| e.expect("bin entry").path())

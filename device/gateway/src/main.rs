@@ -118,6 +118,12 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     stats_interval: u64,
 
+    /// Check the options and the map, print a summary and exit (status 2
+    /// and the problems if any): `ibtca-fabric` runs this before it
+    /// starts anything.
+    #[arg(long)]
+    check: bool,
+
     /// The IB link's shared ring per direction, in KiB (0: the socket).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
     link_ring_kib: u64,
@@ -169,6 +175,14 @@ fn config(args: &Args) -> Result<GatewayConfig, String> {
     })
 }
 
+fn aal_number(aal: ibtca_protocol::atm::Aal) -> u8 {
+    match aal {
+        ibtca_protocol::atm::Aal::Aal5 { .. } => 5,
+        ibtca_protocol::atm::Aal::Aal1 { .. } => 1,
+        ibtca_protocol::atm::Aal::Aal0 => 0,
+    }
+}
+
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
     let args = Args::parse();
@@ -179,6 +193,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.check {
+        println!(
+            "ok: LID {}, {} VCs ({})",
+            cfg.qp.lid,
+            cfg.map.vcs.len(),
+            cfg.map
+                .vcs
+                .iter()
+                .map(|v| format!("{} AAL{} {}", v.vc, aal_number(v.aal), v.service))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::SUCCESS;
+    }
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(s) => s,
         Err(e) => {

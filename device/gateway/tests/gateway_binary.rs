@@ -70,6 +70,49 @@ fn a_bad_map_is_refused_before_anything_starts() {
         assert!(err.contains(want), "stderr names `{want}`:\n{err}");
     }
     assert!(!atm.exists(), "nothing started");
+    // --check says the same and starts nothing either.
+    let out = Command::new(BIN)
+        .args([
+            "--check",
+            "--link",
+            "listen:/nonexistent/l",
+            "--atm",
+            "listen:/nonexistent/a",
+        ])
+        .arg("--map")
+        .arg(&map)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mapped twice"));
+    std::fs::write(
+        &map,
+        r#"{"vcs": [{"vpi": 1, "vci": 40, "aal": 1, "service": "cbr", "ib": {"qp": "rc", "local_qpn": 16, "remote_lid": 2}}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--check",
+            "--lid",
+            "9",
+            "--link",
+            "listen:/nonexistent/l",
+            "--atm",
+            "listen:/nonexistent/a",
+        ])
+        .arg("--map")
+        .arg(&map)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok: LID 9, 1 VCs (1/40 AAL1 cbr)\n"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -5,7 +5,7 @@
 //! stats                      ok {"cells_in":...,"cells_out":...,...}
 //! remote-qpn VPI/VCI QPN     set a VC's peer QP (a guest learns its QPN
 //!                            only when it creates the QP); restarts the
-//!                            VC's QP from PSN 0
+//!                            VC's QP from its first PSNs
 //! ```
 //!
 //! `ibtca_device::switch::control::request` is a client.

@@ -6,6 +6,11 @@
 //! peer: RDMA WRITE, READ and atomics are refused with a remote access
 //! error, as a device refuses a key it does not know.
 //!
+//! The receive queue is finite, as a device's: [`RQ_DEPTH`] work requests
+//! posted, one more each time a message completes well. (A QP that goes
+//! to error flushes every posted receive: an endless queue would never
+//! end that flush.)
+//!
 //! [`RcQp`]: ibtca_device::transport::RcQp
 
 use std::collections::HashMap;
@@ -20,6 +25,9 @@ const SEND_KEY: u32 = 1;
 /// L_Key of the buffers of messages being received.
 const RECV_KEY: u32 = 2;
 
+/// Receive work requests posted on a fresh QP.
+pub const RQ_DEPTH: usize = 64;
+
 /// One QP's memory, receive queue and completions.
 #[derive(Debug, Default)]
 pub struct HostEnv {
@@ -28,6 +36,8 @@ pub struct HostEnv {
     /// Messages being received, by work request.
     recvs: HashMap<u64, Vec<u8>>,
     next_wr: u64,
+    /// Receive work requests posted and not taken yet.
+    posted_recvs: usize,
     /// Whether a message may start arriving (else the responder answers
     /// RNR: the ATM side is backed up).
     pub recv_open: bool,
@@ -53,6 +63,7 @@ impl HostEnv {
     pub fn new(max_recv: u32) -> Self {
         Self {
             recv_open: true,
+            posted_recvs: RQ_DEPTH,
             max_recv,
             ..Self::default()
         }
@@ -181,9 +192,10 @@ impl QpEnv for HostEnv {
     }
 
     fn next_recv(&mut self) -> Option<RecvWqe> {
-        if !self.recv_open {
+        if !self.recv_open || self.posted_recvs == 0 {
             return None;
         }
+        self.posted_recvs -= 1;
         let wr = self.take_wr();
         let mut r = RecvWqe {
             wr_id: wr.into(),
@@ -207,6 +219,8 @@ impl QpEnv for HostEnv {
             CqKind::Recv => {
                 let buf = self.recvs.remove(&wr);
                 if cqe.status == WC_SUCCESS {
+                    // Posted again in its place.
+                    self.posted_recvs += 1;
                     let mut buf = buf.unwrap_or_default();
                     buf.resize(cqe.byte_len.to_native() as usize, 0);
                     self.received.push(buf);
@@ -300,6 +314,29 @@ mod tests {
         assert_eq!(env.failed, [ibtca_device::verbs::abi::WC_WR_FLUSH_ERR]);
         // Backed up: no receive WQE, so the responder answers RNR.
         env.recv_open = false;
+        assert!(env.next_recv().is_none());
+    }
+
+    #[test]
+    fn the_receive_queue_is_finite_and_refilled_by_good_receives() {
+        let mut env = HostEnv::new(64);
+        let taken: Vec<RecvWqe> = std::iter::from_fn(|| env.next_recv()).collect();
+        assert_eq!(taken.len(), RQ_DEPTH);
+        let ok = Cqe {
+            wr_id: taken[0].wr_id,
+            byte_len: 0.into(),
+            ..Cqe::default()
+        };
+        env.complete(CqKind::Recv, ok);
+        assert!(env.next_recv().is_some(), "a good receive posts one again");
+        assert!(env.next_recv().is_none());
+        // A flushed one does not: a QP in error drains the queue and stops.
+        let flushed = Cqe {
+            wr_id: taken[1].wr_id,
+            status: ibtca_device::verbs::abi::WC_WR_FLUSH_ERR,
+            ..Cqe::default()
+        };
+        env.complete(CqKind::Recv, flushed);
         assert!(env.next_recv().is_none());
     }
 

@@ -31,7 +31,8 @@ use signal_hook::iterator::Signals;
 ///
 /// An AAL5 frame (AAL1: `blocks` 47-byte blocks; AAL0: one cell's
 /// payload) becomes one IB SEND on the VC's QP, and each message received
-/// on the QP goes out as cells of the VC. QPs start at PSN 0 both ways;
+/// on the QP goes out as cells of the VC. QPs start at the map's `ib.sq_psn`
+/// and `ib.rq_psn` (default 0);
 /// the peer's path MTU must be --mtu. A VC without `remote_qpn` waits for
 /// `remote-qpn VPI/VCI QPN` on the control socket.
 ///

@@ -9,7 +9,9 @@
 //!
 //! Optional: `blocks` (AAL1: 47-byte blocks per IB message, default 8),
 //! `max_sdu` (AAL5: largest frame, default 65,535), `ib.remote_qpn` (set
-//! at run time through the control socket when left out). The whole map
+//! at run time through the control socket when left out), `ib.sq_psn`
+//! and `ib.rq_psn` (the first PSN the gateway's QP sends and expects, as
+//! the peer's MODIFY_QP has them the other way round; default 0). The whole map
 //! is checked before anything starts; every problem is reported, each
 //! naming its entry.
 
@@ -25,7 +27,7 @@ use crate::service::Service;
 pub const DEFAULT_AAL1_BLOCKS: usize = 8;
 /// Most AAL1 blocks per message (one message stays within 65,535 bytes).
 pub const MAX_AAL1_BLOCKS: usize = 1394;
-/// Largest QPN (24 bits).
+/// Largest QPN or PSN (24 bits).
 const MAX_QPN: u64 = 0xff_ffff;
 /// Largest unicast LID.
 const MAX_UNICAST_LID: u64 = 0xbfff;
@@ -45,6 +47,10 @@ pub struct VcEntry {
     pub remote_lid: u16,
     /// The peer QP, if known yet.
     pub remote_qpn: Option<u32>,
+    /// First PSN the QP sends.
+    pub sq_psn: u32,
+    /// First PSN the QP expects.
+    pub rq_psn: u32,
 }
 
 /// A checked VC map.
@@ -89,6 +95,10 @@ struct RawIb {
     remote_qpn: Option<u64>,
     #[serde(default)]
     remote_qkey: Option<u64>,
+    #[serde(default)]
+    sq_psn: Option<u64>,
+    #[serde(default)]
+    rq_psn: Option<u64>,
 }
 
 impl VcMap {
@@ -209,6 +219,11 @@ impl VcMap {
             if let Some(q) = v.ib.remote_qpn.filter(|q| !(2..=MAX_QPN).contains(q)) {
                 err(format!("ib.remote_qpn {q} is out of range: 2..=0xffffff"));
             }
+            for (name, psn) in [("sq_psn", v.ib.sq_psn), ("rq_psn", v.ib.rq_psn)] {
+                if let Some(p) = psn.filter(|p| *p > MAX_QPN) {
+                    err(format!("ib.{name} {p} is out of range: a PSN has 24 bits"));
+                }
+            }
             if !(1..=MAX_UNICAST_LID).contains(&v.ib.remote_lid) {
                 err(format!(
                     "ib.remote_lid {} is not a unicast LID (1..=0xbfff)",
@@ -226,6 +241,8 @@ impl VcMap {
                     local_qpn: v.ib.local_qpn as u32,
                     remote_lid: v.ib.remote_lid as u16,
                     remote_qpn: v.ib.remote_qpn.map(|q| q as u32),
+                    sq_psn: (v.ib.sq_psn.unwrap_or(0) & MAX_QPN) as u32,
+                    rq_psn: (v.ib.rq_psn.unwrap_or(0) & MAX_QPN) as u32,
                 });
             }
         }

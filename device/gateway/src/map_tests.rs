@@ -22,6 +22,8 @@ fn the_issue_shape_parses() {
             local_qpn: 16,
             remote_lid: 2,
             remote_qpn: Some(16),
+            sq_psn: 0,
+            rq_psn: 0,
         }
     );
     assert_eq!(m.vcs[1].aal, Aal::Aal1 { blocks: 4 });

@@ -71,8 +71,8 @@ impl VcConn {
         Ok(conn)
     }
 
-    /// (Re)starts the QP toward the map's remote QPN (PSNs from 0), if
-    /// known.
+    /// (Re)starts the QP toward the map's remote QPN (PSNs from the map's
+    /// `sq_psn` and `rq_psn`), if known.
     pub fn start_qp(&mut self, s: &QpSettings) -> Result<(), String> {
         let Some(dest) = self.entry.remote_qpn else {
             self.qp = None;
@@ -83,6 +83,8 @@ impl VcConn {
         cfg.dlid = self.entry.remote_lid;
         cfg.sl = self.sl;
         cfg.path_mtu = s.mtu;
+        cfg.sq_psn = self.entry.sq_psn;
+        cfg.rq_psn = self.entry.rq_psn;
         cfg.ack_timeout = s.ack_timeout;
         cfg.retry_cnt = s.retry_cnt;
         cfg.send_window = RcConfig::send_window_for_mtu(s.mtu);
@@ -119,6 +121,8 @@ impl VcConn {
         if let Some(qp) = self.qp.as_mut() {
             self.env.recv_open = open;
             qp.on_packet(v, now, &mut self.env);
+            tracing::trace!(vc = %self.entry.vc, opcode = ?v.bth.opcode, psn = v.bth.psn,
+                error = qp.is_error(), "IB packet");
         }
     }
 
@@ -158,7 +162,7 @@ impl VcConn {
         }
         if let Some(why) = failed {
             tracing::warn!(vc = %self.entry.vc, qpn = self.entry.local_qpn, ?why,
-                "QP failed; starting it again from PSN 0");
+                "QP failed; starting it again from its first PSNs");
             c.qp_restarts += 1;
             if let Err(e) = self.start_qp(s) {
                 tracing::error!("{e}");

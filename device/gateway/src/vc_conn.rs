@@ -161,7 +161,8 @@ impl VcConn {
             self.send_to_atm(&m, cells, c);
         }
         if let Some(why) = failed {
-            tracing::warn!(vc = %self.entry.vc, qpn = self.entry.local_qpn, ?why,
+            // A peer can fail a QP at will (a bad RDMA WRITE): rate-limited.
+            ibtca_device::guest_warn!(vc = %self.entry.vc, qpn = self.entry.local_qpn, ?why,
                 "QP failed; starting it again from its first PSNs");
             c.qp_restarts += 1;
             if let Err(e) = self.start_qp(s) {

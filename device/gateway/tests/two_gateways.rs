@@ -456,3 +456,86 @@ fn tshark_atm(pcap: &Path) -> (Vec<CellId>, Vec<CellId>) {
     }
     (rx, tx)
 }
+
+/// Gateway B's ATM sink does not read while 100 UBR frames (19,200
+/// cells) pile up in B's cell queue behind a full socket; then one CBR
+/// frame arrives. Once the sink reads, the CBR frame's cells come out
+/// before the UBR cells still queued: the saturated UBR connection does
+/// not hold CBR back inside the gateway. Both arrive whole.
+#[test]
+fn cbr_overtakes_a_saturated_ubr_connection_inside_the_gateway() {
+    let dir = run_dir("prio");
+    let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
+    let switch = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0x0200_0000_00ff_0000,
+        lid: 0,
+        ports: vec![PortConfig::new(listen(&p1)), PortConfig::new(listen(&p2))],
+        routes: Vec::new(),
+        link: Default::default(),
+    })
+    .expect("switch starts");
+    let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
+    let ga = gateway(&A, &B, connect(&p1), listen(&atm_a), None);
+    let gb = gateway(&B, &A, connect(&p2), listen(&atm_b), None);
+    gb.set_remote_qpn(B.vcs[0].0, 16).unwrap();
+    let mut src = connect_atm(&atm_a);
+    let mut sink = connect_atm(&atm_b);
+    let wait_for = |n: u64| {
+        let deadline = Instant::now() + T;
+        while gb.counters().engine.messages_from_ib < n {
+            assert!(Instant::now() < deadline, "{}", gb.counters().to_json());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let (ubr_a, cbr_a) = (A.vcs[0].0, A.vcs[1].0);
+    let (ubr_b, cbr_b) = (B.vcs[0].0, B.vcs[1].0);
+    let ubr: Vec<Vec<u8>> = (0..100u8).map(|k| vec![k; 9180]).collect();
+    let mut cells = Vec::new();
+    for f in &ubr {
+        aal5::segment(ubr_a, f, 0, &mut cells).unwrap();
+    }
+    src.write_all(&cells.iter().flat_map(|c| c.bytes).collect::<Vec<u8>>())
+        .unwrap();
+    wait_for(100);
+    let cbr = vec![0xcb; 500];
+    cells.clear();
+    aal5::segment(cbr_a, &cbr, 0, &mut cells).unwrap();
+    src.write_all(&cells.iter().flat_map(|c| c.bytes).collect::<Vec<u8>>())
+        .unwrap();
+    wait_for(101);
+
+    let mut sink_state = Sink::default();
+    let mut buf = [0u8; CELL_LEN];
+    let mut ubr_cells_before_cbr = None;
+    let mut ubr_cells = 0;
+    sink.set_read_timeout(Some(T)).unwrap();
+    while sink_state.count() < 101 {
+        sink.read_exact(&mut buf).expect("cells out of B");
+        sink_state.take(&B, &buf);
+        if CellHeader::decode(&buf[..4].try_into().unwrap()).vc() == ubr_b {
+            ubr_cells += 1;
+        } else if sink_state.got.contains_key(&cbr_b) && ubr_cells_before_cbr.is_none() {
+            ubr_cells_before_cbr = Some(ubr_cells);
+        }
+    }
+    let before = ubr_cells_before_cbr.expect("the CBR frame came out");
+    assert_eq!(ubr_cells, 100 * 192);
+    assert!(
+        before + 5000 < ubr_cells,
+        "the CBR frame left after {before} of {ubr_cells} UBR cells: only those already in the socket may go first"
+    );
+    assert!(
+        sink_state.got[&ubr_b] == ubr,
+        "every UBR frame whole and in order"
+    );
+    assert!(sink_state.got[&cbr_b] == [cbr], "the CBR frame whole");
+    let (ca, cb) = (ga.stop(), gb.stop());
+    assert_eq!(
+        (ca.engine.messages_to_ib, cb.engine.messages_from_ib),
+        (101, 101)
+    );
+    assert_eq!(cb.queue_dropped_cells, 0);
+    switch.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

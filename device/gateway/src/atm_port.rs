@@ -21,6 +21,7 @@ use ibtca_device::switch::{Capture, Direction, ERF_TYPE_ATM};
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
 
 use crate::engine::Event;
+use crate::handoff::HandOff;
 use crate::map::VcMap;
 use crate::scheduler::CellScheduler;
 
@@ -36,6 +37,9 @@ pub struct PortCounters {
     pub rx: Mutex<RxCounters>,
     /// Cells written.
     pub cells_out: AtomicU64,
+    /// Messages dropped because the engine had not taken the earlier
+    /// ones ([`HandOff`]).
+    pub overrun_dropped: AtomicU64,
 }
 
 /// A running ATM port.
@@ -55,6 +59,7 @@ impl AtmPort {
         reassembly_timeout: Duration,
         cells: Arc<CellScheduler>,
         events: Sender<Event>,
+        handoff: Arc<HandOff>,
         capture: Option<Arc<Capture>>,
     ) -> io::Result<Self> {
         let listener = match &ep {
@@ -84,6 +89,7 @@ impl AtmPort {
             events,
             stop: stop.clone(),
             counters: counters.clone(),
+            handoff,
             capture,
         };
         let thread = std::thread::Builder::new()
@@ -123,6 +129,7 @@ struct PortThread {
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
     counters: Arc<PortCounters>,
+    handoff: Arc<HandOff>,
     capture: Option<Arc<Capture>>,
 }
 
@@ -265,11 +272,25 @@ impl PortThread {
             if let Ok(mut c) = self.counters.rx.lock() {
                 *c = *self.rx.counters();
             }
-            if !out.is_empty()
-                && self
-                    .events
-                    .send(Event::Atm(std::mem::take(&mut out)))
-                    .is_err()
+            if out.is_empty() {
+                continue;
+            }
+            // What does not fit in the hand-off is dropped and counted.
+            let fit = self.handoff.reserve(out.len());
+            if fit < out.len() {
+                let n = (out.len() - fit) as u64;
+                out.truncate(fit);
+                self.counters
+                    .overrun_dropped
+                    .fetch_add(n, Ordering::Relaxed);
+                if out.is_empty() {
+                    continue;
+                }
+            }
+            if self
+                .events
+                .send(Event::Atm(std::mem::take(&mut out)))
+                .is_err()
             {
                 return "the engine stopped".into();
             }

@@ -39,6 +39,9 @@ pub struct Counters {
     pub atm_rx: RxCounters,
     /// Cells written to the ATM port.
     pub cells_out: u64,
+    /// ATM messages dropped because the engine had not taken the earlier
+    /// ones (`handoff.rs`).
+    pub atm_overrun_dropped: u64,
     /// IB messages dropped because their class's cell queue was full.
     pub queue_dropped_messages: u64,
     /// Their cells.
@@ -60,6 +63,7 @@ impl Counters {
             "oam_rm_cells": a.management,
             "unknown_vc": a.unknown_vc,
             "atm_messages_in": a.messages,
+            "atm_overrun_dropped": self.atm_overrun_dropped,
             "aal5_crc_errors": a.aal5_crc,
             "aal5_length_errors": a.aal5_length,
             "aal5_aborts": a.aal5_abort,

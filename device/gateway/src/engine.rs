@@ -14,6 +14,7 @@ use ibtca_protocol::atm::{Delivery, Vc};
 use ibtca_protocol::PacketView;
 
 use crate::counters::EngineCounters;
+use crate::handoff::HandOff;
 use crate::map::VcMap;
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
@@ -56,6 +57,7 @@ pub struct Engine {
     link: Arc<Link>,
     vl: VlConfig,
     cells: Arc<CellScheduler>,
+    handoff: Arc<HandOff>,
     counters: EngineCounters,
 }
 
@@ -68,6 +70,7 @@ impl Engine {
         link: Arc<Link>,
         vl: VlConfig,
         cells: Arc<CellScheduler>,
+        handoff: Arc<HandOff>,
     ) -> Result<Self, String> {
         let mut entries = map.vcs.clone();
         entries.sort_by_key(|e| e.service.rank());
@@ -94,6 +97,7 @@ impl Engine {
             link,
             vl,
             cells,
+            handoff,
             counters: EngineCounters::default(),
         })
     }
@@ -139,6 +143,7 @@ impl Engine {
             }
             Event::Link(LinkEvent::Down { reason }) => tracing::info!(%reason, "IB link down"),
             Event::Atm(deliveries) => {
+                self.handoff.taken(deliveries.len());
                 for d in deliveries {
                     match self.by_vc.get(&d.vc).and_then(|&i| self.conns.get_mut(i)) {
                         Some(c) => c.from_atm(d.data, self.settings.backlog, &mut self.counters),

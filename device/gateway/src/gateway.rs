@@ -14,6 +14,7 @@ use ibtca_protocol::atm::Vc;
 use crate::atm_port::{AtmPort, PortCounters};
 use crate::counters::{Counters, EngineCounters};
 use crate::engine::{Engine, Event};
+use crate::handoff::{self, HandOff};
 use crate::map::VcMap;
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
@@ -83,6 +84,7 @@ impl Gateway {
         })?;
         let link = Arc::new(link);
         let cells = Arc::new(CellScheduler::new(cfg.queue_cells));
+        let handoff = Arc::new(HandOff::new(handoff::DEFAULT_LIMIT));
         let engine = Engine::new(
             &cfg.map,
             &cfg.service_sl,
@@ -90,6 +92,7 @@ impl Gateway {
             link.clone(),
             cfg.vl.clone(),
             cells.clone(),
+            handoff.clone(),
         )
         .map_err(io::Error::other)?;
         let engine = std::thread::Builder::new()
@@ -105,6 +108,7 @@ impl Gateway {
             cfg.reassembly_timeout,
             cells.clone(),
             tx.clone(),
+            handoff,
             capture,
         )?;
         Ok(Self {
@@ -133,9 +137,11 @@ impl Gateway {
         let a = &self.atm_counters;
         let atm_rx = a.rx.lock().map(|c| *c).unwrap_or_default();
         let cells_out = a.cells_out.load(std::sync::atomic::Ordering::Relaxed);
+        let atm_overrun_dropped = a.overrun_dropped.load(std::sync::atomic::Ordering::Relaxed);
         Counters {
             atm_rx,
             cells_out,
+            atm_overrun_dropped,
             queue_dropped_messages,
             queue_dropped_cells,
             engine,

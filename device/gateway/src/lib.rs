@@ -13,7 +13,8 @@
 //! - [`host_env`]: the transport's environment over host buffers.
 //! - [`vc_conn`]: one connection (its QP, backlog, AAL sending half).
 //! - [`scheduler`]: the class queues toward the ATM port.
-//! - [`engine`]: the thread that runs the QPs.
+//! - [`engine`]: the thread that runs the QPs; [`handoff`]: the bound on
+//!   what the ATM port hands it.
 //! - [`atm_port`]: the ATM socket's reader and writer.
 //! - [`counters`]: what is counted.
 //! - [`gateway`]: all of it started and stopped together.
@@ -25,6 +26,7 @@ pub mod control;
 pub mod counters;
 pub mod engine;
 pub mod gateway;
+pub mod handoff;
 pub mod host_env;
 pub mod map;
 pub mod scheduler;

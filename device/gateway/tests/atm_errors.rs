@@ -152,3 +152,66 @@ fn bad_cells_and_frames_are_counted_by_reason() {
     assert_eq!(end.engine.messages_to_ib, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cell source faster than the engine: with the engine stalled, the ATM
+/// port hands over at most the hand-off's bound of messages and drops
+/// (and counts) the rest, instead of queueing them without bound.
+#[test]
+fn a_stalled_engine_bounds_what_the_atm_port_hands_over() {
+    use ibtca_gateway::atm_port::AtmPort;
+    use ibtca_gateway::engine::Event;
+    use ibtca_gateway::handoff::HandOff;
+    use ibtca_gateway::scheduler::CellScheduler;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("ibtca-gw-overrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let map = VcMap::from_json(
+        r#"{"vcs": [{"vpi": 0, "vci": 40, "aal": 0, "service": "ubr", "ib": {"qp": "rc", "local_qpn": 16, "remote_lid": 2}}]}"#,
+    )
+    .unwrap();
+    let atm = dir.join("atm");
+    let (tx, stalled) = std::sync::mpsc::channel();
+    let handoff = Arc::new(HandOff::new(100));
+    let port = AtmPort::start(
+        LinkEndpoint::Listen(atm.clone()),
+        &map,
+        Duration::from_secs(1),
+        Arc::new(CellScheduler::new(16)),
+        tx,
+        handoff.clone(),
+        None,
+    )
+    .unwrap();
+    let cell = Cell::new(&CellHeader::user(Vc { vpi: 0, vci: 40 }, 0), &[1; 48]);
+    let bytes: Vec<u8> = (0..1000).flat_map(|_| cell.bytes).collect();
+    UnixStream::connect(&atm)
+        .unwrap()
+        .write_all(&bytes)
+        .unwrap();
+    let deadline = Instant::now() + T;
+    while port.counters.rx.lock().unwrap().cells < 1000 {
+        assert!(Instant::now() < deadline, "cells counted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let handed: usize = stalled
+        .try_iter()
+        .map(|ev| match ev {
+            Event::Atm(d) => d.len(),
+            _ => 0,
+        })
+        .sum();
+    let dropped = port.counters.overrun_dropped.load(Ordering::Relaxed);
+    assert_eq!(handed, 100, "the bound's worth handed over");
+    assert_eq!(
+        handed as u64 + dropped,
+        1000,
+        "every message handed over or counted"
+    );
+    assert_eq!(handoff.pending(), handed);
+    port.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,11 +13,14 @@
 //!   without a parse (VL, SL, DLID, opcode, QP, PSN, AETH, VCRC).
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
+//! - [`atm`]: ATM cells (UNI header, HEC), AAL5, AAL1 and AAL0, and an ATM
+//!   receive port, for the ATM gateway.
 //! - `fuzz_targets` (tests and the `fuzzing` feature only): the bodies of
 //!   the libFuzzer targets in the repository's `fuzz/` crate.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod atm;
 pub mod crc;
 pub mod encoded;
 mod error;

@@ -97,10 +97,18 @@ fn roots() -> Vec<(String, PathBuf)> {
             "ibtca-fabric bin".to_string(),
             ws.join("device/fabric/src/main.rs"),
         ),
+        (
+            "ibtca-gateway".to_string(),
+            ws.join("device/gateway/src/lib.rs"),
+        ),
+        (
+            "ibtca-gateway bin".to_string(),
+            ws.join("device/gateway/src/main.rs"),
+        ),
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];
-    for dir in ["device/src/bin", "tests/src/bin"] {
+    for dir in ["device/src/bin", "device/gateway/src/bin", "tests/src/bin"] {
         let mut bins: Vec<PathBuf> = fs::read_dir(ws.join(dir))
             .expect("bin directory")
             .map(|e| e.expect("bin entry").path())

@@ -188,7 +188,8 @@ pub fn resolve(
     }
     let g: &GuestSpec = &topo.guest;
     let mut out = Vec::new();
-    for n in nodes {
+    // Gateways run no guest.
+    for n in nodes.iter().filter(|n| n.gateway.is_none()) {
         let spec = topo
             .nodes
             .iter()

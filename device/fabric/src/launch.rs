@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::switch::spec::format_faults;
 use ibtca_device::vl_config::{format_list, VlConfig};
 
+use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
 use super::plan::{NodePlan, Plan, SwitchPlan};
 use super::state::{Started, State};
@@ -57,6 +58,9 @@ pub enum LaunchError {
         /// Which ports.
         ports: String,
     },
+    /// A gateway node's map could not be written.
+    #[error("{0}")]
+    Gateway(String),
     /// No fabric runs in the run directory.
     #[error("no fabric is up in {0}")]
     NotUp(PathBuf),
@@ -195,6 +199,7 @@ pub fn up(
     }
     fs::create_dir_all(run_dir.join("links"))
         .map_err(io_err(format!("creating {}", run_dir.display())))?;
+    gateway_launch::write_maps(&plan.nodes).map_err(LaunchError::Gateway)?;
     let mut running: Vec<Running> = Vec::new();
     let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
     let state = State {
@@ -265,8 +270,11 @@ fn start_all(
         running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
     }
     for n in &plan.nodes {
-        let args = device_args(n);
-        running.push(spawn(bin_dir, DEVICE_EXE, &n.name, &args, run_dir)?);
+        let (exe, args) = match &n.gateway {
+            Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
+            None => (DEVICE_EXE, device_args(n)),
+        };
+        running.push(spawn(bin_dir, exe, &n.name, &args, run_dir)?);
     }
     wait_up(plan, run_dir, timeout, running)
 }
@@ -294,7 +302,11 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
     }
     for n in &plan.nodes {
         let log = fs::read_to_string(log_path(run_dir, &n.name)).unwrap_or_default();
-        let ready = log.contains("device ready");
+        let ready = log.contains(if n.gateway.is_some() {
+            "gateway running"
+        } else {
+            "device ready"
+        });
         let linked = n.link.is_none() || log.contains("link up");
         if !ready || !linked {
             down.push(n.name.clone());

@@ -11,9 +11,14 @@
 //!   stop them again; [`state`]: the run directory's record of processes.
 //! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
 //!   through `scripts/run-vm.sh` (`up --guests`).
+//! - [`gateway_node`]: nodes that run `ibtca-gateway` (their plan);
+//!   [`gateway_launch`]: their command line and the `--check` of each
+//!   before anything starts.
 
 #![deny(missing_docs)]
 
+pub mod gateway_launch;
+pub mod gateway_node;
 pub mod guests;
 pub mod launch;
 pub mod plan;

@@ -212,7 +212,10 @@ fn summary(plan: &Plan) {
             } else {
                 format!(" port GUID {:#018x}", n.port_guid)
             },
-            n.socket.display()
+            match &n.gateway {
+                Some(g) => format!("gateway: ATM {}, control {}", g.atm, g.control.display()),
+                None => n.socket.display().to_string(),
+            }
         );
         vl_line(&n.vl, "");
         if n.cpus.is_some()
@@ -369,6 +372,7 @@ fn run(args: Args) -> Result<(), String> {
     match args.command {
         Cmd::Check { file, run_dir } => {
             let (_, plan) = load(&file, &run_dir)?;
+            fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             summary(&plan);
             Ok(())
@@ -386,6 +390,7 @@ fn run(args: Args) -> Result<(), String> {
             wait,
         } => {
             let (topo, plan) = load(&file, &run_dir)?;
+            fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
             let guest_plans = if guests {
                 let stack = fabric::guests::VmStack::find(&fabric::guests::cache_dir())
@@ -416,7 +421,7 @@ fn run(args: Args) -> Result<(), String> {
             )
             .map_err(|e| e.to_string())?;
             summary(&plan);
-            for n in &plan.nodes {
+            for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)

@@ -12,6 +12,7 @@ use ibtca_link::{FaultRates, LinkEndpoint};
 
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
+use super::gateway_node::{self, GatewayPlan};
 use super::topology::{FaultSpec, Topology, VlSpec};
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
@@ -33,6 +34,14 @@ pub enum TopologyError {
         name: String,
         /// Why.
         reason: String,
+    },
+    /// A gateway node's entry is wrong.
+    #[error("node `{node}`: gateway: {error}")]
+    Gateway {
+        /// The node.
+        node: String,
+        /// What.
+        error: String,
     },
     /// A real-time priority outside 1..=99.
     #[error("node `{node}`: realtime priority {priority} is outside 1-99")]
@@ -197,6 +206,8 @@ pub struct NodePlan {
     /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
     /// one.
     pub link_ring_kib: Option<u64>,
+    /// Set when the node is an `ibtca-gateway`, not a device.
+    pub gateway: Option<GatewayPlan>,
 }
 
 /// The niceness values a guest's QEMU may be given (`guest.nice`).
@@ -423,6 +434,10 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 other => other,
             },
             link_ring_kib: n.link_ring_kib,
+            gateway: gateway_node::plan(n, run_dir).map_err(|error| TopologyError::Gateway {
+                node: n.name.clone(),
+                error,
+            })?,
         });
     }
     let mut switches = Vec::new();

@@ -87,6 +87,27 @@ pub struct NodeSpec {
     /// socket; default: the device's).
     #[serde(default)]
     pub link_ring_kib: Option<u64>,
+    /// Makes the node an `ibtca-gateway` instead of a device.
+    #[serde(default)]
+    pub gateway: Option<GatewaySpec>,
+}
+
+/// A gateway node's ATM side (`ibtca-gateway`, issue 24;
+/// `gateway_node.rs`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySpec {
+    /// The ATM port: `listen:PATH` or `connect:PATH`.
+    pub atm: String,
+    /// The VC map: the object `ibtca-gateway --map` reads, inline, or
+    /// the name of a file holding it.
+    pub map: serde_json::Value,
+    /// Service class → SL (`--service-sl`).
+    #[serde(default)]
+    pub service_sl: Option<String>,
+    /// A pcap of the ATM side's cells (`--capture`).
+    #[serde(default)]
+    pub capture: Option<String>,
 }
 
 /// One node's own guest settings (`ibtca-fabric up --guests`).

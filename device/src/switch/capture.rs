@@ -28,6 +28,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const LINKTYPE_ERF: u32 = 197;
 /// ERF record type for InfiniBand.
 pub const ERF_TYPE_INFINIBAND: u8 = 21;
+/// ERF record type for an ATM cell: its header without the HEC (4
+/// bytes), then the 48-byte payload (the ATM gateway's captures).
+pub const ERF_TYPE_ATM: u8 = 3;
 /// ERF flags bit: records have varying length.
 const ERF_FLAG_VLEN: u8 = 0x04;
 const ERF_HEADER_LEN: usize = 16;
@@ -71,8 +74,17 @@ impl Capture {
     /// Appends one packet received now; an error is logged, never
     /// propagated (a full disk must not stop the fabric).
     pub fn record(&self, direction: Direction, packet: &[u8]) {
+        self.record_of(ERF_TYPE_INFINIBAND, direction, packet);
+    }
+
+    /// [`Self::record`] for an ERF record of another type.
+    pub fn record_of(&self, erf_type: u8, direction: Direction, record: &[u8]) {
         let mut file = self.lock();
-        Self::append(&mut file, now(), direction, packet);
+        let at = now();
+        let bytes = record_bytes_of(erf_type, at.as_secs(), at.subsec_nanos(), direction, record);
+        if let Err(e) = file.write_all(&bytes) {
+            tracing::warn!(error = %e, "capture write failed");
+        }
     }
 
     /// Sends `packet` with `send` and records it as sent when `send` says
@@ -112,6 +124,17 @@ fn now() -> Duration {
 /// One pcap record holding one ERF record; packets longer than an ERF
 /// record can say are cut (never the case for IB packets).
 pub fn record_bytes(secs: u64, nanos: u32, direction: Direction, packet: &[u8]) -> Vec<u8> {
+    record_bytes_of(ERF_TYPE_INFINIBAND, secs, nanos, direction, packet)
+}
+
+/// [`record_bytes`] for an ERF record of type `erf_type`.
+pub fn record_bytes_of(
+    erf_type: u8,
+    secs: u64,
+    nanos: u32,
+    direction: Direction,
+    packet: &[u8],
+) -> Vec<u8> {
     let max = usize::from(u16::MAX) - ERF_HEADER_LEN;
     let packet = packet.get(..max.min(packet.len())).unwrap_or_default();
     let erf_len = ERF_HEADER_LEN + packet.len();
@@ -129,7 +152,7 @@ pub fn record_bytes(secs: u64, nanos: u32, direction: Direction, packet: &[u8]) 
         Direction::Rx => 0,
         Direction::Tx => 1,
     };
-    out.push(ERF_TYPE_INFINIBAND);
+    out.push(erf_type);
     out.push(ERF_FLAG_VLEN | interface);
     let rlen = u16::try_from(erf_len).unwrap_or(u16::MAX);
     out.extend_from_slice(&rlen.to_be_bytes());

@@ -41,7 +41,10 @@ use ibtca_protocol::encoded;
 use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
 
 pub use crate::vl_config::SL2VL_IDENTITY;
-pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
+pub use capture::{
+    record_bytes, record_bytes_of, Capture, Direction, ERF_TYPE_ATM, ERF_TYPE_INFINIBAND,
+    LINKTYPE_ERF,
+};
 pub use forward::check;
 pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
 pub use port::PortConfig;

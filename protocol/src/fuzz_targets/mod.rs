@@ -9,10 +9,12 @@
 //!
 //! Compiled for tests and with the `fuzzing` feature only.
 
+mod atm;
 mod input;
 mod link;
 mod packet;
 
+pub use atm::atm_cells;
 pub use input::Input;
 pub use link::link_frames;
 pub use packet::ib_packet;
@@ -48,6 +50,11 @@ mod tests {
     #[test]
     fn ib_packet_corpus_replays() {
         assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "ib_packet", ib_packet) > 0);
+    }
+
+    #[test]
+    fn atm_cells_corpus_replays() {
+        assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "atm_cells", atm_cells) > 0);
     }
 
     #[test]

@@ -1,0 +1,140 @@
+use super::*;
+
+const GOOD: &str = r#"{"vcs": [
+  {"vpi": 0, "vci": 32, "aal": 5, "service": "ubr",
+   "ib": {"qp": "rc", "local_qpn": 16, "remote_lid": 2, "remote_qpn": 16}},
+  {"vpi": 1, "vci": 100, "aal": 1, "blocks": 4, "service": "cbr",
+   "ib": {"qp": "rc", "local_qpn": 17, "remote_lid": 2}},
+  {"vpi": 255, "vci": 65535, "aal": 0, "service": "rt-vbr",
+   "ib": {"qp": "rc", "local_qpn": 18, "remote_lid": 3, "remote_qpn": 40}}
+]}"#;
+
+#[test]
+fn the_issue_shape_parses() {
+    let m = VcMap::from_json(GOOD).unwrap();
+    assert_eq!(m.vcs.len(), 3);
+    assert_eq!(
+        m.vcs[0],
+        VcEntry {
+            vc: Vc { vpi: 0, vci: 32 },
+            aal: Aal::Aal5 { max_sdu: 65_535 },
+            service: Service::Ubr,
+            local_qpn: 16,
+            remote_lid: 2,
+            remote_qpn: Some(16),
+            sq_psn: 0,
+            rq_psn: 0,
+        }
+    );
+    assert_eq!(m.vcs[1].aal, Aal::Aal1 { blocks: 4 });
+    assert_eq!(m.vcs[1].remote_qpn, None);
+    assert_eq!(m.vcs[2].aal, Aal::Aal0);
+    assert_eq!(
+        m.get(Vc {
+            vpi: 255,
+            vci: 65535
+        })
+        .unwrap()
+        .local_qpn,
+        18
+    );
+    let v: serde_json::Value = serde_json::from_str(GOOD).unwrap();
+    assert_eq!(VcMap::from_value(v).unwrap(), m);
+}
+
+fn errors(vcs: &str) -> Vec<String> {
+    VcMap::from_json(&format!(r#"{{"vcs": [{vcs}]}}"#))
+        .unwrap_err()
+        .0
+}
+
+fn vc(vpi: u64, vci: u64, aal: u64, service: &str, qpn: u64) -> String {
+    format!(
+        r#"{{"vpi": {vpi}, "vci": {vci}, "aal": {aal}, "service": "{service}",
+            "ib": {{"qp": "rc", "local_qpn": {qpn}, "remote_lid": 2}}}}"#
+    )
+}
+
+#[test]
+fn bad_maps_are_refused_with_every_reason() {
+    assert_eq!(
+        errors(&[vc(0, 32, 5, "ubr", 16), vc(0, 32, 5, "ubr", 17)].join(",")),
+        ["vcs[1] (VPI/VCI 0/32): mapped twice (also vcs[0])"]
+    );
+    assert_eq!(
+        errors(&[vc(0, 32, 5, "ubr", 16), vc(0, 33, 5, "ubr", 16)].join(",")),
+        ["vcs[1] (VPI/VCI 0/33): local_qpn 16 is also vcs[0]'s: one QP per VC"]
+    );
+    let e = errors(&vc(0, 5, 5, "ubr", 16));
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].starts_with("vcs[0] (VPI/VCI 0/5): VCI 5 is reserved"),
+        "{e:?}"
+    );
+    assert!(errors(&vc(0, 0, 5, "ubr", 16))[0].contains("VCI 0 is reserved"));
+    assert!(errors(&vc(256, 32, 5, "ubr", 16))[0].contains("vpi 256 is out of range"));
+    assert!(errors(&vc(0, 65536, 5, "ubr", 16))[0].contains("vci 65536 is out of range"));
+    assert_eq!(
+        errors(&vc(0, 32, 2, "ubr", 16)),
+        ["vcs[0] (VPI/VCI 0/32): AAL 2 is not supported: aal is 5, 1 or 0 (raw cells)"]
+    );
+    assert_eq!(
+        errors(&vc(0, 32, 5, "abr", 16)),
+        ["vcs[0] (VPI/VCI 0/32): unknown service `abr`: cbr, rt-vbr, nrt-vbr or ubr"]
+    );
+    assert!(errors(&vc(0, 32, 5, "ubr", 1))[0].contains("ib.local_qpn 1 is out of range"));
+    assert!(errors(&vc(0, 32, 5, "ubr", 0x100_0000))[0].contains("out of range"));
+    // Several problems at once: all reported.
+    let e = errors(&[vc(0, 3, 7, "abr", 16), vc(0, 3, 5, "ubr", 16)].join(","));
+    assert_eq!(e.len(), 6, "{e:?}");
+}
+
+#[test]
+fn ib_side_and_optional_fields_are_checked() {
+    let one = |ib: &str, extra: &str| {
+        errors(&format!(
+            r#"{{"vpi": 0, "vci": 40, "aal": 5, "service": "cbr"{extra}, "ib": {ib}}}"#
+        ))
+    };
+    assert!(one(
+        r#"{"qp": "ud", "local_qpn": 16, "remote_lid": 2, "remote_qkey": 1}"#,
+        ""
+    )[0]
+    .contains("needs a UD transport"));
+    assert!(
+        one(r#"{"qp": "uc", "local_qpn": 16, "remote_lid": 2}"#, "")[0]
+            .contains("\"uc\" is unknown")
+    );
+    assert!(one(
+        r#"{"qp": "rc", "local_qpn": 16, "remote_lid": 2, "remote_qkey": 1}"#,
+        ""
+    )[0]
+    .contains("remote_qkey is for UD"));
+    assert!(
+        one(r#"{"qp": "rc", "local_qpn": 16, "remote_lid": 0}"#, "")[0]
+            .contains("not a unicast LID")
+    );
+    assert!(one(
+        r#"{"qp": "rc", "local_qpn": 16, "remote_lid": 2, "remote_qpn": 1}"#,
+        ""
+    )[0]
+    .contains("ib.remote_qpn 1 is out of range"));
+    assert!(one(
+        r#"{"qp": "rc", "local_qpn": 16, "remote_lid": 2}"#,
+        r#", "blocks": 3"#
+    )[0]
+    .contains("`blocks` is for AAL1 only"));
+    assert!(one(
+        r#"{"qp": "rc", "local_qpn": 16, "remote_lid": 2}"#,
+        r#", "max_sdu": 0"#
+    )[0]
+    .contains("max_sdu 0"));
+    // Typos are caught, not ignored.
+    let e = VcMap::from_json(r#"{"vcs": [{"vpi": 0, "vci": 40, "aal": 5, "servce": "cbr"}]}"#)
+        .unwrap_err();
+    assert!(
+        e.0[0].starts_with("not a VC map: unknown field `servce`"),
+        "{e}"
+    );
+    assert!(VcMap::from_json(r#"{"vcs": []}"#).unwrap_err().0[0].contains("no VCs"));
+}

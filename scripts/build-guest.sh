@@ -3,9 +3,12 @@
 #   ibtca.ko            the guest module, built against the chroot's headers
 #   ibtca-tool          static user-space tool
 #   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
-#                       core's modules (ib_core, ib_uverbs) + rdma-core's
-#                       libibverbs, ibv_devices, ibv_devinfo and iproute2's
-#                       rdma with the libraries they link (newc, gzip)
+#                       core's modules (ib_core, ib_uverbs) + module groups
+#                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
+#                       soft-RoCE) + rdma-core's libibverbs, ibv_devices,
+#                       ibv_devinfo, ibv_rc_pingpong, perftest, the rxe
+#                       provider and iproute2's rdma with the libraries they
+#                       link (newc, gzip)
 #   vmlinuz             copy of the chroot's guest kernel
 #
 #   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
@@ -48,8 +51,17 @@ outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
 ib_modules=(ib_core ib_uverbs_support ib_uverbs)
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
-guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo)
-guest_pkgs=(libibverbs1 ibverbs-utils iproute2)
+guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
+	/usr/bin/ibv_rc_pingpong
+	/usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw
+	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat)
+guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers)
+# libibverbs providers: /etc/libibverbs.d/NAME.driver and
+# $libdir/libibverbs/libNAME-rdmav*.so (with what they link).
+guest_providers=(rxe)
+# Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
+# its dependencies, in load order, in /lib/modules/GROUP.modules.
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {
@@ -150,6 +162,7 @@ while IFS= read -r applet; do
 done < <(in_chroot /usr/bin/busybox --list-full)
 [ -L "$rootfs/bin/sh" ] || ln -s busybox "$rootfs/bin/sh"
 install -m 0755 "$src/initramfs/init" "$rootfs/init"
+install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modules"
 install -m 0644 "$build/src/ibtca.ko" "$rootfs/lib/modules/ibtca.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
 # The RDMA core's modules, decompressed: busybox's insmod hands the kernel
@@ -162,10 +175,48 @@ for m in "${ib_modules[@]}"; do
 	*) die "module $m: unexpected file $ko" ;;
 	esac
 done
-# rdma-core and iproute2 programs with exactly the libraries they link.
-for b in "${guest_bins[@]}"; do
-	[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
-	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+# Module groups: `modprobe --show-depends` gives each module's
+# dependencies in load order ("insmod PATH" lines; built-ins are skipped).
+for group in "${module_groups[@]}"; do
+	name=${group%%:*}
+	: >"$rootfs/lib/modules/$name.modules"
+	for m in ${group#*:}; do
+		in_chroot modprobe -S "$KVER" --show-depends "$m" ||
+			die "no module $m for $KVER"
+	done | awk '$1 == "insmod" { print $2 }' | while IFS= read -r ko; do
+		base=${ko##*/}
+		base=${base%%.ko*}
+		grep -qxF "$base" "$rootfs/lib/modules/$name.modules" && continue
+		echo "$base" >>"$rootfs/lib/modules/$name.modules"
+		[ -e "$rootfs/lib/modules/$base.ko" ] && continue
+		case "$ko" in
+		*.ko.xz) in_chroot sh -c "busybox unxz -c '$ko' >'$ibuild/rootfs/lib/modules/$base.ko'" ;;
+		*.ko) cp "$CHROOT$ko" "$rootfs/lib/modules/$base.ko" ;;
+		*) die "module $base: unexpected file $ko" ;;
+		esac
+	done
+done
+# libibverbs providers: the driver file and the library.
+libdir=$(in_chroot sh -c 'dirname "$(readlink -f /usr/lib/*/libibverbs.so.1)"')
+provider_libs=()
+for p in "${guest_providers[@]}"; do
+	install -D -m 0644 "$CHROOT/etc/libibverbs.d/$p.driver" "$rootfs/etc/libibverbs.d/$p.driver"
+	found=0
+	for so in "$CHROOT$libdir"/libibverbs/lib"$p"-rdmav*.so; do
+		[ -e "$so" ] || continue
+		install -D -m 0644 "$so" "$rootfs${so#"$CHROOT"}"
+		provider_libs+=("${so#"$CHROOT"}")
+		found=1
+	done
+	[ "$found" = 1 ] || die "provider $p: no $libdir/libibverbs/lib$p-rdmav*.so in the chroot"
+done
+# rdma-core, perftest and iproute2 programs, and the providers, with
+# exactly the libraries they link.
+for b in "${guest_bins[@]}" "${provider_libs[@]}"; do
+	if [ ! -e "$rootfs$b" ]; then
+		[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
+		install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+	fi
 	in_chroot ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 done | LC_ALL=C sort -u | while IFS= read -r lib; do
 	# The file itself (its links resolved inside the chroot), under the

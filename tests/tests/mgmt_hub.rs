@@ -1,0 +1,249 @@
+//! The management wire's hub (`ibtca-mgmt-hub`) as a process, with test
+//! clients speaking QEMU's stream-netdev framing (4-byte big-endian length,
+//! then the Ethernet frame) on its socket, as the guests' QEMUs do:
+//! broadcasts reach every other client, unicasts only the port their MAC
+//! was learnt on, unknown unicasts flood; a client sending a garbage
+//! length is disconnected, a runt is dropped, a client dying mid-header or
+//! never reading stalls nobody, and the hub keeps serving new clients.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ibtca_tests::{workspace_bin, TempDir};
+
+const BROADCAST: [u8; 6] = [0xff; 6];
+
+struct Hub {
+    child: Child,
+}
+
+impl Hub {
+    fn start(socket: &Path, log: &Path) -> Hub {
+        let child = Command::new(workspace_bin("ibtca-mgmt-hub"))
+            .arg("--socket")
+            .arg(socket)
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start ibtca-mgmt-hub");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "the hub never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Hub { child }
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mac(n: u8) -> [u8; 6] {
+    [0x52, 0x54, 0x00, 0x77, 0x00, n]
+}
+
+fn frame(dst: [u8; 6], src: [u8; 6], payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + payload.len());
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x88, 0xb5]);
+    f.extend_from_slice(payload);
+    f
+}
+
+struct Port {
+    s: UnixStream,
+}
+
+impl Port {
+    fn connect(socket: &Path) -> Port {
+        let s = UnixStream::connect(socket).expect("connect to the hub");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Port { s }
+    }
+
+    fn send(&mut self, f: &[u8]) {
+        let mut wire = u32::try_from(f.len()).unwrap().to_be_bytes().to_vec();
+        wire.extend_from_slice(f);
+        self.s.write_all(&wire).expect("send a frame");
+    }
+
+    fn recv(&mut self) -> Vec<u8> {
+        let mut len = [0u8; 4];
+        self.s.read_exact(&mut len).expect("a frame's length");
+        let mut f = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.s.read_exact(&mut f).expect("a frame");
+        f
+    }
+}
+
+#[test]
+fn frames_go_to_the_learnt_port_and_broadcasts_to_all() {
+    let dir = TempDir::new("mgmt-hub-switching");
+    let socket = dir.join("mgmt.sock");
+    let mut hub = Hub::start(&socket, &dir.join("hub.log"));
+    let mut a = Port::connect(&socket);
+    let mut b = Port::connect(&socket);
+    let mut c = Port::connect(&socket);
+    // c was accepted after a and b (one backlog): its frame reaches both.
+    let hello_c = frame(BROADCAST, mac(3), b"hello from c");
+    c.send(&hello_c);
+    assert_eq!(a.recv(), hello_c);
+    assert_eq!(b.recv(), hello_c);
+    let hello_a = frame(BROADCAST, mac(1), b"hello from a");
+    a.send(&hello_a);
+    assert_eq!(b.recv(), hello_a);
+    assert_eq!(c.recv(), hello_a);
+    let hello_b = frame(BROADCAST, mac(2), b"hello from b");
+    b.send(&hello_b);
+    assert_eq!(a.recv(), hello_b);
+    assert_eq!(c.recv(), hello_b);
+
+    // Unicast to a learnt MAC: a alone; b's next frame is the marker.
+    let to_a = frame(mac(1), mac(3), b"for a only");
+    c.send(&to_a);
+    let marker = frame(BROADCAST, mac(3), b"marker");
+    c.send(&marker);
+    assert_eq!(a.recv(), to_a);
+    assert_eq!(a.recv(), marker);
+    assert_eq!(b.recv(), marker, "b never sees a's unicast");
+    // An unknown destination floods; a frame is never echoed to its sender.
+    let unknown = frame(mac(9), mac(3), b"to nobody known");
+    c.send(&unknown);
+    assert_eq!(a.recv(), unknown);
+    assert_eq!(b.recv(), unknown);
+    let echo_check = frame(BROADCAST, mac(1), b"from a again");
+    a.send(&echo_check);
+    assert_eq!(c.recv(), echo_check);
+    assert_eq!(b.recv(), echo_check);
+    // A largest frame (64 KiB of payload) crosses intact.
+    let big: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
+    let big = frame(mac(2), mac(1), &big);
+    a.send(&big);
+    assert_eq!(b.recv(), big);
+    assert!(hub.running());
+}
+
+#[test]
+fn hostile_and_dead_clients_stall_nobody() {
+    let dir = TempDir::new("mgmt-hub-hostile");
+    let socket = dir.join("mgmt.sock");
+    let log = dir.join("hub.log");
+    let mut hub = Hub::start(&socket, &log);
+    let mut a = Port::connect(&socket);
+    let mut b = Port::connect(&socket);
+    let mut sleeper = Port::connect(&socket); // never reads
+    let mut evil = Port::connect(&socket);
+
+    // A garbage length: the hub hangs up on its sender.
+    evil.s
+        .write_all(&[0xff, 0xff, 0xff, 0xf0, 1, 2, 3])
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match evil.s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        other => panic!("the hub kept a client that sent a garbage length: {other:?}"),
+    }
+    // One that dies in the middle of a length.
+    let mut half = Port::connect(&socket);
+    half.s.write_all(&[0, 0]).unwrap();
+    drop(half);
+    // A runt (shorter than an Ethernet header) is dropped, not forwarded.
+    a.send(&[1, 2, 3, 4, 5]);
+    let ok = frame(BROADCAST, mac(1), b"after the garbage");
+    a.send(&ok);
+    assert_eq!(b.recv(), ok, "the runt was dropped; the wire still works");
+
+    // 3000 frames of 1500 bytes (4.5 MB, past the sleeper's 1 MiB queue):
+    // b gets every one, in order, while the sleeper reads nothing.
+    let (tx, rx) = mpsc::channel::<u32>();
+    let reader = std::thread::spawn(move || {
+        for want in 0..3000u32 {
+            let f = b.recv();
+            assert_eq!(&f[14..18], &want.to_be_bytes(), "frame {want} in order");
+            assert_eq!(f.len(), 14 + 1500);
+            if want % 100 == 99 {
+                tx.send(want).unwrap();
+            }
+        }
+        b
+    });
+    for batch in 0..30u32 {
+        for i in 0..100u32 {
+            let mut payload = vec![0x5a; 1500];
+            payload[..4].copy_from_slice(&(batch * 100 + i).to_be_bytes());
+            a.send(&frame(BROADCAST, mac(1), &payload));
+        }
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(60)),
+            Ok(batch * 100 + 99),
+            "b got batch {batch} although the sleeper reads nothing"
+        );
+    }
+    let mut b = reader.join().unwrap();
+    assert!(hub.running(), "the hub survived");
+
+    // The sleeper finally reads: the oldest frames, then a gap (dropped).
+    sleeper
+        .s
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let first = sleeper.recv();
+    assert_eq!(&first[..6], &BROADCAST);
+    drop(sleeper);
+    // A newcomer joins the wire and hears a and is heard by b.
+    let mut d = Port::connect(&socket);
+    let from_d = frame(BROADCAST, mac(4), b"new client");
+    d.send(&from_d);
+    assert_eq!(b.recv(), from_d);
+    assert_eq!(a.recv(), from_d);
+    let to_d = frame(mac(4), mac(1), b"to d");
+    a.send(&to_d);
+    assert_eq!(d.recv(), to_d);
+    assert!(hub.running());
+    drop((a, b, d));
+    // The hub logged the refused length and the frames the sleeper lost.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lost = text
+            .lines()
+            .filter_map(|l| l.split("queue_full=").nth(1))
+            .filter_map(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        if text.contains("frame length too large") && lost > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hub log:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_second_hub_on_a_live_socket_is_refused() {
+    let dir = TempDir::new("mgmt-hub-twice");
+    let socket = dir.join("mgmt.sock");
+    let _hub = Hub::start(&socket, &dir.join("hub.log"));
+    let out = Command::new(workspace_bin("ibtca-mgmt-hub"))
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another hub is listening"), "{err}");
+}

@@ -65,7 +65,7 @@ use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
 ///   ibtca-fabric up qemu-configs/two-nodes.json --run-dir $C/tmp/fab --guests \
 ///       --share ~/src/mydriver \
 ///       --run 'a=insmod /share/my.ko && ib_write_bw -d rxe0 -D 2' \
-///       --run 'b=sleep 5; ib_write_bw -d rxe0 -D 2 a' --wait
+///       --run 'b=until ib_write_bw -d rxe0 -D 2 a; do sleep 1; done' --wait
 ///
 /// Commands travel as files (NODE.guest/run/N in the run directory, on
 /// virtio-9p), never on the kernel command line, so quotes and spaces
@@ -89,7 +89,8 @@ enum Cmd {
         run_dir: PathBuf,
     },
     /// Start everything in a topology file and wait until every port is up;
-    /// with --guests, then boot one QEMU guest per node.
+    /// with --guests, then boot one QEMU guest per node, all on one
+    /// management network (ibtca-mgmt-hub; see `ibtca-fabric --help`).
     Up {
         /// The topology file (JSON).
         file: PathBuf,

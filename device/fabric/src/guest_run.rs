@@ -204,9 +204,29 @@ pub enum Outcome {
     NoStatus,
 }
 
-/// Reads the status the guest wrote into `dir`.
-pub fn outcome(dir: &Path) -> Outcome {
-    let Ok(text) = fs::read_to_string(dir.join("status")) else {
+/// Reads at most 64 bytes of the regular file `path`, never following a
+/// symlink nor blocking on a FIFO: the guest owns the directory (9p,
+/// read-write) and may put anything there.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(64).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Reads the status the guest wrote into `dir`; `commands` are the ones
+/// it was given (their text comes from here, not from the guest's files).
+pub fn outcome(dir: &Path, commands: &[&str]) -> Outcome {
+    let Some(text) = read_small(&dir.join("status")) else {
         return Outcome::NoStatus;
     };
     let mut words = text.split_whitespace();
@@ -216,15 +236,15 @@ pub fn outcome(dir: &Path) -> Outcome {
     ) else {
         return Outcome::NoStatus;
     };
+    let Some(command) = index.checked_sub(1).and_then(|i| commands.get(i)) else {
+        return Outcome::NoStatus;
+    };
     if status == 0 {
         return Outcome::Passed;
     }
-    let command = fs::read_to_string(dir.join(format!("run/{index}")))
-        .map(|c| c.trim_end().to_owned())
-        .unwrap_or_default();
     Outcome::Failed {
         index,
-        command,
+        command: (*command).to_owned(),
         status,
     }
 }
@@ -256,10 +276,11 @@ mod tests {
         );
         assert_eq!(fs::read_to_string(dir.join("hosts")).unwrap(), "H\n");
         assert!(dir.join("share").is_file());
-        assert_eq!(outcome(&dir), Outcome::NoStatus);
+        let cmds = [cmd.as_str(), "exit 3"];
+        assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus);
         fs::write(dir.join("status"), "2 3\n").unwrap();
         assert_eq!(
-            outcome(&dir),
+            outcome(&dir, &cmds),
             Outcome::Failed {
                 index: 2,
                 command: "exit 3".into(),
@@ -267,10 +288,25 @@ mod tests {
             }
         );
         fs::write(dir.join("status"), "2 0\n").unwrap();
-        assert_eq!(outcome(&dir), Outcome::Passed);
+        assert_eq!(outcome(&dir, &cmds), Outcome::Passed);
+        // What a hostile guest may leave: a command it was not given, a
+        // symlink out of the directory, a FIFO.
+        fs::write(dir.join("status"), "7 1\n").unwrap();
+        assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus);
+        fs::remove_file(dir.join("status")).unwrap();
+        let secret = dir.with_extension("secret");
+        fs::write(&secret, "1 0\n").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join("status")).unwrap();
+        assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus, "not followed");
+        fs::remove_file(dir.join("status")).unwrap();
+        fs::remove_file(&secret).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("status").display().to_string()).unwrap();
+        // SAFETY: mkfifo(3) reads the NUL-terminated path and nothing else.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus, "no hang on a FIFO");
         // Written afresh: an old status and old commands are gone.
         write_cfg(&dir, &me, "H\n", &[], false).unwrap();
-        assert_eq!(outcome(&dir), Outcome::NoStatus);
+        assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus);
         assert!(!dir.join("run/1").exists() && !dir.join("share").exists());
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(kernel_args(true), "ibtca.cfg=ibtca_cfg ibtca.mode=run");

@@ -511,7 +511,7 @@ fn run(args: Args) -> Result<(), String> {
                         failed.push(format!("{} ({status})", g.node));
                     } else if !extras.commands(&g.node).is_empty() {
                         let dir = guest_run::cfg_dir(&run_dir, &g.node);
-                        match guest_run::outcome(&dir) {
+                        match guest_run::outcome(&dir, &extras.commands(&g.node)) {
                             Outcome::Passed => out!("guest {}: commands passed", g.node),
                             Outcome::Failed {
                                 index,

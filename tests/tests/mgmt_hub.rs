@@ -341,3 +341,48 @@ fn frames_split_anywhere_arrive_whole_beside_random_garbage() {
     reader.join().unwrap();
     assert!(hub.running(), "the hub survived the garbage");
 }
+
+#[test]
+fn a_flood_of_source_macs_fills_the_table_and_unknowns_flood() {
+    let dir = TempDir::new("mgmt-hub-macs");
+    let socket = dir.join("mgmt.sock");
+    let mut hub = Hub::start(&socket, &dir.join("hub.log"));
+    let mut a = Port::connect(&socket);
+    let mut b = Port::connect(&socket);
+    let mut evil = Port::connect(&socket);
+    // Learnt before the flood: b's MAC.
+    let hello_b = frame(BROADCAST, mac(2), b"b");
+    b.send(&hello_b);
+    assert_eq!(a.recv(), hello_b);
+    assert_eq!(evil.recv(), hello_b);
+    // 5000 broadcasts from as many source MACs (past the table's 4096).
+    let spoofed = |i: u32| {
+        let [_, x, y, z] = i.to_be_bytes();
+        frame(BROADCAST, [0x02, 0xee, 0, x, y, z], b"spoof")
+    };
+    // 5000 × 24 bytes queue within the hub's 1 MiB per client.
+    for i in 0..5000u32 {
+        evil.send(&spoofed(i));
+    }
+    for i in 0..5000u32 {
+        assert_eq!(a.recv(), spoofed(i));
+        assert_eq!(b.recv(), spoofed(i));
+    }
+    // The table is full: a's MAC, new, is not learnt, so a frame to it
+    // floods (b sees it too); b's, learnt before, still goes to b alone.
+    let hello_a = frame(BROADCAST, mac(1), b"a");
+    a.send(&hello_a);
+    assert_eq!(b.recv(), hello_a);
+    assert_eq!(evil.recv(), hello_a);
+    let to_a = frame(mac(1), mac(2), b"to a");
+    b.send(&to_a);
+    assert_eq!(a.recv(), to_a);
+    assert_eq!(evil.recv(), to_a, "not learnt: flooded");
+    let to_b = frame(mac(2), mac(1), b"to b");
+    a.send(&to_b);
+    assert_eq!(b.recv(), to_b);
+    let marker = frame(BROADCAST, mac(1), b"marker");
+    a.send(&marker);
+    assert_eq!(evil.recv(), marker, "learnt before the flood: b alone");
+    assert!(hub.running());
+}

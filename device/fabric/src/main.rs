@@ -483,13 +483,23 @@ fn run(args: Args) -> Result<(), String> {
                     let children = launch::start_guests(&mut state, plans, run_vm, &run_dir)
                         .map_err(|e| still_up(e.to_string()))?;
                     for (g, c) in plans.iter().zip(&children) {
+                        let ip = extras
+                            .addresses
+                            .iter()
+                            .find(|a| a.node == g.node)
+                            .map(|a| format!(", {}", a.ip))
+                            .unwrap_or_default();
                         out!(
-                            "  guest {} (pid {}): console {}",
+                            "  guest {} (pid {}{ip}): console {}",
                             g.node,
                             c.id(),
                             g.console.display()
                         );
                     }
+                    out!(
+                        "  management wire: {}",
+                        fabric::mgmt_net::hub_socket(&run_dir).display()
+                    );
                     children
                 }
                 None => Vec::new(),

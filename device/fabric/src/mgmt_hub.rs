@@ -10,7 +10,8 @@
 //! die: a length above [`MAX_FRAME`] disconnects its sender, a frame
 //! shorter than an Ethernet header is dropped, and a client that stops
 //! reading loses frames once [`OUT_LIMIT`] bytes wait for it (a wire drops
-//! what it cannot carry), so nobody can stall the others.
+//! what it cannot carry), so nobody can stall the others, and the MAC table
+//! holds at most [`MAX_MACS`] entries.
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
@@ -25,6 +26,10 @@ pub const MAX_FRAME: usize = 4096 + 65536;
 pub const MIN_FRAME: usize = 14;
 /// Bytes queued for one client before frames to it are dropped.
 pub const OUT_LIMIT: usize = 1 << 20;
+/// Most MACs learnt: a client sending from ever new source MACs cannot
+/// grow the table without bound; once it is full, frames to MACs not in
+/// it are flooded, as to any unknown destination.
+pub const MAX_MACS: usize = 4096;
 
 /// Counters of the hub's life, logged as clients come and go.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -306,7 +311,7 @@ impl Hub {
         }
         self.stats.frames += 1;
         let (dst, src) = (mac(&frame[..6]), mac(&frame[6..12]));
-        if src[0] & 1 == 0 {
+        if src[0] & 1 == 0 && (self.macs.len() < MAX_MACS || self.macs.contains_key(&src)) {
             self.macs.insert(src, from);
         }
         let to = if dst[0] & 1 == 0 {

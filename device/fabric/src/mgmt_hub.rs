@@ -343,7 +343,11 @@ impl Hub {
     }
 
     fn drop_client(&mut self, id: u64) {
+        let before = self.clients.len();
         self.clients.retain(|c| c.id != id);
+        if self.clients.len() == before {
+            return;
+        }
         self.macs.retain(|_, c| *c != id);
         tracing::info!(
             client = id,

@@ -376,10 +376,12 @@ mod tests {
             Framing::TooLong(u32::MAX)
         );
         let over = u32::try_from(MAX_FRAME + 1).unwrap().to_be_bytes();
-        assert_eq!(framing(&over), Framing::TooLong(over_len(over)));
-    }
-
-    fn over_len(b: [u8; 4]) -> u32 {
-        u32::from_be_bytes(b)
+        assert_eq!(framing(&over), Framing::TooLong(u32::from_be_bytes(over)));
+        let most = u32::try_from(MAX_FRAME).unwrap().to_be_bytes();
+        assert_eq!(
+            framing(&most),
+            Framing::Partial,
+            "the largest frame is waited for"
+        );
     }
 }

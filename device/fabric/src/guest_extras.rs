@@ -58,12 +58,19 @@ impl Extras {
     }
 }
 
-/// Checks `--run` and `--share` and plans the addresses.
+/// Checks `--run` and `--share` and plans the addresses, before anything
+/// starts (QEMU's option syntax takes no comma in a path).
 pub fn check(
     nodes: &[NodePlan],
     runs: &[String],
     share: Option<&Path>,
+    run_dir: &Path,
 ) -> Result<Extras, ExtrasError> {
+    for p in std::iter::once(run_dir).chain(share) {
+        if p.display().to_string().contains(',') {
+            return Err(RunError::Comma(p.to_path_buf()).into());
+        }
+    }
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let runs = runs
         .iter()
@@ -150,4 +157,39 @@ pub fn prepare(
         g.append = format!("{} {more}", g.append).trim().to_owned();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse, plan};
+
+    #[test]
+    fn runs_and_shares_are_checked_before_anything_starts() {
+        let topo = parse(
+            r#"{ "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2 } ],
+                 "links": [ { "a": "a", "b": "b" } ] }"#,
+        )
+        .unwrap();
+        let run = Path::new("/tmp/r");
+        let p = plan(&topo, run).unwrap();
+        let runs = [
+            "b=echo one".to_owned(),
+            "a=x".to_owned(),
+            "b=two".to_owned(),
+        ];
+        let tmp = std::env::temp_dir();
+        let x = check(&p.nodes, &runs, Some(&tmp), run).unwrap();
+        assert_eq!(x.commands("b"), ["echo one", "two"]);
+        assert_eq!(x.commands("a"), ["x"]);
+        assert_eq!(x.addresses.len(), 2);
+        let bad = |runs: &[String], share: Option<&Path>, run_dir: &Path| {
+            check(&p.nodes, runs, share, run_dir)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(&["c=ls".into()], None, run).contains("NODE=COMMAND"));
+        assert!(bad(&[], Some(Path::new("/nonexistent/dir")), run).contains("not a directory"));
+        assert!(bad(&[], None, Path::new("/tmp/a,b")).contains("comma"));
+    }
 }

@@ -439,7 +439,7 @@ fn run(args: Args) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;
-                let extras = guest_extras::check(&plan.nodes, &run, share.as_deref())
+                let extras = guest_extras::check(&plan.nodes, &run, share.as_deref(), &run_dir)
                     .map_err(|e| e.to_string())?;
                 Some((plans, run_vm, stack, extras))
             } else {

@@ -5,11 +5,14 @@
 #                       into the initramfs only)
 #   ibtca-tool          static user-space tool
 #   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
-#                       core's modules (ib_core, ib_uverbs) + rdma-core's
-#                       libibverbs, ibv_devices, ibv_devinfo and iproute2's
-#                       rdma with the libraries they link, and the ibtca
-#                       rdma-core provider with ibtca-provider-test
-#                       (scripts/build-provider.sh) (newc, gzip)
+#                       core's modules (ib_core, ib_uverbs) + module groups
+#                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
+#                       soft-RoCE) + rdma-core's libibverbs, ibv_devices,
+#                       ibv_devinfo, ibv_rc_pingpong, perftest, the rxe
+#                       provider and iproute2's rdma with the libraries they
+#                       link, and the ibtca rdma-core provider with
+#                       ibtca-provider-test (scripts/build-provider.sh)
+#                       (newc, gzip)
 #   vmlinuz             copy of the chroot's guest kernel
 #
 #   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
@@ -53,8 +56,17 @@ outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
 ib_modules=(ib_core ib_uverbs_support ib_uverbs)
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
-guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo)
-guest_pkgs=(libibverbs1 ibverbs-utils iproute2)
+guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
+	/usr/bin/ibv_rc_pingpong
+	/usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw
+	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat)
+guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers)
+# libibverbs providers: /etc/libibverbs.d/NAME.driver and
+# $libdir/libibverbs/libNAME-rdmav*.so (with what they link).
+guest_providers=(rxe)
+# Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
+# its dependencies, in load order, in /lib/modules/GROUP.modules.
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {
@@ -159,10 +171,10 @@ while IFS= read -r applet; do
 done < <(in_chroot /usr/bin/busybox --list-full)
 [ -L "$rootfs/bin/sh" ] || ln -s busybox "$rootfs/bin/sh"
 install -m 0755 "$src/initramfs/init" "$rootfs/init"
-install -m 0644 "$build/src/ibtca.ko" "$rootfs/lib/modules/ibtca.ko"
-# Without debug information in the image (a smaller initramfs boots
-# faster); $OUT/ibtca.ko keeps it.
-in_chroot strip --strip-debug "$ibuild/rootfs/lib/modules/ibtca.ko"
+install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modules"
+# Without its debug sections (~2 MiB that the guest never reads and that
+# cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
+in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/ibtca.ko"
 install -m 0644 "$build/src/test/ibtca_kverbs_test.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
@@ -176,18 +188,56 @@ for m in "${ib_modules[@]}"; do
 	*) die "module $m: unexpected file $ko" ;;
 	esac
 done
+# Module groups: `modprobe --show-depends` gives each module's
+# dependencies in load order ("insmod PATH" lines; built-ins are skipped).
+for group in "${module_groups[@]}"; do
+	name=${group%%:*}
+	: >"$rootfs/lib/modules/$name.modules"
+	for m in ${group#*:}; do
+		in_chroot modprobe -S "$KVER" --show-depends "$m" ||
+			die "no module $m for $KVER"
+	done | awk '$1 == "insmod" { print $2 }' | while IFS= read -r ko; do
+		base=${ko##*/}
+		base=${base%%.ko*}
+		grep -qxF "$base" "$rootfs/lib/modules/$name.modules" && continue
+		echo "$base" >>"$rootfs/lib/modules/$name.modules"
+		[ -e "$rootfs/lib/modules/$base.ko" ] && continue
+		case "$ko" in
+		*.ko.xz) in_chroot sh -c "busybox unxz -c '$ko' >'$ibuild/rootfs/lib/modules/$base.ko'" ;;
+		*.ko) cp "$CHROOT$ko" "$rootfs/lib/modules/$base.ko" ;;
+		*) die "module $base: unexpected file $ko" ;;
+		esac
+	done
+done
+# libibverbs providers: the driver file and the library.
+libdir=$(in_chroot sh -c 'dirname "$(readlink -f /usr/lib/*/libibverbs.so.1)"')
+provider_libs=()
+for p in "${guest_providers[@]}"; do
+	install -D -m 0644 "$CHROOT/etc/libibverbs.d/$p.driver" "$rootfs/etc/libibverbs.d/$p.driver"
+	found=0
+	for so in "$CHROOT$libdir"/libibverbs/lib"$p"-rdmav*.so; do
+		[ -e "$so" ] || continue
+		install -D -m 0644 "$so" "$rootfs${so#"$CHROOT"}"
+		provider_libs+=("${so#"$CHROOT"}")
+		found=1
+	done
+	[ "$found" = 1 ] || die "provider $p: no $libdir/libibverbs/lib$p-rdmav*.so in the chroot"
+done
 # The ibtca provider where libibverbs looks for providers, and its test.
-provider_dir=/usr/lib/$(in_chroot gcc -print-multiarch)/libibverbs
+provider_dir=$libdir/libibverbs
 install -D -m 0644 -t "$rootfs$provider_dir" "$provider"/libibtca-rdmav*.so
 install -D -m 0644 "$provider/ibtca.driver" "$rootfs/etc/libibverbs.d/ibtca.driver"
 install -D -m 0755 "$provider/ibtca-provider-test" "$rootfs/usr/bin/ibtca-provider-test"
-# rdma-core and iproute2 programs with exactly the libraries they link (and
-# those the provider links).
-for b in "${guest_bins[@]}"; do
-	[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
-	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+# rdma-core, perftest and iproute2 programs, and the providers, with
+# exactly the libraries they link (and those the ibtca provider links).
+linked=()
+for b in "${guest_bins[@]}" "${provider_libs[@]}"; do
+	if [ ! -e "$rootfs$b" ]; then
+		[ -x "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
+		install -D -m 0755 "$CHROOT$b" "$rootfs$b"
+	fi
+	linked+=("$b")
 done
-linked=("${guest_bins[@]}")
 for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test"; do
 	linked+=("${f#"$CHROOT"}")
 done

@@ -78,6 +78,11 @@ impl VmStack {
         })
     }
 
+    /// The source tree (its `scripts/`).
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
     /// A scratch directory inside the chroot (visible to QEMU).
     pub fn scratch(&self, tag: &str) -> TempDir {
         TempDir::new_in(Some(&self.chroot.join("tmp")), tag)

@@ -376,7 +376,8 @@ fn down_stops_running_guests_before_the_devices() {
     assert_eq!(qemus.len(), 2, "one QEMU per guest");
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));
-    // "stopped b (guest), a (guest), b, a": the guests first.
+    // "stopped b (guest), a (guest), mgmt-hub, b, a": the guests first,
+    // then the management wire's hub and the devices.
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     let order: Vec<&str> = said
         .trim()
@@ -384,7 +385,8 @@ fn down_stops_running_guests_before_the_devices() {
         .unwrap_or_else(|| panic!("{said}"))
         .split(", ")
         .collect();
-    assert_eq!(order.len(), 4, "{said}");
+    assert_eq!(order.len(), 5, "{said}");
+    assert!(order[2..].contains(&"mgmt-hub"), "{said}");
     assert!(
         order[..2].iter().all(|n| n.ends_with("(guest)"))
             && !order[2..].iter().any(|n| n.ends_with("(guest)")),

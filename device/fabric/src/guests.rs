@@ -154,6 +154,9 @@ pub struct GuestPlan {
     pub cpus: Option<String>,
     /// QEMU's niceness (run-vm.sh `--nice`).
     pub nice: Option<i8>,
+    /// More QEMU arguments (after run-vm.sh's `--`): the management NIC,
+    /// the configuration directory and the share (`guest_extras`).
+    pub qemu_args: Vec<String>,
 }
 
 fn mem_ok(mem: &str) -> bool {
@@ -249,12 +252,14 @@ pub fn resolve(
             timeout: opts.timeout,
             cpus: n.guest_cpus.as_ref().map(ToString::to_string),
             nice: n.guest_nice,
+            qemu_args: Vec::new(),
         });
     }
     Ok(out)
 }
 
-fn absolute(p: &Path) -> PathBuf {
+/// `p` as an absolute path, its existing part canonical.
+pub fn absolute(p: &Path) -> PathBuf {
     // The run directory may not exist yet: canonicalize its nearest
     // existing ancestor and keep the rest.
     let mut base = match std::env::current_dir() {
@@ -330,6 +335,10 @@ pub fn run_vm_args(g: &GuestPlan) -> Vec<String> {
     if let Some(nice) = g.nice {
         args.push("--nice".into());
         args.push(nice.to_string());
+    }
+    if !g.qemu_args.is_empty() {
+        args.push("--".into());
+        args.extend(g.qemu_args.iter().cloned());
     }
     args
 }

@@ -141,12 +141,12 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
 }
 
 /// A process being started, with its handle for early-exit checks.
-struct Running {
-    started: Started,
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) started: Started,
+    pub(crate) child: Child,
 }
 
-fn spawn(
+pub(crate) fn spawn(
     bin_dir: &Path,
     exe: &str,
     name: &str,
@@ -205,6 +205,7 @@ pub fn up(
     let state = State {
         topology: topology.to_path_buf(),
         processes: running.iter().map(|r| r.started.clone()).collect(),
+        mounts: Vec::new(),
     };
     match result {
         Ok(()) => {
@@ -660,6 +661,9 @@ pub fn down(run_dir: &Path) -> Result<Vec<String>, LaunchError> {
     };
     // A guest gets longer: QEMU tears its device connection down first.
     let stopped = stop_all(&state.processes, Duration::from_secs(10));
+    for m in &state.mounts {
+        super::guest_run::unmount_share(m);
+    }
     State::remove(run_dir).map_err(io_err("removing the state file"))?;
     Ok(stopped)
 }

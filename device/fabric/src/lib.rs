@@ -14,13 +14,22 @@
 //! - [`gateway_node`]: nodes that run `ibtca-gateway` (their plan);
 //!   [`gateway_launch`]: their command line and the `--check` of each
 //!   before anything starts.
+//! - [`mgmt_hub`]: the guests' management wire (`ibtca-mgmt-hub`), a
+//!   learning Ethernet switch for QEMU's stream netdevs; [`mgmt_net`]:
+//!   the guests' addresses and NICs on it; [`guest_run`]: each guest's
+//!   configuration directory (`--run` commands, `--share`);
+//!   [`guest_extras`]: all of it added to the guests of `up --guests`.
 
 #![deny(missing_docs)]
 
 pub mod gateway_launch;
 pub mod gateway_node;
+pub mod guest_extras;
+pub mod guest_run;
 pub mod guests;
 pub mod launch;
+pub mod mgmt_hub;
+pub mod mgmt_net;
 pub mod plan;
 pub mod qemu;
 pub mod state;

@@ -17,8 +17,9 @@ macro_rules! out {
 }
 use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
-use ibtca_fabric::{self as fabric, launch, qemu, End, Plan};
+use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///
@@ -51,6 +52,25 @@ use ibtca_fabric::{self as fabric, launch, qemu, End, Plan};
 /// go to NODE.console in the run directory, run-vm.sh's messages to
 /// NODE.qemu.log. --wait keeps `up` until every guest has powered off and
 /// fails if one did not exit cleanly (the fabric stays up for `down`).
+///
+/// Every guest gets a virtio-net NIC on the fabric's management wire (the
+/// hub ibtca-mgmt-hub on mgmt.sock in the run directory; no host
+/// interface): node number i (file order, from 1) is 10.77.0.i/16
+/// (10.77.x.y past 255) and every guest's /etc/hosts names them all, for
+/// the TCP exchange of perftest and ibv_rc_pingpong, or soft-RoCE.
+/// --run NODE=COMMAND runs commands in a guest (ibtca.ko, ib_core and
+/// ib_uverbs loaded; the network up; `ibtca-load-modules rxe` loads
+/// soft-RoCE); --share DIR mounts DIR at /share in every guest:
+///
+///   ibtca-fabric up qemu-configs/two-nodes.json --run-dir $C/tmp/fab --guests \
+///       --share ~/src/mydriver \
+///       --run 'a=insmod /share/my.ko && ib_write_bw -d rxe0 -D 2' \
+///       --run 'b=until ib_write_bw -d rxe0 -D 2 a; do sleep 1; done' --wait
+///
+/// Commands travel as files (NODE.guest/run/N in the run directory, on
+/// virtio-9p), never on the kernel command line, so quotes and spaces
+/// survive; the guest writes NODE.guest/status, and --wait names the node,
+/// the command and its exit status when one fails.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about, verbatim_doc_comment)]
 struct Args {
@@ -69,7 +89,8 @@ enum Cmd {
         run_dir: PathBuf,
     },
     /// Start everything in a topology file and wait until every port is up;
-    /// with --guests, then boot one QEMU guest per node.
+    /// with --guests, then boot one QEMU guest per node, all on one
+    /// management network (ibtca-mgmt-hub; see `ibtca-fabric --help`).
     Up {
         /// The topology file (JSON).
         file: PathBuf,
@@ -101,9 +122,22 @@ enum Cmd {
         /// the binaries were built in).
         #[arg(long, value_name = "PATH", requires = "guests")]
         run_vm: Option<PathBuf>,
-        /// Wait until every guest has exited; fail if one did not exit 0.
+        /// Wait until every guest has exited; fail, naming the node and
+        /// the exit status, if a guest or one of its commands failed.
         #[arg(long, requires = "guests")]
         wait: bool,
+        /// Run COMMAND (a shell command line, passed byte for byte) in
+        /// NODE's guest once its driver is loaded and the management
+        /// network is up; output to NODE.console; the guest powers off
+        /// when its commands end. Repeatable, in order per node; the first
+        /// that fails ends the node's commands.
+        #[arg(long = "run", value_name = "NODE=COMMAND", requires = "guests")]
+        run: Vec<String>,
+        /// Mount host directory DIR at /share in every guest (virtio-9p,
+        /// read-write, files as root; bind-mounted into the VM stack's
+        /// chroot when outside it, needs root).
+        #[arg(long, value_name = "DIR", requires = "guests")]
+        share: Option<PathBuf>,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.
@@ -388,11 +422,13 @@ fn run(args: Args) -> Result<(), String> {
             guest_timeout,
             run_vm,
             wait,
+            run,
+            share,
         } => {
             let (topo, plan) = load(&file, &run_dir)?;
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
-            let guest_plans = if guests {
+            let mut guest_plans = if guests {
                 let stack = fabric::guests::VmStack::find(&fabric::guests::cache_dir())
                     .map_err(|e| e.to_string())?;
                 let opts = fabric::guests::GuestOptions {
@@ -408,7 +444,9 @@ fn run(args: Args) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;
-                Some((plans, run_vm))
+                let extras = guest_extras::check(&plan.nodes, &run, share.as_deref(), &run_dir)
+                    .map_err(|e| e.to_string())?;
+                Some((plans, run_vm, stack, extras))
             } else {
                 None
             };
@@ -430,23 +468,43 @@ fn run(args: Args) -> Result<(), String> {
                     out!("  guest {}: sh {}", n.name, path.display());
                 }
             }
-            let children = match &guest_plans {
-                Some((plans, run_vm)) => {
+            let still_up = |e: String| {
+                format!(
+                    "{e} (the fabric is up: ibtca-fabric down --run-dir {})",
+                    run_dir.display()
+                )
+            };
+            let children = match &mut guest_plans {
+                Some((plans, run_vm, stack, extras)) => {
+                    guest_extras::prepare(
+                        extras,
+                        &mut state,
+                        plans,
+                        &stack.chroot,
+                        &run_dir,
+                        &bin_dir()?,
+                    )
+                    .map_err(|e| still_up(e.to_string()))?;
                     let children = launch::start_guests(&mut state, plans, run_vm, &run_dir)
-                        .map_err(|e| {
-                            format!(
-                                "{e} (the fabric is up: ibtca-fabric down --run-dir {})",
-                                run_dir.display()
-                            )
-                        })?;
+                        .map_err(|e| still_up(e.to_string()))?;
                     for (g, c) in plans.iter().zip(&children) {
+                        let ip = extras
+                            .addresses
+                            .iter()
+                            .find(|a| a.node == g.node)
+                            .map(|a| format!(", {}", a.ip))
+                            .unwrap_or_default();
                         out!(
-                            "  guest {} (pid {}): console {}",
+                            "  guest {} (pid {}{ip}): console {}",
                             g.node,
                             c.id(),
                             g.console.display()
                         );
                     }
+                    out!(
+                        "  management wire: {}",
+                        fabric::mgmt_net::hub_socket(&run_dir).display()
+                    );
                     children
                 }
                 None => Vec::new(),
@@ -457,7 +515,7 @@ fn run(args: Args) -> Result<(), String> {
                 run_dir.display()
             );
             if wait {
-                let plans = guest_plans.map(|(p, _)| p).unwrap_or_default();
+                let (plans, extras) = guest_plans.map(|(p, _, _, x)| (p, x)).unwrap_or_default();
                 let mut failed = Vec::new();
                 for (g, mut c) in plans.iter().zip(children) {
                     let status = c
@@ -466,11 +524,29 @@ fn run(args: Args) -> Result<(), String> {
                     out!("guest {}: exited, {status}", g.node);
                     if !status.success() {
                         failed.push(format!("{} ({status})", g.node));
+                    } else if !extras.commands(&g.node).is_empty() {
+                        let dir = guest_run::cfg_dir(&run_dir, &g.node);
+                        match guest_run::outcome(&dir, &extras.commands(&g.node)) {
+                            Outcome::Passed => out!("guest {}: commands passed", g.node),
+                            Outcome::Failed {
+                                index,
+                                command,
+                                status,
+                            } => failed.push(format!(
+                                "{}: command {index} (`{command}`) exited with status {status}",
+                                g.node
+                            )),
+                            Outcome::NoStatus => failed.push(format!(
+                                "{}: its commands did not finish (no status in {})",
+                                g.node,
+                                dir.display()
+                            )),
+                        }
                     }
                 }
                 if !failed.is_empty() {
                     return Err(format!(
-                        "guests that did not exit cleanly: {} (see NODE.console and NODE.qemu.log in {})",
+                        "guests that failed: {} (see NODE.console and NODE.qemu.log in {})",
                         failed.join(", "),
                         run_dir.display()
                     ));

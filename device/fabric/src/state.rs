@@ -41,6 +41,9 @@ pub struct State {
     pub topology: PathBuf,
     /// Processes in start order.
     pub processes: Vec<Started>,
+    /// Bind mounts made for the guests (`--share`), undone by `down`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<PathBuf>,
 }
 
 impl State {

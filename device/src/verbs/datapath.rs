@@ -3,9 +3,9 @@
 //! remote access flags), memory-window binds and local invalidates (which
 //! run the key walk), completions into CQs, and the SQ/RQ/CQ doorbells.
 
-use super::abi::Cqe;
+use super::abi::{Cqe, RegMrWqe};
 use super::cq::CqError;
-use super::mr::{GpaRange, RemoteRight};
+use super::mr::{GpaRanges, RemoteRight, RemoteTarget};
 use super::mw::BindRequest;
 use super::{Verbs, VerbsError};
 use crate::regs::{DB_CQ, DB_RQ, DB_SQ};
@@ -77,7 +77,7 @@ impl Verbs {
         va: u64,
         len: u64,
         write: bool,
-    ) -> Result<GpaRange, AccessError> {
+    ) -> Result<GpaRanges, AccessError> {
         let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
         self.mrs.check_local(pdn, lkey, va, len, write)
     }
@@ -98,6 +98,22 @@ impl Verbs {
 
     /// Checks a remote access arriving on QP `qpn`: the QP must enable the
     /// right (MODIFY_QP access flags) and the key must grant it.
+    pub fn remote_target(
+        &self,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        right: RemoteRight,
+    ) -> Result<RemoteTarget, AccessError> {
+        let qp = self.qps.get(qpn).ok_or(AccessError::Invalid)?;
+        if qp.attrs().access & right.access_bit() == 0 {
+            return Err(AccessError::NoRight);
+        }
+        self.mrs.remote_target(qp.pdn, rkey, va, len, right)
+    }
+
+    /// [`Self::remote_target`], then where the bytes are.
     pub fn check_remote(
         &self,
         qpn: u32,
@@ -105,12 +121,21 @@ impl Verbs {
         va: u64,
         len: u64,
         right: RemoteRight,
-    ) -> Result<u64, AccessError> {
-        let qp = self.qps.get(qpn).ok_or(AccessError::Invalid)?;
-        if qp.attrs().access & right.access_bit() == 0 {
-            return Err(AccessError::NoRight);
-        }
-        self.mrs.check_remote(qp.pdn, rkey, va, len, right)
+    ) -> Result<GpaRanges, AccessError> {
+        let t = self.remote_target(qpn, rkey, va, len, right)?;
+        self.mrs.translate(t)
+    }
+
+    /// Executes an IBTCA_WR_REG_MR work request of QP `qpn`; returns the
+    /// region's key.
+    pub fn fast_register(
+        &mut self,
+        qpn: u32,
+        mem: &crate::dma::GuestMemory,
+        wqe: &RegMrWqe,
+    ) -> Result<u32, AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.fast_register(pdn, mem, wqe)
     }
 
     /// Executes a BIND_MW work request of QP `qpn`; returns the new key.
@@ -119,10 +144,11 @@ impl Verbs {
         self.mrs.bind_mw(pdn, req, &mut self.keys)
     }
 
-    /// Executes a LOCAL_INV work request of QP `qpn` on window key `rkey`.
+    /// Executes a LOCAL_INV work request of QP `qpn` on `rkey`: a window's
+    /// key or a fast-registration region's.
     pub fn local_invalidate(&mut self, qpn: u32, rkey: u32) -> Result<(), AccessError> {
         let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
-        self.mrs.invalidate_mw(pdn, rkey, &mut self.keys)
+        self.mrs.invalidate(pdn, rkey, &mut self.keys)
     }
 
     /// Writes a completion to CQ `cqn`; returns the MSI-X vector to raise,

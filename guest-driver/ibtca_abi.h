@@ -320,7 +320,9 @@ struct ibtca_cmd_create_cq {
 	__le64 ring;	/* 0x00: Guest-physical address of the ring of struct ibtca_cqe. */
 	__u8 log_entries;	/* 0x08: log2 of the number of entries. */
 	__u8 vector;	/* 0x09: MSI-X vector raised when the CQ is armed and gets a completion. */
-	__u8 rsvd[38];	/* 0x0a: Reserved, zero. */
+	__u8 rsvd0[2];	/* 0x0a: Reserved, zero. */
+	__le32 db_page;	/* 0x0c: Doorbell page (below IBTCA_DB_PAGES) whose CQ doorbell alone rings this CQ; 0: the kernel's (BAR0's IBTCA_REG_DB_CQ or page 0). */
+	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_cq) == 48);
 
@@ -333,7 +335,8 @@ struct ibtca_cmd_create_qp {
 	__le64 sq;	/* 0x10: Guest-physical address of the SQ (struct ibtca_send_wqe). */
 	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
-	__le64 rsvd;	/* 0x28: Reserved, zero. */
+	__le32 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
+	__le32 rsvd;	/* 0x2c: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
 
@@ -382,7 +385,9 @@ struct ibtca_device_attr_ext {
 	__le32 max_mr_pages;	/* 0x00: Pages of one page-list region (REG_MR, ALLOC_MR's max_pages). */
 	__le32 max_total_mr_pages;	/* 0x04: Pages of all page-list and fast-registration regions together (ALLOC_MR reserves max_pages). */
 	__le32 page_size;	/* 0x08: Page size of page lists in bytes (4096). */
-	__u8 rsvd[36];	/* 0x0c: Reserved, zero. */
+	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
+	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
+	__u8 rsvd[31];	/* 0x11: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_device_attr_ext) == 48);
 

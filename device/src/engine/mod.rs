@@ -59,6 +59,8 @@ pub enum EngineEvent {
     CmdqDoorbell(u32),
     /// An SQ, RQ or CQ doorbell.
     Doorbell(Doorbell),
+    /// A doorbell rung on page `.0` of the doorbell BAR.
+    PageDoorbell(u32, Doorbell),
     /// A DRDMA WRITE range became BR Valid (every byte stored), or several
     /// did ([`drdma::ALL_RANGES`]).
     DrdmaReady(u32),
@@ -288,7 +290,8 @@ impl Engine {
                 }
                 self.sync_qps();
             }
-            EngineEvent::Doorbell(db) => self.doorbell(db, now),
+            EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
+            EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
@@ -419,8 +422,8 @@ impl Engine {
         }
     }
 
-    fn doorbell(&mut self, db: Doorbell, now: Instant) {
-        match self.verbs.doorbell(db) {
+    fn doorbell(&mut self, page: u32, db: Doorbell, now: Instant) {
+        match self.verbs.doorbell_on(page, db) {
             Ok(Some(vector)) => {
                 if let Err(e) = self.msix.trigger(u32::from(vector)) {
                     crate::guest_warn!(vector, error = %e, "CQ interrupt not delivered");

@@ -658,7 +658,11 @@ abi_struct! {
         /// MSI-X vector raised when the CQ is armed and gets a completion.
         vector: u8,
         /// Reserved, zero.
-        rsvd: [u8; 38],
+        rsvd0: [u8; 2],
+        /// Doorbell page (below IBTCA_DB_PAGES) whose CQ doorbell alone rings this CQ; 0: the kernel's (BAR0's IBTCA_REG_DB_CQ or page 0).
+        db_page: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 32],
     }
 }
 
@@ -679,8 +683,10 @@ abi_struct! {
         rq: Le64,
         /// Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe).
         quasi: Le64,
+        /// Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0).
+        db_page: Le32,
         /// Reserved, zero.
-        rsvd: Le64,
+        rsvd: Le32,
     }
 }
 
@@ -782,8 +788,12 @@ abi_struct! {
         max_total_mr_pages: Le32,
         /// Page size of page lists in bytes (4096).
         page_size: Le32,
+        /// Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES).
+        db_pages: Le32,
+        /// Index of the doorbell BAR (IBTCA_DB_BAR).
+        db_bar: u8,
         /// Reserved, zero.
-        rsvd: [u8; 36],
+        rsvd: [u8; 31],
     }
 }
 

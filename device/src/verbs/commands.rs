@@ -186,7 +186,11 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "CREATE_CQ",
         run: |v, _, p| {
             let c: CmdCreateCq = params(p);
-            Ok((v.create_cq(c.ring.to_native(), c.log_entries, c.vector)?, 0).into())
+            if c.rsvd0 != [0; 2] || c.rsvd != [0; 32] {
+                return Err(VerbsError::Invalid);
+            }
+            let (ring, db_page) = (c.ring.to_native(), c.db_page.to_native());
+            Ok((v.create_cq(ring, c.log_entries, c.vector, db_page)?, 0).into())
         },
     },
     CommandDef {

@@ -8,7 +8,9 @@ use super::cq::CqError;
 use super::mr::{GpaRanges, RemoteRight, RemoteTarget};
 use super::mw::BindRequest;
 use super::{Verbs, VerbsError};
-use crate::regs::{DB_CQ, DB_RQ, DB_SQ};
+use crate::regs::{
+    DB_CQ, DB_PAGES, DB_PAGE_CQ, DB_PAGE_RQ, DB_PAGE_SIZE, DB_PAGE_SQ, DB_RQ, DB_SQ,
+};
 use crate::transport::AccessError;
 
 /// A decoded doorbell register write.
@@ -40,6 +42,25 @@ pub enum Doorbell {
 }
 
 impl Doorbell {
+    /// Decodes a write of `data` at `offset` in the doorbell BAR: the page
+    /// it was rung on and the doorbell (page offsets IBTCA_DB_PAGE_SQ/RQ/CQ
+    /// take the values BAR0's DB_SQ/DB_RQ/DB_CQ take). `None` for anything
+    /// but one 8-byte write at one of those offsets of a page in the BAR.
+    pub fn decode_page(offset: u64, data: &[u8]) -> Option<(u32, Doorbell)> {
+        let page = u32::try_from(offset / DB_PAGE_SIZE).ok()?;
+        if page >= DB_PAGES {
+            return None;
+        }
+        let reg = match offset % DB_PAGE_SIZE {
+            DB_PAGE_SQ => DB_SQ,
+            DB_PAGE_RQ => DB_RQ,
+            DB_PAGE_CQ => DB_CQ,
+            _ => return None,
+        };
+        let value = u64::from_le_bytes(data.try_into().ok()?);
+        Some((page, Doorbell::decode(reg, value)?))
+    }
+
     /// Decodes an 8-byte write of `value` at BAR0 `offset` (see `regs.rs`).
     pub fn decode(offset: u64, value: u64) -> Option<Doorbell> {
         let (low, high) = (value as u32, (value >> 32) as u32);
@@ -172,6 +193,36 @@ impl Verbs {
     ///
     /// [`Cq::doorbell`]: super::cq::Cq::doorbell
     pub fn doorbell(&mut self, db: Doorbell) -> Result<Option<u16>, VerbsError> {
+        self.doorbell_on(0, db)
+    }
+
+    /// The doorbell page a QP's or CQ's doorbells must come from.
+    fn bound_page(&self, db: Doorbell) -> Option<u32> {
+        match db {
+            Doorbell::Sq { qpn, .. } | Doorbell::Rq { qpn, .. } => {
+                self.qps.get(qpn).map(|q| q.db_page)
+            }
+            Doorbell::Cq { cqn, .. } => self.cqs.get(cqn).map(|c| c.db_page),
+        }
+    }
+
+    /// Applies a doorbell rung on doorbell page `page` (BAR0's doorbells
+    /// are page 0's), as [`Self::doorbell`]. One for a QP or CQ bound to
+    /// another page is dropped (`Ok(None)`), counted in
+    /// [`Verbs::foreign_doorbells`] and logged (rate-limited): one user
+    /// context cannot ring another's queues.
+    pub fn doorbell_on(&mut self, page: u32, db: Doorbell) -> Result<Option<u16>, VerbsError> {
+        if let Some(bound) = self.bound_page(db).filter(|&b| b != page) {
+            self.foreign_doorbells += 1;
+            crate::guest_warn!(
+                ?db,
+                page,
+                bound,
+                dropped = self.foreign_doorbells,
+                "doorbell rung on another context's page: dropped"
+            );
+            return Ok(None);
+        }
         let res = match db {
             Doorbell::Sq { qpn, pi } => {
                 let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;

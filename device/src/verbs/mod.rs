@@ -131,6 +131,9 @@ pub struct Verbs {
     pub qps: QpTable,
     /// Port attributes.
     pub port: PortAttrs,
+    /// Doorbells dropped because they were rung on a page other than the
+    /// one their QP or CQ is bound to.
+    pub foreign_doorbells: u64,
 }
 
 impl Verbs {
@@ -144,6 +147,7 @@ impl Verbs {
             cqs: cq_table(limits.cqs),
             qps: qp_table(limits.qps),
             port,
+            foreign_doorbells: 0,
         }
     }
 
@@ -214,6 +218,8 @@ impl Verbs {
                 .unwrap_or(u32::MAX)
                 .into(),
             page_size: (translate::PAGE_SIZE as u32).into(),
+            db_pages: crate::regs::DB_PAGES.into(),
+            db_bar: crate::regs::DB_BAR as u8,
             ..Default::default()
         }
     }

@@ -119,9 +119,21 @@ impl Verbs {
         Ok(())
     }
 
-    /// Creates a CQ; returns its number.
-    pub fn create_cq(&mut self, ring: u64, log: u8, vector: u8) -> Result<u32, VerbsError> {
-        self.cqs.insert(Cq::new(ring, log, vector)?)
+    /// Creates a CQ whose doorbells come from doorbell page `db_page`;
+    /// returns its number.
+    pub fn create_cq(
+        &mut self,
+        ring: u64,
+        log: u8,
+        vector: u8,
+        db_page: u32,
+    ) -> Result<u32, VerbsError> {
+        if db_page >= crate::regs::DB_PAGES {
+            return Err(VerbsError::Invalid);
+        }
+        let mut cq = Cq::new(ring, log, vector)?;
+        cq.db_page = db_page;
+        self.cqs.insert(cq)
     }
 
     /// Destroys a CQ that no QP uses.

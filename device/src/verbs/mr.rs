@@ -21,7 +21,7 @@ use super::abi::{
     ACCESS_LOCAL_WRITE, ACCESS_MW_BIND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
     ACCESS_REMOTE_WRITE,
 };
-use super::translate::{PageList, MAX_TOTAL_MR_PAGES};
+use super::translate::{PageList, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use super::VerbsError;
 use crate::transport::AccessError;
 
@@ -106,11 +106,26 @@ pub struct Mr {
 
 impl Mr {
     /// Pages of the device-wide page budget this region holds.
-    pub(super) fn reserved_pages(&self) -> u64 {
+    pub fn reserved_pages(&self) -> u64 {
         match (&self.fast, &self.map) {
             (Some(f), _) => u64::from(f.max_pages),
             (None, MrMap::Pages(l)) => l.pages.len() as u64,
             (None, MrMap::Contiguous { .. }) => 0,
+        }
+    }
+
+    /// Where region byte `off` is, one byte at a time (a reference for
+    /// checks; `u64::MAX` past a page list's end).
+    pub fn translation(&self) -> impl Fn(u64) -> u64 + '_ {
+        move |off| match &self.map {
+            MrMap::Contiguous { gpa } => gpa.wrapping_add(off),
+            MrMap::Pages(l) => {
+                let pos = l.first_offset.saturating_add(off);
+                usize::try_from(pos / PAGE_SIZE)
+                    .ok()
+                    .and_then(|i| l.pages.get(i))
+                    .map_or(u64::MAX, |p| p + pos % PAGE_SIZE)
+            }
         }
     }
 
@@ -359,6 +374,25 @@ impl MrTable {
     /// The region whose lkey is `lkey`.
     pub fn mr(&self, lkey: u32) -> Option<&Mr> {
         self.lookup_lkey(lkey).map(|(_, mr)| mr)
+    }
+
+    /// The region whose rkey is `rkey` (not a window's key).
+    pub fn mr_by_rkey(&self, rkey: u32) -> Option<&Mr> {
+        self.lookup_key(rkey, true).map(|(_, mr)| mr)
+    }
+
+    /// Every live region, registered or free.
+    pub fn regions(&self) -> impl Iterator<Item = &Mr> {
+        self.slots.iter().filter_map(|s| match &s.obj {
+            Some(KeyObj::Mr(mr)) => Some(mr),
+            _ => None,
+        })
+    }
+
+    /// Pages of the device-wide budget that page-list and
+    /// fast-registration regions hold.
+    pub fn pages_in_use(&self) -> u64 {
+        self.pages_in_use
     }
 
     /// The slot of the region that `key` names for deregistration: a

@@ -10,8 +10,9 @@
  * live); port changes go out as IB events. PDs and the DMA MR are device
  * objects. The MAD layer's QP0 and QP1, their CQ and the SA's address
  * handles are accepted but carry nothing: the device has no UD transport
- * yet, so their receives stay posted and their sends are refused. Other QP
- * types, user memory and the user-space data path come with the next verbs.
+ * yet, so their receives stay posted and their sends are refused. User and
+ * fast-registration regions and windows are in ibtca_ib_mr.c. Other QP
+ * types and the user-space data path come with the next verbs.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -21,6 +22,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "ibtca.h"
+#include "ibtca_ib_mr.h"
 
 #define IBTCA_IB_PORT		1
 /* The default subnet prefix of a port's GID (fe80::/64). */
@@ -57,10 +59,6 @@ struct ibtca_ib_ucontext {
 struct ibtca_ib_pd {
 	struct ib_pd ibpd;
 	u32 pdn;
-};
-
-struct ibtca_ib_mr {
-	struct ib_mr ibmr;
 };
 
 /* The CQ of QP0 and QP1: no completion reaches it yet. */
@@ -312,7 +310,19 @@ static int ibtca_ib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return ret == -ENODEV ? 0 : ret;
 }
 
-static u32 ibtca_ib_access(int acc)
+/* For ibtca_ib_mr.c: a command on behalf of the core, a PD's number. */
+int ibtca_ib_command(struct ib_device *ibdev, u8 opcode, const void *params,
+		     size_t len, u32 *out0, u32 *out1)
+{
+	return ibtca_ib_cmd(to_ib(ibdev), opcode, params, len, out0, out1);
+}
+
+u32 ibtca_ib_pdn(struct ib_pd *ibpd)
+{
+	return to_pd(ibpd)->pdn;
+}
+
+u32 ibtca_ib_access(int acc)
 {
 	u32 a = 0;
 
@@ -356,29 +366,6 @@ static struct ib_mr *ibtca_ib_get_dma_mr(struct ib_pd *ibpd, int acc)
 		return ERR_PTR(ret);
 	}
 	return &mr->ibmr;
-}
-
-static struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start,
-					  u64 length, u64 virt, int acc,
-					  struct ib_dmah *dmah,
-					  struct ib_udata *udata)
-{
-	/* Page-list regions of user memory: the next verbs. */
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-static int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
-{
-	struct ibtca_ib_mr *mr = container_of(ibmr, struct ibtca_ib_mr, ibmr);
-	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(ibmr->lkey) };
-	int ret;
-
-	ret = ibtca_ib_cmd(to_ib(ibmr->device), IBTCA_CMD_DEREG_MR, &p,
-			   sizeof(p), NULL, NULL);
-	if (ret && ret != -ENODEV)
-		return ret;
-	kfree(mr);
-	return 0;
 }
 
 static int ibtca_ib_create_cq(struct ib_cq *ibcq,
@@ -536,11 +523,14 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = 1,
 
+	.alloc_mr = ibtca_ib_alloc_mr,
+	.alloc_mw = ibtca_ib_alloc_mw,
 	.alloc_pd = ibtca_ib_alloc_pd,
 	.alloc_ucontext = ibtca_ib_alloc_ucontext,
 	.create_ah = ibtca_ib_create_ah,
 	.create_cq = ibtca_ib_create_cq,
 	.create_qp = ibtca_ib_create_qp,
+	.dealloc_mw = ibtca_ib_dealloc_mw,
 	.dealloc_pd = ibtca_ib_dealloc_pd,
 	.dealloc_ucontext = ibtca_ib_dealloc_ucontext,
 	.dereg_mr = ibtca_ib_dereg_mr,
@@ -551,6 +541,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.get_dma_mr = ibtca_ib_get_dma_mr,
 	.get_link_layer = ibtca_ib_link_layer,
 	.get_port_immutable = ibtca_ib_get_port_immutable,
+	.map_mr_sg = ibtca_ib_map_mr_sg,
 	.modify_port = ibtca_ib_modify_port,
 	.modify_qp = ibtca_ib_modify_qp,
 	.poll_cq = ibtca_ib_poll_cq,
@@ -566,6 +557,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, ibtca_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, ibtca_ib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, ibtca_ib_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ibtca_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ibtca_ib_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibtca_ib_ucontext, ibuc),

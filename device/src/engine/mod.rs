@@ -163,6 +163,9 @@ pub struct EngineStats {
     pub flushed_sends: u64,
     /// Receive work requests completed with WC_WR_FLUSH_ERR.
     pub flushed_recvs: u64,
+    /// Doorbells dropped: rung on a doorbell page other than their QP's or
+    /// CQ's.
+    pub foreign_doorbells: u64,
 }
 
 /// The engine state (owned by the engine thread).
@@ -246,7 +249,10 @@ impl Engine {
 
     /// Counters so far.
     pub fn stats(&self) -> EngineStats {
-        self.stats
+        EngineStats {
+            foreign_doorbells: self.stats.foreign_doorbells + self.verbs.foreign_doorbells,
+            ..self.stats
+        }
     }
 
     /// The verbs state (tests).
@@ -355,6 +361,7 @@ impl Engine {
 
     /// Forgets every object (device reset or client gone).
     pub fn reset(&mut self) {
+        self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
         self.verbs = new_verbs(&self.port);
         self.cmdq = CmdQueue::new();
         self.rc.clear();

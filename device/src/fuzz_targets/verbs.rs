@@ -225,7 +225,10 @@ fn access(input: &mut Input, v: &Verbs, made: &Made) {
     let va = if input.bool() {
         input.u64()
     } else {
-        v.mrs.mr(key).map_or(0, |mr| mr.iova) + u64::from(input.u16())
+        v.mrs
+            .mr(key)
+            .map_or(0, |mr| mr.iova)
+            .wrapping_add(u64::from(input.u16()))
     };
     let len = u64::from(input.u16() % 0x3000);
     let got = if input.bool() {

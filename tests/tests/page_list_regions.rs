@@ -10,7 +10,7 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::*;
 use ibtca_device::verbs::translate::{MAX_MR_PAGES, MAX_TOTAL_MR_PAGES};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{remote, send_wqe, CmdFailed, SimGuest};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, SimGuest};
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -416,10 +416,8 @@ fn fast_registration_then_access_then_invalidate_refuses() {
     assert!(p.a.g.read(back, len as usize) == data);
 
     // The key as an lkey on B: a SEND from the region into A.
-    p.a.g.post_recv(
-        &mut p.a.qp,
-        &ibtca_tests::sim_guest::recv_wqe(3, back, 8192, p.a.lkey),
-    );
+    p.a.g
+        .post_recv(&mut p.a.qp, &recv_wqe(3, back, 8192, p.a.lkey));
     let w = send_wqe(WR_SEND, 11, iova + 0xff0, 0x20, new_key);
     p.b.g.post_send(&mut p.b.qp, &w);
     expect(&mut p.b.g, &mut p.b.cq, 11, WC_SEND, WC_SUCCESS);
@@ -462,4 +460,44 @@ fn fast_registration_from_a_table_outside_guest_memory_fails_and_changes_nothing
         Err(CmdFailed(libc::ENOENT as u16))
     );
     dereg(&mut p.b.g, key).unwrap();
+}
+
+#[test]
+fn a_send_with_invalidate_frees_a_fast_registration_region() {
+    let mut p = pair(MTU_4096);
+    let key = alloc_mr(&mut p.b.g, p.b.pd, 2);
+    let pages = scattered_pages(&mut p.b.g, 2);
+    let table = write_table(&mut p.b.g, &pages);
+    let iova = 0x9000_0800;
+    let w = reg_mr_wqe(1, key, table, 2, 0x800, iova, PAGE);
+    p.b.g.post_send(&mut p.b.qp, &w);
+    expect(&mut p.b.g, &mut p.b.cq, 1, WC_REG_MR, WC_SUCCESS);
+    // A writes across B's two pages, then invalidates B's key with its SEND.
+    let data = pattern(PAGE as usize, 5);
+    p.a.g.write(p.a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 2, p.a.buf, PAGE as u32, p.a.lkey),
+        iova,
+        key,
+    );
+    p.a.g.post_send(&mut p.a.qp, &w);
+    expect(&mut p.a.g, &mut p.a.cq, 2, WC_RDMA_WRITE, WC_SUCCESS);
+    assert!(region_bytes(&p.b.g, &pages, 0x800, PAGE) == data);
+    let recv_buf = p.b.buf + 0x8_0000;
+    p.b.g
+        .post_recv(&mut p.b.qp, &recv_wqe(3, recv_buf, 64, p.b.lkey));
+    let mut w = send_wqe(WR_SEND_INV, 4, p.a.buf, 16, p.a.lkey);
+    w.imm_data = key.into();
+    p.a.g.post_send(&mut p.a.qp, &w);
+    expect(&mut p.a.g, &mut p.a.cq, 4, WC_SEND, WC_SUCCESS);
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("the receive");
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_SUCCESS));
+    assert_ne!(c.flags & CQE_F_INV, 0, "the receive says it invalidated");
+    assert_eq!(c.imm_data.to_native(), key);
+    // The key is refused now.
+    p.a.g.write(p.a.buf, &pattern(PAGE as usize, 6));
+    let w = remote(send_wqe(WR_RDMA_WRITE, 5, p.a.buf, 8, p.a.lkey), iova, key);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    expect(&mut p.a.g, &mut p.a.cq, 5, WC_RDMA_WRITE, WC_REM_ACCESS_ERR);
+    assert!(region_bytes(&p.b.g, &pages, 0x800, PAGE) == data);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::*;
 use ibtca_device::verbs::Limits;
 use ibtca_tests::pair::{LinkedPair, PairOptions};
-use ibtca_tests::sim_guest::{remote, send_wqe, CmdFailed, SimGuest};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, SimGuest};
 use vm_memory::ByteValued;
 
 const EINVAL: Result<(u32, u32), CmdFailed> = Err(CmdFailed(libc::EINVAL as u16));
@@ -148,4 +148,41 @@ fn every_reported_limit_is_enforced() {
         "{}",
         wc_status_name(c.status)
     );
+}
+
+#[test]
+fn a_receive_with_more_sges_than_max_sge_is_refused_not_truncated() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    p.connect(MTU_4096);
+    let d: DeviceAttr = p.b.g.query(CMD_QUERY_DEVICE).unwrap();
+    let mut r = recv_wqe(7, p.b.buf, 8, p.b.lkey);
+    r.num_sge = d.max_sge + 1;
+    for i in 0..usize::from(d.max_sge) {
+        r.sge[i] = Sge {
+            addr: (p.b.buf + 0x100 * i as u64).into(),
+            length: 8.into(),
+            lkey: p.b.lkey.into(),
+        };
+    }
+    p.b.g.post_recv(&mut p.b.qp, &r);
+    p.a.g.write(p.a.buf, &[9; 32]);
+    let w = send_wqe(WR_SEND, 1, p.a.buf, 32, p.a.lkey);
+    p.a.g.post_send(&mut p.a.qp, &w);
+    let t = Duration::from_secs(10);
+    let c =
+        p.b.g
+            .poll_cq(&mut p.b.cq, t)
+            .expect("the receive completes");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (7, WC_LOC_LEN_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    let c = p.a.g.poll_cq(&mut p.a.cq, t).expect("the send completes");
+    assert_eq!(c.status, WC_REM_OP_ERR, "{}", wc_status_name(c.status));
+    // Nothing was scattered into the first four elements.
+    for i in 0..u64::from(d.max_sge) {
+        assert_eq!(p.b.g.read(p.b.buf + 0x100 * i, 8), [0; 8]);
+    }
 }

@@ -76,10 +76,11 @@ struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		ret = PTR_ERR(mr->umem);
 		goto err_free;
 	}
-	if (!ib_umem_find_best_pgsz(mr->umem, IBTCA_IB_PAGE_SIZE, virt)) {
-		ret = -EINVAL;
-		goto err_umem;
-	}
+	/*
+	 * 4 KiB blocks whatever @virt is: the device maps byte k of the
+	 * region to byte first_offset + k of the pages, so the iova needs no
+	 * alignment of its own.
+	 */
 	n = ib_umem_num_dma_blocks(mr->umem, IBTCA_IB_PAGE_SIZE);
 	if (!n || n > U32_MAX) {
 		ret = -EINVAL;

@@ -354,7 +354,9 @@ impl MrTable {
     }
 
     /// Deregisters the region whose lkey is `lkey` (a fast-registration
-    /// region: its current key, registered or free) and returns it:
+    /// region: its key with any low byte, registered or free, since a
+    /// driver's key and the device's part ways when a REG_MR work request
+    /// that would have changed it fails) and returns it:
     /// `NotFound` for anything else, `Busy` while windows are bound to it.
     pub fn deregister(&mut self, lkey: u32) -> Result<Mr, VerbsError> {
         let index = self.mr_index(lkey).ok_or(VerbsError::NotFound)?;
@@ -396,13 +398,13 @@ impl MrTable {
     }
 
     /// The slot of the region that `key` names for deregistration: a
-    /// region's lkey, or a fast-registration region's current key whether
-    /// it is registered or free.
+    /// region's lkey, or a fast-registration region's key with any low
+    /// byte, whether it is registered or free.
     pub(super) fn mr_index(&self, key: u32) -> Option<usize> {
-        let (index, tag) = split_key(key)?;
+        let (index, _) = split_key(key)?;
         let slot = self.slots.get(index)?;
         match &slot.obj {
-            Some(KeyObj::Mr(mr)) if mr.fast.is_some() && slot.last_tag == tag => Some(index),
+            Some(KeyObj::Mr(mr)) if mr.fast.is_some() => Some(index),
             _ => self.lookup_lkey(key).map(|(i, _)| i),
         }
     }

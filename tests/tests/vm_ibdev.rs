@@ -181,6 +181,24 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     let info = run.expect_line("IBTCA-TOOL-INFO port_state:");
     assert!(info.contains("4 (active)"), "{info}");
 
+    // User memory registered through the RDMA core (uverbs, no provider):
+    // reg_user_mr's page tables passed the device's checks, for a region
+    // starting mid-page and one of 1024 pages, and both deregistered.
+    for check in [
+        "context",
+        "pd",
+        "reg_unaligned",
+        "reg_4MiB",
+        "dereg_unaligned",
+        "dereg_4MiB",
+        "dealloc_pd",
+    ] {
+        let needle = format!("IBTCA-UVERBS-MR {check} ");
+        let l = run.expect_line(&needle);
+        assert!(l.contains(" PASS "), "{l}\n{dump}");
+    }
+    run.expect_line("IBTCA-UVERBS-MR done failed=0");
+
     // QEMU's vfio-user client gave the guest BAR4, the doorbell pages, at
     // its full size as a memory BAR (`start end flags` from sysfs).
     let bar4 = run.expect_line("IBTCA-PCI-BAR4 ");

@@ -38,6 +38,8 @@
 #define IBTCA_WR_DRDMA_READ                0xa
 /* WR opcode: SEND with Invalidate: the responder invalidates the memory window key in imm_data once the message has arrived (IETH). */
 #define IBTCA_WR_SEND_INV                  0xb
+/* WR opcode: fast registration (IB_WR_REG_MR), executed in send-queue order: the WQE is a struct ibtca_reg_mr_wqe; the region ALLOC_MR made gets its pages, bounds, rights and its key's low byte. */
+#define IBTCA_WR_REG_MR                    0xc
 /* SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region. */
 #define IBTCA_SGE_DIRECT                   0x80000000
 /* WQE flag: generate a completion. */
@@ -64,6 +66,8 @@
 #define IBTCA_WC_DRDMA_WRITE               0x7
 /* Completion opcode: Direct RDMA READ (every response arrived; the ARR frees once the guest has loaded them all). */
 #define IBTCA_WC_DRDMA_READ                0x8
+/* Completion opcode: fast registration (IBTCA_WR_REG_MR). */
+#define IBTCA_WC_REG_MR                    0x9
 /* Completion opcode: a receive. */
 #define IBTCA_WC_RECV                      0x80
 /* Completion opcode: a receive consumed by RDMA WRITE with immediate. */
@@ -136,13 +140,15 @@
 #define IBTCA_CMD_F_IRQ                    0x1
 /* Command: query the port (params: zero; out0 = LID | state << 16, out1 = active MTU code; reply: struct ibtca_port_attr over params). */
 #define IBTCA_CMD_QUERY_PORT               0x1
-/* Command: query the device's identity and limits (params: zero; reply: struct ibtca_device_attr over params). */
+/* Command: query the device's identity and limits (params: byte 0 selects the reply, the rest zero: 0 = struct ibtca_device_attr, IBTCA_DEVICE_ATTR_EXT = struct ibtca_device_attr_ext; reply over params). */
 #define IBTCA_CMD_QUERY_DEVICE             0x2
+/* QUERY_DEVICE selector (params byte 0): the second reply, struct ibtca_device_attr_ext. */
+#define IBTCA_DEVICE_ATTR_EXT              0x1
 /* Command: allocate a protection domain (out0 = PD number). */
 #define IBTCA_CMD_CREATE_PD                0x10
 /* Command: free a protection domain (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_PD               0x11
-/* Command: register a memory region (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey). */
+/* Command: register a memory region, guest-physically contiguous or by page list (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey). */
 #define IBTCA_CMD_REG_MR                   0x20
 /* Command: deregister a memory region (params: struct ibtca_cmd_handle with the lkey). */
 #define IBTCA_CMD_DEREG_MR                 0x21
@@ -150,6 +156,8 @@
 #define IBTCA_CMD_ALLOC_MW                 0x22
 /* Command: free a memory window (params: struct ibtca_cmd_handle with the rkey). */
 #define IBTCA_CMD_DEALLOC_MW               0x23
+/* Command: allocate a fast-registration region, free until an IBTCA_WR_REG_MR registers it (params: struct ibtca_cmd_alloc_mr; out0 = out1 = its key, lkey and rkey alike). DEREG_MR with its current key frees it. */
+#define IBTCA_CMD_ALLOC_MR                 0x24
 /* Command: create a CQ (params: struct ibtca_cmd_create_cq; out0 = CQ number). */
 #define IBTCA_CMD_CREATE_CQ                0x30
 /* Command: destroy a CQ (params: struct ibtca_cmd_handle). */
@@ -213,6 +221,24 @@ struct ibtca_send_wqe {
 } __packed;
 static_assert(sizeof(struct ibtca_send_wqe) == 128);
 
+/* The send-queue work request IBTCA_WR_REG_MR (128 bytes, in place of a struct ibtca_send_wqe): registers the fast-registration region whose key index `key` names (free, in the QP's PD) with `npages` pages from the table at `page_table` (as struct ibtca_cmd_reg_mr has them, at most the region's max_pages; copied now), `length` bytes at `iova` starting `first_offset` bytes into the first page, rights `access` (not IBTCA_ACCESS_MW_BIND). The key's low byte becomes the region's key tag: lkey and rkey are `key` from then on. Fails with IBTCA_WC_LOC_PROT_ERR; LOCAL_INV (or a SEND with Invalidate) of `key` frees the region again. */
+struct ibtca_reg_mr_wqe {
+	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
+	__u8 opcode;	/* 0x08: IBTCA_WR_REG_MR. */
+	__u8 flags;	/* 0x09: IBTCA_WQE_F_* flags. */
+	__u8 rsvd0[2];	/* 0x0a: Reserved, zero. */
+	__le32 access;	/* 0x0c: IBTCA_ACCESS_* rights. */
+	__le64 iova;	/* 0x10: Start address in the region's own address space. */
+	__le32 key;	/* 0x18: The region's key with its new low byte. */
+	__le32 npages;	/* 0x1c: Pages in the table. */
+	__le64 length;	/* 0x20: Length in bytes. */
+	__le64 page_table;	/* 0x28: Guest-physical address of the page table (8-byte aligned). */
+	__le32 first_offset;	/* 0x30: Offset of the region's first byte in the first page (below 4096). */
+	__u8 rsvd1[12];	/* 0x34: Reserved, zero. */
+	__u8 rsvd2[64];	/* 0x40: Reserved, zero (where a send WQE has its SGEs). */
+} __packed;
+static_assert(sizeof(struct ibtca_reg_mr_wqe) == 128);
+
 /* A receive-queue work request (128 bytes, same stride as the SQ). */
 struct ibtca_recv_wqe {
 	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
@@ -268,23 +294,35 @@ struct ibtca_cmd_handle {
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_handle) == 48);
 
-/* REG_MR parameters: a region of `length` bytes of guest-physically contiguous memory at `gpa`, addressed as `iova` by work requests and remote peers. */
+/* REG_MR parameters: a region of `length` bytes, addressed as `iova` by work requests and remote peers. With `npages` 0 the bytes are guest-physically contiguous at `gpa`; otherwise `gpa` is the guest-physical address of a translation table of `npages` __le64 page addresses (4 KiB pages, each 4 KiB-aligned; the table 8-byte aligned), `npages` exactly the pages that `first_offset + length` bytes cover, at most struct ibtca_device_attr_ext's max_mr_pages. The device copies the table: later changes to it have no effect. */
 struct ibtca_cmd_reg_mr {
 	__le32 pdn;	/* 0x00: Protection domain. */
 	__le32 access;	/* 0x04: IBTCA_ACCESS_* rights. */
 	__le64 iova;	/* 0x08: Start address in the region's own (virtual) address space. */
 	__le64 length;	/* 0x10: Length in bytes. */
-	__le64 gpa;	/* 0x18: Guest-physical address of the first byte. */
-	__u8 rsvd[16];	/* 0x20: Reserved, zero. */
+	__le64 gpa;	/* 0x18: Guest-physical address of the first byte (npages 0) or of the page table. */
+	__le32 npages;	/* 0x20: Pages in the table; 0: a contiguous region. */
+	__le32 first_offset;	/* 0x24: Offset of the region's first byte in the first page (below 4096). */
+	__u8 rsvd[8];	/* 0x28: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_reg_mr) == 48);
+
+/* ALLOC_MR parameters: a fast-registration region in `pdn` that IBTCA_WR_REG_MR may give up to `max_pages` pages. */
+struct ibtca_cmd_alloc_mr {
+	__le32 pdn;	/* 0x00: Protection domain. */
+	__le32 max_pages;	/* 0x04: Most pages one IBTCA_WR_REG_MR may give it (1 to max_mr_pages). */
+	__u8 rsvd[40];	/* 0x08: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_alloc_mr) == 48);
 
 /* CREATE_CQ parameters. */
 struct ibtca_cmd_create_cq {
 	__le64 ring;	/* 0x00: Guest-physical address of the ring of struct ibtca_cqe. */
 	__u8 log_entries;	/* 0x08: log2 of the number of entries. */
 	__u8 vector;	/* 0x09: MSI-X vector raised when the CQ is armed and gets a completion. */
-	__u8 rsvd[38];	/* 0x0a: Reserved, zero. */
+	__u8 rsvd0[2];	/* 0x0a: Reserved, zero. */
+	__le32 db_page;	/* 0x0c: Doorbell page (below IBTCA_DB_PAGES) whose CQ doorbell alone rings this CQ; 0: the kernel's (BAR0's IBTCA_REG_DB_CQ or page 0). */
+	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_cq) == 48);
 
@@ -297,7 +335,8 @@ struct ibtca_cmd_create_qp {
 	__le64 sq;	/* 0x10: Guest-physical address of the SQ (struct ibtca_send_wqe). */
 	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
-	__le64 rsvd;	/* 0x28: Reserved, zero. */
+	__le32 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
+	__le32 rsvd;	/* 0x2c: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
 
@@ -340,6 +379,17 @@ struct ibtca_device_attr {
 	__le32 caps;	/* 0x2c: IBTCA_DEV_CAP_* bits. */
 } __packed;
 static_assert(sizeof(struct ibtca_device_attr) == 48);
+
+/* QUERY_DEVICE reply with params byte 0 = IBTCA_DEVICE_ATTR_EXT: the limits of page-list regions. */
+struct ibtca_device_attr_ext {
+	__le32 max_mr_pages;	/* 0x00: Pages of one page-list region (REG_MR, ALLOC_MR's max_pages). */
+	__le32 max_total_mr_pages;	/* 0x04: Pages of all page-list and fast-registration regions together (ALLOC_MR reserves max_pages). */
+	__le32 page_size;	/* 0x08: Page size of page lists in bytes (4096). */
+	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
+	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
+	__u8 rsvd[31];	/* 0x11: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_device_attr_ext) == 48);
 
 /* QUERY_PORT reply, written over the command's params. */
 struct ibtca_port_attr {

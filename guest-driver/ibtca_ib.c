@@ -10,8 +10,9 @@
  * live); port changes go out as IB events. PDs and the DMA MR are device
  * objects. Kernel verbs consumers get device CQs (ibtca_ib_cq.c), RC QPs
  * (ibtca_ib_qp.c, ibtca_ib_post.c) and LID address handles (ibtca_ib_ah.c);
- * the MAD layer's QP0 and QP1 are accepted but carry nothing. User memory
- * and the user-space data path come with the next verbs.
+ * user and fast-registration regions and windows are in ibtca_ib_mr.c. The
+ * MAD layer's QP0 and QP1 are accepted but carry nothing. The user-space
+ * data path comes with the next verbs.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -21,6 +22,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "ibtca_ib.h"
+#include "ibtca_ib_mr.h"
 #include "ibtca_uctx.h"
 
 /* The default subnet prefix of a port's GID (fe80::/64). */
@@ -38,10 +40,6 @@ static_assert(IBTCA_PORT_WIDTH_4X == IB_WIDTH_4X);
 static_assert(IBTCA_PORT_SPEED_QDR == IB_SPEED_QDR);
 static_assert(IBTCA_PORT_PHYS_POLLING == IB_PORT_PHYS_STATE_POLLING);
 static_assert(IBTCA_PORT_PHYS_LINK_UP == IB_PORT_PHYS_STATE_LINK_UP);
-
-struct ibtca_ib_mr {
-	struct ib_mr ibmr;
-};
 
 /*
  * Device access on behalf of the core: holds hw_sem for reading unless the
@@ -270,6 +268,18 @@ static int ibtca_ib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return ret == -ENODEV ? 0 : ret;
 }
 
+/* For ibtca_ib_mr.c: a command on behalf of the core, a PD's number. */
+int ibtca_ib_command(struct ib_device *ibdev, u8 opcode, const void *params,
+		     size_t len, u32 *out0, u32 *out1)
+{
+	return ibtca_ib_cmd(to_ib(ibdev), opcode, params, len, out0, out1);
+}
+
+u32 ibtca_ib_pdn(struct ib_pd *ibpd)
+{
+	return to_pd(ibpd)->pdn;
+}
+
 u32 ibtca_ib_access(int acc)
 {
 	u32 a = 0;
@@ -316,39 +326,19 @@ static struct ib_mr *ibtca_ib_get_dma_mr(struct ib_pd *ibpd, int acc)
 	return &mr->ibmr;
 }
 
-static struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start,
-					  u64 length, u64 virt, int acc,
-					  struct ib_dmah *dmah,
-					  struct ib_udata *udata)
-{
-	/* Page-list regions of user memory: the next verbs. */
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-static int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
-{
-	struct ibtca_ib_mr *mr = container_of(ibmr, struct ibtca_ib_mr, ibmr);
-	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(ibmr->lkey) };
-	int ret;
-
-	ret = ibtca_ib_cmd(to_ib(ibmr->device), IBTCA_CMD_DEREG_MR, &p,
-			   sizeof(p), NULL, NULL);
-	if (ret && ret != -ENODEV)
-		return ret;
-	kfree(mr);
-	return 0;
-}
-
 static const struct ib_device_ops ibtca_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = IBTCA_UVERBS_ABI_VERSION,
 
+	.alloc_mr = ibtca_ib_alloc_mr,
+	.alloc_mw = ibtca_ib_alloc_mw,
 	.alloc_pd = ibtca_ib_alloc_pd,
 	.alloc_ucontext = ibtca_ib_alloc_ucontext,
 	.create_ah = ibtca_ib_create_ah,
 	.create_cq = ibtca_ib_create_cq,
 	.create_qp = ibtca_ib_create_qp,
+	.dealloc_mw = ibtca_ib_dealloc_mw,
 	.dealloc_pd = ibtca_ib_dealloc_pd,
 	.dealloc_ucontext = ibtca_ib_dealloc_ucontext,
 	.dereg_mr = ibtca_ib_dereg_mr,
@@ -359,6 +349,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.get_dma_mr = ibtca_ib_get_dma_mr,
 	.get_link_layer = ibtca_ib_link_layer,
 	.get_port_immutable = ibtca_ib_get_port_immutable,
+	.map_mr_sg = ibtca_ib_map_mr_sg,
 	.mmap = ibtca_ib_mmap,
 	.mmap_free = ibtca_ib_mmap_free,
 	.modify_port = ibtca_ib_modify_port,
@@ -376,6 +367,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, ibtca_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, ibtca_ib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, ibtca_ib_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ibtca_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ibtca_ib_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibtca_ib_ucontext, ibuc),

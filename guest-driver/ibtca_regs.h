@@ -131,6 +131,8 @@
 #define IBTCA_CAP_DMA_TEST                 0x2
 /* CAPS: Direct RDMA window and ARRs. */
 #define IBTCA_CAP_DRDMA                    0x4
+/* CAPS: the doorbell BAR (DB_BAR) with per-context doorbell pages. */
+#define IBTCA_CAP_DB_PAGES                 0x8
 /* Value to write to RESET. */
 #define IBTCA_RESET_VALUE                  0x52455345
 /* PORT_STATE: link down. */
@@ -161,6 +163,18 @@
 #define IBTCA_DMA_TEST_MAX                 0x100000
 /* Index of the DRDMA window BAR. */
 #define IBTCA_DRDMA_WINDOW_BAR             0x2
+/* Index of the doorbell BAR: DB_PAGES pages of DB_PAGE_SIZE bytes, page k holding the SQ, RQ and CQ doorbells of the QPs and CQs created with db_page k (trapped, never backed by memory; a guest maps page k > 0 into one user context, page 0 is the kernel's, as are BAR0's DB_SQ/DB_RQ/DB_CQ). */
+#define IBTCA_DB_BAR                       0x4
+/* Doorbell pages in the doorbell BAR. */
+#define IBTCA_DB_PAGES                     0x40
+/* Bytes per doorbell page. */
+#define IBTCA_DB_PAGE_SIZE                 0x1000
+/* Offset in a doorbell page of its send-queue doorbell (8-byte write, as DB_SQ). */
+#define IBTCA_DB_PAGE_SQ                   0x0
+/* Offset in a doorbell page of its receive-queue doorbell (8-byte write, as DB_RQ). */
+#define IBTCA_DB_PAGE_RQ                   0x8
+/* Offset in a doorbell page of its CQ doorbell (8-byte write, as DB_CQ). */
+#define IBTCA_DB_PAGE_CQ                   0x10
 /* Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE. */
 #define IBTCA_DRDMA_ARR_BASE               0x1000
 /* Bytes between consecutive ARRs. */

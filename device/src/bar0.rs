@@ -144,7 +144,9 @@ impl Bar0 {
         match off {
             regs::MAGIC => regs::MAGIC_VALUE,
             regs::VERSION => regs::VERSION_VALUE,
-            regs::CAPS => regs::CAP_MSIX | regs::CAP_DMA_TEST | regs::CAP_DRDMA,
+            regs::CAPS => {
+                regs::CAP_MSIX | regs::CAP_DMA_TEST | regs::CAP_DRDMA | regs::CAP_DB_PAGES
+            }
             regs::SCRATCH => self.scratch,
             regs::PORT_STATE => self.port.state.get(),
             regs::PORT_LID => u32::from(self.port.lid),

@@ -267,6 +267,20 @@ impl GuestMemory {
         }
     }
 
+    /// True when all of `addr..addr + len` is mapped guest memory now.
+    pub fn is_mapped(&self, addr: u64, len: u64) -> bool {
+        let Ok(n) = usize::try_from(len) else {
+            return false;
+        };
+        if n == 0 {
+            return true;
+        }
+        addr.checked_add(len - 1).is_some()
+            && self.with_maps(|mem| {
+                vm_memory::GuestMemoryBackend::check_range(mem, GuestAddress(addr), n)
+            })
+    }
+
     /// Writes `buf` at guest address `addr`. Nothing is written unless the
     /// whole range is mapped.
     pub fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {

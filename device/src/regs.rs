@@ -185,6 +185,8 @@ values! {
     CAP_DMA_TEST: u32 = 1 << 1;
     /// CAPS: Direct RDMA window and ARRs.
     CAP_DRDMA: u32 = 1 << 2;
+    /// CAPS: the doorbell BAR (DB_BAR) with per-context doorbell pages.
+    CAP_DB_PAGES: u32 = 1 << 3;
     /// Value to write to RESET.
     RESET_VALUE: u32 = 0x5245_5345;
     /// PORT_STATE: link down.
@@ -215,6 +217,18 @@ values! {
     DMA_TEST_MAX: u32 = 1 << 20;
     /// Index of the DRDMA window BAR.
     DRDMA_WINDOW_BAR: u32 = 2;
+    /// Index of the doorbell BAR: DB_PAGES pages of DB_PAGE_SIZE bytes, page k holding the SQ, RQ and CQ doorbells of the QPs and CQs created with db_page k (trapped, never backed by memory; a guest maps page k > 0 into one user context, page 0 is the kernel's, as are BAR0's DB_SQ/DB_RQ/DB_CQ).
+    DB_BAR: u32 = 4;
+    /// Doorbell pages in the doorbell BAR.
+    DB_PAGES: u32 = 64;
+    /// Bytes per doorbell page.
+    DB_PAGE_SIZE: u64 = 0x1000;
+    /// Offset in a doorbell page of its send-queue doorbell (8-byte write, as DB_SQ).
+    DB_PAGE_SQ: u64 = 0x00;
+    /// Offset in a doorbell page of its receive-queue doorbell (8-byte write, as DB_RQ).
+    DB_PAGE_RQ: u64 = 0x08;
+    /// Offset in a doorbell page of its CQ doorbell (8-byte write, as DB_CQ).
+    DB_PAGE_CQ: u64 = 0x10;
     /// Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE.
     DRDMA_ARR_BASE: u64 = 0x1000;
     /// Bytes between consecutive ARRs.

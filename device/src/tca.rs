@@ -6,7 +6,8 @@
 //! | 0 (BAR0) | control/status registers ([`crate::regs`]) | 64 KiB |
 //! | 1 (BAR1) | MSI-X table at 0, PBA at 0x800 | 4 KiB |
 //! | 2 (BAR2) | DRDMA window ([`crate::drdma`]): ranges of 4 KiB | 128 KiB |
-//! | 3-5, 6 (ROM), 8 (VGA) | absent | 0 |
+//! | 4 (BAR4) | doorbell pages (`regs::DB_BAR`): SQ/RQ/CQ doorbells per page, trapped | 256 KiB |
+//! | 3, 5, 6 (ROM), 8 (VGA) | absent | 0 |
 //! | 7 | configuration space | 4 KiB |
 //!
 //! IRQ indexes: INTx 0 vectors (interrupt pin 0), MSI 0, MSI-X 32, ERR 1
@@ -33,6 +34,7 @@ use crate::pci::config::{self, BarSpec, ConfigSpace};
 use crate::pci::msix::Msix;
 use crate::pci::PciError;
 use crate::regs;
+use crate::verbs::datapath::Doorbell;
 use crate::vfio_user::wire::{self, DeviceInfo, IrqInfo, RegionInfo, SetIrqs};
 use crate::vfio_user::{Backend, Errno, RegionMmap};
 
@@ -75,6 +77,7 @@ fn bars(window_size: u64) -> [BarSpec; 6] {
     b[regs::REGS_BAR as usize].size = regs::REGS_BAR_SIZE;
     b[regs::MSIX_BAR as usize].size = regs::MSIX_BAR_SIZE;
     b[regs::DRDMA_WINDOW_BAR as usize].size = window_size;
+    b[regs::DB_BAR as usize].size = u64::from(regs::DB_PAGES) * regs::DB_PAGE_SIZE;
     b
 }
 
@@ -291,6 +294,10 @@ impl Backend for Tca {
                 self.drdma.load(offset, data);
                 Ok(())
             }
+            r if r == regs::DB_BAR => {
+                data.fill(0); // write-only doorbells
+                Ok(())
+            }
             _ => unreachable!("check_region admits only implemented regions"),
         }
     }
@@ -338,6 +345,16 @@ impl Backend for Tca {
                 }
                 Ok(())
             }
+            r if r == regs::DB_BAR => match Doorbell::decode_page(offset, data) {
+                Some((page, db)) => {
+                    self.to_engine(EngineEvent::PageDoorbell(page, db));
+                    Ok(())
+                }
+                None => Err(Errno::inval(format!(
+                    "doorbell BAR: {} bytes at {offset:#x} is no doorbell",
+                    data.len()
+                ))),
+            },
             _ => unreachable!("check_region admits only implemented regions"),
         }
     }

@@ -90,6 +90,9 @@ static void print_usage(FILE *out)
 		"                       RDMA WRITE + SEND to every other LID for\n"
 		"                       N s, every message checked, broken\n"
 		"                       connections made again (IBTCA-SOAK lines)\n"
+		"  uverbs-mr [UVERBS]   register user memory through the RDMA\n"
+		"                       core (uverbs write ABI, page-list\n"
+		"                       regions; IBTCA-UVERBS-MR lines)\n"
 		"  --help               this text\n"
 		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan and\n"
 		"soak for their QPs (the defaults are perftest's):\n"
@@ -920,6 +923,8 @@ int main(int argc, char **argv)
 		return cmd_drdma_fan(argc, argv);
 	if (!strcmp(cmd, "soak"))
 		return cmd_soak(argc, argv);
+	if (!strcmp(cmd, "uverbs-mr"))
+		return cmd_uverbs_mr(argc, argv);
 	usage();
 	return 2;
 }

@@ -140,5 +140,7 @@ int cmd_drdma(int argc, char **argv, int bench);
 int cmd_drdma_fan(int argc, char **argv);
 /* soak.c */
 int cmd_soak(int argc, char **argv);
+/* uverbs_mr.c */
+int cmd_uverbs_mr(int argc, char **argv);
 
 #endif /* IBTCA_TOOL_H */

@@ -20,11 +20,23 @@ use crate::{eventfd, irq, Client, GuestRam};
 pub const RAM_BASE: u64 = 0x4000_0000;
 const CMDQ_LOG: u32 = 6;
 
+/// Where a QP's or CQ's doorbells are rung.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DbRoute {
+    /// BAR0's DB_SQ, DB_RQ and DB_CQ (the kernel's, as page 0).
+    #[default]
+    Bar0,
+    /// A page of the doorbell BAR (`regs::DB_BAR`).
+    Page(u32),
+}
+
 /// A created CQ.
 #[derive(Debug, Clone, Copy)]
 pub struct Cq {
     /// CQ number.
     pub cqn: u32,
+    /// Where its doorbells go (change it to ring from elsewhere).
+    pub db: DbRoute,
     gpa: u64,
     log: u8,
     ci: u32,
@@ -35,6 +47,8 @@ pub struct Cq {
 pub struct Qp {
     /// QP number.
     pub qpn: u32,
+    /// Where its doorbells go (change it to ring from elsewhere).
+    pub db: DbRoute,
     sq: u64,
     rq: u64,
     log: u8,
@@ -306,16 +320,23 @@ impl SimGuest {
 
     /// CREATE_CQ with 2^log entries raising MSI-X vector 1.
     pub fn create_cq(&mut self, log: u8) -> Cq {
+        self.create_cq_on(log, DbRoute::Bar0)
+    }
+
+    /// CREATE_CQ bound to the doorbell page of `db` (BAR0: page 0).
+    pub fn create_cq_on(&mut self, log: u8, db: DbRoute) -> Cq {
         let gpa = self.alloc(32 << log, 4096);
         let p = CmdCreateCq {
             ring: gpa.into(),
             log_entries: log,
             vector: 1,
+            db_page: db_page(db).into(),
             ..Default::default()
         };
         let cqn = self.cmd(CMD_CREATE_CQ, p.as_slice()).unwrap().0;
         Cq {
             cqn,
+            db,
             gpa,
             log,
             ci: 0,
@@ -324,6 +345,11 @@ impl SimGuest {
 
     /// CREATE_QP (RC) with 2^log SQ/RQ entries.
     pub fn create_qp(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8) -> Qp {
+        self.create_qp_on(pdn, scq, rcq, log, DbRoute::Bar0)
+    }
+
+    /// CREATE_QP bound to the doorbell page of `db` (BAR0: page 0).
+    pub fn create_qp_on(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8, db: DbRoute) -> Qp {
         let sq = self.alloc(128 << log, 4096);
         let rq = self.alloc(128 << log, 4096);
         let quasi = self.alloc(32 << log, 4096);
@@ -335,11 +361,13 @@ impl SimGuest {
             sq: sq.into(),
             rq: rq.into(),
             quasi: quasi.into(),
+            db_page: db_page(db).into(),
             ..Default::default()
         };
         let qpn = self.cmd(CMD_CREATE_QP, p.as_slice()).unwrap().0;
         Qp {
             qpn,
+            db,
             sq,
             rq,
             log,
@@ -412,7 +440,7 @@ impl SimGuest {
         self.write_obj(slot, wqe);
         qp.sq_pi = qp.sq_pi.wrapping_add(1);
         let db = u64::from(qp.qpn) | (u64::from(qp.sq_pi) << 32);
-        self.client.post_write(0, regs::DB_SQ, &db.to_le_bytes());
+        self.ring(qp.db, regs::DB_SQ, db);
     }
 
     /// Writes a receive WQE and rings the RQ doorbell.
@@ -421,7 +449,7 @@ impl SimGuest {
         self.write_obj(slot, wqe);
         qp.rq_pi = qp.rq_pi.wrapping_add(1);
         let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
-        self.client.post_write(0, regs::DB_RQ, &db.to_le_bytes());
+        self.ring(qp.db, regs::DB_RQ, db);
     }
 
     /// Waits up to `timeout` for the next CQE (polling guest memory as the
@@ -435,7 +463,7 @@ impl SimGuest {
             if cqe.owner & 1 == want {
                 cq.ci = cq.ci.wrapping_add(1);
                 let db = u64::from(cq.cqn) | (u64::from(cq.ci) << 32);
-                self.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+                self.ring(cq.db, regs::DB_CQ, db);
                 return Some(cqe);
             }
             if Instant::now() >= deadline {
@@ -520,7 +548,7 @@ impl SimGuest {
     /// are already written, so arming and then waiting never misses one.
     pub fn arm_cq(&mut self, cq: &Cq) {
         let db = u64::from(cq.cqn) | (u64::from(CQ_ARM_NEXT) << 24) | (u64::from(cq.ci) << 32);
-        self.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+        self.ring(cq.db, regs::DB_CQ, db);
     }
 
     /// Blocks until the CQ interrupt (MSI-X vector 1) fires or `timeout`
@@ -539,7 +567,25 @@ impl SimGuest {
 
     fn ring_cq(&mut self, cq: &Cq) {
         let db = u64::from(cq.cqn) | (u64::from(cq.ci) << 32);
-        self.client.post_write(0, regs::DB_CQ, &db.to_le_bytes());
+        self.ring(cq.db, regs::DB_CQ, db);
+    }
+
+    /// Writes doorbell `value` of BAR0 register `reg` (DB_SQ, DB_RQ or
+    /// DB_CQ) there or at the same doorbell of a doorbell page.
+    pub fn ring(&mut self, route: DbRoute, reg: u64, value: u64) {
+        let bytes = value.to_le_bytes();
+        match route {
+            DbRoute::Bar0 => self.client.post_write(0, reg, &bytes),
+            DbRoute::Page(k) => {
+                let within = match reg {
+                    regs::DB_SQ => regs::DB_PAGE_SQ,
+                    regs::DB_RQ => regs::DB_PAGE_RQ,
+                    _ => regs::DB_PAGE_CQ,
+                };
+                let at = u64::from(k) * regs::DB_PAGE_SIZE + within;
+                self.client.post_write(regs::DB_BAR, at, &bytes);
+            }
+        }
     }
 
     /// Writes `wqes` into the SQ through the mapped RAM and rings the SQ
@@ -557,7 +603,7 @@ impl SimGuest {
         // The doorbell is a socket write (a syscall): the WQE stores are
         // visible to the device before it sees the doorbell.
         let db = u64::from(qp.qpn) | (u64::from(qp.sq_pi) << 32);
-        self.client.post_write(0, regs::DB_SQ, &db.to_le_bytes());
+        self.ring(qp.db, regs::DB_SQ, db);
     }
 
     /// Writes `wqes` into the RQ through the mapped RAM and rings the RQ
@@ -572,7 +618,15 @@ impl SimGuest {
             qp.rq_pi = qp.rq_pi.wrapping_add(1);
         }
         let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
-        self.client.post_write(0, regs::DB_RQ, &db.to_le_bytes());
+        self.ring(qp.db, regs::DB_RQ, db);
+    }
+}
+
+/// The doorbell page a route stands for.
+fn db_page(db: DbRoute) -> u32 {
+    match db {
+        DbRoute::Bar0 => 0,
+        DbRoute::Page(k) => k,
     }
 }
 

@@ -75,7 +75,12 @@ fn device_region_and_irq_info() {
     assert_eq!(c.region_flags_size(0), (3, regs::REGS_BAR_SIZE));
     assert_eq!(c.region_flags_size(1), (3, regs::MSIX_BAR_SIZE));
     assert_eq!(c.region_flags_size(2), (3, 128 * 1024), "DRDMA window");
-    for absent in [3, 4, 5, 6, 8] {
+    assert_eq!(
+        c.region_flags_size(regs::DB_BAR),
+        (3, u64::from(regs::DB_PAGES) * regs::DB_PAGE_SIZE),
+        "doorbell pages: read/write, trapped (no MMAP flag)"
+    );
+    for absent in [3, 5, 6, 8] {
         assert_eq!(c.region_flags_size(absent), (0, 0), "region {absent}");
     }
     assert_eq!(c.region_flags_size(CONFIG), (3, 4096));
@@ -140,6 +145,12 @@ fn config_space_reads_like_qemu_and_sizes_bars() {
     );
     c.write32(CONFIG, 0x1c, 0xffff_ffff);
     assert_eq!(c.read32(CONFIG, 0x1c), 0);
+    c.write32(CONFIG, 0x20, 0xffff_ffff);
+    assert_eq!(
+        c.read32(CONFIG, 0x20),
+        !((u64::from(regs::DB_PAGES) * regs::DB_PAGE_SIZE) as u32 - 1),
+        "doorbell BAR4"
+    );
     c.write32(CONFIG, 0x30, 0xffff_f800);
     assert_eq!(c.read32(CONFIG, 0x30), 0, "no expansion ROM");
     // Read-only IDs.

@@ -338,6 +338,40 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     let info = run.expect_line("IBTCA-TOOL-INFO port_state:");
     assert!(info.contains("4 (active)"), "{info}");
 
+    // User memory registered through the RDMA core (uverbs, no provider):
+    // reg_user_mr's page tables passed the device's checks, for a region
+    // starting mid-page and one of 1024 pages, and both deregistered.
+    for check in [
+        "context",
+        "pd",
+        "reg_unaligned",
+        "reg_4MiB",
+        "dereg_unaligned",
+        "dereg_4MiB",
+        "dealloc_pd",
+    ] {
+        let needle = format!("IBTCA-UVERBS-MR {check} ");
+        let l = run.expect_line(&needle);
+        assert!(l.contains(" PASS "), "{l}\n{dump}");
+    }
+    run.expect_line("IBTCA-UVERBS-MR done failed=0");
+
+    // QEMU's vfio-user client gave the guest BAR4, the doorbell pages, at
+    // its full size as a memory BAR (`start end flags` from sysfs).
+    let bar4 = run.expect_line("IBTCA-PCI-BAR4 ");
+    let f: Vec<u64> = bar4
+        .split_whitespace()
+        .skip(1)
+        .map(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or(0))
+        .collect();
+    assert!(f.len() == 3 && f[0] != 0, "{bar4}\n{dump}");
+    assert_eq!(
+        f[1] - f[0] + 1,
+        u64::from(regs::DB_PAGES) * regs::DB_PAGE_SIZE,
+        "{bar4}"
+    );
+    assert_ne!(f[2] & 0x200, 0, "IORESOURCE_MEM: {bar4}");
+
     // Clean unload: ibtca0 gone, no complaint from the driver or the core
     // (the MAD layer's QP0/QP1, their CQ and the SA's AH came and went).
     run.expect_line("IBTCA-UNLOAD ok");

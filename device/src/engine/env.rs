@@ -7,7 +7,7 @@ use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
 use crate::transport::{append_with, AccessError, AtomicOp, CqKind, QpEnv};
 use crate::verbs::abi::{
-    Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
+    Cqe, QuasiWqe, RecvWqe, RegMrWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
 };
 use crate::verbs::mr::RemoteRight;
@@ -93,6 +93,53 @@ fn dma<T>(r: Result<T, crate::dma::DmaError>) -> Result<T, AccessError> {
     })
 }
 
+/// Writes `data` over `ranges` (as long together): nothing is written
+/// unless every range is mapped (a page-list region's pages may lie
+/// anywhere, or outside guest memory).
+fn write_ranges(mem: &GuestMemory, ranges: &GpaRanges, data: &[u8]) -> Result<(), AccessError> {
+    if ranges.len() > 1 && !ranges.all_mapped(mem) {
+        crate::guest_warn!(
+            ranges = ranges.len(),
+            "DMA through a registered region failed: a page is not in guest memory"
+        );
+        return Err(AccessError::Dma);
+    }
+    let mut at = 0;
+    for r in ranges.iter() {
+        let n = r.len as usize;
+        dma(mem.write(r.gpa, &data[at..at + n]))?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// Reads `ranges` (as long together as `out`) into `out`.
+fn read_ranges(mem: &GuestMemory, ranges: &GpaRanges, out: &mut [u8]) -> Result<(), AccessError> {
+    let mut at = 0;
+    for r in ranges.iter() {
+        let n = r.len as usize;
+        dma(mem.read(r.gpa, &mut out[at..at + n]))?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// Appends `ranges` to `out`; `out` is left as it was on an error.
+fn append_ranges(
+    mem: &GuestMemory,
+    ranges: &GpaRanges,
+    out: &mut Vec<u8>,
+) -> Result<(), AccessError> {
+    let start = out.len();
+    for r in ranges.iter() {
+        if let Err(e) = dma(mem.read_append(r.gpa, r.len as usize, out)) {
+            out.truncate(start);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 impl DeviceQpEnv<'_> {
     fn ranges(
         &self,
@@ -132,13 +179,8 @@ impl QpEnv for DeviceQpEnv<'_> {
                 false => Err(AccessError::BadKey),
             };
         }
-        let mut at = 0;
-        for r in self.ranges(sges, offset, out.len(), false)?.iter() {
-            let n = r.len as usize;
-            dma(self.mem.read(r.gpa, &mut out[at..at + n]))?;
-            at += n;
-        }
-        Ok(())
+        let ranges = self.ranges(sges, offset, out.len(), false)?;
+        read_ranges(self.mem, &ranges, out)
     }
 
     fn gather_append(
@@ -151,14 +193,8 @@ impl QpEnv for DeviceQpEnv<'_> {
         if direct(sges)?.is_some() {
             return append_with(out, len, |buf| self.gather(sges, offset, buf));
         }
-        let start = out.len();
-        for r in self.ranges(sges, offset, len, false)?.iter() {
-            if let Err(e) = dma(self.mem.read_append(r.gpa, r.len as usize, out)) {
-                out.truncate(start);
-                return Err(e);
-            }
-        }
-        Ok(())
+        let ranges = self.ranges(sges, offset, len, false)?;
+        append_ranges(self.mem, &ranges, out)
     }
 
     fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
@@ -169,13 +205,7 @@ impl QpEnv for DeviceQpEnv<'_> {
             };
         }
         let ranges = self.ranges(sges, offset, data.len(), true)?;
-        let mut at = 0;
-        for r in ranges.iter() {
-            let n = r.len as usize;
-            dma(self.mem.write(r.gpa, &data[at..at + n]))?;
-            at += n;
-        }
-        Ok(())
+        write_ranges(self.mem, &ranges, data)
     }
 
     fn check_remote(
@@ -191,22 +221,22 @@ impl QpEnv for DeviceQpEnv<'_> {
             RemoteRight::Read
         };
         self.verbs
-            .check_remote(self.qpn, rkey, va, len, right)
+            .remote_target(self.qpn, rkey, va, len, right)
             .map(|_| ())
     }
 
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {
-        let gpa =
+        let ranges =
             self.verbs
                 .check_remote(self.qpn, rkey, va, data.len() as u64, RemoteRight::Write)?;
-        dma(self.mem.write(gpa, data))
+        write_ranges(self.mem, &ranges, data)
     }
 
     fn remote_read(&mut self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), AccessError> {
-        let gpa =
+        let ranges =
             self.verbs
                 .check_remote(self.qpn, rkey, va, out.len() as u64, RemoteRight::Read)?;
-        dma(self.mem.read(gpa, out))
+        read_ranges(self.mem, &ranges, out)
     }
 
     fn remote_read_append(
@@ -216,29 +246,30 @@ impl QpEnv for DeviceQpEnv<'_> {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), AccessError> {
-        let gpa = self
+        let ranges = self
             .verbs
             .check_remote(self.qpn, rkey, va, len as u64, RemoteRight::Read)?;
-        dma(self.mem.read_append(gpa, len, out))
+        append_ranges(self.mem, &ranges, out)
     }
 
     fn remote_atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
-        let gpa = self
+        let ranges = self
             .verbs
             .check_remote(self.qpn, rkey, va, 8, RemoteRight::Atomic)?;
         // The engine thread is the only device thread touching guest memory
         // through registered regions, so read-modify-write is atomic with
         // respect to other remote operations (not to the guest's own CPU
         // stores, as on real hardware without PCIe atomics).
+        // (A page-list region may split the 8 bytes over two pages.)
         let mut b = [0u8; 8];
-        dma(self.mem.read(gpa, &mut b))?;
+        read_ranges(self.mem, &ranges, &mut b)?;
         let old = u64::from_le_bytes(b);
         let new = match op {
             AtomicOp::CompareSwap { compare, swap } => (old == compare).then_some(swap),
             AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
         };
         if let Some(v) = new {
-            dma(self.mem.write(gpa, &v.to_le_bytes()))?;
+            write_ranges(self.mem, &ranges, &v.to_le_bytes())?;
         }
         Ok(old)
     }
@@ -256,6 +287,16 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn local_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         self.verbs.local_invalidate(self.qpn, rkey)
+    }
+
+    fn fast_register(&mut self, wqe: &SendWqe) -> Result<(), AccessError> {
+        let w = RegMrWqe::from_send_wqe(wqe);
+        self.verbs
+            .fast_register(self.qpn, self.mem, &w)
+            .map(drop)
+            .inspect_err(|e| {
+                crate::guest_warn!(qpn = self.qpn, key = w.key.to_native(), error = ?e, "fast registration refused");
+            })
     }
 
     fn next_recv(&mut self) -> Option<RecvWqe> {

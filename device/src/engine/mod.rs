@@ -59,6 +59,8 @@ pub enum EngineEvent {
     CmdqDoorbell(u32),
     /// An SQ, RQ or CQ doorbell.
     Doorbell(Doorbell),
+    /// A doorbell rung on page `.0` of the doorbell BAR.
+    PageDoorbell(u32, Doorbell),
     /// A DRDMA WRITE range became BR Valid (every byte stored), or several
     /// did ([`drdma::ALL_RANGES`]).
     DrdmaReady(u32),
@@ -161,6 +163,9 @@ pub struct EngineStats {
     pub flushed_sends: u64,
     /// Receive work requests completed with WC_WR_FLUSH_ERR.
     pub flushed_recvs: u64,
+    /// Doorbells dropped: rung on a doorbell page other than their QP's or
+    /// CQ's.
+    pub foreign_doorbells: u64,
 }
 
 /// The engine state (owned by the engine thread).
@@ -244,7 +249,10 @@ impl Engine {
 
     /// Counters so far.
     pub fn stats(&self) -> EngineStats {
-        self.stats
+        EngineStats {
+            foreign_doorbells: self.stats.foreign_doorbells + self.verbs.foreign_doorbells,
+            ..self.stats
+        }
     }
 
     /// The verbs state (tests).
@@ -288,7 +296,8 @@ impl Engine {
                 }
                 self.sync_qps();
             }
-            EngineEvent::Doorbell(db) => self.doorbell(db, now),
+            EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
+            EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
@@ -352,6 +361,7 @@ impl Engine {
 
     /// Forgets every object (device reset or client gone).
     pub fn reset(&mut self) {
+        self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
         self.verbs = new_verbs(&self.port);
         self.cmdq = CmdQueue::new();
         self.rc.clear();
@@ -419,8 +429,8 @@ impl Engine {
         }
     }
 
-    fn doorbell(&mut self, db: Doorbell, now: Instant) {
-        match self.verbs.doorbell(db) {
+    fn doorbell(&mut self, page: u32, db: Doorbell, now: Instant) {
+        match self.verbs.doorbell_on(page, db) {
             Ok(Some(vector)) => {
                 if let Err(e) = self.msix.trigger(u32::from(vector)) {
                     crate::guest_warn!(vector, error = %e, "CQ interrupt not delivered");

@@ -11,9 +11,11 @@
 //! Compiled for tests and with the `fuzzing` feature only.
 
 mod rc;
+mod verbs;
 mod vfio_user;
 
 pub use rc::rc_responder;
+pub use verbs::verbs_commands;
 pub use vfio_user::vfio_user_wire;
 
 #[cfg(test)]
@@ -24,6 +26,12 @@ mod tests {
     #[test]
     fn vfio_user_wire_corpus_replays() {
         let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "vfio_user_wire", vfio_user_wire);
+        assert!(n > 0);
+    }
+
+    #[test]
+    fn verbs_commands_corpus_replays() {
+        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "verbs_commands", verbs_commands);
         assert!(n > 0);
     }
 

@@ -598,6 +598,10 @@ impl QpEnv for Checked {
         self.mock.local_invalidate(rkey)
     }
 
+    fn fast_register(&mut self, wqe: &SendWqe) -> Result<(), AccessError> {
+        self.mock.fast_register(wqe)
+    }
+
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         // The key goes, and (seed 001) so do the in-flight holds of it.
         self.mock.remote_invalidate(rkey)?;

@@ -26,7 +26,7 @@ const IRQS: u32 = 5;
 /// The first byte's bit 0 starts the connection already negotiated; its
 /// bit 1 puts the real device ([`Tca`], no engine) behind the handler
 /// instead of the recording backend, so that region accesses reach config
-/// space, BAR0, the MSI-X table and the DRDMA window.
+/// space, BAR0, the MSI-X table, the DRDMA window and the doorbell pages.
 ///
 /// Invariants: every error is one of the errnos the server documents;
 /// nothing but VERSION succeeds before VERSION; a successful command's

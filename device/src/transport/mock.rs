@@ -176,6 +176,11 @@ impl QpEnv for MockEnv {
         Ok(())
     }
 
+    fn fast_register(&mut self, _wqe: &SendWqe) -> Result<(), AccessError> {
+        // Regions live in the verbs layer; the mock only checks ordering.
+        Ok(())
+    }
+
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         // The mock's keys are its regions: an invalidated one is gone.
         self.mrs

@@ -160,6 +160,10 @@ pub trait QpEnv {
     /// Executes a LOCAL_INV work request: invalidates window key `rkey`.
     fn local_invalidate(&mut self, rkey: u32) -> Result<(), AccessError>;
 
+    /// Executes an IBTCA_WR_REG_MR work request (the WQE's bytes as a
+    /// struct ibtca_reg_mr_wqe) in send-queue order.
+    fn fast_register(&mut self, wqe: &SendWqe) -> Result<(), AccessError>;
+
     /// A SEND with Invalidate arrived whole: invalidates window key `rkey`
     /// of this QP's PD (the same walk as LOCAL_INV).
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {

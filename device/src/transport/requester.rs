@@ -45,6 +45,8 @@ pub(crate) enum WrKind {
     BindMw,
     /// LOCAL_INV: executed locally in send-queue order, no packets.
     LocalInv,
+    /// REG_MR (fast registration): executed locally in send-queue order.
+    RegMr,
 }
 
 impl WrKind {
@@ -59,6 +61,7 @@ impl WrKind {
             WR_ATOMIC_FETCH_ADD => WrKind::FetchAdd,
             WR_BIND_MW => WrKind::BindMw,
             WR_LOCAL_INV => WrKind::LocalInv,
+            WR_REG_MR => WrKind::RegMr,
             _ => return None,
         })
     }
@@ -77,12 +80,13 @@ impl WrKind {
             WrKind::FetchAdd => WC_FETCH_ADD,
             WrKind::BindMw => WC_BIND_MW,
             WrKind::LocalInv => WC_LOCAL_INV,
+            WrKind::RegMr => WC_REG_MR,
         }
     }
 
     /// Executed by the device itself, without packets.
     fn is_local(self) -> bool {
-        matches!(self, WrKind::BindMw | WrKind::LocalInv)
+        matches!(self, WrKind::BindMw | WrKind::LocalInv | WrKind::RegMr)
     }
 }
 
@@ -358,6 +362,9 @@ impl Requester {
                         {
                             f.error = Some(WC_LOC_PROT_ERR);
                         }
+                        WrKind::RegMr if env.fast_register(&f.wqe).is_err() => {
+                            f.error = Some(WC_LOC_PROT_ERR);
+                        }
                         _ => {}
                     }
                 }
@@ -513,7 +520,7 @@ fn transmit<E: QpEnv + ?Sized>(
             return Ok((f.end_psn(), true));
         }
         // Local operations take no PSN, so no PSN ever maps to them.
-        WrKind::BindMw | WrKind::LocalInv => return Ok((f.end_psn(), false)),
+        WrKind::BindMw | WrKind::LocalInv | WrKind::RegMr => return Ok((f.end_psn(), false)),
         WrKind::CompareSwap | WrKind::FetchAdd => {
             let cmp = f.kind == WrKind::CompareSwap;
             let opcode = if cmp {

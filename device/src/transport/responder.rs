@@ -155,14 +155,22 @@ impl Responder {
     ) -> Result<(), Fatal> {
         let p = v.bth.psn;
         let position = v.info().position;
-        let (mut recv, offset) = match self.msg.take() {
+        let (recv, offset) = match self.msg.take() {
             Some(InMsg::Send { recv, offset }) => (recv, offset),
             _ => match env.next_recv() {
                 Some(recv) => (recv, 0),
                 None => return self.rnr(p, cfg, counters, env),
             },
         };
-        recv.num_sge = recv.num_sge.min(MAX_SGE as u8);
+        if usize::from(recv.num_sge) > MAX_SGE {
+            // More SGEs than a WQE holds (the device's max_sge): refused,
+            // not truncated; the responder's fault, not the requester's.
+            env.complete(
+                CqKind::Recv,
+                recv_cqe(&recv, cfg, WC_RECV, WC_LOC_LEN_ERR, offset),
+            );
+            return self.fail(NakCode::RemoteOperationalError, p, cfg, counters, env);
+        }
         if !v.payload.is_empty() {
             let sges = engine::sges(&recv.sge, recv.num_sge);
             if let Err(e) = env.scatter(sges, offset, v.payload) {

@@ -196,6 +196,56 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// The send-queue work request IBTCA_WR_REG_MR (128 bytes, in place of a
+    /// struct ibtca_send_wqe): registers the fast-registration region whose
+    /// key index `key` names (free, in the QP's PD) with `npages` pages from
+    /// the table at `page_table` (as struct ibtca_cmd_reg_mr has them, at
+    /// most the region's max_pages; copied now), `length` bytes at `iova`
+    /// starting `first_offset` bytes into the first page, rights `access`
+    /// (not IBTCA_ACCESS_MW_BIND). The key's low byte becomes the region's
+    /// key tag: lkey and rkey are `key` from then on. Fails with
+    /// IBTCA_WC_LOC_PROT_ERR; LOCAL_INV (or a SEND with Invalidate) of
+    /// `key` frees the region again.
+    RegMrWqe = "reg_mr_wqe" {
+        /// Caller's cookie, returned in the completion.
+        wr_id: Le64,
+        /// IBTCA_WR_REG_MR.
+        opcode: u8,
+        /// IBTCA_WQE_F_* flags.
+        flags: u8,
+        /// Reserved, zero.
+        rsvd0: [u8; 2],
+        /// IBTCA_ACCESS_* rights.
+        access: Le32,
+        /// Start address in the region's own address space.
+        iova: Le64,
+        /// The region's key with its new low byte.
+        key: Le32,
+        /// Pages in the table.
+        npages: Le32,
+        /// Length in bytes.
+        length: Le64,
+        /// Guest-physical address of the page table (8-byte aligned).
+        page_table: Le64,
+        /// Offset of the region's first byte in the first page (below 4096).
+        first_offset: Le32,
+        /// Reserved, zero.
+        rsvd1: [u8; 12],
+        /// Reserved, zero (where a send WQE has its SGEs).
+        rsvd2: [u8; 64],
+    }
+}
+
+impl RegMrWqe {
+    /// The same 128 bytes read as a fast-registration WQE.
+    pub fn from_send_wqe(w: &SendWqe) -> Self {
+        let mut r = RegMrWqe::default();
+        r.as_mut_slice().copy_from_slice(w.as_slice());
+        r
+    }
+}
+
+abi_struct! {
     /// A receive-queue work request (128 bytes, same stride as the SQ).
     RecvWqe = "recv_wqe" {
         /// Caller's cookie, returned in the completion.
@@ -286,6 +336,7 @@ pub fn layouts() -> Vec<StructLayout> {
     vec![
         Sge::layout(),
         SendWqe::layout(),
+        RegMrWqe::layout(),
         RecvWqe::layout(),
         Cqe::layout(),
         CmdEntry::layout(),
@@ -349,6 +400,10 @@ mod tests {
         assert_eq!(size_of::<Sge>(), 16);
         assert_eq!(size_of::<SendWqe>(), 128);
         assert_eq!(size_of::<RecvWqe>(), 128);
+        assert_eq!(size_of::<RegMrWqe>(), 128);
+        // Fields a fast-registration WQE shares with every send WQE.
+        assert_eq!(offset_of!(RegMrWqe, opcode), offset_of!(SendWqe, opcode));
+        assert_eq!(offset_of!(RegMrWqe, flags), offset_of!(SendWqe, flags));
         assert_eq!(size_of::<Cqe>(), 32);
         assert_eq!(size_of::<CmdEntry>(), 64);
         assert_eq!(size_of::<QuasiWqe>(), 32);
@@ -383,6 +438,8 @@ crate::regs::values! {
     WR_DRDMA_READ: u8 = 10;
     /// WR opcode: SEND with Invalidate: the responder invalidates the memory window key in imm_data once the message has arrived (IETH).
     WR_SEND_INV: u8 = 11;
+    /// WR opcode: fast registration (IB_WR_REG_MR), executed in send-queue order: the WQE is a struct ibtca_reg_mr_wqe; the region ALLOC_MR made gets its pages, bounds, rights and its key's low byte.
+    WR_REG_MR: u8 = 12;
     /// SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region.
     SGE_DIRECT: u32 = 1u32 << 31;
     /// WQE flag: generate a completion.
@@ -409,6 +466,8 @@ crate::regs::values! {
     WC_DRDMA_WRITE: u8 = 7;
     /// Completion opcode: Direct RDMA READ (every response arrived; the ARR frees once the guest has loaded them all).
     WC_DRDMA_READ: u8 = 8;
+    /// Completion opcode: fast registration (IBTCA_WR_REG_MR).
+    WC_REG_MR: u8 = 9;
     /// Completion opcode: a receive.
     WC_RECV: u8 = 128;
     /// Completion opcode: a receive consumed by RDMA WRITE with immediate.
@@ -481,13 +540,15 @@ crate::regs::values! {
     CMD_F_IRQ: u8 = 1 << 0;
     /// Command: query the port (params: zero; out0 = LID | state << 16, out1 = active MTU code; reply: struct ibtca_port_attr over params).
     CMD_QUERY_PORT: u8 = 0x01;
-    /// Command: query the device's identity and limits (params: zero; reply: struct ibtca_device_attr over params).
+    /// Command: query the device's identity and limits (params: byte 0 selects the reply, the rest zero: 0 = struct ibtca_device_attr, IBTCA_DEVICE_ATTR_EXT = struct ibtca_device_attr_ext; reply over params).
     CMD_QUERY_DEVICE: u8 = 0x02;
+    /// QUERY_DEVICE selector (params byte 0): the second reply, struct ibtca_device_attr_ext.
+    DEVICE_ATTR_EXT: u8 = 1;
     /// Command: allocate a protection domain (out0 = PD number).
     CMD_CREATE_PD: u8 = 0x10;
     /// Command: free a protection domain (params: struct ibtca_cmd_handle).
     CMD_DESTROY_PD: u8 = 0x11;
-    /// Command: register a memory region (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey).
+    /// Command: register a memory region, guest-physically contiguous or by page list (params: struct ibtca_cmd_reg_mr; out0 = lkey, out1 = rkey).
     CMD_REG_MR: u8 = 0x20;
     /// Command: deregister a memory region (params: struct ibtca_cmd_handle with the lkey).
     CMD_DEREG_MR: u8 = 0x21;
@@ -495,6 +556,8 @@ crate::regs::values! {
     CMD_ALLOC_MW: u8 = 0x22;
     /// Command: free a memory window (params: struct ibtca_cmd_handle with the rkey).
     CMD_DEALLOC_MW: u8 = 0x23;
+    /// Command: allocate a fast-registration region, free until an IBTCA_WR_REG_MR registers it (params: struct ibtca_cmd_alloc_mr; out0 = out1 = its key, lkey and rkey alike). DEREG_MR with its current key frees it.
+    CMD_ALLOC_MR: u8 = 0x24;
     /// Command: create a CQ (params: struct ibtca_cmd_create_cq; out0 = CQ number).
     CMD_CREATE_CQ: u8 = 0x30;
     /// Command: destroy a CQ (params: struct ibtca_cmd_handle).
@@ -544,9 +607,14 @@ abi_struct! {
 }
 
 abi_struct! {
-    /// REG_MR parameters: a region of `length` bytes of guest-physically
-    /// contiguous memory at `gpa`, addressed as `iova` by work requests and
-    /// remote peers.
+    /// REG_MR parameters: a region of `length` bytes, addressed as `iova` by
+    /// work requests and remote peers. With `npages` 0 the bytes are
+    /// guest-physically contiguous at `gpa`; otherwise `gpa` is the
+    /// guest-physical address of a translation table of `npages` __le64
+    /// page addresses (4 KiB pages, each 4 KiB-aligned; the table 8-byte
+    /// aligned), `npages` exactly the pages that `first_offset + length`
+    /// bytes cover, at most struct ibtca_device_attr_ext's max_mr_pages.
+    /// The device copies the table: later changes to it have no effect.
     CmdRegMr = "cmd_reg_mr" {
         /// Protection domain.
         pdn: Le32,
@@ -556,10 +624,27 @@ abi_struct! {
         iova: Le64,
         /// Length in bytes.
         length: Le64,
-        /// Guest-physical address of the first byte.
+        /// Guest-physical address of the first byte (npages 0) or of the page table.
         gpa: Le64,
+        /// Pages in the table; 0: a contiguous region.
+        npages: Le32,
+        /// Offset of the region's first byte in the first page (below 4096).
+        first_offset: Le32,
         /// Reserved, zero.
-        rsvd: [u8; 16],
+        rsvd: [u8; 8],
+    }
+}
+
+abi_struct! {
+    /// ALLOC_MR parameters: a fast-registration region in `pdn` that
+    /// IBTCA_WR_REG_MR may give up to `max_pages` pages.
+    CmdAllocMr = "cmd_alloc_mr" {
+        /// Protection domain.
+        pdn: Le32,
+        /// Most pages one IBTCA_WR_REG_MR may give it (1 to max_mr_pages).
+        max_pages: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 40],
     }
 }
 
@@ -573,7 +658,11 @@ abi_struct! {
         /// MSI-X vector raised when the CQ is armed and gets a completion.
         vector: u8,
         /// Reserved, zero.
-        rsvd: [u8; 38],
+        rsvd0: [u8; 2],
+        /// Doorbell page (below IBTCA_DB_PAGES) whose CQ doorbell alone rings this CQ; 0: the kernel's (BAR0's IBTCA_REG_DB_CQ or page 0).
+        db_page: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 32],
     }
 }
 
@@ -594,8 +683,10 @@ abi_struct! {
         rq: Le64,
         /// Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe).
         quasi: Le64,
+        /// Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0).
+        db_page: Le32,
         /// Reserved, zero.
-        rsvd: Le64,
+        rsvd: Le32,
     }
 }
 
@@ -688,6 +779,25 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// QUERY_DEVICE reply with params byte 0 = IBTCA_DEVICE_ATTR_EXT: the
+    /// limits of page-list regions.
+    DeviceAttrExt = "device_attr_ext" {
+        /// Pages of one page-list region (REG_MR, ALLOC_MR's max_pages).
+        max_mr_pages: Le32,
+        /// Pages of all page-list and fast-registration regions together (ALLOC_MR reserves max_pages).
+        max_total_mr_pages: Le32,
+        /// Page size of page lists in bytes (4096).
+        page_size: Le32,
+        /// Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES).
+        db_pages: Le32,
+        /// Index of the doorbell BAR (IBTCA_DB_BAR).
+        db_bar: u8,
+        /// Reserved, zero.
+        rsvd: [u8; 31],
+    }
+}
+
+abi_struct! {
     /// QUERY_PORT reply, written over the command's params.
     PortAttr = "port_attr" {
         /// Port GUID (the interface ID of the port's one GID).
@@ -727,10 +837,12 @@ pub fn param_layouts() -> Vec<StructLayout> {
     vec![
         CmdHandle::layout(),
         CmdRegMr::layout(),
+        CmdAllocMr::layout(),
         CmdCreateCq::layout(),
         CmdCreateQp::layout(),
         CmdModifyQp::layout(),
         DeviceAttr::layout(),
+        DeviceAttrExt::layout(),
         PortAttr::layout(),
     ]
 }

@@ -142,7 +142,7 @@ impl CmdQueue {
                 crate::guest_warn!(addr, error = %err, "command entry unreadable, skipped");
                 continue;
             }
-            let (status, reply) = execute(verbs, e.opcode, &e.params);
+            let (status, reply) = execute(verbs, mem, e.opcode, &e.params);
             if status == 0 {
                 self.stats.ok += 1;
             } else {

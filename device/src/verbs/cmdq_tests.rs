@@ -499,7 +499,8 @@ fn data_path_checks_use_the_qp() {
     let acc = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_MW_BIND;
     let (_, lkey, rkey) = h.reg_mr(pd, acc, 0x1000, 0x1000, BUF);
     assert_eq!(
-        h.v.check_remote(qpn, rkey, 0x1000, 8, RemoteRight::Write),
+        h.v.check_remote(qpn, rkey, 0x1000, 8, RemoteRight::Write)
+            .map(|g| g[0].gpa),
         Ok(BUF)
     );
     assert_eq!(
@@ -508,7 +509,8 @@ fn data_path_checks_use_the_qp() {
         "the QP does not enable remote reads"
     );
     assert_eq!(
-        h.v.check_local(qpn, lkey, 0x1fff, 1, true).map(|r| r.gpa),
+        h.v.check_local(qpn, lkey, 0x1fff, 1, true)
+            .map(|r| r[0].gpa),
         Ok(BUF + 0xfff)
     );
     assert_eq!(

@@ -7,11 +7,13 @@
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateCq, CmdCreateQp, CmdHandle, CmdModifyQp, CmdRegMr, CMD_ALLOC_MW, CMD_CREATE_CQ,
-    CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD,
-    CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_REG_MR,
+    CmdAllocMr, CmdCreateCq, CmdCreateQp, CmdHandle, CmdModifyQp, CmdRegMr, CMD_ALLOC_MR,
+    CMD_ALLOC_MW, CMD_CREATE_CQ, CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW, CMD_DEREG_MR,
+    CMD_DESTROY_CQ, CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE,
+    CMD_QUERY_PORT, CMD_REG_MR, DEVICE_ATTR_EXT,
 };
 use super::{Verbs, VerbsError};
+use crate::dma::GuestMemory;
 
 /// Raw command parameters.
 pub type Params = [u8; 48];
@@ -51,7 +53,7 @@ impl Reply {
 }
 
 /// A command handler.
-pub type Handler = fn(&mut Verbs, &Params) -> Result<Reply, VerbsError>;
+pub type Handler = fn(&mut Verbs, &GuestMemory, &Params) -> Result<Reply, VerbsError>;
 
 /// One command.
 pub struct CommandDef {
@@ -95,7 +97,7 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         opcode: CMD_QUERY_PORT,
         name: "QUERY_PORT",
-        run: |v, p| {
+        run: |v, _, p| {
             no_params(p)?;
             Ok(Reply::with(v.query_port(), &v.port_attr()))
         },
@@ -103,78 +105,113 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         opcode: CMD_QUERY_DEVICE,
         name: "QUERY_DEVICE",
-        run: |v, p| {
-            no_params(p)?;
-            Ok(Reply::with((0, 0), &v.device_attr()))
+        run: |v, _, p| match p.split_first() {
+            Some((&DEVICE_ATTR_EXT, rest)) if rest.iter().all(|&b| b == 0) => {
+                Ok(Reply::with((0, 0), &v.device_attr_ext()))
+            }
+            _ => {
+                no_params(p)?;
+                Ok(Reply::with((0, 0), &v.device_attr()))
+            }
         },
     },
     CommandDef {
         opcode: CMD_CREATE_PD,
         name: "CREATE_PD",
-        run: |v, _| Ok((v.create_pd()?, 0).into()),
+        run: |v, _, _| Ok((v.create_pd()?, 0).into()),
     },
     CommandDef {
         opcode: CMD_DESTROY_PD,
         name: "DESTROY_PD",
-        run: |v, p| done(v.destroy_pd(handle(p))),
+        run: |v, _, p| done(v.destroy_pd(handle(p))),
     },
     CommandDef {
         opcode: CMD_REG_MR,
         name: "REG_MR",
-        run: |v, p| {
+        run: |v, mem, p| {
             let m: CmdRegMr = params(p);
-            v.reg_mr(
+            let (pdn, access, iova, length, gpa) = (
                 m.pdn.to_native(),
                 m.access.to_native(),
                 m.iova.to_native(),
                 m.length.to_native(),
                 m.gpa.to_native(),
-            )
+            );
+            if m.rsvd != [0; 8] {
+                return Err(VerbsError::Invalid);
+            }
+            match m.npages.to_native() {
+                0 if m.first_offset.to_native() != 0 => Err(VerbsError::Invalid),
+                0 => v.reg_mr(pdn, access, iova, length, gpa),
+                n => v.reg_mr_pages(
+                    mem,
+                    pdn,
+                    access,
+                    iova,
+                    length,
+                    gpa,
+                    n,
+                    m.first_offset.to_native(),
+                ),
+            }
             .map(Reply::from)
         },
     },
     CommandDef {
         opcode: CMD_DEREG_MR,
         name: "DEREG_MR",
-        run: |v, p| done(v.dereg_mr(handle(p))),
+        run: |v, _, p| done(v.dereg_mr(handle(p))),
     },
     CommandDef {
         opcode: CMD_ALLOC_MW,
         name: "ALLOC_MW",
-        run: |v, p| Ok((v.alloc_mw(handle(p))?, 0).into()),
+        run: |v, _, p| Ok((v.alloc_mw(handle(p))?, 0).into()),
     },
     CommandDef {
         opcode: CMD_DEALLOC_MW,
         name: "DEALLOC_MW",
-        run: |v, p| done(v.dealloc_mw(handle(p))),
+        run: |v, _, p| done(v.dealloc_mw(handle(p))),
+    },
+    CommandDef {
+        opcode: CMD_ALLOC_MR,
+        name: "ALLOC_MR",
+        run: |v, _, p| {
+            let a: CmdAllocMr = params(p);
+            let key = v.alloc_mr(a.pdn.to_native(), a.max_pages.to_native())?;
+            Ok((key, key).into())
+        },
     },
     CommandDef {
         opcode: CMD_CREATE_CQ,
         name: "CREATE_CQ",
-        run: |v, p| {
+        run: |v, _, p| {
             let c: CmdCreateCq = params(p);
-            Ok((v.create_cq(c.ring.to_native(), c.log_entries, c.vector)?, 0).into())
+            if c.rsvd0 != [0; 2] || c.rsvd != [0; 32] {
+                return Err(VerbsError::Invalid);
+            }
+            let (ring, db_page) = (c.ring.to_native(), c.db_page.to_native());
+            Ok((v.create_cq(ring, c.log_entries, c.vector, db_page)?, 0).into())
         },
     },
     CommandDef {
         opcode: CMD_DESTROY_CQ,
         name: "DESTROY_CQ",
-        run: |v, p| done(v.destroy_cq(handle(p))),
+        run: |v, _, p| done(v.destroy_cq(handle(p))),
     },
     CommandDef {
         opcode: CMD_CREATE_QP,
         name: "CREATE_QP",
-        run: |v, p| Ok((v.create_qp(&params::<CmdCreateQp>(p))?, 0).into()),
+        run: |v, _, p| Ok((v.create_qp(&params::<CmdCreateQp>(p))?, 0).into()),
     },
     CommandDef {
         opcode: CMD_MODIFY_QP,
         name: "MODIFY_QP",
-        run: |v, p| done(v.modify_qp(&params::<CmdModifyQp>(p))),
+        run: |v, _, p| done(v.modify_qp(&params::<CmdModifyQp>(p))),
     },
     CommandDef {
         opcode: CMD_DESTROY_QP,
         name: "DESTROY_QP",
-        run: |v, p| done(v.destroy_qp(handle(p))),
+        run: |v, _, p| done(v.destroy_qp(handle(p))),
     },
 ];
 
@@ -185,11 +222,16 @@ pub fn lookup(opcode: u8) -> Option<&'static CommandDef> {
 
 /// Runs one command: its status and, on success, its reply (`None` on
 /// failure: the out-parameters are then 0 and the parameters stay).
-pub fn execute(verbs: &mut Verbs, opcode: u8, raw: &Params) -> (u16, Option<Reply>) {
+pub fn execute(
+    verbs: &mut Verbs,
+    mem: &GuestMemory,
+    opcode: u8,
+    raw: &Params,
+) -> (u16, Option<Reply>) {
     let res = lookup(opcode)
         .ok_or(VerbsError::NotSupported)
         .and_then(|c| {
-            (c.run)(verbs, raw)
+            (c.run)(verbs, mem, raw)
                 .inspect_err(|e| tracing::debug!(cmd = c.name, error = %e, "command failed"))
         });
     match res {
@@ -214,9 +256,10 @@ mod tests {
     #[test]
     fn every_other_opcode_is_not_supported() {
         let mut v = Verbs::new(super::super::Limits::default(), Default::default(), 1);
+        let m = super::super::testmem::TestMem::new(4096);
         for op in 0..=255u8 {
             if lookup(op).is_none() {
-                assert_eq!(execute(&mut v, op, &[0xff; 48]), (95, None));
+                assert_eq!(execute(&mut v, &m.mem, op, &[0xff; 48]), (95, None));
             }
         }
     }

@@ -58,6 +58,8 @@ pub enum CqError {
 /// One completion queue.
 #[derive(Debug)]
 pub struct Cq {
+    /// Doorbell page its doorbells must come from.
+    pub db_page: u32,
     ring: Ring,
     vector: u16,
     /// Next index the device writes.
@@ -80,6 +82,7 @@ impl Cq {
             return Err(VerbsError::Invalid);
         }
         Ok(Cq {
+            db_page: 0,
             ring: Ring::new(gpa, log, std::mem::size_of::<Cqe>() as u64, MAX_CQ_LOG)?,
             vector: u16::from(vector),
             pi: 0,

@@ -3,12 +3,14 @@
 //! remote access flags), memory-window binds and local invalidates (which
 //! run the key walk), completions into CQs, and the SQ/RQ/CQ doorbells.
 
-use super::abi::Cqe;
+use super::abi::{Cqe, RegMrWqe};
 use super::cq::CqError;
-use super::mr::{GpaRange, RemoteRight};
+use super::mr::{GpaRanges, RemoteRight, RemoteTarget};
 use super::mw::BindRequest;
 use super::{Verbs, VerbsError};
-use crate::regs::{DB_CQ, DB_RQ, DB_SQ};
+use crate::regs::{
+    DB_CQ, DB_PAGES, DB_PAGE_CQ, DB_PAGE_RQ, DB_PAGE_SIZE, DB_PAGE_SQ, DB_RQ, DB_SQ,
+};
 use crate::transport::AccessError;
 
 /// A decoded doorbell register write.
@@ -40,6 +42,25 @@ pub enum Doorbell {
 }
 
 impl Doorbell {
+    /// Decodes a write of `data` at `offset` in the doorbell BAR: the page
+    /// it was rung on and the doorbell (page offsets IBTCA_DB_PAGE_SQ/RQ/CQ
+    /// take the values BAR0's DB_SQ/DB_RQ/DB_CQ take). `None` for anything
+    /// but one 8-byte write at one of those offsets of a page in the BAR.
+    pub fn decode_page(offset: u64, data: &[u8]) -> Option<(u32, Doorbell)> {
+        let page = u32::try_from(offset / DB_PAGE_SIZE).ok()?;
+        if page >= DB_PAGES {
+            return None;
+        }
+        let reg = match offset % DB_PAGE_SIZE {
+            DB_PAGE_SQ => DB_SQ,
+            DB_PAGE_RQ => DB_RQ,
+            DB_PAGE_CQ => DB_CQ,
+            _ => return None,
+        };
+        let value = u64::from_le_bytes(data.try_into().ok()?);
+        Some((page, Doorbell::decode(reg, value)?))
+    }
+
     /// Decodes an 8-byte write of `value` at BAR0 `offset` (see `regs.rs`).
     pub fn decode(offset: u64, value: u64) -> Option<Doorbell> {
         let (low, high) = (value as u32, (value >> 32) as u32);
@@ -77,7 +98,7 @@ impl Verbs {
         va: u64,
         len: u64,
         write: bool,
-    ) -> Result<GpaRange, AccessError> {
+    ) -> Result<GpaRanges, AccessError> {
         let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
         self.mrs.check_local(pdn, lkey, va, len, write)
     }
@@ -98,6 +119,22 @@ impl Verbs {
 
     /// Checks a remote access arriving on QP `qpn`: the QP must enable the
     /// right (MODIFY_QP access flags) and the key must grant it.
+    pub fn remote_target(
+        &self,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        right: RemoteRight,
+    ) -> Result<RemoteTarget, AccessError> {
+        let qp = self.qps.get(qpn).ok_or(AccessError::Invalid)?;
+        if qp.attrs().access & right.access_bit() == 0 {
+            return Err(AccessError::NoRight);
+        }
+        self.mrs.remote_target(qp.pdn, rkey, va, len, right)
+    }
+
+    /// [`Self::remote_target`], then where the bytes are.
     pub fn check_remote(
         &self,
         qpn: u32,
@@ -105,12 +142,21 @@ impl Verbs {
         va: u64,
         len: u64,
         right: RemoteRight,
-    ) -> Result<u64, AccessError> {
-        let qp = self.qps.get(qpn).ok_or(AccessError::Invalid)?;
-        if qp.attrs().access & right.access_bit() == 0 {
-            return Err(AccessError::NoRight);
-        }
-        self.mrs.check_remote(qp.pdn, rkey, va, len, right)
+    ) -> Result<GpaRanges, AccessError> {
+        let t = self.remote_target(qpn, rkey, va, len, right)?;
+        self.mrs.translate(t)
+    }
+
+    /// Executes an IBTCA_WR_REG_MR work request of QP `qpn`; returns the
+    /// region's key.
+    pub fn fast_register(
+        &mut self,
+        qpn: u32,
+        mem: &crate::dma::GuestMemory,
+        wqe: &RegMrWqe,
+    ) -> Result<u32, AccessError> {
+        let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
+        self.mrs.fast_register(pdn, mem, wqe)
     }
 
     /// Executes a BIND_MW work request of QP `qpn`; returns the new key.
@@ -119,10 +165,11 @@ impl Verbs {
         self.mrs.bind_mw(pdn, req, &mut self.keys)
     }
 
-    /// Executes a LOCAL_INV work request of QP `qpn` on window key `rkey`.
+    /// Executes a LOCAL_INV work request of QP `qpn` on `rkey`: a window's
+    /// key or a fast-registration region's.
     pub fn local_invalidate(&mut self, qpn: u32, rkey: u32) -> Result<(), AccessError> {
         let pdn = self.qp_pd(qpn).ok_or(AccessError::Invalid)?;
-        self.mrs.invalidate_mw(pdn, rkey, &mut self.keys)
+        self.mrs.invalidate(pdn, rkey, &mut self.keys)
     }
 
     /// Writes a completion to CQ `cqn`; returns the MSI-X vector to raise,
@@ -146,6 +193,36 @@ impl Verbs {
     ///
     /// [`Cq::doorbell`]: super::cq::Cq::doorbell
     pub fn doorbell(&mut self, db: Doorbell) -> Result<Option<u16>, VerbsError> {
+        self.doorbell_on(0, db)
+    }
+
+    /// The doorbell page a QP's or CQ's doorbells must come from.
+    fn bound_page(&self, db: Doorbell) -> Option<u32> {
+        match db {
+            Doorbell::Sq { qpn, .. } | Doorbell::Rq { qpn, .. } => {
+                self.qps.get(qpn).map(|q| q.db_page)
+            }
+            Doorbell::Cq { cqn, .. } => self.cqs.get(cqn).map(|c| c.db_page),
+        }
+    }
+
+    /// Applies a doorbell rung on doorbell page `page` (BAR0's doorbells
+    /// are page 0's), as [`Self::doorbell`]. One for a QP or CQ bound to
+    /// another page is dropped (`Ok(None)`), counted in
+    /// [`Verbs::foreign_doorbells`] and logged (rate-limited): one user
+    /// context cannot ring another's queues.
+    pub fn doorbell_on(&mut self, page: u32, db: Doorbell) -> Result<Option<u16>, VerbsError> {
+        if let Some(bound) = self.bound_page(db).filter(|&b| b != page) {
+            self.foreign_doorbells += 1;
+            crate::guest_warn!(
+                ?db,
+                page,
+                bound,
+                dropped = self.foreign_doorbells,
+                "doorbell rung on another context's page: dropped"
+            );
+            return Ok(None);
+        }
         let res = match db {
             Doorbell::Sq { qpn, pi } => {
                 let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;

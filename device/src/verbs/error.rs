@@ -19,6 +19,9 @@ pub enum VerbsError {
     /// The table is full (ENOMEM).
     #[error("out of resources")]
     NoMemory,
+    /// Guest memory the command names is not mapped (EFAULT).
+    #[error("guest memory not mapped")]
+    Fault,
 }
 
 impl VerbsError {
@@ -30,6 +33,7 @@ impl VerbsError {
             VerbsError::NotFound => libc::ENOENT,
             VerbsError::Busy => libc::EBUSY,
             VerbsError::NoMemory => libc::ENOMEM,
+            VerbsError::Fault => libc::EFAULT,
         };
         e as u16
     }
@@ -46,5 +50,6 @@ mod tests {
         assert_eq!(VerbsError::NotFound.errno(), 2);
         assert_eq!(VerbsError::Busy.errno(), 16);
         assert_eq!(VerbsError::NoMemory.errno(), 12);
+        assert_eq!(VerbsError::Fault.errno(), 14);
     }
 }

@@ -16,6 +16,8 @@
 //! | `ring.rs` | ring geometry, owner-bit convention |
 //! | `pd.rs` | protection domains |
 //! | `mr.rs`, `mw.rs` | regions, windows, key format, access checks |
+//! | `translate.rs` | where a region's bytes are: contiguous or a copied page list |
+//! | `fastreg.rs` | fast-registration regions: ALLOC_MR, IBTCA_WR_REG_MR, invalidation |
 //! | `sgl.rs` | SGE lists to checked guest-physical ranges |
 //! | `keys.rs` | seed 001 key memory and the invalidation walk |
 //! | `cq.rs` | completion queues |
@@ -30,6 +32,7 @@ pub mod commands;
 pub mod cq;
 pub mod datapath;
 pub mod error;
+pub mod fastreg;
 pub mod keys;
 pub mod mr;
 pub mod mw;
@@ -42,12 +45,13 @@ pub mod sgl;
 pub mod table;
 #[cfg(test)]
 mod testmem;
+pub mod translate;
 
 pub use error::VerbsError;
 
 use crate::regs::{PORT_ACTIVE, PORT_DOWN};
 use abi::{
-    DeviceAttr, PortAttr, DEV_CAP_ATOMIC, DEV_CAP_MW, MTU_4096, PORT_PHYS_LINK_UP,
+    DeviceAttr, DeviceAttrExt, PortAttr, DEV_CAP_ATOMIC, DEV_CAP_MW, MTU_4096, PORT_PHYS_LINK_UP,
     PORT_PHYS_POLLING, PORT_SPEED_QDR, PORT_WIDTH_4X,
 };
 use cq::{cq_table, CqTable};
@@ -127,6 +131,9 @@ pub struct Verbs {
     pub qps: QpTable,
     /// Port attributes.
     pub port: PortAttrs,
+    /// Doorbells dropped because they were rung on a page other than the
+    /// one their QP or CQ is bound to.
+    pub foreign_doorbells: u64,
 }
 
 impl Verbs {
@@ -140,6 +147,7 @@ impl Verbs {
             cqs: cq_table(limits.cqs),
             qps: qp_table(limits.qps),
             port,
+            foreign_doorbells: 0,
         }
     }
 
@@ -199,6 +207,20 @@ impl Verbs {
             max_mtu: MTU_4096,
             phys_ports: 1,
             caps: (DEV_CAP_ATOMIC | DEV_CAP_MW).into(),
+        }
+    }
+
+    /// QUERY_DEVICE's second reply (IBTCA_DEVICE_ATTR_EXT): page-list limits.
+    pub fn device_attr_ext(&self) -> DeviceAttrExt {
+        DeviceAttrExt {
+            max_mr_pages: translate::MAX_MR_PAGES.into(),
+            max_total_mr_pages: u32::try_from(translate::MAX_TOTAL_MR_PAGES)
+                .unwrap_or(u32::MAX)
+                .into(),
+            page_size: (translate::PAGE_SIZE as u32).into(),
+            db_pages: crate::regs::DB_PAGES.into(),
+            db_bar: crate::regs::DB_BAR as u8,
+            ..Default::default()
         }
     }
 }

@@ -21,6 +21,7 @@ use super::abi::{
     ACCESS_LOCAL_WRITE, ACCESS_MW_BIND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
     ACCESS_REMOTE_WRITE,
 };
+use super::translate::{PageList, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use super::VerbsError;
 use crate::transport::AccessError;
 
@@ -59,14 +60,29 @@ impl RemoteRight {
     }
 }
 
-/// A checked local access: `len` bytes of guest-physically contiguous
-/// memory at `gpa` (a region is one contiguous guest-physical range).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GpaRange {
-    /// Guest-physical address of the first byte.
-    pub gpa: u64,
-    /// Length in bytes.
-    pub len: u64,
+pub use super::translate::{GpaRange, GpaRanges};
+
+/// Where a region's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MrMap {
+    /// One guest-physically contiguous range starting at `gpa`.
+    Contiguous {
+        /// Guest-physical address of the first byte.
+        gpa: u64,
+    },
+    /// A page list copied at registration.
+    Pages(PageList),
+}
+
+/// The state of a fast-registration region (ALLOC_MR): its one key serves
+/// as lkey and rkey, and the IBTCA_WR_REG_MR work request gives it pages,
+/// bounds, rights and the key's low byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FastReg {
+    /// Pages the region may be given (reserved when allocated).
+    pub(super) max_pages: u32,
+    /// Registered (valid) rather than free (after ALLOC_MR or LOCAL_INV).
+    pub(super) valid: bool,
 }
 
 /// A registered memory region.
@@ -78,12 +94,68 @@ pub struct Mr {
     pub access: u32,
     /// First address in the region's own address space.
     pub iova: u64,
-    /// Length in bytes (at least 1).
+    /// Length in bytes (at least 1 once registered).
     pub length: u64,
-    /// Guest-physical address of the first byte.
-    pub gpa: u64,
+    /// Where the bytes are.
+    pub map: MrMap,
+    /// `Some` for a fast-registration region.
+    pub(super) fast: Option<FastReg>,
     /// Windows bound to this region.
     pub(super) windows: u32,
+}
+
+impl Mr {
+    /// Pages of the device-wide page budget this region holds.
+    pub fn reserved_pages(&self) -> u64 {
+        match (&self.fast, &self.map) {
+            (Some(f), _) => u64::from(f.max_pages),
+            (None, MrMap::Pages(l)) => l.pages.len() as u64,
+            (None, MrMap::Contiguous { .. }) => 0,
+        }
+    }
+
+    /// Where region byte `off` is, one byte at a time (a reference for
+    /// checks; `u64::MAX` past a page list's end).
+    pub fn translation(&self) -> impl Fn(u64) -> u64 + '_ {
+        move |off| match &self.map {
+            MrMap::Contiguous { gpa } => gpa.wrapping_add(off),
+            MrMap::Pages(l) => {
+                let pos = l.first_offset.saturating_add(off);
+                usize::try_from(pos / PAGE_SIZE)
+                    .ok()
+                    .and_then(|i| l.pages.get(i))
+                    .map_or(u64::MAX, |p| p + pos % PAGE_SIZE)
+            }
+        }
+    }
+
+    /// Pushes the guest-physical ranges of region bytes `[off, off + len)`
+    /// (checked to be inside the region) to `out`.
+    pub(super) fn translate(
+        &self,
+        off: u64,
+        len: u64,
+        out: &mut GpaRanges,
+    ) -> Result<(), AccessError> {
+        match &self.map {
+            MrMap::Contiguous { gpa } => {
+                out.push(GpaRange {
+                    gpa: gpa.wrapping_add(off),
+                    len,
+                });
+                Ok(())
+            }
+            MrMap::Pages(l) => l.translate(off, len, out),
+        }
+    }
+}
+
+/// A checked remote access: the region and the offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteTarget {
+    mr_slot: usize,
+    offset: u64,
+    len: u64,
 }
 
 /// Where a bound window points.
@@ -122,6 +194,8 @@ pub struct MrTable {
     free: VecDeque<usize>,
     capacity: usize,
     rng: u64,
+    /// Pages page-list regions hold, against [`MAX_TOTAL_MR_PAGES`].
+    pub(super) pages_in_use: u64,
 }
 
 /// Splits a key into its slot index and tag.
@@ -150,6 +224,7 @@ impl MrTable {
             free: VecDeque::new(),
             capacity: capacity.min(MAX_KEY_SLOTS),
             rng: seed | 1,
+            pages_in_use: 0,
         }
     }
 
@@ -201,15 +276,66 @@ impl MrTable {
         length: u64,
         gpa: u64,
     ) -> Result<(u32, u32), VerbsError> {
+        if length == 0 || gpa.checked_add(length - 1).is_none() {
+            return Err(VerbsError::Invalid);
+        }
+        self.insert_mr(pdn, access, iova, length, MrMap::Contiguous { gpa })
+    }
+
+    /// Registers a page-list region of `length` bytes (the list covers
+    /// exactly them; see [`PageList::load`]) addressed as `iova`; returns
+    /// `(lkey, rkey)`. `NoMemory` when the device's page budget cannot take
+    /// the list ([`Self::can_hold_pages`] says so beforehand).
+    pub fn register_pages(
+        &mut self,
+        pdn: u32,
+        access: u32,
+        iova: u64,
+        length: u64,
+        list: PageList,
+    ) -> Result<(u32, u32), VerbsError> {
+        let n = list.pages.len() as u64;
+        if !self.can_hold_pages(n) {
+            return Err(VerbsError::NoMemory);
+        }
+        let keys = self.insert_mr(pdn, access, iova, length, MrMap::Pages(list))?;
+        self.pages_in_use += n;
+        Ok(keys)
+    }
+
+    /// True when the device's page budget can take `n` more pages.
+    pub fn can_hold_pages(&self, n: u64) -> bool {
+        self.pages_in_use.saturating_add(n) <= MAX_TOTAL_MR_PAGES
+    }
+
+    /// The checks every registration makes (`Invalid`): known access bits,
+    /// remote write or atomic only with local write, at least one byte,
+    /// no wrap of the region's address space.
+    pub(super) fn check_registration(
+        access: u32,
+        iova: u64,
+        length: u64,
+    ) -> Result<(), VerbsError> {
         let needs_local_write = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
         if access & !ACCESS_ALL != 0
             || (access & needs_local_write != 0 && access & ACCESS_LOCAL_WRITE == 0)
             || length == 0
             || iova.checked_add(length - 1).is_none()
-            || gpa.checked_add(length - 1).is_none()
         {
             return Err(VerbsError::Invalid);
         }
+        Ok(())
+    }
+
+    fn insert_mr(
+        &mut self,
+        pdn: u32,
+        access: u32,
+        iova: u64,
+        length: u64,
+        map: MrMap,
+    ) -> Result<(u32, u32), VerbsError> {
+        Self::check_registration(access, iova, length)?;
         let index = self.take_slot()?;
         let step = self.random_step(127) << 1;
         let slot = &mut self.slots[index];
@@ -220,22 +346,29 @@ impl MrTable {
             access,
             iova,
             length,
-            gpa,
+            map,
+            fast: None,
             windows: 0,
         }));
         Ok((make_key(index, ltag), make_key(index, ltag | 1)))
     }
 
-    /// Deregisters the region whose lkey is `lkey` and returns it: `NotFound`
-    /// for anything else, `Busy` while windows are bound to it.
+    /// Deregisters the region whose lkey is `lkey` (a fast-registration
+    /// region: its key with any low byte, registered or free, since a
+    /// driver's key and the device's part ways when a REG_MR work request
+    /// that would have changed it fails) and returns it:
+    /// `NotFound` for anything else, `Busy` while windows are bound to it.
     pub fn deregister(&mut self, lkey: u32) -> Result<Mr, VerbsError> {
-        let (index, _) = self.lookup_lkey(lkey).ok_or(VerbsError::NotFound)?;
+        let index = self.mr_index(lkey).ok_or(VerbsError::NotFound)?;
         match &self.slots[index].obj {
             Some(KeyObj::Mr(mr)) if mr.windows > 0 => return Err(VerbsError::Busy),
             _ => {}
         }
         match self.free_slot(index) {
-            Some(KeyObj::Mr(mr)) => Ok(mr),
+            Some(KeyObj::Mr(mr)) => {
+                self.pages_in_use = self.pages_in_use.saturating_sub(mr.reserved_pages());
+                Ok(mr)
+            }
             _ => Err(VerbsError::NotFound),
         }
     }
@@ -245,14 +378,56 @@ impl MrTable {
         self.lookup_lkey(lkey).map(|(_, mr)| mr)
     }
 
-    pub(super) fn lookup_lkey(&self, lkey: u32) -> Option<(usize, &Mr)> {
-        let (index, tag) = split_key(lkey)?;
-        match &self.slots.get(index)?.obj {
-            Some(KeyObj::Mr(mr)) if tag & 1 == 0 && self.slots[index].last_tag == tag | 1 => {
-                Some((index, mr))
-            }
+    /// The region whose rkey is `rkey` (not a window's key).
+    pub fn mr_by_rkey(&self, rkey: u32) -> Option<&Mr> {
+        self.lookup_key(rkey, true).map(|(_, mr)| mr)
+    }
+
+    /// Every live region, registered or free.
+    pub fn regions(&self) -> impl Iterator<Item = &Mr> {
+        self.slots.iter().filter_map(|s| match &s.obj {
+            Some(KeyObj::Mr(mr)) => Some(mr),
             _ => None,
+        })
+    }
+
+    /// Pages of the device-wide budget that page-list and
+    /// fast-registration regions hold.
+    pub fn pages_in_use(&self) -> u64 {
+        self.pages_in_use
+    }
+
+    /// The slot of the region that `key` names for deregistration: a
+    /// region's lkey, or a fast-registration region's key with any low
+    /// byte, whether it is registered or free.
+    pub(super) fn mr_index(&self, key: u32) -> Option<usize> {
+        let (index, _) = split_key(key)?;
+        let slot = self.slots.get(index)?;
+        match &slot.obj {
+            Some(KeyObj::Mr(mr)) if mr.fast.is_some() => Some(index),
+            _ => self.lookup_lkey(key).map(|(i, _)| i),
         }
+    }
+
+    /// The region `key` names as an lkey (`remote`: as an rkey): a region's
+    /// even-tagged lkey or odd-tagged rkey, or the one current key of a
+    /// registered fast-registration region.
+    fn lookup_key(&self, key: u32, remote: bool) -> Option<(usize, &Mr)> {
+        let (index, tag) = split_key(key)?;
+        let slot = self.slots.get(index)?;
+        let Some(KeyObj::Mr(mr)) = &slot.obj else {
+            return None;
+        };
+        let ok = match mr.fast {
+            Some(f) => f.valid && slot.last_tag == tag,
+            None if remote => tag & 1 == 1 && slot.last_tag == tag,
+            None => tag & 1 == 0 && slot.last_tag == tag | 1,
+        };
+        ok.then_some((index, mr))
+    }
+
+    pub(super) fn lookup_lkey(&self, lkey: u32) -> Option<(usize, &Mr)> {
+        self.lookup_key(lkey, false)
     }
 
     fn mr_at(&self, index: usize) -> Option<&Mr> {
@@ -264,15 +439,16 @@ impl MrTable {
 
     /// Checks a local access of `len` bytes at `va` through `lkey` by a QP
     /// in PD `pdn` (`write`: the device writes, needs LOCAL_WRITE) and
-    /// returns where the bytes are.
-    pub fn check_local(
+    /// pushes where the bytes are to `out`.
+    pub fn check_local_into(
         &self,
         pdn: u32,
         lkey: u32,
         va: u64,
         len: u64,
         write: bool,
-    ) -> Result<GpaRange, AccessError> {
+        out: &mut GpaRanges,
+    ) -> Result<(), AccessError> {
         let (_, mr) = self.lookup_lkey(lkey).ok_or(AccessError::BadKey)?;
         if mr.pdn != pdn {
             return Err(AccessError::WrongPd);
@@ -281,34 +457,46 @@ impl MrTable {
             return Err(AccessError::NoRight);
         }
         let off = offset_in(mr.iova, mr.length, va, len).ok_or(AccessError::OutOfBounds)?;
-        Ok(GpaRange {
-            gpa: mr.gpa.wrapping_add(off),
-            len,
-        })
+        mr.translate(off, len, out)
+    }
+
+    /// [`Self::check_local_into`], returning the ranges.
+    pub fn check_local(
+        &self,
+        pdn: u32,
+        lkey: u32,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<GpaRanges, AccessError> {
+        let mut out = GpaRanges::default();
+        self.check_local_into(pdn, lkey, va, len, write, &mut out)?;
+        Ok(out)
     }
 
     /// Checks a remote access of `len` bytes at `va` through `rkey` (a
     /// region's rkey or a bound window's key) arriving on a QP in PD `pdn`,
-    /// and returns the guest-physical address of the first byte (the range
-    /// is contiguous). Atomics must be 8 bytes, 8-byte aligned (`Invalid`).
-    pub fn check_remote(
+    /// and says which region bytes it reaches (see [`Self::translate`]).
+    /// Atomics must be 8 bytes, 8-byte aligned (`Invalid`).
+    pub fn remote_target(
         &self,
         pdn: u32,
         rkey: u32,
         va: u64,
         len: u64,
         right: RemoteRight,
-    ) -> Result<u64, AccessError> {
+    ) -> Result<RemoteTarget, AccessError> {
         let (index, tag) = split_key(rkey).ok_or(AccessError::BadKey)?;
         let slot = self.slots.get(index).ok_or(AccessError::BadKey)?;
-        let (owner_pd, start, length, access, mr) = match &slot.obj {
-            Some(KeyObj::Mr(mr)) if tag & 1 == 1 && slot.last_tag == tag => {
-                (mr.pdn, mr.iova, mr.length, mr.access, mr)
+        let (owner_pd, start, length, access, mr_slot, mr) = match &slot.obj {
+            Some(KeyObj::Mr(_)) => {
+                let (i, mr) = self.lookup_key(rkey, true).ok_or(AccessError::BadKey)?;
+                (mr.pdn, mr.iova, mr.length, mr.access, i, mr)
             }
             Some(KeyObj::Mw(mw)) if mw.tag == tag => {
                 let b = mw.binding.ok_or(AccessError::BadKey)?;
                 let mr = self.mr_at(b.mr_slot).ok_or(AccessError::BadKey)?;
-                (mw.pdn, b.va, b.length, b.access, mr)
+                (mw.pdn, b.va, b.length, b.access, b.mr_slot, mr)
             }
             _ => return Err(AccessError::BadKey),
         };
@@ -322,9 +510,33 @@ impl MrTable {
             return Err(AccessError::NoRight);
         }
         offset_in(start, length, va, len).ok_or(AccessError::OutOfBounds)?;
-        // Inside the window, hence inside the region: no overflow but for a
-        // zero-length access at the very end.
-        Ok(mr.gpa.wrapping_add(va - mr.iova))
+        // Inside the window, hence inside the region.
+        Ok(RemoteTarget {
+            mr_slot,
+            offset: va - mr.iova,
+            len,
+        })
+    }
+
+    /// Where the bytes of a checked remote access are.
+    pub fn translate(&self, t: RemoteTarget) -> Result<GpaRanges, AccessError> {
+        let mr = self.mr_at(t.mr_slot).ok_or(AccessError::BadKey)?;
+        let mut out = GpaRanges::default();
+        mr.translate(t.offset, t.len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::remote_target`] and [`Self::translate`] in one.
+    pub fn check_remote(
+        &self,
+        pdn: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        right: RemoteRight,
+    ) -> Result<GpaRanges, AccessError> {
+        let t = self.remote_target(pdn, rkey, va, len, right)?;
+        self.translate(t)
     }
 }
 
@@ -337,6 +549,19 @@ mod tests {
 
     fn table() -> MrTable {
         MrTable::new(16, 0x1234_5678)
+    }
+
+    /// The one range of a contiguous region's access.
+    fn one(r: Result<GpaRanges, AccessError>) -> Result<GpaRange, AccessError> {
+        r.map(|g| {
+            assert_eq!(g.len(), 1, "{g:?}");
+            g[0]
+        })
+    }
+
+    /// The guest-physical address of a contiguous region's remote access.
+    fn gpa(r: Result<GpaRanges, AccessError>) -> Result<u64, AccessError> {
+        one(r).map(|g| g.gpa)
     }
 
     #[test]
@@ -411,7 +636,7 @@ mod tests {
         let (l, _) = t
             .register(PD, ACCESS_LOCAL_WRITE, 0x1000, 0x100, 0x8_0000)
             .unwrap();
-        let ok = |va, len| t.check_local(PD, l, va, len, true);
+        let ok = |va, len| one(t.check_local(PD, l, va, len, true));
         assert_eq!(
             ok(0x1000, 1),
             Ok(GpaRange {
@@ -442,7 +667,7 @@ mod tests {
         let mut t = table();
         let acc = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
         let (_, r) = t.register(PD, acc, 0xffff_0000, 0x1000, 0x4000).unwrap();
-        let chk = |va, len, right| t.check_remote(PD, r, va, len, right);
+        let chk = |va, len, right| gpa(t.check_remote(PD, r, va, len, right));
         assert_eq!(chk(0xffff_0000, 0x1000, RemoteRight::Write), Ok(0x4000));
         assert_eq!(chk(0xffff_0fff, 1, RemoteRight::Write), Ok(0x4fff));
         assert_eq!(
@@ -479,18 +704,18 @@ mod tests {
             Err(AccessError::OutOfBounds)
         );
         assert_eq!(
-            t.check_remote(PD + 1, r, 0xffff_0000, 1, RemoteRight::Write),
+            gpa(t.check_remote(PD + 1, r, 0xffff_0000, 1, RemoteRight::Write)),
             Err(AccessError::WrongPd)
         );
         let (_, top) = t
             .register(PD, ACCESS_REMOTE_READ, u64::MAX - 7, 8, 0x100)
             .unwrap();
         assert_eq!(
-            t.check_remote(PD, top, u64::MAX, 1, RemoteRight::Read),
+            gpa(t.check_remote(PD, top, u64::MAX, 1, RemoteRight::Read)),
             Ok(0x107)
         );
         assert_eq!(
-            t.check_remote(PD, top, u64::MAX, 2, RemoteRight::Read),
+            gpa(t.check_remote(PD, top, u64::MAX, 2, RemoteRight::Read)),
             Err(AccessError::OutOfBounds),
             "va + len wraps"
         );
@@ -501,7 +726,8 @@ mod tests {
         let mut t = table();
         let (l, _) = t.register(PD, 0, 5, 10, 20).unwrap();
         let mr = t.deregister(l).unwrap();
-        assert_eq!((mr.pdn, mr.iova, mr.length, mr.gpa), (PD, 5, 10, 20));
+        assert_eq!((mr.pdn, mr.iova, mr.length), (PD, 5, 10));
+        assert_eq!(mr.map, MrMap::Contiguous { gpa: 20 });
         assert_eq!(t.deregister(l), Err(VerbsError::NotFound));
         assert!(t.mr(l).is_none());
     }

@@ -6,9 +6,12 @@
 
 use super::abi::{CmdCreateQp, CmdModifyQp};
 use super::cq::Cq;
+use super::mr::MrTable;
 use super::qp::Qp;
 use super::qp_state::QpState;
+use super::translate::{PageList, PageListError, MAX_MR_PAGES};
 use super::{Verbs, VerbsError};
+use crate::dma::GuestMemory;
 
 impl Verbs {
     /// Allocates a protection domain.
@@ -38,6 +41,60 @@ impl Verbs {
         Ok(keys)
     }
 
+    /// Registers a page-list region (REG_MR with `npages` > 0): copies the
+    /// table at `table` from guest memory; returns `(lkey, rkey)`.
+    /// `Invalid` for a bad list (see [`PageList::load`]), `Fault` for a
+    /// table outside guest memory, `NoMemory` past the device's page budget.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reg_mr_pages(
+        &mut self,
+        mem: &GuestMemory,
+        pdn: u32,
+        access: u32,
+        iova: u64,
+        length: u64,
+        table: u64,
+        npages: u32,
+        first_offset: u32,
+    ) -> Result<(u32, u32), VerbsError> {
+        if !self.pds.contains(pdn) {
+            return Err(VerbsError::NotFound);
+        }
+        MrTable::check_registration(access, iova, length)?;
+        if npages > MAX_MR_PAGES {
+            return Err(VerbsError::Invalid);
+        }
+        if !self.mrs.can_hold_pages(u64::from(npages)) {
+            return Err(VerbsError::NoMemory);
+        }
+        let mut list = PageList::with_capacity(npages);
+        list.load(
+            mem,
+            table,
+            npages,
+            u64::from(first_offset),
+            length,
+            MAX_MR_PAGES,
+        )
+        .map_err(|e| match e {
+            PageListError::Invalid => VerbsError::Invalid,
+            PageListError::Fault => VerbsError::Fault,
+        })?;
+        let keys = self.mrs.register_pages(pdn, access, iova, length, list)?;
+        self.pds.hold(pdn)?;
+        Ok(keys)
+    }
+
+    /// Allocates a fast-registration region (ALLOC_MR); returns its key.
+    pub fn alloc_mr(&mut self, pdn: u32, max_pages: u32) -> Result<u32, VerbsError> {
+        if !self.pds.contains(pdn) {
+            return Err(VerbsError::NotFound);
+        }
+        let key = self.mrs.alloc_fast(pdn, max_pages)?;
+        self.pds.hold(pdn)?;
+        Ok(key)
+    }
+
     /// Deregisters the region with `lkey` (not while windows are bound).
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
         let mr = self.mrs.deregister(lkey)?;
@@ -62,9 +119,21 @@ impl Verbs {
         Ok(())
     }
 
-    /// Creates a CQ; returns its number.
-    pub fn create_cq(&mut self, ring: u64, log: u8, vector: u8) -> Result<u32, VerbsError> {
-        self.cqs.insert(Cq::new(ring, log, vector)?)
+    /// Creates a CQ whose doorbells come from doorbell page `db_page`;
+    /// returns its number.
+    pub fn create_cq(
+        &mut self,
+        ring: u64,
+        log: u8,
+        vector: u8,
+        db_page: u32,
+    ) -> Result<u32, VerbsError> {
+        if db_page >= crate::regs::DB_PAGES {
+            return Err(VerbsError::Invalid);
+        }
+        let mut cq = Cq::new(ring, log, vector)?;
+        cq.db_page = db_page;
+        self.cqs.insert(cq)
     }
 
     /// Destroys a CQ that no QP uses.

@@ -161,6 +161,8 @@ pub struct Qp {
     pub send_cqn: u32,
     /// CQ for receive completions.
     pub recv_cqn: u32,
+    /// Doorbell page its SQ and RQ doorbells must come from.
+    pub db_page: u32,
     state: QpState,
     attrs: QpAttrs,
     sq: WorkQueue,
@@ -173,7 +175,7 @@ impl Qp {
     /// overlapping ring, sizes above 2^[`MAX_WQ_LOG`]). The caller checks
     /// the PD and CQs.
     pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
-        if p.log_sizes[3] != 0 {
+        if p.log_sizes[3] != 0 || p.db_page.to_native() >= crate::regs::DB_PAGES {
             return Err(VerbsError::Invalid);
         }
         let sq = WorkQueue::new(p.sq.to_native(), p.log_sizes[0], size_of::<SendWqe>())?;
@@ -189,6 +191,7 @@ impl Qp {
             pdn: p.pdn.to_native(),
             send_cqn: p.send_cqn.to_native(),
             recv_cqn: p.recv_cqn.to_native(),
+            db_page: p.db_page.to_native(),
             state: QpState::Reset,
             attrs: QpAttrs::default(),
             sq,

@@ -6,54 +6,17 @@
 //! arithmetic is overflow-safe.
 
 use super::abi::{Sge, MAX_SGE};
-use super::mr::{GpaRange, MrTable};
+use super::mr::MrTable;
+pub use super::translate::GpaRanges;
 use crate::transport::AccessError;
-
-/// The guest-physical ranges of a byte range of an SGE list: at most one
-/// per element of a WQE's list, kept inline (the send engine resolves one
-/// per packet, so this path allocates nothing).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GpaRanges {
-    ranges: [GpaRange; MAX_SGE],
-    len: usize,
-}
-
-impl GpaRanges {
-    /// Appends `r`, merged into the last range when it continues it;
-    /// `false` (nothing changed) when all [`MAX_SGE`] slots are taken.
-    fn push(&mut self, r: GpaRange) -> bool {
-        if let Some(last) = self.len.checked_sub(1).and_then(|i| self.ranges.get_mut(i)) {
-            if last.gpa.checked_add(last.len) == Some(r.gpa) {
-                last.len += r.len;
-                return true;
-            }
-        }
-        match self.ranges.get_mut(self.len) {
-            Some(slot) => {
-                *slot = r;
-                self.len += 1;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl std::ops::Deref for GpaRanges {
-    type Target = [GpaRange];
-
-    fn deref(&self) -> &[GpaRange] {
-        &self.ranges[..self.len]
-    }
-}
 
 impl MrTable {
     /// The ranges holding bytes `[offset, offset + len)` of the buffer that
     /// `sges` describes, for a QP in PD `pdn` (`write`: the device writes).
     /// `OutOfBounds` when the list is shorter than `offset + len`,
-    /// `Invalid` when it needs more than [`MAX_SGE`] separate ranges (a
-    /// WQE never holds more elements). Zero-length elements are skipped
-    /// without a key check.
+    /// `Invalid` for a list of more than [`MAX_SGE`] elements (a WQE never
+    /// holds more). Zero-length elements are skipped without a key check;
+    /// an element in a page-list region gives a range per page run.
     pub fn resolve_sges(
         &self,
         pdn: u32,
@@ -62,6 +25,9 @@ impl MrTable {
         len: u64,
         write: bool,
     ) -> Result<GpaRanges, AccessError> {
+        if sges.len() > MAX_SGE {
+            return Err(AccessError::Invalid);
+        }
         let mut ranges = GpaRanges::default();
         let (mut skip, mut left) = (offset, len);
         for sge in sges {
@@ -79,10 +45,7 @@ impl MrTable {
                 .to_native()
                 .checked_add(skip)
                 .ok_or(AccessError::OutOfBounds)?;
-            let r = self.check_local(pdn, sge.lkey.to_native(), va, take, write)?;
-            if !ranges.push(r) {
-                return Err(AccessError::Invalid);
-            }
+            self.check_local_into(pdn, sge.lkey.to_native(), va, take, write, &mut ranges)?;
             left -= take;
             skip = 0;
         }
@@ -96,6 +59,7 @@ impl MrTable {
 #[cfg(test)]
 mod tests {
     use super::super::abi::ACCESS_LOCAL_WRITE;
+    use super::super::translate::GpaRange;
     use super::*;
     use vm_memory::{Le32, Le64};
 

@@ -1,0 +1,258 @@
+//! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
+//! forms, ALLOC_MR, DEREG_MR, QUERY_DEVICE, CREATE_CQ/QP with doorbell
+//! pages, and any other opcode), fast registrations, invalidations,
+//! doorbells on any page and local and remote accesses, against one
+//! device's verbs tables and 64 KiB of guest memory the input also writes
+//! (page tables among it).
+//!
+//! Invariants: a command's status is 0 with a reply or one of the errnos
+//! the device documents without one; every access a key check accepts
+//! translates to ranges that add up to its length and agree, byte for
+//! byte at each range's ends, with the region's own translation (its
+//! guest-physical start, or the copied page list); the page budget the
+//! table keeps equals what its live regions hold and never exceeds
+//! `MAX_TOTAL_MR_PAGES`.
+
+use std::cell::RefCell;
+
+use ibtca_protocol::fuzz_targets::Input;
+use vm_memory::ByteValued;
+
+use crate::dma::{DmaMaps, GuestMemory};
+use crate::verbs::abi::*;
+use crate::verbs::commands::execute;
+use crate::verbs::datapath::Doorbell;
+use crate::verbs::mr::RemoteRight;
+use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
+use crate::verbs::{Limits, PortAttrs, Verbs};
+
+/// Where the fuzzed guest memory starts (below it nothing is mapped).
+const RAM: u64 = 0x1_0000;
+const RAM_SIZE: u64 = 0x1_0000;
+
+struct Ram {
+    _maps: DmaMaps,
+    mem: GuestMemory,
+}
+
+thread_local! {
+    static MEMORY: RefCell<Option<Ram>> = const { RefCell::new(None) };
+}
+
+fn ram() -> Ram {
+    let f = vmm_sys_util::tempfile::TempFile::new()
+        .expect("temporary file")
+        .into_file();
+    f.set_len(RAM_SIZE).expect("size");
+    let mut maps = DmaMaps::default();
+    maps.map(RAM, RAM_SIZE, Some(f), 0).expect("map");
+    let mem = maps.guest_memory();
+    Ram { _maps: maps, mem }
+}
+
+/// The errnos a command may report.
+const ERRNOS: [i32; 6] = [
+    libc::EOPNOTSUPP,
+    libc::EINVAL,
+    libc::ENOENT,
+    libc::EBUSY,
+    libc::ENOMEM,
+    libc::EFAULT,
+];
+
+/// See the module documentation.
+pub fn verbs_commands(data: &[u8]) {
+    MEMORY.with(|m| {
+        let mut m = m.borrow_mut();
+        let ram = m.get_or_insert_with(ram);
+        ram.mem
+            .write(RAM, &vec![0; RAM_SIZE as usize])
+            .expect("zero");
+        run(&mut Input::new(data), &ram.mem);
+    });
+}
+
+/// Handles the input names: the PDs and keys made so far.
+#[derive(Default)]
+struct Made {
+    pds: Vec<u32>,
+    keys: Vec<u32>,
+    cqs: Vec<u32>,
+    qps: Vec<u32>,
+}
+
+impl Made {
+    /// A handle the input picks among those made, or a raw one.
+    fn pick(input: &mut Input, made: &[u32]) -> u32 {
+        match input.u8() {
+            b if (b as usize) < made.len() * 8 => made[b as usize % made.len()],
+            _ => input.u32(),
+        }
+    }
+}
+
+fn run(input: &mut Input, mem: &GuestMemory) {
+    let limits = Limits {
+        pds: 4,
+        keys: 16,
+        cqs: 4,
+        qps: 4,
+    };
+    let mut v = Verbs::new(limits, PortAttrs::default(), input.u64());
+    let mut made = Made::default();
+    while !input.is_empty() {
+        match input.u8() % 8 {
+            0 => command(input, mem, &mut v, &mut made),
+            1 => {
+                let at = RAM + u64::from(input.u16());
+                let n = usize::from(input.u8() % 64);
+                let bytes = input.bytes(n);
+                let _ = mem.write(at, bytes);
+            }
+            2 => page_table(input, mem),
+            3 => {
+                let mut w = RegMrWqe::default();
+                let raw = input.bytes(128);
+                w.as_mut_slice()[..raw.len()].copy_from_slice(raw);
+                if input.bool() {
+                    let key = Made::pick(input, &made.keys);
+                    w.key = ((key & !0xff) | u32::from(input.u8())).into();
+                    w.page_table = (RAM + u64::from(input.u16() & !7)).into();
+                    w.npages = u32::from(input.u8() % 5).into();
+                    w.first_offset = u32::from(input.u16() % 4100).into();
+                }
+                let pd = Made::pick(input, &made.pds);
+                if let Ok(key) = v.mrs.fast_register(pd, mem, &w) {
+                    made.keys.push(key);
+                }
+            }
+            4 => {
+                let (pd, key) = (Made::pick(input, &made.pds), Made::pick(input, &made.keys));
+                let _ = v.mrs.invalidate(pd, key, &mut v.keys);
+            }
+            5 | 6 => access(input, &v, &made),
+            _ => {
+                let page = u32::from(input.u8()) % 70;
+                let reg = input.pick(&[crate::regs::DB_SQ, crate::regs::DB_RQ, crate::regs::DB_CQ]);
+                let qp = input.bool();
+                let handle = Made::pick(input, if qp { &made.qps } else { &made.cqs });
+                let value = u64::from(handle) | u64::from(input.u32()) << 32;
+                if let Some(db) = Doorbell::decode(reg, value) {
+                    let _ = v.doorbell_on(page, db);
+                }
+            }
+        }
+        let held: u64 = v.mrs.regions().map(|mr| mr.reserved_pages()).sum();
+        assert_eq!(v.mrs.pages_in_use(), held, "page budget");
+        assert!(held <= MAX_TOTAL_MR_PAGES);
+    }
+}
+
+/// Writes a page table of up to 4 entries, each a page in guest memory,
+/// outside it, or anything.
+fn page_table(input: &mut Input, mem: &GuestMemory) {
+    let at = RAM + u64::from(input.u16() & !7);
+    for i in 0..u64::from(input.u8() % 5) {
+        let page = match input.u8() % 3 {
+            0 => RAM + u64::from(input.u8() % 16) * PAGE_SIZE,
+            1 => (u64::from(input.u16()) + 1) << 32,
+            _ => input.u64(),
+        };
+        let _ = mem.write(at + 8 * i, &page.to_le_bytes());
+    }
+}
+
+fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made) {
+    let raw_opcode = input.u8();
+    let opcode = input.pick(&[
+        CMD_REG_MR,
+        CMD_REG_MR,
+        CMD_ALLOC_MR,
+        CMD_DEREG_MR,
+        CMD_CREATE_PD,
+        CMD_QUERY_DEVICE,
+        CMD_ALLOC_MW,
+        CMD_CREATE_CQ,
+        CMD_CREATE_QP,
+        raw_opcode,
+    ]);
+    let mut params = [0u8; 48];
+    let raw = input.bytes(48);
+    params[..raw.len()].copy_from_slice(raw);
+    if input.bool() {
+        // Steer the first handle (the PD, or the key of DEREG_MR) to a
+        // live one, and a REG_MR's table into memory.
+        let live = if opcode == CMD_DEREG_MR {
+            Made::pick(input, &made.keys)
+        } else {
+            Made::pick(input, &made.pds)
+        };
+        params[..4].copy_from_slice(&live.to_le_bytes());
+        if opcode == CMD_REG_MR {
+            let mut m = CmdRegMr::default();
+            m.as_mut_slice().copy_from_slice(&params);
+            m.gpa = (RAM + u64::from(input.u16() & !7)).into();
+            m.npages = u32::from(input.u8() % 5).into();
+            m.first_offset = u32::from(input.u16() % 4100).into();
+            m.rsvd = [0; 8];
+            params.copy_from_slice(m.as_slice());
+        }
+    }
+    let (status, reply) = execute(v, mem, opcode, &params);
+    match reply {
+        Some(r) => {
+            assert_eq!(status, CMD_ST_OK);
+            match opcode {
+                CMD_CREATE_PD => made.pds.push(r.out0),
+                CMD_REG_MR | CMD_ALLOC_MR => made.keys.extend([r.out0, r.out1]),
+                CMD_ALLOC_MW => made.keys.push(r.out0),
+                CMD_CREATE_CQ => made.cqs.push(r.out0),
+                CMD_CREATE_QP => made.qps.push(r.out0),
+                _ => {}
+            }
+        }
+        None => assert!(
+            ERRNOS.contains(&i32::from(status)),
+            "command {opcode:#x}: status {status}"
+        ),
+    }
+}
+
+/// A local or remote access through a key; if accepted, its ranges are
+/// checked against the region's translation.
+fn access(input: &mut Input, v: &Verbs, made: &Made) {
+    let (pd, key) = (Made::pick(input, &made.pds), Made::pick(input, &made.keys));
+    let va = if input.bool() {
+        input.u64()
+    } else {
+        v.mrs
+            .mr(key)
+            .map_or(0, |mr| mr.iova)
+            .wrapping_add(u64::from(input.u16()))
+    };
+    let len = u64::from(input.u16() % 0x3000);
+    let got = if input.bool() {
+        v.mrs.check_local(pd, key, va, len, input.bool())
+    } else {
+        let right = input.pick(&[RemoteRight::Read, RemoteRight::Write, RemoteRight::Atomic]);
+        v.mrs.check_remote(pd, key, va, len, right)
+    };
+    let Ok(ranges) = got else { return };
+    let total: u64 = ranges.iter().map(|r| r.len).sum();
+    assert_eq!(total, len, "ranges add up to the access");
+    // A region's key: check the ranges against its translation.
+    if let Some(mr) = v.mrs.mr(key).or_else(|| v.mrs.mr_by_rkey(key)) {
+        check_ranges(mr.translation(), va - mr.iova, &ranges);
+    }
+}
+
+/// Each range starts and ends where `translate` puts those region bytes.
+fn check_ranges(translate: impl Fn(u64) -> u64, mut off: u64, ranges: &GpaRanges) {
+    for r in ranges.iter() {
+        assert_eq!(r.gpa, translate(off), "range start");
+        if r.len > 0 {
+            assert_eq!(r.gpa + r.len - 1, translate(off + r.len - 1), "range end");
+        }
+        off += r.len;
+    }
+}

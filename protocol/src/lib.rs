@@ -11,6 +11,8 @@
 //!   [`PacketView::parse`].
 //! - [`encoded`]: fields of an encoded packet read or changed in place,
 //!   without a parse (VL, SL, DLID, opcode, QP, PSN, AETH, VCRC).
+//! - [`mad`]: management datagrams: the MAD header, SMPs (LID-routed and
+//!   directed-route) and the subnet management attributes.
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
 //! - `fuzz_targets` (tests and the `fuzzing` feature only): the bodies of
@@ -25,6 +27,7 @@ mod error;
 pub mod fuzz_targets;
 pub mod headers;
 pub mod link;
+pub mod mad;
 pub mod opcode;
 pub mod packet;
 mod reader;

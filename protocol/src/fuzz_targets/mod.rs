@@ -11,10 +11,12 @@
 
 mod input;
 mod link;
+mod mad;
 mod packet;
 
 pub use input::Input;
 pub use link::link_frames;
+pub use mad::mad;
 pub use packet::ib_packet;
 
 /// Runs `target` on every file of `fuzz/corpus/<name>/` (relative to the
@@ -48,6 +50,11 @@ mod tests {
     #[test]
     fn ib_packet_corpus_replays() {
         assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "ib_packet", ib_packet) > 0);
+    }
+
+    #[test]
+    fn mad_corpus_replays() {
+        assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "mad", mad) > 0);
     }
 
     #[test]

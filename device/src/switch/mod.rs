@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use ibtca_protocol::encoded;
 
-use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
+use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15};
 
 pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{record_bytes, Capture, Direction, ERF_TYPE_INFINIBAND, LINKTYPE_ERF};
@@ -428,7 +428,12 @@ impl Core {
             return;
         };
         let sl = encoded::sl(&packet).unwrap_or(0);
-        let vl = out_slot.config.vl.vl(sl);
+        // Subnet management stays on VL15 whatever its SL.
+        let vl = if in_vl == VL15 {
+            VL15
+        } else {
+            out_slot.config.vl.vl(sl)
+        };
         encoded::set_vl(&mut packet, vl);
         encoded::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);

@@ -116,6 +116,17 @@ impl VlQueues {
         }
     }
 
+    /// Replaces the data VLs' weights (the arbiter keeps its place).
+    pub fn set_weights(&mut self, weights: [u8; 15]) {
+        self.weights = weights;
+        let turn = self
+            .weights
+            .get(usize::from(self.turn))
+            .copied()
+            .unwrap_or(0);
+        self.left = self.left.min(turn);
+    }
+
     /// Removes everything (a connection ended); credits restart at zero.
     pub fn clear(&mut self) -> Vec<Queued> {
         self.len = 0;

@@ -2,12 +2,12 @@
 //! its link as the forwarding threads see it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
-use crate::vl_config::VlConfig;
+use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::capture::Capture;
 use super::delay::DelayLine;
@@ -51,6 +51,12 @@ pub(super) struct PortSlot {
     pub delay: DelayLine,
     up: AtomicBool,
     peer: Mutex<Option<LocalPort>>,
+    /// SL → VL of what the port sends: the configuration's, until the SM
+    /// sets one (SLtoVLMappingTable).
+    sl2vl: [AtomicU8; SLS],
+    /// Data-VL weights: the configuration's, until the SM sets a
+    /// VLArbitrationTable.
+    weights: Mutex<[u8; MAX_DATA_VLS]>,
 }
 
 impl PortSlot {
@@ -59,6 +65,8 @@ impl PortSlot {
         delay.set_delay(config.delay);
         PortSlot {
             delay,
+            sl2vl: std::array::from_fn(|sl| AtomicU8::new(config.vl.vl(sl as u8))),
+            weights: Mutex::new(config.vl.link_weights()),
             config,
             counters: PortCounters::default(),
             capture,
@@ -81,6 +89,35 @@ impl PortSlot {
 
     pub fn peer(&self) -> Option<LocalPort> {
         *self.peer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The VL a packet on `sl` leaves by (SL15: VL15).
+    pub fn vl(&self, sl: u8) -> u8 {
+        self.sl2vl
+            .get(usize::from(sl))
+            .map_or(15, |v| v.load(Ordering::Relaxed))
+    }
+
+    /// The SL → VL table.
+    pub fn sl2vl(&self) -> [u8; SLS] {
+        std::array::from_fn(|sl| self.vl(sl as u8))
+    }
+
+    /// Replaces the SL → VL table (the SM's; SL15 stays on VL15).
+    pub fn set_sl2vl(&self, table: [u8; SLS]) {
+        for (sl, (slot, vl)) in self.sl2vl.iter().zip(table).enumerate() {
+            slot.store(if sl == SLS - 1 { 15 } else { vl }, Ordering::Relaxed);
+        }
+    }
+
+    /// The data-VL weights the port's link arbitrates by.
+    pub fn weights(&self) -> [u8; MAX_DATA_VLS] {
+        *self.weights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces them (the link is told by the caller).
+    pub fn set_weights(&self, weights: [u8; MAX_DATA_VLS]) {
+        *self.weights.lock().unwrap_or_else(|e| e.into_inner()) = weights;
     }
 
     pub fn stats(&self) -> PortStats {

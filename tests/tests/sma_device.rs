@@ -198,3 +198,55 @@ fn a_wrong_m_key_gets_no_answer_and_is_counted() {
     let info = PortInfo::decode(&sm.ask(right, 0).data);
     assert_eq!((info.lid, info.m_key_violations), (0, 2));
 }
+
+/// An RC SEND to QP 5 from LID `slid` to `dlid`.
+fn data_to_qp5(slid: u16, dlid: u16) -> Vec<u8> {
+    let mut p = ibtca_protocol::Packet::new(ibtca_protocol::Opcode::RcSendOnly);
+    p.lrh.slid = slid;
+    p.lrh.dlid = dlid;
+    p.bth.dest_qp = 5;
+    p.payload = vec![1; 16];
+    p.build().unwrap()
+}
+
+/// Sends `packet` and waits until the link has written it, so that what
+/// the SM sends next comes after it in the stream.
+fn send_written(sm: &SmClient, packet: Vec<u8>) {
+    let before = sm.link.stats().tx_packets;
+    sm.link.send(packet).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sm.link.stats().tx_packets == before {
+        assert!(Instant::now() < deadline, "the packet was never written");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_port_in_init_drops_data_and_an_armed_one_takes_it() {
+    let dir = TempDir::new("sma-dev-init");
+    let path = dir.join("dev.link");
+    let instance = ibtca_device::instance::Instance::start(&InstanceConfig {
+        sm_managed: true,
+        link: Some(LinkEndpoint::Listen(path.clone())),
+        ..InstanceConfig::default()
+    })
+    .unwrap();
+    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    let mut p = PortInfo::decode(&sm.ask(dr(method::GET, id::PORT_INFO, 1), 0).data);
+    assert_eq!(p.port_state, PortState::Init as u8);
+    send_written(&sm, data_to_qp5(SM_LID, 0));
+    p.lid = 3;
+    p.port_state = PortState::Armed as u8;
+    let mut set = dr(method::SET, id::PORT_INFO, 1);
+    set.data = p.encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+    send_written(&sm, data_to_qp5(SM_LID, 3));
+    // Answered after the second data packet: the engine has handled it.
+    sm.ask(dr(method::GET, id::NODE_INFO, 0), 0);
+    let stats = instance.stop();
+    assert_eq!(stats.rx_port_init, 1, "the packet while in Init");
+    assert_eq!(
+        stats.rx_no_qp, 1,
+        "the packet once Armed reached the QP lookup"
+    );
+}

@@ -422,3 +422,66 @@ fn a_switch_takes_the_sm_lid_and_guards_it_with_its_m_key() {
     );
     assert_eq!(f.sw1.sma_counts().2, 1);
 }
+
+/// VL15 through a switch whose output has no VL0 credits left: the
+/// receiver holds every VL0 buffer it granted, data waits in the switch,
+/// and a directed SMP through the switch still reaches the receiver.
+#[test]
+fn an_smp_passes_a_switch_whose_data_vls_have_no_credits() {
+    use ibtca_tests::links::start_holding_link;
+    let dir = TempDir::new("sma-vl15");
+    let sw = switch(
+        "sw",
+        SW1_GUID,
+        vec![
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
+        ],
+    );
+    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), 1);
+    let y_port = LocalPort {
+        node_guid: 0xb,
+        port: 1,
+        lid: 2,
+    };
+    let (y, yrx) = start_holding_link(LinkEndpoint::Connect(dir.join("p2")), y_port, 4);
+    assert!(matches!(yrx.recv_timeout(WAIT), Ok(LinkEvent::Up { .. })));
+    let deadline = Instant::now() + WAIT;
+    while sw.lft().lookup(2) != Some(2) || !sw.is_port_up(1) {
+        assert!(Instant::now() < deadline, "LID 2 never learned");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for i in 0..12 {
+        sm.link.send(data_packet(1, 2, 0, i)).unwrap();
+    }
+    let mut data = 0;
+    while data < 4 {
+        if let Ok(LinkEvent::Packet(_)) = yrx.recv_timeout(WAIT) {
+            data += 1;
+        }
+    }
+    let deadline = Instant::now() + WAIT;
+    while sw.link_stats(2).map_or(0, |s| s.credit_stalls) == 0 {
+        assert!(Instant::now() < deadline, "the switch never stalled on VL0");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut smp = dr(method::GET, id::NODE_INFO, 0, &[1, 2]);
+    sm.send(&mut smp, 0);
+    let p = match yrx.recv_timeout(WAIT) {
+        Ok(LinkEvent::Packet(p)) => p,
+        other => panic!("the SMP did not pass: {other:?}"),
+    };
+    let view = PacketView::parse(&p).unwrap();
+    assert_eq!((view.lrh.vl, view.bth.dest_qp), (15, 0));
+    let got = ibtca_protocol::mad::smp_of_packet(&view).unwrap();
+    assert_eq!((got.tid, got.hop_ptr, got.return_path[1]), (smp.tid, 2, 1));
+    // The data waited behind the credits, not behind the SMP.
+    y.return_credits(0, 4);
+    let mut tags = Vec::new();
+    while tags.len() < 4 {
+        if let Ok(LinkEvent::Packet(p)) = yrx.recv_timeout(WAIT) {
+            tags.push(PacketView::parse(&p).unwrap().payload[0]);
+        }
+    }
+    assert_eq!(tags, [4, 5, 6, 7]);
+}

@@ -87,6 +87,9 @@ pub struct EngineStats {
     pub rx_malformed: u64,
     /// Packets for a QP that is not in RTS.
     pub rx_no_qp: u64,
+    /// Data packets dropped because the SM has not yet armed the port
+    /// (`--sm-managed`, port in Init).
+    pub rx_port_init: u64,
     /// Packets sent to the link.
     pub tx_packets: u64,
     /// Packets delivered to this device's own LID.
@@ -563,6 +566,10 @@ impl Engine {
         let qpn = view.bth.dest_qp;
         if qpn == QP0 {
             self.receive_smp(&view);
+            return;
+        }
+        if !self.port_takes_data() {
+            self.stats.rx_port_init += 1;
             return;
         }
         if !self.rc.contains_key(&qpn) {

@@ -65,6 +65,12 @@ impl Engine {
         self.apply_sma();
     }
 
+    /// False while an SM-managed port is in Init: IBA drops data packets
+    /// there (an Armed port takes them, an Active one sends too).
+    pub(super) fn port_takes_data(&self) -> bool {
+        !(self.sma.managed() && self.sma.state() == IbPortState::Init)
+    }
+
     /// A packet to QP0.
     pub(super) fn receive_smp(&mut self, view: &PacketView<'_>) {
         let outcome = self.sma.on_packet(view);

@@ -485,3 +485,72 @@ fn an_smp_passes_a_switch_whose_data_vls_have_no_credits() {
     }
     assert_eq!(tags, [4, 5, 6, 7]);
 }
+
+/// A managed switch learns no routes and carries no data until the SM has
+/// routed it and made its ports Active; SMPs pass all along.
+#[test]
+fn a_managed_switch_carries_data_only_through_ports_the_sm_activated() {
+    let dir = TempDir::new("sma-managed");
+    let sw = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: SW1_GUID,
+        lid: 9,
+        ports: vec![
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
+        ],
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+        sm_managed: true,
+    })
+    .unwrap();
+    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), 1);
+    let y = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
+    let deadline = Instant::now() + WAIT;
+    while !(sw.is_port_up(1) && sw.is_port_up(2)) {
+        assert!(Instant::now() < deadline, "ports never came up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sw.lid(), 0, "no LID before the SM's");
+    assert_eq!(sw.lft().lookup(2), None, "nothing learned from Hellos");
+    let sw_path = [1u8];
+    for port in [1u32, 2] {
+        let r = sm.ask(dr(method::GET, id::PORT_INFO, port, &sw_path), 0);
+        assert_eq!(PortInfo::decode(&r.data).port_state, PortState::Init as u8);
+    }
+    let r = sm.ask(
+        with_data(
+            dr(method::SET, id::LINEAR_FORWARDING_TABLE, 0, &sw_path),
+            lft(&[(1, 1), (2, 2)]),
+        ),
+        0,
+    );
+    assert_eq!(r.status, MadStatus::OK);
+    sm.link.send(data_packet(1, 2, 0, 1)).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while sw.port_stats(1).unwrap().drop_port_inactive == 0 {
+        assert!(Instant::now() < deadline, "the data packet was not dropped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for state in [PortState::Armed, PortState::Active] {
+        for port in [1u32, 2] {
+            let r = sm.ask(dr(method::GET, id::PORT_INFO, port, &sw_path), 0);
+            let mut p = PortInfo::decode(&r.data);
+            p.port_state = state as u8;
+            let r = sm.ask(
+                with_data(dr(method::SET, id::PORT_INFO, port, &sw_path), p.encode()),
+                0,
+            );
+            assert_eq!(r.status, MadStatus::OK, "port {port} to {state:?}");
+        }
+    }
+    sm.link.send(data_packet(1, 2, 0, 2)).unwrap();
+    let p = y.next_packet();
+    assert_eq!(
+        PacketView::parse(&p).unwrap().payload[0],
+        2,
+        "packet 1 was dropped"
+    );
+    let s = sw.port_stats(1).unwrap();
+    assert_eq!(s.drop_port_inactive, 1);
+}

@@ -173,6 +173,7 @@ impl Switch {
         }
         let lid = if cfg.sm_managed { 0 } else { cfg.lid };
         let sma = SwitchSma::new(cfg.guid, &cfg.name, lid, &slots, cfg.sm_managed);
+        sma.gate_ports(&slots);
         let core = Arc::new(Core {
             sma: Mutex::new(sma),
             name: cfg.name,
@@ -347,6 +348,7 @@ impl Switch {
                 malformed = s.drop_malformed,
                 queue_full = s.drop_queue_full,
                 link_down = s.drop_link_down,
+                port_inactive = s.drop_port_inactive,
                 credit_stalls = self.link_stats(port).map_or(0, |l| l.credit_stalls),
                 "port counters"
             );
@@ -412,6 +414,7 @@ impl Core {
                 let managed = {
                     let mut sma = self.sma();
                     sma.link_changed(port, true);
+                    sma.gate_ports(&self.slots);
                     sma.managed()
                 };
                 if !managed && self.lft.learn(peer.lid, port) {
@@ -427,7 +430,10 @@ impl Core {
             }
             LinkEvent::Down { reason } => {
                 slot.set_up(None);
-                self.sma().link_changed(port, false);
+                let mut sma = self.sma();
+                sma.link_changed(port, false);
+                sma.gate_ports(&self.slots);
+                drop(sma);
                 tracing::info!(switch = %self.name, port, %reason, "port down");
             }
         }
@@ -474,6 +480,16 @@ impl Core {
             free_input();
             return;
         };
+        if in_vl != VL15 && !(in_slot.is_active() && out_slot.is_active()) {
+            let counted = if in_slot.is_active() {
+                out_slot
+            } else {
+                in_slot
+            };
+            counted.counters.dropped(DropReason::PortInactive);
+            free_input();
+            return;
+        }
         let sl = encoded::sl(&packet).unwrap_or(0);
         // Subnet management stays on VL15 whatever its SL.
         let vl = if in_vl == VL15 { VL15 } else { out_slot.vl(sl) };

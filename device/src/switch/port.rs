@@ -50,6 +50,10 @@ pub(super) struct PortSlot {
     pub capture: Option<Capture>,
     pub delay: DelayLine,
     up: AtomicBool,
+    /// The port may carry data: always without an SM; with one
+    /// (`--sm-managed`), only while the SM has it Active (the agent keeps
+    /// this current).
+    active: AtomicBool,
     peer: Mutex<Option<LocalPort>>,
     /// SL → VL of what the port sends: the configuration's, until the SM
     /// sets one (SLtoVLMappingTable).
@@ -71,6 +75,7 @@ impl PortSlot {
             counters: PortCounters::default(),
             capture,
             up: AtomicBool::new(false),
+            active: AtomicBool::new(true),
             peer: Mutex::new(None),
         }
     }
@@ -81,6 +86,16 @@ impl PortSlot {
             *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
         }
         self.counters.link_changed(peer.is_some());
+    }
+
+    /// True if the port may carry data packets.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether the port may carry data packets.
+    pub fn set_active(&self, active: bool) {
+        self.active.store(active, Ordering::Relaxed);
     }
 
     pub fn is_up(&self) -> bool {

@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 
 use ibtca_protocol::mad::attr::{
-    id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, Sl2VlTable,
-    SwitchInfo, VlArbBlock, VlArbEntry,
+    id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
+    Sl2VlTable, SwitchInfo, VlArbBlock, VlArbEntry,
 };
 use ibtca_protocol::mad::MadStatus;
 
@@ -139,6 +139,14 @@ impl SwitchSma {
         };
         if agent.link_changed(up, managed) {
             self.info.port_state_change = true;
+        }
+    }
+
+    /// Tells each port whether it may carry data: without an SM always,
+    /// with one while its state is Active.
+    pub fn gate_ports(&self, slots: &[PortSlot]) {
+        for (slot, agent) in slots.iter().zip(&self.ports) {
+            slot.set_active(!self.managed || agent.state() == PortState::Active);
         }
     }
 

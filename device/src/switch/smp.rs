@@ -55,11 +55,13 @@ impl Core {
         let mut sma = self.sma();
         let links = self.links();
         let mut agent = sma.agent(&self.lft, &self.slots, &links);
-        let mut reply = match answer(&mut agent, smp, in_port) {
+        let answered = answer(&mut agent, smp, in_port);
+        drop(links);
+        sma.gate_ports(&self.slots);
+        let mut reply = match answered {
             Answer::Reply(r) => r,
             Answer::ForSm(_) | Answer::Nothing => return None,
         };
-        drop(links);
         match reply.route {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
                 DrStep::Forward(out) => Some((

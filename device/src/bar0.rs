@@ -149,7 +149,7 @@ impl Bar0 {
             }
             regs::SCRATCH => self.scratch,
             regs::PORT_STATE => self.port.state.get(),
-            regs::PORT_LID => u32::from(self.port.lid),
+            regs::PORT_LID => u32::from(self.port.state.sm_lid().unwrap_or(self.port.lid)),
             regs::PORT_GUID_LO => self.port.guid as u32,
             regs::PORT_GUID_HI => (self.port.guid >> 32) as u32,
             regs::EVENT_VECTOR => self.port.state.vector(),

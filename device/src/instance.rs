@@ -12,6 +12,7 @@ use crate::drdma::{Drdma, DrdmaConfig};
 use crate::engine::{wait, Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
 use crate::link::{Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
+use crate::sma::DeviceSma;
 use crate::tca::Tca;
 use crate::verbs::PortAttrs;
 use crate::vl_config::{self, VlConfig};
@@ -19,8 +20,16 @@ use crate::vl_config::{self, VlConfig};
 /// What a device instance is.
 #[derive(Debug, Clone)]
 pub struct InstanceConfig {
-    /// The port's LID.
+    /// The port's LID (unused with `sm_managed`: the SM gives it).
     pub lid: u16,
+    /// A subnet manager brings the port up (`ibtca-device --sm-managed`):
+    /// it starts without a LID, link up makes it Init, and only the SM
+    /// (PortInfo Set through the port's SMA) gives it a LID and makes it
+    /// Active. Otherwise link up is Active with `lid` at once, as before
+    /// there were SMAs; the SMA answers either way.
+    pub sm_managed: bool,
+    /// NodeDescription (what the SM and `ibnetdiscover` show).
+    pub node_description: String,
     /// The node GUID (sent in the link's Hello, reported by QUERY_DEVICE).
     pub node_guid: u64,
     /// The port GUID (PORT_GUID_LO/HI, QUERY_PORT, the port's GID).
@@ -46,6 +55,8 @@ impl Default for InstanceConfig {
     fn default() -> Self {
         InstanceConfig {
             lid: 1,
+            sm_managed: false,
+            node_description: crate::engine::DEFAULT_NODE_DESCRIPTION.to_owned(),
             node_guid: crate::guid::FABRIC_NODE_BASE + 1,
             port_guid: crate::guid::FABRIC_NODE_BASE + 1,
             link: None,
@@ -124,6 +135,7 @@ pub struct Instance {
 impl Instance {
     /// Builds the device, starts its engine and its link.
     pub fn start(cfg: &InstanceConfig) -> io::Result<Self> {
+        let lid = if cfg.sm_managed { 0 } else { cfg.lid };
         let port_state = PortState::new(if cfg.link.is_some() {
             regs::PORT_DOWN
         } else {
@@ -134,7 +146,7 @@ impl Instance {
         cfg.vl.validate().map_err(io::Error::other)?;
         let mut tca = Tca::with_parts(
             PortIdentity {
-                lid: cfg.lid,
+                lid,
                 guid: cfg.port_guid,
                 state: port_state.clone(),
             },
@@ -147,7 +159,7 @@ impl Instance {
                 let local = LocalPort {
                     node_guid: cfg.node_guid,
                     port: 1,
-                    lid: cfg.lid,
+                    lid,
                 };
                 // Each socket read's packets reach the engine as one event.
                 let mut link_config = LinkConfig {
@@ -177,13 +189,13 @@ impl Instance {
             None => Box::new(NoLink),
         };
         let port = PortAttrs {
-            lid: cfg.lid,
+            lid,
             guid: cfg.port_guid,
             node_guid: cfg.node_guid,
             data_vls: cfg.vl.weights.len() as u8,
             ..PortAttrs::default()
         };
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             tca.guest_memory(),
             tca.msix().clone(),
             sink,
@@ -191,6 +203,14 @@ impl Instance {
             port_state,
             drdma,
         );
+        engine.set_sma(DeviceSma::new(
+            cfg.node_guid,
+            cfg.port_guid,
+            &cfg.node_description,
+            lid,
+            port.data_vls,
+            cfg.sm_managed,
+        ));
         let engine = EngineThread::spawn(engine, tx.clone(), rx, cfg.engine_spin);
         tca.set_engine(tx);
         Ok(Instance { tca, engine, link })

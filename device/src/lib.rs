@@ -22,6 +22,7 @@ pub mod pci;
 pub mod ratelimit;
 pub mod regs;
 pub mod sched;
+pub mod sma;
 pub mod switch;
 pub mod tca;
 pub mod transport;

@@ -55,6 +55,17 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
     lid: u16,
 
+    /// A subnet manager brings the port up: it starts without a LID, is
+    /// Init while its link is up, and gets its LID and goes Active only
+    /// through PortInfo Sets to the device's subnet management agent.
+    /// Without it the port is Active with --lid whenever its link is up.
+    #[arg(long)]
+    sm_managed: bool,
+
+    /// NodeDescription the device's subnet management agent reports.
+    #[arg(long, value_name = "TEXT", default_value = ibtca_device::engine::DEFAULT_NODE_DESCRIPTION)]
+    node_description: String,
+
     /// The node GUID, an EUI-64 (default: a random locally administered
     /// one, logged at start; give one for an identity that outlives the
     /// process). `--guid` is its older name.
@@ -225,6 +236,8 @@ fn main() -> ExitCode {
     let node_guid = args.node_guid.unwrap_or_else(guid::random_local);
     let instance_cfg = InstanceConfig {
         lid: args.lid,
+        sm_managed: args.sm_managed,
+        node_description: args.node_description.clone(),
         node_guid,
         port_guid: args.port_guid.unwrap_or(node_guid),
         link: args.link.clone(),

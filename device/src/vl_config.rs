@@ -167,6 +167,10 @@ pub fn remap(cfg: &VlConfig, packet: &mut [u8]) {
     let (Some(old), Some(sl)) = (encoded::vl(packet), encoded::sl(packet)) else {
         return;
     };
+    if old == VL15 {
+        // Subnet management stays on VL15 whatever its SL.
+        return;
+    }
     let vl = cfg.vl(sl);
     if old != vl {
         encoded::set_vl(packet, vl);

@@ -11,6 +11,8 @@
 //!   [`PacketView::parse`].
 //! - [`encoded`]: fields of an encoded packet read or changed in place,
 //!   without a parse (VL, SL, DLID, opcode, QP, PSN, AETH, VCRC).
+//! - [`mad`]: management datagrams: the MAD header, SMPs (LID-routed and
+//!   directed-route) and the subnet management attributes.
 //! - [`link`]: length-prefixed frames for the Unix-socket tunnel and a
 //!   streaming [`FrameDecoder`].
 //! - [`atm`]: ATM cells (UNI header, HEC), AAL5, AAL1 and AAL0, and an ATM
@@ -28,6 +30,7 @@ mod error;
 pub mod fuzz_targets;
 pub mod headers;
 pub mod link;
+pub mod mad;
 pub mod opcode;
 pub mod packet;
 mod reader;

@@ -167,6 +167,7 @@ impl Fabric {
                 ports: pcs,
                 routes: routes.get(s).cloned().unwrap_or_default(),
                 link: LinkConfig::default(),
+                sm_managed: false,
             };
             switches.push(Switch::start(cfg).expect("switch starts"));
         }

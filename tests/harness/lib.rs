@@ -29,6 +29,7 @@ pub mod links;
 pub mod pair;
 pub mod peer_death;
 pub mod sim_guest;
+pub mod sm_client;
 pub mod vm;
 
 /// vfio-user command numbers (from the specification).

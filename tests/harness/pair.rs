@@ -166,6 +166,7 @@ fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
         engine_spin: o.engine_spin,
         link_ring: o.link_ring,
         link_spin: o.link_spin,
+        ..InstanceConfig::default()
     };
     TestServer::start_instance(TempDir::new("side"), cfg)
 }

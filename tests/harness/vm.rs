@@ -510,6 +510,7 @@ pub fn run_guest_trio(
             .collect(),
         routes: Vec::new(),
         link: LinkConfig::default(),
+        sm_managed: false,
     })
     .expect("switch starts");
     let plans = (1..=3u16)

@@ -54,6 +54,7 @@ fn a_stalled_vl_pushes_back_through_the_switch_while_another_flows() {
         ],
         routes: Vec::new(),
         link: LinkConfig::default(),
+        sm_managed: false,
     })
     .unwrap();
     // The sender (LID 1): default flow control.
@@ -168,6 +169,7 @@ fn a_peer_that_ignores_credits_is_cut_off_and_the_switch_serves_the_others() {
             .collect(),
         routes: Vec::new(),
         link: LinkConfig::default(),
+        sm_managed: false,
     })
     .unwrap();
     let (x, xrx) = start_link(LinkEndpoint::Connect(p1), port(1), LinkConfig::default());

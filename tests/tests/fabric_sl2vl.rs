@@ -407,6 +407,7 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
         ports,
         routes: Vec::new(),
         link: LinkConfig::default(),
+        sm_managed: false,
     })
     .unwrap();
     let local = LocalPort {

@@ -233,6 +233,15 @@ impl Link {
         self.shared.counters.snapshot()
     }
 
+    /// Replaces the weights of data VLs 0-14 (packets per arbitration
+    /// turn; 0: never served), as a subnet manager's VLArbitrationTable
+    /// does.
+    pub fn set_weights(&self, weights: [u8; 15]) {
+        self.shared
+            .queue
+            .set_weights(weights, &self.shared.counters);
+    }
+
     /// Replaces the fault-injection plan; sequence numbers restart at 0.
     pub fn set_faults(&self, plan: FaultPlan) {
         self.shared.queue.set_faults(plan, &self.shared.counters);

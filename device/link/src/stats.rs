@@ -56,6 +56,9 @@ pub struct LinkStats {
     /// Packets the peer sent on a VL without credit (all the receive
     /// buffers it was granted still held): dropped, not passed on.
     pub rx_credit_overruns: u64,
+    /// VL15 (management) packets dropped because the
+    /// [`super::VL15_BUFFERS`] buffers were all held.
+    pub rx_vl15_dropped: u64,
     /// Connections on which this end wrote its frames into a shared ring
     /// it offered (`pipe.rs`), not the socket.
     pub tx_rings: u64,
@@ -86,6 +89,7 @@ pub(super) struct Counters {
     pub credit_frames_tx: AtomicU64,
     pub credit_frames_rx: AtomicU64,
     pub rx_credit_overruns: AtomicU64,
+    pub rx_vl15_dropped: AtomicU64,
     pub tx_rings: AtomicU64,
     pub rx_rings: AtomicU64,
 }
@@ -131,6 +135,7 @@ impl Counters {
             credit_frames_tx: get(&self.credit_frames_tx),
             credit_frames_rx: get(&self.credit_frames_rx),
             rx_credit_overruns: get(&self.rx_credit_overruns),
+            rx_vl15_dropped: get(&self.rx_vl15_dropped),
             tx_rings: get(&self.tx_rings),
             rx_rings: get(&self.rx_rings),
         }

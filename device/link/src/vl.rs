@@ -11,8 +11,13 @@
 //!   never sends a packet the receiver has no buffer for; a VL out of credit
 //!   stalls alone while the others go on. Grants are incremental; a new
 //!   connection starts from zero.
-//! - **Arbitration**: VL15 (management) is served first; data VLs 0–14
-//!   take turns, each sending up to its weight in packets per turn.
+//! - **VL15** (subnet management) is outside credit flow control, as IBA
+//!   says: it is served first and never waits for credits, and the
+//!   receiver grants none for it; it holds at most [`VL15_BUFFERS`]
+//!   management packets and drops (and counts) the rest, which IBA allows
+//!   for VL15.
+//! - **Arbitration**: VL15 is served first; data VLs 0–14 take turns, each
+//!   sending up to its weight in packets per turn.
 //! - A device frees a buffer when its engine is done with the packet (drops
 //!   its batch, [`FlowControl::auto_return`]); a switch frees it when the packet has
 //!   left through the output port, so a congested output pushes back to the
@@ -24,6 +29,10 @@ use std::collections::VecDeque;
 pub const NUM_VLS: usize = 16;
 /// The management VL, served before every data VL.
 pub const VL15: u8 = 15;
+
+/// VL15 packets a receiver holds at once (outside flow control); more are
+/// dropped and counted (`rx_vl15_dropped`).
+pub const VL15_BUFFERS: u32 = 64;
 
 /// Flow-control settings of one end of a link. Both ends of a link must
 /// run flow control (every ibtca device and switch does).
@@ -107,6 +116,17 @@ impl VlQueues {
         }
     }
 
+    /// Replaces the data VLs' weights (the arbiter keeps its place).
+    pub fn set_weights(&mut self, weights: [u8; 15]) {
+        self.weights = weights;
+        let turn = self
+            .weights
+            .get(usize::from(self.turn))
+            .copied()
+            .unwrap_or(0);
+        self.left = self.left.min(turn);
+    }
+
     /// Removes everything (a connection ended); credits restart at zero.
     pub fn clear(&mut self) -> Vec<Queued> {
         self.len = 0;
@@ -127,8 +147,11 @@ impl VlQueues {
 
     /// Takes one credit of `vl` for a packet sent past the queues (they
     /// are empty, so arbitration has nothing to choose); false if `vl` has
-    /// none (always true without flow control).
+    /// none (always true without flow control, and for VL15).
     pub fn take_credit(&mut self, vl: u8) -> bool {
+        if vl == VL15 {
+            return true;
+        }
         match self.credits.as_mut().map(|c| c.get_mut(usize::from(vl))) {
             None => true,
             Some(Some(c)) if *c > 0 => {
@@ -142,6 +165,9 @@ impl VlQueues {
     /// Gives back a credit [`Self::take_credit`] took for a packet that was
     /// not sent after all.
     pub fn return_credit(&mut self, vl: u8) {
+        if vl == VL15 {
+            return;
+        }
         if let Some(c) = self
             .credits
             .as_mut()
@@ -160,10 +186,11 @@ impl VlQueues {
         let i = usize::from(vl);
         let queued = self.queues.get(i).is_some_and(|q| !q.is_empty());
         queued
-            && self
-                .credits
-                .as_ref()
-                .is_none_or(|c| c.get(i).is_some_and(|n| *n > 0))
+            && (vl == VL15
+                || self
+                    .credits
+                    .as_ref()
+                    .is_none_or(|c| c.get(i).is_some_and(|n| *n > 0)))
     }
 
     /// True if packets wait but no VL may send (credit stall).
@@ -185,7 +212,7 @@ impl VlQueues {
     }
 
     /// The next packet by arbitration: VL15 first, then the data VLs by
-    /// weighted round robin; consumes one credit.
+    /// weighted round robin; consumes one credit (none for VL15).
     pub fn pop(&mut self) -> Option<Queued> {
         let vl = if self.eligible(VL15) {
             VL15
@@ -194,12 +221,14 @@ impl VlQueues {
         };
         let q = self.queues.get_mut(usize::from(vl))?.pop_front()?;
         self.len -= 1;
-        if let Some(c) = self
-            .credits
-            .as_mut()
-            .and_then(|c| c.get_mut(usize::from(vl)))
-        {
-            *c -= 1;
+        if vl != VL15 {
+            if let Some(c) = self
+                .credits
+                .as_mut()
+                .and_then(|c| c.get_mut(usize::from(vl)))
+            {
+                *c -= 1;
+            }
         }
         Some(q)
     }
@@ -245,9 +274,9 @@ mod tests {
             v.push(q(0, n));
             v.push(q(1, n));
         }
-        v.push(q(15, 0));
         assert!(v.stalled(), "no credits yet");
         assert_eq!(v.pop(), None);
+        v.push(q(15, 0));
         v.add_credits(&[100; NUM_VLS]);
         let order: Vec<u8> = std::iter::from_fn(|| v.pop()).map(|q| q.vl).collect();
         assert_eq!(order, [15, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1]);
@@ -268,6 +297,22 @@ mod tests {
         assert_eq!(v.pop(), None);
         assert!(v.stalled());
         assert_eq!(v.credits()[1], 0);
+    }
+
+    #[test]
+    fn vl15_needs_no_credits() {
+        let mut v = VlQueues::new(Some(&FlowControl::default()));
+        for n in 0..3 {
+            v.push(q(0, n));
+            v.push(q(15, n));
+        }
+        let got: Vec<(u8, u8)> = std::iter::from_fn(|| v.pop())
+            .map(|q| (q.vl, q.packet[1]))
+            .collect();
+        assert_eq!(got, [(15, 0), (15, 1), (15, 2)], "VL0 waits for credits");
+        assert!(v.stalled());
+        assert!(v.take_credit(VL15));
+        assert!(!v.take_credit(0));
     }
 
     #[test]

@@ -77,6 +77,13 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     lid: u16,
 
+    /// A subnet manager configures the switch: no LID until the SM sets
+    /// port 0's, no routes learned from Hellos (the SM's LFT, and --route,
+    /// only), ports Init until the SM makes them Active. Port 0's subnet
+    /// management agent answers SMPs (VL15, QP0) either way.
+    #[arg(long)]
+    sm_managed: bool,
+
     /// Log every port's counters every SECS seconds (0: only at exit).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     stats_interval: u64,
@@ -160,6 +167,7 @@ fn config(args: &Args) -> Result<SwitchConfig, String> {
             shared_ring: args.link_ring_kib.saturating_mul(1024),
             ..LinkConfig::default()
         },
+        sm_managed: args.sm_managed,
     })
 }
 

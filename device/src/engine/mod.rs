@@ -14,17 +14,19 @@
 
 pub mod env;
 mod outbox;
+mod port_state;
 mod qp_error;
 mod qp_map;
+mod smp;
 pub mod wait;
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::encoded;
+use ibtca_protocol::mad::QP0;
 use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
@@ -32,7 +34,7 @@ use crate::dma::GuestMemory;
 use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
-use crate::regs;
+use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
 use crate::transport::{config, RcConfig, RcQp};
 use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
@@ -43,8 +45,10 @@ use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
+pub use port_state::PortState;
 use qp_error::log_qp_error;
 use qp_map::QpMap;
+pub use smp::DEFAULT_NODE_DESCRIPTION;
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -76,69 +80,6 @@ pub enum EngineEvent {
     Stop,
 }
 
-/// Port state and asynchronous events, shared with BAR0 (PORT_STATE,
-/// EVENT_VECTOR, EVENT_CAUSE, PORT_EVENTS).
-#[derive(Debug)]
-pub struct PortState {
-    state: AtomicU32,
-    events: AtomicU32,
-    cause: AtomicU32,
-    vector: AtomicU32,
-}
-
-impl PortState {
-    /// A port in `state` (IBTCA_PORT_*).
-    pub fn new(state: u32) -> Arc<Self> {
-        Arc::new(PortState {
-            state: AtomicU32::new(state),
-            events: AtomicU32::new(0),
-            cause: AtomicU32::new(0),
-            vector: AtomicU32::new(0),
-        })
-    }
-
-    /// Current IBTCA_PORT_* state.
-    pub fn get(&self) -> u32 {
-        self.state.load(Ordering::Relaxed)
-    }
-
-    /// Port state changes so far.
-    pub fn events(&self) -> u32 {
-        self.events.load(Ordering::Relaxed)
-    }
-
-    /// Pending IBTCA_EVENT_* causes.
-    pub fn cause(&self) -> u32 {
-        self.cause.load(Ordering::Acquire)
-    }
-
-    /// Clears the causes set in `bits` (EVENT_CAUSE is write-1-to-clear).
-    pub fn clear_cause(&self, bits: u32) {
-        self.cause.fetch_and(!bits, Ordering::AcqRel);
-    }
-
-    /// The MSI-X vector of asynchronous events.
-    pub fn vector(&self) -> u32 {
-        self.vector.load(Ordering::Relaxed)
-    }
-
-    /// Sets the vector (EVENT_VECTOR).
-    pub fn set_vector(&self, v: u32) {
-        self.vector.store(v, Ordering::Relaxed);
-    }
-
-    /// Moves the port to `s`; true if that is a change (an event).
-    fn set(&self, s: u32) -> bool {
-        if self.state.swap(s, Ordering::AcqRel) == s {
-            return false;
-        }
-        self.events.fetch_add(1, Ordering::Relaxed);
-        self.cause
-            .fetch_or(regs::EVENT_PORT_CHANGE, Ordering::AcqRel);
-        true
-    }
-}
-
 /// Counters of the engine, for logs and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -148,6 +89,9 @@ pub struct EngineStats {
     pub rx_malformed: u64,
     /// Packets for a QP that is not in RTS.
     pub rx_no_qp: u64,
+    /// Data packets dropped because the SM has not yet armed the port
+    /// (`--sm-managed`, port in Init).
+    pub rx_port_init: u64,
     /// Packets sent to the link.
     pub tx_packets: u64,
     /// Packets delivered to this device's own LID.
@@ -197,6 +141,8 @@ pub struct Engine {
     /// Packets of the burst being flushed that go to the link (kept for its
     /// allocation).
     to_link: Vec<Vec<u8>>,
+    /// The port's subnet management agent (QP0).
+    sma: DeviceSma,
     stats: EngineStats,
 }
 
@@ -241,6 +187,7 @@ impl Engine {
             held: QpMap::default(),
             sq_wqes: Vec::new(),
             capped: Vec::new(),
+            sma: smp::default_sma(&port),
             outbox: Outbox::new(link, port.lid),
             to_link: Vec::new(),
             stats: EngineStats::default(),
@@ -309,11 +256,11 @@ impl Engine {
                     peer_guid = format!("{:#x}", peer.node_guid),
                     "link up"
                 );
-                self.port_changed(regs::PORT_ACTIVE);
+                self.link_changed(true);
             }
             EngineEvent::Link(LinkEvent::Down { reason }) => {
                 tracing::info!(%reason, "link down");
-                self.port_changed(regs::PORT_DOWN);
+                self.link_changed(false);
             }
             EngineEvent::Reset(done) => {
                 self.reset();
@@ -627,6 +574,14 @@ impl Engine {
             }
         };
         let qpn = view.bth.dest_qp;
+        if qpn == QP0 {
+            self.receive_smp(&view);
+            return;
+        }
+        if !self.port_takes_data() {
+            self.stats.rx_port_init += 1;
+            return;
+        }
         if !self.rc.contains_key(&qpn) {
             self.stats.rx_no_qp += 1;
             tracing::debug!(qpn, "packet for a QP that is not ready");

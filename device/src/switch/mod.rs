@@ -28,17 +28,19 @@ mod delay;
 mod forward;
 mod lft;
 mod port;
+mod sma;
+mod smp;
 pub mod spec;
 mod stats;
 
 use std::io;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_protocol::encoded;
 
-use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort};
+use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15};
 
 pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{
@@ -51,6 +53,7 @@ pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
 
 use port::PortSlot;
+use sma::SwitchSma;
 
 /// What a switch is.
 #[derive(Debug, Clone)]
@@ -68,6 +71,10 @@ pub struct SwitchConfig {
     pub routes: Vec<(u16, u8)>,
     /// Link tunables for every port.
     pub link: LinkConfig,
+    /// A subnet manager configures the switch: it starts without a LID,
+    /// learns no routes from `Hello`s, and its ports are Init until the SM
+    /// makes them Active (port 0's agent answers either way).
+    pub sm_managed: bool,
 }
 
 /// Why a switch cannot start.
@@ -112,6 +119,8 @@ struct Core {
     slots: Vec<PortSlot>,
     /// The running links, index = port - 1; `None` while a port is down.
     links: RwLock<Vec<Option<Link>>>,
+    /// Port 0's subnet management agent.
+    sma: Mutex<SwitchSma>,
 }
 
 /// A running switch. Stops (and joins every port's threads) on
@@ -165,10 +174,14 @@ impl Switch {
             };
             slots.push(PortSlot::new(pc, capture));
         }
+        let lid = if cfg.sm_managed { 0 } else { cfg.lid };
+        let sma = SwitchSma::new(cfg.guid, &cfg.name, lid, &slots, cfg.sm_managed);
+        sma.gate_ports(&slots);
         let core = Arc::new(Core {
+            sma: Mutex::new(sma),
             name: cfg.name,
             guid: cfg.guid,
-            lid: cfg.lid,
+            lid,
             link_config: cfg.link,
             lft,
             slots,
@@ -202,6 +215,17 @@ impl Switch {
     /// The forwarding table.
     pub fn lft(&self) -> &Lft {
         &self.core.lft
+    }
+
+    /// The switch's LID (port 0's: the configured one, or the SM's).
+    pub fn lid(&self) -> u16 {
+        self.core.sma().lid()
+    }
+
+    /// Port 0's agent's counters: SMPs served, dropped, M_Key violations.
+    pub fn sma_counts(&self) -> (u64, u64, u64) {
+        let sma = self.core.sma();
+        (sma.smps_served, sma.smps_dropped, sma.m_key_violations)
     }
 
     /// Counters of `port` (1-based); `None` if there is no such port.
@@ -290,7 +314,8 @@ impl Switch {
         // Input buffers are freed when their packet leaves the switch.
         if let Some(flow) = config.flow_control.as_mut() {
             flow.auto_return = false;
-            slot.config.vl.apply(flow);
+            // The SM's VLArbitrationTable, if it set one.
+            flow.weights = slot.weights();
         }
         let link = Link::start_full(
             slot.config.endpoint.clone(),
@@ -326,6 +351,7 @@ impl Switch {
                 malformed = s.drop_malformed,
                 queue_full = s.drop_queue_full,
                 link_down = s.drop_link_down,
+                port_inactive = s.drop_port_inactive,
                 credit_stalls = self.link_stats(port).map_or(0, |l| l.credit_stalls),
                 "port counters"
             );
@@ -375,6 +401,10 @@ impl Core {
         self.links.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn sma(&self) -> MutexGuard<'_, SwitchSma> {
+        self.sma.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The sink of `port`'s link, on that link's reader thread.
     fn on_event(&self, port: u8, ev: LinkEvent) {
         let Some(slot) = self.slot(port) else {
@@ -384,7 +414,13 @@ impl Core {
             LinkEvent::Packet(packet) => self.forward(port, slot, packet),
             LinkEvent::Up { peer } => {
                 slot.set_up(Some(peer));
-                if self.lft.learn(peer.lid, port) {
+                let managed = {
+                    let mut sma = self.sma();
+                    sma.link_changed(port, true);
+                    sma.gate_ports(&self.slots);
+                    sma.managed()
+                };
+                if !managed && self.lft.learn(peer.lid, port) {
                     tracing::info!(switch = %self.name, port, lid = peer.lid, "route learned");
                 }
                 tracing::info!(
@@ -397,6 +433,10 @@ impl Core {
             }
             LinkEvent::Down { reason } => {
                 slot.set_up(None);
+                let mut sma = self.sma();
+                sma.link_changed(port, false);
+                sma.gate_ports(&self.slots);
+                drop(sma);
                 tracing::info!(switch = %self.name, port, %reason, "port down");
             }
         }
@@ -419,6 +459,19 @@ impl Core {
                 return;
             }
         };
+        if in_vl == VL15 && self.is_for_sma(dlid) {
+            match self.serve_smp(in_port, &packet) {
+                Some((out_port, reply)) => {
+                    let tag = self.credit_tag(in_port, in_vl);
+                    match self.slot(out_port) {
+                        Some(out_slot) => self.send(out_port, out_slot, reply, tag),
+                        None => self.credit_done(tag),
+                    }
+                }
+                None => free_input(),
+            }
+            return;
+        }
         let Some(out_port) = self.lft.lookup(dlid) else {
             tracing::debug!(switch = %self.name, port = in_port, dlid, "no route; packet dropped");
             in_slot.counters.dropped(DropReason::UnknownLid);
@@ -430,8 +483,19 @@ impl Core {
             free_input();
             return;
         };
+        if in_vl != VL15 && !(in_slot.is_active() && out_slot.is_active()) {
+            let counted = if in_slot.is_active() {
+                out_slot
+            } else {
+                in_slot
+            };
+            counted.counters.dropped(DropReason::PortInactive);
+            free_input();
+            return;
+        }
         let sl = encoded::sl(&packet).unwrap_or(0);
-        let vl = out_slot.config.vl.vl(sl);
+        // Subnet management stays on VL15 whatever its SL.
+        let vl = if in_vl == VL15 { VL15 } else { out_slot.vl(sl) };
         encoded::set_vl(&mut packet, vl);
         encoded::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);

@@ -2,12 +2,12 @@
 //! its link as the forwarding threads see it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
-use crate::vl_config::VlConfig;
+use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::capture::Capture;
 use super::delay::DelayLine;
@@ -50,7 +50,17 @@ pub(super) struct PortSlot {
     pub capture: Option<Capture>,
     pub delay: DelayLine,
     up: AtomicBool,
+    /// The port may carry data: always without an SM; with one
+    /// (`--sm-managed`), only while the SM has it Active (the agent keeps
+    /// this current).
+    active: AtomicBool,
     peer: Mutex<Option<LocalPort>>,
+    /// SL → VL of what the port sends: the configuration's, until the SM
+    /// sets one (SLtoVLMappingTable).
+    sl2vl: [AtomicU8; SLS],
+    /// Data-VL weights: the configuration's, until the SM sets a
+    /// VLArbitrationTable.
+    weights: Mutex<[u8; MAX_DATA_VLS]>,
 }
 
 impl PortSlot {
@@ -59,10 +69,13 @@ impl PortSlot {
         delay.set_delay(config.delay);
         PortSlot {
             delay,
+            sl2vl: std::array::from_fn(|sl| AtomicU8::new(config.vl.vl(sl as u8))),
+            weights: Mutex::new(config.vl.link_weights()),
             config,
             counters: PortCounters::default(),
             capture,
             up: AtomicBool::new(false),
+            active: AtomicBool::new(true),
             peer: Mutex::new(None),
         }
     }
@@ -75,12 +88,51 @@ impl PortSlot {
         self.counters.link_changed(peer.is_some());
     }
 
+    /// True if the port may carry data packets.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether the port may carry data packets.
+    pub fn set_active(&self, active: bool) {
+        self.active.store(active, Ordering::Relaxed);
+    }
+
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::Relaxed)
     }
 
     pub fn peer(&self) -> Option<LocalPort> {
         *self.peer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The VL a packet on `sl` leaves by (SL15: VL15).
+    pub fn vl(&self, sl: u8) -> u8 {
+        self.sl2vl
+            .get(usize::from(sl))
+            .map_or(15, |v| v.load(Ordering::Relaxed))
+    }
+
+    /// The SL → VL table.
+    pub fn sl2vl(&self) -> [u8; SLS] {
+        std::array::from_fn(|sl| self.vl(sl as u8))
+    }
+
+    /// Replaces the SL → VL table (the SM's; SL15 stays on VL15).
+    pub fn set_sl2vl(&self, table: [u8; SLS]) {
+        for (sl, (slot, vl)) in self.sl2vl.iter().zip(table).enumerate() {
+            slot.store(if sl == SLS - 1 { 15 } else { vl }, Ordering::Relaxed);
+        }
+    }
+
+    /// The data-VL weights the port's link arbitrates by.
+    pub fn weights(&self) -> [u8; MAX_DATA_VLS] {
+        *self.weights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces them (the link is told by the caller).
+    pub fn set_weights(&self, weights: [u8; MAX_DATA_VLS]) {
+        *self.weights.lock().unwrap_or_else(|e| e.into_inner()) = weights;
     }
 
     pub fn stats(&self) -> PortStats {

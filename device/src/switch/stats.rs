@@ -17,6 +17,10 @@ pub enum DropReason {
     /// The output port's link was down, or the port does not exist (output
     /// port, or input port when the route names no port).
     LinkDown,
+    /// A data packet to or from a port the subnet manager has not made
+    /// Active (`--sm-managed`; counted where it would have gone out, or on
+    /// the input port if that is the inactive one).
+    PortInactive,
 }
 
 /// A snapshot of one port's counters.
@@ -40,6 +44,8 @@ pub struct PortStats {
     pub drop_queue_full: u64,
     /// Packets for this port dropped because its link was down.
     pub drop_link_down: u64,
+    /// Data packets dropped because the SM had not made the port Active.
+    pub drop_port_inactive: u64,
     /// Times the port's link came up.
     pub link_ups: u64,
     /// Times the port's link went down.
@@ -54,6 +60,7 @@ impl PortStats {
             + self.drop_malformed
             + self.drop_queue_full
             + self.drop_link_down
+            + self.drop_port_inactive
     }
 }
 
@@ -69,6 +76,7 @@ pub(super) struct PortCounters {
     drop_malformed: AtomicU64,
     drop_queue_full: AtomicU64,
     drop_link_down: AtomicU64,
+    drop_port_inactive: AtomicU64,
     link_ups: AtomicU64,
     link_downs: AtomicU64,
 }
@@ -97,6 +105,7 @@ impl PortCounters {
                 DropReason::Malformed => &self.drop_malformed,
                 DropReason::QueueFull => &self.drop_queue_full,
                 DropReason::LinkDown => &self.drop_link_down,
+                DropReason::PortInactive => &self.drop_port_inactive,
             },
             1,
         );
@@ -118,6 +127,7 @@ impl PortCounters {
             drop_malformed: get(&self.drop_malformed),
             drop_queue_full: get(&self.drop_queue_full),
             drop_link_down: get(&self.drop_link_down),
+            drop_port_inactive: get(&self.drop_port_inactive),
             link_ups: get(&self.link_ups),
             link_downs: get(&self.link_downs),
         }

@@ -12,11 +12,13 @@
 mod atm;
 mod input;
 mod link;
+mod mad;
 mod packet;
 
 pub use atm::atm_cells;
 pub use input::Input;
 pub use link::link_frames;
+pub use mad::mad;
 pub use packet::ib_packet;
 
 /// Runs `target` on every file of `fuzz/corpus/<name>/` (relative to the
@@ -55,6 +57,11 @@ mod tests {
     #[test]
     fn atm_cells_corpus_replays() {
         assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "atm_cells", atm_cells) > 0);
+    }
+
+    #[test]
+    fn mad_corpus_replays() {
+        assert!(replay_corpus(env!("CARGO_MANIFEST_DIR"), "mad", mad) > 0);
     }
 
     #[test]

@@ -11,7 +11,12 @@
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- guest-drdma
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- link [--packets N]
 //! cargo run --release -p ibtca-tests --bin ibtca-bench -- crc
+//! cargo run --release -p ibtca-tests --bin ibtca-bench -- sma [--smps N]
 //! ```
+//!
+//! `sma` (see `tests/src/bench/sma.rs`): SMPs per second answered by a
+//! device's subnet management agent, next to a test SM and behind two
+//! switches.
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
 //! through the trapped and the mapped window, next to memcpy and an ordinary
@@ -103,6 +108,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
        ibtca-bench guest-drdma [--placement P]
        ibtca-bench link [--packets N]
        ibtca-bench crc
+       ibtca-bench sma [--smps N]
 
   --iterations N      host round trips per measurement (default 20000)
   --no-vm             skip the guest measurements
@@ -140,6 +146,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
                       for events US µs before blocking (default 0, the
                       ibtca-device default)
   --packets N         (link) packets sent (default 500000)
+  --smps N            (sma) SMPs per measurement (default 20000)
   --placement P       (guest-verbs, guest-drdma) shared (nothing pinned), nice (nothing
                       pinned, the guests' QEMU at nice 19), latency (devices
                       on CPU 0 under SCHED_FIFO, one guest per CPU), both
@@ -168,6 +175,7 @@ enum Bench {
     GuestDrdma,
     Link { packets: u64 },
     Crc,
+    Sma { smps: u64 },
 }
 
 #[path = "../bench/cpu.rs"]
@@ -186,6 +194,8 @@ mod mmio;
 mod rate;
 #[path = "../bench/raw.rs"]
 mod raw;
+#[path = "../bench/sma.rs"]
+mod sma;
 #[path = "../bench/switch.rs"]
 mod switch;
 #[path = "../bench/table.rs"]
@@ -255,6 +265,23 @@ fn parse_args() -> Result<Bench, String> {
             }
             Ok(Bench::Link { packets })
         }
+        Some("sma") => {
+            let mut smps = 20_000;
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--smps" => {
+                        smps = args
+                            .next()
+                            .and_then(|v| v.parse().ok())
+                            .filter(|&n| n > 0)
+                            .ok_or("--smps needs a positive number")?;
+                    }
+                    "-h" | "--help" => return Err(String::new()),
+                    other => return Err(format!("unknown option '{other}'")),
+                }
+            }
+            Ok(Bench::Sma { smps })
+        }
         Some("crc") => match args.next().as_deref() {
             None => Ok(Bench::Crc),
             Some("-h" | "--help") => Err(String::new()),
@@ -263,7 +290,7 @@ fn parse_args() -> Result<Bench, String> {
         Some("-h" | "--help") => Err(String::new()),
         Some(other) => Err(format!("unknown benchmark '{other}'")),
         None => Err(
-            "which benchmark? (mmio, verbs, guest-verbs, drdma, switch, guest-drdma, link, crc)"
+            "which benchmark? (mmio, verbs, guest-verbs, drdma, switch, guest-drdma, link, crc, sma)"
                 .into(),
         ),
     }
@@ -533,6 +560,7 @@ fn main() -> ExitCode {
         Ok(Bench::Switch { seconds }) => return switch::run(seconds),
         Ok(Bench::GuestDrdma) => return run_guest_drdma(),
         Ok(Bench::Link { packets }) => return link::run(packets),
+        Ok(Bench::Sma { smps }) => return sma::run(smps),
         Ok(Bench::Crc) => return crc::run(),
         Err(e) => {
             if !e.is_empty() {

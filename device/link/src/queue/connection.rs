@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::super::pipe::TxPipe;
 use super::super::stats::{add, sub, Counters};
-use super::super::vl::NUM_VLS;
+use super::super::vl::{NUM_VLS, VL15};
 use super::TxQueue;
 
 impl TxQueue {
@@ -31,6 +31,8 @@ impl TxQueue {
         st.stream = stream;
         if let Some(flow) = &self.flow {
             st.owed = [u32::from(flow.credits); NUM_VLS];
+            // VL15 is outside flow control: no credits.
+            st.owed[usize::from(VL15)] = 0;
             st.owed_due = true;
         }
         st.conn

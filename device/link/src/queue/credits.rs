@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
 use super::super::stats::{add, bump, Counters};
-use super::super::vl::NUM_VLS;
+use super::super::vl::{NUM_VLS, VL15};
 use super::batch::Batch;
 use super::{TxQueue, TxState};
 
@@ -91,7 +91,8 @@ impl TxQueue {
         }
         let half = (u32::from(flow.credits) / 2).max(1);
         let mut due = false;
-        for ((owed, held), n) in st.owed.iter_mut().zip(&self.rx_held).zip(freed) {
+        for (vl, ((owed, held), n)) in st.owed.iter_mut().zip(&self.rx_held).zip(freed).enumerate()
+        {
             if *n == 0 {
                 continue;
             }
@@ -100,6 +101,10 @@ impl TxQueue {
             let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
                 Some(h.saturating_sub(n))
             });
+            if vl == usize::from(VL15) {
+                // Outside flow control: a freed VL15 buffer owes nothing.
+                continue;
+            }
             *owed = owed.saturating_add(n);
             due |= *owed >= half;
         }

@@ -234,4 +234,13 @@ impl TxQueue {
         drop(guard);
         self.done(lost);
     }
+
+    /// Replaces the data VLs' arbitration weights; a VL they let go again
+    /// wakes the writer.
+    pub fn set_weights(&self, weights: [u8; 15], counters: &Counters) {
+        let mut st = self.lock();
+        let woken = !st.writer_waiting || st.has_work();
+        st.vls.set_weights(weights);
+        self.kick(&mut st, woken, counters);
+    }
 }

@@ -22,7 +22,7 @@ use super::pipe::{self, AcceptError, OfferError, RingRx, RxPipe, TxPipe};
 use super::queue::run_writer;
 use super::shared::{Shared, Sink};
 use super::stats::{add, bump};
-use super::vl::NUM_VLS;
+use super::vl::{NUM_VLS, VL15, VL15_BUFFERS};
 use super::{BufferPool, LinkEvent, LinkRx, LocalPort, PacketBatch, RxCredits, MAX_BODY};
 
 /// Bytes asked of one `read` (at least; the buffer always has room for a
@@ -246,6 +246,9 @@ impl Session<'_> {
         let Some(buffers) = self.buffers else {
             return true;
         };
+        if vl == VL15 {
+            return self.admit_vl15();
+        }
         let Some(taken) = self.taken.get_mut(usize::from(vl)) else {
             return false;
         };
@@ -262,6 +265,20 @@ impl Session<'_> {
                 "link peer sends beyond its credits; dropping such packets (counted in rx_credit_overruns)"
             );
         }
+        false
+    }
+
+    /// A VL15 packet (outside flow control) takes one of the
+    /// [`VL15_BUFFERS`] management buffers, or is dropped and counted.
+    fn admit_vl15(&mut self) -> bool {
+        let Some(taken) = self.taken.get_mut(usize::from(VL15)) else {
+            return false;
+        };
+        if self.shared.queue.rx_held(VL15) + u32::from(*taken) < VL15_BUFFERS {
+            *taken += 1;
+            return true;
+        }
+        bump(&self.shared.counters.rx_vl15_dropped);
         false
     }
 

@@ -244,3 +244,47 @@ fn a_peer_that_ignores_credits_is_cut_off_and_counted() {
     assert_eq!(b.stats().rx_credit_overruns, 2 * (50 - 4), "no more");
     assert!(b.is_up());
 }
+
+/// VL15 is outside flow control: with VL0 out of credits and nothing
+/// freed, management packets still go (first), none are granted or
+/// charged, and a receiver whose VL15 buffers are all held drops the rest.
+#[test]
+fn vl15_passes_while_the_data_vls_have_no_credits() {
+    let (a, b) = pair_lending("vl15", 4);
+    wait_until("A holds B's grant", || a.link.credits()[0] == 4);
+    assert_eq!(a.link.credits()[15], 0, "no VL15 credits are granted");
+    for i in 0..8 {
+        a.send_all([vl_packet(0, i)]);
+    }
+    let first: Vec<u8> = b.packets(4).iter().map(|p| p[1]).collect();
+    assert_eq!(first, [0, 1, 2, 3]);
+    wait_until("A stalls on VL0", || a.link.stats().credit_stalls > 0);
+    a.send_all((0..3).map(|i| vl_packet(15, 100 + i)));
+    let mgmt = b.packets(3);
+    assert!(mgmt.iter().all(|p| p[0] >> 4 == 15));
+    assert_eq!(
+        mgmt.iter().map(|p| p[1]).collect::<Vec<_>>(),
+        [100, 101, 102]
+    );
+    assert_eq!(a.link.credits()[0], 0, "VL0 still waits");
+    assert!(
+        b.events.recv_timeout(Duration::from_millis(100)).is_err(),
+        "no VL0 packet beyond the grant"
+    );
+    // B never freed the VL15 buffers: past VL15_BUFFERS they are dropped.
+    let n = crate::VL15_BUFFERS as u8;
+    a.send_all((3..n + 5).map(|i| vl_packet(15, i)));
+    let held = b.packets(usize::from(n - 3));
+    assert_eq!(held.last().map(|p| p[1]), Some(n - 1));
+    wait_until("B dropped five", || b.link.stats().rx_vl15_dropped == 5);
+    assert_eq!(b.link.stats().rx_credit_overruns, 0);
+    // Freed VL15 buffers take more, and owe A no credit.
+    let frames = b.link.stats().credit_frames_tx;
+    b.link.return_credits(15, u32::from(n));
+    a.send_all([vl_packet(15, 200)]);
+    assert_eq!(b.packets(1)[0][1], 200);
+    assert_eq!(b.link.stats().credit_frames_tx, frames);
+    b.link.return_credits(0, 4);
+    let rest: Vec<u8> = b.packets(4).iter().map(|p| p[1]).collect();
+    assert_eq!(rest, [4, 5, 6, 7]);
+}

@@ -1,0 +1,156 @@
+//! Subnet management agents (IBA vol 1 §14.2): what a node answers to the
+//! SMPs addressed to its QP0, in the device itself (like an HCA's
+//! firmware), not in the guest. The device's agent is [`DeviceSma`]; the
+//! switch's (port 0) is `switch/sma.rs`, on the same pieces:
+//!
+//! - [`answer`] (here): versions, methods, the M_Key check, the attribute
+//!   Get or Set, the response status; what belongs to the SM (SMInfo,
+//!   responses, traps) is handed back untouched.
+//! - `mkey.rs`: the M_Key and its protection levels.
+//! - `port.rs`: a port's PortInfo and its state machine.
+//! - `device.rs`: a channel adapter's attributes and its SMPs on the wire.
+//!
+//! The codec (SMP layout, attributes, directed-route steps) is
+//! `ibtca_protocol::mad`.
+
+mod device;
+mod mkey;
+mod port;
+#[cfg(test)]
+mod tests;
+
+pub use device::{DeviceSma, SmaStats, SmpOutcome};
+pub use mkey::{MKey, MKeyCheck};
+pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
+
+use ibtca_protocol::mad::attr::{id, Block};
+use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};
+
+/// P_Key table entries per port (two blocks).
+pub const PKEY_CAP: usize = 64;
+/// GUIDs per port (one GUIDInfo block; index 0 the port GUID).
+pub const GUID_CAP: usize = 8;
+/// The default partition, full membership: every port's entry 0.
+pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// How an SMP reached the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// The port it came in by.
+    pub in_port: u8,
+    /// Show the M_Key in a PortInfo answer (false: a Get that passed
+    /// under protection level 1 with a wrong key).
+    pub show_key: bool,
+}
+
+/// A node's attributes, as its agent serves them.
+pub trait Attributes {
+    /// The attribute `id` selected by `modifier`.
+    fn get(&mut self, id: u16, modifier: u32, access: Access) -> Result<Block, MadStatus>;
+    /// Sets it from `data`; returns the attribute as it now is.
+    fn set(
+        &mut self,
+        id: u16,
+        modifier: u32,
+        data: &Block,
+        access: Access,
+    ) -> Result<Block, MadStatus>;
+    /// The node's M_Key.
+    fn m_key(&self) -> MKey;
+    /// An SMP failed the M_Key check on `in_port`.
+    fn m_key_violation(&mut self, in_port: u8);
+}
+
+/// What the agent does with an SMP addressed to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Send this response back.
+    Reply(Smp),
+    /// It is for the subnet manager (SMInfo, a response, a trap): not the
+    /// agent's.
+    ForSm(Smp),
+    /// Nothing goes back: a failed M_Key check, or a TrapRepress (this
+    /// agent sends no traps).
+    Nothing,
+}
+
+/// Serves one SMP that reached its end (a LID-routed SMP for this node, or
+/// a directed one delivered here).
+pub fn answer(agent: &mut impl Attributes, mut smp: Smp, in_port: u8) -> Answer {
+    if smp.method & method::RESPONSE != 0
+        || matches!(smp.method, method::TRAP | method::REPORT)
+        || smp.attr_id == id::SM_INFO
+    {
+        return Answer::ForSm(smp);
+    }
+    if smp.method == method::TRAP_REPRESS {
+        return Answer::Nothing;
+    }
+    if smp.base_version != BASE_VERSION || smp.class_version != 1 {
+        smp.make_response(MadStatus::BAD_VERSION);
+        return Answer::Reply(smp);
+    }
+    if !matches!(smp.method, method::GET | method::SET) {
+        smp.make_response(MadStatus::UNSUPPORTED_METHOD);
+        return Answer::Reply(smp);
+    }
+    let show_key = match agent.m_key().check(smp.method, smp.m_key) {
+        MKeyCheck::Pass => true,
+        MKeyCheck::PassGet { show_key } => show_key,
+        MKeyCheck::Fail => {
+            agent.m_key_violation(in_port);
+            return Answer::Nothing;
+        }
+    };
+    let access = Access { in_port, show_key };
+    let result = if smp.method == method::GET {
+        agent.get(smp.attr_id, smp.attr_mod, access)
+    } else {
+        agent.set(smp.attr_id, smp.attr_mod, &smp.data, access)
+    };
+    let status = match result {
+        Ok(block) => {
+            smp.data = block;
+            MadStatus::OK
+        }
+        Err(status) => status,
+    };
+    smp.make_response(status);
+    Answer::Reply(smp)
+}
+
+/// The status for an attribute a node does not serve with `method`.
+pub fn unsupported() -> MadStatus {
+    MadStatus::UNSUPPORTED_METHOD_ATTR
+}
+
+/// Reads P_Key table block `block` of `table`.
+pub fn pkey_block(table: &[u16; PKEY_CAP], block: u32) -> Result<Block, MadStatus> {
+    use ibtca_protocol::mad::attr::PKeyTable;
+    let start = usize::try_from(block)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(32);
+    let keys = table
+        .get(start..start.saturating_add(32))
+        .ok_or(MadStatus::INVALID_ATTR_VALUE)?;
+    let mut out = [0u16; 32];
+    out.copy_from_slice(keys);
+    Ok(PKeyTable(out).encode())
+}
+
+/// Writes P_Key table block `block` of `table` from `data`.
+pub fn set_pkey_block(
+    table: &mut [u16; PKEY_CAP],
+    block: u32,
+    data: &Block,
+) -> Result<Block, MadStatus> {
+    use ibtca_protocol::mad::attr::PKeyTable;
+    let start = usize::try_from(block)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(32);
+    let keys = table
+        .get_mut(start..start.saturating_add(32))
+        .ok_or(MadStatus::INVALID_ATTR_VALUE)?;
+    keys.copy_from_slice(&PKeyTable::decode(data).0);
+    pkey_block(table, block)
+}

@@ -1,0 +1,440 @@
+//! The switch's subnet management agent (port 0): NodeInfo,
+//! NodeDescription, SwitchInfo (with PortStateChange), PortInfo of port 0
+//! and of every external port, P_KeyTable, the linear and multicast
+//! forwarding tables, SLtoVLMappingTable and VLArbitrationTable.
+//!
+//! - An LFT block Set replaces the routes of its 64 LIDs, learned, given or
+//!   set before (255: none).
+//! - MFT blocks are kept and reported; multicast packets are not
+//!   forwarded by them yet (the switch forwards unicast only).
+//! - An SL → VL Set replaces the output port's table (one table per output
+//!   port, whatever the input port in the modifier; the switch never had
+//!   per-input tables). A VLArbitrationTable Set replaces the port's
+//!   tables; the low-priority table's weights per VL become the link's
+//!   data-VL weights (packets per turn), the high-priority table and its
+//!   limit are kept and reported.
+
+use std::collections::HashMap;
+
+use ibtca_protocol::mad::attr::{
+    id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
+    Sl2VlTable, SwitchInfo, VlArbBlock, VlArbEntry,
+};
+use ibtca_protocol::mad::MadStatus;
+
+use super::lft::{Lft, MAX_UNICAST_LID};
+use super::port::PortSlot;
+use crate::link::Link;
+use crate::sma::{
+    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
+    PKEY_CAP,
+};
+use crate::vl_config::MAX_DATA_VLS;
+
+/// Multicast LIDs the switch keeps port masks for.
+pub const MFT_CAP: u16 = 1024;
+/// LifeTimeValue: 4.096 µs × 2^18, about a second.
+const LIFE_TIME: u8 = 18;
+/// Blocks of a VLArbitrationTable: low 0-31, low 32-63, high 0-31, high 32-63.
+const VL_ARB_BLOCKS: usize = 4;
+
+/// What the switch's agent keeps (behind the switch's lock).
+#[derive(Debug)]
+pub(super) struct SwitchSma {
+    node_guid: u64,
+    description: String,
+    managed: bool,
+    port0: PortAgent,
+    ports: Vec<PortAgent>,
+    m_key: MKey,
+    pkeys: [u16; PKEY_CAP],
+    info: SwitchInfo,
+    /// Port masks per multicast LID, 16 positions of 16 ports.
+    mft: HashMap<u16, [u16; 16]>,
+    vl_arb: Vec<[[VlArbEntry; 32]; VL_ARB_BLOCKS]>,
+    /// SMPs refused for a bad M_Key.
+    pub m_key_violations: u64,
+    /// SMPs for the switch answered or passed on.
+    pub smps_served: u64,
+    /// SMPs for the switch dropped (malformed, a directed route that does
+    /// not go on, no answer due, no route back).
+    pub smps_dropped: u64,
+}
+
+impl SwitchSma {
+    pub fn new(
+        node_guid: u64,
+        description: &str,
+        lid: u16,
+        slots: &[PortSlot],
+        managed: bool,
+    ) -> Self {
+        let mut port0 = PortAgent::new(0, lid, 1, 0);
+        // Port 0 is inside the switch: its "link" is always up.
+        port0.link_changed(true, managed);
+        let ports = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let num = u8::try_from(i + 1).unwrap_or(u8::MAX);
+                PortAgent::new(num, 0, s.config.vl.weights.len() as u8, 0)
+            })
+            .collect();
+        let vl_arb = slots
+            .iter()
+            .map(|s| {
+                let mut t = [[VlArbEntry::default(); 32]; VL_ARB_BLOCKS];
+                for (vl, w) in s.config.vl.link_weights().iter().enumerate() {
+                    if let Some(e) = t[0].get_mut(vl) {
+                        *e = VlArbEntry {
+                            vl: vl as u8,
+                            weight: *w,
+                        };
+                    }
+                }
+                t
+            })
+            .collect();
+        let mut pkeys = [0; PKEY_CAP];
+        pkeys[0] = DEFAULT_PKEY;
+        SwitchSma {
+            node_guid,
+            description: description.to_owned(),
+            managed,
+            port0,
+            ports,
+            m_key: MKey::default(),
+            pkeys,
+            info: SwitchInfo {
+                linear_fdb_cap: MAX_UNICAST_LID + 1,
+                multicast_fdb_cap: MFT_CAP,
+                life_time_value: LIFE_TIME,
+                ..SwitchInfo::default()
+            },
+            mft: HashMap::new(),
+            vl_arb,
+            m_key_violations: 0,
+            smps_served: 0,
+            smps_dropped: 0,
+        }
+    }
+
+    /// The switch's LID (port 0's).
+    pub fn lid(&self) -> u16 {
+        self.port0.lid()
+    }
+
+    /// True if an SM manages the switch (no routes learned from `Hello`,
+    /// ports Init until the SM makes them Active).
+    pub fn managed(&self) -> bool {
+        self.managed
+    }
+
+    /// External port `port`'s link came up or went down: its state, and
+    /// PortStateChange if that changed it.
+    pub fn link_changed(&mut self, port: u8, up: bool) {
+        let managed = self.managed;
+        let Some(agent) = self.ports.get_mut(usize::from(port).wrapping_sub(1)) else {
+            return;
+        };
+        if agent.link_changed(up, managed) {
+            self.info.port_state_change = true;
+        }
+    }
+
+    /// Tells each port whether it may carry data: without an SM always,
+    /// with one while its state is Active.
+    pub fn gate_ports(&self, slots: &[PortSlot]) {
+        for (slot, agent) in slots.iter().zip(&self.ports) {
+            slot.set_active(!self.managed || agent.state() == PortState::Active);
+        }
+    }
+
+    /// The attributes, with the forwarding table and ports they cover.
+    pub fn agent<'a>(
+        &'a mut self,
+        lft: &'a Lft,
+        slots: &'a [PortSlot],
+        links: &'a [Option<Link>],
+    ) -> Agent<'a> {
+        Agent {
+            sma: self,
+            lft,
+            slots,
+            links,
+        }
+    }
+}
+
+/// The switch's attributes for one SMP.
+pub(super) struct Agent<'a> {
+    sma: &'a mut SwitchSma,
+    lft: &'a Lft,
+    slots: &'a [PortSlot],
+    links: &'a [Option<Link>],
+}
+
+impl Agent<'_> {
+    fn num_ports(&self) -> u8 {
+        u8::try_from(self.slots.len()).unwrap_or(u8::MAX)
+    }
+
+    fn node_info(&self, in_port: u8) -> NodeInfo {
+        NodeInfo {
+            base_version: 1,
+            class_version: 1,
+            node_type: NodeType::Switch,
+            num_ports: self.num_ports(),
+            system_image_guid: self.sma.node_guid,
+            node_guid: self.sma.node_guid,
+            port_guid: self.sma.node_guid,
+            partition_cap: PKEY_CAP as u16,
+            device_id: 0x7ca0,
+            revision: 1,
+            local_port_num: in_port,
+            vendor_id: 0,
+        }
+    }
+
+    fn switch_info(&self) -> SwitchInfo {
+        let mut info = self.sma.info;
+        info.linear_fdb_top = self.lft.top();
+        info
+    }
+
+    fn port_info(&self, port: u8, show_key: bool) -> Result<Block, MadStatus> {
+        let mut info = if port == 0 {
+            self.sma.port0.info()
+        } else {
+            let agent = self.sma.ports.get(usize::from(port) - 1);
+            agent.ok_or(MadStatus::INVALID_ATTR_VALUE)?.info()
+        };
+        self.sma.m_key.report(&mut info, show_key);
+        Ok(info.encode())
+    }
+
+    fn lft_block(&self, block: u32) -> Result<Block, MadStatus> {
+        let first = lft_first_lid(block)?;
+        let own = self.sma.lid();
+        Ok(LftBlock(std::array::from_fn(|i| {
+            let lid = first + i as u16;
+            match self.lft.lookup(lid) {
+                Some(port) => port,
+                None if lid == own && own != 0 => 0,
+                None => LftBlock::NO_ROUTE,
+            }
+        }))
+        .encode())
+    }
+
+    fn set_lft_block(&self, block: u32, data: &Block) -> Result<Block, MadStatus> {
+        let first = lft_first_lid(block)?;
+        let ports = LftBlock::decode(data).0;
+        if ports
+            .iter()
+            .any(|p| *p != LftBlock::NO_ROUTE && *p > self.num_ports())
+        {
+            return Err(MadStatus::INVALID_ATTR_VALUE);
+        }
+        for (i, port) in ports.iter().enumerate() {
+            let lid = first + i as u16;
+            if lid == 0 || lid > MAX_UNICAST_LID {
+                continue;
+            }
+            if *port == LftBlock::NO_ROUTE {
+                self.lft.remove(lid);
+            } else {
+                self.lft.set_sm(lid, *port);
+            }
+        }
+        self.lft_block(block)
+    }
+
+    fn mft_select(&self, modifier: u32) -> Result<(usize, u16), MadStatus> {
+        let (position, block) = MftBlock::select(modifier);
+        let positions = usize::from(self.num_ports()) / 16 + 1;
+        if usize::from(position) >= positions || block >= MFT_CAP / MftBlock::LIDS {
+            return Err(MadStatus::INVALID_ATTR_VALUE);
+        }
+        Ok((
+            usize::from(position),
+            MftBlock::BASE_LID + block * MftBlock::LIDS,
+        ))
+    }
+
+    fn mft_block(&self, modifier: u32) -> Result<Block, MadStatus> {
+        let (position, first) = self.mft_select(modifier)?;
+        Ok(MftBlock(std::array::from_fn(|i| {
+            self.sma
+                .mft
+                .get(&(first + i as u16))
+                .and_then(|masks| masks.get(position).copied())
+                .unwrap_or(0)
+        }))
+        .encode())
+    }
+
+    fn set_mft_block(&mut self, modifier: u32, data: &Block) -> Result<Block, MadStatus> {
+        let (position, first) = self.mft_select(modifier)?;
+        for (i, mask) in MftBlock::decode(data).0.iter().enumerate() {
+            let masks = self.sma.mft.entry(first + i as u16).or_insert([0; 16]);
+            if let Some(m) = masks.get_mut(position) {
+                *m = *mask;
+            }
+        }
+        self.sma
+            .mft
+            .retain(|_, masks| masks.iter().any(|m| *m != 0));
+        let top = self.sma.mft.keys().max().copied().unwrap_or(0);
+        self.sma.info.multicast_fdb_top = top;
+        self.mft_block(modifier)
+    }
+
+    /// The output port a modifier's low byte names (1..=N).
+    fn out_slot(&self, modifier: u32) -> Result<(usize, &PortSlot), MadStatus> {
+        let i = usize::from(modifier as u8).wrapping_sub(1);
+        let slot = self.slots.get(i).ok_or(MadStatus::INVALID_ATTR_VALUE)?;
+        Ok((i, slot))
+    }
+
+    fn vl_arb_select(&self, modifier: u32) -> Result<(usize, usize), MadStatus> {
+        let (block, port) = VlArbBlock::select(modifier);
+        let port = usize::from(port).wrapping_sub(1);
+        let block = usize::from(block).wrapping_sub(1);
+        if port >= self.slots.len() || block >= VL_ARB_BLOCKS {
+            return Err(MadStatus::INVALID_ATTR_VALUE);
+        }
+        Ok((port, block))
+    }
+
+    fn vl_arb_block(&self, modifier: u32) -> Result<Block, MadStatus> {
+        let (port, block) = self.vl_arb_select(modifier)?;
+        let table = self.sma.vl_arb.get(port).and_then(|t| t.get(block));
+        Ok(VlArbBlock(*table.ok_or(MadStatus::INVALID_ATTR_VALUE)?).encode())
+    }
+
+    fn set_vl_arb_block(&mut self, modifier: u32, data: &Block) -> Result<Block, MadStatus> {
+        let (port, block) = self.vl_arb_select(modifier)?;
+        let entries = VlArbBlock::decode(data).0;
+        let tables = self
+            .sma
+            .vl_arb
+            .get_mut(port)
+            .ok_or(MadStatus::INVALID_ATTR_VALUE)?;
+        if let Some(t) = tables.get_mut(block) {
+            *t = entries;
+        }
+        // The low-priority table's weights per data VL drive the link.
+        let mut weights = [0u8; MAX_DATA_VLS];
+        for e in tables.iter().take(2).flatten() {
+            if let Some(w) = weights.get_mut(usize::from(e.vl)) {
+                *w = w.saturating_add(e.weight);
+            }
+        }
+        if let Some(slot) = self.slots.get(port) {
+            slot.set_weights(weights);
+        }
+        if let Some(Some(link)) = self.links.get(port) {
+            link.set_weights(weights);
+        }
+        self.vl_arb_block(modifier)
+    }
+}
+
+fn lft_first_lid(block: u32) -> Result<u16, MadStatus> {
+    let first = block.checked_mul(u32::from(LftBlock::LIDS));
+    match first.and_then(|f| u16::try_from(f).ok()) {
+        Some(f) if f <= MAX_UNICAST_LID => Ok(f),
+        _ => Err(MadStatus::INVALID_ATTR_VALUE),
+    }
+}
+
+impl Attributes for Agent<'_> {
+    fn get(&mut self, attr: u16, modifier: u32, access: Access) -> Result<Block, MadStatus> {
+        match attr {
+            id::NODE_INFO | id::NODE_DESCRIPTION | id::SWITCH_INFO if modifier != 0 => {
+                Err(MadStatus::INVALID_ATTR_VALUE)
+            }
+            id::NODE_INFO => Ok(self.node_info(access.in_port).encode()),
+            id::NODE_DESCRIPTION => Ok(NodeDescription(self.sma.description.clone()).encode()),
+            id::SWITCH_INFO => Ok(self.switch_info().encode()),
+            id::PORT_INFO => {
+                let port = u8::try_from(modifier).map_err(|_| MadStatus::INVALID_ATTR_VALUE)?;
+                self.port_info(port, access.show_key)
+            }
+            id::P_KEY_TABLE => pkey_block(&self.sma.pkeys, modifier & 0xffff),
+            id::LINEAR_FORWARDING_TABLE => self.lft_block(modifier),
+            id::MULTICAST_FORWARDING_TABLE => self.mft_block(modifier),
+            id::SL_TO_VL_TABLE => Ok(Sl2VlTable(self.out_slot(modifier)?.1.sl2vl()).encode()),
+            id::VL_ARB_TABLE => self.vl_arb_block(modifier),
+            _ => Err(unsupported()),
+        }
+    }
+
+    fn set(
+        &mut self,
+        attr: u16,
+        modifier: u32,
+        data: &Block,
+        access: Access,
+    ) -> Result<Block, MadStatus> {
+        match attr {
+            id::SWITCH_INFO if modifier == 0 => {
+                let new = SwitchInfo::decode(data);
+                let info = &mut self.sma.info;
+                // PortStateChange is cleared by writing 1.
+                if new.port_state_change {
+                    info.port_state_change = false;
+                }
+                info.life_time_value = new.life_time_value;
+                info.default_port = new.default_port;
+                info.default_mcast_primary_port = new.default_mcast_primary_port;
+                info.default_mcast_not_primary_port = new.default_mcast_not_primary_port;
+                self.lft.set_top(new.linear_fdb_top);
+                Ok(self.switch_info().encode())
+            }
+            id::SWITCH_INFO => Err(MadStatus::INVALID_ATTR_VALUE),
+            id::PORT_INFO => {
+                let port = u8::try_from(modifier).map_err(|_| MadStatus::INVALID_ATTR_VALUE)?;
+                let new = PortInfo::decode(data);
+                if port == 0 {
+                    self.sma.port0.set(&new, true)?;
+                    self.sma.m_key.set(&new);
+                } else {
+                    let agent = self.sma.ports.get_mut(usize::from(port) - 1);
+                    agent
+                        .ok_or(MadStatus::INVALID_ATTR_VALUE)?
+                        .set(&new, false)?;
+                }
+                self.port_info(port, access.show_key)
+            }
+            id::P_KEY_TABLE => set_pkey_block(&mut self.sma.pkeys, modifier & 0xffff, data),
+            id::LINEAR_FORWARDING_TABLE => self.set_lft_block(modifier, data),
+            id::MULTICAST_FORWARDING_TABLE => self.set_mft_block(modifier, data),
+            id::SL_TO_VL_TABLE => {
+                let (_, slot) = self.out_slot(modifier)?;
+                let table = Sl2VlTable::decode(data).0;
+                let vls = slot.config.vl.weights.len();
+                // A data SL on VL15 would mean "drop" in IBA; this switch
+                // does not drop by SL, so it refuses such a table.
+                let data_sls = table.iter().take(table.len() - 1);
+                if data_sls.into_iter().any(|vl| usize::from(*vl) >= vls) {
+                    return Err(MadStatus::INVALID_ATTR_VALUE);
+                }
+                slot.set_sl2vl(table);
+                Ok(Sl2VlTable(slot.sl2vl()).encode())
+            }
+            id::VL_ARB_TABLE => self.set_vl_arb_block(modifier, data),
+            _ => Err(unsupported()),
+        }
+    }
+
+    fn m_key(&self) -> MKey {
+        self.sma.m_key
+    }
+
+    fn m_key_violation(&mut self, _in_port: u8) {
+        self.sma.m_key_violations += 1;
+        self.sma.port0.count_m_key_violation();
+    }
+}

@@ -1,0 +1,82 @@
+//! SMPs at a switch: what comes in on VL15 for the switch itself (DLID
+//! the permissive LID or port 0's LID) is a directed-route SMP to pass on
+//! (C14-9, C14-13: hop pointer, return path) or one for port 0's agent
+//! (`sma.rs`), whose answer goes back the way the request came.
+//! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
+
+use ibtca_protocol::mad::directed::{self, DrStep};
+use ibtca_protocol::mad::{smp_of_packet, smp_packet, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::PacketView;
+
+use super::Core;
+use crate::sma::{answer, Answer};
+
+impl Core {
+    /// True if a VL15 packet to `dlid` is the switch's own.
+    pub(super) fn is_for_sma(&self, dlid: u16) -> bool {
+        if dlid == PERMISSIVE_LID {
+            return true;
+        }
+        let own = self.sma().lid();
+        own != 0 && dlid == own
+    }
+
+    /// Serves an SMP for the switch that came in on `in_port`: the packet
+    /// to send and the port to send it from (a directed SMP passed on, or
+    /// the agent's answer), or nothing (dropped, counted).
+    pub(super) fn serve_smp(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let out = self.smp_step(in_port, packet);
+        let mut sma = self.sma();
+        match out {
+            Some(_) => sma.smps_served += 1,
+            None => sma.smps_dropped += 1,
+        }
+        out
+    }
+
+    fn smp_step(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let view = PacketView::parse(packet).ok()?;
+        let mut smp = smp_of_packet(&view).ok()?;
+        let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
+        if smp.route == SmpRoute::Directed {
+            match directed::on_receive(&mut smp, true, in_port, ports) {
+                DrStep::Forward(out) => {
+                    let mut p = view.to_packet();
+                    p.payload = smp.to_bytes().to_vec();
+                    return Some((out, p.build().ok()?));
+                }
+                DrStep::Deliver => {}
+                DrStep::Discard(why) => {
+                    tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
+                    return None;
+                }
+            }
+        }
+        let mut sma = self.sma();
+        let links = self.links();
+        let mut agent = sma.agent(&self.lft, &self.slots, &links);
+        let answered = answer(&mut agent, smp, in_port);
+        drop(links);
+        sma.gate_ports(&self.slots);
+        let mut reply = match answered {
+            Answer::Reply(r) => r,
+            Answer::ForSm(_) | Answer::Nothing => return None,
+        };
+        match reply.route {
+            SmpRoute::Directed => match directed::respond(&mut reply, ports) {
+                DrStep::Forward(out) => Some((
+                    out,
+                    smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID)
+                        .build()
+                        .ok()?,
+                )),
+                _ => None,
+            },
+            SmpRoute::Lid => {
+                let dlid = view.lrh.slid;
+                let out = self.lft.lookup(dlid)?;
+                Some((out, smp_packet(&reply, sma.lid(), dlid).build().ok()?))
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! MADs: the SMP layout against hand-written bytes, attributes at IBA's
+//! offsets, directed routes hop by hop, SMPs in packets.
+
+use ibtca_protocol::mad::attr::{
+    self, GuidInfo, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PKeyTable, PortInfo,
+    PortState, Sl2VlTable, SwitchInfo, VlArbBlock, VlArbEntry,
+};
+use ibtca_protocol::mad::directed::{self, DrDiscard, DrStep};
+use ibtca_protocol::mad::{
+    method, smp_of_packet, smp_packet, MadError, MadHeader, MadStatus, Smp, SmpRoute, MAD_LEN,
+};
+use ibtca_protocol::PacketView;
+
+#[test]
+fn a_directed_smp_sits_where_iba_says() {
+    let mut smp = Smp::directed(method::GET, attr::id::PORT_INFO, 3, &[1, 7]).unwrap();
+    smp.tid = 0x0102_0304_0506_0708;
+    smp.m_key = 0x1112_1314_1516_1718;
+    smp.hop_ptr = 2;
+    smp.direction = true;
+    smp.status = MadStatus::INVALID_ATTR_VALUE;
+    smp.data[0] = 0xaa;
+    smp.return_path[2] = 9;
+    let b = smp.to_bytes();
+    assert_eq!(&b[..4], &[1, 0x81, 1, 1]);
+    assert_eq!(&b[4..6], &[0x80, 0x1c], "D bit over the status");
+    assert_eq!(&b[6..8], &[2, 2], "hop pointer, hop count");
+    assert_eq!(&b[8..16], &smp.tid.to_be_bytes());
+    assert_eq!(&b[16..18], &[0, 0x15]);
+    assert_eq!(&b[20..24], &[0, 0, 0, 3]);
+    assert_eq!(&b[24..32], &smp.m_key.to_be_bytes());
+    assert_eq!(&b[32..36], &[0xff; 4], "DrSLID, DrDLID permissive");
+    assert_eq!(b[64], 0xaa);
+    assert_eq!(&b[128..131], &[0, 1, 7]);
+    assert_eq!(b[192 + 2], 9);
+    assert_eq!(Smp::parse(&b), Ok(smp));
+    let h = MadHeader::parse(&b).unwrap();
+    assert_eq!((h.mgmt_class, h.attr_id, h.attr_mod), (0x81, 0x15, 3));
+}
+
+#[test]
+fn lengths_and_classes_are_checked() {
+    assert_eq!(Smp::parse(&[0; 255]), Err(MadError::Length(255)));
+    assert_eq!(Smp::parse(&[0; 257]), Err(MadError::Length(257)));
+    let mut b = [0u8; MAD_LEN];
+    b[1] = 0x04;
+    assert_eq!(Smp::parse(&b), Err(MadError::NotSmp(4)));
+    b[1] = 0x01;
+    let smp = Smp::parse(&b).unwrap();
+    assert_eq!(smp.route, SmpRoute::Lid);
+    assert_eq!(
+        Smp::directed(1, 0x11, 0, &[1; 64]),
+        None,
+        "64 hops is too many"
+    );
+}
+
+#[test]
+fn port_info_fields_are_at_iba_offsets() {
+    let mut b = [0u8; 64];
+    b[16..18].copy_from_slice(&0x1234u16.to_be_bytes());
+    b[18..20].copy_from_slice(&0x0007u16.to_be_bytes());
+    b[20..24].copy_from_slice(&0x0200_0000u32.to_be_bytes());
+    b[32] = 0x14; // LinkSpeedSupported SDR, PortState Active
+    b[33] = 0x52; // LinkUp, default Polling
+    b[34] = 0x83; // protect 2, LMC 3
+    b[36] = 0x5f; // NeighborMTU 4096, SM SL 15
+    b[41] = 0x15; // InitTypeReply 1, MTUCap 4096
+    b[44..46].copy_from_slice(&9u16.to_be_bytes());
+    let p = PortInfo::decode(&b);
+    assert_eq!((p.lid, p.master_sm_lid), (0x1234, 7));
+    assert_eq!(
+        p.capability_mask,
+        attr::cap::IS_CLIENT_REREGISTRATION_SUPPORTED
+    );
+    assert_eq!(
+        (p.link_speed_supported, p.port_state),
+        (1, PortState::Active as u8)
+    );
+    assert_eq!((p.phys_state, p.link_down_default_state), (5, 2));
+    assert_eq!((p.m_key_protect, p.lmc), (2, 3));
+    assert_eq!((p.neighbor_mtu, p.master_sm_sl), (5, 15));
+    assert_eq!((p.init_type_reply, p.mtu_cap), (1, 5));
+    assert_eq!(p.m_key_violations, 9);
+    assert_eq!(p.encode(), b);
+}
+
+#[test]
+fn node_info_and_description() {
+    let n = NodeInfo {
+        base_version: 1,
+        class_version: 1,
+        node_type: NodeType::Switch,
+        num_ports: 8,
+        system_image_guid: 1,
+        node_guid: 0x0200_0000_0000_0042,
+        port_guid: 0x0200_0000_0000_0042,
+        partition_cap: 32,
+        device_id: 0x7ca0,
+        revision: 1,
+        local_port_num: 3,
+        vendor_id: 0x00_1234,
+    };
+    let b = n.encode();
+    assert_eq!(b[2], 2);
+    assert_eq!(&b[12..20], &0x0200_0000_0000_0042u64.to_be_bytes());
+    assert_eq!(&b[36..40], &[3, 0, 0x12, 0x34]);
+    assert_eq!(NodeInfo::decode(&b), n);
+    let d = NodeDescription("sw0 ibtca switch".into());
+    assert_eq!(NodeDescription::decode(&d.encode()), d);
+    let long = NodeDescription("é".repeat(40));
+    assert_eq!(NodeDescription::decode(&long.encode()).0, "é".repeat(32));
+}
+
+#[test]
+fn tables_round_trip_at_their_offsets() {
+    let mut s = SwitchInfo {
+        linear_fdb_cap: 0xc000,
+        linear_fdb_top: 0x20,
+        port_state_change: true,
+        life_time_value: 18,
+        ..SwitchInfo::default()
+    };
+    let b = s.encode();
+    assert_eq!(b[11], (18 << 3) | 4);
+    assert_eq!(&b[6..8], &[0, 0x20]);
+    assert_eq!(SwitchInfo::decode(&b), s);
+    s.port_state_change = false;
+    assert!(!SwitchInfo::decode(&s.encode()).port_state_change);
+
+    let mut keys = [0u16; 32];
+    keys[0] = 0xffff;
+    keys[31] = 0x8001;
+    let pk = PKeyTable(keys).encode();
+    assert_eq!(&pk[62..64], &[0x80, 1]);
+    assert_eq!(PKeyTable::decode(&pk).0, keys);
+    let g = GuidInfo([7, 0, 0, 0, 0, 0, 0, 8]);
+    assert_eq!(GuidInfo::decode(&g.encode()), g);
+    let lft = LftBlock([0xff; 64]);
+    assert_eq!(LftBlock::decode(&lft.encode()), lft);
+    let mut masks = [0u16; 32];
+    masks[1] = 0b110;
+    assert_eq!(MftBlock::decode(&MftBlock(masks).encode()).0, masks);
+    assert_eq!(MftBlock::select(0x2000_0003), (2, 3));
+    let sl2vl = Sl2VlTable([0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 15]);
+    let b = sl2vl.encode();
+    assert_eq!(&b[..8], &[0x01, 0x23, 0x45, 0x67, 0x01, 0x23, 0x45, 0x6f]);
+    assert_eq!(Sl2VlTable::decode(&b), sl2vl);
+    let mut arb = [VlArbEntry::default(); 32];
+    arb[0] = VlArbEntry { vl: 1, weight: 4 };
+    let b = VlArbBlock(arb).encode();
+    assert_eq!(&b[..2], &[1, 4]);
+    assert_eq!(VlArbBlock::decode(&b).0, arb);
+    assert_eq!(VlArbBlock::select(0x0003_0005), (3, 5));
+}
+
+/// SM (a CA) — port 2 of switch A, A's port 5 — port 1 of switch B, B's
+/// port 4 — a CA: the request to the CA and its answer, hop by hop.
+#[test]
+fn directed_route_through_two_switches_and_back() {
+    let mut smp = Smp::directed(method::GET, attr::id::NODE_INFO, 0, &[1, 5, 4]).unwrap();
+    assert_eq!(directed::begin(&mut smp), Ok(1));
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 2, 8),
+        DrStep::Forward(5)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 1, 8),
+        DrStep::Forward(4)
+    );
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+    assert_eq!((smp.hop_ptr, &smp.return_path[1..4]), (4, &[2, 1, 1][..]));
+    smp.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut smp, 1), DrStep::Forward(1));
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 4, 8),
+        DrStep::Forward(1)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 5, 8),
+        DrStep::Forward(2)
+    );
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+    assert_eq!(smp.hop_ptr, 1);
+
+    // A CA in the middle, a port the switch lacks, a LID-routed part.
+    let mut smp = Smp::directed(method::GET, attr::id::NODE_INFO, 0, &[1, 5, 4]).unwrap();
+    directed::begin(&mut smp).unwrap();
+    assert_eq!(
+        directed::on_receive(&mut smp.clone(), false, 1, 1),
+        DrStep::Discard(DrDiscard::NotASwitch)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp.clone(), true, 1, 4),
+        DrStep::Discard(DrDiscard::BadPort)
+    );
+    smp.dr_dlid = 5;
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 1, 8),
+        DrStep::Discard(DrDiscard::LidRoutedPart)
+    );
+}
+
+#[test]
+fn an_smp_travels_as_a_ud_send_to_qp0_on_vl15() {
+    let smp = Smp::new(SmpRoute::Lid, method::GET, attr::id::NODE_INFO, 0);
+    let bytes = smp_packet(&smp, 1, 2).build().unwrap();
+    let view = PacketView::parse(&bytes).unwrap();
+    assert_eq!(
+        (view.lrh.vl, view.bth.dest_qp, view.payload.len()),
+        (15, 0, 256)
+    );
+    assert_eq!(smp_of_packet(&view), Ok(smp));
+}

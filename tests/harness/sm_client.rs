@@ -1,0 +1,114 @@
+//! A test subnet manager on a bare link: it sends SMPs (LID-routed or
+//! directed) as UD SENDs to QP0 on VL15 and reads the answers, and sends
+//! and receives plain data packets.
+
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_protocol::mad::{directed, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::{Opcode, Packet, PacketView};
+
+use crate::links::start_link;
+
+/// How long the client waits for one packet: generous (debug builds).
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The test SM's end of a link.
+pub struct SmClient {
+    pub link: Link,
+    rx: Receiver<LinkEvent>,
+    /// The SM's LID (the SLID of its LID-routed SMPs).
+    pub lid: u16,
+    tid: u64,
+}
+
+impl SmClient {
+    /// Connects (or listens) at `endpoint` as LID `lid` and waits for the
+    /// link to come up.
+    pub fn start(endpoint: LinkEndpoint, lid: u16) -> Self {
+        let local = LocalPort {
+            node_guid: 0x0200_0000_0000_5000 + u64::from(lid),
+            port: 1,
+            lid,
+        };
+        let (link, rx) = start_link(endpoint, local, LinkConfig::default());
+        match rx.recv_timeout(WAIT) {
+            Ok(LinkEvent::Up { .. }) => {}
+            other => panic!("the SM's link did not come up: {other:?}"),
+        }
+        SmClient {
+            link,
+            rx,
+            lid,
+            tid: 0,
+        }
+    }
+
+    /// Sends `smp` (a fresh TID; a directed one from its first hop), to
+    /// `dlid` if LID-routed.
+    pub fn send(&mut self, smp: &mut Smp, dlid: u16) {
+        self.tid += 1;
+        smp.tid = 0x5a00_0000 + self.tid;
+        let (slid, dlid) = match smp.route {
+            SmpRoute::Lid => (self.lid, dlid),
+            SmpRoute::Directed => {
+                directed::begin(smp).expect("a directed route to send");
+                (PERMISSIVE_LID, PERMISSIVE_LID)
+            }
+        };
+        let bytes = smp_packet(smp, slid, dlid).build().unwrap();
+        self.link.send(bytes).expect("the SM's link takes the SMP");
+    }
+
+    /// The next packet that arrives (panics after [`WAIT`]).
+    pub fn next_packet(&self) -> Vec<u8> {
+        self.try_next_packet()
+            .unwrap_or_else(|| panic!("no packet for the SM in {WAIT:?}"))
+    }
+
+    /// The next packet that arrives, or `None` after [`WAIT`].
+    pub fn try_next_packet(&self) -> Option<Vec<u8>> {
+        loop {
+            match self.rx.recv_timeout(WAIT) {
+                Ok(LinkEvent::Packet(p)) => return Some(p),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next SMP that arrives, with the LRH's VL, SLID and DLID.
+    pub fn next_smp(&self) -> (Smp, u8, u16, u16) {
+        let p = self.next_packet();
+        let view = PacketView::parse(&p).expect("a valid packet");
+        let smp = smp_of_packet(&view).expect("an SMP");
+        (smp, view.lrh.vl, view.lrh.slid, view.lrh.dlid)
+    }
+
+    /// Sends `smp` and returns the answer (the next SMP must be it).
+    pub fn ask(&mut self, mut smp: Smp, dlid: u16) -> Smp {
+        self.send(&mut smp, dlid);
+        let (reply, vl, _, _) = self.next_smp();
+        assert_eq!(vl, 15, "SMPs travel on VL15");
+        assert_eq!(reply.tid, smp.tid, "the answer to the request just sent");
+        reply
+    }
+}
+
+/// A UD SEND ONLY from `slid` to `dlid` on `sl` (and VL `sl`) carrying
+/// `tag`: a data packet to watch a forwarding table with.
+pub fn data_packet(slid: u16, dlid: u16, sl: u8, tag: u8) -> Vec<u8> {
+    let mut p = Packet::new(Opcode::UdSendOnly);
+    p.lrh.slid = slid;
+    p.lrh.dlid = dlid;
+    p.lrh.sl = sl;
+    p.lrh.vl = sl;
+    p.bth.dest_qp = 0x11;
+    p.ext.deth = Some(ibtca_protocol::headers::Deth {
+        qkey: 1,
+        src_qp: 0x22,
+    });
+    p.payload = vec![tag; 32];
+    p.build().unwrap()
+}

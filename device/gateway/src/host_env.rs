@@ -191,6 +191,10 @@ impl QpEnv for HostEnv {
         Err(AccessError::Invalid)
     }
 
+    fn fast_register(&mut self, _: &SendWqe) -> Result<(), AccessError> {
+        Err(AccessError::Invalid)
+    }
+
     fn next_recv(&mut self) -> Option<RecvWqe> {
         if !self.recv_open || self.posted_recvs == 0 {
             return None;

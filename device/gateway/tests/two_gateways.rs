@@ -326,6 +326,7 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
         ports: vec![PortConfig::new(listen(&p1)), PortConfig::new(listen(&p2))],
         routes: Vec::new(),
         link: Default::default(),
+        sm_managed: false,
     })
     .expect("switch starts");
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
@@ -473,6 +474,7 @@ fn cbr_overtakes_a_saturated_ubr_connection_inside_the_gateway() {
         ports: vec![PortConfig::new(listen(&p1)), PortConfig::new(listen(&p2))],
         routes: Vec::new(),
         link: Default::default(),
+        sm_managed: false,
     })
     .expect("switch starts");
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
@@ -566,6 +568,7 @@ fn four_vcs_survive_a_lossy_switch() {
         ports: vec![lossy(&p1, 7), lossy(&p2, 11)],
         routes: Vec::new(),
         link: Default::default(),
+        sm_managed: false,
     })
     .expect("switch starts");
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));

@@ -11,8 +11,10 @@
 # --socket may be repeated (same as --socket2, --socket3, ...): device N gets
 # id tcaN-1. Sockets must live inside the chroot tree (QEMU runs chrooted);
 # kernel and initrd outside it are hard-linked or copied into the chroot's
-# /tmp for the run. console=ttyS0 and panic=-1 are added to --append unless
-# it already sets them. --no-device boots without any ibtca device. --nice N
+# /tmp for the run. console=ttyS0, panic=-1 and no_timer_check are added to
+# --append unless it already sets them (no_timer_check: under TCG on a
+# loaded host the kernel's IO-APIC timer check can miss its ticks and panic,
+# "IO-APIC + timer doesn't work!", before the console says much). --no-device boots without any ibtca device. --nice N
 # runs QEMU at niceness N (-20..19; raising it needs no privilege): at 19 the
 # device's threads, woken, preempt a busy-polling vCPU on their CPU at once.
 #
@@ -159,6 +161,10 @@ esac
 case " $append " in
 *" panic="*) ;;
 *) append="$append panic=-1" ;;
+esac
+case " $append " in
+*" no_timer_check "*) ;;
+*) append="$append no_timer_check" ;;
 esac
 
 kvm_ok() {

@@ -245,7 +245,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
 
     // The provider's verbs: a user context with the provider's ABI, two PDs
     // on the device (the RDMA core tracks them for the test's process),
-    // user memory regions as the kernel answers them, and EOPNOTSUPP for
+    // a user memory region (the kernel's reg_user_mr), and EOPNOTSUPP for
     // the data path the provider does not have yet.
     let step = |name: &str| {
         let tag = format!("IBTCA-PROVIDER {name} ");
@@ -322,7 +322,9 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         .collect();
     assert_eq!(pds.len(), 2, "rdma resource show pd: {pds:?}\n{dump}");
     step("held_command");
-    step("reg_mr");
+    let mr = step("reg_mr");
+    assert!(mr.contains("(registered)"), "{mr}");
+    step("dereg_mr");
     let cq = step("create_cq");
     assert!(cq.contains(&format!("errno {}", libc::EOPNOTSUPP)), "{cq}");
     assert_eq!(

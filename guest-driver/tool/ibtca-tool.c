@@ -19,6 +19,8 @@
  *                                         [--index I]
  *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
  *              [--grace S]
+ *   ibtca-tool [-d /dev/ibtcaN] atm-echo --peer-lid L --peer-qpn Q[,Q...]
+ *              --frames N [--xor B] [--sl SL] [--wait SECS]
  *   ibtca-tool --help
  *
  * The verbs, drdma and soak commands also take --timeout EXP and --retry N
@@ -93,9 +95,16 @@ static void print_usage(FILE *out)
 		"  uverbs-mr [UVERBS]   register user memory through the RDMA\n"
 		"                       core (uverbs write ABI, page-list\n"
 		"                       regions; IBTCA-UVERBS-MR lines)\n"
+		"  atm-echo --peer-lid L --peer-qpn Q[,Q...] --frames N\n"
+		"        [--xor B] [--sl SL] [--wait SECS]\n"
+		"                       an RC QP to each QPN Q at LID L (an\n"
+		"                       ATM gateway's VCs); sends every message\n"
+		"                       received back on its QP, bytes XORed\n"
+		"                       with B, N times (IBTCA-ATM-ECHO lines;\n"
+		"                       --wait: seconds for each message)\n"
 		"  --help               this text\n"
-		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan and\n"
-		"soak for their QPs (the defaults are perftest's):\n"
+		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan,\n"
+		"soak and atm-echo for their QPs (the defaults are perftest's):\n"
 		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
 		"                       (0: none; default %u, %.0f ms)\n"
 		"  --retry N            transport retries, 0-7 (default %u): a\n"
@@ -925,6 +934,8 @@ int main(int argc, char **argv)
 		return cmd_soak(argc, argv);
 	if (!strcmp(cmd, "uverbs-mr"))
 		return cmd_uverbs_mr(argc, argv);
+	if (!strcmp(cmd, "atm-echo"))
+		return cmd_atm_echo(argc, argv);
 	usage();
 	return 2;
 }

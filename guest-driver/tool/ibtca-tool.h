@@ -114,6 +114,10 @@ double now_s(void);
 
 void vb_pattern(uint8_t *p, size_t len, uint8_t seed);
 size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed);
+/* Waits up to 60 s for the port to be active. */
+int vb_wait_port(struct vb *v);
+/* QP @qpn to RTS against @dest_qpn at v->peer_lid, PSNs VB_PSN. */
+int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn, uint8_t mtu);
 int vb_setup(struct vb *v, char *err, size_t errlen);
 int vb_exchange(struct vb *v);
 int vb_poll(struct vb *v, uint32_t cqn, struct ibtca_poll_cq *c, double secs);
@@ -142,5 +146,7 @@ int cmd_drdma_fan(int argc, char **argv);
 int cmd_soak(int argc, char **argv);
 /* uverbs_mr.c */
 int cmd_uverbs_mr(int argc, char **argv);
+/* atm_echo.c */
+int cmd_atm_echo(int argc, char **argv);
 
 #endif /* IBTCA_TOOL_H */

@@ -89,8 +89,7 @@ size_t vb_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
 	return i;
 }
 
-static int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn,
-		     uint8_t mtu)
+int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn, uint8_t mtu)
 {
 	uint32_t remote = IBTCA_ACCESS_REMOTE_WRITE | IBTCA_ACCESS_REMOTE_READ |
 			  IBTCA_ACCESS_REMOTE_ATOMIC;
@@ -275,7 +274,7 @@ int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m)
 	return vb_expect_within(v, type, m, 120);
 }
 
-static int vb_wait_port(struct vb *v)
+int vb_wait_port(struct vb *v)
 {
 	double end = now_s() + 60;
 	uint32_t st = 0;

@@ -3,7 +3,8 @@
 //! a switch); an AAL5 frame written as cells into one gateway's ATM
 //! socket comes out of the other's on its mapped VC, byte-exact, both
 //! ways; a gateway's control socket sets a VC's remote QPN; a bad map is
-//! refused, in the gateway's words, before anything starts.
+//! refused, in the gateway's words, before anything starts; `restart`
+//! brings a killed gateway back with its map and sockets.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -105,6 +106,59 @@ fn gateways_come_up_and_carry_frames_between_their_atm_sockets() {
         pcap.len(),
         24 + cells * (16 + 16 + 52),
         "pcap header, then one record per cell"
+    );
+}
+
+#[test]
+fn a_killed_gateway_restarts_and_carries_frames_again() {
+    let dir = TempDir::new("fab-gw-restart");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&[
+        "up",
+        &config("guest-and-two-gateways.json"),
+        "--run-dir",
+        &run_s,
+    ]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let gw1 = |s: &State| {
+        s.processes
+            .iter()
+            .find(|p| p.name == "gw1")
+            .expect("gw1 in the state file")
+            .pid
+    };
+    let old = gw1(&State::load(&run).unwrap().unwrap());
+
+    let out = fabric(&["restart", "--run-dir", &run_s, "gw1", "--guest-only"]);
+    assert!(!out.status.success(), "a gateway has no guest");
+    assert!(text(&out).contains("`gw1` has no guest"), "{}", text(&out));
+    assert!(alive(old), "a refused restart leaves gw1 running");
+
+    let out = fabric(&["restart", "--run-dir", &run_s, "gw1", "--kill"]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    let new = gw1(&State::load(&run).unwrap().unwrap());
+    assert!(
+        text(&out).contains(&format!("restarted gw1 (pid {new})")),
+        "{}",
+        text(&out)
+    );
+    assert!(new != old && !alive(old) && alive(new), "{old} → {new}");
+    assert!(run.join("gw1.log.1").exists(), "the old gateway's log kept");
+
+    // The new gateway has its map, link, ATM and control sockets.
+    let (mut a, mut b) = (connect(&run.join("gw1.atm")), connect(&run.join("gw2.atm")));
+    let there = frame(9180, 3);
+    send(&mut a, &there);
+    assert!(receive(&mut b) == there, "gw1 → gw2 after the restart");
+    let back = frame(48, 5);
+    send(&mut b, &back);
+    assert!(receive(&mut a) == back, "gw2 → gw1 after the restart");
+    let stats = ibtca_device::switch::control::request(&run.join("gw1.control"), "stats").unwrap();
+    assert!(
+        stats.contains("\"messages_sent\":1") && stats.contains("\"messages_from_ib\":1"),
+        "the new gateway's own counters: {stats}"
     );
 }
 

@@ -271,13 +271,18 @@ fn start_all(
         running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
     }
     for n in &plan.nodes {
-        let (exe, args) = match &n.gateway {
-            Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
-            None => (DEVICE_EXE, device_args(n)),
-        };
+        let (exe, args) = node_command(n);
         running.push(spawn(bin_dir, exe, &n.name, &args, run_dir)?);
     }
     wait_up(plan, run_dir, timeout, running)
+}
+
+/// The binary and arguments of node `n`: a device, or a gateway.
+fn node_command(n: &NodePlan) -> (&'static str, Vec<String>) {
+    match &n.gateway {
+        Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
+        None => (DEVICE_EXE, device_args(n)),
+    }
 }
 
 /// Ports of `plan` not up yet, as "name[:port]".
@@ -568,7 +573,9 @@ fn wait_socket_closed(path: &Path, grace: Duration) {
 
 /// Restarts node `name` of the fabric running in `run_dir` (`plan` is
 /// the plan `up` started), as a machine restarts: its guest (if `up
-/// --guests` booted one) is stopped, then its device; the device starts
+/// --guests` booted one) is stopped, then its device (or gateway: its QPs
+/// start again from the map's PSNs, run-time `remote-qpn`s are gone and
+/// must be set again); the device starts
 /// again with the same arguments and nothing of the old one (no objects,
 /// no QPs: its peers' QPs to it fail as if it had died), and once its link
 /// is up the guest boots again as before. QEMU's vfio-user client does
@@ -599,8 +606,10 @@ pub fn restart(
     let device = state
         .processes
         .iter()
-        .position(|p| !p.guest && p.name == name && p.exe == DEVICE_EXE)
-        .ok_or_else(|| LaunchError::NoSuchNode(format!("no device of `{name}` was started")))?;
+        .position(|p| !p.guest && p.name == name && (p.exe == DEVICE_EXE || p.exe == GATEWAY_EXE))
+        .ok_or_else(|| {
+            LaunchError::NoSuchNode(format!("no device or gateway of `{name}` was started"))
+        })?;
     if opts.guest_only && guest.is_none() {
         return Err(LaunchError::NoSuchNode(format!(
             "`{name}` has no guest (`up --guests` boots them)"
@@ -613,15 +622,12 @@ pub fn restart(
     let mut restarted = Vec::new();
     if !opts.guest_only {
         stop_one(&state.processes[device], opts.kill, grace);
-        wait_socket_closed(&node.socket, grace);
+        if node.gateway.is_none() {
+            wait_socket_closed(&node.socket, grace);
+        }
         keep_old(&log_path(run_dir, name))?;
-        let mut running = vec![spawn(
-            bin_dir,
-            DEVICE_EXE,
-            name,
-            &device_args(node),
-            run_dir,
-        )?];
+        let (exe, args) = node_command(node);
+        let mut running = vec![spawn(bin_dir, exe, name, &args, run_dir)?];
         let only = Plan {
             nodes: vec![node.clone()],
             switches: Vec::new(),

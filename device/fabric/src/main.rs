@@ -160,7 +160,9 @@ enum Cmd {
     /// objects, no QPs: its peers' QPs to it end in WC_RETRY_EXC_ERR), wait
     /// for its link, then boot the guest again as `up` did (QEMU's
     /// vfio-user client does not reconnect, so the guest goes with its
-    /// device). Old logs and consoles are kept as NODE.log.1, ...
+    /// device). A gateway node restarts the same way: a fresh
+    /// ibtca-gateway, its QPs from the map's PSNs, its run-time remote-qpn
+    /// settings gone. Old logs and consoles are kept as NODE.log.1, ...
     Restart {
         /// The run directory given to `up`.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]

@@ -34,7 +34,15 @@ use std::path::{Path, PathBuf};
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     (
         "helpers",
-        &["logging", "ratelimit", "regs", "sched", "client_fd", "guid"],
+        &[
+            "logging",
+            "ratelimit",
+            "regs",
+            "sched",
+            "client_fd",
+            "guid",
+            "control_socket",
+        ],
     ),
     ("vfio-user server", &["vfio_user"]),
     ("ports' VL configuration", &["vl_config"]),

@@ -8,22 +8,17 @@
 //!                            VC's QP from its first PSNs
 //! ```
 //!
-//! `ibtca_device::switch::control::request` is a client.
+//! `ibtca_device::control_socket::request` is a client.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+
+use ibtca_device::control_socket::LineServer;
 
 use ibtca_protocol::atm::Vc;
 
 use crate::gateway::Gateway;
-
-/// Longest command line accepted.
-const MAX_LINE: usize = 1024;
 
 /// Parses `VPI/VCI`.
 pub fn parse_vc(text: &str) -> Result<Vc, String> {
@@ -63,84 +58,9 @@ fn parse_qpn(text: &str) -> Result<u32, String> {
     n.map_err(|_| format!("`{text}` is not a QPN"))
 }
 
-/// A control socket served on its own thread.
-pub struct ControlServer {
-    path: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl ControlServer {
-    /// Binds `path` (replacing a stale file) and serves `gw` there.
-    pub fn start(gw: Arc<Gateway>, path: &Path) -> io::Result<Self> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
-        let listener = UnixListener::bind(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("ibtca-gw-control".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if flag.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    match conn {
-                        Ok(stream) => serve(&gw, stream),
-                        Err(e) => tracing::warn!(error = %e, "control accept failed"),
-                    }
-                }
-            })?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops serving and removes the socket file.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept.
-        let _ = UnixStream::connect(&self.path);
-        let _ = thread.join();
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-impl Drop for ControlServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-fn serve(gw: &Gateway, stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Ok(mut out) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream).take(MAX_LINE as u64 * 64);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let reply = match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if line.len() > MAX_LINE => "error line too long".to_string(),
-            Ok(_) => execute(gw, &line),
-        };
-        if out.write_all(format!("{reply}\n").as_bytes()).is_err() {
-            return;
-        }
-    }
+/// Serves `gw`'s commands on the control socket at `path`.
+pub fn serve(gw: Arc<Gateway>, path: &Path) -> io::Result<LineServer> {
+    LineServer::start(path, "ibtca-gw-control", move |line| execute(&gw, line))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use clap::Parser;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::transport::config::ack_timeout_from_exponent;
 use ibtca_device::vl_config::{self, VlConfig};
-use ibtca_gateway::control::ControlServer;
+use ibtca_gateway::control;
 use ibtca_gateway::gateway::GATEWAY_GUID_BASE;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{self, ServiceSl};
@@ -231,7 +231,7 @@ fn main() -> ExitCode {
         "gateway running"
     );
     let control = match &args.control {
-        Some(p) => match ControlServer::start(gw.clone(), p) {
+        Some(p) => match control::serve(gw.clone(), p) {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::error!("control socket: {e}");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
 use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_device::vl_config::VlConfig;
-use ibtca_gateway::control::ControlServer;
+use ibtca_gateway::control;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
@@ -336,7 +336,7 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
 
     // B's first VC has no remote QPN yet: set it through the control socket.
     let control_path = dir.join("gb.control");
-    let control = ControlServer::start(gb.clone(), &control_path).unwrap();
+    let control = control::serve(gb.clone(), &control_path).unwrap();
     let request = |line: &str| ibtca_device::switch::control::request(&control_path, line).unwrap();
     assert_eq!(
         request("remote-qpn 5/100 16"),

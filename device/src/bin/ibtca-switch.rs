@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
-use ibtca_device::switch::control::{self, ControlServer};
+use ibtca_device::switch::control;
 use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -214,7 +214,7 @@ fn main() -> ExitCode {
         }
     };
     let control = match &args.control {
-        Some(path) => match ControlServer::start(Arc::clone(&switch), path) {
+        Some(path) => match control::serve(Arc::clone(&switch), path) {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::error!("cannot serve the control socket: {e}");

@@ -11,20 +11,17 @@
 //!
 //! `ibtca-fabric link` and `ibtca-fabric stats` speak it.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
+
+pub use crate::control_socket::request;
+use crate::control_socket::LineServer;
 
 use crate::link::FaultPlan;
 
 use super::{spec, Switch};
-
-/// Longest command line accepted.
-const MAX_LINE: usize = 1024;
 
 /// Counters of every port as JSON.
 pub fn stats_json(switch: &Switch) -> serde_json::Value {
@@ -112,102 +109,7 @@ pub fn execute(switch: &Switch, line: &str) -> String {
     }
 }
 
-/// Sends one command to the control socket at `path`; returns the reply
-/// line (without its newline).
-pub fn request(path: &Path, line: &str) -> io::Result<String> {
-    let mut stream = UnixStream::connect(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    stream.write_all(format!("{line}\n").as_bytes())?;
-    let mut reply = String::new();
-    BufReader::new(stream).read_line(&mut reply)?;
-    Ok(reply.trim_end().to_owned())
-}
-
-/// A control socket being served on its own thread.
-#[derive(Debug)]
-pub struct ControlServer {
-    path: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl ControlServer {
-    /// Binds `path` (replacing a stale file) and serves `switch` there.
-    pub fn start(switch: Arc<Switch>, path: &Path) -> io::Result<ControlServer> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
-        let listener = UnixListener::bind(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("ibtca-sw-control".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if thread_stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    match conn {
-                        Ok(stream) => serve(&switch, stream),
-                        Err(e) => tracing::warn!(error = %e, "control accept failed"),
-                    }
-                }
-            })?;
-        Ok(ControlServer {
-            path: path.to_path_buf(),
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops serving and removes the socket file.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept.
-        let _ = UnixStream::connect(&self.path);
-        let _ = thread.join();
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-impl Drop for ControlServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-/// Serves one connection: a reply line per command line.
-fn serve(switch: &Switch, stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Ok(mut out) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream).take(MAX_LINE as u64 * 64);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if line.len() > MAX_LINE => {
-                let _ = out.write_all(b"error line too long\n");
-                return;
-            }
-            Ok(_) => {
-                let reply = execute(switch, line.trim());
-                tracing::info!(command = line.trim(), %reply, "control");
-                if out.write_all(format!("{reply}\n").as_bytes()).is_err() {
-                    return;
-                }
-            }
-        }
-    }
+/// Serves `switch`'s commands on the control socket at `path`.
+pub fn serve(switch: Arc<Switch>, path: &Path) -> io::Result<LineServer> {
+    LineServer::start(path, "ibtca-sw-control", move |line| execute(&switch, line))
 }

@@ -22,7 +22,8 @@
  * through its key across page boundaries and invalidates it with a SEND
  * with Invalidate; the server registers it again under a new key
  * (ib_update_fast_reg_key), which the client WRITEs through, and
- * invalidates that one with LOCAL_INV. Last a SEND (DONE), and an RDMA
+ * invalidates that one with LOCAL_INV (and, at the very end, fails to
+ * register it while it is registered). Last a SEND (DONE), and an RDMA
  * WRITE with the key LOCAL_INV invalidated, which must complete with
  * IB_WC_REM_ACCESS_ERR (raising the event of a CQ armed for solicited
  * events, which a plain WRITE before it did not), followed by a SEND that
@@ -623,10 +624,15 @@ out:
 
 static void kv_fr_teardown(struct kv_ctx *c)
 {
-	int i;
+	int i, ret;
+	u32 key;
 
-	if (c->fr)
-		ib_dereg_mr(c->fr);
+	/* Under the key of a failed registration too (kv_fr_register_twice). */
+	if (c->fr) {
+		key = c->fr->rkey;
+		ret = ib_dereg_mr(c->fr);
+		kv_check(c, !ret, "fastreg_dereg", "key=0x%x ret=%d", key, ret);
+	}
 	if (c->fr_nents)
 		ib_dma_unmap_sg(c->dev, c->fr_sg, KV_FR_PAGES,
 				DMA_BIDIRECTIONAL);
@@ -799,6 +805,40 @@ static bool kv_server_fastreg(struct kv_ctx *c)
 			    false);
 }
 
+/*
+ * A registration the device must fail: the region is still registered
+ * (nothing invalidated it), so IB_WR_REG_MR with the next key completes
+ * with IB_WC_LOC_PROT_ERR. Our QP is in error (the stale R_Key failed it):
+ * it is connected again first, which needs nothing of the peer.
+ */
+static void kv_fr_register_twice(struct kv_ctx *c)
+{
+	struct ib_reg_wr rw = {
+		.wr = { .wr_id = 107, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED },
+		.mr = c->fr,
+		.access = IB_ACCESS_REMOTE_WRITE,
+	};
+	u32 valid = c->fr->rkey;
+	int n, ret;
+
+	ret = kv_connect(c);
+	if (ret) {
+		kv_check(c, false, "fastreg_twice", "reconnect: %d", ret);
+		return;
+	}
+	ib_update_fast_reg_key(c->fr, ib_inc_rkey(c->fr->rkey));
+	rw.key = c->fr->rkey;
+	n = ib_map_mr_sg(c->fr, c->fr_sg, c->fr_nents, NULL, PAGE_SIZE);
+	if (n != c->fr_nents || kv_post(c, &rw.wr))
+		return;
+	if (kv_send_done(c, "fastreg_twice", 107, IB_WC_LOC_PROT_ERR, 0,
+			 false))
+		kv_check(c, true, "fastreg_twice",
+			 "valid=0x%x key=0x%x status=%s", valid, rw.key,
+			 ib_wc_status_msg(IB_WC_LOC_PROT_ERR));
+}
+
 static void kv_server(struct kv_ctx *c)
 {
 	struct kv_msg *m;
@@ -864,6 +904,8 @@ static void kv_server(struct kv_ctx *c)
 		 "ret=%d status=%s wr_id=%llu buffer_unchanged=%d", ret,
 		 ret ? "-" : ib_wc_status_msg(wc.status), ret ? 0 : wc.wr_id,
 		 unchanged);
+	if (!ret)
+		kv_fr_register_twice(c);
 }
 
 /* The next completion, polled without arming the CQ. */

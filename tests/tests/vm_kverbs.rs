@@ -264,4 +264,12 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     let failed = pass("server", &server, "responder_error");
     assert!(failed.contains("status=WR flushed"), "{failed}");
     assert_eq!(field(failed, "buffer_unchanged"), "1", "{failed}");
+    // Registering a region that is still registered fails locally
+    // (IB_WC_LOC_PROT_ERR), on the server's QP connected again.
+    let twice = pass("server", &server, "fastreg_twice");
+    assert_eq!(field(twice, "valid"), field(third, "key"), "{twice}");
+    assert!(twice.contains("status=local protection error"), "{twice}");
+    // DEREG_MR frees the region under that key, whose byte never took.
+    let dereg = pass("server", &server, "fastreg_dereg");
+    assert_eq!(field(dereg, "key"), field(twice, "key"), "{dereg}");
 }

@@ -103,6 +103,8 @@ void ibtca_cmdq_free(struct ibtca_dev *idev);
 int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
 	      size_t len, u32 *out0, u32 *out1);
 int ibtca_cmd_query(struct ibtca_dev *idev, u8 opcode, void *reply, size_t len);
+int ibtca_cmd_query_sel(struct ibtca_dev *idev, u8 opcode, u8 sel, void *reply,
+			size_t len);
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle);
 
 /* ibtca_verbs.c */

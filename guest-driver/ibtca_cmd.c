@@ -121,6 +121,14 @@ int ibtca_cmd_query(struct ibtca_dev *idev, u8 opcode, void *reply, size_t len)
 	return ibtca_cmd_run(idev, opcode, NULL, 0, NULL, NULL, reply, len);
 }
 
+/* A query whose params byte 0 selects the reply (IBTCA_DEVICE_ATTR_EXT). */
+int ibtca_cmd_query_sel(struct ibtca_dev *idev, u8 opcode, u8 sel, void *reply,
+			size_t len)
+{
+	return ibtca_cmd_run(idev, opcode, &sel, sizeof(sel), NULL, NULL, reply,
+			     len);
+}
+
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle)
 {
 	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(handle) };

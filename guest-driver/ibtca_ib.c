@@ -80,7 +80,8 @@ int ibtca_ib_cmd_handle(struct ibtca_ib *ib, u8 opcode, u32 handle)
 	return ibtca_ib_cmd(ib, opcode, &p, sizeof(p), NULL, NULL);
 }
 
-static int ibtca_ib_query(struct ibtca_ib *ib, u8 opcode, void *reply,
+/* QUERY_DEVICE or QUERY_PORT; @sel is params byte 0 (the reply wanted). */
+static int ibtca_ib_query(struct ibtca_ib *ib, u8 opcode, u8 sel, void *reply,
 			  size_t len)
 {
 	struct ibtca_dev *idev = ib->idev;
@@ -90,7 +91,7 @@ static int ibtca_ib_query(struct ibtca_ib *ib, u8 opcode, void *reply,
 	if (READ_ONCE(idev->dead))
 		ret = -ENODEV;
 	else
-		ret = ibtca_cmd_query(idev, opcode, reply, len);
+		ret = ibtca_cmd_query_sel(idev, opcode, sel, reply, len);
 	up_read(&idev->hw_sem);
 	return ret;
 }
@@ -116,7 +117,14 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->hw_ver = pdev->revision;
 	a->max_qp = max_qp;
 	a->max_qp_wr = le32_to_cpu(d->max_qp_wr);
-	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT;
+	/*
+	 * Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR, LOCAL_INV,
+	 * SEND with Invalidate). No IB_DEVICE_MEM_WINDOW: kernel consumers
+	 * cannot bind windows, and user space does not bind them yet.
+	 */
+	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
+			      IB_DEVICE_MEM_MGT_EXTENSIONS;
+	a->max_fast_reg_page_list_len = ib->max_mr_pages;
 	a->max_send_sge = d->max_sge;
 	a->max_recv_sge = d->max_sge;
 	a->max_sge_rd = d->max_sge;
@@ -160,7 +168,7 @@ static int ibtca_ib_query_port(struct ib_device *ibdev, u32 port,
 
 	if (port != IBTCA_IB_PORT)
 		return -EINVAL;
-	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, &p, sizeof(p));
+	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, 0, &p, sizeof(p));
 	if (ret)
 		return ret;
 	/* The core has zeroed @attr. */
@@ -400,6 +408,7 @@ static void ibtca_ib_dispatch(struct ibtca_dev *idev, u32 old, u32 state)
 void ibtca_ib_register(struct ibtca_dev *idev)
 {
 	struct device *dev = &idev->pdev->dev;
+	struct ibtca_device_attr_ext ext;
 	struct ibtca_port_attr port;
 	struct ibtca_ib *ib;
 	u32 before, after;
@@ -414,15 +423,19 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	mutex_init(&ib->cap_lock);
 	xa_init_flags(&ib->qps, XA_FLAGS_LOCK_IRQ);
 	ib->fw = ibtca_rd(idev, IBTCA_REG_VERSION);
-	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, &ib->attr,
+	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, 0, &ib->attr,
 			     sizeof(ib->attr));
 	if (!ret)
-		ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, &port,
+		ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE,
+				     IBTCA_DEVICE_ATTR_EXT, &ext, sizeof(ext));
+	if (!ret)
+		ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_PORT, 0, &port,
 				     sizeof(port));
 	if (ret) {
 		dev_warn(dev, "device query for the RDMA core: %d\n", ret);
 		goto out_dealloc;
 	}
+	ib->max_mr_pages = le32_to_cpu(ext.max_mr_pages);
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);
 

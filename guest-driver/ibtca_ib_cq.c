@@ -27,6 +27,7 @@ static const enum ib_wc_opcode ibtca_ib_send_wc[] = {
 	[IBTCA_WC_FETCH_ADD] = IB_WC_FETCH_ADD,
 	[IBTCA_WC_BIND_MW] = IB_WC_BIND_MW,
 	[IBTCA_WC_LOCAL_INV] = IB_WC_LOCAL_INV,
+	[IBTCA_WC_REG_MR] = IB_WC_REG_MR,
 };
 
 static const enum ib_wc_status ibtca_ib_wc_status[] = {

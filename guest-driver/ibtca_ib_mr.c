@@ -197,6 +197,27 @@ int ibtca_ib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg,
 }
 
 /*
+ * Whether post_send can turn the IB_WR_REG_MR @wr into a work request: no
+ * SGEs, a fast-registration region of this device that map_mr_sg filled,
+ * the region's own key index (only the key byte may change) and no
+ * window-binding right. The device checks the rest (a free region in the
+ * QP's PD, bounds against the pages) and fails the work request with
+ * IB_WC_LOC_PROT_ERR.
+ */
+bool ibtca_ib_reg_mr_check(struct ib_device *ibdev, const struct ib_reg_wr *wr)
+{
+	struct ibtca_ib_mr *mr;
+
+	if (wr->wr.num_sge || !wr->mr || wr->mr->device != ibdev ||
+	    wr->mr->type != IB_MR_TYPE_MEM_REG ||
+	    (wr->access & IB_ACCESS_MW_BIND))
+		return false;
+	mr = to_mr(wr->mr);
+	return mr->pages && mr->npages &&
+	       !((wr->key ^ mr->ibmr.lkey) & ~0xffU);
+}
+
+/*
  * The IBTCA_WR_REG_MR work request for an IB_WR_REG_MR (the caller sets
  * the flags): the region's pages as map_mr_sg left them, its iova and
  * length, the new key and rights. The table must stay as it is until the

@@ -46,6 +46,7 @@ int ibtca_ib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg,
 		       int sg_nents, unsigned int *sg_offset);
 int ibtca_ib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int ibtca_ib_dealloc_mw(struct ib_mw *ibmw);
+bool ibtca_ib_reg_mr_check(struct ib_device *ibdev, const struct ib_reg_wr *wr);
 void ibtca_ib_reg_mr_wqe(struct ibtca_reg_mr_wqe *w,
 			 const struct ib_reg_wr *wr);
 

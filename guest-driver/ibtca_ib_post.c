@@ -10,6 +10,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include "ibtca_ib.h"
+#include "ibtca_ib_mr.h"
 
 #define IBTCA_IB_SEND_FLAGS	(IB_SEND_SIGNALED | IB_SEND_SOLICITED | \
 				 IB_SEND_FENCE)
@@ -35,9 +36,11 @@ static int ibtca_ib_wr_opcode(enum ib_wr_opcode op)
 		return IBTCA_WR_LOCAL_INV;
 	case IB_WR_SEND_WITH_INV:
 		return IBTCA_WR_SEND_INV;
+	case IB_WR_REG_MR:
+		return IBTCA_WR_REG_MR;
 	/*
-	 * IB_WR_REG_MR (fast registration) needs the device's page-list
-	 * regions: it belongs here, writing its WQE in ibtca_ib_send_wqe().
+	 * IB_WR_BIND_MW stays out: the kernel's API has no work request
+	 * that carries a window, its region and its bounds.
 	 */
 	default:
 		return -EINVAL;
@@ -48,14 +51,24 @@ static int ibtca_ib_wr_opcode(enum ib_wr_opcode op)
 static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
 			      const struct ib_send_wr *wr)
 {
+	u8 flags = IBTCA_WQE_F_SIGNALED;
 	int i;
 
-	w->opcode = opcode;
-	w->flags = IBTCA_WQE_F_SIGNALED;
 	if (wr->send_flags & IB_SEND_SOLICITED)
-		w->flags |= IBTCA_WQE_F_SOLICITED;
+		flags |= IBTCA_WQE_F_SOLICITED;
 	if (wr->send_flags & IB_SEND_FENCE)
-		w->flags |= IBTCA_WQE_F_FENCE;
+		flags |= IBTCA_WQE_F_FENCE;
+	if (opcode == IBTCA_WR_REG_MR) {
+		/* The same 128 bytes, laid out as struct ibtca_reg_mr_wqe. */
+		static_assert(sizeof(struct ibtca_reg_mr_wqe) == sizeof(*w));
+		static_assert(offsetof(struct ibtca_reg_mr_wqe, flags) ==
+			      offsetof(struct ibtca_send_wqe, flags));
+		ibtca_ib_reg_mr_wqe((struct ibtca_reg_mr_wqe *)w, reg_wr(wr));
+		((struct ibtca_reg_mr_wqe *)w)->flags = flags;
+		return;
+	}
+	w->opcode = opcode;
+	w->flags = flags;
 	switch (wr->opcode) {
 	case IB_WR_SEND_WITH_IMM:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
@@ -105,6 +118,9 @@ static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
 	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(u64)))
 		return -EINVAL;
 	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+		return -EINVAL;
+	if (op == IBTCA_WR_REG_MR &&
+	    !ibtca_ib_reg_mr_check(&ib->ibdev, reg_wr(wr)))
 		return -EINVAL;
 	return op;
 }

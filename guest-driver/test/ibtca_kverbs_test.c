@@ -16,10 +16,18 @@
  * the sender's memory, which both sides check. Then the client does an
  * RDMA WRITE (unsignaled) and an RDMA WRITE with immediate into the
  * server's memory, an RDMA READ of it, fetch-and-add and compare-and-swap
- * on a server counter, a SEND (DONE), and an RDMA WRITE with a bad R_Key,
- * which must complete with IB_WC_REM_ACCESS_ERR (raising the event of a CQ
- * armed for solicited events, which a plain WRITE before it did not),
- * followed by a SEND that must be flushed. Every payload is a pattern seeded with its sender's
+ * on a server counter. Then fast registration as a storage initiator and
+ * target use it: the server's REPLY also names a region of separate pages
+ * (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR); the client WRITEs and READs
+ * through its key across page boundaries and invalidates it with a SEND
+ * with Invalidate; the server registers it again under a new key
+ * (ib_update_fast_reg_key), which the client WRITEs through, and
+ * invalidates that one with LOCAL_INV (and, at the very end, fails to
+ * register it while it is registered). Last a SEND (DONE), and an RDMA
+ * WRITE with the key LOCAL_INV invalidated, which must complete with
+ * IB_WC_REM_ACCESS_ERR (raising the event of a CQ armed for solicited
+ * events, which a plain WRITE before it did not), followed by a SEND that
+ * must be flushed. Every payload is a pattern seeded with its sender's
  * LID, so each side checks that the bytes came from the other.
  * Completions are waited for through comp_handler (MSI-X).
  *
@@ -30,8 +38,11 @@
 
 #include <linux/completion.h>
 #include <linux/delay.h>
+#include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
+#include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
@@ -50,15 +61,30 @@ module_param(wait_s, uint, 0444);
 MODULE_PARM_DESC(wait_s, "seconds to wait for the port and the peer");
 
 #define KV_PORT		1
-#define KV_BUF_SIZE	(16 * 1024)
-#define KV_RX		0		/* 4 receive slots of 256 bytes */
+#define KV_BUF_SIZE	(32 * 1024)
+#define KV_RX		0		/* 6 receive slots of 256 bytes */
 #define KV_RX_SLOT	256
-#define KV_RX_SLOTS	4
-#define KV_TX		1024
+#define KV_RX_SLOTS	6
+#define KV_TX		1536
 #define KV_WRITE	4096		/* the client writes here */
 #define KV_DATA_LEN	4096
 #define KV_READ		8192		/* the client reads from here */
 #define KV_ATOMIC	12288		/* the server's counter / results */
+#define KV_FR_SRC	16384		/* the client's fast-reg WRITE source */
+#define KV_FR_DST	24576		/* the client's fast-reg READ target */
+/*
+ * The server's fast-registration region: KV_FR_PAGES separate pages, one
+ * virtually contiguous region. Offsets are into that region.
+ */
+#define KV_FR_PAGES	4
+#define KV_FR_LEN	(KV_FR_PAGES * PAGE_SIZE)
+#define KV_FR_W_OFF	2048		/* 8 KiB WRITE: crosses 2 pages */
+#define KV_FR_W_LEN	8192
+#define KV_FR_R_OFF	10240		/* 6 KiB READ: crosses 1 page */
+#define KV_FR_R_LEN	6144
+#define KV_FR_W2_OFF	6144		/* 4 KiB WRITE with the new key */
+#define KV_FR_W2_LEN	4096
+#define KV_IMM_FR	0x3bca0000
 #define KV_OP_MS	30000
 #define KV_MAGIC	0x6b766572	/* "kver" */
 #define KV_IMM_REPLY	0x1bca0000
@@ -66,7 +92,8 @@ MODULE_PARM_DESC(wait_s, "seconds to wait for the port and the peer");
 #define KV_ADD		5
 #define KV_SWAP		0xc0ffee00ULL
 
-enum kv_kind { KV_HELLO = 1, KV_REPLY, KV_DONE, KV_LATE };
+enum kv_kind { KV_HELLO = 1, KV_REPLY, KV_DONE, KV_LATE, KV_FR_INV,
+	       KV_FR_NEW, KV_FR_GONE };
 
 struct kv_msg {
 	__le32 magic;
@@ -76,6 +103,9 @@ struct kv_msg {
 	__le64 addr;
 	__le32 rkey;
 	__le32 rsvd;
+	__le64 fr_addr;			/* the server's fast-reg region */
+	__le32 fr_rkey;			/* and its current key */
+	__le32 fr_rsvd;
 	u8 payload[128];
 };
 
@@ -92,6 +122,12 @@ struct kv_ctx {
 	struct completion event;
 	atomic_t events;
 	int passed, failed;
+	struct ib_wc rwc;		/* kv_recv_msg()'s completion */
+	/* The server's fast-registration region (NULL on the client). */
+	struct ib_mr *fr;
+	struct page *fr_page[KV_FR_PAGES];
+	struct scatterlist fr_sg[KV_FR_PAGES];
+	int fr_nents;			/* mapped entries, 0 if unmapped */
 };
 
 static struct ib_device *kv_dev;
@@ -201,16 +237,37 @@ static int kv_post_recv(struct kv_ctx *c, u32 slot)
  * A message SEND (with immediate @imm unless 0), followed by @next (may be
  * NULL) in the same post.
  */
-static int kv_send_chain(struct kv_ctx *c, enum kv_kind kind, u32 salt,
-			 u64 wr_id, u32 imm, struct ib_send_wr *next,
-			 const struct ib_send_wr **bad)
+/* Writes message @kind into the send buffer, which @sge then names. */
+static void kv_msg_prepare(struct kv_ctx *c, enum kv_kind kind, u32 salt,
+			   struct ib_sge *sge)
 {
 	struct kv_msg *m = (struct kv_msg *)(c->buf + KV_TX);
-	struct ib_sge sge = {
+
+	memset(m, 0, sizeof(*m));
+	m->magic = cpu_to_le32(KV_MAGIC);
+	m->kind = cpu_to_le32(kind);
+	m->lid = cpu_to_le32(c->lid);
+	m->qpn = cpu_to_le32(c->qpn);
+	m->addr = cpu_to_le64(c->dma);
+	m->rkey = cpu_to_le32(c->mr->rkey);
+	if (c->fr) {
+		m->fr_addr = cpu_to_le64(c->fr->iova);
+		m->fr_rkey = cpu_to_le32(c->fr->rkey);
+	}
+	kv_fill(m->payload, sizeof(m->payload), c->lid, salt);
+	kv_sync_dev(c);
+	*sge = (struct ib_sge) {
 		.addr = c->dma + KV_TX,
 		.length = sizeof(*m),
 		.lkey = c->pd->local_dma_lkey,
 	};
+}
+
+static int kv_send_chain(struct kv_ctx *c, enum kv_kind kind, u32 salt,
+			 u64 wr_id, u32 imm, struct ib_send_wr *next,
+			 const struct ib_send_wr **bad)
+{
+	struct ib_sge sge;
 	struct ib_send_wr wr = {
 		.wr_id = wr_id,
 		.sg_list = &sge,
@@ -221,16 +278,26 @@ static int kv_send_chain(struct kv_ctx *c, enum kv_kind kind, u32 salt,
 		.next = next,
 	};
 
-	memset(m, 0, sizeof(*m));
-	m->magic = cpu_to_le32(KV_MAGIC);
-	m->kind = cpu_to_le32(kind);
-	m->lid = cpu_to_le32(c->lid);
-	m->qpn = cpu_to_le32(c->qpn);
-	m->addr = cpu_to_le64(c->dma);
-	m->rkey = cpu_to_le32(c->mr->rkey);
-	kv_fill(m->payload, sizeof(m->payload), c->lid, salt);
-	kv_sync_dev(c);
+	kv_msg_prepare(c, kind, salt, &sge);
 	return ib_post_send(c->qp, &wr, bad);
+}
+
+/* A message SEND with Invalidate of the peer's key @rkey. */
+static int kv_send_inv(struct kv_ctx *c, enum kv_kind kind, u32 salt,
+		       u64 wr_id, u32 rkey)
+{
+	struct ib_sge sge;
+	struct ib_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND_WITH_INV,
+		.send_flags = IB_SEND_SIGNALED,
+		.ex.invalidate_rkey = rkey,
+	};
+
+	kv_msg_prepare(c, kind, salt, &sge);
+	return ib_post_send(c->qp, &wr, NULL);
 }
 
 static int kv_send(struct kv_ctx *c, enum kv_kind kind, u32 salt, u64 wr_id,
@@ -398,8 +465,10 @@ static void kv_check_local(struct kv_ctx *c)
 	struct ib_qp_init_attr init;
 	struct rdma_ah_attr ah = { .type = RDMA_AH_ATTR_TYPE_IB };
 	struct ib_qp_attr a;
+	u64 caps = c->dev->attrs.device_cap_flags;
 	union ib_gid gid;
 	struct ib_ah *h;
+	bool mgt, mw;
 	u16 pkey = 0;
 	int ret;
 
@@ -418,6 +487,13 @@ static void kv_check_local(struct kv_ctx *c)
 	kv_check(c, !ret && be64_to_cpu(gid.global.subnet_prefix) ==
 		 0xfe80000000000000ULL && gid.global.interface_id,
 		 "query_gid", "ret=%d gid=%pI6", ret, gid.raw);
+	mgt = !!(caps & IB_DEVICE_MEM_MGT_EXTENSIONS);
+	mw = !!(caps & IB_DEVICE_MEM_WINDOW);
+	kv_check(c, mgt && !mw &&
+		 c->dev->attrs.max_fast_reg_page_list_len >= KV_FR_PAGES,
+		 "fastreg_caps",
+		 "mem_mgt_extensions=%d mem_window=%d max_fast_reg=%u", mgt, mw,
+		 c->dev->attrs.max_fast_reg_page_list_len);
 
 	rdma_ah_set_dlid(&ah, peer_lid);
 	rdma_ah_set_port_num(&ah, KV_PORT);
@@ -439,11 +515,12 @@ static void kv_check_local(struct kv_ctx *c)
 static struct kv_msg *kv_recv_msg(struct kv_ctx *c, const char *name,
 				  enum kv_kind kind, u32 salt, bool imm, u32 v)
 {
+	struct ib_wc wc = { };
 	struct kv_msg *m;
-	struct ib_wc wc;
 	int ret;
 
 	ret = kv_wait(c, &wc, kind == KV_HELLO ? wait_s * 1000 : KV_OP_MS);
+	c->rwc = wc;
 	if (ret || wc.status != IB_WC_SUCCESS || wc.opcode != IB_WC_RECV ||
 	    wc.wr_id >= KV_RX_SLOTS) {
 		kv_check(c, false, name, "ret=%d status=%s opcode=%d wr_id=%llu",
@@ -489,10 +566,284 @@ static bool kv_send_done(struct kv_ctx *c, const char *name, u64 wr_id,
 	return ok;
 }
 
+/*
+ * Fast registration, as a storage initiator does it: separate
+ * pages in a scatterlist, ib_alloc_mr, ib_map_mr_sg and IB_WR_REG_MR.
+ */
+static int kv_fr_setup(struct kv_ctx *c)
+{
+	struct page *pool[2 * KV_FR_PAGES] = { };
+	int i, j, n = 0, gaps = 0, ret = 0;
+
+	/*
+	 * Pages of which no two in a row are physically adjacent: of twice
+	 * as many as needed, at most one follows the page chosen last.
+	 */
+	for (i = 0; i < ARRAY_SIZE(pool); i++) {
+		pool[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!pool[i]) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	for (n = 0; n < KV_FR_PAGES; n++) {
+		for (j = 0; j < ARRAY_SIZE(pool); j++)
+			if (pool[j] && (!n || page_to_pfn(pool[j]) !=
+					page_to_pfn(c->fr_page[n - 1]) + 1))
+				break;
+		c->fr_page[n] = pool[j];
+		pool[j] = NULL;
+		if (n && page_to_pfn(c->fr_page[n]) !=
+			 page_to_pfn(c->fr_page[n - 1]) + 1)
+			gaps++;
+	}
+	sg_init_table(c->fr_sg, KV_FR_PAGES);
+	for (i = 0; i < KV_FR_PAGES; i++)
+		sg_set_page(&c->fr_sg[i], c->fr_page[i], PAGE_SIZE, 0);
+	c->fr_nents = ib_dma_map_sg(c->dev, c->fr_sg, KV_FR_PAGES,
+				    DMA_BIDIRECTIONAL);
+	if (!c->fr_nents) {
+		ret = -EIO;
+		goto out;
+	}
+	c->fr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, KV_FR_PAGES);
+	if (IS_ERR(c->fr)) {
+		ret = PTR_ERR(c->fr);
+		c->fr = NULL;
+		goto out;
+	}
+	kv_check(c, gaps == KV_FR_PAGES - 1 && c->fr_nents == KV_FR_PAGES,
+		 "fastreg_pages", "pages=%d sg_nents=%d discontiguous=%d/%d key=0x%x",
+		 KV_FR_PAGES, c->fr_nents, gaps, KV_FR_PAGES - 1, c->fr->rkey);
+out:
+	for (i = 0; i < ARRAY_SIZE(pool); i++)
+		if (pool[i])
+			__free_page(pool[i]);
+	return ret;
+}
+
+static void kv_fr_teardown(struct kv_ctx *c)
+{
+	int i, ret;
+	u32 key;
+
+	/* Under the key of a failed registration too (kv_fr_register_twice). */
+	if (c->fr) {
+		key = c->fr->rkey;
+		ret = ib_dereg_mr(c->fr);
+		kv_check(c, !ret, "fastreg_dereg", "key=0x%x ret=%d", key, ret);
+	}
+	if (c->fr_nents)
+		ib_dma_unmap_sg(c->dev, c->fr_sg, KV_FR_PAGES,
+				DMA_BIDIRECTIONAL);
+	for (i = 0; i < KV_FR_PAGES; i++)
+		if (c->fr_page[i])
+			__free_page(c->fr_page[i]);
+}
+
+/* Byte @off of the fast-registration region. */
+static u8 *kv_fr_at(struct kv_ctx *c, u32 off)
+{
+	return (u8 *)page_address(c->fr_page[off / PAGE_SIZE]) +
+	       off % PAGE_SIZE;
+}
+
+static void kv_fr_fill(struct kv_ctx *c, u32 off, u32 len, u16 lid, u32 salt)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		*kv_fr_at(c, off + i) = kv_byte(lid, salt, i);
+	dma_sync_sg_for_device(c->dev->dma_device, c->fr_sg, KV_FR_PAGES,
+			       DMA_BIDIRECTIONAL);
+}
+
+/* Like kv_mismatch(), over region bytes @off to @off + @len. */
+static u32 kv_fr_mismatch(struct kv_ctx *c, u32 off, u32 len, u16 lid,
+			  u32 salt)
+{
+	u32 i;
+
+	dma_sync_sg_for_cpu(c->dev->dma_device, c->fr_sg, KV_FR_PAGES,
+			    DMA_BIDIRECTIONAL);
+	for (i = 0; i < len; i++)
+		if (*kv_fr_at(c, off + i) != kv_byte(lid, salt, i))
+			break;
+	return i;
+}
+
+/* How many of region bytes @off to @off + @len are zero before another. */
+static u32 kv_fr_zeros(struct kv_ctx *c, u32 off, u32 len)
+{
+	u32 i;
+
+	dma_sync_sg_for_cpu(c->dev->dma_device, c->fr_sg, KV_FR_PAGES,
+			    DMA_BIDIRECTIONAL);
+	for (i = 0; i < len; i++)
+		if (*kv_fr_at(c, off + i))
+			break;
+	return i;
+}
+
+/*
+ * Maps the pages into the region and registers it with its current key
+ * (IB_WR_REG_MR, signaled: IB_WC_REG_MR).
+ */
+static bool kv_fr_register(struct kv_ctx *c, const char *name, u64 wr_id)
+{
+	struct ib_reg_wr rw = {
+		.wr = { .wr_id = wr_id, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED },
+		.mr = c->fr,
+		.key = c->fr->rkey,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ,
+	};
+	int n;
+
+	n = ib_map_mr_sg(c->fr, c->fr_sg, c->fr_nents, NULL, PAGE_SIZE);
+	if (n != c->fr_nents || c->fr->length != KV_FR_LEN) {
+		kv_check(c, false, name, "map_mr_sg=%d of %d length=%llu", n,
+			 c->fr_nents, c->fr->length);
+		return false;
+	}
+	if (kv_post(c, &rw.wr) ||
+	    !kv_send_done(c, name, wr_id, IB_WC_SUCCESS, IB_WC_REG_MR, false))
+		return false;
+	return kv_check(c, true, name,
+			"key=0x%x iova=0x%llx length=%llu pages=%d", c->fr->rkey,
+			c->fr->iova, c->fr->length, n);
+}
+
+/*
+ * What post_send refuses of a fast registration: an SGE, and a key with
+ * another key index than the region's.
+ */
+static void kv_fr_refused(struct kv_ctx *c)
+{
+	const struct ib_send_wr *bad = NULL;
+	struct ib_sge sge = { .addr = c->dma, .length = 8,
+			      .lkey = c->pd->local_dma_lkey };
+	struct ib_reg_wr rw = {
+		.wr = { .wr_id = 98, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED, .sg_list = &sge,
+			.num_sge = 1 },
+		.mr = c->fr,
+		.key = c->fr->rkey,
+		.access = IB_ACCESS_REMOTE_WRITE,
+	};
+	int sge_ret, key_ret;
+
+	sge_ret = ib_post_send(c->qp, &rw.wr, &bad);
+	rw.wr.num_sge = 0;
+	rw.key = c->fr->rkey + 0x100;
+	key_ret = ib_post_send(c->qp, &rw.wr, &bad);
+	kv_check(c, sge_ret == -EINVAL && key_ret == -EINVAL && bad == &rw.wr,
+		 "fastreg_refused", "sge=%d other_index=%d (want %d)", sge_ret,
+		 key_ret, -EINVAL);
+}
+
+/*
+ * The server's side of fast registration, between the client's WRITEs and
+ * its DONE: the client WRITEs and READs through key K0, then invalidates
+ * it with a SEND with Invalidate; we register again with K1 (which the
+ * device refuses unless K0 freed the region) and say so; the client WRITEs
+ * with immediate through K1; we invalidate K1 with LOCAL_INV, register K2
+ * (again only possible once K1 is gone) and say so.
+ */
+static bool kv_server_fastreg(struct kv_ctx *c)
+{
+	u32 k0 = c->fr->rkey, k1, got, match;
+	struct ib_send_wr inv = {
+		.wr_id = 104, .opcode = IB_WR_LOCAL_INV,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	struct ib_wc wc;
+	int ret;
+
+	if (!kv_recv_msg(c, "send_with_inv", KV_FR_INV, 10, false, 0))
+		return false;
+	got = c->rwc.wc_flags & IB_WC_WITH_INVALIDATE ?
+	      c->rwc.ex.invalidate_rkey : 0;
+	match = kv_fr_mismatch(c, KV_FR_W_OFF, KV_FR_W_LEN, peer_lid, 7);
+	kv_check(c, got == k0, "recv_invalidate",
+		 "with_invalidate=%d invalidate_rkey=0x%x key=0x%x",
+		 !!(c->rwc.wc_flags & IB_WC_WITH_INVALIDATE), got, k0);
+	kv_check(c, match == KV_FR_W_LEN, "fastreg_write",
+		 "from_lid=%u match=%u/%u across_pages=%lu-%lu", peer_lid,
+		 match, KV_FR_W_LEN, KV_FR_W_OFF / PAGE_SIZE,
+		 (KV_FR_W_OFF + KV_FR_W_LEN - 1) / PAGE_SIZE);
+
+	ib_update_fast_reg_key(c->fr, ib_inc_rkey(c->fr->rkey));
+	k1 = c->fr->rkey;
+	if (!kv_fr_register(c, "fastreg_rereg", 102) ||
+	    kv_send(c, KV_FR_NEW, 11, 103, 0) ||
+	    !kv_send_done(c, "fr_new_msg", 103, IB_WC_SUCCESS, IB_WC_SEND,
+			  false))
+		return false;
+
+	ret = kv_wait(c, &wc, KV_OP_MS);
+	match = kv_fr_mismatch(c, KV_FR_W2_OFF, KV_FR_W2_LEN, peer_lid, 9);
+	kv_check(c, !ret && wc.status == IB_WC_SUCCESS &&
+		 wc.opcode == IB_WC_RECV_RDMA_WITH_IMM &&
+		 be32_to_cpu(wc.ex.imm_data) == (KV_IMM_FR | peer_lid) &&
+		 match == KV_FR_W2_LEN, "fastreg_write_new_key",
+		 "ret=%d status=%s key=0x%x from_lid=%u match=%u/%u", ret,
+		 ret ? "-" : ib_wc_status_msg(wc.status), k1, peer_lid, match,
+		 KV_FR_W2_LEN);
+
+	inv.ex.invalidate_rkey = k1;
+	if (kv_post(c, &inv) ||
+	    !kv_send_done(c, "local_inv", 104, IB_WC_SUCCESS, IB_WC_LOCAL_INV,
+			  true))
+		return false;
+	ib_update_fast_reg_key(c->fr, ib_inc_rkey(c->fr->rkey));
+	if (!kv_fr_register(c, "fastreg_after_local_inv", 105) ||
+	    kv_send(c, KV_FR_GONE, 12, 106, 0))
+		return false;
+	return kv_send_done(c, "fr_gone_msg", 106, IB_WC_SUCCESS, IB_WC_SEND,
+			    false);
+}
+
+/*
+ * A registration the device must fail: the region is still registered
+ * (nothing invalidated it), so IB_WR_REG_MR with the next key completes
+ * with IB_WC_LOC_PROT_ERR. Our QP is in error (the stale R_Key failed it):
+ * it is connected again first, which needs nothing of the peer.
+ */
+static void kv_fr_register_twice(struct kv_ctx *c)
+{
+	struct ib_reg_wr rw = {
+		.wr = { .wr_id = 107, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED },
+		.mr = c->fr,
+		.access = IB_ACCESS_REMOTE_WRITE,
+	};
+	u32 valid = c->fr->rkey;
+	int n, ret;
+
+	ret = kv_connect(c);
+	if (ret) {
+		kv_check(c, false, "fastreg_twice", "reconnect: %d", ret);
+		return;
+	}
+	ib_update_fast_reg_key(c->fr, ib_inc_rkey(c->fr->rkey));
+	rw.key = c->fr->rkey;
+	n = ib_map_mr_sg(c->fr, c->fr_sg, c->fr_nents, NULL, PAGE_SIZE);
+	if (n != c->fr_nents || kv_post(c, &rw.wr))
+		return;
+	if (kv_send_done(c, "fastreg_twice", 107, IB_WC_LOC_PROT_ERR, 0,
+			 false))
+		kv_check(c, true, "fastreg_twice",
+			 "valid=0x%x key=0x%x status=%s", valid, rw.key,
+			 ib_wc_status_msg(IB_WC_LOC_PROT_ERR));
+}
+
 static void kv_server(struct kv_ctx *c)
 {
 	struct kv_msg *m;
 	u64 *counter = (u64 *)(c->buf + KV_ATOMIC);
+	bool unchanged;
 	u64 want;
 	struct ib_wc wc;
 	int i, ret;
@@ -505,6 +856,11 @@ static void kv_server(struct kv_ctx *c)
 	memset(c->buf + KV_WRITE, 0, KV_DATA_LEN);
 	kv_fill(c->buf + KV_READ, KV_DATA_LEN, c->lid, 4);
 	*counter = 0x1000 + c->lid;
+	/* The REPLY names the fast-registration region too. */
+	kv_fr_fill(c, KV_FR_R_OFF, KV_FR_R_LEN, c->lid, 8);
+	if (!kv_fr_register(c, "fastreg_reg", 101))
+		return;
+	kv_fr_refused(c);
 	if (kv_send(c, KV_REPLY, 2, 100, KV_IMM_REPLY | c->lid) ||
 	    !kv_send_done(c, "reply", 100, IB_WC_SUCCESS, IB_WC_SEND, false))
 		return;
@@ -523,7 +879,10 @@ static void kv_server(struct kv_ctx *c)
 		 peer_lid, kv_mismatch(c->buf + KV_WRITE, KV_DATA_LEN,
 				       peer_lid, 3), KV_DATA_LEN);
 
-	/* The spare receive for what the bad R_Key does to our QP. */
+	if (!kv_server_fastreg(c))
+		return;
+
+	/* The spare receive for what the stale R_Key does to our QP. */
 	kv_post_recv(c, KV_RX_SLOTS - 1);
 	m = kv_recv_msg(c, "done_msg", KV_DONE, 5, false, 0);
 	if (!m)
@@ -533,16 +892,20 @@ static void kv_server(struct kv_ctx *c)
 		 "counter=0x%llx want=0x%llx (from 0x%x: +%u, then swapped by lid %u)",
 		 READ_ONCE(*counter), want, 0x1000 + c->lid, KV_ADD, peer_lid);
 
-	/* The bad R_Key WRITE fails our responder: the QP goes to error. */
+	/*
+	 * The WRITE with the invalidated key fails our responder: the QP
+	 * goes to error, the region (zero there) stays as it was.
+	 */
 	ret = kv_wait(c, &wc, KV_OP_MS);
+	unchanged = kv_mismatch(c->buf + KV_WRITE, KV_DATA_LEN, peer_lid, 3) ==
+		    KV_DATA_LEN && kv_fr_zeros(c, 0, KV_FR_W_OFF) == KV_FR_W_OFF;
 	kv_check(c, !ret && wc.status == IB_WC_WR_FLUSH_ERR &&
-		 wc.wr_id == KV_RX_SLOTS - 1 &&
-		 kv_mismatch(c->buf + KV_WRITE, KV_DATA_LEN, peer_lid, 3) ==
-		 KV_DATA_LEN, "responder_error",
+		 wc.wr_id == KV_RX_SLOTS - 1 && unchanged, "responder_error",
 		 "ret=%d status=%s wr_id=%llu buffer_unchanged=%d", ret,
 		 ret ? "-" : ib_wc_status_msg(wc.status), ret ? 0 : wc.wr_id,
-		 kv_mismatch(c->buf + KV_WRITE, KV_DATA_LEN, peer_lid, 3) ==
-		 KV_DATA_LEN);
+		 unchanged);
+	if (!ret)
+		kv_fr_register_twice(c);
 }
 
 /* The next completion, polled without arming the CQ. */
@@ -615,6 +978,83 @@ static bool kv_hello(struct kv_ctx *c)
 	return true;
 }
 
+/*
+ * The client's side of fast registration (see kv_server_fastreg()): WRITE
+ * and READ across the server's pages through key K0, a SEND with
+ * Invalidate of K0, the same through the new key K1. Returns the key the
+ * server invalidated by LOCAL_INV (0 on failure) and sets *@now to the
+ * region's key after it.
+ */
+static u32 kv_client_fastreg(struct kv_ctx *c, u64 fr_addr, u32 k0, u32 *now)
+{
+	struct ib_sge sge = { .lkey = c->pd->local_dma_lkey };
+	struct ib_rdma_wr rw = {
+		.wr = { .sg_list = &sge, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.rkey = k0,
+	};
+	struct kv_msg *m;
+	u32 k1, match;
+
+	/* The server's answers to come: the new key, then LOCAL_INV done. */
+	if (kv_post_recv(c, 1) || kv_post_recv(c, 2))
+		return 0;
+	kv_fill(c->buf + KV_FR_SRC, KV_FR_W_LEN, c->lid, 7);
+	sge.addr = c->dma + KV_FR_SRC;
+	sge.length = KV_FR_W_LEN;
+	rw.remote_addr = fr_addr + KV_FR_W_OFF;
+	rw.wr.wr_id = 20;
+	rw.wr.opcode = IB_WR_RDMA_WRITE;
+	if (kv_post(c, &rw.wr) ||
+	    !kv_send_done(c, "fastreg_rdma_write", 20, IB_WC_SUCCESS,
+			  IB_WC_RDMA_WRITE, true))
+		return 0;
+	memset(c->buf + KV_FR_DST, 0, KV_FR_R_LEN);
+	sge.addr = c->dma + KV_FR_DST;
+	sge.length = KV_FR_R_LEN;
+	rw.remote_addr = fr_addr + KV_FR_R_OFF;
+	rw.wr.wr_id = 21;
+	rw.wr.opcode = IB_WR_RDMA_READ;
+	if (kv_post(c, &rw.wr) ||
+	    !kv_send_done(c, "fastreg_rdma_read_wc", 21, IB_WC_SUCCESS,
+			  IB_WC_RDMA_READ, false))
+		return 0;
+	match = kv_mismatch(c->buf + KV_FR_DST, KV_FR_R_LEN, peer_lid, 8);
+	kv_check(c, match == KV_FR_R_LEN, "fastreg_rdma_read",
+		 "key=0x%x from_lid=%u match=%u/%u", k0, peer_lid, match,
+		 KV_FR_R_LEN);
+	if (kv_send_inv(c, KV_FR_INV, 10, 22, k0) ||
+	    !kv_send_done(c, "send_with_inv", 22, IB_WC_SUCCESS, IB_WC_SEND,
+			  true))
+		return 0;
+
+	m = kv_recv_msg(c, "fastreg_new_key", KV_FR_NEW, 11, false, 0);
+	if (!m)
+		return 0;
+	k1 = le32_to_cpu(m->fr_rkey);
+	if (!kv_check(c, k1 != k0 && !((k1 ^ k0) & ~0xffU) &&
+		      le64_to_cpu(m->fr_addr) == fr_addr, "new_key",
+		      "old=0x%x new=0x%x", k0, k1))
+		return 0;
+	kv_fill(c->buf + KV_FR_SRC, KV_FR_W2_LEN, c->lid, 9);
+	sge.addr = c->dma + KV_FR_SRC;
+	sge.length = KV_FR_W2_LEN;
+	rw.rkey = k1;
+	rw.remote_addr = fr_addr + KV_FR_W2_OFF;
+	rw.wr.wr_id = 23;
+	rw.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+	rw.wr.ex.imm_data = cpu_to_be32(KV_IMM_FR | c->lid);
+	if (kv_post(c, &rw.wr) ||
+	    !kv_send_done(c, "fastreg_write_new_key", 23, IB_WC_SUCCESS,
+			  IB_WC_RDMA_WRITE, true))
+		return 0;
+	m = kv_recv_msg(c, "fastreg_local_inv", KV_FR_GONE, 12, false, 0);
+	if (!m)
+		return 0;
+	*now = le32_to_cpu(m->fr_rkey);
+	return k1;
+}
+
 static void kv_client(struct kv_ctx *c)
 {
 	u64 *res = (u64 *)(c->buf + KV_ATOMIC);
@@ -626,8 +1066,8 @@ static void kv_client(struct kv_ctx *c)
 	int events;
 	struct ib_rdma_wr rw = { };
 	struct kv_msg *m;
-	u64 raddr, init;
-	u32 rkey, peer;
+	u64 raddr, init, fr_addr;
+	u32 rkey, peer, fr_key, stale, now = 0;
 	struct ib_wc wc;
 	int ret;
 
@@ -639,6 +1079,8 @@ static void kv_client(struct kv_ctx *c)
 		return;
 	raddr = le64_to_cpu(m->addr);
 	rkey = le32_to_cpu(m->rkey);
+	fr_addr = le64_to_cpu(m->fr_addr);
+	fr_key = le32_to_cpu(m->fr_rkey);
 	peer = le32_to_cpu(m->lid);
 	init = 0x1000 + peer;
 
@@ -710,6 +1152,10 @@ static void kv_client(struct kv_ctx *c)
 		 "fetch_add old=0x%llx want 0x%llx, cmp_swp old=0x%llx want 0x%llx",
 		 res[0], init, res[1], init + KV_ADD);
 
+	stale = kv_client_fastreg(c, fr_addr, fr_key, &now);
+	if (!stale)
+		return;
+
 	/*
 	 * DONE, chained with a request the QP cannot take (inline data):
 	 * the chain stops there, with bad_wr on it and DONE posted.
@@ -744,11 +1190,15 @@ static void kv_client(struct kv_ctx *c)
 		return;
 	}
 
-	/* An R_Key the server never handed out (its key byte changed). */
+	/*
+	 * The R_Key the server invalidated with LOCAL_INV, at the start of
+	 * its region (registered again meanwhile, under another key).
+	 */
 	reinit_completion(&c->event);
 	ib_req_notify_cq(c->cq, IB_CQ_SOLICITED);
 	rw.wr.wr_id = 16;
-	rw.rkey = rkey ^ 0xff;
+	rw.rkey = stale;
+	rw.remote_addr = fr_addr;
 	if (kv_post(c, &rw.wr))
 		return;
 	fired = wait_for_completion_timeout(&c->event,
@@ -758,9 +1208,9 @@ static void kv_client(struct kv_ctx *c)
 		 quiet ? "no_event" : "EVENT", fired ? "event" : "NO_EVENT");
 	ret = kv_wait(c, &wc, KV_OP_MS);
 	kv_check(c, !ret && wc.wr_id == 16 &&
-		 wc.status == IB_WC_REM_ACCESS_ERR, "bad_rkey",
-		 "rkey=0x%x (valid 0x%x) ret=%d status=%s (%d) vendor_err=0x%x",
-		 rkey ^ 0xff, rkey, ret, ret ? "-" : ib_wc_status_msg(wc.status),
+		 wc.status == IB_WC_REM_ACCESS_ERR, "stale_rkey",
+		 "rkey=0x%x (invalidated; valid 0x%x) ret=%d status=%s (%d) vendor_err=0x%x",
+		 stale, now, ret, ret ? "-" : ib_wc_status_msg(wc.status),
 		 ret ? -1 : wc.status, ret ? 0 : wc.vendor_err);
 	/* The QP is in error now: the next request is flushed. */
 	if (kv_send(c, KV_LATE, 6, 17, 0))
@@ -818,6 +1268,11 @@ static int kv_setup(struct kv_ctx *c)
 		return PTR_ERR(c->qp);
 	c->qpn = c->qp->qp_num;
 	c->dest_qpn = peer_qpn ? peer_qpn : c->qpn;
+	if (!strcmp(role, "server")) {
+		ret = kv_fr_setup(c);
+		if (ret)
+			return ret;
+	}
 	c->buf = kzalloc(KV_BUF_SIZE, GFP_KERNEL);
 	if (!c->buf)
 		return -ENOMEM;
@@ -842,6 +1297,7 @@ static void kv_teardown(struct kv_ctx *c)
 				    DMA_BIDIRECTIONAL);
 		kfree(c->buf);
 	}
+	kv_fr_teardown(c);
 	if (c->mr && !IS_ERR(c->mr))
 		c->dev->ops.dereg_mr(c->mr, NULL);
 	if (c->pd && !IS_ERR(c->pd))

@@ -6,8 +6,14 @@
 //! (MSI-X), an RC QP connected with modify_qp and a DMA MR. The client
 //! (LID 2) SENDs a HELLO, gets the server's SEND with immediate carrying
 //! its address and R_Key, then does RDMA WRITE (unsignaled) and WRITE with
-//! immediate, RDMA READ, fetch-and-add and compare-and-swap, a SEND, and a
-//! WRITE with a bad R_Key (IB_WC_REM_ACCESS_ERR, the event of a CQ armed
+//! immediate, RDMA READ, fetch-and-add and compare-and-swap. Then fast
+//! registration as kernel storage initiators use it: the server's region
+//! of separate pages (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR), written and
+//! read by the client across page boundaries, invalidated by the client's
+//! SEND with Invalidate, registered again under a new key
+//! (ib_update_fast_reg_key), written through it, invalidated by LOCAL_INV
+//! and registered once more. Last a SEND, and a WRITE with the key
+//! LOCAL_INV invalidated (IB_WC_REM_ACCESS_ERR, the event of a CQ armed
 //! for solicited events only, which a plain WRITE did not raise, then a
 //! flushed SEND); the server (LID 1) checks what landed in its memory and
 //! sees its QP fail (the spare receive flushed). Every payload is a pattern of its sender's
@@ -117,6 +123,7 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
             "query_gid",
             "create_ah",
             "modify_qp",
+            "fastreg_caps",
         ] {
             pass(who, c, name);
         }
@@ -124,6 +131,12 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         assert_eq!(field(result, "failed"), "0", "{who}: {result}");
         let events: u32 = field(result, "events").parse().unwrap();
         assert!(events > 0, "{who}: comp_handler never ran: {result}");
+        // query_device: fast registration with the device's page-list
+        // limit (MAX_MR_PAGES), no memory windows.
+        let caps = pass(who, c, "fastreg_caps");
+        assert_eq!(field(caps, "mem_mgt_extensions"), "1", "{caps}");
+        assert_eq!(field(caps, "mem_window"), "0", "{caps}");
+        assert_eq!(field(caps, "max_fast_reg"), "262144", "{caps}");
     }
 
     // Addressing: both QPs got the same number on their fresh devices, and
@@ -183,10 +196,62 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     let counter = pass("server", &server, "atomic");
     assert_eq!(field(counter, "counter"), "0xc0ffee02", "{counter}");
 
-    // The bad R_Key: a remote access error for the client, then a flush;
-    // the server's QP failed with it and its memory stayed as written.
-    let bad = pass("client", &client, "bad_rkey");
-    assert!(bad.contains("(10)"), "IB_WC_REM_ACCESS_ERR: {bad}");
+    // Fast registration: the server registered its 4 pages (16 KiB) with
+    // IB_WR_REG_MR (IB_WC_REG_MR) and post_send refused the malformed ones.
+    // Four pages, none physically next to the one before it.
+    let pages = pass("server", &server, "fastreg_pages");
+    assert!(
+        pages.contains("pages=4 sg_nents=4 discontiguous=3/3"),
+        "{pages}"
+    );
+    let reg = pass("server", &server, "fastreg_reg");
+    assert_eq!(field(reg, "length"), "16384", "{reg}");
+    assert_eq!(field(reg, "pages"), "4", "{reg}");
+    let refused = pass("server", &server, "fastreg_refused");
+    assert!(refused.contains("sge=-22 other_index=-22"), "{refused}");
+    // The client's 8 KiB WRITE through the key landed across three pages,
+    // its 6 KiB READ across two brought the server's pattern.
+    pass("client", &client, "fastreg_rdma_write");
+    let fw = pass("server", &server, "fastreg_write");
+    assert_eq!(field(fw, "from_lid"), "2", "{fw}");
+    assert_eq!(field(fw, "match"), "8192/8192", "{fw}");
+    assert_eq!(field(fw, "across_pages"), "0-2", "{fw}");
+    let fr = pass("client", &client, "fastreg_rdma_read");
+    assert_eq!(field(fr, "key"), field(reg, "key"), "{fr}");
+    assert_eq!(field(fr, "from_lid"), "1", "{fr}");
+    assert_eq!(field(fr, "match"), "6144/6144", "{fr}");
+    // SEND with Invalidate: the server saw IB_WC_WITH_INVALIDATE and the
+    // key, and the region was free again (registering it again succeeds
+    // only then) under the next key.
+    pass("client", &client, "send_with_inv");
+    let inv = pass("server", &server, "recv_invalidate");
+    assert_eq!(field(inv, "with_invalidate"), "1", "{inv}");
+    assert_eq!(field(inv, "invalidate_rkey"), field(reg, "key"), "{inv}");
+    let rereg = pass("server", &server, "fastreg_rereg");
+    let new_key = pass("client", &client, "new_key");
+    assert_eq!(field(new_key, "old"), field(reg, "key"), "{new_key}");
+    assert_eq!(field(new_key, "new"), field(rereg, "key"), "{new_key}");
+    assert_ne!(field(rereg, "key"), field(reg, "key"), "{rereg}");
+    pass("client", &client, "fastreg_write_new_key");
+    let w2 = pass("server", &server, "fastreg_write_new_key");
+    assert_eq!(field(w2, "key"), field(rereg, "key"), "{w2}");
+    assert_eq!(field(w2, "match"), "4096/4096", "{w2}");
+    // LOCAL_INV (IB_WC_LOCAL_INV) freed it for a third registration.
+    pass("server", &server, "local_inv");
+    let third = pass("server", &server, "fastreg_after_local_inv");
+    assert_ne!(field(third, "key"), field(rereg, "key"), "{third}");
+    pass("client", &client, "fastreg_local_inv");
+
+    // The key LOCAL_INV invalidated: a remote access error for the client
+    // although the region is registered again, then a flush; the server's
+    // QP failed with it and its memory stayed as written.
+    let stale = pass("client", &client, "stale_rkey");
+    assert!(stale.contains("(10)"), "IB_WC_REM_ACCESS_ERR: {stale}");
+    assert_eq!(field(stale, "rkey"), field(rereg, "key"), "{stale}");
+    assert!(
+        stale.contains(&format!("valid {}", field(third, "key"))),
+        "{stale}"
+    );
     // Armed for solicited events, the CQ stayed quiet for a plain WRITE's
     // completion and fired for the failed one.
     let solicited = pass("client", &client, "solicited_arm");
@@ -199,4 +264,12 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     let failed = pass("server", &server, "responder_error");
     assert!(failed.contains("status=WR flushed"), "{failed}");
     assert_eq!(field(failed, "buffer_unchanged"), "1", "{failed}");
+    // Registering a region that is still registered fails locally
+    // (IB_WC_LOC_PROT_ERR), on the server's QP connected again.
+    let twice = pass("server", &server, "fastreg_twice");
+    assert_eq!(field(twice, "valid"), field(third, "key"), "{twice}");
+    assert!(twice.contains("status=local protection error"), "{twice}");
+    // DEREG_MR frees the region under that key, whose byte never took.
+    let dereg = pass("server", &server, "fastreg_dereg");
+    assert_eq!(field(dereg, "key"), field(twice, "key"), "{dereg}");
 }

@@ -21,6 +21,7 @@
 //! VERSION reply says so as `max_dma_maps`).
 
 use std::fs::File;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use vm_memory::{
@@ -279,6 +280,24 @@ impl GuestMemory {
             && self.with_maps(|mem| {
                 vm_memory::GuestMemoryBackend::check_range(mem, GuestAddress(addr), n)
             })
+    }
+
+    /// Stores the 16-bit `val` at `addr` as one store with release
+    /// ordering, for a field the guest polls (a command's status): the
+    /// guest sees the old value or the new one, never a byte of each, which
+    /// [`GuestMemory::write`] does not promise (it copies a buffer of
+    /// unknown alignment byte by byte). An odd `addr` cannot be stored at
+    /// once and is written as bytes.
+    pub fn store_u16(&self, addr: u64, val: u16) -> Result<(), DmaError> {
+        if !addr.is_multiple_of(2) {
+            return self.write(addr, &val.to_le_bytes());
+        }
+        self.with_maps(|mem| {
+            use vm_memory::Bytes;
+            mem.store(val.to_le(), GuestAddress(addr), Ordering::Release)
+                .map_err(|_| DmaError::OutOfBounds { addr, len: 2 })?;
+            check_truncated(mem, addr, 2)
+        })
     }
 
     /// Writes `buf` at guest address `addr`. Nothing is written unless the

@@ -136,6 +136,19 @@ impl RamMap {
         unsafe { std::ptr::read_volatile(self.at(gpa, 1)) }
     }
 
+    /// One 16-bit load at the even `gpa` with acquire ordering: a field the
+    /// device stores at once (a command's status) is seen whole.
+    fn load_u16(&self, gpa: u64) -> u16 {
+        assert!(gpa.is_multiple_of(2), "{gpa:#x} is odd");
+        let p = self.at(gpa, 2).cast::<u16>();
+        // SAFETY: in bounds (checked by `at`) and 2-byte aligned (the map
+        // is page-aligned and `gpa` even); the device stores this field with
+        // one atomic store, so an atomic load of it is the right pair.
+        let v = unsafe { std::sync::atomic::AtomicU16::from_ptr(p) }
+            .load(std::sync::atomic::Ordering::Acquire);
+        u16::from_le(v)
+    }
+
     fn load<T: ByteValued + Default>(&self, gpa: u64) -> T {
         let mut v = T::default();
         let out = v.as_mut_slice();
@@ -282,10 +295,12 @@ impl SimGuest {
         self.client
             .post_write(0, regs::CMDQ_DB, &self.cmd_pi.to_le_bytes());
         let deadline = Instant::now() + Duration::from_secs(10);
+        let status_at = slot + std::mem::offset_of!(CmdEntry, status) as u64;
         loop {
-            let done: CmdEntry = self.read_obj(slot);
-            let st = done.status.to_native();
+            // The status, loaded at once, then the entry it published.
+            let st = self.map.load_u16(status_at);
             if st != CMD_ST_PENDING {
+                let done: CmdEntry = self.read_obj(slot);
                 return if st == CMD_ST_OK {
                     Ok(done)
                 } else {

@@ -83,6 +83,28 @@ impl VmStack {
         &self.repo
     }
 
+    /// The start of `ibtca-fabric up TOPOLOGY --run-dir RUN_DIR --guests`
+    /// with this stack's kernel and initramfs and this checkout's
+    /// `run-vm.sh` (wherever the binaries were built); callers add their
+    /// own options.
+    pub fn guests_up(&self, topology: &str, run_dir: &str) -> Vec<String> {
+        [
+            "up",
+            topology,
+            "--run-dir",
+            run_dir,
+            "--guests",
+            "--kernel",
+            &self.kernel.display().to_string(),
+            "--initrd",
+            &self.initrd.display().to_string(),
+            "--run-vm",
+            &self.repo.join("scripts/run-vm.sh").display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
     /// A scratch directory inside the chroot (visible to QEMU).
     pub fn scratch(&self, tag: &str) -> TempDir {
         TempDir::new_in(Some(&self.chroot.join("tmp")), tag)

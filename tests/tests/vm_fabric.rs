@@ -228,20 +228,9 @@ fn three_guests_do_rdma_across_a_switch() {
     let run_s = run.display().to_string();
     let down = Down(run.clone());
     let start = Instant::now();
-    let out = fabric(&[
-        "up",
-        &config("three-nodes-one-switch.json"),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--kernel",
-        &stack.kernel.display().to_string(),
-        "--initrd",
-        &stack.initrd.display().to_string(),
-        "--guest-timeout",
-        "1500",
-        "--wait",
-    ]);
+    let mut args = stack.guests_up(&config("three-nodes-one-switch.json"), &run_s);
+    args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
+    let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let all = format!("{}\n{}", text(&out), logs(&run));
     eprintln!(
         "three guests: {:.0} s\n{}",

@@ -178,25 +178,10 @@ fn a_guest_echoes_aal5_frames_from_a_cell_source_through_the_gateway() {
     let echo = format!(
         "n1=ibtca-tool atm-echo --peer-lid 10 --peer-qpn 16,17 --frames {total} --xor {XOR:#x}"
     );
+    let mut args = stack.guests_up(&config("guest-and-gateway.json"), &run_s);
+    args.extend(["--guest-timeout", "1500", "--run", &echo, "--wait"].map(String::from));
     let mut up = Command::new(workspace_bin("ibtca-fabric"))
-        .args([
-            "up",
-            &config("guest-and-gateway.json"),
-            "--run-dir",
-            &run_s,
-            "--guests",
-            "--kernel",
-            &stack.kernel.display().to_string(),
-            "--initrd",
-            &stack.initrd.display().to_string(),
-            "--run-vm",
-            &stack.repo().join("scripts/run-vm.sh").display().to_string(),
-            "--guest-timeout",
-            "1500",
-            "--run",
-            &echo,
-            "--wait",
-        ])
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -28,8 +28,6 @@
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
-/// `no_timer_check`: a TCG guest on a loaded host can miss the kernel's
-/// early IO-APIC timer check and panic before /init.
 const TOPOLOGY: &str = r#"{
   "nodes": [
     { "name": "a", "lid": 1,
@@ -38,7 +36,7 @@ const TOPOLOGY: &str = r#"{
       "guest": { "append": "ibtca.mode=kverbs ibtca.role=client ibtca.peer_lid=1" } }
   ],
   "links": [ { "a": "a", "b": "b" } ],
-  "guest": { "mem": "512M", "append": "no_timer_check" }
+  "guest": { "mem": "512M" }
 }"#;
 
 /// The `IBTCA-KVERBS CHECK ...` line of `console`.
@@ -80,24 +78,9 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     let run = dir.join("run");
     let rd = run.display().to_string();
     let _down = Down(run.clone());
-    // This checkout's runner, wherever the binaries were built.
-    let run_vm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/run-vm.sh");
-    let out = fabric(&[
-        "up",
-        &topo.display().to_string(),
-        "--run-dir",
-        &rd,
-        "--guests",
-        "--kernel",
-        &stack.kernel.display().to_string(),
-        "--initrd",
-        &stack.initrd.display().to_string(),
-        "--run-vm",
-        &run_vm.display().to_string(),
-        "--guest-timeout",
-        "900",
-        "--wait",
-    ]);
+    let mut args = stack.guests_up(&topo.display().to_string(), &rd);
+    args.extend(["--guest-timeout", "900", "--wait"].map(String::from));
+    let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let console =
         |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
     let (server, client) = (console("a"), console("b"));

@@ -96,27 +96,17 @@ fn three_guests_ping_share_run_and_soft_roce() {
         "for i in $(seq 600); do [ -e /share/pinged-by-n1 ] && [ -e /share/pinged-by-n2 ] && exit 3; sleep 1; done; exit 4"
             .to_owned(),
     ];
-    let mut args: Vec<String> = [
-        "up",
-        &topo.display().to_string(),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--kernel",
-        &stack.kernel.display().to_string(),
-        "--initrd",
-        &stack.initrd.display().to_string(),
-        "--run-vm",
-        &stack.repo().join("scripts/run-vm.sh").display().to_string(),
-        "--share",
-        &share.0.display().to_string(),
-        "--guest-timeout",
-        "1200",
-        "--wait",
-    ]
-    .iter()
-    .map(ToString::to_string)
-    .collect();
+    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
+    args.extend(
+        [
+            "--share",
+            &share.0.display().to_string(),
+            "--guest-timeout",
+            "1200",
+            "--wait",
+        ]
+        .map(String::from),
+    );
     for (node, cmds) in [("n1", &n1[..]), ("n2", &n2[..]), ("n3", &n3[..])] {
         for c in cmds {
             args.push("--run".into());

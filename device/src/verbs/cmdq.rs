@@ -163,7 +163,7 @@ impl CmdQueue {
             let res = mem.write(addr + from as u64, &e.as_slice()[from..]);
             // The driver polls status: it must not see it before out0/out1.
             fence(Ordering::Release);
-            let res = res.and_then(|()| mem.write(addr + STATUS_OFFSET, &status.to_le_bytes()));
+            let res = res.and_then(|()| mem.store_u16(addr + STATUS_OFFSET, status));
             if let Err(err) = res {
                 self.stats.faults += 1;
                 crate::guest_warn!(addr, error = %err, "command result not written");

@@ -108,26 +108,7 @@ if [ -z "${IBTCA_FORCE:-}" ] && [ "$(cat "$OUT/.inputs.sha256" 2>/dev/null)" = "
 	fi
 fi
 
-premounted=0
-if mountpoint -q "$CHROOT/proc" && mountpoint -q "$CHROOT/sys" && mountpoint -q "$CHROOT/dev"; then
-	premounted=1
-fi
-build=$(mktemp -d "$CHROOT/tmp/ibtca-build.XXXXXX")
-ibuild=${build#"$CHROOT"}
-
-cleanup() {
-	# $build is a plain directory we created under the chroot's /tmp.
-	case "$build" in
-	"$CHROOT"/tmp/ibtca-build.*) rm -rf -- "$build" ;;
-	esac
-	if [ "$premounted" = 0 ]; then
-		ibtca_chroot_umount "$CHROOT"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ibtca_chroot_mount "$CHROOT"
+ibtca_chroot_scratch "$CHROOT" ibtca-build
 
 in_chroot() {
 	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \

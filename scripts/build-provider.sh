@@ -82,23 +82,7 @@ if [ -z "${IBTCA_FORCE:-}" ] && [ -f "$OUT/.done" ]; then
 	exit 0
 fi
 
-premounted=0
-if mountpoint -q "$CHROOT/proc" && mountpoint -q "$CHROOT/sys" && mountpoint -q "$CHROOT/dev"; then
-	premounted=1
-fi
-build=$(mktemp -d "$CHROOT/tmp/ibtca-provider.XXXXXX")
-ibuild=${build#"$CHROOT"}
-cleanup() {
-	case "$build" in
-	"$CHROOT"/tmp/ibtca-provider.*) rm -rf -- "$build" ;;
-	esac
-	if [ "$premounted" = 0 ]; then
-		ibtca_chroot_release "$CHROOT"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ibtca_chroot_mount "$CHROOT"
+ibtca_chroot_scratch "$CHROOT" ibtca-provider
 
 t0=$(date +%s)
 since() { echo "$(($(date +%s) - t0)) s"; }

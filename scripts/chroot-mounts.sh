@@ -51,3 +51,32 @@ ibtca_chroot_release() {
 	done
 	ibtca_chroot_umount "$root"
 }
+
+# A scratch directory PREFIX.XXXXXX under chroot $1's /tmp for a build run
+# inside it: sets $build (its host path) and $ibuild (its path inside the
+# chroot), mounts the chroot, and on exit removes the directory and
+# releases the mounts unless they were there before (another build or a
+# VM may be using them). Takes over the EXIT, INT and TERM traps.
+ibtca_chroot_scratch() {
+	_ibtca_scratch_root=$1
+	_ibtca_scratch_prefix=$2
+	_ibtca_premounted=0
+	if mountpoint -q "$1/proc" && mountpoint -q "$1/sys" && mountpoint -q "$1/dev"; then
+		_ibtca_premounted=1
+	fi
+	build=$(mktemp -d "$1/tmp/$2.XXXXXX")
+	ibuild=${build#"$1"}
+	trap _ibtca_scratch_cleanup EXIT
+	trap 'exit 130' INT TERM
+	ibtca_chroot_mount "$1"
+}
+
+_ibtca_scratch_cleanup() {
+	# $build is a plain directory made under the chroot's /tmp.
+	case "$build" in
+	"$_ibtca_scratch_root/tmp/$_ibtca_scratch_prefix".*) rm -rf -- "$build" ;;
+	esac
+	if [ "$_ibtca_premounted" = 0 ]; then
+		ibtca_chroot_release "$_ibtca_scratch_root"
+	fi
+}

@@ -20,6 +20,7 @@
 #include <rdma/ib_user_verbs.h>
 
 #include "ibtca-tool.h"
+#include "ibtca_uverbs_abi.h"
 
 static int um_fd = -1;
 static int um_fail;
@@ -84,7 +85,14 @@ int cmd_uverbs_mr(int argc, char **argv)
 {
 	const char *path = argc > 0 ? argv[0] : "/dev/infiniband/uverbs0";
 	struct ib_uverbs_get_context_resp ctx_r = { 0 };
-	struct ib_uverbs_get_context ctx = { .response = (uintptr_t)&ctx_r };
+	/* The driver's part: this ABI version, as the provider sends it. */
+	struct {
+		struct ib_uverbs_get_context core;
+		struct ibtca_alloc_ucontext_req drv;
+	} ctx = {
+		.core.response = (uintptr_t)&ctx_r,
+		.drv.abi_version = IBTCA_UVERBS_ABI_VERSION,
+	};
 	struct ib_uverbs_alloc_pd_resp pd_r = { 0 };
 	struct ib_uverbs_alloc_pd pd = { .response = (uintptr_t)&pd_r };
 	struct ib_uverbs_dealloc_pd dpd = { 0 };

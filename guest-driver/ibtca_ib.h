@@ -29,6 +29,8 @@ struct ibtca_ib {
 	u32 port_cap_flags;		/* set through modify_port */
 	struct xarray qps;		/* device QP number -> ibtca_ib_qp */
 	atomic_t next_vector;		/* round robin over the CQ vectors */
+	/* Doorbell pages user contexts hold (ibtca_uctx.c); page 0 is ours. */
+	DECLARE_BITMAP(db_pages, IBTCA_DB_PAGES);
 };
 
 struct ibtca_ib_pd {
@@ -43,6 +45,8 @@ struct ibtca_ib_cq {
 	struct ibtca_cq_ring r;
 	struct list_head node;		/* in ibtca_dev.kcqs */
 	unsigned long armed;		/* bit 0: an event is wanted */
+	/* A user CQ: its ring, owned by this mmap entry (ibtca_ib_uqueue.c). */
+	struct rdma_user_mmap_entry *user_ring;
 };
 
 /* What the caller asked of one send slot. */
@@ -66,6 +70,8 @@ struct ibtca_ib_qp {
 	spinlock_t sq_lock, rq_lock;
 	struct ibtca_qp_ring r;
 	struct ibtca_ib_swr *swr;	/* per send slot */
+	/* A user QP: its rings, owned by this mmap entry (ibtca_ib_uqueue.c). */
+	struct rdma_user_mmap_entry *user_ring;
 };
 
 struct ibtca_ib_ah {
@@ -117,6 +123,17 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		      struct ib_qp_init_attr *init);
 int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+
+/* ibtca_ib_uqueue.c: CQs and QPs of user contexts */
+int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
+			u8 vector, struct ib_udata *udata);
+void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
+			       int destroyed);
+int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+			struct ib_qp_init_attr *init, u32 log,
+			struct ib_udata *udata);
+void ibtca_ib_destroy_uqp_ring(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+			       int destroyed);
 
 /* ibtca_ib_post.c */
 int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,

@@ -13,6 +13,7 @@
 
 #include <linux/bitops.h>
 #include <linux/log2.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "ibtca_ib.h"
 
@@ -163,7 +164,10 @@ void ibtca_ib_cq_irq(struct ibtca_dev *idev, unsigned int vector)
 
 	spin_lock(&idev->kcq_lock);
 	list_for_each_entry(cq, &idev->kcqs, node) {
-		if (cq->r.vector != vector ||
+		if (cq->r.vector != vector)
+			continue;
+		/* User space arms its CQs on its own doorbell page. */
+		if (!cq->user_ring &&
 		    !test_and_clear_bit(IBTCA_IB_CQ_ARMED, &cq->armed))
 			continue;
 		if (cq->ibcq.comp_handler)
@@ -191,8 +195,7 @@ int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 log;
 	int ret;
 
-	/* User CQs come with user contexts. */
-	if (attrs || attr->flags)
+	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (!attr->cqe || attr->cqe > le32_to_cpu(ib->attr.max_cqe))
 		return -EINVAL;
@@ -200,6 +203,15 @@ int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (BIT(log) > le32_to_cpu(ib->attr.max_cqe))
 		return -EINVAL;
 	spin_lock_init(&cq->lock);
+	if (attrs) {
+		/* A user context's: its rings are mapped there. */
+		ret = ibtca_ib_create_ucq(ib, cq, attr->cqe,
+					  ibtca_ib_cq_vector(ib),
+					  &attrs->driver_udata);
+		if (ret)
+			return ret;
+		goto listed;
+	}
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		return ret;
@@ -208,6 +220,7 @@ int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (ret)
 		return ret;
 	ibcq->cqe = BIT(log);
+listed:
 	spin_lock_irq(&idev->kcq_lock);
 	list_add_tail(&cq->node, &idev->kcqs);
 	spin_unlock_irq(&idev->kcq_lock);
@@ -227,7 +240,9 @@ int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	spin_unlock_irq(&idev->kcq_lock);
 	ret = ibtca_ib_cmd_handle(ib, IBTCA_CMD_DESTROY_CQ, cq->r.cqn);
 	/* A device that is gone was reset and forgot the CQ. */
-	if (ret && ret != -ENODEV)
+	if (cq->user_ring)
+		ibtca_ib_destroy_ucq_ring(ib, cq, ret);
+	else if (ret && ret != -ENODEV)
 		dev_warn(&idev->pdev->dev,
 			 "device refused to destroy CQ %u (%d): ring leaked\n",
 			 cq->r.cqn, ret);

@@ -44,7 +44,8 @@ static int ibtca_ib_create_inert(struct ibtca_ib_qp *qp,
 }
 
 static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
-			      struct ib_qp_init_attr *init)
+			      struct ib_qp_init_attr *init,
+			      struct ib_udata *udata)
 {
 	u32 wr = max3(init->cap.max_send_wr, init->cap.max_recv_wr, 1U);
 	/* The quasi-WQE ring holds the inbound READs the responder allows. */
@@ -54,6 +55,13 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 
 	if (BIT(log) > le32_to_cpu(ib->attr.max_qp_wr))
 		return -EINVAL;
+	if (udata) {
+		/* A user context's: the provider keeps its send slots. */
+		ret = ibtca_ib_create_urc(ib, qp, init, log, udata);
+		if (ret)
+			return ret;
+		goto caps;
+	}
 	qp->swr = kcalloc(BIT(log), sizeof(*qp->swr), GFP_KERNEL);
 	if (!qp->swr)
 		return -ENOMEM;
@@ -73,6 +81,7 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 		ibtca_qp_ring_free(ib->idev, &qp->r);
 		goto err;
 	}
+caps:
 	qp->ibqp.qp_num = qp->r.qpn;
 	init->cap.max_send_wr = BIT(log);
 	init->cap.max_recv_wr = BIT(log);
@@ -93,9 +102,6 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 max_wr = le32_to_cpu(ib->attr.max_qp_wr);
 	int ret;
 
-	/* User QPs come with user contexts. */
-	if (udata)
-		return -EOPNOTSUPP;
 	if (init->srq || init->create_flags || init->cap.max_inline_data ||
 	    init->cap.max_send_wr > max_wr || init->cap.max_recv_wr > max_wr ||
 	    init->cap.max_send_sge > ib->attr.max_sge ||
@@ -112,7 +118,7 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		ret = ibtca_ib_create_inert(qp, init);
 		break;
 	case IB_QPT_RC:
-		ret = ibtca_ib_create_rc(ib, qp, init);
+		ret = ibtca_ib_create_rc(ib, qp, init, udata);
 		break;
 	default:
 		/* UD and the rest: the device has RC only. */
@@ -353,7 +359,9 @@ int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	spin_lock_irqsave(&to_cq(ibqp->recv_cq)->lock, flags);
 	spin_unlock_irqrestore(&to_cq(ibqp->recv_cq)->lock, flags);
 	/* A device that is gone was reset and forgot the QP. */
-	if (ret && ret != -ENODEV)
+	if (qp->user_ring)
+		ibtca_ib_destroy_uqp_ring(ib, qp, ret);
+	else if (ret && ret != -ENODEV)
 		dev_warn(&ib->idev->pdev->dev,
 			 "device refused to destroy QP %u (%d): rings leaked\n",
 			 qp->r.qpn, ret);

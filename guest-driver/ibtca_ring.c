@@ -20,6 +20,12 @@ static struct device *ibtca_ring_dev(struct ibtca_dev *idev)
 int ibtca_cq_ring_create(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
 			 u32 log, u8 vector)
 {
+	return ibtca_cq_ring_create_db(idev, r, log, vector, 0);
+}
+
+int ibtca_cq_ring_create_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
+			    u32 log, u8 vector, u32 db_page)
+{
 	struct ibtca_cmd_create_cq p = { };
 	int ret;
 
@@ -35,6 +41,7 @@ int ibtca_cq_ring_create(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
 	p.ring = cpu_to_le64(r->dma);
 	p.log_entries = log;
 	p.vector = vector;
+	p.db_page = cpu_to_le32(db_page);
 	ret = ibtca_cmd(idev, IBTCA_CMD_CREATE_CQ, &p, sizeof(p), &r->cqn, NULL);
 	if (ret)
 		ibtca_cq_ring_free(idev, r);
@@ -76,6 +83,13 @@ void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm)
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log)
 {
+	return ibtca_qp_ring_create_db(idev, r, pdn, send_cqn, recv_cqn, log, 0);
+}
+
+int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
+			    u32 db_page)
+{
 	struct ibtca_cmd_create_qp p = { };
 	size_t wq, quasi;
 	int ret;
@@ -100,6 +114,7 @@ int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	p.sq = cpu_to_le64(r->dma);
 	p.rq = cpu_to_le64(r->dma + wq);
 	p.quasi = cpu_to_le64(r->dma + 2 * wq);
+	p.db_page = cpu_to_le32(db_page);
 	ret = ibtca_cmd(idev, IBTCA_CMD_CREATE_QP, &p, sizeof(p), &r->qpn, NULL);
 	if (ret)
 		ibtca_qp_ring_free(idev, r);

@@ -39,6 +39,9 @@ struct ibtca_qp_ring {
 /* CQs: 2^@log entries raising @vector when armed. Called with hw_sem. */
 int ibtca_cq_ring_create(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
 			 u32 log, u8 vector);
+/* The same, rung only through doorbell page @db_page (0: the kernel's). */
+int ibtca_cq_ring_create_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
+			    u32 log, u8 vector, u32 db_page);
 void ibtca_cq_ring_free(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
 struct ibtca_cqe *ibtca_cq_ring_next(struct ibtca_cq_ring *r);
 /* Past the owner bit of an entry ibtca_cq_ring_next() returned. */
@@ -48,6 +51,9 @@ void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm);
 /* QPs: SQ, RQ and quasi-WQE ring of 2^@log entries. Called with hw_sem. */
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log);
+int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
+			    u32 db_page);
 void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_qp_ring_reset(struct ibtca_qp_ring *r);
 /* The next free send or receive slot, zeroed; NULL if the queue is full. */

@@ -18,7 +18,7 @@
 
 #include <linux/types.h>
 
-#define IBTCA_UVERBS_ABI_VERSION 1
+#define IBTCA_UVERBS_ABI_VERSION 2
 
 /* ibv_open_device: the provider's ABI version. */
 struct ibtca_alloc_ucontext_req {
@@ -39,25 +39,37 @@ struct ibtca_alloc_ucontext_resp {
 	__u32 max_qp_rd_atom;
 	__u32 reserved;
 	__aligned_u64 max_mr_size;
+	__aligned_u64 db_mmap_offset;
 };
 
 /*
- * Room for the user-space data path (not used by this ABI version): a CQ's
- * and a QP's rings, mapped through the mmap offsets the driver hands out.
+ * The data path in user space. The context's doorbell page (4096 bytes,
+ * mapped uncached at db_mmap_offset) has the SQ doorbell at 0x0, the RQ
+ * doorbell at 0x8 and the CQ doorbell at 0x10 (ibtca_regs.h). A CQ's ring
+ * of 2^log_entries struct ibtca_cqe (ibtca_abi.h) is mapped at
+ * ring_mmap_offset, ring_bytes long; the CQ doorbell takes cqn.
  */
 struct ibtca_create_cq_resp {
 	__u32 cqn;
-	__u32 cqe;
+	__u32 log_entries;
 	__aligned_u64 ring_mmap_offset;
+	__aligned_u64 ring_bytes;
 };
 
+/*
+ * A QP's send and receive queues, 2^log_wqes struct ibtca_send_wqe and
+ * struct ibtca_recv_wqe each, mapped together at ring_mmap_offset
+ * (ring_bytes long): the SQ at sq_offset, the RQ at rq_offset. Every send
+ * WQE asks for a completion and carries its slot number as wr_id; the
+ * doorbells take qpn.
+ */
 struct ibtca_create_qp_resp {
 	__u32 qpn;
-	__u32 sq_wqes;
-	__u32 rq_wqes;
-	__u32 reserved;
-	__aligned_u64 sq_mmap_offset;
-	__aligned_u64 rq_mmap_offset;
+	__u32 log_wqes;
+	__u32 sq_offset;
+	__u32 rq_offset;
+	__aligned_u64 ring_mmap_offset;
+	__aligned_u64 ring_bytes;
 };
 
 #endif /* IBTCA_UVERBS_ABI_H */

@@ -3,8 +3,10 @@
  * ibtca-provider-test: opens an ibtca device through libibverbs and the
  * ibtca provider and exercises the verbs the provider has: query_device,
  * query_port, alloc_pd/dealloc_pd, reg_mr/dereg_mr (whatever the kernel
- * answers), and checks that a data-path verb it lacks fails with
- * EOPNOTSUPP. Beside libibverbs it opens user contexts with raw uverbs
+ * answers), a user CQ and QP (created, polled, armed, queried, destroyed),
+ * and the doorbell pages running out: every context holds one, so the
+ * 64th context is refused with ENOSPC and the next opens once one closed.
+ * Beside libibverbs it opens user contexts with raw uverbs
  * GET_CONTEXT commands: one of this ABI version (the kernel's response and
  * limits printed) and one of another version (refused with EPROTO). One
  * IBTCA-PROVIDER line per step; exit status 0 if every step behaved.
@@ -28,6 +30,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/ibtca-abi.h>
+
+/* Doorbell pages of the device (ibtca_regs.h's IBTCA_DB_PAGES); 0 is the kernel's. */
+#define IBTCA_DB_PAGES 64
 
 static int failures;
 
@@ -157,6 +162,66 @@ static void raw_contexts(void)
 	     strerror(err), err);
 }
 
+/* Contexts beside @held until the doorbell pages run out. */
+static void db_pages_run_out(struct ibv_context *held)
+{
+	struct ibv_context *extra[IBTCA_DB_PAGES];
+	int n = 0, err = 0, i;
+
+	while (n < IBTCA_DB_PAGES) {
+		extra[n] = ibv_open_device(held->device);
+		if (!extra[n]) {
+			err = errno;
+			break;
+		}
+		n++;
+	}
+	step("db_pages_run_out", n == IBTCA_DB_PAGES - 2 && err == ENOSPC,
+	     "%d more contexts, then: %s (errno %d)", n, strerror(err), err);
+	if (n) {
+		ibv_close_device(extra[--n]);
+		extra[n] = ibv_open_device(held->device);
+		step("db_page_reused", !!extra[n], "%s",
+		     extra[n] ? "a closed context's page serves the next" :
+		     strerror(errno));
+		if (extra[n])
+			n++;
+	}
+	for (i = 0; i < n; i++)
+		ibv_close_device(extra[i]);
+}
+
+/* A user RC QP on @cq: created with the caps asked, queried, destroyed. */
+static void user_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 8,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp_init_attr qinit;
+	struct ibv_qp_attr attr;
+	struct ibv_qp *qp;
+	int err;
+
+	qp = ibv_create_qp(pd, &init);
+	step("create_qp", qp && init.cap.max_send_wr >= 4 &&
+	     init.cap.max_recv_wr >= 8, "%s qpn=%u send_wr=%u recv_wr=%u (errno %d)",
+	     qp ? "created" : strerror(errno), qp ? qp->qp_num : 0,
+	     init.cap.max_send_wr, init.cap.max_recv_wr, errno);
+	if (!qp)
+		return;
+	err = ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &qinit);
+	step("query_qp", !err && attr.qp_state == IBV_QPS_RESET &&
+	     qinit.cap.max_recv_wr == init.cap.max_recv_wr,
+	     "err=%d state=%d recv_wr=%u", err, attr.qp_state,
+	     qinit.cap.max_recv_wr);
+	err = ibv_destroy_qp(qp);
+	step("destroy_qp", !err, "err=%d", err);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "ibtca0";
@@ -199,13 +264,22 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* The data path is not in this provider yet. */
+	/* A user CQ: mapped, empty, armed, destroyed. */
 	errno = 0;
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	step("create_cq", !cq && errno == EOPNOTSUPP, "%s (errno %d)",
-	     cq ? "unexpectedly created" : strerror(errno), errno);
-	if (cq)
-		ibv_destroy_cq(cq);
+	step("create_cq", cq && cq->cqe >= 16, "%s cqe=%d (errno %d)",
+	     cq ? "created" : strerror(errno), cq ? cq->cqe : 0, errno);
+	if (cq) {
+		struct ibv_wc wc;
+
+		step("poll_cq_empty", ibv_poll_cq(cq, 1, &wc) == 0, "empty");
+		step("req_notify_cq", ibv_req_notify_cq(cq, 0) == 0, "armed");
+		if (pd[0])
+			user_qp(pd[0], cq);
+		err = ibv_destroy_cq(cq);
+		step("destroy_cq", !err, "err=%d", err);
+	}
+	db_pages_run_out(ctx);
 
 	for (i = 0; i < 2; i++) {
 		if (!pd[i])

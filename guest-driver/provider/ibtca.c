@@ -2,11 +2,14 @@
 /*
  * The ibtca provider: matches the device by PCI ID and the kernel driver's
  * uverbs ABI version, and opens a context through the kernel's GET_CONTEXT
- * with the ABI version of each side exchanged and checked.
+ * with the ABI version of each side exchanged and checked. The context's
+ * doorbell page is mapped for its whole life.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "ibtca.h"
 #include "ibtca_uverbs.h"
@@ -60,6 +63,15 @@ static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 	ctx->max_sge = resp.max_sge;
 	ctx->max_qp_rd_atom = resp.max_qp_rd_atom;
 	ctx->max_mr_size = resp.max_mr_size;
+	ctx->db = mmap(NULL, IBTCA_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED, cmd_fd,
+		       resp.db_mmap_offset);
+	if (ctx->db == MAP_FAILED) {
+		err = errno;
+		fprintf(stderr, "ibtca: %s: cannot map the doorbell page: %s\n",
+			ibdev->name, strerror(err));
+		goto fail;
+	}
+	pthread_mutex_init(&ctx->qp_lock, NULL);
 	verbs_set_ops(&ctx->ibv_ctx, &ibtca_ctx_ops);
 	return &ctx->ibv_ctx;
 
@@ -74,6 +86,9 @@ void ibtca_free_context(struct ibv_context *ibctx)
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(ibctx);
 
+	munmap(ctx->db, IBTCA_DB_PAGE_SIZE);
+	free(ctx->qp_table);
+	pthread_mutex_destroy(&ctx->qp_lock);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }

@@ -6,9 +6,15 @@
 #ifndef IBTCA_PROVIDER_H
 #define IBTCA_PROVIDER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <infiniband/driver.h>
+
+#include <assert.h>
+
+#include "ibtca_abi.h"
+#include "ibtca_regs.h"
 
 #define IBTCA_PCI_VENDOR 0x1234
 #define IBTCA_PCI_DEVICE 0x7ca0
@@ -29,6 +35,48 @@ struct ibtca_context {
 	uint32_t max_sge;
 	uint32_t max_qp_rd_atom;
 	uint64_t max_mr_size;
+	/* The context's doorbell page (SQ, RQ and CQ doorbells), uncached. */
+	void *db;
+	/* The context's QPs by QP number, for poll_cq (qp.c). */
+	pthread_mutex_t qp_lock;
+	struct ibtca_qp **qp_table;
+	uint32_t qp_table_size;	/* a power of two; open addressing */
+};
+
+/* A CQ: the device's ring of struct ibtca_cqe, mapped. */
+struct ibtca_cq {
+	struct ibv_cq ibv_cq;
+	pthread_spinlock_t lock;
+	struct ibtca_cqe *ring;
+	size_t ring_bytes;
+	uint32_t cqn;
+	uint32_t log;
+	uint32_t ci;		/* the next entry to read */
+	uint32_t reported;	/* the consumer index the device last got */
+	uint32_t slack;		/* entries the device may not know consumed */
+};
+
+/* What the caller asked of one send slot. */
+struct ibtca_swr {
+	uint64_t wr_id;
+	int signaled;
+};
+
+/* An RC QP: its send and receive queues, mapped. */
+struct ibtca_qp {
+	struct ibv_qp ibv_qp;
+	pthread_spinlock_t sq_lock, rq_lock;
+	void *ring;
+	size_t ring_bytes;
+	struct ibtca_send_wqe *sq;
+	struct ibtca_recv_wqe *rq;
+	uint32_t log;
+	uint32_t sq_pi, sq_done;	/* posted, completed send WQEs */
+	uint32_t rq_pi, rq_done;	/* posted, completed receive WQEs */
+	struct ibtca_swr *swr;		/* per send slot */
+	int sq_sig_all;
+	uint16_t dlid;			/* the path's, reported as slid */
+	uint8_t sl;
 };
 
 static inline struct ibtca_context *to_ibtca_ctx(struct ibv_context *ibctx)
@@ -36,13 +84,49 @@ static inline struct ibtca_context *to_ibtca_ctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct ibtca_context, ibv_ctx.context);
 }
 
+static inline struct ibtca_cq *to_ibtca_cq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct ibtca_cq, ibv_cq);
+}
+
+static inline struct ibtca_qp *to_ibtca_qp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct ibtca_qp, ibv_qp);
+}
+
 /* ibtca.c */
 void ibtca_free_context(struct ibv_context *ibctx);
 
-/*
- * verbs.c: the verbs of this version, through the kernel. The data path
- * (CQs, QPs, post, poll) is not there yet: libibverbs answers EOPNOTSUPP.
- */
+/* verbs.c: the verbs of this version. */
 extern const struct verbs_context_ops ibtca_ctx_ops;
+
+/* cq.c: CQs, polled and armed in user space. */
+struct ibv_cq *ibtca_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector);
+int ibtca_destroy_cq(struct ibv_cq *ibcq);
+int ibtca_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+int ibtca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+
+/* qp.c: RC QPs and their table. */
+struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr);
+int ibtca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		    int attr_mask);
+int ibtca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		   int attr_mask, struct ibv_qp_init_attr *init_attr);
+int ibtca_destroy_qp(struct ibv_qp *ibqp);
+struct ibtca_qp *ibtca_qp_lookup(struct ibtca_context *ctx, uint32_t qpn);
+/* A completion of the send (@recv 0) or receive queue frees a slot. */
+void ibtca_qp_completed(struct ibtca_qp *qp, int recv);
+
+/* post.c: work requests into the mapped queues. */
+int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr);
+int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr);
+/* An 8-byte doorbell at @offset of the context's doorbell page. */
+void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
+		    uint32_t index);
 
 #endif /* IBTCA_PROVIDER_H */

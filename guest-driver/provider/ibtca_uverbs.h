@@ -12,5 +12,9 @@
 
 DECLARE_DRV_CMD(ibtca_get_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		ibtca_alloc_ucontext_req, ibtca_alloc_ucontext_resp);
+DECLARE_DRV_CMD(uibtca_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+		empty, ibtca_create_cq_resp);
+DECLARE_DRV_CMD(uibtca_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
+		empty, ibtca_create_qp_resp);
 
 #endif /* IBTCA_UVERBS_H */

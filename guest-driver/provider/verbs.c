@@ -2,8 +2,8 @@
 /*
  * The ibtca provider's verbs: queries, protection domains and memory
  * regions, each a uverbs command to the kernel driver, which asks the
- * device. The data-path verbs are left to libibverbs' defaults (EOPNOTSUPP)
- * until the device's queues are mapped into user space.
+ * device; CQs and QPs (cq.c, qp.c) and their data path (post.c), which
+ * runs in user space on the mapped queues.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,10 +96,20 @@ static int ibtca_dereg_mr(struct verbs_mr *mr)
 
 const struct verbs_context_ops ibtca_ctx_ops = {
 	.alloc_pd = ibtca_alloc_pd,
+	.create_cq = ibtca_create_cq,
+	.create_qp = ibtca_create_qp,
 	.dealloc_pd = ibtca_dealloc_pd,
 	.dereg_mr = ibtca_dereg_mr,
+	.destroy_cq = ibtca_destroy_cq,
+	.destroy_qp = ibtca_destroy_qp,
 	.free_context = ibtca_free_context,
+	.modify_qp = ibtca_modify_qp,
+	.poll_cq = ibtca_poll_cq,
+	.post_recv = ibtca_post_recv,
+	.post_send = ibtca_post_send,
 	.query_device_ex = ibtca_query_device,
 	.query_port = ibtca_query_port,
+	.query_qp = ibtca_query_qp,
 	.reg_mr = ibtca_reg_mr,
+	.req_notify_cq = ibtca_req_notify_cq,
 };

@@ -443,6 +443,12 @@ fn memory_window_bind_access_and_invalidate() {
 
 /// Connects `qp` like `SimGuest::connect` but with chosen PSNs.
 fn connect_psn(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, sq_psn: u32, rq_psn: u32) {
+    connect_rtr(g, qp, dlid, dest, rq_psn);
+    to_rts(g, qp, sq_psn);
+}
+
+/// INIT, then RTR with a path to `dlid`/`dest` and `rq_psn`.
+fn connect_rtr(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, rq_psn: u32) {
     let base = CmdModifyQp {
         qpn: qp.qpn.into(),
         ..Default::default()
@@ -465,7 +471,12 @@ fn connect_psn(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, sq_psn: u32, rq_
         ..base
     })
     .unwrap();
+}
+
+/// RTR to RTS, sending from `sq_psn`.
+fn to_rts(g: &mut SimGuest, qp: &Qp, sq_psn: u32) {
     g.modify_qp(&CmdModifyQp {
+        qpn: qp.qpn.into(),
         attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
         state: QPS_RTS,
         sq_psn: sq_psn.into(),
@@ -474,9 +485,54 @@ fn connect_psn(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, sq_psn: u32, rq_
         rnr_retry: 7,
         min_rnr_timer: 1,
         max_rd_atomic: 4,
-        ..base
+        ..Default::default()
     })
     .unwrap();
+}
+
+/// A QP in RTR answers requests (perftest's servers never move theirs to
+/// RTS): a WRITE lands, a SEND is received. What it posts goes out only
+/// once it reaches RTS, from the SQ PSN RTS gave it.
+#[test]
+fn a_qp_in_rtr_answers_and_sends_only_from_rts() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let (a, b) = (&mut p.a, &mut p.b);
+    connect_psn(&mut a.g, &a.qp, 2, b.qp.qpn, 0x100, 0x200);
+    connect_rtr(&mut b.g, &b.qp, 1, a.qp.qpn, 0x100);
+    let data = pattern(4096, 9);
+    a.g.write(a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 81, a.buf, 4096, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    let c = a.g.poll_cq(&mut a.cq, T).expect("write to an RTR QP");
+    assert_eq!((c.wr_id.to_native(), c.status), (81, WC_SUCCESS));
+    assert_eq!(b.g.read(b.buf, 4096), data, "bytes in the RTR side");
+    // B's SEND waits in its ring until RTS.
+    let msg = pattern(500, 10);
+    b.g.write(b.buf + 0x2000, &msg);
+    a.g.post_recv(&mut a.qp, &recv_wqe(82, a.buf + 0x4000, 4096, a.lkey));
+    b.g.post_send(
+        &mut b.qp,
+        &send_wqe(WR_SEND, 83, b.buf + 0x2000, 500, b.lkey),
+    );
+    assert!(
+        a.g.poll_cq(&mut a.cq, Duration::from_millis(300)).is_none(),
+        "nothing leaves a QP in RTR"
+    );
+    to_rts(&mut b.g, &b.qp, 0x200);
+    let r =
+        a.g.poll_cq(&mut a.cq, T)
+            .expect("the SEND once B is in RTS");
+    assert_eq!(
+        (r.wr_id.to_native(), r.status, r.byte_len.to_native()),
+        (82, WC_SUCCESS, 500)
+    );
+    assert_eq!(a.g.read(a.buf + 0x4000, 500), msg);
+    let s = b.g.poll_cq(&mut b.cq, T).expect("B's send completion");
+    assert_eq!((s.wr_id.to_native(), s.status), (83, WC_SUCCESS));
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //! QP0 and QP1), the uverbs device, and libibverbs through the ibtca
 //! rdma-core provider (`ibv_devices`, `ibv_devinfo -v` with the device's
 //! limits, and `ibtca-provider-test`: a user context, two PDs the RDMA core
-//! tracks, and EOPNOTSUPP for the data path the provider lacks). The module
+//! tracks, a user CQ and QP, and the context refused with ENOSPC once every
+//! doorbell page is taken; the data path itself: `vm_uverbs.rs`). The module
 //! unloads cleanly and neither the driver nor the RDMA core complains.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
@@ -245,8 +246,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
 
     // The provider's verbs: a user context with the provider's ABI, two PDs
     // on the device (the RDMA core tracks them for the test's process),
-    // a user memory region (the kernel's reg_user_mr), and EOPNOTSUPP for
-    // the data path the provider does not have yet.
+    // a user memory region (the kernel's reg_user_mr), a user CQ and QP,
+    // and the doorbell pages running out.
     let step = |name: &str| {
         let tag = format!("IBTCA-PROVIDER {name} ");
         let line = run.expect_line(&tag).to_owned();
@@ -278,7 +279,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     // the kernel says which versions met.
     let uctx = step("uctx_resp");
     let want = format!(
-        "err=0 abi=1 max_qp={} max_qp_wr={} max_cq={} max_cqe={} max_mr={} max_pd={} max_sge={} max_qp_rd_atom={} max_mr_size={:#x}",
+        "err=0 abi=2 max_qp={} max_qp_wr={} max_cq={} max_cqe={} max_mr={} max_pd={} max_sge={} max_qp_rd_atom={} max_mr_size={:#x}",
         attr.max_qp.to_native(),
         attr.max_qp_wr.to_native(),
         attr.max_cq.to_native(),
@@ -301,8 +302,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         "{none}"
     );
     for want in [
-        "ibtca0: user context: provider ABI 2, driver ABI 1: install the module and the provider from the same ibtca version",
-        "ibtca0: user context: a request of 0 bytes is no ibtca provider ABI 1 request; update the provider",
+        "ibtca0: user context: provider ABI 3, driver ABI 2: install the module and the provider from the same ibtca version",
+        "ibtca0: user context: a request of 0 bytes is no ibtca provider ABI 2 request; update the provider",
     ] {
         assert!(
             run.lines_with("IBTCA-UCTX-LOG ").any(|l| l.contains(want)),
@@ -325,8 +326,30 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     let mr = step("reg_mr");
     assert!(mr.contains("(registered)"), "{mr}");
     step("dereg_mr");
+    // The data path's objects: a user CQ and QP with mapped rings.
     let cq = step("create_cq");
-    assert!(cq.contains(&format!("errno {}", libc::EOPNOTSUPP)), "{cq}");
+    assert!(cq.contains("created cqe="), "{cq}");
+    step("poll_cq_empty");
+    step("req_notify_cq");
+    let qp = step("create_qp");
+    assert!(qp.contains("created qpn="), "{qp}");
+    step("query_qp");
+    step("destroy_qp");
+    step("destroy_cq");
+    // One doorbell page per context: 63 for user space, then ENOSPC and a
+    // line saying why; a closed context's page serves the next.
+    let out = step("db_pages_run_out");
+    assert!(
+        out.contains("62 more contexts") && out.contains(&format!("(errno {})", libc::ENOSPC)),
+        "{out}"
+    );
+    step("db_page_reused");
+    assert!(
+        run.lines_with("IBTCA-UCTX-LOG ").any(|l| l.contains(
+            "user context: refused, all 63 doorbell pages are in use by other user contexts"
+        )),
+        "no doorbell-page log line\n{dump}"
+    );
     assert_eq!(
         run.lines_with("IBTCA-PROVIDER dealloc_pd PASS").count(),
         2,

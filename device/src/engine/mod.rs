@@ -40,6 +40,7 @@ use crate::transport::{config, RcConfig, RcQp};
 use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
@@ -148,6 +149,25 @@ pub struct Engine {
 
 fn new_verbs(port: &PortAttrs) -> Verbs {
     Verbs::new(Limits::default(), *port, Verbs::random_seed())
+}
+
+/// The transport's configuration of QP `qpn` with the attributes `a` the
+/// driver set, on the port with LID `lid`.
+fn rc_config(qpn: u32, a: &QpAttrs, lid: u16) -> RcConfig {
+    let mut cfg = RcConfig::new(qpn, a.dest_qpn);
+    cfg.slid = lid;
+    cfg.dlid = a.dlid;
+    cfg.sl = a.sl;
+    cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
+    cfg.send_window = RcConfig::send_window_for_mtu(cfg.path_mtu);
+    cfg.sq_psn = a.sq_psn;
+    cfg.rq_psn = a.rq_psn;
+    cfg.retry_cnt = a.retry_cnt;
+    cfg.rnr_retry = a.rnr_retry;
+    cfg.min_rnr_timer = a.min_rnr_timer;
+    cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
+    cfg.max_rd_atomic = a.max_rd_atomic.max(1);
+    cfg
 }
 
 /// Send WQEs a QP's transport holds at most (read from its send queue and
@@ -446,7 +466,12 @@ impl Engine {
     }
 
     fn drain_sq(&mut self, qpn: u32, now: Instant) {
-        if !self.rc.contains_key(&qpn) {
+        // Not before RTS (an RTR QP only answers).
+        if !self
+            .rc
+            .get(&qpn)
+            .is_some_and(|rc| rc.is_sending() || rc.is_error())
+        {
             return;
         }
         if let Some(wqe) = self.held.remove(&qpn) {
@@ -505,28 +530,29 @@ impl Engine {
         let mut live = Vec::new();
         let mut to_flush = Vec::new();
         let mut unstarted = Vec::new();
+        let mut started = Vec::new();
         for (qpn, qp) in self.verbs.qps.iter() {
             let state = qp.state();
-            if state == QpState::Rts && !self.rc.contains_key(&qpn) {
-                let a = qp.attrs();
-                let mut cfg = RcConfig::new(qpn, a.dest_qpn);
-                cfg.slid = lid;
-                cfg.dlid = a.dlid;
-                cfg.sl = a.sl;
-                cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
-                cfg.send_window = RcConfig::send_window_for_mtu(cfg.path_mtu);
-                cfg.sq_psn = a.sq_psn;
-                cfg.rq_psn = a.rq_psn;
-                cfg.retry_cnt = a.retry_cnt;
-                cfg.rnr_retry = a.rnr_retry;
-                cfg.min_rnr_timer = a.min_rnr_timer;
-                cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
-                cfg.max_rd_atomic = a.max_rd_atomic.max(1);
-                match RcQp::new(cfg) {
-                    Ok(rc) => {
-                        self.rc.insert(qpn, rc);
+            // RTR answers requests; RTS also sends.
+            let ready = state == QpState::Rtr || state == QpState::Rts;
+            let starting =
+                state == QpState::Rts && self.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
+            if (ready && !self.rc.contains_key(&qpn)) || starting {
+                let cfg = rc_config(qpn, qp.attrs(), lid);
+                let made = match self.rc.get_mut(&qpn) {
+                    Some(rc) => {
+                        started.push(qpn);
+                        rc.start_sending(&cfg)
                     }
-                    Err(e) => crate::guest_warn!(qpn, error = %e, "cannot start the RC transport"),
+                    None if state == QpState::Rts => RcQp::new(cfg).map(|rc| {
+                        self.rc.insert(qpn, rc);
+                    }),
+                    None => RcQp::new_receiving(cfg).map(|rc| {
+                        self.rc.insert(qpn, rc);
+                    }),
+                };
+                if let Err(e) = made {
+                    crate::guest_warn!(qpn, error = %e, "cannot start the RC transport");
                 }
             }
             if state != QpState::Reset {
@@ -551,9 +577,13 @@ impl Engine {
             // WQEs still in the ring (past MAX_QUEUED_SEND_WQES) flush too.
             self.drain_sq(qpn, Instant::now());
         }
-        // In error before it ever reached RTS: its receives flush too.
+        // In error before it ever reached RTR: its receives flush too.
         for qpn in unstarted {
             self.flush_recvs(qpn);
+        }
+        // RTR to RTS: what was posted meanwhile goes out now.
+        for qpn in started {
+            self.drain_sq(qpn, Instant::now());
         }
     }
 

@@ -50,6 +50,8 @@ pub struct RcQp {
     /// not made progress since: further NAKs or gaps for it are not acted
     /// on again (the ACK timer covers a lost retransmission).
     rewound_at: Option<u32>,
+    /// The QP reached RTS: the requester may send (an RTR QP only answers).
+    sending: bool,
     counters: RcCounters,
 }
 
@@ -67,9 +69,40 @@ impl RcQp {
             retry_left: cfg.retry_cnt,
             rnr_left: cfg.rnr_retry,
             rewound_at: None,
+            sending: true,
             counters: RcCounters::default(),
             cfg,
         })
+    }
+
+    /// A QP in RTR with `cfg`: its responder answers requests; it sends
+    /// nothing until [`RcQp::start_sending`] (RTS).
+    pub fn new_receiving(cfg: RcConfig) -> Result<Self, ConfigError> {
+        let mut qp = Self::new(cfg)?;
+        qp.sending = false;
+        Ok(qp)
+    }
+
+    /// Whether the QP reached RTS.
+    pub fn is_sending(&self) -> bool {
+        self.sending
+    }
+
+    /// RTR to RTS: the requester starts at `rts.sq_psn` with `rts`'s retry
+    /// counts, ACK timeout and outstanding reads (the rest of `rts` is
+    /// ignored: the responder keeps what RTR gave it).
+    pub fn start_sending(&mut self, rts: &RcConfig) -> Result<(), ConfigError> {
+        rts.validate()?;
+        self.cfg.sq_psn = rts.sq_psn;
+        self.cfg.retry_cnt = rts.retry_cnt;
+        self.cfg.rnr_retry = rts.rnr_retry;
+        self.cfg.ack_timeout = rts.ack_timeout;
+        self.cfg.max_rd_atomic = rts.max_rd_atomic;
+        self.req = Requester::new(rts.sq_psn);
+        self.retry_left = rts.retry_cnt;
+        self.rnr_left = rts.rnr_retry;
+        self.sending = true;
+        Ok(())
     }
 
     /// The configuration.

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: CQs and RC QPs of user contexts, the kernel half of the
+ * provider's kernel-bypass data path (guest-driver/provider/). Their rings
+ * are coherent DMA memory as the kernel's (ibtca_ring.c), bound to the
+ * context's doorbell page and mapped into the context: a CQ's ring whole,
+ * a QP's SQ and RQ (never its quasi-WQE ring, which only the device
+ * writes). The mmap entry owns the ring, so it is freed only after the
+ * device forgot the object and user space unmapped it
+ * (ibtca_uctx_mmap_insert_dma()). The shapes user space gets are in
+ * ibtca_uverbs_abi.h.
+ *
+ * The device raises a user CQ's vector once per arm, which user space
+ * writes on its doorbell page; the interrupt goes to the completion
+ * channel through comp_handler (ibtca_ib_cq_irq()). A vector shared with
+ * other CQs may give a user CQ an event with nothing new, which
+ * ibv_get_cq_event users handle by polling again.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/log2.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ibtca_ib.h"
+#include "ibtca_uctx.h"
+
+static struct ibtca_ib_ucontext *ibtca_udata_uctx(struct ib_udata *udata)
+{
+	return rdma_udata_to_drv_context(udata, struct ibtca_ib_ucontext, ibuc);
+}
+
+/*
+ * The device forgot (@destroyed 0 or -ENODEV) or kept the object whose
+ * ring @entry owns: the ring goes with the entry's last mapping, or leaks.
+ */
+static void ibtca_ib_uring_release(struct ibtca_ib *ib,
+				   struct rdma_user_mmap_entry *entry,
+				   const char *what, u32 num, int destroyed)
+{
+	if (destroyed && destroyed != -ENODEV) {
+		dev_warn(&ib->idev->pdev->dev,
+			 "device refused to destroy user %s %u (%d): ring leaked\n",
+			 what, num, destroyed);
+		ibtca_uctx_mmap_keep_dma(entry);
+	}
+	ibtca_uctx_mmap_remove(entry);
+}
+
+int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
+			u8 vector, struct ib_udata *udata)
+{
+	struct ibtca_ib_ucontext *uctx = ibtca_udata_uctx(udata);
+	u32 max = le32_to_cpu(ib->attr.max_cqe);
+	struct ibtca_create_cq_resp resp = {};
+	struct rdma_user_mmap_entry *entry;
+	struct ibtca_dev *idev = ib->idev;
+	bool doubled = true;
+	u32 log;
+	int ret;
+
+	if (!uctx || !uctx->db_page || udata->outlen < sizeof(resp))
+		return -EINVAL;
+	/*
+	 * Twice the entries asked for when the device allows: the provider
+	 * then hands consumed entries back in batches, not one doorbell per
+	 * poll (ibcq->cqe stays what the caller may have outstanding).
+	 */
+	log = order_base_2(max(2 * cqe, 2U));
+	if (BIT(log) > max) {
+		doubled = false;
+		log = order_base_2(max(cqe, 2U));
+	}
+	if (BIT(log) > max)
+		return -EINVAL;
+	ret = ibtca_ib_hw_begin(ib);
+	if (ret)
+		return ret;
+	ret = ibtca_cq_ring_create_db(idev, &cq->r, log, vector, uctx->db_page);
+	ibtca_ib_hw_end(ib);
+	if (ret)
+		return ret;
+	entry = ibtca_uctx_mmap_insert_dma(&uctx->ibuc, &idev->pdev->dev,
+					   cq->r.ring, cq->r.dma, cq->r.size,
+					   cq->r.size, &resp.ring_mmap_offset);
+	if (IS_ERR(entry)) {
+		ret = ibtca_ib_cmd_handle(ib, IBTCA_CMD_DESTROY_CQ, cq->r.cqn);
+		if (!ret || ret == -ENODEV)
+			ibtca_cq_ring_free(idev, &cq->r);
+		return PTR_ERR(entry);
+	}
+	cq->user_ring = entry;
+	resp.cqn = cq->r.cqn;
+	resp.log_entries = log;
+	resp.ring_bytes = cq->r.size;
+	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (ret) {
+		ibtca_ib_destroy_ucq_ring(ib, cq,
+					  ibtca_ib_cmd_handle(ib,
+							      IBTCA_CMD_DESTROY_CQ,
+							      cq->r.cqn));
+		return ret;
+	}
+	cq->ibcq.cqe = doubled ? BIT(log - 1) : BIT(log);
+	return 0;
+}
+
+void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
+			       int destroyed)
+{
+	ibtca_ib_uring_release(ib, cq->user_ring, "CQ", cq->r.cqn, destroyed);
+	cq->user_ring = NULL;
+}
+
+int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+			struct ib_qp_init_attr *init, u32 log,
+			struct ib_udata *udata)
+{
+	struct ibtca_ib_ucontext *uctx = ibtca_udata_uctx(udata);
+	struct ibtca_ib_cq *scq = to_cq(init->send_cq);
+	struct ibtca_ib_cq *rcq = to_cq(init->recv_cq);
+	struct ibtca_create_qp_resp resp = {};
+	struct rdma_user_mmap_entry *entry;
+	struct ibtca_dev *idev = ib->idev;
+	size_t rq_offset, map_len;
+	int ret;
+
+	if (!uctx || !uctx->db_page || udata->outlen < sizeof(resp) ||
+	    !scq->user_ring || !rcq->user_ring)
+		return -EINVAL;
+	ret = ibtca_ib_hw_begin(ib);
+	if (ret)
+		return ret;
+	ret = ibtca_qp_ring_create_db(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
+				      scq->r.cqn, rcq->r.cqn, log,
+				      uctx->db_page);
+	ibtca_ib_hw_end(ib);
+	if (ret)
+		return ret;
+	/* SQ, then RQ, each page-aligned; the quasi-WQE ring stays ours. */
+	rq_offset = (void *)qp->r.rq - qp->r.mem;
+	map_len = 2 * rq_offset;
+	entry = ibtca_uctx_mmap_insert_dma(&uctx->ibuc, &idev->pdev->dev,
+					   qp->r.mem, qp->r.dma, qp->r.size,
+					   map_len, &resp.ring_mmap_offset);
+	if (IS_ERR(entry)) {
+		ret = ibtca_ib_cmd_handle(ib, IBTCA_CMD_DESTROY_QP, qp->r.qpn);
+		if (!ret || ret == -ENODEV)
+			ibtca_qp_ring_free(idev, &qp->r);
+		return PTR_ERR(entry);
+	}
+	qp->user_ring = entry;
+	resp.qpn = qp->r.qpn;
+	resp.log_wqes = log;
+	resp.sq_offset = 0;
+	resp.rq_offset = rq_offset;
+	resp.ring_bytes = map_len;
+	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (ret) {
+		ibtca_ib_destroy_uqp_ring(ib, qp,
+					  ibtca_ib_cmd_handle(ib,
+							      IBTCA_CMD_DESTROY_QP,
+							      qp->r.qpn));
+		return ret;
+	}
+	return 0;
+}
+
+void ibtca_ib_destroy_uqp_ring(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+			       int destroyed)
+{
+	ibtca_ib_uring_release(ib, qp->user_ring, "QP", qp->r.qpn, destroyed);
+	qp->user_ring = NULL;
+}

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The ibtca provider's post_send and post_recv: each work request becomes
+ * a WQE written straight into the mapped queue; one doorbell (an 8-byte
+ * store to the context's doorbell page: QP number | index << 32) after the
+ * chain covers every WQE it wrote, ordered after them by
+ * udma_to_device_barrier(). No system call. As in the kernel driver
+ * (ibtca_ib_post.c), every send WQE asks the device for a completion and
+ * carries its slot number as wr_id; poll_cq hides the successful ones of
+ * unsignaled requests. The first request the QP cannot take stops the
+ * chain with *bad_wr pointing at it; those before it stay posted.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include <util/mmio.h>
+#include <util/udma_barrier.h>
+
+#include "ibtca.h"
+
+#define IBTCA_SEND_FLAGS (IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | \
+			  IBV_SEND_FENCE)
+
+void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
+		    uint32_t index)
+{
+	/* The WQEs (or the consumed CQEs) before the device hears of them. */
+	udma_to_device_barrier();
+	mmio_write64_le((char *)ctx->db + offset,
+			htole64(num | (uint64_t)index << 32));
+}
+
+static int ibtca_wr_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+		return IBTCA_WR_SEND;
+	case IBV_WR_SEND_WITH_IMM:
+		return IBTCA_WR_SEND_IMM;
+	case IBV_WR_RDMA_WRITE:
+		return IBTCA_WR_RDMA_WRITE;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBTCA_WR_RDMA_WRITE_IMM;
+	case IBV_WR_RDMA_READ:
+		return IBTCA_WR_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBTCA_WR_ATOMIC_CMP_SWP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBTCA_WR_ATOMIC_FETCH_ADD;
+	case IBV_WR_LOCAL_INV:
+		return IBTCA_WR_LOCAL_INV;
+	case IBV_WR_SEND_WITH_INV:
+		return IBTCA_WR_SEND_INV;
+	default:
+		return -1;
+	}
+}
+
+/* The device's opcode for @wr, or -1 if the QP cannot take it. */
+static int ibtca_send_check(struct ibtca_context *ctx,
+			    const struct ibv_send_wr *wr)
+{
+	int op = ibtca_wr_opcode(wr->opcode);
+
+	if (op < 0 || (wr->send_flags & ~IBTCA_SEND_FLAGS) ||
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
+	    wr->num_sge > 4)
+		return -1;
+	/* Atomics return the old value into exactly one 8-byte SGE. */
+	if ((op == IBTCA_WR_ATOMIC_CMP_SWP || op == IBTCA_WR_ATOMIC_FETCH_ADD) &&
+	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(uint64_t)))
+		return -1;
+	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+		return -1;
+	return op;
+}
+
+static void ibtca_sge_set(struct ibtca_sge *sge, const struct ibv_sge *s)
+{
+	sge->addr = htole64(s->addr);
+	sge->length = htole32(s->length);
+	sge->lkey = htole32(s->lkey);
+}
+
+/* Fills WQE @w (zeroed) from @wr (checked). */
+static void ibtca_send_wqe(struct ibtca_send_wqe *w, uint8_t opcode,
+			   const struct ibv_send_wr *wr)
+{
+	int i;
+
+	w->opcode = opcode;
+	w->flags = IBTCA_WQE_F_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		w->flags |= IBTCA_WQE_F_SOLICITED;
+	if (wr->send_flags & IBV_SEND_FENCE)
+		w->flags |= IBTCA_WQE_F_FENCE;
+	switch (wr->opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		/* The wire's big-endian value, kept as a number. */
+		w->imm_data = htole32(be32toh(wr->imm_data));
+		break;
+	case IBV_WR_LOCAL_INV:
+		w->imm_data = htole32(wr->invalidate_rkey);
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		w->imm_data = htole32(wr->invalidate_rkey);
+		break;
+	default:
+		break;
+	}
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = htole64(wr->wr.rdma.remote_addr);
+		w->rkey = htole32(wr->wr.rdma.rkey);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = htole64(wr->wr.atomic.remote_addr);
+		w->rkey = htole32(wr->wr.atomic.rkey);
+		w->compare_add = htole64(wr->wr.atomic.compare_add);
+		w->swap = htole64(wr->wr.atomic.swap);
+		break;
+	default:
+		break;
+	}
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+}
+
+int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
+{
+	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
+	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
+	uint32_t mask = (1U << qp->log) - 1;
+	struct ibtca_send_wqe *w;
+	uint32_t start, slot;
+	int op, err = 0;
+
+	pthread_spin_lock(&qp->sq_lock);
+	start = qp->sq_pi;
+	for (; wr; wr = wr->next) {
+		op = ibtca_send_check(ctx, wr);
+		if (op < 0) {
+			err = EINVAL;
+			break;
+		}
+		slot = qp->sq_pi;
+		if (slot - __atomic_load_n(&qp->sq_done, __ATOMIC_ACQUIRE) > mask) {
+			err = ENOMEM;
+			break;
+		}
+		w = &qp->sq[slot & mask];
+		memset(w, 0, sizeof(*w));
+		ibtca_send_wqe(w, op, wr);
+		w->wr_id = htole64(slot);
+		qp->swr[slot & mask].wr_id = wr->wr_id;
+		qp->swr[slot & mask].signaled = qp->sq_sig_all ||
+			(wr->send_flags & IBV_SEND_SIGNALED);
+		__atomic_store_n(&qp->sq_pi, slot + 1, __ATOMIC_RELEASE);
+	}
+	if (qp->sq_pi != start)
+		ibtca_doorbell(ctx, IBTCA_DB_PAGE_SQ, ibqp->qp_num, qp->sq_pi);
+	pthread_spin_unlock(&qp->sq_lock);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr)
+{
+	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
+	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
+	uint32_t mask = (1U << qp->log) - 1;
+	struct ibtca_recv_wqe *w;
+	uint32_t start, slot;
+	int i, err = 0;
+
+	pthread_spin_lock(&qp->rq_lock);
+	start = qp->rq_pi;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
+		    wr->num_sge > 4) {
+			err = EINVAL;
+			break;
+		}
+		slot = qp->rq_pi;
+		if (slot - __atomic_load_n(&qp->rq_done, __ATOMIC_ACQUIRE) > mask) {
+			err = ENOMEM;
+			break;
+		}
+		w = &qp->rq[slot & mask];
+		memset(w, 0, sizeof(*w));
+		w->wr_id = htole64(wr->wr_id);
+		w->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++)
+			ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+		__atomic_store_n(&qp->rq_pi, slot + 1, __ATOMIC_RELEASE);
+	}
+	if (qp->rq_pi != start)
+		ibtca_doorbell(ctx, IBTCA_DB_PAGE_RQ, ibqp->qp_num, qp->rq_pi);
+	pthread_spin_unlock(&qp->rq_lock);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}

@@ -1,0 +1,176 @@
+//! Full stack, the kernel-bypass data path: two guests on one ibtca link
+//! (`ibtca-fabric up --guests --run ... --wait`, one boot for every check)
+//! run unmodified rdma-core and perftest programs on `ibtca0` through the
+//! ibtca provider, which posts WQEs into mapped queues, rings the context's
+//! mapped doorbell page and polls mapped CQs:
+//!
+//! - `ibv_rc_pingpong -d ibtca0` (LID addressing, no GRH), server on n1,
+//!   client on n2 by node name, and again with completion events
+//!   (`-e`: `ibv_req_notify_cq`, `ibv_get_cq_event` through the CQ's
+//!   interrupt) with the roles swapped;
+//! - perftest's `ib_write_bw -D 2`, `ib_send_bw -D 2`, `ib_read_bw -D 2` and
+//!   `ib_write_lat -D 2`, each to completion on both sides, with a result
+//!   line; the test prints what they measured.
+//!
+//! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
+//! runs it; plain `cargo test` lists it as ignored.
+
+use std::time::Instant;
+
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::vm::VmStack;
+
+const TOPOLOGY: &str = r#"{
+  "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 } ],
+  "links": [ { "a": "n1", "b": "n2" } ],
+  "guest": { "mem": "512M" }
+}"#;
+
+/// Runs `cmd` once, its output on the console with every line tagged
+/// `TAG `; fails as `cmd` does.
+fn tagged(tag: &str, cmd: &str) -> String {
+    format!("out=$({cmd} 2>&1); st=$?; echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st")
+}
+
+/// A client: `cmd` until the server (started meanwhile on the other
+/// guest) answers, at most two minutes; a failure after connecting
+/// (the output names the remote address) is final.
+fn client(tag: &str, cmd: &str) -> String {
+    format!(
+        "for i in $(seq 120); do out=$({cmd} 2>&1); st=$?; \
+         if [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; then \
+         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; sleep 1; done; \
+         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1"
+    )
+}
+
+/// The programs: (tag, server command, client command without the host).
+const PERFTEST: [(&str, &str); 4] = [
+    ("WRITE-BW", "ib_write_bw -d ibtca0 -D 2"),
+    ("SEND-BW", "ib_send_bw -d ibtca0 -D 2"),
+    ("READ-BW", "ib_read_bw -d ibtca0 -D 2"),
+    ("WRITE-LAT", "ib_write_lat -d ibtca0 -D 2"),
+];
+
+/// The lines of `console` tagged `tag`, without the tag.
+fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
+    let t = format!("{tag} ");
+    console
+        .lines()
+        .filter_map(|l| l.find(&t).map(|i| &l[i + t.len()..]))
+        .collect()
+}
+
+/// perftest's result: the line after the `#bytes` header, as fields.
+fn perftest_result(lines: &[&str]) -> Option<Vec<String>> {
+    let i = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#bytes"))?;
+    let fields: Vec<String> = lines
+        .get(i + 1)?
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    fields.first()?.parse::<u64>().ok()?;
+    Some(fields)
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn pingpong_and_perftest_run_over_ibtca() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("uverbs");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let down = Down(run.clone());
+    let topo = dir.join("two.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+
+    let mut n1 = vec![
+        tagged("PP-SERVER", "ibv_rc_pingpong -d ibtca0"),
+        client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
+    ];
+    let mut n2 = vec![
+        client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
+        tagged("PP-EV-SERVER", "ibv_rc_pingpong -d ibtca0 -e"),
+    ];
+    for (tag, cmd) in PERFTEST {
+        n1.push(tagged(&format!("{tag}-SERVER"), cmd));
+        n2.push(client(&format!("{tag}-CLIENT"), &format!("{cmd} n1")));
+    }
+    let mut args: Vec<String> = [
+        "up",
+        &topo.display().to_string(),
+        "--run-dir",
+        &run_s,
+        "--guests",
+        "--kernel",
+        &stack.kernel.display().to_string(),
+        "--initrd",
+        &stack.initrd.display().to_string(),
+        "--run-vm",
+        &stack.repo().join("scripts/run-vm.sh").display().to_string(),
+        "--guest-timeout",
+        "1500",
+        "--wait",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    for (node, cmds) in [("n1", &n1), ("n2", &n2)] {
+        for c in cmds.iter() {
+            args.push("--run".into());
+            args.push(format!("{node}={c}"));
+        }
+    }
+    let start = Instant::now();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fabric(&argv);
+    let said = text(&out);
+    let console =
+        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
+    let (c1, c2) = (console("n1"), console("n2"));
+    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
+    assert!(out.status.success(), "every command passes:\n{all}");
+
+    // ibv_rc_pingpong: both ends moved their 1000 round trips, polled and
+    // with completion events.
+    for (c, tag) in [
+        (&c1, "PP-SERVER"),
+        (&c2, "PP-CLIENT"),
+        (&c1, "PP-EV-CLIENT"),
+        (&c2, "PP-EV-SERVER"),
+    ] {
+        let l = tagged_lines(c, tag);
+        assert!(
+            l.iter()
+                .any(|l| l.contains("bytes in") && l.contains("Mbit/sec"))
+                && l.iter().any(|l| l.contains("1000 iters in"))
+                && l.contains(&"exit=0"),
+            "{tag}: {l:?}\n{all}"
+        );
+        for l in l.iter().filter(|l| l.contains(" in ")) {
+            eprintln!("{tag}: {l}");
+        }
+    }
+    // perftest: both sides to completion, the client with a result line
+    // (servers of some tests print none).
+    for (tag, cmd) in PERFTEST {
+        for (c, side) in [(&c1, "SERVER"), (&c2, "CLIENT")] {
+            let t = format!("{tag}-{side}");
+            let l = tagged_lines(c, &t);
+            let result = perftest_result(&l);
+            assert!(
+                l.contains(&"exit=0") && (side == "SERVER" || result.is_some()),
+                "{t}: {l:?}\n{all}"
+            );
+            if let Some(r) = result {
+                eprintln!("{cmd} ({side}): {}", r.join(" "));
+            }
+        }
+    }
+    let out = fabric(&["down", "--run-dir", &run_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    drop(down);
+}

@@ -98,25 +98,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
         n2.push(client(&format!("{tag}-CLIENT"), &format!("{cmd} n1")));
     }
-    let mut args: Vec<String> = [
-        "up",
-        &topo.display().to_string(),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--kernel",
-        &stack.kernel.display().to_string(),
-        "--initrd",
-        &stack.initrd.display().to_string(),
-        "--run-vm",
-        &stack.repo().join("scripts/run-vm.sh").display().to_string(),
-        "--guest-timeout",
-        "1500",
-        "--wait",
-    ]
-    .iter()
-    .map(ToString::to_string)
-    .collect();
+    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
+    args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
     for (node, cmds) in [("n1", &n1), ("n2", &n2)] {
         for c in cmds.iter() {
             args.push("--run".into());

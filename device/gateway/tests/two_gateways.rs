@@ -315,20 +315,28 @@ fn connect_atm(p: &Path) -> UnixStream {
     }
 }
 
-#[test]
-fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
-    let dir = run_dir("two");
-    let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
-    let switch = Switch::start(SwitchConfig {
+/// The two-port switch between the gateways (LIDs learned from Hellos).
+fn start_switch(ports: Vec<PortConfig>) -> Switch {
+    Switch::start(SwitchConfig {
         name: "sw".into(),
         guid: 0x0200_0000_00ff_0000,
         lid: 0,
-        ports: vec![PortConfig::new(listen(&p1)), PortConfig::new(listen(&p2))],
+        ports,
         routes: Vec::new(),
         link: Default::default(),
         sm_managed: false,
     })
-    .expect("switch starts");
+    .expect("switch starts")
+}
+
+#[test]
+fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
+    let dir = run_dir("two");
+    let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
+    let switch = start_switch(vec![
+        PortConfig::new(listen(&p1)),
+        PortConfig::new(listen(&p2)),
+    ]);
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
     let pcap = dir.join("atm-a.pcap");
     let ga = gateway(&A, &B, connect(&p1), listen(&atm_a), Some(pcap.clone()));
@@ -467,16 +475,10 @@ fn tshark_atm(pcap: &Path) -> (Vec<CellId>, Vec<CellId>) {
 fn cbr_overtakes_a_saturated_ubr_connection_inside_the_gateway() {
     let dir = run_dir("prio");
     let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
-    let switch = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: 0x0200_0000_00ff_0000,
-        lid: 0,
-        ports: vec![PortConfig::new(listen(&p1)), PortConfig::new(listen(&p2))],
-        routes: Vec::new(),
-        link: Default::default(),
-        sm_managed: false,
-    })
-    .expect("switch starts");
+    let switch = start_switch(vec![
+        PortConfig::new(listen(&p1)),
+        PortConfig::new(listen(&p2)),
+    ]);
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
     let ga = gateway(&A, &B, connect(&p1), listen(&atm_a), None);
     let gb = gateway(&B, &A, connect(&p2), listen(&atm_b), None);
@@ -561,16 +563,7 @@ fn four_vcs_survive_a_lossy_switch() {
         });
         port
     };
-    let switch = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: 0x0200_0000_00ff_0000,
-        lid: 0,
-        ports: vec![lossy(&p1, 7), lossy(&p2, 11)],
-        routes: Vec::new(),
-        link: Default::default(),
-        sm_managed: false,
-    })
-    .expect("switch starts");
+    let switch = start_switch(vec![lossy(&p1, 7), lossy(&p2, 11)]);
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
     let ga = gateway(&A, &B, connect(&p1), listen(&atm_a), None);
     let gb = gateway(&B, &A, connect(&p2), listen(&atm_b), None);

@@ -8,9 +8,10 @@
 //!   client on n2 by node name, and again with completion events
 //!   (`-e`: `ibv_req_notify_cq`, `ibv_get_cq_event` through the CQ's
 //!   interrupt) with the roles swapped;
-//! - perftest's `ib_write_bw -D 2`, `ib_send_bw -D 2`, `ib_read_bw -D 2` and
-//!   `ib_write_lat -D 2`, each to completion on both sides, with a result
-//!   line; the test prints what they measured.
+//! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
+//!   `ib_write_lat`, `ib_read_lat` and `ib_send_lat` (each `-D 2`), each to
+//!   completion on both sides, with a result line; the test prints what
+//!   they measured.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -45,11 +46,14 @@ fn client(tag: &str, cmd: &str) -> String {
 }
 
 /// The programs: (tag, server command, client command without the host).
-const PERFTEST: [(&str, &str); 4] = [
+const PERFTEST: [(&str, &str); 7] = [
     ("WRITE-BW", "ib_write_bw -d ibtca0 -D 2"),
     ("SEND-BW", "ib_send_bw -d ibtca0 -D 2"),
     ("READ-BW", "ib_read_bw -d ibtca0 -D 2"),
+    ("ATOMIC-BW", "ib_atomic_bw -d ibtca0 -D 2"),
     ("WRITE-LAT", "ib_write_lat -d ibtca0 -D 2"),
+    ("READ-LAT", "ib_read_lat -d ibtca0 -D 2"),
+    ("SEND-LAT", "ib_send_lat -d ibtca0 -D 2"),
 ];
 
 /// The lines of `console` tagged `tag`, without the tag.

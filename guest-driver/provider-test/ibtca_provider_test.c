@@ -222,6 +222,142 @@ static void user_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	step("destroy_qp", !err, "err=%d", err);
 }
 
+/* Moves RC QP @qp to RTS towards QP @dqpn at LID @dlid (PSNs 0). */
+static int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	int err;
+
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (err)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = dlid;
+	a.ah_attr.port_num = 1;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* One RDMA WRITE of @len bytes from @src to @raddr/@rkey; its status. */
+static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src,
+		      size_t len, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)src->addr, .length = len, .lkey = src->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = 7, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+	struct ibv_wc wc;
+	int i, n;
+
+	if (ibv_post_send(qp, &wr, &bad))
+		return -1;
+	/* Generous: a TCG guest on a busy host (30 s). */
+	for (i = 0; i < 30000; i++) {
+		n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc.status;
+		usleep(1000);
+	}
+	return -2;
+}
+
+/*
+ * The data path end to end on one device (loopback to its own LID): an
+ * RDMA WRITE lands byte for byte, and one with a wrong R_Key completes
+ * with IBV_WC_REM_ACCESS_ERR and changes nothing.
+ */
+static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	static unsigned char src[4096], dst[4096], before[4096];
+	struct ibv_qp_init_attr init = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_mr *ms = NULL, *md = NULL;
+	struct ibv_qp *a = NULL, *b = NULL;
+	struct ibv_port_attr port;
+	struct ibv_cq *cq;
+	size_t i;
+	int st;
+
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!cq || ibv_query_port(ctx, 1, &port)) {
+		step("loopback_setup", 0, "cq or port: %s", strerror(errno));
+		goto out;
+	}
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	a = ibv_create_qp(pd, &init);
+	b = ibv_create_qp(pd, &init);
+	for (i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 7 + 1);
+	ms = ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	md = ibv_reg_mr(pd, dst, sizeof(dst),
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!a || !b || !ms || !md ||
+	    rc_connect(a, b->qp_num, port.lid) ||
+	    rc_connect(b, a->qp_num, port.lid)) {
+		step("loopback_setup", 0, "qps, regions or connect: %s",
+		     strerror(errno));
+		goto out;
+	}
+	step("loopback_setup", 1, "qpn %u <-> %u lid %u", a->qp_num,
+	     b->qp_num, port.lid);
+	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst, md->rkey);
+	step("loopback_write", st == IBV_WC_SUCCESS &&
+	     !memcmp(src, dst, sizeof(dst)), "status=%d bytes %s", st,
+	     memcmp(src, dst, sizeof(dst)) ? "differ" : "match");
+	memcpy(before, dst, sizeof(dst));
+	for (i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)~src[i];
+	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst,
+			md->rkey ^ 0x80);
+	step("loopback_bad_rkey", st == IBV_WC_REM_ACCESS_ERR &&
+	     !memcmp(before, dst, sizeof(dst)), "status=%d (%s) target %s", st,
+	     st >= 0 ? ibv_wc_status_str(st) : "none",
+	     memcmp(before, dst, sizeof(dst)) ? "changed" : "unchanged");
+out:
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	if (ms)
+		ibv_dereg_mr(ms);
+	if (md)
+		ibv_dereg_mr(md);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "ibtca0";
@@ -279,6 +415,8 @@ int main(int argc, char **argv)
 		err = ibv_destroy_cq(cq);
 		step("destroy_cq", !err, "err=%d", err);
 	}
+	if (pd[0])
+		loopback_write(ctx, pd[0]);
 	db_pages_run_out(ctx);
 
 	for (i = 0; i < 2; i++) {

@@ -336,6 +336,17 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     step("query_qp");
     step("destroy_qp");
     step("destroy_cq");
+    // The data path end to end (loopback to the device's own LID): an RDMA
+    // WRITE lands byte for byte; one with a wrong R_Key reaches the
+    // application as IBV_WC_REM_ACCESS_ERR and changes nothing.
+    step("loopback_setup");
+    let w = step("loopback_write");
+    assert!(w.contains("status=0 bytes match"), "{w}");
+    let bad = step("loopback_bad_rkey");
+    assert!(
+        bad.contains("(remote access error) target unchanged"),
+        "{bad}"
+    );
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

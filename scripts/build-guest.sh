@@ -7,9 +7,10 @@
 #   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
-#                       soft-RoCE) + rdma-core's libibverbs, ibv_devices,
+#                       soft-RoCE, umad: ib_umad) + rdma-core's libibverbs, ibv_devices,
 #                       ibv_devinfo, ibv_rc_pingpong, perftest, the rxe
-#                       provider and iproute2's rdma with the libraries they
+#                       provider, opensm, infiniband-diags (smpquery, ibstat,
+#                       ibnetdiscover, perfquery, ...) and iproute2's rdma with the libraries they
 #                       link, and the ibtca rdma-core provider with
 #                       ibtca-provider-test (scripts/build-provider.sh)
 #                       (newc, gzip)
@@ -59,14 +60,18 @@ ib_modules=(ib_core ib_uverbs_support ib_uverbs)
 guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
 	/usr/bin/ibv_rc_pingpong
 	/usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw
-	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat)
-guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers)
+	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat
+	/usr/sbin/opensm /usr/sbin/smpquery /usr/sbin/smpdump /usr/sbin/ibstat
+	/usr/sbin/ibnetdiscover /usr/sbin/perfquery /usr/sbin/ibaddr /usr/sbin/iblinkinfo
+	/usr/sbin/ibroute /usr/sbin/sminfo /usr/sbin/saquery /usr/sbin/ibping
+	/usr/sbin/ibportstate /usr/sbin/ibtracert)
+guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm infiniband-diags)
 # libibverbs providers: /etc/libibverbs.d/NAME.driver and
 # $libdir/libibverbs/libNAME-rdmav*.so (with what they link).
 guest_providers=(rxe)
 # Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
 # its dependencies, in load order, in /lib/modules/GROUP.modules.
-module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs")
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {

@@ -119,11 +119,13 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_qp_wr = le32_to_cpu(d->max_qp_wr);
 	/*
 	 * Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR, LOCAL_INV,
-	 * SEND with Invalidate). No IB_DEVICE_MEM_WINDOW: kernel consumers
-	 * cannot bind windows, and user space does not bind them yet.
+	 * SEND with Invalidate). Type 1 and 2B windows: user space binds
+	 * them through the provider (kernel consumers cannot bind windows).
 	 */
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
-			      IB_DEVICE_MEM_MGT_EXTENSIONS;
+			      IB_DEVICE_MEM_MGT_EXTENSIONS |
+			      IB_DEVICE_MEM_WINDOW |
+			      IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_fast_reg_page_list_len = ib->max_mr_pages;
 	a->max_send_sge = d->max_sge;
 	a->max_recv_sge = d->max_sge;

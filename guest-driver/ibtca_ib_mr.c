@@ -12,8 +12,10 @@
  *   IBTCA_WR_REG_MR work request that registers it (post_send's IB_WR_REG_MR),
  *   which the device executes in send-queue order, copying the table then.
  *   LOCAL_INV and SEND with Invalidate free the region again.
- * - alloc_mw/dealloc_mw are the device's ALLOC_MW/DEALLOC_MW (type 2
- *   windows, bound by IBTCA_WR_BIND_MW).
+ * - alloc_mw/dealloc_mw are the device's ALLOC_MW (type 2) or
+ *   ALLOC_MW_TYPE1 and DEALLOC_MW; user space binds the windows with
+ *   IBTCA_WR_BIND_MW, through the provider. DEALLOC_MW takes the key the
+ *   window was allocated with, whatever binds made of its low byte.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -248,10 +250,11 @@ int ibtca_ib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 		.handle = cpu_to_le32(ibtca_ib_pdn(ibmw->pd)),
 	};
 
-	if (ibmw->type != IB_MW_TYPE_2)
-		return -EOPNOTSUPP;
-	return ibtca_ib_command(ibmw->device, IBTCA_CMD_ALLOC_MW, &p, sizeof(p),
-				&ibmw->rkey, NULL);
+	u8 op = ibmw->type == IB_MW_TYPE_1 ? IBTCA_CMD_ALLOC_MW_TYPE1 :
+		IBTCA_CMD_ALLOC_MW;
+
+	return ibtca_ib_command(ibmw->device, op, &p, sizeof(p), &ibmw->rkey,
+				NULL);
 }
 
 int ibtca_ib_dealloc_mw(struct ib_mw *ibmw)

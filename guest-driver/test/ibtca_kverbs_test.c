@@ -489,7 +489,7 @@ static void kv_check_local(struct kv_ctx *c)
 		 "query_gid", "ret=%d gid=%pI6", ret, gid.raw);
 	mgt = !!(caps & IB_DEVICE_MEM_MGT_EXTENSIONS);
 	mw = !!(caps & IB_DEVICE_MEM_WINDOW);
-	kv_check(c, mgt && !mw &&
+	kv_check(c, mgt && mw &&
 		 c->dev->attrs.max_fast_reg_page_list_len >= KV_FR_PAGES,
 		 "fastreg_caps",
 		 "mem_mgt_extensions=%d mem_window=%d max_fast_reg=%u", mgt, mw,

@@ -115,10 +115,10 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         let events: u32 = field(result, "events").parse().unwrap();
         assert!(events > 0, "{who}: comp_handler never ran: {result}");
         // query_device: fast registration with the device's page-list
-        // limit (MAX_MR_PAGES), no memory windows.
+        // limit (MAX_MR_PAGES), and memory windows (user space binds them).
         let caps = pass(who, c, "fastreg_caps");
         assert_eq!(field(caps, "mem_mgt_extensions"), "1", "{caps}");
-        assert_eq!(field(caps, "mem_window"), "0", "{caps}");
+        assert_eq!(field(caps, "mem_window"), "1", "{caps}");
         assert_eq!(field(caps, "max_fast_reg"), "262144", "{caps}");
     }
 

@@ -1,7 +1,8 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
-//! forms, ALLOC_MR, DEREG_MR, QUERY_DEVICE, CREATE_CQ/QP with doorbell
-//! pages, and any other opcode), fast registrations, invalidations,
-//! doorbells on any page and local and remote accesses, against one
+//! forms, ALLOC_MR, DEREG_MR, ALLOC_MW of both types, QUERY_DEVICE,
+//! CREATE_CQ/QP with doorbell pages, and any other opcode), fast
+//! registrations, window binds, invalidations, doorbells on any page and
+//! local and remote accesses, against one
 //! device's verbs tables and 64 KiB of guest memory the input also writes
 //! (page tables among it).
 //!
@@ -23,6 +24,7 @@ use crate::verbs::abi::*;
 use crate::verbs::commands::execute;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::mr::RemoteRight;
+use crate::verbs::mw::BindRequest;
 use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
@@ -126,6 +128,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
                     made.keys.push(key);
                 }
             }
+            4 if input.bool() => bind(input, &mut v, &mut made),
             4 => {
                 let (pd, key) = (Made::pick(input, &made.pds), Made::pick(input, &made.keys));
                 let _ = v.mrs.invalidate(pd, key, &mut v.keys);
@@ -172,6 +175,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         CMD_CREATE_PD,
         CMD_QUERY_DEVICE,
         CMD_ALLOC_MW,
+        CMD_ALLOC_MW_TYPE1,
         CMD_CREATE_CQ,
         CMD_CREATE_QP,
         raw_opcode,
@@ -205,7 +209,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             match opcode {
                 CMD_CREATE_PD => made.pds.push(r.out0),
                 CMD_REG_MR | CMD_ALLOC_MR => made.keys.extend([r.out0, r.out1]),
-                CMD_ALLOC_MW => made.keys.push(r.out0),
+                CMD_ALLOC_MW | CMD_ALLOC_MW_TYPE1 => made.keys.push(r.out0),
                 CMD_CREATE_CQ => made.cqs.push(r.out0),
                 CMD_CREATE_QP => made.qps.push(r.out0),
                 _ => {}
@@ -215,6 +219,27 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             ERRNOS.contains(&i32::from(status)),
             "command {opcode:#x}: status {status}"
         ),
+    }
+}
+
+/// A window bind (IBTCA_WR_BIND_MW) of any key to any key, often inside
+/// a live region; the window's new key joins the keys the input uses.
+fn bind(input: &mut Input, v: &mut Verbs, made: &mut Made) {
+    let pd = Made::pick(input, &made.pds);
+    let (mw_rkey, lkey) = (Made::pick(input, &made.keys), Made::pick(input, &made.keys));
+    let va = match v.mrs.mr(lkey) {
+        Some(mr) if input.bool() => mr.iova.wrapping_add(u64::from(input.u16())),
+        _ => input.u64(),
+    };
+    let req = BindRequest {
+        mw_rkey,
+        lkey,
+        va,
+        length: u64::from(input.u16()),
+        access: u32::from(input.u8() & 0x1f),
+    };
+    if let Ok(key) = v.mrs.bind_mw(pd, req, &mut v.keys) {
+        made.keys.push(key);
     }
 }
 

@@ -554,10 +554,12 @@ crate::regs::values! {
     CMD_DEREG_MR: u8 = 0x21;
     /// Command: allocate a memory window (params: struct ibtca_cmd_handle with the PD; out0 = rkey).
     CMD_ALLOC_MW: u8 = 0x22;
-    /// Command: free a memory window (params: struct ibtca_cmd_handle with the rkey).
+    /// Command: free a memory window (params: struct ibtca_cmd_handle with its rkey, any low byte: binds move the key).
     CMD_DEALLOC_MW: u8 = 0x23;
     /// Command: allocate a fast-registration region, free until an IBTCA_WR_REG_MR registers it (params: struct ibtca_cmd_alloc_mr; out0 = out1 = its key, lkey and rkey alike). DEREG_MR with its current key frees it.
     CMD_ALLOC_MR: u8 = 0x24;
+    /// Command: allocate a type 1 memory window (params: struct ibtca_cmd_handle with the PD; out0 = rkey). Bound by IBTCA_WR_BIND_MW as a type 2 window is, but neither LOCAL_INV (IBTCA_WC_LOC_PROT_ERR) nor SEND with Invalidate (the responder's invalid-request NAK) can invalidate it; DEALLOC_MW frees it.
+    CMD_ALLOC_MW_TYPE1: u8 = 0x70;
     /// Command: create a CQ (params: struct ibtca_cmd_create_cq; out0 = CQ number).
     CMD_CREATE_CQ: u8 = 0x30;
     /// Command: destroy a CQ (params: struct ibtca_cmd_handle).

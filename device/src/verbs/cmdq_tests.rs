@@ -331,6 +331,11 @@ fn object_lifecycle_through_the_queue() {
     assert_eq!(st, 0);
     assert_ne!(lkey, rkey);
     let (mw, _) = h.ok(CMD_ALLOC_MW, handle(pd));
+    // A type 1 window: its own key slot, freed by DEALLOC_MW.
+    let (mw1, _) = h.ok(CMD_ALLOC_MW_TYPE1, handle(pd));
+    assert_ne!(mw1 >> 8, mw >> 8);
+    assert_eq!(h.cmd(CMD_ALLOC_MW_TYPE1, handle(0x77)).0, ENOENT);
+    h.ok(CMD_DEALLOC_MW, handle(mw1));
     // Destruction order matters: users first.
     assert_eq!(h.cmd(CMD_DESTROY_PD, handle(pd)).0, EBUSY);
     assert_eq!(h.cmd(CMD_DESTROY_CQ, handle(cq)).0, EBUSY);

@@ -8,8 +8,8 @@ use vm_memory::ByteValued;
 
 use super::abi::{
     CmdAllocMr, CmdCreateCq, CmdCreateQp, CmdHandle, CmdModifyQp, CmdRegMr, CMD_ALLOC_MR,
-    CMD_ALLOC_MW, CMD_CREATE_CQ, CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW, CMD_DEREG_MR,
-    CMD_DESTROY_CQ, CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE,
+    CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ, CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW,
+    CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE,
     CMD_QUERY_PORT, CMD_REG_MR, DEVICE_ATTR_EXT,
 };
 use super::{Verbs, VerbsError};
@@ -165,7 +165,12 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         opcode: CMD_ALLOC_MW,
         name: "ALLOC_MW",
-        run: |v, _, p| Ok((v.alloc_mw(handle(p))?, 0).into()),
+        run: |v, _, p| Ok((v.alloc_mw(handle(p), false)?, 0).into()),
+    },
+    CommandDef {
+        opcode: CMD_ALLOC_MW_TYPE1,
+        name: "ALLOC_MW_TYPE1",
+        run: |v, _, p| Ok((v.alloc_mw(handle(p), true)?, 0).into()),
     },
     CommandDef {
         opcode: CMD_DEALLOC_MW,

@@ -173,6 +173,8 @@ pub(super) struct Mw {
     pub(super) pdn: u32,
     pub(super) tag: u8,
     pub(super) binding: Option<Binding>,
+    /// A type 1 window: only a re-bind or DEALLOC_MW ends its binding.
+    pub(super) type1: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

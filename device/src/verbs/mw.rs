@@ -62,9 +62,9 @@ impl MrTable {
         }
     }
 
-    /// Allocates an unbound window in PD `pdn` and returns its key. The
-    /// caller checks that the PD exists.
-    pub fn alloc_mw(&mut self, pdn: u32) -> Result<u32, VerbsError> {
+    /// Allocates an unbound window (of type 1 if `type1`, else type 2) in
+    /// PD `pdn` and returns its key. The caller checks that the PD exists.
+    pub fn alloc_mw(&mut self, pdn: u32, type1: bool) -> Result<u32, VerbsError> {
         let index = self.take_slot()?;
         let step = self.random_step(255);
         let slot = &mut self.slots[index];
@@ -74,14 +74,24 @@ impl MrTable {
             pdn,
             tag,
             binding: None,
+            type1,
         }));
         Ok(make_key(index, tag))
     }
 
-    /// Frees the window whose current key is `rkey` (unbinding it first)
-    /// and returns its PD.
+    /// Frees the window whose key is `rkey` with any low byte (unbinding
+    /// it first) and returns its PD. Any tag, since binds posted from user
+    /// space move the key where the driver, which allocated the window with
+    /// its first key, cannot follow; the command queue is the driver's
+    /// alone.
     pub fn dealloc_mw(&mut self, rkey: u32, keys: &mut KeyMemory) -> Result<u32, VerbsError> {
-        let index = self.mw_index(rkey).ok_or(VerbsError::NotFound)?;
+        let (index, _) = split_key(rkey).ok_or(VerbsError::NotFound)?;
+        if !matches!(
+            self.slots.get(index).map(|s| &s.obj),
+            Some(Some(KeyObj::Mw(_)))
+        ) {
+            return Err(VerbsError::NotFound);
+        }
         self.unbind(index, keys);
         match self.free_slot(index) {
             Some(KeyObj::Mw(mw)) => Ok(mw.pdn),
@@ -133,7 +143,7 @@ impl MrTable {
 
     /// Invalidates the bound window whose key is `rkey` for a QP in PD
     /// `pdn` (LOCAL_INV): unbinds it and runs the key walk. `Invalid` for a
-    /// region's key or an unbound window.
+    /// region's key, an unbound window or a type 1 window.
     pub fn invalidate_mw(
         &mut self,
         pdn: u32,
@@ -154,7 +164,7 @@ impl MrTable {
         if mw.pdn != pdn {
             return Err(AccessError::WrongPd);
         }
-        if mw.binding.is_none() {
+        if mw.binding.is_none() || mw.type1 {
             return Err(AccessError::Invalid);
         }
         self.unbind(index, keys);
@@ -184,7 +194,7 @@ mod tests {
         let mut t = MrTable::new(16, 7);
         let acc = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_MW_BIND;
         let (lkey, _) = t.register(PD, acc, 0x10_0000, 0x1_0000, 0x20_0000).unwrap();
-        let mw = t.alloc_mw(PD).unwrap();
+        let mw = t.alloc_mw(PD, false).unwrap();
         Fixture {
             t,
             keys: KeyMemory::new(),
@@ -310,7 +320,7 @@ mod tests {
         };
         assert_eq!(f.t.bind_mw(PD, r, &mut f.keys), Err(AccessError::NoRight));
         // A window of another PD cannot be bound to this PD's region.
-        let other = f.t.alloc_mw(OTHER_PD).unwrap();
+        let other = f.t.alloc_mw(OTHER_PD, false).unwrap();
         let r = BindRequest {
             mw_rkey: other,
             ..good
@@ -398,11 +408,66 @@ mod tests {
             f.t.check_remote(PD, k2, 0x10_0000, 1, RemoteRight::Write),
             Err(AccessError::OutOfBounds)
         );
-        // Dealloc while bound unbinds (walk) and frees the MR for dereg.
+        // Dealloc while bound unbinds (walk) and frees the MR for dereg;
+        // it takes the key the window was allocated with (the driver's),
+        // which binds have moved on from.
         let s = f.keys.acquire(5, PD, k2).unwrap();
-        assert_eq!(f.t.dealloc_mw(k1, &mut f.keys), Err(VerbsError::NotFound));
-        assert_eq!(f.t.dealloc_mw(k2, &mut f.keys), Ok(PD));
+        assert_eq!(f.t.dealloc_mw(k1, &mut f.keys), Ok(PD));
         assert!(!f.keys.still_valid(5, s));
+        assert_eq!(
+            f.t.check_remote(PD, k2, 0x10_8000, 1, RemoteRight::Write),
+            Err(AccessError::BadKey)
+        );
+        assert_eq!(f.t.dealloc_mw(k2, &mut f.keys), Err(VerbsError::NotFound));
         f.t.deregister(f.lkey).unwrap();
+    }
+
+    #[test]
+    fn a_type1_window_is_not_invalidated() {
+        let mut f = fixture();
+        let w1 = f.t.alloc_mw(PD, true).unwrap();
+        let r = BindRequest {
+            mw_rkey: w1,
+            ..req(&f, 0x10_0000, 0x100, ACCESS_REMOTE_WRITE)
+        };
+        let k = f.t.bind_mw(PD, r, &mut f.keys).unwrap();
+        let slot = f.keys.acquire(5, PD, k).unwrap();
+        assert_eq!(
+            f.t.invalidate_mw(PD, k, &mut f.keys),
+            Err(AccessError::Invalid)
+        );
+        assert!(f.keys.still_valid(5, slot));
+        assert_eq!(
+            f.t.check_remote(PD, k, 0x10_0000, 0x100, RemoteRight::Write)
+                .map(|g| g[0].gpa),
+            Ok(0x20_0000)
+        );
+        // A re-bind moves it (the old key stops resolving); dealloc frees it.
+        let k2 =
+            f.t.bind_mw(PD, BindRequest { mw_rkey: k, ..r }, &mut f.keys)
+                .unwrap();
+        assert!(!f.keys.still_valid(5, slot));
+        assert_eq!(
+            f.t.check_remote(PD, k, 0x10_0000, 1, RemoteRight::Write),
+            Err(AccessError::BadKey)
+        );
+        assert_eq!(f.t.dealloc_mw(k2, &mut f.keys), Ok(PD));
+        f.t.deregister(f.lkey).unwrap();
+    }
+
+    #[test]
+    fn dealloc_names_only_windows() {
+        let mut f = fixture();
+        assert_eq!(
+            f.t.dealloc_mw(f.lkey, &mut f.keys),
+            Err(VerbsError::NotFound)
+        );
+        assert_eq!(f.t.dealloc_mw(0, &mut f.keys), Err(VerbsError::NotFound));
+        assert_eq!(
+            f.t.dealloc_mw(0xdead_0000, &mut f.keys),
+            Err(VerbsError::NotFound)
+        );
+        assert_eq!(f.t.dealloc_mw(f.mw ^ 0x5a, &mut f.keys), Ok(PD));
+        assert!(f.t.mr(f.lkey).is_some());
     }
 }

@@ -102,17 +102,19 @@ impl Verbs {
         Ok(())
     }
 
-    /// Allocates a memory window in `pdn`; returns its key.
-    pub fn alloc_mw(&mut self, pdn: u32) -> Result<u32, VerbsError> {
+    /// Allocates a memory window (type 1 if `type1`, else type 2) in
+    /// `pdn`; returns its key.
+    pub fn alloc_mw(&mut self, pdn: u32, type1: bool) -> Result<u32, VerbsError> {
         if !self.pds.contains(pdn) {
             return Err(VerbsError::NotFound);
         }
-        let rkey = self.mrs.alloc_mw(pdn)?;
+        let rkey = self.mrs.alloc_mw(pdn, type1)?;
         self.pds.hold(pdn)?;
         Ok(rkey)
     }
 
-    /// Frees the window whose current key is `rkey`, unbinding it first.
+    /// Frees the window whose key is `rkey` (any low byte), unbinding it
+    /// first.
     pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), VerbsError> {
         let pdn = self.mrs.dealloc_mw(rkey, &mut self.keys)?;
         self.pds.release(pdn);

@@ -198,10 +198,11 @@ so=$tree/build/lib/libibtca-rdmav$pabi.so
 log "provider built ($(since))"
 
 # The test program, against the tree's libibverbs (the guest's version).
-cp "$gd/provider-test/ibtca_provider_test.c" "$build/"
-in_chroot gcc -O2 -Wall -Wextra -Werror -I"$itree/build/include" \
-	-o "$ibuild/ibtca-provider-test" "$ibuild/ibtca_provider_test.c" \
-	-L"$itree/build/lib" -libverbs >&2 || die "ibtca-provider-test does not build"
+mkdir -p "$build/provider-test"
+cp "$gd"/provider-test/*.[ch] "$build/provider-test/"
+in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
+	-o '$ibuild/ibtca-provider-test' '$ibuild'/provider-test/*.c \
+	-L'$itree/build/lib' -libverbs" >&2 || die "ibtca-provider-test does not build"
 
 rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"

@@ -5,7 +5,9 @@
  * query_port, alloc_pd/dealloc_pd, reg_mr/dereg_mr (whatever the kernel
  * answers), a user CQ and QP (created, polled, armed, queried, destroyed),
  * and the doorbell pages running out: every context holds one, so the
- * 64th context is refused with ENOSPC and the next opens once one closed.
+ * 64th context is refused with ENOSPC and the next opens once one closed;
+ * then the ibv_wr_* API, extended CQs and memory windows on one device
+ * (ibtca_provider_ext.c).
  * Beside libibverbs it opens user contexts with raw uverbs
  * GET_CONTEXT commands: one of this ABI version (the kernel's response and
  * limits printed) and one of another version (refused with EPROTO). One
@@ -31,12 +33,14 @@
 #include <rdma/ib_user_verbs.h>
 #include <rdma/ibtca-abi.h>
 
+#include "provider_test.h"
+
 /* Doorbell pages of the device (ibtca_regs.h's IBTCA_DB_PAGES); 0 is the kernel's. */
 #define IBTCA_DB_PAGES 64
 
 static int failures;
 
-static void step(const char *name, int ok, const char *fmt, ...)
+void step(const char *name, int ok, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -222,13 +226,14 @@ static void user_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	step("destroy_qp", !err, "err=%d", err);
 }
 
-/* Moves RC QP @qp to RTS towards QP @dqpn at LID @dlid (PSNs 0). */
-static int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
+int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC,
 	};
 	int err;
 
@@ -417,6 +422,8 @@ int main(int argc, char **argv)
 	}
 	if (pd[0])
 		loopback_write(ctx, pd[0]);
+	if (pd[0])
+		ext_tests(ctx, pd[0]);
 	db_pages_run_out(ctx);
 
 	for (i = 0; i < 2; i++) {

@@ -73,6 +73,9 @@ static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 	}
 	pthread_mutex_init(&ctx->qp_lock, NULL);
 	verbs_set_ops(&ctx->ibv_ctx, &ibtca_ctx_ops);
+	verbs_set_ops(&ctx->ibv_ctx, &ibtca_qp_ex_ops);
+	verbs_set_ops(&ctx->ibv_ctx, &ibtca_cq_ex_ops);
+	verbs_set_ops(&ctx->ibv_ctx, &ibtca_mw_ops);
 	return &ctx->ibv_ctx;
 
 fail:

@@ -45,7 +45,10 @@ struct ibtca_context {
 
 /* A CQ: the device's ring of struct ibtca_cqe, mapped. */
 struct ibtca_cq {
-	struct ibv_cq ibv_cq;
+	union {		/* verbs_cq for ibv_create_cq_ex (cq_ex.c) */
+		struct ibv_cq ibv_cq;
+		struct verbs_cq vcq;
+	};
 	pthread_spinlock_t lock;
 	struct ibtca_cqe *ring;
 	size_t ring_bytes;
@@ -54,6 +57,7 @@ struct ibtca_cq {
 	uint32_t ci;		/* the next entry to read */
 	uint32_t reported;	/* the consumer index the device last got */
 	uint32_t slack;		/* entries the device may not know consumed */
+	struct ibv_wc ex_wc;	/* the entry ibv_start/next_poll stand on */
 };
 
 /* What the caller asked of one send slot. */
@@ -64,7 +68,10 @@ struct ibtca_swr {
 
 /* An RC QP: its send and receive queues, mapped. */
 struct ibtca_qp {
-	struct ibv_qp ibv_qp;
+	union {		/* verbs_qp for ibv_create_qp_ex (qp_ex.c) */
+		struct ibv_qp ibv_qp;
+		struct verbs_qp vqp;
+	};
 	pthread_spinlock_t sq_lock, rq_lock;
 	void *ring;
 	size_t ring_bytes;
@@ -77,6 +84,7 @@ struct ibtca_qp {
 	int sq_sig_all;
 	uint16_t dlid;			/* the path's, reported as slid */
 	uint8_t sl;
+	struct ibtca_wr_batch *wrb;	/* ibv_wr_* requests being built */
 };
 
 static inline struct ibtca_context *to_ibtca_ctx(struct ibv_context *ibctx)
@@ -128,5 +136,21 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 /* An 8-byte doorbell at @offset of the context's doorbell page. */
 void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 		    uint32_t index);
+/* The device's opcode for send request @wr, or -1 if a QP cannot take it. */
+int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr);
+
+/* qp_ex.c: ibv_create_qp_ex and the ibv_wr_* API. */
+extern const struct verbs_context_ops ibtca_qp_ex_ops;
+void ibtca_qp_ex_free(struct ibtca_qp *qp);
+
+/* cq_ex.c: ibv_create_cq_ex and ibv_start_poll/next_poll/end_poll. */
+extern const struct verbs_context_ops ibtca_cq_ex_ops;
+
+/* mw.c: memory windows (types 1 and 2), bound by IBV_WR_BIND_MW. */
+extern const struct verbs_context_ops ibtca_mw_ops;
+/* 0 if bind request @wr is one the device can take, else -1. */
+int ibtca_bind_check(const struct ibv_send_wr *wr);
+/* Fills send WQE @w with bind request @wr (checked); moves mw->rkey. */
+void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *wr);
 
 #endif /* IBTCA_PROVIDER_H */

@@ -52,14 +52,15 @@ static int ibtca_wr_opcode(enum ibv_wr_opcode op)
 		return IBTCA_WR_LOCAL_INV;
 	case IBV_WR_SEND_WITH_INV:
 		return IBTCA_WR_SEND_INV;
+	case IBV_WR_BIND_MW:
+		return IBTCA_WR_BIND_MW;
 	default:
 		return -1;
 	}
 }
 
 /* The device's opcode for @wr, or -1 if the QP cannot take it. */
-static int ibtca_send_check(struct ibtca_context *ctx,
-			    const struct ibv_send_wr *wr)
+int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
 {
 	int op = ibtca_wr_opcode(wr->opcode);
 
@@ -72,6 +73,8 @@ static int ibtca_send_check(struct ibtca_context *ctx,
 	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(uint64_t)))
 		return -1;
 	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+		return -1;
+	if (op == IBTCA_WR_BIND_MW && ibtca_bind_check(wr))
 		return -1;
 	return op;
 }
@@ -126,6 +129,10 @@ static void ibtca_send_wqe(struct ibtca_send_wqe *w, uint8_t opcode,
 		break;
 	default:
 		break;
+	}
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		ibtca_bind_wqe(w, wr);
+		return;
 	}
 	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)

@@ -203,6 +203,7 @@ int ibtca_destroy_qp(struct ibv_qp *ibqp)
 	pthread_spin_unlock(&to_ibtca_cq(ibqp->recv_cq)->lock);
 	munmap(qp->ring, qp->ring_bytes);
 	free(qp->swr);
+	ibtca_qp_ex_free(qp);
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);

@@ -10,7 +10,9 @@
 //! rdma-core provider (`ibv_devices`, `ibv_devinfo -v` with the device's
 //! limits, and `ibtca-provider-test`: a user context, two PDs the RDMA core
 //! tracks, a user CQ and QP, and the context refused with ENOSPC once every
-//! doorbell page is taken; the data path itself: `vm_uverbs.rs`). The module
+//! doorbell page is taken; loopback to its own LID, RDMA through the
+//! `ibv_wr_*` API and extended CQs, and memory windows bound from user
+//! space; the data path between guests: `vm_uverbs.rs`). The module
 //! unloads cleanly and neither the driver nor the RDMA core complains.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
@@ -57,6 +59,81 @@ fn sysfs(run: &VmRun, name: &str) -> String {
 }
 
 /// `ibv_devinfo -v`'s value for `key` (its first `key:` line), trimmed.
+/// The extended verbs (`ibtca_provider_ext.c`), loopback on one device:
+/// QPs from `ibv_create_qp_ex`, a CQ from `ibv_create_cq_ex`; the
+/// `ibv_wr_*` requests land their bytes exactly and complete with the
+/// fields the device gives; memory windows bound from user space answer
+/// with the exact statuses.
+fn provider_ext_steps(step: &dyn Fn(&str) -> String) {
+    let expect = |name: &str, want: &str| {
+        let line = step(name);
+        assert!(line.contains(want), "{name}: no {want:?} in {line}");
+    };
+    expect(
+        "ex_unsupported_op",
+        &format!("(errno {})", libc::EOPNOTSUPP),
+    );
+    step("ex_setup");
+    expect("ex_write", "err=0 completions=3 bytes match");
+    // WRITE with immediate: the receive's opcode is IBV_WC_RECV_RDMA_WITH_IMM
+    // (129), byte_len the WRITE's, slid the port's own LID (5).
+    expect(
+        "ex_write_imm_cqe",
+        "status=0 opcode=129 imm=0x12345678 byte_len=1024 ",
+    );
+    expect("ex_write_imm_cqe", " slid=5");
+    expect(
+        "ex_send",
+        "err=0 completions=4 byte_len=500,777 imm=0xabcdef01 bytes match",
+    );
+    expect("ex_read", "status=0 byte_len=1024 bytes match");
+    expect("ex_atomics", "err=0 completions=2 old=100,555 word=600");
+    // Batches that ibv_wr_complete refuses (EINVAL) and one ibv_wr_abort
+    // dropped post nothing.
+    expect(
+        "ex_abort_refused",
+        &format!(
+            "refused {e},{e},{e}; next status=0; aborted target unchanged",
+            e = libc::EINVAL
+        ),
+    );
+    // A type 1 window (ibv_bind_mw): neither LOCAL_INV nor a SEND with
+    // Invalidate ends its binding; the WRITE after each still lands.
+    step("mw1_alloc");
+    expect("mw1_bind_write", "err=0 bind=0 write=0 rkey ");
+    expect("mw1_bind_write", "bytes match");
+    expect(
+        "mw1_local_inv_refused",
+        "local_inv=4 (local protection error), then write=0",
+    );
+    expect(
+        "mw1_send_inv_refused",
+        "send_inv=9 (remote invalid request error) recv=4, then write=0",
+    );
+    step("mw1_dealloc");
+    step("mw_alloc");
+    expect("mw_bind", "status=0 (success)");
+    expect(
+        "mw_write",
+        "status=0 (success) window matches, around it unchanged",
+    );
+    expect("mw_read", "status=0 (success) bytes match");
+    let access = "status=10 (remote access error) target unchanged";
+    expect("mw_out_of_range", access);
+    expect("mw_no_right", &format!("atomic {access}"));
+    expect(
+        "mw_bind_stale_key",
+        "status=6 (memory management operation error)",
+    );
+    expect("mw_bind_post_send", "err=0 status=0 (success)");
+    expect("mw_moved_old_key", access);
+    expect("mw_local_inv", "status=0 (success)");
+    expect("mw_local_inv_refused", access);
+    expect("mw_send_inv", "bind=0 write=0 completions=2 invalidated=0x");
+    expect("mw_send_inv_refused", access);
+    expect("mw_dealloc_bound", "bind=0 dealloc=0 dereg_mr=0");
+}
+
 fn devinfo(run: &VmRun, key: &str) -> String {
     let tag = format!("{key}:");
     run.lines_with("IBTCA-IBV-DEVINFO ")
@@ -347,6 +424,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         bad.contains("(remote access error) target unchanged"),
         "{bad}"
     );
+    provider_ext_steps(&step);
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

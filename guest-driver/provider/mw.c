@@ -11,7 +11,8 @@
  * carries the key before it, and the device completes a bind whose key is
  * not the window's current one with IBV_WC_MW_BIND_ERR. Posting a bind
  * sets mw->rkey to the new key, so ibv_inc_rkey(mw->rkey) is always the
- * next one. The device refuses to invalidate a type 1 window (LOCAL_INV:
+ * next one (after a bind that failed, the window keeps its key: bind again
+ * with mw->rkey itself). The device refuses to invalidate a type 1 window (LOCAL_INV:
  * IBV_WC_LOC_PROT_ERR; SEND with Invalidate: IBV_WC_REM_INV_REQ_ERR).
  */
 #include <endian.h>

@@ -4,7 +4,9 @@
 //! region's. Moving (re-binding) or invalidating a window runs the key
 //! memory walk for its old key, so operations in flight through it fail, and
 //! the old key stops resolving: a bind gives the window a new key (tag + 1,
-//! as `ibv_inc_rkey`), an invalidate leaves it unbound.
+//! as `ibv_inc_rkey`), an invalidate leaves it unbound. Type 1 windows
+//! (ALLOC_MW_TYPE1) bind the same way but cannot be invalidated (LOCAL_INV
+//! or SEND with Invalidate): only a re-bind or DEALLOC_MW ends a binding.
 
 use super::keys::KeyMemory;
 use super::mr::{make_key, offset_in, split_key, Binding, KeyObj, MrTable, Mw, ACCESS_REMOTE};

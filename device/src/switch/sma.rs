@@ -5,16 +5,14 @@
 //!
 //! - An LFT block Set replaces the routes of its 64 LIDs, learned, given or
 //!   set before (255: none).
-//! - MFT blocks are kept and reported; multicast packets are not
-//!   forwarded by them yet (the switch forwards unicast only).
+//! - An MFT block Set replaces the port masks of its 32 multicast LIDs
+//!   (`mft.rs`), by which the switch forwards multicast packets.
 //! - An SL → VL Set replaces the output port's table (one table per output
 //!   port, whatever the input port in the modifier; the switch never had
 //!   per-input tables). A VLArbitrationTable Set replaces the port's
 //!   tables; the low-priority table's weights per VL become the link's
 //!   data-VL weights (packets per turn), the high-priority table and its
 //!   limit are kept and reported.
-
-use std::collections::HashMap;
 
 use ibtca_protocol::mad::attr::{
     id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
@@ -23,6 +21,7 @@ use ibtca_protocol::mad::attr::{
 use ibtca_protocol::mad::MadStatus;
 
 use super::lft::{Lft, MAX_UNICAST_LID};
+use super::mft::Mft;
 use super::port::PortSlot;
 use crate::link::Link;
 use crate::sma::{
@@ -49,8 +48,6 @@ pub(super) struct SwitchSma {
     m_key: MKey,
     pkeys: [u16; PKEY_CAP],
     info: SwitchInfo,
-    /// Port masks per multicast LID, 16 positions of 16 ports.
-    mft: HashMap<u16, [u16; 16]>,
     vl_arb: Vec<[[VlArbEntry; 32]; VL_ARB_BLOCKS]>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
@@ -111,7 +108,6 @@ impl SwitchSma {
                 life_time_value: LIFE_TIME,
                 ..SwitchInfo::default()
             },
-            mft: HashMap::new(),
             vl_arb,
             m_key_violations: 0,
             smps_served: 0,
@@ -153,13 +149,14 @@ impl SwitchSma {
     /// The attributes, with the forwarding table and ports they cover.
     pub fn agent<'a>(
         &'a mut self,
-        lft: &'a Lft,
+        (lft, mft): (&'a Lft, &'a Mft),
         slots: &'a [PortSlot],
         links: &'a [Option<Link>],
     ) -> Agent<'a> {
         Agent {
             sma: self,
             lft,
+            mft,
             slots,
             links,
         }
@@ -170,6 +167,7 @@ impl SwitchSma {
 pub(super) struct Agent<'a> {
     sma: &'a mut SwitchSma,
     lft: &'a Lft,
+    mft: &'a Mft,
     slots: &'a [PortSlot],
     links: &'a [Option<Link>],
 }
@@ -265,11 +263,7 @@ impl Agent<'_> {
     fn mft_block(&self, modifier: u32) -> Result<Block, MadStatus> {
         let (position, first) = self.mft_select(modifier)?;
         Ok(MftBlock(std::array::from_fn(|i| {
-            self.sma
-                .mft
-                .get(&(first + i as u16))
-                .and_then(|masks| masks.get(position).copied())
-                .unwrap_or(0)
+            self.mft.mask(first + i as u16, position)
         }))
         .encode())
     }
@@ -277,16 +271,9 @@ impl Agent<'_> {
     fn set_mft_block(&mut self, modifier: u32, data: &Block) -> Result<Block, MadStatus> {
         let (position, first) = self.mft_select(modifier)?;
         for (i, mask) in MftBlock::decode(data).0.iter().enumerate() {
-            let masks = self.sma.mft.entry(first + i as u16).or_insert([0; 16]);
-            if let Some(m) = masks.get_mut(position) {
-                *m = *mask;
-            }
+            self.mft.set_mask(first + i as u16, position, *mask);
         }
-        self.sma
-            .mft
-            .retain(|_, masks| masks.iter().any(|m| *m != 0));
-        let top = self.sma.mft.keys().max().copied().unwrap_or(0);
-        self.sma.info.multicast_fdb_top = top;
+        self.sma.info.multicast_fdb_top = self.mft.top();
         self.mft_block(modifier)
     }
 

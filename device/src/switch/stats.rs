@@ -34,7 +34,12 @@ pub struct PortStats {
     pub tx_packets: u64,
     /// Bytes of those packets.
     pub tx_bytes: u64,
-    /// Received packets whose DLID has no forwarding entry.
+    /// Of `rx_packets`, those to a multicast LID.
+    pub rx_multicast: u64,
+    /// Of `tx_packets`, copies of multicast packets.
+    pub tx_multicast: u64,
+    /// Received packets whose DLID has no forwarding entry (a multicast
+    /// LID: no port of its set but the input port).
     pub drop_unknown_lid: u64,
     /// Received packets with a bad ICRC or VCRC.
     pub drop_crc_error: u64,
@@ -71,6 +76,8 @@ pub(super) struct PortCounters {
     rx_bytes: AtomicU64,
     tx_packets: AtomicU64,
     tx_bytes: AtomicU64,
+    rx_multicast: AtomicU64,
+    tx_multicast: AtomicU64,
     drop_unknown_lid: AtomicU64,
     drop_crc_error: AtomicU64,
     drop_malformed: AtomicU64,
@@ -95,6 +102,14 @@ impl PortCounters {
     pub fn tx(&self, bytes: usize) {
         add(&self.tx_packets, 1);
         add(&self.tx_bytes, bytes as u64);
+    }
+
+    pub fn rx_multicast(&self) {
+        add(&self.rx_multicast, 1);
+    }
+
+    pub fn tx_multicast(&self) {
+        add(&self.tx_multicast, 1);
     }
 
     pub fn dropped(&self, reason: DropReason) {
@@ -122,6 +137,8 @@ impl PortCounters {
             rx_bytes: get(&self.rx_bytes),
             tx_packets: get(&self.tx_packets),
             tx_bytes: get(&self.tx_bytes),
+            rx_multicast: get(&self.rx_multicast),
+            tx_multicast: get(&self.tx_multicast),
             drop_unknown_lid: get(&self.drop_unknown_lid),
             drop_crc_error: get(&self.drop_crc_error),
             drop_malformed: get(&self.drop_malformed),

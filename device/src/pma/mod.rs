@@ -230,12 +230,7 @@ impl Pma {
 
     /// The counters of `ports` since their baselines, summed; a Set first
     /// moves the baselines of the fields `reset` picks.
-    fn read(
-        &mut self,
-        src: &impl PortSource,
-        ports: &[u8],
-        reset: Option<&Reset>,
-    ) -> PortTotals {
+    fn read(&mut self, src: &impl PortSource, ports: &[u8], reset: Option<&Reset>) -> PortTotals {
         let mut sum = PortTotals::default();
         for &port in ports {
             let now = src.totals(port);

@@ -39,6 +39,8 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
                 "rx_bytes": s.rx_bytes,
                 "tx_packets": s.tx_packets,
                 "tx_bytes": s.tx_bytes,
+                "rx_multicast": s.rx_multicast,
+                "tx_multicast": s.tx_multicast,
                 "drop_unknown_lid": s.drop_unknown_lid,
                 "drop_crc_error": s.drop_crc_error,
                 "drop_malformed": s.drop_malformed,

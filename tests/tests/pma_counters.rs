@@ -259,3 +259,81 @@ fn a_switchs_port_counters_per_port_and_summed() {
     let s = sw.port_stats(2).unwrap();
     assert_eq!(s.tx_packets, 5, "the switch's own counters never go back");
 }
+
+#[test]
+fn a_switch_port_enforcing_partitions_drops_and_counts() {
+    use ibtca_protocol::mad::attr::SwitchInfo;
+    let dir = TempDir::new("pma-part");
+    let sw = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0x0200_0000_0000_f001,
+        lid: 9,
+        ports: vec![
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
+            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
+        ],
+        routes: Vec::new(),
+        link: LinkConfig::default(),
+        sm_managed: false,
+    })
+    .unwrap();
+    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
+    let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(2) != Some(2) {
+        assert!(Instant::now() < deadline, "routes never learned");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dr = |m: u8, attr: u16, modifier: u32| Smp::directed(m, attr, modifier, &[1]).unwrap();
+    let info = SwitchInfo::decode(&sm.ask(dr(method::GET, id::SWITCH_INFO, 0), 0).data);
+    assert_eq!(info.partition_enforcement_cap, 64);
+    // Port 2: a full member of 0x0001 only, enforcing outbound.
+    let mut keys = [0u16; 32];
+    keys[0] = 0x8001;
+    let mut set = dr(method::SET, id::P_KEY_TABLE, 2 << 16);
+    set.data = PKeyTable(keys).encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+    let p1 = sm.ask(dr(method::GET, id::P_KEY_TABLE, 1 << 16), 0);
+    assert_eq!(
+        PKeyTable::decode(&p1.data).0[0],
+        DEFAULT_PKEY,
+        "port 1 untouched"
+    );
+    let bad = sm.ask(dr(method::GET, id::P_KEY_TABLE, 3 << 16), 0);
+    assert_eq!(bad.status, MadStatus::INVALID_ATTR_VALUE);
+    let set_enforcement = |sm: &mut SmClient, port: u32, bits: u8| {
+        let mut p = PortInfo::decode(&sm.ask(dr(method::GET, id::PORT_INFO, port), 0).data);
+        p.enforcement = bits;
+        p.port_state = 0; // no change
+        let mut s = dr(method::SET, id::PORT_INFO, port);
+        s.data = p.encode();
+        let r = sm.ask(s, 0);
+        assert_eq!(r.status, MadStatus::OK);
+        PortInfo::decode(&r.data).enforcement
+    };
+    assert_eq!(set_enforcement(&mut sm, 2, 0x4), 0x4);
+    sm.link
+        .send(data_packet_with_pkey(SM_LID, 2, 0, 1, DEFAULT_PKEY))
+        .unwrap();
+    sm.link
+        .send(data_packet_with_pkey(SM_LID, 2, 0, 2, 0x0001))
+        .unwrap();
+    let got = host.next_packet();
+    assert_eq!(
+        ibtca_protocol::PacketView::parse(&got).unwrap().payload[0],
+        2,
+        "the default partition stopped at port 2, the limited member passed"
+    );
+    let c = get_counters(&mut sm, 9, 2, DEFAULT_PKEY);
+    assert_eq!((c.xmit_constraint_errors, c.rcv_constraint_errors), (1, 0));
+    // Port 1 enforcing inbound with the default table: 0x8001 stops there.
+    assert_eq!(set_enforcement(&mut sm, 1, 0x8), 0x8);
+    sm.link
+        .send(data_packet_with_pkey(SM_LID, 2, 0, 3, 0x8001))
+        .unwrap();
+    let c = get_counters(&mut sm, 9, 1, DEFAULT_PKEY);
+    assert_eq!(c.rcv_constraint_errors, 1);
+    let (s1, s2) = (sw.port_stats(1).unwrap(), sw.port_stats(2).unwrap());
+    assert_eq!((s1.drop_pkey_inbound, s2.drop_pkey_outbound), (1, 1));
+    assert_eq!(s2.tx_packets, 1, "only the limited member's packet left");
+}

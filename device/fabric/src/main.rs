@@ -396,7 +396,7 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
         for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
             let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
             out!(
-                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8} (multicast rx {} tx {})  drops: unknown LID {} CRC {} malformed {} queue full {} link down {} port inactive {}; credit stalls {}",
+                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8} (multicast rx {} tx {})  drops: unknown LID {} CRC {} malformed {} queue full {} link down {} port inactive {} P_Key in {} out {}; credit stalls {}",
                 g("port"),
                 if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
                     "up"
@@ -414,6 +414,8 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
                 g("drop_queue_full"),
                 g("drop_link_down"),
                 g("drop_port_inactive"),
+                g("drop_pkey_inbound"),
+                g("drop_pkey_outbound"),
                 g("credit_stalls"),
             );
         }

@@ -121,7 +121,7 @@ impl SmPlan {
     pub fn guest_commands(&self, node_has_commands: bool) -> Vec<String> {
         let start = format!(
             "set -e\n\
-             mkdir -p {dir}\n\
+             mkdir -p {dir} /run\n\
              cat > {GUEST_GUID2LID} <<'IBTCA_GUID2LID'\n{file}IBTCA_GUID2LID\n\
              ibtca-load-modules umad\n\
              {cmd} </dev/null >/dev/null 2>&1 &\n\

@@ -55,6 +55,9 @@ pub struct PortTotals {
     /// Received packets whose P_Key the port does not hold
     /// (PortRcvConstraintErrors).
     pub rcv_constraint_errors: u64,
+    /// Packets a switch port did not send, their P_Key not in its table
+    /// (PortXmitConstraintErrors).
+    pub xmit_constraint_errors: u64,
     /// Packets sent on a VL the peer had given no credit for
     /// (ExcessiveBufferOverrunErrors).
     pub buffer_overruns: u64,
@@ -81,6 +84,7 @@ impl PortTotals {
             rcv_switch_relay_errors: self.rcv_switch_relay_errors + o.rcv_switch_relay_errors,
             xmit_discards: self.xmit_discards + o.xmit_discards,
             rcv_constraint_errors: self.rcv_constraint_errors + o.rcv_constraint_errors,
+            xmit_constraint_errors: self.xmit_constraint_errors + o.xmit_constraint_errors,
             buffer_overruns: self.buffer_overruns + o.buffer_overruns,
             vl15_dropped: self.vl15_dropped + o.vl15_dropped,
             link_downed: self.link_downed + o.link_downed,
@@ -102,6 +106,7 @@ impl PortTotals {
             rcv_switch_relay_errors: d(self.rcv_switch_relay_errors, b.rcv_switch_relay_errors),
             xmit_discards: d(self.xmit_discards, b.xmit_discards),
             rcv_constraint_errors: d(self.rcv_constraint_errors, b.rcv_constraint_errors),
+            xmit_constraint_errors: d(self.xmit_constraint_errors, b.xmit_constraint_errors),
             buffer_overruns: d(self.buffer_overruns, b.buffer_overruns),
             vl15_dropped: d(self.vl15_dropped, b.vl15_dropped),
             link_downed: d(self.link_downed, b.link_downed),
@@ -271,6 +276,11 @@ impl Pma {
                 now.rcv_constraint_errors,
             );
             pick(
+                sel::XMIT_CONSTRAINT_ERRORS,
+                &mut b.xmit_constraint_errors,
+                now.xmit_constraint_errors,
+            );
+            pick(
                 sel::BUFFER_OVERRUN,
                 &mut b.buffer_overruns,
                 now.buffer_overruns,
@@ -293,6 +303,7 @@ impl Pma {
             rcv_switch_relay_errors: sat(t.rcv_switch_relay_errors),
             xmit_discards: sat(t.xmit_discards),
             rcv_constraint_errors: sat(t.rcv_constraint_errors),
+            xmit_constraint_errors: sat(t.xmit_constraint_errors),
             buffer_overrun_errors: t.buffer_overruns.min(0xf) as u8,
             vl15_dropped: sat(t.vl15_dropped),
             xmit_data: sat(t.xmit_bytes / 4),

@@ -47,6 +47,8 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
                 "drop_queue_full": s.drop_queue_full,
                 "drop_link_down": s.drop_link_down,
                 "drop_port_inactive": s.drop_port_inactive,
+                "drop_pkey_inbound": s.drop_pkey_inbound,
+                "drop_pkey_outbound": s.drop_pkey_outbound,
                 "credit_stalls": switch.link_stats(p).map_or(0, |l| l.credit_stalls),
             })
         })

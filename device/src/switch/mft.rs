@@ -98,6 +98,9 @@ impl Core {
             let Some(out_slot) = self.slot(out_port) else {
                 continue;
             };
+            if !self.partitions_admit(in_slot, out_slot, &packet) {
+                continue;
+            }
             if !(in_slot.is_active() && out_slot.is_active()) {
                 out_slot.counters.dropped(DropReason::PortInactive);
                 continue;

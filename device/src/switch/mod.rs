@@ -28,6 +28,7 @@ mod delay;
 mod forward;
 mod lft;
 mod mft;
+mod partition;
 mod pma;
 mod port;
 mod sma;
@@ -366,6 +367,8 @@ impl Switch {
                 queue_full = s.drop_queue_full,
                 link_down = s.drop_link_down,
                 port_inactive = s.drop_port_inactive,
+                pkey_inbound = s.drop_pkey_inbound,
+                pkey_outbound = s.drop_pkey_outbound,
                 credit_stalls = self.link_stats(port).map_or(0, |l| l.credit_stalls),
                 "port counters"
             );
@@ -502,6 +505,10 @@ impl Core {
             free_input();
             return;
         };
+        if in_vl != VL15 && !self.partitions_admit(in_slot, out_slot, &packet) {
+            free_input();
+            return;
+        }
         if in_vl != VL15 && !(in_slot.is_active() && out_slot.is_active()) {
             let counted = if in_slot.is_active() {
                 out_slot

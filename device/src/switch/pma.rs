@@ -13,13 +13,14 @@
 //! | PortRcvErrors | `drop_crc_error` + `drop_malformed` + link `rx_bad_frames` |
 //! | PortRcvSwitchRelayErrors | `drop_unknown_lid` |
 //! | PortXmitDiscards | `drop_queue_full` + `drop_link_down` + `drop_port_inactive` |
+//! | PortRcvConstraintErrors | `drop_pkey_inbound` (partition enforcement) |
+//! | PortXmitConstraintErrors | `drop_pkey_outbound` |
 //! | ExcessiveBufferOverrunErrors | link `rx_credit_overruns` |
 //! | VL15Dropped | link `rx_vl15_dropped` |
 //! | LinkDownedCounter | `link_downs` |
 //! | PortXmitWait | link `credit_stalls` |
 //!
-//! PortRcvConstraintErrors stays 0: the switch does not enforce
-//! partitions. Port 0 has no link: its counters stay 0. PortSelect 0xFF sums ports
+//! Port 0 has no link: its counters stay 0. PortSelect 0xFF sums ports
 //! 1..=N.
 
 use ibtca_protocol::encoded;
@@ -64,7 +65,8 @@ impl PortSource for Core {
             vl15_dropped: link.rx_vl15_dropped,
             link_downed: s.link_downs,
             xmit_wait: link.credit_stalls,
-            rcv_constraint_errors: 0,
+            rcv_constraint_errors: s.drop_pkey_inbound,
+            xmit_constraint_errors: s.drop_pkey_outbound,
         }
     }
 }

@@ -22,7 +22,7 @@ use ibtca_protocol::mad::MadStatus;
 
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
-use super::port::PortSlot;
+use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use crate::link::Link;
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
@@ -46,7 +46,10 @@ pub(super) struct SwitchSma {
     port0: PortAgent,
     ports: Vec<PortAgent>,
     m_key: MKey,
-    pkeys: [u16; PKEY_CAP],
+    /// P_Key tables of port 0 and every external port.
+    pkeys: Vec<[u16; PKEY_CAP]>,
+    /// PortInfo partition enforcement bits of every port (index = port).
+    enforcement: Vec<u8>,
     info: SwitchInfo,
     vl_arb: Vec<[[VlArbEntry; 32]; VL_ARB_BLOCKS]>,
     /// SMPs refused for a bad M_Key.
@@ -92,9 +95,11 @@ impl SwitchSma {
                 t
             })
             .collect();
-        let mut pkeys = [0; PKEY_CAP];
-        pkeys[0] = DEFAULT_PKEY;
+        let mut table = [0; PKEY_CAP];
+        table[0] = DEFAULT_PKEY;
+        let pkeys = vec![table; slots.len() + 1];
         SwitchSma {
+            enforcement: vec![0; slots.len() + 1],
             node_guid,
             description: description.to_owned(),
             managed,
@@ -105,6 +110,7 @@ impl SwitchSma {
             info: SwitchInfo {
                 linear_fdb_cap: MAX_UNICAST_LID + 1,
                 multicast_fdb_cap: MFT_CAP,
+                partition_enforcement_cap: PKEY_CAP as u16,
                 life_time_value: LIFE_TIME,
                 ..SwitchInfo::default()
             },
@@ -207,8 +213,34 @@ impl Agent<'_> {
             let agent = self.sma.ports.get(usize::from(port) - 1);
             agent.ok_or(MadStatus::INVALID_ATTR_VALUE)?.info()
         };
+        info.enforcement = self
+            .sma
+            .enforcement
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(0);
         self.sma.m_key.report(&mut info, show_key);
         Ok(info.encode())
+    }
+
+    /// The port a P_KeyTable modifier names (bits 31:16; 0..=N).
+    fn pkey_port(&self, modifier: u32) -> Result<u8, MadStatus> {
+        let port = modifier >> 16;
+        if port as usize > self.slots.len() {
+            return Err(MadStatus::INVALID_ATTR_VALUE);
+        }
+        Ok(port as u8)
+    }
+
+    fn pkey_table(&self, modifier: u32) -> Result<&[u16; PKEY_CAP], MadStatus> {
+        Ok(&self.sma.pkeys[usize::from(self.pkey_port(modifier)?)])
+    }
+
+    /// Hands external port `port` its table and enforcement bits.
+    fn push_partition(&self, port: usize) {
+        if let Some(slot) = port.checked_sub(1).and_then(|i| self.slots.get(i)) {
+            slot.set_partition(self.sma.enforcement[port], &self.sma.pkeys[port]);
+        }
     }
 
     fn lft_block(&self, block: u32) -> Result<Block, MadStatus> {
@@ -349,7 +381,7 @@ impl Attributes for Agent<'_> {
                 let port = u8::try_from(modifier).map_err(|_| MadStatus::INVALID_ATTR_VALUE)?;
                 self.port_info(port, access.show_key)
             }
-            id::P_KEY_TABLE => pkey_block(&self.sma.pkeys, modifier & 0xffff),
+            id::P_KEY_TABLE => pkey_block(self.pkey_table(modifier)?, modifier & 0xffff),
             id::LINEAR_FORWARDING_TABLE => self.lft_block(modifier),
             id::MULTICAST_FORWARDING_TABLE => self.mft_block(modifier),
             id::SL_TO_VL_TABLE => Ok(Sl2VlTable(self.out_slot(modifier)?.1.sl2vl()).encode()),
@@ -392,10 +424,19 @@ impl Attributes for Agent<'_> {
                     agent
                         .ok_or(MadStatus::INVALID_ATTR_VALUE)?
                         .set(&new, false)?;
+                    self.sma.enforcement[usize::from(port)] =
+                        new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
+                    self.push_partition(usize::from(port));
                 }
                 self.port_info(port, access.show_key)
             }
-            id::P_KEY_TABLE => set_pkey_block(&mut self.sma.pkeys, modifier & 0xffff, data),
+            id::P_KEY_TABLE => {
+                let port = usize::from(self.pkey_port(modifier)?);
+                let table = &mut self.sma.pkeys[port];
+                let block = set_pkey_block(table, modifier & 0xffff, data)?;
+                self.push_partition(port);
+                Ok(block)
+            }
             id::LINEAR_FORWARDING_TABLE => self.set_lft_block(modifier, data),
             id::MULTICAST_FORWARDING_TABLE => self.set_mft_block(modifier, data),
             id::SL_TO_VL_TABLE => {

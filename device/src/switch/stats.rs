@@ -21,6 +21,12 @@ pub enum DropReason {
     /// Active (`--sm-managed`; counted where it would have gone out, or on
     /// the input port if that is the inactive one).
     PortInactive,
+    /// A data packet whose P_Key the input port's table does not hold,
+    /// the port enforcing partitions inbound (input port).
+    PkeyInbound,
+    /// A data packet whose P_Key the output port's table does not hold,
+    /// the port enforcing partitions outbound (output port).
+    PkeyOutbound,
 }
 
 /// A snapshot of one port's counters.
@@ -51,6 +57,11 @@ pub struct PortStats {
     pub drop_link_down: u64,
     /// Data packets dropped because the SM had not made the port Active.
     pub drop_port_inactive: u64,
+    /// Received data packets dropped by inbound partition enforcement.
+    pub drop_pkey_inbound: u64,
+    /// Data packets for this port dropped by outbound partition
+    /// enforcement.
+    pub drop_pkey_outbound: u64,
     /// Times the port's link came up.
     pub link_ups: u64,
     /// Times the port's link went down.
@@ -66,6 +77,8 @@ impl PortStats {
             + self.drop_queue_full
             + self.drop_link_down
             + self.drop_port_inactive
+            + self.drop_pkey_inbound
+            + self.drop_pkey_outbound
     }
 }
 
@@ -84,6 +97,8 @@ pub(super) struct PortCounters {
     drop_queue_full: AtomicU64,
     drop_link_down: AtomicU64,
     drop_port_inactive: AtomicU64,
+    drop_pkey_inbound: AtomicU64,
+    drop_pkey_outbound: AtomicU64,
     link_ups: AtomicU64,
     link_downs: AtomicU64,
 }
@@ -121,6 +136,8 @@ impl PortCounters {
                 DropReason::QueueFull => &self.drop_queue_full,
                 DropReason::LinkDown => &self.drop_link_down,
                 DropReason::PortInactive => &self.drop_port_inactive,
+                DropReason::PkeyInbound => &self.drop_pkey_inbound,
+                DropReason::PkeyOutbound => &self.drop_pkey_outbound,
             },
             1,
         );
@@ -145,6 +162,8 @@ impl PortCounters {
             drop_queue_full: get(&self.drop_queue_full),
             drop_link_down: get(&self.drop_link_down),
             drop_port_inactive: get(&self.drop_port_inactive),
+            drop_pkey_inbound: get(&self.drop_pkey_inbound),
+            drop_pkey_outbound: get(&self.drop_pkey_outbound),
             link_ups: get(&self.link_ups),
             link_downs: get(&self.link_downs),
         }

@@ -579,6 +579,7 @@ fn the_sm_option_manages_everything_and_plans_opensm() {
     assert!(runs[0].contains(&sm.guid2lid_file()));
     assert!(runs[0].contains("ibtca-load-modules umad\n"));
     assert!(runs[0].contains(&format!("{} </dev/null", sm.opensm_command())));
+    assert!(runs[0].contains("echo 'IBTCA-SM SUBNET UP') &"));
     assert!(runs[1].starts_with("a=while kill -0"));
     assert_eq!(sm.with_runs(&["a=ibstat".to_owned()]).len(), 2);
     // Without "sm" nothing is managed and the routes are computed.

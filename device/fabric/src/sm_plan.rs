@@ -14,9 +14,10 @@
 //! node's first guest command (`up --guests`) writes that file from the
 //! file's LIDs, loads `ib_umad` (`ibtca-load-modules umad`) and starts
 //! `opensm` in the background, its log in `/ibtca/opensm.log` (the node's
-//! configuration directory, `NODE.guest/` in the run directory); if the
-//! node has no `--run` commands of its own, a second command keeps the
-//! guest up while OpenSM runs.
+//! configuration directory, `NODE.guest/` in the run directory), and the
+//! console says `IBTCA-SM SUBNET UP` once OpenSM's log does; if the node
+//! has no `--run` commands of its own, a second command keeps the guest up
+//! while OpenSM runs.
 //!
 //! Gateway nodes keep their configured LID and are not managed (the
 //! gateway has no `--sm-managed`); an SM node must be a device node.
@@ -126,7 +127,9 @@ impl SmPlan {
              ibtca-load-modules umad\n\
              {cmd} </dev/null >/dev/null 2>&1 &\n\
              echo $! > {GUEST_PID}\n\
-             echo \"IBTCA-SM opensm started pid=$(cat {GUEST_PID})\"",
+             echo \"IBTCA-SM opensm started pid=$(cat {GUEST_PID})\"\n\
+             (until grep -q 'SUBNET UP' {GUEST_LOG} 2>/dev/null; do sleep 1; done; \
+             echo 'IBTCA-SM SUBNET UP') &",
             dir = GUEST_GUID2LID.rsplit_once('/').map_or("/", |(d, _)| d),
             file = self.guid2lid_file(),
             cmd = self.opensm_command(),

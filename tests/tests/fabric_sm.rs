@@ -26,7 +26,7 @@ fn check_shows_the_sm_its_command_and_guid2lid() {
     for lid in 1..=4u64 {
         let guid = ibtca_device::guid::FABRIC_NODE_BASE + lid;
         assert!(
-            t.contains(&format!("guid2lid {guid:#018x} {lid} {lid}")),
+            t.contains(&format!("guid2lid {guid:#018x} {lid:#06x} {lid:#06x}")),
             "LID {lid}: {t}"
         );
     }

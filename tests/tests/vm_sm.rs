@@ -66,7 +66,7 @@ fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
         .filter_map(|l| l.strip_prefix("G2L "))
         .collect();
     assert!(
-        console.contains("G2L 0x0200000000000501 5 5"),
+        console.contains("G2L 0x0200000000000501 0x0005 0x0005"),
         "guid2lid: {g2l:?}\n{all}"
     );
     assert!(console.contains("UMAD-OK"), "{all}");

@@ -303,8 +303,8 @@ fn summary(plan: &Plan) {
             sm.node
         );
         out!("    {}", sm.opensm_command());
-        for (guid, lid) in &sm.guid2lid {
-            out!("    guid2lid {guid:#018x} {lid} {lid}");
+        for record in sm.guid2lid_records() {
+            out!("    guid2lid {record}");
         }
     }
 }

@@ -566,7 +566,7 @@ fn the_sm_option_manages_everything_and_plans_opensm() {
     let b_guid = p.nodes[1].port_guid;
     assert_eq!(
         sm.guid2lid_file(),
-        format!("0x0200000000000102 1 1\n\n{b_guid:#018x} 7 7\n\n")
+        format!("0x0200000000000102 0x0001 0x0001\n\n{b_guid:#018x} 0x0007 0x0007\n\n")
     );
     assert_eq!(
         sm.opensm_command(),

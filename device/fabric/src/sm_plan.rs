@@ -9,7 +9,8 @@
 //!
 //! OpenSM keeps its LID assignments in `guid2lid` in its cache directory
 //! (`/var/cache/opensm`, `OSM_CACHE_DIR`): one `0xPORTGUID MINLID MAXLID`
-//! record per port, each followed by a blank line (`osm_db_files.c`), read
+//! record per port (`osm_db_pack.c`: the GUID as `0x%016x`, its lookup
+//! key; the LIDs as `0x%04x`), each followed by a blank line (`osm_db_files.c`), read
 //! at start-up and honoured when `--honor_guid2lid` is given. The SM
 //! node's first guest command (`up --guests`) writes that file from the
 //! file's LIDs, loads `ib_umad` (`ibtca-load-modules umad`) and starts
@@ -96,11 +97,21 @@ fn shell_quote(s: &str) -> String {
 }
 
 impl SmPlan {
-    /// OpenSM's guid2lid file: each port's LID as its only one (LMC 0).
-    pub fn guid2lid_file(&self) -> String {
+    /// OpenSM's guid2lid records, as OpenSM writes them: the port GUID
+    /// (its lookup key, `0x` and 16 lower-case digits), then the port's
+    /// LID range, here the one LID (LMC 0).
+    pub fn guid2lid_records(&self) -> Vec<String> {
         self.guid2lid
             .iter()
-            .map(|(guid, lid)| format!("{guid:#018x} {lid} {lid}\n\n"))
+            .map(|(guid, lid)| format!("{guid:#018x} {lid:#06x} {lid:#06x}"))
+            .collect()
+    }
+
+    /// OpenSM's guid2lid file: each record and a blank line.
+    pub fn guid2lid_file(&self) -> String {
+        self.guid2lid_records()
+            .iter()
+            .map(|r| format!("{r}\n\n"))
             .collect()
     }
 

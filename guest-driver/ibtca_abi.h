@@ -196,6 +196,10 @@
 #define IBTCA_QP_ATTR_SQ_PSN               0x20
 /* MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads. */
 #define IBTCA_QP_ATTR_RETRY                0x40
+/* MODIFY_QP attribute: P_Key index (RESET to INIT, INIT to INIT, INIT to RTR). */
+#define IBTCA_QP_ATTR_PKEY_INDEX           0x10000
+/* Entries of a port's P_Key table (the subnet manager sets them; entry 0 is 0xFFFF until it does). */
+#define IBTCA_PKEY_TABLE_LEN               0x40
 
 /* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
 struct ibtca_sge {
@@ -356,7 +360,7 @@ struct ibtca_cmd_modify_qp {
 	__u8 sl;	/* 0x0f: Service level of the path (0-14; with IBTCA_QP_ATTR_PATH): the LRH SL of every packet the QP sends, which each egress port maps to a VL. */
 	__le32 dest_qpn;	/* 0x10: Destination QP number. */
 	__le16 dlid;	/* 0x14: Destination LID. */
-	__le16 rsvd1;	/* 0x16: Reserved, zero. */
+	__le16 pkey_index;	/* 0x16: Index into the port's P_Key table (below IBTCA_PKEY_TABLE_LEN; with IBTCA_QP_ATTR_PKEY_INDEX): the P_Key the QP sends with and accepts. Without it: index 0 (the default partition, 0xFFFF, unless the SM changed entry 0). */
 	__le32 sq_psn;	/* 0x18: First PSN this QP sends. */
 	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
 	__le32 access;	/* 0x20: IBTCA_ACCESS_REMOTE_* rights for incoming requests. */

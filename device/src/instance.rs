@@ -94,6 +94,10 @@ impl PacketSink for LinkSink {
         self.link.reclaim(spare, max);
     }
 
+    fn link_stats(&self) -> Option<LinkStats> {
+        Some(self.link.stats())
+    }
+
     fn send_in_place(
         &mut self,
         len: usize,

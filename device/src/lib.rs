@@ -20,6 +20,7 @@ pub mod guid;
 pub mod instance;
 pub mod logging;
 pub mod pci;
+pub mod pma;
 pub mod ratelimit;
 pub mod regs;
 pub mod sched;

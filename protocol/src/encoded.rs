@@ -61,6 +61,13 @@ pub fn opcode(packet: &[u8]) -> Option<Opcode> {
     Opcode::from_u8(bth(packet)?[0])
 }
 
+/// The BTH P_Key.
+#[inline]
+pub fn pkey(packet: &[u8]) -> Option<u16> {
+    let b = bth(packet)?;
+    Some(u16::from_be_bytes([b[2], b[3]]))
+}
+
 /// The BTH destination QP (24 bits).
 #[inline]
 pub fn dest_qp(packet: &[u8]) -> Option<u32> {

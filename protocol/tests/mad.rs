@@ -194,11 +194,156 @@ fn directed_route_through_two_switches_and_back() {
         directed::on_receive(&mut smp.clone(), true, 1, 4),
         DrStep::Discard(DrDiscard::BadPort)
     );
-    smp.dr_dlid = 5;
+    // A LID-routed last part cannot start at a CA.
+    let mut to_ca = Smp::directed(method::GET, attr::id::NODE_INFO, 0, &[1]).unwrap();
+    directed::begin(&mut to_ca).unwrap();
+    to_ca.dr_dlid = 5;
     assert_eq!(
-        directed::on_receive(&mut smp, true, 1, 8),
+        directed::on_receive(&mut to_ca, false, 1, 1),
         DrStep::Discard(DrDiscard::LidRoutedPart)
     );
+}
+
+/// SM (LID 1) ⇒ LID-routed ⇒ switch A ─5→ switch B ─4→ CA, and back: the
+/// first part by LID (DrSLID 1), then directed; then a route whose last
+/// part is by LID (DrDLID 9) from switch A.
+#[test]
+fn directed_routes_with_lid_routed_parts() {
+    let mut smp = Smp::directed(method::GET, attr::id::NODE_INFO, 0, &[5, 4]).unwrap();
+    smp.dr_slid = 1;
+    assert_eq!(
+        directed::begin(&mut smp.clone()),
+        Err(DrDiscard::LidRoutedPart),
+        "sent by LID, not from the requester's port"
+    );
+    // A CA never starts a directed part.
+    assert_eq!(
+        directed::on_receive(&mut smp.clone(), false, 1, 1),
+        DrStep::Discard(DrDiscard::BadHopPointer)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 3, 8),
+        DrStep::Forward(5)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 1, 8),
+        DrStep::Forward(4)
+    );
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+    assert_eq!((smp.hop_ptr, &smp.return_path[..3]), (3, &[0, 1, 1][..]));
+    smp.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut smp, 1), DrStep::Forward(1));
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 4, 8),
+        DrStep::Forward(1)
+    );
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 5, 8),
+        DrStep::ForwardByLid(1),
+        "switch A sends it to DrSLID"
+    );
+    assert_eq!(smp.hop_ptr, 0);
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+
+    // SM ─1→ switch A ⇒ LID-routed ⇒ LID 9 (a CA), and back.
+    let mut smp = Smp::directed(method::GET, attr::id::NODE_INFO, 0, &[1]).unwrap();
+    smp.dr_dlid = 9;
+    directed::begin(&mut smp).unwrap();
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 2, 8),
+        DrStep::ForwardByLid(9)
+    );
+    assert_eq!((smp.hop_ptr, smp.return_path[1]), (2, 2));
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+    smp.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut smp, 1), DrStep::BackToSource);
+    assert_eq!(
+        directed::on_receive(&mut smp, true, 6, 8),
+        DrStep::Forward(2),
+        "switch A: back out of the port the request came in by"
+    );
+    assert_eq!(directed::on_receive(&mut smp, false, 1, 1), DrStep::Deliver);
+    assert_eq!(smp.hop_ptr, 1);
+}
+
+#[test]
+fn pm_mads_and_their_attributes_round_trip() {
+    use ibtca_protocol::mad::pma::{
+        gmp_packet, pma_id, pma_of_packet, reply_address, ClassPortInfo, GmpAddress, PmaMad,
+        PortCounters, PortCountersExt, QP1, QP1_QKEY,
+    };
+    let c = PortCounters {
+        port_select: 3,
+        counter_select: 0xf00f,
+        symbol_errors: 1,
+        link_downed: 2,
+        rcv_errors: 3,
+        xmit_discards: 4,
+        rcv_constraint_errors: 5,
+        local_link_integrity_errors: 6,
+        buffer_overrun_errors: 7,
+        vl15_dropped: 8,
+        xmit_data: 0x0102_0304,
+        rcv_pkts: 9,
+        xmit_wait: 10,
+        ..PortCounters::default()
+    };
+    let b = c.encode();
+    // The byte offsets of IBA vol 1 Table 227.
+    assert_eq!(
+        (b[1], b[2], b[3], b[7], b[17], b[19]),
+        (3, 0xf0, 0x0f, 2, 5, 0x67)
+    );
+    assert_eq!(&b[24..28], &[1, 2, 3, 4]);
+    assert_eq!(PortCounters::decode(&b), c);
+    let e = PortCountersExt {
+        port_select: 1,
+        rcv_data: 0x1122_3344_5566_7788,
+        multicast_rcv_pkts: 5,
+        ..PortCountersExt::default()
+    };
+    let b = e.encode();
+    assert_eq!(&b[16..24], &0x1122_3344_5566_7788u64.to_be_bytes());
+    assert_eq!(PortCountersExt::decode(&b), e);
+    let i = ClassPortInfo {
+        base_version: 1,
+        class_version: 1,
+        capability_mask: 0x0300,
+        capability_mask2: 0,
+        resp_time_value: 18,
+    };
+    assert_eq!(&i.encode()[..8], &[1, 1, 3, 0, 0, 0, 0, 18]);
+
+    let mut mad = PmaMad::new(method::GET, pma_id::PORT_COUNTERS, 0);
+    mad.data = c.encode();
+    let to = GmpAddress {
+        slid: 1,
+        dlid: 2,
+        sl: 3,
+        pkey: 0x8001,
+        dest_qp: QP1,
+    };
+    let bytes = gmp_packet(&mad, &to).build().unwrap();
+    let view = PacketView::parse(&bytes).unwrap();
+    assert_eq!(
+        (view.lrh.vl, view.bth.pkey, view.ext.deth.map(|d| d.qkey)),
+        (3, 0x8001, Some(QP1_QKEY))
+    );
+    assert_eq!(pma_of_packet(&view), Ok(mad.clone()));
+    assert_eq!(
+        reply_address(&view, 2),
+        GmpAddress {
+            slid: 2,
+            dlid: 1,
+            ..to
+        }
+    );
+    // Not a PM MAD: an SMP to QP0, or an SMP class to QP1.
+    let smp = Smp::new(SmpRoute::Lid, method::GET, attr::id::NODE_INFO, 0);
+    let smp_bytes = smp_packet(&smp, 1, 2).build().unwrap();
+    assert!(pma_of_packet(&PacketView::parse(&smp_bytes).unwrap()).is_err());
+    assert!(PmaMad::parse(&smp.to_bytes()).is_err());
+    assert!(PmaMad::parse(&[0u8; 255]).is_err());
 }
 
 #[test]

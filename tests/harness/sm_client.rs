@@ -6,6 +6,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, GmpAddress, PmaMad, QP1};
 use ibtca_protocol::mad::{directed, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::{Opcode, Packet, PacketView};
 
@@ -86,6 +87,48 @@ impl SmClient {
         (smp, view.lrh.vl, view.lrh.slid, view.lrh.dlid)
     }
 
+    /// Sends `smp` with a LID-routed first part: LID-routed from the SM
+    /// (DrSLID its LID) to `first` (the switch where the directed part
+    /// starts), hop pointer 0.
+    pub fn send_from_lid(&mut self, smp: &mut Smp, first: u16) {
+        self.tid += 1;
+        smp.tid = 0x5a00_0000 + self.tid;
+        smp.dr_slid = self.lid;
+        smp.hop_ptr = 0;
+        let bytes = smp_packet(smp, self.lid, first).build().unwrap();
+        self.link.send(bytes).expect("the SM's link takes the SMP");
+    }
+
+    /// Sends a PM MAD from QP1 to `dlid` with BTH P_Key `pkey` (SL 0).
+    pub fn send_pma(&mut self, mad: &mut PmaMad, dlid: u16, pkey: u16) {
+        self.tid += 1;
+        mad.header.tid = 0x9a00_0000 + self.tid;
+        let to = GmpAddress {
+            slid: self.lid,
+            dlid,
+            sl: 0,
+            pkey,
+            dest_qp: QP1,
+        };
+        let bytes = gmp_packet(mad, &to).build().unwrap();
+        self.link.send(bytes).expect("the SM's link takes the MAD");
+    }
+
+    /// Sends a PM MAD and returns the answer (the next packet must be it)
+    /// with its LRH SLID.
+    pub fn ask_pma(&mut self, mut mad: PmaMad, dlid: u16, pkey: u16) -> (PmaMad, u16) {
+        self.send_pma(&mut mad, dlid, pkey);
+        let p = self.next_packet();
+        let view = PacketView::parse(&p).expect("a valid packet");
+        assert_ne!(view.lrh.vl, 15, "GMPs travel on data VLs");
+        let reply = pma_of_packet(&view).expect("a PM MAD");
+        assert_eq!(
+            reply.header.tid, mad.header.tid,
+            "the answer to the request just sent"
+        );
+        (reply, view.lrh.slid)
+    }
+
     /// Sends `smp` and returns the answer (the next SMP must be it).
     pub fn ask(&mut self, mut smp: Smp, dlid: u16) -> Smp {
         self.send(&mut smp, dlid);
@@ -99,7 +142,13 @@ impl SmClient {
 /// A UD SEND ONLY from `slid` to `dlid` on `sl` (and VL `sl`) carrying
 /// `tag`: a data packet to watch a forwarding table with.
 pub fn data_packet(slid: u16, dlid: u16, sl: u8, tag: u8) -> Vec<u8> {
+    data_packet_with_pkey(slid, dlid, sl, tag, 0xffff)
+}
+
+/// [`data_packet`] with BTH P_Key `pkey`.
+pub fn data_packet_with_pkey(slid: u16, dlid: u16, sl: u8, tag: u8, pkey: u16) -> Vec<u8> {
     let mut p = Packet::new(Opcode::UdSendOnly);
+    p.bth.pkey = pkey;
     p.lrh.slid = slid;
     p.lrh.dlid = dlid;
     p.lrh.sl = sl;

@@ -46,7 +46,7 @@ const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     ),
     ("vfio-user server", &["vfio_user"]),
     ("ports' VL configuration", &["vl_config"]),
-    ("subnet management agents", &["sma"]),
+    ("subnet management and performance agents", &["sma", "pma"]),
     ("guest memory and PCI", &["fault_guard", "dma", "pci"]),
     // One layer: verbs' key checks report `transport::AccessError`.
     ("verbs and RC transport", &["verbs", "transport"]),

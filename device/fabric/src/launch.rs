@@ -137,6 +137,9 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
     for (lid, port) in &sw.routes {
         args.push(format!("--route={lid}={port}"));
     }
+    if sw.sm_managed {
+        args.push("--sm-managed".to_owned());
+    }
     args
 }
 
@@ -254,6 +257,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     }
     if let Some(kib) = n.link_ring_kib {
         args.push(format!("--link-ring-kib={kib}"));
+    }
+    if n.sm_managed {
+        args.push("--sm-managed".to_owned());
     }
     args
 }
@@ -632,6 +638,7 @@ pub fn restart(
             nodes: vec![node.clone()],
             switches: Vec::new(),
             links: Vec::new(),
+            sm: None,
         };
         let up = wait_up(&only, run_dir, opts.timeout, &mut running);
         let started = running.remove(0).started;

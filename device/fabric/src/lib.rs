@@ -19,6 +19,8 @@
 //!   the guests' addresses and NICs on it; [`guest_run`]: each guest's
 //!   configuration directory (`--run` commands, `--share`);
 //!   [`guest_extras`]: all of it added to the guests of `up --guests`.
+//! - [`sm_plan`]: the `"sm"` option: OpenSM in one node's guest, its
+//!   guid2lid file and command line, every device and switch managed.
 
 #![deny(missing_docs)]
 
@@ -32,6 +34,7 @@ pub mod mgmt_hub;
 pub mod mgmt_net;
 pub mod plan;
 pub mod qemu;
+pub mod sm_plan;
 pub mod state;
 pub mod topology;
 

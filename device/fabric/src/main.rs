@@ -284,7 +284,11 @@ fn summary(plan: &Plan) {
             "  switch {:<8} {} ports, LFT {}",
             sw.name,
             sw.ports.len(),
-            routes.join(" ")
+            if sw.sm_managed {
+                "set by the SM".to_owned()
+            } else {
+                routes.join(" ")
+            }
         );
         for (i, vl) in sw.vls.iter().enumerate() {
             vl_line(vl, &format!("port {}: ", i + 1));
@@ -292,6 +296,16 @@ fn summary(plan: &Plan) {
     }
     for &(a, b) in &plan.links {
         out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
+    }
+    if let Some(sm) = &plan.sm {
+        out!(
+            "  sm: OpenSM in {}'s guest (up --guests), every device and switch --sm-managed",
+            sm.node
+        );
+        out!("    {}", sm.opensm_command());
+        for record in sm.guid2lid_records() {
+            out!("    guid2lid {record}");
+        }
     }
 }
 
@@ -382,7 +396,7 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
         for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
             let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
             out!(
-                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8}  drops: unknown LID {} CRC {} malformed {} queue full {} link down {}; credit stalls {}",
+                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8} (multicast rx {} tx {})  drops: unknown LID {} CRC {} malformed {} queue full {} link down {} port inactive {} P_Key in {} out {}; credit stalls {}",
                 g("port"),
                 if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
                     "up"
@@ -392,11 +406,16 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
                 g("peer_lid"),
                 g("rx_packets"),
                 g("tx_packets"),
+                g("rx_multicast"),
+                g("tx_multicast"),
                 g("drop_unknown_lid"),
                 g("drop_crc_error"),
                 g("drop_malformed"),
                 g("drop_queue_full"),
                 g("drop_link_down"),
+                g("drop_port_inactive"),
+                g("drop_pkey_inbound"),
+                g("drop_pkey_outbound"),
                 g("credit_stalls"),
             );
         }
@@ -446,6 +465,10 @@ fn run(args: Args) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;
+                let run = plan
+                    .sm
+                    .as_ref()
+                    .map_or(run.clone(), |sm| sm.with_runs(&run));
                 let extras = guest_extras::check(&plan.nodes, &run, share.as_deref(), &run_dir)
                     .map_err(|e| e.to_string())?;
                 Some((plans, run_vm, stack, extras))

@@ -13,6 +13,7 @@ use ibtca_link::{FaultRates, LinkEndpoint};
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::gateway_node::{self, GatewayPlan};
+use super::sm_plan::{self, SmPlan};
 use super::topology::{FaultSpec, Topology, VlSpec};
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
@@ -162,6 +163,9 @@ pub enum TopologyError {
         /// What is wrong.
         error: String,
     },
+    /// The `sm` option is wrong.
+    #[error("{0}")]
+    Sm(String),
     /// A socket path too long for a Unix socket.
     #[error("socket path {0} is longer than {MAX_SOCKET_PATH} bytes; use a shorter run directory")]
     PathTooLong(String),
@@ -208,6 +212,8 @@ pub struct NodePlan {
     pub link_ring_kib: Option<u64>,
     /// Set when the node is an `ibtca-gateway`, not a device.
     pub gateway: Option<GatewayPlan>,
+    /// A subnet manager brings the port up (`--sm-managed`).
+    pub sm_managed: bool,
 }
 
 /// The niceness values a guest's QEMU may be given (`guest.nice`).
@@ -255,6 +261,9 @@ pub struct SwitchPlan {
     /// Its ports' shared rings in KiB (`--link-ring-kib`), if the file
     /// sets one.
     pub link_ring_kib: Option<u64>,
+    /// A subnet manager routes it and brings its ports up
+    /// (`--sm-managed`; `routes` is then empty).
+    pub sm_managed: bool,
 }
 
 /// Everything to start, in order: switches, then nodes.
@@ -266,6 +275,8 @@ pub struct Plan {
     pub nodes: Vec<NodePlan>,
     /// The links' ends, as in the file.
     pub links: Vec<(End, End)>,
+    /// The subnet manager, if the file names one.
+    pub sm: Option<SmPlan>,
 }
 
 /// Parses a topology file's text.
@@ -438,6 +449,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 node: n.name.clone(),
                 error,
             })?,
+            sm_managed: topo.sm.is_some() && n.gateway.is_none(),
         });
     }
     let mut switches = Vec::new();
@@ -474,6 +486,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             routes: Vec::new(),
             vls,
             link_ring_kib: s.link_ring_kib,
+            sm_managed: topo.sm.is_some(),
         });
     }
 
@@ -548,6 +561,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 routes: Vec::new(),
                 vls: vec![VlConfig::default(); 2],
                 link_ring_kib: None,
+                sm_managed: topo.sm.is_some(),
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
             attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);
@@ -583,11 +597,25 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         );
         links.push((a, b));
     }
-    compute_routes(&mut switches, &nodes, &links);
+    let sm_nodes: Vec<sm_plan::SmNode<'_>> = nodes
+        .iter()
+        .map(|n| sm_plan::SmNode {
+            name: &n.name,
+            port_guid: n.port_guid,
+            lid: n.lid,
+            gateway: n.gateway.is_some(),
+        })
+        .collect();
+    let sm = sm_plan::plan(topo.sm.as_deref(), &topo.sm_options, &sm_nodes)
+        .map_err(TopologyError::Sm)?;
+    if sm.is_none() {
+        compute_routes(&mut switches, &nodes, &links);
+    }
     Ok(Plan {
         switches,
         nodes,
         links,
+        sm,
     })
 }
 

@@ -545,3 +545,64 @@ fn bad_gateway_nodes() {
         .to_string()
         .contains("unknown field `mapp`"));
 }
+
+#[test]
+fn the_sm_option_manages_everything_and_plans_opensm() {
+    let json = r#"{ "sm": "a", "sm_options": ["--sweep", "10", "it's"],
+        "nodes": [{"name": "a", "lid": 1, "node_guid": "0x0200000000000101",
+                   "port_guid": "0x0200000000000102"}, {"name": "b", "lid": 7}],
+        "switches": [{"name": "sw", "ports": 2}],
+        "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}] }"#;
+    let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
+    let sm = p.sm.as_ref().expect("an SM");
+    assert!(p.nodes.iter().all(|n| n.sm_managed));
+    assert!(p.switches[0].sm_managed && p.switches[0].routes.is_empty());
+    let a = super::launch::device_args(&p.nodes[0]);
+    assert!(a.contains(&"--sm-managed".to_owned()), "{a:?}");
+    let sw = super::launch::switch_args(&p.switches[0], Path::new("/tmp/r"));
+    assert!(sw.contains(&"--sm-managed".to_owned()), "{sw:?}");
+    assert!(!sw.iter().any(|x| x.starts_with("--route")), "{sw:?}");
+    // LIDs by port GUID, OpenSM's guid2lid records.
+    let b_guid = p.nodes[1].port_guid;
+    assert_eq!(
+        sm.guid2lid_file(),
+        format!("0x0200000000000102 0x0001 0x0001\n\n{b_guid:#018x} 0x0007 0x0007\n\n")
+    );
+    assert_eq!(
+        sm.opensm_command(),
+        r"opensm --honor_guid2lid --log_file /ibtca/opensm.log '--sweep' '10' 'it'\''s'"
+    );
+    // The SM node's commands come first; without its own, one more waits.
+    let runs = sm.with_runs(&["b=true".to_owned()]);
+    assert_eq!(runs.len(), 3);
+    assert!(runs[0].starts_with("a=set -e\n") && runs[2] == "b=true");
+    assert!(runs[0].contains(&sm.guid2lid_file()));
+    assert!(runs[0].contains("ibtca-load-modules umad\n"));
+    assert!(runs[0].contains(&format!("{} </dev/null", sm.opensm_command())));
+    assert!(runs[0].contains("echo 'IBTCA-SM SUBNET UP') &"));
+    assert!(runs[1].starts_with("a=while kill -0"));
+    assert_eq!(sm.with_runs(&["a=ibstat".to_owned()]).len(), 2);
+    // Without "sm" nothing is managed and the routes are computed.
+    let plain = plan(
+        &topo(&json.replace(r#""sm": "a", "sm_options": ["--sweep", "10", "it's"],"#, "")),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    assert!(plain.sm.is_none() && !plain.nodes[0].sm_managed);
+    assert_eq!(plain.switches[0].routes, [(1, 1), (7, 2)]);
+}
+
+#[test]
+fn a_bad_sm_option_is_refused() {
+    let e = err(&format!(r#"{{ "sm": "zz", {NODES} }}"#));
+    assert!(
+        e.to_string().contains("`sm` names `zz`, which is no node"),
+        "{e}"
+    );
+    let e = err(&format!(r#"{{ "sm_options": ["-s", "0"], {NODES} }}"#));
+    assert!(e.to_string().contains("without `sm`"), "{e}");
+    let gw = r#"{"sm": "gw", "nodes": [{"name": "gw", "lid": 10, "gateway": {"atm": "listen:gw.atm",
+          "map": {"vcs": []}}}]}"#;
+    let e = err(gw);
+    assert!(e.to_string().contains("a gateway"), "{e}");
+}

@@ -19,6 +19,10 @@
 //! A node or switch may also set `"link_ring_kib"`: the shared-memory ring
 //! it offers per link for its frames (0 keeps them on the sockets).
 //!
+//! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
+//! guest and starts every device and switch `--sm-managed`
+//! (`sm_plan.rs`).
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.
@@ -43,6 +47,13 @@ pub struct Topology {
     /// Guest settings for the QEMU command lines.
     #[serde(default)]
     pub guest: GuestSpec,
+    /// The node whose guest runs OpenSM; every device and switch then
+    /// starts `--sm-managed` (`sm_plan.rs`).
+    #[serde(default)]
+    pub sm: Option<String>,
+    /// Extra `opensm` arguments, one word each.
+    #[serde(default)]
+    pub sm_options: Vec<String>,
 }
 
 /// One device instance (one port).

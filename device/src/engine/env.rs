@@ -28,6 +28,12 @@ pub trait PacketSink: Send {
         }
     }
 
+    /// The counters of the link behind the sink, if there is one (the
+    /// performance management agent reports them).
+    fn link_stats(&self) -> Option<crate::link::LinkStats> {
+        None
+    }
+
     /// An empty buffer for the next packet (a reused one if the sink has
     /// any; by default a new one).
     fn buffer(&mut self) -> Vec<u8> {

@@ -14,6 +14,7 @@
 
 pub mod env;
 mod outbox;
+mod pma;
 mod port_state;
 mod qp_error;
 mod qp_map;
@@ -26,7 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::encoded;
-use ibtca_protocol::mad::QP0;
+use ibtca_protocol::mad::{pma::QP1, QP0};
 use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
@@ -34,6 +35,7 @@ use crate::dma::GuestMemory;
 use crate::drdma::{self, Drdma, WriteReady};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
+use crate::pma::Pma;
 use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
 use crate::transport::{config, RcConfig, RcQp};
@@ -93,6 +95,9 @@ pub struct EngineStats {
     /// Data packets dropped because the SM has not yet armed the port
     /// (`--sm-managed`, port in Init).
     pub rx_port_init: u64,
+    /// Data packets dropped because the port's P_Key table does not hold
+    /// their P_Key (PortRcvConstraintErrors, PortInfo P_KeyViolations).
+    pub rx_bad_pkey: u64,
     /// Packets sent to the link.
     pub tx_packets: u64,
     /// Packets delivered to this device's own LID.
@@ -144,6 +149,8 @@ pub struct Engine {
     to_link: Vec<Vec<u8>>,
     /// The port's subnet management agent (QP0).
     sma: DeviceSma,
+    /// The port's performance management agent (PM MADs to QP1).
+    pma: Pma,
     stats: EngineStats,
 }
 
@@ -152,10 +159,11 @@ fn new_verbs(port: &PortAttrs) -> Verbs {
 }
 
 /// The transport's configuration of QP `qpn` with the attributes `a` the
-/// driver set, on the port with LID `lid`.
-fn rc_config(qpn: u32, a: &QpAttrs, lid: u16) -> RcConfig {
+/// driver set, on the port with LID `lid` where its P_Key index names
+/// `pkey`.
+fn rc_config(qpn: u32, a: &QpAttrs, (lid, pkey): (u16, u16)) -> RcConfig {
     let mut cfg = RcConfig::new(qpn, a.dest_qpn);
-    cfg.slid = lid;
+    (cfg.slid, cfg.pkey) = (lid, pkey);
     cfg.dlid = a.dlid;
     cfg.sl = a.sl;
     cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
@@ -208,6 +216,7 @@ impl Engine {
             sq_wqes: Vec::new(),
             capped: Vec::new(),
             sma: smp::default_sma(&port),
+            pma: Pma::default(),
             outbox: Outbox::new(link, port.lid),
             to_link: Vec::new(),
             stats: EngineStats::default(),
@@ -538,7 +547,7 @@ impl Engine {
             let starting =
                 state == QpState::Rts && self.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
             if (ready && !self.rc.contains_key(&qpn)) || starting {
-                let cfg = rc_config(qpn, qp.attrs(), lid);
+                let cfg = rc_config(qpn, qp.attrs(), (lid, self.pkey_at(qp.attrs().pkey_index)));
                 let made = match self.rc.get_mut(&qpn) {
                     Some(rc) => {
                         started.push(qpn);
@@ -610,6 +619,9 @@ impl Engine {
         }
         if !self.port_takes_data() {
             self.stats.rx_port_init += 1;
+            return;
+        }
+        if !self.admit_pkey(view.bth.pkey) || (qpn == QP1 && self.receive_pma(&view)) {
             return;
         }
         if !self.rc.contains_key(&qpn) {

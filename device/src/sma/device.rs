@@ -1,7 +1,7 @@
 //! The subnet management agent of a device (a channel adapter with one
 //! port): NodeInfo, NodeDescription, PortInfo, P_KeyTable and GUIDInfo,
 //! and its SMPs on the wire (LID-routed, or directed with the device at
-//! the end of the path).
+//! the end of the path or of its LID-routed last part).
 //!
 //! SMInfo, responses and traps belong to the SM: they are counted and
 //! dropped here until QP0 reaches the guest (the guest's SM then gets
@@ -109,6 +109,16 @@ impl DeviceSma {
         &self.pkeys
     }
 
+    /// True if the port's P_Key table lets a packet with `pkey` in; a
+    /// packet it does not counts as a P_Key violation in PortInfo.
+    pub fn admit_pkey(&mut self, pkey: u16) -> bool {
+        let held = super::pkey_held(&self.pkeys, pkey);
+        if !held {
+            self.port.count_p_key_violation();
+        }
+        held
+    }
+
     /// Counters.
     pub fn stats(&self) -> SmaStats {
         self.stats
@@ -161,6 +171,8 @@ impl DeviceSma {
             SmpRoute::Lid => (self.port.lid(), view.lrh.slid),
             SmpRoute::Directed => match directed::respond(&mut reply, 1) {
                 DrStep::Forward(1) => (PERMISSIVE_LID, PERMISSIVE_LID),
+                // It came by a LID-routed last part: back to its switch.
+                DrStep::BackToSource => (self.port.lid(), view.lrh.slid),
                 _ => return None,
             },
         };

@@ -124,6 +124,18 @@ pub fn unsupported() -> MadStatus {
     MadStatus::UNSUPPORTED_METHOD_ATTR
 }
 
+/// True if `table` holds an entry that lets a packet with BTH P_Key
+/// `pkey` in (IBA vol 1 §10.9.3): the same 15-bit base, not the invalid
+/// base 0, and at least one of the two a full member (bit 15), so two
+/// limited members cannot talk.
+pub fn pkey_held(table: &[u16], pkey: u16) -> bool {
+    let base = pkey & 0x7fff;
+    base != 0
+        && table
+            .iter()
+            .any(|k| k & 0x7fff == base && (k | pkey) & 0x8000 != 0)
+}
+
 /// Reads P_Key table block `block` of `table`.
 pub fn pkey_block(table: &[u16; PKEY_CAP], block: u32) -> Result<Block, MadStatus> {
     use ibtca_protocol::mad::attr::PKeyTable;

@@ -189,6 +189,12 @@ impl PortAgent {
         Ok(())
     }
 
+    /// Counts a P_Key violation seen on this port (PortInfo
+    /// P_KeyViolations).
+    pub fn count_p_key_violation(&mut self) {
+        self.info.p_key_violations = self.info.p_key_violations.saturating_add(1);
+    }
+
     /// Counts an M_Key violation seen on this port.
     pub fn count_m_key_violation(&mut self) {
         self.info.m_key_violations = self.info.m_key_violations.saturating_add(1);

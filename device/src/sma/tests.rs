@@ -229,6 +229,26 @@ fn m_key_protection_levels() {
 }
 
 #[test]
+fn p_key_matching_full_and_limited_members() {
+    use super::pkey_held;
+    let table = [0xffff, 0x0123, 0x8456, 0, 0, 0];
+    // The default partition: a full member admits both memberships.
+    assert!(pkey_held(&table, 0xffff) && pkey_held(&table, 0x7fff));
+    // Limited 0x0123 talks only to full members.
+    assert!(pkey_held(&table, 0x8123));
+    assert!(!pkey_held(&table, 0x0123), "two limited members");
+    // Full 0x8456 admits both.
+    assert!(pkey_held(&table, 0x0456) && pkey_held(&table, 0x8456));
+    // Not in the table, and the invalid base 0 (which empty entries hold).
+    assert!(!pkey_held(&table, 0x8999));
+    assert!(!pkey_held(&table, 0x8000) && !pkey_held(&table, 0x0000));
+    let mut s = sma(false);
+    assert!(s.admit_pkey(0xffff));
+    assert!(!s.admit_pkey(0x8001));
+    assert_eq!(port_info(&mut s).p_key_violations, 1);
+}
+
+#[test]
 fn p_key_table_and_guid_info() {
     let mut s = sma(false);
     let r = ask(&mut s, &get(id::P_KEY_TABLE, 0)).unwrap();

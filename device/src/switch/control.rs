@@ -39,12 +39,16 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
                 "rx_bytes": s.rx_bytes,
                 "tx_packets": s.tx_packets,
                 "tx_bytes": s.tx_bytes,
+                "rx_multicast": s.rx_multicast,
+                "tx_multicast": s.tx_multicast,
                 "drop_unknown_lid": s.drop_unknown_lid,
                 "drop_crc_error": s.drop_crc_error,
                 "drop_malformed": s.drop_malformed,
                 "drop_queue_full": s.drop_queue_full,
                 "drop_link_down": s.drop_link_down,
                 "drop_port_inactive": s.drop_port_inactive,
+                "drop_pkey_inbound": s.drop_pkey_inbound,
+                "drop_pkey_outbound": s.drop_pkey_outbound,
                 "credit_stalls": switch.link_stats(p).map_or(0, |l| l.credit_stalls),
             })
         })

@@ -27,6 +27,9 @@ pub mod control;
 mod delay;
 mod forward;
 mod lft;
+mod mft;
+mod partition;
+mod pma;
 mod port;
 mod sma;
 mod smp;
@@ -49,9 +52,11 @@ pub use capture::{
 };
 pub use forward::check;
 pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
+pub use mft::{is_multicast, Mft};
 pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
 
+use crate::pma::Pma;
 use port::PortSlot;
 use sma::SwitchSma;
 
@@ -116,11 +121,14 @@ struct Core {
     lid: u16,
     link_config: LinkConfig,
     lft: Lft,
+    mft: Mft,
     slots: Vec<PortSlot>,
     /// The running links, index = port - 1; `None` while a port is down.
     links: RwLock<Vec<Option<Link>>>,
     /// Port 0's subnet management agent.
     sma: Mutex<SwitchSma>,
+    /// Port 0's performance management agent.
+    pma: Mutex<Pma>,
 }
 
 /// A running switch. Stops (and joins every port's threads) on
@@ -179,6 +187,8 @@ impl Switch {
         sma.gate_ports(&slots);
         let core = Arc::new(Core {
             sma: Mutex::new(sma),
+            pma: Mutex::new(Pma::default()),
+            mft: Mft::default(),
             name: cfg.name,
             guid: cfg.guid,
             lid,
@@ -215,6 +225,11 @@ impl Switch {
     /// The forwarding table.
     pub fn lft(&self) -> &Lft {
         &self.core.lft
+    }
+
+    /// The multicast forwarding table.
+    pub fn mft(&self) -> &Mft {
+        &self.core.mft
     }
 
     /// The switch's LID (port 0's: the configured one, or the SM's).
@@ -352,6 +367,8 @@ impl Switch {
                 queue_full = s.drop_queue_full,
                 link_down = s.drop_link_down,
                 port_inactive = s.drop_port_inactive,
+                pkey_inbound = s.drop_pkey_inbound,
+                pkey_outbound = s.drop_pkey_outbound,
                 credit_stalls = self.link_stats(port).map_or(0, |l| l.credit_stalls),
                 "port counters"
             );
@@ -403,6 +420,10 @@ impl Core {
 
     fn sma(&self) -> MutexGuard<'_, SwitchSma> {
         self.sma.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pma(&self) -> MutexGuard<'_, Pma> {
+        self.pma.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The sink of `port`'s link, on that link's reader thread.
@@ -460,16 +481,17 @@ impl Core {
             }
         };
         if in_vl == VL15 && self.is_for_sma(dlid) {
-            match self.serve_smp(in_port, &packet) {
-                Some((out_port, reply)) => {
-                    let tag = self.credit_tag(in_port, in_vl);
-                    match self.slot(out_port) {
-                        Some(out_slot) => self.send(out_port, out_slot, reply, tag),
-                        None => self.credit_done(tag),
-                    }
-                }
-                None => free_input(),
-            }
+            let answer = self.serve_smp(in_port, &packet);
+            self.send_answer(in_port, in_vl, answer);
+            return;
+        }
+        if in_vl != VL15 && self.is_own_lid(dlid) {
+            let answer = self.serve_gmp(&packet);
+            self.send_answer(in_port, in_vl, answer);
+            return;
+        }
+        if in_vl != VL15 && is_multicast(dlid) {
+            self.forward_multicast(in_port, in_slot, in_vl, dlid, packet);
             return;
         }
         let Some(out_port) = self.lft.lookup(dlid) else {
@@ -483,6 +505,10 @@ impl Core {
             free_input();
             return;
         };
+        if in_vl != VL15 && !self.partitions_admit(in_slot, out_slot, &packet) {
+            free_input();
+            return;
+        }
         if in_vl != VL15 && !(in_slot.is_active() && out_slot.is_active()) {
             let counted = if in_slot.is_active() {
                 out_slot
@@ -509,6 +535,19 @@ impl Core {
         self.send(out_port, out_slot, packet, tag);
     }
 
+    /// Sends port 0's answer to a packet that came in on `in_port` (its
+    /// input buffer freed when the answer leaves), or frees the buffer if
+    /// there is none.
+    fn send_answer(&self, in_port: u8, in_vl: u8, answer: Option<(u8, Vec<u8>)>) {
+        let tag = self.credit_tag(in_port, in_vl);
+        match answer.and_then(|(port, reply)| Some((port, self.slot(port)?, reply))) {
+            Some((port, slot, reply)) => {
+                self.send(port, slot, reply, tag);
+            }
+            None => self.credit_done(tag),
+        }
+    }
+
     /// The delay-line thread of `port`: sends each held packet when due.
     fn run_delay_line(&self, port: u8) {
         let Some(slot) = self.slot(port) else {
@@ -521,8 +560,8 @@ impl Core {
 
     /// Queues `packet` on `out_port`'s link; counts and captures. The input
     /// buffer named by `tag` is freed when the link has sent the packet, or
-    /// now if it cannot take it.
-    fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>, tag: u64) {
+    /// now if it cannot take it. True if the link took it.
+    fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>, tag: u64) -> bool {
         let len = packet.len();
         let links = self.links();
         let send = |packet: Vec<u8>| match links.get(usize::from(out_port).wrapping_sub(1)) {
@@ -546,7 +585,7 @@ impl Core {
         match result {
             Ok(()) => {
                 out_slot.counters.tx(len);
-                return;
+                return true;
             }
             Err(LinkError::QueueFull) => out_slot.counters.dropped(DropReason::QueueFull),
             Err(LinkError::Down | LinkError::TooLarge { .. }) => {
@@ -554,6 +593,7 @@ impl Core {
             }
         }
         self.credit_done(tag);
+        false
     }
 
     /// A tag naming an input buffer: input port, its VL, and the input

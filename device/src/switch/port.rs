@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
+use crate::sma::{pkey_held, PKEY_CAP};
 use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::capture::Capture;
@@ -61,7 +62,17 @@ pub(super) struct PortSlot {
     /// Data-VL weights: the configuration's, until the SM sets a
     /// VLArbitrationTable.
     weights: Mutex<[u8; MAX_DATA_VLS]>,
+    /// Partition enforcement the SM turned on (PortInfo bits:
+    /// [`ENFORCE_INBOUND`], [`ENFORCE_OUTBOUND`]); 0: none.
+    enforcement: AtomicU8,
+    /// The port's P_Key table, read only while enforcing.
+    pkeys: Mutex<[u16; PKEY_CAP]>,
 }
+
+/// PortInfo PartitionEnforcementInbound.
+pub const ENFORCE_INBOUND: u8 = 1 << 3;
+/// PortInfo PartitionEnforcementOutbound.
+pub const ENFORCE_OUTBOUND: u8 = 1 << 2;
 
 impl PortSlot {
     pub fn new(config: PortConfig, capture: Option<Capture>) -> Self {
@@ -77,6 +88,8 @@ impl PortSlot {
             up: AtomicBool::new(false),
             active: AtomicBool::new(true),
             peer: Mutex::new(None),
+            enforcement: AtomicU8::new(0),
+            pkeys: Mutex::new([0; PKEY_CAP]),
         }
     }
 
@@ -133,6 +146,25 @@ impl PortSlot {
     /// Replaces them (the link is told by the caller).
     pub fn set_weights(&self, weights: [u8; MAX_DATA_VLS]) {
         *self.weights.lock().unwrap_or_else(|e| e.into_inner()) = weights;
+    }
+
+    /// Takes the SM's P_Key table and enforcement bits for the port.
+    pub fn set_partition(&self, enforcement: u8, pkeys: &[u16; PKEY_CAP]) {
+        *self.pkeys.lock().unwrap_or_else(|e| e.into_inner()) = *pkeys;
+        self.enforcement.store(
+            enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// False if the port enforces partitions in `direction`
+    /// ([`ENFORCE_INBOUND`] or [`ENFORCE_OUTBOUND`]) and its table does
+    /// not hold `pkey`.
+    pub fn admits(&self, pkey: u16, direction: u8) -> bool {
+        if self.enforcement.load(Ordering::Relaxed) & direction == 0 {
+            return true;
+        }
+        pkey_held(&*self.pkeys.lock().unwrap_or_else(|e| e.into_inner()), pkey)
     }
 
     pub fn stats(&self) -> PortStats {

@@ -5,16 +5,14 @@
 //!
 //! - An LFT block Set replaces the routes of its 64 LIDs, learned, given or
 //!   set before (255: none).
-//! - MFT blocks are kept and reported; multicast packets are not
-//!   forwarded by them yet (the switch forwards unicast only).
+//! - An MFT block Set replaces the port masks of its 32 multicast LIDs
+//!   (`mft.rs`), by which the switch forwards multicast packets.
 //! - An SL → VL Set replaces the output port's table (one table per output
 //!   port, whatever the input port in the modifier; the switch never had
 //!   per-input tables). A VLArbitrationTable Set replaces the port's
 //!   tables; the low-priority table's weights per VL become the link's
 //!   data-VL weights (packets per turn), the high-priority table and its
 //!   limit are kept and reported.
-
-use std::collections::HashMap;
 
 use ibtca_protocol::mad::attr::{
     id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
@@ -23,7 +21,8 @@ use ibtca_protocol::mad::attr::{
 use ibtca_protocol::mad::MadStatus;
 
 use super::lft::{Lft, MAX_UNICAST_LID};
-use super::port::PortSlot;
+use super::mft::Mft;
+use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use crate::link::Link;
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
@@ -47,10 +46,11 @@ pub(super) struct SwitchSma {
     port0: PortAgent,
     ports: Vec<PortAgent>,
     m_key: MKey,
-    pkeys: [u16; PKEY_CAP],
+    /// P_Key tables of port 0 and every external port.
+    pkeys: Vec<[u16; PKEY_CAP]>,
+    /// PortInfo partition enforcement bits of every port (index = port).
+    enforcement: Vec<u8>,
     info: SwitchInfo,
-    /// Port masks per multicast LID, 16 positions of 16 ports.
-    mft: HashMap<u16, [u16; 16]>,
     vl_arb: Vec<[[VlArbEntry; 32]; VL_ARB_BLOCKS]>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
@@ -95,9 +95,11 @@ impl SwitchSma {
                 t
             })
             .collect();
-        let mut pkeys = [0; PKEY_CAP];
-        pkeys[0] = DEFAULT_PKEY;
+        let mut table = [0; PKEY_CAP];
+        table[0] = DEFAULT_PKEY;
+        let pkeys = vec![table; slots.len() + 1];
         SwitchSma {
+            enforcement: vec![0; slots.len() + 1],
             node_guid,
             description: description.to_owned(),
             managed,
@@ -108,10 +110,10 @@ impl SwitchSma {
             info: SwitchInfo {
                 linear_fdb_cap: MAX_UNICAST_LID + 1,
                 multicast_fdb_cap: MFT_CAP,
+                partition_enforcement_cap: PKEY_CAP as u16,
                 life_time_value: LIFE_TIME,
                 ..SwitchInfo::default()
             },
-            mft: HashMap::new(),
             vl_arb,
             m_key_violations: 0,
             smps_served: 0,
@@ -153,13 +155,14 @@ impl SwitchSma {
     /// The attributes, with the forwarding table and ports they cover.
     pub fn agent<'a>(
         &'a mut self,
-        lft: &'a Lft,
+        (lft, mft): (&'a Lft, &'a Mft),
         slots: &'a [PortSlot],
         links: &'a [Option<Link>],
     ) -> Agent<'a> {
         Agent {
             sma: self,
             lft,
+            mft,
             slots,
             links,
         }
@@ -170,6 +173,7 @@ impl SwitchSma {
 pub(super) struct Agent<'a> {
     sma: &'a mut SwitchSma,
     lft: &'a Lft,
+    mft: &'a Mft,
     slots: &'a [PortSlot],
     links: &'a [Option<Link>],
 }
@@ -209,8 +213,34 @@ impl Agent<'_> {
             let agent = self.sma.ports.get(usize::from(port) - 1);
             agent.ok_or(MadStatus::INVALID_ATTR_VALUE)?.info()
         };
+        info.enforcement = self
+            .sma
+            .enforcement
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(0);
         self.sma.m_key.report(&mut info, show_key);
         Ok(info.encode())
+    }
+
+    /// The port a P_KeyTable modifier names (bits 31:16; 0..=N).
+    fn pkey_port(&self, modifier: u32) -> Result<u8, MadStatus> {
+        let port = modifier >> 16;
+        if port as usize > self.slots.len() {
+            return Err(MadStatus::INVALID_ATTR_VALUE);
+        }
+        Ok(port as u8)
+    }
+
+    fn pkey_table(&self, modifier: u32) -> Result<&[u16; PKEY_CAP], MadStatus> {
+        Ok(&self.sma.pkeys[usize::from(self.pkey_port(modifier)?)])
+    }
+
+    /// Hands external port `port` its table and enforcement bits.
+    fn push_partition(&self, port: usize) {
+        if let Some(slot) = port.checked_sub(1).and_then(|i| self.slots.get(i)) {
+            slot.set_partition(self.sma.enforcement[port], &self.sma.pkeys[port]);
+        }
     }
 
     fn lft_block(&self, block: u32) -> Result<Block, MadStatus> {
@@ -265,11 +295,7 @@ impl Agent<'_> {
     fn mft_block(&self, modifier: u32) -> Result<Block, MadStatus> {
         let (position, first) = self.mft_select(modifier)?;
         Ok(MftBlock(std::array::from_fn(|i| {
-            self.sma
-                .mft
-                .get(&(first + i as u16))
-                .and_then(|masks| masks.get(position).copied())
-                .unwrap_or(0)
+            self.mft.mask(first + i as u16, position)
         }))
         .encode())
     }
@@ -277,16 +303,9 @@ impl Agent<'_> {
     fn set_mft_block(&mut self, modifier: u32, data: &Block) -> Result<Block, MadStatus> {
         let (position, first) = self.mft_select(modifier)?;
         for (i, mask) in MftBlock::decode(data).0.iter().enumerate() {
-            let masks = self.sma.mft.entry(first + i as u16).or_insert([0; 16]);
-            if let Some(m) = masks.get_mut(position) {
-                *m = *mask;
-            }
+            self.mft.set_mask(first + i as u16, position, *mask);
         }
-        self.sma
-            .mft
-            .retain(|_, masks| masks.iter().any(|m| *m != 0));
-        let top = self.sma.mft.keys().max().copied().unwrap_or(0);
-        self.sma.info.multicast_fdb_top = top;
+        self.sma.info.multicast_fdb_top = self.mft.top();
         self.mft_block(modifier)
     }
 
@@ -362,7 +381,7 @@ impl Attributes for Agent<'_> {
                 let port = u8::try_from(modifier).map_err(|_| MadStatus::INVALID_ATTR_VALUE)?;
                 self.port_info(port, access.show_key)
             }
-            id::P_KEY_TABLE => pkey_block(&self.sma.pkeys, modifier & 0xffff),
+            id::P_KEY_TABLE => pkey_block(self.pkey_table(modifier)?, modifier & 0xffff),
             id::LINEAR_FORWARDING_TABLE => self.lft_block(modifier),
             id::MULTICAST_FORWARDING_TABLE => self.mft_block(modifier),
             id::SL_TO_VL_TABLE => Ok(Sl2VlTable(self.out_slot(modifier)?.1.sl2vl()).encode()),
@@ -405,10 +424,19 @@ impl Attributes for Agent<'_> {
                     agent
                         .ok_or(MadStatus::INVALID_ATTR_VALUE)?
                         .set(&new, false)?;
+                    self.sma.enforcement[usize::from(port)] =
+                        new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
+                    self.push_partition(usize::from(port));
                 }
                 self.port_info(port, access.show_key)
             }
-            id::P_KEY_TABLE => set_pkey_block(&mut self.sma.pkeys, modifier & 0xffff, data),
+            id::P_KEY_TABLE => {
+                let port = usize::from(self.pkey_port(modifier)?);
+                let table = &mut self.sma.pkeys[port];
+                let block = set_pkey_block(table, modifier & 0xffff, data)?;
+                self.push_partition(port);
+                Ok(block)
+            }
             id::LINEAR_FORWARDING_TABLE => self.set_lft_block(modifier, data),
             id::MULTICAST_FORWARDING_TABLE => self.set_mft_block(modifier, data),
             id::SL_TO_VL_TABLE => {

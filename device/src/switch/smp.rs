@@ -1,11 +1,14 @@
 //! SMPs at a switch: what comes in on VL15 for the switch itself (DLID
 //! the permissive LID or port 0's LID) is a directed-route SMP to pass on
 //! (C14-9, C14-13: hop pointer, return path) or one for port 0's agent
-//! (`sma.rs`), whose answer goes back the way the request came.
+//! (`sma.rs`), whose answer goes back the way the request came. A
+//! directed SMP with LID-routed parts leaves the switch LID-routed (from
+//! the switch's LID) toward DrDLID or DrSLID where its directed part ends
+//! or began here.
 //! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
 
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{smp_of_packet, smp_packet, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::{smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
 use super::Core;
@@ -41,12 +44,15 @@ impl Core {
         if smp.route == SmpRoute::Directed {
             match directed::on_receive(&mut smp, true, in_port, ports) {
                 DrStep::Forward(out) => {
+                    // The directed part travels between permissive LIDs.
                     let mut p = view.to_packet();
+                    (p.lrh.slid, p.lrh.dlid) = (PERMISSIVE_LID, PERMISSIVE_LID);
                     p.payload = smp.to_bytes().to_vec();
                     return Some((out, p.build().ok()?));
                 }
+                DrStep::ForwardByLid(dlid) => return self.smp_by_lid(&smp, dlid),
                 DrStep::Deliver => {}
-                DrStep::Discard(why) => {
+                why @ (DrStep::BackToSource | DrStep::Discard(_)) => {
                     tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
                     return None;
                 }
@@ -54,7 +60,7 @@ impl Core {
         }
         let mut sma = self.sma();
         let links = self.links();
-        let mut agent = sma.agent(&self.lft, &self.slots, &links);
+        let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, &links);
         let answered = answer(&mut agent, smp, in_port);
         drop(links);
         sma.gate_ports(&self.slots);
@@ -62,6 +68,7 @@ impl Core {
             Answer::Reply(r) => r,
             Answer::ForSm(_) | Answer::Nothing => return None,
         };
+        drop(sma);
         match reply.route {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
                 DrStep::Forward(out) => Some((
@@ -70,13 +77,21 @@ impl Core {
                         .build()
                         .ok()?,
                 )),
+                DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
                 _ => None,
             },
-            SmpRoute::Lid => {
-                let dlid = view.lrh.slid;
-                let out = self.lft.lookup(dlid)?;
-                Some((out, smp_packet(&reply, sma.lid(), dlid).build().ok()?))
-            }
+            SmpRoute::Lid => self.smp_by_lid(&reply, view.lrh.slid),
         }
+    }
+
+    /// `smp` LID-routed from the switch's LID to `dlid` through the
+    /// forwarding table (none while the switch has no LID or no route).
+    fn smp_by_lid(&self, smp: &Smp, dlid: u16) -> Option<(u8, Vec<u8>)> {
+        let own = self.sma().lid();
+        if own == 0 {
+            return None;
+        }
+        let out = self.lft.lookup(dlid)?;
+        Some((out, smp_packet(smp, own, dlid).build().ok()?))
     }
 }

@@ -21,6 +21,12 @@ pub enum DropReason {
     /// Active (`--sm-managed`; counted where it would have gone out, or on
     /// the input port if that is the inactive one).
     PortInactive,
+    /// A data packet whose P_Key the input port's table does not hold,
+    /// the port enforcing partitions inbound (input port).
+    PkeyInbound,
+    /// A data packet whose P_Key the output port's table does not hold,
+    /// the port enforcing partitions outbound (output port).
+    PkeyOutbound,
 }
 
 /// A snapshot of one port's counters.
@@ -34,7 +40,12 @@ pub struct PortStats {
     pub tx_packets: u64,
     /// Bytes of those packets.
     pub tx_bytes: u64,
-    /// Received packets whose DLID has no forwarding entry.
+    /// Of `rx_packets`, those to a multicast LID.
+    pub rx_multicast: u64,
+    /// Of `tx_packets`, copies of multicast packets.
+    pub tx_multicast: u64,
+    /// Received packets whose DLID has no forwarding entry (a multicast
+    /// LID: no port of its set but the input port).
     pub drop_unknown_lid: u64,
     /// Received packets with a bad ICRC or VCRC.
     pub drop_crc_error: u64,
@@ -46,6 +57,11 @@ pub struct PortStats {
     pub drop_link_down: u64,
     /// Data packets dropped because the SM had not made the port Active.
     pub drop_port_inactive: u64,
+    /// Received data packets dropped by inbound partition enforcement.
+    pub drop_pkey_inbound: u64,
+    /// Data packets for this port dropped by outbound partition
+    /// enforcement.
+    pub drop_pkey_outbound: u64,
     /// Times the port's link came up.
     pub link_ups: u64,
     /// Times the port's link went down.
@@ -61,6 +77,8 @@ impl PortStats {
             + self.drop_queue_full
             + self.drop_link_down
             + self.drop_port_inactive
+            + self.drop_pkey_inbound
+            + self.drop_pkey_outbound
     }
 }
 
@@ -71,12 +89,16 @@ pub(super) struct PortCounters {
     rx_bytes: AtomicU64,
     tx_packets: AtomicU64,
     tx_bytes: AtomicU64,
+    rx_multicast: AtomicU64,
+    tx_multicast: AtomicU64,
     drop_unknown_lid: AtomicU64,
     drop_crc_error: AtomicU64,
     drop_malformed: AtomicU64,
     drop_queue_full: AtomicU64,
     drop_link_down: AtomicU64,
     drop_port_inactive: AtomicU64,
+    drop_pkey_inbound: AtomicU64,
+    drop_pkey_outbound: AtomicU64,
     link_ups: AtomicU64,
     link_downs: AtomicU64,
 }
@@ -97,6 +119,14 @@ impl PortCounters {
         add(&self.tx_bytes, bytes as u64);
     }
 
+    pub fn rx_multicast(&self) {
+        add(&self.rx_multicast, 1);
+    }
+
+    pub fn tx_multicast(&self) {
+        add(&self.tx_multicast, 1);
+    }
+
     pub fn dropped(&self, reason: DropReason) {
         add(
             match reason {
@@ -106,6 +136,8 @@ impl PortCounters {
                 DropReason::QueueFull => &self.drop_queue_full,
                 DropReason::LinkDown => &self.drop_link_down,
                 DropReason::PortInactive => &self.drop_port_inactive,
+                DropReason::PkeyInbound => &self.drop_pkey_inbound,
+                DropReason::PkeyOutbound => &self.drop_pkey_outbound,
             },
             1,
         );
@@ -122,12 +154,16 @@ impl PortCounters {
             rx_bytes: get(&self.rx_bytes),
             tx_packets: get(&self.tx_packets),
             tx_bytes: get(&self.tx_bytes),
+            rx_multicast: get(&self.rx_multicast),
+            tx_multicast: get(&self.tx_multicast),
             drop_unknown_lid: get(&self.drop_unknown_lid),
             drop_crc_error: get(&self.drop_crc_error),
             drop_malformed: get(&self.drop_malformed),
             drop_queue_full: get(&self.drop_queue_full),
             drop_link_down: get(&self.drop_link_down),
             drop_port_inactive: get(&self.drop_port_inactive),
+            drop_pkey_inbound: get(&self.drop_pkey_inbound),
+            drop_pkey_outbound: get(&self.drop_pkey_outbound),
             link_ups: get(&self.link_ups),
             link_downs: get(&self.link_downs),
         }

@@ -596,6 +596,10 @@ crate::regs::values! {
     QP_ATTR_SQ_PSN: u32 = 1 << 5;
     /// MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads.
     QP_ATTR_RETRY: u32 = 1 << 6;
+    /// MODIFY_QP attribute: P_Key index (RESET to INIT, INIT to INIT, INIT to RTR).
+    QP_ATTR_PKEY_INDEX: u32 = 1 << 16;
+    /// Entries of a port's P_Key table (the subnet manager sets them; entry 0 is 0xFFFF until it does).
+    PKEY_TABLE_LEN: u32 = 64;
 }
 
 abi_struct! {
@@ -721,8 +725,11 @@ abi_struct! {
         dest_qpn: Le32,
         /// Destination LID.
         dlid: Le16,
-        /// Reserved, zero.
-        rsvd1: Le16,
+        /// Index into the port's P_Key table (below IBTCA_PKEY_TABLE_LEN;
+        /// with IBTCA_QP_ATTR_PKEY_INDEX): the P_Key the QP sends with and
+        /// accepts. Without it: index 0 (the default partition, 0xFFFF,
+        /// unless the SM changed entry 0).
+        pkey_index: Le16,
         /// First PSN this QP sends.
         sq_psn: Le32,
         /// First PSN this QP expects.

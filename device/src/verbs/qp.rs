@@ -14,8 +14,9 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, MTU_256, MTU_4096, QP_ATTR_ACCESS,
-    QP_ATTR_DEST_QPN, QP_ATTR_PATH, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, MTU_256, MTU_4096, PKEY_TABLE_LEN,
+    QP_ATTR_ACCESS, QP_ATTR_DEST_QPN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY,
+    QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
 };
 use super::mr::ACCESS_REMOTE;
 use super::qp_state::{check_modify, QpState};
@@ -83,6 +84,8 @@ pub struct QpAttrs {
     pub max_rd_atomic: u8,
     /// Service level of the path (LRH SL).
     pub sl: u8,
+    /// Index of the QP's P_Key in the port's table.
+    pub pkey_index: u16,
 }
 
 impl QpAttrs {
@@ -112,6 +115,10 @@ impl QpAttrs {
         if mask & QP_ATTR_SQ_PSN != 0 {
             a.sq_psn = m.sq_psn.to_native();
             bad(a.sq_psn <= PSN_MASK)?;
+        }
+        if mask & QP_ATTR_PKEY_INDEX != 0 {
+            a.pkey_index = m.pkey_index.to_native();
+            bad(u32::from(a.pkey_index) < PKEY_TABLE_LEN)?;
         }
         if mask & QP_ATTR_RETRY != 0 {
             a.timeout = m.timeout;

@@ -6,7 +6,7 @@
 
 use super::abi::{
     QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_ACCESS, QP_ATTR_DEST_QPN, QP_ATTR_PATH,
-    QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN, QP_ATTR_STATE,
+    QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN, QP_ATTR_STATE,
 };
 use super::VerbsError;
 
@@ -55,13 +55,13 @@ use QpState as Q;
 /// Legal transitions other than "any → RESET" and "any → ERR" (which take
 /// no attributes): (from, to, required attributes, optional attributes).
 const TRANSITIONS: &[(QpState, QpState, u32, u32)] = &[
-    (Q::Reset, Q::Init, 0, QP_ATTR_ACCESS),
-    (Q::Init, Q::Init, 0, QP_ATTR_ACCESS),
+    (Q::Reset, Q::Init, 0, QP_ATTR_ACCESS | QP_ATTR_PKEY_INDEX),
+    (Q::Init, Q::Init, 0, QP_ATTR_ACCESS | QP_ATTR_PKEY_INDEX),
     (
         Q::Init,
         Q::Rtr,
         QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN,
-        QP_ATTR_ACCESS | QP_ATTR_RETRY,
+        QP_ATTR_ACCESS | QP_ATTR_RETRY | QP_ATTR_PKEY_INDEX,
     ),
     (
         Q::Rtr,

@@ -260,3 +260,22 @@ fn reset_empties_the_rings() {
     assert_eq!(qp.sq_pending(), 0);
     assert_eq!(qp.pop_quasi(&m.mem), Ok(None));
 }
+
+#[test]
+fn the_p_key_index_is_checked_and_kept() {
+    use super::super::abi::{PKEY_TABLE_LEN, QP_ATTR_PKEY_INDEX};
+    let mut qp = Qp::new(&create(2)).unwrap();
+    let mut m = modify(QP_ATTR_PKEY_INDEX, QPS_INIT);
+    m.pkey_index = Le16::from(PKEY_TABLE_LEN as u16);
+    assert_eq!(qp.modify(&m), Err(VerbsError::Invalid), "past the table");
+    assert_eq!(qp.state(), QpState::Reset);
+    m.pkey_index = Le16::from(3);
+    qp.modify(&m).unwrap();
+    assert_eq!(qp.attrs().pkey_index, 3);
+    // Not an RTR-to-RTS attribute.
+    let mut m = modify(QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN, QPS_RTR);
+    qp.modify(&m).unwrap();
+    m = modify(QP_ATTR_SQ_PSN | QP_ATTR_RETRY | QP_ATTR_PKEY_INDEX, QPS_RTS);
+    assert_eq!(qp.modify(&m), Err(VerbsError::Invalid));
+    assert_eq!(qp.attrs().pkey_index, 3);
+}

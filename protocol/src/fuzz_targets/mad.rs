@@ -1,5 +1,5 @@
-//! The `mad` target: bytes as a MAD, an SMP, every SMP attribute, and
-//! directed-route steps at a node.
+//! The `mad` target: bytes as a MAD, an SMP, every SMP attribute, a PM
+//! MAD and its attributes, and directed-route steps at a node.
 
 use crate::mad::attr::{
     GuidInfo, LftBlock, MftBlock, NodeDescription, NodeInfo, PKeyTable, PortInfo, Sl2VlTable,
@@ -37,6 +37,7 @@ pub fn mad(data: &[u8]) {
         NodeInfo, PortInfo, SwitchInfo, PKeyTable, GuidInfo, LftBlock, MftBlock, Sl2VlTable,
         VlArbBlock
     );
+    pma(&mad);
     let desc = NodeDescription::decode(&block);
     let again = NodeDescription::decode(&desc.encode());
     assert!(desc.0.starts_with(&again.0), "{desc:?} then {again:?}");
@@ -63,10 +64,31 @@ pub fn mad(data: &[u8]) {
     }
 }
 
+/// The PM codec: a PM MAD re-encodes to bytes that decode the same, and
+/// so does every PM attribute decoded from any block.
+fn pma(mad: &[u8; MAD_LEN]) {
+    use crate::mad::pma::{ClassPortInfo, PmaMad, PortCounters, PortCountersExt, PMA_DATA_LEN};
+    let mut block = [0u8; PMA_DATA_LEN];
+    block.copy_from_slice(&mad[MAD_LEN - PMA_DATA_LEN..]);
+    let c = PortCounters::decode(&block);
+    assert_eq!(PortCounters::decode(&c.encode()), c);
+    let e = PortCountersExt::decode(&block);
+    assert_eq!(PortCountersExt::decode(&e.encode()), e);
+    let i = ClassPortInfo::decode(&block);
+    assert_eq!(ClassPortInfo::decode(&i.encode()), i);
+    if let Ok(m) = PmaMad::parse(mad) {
+        assert_eq!(PmaMad::parse(&m.to_bytes()).as_ref(), Ok(&m));
+    }
+}
+
 fn check_step(before: &Smp, after: &Smp, step: DrStep, ports: u8) {
     match step {
         DrStep::Forward(p) => assert!(p >= 1 && p <= ports, "forward through port {p} of {ports}"),
-        DrStep::Deliver | DrStep::Discard(_) => {}
+        DrStep::ForwardByLid(lid) => assert!(
+            lid == before.dr_slid || lid == before.dr_dlid,
+            "LID-routed only to DrSLID or DrDLID"
+        ),
+        DrStep::Deliver | DrStep::BackToSource | DrStep::Discard(_) => {}
     }
     if !matches!(step, DrStep::Discard(_)) {
         assert!(after.hop_ptr <= after.hop_cnt + 1);

@@ -12,11 +12,14 @@
 //!   SwitchInfo, the forwarding tables, SLtoVLMappingTable,
 //!   VLArbitrationTable.
 //! - `packet.rs`: an SMP in a UD packet to QP0 on VL15, and back.
+//! - [`pma`]: performance management MADs (class 0x04 to QP1):
+//!   ClassPortInfo, PortCounters, PortCountersExtended, GMPs on the wire.
 
 pub mod attr;
 pub mod directed;
 mod header;
 mod packet;
+pub mod pma;
 mod smp;
 
 pub use header::{class, method, MadHeader, MadStatus, BASE_VERSION, MAD_HEADER_LEN, MAD_LEN};
@@ -35,4 +38,10 @@ pub enum MadError {
     /// The packet is not a UD SEND to QP0.
     #[error("not a UD SEND ONLY to QP0")]
     NotQp0,
+    /// The management class is not performance management.
+    #[error("management class {0:#04x} is not the PM class (0x04)")]
+    NotPma(u8),
+    /// The packet is not a UD SEND to QP1.
+    #[error("not a UD SEND ONLY to QP1")]
+    NotQp1,
 }

@@ -1,0 +1,119 @@
+//! The engine's side of the device's performance management agent: PM
+//! MADs (class 0x04) to QP1 go to the [`Pma`] with the port's totals, its
+//! answers back to the requester's QP. Other MADs to QP1 are not its
+//! business: [`Engine::receive_pma`] says so, and the caller hands them on.
+//!
+//! Where the port's totals come from (each IBA counter):
+//!
+//! | IBA counter | the device's count |
+//! |---|---|
+//! | PortXmitData / PortRcvData | the link's `tx_bytes` / `rx_bytes` (LRH to VCRC), in words |
+//! | PortXmitPkts / PortRcvPkts | the link's `tx_packets` / `rx_packets` |
+//! | PortRcvErrors | engine `rx_malformed` + link `rx_bad_frames` |
+//! | PortXmitDiscards | link `tx_dropped_down` + `tx_dropped_full` + `tx_dropped_oversize` |
+//! | PortRcvConstraintErrors | engine `rx_bad_pkey` |
+//! | ExcessiveBufferOverrunErrors | link `rx_credit_overruns` |
+//! | VL15Dropped | link `rx_vl15_dropped` |
+//! | LinkDownedCounter | link `reconnects` |
+//! | PortXmitWait | link `credit_stalls` |
+//!
+//! A device without a link (loopback only) counts its looped packets.
+
+use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, reply_address};
+use ibtca_protocol::PacketView;
+
+use super::Engine;
+use crate::pma::{PortSource, PortTotals};
+use crate::sma::PKEY_CAP;
+use crate::verbs::abi::PKEY_TABLE_LEN;
+
+const _: () = assert!(PKEY_CAP as u32 == PKEY_TABLE_LEN, "one P_Key table size");
+
+/// The device's one port, as its PMA sees it.
+struct DevicePort(PortTotals);
+
+impl PortSource for DevicePort {
+    fn has_port(&self, port: u8) -> bool {
+        port == 1
+    }
+
+    fn all_ports(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn totals(&self, _port: u8) -> PortTotals {
+        self.0
+    }
+}
+
+impl Engine {
+    /// A packet to QP1: true if it was a PM MAD (answered, or dropped as
+    /// no agent's business); false if it is some other GMP.
+    pub(super) fn receive_pma(&mut self, view: &PacketView<'_>) -> bool {
+        let Ok(mad) = pma_of_packet(view) else {
+            return false;
+        };
+        let port = DevicePort(self.port_totals());
+        if let Some(reply) = self.pma.answer(&port, mad) {
+            let to = reply_address(view, self.port.lid);
+            match gmp_packet(&reply, &to).build() {
+                Ok(p) => self.outbox.packets.push(p),
+                Err(e) => tracing::debug!(error = %e, "PM answer not built"),
+            }
+        }
+        true
+    }
+
+    /// The port's counters since the device started.
+    pub(super) fn port_totals(&self) -> PortTotals {
+        let s = &self.stats;
+        let mut t = PortTotals {
+            rcv_errors: s.rx_malformed,
+            rcv_constraint_errors: s.rx_bad_pkey,
+            ..PortTotals::default()
+        };
+        match self.outbox.link.link_stats() {
+            Some(l) => {
+                t.xmit_bytes = l.tx_bytes;
+                t.rcv_bytes = l.rx_bytes;
+                t.xmit_pkts = l.tx_packets;
+                t.rcv_pkts = l.rx_packets;
+                t.rcv_errors += l.rx_bad_frames;
+                t.xmit_discards = l.tx_dropped_down + l.tx_dropped_full + l.tx_dropped_oversize;
+                t.buffer_overruns = l.rx_credit_overruns;
+                t.vl15_dropped = l.rx_vl15_dropped;
+                t.link_downed = l.reconnects;
+                t.xmit_wait = l.credit_stalls;
+            }
+            None => {
+                t.xmit_pkts = s.loopback;
+                t.rcv_pkts = s.loopback;
+            }
+        }
+        t
+    }
+
+    /// False (and counted) if the port's P_Key table does not let a data
+    /// packet with BTH P_Key `pkey` in (SMPs to QP0 are not checked).
+    pub(super) fn admit_pkey(&mut self, pkey: u16) -> bool {
+        if self.sma.admit_pkey(pkey) {
+            return true;
+        }
+        self.stats.rx_bad_pkey += 1;
+        crate::guest_warn!(
+            pkey = format_args!("{pkey:#06x}"),
+            "packet with a P_Key the port does not hold: dropped"
+        );
+        false
+    }
+
+    /// The P_Key at `index` of the port's table (0 past its end: no
+    /// partition, every packet of it is refused).
+    pub(super) fn pkey_at(&self, index: u16) -> u16 {
+        self.sma
+            .pkeys()
+            .get(usize::from(index))
+            .copied()
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,83 @@
+//! Full stack, the topology's `"sm"` option up to OpenSM's start: one
+//! `ibtca-fabric up --guests --wait` of a device on a managed switch with
+//! `"sm": "n1"` boots n1's guest, whose first command (the launcher's)
+//! writes OpenSM's guid2lid from the file's LIDs, loads `ib_umad` and
+//! starts `opensm --honor_guid2lid` with the file's `sm_options`; n1's own
+//! command then finds the guid2lid file byte for byte, the umad device,
+//! an `opensm` process and its log in the configuration directory.
+//!
+//! Whether OpenSM then brings the subnet up needs QP0 in the guest (the
+//! driver's `IB_QPT_SMI`), which this test does not ask for.
+//!
+//! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
+//! runs it; plain `cargo test` lists it as ignored.
+
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::vm::VmStack;
+
+const TOPOLOGY: &str = r#"{
+  "sm": "n1",
+  "sm_options": ["--sweep", "7"],
+  "nodes": [ { "name": "n1", "lid": 5, "node_guid": "0x0200000000000501" } ],
+  "switches": [ { "name": "sw0", "ports": 2 } ],
+  "links": [ { "a": "n1", "b": "sw0:1" } ],
+  "guest": { "mem": "512M" }
+}"#;
+
+const CHECKS: &str = "sleep 3; \
+    sed 's/^/G2L /' /var/cache/opensm/guid2lid; \
+    test -e /dev/infiniband/umad0 && echo UMAD-OK; \
+    for i in $(seq 60); do pgrep -x opensm >/dev/null && break; sleep 1; done; \
+    echo \"OPENSM-ARGS $(tr '\\0' ' ' </proc/$(cat /run/opensm.pid)/cmdline)\"; \
+    for i in $(seq 60); do [ -s /ibtca/opensm.log ] && break; sleep 1; done; \
+    test -s /ibtca/opensm.log && echo OSMLOG-OK";
+
+#[test]
+#[ignore = "boots a QEMU guest; run by scripts/test.sh"]
+fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("vm-sm");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let topo = dir.join("sm.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
+    args.extend(
+        [
+            "--guest-timeout",
+            "900",
+            "--wait",
+            "--run",
+            &format!("n1={CHECKS}"),
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fabric(&argv);
+    let said = text(&out);
+    let console = std::fs::read_to_string(run.join("n1.console")).unwrap_or_default();
+    let all = format!("{said}\n==> n1:\n{console}");
+    assert!(out.status.success(), "{all}");
+    assert!(said.contains("guest n1: commands passed"), "{all}");
+    assert!(console.contains("IBTCA-SM opensm started pid="), "{all}");
+    let g2l: Vec<&str> = console
+        .lines()
+        .filter_map(|l| l.strip_prefix("G2L "))
+        .collect();
+    assert!(
+        console.contains("G2L 0x0200000000000501 0x0005 0x0005"),
+        "guid2lid: {g2l:?}\n{all}"
+    );
+    assert!(console.contains("UMAD-OK"), "{all}");
+    assert!(
+        console
+            .contains("OPENSM-ARGS opensm --honor_guid2lid --log_file /ibtca/opensm.log --sweep 7"),
+        "{all}"
+    );
+    assert!(console.contains("OSMLOG-OK"), "{all}");
+    assert!(
+        std::fs::metadata(run.join("n1.guest/opensm.log")).is_ok_and(|m| m.len() > 0),
+        "OpenSM's log reaches the host"
+    );
+}

@@ -200,6 +200,16 @@
 #define IBTCA_QP_ATTR_PKEY_INDEX           0x10000
 /* Entries of a port's P_Key table (the subnet manager sets them; entry 0 is 0xFFFF until it does). */
 #define IBTCA_PKEY_TABLE_LEN               0x40
+/* MODIFY_QP attribute (driver-specific, seed 002): initial_msn, the MSN before the first completed message, which both ends of the connection set alike (default 0 as in IBA; 0xffffff is the seed's start). */
+#define IBTCA_QP_ATTR_MSN                  0x80
+/* MODIFY_QP attribute (driver-specific, seed 002): ack_mode, ack_every and window, the QP's ACK policy (default: IBTCA_ACK_PER_MESSAGE, window 0). */
+#define IBTCA_QP_ATTR_ACK_POLICY           0x100
+/* ACK policy (struct ibtca_cmd_modify_qp ack_mode): one ACK per message, the default. */
+#define IBTCA_ACK_PER_MESSAGE              0x0
+/* ACK policy: one ACK per packet (AckReq on every packet). */
+#define IBTCA_ACK_PER_PACKET               0x1
+/* ACK policy: one ACK every ack_every packets, across message boundaries. */
+#define IBTCA_ACK_COALESCED                0x2
 
 /* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
 struct ibtca_sge {
@@ -364,7 +374,11 @@ struct ibtca_cmd_modify_qp {
 	__le32 sq_psn;	/* 0x18: First PSN this QP sends. */
 	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
 	__le32 access;	/* 0x20: IBTCA_ACCESS_REMOTE_* rights for incoming requests. */
-	__u8 rsvd2[12];	/* 0x24: Reserved, zero. */
+	__le32 initial_msn;	/* 0x24: MSN before the first completed message (24 bits; with IBTCA_QP_ATTR_MSN): both ends set the same value. */
+	__le16 ack_every;	/* 0x28: Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with IBTCA_QP_ATTR_ACK_POLICY). */
+	__le16 window;	/* 0x2a: Most unacknowledged packets in flight (with IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1 stop-and-wait (each packet waits for its ACK or the local ACK timeout), at most 1024. */
+	__u8 ack_mode;	/* 0x2c: IBTCA_ACK_* policy (with IBTCA_QP_ATTR_ACK_POLICY). */
+	__u8 rsvd2[3];	/* 0x2d: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
 

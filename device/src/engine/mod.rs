@@ -38,7 +38,7 @@ use crate::pci::msix::Msix;
 use crate::pma::Pma;
 use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
-use crate::transport::{config, RcConfig, RcQp};
+use crate::transport::{config, AckPolicy, RcConfig, RcQp};
 use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
@@ -175,6 +175,11 @@ fn rc_config(qpn: u32, a: &QpAttrs, (lid, pkey): (u16, u16)) -> RcConfig {
     cfg.min_rnr_timer = a.min_rnr_timer;
     cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
     cfg.max_rd_atomic = a.max_rd_atomic.max(1);
+    cfg.initial_msn = a.initial_msn;
+    cfg.ack_policy = AckPolicy::from_abi(a.ack_mode, a.ack_every);
+    if a.window != 0 {
+        cfg.send_window = a.window.into();
+    }
     cfg
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ibtca_protocol::fuzz_targets::Input;
 use ibtca_protocol::headers::{Aeth, AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, Reth, MASK_24};
 use ibtca_protocol::opcode::{Direction, OPCODES};
-use ibtca_protocol::{ExtHeader, Packet, PacketView};
+use ibtca_protocol::{ExtHeader, Opcode, Packet, PacketView};
 
 use crate::transport::mock::{MockEnv, ALL_ACCESS};
 use crate::transport::psn;
@@ -141,7 +141,15 @@ impl Target {
         cfg.send_window = 1 + u32::from(setup >> 4);
         if setup & 0x04 != 0 {
             cfg.ack_policy = AckPolicy::PerPacket;
+        } else if setup & 0x40 != 0 {
+            cfg.ack_policy = AckPolicy::Coalesced(1 + u16::from(setup >> 5 & 3));
         }
+        // The MSN start: the seed's, near the wrap with the PSNs, or IBA's.
+        cfg.initial_msn = match setup & 0x09 {
+            0x09 => MASK_24 - 1,
+            0x01 => MASK_24,
+            _ => 0,
+        };
         let mtu = cfg.path_mtu;
         let qp = RcQp::new(cfg.clone()).expect("valid config");
         Self {
@@ -648,15 +656,18 @@ impl QpEnv for Checked {
             assert!(v.ext.aeth.is_some() || v.payload.len() == self.cfg.path_mtu as usize);
         }
         if let Some(aeth) = v.ext.aeth {
-            // The responder's MSN only moves forward.
+            // The responder's MSN only moves forward: every ACK and NAK
+            // carries the newest. (The responses to a duplicate READ or
+            // atomic carry the older MSN of their original.)
             if let Some(last) = self.last_msn {
+                let d = psn::diff(aeth.msn, last);
                 assert!(
-                    psn::diff(aeth.msn, last) >= 0,
+                    d >= 0 || v.opcode() != Opcode::RcAcknowledge,
                     "MSN {} after {last}",
                     aeth.msn
                 );
             }
-            self.last_msn = Some(aeth.msn);
+            self.last_msn = Some(self.last_msn.map_or(aeth.msn, |l| psn::max(l, aeth.msn)));
         }
         self.sent.push((
             v.info().direction,

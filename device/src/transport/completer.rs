@@ -2,15 +2,15 @@
 //! ATOMIC ACKNOWLEDGE) against the requester's in-flight WQEs and retires
 //! WQEs in order.
 //!
-//! Acknowledgements are cumulative by PSN (seed 002 item 3): an ACK, a NAK
-//! or a response for PSN `p` implies every earlier request was executed, so
-//! a lost ACK costs nothing once a later one arrives. The one exception is a
-//! READ or atomic: an acknowledgement past it without its responses means
-//! the responses were lost, and the requester goes back to re-ask for them.
-//! The MSN in the AETH is not needed for that (the PSN says more), so it is
-//! not checked; the responder side keeps it exactly (seed 002 item 2).
-//! Timers and retry counting live in [`super::rc`]; this file only says
-//! what a response means.
+//! WQEs complete by the MSN in the responses' AETH ([`super::msn`], seed
+//! 002 items 2–3), one per MSN advance, cross-checked against the PSN. The
+//! PSN moves the send window: an ACK, a NAK or a response for PSN `p`
+//! implies every earlier request was executed, so a lost ACK costs nothing
+//! once a later one arrives. The one exception is a READ or atomic: an
+//! acknowledgement past it without its responses means the responses were
+//! lost, and the requester goes back to re-ask for them. Timers and retry
+//! counting live in [`super::rc`]; this file only says what a response
+//! means.
 
 use ibtca_protocol::headers::{AckKind, NakCode};
 use ibtca_protocol::opcode::{Direction, OpClass};
@@ -18,6 +18,7 @@ use ibtca_protocol::PacketView;
 
 use super::config::{RcConfig, RcCounters};
 use super::engine;
+use super::msn::MsnViolation;
 use super::psn;
 use super::requester::{Requester, WrKind};
 use super::{CqKind, QpEnv};
@@ -87,41 +88,73 @@ impl Requester {
             OpClass::Ack => self.on_ack(v, counters),
             OpClass::Read => self.on_read_response(v, cfg, env),
             OpClass::Atomic => self.on_atomic_ack(v, env),
-            _ => Event::Ignored,
+            _ => Ok(Event::Ignored),
         };
+        let event = event.unwrap_or_else(|e| self.bad_msn(e, cfg.qpn));
         if event == Event::Ignored {
             counters.duplicate_responses += 1;
         }
         event
     }
 
-    fn on_ack(&mut self, v: &PacketView<'_>, counters: &mut RcCounters) -> Event {
+    /// An MSN that claims more messages than its PSN covers: the oldest
+    /// unconfirmed WQE fails with WC_BAD_RESP_ERR and the QP goes to error.
+    fn bad_msn(&mut self, e: MsnViolation, qpn: u32) -> Event {
+        crate::guest_warn!(
+            qpn,
+            msn = e.msn,
+            psn = e.covered,
+            last_msn = self.msn.acked,
+            "ACK MSN claims more messages than its PSN covers: failing the QP (WC_BAD_RESP_ERR)"
+        );
+        match self.first_unconfirmed() {
+            Some(f) => {
+                f.error.get_or_insert(WC_BAD_RESP_ERR);
+                Event::Fatal
+            }
+            None => Event::Ignored,
+        }
+    }
+
+    fn on_ack(
+        &mut self,
+        v: &PacketView<'_>,
+        counters: &mut RcCounters,
+    ) -> Result<Event, MsnViolation> {
         let Some(aeth) = v.ext.aeth else {
-            return Event::Ignored;
+            return Ok(Event::Ignored);
         };
         let p = v.bth.psn;
         if let AckKind::Ack { .. } = aeth.kind() {
-            if !psn::in_window(p, self.una, self.tx_high) {
-                return Event::Ignored;
+            // The PSN before `una` too: the answer to a probe for a missing
+            // MSN (`Requester::restart_slowly`) repeats it.
+            if !psn::in_window(p, psn::sub(self.una, 1), self.tx_high) {
+                return Ok(Event::Ignored);
             }
-            return if self.ack_through(p) {
+            let una = self.una;
+            let confirmed = self.take_msn(aeth.msn, p)?;
+            return Ok(if self.ack_through(p) {
                 Event::Retry
-            } else {
+            } else if confirmed || self.una != una || p != psn::sub(una, 1) {
                 Event::Accepted
-            };
+            } else {
+                Event::Ignored
+            });
         }
         // A NAK names the PSN the responder expects (or refused): it may be
         // one past the last PSN sent, never more.
         if !psn::in_window(p, self.una, psn::add(self.tx_high, 1)) {
-            return Event::Ignored;
+            return Ok(Event::Ignored);
         }
         let kind = aeth.kind();
         if matches!(kind, AckKind::Reserved(_)) {
-            return Event::Ignored;
+            return Ok(Event::Ignored);
         }
-        // Everything before the NAK'd PSN was executed.
+        // Everything before the NAK'd PSN was executed, and the MSN counts
+        // the messages that ended there.
+        self.take_msn(aeth.msn, psn::sub(p, 1))?;
         self.ack_through(psn::sub(p, 1));
-        match kind {
+        Ok(match kind {
             AckKind::RnrNak { timer } => {
                 counters.naks_received.rnr += 1;
                 Event::Rnr { timer }
@@ -157,7 +190,7 @@ impl Requester {
                 }
             }
             AckKind::Ack { .. } | AckKind::Reserved(_) => Event::Ignored,
-        }
+        })
     }
 
     /// Where a response for the oldest waiting READ/atomic must be: its
@@ -183,41 +216,50 @@ impl Requester {
         v: &PacketView<'_>,
         cfg: &RcConfig,
         env: &mut E,
-    ) -> Event {
+    ) -> Result<Event, MsnViolation> {
         let p = v.bth.psn;
         let i = match self.expected_response(p, true) {
             Ok(i) => i,
-            Err(e) => return e,
+            Err(e) => return Ok(e),
         };
+        // FIRST, LAST and ONLY carry the MSN, which counts the READ itself.
+        if let Some(aeth) = v.ext.aeth {
+            self.take_msn(aeth.msn, p)?;
+        }
         let f = &mut self.inflight[i];
         let seg = engine::segment(f.len, cfg.path_mtu, f.received);
         // Responses are segmented like requests: any other length, or a
         // LAST where more is due, is a bad response.
         if v.payload.len() != seg.len || v.info().position.ends() != seg.position.ends() {
             f.error = Some(WC_BAD_RESP_ERR);
-            return Event::Fatal;
+            return Ok(Event::Fatal);
         }
         if !v.payload.is_empty() {
             let sges = engine::sges(&f.wqe.sge, f.wqe.num_sge);
             if env.scatter(sges, seg.offset, v.payload).is_err() {
                 f.error = Some(WC_LOC_PROT_ERR);
-                return Event::Fatal;
+                return Ok(Event::Fatal);
             }
         }
         f.received += 1;
         self.ack_through(p);
-        Event::Accepted
+        Ok(Event::Accepted)
     }
 
-    fn on_atomic_ack<E: QpEnv + ?Sized>(&mut self, v: &PacketView<'_>, env: &mut E) -> Event {
+    fn on_atomic_ack<E: QpEnv + ?Sized>(
+        &mut self,
+        v: &PacketView<'_>,
+        env: &mut E,
+    ) -> Result<Event, MsnViolation> {
         let p = v.bth.psn;
         let i = match self.expected_response(p, false) {
             Ok(i) => i,
-            Err(e) => return e,
+            Err(e) => return Ok(e),
         };
-        let Some(orig) = v.ext.atomic_ack_eth.map(|a| a.orig) else {
-            return Event::Ignored;
+        let (Some(orig), Some(aeth)) = (v.ext.atomic_ack_eth.map(|a| a.orig), v.ext.aeth) else {
+            return Ok(Event::Ignored);
         };
+        self.take_msn(aeth.msn, p)?;
         let f = &mut self.inflight[i];
         // The original value lands in the first SGE in guest (little-endian)
         // byte order.
@@ -226,28 +268,34 @@ impl Requester {
             .is_err()
         {
             f.error = Some(WC_LOC_PROT_ERR);
-            return Event::Fatal;
+            return Ok(Event::Fatal);
         }
         f.received = f.npsn;
         self.ack_through(p);
-        Event::Accepted
+        Ok(Event::Accepted)
     }
 
     /// Completes finished WQEs from the front, in order (one CQE per
-    /// signaled WQE). Returns true when the front WQE has failed: the QP
-    /// must go to error.
+    /// signaled WQE): messages the MSN confirmed (a READ or atomic once its
+    /// responses landed too), and local operations that reached the front.
+    /// Returns true when the front WQE has failed: the QP must go to error.
     pub(crate) fn retire<E: QpEnv + ?Sized>(&mut self, qpn: u32, env: &mut E) -> bool {
         while let Some(f) = self.inflight.front() {
             if f.error.is_some() {
                 return true;
             }
-            let done = if f.kind.needs_response() {
-                f.received >= f.npsn
-            } else {
+            let message = f.npsn > 0;
+            let done = if !message {
                 !psn::before(self.una, f.end_psn())
+            } else {
+                self.msn.confirmed > 0 && (!f.kind.needs_response() || f.received >= f.npsn)
             };
             if !done {
                 break;
+            }
+            if message {
+                self.msn.confirmed -= 1;
+                self.msn.messages -= 1;
             }
             if f.signaled() {
                 env.complete(CqKind::Send, f.cqe(qpn, WC_SUCCESS));

@@ -5,15 +5,55 @@ use std::time::Duration;
 use ibtca_protocol::headers::Bth;
 
 use super::psn;
+use crate::verbs::abi::{ACK_COALESCED, ACK_PER_PACKET};
 
-/// When the requester asks for ACKs (seed 002 item 4). The responder ACKs
-/// every packet with AckReq set and the last packet of every message.
+/// When ACKs are asked for and sent (seed 002 item 4), per QP. Whatever
+/// the policy, the requester asks for an ACK at least every quarter of its
+/// send window (so the window reopens in steps) and on the last packet it
+/// has to send; the responder ACKs every packet with AckReq and every
+/// READ/atomic with its responses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckPolicy {
-    /// AckReq on the last packet of each message: one ACK per message.
+    /// One ACK per message: AckReq on the last packet of each message,
+    /// and the responder ACKs every message's last packet. The default.
     PerMessage,
-    /// AckReq on every packet: one ACK per packet.
+    /// One ACK per packet: AckReq on every packet (seed 002 Table 1).
     PerPacket,
+    /// One ACK every N packets, across message boundaries: AckReq on every
+    /// Nth packet only, and the responder ACKs only packets with AckReq
+    /// (a message's end alone is not ACKed). The MSN in each ACK completes
+    /// every message it covers at once.
+    Coalesced(u16),
+}
+
+impl AckPolicy {
+    /// The policy MODIFY_QP names (`ack_mode` IBTCA_ACK_*, `ack_every`);
+    /// an unknown mode, which MODIFY_QP refuses, means one per message.
+    pub fn from_abi(mode: u8, every: u16) -> Self {
+        match mode {
+            ACK_PER_PACKET => AckPolicy::PerPacket,
+            ACK_COALESCED => AckPolicy::Coalesced(every),
+            _ => AckPolicy::PerMessage,
+        }
+    }
+
+    /// Packets between two AckReqs the requester sets unasked, for a send
+    /// window of `window` packets.
+    pub(crate) fn ack_req_every(self, window: u32) -> i32 {
+        let quarter = (window / 4).max(1);
+        let every = match self {
+            AckPolicy::PerPacket => 1,
+            AckPolicy::PerMessage => quarter,
+            AckPolicy::Coalesced(n) => u32::from(n).clamp(1, quarter),
+        };
+        every as i32
+    }
+
+    /// Whether the responder ACKs the last packet of every message even
+    /// without AckReq.
+    pub(crate) fn acks_message_ends(self) -> bool {
+        !matches!(self, AckPolicy::Coalesced(_))
+    }
 }
 
 /// Connection parameters of an RC QP (what MODIFY_QP to RTR/RTS sets).
@@ -37,8 +77,11 @@ pub struct RcConfig {
     pub sq_psn: u32,
     /// First PSN the responder expects.
     pub rq_psn: u32,
-    /// Responder MSN before the first completed message (0xFFFFFF, so the
-    /// first message is acknowledged with MSN 0; seed 002 item 2).
+    /// The MSN before the first completed message, agreed by both ends of
+    /// the connection (seed 002 item 2): the responder counts its completed
+    /// messages from it, the requester expects the peer's ACKs to. 0 (IBA,
+    /// rxe: the first message is acknowledged with MSN 1) by default;
+    /// 0xFFFFFF is the seed's choice (the first is acknowledged with 0).
     pub initial_msn: u32,
     /// Transport retries (ACK timeout, PSN sequence NAK) before
     /// WC_RETRY_EXC_ERR (0-7).
@@ -54,9 +97,11 @@ pub struct RcConfig {
     pub max_rd_atomic: u8,
     /// Atomic results this responder keeps to replay duplicates.
     pub max_dest_rd_atomic: u8,
-    /// Most unacknowledged PSNs the requester keeps in flight.
+    /// Most unacknowledged PSNs the requester keeps in flight (seed 002's
+    /// sliding window of N packets); 1 is the seed's stop-and-wait: one
+    /// packet, then its ACK or the response timeout (`ack_timeout`).
     pub send_window: u32,
-    /// When the requester sets AckReq.
+    /// When ACKs are asked for and sent.
     pub ack_policy: AckPolicy,
 }
 
@@ -66,7 +111,7 @@ pub const SEND_WINDOW_BYTES: u32 = 4 << 20;
 
 impl RcConfig {
     /// Defaults for a QP `qpn` talking to `dest_qpn`: MTU 1024, PSNs 0,
-    /// MSN 0xFFFFFF, 7 retries, infinite RNR retries, RNR timer code 1
+    /// MSN 0, 7 retries, infinite RNR retries, RNR timer code 1
     /// (10 µs), 10 ms ACK timeout, 16 outstanding reads, window 128,
     /// one ACK per message.
     pub fn new(qpn: u32, dest_qpn: u32) -> Self {
@@ -80,7 +125,7 @@ impl RcConfig {
             path_mtu: 1024,
             sq_psn: 0,
             rq_psn: 0,
-            initial_msn: psn::MASK,
+            initial_msn: 0,
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
@@ -127,6 +172,9 @@ impl RcConfig {
         if self.send_window == 0 || self.send_window >= psn::HALF / 2 || self.max_rd_atomic == 0 {
             return Err(ConfigError::Window);
         }
+        if self.ack_policy == AckPolicy::Coalesced(0) {
+            return Err(ConfigError::AckEvery);
+        }
         Ok(())
     }
 }
@@ -172,6 +220,9 @@ pub enum ConfigError {
     /// outstanding reads allowed.
     #[error("send window must be 1..2^22 and max_rd_atomic at least 1")]
     Window,
+    /// A coalesced ACK policy of 0 packets.
+    #[error("a coalesced ACK policy needs an ACK every 1 or more packets")]
+    AckEvery,
 }
 
 /// NAKs by kind.
@@ -270,6 +321,22 @@ mod tests {
         ));
         assert_eq!(bad(|c| c.rnr_retry = 8), Err(ConfigError::RetryField));
         assert_eq!(bad(|c| c.send_window = 0), Err(ConfigError::Window));
+        assert_eq!(
+            bad(|c| c.ack_policy = AckPolicy::Coalesced(0)),
+            Err(ConfigError::AckEvery)
+        );
+        assert_eq!(bad(|c| c.send_window = 1), Ok(()), "stop-and-wait");
+        assert_eq!(AckPolicy::PerMessage.ack_req_every(1024), 256);
+        assert_eq!(AckPolicy::PerPacket.ack_req_every(1024), 1);
+        assert_eq!(AckPolicy::Coalesced(8).ack_req_every(1024), 8);
+        assert_eq!(AckPolicy::Coalesced(1000).ack_req_every(128), 32);
+        assert_eq!(AckPolicy::PerMessage.ack_req_every(1), 1);
+        assert_eq!(AckPolicy::from_abi(ACK_PER_PACKET, 9), AckPolicy::PerPacket);
+        assert_eq!(
+            AckPolicy::from_abi(ACK_COALESCED, 9),
+            AckPolicy::Coalesced(9)
+        );
+        assert_eq!(AckPolicy::from_abi(0, 9), AckPolicy::PerMessage);
         for (mtu, window) in [(4096, 1024), (2048, 1024), (256, 1024)] {
             assert_eq!(RcConfig::send_window_for_mtu(mtu), window, "MTU {mtu}");
             let mut c = RcConfig::new(1, 2);

@@ -235,6 +235,7 @@ pub trait QpEnv {
 mod completer;
 pub mod config;
 pub mod engine;
+mod msn;
 pub mod psn;
 pub mod rc;
 mod requester;

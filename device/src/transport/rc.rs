@@ -60,7 +60,7 @@ impl RcQp {
     pub fn new(cfg: RcConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         Ok(Self {
-            req: Requester::new(cfg.sq_psn),
+            req: Requester::new(cfg.sq_psn, cfg.initial_msn),
             resp: Responder::new(&cfg),
             error: false,
             failure: None,
@@ -89,8 +89,10 @@ impl RcQp {
     }
 
     /// RTR to RTS: the requester starts at `rts.sq_psn` with `rts`'s retry
-    /// counts, ACK timeout and outstanding reads (the rest of `rts` is
-    /// ignored: the responder keeps what RTR gave it).
+    /// counts, ACK timeout, outstanding reads, send window, ACK policy and
+    /// MSN start (seed 002: the MSN it expects the peer's responses to
+    /// count from). The rest of `rts` is ignored: the responder keeps what
+    /// RTR gave it (its MSN counts on from RTR's start).
     pub fn start_sending(&mut self, rts: &RcConfig) -> Result<(), ConfigError> {
         rts.validate()?;
         self.cfg.sq_psn = rts.sq_psn;
@@ -98,7 +100,9 @@ impl RcQp {
         self.cfg.rnr_retry = rts.rnr_retry;
         self.cfg.ack_timeout = rts.ack_timeout;
         self.cfg.max_rd_atomic = rts.max_rd_atomic;
-        self.req = Requester::new(rts.sq_psn);
+        self.cfg.send_window = rts.send_window;
+        self.cfg.ack_policy = rts.ack_policy;
+        self.req = Requester::new(rts.sq_psn, rts.initial_msn);
         self.retry_left = rts.retry_cnt;
         self.rnr_left = rts.rnr_retry;
         self.sending = true;
@@ -135,7 +139,8 @@ impl RcQp {
         self.resp.epsn
     }
 
-    /// The responder's MSN (messages completed, 0xFFFFFF-based).
+    /// The responder's MSN (messages completed, counted from
+    /// [`RcConfig::initial_msn`]).
     pub fn msn(&self) -> u32 {
         self.resp.msn
     }

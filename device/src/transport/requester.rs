@@ -157,6 +157,34 @@ impl Flight {
     }
 }
 
+/// What the requester knows of the responder's MSN (what completes WQEs:
+/// [`super::msn`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MsnState {
+    /// The last MSN the responder reported.
+    pub(crate) acked: u32,
+    /// Messages at the front of the in-flight queue that the MSN has
+    /// confirmed and that have not been retired yet.
+    pub(crate) confirmed: usize,
+    /// Messages (WQEs that took PSNs) in the in-flight queue.
+    pub(crate) messages: usize,
+}
+
+impl MsnState {
+    pub(crate) fn new(initial_msn: u32) -> Self {
+        Self {
+            acked: initial_msn & psn::MASK,
+            confirmed: 0,
+            messages: 0,
+        }
+    }
+
+    /// Messages sent whose MSN has not come yet.
+    pub(crate) fn unconfirmed(&self) -> bool {
+        self.messages > self.confirmed
+    }
+}
+
 /// Requester state (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Requester {
@@ -173,10 +201,12 @@ pub(crate) struct Requester {
     /// acknowledgement that moves `una` until it reaches the window
     /// (`None`: the window alone limits). See [`Requester::restart_slowly`].
     pub(crate) allowance: Option<u32>,
+    /// The responder's MSN as the requester has seen it: what completes.
+    pub(crate) msn: MsnState,
 }
 
 impl Requester {
-    pub(crate) fn new(sq_psn: u32) -> Self {
+    pub(crate) fn new(sq_psn: u32, initial_msn: u32) -> Self {
         let p = sq_psn & psn::MASK;
         Self {
             pending: VecDeque::new(),
@@ -187,6 +217,7 @@ impl Requester {
             una: p,
             ack_req_psn: p,
             allowance: None,
+            msn: MsnState::new(initial_msn),
         }
     }
 
@@ -194,9 +225,10 @@ impl Requester {
         self.pending.push_back(wqe);
     }
 
-    /// Packets sent and not yet acknowledged.
+    /// Packets sent and not yet acknowledged, or messages whose MSN has
+    /// not come: what the ACK timer waits for.
     pub(crate) fn outstanding(&self) -> bool {
-        psn::before(self.una, self.tx_high)
+        psn::before(self.una, self.tx_high) || self.msn.unconfirmed()
     }
 
     /// WQEs posted and not completed.
@@ -223,6 +255,12 @@ impl Requester {
     pub(crate) fn restart_slowly(&mut self) {
         self.tx_psn = self.una;
         self.allowance = Some(1);
+        if self.una == self.next_psn && self.msn.unconfirmed() {
+            // Every packet was acknowledged but the MSN of the last
+            // messages never came: resend the last packet, whose duplicate
+            // the responder answers with an ACK carrying its MSN.
+            self.tx_psn = psn::sub(self.tx_high, 1);
+        }
     }
 
     /// `una` moved: a restart after a timeout sends twice as much.
@@ -369,6 +407,7 @@ impl Requester {
                     }
                 }
                 self.next_psn = f.end_psn();
+                self.msn.messages += usize::from(f.npsn > 0);
                 scanned = Some((
                     failed || f.error.is_some(),
                     reads + usize::from(f.awaits_response()),
@@ -390,11 +429,15 @@ impl Requester {
             // Ask for an ACK at least every quarter window, so a message
             // longer than the window keeps flowing (per-message ACKs alone
             // would stall it until the ACK timeout) and the window reopens
-            // in steps small enough to keep both ends busy.
-            let quarter = (cfg.send_window / 4).max(1) as i32;
-            // So does the last packet a restart after a timeout may send.
-            let ack_req = psn::diff(p, self.ack_req_psn) >= quarter
-                || (self.allowance.is_some() && psn::diff(p, self.una) + 1 >= limit);
+            // in steps small enough to keep both ends busy; more often if
+            // the policy says so (`AckPolicy::ack_req_every`).
+            let every = cfg.ack_policy.ack_req_every(cfg.send_window);
+            // So does the last packet a restart after a timeout may send,
+            // and the last packet there is to send (coalesced ACKs would
+            // leave it unacknowledged until the timeout otherwise).
+            let ack_req = psn::diff(p, self.ack_req_psn) >= every
+                || (self.allowance.is_some() && psn::diff(p, self.una) + 1 >= limit)
+                || (psn::add(p, 1) == self.next_psn && self.pending.is_empty());
             match transmit(f, p, ack_req, cfg, counters, env) {
                 Ok((next, ack_req)) => {
                     if ack_req {
@@ -448,6 +491,7 @@ impl Requester {
         self.tx_psn = self.next_psn;
         self.una = self.next_psn;
         self.tx_high = self.next_psn;
+        (self.msn.messages, self.msn.confirmed) = (0, 0);
         (failed, flushed - u64::from(failed.is_some()))
     }
 }
@@ -466,6 +510,7 @@ fn transmit<E: QpEnv + ?Sized>(
     let index = psn::diff(p, f.first_psn).max(0) as u32;
     let wqe = &f.wqe;
     let per_packet = ack_req || cfg.ack_policy == AckPolicy::PerPacket;
+    let per_message = cfg.ack_policy == AckPolicy::PerMessage;
     let packet = match f.kind {
         WrKind::Send { imm } | WrKind::Write { imm } => {
             let seg = engine::segment(f.len, cfg.path_mtu, index);
@@ -498,7 +543,7 @@ fn transmit<E: QpEnv + ?Sized>(
                     data: wqe.imm_data.to_native(),
                 });
             }
-            let ack_req = seg.position.ends() || per_packet;
+            let ack_req = (seg.position.ends() && per_message) || per_packet;
             let mut pkt = engine::data_packet(cfg, opcode, p, ack_req, ext);
             pkt.bth.se = !write && seg.position.ends() && wqe.flags & WQE_F_SOLICITED != 0;
             engine::emit_data(env, counters, &pkt, Source::Local(f.sges()), seg)

@@ -4,10 +4,14 @@
 //!   executing again (SEND/WRITE: re-ACK; READ: the responses are served
 //!   again from memory; atomic: the saved result is replayed). Later PSN:
 //!   dropped, with one PSN sequence error NAK until the expected PSN arrives.
-//! - The MSN advances when the last packet of a message is accepted; every
-//!   ACK carries it (seed 002).
-//! - ACK coalescing: an ACK for the last packet of a message and for every
-//!   packet with AckReq.
+//! - The MSN advances when the last packet of a message is accepted (a READ
+//!   or atomic: when its request is); every ACK carries it (seed 002). A
+//!   duplicate READ or atomic is answered with the MSN its original was,
+//!   so a response never claims messages past its own PSN (the requester
+//!   checks that: [`super::msn`]).
+//! - ACK coalescing (the QP's [`super::AckPolicy`]): an ACK for every packet with
+//!   AckReq, and for the last packet of a message unless ACKs are
+//!   coalesced every N packets.
 //! - RDMA READ requests become quasi-WQEs (seed 004) that the shared send
 //!   engine turns into responses.
 //! - Errors: remote access → NAK 0x62 (nothing written: the whole range is
@@ -50,6 +54,21 @@ enum InMsg {
     },
 }
 
+/// A READ or atomic the responder executed, kept to answer a duplicate of
+/// it the way the original was answered (the responder resources of IBA
+/// 9.7.5.1): the same MSN, and an atomic's original value.
+#[derive(Debug, Clone, Copy)]
+struct Executed {
+    /// Request PSN.
+    psn: u32,
+    /// PSNs it took (a READ: one per response packet).
+    npsn: u32,
+    /// The MSN after it.
+    msn: u32,
+    /// An atomic's original value.
+    orig: Option<u64>,
+}
+
 /// Responder state.
 #[derive(Debug)]
 pub(crate) struct Responder {
@@ -61,8 +80,8 @@ pub(crate) struct Responder {
     /// silently until it arrives.
     nak_sent: bool,
     msg: Option<InMsg>,
-    /// Recent atomic results by request PSN, for replaying duplicates.
-    atomics: VecDeque<(u32, u64)>,
+    /// Recent READs and atomics, newest last, for answering duplicates.
+    executed: VecDeque<Executed>,
 }
 
 impl Responder {
@@ -72,8 +91,30 @@ impl Responder {
             msn: cfg.initial_msn & psn::MASK,
             nak_sent: false,
             msg: None,
-            atomics: VecDeque::new(),
+            executed: VecDeque::new(),
         }
+    }
+
+    /// Records a READ or atomic just executed (the MSN already counts it).
+    fn remember(&mut self, cfg: &RcConfig, psn: u32, npsn: u32, orig: Option<u64>) {
+        if self.executed.len() >= usize::from(cfg.max_dest_rd_atomic.max(1)) {
+            self.executed.pop_front();
+        }
+        let msn = self.msn;
+        self.executed.push_back(Executed {
+            psn,
+            npsn,
+            msn,
+            orig,
+        });
+    }
+
+    /// The remembered READ or atomic that took PSN `p`.
+    fn executed(&self, p: u32) -> Option<&Executed> {
+        self.executed
+            .iter()
+            .rev()
+            .find(|e| psn::in_window(p, e.psn, psn::add(e.psn, e.npsn.max(1))))
     }
 
     /// Handles one request packet.
@@ -140,7 +181,7 @@ impl Responder {
         if ends {
             self.msn = psn::add(self.msn, 1);
         }
-        if ends || v.bth.ack_req {
+        if (ends && cfg.ack_policy.acks_message_ends()) || v.bth.ack_req {
             let aeth = Aeth::ack(CREDITS_INVALID, self.msn);
             self.acknowledge(v.bth.psn, aeth, cfg, counters, env);
         }
@@ -345,8 +386,10 @@ impl Responder {
             }
         }
         self.nak_sent = false;
-        self.epsn = psn::add(p, engine::packet_count(len, cfg.path_mtu));
+        let npsn = engine::packet_count(len, cfg.path_mtu);
+        self.epsn = psn::add(p, npsn);
         self.msn = psn::add(self.msn, 1);
+        self.remember(cfg, p, npsn, None);
         env.push_quasi(QuasiWqe {
             va: reth.va.into(),
             length: reth.dma_len.into(),
@@ -368,6 +411,8 @@ impl Responder {
         while let Some(q) = env.pop_quasi() {
             let len = u64::from(q.length.to_native());
             let first = q.psn.to_native();
+            // The MSN as of this READ (a duplicate's is older than now).
+            let msn = self.executed(first).map_or(self.msn, |e| e.msn);
             let src = Source::Remote {
                 rkey: q.rkey.to_native(),
                 va: q.va.to_native(),
@@ -377,7 +422,7 @@ impl Responder {
                 let opcode = engine::data_opcode(DataKind::ReadResponse, seg.position, false);
                 let mut ext = ibtca_protocol::headers::ExtHeaders::default();
                 if seg.position != Position::Middle {
-                    ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
+                    ext.aeth = Some(Aeth::ack(CREDITS_INVALID, msn));
                 }
                 let p = psn::add(first, i);
                 let header = engine::data_packet(cfg, opcode, p, false, ext);
@@ -415,14 +460,11 @@ impl Responder {
             Ok(orig) => orig,
             Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
         };
-        if self.atomics.len() >= usize::from(cfg.max_dest_rd_atomic.max(1)) {
-            self.atomics.pop_front();
-        }
-        self.atomics.push_back((p, orig));
         self.nak_sent = false;
         self.epsn = psn::add(p, 1);
         self.msn = psn::add(self.msn, 1);
-        self.atomic_ack(p, orig, cfg, counters, env);
+        self.remember(cfg, p, 1, Some(orig));
+        self.atomic_ack(p, orig, self.msn, cfg, counters, env);
         Ok(())
     }
 
@@ -449,7 +491,14 @@ impl Responder {
                     psn::add(v.bth.psn, engine::packet_count(len, cfg.path_mtu)),
                     self.epsn,
                 ) <= 0;
-                if !fits || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err()) {
+                // Only a READ still remembered is served again: its MSN is
+                // known. An older one is dropped (the requester never has
+                // more READs outstanding than the responder remembers).
+                let known = self.executed(v.bth.psn).is_some_and(|e| e.orig.is_none());
+                if !fits
+                    || !known
+                    || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err())
+                {
                     return;
                 }
                 env.push_quasi(QuasiWqe {
@@ -468,8 +517,14 @@ impl Responder {
                 // Never execute an atomic twice: replay the saved result, or
                 // drop the request if it is too old to remember.
                 let p = v.bth.psn;
-                if let Some(&(_, orig)) = self.atomics.iter().find(|(q, _)| *q == p) {
-                    self.atomic_ack(p, orig, cfg, counters, env);
+                let replay = self.executed(p).filter(|e| e.psn == p);
+                if let Some(&Executed {
+                    msn,
+                    orig: Some(orig),
+                    ..
+                }) = replay
+                {
+                    self.atomic_ack(p, orig, msn, cfg, counters, env);
                 }
             }
             OpClass::Ack => {}
@@ -553,13 +608,14 @@ impl Responder {
         &self,
         p: u32,
         orig: u64,
+        msn: u32,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) {
         counters.acks_sent += 1;
         let mut pkt = engine::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
-        pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
+        pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, msn));
         pkt.ext.atomic_ack_eth = Some(AtomicAckEth { orig });
         engine::emit(env, counters, &pkt);
     }

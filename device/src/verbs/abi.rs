@@ -600,6 +600,16 @@ crate::regs::values! {
     QP_ATTR_PKEY_INDEX: u32 = 1 << 16;
     /// Entries of a port's P_Key table (the subnet manager sets them; entry 0 is 0xFFFF until it does).
     PKEY_TABLE_LEN: u32 = 64;
+    /// MODIFY_QP attribute (driver-specific, seed 002): initial_msn, the MSN before the first completed message, which both ends of the connection set alike (default 0 as in IBA; 0xffffff is the seed's start).
+    QP_ATTR_MSN: u32 = 1 << 7;
+    /// MODIFY_QP attribute (driver-specific, seed 002): ack_mode, ack_every and window, the QP's ACK policy (default: IBTCA_ACK_PER_MESSAGE, window 0).
+    QP_ATTR_ACK_POLICY: u32 = 1 << 8;
+    /// ACK policy (struct ibtca_cmd_modify_qp ack_mode): one ACK per message, the default.
+    ACK_PER_MESSAGE: u8 = 0;
+    /// ACK policy: one ACK per packet (AckReq on every packet).
+    ACK_PER_PACKET: u8 = 1;
+    /// ACK policy: one ACK every ack_every packets, across message boundaries.
+    ACK_COALESCED: u8 = 2;
 }
 
 abi_struct! {
@@ -736,8 +746,21 @@ abi_struct! {
         rq_psn: Le32,
         /// IBTCA_ACCESS_REMOTE_* rights for incoming requests.
         access: Le32,
+        /// MSN before the first completed message (24 bits; with
+        /// IBTCA_QP_ATTR_MSN): both ends set the same value.
+        initial_msn: Le32,
+        /// Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with
+        /// IBTCA_QP_ATTR_ACK_POLICY).
+        ack_every: Le16,
+        /// Most unacknowledged packets in flight (with
+        /// IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1
+        /// stop-and-wait (each packet waits for its ACK or the local ACK
+        /// timeout), at most 1024.
+        window: Le16,
+        /// IBTCA_ACK_* policy (with IBTCA_QP_ATTR_ACK_POLICY).
+        ack_mode: u8,
         /// Reserved, zero.
-        rsvd2: [u8; 12],
+        rsvd2: [u8; 3],
     }
 }
 

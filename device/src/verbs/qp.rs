@@ -14,9 +14,10 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, MTU_256, MTU_4096, PKEY_TABLE_LEN,
-    QP_ATTR_ACCESS, QP_ATTR_DEST_QPN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY,
-    QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE,
+    ACK_PER_PACKET, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
+    QP_ATTR_DEST_QPN, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN,
+    QP_ATTR_SQ_PSN,
 };
 use super::mr::ACCESS_REMOTE;
 use super::qp_state::{check_modify, QpState};
@@ -32,6 +33,9 @@ pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
 pub const MAX_SL: u8 = 14;
 /// Largest `max_rd_atomic`.
 pub const MAX_RD_ATOMIC: u8 = 16;
+/// Largest send window MODIFY_QP may set, in packets (the most the device
+/// gives a QP by itself: see `RcConfig::send_window_for_mtu`).
+pub const MAX_WINDOW: u16 = 1024;
 
 const PSN_MASK: u32 = 0xff_ffff;
 const QUASI_OWNER_OFFSET: usize = std::mem::offset_of!(QuasiWqe, owner);
@@ -86,6 +90,14 @@ pub struct QpAttrs {
     pub sl: u8,
     /// Index of the QP's P_Key in the port's table.
     pub pkey_index: u16,
+    /// MSN before the first completed message (seed 002).
+    pub initial_msn: u32,
+    /// IBTCA_ACK_* policy.
+    pub ack_mode: u8,
+    /// Packets per ACK with IBTCA_ACK_COALESCED.
+    pub ack_every: u16,
+    /// Send window in packets (0: the device's default, 1: stop-and-wait).
+    pub window: u16,
 }
 
 impl QpAttrs {
@@ -128,6 +140,20 @@ impl QpAttrs {
             a.max_rd_atomic = m.max_rd_atomic;
             bad(a.timeout <= 31 && a.retry_cnt <= 7 && a.rnr_retry <= 7)?;
             bad(a.min_rnr_timer <= 31 && a.max_rd_atomic <= MAX_RD_ATOMIC)?;
+        }
+        if mask & QP_ATTR_MSN != 0 {
+            a.initial_msn = m.initial_msn.to_native();
+            bad(a.initial_msn <= PSN_MASK)?;
+        }
+        if mask & QP_ATTR_ACK_POLICY != 0 {
+            (a.ack_mode, a.ack_every) = (m.ack_mode, m.ack_every.to_native());
+            a.window = m.window.to_native();
+            bad(matches!(
+                a.ack_mode,
+                ACK_PER_MESSAGE | ACK_PER_PACKET | ACK_COALESCED
+            ))?;
+            bad(a.ack_mode != ACK_COALESCED || a.ack_every > 0)?;
+            bad(a.window <= MAX_WINDOW)?;
         }
         *self = a;
         Ok(())

@@ -5,8 +5,9 @@
 //! and every other transition, is `EINVAL`.
 
 use super::abi::{
-    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_ACCESS, QP_ATTR_DEST_QPN, QP_ATTR_PATH,
-    QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN, QP_ATTR_STATE,
+    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
+    QP_ATTR_DEST_QPN, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN,
+    QP_ATTR_SQ_PSN, QP_ATTR_STATE,
 };
 use super::VerbsError;
 
@@ -52,6 +53,10 @@ impl QpState {
 
 use QpState as Q;
 
+/// The driver-specific connection attributes of seed 002 (MSN start, ACK
+/// policy), set with the others on the way to RTR or RTS.
+const SEED_002: u32 = QP_ATTR_MSN | QP_ATTR_ACK_POLICY;
+
 /// Legal transitions other than "any → RESET" and "any → ERR" (which take
 /// no attributes): (from, to, required attributes, optional attributes).
 const TRANSITIONS: &[(QpState, QpState, u32, u32)] = &[
@@ -61,13 +66,13 @@ const TRANSITIONS: &[(QpState, QpState, u32, u32)] = &[
         Q::Init,
         Q::Rtr,
         QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN,
-        QP_ATTR_ACCESS | QP_ATTR_RETRY | QP_ATTR_PKEY_INDEX,
+        QP_ATTR_ACCESS | QP_ATTR_RETRY | QP_ATTR_PKEY_INDEX | SEED_002,
     ),
     (
         Q::Rtr,
         Q::Rts,
         QP_ATTR_SQ_PSN | QP_ATTR_RETRY,
-        QP_ATTR_ACCESS,
+        QP_ATTR_ACCESS | SEED_002,
     ),
     (Q::Rts, Q::Rts, 0, QP_ATTR_ACCESS),
 ];

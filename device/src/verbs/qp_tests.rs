@@ -149,6 +149,50 @@ fn modify_rejects_bad_values_and_changes_nothing() {
 }
 
 #[test]
+fn seed_002_attributes_msn_start_and_ack_policy() {
+    let seed = QP_ATTR_MSN | QP_ATTR_ACK_POLICY;
+    let rtr = QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+    let mut qp = Qp::new(&create(2)).unwrap();
+    // Not while the QP is in INIT alone.
+    let mut m = modify(seed, QPS_INIT);
+    assert_eq!(qp.modify(&m), Err(VerbsError::Invalid));
+    qp.modify(&modify(0, QPS_INIT)).unwrap();
+    assert_eq!(qp.attrs().initial_msn, 0, "IBA's start by default");
+    let bad: [fn(&mut CmdModifyQp); 5] = [
+        |m| m.initial_msn = Le32::from(1 << 24),
+        |m| m.ack_mode = 3,
+        |m| m.ack_mode = ACK_COALESCED,
+        |m| m.window = Le16::from(MAX_WINDOW + 1),
+        |m| m.window = Le16::from(u16::MAX),
+    ];
+    for (i, f) in bad.iter().enumerate() {
+        m = modify(rtr | seed, QPS_RTR);
+        f(&mut m);
+        assert_eq!(qp.modify(&m), Err(VerbsError::Invalid), "case {i}");
+        assert_eq!(*qp.attrs(), QpAttrs::default());
+    }
+    m = modify(rtr | seed, QPS_RTR);
+    (m.initial_msn, m.ack_mode) = (Le32::from(0xff_ffff), ACK_COALESCED);
+    (m.ack_every, m.window) = (Le16::from(8), Le16::from(1));
+    qp.modify(&m).unwrap();
+    let a = qp.attrs();
+    assert_eq!(
+        (a.initial_msn, a.ack_mode, a.ack_every, a.window),
+        (0xff_ffff, ACK_COALESCED, 8, 1)
+    );
+    // And on the way to RTS; without the bit the values stay.
+    m = modify(QP_ATTR_SQ_PSN | QP_ATTR_RETRY | QP_ATTR_ACK_POLICY, QPS_RTS);
+    m.ack_mode = ACK_PER_PACKET;
+    m.initial_msn = Le32::from(5);
+    qp.modify(&m).unwrap();
+    let a = qp.attrs();
+    assert_eq!(
+        (a.initial_msn, a.ack_mode, a.window),
+        (0xff_ffff, ACK_PER_PACKET, 0)
+    );
+}
+
+#[test]
 fn send_wqes_come_from_guest_memory_in_order() {
     let m = TestMem::new(0x4_0000);
     let mut qp = rts(2);

@@ -74,18 +74,18 @@ fn send_lands_byte_exact_at_every_mtu() {
                 };
                 assert_eq!(p.payload.len(), want, "{ctx}");
             }
-            // One ACK per AckReq; the last, for the last PSN, carries MSN 0,
-            // the others 0xFFFFFF (message not complete yet).
+            // One ACK per AckReq; the last, for the last PSN, carries MSN 1,
+            // the others 0 (message not complete yet; IBA's MSN start).
             let acks = w.packets(Dir::BtoA);
             assert_eq!(acks.len(), 1 + (n - 1) / 32, "{ctx}");
             let last = acks.last().unwrap();
             assert_eq!(last.bth.psn, 100 + n as u32 - 1);
             assert_eq!(
                 last.ext.aeth.map(|a| (a.syndrome >> 5, a.msn)),
-                Some((0, 0))
+                Some((0, 1))
             );
             for a in &acks[..acks.len() - 1] {
-                assert_eq!(a.ext.aeth.map(|a| a.msn), Some(0xff_ffff));
+                assert_eq!(a.ext.aeth.map(|a| a.msn), Some(0));
             }
             assert_eq!(w.a.qp.counters().retransmits, 0);
             assert!(!w.a.qp.is_error() && !w.b.qp.is_error());

@@ -11,12 +11,15 @@ use crate::transport::config::rnr_delay;
 use crate::transport::psn;
 use crate::transport::{AckPolicy, QpFailure};
 
-/// Seed 002's example: PSNs start at 1, messages of 3, 6 and 2 packets.
+/// Seed 002's example: PSNs start at 1, the seed's MSN start (0xFFFFFF,
+/// agreed by both ends), messages of 3, 6 and 2 packets.
 fn seed002(policy: AckPolicy) -> Wire {
     let (mut a, mut b) = configs(256);
     a.sq_psn = 1;
     b.rq_psn = 1;
+    (a.initial_msn, b.initial_msn) = (0xff_ffff, 0xff_ffff);
     a.ack_policy = policy;
+    b.ack_policy = policy;
     let mut w = Wire::new(a, b);
     for (i, pkts) in [3u32, 6, 2].into_iter().enumerate() {
         w.b.env
@@ -132,6 +135,7 @@ fn lost_psn_2_gets_one_nak_and_go_back_n() {
     let (mut a, mut b) = configs(256);
     a.sq_psn = 1;
     b.rq_psn = 1;
+    (a.initial_msn, b.initial_msn) = (0xff_ffff, 0xff_ffff);
     let mut w = Wire::new(a, b);
     let data = pattern(768, 8);
     w.a.env.bytes_mut(SRC)[..768].copy_from_slice(&data);
@@ -330,8 +334,8 @@ fn psn_wrap_with_a_drop_on_psn_zero() {
 
 #[test]
 fn msn_wraps() {
-    let (a, mut b) = configs(256);
-    b.initial_msn = 0xff_fffe;
+    let (mut a, mut b) = configs(256);
+    (a.initial_msn, b.initial_msn) = (0xff_fffe, 0xff_fffe);
     let mut w = Wire::new(a, b);
     for i in 0..3 {
         w.b.env.post_recv(i, &[sge(DST, DST_VA, 64)]);
@@ -548,9 +552,9 @@ fn rnr_then_a_receive_is_posted() {
     w.a.env.bytes_mut(SRC)[..1000].copy_from_slice(&data);
     w.post_a(send(1, 1000));
     w.deliver();
-    // RNR NAK for the FIRST packet; the rest of the message is dropped
-    // silently (no PSN sequence NAK on top).
-    assert_eq!(acks(&w), [(100, 0x20 | 14, 0xff_ffff)]);
+    // RNR NAK for the FIRST packet, with the MSN still at its start; the
+    // rest of the message is dropped silently (no PSN sequence NAK on top).
+    assert_eq!(acks(&w), [(100, 0x20 | 14, 0)]);
     assert_eq!(w.b.qp.counters().naks_sent.rnr, 1);
     assert_eq!(w.b.qp.counters().naks_sent.psn_seq, 0);
     assert_eq!(w.a.qp.next_deadline(), Some(w.now + rnr_delay(14)));

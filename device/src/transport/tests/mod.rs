@@ -7,6 +7,7 @@
 mod data;
 mod errors;
 mod hostile;
+mod inline;
 mod reliability;
 
 use std::time::{Duration, Instant};

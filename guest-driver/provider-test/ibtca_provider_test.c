@@ -33,6 +33,8 @@
 
 /* Doorbell pages of the device (ibtca_regs.h's IBTCA_DB_PAGES); 0 is the kernel's. */
 #define IBTCA_DB_PAGES 64
+/* Inline bytes one send WQE carries (ibtca_abi.h's IBTCA_MAX_INLINE_DATA). */
+#define IBTCA_MAX_INLINE_DATA 64
 
 static int failures;
 
@@ -260,23 +262,30 @@ static int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
 			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* One RDMA WRITE of @len bytes from @src to @raddr/@rkey; its status. */
-static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src,
-		      size_t len, uint64_t raddr, uint32_t rkey)
+/*
+ * One RDMA WRITE of @len bytes at @src (in @lkey's region, or with @flags
+ * IBV_SEND_INLINE any memory) to @raddr/@rkey: its status, -1 - errno if
+ * the post failed, -2 without a completion.
+ */
+static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
+		      uint32_t lkey, size_t len, unsigned int flags,
+		      uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)src->addr, .length = len, .lkey = src->lkey,
+		.addr = (uintptr_t)src, .length = len, .lkey = lkey,
 	};
 	struct ibv_send_wr wr = {
 		.wr_id = 7, .sg_list = &sge, .num_sge = 1,
-		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED | flags,
 		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
 	}, *bad;
 	struct ibv_wc wc;
-	int i, n;
+	int i, n, err;
 
-	if (ibv_post_send(qp, &wr, &bad))
-		return -1;
+	err = ibv_post_send(qp, &wr, &bad);
+	if (err)
+		return -1 - err;
 	/* Generous: a TCG guest on a busy host (30 s). */
 	for (i = 0; i < 30000; i++) {
 		n = ibv_poll_cq(cq, 1, &wc);
@@ -291,15 +300,20 @@ static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src,
 
 /*
  * The data path end to end on one device (loopback to its own LID): an
- * RDMA WRITE lands byte for byte, and one with a wrong R_Key completes
- * with IBV_WC_REM_ACCESS_ERR and changes nothing.
+ * RDMA WRITE lands byte for byte, so does an inline one from memory no
+ * region covers (IBV_SEND_INLINE, the QP created with max_inline_data),
+ * one inline byte past the limit is refused at post with EINVAL, and one
+ * with a wrong R_Key completes with IBV_WC_REM_ACCESS_ERR and changes
+ * nothing.
  */
 static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	static unsigned char src[4096], dst[4096], before[4096];
+	unsigned char line[IBTCA_MAX_INLINE_DATA + 1];
 	struct ibv_qp_init_attr init = {
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = IBTCA_MAX_INLINE_DATA },
 		.qp_type = IBV_QPT_RC,
 	};
 	struct ibv_mr *ms = NULL, *md = NULL;
@@ -332,14 +346,32 @@ static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
 	}
 	step("loopback_setup", 1, "qpn %u <-> %u lid %u", a->qp_num,
 	     b->qp_num, port.lid);
-	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst, md->rkey);
+	st = write_once(a, cq, src, ms->lkey, sizeof(src), 0, (uintptr_t)dst,
+			md->rkey);
 	step("loopback_write", st == IBV_WC_SUCCESS &&
 	     !memcmp(src, dst, sizeof(dst)), "status=%d bytes %s", st,
 	     memcmp(src, dst, sizeof(dst)) ? "differ" : "match");
+	for (i = 0; i < sizeof(line); i++)
+		line[i] = (unsigned char)(0xa0 ^ i);
+	st = write_once(a, cq, line, 0, IBTCA_MAX_INLINE_DATA, IBV_SEND_INLINE,
+			(uintptr_t)dst + 100, md->rkey);
+	step("loopback_inline_write", st == IBV_WC_SUCCESS &&
+	     init.cap.max_inline_data == IBTCA_MAX_INLINE_DATA &&
+	     !memcmp(line, dst + 100, IBTCA_MAX_INLINE_DATA) &&
+	     dst[100 + IBTCA_MAX_INLINE_DATA] == src[100 + IBTCA_MAX_INLINE_DATA],
+	     "status=%d max_inline_data=%u bytes %s", st,
+	     init.cap.max_inline_data,
+	     memcmp(line, dst + 100, IBTCA_MAX_INLINE_DATA) ? "differ" : "match");
 	memcpy(before, dst, sizeof(dst));
+	st = write_once(a, cq, line, 0, sizeof(line), IBV_SEND_INLINE,
+			(uintptr_t)dst, md->rkey);
+	step("loopback_inline_too_long", st == -1 - EINVAL &&
+	     !memcmp(before, dst, sizeof(dst)), "%zu bytes: post %s, target %s",
+	     sizeof(line), st == -1 - EINVAL ? "EINVAL" : "not refused",
+	     memcmp(before, dst, sizeof(dst)) ? "changed" : "unchanged");
 	for (i = 0; i < sizeof(src); i++)
 		src[i] = (unsigned char)~src[i];
-	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst,
+	st = write_once(a, cq, src, ms->lkey, sizeof(src), 0, (uintptr_t)dst,
 			md->rkey ^ 0x80);
 	step("loopback_bad_rkey", st == IBV_WC_REM_ACCESS_ERR &&
 	     !memcmp(before, dst, sizeof(dst)), "status=%d (%s) target %s", st,

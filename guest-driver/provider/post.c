@@ -228,8 +228,9 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 
 	/* A QP on an SRQ has no receive queue of its own. */
 	if (ibqp->srq) {
+		err = EINVAL;
 		*bad_wr = wr;
-		return EINVAL;
+		return err;
 	}
 	pthread_spin_lock(&qp->rq_lock);
 	start = qp->rq_pi;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -390,6 +391,141 @@ out:
 		ibv_destroy_cq(cq);
 }
 
+/* The next completion on @cq within 30 s: its status, -2 without one. */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	int i, n;
+
+	for (i = 0; i < 30000; i++) {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc->status;
+		usleep(1000);
+	}
+	return -2;
+}
+
+/*
+ * A shared receive queue in user space (loopback to the device's own
+ * LID): QP b takes its receives from the SRQ, whose ring the provider
+ * fills and rings on the context's doorbell page; two SENDs from QP a land
+ * in SRQ receives 0 and 1, byte for byte; the limit armed at 2 fires once
+ * (IBV_EVENT_SRQ_LIMIT_REACHED on the context's async fd) and reads back
+ * disarmed; ibv_post_recv on b is refused (EINVAL).
+ */
+static void loopback_srq(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	static unsigned char src[256], dst[3][256];
+	struct ibv_srq_init_attr sinit = {
+		.attr = { .max_wr = 4, .max_sge = 1 },
+	};
+	struct ibv_qp_init_attr init = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_mr *ms = NULL, *md = NULL;
+	struct ibv_qp *a = NULL, *b = NULL;
+	struct ibv_async_event ev;
+	struct ibv_srq_attr sattr;
+	struct ibv_port_attr port;
+	struct ibv_srq *srq = NULL;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_send_wr swr, *sbad;
+	struct ibv_sge sge;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	int i, st, ok, flags;
+
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (cq)
+		srq = ibv_create_srq(pd, &sinit);
+	ms = ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	md = ibv_reg_mr(pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
+	if (!cq || !srq || !ms || !md || ibv_query_port(ctx, 1, &port)) {
+		step("srq_setup", 0, "cq, srq, regions or port: %s",
+		     strerror(errno));
+		goto out;
+	}
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	a = ibv_create_qp(pd, &init);
+	init.srq = srq;
+	b = ibv_create_qp(pd, &init);
+	if (!a || !b || rc_connect(a, b->qp_num, port.lid) ||
+	    rc_connect(b, a->qp_num, port.lid)) {
+		step("srq_setup", 0, "qps or connect: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < 3; i++) {
+		sge = (struct ibv_sge) { .addr = (uintptr_t)dst[i],
+			.length = sizeof(dst[i]), .lkey = md->lkey };
+		rwr = (struct ibv_recv_wr) { .wr_id = i, .sg_list = &sge,
+			.num_sge = 1 };
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			break;
+	}
+	sattr.srq_limit = 2;
+	st = i == 3 ? ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) : -1;
+	rwr.wr_id = 9;
+	step("srq_setup", !st && ibv_post_recv(b, &rwr, &rbad) == EINVAL,
+	     "qpn %u -> %u on the SRQ, 3 posted, limit 2 (err %d), post_recv on b refused",
+	     a->qp_num, b->qp_num, st);
+	ok = 1;
+	for (i = 0; i < 2; i++) {
+		memset(src, 0x30 + i, sizeof(src));
+		sge = (struct ibv_sge) { .addr = (uintptr_t)src, .length = 100 + i,
+			.lkey = ms->lkey };
+		swr = (struct ibv_send_wr) { .wr_id = 20 + i, .sg_list = &sge,
+			.num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED };
+		if (ibv_post_send(a, &swr, &sbad)) {
+			ok = 0;
+			break;
+		}
+		/* The receive and the send, in either order. */
+		for (flags = 0; flags != 3; ) {
+			st = wait_wc(cq, &wc);
+			if (st != IBV_WC_SUCCESS)
+				break;
+			if (wc.qp_num == b->qp_num)
+				ok &= wc.wr_id == (uint64_t)i && wc.byte_len == 100U + i &&
+				      dst[i][0] == 0x30 + i && dst[i][99 + i] == 0x30 + i &&
+				      (i || dst[i][100] == 0);
+			flags |= wc.qp_num == b->qp_num ? 1 : 2;
+		}
+		ok &= flags == 3;
+	}
+	step("srq_recv", ok, "two SENDs in SRQ receives 0 and 1 %s",
+	     ok ? "byte for byte" : "WRONG");
+	st = poll(&pfd, 1, 10000) == 1 ? ibv_get_async_event(ctx, &ev) : -1;
+	ok = !st && ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED &&
+	     ev.element.srq == srq;
+	if (!st)
+		ibv_ack_async_event(&ev);
+	st = ibv_query_srq(srq, &sattr);
+	step("srq_limit_event", ok && !st && sattr.srq_limit == 0 &&
+	     sattr.max_wr == 4, "%s, then limit %u max_wr %u",
+	     ok ? "IBV_EVENT_SRQ_LIMIT_REACHED" : "no limit event",
+	     sattr.srq_limit, sattr.max_wr);
+out:
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	if (srq)
+		step("destroy_srq", !ibv_destroy_srq(srq), "destroyed");
+	if (ms)
+		ibv_dereg_mr(ms);
+	if (md)
+		ibv_dereg_mr(md);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "ibtca0";
@@ -447,8 +583,10 @@ int main(int argc, char **argv)
 		err = ibv_destroy_cq(cq);
 		step("destroy_cq", !err, "err=%d", err);
 	}
-	if (pd[0])
+	if (pd[0]) {
 		loopback_write(ctx, pd[0]);
+		loopback_srq(ctx, pd[0]);
+	}
 	db_pages_run_out(ctx);
 
 	for (i = 0; i < 2; i++) {

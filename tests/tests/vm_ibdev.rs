@@ -359,6 +359,16 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         bad.contains("(remote access error) target unchanged"),
         "{bad}"
     );
+    // A user SRQ: two SENDs land in its receives 0 and 1 byte for byte,
+    // the limit event reaches the context's async fd once, disarmed after.
+    step("srq_setup");
+    assert!(step("srq_recv").contains("byte for byte"));
+    let lim = step("srq_limit_event");
+    assert!(
+        lim.contains("IBV_EVENT_SRQ_LIMIT_REACHED, then limit 0 max_wr 4"),
+        "{lim}"
+    );
+    step("destroy_srq");
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

@@ -48,6 +48,10 @@
 #define IBTCA_WQE_F_SOLICITED              0x2
 /* WQE flag: wait for earlier RDMA READs and atomics first. */
 #define IBTCA_WQE_F_FENCE                  0x4
+/* WQE flag (SEND, RDMA WRITE and their immediate forms): the payload is the WQE's own `inline_len` bytes where its SGEs would be, read when the WQE is; no L_Key is checked. A longer `inline_len` or another operation completes with IBTCA_WC_LOC_LEN_ERR or IBTCA_WC_LOC_QP_OP_ERR. */
+#define IBTCA_WQE_F_INLINE                 0x8
+/* Most bytes of inline data one send WQE carries (struct ibtca_device_attr_ext max_inline_data). */
+#define IBTCA_MAX_INLINE_DATA              0x40
 /* Completion opcode: SEND. */
 #define IBTCA_WC_SEND                      0x0
 /* Completion opcode: RDMA WRITE. */
@@ -170,6 +174,18 @@
 #define IBTCA_CMD_MODIFY_QP                0x41
 /* Command: destroy a QP (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_QP               0x43
+/* Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it. */
+#define IBTCA_CMD_CREATE_SRQ               0x50
+/* Command: change an SRQ's max_wr (within its ring) or arm its limit (params: struct ibtca_cmd_modify_srq). */
+#define IBTCA_CMD_MODIFY_SRQ               0x51
+/* Command: query an SRQ (params: struct ibtca_cmd_handle; out0 = srq_limit, out1 = limit events so far; reply: struct ibtca_srq_attr over params). */
+#define IBTCA_CMD_QUERY_SRQ                0x52
+/* Command: destroy an SRQ no QP uses (params: struct ibtca_cmd_handle; EBUSY while a QP names it). */
+#define IBTCA_CMD_DESTROY_SRQ              0x53
+/* MODIFY_SRQ attribute: max_wr, the most receives posted and not yet taken (1 to the ring's entries). */
+#define IBTCA_SRQ_ATTR_MAX_WR              0x1
+/* MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms. */
+#define IBTCA_SRQ_ATTR_LIMIT               0x2
 /* Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X. */
 #define IBTCA_PORT_WIDTH_4X                0x2
 /* Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s. */
@@ -224,8 +240,8 @@ struct ibtca_send_wqe {
 	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
 	__u8 opcode;	/* 0x08: IBTCA_WR_* operation. */
 	__u8 flags;	/* 0x09: IBTCA_WQE_F_* flags. */
-	__u8 num_sge;	/* 0x0a: Number of valid entries in `sge`. */
-	__u8 rsvd0;	/* 0x0b: Reserved, zero. */
+	__u8 num_sge;	/* 0x0a: Number of valid entries in `sge` (0 with IBTCA_WQE_F_INLINE). */
+	__u8 inline_len;	/* 0x0b: With IBTCA_WQE_F_INLINE: the payload's length, at most IBTCA_MAX_INLINE_DATA bytes, held in place of `sge`; otherwise zero. */
 	__le32 imm_data;	/* 0x0c: Immediate data (big-endian on the wire, stored as given). */
 	__le64 remote_addr;	/* 0x10: Remote address (RDMA, atomics). */
 	__le32 rkey;	/* 0x18: Remote key (RDMA, atomics). */
@@ -233,7 +249,7 @@ struct ibtca_send_wqe {
 	__le64 compare_add;	/* 0x20: Atomic compare value or fetch-add addend. */
 	__le64 swap;	/* 0x28: Atomic swap value. */
 	__u8 rsvd2[16];	/* 0x30: Reserved for Direct RDMA (ARR number) and future use, zero. */
-	struct ibtca_sge sge[4];	/* 0x40: Local buffers. */
+	struct ibtca_sge sge[4];	/* 0x40: Local buffers, or with IBTCA_WQE_F_INLINE the payload itself. */
 } __packed;
 static_assert(sizeof(struct ibtca_send_wqe) == 128);
 
@@ -352,7 +368,7 @@ struct ibtca_cmd_create_qp {
 	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
 	__le32 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
-	__le32 rsvd;	/* 0x2c: Reserved, zero. */
+	__le32 srqn;	/* 0x2c: Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
 
@@ -382,6 +398,41 @@ struct ibtca_cmd_modify_qp {
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
 
+/* CREATE_SRQ parameters: a ring of 2^log_entries struct ibtca_recv_wqe the driver produces (SRQ doorbell: IBTCA_REG_DB_SRQ or a doorbell page's IBTCA_DB_PAGE_SRQ) and the device consumes in ring order for every QP created with the SRQ's number. */
+struct ibtca_cmd_create_srq {
+	__le32 pdn;	/* 0x00: Protection domain (the QPs using the SRQ must be in it). */
+	__u8 log_entries;	/* 0x04: log2 of the number of entries (at most log2 of max_srq_wr). */
+	__u8 rsvd0[3];	/* 0x05: Reserved, zero. */
+	__le64 ring;	/* 0x08: Guest-physical address of the ring (128-byte aligned). */
+	__le32 max_wr;	/* 0x10: Most receives posted and not yet taken (1 to 2^log_entries). */
+	__le32 srq_limit;	/* 0x14: Limit event threshold (0: disarmed; below max_wr), as MODIFY_SRQ's. */
+	__le32 db_page;	/* 0x18: Doorbell page whose SRQ doorbell alone rings this SRQ; 0: the kernel's. */
+	__u8 rsvd[20];	/* 0x1c: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_create_srq) == 48);
+
+/* MODIFY_SRQ parameters; `attr_mask` (IBTCA_SRQ_ATTR_*) says which apply. */
+struct ibtca_cmd_modify_srq {
+	__le32 srqn;	/* 0x00: SRQ number. */
+	__le32 attr_mask;	/* 0x04: IBTCA_SRQ_ATTR_* bits. */
+	__le32 max_wr;	/* 0x08: New max_wr (at least the receives posted now, at most the ring's entries). */
+	__le32 srq_limit;	/* 0x0c: New limit (below max_wr; 0 disarms). */
+	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_modify_srq) == 48);
+
+/* QUERY_SRQ reply, written over the command's params. */
+struct ibtca_srq_attr {
+	__le32 max_wr;	/* 0x00: Most receives posted and not yet taken. */
+	__le32 srq_limit;	/* 0x04: Armed limit (0: disarmed, or fired). */
+	__le32 limit_events;	/* 0x08: Limit events raised since the SRQ was created. */
+	__le32 posted;	/* 0x0c: Receives posted (doorbell) and not yet taken by a QP. */
+	__le32 pdn;	/* 0x10: Protection domain. */
+	__u8 log_entries;	/* 0x14: log2 of the ring's entries. */
+	__u8 rsvd[27];	/* 0x15: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_srq_attr) == 48);
+
 /* QUERY_DEVICE reply, written over the command's params: the device's identity and the limits it enforces. */
 struct ibtca_device_attr {
 	__le64 node_guid;	/* 0x00: Node GUID. */
@@ -407,7 +458,12 @@ struct ibtca_device_attr_ext {
 	__le32 page_size;	/* 0x08: Page size of page lists in bytes (4096). */
 	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
 	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
-	__u8 rsvd[31];	/* 0x11: Reserved, zero. */
+	__u8 max_srq_sge;	/* 0x11: SGEs of one SRQ receive. */
+	__u8 rsvd0[2];	/* 0x12: Reserved, zero. */
+	__le32 max_srq;	/* 0x14: Shared receive queues. */
+	__le32 max_srq_wr;	/* 0x18: Entries of one SRQ (max_wr). */
+	__le32 max_inline_data;	/* 0x1c: Bytes of inline data one send WQE carries (IBTCA_MAX_INLINE_DATA). */
+	__u8 rsvd[16];	/* 0x20: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_device_attr_ext) == 48);
 

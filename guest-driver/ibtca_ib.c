@@ -141,6 +141,9 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_res_rd_atom = max_qp * d->max_qp_rd_atom;
 	a->atomic_cap = le32_to_cpu(d->caps) & IBTCA_DEV_CAP_ATOMIC ?
 			IB_ATOMIC_HCA : IB_ATOMIC_NONE;
+	a->max_srq = ib->max_srq;
+	a->max_srq_wr = ib->max_srq_wr;
+	a->max_srq_sge = ib->max_srq_sge;
 	a->max_ah = IBTCA_MAX_AH;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
@@ -348,6 +351,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.create_ah = ibtca_ib_create_ah,
 	.create_cq = ibtca_ib_create_cq,
 	.create_qp = ibtca_ib_create_qp,
+	.create_srq = ibtca_ib_create_srq,
 	.dealloc_mw = ibtca_ib_dealloc_mw,
 	.dealloc_pd = ibtca_ib_dealloc_pd,
 	.dealloc_ucontext = ibtca_ib_dealloc_ucontext,
@@ -355,6 +359,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.destroy_ah = ibtca_ib_destroy_ah,
 	.destroy_cq = ibtca_ib_destroy_cq,
 	.destroy_qp = ibtca_ib_destroy_qp,
+	.destroy_srq = ibtca_ib_destroy_srq,
 	.get_dev_fw_str = ibtca_ib_fw_str,
 	.get_dma_mr = ibtca_ib_get_dma_mr,
 	.get_link_layer = ibtca_ib_link_layer,
@@ -364,14 +369,17 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.mmap_free = ibtca_ib_mmap_free,
 	.modify_port = ibtca_ib_modify_port,
 	.modify_qp = ibtca_ib_modify_qp,
+	.modify_srq = ibtca_ib_modify_srq,
 	.poll_cq = ibtca_ib_poll_cq,
 	.post_recv = ibtca_ib_post_recv,
 	.post_send = ibtca_ib_post_send,
+	.post_srq_recv = ibtca_ib_post_srq_recv,
 	.query_device = ibtca_ib_query_device,
 	.query_gid = ibtca_ib_query_gid,
 	.query_pkey = ibtca_ib_query_pkey,
 	.query_port = ibtca_ib_query_port,
 	.query_qp = ibtca_ib_query_qp,
+	.query_srq = ibtca_ib_query_srq,
 	.reg_user_mr = ibtca_ib_reg_user_mr,
 	.req_notify_cq = ibtca_ib_req_notify_cq,
 
@@ -380,6 +388,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_mw, ibtca_ib_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ibtca_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ibtca_ib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, ibtca_ib_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibtca_ib_ucontext, ibuc),
 };
 
@@ -423,6 +432,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	}
 	ib->idev = idev;
 	mutex_init(&ib->cap_lock);
+	mutex_init(&ib->srq_lock);
+	INIT_LIST_HEAD(&ib->srqs);
 	xa_init_flags(&ib->qps, XA_FLAGS_LOCK_IRQ);
 	ib->fw = ibtca_rd(idev, IBTCA_REG_VERSION);
 	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, 0, &ib->attr,
@@ -438,6 +449,9 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 		goto out_dealloc;
 	}
 	ib->max_mr_pages = le32_to_cpu(ext.max_mr_pages);
+	ib->max_srq = le32_to_cpu(ext.max_srq);
+	ib->max_srq_wr = le32_to_cpu(ext.max_srq_wr);
+	ib->max_srq_sge = ext.max_srq_sge;
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);
 
@@ -473,6 +487,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 
 out_dealloc:
 	mutex_destroy(&ib->cap_lock);
+	mutex_destroy(&ib->srq_lock);
 	ib_dealloc_device(&ib->ibdev);
 }
 
@@ -489,6 +504,7 @@ void ibtca_ib_unregister(struct ibtca_dev *idev)
 		return;
 	ib_unregister_device(&ib->ibdev);
 	mutex_destroy(&ib->cap_lock);
+	mutex_destroy(&ib->srq_lock);
 	ib_dealloc_device(&ib->ibdev);
 }
 

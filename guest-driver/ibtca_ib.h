@@ -31,6 +31,10 @@ struct ibtca_ib {
 	atomic_t next_vector;		/* round robin over the CQ vectors */
 	/* Doorbell pages user contexts hold (ibtca_uctx.c); page 0 is ours. */
 	DECLARE_BITMAP(db_pages, IBTCA_DB_PAGES);
+	/* SRQ limits (IBTCA_DEVICE_ATTR_EXT) and the SRQs, for limit events. */
+	u32 max_srq, max_srq_wr, max_srq_sge;
+	struct mutex srq_lock;		/* serialises @srqs */
+	struct list_head srqs;		/* ibtca_ib_srq.node */
 };
 
 struct ibtca_ib_pd {
@@ -74,6 +78,24 @@ struct ibtca_ib_qp {
 	struct rdma_user_mmap_entry *user_ring;
 };
 
+/* A shared receive queue (ibtca_ib_srq.c). */
+struct ibtca_ib_srq {
+	struct ib_srq ibsrq;
+	u32 srqn;
+	u32 log;			/* the ring holds 2^log WQEs */
+	u32 max_wr;			/* posted and not completed, at most */
+	u32 pi;				/* posted (kernel SRQs) */
+	atomic_t done;			/* receive completions seen */
+	u32 limit_events;		/* the device's count last seen */
+	spinlock_t lock;		/* serialises post_srq_recv */
+	struct list_head node;		/* in ibtca_ib.srqs */
+	size_t size;
+	struct ibtca_recv_wqe *ring;
+	dma_addr_t dma;
+	/* A user SRQ: its ring, owned by this mmap entry. */
+	struct rdma_user_mmap_entry *user_ring;
+};
+
 struct ibtca_ib_ah {
 	struct ib_ah ibah;
 	u16 dlid;
@@ -98,6 +120,11 @@ static inline struct ibtca_ib_cq *to_cq(struct ib_cq *ibcq)
 static inline struct ibtca_ib_qp *to_qp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct ibtca_ib_qp, ibqp);
+}
+
+static inline struct ibtca_ib_srq *to_srq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ibtca_ib_srq, ibsrq);
 }
 
 /* ibtca_ib.c */
@@ -140,6 +167,17 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		       const struct ib_send_wr **bad_wr);
 int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr);
+
+/* ibtca_ib_srq.c */
+int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			struct ib_udata *udata);
+int ibtca_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int ibtca_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int ibtca_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			   const struct ib_recv_wr **bad_wr);
+void ibtca_ib_srq_completed(struct ib_srq *ibsrq);
 
 /* ibtca_ib_ah.c */
 int ibtca_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,

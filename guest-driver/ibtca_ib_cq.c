@@ -92,7 +92,10 @@ static bool ibtca_ib_cqe_to_wc(struct ibtca_ib *ib, const struct ibtca_cqe *e,
 	qp = xa_load(&ib->qps, le32_to_cpu(e->qpn));
 	if (!qp)
 		return false;
-	ibtca_qp_ring_completed(&qp->r, recv);
+	if (recv && qp->ibqp.srq)
+		ibtca_ib_srq_completed(qp->ibqp.srq);
+	else
+		ibtca_qp_ring_completed(&qp->r, recv);
 	memset(wc, 0, sizeof(*wc));
 	wc->qp = &qp->ibqp;
 	wc->status = ibtca_ib_status(e->status);

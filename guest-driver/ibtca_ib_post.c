@@ -6,6 +6,9 @@
  * completion (each one frees its slot); poll_cq hides the successful ones
  * of unsignaled requests. The first request the QP cannot take stops the
  * chain with *bad_wr pointing at it; those before it stay posted.
+ * IB_SEND_INLINE (SEND and RDMA WRITE kinds, at most IBTCA_MAX_INLINE_DATA
+ * bytes, -EINVAL past it) copies the payload from the SGEs' kernel
+ * addresses into the WQE, where the device reads it; no lkey is used.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -13,7 +16,7 @@
 #include "ibtca_ib_mr.h"
 
 #define IBTCA_IB_SEND_FLAGS	(IB_SEND_SIGNALED | IB_SEND_SOLICITED | \
-				 IB_SEND_FENCE)
+				 IB_SEND_FENCE | IB_SEND_INLINE)
 
 static int ibtca_ib_wr_opcode(enum ib_wr_opcode op)
 {
@@ -99,10 +102,39 @@ static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
 	default:
 		break;
 	}
+	if (wr->send_flags & IB_SEND_INLINE) {
+		u8 *data = (u8 *)w->sge;
+		u32 len = 0;
+
+		w->flags |= IBTCA_WQE_F_INLINE;
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(data + len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			len += wr->sg_list[i].length;
+		}
+		w->inline_len = len;
+		return;
+	}
 	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
 		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
 			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+}
+
+/* An inline request: a SEND or WRITE kind within IBTCA_MAX_INLINE_DATA. */
+static bool ibtca_ib_inline_ok(int op, const struct ib_send_wr *wr)
+{
+	u64 len = 0;
+	int i;
+
+	if (op != IBTCA_WR_SEND && op != IBTCA_WR_SEND_IMM &&
+	    op != IBTCA_WR_SEND_INV && op != IBTCA_WR_RDMA_WRITE &&
+	    op != IBTCA_WR_RDMA_WRITE_IMM)
+		return false;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	return len <= IBTCA_MAX_INLINE_DATA;
 }
 
 /* The device's opcode for @wr, or -EINVAL if the QP cannot take it. */
@@ -118,6 +150,8 @@ static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
 	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(u64)))
 		return -EINVAL;
 	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+		return -EINVAL;
+	if ((wr->send_flags & IB_SEND_INLINE) && !ibtca_ib_inline_ok(op, wr))
 		return -EINVAL;
 	if (op == IBTCA_WR_REG_MR &&
 	    !ibtca_ib_reg_mr_check(&ib->ibdev, reg_wr(wr)))
@@ -193,6 +227,11 @@ int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	/* Receives on QP0/QP1 stay posted: nothing arrives there yet. */
 	if (qp->inert)
 		return 0;
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (qp->ibqp.srq) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	start = qp->r.rq_pi;
 	for (; wr; wr = wr->next) {

@@ -47,7 +47,10 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 			      struct ib_qp_init_attr *init,
 			      struct ib_udata *udata)
 {
-	u32 wr = max3(init->cap.max_send_wr, init->cap.max_recv_wr, 1U);
+	/* On an SRQ, the receives are the SRQ's. */
+	u32 recv_wr = init->srq ? 0 : init->cap.max_recv_wr;
+	u32 srqn = init->srq ? to_srq(init->srq)->srqn : 0;
+	u32 wr = max3(init->cap.max_send_wr, recv_wr, 1U);
 	/* The quasi-WQE ring holds the inbound READs the responder allows. */
 	u32 log = max(order_base_2(wr),
 		      order_base_2(max_t(u32, ib->attr.max_qp_rd_atom, 2)));
@@ -68,10 +71,10 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		goto err;
-	ret = ibtca_qp_ring_create(ib->idev, &qp->r,
-				   to_pd(qp->ibqp.pd)->pdn,
-				   to_cq(init->send_cq)->r.cqn,
-				   to_cq(init->recv_cq)->r.cqn, log);
+	ret = ibtca_qp_ring_create_db(ib->idev, &qp->r,
+				      to_pd(qp->ibqp.pd)->pdn,
+				      to_cq(init->send_cq)->r.cqn,
+				      to_cq(init->recv_cq)->r.cqn, log, 0, srqn);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		goto err;
@@ -84,10 +87,10 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 caps:
 	qp->ibqp.qp_num = qp->r.qpn;
 	init->cap.max_send_wr = BIT(log);
-	init->cap.max_recv_wr = BIT(log);
+	init->cap.max_recv_wr = init->srq ? 0 : BIT(log);
 	init->cap.max_send_sge = ib->attr.max_sge;
-	init->cap.max_recv_sge = ib->attr.max_sge;
-	init->cap.max_inline_data = 0;
+	init->cap.max_recv_sge = init->srq ? 0 : ib->attr.max_sge;
+	init->cap.max_inline_data = IBTCA_MAX_INLINE_DATA;
 	return 0;
 err:
 	kfree(qp->swr);
@@ -102,11 +105,15 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 max_wr = le32_to_cpu(ib->attr.max_qp_wr);
 	int ret;
 
-	if (init->srq || init->create_flags || init->cap.max_inline_data ||
-	    init->cap.max_send_wr > max_wr || init->cap.max_recv_wr > max_wr ||
+	if (init->create_flags ||
+	    init->cap.max_inline_data > IBTCA_MAX_INLINE_DATA ||
+	    init->cap.max_send_wr > max_wr ||
 	    init->cap.max_send_sge > ib->attr.max_sge ||
-	    init->cap.max_recv_sge > ib->attr.max_sge)
+	    (!init->srq && (init->cap.max_recv_wr > max_wr ||
+			    init->cap.max_recv_sge > ib->attr.max_sge)))
 		return -EINVAL;
+	if (init->srq && init->qp_type != IB_QPT_RC)
+		return -EOPNOTSUPP;
 	mutex_init(&qp->modify_lock);
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->rq_lock);

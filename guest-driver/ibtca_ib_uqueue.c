@@ -132,7 +132,8 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 		return ret;
 	ret = ibtca_qp_ring_create_db(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
 				      scq->r.cqn, rcq->r.cqn, log,
-				      uctx->db_page);
+				      uctx->db_page,
+				      init->srq ? to_srq(init->srq)->srqn : 0);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		return ret;

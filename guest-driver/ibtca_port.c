@@ -4,7 +4,8 @@
  *
  * The device raises EVENT_VECTOR (the driver routes it to
  * IBTCA_EVENT_VECTOR) when its port goes down or up, with
- * IBTCA_EVENT_PORT_CHANGE set in EVENT_CAUSE. The handler defers to a work
+ * IBTCA_EVENT_PORT_CHANGE set in EVENT_CAUSE, and when an SRQ falls below
+ * its limit (IBTCA_EVENT_SRQ_LIMIT: ibtca_ib_srq.c finds which). The handler defers to a work
  * item, which clears the cause, reads PORT_STATE, logs the change, wakes
  * IBTCA_IOC_PORT_WAIT callers and tells the RDMA core (ibtca_ib.c).
  */
@@ -48,6 +49,9 @@ static void ibtca_port_work(struct work_struct *work)
 	state = ibtca_rd(idev, IBTCA_REG_PORT_STATE);
 	up_read(&idev->hw_sem);
 
+	if (cause & IBTCA_EVENT_SRQ_LIMIT)
+		ibtca_ib_srq_events(idev);
+
 	/* A change between the read and the clear still shows in the state. */
 	if (!(cause & IBTCA_EVENT_PORT_CHANGE) &&
 	    state == READ_ONCE(idev->port_state))
@@ -85,7 +89,8 @@ void ibtca_port_init(struct ibtca_dev *idev)
 		return;
 	}
 	ibtca_wr(idev, IBTCA_REG_EVENT_VECTOR, IBTCA_EVENT_VECTOR);
-	ibtca_wr(idev, IBTCA_REG_EVENT_CAUSE, IBTCA_EVENT_PORT_CHANGE);
+	ibtca_wr(idev, IBTCA_REG_EVENT_CAUSE,
+		 IBTCA_EVENT_PORT_CHANGE | IBTCA_EVENT_SRQ_LIMIT);
 	dev_info(&idev->pdev->dev, "port %s\n",
 		 ibtca_port_name(idev->port_state));
 }

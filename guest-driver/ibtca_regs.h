@@ -96,6 +96,8 @@
 #define IBTCA_REG_DRDMA_SUBMIT_MASK        0x170
 /* DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges). (WO) */
 #define IBTCA_REG_DRDMA_COMMIT_MASK        0x178
+/* Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32. (WO) */
+#define IBTCA_REG_DB_SRQ                   0x1b0
 
 /* PCI vendor ID: 0x1234, which QEMU's emulated-only devices use and the PCI ID database gives to no company. */
 #define IBTCA_PCI_VENDOR_ID                0x1234
@@ -145,6 +147,8 @@
 #define IBTCA_PORT_ACTIVE                  0x4
 /* EVENT_CAUSE: the port state changed (read PORT_STATE). */
 #define IBTCA_EVENT_PORT_CHANGE            0x1
+/* EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0). */
+#define IBTCA_EVENT_SRQ_LIMIT              0x2
 /* STATUS: the device is ready. */
 #define IBTCA_STATUS_READY                 0x1
 /* STATUS: guest memory is mapped (at least one DMA region). */
@@ -175,6 +179,8 @@
 #define IBTCA_DB_PAGE_RQ                   0x8
 /* Offset in a doorbell page of its CQ doorbell (8-byte write, as DB_CQ). */
 #define IBTCA_DB_PAGE_CQ                   0x10
+/* Offset in a doorbell page of its shared-receive-queue doorbell (8-byte write, as DB_SRQ). */
+#define IBTCA_DB_PAGE_SRQ                  0x18
 /* Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE. */
 #define IBTCA_DRDMA_ARR_BASE               0x1000
 /* Bytes between consecutive ARRs. */

@@ -83,12 +83,13 @@ void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm)
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log)
 {
-	return ibtca_qp_ring_create_db(idev, r, pdn, send_cqn, recv_cqn, log, 0);
+	return ibtca_qp_ring_create_db(idev, r, pdn, send_cqn, recv_cqn, log, 0,
+				       0);
 }
 
 int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
-			    u32 db_page)
+			    u32 db_page, u32 srqn)
 {
 	struct ibtca_cmd_create_qp p = { };
 	size_t wq, quasi;
@@ -115,6 +116,12 @@ int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	p.rq = cpu_to_le64(r->dma + wq);
 	p.quasi = cpu_to_le64(r->dma + 2 * wq);
 	p.db_page = cpu_to_le32(db_page);
+	if (srqn) {
+		/* Receives from the SRQ: the RQ memory stays unused. */
+		p.srqn = cpu_to_le32(srqn);
+		p.rq = 0;
+		p.log_sizes[1] = 0;
+	}
 	ret = ibtca_cmd(idev, IBTCA_CMD_CREATE_QP, &p, sizeof(p), &r->qpn, NULL);
 	if (ret)
 		ibtca_qp_ring_free(idev, r);

@@ -51,9 +51,10 @@ void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm);
 /* QPs: SQ, RQ and quasi-WQE ring of 2^@log entries. Called with hw_sem. */
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			 u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log);
+/* The same, rung through @db_page, its receives from SRQ @srqn if not 0. */
 int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
-			    u32 db_page);
+			    u32 db_page, u32 srqn);
 void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_qp_ring_reset(struct ibtca_qp_ring *r);
 /* The next free send or receive slot, zeroed; NULL if the queue is full. */

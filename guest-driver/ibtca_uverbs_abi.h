@@ -72,4 +72,20 @@ struct ibtca_create_qp_resp {
 	__aligned_u64 ring_bytes;
 };
 
+/*
+ * A shared receive queue (added in ABI version 2, no existing structure
+ * changed): 2^log_wqes receive WQEs (ibtca_abi.h) mapped at
+ * ring_mmap_offset, ring_bytes long, consumed in ring order by every QP
+ * created with the SRQ; at most max_wr posted and not yet completed. The
+ * SRQ doorbell (0x18 of the context's doorbell page) takes srqn.
+ */
+struct ibtca_create_srq_resp {
+	__u32 srqn;
+	__u32 log_wqes;
+	__aligned_u64 ring_mmap_offset;
+	__aligned_u64 ring_bytes;
+	__u32 max_wr;
+	__u32 reserved;
+};
+
 #endif /* IBTCA_UVERBS_ABI_H */

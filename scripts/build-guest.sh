@@ -8,7 +8,7 @@
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
 #                       soft-RoCE, umad: ib_umad) + rdma-core's libibverbs, ibv_devices,
-#                       ibv_devinfo, ibv_rc_pingpong, perftest, the rxe
+#                       ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong, perftest, the rxe
 #                       provider, opensm, infiniband-diags (smpquery, ibstat,
 #                       ibnetdiscover, perfquery, ...) and iproute2's rdma with the libraries they
 #                       link, and the ibtca rdma-core provider with
@@ -58,7 +58,7 @@ ib_modules=(ib_core ib_uverbs_support ib_uverbs)
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
 guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
-	/usr/bin/ibv_rc_pingpong
+	/usr/bin/ibv_rc_pingpong /usr/bin/ibv_srq_pingpong
 	/usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw
 	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat
 	/usr/sbin/opensm /usr/sbin/smpquery /usr/sbin/smpdump /usr/sbin/ibstat
@@ -163,6 +163,8 @@ install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modu
 in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/ibtca.ko"
 install -m 0644 "$build/src/test/ibtca_kverbs_test.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
+install -m 0644 "$build/src/test/ibtca_kverbs_srq.ko" \
+	"$rootfs/lib/modules/ibtca_kverbs_srq.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
 # The RDMA core's modules, decompressed: busybox's insmod hands the kernel
 # the module's bytes, which the kernel decompresses only from a file.

@@ -190,7 +190,7 @@ impl Bar0 {
             self.error_count = self.error_count.wrapping_add(1);
             return Err(Bar0Error { offset, len });
         };
-        if matches!(off, regs::DB_SQ | regs::DB_RQ | regs::DB_CQ) {
+        if matches!(off, regs::DB_SQ | regs::DB_RQ | regs::DB_CQ | regs::DB_SRQ) {
             // Doorbells are one 8-byte posted write, never two halves.
             let db = (words == 2)
                 .then(|| u64::from_le_bytes(data.try_into().unwrap()))

@@ -147,6 +147,8 @@ registers! {
     DRDMA_SUBMIT_MASK = 0x170, "WO";
     /// DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges).
     DRDMA_COMMIT_MASK = 0x178, "WO";
+    /// Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32.
+    DB_SRQ = 0x1b0, "WO";
 }
 
 values! {
@@ -199,6 +201,8 @@ values! {
     PORT_ACTIVE: u32 = 4;
     /// EVENT_CAUSE: the port state changed (read PORT_STATE).
     EVENT_PORT_CHANGE: u32 = 1 << 0;
+    /// EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0).
+    EVENT_SRQ_LIMIT: u32 = 1 << 1;
     /// STATUS: the device is ready.
     STATUS_READY: u32 = 1 << 0;
     /// STATUS: guest memory is mapped (at least one DMA region).
@@ -229,6 +233,8 @@ values! {
     DB_PAGE_RQ: u64 = 0x08;
     /// Offset in a doorbell page of its CQ doorbell (8-byte write, as DB_CQ).
     DB_PAGE_CQ: u64 = 0x10;
+    /// Offset in a doorbell page of its shared-receive-queue doorbell (8-byte write, as DB_SRQ).
+    DB_PAGE_SRQ: u64 = 0x18;
     /// Offset of ARR 0 in BAR0; ARR n is at DRDMA_ARR_BASE + n * DRDMA_ARR_STRIDE.
     DRDMA_ARR_BASE: u64 = 0x1000;
     /// Bytes between consecutive ARRs.

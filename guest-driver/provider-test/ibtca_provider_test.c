@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@
 
 /* Doorbell pages of the device (ibtca_regs.h's IBTCA_DB_PAGES); 0 is the kernel's. */
 #define IBTCA_DB_PAGES 64
+/* Inline bytes one send WQE carries (ibtca_abi.h's IBTCA_MAX_INLINE_DATA). */
+#define IBTCA_MAX_INLINE_DATA 64
 
 static int failures;
 
@@ -265,23 +268,30 @@ int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
 			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* One RDMA WRITE of @len bytes from @src to @raddr/@rkey; its status. */
-static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src,
-		      size_t len, uint64_t raddr, uint32_t rkey)
+/*
+ * One RDMA WRITE of @len bytes at @src (in @lkey's region, or with @flags
+ * IBV_SEND_INLINE any memory) to @raddr/@rkey: its status, -1 - errno if
+ * the post failed, -2 without a completion.
+ */
+static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
+		      uint32_t lkey, size_t len, unsigned int flags,
+		      uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)src->addr, .length = len, .lkey = src->lkey,
+		.addr = (uintptr_t)src, .length = len, .lkey = lkey,
 	};
 	struct ibv_send_wr wr = {
 		.wr_id = 7, .sg_list = &sge, .num_sge = 1,
-		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED | flags,
 		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
 	}, *bad;
 	struct ibv_wc wc;
-	int i, n;
+	int i, n, err;
 
-	if (ibv_post_send(qp, &wr, &bad))
-		return -1;
+	err = ibv_post_send(qp, &wr, &bad);
+	if (err)
+		return -1 - err;
 	/* Generous: a TCG guest on a busy host (30 s). */
 	for (i = 0; i < 30000; i++) {
 		n = ibv_poll_cq(cq, 1, &wc);
@@ -296,15 +306,20 @@ static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *src,
 
 /*
  * The data path end to end on one device (loopback to its own LID): an
- * RDMA WRITE lands byte for byte, and one with a wrong R_Key completes
- * with IBV_WC_REM_ACCESS_ERR and changes nothing.
+ * RDMA WRITE lands byte for byte, so does an inline one from memory no
+ * region covers (IBV_SEND_INLINE, the QP created with max_inline_data),
+ * one inline byte past the limit is refused at post with EINVAL, and one
+ * with a wrong R_Key completes with IBV_WC_REM_ACCESS_ERR and changes
+ * nothing.
  */
 static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	static unsigned char src[4096], dst[4096], before[4096];
+	unsigned char line[IBTCA_MAX_INLINE_DATA + 1];
 	struct ibv_qp_init_attr init = {
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = IBTCA_MAX_INLINE_DATA },
 		.qp_type = IBV_QPT_RC,
 	};
 	struct ibv_mr *ms = NULL, *md = NULL;
@@ -337,14 +352,32 @@ static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
 	}
 	step("loopback_setup", 1, "qpn %u <-> %u lid %u", a->qp_num,
 	     b->qp_num, port.lid);
-	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst, md->rkey);
+	st = write_once(a, cq, src, ms->lkey, sizeof(src), 0, (uintptr_t)dst,
+			md->rkey);
 	step("loopback_write", st == IBV_WC_SUCCESS &&
 	     !memcmp(src, dst, sizeof(dst)), "status=%d bytes %s", st,
 	     memcmp(src, dst, sizeof(dst)) ? "differ" : "match");
+	for (i = 0; i < sizeof(line); i++)
+		line[i] = (unsigned char)(0xa0 ^ i);
+	st = write_once(a, cq, line, 0, IBTCA_MAX_INLINE_DATA, IBV_SEND_INLINE,
+			(uintptr_t)dst + 100, md->rkey);
+	step("loopback_inline_write", st == IBV_WC_SUCCESS &&
+	     init.cap.max_inline_data == IBTCA_MAX_INLINE_DATA &&
+	     !memcmp(line, dst + 100, IBTCA_MAX_INLINE_DATA) &&
+	     dst[100 + IBTCA_MAX_INLINE_DATA] == src[100 + IBTCA_MAX_INLINE_DATA],
+	     "status=%d max_inline_data=%u bytes %s", st,
+	     init.cap.max_inline_data,
+	     memcmp(line, dst + 100, IBTCA_MAX_INLINE_DATA) ? "differ" : "match");
 	memcpy(before, dst, sizeof(dst));
+	st = write_once(a, cq, line, 0, sizeof(line), IBV_SEND_INLINE,
+			(uintptr_t)dst, md->rkey);
+	step("loopback_inline_too_long", st == -1 - EINVAL &&
+	     !memcmp(before, dst, sizeof(dst)), "%zu bytes: post %s, target %s",
+	     sizeof(line), st == -1 - EINVAL ? "EINVAL" : "not refused",
+	     memcmp(before, dst, sizeof(dst)) ? "changed" : "unchanged");
 	for (i = 0; i < sizeof(src); i++)
 		src[i] = (unsigned char)~src[i];
-	st = write_once(a, cq, ms, sizeof(src), (uintptr_t)dst,
+	st = write_once(a, cq, src, ms->lkey, sizeof(src), 0, (uintptr_t)dst,
 			md->rkey ^ 0x80);
 	step("loopback_bad_rkey", st == IBV_WC_REM_ACCESS_ERR &&
 	     !memcmp(before, dst, sizeof(dst)), "status=%d (%s) target %s", st,
@@ -355,6 +388,141 @@ out:
 		ibv_destroy_qp(a);
 	if (b)
 		ibv_destroy_qp(b);
+	if (ms)
+		ibv_dereg_mr(ms);
+	if (md)
+		ibv_dereg_mr(md);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* The next completion on @cq within 30 s: its status, -2 without one. */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	int i, n;
+
+	for (i = 0; i < 30000; i++) {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc->status;
+		usleep(1000);
+	}
+	return -2;
+}
+
+/*
+ * A shared receive queue in user space (loopback to the device's own
+ * LID): QP b takes its receives from the SRQ, whose ring the provider
+ * fills and rings on the context's doorbell page; two SENDs from QP a land
+ * in SRQ receives 0 and 1, byte for byte; the limit armed at 2 fires once
+ * (IBV_EVENT_SRQ_LIMIT_REACHED on the context's async fd) and reads back
+ * disarmed; ibv_post_recv on b is refused (EINVAL).
+ */
+static void loopback_srq(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	static unsigned char src[256], dst[3][256];
+	struct ibv_srq_init_attr sinit = {
+		.attr = { .max_wr = 4, .max_sge = 1 },
+	};
+	struct ibv_qp_init_attr init = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_mr *ms = NULL, *md = NULL;
+	struct ibv_qp *a = NULL, *b = NULL;
+	struct ibv_async_event ev;
+	struct ibv_srq_attr sattr;
+	struct ibv_port_attr port;
+	struct ibv_srq *srq = NULL;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_send_wr swr, *sbad;
+	struct ibv_sge sge;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	int i, st, ok, flags;
+
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (cq)
+		srq = ibv_create_srq(pd, &sinit);
+	ms = ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	md = ibv_reg_mr(pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
+	if (!cq || !srq || !ms || !md || ibv_query_port(ctx, 1, &port)) {
+		step("srq_setup", 0, "cq, srq, regions or port: %s",
+		     strerror(errno));
+		goto out;
+	}
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	a = ibv_create_qp(pd, &init);
+	init.srq = srq;
+	b = ibv_create_qp(pd, &init);
+	if (!a || !b || rc_connect(a, b->qp_num, port.lid) ||
+	    rc_connect(b, a->qp_num, port.lid)) {
+		step("srq_setup", 0, "qps or connect: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < 3; i++) {
+		sge = (struct ibv_sge) { .addr = (uintptr_t)dst[i],
+			.length = sizeof(dst[i]), .lkey = md->lkey };
+		rwr = (struct ibv_recv_wr) { .wr_id = i, .sg_list = &sge,
+			.num_sge = 1 };
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			break;
+	}
+	sattr.srq_limit = 2;
+	st = i == 3 ? ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) : -1;
+	rwr.wr_id = 9;
+	step("srq_setup", !st && ibv_post_recv(b, &rwr, &rbad) == EINVAL,
+	     "qpn %u -> %u on the SRQ, 3 posted, limit 2 (err %d), post_recv on b refused",
+	     a->qp_num, b->qp_num, st);
+	ok = 1;
+	for (i = 0; i < 2; i++) {
+		memset(src, 0x30 + i, sizeof(src));
+		sge = (struct ibv_sge) { .addr = (uintptr_t)src, .length = 100 + i,
+			.lkey = ms->lkey };
+		swr = (struct ibv_send_wr) { .wr_id = 20 + i, .sg_list = &sge,
+			.num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED };
+		if (ibv_post_send(a, &swr, &sbad)) {
+			ok = 0;
+			break;
+		}
+		/* The receive and the send, in either order. */
+		for (flags = 0; flags != 3; ) {
+			st = wait_wc(cq, &wc);
+			if (st != IBV_WC_SUCCESS)
+				break;
+			if (wc.qp_num == b->qp_num)
+				ok &= wc.wr_id == (uint64_t)i && wc.byte_len == 100U + i &&
+				      dst[i][0] == 0x30 + i && dst[i][99 + i] == 0x30 + i &&
+				      (i || dst[i][100] == 0);
+			flags |= wc.qp_num == b->qp_num ? 1 : 2;
+		}
+		ok &= flags == 3;
+	}
+	step("srq_recv", ok, "two SENDs in SRQ receives 0 and 1 %s",
+	     ok ? "byte for byte" : "WRONG");
+	st = poll(&pfd, 1, 10000) == 1 ? ibv_get_async_event(ctx, &ev) : -1;
+	ok = !st && ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED &&
+	     ev.element.srq == srq;
+	if (!st)
+		ibv_ack_async_event(&ev);
+	st = ibv_query_srq(srq, &sattr);
+	step("srq_limit_event", ok && !st && sattr.srq_limit == 0 &&
+	     sattr.max_wr == 4, "%s, then limit %u max_wr %u",
+	     ok ? "IBV_EVENT_SRQ_LIMIT_REACHED" : "no limit event",
+	     sattr.srq_limit, sattr.max_wr);
+out:
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	if (srq)
+		step("destroy_srq", !ibv_destroy_srq(srq), "destroyed");
 	if (ms)
 		ibv_dereg_mr(ms);
 	if (md)
@@ -420,10 +588,11 @@ int main(int argc, char **argv)
 		err = ibv_destroy_cq(cq);
 		step("destroy_cq", !err, "err=%d", err);
 	}
-	if (pd[0])
+	if (pd[0]) {
 		loopback_write(ctx, pd[0]);
-	if (pd[0])
+		loopback_srq(ctx, pd[0]);
 		ext_tests(ctx, pd[0]);
+	}
 	db_pages_run_out(ctx);
 
 	for (i = 0; i < 2; i++) {

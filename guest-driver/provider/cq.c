@@ -174,7 +174,10 @@ static int ibtca_cqe_to_wc(struct ibtca_context *ctx,
 	qp = ibtca_qp_lookup(ctx, le32toh(e->qpn));
 	if (!qp)
 		return 0;
-	ibtca_qp_completed(qp, recv);
+	if (recv && qp->ibv_qp.srq)
+		ibtca_srq_completed(qp->ibv_qp.srq);
+	else
+		ibtca_qp_completed(qp, recv);
 	memset(wc, 0, sizeof(*wc));
 	wc->qp_num = qp->ibv_qp.qp_num;
 	wc->status = ibtca_status(e->status);

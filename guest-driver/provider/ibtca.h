@@ -87,6 +87,19 @@ struct ibtca_qp {
 	struct ibtca_wr_batch *wrb;	/* ibv_wr_* requests being built */
 };
 
+/* A shared receive queue: the device's ring of receive WQEs, mapped. */
+struct ibtca_srq {
+	struct ibv_srq ibv_srq;
+	pthread_spinlock_t lock;	/* serialises post_srq_recv */
+	struct ibtca_recv_wqe *ring;
+	size_t ring_bytes;
+	uint32_t srqn;
+	uint32_t log;
+	uint32_t max_wr;		/* posted and not completed, at most */
+	uint32_t pi;			/* posted */
+	uint32_t done;			/* receive completions seen */
+};
+
 static inline struct ibtca_context *to_ibtca_ctx(struct ibv_context *ibctx)
 {
 	return container_of(ibctx, struct ibtca_context, ibv_ctx.context);
@@ -100,6 +113,11 @@ static inline struct ibtca_cq *to_ibtca_cq(struct ibv_cq *ibcq)
 static inline struct ibtca_qp *to_ibtca_qp(struct ibv_qp *ibqp)
 {
 	return container_of(ibqp, struct ibtca_qp, ibv_qp);
+}
+
+static inline struct ibtca_srq *to_ibtca_srq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ibtca_srq, ibv_srq);
 }
 
 /* ibtca.c */
@@ -152,5 +170,20 @@ extern const struct verbs_context_ops ibtca_mw_ops;
 int ibtca_bind_check(const struct ibv_send_wr *wr);
 /* Fills send WQE @w with bind request @wr (checked); moves mw->rkey. */
 void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *wr);
+
+/* Fills receive WQE @w from @wr (its SGE count checked). */
+void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr);
+
+/* srq.c: shared receive queues. */
+struct ibv_srq *ibtca_create_srq(struct ibv_pd *pd,
+				 struct ibv_srq_init_attr *attr);
+int ibtca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		     int attr_mask);
+int ibtca_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int ibtca_destroy_srq(struct ibv_srq *ibsrq);
+int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr);
+/* A receive completion of a QP on @ibsrq frees one of its slots. */
+void ibtca_srq_completed(struct ibv_srq *ibsrq);
 
 #endif /* IBTCA_PROVIDER_H */

@@ -16,5 +16,7 @@ DECLARE_DRV_CMD(uibtca_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		empty, ibtca_create_cq_resp);
 DECLARE_DRV_CMD(uibtca_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		empty, ibtca_create_qp_resp);
+DECLARE_DRV_CMD(uibtca_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		empty, ibtca_create_srq_resp);
 
 #endif /* IBTCA_UVERBS_H */

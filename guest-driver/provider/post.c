@@ -9,6 +9,9 @@
  * carries its slot number as wr_id; poll_cq hides the successful ones of
  * unsignaled requests. The first request the QP cannot take stops the
  * chain with *bad_wr pointing at it; those before it stay posted.
+ * IBV_SEND_INLINE (SEND and RDMA WRITE kinds, at most
+ * IBTCA_MAX_INLINE_DATA bytes, EINVAL past it) copies the payload into
+ * the WQE, where the device reads it; the SGEs' lkeys are not used.
  */
 #include <endian.h>
 #include <errno.h>
@@ -20,7 +23,7 @@
 #include "ibtca.h"
 
 #define IBTCA_SEND_FLAGS (IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | \
-			  IBV_SEND_FENCE)
+			  IBV_SEND_FENCE | IBV_SEND_INLINE)
 
 void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 		    uint32_t index)
@@ -59,6 +62,21 @@ static int ibtca_wr_opcode(enum ibv_wr_opcode op)
 	}
 }
 
+/* An inline request: a SEND or WRITE kind within IBTCA_MAX_INLINE_DATA. */
+static int ibtca_inline_ok(int op, const struct ibv_send_wr *wr)
+{
+	uint64_t len = 0;
+	int i;
+
+	if (op != IBTCA_WR_SEND && op != IBTCA_WR_SEND_IMM &&
+	    op != IBTCA_WR_SEND_INV && op != IBTCA_WR_RDMA_WRITE &&
+	    op != IBTCA_WR_RDMA_WRITE_IMM)
+		return 0;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	return len <= IBTCA_MAX_INLINE_DATA;
+}
+
 /* The device's opcode for @wr, or -1 if the QP cannot take it. */
 int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
 {
@@ -75,6 +93,8 @@ int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
 	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
 		return -1;
 	if (op == IBTCA_WR_BIND_MW && ibtca_bind_check(wr))
+		return -1;
+	if ((wr->send_flags & IBV_SEND_INLINE) && !ibtca_inline_ok(op, wr))
 		return -1;
 	return op;
 }
@@ -134,6 +154,31 @@ static void ibtca_send_wqe(struct ibtca_send_wqe *w, uint8_t opcode,
 		ibtca_bind_wqe(w, wr);
 		return;
 	}
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		uint8_t *data = (uint8_t *)w->sge;
+		uint32_t len = 0;
+
+		w->flags |= IBTCA_WQE_F_INLINE;
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(data + len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			len += wr->sg_list[i].length;
+		}
+		w->inline_len = len;
+		return;
+	}
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+}
+
+void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
+{
+	int i;
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = htole64(wr->wr_id);
 	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
 		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
@@ -185,10 +230,15 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
 	uint32_t mask = (1U << qp->log) - 1;
-	struct ibtca_recv_wqe *w;
 	uint32_t start, slot;
-	int i, err = 0;
+	int err = 0;
 
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (ibqp->srq) {
+		err = EINVAL;
+		*bad_wr = wr;
+		return err;
+	}
 	pthread_spin_lock(&qp->rq_lock);
 	start = qp->rq_pi;
 	for (; wr; wr = wr->next) {
@@ -202,12 +252,7 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		w = &qp->rq[slot & mask];
-		memset(w, 0, sizeof(*w));
-		w->wr_id = htole64(wr->wr_id);
-		w->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++)
-			ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+		ibtca_recv_wqe(&qp->rq[slot & mask], wr);
 		__atomic_store_n(&qp->rq_pi, slot + 1, __ATOMIC_RELEASE);
 	}
 	if (qp->rq_pi != start)

@@ -5,9 +5,10 @@
  * which the provider maps and fills (post.c). modify_qp and query_qp are
  * the kernel's; the provider keeps the path (DLID, SL) that receive
  * completions report, and restarts its queue indexes when the QP goes to
- * RESET, as the device and the kernel do. Inline data is not offered
- * (max_inline_data 0). The context's table finds a QP by number for
- * poll_cq.
+ * RESET, as the device and the kernel do. Inline data goes in the WQE
+ * (max_inline_data IBTCA_MAX_INLINE_DATA); a QP created with an SRQ takes
+ * its receives from it (srq.c). The context's table finds a QP by number
+ * for poll_cq.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -90,11 +91,11 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 	struct ibtca_qp *qp;
 	int err;
 
-	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+	if (attr->qp_type != IBV_QPT_RC) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (attr->cap.max_inline_data) {
+	if (attr->cap.max_inline_data > IBTCA_MAX_INLINE_DATA) {
 		errno = EINVAL;
 		return NULL;
 	}

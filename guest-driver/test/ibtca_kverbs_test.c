@@ -1062,6 +1062,7 @@ static void kv_client(struct kv_ctx *c)
 	const struct ib_send_wr *bad = NULL;
 	struct ib_atomic_wr aw = { };
 	struct ib_send_wr inl;
+	struct ib_sge inl_sge;
 	bool quiet, fired;
 	int events;
 	struct ib_rdma_wr rw = { };
@@ -1157,10 +1158,13 @@ static void kv_client(struct kv_ctx *c)
 		return;
 
 	/*
-	 * DONE, chained with a request the QP cannot take (inline data):
-	 * the chain stops there, with bad_wr on it and DONE posted.
+	 * DONE, chained with a request the QP cannot take (65 bytes inline,
+	 * one past max_inline_data): the chain stops there, with bad_wr on
+	 * it and DONE posted.
 	 */
+	inl_sge = (struct ib_sge) { .addr = (uintptr_t)c->buf, .length = 65 };
 	inl = (struct ib_send_wr) { .wr_id = 99, .opcode = IB_WR_SEND,
+				    .sg_list = &inl_sge, .num_sge = 1,
 				    .send_flags = IB_SEND_INLINE };
 	ret = kv_send_chain(c, KV_DONE, 5, 15, 0, &inl, &bad);
 	kv_check(c, ret == -EINVAL && bad == &inl, "post_send_chain",

@@ -365,22 +365,50 @@ impl SimGuest {
 
     /// CREATE_QP bound to the doorbell page of `db` (BAR0: page 0).
     pub fn create_qp_on(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8, db: DbRoute) -> Qp {
+        self.create_qp_with(pdn, scq, rcq, log, db, 0)
+            .expect("CREATE_QP")
+    }
+
+    /// CREATE_QP taking its receives from SRQ `srqn` (no RQ of its own).
+    pub fn create_qp_on_srq(
+        &mut self,
+        pdn: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log: u8,
+        srqn: u32,
+    ) -> Result<Qp, CmdFailed> {
+        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn)
+    }
+
+    fn create_qp_with(
+        &mut self,
+        pdn: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log: u8,
+        db: DbRoute,
+        srqn: u32,
+    ) -> Result<Qp, CmdFailed> {
         let sq = self.alloc(128 << log, 4096);
-        let rq = self.alloc(128 << log, 4096);
+        let (rq, rq_log) = match srqn {
+            0 => (self.alloc(128 << log, 4096), log),
+            _ => (0, 0),
+        };
         let quasi = self.alloc(32 << log, 4096);
         let p = CmdCreateQp {
             pdn: pdn.into(),
             send_cqn: scq.cqn.into(),
             recv_cqn: rcq.cqn.into(),
-            log_sizes: [log, log, log, 0],
+            log_sizes: [log, rq_log, log, 0],
             sq: sq.into(),
             rq: rq.into(),
             quasi: quasi.into(),
             db_page: db_page(db).into(),
-            ..Default::default()
+            srqn: srqn.into(),
         };
-        let qpn = self.cmd(CMD_CREATE_QP, p.as_slice()).unwrap().0;
-        Qp {
+        let qpn = self.cmd(CMD_CREATE_QP, p.as_slice())?.0;
+        Ok(Qp {
             qpn,
             db,
             sq,
@@ -388,7 +416,7 @@ impl SimGuest {
             log,
             sq_pi: 0,
             rq_pi: 0,
-        }
+        })
     }
 
     /// MODIFY_QP.
@@ -585,8 +613,8 @@ impl SimGuest {
         self.ring(cq.db, regs::DB_CQ, db);
     }
 
-    /// Writes doorbell `value` of BAR0 register `reg` (DB_SQ, DB_RQ or
-    /// DB_CQ) there or at the same doorbell of a doorbell page.
+    /// Writes doorbell `value` of BAR0 register `reg` (DB_SQ, DB_RQ,
+    /// DB_CQ or DB_SRQ) there or at the same doorbell of a doorbell page.
     pub fn ring(&mut self, route: DbRoute, reg: u64, value: u64) {
         let bytes = value.to_le_bytes();
         match route {
@@ -595,6 +623,7 @@ impl SimGuest {
                 let within = match reg {
                     regs::DB_SQ => regs::DB_PAGE_SQ,
                     regs::DB_RQ => regs::DB_PAGE_RQ,
+                    regs::DB_SRQ => regs::DB_PAGE_SRQ,
                     _ => regs::DB_PAGE_CQ,
                 };
                 let at = u64::from(k) * regs::DB_PAGE_SIZE + within;

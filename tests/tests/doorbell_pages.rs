@@ -165,7 +165,7 @@ fn doorbell_pages_are_bounded_and_bad_writes_refused() {
     let bad: [(u64, &[u8]); 5] = [
         (0, &[0; 4]),
         (regs::DB_PAGE_SQ + 4, &[0; 8]),
-        (0x18, &[0; 8]),
+        (regs::DB_PAGE_SRQ + 8, &[0; 8]),
         (regs::DB_PAGE_SIZE + 0x800, &[0; 8]),
         (size, &[0; 8]),
     ];

@@ -414,16 +414,38 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     step("destroy_qp");
     step("destroy_cq");
     // The data path end to end (loopback to the device's own LID): an RDMA
-    // WRITE lands byte for byte; one with a wrong R_Key reaches the
+    // WRITE lands byte for byte, inline too; one with a wrong R_Key reaches the
     // application as IBV_WC_REM_ACCESS_ERR and changes nothing.
     step("loopback_setup");
     let w = step("loopback_write");
     assert!(w.contains("status=0 bytes match"), "{w}");
+    // Inline data: 64 bytes from memory no region covers land exactly (the
+    // QP reports max_inline_data 64); 65 are refused at post with EINVAL.
+    let inl = step("loopback_inline_write");
+    assert!(
+        inl.contains("status=0 max_inline_data=64 bytes match"),
+        "{inl}"
+    );
+    let long = step("loopback_inline_too_long");
+    assert!(
+        long.contains("65 bytes: post EINVAL, target unchanged"),
+        "{long}"
+    );
     let bad = step("loopback_bad_rkey");
     assert!(
         bad.contains("(remote access error) target unchanged"),
         "{bad}"
     );
+    // A user SRQ: two SENDs land in its receives 0 and 1 byte for byte,
+    // the limit event reaches the context's async fd once, disarmed after.
+    step("srq_setup");
+    assert!(step("srq_recv").contains("byte for byte"));
+    let lim = step("srq_limit_event");
+    assert!(
+        lim.contains("IBV_EVENT_SRQ_LIMIT_REACHED, then limit 0 max_wr 4"),
+        "{lim}"
+    );
+    step("destroy_srq");
     provider_ext_steps(&step);
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.

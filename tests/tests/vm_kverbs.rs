@@ -100,6 +100,12 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
             "{who}: kernel complaints\n{all}"
         );
         assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
+        // SRQs and inline data (ibtca_kverbs_srq.ko, loaded next).
+        assert!(c.contains("IBTCA-KVSRQ-RC 0"), "{who}: SRQ insmod\n{all}");
+        let tag = "IBTCA-KVSRQ result ";
+        let srq = c.lines().find_map(|l| l.find(tag).map(|i| &l[i..]));
+        let srq = srq.unwrap_or_else(|| panic!("{who}: no {tag}line\n{all}"));
+        assert_eq!(field(srq, "failed"), "0", "{who}: {srq}");
         for name in [
             "query_qp",
             "query_pkey",
@@ -121,6 +127,38 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         assert_eq!(field(caps, "mem_window"), "1", "{caps}");
         assert_eq!(field(caps, "max_fast_reg"), "262144", "{caps}");
     }
+
+    // SRQs between the guests: the client's four SENDs (the last inline,
+    // from memory no key covers) landed in SRQ receives 0-3 in ring
+    // order, each on the QP it was sent to, byte for byte; three more
+    // took the SRQ below its limit, which fired once and disarmed; 65
+    // inline bytes were refused at post with -EINVAL.
+    let kvsrq = |c: &str, name: &str| {
+        let tag = format!("IBTCA-KVSRQ {name} PASS");
+        assert!(c.contains(&tag), "{tag}\n{all}");
+    };
+    for name in [
+        "srq_setup",
+        "query_srq_armed",
+        "srq_recv",
+        "srq_more",
+        "srq_limit_event",
+        "query_srq_disarmed",
+    ] {
+        kvsrq(&server, name);
+    }
+    assert_eq!(
+        server.matches("IBTCA-KVSRQ srq_recv PASS").count(),
+        4,
+        "{all}"
+    );
+    for name in ["client_setup", "max_inline_data", "inline_too_long", "send"] {
+        kvsrq(&client, name);
+    }
+    assert!(
+        client.contains("IBTCA-KVSRQ send PASS k=3 ") && client.contains(" inline ret=0"),
+        "{all}"
+    );
 
     // Addressing: both QPs got the same number on their fresh devices, and
     // each side's peer is the other's LID.

@@ -8,6 +8,11 @@
 //!   client on n2 by node name, and again with completion events
 //!   (`-e`: `ibv_req_notify_cq`, `ibv_get_cq_event` through the CQ's
 //!   interrupt) with the roles swapped;
+//! - `ibv_srq_pingpong -d ibtca0 -c` (16 QPs on each side taking their
+//!   receives from one shared receive queue, every received buffer
+//!   checked by `-c`), server on n1, and again with 64-byte messages,
+//!   which it sends inline (`IBV_SEND_INLINE`: the QPs report
+//!   max_inline_data 64);
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
 //!   `ib_write_lat`, `ib_read_lat` and `ib_send_lat` (each `-D 2`), each to
 //!   completion on both sides, with a result line; the test prints what
@@ -93,10 +98,17 @@ fn pingpong_and_perftest_run_over_ibtca() {
     let mut n1 = vec![
         tagged("PP-SERVER", "ibv_rc_pingpong -d ibtca0"),
         client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
+        tagged("SRQ-SERVER", "ibv_srq_pingpong -d ibtca0 -c"),
+        tagged("SRQ-INLINE-SERVER", "ibv_srq_pingpong -d ibtca0 -c -s 64"),
     ];
     let mut n2 = vec![
         client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
         tagged("PP-EV-SERVER", "ibv_rc_pingpong -d ibtca0 -e"),
+        client("SRQ-CLIENT", "ibv_srq_pingpong -d ibtca0 -c n1"),
+        client(
+            "SRQ-INLINE-CLIENT",
+            "ibv_srq_pingpong -d ibtca0 -c -s 64 n1",
+        ),
     ];
     for (tag, cmd) in PERFTEST {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
@@ -122,19 +134,25 @@ fn pingpong_and_perftest_run_over_ibtca() {
     assert!(out.status.success(), "every command passes:\n{all}");
 
     // ibv_rc_pingpong: both ends moved their 1000 round trips, polled and
-    // with completion events.
+    // with completion events; ibv_srq_pingpong its 1000 over 16 QPs on one
+    // SRQ, every buffer validated.
     for (c, tag) in [
         (&c1, "PP-SERVER"),
         (&c2, "PP-CLIENT"),
         (&c1, "PP-EV-CLIENT"),
         (&c2, "PP-EV-SERVER"),
+        (&c1, "SRQ-SERVER"),
+        (&c2, "SRQ-CLIENT"),
+        (&c1, "SRQ-INLINE-SERVER"),
+        (&c2, "SRQ-INLINE-CLIENT"),
     ] {
         let l = tagged_lines(c, tag);
         assert!(
             l.iter()
                 .any(|l| l.contains("bytes in") && l.contains("Mbit/sec"))
                 && l.iter().any(|l| l.contains("1000 iters in"))
-                && l.contains(&"exit=0"),
+                && l.contains(&"exit=0")
+                && !l.iter().any(|l| l.contains("invalid data")),
             "{tag}: {l:?}\n{all}"
         );
         for l in l.iter().filter(|l| l.contains(" in ")) {

@@ -12,6 +12,7 @@ use crate::verbs::abi::{
 };
 use crate::verbs::mr::RemoteRight;
 use crate::verbs::mw::BindRequest;
+use crate::verbs::qp_state::QpState;
 use crate::verbs::sgl::GpaRanges;
 use crate::verbs::Verbs;
 
@@ -307,6 +308,20 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn next_recv(&mut self) -> Option<RecvWqe> {
         let qp = self.verbs.qps.get_mut(self.qpn)?;
+        if let Some(srqn) = qp.srqn {
+            // Only a QP that receives takes from its SRQ: one in error
+            // flushes none of the SRQ's WQEs (the other QPs' too).
+            if !matches!(qp.state(), QpState::Rtr | QpState::Rts) {
+                return None;
+            }
+            return self
+                .verbs
+                .take_srq_recv(srqn, self.mem)
+                .unwrap_or_else(|e| {
+                    crate::guest_warn!(qpn = self.qpn, srqn, error = %e, "shared receive queue");
+                    None
+                });
+        }
         match qp.next_recv_wqe(self.mem) {
             Ok(w) => w,
             Err(e) => {

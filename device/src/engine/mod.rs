@@ -426,7 +426,7 @@ impl Engine {
         match db {
             Doorbell::Sq { qpn, .. } => self.drain_sq(qpn, now),
             Doorbell::Rq { qpn, .. } => self.flush_recvs(qpn),
-            Doorbell::Cq { .. } => {}
+            Doorbell::Cq { .. } | Doorbell::Srq { .. } => {}
         }
     }
 
@@ -643,6 +643,11 @@ impl Engine {
     /// guest-memory snapshot.
     pub fn flush(&mut self, now: Instant) {
         self.flush_outbox(now);
+        // An SRQ below its limit: the driver reads each one's limit_events.
+        if self.verbs.take_srq_events() {
+            let srq = crate::regs::EVENT_SRQ_LIMIT;
+            self.port_state.signal(srq, &self.msix);
+        }
         self.unpin_memory();
     }
 

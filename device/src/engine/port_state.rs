@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::pci::msix::Msix;
 use crate::regs;
 
 /// Port state and asynchronous events, shared with BAR0 (PORT_STATE,
@@ -72,6 +73,17 @@ impl PortState {
     /// Sets the vector (EVENT_VECTOR).
     pub fn set_vector(&self, v: u32) {
         self.vector.store(v, Ordering::Relaxed);
+    }
+
+    /// Sets event cause `bit` (IBTCA_EVENT_*) and raises the event vector
+    /// on `msix`, unless that cause was pending already.
+    pub(super) fn signal(&self, bit: u32, msix: &Msix) {
+        if self.cause.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            let v = self.vector();
+            if let Err(e) = msix.trigger(v) {
+                tracing::warn!(vector = v, error = %e, cause = bit, "event interrupt");
+            }
+        }
     }
 
     /// Moves the port to `s`; true if that is a change (an event).

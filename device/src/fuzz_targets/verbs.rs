@@ -1,8 +1,10 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
 //! forms, ALLOC_MR, DEREG_MR, ALLOC_MW of both types, QUERY_DEVICE,
-//! CREATE_CQ/QP with doorbell pages, and any other opcode), fast
-//! registrations, window binds, invalidations, doorbells on any page and
-//! local and remote accesses, against one
+//! CREATE_CQ/QP with doorbell pages, QPs on SRQs,
+//! CREATE/MODIFY/QUERY/DESTROY_SRQ, and any other opcode), fast
+//! registrations, window binds, invalidations, doorbells on any page (SRQ
+//! doorbells too, each followed by receives taken from the SRQ) and local
+//! and remote accesses, against one
 //! device's verbs tables and 64 KiB of guest memory the input also writes
 //! (page tables among it).
 //!
@@ -12,7 +14,8 @@
 //! byte at each range's ends, with the region's own translation (its
 //! guest-physical start, or the copied page list); the page budget the
 //! table keeps equals what its live regions hold and never exceeds
-//! `MAX_TOTAL_MR_PAGES`.
+//! `MAX_TOTAL_MR_PAGES`; an SRQ never holds more posted receives than
+//! its max_wr, and its limit stays below max_wr.
 
 use std::cell::RefCell;
 
@@ -81,6 +84,7 @@ struct Made {
     keys: Vec<u32>,
     cqs: Vec<u32>,
     qps: Vec<u32>,
+    srqs: Vec<u32>,
 }
 
 impl Made {
@@ -99,6 +103,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
         keys: 16,
         cqs: 4,
         qps: 4,
+        srqs: 2,
     };
     let mut v = Verbs::new(limits, PortAttrs::default(), input.u64());
     let mut made = Made::default();
@@ -136,18 +141,37 @@ fn run(input: &mut Input, mem: &GuestMemory) {
             5 | 6 => access(input, &v, &made),
             _ => {
                 let page = u32::from(input.u8()) % 70;
-                let reg = input.pick(&[crate::regs::DB_SQ, crate::regs::DB_RQ, crate::regs::DB_CQ]);
-                let qp = input.bool();
-                let handle = Made::pick(input, if qp { &made.qps } else { &made.cqs });
+                let reg = input.pick(&[
+                    crate::regs::DB_SQ,
+                    crate::regs::DB_RQ,
+                    crate::regs::DB_CQ,
+                    crate::regs::DB_SRQ,
+                ]);
+                let handles = match reg {
+                    crate::regs::DB_CQ => &made.cqs,
+                    crate::regs::DB_SRQ => &made.srqs,
+                    _ => &made.qps,
+                };
+                let handle = Made::pick(input, handles);
                 let value = u64::from(handle) | u64::from(input.u32()) << 32;
                 if let Some(db) = Doorbell::decode(reg, value) {
                     let _ = v.doorbell_on(page, db);
+                }
+                if let Some(Doorbell::Srq { srqn, .. }) = Doorbell::decode(reg, value) {
+                    for _ in 0..input.u8() % 4 {
+                        let _ = v.take_srq_recv(srqn, mem);
+                    }
                 }
             }
         }
         let held: u64 = v.mrs.regions().map(|mr| mr.reserved_pages()).sum();
         assert_eq!(v.mrs.pages_in_use(), held, "page budget");
         assert!(held <= MAX_TOTAL_MR_PAGES);
+        for (_, srq) in v.srqs.iter() {
+            let a = srq.attr();
+            assert!(a.posted.to_native() <= a.max_wr.to_native(), "SRQ overrun");
+            assert!(a.srq_limit.to_native() < a.max_wr.to_native(), "SRQ limit");
+        }
     }
 }
 
@@ -178,6 +202,10 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         CMD_ALLOC_MW_TYPE1,
         CMD_CREATE_CQ,
         CMD_CREATE_QP,
+        CMD_CREATE_SRQ,
+        CMD_MODIFY_SRQ,
+        CMD_QUERY_SRQ,
+        CMD_DESTROY_SRQ,
         raw_opcode,
     ]);
     let mut params = [0u8; 48];
@@ -186,12 +214,21 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
     if input.bool() {
         // Steer the first handle (the PD, or the key of DEREG_MR) to a
         // live one, and a REG_MR's table into memory.
-        let live = if opcode == CMD_DEREG_MR {
-            Made::pick(input, &made.keys)
-        } else {
-            Made::pick(input, &made.pds)
+        let live = match opcode {
+            CMD_DEREG_MR => Made::pick(input, &made.keys),
+            CMD_MODIFY_SRQ | CMD_QUERY_SRQ | CMD_DESTROY_SRQ => Made::pick(input, &made.srqs),
+            _ => Made::pick(input, &made.pds),
         };
         params[..4].copy_from_slice(&live.to_le_bytes());
+        if opcode == CMD_CREATE_QP && input.bool() {
+            // On an SRQ: no RQ of its own.
+            let mut q = CmdCreateQp::default();
+            q.as_mut_slice().copy_from_slice(&params);
+            q.srqn = Made::pick(input, &made.srqs).into();
+            q.rq = 0.into();
+            q.log_sizes[1] = 0;
+            params.copy_from_slice(q.as_slice());
+        }
         if opcode == CMD_REG_MR {
             let mut m = CmdRegMr::default();
             m.as_mut_slice().copy_from_slice(&params);
@@ -212,6 +249,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
                 CMD_ALLOC_MW | CMD_ALLOC_MW_TYPE1 => made.keys.push(r.out0),
                 CMD_CREATE_CQ => made.cqs.push(r.out0),
                 CMD_CREATE_QP => made.qps.push(r.out0),
+                CMD_CREATE_SRQ => made.srqs.push(r.out0),
                 _ => {}
             }
         }

@@ -19,6 +19,8 @@ use crate::verbs::abi::{Sge, MAX_SGE};
 pub(crate) enum Source<'a> {
     /// Local SGEs of a send WQE (L_Keys, LOCAL read).
     Local(&'a [Sge]),
+    /// The payload a send WQE carries itself (IBTCA_WQE_F_INLINE).
+    Inline(&'a [u8]),
     /// Responder memory through the requester's R_Key (REMOTE READ).
     Remote {
         /// R_Key from the READ request.
@@ -42,6 +44,10 @@ impl Source<'_> {
         }
         match *self {
             Source::Local(sges) => env.gather(sges, offset, out),
+            Source::Inline(data) => {
+                out.copy_from_slice(inline_part(data, offset, out.len())?);
+                Ok(())
+            }
             Source::Remote { rkey, va } => {
                 let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
                 env.remote_read(rkey, va, out)
@@ -63,12 +69,24 @@ impl Source<'_> {
         }
         match *self {
             Source::Local(sges) => env.gather_append(sges, offset, len, out),
+            Source::Inline(data) => {
+                out.extend_from_slice(inline_part(data, offset, len)?);
+                Ok(())
+            }
             Source::Remote { rkey, va } => {
                 let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
                 env.remote_read_append(rkey, va, len, out)
             }
         }
     }
+}
+
+/// Bytes `[offset, offset + len)` of an inline payload.
+fn inline_part(data: &[u8], offset: u64, len: usize) -> Result<&[u8], AccessError> {
+    usize::try_from(offset)
+        .ok()
+        .and_then(|at| data.get(at..at.checked_add(len)?))
+        .ok_or(AccessError::OutOfBounds)
 }
 
 /// The valid SGEs of a WQE (`num_sge` clamped to [`MAX_SGE`]).

@@ -127,6 +127,15 @@ impl Flight {
         engine::sges(&self.wqe.sge, self.wqe.num_sge)
     }
 
+    /// Where the payload of a SEND or WRITE comes from: the WQE's inline
+    /// bytes or its SGEs.
+    fn source(&self) -> Source<'_> {
+        match self.wqe.inline_data() {
+            Some(data) => Source::Inline(data),
+            None => Source::Local(self.sges()),
+        }
+    }
+
     pub(crate) fn signaled(&self) -> bool {
         self.wqe.flags & WQE_F_SIGNALED != 0
     }
@@ -315,11 +324,31 @@ impl Requester {
             f.error = Some(WC_LOC_LEN_ERR);
             return f;
         }
-        let sge_len: u64 = f
-            .sges()
-            .iter()
-            .map(|s| u64::from(s.length.to_native()))
-            .sum();
+        if wqe.flags & WQE_F_INLINE != 0 {
+            // Inline data is a SEND's or WRITE's payload, at most the SGE area.
+            if !matches!(kind, WrKind::Send { .. } | WrKind::Write { .. })
+                || matches!(wqe.opcode, WR_DRDMA_WRITE)
+            {
+                f.error = Some(WC_LOC_QP_OP_ERR);
+                return f;
+            }
+            if usize::from(wqe.inline_len) > MAX_INLINE {
+                f.error = Some(WC_LOC_LEN_ERR);
+                return f;
+            }
+        }
+        if wqe.flags & WQE_F_INLINE == 0 && wqe.inline_len != 0 {
+            f.error = Some(WC_LOC_QP_OP_ERR);
+            return f;
+        }
+        let sge_len: u64 = match wqe.inline_data() {
+            Some(data) => data.len() as u64,
+            None => f
+                .sges()
+                .iter()
+                .map(|s| u64::from(s.length.to_native()))
+                .sum(),
+        };
         f.len = match kind {
             WrKind::CompareSwap | WrKind::FetchAdd => {
                 if wqe.num_sge == 0 || wqe.sge[0].length.to_native() < 8 {
@@ -546,8 +575,7 @@ fn transmit<E: QpEnv + ?Sized>(
             let ack_req = (seg.position.ends() && per_message) || per_packet;
             let mut pkt = engine::data_packet(cfg, opcode, p, ack_req, ext);
             pkt.bth.se = !write && seg.position.ends() && wqe.flags & WQE_F_SOLICITED != 0;
-            engine::emit_data(env, counters, &pkt, Source::Local(f.sges()), seg)
-                .map_err(|_| WC_LOC_PROT_ERR)?;
+            engine::emit_data(env, counters, &pkt, f.source(), seg).map_err(|_| WC_LOC_PROT_ERR)?;
             return Ok((psn::add(p, 1), ack_req));
         }
         WrKind::Read => {

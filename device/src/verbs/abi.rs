@@ -172,10 +172,10 @@ abi_struct! {
         opcode: u8,
         /// IBTCA_WQE_F_* flags.
         flags: u8,
-        /// Number of valid entries in `sge`.
+        /// Number of valid entries in `sge` (0 with IBTCA_WQE_F_INLINE).
         num_sge: u8,
-        /// Reserved, zero.
-        rsvd0: u8,
+        /// With IBTCA_WQE_F_INLINE: the payload's length, at most IBTCA_MAX_INLINE_DATA bytes, held in place of `sge`; otherwise zero.
+        inline_len: u8,
         /// Immediate data (big-endian on the wire, stored as given).
         imm_data: Le32,
         /// Remote address (RDMA, atomics).
@@ -190,8 +190,25 @@ abi_struct! {
         swap: Le64,
         /// Reserved for Direct RDMA (ARR number) and future use, zero.
         rsvd2: [u8; 16],
-        /// Local buffers.
+        /// Local buffers, or with IBTCA_WQE_F_INLINE the payload itself.
         sge: [Sge; MAX_SGE],
+    }
+}
+
+/// Most bytes of inline data one send WQE carries (its SGE area).
+pub const MAX_INLINE: usize = MAX_SGE * size_of::<Sge>();
+
+impl SendWqe {
+    /// The inline payload of a WQE with IBTCA_WQE_F_INLINE (`None` without
+    /// the flag, or with an `inline_len` past [`MAX_INLINE`]).
+    pub fn inline_data(&self) -> Option<&[u8]> {
+        if self.flags & WQE_F_INLINE == 0 {
+            return None;
+        }
+        let at = offset_of!(SendWqe, sge);
+        self.as_slice()
+            .get(at..at + usize::from(self.inline_len))
+            .filter(|d| d.len() <= MAX_INLINE)
     }
 }
 
@@ -448,6 +465,10 @@ crate::regs::values! {
     WQE_F_SOLICITED: u8 = 1 << 1;
     /// WQE flag: wait for earlier RDMA READs and atomics first.
     WQE_F_FENCE: u8 = 1 << 2;
+    /// WQE flag (SEND, RDMA WRITE and their immediate forms): the payload is the WQE's own `inline_len` bytes where its SGEs would be, read when the WQE is; no L_Key is checked. A longer `inline_len` or another operation completes with IBTCA_WC_LOC_LEN_ERR or IBTCA_WC_LOC_QP_OP_ERR.
+    WQE_F_INLINE: u8 = 1 << 3;
+    /// Most bytes of inline data one send WQE carries (struct ibtca_device_attr_ext max_inline_data).
+    MAX_INLINE_DATA: u32 = 64;
     /// Completion opcode: SEND.
     WC_SEND: u8 = 0;
     /// Completion opcode: RDMA WRITE.
@@ -570,6 +591,18 @@ crate::regs::values! {
     CMD_MODIFY_QP: u8 = 0x41;
     /// Command: destroy a QP (params: struct ibtca_cmd_handle).
     CMD_DESTROY_QP: u8 = 0x43;
+    /// Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it.
+    CMD_CREATE_SRQ: u8 = 0x50;
+    /// Command: change an SRQ's max_wr (within its ring) or arm its limit (params: struct ibtca_cmd_modify_srq).
+    CMD_MODIFY_SRQ: u8 = 0x51;
+    /// Command: query an SRQ (params: struct ibtca_cmd_handle; out0 = srq_limit, out1 = limit events so far; reply: struct ibtca_srq_attr over params).
+    CMD_QUERY_SRQ: u8 = 0x52;
+    /// Command: destroy an SRQ no QP uses (params: struct ibtca_cmd_handle; EBUSY while a QP names it).
+    CMD_DESTROY_SRQ: u8 = 0x53;
+    /// MODIFY_SRQ attribute: max_wr, the most receives posted and not yet taken (1 to the ring's entries).
+    SRQ_ATTR_MAX_WR: u32 = 1 << 0;
+    /// MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms.
+    SRQ_ATTR_LIMIT: u32 = 1 << 1;
     /// Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X.
     PORT_WIDTH_4X: u8 = 2;
     /// Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s.
@@ -701,8 +734,69 @@ abi_struct! {
         quasi: Le64,
         /// Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0).
         db_page: Le32,
+        /// Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ.
+        srqn: Le32,
+    }
+}
+
+abi_struct! {
+    /// CREATE_SRQ parameters: a ring of 2^log_entries struct ibtca_recv_wqe
+    /// the driver produces (SRQ doorbell: IBTCA_REG_DB_SRQ or a doorbell
+    /// page's IBTCA_DB_PAGE_SRQ) and the device consumes in ring order for
+    /// every QP created with the SRQ's number.
+    CmdCreateSrq = "cmd_create_srq" {
+        /// Protection domain (the QPs using the SRQ must be in it).
+        pdn: Le32,
+        /// log2 of the number of entries (at most log2 of max_srq_wr).
+        log_entries: u8,
         /// Reserved, zero.
-        rsvd: Le32,
+        rsvd0: [u8; 3],
+        /// Guest-physical address of the ring (128-byte aligned).
+        ring: Le64,
+        /// Most receives posted and not yet taken (1 to 2^log_entries).
+        max_wr: Le32,
+        /// Limit event threshold (0: disarmed; below max_wr), as MODIFY_SRQ's.
+        srq_limit: Le32,
+        /// Doorbell page whose SRQ doorbell alone rings this SRQ; 0: the kernel's.
+        db_page: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 20],
+    }
+}
+
+abi_struct! {
+    /// MODIFY_SRQ parameters; `attr_mask` (IBTCA_SRQ_ATTR_*) says which apply.
+    CmdModifySrq = "cmd_modify_srq" {
+        /// SRQ number.
+        srqn: Le32,
+        /// IBTCA_SRQ_ATTR_* bits.
+        attr_mask: Le32,
+        /// New max_wr (at least the receives posted now, at most the ring's entries).
+        max_wr: Le32,
+        /// New limit (below max_wr; 0 disarms).
+        srq_limit: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 32],
+    }
+}
+
+abi_struct! {
+    /// QUERY_SRQ reply, written over the command's params.
+    SrqAttr = "srq_attr" {
+        /// Most receives posted and not yet taken.
+        max_wr: Le32,
+        /// Armed limit (0: disarmed, or fired).
+        srq_limit: Le32,
+        /// Limit events raised since the SRQ was created.
+        limit_events: Le32,
+        /// Receives posted (doorbell) and not yet taken by a QP.
+        posted: Le32,
+        /// Protection domain.
+        pdn: Le32,
+        /// log2 of the ring's entries.
+        log_entries: u8,
+        /// Reserved, zero.
+        rsvd: [u8; 27],
     }
 }
 
@@ -824,8 +918,18 @@ abi_struct! {
         db_pages: Le32,
         /// Index of the doorbell BAR (IBTCA_DB_BAR).
         db_bar: u8,
+        /// SGEs of one SRQ receive.
+        max_srq_sge: u8,
         /// Reserved, zero.
-        rsvd: [u8; 31],
+        rsvd0: [u8; 2],
+        /// Shared receive queues.
+        max_srq: Le32,
+        /// Entries of one SRQ (max_wr).
+        max_srq_wr: Le32,
+        /// Bytes of inline data one send WQE carries (IBTCA_MAX_INLINE_DATA).
+        max_inline_data: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 16],
     }
 }
 
@@ -873,6 +977,9 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdCreateCq::layout(),
         CmdCreateQp::layout(),
         CmdModifyQp::layout(),
+        CmdCreateSrq::layout(),
+        CmdModifySrq::layout(),
+        SrqAttr::layout(),
         DeviceAttr::layout(),
         DeviceAttrExt::layout(),
         PortAttr::layout(),

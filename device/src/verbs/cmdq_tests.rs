@@ -236,6 +236,7 @@ fn query_device_reports_the_limits_the_device_enforces() {
         keys: 5,
         cqs: 2,
         qps: 4,
+        srqs: 2,
     };
     let mut h = Harness::new(limits);
     h.v.port.node_guid = 0x0200_0000_0001_0001;
@@ -363,6 +364,7 @@ fn every_error_code() {
         keys: 1,
         cqs: 1,
         qps: 1,
+        srqs: 1,
     });
     assert_eq!(h.cmd(0x7f, [0; 48]), (EOPNOTSUPP, 0, 0));
     let pd = h.pd();

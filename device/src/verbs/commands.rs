@@ -7,10 +7,11 @@
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdAllocMr, CmdCreateCq, CmdCreateQp, CmdHandle, CmdModifyQp, CmdRegMr, CMD_ALLOC_MR,
-    CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ, CMD_CREATE_PD, CMD_CREATE_QP, CMD_DEALLOC_MW,
-    CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_MODIFY_QP, CMD_QUERY_DEVICE,
-    CMD_QUERY_PORT, CMD_REG_MR, DEVICE_ATTR_EXT,
+    CmdAllocMr, CmdCreateCq, CmdCreateQp, CmdCreateSrq, CmdHandle, CmdModifyQp, CmdModifySrq,
+    CmdRegMr, CMD_ALLOC_MR, CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ, CMD_CREATE_PD,
+    CMD_CREATE_QP, CMD_CREATE_SRQ, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD,
+    CMD_DESTROY_QP, CMD_DESTROY_SRQ, CMD_MODIFY_QP, CMD_MODIFY_SRQ, CMD_QUERY_DEVICE,
+    CMD_QUERY_PORT, CMD_QUERY_SRQ, CMD_REG_MR, DEVICE_ATTR_EXT,
 };
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
@@ -217,6 +218,33 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_DESTROY_QP,
         name: "DESTROY_QP",
         run: |v, _, p| done(v.destroy_qp(handle(p))),
+    },
+    CommandDef {
+        opcode: CMD_CREATE_SRQ,
+        name: "CREATE_SRQ",
+        run: |v, _, p| Ok((v.create_srq(&params::<CmdCreateSrq>(p))?, 0).into()),
+    },
+    CommandDef {
+        opcode: CMD_MODIFY_SRQ,
+        name: "MODIFY_SRQ",
+        run: |v, _, p| done(v.modify_srq(&params::<CmdModifySrq>(p))),
+    },
+    CommandDef {
+        opcode: CMD_QUERY_SRQ,
+        name: "QUERY_SRQ",
+        run: |v, _, p| {
+            let h: CmdHandle = params(p);
+            if h.rsvd != [0; 44] {
+                return Err(VerbsError::Invalid);
+            }
+            let (out, attr) = v.query_srq(h.handle.to_native())?;
+            Ok(Reply::with(out, &attr))
+        },
+    },
+    CommandDef {
+        opcode: CMD_DESTROY_SRQ,
+        name: "DESTROY_SRQ",
+        run: |v, _, p| done(v.destroy_srq(handle(p))),
     },
 ];
 

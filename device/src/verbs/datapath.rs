@@ -9,7 +9,8 @@ use super::mr::{GpaRanges, RemoteRight, RemoteTarget};
 use super::mw::BindRequest;
 use super::{Verbs, VerbsError};
 use crate::regs::{
-    DB_CQ, DB_PAGES, DB_PAGE_CQ, DB_PAGE_RQ, DB_PAGE_SIZE, DB_PAGE_SQ, DB_RQ, DB_SQ,
+    DB_CQ, DB_PAGES, DB_PAGE_CQ, DB_PAGE_RQ, DB_PAGE_SIZE, DB_PAGE_SQ, DB_PAGE_SRQ, DB_RQ, DB_SQ,
+    DB_SRQ,
 };
 use crate::transport::AccessError;
 
@@ -27,6 +28,13 @@ pub enum Doorbell {
     Rq {
         /// QP number.
         qpn: u32,
+        /// Producer index.
+        pi: u32,
+    },
+    /// New SRQ producer index.
+    Srq {
+        /// SRQ number.
+        srqn: u32,
         /// Producer index.
         pi: u32,
     },
@@ -55,6 +63,7 @@ impl Doorbell {
             DB_PAGE_SQ => DB_SQ,
             DB_PAGE_RQ => DB_RQ,
             DB_PAGE_CQ => DB_CQ,
+            DB_PAGE_SRQ => DB_SRQ,
             _ => return None,
         };
         let value = u64::from_le_bytes(data.try_into().ok()?);
@@ -78,6 +87,10 @@ impl Doorbell {
                 cqn: handle,
                 arm: (low >> 24) as u8,
                 ci: high,
+            },
+            DB_SRQ => Doorbell::Srq {
+                srqn: handle,
+                pi: high,
             },
             _ => return None,
         })
@@ -203,6 +216,7 @@ impl Verbs {
                 self.qps.get(qpn).map(|q| q.db_page)
             }
             Doorbell::Cq { cqn, .. } => self.cqs.get(cqn).map(|c| c.db_page),
+            Doorbell::Srq { srqn, .. } => self.srqs.get(srqn).map(|s| s.db_page),
         }
     }
 
@@ -233,6 +247,12 @@ impl Verbs {
             Doorbell::Rq { qpn, pi } => {
                 let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
                 qp.rq_doorbell(pi)
+                    .map(|()| None)
+                    .map_err(|_| VerbsError::Invalid)
+            }
+            Doorbell::Srq { srqn, pi } => {
+                let srq = self.srqs.get_mut(srqn).ok_or(VerbsError::NotFound)?;
+                srq.doorbell(pi)
                     .map(|()| None)
                     .map_err(|_| VerbsError::Invalid)
             }

@@ -22,6 +22,7 @@
 //! | `keys.rs` | seed 001 key memory and the invalidation walk |
 //! | `cq.rs` | completion queues |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
+//! | `srq.rs` | shared receive queues: ring, limit event, commands |
 //! | `objects.rs` | object creation and destruction across tables |
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
 //! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
@@ -42,6 +43,7 @@ pub mod qp;
 pub mod qp_state;
 pub mod ring;
 pub mod sgl;
+pub mod srq;
 pub mod table;
 #[cfg(test)]
 mod testmem;
@@ -59,6 +61,7 @@ use keys::KeyMemory;
 use mr::MrTable;
 use pd::PdTable;
 use qp::{qp_table, QpTable};
+use srq::{srq_table, SrqTable};
 
 /// The P_Key of the port's one-entry table: the default full-member key.
 pub const DEFAULT_PKEY: u16 = 0xffff;
@@ -74,6 +77,8 @@ pub struct Limits {
     pub cqs: usize,
     /// Queue pairs.
     pub qps: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
 }
 
 impl Default for Limits {
@@ -83,6 +88,7 @@ impl Default for Limits {
             keys: 4096,
             cqs: 1024,
             qps: 1024,
+            srqs: 1024,
         }
     }
 }
@@ -129,6 +135,11 @@ pub struct Verbs {
     pub cqs: CqTable,
     /// Queue pairs.
     pub qps: QpTable,
+    /// Shared receive queues.
+    pub srqs: SrqTable,
+    /// An SRQ limit fired since the engine last looked
+    /// ([`Verbs::take_srq_events`]).
+    srq_events: bool,
     /// Port attributes.
     pub port: PortAttrs,
     /// Doorbells dropped because they were rung on a page other than the
@@ -146,6 +157,8 @@ impl Verbs {
             keys: KeyMemory::new(),
             cqs: cq_table(limits.cqs),
             qps: qp_table(limits.qps),
+            srqs: srq_table(limits.srqs),
+            srq_events: false,
             port,
             foreign_doorbells: 0,
         }
@@ -210,8 +223,10 @@ impl Verbs {
         }
     }
 
-    /// QUERY_DEVICE's second reply (IBTCA_DEVICE_ATTR_EXT): page-list limits.
+    /// QUERY_DEVICE's second reply (IBTCA_DEVICE_ATTR_EXT): page-list,
+    /// SRQ and inline limits.
     pub fn device_attr_ext(&self) -> DeviceAttrExt {
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX).into();
         DeviceAttrExt {
             max_mr_pages: translate::MAX_MR_PAGES.into(),
             max_total_mr_pages: u32::try_from(translate::MAX_TOTAL_MR_PAGES)
@@ -220,6 +235,10 @@ impl Verbs {
             page_size: (translate::PAGE_SIZE as u32).into(),
             db_pages: crate::regs::DB_PAGES.into(),
             db_bar: crate::regs::DB_BAR as u8,
+            max_srq_sge: srq::MAX_SRQ_SGE as u8,
+            max_srq: n(self.srqs.capacity()),
+            max_srq_wr: (1u32 << srq::MAX_SRQ_LOG).into(),
+            max_inline_data: abi::MAX_INLINE_DATA.into(),
             ..Default::default()
         }
     }

@@ -153,10 +153,21 @@ impl Verbs {
         if !self.pds.contains(pdn) || !self.cqs.contains(scq) || !self.cqs.contains(rcq) {
             return Err(VerbsError::NotFound);
         }
+        let srqn = p.srqn.to_native();
+        if srqn != 0 {
+            // The SRQ's WQEs name regions of its PD, checked in the QP's.
+            let srq = self.srqs.get(srqn).ok_or(VerbsError::NotFound)?;
+            if srq.pdn != pdn {
+                return Err(VerbsError::Invalid);
+            }
+        }
         let qpn = self.qps.insert(Qp::new(p)?)?;
         self.pds.hold(pdn)?;
         self.cqs.hold(scq)?;
         self.cqs.hold(rcq)?;
+        if srqn != 0 {
+            self.srqs.hold(srqn)?;
+        }
         Ok(qpn)
     }
 
@@ -178,6 +189,9 @@ impl Verbs {
         self.pds.release(qp.pdn);
         self.cqs.release(qp.send_cqn);
         self.cqs.release(qp.recv_cqn);
+        if let Some(srqn) = qp.srqn {
+            self.srqs.release(srqn);
+        }
         Ok(())
     }
 }

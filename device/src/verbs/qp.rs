@@ -196,28 +196,41 @@ pub struct Qp {
     pub recv_cqn: u32,
     /// Doorbell page its SQ and RQ doorbells must come from.
     pub db_page: u32,
+    /// The shared receive queue its receives come from (then it has no RQ).
+    pub srqn: Option<u32>,
     state: QpState,
     attrs: QpAttrs,
     sq: WorkQueue,
-    rq: WorkQueue,
+    rq: Option<WorkQueue>,
     quasi: WorkQueue,
 }
 
 impl Qp {
     /// A QP in RESET with the rings of `p` (`Invalid` for a bad or
-    /// overlapping ring, sizes above 2^[`MAX_WQ_LOG`]). The caller checks
-    /// the PD and CQs.
+    /// overlapping ring, sizes above 2^[`MAX_WQ_LOG`], an RQ given with an
+    /// SRQ). The caller checks the PD, CQs and SRQ.
     pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
         if p.log_sizes[3] != 0 || p.db_page.to_native() >= crate::regs::DB_PAGES {
             return Err(VerbsError::Invalid);
         }
+        let srqn = Some(p.srqn.to_native()).filter(|&n| n != 0);
+        if srqn.is_some() && (p.rq.to_native() != 0 || p.log_sizes[1] != 0) {
+            return Err(VerbsError::Invalid);
+        }
         let sq = WorkQueue::new(p.sq.to_native(), p.log_sizes[0], size_of::<SendWqe>())?;
-        let rq = WorkQueue::new(p.rq.to_native(), p.log_sizes[1], size_of::<RecvWqe>())?;
+        let rq = match srqn {
+            Some(_) => None,
+            None => Some(WorkQueue::new(
+                p.rq.to_native(),
+                p.log_sizes[1],
+                size_of::<RecvWqe>(),
+            )?),
+        };
         let quasi = WorkQueue::new(p.quasi.to_native(), p.log_sizes[2], size_of::<QuasiWqe>())?;
-        if sq.ring.overlaps(&rq.ring)
-            || sq.ring.overlaps(&quasi.ring)
-            || rq.ring.overlaps(&quasi.ring)
-        {
+        let rq_overlaps = rq
+            .as_ref()
+            .is_some_and(|rq| sq.ring.overlaps(&rq.ring) || rq.ring.overlaps(&quasi.ring));
+        if rq_overlaps || sq.ring.overlaps(&quasi.ring) {
             return Err(VerbsError::Invalid);
         }
         Ok(Qp {
@@ -225,6 +238,7 @@ impl Qp {
             send_cqn: p.send_cqn.to_native(),
             recv_cqn: p.recv_cqn.to_native(),
             db_page: p.db_page.to_native(),
+            srqn,
             state: QpState::Reset,
             attrs: QpAttrs::default(),
             sq,
@@ -255,7 +269,10 @@ impl Qp {
         self.attrs = attrs;
         if to == QpState::Reset {
             self.attrs = QpAttrs::default();
-            for q in [&mut self.sq, &mut self.rq, &mut self.quasi] {
+            for q in [Some(&mut self.sq), self.rq.as_mut(), Some(&mut self.quasi)]
+                .into_iter()
+                .flatten()
+            {
                 (q.pi, q.ci) = (0, 0);
             }
         }
@@ -275,7 +292,14 @@ impl Qp {
         if self.state == QpState::Reset {
             return Err(QpError::Reset);
         }
-        let q = if send { &mut self.sq } else { &mut self.rq };
+        // A QP on an SRQ has no RQ: its RQ doorbells are refused.
+        let Some(q) = (if send {
+            Some(&mut self.sq)
+        } else {
+            self.rq.as_mut()
+        }) else {
+            return Err(QpError::Overrun);
+        };
         // Not ahead of the consumer by more than the ring, not behind the
         // previous producer index.
         let outstanding = pi.wrapping_sub(q.ci);
@@ -320,17 +344,19 @@ impl Qp {
         Ok(Some(w))
     }
 
-    /// Takes the next receive WQE (in RTR or RTS, or in ERR for flushing).
+    /// Takes the next receive WQE of its own RQ (in RTR or RTS, or in ERR
+    /// for flushing; none for a QP on an SRQ).
     pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWqe>, QpError> {
         let ready = matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err);
-        if !ready || self.rq.ci == self.rq.pi {
+        let Some(rq) = self.rq.as_ref().filter(|rq| ready && rq.ci != rq.pi) else {
             return Ok(None);
+        };
+        let Some(w) = rq.read(mem, rq.ci) else {
+            return Err(self.dma_fault());
+        };
+        if let Some(rq) = self.rq.as_mut() {
+            rq.ci = rq.ci.wrapping_add(1);
         }
-        let w = self
-            .rq
-            .read(mem, self.rq.ci)
-            .ok_or_else(|| self.dma_fault())?;
-        self.rq.ci = self.rq.ci.wrapping_add(1);
         Ok(Some(w))
     }
 

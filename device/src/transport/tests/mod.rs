@@ -7,6 +7,7 @@
 mod data;
 mod errors;
 mod hostile;
+mod inline;
 mod msn;
 mod reliability;
 

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca: shared receive queues, for kernel consumers and user contexts.
+ * An SRQ is a device SRQ (CREATE_SRQ) whose ring of receive WQEs lives in
+ * coherent DMA memory; every QP created with it takes its receives from
+ * that ring, in ring order. post_srq_recv writes WQEs and rings the SRQ
+ * doorbell (BAR0's IBTCA_REG_DB_SRQ); a user context's SRQ is rung on the
+ * context's doorbell page by the provider, which writes into the ring
+ * mapped through an mmap entry that owns it (as user QPs' rings are).
+ *
+ * The device reads WQEs in ring order, so each receive completion of a
+ * QP on the SRQ means one more slot is free (@done, counted by poll_cq
+ * on whichever CQ it arrives). An armed limit (srq_limit) fires once: the
+ * device sets IBTCA_EVENT_SRQ_LIMIT in EVENT_CAUSE, the port work calls
+ * ibtca_ib_srq_events(), which asks each SRQ for its limit_events
+ * (QUERY_SRQ's out1) and hands IB_EVENT_SRQ_LIMIT_REACHED to the SRQs
+ * whose count moved.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/log2.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ibtca_ib.h"
+#include "ibtca_uctx.h"
+
+static int ibtca_ib_srq_cmd(struct ibtca_ib *ib, u8 opcode, u32 srqn,
+			    u32 *out0, u32 *out1)
+{
+	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(srqn) };
+
+	return ibtca_ib_cmd(ib, opcode, &p, sizeof(p), out0, out1);
+}
+
+static int ibtca_ib_srq_modify_cmd(struct ibtca_ib *ib, u32 srqn, u32 mask,
+				   u32 max_wr, u32 limit)
+{
+	struct ibtca_cmd_modify_srq p = {
+		.srqn = cpu_to_le32(srqn),
+		.attr_mask = cpu_to_le32(mask),
+		.max_wr = cpu_to_le32(max_wr),
+		.srq_limit = cpu_to_le32(limit),
+	};
+
+	return ibtca_ib_cmd(ib, IBTCA_CMD_MODIFY_SRQ, &p, sizeof(p), NULL, NULL);
+}
+
+/* The ring and the device SRQ; @db_page 0 for a kernel SRQ. */
+static int ibtca_ib_srq_ring_create(struct ibtca_ib *ib,
+				    struct ibtca_ib_srq *srq,
+				    const struct ib_srq_attr *a, u32 db_page)
+{
+	struct device *dev = &ib->idev->pdev->dev;
+	struct ibtca_cmd_create_srq p = { };
+	int ret;
+
+	srq->size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << srq->log);
+	srq->ring = dma_alloc_coherent(dev, srq->size, &srq->dma, GFP_KERNEL);
+	if (!srq->ring)
+		return -ENOMEM;
+	p.pdn = cpu_to_le32(to_pd(srq->ibsrq.pd)->pdn);
+	p.log_entries = srq->log;
+	p.ring = cpu_to_le64(srq->dma);
+	p.max_wr = cpu_to_le32(srq->max_wr);
+	p.srq_limit = cpu_to_le32(a->srq_limit);
+	p.db_page = cpu_to_le32(db_page);
+	ret = ibtca_ib_cmd(ib, IBTCA_CMD_CREATE_SRQ, &p, sizeof(p),
+			   &srq->srqn, NULL);
+	if (ret) {
+		dma_free_coherent(dev, srq->size, srq->ring, srq->dma);
+		srq->ring = NULL;
+	}
+	return ret;
+}
+
+static void ibtca_ib_srq_ring_free(struct ibtca_ib *ib,
+				   struct ibtca_ib_srq *srq)
+{
+	if (srq->ring)
+		dma_free_coherent(&ib->idev->pdev->dev, srq->size, srq->ring,
+				  srq->dma);
+	srq->ring = NULL;
+}
+
+/* A user context's SRQ: its ring mapped there, its number and shape told. */
+static int ibtca_ib_srq_user(struct ibtca_ib *ib, struct ibtca_ib_srq *srq,
+			     struct ib_udata *udata)
+{
+	struct ibtca_create_srq_resp resp = { };
+	struct rdma_user_mmap_entry *entry;
+	struct ibtca_ib_ucontext *uctx;
+
+	uctx = rdma_udata_to_drv_context(udata, struct ibtca_ib_ucontext,
+					 ibuc);
+	entry = ibtca_uctx_mmap_insert_dma(&uctx->ibuc, &ib->idev->pdev->dev,
+					   srq->ring, srq->dma, srq->size,
+					   srq->size, &resp.ring_mmap_offset);
+	if (IS_ERR(entry))
+		return PTR_ERR(entry);
+	srq->user_ring = entry;
+	resp.srqn = srq->srqn;
+	resp.log_wqes = srq->log;
+	resp.ring_bytes = srq->size;
+	resp.max_wr = srq->max_wr;
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	struct ib_srq_attr *a = &init->attr;
+	struct ibtca_ib_ucontext *uctx = NULL;
+	int ret, destroyed;
+
+	if (init->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	if (!a->max_wr || a->max_wr > ib->max_srq_wr ||
+	    a->max_sge > ib->max_srq_sge || a->srq_limit >= a->max_wr)
+		return -EINVAL;
+	if (udata) {
+		uctx = rdma_udata_to_drv_context(udata,
+						 struct ibtca_ib_ucontext,
+						 ibuc);
+		if (!uctx || !uctx->db_page ||
+		    udata->outlen < sizeof(struct ibtca_create_srq_resp))
+			return -EINVAL;
+	}
+	spin_lock_init(&srq->lock);
+	atomic_set(&srq->done, 0);
+	srq->log = order_base_2(max(a->max_wr, 2U));
+	srq->max_wr = a->max_wr;
+	ret = ibtca_ib_srq_ring_create(ib, srq, a, uctx ? uctx->db_page : 0);
+	if (ret)
+		return ret;
+	if (uctx) {
+		ret = ibtca_ib_srq_user(ib, srq, udata);
+		if (ret)
+			goto err_destroy;
+	}
+	a->max_sge = ib->max_srq_sge;
+	mutex_lock(&ib->srq_lock);
+	list_add_tail(&srq->node, &ib->srqs);
+	mutex_unlock(&ib->srq_lock);
+	return 0;
+
+err_destroy:
+	destroyed = ibtca_ib_srq_cmd(ib, IBTCA_CMD_DESTROY_SRQ, srq->srqn,
+				     NULL, NULL);
+	if (srq->user_ring) {
+		if (destroyed && destroyed != -ENODEV)
+			ibtca_uctx_mmap_keep_dma(srq->user_ring);
+		ibtca_uctx_mmap_remove(srq->user_ring);
+		srq->user_ring = NULL;
+	} else if (!destroyed || destroyed == -ENODEV) {
+		ibtca_ib_srq_ring_free(ib, srq);
+	}
+	return ret;
+}
+
+/*
+ * IB_SRQ_LIMIT arms (or with 0 disarms) the limit event; IB_SRQ_MAX_WR
+ * changes how many receives may be posted, within the ring allocated at
+ * creation (no IB_DEVICE_SRQ_RESIZE: a larger one is -EINVAL).
+ */
+int ibtca_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	u32 dev_mask = 0, max_wr = srq->max_wr;
+	int ret;
+
+	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
+		return -EINVAL;
+	if (mask & IB_SRQ_MAX_WR) {
+		if (!attr->max_wr || attr->max_wr > BIT(srq->log))
+			return -EINVAL;
+		dev_mask |= IBTCA_SRQ_ATTR_MAX_WR;
+		max_wr = attr->max_wr;
+	}
+	if (mask & IB_SRQ_LIMIT)
+		dev_mask |= IBTCA_SRQ_ATTR_LIMIT;
+	ret = ibtca_ib_srq_modify_cmd(ib, srq->srqn, dev_mask, max_wr,
+				      mask & IB_SRQ_LIMIT ? attr->srq_limit : 0);
+	/* The device's errno: EINVAL for a limit not below max_wr. */
+	if (ret)
+		return ret;
+	WRITE_ONCE(srq->max_wr, max_wr);
+	return 0;
+}
+
+int ibtca_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	u32 limit, events;
+	int ret;
+
+	ret = ibtca_ib_srq_cmd(ib, IBTCA_CMD_QUERY_SRQ, srq->srqn, &limit,
+			       &events);
+	if (ret)
+		return ret;
+	attr->max_wr = READ_ONCE(srq->max_wr);
+	attr->max_sge = ib->max_srq_sge;
+	attr->srq_limit = limit;
+	return 0;
+}
+
+int ibtca_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	int ret;
+
+	mutex_lock(&ib->srq_lock);
+	list_del(&srq->node);
+	mutex_unlock(&ib->srq_lock);
+	ret = ibtca_ib_srq_cmd(ib, IBTCA_CMD_DESTROY_SRQ, srq->srqn, NULL,
+			       NULL);
+	/* A device that is gone was reset and forgot the SRQ. */
+	if (srq->user_ring) {
+		if (ret && ret != -ENODEV) {
+			dev_warn(&ib->idev->pdev->dev,
+				 "device refused to destroy user SRQ %u (%d): ring leaked\n",
+				 srq->srqn, ret);
+			ibtca_uctx_mmap_keep_dma(srq->user_ring);
+		}
+		ibtca_uctx_mmap_remove(srq->user_ring);
+		srq->user_ring = NULL;
+	} else if (ret && ret != -ENODEV) {
+		dev_warn(&ib->idev->pdev->dev,
+			 "device refused to destroy SRQ %u (%d): ring leaked\n",
+			 srq->srqn, ret);
+	} else {
+		ibtca_ib_srq_ring_free(ib, srq);
+	}
+	return 0;
+}
+
+int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			   const struct ib_recv_wr **bad_wr)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	struct ibtca_recv_wqe *w;
+	unsigned long flags;
+	int i, ret = 0;
+	u32 start;
+
+	if (srq->user_ring) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	spin_lock_irqsave(&srq->lock, flags);
+	start = srq->pi;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || wr->num_sge > ib->max_srq_sge) {
+			ret = -EINVAL;
+			break;
+		}
+		if (srq->pi - (u32)atomic_read(&srq->done) >=
+		    READ_ONCE(srq->max_wr)) {
+			ret = -ENOMEM;
+			break;
+		}
+		w = &srq->ring[srq->pi & (BIT(srq->log) - 1)];
+		memset(w, 0, sizeof(*w));
+		w->wr_id = cpu_to_le64(wr->wr_id);
+		w->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++)
+			ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
+				      wr->sg_list[i].length,
+				      wr->sg_list[i].lkey);
+		srq->pi++;
+	}
+	/* writeq() orders the WQEs before the doorbell. */
+	if (srq->pi != start)
+		writeq(srq->srqn | (u64)srq->pi << 32,
+		       ib->idev->regs + IBTCA_REG_DB_SRQ);
+	spin_unlock_irqrestore(&srq->lock, flags);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+/* A receive completion of a QP on @ibsrq: one slot is free again. */
+void ibtca_ib_srq_completed(struct ib_srq *ibsrq)
+{
+	atomic_inc(&to_srq(ibsrq)->done);
+}
+
+/* Tells each SRQ whose limit fired (IBTCA_EVENT_SRQ_LIMIT), from the port work. */
+void ibtca_ib_srq_events(struct ibtca_dev *idev)
+{
+	struct ibtca_ib_srq *srq;
+	struct ib_event ev = { .event = IB_EVENT_SRQ_LIMIT_REACHED };
+	struct ibtca_ib *ib;
+	u32 limit, events;
+
+	mutex_lock(&idev->ib_lock);
+	ib = idev->ib;
+	if (!ib)
+		goto out;
+	mutex_lock(&ib->srq_lock);
+	list_for_each_entry(srq, &ib->srqs, node) {
+		if (ibtca_ib_srq_cmd(ib, IBTCA_CMD_QUERY_SRQ, srq->srqn, &limit,
+				     &events))
+			continue;
+		if (events == srq->limit_events)
+			continue;
+		srq->limit_events = events;
+		dev_info(&idev->pdev->dev, "SRQ %u: limit reached (%u events)\n",
+			 srq->srqn, events);
+		if (!srq->ibsrq.event_handler)
+			continue;
+		ev.device = &ib->ibdev;
+		ev.element.srq = &srq->ibsrq;
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+	}
+	mutex_unlock(&ib->srq_lock);
+out:
+	mutex_unlock(&idev->ib_lock);
+}

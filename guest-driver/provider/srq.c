@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The ibtca provider's shared receive queues. The kernel driver creates the
+ * device SRQ on the context's doorbell page and hands back its ring of
+ * receive WQEs (ibtca_create_srq_resp), which the provider maps and fills:
+ * post_srq_recv writes WQEs and rings the SRQ doorbell (0x18 of the
+ * doorbell page: SRQ number | index << 32) once per chain, no system call.
+ * Every QP created with the SRQ takes its receives from it in ring order,
+ * so each receive completion of such a QP frees one slot (poll_cq counts
+ * them in @done, whichever CQ they arrive on). modify_srq (the limit;
+ * max_wr within the ring), query_srq and destroy_srq are the kernel's.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ibtca.h"
+#include "ibtca_uverbs.h"
+
+struct ibv_srq *ibtca_create_srq(struct ibv_pd *pd,
+				 struct ibv_srq_init_attr *attr)
+{
+	struct uibtca_create_srq_resp resp = {};
+	struct uibtca_create_srq cmd = {};
+	struct ibtca_srq *srq;
+	int err;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	err = ibv_cmd_create_srq(pd, &srq->ibv_srq, attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (err)
+		goto fail;
+	if (resp.log_wqes > 20 || !resp.max_wr ||
+	    resp.max_wr > (1U << resp.log_wqes) ||
+	    resp.ring_bytes < (sizeof(struct ibtca_recv_wqe) << resp.log_wqes)) {
+		err = EPROTO;
+		goto destroy;
+	}
+	srq->ring = mmap(NULL, resp.ring_bytes, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, pd->context->cmd_fd, resp.ring_mmap_offset);
+	if (srq->ring == MAP_FAILED) {
+		err = errno;
+		goto destroy;
+	}
+	srq->ring_bytes = resp.ring_bytes;
+	srq->srqn = resp.srqn;
+	srq->log = resp.log_wqes;
+	srq->max_wr = resp.max_wr;
+	return &srq->ibv_srq;
+
+destroy:
+	ibv_cmd_destroy_srq(&srq->ibv_srq);
+fail:
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	errno = err;
+	return NULL;
+}
+
+int ibtca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		     int attr_mask)
+{
+	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
+	struct ibv_modify_srq cmd = {};
+	int err;
+
+	err = ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd, sizeof(cmd));
+	if (err)
+		return err;
+	if (attr_mask & IBV_SRQ_MAX_WR)
+		__atomic_store_n(&srq->max_wr, attr->max_wr, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int ibtca_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd = {};
+
+	return ibv_cmd_query_srq(ibsrq, attr, &cmd, sizeof(cmd));
+}
+
+int ibtca_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
+	int err;
+
+	err = ibv_cmd_destroy_srq(ibsrq);
+	if (err)
+		return err;
+	munmap(srq->ring, srq->ring_bytes);
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	return 0;
+}
+
+int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr)
+{
+	struct ibtca_context *ctx = to_ibtca_ctx(ibsrq->context);
+	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
+	uint32_t mask = (1U << srq->log) - 1;
+	struct ibtca_recv_wqe *w;
+	uint32_t start, slot, max_wr;
+	int err = 0;
+
+	pthread_spin_lock(&srq->lock);
+	start = srq->pi;
+	max_wr = __atomic_load_n(&srq->max_wr, __ATOMIC_ACQUIRE);
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
+		    wr->num_sge > 4) {
+			err = EINVAL;
+			break;
+		}
+		slot = srq->pi;
+		if (slot - __atomic_load_n(&srq->done, __ATOMIC_ACQUIRE) >=
+		    max_wr) {
+			err = ENOMEM;
+			break;
+		}
+		w = &srq->ring[slot & mask];
+		ibtca_recv_wqe(w, wr);
+		srq->pi = slot + 1;
+	}
+	if (srq->pi != start)
+		ibtca_doorbell(ctx, IBTCA_DB_PAGE_SRQ, srq->srqn, srq->pi);
+	pthread_spin_unlock(&srq->lock);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+/* A receive completion of a QP on @ibsrq: one slot is free again. */
+void ibtca_srq_completed(struct ibv_srq *ibsrq)
+{
+	__atomic_fetch_add(&to_ibtca_srq(ibsrq)->done, 1, __ATOMIC_RELEASE);
+}

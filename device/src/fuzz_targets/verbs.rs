@@ -1,7 +1,8 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
 //! forms, ALLOC_MR, DEREG_MR, QUERY_DEVICE, CREATE_CQ/QP with doorbell
 //! pages, and any other opcode), fast registrations, invalidations,
-//! doorbells on any page and local and remote accesses, against one
+//! doorbells on any page, doorbell records bound anywhere and read in any
+//! state, and local and remote accesses, against one
 //! device's verbs tables and 64 KiB of guest memory the input also writes
 //! (page tables among it).
 //!
@@ -22,6 +23,7 @@ use crate::dma::{DmaMaps, GuestMemory};
 use crate::verbs::abi::*;
 use crate::verbs::commands::execute;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::db_record::RecordQueue;
 use crate::verbs::mr::RemoteRight;
 use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use crate::verbs::{Limits, PortAttrs, Verbs};
@@ -101,7 +103,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
     let mut v = Verbs::new(limits, PortAttrs::default(), input.u64());
     let mut made = Made::default();
     while !input.is_empty() {
-        match input.u8() % 8 {
+        match input.u8() % 9 {
             0 => command(input, mem, &mut v, &mut made),
             1 => {
                 let at = RAM + u64::from(input.u16());
@@ -131,6 +133,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
                 let _ = v.mrs.invalidate(pd, key, &mut v.keys);
             }
             5 | 6 => access(input, &v, &made),
+            7 => records(input, mem, &mut v, &made),
             _ => {
                 let page = u32::from(input.u8()) % 70;
                 let reg = input.pick(&[crate::regs::DB_SQ, crate::regs::DB_RQ, crate::regs::DB_CQ]);
@@ -145,6 +148,49 @@ fn run(input: &mut Input, mem: &GuestMemory) {
         let held: u64 = v.mrs.regions().map(|mr| mr.reserved_pages()).sum();
         assert_eq!(v.mrs.pages_in_use(), held, "page budget");
         assert!(held <= MAX_TOTAL_MR_PAGES);
+    }
+}
+
+/// Doorbell records: bound at any address of guest memory (or not),
+/// their indexes read, awake words kept and receives and sends taken in
+/// whatever state the QP is, and completions pushed into a CQ whose
+/// record says anything.
+fn records(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &Made) {
+    let qpn = Made::pick(input, &made.qps);
+    let cqn = Made::pick(input, &made.cqs);
+    let q = if input.bool() {
+        RecordQueue::Sq
+    } else {
+        RecordQueue::Rq
+    };
+    match input.u8() % 6 {
+        0 => {
+            let addr = RAM + u64::from(input.u16());
+            let _ = v.bind_db_record(qpn, addr, mem);
+            let _ = v.bind_cq_db_record(cqn, addr, mem);
+        }
+        1 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.from_record(mem, q);
+            }
+        }
+        2 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.set_awake(mem, q, input.bool());
+            }
+        }
+        3 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.next_recv_wqe(mem);
+                let _ = qp.next_send_wqe(mem);
+            }
+        }
+        4 => {
+            let _ = v.sync_db_records(mem);
+        }
+        _ => {
+            let _ = v.complete(mem, cqn, &Cqe::default(), input.bool());
+        }
     }
 }
 

@@ -301,3 +301,48 @@ fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
         assert_eq!(p.b.g.read(p.b.buf + at, 8), [i as u8 + 1; 8]);
     }
 }
+
+#[test]
+fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
+    let (mut p, _) = pair_with_record();
+    let brec = p.b.g.alloc(4096, 4096);
+    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
+    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    let bqp = p.b.qp;
+    let mut rq_pi = 0u32;
+    post_recv_quietly(
+        &mut p.b.g,
+        &bqp,
+        brec,
+        &mut rq_pi,
+        &recv_wqe(31, p.b.buf, 8, p.b.lkey),
+    );
+    // A WRITE with a bad R_Key fails B's QP (the responder's error): the
+    // receive it holds only in the record is flushed, and B's device
+    // stops reading the record.
+    let mut aqp = p.a.qp;
+    let bad = remote(
+        send_wqe(WR_RDMA_WRITE, 5, p.a.buf, 8, p.a.lkey),
+        p.b.buf,
+        p.b.rkey ^ 0x100,
+    );
+    p.a.g.post_send(&mut aqp, &bad);
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("the WRITE's completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (5, WC_REM_ACCESS_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a flush completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (31, WC_WR_FLUSH_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    wait_word(&p.b.g, brec + RQ_AWAKE, 0);
+}

@@ -186,6 +186,12 @@
 #define IBTCA_SRQ_ATTR_MAX_WR              0x1
 /* MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms. */
 #define IBTCA_SRQ_ATTR_LIMIT               0x2
+/* Command: give a QP a doorbell record (params: struct ibtca_cmd_db_record with the QP number): the device then reads the SQ and RQ producer indexes from it as well as from doorbells and keeps its awake words. */
+#define IBTCA_CMD_QP_DB_RECORD             0x78
+/* Command: give a CQ a doorbell record (params: struct ibtca_cmd_db_record with the CQ number, the record a struct ibtca_cq_db_record): the device reads the consumer index there before it calls the CQ full. */
+#define IBTCA_CMD_CQ_DB_RECORD             0x79
+/* Bytes of guest memory a doorbell record may take (one page: what the driver maps). */
+#define IBTCA_DB_RECORD_BYTES              0x1000
 /* Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X. */
 #define IBTCA_PORT_WIDTH_4X                0x2
 /* Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s. */
@@ -319,6 +325,23 @@ struct ibtca_quasi_wqe {
 } __packed;
 static_assert(sizeof(struct ibtca_quasi_wqe) == 32);
 
+/* A QP's doorbell record (64 bytes, in guest memory): the driver stores its SQ and RQ producer indexes here after the WQEs; the device keeps sq_awake nonzero while it will read sq_pi again without a doorbell (send work in flight), rq_awake while it reads rq_pi whenever it needs a receive (RTR, RTS). The driver stores an index, fences, and rings that doorbell only if its awake word reads 0; the device clears an awake word, fences, and reads the index once more before it stops reading. */
+struct ibtca_db_record {
+	__le32 sq_pi;	/* 0x00: SQ producer index (driver), as an SQ doorbell's. */
+	__le32 sq_awake;	/* 0x04: Nonzero while the device reads sq_pi by itself (device). */
+	__le32 rq_pi;	/* 0x08: RQ producer index (driver), as an RQ doorbell's. */
+	__le32 rq_awake;	/* 0x0c: Nonzero while the device reads rq_pi by itself (device). */
+	__u8 rsvd[48];	/* 0x10: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_db_record) == 64);
+
+/* A CQ's doorbell record (64 bytes, in guest memory): the driver stores its consumer index here as it consumes entries; the device reads it before it calls the CQ full, so the driver rings the CQ doorbell only to arm. */
+struct ibtca_cq_db_record {
+	__le32 ci;	/* 0x00: Consumer index (driver), as a CQ doorbell's. */
+	__u8 rsvd[60];	/* 0x04: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cq_db_record) == 64);
+
 /* Command parameters naming one object. */
 struct ibtca_cmd_handle {
 	__le32 handle;	/* 0x00: PD number, lkey, rkey, CQ or QP number. */
@@ -432,6 +455,15 @@ struct ibtca_srq_attr {
 	__u8 rsvd[27];	/* 0x15: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_srq_attr) == 48);
+
+/* QP_DB_RECORD and CQ_DB_RECORD parameters: the object and where its doorbell record is. */
+struct ibtca_cmd_db_record {
+	__le32 handle;	/* 0x00: QP or CQ number. */
+	__le32 rsvd;	/* 0x04: Reserved, zero. */
+	__le64 addr;	/* 0x08: Guest-physical address of the record (struct ibtca_db_record or struct ibtca_cq_db_record), 64-byte aligned, in guest memory. */
+	__u8 rsvd2[32];	/* 0x10: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_db_record) == 48);
 
 /* QUERY_DEVICE reply, written over the command's params: the device's identity and the limits it enforces. */
 struct ibtca_device_attr {

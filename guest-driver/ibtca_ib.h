@@ -51,6 +51,8 @@ struct ibtca_ib_cq {
 	unsigned long armed;		/* bit 0: an event is wanted */
 	/* A user CQ: its ring, owned by this mmap entry (ibtca_ib_uqueue.c). */
 	struct rdma_user_mmap_entry *user_ring;
+	/* Its doorbell record's page, if the device took one. */
+	struct rdma_user_mmap_entry *user_db_record;
 };
 
 /* What the caller asked of one send slot. */
@@ -76,6 +78,8 @@ struct ibtca_ib_qp {
 	struct ibtca_ib_swr *swr;	/* per send slot */
 	/* A user QP: its rings, owned by this mmap entry (ibtca_ib_uqueue.c). */
 	struct rdma_user_mmap_entry *user_ring;
+	/* Its doorbell record's page, if the device took one. */
+	struct rdma_user_mmap_entry *user_db_record;
 };
 
 /* A shared receive queue (ibtca_ib_srq.c). */

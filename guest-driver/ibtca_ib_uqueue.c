@@ -10,6 +10,12 @@
  * (ibtca_uctx_mmap_insert_dma()). The shapes user space gets are in
  * ibtca_uverbs_abi.h.
  *
+ * A user QP and CQ also get a doorbell record (struct ibtca_db_record,
+ * struct ibtca_cq_db_record: one page of coherent memory mapped into the
+ * context) when the device takes it (IBTCA_CMD_QP_DB_RECORD,
+ * IBTCA_CMD_CQ_DB_RECORD): the provider stores its indexes there and
+ * skips the trapped doorbell store while the device reads them by itself.
+ *
  * The device raises a user CQ's vector once per arm, which user space
  * writes on its doorbell page; the interrupt goes to the completion
  * channel through comp_handler (ibtca_ib_cq_irq()). A vector shared with
@@ -46,6 +52,42 @@ static void ibtca_ib_uring_release(struct ibtca_ib *ib,
 	ibtca_uctx_mmap_remove(entry);
 }
 
+/*
+ * Gives device object @handle a doorbell record with command @opcode
+ * (QP_DB_RECORD, CQ_DB_RECORD) and maps its page into @uctx at *@offset;
+ * the page's mmap entry, or NULL: without a record (a device that does
+ * not know the command, no memory) the object works with doorbells alone.
+ */
+static struct rdma_user_mmap_entry *
+ibtca_ib_udb_record(struct ibtca_ib *ib, struct ibtca_ib_ucontext *uctx,
+		    u8 opcode, u32 handle, u64 *offset)
+{
+	struct device *dev = &ib->idev->pdev->dev;
+	struct ibtca_cmd_db_record p = {};
+	struct rdma_user_mmap_entry *entry;
+	dma_addr_t dma;
+	void *rec;
+
+	rec = dma_alloc_coherent(dev, PAGE_SIZE, &dma, GFP_KERNEL);
+	if (!rec)
+		return NULL;
+	entry = ibtca_uctx_mmap_insert_dma(&uctx->ibuc, dev, rec, dma,
+					   PAGE_SIZE, PAGE_SIZE, offset);
+	if (IS_ERR(entry)) {
+		dma_free_coherent(dev, PAGE_SIZE, rec, dma);
+		return NULL;
+	}
+	p.handle = cpu_to_le32(handle);
+	p.addr = cpu_to_le64(dma);
+	if (ibtca_ib_cmd(ib, opcode, &p, sizeof(p), NULL, NULL)) {
+		/* Not bound: nothing of the device's points at it. */
+		ibtca_uctx_mmap_remove(entry);
+		*offset = 0;
+		return NULL;
+	}
+	return entry;
+}
+
 int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
 			u8 vector, struct ib_udata *udata)
 {
@@ -58,7 +100,9 @@ int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
 	u32 log;
 	int ret;
 
-	if (!uctx || !uctx->db_page || udata->outlen < sizeof(resp))
+	/* flags and db_record_mmap_offset came later: optional. */
+	if (!uctx || !uctx->db_page ||
+	    udata->outlen < offsetofend(typeof(resp), ring_bytes))
 		return -EINVAL;
 	/*
 	 * Twice the entries asked for when the device allows: the provider
@@ -92,7 +136,15 @@ int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
 	resp.cqn = cq->r.cqn;
 	resp.log_entries = log;
 	resp.ring_bytes = cq->r.size;
-	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (udata->outlen >= sizeof(resp)) {
+		cq->user_db_record =
+			ibtca_ib_udb_record(ib, uctx, IBTCA_CMD_CQ_DB_RECORD,
+					    cq->r.cqn,
+					    &resp.db_record_mmap_offset);
+		if (cq->user_db_record)
+			resp.flags |= IBTCA_UCQ_F_DB_RECORD;
+	}
+	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 	if (ret) {
 		ibtca_ib_destroy_ucq_ring(ib, cq,
 					  ibtca_ib_cmd_handle(ib,
@@ -109,6 +161,10 @@ void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
 {
 	ibtca_ib_uring_release(ib, cq->user_ring, "CQ", cq->r.cqn, destroyed);
 	cq->user_ring = NULL;
+	if (cq->user_db_record)
+		ibtca_ib_uring_release(ib, cq->user_db_record, "CQ record",
+				       cq->r.cqn, destroyed);
+	cq->user_db_record = NULL;
 }
 
 int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
@@ -124,7 +180,9 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	size_t rq_offset, map_len;
 	int ret;
 
-	if (!uctx || !uctx->db_page || udata->outlen < sizeof(resp) ||
+	/* flags and db_record_mmap_offset came later: optional. */
+	if (!uctx || !uctx->db_page ||
+	    udata->outlen < offsetofend(typeof(resp), ring_bytes) ||
 	    !scq->user_ring || !rcq->user_ring)
 		return -EINVAL;
 	ret = ibtca_ib_hw_begin(ib);
@@ -155,7 +213,15 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	resp.sq_offset = 0;
 	resp.rq_offset = rq_offset;
 	resp.ring_bytes = map_len;
-	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (udata->outlen >= sizeof(resp)) {
+		qp->user_db_record =
+			ibtca_ib_udb_record(ib, uctx, IBTCA_CMD_QP_DB_RECORD,
+					    qp->r.qpn,
+					    &resp.db_record_mmap_offset);
+		if (qp->user_db_record)
+			resp.flags |= IBTCA_UQP_F_DB_RECORD;
+	}
+	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 	if (ret) {
 		ibtca_ib_destroy_uqp_ring(ib, qp,
 					  ibtca_ib_cmd_handle(ib,
@@ -171,4 +237,8 @@ void ibtca_ib_destroy_uqp_ring(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 {
 	ibtca_ib_uring_release(ib, qp->user_ring, "QP", qp->r.qpn, destroyed);
 	qp->user_ring = NULL;
+	if (qp->user_db_record)
+		ibtca_ib_uring_release(ib, qp->user_db_record, "QP record",
+				       qp->r.qpn, destroyed);
+	qp->user_db_record = NULL;
 }

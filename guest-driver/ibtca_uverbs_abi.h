@@ -47,22 +47,35 @@ struct ibtca_alloc_ucontext_resp {
  * mapped uncached at db_mmap_offset) has the SQ doorbell at 0x0, the RQ
  * doorbell at 0x8 and the CQ doorbell at 0x10 (ibtca_regs.h). A CQ's ring
  * of 2^log_entries struct ibtca_cqe (ibtca_abi.h) is mapped at
- * ring_mmap_offset, ring_bytes long; the CQ doorbell takes cqn.
+ * ring_mmap_offset, ring_bytes long; the CQ doorbell takes cqn. With
+ * IBTCA_UCQ_F_DB_RECORD in flags, a page holding struct
+ * ibtca_cq_db_record (ibtca_abi.h) is mapped at db_record_mmap_offset:
+ * the provider stores its consumer index there and rings the CQ doorbell
+ * only to arm (flags and the offset came later, as for QPs).
  */
+#define IBTCA_UCQ_F_DB_RECORD 1
 struct ibtca_create_cq_resp {
 	__u32 cqn;
 	__u32 log_entries;
 	__aligned_u64 ring_mmap_offset;
 	__aligned_u64 ring_bytes;
+	__u32 flags;
+	__u32 reserved;
+	__aligned_u64 db_record_mmap_offset;
 };
 
 /*
  * A QP's send and receive queues, 2^log_wqes struct ibtca_send_wqe and
  * struct ibtca_recv_wqe each, mapped together at ring_mmap_offset
  * (ring_bytes long): the SQ at sq_offset, the RQ at rq_offset. Every send
- * WQE asks for a completion and carries its slot number as wr_id; the
- * doorbells take qpn.
+ * WQE carries its slot number as wr_id; the doorbells take qpn. With
+ * IBTCA_UQP_F_DB_RECORD in flags, a page holding struct ibtca_db_record
+ * (ibtca_abi.h) is mapped at db_record_mmap_offset: the provider stores
+ * its SQ producer index there and rings the SQ doorbell only while the
+ * device says it is not awake (flags and the offset were added at the
+ * end: a shorter response from an older driver reads as no record).
  */
+#define IBTCA_UQP_F_DB_RECORD 1
 struct ibtca_create_qp_resp {
 	__u32 qpn;
 	__u32 log_wqes;
@@ -70,6 +83,9 @@ struct ibtca_create_qp_resp {
 	__u32 rq_offset;
 	__aligned_u64 ring_mmap_offset;
 	__aligned_u64 ring_bytes;
+	__u32 flags;
+	__u32 reserved;
+	__aligned_u64 db_record_mmap_offset;
 };
 
 /*

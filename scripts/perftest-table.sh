@@ -4,20 +4,47 @@
 #   ib_write_bw at 64 B, 4 KiB and 1 MiB, ib_send_bw 64 B, ib_write_lat,
 #   ib_read_lat and ib_send_lat at 64 B, each duration-bounded (-D 2), first
 #   on ibtca0, then on rxe0; n1 serves, n2 is the client (by node name).
+#   Before the guests boot, the no-VM reference of the same session:
+#   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
+#   and the raw Unix-socket stream it measures beside it.
 #
-#   scripts/perftest-table.sh [RUN_DIR]     # as root, after cargo build --release
+#   scripts/perftest-table.sh [--placement nice|shared] [RUN_DIR]
+#                                # as root, after cargo build --release
 #
-# Prints each client's result line (tagged DEVICE TEST) and leaves the
-# consoles in RUN_DIR (default $IBTCA_CACHE/chroot/tmp/perftest-table).
+# --placement: nice (default) runs both guests' QEMU at nice 19, what the
+# README recommends without root for busy-polling guests on a small host:
+# perftest polls its CQ in both single-vCPU guests, and at equal priority
+# they take the CPUs from the devices' threads. shared: nothing set.
+# ibtca0 and rxe0 run in the same guests, so they share the placement.
+#
+# Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
+# DEVICE TEST ...) and leaves the consoles in RUN_DIR (default
+# $IBTCA_CACHE/chroot/tmp/perftest-table).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 C=$(readlink -f "$CACHE/chroot")
-RUN=${1:-$C/tmp/perftest-table}
 GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
 FABRIC=${IBTCA_FABRIC:-$root/target/release/ibtca-fabric}
-case "${1:-}" in -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-[ -x "$FABRIC" ] || { echo "no $FABRIC: cargo build --release (or set IBTCA_FABRIC)" >&2; exit 1; }
+BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
+placement=nice
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--placement) placement=${2:?--placement needs nice or shared}; shift 2 ;;
+	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+RUN=${1:-$C/tmp/perftest-table}
+case "$placement" in
+nice) guest='"mem": "512M", "nice": 19' ;;
+shared) guest='"mem": "512M"' ;;
+*) echo "--placement nice or shared, not $placement" >&2; exit 2 ;;
+esac
+for b in "$FABRIC" "$BENCH"; do
+	[ -x "$b" ] || { echo "no $b: cargo build --release (or set IBTCA_FABRIC, IBTCA_BENCH)" >&2; exit 1; }
+done
 
 tests=(
 	"write_bw_64:ib_write_bw -s 64 -D 2"
@@ -38,11 +65,17 @@ for dev in ibtca0 rxe0; do
 grep -A1 '#bytes' /tmp/o | tail -n 1 | sed 's/^/PERFTEST $dev $name /'; true")
 	done
 done
+
+# The no-VM reference, in this session: device to device, and the raw
+# stream beside it.
+echo "placement: $placement; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BENCH" verbs --seconds 2 --only write-1m 2>&1 | sed 's/^/NOVM /'
+
 mkdir -p "$(dirname "$RUN")"
 cfg=$(mktemp "$C/tmp/perftest-table.XXXXXX.json")
-cat >"$cfg" <<'JSON'
+cat >"$cfg" <<JSON
 { "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 } ],
-  "links": [ { "a": "n1", "b": "n2" } ], "guest": { "mem": "512M" } }
+  "links": [ { "a": "n1", "b": "n2" } ], "guest": { $guest } }
 JSON
 "$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true
 rm -rf "$RUN"
@@ -52,3 +85,4 @@ rm -rf "$RUN"
 "$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true
 rm -f "$cfg"
 grep -a '^PERFTEST ' "$RUN/n2.console"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

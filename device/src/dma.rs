@@ -292,11 +292,45 @@ impl GuestMemory {
         if !addr.is_multiple_of(2) {
             return self.write(addr, &val.to_le_bytes());
         }
+        self.store_atomic(addr, val.to_le())
+    }
+
+    /// Stores the 32-bit `val` at `addr` as one store with release
+    /// ordering (a word the guest polls); an unaligned `addr` is written as
+    /// bytes.
+    pub fn store_u32(&self, addr: u64, val: u32) -> Result<(), DmaError> {
+        if !addr.is_multiple_of(4) {
+            return self.write(addr, &val.to_le_bytes());
+        }
+        self.store_atomic(addr, val.to_le())
+    }
+
+    /// Loads the 32-bit value at `addr` as one load with acquire ordering
+    /// (a word the guest stores while the device reads); an unaligned
+    /// `addr` is read as bytes.
+    pub fn load_u32(&self, addr: u64) -> Result<u32, DmaError> {
+        if !addr.is_multiple_of(4) {
+            let mut b = [0; 4];
+            self.read(addr, &mut b)?;
+            return Ok(u32::from_le_bytes(b));
+        }
         self.with_maps(|mem| {
             use vm_memory::Bytes;
-            mem.store(val.to_le(), GuestAddress(addr), Ordering::Release)
-                .map_err(|_| DmaError::OutOfBounds { addr, len: 2 })?;
-            check_truncated(mem, addr, 2)
+            let v: u32 = mem
+                .load(GuestAddress(addr), Ordering::Acquire)
+                .map_err(|_| DmaError::OutOfBounds { addr, len: 4 })?;
+            check_truncated(mem, addr, 4)?;
+            Ok(u32::from_le(v))
+        })
+    }
+
+    fn store_atomic<T: vm_memory::AtomicAccess>(&self, addr: u64, val: T) -> Result<(), DmaError> {
+        let len = std::mem::size_of::<T>();
+        self.with_maps(|mem| {
+            use vm_memory::Bytes;
+            mem.store(val, GuestAddress(addr), Ordering::Release)
+                .map_err(|_| DmaError::OutOfBounds { addr, len })?;
+            check_truncated(mem, addr, len)
         })
     }
 

@@ -6,7 +6,10 @@
  * bit matches the pass over the ring. Consumed entries go back to the
  * device in the CQ doorbell (number | arm << 24, consumer index << 32),
  * at the latest when the ring's slack (entries beyond the CQ's size) is
- * used up, and with every arm. Status and opcode mappings are the kernel
+ * used up, and with every arm; a CQ whose kernel driver gave it a
+ * doorbell record gets the consumer index there instead, after every poll
+ * that consumed entries (a plain store: the device reads it before it
+ * calls the ring full), and the doorbell only to arm. Status and opcode mappings are the kernel
  * driver's (ibtca_ib_cq.c); successful completions of unsignaled sends are
  * hidden, as there.
  */
@@ -89,6 +92,16 @@ struct ibv_cq *ibtca_create_cq(struct ibv_context *ibctx, int cqe,
 		goto destroy;
 	}
 	cq->ring_bytes = resp.ring_bytes;
+	if (resp.flags & IBTCA_UCQ_F_DB_RECORD) {
+		cq->db_record = mmap(NULL, IBTCA_DB_RECORD_BYTES,
+				     PROT_READ | PROT_WRITE, MAP_SHARED,
+				     ibctx->cmd_fd, resp.db_record_mmap_offset);
+		if (cq->db_record == MAP_FAILED) {
+			err = errno;
+			munmap(cq->ring, cq->ring_bytes);
+			goto destroy;
+		}
+	}
 	cq->cqn = resp.cqn;
 	cq->log = resp.log_entries;
 	cq->slack = (1U << cq->log) - cq->ibv_cq.cqe;
@@ -111,6 +124,8 @@ int ibtca_destroy_cq(struct ibv_cq *ibcq)
 	err = ibv_cmd_destroy_cq(ibcq);
 	if (err)
 		return err;
+	if (cq->db_record)
+		munmap(cq->db_record, IBTCA_DB_RECORD_BYTES);
 	munmap(cq->ring, cq->ring_bytes);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
@@ -201,9 +216,11 @@ int ibtca_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	struct ibtca_context *ctx = to_ibtca_ctx(ibcq->context);
 	struct ibtca_cq *cq = to_ibtca_cq(ibcq);
 	struct ibtca_cqe *e;
+	uint32_t start;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
+	start = cq->ci;
 	while (n < ne) {
 		e = ibtca_cq_next(cq);
 		if (!e)
@@ -213,7 +230,11 @@ int ibtca_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 		cq->ci++;
 	}
 	/* The device must know of the entries before the slack is gone. */
-	if (cq->ci != cq->reported && cq->ci - cq->reported >= cq->slack)
+	if (cq->db_record && cq->ci != start)
+		__atomic_store_n(&cq->db_record->ci, htole32(cq->ci),
+				 __ATOMIC_RELEASE);
+	if ((!cq->db_record || !ctx->db_records) && cq->ci != cq->reported &&
+	    cq->ci - cq->reported >= cq->slack)
 		ibtca_cq_doorbell(cq, 0);
 	pthread_spin_unlock(&cq->lock);
 	return n;

@@ -37,6 +37,8 @@ static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 	if (!ctx)
 		return NULL;
 
+	ctx->db_records = !getenv("IBTCA_DB_RECORDS") ||
+			  strcmp(getenv("IBTCA_DB_RECORDS"), "0");
 	err = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd.ibv_cmd, sizeof(cmd),
 				  &resp.ibv_resp, sizeof(resp));
 	if (err) {

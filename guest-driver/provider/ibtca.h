@@ -37,6 +37,13 @@ struct ibtca_context {
 	uint64_t max_mr_size;
 	/* The context's doorbell page (SQ, RQ and CQ doorbells), uncached. */
 	void *db;
+	/*
+	 * Whether doorbell records spare doorbells: yes unless
+	 * IBTCA_DB_RECORDS=0 in the environment, for comparison (the records
+	 * are still kept, but every post rings and polls report at the
+	 * slack, as without them).
+	 */
+	int db_records;
 	/* The context's QPs by QP number, for poll_cq (qp.c). */
 	pthread_mutex_t qp_lock;
 	struct ibtca_qp **qp_table;
@@ -58,6 +65,8 @@ struct ibtca_cq {
 	uint32_t reported;	/* the consumer index the device last got */
 	uint32_t slack;		/* entries the device may not know consumed */
 	struct ibv_wc ex_wc;	/* the entry ibv_start/next_poll stand on */
+	/* Where the device reads the consumer index (NULL: doorbells only). */
+	struct ibtca_cq_db_record *db_record;
 };
 
 /* What the caller asked of one send slot. */
@@ -81,6 +90,8 @@ struct ibtca_qp {
 	uint32_t sq_pi, sq_done;	/* posted, completed send WQEs */
 	uint32_t rq_pi, rq_done;	/* posted, completed receive WQEs */
 	struct ibtca_swr *swr;		/* per send slot */
+	/* The doorbell record the device reads (NULL: doorbells only). */
+	struct ibtca_db_record *db_record;
 	int sq_sig_all;
 	uint16_t dlid;			/* the path's, reported as slid */
 	uint8_t sl;
@@ -122,6 +133,7 @@ static inline struct ibtca_srq *to_ibtca_srq(struct ibv_srq *ibsrq)
 
 /* ibtca.c */
 void ibtca_free_context(struct ibv_context *ibctx);
+
 
 /* verbs.c: the verbs of this version. */
 extern const struct verbs_context_ops ibtca_ctx_ops;

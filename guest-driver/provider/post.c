@@ -12,6 +12,16 @@
  * IBV_SEND_INLINE (SEND and RDMA WRITE kinds, at most
  * IBTCA_MAX_INLINE_DATA bytes, EINVAL past it) copies the payload into
  * the WQE, where the device reads it; the SGEs' lkeys are not used.
+ *
+ * A doorbell is a trapped store: under QEMU a vfio-user message, tens of
+ * microseconds of a TCG guest's time. A QP with a doorbell record
+ * (struct ibtca_db_record) stores the queue's producer index there first
+ * and rings only if the device does not say it is awake on that queue:
+ * while it has send work in flight the device reads sq_pi again at each
+ * ACK, and in RTR/RTS it reads rq_pi whenever it needs a receive; before
+ * it stops reading it clears the awake word and reads the index once
+ * more (each side stores, fences, then loads the other's word, so one of
+ * them sees the other).
  */
 #include <endian.h>
 #include <errno.h>
@@ -32,6 +42,30 @@ void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 	udma_to_device_barrier();
 	mmio_write64_le((char *)ctx->db + offset,
 			htole64(num | (uint64_t)index << 32));
+}
+
+/*
+ * Tells the device of the send (@rq 0) or receive queue's WQEs up to @pi:
+ * in the doorbell record, and with the doorbell unless the record says
+ * the device reads that index by itself.
+ */
+static void ibtca_queue_doorbell(struct ibtca_context *ctx,
+				 struct ibtca_qp *qp, int rq, uint32_t pi)
+{
+	struct ibtca_db_record *rec = qp->db_record;
+
+	if (rec) {
+		/* The WQEs before the index, the index before the look. */
+		udma_to_device_barrier();
+		__atomic_store_n(rq ? &rec->rq_pi : &rec->sq_pi, htole32(pi),
+				 __ATOMIC_RELEASE);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_load_n(rq ? &rec->rq_awake : &rec->sq_awake,
+				    __ATOMIC_RELAXED) && ctx->db_records)
+			return;
+	}
+	ibtca_doorbell(ctx, rq ? IBTCA_DB_PAGE_RQ : IBTCA_DB_PAGE_SQ,
+		       qp->ibv_qp.qp_num, pi);
 }
 
 static int ibtca_wr_opcode(enum ibv_wr_opcode op)
@@ -217,7 +251,7 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		__atomic_store_n(&qp->sq_pi, slot + 1, __ATOMIC_RELEASE);
 	}
 	if (qp->sq_pi != start)
-		ibtca_doorbell(ctx, IBTCA_DB_PAGE_SQ, ibqp->qp_num, qp->sq_pi);
+		ibtca_queue_doorbell(ctx, qp, 0, qp->sq_pi);
 	pthread_spin_unlock(&qp->sq_lock);
 	if (err)
 		*bad_wr = wr;
@@ -256,7 +290,7 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		__atomic_store_n(&qp->rq_pi, slot + 1, __ATOMIC_RELEASE);
 	}
 	if (qp->rq_pi != start)
-		ibtca_doorbell(ctx, IBTCA_DB_PAGE_RQ, ibqp->qp_num, qp->rq_pi);
+		ibtca_queue_doorbell(ctx, qp, 1, qp->rq_pi);
 	pthread_spin_unlock(&qp->rq_lock);
 	if (err)
 		*bad_wr = wr;

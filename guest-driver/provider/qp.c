@@ -8,7 +8,8 @@
  * RESET, as the device and the kernel do. Inline data goes in the WQE
  * (max_inline_data IBTCA_MAX_INLINE_DATA); a QP created with an SRQ takes
  * its receives from it (srq.c). The context's table finds a QP by number
- * for poll_cq.
+ * for poll_cq. A QP whose kernel driver gave it a doorbell record maps that
+ * page too (post.c says how it is used).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -129,6 +130,17 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 		goto destroy;
 	}
 	qp->ring_bytes = resp.ring_bytes;
+	if (resp.flags & IBTCA_UQP_F_DB_RECORD) {
+		qp->db_record = mmap(NULL, IBTCA_DB_RECORD_BYTES,
+				     PROT_READ | PROT_WRITE, MAP_SHARED,
+				     pd->context->cmd_fd,
+				     resp.db_record_mmap_offset);
+		if (qp->db_record == MAP_FAILED) {
+			err = errno;
+			qp->db_record = NULL;
+			goto unmap;
+		}
+	}
 	qp->sq = (void *)((char *)qp->ring + resp.sq_offset);
 	qp->rq = (void *)((char *)qp->ring + resp.rq_offset);
 	qp->sq_sig_all = attr->sq_sig_all;
@@ -139,6 +151,8 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 	return &qp->ibv_qp;
 
 unmap:
+	if (qp->db_record)
+		munmap(qp->db_record, IBTCA_DB_RECORD_BYTES);
 	munmap(qp->ring, qp->ring_bytes);
 destroy:
 	ibv_cmd_destroy_qp(&qp->ibv_qp);
@@ -171,6 +185,12 @@ int ibtca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		pthread_spin_lock(&qp->rq_lock);
 		qp->sq_pi = 0;
 		qp->sq_done = 0;
+		if (qp->db_record) {
+			__atomic_store_n(&qp->db_record->sq_pi, 0,
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&qp->db_record->rq_pi, 0,
+					 __ATOMIC_RELEASE);
+		}
 		qp->rq_pi = 0;
 		qp->rq_done = 0;
 		pthread_spin_unlock(&qp->rq_lock);
@@ -202,6 +222,8 @@ int ibtca_destroy_qp(struct ibv_qp *ibqp)
 	pthread_spin_unlock(&to_ibtca_cq(ibqp->send_cq)->lock);
 	pthread_spin_lock(&to_ibtca_cq(ibqp->recv_cq)->lock);
 	pthread_spin_unlock(&to_ibtca_cq(ibqp->recv_cq)->lock);
+	if (qp->db_record)
+		munmap(qp->db_record, IBTCA_DB_RECORD_BYTES);
 	munmap(qp->ring, qp->ring_bytes);
 	free(qp->swr);
 	ibtca_qp_ex_free(qp);

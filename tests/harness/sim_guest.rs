@@ -56,6 +56,18 @@ pub struct Qp {
     rq_pi: u32,
 }
 
+impl Qp {
+    /// Guest address of its SQ (128-byte WQEs).
+    pub fn sq_addr(&self) -> u64 {
+        self.sq
+    }
+
+    /// Guest address of its RQ (128-byte WQEs).
+    pub fn rq_addr(&self) -> u64 {
+        self.rq
+    }
+}
+
 /// How [`SimGuest::poll_cq`] waits between two looks at an empty CQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollWait {

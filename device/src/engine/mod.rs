@@ -18,6 +18,7 @@ mod pma;
 mod port_state;
 mod qp_error;
 mod qp_map;
+mod send_queue;
 mod smp;
 pub mod wait;
 
@@ -32,16 +33,17 @@ use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
 use crate::dma::GuestMemory;
-use crate::drdma::{self, Drdma, WriteReady};
+use crate::drdma::{self, Drdma};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::pma::Pma;
 use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
 use crate::transport::{config, AckPolicy, RcConfig, RcQp};
-use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
+use crate::verbs::abi::SendWqe;
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::db_record::RecordQueue;
 use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::{Limits, PortAttrs, Verbs};
@@ -309,23 +311,6 @@ impl Engine {
         }
     }
 
-    /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
-    /// completions made room.
-    fn resume_capped(&mut self, now: Instant) {
-        let capped = std::mem::take(&mut self.capped);
-        for qpn in capped {
-            let room = self
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
-            if room {
-                self.drain_sq(qpn, now);
-            } else if self.rc.contains_key(&qpn) && !self.capped.contains(&qpn) {
-                self.capped.push(qpn);
-            }
-        }
-    }
-
     /// Moves the port to `state` and, if that changed it, raises the
     /// asynchronous event vector (the driver reads EVENT_CAUSE and
     /// PORT_STATE).
@@ -370,6 +355,11 @@ impl Engine {
             .collect();
         for qpn in due {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
+            // A QP that failed flushes what was posted meanwhile and lets
+            // its doorbell record sleep.
+            if self.rc.get(&qpn).is_some_and(RcQp::is_error) {
+                self.drain_sq(qpn, now);
+            }
         }
         if !self.capped.is_empty() {
             self.resume_capped(now);
@@ -406,6 +396,21 @@ impl Engine {
             }
             if let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 qp.set_error();
+                // Receives posted on the doorbell record before the device
+                // stopped reading it flush too.
+                if qp.set_awake(&self.mem, RecordQueue::Rq, false) == Ok(true) {
+                    let mut env = DeviceQpEnv {
+                        qpn,
+                        verbs: &mut self.verbs,
+                        mem: &self.mem,
+                        msix: &self.msix,
+                        sink: &mut self.outbox,
+                        drdma: &self.drdma,
+                    };
+                    let before = rc.counters().flushed_recvs;
+                    rc.flush_recvs(&mut env);
+                    self.stats.flushed_recvs += rc.counters().flushed_recvs - before;
+                }
             }
         }
     }
@@ -471,72 +476,6 @@ impl Engine {
         }
     }
 
-    /// Whether `wqe` must wait at the head of its send queue: a DRDMA WRITE
-    /// whose range is still being filled.
-    fn must_hold(&self, wqe: &SendWqe) -> bool {
-        wqe.opcode == WR_DRDMA_WRITE
-            && drdma::direct_arr(&wqe.sge[0])
-                .is_some_and(|arr| self.drdma.write_ready(arr) == WriteReady::Filling)
-    }
-
-    fn drain_sq(&mut self, qpn: u32, now: Instant) {
-        // Not before RTS (an RTR QP only answers).
-        if !self
-            .rc
-            .get(&qpn)
-            .is_some_and(|rc| rc.is_sending() || rc.is_error())
-        {
-            return;
-        }
-        if let Some(wqe) = self.held.remove(&qpn) {
-            if self.must_hold(&wqe) {
-                self.held.insert(qpn, wqe);
-                return;
-            }
-            self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
-        }
-        // Every new WQE up to a held one goes to the transport in one call,
-        // at most MAX_QUEUED_SEND_WQES queued there; a QP in error flushes
-        // what it is given at once, so its queue is read to the end.
-        let mut wqes = std::mem::take(&mut self.sq_wqes);
-        loop {
-            let queued = self.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
-            let mut capped = false;
-            while let Some(qp) = self.verbs.qps.get_mut(qpn) {
-                if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
-                    capped = qp.send_pending();
-                    break;
-                }
-                match qp.next_send_wqe(&self.mem) {
-                    Ok(Some(wqe)) if self.must_hold(&wqe) => {
-                        self.held.insert(qpn, wqe);
-                        break;
-                    }
-                    Ok(Some(wqe)) => wqes.push(wqe),
-                    Ok(None) => break,
-                    Err(e) => {
-                        crate::guest_warn!(qpn, error = %e, "send queue");
-                        break;
-                    }
-                }
-            }
-            if !wqes.is_empty() {
-                self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
-            }
-            let room = self
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
-            if !capped || !room {
-                if capped && !self.capped.contains(&qpn) {
-                    self.capped.push(qpn);
-                }
-                break;
-            }
-        }
-        self.sq_wqes = wqes;
-    }
-
     /// Creates transport state for QPs that reached RTS and drops it for QPs
     /// that were reset or destroyed.
     fn sync_qps(&mut self) {
@@ -598,6 +537,10 @@ impl Engine {
         // RTR to RTS: what was posted meanwhile goes out now.
         for qpn in started {
             self.drain_sq(qpn, Instant::now());
+        }
+        // A QP left RTR/RTS: receives posted on the record alone flush.
+        for qpn in self.verbs.sync_db_records(&self.mem) {
+            self.flush_recvs(qpn);
         }
     }
 

@@ -3,8 +3,9 @@
 //! CREATE_CQ/QP with doorbell pages, QPs on SRQs,
 //! CREATE/MODIFY/QUERY/DESTROY_SRQ, and any other opcode), fast
 //! registrations, window binds, invalidations, doorbells on any page (SRQ
-//! doorbells too, each followed by receives taken from the SRQ) and local
-//! and remote accesses, against one
+//! doorbells too, each followed by receives taken from the SRQ), doorbell
+//! records bound anywhere and read in any state, and local and remote
+//! accesses, against one
 //! device's verbs tables and 64 KiB of guest memory the input also writes
 //! (page tables among it).
 //!
@@ -26,6 +27,7 @@ use crate::dma::{DmaMaps, GuestMemory};
 use crate::verbs::abi::*;
 use crate::verbs::commands::execute;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::db_record::RecordQueue;
 use crate::verbs::mr::RemoteRight;
 use crate::verbs::mw::BindRequest;
 use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
@@ -108,7 +110,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
     let mut v = Verbs::new(limits, PortAttrs::default(), input.u64());
     let mut made = Made::default();
     while !input.is_empty() {
-        match input.u8() % 8 {
+        match input.u8() % 9 {
             0 => command(input, mem, &mut v, &mut made),
             1 => {
                 let at = RAM + u64::from(input.u16());
@@ -139,6 +141,7 @@ fn run(input: &mut Input, mem: &GuestMemory) {
                 let _ = v.mrs.invalidate(pd, key, &mut v.keys);
             }
             5 | 6 => access(input, &v, &made),
+            7 => records(input, mem, &mut v, &made),
             _ => {
                 let page = u32::from(input.u8()) % 70;
                 let reg = input.pick(&[
@@ -171,6 +174,49 @@ fn run(input: &mut Input, mem: &GuestMemory) {
             let a = srq.attr();
             assert!(a.posted.to_native() <= a.max_wr.to_native(), "SRQ overrun");
             assert!(a.srq_limit.to_native() < a.max_wr.to_native(), "SRQ limit");
+        }
+    }
+}
+
+/// Doorbell records: bound at any address of guest memory (or not),
+/// their indexes read, awake words kept and receives and sends taken in
+/// whatever state the QP is, and completions pushed into a CQ whose
+/// record says anything.
+fn records(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &Made) {
+    let qpn = Made::pick(input, &made.qps);
+    let cqn = Made::pick(input, &made.cqs);
+    let q = if input.bool() {
+        RecordQueue::Sq
+    } else {
+        RecordQueue::Rq
+    };
+    match input.u8() % 6 {
+        0 => {
+            let addr = RAM + u64::from(input.u16());
+            let _ = v.bind_db_record(qpn, addr, mem);
+            let _ = v.bind_cq_db_record(cqn, addr, mem);
+        }
+        1 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.from_record(mem, q);
+            }
+        }
+        2 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.set_awake(mem, q, input.bool());
+            }
+        }
+        3 => {
+            if let Some(qp) = v.qps.get_mut(qpn) {
+                let _ = qp.next_recv_wqe(mem);
+                let _ = qp.next_send_wqe(mem);
+            }
+        }
+        4 => {
+            let _ = v.sync_db_records(mem);
+        }
+        _ => {
+            let _ = v.complete(mem, cqn, &Cqe::default(), input.bool());
         }
     }
 }

@@ -358,6 +358,8 @@ pub fn layouts() -> Vec<StructLayout> {
         Cqe::layout(),
         CmdEntry::layout(),
         QuasiWqe::layout(),
+        DbRecord::layout(),
+        CqDbRecord::layout(),
     ]
 }
 
@@ -424,6 +426,10 @@ mod tests {
         assert_eq!(size_of::<Cqe>(), 32);
         assert_eq!(size_of::<CmdEntry>(), 64);
         assert_eq!(size_of::<QuasiWqe>(), 32);
+        assert_eq!(size_of::<DbRecord>(), 64);
+        assert_eq!(offset_of!(DbRecord, sq_awake), 4);
+        assert_eq!(offset_of!(DbRecord, rq_awake), 12);
+        assert_eq!(size_of::<CqDbRecord>(), 64);
         assert_eq!(offset_of!(SendWqe, sge), 64);
         assert_eq!(offset_of!(RecvWqe, sge), 64);
     }
@@ -603,6 +609,12 @@ crate::regs::values! {
     SRQ_ATTR_MAX_WR: u32 = 1 << 0;
     /// MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms.
     SRQ_ATTR_LIMIT: u32 = 1 << 1;
+    /// Command: give a QP a doorbell record (params: struct ibtca_cmd_db_record with the QP number): the device then reads the SQ and RQ producer indexes from it as well as from doorbells and keeps its awake words.
+    CMD_QP_DB_RECORD: u8 = 0x78;
+    /// Command: give a CQ a doorbell record (params: struct ibtca_cmd_db_record with the CQ number, the record a struct ibtca_cq_db_record): the device reads the consumer index there before it calls the CQ full.
+    CMD_CQ_DB_RECORD: u8 = 0x79;
+    /// Bytes of guest memory a doorbell record may take (one page: what the driver maps).
+    DB_RECORD_BYTES: u32 = 4096;
     /// Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X.
     PORT_WIDTH_4X: u8 = 2;
     /// Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s.
@@ -801,6 +813,56 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// QP_DB_RECORD and CQ_DB_RECORD parameters: the object and where its doorbell record is.
+    CmdDbRecord = "cmd_db_record" {
+        /// QP or CQ number.
+        handle: Le32,
+        /// Reserved, zero.
+        rsvd: Le32,
+        /// Guest-physical address of the record (struct ibtca_db_record or struct ibtca_cq_db_record), 64-byte aligned, in guest memory.
+        addr: Le64,
+        /// Reserved, zero.
+        rsvd2: [u8; 32],
+    }
+}
+
+abi_struct! {
+    /// A QP's doorbell record (64 bytes, in guest memory): the driver stores
+    /// its SQ and RQ producer indexes here after the WQEs; the device keeps
+    /// sq_awake nonzero while it will read sq_pi again without a doorbell
+    /// (send work in flight), rq_awake while it reads rq_pi whenever it
+    /// needs a receive (RTR, RTS). The driver stores an index, fences, and
+    /// rings that doorbell only if its awake word reads 0; the device
+    /// clears an awake word, fences, and reads the index once more before
+    /// it stops reading.
+    DbRecord = "db_record" {
+        /// SQ producer index (driver), as an SQ doorbell's.
+        sq_pi: Le32,
+        /// Nonzero while the device reads sq_pi by itself (device).
+        sq_awake: Le32,
+        /// RQ producer index (driver), as an RQ doorbell's.
+        rq_pi: Le32,
+        /// Nonzero while the device reads rq_pi by itself (device).
+        rq_awake: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 48],
+    }
+}
+
+abi_struct! {
+    /// A CQ's doorbell record (64 bytes, in guest memory): the driver stores
+    /// its consumer index here as it consumes entries; the device reads it
+    /// before it calls the CQ full, so the driver rings the CQ doorbell only
+    /// to arm.
+    CqDbRecord = "cq_db_record" {
+        /// Consumer index (driver), as a CQ doorbell's.
+        ci: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 60],
+    }
+}
+
+abi_struct! {
     /// MODIFY_QP parameters; `attr_mask` says which fields apply.
     CmdModifyQp = "cmd_modify_qp" {
         /// QP number.
@@ -980,6 +1042,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdCreateSrq::layout(),
         CmdModifySrq::layout(),
         SrqAttr::layout(),
+        CmdDbRecord::layout(),
         DeviceAttr::layout(),
         DeviceAttrExt::layout(),
         PortAttr::layout(),

@@ -13,6 +13,7 @@ use super::abi::{
     CMD_DESTROY_QP, CMD_DESTROY_SRQ, CMD_MODIFY_QP, CMD_MODIFY_SRQ, CMD_QUERY_DEVICE,
     CMD_QUERY_PORT, CMD_QUERY_SRQ, CMD_REG_MR, DEVICE_ATTR_EXT,
 };
+use super::abi::{CmdDbRecord, CMD_CQ_DB_RECORD, CMD_QP_DB_RECORD};
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
 
@@ -73,6 +74,15 @@ fn params<T: ByteValued + Default>(raw: &Params) -> T {
     let n = dst.len().min(raw.len());
     dst[..n].copy_from_slice(&raw[..n]);
     t
+}
+
+/// The handle and record address of QP_DB_RECORD or CQ_DB_RECORD.
+fn db_record(raw: &Params) -> Result<(u32, u64), VerbsError> {
+    let r: CmdDbRecord = params(raw);
+    if r.rsvd.to_native() != 0 || r.rsvd2 != [0; 32] {
+        return Err(VerbsError::Invalid);
+    }
+    Ok((r.handle.to_native(), r.addr.to_native()))
 }
 
 fn handle(raw: &Params) -> u32 {
@@ -245,6 +255,22 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_DESTROY_SRQ,
         name: "DESTROY_SRQ",
         run: |v, _, p| done(v.destroy_srq(handle(p))),
+    },
+    CommandDef {
+        opcode: CMD_QP_DB_RECORD,
+        name: "QP_DB_RECORD",
+        run: |v, mem, p| {
+            let (qpn, addr) = db_record(p)?;
+            done(v.bind_db_record(qpn, addr, mem))
+        },
+    },
+    CommandDef {
+        opcode: CMD_CQ_DB_RECORD,
+        name: "CQ_DB_RECORD",
+        run: |v, mem, p| {
+            let (cqn, addr) = db_record(p)?;
+            done(v.bind_cq_db_record(cqn, addr, mem))
+        },
     },
 ];
 

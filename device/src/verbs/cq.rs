@@ -14,7 +14,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use vm_memory::ByteValued;
 
-use super::abi::{Cqe, CQ_ARM_NEXT, CQ_ARM_SOLICITED, WC_SUCCESS};
+use super::abi::{CqDbRecord, Cqe, CQ_ARM_NEXT, CQ_ARM_SOLICITED, WC_SUCCESS};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
 use super::VerbsError;
@@ -72,6 +72,8 @@ pub struct Cq {
     last_notable: Option<u32>,
     error: bool,
     overruns: u64,
+    /// Guest address of the CQ's doorbell record (`db_record.rs`).
+    db_record: Option<u64>,
 }
 
 impl Cq {
@@ -91,6 +93,7 @@ impl Cq {
             last_notable: None,
             error: false,
             overruns: 0,
+            db_record: None,
         })
     }
 
@@ -117,6 +120,20 @@ impl Cq {
     /// Number of refused pushes because the ring was full.
     pub fn overruns(&self) -> u64 {
         self.overruns
+    }
+
+    /// Reads the consumer index from the record at `addr` (struct
+    /// ibtca_cq_db_record) before calling the ring full.
+    pub fn set_db_record(&mut self, addr: u64) {
+        self.db_record = Some(addr);
+    }
+
+    /// The consumer index the doorbell record holds, if it is one the
+    /// driver may report (between the last one and the producer index).
+    fn recorded_ci(&self, mem: &GuestMemory) -> Option<u32> {
+        let addr = self.db_record? + std::mem::offset_of!(CqDbRecord, ci) as u64;
+        let ci = mem.load_u32(addr).ok()?;
+        (self.ring.in_window(self.pi, ci) && self.ring.in_window(ci, self.ci)).then_some(ci)
     }
 
     /// Arms the interrupt (a Next arm is not weakened to Solicited).
@@ -174,6 +191,11 @@ impl Cq {
     pub fn push(&mut self, mem: &GuestMemory, cqe: &Cqe, solicited: bool) -> Result<bool, CqError> {
         if self.error {
             return Err(CqError::InError);
+        }
+        if self.pi.wrapping_sub(self.ci) >= self.ring.entries() {
+            if let Some(ci) = self.recorded_ci(mem) {
+                self.ci = ci;
+            }
         }
         if self.pi.wrapping_sub(self.ci) >= self.ring.entries() {
             self.error = true;

@@ -32,6 +32,7 @@ pub mod cmdq;
 pub mod commands;
 pub mod cq;
 pub mod datapath;
+pub mod db_record;
 pub mod error;
 pub mod fastreg;
 pub mod keys;

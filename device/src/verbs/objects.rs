@@ -6,6 +6,7 @@
 
 use super::abi::{CmdCreateQp, CmdModifyQp};
 use super::cq::Cq;
+use super::db_record::{check_record, DoorbellRecord, RecordQueue};
 use super::mr::MrTable;
 use super::qp::Qp;
 use super::qp_state::QpState;
@@ -180,6 +181,55 @@ impl Verbs {
             self.keys.remove_qp(qpn);
         }
         Ok(())
+    }
+
+    /// Gives QP `qpn` (in any state) the doorbell record at `addr`.
+    pub fn bind_db_record(
+        &mut self,
+        qpn: u32,
+        addr: u64,
+        mem: &GuestMemory,
+    ) -> Result<(), VerbsError> {
+        let qp = self.qps.get_mut(qpn).ok_or(VerbsError::NotFound)?;
+        qp.set_db_record(DoorbellRecord::new(addr, mem)?);
+        Ok(())
+    }
+
+    /// Gives CQ `cqn` the doorbell record at `addr`.
+    pub fn bind_cq_db_record(
+        &mut self,
+        cqn: u32,
+        addr: u64,
+        mem: &GuestMemory,
+    ) -> Result<(), VerbsError> {
+        let cq = self.cqs.get_mut(cqn).ok_or(VerbsError::NotFound)?;
+        check_record(addr, mem)?;
+        cq.set_db_record(addr);
+        Ok(())
+    }
+
+    /// Brings the doorbell records' awake words in line with their QPs'
+    /// states: the SQ's cleared outside RTS and ERR (the engine keeps it in
+    /// those), the RQ's set in RTR and RTS and cleared otherwise. Returns
+    /// the QPs whose RQ went to sleep with receives posted meanwhile (for
+    /// the caller to flush).
+    pub fn sync_db_records(&mut self, mem: &GuestMemory) -> Vec<u32> {
+        let mut more = Vec::new();
+        for (qpn, qp) in self.qps.iter_mut() {
+            if qp.db_record().is_none() {
+                continue;
+            }
+            let state = qp.state();
+            if !matches!(state, QpState::Rts | QpState::Err) {
+                // Nothing to take: the index is read again from RTS on.
+                let _ = qp.set_awake(mem, RecordQueue::Sq, false);
+            }
+            let rq = matches!(state, QpState::Rtr | QpState::Rts);
+            if qp.set_awake(mem, RecordQueue::Rq, rq) == Ok(true) {
+                more.push(qpn);
+            }
+        }
+        more
     }
 
     /// Destroys a QP (in any state) and releases its PD and CQs.

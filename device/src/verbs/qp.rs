@@ -5,7 +5,10 @@
 //!
 //! Doorbells carry the driver's producer index; one that runs more than a
 //! ring's worth ahead of the device's consumer index (or behind it) puts the
-//! QP in the error state. Every WQE read from guest memory is untrusted: the
+//! QP in the error state. A QP with a doorbell record (`db_record.rs`) also
+//! takes its indexes from there, so its doorbells may arrive after the
+//! record told the device more: one not ahead of what the device has is
+//! ignored. Every WQE read from guest memory is untrusted: the
 //! transport validates its contents. A ring the device cannot read or write
 //! also puts the QP in error.
 
@@ -19,6 +22,7 @@ use super::abi::{
     QP_ATTR_DEST_QPN, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN,
     QP_ATTR_SQ_PSN,
 };
+use super::db_record::{DoorbellRecord, RecordQueue};
 use super::mr::ACCESS_REMOTE;
 use super::qp_state::{check_modify, QpState};
 use super::ring::{Ring, MAX_RING_LOG};
@@ -203,6 +207,7 @@ pub struct Qp {
     sq: WorkQueue,
     rq: Option<WorkQueue>,
     quasi: WorkQueue,
+    db_record: Option<DoorbellRecord>,
 }
 
 impl Qp {
@@ -244,7 +249,75 @@ impl Qp {
             sq,
             rq,
             quasi,
+            db_record: None,
         })
+    }
+
+    /// Gives the QP the doorbell record `rec` (the latest one counts).
+    pub fn set_db_record(&mut self, rec: DoorbellRecord) {
+        self.db_record = Some(rec);
+    }
+
+    /// The QP's doorbell record, if it has one.
+    pub fn db_record(&self) -> Option<&DoorbellRecord> {
+        self.db_record.as_ref()
+    }
+
+    /// Takes `q`'s producer index from the doorbell record, as a doorbell
+    /// would (an index out of range puts the QP in error), where the
+    /// device reads the record by itself: the SQ in RTS, the RQ in RTR and
+    /// RTS. Nothing happens otherwise, without a record, or when the
+    /// record left guest memory.
+    pub fn from_record(&mut self, mem: &GuestMemory, q: RecordQueue) -> Result<(), QpError> {
+        let reads = match q {
+            RecordQueue::Sq => self.state == QpState::Rts,
+            RecordQueue::Rq => matches!(self.state, QpState::Rtr | QpState::Rts),
+        };
+        if !reads {
+            return Ok(());
+        }
+        self.take_record_pi(mem, q)
+    }
+
+    fn take_record_pi(&mut self, mem: &GuestMemory, q: RecordQueue) -> Result<(), QpError> {
+        match self.db_record.and_then(|r| r.pi(mem, q)) {
+            Some(pi) => self.doorbell(q == RecordQueue::Sq, pi),
+            None => Ok(()),
+        }
+    }
+
+    /// Says in the doorbell record whether the device will read `q`'s
+    /// index again by itself. Going to sleep reads the index once more
+    /// (in any state but RESET: in ERR what it covers is flushed): true if
+    /// that found WQEs posted meanwhile, which the caller must then take.
+    pub fn set_awake(
+        &mut self,
+        mem: &GuestMemory,
+        q: RecordQueue,
+        awake: bool,
+    ) -> Result<bool, QpError> {
+        let Some(rec) = self.db_record.as_mut() else {
+            return Ok(false);
+        };
+        let was = rec.awake(q);
+        rec.set_awake(mem, q, awake);
+        if awake || !was || self.state == QpState::Reset {
+            return Ok(false);
+        }
+        // A QP on an SRQ has no RQ of its own to read.
+        let Some(before) = self.queue_pi(q) else {
+            return Ok(false);
+        };
+        self.take_record_pi(mem, q)?;
+        Ok(self.queue_pi(q) != Some(before))
+    }
+
+    /// The device's producer index of `q` (none: the RQ of a QP on an SRQ).
+    fn queue_pi(&self, q: RecordQueue) -> Option<u32> {
+        match q {
+            RecordQueue::Sq => Some(self.sq.pi),
+            RecordQueue::Rq => self.rq.as_ref().map(|rq| rq.pi),
+        }
     }
 
     /// Current state.
@@ -275,6 +348,9 @@ impl Qp {
             {
                 (q.pi, q.ci) = (0, 0);
             }
+            if let Some(r) = self.db_record.as_mut() {
+                r.forget();
+            }
         }
         self.state = to;
         Ok(())
@@ -292,6 +368,7 @@ impl Qp {
         if self.state == QpState::Reset {
             return Err(QpError::Reset);
         }
+        let has_record = self.db_record.is_some();
         // A QP on an SRQ has no RQ: its RQ doorbells are refused.
         let Some(q) = (if send {
             Some(&mut self.sq)
@@ -300,6 +377,13 @@ impl Qp {
         }) else {
             return Err(QpError::Overrun);
         };
+        // The record may have told more than a doorbell rung before it,
+        // which may arrive any time later (the vfio-user thread forwards
+        // it while the engine reads the record): an index not ahead of the
+        // device's (by serial-number arithmetic) is old news.
+        if has_record && (q.pi.wrapping_sub(pi) as i32) >= 0 {
+            return Ok(());
+        }
         // Not ahead of the consumer by more than the ring, not behind the
         // previous producer index.
         let outstanding = pi.wrapping_sub(q.ci);
@@ -348,6 +432,9 @@ impl Qp {
     /// for flushing; none for a QP on an SRQ).
     pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWqe>, QpError> {
         let ready = matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err);
+        if ready && self.rq.as_ref().is_some_and(|rq| rq.ci == rq.pi) {
+            self.from_record(mem, RecordQueue::Rq)?;
+        }
         let Some(rq) = self.rq.as_ref().filter(|rq| ready && rq.ci != rq.pi) else {
             return Ok(None);
         };

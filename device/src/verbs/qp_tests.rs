@@ -4,6 +4,7 @@
 use vm_memory::{Le16, Le32, Le64};
 
 use super::super::abi::{QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_STATE};
+use super::super::db_record::{DoorbellRecord, RecordQueue};
 use super::super::testmem::TestMem;
 use super::*;
 
@@ -235,6 +236,28 @@ fn doorbell_overrun_puts_the_qp_in_error() {
     let mut qp = Qp::new(&create(2)).unwrap();
     assert_eq!(qp.sq_doorbell(1), Err(QpError::Reset));
     assert_eq!(qp.state(), QpState::Reset);
+}
+
+#[test]
+fn with_a_record_old_doorbells_are_ignored_however_late() {
+    const REC: u64 = 0x3_8000;
+    let m = TestMem::new(0x4_0000);
+    let mut qp = rts(2);
+    qp.set_db_record(DoorbellRecord::new(REC, &m.mem).unwrap());
+    // The record runs 10 rings ahead of a doorbell still on its way; each
+    // step the device reads what the record says.
+    for pi in 1..=40u32 {
+        m.write_obj(REC, &pi.to_le());
+        qp.from_record(&m.mem, RecordQueue::Sq).unwrap();
+        assert!(qp.next_send_wqe(&m.mem).unwrap().is_some());
+    }
+    assert_eq!(qp.sq_doorbell(1), Ok(()), "40 ahead of it: old news");
+    assert_eq!(qp.sq_doorbell(40), Ok(()));
+    assert_eq!(qp.state(), QpState::Rts);
+    assert_eq!(qp.sq_pending(), 0);
+    // Ahead by more than the ring is still an overrun.
+    assert_eq!(qp.sq_doorbell(45), Err(QpError::Overrun));
+    assert_eq!(qp.state(), QpState::Err);
 }
 
 #[test]

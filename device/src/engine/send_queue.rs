@@ -1,0 +1,137 @@
+//! The engine's side of the send queues: reading WQEs from guest memory
+//! into the transport (at most [`MAX_QUEUED_SEND_WQES`] queued there, a
+//! DRDMA WRITE held at the head until its range is full), and a QP's
+//! doorbell record (`verbs/db_record.rs`): read on every visit, and kept
+//! awake while the QP has send work in flight.
+
+use std::time::Instant;
+
+use super::{Engine, MAX_QUEUED_SEND_WQES};
+use crate::drdma::{self, WriteReady};
+use crate::transport::RcQp;
+use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
+use crate::verbs::db_record::RecordQueue;
+
+impl Engine {
+    /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
+    /// completions made room.
+    pub(super) fn resume_capped(&mut self, now: Instant) {
+        let capped = std::mem::take(&mut self.capped);
+        for qpn in capped {
+            let room = self
+                .rc
+                .get(&qpn)
+                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            if room {
+                self.drain_sq(qpn, now);
+            } else if self.rc.contains_key(&qpn) && !self.capped.contains(&qpn) {
+                self.capped.push(qpn);
+            }
+        }
+    }
+
+    /// Whether `wqe` must wait at the head of its send queue: a DRDMA WRITE
+    /// whose range is still being filled.
+    fn must_hold(&self, wqe: &SendWqe) -> bool {
+        wqe.opcode == WR_DRDMA_WRITE
+            && drdma::direct_arr(&wqe.sge[0])
+                .is_some_and(|arr| self.drdma.write_ready(arr) == WriteReady::Filling)
+    }
+
+    /// Takes what the send queue holds. A QP with a doorbell record reads
+    /// its index there too, and is awake while it has send work in flight
+    /// (the ACKs, responses or timers of that work bring the engine back
+    /// here); before it sleeps it reads the record once more.
+    pub(super) fn drain_sq(&mut self, qpn: u32, now: Instant) {
+        // Not before RTS (an RTR QP only answers).
+        if !self
+            .rc
+            .get(&qpn)
+            .is_some_and(|rc| rc.is_sending() || rc.is_error())
+        {
+            return;
+        }
+        loop {
+            let read = match self.verbs.qps.get_mut(qpn) {
+                Some(qp) => qp.from_record(&self.mem, RecordQueue::Sq),
+                None => return,
+            };
+            if let Err(e) = read {
+                crate::guest_warn!(qpn, error = %e, "doorbell record");
+                self.sync_qps(); // the QP is in error now: flush
+                return;
+            }
+            self.take_send_wqes(qpn, now);
+            let busy = self.held.contains_key(&qpn)
+                || self
+                    .rc
+                    .get(&qpn)
+                    .is_some_and(|rc| !rc.is_error() && rc.send_queue_len() > 0);
+            let more = match self.verbs.qps.get_mut(qpn) {
+                Some(qp) => qp.set_awake(&self.mem, RecordQueue::Sq, busy),
+                None => return,
+            };
+            match more {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(e) => {
+                    crate::guest_warn!(qpn, error = %e, "doorbell record");
+                    self.sync_qps();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands the transport the send queue's new WQEs (held and capped as
+    /// [`MAX_QUEUED_SEND_WQES`] and DRDMA say).
+    fn take_send_wqes(&mut self, qpn: u32, now: Instant) {
+        if let Some(wqe) = self.held.remove(&qpn) {
+            if self.must_hold(&wqe) {
+                self.held.insert(qpn, wqe);
+                return;
+            }
+            self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
+        }
+        // Every new WQE up to a held one goes to the transport in one call,
+        // at most MAX_QUEUED_SEND_WQES queued there; a QP in error flushes
+        // what it is given at once, so its queue is read to the end.
+        let mut wqes = std::mem::take(&mut self.sq_wqes);
+        loop {
+            let queued = self.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
+            let mut capped = false;
+            while let Some(qp) = self.verbs.qps.get_mut(qpn) {
+                if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
+                    capped = qp.send_pending();
+                    break;
+                }
+                match qp.next_send_wqe(&self.mem) {
+                    Ok(Some(wqe)) if self.must_hold(&wqe) => {
+                        self.held.insert(qpn, wqe);
+                        break;
+                    }
+                    Ok(Some(wqe)) => wqes.push(wqe),
+                    Ok(None) => break,
+                    Err(e) => {
+                        crate::guest_warn!(qpn, error = %e, "send queue");
+                        break;
+                    }
+                }
+            }
+            if !wqes.is_empty() {
+                self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
+            }
+            let room = self
+                .rc
+                .get(&qpn)
+                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            if !capped || !room {
+                if capped && !self.capped.contains(&qpn) {
+                    self.capped.push(qpn);
+                }
+                break;
+            }
+        }
+        self.sq_wqes = wqes;
+    }
+}

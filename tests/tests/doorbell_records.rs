@@ -1,0 +1,348 @@
+//! Doorbell records (`struct ibtca_db_record`, command QP_DB_RECORD): a
+//! QP's SQ producer index in guest memory, which the device reads by
+//! itself while it has send work in flight and says so in `sq_awake`, so a
+//! driver posting meanwhile skips the trapped doorbell. Driven by
+//! simulated guests through vfio-user (no QEMU): A sends to B, whose QP
+//! has no receive posted, so A's SEND waits on RNR NAKs (retried without
+//! end: rnr_retry 7) for as long as the test likes.
+
+use std::time::{Duration, Instant};
+
+use ibtca_device::regs;
+use ibtca_device::verbs::abi::*;
+use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
+use vm_memory::ByteValued;
+
+const T: Duration = Duration::from_secs(10);
+/// How long a WQE without a doorbell is given to be (wrongly) taken.
+const QUIET: Duration = Duration::from_millis(300);
+
+const SQ_PI: u64 = std::mem::offset_of!(DbRecord, sq_pi) as u64;
+const SQ_AWAKE: u64 = std::mem::offset_of!(DbRecord, sq_awake) as u64;
+const RQ_PI: u64 = std::mem::offset_of!(DbRecord, rq_pi) as u64;
+const RQ_AWAKE: u64 = std::mem::offset_of!(DbRecord, rq_awake) as u64;
+
+/// QP_DB_RECORD for `qpn` at `addr`.
+fn bind(g: &mut SimGuest, qpn: u32, addr: u64, rsvd: u32) -> Result<(u32, u32), CmdFailed> {
+    bind_as(g, CMD_QP_DB_RECORD, qpn, addr, rsvd)
+}
+
+/// QP_DB_RECORD or CQ_DB_RECORD (`opcode`) for `handle` at `addr`.
+fn bind_as(
+    g: &mut SimGuest,
+    opcode: u8,
+    handle: u32,
+    addr: u64,
+    rsvd: u32,
+) -> Result<(u32, u32), CmdFailed> {
+    let p = CmdDbRecord {
+        handle: handle.into(),
+        rsvd: rsvd.into(),
+        addr: addr.into(),
+        ..Default::default()
+    };
+    g.cmd(opcode, p.as_slice())
+}
+
+fn u32_at(g: &SimGuest, gpa: u64) -> u32 {
+    u32::from_le_bytes(g.read(gpa, 4).try_into().unwrap())
+}
+
+/// Waits until the word at `gpa` (an awake word) reads `want`.
+fn wait_word(g: &SimGuest, gpa: u64, want: u32) {
+    let deadline = Instant::now() + T;
+    while u32_at(g, gpa) != want {
+        assert!(Instant::now() < deadline, "{gpa:#x} never read {want}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits until `sq_awake` of the record at `rec` reads `want`.
+fn wait_awake(g: &SimGuest, rec: u64, want: u32) {
+    wait_word(g, rec + SQ_AWAKE, want);
+}
+
+/// Posts `w` as a driver with a record does when the device is awake:
+/// the WQE, then the index in the record, no doorbell.
+fn post_quietly(g: &mut SimGuest, qp: &Qp, rec: u64, sq_pi: &mut u32, w: &SendWqe) {
+    g.write(qp.sq_addr() + 128 * u64::from(*sq_pi & 15), w.as_slice());
+    *sq_pi += 1;
+    g.write(rec + SQ_PI, &sq_pi.to_le_bytes());
+}
+
+/// Rings A's SQ doorbell with producer index `pi`.
+fn ring(g: &mut SimGuest, qp: &Qp, pi: u32) {
+    g.ring(qp.db, regs::DB_SQ, u64::from(qp.qpn) | u64::from(pi) << 32);
+}
+
+/// A connected pair whose A QP (16 WQEs) has a doorbell record; returns
+/// the record's guest address.
+fn pair_with_record() -> (LinkedPair, u64) {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let rec = p.a.g.alloc(4096, 4096);
+    bind(&mut p.a.g, p.a.qp.qpn, rec, 0).expect("QP_DB_RECORD");
+    p.connect(MTU_4096);
+    (p, rec)
+}
+
+#[test]
+fn an_awake_device_takes_wqes_from_the_record_alone() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let mut sq_pi = 0u32;
+    // A SEND that B cannot take yet (no receive): in flight, RNR-retried.
+    p.a.g.write(p.a.buf, b"hello-b!");
+    let send = send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey);
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &send);
+    ring(&mut p.a.g, &qp, 1);
+    wait_awake(&p.a.g, rec, 1);
+
+    // Awake: an RDMA WRITE posted with the record alone goes out once
+    // the SEND is answered.
+    p.a.g.write(p.a.buf + 64, &[0x5a; 16]);
+    let write = remote(
+        send_wqe(WR_RDMA_WRITE, 2, p.a.buf + 64, 16, p.a.lkey),
+        p.b.buf + 64,
+        p.b.rkey,
+    );
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &write);
+    p.b.g
+        .post_recv(&mut p.b.qp, &recv_wqe(7, p.b.buf, 8, p.b.lkey));
+    for wr_id in [1, 2] {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status),
+            (wr_id, WC_SUCCESS),
+            "{}",
+            wc_status_name(c.status)
+        );
+    }
+    assert_eq!(p.b.g.read(p.b.buf, 8), b"hello-b!");
+    assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0x5a; 16]);
+    // Nothing in flight: asleep, and the record alone is not enough.
+    wait_awake(&p.a.g, rec, 0);
+    let w3 = remote(
+        send_wqe(WR_RDMA_WRITE, 3, p.a.buf + 64, 16, p.a.lkey),
+        p.b.buf + 128,
+        p.b.rkey,
+    );
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w3);
+    assert!(p.a.g.poll_cq(&mut p.a.cq, QUIET).is_none());
+    assert_eq!(p.b.g.read(p.b.buf + 128, 16), [0; 16]);
+    // A late doorbell behind what the record said is no error; the one
+    // the driver rings now takes WQE 3.
+    ring(&mut p.a.g, &qp, 1);
+    ring(&mut p.a.g, &qp, 3);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_SUCCESS));
+    assert_eq!(p.b.g.read(p.b.buf + 128, 16), [0x5a; 16]);
+}
+
+#[test]
+fn bad_records_are_refused_and_a_bad_index_fails_only_its_qp() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let einval = Err(CmdFailed(libc::EINVAL as u16));
+    assert_eq!(bind(&mut p.a.g, qp.qpn, rec + 8, 0), einval, "unaligned");
+    assert_eq!(bind(&mut p.a.g, qp.qpn, rec, 1), einval, "reserved");
+    assert_eq!(
+        bind(&mut p.a.g, qp.qpn, 1 << 50, 0),
+        Err(CmdFailed(libc::EFAULT as u16)),
+        "outside guest memory"
+    );
+    assert_eq!(
+        bind(&mut p.a.g, qp.qpn, !63u64, 0),
+        Err(CmdFailed(libc::EFAULT as u16)),
+        "wraps"
+    );
+    assert_eq!(
+        bind(&mut p.a.g, 0x7777, rec, 0),
+        Err(CmdFailed(libc::ENOENT as u16)),
+        "no such QP"
+    );
+    // A record index a ring and more ahead puts the QP in error: its WQE
+    // is flushed, nothing reaches B.
+    let mut sq_pi = 0u32;
+    p.a.g.write(p.a.buf, &[0x11; 8]);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 9, p.a.buf, 8, p.a.lkey),
+        p.b.buf,
+        p.b.rkey,
+    );
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w);
+    p.a.g.write(rec + SQ_PI, &1000u32.to_le_bytes());
+    ring(&mut p.a.g, &qp, 1);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a flush completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (9, WC_WR_FLUSH_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    assert_eq!(p.b.g.read(p.b.buf, 8), [0; 8]);
+    // The device serves on: B's QP is fine and answers a query.
+    p.a.g
+        .query::<DeviceAttr>(CMD_QUERY_DEVICE)
+        .expect("QUERY_DEVICE");
+}
+
+/// Posts receive `w` the way a driver does while `rq_awake` is set: the
+/// WQE, then the index in the record, no doorbell.
+fn post_recv_quietly(g: &mut SimGuest, qp: &Qp, rec: u64, rq_pi: &mut u32, w: &RecvWqe) {
+    g.write(qp.rq_addr() + 128 * u64::from(*rq_pi & 15), w.as_slice());
+    *rq_pi += 1;
+    g.write(rec + RQ_PI, &rq_pi.to_le_bytes());
+}
+
+#[test]
+fn receives_posted_on_the_record_alone_are_taken_and_flushed() {
+    let (mut p, _) = pair_with_record();
+    let brec = p.b.g.alloc(4096, 4096);
+    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
+    // In RTS the device reads rq_pi whenever a SEND needs a receive.
+    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    let bqp = p.b.qp;
+    let mut rq_pi = 0u32;
+    post_recv_quietly(
+        &mut p.b.g,
+        &bqp,
+        brec,
+        &mut rq_pi,
+        &recv_wqe(21, p.b.buf, 8, p.b.lkey),
+    );
+    p.a.g.write(p.a.buf, b"to-rq-21");
+    let mut aqp = p.a.qp;
+    p.a.g
+        .post_send(&mut aqp, &send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey));
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a receive completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status, c.byte_len.to_native()),
+        (21, WC_SUCCESS, 8),
+        "{}",
+        wc_status_name(c.status)
+    );
+    assert_eq!(p.b.g.read(p.b.buf, 8), b"to-rq-21");
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a send completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+
+    // A receive on the record alone, then the driver moves the QP to ERR:
+    // the device stops reading the record, reads it once more, and the
+    // receive completes with a flush error.
+    post_recv_quietly(
+        &mut p.b.g,
+        &bqp,
+        brec,
+        &mut rq_pi,
+        &recv_wqe(22, p.b.buf, 8, p.b.lkey),
+    );
+    p.b.g
+        .modify_qp(&CmdModifyQp {
+            qpn: bqp.qpn.into(),
+            attr_mask: QP_ATTR_STATE.into(),
+            state: QPS_ERR,
+            ..Default::default()
+        })
+        .expect("to ERR");
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a flush completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (22, WC_WR_FLUSH_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    assert_eq!(u32_at(&p.b.g, brec + RQ_AWAKE), 0);
+}
+
+#[test]
+fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
+    // A's CQ has 4 entries; its consumed-index doorbells go to a foreign
+    // page, which the device drops: only the record tells it.
+    let mut p = LinkedPair::start(PairOptions {
+        cq_log: 2,
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let crec = p.a.g.alloc(4096, 4096);
+    assert_eq!(
+        bind_as(&mut p.a.g, CMD_CQ_DB_RECORD, p.a.cq.cqn, crec + 8, 0),
+        Err(CmdFailed(libc::EINVAL as u16)),
+        "unaligned"
+    );
+    assert_eq!(
+        bind_as(&mut p.a.g, CMD_CQ_DB_RECORD, 0x7777, crec, 0),
+        Err(CmdFailed(libc::ENOENT as u16)),
+        "no such CQ"
+    );
+    bind_as(&mut p.a.g, CMD_CQ_DB_RECORD, p.a.cq.cqn, crec, 0).expect("CQ_DB_RECORD");
+    p.connect(MTU_4096);
+    p.a.cq.db = DbRoute::Page(5);
+    let mut qp = p.a.qp;
+    for i in 0..12u32 {
+        let at = 8 * u64::from(i);
+        p.a.g.write(p.a.buf + at, &[i as u8 + 1; 8]);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, u64::from(i), p.a.buf + at, 8, p.a.lkey),
+            p.b.buf + at,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut qp, &w);
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status),
+            (u64::from(i), WC_SUCCESS),
+            "{}",
+            wc_status_name(c.status)
+        );
+        p.a.g.write(crec, &(i + 1).to_le_bytes());
+        assert_eq!(p.b.g.read(p.b.buf + at, 8), [i as u8 + 1; 8]);
+    }
+}
+
+#[test]
+fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
+    let (mut p, _) = pair_with_record();
+    let brec = p.b.g.alloc(4096, 4096);
+    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
+    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    let bqp = p.b.qp;
+    let mut rq_pi = 0u32;
+    post_recv_quietly(
+        &mut p.b.g,
+        &bqp,
+        brec,
+        &mut rq_pi,
+        &recv_wqe(31, p.b.buf, 8, p.b.lkey),
+    );
+    // A WRITE with a bad R_Key fails B's QP (the responder's error): the
+    // receive it holds only in the record is flushed, and B's device
+    // stops reading the record.
+    let mut aqp = p.a.qp;
+    let bad = remote(
+        send_wqe(WR_RDMA_WRITE, 5, p.a.buf, 8, p.a.lkey),
+        p.b.buf,
+        p.b.rkey ^ 0x100,
+    );
+    p.a.g.post_send(&mut aqp, &bad);
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("the WRITE's completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (5, WC_REM_ACCESS_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a flush completion");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (31, WC_WR_FLUSH_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    wait_word(&p.b.g, brec + RQ_AWAKE, 0);
+}

@@ -194,6 +194,8 @@
 #define IBTCA_QP_ATTR_SQ_PSN               0x20
 /* MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads. */
 #define IBTCA_QP_ATTR_RETRY                0x40
+/* MODIFY_QP attribute: max_dest_rd_atomic (the responder resources). */
+#define IBTCA_QP_ATTR_DEST_RD_ATOMIC       0x200
 
 /* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
 struct ibtca_sge {
@@ -358,7 +360,8 @@ struct ibtca_cmd_modify_qp {
 	__le32 sq_psn;	/* 0x18: First PSN this QP sends. */
 	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
 	__le32 access;	/* 0x20: IBTCA_ACCESS_REMOTE_* rights for incoming requests. */
-	__u8 rsvd2[12];	/* 0x24: Reserved, zero. */
+	__u8 max_dest_rd_atomic;	/* 0x24: Responder resources (with IBTCA_QP_ATTR_DEST_RD_ATOMIC): RDMA READ / atomic requests this QP holds unanswered, at most max_qp_rd_atom; one more is NAKed invalid request. Without the bit: max_qp_rd_atom. 0 counts as 1. */
+	__u8 rsvd2[11];	/* 0x25: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
 

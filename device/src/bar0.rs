@@ -13,6 +13,7 @@ use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::rkm_regs::RkmRegs;
 
 /// What a BAR0 access needs from the rest of the device.
 pub struct Bar0Context<'a> {
@@ -26,6 +27,8 @@ pub struct Bar0Context<'a> {
     pub dma_mapped: bool,
     /// The DRDMA window (its registers live in BAR0).
     pub drdma: &'a Drdma,
+    /// The key memory's registers.
+    pub rkm: &'a RkmRegs,
 }
 
 /// Outcome of a write that the caller must act on.
@@ -174,6 +177,10 @@ impl Bar0 {
             regs::DMA_SEED => self.dma_seed,
             regs::DMA_STATUS => self.dma_status,
             regs::DMA_RESULT => self.dma_result,
+            regs::RKM_STATUS => ctx.rkm.status(),
+            regs::RKM_WALKS => ctx.rkm.walks(),
+            regs::RKM_CLEARED => ctx.rkm.cleared(),
+            regs::RKM_READ_BUDGET => ctx.rkm.read_budget(),
             _ => ctx.drdma.reg_read(off).unwrap_or(0),
         }
     }
@@ -281,6 +288,7 @@ impl Bar0 {
             regs::DMA_LEN => self.dma_len = v,
             regs::DMA_SEED => self.dma_seed = v,
             regs::DMA_CMD => self.dma_status = self.dma_command(v, ctx),
+            regs::RKM_READ_BUDGET => ctx.rkm.set_read_budget(v),
             _ => match ctx.drdma.reg_write(off, v) {
                 Some(Some(arr)) => return WriteEffect::Engine(EngineEvent::DrdmaReady(arr)),
                 Some(None) => {}
@@ -339,6 +347,7 @@ mod tests {
         maps: DmaMaps,
         bar: Bar0,
         drdma: std::sync::Arc<Drdma>,
+        rkm: RkmRegs,
     }
 
     impl Fixture {
@@ -352,6 +361,7 @@ mod tests {
                 maps,
                 bar: Bar0::new(PortIdentity::default()),
                 drdma: Drdma::new(Default::default()).unwrap(),
+                rkm: RkmRegs::default(),
             }
         }
 
@@ -363,6 +373,7 @@ mod tests {
                 bus_master: true,
                 dma_mapped: true,
                 drdma: &self.drdma,
+                rkm: &self.rkm,
             };
             self.bar.write(off, &v.to_le_bytes(), &ctx).unwrap()
         }
@@ -375,6 +386,7 @@ mod tests {
                 bus_master: true,
                 dma_mapped: true,
                 drdma: &self.drdma,
+                rkm: &self.rkm,
             };
             let mut b = [0; 4];
             self.bar.read(off, &mut b, &ctx).unwrap();
@@ -410,6 +422,7 @@ mod tests {
             bus_master: true,
             dma_mapped: true,
             drdma: &f.drdma,
+            rkm: &f.rkm,
         };
         let mut b2 = [0; 2];
         assert!(f.bar.read(regs::SCRATCH, &mut b2, &ctx).is_err());

@@ -443,7 +443,7 @@ impl SimGuest {
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
-            max_rd_atomic: 4,
+            max_rd_atomic: 3,
             ..base
         })
         .unwrap();

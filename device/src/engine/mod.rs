@@ -18,6 +18,7 @@ mod port_state;
 mod qp_error;
 mod qp_map;
 mod smp;
+mod turn;
 pub mod wait;
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -42,6 +43,7 @@ use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
+use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
@@ -144,11 +146,15 @@ pub struct Engine {
     to_link: Vec<Vec<u8>>,
     /// The port's subnet management agent (QP0).
     sma: DeviceSma,
+    /// The key memory's BAR0 registers, and the READ response budget.
+    rkm: Arc<RkmRegs>,
     stats: EngineStats,
 }
 
-fn new_verbs(port: &PortAttrs) -> Verbs {
-    Verbs::new(Limits::default(), *port, Verbs::random_seed())
+fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
+    let mut verbs = Verbs::new(Limits::default(), *port, Verbs::random_seed());
+    verbs.keys.use_regs(rkm.clone());
+    verbs
 }
 
 /// The transport's configuration of QP `qpn` with the attributes `a` the
@@ -167,6 +173,9 @@ fn rc_config(qpn: u32, a: &QpAttrs, lid: u16) -> RcConfig {
     cfg.min_rnr_timer = a.min_rnr_timer;
     cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
     cfg.max_rd_atomic = a.max_rd_atomic.max(1);
+    cfg.max_dest_rd_atomic = a
+        .max_dest_rd_atomic
+        .unwrap_or(crate::verbs::qp::MAX_RD_ATOMIC);
     cfg
 }
 
@@ -194,8 +203,10 @@ impl Engine {
             state: port_state.get(),
             ..port
         };
+        let rkm = Arc::new(RkmRegs::default());
         Engine {
-            verbs: new_verbs(&port),
+            verbs: new_verbs(&port, &rkm),
+            rkm,
             port,
             cmdq: CmdQueue::new(),
             source: mem.clone(),
@@ -329,43 +340,14 @@ impl Engine {
     /// Forgets every object (device reset or client gone).
     pub fn reset(&mut self) {
         self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
-        self.verbs = new_verbs(&self.port);
+        self.rkm.reset();
+        self.verbs = new_verbs(&self.port, &self.rkm);
         self.cmdq = CmdQueue::new();
         self.rc.clear();
         self.held.clear();
         self.capped.clear();
         self.outbox.packets.clear();
         self.outbox.bytes = 0;
-    }
-
-    /// Runs expired timers.
-    pub fn on_timers(&mut self, now: Instant) {
-        if self
-            .rc
-            .values()
-            .all(|q| q.next_deadline().is_none_or(|d| d > now))
-        {
-            return;
-        }
-        self.pin_memory();
-        let due: Vec<u32> = self
-            .rc
-            .iter()
-            .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
-            .map(|(&n, _)| n)
-            .collect();
-        for qpn in due {
-            self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
-        }
-        if !self.capped.is_empty() {
-            self.resume_capped(now);
-        }
-        self.flush(now);
-    }
-
-    /// The earliest transport deadline.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.rc.values().filter_map(RcQp::next_deadline).min()
     }
 
     fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
@@ -622,9 +604,10 @@ impl Engine {
         self.drain_sq(qpn, now);
     }
 
-    /// Sends (or loops back) everything in the outbox, and releases the
-    /// guest-memory snapshot.
+    /// Serves a turn of READ responses, sends (or loops back) everything
+    /// in the outbox, and releases the guest-memory snapshot.
     pub fn flush(&mut self, now: Instant) {
+        self.serve_responses();
         self.flush_outbox(now);
         self.unpin_memory();
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
 use crate::verbs::keys::KeyMemory;
@@ -151,10 +151,10 @@ impl MockEnv {
 }
 
 impl QpEnv for MockEnv {
-    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
-        match self.keys.acquire(MOCK_QPN, self.pd, rkey) {
+    fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
+        match self.keys.acquire(MOCK_QPN, self.pd, rkey, use_) {
             Some(s) => Ok(Some(s)),
-            None => Err(AccessError::Dma),
+            None => Err(AccessError::Invalid),
         }
     }
 

@@ -9,7 +9,11 @@
 //! - ACK coalescing: an ACK for the last packet of a message and for every
 //!   packet with AckReq.
 //! - RDMA READ requests become quasi-WQEs (seed 004) that the shared send
-//!   engine turns into responses.
+//!   engine turns into responses later, a budget per turn
+//!   ([`Responder::serve`], `responses.rs`); what is acknowledged after a
+//!   READ waits behind its responses. READs and atomics not yet answered
+//!   are the responder resources: one past max_dest_rd_atomic is NAKed
+//!   invalid request (IBA 9.7.5.2). Each holds a key slot (seed 001).
 //! - Errors: remote access → NAK 0x62 (nothing written: the whole range is
 //!   checked before the first byte moves), malformed → NAK 0x61, a fault
 //!   after checks → NAK 0x63. After any of these the QP goes to error
@@ -18,15 +22,17 @@
 
 use std::collections::VecDeque;
 
-use ibtca_protocol::headers::{Aeth, AtomicAckEth, NakCode, CREDITS_INVALID};
-use ibtca_protocol::opcode::{OpClass, Position};
+use ibtca_protocol::headers::{Aeth, NakCode, CREDITS_INVALID};
+use ibtca_protocol::opcode::OpClass;
 use ibtca_protocol::{Opcode, PacketView};
 
 use super::config::{RcConfig, RcCounters};
-use super::engine::{self, DataKind, Source};
+use super::engine;
 use super::psn;
-use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use super::responses::{send_ack, send_atomic_ack, ReadRequest, ResponseQueue, Stopped};
+use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::*;
+use crate::verbs::keys::READ_SLOTS;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +69,8 @@ pub(crate) struct Responder {
     msg: Option<InMsg>,
     /// Recent atomic results by request PSN, for replaying duplicates.
     atomics: VecDeque<(u32, u64)>,
+    /// Responses owed, in PSN order.
+    owed: ResponseQueue,
 }
 
 impl Responder {
@@ -73,7 +81,34 @@ impl Responder {
             nak_sent: false,
             msg: None,
             atomics: VecDeque::new(),
+            owed: ResponseQueue::default(),
         }
+    }
+
+    /// Whether responses are owed (the engine serves them).
+    pub(crate) fn owes(&self) -> bool {
+        !self.owed.is_empty()
+    }
+
+    /// Sends up to `budget` owed packets; returns how many went. An error
+    /// (the NAK sent) puts the QP in error.
+    pub(crate) fn serve<E: QpEnv + ?Sized>(
+        &mut self,
+        budget: usize,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<usize, Fatal> {
+        match self.owed.serve(budget, cfg, counters, env) {
+            Ok(n) => Ok(n),
+            Err(Stopped { code, psn }) => self.fatal_nak(code, psn, cfg, counters, env),
+        }
+    }
+
+    /// Responder resources this QP was given (max_dest_rd_atomic, at least
+    /// 1 as rxe has it, at most the key memory's READ slots).
+    fn resource_limit(cfg: &RcConfig) -> usize {
+        usize::from(cfg.max_dest_rd_atomic).clamp(1, READ_SLOTS)
     }
 
     /// Handles one request packet.
@@ -247,7 +282,7 @@ impl Responder {
                 // memory until its last packet (seed 001).
                 let slot = match position.ends() {
                     true => None,
-                    false => match env.hold_key(reth.rkey) {
+                    false => match env.hold_key(reth.rkey, KeyUse::Write) {
                         Ok(s) => s,
                         Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
                     },
@@ -344,48 +379,30 @@ impl Responder {
                 return self.fail(e.nak(), p, cfg, counters, env);
             }
         }
+        // One READ past the responder resources the QP was given.
+        if self.owed.resources() >= Self::resource_limit(cfg) {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        let slot = match len {
+            0 => None,
+            _ => match env.hold_key(reth.rkey, KeyUse::Read) {
+                Ok(s) => s,
+                Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+            },
+        };
         self.nak_sent = false;
         self.epsn = psn::add(p, engine::packet_count(len, cfg.path_mtu));
         self.msn = psn::add(self.msn, 1);
-        env.push_quasi(QuasiWqe {
-            va: reth.va.into(),
-            length: reth.dma_len.into(),
-            rkey: reth.rkey.into(),
-            psn: p.into(),
-            dest_qpn: cfg.dest_qpn.into(),
-            ..QuasiWqe::default()
-        });
-        self.serve_reads(cfg, counters, env)
-    }
-
-    /// Drains the quasi-WQE ring through the shared send engine.
-    pub(crate) fn serve_reads<E: QpEnv + ?Sized>(
-        &mut self,
-        cfg: &RcConfig,
-        counters: &mut RcCounters,
-        env: &mut E,
-    ) -> Result<(), Fatal> {
-        while let Some(q) = env.pop_quasi() {
-            let len = u64::from(q.length.to_native());
-            let first = q.psn.to_native();
-            let src = Source::Remote {
-                rkey: q.rkey.to_native(),
-                va: q.va.to_native(),
-            };
-            for i in 0..engine::packet_count(len, cfg.path_mtu) {
-                let seg = engine::segment(len, cfg.path_mtu, i);
-                let opcode = engine::data_opcode(DataKind::ReadResponse, seg.position, false);
-                let mut ext = ibtca_protocol::headers::ExtHeaders::default();
-                if seg.position != Position::Middle {
-                    ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
-                }
-                let p = psn::add(first, i);
-                let header = engine::data_packet(cfg, opcode, p, false, ext);
-                if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
-                    return self.fail(e.nak(), p, cfg, counters, env);
-                }
-            }
-        }
+        let read = ReadRequest {
+            psn: p,
+            va: reth.va,
+            len: reth.dma_len,
+            rkey: reth.rkey,
+            msn: self.msn,
+            slot,
+            dup: false,
+        };
+        self.owed.push_read(read, cfg, env);
         Ok(())
     }
 
@@ -411,7 +428,19 @@ impl Responder {
         } else {
             AtomicOp::FetchAdd { add: eth.swap_add }
         };
-        let orig = match env.remote_atomic(eth.rkey, eth.va, op) {
+        if self.owed.resources() >= Self::resource_limit(cfg) {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        // The atomic holds a READ slot while it executes (seed 001).
+        let slot = match env.hold_key(eth.rkey, KeyUse::Read) {
+            Ok(s) => s,
+            Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+        };
+        let done = env.remote_atomic(eth.rkey, eth.va, op);
+        if let Some(s) = slot {
+            env.release_key(s);
+        }
+        let orig = match done {
             Ok(orig) => orig,
             Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
         };
@@ -422,7 +451,7 @@ impl Responder {
         self.nak_sent = false;
         self.epsn = psn::add(p, 1);
         self.msn = psn::add(self.msn, 1);
-        self.atomic_ack(p, orig, cfg, counters, env);
+        self.atomic_ack(p, orig, false, cfg, counters, env);
         Ok(())
     }
 
@@ -452,24 +481,39 @@ impl Responder {
                 if !fits || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err()) {
                     return;
                 }
-                env.push_quasi(QuasiWqe {
-                    va: reth.va.into(),
-                    length: reth.dma_len.into(),
-                    rkey: reth.rkey.into(),
-                    psn: v.bth.psn.into(),
-                    dest_qpn: cfg.dest_qpn.into(),
-                    ..QuasiWqe::default()
-                });
-                // A fault while re-reading sends its NAK; the QP state is
-                // decided by the next new request.
-                let _ = self.serve_reads(cfg, counters, env);
+                // Still owed: its responses are coming. Otherwise queued
+                // again, a bounded number of duplicates (else the
+                // requester's next retry finds room). A duplicate holds no
+                // key slot (those are the new requests'); the key check
+                // before every response still stops it.
+                let p = v.bth.psn;
+                if self.owed.has_read(p) || self.owed.duplicates() >= Self::resource_limit(cfg) {
+                    return;
+                }
+                // The MSN of the message it was (the responder's MSN minus
+                // the messages after it is not known here: the current one
+                // is what the requester has been told of so far).
+                let read = ReadRequest {
+                    psn: p,
+                    va: reth.va,
+                    len: reth.dma_len,
+                    rkey: reth.rkey,
+                    msn: self.msn,
+                    slot: None,
+                    dup: true,
+                };
+                self.owed.push_read(read, cfg, env);
             }
             OpClass::Atomic => {
                 // Never execute an atomic twice: replay the saved result, or
                 // drop the request if it is too old to remember.
                 let p = v.bth.psn;
+                let room = self.owed.duplicates() < Self::resource_limit(cfg);
                 if let Some(&(_, orig)) = self.atomics.iter().find(|(q, _)| *q == p) {
-                    self.atomic_ack(p, orig, cfg, counters, env);
+                    if !room {
+                        return; // behind a full queue: the next retry
+                    }
+                    self.atomic_ack(p, orig, true, cfg, counters, env);
                 }
             }
             OpClass::Ack => {}
@@ -499,6 +543,23 @@ impl Responder {
         counters: &mut RcCounters,
         env: &mut E,
     ) -> Result<(), Fatal> {
+        // The responses owed for earlier requests go first (PSN order).
+        if let Err(Stopped { code, psn }) = self.owed.serve(usize::MAX, cfg, counters, env) {
+            return self.fatal_nak(code, psn, cfg, counters, env);
+        }
+        self.fatal_nak(code, p, cfg, counters, env)
+    }
+
+    /// Sends NAK `code` for `p` now and reports the error that puts the QP
+    /// in error.
+    fn fatal_nak<T, E: QpEnv + ?Sized>(
+        &mut self,
+        code: NakCode,
+        p: u32,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<T, Fatal> {
         let n = &mut counters.naks_sent;
         match code {
             NakCode::PsnSequenceError => n.psn_seq += 1,
@@ -507,7 +568,7 @@ impl Responder {
             _ => n.remote_op += 1,
         }
         self.abandon(cfg, env);
-        self.acknowledge(p, Aeth::nak(code, self.msn), cfg, counters, env);
+        send_ack(p, Aeth::nak(code, self.msn), cfg, counters, env);
         Err(Fatal)
     }
 
@@ -516,9 +577,10 @@ impl Responder {
         self.abandon(cfg, env)
     }
 
-    /// Drops the message in progress: a receive it took completes with a
-    /// flush error (true), a key it held is released.
+    /// Drops the message in progress and the responses owed: a receive it
+    /// took completes with a flush error (true), keys held are released.
     fn abandon<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) -> bool {
+        self.owed.clear(env);
         match self.msg.take() {
             Some(InMsg::Send { recv, .. }) => {
                 env.complete(
@@ -533,35 +595,38 @@ impl Responder {
         false
     }
 
+    /// Sends an ACK or non-fatal NAK, or queues it behind owed responses.
     fn acknowledge<E: QpEnv + ?Sized>(
-        &self,
+        &mut self,
         p: u32,
         aeth: Aeth,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) {
-        if aeth.syndrome >> 5 == 0 {
-            counters.acks_sent += 1;
+        if self.owed.is_empty() {
+            send_ack(p, aeth, cfg, counters, env);
+        } else {
+            self.owed.push_ack(p, aeth);
         }
-        let mut pkt = engine::packet(cfg, Opcode::RcAcknowledge, p, false);
-        pkt.ext.aeth = Some(aeth);
-        engine::emit(env, counters, &pkt);
     }
 
+    /// Sends an atomic's acknowledgement (`dup`: a replay), or queues it
+    /// behind owed responses.
     fn atomic_ack<E: QpEnv + ?Sized>(
-        &self,
+        &mut self,
         p: u32,
         orig: u64,
+        dup: bool,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) {
-        counters.acks_sent += 1;
-        let mut pkt = engine::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
-        pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, self.msn));
-        pkt.ext.atomic_ack_eth = Some(AtomicAckEth { orig });
-        engine::emit(env, counters, &pkt);
+        if self.owed.is_empty() {
+            send_atomic_ack(p, orig, self.msn, cfg, counters, env);
+        } else {
+            self.owed.push_atomic_ack(p, orig, self.msn, dup);
+        }
     }
 }
 

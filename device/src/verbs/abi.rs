@@ -594,6 +594,8 @@ crate::regs::values! {
     QP_ATTR_SQ_PSN: u32 = 1 << 5;
     /// MODIFY_QP attribute: timeout, retry counts, RNR timer, outstanding reads.
     QP_ATTR_RETRY: u32 = 1 << 6;
+    /// MODIFY_QP attribute: max_dest_rd_atomic (the responder resources).
+    QP_ATTR_DEST_RD_ATOMIC: u32 = 1 << 9;
 }
 
 abi_struct! {
@@ -727,8 +729,10 @@ abi_struct! {
         rq_psn: Le32,
         /// IBTCA_ACCESS_REMOTE_* rights for incoming requests.
         access: Le32,
+        /// Responder resources (with IBTCA_QP_ATTR_DEST_RD_ATOMIC): RDMA READ / atomic requests this QP holds unanswered, at most max_qp_rd_atom; one more is NAKed invalid request. Without the bit: max_qp_rd_atom. 0 counts as 1.
+        max_dest_rd_atomic: u8,
         /// Reserved, zero.
-        rsvd2: [u8; 12],
+        rsvd2: [u8; 11],
     }
 }
 

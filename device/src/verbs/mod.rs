@@ -41,6 +41,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_state;
 pub mod ring;
+pub mod rkm_regs;
 pub mod sgl;
 pub mod table;
 #[cfg(test)]

@@ -15,7 +15,8 @@ use vm_memory::ByteValued;
 
 use super::abi::{
     CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, MTU_256, MTU_4096, QP_ATTR_ACCESS,
-    QP_ATTR_DEST_QPN, QP_ATTR_PATH, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_PATH, QP_ATTR_RETRY, QP_ATTR_RQ_PSN,
+    QP_ATTR_SQ_PSN,
 };
 use super::mr::ACCESS_REMOTE;
 use super::qp_state::{check_modify, QpState};
@@ -29,8 +30,9 @@ pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
 
 /// Largest service level of an RC QP (SL15 is for management, VL15).
 pub const MAX_SL: u8 = 14;
-/// Largest `max_rd_atomic`.
-pub const MAX_RD_ATOMIC: u8 = 16;
+/// Largest `max_rd_atomic` and `max_dest_rd_atomic` (QUERY_DEVICE's
+/// max_qp_rd_atom): the key memory's READ slots (seed 001).
+pub const MAX_RD_ATOMIC: u8 = crate::verbs::keys::READ_SLOTS as u8;
 
 const PSN_MASK: u32 = 0xff_ffff;
 const QUASI_OWNER_OFFSET: usize = std::mem::offset_of!(QuasiWqe, owner);
@@ -81,6 +83,8 @@ pub struct QpAttrs {
     pub min_rnr_timer: u8,
     /// Outstanding RDMA READs / atomics this QP may issue.
     pub max_rd_atomic: u8,
+    /// Responder resources, when MODIFY_QP gave them (else the device's).
+    pub max_dest_rd_atomic: Option<u8>,
     /// Service level of the path (LRH SL).
     pub sl: u8,
 }
@@ -121,6 +125,10 @@ impl QpAttrs {
             a.max_rd_atomic = m.max_rd_atomic;
             bad(a.timeout <= 31 && a.retry_cnt <= 7 && a.rnr_retry <= 7)?;
             bad(a.min_rnr_timer <= 31 && a.max_rd_atomic <= MAX_RD_ATOMIC)?;
+        }
+        if mask & QP_ATTR_DEST_RD_ATOMIC != 0 {
+            a.max_dest_rd_atomic = Some(m.max_dest_rd_atomic);
+            bad(m.max_dest_rd_atomic <= MAX_RD_ATOMIC)?;
         }
         *self = a;
         Ok(())

@@ -5,8 +5,9 @@
 //! and every other transition, is `EINVAL`.
 
 use super::abi::{
-    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_ACCESS, QP_ATTR_DEST_QPN, QP_ATTR_PATH,
-    QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN, QP_ATTR_STATE,
+    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_ACCESS, QP_ATTR_DEST_QPN,
+    QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_PATH, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    QP_ATTR_STATE,
 };
 use super::VerbsError;
 
@@ -61,7 +62,7 @@ const TRANSITIONS: &[(QpState, QpState, u32, u32)] = &[
         Q::Init,
         Q::Rtr,
         QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN,
-        QP_ATTR_ACCESS | QP_ATTR_RETRY,
+        QP_ATTR_ACCESS | QP_ATTR_RETRY | QP_ATTR_DEST_RD_ATOMIC,
     ),
     (
         Q::Rtr,

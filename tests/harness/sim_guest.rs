@@ -51,6 +51,9 @@ pub struct Qp {
     pub db: DbRoute,
     sq: u64,
     rq: u64,
+    /// Guest-physical address of its quasi-WQE ring (as many entries as
+    /// its SQ).
+    pub quasi: u64,
     log: u8,
     sq_pi: u32,
     rq_pi: u32,
@@ -385,6 +388,7 @@ impl SimGuest {
             db,
             sq,
             rq,
+            quasi,
             log,
             sq_pi: 0,
             rq_pi: 0,

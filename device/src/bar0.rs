@@ -288,7 +288,10 @@ impl Bar0 {
             regs::DMA_LEN => self.dma_len = v,
             regs::DMA_SEED => self.dma_seed = v,
             regs::DMA_CMD => self.dma_status = self.dma_command(v, ctx),
-            regs::RKM_READ_BUDGET => ctx.rkm.set_read_budget(v),
+            regs::RKM_READ_BUDGET => {
+                ctx.rkm.set_read_budget(v);
+                return WriteEffect::Engine(EngineEvent::ReadBudget);
+            }
             _ => match ctx.drdma.reg_write(off, v) {
                 Some(Some(arr)) => return WriteEffect::Engine(EngineEvent::DrdmaReady(arr)),
                 Some(None) => {}
@@ -347,7 +350,7 @@ mod tests {
         maps: DmaMaps,
         bar: Bar0,
         drdma: std::sync::Arc<Drdma>,
-        rkm: RkmRegs,
+        rkm: Arc<RkmRegs>,
     }
 
     impl Fixture {
@@ -361,7 +364,7 @@ mod tests {
                 maps,
                 bar: Bar0::new(PortIdentity::default()),
                 drdma: Drdma::new(Default::default()).unwrap(),
-                rkm: RkmRegs::default(),
+                rkm: Arc::new(RkmRegs::default()),
             }
         }
 
@@ -410,6 +413,27 @@ mod tests {
             f.w(regs::RESET, regs::RESET_VALUE),
             WriteEffect::Reset
         ));
+    }
+
+    #[test]
+    fn rkm_registers_show_the_key_memory_and_take_the_read_budget() {
+        let mut f = Fixture::new();
+        assert_eq!(f.r(regs::RKM_STATUS), 0, "no walk yet");
+        assert_eq!(f.r(regs::RKM_READ_BUDGET), regs::RKM_READ_BUDGET_DEFAULT);
+        assert!(matches!(
+            f.w(regs::RKM_READ_BUDGET, 0),
+            WriteEffect::Engine(EngineEvent::ReadBudget)
+        ));
+        assert_eq!(f.r(regs::RKM_READ_BUDGET), 0);
+        let mut keys = crate::verbs::keys::KeyMemory::new();
+        keys.use_regs(f.rkm.clone()); // as the engine does
+        keys.invalidate_walk(1, 2);
+        assert_eq!(f.r(regs::RKM_STATUS), regs::RKM_STATUS_DONE);
+        assert_eq!((f.r(regs::RKM_WALKS), f.r(regs::RKM_CLEARED)), (1, 0));
+        let errors = f.bar.error_count();
+        f.w(regs::RKM_WALKS, 5);
+        assert_eq!(f.bar.error_count(), errors + 1, "read-only");
+        assert_eq!(f.r(regs::RKM_WALKS), 1);
     }
 
     #[test]

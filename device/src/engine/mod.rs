@@ -75,6 +75,8 @@ pub enum EngineEvent {
     Link(LinkEvent),
     /// Packets from the link (all those of one socket read).
     LinkPackets(PacketBatch),
+    /// RKM_READ_BUDGET written: serve the READ responses it held back.
+    ReadBudget,
     /// Device reset (or the client went away): forget every object, then
     /// say so on the channel, if one is given (the client's memory is let
     /// go only after that: see `Tca::disconnected`).
@@ -148,6 +150,8 @@ pub struct Engine {
     sma: DeviceSma,
     /// The key memory's BAR0 registers, and the READ response budget.
     rkm: Arc<RkmRegs>,
+    /// QPs that owed responses after their last call into the transport.
+    owing: Vec<u32>,
     stats: EngineStats,
 }
 
@@ -207,6 +211,7 @@ impl Engine {
         Engine {
             verbs: new_verbs(&port, &rkm),
             rkm,
+            owing: Vec::new(),
             port,
             cmdq: CmdQueue::new(),
             source: mem.clone(),
@@ -277,6 +282,8 @@ impl Engine {
             EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
             EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
+            // The flush after this event serves them.
+            EngineEvent::ReadBudget => {}
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
                 batch.for_each(|p, crcs| self.receive(p, crcs, now));
@@ -344,6 +351,7 @@ impl Engine {
         self.verbs = new_verbs(&self.port, &self.rkm);
         self.cmdq = CmdQueue::new();
         self.rc.clear();
+        self.owing.clear();
         self.held.clear();
         self.capped.clear();
         self.outbox.packets.clear();
@@ -365,6 +373,9 @@ impl Engine {
             drdma: &self.drdma,
         };
         f(rc, &mut env);
+        if rc.owes_responses() && !self.owing.contains(&qpn) {
+            self.owing.push(qpn);
+        }
         if rc.is_error() {
             let c = rc.counters();
             self.stats.flushed_sends += c.flushed_sends - flushed.0;

@@ -57,7 +57,7 @@ impl Engine {
 
     /// Whether a QP owes responses and the budget lets them go.
     fn responses_due(&self) -> bool {
-        self.rkm.read_budget() > 0 && self.rc.values().any(RcQp::owes_responses)
+        self.rkm.read_budget() > 0 && !self.owing.is_empty()
     }
 
     /// One turn of the responders (seed 004): every QP that owes READ
@@ -68,13 +68,10 @@ impl Engine {
         if budget == 0 {
             return;
         }
-        let owing: Vec<u32> = self
-            .rc
-            .iter()
-            .filter(|(_, q)| q.owes_responses())
-            .map(|(&n, _)| n)
-            .collect();
-        for qpn in owing {
+        // A QP that still owes after its turn is listed again (by
+        // `with_qp`); one gone or failed is not.
+        let owing = std::mem::take(&mut self.owing);
+        for &qpn in &owing {
             self.with_qp(qpn, |rc, env| {
                 rc.serve_responses(budget, env);
             });

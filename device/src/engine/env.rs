@@ -324,10 +324,15 @@ impl QpEnv for DeviceQpEnv<'_> {
         }
     }
 
-    fn push_quasi(&mut self, q: QuasiWqe) {
-        if let Some(qp) = self.verbs.qps.get_mut(self.qpn) {
-            if let Err(e) = qp.push_quasi(self.mem, &q) {
-                crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool {
+        let Some(qp) = self.verbs.qps.get_mut(self.qpn) else {
+            return false;
+        };
+        match qp.push_quasi(self.mem, &q) {
+            Ok(()) => true,
+            Err(e) => {
+                crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring: READ dropped");
+                false
             }
         }
     }

@@ -509,6 +509,8 @@ struct Checked {
 impl Checked {
     fn new(cfg: RcConfig) -> Self {
         let mut mock = MockEnv::new();
+        // A small quasi-WQE ring, so a full one is fuzzed too.
+        mock.quasi_cap = Some(4);
         let mut writable = Vec::new();
         for r in &REGIONS {
             mock.mem.resize(mock.mem.len() + GUARD, 0);
@@ -644,7 +646,7 @@ impl QpEnv for Checked {
         self.mock.complete(cq, cqe);
     }
 
-    fn push_quasi(&mut self, q: QuasiWqe) {
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool {
         self.mock.push_quasi(q)
     }
 

@@ -179,8 +179,9 @@ pub trait QpEnv {
     fn complete(&mut self, cq: CqKind, cqe: Cqe);
 
     /// Appends a quasi-WQE (seed 004) for an inbound RDMA READ to the QP's
-    /// ring in guest memory, where the send engine drains it.
-    fn push_quasi(&mut self, q: QuasiWqe);
+    /// ring in guest memory, where the send engine drains it; false when
+    /// the ring is full (or gone): the READ is not taken.
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool;
 
     /// Takes the oldest unserved quasi-WQE, if any.
     fn pop_quasi(&mut self) -> Option<QuasiWqe>;

@@ -390,19 +390,26 @@ impl Responder {
                 Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
             },
         };
-        self.nak_sent = false;
-        self.epsn = psn::add(p, engine::packet_count(len, cfg.path_mtu));
-        self.msn = psn::add(self.msn, 1);
         let read = ReadRequest {
             psn: p,
             va: reth.va,
             len: reth.dma_len,
             rkey: reth.rkey,
-            msn: self.msn,
+            msn: psn::add(self.msn, 1),
             slot,
             dup: false,
         };
-        self.owed.push_read(read, cfg, env);
+        if !self.owed.push_read(read, cfg, env) {
+            // The quasi-WQE ring is full: dropped, as if lost (the
+            // requester sends it again).
+            if let Some(s) = slot {
+                env.release_key(s);
+            }
+            return Ok(());
+        }
+        self.nak_sent = false;
+        self.epsn = psn::add(p, engine::packet_count(len, cfg.path_mtu));
+        self.msn = psn::add(self.msn, 1);
         Ok(())
     }
 
@@ -502,6 +509,7 @@ impl Responder {
                     slot: None,
                     dup: true,
                 };
+                // A full ring drops it (the requester retries).
                 self.owed.push_read(read, cfg, env);
             }
             OpClass::Atomic => {

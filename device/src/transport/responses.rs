@@ -115,14 +115,15 @@ impl ResponseQueue {
             .any(|o| matches!(o, Owed::Read { psn, .. } if *psn == p))
     }
 
-    /// Queues a READ: its quasi-WQE goes to the ring, its entry here.
+    /// Queues a READ: its quasi-WQE goes to the ring, its entry here;
+    /// false (nothing queued) when the ring is full.
     pub(crate) fn push_read<E: QpEnv + ?Sized>(
         &mut self,
         r: ReadRequest,
         cfg: &RcConfig,
         env: &mut E,
-    ) {
-        env.push_quasi(QuasiWqe {
+    ) -> bool {
+        let pushed = env.push_quasi(QuasiWqe {
             va: r.va.into(),
             length: r.len.into(),
             rkey: r.rkey.into(),
@@ -130,6 +131,9 @@ impl ResponseQueue {
             dest_qpn: cfg.dest_qpn.into(),
             ..QuasiWqe::default()
         });
+        if !pushed {
+            return false;
+        }
         self.q.push_back(Owed::Read {
             psn: r.psn,
             va: r.va,
@@ -142,6 +146,7 @@ impl ResponseQueue {
             fetched: false,
             dup: r.dup,
         });
+        true
     }
 
     /// Queues an atomic's acknowledgement (`dup`: a replay) behind what

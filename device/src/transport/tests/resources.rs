@@ -246,3 +246,31 @@ fn acknowledgements_wait_behind_a_held_read() {
     );
     assert_eq!(w.b.env.keys.held(MOCK_QPN), 0);
 }
+
+/// A READ that finds the quasi-WQE ring full is dropped as if lost (no
+/// NAK, the expected PSN stays); the requester's retry is served once the
+/// ring has room.
+#[test]
+fn a_read_finding_the_quasi_ring_full_is_dropped_and_retried() {
+    let mut w = Wire::with_mtu(1024);
+    w.b.env.quasi_cap = Some(1);
+    w.b.env.bytes_mut(DST)[..2048].copy_from_slice(&pattern(2048, 1));
+    for i in 0..2u64 {
+        let mut r = rdma(WR_RDMA_READ, i + 1, 1024, DST_VA + i * 1024, DST);
+        r.sge[0].addr = (DST_VA + i * 1024).into();
+        w.post_a(r);
+    }
+    let requests = w.a.env.take_outbox();
+    feed_b(&mut w, &requests);
+    assert_eq!(w.b.env.quasi_log.len(), 1, "the second did not fit");
+    assert_eq!(w.b.qp.expected_psn(), 101, "and was not taken");
+    assert!(naks(&w).is_empty());
+    w.run();
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [(1, WC_RDMA_READ, WC_SUCCESS), (2, WC_RDMA_READ, WC_SUCCESS)]
+    );
+    assert_eq!(&w.a.env.bytes(DST)[..2048], &pattern(2048, 1)[..]);
+    assert_eq!(w.b.env.keys.held(MOCK_QPN), 0);
+    assert!(naks(&w).is_empty(), "no NAK");
+}

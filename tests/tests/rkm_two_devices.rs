@@ -3,8 +3,9 @@
 //! ring while B's RKM_READ_BUDGET holds responses back; an invalidation at
 //! B (DEREG_MR of the region, LOCAL_INV of a window) runs the key-memory
 //! walk, which BAR0's RKM registers show; released, the READ sends nothing
-//! and A's READ completes with WC_REM_ACCESS_ERR. And B's responder
-//! resources (max_dest_rd_atomic) NAK a READ past them.
+//! and A's READ completes with WC_REM_ACCESS_ERR. Meanwhile B's own SEND
+//! to A goes out and completes (its requester is not held). And B's
+//! responder resources (max_dest_rd_atomic) NAK a READ past them.
 
 use std::time::{Duration, Instant};
 
@@ -17,13 +18,69 @@ use vm_memory::ByteValued;
 const T: Duration = Duration::from_secs(10);
 const READ_LEN: u32 = 1 << 20;
 
+/// A and B connected at MTU 4096, B's region with `b_access`. Both ACK
+/// timeouts are IBA's "none" (exponent 0): a READ held at B for however
+/// long a loaded machine takes is never retried into WC_RETRY_EXC_ERR.
 fn pair(b_access: u32) -> LinkedPair {
     let mut p = LinkedPair::start(PairOptions {
         b_access,
         ..Default::default()
     });
-    p.connect(MTU_4096);
+    let (qa, qb) = (p.a.qp.qpn, p.b.qp.qpn);
+    connect_patient(&mut p.a.g, qa, 2, qb, ALL_ACCESS, None);
+    connect_patient(&mut p.b.g, qb, 1, qa, b_access, None);
     p
+}
+
+/// RESET → INIT → RTR → RTS towards (dlid, dest_qpn) with no ACK timeout,
+/// PSNs 100, 3 READs outstanding and, if given, max_dest_rd_atomic.
+fn connect_patient(
+    g: &mut SimGuest,
+    qpn: u32,
+    dlid: u16,
+    dest_qpn: u32,
+    access: u32,
+    dest_rd_atomic: Option<u8>,
+) {
+    let base = CmdModifyQp {
+        qpn: qpn.into(),
+        ..Default::default()
+    };
+    let remote = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+        state: QPS_INIT,
+        access: (access & remote).into(),
+        ..base
+    })
+    .expect("INIT");
+    let mut rtr = QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+    if dest_rd_atomic.is_some() {
+        rtr |= QP_ATTR_DEST_RD_ATOMIC;
+    }
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: rtr.into(),
+        state: QPS_RTR,
+        path_mtu: MTU_4096,
+        dlid: dlid.into(),
+        dest_qpn: dest_qpn.into(),
+        rq_psn: 100.into(),
+        max_dest_rd_atomic: dest_rd_atomic.unwrap_or(0),
+        ..base
+    })
+    .expect("RTR");
+    g.modify_qp(&CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
+        state: QPS_RTS,
+        sq_psn: 100.into(),
+        timeout: 0,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 1,
+        max_rd_atomic: 3,
+        ..base
+    })
+    .expect("RTS");
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -126,6 +183,23 @@ fn a_held_read_stops_when_its_region_is_deregistered() {
     assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "power-on");
     let (va, rkey) = (p.b.buf, p.b.rkey);
     post_held_read(&mut p, va, rkey);
+    // B's own requester is not held with its responses: a SEND from B to A
+    // goes out and completes while A's READ waits in B's queue.
+    let abuf = p.a.g.alloc(4096, 4096);
+    let (alkey, _) = p.a.g.reg_mr(p.a.pd, abuf, 4096, ACCESS_LOCAL_WRITE);
+    p.a.g
+        .post_recv(&mut p.a.qp, &recv_wqe(7, abuf, 4096, alkey));
+    p.b.g.write(rbuf, &pattern(256, 8));
+    p.b.g
+        .post_send(&mut p.b.qp, &send_wqe(WR_SEND, 8, rbuf, 256, rlkey));
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's SEND");
+    assert_eq!((c.wr_id.to_native(), c.status), (8, WC_SUCCESS));
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("A's receive");
+    assert_eq!(
+        (c.wr_id.to_native(), c.opcode, c.status),
+        (7, WC_RECV, WC_SUCCESS)
+    );
+    assert_eq!(p.a.g.read(abuf, 256), pattern(256, 8));
     let lkey = CmdHandle {
         handle: p.b.lkey.into(),
         ..Default::default()
@@ -191,36 +265,8 @@ fn a_held_read_through_a_window_stops_when_the_window_is_invalidated() {
 fn a_read_past_max_dest_rd_atomic_is_naked_invalid_request() {
     let mut p = LinkedPair::start(PairOptions::default());
     let (qa, qb) = (p.a.qp.qpn, p.b.qp.qpn);
-    p.a.g.connect(&p.a.qp, 2, qb, MTU_4096, ALL_ACCESS);
-    let base = CmdModifyQp {
-        qpn: qb.into(),
-        ..Default::default()
-    };
-    p.b.g
-        .modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-            state: QPS_INIT,
-            access: (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE).into(),
-            ..base
-        })
-        .unwrap();
-    p.b.g
-        .modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE
-                | QP_ATTR_PATH
-                | QP_ATTR_DEST_QPN
-                | QP_ATTR_RQ_PSN
-                | QP_ATTR_DEST_RD_ATOMIC)
-                .into(),
-            state: QPS_RTR,
-            path_mtu: MTU_4096,
-            dlid: 1.into(),
-            dest_qpn: qa.into(),
-            rq_psn: 100.into(),
-            max_dest_rd_atomic: 1,
-            ..base
-        })
-        .unwrap();
+    connect_patient(&mut p.a.g, qa, 2, qb, ALL_ACCESS, None);
+    connect_patient(&mut p.b.g, qb, 1, qa, ALL_ACCESS, Some(1));
     p.b.g.client.write32(0, regs::RKM_READ_BUDGET, 0);
     let data = pattern(8192, 5);
     p.b.g.write(p.b.buf, &data);

@@ -232,6 +232,8 @@
 #define IBTCA_ACK_PER_PACKET               0x1
 /* ACK policy: one ACK every ack_every packets, across message boundaries. */
 #define IBTCA_ACK_COALESCED                0x2
+/* MODIFY_QP attribute: max_dest_rd_atomic (the responder resources). */
+#define IBTCA_QP_ATTR_DEST_RD_ATOMIC       0x200
 
 /* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
 struct ibtca_sge {
@@ -417,7 +419,8 @@ struct ibtca_cmd_modify_qp {
 	__le16 ack_every;	/* 0x28: Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with IBTCA_QP_ATTR_ACK_POLICY). */
 	__le16 window;	/* 0x2a: Most unacknowledged packets in flight (with IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1 stop-and-wait (each packet waits for its ACK or the local ACK timeout), at most 1024. */
 	__u8 ack_mode;	/* 0x2c: IBTCA_ACK_* policy (with IBTCA_QP_ATTR_ACK_POLICY). */
-	__u8 rsvd2[3];	/* 0x2d: Reserved, zero. */
+	__u8 max_dest_rd_atomic;	/* 0x2d: Responder resources (with IBTCA_QP_ATTR_DEST_RD_ATOMIC): RDMA READ / atomic requests this QP holds unanswered, at most max_qp_rd_atom; one more is NAKed invalid request. Without the bit: max_qp_rd_atom. 0 counts as 1. */
+	__u8 rsvd2[2];	/* 0x2e: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
 

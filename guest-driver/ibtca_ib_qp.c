@@ -220,7 +220,7 @@ static int ibtca_ib_qp_attr_merge(struct ibtca_ib *ib, struct ib_qp_attr *next,
 			return -EINVAL;
 		next->max_rd_atomic = a->max_rd_atomic;
 	}
-	/* The responder's limit is the device's: only checked and kept. */
+	/* The responder resources: the device NAKs a READ or atomic past them. */
 	if (mask & IB_QP_MAX_DEST_RD_ATOMIC) {
 		if (a->max_dest_rd_atomic > d->max_qp_rd_atom)
 			return -EINVAL;
@@ -273,6 +273,10 @@ static void ibtca_ib_qp_cmd(struct ibtca_cmd_modify_qp *p, u32 qpn,
 		p->rnr_retry = n->rnr_retry;
 		p->min_rnr_timer = n->min_rnr_timer;
 		p->max_rd_atomic = n->max_rd_atomic;
+	}
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC) {
+		m |= IBTCA_QP_ATTR_DEST_RD_ATOMIC;
+		p->max_dest_rd_atomic = n->max_dest_rd_atomic;
 	}
 	p->attr_mask = cpu_to_le32(m);
 }

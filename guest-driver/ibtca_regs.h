@@ -96,6 +96,14 @@
 #define IBTCA_REG_DRDMA_SUBMIT_MASK        0x170
 /* DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges). (WO) */
 #define IBTCA_REG_DRDMA_COMMIT_MASK        0x178
+/* Key memory (seed 001): IBTCA_RKM_STATUS_* of the invalidation walks. (RO) */
+#define IBTCA_REG_RKM_STATUS               0x180
+/* Key memory: invalidation walks run since reset (MW bind/dealloc, LOCAL_INV, SEND with Invalidate, DEREG_MR). (RO) */
+#define IBTCA_REG_RKM_WALKS                0x184
+/* Key memory: key slots of in-flight RDMA READs, atomics and WRITEs the walks cleared since reset. (RO) */
+#define IBTCA_REG_RKM_CLEARED              0x188
+/* RDMA READ response packets the engine sends per QP per turn (default IBTCA_RKM_READ_BUDGET_DEFAULT); 0 holds every response back (a test hook). (RW) */
+#define IBTCA_REG_RKM_READ_BUDGET          0x18c
 /* Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32. (WO) */
 #define IBTCA_REG_DB_SRQ                   0x1b0
 
@@ -237,6 +245,12 @@
 #define IBTCA_DRDMA_ERR_NO_PMB             0x6
 /* DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit. */
 #define IBTCA_DRDMA_ERR_BAD_REQUEST        0x7
+/* RKM_STATUS: operations whose keys a walk cleared have not all stopped yet. */
+#define IBTCA_RKM_STATUS_BUSY              0x1
+/* RKM_STATUS: a walk ran and every operation it cleared has stopped (its NAK sent). */
+#define IBTCA_RKM_STATUS_DONE              0x2
+/* Power-on RKM_READ_BUDGET. */
+#define IBTCA_RKM_READ_BUDGET_DEFAULT      0x40
 /* Default DRDMA_LOAD_TIMEOUT_US. */
 #define IBTCA_DRDMA_LOAD_TIMEOUT_DEFAULT_US 0x30d40
 

@@ -13,6 +13,7 @@ use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::rkm_regs::RkmRegs;
 
 /// What a BAR0 access needs from the rest of the device.
 pub struct Bar0Context<'a> {
@@ -26,6 +27,8 @@ pub struct Bar0Context<'a> {
     pub dma_mapped: bool,
     /// The DRDMA window (its registers live in BAR0).
     pub drdma: &'a Drdma,
+    /// The key memory's registers.
+    pub rkm: &'a RkmRegs,
 }
 
 /// Outcome of a write that the caller must act on.
@@ -174,6 +177,10 @@ impl Bar0 {
             regs::DMA_SEED => self.dma_seed,
             regs::DMA_STATUS => self.dma_status,
             regs::DMA_RESULT => self.dma_result,
+            regs::RKM_STATUS => ctx.rkm.status(),
+            regs::RKM_WALKS => ctx.rkm.walks(),
+            regs::RKM_CLEARED => ctx.rkm.cleared(),
+            regs::RKM_READ_BUDGET => ctx.rkm.read_budget(),
             _ => ctx.drdma.reg_read(off).unwrap_or(0),
         }
     }
@@ -281,6 +288,10 @@ impl Bar0 {
             regs::DMA_LEN => self.dma_len = v,
             regs::DMA_SEED => self.dma_seed = v,
             regs::DMA_CMD => self.dma_status = self.dma_command(v, ctx),
+            regs::RKM_READ_BUDGET => {
+                ctx.rkm.set_read_budget(v);
+                return WriteEffect::Engine(EngineEvent::ReadBudget);
+            }
             _ => match ctx.drdma.reg_write(off, v) {
                 Some(Some(arr)) => return WriteEffect::Engine(EngineEvent::DrdmaReady(arr)),
                 Some(None) => {}
@@ -339,6 +350,7 @@ mod tests {
         maps: DmaMaps,
         bar: Bar0,
         drdma: std::sync::Arc<Drdma>,
+        rkm: Arc<RkmRegs>,
     }
 
     impl Fixture {
@@ -352,6 +364,7 @@ mod tests {
                 maps,
                 bar: Bar0::new(PortIdentity::default()),
                 drdma: Drdma::new(Default::default()).unwrap(),
+                rkm: Arc::new(RkmRegs::default()),
             }
         }
 
@@ -363,6 +376,7 @@ mod tests {
                 bus_master: true,
                 dma_mapped: true,
                 drdma: &self.drdma,
+                rkm: &self.rkm,
             };
             self.bar.write(off, &v.to_le_bytes(), &ctx).unwrap()
         }
@@ -375,6 +389,7 @@ mod tests {
                 bus_master: true,
                 dma_mapped: true,
                 drdma: &self.drdma,
+                rkm: &self.rkm,
             };
             let mut b = [0; 4];
             self.bar.read(off, &mut b, &ctx).unwrap();
@@ -401,6 +416,27 @@ mod tests {
     }
 
     #[test]
+    fn rkm_registers_show_the_key_memory_and_take_the_read_budget() {
+        let mut f = Fixture::new();
+        assert_eq!(f.r(regs::RKM_STATUS), 0, "no walk yet");
+        assert_eq!(f.r(regs::RKM_READ_BUDGET), regs::RKM_READ_BUDGET_DEFAULT);
+        assert!(matches!(
+            f.w(regs::RKM_READ_BUDGET, 0),
+            WriteEffect::Engine(EngineEvent::ReadBudget)
+        ));
+        assert_eq!(f.r(regs::RKM_READ_BUDGET), 0);
+        let mut keys = crate::verbs::keys::KeyMemory::new();
+        keys.use_regs(f.rkm.clone()); // as the engine does
+        keys.invalidate_walk(1, 2);
+        assert_eq!(f.r(regs::RKM_STATUS), regs::RKM_STATUS_DONE);
+        assert_eq!((f.r(regs::RKM_WALKS), f.r(regs::RKM_CLEARED)), (1, 0));
+        let errors = f.bar.error_count();
+        f.w(regs::RKM_WALKS, 5);
+        assert_eq!(f.bar.error_count(), errors + 1, "read-only");
+        assert_eq!(f.r(regs::RKM_WALKS), 1);
+    }
+
+    #[test]
     fn refused_accesses_are_counted() {
         let mut f = Fixture::new();
         let mem = f.maps.guest_memory();
@@ -410,6 +446,7 @@ mod tests {
             bus_master: true,
             dma_mapped: true,
             drdma: &f.drdma,
+            rkm: &f.rkm,
         };
         let mut b2 = [0; 2];
         assert!(f.bar.read(regs::SCRATCH, &mut b2, &ctx).is_err());

@@ -207,6 +207,7 @@ impl Instance {
             port_state,
             drdma,
         );
+        engine.set_rkm(tca.rkm().clone());
         engine.set_sma(DeviceSma::new(
             cfg.node_guid,
             cfg.port_guid,

@@ -147,6 +147,14 @@ registers! {
     DRDMA_SUBMIT_MASK = 0x170, "WO";
     /// DRDMA commit of many WRITE ranges (8-byte write): range mask in bits 31:0, base range in bits 63:48; each range counts its remaining bytes as stored (mapped window: one register write for many ranges).
     DRDMA_COMMIT_MASK = 0x178, "WO";
+    /// Key memory (seed 001): IBTCA_RKM_STATUS_* of the invalidation walks.
+    RKM_STATUS = 0x180, "RO";
+    /// Key memory: invalidation walks run since reset (MW bind/dealloc, LOCAL_INV, SEND with Invalidate, DEREG_MR).
+    RKM_WALKS = 0x184, "RO";
+    /// Key memory: key slots of in-flight RDMA READs, atomics and WRITEs the walks cleared since reset.
+    RKM_CLEARED = 0x188, "RO";
+    /// RDMA READ response packets the engine sends per QP per turn (default IBTCA_RKM_READ_BUDGET_DEFAULT); 0 holds every response back (a test hook).
+    RKM_READ_BUDGET = 0x18c, "RW";
     /// Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32.
     DB_SRQ = 0x1b0, "WO";
 }
@@ -291,6 +299,12 @@ values! {
     DRDMA_ERR_NO_PMB: u32 = 6;
     /// DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit.
     DRDMA_ERR_BAD_REQUEST: u32 = 7;
+    /// RKM_STATUS: operations whose keys a walk cleared have not all stopped yet.
+    RKM_STATUS_BUSY: u32 = 1 << 0;
+    /// RKM_STATUS: a walk ran and every operation it cleared has stopped (its NAK sent).
+    RKM_STATUS_DONE: u32 = 1 << 1;
+    /// Power-on RKM_READ_BUDGET.
+    RKM_READ_BUDGET_DEFAULT: u32 = 64;
     /// Default DRDMA_LOAD_TIMEOUT_US.
     DRDMA_LOAD_TIMEOUT_DEFAULT_US: u32 = 200_000;
 }

@@ -35,6 +35,7 @@ use crate::pci::msix::Msix;
 use crate::pci::PciError;
 use crate::regs;
 use crate::verbs::datapath::Doorbell;
+use crate::verbs::rkm_regs::RkmRegs;
 use crate::vfio_user::wire::{self, DeviceInfo, IrqInfo, RegionInfo, SetIrqs};
 use crate::vfio_user::{Backend, Errno, RegionMmap};
 
@@ -96,6 +97,7 @@ pub struct Tca {
     err_eventfd: Option<EventFd>,
     engine: Option<Sender<EngineEvent>>,
     drdma: Arc<Drdma>,
+    rkm: Arc<RkmRegs>,
 }
 
 impl Default for Tca {
@@ -131,7 +133,13 @@ impl Tca {
             err_eventfd: None,
             engine: None,
             drdma,
+            rkm: Arc::new(RkmRegs::default()),
         }
+    }
+
+    /// The key memory's BAR0 registers (shared with the engine).
+    pub fn rkm(&self) -> &Arc<RkmRegs> {
+        &self.rkm
     }
 
     /// The DRDMA window (shared with the engine).
@@ -284,6 +292,7 @@ impl Backend for Tca {
                     bus_master: self.config.bus_master(),
                     dma_mapped: self.dma.has_accessible(),
                     drdma: &self.drdma,
+                    rkm: &self.rkm,
                 };
                 self.bar0
                     .read(offset, data, &ctx)
@@ -321,6 +330,7 @@ impl Backend for Tca {
                     bus_master: self.config.bus_master(),
                     dma_mapped: self.dma.has_accessible(),
                     drdma: &self.drdma,
+                    rkm: &self.rkm,
                 };
                 match self
                     .bar0

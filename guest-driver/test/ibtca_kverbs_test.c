@@ -344,7 +344,7 @@ static int kv_connect(struct kv_ctx *c)
 	a.path_mtu = IB_MTU_1024;
 	a.dest_qp_num = c->dest_qpn;
 	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 4;
+	a.max_dest_rd_atomic = 3;
 	a.min_rnr_timer = 12;
 	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
 	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
@@ -361,7 +361,7 @@ static int kv_connect(struct kv_ctx *c)
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
+	a.max_rd_atomic = 3;
 	return ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
 			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
 			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);

@@ -51,6 +51,9 @@ pub struct Qp {
     pub db: DbRoute,
     sq: u64,
     rq: u64,
+    /// Guest-physical address of its quasi-WQE ring (as many entries as
+    /// its SQ).
+    pub quasi: u64,
     log: u8,
     sq_pi: u32,
     rq_pi: u32,
@@ -425,6 +428,7 @@ impl SimGuest {
             db,
             sq,
             rq,
+            quasi,
             log,
             sq_pi: 0,
             rq_pi: 0,
@@ -483,7 +487,7 @@ impl SimGuest {
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
-            max_rd_atomic: 4,
+            max_rd_atomic: 3,
             ..base
         })
         .unwrap();

@@ -102,7 +102,25 @@ fn every_reported_limit_is_enforced() {
         ..base
     };
     assert_eq!(g.modify_qp(&rtr(d.max_mtu + 1)), einval, "max_mtu + 1");
-    g.modify_qp(&rtr(d.max_mtu)).expect("max_mtu");
+    // Responder resources: the key memory's three READ slots (seed 001).
+    assert_eq!(d.max_qp_rd_atom, 3, "max_qp_rd_atom");
+    let dest_rd_atomic = |n| CmdModifyQp {
+        attr_mask: (QP_ATTR_STATE
+            | QP_ATTR_PATH
+            | QP_ATTR_DEST_QPN
+            | QP_ATTR_RQ_PSN
+            | QP_ATTR_DEST_RD_ATOMIC)
+            .into(),
+        max_dest_rd_atomic: n,
+        ..rtr(d.max_mtu)
+    };
+    assert_eq!(
+        g.modify_qp(&dest_rd_atomic(d.max_qp_rd_atom + 1)),
+        einval,
+        "max_dest_rd_atomic = max_qp_rd_atom + 1"
+    );
+    g.modify_qp(&dest_rd_atomic(d.max_qp_rd_atom))
+        .expect("max_dest_rd_atomic = max_qp_rd_atom");
     let rts = |max_rd_atomic| CmdModifyQp {
         attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
         state: QPS_RTS,

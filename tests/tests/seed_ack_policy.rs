@@ -58,7 +58,7 @@ fn connect(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, p: Policy) {
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 1,
-        max_rd_atomic: 4,
+        max_rd_atomic: 3, // the device's max_qp_rd_atom
         ..base
     })
     .unwrap();

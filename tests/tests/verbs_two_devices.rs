@@ -484,7 +484,7 @@ fn to_rts(g: &mut SimGuest, qp: &Qp, sq_psn: u32) {
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 1,
-        max_rd_atomic: 4,
+        max_rd_atomic: 3,
         ..Default::default()
     })
     .unwrap();

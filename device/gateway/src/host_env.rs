@@ -235,8 +235,9 @@ impl QpEnv for HostEnv {
         }
     }
 
-    fn push_quasi(&mut self, _: QuasiWqe) {
+    fn push_quasi(&mut self, _: QuasiWqe) -> bool {
         // Unreachable: every READ fails its key check first.
+        false
     }
 
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {

@@ -5,7 +5,7 @@
 use crate::dma::GuestMemory;
 use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
-use crate::transport::{append_with, AccessError, AtomicOp, CqKind, QpEnv};
+use crate::transport::{append_with, AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::{
     Cqe, QuasiWqe, RecvWqe, RegMrWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
@@ -345,10 +345,15 @@ impl QpEnv for DeviceQpEnv<'_> {
         }
     }
 
-    fn push_quasi(&mut self, q: QuasiWqe) {
-        if let Some(qp) = self.verbs.qps.get_mut(self.qpn) {
-            if let Err(e) = qp.push_quasi(self.mem, &q) {
-                crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool {
+        let Some(qp) = self.verbs.qps.get_mut(self.qpn) else {
+            return false;
+        };
+        match qp.push_quasi(self.mem, &q) {
+            Ok(()) => true,
+            Err(e) => {
+                crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring: READ dropped");
+                false
             }
         }
     }
@@ -399,17 +404,18 @@ impl QpEnv for DeviceQpEnv<'_> {
         sink.send_in_place(len, sl, dlid, &mut |bytes| build(&mut gather, bytes))
     }
 
-    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
+    fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
         let pd = self
             .verbs
             .qps
             .get(self.qpn)
             .map(|q| q.pdn)
             .ok_or(AccessError::Invalid)?;
-        // Every slot busy: the seed's responder cannot start the operation.
-        match self.verbs.keys.acquire(self.qpn, pd, rkey) {
+        // Every slot busy: the seed's responder cannot start the operation
+        // (more than the responder resources: an invalid request).
+        match self.verbs.keys.acquire(self.qpn, pd, rkey, use_) {
             Some(slot) => Ok(Some(slot)),
-            None => Err(AccessError::Dma),
+            None => Err(AccessError::Invalid),
         }
     }
 

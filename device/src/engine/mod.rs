@@ -20,6 +20,7 @@ mod qp_error;
 mod qp_map;
 mod send_queue;
 mod smp;
+mod turn;
 pub mod wait;
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -46,6 +47,7 @@ use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
+use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use env::{DeviceQpEnv, PacketSink};
@@ -77,6 +79,8 @@ pub enum EngineEvent {
     Link(LinkEvent),
     /// Packets from the link (all those of one socket read).
     LinkPackets(PacketBatch),
+    /// RKM_READ_BUDGET written: serve the READ responses it held back.
+    ReadBudget,
     /// Device reset (or the client went away): forget every object, then
     /// say so on the channel, if one is given (the client's memory is let
     /// go only after that: see `Tca::disconnected`).
@@ -153,11 +157,17 @@ pub struct Engine {
     sma: DeviceSma,
     /// The port's performance management agent (PM MADs to QP1).
     pma: Pma,
+    /// The key memory's BAR0 registers, and the READ response budget.
+    rkm: Arc<RkmRegs>,
+    /// QPs that owed responses after their last call into the transport.
+    owing: Vec<u32>,
     stats: EngineStats,
 }
 
-fn new_verbs(port: &PortAttrs) -> Verbs {
-    Verbs::new(Limits::default(), *port, Verbs::random_seed())
+fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
+    let mut verbs = Verbs::new(Limits::default(), *port, Verbs::random_seed());
+    verbs.keys.use_regs(rkm.clone());
+    verbs
 }
 
 /// The transport's configuration of QP `qpn` with the attributes `a` the
@@ -182,6 +192,9 @@ fn rc_config(qpn: u32, a: &QpAttrs, (lid, pkey): (u16, u16)) -> RcConfig {
     if a.window != 0 {
         cfg.send_window = a.window.into();
     }
+    cfg.max_dest_rd_atomic = a
+        .max_dest_rd_atomic
+        .unwrap_or(crate::verbs::qp::MAX_RD_ATOMIC);
     cfg
 }
 
@@ -209,8 +222,11 @@ impl Engine {
             state: port_state.get(),
             ..port
         };
+        let rkm = Arc::new(RkmRegs::default());
         Engine {
-            verbs: new_verbs(&port),
+            verbs: new_verbs(&port, &rkm),
+            rkm,
+            owing: Vec::new(),
             port,
             cmdq: CmdQueue::new(),
             source: mem.clone(),
@@ -282,6 +298,8 @@ impl Engine {
             EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
             EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
+            // The flush after this event serves them.
+            EngineEvent::ReadBudget => {}
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),
             EngineEvent::LinkPackets(batch) => {
                 batch.for_each(|p, crcs| self.receive(p, crcs, now));
@@ -328,48 +346,15 @@ impl Engine {
     /// Forgets every object (device reset or client gone).
     pub fn reset(&mut self) {
         self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
-        self.verbs = new_verbs(&self.port);
+        self.rkm.reset();
+        self.verbs = new_verbs(&self.port, &self.rkm);
         self.cmdq = CmdQueue::new();
         self.rc.clear();
+        self.owing.clear();
         self.held.clear();
         self.capped.clear();
         self.outbox.packets.clear();
         self.outbox.bytes = 0;
-    }
-
-    /// Runs expired timers.
-    pub fn on_timers(&mut self, now: Instant) {
-        if self
-            .rc
-            .values()
-            .all(|q| q.next_deadline().is_none_or(|d| d > now))
-        {
-            return;
-        }
-        self.pin_memory();
-        let due: Vec<u32> = self
-            .rc
-            .iter()
-            .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
-            .map(|(&n, _)| n)
-            .collect();
-        for qpn in due {
-            self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
-            // A QP that failed flushes what was posted meanwhile and lets
-            // its doorbell record sleep.
-            if self.rc.get(&qpn).is_some_and(RcQp::is_error) {
-                self.drain_sq(qpn, now);
-            }
-        }
-        if !self.capped.is_empty() {
-            self.resume_capped(now);
-        }
-        self.flush(now);
-    }
-
-    /// The earliest transport deadline.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.rc.values().filter_map(RcQp::next_deadline).min()
     }
 
     fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
@@ -387,6 +372,9 @@ impl Engine {
             drdma: &self.drdma,
         };
         f(rc, &mut env);
+        if rc.owes_responses() && !self.owing.contains(&qpn) {
+            self.owing.push(qpn);
+        }
         if rc.is_error() {
             let c = rc.counters();
             self.stats.flushed_sends += c.flushed_sends - flushed.0;
@@ -582,9 +570,10 @@ impl Engine {
         self.drain_sq(qpn, now);
     }
 
-    /// Sends (or loops back) everything in the outbox, and releases the
-    /// guest-memory snapshot.
+    /// Serves a turn of READ responses, sends (or loops back) everything
+    /// in the outbox, and releases the guest-memory snapshot.
     pub fn flush(&mut self, now: Instant) {
+        self.serve_responses();
         self.flush_outbox(now);
         // An SRQ below its limit: the driver reads each one's limit_events.
         if self.verbs.take_srq_events() {

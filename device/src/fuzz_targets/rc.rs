@@ -15,7 +15,7 @@ use ibtca_protocol::{ExtHeader, Opcode, Packet, PacketView};
 
 use crate::transport::mock::{MockEnv, ALL_ACCESS};
 use crate::transport::psn;
-use crate::transport::{AccessError, AckPolicy, AtomicOp, CqKind, QpEnv, RcConfig, RcQp};
+use crate::transport::{AccessError, AckPolicy, AtomicOp, CqKind, KeyUse, QpEnv, RcConfig, RcQp};
 use crate::verbs::abi::*;
 
 const QPN: u32 = 0x22;
@@ -176,8 +176,22 @@ impl Target {
             11 => self.timer(input.u8()),
             12 => self.post_recv(input),
             13 => self.post_send(input),
-            14 if input.u8() == 0xff => self.qp.flush(&mut self.env),
-            14 => {}
+            14 => match input.u8() {
+                0xff => self.qp.flush(&mut self.env),
+                0xfe => {
+                    // An invalidation walk over a key the peer may be using
+                    // (seed 001): a held READ or WRITE must stop cleanly.
+                    let any = input.u32();
+                    let key = input.pick(&[0x100, 0x200, 0x300, any]);
+                    let pd = self.env.mock.pd;
+                    self.env.mock.keys.invalidate_walk(pd, key);
+                }
+                // One turn of owed responses (seed 004), 0: held back.
+                b => {
+                    self.qp.serve_responses(usize::from(b % 8), &mut self.env);
+                    self.check_state();
+                }
+            },
             _ => {
                 // Addressing fuzzed too: most of these must be dropped.
                 let mut p = self.packet(input);
@@ -408,6 +422,9 @@ impl Target {
 
     /// Runs the timers with no more input until nothing is pending.
     fn settle(&mut self) {
+        self.qp.serve_responses(usize::MAX, &mut self.env);
+        self.check_state();
+        assert!(!self.qp.owes_responses(), "every owed response served");
         for _ in 0..SETTLE_STEPS {
             let Some(t) = self.qp.next_deadline() else {
                 return;
@@ -500,6 +517,8 @@ struct Checked {
 impl Checked {
     fn new(cfg: RcConfig) -> Self {
         let mut mock = MockEnv::new();
+        // A small quasi-WQE ring, so a full one is fuzzed too.
+        mock.quasi_cap = Some(4);
         let mut writable = Vec::new();
         for r in &REGIONS {
             mock.mem.resize(mock.mem.len() + GUARD, 0);
@@ -635,7 +654,7 @@ impl QpEnv for Checked {
         self.mock.complete(cq, cqe);
     }
 
-    fn push_quasi(&mut self, q: QuasiWqe) {
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool {
         self.mock.push_quasi(q)
     }
 
@@ -678,8 +697,8 @@ impl QpEnv for Checked {
         drop(packet);
     }
 
-    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
-        self.mock.hold_key(rkey)
+    fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
+        self.mock.hold_key(rkey, use_)
     }
 
     fn key_valid(&mut self, slot: usize) -> bool {

@@ -44,11 +44,19 @@ pub(crate) enum Event {
 }
 
 impl Requester {
-    /// Acknowledges every PSN up to and including `p`, except that a READ
-    /// or atomic still waiting for responses stops the acknowledgement at
-    /// its first missing response. Returns true when it stopped there.
+    /// Takes the responder's word that every request up to and including
+    /// `p` was executed, and acknowledges through the newest such PSN,
+    /// except that a READ or atomic still waiting for responses stops the
+    /// acknowledgement at its first missing response. Returns true when it
+    /// stopped there. What was executed past it is kept: once those
+    /// responses land, `una` moves on to it (by then the MSN may have
+    /// completed the SENDs and WRITEs in between, whose PSNs go-back-N
+    /// could not resend).
     pub(crate) fn ack_through(&mut self, p: u32) -> bool {
-        let mut target = psn::add(p, 1);
+        if psn::before(self.executed, psn::add(p, 1)) {
+            self.executed = psn::add(p, 1);
+        }
+        let mut target = self.executed;
         let mut stopped = false;
         if let Some(f) = self.first_awaiting().and_then(|i| self.inflight.get(i)) {
             let resume = psn::add(f.first_psn, f.received);
@@ -242,8 +250,21 @@ impl Requester {
             }
         }
         f.received += 1;
-        self.ack_through(p);
-        Ok(Event::Accepted)
+        let done = f.received >= f.npsn;
+        Ok(self.responses_through(p, done))
+    }
+
+    /// A response for `p` landed (`done`: the last its READ or atomic
+    /// needed). Stopped at a later READ or atomic that the responder has
+    /// executed past, the requester asks for its responses again at once:
+    /// the responder sent them before (in PSN order), so they were lost,
+    /// or ignored for coming while this one was awaited.
+    fn responses_through(&mut self, p: u32, done: bool) -> Event {
+        if self.ack_through(p) && done {
+            Event::Retry
+        } else {
+            Event::Accepted
+        }
     }
 
     fn on_atomic_ack<E: QpEnv + ?Sized>(
@@ -271,8 +292,7 @@ impl Requester {
             return Ok(Event::Fatal);
         }
         f.received = f.npsn;
-        self.ack_through(p);
-        Ok(Event::Accepted)
+        Ok(self.responses_through(p, true))
     }
 
     /// Completes finished WQEs from the front, in order (one CQE per

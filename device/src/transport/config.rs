@@ -95,7 +95,10 @@ pub struct RcConfig {
     pub ack_timeout: Option<Duration>,
     /// RDMA READs and atomics this requester keeps outstanding.
     pub max_rd_atomic: u8,
-    /// Atomic results this responder keeps to replay duplicates.
+    /// Responder resources: RDMA READs and atomics this responder holds
+    /// unanswered (one more is NAKed invalid request; at most 3, the key
+    /// memory's READ slots); also the atomic results kept to replay
+    /// duplicates.
     pub max_dest_rd_atomic: u8,
     /// Most unacknowledged PSNs the requester keeps in flight (seed 002's
     /// sliding window of N packets); 1 is the seed's stop-and-wait: one
@@ -112,7 +115,7 @@ pub const SEND_WINDOW_BYTES: u32 = 4 << 20;
 impl RcConfig {
     /// Defaults for a QP `qpn` talking to `dest_qpn`: MTU 1024, PSNs 0,
     /// MSN 0, 7 retries, infinite RNR retries, RNR timer code 1
-    /// (10 µs), 10 ms ACK timeout, 16 outstanding reads, window 128,
+    /// (10 µs), 10 ms ACK timeout, 3 outstanding reads each way, window 128,
     /// one ACK per message.
     pub fn new(qpn: u32, dest_qpn: u32) -> Self {
         Self {
@@ -130,8 +133,8 @@ impl RcConfig {
             rnr_retry: 7,
             min_rnr_timer: 1,
             ack_timeout: Some(Duration::from_millis(10)),
-            max_rd_atomic: 16,
-            max_dest_rd_atomic: 16,
+            max_rd_atomic: 3,
+            max_dest_rd_atomic: 3,
             send_window: 128,
             ack_policy: AckPolicy::PerMessage,
         }

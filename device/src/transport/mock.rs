@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
 use crate::verbs::keys::KeyMemory;
@@ -32,6 +32,8 @@ pub(crate) struct MockEnv {
     pub(crate) recv_cq: Vec<Cqe>,
     pub(crate) quasi: VecDeque<QuasiWqe>,
     pub(crate) quasi_log: Vec<QuasiWqe>,
+    /// Entries the quasi-WQE ring holds (`None`: no limit).
+    pub(crate) quasi_cap: Option<usize>,
     pub(crate) outbox: Vec<Vec<u8>>,
     /// Seed-001 key memory (this QP is [`MOCK_QPN`] in it).
     pub(crate) keys: KeyMemory,
@@ -151,10 +153,10 @@ impl MockEnv {
 }
 
 impl QpEnv for MockEnv {
-    fn hold_key(&mut self, rkey: u32) -> Result<Option<usize>, AccessError> {
-        match self.keys.acquire(MOCK_QPN, self.pd, rkey) {
+    fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
+        match self.keys.acquire(MOCK_QPN, self.pd, rkey, use_) {
             Some(s) => Ok(Some(s)),
-            None => Err(AccessError::Dma),
+            None => Err(AccessError::Invalid),
         }
     }
 
@@ -263,9 +265,13 @@ impl QpEnv for MockEnv {
         }
     }
 
-    fn push_quasi(&mut self, q: QuasiWqe) {
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool {
+        if self.quasi_cap.is_some_and(|cap| self.quasi.len() >= cap) {
+            return false;
+        }
         self.quasi_log.push(q);
         self.quasi.push_back(q);
+        true
     }
 
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {

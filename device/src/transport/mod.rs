@@ -14,6 +14,7 @@
 use ibtca_protocol::headers::NakCode;
 
 use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
+pub use crate::verbs::keys::KeyUse;
 
 /// Why a local or remote memory access was refused. The device maps these
 /// to completion statuses (local) or NAK codes (remote).
@@ -178,8 +179,9 @@ pub trait QpEnv {
     fn complete(&mut self, cq: CqKind, cqe: Cqe);
 
     /// Appends a quasi-WQE (seed 004) for an inbound RDMA READ to the QP's
-    /// ring in guest memory, where the send engine drains it.
-    fn push_quasi(&mut self, q: QuasiWqe);
+    /// ring in guest memory, where the send engine drains it; false when
+    /// the ring is full (or gone): the READ is not taken.
+    fn push_quasi(&mut self, q: QuasiWqe) -> bool;
 
     /// Takes the oldest unserved quasi-WQE, if any.
     fn pop_quasi(&mut self) -> Option<QuasiWqe>;
@@ -215,10 +217,11 @@ pub trait QpEnv {
     /// (DRDMA frees its window range here).
     fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}
 
-    /// Records `rkey` in this QP's key memory for a remote WRITE of several
-    /// packets (seed 001); `None` when there is no key memory. An error
-    /// refuses the message.
-    fn hold_key(&mut self, _rkey: u32) -> Result<Option<usize>, AccessError> {
+    /// Records `rkey` in this QP's key memory (seed 001) for an RDMA READ
+    /// or atomic (`KeyUse::Read`) or a WRITE of several packets
+    /// (`KeyUse::Write`); `None` when there is no key memory. An error
+    /// (every slot of that use busy) refuses the request.
+    fn hold_key(&mut self, _rkey: u32, _use: KeyUse) -> Result<Option<usize>, AccessError> {
         Ok(None)
     }
 
@@ -240,6 +243,7 @@ pub mod psn;
 pub mod rc;
 mod requester;
 mod responder;
+mod responses;
 
 // The fuzz targets (`crate::fuzz_targets`) drive the transport through it too.
 #[cfg(any(test, feature = "fuzzing"))]

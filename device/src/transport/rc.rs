@@ -230,6 +230,30 @@ impl RcQp {
         self.progress(now, env);
     }
 
+    /// Whether the responder owes responses (READ responses, and the
+    /// acknowledgements queued behind them) that [`Self::serve_responses`]
+    /// sends.
+    pub fn owes_responses(&self) -> bool {
+        !self.error && self.resp.owes()
+    }
+
+    /// One turn of the shared send engine for the responder (seed 004):
+    /// sends up to `budget` owed packets, in PSN order; returns how many
+    /// went. A READ stopped by an invalidated key (or a fault) sends its
+    /// NAK and puts the QP in error.
+    pub fn serve_responses<E: QpEnv + ?Sized>(&mut self, budget: usize, env: &mut E) -> usize {
+        if self.error {
+            return 0;
+        }
+        match self.resp.serve(budget, &self.cfg, &mut self.counters, env) {
+            Ok(n) => n,
+            Err(_) => {
+                self.enter_error(QpFailure::Responder, env);
+                0
+            }
+        }
+    }
+
     /// Runs expired timers: the end of an RNR wait resends; an ACK timeout
     /// resends from the oldest unacknowledged PSN, or fails the QP with
     /// WC_RETRY_EXC_ERR when the retries are used up.

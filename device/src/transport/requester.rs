@@ -11,6 +11,10 @@
 //!   next_psn first PSN of the next WQE to start
 //! ```
 //!
+//! `una ≤ executed ≤ tx_high`: `executed` is one past the newest PSN a
+//! response said was executed; `una` stays behind it only at a READ or
+//! atomic whose responses are missing (`ack_through`).
+//!
 //! A send or write takes one PSN per packet; a READ takes one PSN per
 //! response packet but is a single request packet; an atomic takes one.
 
@@ -203,6 +207,11 @@ pub(crate) struct Requester {
     pub(crate) tx_psn: u32,
     pub(crate) tx_high: u32,
     pub(crate) una: u32,
+    /// One past the newest PSN the responder said it executed. `una` moves
+    /// up to it once the READs and atomics before it have their
+    /// responses: their SENDs and WRITEs may have completed by MSN
+    /// meanwhile, and their PSNs have nothing left to resend.
+    pub(crate) executed: u32,
     /// The last PSN sent with AckReq.
     ack_req_psn: u32,
     /// After an ACK timeout, how many PSNs from `una` on may be in flight
@@ -224,6 +233,7 @@ impl Requester {
             tx_psn: p,
             tx_high: p,
             una: p,
+            executed: p,
             ack_req_psn: p,
             allowance: None,
             msn: MsnState::new(initial_msn),
@@ -445,8 +455,10 @@ impl Requester {
                 continue;
             }
             let Some(i) = self.find(self.tx_psn) else {
-                // Cannot happen (every PSN below next_psn belongs to a
-                // started WQE); resume at the first unstarted PSN.
+                // Cannot happen (every PSN from `una` to next_psn belongs
+                // to a WQE not retired: `ack_through` moves `una` past
+                // those the MSN completed); resume at the first unstarted
+                // PSN.
                 self.tx_psn = self.next_psn;
                 continue;
             };
@@ -519,6 +531,7 @@ impl Requester {
         }
         self.tx_psn = self.next_psn;
         self.una = self.next_psn;
+        self.executed = self.next_psn;
         self.tx_high = self.next_psn;
         (self.msn.messages, self.msn.confirmed) = (0, 0);
         (failed, flushed - u64::from(failed.is_some()))

@@ -9,11 +9,15 @@
 //!   duplicate READ or atomic is answered with the MSN its original was,
 //!   so a response never claims messages past its own PSN (the requester
 //!   checks that: [`super::msn`]).
-//! - ACK coalescing (the QP's [`super::AckPolicy`]): an ACK for every packet with
-//!   AckReq, and for the last packet of a message unless ACKs are
+//! - ACK coalescing (the QP's [`super::AckPolicy`]): an ACK for every packet
+//!   with AckReq, and for the last packet of a message unless ACKs are
 //!   coalesced every N packets.
 //! - RDMA READ requests become quasi-WQEs (seed 004) that the shared send
-//!   engine turns into responses.
+//!   engine turns into responses later, a budget per turn
+//!   ([`Responder::serve`], `responses.rs`); what is acknowledged after a
+//!   READ waits behind its responses. READs and atomics not yet answered
+//!   are the responder resources: one past max_dest_rd_atomic is NAKed
+//!   invalid request (IBA 9.7.5.2). Each holds a key slot (seed 001).
 //! - Errors: remote access → NAK 0x62 (nothing written: the whole range is
 //!   checked before the first byte moves), malformed → NAK 0x61, a fault
 //!   after checks → NAK 0x63. After any of these the QP goes to error
@@ -22,15 +26,17 @@
 
 use std::collections::VecDeque;
 
-use ibtca_protocol::headers::{Aeth, AtomicAckEth, NakCode, CREDITS_INVALID};
-use ibtca_protocol::opcode::{OpClass, Position};
+use ibtca_protocol::headers::{Aeth, NakCode, CREDITS_INVALID};
+use ibtca_protocol::opcode::OpClass;
 use ibtca_protocol::{Opcode, PacketView};
 
 use super::config::{RcConfig, RcCounters};
-use super::engine::{self, DataKind, Source};
+use super::engine;
 use super::psn;
-use super::{AccessError, AtomicOp, CqKind, QpEnv};
+use super::responses::{send_ack, send_atomic_ack, ReadRequest, ResponseQueue, Stopped};
+use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::*;
+use crate::verbs::keys::READ_SLOTS;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +88,8 @@ pub(crate) struct Responder {
     msg: Option<InMsg>,
     /// Recent READs and atomics, newest last, for answering duplicates.
     executed: VecDeque<Executed>,
+    /// Responses owed, in PSN order.
+    owed: ResponseQueue,
 }
 
 impl Responder {
@@ -92,6 +100,27 @@ impl Responder {
             nak_sent: false,
             msg: None,
             executed: VecDeque::new(),
+            owed: ResponseQueue::default(),
+        }
+    }
+
+    /// Whether responses are owed (the engine serves them).
+    pub(crate) fn owes(&self) -> bool {
+        !self.owed.is_empty()
+    }
+
+    /// Sends up to `budget` owed packets; returns how many went. An error
+    /// (the NAK sent) puts the QP in error.
+    pub(crate) fn serve<E: QpEnv + ?Sized>(
+        &mut self,
+        budget: usize,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<usize, Fatal> {
+        match self.owed.serve(budget, cfg, counters, env) {
+            Ok(n) => Ok(n),
+            Err(Stopped { code, psn, msn }) => self.fatal_nak(code, psn, msn, cfg, counters, env),
         }
     }
 
@@ -115,6 +144,12 @@ impl Responder {
             .iter()
             .rev()
             .find(|e| psn::in_window(p, e.psn, psn::add(e.psn, e.npsn.max(1))))
+    }
+
+    /// Responder resources this QP was given (max_dest_rd_atomic, at least
+    /// 1 as rxe has it, at most the key memory's READ slots).
+    fn resource_limit(cfg: &RcConfig) -> usize {
+        usize::from(cfg.max_dest_rd_atomic).clamp(1, READ_SLOTS)
     }
 
     /// Handles one request packet.
@@ -288,7 +323,7 @@ impl Responder {
                 // memory until its last packet (seed 001).
                 let slot = match position.ends() {
                     true => None,
-                    false => match env.hold_key(reth.rkey) {
+                    false => match env.hold_key(reth.rkey, KeyUse::Write) {
                         Ok(s) => s,
                         Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
                     },
@@ -385,52 +420,39 @@ impl Responder {
                 return self.fail(e.nak(), p, cfg, counters, env);
             }
         }
+        // One READ past the responder resources the QP was given.
+        if self.owed.resources() >= Self::resource_limit(cfg) {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        let slot = match len {
+            0 => None,
+            _ => match env.hold_key(reth.rkey, KeyUse::Read) {
+                Ok(s) => s,
+                Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+            },
+        };
+        let read = ReadRequest {
+            psn: p,
+            va: reth.va,
+            len: reth.dma_len,
+            rkey: reth.rkey,
+            msn: psn::add(self.msn, 1),
+            slot,
+            dup: false,
+        };
+        if !self.owed.push_read(read, cfg, env) {
+            // The quasi-WQE ring is full: dropped, as if lost (the
+            // requester sends it again).
+            if let Some(s) = slot {
+                env.release_key(s);
+            }
+            return Ok(());
+        }
         self.nak_sent = false;
         let npsn = engine::packet_count(len, cfg.path_mtu);
         self.epsn = psn::add(p, npsn);
         self.msn = psn::add(self.msn, 1);
         self.remember(cfg, p, npsn, None);
-        env.push_quasi(QuasiWqe {
-            va: reth.va.into(),
-            length: reth.dma_len.into(),
-            rkey: reth.rkey.into(),
-            psn: p.into(),
-            dest_qpn: cfg.dest_qpn.into(),
-            ..QuasiWqe::default()
-        });
-        self.serve_reads(cfg, counters, env)
-    }
-
-    /// Drains the quasi-WQE ring through the shared send engine.
-    pub(crate) fn serve_reads<E: QpEnv + ?Sized>(
-        &mut self,
-        cfg: &RcConfig,
-        counters: &mut RcCounters,
-        env: &mut E,
-    ) -> Result<(), Fatal> {
-        while let Some(q) = env.pop_quasi() {
-            let len = u64::from(q.length.to_native());
-            let first = q.psn.to_native();
-            // The MSN as of this READ (a duplicate's is older than now).
-            let msn = self.executed(first).map_or(self.msn, |e| e.msn);
-            let src = Source::Remote {
-                rkey: q.rkey.to_native(),
-                va: q.va.to_native(),
-            };
-            for i in 0..engine::packet_count(len, cfg.path_mtu) {
-                let seg = engine::segment(len, cfg.path_mtu, i);
-                let opcode = engine::data_opcode(DataKind::ReadResponse, seg.position, false);
-                let mut ext = ibtca_protocol::headers::ExtHeaders::default();
-                if seg.position != Position::Middle {
-                    ext.aeth = Some(Aeth::ack(CREDITS_INVALID, msn));
-                }
-                let p = psn::add(first, i);
-                let header = engine::data_packet(cfg, opcode, p, false, ext);
-                if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
-                    return self.fail(e.nak(), p, cfg, counters, env);
-                }
-            }
-        }
         Ok(())
     }
 
@@ -456,7 +478,19 @@ impl Responder {
         } else {
             AtomicOp::FetchAdd { add: eth.swap_add }
         };
-        let orig = match env.remote_atomic(eth.rkey, eth.va, op) {
+        if self.owed.resources() >= Self::resource_limit(cfg) {
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
+        // The atomic holds a READ slot while it executes (seed 001).
+        let slot = match env.hold_key(eth.rkey, KeyUse::Read) {
+            Ok(s) => s,
+            Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
+        };
+        let done = env.remote_atomic(eth.rkey, eth.va, op);
+        if let Some(s) = slot {
+            env.release_key(s);
+        }
+        let orig = match done {
             Ok(orig) => orig,
             Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
         };
@@ -464,7 +498,7 @@ impl Responder {
         self.epsn = psn::add(p, 1);
         self.msn = psn::add(self.msn, 1);
         self.remember(cfg, p, 1, Some(orig));
-        self.atomic_ack(p, orig, self.msn, cfg, counters, env);
+        self.atomic_ack(p, orig, None, cfg, counters, env);
         Ok(())
     }
 
@@ -491,32 +525,42 @@ impl Responder {
                     psn::add(v.bth.psn, engine::packet_count(len, cfg.path_mtu)),
                     self.epsn,
                 ) <= 0;
-                // Only a READ still remembered is served again: its MSN is
-                // known. An older one is dropped (the requester never has
-                // more READs outstanding than the responder remembers).
-                let known = self.executed(v.bth.psn).is_some_and(|e| e.orig.is_none());
-                if !fits
-                    || !known
-                    || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err())
-                {
+                if !fits || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err()) {
                     return;
                 }
-                env.push_quasi(QuasiWqe {
-                    va: reth.va.into(),
-                    length: reth.dma_len.into(),
-                    rkey: reth.rkey.into(),
-                    psn: v.bth.psn.into(),
-                    dest_qpn: cfg.dest_qpn.into(),
-                    ..QuasiWqe::default()
-                });
-                // A fault while re-reading sends its NAK; the QP state is
-                // decided by the next new request.
-                let _ = self.serve_reads(cfg, counters, env);
+                // Still owed: its responses are coming. Otherwise queued
+                // again, a bounded number of duplicates (else the
+                // requester's next retry finds room). A duplicate holds no
+                // key slot (those are the new requests'); the key check
+                // before every response still stops it.
+                let p = v.bth.psn;
+                if self.owed.has_read(p) || self.owed.duplicates() >= Self::resource_limit(cfg) {
+                    return;
+                }
+                // Only a READ still remembered is served again, with the
+                // MSN its original had. An older one is dropped (the
+                // requester never has more READs outstanding than the
+                // responder remembers).
+                let Some(msn) = self.executed(p).filter(|e| e.orig.is_none()).map(|e| e.msn) else {
+                    return;
+                };
+                let read = ReadRequest {
+                    psn: p,
+                    va: reth.va,
+                    len: reth.dma_len,
+                    rkey: reth.rkey,
+                    msn,
+                    slot: None,
+                    dup: true,
+                };
+                // A full ring drops it (the requester retries).
+                self.owed.push_read(read, cfg, env);
             }
             OpClass::Atomic => {
                 // Never execute an atomic twice: replay the saved result, or
                 // drop the request if it is too old to remember.
                 let p = v.bth.psn;
+                let room = self.owed.duplicates() < Self::resource_limit(cfg);
                 let replay = self.executed(p).filter(|e| e.psn == p);
                 if let Some(&Executed {
                     msn,
@@ -524,7 +568,10 @@ impl Responder {
                     ..
                 }) = replay
                 {
-                    self.atomic_ack(p, orig, msn, cfg, counters, env);
+                    if !room {
+                        return; // behind a full queue: the next retry
+                    }
+                    self.atomic_ack(p, orig, Some(msn), cfg, counters, env);
                 }
             }
             OpClass::Ack => {}
@@ -554,6 +601,24 @@ impl Responder {
         counters: &mut RcCounters,
         env: &mut E,
     ) -> Result<(), Fatal> {
+        // The responses owed for earlier requests go first (PSN order).
+        if let Err(Stopped { code, psn, msn }) = self.owed.serve(usize::MAX, cfg, counters, env) {
+            return self.fatal_nak(code, psn, msn, cfg, counters, env);
+        }
+        self.fatal_nak(code, p, self.msn, cfg, counters, env)
+    }
+
+    /// Sends NAK `code` for `p` now and reports the error that puts the QP
+    /// in error.
+    fn fatal_nak<T, E: QpEnv + ?Sized>(
+        &mut self,
+        code: NakCode,
+        p: u32,
+        msn: u32,
+        cfg: &RcConfig,
+        counters: &mut RcCounters,
+        env: &mut E,
+    ) -> Result<T, Fatal> {
         let n = &mut counters.naks_sent;
         match code {
             NakCode::PsnSequenceError => n.psn_seq += 1,
@@ -562,7 +627,7 @@ impl Responder {
             _ => n.remote_op += 1,
         }
         self.abandon(cfg, env);
-        self.acknowledge(p, Aeth::nak(code, self.msn), cfg, counters, env);
+        send_ack(p, Aeth::nak(code, msn), cfg, counters, env);
         Err(Fatal)
     }
 
@@ -571,9 +636,10 @@ impl Responder {
         self.abandon(cfg, env)
     }
 
-    /// Drops the message in progress: a receive it took completes with a
-    /// flush error (true), a key it held is released.
+    /// Drops the message in progress and the responses owed: a receive it
+    /// took completes with a flush error (true), keys held are released.
     fn abandon<E: QpEnv + ?Sized>(&mut self, cfg: &RcConfig, env: &mut E) -> bool {
+        self.owed.clear(env);
         match self.msg.take() {
             Some(InMsg::Send { recv, .. }) => {
                 env.complete(
@@ -588,36 +654,40 @@ impl Responder {
         false
     }
 
+    /// Sends an ACK or non-fatal NAK, or queues it behind owed responses.
     fn acknowledge<E: QpEnv + ?Sized>(
-        &self,
+        &mut self,
         p: u32,
         aeth: Aeth,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) {
-        if aeth.syndrome >> 5 == 0 {
-            counters.acks_sent += 1;
+        if self.owed.is_empty() {
+            send_ack(p, aeth, cfg, counters, env);
+        } else {
+            self.owed.push_ack(p, aeth);
         }
-        let mut pkt = engine::packet(cfg, Opcode::RcAcknowledge, p, false);
-        pkt.ext.aeth = Some(aeth);
-        engine::emit(env, counters, &pkt);
     }
 
+    /// Sends an atomic's acknowledgement, or queues it behind owed
+    /// responses: a new one with the current MSN, a replay for a duplicate
+    /// (`replay`) with the MSN its original had.
     fn atomic_ack<E: QpEnv + ?Sized>(
-        &self,
+        &mut self,
         p: u32,
         orig: u64,
-        msn: u32,
+        replay: Option<u32>,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) {
-        counters.acks_sent += 1;
-        let mut pkt = engine::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
-        pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, msn));
-        pkt.ext.atomic_ack_eth = Some(AtomicAckEth { orig });
-        engine::emit(env, counters, &pkt);
+        let msn = replay.unwrap_or(self.msn);
+        if self.owed.is_empty() {
+            send_atomic_ack(p, orig, msn, cfg, counters, env);
+        } else {
+            self.owed.push_atomic_ack(p, orig, msn, replay.is_some());
+        }
     }
 }
 

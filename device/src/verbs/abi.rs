@@ -655,6 +655,8 @@ crate::regs::values! {
     ACK_PER_PACKET: u8 = 1;
     /// ACK policy: one ACK every ack_every packets, across message boundaries.
     ACK_COALESCED: u8 = 2;
+    /// MODIFY_QP attribute: max_dest_rd_atomic (the responder resources).
+    QP_ATTR_DEST_RD_ATOMIC: u32 = 1 << 9;
 }
 
 abi_struct! {
@@ -915,8 +917,10 @@ abi_struct! {
         window: Le16,
         /// IBTCA_ACK_* policy (with IBTCA_QP_ATTR_ACK_POLICY).
         ack_mode: u8,
+        /// Responder resources (with IBTCA_QP_ATTR_DEST_RD_ATOMIC): RDMA READ / atomic requests this QP holds unanswered, at most max_qp_rd_atom; one more is NAKed invalid request. Without the bit: max_qp_rd_atom. 0 counts as 1.
+        max_dest_rd_atomic: u8,
         /// Reserved, zero.
-        rsvd2: [u8; 3],
+        rsvd2: [u8; 2],
     }
 }
 

@@ -13,6 +13,7 @@ use super::super::{Limits, PortAttrs, VerbsError};
 use super::*;
 use crate::regs::{DB_CQ, DB_SQ, PORT_ACTIVE, PORT_DOWN};
 use crate::transport::AccessError;
+use crate::verbs::keys::KeyUse;
 
 const MEM: u64 = 0x10_0000;
 const CMDQ: u64 = 0x1000;
@@ -252,7 +253,7 @@ fn query_device_reports_the_limits_the_device_enforces() {
         max_cqe: (1u32 << 15).into(),
         max_qp_wr: (1u32 << 15).into(),
         max_sge: 4,
-        max_qp_rd_atom: 16,
+        max_qp_rd_atom: 3,
         max_mtu: MTU_4096,
         phys_ports: 1,
         caps: (DEV_CAP_ATOMIC | DEV_CAP_MW).into(),
@@ -555,7 +556,7 @@ fn data_path_checks_use_the_qp() {
     assert_eq!(h.v.bind_mw(qp2, req), Err(AccessError::WrongPd));
     let key = h.v.bind_mw(qpn, req).unwrap();
     assert_eq!(h.cmd(CMD_DEREG_MR, handle(lkey)).0, EBUSY, "window bound");
-    let slot = h.v.keys.acquire(qpn, pd, key).unwrap();
+    let slot = h.v.keys.acquire(qpn, pd, key, KeyUse::Read).unwrap();
     h.v.local_invalidate(qpn, key).unwrap();
     assert!(!h.v.keys.still_valid(qpn, slot));
     assert_eq!(

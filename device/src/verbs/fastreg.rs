@@ -177,6 +177,7 @@ mod tests {
     use super::super::testmem::TestMem;
     use super::super::translate::{GpaRange, MAX_TOTAL_MR_PAGES};
     use super::*;
+    use crate::verbs::keys::KeyUse;
 
     const PD: u32 = 0x401;
     const TABLE: u64 = 0x100;
@@ -249,7 +250,7 @@ mod tests {
             Err(AccessError::Invalid),
             "already valid"
         );
-        let slot = keys.acquire(3, PD, new_key).unwrap();
+        let slot = keys.acquire(3, PD, new_key, KeyUse::Read).unwrap();
         assert_eq!(
             t.invalidate(PD + 1, new_key, &mut keys),
             Err(AccessError::WrongPd)

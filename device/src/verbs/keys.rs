@@ -1,20 +1,43 @@
-//! The key memory of seed 001: for every QP, its PD and up to
-//! [`KEY_SLOTS`] R_Keys of the remote operations in flight at its
-//! responder, each with a Valid bit.
+//! The key memory of seed 001: for every QP, its PD and [`KEY_SLOTS`]
+//! R_Keys of the remote operations in flight at its responder, each with a
+//! Valid bit: slots 0-2 for RDMA READs and atomics ([`KeyUse::Read`]),
+//! slot 3 for an RDMA WRITE of several packets ([`KeyUse::Write`]).
 //!
-//! The responder records a slot when a request that presents an R_Key starts
-//! and releases it when the request is done; between packets it asks
-//! [`KeyMemory::still_valid`]. Invalidating or moving a memory window runs
-//! the seed's walk ([`KeyMemory::invalidate_walk`]): for each QP, skip it if
-//! its PD differs from the window's, else clear Valid on every slot holding
-//! the window's key. An operation whose slot was cleared fails with a bad
-//! key, and the window's old key fails everywhere afterwards because the
-//! bind or invalidate changed the window itself (see `mr.rs`).
+//! The responder takes a slot when a request that presents an R_Key starts
+//! (a READ when it is queued, a WRITE at its first packet) and releases it
+//! with the operation's last packet; before each packet it asks
+//! [`KeyMemory::still_valid`]. Every invalidation (a window bound elsewhere
+//! or destroyed, LOCAL_INV, SEND with Invalidate, deregistration, fast
+//! re-registration) runs the seed's walk ([`KeyMemory::invalidate_walk`]):
+//! for each QP, skip it if its PD differs, else clear Valid on every slot
+//! holding the key. An operation whose slot was cleared stops with NAK
+//! remote access error; the key itself fails everywhere afterwards because
+//! the invalidation changed the region or window (see `mr.rs`). The walk's
+//! state is in BAR0 ([`RkmRegs`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::rkm_regs::RkmRegs;
 
 /// Outstanding remote keys per QP (seed 001: 3 RDMA READs + 1 WRITE).
 pub const KEY_SLOTS: usize = 4;
+
+/// Slots for READs and atomics (0 to 2); the device's responder resources
+/// (max_qp_rd_atom) are as many.
+pub const READ_SLOTS: usize = 3;
+
+/// The slot of an RDMA WRITE.
+pub const WRITE_SLOT: usize = 3;
+
+/// What an operation holds a key for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// An RDMA READ or an atomic (slots 0-2).
+    Read,
+    /// An RDMA WRITE (slot 3).
+    Write,
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct KeySlot {
@@ -34,6 +57,7 @@ struct QpKeys {
 pub struct KeyMemory {
     qps: BTreeMap<u32, QpKeys>,
     walks: u64,
+    regs: Arc<RkmRegs>,
 }
 
 impl KeyMemory {
@@ -42,10 +66,20 @@ impl KeyMemory {
         Self::default()
     }
 
+    /// Reports walks in `regs` (the device's BAR0) from now on.
+    pub fn use_regs(&mut self, regs: Arc<RkmRegs>) {
+        self.regs = regs;
+    }
+
+    /// The registers this key memory reports in.
+    pub fn regs(&self) -> &Arc<RkmRegs> {
+        &self.regs
+    }
+
     /// Records that QP `qpn` (in PD `pd`) started a remote operation through
-    /// `rkey`; returns the slot, or `None` when all slots are busy (the
-    /// responder must not start the operation).
-    pub fn acquire(&mut self, qpn: u32, pd: u32, rkey: u32) -> Option<usize> {
+    /// `rkey`; returns the slot, or `None` when every slot for `use_` is
+    /// busy (the responder must not start the operation).
+    pub fn acquire(&mut self, qpn: u32, pd: u32, rkey: u32, use_: KeyUse) -> Option<usize> {
         let q = self.qps.entry(qpn).or_default();
         if q.slots.iter().all(|s| !s.busy) {
             q.pd = pd;
@@ -59,8 +93,12 @@ impl KeyMemory {
             );
             return None;
         }
-        let (i, slot) = q.slots.iter_mut().enumerate().find(|(_, s)| !s.busy)?;
-        *slot = KeySlot {
+        let range = match use_ {
+            KeyUse::Read => 0..READ_SLOTS,
+            KeyUse::Write => WRITE_SLOT..WRITE_SLOT + 1,
+        };
+        let i = range.clone().find(|&i| !q.slots[i].busy)?;
+        q.slots[i] = KeySlot {
             rkey,
             valid: true,
             busy: true,
@@ -77,16 +115,30 @@ impl KeyMemory {
             .is_some_and(|s| s.busy && s.valid)
     }
 
+    /// Slots of `qpn` held now (tests, and the seed's bound of 3 + 1).
+    pub fn held(&self, qpn: u32) -> usize {
+        self.qps
+            .get(&qpn)
+            .map_or(0, |q| q.slots.iter().filter(|s| s.busy).count())
+    }
+
     /// Frees `slot` of `qpn` (the operation finished or failed).
     pub fn release(&mut self, qpn: u32, slot: usize) {
         if let Some(s) = self.qps.get_mut(&qpn).and_then(|q| q.slots.get_mut(slot)) {
+            if s.busy && !s.valid {
+                self.regs.stopped();
+            }
             *s = KeySlot::default();
         }
     }
 
     /// Forgets a QP (destroyed or reset).
     pub fn remove_qp(&mut self, qpn: u32) {
-        self.qps.remove(&qpn);
+        if let Some(q) = self.qps.remove(&qpn) {
+            for _ in q.slots.iter().filter(|s| s.busy && !s.valid) {
+                self.regs.stopped();
+            }
+        }
     }
 
     /// The seed's walk: clears Valid on every held slot of a QP in `pd`
@@ -102,6 +154,7 @@ impl KeyMemory {
                 }
             }
         }
+        self.regs.walked(cleared as u32);
         if cleared > 0 {
             tracing::debug!(pd, rkey, cleared, "key memory walk cleared in-flight keys");
         }
@@ -122,10 +175,10 @@ mod tests {
     fn walk_clears_same_pd_slots_only() {
         let mut km = KeyMemory::new();
         let (pd_a, pd_b, key) = (7, 9, 0x1234_5601);
-        let a0 = km.acquire(100, pd_a, key).unwrap();
-        let a1 = km.acquire(100, pd_a, 0x9999_0001).unwrap();
-        let a2 = km.acquire(101, pd_a, key).unwrap();
-        let b0 = km.acquire(200, pd_b, key).unwrap();
+        let a0 = km.acquire(100, pd_a, key, KeyUse::Read).unwrap();
+        let a1 = km.acquire(100, pd_a, 0x9999_0001, KeyUse::Read).unwrap();
+        let a2 = km.acquire(101, pd_a, key, KeyUse::Write).unwrap();
+        let b0 = km.acquire(200, pd_b, key, KeyUse::Read).unwrap();
         assert_eq!(km.invalidate_walk(pd_a, key), 2);
         assert!(!km.still_valid(100, a0), "same PD, same key: cleared");
         assert!(!km.still_valid(101, a2));
@@ -136,19 +189,49 @@ mod tests {
     }
 
     #[test]
-    fn four_slots_then_release() {
+    fn three_read_slots_one_write_slot_then_release() {
         let mut km = KeyMemory::new();
-        let slots: Vec<_> = (0..4).map(|k| km.acquire(1, 3, k).unwrap()).collect();
-        assert_eq!(slots, [0, 1, 2, 3]);
-        assert_eq!(km.acquire(1, 3, 9), None, "all four busy");
+        let reads: Vec<_> = (0..3)
+            .map(|k| km.acquire(1, 3, k, KeyUse::Read).unwrap())
+            .collect();
+        assert_eq!(reads, [0, 1, 2]);
+        assert_eq!(km.acquire(1, 3, 9, KeyUse::Read), None, "three READs busy");
+        assert_eq!(km.acquire(1, 3, 9, KeyUse::Write), Some(WRITE_SLOT));
+        assert_eq!(km.acquire(1, 3, 8, KeyUse::Write), None, "one WRITE");
+        assert_eq!(km.held(1), 4);
         km.release(1, 2);
         assert!(!km.still_valid(1, 2));
-        assert_eq!(km.acquire(1, 3, 9), Some(2));
-        assert_eq!(km.acquire(1, 4, 9), None, "PD differs while keys in flight");
+        assert_eq!(km.acquire(1, 3, 9, KeyUse::Read), Some(2));
+        assert_eq!(
+            km.acquire(1, 4, 9, KeyUse::Read),
+            None,
+            "PD differs while keys in flight"
+        );
         km.release(1, 99);
         assert!(!km.still_valid(1, 99));
         assert!(!km.still_valid(77, 0));
         km.remove_qp(1);
         assert!(!km.still_valid(1, 0));
+        assert_eq!(km.held(1), 0);
+    }
+
+    #[test]
+    fn registers_follow_walks_and_stopped_operations() {
+        let mut km = KeyMemory::new();
+        let regs = km.regs().clone();
+        assert_eq!((regs.status(), regs.walks(), regs.cleared()), (0, 0, 0));
+        let r = km.acquire(5, 1, 0x77, KeyUse::Read).unwrap();
+        let w = km.acquire(5, 1, 0x77, KeyUse::Write).unwrap();
+        assert_eq!(km.invalidate_walk(1, 0x77), 2);
+        assert_eq!((regs.walks(), regs.cleared()), (1, 2));
+        assert_eq!(regs.status(), crate::regs::RKM_STATUS_BUSY);
+        km.release(5, r);
+        assert_eq!(regs.status(), crate::regs::RKM_STATUS_BUSY, "WRITE holds");
+        km.release(5, w);
+        assert_eq!(regs.status(), crate::regs::RKM_STATUS_DONE);
+        assert_eq!(km.invalidate_walk(1, 0x77), 0);
+        assert_eq!((regs.walks(), regs.cleared()), (2, 2));
+        regs.reset();
+        assert_eq!((regs.status(), regs.walks()), (0, 0));
     }
 }

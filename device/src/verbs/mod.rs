@@ -43,6 +43,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_state;
 pub mod ring;
+pub mod rkm_regs;
 pub mod sgl;
 pub mod srq;
 pub mod table;

@@ -375,6 +375,14 @@ impl MrTable {
         }
     }
 
+    /// The key remote peers present for the region that `lkey` names for
+    /// deregistration (its rkey, or a fast-registration region's current
+    /// key).
+    pub fn current_rkey(&self, lkey: u32) -> Option<u32> {
+        let index = self.mr_index(lkey)?;
+        Some(make_key(index, self.slots[index].last_tag))
+    }
+
     /// The region whose lkey is `lkey`.
     pub fn mr(&self, lkey: u32) -> Option<&Mr> {
         self.lookup_lkey(lkey).map(|(_, mr)| mr)

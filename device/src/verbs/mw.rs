@@ -181,6 +181,7 @@ mod tests {
     };
     use super::super::mr::RemoteRight;
     use super::*;
+    use crate::verbs::keys::KeyUse;
 
     const PD: u32 = 0x401;
     const OTHER_PD: u32 = 0x802;
@@ -350,10 +351,10 @@ mod tests {
         // Two QPs of the window's PD and one of another PD have the key in
         // flight (the other PD's request would have failed its check, but
         // the walk must not touch it either way).
-        let s1 = f.keys.acquire(10, PD, key).unwrap();
-        let s2 = f.keys.acquire(11, PD, key).unwrap();
-        let s3 = f.keys.acquire(12, OTHER_PD, key).unwrap();
-        let s4 = f.keys.acquire(10, PD, 0xabcd_0001).unwrap();
+        let s1 = f.keys.acquire(10, PD, key, KeyUse::Read).unwrap();
+        let s2 = f.keys.acquire(11, PD, key, KeyUse::Read).unwrap();
+        let s3 = f.keys.acquire(12, OTHER_PD, key, KeyUse::Read).unwrap();
+        let s4 = f.keys.acquire(10, PD, 0xabcd_0001, KeyUse::Read).unwrap();
         assert_eq!(
             f.t.invalidate_mw(OTHER_PD, key, &mut f.keys),
             Err(AccessError::WrongPd)
@@ -388,7 +389,7 @@ mod tests {
         let mut f = fixture();
         let r = req(&f, 0x10_0000, 0x100, ACCESS_REMOTE_WRITE);
         let k1 = f.t.bind_mw(PD, r, &mut f.keys).unwrap();
-        let slot = f.keys.acquire(5, PD, k1).unwrap();
+        let slot = f.keys.acquire(5, PD, k1, KeyUse::Read).unwrap();
         let r2 = BindRequest {
             mw_rkey: k1,
             va: 0x10_8000,
@@ -413,7 +414,7 @@ mod tests {
         // Dealloc while bound unbinds (walk) and frees the MR for dereg;
         // it takes the key the window was allocated with (the driver's),
         // which binds have moved on from.
-        let s = f.keys.acquire(5, PD, k2).unwrap();
+        let s = f.keys.acquire(5, PD, k2, KeyUse::Read).unwrap();
         assert_eq!(f.t.dealloc_mw(k1, &mut f.keys), Ok(PD));
         assert!(!f.keys.still_valid(5, s));
         assert_eq!(
@@ -433,7 +434,7 @@ mod tests {
             ..req(&f, 0x10_0000, 0x100, ACCESS_REMOTE_WRITE)
         };
         let k = f.t.bind_mw(PD, r, &mut f.keys).unwrap();
-        let slot = f.keys.acquire(5, PD, k).unwrap();
+        let slot = f.keys.acquire(5, PD, k, KeyUse::Read).unwrap();
         assert_eq!(
             f.t.invalidate_mw(PD, k, &mut f.keys),
             Err(AccessError::Invalid)

@@ -96,9 +96,15 @@ impl Verbs {
         Ok(key)
     }
 
-    /// Deregisters the region with `lkey` (not while windows are bound).
+    /// Deregisters the region with `lkey` (not while windows are bound);
+    /// the key walk (seed 001) stops the remote operations in flight
+    /// through its rkey.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        let rkey = self.mrs.current_rkey(lkey);
         let mr = self.mrs.deregister(lkey)?;
+        if let Some(rkey) = rkey {
+            self.keys.invalidate_walk(mr.pdn, rkey);
+        }
         self.pds.release(mr.pdn);
         Ok(())
     }

@@ -19,8 +19,8 @@ use vm_memory::ByteValued;
 use super::abi::{
     CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE,
     ACK_PER_PACKET, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
-    QP_ATTR_DEST_QPN, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_RETRY, QP_ATTR_RQ_PSN,
-    QP_ATTR_SQ_PSN,
+    QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX,
+    QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
 };
 use super::db_record::{DoorbellRecord, RecordQueue};
 use super::mr::ACCESS_REMOTE;
@@ -35,8 +35,9 @@ pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
 
 /// Largest service level of an RC QP (SL15 is for management, VL15).
 pub const MAX_SL: u8 = 14;
-/// Largest `max_rd_atomic`.
-pub const MAX_RD_ATOMIC: u8 = 16;
+/// Largest `max_rd_atomic` and `max_dest_rd_atomic` (QUERY_DEVICE's
+/// max_qp_rd_atom): the key memory's READ slots (seed 001).
+pub const MAX_RD_ATOMIC: u8 = crate::verbs::keys::READ_SLOTS as u8;
 /// Largest send window MODIFY_QP may set, in packets (the most the device
 /// gives a QP by itself: see `RcConfig::send_window_for_mtu`).
 pub const MAX_WINDOW: u16 = 1024;
@@ -90,6 +91,8 @@ pub struct QpAttrs {
     pub min_rnr_timer: u8,
     /// Outstanding RDMA READs / atomics this QP may issue.
     pub max_rd_atomic: u8,
+    /// Responder resources, when MODIFY_QP gave them (else the device's).
+    pub max_dest_rd_atomic: Option<u8>,
     /// Service level of the path (LRH SL).
     pub sl: u8,
     /// Index of the QP's P_Key in the port's table.
@@ -158,6 +161,10 @@ impl QpAttrs {
             ))?;
             bad(a.ack_mode != ACK_COALESCED || a.ack_every > 0)?;
             bad(a.window <= MAX_WINDOW)?;
+        }
+        if mask & QP_ATTR_DEST_RD_ATOMIC != 0 {
+            a.max_dest_rd_atomic = Some(m.max_dest_rd_atomic);
+            bad(m.max_dest_rd_atomic <= MAX_RD_ATOMIC)?;
         }
         *self = a;
         Ok(())

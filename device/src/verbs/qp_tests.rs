@@ -34,7 +34,7 @@ fn modify(mask: u32, state: u8) -> CmdModifyQp {
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 12,
-        max_rd_atomic: 4,
+        max_rd_atomic: 3,
         dest_qpn: Le32::from(0x1234),
         dlid: Le16::from(2),
         sq_psn: Le32::from(100),
@@ -98,7 +98,7 @@ fn modify_walks_the_state_machine_and_keeps_attrs() {
         (a.dest_qpn, a.dlid, a.sq_psn, a.rq_psn),
         (0x1234, 2, 100, 200)
     );
-    assert_eq!((a.path_mtu, a.retry_cnt, a.max_rd_atomic), (MTU_4096, 7, 4));
+    assert_eq!((a.path_mtu, a.retry_cnt, a.max_rd_atomic), (MTU_4096, 7, 3));
     assert_eq!(a.access, ACCESS_REMOTE);
     let mut qp = qp;
     qp.modify(&modify(0, QPS_ERR)).unwrap();

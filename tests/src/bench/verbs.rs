@@ -1,6 +1,6 @@
 //! `ibtca-bench verbs`: two device instances in this process on a link,
 //! driven by simulated guests, next to the raw socket baselines: the runs
-//! (RDMA WRITE and SEND rates, SEND ping-pong) and the table.
+//! (RDMA WRITE, READ and SEND rates, SEND ping-pong) and the table.
 
 use super::*;
 
@@ -12,8 +12,17 @@ pub(super) const TARGET_SEND_SHARE: f64 = 0.50;
 /// SENDs the sender keeps outstanding.
 pub(super) const SEND_DEPTH: usize = 128;
 
+/// RDMA READs A keeps outstanding (the device's max_qp_rd_atom).
+pub(super) const READ_DEPTH: usize = 3;
+
 /// RDMA WRITE of `size` bytes from A to B, `depth` outstanding.
 pub(super) fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
+    verbs_rdma(WR_RDMA_WRITE, size, depth, secs)
+}
+
+/// RDMA `opcode` (WRITE or READ) of `size` bytes between A's buffer and
+/// B's, `depth` outstanding.
+pub(super) fn verbs_rdma(opcode: u8, size: u64, depth: usize, secs: f64) -> Rate {
     let mut p = verbs_pair(WRITE_QP_LOG);
     let (dst, rkey) = (p.b.buf, p.b.rkey);
     // Spread the messages over the buffer (for small ones: distinct lines).
@@ -28,7 +37,7 @@ pub(super) fn verbs_write(size: u64, depth: usize, secs: f64) -> Rate {
         |s, i| {
             let off = (i % slots) * size;
             remote(
-                send_wqe(WR_RDMA_WRITE, i, s.buf + off, size as u32, s.lkey),
+                send_wqe(opcode, i, s.buf + off, size as u32, s.lkey),
                 dst + off,
                 rkey,
             )
@@ -313,6 +322,27 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
                 (r.msg_per_s() / small_msg, "msgs")
             }),
             target,
+            cpu_us: r
+                .cpu
+                .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),
+        });
+    }
+
+    if row_chosen("read-1m") {
+        eprintln!("[bench] RDMA READ 1 MiB, {READ_DEPTH} outstanding, {secs} s");
+        let r = verbs_rdma(WR_RDMA_READ, 1 << 20, READ_DEPTH, secs);
+        eprintln!("[bench]   {:.1} MiB/s", r.mib_per_s());
+        if let Some(c) = &r.cpu {
+            cpu_notes.push(cpu_note("RDMA READ 1 MiB", c, r.msgs));
+        }
+        rows.push(VRow {
+            what: format!("RDMA READ (QD {READ_DEPTH})"),
+            size: "1 MiB",
+            mib_s: Some(r.mib_per_s()),
+            msg_s: Some(r.msg_per_s()),
+            us: None,
+            ratio: Some((r.mib_per_s() / stream_mib, "stream")),
+            target: None,
             cpu_us: r
                 .cpu
                 .map(|c| c.device() as f64 / 1000.0 / r.msgs.max(1) as f64),

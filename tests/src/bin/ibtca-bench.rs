@@ -119,7 +119,7 @@ const USAGE: &str = "usage: ibtca-bench mmio [--iterations N] [--no-vm] \
   --seconds S         (verbs) timed seconds per measurement (default 2; a
                       tenth of that more as warm-up for the verbs rows)
   --only ROWS         (verbs) run only these rows (comma list of write-1m,
-                      write-4k, write-64, send, ping); the raw rows always run
+                      write-4k, write-64, read-1m, send, ping); the raw rows always run
   --pairs N           (verbs) measure the 1 MiB WRITE row as N pairs of a raw
                       stream run and a WRITE run, interleaved (default 1); the
                       row shows the pair with the median ratio (the lower
@@ -297,7 +297,9 @@ fn parse_args() -> Result<Bench, String> {
 }
 
 /// Names of the verbs rows, for `--only`.
-const VERBS_ROWS: [&str; 5] = ["write-1m", "write-4k", "write-64", "send", "ping"];
+const VERBS_ROWS: [&str; 6] = [
+    "write-1m", "write-4k", "write-64", "read-1m", "send", "ping",
+];
 /// The rows `--only` chose (all when unset).
 static ONLY_ROWS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 

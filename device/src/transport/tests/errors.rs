@@ -5,6 +5,7 @@ use ibtca_protocol::Opcode;
 
 use super::*;
 use crate::transport::mock::{ALL_ACCESS, MOCK_QPN};
+use crate::verbs::keys::{KeyUse, WRITE_SLOT};
 
 const OTHER_PD: u32 = 0x300;
 const READ_ONLY: u32 = 0x400;
@@ -265,11 +266,25 @@ fn window_invalidated_mid_write_fails_the_rest() {
         }
     };
     feed(&mut w, &packets[..10]);
-    assert!(w.b.env.keys.still_valid(MOCK_QPN, 0), "slot 0 holds DST");
+    assert!(
+        w.b.env.keys.still_valid(MOCK_QPN, WRITE_SLOT),
+        "the WRITE slot (3) holds DST"
+    );
+    assert_eq!(w.b.env.keys.held(MOCK_QPN), 1);
     // Another QP, another PD, same key value: the walk must skip it.
-    let other = w.b.env.keys.acquire(99, w.b.env.pd + 1, DST).unwrap();
+    let other =
+        w.b.env
+            .keys
+            .acquire(99, w.b.env.pd + 1, DST, KeyUse::Read)
+            .unwrap();
     let pd = w.b.env.pd;
+    let regs = w.b.env.keys.regs().clone();
     assert_eq!(w.b.env.keys.invalidate_walk(pd, DST), 1, "one slot cleared");
+    assert_eq!(
+        regs.status(),
+        crate::regs::RKM_STATUS_BUSY,
+        "WRITE not stopped yet"
+    );
     assert!(w.b.env.keys.still_valid(99, other), "other PD untouched");
     feed(&mut w, &packets[10..]);
     w.deliver();
@@ -285,12 +300,14 @@ fn window_invalidated_mid_write_fails_the_rest() {
         "after the invalidation: nothing written"
     );
     assert!(
-        !w.b.env.keys.still_valid(MOCK_QPN, 0),
+        !w.b.env.keys.still_valid(MOCK_QPN, WRITE_SLOT),
         "the slot was released"
     );
+    assert_eq!(regs.status(), crate::regs::RKM_STATUS_DONE, "stopped");
+    assert_eq!((regs.walks(), regs.cleared()), (1, 1));
     assert_eq!(
-        w.b.env.keys.acquire(MOCK_QPN, pd, DST),
-        Some(0),
+        w.b.env.keys.acquire(MOCK_QPN, pd, DST, KeyUse::Write),
+        Some(WRITE_SLOT),
         "and can be taken again"
     );
 }

@@ -10,6 +10,7 @@ mod hostile;
 mod inline;
 mod msn;
 mod reliability;
+mod resources;
 
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,9 @@ pub(crate) struct Wire {
     pub(crate) log: Vec<(Dir, Vec<u8>)>,
     /// Packets a receiver could not parse (corrupted).
     pub(crate) unparsable: u64,
+    /// Owed responses each QP sends per turn of [`Wire::deliver`] (the
+    /// engine's RKM_READ_BUDGET; 0 holds them back).
+    pub(crate) read_budget: usize,
     rng: u64,
 }
 
@@ -112,6 +116,7 @@ impl Wire {
             filter: Box::new(|_, _| false),
             log: Vec::new(),
             unparsable: 0,
+            read_budget: usize::MAX,
             rng: 0x9e37_79b9_7f4a_7c15,
         }
     }
@@ -149,9 +154,18 @@ impl Wire {
         self.b.qp.post_send(wqe, self.now, &mut self.b.env);
     }
 
-    /// Moves packets until both outboxes stay empty (no timers).
+    /// One turn of both responders: each sends up to `read_budget` owed
+    /// responses.
+    pub(crate) fn serve(&mut self) {
+        self.a.qp.serve_responses(self.read_budget, &mut self.a.env);
+        self.b.qp.serve_responses(self.read_budget, &mut self.b.env);
+    }
+
+    /// Moves packets, a turn of owed responses after each round, until
+    /// both outboxes stay empty (no timers).
     pub(crate) fn deliver(&mut self) {
         for _ in 0..1_000_000 {
+            self.serve();
             let from_a = self.a.env.take_outbox();
             let from_b = self.b.env.take_outbox();
             if from_a.is_empty() && from_b.is_empty() {

@@ -411,3 +411,52 @@ fn a_duplicate_read_is_answered_with_its_own_msn() {
         .collect();
     assert_eq!(resent, [(103, 1)]);
 }
+
+#[test]
+fn a_read_response_lost_twice_leaves_no_psn_of_a_completed_send_to_resend() {
+    // READ 100, SEND 101, READ 102, SEND 103 (one packet each). The first
+    // READ's response is lost twice; the second READ's responses arrive
+    // while A still waits for the first's, so A ignores them. The ACKs of
+    // 103 (MSN 4) confirm all four messages: both SENDs complete by MSN
+    // while the first READ stops the PSN window at 100. After the timeout
+    // the first READ's response lands; the window must move on to the
+    // second READ (the ACK of 103 said 101 was executed), not to the
+    // completed SEND's PSN 101, where go-back-N has nothing to resend.
+    let mut w = Wire::with_mtu(256);
+    let data = pattern(512, 5);
+    w.b.env.bytes_mut(SRC)[..512].copy_from_slice(&data);
+    w.b.env.post_recv(10, &[sge(DST, DST_VA + 8192, 64)]);
+    w.b.env.post_recv(11, &[sge(DST, DST_VA + 12288, 64)]);
+    let mut lost = 0;
+    w.filter = Box::new(move |dir, v| {
+        let drop = dir == Dir::BtoA && v.bth.psn == 100 && lost < 2;
+        lost += u32::from(drop);
+        drop
+    });
+    let mut read2 = rdma(WR_RDMA_READ, 3, 256, SRC_VA + 256, SRC);
+    read2.sge[0].addr = (DST_VA + 256).into();
+    w.post_a(rdma(WR_RDMA_READ, 1, 256, SRC_VA, SRC));
+    w.post_a(send(2, 64));
+    w.post_a(read2);
+    w.post_a(send(4, 64));
+    w.run();
+    assert!(!w.a.qp.is_error(), "{:?}", w.a.qp.failure());
+    assert_eq!(
+        summary(&w.a.env.send_cq),
+        [
+            (1, WC_RDMA_READ, 0),
+            (2, WC_SEND, 0),
+            (3, WC_RDMA_READ, 0),
+            (4, WC_SEND, 0)
+        ]
+    );
+    assert_eq!(&w.a.env.bytes(DST)[..512], &data[..]);
+    assert_eq!(
+        summary(&w.b.env.recv_cq),
+        [(10, WC_RECV, 0), (11, WC_RECV, 0)]
+    );
+    // One timeout brought the first READ's response; the second READ was
+    // asked again at once, not after timeouts of its own.
+    assert_eq!(w.a.qp.counters().timeouts, 1);
+    assert_eq!(w.a.qp.next_deadline(), None);
+}

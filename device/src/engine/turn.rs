@@ -1,0 +1,85 @@
+//! The engine's turns without an event: expired transport timers, and the
+//! responders' READ responses (seed 004), served RKM_READ_BUDGET packets
+//! per QP per turn between the events that drive the QPs' requesters.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Engine;
+use crate::transport::RcQp;
+use crate::verbs::rkm_regs::RkmRegs;
+
+impl Engine {
+    /// Shows the key memory's state in `rkm` (the device's BAR0) and takes
+    /// the READ response budget from it.
+    pub fn set_rkm(&mut self, rkm: Arc<RkmRegs>) {
+        self.verbs.keys.use_regs(rkm.clone());
+        self.rkm = rkm;
+    }
+
+    /// Runs expired timers, and a turn of READ responses.
+    pub fn on_timers(&mut self, now: Instant) {
+        if self
+            .rc
+            .values()
+            .all(|q| q.next_deadline().is_none_or(|d| d > now))
+        {
+            if self.responses_due() {
+                self.pin_memory();
+                self.flush(now);
+            }
+            return;
+        }
+        self.pin_memory();
+        let due: Vec<u32> = self
+            .rc
+            .iter()
+            .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
+            .map(|(&n, _)| n)
+            .collect();
+        for qpn in due {
+            self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
+            // A QP that failed flushes what was posted meanwhile and lets
+            // its doorbell record sleep.
+            if self.rc.get(&qpn).is_some_and(RcQp::is_error) {
+                self.drain_sq(qpn, now);
+            }
+        }
+        if !self.capped.is_empty() {
+            self.resume_capped(now);
+        }
+        self.flush(now);
+    }
+
+    /// The earliest transport deadline: now while READ responses wait for
+    /// the next turn.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.responses_due() {
+            return Some(Instant::now());
+        }
+        self.rc.values().filter_map(RcQp::next_deadline).min()
+    }
+
+    /// Whether a QP owes responses and the budget lets them go.
+    fn responses_due(&self) -> bool {
+        self.rkm.read_budget() > 0 && !self.owing.is_empty()
+    }
+
+    /// One turn of the responders (seed 004): every QP that owes READ
+    /// responses sends up to RKM_READ_BUDGET of them, between the bursts
+    /// of its own requester (which the events of the turn sent).
+    pub(super) fn serve_responses(&mut self) {
+        let budget = self.rkm.read_budget() as usize;
+        if budget == 0 {
+            return;
+        }
+        // A QP that still owes after its turn is listed again (by
+        // `with_qp`); one gone or failed is not.
+        let owing = std::mem::take(&mut self.owing);
+        for &qpn in &owing {
+            self.with_qp(qpn, |rc, env| {
+                rc.serve_responses(budget, env);
+            });
+        }
+    }
+}

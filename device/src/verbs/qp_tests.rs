@@ -84,8 +84,8 @@ fn create_validates_rings() {
     c.quasi = Le64::from(u64::MAX - 31);
     assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid), "wraps");
     let mut c = create(2);
-    c.log_sizes[3] = 1;
-    assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid));
+    c.log_sizes[3] = 4;
+    assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid), "no such type");
 }
 
 #[test]

@@ -90,7 +90,8 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 	struct ibtca_qp *qp;
 	int err;
 
-	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+	if ((attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) ||
+	    attr->srq) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

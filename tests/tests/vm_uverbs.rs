@@ -8,6 +8,10 @@
 //!   client on n2 by node name, and again with completion events
 //!   (`-e`: `ibv_req_notify_cq`, `ibv_get_cq_event` through the CQ's
 //!   interrupt) with the roles swapped;
+//! - `ibv_ud_pingpong -d ibtca0 -c` (UD: address handles, the GRH area,
+//!   every received buffer's bytes checked by the program), and
+//!   `ib_send_bw -c UD` (MTU-sized datagrams), each to completion on both
+//!   sides;
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
 //!   `ib_write_lat`, `ib_read_lat` and `ib_send_lat` (each `-D 2`), each to
 //!   completion on both sides, with a result line; the test prints what
@@ -93,10 +97,14 @@ fn pingpong_and_perftest_run_over_ibtca() {
     let mut n1 = vec![
         tagged("PP-SERVER", "ibv_rc_pingpong -d ibtca0"),
         client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
+        tagged("UD-SERVER", "ibv_ud_pingpong -d ibtca0 -c"),
+        tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
     ];
     let mut n2 = vec![
         client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
         tagged("PP-EV-SERVER", "ibv_rc_pingpong -d ibtca0 -e"),
+        client("UD-CLIENT", "ibv_ud_pingpong -d ibtca0 -c n1"),
+        client("UD-BW-CLIENT", "ib_send_bw -d ibtca0 -c UD -D 2 n1"),
     ];
     for (tag, cmd) in PERFTEST {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
@@ -128,6 +136,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         (&c2, "PP-CLIENT"),
         (&c1, "PP-EV-CLIENT"),
         (&c2, "PP-EV-SERVER"),
+        (&c1, "UD-SERVER"),
+        (&c2, "UD-CLIENT"),
     ] {
         let l = tagged_lines(c, tag);
         assert!(
@@ -140,6 +150,16 @@ fn pingpong_and_perftest_run_over_ibtca() {
         for l in l.iter().filter(|l| l.contains(" in ")) {
             eprintln!("{tag}: {l}");
         }
+    }
+    // ib_send_bw over UD: MTU-sized datagrams, a result on both sides.
+    for (c, t) in [(&c1, "UD-BW-SERVER"), (&c2, "UD-BW-CLIENT")] {
+        let l = tagged_lines(c, t);
+        let result = perftest_result(&l);
+        assert!(
+            l.contains(&"exit=0") && result.as_ref().is_some_and(|r| r[0] == "4096"),
+            "{t}: {l:?}\n{all}"
+        );
+        eprintln!("ib_send_bw -c UD ({t}): {}", result.unwrap().join(" "));
     }
     // perftest: both sides to completion, the client with a result line
     // (servers of some tests print none).

@@ -178,6 +178,8 @@
 #define IBTCA_CMD_DESTROY_QP               0x43
 /* Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check). */
 #define IBTCA_CMD_SMA_MAD                  0x58
+/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
+#define IBTCA_CMD_SET_PORT_CAPS            0x59
 /* QP type (CREATE_QP log_sizes byte 3): reliable connected. */
 #define IBTCA_QPT_RC                       0x0
 /* QP type: unreliable datagram (Q_Key, UD send WQEs, no quasi-WQE ring: log_sizes byte 2 and quasi are ignored). */
@@ -418,6 +420,14 @@ struct ibtca_cmd_mad {
 	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_mad) == 48);
+
+/* SET_PORT_CAPS parameters: PortInfo CapabilityMask bits (IBA numbering, as Linux's IB_PORT_*_SUP). */
+struct ibtca_cmd_port_caps {
+	__le32 set;	/* 0x00: Bits to set. */
+	__le32 clear;	/* 0x04: Bits to clear (after setting). */
+	__u8 rsvd[40];	/* 0x08: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_port_caps) == 48);
 
 /* QUERY_DEVICE reply, written over the command's params: the device's identity and the limits it enforces. */
 struct ibtca_device_attr {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use ibtca_device::verbs::abi::*;
-use ibtca_protocol::mad::attr::{id, NodeInfo};
+use ibtca_protocol::mad::attr::{cap, id, NodeInfo, PortInfo};
 use ibtca_protocol::mad::{method, Smp, SmpRoute, MAD_LEN};
 use ibtca_tests::datagram::ud_send_wqe;
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
@@ -324,4 +324,47 @@ fn data_on_vl15_is_dropped_and_counted() {
     let stats = server.stop_engine();
     assert_eq!(stats.ud.rx_vl15_data, 1);
     assert_eq!(stats.ud.transport.delivered, 1);
+}
+
+/// The host's IsSM bit (the driver's modify_port for an SM in the guest)
+/// shows in the port's PortInfo, as the SM's peers read it; other bits are
+/// the device's and stay.
+#[test]
+fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let g = &mut p.a.g;
+    let (mad, reply) = (p.a.buf, p.a.buf + 4096);
+    let port_info = |g: &mut SimGuest| {
+        let smp = Smp::new(SmpRoute::Lid, method::GET, id::PORT_INFO, 1);
+        g.write(mad, &smp.to_bytes());
+        let cmd = CmdMad {
+            mad: mad.into(),
+            reply: reply.into(),
+            ..Default::default()
+        };
+        assert_eq!(g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0, 1);
+        PortInfo::decode(&Smp::parse(&g.read(reply, 256)).unwrap().data).capability_mask
+    };
+    let before = port_info(g);
+    assert_eq!(before & cap::IS_SM, 0);
+    let caps = |set: u32, clear: u32| CmdPortCaps {
+        set: set.into(),
+        clear: clear.into(),
+        ..Default::default()
+    };
+    // IsSM, and a bit the host does not own (IsCM), which stays as it was.
+    let c = caps(
+        cap::IS_SM | cap::IS_SL_MAPPING_SUPPORTED,
+        cap::IS_CM_SUPPORTED,
+    );
+    let out = g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0;
+    assert_eq!(out, before | cap::IS_SM);
+    assert_eq!(port_info(g), before | cap::IS_SM);
+    let c = caps(0, cap::IS_SM);
+    assert_eq!(g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0, before);
+    assert_eq!(port_info(g), before);
+    let mut bad = caps(cap::IS_SM, 0);
+    bad.rsvd[3] = 1;
+    assert_eq!(g.cmd(CMD_SET_PORT_CAPS, bad.as_slice()).unwrap_err().0, 22);
+    assert_eq!(port_info(g), before, "a refused command changes nothing");
 }

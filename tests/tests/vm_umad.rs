@@ -11,7 +11,11 @@
 //!   for the SM);
 //! - `smpquery nodeinfo 2` (LID-routed to the other device) the same way.
 //!
-//! Each output's NodeGuid is compared with the topology file's.
+//! Each output's NodeGuid is compared with the topology file's. Then the
+//! IsSM capability bit: `smpquery -D portinfo 0` shows it only while a
+//! process holds `/dev/infiniband/issm0` open (ib_umad's `modify_port`,
+//! which the driver passes to the device's agent: SET_PORT_CAPS), as
+//! OpenSM does.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -41,6 +45,13 @@ fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
         .lines()
         .filter_map(|l| l.find(&t).map(|i| &l[i + t.len()..]))
         .collect()
+}
+
+/// The CapMask smpquery portinfo printed (`CapMask:.....0x...`).
+fn cap_mask(lines: &[&str]) -> Option<u32> {
+    let l = lines.iter().find(|l| l.starts_with("CapMask:"))?;
+    let hex = l.rsplit("0x").next()?;
+    u32::from_str_radix(hex.trim(), 16).ok()
 }
 
 /// The node GUID smpquery printed (`Guid:.....0x...`).
@@ -86,6 +97,18 @@ fn smpquery_reads_node_info_through_umad() {
         args.push("--run".into());
         args.push(format!("n1={}", tagged(tag, cmd)));
     }
+    let portinfo = "smpquery -C ibtca0 -D portinfo 0";
+    for (tag, cmd) in [
+        ("NO-SM", portinfo.to_string()),
+        (
+            "IS-SM",
+            format!("sh -c 'exec 3</dev/infiniband/issm0; {portinfo}'"),
+        ),
+        ("SM-GONE", portinfo.to_string()),
+    ] {
+        args.push("--run".into());
+        args.push(format!("n1={}", tagged(tag, &cmd)));
+    }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = fabric(&argv);
     let said = text(&out);
@@ -97,6 +120,15 @@ fn smpquery_reads_node_info_through_umad() {
         assert_eq!(node_guid(&l), Some(guid), "{cmd}: {l:?}\n{all}");
         eprintln!("{cmd}: NodeGuid {guid:#x}");
     }
+    const IS_SM: u32 = 1 << 1;
+    let caps = |tag| cap_mask(&tagged_lines(&c1, tag));
+    let (before, held, after) = (caps("NO-SM"), caps("IS-SM"), caps("SM-GONE"));
+    assert!(
+        before.is_some_and(|c| c & IS_SM == 0)
+            && held.is_some_and(|c| c & IS_SM != 0)
+            && after == before,
+        "IsSM only while issm0 is open: {before:x?} {held:x?} {after:x?}\n{all}"
+    );
     assert!(out.status.success(), "every command passes:\n{all}");
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));

@@ -11,7 +11,7 @@ use super::Engine;
 use crate::dma::GuestMemory;
 use crate::regs;
 use crate::sma::DeviceSma;
-use crate::verbs::abi::{CmdMad, CMD_SMA_MAD};
+use crate::verbs::abi::{CmdMad, CmdPortCaps, CMD_SET_PORT_CAPS, CMD_SMA_MAD};
 use crate::verbs::commands::{decode, EngineCommands, Params, Reply};
 use crate::verbs::{PortAttrs, VerbsError};
 
@@ -131,9 +131,10 @@ impl Engine {
     }
 }
 
-/// The SMA_MAD command: an SMP from the port's own SM (the driver's
-/// `process_mad`) to the port's agent, as a packet from the port itself;
-/// the agent's answer goes back into guest memory.
+/// The port agent's commands: SMA_MAD, an SMP from the port's own SM (the
+/// driver's `process_mad`) to the port's agent, as a packet from the port
+/// itself, the agent's answer back into guest memory; SET_PORT_CAPS, the
+/// host's capability bits (IsSM).
 struct AgentCommands<'a> {
     sma: &'a mut DeviceSma,
     /// Whether an SMP changed the port's LID or state.
@@ -196,6 +197,20 @@ impl EngineCommands for AgentCommands<'_> {
         opcode: u8,
         raw: &Params,
     ) -> Option<Result<Reply, VerbsError>> {
-        (opcode == CMD_SMA_MAD).then(|| self.sma_mad(mem, raw))
+        match opcode {
+            CMD_SMA_MAD => Some(self.sma_mad(mem, raw)),
+            CMD_SET_PORT_CAPS => {
+                let c: CmdPortCaps = decode(raw);
+                Some(if c.rsvd == [0; 40] {
+                    let caps = self
+                        .sma
+                        .set_host_caps(c.set.to_native(), c.clear.to_native());
+                    Ok((caps, 0).into())
+                } else {
+                    Err(VerbsError::Invalid)
+                })
+            }
+            _ => None,
+        }
     }
 }

@@ -648,6 +648,8 @@ crate::regs::values! {
     CMD_DESTROY_QP: u8 = 0x43;
     /// Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check).
     CMD_SMA_MAD: u8 = 0x58;
+    /// Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now).
+    CMD_SET_PORT_CAPS: u8 = 0x59;
     /// QP type (CREATE_QP log_sizes byte 3): reliable connected.
     QPT_RC: u8 = 0;
     /// QP type: unreliable datagram (Q_Key, UD send WQEs, no quasi-WQE ring: log_sizes byte 2 and quasi are ignored).
@@ -827,6 +829,19 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// SET_PORT_CAPS parameters: PortInfo CapabilityMask bits (IBA
+    /// numbering, as Linux's IB_PORT_*_SUP).
+    CmdPortCaps = "cmd_port_caps" {
+        /// Bits to set.
+        set: Le32,
+        /// Bits to clear (after setting).
+        clear: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 40],
+    }
+}
+
+abi_struct! {
     /// SMA_MAD parameters: the 256-byte SMP at `mad` goes to the port's
     /// agent; its answer (256 bytes) is written at `reply` (may be `mad`).
     CmdMad = "cmd_mad" {
@@ -949,6 +964,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdCreateQp::layout(),
         CmdModifyQp::layout(),
         CmdMad::layout(),
+        CmdPortCaps::layout(),
         DeviceAttr::layout(),
         DeviceAttrExt::layout(),
         PortAttr::layout(),

@@ -184,16 +184,15 @@ impl Engine {
     }
 
     /// The dispatch point for GMPs the device answers itself: true if it
-    /// took the packet. The PerfMgt class (0x04) belongs to the device's
-    /// performance management agent; until the device has one it goes to
-    /// the guest's QP1 like every other class.
-    fn gmp_for_device(&mut self, mgmt_class: u8, view: &PacketView<'_>) -> bool {
-        let _ = view;
-        if mgmt_class == class::PERF {
-            // No PMA in the device yet: the guest's QP1 gets it.
-            return false;
+    /// took the packet (`view`, a GMP to QP1). The PerfMgt class (0x04)
+    /// belongs to the device's performance management agent; until the
+    /// device has one it goes to the guest's QP1 like every other class.
+    fn gmp_for_device(&mut self, mgmt_class: u8, _view: &PacketView<'_>) -> bool {
+        match mgmt_class {
+            // The PMA's, once the device has one: answer here, return true.
+            class::PERF => false,
+            _ => false,
         }
-        false
     }
 
     /// An SMP the device's agent left for the subnet manager: to the

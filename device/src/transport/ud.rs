@@ -123,7 +123,13 @@ fn packet_of(cfg: &UdConfig, w: &UdSendWqe, psn: u32) -> Packet {
     // QP0's packets travel on VL15 at SL0; the egress maps the rest by SL.
     (p.lrh.vl, p.lrh.sl) = if smi { (VL15, 0) } else { (0, w.sl) };
     p.lrh.dlid = w.dlid.to_native();
-    p.lrh.slid = cfg.slid | u16::from(w.src_path_bits);
+    // A directed-route SMP's wire hops are permissive both ways (IBA
+    // 14.2.2), whether or not the port has a LID yet.
+    p.lrh.slid = if smi && p.lrh.dlid == PERMISSIVE_LID {
+        PERMISSIVE_LID
+    } else {
+        cfg.slid | u16::from(w.src_path_bits)
+    };
     if w.av_flags & UD_AV_F_GRH != 0 {
         p.grh = Some(Grh {
             traffic_class: w.traffic_class,

@@ -102,6 +102,10 @@ fn qp0_sends_on_vl15_as_qp0_and_may_use_the_permissive_lid() {
     let p = e.take_outbox();
     let v = PacketView::parse(&p[0]).unwrap();
     assert_eq!((v.lrh.vl, v.lrh.sl, v.lrh.dlid), (15, 0, 0xffff));
+    assert_eq!(
+        v.lrh.slid, 0xffff,
+        "a directed SMP's hop: permissive both ways"
+    );
     let deth = v.ext.deth.unwrap();
     assert_eq!((deth.qkey, deth.src_qp), (0, 0));
 }

@@ -181,18 +181,22 @@ fn receive_one(inp: &mut Input<'_>, cfg: &UdConfig, env: &mut MockEnv, c: &mut U
         cqe.byte_len.to_native() as usize,
         GRH_AREA + view.payload.len()
     );
-    // The payload is where the SGEs put it, after the GRH area.
-    let mut got = Vec::new();
-    let mut skip = GRH_AREA;
+    // The payload is where the SGEs put it, after the GRH area (only the
+    // bytes the datagram reached: the GRH area without a GRH, and SGEs
+    // past the end, may name anything).
+    let need = GRH_AREA + view.payload.len();
+    let from = if view.grh.is_some() { 0 } else { GRH_AREA };
+    let (mut pos, mut got) = (0, Vec::new());
     for s in &r.sge[..usize::from(r.num_sge)] {
-        let (addr, len) = (s.addr.to_native(), s.length.to_native() as usize);
-        let at = (addr - VA) as usize;
-        let mem = env.bytes(KEY);
-        let piece = &mem[at..at + len];
-        let from = skip.min(len);
-        skip -= from;
-        got.extend_from_slice(&piece[from..]);
+        let take = (s.length.to_native() as usize).min(need - pos);
+        let skip = from.saturating_sub(pos).min(take);
+        if skip < take {
+            let at = (s.addr.to_native() - VA) as usize + skip;
+            got.extend_from_slice(&env.bytes(KEY)[at..at + take - skip]);
+        }
+        pos += take;
     }
+    let got = &got[GRH_AREA - from..];
     assert!(got.len() >= view.payload.len());
     // Later SGEs may overlap earlier ones: compare only when they do not.
     let overlapping = r.sge[..usize::from(r.num_sge)]

@@ -13,6 +13,8 @@
 //! Nothing reaches a QP before RTR, nor is sent before RTS; a QP in error
 //! flushes what is posted.
 
+use std::time::Instant;
+
 use ibtca_protocol::mad::class;
 use ibtca_protocol::PacketView;
 
@@ -29,6 +31,10 @@ use crate::verbs::qp_state::QpState;
 const VL15: u8 = 15;
 /// The GSI's QP number on the wire.
 const QP1: u32 = 1;
+/// Datagrams a send queue drain builds before the outbox is flushed: a
+/// guest's full send queue (2^15 WQEs of up to 4 KiB, looped back to its
+/// own LID) never waits in device memory at once.
+const DATAGRAMS_PER_FLUSH: u32 = 64;
 /// Byte of a MAD that holds its management class.
 const MGMT_CLASS_OFFSET: usize = 1;
 
@@ -121,6 +127,15 @@ impl Engine {
             let psn = qp.next_datagram_psn();
             if ud::send(&cfg, &wqe, psn, &mut self.datagram_env(qpn)) {
                 self.stats.ud.transport.sent += 1;
+                if self
+                    .stats
+                    .ud
+                    .transport
+                    .sent
+                    .is_multiple_of(u64::from(DATAGRAMS_PER_FLUSH))
+                {
+                    self.flush_outbox(Instant::now());
+                }
             }
         }
     }

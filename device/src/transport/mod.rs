@@ -240,6 +240,7 @@ pub mod psn;
 pub mod rc;
 mod requester;
 mod responder;
+pub mod ud;
 
 // The fuzz targets (`crate::fuzz_targets`) drive the transport through it too.
 #[cfg(any(test, feature = "fuzzing"))]

@@ -40,6 +40,12 @@
 #define IBTCA_WR_SEND_INV                  0xb
 /* WR opcode: fast registration (IB_WR_REG_MR), executed in send-queue order: the WQE is a struct ibtca_reg_mr_wqe; the region ALLOC_MR made gets its pages, bounds, rights and its key's low byte. */
 #define IBTCA_WR_REG_MR                    0xc
+/* WR opcode (UD, SMI and GSI QPs only): a datagram SEND; the WQE is a struct ibtca_ud_send_wqe. */
+#define IBTCA_WR_UD_SEND                   0x10
+/* WR opcode (UD, SMI and GSI QPs only): a datagram SEND with immediate. */
+#define IBTCA_WR_UD_SEND_IMM               0x11
+/* struct ibtca_ud_send_wqe av_flags: the packet carries a GRH. */
+#define IBTCA_UD_AV_F_GRH                  0x1
 /* SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region. */
 #define IBTCA_SGE_DIRECT                   0x80000000
 /* WQE flag: generate a completion. */
@@ -108,6 +114,8 @@
 #define IBTCA_CQE_F_INV                    0x2
 /* CQE flag (receives): the message asked for a solicited event (BTH SE); a CQ armed with IBTCA_CQ_ARM_SOLICITED interrupts for it. */
 #define IBTCA_CQE_F_SOLICITED              0x4
+/* CQE flag (receives on UD and GSI QPs): the packet had a GRH, now in the buffer's first 40 bytes (which are left alone otherwise; byte_len counts them either way). */
+#define IBTCA_CQE_F_GRH                    0x20
 /* CQ doorbell arm: interrupt on the next completion. */
 #define IBTCA_CQ_ARM_NEXT                  0x1
 /* CQ doorbell arm: interrupt on the next solicited completion. */
@@ -168,7 +176,7 @@
 #define IBTCA_CMD_CREATE_CQ                0x30
 /* Command: destroy a CQ (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_CQ               0x31
-/* Command: create an RC QP (params: struct ibtca_cmd_create_qp; out0 = QP number). */
+/* Command: create a QP (params: struct ibtca_cmd_create_qp, log_sizes byte 3 the IBTCA_QPT_* type; out0 = QP number). */
 #define IBTCA_CMD_CREATE_QP                0x40
 /* Command: modify a QP (params: struct ibtca_cmd_modify_qp). */
 #define IBTCA_CMD_MODIFY_QP                0x41
@@ -192,6 +200,20 @@
 #define IBTCA_CMD_CQ_DB_RECORD             0x79
 /* Bytes of guest memory a doorbell record may take (one page: what the driver maps). */
 #define IBTCA_DB_RECORD_BYTES              0x1000
+/* Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check). */
+#define IBTCA_CMD_SMA_MAD                  0x58
+/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
+#define IBTCA_CMD_SET_PORT_CAPS            0x59
+/* QP type (CREATE_QP log_sizes byte 3): reliable connected. */
+#define IBTCA_QPT_RC                       0x0
+/* QP type: unreliable datagram (Q_Key, UD send WQEs, no quasi-WQE ring: log_sizes byte 2 and quasi are ignored). */
+#define IBTCA_QPT_UD                       0x1
+/* QP type: the port's QP0 (at most one): SMPs the device's agent does not answer (SMInfo, responses, traps) arrive here, its sends leave on VL15 as QP0. */
+#define IBTCA_QPT_SMI                      0x2
+/* QP type: the port's QP1 (at most one): GMPs to QP1 but the PerfMgt class arrive here (Q_Key 0x80010000), its sends leave as QP1. */
+#define IBTCA_QPT_GSI                      0x3
+/* The Q_Key of QP1 (IBA 13.5.3.2). */
+#define IBTCA_GSI_QKEY                     0x80010000
 /* Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X. */
 #define IBTCA_PORT_WIDTH_4X                0x2
 /* Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s. */
@@ -234,6 +256,8 @@
 #define IBTCA_ACK_COALESCED                0x2
 /* MODIFY_QP attribute: max_dest_rd_atomic (the responder resources). */
 #define IBTCA_QP_ATTR_DEST_RD_ATOMIC       0x200
+/* MODIFY_QP attribute (UD and GSI QPs): the Q_Key, carried in `access` (a datagram QP has no remote access rights, so the field is free; IBTCA_QP_ATTR_ACCESS is refused for UD, SMI and GSI QPs, IBTCA_QP_ATTR_QKEY for RC QPs). */
+#define IBTCA_QP_ATTR_QKEY                 0x1000
 
 /* A scatter/gather element: `length` bytes at `addr` in the memory region named by `lkey` (`addr` is in the region's I/O virtual address space). */
 struct ibtca_sge {
@@ -299,9 +323,35 @@ struct ibtca_cqe {
 	__u8 status;	/* 0x19: IBTCA_WC_* status (0 = success). */
 	__u8 flags;	/* 0x1a: IBTCA_CQE_F_* flags. */
 	__u8 owner;	/* 0x1b: Owner (phase) bit in bit 0: 1 on passes 0, 2, 4... over the ring, 0 on passes 1, 3, 5... (a zeroed ring reads empty). */
-	__le32 rsvd;	/* 0x1c: Reserved, zero. */
+	__le16 slid;	/* 0x1c: Receives on UD, SMI and GSI QPs: the sender's LID (LRH SLID); zero otherwise. */
+	__u8 sl;	/* 0x1e: Receives on UD, SMI and GSI QPs: the packet's service level (LRH SL). */
+	__u8 dlid_path_bits;	/* 0x1f: Receives on UD, SMI and GSI QPs: the low bits of the packet's DLID beyond the port's LID (0: LMC 0). */
 } __packed;
 static_assert(sizeof(struct ibtca_cqe) == 32);
+
+/* A send work request of a UD, SMI or GSI QP (128 bytes, in place of a struct ibtca_send_wqe; opcode IBTCA_WR_UD_SEND or IBTCA_WR_UD_SEND_IMM): one message of at most the port's active MTU to the address vector it carries (the fields of an address handle: the driver keeps AHs, the device none). An SMI QP's messages go on VL15 from QP0 with Q_Key 0, a GSI QP's from QP1; a UD QP's from itself on `sl` (0-14). A `qkey` with bit 31 set means the QP's own Q_Key (IBA 10.2.4.3). With IBTCA_UD_AV_F_GRH the packet carries a GRH (source GID: the port's, fe80::/64 and the port GUID). */
+struct ibtca_ud_send_wqe {
+	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
+	__u8 opcode;	/* 0x08: IBTCA_WR_UD_SEND or IBTCA_WR_UD_SEND_IMM. */
+	__u8 flags;	/* 0x09: IBTCA_WQE_F_* flags. */
+	__u8 num_sge;	/* 0x0a: Number of valid entries in `sge`. */
+	__u8 rsvd0;	/* 0x0b: Reserved, zero. */
+	__le32 imm_data;	/* 0x0c: Immediate data (IBTCA_WR_UD_SEND_IMM). */
+	__le16 dlid;	/* 0x10: Destination LID. */
+	__u8 sl;	/* 0x12: Service level (LRH SL). */
+	__u8 av_flags;	/* 0x13: IBTCA_UD_AV_F_* flags. */
+	__le32 dest_qpn;	/* 0x14: Destination QP number. */
+	__le32 qkey;	/* 0x18: Destination Q_Key (bit 31 set: the QP's own). */
+	__le32 flow_label;	/* 0x1c: GRH flow label (20 bits). */
+	__u8 hop_limit;	/* 0x20: GRH hop limit. */
+	__u8 traffic_class;	/* 0x21: GRH traffic class. */
+	__u8 src_path_bits;	/* 0x22: Source path bits (added to the port's LID for the SLID; 0 with LMC 0). */
+	__u8 rsvd1;	/* 0x23: Reserved, zero (GID index: the port has one GID). */
+	__u8 dgid[16];	/* 0x24: GRH destination GID. */
+	__u8 rsvd2[12];	/* 0x34: Reserved, zero. */
+	struct ibtca_sge sge[4];	/* 0x40: Local buffers. */
+} __packed;
+static_assert(sizeof(struct ibtca_ud_send_wqe) == 128);
 
 /* A command (64 bytes) in the command queue. The driver fills `opcode`, `token` and the parameters and sets `status` to IBTCA_CMD_ST_PENDING; the device writes the out-parameters, then `status`, then raises the command vector if IBTCA_CMD_F_IRQ is set. */
 struct ibtca_cmd {
@@ -383,12 +433,12 @@ struct ibtca_cmd_create_cq {
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_cq) == 48);
 
-/* CREATE_QP parameters (RC). */
+/* CREATE_QP parameters. */
 struct ibtca_cmd_create_qp {
 	__le32 pdn;	/* 0x00: Protection domain. */
 	__le32 send_cqn;	/* 0x04: CQ for send completions. */
 	__le32 recv_cqn;	/* 0x08: CQ for receive completions. */
-	__u8 log_sizes[4];	/* 0x0c: log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2). */
+	__u8 log_sizes[4];	/* 0x0c: log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2); byte 3: the IBTCA_QPT_* type. */
 	__le64 sq;	/* 0x10: Guest-physical address of the SQ (struct ibtca_send_wqe). */
 	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
@@ -414,7 +464,7 @@ struct ibtca_cmd_modify_qp {
 	__le16 pkey_index;	/* 0x16: Index into the port's P_Key table (below IBTCA_PKEY_TABLE_LEN; with IBTCA_QP_ATTR_PKEY_INDEX): the P_Key the QP sends with and accepts. Without it: index 0 (the default partition, 0xFFFF, unless the SM changed entry 0). */
 	__le32 sq_psn;	/* 0x18: First PSN this QP sends. */
 	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
-	__le32 access;	/* 0x20: IBTCA_ACCESS_REMOTE_* rights for incoming requests. */
+	__le32 access;	/* 0x20: RC QPs: IBTCA_ACCESS_REMOTE_* rights for incoming requests (with IBTCA_QP_ATTR_ACCESS). UD and GSI QPs: the Q_Key (with IBTCA_QP_ATTR_QKEY; GSI only 0x80010000). */
 	__le32 initial_msn;	/* 0x24: MSN before the first completed message (24 bits; with IBTCA_QP_ATTR_MSN): both ends set the same value. */
 	__le16 ack_every;	/* 0x28: Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with IBTCA_QP_ATTR_ACK_POLICY). */
 	__le16 window;	/* 0x2a: Most unacknowledged packets in flight (with IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1 stop-and-wait (each packet waits for its ACK or the local ACK timeout), at most 1024. */
@@ -467,6 +517,22 @@ struct ibtca_cmd_db_record {
 	__u8 rsvd2[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_db_record) == 48);
+
+/* SMA_MAD parameters: the 256-byte SMP at `mad` goes to the port's agent; its answer (256 bytes) is written at `reply` (may be `mad`). */
+struct ibtca_cmd_mad {
+	__le64 mad;	/* 0x00: Guest-physical address of the SMP. */
+	__le64 reply;	/* 0x08: Guest-physical address of 256 bytes for the answer. */
+	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_mad) == 48);
+
+/* SET_PORT_CAPS parameters: PortInfo CapabilityMask bits (IBA numbering, as Linux's IB_PORT_*_SUP). */
+struct ibtca_cmd_port_caps {
+	__le32 set;	/* 0x00: Bits to set. */
+	__le32 clear;	/* 0x04: Bits to clear (after setting). */
+	__u8 rsvd[40];	/* 0x08: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_port_caps) == 48);
 
 /* QUERY_DEVICE reply, written over the command's params: the device's identity and the limits it enforces. */
 struct ibtca_device_attr {

@@ -244,16 +244,26 @@ static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
 				struct ib_port_modify *props)
 {
 	struct ibtca_ib *ib = to_ib(ibdev);
+	struct ibtca_cmd_port_caps p = {
+		.set = cpu_to_le32(props->set_port_cap_mask),
+		.clear = cpu_to_le32(props->clr_port_cap_mask),
+	};
+	int ret;
 
 	if (port != IBTCA_IB_PORT)
 		return -EINVAL;
 	if (mask & IB_PORT_SHUTDOWN)
 		return -EOPNOTSUPP;
 	mutex_lock(&ib->cap_lock);
-	ib->port_cap_flags |= props->set_port_cap_mask;
-	ib->port_cap_flags &= ~props->clr_port_cap_mask;
+	/* The device's agent shows the bits it lets the host own (IsSM). */
+	ret = ibtca_ib_cmd(ib, IBTCA_CMD_SET_PORT_CAPS, &p, sizeof(p), NULL,
+			   NULL);
+	if (!ret) {
+		ib->port_cap_flags |= props->set_port_cap_mask;
+		ib->port_cap_flags &= ~props->clr_port_cap_mask;
+	}
 	mutex_unlock(&ib->cap_lock);
-	return 0;
+	return ret;
 }
 
 static void ibtca_ib_fw_str(struct ib_device *ibdev, char *str)
@@ -371,9 +381,11 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.modify_qp = ibtca_ib_modify_qp,
 	.modify_srq = ibtca_ib_modify_srq,
 	.poll_cq = ibtca_ib_poll_cq,
+	.process_mad = ibtca_ib_process_mad,
 	.post_recv = ibtca_ib_post_recv,
 	.post_send = ibtca_ib_post_send,
 	.post_srq_recv = ibtca_ib_post_srq_recv,
+	.query_ah = ibtca_ib_query_ah,
 	.query_device = ibtca_ib_query_device,
 	.query_gid = ibtca_ib_query_gid,
 	.query_pkey = ibtca_ib_query_pkey,

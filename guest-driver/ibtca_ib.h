@@ -62,12 +62,11 @@ struct ibtca_ib_swr {
 };
 
 /*
- * An RC QP on the device, or the MAD layer's QP0/QP1 (@inert: kept by the
- * driver, carrying nothing until the device has a UD transport).
+ * A device QP: RC, UD, or the MAD layer's QP0/QP1 (the device's SMI and
+ * GSI QPs; ibqp.qp_num is 0 or 1, r.qpn the device's number).
  */
 struct ibtca_ib_qp {
 	struct ib_qp ibqp;
-	bool inert;
 	struct mutex modify_lock;	/* serialises modify_qp and query_qp */
 	struct ib_qp_attr attr;		/* what modify_qp set, for query_qp */
 	struct ib_qp_cap cap;
@@ -104,7 +103,24 @@ struct ibtca_ib_ah {
 	struct ib_ah ibah;
 	u16 dlid;
 	u8 sl;
+	u8 src_path_bits;
+	bool grh;			/* the fields below are valid */
+	u8 hop_limit;
+	u8 traffic_class;
+	u32 flow_label;
+	u8 dgid[16];
 };
+
+static inline struct ibtca_ib_ah *to_ah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct ibtca_ib_ah, ibah);
+}
+
+static inline bool ibtca_ib_qp_is_datagram(const struct ib_qp *ibqp)
+{
+	return ibqp->qp_type == IB_QPT_UD || ibqp->qp_type == IB_QPT_SMI ||
+	       ibqp->qp_type == IB_QPT_GSI;
+}
 
 static inline struct ibtca_ib *to_ib(struct ib_device *ibdev)
 {
@@ -183,9 +199,16 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			   const struct ib_recv_wr **bad_wr);
 void ibtca_ib_srq_completed(struct ib_srq *ibsrq);
 
+/* ibtca_ib_mad.c */
+int ibtca_ib_process_mad(struct ib_device *ibdev, int flags, u32 port,
+			 const struct ib_wc *in_wc, const struct ib_grh *in_grh,
+			 const struct ib_mad *in, struct ib_mad *out,
+			 size_t *out_size, u16 *out_pkey_index);
+
 /* ibtca_ib_ah.c */
 int ibtca_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 		       struct ib_udata *udata);
+int ibtca_ib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
 int ibtca_ib_destroy_ah(struct ib_ah *ibah, u32 flags);
 
 #endif /* _IBTCA_IB_H */

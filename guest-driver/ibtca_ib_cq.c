@@ -66,8 +66,17 @@ static void ibtca_ib_recv_wc(struct ibtca_ib_qp *qp, const struct ibtca_cqe *e,
 	wc->opcode = e->opcode == IBTCA_WC_RECV_RDMA_WITH_IMM ?
 		     IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV;
 	wc->src_qp = le32_to_cpu(e->src_qp);
-	wc->slid = qp->dlid;
-	wc->sl = rdma_ah_get_sl(&qp->attr.ah_attr);
+	if (ibtca_ib_qp_is_datagram(&qp->ibqp)) {
+		/* Each datagram says where it came from. */
+		wc->slid = le16_to_cpu(e->slid);
+		wc->sl = e->sl;
+		wc->dlid_path_bits = e->dlid_path_bits;
+		if (e->flags & IBTCA_CQE_F_GRH)
+			wc->wc_flags |= IB_WC_GRH;
+	} else {
+		wc->slid = qp->dlid;
+		wc->sl = rdma_ah_get_sl(&qp->attr.ah_attr);
+	}
 	if (e->flags & IBTCA_CQE_F_IMM) {
 		/* The device keeps the wire's big-endian value as a number. */
 		wc->ex.imm_data = cpu_to_be32(imm);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ibtca: post_send and post_recv of kernel RC QPs. Each work request
+ * ibtca: post_send and post_recv of kernel QPs. Each work request
  * becomes a WQE in the QP's ring (ibtca_ring.c); one doorbell after the
  * chain covers every WQE it wrote. Every WQE asks the device for a
  * completion (each one frees its slot); poll_cq hides the successful ones
@@ -137,6 +137,54 @@ static bool ibtca_ib_inline_ok(int op, const struct ib_send_wr *wr)
 	return len <= IBTCA_MAX_INLINE_DATA;
 }
 
+/*
+ * Fills the UD send WQE @w (UD, QP0 and QP1) from @wr: the AH's address
+ * vector travels in the WQE.
+ */
+static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w, u8 opcode,
+			    const struct ib_send_wr *wr)
+{
+	const struct ib_ud_wr *ud = ud_wr(wr);
+	const struct ibtca_ib_ah *ah = to_ah(ud->ah);
+	int i;
+
+	static_assert(sizeof(*w) == sizeof(struct ibtca_send_wqe));
+	w->opcode = opcode;
+	w->flags = IBTCA_WQE_F_SIGNALED;
+	if (wr->send_flags & IB_SEND_SOLICITED)
+		w->flags |= IBTCA_WQE_F_SOLICITED;
+	if (wr->opcode == IB_WR_SEND_WITH_IMM)
+		w->imm_data = cpu_to_le32(be32_to_cpu(wr->ex.imm_data));
+	w->dlid = cpu_to_le16(ah->dlid);
+	w->sl = ah->sl;
+	w->src_path_bits = ah->src_path_bits;
+	w->dest_qpn = cpu_to_le32(ud->remote_qpn);
+	w->qkey = cpu_to_le32(ud->remote_qkey);
+	if (ah->grh) {
+		w->av_flags = IBTCA_UD_AV_F_GRH;
+		w->hop_limit = ah->hop_limit;
+		w->traffic_class = ah->traffic_class;
+		w->flow_label = cpu_to_le32(ah->flow_label);
+		memcpy(w->dgid, ah->dgid, sizeof(w->dgid));
+	}
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
+			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+}
+
+/* A datagram QP's opcode for @wr: SEND (with immediate) to an AH. */
+static int ibtca_ib_ud_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
+{
+	if ((wr->opcode != IB_WR_SEND && wr->opcode != IB_WR_SEND_WITH_IMM) ||
+	    (wr->send_flags & ~IBTCA_IB_SEND_FLAGS) ||
+	    (wr->send_flags & IB_SEND_INLINE) || !ud_wr(wr)->ah ||
+	    wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge)
+		return -EINVAL;
+	return wr->opcode == IB_WR_SEND ? IBTCA_WR_UD_SEND :
+	       IBTCA_WR_UD_SEND_IMM;
+}
+
 /* The device's opcode for @wr, or -EINVAL if the QP cannot take it. */
 static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
 {
@@ -165,16 +213,12 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct ibtca_ib_qp *qp = to_qp(ibqp);
 	struct ibtca_ib *ib = to_ib(ibqp->device);
 	enum ib_qp_state state = READ_ONCE(qp->attr.qp_state);
+	bool datagram = ibtca_ib_qp_is_datagram(ibqp);
 	struct ibtca_send_wqe *w;
 	unsigned long flags;
 	u32 start, slot;
 	int op, ret = 0;
 
-	/* No MAD leaves the port until the device carries UD. */
-	if (qp->inert) {
-		*bad_wr = wr;
-		return -EOPNOTSUPP;
-	}
 	/* In ERR the device flushes what is posted. */
 	if (state != IB_QPS_RTS && state != IB_QPS_ERR) {
 		*bad_wr = wr;
@@ -183,7 +227,8 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	start = qp->r.sq_pi;
 	for (; wr; wr = wr->next) {
-		op = ibtca_ib_send_check(ib, wr);
+		op = datagram ? ibtca_ib_ud_check(ib, wr) :
+				ibtca_ib_send_check(ib, wr);
 		if (op < 0) {
 			ret = op;
 			break;
@@ -194,7 +239,10 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			ret = -ENOMEM;
 			break;
 		}
-		ibtca_ib_send_wqe(w, op, wr);
+		if (datagram)
+			ibtca_ib_ud_wqe((struct ibtca_ud_send_wqe *)w, op, wr);
+		else
+			ibtca_ib_send_wqe(w, op, wr);
 		w->wr_id = cpu_to_le64(slot);
 		qp->swr[slot & (BIT(qp->r.log) - 1)] = (struct ibtca_ib_swr) {
 			.wr_id = wr->wr_id,
@@ -224,9 +272,6 @@ int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		*bad_wr = wr;
 		return -EINVAL;
 	}
-	/* Receives on QP0/QP1 stay posted: nothing arrives there yet. */
-	if (qp->inert)
-		return 0;
 	/* A QP on an SRQ has no receive queue of its own. */
 	if (qp->ibqp.srq) {
 		*bad_wr = wr;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ibtca: kernel QPs. An RC QP is a device QP (rings from ibtca_ring.c);
+ * ibtca: kernel QPs. RC and UD QPs, and the MAD layer's QP0 and QP1, are
+ * device QPs (rings from ibtca_ring.c; QP0/QP1 as the device's SMI and
+ * GSI QPs, one each, reported to the core as QP numbers 0 and 1);
  * modify_qp turns the IB attributes into the device's MODIFY_QP and refuses
  * with -EINVAL what the device cannot do (SQD/SQE, alternate paths, GRH, a
  * P_Key index or port other than the one there is, out-of-range values).
- * The MAD layer's QP0 and QP1 are accepted and kept by the driver alone:
- * the device has no UD transport yet, so they carry nothing.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -35,12 +35,18 @@ static_assert(IBTCA_QPS_ERR == IB_QPS_ERR);
 #define IBTCA_IB_PSN_MASK	0xffffff
 #define IBTCA_IB_MAX_SL		14
 
-static int ibtca_ib_create_inert(struct ibtca_ib_qp *qp,
-				 struct ib_qp_init_attr *init)
+static u8 ibtca_ib_qpt(enum ib_qp_type t)
 {
-	qp->inert = true;
-	qp->ibqp.qp_num = init->qp_type == IB_QPT_SMI ? 0 : 1;
-	return 0;
+	switch (t) {
+	case IB_QPT_UD:
+		return IBTCA_QPT_UD;
+	case IB_QPT_SMI:
+		return IBTCA_QPT_SMI;
+	case IB_QPT_GSI:
+		return IBTCA_QPT_GSI;
+	default:
+		return IBTCA_QPT_RC;
+	}
 }
 
 static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
@@ -58,6 +64,8 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 
 	if (BIT(log) > le32_to_cpu(ib->attr.max_qp_wr))
 		return -EINVAL;
+	if (udata && init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UD)
+		return -EOPNOTSUPP;
 	if (udata) {
 		/* A user context's: the provider keeps its send slots. */
 		ret = ibtca_ib_create_urc(ib, qp, init, log, udata);
@@ -71,10 +79,11 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		goto err;
-	ret = ibtca_qp_ring_create_db(ib->idev, &qp->r,
-				      to_pd(qp->ibqp.pd)->pdn,
-				      to_cq(init->send_cq)->r.cqn,
-				      to_cq(init->recv_cq)->r.cqn, log, 0, srqn);
+	ret = ibtca_qp_ring_create_type(ib->idev, &qp->r,
+					to_pd(qp->ibqp.pd)->pdn,
+					to_cq(init->send_cq)->r.cqn,
+					to_cq(init->recv_cq)->r.cqn, log, 0, srqn,
+					ibtca_ib_qpt(init->qp_type));
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		goto err;
@@ -86,6 +95,8 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	}
 caps:
 	qp->ibqp.qp_num = qp->r.qpn;
+	if (init->qp_type == IB_QPT_SMI || init->qp_type == IB_QPT_GSI)
+		qp->ibqp.qp_num = init->qp_type == IB_QPT_SMI ? 0 : 1;
 	init->cap.max_send_wr = BIT(log);
 	init->cap.max_recv_wr = init->srq ? 0 : BIT(log);
 	init->cap.max_send_sge = ib->attr.max_sge;
@@ -122,13 +133,12 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	case IB_QPT_GSI:
 		if (init->port_num != IBTCA_IB_PORT)
 			return -EINVAL;
-		ret = ibtca_ib_create_inert(qp, init);
-		break;
+		fallthrough;
 	case IB_QPT_RC:
+	case IB_QPT_UD:
 		ret = ibtca_ib_create_rc(ib, qp, init, udata);
 		break;
 	default:
-		/* UD and the rest: the device has RC only. */
 		return -EOPNOTSUPP;
 	}
 	if (ret)
@@ -266,6 +276,11 @@ static void ibtca_ib_qp_cmd(struct ibtca_cmd_modify_qp *p, u32 qpn,
 		m |= IBTCA_QP_ATTR_SQ_PSN;
 		p->sq_psn = cpu_to_le32(n->sq_psn);
 	}
+	/* A datagram QP has no access rights: its Q_Key travels in access. */
+	if (mask & IB_QP_QKEY) {
+		m |= IBTCA_QP_ATTR_QKEY;
+		p->access = cpu_to_le32(n->qkey);
+	}
 	if (mask & IBTCA_IB_QP_RETRY_MASK) {
 		m |= IBTCA_QP_ATTR_RETRY;
 		p->timeout = n->timeout;
@@ -306,8 +321,8 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 	next = qp->attr;
 	ret = ibtca_ib_qp_attr_merge(ib, &next, attr, mask);
-	if (ret || qp->inert)
-		goto commit;
+	if (ret)
+		goto out;
 	ibtca_ib_qp_cmd(&p, qp->r.qpn, &next, mask);
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_MODIFY_QP, &p, sizeof(p), NULL, NULL);
 	if (ret) {
@@ -324,9 +339,7 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		spin_unlock_irqrestore(&qp->sq_lock, f1);
 	}
 	qp->dlid = rdma_ah_get_dlid(&next.ah_attr);
-commit:
-	if (!ret)
-		qp->attr = next;
+	qp->attr = next;
 out:
 	mutex_unlock(&qp->modify_lock);
 	return ret;
@@ -360,8 +373,6 @@ int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	unsigned long flags;
 	int ret;
 
-	if (qp->inert)
-		return 0;
 	ret = ibtca_ib_cmd_handle(ib, IBTCA_CMD_DESTROY_QP, qp->r.qpn);
 	xa_erase_irq(&ib->qps, qp->r.qpn);
 	/* A poller that found the QP before the erase is done with it. */

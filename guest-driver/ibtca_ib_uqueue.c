@@ -188,10 +188,12 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		return ret;
-	ret = ibtca_qp_ring_create_db(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
-				      scq->r.cqn, rcq->r.cqn, log,
-				      uctx->db_page,
-				      init->srq ? to_srq(init->srq)->srqn : 0);
+	ret = ibtca_qp_ring_create_type(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
+					scq->r.cqn, rcq->r.cqn, log,
+					uctx->db_page,
+					init->srq ? to_srq(init->srq)->srqn : 0,
+					init->qp_type == IB_QPT_UD ?
+					IBTCA_QPT_UD : IBTCA_QPT_RC);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		return ret;

@@ -91,6 +91,15 @@ int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
 			    u32 db_page, u32 srqn)
 {
+	return ibtca_qp_ring_create_type(idev, r, pdn, send_cqn, recv_cqn, log,
+					 db_page, srqn, IBTCA_QPT_RC);
+}
+
+/* A QP of IBTCA_QPT_* @qp_type (datagram QPs ignore the quasi-WQE ring). */
+int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			      u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
+			      u32 db_page, u32 srqn, u8 qp_type)
+{
 	struct ibtca_cmd_create_qp p = { };
 	size_t wq, quasi;
 	int ret;
@@ -112,6 +121,7 @@ int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	p.log_sizes[0] = log;
 	p.log_sizes[1] = log;
 	p.log_sizes[2] = log;
+	p.log_sizes[3] = qp_type;
 	p.sq = cpu_to_le64(r->dma);
 	p.rq = cpu_to_le64(r->dma + wq);
 	p.quasi = cpu_to_le64(r->dma + 2 * wq);

@@ -55,6 +55,10 @@ int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			    u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
 			    u32 db_page, u32 srqn);
+/* The same for a QP of IBTCA_QPT_* @qp_type. */
+int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			      u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
+			      u32 db_page, u32 srqn, u8 qp_type);
 void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_qp_ring_reset(struct ibtca_qp_ring *r);
 /* The next free send or receive slot, zeroed; NULL if the queue is full. */

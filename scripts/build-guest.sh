@@ -58,7 +58,7 @@ ib_modules=(ib_core ib_uverbs_support ib_uverbs)
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
 guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
-	/usr/bin/ibv_rc_pingpong /usr/bin/ibv_srq_pingpong
+	/usr/bin/ibv_rc_pingpong /usr/bin/ibv_srq_pingpong /usr/bin/ibv_ud_pingpong
 	/usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw
 	/usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_send_lat
 	/usr/sbin/opensm /usr/sbin/smpquery /usr/sbin/smpdump /usr/sbin/ibstat

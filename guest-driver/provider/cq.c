@@ -165,6 +165,14 @@ static void ibtca_recv_wc(struct ibtca_qp *qp, const struct ibtca_cqe *e,
 	wc->src_qp = le32toh(e->src_qp);
 	wc->slid = qp->dlid;
 	wc->sl = qp->sl;
+	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+		/* Each datagram says where it came from. */
+		wc->slid = le16toh(e->slid);
+		wc->sl = e->sl;
+		wc->dlid_path_bits = e->dlid_path_bits;
+		if (e->flags & IBTCA_CQE_F_GRH)
+			wc->wc_flags |= IBV_WC_GRH;
+	}
 	if (e->flags & IBTCA_CQE_F_IMM) {
 		/* The device keeps the wire's big-endian value as a number. */
 		wc->imm_data = htobe32(imm);

@@ -111,6 +111,20 @@ struct ibtca_srq {
 	uint32_t done;			/* receive completions seen */
 };
 
+/*
+ * An address handle: the address vector fields of a UD send WQE, copied
+ * into each WQE posted with it (the device keeps no AH objects).
+ */
+struct ibtca_ah {
+	struct ibv_ah ibv_ah;
+	struct ibtca_ud_send_wqe av;
+};
+
+static inline struct ibtca_ah *to_ibtca_ah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct ibtca_ah, ibv_ah);
+}
+
 static inline struct ibtca_context *to_ibtca_ctx(struct ibv_context *ibctx)
 {
 	return container_of(ibctx, struct ibtca_context, ibv_ctx.context);
@@ -159,6 +173,9 @@ struct ibtca_qp *ibtca_qp_lookup(struct ibtca_context *ctx, uint32_t qpn);
 void ibtca_qp_completed(struct ibtca_qp *qp, int recv);
 
 /* post.c: work requests into the mapped queues. */
+struct ibv_ah *ibtca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int ibtca_destroy_ah(struct ibv_ah *ibah);
+
 int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,

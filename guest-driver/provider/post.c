@@ -218,12 +218,43 @@ void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
 		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
 }
 
+/*
+ * A UD QP's WQE (zeroed) from @wr: the AH's address vector, the remote QP
+ * and Q_Key; SEND and SEND with immediate only (-1 otherwise).
+ */
+static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
+			const struct ibv_send_wr *wr)
+{
+	int i;
+
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    (wr->send_flags & ~IBTCA_SEND_FLAGS) || !wr->wr.ud.ah ||
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
+	    wr->num_sge > 4)
+		return -1;
+	*w = to_ibtca_ah(wr->wr.ud.ah)->av;
+	w->opcode = wr->opcode == IBV_WR_SEND ? IBTCA_WR_UD_SEND :
+		    IBTCA_WR_UD_SEND_IMM;
+	w->flags = IBTCA_WQE_F_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		w->flags |= IBTCA_WQE_F_SOLICITED;
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM)
+		w->imm_data = htole32(be32toh(wr->imm_data));
+	w->dest_qpn = htole32(wr->wr.ud.remote_qpn);
+	w->qkey = htole32(wr->wr.ud.remote_qkey);
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+	return 0;
+}
+
 int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
 	uint32_t mask = (1U << qp->log) - 1;
+	int ud = ibqp->qp_type == IBV_QPT_UD;
 	struct ibtca_send_wqe *w;
 	uint32_t start, slot;
 	int op, err = 0;
@@ -231,7 +262,7 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_spin_lock(&qp->sq_lock);
 	start = qp->sq_pi;
 	for (; wr; wr = wr->next) {
-		op = ibtca_send_check(ctx, wr);
+		op = ud ? 0 : ibtca_send_check(ctx, wr);
 		if (op < 0) {
 			err = EINVAL;
 			break;
@@ -243,7 +274,12 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 		w = &qp->sq[slot & mask];
 		memset(w, 0, sizeof(*w));
-		ibtca_send_wqe(w, op, wr);
+		if (ud && ibtca_ud_wqe(ctx, (struct ibtca_ud_send_wqe *)w, wr)) {
+			err = EINVAL;
+			break;
+		}
+		if (!ud)
+			ibtca_send_wqe(w, op, wr);
 		w->wr_id = htole64(slot);
 		qp->swr[slot & mask].wr_id = wr->wr_id;
 		qp->swr[slot & mask].signaled = qp->sq_sig_all ||

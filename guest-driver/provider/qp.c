@@ -92,7 +92,7 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 	struct ibtca_qp *qp;
 	int err;
 
-	if (attr->qp_type != IBV_QPT_RC) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -5,8 +5,11 @@
  * device; CQs and QPs (cq.c, qp.c) and their data path (post.c), which
  * runs in user space on the mapped queues.
  */
+#include <endian.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ibtca.h"
 
@@ -94,13 +97,50 @@ static int ibtca_dereg_mr(struct verbs_mr *mr)
 	return 0;
 }
 
+/*
+ * Address handles live in user space only: the fields a UD send WQE
+ * carries (LID, SL, path bits, GRH with the port's one GID as source).
+ */
+struct ibv_ah *ibtca_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct ibtca_ah *ah;
+
+	if (attr->port_num != 1 || attr->sl > 15 ||
+	    (attr->is_global && attr->grh.sgid_index)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+	ah->av.dlid = htole16(attr->dlid);
+	ah->av.sl = attr->sl;
+	ah->av.src_path_bits = attr->src_path_bits;
+	if (attr->is_global) {
+		ah->av.av_flags = IBTCA_UD_AV_F_GRH;
+		ah->av.hop_limit = attr->grh.hop_limit;
+		ah->av.traffic_class = attr->grh.traffic_class;
+		ah->av.flow_label = htole32(attr->grh.flow_label);
+		memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof(ah->av.dgid));
+	}
+	return &ah->ibv_ah;
+}
+
+int ibtca_destroy_ah(struct ibv_ah *ibah)
+{
+	free(to_ibtca_ah(ibah));
+	return 0;
+}
+
 const struct verbs_context_ops ibtca_ctx_ops = {
 	.alloc_pd = ibtca_alloc_pd,
+	.create_ah = ibtca_create_ah,
 	.create_cq = ibtca_create_cq,
 	.create_qp = ibtca_create_qp,
 	.create_srq = ibtca_create_srq,
 	.dealloc_pd = ibtca_dealloc_pd,
 	.dereg_mr = ibtca_dereg_mr,
+	.destroy_ah = ibtca_destroy_ah,
 	.destroy_cq = ibtca_destroy_cq,
 	.destroy_qp = ibtca_destroy_qp,
 	.destroy_srq = ibtca_destroy_srq,

@@ -448,13 +448,13 @@ static void kv_check_modify(struct kv_ctx *c)
 	ok &= !ret && q.qp_state == IB_QPS_RTS && q.timeout == 18 &&
 	      q.retry_cnt == 3 && q.rnr_retry == 5 && q.max_rd_atomic == 2;
 	ib_destroy_qp(qp);
-	/* The device has RC only. */
+	/* UD QPs are the device's too. */
 	qa.qp_type = IB_QPT_UD;
 	qp = ib_create_qp(c->pd, &qa);
 	ud = PTR_ERR_OR_ZERO(qp);
 	if (!IS_ERR(qp))
 		ib_destroy_qp(qp);
-	kv_check(c, ok && ud == -EOPNOTSUPP, "modify_qp",
+	kv_check(c, ok && !ud, "modify_qp",
 		 "refused pkey_index, grh, max_dest_rd_atomic, path_mtu, sqd; rts timeout=%u retry=%u rnr=%u rd_atomic=%u; ud=%d",
 		 q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic, ud);
 }
@@ -470,7 +470,7 @@ static void kv_check_local(struct kv_ctx *c)
 	struct ib_ah *h;
 	bool mgt, mw;
 	u16 pkey = 0;
-	int ret;
+	int ret, grh;
 
 	ret = ib_query_qp(c->qp, &a, IB_QP_STATE | IB_QP_DEST_QPN | IB_QP_AV,
 			  &init);
@@ -501,12 +501,18 @@ static void kv_check_local(struct kv_ctx *c)
 	ret = PTR_ERR_OR_ZERO(h);
 	if (!ret)
 		rdma_destroy_ah(h, RDMA_DESTROY_AH_SLEEPABLE);
+	/* A GRH from the port's one GID, none from a second. */
 	rdma_ah_set_grh(&ah, &gid, 0, 0, 1, 0);
+	h = rdma_create_ah(c->pd, &ah, RDMA_CREATE_AH_SLEEPABLE);
+	grh = PTR_ERR_OR_ZERO(h);
+	if (!grh)
+		rdma_destroy_ah(h, RDMA_DESTROY_AH_SLEEPABLE);
+	rdma_ah_set_grh(&ah, &gid, 0, 1, 1, 0);
 	h = rdma_create_ah(c->pd, &ah, RDMA_CREATE_AH_SLEEPABLE);
 	if (!IS_ERR(h))
 		rdma_destroy_ah(h, RDMA_DESTROY_AH_SLEEPABLE);
-	kv_check(c, !ret && PTR_ERR(h) == -EINVAL, "create_ah",
-		 "lid=%d grh=%ld (want 0 and %d)", ret,
+	kv_check(c, !ret && !grh && PTR_ERR(h) == -EINVAL, "create_ah",
+		 "lid=%d grh=%d sgid_index1=%ld (want 0, 0 and %d)", ret, grh,
 		 IS_ERR(h) ? PTR_ERR(h) : 0L, -EINVAL);
 	kv_check_modify(c);
 }

@@ -21,6 +21,7 @@ use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 pub mod capture;
+pub mod datagram;
 pub mod device_process;
 pub mod drdma;
 pub mod fabric;
@@ -490,6 +491,8 @@ pub struct TestServer {
     pub drdma: Option<std::sync::Arc<ibtca_device::drdma::Drdma>>,
     stop: ibtca_device::vfio_user::ShutdownHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
+    /// The engine's counters once a `start_instance` server stopped.
+    engine_stats: std::sync::Arc<std::sync::Mutex<Option<ibtca_device::engine::EngineStats>>>,
 }
 
 impl TestServer {
@@ -511,6 +514,7 @@ impl TestServer {
             drdma: None,
             stop,
             thread: Some(thread),
+            engine_stats: Default::default(),
         }
     }
 
@@ -523,9 +527,11 @@ impl TestServer {
         let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
         let link = instance.link();
         let drdma = Some(instance.tca.drdma().clone());
+        let engine_stats: std::sync::Arc<std::sync::Mutex<Option<_>>> = Default::default();
+        let stats_out = std::sync::Arc::clone(&engine_stats);
         let thread = std::thread::spawn(move || {
             let r = server.serve(&mut instance.tca);
-            instance.stop();
+            *stats_out.lock().unwrap() = Some(instance.stop());
             r
         });
         TestServer {
@@ -535,7 +541,20 @@ impl TestServer {
             drdma,
             stop,
             thread: Some(thread),
+            engine_stats,
         }
+    }
+
+    /// Stops a `start_instance` server and returns its engine's counters.
+    pub fn stop_engine(mut self) -> ibtca_device::engine::EngineStats {
+        self.stop.stop();
+        if let Some(t) = self.thread.take() {
+            t.join()
+                .expect("server thread panicked")
+                .expect("server failed");
+        }
+        let stats = self.engine_stats.lock().unwrap().take();
+        stats.expect("an instance server (start_instance)")
     }
 
     /// A negotiated client.

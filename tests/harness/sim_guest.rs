@@ -49,14 +49,14 @@ pub struct Qp {
     pub qpn: u32,
     /// Where its doorbells go (change it to ring from elsewhere).
     pub db: DbRoute,
-    sq: u64,
-    rq: u64,
+    pub(crate) sq: u64,
+    pub(crate) rq: u64,
     /// Guest-physical address of its quasi-WQE ring (as many entries as
     /// its SQ).
     pub quasi: u64,
-    log: u8,
-    sq_pi: u32,
-    rq_pi: u32,
+    pub(crate) log: u8,
+    pub(crate) sq_pi: u32,
+    pub(crate) rq_pi: u32,
 }
 
 impl Qp {

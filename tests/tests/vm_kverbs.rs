@@ -19,8 +19,9 @@
 //! sees its QP fail (the spare receive flushed). Every payload is a pattern of its sender's
 //! LID: each side's PASS lines name the other's LID and a full match.
 //! Before any traffic each side also checks what modify_qp refuses (-EINVAL
-//! for a P_Key index but 0, a GRH, SQD, values past the device's limits),
-//! query_qp, query_pkey, query_gid and create_ah (GRH refused).
+//! for a P_Key index but 0, a GRH on an RC path, SQD, values past the
+//! device's limits), that a UD QP can be created, query_qp, query_pkey,
+//! query_gid and create_ah (a GRH from GID index 0 taken, index 1 refused).
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.

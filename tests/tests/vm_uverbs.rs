@@ -13,6 +13,10 @@
 //!   checked by `-c`), server on n1, and again with 64-byte messages,
 //!   which it sends inline (`IBV_SEND_INLINE`: the QPs report
 //!   max_inline_data 64);
+//! - `ibv_ud_pingpong -d ibtca0 -c` (UD: address handles, the GRH area,
+//!   every received buffer's bytes checked by the program), and
+//!   `ib_send_bw -c UD` (MTU-sized datagrams), each to completion on both
+//!   sides;
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
 //!   `ib_write_lat`, `ib_read_lat` and `ib_send_lat` (each `-D 2`), each to
 //!   completion on both sides, with a result line; the test prints what
@@ -100,6 +104,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
         tagged("SRQ-SERVER", "ibv_srq_pingpong -d ibtca0 -c"),
         tagged("SRQ-INLINE-SERVER", "ibv_srq_pingpong -d ibtca0 -c -s 64"),
+        tagged("UD-SERVER", "ibv_ud_pingpong -d ibtca0 -c"),
+        tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
     ];
     let mut n2 = vec![
         client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
@@ -109,6 +115,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
             "SRQ-INLINE-CLIENT",
             "ibv_srq_pingpong -d ibtca0 -c -s 64 n1",
         ),
+        client("UD-CLIENT", "ibv_ud_pingpong -d ibtca0 -c n1"),
+        client("UD-BW-CLIENT", "ib_send_bw -d ibtca0 -c UD -D 2 n1"),
     ];
     for (tag, cmd) in PERFTEST {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
@@ -145,6 +153,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         (&c2, "SRQ-CLIENT"),
         (&c1, "SRQ-INLINE-SERVER"),
         (&c2, "SRQ-INLINE-CLIENT"),
+        (&c1, "UD-SERVER"),
+        (&c2, "UD-CLIENT"),
     ] {
         let l = tagged_lines(c, tag);
         assert!(
@@ -158,6 +168,16 @@ fn pingpong_and_perftest_run_over_ibtca() {
         for l in l.iter().filter(|l| l.contains(" in ")) {
             eprintln!("{tag}: {l}");
         }
+    }
+    // ib_send_bw over UD: MTU-sized datagrams, a result on both sides.
+    for (c, t) in [(&c1, "UD-BW-SERVER"), (&c2, "UD-BW-CLIENT")] {
+        let l = tagged_lines(c, t);
+        let result = perftest_result(&l);
+        assert!(
+            l.contains(&"exit=0") && result.as_ref().is_some_and(|r| r[0] == "4096"),
+            "{t}: {l:?}\n{all}"
+        );
+        eprintln!("ib_send_bw -c UD ({t}): {}", result.unwrap().join(" "));
     }
     // perftest: both sides to completion, the client with a result line
     // (servers of some tests print none).

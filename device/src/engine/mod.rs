@@ -12,6 +12,7 @@
 //! it is reset or destroyed; packets for a QP that is not in RTS are dropped
 //! (the peer retransmits).
 
+mod datagram;
 pub mod env;
 mod outbox;
 mod pma;
@@ -29,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::encoded;
-use ibtca_protocol::mad::{pma::QP1, QP0};
+use ibtca_protocol::mad::QP0;
 use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
@@ -50,6 +51,7 @@ use crate::verbs::qp_state::QpState;
 use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
+pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use port_state::PortState;
@@ -122,6 +124,8 @@ pub struct EngineStats {
     /// Doorbells dropped: rung on a doorbell page other than their QP's or
     /// CQ's.
     pub foreign_doorbells: u64,
+    /// Datagram QPs' traffic (UD, and QP0 and QP1 in the guest).
+    pub ud: DatagramStats,
 }
 
 /// The engine state (owned by the engine thread).
@@ -288,13 +292,7 @@ impl Engine {
                     crate::guest_warn!(log_size = v, "command queue: bad geometry, stopped");
                 }
             }
-            EngineEvent::CmdqDoorbell(pi) => {
-                self.cmdq.doorbell(pi);
-                for v in self.cmdq.process(&self.mem, &mut self.verbs) {
-                    let _ = self.msix.trigger(u32::from(v));
-                }
-                self.sync_qps();
-            }
+            EngineEvent::CmdqDoorbell(pi) => self.run_commands(pi),
             EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
             EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
@@ -530,6 +528,7 @@ impl Engine {
         for qpn in self.verbs.sync_db_records(&self.mem) {
             self.flush_recvs(qpn);
         }
+        self.sync_datagram_qps();
     }
 
     /// Handles one packet from the link (or looped back); `crcs` are its
@@ -553,11 +552,14 @@ impl Engine {
             self.receive_smp(&view);
             return;
         }
+        if self.data_on_vl15(&view) {
+            return;
+        }
         if !self.port_takes_data() {
             self.stats.rx_port_init += 1;
             return;
         }
-        if !self.admit_pkey(view.bth.pkey) || (qpn == QP1 && self.receive_pma(&view)) {
+        if !self.admit_pkey(view.bth.pkey) || self.receive_datagram(&view) {
             return;
         }
         if !self.rc.contains_key(&qpn) {

@@ -43,6 +43,9 @@ impl Engine {
     /// (the ACKs, responses or timers of that work bring the engine back
     /// here); before it sleeps it reads the record once more.
     pub(super) fn drain_sq(&mut self, qpn: u32, now: Instant) {
+        if self.drain_datagram_sq(qpn) {
+            return;
+        }
         // Not before RTS (an RTR QP only answers).
         if !self
             .rc

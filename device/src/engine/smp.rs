@@ -4,12 +4,16 @@
 //! verbs' port attributes and BAR0.
 
 use ibtca_protocol::mad::attr::PortState as IbPortState;
+use ibtca_protocol::mad::{smp_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
 use super::Engine;
+use crate::dma::GuestMemory;
 use crate::regs;
 use crate::sma::DeviceSma;
-use crate::verbs::PortAttrs;
+use crate::verbs::abi::{CmdMad, CmdPortCaps, CMD_SET_PORT_CAPS, CMD_SMA_MAD};
+use crate::verbs::commands::{decode, EngineCommands, Params, Reply};
+use crate::verbs::{PortAttrs, VerbsError};
 
 /// NodeDescription of a device whose instance names none.
 pub const DEFAULT_NODE_DESCRIPTION: &str = "ibtca device";
@@ -71,8 +75,10 @@ impl Engine {
         !(self.sma.managed() && self.sma.state() == IbPortState::Init)
     }
 
-    /// A packet to QP0.
+    /// A packet to QP0: the agent's, or the SM's in the guest when the
+    /// agent leaves it for the SM.
     pub(super) fn receive_smp(&mut self, view: &PacketView<'_>) {
+        let for_sm = self.sma.stats().for_sm;
         let outcome = self.sma.on_packet(view);
         if let Some(reply) = outcome.reply {
             self.outbox.packets.push(reply);
@@ -80,6 +86,27 @@ impl Engine {
         if outcome.port_changed {
             self.apply_sma();
         }
+        if self.sma.stats().for_sm != for_sm {
+            self.smp_for_sm(view);
+        }
+    }
+
+    /// The command queue's doorbell: runs the new commands (SMA_MAD by the
+    /// agent, the rest by the verbs), then starts, stops or flushes the
+    /// QPs they changed.
+    pub(super) fn run_commands(&mut self, pi: u32) {
+        self.cmdq.doorbell(pi);
+        let mut agent = AgentCommands::new(&mut self.sma);
+        let vectors = self
+            .cmdq
+            .process_with(&self.mem, &mut self.verbs, &mut agent);
+        if agent.port_changed {
+            self.apply_sma();
+        }
+        for v in vectors {
+            let _ = self.msix.trigger(u32::from(v));
+        }
+        self.sync_qps();
     }
 
     /// Takes the agent's LID and port state as the device's.
@@ -100,6 +127,90 @@ impl Engine {
         if state != self.port.state {
             tracing::info!(state, "port state");
             self.port_changed(state);
+        }
+    }
+}
+
+/// The port agent's commands: SMA_MAD, an SMP from the port's own SM (the
+/// driver's `process_mad`) to the port's agent, as a packet from the port
+/// itself, the agent's answer back into guest memory; SET_PORT_CAPS, the
+/// host's capability bits (IsSM).
+struct AgentCommands<'a> {
+    sma: &'a mut DeviceSma,
+    /// Whether an SMP changed the port's LID or state.
+    port_changed: bool,
+}
+
+impl<'a> AgentCommands<'a> {
+    fn new(sma: &'a mut DeviceSma) -> Self {
+        AgentCommands {
+            sma,
+            port_changed: false,
+        }
+    }
+
+    fn sma_mad(&mut self, mem: &GuestMemory, raw: &Params) -> Result<Reply, VerbsError> {
+        let c: CmdMad = decode(raw);
+        if c.rsvd != [0; 32] {
+            return Err(VerbsError::Invalid);
+        }
+        let mut mad = [0u8; MAD_LEN];
+        mem.read(c.mad.to_native(), &mut mad)
+            .map_err(|_| VerbsError::Fault)?;
+        let mut smp = Smp::parse(&mad).map_err(|_| VerbsError::Invalid)?;
+        // A directed SMP of no hops is for this port (IBA C14-9:3 with a
+        // hop count of 0): the agent sees it as the end of a one-hop path,
+        // and the answer goes back with the hop count it came with.
+        let local_dr = smp.route == SmpRoute::Directed && smp.hop_cnt == 0 && !smp.direction;
+        if local_dr {
+            (smp.hop_cnt, smp.hop_ptr, smp.initial_path[1]) = (1, 1, 1);
+        }
+        let lid = self.sma.lid();
+        let dlid = match smp.route {
+            SmpRoute::Lid => lid,
+            SmpRoute::Directed => PERMISSIVE_LID,
+        };
+        let packet = smp_packet(&smp, lid, dlid)
+            .build()
+            .map_err(|_| VerbsError::Invalid)?;
+        let view = PacketView::parse(&packet).map_err(|_| VerbsError::Invalid)?;
+        let outcome = self.sma.on_packet(&view);
+        self.port_changed |= outcome.port_changed;
+        let Some(reply) = outcome.reply else {
+            return Ok((0, 0).into());
+        };
+        let view = PacketView::parse(&reply).map_err(|_| VerbsError::Invalid)?;
+        let mut answer = Smp::parse(view.payload).map_err(|_| VerbsError::Invalid)?;
+        if local_dr {
+            (answer.hop_cnt, answer.hop_ptr) = (0, 0);
+        }
+        mem.write(c.reply.to_native(), &answer.to_bytes())
+            .map_err(|_| VerbsError::Fault)?;
+        Ok((1, 0).into())
+    }
+}
+
+impl EngineCommands for AgentCommands<'_> {
+    fn run(
+        &mut self,
+        mem: &GuestMemory,
+        opcode: u8,
+        raw: &Params,
+    ) -> Option<Result<Reply, VerbsError>> {
+        match opcode {
+            CMD_SMA_MAD => Some(self.sma_mad(mem, raw)),
+            CMD_SET_PORT_CAPS => {
+                let c: CmdPortCaps = decode(raw);
+                Some(if c.rsvd == [0; 40] {
+                    let caps = self
+                        .sma
+                        .set_host_caps(c.set.to_native(), c.clear.to_native());
+                    Ok((caps, 0).into())
+                } else {
+                    Err(VerbsError::Invalid)
+                })
+            }
+            _ => None,
         }
     }
 }

@@ -11,10 +11,12 @@
 //! Compiled for tests and with the `fuzzing` feature only.
 
 mod rc;
+mod ud;
 mod verbs;
 mod vfio_user;
 
 pub use rc::rc_responder;
+pub use ud::ud_datagrams;
 pub use verbs::verbs_commands;
 pub use vfio_user::vfio_user_wire;
 
@@ -32,6 +34,12 @@ mod tests {
     #[test]
     fn verbs_commands_corpus_replays() {
         let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "verbs_commands", verbs_commands);
+        assert!(n > 0);
+    }
+
+    #[test]
+    fn ud_datagrams_corpus_replays() {
+        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "ud_datagrams", ud_datagrams);
         assert!(n > 0);
     }
 

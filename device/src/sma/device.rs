@@ -129,6 +129,12 @@ impl DeviceSma {
         self.port.link_changed(up, self.managed)
     }
 
+    /// The host sets or clears its capability bits (IsSM); returns the
+    /// port's capability mask.
+    pub fn set_host_caps(&mut self, set: u32, clear: u32) -> u32 {
+        self.port.set_host_caps(set, clear)
+    }
+
     /// Handles a packet to QP0.
     pub fn on_packet(&mut self, view: &PacketView<'_>) -> SmpOutcome {
         self.stats.smps += 1;

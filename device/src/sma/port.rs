@@ -77,6 +77,18 @@ impl PortAgent {
         | cap::IS_CM_SUPPORTED
         | cap::IS_CLIENT_REREGISTRATION_SUPPORTED;
 
+    /// Capability bits the port's own host sets (the guest driver's
+    /// `modify_port`, for an SM running there): IsSM.
+    pub const HOST_CAPS: u32 = cap::IS_SM;
+
+    /// Sets, then clears, the [`Self::HOST_CAPS`] bits of `set` and
+    /// `clear` (others are ignored); returns the capability mask.
+    pub fn set_host_caps(&mut self, set: u32, clear: u32) -> u32 {
+        let m = &mut self.info.capability_mask;
+        *m = (*m | (set & Self::HOST_CAPS)) & !(clear & Self::HOST_CAPS);
+        *m
+    }
+
     /// The PortInfo as a Get reports it (M_Key fields zero). The
     /// capability mask is the port's own (a Set does not change it).
     pub fn info(&self) -> PortInfo {

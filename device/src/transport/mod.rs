@@ -244,6 +244,7 @@ pub mod rc;
 mod requester;
 mod responder;
 mod responses;
+pub mod ud;
 
 // The fuzz targets (`crate::fuzz_targets`) drive the transport through it too.
 #[cfg(any(test, feature = "fuzzing"))]

@@ -35,116 +35,13 @@ use std::mem::{offset_of, size_of};
 
 use vm_memory::{ByteValued, Le16, Le32, Le64};
 
-/// C type of an ABI field, for header generation.
-pub trait CType {
-    /// The C declaration of a field called `name` of this type.
-    fn c_decl(name: &str) -> String;
-}
+use super::abi_layout::abi_struct;
+pub use super::abi_layout::{c_structs, CType, FieldLayout, StructLayout};
 
-impl CType for u8 {
-    fn c_decl(name: &str) -> String {
-        format!("__u8 {name}")
-    }
-}
-impl CType for Le16 {
-    fn c_decl(name: &str) -> String {
-        format!("__le16 {name}")
-    }
-}
-impl CType for Le32 {
-    fn c_decl(name: &str) -> String {
-        format!("__le32 {name}")
-    }
-}
-impl CType for Le64 {
-    fn c_decl(name: &str) -> String {
-        format!("__le64 {name}")
-    }
-}
-impl<const N: usize> CType for [u8; N] {
-    fn c_decl(name: &str) -> String {
-        format!("__u8 {name}[{N}]")
-    }
-}
 impl<const N: usize> CType for [Sge; N] {
     fn c_decl(name: &str) -> String {
         format!("struct ibtca_sge {name}[{N}]")
     }
-}
-
-/// Layout of one field.
-#[derive(Debug, Clone)]
-pub struct FieldLayout {
-    /// Field name.
-    pub name: &'static str,
-    /// Byte offset.
-    pub offset: usize,
-    /// Size in bytes.
-    pub size: usize,
-    /// C declaration.
-    pub c_decl: String,
-    /// Description.
-    pub doc: &'static str,
-}
-
-/// Layout of one struct.
-#[derive(Debug, Clone)]
-pub struct StructLayout {
-    /// C struct name (`struct ibtca_<name>`).
-    pub c_name: &'static str,
-    /// Description.
-    pub doc: &'static str,
-    /// Size in bytes.
-    pub size: usize,
-    /// Fields in order.
-    pub fields: Vec<FieldLayout>,
-}
-
-macro_rules! abi_struct {
-    (
-        $(#[doc = $doc:literal])*
-        $name:ident = $cname:literal {
-            $( $(#[doc = $fdoc:literal])* $field:ident : $ty:ty, )*
-        }
-    ) => {
-        $(#[doc = $doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub struct $name {
-            $( $(#[doc = $fdoc])* pub $field: $ty, )*
-        }
-
-        // SAFETY: a #[repr(C)] struct of little-endian integers, byte arrays
-        // and other such structs: every bit pattern is a valid value, and the
-        // `abi_structs_have_no_padding` test checks there is no padding.
-        unsafe impl ByteValued for $name {}
-
-        impl Default for $name {
-            fn default() -> Self {
-                // SAFETY: integers and byte arrays only (see above): all-zero
-                // bytes are a valid value.
-                unsafe { std::mem::zeroed() }
-            }
-        }
-
-        impl $name {
-            /// Field layout, for the C header and the padding check.
-            pub fn layout() -> StructLayout {
-                StructLayout {
-                    c_name: $cname,
-                    doc: concat!($($doc),*),
-                    size: size_of::<$name>(),
-                    fields: vec![ $( FieldLayout {
-                        name: stringify!($field),
-                        offset: offset_of!($name, $field),
-                        size: size_of::<$ty>(),
-                        c_decl: <$ty as CType>::c_decl(stringify!($field)),
-                        doc: concat!($($fdoc),*),
-                    }, )* ],
-                }
-            }
-        }
-    };
 }
 
 abi_struct! {
@@ -297,8 +194,73 @@ abi_struct! {
         flags: u8,
         /// Owner (phase) bit in bit 0: 1 on passes 0, 2, 4... over the ring, 0 on passes 1, 3, 5... (a zeroed ring reads empty).
         owner: u8,
+        /// Receives on UD, SMI and GSI QPs: the sender's LID (LRH SLID); zero otherwise.
+        slid: Le16,
+        /// Receives on UD, SMI and GSI QPs: the packet's service level (LRH SL).
+        sl: u8,
+        /// Receives on UD, SMI and GSI QPs: the low bits of the packet's DLID beyond the port's LID (0: LMC 0).
+        dlid_path_bits: u8,
+    }
+}
+
+abi_struct! {
+    /// A send work request of a UD, SMI or GSI QP (128 bytes, in place of a
+    /// struct ibtca_send_wqe; opcode IBTCA_WR_UD_SEND or
+    /// IBTCA_WR_UD_SEND_IMM): one message of at most the port's active MTU
+    /// to the address vector it carries (the fields of an address handle:
+    /// the driver keeps AHs, the device none). An SMI QP's messages go on
+    /// VL15 from QP0 with Q_Key 0, a GSI QP's from QP1; a UD QP's from
+    /// itself on `sl` (0-14). A `qkey` with bit 31 set means the QP's own
+    /// Q_Key (IBA 10.2.4.3). With IBTCA_UD_AV_F_GRH the packet carries a
+    /// GRH (source GID: the port's, fe80::/64 and the port GUID).
+    UdSendWqe = "ud_send_wqe" {
+        /// Caller's cookie, returned in the completion.
+        wr_id: Le64,
+        /// IBTCA_WR_UD_SEND or IBTCA_WR_UD_SEND_IMM.
+        opcode: u8,
+        /// IBTCA_WQE_F_* flags.
+        flags: u8,
+        /// Number of valid entries in `sge`.
+        num_sge: u8,
         /// Reserved, zero.
-        rsvd: Le32,
+        rsvd0: u8,
+        /// Immediate data (IBTCA_WR_UD_SEND_IMM).
+        imm_data: Le32,
+        /// Destination LID.
+        dlid: Le16,
+        /// Service level (LRH SL).
+        sl: u8,
+        /// IBTCA_UD_AV_F_* flags.
+        av_flags: u8,
+        /// Destination QP number.
+        dest_qpn: Le32,
+        /// Destination Q_Key (bit 31 set: the QP's own).
+        qkey: Le32,
+        /// GRH flow label (20 bits).
+        flow_label: Le32,
+        /// GRH hop limit.
+        hop_limit: u8,
+        /// GRH traffic class.
+        traffic_class: u8,
+        /// Source path bits (added to the port's LID for the SLID; 0 with LMC 0).
+        src_path_bits: u8,
+        /// Reserved, zero (GID index: the port has one GID).
+        rsvd1: u8,
+        /// GRH destination GID.
+        dgid: [u8; 16],
+        /// Reserved, zero.
+        rsvd2: [u8; 12],
+        /// Local buffers.
+        sge: [Sge; MAX_SGE],
+    }
+}
+
+impl UdSendWqe {
+    /// The same 128 bytes read as a UD send WQE.
+    pub fn from_send_wqe(w: &SendWqe) -> Self {
+        let mut u = UdSendWqe::default();
+        u.as_mut_slice().copy_from_slice(w.as_slice());
+        u
     }
 }
 
@@ -356,37 +318,12 @@ pub fn layouts() -> Vec<StructLayout> {
         RegMrWqe::layout(),
         RecvWqe::layout(),
         Cqe::layout(),
+        UdSendWqe::layout(),
         CmdEntry::layout(),
         QuasiWqe::layout(),
         DbRecord::layout(),
         CqDbRecord::layout(),
     ]
-}
-
-/// Renders C structs for `layouts` (used for `guest-driver/ibtca_abi.h`).
-pub fn c_structs(layouts: &[StructLayout]) -> String {
-    let mut s = String::new();
-    for l in layouts {
-        s.push_str(&format!(
-            "/* {} */\nstruct ibtca_{} {{\n",
-            l.doc.trim(),
-            l.c_name
-        ));
-        for f in &l.fields {
-            s.push_str(&format!(
-                "\t{};\t/* {:#04x}: {} */\n",
-                f.c_decl,
-                f.offset,
-                f.doc.trim()
-            ));
-        }
-        s.push_str("} __packed;\n");
-        s.push_str(&format!(
-            "static_assert(sizeof(struct ibtca_{}) == {});\n\n",
-            l.c_name, l.size
-        ));
-    }
-    s
 }
 
 #[cfg(test)]
@@ -432,6 +369,10 @@ mod tests {
         assert_eq!(size_of::<CqDbRecord>(), 64);
         assert_eq!(offset_of!(SendWqe, sge), 64);
         assert_eq!(offset_of!(RecvWqe, sge), 64);
+        assert_eq!(size_of::<UdSendWqe>(), 128);
+        assert_eq!(offset_of!(UdSendWqe, sge), offset_of!(SendWqe, sge));
+        assert_eq!(offset_of!(UdSendWqe, opcode), offset_of!(SendWqe, opcode));
+        assert_eq!(offset_of!(UdSendWqe, num_sge), offset_of!(SendWqe, num_sge));
     }
 }
 
@@ -463,6 +404,12 @@ crate::regs::values! {
     WR_SEND_INV: u8 = 11;
     /// WR opcode: fast registration (IB_WR_REG_MR), executed in send-queue order: the WQE is a struct ibtca_reg_mr_wqe; the region ALLOC_MR made gets its pages, bounds, rights and its key's low byte.
     WR_REG_MR: u8 = 12;
+    /// WR opcode (UD, SMI and GSI QPs only): a datagram SEND; the WQE is a struct ibtca_ud_send_wqe.
+    WR_UD_SEND: u8 = 16;
+    /// WR opcode (UD, SMI and GSI QPs only): a datagram SEND with immediate.
+    WR_UD_SEND_IMM: u8 = 17;
+    /// struct ibtca_ud_send_wqe av_flags: the packet carries a GRH.
+    UD_AV_F_GRH: u8 = 1 << 0;
     /// SGE lkey flag: the SGE is a DRDMA window range (ARR number in bits 15:0), not a memory region.
     SGE_DIRECT: u32 = 1u32 << 31;
     /// WQE flag: generate a completion.
@@ -531,6 +478,8 @@ crate::regs::values! {
     CQE_F_INV: u8 = 1 << 1;
     /// CQE flag (receives): the message asked for a solicited event (BTH SE); a CQ armed with IBTCA_CQ_ARM_SOLICITED interrupts for it.
     CQE_F_SOLICITED: u8 = 1 << 2;
+    /// CQE flag (receives on UD and GSI QPs): the packet had a GRH, now in the buffer's first 40 bytes (which are left alone otherwise; byte_len counts them either way).
+    CQE_F_GRH: u8 = 1 << 5;
     /// CQ doorbell arm: interrupt on the next completion.
     CQ_ARM_NEXT: u8 = 1;
     /// CQ doorbell arm: interrupt on the next solicited completion.
@@ -591,7 +540,7 @@ crate::regs::values! {
     CMD_CREATE_CQ: u8 = 0x30;
     /// Command: destroy a CQ (params: struct ibtca_cmd_handle).
     CMD_DESTROY_CQ: u8 = 0x31;
-    /// Command: create an RC QP (params: struct ibtca_cmd_create_qp; out0 = QP number).
+    /// Command: create a QP (params: struct ibtca_cmd_create_qp, log_sizes byte 3 the IBTCA_QPT_* type; out0 = QP number).
     CMD_CREATE_QP: u8 = 0x40;
     /// Command: modify a QP (params: struct ibtca_cmd_modify_qp).
     CMD_MODIFY_QP: u8 = 0x41;
@@ -615,6 +564,20 @@ crate::regs::values! {
     CMD_CQ_DB_RECORD: u8 = 0x79;
     /// Bytes of guest memory a doorbell record may take (one page: what the driver maps).
     DB_RECORD_BYTES: u32 = 4096;
+    /// Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check).
+    CMD_SMA_MAD: u8 = 0x58;
+    /// Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now).
+    CMD_SET_PORT_CAPS: u8 = 0x59;
+    /// QP type (CREATE_QP log_sizes byte 3): reliable connected.
+    QPT_RC: u8 = 0;
+    /// QP type: unreliable datagram (Q_Key, UD send WQEs, no quasi-WQE ring: log_sizes byte 2 and quasi are ignored).
+    QPT_UD: u8 = 1;
+    /// QP type: the port's QP0 (at most one): SMPs the device's agent does not answer (SMInfo, responses, traps) arrive here, its sends leave on VL15 as QP0.
+    QPT_SMI: u8 = 2;
+    /// QP type: the port's QP1 (at most one): GMPs to QP1 but the PerfMgt class arrive here (Q_Key 0x80010000), its sends leave as QP1.
+    QPT_GSI: u8 = 3;
+    /// The Q_Key of QP1 (IBA 13.5.3.2).
+    GSI_QKEY: u32 = 0x8001_0000;
     /// Port width (struct ibtca_port_attr, IB PortInfo encoding): 4X.
     PORT_WIDTH_4X: u8 = 2;
     /// Port speed per lane (struct ibtca_port_attr, Linux's enum ib_port_speed): QDR, 10 Gb/s.
@@ -657,6 +620,8 @@ crate::regs::values! {
     ACK_COALESCED: u8 = 2;
     /// MODIFY_QP attribute: max_dest_rd_atomic (the responder resources).
     QP_ATTR_DEST_RD_ATOMIC: u32 = 1 << 9;
+    /// MODIFY_QP attribute (UD and GSI QPs): the Q_Key, carried in `access` (a datagram QP has no remote access rights, so the field is free; IBTCA_QP_ATTR_ACCESS is refused for UD, SMI and GSI QPs, IBTCA_QP_ATTR_QKEY for RC QPs).
+    QP_ATTR_QKEY: u32 = 1 << 12;
 }
 
 abi_struct! {
@@ -730,7 +695,7 @@ abi_struct! {
 }
 
 abi_struct! {
-    /// CREATE_QP parameters (RC).
+    /// CREATE_QP parameters.
     CmdCreateQp = "cmd_create_qp" {
         /// Protection domain.
         pdn: Le32,
@@ -738,7 +703,7 @@ abi_struct! {
         send_cqn: Le32,
         /// CQ for receive completions.
         recv_cqn: Le32,
-        /// log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2).
+        /// log2 entries of the SQ, RQ and quasi-WQE ring (bytes 0, 1, 2); byte 3: the IBTCA_QPT_* type.
         log_sizes: [u8; 4],
         /// Guest-physical address of the SQ (struct ibtca_send_wqe).
         sq: Le64,
@@ -902,7 +867,9 @@ abi_struct! {
         sq_psn: Le32,
         /// First PSN this QP expects.
         rq_psn: Le32,
-        /// IBTCA_ACCESS_REMOTE_* rights for incoming requests.
+        /// RC QPs: IBTCA_ACCESS_REMOTE_* rights for incoming requests
+        /// (with IBTCA_QP_ATTR_ACCESS). UD and GSI QPs: the Q_Key (with
+        /// IBTCA_QP_ATTR_QKEY; GSI only 0x80010000).
         access: Le32,
         /// MSN before the first completed message (24 bits; with
         /// IBTCA_QP_ATTR_MSN): both ends set the same value.
@@ -921,6 +888,32 @@ abi_struct! {
         max_dest_rd_atomic: u8,
         /// Reserved, zero.
         rsvd2: [u8; 2],
+    }
+}
+
+abi_struct! {
+    /// SET_PORT_CAPS parameters: PortInfo CapabilityMask bits (IBA
+    /// numbering, as Linux's IB_PORT_*_SUP).
+    CmdPortCaps = "cmd_port_caps" {
+        /// Bits to set.
+        set: Le32,
+        /// Bits to clear (after setting).
+        clear: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 40],
+    }
+}
+
+abi_struct! {
+    /// SMA_MAD parameters: the 256-byte SMP at `mad` goes to the port's
+    /// agent; its answer (256 bytes) is written at `reply` (may be `mad`).
+    CmdMad = "cmd_mad" {
+        /// Guest-physical address of the SMP.
+        mad: Le64,
+        /// Guest-physical address of 256 bytes for the answer.
+        reply: Le64,
+        /// Reserved, zero.
+        rsvd: [u8; 32],
     }
 }
 
@@ -1047,6 +1040,8 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdModifySrq::layout(),
         SrqAttr::layout(),
         CmdDbRecord::layout(),
+        CmdMad::layout(),
+        CmdPortCaps::layout(),
         DeviceAttr::layout(),
         DeviceAttrExt::layout(),
         PortAttr::layout(),

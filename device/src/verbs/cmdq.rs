@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 
 use super::abi::{CmdEntry, CMD_F_IRQ};
-use super::commands::execute;
+use super::commands::{execute, status_of, EngineCommands, NoEngineCommands};
 use super::ring::Ring;
 use super::Verbs;
 use crate::dma::GuestMemory;
@@ -129,6 +129,17 @@ impl CmdQueue {
     /// Runs every command between the consumer and producer index; returns
     /// the MSI-X vectors to raise.
     pub fn process(&mut self, mem: &GuestMemory, verbs: &mut Verbs) -> Vec<u8> {
+        self.process_with(mem, verbs, &mut NoEngineCommands)
+    }
+
+    /// [`Self::process`], with the commands that need more than the verbs
+    /// objects run by `engine` (see [`EngineCommands`]).
+    pub fn process_with(
+        &mut self,
+        mem: &GuestMemory,
+        verbs: &mut Verbs,
+        engine: &mut dyn EngineCommands,
+    ) -> Vec<u8> {
         let Some(ring) = self.ring else {
             return Vec::new();
         };
@@ -142,7 +153,10 @@ impl CmdQueue {
                 crate::guest_warn!(addr, error = %err, "command entry unreadable, skipped");
                 continue;
             }
-            let (status, reply) = execute(verbs, mem, e.opcode, &e.params);
+            let (status, reply) = match engine.run(mem, e.opcode, &e.params) {
+                Some(res) => status_of(res),
+                None => execute(verbs, mem, e.opcode, &e.params),
+            };
             if status == 0 {
                 self.stats.ok += 1;
             } else {

@@ -274,6 +274,41 @@ pub const COMMANDS: &[CommandDef] = &[
     },
 ];
 
+/// Commands the engine runs itself because they need more than the verbs
+/// objects (SMA_MAD: the port's subnet management agent).
+pub trait EngineCommands {
+    /// Runs command `opcode` if it is one of the engine's (`None`
+    /// otherwise: the command table runs it).
+    fn run(
+        &mut self,
+        mem: &GuestMemory,
+        opcode: u8,
+        raw: &Params,
+    ) -> Option<Result<Reply, VerbsError>>;
+}
+
+/// No engine: every command goes to the table (tests, fuzzing).
+pub struct NoEngineCommands;
+
+impl EngineCommands for NoEngineCommands {
+    fn run(&mut self, _: &GuestMemory, _: u8, _: &Params) -> Option<Result<Reply, VerbsError>> {
+        None
+    }
+}
+
+/// Decodes command parameters as `T` (for the engine's commands).
+pub fn decode<T: ByteValued + Default>(raw: &Params) -> T {
+    params(raw)
+}
+
+/// A command's status and, on success, its reply.
+pub fn status_of(res: Result<Reply, VerbsError>) -> (u16, Option<Reply>) {
+    match res {
+        Ok(r) => (super::abi::CMD_ST_OK, Some(r)),
+        Err(e) => (e.errno(), None),
+    }
+}
+
 /// The command with `opcode`.
 pub fn lookup(opcode: u8) -> Option<&'static CommandDef> {
     COMMANDS.iter().find(|c| c.opcode == opcode)
@@ -293,10 +328,7 @@ pub fn execute(
             (c.run)(verbs, mem, raw)
                 .inspect_err(|e| tracing::debug!(cmd = c.name, error = %e, "command failed"))
         });
-    match res {
-        Ok(r) => (super::abi::CMD_ST_OK, Some(r)),
-        Err(e) => (e.errno(), None),
-    }
+    status_of(res)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! | file | concept |
 //! |---|---|
 //! | `abi.rs` | guest-memory layouts and constants (source of `ibtca_abi.h`) |
+//! | `abi_layout.rs` | the layout description behind the header: C field types, `abi_struct!`, C rendering |
 //! | `error.rs` | command errors and their errnos |
 //! | `table.rs` | handle tables with generations and user counts |
 //! | `ring.rs` | ring geometry, owner-bit convention |
@@ -28,6 +29,7 @@
 //! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
 
 pub mod abi;
+pub mod abi_layout;
 pub mod cmdq;
 pub mod commands;
 pub mod cq;

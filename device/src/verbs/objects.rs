@@ -8,7 +8,7 @@ use super::abi::{CmdCreateQp, CmdModifyQp};
 use super::cq::Cq;
 use super::db_record::{check_record, DoorbellRecord, RecordQueue};
 use super::mr::MrTable;
-use super::qp::Qp;
+use super::qp::{Qp, QpType};
 use super::qp_state::QpState;
 use super::translate::{PageList, PageListError, MAX_MR_PAGES};
 use super::{Verbs, VerbsError};
@@ -168,7 +168,13 @@ impl Verbs {
                 return Err(VerbsError::Invalid);
             }
         }
-        let qpn = self.qps.insert(Qp::new(p)?)?;
+        let qp = Qp::new(p)?;
+        // The port has one QP0 and one QP1.
+        if matches!(qp.qp_type, QpType::Smi | QpType::Gsi) && self.special_qp(qp.qp_type).is_some()
+        {
+            return Err(VerbsError::Busy);
+        }
+        let qpn = self.qps.insert(qp)?;
         self.pds.hold(pdn)?;
         self.cqs.hold(scq)?;
         self.cqs.hold(rcq)?;
@@ -236,6 +242,15 @@ impl Verbs {
             }
         }
         more
+    }
+
+    /// The device QP number of the port's QP0 (`QpType::Smi`) or QP1
+    /// (`QpType::Gsi`), if the driver created it.
+    pub fn special_qp(&self, t: QpType) -> Option<u32> {
+        self.qps
+            .iter()
+            .find(|(_, qp)| qp.qp_type == t)
+            .map(|(qpn, _)| qpn)
     }
 
     /// Destroys a QP (in any state) and releases its PD and CQs.

@@ -1,7 +1,8 @@
-//! RC queue pairs: the QP context (PD, CQs, state, the attributes the
-//! transport needs) and its three rings in guest memory — the send queue and
-//! receive queue the driver produces, and the quasi-WQE ring (seed 004) the
-//! device produces and consumes itself.
+//! Queue pairs: the QP context (type, PD, CQs, state, the attributes the
+//! transport needs) and its rings in guest memory — the send queue and
+//! receive queue the driver produces, and (RC only) the quasi-WQE ring
+//! (seed 004) the device produces and consumes itself. A QP is RC, UD, or
+//! the port's QP0 (SMI) or QP1 (GSI), which are datagram QPs too.
 //!
 //! Doorbells carry the driver's producer index; one that runs more than a
 //! ring's worth ahead of the device's consumer index (or behind it) puts the
@@ -18,12 +19,13 @@ use vm_memory::ByteValued;
 
 use super::abi::{
     CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE,
-    ACK_PER_PACKET, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
-    QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX,
-    QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    ACK_PER_PACKET, GSI_QKEY, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS,
+    QP_ATTR_ACK_POLICY, QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH,
+    QP_ATTR_PKEY_INDEX, QP_ATTR_QKEY, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
 };
 use super::db_record::{DoorbellRecord, RecordQueue};
 use super::mr::ACCESS_REMOTE;
+pub use super::qp_state::QpType;
 use super::qp_state::{check_modify, QpState};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
@@ -105,6 +107,8 @@ pub struct QpAttrs {
     pub ack_every: u16,
     /// Send window in packets (0: the device's default, 1: stop-and-wait).
     pub window: u16,
+    /// Q_Key (UD and GSI QPs).
+    pub qkey: u32,
 }
 
 impl QpAttrs {
@@ -139,6 +143,9 @@ impl QpAttrs {
             a.pkey_index = m.pkey_index.to_native();
             bad(u32::from(a.pkey_index) < PKEY_TABLE_LEN)?;
         }
+        if mask & QP_ATTR_QKEY != 0 {
+            a.qkey = m.access.to_native();
+        }
         if mask & QP_ATTR_RETRY != 0 {
             a.timeout = m.timeout;
             a.retry_cnt = m.retry_cnt;
@@ -168,6 +175,14 @@ impl QpAttrs {
         }
         *self = a;
         Ok(())
+    }
+}
+
+fn bad_unless(ok: bool) -> Result<(), VerbsError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(VerbsError::Invalid)
     }
 }
 
@@ -209,11 +224,14 @@ pub struct Qp {
     pub db_page: u32,
     /// The shared receive queue its receives come from (then it has no RQ).
     pub srqn: Option<u32>,
+    /// RC, UD, SMI or GSI.
+    pub qp_type: QpType,
     state: QpState,
     attrs: QpAttrs,
     sq: WorkQueue,
     rq: Option<WorkQueue>,
-    quasi: WorkQueue,
+    /// RC only.
+    quasi: Option<WorkQueue>,
     db_record: Option<DoorbellRecord>,
 }
 
@@ -222,7 +240,8 @@ impl Qp {
     /// overlapping ring, sizes above 2^[`MAX_WQ_LOG`], an RQ given with an
     /// SRQ). The caller checks the PD, CQs and SRQ.
     pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
-        if p.log_sizes[3] != 0 || p.db_page.to_native() >= crate::regs::DB_PAGES {
+        let qp_type = QpType::from_abi(p.log_sizes[3]).ok_or(VerbsError::Invalid)?;
+        if p.db_page.to_native() >= crate::regs::DB_PAGES {
             return Err(VerbsError::Invalid);
         }
         let srqn = Some(p.srqn.to_native()).filter(|&n| n != 0);
@@ -238,21 +257,39 @@ impl Qp {
                 size_of::<RecvWqe>(),
             )?),
         };
-        let quasi = WorkQueue::new(p.quasi.to_native(), p.log_sizes[2], size_of::<QuasiWqe>())?;
-        let rq_overlaps = rq
-            .as_ref()
-            .is_some_and(|rq| sq.ring.overlaps(&rq.ring) || rq.ring.overlaps(&quasi.ring));
-        if rq_overlaps || sq.ring.overlaps(&quasi.ring) {
+        let quasi = match qp_type {
+            QpType::Rc => Some(WorkQueue::new(
+                p.quasi.to_native(),
+                p.log_sizes[2],
+                size_of::<QuasiWqe>(),
+            )?),
+            _ => None,
+        };
+        let rings: Vec<&Ring> = [Some(&sq), rq.as_ref(), quasi.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|q| &q.ring)
+            .collect();
+        let overlap = rings
+            .iter()
+            .enumerate()
+            .any(|(i, a)| rings[i + 1..].iter().any(|b| a.overlaps(b)));
+        if overlap {
             return Err(VerbsError::Invalid);
         }
+        let mut attrs = QpAttrs::default();
+        if qp_type == QpType::Gsi {
+            attrs.qkey = GSI_QKEY;
+        }
         Ok(Qp {
+            qp_type,
             pdn: p.pdn.to_native(),
             send_cqn: p.send_cqn.to_native(),
             recv_cqn: p.recv_cqn.to_native(),
             db_page: p.db_page.to_native(),
             srqn,
             state: QpState::Reset,
-            attrs: QpAttrs::default(),
+            attrs,
             sq,
             rq,
             quasi,
@@ -343,13 +380,24 @@ impl Qp {
     /// attributes.
     pub fn modify(&mut self, m: &CmdModifyQp) -> Result<(), VerbsError> {
         let mask = m.attr_mask.to_native();
-        let to = check_modify(self.state, mask, m.state)?;
+        let to = check_modify(self.qp_type, self.state, mask, m.state)?;
         let mut attrs = self.attrs;
         attrs.apply(mask, m)?;
+        if self.qp_type == QpType::Gsi {
+            // IBA 13.5.3.2: QP1's Q_Key is fixed.
+            bad_unless(attrs.qkey == GSI_QKEY)?;
+        }
         self.attrs = attrs;
         if to == QpState::Reset {
-            self.attrs = QpAttrs::default();
-            for q in [Some(&mut self.sq), self.rq.as_mut(), Some(&mut self.quasi)]
+            self.attrs = QpAttrs {
+                qkey: if self.qp_type == QpType::Gsi {
+                    GSI_QKEY
+                } else {
+                    0
+                },
+                ..QpAttrs::default()
+            };
+            for q in [Some(&mut self.sq), self.rq.as_mut(), self.quasi.as_mut()]
                 .into_iter()
                 .flatten()
             {
@@ -361,6 +409,14 @@ impl Qp {
         }
         self.state = to;
         Ok(())
+    }
+
+    /// The PSN of a datagram QP's next packet (from the SQ PSN MODIFY_QP
+    /// set, counting on).
+    pub fn next_datagram_psn(&mut self) -> u32 {
+        let psn = self.attrs.sq_psn;
+        self.attrs.sq_psn = (psn + 1) & PSN_MASK;
+        psn
     }
 
     /// Moves the QP to the error state (the engine flushes its WQEs).
@@ -459,9 +515,12 @@ impl Qp {
         QpError::Dma
     }
 
-    /// Appends a quasi-WQE (owner bit set here, written last).
+    /// Appends a quasi-WQE (owner bit set here, written last). A datagram
+    /// QP has no ring: always `Full`.
     pub fn push_quasi(&mut self, mem: &GuestMemory, q: &QuasiWqe) -> Result<(), QpError> {
-        let r = &self.quasi;
+        let Some(r) = &self.quasi else {
+            return Err(QpError::Full);
+        };
         if r.pi.wrapping_sub(r.ci) >= r.ring.entries() {
             return Err(QpError::Full);
         }
@@ -483,14 +542,18 @@ impl Qp {
         {
             return Err(self.dma_fault());
         }
-        self.quasi.pi = self.quasi.pi.wrapping_add(1);
+        if let Some(r) = &mut self.quasi {
+            r.pi = r.pi.wrapping_add(1);
+        }
         Ok(())
     }
 
     /// Takes the oldest quasi-WQE. Its contents came back from guest memory
     /// and are untrusted: the send engine checks the rkey again.
     pub fn pop_quasi(&mut self, mem: &GuestMemory) -> Result<Option<QuasiWqe>, QpError> {
-        let r = &self.quasi;
+        let Some(r) = &self.quasi else {
+            return Ok(None);
+        };
         if r.ci == r.pi {
             return Ok(None);
         }
@@ -500,7 +563,9 @@ impl Qp {
             self.set_error();
             return Err(QpError::Corrupt);
         }
-        self.quasi.ci = self.quasi.ci.wrapping_add(1);
+        if let Some(r) = &mut self.quasi {
+            r.ci = r.ci.wrapping_add(1);
+        }
         Ok(Some(q))
     }
 }

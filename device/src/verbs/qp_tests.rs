@@ -85,8 +85,8 @@ fn create_validates_rings() {
     c.quasi = Le64::from(u64::MAX - 31);
     assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid), "wraps");
     let mut c = create(2);
-    c.log_sizes[3] = 1;
-    assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid));
+    c.log_sizes[3] = 4;
+    assert_eq!(Qp::new(&c).err(), Some(VerbsError::Invalid), "no such type");
 }
 
 #[test]
@@ -345,4 +345,36 @@ fn the_p_key_index_is_checked_and_kept() {
     m = modify(QP_ATTR_SQ_PSN | QP_ATTR_RETRY | QP_ATTR_PKEY_INDEX, QPS_RTS);
     assert_eq!(qp.modify(&m), Err(VerbsError::Invalid));
     assert_eq!(qp.attrs().pkey_index, 3);
+}
+
+#[test]
+fn a_datagram_qps_qkey_travels_in_access() {
+    use super::super::abi::{GSI_QKEY, QPT_GSI, QPT_UD, QP_ATTR_PKEY_INDEX};
+    let mut p = create(2);
+    p.log_sizes[3] = QPT_UD;
+    let mut qp = Qp::new(&p).unwrap();
+    let mut m = modify(QP_ATTR_QKEY | QP_ATTR_PKEY_INDEX, QPS_INIT);
+    m.access = Le32::from(0x1234_5678);
+    m.pkey_index = Le16::from(2);
+    qp.modify(&m).unwrap();
+    assert_eq!((qp.attrs().qkey, qp.attrs().pkey_index), (0x1234_5678, 2));
+    // Remote access rights mean nothing to a datagram QP: refused.
+    let m = modify(QP_ATTR_ACCESS, QPS_INIT);
+    assert_eq!(qp.modify(&m), Err(VerbsError::Invalid));
+    assert_eq!(qp.attrs().qkey, 0x1234_5678);
+    // An RC QP's access stays its rights, and it takes no Q_Key.
+    let mut rc = Qp::new(&create(2)).unwrap();
+    assert_eq!(
+        rc.modify(&modify(QP_ATTR_QKEY, QPS_INIT)),
+        Err(VerbsError::Invalid)
+    );
+    // QP1's Q_Key is fixed: only GSI_QKEY passes.
+    p.log_sizes[3] = QPT_GSI;
+    let mut gsi = Qp::new(&p).unwrap();
+    let mut m = modify(QP_ATTR_QKEY, QPS_INIT);
+    m.access = Le32::from(7);
+    assert_eq!(gsi.modify(&m), Err(VerbsError::Invalid));
+    m.access = Le32::from(GSI_QKEY);
+    gsi.modify(&m).unwrap();
+    assert_eq!(gsi.attrs().qkey, GSI_QKEY);
 }

@@ -542,7 +542,8 @@ static int cmd_fault(void)
 /*
  * verbs: two guests, one device each, joined by a link. Both create a PD, an
  * MR over a 2 MiB buffer, CQs and two RC QPs and connect them to the peer's
- * (a fresh device numbers its QPs from 0x400). Buffer addresses and keys
+ * (a fresh device numbers its QPs from 0x400, and QP0 and QP1 of the
+ * RDMA core's MAD layer take the first two: VB_QPN0). Buffer addresses and keys
  * travel in SEND messages; the client drives RDMA WRITE, RDMA READ,
  * atomics and a write with a bad R_Key (on the second QP, which the error
  * takes down), the server checks its memory and reports back.

@@ -39,7 +39,12 @@ extern const char *vb_prefix;
 #define VB_RECV_OFF	0x140000U	/* receive slots */
 #define VB_SLOT		256U
 #define VB_NRECV	16U
-#define VB_QPN0		0x400U
+/*
+ * The first QP number the tool gets: a fresh device numbers its QPs from
+ * 0x400, and the RDMA core's MAD layer takes the first two (QP0 and QP1)
+ * when the driver registers ibtca0.
+ */
+#define VB_QPN0		0x402U
 #define VB_PSN		100U
 #define VB_MAGIC	0x49425642U	/* "IBVB" */
 #define VB_COUNTER0	40U

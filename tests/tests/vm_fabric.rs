@@ -175,7 +175,7 @@ fn check_pair(p: &Pair) {
         .iter()
         .find(|r| f(r, 0) == Some(0x06))
         .unwrap_or_else(|| panic!("{ctx}: no RDMA WRITE FIRST"));
-    assert_eq!(f(first, 2), Some(0x400), "{ctx}: server QP {first:?}");
+    assert_eq!(f(first, 2), Some(0x402), "{ctx}: server QP {first:?}");
     assert_eq!(f(first, 3), Some(p.rkey), "{ctx}: R_Key {first:?}");
     let psn = f(first, 1).unwrap();
     for k in 1..256 {
@@ -200,14 +200,14 @@ fn check_pair(p: &Pair) {
         .iter()
         .find(|r| matches!(f(r, 0), Some(0x0d | 0x10)) && f(r, 1) == Some(read_psn))
         .unwrap_or_else(|| panic!("{ctx}: no READ response at PSN {read_psn}"));
-    assert_eq!(f(resp, 2), Some(0x400), "{ctx}: to the client's QP");
+    assert_eq!(f(resp, 2), Some(0x402), "{ctx}: to the client's QP");
     assert!(f(resp, 4).is_some(), "{ctx}: AETH in {resp:?}");
     // ACKs to the first QP; the bad-R_Key WRITE on the second QP is
     // answered by a remote-access NAK (AETH syndrome 0x62).
     assert!(
         to_client
             .iter()
-            .any(|r| f(r, 0) == Some(0x11) && f(r, 2) == Some(0x400) && f(r, 4) == Some(0x1f)),
+            .any(|r| f(r, 0) == Some(0x11) && f(r, 2) == Some(0x402) && f(r, 4) == Some(0x1f)),
         "{ctx}: ACKs"
     );
     assert!(

@@ -213,7 +213,7 @@ fn check_pair(p: &Pair) {
     assert!(
         to_client
             .iter()
-            .any(|r| f(r, 0) == Some(0x11) && f(r, 2) == Some(0x401) && f(r, 4) == Some(0x62)),
+            .any(|r| f(r, 0) == Some(0x11) && f(r, 2) == Some(0x403) && f(r, 4) == Some(0x62)),
         "{ctx}: the NAK of the bad R_Key"
     );
 }

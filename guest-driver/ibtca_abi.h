@@ -108,6 +108,8 @@
 #define IBTCA_WC_RETRY_EXC_ERR             0xc
 /* Completion status: RNR retries exhausted. */
 #define IBTCA_WC_RNR_RETRY_EXC_ERR         0xd
+/* Completion status: the port is Init or Armed, not Active, so a datagram QP other than QP0 sends nothing (IBA vol 1 §7.2); the guest's RDMA core sees IB_WC_GENERAL_ERR. */
+#define IBTCA_WC_PORT_INACTIVE_ERR         0x5a
 /* CQE flag: imm_data is valid. */
 #define IBTCA_CQE_F_IMM                    0x1
 /* CQE flag (receives): the SEND invalidated the key now in imm_data. */

@@ -40,6 +40,10 @@ pub fn args(n: &NodePlan, g: &GatewayPlan) -> Vec<String> {
     if let Some(kib) = n.link_ring_kib {
         args.push(format!("--link-ring-kib={kib}"));
     }
+    args.push(format!("--description=ibtca gateway {}", n.name));
+    if n.sm_managed {
+        args.push("--sm-managed".to_owned());
+    }
     args
 }
 

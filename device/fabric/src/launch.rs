@@ -85,7 +85,7 @@ pub fn switch_control_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.control"))
 }
 
-fn log_path(run_dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn log_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.log"))
 }
 
@@ -327,7 +327,7 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
     down
 }
 
-fn wait_up(
+pub(crate) fn wait_up(
     plan: &Plan,
     run_dir: &Path,
     timeout: Duration,
@@ -437,7 +437,7 @@ pub fn stop_all(processes: &[Started], grace: Duration) -> Vec<String> {
     stopped
 }
 
-fn stop_group(processes: &[Started], grace: Duration) -> Vec<String> {
+pub(crate) fn stop_group(processes: &[Started], grace: Duration) -> Vec<String> {
     let live: Vec<&Started> = processes.iter().rev().filter(|p| is_ours(p)).collect();
     for p in &live {
         signal_tree(p, libc::SIGTERM);
@@ -523,7 +523,7 @@ fn spawn_guest(g: &Started) -> Result<Child, LaunchError> {
 
 /// Moves `path` (the log or console of a process about to start again)
 /// to the first free `PATH.N` (N from 1): each run's file is kept.
-fn keep_old(path: &Path) -> Result<(), LaunchError> {
+pub(crate) fn keep_old(path: &Path) -> Result<(), LaunchError> {
     if !path.exists() {
         return Ok(());
     }
@@ -550,7 +550,7 @@ pub struct RestartOptions {
 
 /// Stops `p` (a guest with everything under it) with SIGKILL, or with
 /// SIGTERM and SIGKILL after `grace`, and waits until it is gone.
-fn stop_one(p: &Started, kill: bool, grace: Duration) {
+pub(crate) fn stop_one(p: &Started, kill: bool, grace: Duration) {
     if !kill {
         stop_group(std::slice::from_ref(p), grace);
         return;

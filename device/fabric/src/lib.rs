@@ -8,7 +8,8 @@
 //! - [`plan`]: every check of a file (all before anything starts), socket
 //!   paths, and forwarding tables by BFS over the switch graph.
 //! - [`launch`]: start switches then devices, wait for every linked port,
-//!   stop them again; [`state`]: the run directory's record of processes.
+//!   stop them again; [`state`]: the run directory's record of processes;
+//!   [`switch_restart`]: one switch restarted on the same sockets.
 //! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
 //!   through `scripts/run-vm.sh` (`up --guests`).
 //! - [`gateway_node`]: nodes that run `ibtca-gateway` (their plan);
@@ -36,6 +37,7 @@ pub mod plan;
 pub mod qemu;
 pub mod sm_plan;
 pub mod state;
+pub mod switch_restart;
 pub mod topology;
 
 pub use plan::{parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError};

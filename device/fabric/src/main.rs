@@ -29,6 +29,7 @@ use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
 ///   ibtca-fabric link --run-dir /tmp/fab n2 faults drop:10,corrupt:10
 ///   ibtca-fabric stats --run-dir /tmp/fab
 ///   ibtca-fabric restart --run-dir /tmp/fab n2 --kill   # n2 crashes, comes back
+///   ibtca-fabric restart --run-dir /tmp/fab sw0         # a switch, same sockets
 ///   ibtca-fabric down --run-dir /tmp/fab
 ///
 /// `up` checks the file (nothing starts if it is wrong), starts the
@@ -163,11 +164,15 @@ enum Cmd {
     /// device). A gateway node restarts the same way: a fresh
     /// ibtca-gateway, its QPs from the map's PSNs, its run-time remote-qpn
     /// settings gone. Old logs and consoles are kept as NODE.log.1, ...
+    ///
+    /// A switch restarts on the same sockets, its links come back: without
+    /// an SM with the file's routes, with one (`"sm"`) without routes and
+    /// its ports Init until OpenSM sweeps again.
     Restart {
         /// The run directory given to `up`.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
-        /// The node.
+        /// The node or switch.
         node: String,
         /// SIGKILL, no SIGTERM first: the node crashes.
         #[arg(long)]
@@ -594,6 +599,20 @@ fn run(args: Args) -> Result<(), String> {
             timeout,
         } => {
             let plan = running_plan(&run_dir)?;
+            if plan.switches.iter().any(|s| s.name == node) && !guest_only {
+                let wait = Duration::from_secs(timeout);
+                let p = fabric::switch_restart::restart(
+                    &plan,
+                    &run_dir,
+                    &bin_dir()?,
+                    &node,
+                    kill,
+                    wait,
+                )
+                .map_err(|e| e.to_string())?;
+                out!("restarted {} (pid {})", p.name, p.pid);
+                return Ok(());
+            }
             let opts = launch::RestartOptions {
                 kill,
                 guest_only,

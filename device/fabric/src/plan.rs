@@ -449,7 +449,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 node: n.name.clone(),
                 error,
             })?,
-            sm_managed: topo.sm.is_some() && n.gateway.is_none(),
+            sm_managed: topo.sm.is_some(),
         });
     }
     let mut switches = Vec::new();
@@ -601,7 +601,12 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         .iter()
         .map(|n| sm_plan::SmNode {
             name: &n.name,
-            port_guid: n.port_guid,
+            // A gateway's one port answers with its node GUID.
+            port_guid: if n.gateway.is_some() {
+                n.node_guid
+            } else {
+                n.port_guid
+            },
             lid: n.lid,
             gateway: n.gateway.is_some(),
         })

@@ -498,6 +498,7 @@ fn gateway_nodes() {
             "--link=connect:/tmp/r/links/l1.link",
             "--service-sl=cbr=4",
             "--capture=/tmp/r/gw-atm.pcap",
+            "--description=ibtca gateway gw",
         ]
     );
     let g2 = p.nodes[2].gateway.as_ref().unwrap();
@@ -605,4 +606,23 @@ fn a_bad_sm_option_is_refused() {
           "map": {"vcs": []}}}]}"#;
     let e = err(gw);
     assert!(e.to_string().contains("a gateway"), "{e}");
+}
+
+#[test]
+fn gateways_under_an_sm_are_managed_and_in_guid2lid() {
+    let json = r#"{"sm": "a", "nodes": [{"name": "a", "lid": 1},
+        {"name": "gw", "lid": 10, "node_guid": "0x0200000000fd000a", "port_guid": "0x0200000000fd00aa",
+         "gateway": {"atm": "listen:gw.atm", "map": {"vcs": []}}}],
+      "switches": [{"name": "sw", "ports": 2}],
+      "links": [{"a": "a", "b": "sw:1"}, {"a": "gw", "b": "sw:2"}]}"#;
+    let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
+    let gw = &p.nodes[1];
+    let args = crate::gateway_launch::args(gw, gw.gateway.as_ref().unwrap());
+    assert!(args.contains(&"--sm-managed".to_owned()), "{args:?}");
+    // The gateway's one port answers with its node GUID: OpenSM's key.
+    let records = p.sm.as_ref().unwrap().guid2lid_records();
+    assert_eq!(
+        records[1], "0x0200000000fd000a 0x000a 0x000a",
+        "{records:?}"
+    );
 }

@@ -20,8 +20,9 @@
 //! has no `--run` commands of its own, a second command keeps the guest up
 //! while OpenSM runs.
 //!
-//! Gateway nodes keep their configured LID and are not managed (the
-//! gateway has no `--sm-managed`); an SM node must be a device node.
+//! Gateway nodes are managed too (`ibtca-gateway --sm-managed`: the
+//! gateway's agent is the device's), their node GUID in guid2lid; an SM
+//! node must be a device node (a gateway has no guest).
 
 /// Where OpenSM reads its LID assignments in the guest.
 pub const GUEST_GUID2LID: &str = "/var/cache/opensm/guid2lid";
@@ -51,7 +52,7 @@ pub struct SmNode<'a> {
     pub port_guid: u64,
     /// Its LID.
     pub lid: u16,
-    /// True for a gateway node (not managed, no guest).
+    /// True for a gateway node (no guest).
     pub gateway: bool,
 }
 
@@ -83,11 +84,7 @@ pub fn plan(
     Ok(Some(SmPlan {
         node: name.to_owned(),
         options: options.to_vec(),
-        guid2lid: nodes
-            .iter()
-            .filter(|n| !n.gateway)
-            .map(|n| (n.port_guid, n.lid))
-            .collect(),
+        guid2lid: nodes.iter().map(|n| (n.port_guid, n.lid)).collect(),
     }))
 }
 

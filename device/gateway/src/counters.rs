@@ -2,6 +2,7 @@
 //! cell queues', as one JSON object (control socket `stats`, the log at
 //! exit and on SIGUSR1).
 
+use ibtca_device::sma::SmaStats;
 use ibtca_protocol::atm::RxCounters;
 
 /// What the engine counted.
@@ -30,6 +31,12 @@ pub struct EngineCounters {
     pub segment_errors: u64,
     /// QPs restarted after they went to the error state.
     pub qp_restarts: u64,
+    /// IB data packets dropped because the port was not Armed or Active.
+    pub ib_rx_port_inactive: u64,
+    /// IB data packets not sent because the port was not Active.
+    pub ib_tx_port_inactive: u64,
+    /// The subnet management agent's.
+    pub sma: SmaStats,
 }
 
 /// Everything counted, at one moment.
@@ -86,6 +93,11 @@ impl Counters {
             "ib_rx_malformed": e.ib_rx_malformed,
             "ib_rx_no_qp": e.ib_rx_no_qp,
             "qp_restarts": e.qp_restarts,
+            "ib_rx_port_inactive": e.ib_rx_port_inactive,
+            "ib_tx_port_inactive": e.ib_tx_port_inactive,
+            "smps": e.sma.smps,
+            "smp_replies": e.sma.replies,
+            "smps_dropped": e.sma.dropped,
         })
     }
 }

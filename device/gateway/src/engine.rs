@@ -18,6 +18,7 @@ use crate::handoff::HandOff;
 use crate::map::VcMap;
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
+use crate::sma::{GatewaySma, SmaSettings};
 use crate::vc_conn::{QpSettings, VcConn};
 
 /// Longest the engine sleeps without an event or a timer.
@@ -59,6 +60,7 @@ pub struct Engine {
     cells: Arc<CellScheduler>,
     handoff: Arc<HandOff>,
     counters: EngineCounters,
+    sma: GatewaySma,
 }
 
 impl Engine {
@@ -99,7 +101,14 @@ impl Engine {
             cells,
             handoff,
             counters: EngineCounters::default(),
+            sma: GatewaySma::new(0, settings.lid, 1, &SmaSettings::default()),
         })
+    }
+
+    /// The engine with `sma` as its port's agent (by default an agent
+    /// with no GUID, not managed).
+    pub fn with_sma(self, sma: GatewaySma) -> Self {
+        Self { sma, ..self }
     }
 
     /// Runs until [`Event::Stop`] or until every sender is gone; returns
@@ -116,17 +125,25 @@ impl Engine {
             let first = match rx.recv_timeout(wait) {
                 Ok(ev) => Some(ev),
                 Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return self.counters,
+                Err(RecvTimeoutError::Disconnected) => return self.counters(),
             };
             let mut more = first
                 .into_iter()
                 .chain(std::iter::from_fn(|| rx.try_recv().ok()));
             for ev in more.by_ref().take(EVENTS_PER_ROUND) {
                 if !self.handle(ev) {
-                    return self.counters;
+                    return self.counters();
                 }
             }
             self.service(Instant::now());
+        }
+    }
+
+    /// The counters, the agent's with them.
+    fn counters(&self) -> EngineCounters {
+        EngineCounters {
+            sma: self.sma.stats(),
+            ..self.counters
         }
     }
 
@@ -135,13 +152,17 @@ impl Engine {
         match ev {
             Event::Link(LinkEvent::Packet(p)) => self.receive(&p),
             Event::Link(LinkEvent::Up { peer }) => {
+                self.sma.link_changed(true);
                 tracing::info!(
                     peer_lid = peer.lid,
                     peer_guid = format_args!("{:#018x}", peer.node_guid),
                     "IB link up"
                 );
             }
-            Event::Link(LinkEvent::Down { reason }) => tracing::info!(%reason, "IB link down"),
+            Event::Link(LinkEvent::Down { reason }) => {
+                self.sma.link_changed(false);
+                tracing::info!(%reason, "IB link down");
+            }
             Event::Atm(deliveries) => {
                 self.handoff.taken(deliveries.len());
                 for d in deliveries {
@@ -155,7 +176,7 @@ impl Engine {
                 let _ = reply.send(self.set_remote_qpn(vc, qpn));
             }
             Event::Counters(reply) => {
-                let _ = reply.send(self.counters);
+                let _ = reply.send(self.counters());
             }
             Event::Stop => return false,
         }
@@ -191,6 +212,15 @@ impl Engine {
                 return;
             }
         };
+        if view.bth.dest_qp == 0 {
+            self.receive_smp(&view);
+            return;
+        }
+        if !self.sma.takes_data() {
+            // IBA vol 1 §7.2: a port not yet Armed takes no data packets.
+            self.counters.ib_rx_port_inactive += 1;
+            return;
+        }
         let conn = self
             .by_qpn
             .get(&view.bth.dest_qp)
@@ -204,10 +234,40 @@ impl Engine {
         }
     }
 
+    /// A packet to QP0: the agent answers; a LID the SM set becomes every
+    /// QP's source LID (each QP starts again on it).
+    fn receive_smp(&mut self, view: &PacketView<'_>) {
+        let effect = self.sma.on_packet(view);
+        if let Some(reply) = effect.reply {
+            // On VL15, outside flow control; a refusal is the link's count.
+            let _ = self.link.send(reply);
+        }
+        match effect.new_lid {
+            Some(lid) if lid != 0 && lid != self.settings.lid => {
+                self.settings.lid = lid;
+                let s = self.settings;
+                for c in self.conns.iter_mut().filter(|c| c.has_qp()) {
+                    if let Err(e) = c.start_qp(&s) {
+                        tracing::warn!(error = %e, "cannot restart a QP on the new LID");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Serves every connection, highest class first.
     fn service(&mut self, now: Instant) {
         let (link, vl) = (&self.link, &self.vl);
+        let active = self.sma.sends_data();
+        let mut inactive = 0;
         let mut send = |mut p: Vec<u8>| {
+            if !active {
+                // IBA vol 1 §7.2: only an Active port sends data; the RC
+                // transport retransmits once it is.
+                inactive += 1;
+                return;
+            }
             vl_config::remap(vl, &mut p);
             // A refusal (link down, queue full) is counted by the link;
             // the RC transport retransmits.
@@ -222,5 +282,6 @@ impl Engine {
                 &mut self.counters,
             );
         }
+        self.counters.ib_tx_port_inactive += inactive;
     }
 }

@@ -18,6 +18,7 @@ use crate::handoff::{self, HandOff};
 use crate::map::VcMap;
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
+use crate::sma::{GatewaySma, SmaSettings};
 use crate::vc_conn::QpSettings;
 
 /// Locally administered GUIDs of gateways: this plus the LID by default.
@@ -49,6 +50,8 @@ pub struct GatewayConfig {
     /// A pcap file (ERF ATM records) of every cell in and out of the ATM
     /// port.
     pub capture: Option<std::path::PathBuf>,
+    /// The subnet management agent (NodeDescription, SM-managed or not).
+    pub sma: SmaSettings,
 }
 
 /// A running gateway.
@@ -94,7 +97,13 @@ impl Gateway {
             cells.clone(),
             handoff.clone(),
         )
-        .map_err(io::Error::other)?;
+        .map_err(io::Error::other)?
+        .with_sma(GatewaySma::new(
+            cfg.node_guid,
+            cfg.qp.lid,
+            u8::try_from(cfg.vl.weights.len()).unwrap_or(1),
+            &cfg.sma,
+        ));
         let engine = std::thread::Builder::new()
             .name("ibtca-gw-engine".into())
             .spawn(move || engine.run(rx))?;

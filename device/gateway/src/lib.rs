@@ -19,6 +19,7 @@
 //! - [`counters`]: what is counted.
 //! - [`gateway`]: all of it started and stopped together.
 //! - [`control`]: the control socket.
+//! - [`sma`]: the subnet management agent (the device's, on the IB port).
 #![deny(missing_docs)]
 
 pub mod atm_port;
@@ -31,6 +32,7 @@ pub mod host_env;
 pub mod map;
 pub mod scheduler;
 pub mod service;
+pub mod sma;
 pub mod vc_conn;
 
 pub use gateway::{Gateway, GatewayConfig};

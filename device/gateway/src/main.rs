@@ -14,6 +14,7 @@ use ibtca_gateway::control;
 use ibtca_gateway::gateway::GATEWAY_GUID_BASE;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{self, ServiceSl};
+use ibtca_gateway::sma::SmaSettings;
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
@@ -125,6 +126,16 @@ struct Args {
     #[arg(long)]
     check: bool,
 
+    /// An SM brings the IB port up: it starts without a LID, Init on link
+    /// up, and carries data only once the SM made it Active (the gateway's
+    /// agent answers the SM like a device's).
+    #[arg(long)]
+    sm_managed: bool,
+
+    /// NodeDescription the subnet manager reads.
+    #[arg(long, value_name = "TEXT", default_value = ibtca_gateway::sma::DEFAULT_DESCRIPTION)]
+    description: String,
+
     /// The IB link's shared ring per direction, in KiB (0: the socket).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
     link_ring_kib: u64,
@@ -173,6 +184,10 @@ fn config(args: &Args) -> Result<GatewayConfig, String> {
         queue_cells: args.queue_cells,
         link_ring: args.link_ring_kib.saturating_mul(1024),
         capture: args.capture.clone(),
+        sma: SmaSettings {
+            description: args.description.clone(),
+            managed: args.sm_managed,
+        },
     })
 }
 

@@ -57,6 +57,7 @@ fn bad_cells_and_frames_are_counted_by_reason() {
         queue_cells: 1024,
         link_ring: 0,
         capture: None,
+        sma: Default::default(),
     })
     .unwrap();
 

@@ -122,6 +122,7 @@ fn gateway(
         queue_cells: 1 << 16,
         link_ring: ibtca_device::link::SHARED_RING,
         capture,
+        sma: Default::default(),
     };
     Gateway::start(&cfg).expect("gateway starts")
 }

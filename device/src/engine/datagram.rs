@@ -23,7 +23,7 @@ use super::Engine;
 use crate::transport::config::mtu_from_code;
 use crate::transport::ud::{self, port_gid, UdConfig, UdCounters};
 use crate::transport::CqKind;
-use crate::verbs::abi::{Cqe, UdSendWqe, WC_SEND, WC_WR_FLUSH_ERR};
+use crate::verbs::abi::{Cqe, UdSendWqe, WC_PORT_INACTIVE_ERR, WC_SEND, WC_WR_FLUSH_ERR};
 use crate::verbs::qp::QpType;
 use crate::verbs::qp_state::QpState;
 
@@ -49,6 +49,9 @@ pub struct DatagramStats {
     /// Packets on VL15 for a QP other than QP0 (IBA: data never uses
     /// VL15), dropped.
     pub rx_vl15_data: u64,
+    /// Send work requests of UD QPs and QP1 completed with
+    /// `WC_PORT_INACTIVE_ERR`: the port was Init or Armed.
+    pub tx_port_inactive: u64,
 }
 
 impl Engine {
@@ -101,6 +104,8 @@ impl Engine {
             let Some(cfg) = self.datagram_config(qpn) else {
                 return true;
             };
+            // Before Active only QP0's SMPs leave (IBA vol 1 §7.2).
+            let inactive = cfg.qp_type != QpType::Smi && !self.port_sends_data();
             let Some(qp) = self.verbs.qps.get_mut(qpn) else {
                 return true;
             };
@@ -113,13 +118,19 @@ impl Engine {
                     return true;
                 }
             };
-            if state == QpState::Err {
-                self.stats.flushed_sends += 1;
+            if state == QpState::Err || inactive {
+                let status = if state == QpState::Err {
+                    self.stats.flushed_sends += 1;
+                    WC_WR_FLUSH_ERR
+                } else {
+                    self.stats.ud.tx_port_inactive += 1;
+                    WC_PORT_INACTIVE_ERR
+                };
                 let cqe = Cqe {
                     wr_id: wqe.wr_id,
                     qpn: qpn.into(),
                     opcode: WC_SEND,
-                    status: WC_WR_FLUSH_ERR,
+                    status,
                     ..Cqe::default()
                 };
                 crate::transport::QpEnv::complete(&mut self.datagram_env(qpn), CqKind::Send, cqe);

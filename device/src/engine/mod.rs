@@ -101,8 +101,12 @@ pub struct EngineStats {
     /// Packets for a QP that is not in RTS.
     pub rx_no_qp: u64,
     /// Data packets dropped because the SM has not yet armed the port
-    /// (`--sm-managed`, port in Init).
+    /// (port in Init).
     pub rx_port_init: u64,
+    /// Data packets (everything but VL15) not sent because the port was
+    /// Init or Armed: RC QPs retry them, datagram QPs' work requests
+    /// complete with `WC_PORT_INACTIVE_ERR` before a packet is made.
+    pub tx_port_inactive: u64,
     /// Data packets dropped because the port's P_Key table does not hold
     /// their P_Key (PortRcvConstraintErrors, PortInfo P_KeyViolations).
     pub rx_bad_pkey: u64,
@@ -254,6 +258,7 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         EngineStats {
             foreign_doorbells: self.stats.foreign_doorbells + self.verbs.foreign_doorbells,
+            tx_port_inactive: self.outbox.dropped_inactive,
             ..self.stats
         }
     }
@@ -333,6 +338,7 @@ impl Engine {
     fn port_changed(&mut self, state: u32) {
         self.port.state = state;
         self.verbs.port.state = state;
+        self.outbox.sends_data = self.port_sends_data();
         if self.port_state.set(state) {
             let v = self.port_state.vector();
             if let Err(e) = self.msix.trigger(v) {

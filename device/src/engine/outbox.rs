@@ -37,6 +37,11 @@ pub(super) struct Outbox {
     pub(super) bytes: usize,
     /// Packets streamed during the current burst.
     pub(super) streamed: u64,
+    /// The port is neither Init nor Armed: data packets may leave (IBA
+    /// vol 1 §7.2; before Active only VL15, the SMPs, does).
+    pub(super) sends_data: bool,
+    /// Data packets dropped because the port was Init or Armed.
+    pub(super) dropped_inactive: u64,
 }
 
 /// Emptied packet buffers the engine keeps at most.
@@ -57,12 +62,22 @@ impl Outbox {
             hold: false,
             bytes: 0,
             streamed: 0,
+            sends_data: true,
+            dropped_inactive: 0,
         }
     }
 }
 
+/// The management VL, the only one a port that is not Active sends on.
+const VL15: u8 = 15;
+
 impl PacketSink for Outbox {
     fn send(&mut self, packet: Vec<u8>) {
+        if !self.sends_data && encoded::vl(&packet) != Some(VL15) {
+            self.dropped_inactive += 1;
+            keep_spare(&mut self.spare, packet);
+            return;
+        }
         self.hold |=
             encoded::dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
         self.bytes += packet.len();
@@ -88,7 +103,7 @@ impl PacketSink for Outbox {
         dlid: u16,
         build: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Option<bool> {
-        if !self.packets.is_empty() || self.hold || dlid == self.own_lid {
+        if !self.packets.is_empty() || self.hold || dlid == self.own_lid || !self.sends_data {
             return None;
         }
         let sent = self.link.send_in_place(len, sl, dlid, build)?;
@@ -303,6 +318,31 @@ mod tests {
         assert_eq!(sent.first(), Some(&9), "the NAK first");
         assert_eq!(sent[1..], (1..sent.len() as u32).collect::<Vec<_>>()[..]);
         assert!(sent.len() >= per_stream() as usize);
+    }
+
+    #[test]
+    fn a_port_not_active_sends_only_vl15() {
+        let link = Recorder::default();
+        let mut out = Outbox::new(Box::new(link.clone()), OWN_LID);
+        out.sends_data = false;
+        for psn in 0..2 * per_stream() {
+            out.send(data(2, psn, 4096));
+        }
+        let mut smp = Packet::new(Opcode::UdSendOnly);
+        (smp.lrh.dlid, smp.lrh.vl, smp.bth.psn) = (2, VL15, 77);
+        smp.ext.deth = Some(ibtca_protocol::headers::Deth::default());
+        out.send(smp.build().unwrap());
+        assert_eq!(out.dropped_inactive, 2 * u64::from(per_stream()));
+        assert!(link.psns().is_empty(), "no data streamed");
+        assert_eq!(out.packets.len(), 1, "the SMP waits for the flush");
+        assert_eq!(PacketView::parse(&out.packets[0]).unwrap().bth.psn, 77);
+        assert!(
+            out.send_in_place(4096, 0, 2, &mut |_| true).is_none(),
+            "no data built in place either"
+        );
+        out.sends_data = true;
+        out.send(data(2, 1, 64));
+        assert_eq!(out.packets.len(), 2, "data goes again once Active");
     }
 
     #[test]

@@ -69,10 +69,18 @@ impl Engine {
         self.apply_sma();
     }
 
-    /// False while an SM-managed port is in Init: IBA drops data packets
+    /// False while the port is in Init: IBA vol 1 §7.2 drops data packets
     /// there (an Armed port takes them, an Active one sends too).
     pub(super) fn port_takes_data(&self) -> bool {
-        !(self.sma.managed() && self.sma.state() == IbPortState::Init)
+        self.sma.state() != IbPortState::Init
+    }
+
+    /// False while the port is Init or Armed: before Active only SMPs
+    /// (QP0, VL15) leave (IBA vol 1 §7.2); QP1's GMPs are data
+    /// packets. A Down port (no link) still loops back to its own LID, as
+    /// a device without a link does.
+    pub(super) fn port_sends_data(&self) -> bool {
+        !matches!(self.sma.state(), IbPortState::Init | IbPortState::Armed)
     }
 
     /// A packet to QP0: the agent's, or the SM's in the guest when the

@@ -472,6 +472,8 @@ crate::regs::values! {
     WC_RETRY_EXC_ERR: u8 = 12;
     /// Completion status: RNR retries exhausted.
     WC_RNR_RETRY_EXC_ERR: u8 = 13;
+    /// Completion status: the port is Init or Armed, not Active, so a datagram QP other than QP0 sends nothing (IBA vol 1 §7.2); the guest's RDMA core sees IB_WC_GENERAL_ERR.
+    WC_PORT_INACTIVE_ERR: u8 = 0x5a;
     /// CQE flag: imm_data is valid.
     CQE_F_IMM: u8 = 1 << 0;
     /// CQE flag (receives): the SEND invalidated the key now in imm_data.

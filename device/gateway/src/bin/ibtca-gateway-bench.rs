@@ -93,6 +93,7 @@ fn gateway(
         queue_cells: 1 << 16,
         link_ring: ibtca_device::link::SHARED_RING,
         capture: None,
+        sma: Default::default(),
     })
     .unwrap_or_else(|e| panic!("gateway LID {lid}: {e}"))
 }

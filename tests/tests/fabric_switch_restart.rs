@@ -1,0 +1,144 @@
+//! `ibtca-fabric restart SWITCH` without VMs: the switch process starts
+//! again on the same sockets and its links come back. Without an SM it
+//! has the file's routes again and RDMA between simulated guests goes on
+//! over the same QPs; with one (`"sm"`) it comes back `--sm-managed`,
+//! without routes, its ports Init for OpenSM to sweep again.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ibtca_device::verbs::abi::*;
+use ibtca_fabric::state::State;
+use ibtca_tests::launcher::{alive, config, fabric, text, Down};
+use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
+use ibtca_tests::sim_guest::{remote, send_wqe};
+use ibtca_tests::TempDir;
+
+const T: Duration = Duration::from_secs(20);
+
+fn pid_of(run: &Path, name: &str) -> u32 {
+    let state = State::load(run).unwrap().expect("a state file");
+    state
+        .processes
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no process {name}"))
+        .pid
+}
+
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// Waits until `node`'s log says "link up" `n` times.
+fn wait_link_ups(run: &Path, node: &str, n: usize) {
+    let deadline = Instant::now() + T;
+    loop {
+        let log = std::fs::read_to_string(run.join(format!("{node}.log"))).unwrap();
+        if log.matches("link up").count() >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{node}: {log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Restarts `sw` and checks what the launcher says and records.
+fn restart(run: &Path, sw: &str) -> u32 {
+    let old = pid_of(run, sw);
+    let run_s = run.display().to_string();
+    let out = fabric(&["restart", "--run-dir", &run_s, sw]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    let new = pid_of(run, sw);
+    assert!(
+        text(&out).contains(&format!("restarted {sw} (pid {new})")),
+        "{}",
+        text(&out)
+    );
+    assert!(new != old && alive(new) && !alive(old));
+    let old_log = std::fs::read_to_string(run.join(format!("{sw}.log.1"))).expect("old log kept");
+    assert!(!old_log.is_empty());
+    new
+}
+
+#[test]
+fn a_restarted_switch_gets_its_routes_again_and_rdma_goes_on() {
+    let dir = TempDir::new("fab-swr");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = fabric(&[
+        "up",
+        &config("four-nodes-one-switch.json"),
+        "--run-dir",
+        &run_s,
+    ]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let o = PairOptions::default();
+    let mut a = Side::new(&run.join("n1.sock"), &o, ALL_ACCESS);
+    let mut b = Side::new(&run.join("n3.sock"), &o, ALL_ACCESS);
+    a.g.connect(&a.qp, 3, b.qp.qpn, MTU_4096, ALL_ACCESS);
+    b.g.connect(&b.qp, 1, a.qp.qpn, MTU_4096, ALL_ACCESS);
+    fn write(a: &mut Side, b: &mut Side, wr_id: u64, byte: u8) {
+        a.g.write(a.buf, &[byte; 8192]);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, wr_id, a.buf, 8192, a.lkey),
+            b.buf,
+            b.rkey,
+        );
+        a.g.post_send(&mut a.qp, &w);
+        let c = a.g.poll_cq(&mut a.cq, T).expect("the WRITE completes");
+        assert_eq!((c.wr_id.to_native(), c.status), (wr_id, WC_SUCCESS));
+        assert_eq!(b.g.read(b.buf, 8192), vec![byte; 8192]);
+    }
+    write(&mut a, &mut b, 1, 0x11);
+
+    let new = restart(&run, "sw0");
+    let args = cmdline(new);
+    for route in ["--route=1=1", "--route=2=2", "--route=3=3", "--route=4=4"] {
+        assert!(args.iter().any(|x| x == route), "{route}: {args:?}");
+    }
+    assert!(!args.iter().any(|x| x == "--sm-managed"), "{args:?}");
+    for n in ["n1", "n2", "n3", "n4"] {
+        wait_link_ups(&run, n, 2);
+    }
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(t.matches(" up   peer LID").count(), 4, "{t}");
+    // The same QPs go on through the new switch.
+    write(&mut a, &mut b, 2, 0x22);
+
+    let bad = fabric(&["restart", "--run-dir", &run_s, "sw9"]);
+    assert!(text(&bad).contains("`sw9` is no node"), "{}", text(&bad));
+}
+
+#[test]
+fn with_an_sm_a_restarted_switch_comes_back_unconfigured() {
+    let dir = TempDir::new("fab-swr-sm");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let file = config("sm-four-nodes-two-switches.json");
+    let out = fabric(&["up", &file, "--run-dir", &run_s]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let new = restart(&run, "right");
+    let args = cmdline(new);
+    assert!(args.iter().any(|x| x == "--sm-managed"), "{args:?}");
+    assert!(!args.iter().any(|x| x.starts_with("--route")), "{args:?}");
+    // Its devices' links and the link to `left` came back.
+    for n in ["n3", "n4"] {
+        wait_link_ups(&run, n, 2);
+    }
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        t.matches(" up   peer LID").count(),
+        6,
+        "every linked port: {t}"
+    );
+}

@@ -70,3 +70,64 @@ pub fn alive(pid: u32) -> bool {
             .rsplit_once(')')
             .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
 }
+
+/// A VM stack of stand-ins for `up --guests` without QEMU: a chroot with
+/// an empty `qemu-system-x86_64`, a cache naming it, a guest directory
+/// with a kernel and initramfs, and a `run-vm.sh` that writes `booted PID`
+/// to the guest's console and sleeps.
+pub struct StandInStack {
+    /// The stand-in chroot (run directories go inside it).
+    pub chroot: PathBuf,
+    cache: PathBuf,
+    guest: PathBuf,
+    /// The stand-in `run-vm.sh`.
+    pub run_vm: PathBuf,
+}
+
+impl StandInStack {
+    /// The stand-ins, in `dir`.
+    pub fn new(dir: &TempDir) -> Self {
+        let chroot = dir.join("chroot");
+        let cache = dir.join("cache");
+        let guest = dir.join("guest");
+        for d in [
+            chroot.join("usr/bin"),
+            chroot.join("tmp"),
+            cache.clone(),
+            guest.clone(),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(chroot.join("usr/bin/qemu-system-x86_64"), "").unwrap();
+        std::fs::write(
+            cache.join("stack.env"),
+            format!("IBTCA_CHROOT={}\n", chroot.display()),
+        )
+        .unwrap();
+        std::fs::write(guest.join("vmlinuz"), "k").unwrap();
+        std::fs::write(guest.join("initramfs.cpio.gz"), "i").unwrap();
+        let run_vm = dir.join("run-vm.sh");
+        std::fs::write(
+            &run_vm,
+            "while [ $# -gt 0 ]; do [ \"$1\" = --serial-log ] && log=$2; shift; done\n\
+             echo \"booted $$\" > \"$log\"\nsleep 600 &\nwait\n",
+        )
+        .unwrap();
+        StandInStack {
+            chroot,
+            cache,
+            guest,
+            run_vm,
+        }
+    }
+
+    /// Runs `ibtca-fabric` with `args` on the stand-in stack.
+    pub fn fabric(&self, args: &[&str]) -> Output {
+        Command::new(workspace_bin("ibtca-fabric"))
+            .args(args)
+            .env("IBTCA_CACHE", &self.cache)
+            .env("IBTCA_GUEST_DIR", &self.guest)
+            .output()
+            .expect("run ibtca-fabric")
+    }
+}

@@ -134,6 +134,10 @@ enum Cmd {
         /// that fails ends the node's commands.
         #[arg(long = "run", value_name = "NODE=COMMAND", requires = "guests")]
         run: Vec<String>,
+        /// With an SM in the file (`"sm"`), boot every node's guest, not
+        /// only the SM node's and those `--run` gives commands.
+        #[arg(long, requires = "guests")]
+        all_guests: bool,
         /// Mount host directory DIR at /share in every guest (virtio-9p,
         /// read-write, files as root; bind-mounted into the VM stack's
         /// chroot when outside it, needs root).
@@ -450,6 +454,7 @@ fn run(args: Args) -> Result<(), String> {
             wait,
             run,
             share,
+            all_guests,
         } => {
             let (topo, plan) = load(&file, &run_dir)?;
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
@@ -466,8 +471,12 @@ fn run(args: Args) -> Result<(), String> {
                         .collect(),
                     timeout: Duration::from_secs(guest_timeout),
                 };
-                let plans = fabric::guests::resolve(&topo, &plan.nodes, &run_dir, &stack, &opts)
-                    .map_err(|e| e.to_string())?;
+                let mut plans =
+                    fabric::guests::resolve(&topo, &plan.nodes, &run_dir, &stack, &opts)
+                        .map_err(|e| e.to_string())?;
+                if let Some(sm) = &plan.sm {
+                    plans.retain(|g| sm.boots_guest(&g.node, &run, all_guests));
+                }
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;
                 let run = plan
@@ -494,8 +503,15 @@ fn run(args: Args) -> Result<(), String> {
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                if guest_plans.is_none() {
-                    out!("  guest {}: sh {}", n.name, path.display());
+                match &guest_plans {
+                    None => out!("  guest {}: sh {}", n.name, path.display()),
+                    Some((p, ..)) if !p.iter().any(|g| g.node == n.name) => {
+                        out!(
+                            "  guest {}: not booted (only the SM's node needs one; --all-guests)",
+                            n.name
+                        );
+                    }
+                    Some(_) => {}
                 }
             }
             let still_up = |e: String| {

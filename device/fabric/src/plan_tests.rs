@@ -626,3 +626,27 @@ fn gateways_under_an_sm_are_managed_and_in_guid2lid() {
         "{records:?}"
     );
 }
+
+#[test]
+fn with_an_sm_guests_boot_on_the_sm_node_and_where_commands_run() {
+    let json = r#"{"sm": "a", "nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2},
+        {"name": "bb", "lid": 3}], "switches": [{"name": "sw", "ports": 3}],
+      "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}, {"a": "bb", "b": "sw:3"}]}"#;
+    let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
+    let sm = p.sm.as_ref().unwrap();
+    let boots = |runs: &[&str], all: bool| -> Vec<&str> {
+        let runs: Vec<String> = runs.iter().map(|r| r.to_string()).collect();
+        ["a", "b", "bb"]
+            .into_iter()
+            .filter(|n| sm.boots_guest(n, &runs, all))
+            .collect()
+    };
+    assert_eq!(boots(&[], false), ["a"]);
+    assert_eq!(
+        boots(&["bb=ibstat"], false),
+        ["a", "bb"],
+        "not `b` for `bb=`"
+    );
+    assert_eq!(boots(&["a=sminfo"], false), ["a"]);
+    assert_eq!(boots(&[], true), ["a", "b", "bb"]);
+}

@@ -18,7 +18,9 @@
 //! configuration directory, `NODE.guest/` in the run directory), and the
 //! console says `IBTCA-SM SUBNET UP` once OpenSM's log does; if the node
 //! has no `--run` commands of its own, a second command keeps the guest up
-//! while OpenSM runs.
+//! while OpenSM runs. Only the SM's node needs a guest: `up --guests`
+//! boots it and the nodes `--run` gives commands, every node's with
+//! `--all-guests`.
 //!
 //! Gateway nodes are managed too (`ibtca-gateway --sm-managed`: the
 //! gateway's agent is the device's), their node GUID in guid2lid; an SM
@@ -150,6 +152,15 @@ impl SmPlan {
             ));
         }
         commands
+    }
+
+    /// Whether `up --guests` boots `node`'s guest: the SM's node always
+    /// (the agents live in the devices, only OpenSM needs a guest), another
+    /// node when `runs` (`--run NODE=COMMAND`) give it commands or `all`
+    /// (`--all-guests`) asks for every guest.
+    pub fn boots_guest(&self, node: &str, runs: &[String], all: bool) -> bool {
+        let prefix = format!("{node}=");
+        all || node == self.node || runs.iter().any(|r| r.starts_with(&prefix))
     }
 
     /// `--run` entries (`NODE=COMMAND`) for the SM node, ahead of `runs`.

@@ -50,7 +50,7 @@ struct Fabric {
     peer: (Link, Receiver<LinkEvent>),
     gw: Gateway,
     atm: UnixStream,
-    _sw: Switch,
+    sw: Switch,
     _dir: TempDir,
 }
 
@@ -132,7 +132,7 @@ fn fabric(name: &str, managed: bool) -> Fabric {
         peer,
         gw,
         atm,
-        _sw: sw,
+        sw,
         _dir: dir,
     }
 }
@@ -351,4 +351,76 @@ fn a_managed_gateway_carries_data_only_once_the_sm_made_it_active() {
     assert_eq!(slid, 10);
     f.peer.0.send(ack(10, psn)).unwrap();
     wait_sent(&f.gw, 1);
+}
+
+/// FilterRawInbound/Outbound (PortInfo's enforcement nibble, bits 1 and
+/// 0) do not apply: ibtca carries no raw packets (LNH Raw or IPv6 non-IBA
+/// are dropped as malformed at every switch port, whatever the bits), the
+/// switch reports FilterRawInboundCap/OutboundCap 0 in SwitchInfo, and a
+/// PortInfo Set with the bits succeeds and leaves them 0 (the partition
+/// enforcement bits of a switch port are kept; a CA port has none).
+#[test]
+fn filter_raw_bits_do_not_apply_and_raw_packets_go_nowhere() {
+    use ibtca_protocol::headers::{Lnh, Lrh};
+    use ibtca_protocol::mad::attr::SwitchInfo;
+    const FILTER_RAW: u8 = 0b0011;
+    const PARTITION: u8 = 0b1100;
+    let mut f = fabric("sma-gw-raw", false);
+    let r = f.sm.ask(dr(method::GET, id::SWITCH_INFO, 0, &[1]), 0);
+    let caps = SwitchInfo::decode(&r.data).flags;
+    assert_eq!(
+        caps & 0x30,
+        0,
+        "FilterRawInboundCap, OutboundCap: {caps:#x}"
+    );
+    let r = f.sm.ask(dr(method::GET, id::PORT_INFO, 3, &[1]), 0);
+    let mut pi = PortInfo::decode(&r.data);
+    pi.enforcement = PARTITION | FILTER_RAW;
+    pi.port_state = PortState::NoChange as u8;
+    let r = f.sm.ask(set(id::PORT_INFO, 3, &[1], pi.encode()), 0);
+    assert_eq!(r.status, MadStatus::OK);
+    assert_eq!(
+        PortInfo::decode(&r.data).enforcement,
+        PARTITION,
+        "switch port"
+    );
+    let r = f.sm.ask(dr(method::GET, id::PORT_INFO, 1, &GW_PATH), 0);
+    let mut pi = PortInfo::decode(&r.data);
+    pi.enforcement = PARTITION | FILTER_RAW;
+    pi.port_state = PortState::NoChange as u8;
+    let r = f.sm.ask(set(id::PORT_INFO, 1, &GW_PATH, pi.encode()), 0);
+    assert_eq!(r.status, MadStatus::OK);
+    assert_eq!(PortInfo::decode(&r.data).enforcement, 0, "a CA port");
+    // A raw packet from the peer to the gateway's LID stops at the switch.
+    let before = f.sw.port_stats(3).unwrap().drop_malformed;
+    let gw_before = f.gw.counters().engine.ib_rx_packets;
+    for lnh in [Lnh::Raw, Lnh::IpNonIba] {
+        let lrh = Lrh {
+            vl: 0,
+            lver: 0,
+            sl: 0,
+            lnh,
+            dlid: 10,
+            pkt_len: 6,
+            slid: PEER_LID,
+        };
+        let mut raw = Vec::new();
+        lrh.write(&mut raw);
+        raw.extend_from_slice(&[0x5a; 18]);
+        f.peer.0.send(raw).unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    while f.sw.port_stats(3).unwrap().drop_malformed < before + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the raw packets were not dropped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let c = f.gw.counters().engine;
+    assert_eq!(
+        (c.ib_rx_packets, c.ib_rx_malformed),
+        (gw_before, 0),
+        "{c:?}"
+    );
 }

@@ -1,18 +1,22 @@
 //! `ibtca-bench sma`: the sweep rate of subnet management agents, in SMPs
 //! per second: a test SM on a bare link asks NodeInfo (what a sweep asks
 //! first) of a device next to it, of a device behind two switches by
-//! directed route, and LID-routed; one SMP at a time (round trips) and
-//! with 4 in flight (OpenSM's default `max_wire_smps`). Every answer is
-//! checked (its TID and status).
+//! directed route, and LID-routed, and of the switches' own agents (port
+//! 0) one and two hops away; one SMP at a time (round trips) and with 4
+//! in flight (OpenSM's default `max_wire_smps`). Every answer is checked
+//! (its TID and status). The baseline of the same run: the same 256-byte
+//! SMP sent back untouched by a bare link end (no agent, no engine), so
+//! each row's cost over it is the agent's and the hops'.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use ibtca_device::instance::{Instance, InstanceConfig};
-use ibtca_device::link::{LinkConfig, LinkEndpoint};
+use ibtca_device::link::{LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
+use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::SmClient;
 use ibtca_tests::TempDir;
 
@@ -51,9 +55,32 @@ fn rate(sm: &mut SmClient, n: u64, window: usize, dlid: u16, make: &dyn Fn() -> 
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// A bare link end at `path` that sends every packet back as it came:
+/// the round trip with no agent (its thread ends with the link).
+fn echo(path: std::path::PathBuf) {
+    let local = LocalPort {
+        node_guid: 0x0200_0000_0000_ec00,
+        port: 1,
+        lid: 9,
+    };
+    let (link, rx) = start_link(LinkEndpoint::Listen(path), local, LinkConfig::default());
+    std::thread::spawn(move || {
+        while let Ok(ev) = rx.recv() {
+            if let LinkEvent::Packet(p) = ev {
+                if link.send(p).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+}
+
 /// Prints the rates for `smps` SMPs per row.
 pub(super) fn run(smps: u64) -> ExitCode {
     let dir = TempDir::new("bench-sma");
+    // SM ── echo: the baseline.
+    echo(dir.join("echo.link"));
+    let mut echo_sm = SmClient::start(LinkEndpoint::Connect(dir.join("echo.link")), 1);
     // SM ── device (LID 5).
     let direct = dir.join("direct.link");
     let _device = Instance::start(&InstanceConfig {
@@ -95,22 +122,39 @@ pub(super) fn run(smps: u64) -> ExitCode {
     println!("ibtca-bench sma: NodeInfo Gets answered by the SMA, {smps} per row");
     println!("{:<48} {:>12} {:>12}", "path", "1 in flight", "4 in flight");
     type Make = fn() -> Smp;
-    let rows: [(&str, bool, u16, Make); 3] = [
-        ("device, LID-routed", false, 5, || {
+    // Which SM: 0 the echo's, 1 the device's, 2 the switches'.
+    let rows: [(&str, usize, u16, Make); 6] = [
+        (
+            "baseline: raw link round trip (echo, no agent)",
+            0,
+            5,
+            || Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0),
+        ),
+        ("device, LID-routed", 1, 5, || {
             Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0)
         }),
-        ("device, directed (1 hop)", false, 0, || {
+        ("device, directed (1 hop)", 1, 0, || {
             Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).expect("path")
+        }),
+        ("switch port 0, directed (1 hop)", 2, 0, || {
+            Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).expect("path")
+        }),
+        ("switch behind a switch, directed (2 hops)", 2, 0, || {
+            Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 2]).expect("path")
         }),
         (
             "device behind two switches, directed (3 hops)",
-            true,
+            2,
             0,
             || Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 2, 2]).expect("path"),
         ),
     ];
-    for (name, far, dlid, make) in rows {
-        let client = if far { &mut far_sm } else { &mut sm };
+    for (name, which, dlid, make) in rows {
+        let client = match which {
+            0 => &mut echo_sm,
+            1 => &mut sm,
+            _ => &mut far_sm,
+        };
         let one = rate(client, smps, 1, dlid, &make);
         let four = rate(client, smps, WINDOW, dlid, &make);
         println!("{name:<48} {one:>10.0}/s {four:>10.0}/s");

@@ -16,7 +16,8 @@
 //!
 //! `sma` (see `tests/src/bench/sma.rs`): SMPs per second answered by a
 //! device's subnet management agent, next to a test SM and behind two
-//! switches.
+//! switches, and by a switch's (port 0), next to a raw link round trip
+//! of the same SMP (echoed, no agent) in the same run.
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
 //! through the trapped and the mapped window, next to memcpy and an ordinary

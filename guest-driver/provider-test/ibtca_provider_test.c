@@ -473,6 +473,19 @@ static void loopback_srq(struct ibv_context *ctx, struct ibv_pd *pd)
 		if (ibv_post_srq_recv(srq, &rwr, &rbad))
 			break;
 	}
+	/*
+	 * No resize past the ring the SRQ was created with (the kernel does
+	 * not advertise IBV_DEVICE_SRQ_RESIZE): EINVAL, as mlx5's, and the
+	 * three receives posted stay (srq_recv takes them).
+	 */
+	sattr.max_wr = 1024;
+	st = ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR);
+	memset(&sattr, 0, sizeof(sattr));
+	flags = ibv_query_srq(srq, &sattr);
+	step("srq_resize_refused", st == EINVAL && !flags &&
+	     sattr.max_wr == sinit.attr.max_wr,
+	     "max_wr 1024: %d (%s); max_wr still %u (created %u)", st,
+	     strerror(st), sattr.max_wr, sinit.attr.max_wr);
 	sattr.srq_limit = 2;
 	st = i == 3 ? ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) : -1;
 	rwr.wr_id = 9;

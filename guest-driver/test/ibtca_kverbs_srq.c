@@ -16,7 +16,8 @@
  * message k in SRQ receive k (ring order, whichever QP it came on), on the
  * QP it was sent to, byte for byte, and IB_EVENT_SRQ_LIMIT_REACHED once
  * fewer than 2 receives are left; ib_query_srq then shows the limit
- * disarmed.
+ * disarmed. Growing the SRQ past its ring is refused with -EINVAL
+ * first, the receives posted before staying.
  *
  * Console lines: "IBTCA-KVSRQ <check> PASS|FAIL ..." and a last
  * "IBTCA-KVSRQ result role=R passed=P failed=F".
@@ -235,7 +236,7 @@ static void ks_server(struct ks_ctx *c)
 	struct ib_sge sge[KS_RECVS];
 	u32 k, i, bad;
 	struct ib_wc wc;
-	int ret;
+	int ret, resize;
 
 	for (k = 0; k < KS_RECVS; k++) {
 		sge[k] = (struct ib_sge) { .addr = c->dma + k * KS_SLOT,
@@ -244,6 +245,14 @@ static void ks_server(struct ks_ctx *c)
 			.num_sge = 1, .next = k + 1 < KS_RECVS ? &wr[k + 1] : NULL };
 	}
 	ret = ib_post_srq_recv(c->srq, wr, NULL);
+	/*
+	 * No growing past the ring (no IB_DEVICE_SRQ_RESIZE): -EINVAL, as
+	 * mlx5 answers, and the receives just posted stay (srq_recv).
+	 */
+	attr.max_wr = 4 * KS_RECVS;
+	resize = ib_modify_srq(c->srq, &attr, IB_SRQ_MAX_WR);
+	ks_check(c, resize == -EINVAL, "srq_resize_refused", "max_wr %u: %d",
+		 4 * KS_RECVS, resize);
 	attr.srq_limit = KS_LIMIT;
 	if (!ret)
 		ret = ib_modify_srq(c->srq, &attr, IB_SRQ_LIMIT);

@@ -97,6 +97,22 @@ fn provider_ext_steps(step: &dyn Fn(&str) -> String) {
             e = libc::EINVAL
         ),
     );
+    // ibv_wr_set_inline_data(_list): 64 bytes by WRITE and 10+20+30 by
+    // SEND landed exactly, though the caller's buffers changed before
+    // ibv_wr_complete; 65 bytes (ENOMEM, as mlx5) and inline data on a READ
+    // (EINVAL) post nothing.
+    expect(
+        "ex_inline",
+        "err=0 completions=3 write match recv byte_len=60 match",
+    );
+    expect(
+        "ex_inline_too_long",
+        &format!(
+            "refused {m} (Cannot allocate memory),{m},{i}; next status=0; target unchanged",
+            m = libc::ENOMEM,
+            i = libc::EINVAL
+        ),
+    );
     // A type 1 window (ibv_bind_mw): neither LOCAL_INV nor a SEND with
     // Invalidate ends its binding; the WRITE after each still lands.
     step("mw1_alloc");
@@ -436,8 +452,18 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         bad.contains("(remote access error) target unchanged"),
         "{bad}"
     );
-    // A user SRQ: two SENDs land in its receives 0 and 1 byte for byte,
-    // the limit event reaches the context's async fd once, disarmed after.
+    // A user SRQ: growing it past its ring is refused with EINVAL (mlx5's
+    // errno; no IBV_DEVICE_SRQ_RESIZE) and changes nothing; two SENDs land
+    // in its receives 0 and 1 byte for byte, the limit event reaches the
+    // context's async fd once, disarmed after.
+    let resize = step("srq_resize_refused");
+    assert!(
+        resize.contains(&format!(
+            "max_wr 1024: {} (Invalid argument); max_wr still 4 (created 4)",
+            libc::EINVAL
+        )),
+        "{resize}"
+    );
     step("srq_setup");
     assert!(step("srq_recv").contains("byte for byte"));
     let lim = step("srq_limit_event");

@@ -16,8 +16,8 @@
  * message k in SRQ receive k (ring order, whichever QP it came on), on the
  * QP it was sent to, byte for byte, and IB_EVENT_SRQ_LIMIT_REACHED once
  * fewer than 2 receives are left; ib_query_srq then shows the limit
- * disarmed. Growing the SRQ past its ring is refused with -EINVAL
- * first, the receives posted before staying.
+ * disarmed. Before the client sends, the server grows the SRQ to twice its
+ * ring with its eight receives posted (the device copies them over).
  *
  * Console lines: "IBTCA-KVSRQ <check> PASS|FAIL ..." and a last
  * "IBTCA-KVSRQ result role=R passed=P failed=F".
@@ -246,19 +246,25 @@ static void ks_server(struct ks_ctx *c)
 	}
 	ret = ib_post_srq_recv(c->srq, wr, NULL);
 	/*
-	 * No growing past the ring (no IB_DEVICE_SRQ_RESIZE): -EINVAL, as
-	 * mlx5 answers, and the receives just posted stay (srq_recv).
+	 * Grown to twice its ring (IB_DEVICE_SRQ_RESIZE; past max_srq_wr:
+	 * -EINVAL): the device copies the receives just posted into the new
+	 * ring, where srq_recv finds them in order; the old ring is freed.
 	 */
-	attr.max_wr = 4 * KS_RECVS;
+	attr.max_wr = 1U << 20;
 	resize = ib_modify_srq(c->srq, &attr, IB_SRQ_MAX_WR);
-	ks_check(c, resize == -EINVAL, "srq_resize_refused", "max_wr %u: %d",
-		 4 * KS_RECVS, resize);
+	attr.max_wr = 2 * KS_RECVS;
+	if (!ret)
+		ret = ib_modify_srq(c->srq, &attr, IB_SRQ_MAX_WR);
+	ks_check(c, resize == -EINVAL && !ret, "srq_grow",
+		 "max_wr %u: %d, max_wr %u: %d", 1U << 20, resize,
+		 2 * KS_RECVS, ret);
 	attr.srq_limit = KS_LIMIT;
 	if (!ret)
 		ret = ib_modify_srq(c->srq, &attr, IB_SRQ_LIMIT);
 	if (!ret)
 		ret = ib_query_srq(c->srq, &attr);
-	ks_check(c, !ret && attr.srq_limit == KS_LIMIT && attr.max_wr == KS_RECVS,
+	ks_check(c, !ret && attr.srq_limit == KS_LIMIT &&
+		 attr.max_wr == 2 * KS_RECVS,
 		 "query_srq_armed", "ret=%d limit=%u max_wr=%u", ret,
 		 attr.srq_limit, attr.max_wr);
 	for (k = 0; !ret && k < KS_QPS; k++)

@@ -452,24 +452,25 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         bad.contains("(remote access error) target unchanged"),
         "{bad}"
     );
-    // A user SRQ: growing it past its ring is refused with EINVAL (mlx5's
-    // errno; no IBV_DEVICE_SRQ_RESIZE) and changes nothing; two SENDs land
-    // in its receives 0 and 1 byte for byte, the limit event reaches the
-    // context's async fd once, disarmed after.
-    let resize = step("srq_resize_refused");
-    assert!(
-        resize.contains(&format!(
-            "max_wr 1024: {} (Invalid argument); max_wr still 4 (created 4)",
-            libc::EINVAL
-        )),
-        "{resize}"
-    );
+    // A user SRQ: two SENDs land in its receives 0 and 1 byte for byte,
+    // the limit event reaches the context's async fd once, disarmed after.
     step("srq_setup");
     assert!(step("srq_recv").contains("byte for byte"));
     let lim = step("srq_limit_event");
     assert!(
         lim.contains("IBV_EVENT_SRQ_LIMIT_REACHED, then limit 0 max_wr 4"),
         "{lim}"
+    );
+    // Grown past its ring (4 to 16; past max_srq_wr: EINVAL): the receive
+    // posted before stays first, eight more fit, nine SENDs land in order.
+    let grow = step("srq_grow");
+    assert!(
+        grow.contains(&format!(
+            "max_wr 1048576: {} (Invalid argument); 16: 0, then max_wr 16; 8 more posted; \
+             nine SENDs in receives 2..10 in order, byte for byte",
+            libc::EINVAL
+        )),
+        "{grow}"
     );
     step("destroy_srq");
     provider_ext_steps(&step);

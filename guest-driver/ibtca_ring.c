@@ -57,44 +57,47 @@ int ibtca_cq_ring_create_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
 	return ret;
 }
 
-/* A zeroed record of @len bytes in coherent memory, or NULL. */
-static void *ibtca_record_alloc(struct ibtca_dev *idev, size_t len,
-				dma_addr_t *dma)
-{
-	return dma_alloc_coherent(ibtca_ring_dev(idev), len, dma, GFP_KERNEL);
-}
-
-/* Binds the record at @dma to @handle with @opcode; frees it if refused. */
-static int ibtca_record_bind(struct ibtca_dev *idev, u8 opcode, u32 handle,
-			     void *rec, size_t len, dma_addr_t dma)
+/*
+ * A record of @len bytes in coherent memory holding @init, bound to
+ * @handle with @opcode; its address, or an ERR_PTR (nothing kept).
+ */
+static void *ibtca_record_new(struct ibtca_dev *idev, u8 opcode, u32 handle,
+			      const void *init, size_t len, dma_addr_t *dma)
 {
 	struct ibtca_cmd_db_record p = { };
+	void *rec;
 	int ret;
 
+	rec = dma_alloc_coherent(ibtca_ring_dev(idev), len, dma, GFP_KERNEL);
+	if (!rec)
+		return ERR_PTR(-ENOMEM);
+	memcpy(rec, init, len);
 	p.handle = cpu_to_le32(handle);
-	p.addr = cpu_to_le64(dma);
+	p.addr = cpu_to_le64(*dma);
 	ret = ibtca_cmd(idev, opcode, &p, sizeof(p), NULL, NULL);
-	if (ret)
+	if (ret) {
+		dma_free_coherent(ibtca_ring_dev(idev), len, rec, *dma);
+		return ERR_PTR(ret);
+	}
+	return rec;
+}
+
+static void ibtca_record_free(struct ibtca_dev *idev, void *rec, size_t len,
+			      dma_addr_t dma)
+{
+	if (rec)
 		dma_free_coherent(ibtca_ring_dev(idev), len, rec, dma);
-	return ret;
 }
 
 int ibtca_cq_ring_bind_record(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
 {
-	struct ibtca_cq_db_record *rec;
-	dma_addr_t dma;
-	int ret;
+	struct ibtca_cq_db_record init = { .ci = cpu_to_le32(r->ci) };
+	void *rec = ibtca_record_new(idev, IBTCA_CMD_CQ_DB_RECORD, r->cqn,
+				     &init, sizeof(init), &r->rec_dma);
 
-	rec = ibtca_record_alloc(idev, sizeof(*rec), &dma);
-	if (!rec)
-		return -ENOMEM;
-	rec->ci = cpu_to_le32(r->ci);
-	ret = ibtca_record_bind(idev, IBTCA_CMD_CQ_DB_RECORD, r->cqn, rec,
-				sizeof(*rec), dma);
-	if (ret)
-		return ret;
+	if (IS_ERR(rec))
+		return PTR_ERR(rec);
 	r->rec = rec;
-	r->rec_dma = dma;
 	return 0;
 }
 
@@ -103,9 +106,7 @@ void ibtca_cq_ring_free(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
 	if (r->ring)
 		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->ring, r->dma);
 	r->ring = NULL;
-	if (r->rec)
-		dma_free_coherent(ibtca_ring_dev(idev), sizeof(*r->rec), r->rec,
-				  r->rec_dma);
+	ibtca_record_free(idev, r->rec, sizeof(*r->rec), r->rec_dma);
 	r->rec = NULL;
 }
 
@@ -205,21 +206,16 @@ int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 
 int ibtca_qp_ring_bind_record(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 {
-	struct ibtca_db_record *rec;
-	dma_addr_t dma;
-	int ret;
+	struct ibtca_db_record init = {
+		.sq_pi = cpu_to_le32(r->sq_pi),
+		.rq_pi = cpu_to_le32(r->rq_pi),
+	};
+	void *rec = ibtca_record_new(idev, IBTCA_CMD_QP_DB_RECORD, r->qpn,
+				     &init, sizeof(init), &r->rec_dma);
 
-	rec = ibtca_record_alloc(idev, sizeof(*rec), &dma);
-	if (!rec)
-		return -ENOMEM;
-	rec->sq_pi = cpu_to_le32(r->sq_pi);
-	rec->rq_pi = cpu_to_le32(r->rq_pi);
-	ret = ibtca_record_bind(idev, IBTCA_CMD_QP_DB_RECORD, r->qpn, rec,
-				sizeof(*rec), dma);
-	if (ret)
-		return ret;
+	if (IS_ERR(rec))
+		return PTR_ERR(rec);
 	r->rec = rec;
-	r->rec_dma = dma;
 	return 0;
 }
 
@@ -228,9 +224,7 @@ void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 	if (r->mem)
 		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->mem, r->dma);
 	r->mem = NULL;
-	if (r->rec)
-		dma_free_coherent(ibtca_ring_dev(idev), sizeof(*r->rec), r->rec,
-				  r->rec_dma);
+	ibtca_record_free(idev, r->rec, sizeof(*r->rec), r->rec_dma);
 	r->rec = NULL;
 }
 

@@ -21,6 +21,8 @@
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 
+#include "ibtca_kverbs_common.h"
+
 #include "../ibtca_ib_probe.h"
 
 #define KD_PORT		1
@@ -40,68 +42,14 @@ struct kd_ctx {
 	u8 *buf;
 	u64 dma;
 	u16 lid;
-	int passed, failed;
+	struct kvc_tally t;
 };
 
-static struct ib_device *kd_dev;
-
-static __printf(4, 5) bool kd_check(struct kd_ctx *c, bool ok,
-				     const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("IBTCA-KVDB %s %s %pV\n", name, ok ? "PASS" : "FAIL", &vaf);
-	va_end(args);
-	if (ok)
-		c->passed++;
-	else
-		c->failed++;
-	return ok;
-}
+#define kd_check(c, ok, name, ...) kvc_check(&(c)->t, ok, name, __VA_ARGS__)
 
 static u8 kd_byte(u32 k, u32 i)
 {
 	return (u8)(i * 7 + k * 29 + 3);
-}
-
-/* RESET -> INIT -> RTR -> RTS towards @dest_qpn at this port's own LID. */
-static int kd_connect(struct kd_ctx *c, struct ib_qp *qp, u32 dest_qpn)
-{
-	struct ib_qp_attr a = { .qp_state = IB_QPS_INIT, .port_num = KD_PORT,
-				.qp_access_flags = IB_ACCESS_REMOTE_WRITE };
-	int ret;
-
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
-			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTR;
-	a.path_mtu = IB_MTU_1024;
-	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 14;	/* 1.28 ms between A's retries */
-	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, c->lid);
-	rdma_ah_set_port_num(&a.ah_attr, KD_PORT);
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
-			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;	/* without end: A waits for B's receive */
-	a.max_rd_atomic = 1;
-	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
-			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
 }
 
 static int kd_setup(struct kd_ctx *c)
@@ -125,13 +73,10 @@ static int kd_setup(struct kd_ctx *c)
 	if (IS_ERR(c->pd))
 		return PTR_ERR(c->pd);
 	/* A DMA region B's QP accepts WRITEs into, as the other tests use. */
-	c->mr = c->dev->ops.get_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
-				       IB_ACCESS_REMOTE_WRITE);
+	c->mr = kvc_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
+			   IB_ACCESS_REMOTE_WRITE);
 	if (IS_ERR(c->mr))
 		return PTR_ERR(c->mr);
-	c->mr->device = c->dev;
-	c->mr->pd = c->pd;
-	c->mr->type = IB_MR_TYPE_DMA;
 	c->cq = ib_create_cq(c->dev, NULL, NULL, c, &ca);
 	if (IS_ERR(c->cq))
 		return PTR_ERR(c->cq);
@@ -152,8 +97,11 @@ static int kd_setup(struct kd_ctx *c)
 		c->buf = NULL;
 		return -EIO;
 	}
-	ret = kd_connect(c, c->a, c->b->qp_num);
-	return ret ?: kd_connect(c, c->b, c->a->qp_num);
+	/* At our own LID; A's SEND retries 1.28 ms after each RNR NAK. */
+	ret = kvc_connect(c->a, KD_PORT, c->lid, c->b->qp_num,
+			  IB_ACCESS_REMOTE_WRITE, 14);
+	return ret ?: kvc_connect(c->b, KD_PORT, c->lid, c->a->qp_num,
+				  IB_ACCESS_REMOTE_WRITE, 14);
 }
 
 static void kd_teardown(struct kd_ctx *c)
@@ -303,45 +251,23 @@ static void kd_run(struct ib_device *dev)
 	if (!c)
 		return;
 	c->dev = dev;
+	c->t.tag = "IBTCA-KVDB";
 	ret = kd_setup(c);
 	if (kd_check(c, !ret, "setup", "ret=%d", ret))
 		kd_run_checks(c);
 	kd_teardown(c);
-	pr_info("IBTCA-KVDB result passed=%d failed=%d\n", c->passed,
-		c->failed);
+	pr_info("IBTCA-KVDB result passed=%d failed=%d\n", c->t.passed,
+		c->t.failed);
 	kfree(c);
-}
-
-static int kd_add(struct ib_device *dev)
-{
-	if (!kd_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
-		kd_dev = dev;
-	return 0;
-}
-
-static void kd_remove(struct ib_device *dev, void *data)
-{
-	if (dev == kd_dev)
-		kd_dev = NULL;
 }
 
 static struct ib_client kd_client_ops = {
 	.name = "ibtca_kverbs_dbrec",
-	.add = kd_add,
-	.remove = kd_remove,
 };
 
 static int __init kd_init(void)
 {
-	int ret = ib_register_client(&kd_client_ops);
-
-	if (ret)
-		return ret;
-	if (kd_dev)
-		kd_run(kd_dev);
-	else
-		pr_info("IBTCA-KVDB setup FAIL no ibtca RDMA device\n");
-	return 0;
+	return kvc_start(&kd_client_ops, "IBTCA-KVDB", kd_run);
 }
 
 static void __exit kd_exit(void)

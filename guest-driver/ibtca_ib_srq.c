@@ -212,6 +212,9 @@ static int ibtca_ib_srq_grow_user(struct ibtca_ib *ib,
 
 	if (!resp_addr)
 		return -EINVAL;
+	/* Where the answer goes must take it before anything changes. */
+	if (copy_to_user(u64_to_user_ptr(resp_addr), &resp, sizeof(resp)))
+		return -EFAULT;
 	ring = dma_alloc_coherent(dev, size, &dma, GFP_KERNEL);
 	if (!ring)
 		return -ENOMEM;

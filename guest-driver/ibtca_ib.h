@@ -191,6 +191,8 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		       const struct ib_send_wr **bad_wr);
 int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr);
+/* Fills receive WQE @w (zeroed) from @wr (its SGEs checked by the caller). */
+void ibtca_ib_recv_wqe(struct ibtca_recv_wqe *w, const struct ib_recv_wr *wr);
 
 /* ibtca_ib_srq.c */
 int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

@@ -404,7 +404,7 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	struct ibtca_ib_srq *srq = to_srq(ibsrq);
 	struct ibtca_recv_wqe *w;
 	unsigned long flags;
-	int i, ret = 0;
+	int ret = 0;
 	u32 start;
 
 	if (srq->user_ring) {
@@ -425,12 +425,7 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		}
 		w = &srq->ring[srq->pi & (BIT(srq->log) - 1)];
 		memset(w, 0, sizeof(*w));
-		w->wr_id = cpu_to_le64(wr->wr_id);
-		w->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++)
-			ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-				      wr->sg_list[i].length,
-				      wr->sg_list[i].lkey);
+		ibtca_ib_recv_wqe(w, wr);
 		/* Growing: the device reads one ring or the other. */
 		if (srq->next_ring)
 			srq->next_ring[srq->pi & (BIT(srq->next_log) - 1)] = *w;

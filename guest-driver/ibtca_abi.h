@@ -192,6 +192,8 @@
 #define IBTCA_CMD_QUERY_SRQ                0x52
 /* Command: destroy an SRQ no QP uses (params: struct ibtca_cmd_handle; EBUSY while a QP names it). */
 #define IBTCA_CMD_DESTROY_SRQ              0x53
+/* Command: give an SRQ a ring at least as large (params: struct ibtca_cmd_resize_srq): the device copies the receives posted and not yet taken into it, each to its index modulo the new size, and reads only the new ring from then on (EFAULT, nothing changed, if either ring is outside guest memory). A driver posting meanwhile writes into both rings; it frees the old one once this completes. */
+#define IBTCA_CMD_RESIZE_SRQ               0x54
 /* MODIFY_SRQ attribute: max_wr, the most receives posted and not yet taken (1 to the ring's entries). */
 #define IBTCA_SRQ_ATTR_MAX_WR              0x1
 /* MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms. */
@@ -498,6 +500,17 @@ struct ibtca_cmd_modify_srq {
 	__u8 rsvd[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_modify_srq) == 48);
+
+/* RESIZE_SRQ parameters: the new ring and max_wr. */
+struct ibtca_cmd_resize_srq {
+	__le32 srqn;	/* 0x00: SRQ number. */
+	__u8 log_entries;	/* 0x04: log2 of the new ring's entries: at least the old ring's. */
+	__u8 rsvd0[3];	/* 0x05: Reserved, zero. */
+	__le64 ring;	/* 0x08: Guest-physical address of the new ring (receive WQEs, aligned to one). */
+	__le32 max_wr;	/* 0x10: New max_wr (at least the receives posted now and above the limit, at most the new ring's entries). */
+	__u8 rsvd[28];	/* 0x14: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_resize_srq) == 48);
 
 /* QUERY_SRQ reply, written over the command's params. */
 struct ibtca_srq_attr {

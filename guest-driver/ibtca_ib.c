@@ -125,7 +125,8 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_MEM_MGT_EXTENSIONS |
 			      IB_DEVICE_MEM_WINDOW |
-			      IB_DEVICE_MEM_WINDOW_TYPE_2B;
+			      IB_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IB_DEVICE_SRQ_RESIZE;
 	a->max_fast_reg_page_list_len = ib->max_mr_pages;
 	a->max_send_sge = d->max_sge;
 	a->max_recv_sge = d->max_sge;

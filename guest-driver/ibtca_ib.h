@@ -91,10 +91,14 @@ struct ibtca_ib_srq {
 	atomic_t done;			/* receive completions seen */
 	u32 limit_events;		/* the device's count last seen */
 	spinlock_t lock;		/* serialises post_srq_recv */
+	struct mutex modify_lock;	/* serialises modify_srq */
 	struct list_head node;		/* in ibtca_ib.srqs */
 	size_t size;
 	struct ibtca_recv_wqe *ring;
 	dma_addr_t dma;
+	/* While a kernel SRQ grows: the new ring, posted into as well. */
+	struct ibtca_recv_wqe *next_ring;
+	u32 next_log;
 	/* A user SRQ: its ring, owned by this mmap entry. */
 	struct rdma_user_mmap_entry *user_ring;
 };
@@ -187,6 +191,8 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		       const struct ib_send_wr **bad_wr);
 int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr);
+/* Fills receive WQE @w (zeroed) from @wr (its SGEs checked by the caller). */
+void ibtca_ib_recv_wqe(struct ibtca_recv_wqe *w, const struct ib_recv_wr *wr);
 
 /* ibtca_ib_srq.c */
 int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

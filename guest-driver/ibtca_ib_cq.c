@@ -144,9 +144,9 @@ int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 			n++;
 		cq->r.ci++;
 	}
-	/* Hand the consumed entries back. */
+	/* Hand the consumed entries back (in the record: no doorbell). */
 	if (cq->r.ci != start)
-		ibtca_cq_ring_db(ib->idev, &cq->r, 0);
+		ibtca_cq_ring_consumed(ib->idev, &cq->r);
 	spin_unlock_irqrestore(&cq->lock, flags);
 	return n;
 }
@@ -228,6 +228,10 @@ int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (ret)
 		return ret;
 	ret = ibtca_cq_ring_create(idev, &cq->r, log, ibtca_ib_cq_vector(ib));
+	/* Without a record the CQ works with doorbells alone. */
+	if (!ret && ibtca_cq_ring_bind_record(idev, &cq->r))
+		dev_dbg(&idev->pdev->dev, "CQ %u: no doorbell record\n",
+			cq->r.cqn);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		return ret;

@@ -258,6 +258,17 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	return ret;
 }
 
+void ibtca_ib_recv_wqe(struct ibtca_recv_wqe *w, const struct ib_recv_wr *wr)
+{
+	int i;
+
+	w->wr_id = cpu_to_le64(wr->wr_id);
+	w->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
+			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+}
+
 int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr)
 {
@@ -265,7 +276,7 @@ int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	struct ibtca_ib *ib = to_ib(ibqp->device);
 	struct ibtca_recv_wqe *w;
 	unsigned long flags;
-	int i, ret = 0;
+	int ret = 0;
 	u32 start;
 
 	if (READ_ONCE(qp->attr.qp_state) == IB_QPS_RESET) {
@@ -289,12 +300,7 @@ int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			ret = -ENOMEM;
 			break;
 		}
-		w->wr_id = cpu_to_le64(wr->wr_id);
-		w->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++)
-			ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-				      wr->sg_list[i].length,
-				      wr->sg_list[i].lkey);
+		ibtca_ib_recv_wqe(w, wr);
 	}
 	if (qp->r.rq_pi != start)
 		ibtca_rq_db(ib->idev, &qp->r);

@@ -84,6 +84,10 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 					to_cq(init->send_cq)->r.cqn,
 					to_cq(init->recv_cq)->r.cqn, log, 0, srqn,
 					ibtca_ib_qpt(init->qp_type));
+	/* Without a record the QP works with doorbells alone. */
+	if (!ret && ibtca_qp_ring_bind_record(ib->idev, &qp->r))
+		dev_dbg(&ib->idev->pdev->dev, "QP %u: no doorbell record\n",
+			qp->r.qpn);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		goto err;

@@ -15,11 +15,21 @@
  * ibtca_ib_srq_events(), which asks each SRQ for its limit_events
  * (QUERY_SRQ's out1) and hands IB_EVENT_SRQ_LIMIT_REACHED to the SRQs
  * whose count moved.
+ *
+ * modify_srq with IB_SRQ_MAX_WR past the ring grows it (RESIZE_SRQ,
+ * IB_DEVICE_SRQ_RESIZE): a new ring of the next power of two, into which
+ * the device copies the receives posted and not yet taken, each to its
+ * index's slot. A kernel SRQ's posts meanwhile go into both rings; a user
+ * SRQ's provider posts nothing meanwhile and maps the new ring, whose mmap
+ * entry the kernel hands back through ibtca_modify_srq_cmd's resp_addr.
+ * The old ring is freed once the device reads the new one (a user's when
+ * its last mapping goes).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/dma-mapping.h>
 #include <linux/log2.h>
+#include <linux/uaccess.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "ibtca_ib.h"
@@ -129,6 +139,7 @@ int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 			return -EINVAL;
 	}
 	spin_lock_init(&srq->lock);
+	mutex_init(&srq->modify_lock);
 	atomic_set(&srq->done, 0);
 	srq->log = order_base_2(max(a->max_wr, 2U));
 	srq->max_wr = a->max_wr;
@@ -160,26 +171,157 @@ err_destroy:
 	return ret;
 }
 
-/*
- * IB_SRQ_LIMIT arms (or with 0 disarms) the limit event; IB_SRQ_MAX_WR
- * changes how many receives may be posted, within the ring allocated at
- * creation (no IB_DEVICE_SRQ_RESIZE: a larger one is -EINVAL).
- */
-int ibtca_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
-			enum ib_srq_attr_mask mask, struct ib_udata *udata)
+/* RESIZE_SRQ to the ring of 2^@log entries at @dma. */
+static int ibtca_ib_srq_resize_cmd(struct ibtca_ib *ib, struct ibtca_ib_srq *srq,
+				   u32 log, dma_addr_t dma, u32 max_wr)
 {
-	struct ibtca_ib *ib = to_ib(ibsrq->device);
-	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	struct ibtca_cmd_resize_srq p = {
+		.srqn = cpu_to_le32(srq->srqn),
+		.log_entries = log,
+		.ring = cpu_to_le64(dma),
+		.max_wr = cpu_to_le32(max_wr),
+	};
+
+	return ibtca_ib_cmd(ib, IBTCA_CMD_RESIZE_SRQ, &p, sizeof(p), NULL, NULL);
+}
+
+/* Where a user's provider wants the new ring told; 0 if it cannot say. */
+static u64 ibtca_ib_srq_resp_addr(struct ib_udata *udata)
+{
+	struct ibtca_modify_srq_cmd cmd = { };
+
+	if (!udata || udata->inlen < sizeof(cmd) ||
+	    ib_copy_from_udata(&cmd, udata, sizeof(cmd)))
+		return 0;
+	return cmd.resp_addr;
+}
+
+/* A user SRQ grows: the new ring mapped and told, the old entry let go. */
+static int ibtca_ib_srq_grow_user(struct ibtca_ib *ib,
+				  struct ibtca_ib_srq *srq, u32 max_wr,
+				  u32 log, struct ib_udata *udata)
+{
+	struct device *dev = &ib->idev->pdev->dev;
+	struct ibtca_modify_srq_resp resp = { };
+	struct rdma_user_mmap_entry *entry;
+	size_t size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << log);
+	u64 resp_addr = ibtca_ib_srq_resp_addr(udata);
+	struct ibtca_recv_wqe *ring;
+	dma_addr_t dma;
+	int ret;
+
+	if (!resp_addr)
+		return -EINVAL;
+	/* Where the answer goes must take it before anything changes. */
+	if (copy_to_user(u64_to_user_ptr(resp_addr), &resp, sizeof(resp)))
+		return -EFAULT;
+	ring = dma_alloc_coherent(dev, size, &dma, GFP_KERNEL);
+	if (!ring)
+		return -ENOMEM;
+	entry = ibtca_uctx_mmap_insert_dma(srq->user_ring->ucontext, dev, ring,
+					   dma, size, size,
+					   &resp.ring_mmap_offset);
+	if (IS_ERR(entry)) {
+		dma_free_coherent(dev, size, ring, dma);
+		return PTR_ERR(entry);
+	}
+	ret = ibtca_ib_srq_resize_cmd(ib, srq, log, dma, max_wr);
+	if (ret) {
+		/* Nothing of the device's points at the new ring. */
+		ibtca_uctx_mmap_remove(entry);
+		return ret;
+	}
+	/* The old ring goes with the provider's last mapping of it. */
+	ibtca_uctx_mmap_remove(srq->user_ring);
+	srq->user_ring = entry;
+	srq->ring = ring;
+	srq->dma = dma;
+	srq->size = size;
+	srq->log = log;
+	resp.ring_bytes = size;
+	resp.log_wqes = log;
+	resp.max_wr = max_wr;
+	if (copy_to_user(u64_to_user_ptr(resp_addr), &resp, sizeof(resp)))
+		return -EFAULT;
+	return 0;
+}
+
+/* A kernel SRQ grows; posts meanwhile go into both rings. */
+static int ibtca_ib_srq_grow_kernel(struct ibtca_ib *ib,
+				    struct ibtca_ib_srq *srq, u32 max_wr,
+				    u32 log)
+{
+	struct device *dev = &ib->idev->pdev->dev;
+	size_t size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << log);
+	struct ibtca_recv_wqe *ring, *old;
+	dma_addr_t dma, old_dma;
+	unsigned long flags;
+	size_t old_size;
+	int ret;
+
+	ring = dma_alloc_coherent(dev, size, &dma, GFP_KERNEL);
+	if (!ring)
+		return -ENOMEM;
+	spin_lock_irqsave(&srq->lock, flags);
+	srq->next_ring = ring;
+	srq->next_log = log;
+	spin_unlock_irqrestore(&srq->lock, flags);
+	ret = ibtca_ib_srq_resize_cmd(ib, srq, log, dma, max_wr);
+	spin_lock_irqsave(&srq->lock, flags);
+	srq->next_ring = NULL;
+	old = srq->ring;
+	old_dma = srq->dma;
+	old_size = srq->size;
+	if (!ret) {
+		srq->ring = ring;
+		srq->dma = dma;
+		srq->size = size;
+		srq->log = log;
+	}
+	spin_unlock_irqrestore(&srq->lock, flags);
+	if (ret)
+		dma_free_coherent(dev, size, ring, dma);
+	else
+		dma_free_coherent(dev, old_size, old, old_dma);
+	return ret;
+}
+
+/*
+ * modify_srq under the SRQ's modify_lock. IB_SRQ_LIMIT arms (or with 0
+ * disarms) the limit event; IB_SRQ_MAX_WR changes how many receives may
+ * be posted, within the ring or, past it, growing the ring
+ * (IB_DEVICE_SRQ_RESIZE; smaller than what is posted: the device's
+ * -EINVAL).
+ */
+static int ibtca_ib_srq_modify(struct ibtca_ib *ib, struct ibtca_ib_srq *srq,
+			       struct ib_srq_attr *attr,
+			       enum ib_srq_attr_mask mask,
+			       struct ib_udata *udata)
+{
 	u32 dev_mask = 0, max_wr = srq->max_wr;
 	int ret;
 
-	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
-		return -EINVAL;
 	if (mask & IB_SRQ_MAX_WR) {
-		if (!attr->max_wr || attr->max_wr > BIT(srq->log))
+		if (!attr->max_wr || attr->max_wr > ib->max_srq_wr)
 			return -EINVAL;
-		dev_mask |= IBTCA_SRQ_ATTR_MAX_WR;
 		max_wr = attr->max_wr;
+		if (max_wr > BIT(srq->log)) {
+			u32 log = order_base_2(max_wr);
+
+			if ((mask & IB_SRQ_LIMIT) && attr->srq_limit >= max_wr)
+				return -EINVAL;
+			ret = srq->user_ring ?
+			      ibtca_ib_srq_grow_user(ib, srq, max_wr, log,
+						     udata) :
+			      ibtca_ib_srq_grow_kernel(ib, srq, max_wr, log);
+			if (ret)
+				return ret;
+			WRITE_ONCE(srq->max_wr, max_wr);
+			if (!(mask & IB_SRQ_LIMIT))
+				return 0;
+		} else {
+			dev_mask |= IBTCA_SRQ_ATTR_MAX_WR;
+		}
 	}
 	if (mask & IB_SRQ_LIMIT)
 		dev_mask |= IBTCA_SRQ_ATTR_LIMIT;
@@ -190,6 +332,21 @@ int ibtca_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		return ret;
 	WRITE_ONCE(srq->max_wr, max_wr);
 	return 0;
+}
+
+int ibtca_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct ibtca_ib *ib = to_ib(ibsrq->device);
+	struct ibtca_ib_srq *srq = to_srq(ibsrq);
+	int ret;
+
+	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
+		return -EINVAL;
+	mutex_lock(&srq->modify_lock);
+	ret = ibtca_ib_srq_modify(ib, srq, attr, mask, udata);
+	mutex_unlock(&srq->modify_lock);
+	return ret;
 }
 
 int ibtca_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
@@ -247,7 +404,7 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	struct ibtca_ib_srq *srq = to_srq(ibsrq);
 	struct ibtca_recv_wqe *w;
 	unsigned long flags;
-	int i, ret = 0;
+	int ret = 0;
 	u32 start;
 
 	if (srq->user_ring) {
@@ -268,12 +425,10 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		}
 		w = &srq->ring[srq->pi & (BIT(srq->log) - 1)];
 		memset(w, 0, sizeof(*w));
-		w->wr_id = cpu_to_le64(wr->wr_id);
-		w->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++)
-			ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-				      wr->sg_list[i].length,
-				      wr->sg_list[i].lkey);
+		ibtca_ib_recv_wqe(w, wr);
+		/* Growing: the device reads one ring or the other. */
+		if (srq->next_ring)
+			srq->next_ring[srq->pi & (BIT(srq->next_log) - 1)] = *w;
 		srq->pi++;
 	}
 	/* writeq() orders the WQEs before the doorbell. */

@@ -106,6 +106,8 @@
 #define IBTCA_REG_RKM_READ_BUDGET          0x18c
 /* Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32. (WO) */
 #define IBTCA_REG_DB_SRQ                   0x1b0
+/* Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver. (RO) */
+#define IBTCA_REG_DOORBELLS                0x1d0
 
 /* PCI vendor ID: 0x1234, which QEMU's emulated-only devices use and the PCI ID database gives to no company. */
 #define IBTCA_PCI_VENDOR_ID                0x1234

@@ -5,6 +5,15 @@
  * and completions never need a register read: the driver writes WQEs and
  * posts an 8-byte doorbell; the device writes CQEs with an owner (phase)
  * bit last.
+ *
+ * A doorbell is a trapped store (under QEMU a vfio-user message, tens of
+ * microseconds of a TCG guest). A ring with a doorbell record (the kernel
+ * verbs bind one to each QP and CQ) stores its producer index there after
+ * its WQEs, fences, and rings only when the device's awake word for that
+ * queue reads 0; the device, before it stops reading the index, clears
+ * the word, fences and reads the index once more, so one side always sees
+ * the other. A CQ's record takes the consumer index, which the device
+ * reads before it calls the ring full, so polling rings nothing.
  */
 #include <linux/bitops.h>
 #include <linux/dma-mapping.h>
@@ -48,11 +57,57 @@ int ibtca_cq_ring_create_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r,
 	return ret;
 }
 
+/*
+ * A record of @len bytes in coherent memory holding @init, bound to
+ * @handle with @opcode; its address, or an ERR_PTR (nothing kept).
+ */
+static void *ibtca_record_new(struct ibtca_dev *idev, u8 opcode, u32 handle,
+			      const void *init, size_t len, dma_addr_t *dma)
+{
+	struct ibtca_cmd_db_record p = { };
+	void *rec;
+	int ret;
+
+	rec = dma_alloc_coherent(ibtca_ring_dev(idev), len, dma, GFP_KERNEL);
+	if (!rec)
+		return ERR_PTR(-ENOMEM);
+	memcpy(rec, init, len);
+	p.handle = cpu_to_le32(handle);
+	p.addr = cpu_to_le64(*dma);
+	ret = ibtca_cmd(idev, opcode, &p, sizeof(p), NULL, NULL);
+	if (ret) {
+		dma_free_coherent(ibtca_ring_dev(idev), len, rec, *dma);
+		return ERR_PTR(ret);
+	}
+	return rec;
+}
+
+static void ibtca_record_free(struct ibtca_dev *idev, void *rec, size_t len,
+			      dma_addr_t dma)
+{
+	if (rec)
+		dma_free_coherent(ibtca_ring_dev(idev), len, rec, dma);
+}
+
+int ibtca_cq_ring_bind_record(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
+{
+	struct ibtca_cq_db_record init = { .ci = cpu_to_le32(r->ci) };
+	void *rec = ibtca_record_new(idev, IBTCA_CMD_CQ_DB_RECORD, r->cqn,
+				     &init, sizeof(init), &r->rec_dma);
+
+	if (IS_ERR(rec))
+		return PTR_ERR(rec);
+	r->rec = rec;
+	return 0;
+}
+
 void ibtca_cq_ring_free(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
 {
 	if (r->ring)
 		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->ring, r->dma);
 	r->ring = NULL;
+	ibtca_record_free(idev, r->rec, sizeof(*r->rec), r->rec_dma);
+	r->rec = NULL;
 }
 
 struct ibtca_cqe *ibtca_cq_ring_next(struct ibtca_cq_ring *r)
@@ -78,6 +133,17 @@ static void ibtca_db(struct ibtca_dev *idev, u32 reg, u32 num, u32 index)
 void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm)
 {
 	ibtca_db(idev, IBTCA_REG_DB_CQ, r->cqn | (u32)arm << 24, r->ci);
+}
+
+void ibtca_cq_ring_consumed(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
+{
+	if (!r->rec) {
+		ibtca_cq_ring_db(idev, r, 0);
+		return;
+	}
+	/* The entries are read before the device may write over them. */
+	mb();
+	WRITE_ONCE(r->rec->ci, cpu_to_le32(r->ci));
 }
 
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
@@ -138,11 +204,28 @@ int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	return ret;
 }
 
+int ibtca_qp_ring_bind_record(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
+{
+	struct ibtca_db_record init = {
+		.sq_pi = cpu_to_le32(r->sq_pi),
+		.rq_pi = cpu_to_le32(r->rq_pi),
+	};
+	void *rec = ibtca_record_new(idev, IBTCA_CMD_QP_DB_RECORD, r->qpn,
+				     &init, sizeof(init), &r->rec_dma);
+
+	if (IS_ERR(rec))
+		return PTR_ERR(rec);
+	r->rec = rec;
+	return 0;
+}
+
 void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 {
 	if (r->mem)
 		dma_free_coherent(ibtca_ring_dev(idev), r->size, r->mem, r->dma);
 	r->mem = NULL;
+	ibtca_record_free(idev, r->rec, sizeof(*r->rec), r->rec_dma);
+	r->rec = NULL;
 }
 
 /* After a MODIFY_QP to RESET, which empties the device's rings. */
@@ -153,6 +236,9 @@ void ibtca_qp_ring_reset(struct ibtca_qp_ring *r)
 	r->rq_pi = 0;
 	r->rq_done = 0;
 	memset(r->mem, 0, r->size);
+	/* The device cleared its awake words; the indexes start again. */
+	if (r->rec)
+		memset(r->rec, 0, sizeof(*r->rec));
 }
 
 struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp_ring *r)
@@ -179,13 +265,34 @@ struct ibtca_recv_wqe *ibtca_rq_slot(struct ibtca_qp_ring *r)
 	return w;
 }
 
+/*
+ * Stores producer index @pi in the record's @pi_word after the WQEs; true
+ * if the device is awake on that queue (@awake), so that it reads the
+ * index by itself and no doorbell is needed.
+ */
+static bool ibtca_record_takes(__le32 *pi_word, __le32 *awake, u32 pi)
+{
+	/* The WQEs before the index. */
+	dma_wmb();
+	WRITE_ONCE(*pi_word, cpu_to_le32(pi));
+	/* The index before the look (the device fences the other way). */
+	mb();
+	return READ_ONCE(*awake) != 0;
+}
+
 void ibtca_sq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 {
+	if (r->rec &&
+	    ibtca_record_takes(&r->rec->sq_pi, &r->rec->sq_awake, r->sq_pi))
+		return;
 	ibtca_db(idev, IBTCA_REG_DB_SQ, r->qpn, r->sq_pi);
 }
 
 void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 {
+	if (r->rec &&
+	    ibtca_record_takes(&r->rec->rq_pi, &r->rec->rq_awake, r->rq_pi))
+		return;
 	ibtca_db(idev, IBTCA_REG_DB_RQ, r->qpn, r->rq_pi);
 }
 

@@ -22,6 +22,9 @@ struct ibtca_cq_ring {
 	size_t size;
 	struct ibtca_cqe *ring;
 	dma_addr_t dma;
+	/* Its doorbell record, if bound (ibtca_cq_ring_bind_record()). */
+	struct ibtca_cq_db_record *rec;
+	dma_addr_t rec_dma;
 };
 
 struct ibtca_qp_ring {
@@ -34,6 +37,9 @@ struct ibtca_qp_ring {
 	dma_addr_t dma;
 	struct ibtca_send_wqe *sq;
 	struct ibtca_recv_wqe *rq;
+	/* Its doorbell record, if bound (ibtca_qp_ring_bind_record()). */
+	struct ibtca_db_record *rec;
+	dma_addr_t rec_dma;
 };
 
 /* CQs: 2^@log entries raising @vector when armed. Called with hw_sem. */
@@ -47,6 +53,8 @@ struct ibtca_cqe *ibtca_cq_ring_next(struct ibtca_cq_ring *r);
 /* Past the owner bit of an entry ibtca_cq_ring_next() returned. */
 void ibtca_cqe_begin_read(void);
 void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm);
+/* Hands consumed entries back: in the record if bound, else a doorbell. */
+void ibtca_cq_ring_consumed(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
 
 /* QPs: SQ, RQ and quasi-WQE ring of 2^@log entries. Called with hw_sem. */
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
@@ -69,6 +77,13 @@ void ibtca_sq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 /* A completion of the send (@recv false) or receive queue frees a slot. */
 void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv);
+/*
+ * Doorbell records (IBTCA_CMD_QP_DB_RECORD, IBTCA_CMD_CQ_DB_RECORD; the
+ * protocol is device/src/verbs/db_record.rs's): 0, or the command's error,
+ * and then the ring goes on with doorbells alone. Called with hw_sem.
+ */
+int ibtca_qp_ring_bind_record(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
+int ibtca_cq_ring_bind_record(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
 void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey);
 
 #endif /* _IBTCA_RING_H */

@@ -104,4 +104,28 @@ struct ibtca_create_srq_resp {
 	__u32 reserved;
 };
 
+/*
+ * ibv_modify_srq's driver data (added after ABI version 2, no existing
+ * structure changed, so the version stays): with IBV_SRQ_MAX_WR past the
+ * ring, the kernel gives the SRQ a larger ring, maps it as a new mmap
+ * entry and writes struct ibtca_modify_srq_resp at resp_addr (modify_srq
+ * has no response buffer of its own). Without it (an older provider)
+ * growing is refused with EINVAL.
+ */
+struct ibtca_modify_srq_cmd {
+	__aligned_u64 resp_addr;
+};
+
+/*
+ * The SRQ's new ring after a growth: mapped at ring_mmap_offset,
+ * ring_bytes long, 2^log_wqes WQEs; the receives posted before are in it
+ * at their index modulo the new size. The old mapping may go.
+ */
+struct ibtca_modify_srq_resp {
+	__aligned_u64 ring_mmap_offset;
+	__aligned_u64 ring_bytes;
+	__u32 log_wqes;
+	__u32 max_wr;
+};
+
 #endif /* IBTCA_UVERBS_ABI_H */

@@ -80,6 +80,7 @@ pub struct Bar0 {
     scratch: u32,
     irq_test_count: u32,
     error_count: u32,
+    doorbells: u32,
     cmdq_base: u64,
     cmdq_log_size: u32,
     dma_addr: u64,
@@ -116,6 +117,12 @@ impl Bar0 {
     /// Count of refused accesses so far.
     pub fn error_count(&self) -> u32 {
         self.error_count
+    }
+
+    /// Counts one trapped data-path doorbell (DOORBELLS): BAR0's, or one
+    /// on a doorbell page, which the caller handles.
+    pub fn count_doorbell(&mut self) {
+        self.doorbells = self.doorbells.wrapping_add(1);
     }
 
     fn split(offset: u64, len: usize) -> Option<(u64, usize)> {
@@ -171,6 +178,7 @@ impl Bar0 {
                 s
             }
             regs::ERROR_COUNT => self.error_count,
+            regs::DOORBELLS => self.doorbells,
             regs::DMA_ADDR_LO => self.dma_addr as u32,
             regs::DMA_ADDR_HI => (self.dma_addr >> 32) as u32,
             regs::DMA_LEN => self.dma_len,
@@ -198,6 +206,7 @@ impl Bar0 {
             return Err(Bar0Error { offset, len });
         };
         if matches!(off, regs::DB_SQ | regs::DB_RQ | regs::DB_CQ | regs::DB_SRQ) {
+            self.count_doorbell();
             // Doorbells are one 8-byte posted write, never two halves.
             let db = (words == 2)
                 .then(|| u64::from_le_bytes(data.try_into().unwrap()))

@@ -157,6 +157,8 @@ registers! {
     RKM_READ_BUDGET = 0x18c, "RW";
     /// Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32.
     DB_SRQ = 0x1b0, "WO";
+    /// Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver.
+    DOORBELLS = 0x1d0, "RO";
 }
 
 values! {

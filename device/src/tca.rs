@@ -355,16 +355,19 @@ impl Backend for Tca {
                 }
                 Ok(())
             }
-            r if r == regs::DB_BAR => match Doorbell::decode_page(offset, data) {
-                Some((page, db)) => {
-                    self.to_engine(EngineEvent::PageDoorbell(page, db));
-                    Ok(())
+            r if r == regs::DB_BAR => {
+                self.bar0.count_doorbell();
+                match Doorbell::decode_page(offset, data) {
+                    Some((page, db)) => {
+                        self.to_engine(EngineEvent::PageDoorbell(page, db));
+                        Ok(())
+                    }
+                    None => Err(Errno::inval(format!(
+                        "doorbell BAR: {} bytes at {offset:#x} is no doorbell",
+                        data.len()
+                    ))),
                 }
-                None => Err(Errno::inval(format!(
-                    "doorbell BAR: {} bytes at {offset:#x} is no doorbell",
-                    data.len()
-                ))),
-            },
+            }
             _ => unreachable!("check_region admits only implemented regions"),
         }
     }

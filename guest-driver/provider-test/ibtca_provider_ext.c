@@ -10,6 +10,12 @@
  *   SEND with immediate, RDMA READ, both atomics: the bytes that land are
  *   checked, and each completion's fields; a batch dropped by ibv_wr_abort
  *   and batches ibv_wr_complete refuses post nothing.
+ * - ibv_wr_set_inline_data and ibv_wr_set_inline_data_list: a WRITE of 64
+ *   inline bytes and a SEND of three buffers (60 bytes) land byte for
+ *   byte, from stack memory no key covers, overwritten between the setter
+ *   and ibv_wr_complete; 65 bytes either way make ibv_wr_complete return
+ *   ENOMEM (mlx5's errno) and post nothing, as does inline data on a READ
+ *   with EINVAL.
  * - A type 1 window bound by b (ibv_bind_mw): a's WRITE through it works,
  *   and neither LOCAL_INV (IBV_WC_LOC_PROT_ERR) nor a SEND with
  *   Invalidate (IBV_WC_REM_INV_REQ_ERR) ends its binding.
@@ -34,6 +40,7 @@
 #define BUF 8192
 #define ATOMIC_OFF 4096		/* the remote 8-byte word of the atomics */
 #define RECV_OFF 6144		/* receive buffers in the remote buffer */
+#define INLINE_MAX 64		/* the device's IBTCA_MAX_INLINE_DATA */
 
 /* What one completion said, through the ibv_wc_read_* accessors. */
 struct cqe {
@@ -385,6 +392,97 @@ static void ex_abort_refused(struct ext *e)
 	     st, memcmp(before, rbuf, sizeof(before)) ? "changed" : "unchanged");
 }
 
+/* Byte @i of inline message @k. */
+static unsigned char inl_byte(int k, int i)
+{
+	return (unsigned char)(i * 11 + k * 37 + 1);
+}
+
+/*
+ * ibv_wr_set_inline_data(_list): a WRITE of 64 bytes and a SEND of three
+ * buffers, copied at the call (the stack buffers change before
+ * ibv_wr_complete); 65 bytes and inline on a READ refused, nothing posted.
+ */
+static void ex_inline(struct ext *e)
+{
+	unsigned char w[INLINE_MAX + 1], s1[10], s2[20], s3[30];
+	struct ibv_data_buf list[3] = {
+		{ s1, sizeof(s1) }, { s2, sizeof(s2) }, { s3, sizeof(s3) },
+	};
+	struct ibv_data_buf long_list[2] = {
+		{ w, 33 }, { s3, 32 },
+	};
+	unsigned char want[60], before[128];
+	const struct cqe *r, *aw, *as;
+	struct cqe c[3];
+	int i, n, err, e1, e2, e3, ok, st;
+
+	for (i = 0; i < (int)sizeof(w); i++)
+		w[i] = inl_byte(0, i);
+	for (i = 0; i < 10; i++)
+		s1[i] = want[i] = inl_byte(1, i);
+	for (i = 0; i < 20; i++)
+		s2[i] = want[10 + i] = inl_byte(1, 10 + i);
+	for (i = 0; i < 30; i++)
+		s3[i] = want[30 + i] = inl_byte(1, 30 + i);
+	memset(rbuf, 0, BUF);
+	err = post_recv(e, 110, RECV_OFF, 1024);
+	ibv_wr_start(e->ax);
+	e->ax->wr_flags = IBV_SEND_SIGNALED;
+	e->ax->wr_id = 40;
+	ibv_wr_rdma_write(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 200);
+	ibv_wr_set_inline_data(e->ax, w, INLINE_MAX);
+	e->ax->wr_id = 41;
+	ibv_wr_send(e->ax);
+	ibv_wr_set_inline_data_list(e->ax, 3, list);
+	/* Copied already: what the caller does with its buffers now is moot. */
+	memset(w, 0xee, sizeof(w));
+	memset(s2, 0xee, sizeof(s2));
+	err = err ?: ibv_wr_complete(e->ax);
+	n = err ? 0 : collect(e->cq, c, 3);
+	aw = find(c, n, e->a->qp_num, 40);
+	as = find(c, n, e->a->qp_num, 41);
+	r = find(c, n, e->b->qp_num, 110);
+	for (i = 0; i < INLINE_MAX; i++)
+		w[i] = inl_byte(0, i);
+	ok = n == 3 && aw && as && r && !aw->status && !as->status &&
+	     !r->status && aw->opcode == IBV_WC_RDMA_WRITE &&
+	     r->opcode == IBV_WC_RECV && r->byte_len == 60;
+	step("ex_inline", ok && !memcmp(rbuf + 200, w, INLINE_MAX) &&
+	     !memcmp(rbuf + RECV_OFF, want, 60) && rbuf[264] == 0,
+	     "err=%d completions=%d write %s recv byte_len=%u %s", err, n,
+	     memcmp(rbuf + 200, w, INLINE_MAX) ? "differs" : "match",
+	     r ? r->byte_len : 0,
+	     memcmp(rbuf + RECV_OFF, want, 60) ? "differs" : "match");
+
+	/* 65 bytes, 33 + 32 bytes, inline on a READ: nothing posts. */
+	memcpy(before, rbuf + 200, sizeof(before));
+	ibv_wr_start(e->ax);
+	ibv_wr_rdma_write(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 200);
+	ibv_wr_set_inline_data(e->ax, w, INLINE_MAX + 1);
+	e1 = ibv_wr_complete(e->ax);
+	ibv_wr_start(e->ax);
+	ibv_wr_rdma_write(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 200);
+	ibv_wr_set_inline_data(e->ax, w, 8);
+	ibv_wr_rdma_write(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 208);
+	ibv_wr_set_inline_data_list(e->ax, 2, long_list);
+	e2 = ibv_wr_complete(e->ax);
+	ibv_wr_start(e->ax);
+	ibv_wr_rdma_read(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 200);
+	ibv_wr_set_inline_data(e->ax, w, 8);
+	e3 = ibv_wr_complete(e->ax);
+	A_POST(e, 42, ibv_wr_rdma_write(e->ax, e->rmr->rkey, (uintptr_t)rbuf + 5000);
+	       ibv_wr_set_inline_data(e->ax, w, 8));
+	st = err ? -1 : one(e, e->a->qp_num, 42, c);
+	step("ex_inline_too_long", e1 == ENOMEM && e2 == ENOMEM && e3 == EINVAL &&
+	     st == IBV_WC_SUCCESS && cq_empty(e->cq) &&
+	     !memcmp(before, rbuf + 200, sizeof(before)) &&
+	     !memcmp(rbuf + 5000, w, 8),
+	     "refused %d (%s),%d,%d; next status=%d; target %s", e1,
+	     strerror(e1), e2, e3, st,
+	     memcmp(before, rbuf + 200, sizeof(before)) ? "changed" : "unchanged");
+}
+
 /* a: a WRITE of @len bytes from lbuf to @raddr with @rkey; its status. */
 static int a_write(struct ext *e, uint64_t id, uint64_t raddr, uint32_t rkey,
 		   uint32_t len)
@@ -636,6 +734,7 @@ void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 		ex_send(&e);
 		ex_read_atomics(&e);
 		ex_abort_refused(&e);
+		ex_inline(&e);
 		mw_tests(&e);
 	}
 	if (e.a)

@@ -420,6 +420,70 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
  * (IBV_EVENT_SRQ_LIMIT_REACHED on the context's async fd) and reads back
  * disarmed; ibv_post_recv on b is refused (EINVAL).
  */
+/* b's receive and a's send of one SEND, in either order; 1 if all fine. */
+static int srq_one_send(struct ibv_cq *cq, struct ibv_qp *b, uint64_t want_id,
+			uint32_t want_len, const unsigned char *buf,
+			unsigned char fill)
+{
+	struct ibv_wc wc;
+	int flags, ok = 1;
+
+	for (flags = 0; flags != 3; ) {
+		if (wait_wc(cq, &wc) != IBV_WC_SUCCESS)
+			return 0;
+		if (wc.qp_num == b->qp_num)
+			ok &= wc.wr_id == want_id && wc.byte_len == want_len &&
+			      buf[0] == fill && buf[want_len - 1] == fill;
+		flags |= wc.qp_num == b->qp_num ? 1 : 2;
+	}
+	return ok;
+}
+
+/*
+ * Growing the SRQ past its ring (IBV_DEVICE_SRQ_RESIZE), receive 2 still
+ * posted from before: past max_srq_wr is EINVAL; to 16 works, receive 2
+ * stays first, eight more fit where the old ring held four, and nine
+ * SENDs land in receives 2..10 in order, byte for byte.
+ */
+static void srq_grow(struct ibv_srq *srq, struct ibv_qp *a, struct ibv_qp *b,
+		     struct ibv_cq *cq, struct ibv_mr *ms, struct ibv_mr *md,
+		     unsigned char *src, unsigned char (*dst)[256])
+{
+	struct ibv_srq_attr sattr = { .max_wr = 1U << 20 };
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_send_wr swr, *sbad;
+	struct ibv_sge sge;
+	int too_big, grown, queried, posted = 0, k, ok = 1;
+
+	too_big = ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR);
+	sattr.max_wr = 16;
+	grown = ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR);
+	memset(&sattr, 0, sizeof(sattr));
+	queried = ibv_query_srq(srq, &sattr);
+	for (k = 3; k <= 10; k++) {
+		sge = (struct ibv_sge) { .addr = (uintptr_t)dst[k % 3],
+			.length = 256, .lkey = md->lkey };
+		rwr = (struct ibv_recv_wr) { .wr_id = k, .sg_list = &sge,
+			.num_sge = 1 };
+		posted += !ibv_post_srq_recv(srq, &rwr, &rbad);
+	}
+	for (k = 2; k <= 10 && ok; k++) {
+		memset(src, 0x40 + k, 256);
+		sge = (struct ibv_sge) { .addr = (uintptr_t)src,
+			.length = 50 + k, .lkey = ms->lkey };
+		swr = (struct ibv_send_wr) { .wr_id = 30 + k, .sg_list = &sge,
+			.num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED };
+		ok = !ibv_post_send(a, &swr, &sbad) &&
+		     srq_one_send(cq, b, k, 50 + k, dst[k % 3], 0x40 + k);
+	}
+	step("srq_grow", too_big == EINVAL && !grown && !queried &&
+	     sattr.max_wr == 16 && posted == 8 && ok,
+	     "max_wr 1048576: %d (%s); 16: %d, then max_wr %u; %d more posted; nine SENDs in receives 2..10 %s",
+	     too_big, strerror(too_big), grown, sattr.max_wr, posted,
+	     ok ? "in order, byte for byte" : "WRONG");
+}
+
 static void loopback_srq(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	static unsigned char src[256], dst[3][256];
@@ -516,6 +580,7 @@ static void loopback_srq(struct ibv_context *ctx, struct ibv_pd *pd)
 	     sattr.max_wr == 4, "%s, then limit %u max_wr %u",
 	     ok ? "IBV_EVENT_SRQ_LIMIT_REACHED" : "no limit event",
 	     sattr.srq_limit, sattr.max_wr);
+	srq_grow(srq, a, b, cq, ms, md, src, dst);
 out:
 	if (a)
 		ibv_destroy_qp(a);

@@ -10,11 +10,15 @@
  * APIs, one doorbell per batch. A batch that a builder or the check
  * refused posts nothing: ibv_wr_complete returns the first error
  * (EINVAL: a request the QP cannot take, or a builder called out of turn;
- * ENOMEM: more requests than the send queue has room for; EOPNOTSUPP:
- * inline data, UD and XRC addressing), and ibv_wr_abort drops the batch.
- * Buffers named by SGEs are read when the device runs the request, as with
- * ibv_post_send. The batch belongs to one thread between ibv_wr_start and
- * ibv_wr_complete/ibv_wr_abort.
+ * ENOMEM: more requests than the send queue has room for, or more inline
+ * bytes than IBTCA_MAX_INLINE_DATA, as mlx5 has it; EOPNOTSUPP: UD and
+ * XRC addressing), and ibv_wr_abort drops the batch. Buffers named by
+ * SGEs are read when the device runs the request, as with ibv_post_send;
+ * ibv_wr_set_inline_data(_list) copies its bytes at once into the
+ * request's inline area in the batch (the caller may reuse its buffers
+ * when the call returns), and the request goes out as IBV_SEND_INLINE
+ * through the same post path. The batch belongs to one thread between
+ * ibv_wr_start and ibv_wr_complete/ibv_wr_abort.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@ struct ibtca_wr_batch {
 	int err;		/* the first error, reported by wr_complete */
 	struct ibv_send_wr *wr;
 	struct ibv_sge *sge;	/* IBTCA_WR_SGES per request */
+	uint8_t *inl;		/* IBTCA_MAX_INLINE_DATA per request */
 };
 
 enum {
@@ -217,19 +222,77 @@ static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 	wr->num_sge = num_sge;
 }
 
-/* Inline data, UD and XRC addressing: not on this device's RC QPs. */
+/*
+ * The last request's inline area, to be filled with @length bytes, or NULL
+ * (ENOMEM past IBTCA_MAX_INLINE_DATA: nothing of the batch posts).
+ */
+static uint8_t *wr_inline_area(struct ibv_qp_ex *qpx, struct ibv_send_wr *wr,
+			       size_t length)
+{
+	struct ibtca_wr_batch *b = to_batch(qpx);
+
+	if (length > IBTCA_MAX_INLINE_DATA) {
+		batch_fail(b, ENOMEM);
+		return NULL;
+	}
+	return &b->inl[(size_t)(wr - b->wr) * IBTCA_MAX_INLINE_DATA];
+}
+
+/* The request sends @length bytes of its inline area as inline data. */
+static void wr_inline_done(struct ibv_send_wr *wr, uint8_t *area,
+			   size_t length)
+{
+	wr->sg_list[0].addr = (uintptr_t)area;
+	wr->sg_list[0].length = length;
+	wr->sg_list[0].lkey = 0;
+	wr->num_sge = length ? 1 : 0;
+	wr->send_flags |= IBV_SEND_INLINE;
+}
+
 static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
 			       size_t length)
 {
-	batch_fail(to_batch(qpx), EOPNOTSUPP);
+	struct ibv_send_wr *wr = wr_last(qpx);
+	uint8_t *area;
+
+	if (!wr)
+		return;
+	area = wr_inline_area(qpx, wr, length);
+	if (!area)
+		return;
+	memcpy(area, addr, length);
+	wr_inline_done(wr, area, length);
 }
 
 static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 				    const struct ibv_data_buf *buf_list)
 {
-	batch_fail(to_batch(qpx), EOPNOTSUPP);
+	struct ibv_send_wr *wr = wr_last(qpx);
+	size_t i, total = 0;
+	uint8_t *area;
+
+	if (!wr)
+		return;
+	for (i = 0; i < num_buf; i++) {
+		/* Past the limit already: no sum can wrap. */
+		if (buf_list[i].length > IBTCA_MAX_INLINE_DATA - total) {
+			total = IBTCA_MAX_INLINE_DATA + 1;
+			break;
+		}
+		total += buf_list[i].length;
+	}
+	area = wr_inline_area(qpx, wr, total);
+	if (!area)
+		return;
+	total = 0;
+	for (i = 0; i < num_buf; i++) {
+		memcpy(area + total, buf_list[i].addr, buf_list[i].length);
+		total += buf_list[i].length;
+	}
+	wr_inline_done(wr, area, total);
 }
 
+/* UD and XRC addressing: not on this device's RC QPs. */
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			   uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -287,6 +350,7 @@ void ibtca_qp_ex_free(struct ibtca_qp *qp)
 		return;
 	free(qp->wrb->wr);
 	free(qp->wrb->sge);
+	free(qp->wrb->inl);
 	free(qp->wrb);
 	qp->wrb = NULL;
 }
@@ -307,7 +371,8 @@ static int ibtca_qp_ex_init(struct ibtca_qp *qp, uint64_t ops)
 	b->size = 1U << qp->log;
 	b->wr = calloc(b->size, sizeof(*b->wr));
 	b->sge = calloc((size_t)b->size * IBTCA_WR_SGES, sizeof(*b->sge));
-	if (!b->wr || !b->sge) {
+	b->inl = calloc(b->size, IBTCA_MAX_INLINE_DATA);
+	if (!b->wr || !b->sge || !b->inl) {
 		ibtca_qp_ex_free(qp);
 		return -1;
 	}

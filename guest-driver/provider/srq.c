@@ -7,8 +7,12 @@
  * doorbell page: SRQ number | index << 32) once per chain, no system call.
  * Every QP created with the SRQ takes its receives from it in ring order,
  * so each receive completion of such a QP frees one slot (poll_cq counts
- * them in @done, whichever CQ they arrive on). modify_srq (the limit;
- * max_wr within the ring), query_srq and destroy_srq are the kernel's.
+ * them in @done, whichever CQ they arrive on). modify_srq (the limit,
+ * max_wr), query_srq and destroy_srq are the kernel's; a max_wr past the
+ * ring grows it: the kernel gives the SRQ a larger ring holding the
+ * receives posted so far (the device copies them) and tells where it is
+ * mapped (struct ibtca_modify_srq_resp), and the provider, posting nothing
+ * meanwhile, maps it in place of the old one.
  */
 #include <endian.h>
 #include <errno.h>
@@ -62,19 +66,51 @@ fail:
 	return NULL;
 }
 
+/* Maps the ring the kernel grew the SRQ to (@resp), in place of the old. */
+static int ibtca_srq_remap(struct ibtca_srq *srq,
+			   const struct ibtca_modify_srq_resp *resp)
+{
+	int bad_resp = EPROTO;
+	void *ring;
+
+	if (resp->log_wqes > 20 || resp->log_wqes < srq->log ||
+	    resp->ring_bytes < (sizeof(struct ibtca_recv_wqe) << resp->log_wqes))
+		return bad_resp;
+	ring = mmap(NULL, resp->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    srq->ibv_srq.context->cmd_fd, resp->ring_mmap_offset);
+	if (ring == MAP_FAILED)
+		return errno;
+	munmap(srq->ring, srq->ring_bytes);
+	srq->ring = ring;
+	srq->ring_bytes = resp->ring_bytes;
+	srq->log = resp->log_wqes;
+	return 0;
+}
+
 int ibtca_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		     int attr_mask)
 {
 	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
-	struct ibv_modify_srq cmd = {};
-	int err;
+	struct ibtca_modify_srq_resp resp = {};
+	struct uibtca_modify_srq cmd = {};
+	int grow, err;
 
-	err = ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd, sizeof(cmd));
-	if (err)
-		return err;
-	if (attr_mask & IBV_SRQ_MAX_WR)
+	cmd.resp_addr = (uintptr_t)&resp;
+	/* Growing moves the ring: no post meanwhile. */
+	pthread_spin_lock(&srq->lock);
+	grow = (attr_mask & IBV_SRQ_MAX_WR) && attr->max_wr > (1U << srq->log);
+	err = ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd.ibv_cmd,
+				 sizeof(cmd));
+	if (!err && (attr_mask & IBV_SRQ_MAX_WR))
 		__atomic_store_n(&srq->max_wr, attr->max_wr, __ATOMIC_RELEASE);
-	return 0;
+	if (!err && grow) {
+		err = ibtca_srq_remap(srq, &resp);
+		/* The device reads a ring we cannot write: post nothing more. */
+		if (err)
+			__atomic_store_n(&srq->max_wr, 0, __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&srq->lock);
+	return err;
 }
 
 int ibtca_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
@@ -103,12 +139,13 @@ int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(ibsrq->context);
 	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
-	uint32_t mask = (1U << srq->log) - 1;
 	struct ibtca_recv_wqe *w;
-	uint32_t start, slot, max_wr;
+	uint32_t start, slot, max_wr, mask;
 	int err = 0;
 
 	pthread_spin_lock(&srq->lock);
+	/* Under the lock: a growing SRQ's ring and size change. */
+	mask = (1U << srq->log) - 1;
 	start = srq->pi;
 	max_wr = __atomic_load_n(&srq->max_wr, __ATOMIC_ACQUIRE);
 	for (; wr; wr = wr->next) {

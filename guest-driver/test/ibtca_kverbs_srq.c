@@ -16,7 +16,8 @@
  * message k in SRQ receive k (ring order, whichever QP it came on), on the
  * QP it was sent to, byte for byte, and IB_EVENT_SRQ_LIMIT_REACHED once
  * fewer than 2 receives are left; ib_query_srq then shows the limit
- * disarmed.
+ * disarmed. Before the client sends, the server grows the SRQ to twice its
+ * ring with its eight receives posted (the device copies them over).
  *
  * Console lines: "IBTCA-KVSRQ <check> PASS|FAIL ..." and a last
  * "IBTCA-KVSRQ result role=R passed=P failed=F".
@@ -27,6 +28,8 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
+
+#include "ibtca_kverbs_common.h"
 
 static char *role = "server";
 module_param(role, charp, 0444);
@@ -61,28 +64,10 @@ struct ks_ctx {
 	u16 lid;
 	struct completion limit;
 	atomic_t limit_events;
-	int passed, failed;
+	struct kvc_tally t;
 };
 
-static struct ib_device *ks_dev;
-
-static __printf(4, 5) bool ks_check(struct ks_ctx *c, bool ok,
-				     const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("IBTCA-KVSRQ %s %s %pV\n", name, ok ? "PASS" : "FAIL", &vaf);
-	va_end(args);
-	if (ok)
-		c->passed++;
-	else
-		c->failed++;
-	return ok;
-}
+#define ks_check(c, ok, name, ...) kvc_check(&(c)->t, ok, name, __VA_ARGS__)
 
 /* Byte @i of message @k. */
 static u8 ks_byte(u32 k, u32 i)
@@ -102,42 +87,7 @@ static void ks_srq_event(struct ib_event *ev, void *ctx)
 
 static int ks_connect(struct ib_qp *qp, u32 dest_qpn)
 {
-	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
-	int ret;
-
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_INIT;
-	a.port_num = KS_PORT;
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
-			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTR;
-	a.path_mtu = IB_MTU_1024;
-	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
-	rdma_ah_set_port_num(&a.ah_attr, KS_PORT);
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
-			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
-			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+	return kvc_connect(qp, KS_PORT, peer_lid, dest_qpn, 0, 12);
 }
 
 /* The next completion within @deadline (polled: a test, not a hot path). */
@@ -235,7 +185,7 @@ static void ks_server(struct ks_ctx *c)
 	struct ib_sge sge[KS_RECVS];
 	u32 k, i, bad;
 	struct ib_wc wc;
-	int ret;
+	int ret, resize;
 
 	for (k = 0; k < KS_RECVS; k++) {
 		sge[k] = (struct ib_sge) { .addr = c->dma + k * KS_SLOT,
@@ -244,12 +194,26 @@ static void ks_server(struct ks_ctx *c)
 			.num_sge = 1, .next = k + 1 < KS_RECVS ? &wr[k + 1] : NULL };
 	}
 	ret = ib_post_srq_recv(c->srq, wr, NULL);
+	/*
+	 * Grown to twice its ring (IB_DEVICE_SRQ_RESIZE; past max_srq_wr:
+	 * -EINVAL): the device copies the receives just posted into the new
+	 * ring, where srq_recv finds them in order; the old ring is freed.
+	 */
+	attr.max_wr = 1U << 20;
+	resize = ib_modify_srq(c->srq, &attr, IB_SRQ_MAX_WR);
+	attr.max_wr = 2 * KS_RECVS;
+	if (!ret)
+		ret = ib_modify_srq(c->srq, &attr, IB_SRQ_MAX_WR);
+	ks_check(c, resize == -EINVAL && !ret, "srq_grow",
+		 "max_wr %u: %d, max_wr %u: %d", 1U << 20, resize,
+		 2 * KS_RECVS, ret);
 	attr.srq_limit = KS_LIMIT;
 	if (!ret)
 		ret = ib_modify_srq(c->srq, &attr, IB_SRQ_LIMIT);
 	if (!ret)
 		ret = ib_query_srq(c->srq, &attr);
-	ks_check(c, !ret && attr.srq_limit == KS_LIMIT && attr.max_wr == KS_RECVS,
+	ks_check(c, !ret && attr.srq_limit == KS_LIMIT &&
+		 attr.max_wr == 2 * KS_RECVS,
 		 "query_srq_armed", "ret=%d limit=%u max_wr=%u", ret,
 		 attr.srq_limit, attr.max_wr);
 	for (k = 0; !ret && k < KS_QPS; k++)
@@ -401,6 +365,7 @@ static void ks_run(struct ib_device *dev)
 	if (!c)
 		return;
 	c->dev = dev;
+	c->t.tag = "IBTCA-KVSRQ";
 	init_completion(&c->limit);
 	atomic_set(&c->limit_events, 0);
 	ret = ks_setup(c, server);
@@ -415,45 +380,21 @@ static void ks_run(struct ib_device *dev)
 	}
 	ks_teardown(c);
 	pr_info("IBTCA-KVSRQ result role=%s passed=%d failed=%d\n", role,
-		c->passed, c->failed);
+		c->t.passed, c->t.failed);
 	kfree(c);
-}
-
-static int ks_add(struct ib_device *dev)
-{
-	if (!ks_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
-		ks_dev = dev;
-	return 0;
-}
-
-static void ks_remove(struct ib_device *dev, void *data)
-{
-	if (dev == ks_dev)
-		ks_dev = NULL;
 }
 
 static struct ib_client ks_client_ops = {
 	.name = "ibtca_kverbs_srq",
-	.add = ks_add,
-	.remove = ks_remove,
 };
 
 static int __init ks_init(void)
 {
-	int ret;
-
 	if (!peer_lid || peer_lid >= 0xc000) {
 		pr_err("peer_lid=%u: give the other guest's LID\n", peer_lid);
 		return -EINVAL;
 	}
-	ret = ib_register_client(&ks_client_ops);
-	if (ret)
-		return ret;
-	if (ks_dev)
-		ks_run(ks_dev);
-	else
-		pr_info("IBTCA-KVSRQ setup FAIL no ibtca RDMA device\n");
-	return 0;
+	return kvc_start(&ks_client_ops, "IBTCA-KVSRQ", ks_run);
 }
 
 static void __exit ks_exit(void)

@@ -47,6 +47,8 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
+#include "ibtca_kverbs_common.h"
+
 static char *role = "server";
 module_param(role, charp, 0444);
 MODULE_PARM_DESC(role, "server or client");
@@ -121,7 +123,7 @@ struct kv_ctx {
 	u32 qpn, dest_qpn;
 	struct completion event;
 	atomic_t events;
-	int passed, failed;
+	struct kvc_tally t;
 	struct ib_wc rwc;		/* kv_recv_msg()'s completion */
 	/* The server's fast-registration region (NULL on the client). */
 	struct ib_mr *fr;
@@ -130,28 +132,7 @@ struct kv_ctx {
 	int fr_nents;			/* mapped entries, 0 if unmapped */
 };
 
-static struct ib_device *kv_dev;
-
-#define kv_check(c, ok, name, fmt, ...) \
-	kv_report(c, ok, name, fmt, ##__VA_ARGS__)
-
-static __printf(4, 5) bool kv_report(struct kv_ctx *c, bool ok,
-				      const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("IBTCA-KVERBS %s %s %pV\n", name, ok ? "PASS" : "FAIL", &vaf);
-	va_end(args);
-	if (ok)
-		c->passed++;
-	else
-		c->failed++;
-	return ok;
-}
+#define kv_check(c, ok, name, ...) kvc_check(&(c)->t, ok, name, __VA_ARGS__)
 
 /* The pattern a sender with @lid writes for purpose @salt. */
 static u8 kv_byte(u16 lid, u32 salt, u32 i)
@@ -1254,20 +1235,12 @@ static int kv_setup(struct kv_ctx *c)
 	c->pd = ib_alloc_pd(c->dev, 0);
 	if (IS_ERR(c->pd))
 		return PTR_ERR(c->pd);
-	/*
-	 * A DMA MR with remote rights, as the core's ib_alloc_pd() makes its
-	 * own (pd->local_dma_lkey, used for every local SGE here) through the
-	 * driver's get_dma_mr: the core exports no ib_get_dma_mr() any more.
-	 */
-	c->mr = c->dev->ops.get_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
-				       IB_ACCESS_REMOTE_WRITE |
-				       IB_ACCESS_REMOTE_READ |
-				       IB_ACCESS_REMOTE_ATOMIC);
+	/* A DMA MR with remote rights (pd->local_dma_lkey for local SGEs). */
+	c->mr = kvc_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
+			   IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
+			   IB_ACCESS_REMOTE_ATOMIC);
 	if (IS_ERR(c->mr))
 		return PTR_ERR(c->mr);
-	c->mr->device = c->dev;
-	c->mr->pd = c->pd;
-	c->mr->type = IB_MR_TYPE_DMA;
 	c->cq = ib_create_cq(c->dev, kv_comp, NULL, c, &ca);
 	if (IS_ERR(c->cq))
 		return PTR_ERR(c->cq);
@@ -1324,6 +1297,7 @@ static void kv_run(struct ib_device *dev)
 	if (!c)
 		return;
 	c->dev = dev;
+	c->t.tag = "IBTCA-KVERBS";
 	init_completion(&c->event);
 	atomic_set(&c->events, 0);
 	ret = kv_setup(c);
@@ -1339,33 +1313,16 @@ static void kv_run(struct ib_device *dev)
 	}
 	kv_teardown(c);
 	pr_info("IBTCA-KVERBS result role=%s passed=%d failed=%d events=%d\n",
-		role, c->passed, c->failed, atomic_read(&c->events));
+		role, c->t.passed, c->t.failed, atomic_read(&c->events));
 	kfree(c);
-}
-
-static int kv_add(struct ib_device *dev)
-{
-	if (!kv_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
-		kv_dev = dev;
-	return 0;
-}
-
-static void kv_remove(struct ib_device *dev, void *data)
-{
-	if (dev == kv_dev)
-		kv_dev = NULL;
 }
 
 static struct ib_client kv_client_ops = {
 	.name = "ibtca_kverbs_test",
-	.add = kv_add,
-	.remove = kv_remove,
 };
 
 static int __init kv_init(void)
 {
-	int ret;
-
 	if (strcmp(role, "server") && strcmp(role, "client")) {
 		pr_err("role must be server or client, not '%s'\n", role);
 		return -EINVAL;
@@ -1374,14 +1331,7 @@ static int __init kv_init(void)
 		pr_err("peer_lid=%u: give the other guest's LID\n", peer_lid);
 		return -EINVAL;
 	}
-	ret = ib_register_client(&kv_client_ops);
-	if (ret)
-		return ret;
-	if (kv_dev)
-		kv_run(kv_dev);
-	else
-		pr_info("IBTCA-KVERBS setup FAIL no ibtca RDMA device\n");
-	return 0;
+	return kvc_start(&kv_client_ops, "IBTCA-KVERBS", kv_run);
 }
 
 static void __exit kv_exit(void)

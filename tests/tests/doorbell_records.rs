@@ -346,3 +346,60 @@ fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
     );
     wait_word(&p.b.g, brec + RQ_AWAKE, 0);
 }
+
+/// BAR0's DOORBELLS counter.
+fn doorbells(g: &mut SimGuest) -> u32 {
+    g.client.read32(0, regs::DOORBELLS)
+}
+
+#[test]
+fn doorbells_counts_each_trapped_doorbell_and_nothing_posted_on_the_record() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let mut sq_pi = 0u32;
+    let before = doorbells(&mut p.a.g);
+    p.a.g.write(p.a.buf, b"hello-b!");
+    let send = send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey);
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &send);
+    ring(&mut p.a.g, &qp, 1);
+    assert_eq!(doorbells(&mut p.a.g), before + 1, "BAR0's SQ doorbell");
+    wait_awake(&p.a.g, rec, 1);
+    // Posted while the device is awake: three WRITEs, no doorbell.
+    for i in 0..3u32 {
+        let at = 64 + 16 * u64::from(i);
+        p.a.g.write(p.a.buf + at, &[0x30 + i as u8; 16]);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, 2 + u64::from(i), p.a.buf + at, 16, p.a.lkey),
+            p.b.buf + at,
+            p.b.rkey,
+        );
+        post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w);
+    }
+    p.a.g
+        .query::<DeviceAttr>(CMD_QUERY_DEVICE)
+        .expect("QUERY_DEVICE");
+    assert_eq!(
+        doorbells(&mut p.a.g),
+        before + 1,
+        "neither the record nor a command rings a doorbell"
+    );
+    // A doorbell page's doorbell counts too, even one the device drops.
+    p.a.g
+        .ring(DbRoute::Page(7), regs::DB_SQ, u64::from(qp.qpn) | 1 << 32);
+    assert_eq!(doorbells(&mut p.a.g), before + 2, "a page's doorbell");
+    p.b.g
+        .post_recv(&mut p.b.qp, &recv_wqe(7, p.b.buf, 8, p.b.lkey));
+    for wr_id in 1..=4 {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status),
+            (wr_id, WC_SUCCESS),
+            "{}",
+            wc_status_name(c.status)
+        );
+    }
+    for i in 0..3u32 {
+        let at = 64 + 16 * u64::from(i);
+        assert_eq!(p.b.g.read(p.b.buf + at, 16), [0x30 + i as u8; 16]);
+    }
+}

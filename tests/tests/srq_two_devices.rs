@@ -4,7 +4,8 @@
 //! buffers; the armed limit raises the asynchronous event vector with
 //! IBTCA_EVENT_SRQ_LIMIT once and disarms; the SRQ cannot be destroyed
 //! while its QPs live; an inline SEND and RDMA WRITE cross the link byte
-//! for byte.
+//! for byte; an SRQ grown (RESIZE_SRQ) with receives posted, its old ring
+//! wrapped, keeps them in order and takes more than the old ring held.
 
 use std::time::Duration;
 
@@ -258,4 +259,70 @@ fn inline_send_and_write_cross_the_link_byte_for_byte() {
     p.a.g.post_send(&mut a_qps[0], &w);
     let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("error completion");
     assert_eq!((c.wr_id.to_native(), c.status), (3, WC_LOC_LEN_ERR));
+}
+
+/// RESIZE_SRQ of B's SRQ to the ring of 2^`log` entries at `ring`.
+fn resize_srq(p: &mut LinkedPair, srq: &mut Srq, ring: u64, log: u8, max_wr: u32) {
+    let r = CmdResizeSrq {
+        srqn: srq.srqn.into(),
+        log_entries: log,
+        ring: ring.into(),
+        max_wr: max_wr.into(),
+        ..Default::default()
+    };
+    p.b.g.cmd(CMD_RESIZE_SRQ, r.as_slice()).expect("RESIZE_SRQ");
+    (srq.ring, srq.log) = (ring, log);
+}
+
+#[test]
+fn a_grown_srq_keeps_its_posted_receives_in_order_and_takes_more() {
+    let (mut p, mut srq, mut a_qps, _) = setup(0);
+    // The ring of 8 full, two taken by SENDs, the old ring wrapped by two
+    // more: indexes 2..=9 posted.
+    for wr_id in 0..8 {
+        post_srq(&mut p, &mut srq, wr_id);
+    }
+    let send = |p: &mut LinkedPair, qp: &mut Qp, i: u64| {
+        let data = pattern(64 + i as usize, i as u8);
+        let src = p.a.buf + i * 4096;
+        p.a.g.write(src, &data);
+        p.a.g.post_send(
+            qp,
+            &send_wqe(WR_SEND, 100 + i, src, data.len() as u32, p.a.lkey),
+        );
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("send completion");
+        assert_eq!((c.wr_id.to_native(), c.status), (100 + i, WC_SUCCESS));
+        let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
+        assert_eq!(
+            (r.wr_id.to_native(), r.status, r.byte_len.to_native()),
+            (i, WC_SUCCESS, data.len() as u32),
+            "message {i} in receive {i}"
+        );
+        assert_eq!(p.b.g.read(p.b.buf + i * 4096, data.len()), data);
+    };
+    for i in 0..2 {
+        send(&mut p, &mut a_qps[(i % 2) as usize], i);
+    }
+    for wr_id in 8..10 {
+        post_srq(&mut p, &mut srq, wr_id);
+    }
+    // Grown to 32 entries elsewhere: the device copies 2..=9 over, and
+    // the old ring's slots no longer matter.
+    let ring = p.b.g.alloc(128 << 5, 4096);
+    let old = srq.ring;
+    resize_srq(&mut p, &mut srq, ring, 5, 32);
+    p.b.g.write(old, &[0xee; 128 << 3]);
+    let q = query_srq(&mut p, srq.srqn);
+    assert_eq!(
+        (q.log_entries, q.max_wr.to_native(), q.posted.to_native()),
+        (5, 32, 8)
+    );
+    for wr_id in 10..20 {
+        post_srq(&mut p, &mut srq, wr_id);
+    }
+    assert_eq!(query_srq(&mut p, srq.srqn).posted.to_native(), 18);
+    for i in 2..20 {
+        send(&mut p, &mut a_qps[(i % 2) as usize], i);
+    }
+    assert_eq!(query_srq(&mut p, srq.srqn).posted.to_native(), 0);
 }

@@ -97,6 +97,22 @@ fn provider_ext_steps(step: &dyn Fn(&str) -> String) {
             e = libc::EINVAL
         ),
     );
+    // ibv_wr_set_inline_data(_list): 64 bytes by WRITE and 10+20+30 by
+    // SEND landed exactly, though the caller's buffers changed before
+    // ibv_wr_complete; 65 bytes (ENOMEM, as mlx5) and inline data on a READ
+    // (EINVAL) post nothing.
+    expect(
+        "ex_inline",
+        "err=0 completions=3 write match recv byte_len=60 match",
+    );
+    expect(
+        "ex_inline_too_long",
+        &format!(
+            "refused {m} (Cannot allocate memory),{m},{i}; next status=0; target unchanged",
+            m = libc::ENOMEM,
+            i = libc::EINVAL
+        ),
+    );
     // A type 1 window (ibv_bind_mw): neither LOCAL_INV nor a SEND with
     // Invalidate ends its binding; the WRITE after each still lands.
     step("mw1_alloc");
@@ -444,6 +460,17 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     assert!(
         lim.contains("IBV_EVENT_SRQ_LIMIT_REACHED, then limit 0 max_wr 4"),
         "{lim}"
+    );
+    // Grown past its ring (4 to 16; past max_srq_wr: EINVAL): the receive
+    // posted before stays first, eight more fit, nine SENDs land in order.
+    let grow = step("srq_grow");
+    assert!(
+        grow.contains(&format!(
+            "max_wr 1048576: {} (Invalid argument); 16: 0, then max_wr 16; 8 more posted; \
+             nine SENDs in receives 2..10 in order, byte for byte",
+            libc::EINVAL
+        )),
+        "{grow}"
     );
     step("destroy_srq");
     provider_ext_steps(&step);

@@ -129,6 +129,12 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         assert_eq!(field(caps, "max_fast_reg"), "262144", "{caps}");
     }
 
+    // The server's SRQ grew from 8 to 16 with its receives posted (past
+    // max_srq_wr: -EINVAL); srq_recv below finds them in order.
+    assert!(
+        server.contains("IBTCA-KVSRQ srq_grow PASS max_wr 1048576: -22, max_wr 16: 0"),
+        "{all}"
+    );
     // SRQs between the guests: the client's four SENDs (the last inline,
     // from memory no key covers) landed in SRQ receives 0-3 in ring
     // order, each on the QP it was sent to, byte for byte; three more
@@ -140,6 +146,7 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     };
     for name in [
         "srq_setup",
+        "srq_grow",
         "query_srq_armed",
         "srq_recv",
         "srq_more",
@@ -160,6 +167,34 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         client.contains("IBTCA-KVSRQ send PASS k=3 ") && client.contains(" inline ret=0"),
         "{all}"
     );
+
+    // Doorbell records (ibtca_kverbs_dbrec.ko, each guest alone, two QPs
+    // in loopback): with A's SEND waiting on RNR NAKs, eight WRITEs posted
+    // one call each, B's receive and ten polled completions rang no
+    // trapped doorbell (BAR0's DOORBELLS did not move); every byte landed;
+    // once the device slept, one WRITE rang exactly one.
+    for (who, c) in [("server", &server), ("client", &client)] {
+        assert!(c.contains("IBTCA-KVDB-RC 0"), "{who}: dbrec insmod\n{all}");
+        let kvdb = |name: &str| {
+            let tag = format!("IBTCA-KVDB {name} PASS ");
+            let line = c.lines().find_map(|l| l.find(&tag).map(|i| &l[i..]));
+            line.unwrap_or_else(|| panic!("{who}: no {tag:?}\n{all}"))
+        };
+        for name in ["setup", "records", "rq_awake", "sq_awake", "sq_asleep"] {
+            kvdb(name);
+        }
+        let posts = kvdb("awake_posts");
+        assert_eq!(field(posts, "doorbells"), "0", "{who}: {posts}");
+        assert_eq!(field(posts, "completions"), "10", "{who}: {posts}");
+        assert_eq!(field(posts, "landed"), "9", "{who}: {posts}");
+        let asleep = kvdb("asleep_post");
+        assert_eq!(field(asleep, "doorbells"), "1", "{who}: {asleep}");
+        let tag = "IBTCA-KVDB result ";
+        let result = c.lines().find_map(|l| l.find(tag).map(|i| &l[i..]));
+        let result = result.unwrap_or_else(|| panic!("{who}: no {tag}line\n{all}"));
+        assert_eq!(field(result, "failed"), "0", "{who}: {result}");
+        assert_eq!(field(result, "passed"), "7", "{who}: {result}");
+    }
 
     // Addressing: both QPs got the same number on their fresh devices, and
     // each side's peer is the other's LID.

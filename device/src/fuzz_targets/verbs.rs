@@ -250,6 +250,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         CMD_CREATE_QP,
         CMD_CREATE_SRQ,
         CMD_MODIFY_SRQ,
+        CMD_RESIZE_SRQ,
         CMD_QUERY_SRQ,
         CMD_DESTROY_SRQ,
         raw_opcode,
@@ -262,7 +263,9 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         // live one, and a REG_MR's table into memory.
         let live = match opcode {
             CMD_DEREG_MR => Made::pick(input, &made.keys),
-            CMD_MODIFY_SRQ | CMD_QUERY_SRQ | CMD_DESTROY_SRQ => Made::pick(input, &made.srqs),
+            CMD_MODIFY_SRQ | CMD_RESIZE_SRQ | CMD_QUERY_SRQ | CMD_DESTROY_SRQ => {
+                Made::pick(input, &made.srqs)
+            }
             _ => Made::pick(input, &made.pds),
         };
         params[..4].copy_from_slice(&live.to_le_bytes());
@@ -274,6 +277,16 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             q.rq = 0.into();
             q.log_sizes[1] = 0;
             params.copy_from_slice(q.as_slice());
+        }
+        if opcode == CMD_RESIZE_SRQ && input.bool() {
+            // A well-formed new ring in memory, of a few sizes.
+            let mut r = CmdResizeSrq::default();
+            r.as_mut_slice().copy_from_slice(&params);
+            r.log_entries = input.u8() % 6;
+            r.ring = (RAM + 4096 * u64::from(input.u8() % 4)).into();
+            r.max_wr = u32::from(input.u8() % 40).into();
+            (r.rsvd0, r.rsvd) = ([0; 3], [0; 28]);
+            params.copy_from_slice(r.as_slice());
         }
         if opcode == CMD_REG_MR {
             let mut m = CmdRegMr::default();

@@ -556,6 +556,8 @@ crate::regs::values! {
     CMD_QUERY_SRQ: u8 = 0x52;
     /// Command: destroy an SRQ no QP uses (params: struct ibtca_cmd_handle; EBUSY while a QP names it).
     CMD_DESTROY_SRQ: u8 = 0x53;
+    /// Command: give an SRQ a ring at least as large (params: struct ibtca_cmd_resize_srq): the device copies the receives posted and not yet taken into it, each to its index modulo the new size, and reads only the new ring from then on (EFAULT, nothing changed, if either ring is outside guest memory). A driver posting meanwhile writes into both rings; it frees the old one once this completes.
+    CMD_RESIZE_SRQ: u8 = 0x54;
     /// MODIFY_SRQ attribute: max_wr, the most receives posted and not yet taken (1 to the ring's entries).
     SRQ_ATTR_MAX_WR: u32 = 1 << 0;
     /// MODIFY_SRQ attribute: srq_limit; non-zero arms the limit event (fired once when fewer than srq_limit receives remain posted, which disarms it: limit back to 0), 0 disarms.
@@ -758,6 +760,24 @@ abi_struct! {
         srq_limit: Le32,
         /// Reserved, zero.
         rsvd: [u8; 32],
+    }
+}
+
+abi_struct! {
+    /// RESIZE_SRQ parameters: the new ring and max_wr.
+    CmdResizeSrq = "cmd_resize_srq" {
+        /// SRQ number.
+        srqn: Le32,
+        /// log2 of the new ring's entries: at least the old ring's.
+        log_entries: u8,
+        /// Reserved, zero.
+        rsvd0: [u8; 3],
+        /// Guest-physical address of the new ring (receive WQEs, aligned to one).
+        ring: Le64,
+        /// New max_wr (at least the receives posted now and above the limit, at most the new ring's entries).
+        max_wr: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 28],
     }
 }
 
@@ -1040,6 +1060,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdModifyQp::layout(),
         CmdCreateSrq::layout(),
         CmdModifySrq::layout(),
+        CmdResizeSrq::layout(),
         SrqAttr::layout(),
         CmdDbRecord::layout(),
         CmdMad::layout(),

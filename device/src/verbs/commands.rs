@@ -8,10 +8,10 @@ use vm_memory::ByteValued;
 
 use super::abi::{
     CmdAllocMr, CmdCreateCq, CmdCreateQp, CmdCreateSrq, CmdHandle, CmdModifyQp, CmdModifySrq,
-    CmdRegMr, CMD_ALLOC_MR, CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ, CMD_CREATE_PD,
-    CMD_CREATE_QP, CMD_CREATE_SRQ, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ, CMD_DESTROY_PD,
-    CMD_DESTROY_QP, CMD_DESTROY_SRQ, CMD_MODIFY_QP, CMD_MODIFY_SRQ, CMD_QUERY_DEVICE,
-    CMD_QUERY_PORT, CMD_QUERY_SRQ, CMD_REG_MR, DEVICE_ATTR_EXT,
+    CmdRegMr, CmdResizeSrq, CMD_ALLOC_MR, CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ,
+    CMD_CREATE_PD, CMD_CREATE_QP, CMD_CREATE_SRQ, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ,
+    CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_DESTROY_SRQ, CMD_MODIFY_QP, CMD_MODIFY_SRQ,
+    CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_QUERY_SRQ, CMD_REG_MR, CMD_RESIZE_SRQ, DEVICE_ATTR_EXT,
 };
 use super::abi::{CmdDbRecord, CMD_CQ_DB_RECORD, CMD_QP_DB_RECORD};
 use super::{Verbs, VerbsError};
@@ -238,6 +238,11 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_MODIFY_SRQ,
         name: "MODIFY_SRQ",
         run: |v, _, p| done(v.modify_srq(&params::<CmdModifySrq>(p))),
+    },
+    CommandDef {
+        opcode: CMD_RESIZE_SRQ,
+        name: "RESIZE_SRQ",
+        run: |v, mem, p| done(v.resize_srq(&params::<CmdResizeSrq>(p), mem)),
     },
     CommandDef {
         opcode: CMD_QUERY_SRQ,

@@ -14,11 +14,19 @@
 //!
 //! A QP in the error state flushes only the receive it was filling: the
 //! SRQ's other WQEs stay for the other QPs (IBA 10.3.1).
+//!
+//! RESIZE_SRQ gives the SRQ a ring at least as large as the one it has
+//! (IB_DEVICE_SRQ_RESIZE): the device copies the receives posted and not
+//! yet taken into it, each to its index's slot (index modulo the new
+//! size), and reads only the new ring from then on; the indexes run on.
+//! A driver posting while the command runs writes each receive into both
+//! rings, and frees the old one when the command completes.
 
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateSrq, CmdModifySrq, RecvWqe, SrqAttr, MAX_SGE, SRQ_ATTR_LIMIT, SRQ_ATTR_MAX_WR,
+    CmdCreateSrq, CmdModifySrq, CmdResizeSrq, RecvWqe, SrqAttr, MAX_SGE, SRQ_ATTR_LIMIT,
+    SRQ_ATTR_MAX_WR,
 };
 use super::qp::QpError;
 use super::ring::{Ring, MAX_RING_LOG};
@@ -132,6 +140,46 @@ impl Srq {
         )
     }
 
+    /// RESIZE_SRQ: the new ring, into which the device copies the
+    /// receives posted and not yet taken, each to its index's slot there
+    /// (`Invalid`, nothing changed, for a bad or smaller ring, reserved
+    /// bytes set, or a `max_wr` that [`Srq::set`] refuses against it;
+    /// `Fault` for a ring outside guest memory).
+    pub fn resize(&mut self, r: &CmdResizeSrq, mem: &GuestMemory) -> Result<(), VerbsError> {
+        if r.rsvd0 != [0; 3] || r.rsvd != [0; 28] || r.log_entries < self.ring.log() {
+            return Err(VerbsError::Invalid);
+        }
+        let ring = Ring::new(
+            r.ring.to_native(),
+            r.log_entries,
+            size_of::<RecvWqe>() as u64,
+            MAX_SRQ_LOG,
+        )?;
+        let (old, old_max_wr) = (self.ring, self.max_wr);
+        self.ring = ring;
+        let moved = self
+            .set(SRQ_ATTR_MAX_WR, r.max_wr.to_native(), 0)
+            .and_then(|()| self.copy_posted(&old, mem));
+        if moved.is_err() {
+            (self.ring, self.max_wr) = (old, old_max_wr);
+        }
+        moved
+    }
+
+    /// Copies the receives posted and not yet taken from `old` into the
+    /// SRQ's ring.
+    fn copy_posted(&self, old: &Ring, mem: &GuestMemory) -> Result<(), VerbsError> {
+        let mut w = RecvWqe::default();
+        let mut i = self.ci;
+        while i != self.pi {
+            mem.read(old.slot_addr(i), w.as_mut_slice())
+                .and_then(|()| mem.write(self.ring.slot_addr(i), w.as_slice()))
+                .map_err(|_| VerbsError::Fault)?;
+            i = i.wrapping_add(1);
+        }
+        Ok(())
+    }
+
     /// QUERY_SRQ's reply.
     pub fn attr(&self) -> SrqAttr {
         SrqAttr {
@@ -204,6 +252,15 @@ impl Verbs {
             .get_mut(m.srqn.to_native())
             .ok_or(VerbsError::NotFound)?;
         srq.modify(m)
+    }
+
+    /// RESIZE_SRQ.
+    pub fn resize_srq(&mut self, r: &CmdResizeSrq, mem: &GuestMemory) -> Result<(), VerbsError> {
+        let srq = self
+            .srqs
+            .get_mut(r.srqn.to_native())
+            .ok_or(VerbsError::NotFound)?;
+        srq.resize(r, mem)
     }
 
     /// QUERY_SRQ: `(srq_limit, limit_events)` and the reply.

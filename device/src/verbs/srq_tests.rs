@@ -20,6 +20,7 @@ const ENOENT: u16 = 2;
 const ENOMEM: u16 = 12;
 const EBUSY: u16 = 16;
 const EINVAL: u16 = 22;
+const EFAULT: u16 = 14;
 
 struct H {
     m: TestMem,
@@ -341,4 +342,88 @@ fn query_device_reports_the_srq_and_inline_limits() {
     assert_eq!(a.max_srq_wr.to_native(), 1 << 15);
     assert_eq!(usize::from(a.max_srq_sge), MAX_SGE);
     assert_eq!(a.max_inline_data.to_native() as usize, MAX_INLINE);
+}
+
+/// The new ring of a resize, away from the first.
+const RING2: u64 = 0x5_0000;
+
+impl H {
+    fn resize(&mut self, srqn: u32, log: u8, ring: u64, max_wr: u32) -> u16 {
+        let p = CmdResizeSrq {
+            srqn: srqn.into(),
+            log_entries: log,
+            ring: ring.into(),
+            max_wr: max_wr.into(),
+            ..Default::default()
+        };
+        self.cmd(CMD_RESIZE_SRQ, params(&p)).0
+    }
+}
+
+#[test]
+fn a_resize_copies_the_posted_receives_into_the_new_ring_in_order() {
+    let mut h = H::new();
+    let (_, srq) = h.create_srq(2, 4, 1);
+    let db = |pi| Doorbell::Srq { srqn: srq, pi };
+    // Index 0 taken, 1..=4 posted: the old ring is full and has wrapped.
+    for i in 0..5 {
+        h.post(2, i);
+        assert_eq!(h.v.doorbell(db(i + 1)), Ok(None));
+        if i == 0 {
+            assert_eq!(h.take(srq), Some(100));
+        }
+    }
+    assert_eq!(h.v.doorbell(db(6)), Err(VerbsError::Invalid), "full");
+    // Refused, nothing changed: smaller, misaligned, max_wr below what is
+    // posted or past the new ring, a ring past the largest or outside
+    // guest memory, reserved bytes, no such SRQ.
+    assert_eq!(h.resize(srq, 1, RING2, 2), EINVAL, "smaller");
+    assert_eq!(h.resize(srq, 4, RING2 + 8, 16), EINVAL, "misaligned");
+    assert_eq!(h.resize(srq, 4, RING2, 3), EINVAL, "below posted");
+    assert_eq!(h.resize(srq, 4, RING2, 17), EINVAL, "past the ring");
+    assert_eq!(h.resize(srq, 20, RING2, 16), EINVAL, "past the largest");
+    assert_eq!(h.resize(srq, 4, 1 << 40, 16), EFAULT, "outside memory");
+    let mut bad = CmdResizeSrq {
+        srqn: srq.into(),
+        log_entries: 4,
+        ring: RING2.into(),
+        max_wr: 16.into(),
+        ..Default::default()
+    };
+    bad.rsvd[27] = 1;
+    assert_eq!(h.cmd(CMD_RESIZE_SRQ, params(&bad)).0, EINVAL, "reserved");
+    assert_eq!(h.resize(srq + (1 << 10), 4, RING2, 16), ENOENT);
+    let q = h.query(srq);
+    assert_eq!((q.log_entries, q.max_wr.to_native()), (2, 4));
+    assert_eq!(h.m.read_obj::<RecvWqe>(RING2 + 128).wr_id.to_native(), 0);
+
+    // Indexes 1..=4 land in slots 1..=4 of a ring of 16; more fit behind.
+    assert_eq!(h.resize(srq, 4, RING2, 16), CMD_ST_OK);
+    let q = h.query(srq);
+    assert_eq!(
+        (q.log_entries, q.max_wr.to_native(), q.posted.to_native()),
+        (4, 16, 4)
+    );
+    for i in 1..5u64 {
+        assert_eq!(
+            h.m.read_obj::<RecvWqe>(RING2 + 128 * i).wr_id.to_native(),
+            100 + i
+        );
+    }
+    for i in 5..17u32 {
+        let w = RecvWqe {
+            wr_id: (100 + u64::from(i)).into(),
+            num_sge: 1,
+            ..Default::default()
+        };
+        h.m.write_obj(RING2 + u64::from(i & 15) * 128, &w);
+    }
+    assert_eq!(h.v.doorbell(db(18)), Err(VerbsError::Invalid), "17 > 16");
+    assert_eq!(h.v.doorbell(db(17)), Ok(None));
+    for i in 1..17u64 {
+        assert_eq!(h.take(srq), Some(100 + i), "index {i}");
+    }
+    assert_eq!(h.take(srq), None);
+    // The limit stayed armed through the resize and fired on the way down.
+    assert_eq!(h.query(srq).limit_events.to_native(), 1);
 }

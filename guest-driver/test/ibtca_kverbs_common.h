@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the kernel verbs test modules share (each includes this once): the
+ * "TAG <check> PASS|FAIL ..." console lines the host tests parse, with
+ * their tally, and an ib_client that finds ibtca's RDMA device and runs
+ * the module's checks on it while the module loads.
+ */
+#ifndef _IBTCA_KVERBS_COMMON_H
+#define _IBTCA_KVERBS_COMMON_H
+
+#include <linux/err.h>
+#include <linux/printk.h>
+#include <linux/string.h>
+#include <rdma/ib_verbs.h>
+
+/* A module's checks so far, printed under @tag. */
+struct kvc_tally {
+	const char *tag;
+	int passed, failed;
+};
+
+/* Prints one check's line and counts it; returns @ok. */
+static __printf(4, 5) bool kvc_check(struct kvc_tally *t, bool ok,
+				      const char *name, const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	pr_info("%s %s %s %pV\n", t->tag, name, ok ? "PASS" : "FAIL", &vaf);
+	va_end(args);
+	if (ok)
+		t->passed++;
+	else
+		t->failed++;
+	return ok;
+}
+
+/* The first ibtca RDMA device the module's client was told of. */
+static struct ib_device *kvc_dev;
+
+static int kvc_add(struct ib_device *dev)
+{
+	if (!kvc_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
+		kvc_dev = dev;
+	return 0;
+}
+
+static void kvc_remove(struct ib_device *dev, void *data)
+{
+	if (dev == kvc_dev)
+		kvc_dev = NULL;
+}
+
+/*
+ * Registers @client (its add and remove are set here) and runs @run on the
+ * ibtca device; without one, prints "@tag setup FAIL". The module's exit
+ * unregisters @client.
+ */
+static int kvc_start(struct ib_client *client, const char *tag,
+		     void (*run)(struct ib_device *dev))
+{
+	int ret;
+
+	client->add = kvc_add;
+	client->remove = kvc_remove;
+	ret = ib_register_client(client);
+	if (ret)
+		return ret;
+	if (kvc_dev)
+		run(kvc_dev);
+	else
+		pr_info("%s setup FAIL no ibtca RDMA device\n", tag);
+	return 0;
+}
+
+/*
+ * A DMA MR with @access, as the core's ib_alloc_pd() makes its own
+ * (pd->local_dma_lkey) through the driver's get_dma_mr: the core exports
+ * no ib_get_dma_mr() any more, so the test fills in what it would. Freed
+ * with dev->ops.dereg_mr().
+ */
+static inline struct ib_mr *kvc_dma_mr(struct ib_pd *pd, int access)
+{
+	struct ib_mr *mr = pd->device->ops.get_dma_mr(pd, access);
+
+	if (IS_ERR(mr))
+		return mr;
+	mr->device = pd->device;
+	mr->pd = pd;
+	mr->type = IB_MR_TYPE_DMA;
+	return mr;
+}
+
+/*
+ * @qp through RESET, INIT, RTR and RTS towards QP @dest_qpn at @dlid on
+ * @port: 1024-byte MTU, the peer's @access rights, one READ or atomic
+ * each way, RNR timer code @min_rnr_timer, retries 7 of each kind (RNR:
+ * without end).
+ */
+static inline int kvc_connect(struct ib_qp *qp, u32 port, u16 dlid,
+			      u32 dest_qpn, int access, u8 min_rnr_timer)
+{
+	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
+	int ret;
+
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = port;
+	a.qp_access_flags = access;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
+			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = min_rnr_timer;
+	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_dlid(&a.ah_attr, dlid);
+	rdma_ah_set_port_num(&a.ah_attr, port);
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
+			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
+			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+#endif /* _IBTCA_KVERBS_COMMON_H */

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ibtca kernel verbs test, doorbell records (loaded in kverbs mode after
+ * the other two modules, in each guest on its own): two RC QPs of this
+ * guest's ibtca0 connected to each other through the device's loopback
+ * (the port's own LID). A's SEND finds no receive at B, so it waits on
+ * RNR NAKs (rnr_retry 7) and the device stays awake on A's send queue;
+ * meanwhile the consumer posts KD_WRITES RDMA WRITEs one ib_post_send at
+ * a time, B's receive, and polls every completion: BAR0's DOORBELLS must
+ * not move (the driver stored the indexes in the QPs' and CQ's doorbell
+ * records). Once the device sleeps again a WRITE rings exactly one
+ * doorbell. The bytes each WRITE and the SEND carried are checked at B.
+ *
+ * Console lines: "IBTCA-KVDB <check> PASS|FAIL ..." and a last
+ * "IBTCA-KVDB result passed=P failed=F".
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+
+#include "ibtca_kverbs_common.h"
+
+#include "../ibtca_ib_probe.h"
+
+#define KD_PORT		1
+#define KD_WRITES	8
+#define KD_SLOT		64
+#define KD_SEND_LEN	32
+#define KD_BUF		(4 * PAGE_SIZE)
+#define KD_B_OFF	(2 * PAGE_SIZE)	/* B's half of the buffer */
+#define KD_WAIT_MS	10000
+
+struct kd_ctx {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_mr *mr;
+	struct ib_cq *cq;
+	struct ib_qp *a, *b;
+	u8 *buf;
+	u64 dma;
+	u16 lid;
+	struct kvc_tally t;
+};
+
+#define kd_check(c, ok, name, ...) kvc_check(&(c)->t, ok, name, __VA_ARGS__)
+
+static u8 kd_byte(u32 k, u32 i)
+{
+	return (u8)(i * 7 + k * 29 + 3);
+}
+
+static int kd_setup(struct kd_ctx *c)
+{
+	struct ib_cq_init_attr ca = { .cqe = 32 };
+	struct ib_qp_init_attr qa = {
+		.cap = { .max_send_wr = 16, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.qp_type = IB_QPT_RC,
+		.port_num = KD_PORT,
+	};
+	struct ib_port_attr pa;
+	int ret;
+
+	ret = ib_query_port(c->dev, KD_PORT, &pa);
+	if (ret)
+		return ret;
+	c->lid = pa.lid;
+	c->pd = ib_alloc_pd(c->dev, 0);
+	if (IS_ERR(c->pd))
+		return PTR_ERR(c->pd);
+	/* A DMA region B's QP accepts WRITEs into, as the other tests use. */
+	c->mr = kvc_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
+			   IB_ACCESS_REMOTE_WRITE);
+	if (IS_ERR(c->mr))
+		return PTR_ERR(c->mr);
+	c->cq = ib_create_cq(c->dev, NULL, NULL, c, &ca);
+	if (IS_ERR(c->cq))
+		return PTR_ERR(c->cq);
+	qa.send_cq = c->cq;
+	qa.recv_cq = c->cq;
+	c->a = ib_create_qp(c->pd, &qa);
+	if (IS_ERR(c->a))
+		return PTR_ERR(c->a);
+	c->b = ib_create_qp(c->pd, &qa);
+	if (IS_ERR(c->b))
+		return PTR_ERR(c->b);
+	c->buf = kzalloc(KD_BUF, GFP_KERNEL);
+	if (!c->buf)
+		return -ENOMEM;
+	c->dma = ib_dma_map_single(c->dev, c->buf, KD_BUF, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(c->dev, c->dma)) {
+		kfree(c->buf);
+		c->buf = NULL;
+		return -EIO;
+	}
+	/* At our own LID; A's SEND retries 1.28 ms after each RNR NAK. */
+	ret = kvc_connect(c->a, KD_PORT, c->lid, c->b->qp_num,
+			  IB_ACCESS_REMOTE_WRITE, 14);
+	return ret ?: kvc_connect(c->b, KD_PORT, c->lid, c->a->qp_num,
+				  IB_ACCESS_REMOTE_WRITE, 14);
+}
+
+static void kd_teardown(struct kd_ctx *c)
+{
+	if (!IS_ERR_OR_NULL(c->a))
+		ib_destroy_qp(c->a);
+	if (!IS_ERR_OR_NULL(c->b))
+		ib_destroy_qp(c->b);
+	if (!IS_ERR_OR_NULL(c->cq))
+		ib_destroy_cq(c->cq);
+	if (c->buf) {
+		ib_dma_unmap_single(c->dev, c->dma, KD_BUF, DMA_BIDIRECTIONAL);
+		kfree(c->buf);
+	}
+	if (!IS_ERR_OR_NULL(c->mr))
+		c->dev->ops.dereg_mr(c->mr, NULL);
+	if (!IS_ERR_OR_NULL(c->pd))
+		ib_dealloc_pd(c->pd);
+}
+
+/*
+ * Waits until the device's awake word of @qp's send (or receive) queue
+ * reads @want; false after KD_WAIT_MS or without a record.
+ */
+static bool kd_wait_awake(struct ib_qp *qp, bool rq, bool want)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(KD_WAIT_MS);
+	bool sq_awake, rq_awake;
+
+	for (;;) {
+		if (ibtca_ib_qp_awake(qp, &sq_awake, &rq_awake))
+			return false;
+		if ((rq ? rq_awake : sq_awake) == want)
+			return true;
+		if (time_after(jiffies, deadline))
+			return false;
+		usleep_range(500, 1000);
+	}
+}
+
+/* A's work request @k: the SEND (k = KD_WRITES) or WRITE k into B's half. */
+static int kd_post(struct kd_ctx *c, u32 k)
+{
+	u32 len = k == KD_WRITES ? KD_SEND_LEN : KD_SLOT;
+	struct ib_sge sge = { .addr = c->dma + k * KD_SLOT, .length = len,
+			      .lkey = c->pd->local_dma_lkey };
+	struct ib_rdma_wr w = {
+		.wr = { .wr_id = k, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_RDMA_WRITE },
+		.remote_addr = c->dma + KD_B_OFF + k * KD_SLOT,
+		.rkey = c->mr->rkey,
+	};
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		c->buf[k * KD_SLOT + i] = kd_byte(k, i);
+	if (k == KD_WRITES)
+		w.wr.opcode = IB_WR_SEND;
+	return ib_post_send(c->a, &w.wr, NULL);
+}
+
+/* Polls @n completions (no interrupt: nothing is armed); how many came. */
+static int kd_poll(struct kd_ctx *c, int n, int *bad)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(KD_WAIT_MS);
+	struct ib_wc wc;
+	int got = 0;
+
+	while (got < n && !time_after(jiffies, deadline)) {
+		if (ib_poll_cq(c->cq, 1, &wc) != 1) {
+			usleep_range(200, 500);
+			continue;
+		}
+		got++;
+		if (wc.status != IB_WC_SUCCESS) {
+			(*bad)++;
+			pr_info("IBTCA-KVDB wc wr_id=%llu status=%s\n", wc.wr_id,
+				ib_wc_status_msg(wc.status));
+		}
+	}
+	return got;
+}
+
+/* Whether B's half holds message @k. */
+static bool kd_landed(struct kd_ctx *c, u32 k)
+{
+	u32 len = k == KD_WRITES ? KD_SEND_LEN : KD_SLOT;
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		if (c->buf[KD_B_OFF + k * KD_SLOT + i] != kd_byte(k, i))
+			return false;
+	return true;
+}
+
+static void kd_run_checks(struct kd_ctx *c)
+{
+	struct ib_sge rsge = { .addr = c->dma + KD_B_OFF + KD_WRITES * KD_SLOT,
+			       .length = KD_SLOT,
+			       .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .wr_id = 100, .sg_list = &rsge,
+				  .num_sge = 1 };
+	u32 before, during, after, k, landed = 0;
+	bool sq, rq;
+	int ret, got, bad = 0;
+
+	kd_check(c, !ibtca_ib_qp_awake(c->a, &sq, &rq) &&
+		 !ibtca_ib_qp_awake(c->b, &sq, &rq), "records",
+		 "qpn=0x%x,0x%x lid=%u", c->a->qp_num, c->b->qp_num, c->lid);
+	/* B's RQ is read by the device in RTS: its receive needs no doorbell. */
+	kd_check(c, kd_wait_awake(c->b, true, true), "rq_awake", "qpn=0x%x",
+		 c->b->qp_num);
+	ret = kd_post(c, KD_WRITES);
+	if (!kd_check(c, !ret && kd_wait_awake(c->a, false, true), "sq_awake",
+		      "send ret=%d (no receive at B: RNR)", ret))
+		return;
+	before = ibtca_ib_doorbells(c->dev);
+	for (k = 0; k < KD_WRITES && !ret; k++)
+		ret = kd_post(c, k);
+	ret = ret ?: ib_post_recv(c->b, &rwr, NULL);
+	got = kd_poll(c, KD_WRITES + 2, &bad);
+	during = ibtca_ib_doorbells(c->dev);
+	for (k = 0; k <= KD_WRITES; k++)
+		landed += kd_landed(c, k);
+	kd_check(c, !ret && got == KD_WRITES + 2 && !bad &&
+		 landed == KD_WRITES + 1 && during == before, "awake_posts",
+		 "writes=%d recv=1 completions=%d bad=%d landed=%u doorbells=%u",
+		 KD_WRITES, got, bad, landed, during - before);
+	/* Nothing in flight: the device sleeps, and a post must ring. */
+	if (!kd_check(c, kd_wait_awake(c->a, false, false), "sq_asleep", "%s",
+		      "no send work in flight"))
+		return;
+	before = ibtca_ib_doorbells(c->dev);
+	ret = kd_post(c, 0);
+	after = ibtca_ib_doorbells(c->dev);
+	got = kd_poll(c, 1, &bad);
+	kd_check(c, !ret && got == 1 && !bad && after - before == 1,
+		 "asleep_post", "ret=%d completions=%d doorbells=%u", ret, got,
+		 after - before);
+}
+
+static void kd_run(struct ib_device *dev)
+{
+	struct kd_ctx *c = kzalloc(sizeof(*c), GFP_KERNEL);
+	int ret;
+
+	if (!c)
+		return;
+	c->dev = dev;
+	c->t.tag = "IBTCA-KVDB";
+	ret = kd_setup(c);
+	if (kd_check(c, !ret, "setup", "ret=%d", ret))
+		kd_run_checks(c);
+	kd_teardown(c);
+	pr_info("IBTCA-KVDB result passed=%d failed=%d\n", c->t.passed,
+		c->t.failed);
+	kfree(c);
+}
+
+static struct ib_client kd_client_ops = {
+	.name = "ibtca_kverbs_dbrec",
+};
+
+static int __init kd_init(void)
+{
+	return kvc_start(&kd_client_ops, "IBTCA-KVDB", kd_run);
+}
+
+static void __exit kd_exit(void)
+{
+	ib_unregister_client(&kd_client_ops);
+}
+
+module_init(kd_init);
+module_exit(kd_exit);
+
+MODULE_DESCRIPTION("ibtca kernel verbs test: doorbell records of kernel QPs and CQs");
+MODULE_AUTHOR("ibtca project");
+MODULE_LICENSE("GPL");

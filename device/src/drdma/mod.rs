@@ -43,7 +43,10 @@
 //! arrives: the range frees at that byte, then the engine retires the work
 //! request (trapped window: the device sees the last load; mapped window:
 //! the DRDMA_COMMIT that counts it). Until then the READ and every work
-//! request behind it on the send queue stay uncompleted, in order.
+//! request behind it on the send queue stay uncompleted, in order. (A READ
+//! whose work request moves fewer bytes than the range's TTL can never be
+//! drained to the end: its completion does not wait, and the range stays
+//! busy until a flush or a reset; only that driver's own range suffers.)
 //!
 //! No free PMB: a submit that finds every dedicated PMB taken leaves the
 //! range free and records IBTCA_DRDMA_ERR_NO_PMB for it. The driver then

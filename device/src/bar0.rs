@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::dma::GuestMemory;
-use crate::drdma::{Drdma, ALL_RANGES};
+use crate::drdma::{Drdma, Wake, ALL_RANGES};
 use crate::engine::{EngineEvent, PortState};
 use crate::pci::msix::{Delivery, Msix};
 use crate::regs;
@@ -302,7 +302,12 @@ impl Bar0 {
                 return WriteEffect::Engine(EngineEvent::ReadBudget);
             }
             _ => match ctx.drdma.reg_write(off, v) {
-                Some(Some(arr)) => return WriteEffect::Engine(EngineEvent::DrdmaReady(arr)),
+                Some(Some(Wake::WriteReady(arr))) => {
+                    return WriteEffect::Engine(EngineEvent::DrdmaReady(arr))
+                }
+                Some(Some(Wake::ReadDrained(qpn))) => {
+                    return WriteEffect::Engine(EngineEvent::DrdmaDrained(qpn))
+                }
                 Some(None) => {}
                 None => {
                     tracing::debug!(

@@ -300,7 +300,9 @@ impl Backend for Tca {
             }
             r if r == regs::MSIX_BAR => Ok(self.msix.bar_read(offset, data)?),
             r if r == regs::DRDMA_WINDOW_BAR => {
-                self.drdma.load(offset, data);
+                if let Some(qpn) = self.drdma.load(offset, data) {
+                    self.to_engine(EngineEvent::DrdmaDrained(qpn));
+                }
                 Ok(())
             }
             r if r == regs::DB_BAR => {

@@ -173,3 +173,89 @@ fn write64(g: &mut SimGuest, off: u64, v: u64, posted: bool) {
             .expect("BAR0 8-byte write");
     }
 }
+
+/// How a transfer started by [`submit_or_bounce`] moves its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrdmaPath {
+    /// Through window range `.0` (the device took the submit).
+    Direct(u32),
+    /// Double-buffered through guest memory at `addr` (L_Key `lkey`): no
+    /// dedicated PMB was free.
+    Bounce {
+        /// Guest address of the bounce buffer.
+        addr: u64,
+        /// Its L_Key.
+        lkey: u32,
+    },
+}
+
+/// The driver's DRDMA submit with the seed's fallback (Fig 17, Fig 18a
+/// step 1804: with every DRDMA-dedicated PMB allocated, the CPU does the
+/// I/O "as a conventional double buffered" one). Submits range `arr`
+/// (posted, as a driver's `writeq`) and reads ARR_CTRL back, which also
+/// flushes the submit. A busy range is the direct path; a range the device
+/// left free with DRDMA_LAST_ERROR = NO_PMB on it falls back to `bounce`
+/// (guest address, L_Key): the I/O controller's bytes go through that
+/// buffer in guest memory and an ordinary RDMA WRITE or READ moves them
+/// ([`path_wqe`], [`path_store`], [`path_load`]). Any other refusal panics.
+pub fn submit_or_bounce(
+    g: &mut SimGuest,
+    arr: u32,
+    write: bool,
+    len: u32,
+    bounce: (u64, u32),
+) -> DrdmaPath {
+    submit(g, arr, write, len, None);
+    if arr_reg(g, arr, regs::ARR_CTRL) & regs::ARR_BUSY != 0 {
+        return DrdmaPath::Direct(arr);
+    }
+    let last = g.client.read32(0, regs::DRDMA_LAST_ERROR);
+    assert_eq!(
+        last,
+        last_error(regs::DRDMA_ERR_NO_PMB, arr),
+        "DRDMA submit of range {arr} refused for another reason than no free PMB"
+    );
+    DrdmaPath::Bounce {
+        addr: bounce.0,
+        lkey: bounce.1,
+    }
+}
+
+/// The work request of a transfer on `path`: WR_DRDMA_WRITE/READ with a
+/// direct SGE, or WR_RDMA_WRITE/READ from or into the bounce buffer.
+pub fn path_wqe(
+    path: DrdmaPath,
+    write: bool,
+    wr_id: u64,
+    len: u32,
+    raddr: u64,
+    rkey: u32,
+) -> SendWqe {
+    match (path, write) {
+        (DrdmaPath::Direct(arr), true) => direct_wqe(WR_DRDMA_WRITE, wr_id, arr, len, raddr, rkey),
+        (DrdmaPath::Direct(arr), false) => direct_wqe(WR_DRDMA_READ, wr_id, arr, len, raddr, rkey),
+        (DrdmaPath::Bounce { addr, lkey }, w) => {
+            let op = if w { WR_RDMA_WRITE } else { WR_RDMA_READ };
+            remote(send_wqe(op, wr_id, addr, len, lkey), raddr, rkey)
+        }
+    }
+}
+
+/// The I/O controller's stores of a WRITE transfer: into the window range
+/// (mixed sizes, shuffled), or into the bounce buffer.
+pub fn path_store(g: &mut SimGuest, path: DrdmaPath, data: &[u8], seed: u64) {
+    match path {
+        DrdmaPath::Direct(arr) => store_mixed(g, arr, data, seed),
+        DrdmaPath::Bounce { addr, .. } => g.write(addr, data),
+    }
+}
+
+/// The I/O controller's loads of a READ transfer: from the window range
+/// (mixed sizes, in order), or from the bounce buffer, which holds the
+/// bytes once the RDMA READ has completed (the caller polls first).
+pub fn path_load(g: &mut SimGuest, path: DrdmaPath, len: u64, seed: u64) -> Vec<u8> {
+    match path {
+        DrdmaPath::Direct(arr) => load_mixed(g, arr, len, seed),
+        DrdmaPath::Bounce { addr, .. } => g.read(addr, len as usize),
+    }
+}

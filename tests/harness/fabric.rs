@@ -58,6 +58,9 @@ pub struct FabricOptions {
     pub mtu: u8,
     /// Create and connect a QP between every two nodes.
     pub all_to_all: bool,
+    /// Every switch port records a capture, `swS-pP.pcap` in the fabric's
+    /// directory ([`Fabric::capture`]).
+    pub captures: bool,
 }
 
 impl Default for FabricOptions {
@@ -70,6 +73,7 @@ impl Default for FabricOptions {
             spin: false,
             mtu: MTU_4096,
             all_to_all: true,
+            captures: false,
         }
     }
 }
@@ -102,7 +106,17 @@ fn port_path(dir: &TempDir, switch: usize, port: u8) -> std::path::PathBuf {
     dir.join(&format!("sw{switch}-p{port}.link"))
 }
 
+fn capture_path(dir: &TempDir, switch: usize, port: u8) -> std::path::PathBuf {
+    dir.join(&format!("sw{switch}-p{port}.pcap"))
+}
+
 impl Fabric {
+    /// The capture of port `port` of switch `switch` (with
+    /// [`FabricOptions::captures`]).
+    pub fn capture(&self, switch: usize, port: u8) -> std::path::PathBuf {
+        capture_path(&self.dir, switch, port)
+    }
+
     /// `n` nodes on one switch (node `i` on port `i + 1`).
     pub fn star(n: usize, o: FabricOptions) -> Fabric {
         Fabric::build(n, &[(0..n).map(Attach::Node).collect()], &[Vec::new()], o)
@@ -158,7 +172,10 @@ impl Fabric {
                         port: other,
                     } => LinkEndpoint::Connect(port_path(&dir, switch, other)),
                 };
-                pcs.push(PortConfig::new(ep));
+                pcs.push(PortConfig {
+                    capture: o.captures.then(|| capture_path(&dir, s, port)),
+                    ..PortConfig::new(ep)
+                });
             }
             let cfg = SwitchConfig {
                 name: format!("sw{s}"),

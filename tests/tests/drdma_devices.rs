@@ -13,6 +13,7 @@ use ibtca_device::regs::{self, *};
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::sim_guest::{remote, send_wqe};
 
 const T: Duration = Duration::from_secs(20);
 const W: u32 = ARR_TYPE_WRITE;
@@ -94,9 +95,24 @@ fn drdma_write_at_mtu_2048_is_two_packets_into_the_peer() {
     assert_eq!(errors(&mut p.a.g).0, 0);
 }
 
-/// Seed T3: a 4096-byte DRDMA READ at MTU 256 takes 16 responses; each
-/// lands in the PMB only after the previous one was loaded; loads return
-/// B's bytes.
+/// Waits until A's window has taken `n` read responses in all.
+fn wait_responses(p: &LinkedPair, n: u64) {
+    let drdma = p.sa.drdma.as_ref().expect("A's window");
+    let deadline = std::time::Instant::now() + T;
+    while drdma.stats().responses < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} read responses reached A's window",
+            drdma.stats().responses
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Seed T3 and Fig 22a: a 4096-byte DRDMA READ at MTU 256 takes 16
+/// responses; each lands in the PMB only after the previous one was
+/// loaded; loads return B's bytes; the completion is written only once the
+/// guest has loaded the last byte, not when the last response arrives.
 #[test]
 fn drdma_read_of_16_responses_refills_the_range_one_by_one() {
     let mut p = pair(MTU_256);
@@ -108,23 +124,72 @@ fn drdma_read_of_16_responses_refills_the_range_one_by_one() {
     let tx0 = tx_packets(p.sb.as_ref().unwrap());
     let w = direct_wqe(WR_DRDMA_READ, 5, 5, 4096, raddr, p.b.rkey);
     p.a.g.post_send(&mut p.a.qp, &w);
-    // The completion says every response reached the device.
-    let c =
-        p.a.g
-            .poll_cq(&mut p.a.cq, T)
-            .expect("DRDMA READ completion");
-    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+    wait_responses(&p, 16);
     assert_eq!(tx_packets(p.sb.as_ref().unwrap()) - tx0, 16, "16 responses");
     let mut got = Vec::new();
     for k in 0..16u32 {
         assert_eq!(arr_bits(&mut p.a.g, 5), P | BUSY, "response {k} shown");
         assert_eq!(arr_reg(&mut p.a.g, 5, ARR_RRPL), 256);
         assert_eq!(arr_reg(&mut p.a.g, 5, ARR_RESP_OFFSET), k * 256);
-        got.extend(load_mixed_at(&mut p, 5, u64::from(k) * 256, 256, k));
+        let len = if k == 15 { 255 } else { 256 };
+        got.extend(load_mixed_at(&mut p, 5, u64::from(k) * 256, len, k));
+        assert!(
+            p.a.g.try_poll_cq(&mut p.a.cq).is_none(),
+            "no completion while bytes of the range are not loaded (response {k})"
+        );
     }
+    assert_eq!(arr_bits(&mut p.a.g, 5), P | BUSY, "one byte left");
+    got.extend(load(&mut p.a.g, 5, 4095, 1));
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("DRDMA READ completion after the last load");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status, c.opcode),
+        (5, WC_SUCCESS, WC_DRDMA_READ)
+    );
     same(&got, &data, "loads return B's bytes");
     assert_eq!(arr_bits(&mut p.a.g, 5), 0, "free after the last byte");
     assert_eq!(errors(&mut p.a.g).0, 0);
+}
+
+/// Send-queue order holds around the wait for the drain: an RDMA WRITE
+/// posted behind a DRDMA READ is executed by the peer at once, but both
+/// complete, in order, only once the READ's range is drained.
+#[test]
+fn work_behind_a_drdma_read_completes_after_its_drain() {
+    let mut p = pair(MTU_4096);
+    let data = pattern(1000, 4);
+    p.b.g.write(p.b.buf, &data);
+    let wdata = pattern(64, 8);
+    p.a.g.write(p.a.buf, &wdata);
+    submit(&mut p.a.g, 2, false, 1000, None);
+    let r = direct_wqe(WR_DRDMA_READ, 1, 2, 1000, p.b.buf, p.b.rkey);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 2, p.a.buf, 64, p.a.lkey),
+        p.b.buf + 8192,
+        p.b.rkey,
+    );
+    p.a.g.post_send_batch(&mut p.a.qp, &[r, w]);
+    wait_responses(&p, 1);
+    let deadline = std::time::Instant::now() + T;
+    while p.b.g.read(p.b.buf + 8192, 64) != wdata {
+        assert!(std::time::Instant::now() < deadline, "the WRITE landed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        p.a.g.try_poll_cq(&mut p.a.cq).is_none(),
+        "neither completes before the READ's range is drained"
+    );
+    same(&load(&mut p.a.g, 2, 0, 1000), &data, "DRDMA READ bytes");
+    for (id, op) in [(1, WC_DRDMA_READ), (2, WC_RDMA_WRITE)] {
+        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status, c.opcode),
+            (id, WC_SUCCESS, op)
+        );
+    }
+    assert_eq!(arr_bits(&mut p.a.g, 2), 0, "free");
 }
 
 fn load_mixed_at(p: &mut LinkedPair, arr: u32, off: u64, len: u64, seed: u32) -> Vec<u8> {
@@ -446,8 +511,7 @@ fn mapped_window_write_and_read() {
     submit(&mut p.a.g, 4, false, 4096, None);
     let w = direct_wqe(WR_DRDMA_READ, 4, 4, 4096, p.b.buf + 8192, p.b.rkey);
     p.a.g.post_send(&mut p.a.qp, &w);
-    let c = p.a.g.poll_cq(&mut p.a.cq, T).unwrap();
-    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
+    wait_responses(&p, 4);
     let mut got = vec![0u8; 4096];
     for k in 0..4u32 {
         assert_eq!(arr_bits(&mut p.a.g, 4), P | BUSY, "response {k} shown");
@@ -458,8 +522,23 @@ fn mapped_window_write_and_read() {
         window
             .read_slice(s, GuestAddress(4 * 4096 + u64::from(off)))
             .unwrap();
-        p.a.g.client.write32(0, DRDMA_COMMIT, 4 | (len << 16));
+        // The mapped window: the driver's commit of the loaded count is
+        // what the device sees of the loads.
+        let last = if k == 3 { 1 } else { 0 };
+        p.a.g
+            .client
+            .write32(0, DRDMA_COMMIT, 4 | ((len - last) << 16));
+        assert!(
+            p.a.g.try_poll_cq(&mut p.a.cq).is_none(),
+            "no completion before the last byte is committed (response {k})"
+        );
     }
+    p.a.g.client.write32(0, DRDMA_COMMIT, 4 | (1 << 16));
+    let c =
+        p.a.g
+            .poll_cq(&mut p.a.cq, T)
+            .expect("completion after the commit");
+    assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_DRDMA_READ));
     same(&got, &rdata, "mapped read");
     assert_eq!(arr_bits(&mut p.a.g, 4), 0, "free");
     assert_eq!(errors(&mut p.a.g).0, 0);

@@ -18,7 +18,8 @@
 //! the PMB at its offset in the message → `RRPL, PCI V`; loads of exactly
 //! that response drain it; when drained, the next response (held back until
 //! then) takes its place, or `BR V` again while more are due; after the last
-//! byte of the message is loaded → free.
+//! byte of the message is loaded → free, and the work request's completion,
+//! which waited for that ([`Arr::waiter`]), may be written (seed Fig 22a).
 //!
 //! Offsets in a range are offsets in the message: response `k` of a read at
 //! path MTU `m` is served at `[k·m, k·m + RRPL)`, so a guest can drain the
@@ -155,6 +156,9 @@ pub struct Arr {
     pub resp_offset: u32,
     /// Bytes of that response loaded so far.
     pub drained: u32,
+    /// The QP whose DRDMA READ completion waits for the last byte to be
+    /// loaded (set by the engine once every response has landed).
+    pub waiter: Option<u32>,
     /// Bytes of the read message that reached the device.
     delivered: u32,
     /// Responses that arrived while the PMB was still full.
@@ -304,6 +308,12 @@ impl Arr {
         self.drained = 0;
         self.pci_valid = true;
         self.br_valid = false;
+    }
+
+    /// Every byte of a READ reached the PMB or its backlog, and the guest
+    /// has not loaded them all yet (the range is still busy).
+    pub fn awaiting_drain(&self) -> bool {
+        self.dir == Some(Direction::Read) && self.delivered >= self.ttl
     }
 
     /// Whether a load of `len` bytes at `offset` can be served: how much

@@ -38,8 +38,24 @@
 //! every byte of the one in the PMB. A load that comes before its data waits
 //! for it up to DRDMA_LOAD_TIMEOUT_US (a vfio-user region read cannot be
 //! retried the way a PCI read can), then reads all-ones and records
-//! IBTCA_DRDMA_ERR_LOAD_TIMEOUT. The completion is written when every
-//! response has arrived; the range frees after the last byte is loaded.
+//! IBTCA_DRDMA_ERR_LOAD_TIMEOUT. The completion is written after the guest
+//! has drained the last byte (seed Fig 22a), not when the last response
+//! arrives: the range frees at that byte, then the engine retires the work
+//! request (trapped window: the device sees the last load; mapped window:
+//! the DRDMA_COMMIT that counts it). Until then the READ and every work
+//! request behind it on the send queue stay uncompleted, in order. (A READ
+//! whose work request moves fewer bytes than the range's TTL can never be
+//! drained to the end: its completion does not wait, and the range stays
+//! busy until a flush or a reset; only that driver's own range suffers.)
+//!
+//! No free PMB: a submit that finds every dedicated PMB taken leaves the
+//! range free and records IBTCA_DRDMA_ERR_NO_PMB for it. The driver then
+//! falls back as the seed's CPU does (Fig 17, Fig 18a step 1804): a
+//! double-buffered transfer through a buffer in guest memory with an
+//! ordinary WR_RDMA_WRITE (after the bytes are stored there) or
+//! WR_RDMA_READ (the bytes are read there after its completion). The device
+//! has no memory of its own to double-buffer into, so the fallback is the
+//! driver's; `tests/harness/drdma.rs` (`submit_or_bounce`) is the reference.
 //!
 //! Refused accesses (free range, wrong type or valid bit, past the length,
 //! outside the window) write nothing, read all-ones, count in DRDMA_ERRORS
@@ -51,7 +67,7 @@ pub mod pmb;
 pub mod window;
 
 pub use arr::{ArrError, Direction, WriteReady};
-pub use window::{Drdma, DrdmaConfig, DrdmaStats};
+pub use window::{Drdma, DrdmaConfig, DrdmaStats, Wake};
 
 use crate::verbs::abi::{Sge, SGE_DIRECT};
 

@@ -48,6 +48,8 @@ pub struct DrdmaStats {
     pub loads_waited: u64,
     /// Transfers finished (WRITE retired, READ drained).
     pub transfers: u64,
+    /// Read responses taken by READ ranges (into the PMB or its backlog).
+    pub responses: u64,
 }
 
 struct Window {
@@ -74,6 +76,16 @@ impl std::fmt::Debug for Drdma {
 
 const ALL_ONES: u8 = 0xff;
 
+/// What a guest access asks of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// WRITE range `.0` holds every byte: send the work request held for it.
+    WriteReady(u32),
+    /// The guest loaded the last byte of a DRDMA READ whose completion QP
+    /// `.0` held back: write it now (seed Fig 22a).
+    ReadDrained(u32),
+}
+
 impl Window {
     fn refuse(&mut self, arr: u32, e: ArrError) {
         self.errors = self.errors.wrapping_add(1);
@@ -81,19 +93,29 @@ impl Window {
         tracing::debug!(arr, error = %e, "DRDMA access refused");
     }
 
-    /// Applies what a drain of a READ range did to the PMB pool.
-    fn after_drain(&mut self, arr: u32, d: Drained) {
-        let pmb = self.arrs[arr as usize].pmb;
+    /// Counts `len` bytes loaded from READ range `arr` (a trapped load or a
+    /// mapped-window commit) and applies what that did to the PMB pool. Returns the QP whose completion waited for
+    /// the last byte, if this was it.
+    fn drain(&mut self, arr: u32, len: u32) -> Option<u32> {
+        let a = &mut self.arrs[arr as usize];
+        let (pmb, waiter) = (a.pmb, a.waiter);
+        let d = a.drain(len);
+        if d.is_ok() {
+            self.stats.bytes_loaded += u64::from(len);
+        }
         match d {
-            Drained::Refill { offset, data } => {
+            Ok(Drained::Refill { offset, data }) => {
                 self.pool.write(pmb, offset, &data);
             }
-            Drained::Done => {
+            Ok(Drained::Done) => {
                 self.pool.release(pmb);
                 self.stats.transfers += 1;
+                return waiter;
             }
-            Drained::Partial | Drained::Awaiting => {}
+            Ok(Drained::Partial | Drained::Awaiting) => {}
+            Err(e) => self.refuse(arr, e),
         }
+        None
     }
 }
 
@@ -198,19 +220,22 @@ impl Drdma {
 
     /// A guest load of `out.len()` bytes at `offset` in the window. Waits
     /// (up to DRDMA_LOAD_TIMEOUT_US) for read-response data that is due but
-    /// not here; a refused or timed-out load reads all-ones.
-    pub fn load(&self, offset: u64, out: &mut [u8]) {
+    /// not here; a refused or timed-out load reads all-ones. Returns the QP
+    /// whose DRDMA READ completion waited for the byte this load drained
+    /// last ([`Wake::ReadDrained`]).
+    pub fn load(&self, offset: u64, out: &mut [u8]) -> Option<u32> {
         let mut w = self.lock();
         let Some(d) = decode(0, self.cfg.ranges, offset) else {
             w.refuse(u32::MAX, ArrError::Unallocated);
             out.fill(ALL_ONES);
-            return;
+            return None;
         };
         if u64::from(d.offset) + out.len() as u64 > u64::from(RANGE_SIZE) {
             w.refuse(d.range, ArrError::PastLength);
             out.fill(ALL_ONES);
-            return;
+            return None;
         }
+        let mut woken = None;
         let deadline = Instant::now() + Duration::from_micros(u64::from(w.load_timeout_us));
         let mut waited = false;
         let mut at = 0usize;
@@ -222,11 +247,7 @@ impl Drdma {
                 Ok(LoadReady::Ready(n)) => {
                     let pmb = w.arrs[r].pmb;
                     w.pool.read(pmb, pos, &mut out[at..at + n as usize]);
-                    w.stats.bytes_loaded += u64::from(n);
-                    match w.arrs[r].drain(n) {
-                        Ok(dr) => w.after_drain(d.range, dr),
-                        Err(e) => w.refuse(d.range, e),
-                    }
+                    woken = w.drain(d.range, n).or(woken);
                     at += n as usize;
                 }
                 Ok(LoadReady::Wait) => {
@@ -234,7 +255,7 @@ impl Drdma {
                     if now >= deadline {
                         w.refuse(d.range, ArrError::LoadTimeout);
                         out[at..].fill(ALL_ONES);
-                        return;
+                        return woken;
                     }
                     waited = true;
                     w = self
@@ -246,13 +267,14 @@ impl Drdma {
                 Err(e) => {
                     w.refuse(d.range, e);
                     out[at..].fill(ALL_ONES);
-                    return;
+                    return woken;
                 }
             }
         }
         if waited {
             w.stats.loads_waited += 1;
         }
+        woken
     }
 
     /// DRDMA_SUBMIT (`v`: the 8-byte register value).
@@ -336,7 +358,7 @@ impl Drdma {
                 }
             };
             // A READ or free range is refused by commit like any other.
-            if let Some(r) = self.commit(range | (rest << 16)) {
+            if let Some(Wake::WriteReady(r)) = self.commit(range | (rest << 16)) {
                 ready.push(r);
             }
         }
@@ -344,8 +366,9 @@ impl Drdma {
     }
 
     /// DRDMA_COMMIT: counts bytes the guest stored into (WRITE) or loaded
-    /// from (READ) a mapped range. Returns a WRITE range that became ready.
-    pub fn commit(&self, v: u32) -> Option<u32> {
+    /// from (READ) a mapped range. Returns a WRITE range that became ready,
+    /// or the QP whose READ completion waited for these bytes.
+    pub fn commit(&self, v: u32) -> Option<Wake> {
         let range = v & 0xffff;
         let count = v >> 16;
         let mut w = self.lock();
@@ -357,24 +380,14 @@ impl Drdma {
             Some(Direction::Write) => match a.commit_store(count) {
                 Ok(filled) => {
                     w.stats.bytes_stored += u64::from(count);
-                    filled.then_some(range)
+                    filled.then_some(Wake::WriteReady(range))
                 }
                 Err(e) => {
                     w.refuse(range, e);
                     None
                 }
             },
-            Some(Direction::Read) => match a.drain(count) {
-                Ok(d) => {
-                    w.stats.bytes_loaded += u64::from(count);
-                    w.after_drain(range, d);
-                    None
-                }
-                Err(e) => {
-                    w.refuse(range, e);
-                    None
-                }
-            },
+            Some(Direction::Read) => w.drain(range, count).map(Wake::ReadDrained),
             None => {
                 w.refuse(range, ArrError::Unallocated);
                 None
@@ -418,8 +431,8 @@ impl Drdma {
     }
 
     /// Writes a writable DRDMA register. `None` if `off` is not one;
-    /// `Some(Some(range))` when a commit made a WRITE range ready.
-    pub fn reg_write(&self, off: u64, v: u32) -> Option<Option<u32>> {
+    /// `Some(Some(wake))` when a commit has work for the engine.
+    pub fn reg_write(&self, off: u64, v: u32) -> Option<Option<Wake>> {
         match off {
             regs::DRDMA_PMB_DEDICATED => {
                 let mut w = self.lock();
@@ -471,15 +484,36 @@ impl Drdma {
             Ok(Delivered::IntoPmb) => {
                 let pmb = a.pmb;
                 w.pool.write(pmb, off, data);
+                w.stats.responses += 1;
                 drop(w);
                 self.data.notify_all();
                 true
             }
-            Ok(Delivered::Queued | Delivered::Duplicate) => true,
+            Ok(Delivered::Queued) => {
+                w.stats.responses += 1;
+                true
+            }
+            Ok(Delivered::Duplicate) => true,
             Err(e) => {
                 tracing::debug!(arr, offset, error = %e, "read response refused by its ARR");
                 false
             }
+        }
+    }
+
+    /// A DRDMA READ on `arr` whose responses have all landed would
+    /// complete now. True while the guest has not loaded its last byte: the
+    /// completion waits (seed Fig 22a), and the load or commit that drains
+    /// the last byte wakes QP `qpn` ([`Wake::ReadDrained`]). False once the
+    /// range is drained (or was never this READ's).
+    pub fn completion_waits(&self, arr: u32, qpn: u32) -> bool {
+        let mut w = self.lock();
+        match w.arrs.get_mut(arr as usize) {
+            Some(a) if a.awaiting_drain() => {
+                a.waiter = Some(qpn);
+                true
+            }
+            _ => false,
         }
     }
 

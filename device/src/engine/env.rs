@@ -427,6 +427,11 @@ impl QpEnv for DeviceQpEnv<'_> {
         self.verbs.keys.release(self.qpn, slot);
     }
 
+    fn completion_waits(&mut self, wqe: &SendWqe) -> bool {
+        wqe.opcode == WR_DRDMA_READ
+            && direct_arr(&wqe.sge[0]).is_some_and(|arr| self.drdma.completion_waits(arr, self.qpn))
+    }
+
     fn retired(&mut self, wqe: &SendWqe, status: u8) {
         let dir = match wqe.opcode {
             WR_DRDMA_WRITE => Direction::Write,

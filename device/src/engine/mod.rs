@@ -77,6 +77,9 @@ pub enum EngineEvent {
     /// A DRDMA WRITE range became BR Valid (every byte stored), or several
     /// did ([`drdma::ALL_RANGES`]).
     DrdmaReady(u32),
+    /// The guest loaded the last byte of a DRDMA READ on QP `.0`, whose
+    /// completion waited for it.
+    DrdmaDrained(u32),
     /// Something happened on the link.
     Link(LinkEvent),
     /// Packets from the link (all those of one socket read).
@@ -301,6 +304,9 @@ impl Engine {
             EngineEvent::Doorbell(db) => self.doorbell(0, db, now),
             EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
+            EngineEvent::DrdmaDrained(qpn) => {
+                self.with_qp(qpn, |rc, env| rc.completion_ready(now, env))
+            }
             // The flush after this event serves them.
             EngineEvent::ReadBudget => {}
             EngineEvent::Link(LinkEvent::Packet(p)) => self.receive(&p, None, now),

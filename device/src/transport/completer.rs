@@ -308,7 +308,9 @@ impl Requester {
             let done = if !message {
                 !psn::before(self.una, f.end_psn())
             } else {
-                self.msn.confirmed > 0 && (!f.kind.needs_response() || f.received >= f.npsn)
+                self.msn.confirmed > 0
+                    && (!f.kind.needs_response() || f.received >= f.npsn)
+                    && !(f.kind == WrKind::Read && env.completion_waits(&f.wqe))
             };
             if !done {
                 break;

@@ -213,6 +213,15 @@ pub trait QpEnv {
         None
     }
 
+    /// Whether the completion of `wqe`, a READ whose responses have all
+    /// landed, must wait for something outside the transport: a DRDMA
+    /// READ's range the guest has not loaded to its last byte (seed 000,
+    /// Fig 22a). The WQE and those behind it stay queued until
+    /// [`RcQp::completion_ready`] runs and this says no.
+    fn completion_waits(&mut self, _wqe: &SendWqe) -> bool {
+        false
+    }
+
     /// `wqe` left the send queue with completion `status`, signaled or not
     /// (DRDMA frees its window range here).
     fn retired(&mut self, _wqe: &SendWqe, _status: u8) {}

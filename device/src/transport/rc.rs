@@ -319,6 +319,15 @@ impl RcQp {
         }
     }
 
+    /// A WQE whose completion waited outside the transport
+    /// ([`QpEnv::completion_waits`]: a DRDMA READ's range drained) may
+    /// complete now: retires what is finished and goes on.
+    pub fn completion_ready<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {
+        if !self.error {
+            self.progress(now, env);
+        }
+    }
+
     /// Retires finished WQEs, sends what may go, keeps the ACK timer armed
     /// while anything is unacknowledged.
     fn progress<E: QpEnv + ?Sized>(&mut self, now: Instant, env: &mut E) {

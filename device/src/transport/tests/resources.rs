@@ -274,3 +274,41 @@ fn a_read_finding_the_quasi_ring_full_is_dropped_and_retried() {
     assert_eq!(w.b.env.keys.held(MOCK_QPN), 0);
     assert!(naks(&w).is_empty(), "no NAK");
 }
+
+/// Seed 001 with seed 004's queue: each READ holds its key slot until its
+/// own LAST response leaves, not until the queue empties. Three READs of
+/// three responses, served one response per turn: the slots drop 3 → 2 →
+/// 1 → 0 exactly at each LAST.
+#[test]
+fn each_read_releases_its_key_slot_at_its_last_response() {
+    let (a, b) = configs(1024);
+    let mut w = Wire::new(a, b);
+    w.b.env.bytes_mut(DST)[..9216].copy_from_slice(&pattern(9216, 3));
+    for i in 0..3u64 {
+        let mut r = rdma(WR_RDMA_READ, i + 1, 3072, DST_VA + i * 3072, DST);
+        r.sge[0].addr = (DST_VA + i * 3072).into();
+        w.post_a(r);
+    }
+    let requests = w.a.env.take_outbox();
+    feed_b(&mut w, &requests);
+    let mut held = Vec::new();
+    let mut positions = Vec::new();
+    for _ in 0..9 {
+        assert_eq!(w.b.qp.serve_responses(1, &mut w.b.env), 1, "one a turn");
+        for p in w.b.env.take_outbox() {
+            positions.push(PacketView::parse(&p).unwrap().info().position);
+        }
+        held.push(w.b.env.keys.held(MOCK_QPN));
+    }
+    use Position::{First, Last, Middle};
+    assert_eq!(
+        positions,
+        [First, Middle, Last, First, Middle, Last, First, Middle, Last]
+    );
+    assert_eq!(
+        held,
+        [3, 3, 2, 2, 2, 1, 1, 1, 0],
+        "slots after each response"
+    );
+    assert!(!w.b.qp.owes_responses());
+}

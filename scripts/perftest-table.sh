@@ -17,7 +17,8 @@
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
 # README recommends without root for busy-polling guests on a small host:
 # perftest polls its CQ in both single-vCPU guests, and at equal priority
-# they take the CPUs from the devices' threads. shared: nothing set.
+# they take the CPUs from the devices' threads (ibtca-fabric then starts the
+# devices with --spin-us 0: BENCHMARKS.md, ib_write_lat). shared: nothing set.
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
@@ -33,7 +34,7 @@ BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
 placement=nice
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--placement) placement=${2:?--placement needs nice or shared}; shift 2 ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;

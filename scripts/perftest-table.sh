@@ -4,6 +4,9 @@
 #   ib_write_bw at 64 B, 4 KiB and 1 MiB, ib_send_bw 64 B, ib_write_lat,
 #   ib_read_lat and ib_send_lat at 64 B, each duration-bounded (-D 2), first
 #   on ibtca0, then on rxe0; n1 serves, n2 is the client (by node name).
+#   ib_write_lat runs once more for 1000 iterations (-n 1000), whose line
+#   gives the distribution (t_min, t_max, t_typical = median, t_avg,
+#   t_stdev, 99 % and 99.9 %) where -D gives only the average.
 #   Before the guests boot, the no-VM reference of the same session:
 #   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
 #   and the raw Unix-socket stream it measures beside it.
@@ -14,7 +17,8 @@
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
 # README recommends without root for busy-polling guests on a small host:
 # perftest polls its CQ in both single-vCPU guests, and at equal priority
-# they take the CPUs from the devices' threads. shared: nothing set.
+# they take the CPUs from the devices' threads (ibtca-fabric then starts the
+# devices with --spin-us 0: BENCHMARKS.md, ib_write_lat). shared: nothing set.
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
@@ -30,7 +34,7 @@ BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
 placement=nice
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--placement) placement=${2:?--placement needs nice or shared}; shift 2 ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
@@ -52,6 +56,7 @@ tests=(
 	"write_bw_1m:ib_write_bw -s 1048576 -D 2"
 	"send_bw_64:ib_send_bw -s 64 -D 2"
 	"write_lat_64:ib_write_lat -s 64 -D 2"
+	"write_lat_64_n1000:ib_write_lat -s 64 -n 1000"
 	"read_lat_64:ib_read_lat -s 64 -D 2"
 	"send_lat_64:ib_send_lat -s 64 -D 2"
 )

@@ -261,6 +261,14 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     if n.sm_managed {
         args.push("--sm-managed".to_owned());
     }
+    // Beside a niced guest the vfio-user thread must not spin: spinning,
+    // it yields its CPU to the busy vCPU, and a doorbell that comes then
+    // waits for the vCPU's time slice to end (up to a scheduler tick);
+    // asleep, it is woken and preempts the niced vCPU at once
+    // (BENCHMARKS.md, "perftest", the ib_write_lat profile).
+    if n.guest_nice.is_some_and(|nice| nice > 0) && n.realtime.is_none() {
+        args.push("--spin-us=0".to_owned());
+    }
     args
 }
 

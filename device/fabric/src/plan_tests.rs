@@ -447,6 +447,31 @@ fn sched_batch_reaches_the_device_and_excludes_realtime() {
 }
 
 #[test]
+fn devices_of_niced_guests_do_not_spin() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1},
+                          {"name": "b", "lid": 2, "guest": {"nice": 0}},
+                          {"name": "c", "lid": 3, "guest": {"nice": -5}},
+                          {"name": "d", "lid": 4, "realtime": 5}],
+                 "guest": {"nice": 19} }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    let spin = |i: usize| {
+        super::launch::device_args(&p.nodes[i])
+            .into_iter()
+            .filter(|x| x.starts_with("--spin-us"))
+            .collect::<Vec<_>>()
+    };
+    // The file-wide nice 19 reaches a; b and c set their own; d is
+    // real-time (which spins no more anyway).
+    assert_eq!(spin(0), ["--spin-us=0"]);
+    assert!(spin(1).is_empty() && spin(2).is_empty() && spin(3).is_empty());
+}
+
+#[test]
 fn link_rings_set_in_the_file_reach_devices_and_switches() {
     let p = plan(
         &topo(

@@ -71,8 +71,9 @@ fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
     );
     assert!(console.contains("UMAD-OK"), "{all}");
     assert!(
-        console
-            .contains("OPENSM-ARGS opensm --honor_guid2lid --log_file /ibtca/opensm.log --sweep 7"),
+        console.contains(
+            "OPENSM-ARGS opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 --sweep 7"
+        ),
         "{all}"
     );
     assert!(console.contains("OSMLOG-OK"), "{all}");

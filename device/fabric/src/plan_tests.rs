@@ -570,7 +570,7 @@ fn the_sm_option_manages_everything_and_plans_opensm() {
     );
     assert_eq!(
         sm.opensm_command(),
-        r"opensm --honor_guid2lid --log_file /ibtca/opensm.log '--sweep' '10' 'it'\''s'"
+        r"opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 '--sweep' '10' 'it'\''s'"
     );
     // The SM node's commands come first; without its own, one more waits.
     let runs = sm.with_runs(&["b=true".to_owned()]);

@@ -102,6 +102,7 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let at = args.iter().position(|a| a == "--node-guid").unwrap();
     assert_eq!(args[at + 1], "0x200aa0000000001");
     assert_eq!(args[at + 3], "0x200aa0000000002");
+    assert_eq!(args[at + 4..at + 6], ["--node-description", "b ibtca0"]);
 }
 
 #[test]

@@ -6,10 +6,10 @@
 //!
 //! - OpenSM reports SUBNET UP; each device's log says the SM set the
 //!   file's LID;
-//! - `ibstat`: the port Active with its LID and the SM's LID; `sminfo`:
-//!   n1's port is the master SM;
-//! - `ibnetdiscover`: exactly the file's devices and switches (GUIDs) and
-//!   links (port numbers at both ends), every LID unique; `iblinkinfo`:
+//! - `ibstat` in n1 and n3: the port Active with its LID and the SM's LID;
+//!   `sminfo`: n1's port is the master SM;
+//! - `ibnetdiscover` in n1 and n3: exactly the file's devices and switches
+//!   (GUIDs) and links (port numbers at both ends), every LID unique; `iblinkinfo`:
 //!   every link Active/LinkUp; `ibswitches`: both switches with their LIDs;
 //! - `smpquery nodeinfo/portinfo` of n4 by LID; `ibroute` of each switch:
 //!   each device's LID leaves by the port toward it; `ibtracert 1 4`: the
@@ -311,7 +311,16 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
             tagged("PP2-SERVER", "ibv_rc_pingpong -d ibtca0")
         ),
     ];
-    let n3 = [tagged("PP3-SERVER", "ibv_rc_pingpong -d ibtca0")];
+    // n3, behind the other switch: its own view once the SM made it Active.
+    let n3 = [
+        format!(
+            "ibtca-load-modules umad; for i in $(seq 600); do grep -q ACTIVE {PORT_STATE} && exit 0; \
+             sleep 1; done; exit 1"
+        ),
+        tagged("IBSTAT3", "ibstat ibtca0"),
+        tagged("NETDISC3", "ibnetdiscover"),
+        tagged("PP3-SERVER", "ibv_rc_pingpong -d ibtca0"),
+    ];
     let n4 = [
         format!("echo IBTCA-OSM n4 watching; until grep -q DOWN {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 down"),
         format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 active again"),
@@ -357,12 +366,12 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let out = up.wait_with_output().unwrap();
     let said = text(&out);
     let console = |n: &str| std::fs::read_to_string(console_path(n)).unwrap_or_default();
-    let (c1, c4) = (console("n1"), console("n4"));
+    let (c1, c3, c4) = (console("n1"), console("n3"), console("n4"));
     let opensm_log = std::fs::read_to_string(run.join("n1.guest/opensm.log")).unwrap_or_default();
     let all = format!(
         "{said}\n{link_log}\n==> n1:\n{c1}\n==> n2:\n{}\n==> n3:\n{}\n==> n4:\n{c4}\n==> opensm.log:\n{opensm_log}",
         console("n2"),
-        console("n3")
+        c3
     );
     eprintln!("four guests: {:.0} s", start.elapsed().as_secs_f64());
     assert!(ready, "the link test never became ready:\n{all}");
@@ -393,6 +402,16 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         (Some("Active"), Some("1"), Some("1")),
         "{l:?}"
     );
+    let l = tagged_lines(&c3, "IBSTAT3");
+    assert_eq!(
+        (
+            field(&l, "State:"),
+            field(&l, "Base lid:"),
+            field(&l, "SM lid:")
+        ),
+        (Some("Active"), Some("3"), Some("1")),
+        "n3: {l:?}"
+    );
     let l = tagged_lines(&c1, "SMINFO");
     assert!(
         l.iter().any(
@@ -410,6 +429,12 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     for n in &plan.nodes {
         assert_eq!(lids.get(&n.node_guid), Some(&n.lid), "{}: {l:?}", n.name);
     }
+    let l3 = tagged_lines(&c3, "NETDISC3");
+    assert_eq!(
+        netdiscover(&l3),
+        (links, lids.clone()),
+        "n3 sees the same subnet: {l3:?}"
+    );
     let unique: BTreeSet<u16> = lids.values().copied().collect();
     assert_eq!(
         (lids.len(), unique.len()),

@@ -4,8 +4,8 @@
 //! with `ibtca-fabric up --guests --wait`, and every check on that one
 //! boot, each tool's output parsed and compared with the topology file:
 //!
-//! - OpenSM reports SUBNET UP; each device's log says the SM set the
-//!   file's LID;
+//! - OpenSM reports SUBNET UP after a first sweep without errors; each
+//!   device's log says the SM set the file's LID;
 //! - `ibstat` in n1 and n3: the port Active with its LID and the SM's LID;
 //!   `sminfo`: n1's port is the master SM;
 //! - `ibnetdiscover` in n1 and n3: exactly the file's devices and switches
@@ -303,8 +303,13 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         ),
         client("PP4", "ibv_rc_pingpong -d ibtca0 n4", 120),
     ];
+    // A guest's programs start once the SM made its port Active (before
+    // that it has no LID: ibv_rc_pingpong "Couldn't get local LID").
+    let active = format!(
+        "for i in $(seq 600); do grep -q ACTIVE {PORT_STATE} && exit 0; sleep 1; done; exit 1"
+    );
     let n2 = [
-        "ibtca-load-modules umad".to_owned(),
+        format!("ibtca-load-modules umad; {active}"),
         // ibping's server until n1's ping-pong (after its pings) is done.
         format!(
             "ibping -S & p=$!; ({}); st=$?; kill $p; exit $st",
@@ -313,15 +318,13 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     ];
     // n3, behind the other switch: its own view once the SM made it Active.
     let n3 = [
-        format!(
-            "ibtca-load-modules umad; for i in $(seq 600); do grep -q ACTIVE {PORT_STATE} && exit 0; \
-             sleep 1; done; exit 1"
-        ),
+        format!("ibtca-load-modules umad; {active}"),
         tagged("IBSTAT3", "ibstat ibtca0"),
         tagged("NETDISC3", "ibnetdiscover"),
         tagged("PP3-SERVER", "ibv_rc_pingpong -d ibtca0"),
     ];
     let n4 = [
+        active.clone(),
         format!("echo IBTCA-OSM n4 watching; until grep -q DOWN {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 down"),
         format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 active again"),
         tagged("PP4-SERVER", "ibv_rc_pingpong -d ibtca0"),
@@ -377,6 +380,17 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     assert!(ready, "the link test never became ready:\n{all}");
     assert!(out.status.success(), "every guest's commands pass:\n{all}");
     assert!(c1.contains("IBTCA-SM SUBNET UP"), "{all}");
+    // OpenSM's first sweep met no error: every attribute it asked or set
+    // was answered as it expected.
+    let first_sweep = &opensm_log[..opensm_log.find("SUBNET UP").unwrap()];
+    let errors: Vec<&str> = first_sweep
+        .lines()
+        .filter(|l| l.contains(" ERR "))
+        .collect();
+    assert!(errors.is_empty(), "OpenSM errors: {errors:#?}");
+    for l in opensm_log.lines().filter(|l| l.contains(" ERR ")) {
+        eprintln!("OpenSM, after its first sweep: {l}");
+    }
 
     // Every device took the file's LID from the SM.
     for n in &plan.nodes {

@@ -65,6 +65,8 @@ guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
 	/usr/sbin/ibnetdiscover /usr/sbin/perfquery /usr/sbin/ibaddr /usr/sbin/iblinkinfo
 	/usr/sbin/ibroute /usr/sbin/sminfo /usr/sbin/saquery /usr/sbin/ibping
 	/usr/sbin/ibportstate /usr/sbin/ibtracert)
+# Shell scripts from the same packages (busybox runs them; no ldd).
+guest_scripts=(/usr/sbin/ibswitches /usr/sbin/ibhosts)
 guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm infiniband-diags)
 # libibverbs providers: /etc/libibverbs.d/NAME.driver and
 # $libdir/libibverbs/libNAME-rdmav*.so (with what they link).
@@ -227,6 +229,10 @@ for b in "${guest_bins[@]}" "${provider_libs[@]}"; do
 		install -D -m 0755 "$CHROOT$b" "$rootfs$b"
 	fi
 	linked+=("$b")
+done
+for b in "${guest_scripts[@]}"; do
+	[ -f "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
+	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
 done
 for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test"; do
 	linked+=("${f#"$CHROOT"}")

@@ -21,6 +21,7 @@ use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 pub mod capture;
+pub mod console;
 pub mod datagram;
 pub mod device_process;
 pub mod drdma;

@@ -19,7 +19,7 @@ fn check_shows_the_sm_its_command_and_guid2lid() {
         "{t}"
     );
     assert!(
-        t.contains("opensm --honor_guid2lid --log_file /ibtca/opensm.log '--sweep' '10'"),
+        t.contains("opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 '--sweep' '10'"),
         "{t}"
     );
     // The launcher's default GUIDs, each with its file LID.

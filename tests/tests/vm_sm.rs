@@ -6,8 +6,8 @@
 //! command then finds the guid2lid file byte for byte, the umad device,
 //! an `opensm` process and its log in the configuration directory.
 //!
-//! Whether OpenSM then brings the subnet up needs QP0 in the guest (the
-//! driver's `IB_QPT_SMI`), which this test does not ask for.
+//! OpenSM bringing a whole subnet up, and the diagnostics against it, is
+//! `vm_opensm.rs`.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -71,8 +71,9 @@ fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
     );
     assert!(console.contains("UMAD-OK"), "{all}");
     assert!(
-        console
-            .contains("OPENSM-ARGS opensm --honor_guid2lid --log_file /ibtca/opensm.log --sweep 7"),
+        console.contains(
+            "OPENSM-ARGS opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 --sweep 7"
+        ),
         "{all}"
     );
     assert!(console.contains("OSMLOG-OK"), "{all}");

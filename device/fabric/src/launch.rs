@@ -238,6 +238,10 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
         format!("{:#x}", n.node_guid),
         "--port-guid".to_owned(),
         format!("{:#x}", n.port_guid),
+        // What an SM and ibnetdiscover show for the node: its name and the
+        // guest's RDMA device, as a real HCA says "host mlx5_0".
+        "--node-description".to_owned(),
+        format!("{} ibtca0", n.name),
     ];
     if let Some(ep) = &n.link {
         args.push(format!("--link={ep}"));

@@ -102,6 +102,7 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let at = args.iter().position(|a| a == "--node-guid").unwrap();
     assert_eq!(args[at + 1], "0x200aa0000000001");
     assert_eq!(args[at + 3], "0x200aa0000000002");
+    assert_eq!(args[at + 4..at + 6], ["--node-description", "b ibtca0"]);
 }
 
 #[test]
@@ -596,7 +597,7 @@ fn the_sm_option_manages_everything_and_plans_opensm() {
     );
     assert_eq!(
         sm.opensm_command(),
-        r"opensm --honor_guid2lid --log_file /ibtca/opensm.log '--sweep' '10' 'it'\''s'"
+        r"opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 '--sweep' '10' 'it'\''s'"
     );
     // The SM node's commands come first; without its own, one more waits.
     let runs = sm.with_runs(&["b=true".to_owned()]);

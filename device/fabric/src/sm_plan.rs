@@ -121,6 +121,11 @@ impl SmPlan {
             "--honor_guid2lid".to_owned(),
             "--log_file".to_owned(),
             GUEST_LOG.to_owned(),
+            // Flush the log after every line: "SUBNET UP" is an INFO line,
+            // which OpenSM otherwise leaves in its stdio buffer until an
+            // error flushes it, so nobody watching the log would see it.
+            "--debug".to_owned(),
+            "2".to_owned(),
         ];
         words.extend(self.options.iter().map(|o| shell_quote(o)));
         words.join(" ")
@@ -132,7 +137,7 @@ impl SmPlan {
     pub fn guest_commands(&self, node_has_commands: bool) -> Vec<String> {
         let start = format!(
             "set -e\n\
-             mkdir -p {dir} /run\n\
+             mkdir -p {dir} /run /var/log\n\
              cat > {GUEST_GUID2LID} <<'IBTCA_GUID2LID'\n{file}IBTCA_GUID2LID\n\
              ibtca-load-modules umad\n\
              {cmd} </dev/null >/dev/null 2>&1 &\n\

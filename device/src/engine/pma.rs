@@ -23,7 +23,7 @@ use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, reply_address};
 use ibtca_protocol::PacketView;
 
 use super::Engine;
-use crate::pma::{PortSource, PortTotals};
+use crate::pma::{for_manager, PortSource, PortTotals};
 use crate::sma::PKEY_CAP;
 use crate::verbs::abi::PKEY_TABLE_LEN;
 
@@ -47,12 +47,17 @@ impl PortSource for DevicePort {
 }
 
 impl Engine {
-    /// A packet to QP1: true if it was a PM MAD (answered, or dropped as
-    /// no agent's business); false if it is some other GMP.
+    /// A packet to QP1: true if it was a PM MAD for the agent (answered,
+    /// or dropped as no agent's business); false if it is some other GMP,
+    /// or a PM MAD for a manager (a response to the guest's `perfquery`,
+    /// a trap), which the caller hands to the guest's QP1.
     pub(super) fn receive_pma(&mut self, view: &PacketView<'_>) -> bool {
         let Ok(mad) = pma_of_packet(view) else {
             return false;
         };
+        if for_manager(mad.header.method) {
+            return false;
+        }
         let port = DevicePort(self.port_totals());
         if let Some(reply) = self.pma.answer(&port, mad) {
             let to = reply_address(view, self.port.lid);

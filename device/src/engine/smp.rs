@@ -131,6 +131,12 @@ impl Engine {
             self.outbox.own_lid = lid;
             self.port_state.set_sm_lid(lid);
         }
+        let (sm_lid, lmc) = self.sma.sm_lid_and_lmc();
+        if (sm_lid, lmc) != (self.port.sm_lid, self.port.lmc) {
+            tracing::info!(sm_lid, lmc, "subnet manager LID set");
+            (self.port.sm_lid, self.port.lmc) = (sm_lid, lmc);
+            (self.verbs.port.sm_lid, self.verbs.port.lmc) = (sm_lid, lmc);
+        }
         let state = regs_state(self.sma.state());
         if state != self.port.state {
             tracing::info!(state, "port state");

@@ -156,17 +156,19 @@ pub struct Pma {
     pub answered: u64,
 }
 
+/// True if a PM MAD with `method` is for a performance manager, not for
+/// an agent: a response (to `perfquery` or OpenSM's PerfMgr in the node's
+/// own guest), a trap or a report.
+pub fn for_manager(method: u8) -> bool {
+    method & method::RESPONSE != 0 || matches!(method, method::TRAP | method::REPORT)
+}
+
 impl Pma {
     /// Answers one PM request (`None`: a response, trap or other MAD that
     /// gets no answer from an agent).
     pub fn answer(&mut self, src: &impl PortSource, mut mad: PmaMad) -> Option<PmaMad> {
         let h = mad.header;
-        if h.method & method::RESPONSE != 0
-            || matches!(
-                h.method,
-                method::TRAP | method::REPORT | method::TRAP_REPRESS
-            )
-        {
+        if for_manager(h.method) || h.method == method::TRAP_REPRESS {
             return None;
         }
         self.answered += 1;

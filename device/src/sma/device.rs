@@ -94,6 +94,13 @@ impl DeviceSma {
         self.port.lid()
     }
 
+    /// The subnet manager's LID and LID mask control, as the SM set them
+    /// in PortInfo (0, 0 before it did).
+    pub fn sm_lid_and_lmc(&self) -> (u16, u8) {
+        let i = self.port.info();
+        (i.master_sm_lid, i.lmc)
+    }
+
     /// The port's state.
     pub fn state(&self) -> PortState {
         self.port.state()

@@ -206,7 +206,10 @@ impl Agent<'_> {
         info
     }
 
-    fn port_info(&self, port: u8, show_key: bool) -> Result<Block, MadStatus> {
+    /// PortInfo of `port` as an SMP that came in by `access.in_port` sees
+    /// it: LocalPortNum is that port (IBA 14.2.5.6), which OpenSM compares
+    /// with the port it asked about so as not to probe back the way it came.
+    fn port_info(&self, port: u8, access: Access) -> Result<Block, MadStatus> {
         let mut info = if port == 0 {
             self.sma.port0.info()
         } else {
@@ -219,7 +222,8 @@ impl Agent<'_> {
             .get(usize::from(port))
             .copied()
             .unwrap_or(0);
-        self.sma.m_key.report(&mut info, show_key);
+        info.local_port_num = access.in_port;
+        self.sma.m_key.report(&mut info, access.show_key);
         Ok(info.encode())
     }
 
@@ -379,7 +383,7 @@ impl Attributes for Agent<'_> {
             id::SWITCH_INFO => Ok(self.switch_info().encode()),
             id::PORT_INFO => {
                 let port = u8::try_from(modifier).map_err(|_| MadStatus::INVALID_ATTR_VALUE)?;
-                self.port_info(port, access.show_key)
+                self.port_info(port, access)
             }
             id::P_KEY_TABLE => pkey_block(self.pkey_table(modifier)?, modifier & 0xffff),
             id::LINEAR_FORWARDING_TABLE => self.lft_block(modifier),
@@ -428,7 +432,7 @@ impl Attributes for Agent<'_> {
                         new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
                     self.push_partition(usize::from(port));
                 }
-                self.port_info(port, access.show_key)
+                self.port_info(port, access)
             }
             id::P_KEY_TABLE => {
                 let port = usize::from(self.pkey_port(modifier)?);

@@ -112,6 +112,10 @@ pub struct PortAttrs {
     pub active_mtu: u8,
     /// Data VLs the port runs.
     pub data_vls: u8,
+    /// The subnet manager's LID (0: none), as the SM set it in PortInfo.
+    pub sm_lid: u16,
+    /// LID mask control, as the SM set it.
+    pub lmc: u8,
 }
 
 impl Default for PortAttrs {
@@ -123,6 +127,8 @@ impl Default for PortAttrs {
             state: PORT_ACTIVE,
             active_mtu: MTU_4096,
             data_vls: 15,
+            sm_lid: 0,
+            lmc: 0,
         }
     }
 }
@@ -189,7 +195,7 @@ impl Verbs {
             port_guid: p.guid.into(),
             max_msg_sz: (crate::transport::MAX_MESSAGE as u32).into(),
             lid: p.lid.into(),
-            sm_lid: 0.into(),
+            sm_lid: p.sm_lid.into(),
             pkey: DEFAULT_PKEY.into(),
             state: p.state as u8,
             phys_state: if p.state == PORT_DOWN {
@@ -202,6 +208,7 @@ impl Verbs {
             active_width: PORT_WIDTH_4X,
             active_speed: PORT_SPEED_QDR,
             data_vls: p.data_vls,
+            lmc: p.lmc,
             ..Default::default()
         }
     }

@@ -1,0 +1,117 @@
+//! What the guest of a subnet-managed port sees of its SM and of the
+//! managers it runs itself (no VM; found running OpenSM and
+//! infiniband-diags in guests):
+//!
+//! - QUERY_PORT reports the SM's LID and the LMC the SM set in PortInfo
+//!   (`ibstat`'s "SM lid", and where `saquery` and `sminfo` send their
+//!   MADs);
+//! - the answer to a PM request that the guest's own QP1 sent (`perfquery`)
+//!   reaches that QP1, instead of being taken by the device's own
+//!   performance management agent as one more PM MAD.
+
+use std::time::{Duration, Instant};
+
+use ibtca_device::instance::InstanceConfig;
+use ibtca_device::link::LinkEndpoint;
+use ibtca_device::regs;
+use ibtca_device::verbs::abi::*;
+use ibtca_protocol::mad::attr::{id, PortInfo, PortState};
+use ibtca_protocol::mad::pma::{pma_id, PmaMad, PortCounters};
+use ibtca_protocol::mad::{method, MadStatus, Smp, MAD_LEN};
+use ibtca_tests::datagram::ud_send_wqe;
+use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::sim_guest::{recv_wqe, SimGuest};
+use ibtca_tests::sm_client::SmClient;
+use ibtca_tests::{TempDir, TestServer};
+
+const T: Duration = Duration::from_secs(20);
+const SM_LID: u16 = 9;
+
+#[test]
+fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
+    let dir = TempDir::new("sm-view");
+    let path = dir.join("dev.link");
+    let cfg = InstanceConfig {
+        lid: 7,
+        sm_managed: true,
+        node_guid: 0x0200_0000_0000_0909,
+        port_guid: 0x0200_0000_0000_0909,
+        link: Some(LinkEndpoint::Listen(path.clone())),
+        ..InstanceConfig::default()
+    };
+    let server = TestServer::start_instance(dir, cfg);
+    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    let mut g = SimGuest::new(&server.socket, 4 << 20);
+    let deadline = Instant::now() + T;
+    while g.client.read32(0, regs::PORT_STATE) != regs::PORT_INIT {
+        assert!(Instant::now() < deadline, "the port never reached Init");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(
+        (before.lid.to_native(), before.sm_lid.to_native()),
+        (0, 0),
+        "no SM yet"
+    );
+
+    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+    let mut p = PortInfo::decode(&sm.ask(get, 0).data);
+    (p.lid, p.master_sm_lid, p.lmc) = (0x31, SM_LID, 2);
+    p.port_state = PortState::Armed as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
+    set.data = p.encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+
+    let after: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(
+        (
+            after.lid.to_native(),
+            after.sm_lid.to_native(),
+            after.lmc,
+            after.state
+        ),
+        (0x31, SM_LID, 2, regs::PORT_ARMED as u8)
+    );
+}
+
+#[test]
+fn a_pm_answer_to_the_guests_own_request_reaches_its_qp1() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let a = &mut p.a;
+    let mut gsi = a.g.create_datagram_qp(a.pd, &a.cq, 6, QPT_GSI).unwrap();
+    a.g.datagram_ready(&gsi, GSI_QKEY).unwrap();
+    // A PortCounters Get from A's QP1 (as perfquery sends it) to B's LID.
+    let mut req = PmaMad::new(method::GET, pma_id::PORT_COUNTERS, 0);
+    req.header.tid = 0x5eed;
+    req.data = PortCounters {
+        port_select: 1,
+        ..PortCounters::default()
+    }
+    .encode();
+    a.g.write(a.buf + 4096, &req.to_bytes());
+    let r = recv_wqe(3, a.buf, 40 + MAD_LEN as u32, a.lkey);
+    a.g.post_recv(&mut gsi, &r);
+    a.g.client.read32(0, regs::MAGIC);
+    let w = ud_send_wqe(1, (a.buf + 4096, MAD_LEN as u32, a.lkey), 2, 1, GSI_QKEY);
+    a.g.post_ud_send(&mut gsi, &w);
+    let mut got = [
+        a.g.poll_cq(&mut a.cq, T).expect("the send completes"),
+        a.g.poll_cq(&mut a.cq, T)
+            .expect("B's answer reaches A's QP1, not A's agent"),
+    ];
+    got.sort_by_key(|c| c.opcode);
+    assert_eq!((got[0].opcode, got[0].status), (WC_SEND, WC_SUCCESS));
+    let c = got[1];
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_SUCCESS));
+    assert_eq!((c.src_qp.to_native(), c.slid.to_native()), (1, 2));
+    let answer = PmaMad::parse(&a.g.read(a.buf + 40, MAD_LEN)).unwrap();
+    assert_eq!(
+        (
+            answer.header.method,
+            answer.header.status,
+            answer.header.tid
+        ),
+        (method::GET_RESP, 0, 0x5eed)
+    );
+    assert_eq!(PortCounters::decode(&answer.data).port_select, 1);
+}

@@ -1,0 +1,603 @@
+//! Full stack, OpenSM end to end: `qemu-configs/sm-four-nodes-two-switches.json`
+//! (n1, n2 on switch `left`, n3, n4 on `right`, the switches joined by
+//! their ports 3; OpenSM in n1's guest, link faults off) brought up once
+//! with `ibtca-fabric up --guests --wait`, and every check on that one
+//! boot, each tool's output parsed and compared with the topology file:
+//!
+//! - OpenSM reports SUBNET UP after a first sweep without errors; each
+//!   device's log says the SM set the file's LID;
+//! - `ibstat` in n1 and n3: the port Active with its LID and the SM's LID;
+//!   `sminfo`: n1's port is the master SM;
+//! - `ibnetdiscover` in n1 and n3: exactly the file's devices and switches
+//!   (GUIDs) and links (port numbers at both ends), every LID unique; `iblinkinfo`:
+//!   every link Active/LinkUp; `ibswitches`: both switches with their LIDs;
+//! - `smpquery nodeinfo/portinfo` of n4 by LID; `ibroute` of each switch:
+//!   each device's LID leaves by the port toward it; `ibtracert 1 4`: the
+//!   hops n1 → left → right → n4 with their ports;
+//! - `saquery`: a node record per device and switch with its LID and GUID;
+//!   a path record from LID 1 to 4;
+//! - `ibping` against `ibping -S` in n2; `ibv_rc_pingpong` n1 → n2 and
+//!   n1 → n3 (across both switches) over the SM's LIDs; `perfquery` of
+//!   n3's port before and after: its packet counters grew by the ping-pong;
+//! - n4's link taken down and up with `ibtca-fabric link`: n4's guest sees
+//!   the port go down and come back Active (port events), OpenSM sweeps
+//!   again (one more SUBNET UP), and `ibv_rc_pingpong` n1 → n4 runs;
+//! - afterwards `ibtca-fabric stats` shows every switch port up.
+//!
+//! All four guests boot (n2, n3, n4 are ping and ping-pong peers).
+//! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
+//! runs it; plain `cargo test` lists it as ignored.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ibtca_fabric::{End, Plan};
+use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::launcher::{config, fabric, text, Down};
+use ibtca_tests::vm::VmStack;
+use ibtca_tests::workspace_bin;
+
+const TOPOLOGY: &str = "sm-four-nodes-two-switches.json";
+/// How long the whole run may take under TCG.
+const GUEST_TIMEOUT: Duration = Duration::from_secs(1500);
+const OPENSM_LOG: &str = "/ibtca/opensm.log";
+const PORT_STATE: &str = "/sys/class/infiniband/ibtca0/ports/1/state";
+
+/// A (GUID, port) end of a link.
+type PortEnd = (u64, u8);
+
+fn hex(s: &str) -> Option<u64> {
+    let s = s.trim().trim_start_matches("0x");
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// The value after `key` in a `key:....value` or `key: value` line.
+fn field<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
+    lines
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix(key))
+        .map(|v| v.trim_start_matches(['.', ':', ' ', '\t']).trim())
+}
+
+/// The links of the plan as unordered (GUID, port) pairs.
+fn plan_links(plan: &Plan) -> BTreeSet<(PortEnd, PortEnd)> {
+    let end = |e: &End| match e {
+        End::Node(i) => (plan.nodes[*i].node_guid, 1),
+        End::Switch(i, p) => (plan.switches[*i].guid, *p),
+    };
+    plan.links
+        .iter()
+        .map(|(a, b)| ordered(end(a), end(b)))
+        .collect()
+}
+
+fn ordered(a: PortEnd, b: PortEnd) -> (PortEnd, PortEnd) {
+    if a <= b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// ibnetdiscover's links and the LIDs it names (GUID → LID).
+fn netdiscover(lines: &[&str]) -> (BTreeSet<(PortEnd, PortEnd)>, BTreeMap<u64, u16>) {
+    let mut links = BTreeSet::new();
+    let mut lids = BTreeMap::new();
+    let mut current: Option<u64> = None;
+    let guid_in = |s: &str| hex(s.split('"').nth(1)?.get(2..)?);
+    let lid_after = |s: &str, word: &str| -> Option<u16> {
+        let i = s.find(word)? + word.len();
+        s[i..].split_whitespace().next()?.parse().ok()
+    };
+    for l in lines {
+        if l.starts_with("Switch") || l.starts_with("Ca") {
+            current = guid_in(l);
+            if let (Some(g), Some(lid)) = (current, lid_after(l, "base port 0 lid ")) {
+                lids.insert(g, lid);
+            }
+        } else if let (Some(me), true) = (current, l.starts_with('[')) {
+            // "[1]\t"H-0200000000010001"[1](...)  # ..." (a switch port) or
+            // "[1](200000000010001) \t"S-0200000000ff0001"[1]  # lid 1 ..." (a CA's).
+            let port: u8 = l[1..l.find(']').unwrap()].parse().unwrap();
+            let Some(peer) = guid_in(l) else { continue };
+            let after = &l[l.find(&format!("{peer:016x}\"")).unwrap() + 17..];
+            let peer_port: u8 = after
+                .strip_prefix('[')
+                .and_then(|a| a.split(']').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap();
+            links.insert(ordered((me, port), (peer, peer_port)));
+            // A CA's port line names its own LID first ("# lid 1 lmc 0").
+            if let Some(lid) = lid_after(l, "# lid ") {
+                lids.insert(me, lid);
+            }
+        }
+    }
+    (links, lids)
+}
+
+/// For each switch (by GUID), the port by which it reaches each node
+/// (by node GUID): a breadth-first walk of the plan's links.
+fn expected_routes(plan: &Plan) -> BTreeMap<u64, BTreeMap<u64, u8>> {
+    let links = plan_links(plan);
+    let mut out = BTreeMap::new();
+    for sw in &plan.switches {
+        let mut first_port = BTreeMap::new();
+        let mut seen = BTreeSet::from([sw.guid]);
+        let mut queue = VecDeque::new();
+        for ((a, pa), (b, pb)) in &links {
+            if *a == sw.guid {
+                queue.push_back((*b, *pa));
+            } else if *b == sw.guid {
+                queue.push_back((*a, *pb));
+            }
+        }
+        while let Some((guid, port)) = queue.pop_front() {
+            if !seen.insert(guid) {
+                continue;
+            }
+            first_port.insert(guid, port);
+            for ((a, _), (b, _)) in &links {
+                if *a == guid {
+                    queue.push_back((*b, port));
+                } else if *b == guid {
+                    queue.push_back((*a, port));
+                }
+            }
+        }
+        out.insert(sw.guid, first_port);
+    }
+    out
+}
+
+/// ibroute's tables: switch GUID → (LID → out port).
+fn ibroute(lines: &[&str]) -> BTreeMap<u64, BTreeMap<u16, u8>> {
+    let mut out: BTreeMap<u64, BTreeMap<u16, u8>> = BTreeMap::new();
+    let mut current = None;
+    for l in lines {
+        if l.starts_with("Unicast lids") {
+            current = l
+                .split_whitespace()
+                .skip_while(|w| *w != "guid")
+                .nth(1)
+                .and_then(hex);
+        } else if let (Some(sw), Some(lid)) = (current, l.strip_prefix("0x")) {
+            let mut w = lid.split_whitespace();
+            let lid = u16::from_str_radix(w.next().unwrap(), 16).unwrap();
+            let port: u8 = w.next().unwrap().parse().unwrap();
+            out.entry(sw).or_default().insert(lid, port);
+        }
+    }
+    out
+}
+
+/// ibtracert's hops: (out port, GUID, in port) after the source line.
+fn tracert(lines: &[&str]) -> Vec<(u8, u64, u8)> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with('[') && l.contains("->"))
+        .map(|l| {
+            let out: u8 = l[1..l.find(']').unwrap()].parse().unwrap();
+            let g = &l[l.find('{').unwrap() + 1..l.find('}').unwrap()];
+            let rest = &l[l.find('}').unwrap() + 2..];
+            let inp: u8 = rest[..rest.find(']').unwrap()].parse().unwrap();
+            (out, hex(g).unwrap(), inp)
+        })
+        .collect()
+}
+
+/// saquery's node records: (LID, node GUID).
+fn node_records(lines: &[&str]) -> BTreeSet<(u16, u64)> {
+    let mut out = BTreeSet::new();
+    let mut lid = None;
+    for l in lines {
+        let l = l.trim();
+        if let Some(v) = l.strip_prefix("lid.") {
+            lid = v.trim_start_matches('.').parse().ok();
+        } else if let Some(v) = l.strip_prefix("node_guid.") {
+            if let (Some(lid), Some(g)) = (lid.take(), hex(v.trim_start_matches('.'))) {
+                out.insert((lid, g));
+            }
+        }
+    }
+    out
+}
+
+/// A counter perfquery printed.
+fn counter(lines: &[&str], name: &str) -> u64 {
+    field(lines, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {lines:?}"))
+}
+
+/// Waits until `want` is in the console at `path`; false at the deadline
+/// or once the guest is done without it.
+fn wait_for(path: &std::path::Path, want: &str, deadline: Instant) -> bool {
+    while Instant::now() < deadline {
+        let c = std::fs::read_to_string(path).unwrap_or_default();
+        if c.contains(want) {
+            return true;
+        }
+        if c.contains("IBTCA-GUEST done") {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
+/// One `--run NODE=...` per command.
+fn runs(node: &str, cmds: &[String]) -> Vec<String> {
+    cmds.iter()
+        .flat_map(|c| ["--run".to_owned(), format!("{node}={c}")])
+        .collect()
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("vm-opensm");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let down = Down(run.clone());
+    let topo = config(TOPOLOGY);
+    let plan = ibtca_fabric::plan(
+        &ibtca_fabric::parse(&std::fs::read_to_string(&topo).unwrap()).unwrap(),
+        &run,
+    )
+    .unwrap();
+    let guid = |name: &str| {
+        plan.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.node_guid)
+            .or_else(|| {
+                plan.switches
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map(|s| s.guid)
+            })
+            .unwrap()
+    };
+
+    let subnet_ups = format!("grep -c 'SUBNET UP' {OPENSM_LOG}");
+    let n1 = [
+        format!(
+            "for i in $(seq 600); do grep -q 'SUBNET UP' {OPENSM_LOG} && break; sleep 1; done; \
+             grep -q 'SUBNET UP' {OPENSM_LOG}"
+        ),
+        tagged("IBSTAT", "ibstat ibtca0"),
+        tagged("SMINFO", "sminfo"),
+        tagged("NETDISC", "ibnetdiscover"),
+        tagged("LINKINFO", "iblinkinfo"),
+        tagged("SWITCHES", "ibswitches"),
+        tagged("NODEINFO", "smpquery nodeinfo 4"),
+        tagged("PORTINFO", "smpquery portinfo 4 1"),
+        tagged(
+            "ROUTE",
+            "for l in $(ibswitches | sed -n 's/.* lid \\([0-9]*\\) lmc.*/\\1/p'); do ibroute $l || exit 1; done",
+        ),
+        tagged("TRACERT", "ibtracert 1 4"),
+        tagged("SAQUERY", "saquery"),
+        tagged("PATH", "saquery -p --src-to-dst 1:4"),
+        tagged(
+            "PING",
+            "for i in $(seq 60); do ibping -c 5 -L 2 >/tmp/ping 2>&1; \
+             grep -q ', 5 received' /tmp/ping && break; sleep 1; done; cat /tmp/ping",
+        ),
+        client("PP2", "ibv_rc_pingpong -d ibtca0 n2", 120),
+        tagged("PERF-BEFORE", "perfquery 3 1"),
+        client("PP3", "ibv_rc_pingpong -d ibtca0 n3", 120),
+        tagged("PERF-AFTER", "perfquery 3 1"),
+        // The host takes n4's link down and up once this is on the console.
+        format!("echo \"IBTCA-OSM link-test ready sweeps=$({subnet_ups})\""),
+        tagged(
+            "RESWEEP",
+            &format!(
+                "c0=$({subnet_ups}); for i in $(seq 600); do \
+                 [ $({subnet_ups}) -gt $c0 ] && smpquery portinfo 4 1 2>/dev/null | grep -q 'LinkState:.*Active' && \
+                 echo sweeps=$({subnet_ups}) && exit 0; sleep 1; done; exit 1"
+            ),
+        ),
+        client("PP4", "ibv_rc_pingpong -d ibtca0 n4", 120),
+    ];
+    // A guest's programs start once the SM made its port Active (before
+    // that it has no LID: ibv_rc_pingpong "Couldn't get local LID").
+    let active = format!(
+        "for i in $(seq 600); do grep -q ACTIVE {PORT_STATE} && exit 0; sleep 1; done; exit 1"
+    );
+    let n2 = [
+        format!("ibtca-load-modules umad; {active}"),
+        // ibping's server until n1's ping-pong (after its pings) is done.
+        format!(
+            "ibping -S & p=$!; ({}); st=$?; kill $p; exit $st",
+            tagged("PP2-SERVER", "ibv_rc_pingpong -d ibtca0")
+        ),
+    ];
+    // n3, behind the other switch: its own view once the SM made it Active.
+    let n3 = [
+        format!("ibtca-load-modules umad; {active}"),
+        tagged("IBSTAT3", "ibstat ibtca0"),
+        tagged("NETDISC3", "ibnetdiscover"),
+        tagged("PP3-SERVER", "ibv_rc_pingpong -d ibtca0"),
+    ];
+    let n4 = [
+        active.clone(),
+        format!("echo IBTCA-OSM n4 watching; until grep -q DOWN {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 down"),
+        format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 active again"),
+        tagged("PP4-SERVER", "ibv_rc_pingpong -d ibtca0"),
+    ];
+
+    let mut args = stack.guests_up(&topo, &run_s);
+    args.extend(
+        [
+            "--guest-timeout",
+            &GUEST_TIMEOUT.as_secs().to_string(),
+            "--wait",
+        ]
+        .map(String::from),
+    );
+    for (node, cmds) in [("n1", &n1[..]), ("n2", &n2), ("n3", &n3), ("n4", &n4)] {
+        args.extend(runs(node, cmds));
+    }
+    let start = Instant::now();
+    let up = Command::new(workspace_bin("ibtca-fabric"))
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ibtca-fabric up");
+
+    // The link test, from the host, while the guests run.
+    let deadline = start + GUEST_TIMEOUT;
+    let console_path = |n: &str| run.join(format!("{n}.console"));
+    let ready = wait_for(&console_path("n1"), "IBTCA-OSM link-test ready", deadline)
+        && wait_for(&console_path("n4"), "IBTCA-OSM n4 watching", deadline);
+    let mut link_log = String::new();
+    if ready {
+        let out = fabric(&["link", "--run-dir", &run_s, "n4", "down"]);
+        link_log += &text(&out);
+        assert!(out.status.success(), "link down: {link_log}");
+        let saw = wait_for(&console_path("n4"), "IBTCA-OSM n4 down", deadline);
+        let out = fabric(&["link", "--run-dir", &run_s, "n4", "up"]);
+        link_log += &text(&out);
+        assert!(out.status.success(), "link up: {link_log}");
+        assert!(saw, "n4's guest never saw its port down");
+    }
+    let out = up.wait_with_output().unwrap();
+    let said = text(&out);
+    let console = |n: &str| std::fs::read_to_string(console_path(n)).unwrap_or_default();
+    let (c1, c3, c4) = (console("n1"), console("n3"), console("n4"));
+    let opensm_log = std::fs::read_to_string(run.join("n1.guest/opensm.log")).unwrap_or_default();
+    let all = format!(
+        "{said}\n{link_log}\n==> n1:\n{c1}\n==> n2:\n{}\n==> n3:\n{}\n==> n4:\n{c4}\n==> opensm.log:\n{opensm_log}",
+        console("n2"),
+        c3
+    );
+    eprintln!("four guests: {:.0} s", start.elapsed().as_secs_f64());
+    assert!(ready, "the link test never became ready:\n{all}");
+    assert!(out.status.success(), "every guest's commands pass:\n{all}");
+    assert!(c1.contains("IBTCA-SM SUBNET UP"), "{all}");
+    // OpenSM's first sweep met no error: every attribute it asked or set
+    // was answered as it expected.
+    let first_sweep = &opensm_log[..opensm_log.find("SUBNET UP").unwrap()];
+    let errors: Vec<&str> = first_sweep
+        .lines()
+        .filter(|l| l.contains(" ERR "))
+        .collect();
+    assert!(errors.is_empty(), "OpenSM errors: {errors:#?}");
+    for l in opensm_log.lines().filter(|l| l.contains(" ERR ")) {
+        eprintln!("OpenSM, after its first sweep: {l}");
+    }
+
+    // Every device took the file's LID from the SM.
+    for n in &plan.nodes {
+        let log = std::fs::read_to_string(run.join(format!("{}.log", n.name))).unwrap();
+        assert!(
+            log.contains(&format!(
+                "port LID set by the subnet manager old=0 lid={}",
+                n.lid
+            )),
+            "{}.log:\n{log}",
+            n.name
+        );
+    }
+
+    // ibstat and sminfo: Active, LID 1, the SM at LID 1 (n1 itself).
+    let l = tagged_lines(&c1, "IBSTAT");
+    assert_eq!(
+        (
+            field(&l, "State:"),
+            field(&l, "Base lid:"),
+            field(&l, "SM lid:")
+        ),
+        (Some("Active"), Some("1"), Some("1")),
+        "{l:?}"
+    );
+    let l = tagged_lines(&c3, "IBSTAT3");
+    assert_eq!(
+        (
+            field(&l, "State:"),
+            field(&l, "Base lid:"),
+            field(&l, "SM lid:")
+        ),
+        (Some("Active"), Some("3"), Some("1")),
+        "n3: {l:?}"
+    );
+    let l = tagged_lines(&c1, "SMINFO");
+    assert!(
+        l.iter().any(
+            |l| l.starts_with("sminfo: sm lid 1 sm guid 0x200000000010001")
+                && l.ends_with("SMINFO_MASTER")
+        ),
+        "{l:?}"
+    );
+
+    // ibnetdiscover: exactly the file's links; the devices' LIDs are the
+    // file's, the switches' unique.
+    let l = tagged_lines(&c1, "NETDISC");
+    let (links, lids) = netdiscover(&l);
+    assert_eq!(links, plan_links(&plan), "{l:?}");
+    for n in &plan.nodes {
+        assert_eq!(lids.get(&n.node_guid), Some(&n.lid), "{}: {l:?}", n.name);
+    }
+    let l3 = tagged_lines(&c3, "NETDISC3");
+    assert_eq!(
+        netdiscover(&l3),
+        (links, lids.clone()),
+        "n3 sees the same subnet: {l3:?}"
+    );
+    let unique: BTreeSet<u16> = lids.values().copied().collect();
+    assert_eq!(
+        (lids.len(), unique.len()),
+        (plan.nodes.len() + plan.switches.len(), lids.len()),
+        "every node and switch with a LID of its own: {lids:?}"
+    );
+    let switch_lid = |name: &str| lids[&guid(name)];
+
+    // iblinkinfo: every link Active/LinkUp, seen from both ends.
+    let l = tagged_lines(&c1, "LINKINFO");
+    let link_lines: Vec<&&str> = l.iter().filter(|l| l.contains("==(")).collect();
+    assert_eq!(link_lines.len(), 2 * plan.links.len(), "{l:?}");
+    assert!(
+        link_lines.iter().all(|l| l.contains("Active/  LinkUp")),
+        "{l:?}"
+    );
+
+    // ibswitches: both switches, GUID and LID.
+    let l = tagged_lines(&c1, "SWITCHES");
+    for sw in &plan.switches {
+        let want = format!("0x{:016x} ports 3 \"{}\"", sw.guid, sw.name);
+        let lid = format!("lid {} lmc 0", switch_lid(&sw.name));
+        assert!(
+            l.iter().any(|l| l.contains(&want) && l.contains(&lid)),
+            "{want} {lid}: {l:?}"
+        );
+    }
+
+    // smpquery of n4 by LID.
+    let l = tagged_lines(&c1, "NODEINFO");
+    assert_eq!(field(&l, "Guid:").and_then(hex), Some(guid("n4")), "{l:?}");
+    let l = tagged_lines(&c1, "PORTINFO");
+    assert_eq!(
+        (
+            field(&l, "Lid:"),
+            field(&l, "SMLid:"),
+            field(&l, "LinkState:")
+        ),
+        (Some("4"), Some("1"), Some("Active")),
+        "{l:?}"
+    );
+
+    // ibroute: each switch sends each device's LID out of the port toward it.
+    let l = tagged_lines(&c1, "ROUTE");
+    let tables = ibroute(&l);
+    let routes = expected_routes(&plan);
+    for sw in &plan.switches {
+        let table = tables.get(&sw.guid).unwrap_or_else(|| panic!("{l:?}"));
+        for n in &plan.nodes {
+            assert_eq!(
+                table.get(&n.lid),
+                routes[&sw.guid].get(&n.node_guid),
+                "{} to {}: {l:?}",
+                sw.name,
+                n.name
+            );
+        }
+        assert_eq!(
+            table.get(&switch_lid(&sw.name)),
+            Some(&0),
+            "own LID: port 0"
+        );
+    }
+
+    // ibtracert 1 4: n1 port 1 → left 1, left 3 → right 3, right 2 → n4 1.
+    let l = tagged_lines(&c1, "TRACERT");
+    assert_eq!(
+        tracert(&l),
+        vec![
+            (1, guid("left"), 1),
+            (3, guid("right"), 3),
+            (2, guid("n4"), 1)
+        ],
+        "{l:?}"
+    );
+
+    // saquery: a node record per device and switch.
+    let l = tagged_lines(&c1, "SAQUERY");
+    let mut want: BTreeSet<(u16, u64)> = plan.nodes.iter().map(|n| (n.lid, n.node_guid)).collect();
+    want.extend(plan.switches.iter().map(|s| (switch_lid(&s.name), s.guid)));
+    assert_eq!(node_records(&l), want, "{l:?}");
+    let l = tagged_lines(&c1, "PATH");
+    assert_eq!(
+        (field(&l, "dlid"), field(&l, "slid")),
+        (Some("4"), Some("1")),
+        "{l:?}"
+    );
+
+    // ibping: five answers from n2's ibping -S.
+    let l = tagged_lines(&c1, "PING");
+    assert!(
+        l.iter()
+            .any(|l| l.contains("5 packets transmitted, 5 received")),
+        "{l:?}"
+    );
+
+    // RDMA over the SM's LIDs: n1 with n2, n3 and (after the link test) n4.
+    for (c, tag) in [(&c1, "PP2"), (&c1, "PP3"), (&c1, "PP4")] {
+        let l = tagged_lines(c, tag);
+        assert!(
+            l.iter().any(|l| l.contains("1000 iters in")) && l.contains(&"exit=0"),
+            "{tag}: {l:?}"
+        );
+    }
+    // n3's counters moved with the 1000 SENDs each way.
+    let (before, after) = (
+        tagged_lines(&c1, "PERF-BEFORE"),
+        tagged_lines(&c1, "PERF-AFTER"),
+    );
+    for name in ["PortXmitPkts:", "PortRcvPkts:"] {
+        let (b, a) = (counter(&before, name), counter(&after, name));
+        assert!(a >= b + 1000, "{name} {b} -> {a}");
+    }
+
+    // The link test: n4's guest saw the port go down and come back
+    // (port events), OpenSM swept again.
+    let after_watch = &c4[c4.find("IBTCA-OSM n4 watching").unwrap()..];
+    let down_at = after_watch.find("port DOWN").expect("a port-down event");
+    assert!(
+        after_watch[down_at..].contains("port ACTIVE"),
+        "Active again:\n{after_watch}"
+    );
+    let sweeps = |s: &str| -> u32 {
+        s.split("sweeps=")
+            .nth(1)
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let before = sweeps(
+        c1.lines()
+            .find(|l| l.contains("IBTCA-OSM link-test ready"))
+            .unwrap(),
+    );
+    let l = tagged_lines(&c1, "RESWEEP");
+    let after = sweeps(l.iter().find(|l| l.starts_with("sweeps=")).unwrap());
+    assert!(after > before, "OpenSM swept again: {before} -> {after}");
+
+    // Every switch port up again.
+    let out = fabric(&["stats", "--run-dir", &run_s]);
+    let stats = text(&out);
+    let ports: Vec<&str> = stats
+        .lines()
+        .filter(|l| l.trim_start().starts_with("port "))
+        .collect();
+    assert_eq!(ports.len(), 6, "{stats}");
+    assert!(ports.iter().all(|l| l.contains(" up ")), "{stats}");
+
+    let out = fabric(&["down", "--run-dir", &run_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    drop(down);
+}

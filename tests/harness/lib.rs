@@ -21,16 +21,19 @@ use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 pub mod capture;
+pub mod console;
 pub mod datagram;
 pub mod device_process;
 pub mod drdma;
 pub mod fabric;
+pub mod guest_fabric;
 pub mod launcher;
 pub mod links;
 pub mod pair;
 pub mod peer_death;
 pub mod sim_guest;
 pub mod sm_client;
+pub mod sm_nodes;
 pub mod vm;
 
 /// vfio-user command numbers (from the specification).

@@ -161,6 +161,8 @@ install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modu
 # Without its debug sections (~2 MiB that the guest never reads and that
 # cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
 in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/ibtca.ko"
+install -m 0644 "$build/src/test/ibtca_kverbs_lib.ko" \
+	"$rootfs/lib/modules/ibtca_kverbs_lib.ko"
 install -m 0644 "$build/src/test/ibtca_kverbs_test.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
 install -m 0644 "$build/src/test/ibtca_kverbs_srq.ko" \

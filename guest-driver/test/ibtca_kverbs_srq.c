@@ -2,9 +2,9 @@
 /*
  * ibtca kernel verbs test, shared receive queues and inline data between
  * two guests (loaded after ibtca_kverbs_test.ko, with the same role and
- * peer_lid): the server makes one SRQ (8 receives posted, limit armed at 2)
- * and two RC QPs taking their receives from it; the client makes two RC
- * QPs. Both sides create their two QPs on devices with the same QP
+ * peer_lid; ibtca_kverbs_lib.ko first): the server makes one SRQ (8
+ * receives posted, limit armed at 2) and two RC QPs taking their receives
+ * from it; the client makes two RC QPs. Both sides create their two QPs on devices with the same QP
  * history, so QP i has the same number on both and each connects QP i to
  * that number at the peer's LID.
  *
@@ -27,6 +27,8 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
+
+#include "ibtca_kverbs_lib.h"
 
 static char *role = "server";
 module_param(role, charp, 0444);
@@ -61,28 +63,11 @@ struct ks_ctx {
 	u16 lid;
 	struct completion limit;
 	atomic_t limit_events;
-	int passed, failed;
+	struct kvl_tally tally;
 };
 
-static struct ib_device *ks_dev;
-
-static __printf(4, 5) bool ks_check(struct ks_ctx *c, bool ok,
-				     const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("IBTCA-KVSRQ %s %s %pV\n", name, ok ? "PASS" : "FAIL", &vaf);
-	va_end(args);
-	if (ok)
-		c->passed++;
-	else
-		c->failed++;
-	return ok;
-}
+#define ks_check(c, ok, name, fmt, ...) \
+	kvl_check(&(c)->tally, ok, name, fmt, ##__VA_ARGS__)
 
 /* Byte @i of message @k. */
 static u8 ks_byte(u32 k, u32 i)
@@ -100,44 +85,16 @@ static void ks_srq_event(struct ib_event *ev, void *ctx)
 	complete(&c->limit);
 }
 
+/* @qp to RTS towards QP @dest_qpn at the peer (no remote access). */
 static int ks_connect(struct ib_qp *qp, u32 dest_qpn)
 {
-	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
-	int ret;
+	const struct kvl_path p = {
+		.dlid = peer_lid,
+		.dest_qpn = dest_qpn,
+		.rd_atomic = 1,
+	};
 
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_INIT;
-	a.port_num = KS_PORT;
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
-			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTR;
-	a.path_mtu = IB_MTU_1024;
-	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
-	rdma_ah_set_port_num(&a.ah_attr, KS_PORT);
-	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
-			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
-			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+	return kvl_connect(qp, &p);
 }
 
 /* The next completion within @deadline (polled: a test, not a hot path). */
@@ -401,6 +358,7 @@ static void ks_run(struct ib_device *dev)
 	if (!c)
 		return;
 	c->dev = dev;
+	c->tally.tag = "IBTCA-KVSRQ";
 	init_completion(&c->limit);
 	atomic_set(&c->limit_events, 0);
 	ret = ks_setup(c, server);
@@ -415,42 +373,20 @@ static void ks_run(struct ib_device *dev)
 	}
 	ks_teardown(c);
 	pr_info("IBTCA-KVSRQ result role=%s passed=%d failed=%d\n", role,
-		c->passed, c->failed);
+		c->tally.passed, c->tally.failed);
 	kfree(c);
 }
 
-static int ks_add(struct ib_device *dev)
-{
-	if (!ks_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
-		ks_dev = dev;
-	return 0;
-}
-
-static void ks_remove(struct ib_device *dev, void *data)
-{
-	if (dev == ks_dev)
-		ks_dev = NULL;
-}
-
-static struct ib_client ks_client_ops = {
-	.name = "ibtca_kverbs_srq",
-	.add = ks_add,
-	.remove = ks_remove,
-};
-
 static int __init ks_init(void)
 {
-	int ret;
+	struct ib_device *dev = kvl_device();
 
 	if (!peer_lid || peer_lid >= 0xc000) {
 		pr_err("peer_lid=%u: give the other guest's LID\n", peer_lid);
 		return -EINVAL;
 	}
-	ret = ib_register_client(&ks_client_ops);
-	if (ret)
-		return ret;
-	if (ks_dev)
-		ks_run(ks_dev);
+	if (dev)
+		ks_run(dev);
 	else
 		pr_info("IBTCA-KVSRQ setup FAIL no ibtca RDMA device\n");
 	return 0;
@@ -458,7 +394,6 @@ static int __init ks_init(void)
 
 static void __exit ks_exit(void)
 {
-	ib_unregister_client(&ks_client_ops);
 }
 
 module_init(ks_init);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ibtca_kverbs_test: a kernel verbs consumer for ibtca0, using nothing but
- * the RDMA core's kernel API (ib_register_client, ib_alloc_pd, ib_create_cq,
+ * the RDMA core's kernel API (ib_register_client through
+ * ibtca_kverbs_lib.ko, loaded first; ib_alloc_pd, ib_create_cq,
  * ib_create_qp, ib_modify_qp, ib_post_send/recv, ib_poll_cq,
  * ib_req_notify_cq, ib_dma_map_single). Two guests load it, one as server
  * and one as client, each knowing only the other's LID:
@@ -46,6 +47,8 @@
 #include <linux/slab.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
+
+#include "ibtca_kverbs_lib.h"
 
 static char *role = "server";
 module_param(role, charp, 0444);
@@ -121,7 +124,7 @@ struct kv_ctx {
 	u32 qpn, dest_qpn;
 	struct completion event;
 	atomic_t events;
-	int passed, failed;
+	struct kvl_tally tally;
 	struct ib_wc rwc;		/* kv_recv_msg()'s completion */
 	/* The server's fast-registration region (NULL on the client). */
 	struct ib_mr *fr;
@@ -130,28 +133,8 @@ struct kv_ctx {
 	int fr_nents;			/* mapped entries, 0 if unmapped */
 };
 
-static struct ib_device *kv_dev;
-
 #define kv_check(c, ok, name, fmt, ...) \
-	kv_report(c, ok, name, fmt, ##__VA_ARGS__)
-
-static __printf(4, 5) bool kv_report(struct kv_ctx *c, bool ok,
-				      const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("IBTCA-KVERBS %s %s %pV\n", name, ok ? "PASS" : "FAIL", &vaf);
-	va_end(args);
-	if (ok)
-		c->passed++;
-	else
-		c->failed++;
-	return ok;
-}
+	kvl_check(&(c)->tally, ok, name, fmt, ##__VA_ARGS__)
 
 /* The pattern a sender with @lid writes for purpose @salt. */
 static u8 kv_byte(u16 lid, u32 salt, u32 i)
@@ -323,48 +306,15 @@ static int kv_post(struct kv_ctx *c, struct ib_send_wr *wr)
 /* Takes the QP from any state to RTS towards the peer. */
 static int kv_connect(struct kv_ctx *c)
 {
-	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
-	int ret;
+	const struct kvl_path p = {
+		.dlid = peer_lid,
+		.dest_qpn = c->dest_qpn,
+		.access = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
+			  IB_ACCESS_REMOTE_ATOMIC,
+		.rd_atomic = 3,
+	};
 
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = KV_PORT;
-	a.qp_access_flags = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
-			    IB_ACCESS_REMOTE_ATOMIC;
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
-			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTR;
-	a.path_mtu = IB_MTU_1024;
-	a.dest_qp_num = c->dest_qpn;
-	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 3;
-	a.min_rnr_timer = 12;
-	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
-	rdma_ah_set_port_num(&a.ah_attr, KV_PORT);
-	rdma_ah_set_sl(&a.ah_attr, 0);
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
-			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTS;
-	a.sq_psn = 0;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 3;
-	return ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
-			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+	return kvl_connect(c->qp, &p);
 }
 
 /* @mask on a scratch QP must fail with -EINVAL; returns true if it did. */
@@ -1324,6 +1274,7 @@ static void kv_run(struct ib_device *dev)
 	if (!c)
 		return;
 	c->dev = dev;
+	c->tally.tag = "IBTCA-KVERBS";
 	init_completion(&c->event);
 	atomic_set(&c->events, 0);
 	ret = kv_setup(c);
@@ -1339,32 +1290,13 @@ static void kv_run(struct ib_device *dev)
 	}
 	kv_teardown(c);
 	pr_info("IBTCA-KVERBS result role=%s passed=%d failed=%d events=%d\n",
-		role, c->passed, c->failed, atomic_read(&c->events));
+		role, c->tally.passed, c->tally.failed, atomic_read(&c->events));
 	kfree(c);
 }
 
-static int kv_add(struct ib_device *dev)
-{
-	if (!kv_dev && !strncmp(dev_name(&dev->dev), "ibtca", 5))
-		kv_dev = dev;
-	return 0;
-}
-
-static void kv_remove(struct ib_device *dev, void *data)
-{
-	if (dev == kv_dev)
-		kv_dev = NULL;
-}
-
-static struct ib_client kv_client_ops = {
-	.name = "ibtca_kverbs_test",
-	.add = kv_add,
-	.remove = kv_remove,
-};
-
 static int __init kv_init(void)
 {
-	int ret;
+	struct ib_device *dev = kvl_device();
 
 	if (strcmp(role, "server") && strcmp(role, "client")) {
 		pr_err("role must be server or client, not '%s'\n", role);
@@ -1374,11 +1306,8 @@ static int __init kv_init(void)
 		pr_err("peer_lid=%u: give the other guest's LID\n", peer_lid);
 		return -EINVAL;
 	}
-	ret = ib_register_client(&kv_client_ops);
-	if (ret)
-		return ret;
-	if (kv_dev)
-		kv_run(kv_dev);
+	if (dev)
+		kv_run(dev);
 	else
 		pr_info("IBTCA-KVERBS setup FAIL no ibtca RDMA device\n");
 	return 0;
@@ -1386,7 +1315,6 @@ static int __init kv_init(void)
 
 static void __exit kv_exit(void)
 {
-	ib_unregister_client(&kv_client_ops);
 }
 
 module_init(kv_init);

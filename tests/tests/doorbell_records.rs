@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
 use vm_memory::ByteValued;
 
@@ -183,35 +183,38 @@ fn bad_records_are_refused_and_a_bad_index_fails_only_its_qp() {
         .expect("QUERY_DEVICE");
 }
 
-/// [`post_on_record`] of receive `w` on `qp`'s RQ (`rq_pi` of record
-/// `rec`), as a driver does while `rq_awake` is set.
-fn post_recv_quietly(g: &mut SimGuest, qp: &Qp, rec: u64, rq_pi: &mut u32, w: &RecvWqe) {
-    post_on_record(g, qp.rq_addr(), rec + RQ_PI, rq_pi, w.as_slice());
+/// B's QP's record and the RQ index it has written there.
+struct RqRecord {
+    /// The record's guest address.
+    rec: u64,
+    rq_pi: u32,
+}
+
+impl RqRecord {
+    /// [`post_on_record`] of a receive `wr_id` of 8 bytes into `b`'s
+    /// buffer on `b`'s RQ, as a driver does while `rq_awake` is set.
+    fn post(&mut self, b: &mut Side, wr_id: u64) {
+        let w = recv_wqe(wr_id, b.buf, 8, b.lkey);
+        let ring = b.qp.rq_addr();
+        let index = self.rec + RQ_PI;
+        post_on_record(&mut b.g, ring, index, &mut self.rq_pi, w.as_slice());
+    }
 }
 
 /// [`pair_with_record`] with a record for B's QP too, once B's device
-/// reads its `rq_pi` (in RTS it does whenever a SEND needs a receive);
-/// returns B's record's guest address.
-fn pair_with_records() -> (LinkedPair, u64) {
+/// reads its `rq_pi` (in RTS it does whenever a SEND needs a receive).
+fn pair_with_records() -> (LinkedPair, RqRecord) {
     let (mut p, _) = pair_with_record();
-    let brec = p.b.g.alloc(4096, 4096);
-    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
-    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
-    (p, brec)
+    let rec = p.b.g.alloc(4096, 4096);
+    bind(&mut p.b.g, p.b.qp.qpn, rec, 0).expect("QP_DB_RECORD");
+    wait_word(&p.b.g, rec + RQ_AWAKE, 1);
+    (p, RqRecord { rec, rq_pi: 0 })
 }
 
 #[test]
 fn receives_posted_on_the_record_alone_are_taken_and_flushed() {
-    let (mut p, brec) = pair_with_records();
-    let bqp = p.b.qp;
-    let mut rq_pi = 0u32;
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(21, p.b.buf, 8, p.b.lkey),
-    );
+    let (mut p, mut brec) = pair_with_records();
+    brec.post(&mut p.b, 21);
     p.a.g.write(p.a.buf, b"to-rq-21");
     let mut aqp = p.a.qp;
     p.a.g
@@ -224,23 +227,17 @@ fn receives_posted_on_the_record_alone_are_taken_and_flushed() {
     // A receive on the record alone, then the driver moves the QP to ERR:
     // the device stops reading the record, reads it once more, and the
     // receive completes with a flush error.
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(22, p.b.buf, 8, p.b.lkey),
-    );
+    brec.post(&mut p.b, 22);
     p.b.g
         .modify_qp(&CmdModifyQp {
-            qpn: bqp.qpn.into(),
+            qpn: p.b.qp.qpn.into(),
             attr_mask: QP_ATTR_STATE.into(),
             state: QPS_ERR,
             ..Default::default()
         })
         .expect("to ERR");
     p.b.expect_completion(22, WC_WR_FLUSH_ERR, T);
-    assert_eq!(u32_at(&p.b.g, brec + RQ_AWAKE), 0);
+    assert_eq!(u32_at(&p.b.g, brec.rec + RQ_AWAKE), 0);
 }
 
 #[test]
@@ -284,16 +281,8 @@ fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
 
 #[test]
 fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
-    let (mut p, brec) = pair_with_records();
-    let bqp = p.b.qp;
-    let mut rq_pi = 0u32;
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(31, p.b.buf, 8, p.b.lkey),
-    );
+    let (mut p, mut brec) = pair_with_records();
+    brec.post(&mut p.b, 31);
     // A WRITE with a bad R_Key fails B's QP (the responder's error): the
     // receive it holds only in the record is flushed, and B's device
     // stops reading the record.
@@ -306,5 +295,5 @@ fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
     p.a.g.post_send(&mut aqp, &bad);
     p.a.expect_completion(5, WC_REM_ACCESS_ERR, T);
     p.b.expect_completion(31, WC_WR_FLUSH_ERR, T);
-    wait_word(&p.b.g, brec + RQ_AWAKE, 0);
+    wait_word(&p.b.g, brec.rec + RQ_AWAKE, 0);
 }

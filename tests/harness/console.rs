@@ -1,7 +1,41 @@
-//! Guest commands whose output the host reads back from a console: each
-//! command's lines tagged `TAG `, its exit status as `TAG exit=N`, and the
-//! tagged lines found again in the console text (kernel messages may
-//! share a line with them, so a tag is looked for anywhere in a line).
+//! Reading what guests print: waiting for a line to appear in a console
+//! or log file the fabric writes, and taking the `key=value` fields and
+//! tagged lines out of it; and the guest commands that tag their output
+//! (each line `TAG `, the exit status as `TAG exit=N`). Kernel messages
+//! may share a line with a tagged one, so a tag is looked for anywhere in
+//! a line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Waits until `file` holds `needle` `n` times (or more); returns its
+/// text. Panics after `timeout`, with the text read last.
+pub fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.matches(needle).count() >= n {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {n} x {needle:?} in {} after {timeout:?}:\n{text}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The value of `key=value` in `line` (up to the next white space).
+/// Panics if `line` has no `key=`.
+pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!("{key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key}= in {line}"))
+        + pat.len();
+    line[at..].split_whitespace().next().unwrap_or_default()
+}
 
 /// Runs `cmd` once, its output on the console with every line tagged
 /// `TAG `; fails as `cmd` does.
@@ -24,12 +58,54 @@ pub fn client(tag: &str, cmd: &str, tries: u32) -> String {
     )
 }
 
-/// The lines of `console` tagged `tag`, without the tag (and without a
-/// trailing carriage return).
+/// The lines of `console` tagged `tag` (a `--run` command's output piped
+/// through `sed 's/^/TAG /'`), without the tag.
 pub fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
     let t = format!("{tag} ");
     console
         .lines()
         .filter_map(|l| l.find(&t).map(|i| l[i + t.len()..].trim_end_matches('\r')))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_and_tagged_lines_are_taken_from_console_text() {
+        let line = "IBTCA-PERF-FAIL size=1048576 status=12 after_s=1.07";
+        assert_eq!(field(line, "status"), "12");
+        assert_eq!(field(line, "after_s"), "1.07");
+        let console = "[ 1.0] RUN1 #bytes iterations\nother\n[ 2.0] RUN1 exit=0\nRUN2 x";
+        assert_eq!(
+            tagged_lines(console, "RUN1"),
+            ["#bytes iterations", "exit=0"]
+        );
+        assert_eq!(tagged_lines(console, "RUN2"), ["x"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "no missing= in")]
+    fn a_missing_field_panics_naming_it() {
+        field("a=1 b=2", "missing");
+    }
+
+    #[test]
+    fn wait_for_returns_the_text_once_the_needle_is_there_n_times() {
+        let dir = crate::TempDir::new("console");
+        let file = dir.join("c.console");
+        std::fs::write(&file, "x DONE\ny DONE\n").unwrap();
+        let text = wait_for(&file, "DONE", 2, Duration::from_secs(1));
+        assert_eq!(text, "x DONE\ny DONE\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "no 3 x \"DONE\"")]
+    fn wait_for_panics_after_its_timeout() {
+        let dir = crate::TempDir::new("console");
+        let file = dir.join("c.console");
+        std::fs::write(&file, "x DONE\n").unwrap();
+        wait_for(&file, "DONE", 3, Duration::from_millis(100));
+    }
 }

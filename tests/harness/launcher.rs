@@ -15,6 +15,16 @@ pub fn fabric(args: &[&str]) -> Output {
         .expect("run ibtca-fabric")
 }
 
+/// Runs `ibtca-fabric` with `args` and asserts that it succeeded.
+pub fn fabric_ok(args: &[&str]) {
+    let out = fabric(args);
+    assert!(
+        out.status.success(),
+        "ibtca-fabric {args:?}: {}",
+        text(&out)
+    );
+}
+
 /// stdout followed by stderr, for assertion messages.
 pub fn text(out: &Output) -> String {
     format!(

@@ -26,12 +26,14 @@ pub mod datagram;
 pub mod device_process;
 pub mod drdma;
 pub mod fabric;
+pub mod guest_fabric;
 pub mod launcher;
 pub mod links;
 pub mod pair;
 pub mod peer_death;
 pub mod sim_guest;
 pub mod sm_client;
+pub mod sm_nodes;
 pub mod vm;
 
 /// vfio-user command numbers (from the specification).

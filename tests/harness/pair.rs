@@ -132,6 +132,23 @@ impl Side {
     pub fn wait_active(&mut self) {
         wait_active(self);
     }
+
+    /// The next completion on the side's CQ within `timeout`, checked to
+    /// be work request `wr_id` with `status` (named when it is not).
+    pub fn expect_completion(&mut self, wr_id: u64, status: u8, timeout: Duration) -> Cqe {
+        let c = self
+            .g
+            .poll_cq(&mut self.cq, timeout)
+            .unwrap_or_else(|| panic!("no completion of wr_id {wr_id} in {timeout:?}"));
+        assert_eq!(
+            (c.wr_id.to_native(), c.status),
+            (wr_id, status),
+            "{} (wanted {})",
+            wc_status_name(c.status),
+            wc_status_name(status)
+        );
+        c
+    }
 }
 
 fn side_at(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {

@@ -6,8 +6,12 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, GmpAddress, PmaMad, QP1};
-use ibtca_protocol::mad::{directed, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::pma::{
+    gmp_packet, pma_id, pma_of_packet, GmpAddress, PmaMad, PortCounters, QP1,
+};
+use ibtca_protocol::mad::{
+    directed, method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID,
+};
 use ibtca_protocol::{Opcode, Packet, PacketView};
 
 use crate::links::start_link;
@@ -129,6 +133,14 @@ impl SmClient {
         (reply, view.lrh.slid)
     }
 
+    /// PortCounters of `port` at `dlid` (a Get in partition `pkey`),
+    /// checked to succeed.
+    pub fn port_counters(&mut self, dlid: u16, port: u8, pkey: u16) -> PortCounters {
+        let (r, _) = self.ask_pma(port_counters_mad(method::GET, port, 0), dlid, pkey);
+        assert_eq!(r.header.status, 0, "PortCounters Get of port {port}");
+        PortCounters::decode(&r.data)
+    }
+
     /// Sends `smp` and returns the answer (the next SMP must be it).
     pub fn ask(&mut self, mut smp: Smp, dlid: u16) -> Smp {
         self.send(&mut smp, dlid);
@@ -137,6 +149,19 @@ impl SmClient {
         assert_eq!(reply.tid, smp.tid, "the answer to the request just sent");
         reply
     }
+}
+
+/// A PortCounters MAD: method `m` (Get, or Set to reset) of `port`, with
+/// CounterSelect `select`.
+pub fn port_counters_mad(m: u8, port: u8, select: u16) -> PmaMad {
+    let mut mad = PmaMad::new(m, pma_id::PORT_COUNTERS, 0);
+    mad.data = PortCounters {
+        port_select: port,
+        counter_select: select,
+        ..PortCounters::default()
+    }
+    .encode();
+    mad
 }
 
 /// A UD SEND ONLY from `slid` to `dlid` on `sl` (and VL `sl`) carrying

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
 use vm_memory::ByteValued;
 
@@ -63,12 +63,18 @@ fn wait_awake(g: &SimGuest, rec: u64, want: u32) {
     wait_word(g, rec + SQ_AWAKE, want);
 }
 
-/// Posts `w` as a driver with a record does when the device is awake:
-/// the WQE, then the index in the record, no doorbell.
+/// Posts `wqe` as a driver with a record does when the device is awake:
+/// the WQE into slot `*pi` of the 16-WQE ring at `ring`, then the next
+/// index into the record's word at `index`, no doorbell.
+fn post_on_record(g: &mut SimGuest, ring: u64, index: u64, pi: &mut u32, wqe: &[u8]) {
+    g.write(ring + 128 * u64::from(*pi & 15), wqe);
+    *pi += 1;
+    g.write(index, &pi.to_le_bytes());
+}
+
+/// [`post_on_record`] of send `w` on `qp`'s SQ (`sq_pi` of record `rec`).
 fn post_quietly(g: &mut SimGuest, qp: &Qp, rec: u64, sq_pi: &mut u32, w: &SendWqe) {
-    g.write(qp.sq_addr() + 128 * u64::from(*sq_pi & 15), w.as_slice());
-    *sq_pi += 1;
-    g.write(rec + SQ_PI, &sq_pi.to_le_bytes());
+    post_on_record(g, qp.sq_addr(), rec + SQ_PI, sq_pi, w.as_slice());
 }
 
 /// Rings A's SQ doorbell with producer index `pi`.
@@ -113,13 +119,7 @@ fn an_awake_device_takes_wqes_from_the_record_alone() {
     p.b.g
         .post_recv(&mut p.b.qp, &recv_wqe(7, p.b.buf, 8, p.b.lkey));
     for wr_id in [1, 2] {
-        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
-        assert_eq!(
-            (c.wr_id.to_native(), c.status),
-            (wr_id, WC_SUCCESS),
-            "{}",
-            wc_status_name(c.status)
-        );
+        p.a.expect_completion(wr_id, WC_SUCCESS, T);
     }
     assert_eq!(p.b.g.read(p.b.buf, 8), b"hello-b!");
     assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0x5a; 16]);
@@ -137,8 +137,7 @@ fn an_awake_device_takes_wqes_from_the_record_alone() {
     // the driver rings now takes WQE 3.
     ring(&mut p.a.g, &qp, 1);
     ring(&mut p.a.g, &qp, 3);
-    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
-    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_SUCCESS));
+    p.a.expect_completion(3, WC_SUCCESS, T);
     assert_eq!(p.b.g.read(p.b.buf + 128, 16), [0x5a; 16]);
 }
 
@@ -176,13 +175,7 @@ fn bad_records_are_refused_and_a_bad_index_fails_only_its_qp() {
     post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w);
     p.a.g.write(rec + SQ_PI, &1000u32.to_le_bytes());
     ring(&mut p.a.g, &qp, 1);
-    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a flush completion");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (9, WC_WR_FLUSH_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
+    p.a.expect_completion(9, WC_WR_FLUSH_ERR, T);
     assert_eq!(p.b.g.read(p.b.buf, 8), [0; 8]);
     // The device serves on: B's QP is fine and answers a query.
     p.a.g
@@ -190,71 +183,61 @@ fn bad_records_are_refused_and_a_bad_index_fails_only_its_qp() {
         .expect("QUERY_DEVICE");
 }
 
-/// Posts receive `w` the way a driver does while `rq_awake` is set: the
-/// WQE, then the index in the record, no doorbell.
-fn post_recv_quietly(g: &mut SimGuest, qp: &Qp, rec: u64, rq_pi: &mut u32, w: &RecvWqe) {
-    g.write(qp.rq_addr() + 128 * u64::from(*rq_pi & 15), w.as_slice());
-    *rq_pi += 1;
-    g.write(rec + RQ_PI, &rq_pi.to_le_bytes());
+/// B's QP's record and the RQ index it has written there.
+struct RqRecord {
+    /// The record's guest address.
+    rec: u64,
+    rq_pi: u32,
+}
+
+impl RqRecord {
+    /// [`post_on_record`] of a receive `wr_id` of 8 bytes into `b`'s
+    /// buffer on `b`'s RQ, as a driver does while `rq_awake` is set.
+    fn post(&mut self, b: &mut Side, wr_id: u64) {
+        let w = recv_wqe(wr_id, b.buf, 8, b.lkey);
+        let ring = b.qp.rq_addr();
+        let index = self.rec + RQ_PI;
+        post_on_record(&mut b.g, ring, index, &mut self.rq_pi, w.as_slice());
+    }
+}
+
+/// [`pair_with_record`] with a record for B's QP too, once B's device
+/// reads its `rq_pi` (in RTS it does whenever a SEND needs a receive).
+fn pair_with_records() -> (LinkedPair, RqRecord) {
+    let (mut p, _) = pair_with_record();
+    let rec = p.b.g.alloc(4096, 4096);
+    bind(&mut p.b.g, p.b.qp.qpn, rec, 0).expect("QP_DB_RECORD");
+    wait_word(&p.b.g, rec + RQ_AWAKE, 1);
+    (p, RqRecord { rec, rq_pi: 0 })
 }
 
 #[test]
 fn receives_posted_on_the_record_alone_are_taken_and_flushed() {
-    let (mut p, _) = pair_with_record();
-    let brec = p.b.g.alloc(4096, 4096);
-    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
-    // In RTS the device reads rq_pi whenever a SEND needs a receive.
-    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
-    let bqp = p.b.qp;
-    let mut rq_pi = 0u32;
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(21, p.b.buf, 8, p.b.lkey),
-    );
+    let (mut p, mut brec) = pair_with_records();
+    brec.post(&mut p.b, 21);
     p.a.g.write(p.a.buf, b"to-rq-21");
     let mut aqp = p.a.qp;
     p.a.g
         .post_send(&mut aqp, &send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey));
-    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a receive completion");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status, c.byte_len.to_native()),
-        (21, WC_SUCCESS, 8),
-        "{}",
-        wc_status_name(c.status)
-    );
+    let c = p.b.expect_completion(21, WC_SUCCESS, T);
+    assert_eq!(c.byte_len.to_native(), 8);
     assert_eq!(p.b.g.read(p.b.buf, 8), b"to-rq-21");
-    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a send completion");
-    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    p.a.expect_completion(1, WC_SUCCESS, T);
 
     // A receive on the record alone, then the driver moves the QP to ERR:
     // the device stops reading the record, reads it once more, and the
     // receive completes with a flush error.
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(22, p.b.buf, 8, p.b.lkey),
-    );
+    brec.post(&mut p.b, 22);
     p.b.g
         .modify_qp(&CmdModifyQp {
-            qpn: bqp.qpn.into(),
+            qpn: p.b.qp.qpn.into(),
             attr_mask: QP_ATTR_STATE.into(),
             state: QPS_ERR,
             ..Default::default()
         })
         .expect("to ERR");
-    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a flush completion");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (22, WC_WR_FLUSH_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
-    assert_eq!(u32_at(&p.b.g, brec + RQ_AWAKE), 0);
+    p.b.expect_completion(22, WC_WR_FLUSH_ERR, T);
+    assert_eq!(u32_at(&p.b.g, brec.rec + RQ_AWAKE), 0);
 }
 
 #[test]
@@ -290,13 +273,7 @@ fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
             p.b.rkey,
         );
         p.a.g.post_send(&mut qp, &w);
-        let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
-        assert_eq!(
-            (c.wr_id.to_native(), c.status),
-            (u64::from(i), WC_SUCCESS),
-            "{}",
-            wc_status_name(c.status)
-        );
+        p.a.expect_completion(u64::from(i), WC_SUCCESS, T);
         p.a.g.write(crec, &(i + 1).to_le_bytes());
         assert_eq!(p.b.g.read(p.b.buf + at, 8), [i as u8 + 1; 8]);
     }
@@ -304,19 +281,8 @@ fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
 
 #[test]
 fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
-    let (mut p, _) = pair_with_record();
-    let brec = p.b.g.alloc(4096, 4096);
-    bind(&mut p.b.g, p.b.qp.qpn, brec, 0).expect("QP_DB_RECORD");
-    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
-    let bqp = p.b.qp;
-    let mut rq_pi = 0u32;
-    post_recv_quietly(
-        &mut p.b.g,
-        &bqp,
-        brec,
-        &mut rq_pi,
-        &recv_wqe(31, p.b.buf, 8, p.b.lkey),
-    );
+    let (mut p, mut brec) = pair_with_records();
+    brec.post(&mut p.b, 31);
     // A WRITE with a bad R_Key fails B's QP (the responder's error): the
     // receive it holds only in the record is flushed, and B's device
     // stops reading the record.
@@ -327,24 +293,9 @@ fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
         p.b.rkey ^ 0x100,
     );
     p.a.g.post_send(&mut aqp, &bad);
-    let c =
-        p.a.g
-            .poll_cq(&mut p.a.cq, T)
-            .expect("the WRITE's completion");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (5, WC_REM_ACCESS_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
-    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("a flush completion");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (31, WC_WR_FLUSH_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
-    wait_word(&p.b.g, brec + RQ_AWAKE, 0);
+    p.a.expect_completion(5, WC_REM_ACCESS_ERR, T);
+    p.b.expect_completion(31, WC_WR_FLUSH_ERR, T);
+    wait_word(&p.b.g, brec.rec + RQ_AWAKE, 0);
 }
 
 /// BAR0's DOORBELLS counter.

@@ -5,39 +5,22 @@
 //! (PortRcvConstraintErrors, PortInfo P_KeyViolations), also after the SM
 //! replaced the table.
 
-use std::time::{Duration, Instant};
-
 use ibtca_device::instance::{Instance, InstanceConfig};
-use ibtca_device::link::{LinkConfig, LinkEndpoint};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::mad::attr::{id, PKeyTable, PortInfo};
 use ibtca_protocol::mad::pma::{
     pma_cap, pma_id, ClassPortInfo, PmaMad, PortCounters, PortCountersExt,
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp};
-use ibtca_tests::sm_client::{data_packet, data_packet_with_pkey, SmClient};
+use ibtca_tests::sm_client::{
+    data_packet, data_packet_with_pkey, port_counters_mad as counters_req, SmClient,
+};
+use ibtca_tests::sm_nodes::{sm_device, SmSwitch, SM_LID};
 use ibtca_tests::TempDir;
 
 const DEV_LID: u16 = 7;
-const SM_LID: u16 = 1;
+const SW_LID: u16 = 9;
+const SW_GUID: u64 = 0x0200_0000_0000_f001;
 const DEFAULT_PKEY: u16 = 0xffff;
-
-fn counters_req(m: u8, port: u8, select: u16) -> PmaMad {
-    let mut mad = PmaMad::new(m, pma_id::PORT_COUNTERS, 0);
-    mad.data = PortCounters {
-        port_select: port,
-        counter_select: select,
-        ..PortCounters::default()
-    }
-    .encode();
-    mad
-}
-
-fn get_counters(sm: &mut SmClient, dlid: u16, port: u8, pkey: u16) -> PortCounters {
-    let (r, _) = sm.ask_pma(counters_req(method::GET, port, 0), dlid, pkey);
-    assert_eq!(r.header.status, 0, "PortCounters Get of port {port}");
-    PortCounters::decode(&r.data)
-}
 
 /// Bytes of one PM MAD packet (a request and its answer are the same size).
 fn pma_packet_len() -> u32 {
@@ -56,17 +39,15 @@ fn pma_packet_len() -> u32 {
 }
 
 fn device(dir: &TempDir) -> (Instance, SmClient) {
-    let path = dir.join("dev.link");
-    let dev = Instance::start(&InstanceConfig {
-        lid: DEV_LID,
-        node_guid: 0x0200_0000_0000_0707,
-        port_guid: 0x0200_0000_0000_0708,
-        link: Some(LinkEndpoint::Listen(path.clone())),
-        ..InstanceConfig::default()
-    })
-    .unwrap();
-    let sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
-    (dev, sm)
+    sm_device(
+        dir,
+        InstanceConfig {
+            lid: DEV_LID,
+            node_guid: 0x0200_0000_0000_0707,
+            port_guid: 0x0200_0000_0000_0708,
+            ..InstanceConfig::default()
+        },
+    )
 }
 
 #[test]
@@ -97,7 +78,7 @@ fn a_devices_port_counters_move_with_traffic_and_reset() {
     for i in 0..10 {
         sm.link.send(data_packet(SM_LID, DEV_LID, 0, i)).unwrap();
     }
-    let c1 = get_counters(&mut sm, DEV_LID, 1, DEFAULT_PKEY);
+    let c1 = sm.port_counters(DEV_LID, 1, DEFAULT_PKEY);
     // Ten data packets and this Get in; the answer to the Set out. Data
     // counts words (bytes / 4) since the reset.
     assert_eq!(c1.rcv_pkts, 11);
@@ -113,7 +94,7 @@ fn a_devices_port_counters_move_with_traffic_and_reset() {
         (z.rcv_pkts, z.xmit_pkts, z.rcv_data, z.xmit_data),
         (0, 0, 0, 0)
     );
-    let c2 = get_counters(&mut sm, DEV_LID, 1, DEFAULT_PKEY);
+    let c2 = sm.port_counters(DEV_LID, 1, DEFAULT_PKEY);
     assert_eq!(
         (c2.rcv_pkts, c2.xmit_pkts, c2.rcv_data, c2.xmit_data),
         (1, 1, mad_len / 4, mad_len / 4),
@@ -157,7 +138,7 @@ fn a_packet_with_a_foreign_p_key_is_dropped_and_counted() {
     sm.link
         .send(data_packet_with_pkey(SM_LID, DEV_LID, 0, 1, 0x8001))
         .unwrap();
-    let c = get_counters(&mut sm, DEV_LID, 1, DEFAULT_PKEY);
+    let c = sm.port_counters(DEV_LID, 1, DEFAULT_PKEY);
     assert_eq!(c.rcv_constraint_errors, 1);
     assert_eq!(port_info(&mut sm).p_key_violations, 1);
 
@@ -175,14 +156,14 @@ fn a_packet_with_a_foreign_p_key_is_dropped_and_counted() {
     sm.link
         .send(data_packet_with_pkey(SM_LID, DEV_LID, 0, 3, 0x0001))
         .unwrap();
-    let c = get_counters(&mut sm, DEV_LID, 1, 0x8001);
+    let c = sm.port_counters(DEV_LID, 1, 0x8001);
     assert_eq!(c.rcv_constraint_errors, 2);
     assert_eq!(port_info(&mut sm).p_key_violations, 2);
     // A PM MAD in the default partition is dropped too: the next answer is
     // to the request after it.
     let mut lost = counters_req(method::GET, 1, 0);
     sm.send_pma(&mut lost, DEV_LID, DEFAULT_PKEY);
-    let c = get_counters(&mut sm, DEV_LID, 1, 0x8001);
+    let c = sm.port_counters(DEV_LID, 1, 0x8001);
     assert_eq!(c.rcv_constraint_errors, 3);
     let stats = dev.stop();
     assert_eq!(stats.rx_bad_pkey, 3);
@@ -191,37 +172,18 @@ fn a_packet_with_a_foreign_p_key_is_dropped_and_counted() {
 #[test]
 fn a_switchs_port_counters_per_port_and_summed() {
     let dir = TempDir::new("pma-sw");
-    let sw = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: 0x0200_0000_0000_f001,
-        lid: 9,
-        ports: vec![
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
-        ],
-        routes: Vec::new(),
-        link: LinkConfig::default(),
-        sm_managed: false,
-    })
-    .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
-    let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(2) != Some(2) {
-        assert!(Instant::now() < deadline, "routes never learned");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let SmSwitch { sw, mut sm, host } = SmSwitch::start(&dir, SW_GUID, SW_LID);
     let (r, slid) = sm.ask_pma(
         PmaMad::new(method::GET, pma_id::CLASS_PORT_INFO, 0),
-        9,
+        SW_LID,
         DEFAULT_PKEY,
     );
-    assert_eq!(slid, 9);
+    assert_eq!(slid, SW_LID);
     assert_eq!(
         ClassPortInfo::decode(&r.data).capability_mask,
         pma_cap::EXT_WIDTH | pma_cap::ALL_PORT_SELECT
     );
-    let before = get_counters(&mut sm, 9, 2, DEFAULT_PKEY);
+    let before = sm.port_counters(SW_LID, 2, DEFAULT_PKEY);
     let data = data_packet(SM_LID, 2, 0, 0);
     for i in 0..5 {
         sm.link.send(data_packet(SM_LID, 2, 0, i)).unwrap();
@@ -229,7 +191,7 @@ fn a_switchs_port_counters_per_port_and_summed() {
     for _ in 0..5 {
         host.next_packet();
     }
-    let after = get_counters(&mut sm, 9, 2, DEFAULT_PKEY);
+    let after = sm.port_counters(SW_LID, 2, DEFAULT_PKEY);
     assert_eq!(after.xmit_pkts - before.xmit_pkts, 5);
     assert_eq!(
         after.xmit_data - before.xmit_data,
@@ -237,10 +199,10 @@ fn a_switchs_port_counters_per_port_and_summed() {
     );
     // No route for LID 0x55: a switch relay error on the input port.
     sm.link.send(data_packet(SM_LID, 0x55, 0, 9)).unwrap();
-    let p1 = get_counters(&mut sm, 9, 1, DEFAULT_PKEY);
+    let p1 = sm.port_counters(SW_LID, 1, DEFAULT_PKEY);
     assert_eq!(p1.rcv_switch_relay_errors, 1);
-    let all = get_counters(&mut sm, 9, 0xff, DEFAULT_PKEY);
-    let p2 = get_counters(&mut sm, 9, 2, DEFAULT_PKEY);
+    let all = sm.port_counters(SW_LID, 0xff, DEFAULT_PKEY);
+    let p2 = sm.port_counters(SW_LID, 2, DEFAULT_PKEY);
     assert_eq!(all.port_select, 0xff);
     assert_eq!(
         all.xmit_pkts,
@@ -250,7 +212,7 @@ fn a_switchs_port_counters_per_port_and_summed() {
     // Reset port 2's transmit counters.
     let (r, _) = sm.ask_pma(
         counters_req(method::SET, 2, 0x1000 | 0x4000),
-        9,
+        SW_LID,
         DEFAULT_PKEY,
     );
     let z = PortCounters::decode(&r.data);
@@ -264,26 +226,7 @@ fn a_switchs_port_counters_per_port_and_summed() {
 fn a_switch_port_enforcing_partitions_drops_and_counts() {
     use ibtca_protocol::mad::attr::SwitchInfo;
     let dir = TempDir::new("pma-part");
-    let sw = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: 0x0200_0000_0000_f001,
-        lid: 9,
-        ports: vec![
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
-        ],
-        routes: Vec::new(),
-        link: LinkConfig::default(),
-        sm_managed: false,
-    })
-    .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
-    let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(2) != Some(2) {
-        assert!(Instant::now() < deadline, "routes never learned");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let SmSwitch { sw, mut sm, host } = SmSwitch::start(&dir, SW_GUID, SW_LID);
     let dr = |m: u8, attr: u16, modifier: u32| Smp::directed(m, attr, modifier, &[1]).unwrap();
     let info = SwitchInfo::decode(&sm.ask(dr(method::GET, id::SWITCH_INFO, 0), 0).data);
     assert_eq!(info.partition_enforcement_cap, 64);
@@ -324,14 +267,14 @@ fn a_switch_port_enforcing_partitions_drops_and_counts() {
         2,
         "the default partition stopped at port 2, the limited member passed"
     );
-    let c = get_counters(&mut sm, 9, 2, DEFAULT_PKEY);
+    let c = sm.port_counters(SW_LID, 2, DEFAULT_PKEY);
     assert_eq!((c.xmit_constraint_errors, c.rcv_constraint_errors), (1, 0));
     // Port 1 enforcing inbound with the default table: 0x8001 stops there.
     assert_eq!(set_enforcement(&mut sm, 1, 0x8), 0x8);
     sm.link
         .send(data_packet_with_pkey(SM_LID, 2, 0, 3, 0x8001))
         .unwrap();
-    let c = get_counters(&mut sm, 9, 1, DEFAULT_PKEY);
+    let c = sm.port_counters(SW_LID, 1, DEFAULT_PKEY);
     assert_eq!(c.rcv_constraint_errors, 1);
     let (s1, s2) = (sw.port_stats(1).unwrap(), sw.port_stats(2).unwrap());
     assert_eq!((s1.drop_pkey_inbound, s2.drop_pkey_outbound), (1, 1));

@@ -20,12 +20,12 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ibtca_tests::launcher::{text, Down};
+use ibtca_tests::console::{field, wait_for};
+use ibtca_tests::guest_fabric::GuestFabric;
+use ibtca_tests::launcher::fabric_ok;
 use ibtca_tests::vm::VmStack;
-use ibtca_tests::workspace_bin;
 
 /// The client's ACK timeout exponent and retries: (7 + 1) × 4.096 µs ×
 /// 2^15.
@@ -37,57 +37,12 @@ fn retry_bound() -> Duration {
 /// Receives the client posts again after a failed session (VB_NRECV).
 const RECEIVES: u64 = 16;
 
-/// Waits until `file` holds `needle` `n` times; returns its text.
-fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if text.matches(needle).count() >= n {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {n} x {needle:?} in {} after {timeout:?}:\n{text}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `key=value` of `line`.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("{key}=");
-    let at = line
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {key}= in {line}"))
-        + pat.len();
-    line[at..].split_whitespace().next().unwrap_or_default()
-}
-
-/// Runs `ibtca-fabric` with the guest `VmStack::get` built.
-fn run(stack: &VmStack, args: &[&str]) {
-    let out = std::process::Command::new(workspace_bin("ibtca-fabric"))
-        .args(args)
-        .env("IBTCA_GUEST_DIR", stack.kernel.parent().unwrap())
-        .output()
-        .expect("run ibtca-fabric");
-    assert!(
-        out.status.success(),
-        "ibtca-fabric {args:?}: {}",
-        text(&out)
-    );
-}
-
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
     let stack = VmStack::get();
-    let dir = stack.scratch("peer-death");
-    let topo = dir.join("topo.json");
-    std::fs::write(
-        &topo,
-        format!(
-            r#"{{
+    let topology = format!(
+        r#"{{
   "nodes": [
     {{ "name": "a", "lid": 1,
        "guest": {{ "append": "ibtca.mode=verbs-bench ibtca.role=server ibtca.peer_lid=2" }} }},
@@ -98,25 +53,12 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
   "links": [ {{ "a": "a", "b": "sw0:1" }}, {{ "a": "b", "b": "sw0:2" }} ],
   "guest": {{ "mem": "512M" }}
 }}"#
-        ),
-    )
-    .unwrap();
-    let run_dir = dir.join("run");
-    let rd = run_dir.display().to_string();
-    let _down = Down(run_dir.clone());
-    run(
-        stack,
-        &[
-            "up",
-            &topo.display().to_string(),
-            "--run-dir",
-            &rd,
-            "--guests",
-            "--guest-timeout",
-            "1200",
-        ],
     );
-    let console = run_dir.join("b.console");
+    let extra = ["--guest-timeout", "1200"].map(String::from);
+    let fab = GuestFabric::up(stack, "peer-death", &topology, &extra);
+    let run_dir = &fab.run;
+    let rd = fab.run_dir();
+    let console = fab.console("b");
     let boot = Duration::from_secs(400);
     let deaths: [(&str, &[&str]); 3] = [
         (
@@ -136,7 +78,7 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
         wait_for(&console, "IBTCA-PERF write_bw size=4096", n, boot);
         std::thread::sleep(Duration::from_millis(300));
         let died = Instant::now();
-        run(stack, action);
+        fabric_ok(action);
         let text = wait_for(&console, "IBTCA-PERF-FAIL", n, Duration::from_secs(60));
         let seen = died.elapsed();
         let line = text
@@ -168,7 +110,7 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
         assert!(flushed > 0, "{what}: WRITEs were outstanding: {line}");
         fails.push(flushed);
     }
-    run(stack, &["link", "--run-dir", &rd, "a", "up"]);
+    fabric_ok(&["link", "--run-dir", &rd, "a", "up"]);
     let text = wait_for(&console, "IBTCA-GUEST done", 1, Duration::from_secs(300));
     assert_eq!(
         text.matches("IBTCA-VERBS exchange PASS").count(),

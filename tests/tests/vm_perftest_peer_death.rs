@@ -17,10 +17,11 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::console::{tagged_lines, wait_for};
+use ibtca_tests::guest_fabric::GuestFabric;
+use ibtca_tests::launcher::fabric_ok;
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
@@ -48,74 +49,31 @@ fn client_run(tag: &str) -> String {
     )
 }
 
-/// Waits until `file` holds `needle` `n` times; returns its text.
-fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if text.matches(needle).count() >= n {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {n} x {needle:?} in {} after {timeout:?}:\n{text}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The lines of `console` tagged `tag`, without the tag.
-fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
-    let t = format!("{tag} ");
-    console
-        .lines()
-        .filter_map(|l| l.find(&t).map(|i| &l[i + t.len()..]))
-        .collect()
-}
-
-/// Runs `ibtca-fabric` and asserts that it succeeded.
-fn fabric_ok(args: &[&str]) {
-    let out = fabric(args);
-    assert!(
-        out.status.success(),
-        "ibtca-fabric {args:?}: {}",
-        text(&out)
-    );
-}
-
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
     let stack = VmStack::get();
-    let dir = stack.scratch("perftest-peer-death");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let topo = dir.join("two.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
-
     // The server's output goes straight to its console (a tty: line by
     // line), so the host sees it connect.
     let server = format!("{PERFTEST}; echo SERVER exit=$?");
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(["--guest-timeout", "1500"].map(String::from));
+    let mut extra = vec!["--guest-timeout".to_string(), "1500".to_string()];
     for run in [
         format!("n1={server}"),
         format!("n2={}", client_run("RUN1")),
         format!("n2={}", client_run("RUN2")),
     ] {
-        args.push("--run".into());
-        args.push(run);
+        extra.push("--run".into());
+        extra.push(run);
     }
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    fabric_ok(&argv);
+    let fab = GuestFabric::up(stack, "perftest-peer-death", TOPOLOGY, &extra);
+    let run = &fab.run;
+    let run_s = fab.run_dir();
 
-    let console = run.join("n2.console");
+    let console = fab.console("n2");
     // The server exchanged addresses with the client: the 10 s stream has
     // started.
     wait_for(
-        &run.join("n1.console"),
+        &fab.console("n1"),
         "remote address",
         1,
         Duration::from_secs(600),
@@ -188,6 +146,6 @@ fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
     // n1's device saw its client go and the next one come.
     let served = std::fs::read_to_string(run.join("n1.log")).unwrap();
     assert!(served.contains("client disconnected"), "{served}");
-    let restarted = std::fs::read_to_string(run.join("n1.console")).unwrap_or_default();
+    let restarted = std::fs::read_to_string(fab.console("n1")).unwrap_or_default();
     assert!(restarted.contains("SERVER exit=0"), "{restarted}");
 }

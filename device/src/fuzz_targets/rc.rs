@@ -675,15 +675,20 @@ impl QpEnv for Checked {
             assert!(v.ext.aeth.is_some() || v.payload.len() == self.cfg.path_mtu as usize);
         }
         if let Some(aeth) = v.ext.aeth {
-            // The responder's MSN only moves forward: every ACK and NAK
-            // carries the newest. (The responses to a duplicate READ or
-            // atomic carry the older MSN of their original.)
+            // The responder's MSN only moves forward: every ACK and PSN
+            // sequence error NAK carries the newest. (The responses to a
+            // duplicate READ or atomic carry the older MSN of their
+            // original, and the fatal NAK of a READ stopped on its way,
+            // `transport::responses::Stopped`, the MSN before that READ,
+            // which its first response may already have carried.)
+            let fatal_nak = aeth.syndrome & 0xe0 == 0x60 && aeth.syndrome != 0x60;
             if let Some(last) = self.last_msn {
                 let d = psn::diff(aeth.msn, last);
                 assert!(
-                    d >= 0 || v.opcode() != Opcode::RcAcknowledge,
-                    "MSN {} after {last}",
-                    aeth.msn
+                    d >= 0 || v.opcode() != Opcode::RcAcknowledge || fatal_nak,
+                    "MSN {} after {last} (syndrome {:#04x})",
+                    aeth.msn,
+                    aeth.syndrome
                 );
             }
             self.last_msn = Some(self.last_msn.map_or(aeth.msn, |l| psn::max(l, aeth.msn)));

@@ -4,11 +4,42 @@
 use std::time::{Duration, Instant};
 
 use super::Input;
-use crate::atm::aal5::{self, MAX_SDU};
-use crate::atm::{Aal, Cell, CellHeader, Delivery, Receiver, Vc, CELL_LEN};
+use crate::atm::aal5::{self, MAX_SDU, TRAILER_LEN};
+use crate::atm::{Aal, Cell, CellHeader, Delivery, Receiver, Vc, CELL_LEN, CELL_PAYLOAD_LEN};
 
 /// Largest AAL5 frame the target segments (more only costs time).
 const MAX_FRAME: usize = 4096;
+
+/// Cells that the frame operations of one input may segment in all: two
+/// frames of [`MAX_FRAME`] bytes. Each frame operation runs on a fresh
+/// port, so more of them only repeat the check on other data; without
+/// the bound a 4 KiB input of 5-byte frame operations segmented and
+/// reassembled over 3 MB (about 1,000 executions per second).
+const FRAME_CELL_BUDGET: usize = 2 * (MAX_FRAME + TRAILER_LEN).div_ceil(CELL_PAYLOAD_LEN);
+
+/// Frame operations one input may run: each builds a port (a hash map of
+/// its connections), which costs more than a short frame.
+const FRAME_OP_BUDGET: usize = 16;
+
+/// What the frame operations of one input have left to spend.
+struct FrameBudget {
+    cells: usize,
+    ops: usize,
+}
+
+impl FrameBudget {
+    /// Takes a frame of `cells` cells from the budget; false (nothing
+    /// taken) when it does not fit.
+    fn take(&mut self, cells: usize) -> bool {
+        match (self.cells.checked_sub(cells), self.ops.checked_sub(1)) {
+            (Some(c), Some(o)) => {
+                (self.cells, self.ops) = (c, o);
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 /// Input: a byte choosing each of four connections' AAL (VPI 0..4, VCI
 /// 32..36; AAL5 with a limit, AAL1 with 1..4 blocks, AAL0 or none), then
@@ -17,7 +48,9 @@ const MAX_FRAME: usize = 4096;
 /// - raw: 53 bytes pushed as a cell;
 /// - frame: a connection, a length and a bit to flip in one cell's header
 ///   every other cell, then the frame pushed through a fresh port with
-///   the same connections;
+///   the same connections (while the input's [`FRAME_CELL_BUDGET`] and
+///   [`FRAME_OP_BUDGET`] last; past them the operation is read and
+///   skipped);
 /// - time: milliseconds to move the clock by, then an expiry.
 ///
 /// Invariants: every header's four bytes decode and re-encode to
@@ -27,6 +60,11 @@ const MAX_FRAME: usize = 4096;
 /// isolated single-bit header errors it suffers, arrives byte-exact and
 /// alone.
 pub fn atm_cells(data: &[u8]) {
+    run(data);
+}
+
+/// The target's body; returns the frames run and the cells they took.
+fn run(data: &[u8]) -> (usize, usize) {
     let mut input = Input::new(data);
     let kinds = input.u8();
     let limits = [MAX_SDU, 1, 48, 100, 1500];
@@ -59,6 +97,10 @@ pub fn atm_cells(data: &[u8]) {
     let mut now = Instant::now();
     let mut pushed = 0u64;
     let mut out = Vec::new();
+    let mut budget = FrameBudget {
+        cells: FRAME_CELL_BUDGET,
+        ops: FRAME_OP_BUDGET,
+    };
     while !input.is_empty() {
         match input.u8() % 3 {
             0 => {
@@ -70,7 +112,7 @@ pub fn atm_cells(data: &[u8]) {
                 rx.push(&Cell { bytes }, now, &mut out);
                 pushed += 1;
             }
-            1 => frame_survives_header_errors(&mut input, &aals, port(), now),
+            1 => frame_survives_header_errors(&mut input, &aals, &port, now, &mut budget),
             _ => {
                 now += Duration::from_millis(u64::from(input.u8()));
                 rx.expire(now);
@@ -82,6 +124,10 @@ pub fn atm_cells(data: &[u8]) {
     for d in &out {
         check_size(d, &aals);
     }
+    (
+        FRAME_OP_BUDGET - budget.ops,
+        FRAME_CELL_BUDGET - budget.cells,
+    )
 }
 
 fn check_size(d: &Delivery, aals: &[(Vc, Aal)]) {
@@ -94,11 +140,15 @@ fn check_size(d: &Delivery, aals: &[(Vc, Aal)]) {
     }
 }
 
+/// One frame operation: its operands read, then (if it picks an AAL5
+/// connection and `budget` has room) the frame through a port from
+/// `port`.
 fn frame_survives_header_errors(
     input: &mut Input,
     aals: &[(Vc, Aal)],
-    mut rx: Receiver,
+    port: &dyn Fn() -> Receiver,
     now: Instant,
+    budget: &mut FrameBudget,
 ) {
     let pick = usize::from(input.u8());
     let len = usize::from(input.u16()) % MAX_FRAME + 1;
@@ -106,6 +156,10 @@ fn frame_survives_header_errors(
     let Some(&(vc, Aal::Aal5 { max_sdu })) = aals.get(pick % aals.len().max(1)) else {
         return;
     };
+    if !budget.take(aal5::cells_for(len)) {
+        return;
+    }
+    let mut rx = port();
     let frame: Vec<u8> = (0..len).map(|i| (i as u8) ^ (pick as u8)).collect();
     let mut cells = Vec::new();
     assert!(aal5::segment(vc, &frame, 0, &mut cells).is_ok());
@@ -123,5 +177,46 @@ fn frame_survives_header_errors(
     } else {
         assert!(out.is_empty());
         assert_eq!(rx.counters().aal5_oversize, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An input of four AAL5 connections (no limit) and then `ops` frame
+    /// operations of `len` bytes each.
+    fn frames(ops: usize, len: u16) -> Vec<u8> {
+        let mut data = vec![0, 0, 0, 0, 0];
+        for _ in 0..ops {
+            data.push(1);
+            data.push(0);
+            data.extend_from_slice(&(len - 1).to_le_bytes());
+            data.push(3);
+        }
+        data
+    }
+
+    #[test]
+    fn the_frame_budget_runs_two_largest_frames_and_bounds_the_rest() {
+        let largest = aal5::cells_for(MAX_FRAME);
+        assert_eq!(largest, 86);
+        assert_eq!(run(&frames(1, MAX_FRAME as u16)), (1, largest));
+        assert_eq!(run(&frames(2, MAX_FRAME as u16)), (2, 2 * largest));
+        // A 4 KiB input of largest frames: still two.
+        assert_eq!(run(&frames(819, MAX_FRAME as u16)), (2, 2 * largest));
+        // A largest frame and then single-cell ones, up to the count.
+        let mut mixed = frames(1, MAX_FRAME as u16);
+        mixed.extend_from_slice(&frames(100, 40)[5..]);
+        assert_eq!(
+            run(&mixed),
+            (FRAME_OP_BUDGET, largest + FRAME_OP_BUDGET - 1)
+        );
+        // Frames of 20 cells: none fits after two largest ones; alone,
+        // eight fit the cells.
+        let mut big = frames(2, MAX_FRAME as u16);
+        big.extend_from_slice(&frames(9, 20 * 48 - 8)[5..]);
+        assert_eq!(run(&big), (2, 2 * largest));
+        assert_eq!(run(&frames(9, 20 * 48 - 8)), (8, 160));
     }
 }

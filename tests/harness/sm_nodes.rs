@@ -1,0 +1,70 @@
+//! A node with the test SM ([`SmClient`]) on a bare link into it: a
+//! device instance with the SM on its port, or a two-port in-process
+//! switch with the SM on port 1 and a plain host on port 2. The set-up of
+//! the tests that manage or measure one node.
+
+use std::time::{Duration, Instant};
+
+use ibtca_device::instance::{Instance, InstanceConfig};
+use ibtca_device::link::{LinkConfig, LinkEndpoint};
+use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+
+use crate::sm_client::SmClient;
+use crate::TempDir;
+
+/// The SM's LID (port 1).
+pub const SM_LID: u16 = 1;
+/// The host's LID (port 2).
+pub const HOST_LID: u16 = 2;
+
+/// Starts a device instance of `cfg` listening on a link in `dir`
+/// (`cfg.link` is replaced) and connects the SM to it as LID [`SM_LID`].
+pub fn sm_device(dir: &TempDir, cfg: InstanceConfig) -> (Instance, SmClient) {
+    let path = dir.join("dev.link");
+    let dev = Instance::start(&InstanceConfig {
+        link: Some(LinkEndpoint::Listen(path.clone())),
+        ..cfg
+    })
+    .unwrap();
+    let sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    (dev, sm)
+}
+
+/// The switch and the two links into it.
+pub struct SmSwitch {
+    /// The switch (LID `lid`, GUID `guid` of [`SmSwitch::start`]).
+    pub sw: Switch,
+    /// The test SM on port 1, LID [`SM_LID`].
+    pub sm: SmClient,
+    /// A host on port 2, LID [`HOST_LID`].
+    pub host: SmClient,
+}
+
+impl SmSwitch {
+    /// Starts the switch (not SM-managed: it learns routes from the
+    /// traffic) with its ports' sockets in `dir`, connects the SM and the
+    /// host, and waits until it routes to both.
+    pub fn start(dir: &TempDir, guid: u64, lid: u16) -> Self {
+        let sw = Switch::start(SwitchConfig {
+            name: "sw".into(),
+            guid,
+            lid,
+            ports: vec![
+                PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
+                PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
+            ],
+            routes: Vec::new(),
+            link: LinkConfig::default(),
+            sm_managed: false,
+        })
+        .unwrap();
+        let sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
+        let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), HOST_LID);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(HOST_LID) != Some(2) {
+            assert!(Instant::now() < deadline, "routes never learned");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        SmSwitch { sw, sm, host }
+    }
+}

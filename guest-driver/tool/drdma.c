@@ -30,6 +30,10 @@
  * filled, then completed, each written to its own place in the client's
  * buffer.
  *
+ * No free PMB (drdma_bounce.c): with 3 PMBs dedicated, 8 WRITEs and 8
+ * READs at once; 3 of each go through ranges, 5 fall back to bounce
+ * buffers and ordinary RDMA WRITEs and READs (drdma_path.c).
+ *
  * Every check prints "IBTCA-DRDMA <check> PASS|FAIL <detail>".
  *
  *   ibtca-tool [-d DEV] drdma-bench --role server|client --peer-lid N
@@ -53,6 +57,7 @@
 #define DR_ERR_OFF	0x02000U	/* errors: the active range, 4096 */
 #define DR_SMALL_OFF	0x03000U	/* errors: the 100-byte range */
 #define DR_ALL_OFF	0x10000U	/* all ranges: one 4 KiB slot each */
+#define DR_BOUNCE_OFF	0x40000U	/* no-PMB fallback: DR_BOUNCE_N slots */
 
 #define DR_SMALL_LEN	100U
 
@@ -480,6 +485,9 @@ static void dr_serve(struct dr *d)
 		case DR_ALL:
 			ret = dr_all(d, &m);
 			break;
+		case DR_BOUNCE:
+			ret = dr_bounce(d, &m);
+			break;
 		case VB_BYE:
 			dcheck("bye", 1, "client finished");
 			done = 1;
@@ -542,6 +550,34 @@ static int dr_command(struct dr *d, uint32_t type, uint32_t op,
 	if (!ret)
 		ret = vb_expect_within(&d->v, DR_STATUS, st, 180);
 	return ret;
+}
+
+/*
+ * The no-PMB fallback (drdma_bounce.c): DR_BOUNCE_N transfers each way on
+ * DR_BOUNCE_PMBS dedicated PMBs; the server's WRITEs land in the slots.
+ */
+static void dr_client_bounce(struct dr *d)
+{
+	const uint32_t want = 2 * (DR_BOUNCE_N - DR_BOUNCE_PMBS);
+	uint8_t *slots = d->v.buf + VB_BULK_OFF + DR_BOUNCE_OFF;
+	struct vb_msg st;
+	uint32_t k, bad = 0;
+	int ret;
+
+	memset(slots, 0, DR_BOUNCE_N * DR_LEN);
+	ret = dr_command(d, DR_BOUNCE, DR_BOUNCE_PMBS, DR_BOUNCE_OFF,
+			 DR_BOUNCE_N, &st);
+	dcheck("bounce_status", !ret && st.ok && st.value == want,
+	       "server: %s, %llu transfers fell back (want %u)",
+	       ret ? strerror(-ret) : st.ok ? "ok" : "failed",
+	       (unsigned long long)st.value, want);
+	for (k = 0; k < DR_BOUNCE_N; k++)
+		if (vb_pattern_diff(slots + k * DR_LEN, DR_LEN,
+				    DR_SEED_BOUNCE + k) != DR_LEN)
+			bad++;
+	dcheck("bounce_data", !ret && !bad,
+	       "%u WRITEs of 4 KiB (%u through ranges, %u bounced), %u mismatched",
+	       DR_BOUNCE_N, DR_BOUNCE_PMBS, DR_BOUNCE_N - DR_BOUNCE_PMBS, bad);
 }
 
 static void dr_client(struct dr *d)
@@ -618,6 +654,8 @@ all:
 	}
 	dcheck("all_data", n && !bad,
 	       "%u ranges into %u slots of 4 KiB, %u mismatched", n, n, bad);
+	if (d->info.mode != IBTCA_DRDMA_MODE_MAPPED)
+		dr_client_bounce(d);
 
 	ret = vb_send_simple(&d->v, VB_BYE, 1, 0);
 	dcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");

@@ -21,7 +21,12 @@
 #define DR_MTU_2048	4U	/* IBTCA_MTU_256 << 3 bytes */
 
 /* Message types of the DRDMA scenarios. */
-enum { DR_IO = VB_USER, DR_ERRORS, DR_ALL, DR_STATUS };
+enum { DR_IO = VB_USER, DR_ERRORS, DR_ALL, DR_STATUS, DR_BOUNCE };
+
+/* The no-PMB fallback scenario: a batch of DR_BOUNCE_N on DR_BOUNCE_PMBS. */
+#define DR_BOUNCE_N	8U
+#define DR_BOUNCE_PMBS	3U
+#define DR_SEED_BOUNCE	0x66	/* transfer k carries pattern DR_SEED_BOUNCE + k */
 enum { DR_OP_READ = 1, DR_OP_WRITE = 2 };
 
 struct dr {
@@ -33,7 +38,23 @@ struct dr {
 	 * and a drain first waits for PCI Valid.
 	 */
 	int mapped;
+	/* Transfers dr_path_submit() sent through a range, and bounced. */
+	uint32_t direct, bounced;
 	uint8_t src[DR_LEN], dst[DR_LEN];
+};
+
+/*
+ * How one transfer moves its bytes (drdma_path.c): through window range
+ * @arr, or, when the device had no dedicated PMB free for it (the seed's
+ * fallback), through @len bytes at @bounce_off of the registered buffer
+ * with an ordinary RDMA WRITE or READ.
+ */
+struct dr_path {
+	uint32_t arr;
+	uint32_t dir;		/* IBTCA_UAPI_DRDMA_READ / _WRITE */
+	uint32_t len;
+	int bounce;
+	uint32_t bounce_off;
 };
 
 /* Prints one "IBTCA-DRDMA <name> PASS|FAIL <detail>" line. */
@@ -83,6 +104,29 @@ uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated);
 /* A raw access of @size bytes at @off of the window (drdma_lib.c). */
 int dr_raw(struct dr *d, uint64_t off, uint32_t size, int write,
 	   uint64_t *value);
+
+/*
+ * drdma_path.c: submits range @arr (any dedicated PMB); a refusal for no
+ * free PMB falls back to the bounce buffer at @bounce_off (counted in
+ * d->bounced, direct ones in d->direct); any other refusal is -EIO.
+ */
+int dr_path_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
+		   uint32_t bounce_off, struct dr_path *p);
+/* Posts the transfer: WR_DRDMA_WRITE/READ or WR_RDMA_WRITE/READ. */
+int dr_path_post(struct dr *d, const struct dr_path *p, uint32_t qpn,
+		 uint64_t iova, uint32_t rkey, uint64_t wr_id);
+/* The controller's stores of a WRITE: into the range or the bounce buffer. */
+int dr_path_store(struct dr *d, const struct dr_path *p, const uint8_t *src);
+/*
+ * The controller's loads of a READ: from the range (as responses come), or
+ * from the bounce buffer (after the READ completed).
+ */
+int dr_path_load(struct dr *d, const struct dr_path *p, uint8_t *dst);
+/* The completion opcode of the transfer (IBTCA_WC_*). */
+uint8_t dr_path_wc(const struct dr_path *p);
+
+/* The no-PMB fallback scenario, server side (drdma_bounce.c). */
+int dr_bounce(struct dr *d, const struct vb_msg *m);
 
 /* drdma-bench (drdma_bench.c). */
 void dr_bench_server(struct dr *d);

@@ -8,12 +8,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Waits until `file` holds `needle` `n` times (or more); returns its
-/// text. Panics after `timeout`, with the text read last.
+/// Waits until `file` holds `needle` `n` times (or more) in complete
+/// lines; returns its text up to the last complete line (a guest may be
+/// halfway through writing the line the caller wants to read). Panics
+/// after `timeout`, with the text read last.
 pub fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let mut text = std::fs::read_to_string(file).unwrap_or_default();
+        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
         if text.matches(needle).count() >= n {
             return text;
         }
@@ -95,9 +98,18 @@ mod tests {
     fn wait_for_returns_the_text_once_the_needle_is_there_n_times() {
         let dir = crate::TempDir::new("console");
         let file = dir.join("c.console");
-        std::fs::write(&file, "x DONE\ny DONE\n").unwrap();
+        std::fs::write(&file, "x DONE\ny DONE\nz DO").unwrap();
         let text = wait_for(&file, "DONE", 2, Duration::from_secs(1));
         assert_eq!(text, "x DONE\ny DONE\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "no 2 x \"DONE status=1\"")]
+    fn wait_for_ignores_a_line_still_being_written() {
+        let dir = crate::TempDir::new("console");
+        let file = dir.join("c.console");
+        std::fs::write(&file, "x DONE status=1\ny DONE status=1").unwrap();
+        wait_for(&file, "DONE status=1", 2, Duration::from_millis(100));
     }
 
     #[test]

@@ -28,6 +28,8 @@
 //!   events), OpenSM sweeps again (one more SUBNET UP) and programs the
 //!   switch again: `iblinkinfo` every link Active, `ibroute` the same
 //!   routes as before, and `ibv_rc_pingpong` n1 → n3 and n1 → n4 run;
+//! - `ibportstate` in n1 gives n4's Active port LID 9: n4's guest gets
+//!   a LID-change event (`IB_EVENT_LID_CHANGE`) and sysfs shows the LID;
 //! - afterwards `ibtca-fabric stats` shows every switch port up.
 //!
 //! All four guests boot (n2, n3, n4 are ping and ping-pong peers).
@@ -326,6 +328,9 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("ROUTE2", route_all),
         client("PP3B", "ibv_rc_pingpong -d ibtca0 n3", 120),
         client("PP4B", "ibv_rc_pingpong -d ibtca0 n4", 120),
+        // n4's LID changed on its Active port, by directed route (n1 port 1,
+        // left port 3, right port 2), as an SM moving a LID would.
+        tagged("LIDSET", "ibportstate -D 0,1,3,2 1 lid 9"),
     ];
     // A guest's programs start once the SM made its port Active (before
     // that it has no LID: ibv_rc_pingpong "Couldn't get local LID").
@@ -367,6 +372,13 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("PP4-SERVER", "ibv_rc_pingpong -d ibtca0"),
     ];
     n4.extend(switch_watch("n4"));
+    // The LID n1 gives n4's Active port: an IB_EVENT_LID_CHANGE, the new
+    // LID in sysfs.
+    n4.push(tagged(
+        "LID4",
+        "until dmesg | grep -q 'port event lid change'; do sleep 1; done; \
+         cat /sys/class/infiniband/ibtca0/ports/1/lid /sys/class/infiniband/ibtca0/ports/1/state",
+    ));
 
     let mut args = stack.guests_up(&topo, &run_s);
     args.extend(
@@ -699,6 +711,15 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         run.join("right.log.1").exists() && !restarted.is_empty(),
         "right restarted: {restarted}"
     );
+
+    // A new LID on n4's Active port: a LID-change event in its guest,
+    // the port still Active with LID 9.
+    let l = tagged_lines(&c4, "LID4");
+    assert!(
+        l.contains(&"0x9") && l.contains(&"4: ACTIVE") && l.contains(&"exit=0"),
+        "{l:?}\n{c4}"
+    );
+    assert!(c4.contains("port event lid change"), "{c4}");
 
     // Every switch port up again.
     let out = fabric(&["stats", "--run-dir", &run_s]);

@@ -19,6 +19,7 @@
 //! - `ibping` against `ibping -S` in n2; `ibv_rc_pingpong` n1 → n2 and
 //!   n1 → n3 (across both switches) over the SM's LIDs; `perfquery` of
 //!   n3's port before and after: its packet counters grew by the ping-pong;
+//!   `perfquery -R` resets them (near zero read back);
 //! - n4's link taken down and up with `ibtca-fabric link`: n4's guest sees
 //!   the port go down and come back Active (port events), OpenSM sweeps
 //!   again (one more SUBNET UP), and `ibv_rc_pingpong` n1 → n4 runs;
@@ -297,6 +298,9 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("PERF-BEFORE", "perfquery 3 1"),
         client("PP3", "ibv_rc_pingpong -d ibtca0 n3", 120),
         tagged("PERF-AFTER", "perfquery 3 1"),
+        // perfquery's reset (PortCounters Set), then n3 idle: near zero.
+        tagged("PERF-RESET", "perfquery -R 3 1"),
+        tagged("PERF-ZERO", "perfquery 3 1"),
         // The host takes n4's link down and up once this is on the console.
         format!("echo \"IBTCA-OSM link-test ready sweeps=$({subnet_ups})\""),
         tagged(
@@ -649,6 +653,12 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     for name in ["PortXmitPkts:", "PortRcvPkts:"] {
         let (b, a) = (counter(&before, name), counter(&after, name));
         assert!(a >= b + 1000, "{name} {b} -> {a}");
+    }
+    assert!(tagged_lines(&c1, "PERF-RESET").contains(&"exit=0"));
+    let zero = tagged_lines(&c1, "PERF-ZERO");
+    for name in ["PortXmitPkts:", "PortRcvPkts:"] {
+        // Only perfquery's own MADs since the reset.
+        assert!(counter(&zero, name) <= 10, "{name} after reset: {zero:?}");
     }
 
     // The link test: n4's guest saw the port go down and come back

@@ -67,6 +67,7 @@ struct ibtca_dev {
 	struct work_struct port_work;
 	atomic_t port_events;
 	u32 port_state;
+	u32 port_lid;
 	/* The RDMA core's device (ibtca_ib.c), NULL if not registered. */
 	struct mutex ib_lock;	/* serialises @ib with port events */
 	struct ibtca_ib *ib;

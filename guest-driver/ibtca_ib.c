@@ -412,7 +412,9 @@ static void ibtca_ib_dispatch(struct ibtca_dev *idev, u32 old, u32 state)
 
 	if (!idev->ib)
 		return;
-	if (state == IBTCA_PORT_ACTIVE)
+	if (state == IBTCA_PORT_ACTIVE && old == IBTCA_PORT_ACTIVE)
+		ev.event = IB_EVENT_LID_CHANGE;
+	else if (state == IBTCA_PORT_ACTIVE)
 		ev.event = IB_EVENT_PORT_ACTIVE;
 	else if (old == IBTCA_PORT_ACTIVE)
 		ev.event = IB_EVENT_PORT_ERR;
@@ -422,7 +424,8 @@ static void ibtca_ib_dispatch(struct ibtca_dev *idev, u32 old, u32 state)
 	ib_dispatch_event(&ev);
 	dev_info(&idev->pdev->dev, "%s: port event %s\n",
 		 dev_name(&ev.device->dev),
-		 ev.event == IB_EVENT_PORT_ACTIVE ? "active" : "down");
+		 ev.event == IB_EVENT_PORT_ACTIVE ? "active" :
+		 ev.event == IB_EVENT_LID_CHANGE ? "lid change" : "down");
 }
 
 /*

@@ -36,7 +36,7 @@ static void ibtca_port_work(struct work_struct *work)
 {
 	struct ibtca_dev *idev = container_of(work, struct ibtca_dev,
 					      port_work);
-	u32 cause, state, old;
+	u32 cause, state, old, lid, old_lid;
 
 	down_read(&idev->hw_sem);
 	if (READ_ONCE(idev->dead)) {
@@ -47,6 +47,7 @@ static void ibtca_port_work(struct work_struct *work)
 	if (cause)
 		ibtca_wr(idev, IBTCA_REG_EVENT_CAUSE, cause);
 	state = ibtca_rd(idev, IBTCA_REG_PORT_STATE);
+	lid = ibtca_rd(idev, IBTCA_REG_PORT_LID);
 	up_read(&idev->hw_sem);
 
 	if (cause & IBTCA_EVENT_SRQ_LIMIT)
@@ -57,12 +58,17 @@ static void ibtca_port_work(struct work_struct *work)
 	    state == READ_ONCE(idev->port_state))
 		return;
 	old = READ_ONCE(idev->port_state);
+	old_lid = READ_ONCE(idev->port_lid);
 	WRITE_ONCE(idev->port_state, state);
+	WRITE_ONCE(idev->port_lid, lid);
 	atomic_inc(&idev->port_events);
-	dev_info(&idev->pdev->dev, "port %s (%d changes)\n",
-		 ibtca_port_name(state), atomic_read(&idev->port_events));
+	dev_info(&idev->pdev->dev, "port %s lid %u (%d changes)\n",
+		 ibtca_port_name(state), lid,
+		 atomic_read(&idev->port_events));
 	wake_up_all(&idev->wq);
-	ibtca_ib_port_event(idev, old, state);
+	/* Active to Active is an event only if the SM changed the LID. */
+	if (state != old || lid != old_lid)
+		ibtca_ib_port_event(idev, old, state);
 }
 
 /* Called from the MSI-X handler of IBTCA_EVENT_VECTOR. */
@@ -82,6 +88,7 @@ void ibtca_port_early(struct ibtca_dev *idev)
 void ibtca_port_init(struct ibtca_dev *idev)
 {
 	idev->port_state = ibtca_rd(idev, IBTCA_REG_PORT_STATE);
+	idev->port_lid = ibtca_rd(idev, IBTCA_REG_PORT_LID);
 	if (idev->nvec <= IBTCA_EVENT_VECTOR) {
 		dev_warn(&idev->pdev->dev,
 			 "%d vectors: port events are not delivered\n",

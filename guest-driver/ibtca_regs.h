@@ -155,7 +155,7 @@
 #define IBTCA_PORT_ARMED                   0x3
 /* PORT_STATE: port active. */
 #define IBTCA_PORT_ACTIVE                  0x4
-/* EVENT_CAUSE: the port state changed (read PORT_STATE). */
+/* EVENT_CAUSE: the port state changed (read PORT_STATE), or the SM changed the LID of an Active port (read PORT_LID). */
 #define IBTCA_EVENT_PORT_CHANGE            0x1
 /* EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0). */
 #define IBTCA_EVENT_SRQ_LIMIT              0x2

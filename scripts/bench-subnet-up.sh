@@ -12,8 +12,10 @@
 #
 # Needs the VM stack (scripts/setup-vm-stack.sh) and the guest
 # (scripts/build-guest.sh, into $IBTCA_GUEST_DIR or $IBTCA_CACHE/guest).
-# Every node of FILE gets a guest (`up --guests`); the ones without
-# commands power off once booted.
+# The release binaries are taken from $CARGO_TARGET_DIR (or target/);
+# $IBTCA_FABRIC names another ibtca-fabric. Only the SM node boots a guest
+# (`up --guests` with an "sm" boots the SM's and the `--run` nodes' only):
+# the other nodes are devices whose agents OpenSM configures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +24,7 @@ runs=${2:-1}
 cache=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 guest=${IBTCA_GUEST_DIR:-$cache/guest}
 chroot=$(readlink -f "$cache/chroot")
-fabric=${IBTCA_FABRIC:-target/release/ibtca-fabric}
+fabric=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-target}/release/ibtca-fabric}
 sm=$(sed -n 's/.*"sm": *"\([^"]*\)".*/\1/p' "$file")
 [ -n "$sm" ] || { echo "$file names no \"sm\" node" >&2; exit 1; }
 [ -x "$fabric" ] || { echo "$fabric missing: cargo build --release" >&2; exit 1; }

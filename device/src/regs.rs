@@ -209,7 +209,8 @@ values! {
     PORT_ARMED: u32 = 3;
     /// PORT_STATE: port active.
     PORT_ACTIVE: u32 = 4;
-    /// EVENT_CAUSE: the port state changed (read PORT_STATE).
+    /// EVENT_CAUSE: the port state changed (read PORT_STATE), or the SM
+    /// changed the LID of an Active port (read PORT_LID).
     EVENT_PORT_CHANGE: u32 = 1 << 0;
     /// EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0).
     EVENT_SRQ_LIMIT: u32 = 1 << 1;

@@ -7,7 +7,10 @@
 //!   MADs);
 //! - the answer to a PM request that the guest's own QP1 sent (`perfquery`)
 //!   reaches that QP1, instead of being taken by the device's own
-//!   performance management agent as one more PM MAD.
+//!   performance management agent as one more PM MAD;
+//! - a LID the SM gives an Active port is a port event (EVENT_CAUSE's
+//!   PORT_CHANGE, the new LID in PORT_LID: the guest driver's
+//!   `IB_EVENT_LID_CHANGE`), the same LID again none.
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +75,60 @@ fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
         ),
         (0x31, SM_LID, 2, regs::PORT_ARMED as u8)
     );
+}
+
+/// Sets PortInfo's LID and state through `sm`, as OpenSM does.
+fn set_port(sm: &mut SmClient, lid: u16, state: PortState) {
+    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+    let mut p = PortInfo::decode(&sm.ask(get, 0).data);
+    (p.lid, p.master_sm_lid) = (lid, SM_LID);
+    p.port_state = state as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
+    set.data = p.encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+}
+
+#[test]
+fn a_new_lid_on_an_active_port_is_a_port_event() {
+    let dir = TempDir::new("sm-lid-event");
+    let path = dir.join("dev.link");
+    let cfg = InstanceConfig {
+        lid: 7,
+        sm_managed: true,
+        link: Some(LinkEndpoint::Listen(path.clone())),
+        ..InstanceConfig::default()
+    };
+    let server = TestServer::start_instance(dir, cfg);
+    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    let mut g = SimGuest::new(&server.socket, 4 << 20);
+    let deadline = Instant::now() + T;
+    while g.client.read32(0, regs::PORT_STATE) != regs::PORT_INIT {
+        assert!(Instant::now() < deadline, "the port never reached Init");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    set_port(&mut sm, 0x21, PortState::Armed);
+    set_port(&mut sm, 0x21, PortState::Active);
+    let cause = |g: &mut SimGuest| g.client.read32(0, regs::EVENT_CAUSE);
+    assert_eq!(g.client.read32(0, regs::PORT_STATE), regs::PORT_ACTIVE);
+    g.client
+        .write32(0, regs::EVENT_CAUSE, regs::EVENT_PORT_CHANGE);
+    assert_eq!(cause(&mut g) & regs::EVENT_PORT_CHANGE, 0);
+
+    // The same LID again: nothing changed, no event.
+    set_port(&mut sm, 0x21, PortState::NoChange);
+    assert_eq!(cause(&mut g) & regs::EVENT_PORT_CHANGE, 0, "no change");
+
+    set_port(&mut sm, 0x44, PortState::NoChange);
+    assert_eq!(
+        (
+            cause(&mut g) & regs::EVENT_PORT_CHANGE,
+            g.client.read32(0, regs::PORT_LID),
+            g.client.read32(0, regs::PORT_STATE)
+        ),
+        (regs::EVENT_PORT_CHANGE, 0x44, regs::PORT_ACTIVE)
+    );
+    let attr: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(attr.lid.to_native(), 0x44);
 }
 
 #[test]

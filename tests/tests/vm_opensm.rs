@@ -19,9 +19,18 @@
 //! - `ibping` against `ibping -S` in n2; `ibv_rc_pingpong` n1 → n2 and
 //!   n1 → n3 (across both switches) over the SM's LIDs; `perfquery` of
 //!   n3's port before and after: its packet counters grew by the ping-pong;
+//!   `perfquery -R` resets them (near zero read back);
 //! - n4's link taken down and up with `ibtca-fabric link`: n4's guest sees
 //!   the port go down and come back Active (port events), OpenSM sweeps
 //!   again (one more SUBNET UP), and `ibv_rc_pingpong` n1 → n4 runs;
+//! - then switch `right` (n3's and n4's) restarted with `ibtca-fabric
+//!   restart`: it comes back unconfigured (no routes, ports Init); n3's
+//!   and n4's guests see their port leave Active and come back (port
+//!   events), OpenSM sweeps again (one more SUBNET UP) and programs the
+//!   switch again: `iblinkinfo` every link Active, `ibroute` the same
+//!   routes as before, and `ibv_rc_pingpong` n1 → n3 and n1 → n4 run;
+//! - `ibportstate` in n1 gives n4's Active port LID 9: n4's guest gets
+//!   a LID-change event (`IB_EVENT_LID_CHANGE`) and sysfs shows the LID;
 //! - afterwards `ibtca-fabric stats` shows every switch port up.
 //!
 //! All four guests boot (n2, n3, n4 are ping and ping-pong peers).
@@ -263,6 +272,7 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     };
 
     let subnet_ups = format!("grep -c 'SUBNET UP' {OPENSM_LOG}");
+    let route_all = "for l in $(ibswitches | sed -n 's/.* lid \\([0-9]*\\) lmc.*/\\1/p'); do ibroute $l || exit 1; done";
     let n1 = [
         format!(
             "for i in $(seq 600); do grep -q 'SUBNET UP' {OPENSM_LOG} && break; sleep 1; done; \
@@ -275,10 +285,7 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("SWITCHES", "ibswitches"),
         tagged("NODEINFO", "smpquery nodeinfo 4"),
         tagged("PORTINFO", "smpquery portinfo 4 1"),
-        tagged(
-            "ROUTE",
-            "for l in $(ibswitches | sed -n 's/.* lid \\([0-9]*\\) lmc.*/\\1/p'); do ibroute $l || exit 1; done",
-        ),
+        tagged("ROUTE", route_all),
         tagged("TRACERT", "ibtracert 1 4"),
         tagged("SAQUERY", "saquery"),
         tagged("PATH", "saquery -p --src-to-dst 1:4"),
@@ -291,6 +298,9 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("PERF-BEFORE", "perfquery 3 1"),
         client("PP3", "ibv_rc_pingpong -d ibtca0 n3", 120),
         tagged("PERF-AFTER", "perfquery 3 1"),
+        // perfquery's reset (PortCounters Set), then n3 idle: near zero.
+        tagged("PERF-RESET", "perfquery -R 3 1"),
+        tagged("PERF-ZERO", "perfquery 3 1"),
         // The host takes n4's link down and up once this is on the console.
         format!("echo \"IBTCA-OSM link-test ready sweeps=$({subnet_ups})\""),
         tagged(
@@ -302,6 +312,29 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
             ),
         ),
         client("PP4", "ibv_rc_pingpong -d ibtca0 n4", 120),
+        // The host restarts switch `right` once this is on the console.
+        format!(
+            "c=$({subnet_ups}); echo $c >/tmp/sweeps0; echo \"IBTCA-OSM switch-test ready sweeps=$c\""
+        ),
+        // One more SUBNET UP, and n3 and n4 answer by LID (through the
+        // restarted switch's new LFT) with their ports Active.
+        tagged(
+            "RESWEEP2",
+            &format!(
+                "c0=$(cat /tmp/sweeps0); for i in $(seq 600); do \
+                 [ $({subnet_ups}) -gt $c0 ] && \
+                 smpquery portinfo 3 1 2>/dev/null | grep -q 'LinkState:.*Active' && \
+                 smpquery portinfo 4 1 2>/dev/null | grep -q 'LinkState:.*Active' && \
+                 echo sweeps=$({subnet_ups}) && exit 0; sleep 1; done; exit 1"
+            ),
+        ),
+        tagged("LINKINFO2", "iblinkinfo"),
+        tagged("ROUTE2", route_all),
+        client("PP3B", "ibv_rc_pingpong -d ibtca0 n3", 120),
+        client("PP4B", "ibv_rc_pingpong -d ibtca0 n4", 120),
+        // n4's LID changed on its Active port, by directed route (n1 port 1,
+        // left port 3, right port 2), as an SM moving a LID would.
+        tagged("LIDSET", "ibportstate -D 0,1,3,2 1 lid 9"),
     ];
     // A guest's programs start once the SM made its port Active (before
     // that it has no LID: ibv_rc_pingpong "Couldn't get local LID").
@@ -317,18 +350,39 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         ),
     ];
     // n3, behind the other switch: its own view once the SM made it Active.
-    let n3 = [
+    // n3 and n4 during the switch restart: the port leaves Active, comes
+    // back, and the ping-pong server runs again.
+    let switch_watch = |n: &str| {
+        [
+            format!(
+                "echo IBTCA-OSM {n} watching switch; while grep -q ACTIVE {PORT_STATE}; do sleep 1; done; \
+                 echo IBTCA-OSM {n} left active: $(cat {PORT_STATE})"
+            ),
+            format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM {n} active after switch"),
+            tagged(&format!("PP{}B-SERVER", &n[1..]), "ibv_rc_pingpong -d ibtca0"),
+        ]
+    };
+    let mut n3 = vec![
         format!("ibtca-load-modules umad; {active}"),
         tagged("IBSTAT3", "ibstat ibtca0"),
         tagged("NETDISC3", "ibnetdiscover"),
         tagged("PP3-SERVER", "ibv_rc_pingpong -d ibtca0"),
     ];
-    let n4 = [
+    n3.extend(switch_watch("n3"));
+    let mut n4 = vec![
         active.clone(),
         format!("echo IBTCA-OSM n4 watching; until grep -q DOWN {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 down"),
         format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM n4 active again"),
         tagged("PP4-SERVER", "ibv_rc_pingpong -d ibtca0"),
     ];
+    n4.extend(switch_watch("n4"));
+    // The LID n1 gives n4's Active port: an IB_EVENT_LID_CHANGE, the new
+    // LID in sysfs.
+    n4.push(tagged(
+        "LID4",
+        "until dmesg | grep -q 'port event lid change'; do sleep 1; done; \
+         cat /sys/class/infiniband/ibtca0/ports/1/lid /sys/class/infiniband/ibtca0/ports/1/state",
+    ));
 
     let mut args = stack.guests_up(&topo, &run_s);
     args.extend(
@@ -339,7 +393,12 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         ]
         .map(String::from),
     );
-    for (node, cmds) in [("n1", &n1[..]), ("n2", &n2), ("n3", &n3), ("n4", &n4)] {
+    for (node, cmds) in [
+        ("n1", &n1[..]),
+        ("n2", &n2),
+        ("n3", &n3[..]),
+        ("n4", &n4[..]),
+    ] {
         args.extend(runs(node, cmds));
     }
     let start = Instant::now();
@@ -366,6 +425,22 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         assert!(out.status.success(), "link up: {link_log}");
         assert!(saw, "n4's guest never saw its port down");
     }
+    // The switch restart, from the host, once n1 has seen n4 again and
+    // n3 and n4 watch their ports.
+    let switch_ready = ready
+        && wait_for(&console_path("n1"), "IBTCA-OSM switch-test ready", deadline)
+        && ["n3", "n4"].iter().all(|n| {
+            wait_for(
+                &console_path(n),
+                &format!("IBTCA-OSM {n} watching switch"),
+                deadline,
+            )
+        });
+    if switch_ready {
+        let out = fabric(&["restart", "--run-dir", &run_s, "right"]);
+        link_log += &text(&out);
+        assert!(out.status.success(), "restart right: {link_log}");
+    }
     let out = up.wait_with_output().unwrap();
     let said = text(&out);
     let console = |n: &str| std::fs::read_to_string(console_path(n)).unwrap_or_default();
@@ -378,6 +453,7 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     );
     eprintln!("four guests: {:.0} s", start.elapsed().as_secs_f64());
     assert!(ready, "the link test never became ready:\n{all}");
+    assert!(switch_ready, "the switch test never became ready:\n{all}");
     assert!(out.status.success(), "every guest's commands pass:\n{all}");
     assert!(c1.contains("IBTCA-SM SUBNET UP"), "{all}");
     // OpenSM's first sweep met no error: every attribute it asked or set
@@ -458,13 +534,16 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let switch_lid = |name: &str| lids[&guid(name)];
 
     // iblinkinfo: every link Active/LinkUp, seen from both ends.
-    let l = tagged_lines(&c1, "LINKINFO");
-    let link_lines: Vec<&&str> = l.iter().filter(|l| l.contains("==(")).collect();
-    assert_eq!(link_lines.len(), 2 * plan.links.len(), "{l:?}");
-    assert!(
-        link_lines.iter().all(|l| l.contains("Active/  LinkUp")),
-        "{l:?}"
-    );
+    let all_links_active = |tag: &str| {
+        let l = tagged_lines(&c1, tag);
+        let link_lines: Vec<&&str> = l.iter().filter(|l| l.contains("==(")).collect();
+        assert_eq!(link_lines.len(), 2 * plan.links.len(), "{tag}: {l:?}");
+        assert!(
+            link_lines.iter().all(|l| l.contains("Active/  LinkUp")),
+            "{tag}: {l:?}"
+        );
+    };
+    all_links_active("LINKINFO");
 
     // ibswitches: both switches, GUID and LID.
     let l = tagged_lines(&c1, "SWITCHES");
@@ -492,26 +571,32 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     );
 
     // ibroute: each switch sends each device's LID out of the port toward it.
-    let l = tagged_lines(&c1, "ROUTE");
-    let tables = ibroute(&l);
     let routes = expected_routes(&plan);
-    for sw in &plan.switches {
-        let table = tables.get(&sw.guid).unwrap_or_else(|| panic!("{l:?}"));
-        for n in &plan.nodes {
+    let routes_as_planned = |tag: &str| {
+        let l = tagged_lines(&c1, tag);
+        let tables = ibroute(&l);
+        for sw in &plan.switches {
+            let table = tables
+                .get(&sw.guid)
+                .unwrap_or_else(|| panic!("{tag}: {l:?}"));
+            for n in &plan.nodes {
+                assert_eq!(
+                    table.get(&n.lid),
+                    routes[&sw.guid].get(&n.node_guid),
+                    "{tag}: {} to {}: {l:?}",
+                    sw.name,
+                    n.name
+                );
+            }
             assert_eq!(
-                table.get(&n.lid),
-                routes[&sw.guid].get(&n.node_guid),
-                "{} to {}: {l:?}",
-                sw.name,
-                n.name
+                table.get(&switch_lid(&sw.name)),
+                Some(&0),
+                "{tag}: own LID: port 0"
             );
         }
-        assert_eq!(
-            table.get(&switch_lid(&sw.name)),
-            Some(&0),
-            "own LID: port 0"
-        );
-    }
+        tables
+    };
+    let tables = routes_as_planned("ROUTE");
 
     // ibtracert 1 4: n1 port 1 → left 1, left 3 → right 3, right 2 → n4 1.
     let l = tagged_lines(&c1, "TRACERT");
@@ -546,7 +631,14 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     );
 
     // RDMA over the SM's LIDs: n1 with n2, n3 and (after the link test) n4.
-    for (c, tag) in [(&c1, "PP2"), (&c1, "PP3"), (&c1, "PP4")] {
+    // And after the switch restart, n1 with n3 and n4 again.
+    for (c, tag) in [
+        (&c1, "PP2"),
+        (&c1, "PP3"),
+        (&c1, "PP4"),
+        (&c1, "PP3B"),
+        (&c1, "PP4B"),
+    ] {
         let l = tagged_lines(c, tag);
         assert!(
             l.iter().any(|l| l.contains("1000 iters in")) && l.contains(&"exit=0"),
@@ -561,6 +653,12 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     for name in ["PortXmitPkts:", "PortRcvPkts:"] {
         let (b, a) = (counter(&before, name), counter(&after, name));
         assert!(a >= b + 1000, "{name} {b} -> {a}");
+    }
+    assert!(tagged_lines(&c1, "PERF-RESET").contains(&"exit=0"));
+    let zero = tagged_lines(&c1, "PERF-ZERO");
+    for name in ["PortXmitPkts:", "PortRcvPkts:"] {
+        // Only perfquery's own MADs since the reset.
+        assert!(counter(&zero, name) <= 10, "{name} after reset: {zero:?}");
     }
 
     // The link test: n4's guest saw the port go down and come back
@@ -586,6 +684,52 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let l = tagged_lines(&c1, "RESWEEP");
     let after = sweeps(l.iter().find(|l| l.starts_with("sweeps=")).unwrap());
     assert!(after > before, "OpenSM swept again: {before} -> {after}");
+
+    // The switch restart: n3's and n4's guests saw their port leave
+    // Active (a port event), go through Init while OpenSM had not yet
+    // swept, and come back Active (a port event); OpenSM swept again and
+    // programmed the new switch: every link Active, the same routes.
+    for (c, n) in [(&c3, "n3"), (&c4, "n4")] {
+        let watch = c
+            .find(&format!("IBTCA-OSM {n} watching switch"))
+            .unwrap_or_else(|| panic!("{n}:\n{c}"));
+        let after = &c[watch..];
+        let down = after.find("port event down").expect("a port-down event");
+        let init = down + after[down..].find("port INIT").expect("port Init");
+        assert!(
+            after[init..].contains("port event active")
+                && after.contains(&format!("IBTCA-OSM {n} active after switch")),
+            "{n} Active again:\n{after}"
+        );
+    }
+    let before = sweeps(
+        c1.lines()
+            .find(|l| l.contains("IBTCA-OSM switch-test ready"))
+            .unwrap(),
+    );
+    let l = tagged_lines(&c1, "RESWEEP2");
+    let after = sweeps(l.iter().find(|l| l.starts_with("sweeps=")).unwrap());
+    assert!(after > before, "OpenSM swept again: {before} -> {after}");
+    all_links_active("LINKINFO2");
+    assert_eq!(
+        routes_as_planned("ROUTE2"),
+        tables,
+        "the same routes after the restart"
+    );
+    let restarted = std::fs::read_to_string(run.join("right.log")).unwrap();
+    assert!(
+        run.join("right.log.1").exists() && !restarted.is_empty(),
+        "right restarted: {restarted}"
+    );
+
+    // A new LID on n4's Active port: a LID-change event in its guest,
+    // the port still Active with LID 9.
+    let l = tagged_lines(&c4, "LID4");
+    assert!(
+        l.contains(&"0x9") && l.contains(&"4: ACTIVE") && l.contains(&"exit=0"),
+        "{l:?}\n{c4}"
+    );
+    assert!(c4.contains("port event lid change"), "{c4}");
 
     // Every switch port up again.
     let out = fabric(&["stats", "--run-dir", &run_s]);

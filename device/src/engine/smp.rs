@@ -130,6 +130,11 @@ impl Engine {
             self.verbs.port.lid = lid;
             self.outbox.own_lid = lid;
             self.port_state.set_sm_lid(lid);
+            // An Active port's new LID is an event (the guest's
+            // IB_EVENT_LID_CHANGE); before Active, Active itself is.
+            if self.port.state == regs::PORT_ACTIVE {
+                self.port_state.signal(regs::EVENT_PORT_CHANGE, &self.msix);
+            }
         }
         let (sm_lid, lmc) = self.sma.sm_lid_and_lmc();
         if (sm_lid, lmc) != (self.port.sm_lid, self.port.lmc) {

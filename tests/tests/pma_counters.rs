@@ -188,9 +188,9 @@ fn a_packet_with_a_foreign_p_key_is_dropped_and_counted() {
     assert_eq!(stats.rx_bad_pkey, 3);
 }
 
-#[test]
-fn a_switchs_port_counters_per_port_and_summed() {
-    let dir = TempDir::new("pma-sw");
+/// Switch LID 9 with the SM's client (LID 1) on port 1 and a host (LID 2)
+/// on port 2, once the switch has learned both routes.
+fn two_port_switch(dir: &TempDir) -> (Switch, SmClient, SmClient) {
     let sw = Switch::start(SwitchConfig {
         name: "sw".into(),
         guid: 0x0200_0000_0000_f001,
@@ -204,13 +204,20 @@ fn a_switchs_port_counters_per_port_and_summed() {
         sm_managed: false,
     })
     .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
+    let sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
     let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
     let deadline = Instant::now() + Duration::from_secs(20);
     while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(2) != Some(2) {
         assert!(Instant::now() < deadline, "routes never learned");
         std::thread::sleep(Duration::from_millis(5));
     }
+    (sw, sm, host)
+}
+
+#[test]
+fn a_switchs_port_counters_per_port_and_summed() {
+    let dir = TempDir::new("pma-sw");
+    let (sw, mut sm, host) = two_port_switch(&dir);
     let (r, slid) = sm.ask_pma(
         PmaMad::new(method::GET, pma_id::CLASS_PORT_INFO, 0),
         9,
@@ -264,26 +271,7 @@ fn a_switchs_port_counters_per_port_and_summed() {
 fn a_switch_port_enforcing_partitions_drops_and_counts() {
     use ibtca_protocol::mad::attr::SwitchInfo;
     let dir = TempDir::new("pma-part");
-    let sw = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: 0x0200_0000_0000_f001,
-        lid: 9,
-        ports: vec![
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
-        ],
-        routes: Vec::new(),
-        link: LinkConfig::default(),
-        sm_managed: false,
-    })
-    .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), SM_LID);
-    let host = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sw.lft().lookup(SM_LID) != Some(1) || sw.lft().lookup(2) != Some(2) {
-        assert!(Instant::now() < deadline, "routes never learned");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (sw, mut sm, host) = two_port_switch(&dir);
     let dr = |m: u8, attr: u16, modifier: u32| Smp::directed(m, attr, modifier, &[1]).unwrap();
     let info = SwitchInfo::decode(&sm.ask(dr(method::GET, id::SWITCH_INFO, 0), 0).data);
     assert_eq!(info.partition_enforcement_cap, 64);

@@ -15,46 +15,19 @@
 #include <linux/log2.h>
 #include <rdma/uverbs_ioctl.h>
 
+#include "ibtca_cqe.h"
 #include "ibtca_ib.h"
 
 #define IBTCA_IB_CQ_ARMED	0
 
-/* Send work requests complete in order; their WQE's wr_id is the slot. */
-static const enum ib_wc_opcode ibtca_ib_send_wc[] = {
-	[IBTCA_WC_SEND] = IB_WC_SEND,
-	[IBTCA_WC_RDMA_WRITE] = IB_WC_RDMA_WRITE,
-	[IBTCA_WC_RDMA_READ] = IB_WC_RDMA_READ,
-	[IBTCA_WC_COMP_SWAP] = IB_WC_COMP_SWAP,
-	[IBTCA_WC_FETCH_ADD] = IB_WC_FETCH_ADD,
-	[IBTCA_WC_BIND_MW] = IB_WC_BIND_MW,
-	[IBTCA_WC_LOCAL_INV] = IB_WC_LOCAL_INV,
-	[IBTCA_WC_REG_MR] = IB_WC_REG_MR,
-};
-
-static const enum ib_wc_status ibtca_ib_wc_status[] = {
-	[IBTCA_WC_SUCCESS] = IB_WC_SUCCESS,
-	[IBTCA_WC_LOC_LEN_ERR] = IB_WC_LOC_LEN_ERR,
-	[IBTCA_WC_LOC_QP_OP_ERR] = IB_WC_LOC_QP_OP_ERR,
-	[3] = IB_WC_GENERAL_ERR,
-	[IBTCA_WC_LOC_PROT_ERR] = IB_WC_LOC_PROT_ERR,
-	[IBTCA_WC_WR_FLUSH_ERR] = IB_WC_WR_FLUSH_ERR,
-	[IBTCA_WC_MW_BIND_ERR] = IB_WC_MW_BIND_ERR,
-	[IBTCA_WC_BAD_RESP_ERR] = IB_WC_BAD_RESP_ERR,
-	[IBTCA_WC_LOC_ACCESS_ERR] = IB_WC_LOC_ACCESS_ERR,
-	[IBTCA_WC_REM_INV_REQ_ERR] = IB_WC_REM_INV_REQ_ERR,
-	[IBTCA_WC_REM_ACCESS_ERR] = IB_WC_REM_ACCESS_ERR,
-	[IBTCA_WC_REM_OP_ERR] = IB_WC_REM_OP_ERR,
-	[IBTCA_WC_RETRY_EXC_ERR] = IB_WC_RETRY_EXC_ERR,
-	[IBTCA_WC_RNR_RETRY_EXC_ERR] = IB_WC_RNR_RETRY_EXC_ERR,
-};
-
-/* IB_WC_SUCCESS is 0: the gap at 3 must not read as success. */
-static_assert(IB_WC_SUCCESS == 0);
+/* The IBA's completion statuses, as ibtca_cqe_status_is_iba() passes them. */
+static_assert(IB_WC_SUCCESS == IBTCA_WC_SUCCESS);
+static_assert(IB_WC_LOC_PROT_ERR == IBTCA_WC_LOC_PROT_ERR);
+static_assert(IB_WC_RNR_RETRY_EXC_ERR == IBTCA_WC_RNR_RETRY_EXC_ERR);
 
 static enum ib_wc_status ibtca_ib_status(u8 st)
 {
-	return st < ARRAY_SIZE(ibtca_ib_wc_status) ? ibtca_ib_wc_status[st] :
-	       IB_WC_GENERAL_ERR;
+	return ibtca_cqe_status_is_iba(st) ? st : IB_WC_GENERAL_ERR;
 }
 
 static void ibtca_ib_recv_wc(struct ibtca_ib_qp *qp, const struct ibtca_cqe *e,
@@ -118,8 +91,9 @@ static bool ibtca_ib_cqe_to_wc(struct ibtca_ib *ib, const struct ibtca_cqe *e,
 	}
 	s = &qp->swr[le64_to_cpu(e->wr_id) & (BIT(qp->r.log) - 1)];
 	wc->wr_id = s->wr_id;
-	wc->opcode = e->opcode < ARRAY_SIZE(ibtca_ib_send_wc) ?
-		     ibtca_ib_send_wc[e->opcode] : IB_WC_SEND;
+	/* Send work requests complete in order; their WQE's wr_id is the slot. */
+	wc->opcode = e->opcode == IBTCA_WC_REG_MR ? IB_WC_REG_MR :
+		     ibtca_cqe_send_opcode(e->opcode);
 	/* Failures complete whether signaled or not (as the IBA has it). */
 	return s->signaled || wc->status != IB_WC_SUCCESS;
 }

@@ -14,54 +14,38 @@
 
 #include "ibtca_ib.h"
 #include "ibtca_ib_mr.h"
+#include "ibtca_wqe.h"
 
 #define IBTCA_IB_SEND_FLAGS	(IB_SEND_SIGNALED | IB_SEND_SOLICITED | \
 				 IB_SEND_FENCE | IB_SEND_INLINE)
 
+/* The device's opcode for @op, or -EINVAL. */
 static int ibtca_ib_wr_opcode(enum ib_wr_opcode op)
 {
-	switch (op) {
-	case IB_WR_SEND:
-		return IBTCA_WR_SEND;
-	case IB_WR_SEND_WITH_IMM:
-		return IBTCA_WR_SEND_IMM;
-	case IB_WR_RDMA_WRITE:
-		return IBTCA_WR_RDMA_WRITE;
-	case IB_WR_RDMA_WRITE_WITH_IMM:
-		return IBTCA_WR_RDMA_WRITE_IMM;
-	case IB_WR_RDMA_READ:
-		return IBTCA_WR_RDMA_READ;
-	case IB_WR_ATOMIC_CMP_AND_SWP:
-		return IBTCA_WR_ATOMIC_CMP_SWP;
-	case IB_WR_ATOMIC_FETCH_AND_ADD:
-		return IBTCA_WR_ATOMIC_FETCH_ADD;
-	case IB_WR_LOCAL_INV:
-		return IBTCA_WR_LOCAL_INV;
-	case IB_WR_SEND_WITH_INV:
-		return IBTCA_WR_SEND_INV;
-	case IB_WR_REG_MR:
-		return IBTCA_WR_REG_MR;
+	int code = ibtca_wqe_opcode(op);
+
 	/*
-	 * IB_WR_BIND_MW stays out: the kernel's API has no work request
-	 * that carries a window, its region and its bounds.
+	 * IB_WR_BIND_MW stays out (the shared map has no entry for it): the
+	 * kernel's API has no work request that carries a window, its region
+	 * and its bounds.
 	 */
-	default:
-		return -EINVAL;
-	}
+	if (op == IB_WR_REG_MR)
+		return IBTCA_WR_REG_MR;
+	return code < 0 ? -EINVAL : code;
 }
 
-/* Fills WQE @w from @wr (checked by the caller). */
+/* Fills WQE @w (zeroed) from @wr (checked by the caller). */
 static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
 			      const struct ib_send_wr *wr)
 {
-	u8 flags = IBTCA_WQE_F_SIGNALED;
 	int i;
 
-	if (wr->send_flags & IB_SEND_SOLICITED)
-		flags |= IBTCA_WQE_F_SOLICITED;
-	if (wr->send_flags & IB_SEND_FENCE)
-		flags |= IBTCA_WQE_F_FENCE;
+	ibtca_wqe_start(w, opcode, wr->send_flags & IB_SEND_SOLICITED,
+			wr->send_flags & IB_SEND_FENCE,
+			wr->send_flags & IB_SEND_INLINE);
 	if (opcode == IBTCA_WR_REG_MR) {
+		u8 flags = w->flags;
+
 		/* The same 128 bytes, laid out as struct ibtca_reg_mr_wqe. */
 		static_assert(sizeof(struct ibtca_reg_mr_wqe) == sizeof(*w));
 		static_assert(offsetof(struct ibtca_reg_mr_wqe, flags) ==
@@ -70,13 +54,10 @@ static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
 		((struct ibtca_reg_mr_wqe *)w)->flags = flags;
 		return;
 	}
-	w->opcode = opcode;
-	w->flags = flags;
 	switch (wr->opcode) {
 	case IB_WR_SEND_WITH_IMM:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
-		/* The wire's big-endian value, kept as a number. */
-		w->imm_data = cpu_to_le32(be32_to_cpu(wr->ex.imm_data));
+		w->imm_data = ibtca_wqe_imm(wr->ex.imm_data);
 		break;
 	case IB_WR_LOCAL_INV:
 	case IB_WR_SEND_WITH_INV:
@@ -89,59 +70,27 @@ static void ibtca_ib_send_wqe(struct ibtca_send_wqe *w, u8 opcode,
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 	case IB_WR_RDMA_READ:
-		w->remote_addr = cpu_to_le64(rdma_wr(wr)->remote_addr);
-		w->rkey = cpu_to_le32(rdma_wr(wr)->rkey);
+		ibtca_wqe_rdma(w, rdma_wr(wr)->remote_addr, rdma_wr(wr)->rkey);
 		break;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
-		w->remote_addr = cpu_to_le64(atomic_wr(wr)->remote_addr);
-		w->rkey = cpu_to_le32(atomic_wr(wr)->rkey);
-		w->compare_add = cpu_to_le64(atomic_wr(wr)->compare_add);
-		w->swap = cpu_to_le64(atomic_wr(wr)->swap);
+		ibtca_wqe_atomic(w, atomic_wr(wr)->remote_addr,
+				 atomic_wr(wr)->rkey, atomic_wr(wr)->compare_add,
+				 atomic_wr(wr)->swap);
 		break;
 	default:
 		break;
 	}
-	if (wr->send_flags & IB_SEND_INLINE) {
-		u8 *data = (u8 *)w->sge;
-		u32 len = 0;
-
-		w->flags |= IBTCA_WQE_F_INLINE;
-		for (i = 0; i < wr->num_sge; i++) {
-			memcpy(data + len,
-			       (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			len += wr->sg_list[i].length;
-		}
-		w->inline_len = len;
-		return;
-	}
-	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-			      wr->sg_list[i].length, wr->sg_list[i].lkey);
-}
-
-/* An inline request: a SEND or WRITE kind within IBTCA_MAX_INLINE_DATA. */
-static bool ibtca_ib_inline_ok(int op, const struct ib_send_wr *wr)
-{
-	u64 len = 0;
-	int i;
-
-	if (op != IBTCA_WR_SEND && op != IBTCA_WR_SEND_IMM &&
-	    op != IBTCA_WR_SEND_INV && op != IBTCA_WR_RDMA_WRITE &&
-	    op != IBTCA_WR_RDMA_WRITE_IMM)
-		return false;
-	for (i = 0; i < wr->num_sge; i++)
-		len += wr->sg_list[i].length;
-	return len <= IBTCA_MAX_INLINE_DATA;
+		ibtca_wqe_gather(w, wr->sg_list[i].addr, wr->sg_list[i].length,
+				 wr->sg_list[i].lkey);
 }
 
 /*
- * Fills the UD send WQE @w (UD, QP0 and QP1) from @wr: the AH's address
- * vector travels in the WQE.
+ * Fills the UD send WQE @w (UD, QP0 and QP1; zeroed) from @wr: the AH's
+ * address vector travels in the WQE.
  */
-static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w, u8 opcode,
+static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w,
 			    const struct ib_send_wr *wr)
 {
 	const struct ib_ud_wr *ud = ud_wr(wr);
@@ -149,17 +98,12 @@ static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w, u8 opcode,
 	int i;
 
 	static_assert(sizeof(*w) == sizeof(struct ibtca_send_wqe));
-	w->opcode = opcode;
-	w->flags = IBTCA_WQE_F_SIGNALED;
-	if (wr->send_flags & IB_SEND_SOLICITED)
-		w->flags |= IBTCA_WQE_F_SOLICITED;
-	if (wr->opcode == IB_WR_SEND_WITH_IMM)
-		w->imm_data = cpu_to_le32(be32_to_cpu(wr->ex.imm_data));
+	ibtca_wqe_ud_start(w, wr->opcode == IB_WR_SEND_WITH_IMM,
+			   wr->ex.imm_data, wr->send_flags & IB_SEND_SOLICITED,
+			   ud->remote_qpn, ud->remote_qkey);
 	w->dlid = cpu_to_le16(ah->dlid);
 	w->sl = ah->sl;
 	w->src_path_bits = ah->src_path_bits;
-	w->dest_qpn = cpu_to_le32(ud->remote_qpn);
-	w->qkey = cpu_to_le32(ud->remote_qkey);
 	if (ah->grh) {
 		w->av_flags = IBTCA_UD_AV_F_GRH;
 		w->hop_limit = ah->hop_limit;
@@ -167,10 +111,9 @@ static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w, u8 opcode,
 		w->flow_label = cpu_to_le32(ah->flow_label);
 		memcpy(w->dgid, ah->dgid, sizeof(w->dgid));
 	}
-	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+		ibtca_wqe_ud_gather(w, wr->sg_list[i].addr,
+				    wr->sg_list[i].length, wr->sg_list[i].lkey);
 }
 
 /* A datagram QP's opcode for @wr: SEND (with immediate) to an AH. */
@@ -189,17 +132,17 @@ static int ibtca_ib_ud_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
 static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
 {
 	int op = ibtca_ib_wr_opcode(wr->opcode);
+	u64 len = 0;
+	int i;
 
 	if (op < 0 || (wr->send_flags & ~IBTCA_IB_SEND_FLAGS) ||
 	    wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge)
 		return -EINVAL;
-	/* Atomics return the old value into exactly one 8-byte SGE. */
-	if ((op == IBTCA_WR_ATOMIC_CMP_SWP || op == IBTCA_WR_ATOMIC_FETCH_ADD) &&
-	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(u64)))
-		return -EINVAL;
-	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
-		return -EINVAL;
-	if ((wr->send_flags & IB_SEND_INLINE) && !ibtca_ib_inline_ok(op, wr))
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (!ibtca_wqe_buffers_ok(op, wr->num_sge,
+				  wr->num_sge ? wr->sg_list[0].length : 0,
+				  wr->send_flags & IB_SEND_INLINE, len))
 		return -EINVAL;
 	if (op == IBTCA_WR_REG_MR &&
 	    !ibtca_ib_reg_mr_check(&ib->ibdev, reg_wr(wr)))
@@ -240,7 +183,7 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			break;
 		}
 		if (datagram)
-			ibtca_ib_ud_wqe((struct ibtca_ud_send_wqe *)w, op, wr);
+			ibtca_ib_ud_wqe((struct ibtca_ud_send_wqe *)w, wr);
 		else
 			ibtca_ib_send_wqe(w, op, wr);
 		w->wr_id = cpu_to_le64(slot);
@@ -262,11 +205,10 @@ void ibtca_ib_recv_wqe(struct ibtca_recv_wqe *w, const struct ib_recv_wr *wr)
 {
 	int i;
 
-	w->wr_id = cpu_to_le64(wr->wr_id);
-	w->num_sge = wr->num_sge;
+	ibtca_recv_wqe_start(w, wr->wr_id);
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], wr->sg_list[i].addr,
-			      wr->sg_list[i].length, wr->sg_list[i].lkey);
+		ibtca_recv_wqe_gather(w, wr->sg_list[i].addr,
+				      wr->sg_list[i].length, wr->sg_list[i].lkey);
 }
 
 int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,

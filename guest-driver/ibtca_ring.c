@@ -307,10 +307,3 @@ void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv)
 			WRITE_ONCE(r->sq_done, r->sq_done + 1);
 	}
 }
-
-void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey)
-{
-	sge->addr = cpu_to_le64(addr);
-	sge->length = cpu_to_le32(len);
-	sge->lkey = cpu_to_le32(lkey);
-}

@@ -84,6 +84,5 @@ void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv);
  */
 int ibtca_qp_ring_bind_record(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 int ibtca_cq_ring_bind_record(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
-void ibtca_sge_set(struct ibtca_sge *sge, u64 addr, u32 len, u32 lkey);
 
 #endif /* _IBTCA_RING_H */

@@ -16,6 +16,7 @@
 #include <linux/uaccess.h>
 
 #include "ibtca_ring.h"
+#include "ibtca_wqe.h"
 
 #define IBTCA_BUF_MMAP_SHIFT	32
 

@@ -58,7 +58,7 @@ done
 grep -q '^deb-src ' "$CHROOT/etc/apt/sources.list" ||
 	die "the chroot has no deb-src lines: run scripts/setup-vm-stack.sh"
 
-inputs=(ibtca_uverbs_abi.h ibtca_abi.h ibtca_regs.h provider provider-test)
+inputs=(ibtca_uverbs_abi.h ibtca_abi.h ibtca_regs.h ibtca_wqe.h ibtca_cqe.h provider provider-test)
 inputs_hash() {
 	{
 		echo "source=$srcpkg=$version"
@@ -162,11 +162,14 @@ fi
 log "source unpacked ($(since))"
 
 # The provider and its kernel ABI header, registered in the tree; the
-# device's headers (ibtca_abi.h, ibtca_regs.h) beside the provider.
+# device's headers (ibtca_abi.h, ibtca_regs.h) and the WQE builders and
+# CQE readers shared with the kernel driver (ibtca_wqe.h, ibtca_cqe.h)
+# beside the provider.
 cp -r "$gd/provider" "$tree/providers/ibtca"
 cp "$gd/ibtca_uverbs_abi.h" "$tree/kernel-headers/rdma/ibtca-abi.h"
 # The device's ring formats and doorbell offsets, for the data path.
-cp "$gd/ibtca_abi.h" "$gd/ibtca_regs.h" "$tree/providers/ibtca/"
+cp "$gd/ibtca_abi.h" "$gd/ibtca_regs.h" "$gd/ibtca_wqe.h" "$gd/ibtca_cqe.h" \
+	"$tree/providers/ibtca/"
 sed -i 's|^  rdma/efa-abi.h$|&\n  rdma/ibtca-abi.h|' "$tree/kernel-headers/CMakeLists.txt"
 [ "$(grep -c '^  rdma/ibtca-abi.h$' "$tree/kernel-headers/CMakeLists.txt")" = 2 ] ||
 	die "kernel-headers/CMakeLists.txt of $version: cannot register rdma/ibtca-abi.h"

@@ -9,9 +9,9 @@
  * used up, and with every arm; a CQ whose kernel driver gave it a
  * doorbell record gets the consumer index there instead, after every poll
  * that consumed entries (a plain store: the device reads it before it
- * calls the ring full), and the doorbell only to arm. Status and opcode mappings are the kernel
- * driver's (ibtca_ib_cq.c); successful completions of unsignaled sends are
- * hidden, as there.
+ * calls the ring full), and the doorbell only to arm. Status and opcode
+ * mappings are shared with the kernel driver (ibtca_cqe.h); successful
+ * completions of unsignaled sends are hidden, as there.
  */
 #include <endian.h>
 #include <errno.h>
@@ -19,46 +19,24 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <ccan/array_size.h>
 #include <util/udma_barrier.h>
 
 #include "ibtca.h"
+#include "ibtca_cqe.h"
 #include "ibtca_uverbs.h"
 
-static const enum ibv_wc_opcode ibtca_send_wc[] = {
-	[IBTCA_WC_SEND] = IBV_WC_SEND,
-	[IBTCA_WC_RDMA_WRITE] = IBV_WC_RDMA_WRITE,
-	[IBTCA_WC_RDMA_READ] = IBV_WC_RDMA_READ,
-	[IBTCA_WC_COMP_SWAP] = IBV_WC_COMP_SWAP,
-	[IBTCA_WC_FETCH_ADD] = IBV_WC_FETCH_ADD,
-	[IBTCA_WC_BIND_MW] = IBV_WC_BIND_MW,
-	[IBTCA_WC_LOCAL_INV] = IBV_WC_LOCAL_INV,
-};
-
-static const enum ibv_wc_status ibtca_wc_status[] = {
-	[IBTCA_WC_SUCCESS] = IBV_WC_SUCCESS,
-	[IBTCA_WC_LOC_LEN_ERR] = IBV_WC_LOC_LEN_ERR,
-	[IBTCA_WC_LOC_QP_OP_ERR] = IBV_WC_LOC_QP_OP_ERR,
-	[3] = IBV_WC_GENERAL_ERR,
-	[IBTCA_WC_LOC_PROT_ERR] = IBV_WC_LOC_PROT_ERR,
-	[IBTCA_WC_WR_FLUSH_ERR] = IBV_WC_WR_FLUSH_ERR,
-	[IBTCA_WC_MW_BIND_ERR] = IBV_WC_MW_BIND_ERR,
-	[IBTCA_WC_BAD_RESP_ERR] = IBV_WC_BAD_RESP_ERR,
-	[IBTCA_WC_LOC_ACCESS_ERR] = IBV_WC_LOC_ACCESS_ERR,
-	[IBTCA_WC_REM_INV_REQ_ERR] = IBV_WC_REM_INV_REQ_ERR,
-	[IBTCA_WC_REM_ACCESS_ERR] = IBV_WC_REM_ACCESS_ERR,
-	[IBTCA_WC_REM_OP_ERR] = IBV_WC_REM_OP_ERR,
-	[IBTCA_WC_RETRY_EXC_ERR] = IBV_WC_RETRY_EXC_ERR,
-	[IBTCA_WC_RNR_RETRY_EXC_ERR] = IBV_WC_RNR_RETRY_EXC_ERR,
-};
-
-/* IBV_WC_SUCCESS is 0: the gap at 3 must not read as success. */
-static_assert(IBV_WC_SUCCESS == 0, "IBV_WC_SUCCESS");
+/* libibverbs' opcodes and statuses are the ones ibtca_cqe.h gives. */
+static_assert((int)IBV_WC_SEND == (int)IB_UVERBS_WC_SEND, "WC_SEND");
+static_assert((int)IBV_WC_LOCAL_INV == (int)IB_UVERBS_WC_LOCAL_INV,
+	      "WC_LOCAL_INV");
+static_assert(IBV_WC_SUCCESS == IBTCA_WC_SUCCESS, "WC_SUCCESS");
+static_assert(IBV_WC_LOC_PROT_ERR == IBTCA_WC_LOC_PROT_ERR, "LOC_PROT_ERR");
+static_assert(IBV_WC_RNR_RETRY_EXC_ERR == IBTCA_WC_RNR_RETRY_EXC_ERR,
+	      "RNR_RETRY_EXC_ERR");
 
 static enum ibv_wc_status ibtca_status(uint8_t st)
 {
-	return st < ARRAY_SIZE(ibtca_wc_status) ? ibtca_wc_status[st] :
-	       IBV_WC_GENERAL_ERR;
+	return ibtca_cqe_status_is_iba(st) ? st : IBV_WC_GENERAL_ERR;
 }
 
 struct ibv_cq *ibtca_create_cq(struct ibv_context *ibctx, int cqe,
@@ -213,8 +191,7 @@ static int ibtca_cqe_to_wc(struct ibtca_context *ctx,
 	}
 	s = &qp->swr[le64toh(e->wr_id) & ((1U << qp->log) - 1)];
 	wc->wr_id = s->wr_id;
-	wc->opcode = e->opcode < ARRAY_SIZE(ibtca_send_wc) ?
-		     ibtca_send_wc[e->opcode] : IBV_WC_SEND;
+	wc->opcode = ibtca_cqe_send_opcode(e->opcode);
 	/* Failures complete whether signaled or not (as the IBA has it). */
 	return s->signaled || wc->status != IBV_WC_SUCCESS;
 }

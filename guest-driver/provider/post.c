@@ -31,6 +31,7 @@
 #include <util/udma_barrier.h>
 
 #include "ibtca.h"
+#include "ibtca_wqe.h"
 
 #define IBTCA_SEND_FLAGS (IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | \
 			  IBV_SEND_FENCE | IBV_SEND_INLINE)
@@ -68,76 +69,45 @@ static void ibtca_queue_doorbell(struct ibtca_context *ctx,
 		       qp->ibv_qp.qp_num, pi);
 }
 
+/* libibverbs' opcodes are the uverbs ones ibtca_wqe_opcode() maps. */
+#define IBTCA_UVERBS_OP(op) \
+	static_assert((int)IBV_WR_##op == (int)IB_UVERBS_WR_##op, #op)
+IBTCA_UVERBS_OP(SEND);
+IBTCA_UVERBS_OP(SEND_WITH_IMM);
+IBTCA_UVERBS_OP(RDMA_WRITE);
+IBTCA_UVERBS_OP(RDMA_WRITE_WITH_IMM);
+IBTCA_UVERBS_OP(RDMA_READ);
+IBTCA_UVERBS_OP(ATOMIC_CMP_AND_SWP);
+IBTCA_UVERBS_OP(ATOMIC_FETCH_AND_ADD);
+IBTCA_UVERBS_OP(LOCAL_INV);
+IBTCA_UVERBS_OP(SEND_WITH_INV);
+
+/* The device's opcode for @op, or -1. */
 static int ibtca_wr_opcode(enum ibv_wr_opcode op)
 {
-	switch (op) {
-	case IBV_WR_SEND:
-		return IBTCA_WR_SEND;
-	case IBV_WR_SEND_WITH_IMM:
-		return IBTCA_WR_SEND_IMM;
-	case IBV_WR_RDMA_WRITE:
-		return IBTCA_WR_RDMA_WRITE;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBTCA_WR_RDMA_WRITE_IMM;
-	case IBV_WR_RDMA_READ:
-		return IBTCA_WR_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBTCA_WR_ATOMIC_CMP_SWP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBTCA_WR_ATOMIC_FETCH_ADD;
-	case IBV_WR_LOCAL_INV:
-		return IBTCA_WR_LOCAL_INV;
-	case IBV_WR_SEND_WITH_INV:
-		return IBTCA_WR_SEND_INV;
-	case IBV_WR_BIND_MW:
-		return IBTCA_WR_BIND_MW;
-	default:
-		return -1;
-	}
-}
-
-/* An inline request: a SEND or WRITE kind within IBTCA_MAX_INLINE_DATA. */
-static int ibtca_inline_ok(int op, const struct ibv_send_wr *wr)
-{
-	uint64_t len = 0;
-	int i;
-
-	if (op != IBTCA_WR_SEND && op != IBTCA_WR_SEND_IMM &&
-	    op != IBTCA_WR_SEND_INV && op != IBTCA_WR_RDMA_WRITE &&
-	    op != IBTCA_WR_RDMA_WRITE_IMM)
-		return 0;
-	for (i = 0; i < wr->num_sge; i++)
-		len += wr->sg_list[i].length;
-	return len <= IBTCA_MAX_INLINE_DATA;
+	return op == IBV_WR_BIND_MW ? IBTCA_WR_BIND_MW : ibtca_wqe_opcode(op);
 }
 
 /* The device's opcode for @wr, or -1 if the QP cannot take it. */
 int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
 {
 	int op = ibtca_wr_opcode(wr->opcode);
+	uint64_t len = 0;
+	int i;
 
 	if (op < 0 || (wr->send_flags & ~IBTCA_SEND_FLAGS) ||
 	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
 	    wr->num_sge > 4)
 		return -1;
-	/* Atomics return the old value into exactly one 8-byte SGE. */
-	if ((op == IBTCA_WR_ATOMIC_CMP_SWP || op == IBTCA_WR_ATOMIC_FETCH_ADD) &&
-	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(uint64_t)))
-		return -1;
-	if (op == IBTCA_WR_LOCAL_INV && wr->num_sge)
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (!ibtca_wqe_buffers_ok(op, wr->num_sge,
+				  wr->num_sge ? wr->sg_list[0].length : 0,
+				  wr->send_flags & IBV_SEND_INLINE, len))
 		return -1;
 	if (op == IBTCA_WR_BIND_MW && ibtca_bind_check(wr))
 		return -1;
-	if ((wr->send_flags & IBV_SEND_INLINE) && !ibtca_inline_ok(op, wr))
-		return -1;
 	return op;
-}
-
-static void ibtca_sge_set(struct ibtca_sge *sge, const struct ibv_sge *s)
-{
-	sge->addr = htole64(s->addr);
-	sge->length = htole32(s->length);
-	sge->lkey = htole32(s->lkey);
 }
 
 /* Fills WQE @w (zeroed) from @wr (checked). */
@@ -146,21 +116,15 @@ static void ibtca_send_wqe(struct ibtca_send_wqe *w, uint8_t opcode,
 {
 	int i;
 
-	w->opcode = opcode;
-	w->flags = IBTCA_WQE_F_SIGNALED;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
-		w->flags |= IBTCA_WQE_F_SOLICITED;
-	if (wr->send_flags & IBV_SEND_FENCE)
-		w->flags |= IBTCA_WQE_F_FENCE;
+	ibtca_wqe_start(w, opcode, wr->send_flags & IBV_SEND_SOLICITED,
+			wr->send_flags & IBV_SEND_FENCE,
+			wr->send_flags & IBV_SEND_INLINE);
 	switch (wr->opcode) {
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		/* The wire's big-endian value, kept as a number. */
-		w->imm_data = htole32(be32toh(wr->imm_data));
+		w->imm_data = ibtca_wqe_imm(wr->imm_data);
 		break;
 	case IBV_WR_LOCAL_INV:
-		w->imm_data = htole32(wr->invalidate_rkey);
-		break;
 	case IBV_WR_SEND_WITH_INV:
 		w->imm_data = htole32(wr->invalidate_rkey);
 		break;
@@ -171,40 +135,23 @@ static void ibtca_send_wqe(struct ibtca_send_wqe *w, uint8_t opcode,
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
-		w->remote_addr = htole64(wr->wr.rdma.remote_addr);
-		w->rkey = htole32(wr->wr.rdma.rkey);
+		ibtca_wqe_rdma(w, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		w->remote_addr = htole64(wr->wr.atomic.remote_addr);
-		w->rkey = htole32(wr->wr.atomic.rkey);
-		w->compare_add = htole64(wr->wr.atomic.compare_add);
-		w->swap = htole64(wr->wr.atomic.swap);
+		ibtca_wqe_atomic(w, wr->wr.atomic.remote_addr,
+				 wr->wr.atomic.rkey, wr->wr.atomic.compare_add,
+				 wr->wr.atomic.swap);
 		break;
+	case IBV_WR_BIND_MW:
+		ibtca_bind_wqe(w, wr);
+		return;
 	default:
 		break;
 	}
-	if (wr->opcode == IBV_WR_BIND_MW) {
-		ibtca_bind_wqe(w, wr);
-		return;
-	}
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		uint8_t *data = (uint8_t *)w->sge;
-		uint32_t len = 0;
-
-		w->flags |= IBTCA_WQE_F_INLINE;
-		for (i = 0; i < wr->num_sge; i++) {
-			memcpy(data + len,
-			       (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			len += wr->sg_list[i].length;
-		}
-		w->inline_len = len;
-		return;
-	}
-	w->num_sge = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+		ibtca_wqe_gather(w, wr->sg_list[i].addr, wr->sg_list[i].length,
+				 wr->sg_list[i].lkey);
 }
 
 void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
@@ -212,10 +159,10 @@ void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
 	int i;
 
 	memset(w, 0, sizeof(*w));
-	w->wr_id = htole64(wr->wr_id);
-	w->num_sge = wr->num_sge;
+	ibtca_recv_wqe_start(w, wr->wr_id);
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+		ibtca_recv_wqe_gather(w, wr->sg_list[i].addr,
+				      wr->sg_list[i].length, wr->sg_list[i].lkey);
 }
 
 /*
@@ -233,18 +180,12 @@ static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 	    wr->num_sge > 4)
 		return -1;
 	*w = to_ibtca_ah(wr->wr.ud.ah)->av;
-	w->opcode = wr->opcode == IBV_WR_SEND ? IBTCA_WR_UD_SEND :
-		    IBTCA_WR_UD_SEND_IMM;
-	w->flags = IBTCA_WQE_F_SIGNALED;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
-		w->flags |= IBTCA_WQE_F_SOLICITED;
-	if (wr->opcode == IBV_WR_SEND_WITH_IMM)
-		w->imm_data = htole32(be32toh(wr->imm_data));
-	w->dest_qpn = htole32(wr->wr.ud.remote_qpn);
-	w->qkey = htole32(wr->wr.ud.remote_qkey);
-	w->num_sge = wr->num_sge;
+	ibtca_wqe_ud_start(w, wr->opcode == IBV_WR_SEND_WITH_IMM, wr->imm_data,
+			   wr->send_flags & IBV_SEND_SOLICITED,
+			   wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
 	for (i = 0; i < wr->num_sge; i++)
-		ibtca_sge_set(&w->sge[i], &wr->sg_list[i]);
+		ibtca_wqe_ud_gather(w, wr->sg_list[i].addr,
+				    wr->sg_list[i].length, wr->sg_list[i].lkey);
 	return 0;
 }
 

@@ -104,18 +104,11 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
     let run_dir = dir.join("run");
     let rd = run_dir.display().to_string();
     let _down = Down(run_dir.clone());
-    run(
-        stack,
-        &[
-            "up",
-            &topo.display().to_string(),
-            "--run-dir",
-            &rd,
-            "--guests",
-            "--guest-timeout",
-            "1200",
-        ],
-    );
+    // The stack's kernel, initrd and run-vm.sh, found wherever the target
+    // directory is (CARGO_TARGET_DIR outside the checkout too).
+    let mut up = stack.guests_up(&topo.display().to_string(), &rd);
+    up.extend(["--guest-timeout", "1200"].map(String::from));
+    run(stack, &up.iter().map(String::as_str).collect::<Vec<_>>());
     let console = run_dir.join("b.console");
     let boot = Duration::from_secs(400);
     let deaths: [(&str, &[&str]); 3] = [

@@ -7,7 +7,8 @@
  * and the doorbell pages running out: every context holds one, so the
  * 64th context is refused with ENOSPC and the next opens once one closed;
  * then the ibv_wr_* API, extended CQs and memory windows on one device
- * (ibtca_provider_ext.c).
+ * (ibtca_provider_ext.c), and posts and polls under a seccomp filter that
+ * traps every system call (ibtca_provider_bypass.c).
  * Beside libibverbs it opens user contexts with raw uverbs
  * GET_CONTEXT commands: one of this ABI version (the kernel's response and
  * limits printed) and one of another version (refused with EPROTO). One
@@ -657,6 +658,7 @@ int main(int argc, char **argv)
 		loopback_write(ctx, pd[0]);
 		loopback_srq(ctx, pd[0]);
 		ext_tests(ctx, pd[0]);
+		bypass_tests(ctx, pd[0]);
 	}
 	db_pages_run_out(ctx);
 

@@ -18,4 +18,7 @@ int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid);
 /* ibtca_provider_ext.c: the ibv_wr_* API, extended CQs, memory windows. */
 void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 
+/* ibtca_provider_bypass.c: posts and polls make no system call. */
+void bypass_tests(struct ibv_context *ctx, struct ibv_pd *pd);
+
 #endif

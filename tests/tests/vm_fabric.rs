@@ -323,17 +323,19 @@ fn down_stops_running_guests_before_the_devices() {
     let run_s = run.display().to_string();
     let _down = Down(run.clone());
     // Both guests wait for port changes that never come (port-events).
-    let out = fabric(&[
-        "up",
-        &config("two-nodes.json"),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--append",
-        "ibtca.mode=port-events",
-        "--guest-timeout",
-        "900",
-    ]);
+    // The stack's kernel, initrd and run-vm.sh, found wherever the target
+    // directory is (CARGO_TARGET_DIR outside the checkout too).
+    let mut up = stack.guests_up(&config("two-nodes.json"), &run_s);
+    up.extend(
+        [
+            "--append",
+            "ibtca.mode=port-events",
+            "--guest-timeout",
+            "900",
+        ]
+        .map(String::from),
+    );
+    let out = fabric(&up.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", text(&out));
     let state = State::load(&run).unwrap().expect("the state file");
     let guests: Vec<_> = state.processes.iter().filter(|p| p.guest).collect();

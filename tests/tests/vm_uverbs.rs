@@ -4,6 +4,8 @@
 //! ibtca provider, which posts WQEs into mapped queues, rings the context's
 //! mapped doorbell page and polls mapped CQs:
 //!
+//! - `ibv_devinfo -v -d ibtca0` in each guest: the port Active, on
+//!   InfiniBand, with the topology's LID;
 //! - `ibv_rc_pingpong -d ibtca0` (LID addressing, no GRH), server on n1,
 //!   client on n2 by node name, and again with completion events
 //!   (`-e`: `ibv_req_notify_cq`, `ibv_get_cq_event` through the CQ's
@@ -99,7 +101,9 @@ fn pingpong_and_perftest_run_over_ibtca() {
     let topo = dir.join("two.json");
     std::fs::write(&topo, TOPOLOGY).unwrap();
 
+    let devinfo = tagged("DEVINFO", "ibv_devinfo -v -d ibtca0");
     let mut n1 = vec![
+        devinfo.clone(),
         tagged("PP-SERVER", "ibv_rc_pingpong -d ibtca0"),
         client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
         tagged("SRQ-SERVER", "ibv_srq_pingpong -d ibtca0 -c"),
@@ -108,6 +112,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
         tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
     ];
     let mut n2 = vec![
+        devinfo,
         client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
         tagged("PP-EV-SERVER", "ibv_rc_pingpong -d ibtca0 -e"),
         client("SRQ-CLIENT", "ibv_srq_pingpong -d ibtca0 -c n1"),
@@ -141,6 +146,21 @@ fn pingpong_and_perftest_run_over_ibtca() {
     eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
     assert!(out.status.success(), "every command passes:\n{all}");
 
+    // ibv_devinfo -v in each guest: ibtca0's port Active on InfiniBand
+    // with the topology's LID.
+    for (c, lid) in [(&c1, "1"), (&c2, "2")] {
+        let l = tagged_lines(c, "DEVINFO");
+        let value = |key: &str| {
+            l.iter()
+                .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+                .unwrap_or_else(|| panic!("ibv_devinfo -v: no {key:?}: {l:?}\n{all}"))
+        };
+        assert_eq!(value("hca_id:"), "ibtca0", "{l:?}");
+        assert_eq!(value("state:"), "PORT_ACTIVE (4)", "{l:?}");
+        assert_eq!(value("port_lid:"), lid, "{l:?}");
+        assert_eq!(value("link_layer:"), "InfiniBand", "{l:?}");
+        assert!(l.contains(&"exit=0"), "{l:?}");
+    }
     // ibv_rc_pingpong: both ends moved their 1000 round trips, polled and
     // with completion events; ibv_srq_pingpong its 1000 over 16 QPs on one
     // SRQ, every buffer validated.

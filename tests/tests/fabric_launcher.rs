@@ -10,7 +10,7 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::*;
 use ibtca_fabric::state::State;
 use ibtca_tests::capture::{self, tshark};
-use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down};
+use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down, StandInStack};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -451,44 +451,11 @@ fn restart_brings_a_crashed_node_back_fresh() {
 #[test]
 fn restart_boots_the_nodes_guest_again() {
     let dir = TempDir::new("fab-restart-guests");
-    // A VM stack of stand-ins, as in the test above it.
-    let chroot = dir.join("chroot");
-    let cache = dir.join("cache");
-    let guest = dir.join("guest");
-    for d in [
-        chroot.join("usr/bin"),
-        chroot.join("tmp"),
-        cache.clone(),
-        guest.clone(),
-    ] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    std::fs::write(chroot.join("usr/bin/qemu-system-x86_64"), "").unwrap();
-    std::fs::write(
-        cache.join("stack.env"),
-        format!("IBTCA_CHROOT={}\n", chroot.display()),
-    )
-    .unwrap();
-    std::fs::write(guest.join("vmlinuz"), "k").unwrap();
-    std::fs::write(guest.join("initramfs.cpio.gz"), "i").unwrap();
-    let run_vm = dir.join("run-vm.sh");
-    std::fs::write(
-        &run_vm,
-        "while [ $# -gt 0 ]; do [ \"$1\" = --serial-log ] && log=$2; shift; done\n\
-         echo \"booted $$\" > \"$log\"\nsleep 600 &\nwait\n",
-    )
-    .unwrap();
-    let run = chroot.join("tmp/run");
+    let stack = StandInStack::new(&dir);
+    let run = stack.chroot.join("tmp/run");
     let run_s = run.display().to_string();
     let _down = Down(run.clone());
-    let fab = |args: &[&str]| {
-        Command::new(workspace_bin("ibtca-fabric"))
-            .args(args)
-            .env("IBTCA_CACHE", &cache)
-            .env("IBTCA_GUEST_DIR", &guest)
-            .output()
-            .unwrap()
-    };
+    let fab = |args: &[&str]| stack.fabric(args);
     let out = fab(&[
         "up",
         &config("two-nodes.json"),
@@ -496,7 +463,7 @@ fn restart_boots_the_nodes_guest_again() {
         &run_s,
         "--guests",
         "--run-vm",
-        &run_vm.display().to_string(),
+        &stack.run_vm.display().to_string(),
     ]);
     assert!(out.status.success(), "up failed: {}", text(&out));
     let pid = |name: &str| {

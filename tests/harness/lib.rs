@@ -26,6 +26,7 @@ pub mod datagram;
 pub mod device_process;
 pub mod drdma;
 pub mod fabric;
+pub mod fast_reg;
 pub mod guest_fabric;
 pub mod launcher;
 pub mod links;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ibtca_device::verbs::abi::*;
 use ibtca_device::verbs::translate::{MAX_MR_PAGES, MAX_TOTAL_MR_PAGES};
+use ibtca_tests::fast_reg::{alloc_mr, reg_mr_wqe, FastReg};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, SimGuest};
 use vm_memory::ByteValued;
@@ -337,46 +338,6 @@ fn registration_checks_the_table_the_pages_and_the_page_counts() {
     reg_table(g, pd, big, MAX_MR_PAGES, 0, 0, len(max), 0).expect("room again");
 }
 
-/// ALLOC_MR; returns the region's key (lkey and rkey alike).
-fn alloc_mr(g: &mut SimGuest, pd: u32, max_pages: u32) -> u32 {
-    let p = CmdAllocMr {
-        pdn: pd.into(),
-        max_pages: max_pages.into(),
-        ..Default::default()
-    };
-    let (key, key2) = g.cmd(CMD_ALLOC_MR, p.as_slice()).unwrap();
-    assert_eq!(key, key2, "one key, lkey and rkey alike");
-    key
-}
-
-/// A fast-registration WQE as the SQ holds it.
-fn reg_mr_wqe(
-    wr_id: u64,
-    key: u32,
-    table: u64,
-    npages: u32,
-    first: u32,
-    iova: u64,
-    len: u64,
-) -> SendWqe {
-    let r = RegMrWqe {
-        wr_id: wr_id.into(),
-        opcode: WR_REG_MR,
-        flags: WQE_F_SIGNALED,
-        access: (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ).into(),
-        iova: iova.into(),
-        key: key.into(),
-        npages: npages.into(),
-        length: len.into(),
-        page_table: table.into(),
-        first_offset: first.into(),
-        ..Default::default()
-    };
-    let mut w = SendWqe::default();
-    w.as_mut_slice().copy_from_slice(r.as_slice());
-    w
-}
-
 #[test]
 fn fast_registration_then_access_then_invalidate_refuses() {
     let mut p = pair(MTU_1024);
@@ -396,7 +357,17 @@ fn fast_registration_then_access_then_invalidate_refuses() {
 
     // The WQE gives the key a new low byte, as ib_update_fast_reg_key.
     let new_key = (key & !0xff) | (key.wrapping_add(1) & 0xff);
-    let w = reg_mr_wqe(10, new_key, table, 3, first as u32, iova, len);
+    let w = reg_mr_wqe(
+        10,
+        &FastReg {
+            key: new_key,
+            table,
+            npages: 3,
+            first: first as u32,
+            iova,
+            len,
+        },
+    );
     p.b.g.post_send(&mut p.b.qp, &w);
     expect(&mut p.b.g, &mut p.b.cq, 10, WC_REG_MR, WC_SUCCESS);
     // The table may change now: the device took its copy.
@@ -449,7 +420,17 @@ fn fast_registration_from_a_table_outside_guest_memory_fails_the_work_request() 
     let mut p = pair(MTU_4096);
     let key = alloc_mr(&mut p.b.g, p.b.pd, 1);
     let new_key = (key & !0xff) | (key.wrapping_add(1) & 0xff);
-    let w = reg_mr_wqe(1, new_key, UNMAPPED_PAGE, 1, 0, 0x1000, PAGE);
+    let w = reg_mr_wqe(
+        1,
+        &FastReg {
+            key: new_key,
+            table: UNMAPPED_PAGE,
+            npages: 1,
+            first: 0,
+            iova: 0x1000,
+            len: PAGE,
+        },
+    );
     p.b.g.post_send(&mut p.b.qp, &w);
     expect(&mut p.b.g, &mut p.b.cq, 1, WC_REG_MR, WC_LOC_PROT_ERR);
     // The driver's key (new low byte) and the device's (old) differ now:
@@ -467,7 +448,17 @@ fn a_send_with_invalidate_frees_a_fast_registration_region() {
     let pages = scattered_pages(&mut p.b.g, 2);
     let table = write_table(&mut p.b.g, &pages);
     let iova = 0x9000_0800;
-    let w = reg_mr_wqe(1, key, table, 2, 0x800, iova, PAGE);
+    let w = reg_mr_wqe(
+        1,
+        &FastReg {
+            key,
+            table,
+            npages: 2,
+            first: 0x800,
+            iova,
+            len: PAGE,
+        },
+    );
     p.b.g.post_send(&mut p.b.qp, &w);
     expect(&mut p.b.g, &mut p.b.cq, 1, WC_REG_MR, WC_SUCCESS);
     // A writes across B's two pages, then invalidates B's key with its SEND.

@@ -6,7 +6,9 @@
 //! PSN order FIRST, MIDDLE…, LAST; and the key slots each queued READ held
 //! were released at its last response: a second round of three READs per
 //! QP is taken again (past max_dest_rd_atomic a READ would get NAK invalid
-//! request), no walk cleared anything, every byte arrives.
+//! request), no walk cleared anything, every byte arrives. And one QP's
+//! READ responses go out between its own WRITEs (paced by a small send
+//! window), each stream in PSN order.
 
 use std::time::{Duration, Instant};
 
@@ -206,4 +208,249 @@ fn reads_of_three_qps_interleave_on_the_wire_and_release_their_slots() {
             "round {r}: every QP in the first turn"
         );
     }
+}
+
+/// Bytes per READ and per WRITE of the next test: 256 packets at MTU 1024
+/// (A's three READs, 768 PSNs, fit its send window of 1024 packets).
+const BIG: u32 = 256 * 1024;
+/// Packets per BIG message.
+const BIG_PACKETS: usize = 256;
+/// B's own WRITEs to A, after A's READs in both buffers.
+const WRITES: usize = 4;
+/// RKM_READ_BUDGET of the next test: one READ response per turn, so
+/// B's 768 responses take as many turns, and A's ACKs for B's WRITEs
+/// (each letting another WRITE packet go) arrive between them.
+const ONE_PER_TURN: u32 = 1;
+/// RC RDMA WRITE FIRST (MIDDLE and LAST follow; ONLY is 10).
+const WRITE_FIRST: u64 = 6;
+const WRITE_LAST: u64 = WRITE_FIRST + 2;
+
+/// Checks one stream of B's packets to one QP: consecutive PSNs, and
+/// `first`, MIDDLE…, `last` opcodes per message of `per` packets.
+fn check_stream(what: &str, s: &[(u64, u32)], per: usize, first: u64) {
+    for (k, &(op, psn)) in s.iter().enumerate() {
+        let want = match k % per {
+            0 => first,
+            i if i == per - 1 => first + 2,
+            _ => first + 1,
+        };
+        assert_eq!(op, want, "{what} packet {k}: opcode");
+        assert_eq!(
+            psn,
+            (s[0].1 + k as u32) & 0xff_ffff,
+            "{what} packet {k}: PSN order"
+        );
+    }
+}
+
+/// Connects B's `qp` to A (PSNs 100, as `SimGuest::connect`) with a send
+/// window of `window` packets (MODIFY_QP IBTCA_QP_ATTR_ACK_POLICY on the
+/// way to RTS).
+fn connect_paced(g: &mut SimGuest, qp: &Qp, dlid: u16, dest_qpn: u32, window: u16) {
+    let base = CmdModifyQp {
+        qpn: qp.qpn.into(),
+        ..Default::default()
+    };
+    let steps = [
+        CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+            state: QPS_INIT,
+            access: (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE).into(),
+            ..base
+        },
+        CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN).into(),
+            state: QPS_RTR,
+            path_mtu: MTU_1024,
+            dlid: dlid.into(),
+            dest_qpn: dest_qpn.into(),
+            rq_psn: 100.into(),
+            ..base
+        },
+        CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY | QP_ATTR_ACK_POLICY).into(),
+            state: QPS_RTS,
+            sq_psn: 100.into(),
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 3,
+            ack_mode: ACK_PER_MESSAGE,
+            window: window.into(),
+            ..base
+        },
+    ];
+    for m in &steps {
+        g.modify_qp(m).expect("B's QP towards RTS");
+    }
+}
+
+/// Seed 004's point on the wire: B's QP answers A's READs from its
+/// quasi-WQE queue while its own requester sends WRITEs to A, and the
+/// shared send engine serves them in turn. B's WRITEs are paced by a
+/// send window of 2 packets (each ACK from A lets more go), its READ
+/// responses by RKM_READ_BUDGET: B's capture shows WRITE packets between
+/// READ responses and responses between WRITE packets, each stream in
+/// PSN order, and every byte arrives both ways.
+///
+/// Whether an ACK from A reaches B within B's 768 turns depends on the
+/// scheduler of a loaded machine (the switch and A are other threads), so
+/// a run whose streams are right but not interleaved is tried again, at
+/// most three times; an engine that serves a QP's responses in one go, or
+/// holds its requester while it owes responses, fails every run.
+#[test]
+fn read_responses_interleave_with_the_qps_own_writes_on_the_wire() {
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        match writes_and_responses_once() {
+            Ok(()) => return,
+            Err(e) => seen.push(e),
+        }
+    }
+    panic!("never interleaved: {seen:#?}");
+}
+
+/// One run of the test above: every stream and byte checked (panics), and
+/// Err if B's streams were not interleaved on the wire.
+fn writes_and_responses_once() -> Result<(), String> {
+    let mut f = Fabric::star(
+        2,
+        FabricOptions {
+            mtu: MTU_1024,
+            buf: 2 << 20,
+            ram: 16 << 20,
+            captures: true,
+            ..Default::default()
+        },
+    );
+    let (lid_a, lid_b) = (f.nodes[0].lid, f.nodes[1].lid);
+    let (a, b) = f.two(0, 1);
+    let mut qa = a.g.create_qp(a.pd, &a.cq, &a.cq, 6);
+    let mut qb = b.g.create_qp(b.pd, &b.cq, &b.cq, 6);
+    a.g.connect(&qa, lid_b, qb.qpn, MTU_1024, ALL_ACCESS);
+    connect_paced(&mut b.g, &qb, lid_a, qa.qpn, 2);
+    let reads_len = READS * BIG as usize;
+    let writes_at = 1u64 << 20;
+    let writes_len = WRITES * BIG as usize;
+    b.g.write(b.buf, &pattern(reads_len, 3));
+    b.g.write(b.buf + writes_at, &pattern(writes_len, 9));
+
+    // A's READs wait in B's quasi-WQE ring.
+    b.g.client.write32(0, regs::RKM_READ_BUDGET, 0);
+    let reads: Vec<SendWqe> = (0..READS as u64)
+        .map(|i| {
+            let off = i * u64::from(BIG);
+            remote(
+                send_wqe(WR_RDMA_READ, i, a.buf + off, BIG, a.lkey),
+                b.buf + off,
+                b.rkey,
+            )
+        })
+        .collect();
+    a.g.post_send_batch(&mut qa, &reads);
+    for i in 0..READS as u64 {
+        wait_quasi(&b.g, qb.quasi, i);
+    }
+    // B's WRITEs start; once their first packet has landed at A, B's
+    // responses are let go while the WRITEs are still paced by the window.
+    let writes: Vec<SendWqe> = (0..WRITES as u64)
+        .map(|i| {
+            let off = writes_at + i * u64::from(BIG);
+            remote(
+                send_wqe(WR_RDMA_WRITE, 100 + i, b.buf + off, BIG, b.lkey),
+                a.buf + off,
+                a.rkey,
+            )
+        })
+        .collect();
+    b.g.post_send_batch(&mut qb, &writes);
+    let first = pattern(1024, 9);
+    let deadline = Instant::now() + T;
+    while a.g.read(a.buf + writes_at, 1024) != first {
+        assert!(
+            Instant::now() < deadline,
+            "B's first WRITE packet never landed"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    b.g.client.write32(0, regs::RKM_READ_BUDGET, ONE_PER_TURN);
+    for i in 0..READS as u64 {
+        let c = a.g.poll_cq(&mut a.cq, T).expect("READ completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status, c.opcode),
+            (i, WC_SUCCESS, WC_RDMA_READ),
+            "A's READs complete in order"
+        );
+    }
+    for i in 0..WRITES as u64 {
+        let c = b.g.poll_cq(&mut b.cq, T).expect("WRITE completion");
+        assert_eq!(
+            (c.wr_id.to_native(), c.status, c.opcode),
+            (100 + i, WC_SUCCESS, WC_RDMA_WRITE),
+            "B's WRITEs complete in order"
+        );
+    }
+    assert!(
+        a.g.read(a.buf, reads_len) == pattern(reads_len, 3),
+        "READ bytes"
+    );
+    let landed = a.g.read(a.buf + writes_at, writes_len);
+    assert!(landed == pattern(writes_len, 9), "WRITE bytes");
+
+    // B is on port 2 of the switch: its packets to A's QP in wire order,
+    // READ responses (true) and WRITE packets (false).
+    let rows = tshark(&f.capture(0, 2));
+    let sent: Vec<(bool, u64, u32)> = rows
+        .iter()
+        .filter(|r| num(&r[SLID]) == Some(u64::from(lid_b)))
+        .filter(|r| num(&r[DESTQP]) == Some(u64::from(qa.qpn)))
+        .filter_map(|r| {
+            let op = num(&r[OPCODE])?;
+            let response = (FIRST..=LAST + 1).contains(&op);
+            let write = (WRITE_FIRST..=WRITE_LAST + 2).contains(&op);
+            (response || write).then(|| Some((response, op, num(&r[PSN])? as u32)))?
+        })
+        .collect();
+    // Each stream's first transmissions: a loaded machine may delay an
+    // ACK past B's timeout, and go-back-N sends a WRITE packet again.
+    let stream = |response: bool| -> Vec<(u64, u32)> {
+        let mut seen = std::collections::HashSet::new();
+        sent.iter()
+            .filter(|x| x.0 == response && seen.insert(x.2))
+            .map(|x| (x.1, x.2))
+            .collect()
+    };
+    let (responses, write_packets) = (stream(true), stream(false));
+    assert_eq!(
+        responses.len(),
+        READS * BIG_PACKETS,
+        "every response captured"
+    );
+    assert_eq!(
+        write_packets.len(),
+        WRITES * BIG_PACKETS,
+        "every WRITE packet"
+    );
+    check_stream("READ response", &responses, BIG_PACKETS, FIRST);
+    check_stream("WRITE", &write_packets, BIG_PACKETS, WRITE_FIRST);
+    // Interleaved: WRITE packets went out between B's first and last READ
+    // response, and responses between its first and last WRITE packet.
+    let kinds: Vec<bool> = sent.iter().map(|x| x.0).collect();
+    let between = |kind: bool| {
+        let first = kinds.iter().position(|&k| k == kind).expect("some");
+        let last = kinds.iter().rposition(|&k| k == kind).expect("some");
+        kinds[first..last].iter().filter(|&&k| k != kind).count()
+    };
+    assert!(!kinds[0], "a WRITE packet went first");
+    let runs = kinds.chunk_by(|x, y| x == y).count();
+    if between(true) > 0 && between(false) > 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "B's packets to A's QP in {runs} runs: {} WRITE packets between \
+         the responses, {} responses between the WRITE packets",
+        between(true),
+        between(false)
+    ))
 }

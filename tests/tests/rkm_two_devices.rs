@@ -1,9 +1,9 @@
 //! Seeds 001 and 004 between two devices driven through vfio-user by
 //! simulated guests (no QEMU): an inbound RDMA READ waits in B's quasi-WQE
 //! ring while B's RKM_READ_BUDGET holds responses back; an invalidation at
-//! B (DEREG_MR of the region, LOCAL_INV of a window) runs the key-memory
-//! walk, which BAR0's RKM registers show; released, the READ sends nothing
-//! and A's READ completes with WC_REM_ACCESS_ERR. Meanwhile B's own SEND
+//! B (DEREG_MR of the region, LOCAL_INV of a window or of a
+//! fast-registered region) runs the key-memory walk, which BAR0's RKM
+//! registers show; released, the READ sends nothing and A's READ completes with WC_REM_ACCESS_ERR. Meanwhile B's own SEND
 //! to A goes out and completes (its requester is not held). And B's
 //! responder resources (max_dest_rd_atomic) NAK a READ past them.
 
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
+use ibtca_tests::fast_reg::{alloc_mr, reg_mr_wqe, FastReg};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use vm_memory::ByteValued;
@@ -256,6 +257,61 @@ fn a_held_read_through_a_window_stops_when_the_window_is_invalidated() {
     assert!(walks >= 1, "the walk ran ({walks})");
     release_and_expect_access_error(&mut p);
     wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+}
+
+/// A fast-registered page-list region (ALLOC_MR, IBTCA_WR_REG_MR over
+/// B's buffer's 256 pages): B's LOCAL_INV of the region's key runs the
+/// walk, which clears the held READ's slot; released, the READ sends
+/// nothing and fails with WC_REM_ACCESS_ERR.
+#[test]
+fn a_held_read_of_a_fast_registered_region_stops_at_its_local_inv() {
+    let mut p = pair(ALL_ACCESS);
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 6));
+    let npages = READ_LEN / 4096;
+    let key = alloc_mr(&mut p.b.g, p.b.pd, npages);
+    let pages: Vec<u8> = (0..u64::from(npages))
+        .flat_map(|i| (p.b.buf + i * 4096).to_le_bytes())
+        .collect();
+    let table = p.b.g.alloc(pages.len() as u64, 8);
+    p.b.g.write(table, &pages);
+    let iova = 0x7700_0000_0000u64;
+    let reg = FastReg {
+        key,
+        table,
+        npages,
+        first: 0,
+        iova,
+        len: READ_LEN.into(),
+    };
+    p.b.g.post_send(&mut p.b.qp, &reg_mr_wqe(62, &reg));
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("REG_MR");
+    assert_eq!(
+        (c.wr_id.to_native(), c.opcode, c.status),
+        (62, WC_REG_MR, WC_SUCCESS)
+    );
+    assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "nothing invalidated yet");
+    post_held_read(&mut p, iova, key);
+    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
+    inv.num_sge = 0;
+    inv.imm_data = key.into();
+    p.b.g.post_send(&mut p.b.qp, &inv);
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
+    assert_eq!(
+        (c.wr_id.to_native(), c.opcode, c.status),
+        (63, WC_LOCAL_INV, WC_SUCCESS)
+    );
+    let (status, walks, cleared) = rkm(&mut p.b.g);
+    assert_eq!(
+        status,
+        regs::RKM_STATUS_BUSY,
+        "the READ has not stopped yet"
+    );
+    assert_eq!(cleared, 1, "the READ's slot");
+    assert!(walks >= 1, "the walk ran ({walks})");
+    release_and_expect_access_error(&mut p);
+    wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+    assert_eq!(rkm(&mut p.b.g), (regs::RKM_STATUS_DONE, walks, 1));
+    assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }
 
 /// B grants one responder resource (MODIFY_QP IBTCA_QP_ATTR_DEST_RD_ATOMIC);

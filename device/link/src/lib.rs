@@ -124,7 +124,7 @@ pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
 pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
-pub use vl::{FlowControl, NUM_VLS, VL15, VL15_BUFFERS};
+pub use vl::{FlowControl, HighPriority, HIGH_LIMIT_UNBOUNDED, NUM_VLS, VL15, VL15_BUFFERS};
 
 /// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
 /// headers fits many times over.

@@ -28,7 +28,8 @@
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
 //!   propagated.
 //! - [`FlowControl`] (`vl.rs`): per-VL queues, credits granted by the peer
-//!   in `Credit` frames, VL15 first and weighted arbitration of data VLs.
+//!   in `Credit` frames, VL15 first, then IBA's high-priority table and
+//!   limit ([`HighPriority`]), then weighted arbitration of data VLs.
 //!
 //! # Events
 //!

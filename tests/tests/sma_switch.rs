@@ -458,39 +458,57 @@ fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
 
     // 1 KiB of payload: four packets pass 4 KiB, three do not.
     let packet = |sl: u8, i: u16| sized_raw_packet(sl, 3, i, 1024);
-    for i in 0..3 {
-        send_retrying(&sender, &format!("VL0 packet {i}"), || packet(0, i));
-    }
-    for i in 0..10 {
-        send_retrying(&sender, &format!("VL1 packet {i}"), || packet(1, i));
-    }
+    let mut received = 0;
+    let mut expect_order = |receiver: &mut RawPort, what: &str| {
+        for i in 0..3 {
+            send_retrying(&sender, &format!("VL0 packet {i}"), || packet(0, i));
+        }
+        for i in 0..10 {
+            send_retrying(&sender, &format!("VL1 packet {i}"), || packet(1, i));
+        }
+        received += 13;
+        let deadline = Instant::now() + WAIT;
+        while sw.all_stats()[1].rx_packets < received {
+            assert!(Instant::now() < deadline, "{:?}", sw.all_stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            sw.link_stats(3).map(|l| l.tx_packets),
+            Some(0),
+            "{what}: no credit yet"
+        );
+        receiver.grant(&[0, 1], 20);
+        let order: Vec<(u8, u8)> = (0..13)
+            .map(|_| {
+                let p = receiver.packet();
+                let v = PacketView::parse(&p).expect("a valid packet");
+                (v.lrh.vl, v.payload[1])
+            })
+            .collect();
+        let vls: Vec<u8> = order.iter().map(|e| e.0).collect();
+        assert_eq!(
+            vls,
+            [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0],
+            "{what}: VL1 first, one VL0 packet after each 4 KiB of it: {order:?}"
+        );
+        let numbers =
+            |vl: u8| -> Vec<u8> { order.iter().filter(|e| e.0 == vl).map(|e| e.1).collect() };
+        assert_eq!(numbers(0), [0, 1, 2], "{what}: each VL in order");
+        assert_eq!(numbers(1), (0..10).collect::<Vec<u8>>());
+    };
+    expect_order(&mut receiver, "first link");
+    // The port's link restarted: the new link arbitrates by the SM's
+    // tables too.
+    drop(receiver);
+    sw.port_down(3).unwrap();
+    sw.port_up(3).unwrap();
+    let mut receiver = RawPort::connect(&p("p3"), 3, WAIT);
     let deadline = Instant::now() + WAIT;
-    while sw.all_stats()[1].rx_packets < 13 {
-        assert!(Instant::now() < deadline, "{:?}", sw.all_stats());
+    while !sw.is_port_up(3) {
+        assert!(Instant::now() < deadline, "port 3 up again");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(
-        sw.link_stats(3).map(|l| l.tx_packets),
-        Some(0),
-        "no credit yet"
-    );
-    receiver.grant(&[0, 1], 20);
-    let order: Vec<(u8, u8)> = (0..13)
-        .map(|_| {
-            let p = receiver.packet();
-            let v = PacketView::parse(&p).expect("a valid packet");
-            (v.lrh.vl, v.payload[1])
-        })
-        .collect();
-    let vls: Vec<u8> = order.iter().map(|e| e.0).collect();
-    assert_eq!(
-        vls,
-        [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0],
-        "VL1 first, one VL0 packet after each 4 KiB of it: {order:?}"
-    );
-    let numbers = |vl: u8| -> Vec<u8> { order.iter().filter(|e| e.0 == vl).map(|e| e.1).collect() };
-    assert_eq!(numbers(0), [0, 1, 2], "each VL in order");
-    assert_eq!(numbers(1), (0..10).collect::<Vec<u8>>());
+    expect_order(&mut receiver, "restarted link");
     drop(sender);
 }
 

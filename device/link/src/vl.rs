@@ -261,8 +261,17 @@ impl VlQueues {
         match &self.credits {
             // One FIFO on VL 0.
             None => true,
-            Some(_) => (0..NUM_VLS as u8).any(|vl| self.eligible(vl)),
+            Some(_) => (0..NUM_VLS as u8).any(|vl| self.eligible(vl) && self.served(vl)),
         }
+    }
+
+    /// True if arbitration ever serves `vl`: VL15, a data VL of weight
+    /// above 0 or in the high-priority table (packets on another VL wait,
+    /// and do not wake the writer for nothing).
+    fn served(&self, vl: u8) -> bool {
+        vl == VL15
+            || self.weights.get(usize::from(vl)).is_some_and(|w| *w > 0)
+            || self.high.iter().any(|e| e.0 == vl)
     }
 
     /// The next packet by arbitration: VL15 first, then the high-priority
@@ -609,5 +618,26 @@ mod tests {
         assert_eq!(v.pop().map(|q| q.vl), Some(0));
         assert_eq!(v.pop(), None);
         assert!(v.stalled());
+    }
+
+    #[test]
+    fn packets_on_a_vl_no_table_serves_wait_without_being_sendable() {
+        let mut weights = [1; 15];
+        weights[2] = 0;
+        let mut v = VlQueues::new(Some(&FlowControl {
+            weights,
+            ..FlowControl::default()
+        }));
+        v.add_credits(&[10; NUM_VLS]);
+        v.push(q(2, 0));
+        assert!(!v.sendable(), "weight 0: never served");
+        assert!(v.stalled());
+        assert_eq!(v.pop(), None);
+        v.set_high_priority(&HighPriority {
+            entries: vec![(2, 1)],
+            limit: 0,
+        });
+        assert!(v.sendable(), "in the high-priority table");
+        assert_eq!(v.pop().map(|q| q.vl), Some(2));
     }
 }

@@ -19,6 +19,7 @@ use ibtca_tests::capture::{num, tshark, SL, VL};
 use ibtca_tests::launcher::{fabric, text, up_refused, Down};
 use ibtca_tests::links::{send_retrying, start_holding_link, start_link};
 use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::raw_port::{raw_packet, RawPort};
 use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
 
@@ -304,80 +305,6 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
     drop(a);
 }
 
-/// An RC SEND from LID 1 to `dlid` on service level `sl` (VL `sl`),
-/// numbered `i`.
-fn raw_packet(sl: u8, dlid: u16, i: u16) -> Vec<u8> {
-    let mut p = ibtca_protocol::Packet::new(ibtca_protocol::Opcode::RcSendOnly);
-    p.lrh.sl = sl;
-    p.lrh.vl = sl;
-    p.lrh.dlid = dlid;
-    p.lrh.slid = 1;
-    p.payload = i.to_be_bytes().repeat(16);
-    p.build().unwrap()
-}
-
-/// A receiver speaking the link protocol itself, so that it can grant
-/// credits on two VLs in one write (the switch applies grants that come
-/// in one read together, and arbitrates between the VLs they open).
-struct RawPort {
-    stream: std::os::unix::net::UnixStream,
-    decoder: ibtca_protocol::FrameDecoder,
-    packets: std::collections::VecDeque<Vec<u8>>,
-}
-
-impl RawPort {
-    fn connect(path: &Path, lid: u16) -> Self {
-        use ibtca_protocol::link::{Hello, LINK_PROTOCOL_VERSION};
-        use std::io::Write;
-        let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
-        stream.set_read_timeout(Some(T)).unwrap();
-        let hello = ibtca_protocol::Frame::Hello(Hello {
-            version: LINK_PROTOCOL_VERSION,
-            node_guid: 0x0200_0000_0000_0000 | u64::from(lid),
-            port: 1,
-            lid,
-            // A raw peer: its frames stay on the socket.
-            features: 0,
-        });
-        stream.write_all(&hello.to_bytes().unwrap()).unwrap();
-        RawPort {
-            stream,
-            decoder: ibtca_protocol::FrameDecoder::default(),
-            packets: Default::default(),
-        }
-    }
-
-    /// Grants `n` credits on VL0 and VL1 in one write.
-    fn grant_both(&mut self, n: u16) {
-        use std::io::Write;
-        let mut buf = Vec::new();
-        for vl in [0, 1] {
-            ibtca_protocol::Frame::Credit { vl, credits: n }
-                .encode(&mut buf)
-                .unwrap();
-        }
-        self.stream.write_all(&buf).unwrap();
-    }
-
-    /// The next packet the switch sends.
-    fn packet(&mut self) -> Vec<u8> {
-        use std::io::Read;
-        loop {
-            if let Some(p) = self.packets.pop_front() {
-                return p;
-            }
-            let mut buf = [0u8; 65536];
-            let n = self.stream.read(&mut buf).expect("a packet in time");
-            assert!(n > 0, "the switch closed the link");
-            for f in self.decoder.feed(&buf[..n]) {
-                if let ibtca_protocol::Frame::Packet(p) = f.expect("a valid frame") {
-                    self.packets.push_back(p);
-                }
-            }
-        }
-    }
-}
-
 /// A switch with two output ports of opposite VL weights ([1, 4] and
 /// [4, 1]): each receiver grants nothing until 40 packets of each VL wait
 /// at its port, then credits on both VLs at once; each port then sends
@@ -421,8 +348,8 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
         LinkConfig::default(),
     );
     assert!(matches!(xrx.recv_timeout(T), Ok(LinkEvent::Up { .. })));
-    let mut favours_vl1 = RawPort::connect(&paths[1], 2);
-    let mut favours_vl0 = RawPort::connect(&paths[2], 3);
+    let mut favours_vl1 = RawPort::connect(&paths[1], 2, T);
+    let mut favours_vl0 = RawPort::connect(&paths[2], 3, T);
     let deadline = Instant::now() + T;
     while sw.lft().lookup(2) != Some(2) || sw.lft().lookup(3) != Some(3) {
         assert!(Instant::now() < deadline, "LIDs 2 and 3 learned");
@@ -451,7 +378,7 @@ fn each_switch_port_arbitrates_by_its_own_vl_weights() {
         "no credit yet"
     );
     for (port, rx, heavy) in [(2, &mut favours_vl1, 1u8), (3, &mut favours_vl0, 0)] {
-        rx.grant_both(N);
+        rx.grant(&[0, 1], N);
         let vls: Vec<u8> = (0..2 * N)
             .map(|_| ibtca_protocol::encoded::vl(&rx.packet()).unwrap_or(0))
             .collect();

@@ -9,7 +9,8 @@
 //!
 //! Directed routes through both switches and back, from either side;
 //! SwitchInfo and its PortStateChange bit; LFT blocks that replace the
-//! routes and move data packets; SL → VL and VL arbitration tables; the
+//! routes and move data packets; SL → VL and VL arbitration tables (the
+//! high-priority table and VLHighLimit ordering a port's traffic); the
 //! switch's PortInfo, its LID and M_Key.
 
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use ibtca_protocol::mad::attr::{
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
 use ibtca_protocol::PacketView;
-use ibtca_tests::links::start_link;
+use ibtca_tests::links::{send_retrying, start_link};
 use ibtca_tests::sm_client::{data_packet, SmClient, WAIT};
 use ibtca_tests::TempDir;
 
@@ -378,6 +379,137 @@ fn sl_to_vl_and_vl_arbitration_tables_replace_the_configured_ones() {
     let r =
         f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, (5 << 16) | 3, &sw2), 0);
     assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE);
+}
+
+/// The high-priority VLArbitrationTable and VLHighLimit, set by SMP, drive
+/// a switch port's link: VL1 in the high table (weight 255), VL0 alone in
+/// the low one, VLHighLimit 1 (4 KiB). Thirteen packets of ~1 KiB wait at
+/// the port (three on VL0, ten on VL1) until its peer grants credits on
+/// both VLs at once; the port then sends four VL1 packets (4 KiB) before
+/// each VL0 one.
+#[test]
+fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
+    use ibtca_tests::raw_port::{sized_raw_packet, RawPort};
+    let dir = TempDir::new("sma-vl-high");
+    let p = |n: &str| dir.join(n);
+    let sw = switch(
+        "sw",
+        SW1_GUID,
+        ["p1", "p2", "p3"]
+            .iter()
+            .map(|n| PortConfig::new(LinkEndpoint::Listen(p(n))))
+            .collect(),
+    );
+    let mut sm = SmClient::start(LinkEndpoint::Connect(p("p1")), 1);
+    let (sender, events) = start_link(
+        LinkEndpoint::Connect(p("p2")),
+        LocalPort {
+            node_guid: 0xa,
+            port: 1,
+            lid: 2,
+        },
+        LinkConfig::default(),
+    );
+    assert!(matches!(
+        events.recv_timeout(WAIT),
+        Ok(LinkEvent::Up { .. })
+    ));
+    let mut receiver = RawPort::connect(&p("p3"), 3, WAIT);
+    let deadline = Instant::now() + WAIT;
+    while sw.lft().lookup(3) != Some(3) {
+        assert!(Instant::now() < deadline, "LID 3 learned on port 3");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let path = [1u8];
+    let set_arb = |sm: &mut SmClient, block: u32, entries: [VlArbEntry; 32]| {
+        let r = sm.ask(
+            with_data(
+                dr(method::SET, id::VL_ARB_TABLE, (block << 16) | 3, &path),
+                VlArbBlock(entries).encode(),
+            ),
+            0,
+        );
+        assert_eq!(
+            (r.status, VlArbBlock::decode(&r.data).0),
+            (MadStatus::OK, entries)
+        );
+    };
+    let mut low = [VlArbEntry::default(); 32];
+    low[0] = VlArbEntry { vl: 0, weight: 1 };
+    set_arb(&mut sm, 1, low);
+    let mut high = [VlArbEntry::default(); 32];
+    high[0] = VlArbEntry { vl: 1, weight: 255 };
+    set_arb(&mut sm, 3, high);
+    let r = sm.ask(dr(method::GET, id::VL_ARB_TABLE, (3 << 16) | 3, &path), 0);
+    assert_eq!(VlArbBlock::decode(&r.data).0, high, "block 3 reads back");
+
+    let mut info = PortInfo::decode(&sm.ask(dr(method::GET, id::PORT_INFO, 3, &path), 0).data);
+    assert_eq!(info.vl_high_limit, 0);
+    info.vl_high_limit = 1;
+    info.port_state = PortState::NoChange as u8;
+    let r = sm.ask(
+        with_data(dr(method::SET, id::PORT_INFO, 3, &path), info.encode()),
+        0,
+    );
+    assert_eq!(
+        (r.status, PortInfo::decode(&r.data).vl_high_limit),
+        (MadStatus::OK, 1)
+    );
+
+    // 1 KiB of payload: four packets pass 4 KiB, three do not.
+    let packet = |sl: u8, i: u16| sized_raw_packet(sl, 3, i, 1024);
+    let mut received = 0;
+    let mut expect_order = |receiver: &mut RawPort, what: &str| {
+        for i in 0..3 {
+            send_retrying(&sender, &format!("VL0 packet {i}"), || packet(0, i));
+        }
+        for i in 0..10 {
+            send_retrying(&sender, &format!("VL1 packet {i}"), || packet(1, i));
+        }
+        received += 13;
+        let deadline = Instant::now() + WAIT;
+        while sw.all_stats()[1].rx_packets < received {
+            assert!(Instant::now() < deadline, "{:?}", sw.all_stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            sw.link_stats(3).map(|l| l.tx_packets),
+            Some(0),
+            "{what}: no credit yet"
+        );
+        receiver.grant(&[0, 1], 20);
+        let order: Vec<(u8, u8)> = (0..13)
+            .map(|_| {
+                let p = receiver.packet();
+                let v = PacketView::parse(&p).expect("a valid packet");
+                (v.lrh.vl, v.payload[1])
+            })
+            .collect();
+        let vls: Vec<u8> = order.iter().map(|e| e.0).collect();
+        assert_eq!(
+            vls,
+            [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0],
+            "{what}: VL1 first, one VL0 packet after each 4 KiB of it: {order:?}"
+        );
+        let numbers =
+            |vl: u8| -> Vec<u8> { order.iter().filter(|e| e.0 == vl).map(|e| e.1).collect() };
+        assert_eq!(numbers(0), [0, 1, 2], "{what}: each VL in order");
+        assert_eq!(numbers(1), (0..10).collect::<Vec<u8>>());
+    };
+    expect_order(&mut receiver, "first link");
+    // The port's link restarted: the new link arbitrates by the SM's
+    // tables too.
+    drop(receiver);
+    sw.port_down(3).unwrap();
+    sw.port_up(3).unwrap();
+    let mut receiver = RawPort::connect(&p("p3"), 3, WAIT);
+    let deadline = Instant::now() + WAIT;
+    while !sw.is_port_up(3) {
+        assert!(Instant::now() < deadline, "port 3 up again");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    expect_order(&mut receiver, "restarted link");
+    drop(sender);
 }
 
 #[test]

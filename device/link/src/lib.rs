@@ -28,7 +28,8 @@
 //! - [`LinkStats`] (`stats.rs`): counters; errors are logged and counted, not
 //!   propagated.
 //! - [`FlowControl`] (`vl.rs`): per-VL queues, credits granted by the peer
-//!   in `Credit` frames, VL15 first and weighted arbitration of data VLs.
+//!   in `Credit` frames, VL15 first, then IBA's high-priority table and
+//!   limit ([`HighPriority`]), then weighted arbitration of data VLs.
 //!
 //! # Events
 //!
@@ -124,7 +125,7 @@ pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
 pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
-pub use vl::{FlowControl, NUM_VLS, VL15, VL15_BUFFERS};
+pub use vl::{FlowControl, HighPriority, HIGH_LIMIT_UNBOUNDED, NUM_VLS, VL15, VL15_BUFFERS};
 
 /// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
 /// headers fits many times over.

@@ -242,6 +242,15 @@ impl Link {
             .set_weights(weights, &self.shared.counters);
     }
 
+    /// Replaces the high-priority VL arbitration table and its limit
+    /// (VLArbitrationTable blocks 3 and 4, PortInfo VLHighLimit); an empty
+    /// table leaves arbitration to the data VLs' weights.
+    pub fn set_high_priority(&self, table: &crate::HighPriority) {
+        self.shared
+            .queue
+            .set_high_priority(table, &self.shared.counters);
+    }
+
     /// Replaces the fault-injection plan; sequence numbers restart at 0.
     pub fn set_faults(&self, plan: FaultPlan) {
         self.shared.queue.set_faults(plan, &self.shared.counters);

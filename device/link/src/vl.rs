@@ -16,8 +16,17 @@
 //!   receiver grants none for it; it holds at most [`VL15_BUFFERS`]
 //!   management packets and drops (and counts) the rest, which IBA allows
 //!   for VL15.
-//! - **Arbitration**: VL15 is served first; data VLs 0–14 take turns, each
-//!   sending up to its weight in packets per turn.
+//! - **Arbitration** (IBA §7.6.9): VL15 is served first. Then the
+//!   high-priority table ([`HighPriority`], empty unless a subnet manager
+//!   sets one): its (VL, weight) entries take turns, each sending while
+//!   weight is left, a packet costing its length in 64-byte units (a
+//!   packet goes if any weight is left; weight 0 entries are skipped).
+//!   After `limit` × 4 KiB of high-priority bytes sent while a
+//!   low-priority packet waited (limit 0: one packet; 255: no limit), one
+//!   low-priority packet goes. The low-priority side is the data VLs'
+//!   weights (the low-priority table summed per VL): VLs 0–14 take turns,
+//!   each sending up to its weight in packets per turn. With an empty
+//!   high-priority table only the low side arbitrates.
 //! - A device frees a buffer when its engine is done with the packet (drops
 //!   its batch, [`FlowControl::auto_return`]); a switch frees it when the packet has
 //!   left through the output port, so a congested output pushes back to the
@@ -65,6 +74,22 @@ impl Default for FlowControl {
     }
 }
 
+/// IBA's high-priority VL arbitration table and its limit (PortInfo
+/// VLHighLimit).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HighPriority {
+    /// (VL, weight in 64-byte units) entries, served in turn; entries of
+    /// weight 0 or on VL15 are skipped.
+    pub entries: Vec<(u8, u8)>,
+    /// High-priority bytes, in 4 KiB units, sent while a low-priority
+    /// packet waits before one low-priority packet goes (0: one packet;
+    /// 255: unlimited).
+    pub limit: u8,
+}
+
+/// A VLHighLimit of no limit.
+pub const HIGH_LIMIT_UNBOUNDED: u8 = 255;
+
 /// One queued packet: its bytes, its VL and the owner's tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Queued {
@@ -84,6 +109,16 @@ pub(super) struct VlQueues {
     /// Data VL whose turn it is, and packets left in its turn.
     turn: u8,
     left: u8,
+    /// High-priority entries that can send (weight > 0, data VL).
+    high: Vec<(u8, u8)>,
+    high_limit: u8,
+    /// High-priority entry whose turn it is, and its weight left (64-byte
+    /// units).
+    high_turn: usize,
+    high_left: u32,
+    /// High-priority bytes sent since a low-priority packet last went or
+    /// none waited.
+    high_sent: u64,
 }
 
 impl VlQueues {
@@ -96,7 +131,26 @@ impl VlQueues {
             weights,
             turn: 0,
             left: weights[0],
+            high: Vec::new(),
+            high_limit: 0,
+            high_turn: 0,
+            high_left: 0,
+            high_sent: 0,
         }
+    }
+
+    /// Replaces the high-priority table and limit (its turn starts over).
+    pub fn set_high_priority(&mut self, table: &HighPriority) {
+        self.high = table
+            .entries
+            .iter()
+            .copied()
+            .filter(|&(vl, weight)| vl < VL15 && weight > 0)
+            .collect();
+        self.high_limit = table.limit;
+        self.high_turn = 0;
+        self.high_left = self.high.first().map_or(0, |e| u32::from(e.1));
+        self.high_sent = 0;
     }
 
     pub fn len(&self) -> usize {
@@ -207,17 +261,27 @@ impl VlQueues {
         match &self.credits {
             // One FIFO on VL 0.
             None => true,
-            Some(_) => (0..NUM_VLS as u8).any(|vl| self.eligible(vl)),
+            Some(_) => (0..NUM_VLS as u8).any(|vl| self.eligible(vl) && self.served(vl)),
         }
     }
 
-    /// The next packet by arbitration: VL15 first, then the data VLs by
-    /// weighted round robin; consumes one credit (none for VL15).
+    /// True if arbitration ever serves `vl`: VL15, a data VL of weight
+    /// above 0 or in the high-priority table (packets on another VL wait,
+    /// and do not wake the writer for nothing).
+    fn served(&self, vl: u8) -> bool {
+        vl == VL15
+            || self.weights.get(usize::from(vl)).is_some_and(|w| *w > 0)
+            || self.high.iter().any(|e| e.0 == vl)
+    }
+
+    /// The next packet by arbitration: VL15 first, then the high-priority
+    /// table (but one low-priority packet past its limit), then the data
+    /// VLs by weighted round robin; consumes one credit (none for VL15).
     pub fn pop(&mut self) -> Option<Queued> {
         let vl = if self.eligible(VL15) {
             VL15
         } else {
-            self.next_data_vl()?
+            self.next_arbitrated_vl()?
         };
         let q = self.queues.get_mut(usize::from(vl))?.pop_front()?;
         self.len -= 1;
@@ -231,6 +295,65 @@ impl VlQueues {
             }
         }
         Some(q)
+    }
+
+    fn next_arbitrated_vl(&mut self) -> Option<u8> {
+        if self.high.is_empty() {
+            return self.next_data_vl();
+        }
+        let low_waits = (0..VL15).any(|vl| {
+            self.weights.get(usize::from(vl)).is_some_and(|w| *w > 0) && self.eligible(vl)
+        });
+        if !low_waits {
+            self.high_sent = 0;
+        } else if self.high_limit_reached() {
+            if let Some(vl) = self.next_data_vl() {
+                self.high_sent = 0;
+                return Some(vl);
+            }
+        }
+        match self.next_high_vl() {
+            Some((vl, bytes)) => {
+                if low_waits {
+                    self.high_sent = self.high_sent.saturating_add(bytes);
+                }
+                Some(vl)
+            }
+            None => {
+                self.high_sent = 0;
+                self.next_data_vl()
+            }
+        }
+    }
+
+    fn high_limit_reached(&self) -> bool {
+        let limit = u64::from(self.high_limit) * 4096;
+        self.high_limit != HIGH_LIMIT_UNBOUNDED && self.high_sent >= limit.max(1)
+    }
+
+    /// The next high-priority entry's VL that may send, and the length of
+    /// its packet; takes the packet's 64-byte units from the entry's
+    /// weight.
+    fn next_high_vl(&mut self) -> Option<(u8, u64)> {
+        let n = self.high.len();
+        let (mut turn, mut left) = (self.high_turn, self.high_left);
+        for _ in 0..=n {
+            let vl = self.high.get(turn).map(|e| e.0)?;
+            if left > 0 && self.eligible(vl) {
+                let len = self
+                    .queues
+                    .get(usize::from(vl))
+                    .and_then(|q| q.front())
+                    .map_or(0, |q| q.packet.len());
+                let units = u32::try_from(len.div_ceil(64)).unwrap_or(u32::MAX);
+                self.high_turn = turn;
+                self.high_left = left.saturating_sub(units.max(1));
+                return Some((vl, len as u64));
+            }
+            turn = (turn + 1) % n;
+            left = self.high.get(turn).map_or(0, |e| u32::from(e.1));
+        }
+        None
     }
 
     fn next_data_vl(&mut self) -> Option<u8> {
@@ -326,5 +449,195 @@ mod tests {
             .collect();
         assert_eq!(got, [0, 1, 2, 3]);
         assert!(!v.stalled());
+    }
+
+    fn sized(vl: u8, n: u8, len: usize) -> Queued {
+        let mut packet = vec![0; len];
+        packet[0] = vl << 4;
+        packet[1] = n;
+        Queued {
+            packet,
+            vl,
+            tag: None,
+        }
+    }
+
+    /// Arbitration by `entries` in the high table, every other data VL
+    /// weight 1 in the low one.
+    fn high(entries: &[(u8, u8)], limit: u8) -> VlQueues {
+        let mut weights = [1; 15];
+        for (vl, _) in entries {
+            weights[usize::from(*vl)] = 0;
+        }
+        let mut v = VlQueues::new(Some(&FlowControl {
+            weights,
+            ..FlowControl::default()
+        }));
+        v.set_high_priority(&HighPriority {
+            entries: entries.to_vec(),
+            limit,
+        });
+        v.add_credits(&[1000; NUM_VLS]);
+        v
+    }
+
+    fn drain(v: &mut VlQueues) -> Vec<(u8, u8)> {
+        std::iter::from_fn(|| v.pop())
+            .map(|q| (q.vl, q.packet[1]))
+            .collect()
+    }
+
+    #[test]
+    fn high_priority_vls_go_first_and_vl15_before_them() {
+        let mut v = high(&[(2, 255)], HIGH_LIMIT_UNBOUNDED);
+        for n in 0..3 {
+            v.push(sized(0, n, 256));
+            v.push(sized(2, n, 256));
+        }
+        v.push(sized(15, 9, 256));
+        assert_eq!(
+            drain(&mut v),
+            [(15, 9), (2, 0), (2, 1), (2, 2), (0, 0), (0, 1), (0, 2)]
+        );
+    }
+
+    #[test]
+    fn past_the_high_limit_one_low_packet_goes() {
+        // Limit 1: 4 KiB of high-priority bytes while VL0 waits, then one
+        // VL0 packet; 1 KiB packets: four high, one low.
+        let mut v = high(&[(1, 255)], 1);
+        for n in 0..10 {
+            v.push(sized(1, n, 1024));
+        }
+        for n in 0..3 {
+            v.push(sized(0, n, 1024));
+        }
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).collect();
+        assert_eq!(order, [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0]);
+    }
+
+    #[test]
+    fn high_limit_zero_lets_a_low_packet_through_after_each_high_one() {
+        let mut v = high(&[(1, 255)], 0);
+        for n in 0..3 {
+            v.push(sized(1, n, 64));
+            v.push(sized(0, n, 64));
+        }
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).collect();
+        assert_eq!(order, [1, 0, 1, 0, 1, 0]);
+    }
+
+    #[test]
+    fn high_entries_share_by_weight_in_64_byte_units() {
+        // VL1 weight 4 = 256 bytes: two 128-byte packets a turn; VL2
+        // weight 2: one; a weight 0 entry (VL3) is skipped.
+        let mut v = high(&[(1, 4), (3, 0), (2, 2)], HIGH_LIMIT_UNBOUNDED);
+        for n in 0..6 {
+            v.push(sized(1, n, 128));
+            v.push(sized(2, n, 128));
+            v.push(sized(3, n, 128));
+        }
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).take(9).collect();
+        assert_eq!(order, [1, 1, 2, 1, 1, 2, 1, 1, 2]);
+        // A packet goes while any weight is left: a 1 KiB packet on a
+        // weight 1 entry ends its turn.
+        let mut v = high(&[(1, 1), (2, 1)], HIGH_LIMIT_UNBOUNDED);
+        for n in 0..2 {
+            v.push(sized(1, n, 1024));
+            v.push(sized(2, n, 1024));
+        }
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).collect();
+        assert_eq!(order, [1, 2, 1, 2]);
+    }
+
+    #[test]
+    fn low_weights_still_apply_beside_the_high_table() {
+        // VL3 only in the high table: VLs 0 and 1 share the low side 3:1
+        // once VL3 is drained; the low side is not in the high table's
+        // way (VL3 has nothing left).
+        let mut weights = [1; 15];
+        weights[0] = 3;
+        weights[3] = 0;
+        let mut v = VlQueues::new(Some(&FlowControl {
+            weights,
+            ..FlowControl::default()
+        }));
+        v.set_high_priority(&HighPriority {
+            entries: vec![(3, 10)],
+            limit: HIGH_LIMIT_UNBOUNDED,
+        });
+        v.add_credits(&[100; NUM_VLS]);
+        for n in 0..8 {
+            v.push(sized(0, n, 64));
+            v.push(sized(1, n, 64));
+        }
+        v.push(sized(3, 0, 64));
+        v.push(sized(3, 1, 64));
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).take(10).collect();
+        assert_eq!(order, [3, 3, 0, 0, 0, 1, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn an_empty_high_table_keeps_the_low_only_order() {
+        let mut weights = [1; 15];
+        weights[0] = 3;
+        let flow = FlowControl {
+            weights,
+            ..FlowControl::default()
+        };
+        let mut plain = VlQueues::new(Some(&flow));
+        let mut emptied = VlQueues::new(Some(&flow));
+        emptied.set_high_priority(&HighPriority {
+            entries: vec![(1, 0), (15, 255)],
+            limit: 0,
+        });
+        for v in [&mut plain, &mut emptied] {
+            v.add_credits(&[100; NUM_VLS]);
+            for n in 0..8 {
+                v.push(q(0, n));
+                v.push(q(1, n));
+            }
+        }
+        let want = drain(&mut plain);
+        assert_eq!(want.len(), 16);
+        assert_eq!(drain(&mut emptied), want);
+    }
+
+    #[test]
+    fn a_high_vl_without_credit_lets_the_low_side_go() {
+        let mut v = VlQueues::new(Some(&FlowControl::default()));
+        v.set_high_priority(&HighPriority {
+            entries: vec![(1, 255)],
+            limit: HIGH_LIMIT_UNBOUNDED,
+        });
+        let mut grants = [0; NUM_VLS];
+        grants[0] = 5;
+        v.add_credits(&grants);
+        v.push(sized(1, 0, 64));
+        v.push(sized(0, 0, 64));
+        assert_eq!(v.pop().map(|q| q.vl), Some(0));
+        assert_eq!(v.pop(), None);
+        assert!(v.stalled());
+    }
+
+    #[test]
+    fn packets_on_a_vl_no_table_serves_wait_without_being_sendable() {
+        let mut weights = [1; 15];
+        weights[2] = 0;
+        let mut v = VlQueues::new(Some(&FlowControl {
+            weights,
+            ..FlowControl::default()
+        }));
+        v.add_credits(&[10; NUM_VLS]);
+        v.push(q(2, 0));
+        assert!(!v.sendable(), "weight 0: never served");
+        assert!(v.stalled());
+        assert_eq!(v.pop(), None);
+        v.set_high_priority(&HighPriority {
+            entries: vec![(2, 1)],
+            limit: 0,
+        });
+        assert!(v.sendable(), "in the high-priority table");
+        assert_eq!(v.pop().map(|q| q.vl), Some(2));
     }
 }

@@ -340,6 +340,10 @@ impl Switch {
             Some(Arc::new(move |tag| done_core.credit_done(tag))),
         )
         .map_err(|source| SwitchError::Io { port, source })?;
+        let high = slot.high_priority();
+        if !high.entries.is_empty() {
+            link.set_high_priority(&high);
+        }
         if !slot.config.faults.is_empty() {
             link.set_faults(slot.config.faults.clone());
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::link::{FaultPlan, LinkEndpoint, LocalPort};
+use crate::link::{FaultPlan, HighPriority, LinkEndpoint, LocalPort};
 use crate::sma::{pkey_held, PKEY_CAP};
 use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
@@ -62,6 +62,9 @@ pub(super) struct PortSlot {
     /// Data-VL weights: the configuration's, until the SM sets a
     /// VLArbitrationTable.
     weights: Mutex<[u8; MAX_DATA_VLS]>,
+    /// High-priority VL arbitration table and VLHighLimit: none until the
+    /// SM sets them.
+    high_priority: Mutex<HighPriority>,
     /// Partition enforcement the SM turned on (PortInfo bits:
     /// [`ENFORCE_INBOUND`], [`ENFORCE_OUTBOUND`]); 0: none.
     enforcement: AtomicU8,
@@ -82,6 +85,7 @@ impl PortSlot {
             delay,
             sl2vl: std::array::from_fn(|sl| AtomicU8::new(config.vl.vl(sl as u8))),
             weights: Mutex::new(config.vl.link_weights()),
+            high_priority: Mutex::new(HighPriority::default()),
             config,
             counters: PortCounters::default(),
             capture,
@@ -146,6 +150,19 @@ impl PortSlot {
     /// Replaces them (the link is told by the caller).
     pub fn set_weights(&self, weights: [u8; MAX_DATA_VLS]) {
         *self.weights.lock().unwrap_or_else(|e| e.into_inner()) = weights;
+    }
+
+    /// The high-priority arbitration table the port's link arbitrates by.
+    pub fn high_priority(&self) -> HighPriority {
+        self.high_priority
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces it (the link is told by the caller).
+    pub fn set_high_priority(&self, table: HighPriority) {
+        *self.high_priority.lock().unwrap_or_else(|e| e.into_inner()) = table;
     }
 
     /// Takes the SM's P_Key table and enforcement bits for the port.

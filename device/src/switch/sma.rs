@@ -11,8 +11,10 @@
 //!   port, whatever the input port in the modifier; the switch never had
 //!   per-input tables). A VLArbitrationTable Set replaces the port's
 //!   tables; the low-priority table's weights per VL become the link's
-//!   data-VL weights (packets per turn), the high-priority table and its
-//!   limit are kept and reported.
+//!   data-VL weights (packets per turn); the high-priority table's entries
+//!   (weights in 64-byte units) and the port's PortInfo VLHighLimit become
+//!   the link's high-priority arbitration (IBA §7.6.9, `ibtca_link`'s
+//!   `vl.rs`).
 
 use ibtca_protocol::mad::attr::{
     id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
@@ -23,7 +25,7 @@ use ibtca_protocol::mad::MadStatus;
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
-use crate::link::Link;
+use crate::link::{HighPriority, Link};
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
     PKEY_CAP,
@@ -360,7 +362,37 @@ impl Agent<'_> {
         if let Some(Some(link)) = self.links.get(port) {
             link.set_weights(weights);
         }
+        self.push_high_priority(port);
         self.vl_arb_block(modifier)
+    }
+
+    /// Gives output port `port` (0-based) its high-priority table (blocks
+    /// 3 and 4) and VLHighLimit, and its link.
+    fn push_high_priority(&self, port: usize) {
+        let (Some(tables), Some(agent), Some(slot)) = (
+            self.sma.vl_arb.get(port),
+            self.sma.ports.get(port),
+            self.slots.get(port),
+        ) else {
+            return;
+        };
+        let high = HighPriority {
+            entries: tables
+                .iter()
+                .skip(2)
+                .flatten()
+                .filter(|e| e.weight > 0 && usize::from(e.vl) < MAX_DATA_VLS)
+                .map(|e| (e.vl, e.weight))
+                .collect(),
+            limit: agent.info().vl_high_limit,
+        };
+        if slot.high_priority() == high {
+            return;
+        }
+        if let Some(Some(link)) = self.links.get(port) {
+            link.set_high_priority(&high);
+        }
+        slot.set_high_priority(high);
     }
 }
 
@@ -431,6 +463,7 @@ impl Attributes for Agent<'_> {
                     self.sma.enforcement[usize::from(port)] =
                         new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
                     self.push_partition(usize::from(port));
+                    self.push_high_priority(usize::from(port) - 1);
                 }
                 self.port_info(port, access)
             }

@@ -243,4 +243,13 @@ impl TxQueue {
         st.vls.set_weights(weights);
         self.kick(&mut st, woken, counters);
     }
+
+    /// Replaces the high-priority arbitration table and limit; a VL it
+    /// lets go again wakes the writer.
+    pub fn set_high_priority(&self, table: &crate::vl::HighPriority, counters: &Counters) {
+        let mut st = self.lock();
+        let woken = !st.writer_waiting || st.has_work();
+        st.vls.set_high_priority(table);
+        self.kick(&mut st, woken, counters);
+    }
 }

@@ -618,6 +618,8 @@ int main(int argc, char **argv)
 		return 1;
 	queries(ctx);
 	raw_contexts();
+	/* A kernel driver of another ABI version, as the provider sees it. */
+	provider_abi_mismatch(ctx->device, 99);
 
 	for (i = 0; i < 2; i++) {
 		pd[i] = ibv_alloc_pd(ctx);

@@ -31,6 +31,11 @@ int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
 int bad_rkey_server(void);
 int bad_rkey_client(const char *server);
 
+/* ibtca_provider_abi.c: opens @dev while GET_CONTEXT answers with kernel
+ * ABI @kernel_abi; the provider must refuse it with EPROTO and say why on
+ * stderr, after a line start "IBTCA-PROVIDER-ABI ". */
+void provider_abi_mismatch(struct ibv_device *dev, uint32_t kernel_abi);
+
 /* ibtca_provider_ext.c: the ibv_wr_* API, extended CQs, memory windows. */
 void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 

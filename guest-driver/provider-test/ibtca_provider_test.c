@@ -15,9 +15,11 @@
  * IBTCA-PROVIDER line per step; exit status 0 if every step behaved.
  *
  *   ibtca-provider-test [DEVICE [COMMAND]]
+ *   ibtca-provider-test bad-rkey-server | bad-rkey-client SERVER
  *
  * DEVICE defaults to ibtca0; COMMAND (run with system(3)) runs while the
- * protection domains are held, e.g. "rdma resource show pd".
+ * protection domains are held, e.g. "rdma resource show pd". The
+ * bad-rkey modes run between two hosts (ibtca_provider_remote.c).
  */
 #include <endian.h>
 #include <errno.h>
@@ -61,7 +63,7 @@ void step(const char *name, int ok, const char *fmt, ...)
 /* The uverbs character device of the device named @name ("uverbs0"). */
 static char uverbs_dev[sizeof("/dev/infiniband/") + IBV_SYSFS_NAME_MAX];
 
-static struct ibv_context *open_named(const char *name)
+struct ibv_context *open_named(const char *name)
 {
 	struct ibv_device **list;
 	struct ibv_context *ctx = NULL;
@@ -274,9 +276,9 @@ int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
  * IBV_SEND_INLINE any memory) to @raddr/@rkey: its status, -1 - errno if
  * the post failed, -2 without a completion.
  */
-static int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
-		      uint32_t lkey, size_t len, unsigned int flags,
-		      uint64_t raddr, uint32_t rkey)
+int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
+	       uint32_t lkey, size_t len, unsigned int flags,
+	       uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)src, .length = len, .lkey = lkey,
@@ -607,11 +609,17 @@ int main(int argc, char **argv)
 	static char buf[8192];
 	int err, i;
 
+	if (argc > 1 && !strcmp(argv[1], "bad-rkey-server"))
+		return bad_rkey_server();
+	if (argc > 2 && !strcmp(argv[1], "bad-rkey-client"))
+		return bad_rkey_client(argv[2]);
 	ctx = open_named(name);
 	if (!ctx)
 		return 1;
 	queries(ctx);
 	raw_contexts();
+	/* A kernel driver of another ABI version, as the provider sees it. */
+	provider_abi_mismatch(ctx->device, 99);
 
 	for (i = 0; i < 2; i++) {
 		pd[i] = ibv_alloc_pd(ctx);

@@ -15,6 +15,27 @@ void step(const char *name, int ok, const char *fmt, ...)
  * writes, reads and atomics allowed. */
 int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid);
 
+/* Opens device @name (a step "open" says how it went); NULL if it fails. */
+struct ibv_context *open_named(const char *name);
+
+/* One signaled RDMA WRITE of @len bytes at @src (@lkey's region, or any
+ * memory with IBV_SEND_INLINE in @flags) to @raddr/@rkey on @qp, whose
+ * sends complete on @cq: the completion's status, -1 - errno if the post
+ * failed, -2 without a completion within 30 s. */
+int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
+	       uint32_t lkey, size_t len, unsigned int flags,
+	       uint64_t raddr, uint32_t rkey);
+
+/* ibtca_provider_remote.c: an RDMA WRITE with a wrong R_Key between two
+ * hosts, set up over TCP; exit statuses. */
+int bad_rkey_server(void);
+int bad_rkey_client(const char *server);
+
+/* ibtca_provider_abi.c: opens @dev while GET_CONTEXT answers with kernel
+ * ABI @kernel_abi; the provider must refuse it with EPROTO and say why on
+ * stderr, after a line start "IBTCA-PROVIDER-ABI ". */
+void provider_abi_mismatch(struct ibv_device *dev, uint32_t kernel_abi);
+
 /* ibtca_provider_ext.c: the ibv_wr_* API, extended CQs, memory windows. */
 void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 

@@ -10,7 +10,11 @@
 //! rdma-core provider (`ibv_devices`, `ibv_devinfo -v` with the device's
 //! limits, and `ibtca-provider-test`: a user context, two PDs the RDMA core
 //! tracks, a user CQ and QP, and the context refused with ENOSPC once every
-//! doorbell page is taken; loopback to its own LID, RDMA through the
+//! doorbell page is taken; a user context of another ABI version refused
+//! by the kernel (EPROTO, its log naming both versions) and by the
+//! provider (a GET_CONTEXT answer of kernel ABI 99, faked by the test
+//! program's ioctl: EPROTO and the provider's message on stderr);
+//! loopback to its own LID, RDMA through the
 //! `ibv_wr_*` API and extended CQs, and memory windows bound from user
 //! space, and posts and polls that make no system call (a thread under a
 //! seccomp filter trapping every one); the data path between guests:
@@ -401,6 +405,25 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     assert!(
         none.contains(&format!("(errno {})", libc::EPROTO)),
         "{none}"
+    );
+    // The provider's side of a mismatch: GET_CONTEXT answered with kernel
+    // ABI 99 (ibtca-provider-test interposes ioctl for this one open):
+    // the open fails with EPROTO and the provider names both versions.
+    let abi = step("provider_abi_mismatch");
+    assert!(
+        abi.contains(&format!(
+            "kernel answering ABI 99: open Protocol error (errno {})",
+            libc::EPROTO
+        )),
+        "{abi}"
+    );
+    let said = run
+        .lines_with("IBTCA-PROVIDER-ABI ")
+        .find(|l| l.contains("ibtca: "))
+        .unwrap_or_else(|| panic!("no provider message\n{dump}"));
+    assert!(
+        said.contains(": the kernel driver speaks ABI 99; this provider speaks ABI 2: install the ibtca module and the ibtca provider from the same ibtca version"),
+        "{said}"
     );
     for want in [
         "ibtca0: user context: provider ABI 3, driver ABI 2: install the module and the provider from the same ibtca version",

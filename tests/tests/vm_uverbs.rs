@@ -22,7 +22,13 @@
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
 //!   `ib_write_lat`, `ib_read_lat` and `ib_send_lat` (each `-D 2`), each to
 //!   completion on both sides, with a result line; the test prints what
-//!   they measured.
+//!   they measured;
+//! - an R_Key violation through libibverbs (`ibtca-provider-test
+//!   bad-rkey-server` on n1, `bad-rkey-client n1` on n2, exchanging
+//!   address and R_Key over TCP): the client's RDMA WRITE with a wrong
+//!   R_Key completes `IBV_WC_REM_ACCESS_ERR`, its QP goes to the error
+//!   state (the next WRITE, right R_Key, completes `IBV_WC_WR_FLUSH_ERR`),
+//!   and the server's buffer is byte for byte untouched.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -127,6 +133,12 @@ fn pingpong_and_perftest_run_over_ibtca() {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
         n2.push(client(&format!("{tag}-CLIENT"), &format!("{cmd} n1")));
     }
+    // The client retries its TCP connection itself while the server starts.
+    n1.push(tagged("RKEY-SERVER", "ibtca-provider-test bad-rkey-server"));
+    n2.push(tagged(
+        "RKEY-CLIENT",
+        "ibtca-provider-test bad-rkey-client n1",
+    ));
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
     for (node, cmds) in [("n1", &n1), ("n2", &n2)] {
@@ -215,6 +227,46 @@ fn pingpong_and_perftest_run_over_ibtca() {
             }
         }
     }
+    // The R_Key violation between the guests, through libibverbs:
+    // IBV_WC_REM_ACCESS_ERR (10), the QP in error, the next WRITE flushed
+    // (IBV_WC_WR_FLUSH_ERR, 5), nothing landed at the server.
+    let client = tagged_lines(&c2, "RKEY-CLIENT");
+    let server = tagged_lines(&c1, "RKEY-SERVER");
+    for (lines, want) in [
+        (
+            &client,
+            "IBTCA-PROVIDER remote_bad_rkey PASS rkey=0x",
+        ),
+        (&client, "status=10 (remote access error)"),
+        (
+            &client,
+            "IBTCA-PROVIDER remote_bad_rkey_flush PASS next WRITE (valid rkey): status=5 (Work Request Flushed Error)",
+        ),
+        (
+            &client,
+            "IBTCA-PROVIDER remote_bad_rkey_cq_drained PASS 0 further completions",
+        ),
+        (
+            &client,
+            "IBTCA-PROVIDER remote_bad_rkey_server_says PASS server's buffer untouched",
+        ),
+        (
+            &server,
+            "IBTCA-PROVIDER remote_bad_rkey_target PASS 4096 bytes untouched",
+        ),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(want)),
+            "no {want:?} in {lines:?}\n{all}"
+        );
+    }
+    for lines in [&client, &server] {
+        assert!(
+            lines.contains(&"IBTCA-PROVIDER result 0 failed") && lines.contains(&"exit=0"),
+            "{lines:?}"
+        );
+    }
+    eprintln!("R_Key violation between guests: {client:?}");
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));
     drop(down);

@@ -44,3 +44,5 @@ pub use plan::{parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyE
 pub use topology::Topology;
 #[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+mod sm_plan_tests;

@@ -177,7 +177,8 @@ int bad_rkey_server(void)
 	fflush(stdout);
 	if (streams(accept(ls, NULL, NULL), &in, &out) || send_peer(out, &e) ||
 	    recv_peer(in, &p) ||
-	    rc_connect(e.qp, p.qpn, p.lid)) {
+	    rc_connect(e.qp, p.qpn, p.lid) ||
+	    fprintf(out, "ready\n") < 0 || fflush(out)) {
 		step("remote_server_setup", 0, "exchange or connect: %s",
 		     strerror(errno));
 		goto out;
@@ -244,6 +245,17 @@ int bad_rkey_client(const char *server)
 		     server, IBTCA_BAD_RKEY_PORT, strerror(errno));
 		goto out;
 	}
+	/*
+	 * Write only once the server's QP has reached RTS: the bad-R_Key
+	 * WRITE must not meet it halfway through connecting (its modify to
+	 * RTS then failed with EINVAL).
+	 */
+	if (fscanf(in, "%15s", answer) != 1 || strcmp(answer, "ready")) {
+		step("remote_client_setup", 0, "server said '%s', not ready",
+		     answer);
+		goto out;
+	}
+	answer[0] = '\0';
 	step("remote_client_setup", 1, "lid %u qpn %u <-> %s lid %u qpn %u rkey 0x%x",
 	     e.lid, e.qp->qp_num, server, p.lid, p.qpn, p.rkey);
 	bad = 0;

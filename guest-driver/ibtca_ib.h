@@ -12,6 +12,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "ibtca_ring.h"
+#include "ibtca_uverbs_abi.h"
 
 #define IBTCA_IB_PORT		1
 /* The first MSI-X vector of kernel CQs (below: commands, ioctl CQs, port). */
@@ -79,6 +80,8 @@ struct ibtca_ib_qp {
 	struct rdma_user_mmap_entry *user_ring;
 	/* Its doorbell record's page, if the device took one. */
 	struct rdma_user_mmap_entry *user_db_record;
+	/* Seed 002 choices for the next modify to RTR or RTS (kernel users). */
+	struct ibtca_modify_qp_cmd options;
 };
 
 /* A shared receive queue (ibtca_ib_srq.c). */
@@ -174,6 +177,16 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		      struct ib_qp_init_attr *init);
 int ibtca_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+
+/* ibtca_qp_options.c: seed 002's MSN start and ACK policy in modify_qp */
+int ibtca_qp_options_from_udata(struct ib_udata *udata,
+				struct ibtca_modify_qp_cmd *o);
+int ibtca_qp_options_apply(struct ibtca_ib_qp *qp,
+			   struct ibtca_cmd_modify_qp *p,
+			   const struct ibtca_modify_qp_cmd *user,
+			   enum ib_qp_state cur, enum ib_qp_state to);
+void ibtca_qp_options_sent(struct ibtca_ib_qp *qp,
+			   const struct ibtca_cmd_modify_qp *p);
 
 /* ibtca_ib_uqueue.c: CQs and QPs of user contexts */
 int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,

@@ -6,6 +6,7 @@
  * modify_qp turns the IB attributes into the device's MODIFY_QP and refuses
  * with -EINVAL what the device cannot do (SQD/SQE, alternate paths, GRH, a
  * P_Key index or port other than the one there is, out-of-range values).
+ * Seed 002's MSN start and ACK policy come with it (ibtca_qp_options.c).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -305,13 +306,16 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 {
 	struct ibtca_ib_qp *qp = to_qp(ibqp);
 	struct ibtca_ib *ib = to_ib(ibqp->device);
+	struct ibtca_modify_qp_cmd options;
 	struct ibtca_cmd_modify_qp p;
 	enum ib_qp_state cur;
 	struct ib_qp_attr next;
 	int ret;
 
-	if (udata && (udata->inlen || udata->outlen))
-		return -EINVAL;
+	/* Seed 002's MSN start and ACK policy (ibtca_qp_options.c). */
+	ret = ibtca_qp_options_from_udata(udata, &options);
+	if (ret)
+		return ret;
 	mutex_lock(&qp->modify_lock);
 	cur = qp->attr.qp_state;
 	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
@@ -328,11 +332,15 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (ret)
 		goto out;
 	ibtca_ib_qp_cmd(&p, qp->r.qpn, &next, mask);
+	ret = ibtca_qp_options_apply(qp, &p, &options, cur, next.qp_state);
+	if (ret)
+		goto out;
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_MODIFY_QP, &p, sizeof(p), NULL, NULL);
 	if (ret) {
 		/* The device's Invalid is the core's -EINVAL. */
 		goto out;
 	}
+	ibtca_qp_options_sent(qp, &p);
 	if (next.qp_state == IB_QPS_RESET && (mask & IB_QP_STATE)) {
 		unsigned long f1, f2;
 

@@ -128,4 +128,34 @@ struct ibtca_modify_srq_resp {
 	__u32 max_wr;
 };
 
+/*
+ * ibv_modify_qp's driver data (seed 002; added after ABI version 2, no
+ * existing structure changed, so the version stays): the QP's MSN start
+ * and ACK policy, which the kernel passes to the device's MODIFY_QP
+ * (IBTCA_QP_ATTR_MSN, IBTCA_QP_ATTR_ACK_POLICY) on the modify of an RC QP
+ * from INIT to RTR or from RTR to RTS, through the extended MODIFY_QP
+ * command. comp_mask says which fields hold a choice; the others and the
+ * reserved ones are 0. initial_msn: the MSN before the first message
+ * (0..0xffffff; both ends set the same). ack_mode: the device's
+ * IBTCA_ACK_* (ibtca_abi.h): 0 per message, 1 per packet, 2 coalesced
+ * (one ACK every ack_every packets, 1..65535); window: packets in flight, 0 the device's default,
+ * 1 stop-and-wait, at most IBTCA_MODIFY_QP_MAX_WINDOW. Anything else is
+ * refused with EINVAL; a longer structure whose extra bytes are not 0
+ * with EOPNOTSUPP; a shorter one (an older provider) has the missing
+ * fields 0. Kernel consumers pass the same structure to
+ * ibtca_qp_set_options() (ibtca_qp_options.h).
+ */
+#define IBTCA_MODIFY_QP_MSN		(1U << 0)
+#define IBTCA_MODIFY_QP_ACK_POLICY	(1U << 1)
+#define IBTCA_MODIFY_QP_MAX_WINDOW	1024
+struct ibtca_modify_qp_cmd {
+	__u32 comp_mask;
+	__u32 initial_msn;
+	__u16 ack_every;
+	__u16 window;
+	__u8 ack_mode;
+	__u8 reserved8;
+	__u16 reserved16;
+};
+
 #endif /* IBTCA_UVERBS_ABI_H */

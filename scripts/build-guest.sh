@@ -169,6 +169,8 @@ install -m 0644 "$build/src/test/ibtca_kverbs_srq.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_srq.ko"
 install -m 0644 "$build/src/test/ibtca_kverbs_dbrec.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_dbrec.ko"
+install -m 0644 "$build/src/test/ibtca_kverbs_seed.ko" \
+	"$rootfs/lib/modules/ibtca_kverbs_seed.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
 # The RDMA core's modules, decompressed: busybox's insmod hands the kernel
 # the module's bytes, which the kernel decompresses only from a file.

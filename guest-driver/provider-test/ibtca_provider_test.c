@@ -16,10 +16,14 @@
  *
  *   ibtca-provider-test [DEVICE [COMMAND]]
  *   ibtca-provider-test bad-rkey-server | bad-rkey-client SERVER
+ *   ibtca-provider-test seed-udata | seed-env [DEVICE]
  *
  * DEVICE defaults to ibtca0; COMMAND (run with system(3)) runs while the
  * protection domains are held, e.g. "rdma resource show pd". The
- * bad-rkey modes run between two hosts (ibtca_provider_remote.c).
+ * bad-rkey modes run between two hosts (ibtca_provider_remote.c);
+ * seed-udata checks the kernel's checks of seed 002's modify_qp driver
+ * data, seed-env a connection with the environment's seed 002 choices
+ * (ibtca_provider_seed.c).
  */
 #include <endian.h>
 #include <errno.h>
@@ -613,6 +617,16 @@ int main(int argc, char **argv)
 		return bad_rkey_server();
 	if (argc > 2 && !strcmp(argv[1], "bad-rkey-client"))
 		return bad_rkey_client(argv[2]);
+	if (argc > 1 && !strcmp(argv[1], "seed-env")) {
+		err = seed_env_test(argc > 2 ? argv[2] : "ibtca0");
+		printf("IBTCA-PROVIDER result %d failed\n", failures);
+		return err || failures ? 1 : 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "seed-udata")) {
+		seed_udata_test(argc > 2 ? argv[2] : "ibtca0");
+		printf("IBTCA-PROVIDER result %d failed\n", failures);
+		return failures ? 1 : 0;
+	}
 	ctx = open_named(name);
 	if (!ctx)
 		return 1;

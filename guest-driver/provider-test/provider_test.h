@@ -42,4 +42,11 @@ void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 /* ibtca_provider_bypass.c: posts and polls make no system call. */
 void bypass_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 
+/* ibtca_provider_seed.c: the kernel's checks of modify_qp's driver data
+ * (seed 002's choices) on device @name; its steps count as failures. */
+int seed_udata_test(const char *name);
+/* The same file: a loopback RC QP connected with this process's seed 002
+ * variables and a WRITE through it; 0 if it connected. */
+int seed_env_test(const char *name);
+
 #endif

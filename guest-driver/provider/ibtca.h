@@ -163,6 +163,20 @@ int ibtca_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 /* qp.c: RC QPs and their table. */
 struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr);
+/*
+ * qp_options.c: seed 002's MSN start and ACK policy from the environment
+ * (IBTCA_MSN_START, IBTCA_ACK), read once: 0 and the choices in @o, or
+ * EINVAL for a bad value (said on stderr).
+ */
+struct ibtca_modify_qp_cmd;
+int ibtca_qp_env_options(struct ibtca_modify_qp_cmd *o);
+/*
+ * The modify of an RC QP to RTR with the environment's choices as driver
+ * data: *@sent 0 when there are none to send (the caller modifies as
+ * usual), else 1 and the command's result; EINVAL for a bad environment.
+ */
+int ibtca_modify_qp_options(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			    int attr_mask, int *sent);
 int ibtca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		    int attr_mask);
 int ibtca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

@@ -20,5 +20,7 @@ DECLARE_DRV_CMD(uibtca_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		empty, ibtca_create_srq_resp);
 DECLARE_DRV_CMD(uibtca_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,
 		ibtca_modify_srq_cmd, empty);
+DECLARE_DRV_CMD(uibtca_modify_qp, IB_USER_VERBS_EX_CMD_MODIFY_QP,
+		ibtca_modify_qp_cmd, empty);
 
 #endif /* IBTCA_UVERBS_H */

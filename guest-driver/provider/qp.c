@@ -3,7 +3,8 @@
  * The ibtca provider's RC QPs. The kernel driver creates the device QP on
  * the context's doorbell page and hands back its send and receive queues,
  * which the provider maps and fills (post.c). modify_qp and query_qp are
- * the kernel's; the provider keeps the path (DLID, SL) that receive
+ * the kernel's (with seed 002's choices from the environment on the way to
+ * RTR, qp_options.c); the provider keeps the path (DLID, SL) that receive
  * completions report, and restarts its queue indexes when the QP goes to
  * RESET, as the device and the kernel do. Inline data goes in the WQE
  * (max_inline_data IBTCA_MAX_INLINE_DATA); a QP created with an SRQ takes
@@ -170,9 +171,13 @@ int ibtca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 {
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
 	struct ibv_modify_qp cmd = {};
-	int err;
+	int err, sent;
 
-	err = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	/* Seed 002's choices from the environment (qp_options.c). */
+	err = ibtca_modify_qp_options(ibqp, attr, attr_mask, &sent);
+	if (!sent && !err)
+		err = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd,
+					sizeof(cmd));
 	if (err)
 		return err;
 	if (attr_mask & IBV_QP_AV) {

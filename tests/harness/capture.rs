@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// tshark's fields per packet, in this order (index constants below for
 /// the later ones).
-pub const FIELDS: [&str; 10] = [
+pub const FIELDS: [&str; 11] = [
     "infiniband.bth.opcode",
     "infiniband.bth.psn",
     "infiniband.bth.destqp",
@@ -17,6 +17,7 @@ pub const FIELDS: [&str; 10] = [
     "infiniband.lrh.vl",
     "infiniband.lrh.sl",
     "infiniband.aeth.msn",
+    "infiniband.bth.a",
 ];
 
 /// Index of the LRH VL in a row of [`tshark`].
@@ -25,6 +26,8 @@ pub const VL: usize = 7;
 pub const SL: usize = 8;
 /// Index of the AETH MSN.
 pub const MSN: usize = 9;
+/// Index of the BTH AckReq bit (1 or 0; tshark may print it as True/False).
+pub const ACK_REQ: usize = 10;
 
 /// Decodes `pcap` with tshark (`--disable-protocol rpcordma`, so SEND
 /// payloads are not taken for RPC-over-RDMA): one row of [`FIELDS`] per

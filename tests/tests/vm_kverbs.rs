@@ -22,6 +22,9 @@
 //! for a P_Key index but 0, a GRH on an RC path, SQD, values past the
 //! device's limits), that a UD QP can be created, query_qp, query_pkey,
 //! query_gid and create_ah (a GRH from GID index 0 taken, index 1 refused).
+//! Then, each guest alone: SRQs and inline data, doorbell records, and
+//! seed 002's MSN start and ACK policy set by `ibtca_qp_set_options()`
+//! (`ibtca_kverbs_seed.ko`).
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
@@ -194,6 +197,46 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         let result = result.unwrap_or_else(|| panic!("{who}: no {tag}line\n{all}"));
         assert_eq!(field(result, "failed"), "0", "{who}: {result}");
         assert_eq!(field(result, "passed"), "7", "{who}: {result}");
+    }
+
+    // Seed 002's choices from a kernel consumer (ibtca_kverbs_seed.ko,
+    // each guest alone, two QPs in loopback, ibtca_qp_set_options()):
+    // values the device does not take refused with -EINVAL; both QPs with
+    // MSN start 0xffffff, an ACK per packet and stop-and-wait moved a
+    // 16 KiB WRITE and a 3000-byte SEND byte for byte; only one QP with
+    // the seed's start: its SEND failed on the MSN cross-check (the
+    // peer's first ACK, MSN 1, claims two messages) though it landed.
+    for (who, c) in [("server", &server), ("client", &client)] {
+        assert!(c.contains("IBTCA-KVSEED-RC 0"), "{who}: seed insmod\n{all}");
+        let kvseed = |name: &str| {
+            let tag = format!("IBTCA-KVSEED {name} PASS ");
+            let line = c.lines().find_map(|l| l.find(&tag).map(|i| &l[i..]));
+            line.unwrap_or_else(|| panic!("{who}: no {tag:?}\n{all}"))
+        };
+        kvseed("setup");
+        let refused = kvseed("refused");
+        assert!(
+            refused.contains("msn=0x1000000: -22, coalesced:0: -22, unknown bit: -22"),
+            "{who}: {refused}"
+        );
+        kvseed("stop_and_wait_connect");
+        let saw = kvseed("stop_and_wait");
+        assert!(
+            saw.contains(
+                "write=16384 send=3000: completions=3 status=0,0,0 recv_len=3000 mismatched=0"
+            ),
+            "{who}: {saw}"
+        );
+        let mismatch = kvseed("msn_mismatch");
+        assert!(
+            mismatch.contains("send status=bad response error (7) recv status=0 mismatched=0"),
+            "{who}: {mismatch}"
+        );
+        let tag = "IBTCA-KVSEED result ";
+        let result = c.lines().find_map(|l| l.find(tag).map(|i| &l[i..]));
+        let result = result.unwrap_or_else(|| panic!("{who}: no {tag}line\n{all}"));
+        assert_eq!(field(result, "failed"), "0", "{who}: {result}");
+        assert_eq!(field(result, "passed"), "5", "{who}: {result}");
     }
 
     // Addressing: both QPs got the same number on their fresh devices, and

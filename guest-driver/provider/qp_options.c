@@ -109,12 +109,14 @@ static void ibtca_env_parse(void)
 	}
 	if (ack) {
 		char *copy = strdup(ack), *item, *save = NULL;
-		int bad = !copy || !*ack;
+		int bad = !copy;
 
 		for (item = copy ? strtok_r(copy, ",", &save) : NULL;
 		     item && !bad; item = strtok_r(NULL, ",", &save))
 			bad = ibtca_env_ack_item(item, &mode, &window, o);
 		free(copy);
+		/* Nothing but commas, or nothing at all, chooses nothing. */
+		bad = bad || (!mode && !window);
 		if (bad)
 			ibtca_env_bad("IBTCA_ACK", ack, IBTCA_ACK_FORMS);
 		else

@@ -25,7 +25,7 @@
 //!   MSN cross-check). Both programs fail.
 //!
 //! The same boot, on n1 alone: the provider's messages for bad values
-//! (`IBTCA_ACK=coalesced:0`, `IBTCA_MSN_START=0x1000000`: the variable and
+//! (`IBTCA_ACK=coalesced:0`, `IBTCA_ACK=,`, `IBTCA_MSN_START=0x1000000`: the variable and
 //! its accepted forms on stderr, the modify to RTR refused with EINVAL),
 //! a loopback connection with `per-packet,stop-and-wait` and a byte-exact
 //! WRITE, and the kernel's checks of the driver data
@@ -198,6 +198,7 @@ fn guests_choose_the_msn_start_and_ack_policy() {
             "BAD-ACK",
             "IBTCA_ACK=coalesced:0 ibtca-provider-test seed-env",
         ),
+        tagged("BAD-EMPTY", "IBTCA_ACK=, ibtca-provider-test seed-env"),
         tagged(
             "BAD-MSN",
             "IBTCA_MSN_START=0x1000000 ibtca-provider-test seed-env",
@@ -334,6 +335,10 @@ fn guests_choose_the_msn_start_and_ack_policy() {
         (
             "BAD-ACK",
             "ibtca: IBTCA_ACK=\"coalesced:0\" is not valid: it takes a comma-separated list of one mode (per-message, per-packet or coalesced:N with N 1..65535) and one window (window:N with N 0..1024, or stop-and-wait)",
+        ),
+        (
+            "BAD-EMPTY",
+            "ibtca: IBTCA_ACK=\",\" is not valid: it takes a comma-separated list of one mode",
         ),
         (
             "BAD-MSN",

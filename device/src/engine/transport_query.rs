@@ -66,3 +66,68 @@ impl EngineCommands for TransportQuery<'_> {
         data[..size_of::<QpAttr>()].copy_from_slice(attr.as_slice());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::RcConfig;
+    use crate::verbs::abi::CMD_QUERY_SRQ;
+    use crate::verbs::commands::NoEngineCommands;
+
+    /// A QUERY_QP reply of `qpn` with PSNs 7 and 9 (what MODIFY_QP set).
+    fn reply(qpn: u32) -> (Params, Reply) {
+        let mut raw = [0u8; 48];
+        raw[..4].copy_from_slice(&qpn.to_le_bytes());
+        let attr = QpAttr {
+            sq_psn: 7.into(),
+            rq_psn: 9.into(),
+            ..Default::default()
+        };
+        let mut data = [0u8; 48];
+        data.copy_from_slice(attr.as_slice());
+        let r = Reply {
+            data: Some(data),
+            ..Default::default()
+        };
+        (raw, r)
+    }
+
+    fn psns(r: &Reply) -> (u32, u32) {
+        let a: QpAttr = decode(&r.data.expect("data"));
+        (a.sq_psn.to_native(), a.rq_psn.to_native())
+    }
+
+    #[test]
+    fn query_qp_takes_the_transports_psns_unless_the_batch_changed_the_qp() {
+        let mut rc: QpMap<RcQp> = QpMap::default();
+        let mut sending = RcConfig::new(0x400, 0x500);
+        (sending.sq_psn, sending.rq_psn) = (100, 200);
+        rc.insert(0x400, RcQp::new(sending).expect("config"));
+        let mut receiving = RcConfig::new(0x401, 0x501);
+        (receiving.sq_psn, receiving.rq_psn) = (300, 400);
+        rc.insert(0x401, RcQp::new_receiving(receiving).expect("config"));
+        let mut next = NoEngineCommands;
+        let mut q = TransportQuery::new(&mut next, &rc);
+
+        let (raw, mut r) = reply(0x400);
+        q.amend(CMD_QUERY_QP, &raw, &mut r);
+        assert_eq!(psns(&r), (100, 200), "RTS: both the transport's");
+        let (raw, mut r) = reply(0x401);
+        q.amend(CMD_QUERY_QP, &raw, &mut r);
+        assert_eq!(psns(&r), (7, 400), "RTR: the SQ PSN is MODIFY_QP's");
+        let (raw, mut r) = reply(0x402);
+        q.amend(CMD_QUERY_QP, &raw, &mut r);
+        assert_eq!(psns(&r), (7, 9), "no transport state");
+        let (raw, mut r) = reply(0x400);
+        q.amend(CMD_QUERY_SRQ, &raw, &mut r);
+        assert_eq!(psns(&r), (7, 9), "another command");
+
+        // A MODIFY_QP of 0x400 earlier in the batch: the table's answer.
+        let (raw, _) = reply(0x400);
+        let mem = crate::verbs::testmem::TestMem::new(4096);
+        assert!(q.run(&mem.mem, CMD_MODIFY_QP, &raw).is_none());
+        let (raw, mut r) = reply(0x400);
+        q.amend(CMD_QUERY_QP, &raw, &mut r);
+        assert_eq!(psns(&r), (7, 9), "changed in this batch");
+    }
+}

@@ -52,7 +52,7 @@ pub mod sgl;
 pub mod srq;
 pub mod table;
 #[cfg(test)]
-mod testmem;
+pub(crate) mod testmem;
 pub mod translate;
 
 pub use error::VerbsError;

@@ -106,6 +106,8 @@ int ibtca_cmd(struct ibtca_dev *idev, u8 opcode, const void *params,
 int ibtca_cmd_query(struct ibtca_dev *idev, u8 opcode, void *reply, size_t len);
 int ibtca_cmd_query_sel(struct ibtca_dev *idev, u8 opcode, u8 sel, void *reply,
 			size_t len);
+int ibtca_cmd_query_handle(struct ibtca_dev *idev, u8 opcode, u32 handle,
+			   u32 *out0, void *reply, size_t len);
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle);
 
 /* ibtca_verbs.c */

@@ -182,6 +182,8 @@
 #define IBTCA_CMD_CREATE_QP                0x40
 /* Command: modify a QP (params: struct ibtca_cmd_modify_qp). */
 #define IBTCA_CMD_MODIFY_QP                0x41
+/* Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there. */
+#define IBTCA_CMD_QUERY_QP                 0x42
 /* Command: destroy a QP (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_QP               0x43
 /* Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it. */
@@ -523,6 +525,30 @@ struct ibtca_srq_attr {
 	__u8 rsvd[27];	/* 0x15: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_srq_attr) == 48);
+
+/* QUERY_QP reply, written over the command's params: the QP's state as the device has it and the attributes the device applies. After MODIFY_QP to RESET the attributes are zero again (a GSI QP keeps its Q_Key). */
+struct ibtca_qp_attr {
+	__u8 state;	/* 0x00: IBTCA_QPS_* state (IBTCA_QPS_ERR after an error completion or a responder error, whatever the last MODIFY_QP said). */
+	__u8 qp_type;	/* 0x01: IBTCA_QPT_* type. */
+	__u8 path_mtu;	/* 0x02: IBTCA_MTU_* path MTU (0 before IBTCA_QP_ATTR_PATH). */
+	__u8 sl;	/* 0x03: Service level of the path. */
+	__u8 timeout;	/* 0x04: Local ACK timeout exponent. */
+	__u8 retry_cnt;	/* 0x05: Transport retry count. */
+	__u8 rnr_retry;	/* 0x06: RNR retry count (7 = forever). */
+	__u8 min_rnr_timer;	/* 0x07: Minimum RNR NAK timer code. */
+	__u8 max_rd_atomic;	/* 0x08: Outstanding RDMA READ / atomic requests this QP may issue. */
+	__u8 max_dest_rd_atomic;	/* 0x09: Responder resources the device applies (max_qp_rd_atom unless MODIFY_QP gave IBTCA_QP_ATTR_DEST_RD_ATOMIC). */
+	__le16 pkey_index;	/* 0x0a: Index into the port's P_Key table. */
+	__le16 dlid;	/* 0x0c: Destination LID. */
+	__le16 rsvd0;	/* 0x0e: Reserved, zero. */
+	__le32 dest_qpn;	/* 0x10: Destination QP number. */
+	__le32 sq_psn;	/* 0x14: Next PSN the QP sends: the transport's once an RC QP sends (RTS, and ERR after RTS), else the SQ PSN MODIFY_QP set. */
+	__le32 rq_psn;	/* 0x18: Next PSN the QP expects: the transport's once an RC QP receives (RTR, RTS, and ERR after RTR), else the RQ PSN MODIFY_QP set. */
+	__le32 access;	/* 0x1c: RC: IBTCA_ACCESS_REMOTE_* rights. UD, SMI, GSI: 0. */
+	__le32 qkey;	/* 0x20: Q_Key (UD, SMI, GSI QPs; 0 for RC). */
+	__u8 rsvd[12];	/* 0x24: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_qp_attr) == 48);
 
 /* QP_DB_RECORD and CQ_DB_RECORD parameters: the object and where its doorbell record is. */
 struct ibtca_cmd_db_record {

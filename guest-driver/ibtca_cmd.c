@@ -129,6 +129,16 @@ int ibtca_cmd_query_sel(struct ibtca_dev *idev, u8 opcode, u8 sel, void *reply,
 			     len);
 }
 
+/* A query of one object (QUERY_QP): @len bytes of reply. */
+int ibtca_cmd_query_handle(struct ibtca_dev *idev, u8 opcode, u32 handle,
+			   u32 *out0, void *reply, size_t len)
+{
+	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(handle) };
+
+	return ibtca_cmd_run(idev, opcode, &p, sizeof(p), out0, NULL, reply,
+			     len);
+}
+
 int ibtca_cmd_handle(struct ibtca_dev *idev, u8 opcode, u32 handle)
 {
 	struct ibtca_cmd_handle p = { .handle = cpu_to_le32(handle) };

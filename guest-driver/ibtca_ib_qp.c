@@ -7,6 +7,9 @@
  * with -EINVAL what the device cannot do (SQD/SQE, alternate paths, GRH, a
  * P_Key index or port other than the one there is, out-of-range values).
  * Seed 002's MSN start and ACK policy come with it (ibtca_qp_options.c).
+ * The current state is the device's (QUERY_QP): an error completion or a
+ * responder error moves a QP to ERR without a modify, and query_qp and
+ * modify_qp's transition check see it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -301,6 +304,28 @@ static void ibtca_ib_qp_cmd(struct ibtca_cmd_modify_qp *p, u32 qpn,
 	p->attr_mask = cpu_to_le32(m);
 }
 
+/*
+ * The device's QUERY_QP of @qp: its state is the current one, ERR after
+ * an error completion or a responder error the driver was not told of
+ * otherwise.
+ */
+static int ibtca_ib_qp_query_dev(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+				 struct ibtca_qp_attr *a)
+{
+	int ret = ibtca_ib_hw_begin(ib);
+
+	if (ret)
+		return ret;
+	ret = ibtca_cmd_query_handle(ib->idev, IBTCA_CMD_QUERY_QP, qp->r.qpn,
+				     NULL, a, sizeof(*a));
+	ibtca_ib_hw_end(ib);
+	if (!ret && a->state != IBTCA_QPS_RESET && a->state != IBTCA_QPS_INIT &&
+	    a->state != IBTCA_QPS_RTR && a->state != IBTCA_QPS_RTS &&
+	    a->state != IBTCA_QPS_ERR)
+		ret = -EIO;
+	return ret;
+}
+
 int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		       struct ib_udata *udata)
 {
@@ -308,6 +333,7 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	struct ibtca_ib *ib = to_ib(ibqp->device);
 	struct ibtca_modify_qp_cmd options;
 	struct ibtca_cmd_modify_qp p;
+	struct ibtca_qp_attr dev;
 	enum ib_qp_state cur;
 	struct ib_qp_attr next;
 	int ret;
@@ -317,7 +343,12 @@ int ibtca_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (ret)
 		return ret;
 	mutex_lock(&qp->modify_lock);
-	cur = qp->attr.qp_state;
+	/* The device may have moved the QP to ERR since the last modify. */
+	ret = ibtca_ib_qp_query_dev(ib, qp, &dev);
+	if (ret)
+		goto out;
+	cur = dev.state;
+	qp->attr.qp_state = cur;
 	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
 		ret = -EINVAL;
 		goto out;
@@ -361,11 +392,22 @@ int ibtca_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		      struct ib_qp_init_attr *init)
 {
 	struct ibtca_ib_qp *qp = to_qp(ibqp);
+	struct ibtca_qp_attr dev;
+	int ret;
 
 	mutex_lock(&qp->modify_lock);
-	*attr = qp->attr;
+	ret = ibtca_ib_qp_query_dev(to_ib(ibqp->device), qp, &dev);
+	if (!ret) {
+		qp->attr.qp_state = dev.state;
+		*attr = qp->attr;
+	}
 	mutex_unlock(&qp->modify_lock);
+	if (ret)
+		return ret;
+	/* State and PSNs are the device's; the rest is what modify set. */
 	attr->cur_qp_state = attr->qp_state;
+	attr->sq_psn = le32_to_cpu(dev.sq_psn);
+	attr->rq_psn = le32_to_cpu(dev.rq_psn);
 	attr->cap = qp->cap;
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	memset(init, 0, sizeof(*init));

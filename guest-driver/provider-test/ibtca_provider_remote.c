@@ -4,9 +4,12 @@
  * provider. The server registers a buffer for remote writes and sends its
  * LID, QP number, address and R_Key over TCP (port IBTCA_BAD_RKEY_PORT);
  * the client connects an RC QP to it, RDMA WRITEs with a wrong R_Key and
- * expects IBV_WC_REM_ACCESS_ERR, then its QP in the error state: a later
- * WRITE (with the right R_Key) flushed with IBV_WC_WR_FLUSH_ERR. Then it
- * tells the server, which checks that not one byte of its buffer changed.
+ * expects IBV_WC_REM_ACCESS_ERR, then its QP in the error state:
+ * ibv_query_qp says IBV_QPS_ERR and a later WRITE (with the right R_Key)
+ * is flushed with IBV_WC_WR_FLUSH_ERR. Then it tells the server, which
+ * checks that not one byte of its buffer changed and that its own QP,
+ * the responder that NAKed the WRITE, is in the error state too (IBA
+ * 9.9.3.1: a remote access error is a class C responder error).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -85,6 +88,30 @@ static void rc_end_close(struct rc_end *e)
 		ibv_dealloc_pd(e->pd);
 	if (e->ctx)
 		ibv_close_device(e->ctx);
+}
+
+/* The state ibv_query_qp reports for @qp, -1 if it fails; @cur: its current state. */
+static int qp_state(struct ibv_qp *qp, int *cur)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	*cur = -1;
+	if (ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CUR_STATE, &init))
+		return -1;
+	*cur = attr.cur_qp_state;
+	return attr.qp_state;
+}
+
+/* Step @name: ibv_query_qp reports @qp in IBV_QPS_ERR; 1 if not. */
+static int expect_qp_err(const char *name, struct ibv_qp *qp)
+{
+	int cur, state = qp_state(qp, &cur);
+	int ok = state == IBV_QPS_ERR && cur == IBV_QPS_ERR;
+
+	step(name, ok, "ibv_query_qp: qp_state=%d cur_qp_state=%d (IBV_QPS_ERR=%d)",
+	     state, cur, IBV_QPS_ERR);
+	return !ok;
 }
 
 static int send_peer(FILE *f, const struct rc_end *e)
@@ -194,6 +221,9 @@ int bad_rkey_server(void)
 	step("remote_bad_rkey_target", ok, "%d bytes %s", BUF_LEN,
 	     ok ? "untouched" : "CHANGED");
 	fprintf(out, "%s\n", ok ? "untouched" : "changed");
+	/* The responder's NAK put the server's QP in the error state. */
+	if (expect_qp_err("remote_bad_rkey_target_qp_err", e.qp))
+		ok = 0;
 out:
 	close_streams(in, out);
 	if (ls >= 0)
@@ -267,10 +297,11 @@ int bad_rkey_client(const char *server)
 	     "rkey=0x%x (valid 0x%x): status=%d (%s)", p.rkey ^ 0x80, p.rkey,
 	     st, st >= 0 ? ibv_wc_status_str(st) : "no completion");
 	/*
-	 * The error moved the QP to the error state: a WRITE with the right
-	 * R_Key is flushed and moves no bytes. (ibv_query_qp would not show
-	 * it: the kernel driver answers the state of the last modify.)
+	 * The error moved the QP to the error state: ibv_query_qp (through
+	 * the kernel, which asks the device) says so, and a WRITE with the
+	 * right R_Key is flushed and moves no bytes.
 	 */
+	bad += expect_qp_err("remote_bad_rkey_qp_err", e.qp);
 	st = write_once(e.qp, e.cq, buf, e.mr->lkey, BUF_LEN, 0, p.addr,
 			p.rkey);
 	if (st != IBV_WC_WR_FLUSH_ERR)

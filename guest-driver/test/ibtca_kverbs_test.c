@@ -26,8 +26,9 @@
  * register it while it is registered). Last a SEND (DONE), and an RDMA
  * WRITE with the key LOCAL_INV invalidated, which must complete with
  * IB_WC_REM_ACCESS_ERR (raising the event of a CQ armed for solicited
- * events, which a plain WRITE before it did not), followed by a SEND that
- * must be flushed. Every payload is a pattern seeded with its sender's
+ * events, which a plain WRITE before it did not), ib_query_qp then
+ * reporting IB_QPS_ERR on both sides (the server's responder NAKed it),
+ * followed by a SEND that must be flushed. Every payload is a pattern seeded with its sender's
  * LID, so each side checks that the bytes came from the other.
  * Completions are waited for through comp_handler (MSI-X).
  *
@@ -826,6 +827,26 @@ static void kv_fr_register_twice(struct kv_ctx *c)
 			 ib_wc_status_msg(IB_WC_LOC_PROT_ERR));
 }
 
+/*
+ * Check @name: ib_query_qp reports our QP in IB_QPS_ERR, the state the
+ * device put it in without a modify_qp, and modify_qp refuses ERR -> RTS
+ * with -EINVAL (IBA 10.3.1: out of ERR only to RESET).
+ */
+static void kv_qp_err(struct kv_ctx *c, const char *name)
+{
+	struct ib_qp_attr a = { .qp_state = IB_QPS_RTS };
+	struct ib_qp_init_attr init;
+	int ret, rts;
+
+	rts = ib_modify_qp(c->qp, &a, IB_QP_STATE);
+	memset(&a, 0, sizeof(a));
+	ret = ib_query_qp(c->qp, &a, IB_QP_STATE | IB_QP_CUR_STATE, &init);
+	kv_check(c, !ret && a.qp_state == IB_QPS_ERR &&
+		 a.cur_qp_state == IB_QPS_ERR && rts == -EINVAL, name,
+		 "ret=%d qp_state=%d cur_qp_state=%d modify_to_rts=%d", ret,
+		 ret ? -1 : a.qp_state, ret ? -1 : a.cur_qp_state, rts);
+}
+
 static void kv_server(struct kv_ctx *c)
 {
 	struct kv_msg *m;
@@ -891,6 +912,7 @@ static void kv_server(struct kv_ctx *c)
 		 "ret=%d status=%s wr_id=%llu buffer_unchanged=%d", ret,
 		 ret ? "-" : ib_wc_status_msg(wc.status), ret ? 0 : wc.wr_id,
 		 unchanged);
+	kv_qp_err(c, "responder_qp_err");
 	if (!ret)
 		kv_fr_register_twice(c);
 }
@@ -1203,6 +1225,7 @@ static void kv_client(struct kv_ctx *c)
 		 "rkey=0x%x (invalidated; valid 0x%x) ret=%d status=%s (%d) vendor_err=0x%x",
 		 stale, now, ret, ret ? "-" : ib_wc_status_msg(wc.status),
 		 ret ? -1 : wc.status, ret ? 0 : wc.vendor_err);
+	kv_qp_err(c, "stale_rkey_qp_err");
 	/* The QP is in error now: the next request is flushed. */
 	if (kv_send(c, KV_LATE, 6, 17, 0))
 		return;

@@ -16,7 +16,10 @@
 //! LOCAL_INV invalidated (IB_WC_REM_ACCESS_ERR, the event of a CQ armed
 //! for solicited events only, which a plain WRITE did not raise, then a
 //! flushed SEND); the server (LID 1) checks what landed in its memory and
-//! sees its QP fail (the spare receive flushed). Every payload is a pattern of its sender's
+//! sees its QP fail (the spare receive flushed). Both then find their QP
+//! in `IB_QPS_ERR` through `ib_query_qp` (the device's state: an error
+//! completion, and on the server the responder's NAK, put it there), and
+//! modify_qp refuses ERR -> RTS. Every payload is a pattern of its sender's
 //! LID: each side's PASS lines name the other's LID and a full match.
 //! Before any traffic each side also checks what modify_qp refuses (-EINVAL
 //! for a P_Key index but 0, a GRH on an RC path, SQD, values past the
@@ -359,6 +362,18 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
         solicited.contains("plain_completion=no_event failed_completion=event"),
         "{solicited}"
     );
+    // ib_query_qp reports the device's state: IB_QPS_ERR (6) on both
+    // sides, current state too, and modify_qp refuses ERR -> RTS.
+    for (who, console, check) in [
+        ("client", &client, "stale_rkey_qp_err"),
+        ("server", &server, "responder_qp_err"),
+    ] {
+        let line = pass(who, console, check);
+        assert!(
+            line.contains("ret=0 qp_state=6 cur_qp_state=6 modify_to_rts=-22"),
+            "{line}"
+        );
+    }
     let flush = pass("client", &client, "flush");
     assert!(flush.contains("status=WR flushed"), "{flush}");
     let failed = pass("server", &server, "responder_error");

@@ -27,8 +27,10 @@
 //!   bad-rkey-server` on n1, `bad-rkey-client n1` on n2, exchanging
 //!   address and R_Key over TCP): the client's RDMA WRITE with a wrong
 //!   R_Key completes `IBV_WC_REM_ACCESS_ERR`, its QP goes to the error
-//!   state (the next WRITE, right R_Key, completes `IBV_WC_WR_FLUSH_ERR`),
-//!   and the server's buffer is byte for byte untouched.
+//!   state (`ibv_query_qp` says `IBV_QPS_ERR`; the next WRITE, right R_Key,
+//!   completes `IBV_WC_WR_FLUSH_ERR`), the server's buffer is byte for
+//!   byte untouched, and the server's QP, the responder that NAKed the
+//!   WRITE, is in the error state too (`ibv_query_qp`).
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -228,8 +230,9 @@ fn pingpong_and_perftest_run_over_ibtca() {
         }
     }
     // The R_Key violation between the guests, through libibverbs:
-    // IBV_WC_REM_ACCESS_ERR (10), the QP in error, the next WRITE flushed
-    // (IBV_WC_WR_FLUSH_ERR, 5), nothing landed at the server.
+    // IBV_WC_REM_ACCESS_ERR (10), the QP in error (IBV_QPS_ERR, 6), the
+    // next WRITE flushed (IBV_WC_WR_FLUSH_ERR, 5), nothing landed at the
+    // server, whose QP is in error too.
     let client = tagged_lines(&c2, "RKEY-CLIENT");
     let server = tagged_lines(&c1, "RKEY-SERVER");
     for (lines, want) in [
@@ -238,6 +241,10 @@ fn pingpong_and_perftest_run_over_ibtca() {
             "IBTCA-PROVIDER remote_bad_rkey PASS rkey=0x",
         ),
         (&client, "status=10 (remote access error)"),
+        (
+            &client,
+            "IBTCA-PROVIDER remote_bad_rkey_qp_err PASS ibv_query_qp: qp_state=6 cur_qp_state=6",
+        ),
         (
             &client,
             "IBTCA-PROVIDER remote_bad_rkey_flush PASS next WRITE (valid rkey): status=5 (Work Request Flushed Error)",
@@ -253,6 +260,10 @@ fn pingpong_and_perftest_run_over_ibtca() {
         (
             &server,
             "IBTCA-PROVIDER remote_bad_rkey_target PASS 4096 bytes untouched",
+        ),
+        (
+            &server,
+            "IBTCA-PROVIDER remote_bad_rkey_target_qp_err PASS ibv_query_qp: qp_state=6 cur_qp_state=6",
         ),
     ] {
         assert!(

@@ -21,6 +21,7 @@ mod qp_error;
 mod qp_map;
 mod send_queue;
 mod smp;
+mod transport_query;
 mod turn;
 pub mod wait;
 

@@ -7,6 +7,7 @@ use ibtca_protocol::mad::attr::PortState as IbPortState;
 use ibtca_protocol::mad::{smp_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
+use super::transport_query::TransportQuery;
 use super::Engine;
 use crate::dma::GuestMemory;
 use crate::regs;
@@ -105,9 +106,10 @@ impl Engine {
     pub(super) fn run_commands(&mut self, pi: u32) {
         self.cmdq.doorbell(pi);
         let mut agent = AgentCommands::new(&mut self.sma);
+        let mut commands = TransportQuery::new(&mut agent, &self.rc);
         let vectors = self
             .cmdq
-            .process_with(&self.mem, &mut self.verbs, &mut agent);
+            .process_with(&self.mem, &mut self.verbs, &mut commands);
         if agent.port_changed {
             self.apply_sma();
         }

@@ -1,7 +1,8 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
 //! forms, ALLOC_MR, DEREG_MR, ALLOC_MW of both types, QUERY_DEVICE,
 //! CREATE_CQ/QP with doorbell pages, QPs on SRQs,
-//! CREATE/MODIFY/QUERY/DESTROY_SRQ, and any other opcode), fast
+//! CREATE/MODIFY/QUERY/DESTROY_SRQ, QUERY_QP and MODIFY_QP of the QPs
+//! made, and any other opcode), fast
 //! registrations, window binds, invalidations, doorbells on any page (SRQ
 //! doorbells too, each followed by receives taken from the SRQ), doorbell
 //! records bound anywhere and read in any state, and local and remote
@@ -10,7 +11,8 @@
 //! (page tables among it).
 //!
 //! Invariants: a command's status is 0 with a reply or one of the errnos
-//! the device documents without one; every access a key check accepts
+//! the device documents without one; QUERY_QP answers with the QP's own
+//! state and type; every access a key check accepts
 //! translates to ranges that add up to its length and agree, byte for
 //! byte at each range's ends, with the region's own translation (its
 //! guest-physical start, or the copied page list); the page budget the
@@ -25,7 +27,7 @@ use vm_memory::ByteValued;
 
 use crate::dma::{DmaMaps, GuestMemory};
 use crate::verbs::abi::*;
-use crate::verbs::commands::execute;
+use crate::verbs::commands::{execute, Reply};
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::mr::RemoteRight;
@@ -254,6 +256,8 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         CMD_QUERY_SRQ,
         CMD_DESTROY_SRQ,
         raw_opcode,
+        CMD_QUERY_QP,
+        CMD_MODIFY_QP,
     ]);
     let mut params = [0u8; 48];
     let raw = input.bytes(48);
@@ -266,6 +270,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             CMD_MODIFY_SRQ | CMD_RESIZE_SRQ | CMD_QUERY_SRQ | CMD_DESTROY_SRQ => {
                 Made::pick(input, &made.srqs)
             }
+            CMD_QUERY_QP | CMD_MODIFY_QP => Made::pick(input, &made.qps),
             _ => Made::pick(input, &made.pds),
         };
         params[..4].copy_from_slice(&live.to_le_bytes());
@@ -309,6 +314,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
                 CMD_CREATE_CQ => made.cqs.push(r.out0),
                 CMD_CREATE_QP => made.qps.push(r.out0),
                 CMD_CREATE_SRQ => made.srqs.push(r.out0),
+                CMD_QUERY_QP => query_qp_answer(v, &params, &r),
                 _ => {}
             }
         }
@@ -317,6 +323,21 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             "command {opcode:#x}: status {status}"
         ),
     }
+}
+
+/// QUERY_QP's answer is the QP's: its state in out0 and in the reply, a
+/// state the device has, the reserved bytes zero.
+fn query_qp_answer(v: &Verbs, params: &[u8; 48], r: &Reply) {
+    let qpn = u32::from_le_bytes([params[0], params[1], params[2], params[3]]);
+    let qp = v.qps.get(qpn).expect("QUERY_QP answered for a live QP");
+    let mut a = QpAttr::default();
+    let data = r.data.expect("QUERY_QP replies with struct ibtca_qp_attr");
+    a.as_mut_slice()
+        .copy_from_slice(&data[..size_of::<QpAttr>()]);
+    assert_eq!(a.state, qp.state().to_abi(), "QUERY_QP state");
+    assert_eq!(r.out0, u32::from(a.state), "QUERY_QP out0");
+    assert_eq!(a.qp_type, qp.qp_type.to_abi());
+    assert_eq!((a.rsvd0.to_native(), a.rsvd), (0, [0; 12]));
 }
 
 /// A window bind (IBTCA_WR_BIND_MW) of any key to any key, often inside

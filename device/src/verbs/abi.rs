@@ -546,6 +546,8 @@ crate::regs::values! {
     CMD_CREATE_QP: u8 = 0x40;
     /// Command: modify a QP (params: struct ibtca_cmd_modify_qp).
     CMD_MODIFY_QP: u8 = 0x41;
+    /// Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there.
+    CMD_QUERY_QP: u8 = 0x42;
     /// Command: destroy a QP (params: struct ibtca_cmd_handle).
     CMD_DESTROY_QP: u8 = 0x43;
     /// Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it.
@@ -914,6 +916,57 @@ abi_struct! {
 }
 
 abi_struct! {
+    /// QUERY_QP reply, written over the command's params: the QP's state as
+    /// the device has it and the attributes the device applies. After
+    /// MODIFY_QP to RESET the attributes are zero again (a GSI QP keeps its
+    /// Q_Key).
+    QpAttr = "qp_attr" {
+        /// IBTCA_QPS_* state (IBTCA_QPS_ERR after an error completion or a
+        /// responder error, whatever the last MODIFY_QP said).
+        state: u8,
+        /// IBTCA_QPT_* type.
+        qp_type: u8,
+        /// IBTCA_MTU_* path MTU (0 before IBTCA_QP_ATTR_PATH).
+        path_mtu: u8,
+        /// Service level of the path.
+        sl: u8,
+        /// Local ACK timeout exponent.
+        timeout: u8,
+        /// Transport retry count.
+        retry_cnt: u8,
+        /// RNR retry count (7 = forever).
+        rnr_retry: u8,
+        /// Minimum RNR NAK timer code.
+        min_rnr_timer: u8,
+        /// Outstanding RDMA READ / atomic requests this QP may issue.
+        max_rd_atomic: u8,
+        /// Responder resources the device applies (max_qp_rd_atom unless
+        /// MODIFY_QP gave IBTCA_QP_ATTR_DEST_RD_ATOMIC).
+        max_dest_rd_atomic: u8,
+        /// Index into the port's P_Key table.
+        pkey_index: Le16,
+        /// Destination LID.
+        dlid: Le16,
+        /// Reserved, zero.
+        rsvd0: Le16,
+        /// Destination QP number.
+        dest_qpn: Le32,
+        /// Next PSN the QP sends: the transport's once an RC QP sends (RTS,
+        /// and ERR after RTS), else the SQ PSN MODIFY_QP set.
+        sq_psn: Le32,
+        /// Next PSN the QP expects: the transport's once an RC QP receives
+        /// (RTR, RTS, and ERR after RTR), else the RQ PSN MODIFY_QP set.
+        rq_psn: Le32,
+        /// RC: IBTCA_ACCESS_REMOTE_* rights. UD, SMI, GSI: 0.
+        access: Le32,
+        /// Q_Key (UD, SMI, GSI QPs; 0 for RC).
+        qkey: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 12],
+    }
+}
+
+abi_struct! {
     /// SET_PORT_CAPS parameters: PortInfo CapabilityMask bits (IBA
     /// numbering, as Linux's IB_PORT_*_SUP).
     CmdPortCaps = "cmd_port_caps" {
@@ -1062,6 +1115,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         CmdModifySrq::layout(),
         CmdResizeSrq::layout(),
         SrqAttr::layout(),
+        QpAttr::layout(),
         CmdDbRecord::layout(),
         CmdMad::layout(),
         CmdPortCaps::layout(),

@@ -155,7 +155,13 @@ impl CmdQueue {
             }
             let (status, reply) = match engine.run(mem, e.opcode, &e.params) {
                 Some(res) => status_of(res),
-                None => execute(verbs, mem, e.opcode, &e.params),
+                None => {
+                    let (status, mut reply) = execute(verbs, mem, e.opcode, &e.params);
+                    if let Some(r) = reply.as_mut() {
+                        engine.amend(e.opcode, &e.params, r);
+                    }
+                    (status, reply)
+                }
             };
             if status == 0 {
                 self.stats.ok += 1;

@@ -11,7 +11,8 @@ use super::abi::{
     CmdRegMr, CmdResizeSrq, CMD_ALLOC_MR, CMD_ALLOC_MW, CMD_ALLOC_MW_TYPE1, CMD_CREATE_CQ,
     CMD_CREATE_PD, CMD_CREATE_QP, CMD_CREATE_SRQ, CMD_DEALLOC_MW, CMD_DEREG_MR, CMD_DESTROY_CQ,
     CMD_DESTROY_PD, CMD_DESTROY_QP, CMD_DESTROY_SRQ, CMD_MODIFY_QP, CMD_MODIFY_SRQ,
-    CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_QUERY_SRQ, CMD_REG_MR, CMD_RESIZE_SRQ, DEVICE_ATTR_EXT,
+    CMD_QUERY_DEVICE, CMD_QUERY_PORT, CMD_QUERY_QP, CMD_QUERY_SRQ, CMD_REG_MR, CMD_RESIZE_SRQ,
+    DEVICE_ATTR_EXT,
 };
 use super::abi::{CmdDbRecord, CMD_CQ_DB_RECORD, CMD_QP_DB_RECORD};
 use super::{Verbs, VerbsError};
@@ -87,6 +88,16 @@ fn db_record(raw: &Params) -> Result<(u32, u64), VerbsError> {
 
 fn handle(raw: &Params) -> u32 {
     params::<CmdHandle>(raw).handle.to_native()
+}
+
+/// The handle of a query naming one object: the reserved bytes must be
+/// zero (`Invalid`).
+fn checked_handle(raw: &Params) -> Result<u32, VerbsError> {
+    let h: CmdHandle = params(raw);
+    if h.rsvd != [0; 44] {
+        return Err(VerbsError::Invalid);
+    }
+    Ok(h.handle.to_native())
 }
 
 /// A query takes no parameters: any non-zero byte is `Invalid` (so the
@@ -225,6 +236,14 @@ pub const COMMANDS: &[CommandDef] = &[
         run: |v, _, p| done(v.modify_qp(&params::<CmdModifyQp>(p))),
     },
     CommandDef {
+        opcode: CMD_QUERY_QP,
+        name: "QUERY_QP",
+        run: |v, _, p| {
+            let (out, attr) = v.query_qp(checked_handle(p)?)?;
+            Ok(Reply::with(out, &attr))
+        },
+    },
+    CommandDef {
         opcode: CMD_DESTROY_QP,
         name: "DESTROY_QP",
         run: |v, _, p| done(v.destroy_qp(handle(p))),
@@ -248,11 +267,7 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_QUERY_SRQ,
         name: "QUERY_SRQ",
         run: |v, _, p| {
-            let h: CmdHandle = params(p);
-            if h.rsvd != [0; 44] {
-                return Err(VerbsError::Invalid);
-            }
-            let (out, attr) = v.query_srq(h.handle.to_native())?;
+            let (out, attr) = v.query_srq(checked_handle(p)?)?;
             Ok(Reply::with(out, &attr))
         },
     },
@@ -290,6 +305,10 @@ pub trait EngineCommands {
         opcode: u8,
         raw: &Params,
     ) -> Option<Result<Reply, VerbsError>>;
+
+    /// Adds what the engine knows to the reply of a command the table ran
+    /// (QUERY_QP: the transport's running PSNs). Nothing by default.
+    fn amend(&mut self, _opcode: u8, _raw: &Params, _reply: &mut Reply) {}
 }
 
 /// No engine: every command goes to the table (tests, fuzzing).

@@ -23,6 +23,7 @@
 //! | `keys.rs` | seed 001 key memory and the invalidation walk |
 //! | `cq.rs` | completion queues |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
+//! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
 //! | `srq.rs` | shared receive queues: ring, limit event, commands |
 //! | `objects.rs` | object creation and destruction across tables |
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
@@ -43,6 +44,7 @@ pub mod mw;
 pub mod objects;
 pub mod pd;
 pub mod qp;
+pub mod qp_query;
 pub mod qp_state;
 pub mod ring;
 pub mod rkm_regs;
@@ -50,7 +52,7 @@ pub mod sgl;
 pub mod srq;
 pub mod table;
 #[cfg(test)]
-mod testmem;
+pub(crate) mod testmem;
 pub mod translate;
 
 pub use error::VerbsError;

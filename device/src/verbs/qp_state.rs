@@ -39,6 +39,16 @@ impl QpType {
         })
     }
 
+    /// The IBTCA_QPT_* value.
+    pub fn to_abi(self) -> u8 {
+        match self {
+            QpType::Rc => QPT_RC,
+            QpType::Ud => QPT_UD,
+            QpType::Smi => QPT_SMI,
+            QpType::Gsi => QPT_GSI,
+        }
+    }
+
     /// Whether the QP sends and receives datagrams (UD, SMI, GSI).
     pub fn is_datagram(self) -> bool {
         self != QpType::Rc

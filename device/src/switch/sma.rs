@@ -25,6 +25,7 @@ use ibtca_protocol::mad::MadStatus;
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
+use super::trap::TrapTarget;
 use crate::link::{HighPriority, Link};
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
@@ -135,15 +136,29 @@ impl SwitchSma {
     }
 
     /// External port `port`'s link came up or went down: its state, and
-    /// PortStateChange if that changed it.
-    pub fn link_changed(&mut self, port: u8, up: bool) {
+    /// PortStateChange if that changed it. Returns true if it did.
+    pub fn link_changed(&mut self, port: u8, up: bool) -> bool {
         let managed = self.managed;
         let Some(agent) = self.ports.get_mut(usize::from(port).wrapping_sub(1)) else {
-            return;
+            return false;
         };
-        if agent.link_changed(up, managed) {
+        let changed = agent.link_changed(up, managed);
+        if changed {
             self.info.port_state_change = true;
         }
+        changed
+    }
+
+    /// Where a trap goes: the SM's LID that port 0's PortInfo holds, if
+    /// the SM set it and the switch's LID (`trap.rs`).
+    pub fn trap_target(&self) -> Option<TrapTarget> {
+        let info = self.port0.info();
+        let known = |lid: u16| lid != 0 && lid <= MAX_UNICAST_LID;
+        (known(info.lid) && known(info.master_sm_lid)).then_some(TrapTarget {
+            own_lid: info.lid,
+            sm_lid: info.master_sm_lid,
+            subnet_timeout: info.subnet_timeout,
+        })
     }
 
     /// Tells each port whether it may carry data: without an SM always,

@@ -11,6 +11,10 @@
 //! SM, repeated every SubnetTimeOut until the SM's TrapRepress of its TID;
 //! without the SM's LID nothing is sent; a TrapRepress that is malformed
 //! or names another TID is ignored and counted, the trap goes on.
+//!
+//! A device whose host changes its capability mask (SET_PORT_CAPS: IsSM)
+//! sends trap 144 (informational, producer CA, the new mask) the same way,
+//! once the SM set its LID and the SM's.
 
 use std::time::{Duration, Instant};
 
@@ -319,4 +323,109 @@ fn an_unrepressed_trap_is_given_up_after_its_sends() {
     std::thread::sleep(INTERVAL * 3);
     assert!(f.sm.arrived_packets().is_empty());
     assert_eq!(f.sw.trap_counts().sent, c.sent);
+}
+
+/// The next packet for the SM, checked to be trap 144 from the device at
+/// `lid` carrying capability mask `caps`; returns its TID.
+fn next_trap_144(sm: &SmClient, lid: u16, caps: u32) -> u64 {
+    let packet = sm.next_packet();
+    let view = PacketView::parse(&packet).expect("a valid packet");
+    assert_eq!(
+        (view.lrh.vl, view.lrh.slid, view.lrh.dlid, view.bth.dest_qp),
+        (15, lid, SM_LID, QP0)
+    );
+    let smp = smp_of_packet(&view).expect("an SMP");
+    assert_eq!(
+        (smp.route, smp.method, smp.attr_id, smp.attr_mod),
+        (SmpRoute::Lid, method::TRAP, id::NOTICE, 0)
+    );
+    let mut details = [0u8; 54];
+    details[2..4].copy_from_slice(&lid.to_be_bytes());
+    details[6..10].copy_from_slice(&caps.to_be_bytes());
+    assert_eq!(
+        Notice::decode(&smp.data),
+        Notice {
+            generic: true,
+            notice_type: notice_type::INFO,
+            producer: producer::CA,
+            trap_number: trap::LOCAL_CHANGES,
+            issuer_lid: lid,
+            toggle: false,
+            count: 0,
+            details,
+        }
+    );
+    smp.tid
+}
+
+#[test]
+fn a_capability_mask_change_at_a_device_sends_trap_144() {
+    use ibtca_device::instance::InstanceConfig;
+    use ibtca_device::verbs::abi::{CmdPortCaps, CMD_SET_PORT_CAPS};
+    use ibtca_protocol::mad::attr::cap;
+    use ibtca_tests::sim_guest::SimGuest;
+    use ibtca_tests::TestServer;
+    use vm_memory::ByteValued;
+    const LID: u16 = 0x31;
+    let dir = TempDir::new("trap-144");
+    let path = dir.join("dev.link");
+    let cfg = InstanceConfig {
+        lid: 7,
+        sm_managed: true,
+        node_guid: 0x0200_0000_0000_0a44,
+        port_guid: 0x0200_0000_0000_0a44,
+        link: Some(LinkEndpoint::Listen(path.clone())),
+        ..InstanceConfig::default()
+    };
+    let server = TestServer::start_instance(dir, cfg);
+    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    let mut g = SimGuest::new(&server.socket, 4 << 20);
+    let mut set_caps = |set: u32, clear: u32| {
+        let c = CmdPortCaps {
+            set: set.into(),
+            clear: clear.into(),
+            ..Default::default()
+        };
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0
+    };
+    let port_info = |sm: &mut SmClient| {
+        let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+        PortInfo::decode(&ask(sm, get).data)
+    };
+    // No SM known yet: IsSM changes, no trap (the next packet the SM
+    // gets is the answer to its Get).
+    let with_sm = set_caps(cap::IS_SM, 0);
+    assert_ne!(with_sm & cap::IS_SM, 0);
+    let mut get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+    sm.send(&mut get, 0);
+    let (reply, _, _, _) = sm.next_smp();
+    assert_eq!((reply.method, reply.tid), (method::GET_RESP, get.tid));
+    let mut p = PortInfo::decode(&reply.data);
+    (p.lid, p.master_sm_lid, p.subnet_timeout) = (LID, SM_LID, SUBNET_TIMEOUT);
+    p.port_state = PortState::NoChange as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
+    set.data = p.encode();
+    assert_eq!(ask(&mut sm, set).status.0, 0);
+
+    // The host's SM goes away: IsSM cleared, trap 144 with the new mask,
+    // repeated with its TID until repressed.
+    let without = set_caps(0, cap::IS_SM);
+    assert_eq!(without, with_sm & !cap::IS_SM);
+    let tid = next_trap_144(&sm, LID, without);
+    assert_eq!(next_trap_144(&sm, LID, without), tid, "repeated");
+    let mut r = Notice::decode(&[0; 64]).trap_smp(tid);
+    r.method = method::TRAP_REPRESS;
+    sm.link
+        .send(smp_packet(&r, SM_LID, LID).build().unwrap())
+        .unwrap();
+    // A straggler sent before the repress may come, then nothing.
+    std::thread::sleep(INTERVAL * 10);
+    assert!(traps_among(&sm.arrived_packets(), tid) <= 1);
+    std::thread::sleep(INTERVAL * 10);
+    assert!(sm.arrived_packets().is_empty(), "repressed: no repeat");
+    assert_eq!(port_info(&mut sm).capability_mask, without);
+    // The same mask again is no change: no trap.
+    assert_eq!(set_caps(0, cap::IS_SM), without);
+    assert_eq!(port_info(&mut sm).capability_mask, without);
+    assert!(sm.arrived_packets().is_empty());
 }

@@ -46,6 +46,7 @@ use ibtca_protocol::encoded;
 
 use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15};
 
+pub use crate::sma::{TrapCounts, MAX_TRAP_SENDS};
 pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{
     record_bytes, record_bytes_of, Capture, Direction, ERF_TYPE_ATM, ERF_TYPE_INFINIBAND,
@@ -56,7 +57,6 @@ pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
 pub use mft::{is_multicast, Mft};
 pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
-pub use trap::{TrapCounts, MAX_SENDS as MAX_TRAP_SENDS};
 
 use crate::pma::Pma;
 use port::PortSlot;

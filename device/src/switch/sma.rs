@@ -1,4 +1,5 @@
-//! The switch's subnet management agent (port 0): NodeInfo,
+//! The switch's subnet management agent (port 0; its traps are
+//! `trap.rs`): NodeInfo,
 //! NodeDescription, SwitchInfo (with PortStateChange), PortInfo of port 0
 //! and of every external port, P_KeyTable, the linear and multicast
 //! forwarding tables, SLtoVLMappingTable and VLArbitrationTable.
@@ -25,11 +26,10 @@ use ibtca_protocol::mad::MadStatus;
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
-use super::trap::TrapTarget;
 use crate::link::{HighPriority, Link};
 use crate::sma::{
-    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
-    PKEY_CAP,
+    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, TrapTarget,
+    DEFAULT_PKEY, PKEY_CAP,
 };
 use crate::vl_config::MAX_DATA_VLS;
 
@@ -149,16 +149,10 @@ impl SwitchSma {
         changed
     }
 
-    /// Where a trap goes: the SM's LID that port 0's PortInfo holds, if
-    /// the SM set it and the switch's LID (`trap.rs`).
+    /// Where a trap goes: port 0's MasterSMLID, if the SM set it and the
+    /// switch's LID (`trap.rs`).
     pub fn trap_target(&self) -> Option<TrapTarget> {
-        let info = self.port0.info();
-        let known = |lid: u16| lid != 0 && lid <= MAX_UNICAST_LID;
-        (known(info.lid) && known(info.master_sm_lid)).then_some(TrapTarget {
-            own_lid: info.lid,
-            sm_lid: info.master_sm_lid,
-            subnet_timeout: info.subnet_timeout,
-        })
+        self.port0.trap_target()
     }
 
     /// Tells each port whether it may carry data: without an SM always,

@@ -211,12 +211,11 @@ fn a_link_change_sends_trap_128_until_the_sm_represses_it() {
     // No more repeats: a send already under way when the repress came may
     // still arrive, then nothing over ten intervals.
     std::thread::sleep(INTERVAL * 10);
-    let after = f.sw.trap_counts();
-    assert!(after.sent <= c.sent + 1, "{c:?} then {after:?}");
-    assert!(traps_among(&f.sm.arrived_packets(), tid) <= 1);
+    let mut late = traps_among(&f.sm.arrived_packets(), tid);
     std::thread::sleep(INTERVAL * 10);
-    assert_eq!(f.sw.trap_counts().sent, after.sent, "repressed: no repeat");
-    assert!(f.sm.arrived_packets().is_empty());
+    late += traps_among(&f.sm.arrived_packets(), tid);
+    assert!(late <= 1, "{late} traps after the repress");
+    assert_eq!(f.sw.trap_counts().sent, c.sent, "repressed: no repeat");
 
     // The link coming back is a new change: a new trap, a new TID.
     f.sw.port_up(2).unwrap();
@@ -418,11 +417,13 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     sm.link
         .send(smp_packet(&r, SM_LID, LID).build().unwrap())
         .unwrap();
-    // A straggler sent before the repress may come, then nothing.
+    // A straggler sent before the repress may come, then nothing (20
+    // intervals).
     std::thread::sleep(INTERVAL * 10);
-    assert!(traps_among(&sm.arrived_packets(), tid) <= 1);
+    let mut late = traps_among(&sm.arrived_packets(), tid);
     std::thread::sleep(INTERVAL * 10);
-    assert!(sm.arrived_packets().is_empty(), "repressed: no repeat");
+    late += traps_among(&sm.arrived_packets(), tid);
+    assert!(late <= 1, "repressed: no repeat ({late} late traps)");
     assert_eq!(port_info(&mut sm).capability_mask, without);
     // The same mask again is no change: no trap.
     assert_eq!(set_caps(0, cap::IS_SM), without);

@@ -171,3 +171,85 @@ impl TrapRepeats {
         self.counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibtca_protocol::mad::method;
+
+    fn target(subnet_timeout: u8) -> Option<TrapTarget> {
+        Some(TrapTarget {
+            own_lid: 0x30,
+            sm_lid: 1,
+            subnet_timeout,
+        })
+    }
+
+    fn notice(t: &TrapTarget) -> Notice {
+        Notice::link_state_change(t.own_lid)
+    }
+
+    fn repress_of(smp: &Smp) -> Smp {
+        let mut r = smp.clone();
+        r.method = method::TRAP_REPRESS;
+        r
+    }
+
+    #[test]
+    fn the_interval_is_the_subnet_timeout_clamped() {
+        let ms = |t| target(t).unwrap().interval().as_millis();
+        assert_eq!(ms(18), 1073, "OpenSM's default: 4.096 µs × 2^18");
+        assert_eq!(ms(14), 67);
+        assert_eq!(ms(0), 50, "at least 50 ms");
+        assert_eq!(ms(31), 8000, "at most 8 s");
+        assert_eq!(ms(0xff), 8000);
+    }
+
+    #[test]
+    fn a_trap_repeats_until_repressed_and_changes_ride_on_it() {
+        let t0 = Instant::now();
+        let mut r = TrapRepeats::new(0x7700_0000_0000_0000);
+        assert!(!r.raise(None, notice, t0), "no SM: nothing");
+        assert_eq!(r.counts().no_sm, 1);
+        assert_eq!(r.next_deadline(), None);
+        assert!(r.raise(target(14), notice, t0));
+        assert!(!r.raise(target(14), notice, t0), "rides on the first");
+        let (first, to) = r.due(t0).unwrap();
+        assert_eq!((first.tid, to.sm_lid), (0x7700_0000_0000_0001, 1));
+        assert!(r.due(t0).is_none(), "not again before the interval");
+        let next = r.next_deadline().unwrap();
+        assert_eq!(next - t0, to.interval());
+        let (again, _) = r.due(next).unwrap();
+        assert_eq!(again, first, "the same SubnTrap, the same TID");
+        let mut other = repress_of(&first);
+        other.tid += 1;
+        assert_eq!(r.repress(&other), None);
+        assert_eq!(r.repress(&first), None, "a trap is no repress");
+        assert_eq!(r.repress(&repress_of(&first)), Some(first.tid));
+        assert_eq!(r.next_deadline(), None);
+        assert!(r.due(next + Duration::from_secs(60)).is_none());
+        let c = r.counts();
+        assert_eq!(
+            (c.sent, c.repressed, c.stray_represses, c.unanswered),
+            (2, 1, 2, 0)
+        );
+        // The next change is a new trap with a new TID.
+        assert!(r.raise(target(14), notice, next));
+        assert_eq!(r.due(next).unwrap().0.tid, first.tid + 1);
+    }
+
+    #[test]
+    fn an_unanswered_trap_is_given_up_after_its_sends() {
+        let mut now = Instant::now();
+        let mut r = TrapRepeats::new(0);
+        r.raise(target(0), notice, now);
+        for _ in 0..MAX_SENDS {
+            assert!(r.due(now).is_some());
+            now = r.next_deadline().unwrap();
+        }
+        assert!(r.due(now).is_none(), "given up");
+        assert_eq!(r.next_deadline(), None);
+        let c = r.counts();
+        assert_eq!((c.sent, c.unanswered), (u64::from(MAX_SENDS), 1));
+    }
+}

@@ -360,6 +360,7 @@ fn next_trap_144(sm: &SmClient, lid: u16, caps: u32) -> u64 {
 #[test]
 fn a_capability_mask_change_at_a_device_sends_trap_144() {
     use ibtca_device::instance::InstanceConfig;
+    use ibtca_device::regs;
     use ibtca_device::verbs::abi::{CmdPortCaps, CMD_SET_PORT_CAPS};
     use ibtca_protocol::mad::attr::cap;
     use ibtca_tests::sim_guest::SimGuest;
@@ -379,7 +380,7 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     let server = TestServer::start_instance(dir, cfg);
     let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
     let mut g = SimGuest::new(&server.socket, 4 << 20);
-    let mut set_caps = |set: u32, clear: u32| {
+    let set_caps = |g: &mut SimGuest, set: u32, clear: u32| {
         let c = CmdPortCaps {
             set: set.into(),
             clear: clear.into(),
@@ -393,7 +394,8 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     };
     // No SM known yet: IsSM changes, no trap (the next packet the SM
     // gets is the answer to its Get).
-    let with_sm = set_caps(cap::IS_SM, 0);
+    assert_eq!(g.client.read32(0, regs::TRAPS_SENT), 0);
+    let with_sm = set_caps(&mut g, cap::IS_SM, 0);
     assert_ne!(with_sm & cap::IS_SM, 0);
     let mut get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
     sm.send(&mut get, 0);
@@ -408,7 +410,7 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
 
     // The host's SM goes away: IsSM cleared, trap 144 with the new mask,
     // repeated with its TID until repressed.
-    let without = set_caps(0, cap::IS_SM);
+    let without = set_caps(&mut g, 0, cap::IS_SM);
     assert_eq!(without, with_sm & !cap::IS_SM);
     let tid = next_trap_144(&sm, LID, without);
     assert_eq!(next_trap_144(&sm, LID, without), tid, "repeated");
@@ -417,6 +419,15 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     sm.link
         .send(smp_packet(&r, SM_LID, LID).build().unwrap())
         .unwrap();
+    // BAR0 counts the device's traps.
+    let bar0 = |g: &mut SimGuest, reg| g.client.read32(0, reg);
+    let deadline = Instant::now() + WAIT;
+    while bar0(&mut g, regs::TRAPS_REPRESSED) != 1 {
+        assert!(Instant::now() < deadline, "TRAPS_REPRESSED never 1");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = bar0(&mut g, regs::TRAPS_SENT);
+    assert!(sent >= 2, "TRAPS_SENT {sent}");
     // A straggler sent before the repress may come, then nothing (20
     // intervals).
     std::thread::sleep(INTERVAL * 10);
@@ -424,9 +435,10 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     std::thread::sleep(INTERVAL * 10);
     late += traps_among(&sm.arrived_packets(), tid);
     assert!(late <= 1, "repressed: no repeat ({late} late traps)");
+    assert_eq!(bar0(&mut g, regs::TRAPS_SENT), sent);
     assert_eq!(port_info(&mut sm).capability_mask, without);
     // The same mask again is no change: no trap.
-    assert_eq!(set_caps(0, cap::IS_SM), without);
+    assert_eq!(set_caps(&mut g, 0, cap::IS_SM), without);
     assert_eq!(port_info(&mut sm).capability_mask, without);
     assert!(sm.arrived_packets().is_empty());
 }

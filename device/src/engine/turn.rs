@@ -23,6 +23,9 @@ impl Engine {
     pub fn on_timers(&mut self, now: Instant) {
         let trap = self.sma.due_trap(now);
         let trapped = trap.is_some();
+        if trapped {
+            self.port_state.set_traps(self.sma.trap_counts());
+        }
         self.outbox.packets.extend(trap);
         if self
             .rc

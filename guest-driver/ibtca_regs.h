@@ -108,6 +108,10 @@
 #define IBTCA_REG_DB_SRQ                   0x1b0
 /* Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver. (RO) */
 #define IBTCA_REG_DOORBELLS                0x1d0
+/* Traps the port's agent sent to the subnet manager since the device started (trap 144 when the host changes the capability mask, first sends and repeats; wraps). (RO) */
+#define IBTCA_REG_TRAPS_SENT               0x1e8
+/* Of those traps, the ones the subnet manager repressed (SubnTrapRepress of their TID). (RO) */
+#define IBTCA_REG_TRAPS_REPRESSED          0x1ec
 
 /* PCI vendor ID: 0x1234, which QEMU's emulated-only devices use and the PCI ID database gives to no company. */
 #define IBTCA_PCI_VENDOR_ID                0x1234

@@ -179,6 +179,8 @@ impl Bar0 {
             }
             regs::ERROR_COUNT => self.error_count,
             regs::DOORBELLS => self.doorbells,
+            regs::TRAPS_SENT => self.port.state.traps().0,
+            regs::TRAPS_REPRESSED => self.port.state.traps().1,
             regs::DMA_ADDR_LO => self.dma_addr as u32,
             regs::DMA_ADDR_HI => (self.dma_addr >> 32) as u32,
             regs::DMA_LEN => self.dma_len,

@@ -159,6 +159,10 @@ registers! {
     DB_SRQ = 0x1b0, "WO";
     /// Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver.
     DOORBELLS = 0x1d0, "RO";
+    /// Traps the port's agent sent to the subnet manager since the device started (trap 144 when the host changes the capability mask, first sends and repeats; wraps).
+    TRAPS_SENT = 0x1e8, "RO";
+    /// Of those traps, the ones the subnet manager repressed (SubnTrapRepress of their TID).
+    TRAPS_REPRESSED = 0x1ec, "RO";
 }
 
 values! {

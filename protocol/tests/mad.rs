@@ -357,3 +357,97 @@ fn an_smp_travels_as_a_ud_send_to_qp0_on_vl15() {
     );
     assert_eq!(smp_of_packet(&view), Ok(smp));
 }
+
+#[test]
+fn a_trap_128_notice_sits_where_iba_says() {
+    use ibtca_protocol::mad::attr::{notice_type, producer, trap, Notice};
+    let n = Notice::link_state_change(0x1234);
+    let smp = n.trap_smp(0x0a0b_0c0d_0e0f_1011);
+    let b = smp.to_bytes();
+    // LID-routed SubnTrap of a Notice, modifier 0.
+    assert_eq!(&b[..4], &[1, 0x01, 1, 0x05]);
+    assert_eq!(&b[8..16], &0x0a0b_0c0d_0e0f_1011u64.to_be_bytes());
+    assert_eq!(&b[16..18], &[0, 0x02]);
+    assert_eq!(&b[20..24], &[0; 4]);
+    // IsGeneric, type Urgent; producer Switch; trap 128; issuer LID;
+    // toggle and count 0; DataDetails: the switch's LID.
+    assert_eq!(
+        &b[64..76],
+        &[0x81, 0, 0, 2, 0, 128, 0x12, 0x34, 0, 0, 0x12, 0x34]
+    );
+    assert!(b[76..128].iter().all(|x| *x == 0));
+    let back = Notice::decode(&Smp::parse(&b).unwrap().data);
+    assert_eq!(back, n);
+    assert_eq!(
+        (
+            back.generic,
+            back.notice_type,
+            back.producer,
+            back.trap_number,
+            back.switch_lid()
+        ),
+        (
+            true,
+            notice_type::URGENT,
+            producer::SWITCH,
+            trap::LINK_STATE_CHANGE,
+            0x1234
+        )
+    );
+}
+
+#[test]
+fn notice_fields_keep_to_their_bits() {
+    use ibtca_protocol::mad::attr::{producer, trap, Notice};
+    let n = Notice::capability_mask_change(7, producer::CA, 0x0251_0a6a);
+    let b = n.encode();
+    assert_eq!(&b[..10], &[0x84, 0, 0, 1, 0, 144, 0, 7, 0, 0]);
+    assert_eq!(&b[12..14], &[0, 7], "LIDADDR at DataDetails 2");
+    assert_eq!(
+        &b[16..20],
+        &[0x02, 0x51, 0x0a, 0x6a],
+        "mask at DataDetails 6"
+    );
+    assert_eq!(Notice::decode(&b).new_capability_mask(), 0x0251_0a6a);
+    assert_eq!(Notice::decode(&b).trap_number, trap::LOCAL_CHANGES);
+    // A vendor notice with toggle and a full count; over-wide fields cut.
+    let v = Notice {
+        generic: false,
+        notice_type: 0xff,
+        producer: 0xfe12_3456,
+        trap_number: 0xbeef,
+        issuer_lid: 1,
+        toggle: true,
+        count: 0xffff,
+        ..Notice::default()
+    };
+    let b = v.encode();
+    assert_eq!(
+        &b[..10],
+        &[0x7f, 0x12, 0x34, 0x56, 0xbe, 0xef, 0, 1, 0xff, 0xff]
+    );
+    let back = Notice::decode(&b);
+    assert_eq!(
+        (back.notice_type, back.producer, back.toggle, back.count),
+        (0x7f, 0x12_3456, true, 0x7fff)
+    );
+}
+
+#[test]
+fn only_a_trap_repress_of_a_notice_names_a_tid() {
+    use ibtca_protocol::mad::attr::Notice;
+    let trap = Notice::link_state_change(5).trap_smp(42);
+    assert_eq!(Notice::repressed_tid(&trap), None, "a trap is no repress");
+    let mut repress = trap.clone();
+    repress.method = method::TRAP_REPRESS;
+    assert_eq!(Notice::repressed_tid(&repress), Some(42));
+    let mut other = repress.clone();
+    other.attr_id = attr::id::PORT_INFO;
+    assert_eq!(Notice::repressed_tid(&other), None, "not a Notice");
+    let mut old = repress.clone();
+    old.class_version = 2;
+    assert_eq!(Notice::repressed_tid(&old), None, "class version 2");
+    let mut bad = repress.to_bytes();
+    bad[0] = 2;
+    assert_eq!(Notice::repressed_tid(&Smp::parse(&bad).unwrap()), None);
+}

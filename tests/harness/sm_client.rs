@@ -83,6 +83,17 @@ impl SmClient {
         }
     }
 
+    /// The packets that arrived and wait unread (never blocks).
+    pub fn arrived_packets(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Ok(ev) = self.rx.try_recv() {
+            if let LinkEvent::Packet(p) = ev {
+                out.push(p);
+            }
+        }
+        out
+    }
+
     /// The next SMP that arrives, with the LRH's VL, SLID and DLID.
     pub fn next_smp(&self) -> (Smp, u8, u16, u16) {
         let p = self.next_packet();

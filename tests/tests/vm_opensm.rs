@@ -31,6 +31,11 @@
 //!   routes as before, and `ibv_rc_pingpong` n1 → n3 and n1 → n4 run;
 //! - `ibportstate` in n1 gives n4's Active port LID 9: n4's guest gets
 //!   a LID-change event (`IB_EVENT_LID_CHANGE`) and sysfs shows the LID;
+//! - traps: `right` sent trap 128 when n4's link went down, `left` when
+//!   `right` restarted; OpenSM (logging at VERBOSE, `-D 0x07`) received
+//!   each from that switch's LID, forced a heavy sweep for it, and that
+//!   heavy sweep was its next sweep (no light sweep between), ending in
+//!   SUBNET UP; `ibtca-fabric stats` shows the traps repressed;
 //! - afterwards `ibtca-fabric stats` shows every switch port up.
 //!
 //! All four guests boot (n2, n3, n4 are ping and ping-pong peers).
@@ -52,6 +57,50 @@ const TOPOLOGY: &str = "sm-four-nodes-two-switches.json";
 const GUEST_TIMEOUT: Duration = Duration::from_secs(1500);
 const OPENSM_LOG: &str = "/ibtca/opensm.log";
 const PORT_STATE: &str = "/sys/class/infiniband/ibtca0/ports/1/state";
+
+/// The topology file at `from`, written to `to` with OpenSM's log flags
+/// ERROR, INFO and VERBOSE (`-D 0x07`): VERBOSE has "Forcing heavy sweep.
+/// Received trap:N" and the sweeps' banners.
+fn verbose_opensm(from: &str, to: &std::path::Path) -> String {
+    let mut topo: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+    let options = topo["sm_options"].as_array_mut().expect("sm_options");
+    options.extend(["-D", "0x07"].map(serde_json::Value::from));
+    std::fs::write(to, topo.to_string()).unwrap();
+    to.display().to_string()
+}
+
+/// Checks, in OpenSM's log after its first SUBNET UP, that it received trap
+/// 128 from the switch at `lid`, forced a heavy sweep for it, swept heavy
+/// next (no light sweep first: the trap, not the 10 s light sweep, made it
+/// sweep) and reached SUBNET UP. Returns the trap's line.
+fn trap_swept(log: &str, lid: u16) -> &str {
+    let first_up = log.find("SUBNET UP").expect("a first SUBNET UP");
+    let lines: Vec<&str> = log[first_up..].lines().collect();
+    let from = format!(" from LID:{lid} ");
+    let after = |start: usize, what: &dyn Fn(&str) -> bool| {
+        (start..lines.len())
+            .find(|i| what(lines[*i]))
+            .unwrap_or_else(|| panic!("after line {start} of:\n{}", lines.join("\n")))
+    };
+    let trap = after(0, &|l| {
+        l.contains("Received Generic Notice type:1 num:128 (Link state change) Producer:2")
+            && l.contains(&from)
+    });
+    let forced = after(trap, &|l| {
+        l.contains("Forcing heavy sweep. Received trap:128")
+    });
+    let sweep = after(forced, &|l| {
+        l.contains("INITIATING HEAVY SWEEP") || l.contains("INITIATING LIGHT SWEEP")
+    });
+    assert!(
+        lines[sweep].contains("HEAVY"),
+        "a light sweep came before the trap's heavy sweep:\n{}",
+        lines[trap..=sweep].join("\n")
+    );
+    after(sweep, &|l| l.contains("SUBNET UP"));
+    lines[trap]
+}
 
 /// A (GUID, port) end of a link.
 type PortEnd = (u64, u8);
@@ -251,7 +300,7 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let run = dir.join("run");
     let run_s = run.display().to_string();
     let down = Down(run.clone());
-    let topo = config(TOPOLOGY);
+    let topo = verbose_opensm(&config(TOPOLOGY), &dir.join("topology.json"));
     let plan = ibtca_fabric::plan(
         &ibtca_fabric::parse(&std::fs::read_to_string(&topo).unwrap()).unwrap(),
         &run,
@@ -354,9 +403,13 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     // back, and the ping-pong server runs again.
     let switch_watch = |n: &str| {
         [
+            // By the port-down events, not by polling the state: with
+            // `left`'s trap the SM makes the port Active again within a
+            // second, between two polls.
             format!(
-                "echo IBTCA-OSM {n} watching switch; while grep -q ACTIVE {PORT_STATE}; do sleep 1; done; \
-                 echo IBTCA-OSM {n} left active: $(cat {PORT_STATE})"
+                "d0=$(dmesg | grep -c 'port event down'); echo IBTCA-OSM {n} watching switch; \
+                 until [ $(dmesg | grep -c 'port event down') -gt $d0 ]; do sleep 1; done; \
+                 echo IBTCA-OSM {n} left active"
             ),
             format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done; echo IBTCA-OSM {n} active after switch"),
             tagged(&format!("PP{}B-SERVER", &n[1..]), "ibv_rc_pingpong -d ibtca0"),
@@ -731,9 +784,24 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     );
     assert!(c4.contains("port event lid change"), "{c4}");
 
-    // Every switch port up again.
+    // Traps: n4's link going down made `right` send trap 128, `right`
+    // restarting made `left` send one (the new `right` does not know the
+    // SM yet); each made OpenSM sweep at once.
+    let link_trap = trap_swept(&opensm_log, switch_lid("right"));
+    let restart_trap = trap_swept(&opensm_log, switch_lid("left"));
+    eprintln!("OpenSM: {link_trap}\nOpenSM: {restart_trap}");
+
+    // Every switch port up again; the switches' traps were repressed.
     let out = fabric(&["stats", "--run-dir", &run_s]);
     let stats = text(&out);
+    // `left` ran throughout (the restarted `right` counts afresh).
+    let left_traps: serde_json::Value = stats
+        .lines()
+        .skip_while(|l| *l != "switch left")
+        .find_map(|l| l.trim().strip_prefix("traps to the SM: "))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_else(|| panic!("left's traps: {stats}"));
+    assert!(left_traps["repressed"].as_u64() > Some(0), "{stats}");
     let ports: Vec<&str> = stats
         .lines()
         .filter(|l| l.trim_start().starts_with("port "))

@@ -402,6 +402,14 @@ fn stats_command(run_dir: &Path) -> Result<(), String> {
         let ports: serde_json::Value = serde_json::from_str(json)
             .map_err(|e| format!("{}: bad reply `{reply}`: {e}", sw.name))?;
         out!("switch {}", sw.name);
+        if let Ok(traps) =
+            control::request(&launch::switch_control_path(run_dir, &sw.name), "traps")
+        {
+            out!(
+                "  traps to the SM: {}",
+                traps.strip_prefix("ok ").unwrap_or(&traps)
+            );
+        }
         for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
             let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
             out!(

@@ -1,6 +1,7 @@
 //! The port's state, LID and asynchronous events as the engine sets them
 //! and BAR0 shows them (PORT_STATE, PORT_LID, EVENT_VECTOR, EVENT_CAUSE,
-//! PORT_EVENTS).
+//! PORT_EVENTS), and the agent's trap counters (TRAPS_SENT,
+//! TRAPS_REPRESSED).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ pub struct PortState {
     vector: AtomicU32,
     /// The LID the subnet manager gave the port; [`NO_SM_LID`] until then.
     sm_lid: AtomicU32,
+    /// Traps sent and repressed.
+    traps: [AtomicU32; 2],
 }
 
 /// [`PortState::sm_lid`] before any SM set a LID.
@@ -32,7 +35,24 @@ impl PortState {
             cause: AtomicU32::new(0),
             vector: AtomicU32::new(0),
             sm_lid: AtomicU32::new(NO_SM_LID),
+            traps: [AtomicU32::new(0), AtomicU32::new(0)],
         })
+    }
+
+    /// Traps the agent sent and those the SM repressed (TRAPS_SENT,
+    /// TRAPS_REPRESSED).
+    pub fn traps(&self) -> (u32, u32) {
+        let [sent, repressed] = &self.traps;
+        (
+            sent.load(Ordering::Relaxed),
+            repressed.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(super) fn set_traps(&self, counts: crate::sma::TrapCounts) {
+        let [sent, repressed] = &self.traps;
+        sent.store(counts.sent as u32, Ordering::Relaxed);
+        repressed.store(counts.repressed as u32, Ordering::Relaxed);
     }
 
     /// The LID the subnet manager set (PortInfo), if it set one: BAR0's

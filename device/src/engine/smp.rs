@@ -98,6 +98,8 @@ impl Engine {
         if self.sma.stats().for_sm != for_sm {
             self.smp_for_sm(view);
         }
+        // A TrapRepress, maybe.
+        self.port_state.set_traps(self.sma.trap_counts());
     }
 
     /// The command queue's doorbell: runs the new commands (SMA_MAD by the

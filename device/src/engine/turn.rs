@@ -1,4 +1,5 @@
-//! The engine's turns without an event: expired transport timers, and the
+//! The engine's turns without an event: expired transport timers and the
+//! agent's trap repeats (`sma/trap.rs`), and the
 //! responders' READ responses (seed 004), served RKM_READ_BUDGET packets
 //! per QP per turn between the events that drive the QPs' requesters.
 
@@ -17,14 +18,21 @@ impl Engine {
         self.rkm = rkm;
     }
 
-    /// Runs expired timers, and a turn of READ responses.
+    /// Runs expired timers (the agent's trap too), and a turn of READ
+    /// responses.
     pub fn on_timers(&mut self, now: Instant) {
+        let trap = self.sma.due_trap(now);
+        let trapped = trap.is_some();
+        if trapped {
+            self.port_state.set_traps(self.sma.trap_counts());
+        }
+        self.outbox.packets.extend(trap);
         if self
             .rc
             .values()
             .all(|q| q.next_deadline().is_none_or(|d| d > now))
         {
-            if self.responses_due() {
+            if self.responses_due() || trapped {
                 self.pin_memory();
                 self.flush(now);
             }
@@ -57,7 +65,8 @@ impl Engine {
         if self.responses_due() {
             return Some(Instant::now());
         }
-        self.rc.values().filter_map(RcQp::next_deadline).min()
+        let rc = self.rc.values().filter_map(RcQp::next_deadline);
+        rc.chain(self.sma.next_trap_deadline()).min()
     }
 
     /// Whether a QP owes responses and the budget lets them go.

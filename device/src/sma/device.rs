@@ -3,24 +3,32 @@
 //! and its SMPs on the wire (LID-routed, or directed with the device at
 //! the end of the path or of its LID-routed last part).
 //!
+//! A capability mask change the host makes (SET_PORT_CAPS: IsSM) raises
+//! trap 144 to the SM once it is known (`trap.rs`), repeated on the
+//! engine's timers until the SM's TrapRepress.
+//!
 //! SMInfo, responses and traps belong to the SM: they are counted and
 //! dropped here until QP0 reaches the guest (the guest's SM then gets
 //! them through the driver's QP0, `process_mad` for its own port).
 
+use std::time::Instant;
+
 use ibtca_protocol::mad::attr::{
-    id, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
+    id, producer, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, Notice, PortInfo, PortState,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
 use super::{
     answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, PortAgent,
-    DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
+    TrapCounts, TrapRepeats, DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
 };
 
 /// The PCI device ID, also NodeInfo's DeviceID.
 const DEVICE_ID: u16 = 0x7ca0;
+/// High bits of a device's trap TIDs (the low bits count).
+const TRAP_TID_BASE: u64 = 0x7ca0_9000_0000_0000;
 
 /// What the agent counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,6 +65,7 @@ pub struct DeviceSma {
     guids: [u64; GUID_CAP],
     managed: bool,
     stats: SmaStats,
+    traps: TrapRepeats,
 }
 
 impl DeviceSma {
@@ -86,6 +95,7 @@ impl DeviceSma {
             guids,
             managed,
             stats: SmaStats::default(),
+            traps: TrapRepeats::new(TRAP_TID_BASE),
         }
     }
 
@@ -138,8 +148,43 @@ impl DeviceSma {
 
     /// The host sets or clears its capability bits (IsSM); returns the
     /// port's capability mask.
+    /// A change raises trap 144 (informational, producer CA, the new
+    /// mask) if the SM is known.
     pub fn set_host_caps(&mut self, set: u32, clear: u32) -> u32 {
-        self.port.set_host_caps(set, clear)
+        let before = self.port.info().capability_mask;
+        let caps = self.port.set_host_caps(set, clear);
+        if caps != before {
+            let target = self.port.trap_target();
+            let notice = |t: &super::TrapTarget| {
+                Notice::capability_mask_change(t.own_lid, producer::CA, caps)
+            };
+            self.traps.raise(target, notice, Instant::now());
+        }
+        caps
+    }
+
+    /// The trap due at `now` as a packet to the SM (counted as sent), if
+    /// one is.
+    pub fn due_trap(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let (smp, target) = self.traps.due(now)?;
+        let packet = smp_packet(&smp, target.own_lid, target.sm_lid).build().ok();
+        tracing::info!(
+            tid = format_args!("{:#x}", smp.tid),
+            sm_lid = target.sm_lid,
+            counts = ?self.traps.counts(),
+            "trap 144 (capability mask change) to the SM"
+        );
+        packet
+    }
+
+    /// When the outstanding trap is next due.
+    pub fn next_trap_deadline(&self) -> Option<Instant> {
+        self.traps.next_deadline()
+    }
+
+    /// The trap counters.
+    pub fn trap_counts(&self) -> TrapCounts {
+        self.traps.counts()
     }
 
     /// Handles a packet to QP0.
@@ -164,6 +209,11 @@ impl DeviceSma {
         if smp.route == SmpRoute::Directed
             && directed::on_receive(&mut smp, false, 1, 1) != DrStep::Deliver
         {
+            return None;
+        }
+        if smp.method == method::TRAP_REPRESS {
+            let tid = self.traps.repress(&smp);
+            tracing::info!(tid = ?tid, counts = ?self.traps.counts(), "TrapRepress from the SM");
             return None;
         }
         let mut reply = match answer(self, smp, 1) {

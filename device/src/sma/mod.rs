@@ -9,6 +9,7 @@
 //! - `mkey.rs`: the M_Key and its protection levels.
 //! - `port.rs`: a port's PortInfo and its state machine.
 //! - `device.rs`: a channel adapter's attributes and its SMPs on the wire.
+//! - `trap.rs`: a node's trap to the SM, its repeats and TrapRepress.
 //!
 //! The codec (SMP layout, attributes, directed-route steps) is
 //! `ibtca_protocol::mad`.
@@ -18,10 +19,12 @@ mod mkey;
 mod port;
 #[cfg(test)]
 mod tests;
+mod trap;
 
 pub use device::{DeviceSma, SmaStats, SmpOutcome};
 pub use mkey::{MKey, MKeyCheck};
 pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
+pub use trap::{TrapCounts, TrapRepeats, TrapTarget, MAX_SENDS as MAX_TRAP_SENDS};
 
 use ibtca_protocol::mad::attr::{id, Block};
 use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};
@@ -69,8 +72,9 @@ pub enum Answer {
     /// It is for the subnet manager (SMInfo, a response, a trap): not the
     /// agent's.
     ForSm(Smp),
-    /// Nothing goes back: a failed M_Key check, or a TrapRepress (this
-    /// agent sends no traps).
+    /// Nothing goes back: a failed M_Key check, or a TrapRepress (the
+    /// device's and the switch's agents take theirs before they get here,
+    /// `trap.rs`).
     Nothing,
 }
 

@@ -100,6 +100,18 @@ impl PortAgent {
         self.info.lid
     }
 
+    /// Where the port's traps go: the SM's LID (MasterSMLID), once the SM
+    /// set it and the port's LID (`trap.rs`).
+    pub fn trap_target(&self) -> Option<super::TrapTarget> {
+        let i = &self.info;
+        let known = |lid: u16| lid != 0 && lid <= MAX_UNICAST_LID;
+        (known(i.lid) && known(i.master_sm_lid)).then_some(super::TrapTarget {
+            own_lid: i.lid,
+            sm_lid: i.master_sm_lid,
+            subnet_timeout: i.subnet_timeout,
+        })
+    }
+
     /// The port's state.
     pub fn state(&self) -> PortState {
         PortState::from_bits(self.info.port_state).unwrap_or(PortState::Down)

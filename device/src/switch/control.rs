@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! stats                      ok [{"port":1,"up":true,...},...]
+//! traps                      ok {"sent":N,"repressed":N,...} (port 0's traps)
 //! down PORT | up PORT        take a port's link down / start it again
 //! faults PORT SPEC|none      drop:N,dup:N,reorder:N,corrupt:N,seed:N (per mille)
 //! delay PORT MICROSECONDS    hold what the port sends
@@ -56,6 +57,19 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
     serde_json::Value::Array(ports)
 }
 
+/// Port 0's trap counters as JSON (`trap.rs`).
+pub fn traps_json(switch: &Switch) -> serde_json::Value {
+    let t = switch.trap_counts();
+    serde_json::json!({
+        "sent": t.sent,
+        "repressed": t.repressed,
+        "unanswered": t.unanswered,
+        "stray_represses": t.stray_represses,
+        "no_sm": t.no_sm,
+        "unrouted": t.unrouted,
+    })
+}
+
 fn port_arg(arg: Option<&str>) -> Result<u8, String> {
     arg.and_then(|a| a.parse().ok())
         .ok_or_else(|| "needs a port number".to_owned())
@@ -69,6 +83,7 @@ pub fn execute(switch: &Switch, line: &str) -> String {
     let arg2 = words.next();
     let result: Result<String, String> = (|| match cmd {
         "stats" => Ok(stats_json(switch).to_string()),
+        "traps" => Ok(traps_json(switch).to_string()),
         "down" => {
             let p = port_arg(arg1)?;
             switch.port_down(p).map_err(|e| e.to_string())?;
@@ -104,7 +119,7 @@ pub fn execute(switch: &Switch, line: &str) -> String {
             Ok(format!("port {p} delay {us} us"))
         }
         _ => Err(format!(
-            "unknown command `{cmd}` (stats, down P, up P, faults P SPEC|none, delay P US)"
+            "unknown command `{cmd}` (stats, traps, down P, up P, faults P SPEC|none, delay P US)"
         )),
     })();
     match result {

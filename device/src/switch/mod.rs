@@ -35,6 +35,7 @@ mod sma;
 mod smp;
 pub mod spec;
 mod stats;
+mod trap;
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -45,6 +46,7 @@ use ibtca_protocol::encoded;
 
 use crate::link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15};
 
+pub use crate::sma::{TrapCounts, MAX_TRAP_SENDS};
 pub use crate::vl_config::SL2VL_IDENTITY;
 pub use capture::{
     record_bytes, record_bytes_of, Capture, Direction, ERF_TYPE_ATM, ERF_TYPE_INFINIBAND,
@@ -59,6 +61,7 @@ pub use stats::{DropReason, PortStats};
 use crate::pma::Pma;
 use port::PortSlot;
 use sma::SwitchSma;
+use trap::Traps;
 
 /// What a switch is.
 #[derive(Debug, Clone)]
@@ -129,6 +132,8 @@ struct Core {
     sma: Mutex<SwitchSma>,
     /// Port 0's performance management agent.
     pma: Mutex<Pma>,
+    /// Port 0's traps to the SM (`trap.rs`).
+    traps: Traps,
 }
 
 /// A running switch. Stops (and joins every port's threads) on
@@ -137,6 +142,8 @@ pub struct Switch {
     core: Arc<Core>,
     /// One delay-line thread per port.
     delayers: Vec<JoinHandle<()>>,
+    /// The thread that sends and repeats traps.
+    trapper: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -188,6 +195,7 @@ impl Switch {
         let core = Arc::new(Core {
             sma: Mutex::new(sma),
             pma: Mutex::new(Pma::default()),
+            traps: Traps::default(),
             mft: Mft::default(),
             name: cfg.name,
             guid: cfg.guid,
@@ -200,7 +208,15 @@ impl Switch {
         let mut switch = Switch {
             core,
             delayers: Vec::with_capacity(n),
+            trapper: None,
         };
+        let core = Arc::clone(&switch.core);
+        switch.trapper = Some(
+            std::thread::Builder::new()
+                .name("ibtca-sw-trap".into())
+                .spawn(move || core.run_traps())
+                .map_err(|source| SwitchError::Io { port: 0, source })?,
+        );
         for i in 0..n {
             let core = Arc::clone(&switch.core);
             let port = port_number(i);
@@ -241,6 +257,11 @@ impl Switch {
     pub fn sma_counts(&self) -> (u64, u64, u64) {
         let sma = self.core.sma();
         (sma.smps_served, sma.smps_dropped, sma.m_key_violations)
+    }
+
+    /// Port 0's trap counters: traps sent, repressed, given up.
+    pub fn trap_counts(&self) -> TrapCounts {
+        self.core.traps.counts()
     }
 
     /// Counters of `port` (1-based); `None` if there is no such port.
@@ -392,6 +413,10 @@ impl Drop for Switch {
                 self.core.credit_done(tag);
             }
         }
+        self.core.traps.stop();
+        if self.trapper.take().is_some_and(|t| t.join().is_err()) {
+            tracing::error!("switch trap thread panicked");
+        }
         for t in self.delayers.drain(..) {
             if t.join().is_err() {
                 tracing::error!("switch delay thread panicked");
@@ -439,12 +464,15 @@ impl Core {
             LinkEvent::Packet(packet) => self.forward(port, slot, packet),
             LinkEvent::Up { peer } => {
                 slot.set_up(Some(peer));
-                let managed = {
+                let (managed, trap) = {
                     let mut sma = self.sma();
-                    sma.link_changed(port, true);
+                    let changed = sma.link_changed(port, true);
                     sma.gate_ports(&self.slots);
-                    sma.managed()
+                    (sma.managed(), changed.then(|| sma.trap_target()))
                 };
+                if let Some(target) = trap {
+                    self.traps.port_state_changed(target);
+                }
                 if !managed && self.lft.learn(peer.lid, port) {
                     tracing::info!(switch = %self.name, port, lid = peer.lid, "route learned");
                 }
@@ -459,9 +487,13 @@ impl Core {
             LinkEvent::Down { reason } => {
                 slot.set_up(None);
                 let mut sma = self.sma();
-                sma.link_changed(port, false);
+                let changed = sma.link_changed(port, false);
                 sma.gate_ports(&self.slots);
+                let target = sma.trap_target();
                 drop(sma);
+                if changed {
+                    self.traps.port_state_changed(target);
+                }
                 tracing::info!(switch = %self.name, port, %reason, "port down");
             }
         }

@@ -1,4 +1,5 @@
-//! The switch's subnet management agent (port 0): NodeInfo,
+//! The switch's subnet management agent (port 0; its traps are
+//! `trap.rs`): NodeInfo,
 //! NodeDescription, SwitchInfo (with PortStateChange), PortInfo of port 0
 //! and of every external port, P_KeyTable, the linear and multicast
 //! forwarding tables, SLtoVLMappingTable and VLArbitrationTable.
@@ -27,8 +28,8 @@ use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use crate::link::{HighPriority, Link};
 use crate::sma::{
-    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, DEFAULT_PKEY,
-    PKEY_CAP,
+    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, TrapTarget,
+    DEFAULT_PKEY, PKEY_CAP,
 };
 use crate::vl_config::MAX_DATA_VLS;
 
@@ -135,15 +136,23 @@ impl SwitchSma {
     }
 
     /// External port `port`'s link came up or went down: its state, and
-    /// PortStateChange if that changed it.
-    pub fn link_changed(&mut self, port: u8, up: bool) {
+    /// PortStateChange if that changed it. Returns true if it did.
+    pub fn link_changed(&mut self, port: u8, up: bool) -> bool {
         let managed = self.managed;
         let Some(agent) = self.ports.get_mut(usize::from(port).wrapping_sub(1)) else {
-            return;
+            return false;
         };
-        if agent.link_changed(up, managed) {
+        let changed = agent.link_changed(up, managed);
+        if changed {
             self.info.port_state_change = true;
         }
+        changed
+    }
+
+    /// Where a trap goes: port 0's MasterSMLID, if the SM set it and the
+    /// switch's LID (`trap.rs`).
+    pub fn trap_target(&self) -> Option<TrapTarget> {
+        self.port0.trap_target()
     }
 
     /// Tells each port whether it may carry data: without an SM always,

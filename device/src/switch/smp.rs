@@ -6,9 +6,10 @@
 //! the switch's LID) toward DrDLID or DrSLID where its directed part ends
 //! or began here.
 //! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
+//! A TrapRepress for the switch goes to its traps (`trap.rs`).
 
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
 use super::Core;
@@ -58,6 +59,11 @@ impl Core {
                 }
             }
         }
+        if smp.method == method::TRAP_REPRESS {
+            // The SM's answer to a trap (`trap.rs`); nothing goes back.
+            self.trap_repress(&smp);
+            return None;
+        }
         let mut sma = self.sma();
         let links = self.links();
         let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, &links);
@@ -86,7 +92,7 @@ impl Core {
 
     /// `smp` LID-routed from the switch's LID to `dlid` through the
     /// forwarding table (none while the switch has no LID or no route).
-    fn smp_by_lid(&self, smp: &Smp, dlid: u16) -> Option<(u8, Vec<u8>)> {
+    pub(super) fn smp_by_lid(&self, smp: &Smp, dlid: u16) -> Option<(u8, Vec<u8>)> {
         let own = self.sma().lid();
         if own == 0 {
             return None;

@@ -1,9 +1,10 @@
 //! The `mad` target: bytes as a MAD, an SMP, every SMP attribute, a PM
-//! MAD and its attributes, and directed-route steps at a node.
+//! MAD and its attributes, directed-route steps at a node, and a
+//! TrapRepress's TID.
 
 use crate::mad::attr::{
-    GuidInfo, LftBlock, MftBlock, NodeDescription, NodeInfo, PKeyTable, PortInfo, Sl2VlTable,
-    SwitchInfo, VlArbBlock,
+    GuidInfo, LftBlock, MftBlock, NodeDescription, NodeInfo, Notice, PKeyTable, PortInfo,
+    Sl2VlTable, SwitchInfo, VlArbBlock,
 };
 use crate::mad::directed::{self, DrStep};
 use crate::mad::{MadHeader, Smp, SmpRoute, MAD_LEN, SMP_DATA_LEN};
@@ -35,7 +36,7 @@ pub fn mad(data: &[u8]) {
     }
     round_trip!(
         NodeInfo, PortInfo, SwitchInfo, PKeyTable, GuidInfo, LftBlock, MftBlock, Sl2VlTable,
-        VlArbBlock
+        VlArbBlock, Notice
     );
     pma(&mad);
     let desc = NodeDescription::decode(&block);
@@ -46,6 +47,24 @@ pub fn mad(data: &[u8]) {
         return;
     };
     assert_eq!(Smp::parse(&smp.to_bytes()).as_ref(), Ok(&smp));
+    // A TrapRepress names the TID it came with, and only a TrapRepress of
+    // a Notice names one.
+    match Notice::repressed_tid(&smp) {
+        Some(tid) => assert_eq!(
+            (tid, smp.method, smp.attr_id),
+            (
+                smp.tid,
+                crate::mad::method::TRAP_REPRESS,
+                crate::mad::attr::id::NOTICE
+            )
+        ),
+        None => assert!(
+            smp.method != crate::mad::method::TRAP_REPRESS
+                || smp.attr_id != crate::mad::attr::id::NOTICE
+                || smp.base_version != 1
+                || smp.class_version != 1
+        ),
+    }
     if smp.route != SmpRoute::Directed {
         return;
     }

@@ -10,7 +10,7 @@
 //! - [`directed`]: the hop pointer and D bit at each node (C14-9, C14-13).
 //! - [`attr`]: NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo,
 //!   SwitchInfo, the forwarding tables, SLtoVLMappingTable,
-//!   VLArbitrationTable.
+//!   VLArbitrationTable; Notice, in SubnTrap and SubnTrapRepress.
 //! - `packet.rs`: an SMP in a UD packet to QP0 on VL15, and back.
 //! - [`pma`]: performance management MADs (class 0x04 to QP1):
 //!   ClassPortInfo, PortCounters, PortCountersExtended, GMPs on the wire.

@@ -32,6 +32,7 @@ pub mod launcher;
 pub mod links;
 pub mod pair;
 pub mod peer_death;
+pub mod qp_retry;
 pub mod raw_port;
 pub mod sim_guest;
 pub mod sm_client;

@@ -14,6 +14,7 @@ use ibtca_device::verbs::abi::*;
 use vm_memory::{ByteValued, Le16, Le32, Le64};
 use vmm_sys_util::eventfd::EventFd;
 
+use crate::qp_retry::Retry;
 use crate::{eventfd, irq, Client, GuestRam};
 
 /// Guest-physical address where the simulated RAM starts.
@@ -202,6 +203,8 @@ pub struct SimGuest {
     pub cq_irq: EventFd,
     map: RamMap,
     poll_wait: PollWait,
+    /// ACK timeout and retry count [`SimGuest::connect`] gives a QP.
+    pub retry: Retry,
 }
 
 impl SimGuest {
@@ -237,6 +240,7 @@ impl SimGuest {
             cq_irq,
             map,
             poll_wait: PollWait::default(),
+            retry: Retry::default(),
         };
         g.cmdq = g.alloc(64 << CMDQ_LOG, 4096);
         g.client.write32(0, regs::CMDQ_BASE_LO, g.cmdq as u32);
@@ -441,7 +445,8 @@ impl SimGuest {
     }
 
     /// RESET → INIT → RTR → RTS towards (dlid, dest_qpn), allowing the
-    /// remote rights in `access` (other bits are dropped).
+    /// remote rights in `access` (other bits are dropped); ACK timeout
+    /// and retries from [`SimGuest::retry`].
     pub fn connect(&mut self, qp: &Qp, dlid: u16, dest_qpn: u32, mtu: u8, access: u32) {
         self.connect_on_sl(qp, dlid, dest_qpn, mtu, access, 0);
     }
@@ -483,8 +488,8 @@ impl SimGuest {
             attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
             state: QPS_RTS,
             sq_psn: 100.into(),
-            timeout: 14,
-            retry_cnt: 7,
+            timeout: self.retry.timeout,
+            retry_cnt: self.retry.retry_cnt,
             rnr_retry: 7,
             min_rnr_timer: 1,
             max_rd_atomic: 3,

@@ -466,10 +466,14 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     use ibtca_device::verbs::abi::MTU_4096;
     use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
     use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+    use ibtca_tests::qp_retry::Retry;
 
     let dir = TempDir::new("peer-killed");
     let [(a, log_a), (mut b, _)] = linked_devices(&dir, &[]);
-    let o = PairOptions::default();
+    let o = PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    };
     let mut sa = Side::new(&dir.join("a.sock"), &o, ALL_ACCESS);
     let mut sb = Side::new(&dir.join("b.sock"), &o, ALL_ACCESS);
     sa.wait_active();

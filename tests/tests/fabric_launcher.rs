@@ -14,6 +14,7 @@ use ibtca_tests::launcher::{
     alive, config, fabric, text, up, up_json, up_refused, Down, StandInStack,
 };
 use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
 
@@ -75,6 +76,7 @@ fn up_rdma_across_the_switch_capture_and_down() {
     }
     let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
     let (bbuf, blkey, brkey, mut bcq, mut bqp) = objs[1];
+    a.retry = Retry::PROMPT; // its WRITE to n3 with n3's link down fails
     a.connect(&aqp, 3, bqp.qpn, MTU_4096, ALL_ACCESS);
     b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
     let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
@@ -193,6 +195,7 @@ fn two_switches_in_a_line_as_processes_with_faults_between_them() {
     }
     let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
     let (bbuf, _, brkey, _, bqp) = objs[1];
+    a.retry = Retry::PROMPT; // the faulty link's losses resent soon
     a.connect(&aqp, 4, bqp.qpn, 2, ALL_ACCESS); // 512-byte MTU
     b.connect(&bqp, 1, aqp.qpn, 2, ALL_ACCESS);
     for i in 0..40u64 {
@@ -356,7 +359,10 @@ fn restart_brings_a_crashed_node_back_fresh() {
     let fab = up(&config("two-nodes.json"), &dir);
     let run = &fab.run;
     let run_s = run.display().to_string();
-    let o = PairOptions::default();
+    let o = PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    };
     let mut a = Side::new(&run.join("a.sock"), &o, ALL_ACCESS);
     let mut b = Side::new(&run.join("b.sock"), &o, ALL_ACCESS);
     a.g.connect(&a.qp, 2, b.qp.qpn, MTU_4096, ALL_ACCESS);

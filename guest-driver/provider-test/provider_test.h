@@ -42,4 +42,7 @@ void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 /* ibtca_provider_bypass.c: posts and polls make no system call. */
 void bypass_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 
+/* ibtca_provider_ud.c: a UD QP refuses IBV_SEND_INLINE, sends without. */
+void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd);
+
 #endif

@@ -13,7 +13,7 @@ use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::fast_reg::{alloc_mr, reg_mr_wqe, FastReg};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
+use ibtca_tests::sim_guest::{local_inv_wqe, recv_wqe, remote, send_wqe, SimGuest};
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -169,9 +169,7 @@ fn release_and_expect_access_error(p: &mut LinkedPair) {
 /// fails with WC_REM_ACCESS_ERR and the walk is done. Returns RKM_WALKS.
 fn local_inv_stops_a_held_read(p: &mut LinkedPair, va: u64, key: u32) -> u32 {
     post_held_read(p, va, key);
-    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = key.into();
+    let inv = local_inv_wqe(63, key);
     p.b.g.post_send(&mut p.b.qp, &inv);
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
     assert_eq!(

@@ -10,7 +10,7 @@ use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS as ALL};
 use ibtca_tests::qp_retry::Retry;
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Qp, SimGuest};
+use ibtca_tests::sim_guest::{local_inv_wqe, recv_wqe, remote, send_wqe, Qp, SimGuest};
 use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
 
@@ -418,9 +418,7 @@ fn memory_window_bind_access_and_invalidate() {
     );
     assert_eq!(p.b.g.read(win + 0x100, 512), data);
     // B invalidates the window; A's next write with the key must fail.
-    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = key.into();
+    let inv = local_inv_wqe(63, key);
     p.b.g.post_send(&mut p.b.qp, &inv);
     let c =
         p.b.g

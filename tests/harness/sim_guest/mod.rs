@@ -23,7 +23,7 @@ mod ram_map;
 mod wqe;
 
 pub use poll::PollWait;
-pub use wqe::{recv_wqe, remote, send_wqe};
+pub use wqe::{local_inv_wqe, recv_wqe, remote, send_wqe};
 
 use ram_map::RamMap;
 

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * A user UD QP through the provider, loopback on one device: a SEND with
- * IBV_SEND_INLINE is refused with EINVAL and *bad_wr at it, as the kernel
- * driver refuses IB_SEND_INLINE on a datagram QP (a UD WQE carries an
- * address vector, no inline payload); nothing of it reaches the queue,
- * and the same SEND from a registered buffer then arrives byte for byte
- * behind the 40-byte GRH area of the QP's own receive.
+ * A user UD QP through the provider, loopback on one device. A UD WQE
+ * carries an address vector and no inline payload, so the QP reports no
+ * inline data (max_inline_data 0, also when created asking for some),
+ * and a SEND with IBV_SEND_INLINE is refused with EINVAL and
+ * *bad_wr at it, as the kernel driver refuses IB_SEND_INLINE on a
+ * datagram QP; nothing of it reaches the queue, and the same SEND from a
+ * registered buffer then arrives byte for byte behind the 40-byte GRH
+ * area of the QP's own receive.
  */
 #include <errno.h>
 #include <string.h>
@@ -71,7 +73,8 @@ void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 	struct ibv_recv_wr *rbad;
 	struct ibv_ah_attr ah_attr = { .port_num = 1 };
 	struct ibv_port_attr port;
-	struct ibv_qp *qp = NULL;
+	struct ibv_qp *qp = NULL, *other;
+	uint32_t qp_inline = 0;
 	struct ibv_ah *ah = NULL;
 	struct ibv_mr *mr = NULL;
 	struct ibv_wc wc[2];
@@ -83,6 +86,7 @@ void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 		init.send_cq = cq;
 		init.recv_cq = cq;
 		qp = ibv_create_qp(pd, &init);
+		qp_inline = init.cap.max_inline_data;
 		ah_attr.dlid = port.lid;
 		ah = ibv_create_ah(pd, &ah_attr);
 		mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
@@ -93,6 +97,16 @@ void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 		goto out;
 	}
 	step("ud_setup", 1, "qpn %u lid %u", qp->qp_num, port.lid);
+	/* No inline data on UD: none reported, even when asked for. */
+	init.cap.max_inline_data = 16;
+	other = ibv_create_qp(pd, &init);
+	step("ud_no_inline_cap", !qp_inline && other &&
+	     !init.cap.max_inline_data,
+	     "max_inline_data=%u; asking 16: %s, max_inline_data=%u",
+	     qp_inline, other ? "created" : strerror(errno),
+	     init.cap.max_inline_data);
+	if (other)
+		ibv_destroy_qp(other);
 	for (i = 0; i < UD_LEN; i++)
 		src[i] = (unsigned char)(0xa0 + i);
 	rsge = (struct ibv_sge) { .addr = (uintptr_t)buf,

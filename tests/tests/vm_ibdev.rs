@@ -530,10 +530,16 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     ] {
         assert!(bypass.contains(want), "no {want:?}: {bypass}");
     }
-    // A user UD QP, loopback: IBV_SEND_INLINE refused (EINVAL, *bad_wr at
-    // it) as the kernel refuses it, nothing of it sent; the same SEND from
-    // a registered buffer is the only one that arrives.
+    // A user UD QP, loopback: no inline data reported, even when asked;
+    // IBV_SEND_INLINE refused (EINVAL, *bad_wr at it) as the kernel
+    // refuses it, nothing of it sent; the same SEND from a registered
+    // buffer is the only one that arrives.
     step("ud_setup");
+    let cap = step("ud_no_inline_cap");
+    assert!(
+        cap.contains("max_inline_data=0; asking 16: created, max_inline_data=0"),
+        "{cap}"
+    );
     let refused = step("ud_inline_refused");
     assert!(
         refused.contains(&format!("ret={} (want", libc::EINVAL))

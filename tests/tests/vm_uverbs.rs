@@ -16,7 +16,9 @@
 //!   which it sends inline (`IBV_SEND_INLINE`: the QPs report
 //!   max_inline_data 64);
 //! - `ibv_ud_pingpong -d ibtca0 -c` (UD: address handles, the GRH area,
-//!   every received buffer's bytes checked by the program), and
+//!   every received buffer's bytes checked by the program), again with
+//!   64-byte messages (a UD QP reports no inline data, so the program,
+//!   which sends inline what the QP says fits, does not ask), and
 //!   `ib_send_bw -c UD` (MTU-sized datagrams), each to completion on both
 //!   sides;
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
@@ -96,6 +98,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
         tagged("SRQ-SERVER", "ibv_srq_pingpong -d ibtca0 -c"),
         tagged("SRQ-INLINE-SERVER", "ibv_srq_pingpong -d ibtca0 -c -s 64"),
         tagged("UD-SERVER", "ibv_ud_pingpong -d ibtca0 -c"),
+        tagged("UD-SMALL-SERVER", "ibv_ud_pingpong -d ibtca0 -c -s 64"),
         tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
     ];
     let mut n2 = vec![
@@ -113,6 +116,11 @@ fn pingpong_and_perftest_run_over_ibtca() {
             CLIENT_TRIES,
         ),
         client("UD-CLIENT", "ibv_ud_pingpong -d ibtca0 -c n1", CLIENT_TRIES),
+        client(
+            "UD-SMALL-CLIENT",
+            "ibv_ud_pingpong -d ibtca0 -c -s 64 n1",
+            CLIENT_TRIES,
+        ),
         client(
             "UD-BW-CLIENT",
             "ib_send_bw -d ibtca0 -c UD -D 2 n1",
@@ -181,6 +189,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         (&c2, "SRQ-INLINE-CLIENT"),
         (&c1, "UD-SERVER"),
         (&c2, "UD-CLIENT"),
+        (&c1, "UD-SMALL-SERVER"),
+        (&c2, "UD-SMALL-CLIENT"),
     ] {
         let l = tagged_lines(c, tag);
         assert!(

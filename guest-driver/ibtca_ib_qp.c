@@ -109,7 +109,13 @@ caps:
 	init->cap.max_recv_wr = init->srq ? 0 : BIT(log);
 	init->cap.max_send_sge = ib->attr.max_sge;
 	init->cap.max_recv_sge = init->srq ? 0 : ib->attr.max_sge;
-	init->cap.max_inline_data = IBTCA_MAX_INLINE_DATA;
+	/*
+	 * Only an RC WQE carries inline data; a datagram WQE has an address
+	 * vector there. A datagram QP asked for some (up to the RC limit, so
+	 * that attributes copied from an RC QP still create one) says none.
+	 */
+	init->cap.max_inline_data = init->qp_type == IB_QPT_RC ?
+				    IBTCA_MAX_INLINE_DATA : 0;
 	return 0;
 err:
 	kfree(qp->swr);

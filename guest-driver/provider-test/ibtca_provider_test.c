@@ -681,6 +681,7 @@ int main(int argc, char **argv)
 		loopback_srq(ctx, pd[0]);
 		ext_tests(ctx, pd[0]);
 		bypass_tests(ctx, pd[0]);
+		ud_tests(ctx, pd[0]);
 	}
 	db_pages_run_out(ctx);
 

@@ -48,5 +48,7 @@ int seed_udata_test(const char *name);
 /* The same file: a loopback RC QP connected with this process's seed 002
  * variables and a WRITE through it; 0 if it connected. */
 int seed_env_test(const char *name);
+/* ibtca_provider_ud.c: a UD QP refuses IBV_SEND_INLINE, sends without. */
+void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 
 #endif

@@ -9,9 +9,10 @@
  * carries its slot number as wr_id; poll_cq hides the successful ones of
  * unsignaled requests. The first request the QP cannot take stops the
  * chain with *bad_wr pointing at it; those before it stay posted.
- * IBV_SEND_INLINE (SEND and RDMA WRITE kinds, at most
- * IBTCA_MAX_INLINE_DATA bytes, EINVAL past it) copies the payload into
- * the WQE, where the device reads it; the SGEs' lkeys are not used.
+ * IBV_SEND_INLINE (SEND and RDMA WRITE kinds of RC QPs, at most
+ * IBTCA_MAX_INLINE_DATA bytes, EINVAL past it and on UD QPs) copies the
+ * payload into the WQE, where the device reads it; the SGEs' lkeys are
+ * not used.
  *
  * A doorbell is a trapped store: under QEMU a vfio-user message, tens of
  * microseconds of a TCG guest's time. A QP with a doorbell record
@@ -167,7 +168,9 @@ void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
 
 /*
  * A UD QP's WQE (zeroed) from @wr: the AH's address vector, the remote QP
- * and Q_Key; SEND and SEND with immediate only (-1 otherwise).
+ * and Q_Key; SEND and SEND with immediate only, from registered buffers
+ * (-1 otherwise: a UD WQE has no room for inline data, and the kernel
+ * driver refuses IB_SEND_INLINE on datagram QPs too).
  */
 static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 			const struct ibv_send_wr *wr)
@@ -175,7 +178,8 @@ static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 	int i;
 
 	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
-	    (wr->send_flags & ~IBTCA_SEND_FLAGS) || !wr->wr.ud.ah ||
+	    (wr->send_flags & ~IBTCA_SEND_FLAGS) ||
+	    (wr->send_flags & IBV_SEND_INLINE) || !wr->wr.ud.ah ||
 	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
 	    wr->num_sge > 4)
 		return -1;

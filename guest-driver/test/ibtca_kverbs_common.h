@@ -2,13 +2,16 @@
 /*
  * What the kernel verbs test modules share (each includes this once): the
  * "TAG <check> PASS|FAIL ..." console lines the host tests parse, with
- * their tally, and an ib_client that finds ibtca's RDMA device and runs
- * the module's checks on it while the module loads.
+ * their tally, an ib_client that finds ibtca's RDMA device and runs the
+ * module's checks on it while the module loads, and the steps they all
+ * take: a DMA MR, connecting an RC QP, polling a CQ.
  */
 #ifndef _IBTCA_KVERBS_COMMON_H
 #define _IBTCA_KVERBS_COMMON_H
 
+#include <linux/delay.h>
 #include <linux/err.h>
+#include <linux/jiffies.h>
 #include <linux/printk.h>
 #include <linux/string.h>
 #include <rdma/ib_verbs.h>
@@ -96,12 +99,13 @@ static inline struct ib_mr *kvc_dma_mr(struct ib_pd *pd, int access)
 
 /*
  * @qp through RESET, INIT, RTR and RTS towards QP @dest_qpn at @dlid on
- * @port: 1024-byte MTU, the peer's @access rights, one READ or atomic
- * each way, RNR timer code @min_rnr_timer, retries 7 of each kind (RNR:
- * without end).
+ * @port: 1024-byte MTU, PSNs 0, the peer's @access rights, @rd_atomic
+ * READs or atomics outstanding each way, RNR timer code @min_rnr_timer,
+ * retries 7 of each kind (RNR: without end).
  */
-static inline int kvc_connect(struct ib_qp *qp, u32 port, u16 dlid,
-			      u32 dest_qpn, int access, u8 min_rnr_timer)
+static inline int kvc_connect_rd_atomic(struct ib_qp *qp, u32 port, u16 dlid,
+					u32 dest_qpn, int access,
+					u8 min_rnr_timer, u8 rd_atomic)
 {
 	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
 	int ret;
@@ -121,7 +125,7 @@ static inline int kvc_connect(struct ib_qp *qp, u32 port, u16 dlid,
 	a.qp_state = IB_QPS_RTR;
 	a.path_mtu = IB_MTU_1024;
 	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = rd_atomic;
 	a.min_rnr_timer = min_rnr_timer;
 	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
 	rdma_ah_set_dlid(&a.ah_attr, dlid);
@@ -136,10 +140,36 @@ static inline int kvc_connect(struct ib_qp *qp, u32 port, u16 dlid,
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = rd_atomic;
 	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
 			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
 			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* kvc_connect_rd_atomic() with one READ or atomic outstanding each way. */
+static inline int kvc_connect(struct ib_qp *qp, u32 port, u16 dlid,
+			      u32 dest_qpn, int access, u8 min_rnr_timer)
+{
+	return kvc_connect_rd_atomic(qp, port, dlid, dest_qpn, access,
+				     min_rnr_timer, 1);
+}
+
+/*
+ * The next completion of @cq into @wc by @deadline (jiffies), polled: no
+ * interrupt is armed, this is a test and not a hot path. 0, -ETIMEDOUT,
+ * or ib_poll_cq()'s error.
+ */
+static inline int kvc_poll(struct ib_cq *cq, struct ib_wc *wc,
+			   unsigned long deadline)
+{
+	int n;
+
+	while (!(n = ib_poll_cq(cq, 1, wc))) {
+		if (time_after(jiffies, deadline))
+			return -ETIMEDOUT;
+		usleep_range(500, 1000);
+	}
+	return n < 0 ? n : 0;
 }
 
 #endif /* _IBTCA_KVERBS_COMMON_H */

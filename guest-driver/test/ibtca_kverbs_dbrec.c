@@ -170,11 +170,7 @@ static int kd_poll(struct kd_ctx *c, int n, int *bad)
 	struct ib_wc wc;
 	int got = 0;
 
-	while (got < n && !time_after(jiffies, deadline)) {
-		if (ib_poll_cq(c->cq, 1, &wc) != 1) {
-			usleep_range(200, 500);
-			continue;
-		}
+	while (got < n && !kvc_poll(c->cq, &wc, deadline)) {
 		got++;
 		if (wc.status != IB_WC_SUCCESS) {
 			(*bad)++;

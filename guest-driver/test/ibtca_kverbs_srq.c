@@ -90,19 +90,6 @@ static int ks_connect(struct ib_qp *qp, u32 dest_qpn)
 	return kvc_connect(qp, KS_PORT, peer_lid, dest_qpn, 0, 12);
 }
 
-/* The next completion within @deadline (polled: a test, not a hot path). */
-static int ks_poll(struct ks_ctx *c, struct ib_wc *wc, unsigned long deadline)
-{
-	int n;
-
-	while (!(n = ib_poll_cq(c->cq, 1, wc))) {
-		if (time_after(jiffies, deadline))
-			return -ETIMEDOUT;
-		msleep(20);
-	}
-	return n < 0 ? n : 0;
-}
-
 static int ks_setup(struct ks_ctx *c, bool server)
 {
 	struct ib_cq_init_attr ca = { .cqe = 32 };
@@ -224,7 +211,7 @@ static void ks_server(struct ks_ctx *c)
 		return;
 	/* Message k lands in SRQ receive k, whichever QP it came on. */
 	for (k = 0; k < KS_MSGS; k++) {
-		ret = ks_poll(c, &wc, deadline);
+		ret = kvc_poll(c->cq, &wc, deadline);
 		if (ret || wc.status != IB_WC_SUCCESS) {
 			ks_check(c, false, "srq_recv", "k=%u ret=%d status=%d", k,
 				 ret, ret ? -1 : wc.status);
@@ -255,7 +242,7 @@ static void ks_server_limit(struct ks_ctx *c)
 	int k, ret = 0;
 
 	for (k = KS_MSGS; !ret && k < KS_RECVS - 1; k++)
-		ret = ks_poll(c, &wc, deadline);
+		ret = kvc_poll(c->cq, &wc, deadline);
 	ks_check(c, !ret && wc.status == IB_WC_SUCCESS && wc.wr_id == 6,
 		 "srq_more", "ret=%d last_wr_id=%llu", ret, ret ? 0 : wc.wr_id);
 	ret = wait_for_completion_timeout(&c->limit, 30 * HZ) ? 0 : -ETIMEDOUT;
@@ -299,7 +286,7 @@ static int ks_send(struct ks_ctx *c, u32 k, unsigned long deadline)
 	for (;;) {
 		ret = ib_post_send(qp, &wr, NULL);
 		if (!ret)
-			ret = ks_poll(c, &wc, deadline);
+			ret = kvc_poll(c->cq, &wc, deadline);
 		if (ret)
 			return ret;
 		if (wc.status == IB_WC_SUCCESS)

@@ -302,51 +302,16 @@ static int kv_post(struct kv_ctx *c, struct ib_send_wr *wr)
 	return ret;
 }
 
-/* Takes the QP from any state to RTS towards the peer. */
+/*
+ * Takes the QP from any state to RTS towards the peer, three READs or
+ * atomics outstanding each way.
+ */
 static int kv_connect(struct kv_ctx *c)
 {
-	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
-	int ret;
-
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = KV_PORT;
-	a.qp_access_flags = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
-			    IB_ACCESS_REMOTE_ATOMIC;
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
-			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTR;
-	a.path_mtu = IB_MTU_1024;
-	a.dest_qp_num = c->dest_qpn;
-	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 3;
-	a.min_rnr_timer = 12;
-	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, peer_lid);
-	rdma_ah_set_port_num(&a.ah_attr, KV_PORT);
-	rdma_ah_set_sl(&a.ah_attr, 0);
-	ret = ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
-			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IB_QPS_RTS;
-	a.sq_psn = 0;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 3;
-	return ib_modify_qp(c->qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
-			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+	return kvc_connect_rd_atomic(c->qp, KV_PORT, peer_lid, c->dest_qpn,
+				     IB_ACCESS_REMOTE_WRITE |
+				     IB_ACCESS_REMOTE_READ |
+				     IB_ACCESS_REMOTE_ATOMIC, 12, 3);
 }
 
 /* @mask on a scratch QP must fail with -EINVAL; returns true if it did. */

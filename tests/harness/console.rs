@@ -29,15 +29,13 @@ pub fn wait_for(file: &Path, needle: &str, n: usize, timeout: Duration) -> Strin
     }
 }
 
-/// The value of `key=value` in `line` (up to the next white space).
+/// The value of `key=value` in `line` (up to the next white space); the
+/// key is a whole word, so `match` is not found in `payload_match=1`.
 /// Panics if `line` has no `key=`.
 pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("{key}=");
-    let at = line
-        .find(&pat)
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         .unwrap_or_else(|| panic!("no {key}= in {line}"))
-        + pat.len();
-    line[at..].split_whitespace().next().unwrap_or_default()
 }
 
 /// Runs `cmd` once, its output on the console with every line tagged
@@ -80,6 +78,9 @@ mod tests {
         let line = "IBTCA-PERF-FAIL size=1048576 status=12 after_s=1.07";
         assert_eq!(field(line, "status"), "12");
         assert_eq!(field(line, "after_s"), "1.07");
+        let both = "setup PASS payload_match=1/2 match=3/4";
+        assert_eq!(field(both, "match"), "3/4");
+        assert_eq!(field(both, "payload_match"), "1/2");
         let console = "[ 1.0] RUN1 #bytes iterations\nother\n[ 2.0] RUN1 exit=0\nRUN2 x";
         assert_eq!(
             tagged_lines(console, "RUN1"),

@@ -15,6 +15,7 @@ use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_device::verbs::abi::*;
 
 use crate::pair::ALL_ACCESS;
+use crate::qp_retry::Retry;
 use crate::sim_guest::{Cq, PollWait, Qp, SimGuest};
 use crate::{TempDir, TestServer};
 
@@ -61,6 +62,9 @@ pub struct FabricOptions {
     /// Every switch port records a capture, `swS-pP.pcap` in the fabric's
     /// directory ([`Fabric::capture`]).
     pub captures: bool,
+    /// Every guest's ACK timeout and retries ([`Retry::PROMPT`] for
+    /// tests of retransmission).
+    pub retry: Retry,
 }
 
 impl Default for FabricOptions {
@@ -74,6 +78,7 @@ impl Default for FabricOptions {
             mtu: MTU_4096,
             all_to_all: true,
             captures: false,
+            retry: Retry::default(),
         }
     }
 }
@@ -264,6 +269,7 @@ impl Node {
 
 fn node(lid: u16, server: TestServer, o: &FabricOptions) -> Node {
     let mut g = SimGuest::new(&server.socket, o.ram);
+    g.retry = o.retry;
     if o.spin {
         g.set_poll_wait(PollWait::Spin);
     }

@@ -53,6 +53,37 @@ impl Drop for Down {
     }
 }
 
+/// A fabric `ibtca-fabric up` started, taken down when dropped.
+pub struct Up {
+    /// Its run directory.
+    pub run: PathBuf,
+    /// What `up` printed on stdout.
+    pub stdout: String,
+    _down: Down,
+}
+
+/// Runs `ibtca-fabric up TOPOLOGY --run-dir DIR/run` (TOPOLOGY a file's
+/// path, say from [`config`]) and asserts that it succeeded; the fabric
+/// goes down when the result is dropped, and also if `up` failed halfway.
+pub fn up(topology: &str, dir: &TempDir) -> Up {
+    let run = dir.join("run");
+    let down = Down(run.clone());
+    let out = fabric(&["up", topology, "--run-dir", &run.display().to_string()]);
+    assert!(out.status.success(), "up {topology} failed: {}", text(&out));
+    Up {
+        run,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        _down: down,
+    }
+}
+
+/// [`up`] of the topology `json`, written as `topology.json` in `dir`.
+pub fn up_json(json: &str, dir: &TempDir) -> Up {
+    let file = dir.join("topology.json");
+    std::fs::write(&file, json).unwrap();
+    up(&file.display().to_string(), dir)
+}
+
 /// Writes `json` as a topology in `dir`, runs `ibtca-fabric up` on it and
 /// asserts that it fails without creating its run directory; returns the
 /// error output for the caller to check.

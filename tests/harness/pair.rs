@@ -10,6 +10,7 @@ use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 
+use crate::qp_retry::Retry;
 use crate::sim_guest::{Cq, PollWait, Qp, SimGuest};
 use crate::{TempDir, TestServer};
 
@@ -62,6 +63,9 @@ pub struct PairOptions {
     pub link_ring: u64,
     /// Both link readers' spin (`InstanceConfig::link_spin`).
     pub link_spin: Duration,
+    /// Both guests' ACK timeout and retries ([`Retry::PROMPT`] for tests
+    /// of retransmission).
+    pub retry: Retry,
 }
 
 impl Default for PairOptions {
@@ -78,6 +82,7 @@ impl Default for PairOptions {
             cpus: None,
             link_ring: ibtca_device::link::SHARED_RING,
             link_spin: ibtca_device::link::RX_SPIN,
+            retry: Retry::default(),
         }
     }
 }
@@ -153,6 +158,7 @@ impl Side {
 
 fn side_at(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {
     let mut g = SimGuest::new(socket, o.ram);
+    g.retry = o.retry;
     if o.spin {
         g.set_poll_wait(PollWait::Spin);
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::verbs::abi::*;
 
+use crate::qp_retry::Retry;
 use crate::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
 
 /// WRITEs in a stream, and the bytes of each (many packets, so that the
@@ -18,10 +19,10 @@ pub const LEN: u32 = 1 << 20;
 
 const T: Duration = Duration::from_secs(20);
 
-/// (retry_cnt + 1) × 4.096 µs × 2^timeout for the retry_cnt (7) and
-/// timeout exponent (14) `SimGuest::connect` sets: 537 ms.
+/// How long the requester of a stream tries before WC_RETRY_EXC_ERR: its
+/// QP must be connected with [`Retry::PROMPT`] (537 ms).
 pub fn retry_bound() -> Duration {
-    Duration::from_nanos(8 * (4096 << 14))
+    Retry::PROMPT.exhausted_after()
 }
 
 /// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::regs;
 use ibtca_tests::*;
 
+use ibtca_tests::console::wait_for;
 use ibtca_tests::device_process::Device;
 
 #[test]
@@ -270,8 +271,8 @@ fn guids_are_configured_or_random_locally_administered_ones() {
             "0x0200111122223334",
         ],
     );
-    let log_a = wait_for_log(&devices[0].1, "link up");
-    let log_b = wait_for_log(&devices[1].1, "link up");
+    let log_a = wait_for(&devices[0].1, "link up", 1, LOG_WAIT);
+    let log_b = wait_for(&devices[1].1, "link up", 1, LOG_WAIT);
     assert_eq!(
         log_hex(&log_a, "device ready", "node_guid"),
         0x0200_1111_2222_3333
@@ -298,27 +299,8 @@ fn guids_are_configured_or_random_locally_administered_ones() {
     assert_eq!(u64::from(hi) << 32 | u64::from(lo), 0x0200_1111_2222_3334);
 }
 
-/// Waits until the log file at `path` contains `text`; panics after `T`.
-fn wait_for_log(path: &std::path::Path, text: &str) -> String {
-    wait_for_log_n(path, text, 1)
-}
-
-/// Waits until the log at `path` holds `text` `n` times (or more).
-fn wait_for_log_n(path: &std::path::Path, text: &str, n: usize) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = std::fs::read_to_string(path).unwrap_or_default();
-        if log.matches(text).count() >= n {
-            return log;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no '{text}' in {}:\n{log}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a device's log may take to say what a test waits for.
+const LOG_WAIT: Duration = Duration::from_secs(20);
 
 /// Devices A (LID 1, listening) and B (LID 2, connecting) on one link, A
 /// with `a_extra` options, their logs in `dir` (`a.log`, `b.log`).
@@ -365,7 +347,7 @@ fn linked_devices_with(
 fn stop_expecting_counters(mut dev: Device, log: &std::path::Path, expected: &[&str]) {
     dev.signal(libc::SIGTERM);
     assert!(dev.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-    let text = wait_for_log(log, "link counters");
+    let text = wait_for(log, "link counters", 1, LOG_WAIT);
     let counters = text
         .lines()
         .find(|l| l.contains("link counters"))
@@ -385,14 +367,19 @@ fn two_device_processes_link_through_shared_rings_and_see_a_killed_peer_go() {
     let [(a, log_a), (mut b, log_b)] = linked_devices(&dir, &[]);
     // Each side reads the other's frames from the ring it was handed.
     for log in [&log_a, &log_b] {
-        wait_for_log(log, "link up");
-        wait_for_log(log, "link peer writes to us through a shared ring");
+        wait_for(log, "link up", 1, LOG_WAIT);
+        wait_for(
+            log,
+            "link peer writes to us through a shared ring",
+            1,
+            LOG_WAIT,
+        );
     }
     // B dies without a word: A, asleep on its ring, hears it through the
     // socket and reports the link down.
     b.signal(libc::SIGKILL);
     assert!(b.wait(Duration::from_secs(10)).is_some(), "B did not die");
-    let log = wait_for_log(&log_a, "link down");
+    let log = wait_for(&log_a, "link down", 1, LOG_WAIT);
     assert!(!log.contains("panicked"), "{log}");
     // A still serves its guest side.
     let mut c = Client::connect(&dir.join("a.sock")).unwrap();
@@ -405,7 +392,7 @@ fn a_device_with_its_ring_off_keeps_the_link_on_the_socket() {
     let dir = TempDir::new("ring-off");
     let devices = linked_devices(&dir, &["--link-ring-kib", "0"]);
     for (_, log) in &devices {
-        wait_for_log(log, "link up");
+        wait_for(log, "link up", 1, LOG_WAIT);
     }
     // The counters each logs when it stops: no ring either way.
     for (dev, log) in devices {
@@ -426,9 +413,9 @@ fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
         &[],
         Some((libc::RLIMIT_FSIZE, 64 << 20)),
     );
-    wait_for_log(&log_a, "cannot make a shared ring");
+    wait_for(&log_a, "cannot make a shared ring", 1, LOG_WAIT);
     for log in [&log_a, &log_b] {
-        wait_for_log(log, "link up");
+        wait_for(log, "link up", 1, LOG_WAIT);
     }
     // One connection each, A's frames on the socket, B's through its ring.
     let one = "connections: 1, reconnects: 0";
@@ -447,11 +434,11 @@ fn a_device_that_cannot_map_its_peers_ring_reconnects_once_with_the_peer_on_the_
         &["--link-ring-kib", "1048576"],
         Some((libc::RLIMIT_AS, 768 << 20)),
     );
-    wait_for_log(&log_a, "cannot map the peer's shared ring");
+    wait_for(&log_a, "cannot map the peer's shared ring", 1, LOG_WAIT);
     // The second connection: B made its choice (no offer: A announced no
     // rings) before it logs it up.
     for log in [&log_a, &log_b] {
-        wait_for_log_n(log, "link::session: link up", 2);
+        wait_for(log, "link::session: link up", 2, LOG_WAIT);
     }
     // Not the peer's fault: no bad frame either side.
     let twice = ["connections: 2, reconnects: 1", "rx_bad_frames: 0"];
@@ -479,10 +466,14 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     use ibtca_device::verbs::abi::MTU_4096;
     use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
     use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+    use ibtca_tests::qp_retry::Retry;
 
     let dir = TempDir::new("peer-killed");
     let [(a, log_a), (mut b, _)] = linked_devices(&dir, &[]);
-    let o = PairOptions::default();
+    let o = PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    };
     let mut sa = Side::new(&dir.join("a.sock"), &o, ALL_ACCESS);
     let mut sb = Side::new(&dir.join("b.sock"), &o, ALL_ACCESS);
     sa.wait_active();
@@ -501,7 +492,7 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     assert!(b.wait(Duration::from_secs(10)).is_some(), "B did not die");
     let failed = expect_retry_exceeded(&mut sa.g, &mut sa.cq, died, "peer process killed");
     let flushed = format!("flushed_sends={} flushed_recvs=0", failed - 1);
-    let log = wait_for_log(&log_a, "QP error");
+    let log = wait_for(&log_a, "QP error", 1, LOG_WAIT);
     let line = log.lines().find(|l| l.contains("QP error")).unwrap();
     eprintln!("A's log: {line}");
     let qpn = format!("qpn={}", sa.qp.qpn);
@@ -519,7 +510,7 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     let mut a = a;
     a.signal(libc::SIGTERM);
     assert!(a.wait(Duration::from_secs(10)).is_some(), "no clean exit");
-    let log = wait_for_log(&log_a, "engine counters");
+    let log = wait_for(&log_a, "engine counters", 1, LOG_WAIT);
     let totals = format!(
         "qp_errors: 1, retry_exceeded: 1, flushed_sends: {}, flushed_recvs: 0",
         failed - 1

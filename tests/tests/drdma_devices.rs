@@ -13,6 +13,7 @@ use ibtca_device::regs::{self, *};
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{remote, send_wqe};
 
 const T: Duration = Duration::from_secs(20);
@@ -206,7 +207,11 @@ fn load_mixed_at(p: &mut LinkedPair, arr: u32, off: u64, len: u64, seed: u32) ->
 /// comes only after the ACK timeout (~67 ms) resends it.
 #[test]
 fn early_load_waits_for_its_data() {
-    let mut p = pair(MTU_4096);
+    let mut p = LinkedPair::start(PairOptions {
+        retry: Retry::PROMPT,
+        ..Default::default()
+    });
+    p.connect(MTU_4096);
     let data = pattern(4096, 1);
     p.b.g.write(p.b.buf, &data);
     p.a.g.client.write32(0, DRDMA_LOAD_TIMEOUT_US, 5_000_000);

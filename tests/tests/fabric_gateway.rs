@@ -15,7 +15,7 @@ use ibtca_fabric::state::State;
 use ibtca_protocol::atm::aal5::{self, Aal5Reassembler, MAX_SDU};
 use ibtca_protocol::atm::cell::PTI_AUU;
 use ibtca_protocol::atm::{Cell, Vc, CELL_LEN};
-use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down};
+use ibtca_tests::launcher::{alive, config, fabric, text, up, up_refused};
 use ibtca_tests::TempDir;
 
 const T: Duration = Duration::from_secs(30);
@@ -61,19 +61,15 @@ fn connect(p: &Path) -> UnixStream {
 #[test]
 fn gateways_come_up_and_carry_frames_between_their_atm_sockets() {
     let dir = TempDir::new("fab-gw");
-    let run = dir.join("run");
+    let fab = up(&config("guest-and-two-gateways.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        &config("guest-and-two-gateways.json"),
-        "--run-dir",
-        &run_s,
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("gateway: ATM listen:"), "{stdout}");
-    let state = State::load(&run).unwrap().expect("a state file");
+    assert!(
+        fab.stdout.contains("gateway: ATM listen:"),
+        "{}",
+        fab.stdout
+    );
+    let state = State::load(run).unwrap().expect("a state file");
     let exes: Vec<&str> = state.processes.iter().map(|p| p.exe.as_str()).collect();
     assert_eq!(
         exes.iter().filter(|e| **e == "ibtca-gateway").count(),
@@ -112,16 +108,9 @@ fn gateways_come_up_and_carry_frames_between_their_atm_sockets() {
 #[test]
 fn a_killed_gateway_restarts_and_carries_frames_again() {
     let dir = TempDir::new("fab-gw-restart");
-    let run = dir.join("run");
+    let fab = up(&config("guest-and-two-gateways.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        &config("guest-and-two-gateways.json"),
-        "--run-dir",
-        &run_s,
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
     let gw1 = |s: &State| {
         s.processes
             .iter()
@@ -129,7 +118,7 @@ fn a_killed_gateway_restarts_and_carries_frames_again() {
             .expect("gw1 in the state file")
             .pid
     };
-    let old = gw1(&State::load(&run).unwrap().unwrap());
+    let old = gw1(&State::load(run).unwrap().unwrap());
 
     let out = fabric(&["restart", "--run-dir", &run_s, "gw1", "--guest-only"]);
     assert!(!out.status.success(), "a gateway has no guest");
@@ -138,7 +127,7 @@ fn a_killed_gateway_restarts_and_carries_frames_again() {
 
     let out = fabric(&["restart", "--run-dir", &run_s, "gw1", "--kill"]);
     assert!(out.status.success(), "restart failed: {}", text(&out));
-    let new = gw1(&State::load(&run).unwrap().unwrap());
+    let new = gw1(&State::load(run).unwrap().unwrap());
     assert!(
         text(&out).contains(&format!("restarted gw1 (pid {new})")),
         "{}",

@@ -10,8 +10,11 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::*;
 use ibtca_fabric::state::State;
 use ibtca_tests::capture::{self, tshark};
-use ibtca_tests::launcher::{alive, config, fabric, text, up_refused, Down, StandInStack};
+use ibtca_tests::launcher::{
+    alive, config, fabric, text, up, up_json, up_refused, Down, StandInStack,
+};
 use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
 use ibtca_tests::{workspace_bin, TempDir};
 
@@ -34,22 +37,10 @@ fn num(s: &str) -> u64 {
 #[test]
 fn up_rdma_across_the_switch_capture_and_down() {
     let dir = TempDir::new("fab-up");
-    let run = dir.join("run");
+    let fab = up(&config("four-nodes-one-switch.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        &config("four-nodes-one-switch.json"),
-        "--run-dir",
-        &run_s,
-    ]);
-    assert!(
-        out.status.success(),
-        "up failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let state = State::load(&run).unwrap().expect("a state file");
+    let state = State::load(run).unwrap().expect("a state file");
     assert_eq!(state.processes.len(), 5, "one switch, four devices");
     assert!(state.processes.iter().all(|p| alive(p.pid)));
     let again = fabric(&[
@@ -85,6 +76,7 @@ fn up_rdma_across_the_switch_capture_and_down() {
     }
     let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
     let (bbuf, blkey, brkey, mut bcq, mut bqp) = objs[1];
+    a.retry = Retry::PROMPT; // its WRITE to n3 with n3's link down fails
     a.connect(&aqp, 3, bqp.qpn, MTU_4096, ALL_ACCESS);
     b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
     let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
@@ -175,7 +167,7 @@ fn up_rdma_across_the_switch_capture_and_down() {
     for p in &state.processes {
         assert!(!alive(p.pid), "{} ({}) still runs", p.name, p.pid);
     }
-    assert!(State::load(&run).unwrap().is_none(), "state file removed");
+    assert!(State::load(run).unwrap().is_none(), "state file removed");
     let log = std::fs::read_to_string(run.join("sw0.log")).unwrap();
     assert!(log.contains("port counters"), "counters logged at exit");
 }
@@ -183,16 +175,10 @@ fn up_rdma_across_the_switch_capture_and_down() {
 #[test]
 fn two_switches_in_a_line_as_processes_with_faults_between_them() {
     let dir = TempDir::new("fab-line");
-    let run = dir.join("run");
+    let fab = up(&config("two-switches-line.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&["up", &config("two-switches-line.json"), "--run-dir", &run_s]);
-    assert!(
-        out.status.success(),
-        "up failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = &fab.stdout;
     assert!(text.contains("LFT 1→1 2→2 3→3 4→3"), "{text}");
     // n1 (LID 1, on `left`) and n4 (LID 4, on `right`): every packet
     // crosses the 1 %-faulty inter-switch link.
@@ -209,6 +195,7 @@ fn two_switches_in_a_line_as_processes_with_faults_between_them() {
     }
     let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
     let (bbuf, _, brkey, _, bqp) = objs[1];
+    a.retry = Retry::PROMPT; // the faulty link's losses resent soon
     a.connect(&aqp, 4, bqp.qpn, 2, ALL_ACCESS); // 512-byte MTU
     b.connect(&bqp, 1, aqp.qpn, 2, ALL_ACCESS);
     for i in 0..40u64 {
@@ -236,23 +223,14 @@ fn two_switches_in_a_line_as_processes_with_faults_between_them() {
 #[test]
 fn a_captured_link_between_two_devices_gets_a_relay_switch() {
     let dir = TempDir::new("fab-relay");
-    let file = dir.join("two.json");
-    std::fs::write(
-        &file,
+    let fab = up_json(
         r#"{"nodes": [{"name": "a", "lid": 1, "link_ring_kib": 0}, {"name": "b", "lid": 2}],
             "links": [{"a": "a", "b": "b", "capture": "ab.pcap"}]}"#,
-    )
-    .unwrap();
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&["up", &file.display().to_string(), "--run-dir", &run_s]);
-    assert!(
-        out.status.success(),
-        "up failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        &dir,
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("switch relay-l0"));
+    let run = &fab.run;
+    let run_s = run.display().to_string();
+    assert!(fab.stdout.contains("switch relay-l0"), "{}", fab.stdout);
     let mut a = SimGuest::new(&run.join("a.sock"), 4 << 20);
     let mut b = SimGuest::new(&run.join("b.sock"), 4 << 20);
     let pa = a.create_pd();
@@ -378,17 +356,18 @@ fn restart_brings_a_crashed_node_back_fresh() {
     use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
 
     let dir = TempDir::new("fab-restart");
-    let run = dir.join("run");
+    let fab = up(&config("two-nodes.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&["up", &config("two-nodes.json"), "--run-dir", &run_s]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
-    let o = PairOptions::default();
+    let o = PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    };
     let mut a = Side::new(&run.join("a.sock"), &o, ALL_ACCESS);
     let mut b = Side::new(&run.join("b.sock"), &o, ALL_ACCESS);
     a.g.connect(&a.qp, 2, b.qp.qpn, MTU_4096, ALL_ACCESS);
     b.g.connect(&b.qp, 1, a.qp.qpn, MTU_4096, ALL_ACCESS);
-    let before = State::load(&run).unwrap().unwrap();
+    let before = State::load(run).unwrap().unwrap();
     let old_b = before.processes.iter().find(|p| p.name == "b").unwrap().pid;
 
     start_stream(
@@ -404,7 +383,7 @@ fn restart_brings_a_crashed_node_back_fresh() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("restarted b (pid"));
     expect_retry_exceeded(&mut a.g, &mut a.cq, died, "node restarted");
 
-    let after = State::load(&run).unwrap().unwrap();
+    let after = State::load(run).unwrap().unwrap();
     let new_b = after.processes.iter().find(|p| p.name == "b").unwrap().pid;
     assert_ne!(new_b, old_b);
     assert!(alive(new_b) && !alive(old_b));

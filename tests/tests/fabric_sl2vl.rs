@@ -8,7 +8,7 @@
 //! still goes through. Each switch port arbitrates its VLs by its own
 //! weights.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use ibtca_device::link::{LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::verbs::abi::*;
 use ibtca_protocol::PacketView;
 use ibtca_tests::capture::{num, tshark, SL, VL};
-use ibtca_tests::launcher::{fabric, text, up_refused, Down};
+use ibtca_tests::launcher::{up_json, up_refused};
 use ibtca_tests::links::{send_retrying, start_holding_link, start_link};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::raw_port::{raw_packet, RawPort};
@@ -26,21 +26,6 @@ use ibtca_tests::{workspace_bin, TempDir};
 const T: Duration = Duration::from_secs(20);
 /// IBTCA_MTU_1024 (IBA encoding: 256 << (code - 1)).
 const MTU_1024: u8 = 3;
-
-fn up(topology: &str, dir: &Path) -> (PathBuf, Down) {
-    let file = dir.join("topology.json");
-    std::fs::write(&file, topology).unwrap();
-    let run = dir.join("run");
-    let down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        &file.display().to_string(),
-        "--run-dir",
-        &run.display().to_string(),
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
-    (run, down)
-}
 
 /// SL n on VL n modulo 2 (`swap`: on VL 1 - n modulo 2); SL15 on VL15.
 fn table(swap: bool) -> String {
@@ -95,7 +80,8 @@ fn two_sls_leave_on_the_vls_each_port_maps_them_to() {
         a = two(false),
         swapped = two(true)
     );
-    let (run, down) = up(&topo, &dir.0);
+    let fab = up_json(&topo, &dir);
+    let run = fab.run.clone();
     let args = std::fs::read_to_string(run.join("sw.log")).unwrap_or_default();
     let mut a = SimGuest::new(&run.join("a.sock"), 4 << 20);
     let mut b = SimGuest::new(&run.join("b.sock"), 4 << 20);
@@ -125,7 +111,7 @@ fn two_sls_leave_on_the_vls_each_port_maps_them_to() {
     }
     drop(a);
     drop(b);
-    drop(down);
+    drop(fab);
 
     // (capture, SLID, DLID, destination QP) → (SL, VL) of each packet.
     let expect =
@@ -220,7 +206,8 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
              "switches": [ {{"name": "sw", "ports": 2, "vl": {two}}} ],
              "links": [ {{"a": "a", "b": "sw:1"}} ] }}"#
     );
-    let (run, _down) = up(&topo, &dir.0);
+    let fab = up_json(&topo, &dir);
+    let run = fab.run.clone();
     let local = LocalPort {
         node_guid: 0x0200_0000_0000_0002,
         port: 1,

@@ -4,7 +4,7 @@
 //! Init and the switches carry no data until an SM brings them up.
 
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{config, fabric, text, Down};
+use ibtca_tests::launcher::{config, fabric, text, up};
 use ibtca_tests::TempDir;
 
 const FILE: &str = "sm-four-nodes-two-switches.json";
@@ -36,12 +36,10 @@ fn check_shows_the_sm_its_command_and_guid2lid() {
 #[test]
 fn up_starts_every_device_and_switch_managed() {
     let dir = TempDir::new("fab-sm");
-    let run = dir.join("run");
+    let fab = up(&config(FILE), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&["up", &config(FILE), "--run-dir", &run_s]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
-    let state = State::load(&run).unwrap().expect("a state file");
+    let state = State::load(run).unwrap().expect("a state file");
     assert_eq!(state.processes.len(), 6, "two switches, four devices");
     for p in &state.processes {
         let cmdline = std::fs::read(format!("/proc/{}/cmdline", p.pid)).unwrap();

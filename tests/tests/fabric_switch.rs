@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::link::{FaultPlan, FaultRates};
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::fabric::{Fabric, FabricOptions, Node};
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe};
 
 const T: Duration = Duration::from_secs(30);
@@ -189,6 +190,7 @@ fn packets_to_an_unknown_lid_are_dropped_and_counted() {
         2,
         FabricOptions {
             all_to_all: false,
+            retry: Retry::PROMPT,
             ..Default::default()
         },
     );
@@ -209,6 +211,14 @@ fn packets_to_an_unknown_lid_are_dropped_and_counted() {
         "the first try and 7 retries: {s:?}"
     );
     assert_eq!(f.switches[0].port_stats(2).unwrap().rx_packets, 0);
+}
+
+/// The default options, with QPs that give up soon ([`Retry::PROMPT`]).
+fn prompt() -> FabricOptions {
+    FabricOptions {
+        retry: Retry::PROMPT,
+        ..Default::default()
+    }
 }
 
 const ALL_ACCESS_BITS: u32 =
@@ -245,7 +255,8 @@ fn every_message_arrives_once_under_faults_on_switch_links() {
         1,
         1,
         FabricOptions {
-            mtu: MTU_256 + 1, // 512 bytes: several packets per message
+            mtu: MTU_256 + 1,     // 512 bytes: several packets per message
+            retry: Retry::PROMPT, // lost packets resent soon
             ..Default::default()
         },
     );
@@ -292,7 +303,7 @@ fn every_message_arrives_once_under_faults_on_switch_links() {
 
 #[test]
 fn a_dead_node_fails_only_its_own_qps() {
-    let mut f = Fabric::star(3, FabricOptions::default());
+    let mut f = Fabric::star(3, prompt());
     all_to_all(&mut f, 4096, 100, 1);
     // LID 3's link dies at the switch.
     f.switches[0].port_down(3).unwrap();
@@ -366,7 +377,7 @@ fn a_delayed_port_holds_packets_back_in_order() {
 #[test]
 fn the_control_commands_change_a_running_switch() {
     use ibtca_device::switch::control::execute;
-    let mut f = Fabric::star(2, FabricOptions::default());
+    let mut f = Fabric::star(2, prompt());
     let sw = &f.switches[0];
     let stats = execute(sw, "stats");
     let json: serde_json::Value = serde_json::from_str(stats.strip_prefix("ok ").unwrap()).unwrap();

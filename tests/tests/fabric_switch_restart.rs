@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::verbs::abi::*;
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{alive, config, fabric, text, Down};
+use ibtca_tests::launcher::{alive, config, fabric, text, up};
 use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::TempDir;
@@ -68,16 +68,9 @@ fn restart(run: &Path, sw: &str) -> u32 {
 #[test]
 fn a_restarted_switch_gets_its_routes_again_and_rdma_goes_on() {
     let dir = TempDir::new("fab-swr");
-    let run = dir.join("run");
+    let fab = up(&config("four-nodes-one-switch.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        &config("four-nodes-one-switch.json"),
-        "--run-dir",
-        &run_s,
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
     let o = PairOptions::default();
     let mut a = Side::new(&run.join("n1.sock"), &o, ALL_ACCESS);
     let mut b = Side::new(&run.join("n3.sock"), &o, ALL_ACCESS);
@@ -97,14 +90,14 @@ fn a_restarted_switch_gets_its_routes_again_and_rdma_goes_on() {
     }
     write(&mut a, &mut b, 1, 0x11);
 
-    let new = restart(&run, "sw0");
+    let new = restart(run, "sw0");
     let args = cmdline(new);
     for route in ["--route=1=1", "--route=2=2", "--route=3=3", "--route=4=4"] {
         assert!(args.iter().any(|x| x == route), "{route}: {args:?}");
     }
     assert!(!args.iter().any(|x| x == "--sm-managed"), "{args:?}");
     for n in ["n1", "n2", "n3", "n4"] {
-        wait_link_ups(&run, n, 2);
+        wait_link_ups(run, n, 2);
     }
     let out = fabric(&["stats", "--run-dir", &run_s]);
     let t = String::from_utf8_lossy(&out.stdout);
@@ -119,19 +112,16 @@ fn a_restarted_switch_gets_its_routes_again_and_rdma_goes_on() {
 #[test]
 fn with_an_sm_a_restarted_switch_comes_back_unconfigured() {
     let dir = TempDir::new("fab-swr-sm");
-    let run = dir.join("run");
+    let fab = up(&config("sm-four-nodes-two-switches.json"), &dir);
+    let run = &fab.run;
     let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let file = config("sm-four-nodes-two-switches.json");
-    let out = fabric(&["up", &file, "--run-dir", &run_s]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
-    let new = restart(&run, "right");
+    let new = restart(run, "right");
     let args = cmdline(new);
     assert!(args.iter().any(|x| x == "--sm-managed"), "{args:?}");
     assert!(!args.iter().any(|x| x.starts_with("--route")), "{args:?}");
     // Its devices' links and the link to `left` came back.
     for n in ["n3", "n4"] {
-        wait_link_ups(&run, n, 2);
+        wait_link_ups(run, n, 2);
     }
     let out = fabric(&["stats", "--run-dir", &run_s]);
     let t = String::from_utf8_lossy(&out.stdout);

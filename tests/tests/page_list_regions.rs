@@ -11,7 +11,7 @@ use ibtca_device::verbs::abi::*;
 use ibtca_device::verbs::translate::{MAX_MR_PAGES, MAX_TOTAL_MR_PAGES};
 use ibtca_tests::fast_reg::{alloc_mr, reg_mr_wqe, FastReg};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, SimGuest};
+use ibtca_tests::sim_guest::{local_inv_wqe, recv_wqe, remote, send_wqe, CmdFailed, SimGuest};
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -395,9 +395,7 @@ fn fast_registration_then_access_then_invalidate_refuses() {
     expect(&mut p.a.g, &mut p.a.cq, 3, WC_RECV, WC_SUCCESS);
     assert_eq!(p.a.g.read(back, 0x20), data[0xff0..0x1010]);
 
-    let mut inv = send_wqe(WR_LOCAL_INV, 12, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = new_key.into();
+    let inv = local_inv_wqe(12, new_key);
     p.b.g.post_send(&mut p.b.qp, &inv);
     expect(&mut p.b.g, &mut p.b.cq, 12, WC_LOCAL_INV, WC_SUCCESS);
 

@@ -19,6 +19,7 @@ use ibtca_device::verbs::abi::*;
 use ibtca_tests::fabric::{Fabric, FabricOptions};
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{remote, send_wqe};
 
 const T: Duration = Duration::from_secs(20);
@@ -49,8 +50,13 @@ fn new_pair_works(a: &mut Side, b: &mut Side, what: &str) {
     );
 }
 
+/// A pair whose QPs give up after [`Retry::PROMPT`]'s bound, which the
+/// tests check.
 fn pair() -> LinkedPair {
-    let mut p = LinkedPair::start(PairOptions::default());
+    let mut p = LinkedPair::start(PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    });
     p.connect(MTU_4096);
     p
 }
@@ -136,6 +142,7 @@ fn link_down_at_the_switch_mid_stream() {
         2,
         FabricOptions {
             all_to_all: true,
+            retry: Retry::PROMPT,
             ..FabricOptions::default()
         },
     );

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
+use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::recv_wqe;
 
 const T: Duration = Duration::from_secs(10);
@@ -50,7 +51,10 @@ fn to_state(s: &mut Side, state: u8) {
 /// guest posts afterwards is flushed, and so is every later one.
 #[test]
 fn a_receive_posted_after_the_transport_failed_the_qp_is_flushed() {
-    let mut p = LinkedPair::start(PairOptions::default());
+    let mut p = LinkedPair::start(PairOptions {
+        retry: Retry::PROMPT,
+        ..PairOptions::default()
+    });
     p.connect(MTU_4096);
     let a = &mut p.a;
     start_stream(

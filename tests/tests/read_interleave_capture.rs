@@ -63,6 +63,21 @@ fn wait_quasi(g: &SimGuest, ring: u64, index: u64) {
     }
 }
 
+/// Two devices on a switch at MTU 1024, 2 MiB buffers, every switch port
+/// captured.
+fn captured_pair() -> Fabric {
+    Fabric::star(
+        2,
+        FabricOptions {
+            mtu: MTU_1024,
+            buf: 2 << 20,
+            ram: 16 << 20,
+            captures: true,
+            ..Default::default()
+        },
+    )
+}
+
 /// Byte offset of READ `i` of QP `q` in round `round`, in both buffers.
 fn slot(round: usize, q: usize, i: usize) -> u64 {
     (((round * QPS + q) * READS + i) as u64) * u64::from(READ_LEN)
@@ -122,16 +137,7 @@ fn round(f: &mut Fabric, qa: &mut [Qp], qb: &[Qp], r: usize) {
 
 #[test]
 fn reads_of_three_qps_interleave_on_the_wire_and_release_their_slots() {
-    let mut f = Fabric::star(
-        2,
-        FabricOptions {
-            mtu: MTU_1024,
-            buf: 2 << 20,
-            ram: 16 << 20,
-            captures: true,
-            ..Default::default()
-        },
-    );
+    let mut f = captured_pair();
     let (lid_a, lid_b) = (f.nodes[0].lid, f.nodes[1].lid);
     let mut qa = vec![f.nodes[0].qps[&lid_b]];
     let mut qb = vec![f.nodes[1].qps[&lid_a]];
@@ -314,16 +320,7 @@ fn read_responses_interleave_with_the_qps_own_writes_on_the_wire() {
 /// One run of the test above: every stream and byte checked (panics), and
 /// Err if B's streams were not interleaved on the wire.
 fn writes_and_responses_once() -> Result<(), String> {
-    let mut f = Fabric::star(
-        2,
-        FabricOptions {
-            mtu: MTU_1024,
-            buf: 2 << 20,
-            ram: 16 << 20,
-            captures: true,
-            ..Default::default()
-        },
-    );
+    let mut f = captured_pair();
     let (lid_a, lid_b) = (f.nodes[0].lid, f.nodes[1].lid);
     let (a, b) = f.two(0, 1);
     let mut qa = a.g.create_qp(a.pd, &a.cq, &a.cq, 6);

@@ -13,7 +13,7 @@ use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::fast_reg::{alloc_mr, reg_mr_wqe, FastReg};
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
+use ibtca_tests::sim_guest::{local_inv_wqe, recv_wqe, remote, send_wqe, SimGuest};
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -163,6 +163,32 @@ fn release_and_expect_access_error(p: &mut LinkedPair) {
     );
 }
 
+/// A's READ of B's `va` through `key` held at B ([`post_held_read`]),
+/// then B's LOCAL_INV of `key`: it completes, and the walk clears the
+/// READ's slot while the READ has not stopped yet; released, the READ
+/// fails with WC_REM_ACCESS_ERR and the walk is done. Returns RKM_WALKS.
+fn local_inv_stops_a_held_read(p: &mut LinkedPair, va: u64, key: u32) -> u32 {
+    post_held_read(p, va, key);
+    let inv = local_inv_wqe(63, key);
+    p.b.g.post_send(&mut p.b.qp, &inv);
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
+    assert_eq!(
+        (c.wr_id.to_native(), c.opcode, c.status),
+        (63, WC_LOCAL_INV, WC_SUCCESS)
+    );
+    let (status, walks, cleared) = rkm(&mut p.b.g);
+    assert_eq!(
+        status,
+        regs::RKM_STATUS_BUSY,
+        "the READ has not stopped yet"
+    );
+    assert_eq!(cleared, 1, "the READ's slot");
+    assert!(walks >= 1, "the walk ran ({walks})");
+    release_and_expect_access_error(p);
+    wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+    walks
+}
+
 /// Waits until RKM_STATUS reads `want`.
 fn wait_status(g: &mut SimGuest, want: u32) {
     let deadline = Instant::now() + T;
@@ -239,24 +265,8 @@ fn a_held_read_through_a_window_stops_when_the_window_is_invalidated() {
     assert_eq!((c.opcode, c.status), (WC_BIND_MW, WC_SUCCESS));
     let key = c.imm_data.to_native();
     let va = p.b.buf;
-    post_held_read(&mut p, va, key);
-    // B's own QP invalidates the window while its responder holds the READ:
-    // the LOCAL_INV completes, and the walk clears the READ's slot.
-    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = key.into();
-    p.b.g.post_send(&mut p.b.qp, &inv);
-    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
-    assert_eq!(
-        (c.wr_id.to_native(), c.opcode, c.status),
-        (63, WC_LOCAL_INV, WC_SUCCESS)
-    );
-    let (status, walks, cleared) = rkm(&mut p.b.g);
-    assert_eq!(status, regs::RKM_STATUS_BUSY);
-    assert_eq!(cleared, 1, "the READ's slot");
-    assert!(walks >= 1, "the walk ran ({walks})");
-    release_and_expect_access_error(&mut p);
-    wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+    // B's own QP invalidates the window while its responder holds the READ.
+    local_inv_stops_a_held_read(&mut p, va, key);
 }
 
 /// A fast-registered page-list region (ALLOC_MR, IBTCA_WR_REG_MR over
@@ -290,26 +300,7 @@ fn a_held_read_of_a_fast_registered_region_stops_at_its_local_inv() {
         (62, WC_REG_MR, WC_SUCCESS)
     );
     assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "nothing invalidated yet");
-    post_held_read(&mut p, iova, key);
-    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = key.into();
-    p.b.g.post_send(&mut p.b.qp, &inv);
-    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
-    assert_eq!(
-        (c.wr_id.to_native(), c.opcode, c.status),
-        (63, WC_LOCAL_INV, WC_SUCCESS)
-    );
-    let (status, walks, cleared) = rkm(&mut p.b.g);
-    assert_eq!(
-        status,
-        regs::RKM_STATUS_BUSY,
-        "the READ has not stopped yet"
-    );
-    assert_eq!(cleared, 1, "the READ's slot");
-    assert!(walks >= 1, "the walk ran ({walks})");
-    release_and_expect_access_error(&mut p);
-    wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+    let walks = local_inv_stops_a_held_read(&mut p, iova, key);
     assert_eq!(rkm(&mut p.b.g), (regs::RKM_STATUS_DONE, walks, 1));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }

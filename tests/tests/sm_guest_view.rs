@@ -15,7 +15,6 @@
 use std::time::{Duration, Instant};
 
 use ibtca_device::instance::InstanceConfig;
-use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_protocol::mad::attr::{id, PortInfo, PortState};
@@ -25,31 +24,48 @@ use ibtca_tests::datagram::ud_send_wqe;
 use ibtca_tests::pair::{LinkedPair, PairOptions};
 use ibtca_tests::sim_guest::{recv_wqe, SimGuest};
 use ibtca_tests::sm_client::SmClient;
+use ibtca_tests::sm_nodes::{sm_device_server, SM_LID};
 use ibtca_tests::{TempDir, TestServer};
 
 const T: Duration = Duration::from_secs(20);
-const SM_LID: u16 = 9;
 
-#[test]
-fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
-    let dir = TempDir::new("sm-view");
-    let path = dir.join("dev.link");
+/// A managed device of `cfg` behind a vfio-user server, the test SM on
+/// its link and a simulated guest on the server, once the port is Init.
+fn managed_device(tag: &str, cfg: InstanceConfig) -> (TestServer, SmClient, SimGuest) {
     let cfg = InstanceConfig {
         lid: 7,
         sm_managed: true,
-        node_guid: 0x0200_0000_0000_0909,
-        port_guid: 0x0200_0000_0000_0909,
-        link: Some(LinkEndpoint::Listen(path.clone())),
-        ..InstanceConfig::default()
+        ..cfg
     };
-    let server = TestServer::start_instance(dir, cfg);
-    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    let (server, sm) = sm_device_server(TempDir::new(tag), cfg);
     let mut g = SimGuest::new(&server.socket, 4 << 20);
     let deadline = Instant::now() + T;
     while g.client.read32(0, regs::PORT_STATE) != regs::PORT_INIT {
         assert!(Instant::now() < deadline, "the port never reached Init");
         std::thread::sleep(Duration::from_millis(5));
     }
+    (server, sm, g)
+}
+
+/// Sets PortInfo's LID, LMC and state through `sm`, as OpenSM does.
+fn set_port(sm: &mut SmClient, lid: u16, lmc: u8, state: PortState) {
+    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+    let mut p = PortInfo::decode(&sm.ask(get, 0).data);
+    (p.lid, p.master_sm_lid, p.lmc) = (lid, SM_LID, lmc);
+    p.port_state = state as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
+    set.data = p.encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+}
+
+#[test]
+fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
+    let cfg = InstanceConfig {
+        node_guid: 0x0200_0000_0000_0909,
+        port_guid: 0x0200_0000_0000_0909,
+        ..InstanceConfig::default()
+    };
+    let (_server, mut sm, mut g) = managed_device("sm-view", cfg);
     let before: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
     assert_eq!(
         (before.lid.to_native(), before.sm_lid.to_native()),
@@ -57,13 +73,7 @@ fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
         "no SM yet"
     );
 
-    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
-    let mut p = PortInfo::decode(&sm.ask(get, 0).data);
-    (p.lid, p.master_sm_lid, p.lmc) = (0x31, SM_LID, 2);
-    p.port_state = PortState::Armed as u8;
-    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
-    set.data = p.encode();
-    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+    set_port(&mut sm, 0x31, 2, PortState::Armed);
 
     let after: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
     assert_eq!(
@@ -77,37 +87,11 @@ fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
     );
 }
 
-/// Sets PortInfo's LID and state through `sm`, as OpenSM does.
-fn set_port(sm: &mut SmClient, lid: u16, state: PortState) {
-    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
-    let mut p = PortInfo::decode(&sm.ask(get, 0).data);
-    (p.lid, p.master_sm_lid) = (lid, SM_LID);
-    p.port_state = state as u8;
-    let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
-    set.data = p.encode();
-    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
-}
-
 #[test]
 fn a_new_lid_on_an_active_port_is_a_port_event() {
-    let dir = TempDir::new("sm-lid-event");
-    let path = dir.join("dev.link");
-    let cfg = InstanceConfig {
-        lid: 7,
-        sm_managed: true,
-        link: Some(LinkEndpoint::Listen(path.clone())),
-        ..InstanceConfig::default()
-    };
-    let server = TestServer::start_instance(dir, cfg);
-    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
-    let mut g = SimGuest::new(&server.socket, 4 << 20);
-    let deadline = Instant::now() + T;
-    while g.client.read32(0, regs::PORT_STATE) != regs::PORT_INIT {
-        assert!(Instant::now() < deadline, "the port never reached Init");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    set_port(&mut sm, 0x21, PortState::Armed);
-    set_port(&mut sm, 0x21, PortState::Active);
+    let (_server, mut sm, mut g) = managed_device("sm-lid-event", InstanceConfig::default());
+    set_port(&mut sm, 0x21, 0, PortState::Armed);
+    set_port(&mut sm, 0x21, 0, PortState::Active);
     let cause = |g: &mut SimGuest| g.client.read32(0, regs::EVENT_CAUSE);
     assert_eq!(g.client.read32(0, regs::PORT_STATE), regs::PORT_ACTIVE);
     g.client
@@ -115,10 +99,10 @@ fn a_new_lid_on_an_active_port_is_a_port_event() {
     assert_eq!(cause(&mut g) & regs::EVENT_PORT_CHANGE, 0);
 
     // The same LID again: nothing changed, no event.
-    set_port(&mut sm, 0x21, PortState::NoChange);
+    set_port(&mut sm, 0x21, 0, PortState::NoChange);
     assert_eq!(cause(&mut g) & regs::EVENT_PORT_CHANGE, 0, "no change");
 
-    set_port(&mut sm, 0x44, PortState::NoChange);
+    set_port(&mut sm, 0x44, 0, PortState::NoChange);
     assert_eq!(
         (
             cause(&mut g) & regs::EVENT_PORT_CHANGE,

@@ -6,16 +6,15 @@
 use std::time::{Duration, Instant};
 
 use ibtca_device::instance::InstanceConfig;
-use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
 use ibtca_protocol::mad::attr::{
     id, GuidInfo, NodeDescription, NodeInfo, NodeType, PKeyTable, PortInfo, PortState,
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
 use ibtca_tests::sm_client::SmClient;
+use ibtca_tests::sm_nodes::{sm_device, sm_device_server, SM_LID};
 use ibtca_tests::{Client, TempDir, TestServer};
 
-const SM_LID: u16 = 1;
 const NODE_GUID: u64 = 0x0200_0000_0000_0707;
 
 fn wait_reg(c: &mut Client, reg: u64, want: u32) {
@@ -38,20 +37,17 @@ fn lid_routed(method: u8, attr: u16, modifier: u32) -> Smp {
     Smp::new(SmpRoute::Lid, method, attr, modifier)
 }
 
+/// The managed device the SM talks to, behind a vfio-user server.
 fn managed_device(dir: TempDir) -> (TestServer, SmClient) {
-    let path = dir.join("dev.link");
     let cfg = InstanceConfig {
         lid: 7,
         sm_managed: true,
         node_description: "n7 ibtca".into(),
         node_guid: NODE_GUID,
         port_guid: NODE_GUID + 1,
-        link: Some(LinkEndpoint::Listen(path.clone())),
         ..InstanceConfig::default()
     };
-    let server = TestServer::start_instance(dir, cfg);
-    let sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
-    (server, sm)
+    sm_device_server(dir, cfg)
 }
 
 #[test]
@@ -224,14 +220,11 @@ fn send_written(sm: &SmClient, packet: Vec<u8>) {
 #[test]
 fn a_port_in_init_drops_data_and_an_armed_one_takes_it() {
     let dir = TempDir::new("sma-dev-init");
-    let path = dir.join("dev.link");
-    let instance = ibtca_device::instance::Instance::start(&InstanceConfig {
+    let cfg = InstanceConfig {
         sm_managed: true,
-        link: Some(LinkEndpoint::Listen(path.clone())),
         ..InstanceConfig::default()
-    })
-    .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(path), SM_LID);
+    };
+    let (instance, mut sm) = sm_device(&dir, cfg);
     let mut p = PortInfo::decode(&sm.ask(dr(method::GET, id::PORT_INFO, 1), 0).data);
     assert_eq!(p.port_state, PortState::Init as u8);
     send_written(&sm, data_to_qp5(SM_LID, 0));

@@ -26,6 +26,7 @@ use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
 use ibtca_protocol::PacketView;
 use ibtca_tests::links::{send_retrying, start_link};
 use ibtca_tests::sm_client::{data_packet, SmClient, WAIT};
+use ibtca_tests::sm_nodes::SmSwitch;
 use ibtca_tests::TempDir;
 
 const SW1_GUID: u64 = 0x0200_0000_0000_f001;
@@ -626,26 +627,11 @@ fn an_smp_passes_a_switch_whose_data_vls_have_no_credits() {
 #[test]
 fn a_managed_switch_carries_data_only_through_ports_the_sm_activated() {
     let dir = TempDir::new("sma-managed");
-    let sw = Switch::start(SwitchConfig {
-        name: "sw".into(),
-        guid: SW1_GUID,
-        lid: 9,
-        ports: vec![
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p1"))),
-            PortConfig::new(LinkEndpoint::Listen(dir.join("p2"))),
-        ],
-        routes: Vec::new(),
-        link: LinkConfig::default(),
-        sm_managed: true,
-    })
-    .unwrap();
-    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), 1);
-    let y = SmClient::start(LinkEndpoint::Connect(dir.join("p2")), 2);
-    let deadline = Instant::now() + WAIT;
-    while !(sw.is_port_up(1) && sw.is_port_up(2)) {
-        assert!(Instant::now() < deadline, "ports never came up");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let SmSwitch {
+        sw,
+        mut sm,
+        host: y,
+    } = SmSwitch::start_managed(&dir, SW1_GUID, 9);
     assert_eq!(sw.lid(), 0, "no LID before the SM's");
     assert_eq!(sw.lft().lookup(2), None, "nothing learned from Hellos");
     let sw_path = [1u8];

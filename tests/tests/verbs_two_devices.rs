@@ -9,7 +9,8 @@ use ibtca_device::link::{FaultPlan, FaultRates};
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS as ALL};
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Qp, SimGuest};
+use ibtca_tests::qp_retry::Retry;
+use ibtca_tests::sim_guest::{local_inv_wqe, recv_wqe, remote, send_wqe, Qp, SimGuest};
 use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
 
@@ -18,8 +19,14 @@ const T: Duration = Duration::from_secs(20);
 type Pair = LinkedPair;
 
 fn pair(mtu: u8, b_access: u32) -> Pair {
+    pair_retrying(mtu, b_access, Retry::default())
+}
+
+/// [`pair`] with `retry` (tests of retransmission: [`Retry::PROMPT`]).
+fn pair_retrying(mtu: u8, b_access: u32, retry: Retry) -> Pair {
     let mut p = LinkedPair::start(PairOptions {
         b_access,
+        retry,
         ..Default::default()
     });
     p.connect(mtu);
@@ -232,7 +239,8 @@ fn write_to_a_read_only_region_is_refused() {
 
 #[test]
 fn messages_arrive_once_and_intact_under_link_faults() {
-    let mut p = pair(2, ALL); // 512-byte MTU: several packets per message
+    // 512-byte MTU: several packets per message; lost ones resent soon.
+    let mut p = pair_retrying(2, ALL, Retry::PROMPT);
     let rates = FaultRates {
         drop: 10,
         duplicate: 10,
@@ -318,7 +326,7 @@ fn messages_arrive_once_and_intact_under_link_faults() {
 
 #[test]
 fn peer_vanishing_mid_transfer_gives_an_error_completion() {
-    let mut p = pair(MTU_4096, ALL);
+    let mut p = pair_retrying(MTU_4096, ALL, Retry::PROMPT);
     // One good write proves the path.
     let w = remote(
         send_wqe(WR_RDMA_WRITE, 1, p.a.buf, 4096, p.a.lkey),
@@ -410,9 +418,7 @@ fn memory_window_bind_access_and_invalidate() {
     );
     assert_eq!(p.b.g.read(win + 0x100, 512), data);
     // B invalidates the window; A's next write with the key must fail.
-    let mut inv = send_wqe(WR_LOCAL_INV, 63, 0, 0, 0);
-    inv.num_sge = 0;
-    inv.imm_data = key.into();
+    let inv = local_inv_wqe(63, key);
     p.b.g.post_send(&mut p.b.qp, &inv);
     let c =
         p.b.g

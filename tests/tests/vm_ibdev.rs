@@ -17,7 +17,8 @@
 //! loopback to its own LID, RDMA through the
 //! `ibv_wr_*` API and extended CQs, and memory windows bound from user
 //! space, and posts and polls that make no system call (a thread under a
-//! seccomp filter trapping every one); the data path between guests:
+//! seccomp filter trapping every one), a user UD QP refusing
+//! `IBV_SEND_INLINE` as the kernel does; the data path between guests:
 //! `vm_uverbs.rs`). The module
 //! unloads cleanly and neither the driver nor the RDMA core complains.
 //!
@@ -417,13 +418,21 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         )),
         "{abi}"
     );
-    let said = run
-        .lines_with("IBTCA-PROVIDER-ABI ")
+    // The previous steps' refusals are logged by the kernel, and kernel
+    // messages can land on the serial console between the tag and the
+    // provider's message (which then starts a later line) or cut into the
+    // message: take the first line from the tag on that has it (a few
+    // lines at most), and compare the provider's words up to such a cut
+    // (the message has no '[').
+    let lines: Vec<&str> = run.serial.lines().collect();
+    let tag = lines
+        .iter()
+        .position(|l| l.contains("IBTCA-PROVIDER-ABI "))
+        .unwrap_or_else(|| panic!("no IBTCA-PROVIDER-ABI line\n{dump}"));
+    let said = lines[tag..lines.len().min(tag + 8)]
+        .iter()
         .find(|l| l.contains("ibtca: "))
         .unwrap_or_else(|| panic!("no provider message\n{dump}"));
-    // The previous steps' refusals are logged by the kernel, and a kernel
-    // message can cut into the line on the serial console: compare the
-    // provider's words up to such a cut (the message has no '[').
     let want = ": the kernel driver speaks ABI 99; this provider speaks ABI 2: install the ibtca module and the ibtca provider from the same ibtca version";
     let own = said.split('[').next().unwrap_or_default();
     let own = &own[own
@@ -521,6 +530,29 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     ] {
         assert!(bypass.contains(want), "no {want:?}: {bypass}");
     }
+    // A user UD QP, loopback: no inline data reported, even when asked;
+    // IBV_SEND_INLINE refused (EINVAL, *bad_wr at it) as the kernel
+    // refuses it, nothing of it sent; the same SEND from a registered
+    // buffer is the only one that arrives.
+    step("ud_setup");
+    let cap = step("ud_no_inline_cap");
+    assert!(
+        cap.contains("max_inline_data=0; asking 16: created, max_inline_data=0"),
+        "{cap}"
+    );
+    let refused = step("ud_inline_refused");
+    assert!(
+        refused.contains(&format!("ret={} (want", libc::EINVAL))
+            && refused.contains("bad_wr at it"),
+        "{refused}"
+    );
+    let sent = step("ud_send_after_refusal");
+    assert!(
+        sent.contains("send wr_id=2 status=0 recv wr_id=7 status=0 len=56")
+            && sent.contains("bytes match"),
+        "{sent}"
+    );
+    step("ud_nothing_more");
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

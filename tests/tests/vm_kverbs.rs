@@ -32,6 +32,7 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
+use ibtca_tests::console::field;
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
@@ -63,16 +64,6 @@ fn pass<'a>(who: &str, console: &'a str, name: &str) -> &'a str {
         "{who}: {line}\n{console}"
     );
     line
-}
-
-/// `key=value` of `line`.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!(" {key}=");
-    let at = line
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {key}= in {line}"))
-        + pat.len();
-    line[at..].split_whitespace().next().unwrap_or_default()
 }
 
 #[test]

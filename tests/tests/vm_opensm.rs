@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 
 use ibtca_fabric::{End, Plan};
 use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::ib_diags::{
+    counter, field, hex, ibroute, netdiscover, node_records, ordered, tracert, PortEnd,
+};
 use ibtca_tests::launcher::{config, fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::workspace_bin;
@@ -102,22 +105,6 @@ fn trap_swept(log: &str, lid: u16) -> &str {
     lines[trap]
 }
 
-/// A (GUID, port) end of a link.
-type PortEnd = (u64, u8);
-
-fn hex(s: &str) -> Option<u64> {
-    let s = s.trim().trim_start_matches("0x");
-    u64::from_str_radix(s, 16).ok()
-}
-
-/// The value after `key` in a `key:....value` or `key: value` line.
-fn field<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
-    lines
-        .iter()
-        .find_map(|l| l.trim_start().strip_prefix(key))
-        .map(|v| v.trim_start_matches(['.', ':', ' ', '\t']).trim())
-}
-
 /// The links of the plan as unordered (GUID, port) pairs.
 fn plan_links(plan: &Plan) -> BTreeSet<(PortEnd, PortEnd)> {
     let end = |e: &End| match e {
@@ -128,51 +115,6 @@ fn plan_links(plan: &Plan) -> BTreeSet<(PortEnd, PortEnd)> {
         .iter()
         .map(|(a, b)| ordered(end(a), end(b)))
         .collect()
-}
-
-fn ordered(a: PortEnd, b: PortEnd) -> (PortEnd, PortEnd) {
-    if a <= b {
-        (a, b)
-    } else {
-        (b, a)
-    }
-}
-
-/// ibnetdiscover's links and the LIDs it names (GUID → LID).
-fn netdiscover(lines: &[&str]) -> (BTreeSet<(PortEnd, PortEnd)>, BTreeMap<u64, u16>) {
-    let mut links = BTreeSet::new();
-    let mut lids = BTreeMap::new();
-    let mut current: Option<u64> = None;
-    let guid_in = |s: &str| hex(s.split('"').nth(1)?.get(2..)?);
-    let lid_after = |s: &str, word: &str| -> Option<u16> {
-        let i = s.find(word)? + word.len();
-        s[i..].split_whitespace().next()?.parse().ok()
-    };
-    for l in lines {
-        if l.starts_with("Switch") || l.starts_with("Ca") {
-            current = guid_in(l);
-            if let (Some(g), Some(lid)) = (current, lid_after(l, "base port 0 lid ")) {
-                lids.insert(g, lid);
-            }
-        } else if let (Some(me), true) = (current, l.starts_with('[')) {
-            // "[1]\t"H-0200000000010001"[1](...)  # ..." (a switch port) or
-            // "[1](200000000010001) \t"S-0200000000ff0001"[1]  # lid 1 ..." (a CA's).
-            let port: u8 = l[1..l.find(']').unwrap()].parse().unwrap();
-            let Some(peer) = guid_in(l) else { continue };
-            let after = &l[l.find(&format!("{peer:016x}\"")).unwrap() + 17..];
-            let peer_port: u8 = after
-                .strip_prefix('[')
-                .and_then(|a| a.split(']').next())
-                .and_then(|p| p.parse().ok())
-                .unwrap();
-            links.insert(ordered((me, port), (peer, peer_port)));
-            // A CA's port line names its own LID first ("# lid 1 lmc 0").
-            if let Some(lid) = lid_after(l, "# lid ") {
-                lids.insert(me, lid);
-            }
-        }
-    }
-    (links, lids)
 }
 
 /// For each switch (by GUID), the port by which it reaches each node
@@ -207,66 +149,6 @@ fn expected_routes(plan: &Plan) -> BTreeMap<u64, BTreeMap<u64, u8>> {
         out.insert(sw.guid, first_port);
     }
     out
-}
-
-/// ibroute's tables: switch GUID → (LID → out port).
-fn ibroute(lines: &[&str]) -> BTreeMap<u64, BTreeMap<u16, u8>> {
-    let mut out: BTreeMap<u64, BTreeMap<u16, u8>> = BTreeMap::new();
-    let mut current = None;
-    for l in lines {
-        if l.starts_with("Unicast lids") {
-            current = l
-                .split_whitespace()
-                .skip_while(|w| *w != "guid")
-                .nth(1)
-                .and_then(hex);
-        } else if let (Some(sw), Some(lid)) = (current, l.strip_prefix("0x")) {
-            let mut w = lid.split_whitespace();
-            let lid = u16::from_str_radix(w.next().unwrap(), 16).unwrap();
-            let port: u8 = w.next().unwrap().parse().unwrap();
-            out.entry(sw).or_default().insert(lid, port);
-        }
-    }
-    out
-}
-
-/// ibtracert's hops: (out port, GUID, in port) after the source line.
-fn tracert(lines: &[&str]) -> Vec<(u8, u64, u8)> {
-    lines
-        .iter()
-        .filter(|l| l.starts_with('[') && l.contains("->"))
-        .map(|l| {
-            let out: u8 = l[1..l.find(']').unwrap()].parse().unwrap();
-            let g = &l[l.find('{').unwrap() + 1..l.find('}').unwrap()];
-            let rest = &l[l.find('}').unwrap() + 2..];
-            let inp: u8 = rest[..rest.find(']').unwrap()].parse().unwrap();
-            (out, hex(g).unwrap(), inp)
-        })
-        .collect()
-}
-
-/// saquery's node records: (LID, node GUID).
-fn node_records(lines: &[&str]) -> BTreeSet<(u16, u64)> {
-    let mut out = BTreeSet::new();
-    let mut lid = None;
-    for l in lines {
-        let l = l.trim();
-        if let Some(v) = l.strip_prefix("lid.") {
-            lid = v.trim_start_matches('.').parse().ok();
-        } else if let Some(v) = l.strip_prefix("node_guid.") {
-            if let (Some(lid), Some(g)) = (lid.take(), hex(v.trim_start_matches('.'))) {
-                out.insert((lid, g));
-            }
-        }
-    }
-    out
-}
-
-/// A counter perfquery printed.
-fn counter(lines: &[&str], name: &str) -> u64 {
-    field(lines, name)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in {lines:?}"))
 }
 
 /// Waits until `want` is in the console at `path`; false at the deadline

@@ -20,6 +20,7 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
+use ibtca_tests::console::{tagged, tagged_lines};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
@@ -31,21 +32,6 @@ const TOPOLOGY: &str = r#"{
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "512M" }
 }"#;
-
-/// Runs `cmd` once, its output on the console with every line tagged
-/// `TAG `; fails as `cmd` does.
-fn tagged(tag: &str, cmd: &str) -> String {
-    format!("out=$({cmd} 2>&1); st=$?; echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st")
-}
-
-/// The lines of `console` tagged `tag`, without the tag.
-fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
-    let t = format!("{tag} ");
-    console
-        .lines()
-        .filter_map(|l| l.find(&t).map(|i| &l[i + t.len()..]))
-        .collect()
-}
 
 /// The CapMask smpquery portinfo printed (`CapMask:.....0x...`).
 fn cap_mask(lines: &[&str]) -> Option<u32> {

@@ -16,7 +16,9 @@
 //!   which it sends inline (`IBV_SEND_INLINE`: the QPs report
 //!   max_inline_data 64);
 //! - `ibv_ud_pingpong -d ibtca0 -c` (UD: address handles, the GRH area,
-//!   every received buffer's bytes checked by the program), and
+//!   every received buffer's bytes checked by the program), again with
+//!   64-byte messages (a UD QP reports no inline data, so the program,
+//!   which sends inline what the QP says fits, does not ask), and
 //!   `ib_send_bw -c UD` (MTU-sized datagrams), each to completion on both
 //!   sides;
 //! - perftest's `ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`,
@@ -37,6 +39,7 @@
 
 use std::time::Instant;
 
+use ibtca_tests::console::{client, tagged, tagged_lines};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
@@ -46,23 +49,8 @@ const TOPOLOGY: &str = r#"{
   "guest": { "mem": "512M" }
 }"#;
 
-/// Runs `cmd` once, its output on the console with every line tagged
-/// `TAG `; fails as `cmd` does.
-fn tagged(tag: &str, cmd: &str) -> String {
-    format!("out=$({cmd} 2>&1); st=$?; echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st")
-}
-
-/// A client: `cmd` until the server (started meanwhile on the other
-/// guest) answers, at most two minutes; a failure after connecting
-/// (the output names the remote address) is final.
-fn client(tag: &str, cmd: &str) -> String {
-    format!(
-        "for i in $(seq 120); do out=$({cmd} 2>&1); st=$?; \
-         if [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; then \
-         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; sleep 1; done; \
-         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1"
-    )
-}
+/// How many times a client tries to reach its server, a second apart.
+const CLIENT_TRIES: u32 = 120;
 
 /// The programs: (tag, server command, client command without the host).
 const PERFTEST: [(&str, &str); 7] = [
@@ -74,15 +62,6 @@ const PERFTEST: [(&str, &str); 7] = [
     ("READ-LAT", "ib_read_lat -d ibtca0 -D 2"),
     ("SEND-LAT", "ib_send_lat -d ibtca0 -D 2"),
 ];
-
-/// The lines of `console` tagged `tag`, without the tag.
-fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
-    let t = format!("{tag} ");
-    console
-        .lines()
-        .filter_map(|l| l.find(&t).map(|i| &l[i + t.len()..]))
-        .collect()
-}
 
 /// perftest's result: the line after the `#bytes` header, as fields.
 fn perftest_result(lines: &[&str]) -> Option<Vec<String>> {
@@ -113,27 +92,50 @@ fn pingpong_and_perftest_run_over_ibtca() {
     let mut n1 = vec![
         devinfo.clone(),
         tagged("PP-SERVER", "ibv_rc_pingpong -d ibtca0"),
-        client("PP-EV-CLIENT", "ibv_rc_pingpong -d ibtca0 -e n2"),
+        client(
+            "PP-EV-CLIENT",
+            "ibv_rc_pingpong -d ibtca0 -e n2",
+            CLIENT_TRIES,
+        ),
         tagged("SRQ-SERVER", "ibv_srq_pingpong -d ibtca0 -c"),
         tagged("SRQ-INLINE-SERVER", "ibv_srq_pingpong -d ibtca0 -c -s 64"),
         tagged("UD-SERVER", "ibv_ud_pingpong -d ibtca0 -c"),
+        tagged("UD-SMALL-SERVER", "ibv_ud_pingpong -d ibtca0 -c -s 64"),
         tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
     ];
     let mut n2 = vec![
         devinfo,
-        client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1"),
+        client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1", CLIENT_TRIES),
         tagged("PP-EV-SERVER", "ibv_rc_pingpong -d ibtca0 -e"),
-        client("SRQ-CLIENT", "ibv_srq_pingpong -d ibtca0 -c n1"),
+        client(
+            "SRQ-CLIENT",
+            "ibv_srq_pingpong -d ibtca0 -c n1",
+            CLIENT_TRIES,
+        ),
         client(
             "SRQ-INLINE-CLIENT",
             "ibv_srq_pingpong -d ibtca0 -c -s 64 n1",
+            CLIENT_TRIES,
         ),
-        client("UD-CLIENT", "ibv_ud_pingpong -d ibtca0 -c n1"),
-        client("UD-BW-CLIENT", "ib_send_bw -d ibtca0 -c UD -D 2 n1"),
+        client("UD-CLIENT", "ibv_ud_pingpong -d ibtca0 -c n1", CLIENT_TRIES),
+        client(
+            "UD-SMALL-CLIENT",
+            "ibv_ud_pingpong -d ibtca0 -c -s 64 n1",
+            CLIENT_TRIES,
+        ),
+        client(
+            "UD-BW-CLIENT",
+            "ib_send_bw -d ibtca0 -c UD -D 2 n1",
+            CLIENT_TRIES,
+        ),
     ];
     for (tag, cmd) in PERFTEST {
         n1.push(tagged(&format!("{tag}-SERVER"), cmd));
-        n2.push(client(&format!("{tag}-CLIENT"), &format!("{cmd} n1")));
+        n2.push(client(
+            &format!("{tag}-CLIENT"),
+            &format!("{cmd} n1"),
+            CLIENT_TRIES,
+        ));
     }
     // The client retries its TCP connection itself while the server starts.
     n1.push(tagged("RKEY-SERVER", "ibtca-provider-test bad-rkey-server"));
@@ -189,6 +191,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         (&c2, "SRQ-INLINE-CLIENT"),
         (&c1, "UD-SERVER"),
         (&c2, "UD-CLIENT"),
+        (&c1, "UD-SMALL-SERVER"),
+        (&c2, "UD-SMALL-CLIENT"),
     ] {
         let l = tagged_lines(c, tag);
         assert!(

@@ -30,7 +30,7 @@ fn options() -> FabricOptions {
         spin: true,
         mtu: MTU_4096,
         all_to_all: false,
-        captures: false,
+        ..FabricOptions::default()
     }
 }
 

@@ -32,6 +32,19 @@ fn naks(w: &Wire) -> Vec<(u32, u8)> {
         .collect()
 }
 
+/// A posts `n` READs of `len` bytes each (work request ids 1 to n), of
+/// B's memory from DST_VA on, into its own from DST_VA on; returns the
+/// requests A sent.
+fn post_reads(w: &mut Wire, n: u64, len: u32) -> Vec<Vec<u8>> {
+    for i in 0..n {
+        let va = DST_VA + i * u64::from(len);
+        let mut r = rdma(WR_RDMA_READ, i + 1, len, va, DST);
+        r.sge[0].addr = va.into();
+        w.post_a(r);
+    }
+    w.a.env.take_outbox()
+}
+
 /// Feeds `packets` to B without serving what it owes.
 fn feed_b(w: &mut Wire, packets: &[Vec<u8>]) {
     for p in packets {
@@ -50,12 +63,7 @@ fn a_read_past_the_responder_resources_is_naked_invalid_request() {
     a.max_rd_atomic = 4; // more than B's max_dest_rd_atomic (3)
     let mut w = Wire::new(a, b);
     w.b.env.bytes_mut(DST)[..4096].copy_from_slice(&pattern(4096, 9));
-    for i in 0..4u64 {
-        let mut r = rdma(WR_RDMA_READ, i + 1, 1024, DST_VA + i * 1024, DST);
-        r.sge[0].addr = (DST_VA + i * 1024).into();
-        w.post_a(r);
-    }
-    let requests = w.a.env.take_outbox();
+    let requests = post_reads(&mut w, 4, 1024);
     assert_eq!(requests.len(), 4, "four READ requests in one burst");
     feed_b(&mut w, &requests[..3]);
     assert_eq!(w.b.env.keys.held(MOCK_QPN), READ_SLOTS, "three READ slots");
@@ -255,12 +263,7 @@ fn a_read_finding_the_quasi_ring_full_is_dropped_and_retried() {
     let mut w = Wire::with_mtu(1024);
     w.b.env.quasi_cap = Some(1);
     w.b.env.bytes_mut(DST)[..2048].copy_from_slice(&pattern(2048, 1));
-    for i in 0..2u64 {
-        let mut r = rdma(WR_RDMA_READ, i + 1, 1024, DST_VA + i * 1024, DST);
-        r.sge[0].addr = (DST_VA + i * 1024).into();
-        w.post_a(r);
-    }
-    let requests = w.a.env.take_outbox();
+    let requests = post_reads(&mut w, 2, 1024);
     feed_b(&mut w, &requests);
     assert_eq!(w.b.env.quasi_log.len(), 1, "the second did not fit");
     assert_eq!(w.b.qp.expected_psn(), 101, "and was not taken");
@@ -284,12 +287,7 @@ fn each_read_releases_its_key_slot_at_its_last_response() {
     let (a, b) = configs(1024);
     let mut w = Wire::new(a, b);
     w.b.env.bytes_mut(DST)[..9216].copy_from_slice(&pattern(9216, 3));
-    for i in 0..3u64 {
-        let mut r = rdma(WR_RDMA_READ, i + 1, 3072, DST_VA + i * 3072, DST);
-        r.sge[0].addr = (DST_VA + i * 3072).into();
-        w.post_a(r);
-    }
-    let requests = w.a.env.take_outbox();
+    let requests = post_reads(&mut w, 3, 3072);
     feed_b(&mut w, &requests);
     let mut held = Vec::new();
     let mut positions = Vec::new();

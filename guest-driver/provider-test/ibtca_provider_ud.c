@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * A user UD QP through the provider, loopback on one device. A UD WQE
+ * carries an address vector and no inline payload, so the QP reports no
+ * inline data (max_inline_data 0, also when created asking for some),
+ * and a SEND with IBV_SEND_INLINE is refused with EINVAL and
+ * *bad_wr at it, as the kernel driver refuses IB_SEND_INLINE on a
+ * datagram QP; nothing of it reaches the queue, and the same SEND from a
+ * registered buffer then arrives byte for byte behind the 40-byte GRH
+ * area of the QP's own receive.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "provider_test.h"
+
+#define UD_QKEY 0x11111111u
+#define UD_GRH 40
+#define UD_LEN 16
+
+/* RESET → INIT → RTR → RTS of UD QP @qp on port 1, Q_Key UD_QKEY. */
+static int ud_ready(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
+		.qkey = UD_QKEY,
+	};
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/* The next completion of @cq within 30 s: 0, or -1 without one. */
+static int ud_wait(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	int i;
+
+	for (i = 0; i < 30000; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n)
+			return n < 0 ? -1 : 0;
+		usleep(1000);
+	}
+	return -1;
+}
+
+void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	static unsigned char buf[UD_GRH + 2 * UD_LEN];
+	unsigned char *src = buf + UD_GRH + UD_LEN;
+	struct ibv_qp_init_attr init = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_UD,
+	};
+	struct ibv_sge rsge, ssge;
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rsge, .num_sge = 1 };
+	struct ibv_send_wr swr = { .sg_list = &ssge, .num_sge = 1,
+				   .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_recv_wr *rbad;
+	struct ibv_ah_attr ah_attr = { .port_num = 1 };
+	struct ibv_port_attr port;
+	struct ibv_qp *qp = NULL, *other;
+	uint32_t qp_inline = 0;
+	struct ibv_ah *ah = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_wc wc[2];
+	struct ibv_cq *cq;
+	int err, i, send = -1, recv = -1;
+
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (cq && !ibv_query_port(ctx, 1, &port)) {
+		init.send_cq = cq;
+		init.recv_cq = cq;
+		qp = ibv_create_qp(pd, &init);
+		qp_inline = init.cap.max_inline_data;
+		ah_attr.dlid = port.lid;
+		ah = ibv_create_ah(pd, &ah_attr);
+		mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	}
+	if (!cq || !qp || !ah || !mr || ud_ready(qp)) {
+		step("ud_setup", 0, "cq, qp, ah, region or modify: %s",
+		     strerror(errno));
+		goto out;
+	}
+	step("ud_setup", 1, "qpn %u lid %u", qp->qp_num, port.lid);
+	/* No inline data on UD: none reported, even when asked for. */
+	init.cap.max_inline_data = 16;
+	other = ibv_create_qp(pd, &init);
+	step("ud_no_inline_cap", !qp_inline && other &&
+	     !init.cap.max_inline_data,
+	     "max_inline_data=%u; asking 16: %s, max_inline_data=%u",
+	     qp_inline, other ? "created" : strerror(errno),
+	     init.cap.max_inline_data);
+	if (other)
+		ibv_destroy_qp(other);
+	for (i = 0; i < UD_LEN; i++)
+		src[i] = (unsigned char)(0xa0 + i);
+	rsge = (struct ibv_sge) { .addr = (uintptr_t)buf,
+				  .length = UD_GRH + UD_LEN, .lkey = mr->lkey };
+	err = ibv_post_recv(qp, &rwr, &rbad);
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = qp->qp_num;
+	swr.wr.ud.remote_qkey = UD_QKEY;
+
+	/* Inline: refused whole, from memory no key covers. */
+	ssge = (struct ibv_sge) { .addr = (uintptr_t)src, .length = UD_LEN };
+	swr.wr_id = 1;
+	swr.send_flags |= IBV_SEND_INLINE;
+	err = err ?: ibv_post_send(qp, &swr, &bad);
+	step("ud_inline_refused", err == EINVAL && bad == &swr,
+	     "post_send ret=%d (want %d) bad_wr %s", err, EINVAL,
+	     bad == &swr ? "at it" : "WRONG");
+
+	/* The same SEND from the region: the only one sent. */
+	ssge.lkey = mr->lkey;
+	swr.wr_id = 2;
+	swr.send_flags &= ~IBV_SEND_INLINE;
+	err = ibv_post_send(qp, &swr, &bad);
+	for (i = 0; !err && i < 2; i++) {
+		err = ud_wait(cq, &wc[i]);
+		if (!err && wc[i].opcode == IBV_WC_SEND)
+			send = i;
+		else if (!err && wc[i].opcode == IBV_WC_RECV)
+			recv = i;
+	}
+	step("ud_send_after_refusal", !err && send >= 0 && recv >= 0 &&
+	     wc[send].status == IBV_WC_SUCCESS && wc[send].wr_id == 2 &&
+	     wc[recv].status == IBV_WC_SUCCESS && wc[recv].wr_id == 7 &&
+	     wc[recv].byte_len == UD_GRH + UD_LEN &&
+	     wc[recv].src_qp == qp->qp_num &&
+	     !memcmp(buf + UD_GRH, src, UD_LEN),
+	     "err=%d send wr_id=%llu status=%d recv wr_id=%llu status=%d len=%u src_qp=%u bytes %s",
+	     err, send >= 0 ? (unsigned long long)wc[send].wr_id : 0ULL,
+	     send >= 0 ? (int)wc[send].status : -1,
+	     recv >= 0 ? (unsigned long long)wc[recv].wr_id : 0ULL,
+	     recv >= 0 ? (int)wc[recv].status : -1,
+	     recv >= 0 ? wc[recv].byte_len : 0,
+	     recv >= 0 ? wc[recv].src_qp : 0,
+	     memcmp(buf + UD_GRH, src, UD_LEN) ? "differ" : "match");
+	step("ud_nothing_more", !err && ibv_poll_cq(cq, 2, wc) == 0,
+	     "the refused SEND left no completion");
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (ah)
+		ibv_destroy_ah(ah);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (cq)
+		ibv_destroy_cq(cq);
+}

@@ -1,0 +1,174 @@
+//! A simulated guest's verbs objects: protection domains, memory regions,
+//! CQs and QPs created through the command queue, and a QP connected
+//! (RESET → INIT → RTR → RTS).
+
+use ibtca_device::verbs::abi::*;
+use vm_memory::ByteValued;
+
+use super::{db_page, CmdFailed, Cq, DbRoute, Qp, SimGuest};
+
+impl SimGuest {
+    /// CREATE_PD.
+    pub fn create_pd(&mut self) -> u32 {
+        self.cmd(CMD_CREATE_PD, &[]).unwrap().0
+    }
+
+    /// REG_MR over `[gpa, gpa + len)` with iova = gpa; returns (lkey, rkey).
+    pub fn reg_mr(&mut self, pdn: u32, gpa: u64, len: u64, access: u32) -> (u32, u32) {
+        let p = CmdRegMr {
+            pdn: pdn.into(),
+            access: access.into(),
+            iova: gpa.into(),
+            length: len.into(),
+            gpa: gpa.into(),
+            ..Default::default()
+        };
+        self.cmd(CMD_REG_MR, p.as_slice()).unwrap()
+    }
+
+    /// CREATE_CQ with 2^log entries raising MSI-X vector 1.
+    pub fn create_cq(&mut self, log: u8) -> Cq {
+        self.create_cq_on(log, DbRoute::Bar0)
+    }
+
+    /// CREATE_CQ bound to the doorbell page of `db` (BAR0: page 0).
+    pub fn create_cq_on(&mut self, log: u8, db: DbRoute) -> Cq {
+        let gpa = self.alloc(32 << log, 4096);
+        let p = CmdCreateCq {
+            ring: gpa.into(),
+            log_entries: log,
+            vector: 1,
+            db_page: db_page(db).into(),
+            ..Default::default()
+        };
+        let cqn = self.cmd(CMD_CREATE_CQ, p.as_slice()).unwrap().0;
+        Cq {
+            cqn,
+            db,
+            gpa,
+            log,
+            ci: 0,
+        }
+    }
+
+    /// CREATE_QP (RC) with 2^log SQ/RQ entries.
+    pub fn create_qp(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8) -> Qp {
+        self.create_qp_on(pdn, scq, rcq, log, DbRoute::Bar0)
+    }
+
+    /// CREATE_QP bound to the doorbell page of `db` (BAR0: page 0).
+    pub fn create_qp_on(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8, db: DbRoute) -> Qp {
+        self.create_qp_with(pdn, scq, rcq, log, db, 0)
+            .expect("CREATE_QP")
+    }
+
+    /// CREATE_QP taking its receives from SRQ `srqn` (no RQ of its own).
+    pub fn create_qp_on_srq(
+        &mut self,
+        pdn: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log: u8,
+        srqn: u32,
+    ) -> Result<Qp, CmdFailed> {
+        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn)
+    }
+
+    fn create_qp_with(
+        &mut self,
+        pdn: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log: u8,
+        db: DbRoute,
+        srqn: u32,
+    ) -> Result<Qp, CmdFailed> {
+        let sq = self.alloc(128 << log, 4096);
+        let (rq, rq_log) = match srqn {
+            0 => (self.alloc(128 << log, 4096), log),
+            _ => (0, 0),
+        };
+        let quasi = self.alloc(32 << log, 4096);
+        let p = CmdCreateQp {
+            pdn: pdn.into(),
+            send_cqn: scq.cqn.into(),
+            recv_cqn: rcq.cqn.into(),
+            log_sizes: [log, rq_log, log, 0],
+            sq: sq.into(),
+            rq: rq.into(),
+            quasi: quasi.into(),
+            db_page: db_page(db).into(),
+            srqn: srqn.into(),
+        };
+        let qpn = self.cmd(CMD_CREATE_QP, p.as_slice())?.0;
+        Ok(Qp {
+            qpn,
+            db,
+            sq,
+            rq,
+            quasi,
+            log,
+            sq_pi: 0,
+            rq_pi: 0,
+        })
+    }
+
+    /// MODIFY_QP.
+    pub fn modify_qp(&mut self, p: &CmdModifyQp) -> Result<(), CmdFailed> {
+        self.cmd(CMD_MODIFY_QP, p.as_slice()).map(|_| ())
+    }
+
+    /// RESET → INIT → RTR → RTS towards (dlid, dest_qpn), allowing the
+    /// remote rights in `access` (other bits are dropped); ACK timeout
+    /// and retries from [`SimGuest::retry`].
+    pub fn connect(&mut self, qp: &Qp, dlid: u16, dest_qpn: u32, mtu: u8, access: u32) {
+        self.connect_on_sl(qp, dlid, dest_qpn, mtu, access, 0);
+    }
+
+    /// [`SimGuest::connect`] with the path on service level `sl`.
+    pub fn connect_on_sl(
+        &mut self,
+        qp: &Qp,
+        dlid: u16,
+        dest_qpn: u32,
+        mtu: u8,
+        access: u32,
+        sl: u8,
+    ) {
+        let access = access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC);
+        let base = CmdModifyQp {
+            qpn: qp.qpn.into(),
+            ..Default::default()
+        };
+        self.modify_qp(&CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+            state: QPS_INIT,
+            access: access.into(),
+            ..base
+        })
+        .unwrap_or_else(|e| panic!("QP {:#x} to INIT: device status {}", qp.qpn, e.0));
+        self.modify_qp(&CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN).into(),
+            state: QPS_RTR,
+            path_mtu: mtu,
+            dlid: dlid.into(),
+            sl,
+            dest_qpn: dest_qpn.into(),
+            rq_psn: 100.into(),
+            ..base
+        })
+        .unwrap();
+        self.modify_qp(&CmdModifyQp {
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
+            state: QPS_RTS,
+            sq_psn: 100.into(),
+            timeout: self.retry.timeout,
+            retry_cnt: self.retry.retry_cnt,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 3,
+            ..base
+        })
+        .unwrap();
+    }
+}

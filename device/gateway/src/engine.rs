@@ -235,12 +235,17 @@ impl Engine {
     }
 
     /// A packet to QP0: the agent answers; a LID the SM set becomes every
-    /// QP's source LID (each QP starts again on it).
+    /// QP's source LID (each QP starts again on it), a VL arbitration the
+    /// link's.
     fn receive_smp(&mut self, view: &PacketView<'_>) {
         let effect = self.sma.on_packet(view);
         if let Some(reply) = effect.reply {
             // On VL15, outside flow control; a refusal is the link's count.
             let _ = self.link.send(reply);
+        }
+        if let Some((low, high)) = &effect.arbitration {
+            self.link.set_low_priority(low);
+            self.link.set_high_priority(high);
         }
         match effect.new_lid {
             Some(lid) if lid != 0 && lid != self.settings.lid => {

@@ -94,6 +94,10 @@ impl Engine {
         if outcome.port_changed {
             self.apply_sma();
         }
+        if outcome.arbitration_changed {
+            let (low, high) = (self.sma.low_priority(), self.sma.high_priority());
+            self.outbox.link.set_arbitration(&low, &high);
+        }
         if self.sma.stats().for_sm != for_sm {
             self.smp_for_sm(view);
         }

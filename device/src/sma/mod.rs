@@ -9,6 +9,7 @@
 //! - `mkey.rs`: the M_Key and its protection levels.
 //! - `port.rs`: a port's PortInfo and its state machine.
 //! - `device.rs`: a channel adapter's attributes and its SMPs on the wire.
+//! - `vl_arb.rs`: a port's VLArbitrationTable blocks.
 //!
 //! The codec (SMP layout, attributes, directed-route steps) is
 //! `ibtca_protocol::mad`.
@@ -18,10 +19,12 @@ mod mkey;
 mod port;
 #[cfg(test)]
 mod tests;
+mod vl_arb;
 
 pub use device::{DeviceSma, SmaStats, SmpOutcome};
 pub use mkey::{MKey, MKeyCheck};
 pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
+pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS};
 
 use ibtca_protocol::mad::attr::{id, Block};
 use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};

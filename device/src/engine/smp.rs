@@ -115,14 +115,18 @@ impl Engine {
         if agent.port_changed {
             self.apply_sma();
         }
+        // SET_PORT_CAPS (IsSM) shows in the next QUERY_PORT.
+        self.verbs.port.cap_mask = self.sma.capability_mask();
         for v in vectors {
             let _ = self.msix.trigger(u32::from(v));
         }
         self.sync_qps();
     }
 
-    /// Takes the agent's LID and port state as the device's.
+    /// Takes the agent's LID, port state and capability mask as the
+    /// device's.
     fn apply_sma(&mut self) {
+        self.verbs.port.cap_mask = self.sma.capability_mask();
         let lid = self.sma.lid();
         if lid != self.port.lid {
             tracing::info!(

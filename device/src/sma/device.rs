@@ -125,6 +125,11 @@ impl DeviceSma {
         (i.master_sm_lid, i.lmc)
     }
 
+    /// The port's PortInfo CapabilityMask (what a PortInfo Get answers).
+    pub fn capability_mask(&self) -> u32 {
+        self.port.info().capability_mask
+    }
+
     /// The port's state.
     pub fn state(&self) -> PortState {
         self.port.state()

@@ -503,3 +503,45 @@ fn a_gateway_answers_perfquery_from_its_port_counters() {
     let e = f.gw.counters().engine;
     assert_eq!((e.pm_answers, e.ib_rx_no_qp), (4, 0), "{e:?}");
 }
+
+/// A gateway's VLArbitrationTable is its port's like a device's: the
+/// configured weights (64-byte units) are the low-priority table, and a
+/// Set of a block reads back.
+#[test]
+fn a_gateways_vl_arbitration_table_starts_as_its_weights() {
+    use ibtca_protocol::mad::attr::{VlArbBlock, VlArbEntry};
+    let mut f = fabric("sma-gw-vlarb", false);
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 1 << 16, &GW_PATH), 0);
+    let low = VlArbBlock::decode(&r.data).0;
+    let weights: Vec<(u8, u8)> = low[..5].iter().map(|e| (e.vl, e.weight)).collect();
+    assert_eq!(
+        (r.status, weights),
+        (
+            MadStatus::OK,
+            vec![(0, 16), (1, 128), (2, 64), (3, 32), (0, 0)]
+        ),
+        "default_vl_weights"
+    );
+    let mut high = [VlArbEntry::default(); 32];
+    high[0] = VlArbEntry { vl: 1, weight: 255 };
+    let r = f.sm.ask(
+        set(
+            id::VL_ARB_TABLE,
+            (3 << 16) | 1,
+            &GW_PATH,
+            VlArbBlock(high).encode(),
+        ),
+        0,
+    );
+    assert_eq!(
+        (r.status, VlArbBlock::decode(&r.data).0),
+        (MadStatus::OK, high)
+    );
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 4 << 16, &GW_PATH), 0);
+    assert_eq!(VlArbBlock::decode(&r.data).0, [VlArbEntry::default(); 32]);
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 5 << 16, &GW_PATH), 0);
+    assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE);
+}

@@ -24,7 +24,7 @@ mod vl_arb;
 pub use device::{DeviceSma, SmaStats, SmpOutcome};
 pub use mkey::{MKey, MKeyCheck};
 pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
-pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS};
+pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS, VL_ARB_ENTRIES};
 
 use ibtca_protocol::mad::attr::{id, Block};
 use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};

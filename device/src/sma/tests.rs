@@ -143,14 +143,16 @@ fn the_sm_gives_the_lid_and_walks_the_port_to_active() {
     assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE, "a multicast LID");
 }
 
-/// A device keeps no VLArbitrationTable (its VLArbHighCap is reported),
-/// but its VLHighLimit is the SM's: Set, kept, read back, and a refused
-/// Set leaves it alone.
+/// A device's VLHighLimit is the SM's: Set, kept, read back, and a
+/// refused Set leaves it alone; both VLArbitrationTables hold 64 entries.
 #[test]
 fn vl_high_limit_is_set_and_read_back() {
     let mut s = sma(true);
     let mut p = port_info(&mut s);
-    assert_eq!((p.vl_high_limit, p.vl_arb_high_cap), (0, 8));
+    assert_eq!(
+        (p.vl_high_limit, p.vl_arb_high_cap, p.vl_arb_low_cap),
+        (0, 64, 64)
+    );
     p.vl_high_limit = 7;
     p.port_state = PortState::NoChange as u8;
     let r = ask(&mut s, &set(id::PORT_INFO, 1, p.encode())).unwrap();

@@ -15,6 +15,8 @@ use crate::link::HighPriority;
 
 /// Blocks of a VLArbitrationTable: low 0-31, low 32-63, high 0-31, high 32-63.
 pub const VL_ARB_BLOCKS: usize = 4;
+/// Entries of each table (PortInfo VLArbHighCap and VLArbLowCap).
+pub const VL_ARB_ENTRIES: u8 = 64;
 
 /// One port's four blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -624,7 +624,9 @@ struct ibtca_port_attr {
 	__u8 active_speed;	/* 0x17: IBTCA_PORT_SPEED_* active speed. */
 	__u8 data_vls;	/* 0x18: Data VLs the port runs (1-15). */
 	__u8 lmc;	/* 0x19: LID mask control. */
-	__u8 rsvd[22];	/* 0x1a: Reserved, zero. */
+	__u8 rsvd0[2];	/* 0x1a: Reserved, zero. */
+	__le32 cap_mask;	/* 0x1c: PortInfo CapabilityMask as the port's agent answers it (IBA bits, as Linux's port_cap_flags; IsSM while the host runs an SM). */
+	__u8 rsvd[16];	/* 0x20: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_port_attr) == 48);
 

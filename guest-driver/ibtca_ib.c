@@ -185,9 +185,8 @@ static int ibtca_ib_query_port(struct ib_device *ibdev, u32 port,
 	attr->active_mtu = p.active_mtu;
 	attr->phys_mtu = ib_mtu_enum_to_int(p.max_mtu);
 	attr->gid_tbl_len = 1;
-	mutex_lock(&ib->cap_lock);
-	attr->port_cap_flags = ib->port_cap_flags;
-	mutex_unlock(&ib->cap_lock);
+	/* The device agent's PortInfo CapabilityMask: IBA bit positions. */
+	attr->port_cap_flags = le32_to_cpu(p.cap_mask);
 	attr->max_msg_sz = le32_to_cpu(p.max_msg_sz);
 	attr->pkey_tbl_len = 1;
 	attr->sm_lid = le16_to_cpu(p.sm_lid);
@@ -259,10 +258,6 @@ static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
 	/* The device's agent shows the bits it lets the host own (IsSM). */
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_SET_PORT_CAPS, &p, sizeof(p), NULL,
 			   NULL);
-	if (!ret) {
-		ib->port_cap_flags |= props->set_port_cap_mask;
-		ib->port_cap_flags &= ~props->clr_port_cap_mask;
-	}
 	mutex_unlock(&ib->cap_lock);
 	return ret;
 }

@@ -26,8 +26,7 @@ struct ibtca_ib {
 	u64 port_guid;
 	u16 pkey;
 	u32 fw;				/* VERSION register */
-	struct mutex cap_lock;		/* serialises @port_cap_flags */
-	u32 port_cap_flags;		/* set through modify_port */
+	struct mutex cap_lock;		/* serialises modify_port */
 	struct xarray qps;		/* device QP number -> ibtca_ib_qp */
 	atomic_t next_vector;		/* round robin over the CQ vectors */
 	/* Doorbell pages user contexts hold (ibtca_uctx.c); page 0 is ours. */

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::bar0::PortIdentity;
 use crate::drdma::{Drdma, DrdmaConfig};
 use crate::engine::{wait, Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
-use crate::link::{Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
+use crate::link::{HighPriority, Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
 use crate::sma::DeviceSma;
 use crate::tca::Tca;
@@ -96,6 +96,11 @@ impl PacketSink for LinkSink {
 
     fn link_stats(&self) -> Option<LinkStats> {
         Some(self.link.stats())
+    }
+
+    fn set_arbitration(&mut self, low: &[(u8, u8)], high: &HighPriority) {
+        self.link.set_low_priority(low);
+        self.link.set_high_priority(high);
     }
 
     fn send_in_place(
@@ -208,14 +213,16 @@ impl Instance {
             drdma,
         );
         engine.set_rkm(tca.rkm().clone());
-        engine.set_sma(DeviceSma::new(
+        let mut sma = DeviceSma::new(
             cfg.node_guid,
             cfg.port_guid,
             &cfg.node_description,
             lid,
             port.data_vls,
             cfg.sm_managed,
-        ));
+        );
+        sma.set_vl_weights(&cfg.vl.weights);
+        engine.set_sma(sma);
         let engine = EngineThread::spawn(engine, tx.clone(), rx, cfg.engine_spin);
         tca.set_engine(tx);
         Ok(Instance { tca, engine, link })

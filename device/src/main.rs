@@ -120,9 +120,11 @@ struct Args {
     #[arg(long, value_name = "VL,VL,...", value_parser = vl_config::parse_sl2vl)]
     sl2vl: Option<[u8; 16]>,
 
-    /// Weighted VL arbitration: packets per turn of each data VL, VL0
-    /// first; their number is the number of data VLs (1-15, default 15
-    /// VLs of weight 1). VL15 is always served first.
+    /// VL arbitration weights: 64-byte units per turn of each data VL (the
+    /// low-priority VLArbitrationTable until an SM sets one; a packet
+    /// starts while weight is left, so 1 is one packet a turn), VL0 first;
+    /// their number is the number of data VLs (1-15, default 15 VLs of
+    /// weight 1). VL15 is always served first.
     #[arg(long, value_name = "W,W,...")]
     vl_weights: Option<String>,
 

@@ -1,13 +1,16 @@
 //! A port's virtual-lane settings (seed 003): its SL → VL table, which
 //! every egress port (device or switch port) applies to what it sends, and
-//! the arbitration weights of its data VLs. The number of weights is the
-//! number of data VLs the port runs (1..=15); VL15 (management) always
+//! the arbitration weights of its data VLs: IBA's 64-byte units per turn,
+//! the port's low-priority VLArbitrationTable (VL n, weight n) until an SM
+//! sets one (a packet starts while its VL's turn has weight left, so
+//! weight 1 is one packet a turn, 64 is 4 KiB). The number of weights is
+//! the number of data VLs the port runs (1..=15); VL15 (management) always
 //! exists, is served first, and carries SL15 only.
 //!
 //! Text forms (command line of `ibtca-device` and `ibtca-switch`, written
 //! by `ibtca-fabric`): a table is 16 comma-separated VLs, the VL of SL0
 //! first (`0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15`); weights are comma-separated
-//! packets per turn, VL0 first (`4,1`).
+//! 64-byte units per turn, VL0 first (`4,1`).
 
 use ibtca_protocol::encoded;
 
@@ -61,8 +64,8 @@ pub enum VlConfigError {
 pub struct VlConfig {
     /// VL of each SL.
     pub sl2vl: [u8; SLS],
-    /// Packets per arbitration turn of each data VL (VL0 first); their
-    /// number is the port's number of data VLs.
+    /// Arbitration weight of each data VL (VL0 first) in 64-byte units per
+    /// turn; their number is the port's number of data VLs.
     pub weights: Vec<u8>,
 }
 

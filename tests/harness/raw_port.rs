@@ -68,6 +68,13 @@ impl RawPort {
         self.stream.write_all(&buf).unwrap();
     }
 
+    /// Sends one packet (VL15 needs no credit; the peer grants its own).
+    pub fn send(&mut self, packet: Vec<u8>) {
+        let mut buf = Vec::new();
+        Frame::Packet(packet).encode(&mut buf).unwrap();
+        self.stream.write_all(&buf).unwrap();
+    }
+
     /// The next packet the switch sends.
     pub fn packet(&mut self) -> Vec<u8> {
         loop {

@@ -293,7 +293,7 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
 }
 
 /// A switch with two output ports of opposite VL weights ([1, 4] and
-/// [4, 1]): each receiver grants nothing until 40 packets of each VL wait
+/// [4, 1] 64-byte units; each packet is one unit): each receiver grants nothing until 40 packets of each VL wait
 /// at its port, then credits on both VLs at once; each port then sends
 /// the VLs in the proportion of its own weights.
 #[test]

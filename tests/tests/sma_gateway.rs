@@ -10,7 +10,8 @@
 //! PortInfo, P_KeyTable and GUIDInfo; a PortInfo Set of the LID becomes
 //! the source LID of the gateway's SENDs and the LID its ACKs must come
 //! to; a managed gateway sends and takes no data until the SM makes its
-//! port Active.
+//! port Active. Its PMA (the device's) answers PM MADs to QP1 from the
+//! port's counters, which move with exactly the traffic it carried.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -423,4 +424,124 @@ fn filter_raw_bits_do_not_apply_and_raw_packets_go_nowhere() {
         (gw_before, 0),
         "{c:?}"
     );
+}
+
+/// `perfquery` to a gateway: the device's PMA on its port answers
+/// ClassPortInfo and PortCounters from the port's counters (reset by a
+/// Set, then exactly the packets and bytes that crossed), refuses a port
+/// it does not have, and its answers come from the gateway's LID.
+#[test]
+fn a_gateway_answers_perfquery_from_its_port_counters() {
+    use ibtca_protocol::mad::pma::{
+        gmp_packet, pma_cap, pma_id, ClassPortInfo, GmpAddress, PmaMad, PortCounters,
+    };
+    use ibtca_tests::sm_client::port_counters_mad;
+    const PKEY: u16 = 0xffff;
+    let mut f = fabric("pma-gw", false);
+    let (r, slid) = f.sm.ask_pma(
+        PmaMad::new(method::GET, pma_id::CLASS_PORT_INFO, 0),
+        10,
+        PKEY,
+    );
+    assert_eq!((r.header.status, slid), (0, 10), "from the gateway's LID");
+    assert_eq!(
+        ClassPortInfo::decode(&r.data).capability_mask,
+        pma_cap::EXT_WIDTH,
+        "one port: no AllPortSelect"
+    );
+    let (r, _) = f.sm.ask_pma(port_counters_mad(method::GET, 2, 0), 10, PKEY);
+    assert_eq!(
+        r.header.status,
+        MadStatus::INVALID_ATTR_VALUE.0,
+        "no port 2"
+    );
+
+    let (r, _) =
+        f.sm.ask_pma(port_counters_mad(method::SET, 1, 0xffff), 10, PKEY);
+    assert_eq!(r.header.status, 0);
+    let z = PortCounters::decode(&r.data);
+    assert_eq!(
+        (z.xmit_pkts, z.rcv_pkts, z.xmit_data, z.rcv_data),
+        (0, 0, 0, 0)
+    );
+    // One SEND out (AAL5 frame), its ACK in.
+    atm_frame(&mut f.atm, b"a frame the PMA counts");
+    let (send_len, psn) = {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match f.peer.1.recv_timeout(left) {
+                Ok(LinkEvent::Packet(p)) => {
+                    let v = PacketView::parse(&p).expect("a valid packet");
+                    if v.bth.dest_qp == PEER_QPN {
+                        break (p.len() as u32, v.bth.psn);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => panic!("no SEND for the peer: {e}"),
+            }
+        }
+    };
+    let ack = ack(10, psn);
+    f.peer.0.send(ack.clone()).unwrap();
+    wait_sent(&f.gw, 1);
+    let to = GmpAddress {
+        slid: 1,
+        dlid: 10,
+        sl: 0,
+        pkey: PKEY,
+        dest_qp: 1,
+    };
+    let mad = PmaMad::new(method::GET, pma_id::PORT_COUNTERS, 0);
+    let mad_len = gmp_packet(&mad, &to).build().unwrap().len() as u32;
+    let c = f.sm.port_counters(10, 1, PKEY);
+    // Out: the Set's answer and the SEND; in: the ACK and this Get.
+    assert_eq!((c.xmit_pkts, c.rcv_pkts), (2, 2), "{c:?}");
+    assert_eq!(c.xmit_data, (mad_len + send_len) / 4);
+    assert_eq!(c.rcv_data, (ack.len() as u32 + mad_len) / 4);
+    assert_eq!((c.rcv_errors, c.xmit_discards), (0, 0));
+    let e = f.gw.counters().engine;
+    assert_eq!((e.pm_answers, e.ib_rx_no_qp), (4, 0), "{e:?}");
+}
+
+/// A gateway's VLArbitrationTable is its port's like a device's: the
+/// configured weights (64-byte units) are the low-priority table, and a
+/// Set of a block reads back.
+#[test]
+fn a_gateways_vl_arbitration_table_starts_as_its_weights() {
+    use ibtca_protocol::mad::attr::{VlArbBlock, VlArbEntry};
+    let mut f = fabric("sma-gw-vlarb", false);
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 1 << 16, &GW_PATH), 0);
+    let low = VlArbBlock::decode(&r.data).0;
+    let weights: Vec<(u8, u8)> = low[..5].iter().map(|e| (e.vl, e.weight)).collect();
+    assert_eq!(
+        (r.status, weights),
+        (
+            MadStatus::OK,
+            vec![(0, 16), (1, 128), (2, 64), (3, 32), (0, 0)]
+        ),
+        "default_vl_weights"
+    );
+    let mut high = [VlArbEntry::default(); 32];
+    high[0] = VlArbEntry { vl: 1, weight: 255 };
+    let r = f.sm.ask(
+        set(
+            id::VL_ARB_TABLE,
+            (3 << 16) | 1,
+            &GW_PATH,
+            VlArbBlock(high).encode(),
+        ),
+        0,
+    );
+    assert_eq!(
+        (r.status, VlArbBlock::decode(&r.data).0),
+        (MadStatus::OK, high)
+    );
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 4 << 16, &GW_PATH), 0);
+    assert_eq!(VlArbBlock::decode(&r.data).0, [VlArbEntry::default(); 32]);
+    let r =
+        f.sm.ask(dr(method::GET, id::VL_ARB_TABLE, 5 << 16, &GW_PATH), 0);
+    assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE);
 }

@@ -382,16 +382,20 @@ fn sl_to_vl_and_vl_arbitration_tables_replace_the_configured_ones() {
     assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE);
 }
 
-/// The high-priority VLArbitrationTable and VLHighLimit, set by SMP, drive
-/// a switch port's link: VL1 in the high table (weight 255), VL0 alone in
-/// the low one, VLHighLimit 1 (4 KiB). Thirteen packets of ~1 KiB wait at
-/// the port (three on VL0, ten on VL1) until its peer grants credits on
-/// both VLs at once; the port then sends four VL1 packets (4 KiB) before
-/// each VL0 one.
-#[test]
-fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
-    use ibtca_tests::raw_port::{sized_raw_packet, RawPort};
-    let dir = TempDir::new("sma-vl-high");
+/// A switch whose port 3 has a raw peer (LID 3) that grants credits only
+/// when told, a sender on port 2 (LID 2) and the test SM on port 1.
+struct ArbSwitch {
+    sw: Switch,
+    sm: SmClient,
+    sender: ibtca_device::link::Link,
+    _events: std::sync::mpsc::Receiver<LinkEvent>,
+    receiver: ibtca_tests::raw_port::RawPort,
+    dir: TempDir,
+}
+
+fn arb_switch(name: &str) -> ArbSwitch {
+    use ibtca_tests::raw_port::RawPort;
+    let dir = TempDir::new(name);
     let p = |n: &str| dir.join(n);
     let sw = switch(
         "sw",
@@ -401,7 +405,7 @@ fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
             .map(|n| PortConfig::new(LinkEndpoint::Listen(p(n))))
             .collect(),
     );
-    let mut sm = SmClient::start(LinkEndpoint::Connect(p("p1")), 1);
+    let sm = SmClient::start(LinkEndpoint::Connect(p("p1")), 1);
     let (sender, events) = start_link(
         LinkEndpoint::Connect(p("p2")),
         LocalPort {
@@ -415,26 +419,114 @@ fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
         events.recv_timeout(WAIT),
         Ok(LinkEvent::Up { .. })
     ));
-    let mut receiver = RawPort::connect(&p("p3"), 3, WAIT);
+    let receiver = RawPort::connect(&p("p3"), 3, WAIT);
     let deadline = Instant::now() + WAIT;
     while sw.lft().lookup(3) != Some(3) {
         assert!(Instant::now() < deadline, "LID 3 learned on port 3");
         std::thread::sleep(Duration::from_millis(5));
     }
+    ArbSwitch {
+        sw,
+        sm,
+        sender,
+        _events: events,
+        receiver,
+        dir,
+    }
+}
+
+/// Sets VLArbitrationTable block `block` of port 3 (the SM's first hop).
+fn set_arb(sm: &mut SmClient, block: u32, entries: [VlArbEntry; 32]) {
+    let r = sm.ask(
+        with_data(
+            dr(method::SET, id::VL_ARB_TABLE, (block << 16) | 3, &[1]),
+            VlArbBlock(entries).encode(),
+        ),
+        0,
+    );
+    assert_eq!(
+        (r.status, VlArbBlock::decode(&r.data).0),
+        (MadStatus::OK, entries)
+    );
+}
+
+/// Sends `sls` (one packet each, 1 KiB of payload, numbered per SL) from
+/// port 2 to port 3, waits until all of them wait at port 3, grants
+/// credits on VLs 0–3 at once and returns the VLs in the order port 3
+/// sent them.
+fn egress_order(f: &mut ArbSwitch, sls: &[u8], what: &str) -> Vec<u8> {
+    use ibtca_tests::raw_port::sized_raw_packet;
+    let before = f.sw.all_stats()[1].rx_packets;
+    let mut numbers = [0u16; 4];
+    for &sl in sls {
+        let i = numbers[usize::from(sl)];
+        numbers[usize::from(sl)] += 1;
+        send_retrying(&f.sender, &format!("SL{sl} packet {i}"), || {
+            sized_raw_packet(sl, 3, i, 1024)
+        });
+    }
+    let deadline = Instant::now() + WAIT;
+    while f.sw.all_stats()[1].rx_packets < before + sls.len() as u64 {
+        assert!(Instant::now() < deadline, "{:?}", f.sw.all_stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f.receiver.grant(&[0, 1, 2, 3], 32);
+    let order: Vec<(u8, u8)> = (0..sls.len())
+        .map(|_| {
+            let p = f.receiver.packet();
+            let v = PacketView::parse(&p).expect("a valid packet");
+            (v.lrh.vl, v.payload[1])
+        })
+        .collect();
+    for vl in 0..4u8 {
+        let got: Vec<u8> = order.iter().filter(|e| e.0 == vl).map(|e| e.1).collect();
+        let n = sls.iter().filter(|s| **s == vl).count() as u8;
+        assert_eq!(got, (0..n).collect::<Vec<u8>>(), "{what}: VL{vl} in order");
+    }
+    order.iter().map(|e| e.0).collect()
+}
+
+/// The low-priority VLArbitrationTable, set by SMP, drives a switch port's
+/// link in IBA's 64-byte units: VL0 2 KiB a turn, VL1 1 KiB, VL2 in two
+/// entries of 1 unit. Packets of 1 KiB of payload (1050 bytes, 17 units)
+/// wait at the port until its peer grants credits on every VL at once.
+#[test]
+fn the_low_priority_table_shares_a_ports_bytes_in_64_byte_units() {
+    let mut f = arb_switch("sma-vl-low");
+    let low = [(0, 32), (1, 16), (2, 1), (3, 0), (2, 1)];
+    let mut entries = [VlArbEntry::default(); 32];
+    for (e, &(vl, weight)) in entries.iter_mut().zip(&low) {
+        *e = VlArbEntry { vl, weight };
+    }
+    set_arb(&mut f.sm, 1, entries);
+    let sls = [[0u8; 6].as_slice(), &[1; 3], &[2; 6]].concat();
+    let vls = egress_order(&mut f, &sls, "low table");
+    // A turn: VL0 two packets (17 + 17 of 32 units: the second starts with
+    // 15 left and goes whole), VL1 one (17 of 16), VL2 one per entry; the
+    // weight 0 entry (VL3) is skipped.
+    assert_eq!(vls, [0, 0, 1, 2, 2, 0, 0, 1, 2, 2, 0, 0, 1, 2, 2]);
+    drop(f.dir);
+}
+
+/// The high-priority VLArbitrationTable and VLHighLimit, set by SMP, drive
+/// a switch port's link: VL1 in the high table (weight 255), VL0 alone in
+/// the low one, VLHighLimit 1 (4 KiB). Thirteen packets of ~1 KiB wait at
+/// the port (three on VL0, ten on VL1) until its peer grants credits on
+/// both VLs at once; the port then sends four VL1 packets (4 KiB) before
+/// each VL0 one.
+#[test]
+fn the_high_priority_table_and_its_limit_order_a_ports_traffic() {
+    use ibtca_tests::raw_port::{sized_raw_packet, RawPort};
+    let ArbSwitch {
+        sw,
+        mut sm,
+        sender,
+        _events: _e,
+        mut receiver,
+        dir,
+    } = arb_switch("sma-vl-high");
+    let p = |n: &str| dir.join(n);
     let path = [1u8];
-    let set_arb = |sm: &mut SmClient, block: u32, entries: [VlArbEntry; 32]| {
-        let r = sm.ask(
-            with_data(
-                dr(method::SET, id::VL_ARB_TABLE, (block << 16) | 3, &path),
-                VlArbBlock(entries).encode(),
-            ),
-            0,
-        );
-        assert_eq!(
-            (r.status, VlArbBlock::decode(&r.data).0),
-            (MadStatus::OK, entries)
-        );
-    };
     let mut low = [VlArbEntry::default(); 32];
     low[0] = VlArbEntry { vl: 0, weight: 1 };
     set_arb(&mut sm, 1, low);

@@ -328,7 +328,8 @@ fn data_on_vl15_is_dropped_and_counted() {
 
 /// The host's IsSM bit (the driver's modify_port for an SM in the guest)
 /// shows in the port's PortInfo, as the SM's peers read it; other bits are
-/// the device's and stay.
+/// the device's and stay. QUERY_PORT's cap_mask (the driver's
+/// port_cap_flags, what `ibstat` shows) is always that PortInfo's.
 #[test]
 fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     let mut p = LinkedPair::start(PairOptions::default());
@@ -345,8 +346,19 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
         assert_eq!(g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0, 1);
         PortInfo::decode(&Smp::parse(&g.read(reply, 256)).unwrap().data).capability_mask
     };
+    let query_caps = |g: &mut SimGuest| {
+        let a: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+        a.cap_mask.to_native()
+    };
     let before = port_info(g);
-    assert_eq!(before & cap::IS_SM, 0);
+    assert_eq!(
+        before,
+        cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
+            | cap::IS_CM_SUPPORTED
+            | cap::IS_CLIENT_REREGISTRATION_SUPPORTED,
+        "a CA port's capabilities"
+    );
+    assert_eq!(query_caps(g), before);
     let caps = |set: u32, clear: u32| CmdPortCaps {
         set: set.into(),
         clear: clear.into(),
@@ -360,9 +372,11 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     let out = g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0;
     assert_eq!(out, before | cap::IS_SM);
     assert_eq!(port_info(g), before | cap::IS_SM);
+    assert_eq!(query_caps(g), before | cap::IS_SM, "QUERY_PORT agrees");
     let c = caps(0, cap::IS_SM);
     assert_eq!(g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0, before);
     assert_eq!(port_info(g), before);
+    assert_eq!(query_caps(g), before);
     let mut bad = caps(cap::IS_SM, 0);
     bad.rsvd[3] = 1;
     assert_eq!(g.cmd(CMD_SET_PORT_CAPS, bad.as_slice()).unwrap_err().0, 22);

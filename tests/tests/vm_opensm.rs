@@ -504,6 +504,28 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         (Some("4"), Some("1"), Some("Active")),
         "{l:?}"
     );
+    // The capability mask: what n4's agent answers in PortInfo is what
+    // ibstat shows for n3 (both CAs, no SM), and for n1 with IsSM (the
+    // SM runs there).
+    {
+        use ibtca_protocol::mad::attr::cap;
+        let ca = u64::from(
+            cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
+                | cap::IS_CM_SUPPORTED
+                | cap::IS_CLIENT_REREGISTRATION_SUPPORTED,
+        );
+        assert_eq!(field(&l, "CapMask:").and_then(hex), Some(ca), "{l:?}");
+        let l3 = tagged_lines(&c3, "IBSTAT3");
+        let l1 = tagged_lines(&c1, "IBSTAT");
+        assert_eq!(
+            (
+                field(&l3, "Capability mask:").and_then(hex),
+                field(&l1, "Capability mask:").and_then(hex)
+            ),
+            (Some(ca), Some(ca | u64::from(cap::IS_SM))),
+            "ibstat in n3 and n1: {l3:?} {l1:?}"
+        );
+    }
 
     // ibroute: each switch sends each device's LID out of the port toward it.
     let routes = expected_routes(&plan);

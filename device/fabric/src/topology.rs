@@ -175,8 +175,9 @@ pub struct SwitchSpec {
 }
 
 /// A port's virtual lanes: what it sends on SL n leaves on VL
-/// `sl2vl[n]`; `weights` are packets per arbitration turn of each data VL
-/// (VL0 first), their number the port's data VLs.
+/// `sl2vl[n]`; `weights` are 64-byte units per arbitration turn of each
+/// data VL (VL0 first; the port's low-priority VLArbitrationTable until an
+/// SM sets one), their number the port's data VLs.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct VlSpec {

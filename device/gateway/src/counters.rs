@@ -35,6 +35,8 @@ pub struct EngineCounters {
     pub ib_rx_port_inactive: u64,
     /// IB data packets not sent because the port was not Active.
     pub ib_tx_port_inactive: u64,
+    /// PM requests to QP1 the performance management agent answered.
+    pub pm_answers: u64,
     /// The subnet management agent's.
     pub sma: SmaStats,
 }
@@ -95,6 +97,7 @@ impl Counters {
             "qp_restarts": e.qp_restarts,
             "ib_rx_port_inactive": e.ib_rx_port_inactive,
             "ib_tx_port_inactive": e.ib_tx_port_inactive,
+            "pm_answers": e.pm_answers,
             "smps": e.sma.smps,
             "smp_replies": e.sma.replies,
             "smps_dropped": e.sma.dropped,

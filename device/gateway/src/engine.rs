@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::{Link, LinkEvent};
+use ibtca_device::pma::PmPacket;
 use ibtca_device::vl_config::{self, VlConfig};
 use ibtca_protocol::atm::{Delivery, Vc};
+use ibtca_protocol::mad::pma::QP1;
 use ibtca_protocol::PacketView;
 
 use crate::counters::EngineCounters;
 use crate::handoff::HandOff;
 use crate::map::VcMap;
+use crate::pma::GatewayPma;
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
 use crate::sma::{GatewaySma, SmaSettings};
@@ -61,6 +64,7 @@ pub struct Engine {
     handoff: Arc<HandOff>,
     counters: EngineCounters,
     sma: GatewaySma,
+    pma: GatewayPma,
 }
 
 impl Engine {
@@ -102,6 +106,7 @@ impl Engine {
             handoff,
             counters: EngineCounters::default(),
             sma: GatewaySma::new(0, settings.lid, 1, &SmaSettings::default()),
+            pma: GatewayPma::default(),
         })
     }
 
@@ -143,6 +148,7 @@ impl Engine {
     fn counters(&self) -> EngineCounters {
         EngineCounters {
             sma: self.sma.stats(),
+            pm_answers: self.pma.answered(),
             ..self.counters
         }
     }
@@ -221,6 +227,10 @@ impl Engine {
             self.counters.ib_rx_port_inactive += 1;
             return;
         }
+        if view.bth.dest_qp == QP1 {
+            self.receive_gmp(&view);
+            return;
+        }
         let conn = self
             .by_qpn
             .get(&view.bth.dest_qp)
@@ -235,12 +245,17 @@ impl Engine {
     }
 
     /// A packet to QP0: the agent answers; a LID the SM set becomes every
-    /// QP's source LID (each QP starts again on it).
+    /// QP's source LID (each QP starts again on it), a VL arbitration the
+    /// link's.
     fn receive_smp(&mut self, view: &PacketView<'_>) {
         let effect = self.sma.on_packet(view);
         if let Some(reply) = effect.reply {
             // On VL15, outside flow control; a refusal is the link's count.
             let _ = self.link.send(reply);
+        }
+        if let Some((low, high)) = &effect.arbitration {
+            self.link.set_low_priority(low);
+            self.link.set_high_priority(high);
         }
         match effect.new_lid {
             Some(lid) if lid != 0 && lid != self.settings.lid => {
@@ -253,6 +268,27 @@ impl Engine {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A packet to QP1: a PM request is answered from the port's counters
+    /// (a data packet: sent only while the port is Active); the gateway
+    /// has no other use for QP1.
+    fn receive_gmp(&mut self, view: &PacketView<'_>) {
+        let served = self
+            .pma
+            .serve(view, &self.link.stats(), &self.counters, self.sma.lid());
+        match served {
+            PmPacket::NotForAgent => self.counters.ib_rx_no_qp += 1,
+            PmPacket::Served(None) => {}
+            PmPacket::Served(Some(_)) if !self.sma.sends_data() => {
+                self.counters.ib_tx_port_inactive += 1;
+            }
+            PmPacket::Served(Some(mut reply)) => {
+                vl_config::remap(&self.vl, &mut reply);
+                // A refusal (link down, queue full) is the link's count.
+                let _ = self.link.send(reply);
+            }
         }
     }
 

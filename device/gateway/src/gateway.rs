@@ -98,12 +98,15 @@ impl Gateway {
             handoff.clone(),
         )
         .map_err(io::Error::other)?
-        .with_sma(GatewaySma::new(
-            cfg.node_guid,
-            cfg.qp.lid,
-            u8::try_from(cfg.vl.weights.len()).unwrap_or(1),
-            &cfg.sma,
-        ));
+        .with_sma(
+            GatewaySma::new(
+                cfg.node_guid,
+                cfg.qp.lid,
+                u8::try_from(cfg.vl.weights.len()).unwrap_or(1),
+                &cfg.sma,
+            )
+            .with_vl_weights(&cfg.vl.weights),
+        );
         let engine = std::thread::Builder::new()
             .name("ibtca-gw-engine".into())
             .spawn(move || engine.run(rx))?;

@@ -19,7 +19,8 @@
 //! - [`counters`]: what is counted.
 //! - [`gateway`]: all of it started and stopped together.
 //! - [`control`]: the control socket.
-//! - [`sma`]: the subnet management agent (the device's, on the IB port).
+//! - [`sma`]: the subnet management agent (the device's, on the IB port);
+//!   [`pma`]: the performance management agent (the device's too).
 #![deny(missing_docs)]
 
 pub mod atm_port;
@@ -30,6 +31,7 @@ pub mod gateway;
 pub mod handoff;
 pub mod host_env;
 pub mod map;
+pub mod pma;
 pub mod scheduler;
 pub mod service;
 pub mod sma;

@@ -77,9 +77,10 @@ struct Args {
     #[arg(long, value_name = "VL,VL,...", value_parser = vl_config::parse_sl2vl)]
     sl2vl: Option<[u8; 16]>,
 
-    /// VL arbitration weights, VL0 first; their number is the port's data
-    /// VLs (default 1,8,4,2: CBR's VL1 8 packets per turn, rt-VBR's 4,
-    /// nrt-VBR's 2, UBR's 1).
+    /// VL arbitration weights in 64-byte units per turn (the low-priority
+    /// VLArbitrationTable until an SM sets one), VL0 first; their number is
+    /// the port's data VLs (default 16,128,64,32: CBR's VL1 8 KiB per turn,
+    /// rt-VBR's 4 KiB, nrt-VBR's 2 KiB, UBR's 1 KiB).
     #[arg(long, value_name = "W,W,...", value_parser = vl_config::parse_weights)]
     vl_weights: Option<Vec<u8>>,
 

@@ -70,10 +70,11 @@ impl Default for ServiceSl {
 }
 
 /// VL weights the gateway's port uses unless told otherwise (with
-/// [`default_sl2vl`]): VL0 (UBR) 1, VL1 (CBR) 8, VL2 (rt-VBR) 4, VL3
-/// (nrt-VBR) 2 packets per arbitration turn.
+/// [`default_sl2vl`]), in IBA's 64-byte units per arbitration turn: VL0
+/// (UBR) 1 KiB, VL1 (CBR) 8 KiB, VL2 (rt-VBR) 4 KiB, VL3 (nrt-VBR) 2 KiB,
+/// so the shares stay 1:8:4:2 for packets up to 1 KiB.
 pub fn default_vl_weights() -> Vec<u8> {
-    vec![1, 8, 4, 2]
+    vec![16, 128, 64, 32]
 }
 
 /// The gateway port's SL → VL table unless told otherwise: SL0..SL3 on

@@ -2,13 +2,15 @@
 //! ([`ibtca_device::sma::DeviceSma`]) on the gateway's IB port, so an SM
 //! sees a gateway as a channel adapter of one port (NodeInfo,
 //! NodeDescription, PortInfo Get/Set with LID and port state, P_KeyTable,
-//! GUIDInfo) and sets it up like a device.
+//! GUIDInfo, VLArbitrationTable) and sets it up like a device.
 //!
 //! What the agent decides the gateway's engine applies: a LID the SM sets
-//! becomes the source LID of every QP (restarted on it), and the port
+//! becomes the source LID of every QP (restarted on it), a
+//! VLArbitrationTable or VLHighLimit the port's link arbitration, and the port
 //! state gates data (IBA vol 1 §7.2: nothing but SMPs sent before Active,
 //! none taken before Armed).
 
+use ibtca_device::link::HighPriority;
 use ibtca_device::sma::{DeviceSma, SmaStats};
 use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::PacketView;
@@ -42,6 +44,9 @@ pub struct SmpEffect {
     pub reply: Option<Vec<u8>>,
     /// The LID the SM just set, if it changed.
     pub new_lid: Option<u16>,
+    /// The port's new low- and high-priority VL arbitration, if the SM
+    /// changed it.
+    pub arbitration: Option<(Vec<(u8, u8)>, HighPriority)>,
 }
 
 /// The agent of the gateway's one port.
@@ -58,6 +63,13 @@ impl GatewaySma {
         GatewaySma {
             sma: DeviceSma::new(guid, guid, &s.description, lid, data_vls, s.managed),
         }
+    }
+
+    /// Takes the port's configured data-VL weights as its low-priority VL
+    /// arbitration table, until the SM sets one.
+    pub fn with_vl_weights(mut self, weights: &[u8]) -> Self {
+        self.sma.set_vl_weights(weights);
+        self
     }
 
     /// The link came up or went down.
@@ -79,9 +91,13 @@ impl GatewaySma {
         if let Some(l) = new_lid {
             tracing::info!(old = lid, lid = l, "IB port LID set by the subnet manager");
         }
+        let arbitration = outcome
+            .arbitration_changed
+            .then(|| (self.sma.low_priority(), self.sma.high_priority()));
         SmpEffect {
             reply: outcome.reply,
             new_lid,
+            arbitration,
         }
     }
 

@@ -119,13 +119,17 @@ mod stats;
 #[cfg(test)]
 mod tests;
 mod vl;
+mod vl_table;
 
 pub use endpoint::{EndpointError, LinkEndpoint};
 pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
 pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
-pub use vl::{FlowControl, HighPriority, HIGH_LIMIT_UNBOUNDED, NUM_VLS, VL15, VL15_BUFFERS};
+pub use vl::{
+    weight_table, FlowControl, HighPriority, HIGH_LIMIT_UNBOUNDED, NUM_VLS, VL15, VL15_BUFFERS,
+};
+pub use vl_table::WEIGHT_UNIT;
 
 /// Largest frame body accepted or sent: one IB packet at 4 KiB MTU plus
 /// headers fits many times over.

@@ -233,18 +233,18 @@ impl Link {
         self.shared.counters.snapshot()
     }
 
-    /// Replaces the weights of data VLs 0-14 (packets per arbitration
-    /// turn; 0: never served), as a subnet manager's VLArbitrationTable
-    /// does.
-    pub fn set_weights(&self, weights: [u8; 15]) {
+    /// Replaces the low-priority VL arbitration table: (VL, weight in
+    /// 64-byte units) entries served in order (VLArbitrationTable blocks 1
+    /// and 2, as a subnet manager sets them).
+    pub fn set_low_priority(&self, entries: &[(u8, u8)]) {
         self.shared
             .queue
-            .set_weights(weights, &self.shared.counters);
+            .set_low_priority(entries, &self.shared.counters);
     }
 
     /// Replaces the high-priority VL arbitration table and its limit
     /// (VLArbitrationTable blocks 3 and 4, PortInfo VLHighLimit); an empty
-    /// table leaves arbitration to the data VLs' weights.
+    /// table leaves arbitration to the low-priority table.
     pub fn set_high_priority(&self, table: &crate::HighPriority) {
         self.shared
             .queue

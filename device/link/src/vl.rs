@@ -18,21 +18,22 @@
 //!   for VL15.
 //! - **Arbitration** (IBA §7.6.9): VL15 is served first. Then the
 //!   high-priority table ([`HighPriority`], empty unless a subnet manager
-//!   sets one): its (VL, weight) entries take turns, each sending while
-//!   weight is left, a packet costing its length in 64-byte units (a
-//!   packet goes if any weight is left; weight 0 entries are skipped).
-//!   After `limit` × 4 KiB of high-priority bytes sent while a
+//!   sets one); after `limit` × 4 KiB of high-priority bytes sent while a
 //!   low-priority packet waited (limit 0: one packet; 255: no limit), one
-//!   low-priority packet goes. The low-priority side is the data VLs'
-//!   weights (the low-priority table summed per VL): VLs 0–14 take turns,
-//!   each sending up to its weight in packets per turn. With an empty
-//!   high-priority table only the low side arbitrates.
+//!   low-priority packet goes. Then the low-priority table: the port's
+//!   configured weights as (VL n, weight n) entries, VL0 first, until a
+//!   subnet manager sets a table ([`super::Link::set_low_priority`]). Both
+//!   tables are served alike (`vl_table.rs`): entries in table order, each
+//!   sending while its weight in 64-byte units lasts. With an empty
+//!   high-priority table only the low one arbitrates.
 //! - A device frees a buffer when its engine is done with the packet (drops
 //!   its batch, [`FlowControl::auto_return`]); a switch frees it when the packet has
 //!   left through the output port, so a congested output pushes back to the
 //!   inputs instead of dropping.
 
 use std::collections::VecDeque;
+
+use crate::vl_table::TableTurns;
 
 /// VLs on a link: data VLs 0–14 and VL15.
 pub const NUM_VLS: usize = 16;
@@ -49,7 +50,9 @@ pub const VL15_BUFFERS: u32 = 64;
 pub struct FlowControl {
     /// Receive buffer per VL, in packets: granted to the peer on connect.
     pub credits: u16,
-    /// Packets per arbitration turn of data VLs 0–14 (0: never served).
+    /// Weights of data VLs 0–14 in 64-byte units (0: never served): the
+    /// low-priority table's entries (VL n, `weights[n]`), VL0 first, until
+    /// [`super::Link::set_low_priority`] replaces them.
     pub weights: [u8; 15],
     /// Free a receive buffer (return its credit) when the batch that
     /// carries the packet is dropped; otherwise the owner calls
@@ -105,20 +108,39 @@ pub(super) struct VlQueues {
     len: usize,
     /// Credits per VL; `None` without flow control (unlimited).
     credits: Option<[u32; NUM_VLS]>,
-    weights: [u8; 15],
-    /// Data VL whose turn it is, and packets left in its turn.
-    turn: u8,
-    left: u8,
-    /// High-priority entries that can send (weight > 0, data VL).
-    high: Vec<(u8, u8)>,
+    /// The low-priority table and its turn.
+    low: TableTurns,
+    /// The high-priority table (entries that can send) and its turn.
+    high: TableTurns,
     high_limit: u8,
-    /// High-priority entry whose turn it is, and its weight left (64-byte
-    /// units).
-    high_turn: usize,
-    high_left: u32,
     /// High-priority bytes sent since a low-priority packet last went or
     /// none waited.
     high_sent: u64,
+}
+
+/// The length of the packet at the head of `vl` if it may go now: queued,
+/// and a credit for it (VL15 and links without flow control need none).
+fn head(
+    queues: &[VecDeque<Queued>; NUM_VLS],
+    credits: &Option<[u32; NUM_VLS]>,
+    vl: u8,
+) -> Option<usize> {
+    let i = usize::from(vl);
+    let len = queues.get(i)?.front()?.packet.len();
+    let credit = vl == VL15
+        || credits
+            .as_ref()
+            .is_none_or(|c| c.get(i).is_some_and(|n| *n > 0));
+    credit.then_some(len)
+}
+
+/// The low-priority table of configured weights: (VL n, `weights[n]`),
+/// weight 0 left out.
+pub fn weight_table(weights: &[u8; 15]) -> Vec<(u8, u8)> {
+    (0u8..)
+        .zip(weights.iter().copied())
+        .filter(|e| e.1 > 0)
+        .collect()
 }
 
 impl VlQueues {
@@ -128,29 +150,23 @@ impl VlQueues {
             queues: Default::default(),
             len: 0,
             credits: flow.map(|_| [0; NUM_VLS]),
-            weights,
-            turn: 0,
-            left: weights[0],
-            high: Vec::new(),
+            low: TableTurns::new(&weight_table(&weights)),
+            high: TableTurns::default(),
             high_limit: 0,
-            high_turn: 0,
-            high_left: 0,
             high_sent: 0,
         }
     }
 
     /// Replaces the high-priority table and limit (its turn starts over).
     pub fn set_high_priority(&mut self, table: &HighPriority) {
-        self.high = table
-            .entries
-            .iter()
-            .copied()
-            .filter(|&(vl, weight)| vl < VL15 && weight > 0)
-            .collect();
+        self.high = TableTurns::new(&table.entries);
         self.high_limit = table.limit;
-        self.high_turn = 0;
-        self.high_left = self.high.first().map_or(0, |e| u32::from(e.1));
         self.high_sent = 0;
+    }
+
+    /// Replaces the low-priority table (its turn starts over).
+    pub fn set_low_priority(&mut self, entries: &[(u8, u8)]) {
+        self.low = TableTurns::new(entries);
     }
 
     pub fn len(&self) -> usize {
@@ -168,17 +184,6 @@ impl VlQueues {
             queue.push_back(q);
             self.len += 1;
         }
-    }
-
-    /// Replaces the data VLs' weights (the arbiter keeps its place).
-    pub fn set_weights(&mut self, weights: [u8; 15]) {
-        self.weights = weights;
-        let turn = self
-            .weights
-            .get(usize::from(self.turn))
-            .copied()
-            .unwrap_or(0);
-        self.left = self.left.min(turn);
     }
 
     /// Removes everything (a connection ended); credits restart at zero.
@@ -237,14 +242,7 @@ impl VlQueues {
     }
 
     fn eligible(&self, vl: u8) -> bool {
-        let i = usize::from(vl);
-        let queued = self.queues.get(i).is_some_and(|q| !q.is_empty());
-        queued
-            && (vl == VL15
-                || self
-                    .credits
-                    .as_ref()
-                    .is_none_or(|c| c.get(i).is_some_and(|n| *n > 0)))
+        head(&self.queues, &self.credits, vl).is_some()
     }
 
     /// True if packets wait but no VL may send (credit stall).
@@ -265,18 +263,16 @@ impl VlQueues {
         }
     }
 
-    /// True if arbitration ever serves `vl`: VL15, a data VL of weight
-    /// above 0 or in the high-priority table (packets on another VL wait,
-    /// and do not wake the writer for nothing).
+    /// True if arbitration ever serves `vl`: VL15, or a VL of an entry of
+    /// weight above 0 in either table (packets on another VL wait, and do
+    /// not wake the writer for nothing).
     fn served(&self, vl: u8) -> bool {
-        vl == VL15
-            || self.weights.get(usize::from(vl)).is_some_and(|w| *w > 0)
-            || self.high.iter().any(|e| e.0 == vl)
+        vl == VL15 || self.low.serves(vl) || self.high.serves(vl)
     }
 
     /// The next packet by arbitration: VL15 first, then the high-priority
-    /// table (but one low-priority packet past its limit), then the data
-    /// VLs by weighted round robin; consumes one credit (none for VL15).
+    /// table (but one low-priority packet past its limit), then the
+    /// low-priority table; consumes one credit (none for VL15).
     pub fn pop(&mut self) -> Option<Queued> {
         let vl = if self.eligible(VL15) {
             VL15
@@ -299,29 +295,28 @@ impl VlQueues {
 
     fn next_arbitrated_vl(&mut self) -> Option<u8> {
         if self.high.is_empty() {
-            return self.next_data_vl();
+            return self.next_low_vl();
         }
-        let low_waits = (0..VL15).any(|vl| {
-            self.weights.get(usize::from(vl)).is_some_and(|w| *w > 0) && self.eligible(vl)
-        });
+        let low_waits = (0..VL15).any(|vl| self.low.serves(vl) && self.eligible(vl));
         if !low_waits {
             self.high_sent = 0;
         } else if self.high_limit_reached() {
-            if let Some(vl) = self.next_data_vl() {
+            if let Some(vl) = self.next_low_vl() {
                 self.high_sent = 0;
                 return Some(vl);
             }
         }
-        match self.next_high_vl() {
+        let (high, queues, credits) = (&mut self.high, &self.queues, &self.credits);
+        match high.next(|vl| head(queues, credits, vl)) {
             Some((vl, bytes)) => {
                 if low_waits {
-                    self.high_sent = self.high_sent.saturating_add(bytes);
+                    self.high_sent = self.high_sent.saturating_add(bytes as u64);
                 }
                 Some(vl)
             }
             None => {
                 self.high_sent = 0;
-                self.next_data_vl()
+                self.next_low_vl()
             }
         }
     }
@@ -331,45 +326,9 @@ impl VlQueues {
         self.high_limit != HIGH_LIMIT_UNBOUNDED && self.high_sent >= limit.max(1)
     }
 
-    /// The next high-priority entry's VL that may send, and the length of
-    /// its packet; takes the packet's 64-byte units from the entry's
-    /// weight.
-    fn next_high_vl(&mut self) -> Option<(u8, u64)> {
-        let n = self.high.len();
-        let (mut turn, mut left) = (self.high_turn, self.high_left);
-        for _ in 0..=n {
-            let vl = self.high.get(turn).map(|e| e.0)?;
-            if left > 0 && self.eligible(vl) {
-                let len = self
-                    .queues
-                    .get(usize::from(vl))
-                    .and_then(|q| q.front())
-                    .map_or(0, |q| q.packet.len());
-                let units = u32::try_from(len.div_ceil(64)).unwrap_or(u32::MAX);
-                self.high_turn = turn;
-                self.high_left = left.saturating_sub(units.max(1));
-                return Some((vl, len as u64));
-            }
-            turn = (turn + 1) % n;
-            left = self.high.get(turn).map_or(0, |e| u32::from(e.1));
-        }
-        None
-    }
-
-    fn next_data_vl(&mut self) -> Option<u8> {
-        let (mut turn, mut left) = (self.turn, self.left);
-        // At most one full round (plus the rest of the current turn); the
-        // arbiter keeps its place when nothing may send.
-        for _ in 0..=15 {
-            if left > 0 && self.eligible(turn) {
-                self.turn = turn;
-                self.left = left - 1;
-                return Some(turn);
-            }
-            turn = (turn + 1) % 15;
-            left = self.weights.get(usize::from(turn)).copied().unwrap_or(0);
-        }
-        None
+    fn next_low_vl(&mut self) -> Option<u8> {
+        let (low, queues, credits) = (&mut self.low, &self.queues, &self.credits);
+        low.next(|vl| head(queues, credits, vl)).map(|e| e.0)
     }
 }
 
@@ -639,5 +598,33 @@ mod tests {
         });
         assert!(v.sendable(), "in the high-priority table");
         assert_eq!(v.pop().map(|q| q.vl), Some(2));
+    }
+
+    #[test]
+    fn the_low_table_serves_bytes_in_table_order_and_skips_what_cannot_go() {
+        let mut v = VlQueues::new(Some(&FlowControl::default()));
+        // VL0 512 bytes a turn, VL1 128, VL2 256; VL3 in no entry.
+        v.set_low_priority(&[(0, 8), (1, 2), (3, 0), (2, 4)]);
+        let mut grants = [0; NUM_VLS];
+        grants[0] = 100;
+        grants[1] = 100;
+        grants[3] = 100;
+        v.add_credits(&grants);
+        for n in 0..4 {
+            v.push(sized(0, n, 256));
+            v.push(sized(1, n, 64));
+            v.push(sized(2, n, 64));
+            v.push(sized(3, n, 64));
+        }
+        // VL2 has no credit: its entry passes; VL3 is never served.
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).collect();
+        assert_eq!(order, [0, 0, 1, 1, 0, 0, 1, 1]);
+        assert!(v.stalled());
+        let mut grants = [0; NUM_VLS];
+        grants[2] = 3;
+        v.add_credits(&grants);
+        let order: Vec<u8> = drain(&mut v).iter().map(|e| e.0).collect();
+        assert_eq!(order, [2, 2, 2], "three credits; VL3 still waits");
+        assert_eq!(v.len(), 5);
     }
 }

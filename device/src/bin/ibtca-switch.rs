@@ -58,8 +58,9 @@ struct Args {
     #[arg(long = "sl2vl", value_name = "PORT=TABLE", value_parser = spec::parse_sl2vl)]
     sl2vl: Vec<(u8, [u8; 16])>,
 
-    /// VL arbitration of PORT: PORT=W,W,... packets per turn of each data
-    /// VL, VL0 first; their number is the port's data VLs (default 15 of
+    /// VL arbitration of PORT: PORT=W,W,... 64-byte units per turn of each
+    /// data VL (the low-priority VLArbitrationTable until an SM sets one),
+    /// VL0 first; their number is the port's data VLs (default 15 of
     /// weight 1). VL15 is always served first. Repeatable.
     #[arg(long = "vl-weights", value_name = "PORT=WEIGHTS", value_parser = spec::parse_vl_weights)]
     vl_weights: Vec<(u8, Vec<u8>)>,

@@ -35,6 +35,12 @@ pub trait PacketSink: Send {
         None
     }
 
+    /// Replaces the VL arbitration of what the sink sends (the port's
+    /// VLArbitrationTable and VLHighLimit; by default nothing: no link).
+    fn set_arbitration(&mut self, low: &[(u8, u8)], high: &crate::link::HighPriority) {
+        let _ = (low, high);
+    }
+
     /// An empty buffer for the next packet (a reused one if the sink has
     /// any; by default a new one).
     fn buffer(&mut self) -> Vec<u8> {

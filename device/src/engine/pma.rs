@@ -5,7 +5,7 @@
 //!
 //! Where the port's totals come from (each IBA counter):
 //!
-//! | IBA counter | the device's count |
+//! | IBA counter | the device's count (the link's: `PortTotals::of_link`) |
 //! |---|---|
 //! | PortXmitData / PortRcvData | the link's `tx_bytes` / `rx_bytes` (LRH to VCRC), in words |
 //! | PortXmitPkts / PortRcvPkts | the link's `tx_packets` / `rx_packets` |
@@ -19,32 +19,14 @@
 //!
 //! A device without a link (loopback only) counts its looped packets.
 
-use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, reply_address};
 use ibtca_protocol::PacketView;
 
 use super::Engine;
-use crate::pma::{for_manager, PortSource, PortTotals};
+use crate::pma::{CaPort, PmPacket, PortTotals};
 use crate::sma::PKEY_CAP;
 use crate::verbs::abi::PKEY_TABLE_LEN;
 
 const _: () = assert!(PKEY_CAP as u32 == PKEY_TABLE_LEN, "one P_Key table size");
-
-/// The device's one port, as its PMA sees it.
-struct DevicePort(PortTotals);
-
-impl PortSource for DevicePort {
-    fn has_port(&self, port: u8) -> bool {
-        port == 1
-    }
-
-    fn all_ports(&self) -> Vec<u8> {
-        Vec::new()
-    }
-
-    fn totals(&self, _port: u8) -> PortTotals {
-        self.0
-    }
-}
 
 impl Engine {
     /// A packet to QP1: true if it was a PM MAD for the agent (answered,
@@ -52,49 +34,29 @@ impl Engine {
     /// or a PM MAD for a manager (a response to the guest's `perfquery`,
     /// a trap), which the caller hands to the guest's QP1.
     pub(super) fn receive_pma(&mut self, view: &PacketView<'_>) -> bool {
-        let Ok(mad) = pma_of_packet(view) else {
-            return false;
-        };
-        if for_manager(mad.header.method) {
-            return false;
-        }
-        let port = DevicePort(self.port_totals());
-        if let Some(reply) = self.pma.answer(&port, mad) {
-            let to = reply_address(view, self.port.lid);
-            match gmp_packet(&reply, &to).build() {
-                Ok(p) => self.outbox.packets.push(p),
-                Err(e) => tracing::debug!(error = %e, "PM answer not built"),
+        let port = CaPort(self.port_totals());
+        match self.pma.serve_packet(&port, view, self.port.lid) {
+            PmPacket::NotForAgent => false,
+            PmPacket::Served(reply) => {
+                self.outbox.packets.extend(reply);
+                true
             }
         }
-        true
     }
 
     /// The port's counters since the device started.
     pub(super) fn port_totals(&self) -> PortTotals {
         let s = &self.stats;
-        let mut t = PortTotals {
-            rcv_errors: s.rx_malformed,
-            rcv_constraint_errors: s.rx_bad_pkey,
-            ..PortTotals::default()
+        let mut t = match self.outbox.link.link_stats() {
+            Some(l) => PortTotals::of_link(&l),
+            None => PortTotals {
+                xmit_pkts: s.loopback,
+                rcv_pkts: s.loopback,
+                ..PortTotals::default()
+            },
         };
-        match self.outbox.link.link_stats() {
-            Some(l) => {
-                t.xmit_bytes = l.tx_bytes;
-                t.rcv_bytes = l.rx_bytes;
-                t.xmit_pkts = l.tx_packets;
-                t.rcv_pkts = l.rx_packets;
-                t.rcv_errors += l.rx_bad_frames;
-                t.xmit_discards = l.tx_dropped_down + l.tx_dropped_full + l.tx_dropped_oversize;
-                t.buffer_overruns = l.rx_credit_overruns;
-                t.vl15_dropped = l.rx_vl15_dropped;
-                t.link_downed = l.reconnects;
-                t.xmit_wait = l.credit_stalls;
-            }
-            None => {
-                t.xmit_pkts = s.loopback;
-                t.rcv_pkts = s.loopback;
-            }
-        }
+        t.rcv_errors += s.rx_malformed;
+        t.rcv_constraint_errors = s.rx_bad_pkey;
         t
     }
 

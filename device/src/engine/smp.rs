@@ -95,6 +95,10 @@ impl Engine {
         if outcome.port_changed {
             self.apply_sma();
         }
+        if outcome.arbitration_changed {
+            let (low, high) = (self.sma.low_priority(), self.sma.high_priority());
+            self.outbox.link.set_arbitration(&low, &high);
+        }
         if self.sma.stats().for_sm != for_sm {
             self.smp_for_sm(view);
         }
@@ -115,14 +119,18 @@ impl Engine {
         if agent.port_changed {
             self.apply_sma();
         }
+        // SET_PORT_CAPS (IsSM) shows in the next QUERY_PORT.
+        self.verbs.port.cap_mask = self.sma.capability_mask();
         for v in vectors {
             let _ = self.msix.trigger(u32::from(v));
         }
         self.sync_qps();
     }
 
-    /// Takes the agent's LID and port state as the device's.
+    /// Takes the agent's LID, port state and capability mask as the
+    /// device's.
     fn apply_sma(&mut self) {
+        self.verbs.port.cap_mask = self.sma.capability_mask();
         let lid = self.sma.lid();
         if lid != self.port.lid {
             tracing::info!(

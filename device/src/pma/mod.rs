@@ -1,8 +1,9 @@
 //! Performance management agents (IBA vol 1 §16.1): what a node answers to
 //! the PM MADs (class 0x04) that reach its QP1, from the node's real
-//! counters. The device's engine (`engine/pma.rs`) and the switch's port 0
-//! (`switch/pma.rs`) each keep one [`Pma`] and hand it their ports'
-//! [`PortTotals`].
+//! counters. The device's engine (`engine/pma.rs`), the gateway's and the
+//! switch's port 0 (`switch/pma.rs`) each keep one [`Pma`] and hand it
+//! their ports' [`PortTotals`]; a channel adapter's one port is a
+//! [`CaPort`], whose totals start from its link's ([`PortTotals::of_link`]).
 //!
 //! Counters never go back: a Set with a CounterSelect mask moves the
 //! selected counters' baseline to their current totals, and what a Get
@@ -20,7 +21,11 @@ use ibtca_protocol::mad::pma::{
     counter_select as sel, counter_select_ext as sel_ext, pma_cap, pma_id, ClassPortInfo, PmaMad,
     PortCounters, PortCountersExt, ALL_PORTS, PMA_CLASS_VERSION,
 };
+use ibtca_protocol::mad::pma::{gmp_packet, pma_of_packet, reply_address};
 use ibtca_protocol::mad::{method, MadStatus, BASE_VERSION};
+use ibtca_protocol::PacketView;
+
+use crate::link::LinkStats;
 
 /// RespTimeValue reported in ClassPortInfo: 4.096 µs × 2^18, about a
 /// second (generous: a debug build beside TCG guests).
@@ -71,6 +76,29 @@ pub struct PortTotals {
 }
 
 impl PortTotals {
+    /// What a port's link counted, each as the IBA counter it feeds:
+    /// PortXmitData/PortRcvData its bytes (LRH to VCRC), PortXmitPkts/
+    /// PortRcvPkts its packets, PortRcvErrors its bad frames,
+    /// PortXmitDiscards what it dropped (down, full, oversize),
+    /// ExcessiveBufferOverrunErrors its credit overruns, VL15Dropped,
+    /// LinkDownedCounter its reconnects, PortXmitWait its credit stalls.
+    /// The node adds what it counts itself.
+    pub fn of_link(l: &LinkStats) -> PortTotals {
+        PortTotals {
+            xmit_bytes: l.tx_bytes,
+            rcv_bytes: l.rx_bytes,
+            xmit_pkts: l.tx_packets,
+            rcv_pkts: l.rx_packets,
+            rcv_errors: l.rx_bad_frames,
+            xmit_discards: l.tx_dropped_down + l.tx_dropped_full + l.tx_dropped_oversize,
+            buffer_overruns: l.rx_credit_overruns,
+            vl15_dropped: l.rx_vl15_dropped,
+            link_downed: l.reconnects,
+            xmit_wait: l.credit_stalls,
+            ..PortTotals::default()
+        }
+    }
+
     /// The sum of two ports' totals (PortSelect 0xFF).
     pub fn plus(&self, o: &PortTotals) -> PortTotals {
         PortTotals {
@@ -125,6 +153,36 @@ pub trait PortSource {
     fn totals(&self, port: u8) -> PortTotals;
 }
 
+/// A channel adapter's one port (1) and its totals; PortSelect 0xFF is
+/// not supported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaPort(pub PortTotals);
+
+impl PortSource for CaPort {
+    fn has_port(&self, port: u8) -> bool {
+        port == 1
+    }
+
+    fn all_ports(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn totals(&self, _port: u8) -> PortTotals {
+        self.0
+    }
+}
+
+/// What a packet to QP1 was to an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PmPacket {
+    /// Not a PM MAD, or one for a manager (a response, a trap): the
+    /// agent's node hands it on (a guest's QP1) or drops it.
+    NotForAgent,
+    /// A request the agent served: the packet of its answer (none for a
+    /// TrapRepress, or if it could not be built).
+    Served(Option<Vec<u8>>),
+}
+
 /// Saturates `v` into a counter of `T`'s width.
 fn sat<T: TryFrom<u64> + Bounded>(v: u64) -> T {
     T::try_from(v).unwrap_or(T::MAX)
@@ -164,6 +222,30 @@ pub fn for_manager(method: u8) -> bool {
 }
 
 impl Pma {
+    /// Serves a packet to QP1 at a node whose LID is `own_lid`: a PM
+    /// request is answered from `src` back to its sender's QP.
+    pub fn serve_packet(
+        &mut self,
+        src: &impl PortSource,
+        view: &PacketView<'_>,
+        own_lid: u16,
+    ) -> PmPacket {
+        let Ok(mad) = pma_of_packet(view) else {
+            return PmPacket::NotForAgent;
+        };
+        if for_manager(mad.header.method) {
+            return PmPacket::NotForAgent;
+        }
+        let reply = self.answer(src, mad).and_then(|reply| {
+            let to = reply_address(view, own_lid);
+            gmp_packet(&reply, &to)
+                .build()
+                .map_err(|e| tracing::debug!(error = %e, "PM answer not built"))
+                .ok()
+        });
+        PmPacket::Served(reply)
+    }
+
     /// Answers one PM request (`None`: a response, trap or other MAD that
     /// gets no answer from an agent).
     pub fn answer(&mut self, src: &impl PortSource, mut mad: PmaMad) -> Option<PmaMad> {

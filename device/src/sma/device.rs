@@ -1,6 +1,6 @@
 //! The subnet management agent of a device (a channel adapter with one
-//! port): NodeInfo, NodeDescription, PortInfo, P_KeyTable and GUIDInfo,
-//! and its SMPs on the wire (LID-routed, or directed with the device at
+//! port): NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo and
+//! VLArbitrationTable (the port's egress arbitration), and its SMPs on the wire (LID-routed, or directed with the device at
 //! the end of the path or of its LID-routed last part).
 //!
 //! A capability mask change the host makes (SET_PORT_CAPS: IsSM) raises
@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use ibtca_protocol::mad::attr::{
     id, producer, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, Notice, PortInfo, PortState,
+    VlArbBlock,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
@@ -22,8 +23,9 @@ use ibtca_protocol::PacketView;
 
 use super::{
     answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, PortAgent,
-    TrapCounts, TrapRepeats, DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
+    TrapCounts, TrapRepeats, VlArbTables, DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
 };
+use crate::link::HighPriority;
 
 /// The PCI device ID, also NodeInfo's DeviceID.
 const DEVICE_ID: u16 = 0x7ca0;
@@ -51,6 +53,10 @@ pub struct SmpOutcome {
     pub reply: Option<Vec<u8>>,
     /// The port's LID or state changed (a PortInfo Set).
     pub port_changed: bool,
+    /// The port's VL arbitration changed (a VLArbitrationTable Set, or
+    /// VLHighLimit in a PortInfo Set): see [`DeviceSma::low_priority`] and
+    /// [`DeviceSma::high_priority`].
+    pub arbitration_changed: bool,
 }
 
 /// A device's agent.
@@ -63,6 +69,7 @@ pub struct DeviceSma {
     m_key: MKey,
     pkeys: [u16; PKEY_CAP],
     guids: [u64; GUID_CAP],
+    vl_arb: VlArbTables,
     managed: bool,
     stats: SmaStats,
     traps: TrapRepeats,
@@ -93,10 +100,28 @@ impl DeviceSma {
             m_key: MKey::default(),
             pkeys,
             guids,
+            vl_arb: VlArbTables::from_weights(&vec![1; usize::from(data_vls)]),
             managed,
             stats: SmaStats::default(),
             traps: TrapRepeats::new(TRAP_TID_BASE),
         }
+    }
+
+    /// Takes the port's configured data-VL weights (VL0 first) as its
+    /// low-priority VL arbitration table, until an SM sets one.
+    pub fn set_vl_weights(&mut self, weights: &[u8]) {
+        self.vl_arb = VlArbTables::from_weights(weights);
+    }
+
+    /// The port's low-priority VL arbitration table: (VL, weight in
+    /// 64-byte units) entries in order.
+    pub fn low_priority(&self) -> Vec<(u8, u8)> {
+        self.vl_arb.low_priority()
+    }
+
+    /// The port's high-priority table and VLHighLimit.
+    pub fn high_priority(&self) -> HighPriority {
+        self.vl_arb.high_priority(self.port.info().vl_high_limit)
     }
 
     /// The port's LID.
@@ -109,6 +134,11 @@ impl DeviceSma {
     pub fn sm_lid_and_lmc(&self) -> (u16, u8) {
         let i = self.port.info();
         (i.master_sm_lid, i.lmc)
+    }
+
+    /// The port's PortInfo CapabilityMask (what a PortInfo Get answers).
+    pub fn capability_mask(&self) -> u32 {
+        self.port.info().capability_mask
     }
 
     /// The port's state.
@@ -191,6 +221,7 @@ impl DeviceSma {
     pub fn on_packet(&mut self, view: &PacketView<'_>) -> SmpOutcome {
         self.stats.smps += 1;
         let before = (self.port.lid(), self.port.state());
+        let arbitration = (self.vl_arb.clone(), self.port.info().vl_high_limit);
         let for_sm = self.stats.for_sm;
         let reply = self.serve(view);
         if reply.is_some() {
@@ -201,6 +232,8 @@ impl DeviceSma {
         SmpOutcome {
             reply,
             port_changed: before != (self.port.lid(), self.port.state()),
+            arbitration_changed: arbitration
+                != (self.vl_arb.clone(), self.port.info().vl_high_limit),
         }
     }
 
@@ -266,6 +299,14 @@ impl DeviceSma {
     }
 }
 
+/// The block (1..=4) a CA's VLArbitrationTable modifier selects; its
+/// port (bits 7:0) is 1, or 0 for the port the SMP came in by.
+fn vl_arb_block(modifier: u32) -> Result<u16, MadStatus> {
+    let (block, port) = VlArbBlock::select(modifier);
+    check_port(u32::from(port))?;
+    Ok(block)
+}
+
 /// A CA's PortInfo modifier names its port: 1, or 0 for the port the SMP
 /// came in by.
 fn check_port(modifier: u32) -> Result<(), MadStatus> {
@@ -290,6 +331,7 @@ impl Attributes for DeviceSma {
             id::P_KEY_TABLE => pkey_block(&self.pkeys, modifier),
             id::GUID_INFO if modifier == 0 => Ok(GuidInfo(self.guids).encode()),
             id::GUID_INFO => Err(MadStatus::INVALID_ATTR_VALUE),
+            id::VL_ARB_TABLE => self.vl_arb.block(vl_arb_block(modifier)?),
             _ => Err(unsupported()),
         }
     }
@@ -319,6 +361,7 @@ impl Attributes for DeviceSma {
                 Ok(GuidInfo(self.guids).encode())
             }
             id::GUID_INFO => Err(MadStatus::INVALID_ATTR_VALUE),
+            id::VL_ARB_TABLE => self.vl_arb.set_block(vl_arb_block(modifier)?, data),
             _ => Err(unsupported()),
         }
     }

@@ -10,6 +10,7 @@
 //! - `port.rs`: a port's PortInfo and its state machine.
 //! - `device.rs`: a channel adapter's attributes and its SMPs on the wire.
 //! - `trap.rs`: a node's trap to the SM, its repeats and TrapRepress.
+//! - `vl_arb.rs`: a port's VLArbitrationTable blocks.
 //!
 //! The codec (SMP layout, attributes, directed-route steps) is
 //! `ibtca_protocol::mad`.
@@ -20,11 +21,13 @@ mod port;
 #[cfg(test)]
 mod tests;
 mod trap;
+mod vl_arb;
 
 pub use device::{DeviceSma, SmaStats, SmpOutcome};
 pub use mkey::{MKey, MKeyCheck};
 pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
 pub use trap::{TrapCounts, TrapRepeats, TrapTarget, MAX_SENDS as MAX_TRAP_SENDS};
+pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS, VL_ARB_ENTRIES};
 
 use ibtca_protocol::mad::attr::{id, Block};
 use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};

@@ -57,8 +57,9 @@ impl PortAgent {
                 vl_cap,
                 operational_vls: vl_cap,
                 vl_high_limit: 0,
-                vl_arb_high_cap: 8,
-                vl_arb_low_cap: 8,
+                // Every entry of both VLArbitrationTables is kept and served.
+                vl_arb_high_cap: super::VL_ARB_ENTRIES,
+                vl_arb_low_cap: super::VL_ARB_ENTRIES,
                 guid_cap: super::GUID_CAP as u8,
                 subnet_timeout: LIFE_TIME,
                 resp_time_value: LIFE_TIME,

@@ -143,14 +143,16 @@ fn the_sm_gives_the_lid_and_walks_the_port_to_active() {
     assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE, "a multicast LID");
 }
 
-/// A device keeps no VLArbitrationTable (its VLArbHighCap is reported),
-/// but its VLHighLimit is the SM's: Set, kept, read back, and a refused
-/// Set leaves it alone.
+/// A device's VLHighLimit is the SM's: Set, kept, read back, and a
+/// refused Set leaves it alone; both VLArbitrationTables hold 64 entries.
 #[test]
 fn vl_high_limit_is_set_and_read_back() {
     let mut s = sma(true);
     let mut p = port_info(&mut s);
-    assert_eq!((p.vl_high_limit, p.vl_arb_high_cap), (0, 8));
+    assert_eq!(
+        (p.vl_high_limit, p.vl_arb_high_cap, p.vl_arb_low_cap),
+        (0, 64, 64)
+    );
     p.vl_high_limit = 7;
     p.port_state = PortState::NoChange as u8;
     let r = ask(&mut s, &set(id::PORT_INFO, 1, p.encode())).unwrap();
@@ -347,4 +349,40 @@ fn a_directed_smp_is_answered_back_along_its_path() {
         .reply
         .is_none());
     assert_eq!(s.stats().dropped, 1);
+}
+
+/// A VLArbitrationTable Set or a new VLHighLimit changes the port's
+/// arbitration, and the outcome says so; Gets and other Sets do not.
+#[test]
+fn vl_arbitration_sets_change_the_port_s_arbitration() {
+    use crate::link::HighPriority;
+    let mut s = sma(false);
+    s.set_vl_weights(&[4, 0, 2]);
+    assert_eq!(s.low_priority(), [(0, 4), (2, 2)], "the configured weights");
+    assert_eq!(s.high_priority(), HighPriority::default());
+    let changed = |s: &mut DeviceSma, smp: &Smp| {
+        let bytes = smp_packet(smp, SM_LID, s.lid()).build().unwrap();
+        s.on_packet(&PacketView::parse(&bytes).unwrap())
+            .arbitration_changed
+    };
+    assert!(!changed(&mut s, &get(id::VL_ARB_TABLE, (1 << 16) | 1)));
+    let mut block = [0u8; 64];
+    block[..4].copy_from_slice(&[5, 8, 1, 0]);
+    assert!(changed(&mut s, &set(id::VL_ARB_TABLE, 3 << 16, block)));
+    assert_eq!(s.high_priority().entries, [(5, 8)], "port 0: this port");
+    assert!(
+        !changed(&mut s, &set(id::VL_ARB_TABLE, 3 << 16, block)),
+        "the same again"
+    );
+    let mut p = port_info(&mut s);
+    p.vl_high_limit = 4;
+    p.port_state = PortState::NoChange as u8;
+    assert!(changed(&mut s, &set(id::PORT_INFO, 1, p.encode())));
+    assert_eq!(s.high_priority().limit, 4);
+    // Block 5, port 2: refused, nothing changed.
+    for bad in [(5 << 16) | 1, (2 << 16) | 2] {
+        let r = ask(&mut s, &set(id::VL_ARB_TABLE, bad, [1; 64])).unwrap();
+        assert_eq!(r.status, MadStatus::INVALID_ATTR_VALUE, "{bad:#x}");
+    }
+    assert_eq!(s.low_priority(), [(0, 4), (2, 2)]);
 }

@@ -350,8 +350,6 @@ impl Switch {
         // Input buffers are freed when their packet leaves the switch.
         if let Some(flow) = config.flow_control.as_mut() {
             flow.auto_return = false;
-            // The SM's VLArbitrationTable, if it set one.
-            flow.weights = slot.weights();
         }
         let link = Link::start_full(
             slot.config.endpoint.clone(),
@@ -361,6 +359,8 @@ impl Switch {
             Some(Arc::new(move |tag| done_core.credit_done(tag))),
         )
         .map_err(|source| SwitchError::Io { port, source })?;
+        // The SM's VLArbitrationTable, if it set one.
+        link.set_low_priority(&slot.low_priority());
         let high = slot.high_priority();
         if !high.entries.is_empty() {
             link.set_high_priority(&high);

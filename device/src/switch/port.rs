@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::link::{FaultPlan, HighPriority, LinkEndpoint, LocalPort};
+use crate::link::{weight_table, FaultPlan, HighPriority, LinkEndpoint, LocalPort};
 use crate::sma::{pkey_held, PKEY_CAP};
-use crate::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
+use crate::vl_config::{VlConfig, SLS};
 
 use super::capture::Capture;
 use super::delay::DelayLine;
@@ -59,9 +59,9 @@ pub(super) struct PortSlot {
     /// SL → VL of what the port sends: the configuration's, until the SM
     /// sets one (SLtoVLMappingTable).
     sl2vl: [AtomicU8; SLS],
-    /// Data-VL weights: the configuration's, until the SM sets a
-    /// VLArbitrationTable.
-    weights: Mutex<[u8; MAX_DATA_VLS]>,
+    /// Low-priority VL arbitration table: the configuration's weights,
+    /// until the SM sets a VLArbitrationTable.
+    low_priority: Mutex<Vec<(u8, u8)>>,
     /// High-priority VL arbitration table and VLHighLimit: none until the
     /// SM sets them.
     high_priority: Mutex<HighPriority>,
@@ -84,7 +84,7 @@ impl PortSlot {
         PortSlot {
             delay,
             sl2vl: std::array::from_fn(|sl| AtomicU8::new(config.vl.vl(sl as u8))),
-            weights: Mutex::new(config.vl.link_weights()),
+            low_priority: Mutex::new(weight_table(&config.vl.link_weights())),
             high_priority: Mutex::new(HighPriority::default()),
             config,
             counters: PortCounters::default(),
@@ -142,14 +142,17 @@ impl PortSlot {
         }
     }
 
-    /// The data-VL weights the port's link arbitrates by.
-    pub fn weights(&self) -> [u8; MAX_DATA_VLS] {
-        *self.weights.lock().unwrap_or_else(|e| e.into_inner())
+    /// The low-priority table the port's link arbitrates by.
+    pub fn low_priority(&self) -> Vec<(u8, u8)> {
+        self.low_priority
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    /// Replaces them (the link is told by the caller).
-    pub fn set_weights(&self, weights: [u8; MAX_DATA_VLS]) {
-        *self.weights.lock().unwrap_or_else(|e| e.into_inner()) = weights;
+    /// Replaces it (the link is told by the caller).
+    pub fn set_low_priority(&self, entries: Vec<(u8, u8)>) {
+        *self.low_priority.lock().unwrap_or_else(|e| e.into_inner()) = entries;
     }
 
     /// The high-priority arbitration table the port's link arbitrates by.

@@ -10,35 +10,31 @@
 //!   (`mft.rs`), by which the switch forwards multicast packets.
 //! - An SL → VL Set replaces the output port's table (one table per output
 //!   port, whatever the input port in the modifier; the switch never had
-//!   per-input tables). A VLArbitrationTable Set replaces the port's
-//!   tables; the low-priority table's weights per VL become the link's
-//!   data-VL weights (packets per turn); the high-priority table's entries
-//!   (weights in 64-byte units) and the port's PortInfo VLHighLimit become
-//!   the link's high-priority arbitration (IBA §7.6.9, `ibtca_link`'s
-//!   `vl.rs`).
+//!   per-input tables). A VLArbitrationTable Set replaces a block of the
+//!   port's tables (`sma/vl_arb.rs`); the low- and high-priority tables
+//!   and the port's PortInfo VLHighLimit are its link's arbitration (IBA
+//!   §7.6.9, `ibtca_link`'s `vl.rs`).
 
 use ibtca_protocol::mad::attr::{
     id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
-    Sl2VlTable, SwitchInfo, VlArbBlock, VlArbEntry,
+    Sl2VlTable, SwitchInfo, VlArbBlock,
 };
 use ibtca_protocol::mad::MadStatus;
 
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
-use crate::link::{HighPriority, Link};
+use crate::link::Link;
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, TrapTarget,
+    VlArbTables,
     DEFAULT_PKEY, PKEY_CAP,
 };
-use crate::vl_config::MAX_DATA_VLS;
 
 /// Multicast LIDs the switch keeps port masks for.
 pub const MFT_CAP: u16 = 1024;
 /// LifeTimeValue: 4.096 µs × 2^18, about a second.
 const LIFE_TIME: u8 = 18;
-/// Blocks of a VLArbitrationTable: low 0-31, low 32-63, high 0-31, high 32-63.
-const VL_ARB_BLOCKS: usize = 4;
 
 /// What the switch's agent keeps (behind the switch's lock).
 #[derive(Debug)]
@@ -54,7 +50,7 @@ pub(super) struct SwitchSma {
     /// PortInfo partition enforcement bits of every port (index = port).
     enforcement: Vec<u8>,
     info: SwitchInfo,
-    vl_arb: Vec<[[VlArbEntry; 32]; VL_ARB_BLOCKS]>,
+    vl_arb: Vec<VlArbTables>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
     /// SMPs for the switch answered or passed on.
@@ -85,18 +81,7 @@ impl SwitchSma {
             .collect();
         let vl_arb = slots
             .iter()
-            .map(|s| {
-                let mut t = [[VlArbEntry::default(); 32]; VL_ARB_BLOCKS];
-                for (vl, w) in s.config.vl.link_weights().iter().enumerate() {
-                    if let Some(e) = t[0].get_mut(vl) {
-                        *e = VlArbEntry {
-                            vl: vl as u8,
-                            weight: *w,
-                        };
-                    }
-                }
-                t
-            })
+            .map(|s| VlArbTables::from_weights(&s.config.vl.weights))
             .collect();
         let mut table = [0; PKEY_CAP];
         table[0] = DEFAULT_PKEY;
@@ -331,11 +316,12 @@ impl Agent<'_> {
         Ok((i, slot))
     }
 
-    fn vl_arb_select(&self, modifier: u32) -> Result<(usize, usize), MadStatus> {
+    /// The output port (0-based) and block (1..=4) a VLArbitrationTable
+    /// modifier selects.
+    fn vl_arb_select(&self, modifier: u32) -> Result<(usize, u16), MadStatus> {
         let (block, port) = VlArbBlock::select(modifier);
         let port = usize::from(port).wrapping_sub(1);
-        let block = usize::from(block).wrapping_sub(1);
-        if port >= self.slots.len() || block >= VL_ARB_BLOCKS {
+        if port >= self.slots.len() {
             return Err(MadStatus::INVALID_ATTR_VALUE);
         }
         Ok((port, block))
@@ -343,41 +329,23 @@ impl Agent<'_> {
 
     fn vl_arb_block(&self, modifier: u32) -> Result<Block, MadStatus> {
         let (port, block) = self.vl_arb_select(modifier)?;
-        let table = self.sma.vl_arb.get(port).and_then(|t| t.get(block));
-        Ok(VlArbBlock(*table.ok_or(MadStatus::INVALID_ATTR_VALUE)?).encode())
+        let tables = self.sma.vl_arb.get(port);
+        tables.ok_or(MadStatus::INVALID_ATTR_VALUE)?.block(block)
     }
 
     fn set_vl_arb_block(&mut self, modifier: u32, data: &Block) -> Result<Block, MadStatus> {
         let (port, block) = self.vl_arb_select(modifier)?;
-        let entries = VlArbBlock::decode(data).0;
-        let tables = self
-            .sma
-            .vl_arb
-            .get_mut(port)
-            .ok_or(MadStatus::INVALID_ATTR_VALUE)?;
-        if let Some(t) = tables.get_mut(block) {
-            *t = entries;
-        }
-        // The low-priority table's weights per data VL drive the link.
-        let mut weights = [0u8; MAX_DATA_VLS];
-        for e in tables.iter().take(2).flatten() {
-            if let Some(w) = weights.get_mut(usize::from(e.vl)) {
-                *w = w.saturating_add(e.weight);
-            }
-        }
-        if let Some(slot) = self.slots.get(port) {
-            slot.set_weights(weights);
-        }
-        if let Some(Some(link)) = self.links.get(port) {
-            link.set_weights(weights);
-        }
-        self.push_high_priority(port);
-        self.vl_arb_block(modifier)
+        let tables = self.sma.vl_arb.get_mut(port);
+        let answer = tables
+            .ok_or(MadStatus::INVALID_ATTR_VALUE)?
+            .set_block(block, data)?;
+        self.push_arbitration(port);
+        Ok(answer)
     }
 
-    /// Gives output port `port` (0-based) its high-priority table (blocks
-    /// 3 and 4) and VLHighLimit, and its link.
-    fn push_high_priority(&self, port: usize) {
+    /// Gives output port `port` (0-based) and its link the port's tables
+    /// and VLHighLimit, if they changed.
+    fn push_arbitration(&self, port: usize) {
         let (Some(tables), Some(agent), Some(slot)) = (
             self.sma.vl_arb.get(port),
             self.sma.ports.get(port),
@@ -385,23 +353,21 @@ impl Agent<'_> {
         ) else {
             return;
         };
-        let high = HighPriority {
-            entries: tables
-                .iter()
-                .skip(2)
-                .flatten()
-                .filter(|e| e.weight > 0 && usize::from(e.vl) < MAX_DATA_VLS)
-                .map(|e| (e.vl, e.weight))
-                .collect(),
-            limit: agent.info().vl_high_limit,
-        };
-        if slot.high_priority() == high {
-            return;
+        let link = self.links.get(port).and_then(Option::as_ref);
+        let low = tables.low_priority();
+        if slot.low_priority() != low {
+            if let Some(link) = link {
+                link.set_low_priority(&low);
+            }
+            slot.set_low_priority(low);
         }
-        if let Some(Some(link)) = self.links.get(port) {
-            link.set_high_priority(&high);
+        let high = tables.high_priority(agent.info().vl_high_limit);
+        if slot.high_priority() != high {
+            if let Some(link) = link {
+                link.set_high_priority(&high);
+            }
+            slot.set_high_priority(high);
         }
-        slot.set_high_priority(high);
     }
 }
 
@@ -472,7 +438,7 @@ impl Attributes for Agent<'_> {
                     self.sma.enforcement[usize::from(port)] =
                         new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
                     self.push_partition(usize::from(port));
-                    self.push_high_priority(usize::from(port) - 1);
+                    self.push_arbitration(usize::from(port) - 1);
                 }
                 self.port_info(port, access)
             }

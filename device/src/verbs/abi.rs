@@ -1097,7 +1097,12 @@ abi_struct! {
         /// LID mask control.
         lmc: u8,
         /// Reserved, zero.
-        rsvd: [u8; 22],
+        rsvd0: [u8; 2],
+        /// PortInfo CapabilityMask as the port's agent answers it (IBA
+        /// bits, as Linux's port_cap_flags; IsSM while the host runs an SM).
+        cap_mask: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 16],
     }
 }
 

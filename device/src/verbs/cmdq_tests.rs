@@ -198,6 +198,7 @@ fn query_port() {
     let mut h = harness();
     h.v.port.guid = 0x0200_0000_0001_0002;
     h.v.port.data_vls = 2;
+    h.v.port.cap_mask = 0x0251_0002;
     assert_eq!(
         h.ok(CMD_QUERY_PORT, [0; 48]),
         (1 | PORT_ACTIVE << 16, u32::from(MTU_4096))
@@ -217,7 +218,9 @@ fn query_port() {
         active_speed: PORT_SPEED_QDR,
         data_vls: 2,
         lmc: 0,
-        rsvd: [0; 22],
+        rsvd0: [0; 2],
+        cap_mask: 0x0251_0002.into(),
+        rsvd: [0; 16],
     };
     assert_eq!(a, expected);
     // A port without its peer: down, polling.

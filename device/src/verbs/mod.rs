@@ -118,6 +118,8 @@ pub struct PortAttrs {
     pub sm_lid: u16,
     /// LID mask control, as the SM set it.
     pub lmc: u8,
+    /// PortInfo CapabilityMask, as the port's agent reports it.
+    pub cap_mask: u32,
 }
 
 impl Default for PortAttrs {
@@ -131,6 +133,7 @@ impl Default for PortAttrs {
             data_vls: 15,
             sm_lid: 0,
             lmc: 0,
+            cap_mask: 0,
         }
     }
 }
@@ -211,6 +214,7 @@ impl Verbs {
             active_speed: PORT_SPEED_QDR,
             data_vls: p.data_vls,
             lmc: p.lmc,
+            cap_mask: p.cap_mask.into(),
             ..Default::default()
         }
     }

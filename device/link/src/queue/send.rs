@@ -235,12 +235,12 @@ impl TxQueue {
         self.done(lost);
     }
 
-    /// Replaces the data VLs' arbitration weights; a VL they let go again
+    /// Replaces the low-priority arbitration table; a VL it lets go again
     /// wakes the writer.
-    pub fn set_weights(&self, weights: [u8; 15], counters: &Counters) {
+    pub fn set_low_priority(&self, entries: &[(u8, u8)], counters: &Counters) {
         let mut st = self.lock();
         let woken = !st.writer_waiting || st.has_work();
-        st.vls.set_weights(weights);
+        st.vls.set_low_priority(entries);
         self.kick(&mut st, woken, counters);
     }
 

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::transport::config::DEFAULT_MIN_ACK_TIMEOUT_MS;
 use ibtca_device::verbs::abi::*;
 
 use crate::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
@@ -18,10 +19,13 @@ pub const LEN: u32 = 1 << 20;
 
 const T: Duration = Duration::from_secs(20);
 
-/// (retry_cnt + 1) × 4.096 µs × 2^timeout for the retry_cnt (7) and
-/// timeout exponent (14) `SimGuest::connect` sets: 537 ms.
+/// (retry_cnt + 1) × the ACK timeout for the retry_cnt (7) and timeout
+/// exponent (14, 67 ms) `SimGuest::connect` sets, raised to the ACK
+/// timeout floor of `ibtca-device` and `ibtca-fabric` (250 ms): 2 s. (The
+/// in-process devices have no floor and fail within 537 ms.)
 pub fn retry_bound() -> Duration {
-    Duration::from_nanos(8 * (4096 << 14))
+    let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
+    8 * Duration::from_nanos(4096 << 14).max(floor)
 }
 
 /// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with

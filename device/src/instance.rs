@@ -49,6 +49,11 @@ pub struct InstanceConfig {
     /// How long the link reader polls its empty ring before it sleeps
     /// (`ibtca-device --link-spin-us`).
     pub link_spin: Duration,
+    /// The least local ACK timeout a QP runs with: a shorter one the guest
+    /// asks for is raised to it, an infinite one stays infinite
+    /// (`ibtca-device --min-ack-timeout-ms`). Zero, the default here: as
+    /// the guest asks.
+    pub min_ack_timeout: Duration,
 }
 
 impl Default for InstanceConfig {
@@ -65,6 +70,7 @@ impl Default for InstanceConfig {
             engine_spin: wait::DEFAULT_SPIN,
             link_ring: crate::link::SHARED_RING,
             link_spin: crate::link::RX_SPIN,
+            min_ack_timeout: Duration::ZERO,
         }
     }
 }
@@ -223,6 +229,11 @@ impl Instance {
         );
         sma.set_vl_weights(&cfg.vl.weights);
         engine.set_sma(sma);
+        engine.set_min_ack_timeout(cfg.min_ack_timeout);
+        tracing::info!(
+            min_ack_timeout_ms = cfg.min_ack_timeout.as_millis() as u64,
+            "local ACK timeout floor"
+        );
         let engine = EngineThread::spawn(engine, tx.clone(), rx, cfg.engine_spin);
         tca.set_engine(tx);
         Ok(Instance { tca, engine, link })

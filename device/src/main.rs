@@ -12,6 +12,7 @@ use ibtca_device::guid;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::sched::{self, CpuList};
+use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
 use ibtca_device::vfio_user::{Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -91,6 +92,16 @@ struct Args {
     /// (0: sleep at once). Like --engine-spin-us, only with CPUs to spare.
     #[arg(long, value_name = "US", default_value_t = 0)]
     link_spin_us: u64,
+
+    /// Least local ACK timeout of every QP, in ms: a shorter one the guest
+    /// sets (ibv_rc_pingpong's 67 ms, say) is raised to it, an infinite
+    /// one (0) stays infinite; QUERY_QP still reports what the guest set.
+    /// Real HCAs enforce such a minimum; it keeps RC connections alive
+    /// when a loaded host starves a guest or a device thread for a
+    /// moment. 0: no floor, the guest's timeout as it is.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MIN_ACK_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_MIN_ACK_TIMEOUT_MS))]
+    min_ack_timeout_ms: u64,
 
     /// DRDMA window: number of 4 KiB address ranges (ARRs), 1-256.
     #[arg(long, value_name = "N", default_value_t = 32,
@@ -253,6 +264,7 @@ fn main() -> ExitCode {
         engine_spin: Duration::from_micros(args.engine_spin_us),
         link_ring: args.link_ring_kib.saturating_mul(1024),
         link_spin: Duration::from_micros(args.link_spin_us),
+        min_ack_timeout: Duration::from_millis(args.min_ack_timeout_ms),
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::transport::config::DEFAULT_MIN_ACK_TIMEOUT_MS;
 use ibtca_device::verbs::abi::*;
 
 use crate::qp_retry::Retry;
@@ -20,9 +21,13 @@ pub const LEN: u32 = 1 << 20;
 const T: Duration = Duration::from_secs(20);
 
 /// How long the requester of a stream tries before WC_RETRY_EXC_ERR: its
-/// QP must be connected with [`Retry::PROMPT`] (537 ms).
+/// QP must be connected with [`Retry::PROMPT`] (537 ms for in-process
+/// devices), each try raised to the ACK timeout floor of `ibtca-device`
+/// and `ibtca-fabric` (250 ms): 2 s.
 pub fn retry_bound() -> Duration {
-    Retry::PROMPT.exhausted_after()
+    let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
+    let prompt = Retry::PROMPT;
+    prompt.exhausted_after().max(floor * (u32::from(prompt.retry_cnt) + 1))
 }
 
 /// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with

@@ -50,6 +50,12 @@ fn up_rdma_across_the_switch_capture_and_down() {
         &run_s,
     ]);
     assert!(!again.status.success(), "a second `up` is refused");
+    // Devices serving (TCG) guests get the launcher's ACK timeout floor.
+    let n1_log = std::fs::read_to_string(run.join("n1.log")).unwrap();
+    assert!(
+        n1_log.contains("local ACK timeout floor min_ack_timeout_ms=250"),
+        "{n1_log}"
+    );
     assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a running fabric"));
 
     let script = std::fs::read_to_string(run.join("n1.qemu.sh")).unwrap();

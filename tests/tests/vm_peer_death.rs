@@ -12,7 +12,8 @@
 //!
 //! Each time the client's tool gets WC_RETRY_EXC_ERR for the oldest
 //! unfinished WRITE within (retry_cnt + 1) × the ACK timeout of its last
-//! completion (the client sets timeout exponent 15: 134 ms, so 1.07 s) and
+//! completion (the client sets timeout exponent 15, 134 ms, raised to the
+//! launcher's 250 ms ACK timeout floor: 2 s) and
 //! WC_WR_FLUSH_ERR for the rest, and the client's device logs the QP error
 //! with the same counts. The next session's HELLO waits for the new server
 //! guest, which shows that the device of a killed QEMU serves the next.
@@ -22,16 +23,18 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::transport::config::DEFAULT_MIN_ACK_TIMEOUT_MS;
 use ibtca_tests::console::{field, wait_for};
 use ibtca_tests::guest_fabric::GuestFabric;
 use ibtca_tests::launcher::fabric_ok;
 use ibtca_tests::vm::VmStack;
 
 /// The client's ACK timeout exponent and retries: (7 + 1) × 4.096 µs ×
-/// 2^15.
+/// 2^15, raised to the launcher's ACK timeout floor (250 ms): 2 s.
 const CLIENT_TIMEOUT: u32 = 15;
 fn retry_bound() -> Duration {
-    Duration::from_nanos(8 * (4096 << CLIENT_TIMEOUT))
+    let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
+    8 * Duration::from_nanos(4096 << CLIENT_TIMEOUT).max(floor)
 }
 
 /// Receives the client posts again after a failed session (VB_NRECV).
@@ -129,7 +132,11 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
     assert_eq!(errors.len(), 3, "{log}");
     for (line, flushed) in errors.iter().zip(&fails) {
         assert!(line.contains("status=WC_RETRY_EXC_ERR"), "{line}");
-        assert!(line.contains("retry_cnt=7 ack_timeout_us=134217"), "{line}");
+        // The timeout the QP ran with: the launcher's floor, not the
+        // exponent's 134 ms.
+        let ack_timeout_us = (retry_bound() / 8).as_micros();
+        let want = format!("retry_cnt=7 ack_timeout_us={ack_timeout_us} ");
+        assert!(line.contains(&want), "{line}");
         assert_eq!(field(line, "flushed_sends"), flushed.to_string(), "{line}");
         assert_eq!(field(line, "flushed_recvs"), RECEIVES.to_string(), "{line}");
     }

@@ -9,7 +9,8 @@
 //!   `Failed status 12` (IBV_WC_RETRY_EXC_ERR) in its output and a non-zero
 //!   exit, within seconds of the kill rather than hanging; perftest's QP
 //!   attributes are timeout 14 (4.096 µs × 2^14 = 67 ms) and retry_cnt 7,
-//!   which the client's device logs with the QP error;
+//!   which the client's device logs with the QP error (the timeout raised
+//!   to the launcher's 250 ms ACK timeout floor);
 //! - the client's device keeps serving: a second `ib_write_bw` from the
 //!   same guest against the restarted server guest runs to completion with
 //!   a result line.
@@ -19,6 +20,7 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::transport::config::DEFAULT_MIN_ACK_TIMEOUT_MS;
 use ibtca_tests::console::{tagged_lines, wait_for};
 use ibtca_tests::guest_fabric::GuestFabric;
 use ibtca_tests::launcher::fabric_ok;
@@ -34,8 +36,17 @@ const TOPOLOGY: &str = r#"{
 /// the same for the second run (a server and its client agree on it).
 const PERFTEST: &str = "ib_write_bw -d ibtca0 -s 64 -D 10";
 
-/// perftest's ACK timeout (exponent 14) as the device logs it, in µs.
-const PERFTEST_ACK_TIMEOUT_US: u64 = 4096 * (1 << 14) / 1000;
+/// perftest's ACK timeout (exponent 14, 67 ms) as the device logs it, in
+/// µs: raised to the launcher's ACK timeout floor (250 ms).
+const PERFTEST_ACK_TIMEOUT_US: u64 = {
+    let requested = 4096 * (1 << 14) / 1000;
+    let floor = DEFAULT_MIN_ACK_TIMEOUT_MS * 1000;
+    if requested > floor {
+        requested
+    } else {
+        floor
+    }
+};
 
 /// Client run `tag`: retried until the server answers (its output then
 /// names the remote address), at most two minutes; its output (complete
@@ -110,7 +121,7 @@ fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
             .is_some_and(|l| l.starts_with("exit=") && *l != "exit=0"),
         "{run1:?}"
     );
-    // Retries take 8 × 67 ms; the rest is guests under TCG. A hang would
+    // Retries take 8 × 250 ms (the floor); the rest is guests under TCG. A hang would
     // be the 10 s run's end or never.
     assert!(seen < Duration::from_secs(60), "{seen:?}");
 

@@ -265,6 +265,7 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     if n.sm_managed {
         args.push("--sm-managed".to_owned());
     }
+    args.push(format!("--min-ack-timeout-ms={}", n.min_ack_timeout_ms));
     // Beside a niced guest the vfio-user thread must not spin: spinning,
     // it yields its CPU to the busy vCPU, and a doorbell that comes then
     // waits for the vCPU's time slice to end (up to a scheduler tick);

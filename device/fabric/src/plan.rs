@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ibtca_device::sched::CpuList;
 use ibtca_device::switch::MAX_UNICAST_LID;
+use ibtca_device::transport::config::MAX_MIN_ACK_TIMEOUT_MS;
 use ibtca_link::{FaultRates, LinkEndpoint};
 
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
@@ -60,6 +61,10 @@ pub enum TopologyError {
         /// The niceness given.
         nice: i8,
     },
+    /// A local ACK timeout floor above the device's maximum.
+    #[error("node `{node}`: min_ack_timeout_ms {ms} is above {MAX_MIN_ACK_TIMEOUT_MS}")]
+    #[allow(missing_docs)]
+    BadMinAckTimeout { node: String, ms: u64 },
     /// A node asks for both `realtime` and `sched_batch`.
     #[error("node `{node}`: realtime and sched_batch exclude each other")]
     RealtimeAndBatch {
@@ -210,6 +215,8 @@ pub struct NodePlan {
     /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
     /// one.
     pub link_ring_kib: Option<u64>,
+    /// Its local ACK timeout floor in ms (`--min-ack-timeout-ms`).
+    pub min_ack_timeout_ms: u64,
     /// Set when the node is an `ibtca-gateway`, not a device.
     pub gateway: Option<GatewayPlan>,
     /// A subnet manager brings the port up (`--sm-managed`).
@@ -445,6 +452,10 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 other => other,
             },
             link_ring_kib: n.link_ring_kib,
+            min_ack_timeout_ms: topo.min_ack_timeout_ms(n).map_err(|ms| {
+                let node = n.name.clone();
+                TopologyError::BadMinAckTimeout { node, ms }
+            })?,
             gateway: gateway_node::plan(n, run_dir).map_err(|error| TopologyError::Gateway {
                 node: n.name.clone(),
                 error,

@@ -572,3 +572,35 @@ fn bad_gateway_nodes() {
         .to_string()
         .contains("unknown field `mapp`"));
 }
+
+#[test]
+fn devices_get_an_ack_timeout_floor_the_file_and_nodes_can_change() {
+    let floor = |json: &str, i: usize| {
+        let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
+        super::launch::device_args(&p.nodes[i])
+            .into_iter()
+            .filter(|x| x.starts_with("--min-ack-timeout-ms"))
+            .collect::<Vec<_>>()
+    };
+    // Default: 250 ms for every device.
+    let plain = r#"{ "nodes": [{"name": "a", "lid": 1}] }"#;
+    assert_eq!(floor(plain, 0), ["--min-ack-timeout-ms=250"]);
+    // File-wide, then a node's own (0 turns it off).
+    let set = r#"{ "min_ack_timeout_ms": 500,
+                   "nodes": [{"name": "a", "lid": 1},
+                             {"name": "b", "lid": 2, "min_ack_timeout_ms": 0}] }"#;
+    assert_eq!(floor(set, 0), ["--min-ack-timeout-ms=500"]);
+    assert_eq!(floor(set, 1), ["--min-ack-timeout-ms=0"]);
+    // Above the device's maximum: refused before anything starts.
+    assert_eq!(
+        err(r#"{ "nodes": [{"name": "a", "lid": 1, "min_ack_timeout_ms": 60001}] }"#),
+        TopologyError::BadMinAckTimeout {
+            node: "a".into(),
+            ms: 60_001
+        }
+    );
+    assert_eq!(
+        err(r#"{ "nodes": [{"name": "a", "lid": 1}], "min_ack_timeout_ms": 70000 }"#).to_string(),
+        "node `a`: min_ack_timeout_ms 70000 is above 60000"
+    );
+}

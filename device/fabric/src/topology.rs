@@ -19,6 +19,10 @@
 //! A node or switch may also set `"link_ring_kib"`: the shared-memory ring
 //! it offers per link for its frames (0 keeps them on the sockets).
 //!
+//! `"min_ack_timeout_ms"`, file-wide or per node, is the devices' local
+//! ACK timeout floor (`ibtca-device --min-ack-timeout-ms`; default 250 for
+//! the TCG guests they serve, 0: none).
+//!
 //! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
 //! guest and starts every device and switch `--sm-managed`
 //! (`sm_plan.rs`).
@@ -54,6 +58,27 @@ pub struct Topology {
     /// Extra `opensm` arguments, one word each.
     #[serde(default)]
     pub sm_options: Vec<String>,
+    /// Every device's local ACK timeout floor in ms, unless its node sets
+    /// one (`ibtca-device --min-ack-timeout-ms`; default 250, 0: none).
+    #[serde(default)]
+    pub min_ack_timeout_ms: Option<u64>,
+}
+
+impl Topology {
+    /// The local ACK timeout floor node `n`'s device gets, in ms: its own,
+    /// else the file's, else the default (250); `Err` with one above the
+    /// device's maximum.
+    pub fn min_ack_timeout_ms(&self, n: &NodeSpec) -> Result<u64, u64> {
+        use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
+        let ms = n
+            .min_ack_timeout_ms
+            .or(self.min_ack_timeout_ms)
+            .unwrap_or(DEFAULT_MIN_ACK_TIMEOUT_MS);
+        if ms > MAX_MIN_ACK_TIMEOUT_MS {
+            return Err(ms);
+        }
+        Ok(ms)
+    }
 }
 
 /// One device instance (one port).
@@ -98,6 +123,10 @@ pub struct NodeSpec {
     /// socket; default: the device's).
     #[serde(default)]
     pub link_ring_kib: Option<u64>,
+    /// The device's local ACK timeout floor in ms, over the file's
+    /// (`ibtca-device --min-ack-timeout-ms`; 0: none).
+    #[serde(default)]
+    pub min_ack_timeout_ms: Option<u64>,
     /// Makes the node an `ibtca-gateway` instead of a device.
     #[serde(default)]
     pub gateway: Option<GatewaySpec>,

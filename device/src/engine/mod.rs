@@ -173,6 +173,8 @@ pub struct Engine {
     rkm: Arc<RkmRegs>,
     /// QPs that owed responses after their last call into the transport.
     owing: Vec<u32>,
+    /// The least local ACK timeout a QP runs with (`set_min_ack_timeout`).
+    min_ack_timeout: Duration,
     stats: EngineStats,
 }
 
@@ -185,7 +187,13 @@ fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
 /// The transport's configuration of QP `qpn` with the attributes `a` the
 /// driver set, on the port with LID `lid` where its P_Key index names
 /// `pkey`.
-fn rc_config(qpn: u32, a: &QpAttrs, (lid, pkey): (u16, u16)) -> RcConfig {
+/// The local ACK timeout is `a.timeout`'s, raised to `min_ack_timeout`.
+fn rc_config(
+    qpn: u32,
+    a: &QpAttrs,
+    (lid, pkey): (u16, u16),
+    min_ack_timeout: Duration,
+) -> RcConfig {
     let mut cfg = RcConfig::new(qpn, a.dest_qpn);
     (cfg.slid, cfg.pkey) = (lid, pkey);
     cfg.dlid = a.dlid;
@@ -197,7 +205,10 @@ fn rc_config(qpn: u32, a: &QpAttrs, (lid, pkey): (u16, u16)) -> RcConfig {
     cfg.retry_cnt = a.retry_cnt;
     cfg.rnr_retry = a.rnr_retry;
     cfg.min_rnr_timer = a.min_rnr_timer;
-    cfg.ack_timeout = config::ack_timeout_from_exponent(a.timeout);
+    cfg.ack_timeout = config::local_ack_timeout(a.timeout, min_ack_timeout);
+    if cfg.ack_timeout != config::ack_timeout_from_exponent(a.timeout) {
+        tracing::debug!(qpn, exponent = a.timeout, ack_timeout = ?cfg.ack_timeout, "ACK timeout raised to the device's minimum");
+    }
     cfg.max_rd_atomic = a.max_rd_atomic.max(1);
     cfg.initial_msn = a.initial_msn;
     cfg.ack_policy = AckPolicy::from_abi(a.ack_mode, a.ack_every);
@@ -254,8 +265,15 @@ impl Engine {
             pma: Pma::default(),
             outbox: Outbox::new(link, port.lid),
             to_link: Vec::new(),
+            min_ack_timeout: Duration::ZERO,
             stats: EngineStats::default(),
         }
+    }
+
+    /// Raises every QP's local ACK timeout to at least `floor` from the
+    /// next QP that starts (0, the default: as the guest asks).
+    pub fn set_min_ack_timeout(&mut self, floor: Duration) {
+        self.min_ack_timeout = floor;
     }
 
     /// Counters so far.
@@ -490,7 +508,8 @@ impl Engine {
             let starting =
                 state == QpState::Rts && self.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
             if (ready && !self.rc.contains_key(&qpn)) || starting {
-                let cfg = rc_config(qpn, qp.attrs(), (lid, self.pkey_at(qp.attrs().pkey_index)));
+                let path = (lid, self.pkey_at(qp.attrs().pkey_index));
+                let cfg = rc_config(qpn, qp.attrs(), path, self.min_ack_timeout);
                 let made = match self.rc.get_mut(&qpn) {
                     Some(rc) => {
                         started.push(qpn);

@@ -196,6 +196,22 @@ pub fn ack_timeout_from_exponent(exponent: u8) -> Option<Duration> {
     }
 }
 
+/// The local ACK timeout floor, in ms, of `ibtca-device` and of the devices
+/// `ibtca-fabric` starts: beside TCG guests on a loaded host a QP's 67 ms
+/// × 8 tries (ibv_rc_pingpong's) is too short to outlast a starved thread.
+pub const DEFAULT_MIN_ACK_TIMEOUT_MS: u64 = 250;
+
+/// The largest floor a device accepts, in ms.
+pub const MAX_MIN_ACK_TIMEOUT_MS: u64 = 60_000;
+
+/// The local ACK timeout a QP runs with: the one its `exponent` asks for
+/// ([`ack_timeout_from_exponent`]), raised to the device's `floor`
+/// (`ibtca-device --min-ack-timeout-ms`), as real HCAs enforce a minimum.
+/// Infinite (exponent 0) stays infinite; a zero floor changes nothing.
+pub fn local_ack_timeout(exponent: u8, floor: Duration) -> Option<Duration> {
+    ack_timeout_from_exponent(exponent).map(|t| t.max(floor))
+}
+
 /// RNR NAK timer code to a delay (IBA vol 1 Table 45; code 0 is the
 /// longest, 655.36 ms).
 pub fn rnr_delay(code: u8) -> Duration {
@@ -305,6 +321,28 @@ mod tests {
             ack_timeout_from_exponent(14),
             Some(Duration::from_nanos(67_108_864))
         );
+    }
+
+    #[test]
+    fn the_ack_timeout_floor_raises_short_timeouts_only() {
+        let floor = Duration::from_millis(250);
+        // 8.192 µs asked: the floor.
+        assert_eq!(local_ack_timeout(1, floor), Some(floor));
+        // 67 ms (exponent 14, ibv_rc_pingpong's) asked: the floor.
+        assert_eq!(local_ack_timeout(14, floor), Some(floor));
+        // 268 ms (exponent 16) is above the floor: as asked.
+        assert_eq!(
+            local_ack_timeout(16, floor),
+            Some(Duration::from_nanos(4096 << 16))
+        );
+        // Infinite stays infinite.
+        assert_eq!(local_ack_timeout(0, floor), None);
+        // No floor: as asked.
+        assert_eq!(
+            local_ack_timeout(1, Duration::ZERO),
+            Some(Duration::from_nanos(8192))
+        );
+        assert_eq!(local_ack_timeout(0, Duration::ZERO), None);
     }
 
     #[test]

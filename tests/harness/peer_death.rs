@@ -27,7 +27,9 @@ const T: Duration = Duration::from_secs(20);
 pub fn retry_bound() -> Duration {
     let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
     let prompt = Retry::PROMPT;
-    prompt.exhausted_after().max(floor * (u32::from(prompt.retry_cnt) + 1))
+    prompt
+        .exhausted_after()
+        .max(floor * (u32::from(prompt.retry_cnt) + 1))
 }
 
 /// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with

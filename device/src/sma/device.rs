@@ -14,8 +14,8 @@
 use std::time::Instant;
 
 use ibtca_protocol::mad::attr::{
-    id, producer, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, Notice, PortInfo, PortState,
-    VlArbBlock,
+    id, producer, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, Notice, PortInfo,
+    PortState, VlArbBlock,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};

@@ -27,8 +27,7 @@ use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use crate::link::Link;
 use crate::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, TrapTarget,
-    VlArbTables,
-    DEFAULT_PKEY, PKEY_CAP,
+    VlArbTables, DEFAULT_PKEY, PKEY_CAP,
 };
 
 /// Multicast LIDs the switch keeps port masks for.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::switch::{PortConfig, Switch, SwitchConfig, TrapCounts};
 use ibtca_protocol::mad::attr::{
-    id, notice_type, producer, trap, NodeInfo, Notice, PortInfo, PortState,
+    cap, id, notice_type, producer, trap, NodeInfo, Notice, PortInfo, PortState,
 };
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, QP0};
 use ibtca_protocol::PacketView;
@@ -106,6 +106,8 @@ fn ask(sm: &mut SmClient, mut smp: Smp) -> Smp {
 fn tell_the_switch_the_sm(f: &mut Fabric) {
     let get = Smp::directed(method::GET, id::PORT_INFO, 0, &[1]).unwrap();
     let mut p0 = PortInfo::decode(&ask(&mut f.sm, get).data);
+    // Port 0 sends traps, and says so.
+    assert_ne!(p0.capability_mask & cap::IS_TRAP_SUPPORTED, 0);
     p0.lid = SW_LID;
     p0.master_sm_lid = SM_LID;
     p0.subnet_timeout = SUBNET_TIMEOUT;
@@ -362,7 +364,6 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     use ibtca_device::instance::InstanceConfig;
     use ibtca_device::regs;
     use ibtca_device::verbs::abi::{CmdPortCaps, CMD_SET_PORT_CAPS};
-    use ibtca_protocol::mad::attr::cap;
     use ibtca_tests::sim_guest::SimGuest;
     use ibtca_tests::TestServer;
     use vm_memory::ByteValued;
@@ -402,6 +403,7 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     let (reply, _, _, _) = sm.next_smp();
     assert_eq!((reply.method, reply.tid), (method::GET_RESP, get.tid));
     let mut p = PortInfo::decode(&reply.data);
+    assert_ne!(p.capability_mask & cap::IS_TRAP_SUPPORTED, 0);
     (p.lid, p.master_sm_lid, p.subnet_timeout) = (LID, SM_LID, SUBNET_TIMEOUT);
     p.port_state = PortState::NoChange as u8;
     let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();

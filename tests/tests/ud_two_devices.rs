@@ -353,7 +353,8 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     let before = port_info(g);
     assert_eq!(
         before,
-        cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
+        cap::IS_TRAP_SUPPORTED
+            | cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
             | cap::IS_CM_SUPPORTED
             | cap::IS_CLIENT_REREGISTRATION_SUPPORTED,
         "a CA port's capabilities"

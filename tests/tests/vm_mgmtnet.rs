@@ -81,7 +81,12 @@ fn three_guests_ping_share_run_and_soft_roce() {
         ping_all("n1", &["n2", "n3"]),
         "echo \"SHARE-READ $(cat /share/greeting.txt)\"; echo written-by-n1 >/share/from-n1.txt"
             .to_owned(),
-        format!("{rxe} && ib_write_bw -d rxe0 -D 2"),
+        // perftest gives up on a run whose clock calibration a TCG vCPU
+        // disturbed ("Correlation coefficient r^2 < 0.9 ... Can't produce
+        // a report"); both ends then try again.
+        format!(
+            "{rxe} && for i in 1 2 3; do timeout 120 ib_write_bw -d rxe0 -D 2 && exit 0; done; exit 1"
+        ),
     ];
     let n2 = [
         ping_all("n2", &["n1", "n3"]),
@@ -210,22 +215,16 @@ fn three_guests_ping_share_run_and_soft_roce() {
                 .any(|l| l.contains("ACTIVE") && l.contains("eth0")),
             "{n}: rxe0 on eth0\n{all}"
         );
-        let result: Vec<&str> = c
-            .lines()
-            .skip_while(|l| !l.contains("#bytes") || !l.contains("BW average"))
-            .skip(1)
-            .take(1)
-            .collect();
-        let fields: Vec<&str> = result
-            .first()
-            .map(|l| l.split_whitespace().collect())
-            .unwrap_or_default();
-        let bw: f64 = fields.get(3).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        assert!(
-            fields.first() == Some(&"65536") && bw > 0.0,
-            "{n}: ib_write_bw's result line: {result:?}\n{all}"
-        );
-        eprintln!("soft-RoCE ib_write_bw -D 2 on {n}: {}", result[0].trim());
+        // The line under a result header of the run that completed.
+        let all_lines: Vec<&str> = c.lines().collect();
+        let result = all_lines.windows(2).find_map(|w| {
+            let header = w[0].contains("#bytes") && w[0].contains("BW average");
+            let fields: Vec<&str> = w[1].split_whitespace().collect();
+            let bw: f64 = fields.get(3).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            (header && fields.first() == Some(&"65536") && bw > 0.0).then_some(w[1])
+        });
+        let result = result.unwrap_or_else(|| panic!("{n}: no ib_write_bw result line\n{all}"));
+        eprintln!("soft-RoCE ib_write_bw -D 2 on {n}: {}", result.trim());
     }
 
     // The hub was recorded and runs until `down`, which also unmounts.

@@ -510,7 +510,8 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     {
         use ibtca_protocol::mad::attr::cap;
         let ca = u64::from(
-            cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
+            cap::IS_TRAP_SUPPORTED
+                | cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
                 | cap::IS_CM_SUPPORTED
                 | cap::IS_CLIENT_REREGISTRATION_SUPPORTED,
         );

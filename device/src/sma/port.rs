@@ -74,7 +74,8 @@ impl PortAgent {
     /// The default capability mask of a channel adapter's port
     /// (no IsSLMappingSupported: a device's SL → VL table is its
     /// topology entry's, not the SM's).
-    pub const CA_CAPS: u32 = cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
+    pub const CA_CAPS: u32 = cap::IS_TRAP_SUPPORTED
+        | cap::IS_SYSTEM_IMAGE_GUID_SUPPORTED
         | cap::IS_CM_SUPPORTED
         | cap::IS_CLIENT_REREGISTRATION_SUPPORTED;
 

@@ -16,7 +16,7 @@
 //!   §7.6.9, `ibtca_link`'s `vl.rs`).
 
 use ibtca_protocol::mad::attr::{
-    id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
+    cap, id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
     Sl2VlTable, SwitchInfo, VlArbBlock,
 };
 use ibtca_protocol::mad::MadStatus;
@@ -67,7 +67,8 @@ impl SwitchSma {
         slots: &[PortSlot],
         managed: bool,
     ) -> Self {
-        let mut port0 = PortAgent::new(0, lid, 1, 0);
+        // Port 0 sends trap 128 (`trap.rs`): IsTrapSupported.
+        let mut port0 = PortAgent::new(0, lid, 1, cap::IS_TRAP_SUPPORTED);
         // Port 0 is inside the switch: its "link" is always up.
         port0.link_changed(true, managed);
         let ports = slots

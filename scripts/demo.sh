@@ -28,10 +28,12 @@ say "building the guest module, tool and initramfs"
 bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest
 
+# cargo put the binaries under $CARGO_TARGET_DIR when it is set.
+fabric_bin=${CARGO_TARGET_DIR:-target}/release/ibtca-fabric
 run=$(mktemp -d "$CHROOT/tmp/ibtca-demo.XXXXXX")
 fab=$run/fabric
 cleanup() {
-	target/release/ibtca-fabric down --run-dir "$fab" >/dev/null 2>&1 || true
+	"$fabric_bin" down --run-dir "$fab" >/dev/null 2>&1 || true
 	ibtca_chroot_release "$CHROOT"
 	if [ "$keep" = 1 ]; then
 		echo "consoles and logs kept in $run" >&2
@@ -45,7 +47,7 @@ say "ibtca-fabric up --guests qemu-configs/two-nodes.json: two devices (LID 1 an
 # The launcher starts the devices, waits for the link, then boots one guest
 # per node (consoles in $fab/NODE.console) and, with --wait, returns when
 # both guests have powered off.
-target/release/ibtca-fabric up qemu-configs/two-nodes.json --run-dir "$fab" \
+"$fabric_bin" up qemu-configs/two-nodes.json --run-dir "$fab" \
 	--guests --wait --guest-timeout 300 \
 	--kernel "$GUEST/vmlinuz" --initrd "$GUEST/initramfs.cpio.gz" \
 	--append "a=ibtca.mode=verbs ibtca.role=server ibtca.peer_lid=2" \

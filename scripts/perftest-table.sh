@@ -29,7 +29,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 C=$(readlink -f "$CACHE/chroot")
 GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
-FABRIC=${IBTCA_FABRIC:-$root/target/release/ibtca-fabric}
+FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
 placement=nice
 while [ $# -gt 0 ]; do

@@ -4,7 +4,7 @@
  * "TAG <check> PASS|FAIL ..." console lines the host tests parse, with
  * their tally, an ib_client that finds ibtca's RDMA device and runs the
  * module's checks on it while the module loads, and the steps they all
- * take: a DMA MR, connecting an RC QP, polling a CQ.
+ * take: a DMA MR, connecting an RC QP, polling a CQ, a loopback pair.
  */
 #ifndef _IBTCA_KVERBS_COMMON_H
 #define _IBTCA_KVERBS_COMMON_H
@@ -13,6 +13,7 @@
 #include <linux/err.h>
 #include <linux/jiffies.h>
 #include <linux/printk.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 #include <rdma/ib_verbs.h>
 
@@ -170,6 +171,92 @@ static inline int kvc_poll(struct ib_cq *cq, struct ib_wc *wc,
 		usleep_range(500, 1000);
 	}
 	return n < 0 ? n : 0;
+}
+
+/*
+ * A loopback pair: two RC QPs on one device sharing a CQ, a DMA region
+ * (local and remote write) and a DMA-mapped buffer of @len bytes; @lid is
+ * the port's own, so A and B connect to each other through the device.
+ */
+struct kvc_loop {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_mr *mr;
+	struct ib_cq *cq;
+	struct ib_qp *a, *b;
+	u8 *buf;
+	u64 dma;
+	size_t len;
+	u16 lid;
+};
+
+/* Sets up @l on @l->dev's @port: QPs of @max_send_wr sends, 4 receives. */
+static inline int kvc_loop_setup(struct kvc_loop *l, u32 port,
+				 u32 max_send_wr, size_t len)
+{
+	struct ib_cq_init_attr ca = { .cqe = 32 };
+	struct ib_qp_init_attr qa = {
+		.cap = { .max_send_wr = max_send_wr, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.qp_type = IB_QPT_RC,
+		.port_num = port,
+	};
+	struct ib_port_attr pa;
+	int ret;
+
+	ret = ib_query_port(l->dev, port, &pa);
+	if (ret)
+		return ret;
+	l->lid = pa.lid;
+	l->pd = ib_alloc_pd(l->dev, 0);
+	if (IS_ERR(l->pd))
+		return PTR_ERR(l->pd);
+	l->mr = kvc_dma_mr(l->pd, IB_ACCESS_LOCAL_WRITE |
+			   IB_ACCESS_REMOTE_WRITE);
+	if (IS_ERR(l->mr))
+		return PTR_ERR(l->mr);
+	l->cq = ib_create_cq(l->dev, NULL, NULL, l, &ca);
+	if (IS_ERR(l->cq))
+		return PTR_ERR(l->cq);
+	qa.send_cq = l->cq;
+	qa.recv_cq = l->cq;
+	l->a = ib_create_qp(l->pd, &qa);
+	if (IS_ERR(l->a))
+		return PTR_ERR(l->a);
+	l->b = ib_create_qp(l->pd, &qa);
+	if (IS_ERR(l->b))
+		return PTR_ERR(l->b);
+	l->buf = kzalloc(len, GFP_KERNEL);
+	if (!l->buf)
+		return -ENOMEM;
+	l->dma = ib_dma_map_single(l->dev, l->buf, len, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(l->dev, l->dma)) {
+		kfree(l->buf);
+		l->buf = NULL;
+		return -EIO;
+	}
+	l->len = len;
+	return 0;
+}
+
+/* Undoes whatever kvc_loop_setup() got done. */
+static inline void kvc_loop_teardown(struct kvc_loop *l)
+{
+	if (!IS_ERR_OR_NULL(l->a))
+		ib_destroy_qp(l->a);
+	if (!IS_ERR_OR_NULL(l->b))
+		ib_destroy_qp(l->b);
+	if (!IS_ERR_OR_NULL(l->cq))
+		ib_destroy_cq(l->cq);
+	if (l->buf) {
+		ib_dma_unmap_single(l->dev, l->dma, l->len, DMA_BIDIRECTIONAL);
+		kfree(l->buf);
+	}
+	if (!IS_ERR_OR_NULL(l->mr))
+		l->dev->ops.dereg_mr(l->mr, NULL);
+	if (!IS_ERR_OR_NULL(l->pd))
+		ib_dealloc_pd(l->pd);
 }
 
 #endif /* _IBTCA_KVERBS_COMMON_H */

@@ -34,14 +34,7 @@
 #define KD_WAIT_MS	10000
 
 struct kd_ctx {
-	struct ib_device *dev;
-	struct ib_pd *pd;
-	struct ib_mr *mr;
-	struct ib_cq *cq;
-	struct ib_qp *a, *b;
-	u8 *buf;
-	u64 dma;
-	u16 lid;
+	struct kvc_loop l;
 	struct kvc_tally t;
 };
 
@@ -54,72 +47,20 @@ static u8 kd_byte(u32 k, u32 i)
 
 static int kd_setup(struct kd_ctx *c)
 {
-	struct ib_cq_init_attr ca = { .cqe = 32 };
-	struct ib_qp_init_attr qa = {
-		.cap = { .max_send_wr = 16, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.sq_sig_type = IB_SIGNAL_ALL_WR,
-		.qp_type = IB_QPT_RC,
-		.port_num = KD_PORT,
-	};
-	struct ib_port_attr pa;
-	int ret;
+	int ret = kvc_loop_setup(&c->l, KD_PORT, 16, KD_BUF);
 
-	ret = ib_query_port(c->dev, KD_PORT, &pa);
 	if (ret)
 		return ret;
-	c->lid = pa.lid;
-	c->pd = ib_alloc_pd(c->dev, 0);
-	if (IS_ERR(c->pd))
-		return PTR_ERR(c->pd);
-	/* A DMA region B's QP accepts WRITEs into, as the other tests use. */
-	c->mr = kvc_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
-			   IB_ACCESS_REMOTE_WRITE);
-	if (IS_ERR(c->mr))
-		return PTR_ERR(c->mr);
-	c->cq = ib_create_cq(c->dev, NULL, NULL, c, &ca);
-	if (IS_ERR(c->cq))
-		return PTR_ERR(c->cq);
-	qa.send_cq = c->cq;
-	qa.recv_cq = c->cq;
-	c->a = ib_create_qp(c->pd, &qa);
-	if (IS_ERR(c->a))
-		return PTR_ERR(c->a);
-	c->b = ib_create_qp(c->pd, &qa);
-	if (IS_ERR(c->b))
-		return PTR_ERR(c->b);
-	c->buf = kzalloc(KD_BUF, GFP_KERNEL);
-	if (!c->buf)
-		return -ENOMEM;
-	c->dma = ib_dma_map_single(c->dev, c->buf, KD_BUF, DMA_BIDIRECTIONAL);
-	if (ib_dma_mapping_error(c->dev, c->dma)) {
-		kfree(c->buf);
-		c->buf = NULL;
-		return -EIO;
-	}
 	/* At our own LID; A's SEND retries 1.28 ms after each RNR NAK. */
-	ret = kvc_connect(c->a, KD_PORT, c->lid, c->b->qp_num,
+	ret = kvc_connect(c->l.a, KD_PORT, c->l.lid, c->l.b->qp_num,
 			  IB_ACCESS_REMOTE_WRITE, 14);
-	return ret ?: kvc_connect(c->b, KD_PORT, c->lid, c->a->qp_num,
+	return ret ?: kvc_connect(c->l.b, KD_PORT, c->l.lid, c->l.a->qp_num,
 				  IB_ACCESS_REMOTE_WRITE, 14);
 }
 
 static void kd_teardown(struct kd_ctx *c)
 {
-	if (!IS_ERR_OR_NULL(c->a))
-		ib_destroy_qp(c->a);
-	if (!IS_ERR_OR_NULL(c->b))
-		ib_destroy_qp(c->b);
-	if (!IS_ERR_OR_NULL(c->cq))
-		ib_destroy_cq(c->cq);
-	if (c->buf) {
-		ib_dma_unmap_single(c->dev, c->dma, KD_BUF, DMA_BIDIRECTIONAL);
-		kfree(c->buf);
-	}
-	if (!IS_ERR_OR_NULL(c->mr))
-		c->dev->ops.dereg_mr(c->mr, NULL);
-	if (!IS_ERR_OR_NULL(c->pd))
-		ib_dealloc_pd(c->pd);
+	kvc_loop_teardown(&c->l);
 }
 
 /*
@@ -146,21 +87,21 @@ static bool kd_wait_awake(struct ib_qp *qp, bool rq, bool want)
 static int kd_post(struct kd_ctx *c, u32 k)
 {
 	u32 len = k == KD_WRITES ? KD_SEND_LEN : KD_SLOT;
-	struct ib_sge sge = { .addr = c->dma + k * KD_SLOT, .length = len,
-			      .lkey = c->pd->local_dma_lkey };
+	struct ib_sge sge = { .addr = c->l.dma + k * KD_SLOT, .length = len,
+			      .lkey = c->l.pd->local_dma_lkey };
 	struct ib_rdma_wr w = {
 		.wr = { .wr_id = k, .sg_list = &sge, .num_sge = 1,
 			.opcode = IB_WR_RDMA_WRITE },
-		.remote_addr = c->dma + KD_B_OFF + k * KD_SLOT,
-		.rkey = c->mr->rkey,
+		.remote_addr = c->l.dma + KD_B_OFF + k * KD_SLOT,
+		.rkey = c->l.mr->rkey,
 	};
 	u32 i;
 
 	for (i = 0; i < len; i++)
-		c->buf[k * KD_SLOT + i] = kd_byte(k, i);
+		c->l.buf[k * KD_SLOT + i] = kd_byte(k, i);
 	if (k == KD_WRITES)
 		w.wr.opcode = IB_WR_SEND;
-	return ib_post_send(c->a, &w.wr, NULL);
+	return ib_post_send(c->l.a, &w.wr, NULL);
 }
 
 /* Polls @n completions (no interrupt: nothing is armed); how many came. */
@@ -170,7 +111,7 @@ static int kd_poll(struct kd_ctx *c, int n, int *bad)
 	struct ib_wc wc;
 	int got = 0;
 
-	while (got < n && !kvc_poll(c->cq, &wc, deadline)) {
+	while (got < n && !kvc_poll(c->l.cq, &wc, deadline)) {
 		got++;
 		if (wc.status != IB_WC_SUCCESS) {
 			(*bad)++;
@@ -188,38 +129,38 @@ static bool kd_landed(struct kd_ctx *c, u32 k)
 	u32 i;
 
 	for (i = 0; i < len; i++)
-		if (c->buf[KD_B_OFF + k * KD_SLOT + i] != kd_byte(k, i))
+		if (c->l.buf[KD_B_OFF + k * KD_SLOT + i] != kd_byte(k, i))
 			return false;
 	return true;
 }
 
 static void kd_run_checks(struct kd_ctx *c)
 {
-	struct ib_sge rsge = { .addr = c->dma + KD_B_OFF + KD_WRITES * KD_SLOT,
+	struct ib_sge rsge = { .addr = c->l.dma + KD_B_OFF + KD_WRITES * KD_SLOT,
 			       .length = KD_SLOT,
-			       .lkey = c->pd->local_dma_lkey };
+			       .lkey = c->l.pd->local_dma_lkey };
 	struct ib_recv_wr rwr = { .wr_id = 100, .sg_list = &rsge,
 				  .num_sge = 1 };
 	u32 before, during, after, k, landed = 0;
 	bool sq, rq;
 	int ret, got, bad = 0;
 
-	kd_check(c, !ibtca_ib_qp_awake(c->a, &sq, &rq) &&
-		 !ibtca_ib_qp_awake(c->b, &sq, &rq), "records",
-		 "qpn=0x%x,0x%x lid=%u", c->a->qp_num, c->b->qp_num, c->lid);
+	kd_check(c, !ibtca_ib_qp_awake(c->l.a, &sq, &rq) &&
+		 !ibtca_ib_qp_awake(c->l.b, &sq, &rq), "records",
+		 "qpn=0x%x,0x%x lid=%u", c->l.a->qp_num, c->l.b->qp_num, c->l.lid);
 	/* B's RQ is read by the device in RTS: its receive needs no doorbell. */
-	kd_check(c, kd_wait_awake(c->b, true, true), "rq_awake", "qpn=0x%x",
-		 c->b->qp_num);
+	kd_check(c, kd_wait_awake(c->l.b, true, true), "rq_awake", "qpn=0x%x",
+		 c->l.b->qp_num);
 	ret = kd_post(c, KD_WRITES);
-	if (!kd_check(c, !ret && kd_wait_awake(c->a, false, true), "sq_awake",
+	if (!kd_check(c, !ret && kd_wait_awake(c->l.a, false, true), "sq_awake",
 		      "send ret=%d (no receive at B: RNR)", ret))
 		return;
-	before = ibtca_ib_doorbells(c->dev);
+	before = ibtca_ib_doorbells(c->l.dev);
 	for (k = 0; k < KD_WRITES && !ret; k++)
 		ret = kd_post(c, k);
-	ret = ret ?: ib_post_recv(c->b, &rwr, NULL);
+	ret = ret ?: ib_post_recv(c->l.b, &rwr, NULL);
 	got = kd_poll(c, KD_WRITES + 2, &bad);
-	during = ibtca_ib_doorbells(c->dev);
+	during = ibtca_ib_doorbells(c->l.dev);
 	for (k = 0; k <= KD_WRITES; k++)
 		landed += kd_landed(c, k);
 	kd_check(c, !ret && got == KD_WRITES + 2 && !bad &&
@@ -227,12 +168,12 @@ static void kd_run_checks(struct kd_ctx *c)
 		 "writes=%d recv=1 completions=%d bad=%d landed=%u doorbells=%u",
 		 KD_WRITES, got, bad, landed, during - before);
 	/* Nothing in flight: the device sleeps, and a post must ring. */
-	if (!kd_check(c, kd_wait_awake(c->a, false, false), "sq_asleep", "%s",
+	if (!kd_check(c, kd_wait_awake(c->l.a, false, false), "sq_asleep", "%s",
 		      "no send work in flight"))
 		return;
-	before = ibtca_ib_doorbells(c->dev);
+	before = ibtca_ib_doorbells(c->l.dev);
 	ret = kd_post(c, 0);
-	after = ibtca_ib_doorbells(c->dev);
+	after = ibtca_ib_doorbells(c->l.dev);
 	got = kd_poll(c, 1, &bad);
 	kd_check(c, !ret && got == 1 && !bad && after - before == 1,
 		 "asleep_post", "ret=%d completions=%d doorbells=%u", ret, got,
@@ -246,7 +187,7 @@ static void kd_run(struct ib_device *dev)
 
 	if (!c)
 		return;
-	c->dev = dev;
+	c->l.dev = dev;
 	c->t.tag = "IBTCA-KVDB";
 	ret = kd_setup(c);
 	if (kd_check(c, !ret, "setup", "ret=%d", ret))

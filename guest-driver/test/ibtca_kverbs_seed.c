@@ -39,14 +39,7 @@
 #define KS_WAIT_MS	30000
 
 struct ks_ctx {
-	struct ib_device *dev;
-	struct ib_pd *pd;
-	struct ib_mr *mr;
-	struct ib_cq *cq;
-	struct ib_qp *a, *b;
-	u8 *buf;
-	u64 dma;
-	u16 lid;
+	struct kvc_loop l;
 	struct kvc_tally t;
 };
 
@@ -59,112 +52,57 @@ static u8 ks_byte(u32 k, u32 i)
 
 static int ks_setup(struct ks_ctx *c)
 {
-	struct ib_cq_init_attr ca = { .cqe = 32 };
-	struct ib_qp_init_attr qa = {
-		.cap = { .max_send_wr = 8, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.sq_sig_type = IB_SIGNAL_ALL_WR,
-		.qp_type = IB_QPT_RC,
-		.port_num = KS_PORT,
-	};
-	struct ib_port_attr pa;
-	int ret;
-
-	ret = ib_query_port(c->dev, KS_PORT, &pa);
-	if (ret)
-		return ret;
-	c->lid = pa.lid;
-	c->pd = ib_alloc_pd(c->dev, 0);
-	if (IS_ERR(c->pd))
-		return PTR_ERR(c->pd);
-	c->mr = kvc_dma_mr(c->pd, IB_ACCESS_LOCAL_WRITE |
-			   IB_ACCESS_REMOTE_WRITE);
-	if (IS_ERR(c->mr))
-		return PTR_ERR(c->mr);
-	c->cq = ib_create_cq(c->dev, NULL, NULL, c, &ca);
-	if (IS_ERR(c->cq))
-		return PTR_ERR(c->cq);
-	qa.send_cq = c->cq;
-	qa.recv_cq = c->cq;
-	c->a = ib_create_qp(c->pd, &qa);
-	if (IS_ERR(c->a))
-		return PTR_ERR(c->a);
-	c->b = ib_create_qp(c->pd, &qa);
-	if (IS_ERR(c->b))
-		return PTR_ERR(c->b);
-	c->buf = kzalloc(KS_BUF, GFP_KERNEL);
-	if (!c->buf)
-		return -ENOMEM;
-	c->dma = ib_dma_map_single(c->dev, c->buf, KS_BUF, DMA_BIDIRECTIONAL);
-	if (ib_dma_mapping_error(c->dev, c->dma)) {
-		kfree(c->buf);
-		c->buf = NULL;
-		return -EIO;
-	}
-	return 0;
+	return kvc_loop_setup(&c->l, KS_PORT, 8, KS_BUF);
 }
 
 static void ks_teardown(struct ks_ctx *c)
 {
-	if (!IS_ERR_OR_NULL(c->a))
-		ib_destroy_qp(c->a);
-	if (!IS_ERR_OR_NULL(c->b))
-		ib_destroy_qp(c->b);
-	if (!IS_ERR_OR_NULL(c->cq))
-		ib_destroy_cq(c->cq);
-	if (c->buf) {
-		ib_dma_unmap_single(c->dev, c->dma, KS_BUF, DMA_BIDIRECTIONAL);
-		kfree(c->buf);
-	}
-	if (!IS_ERR_OR_NULL(c->mr))
-		c->dev->ops.dereg_mr(c->mr, NULL);
-	if (!IS_ERR_OR_NULL(c->pd))
-		ib_dealloc_pd(c->pd);
+	kvc_loop_teardown(&c->l);
 }
 
 /* Connects A and B to each other at our own LID. */
 static int ks_connect(struct ks_ctx *c)
 {
-	int ret = kvc_connect(c->a, KS_PORT, c->lid, c->b->qp_num,
+	int ret = kvc_connect(c->l.a, KS_PORT, c->l.lid, c->l.b->qp_num,
 			      IB_ACCESS_REMOTE_WRITE, 14);
 
-	return ret ?: kvc_connect(c->b, KS_PORT, c->lid, c->a->qp_num,
+	return ret ?: kvc_connect(c->l.b, KS_PORT, c->l.lid, c->l.a->qp_num,
 				  IB_ACCESS_REMOTE_WRITE, 14);
 }
 
 /* A posts B's receive, its WRITE (@write_len bytes, 0: none) and SEND. */
 static int ks_post(struct ks_ctx *c, u32 write_len, u32 k)
 {
-	struct ib_sge rsge = { .addr = c->dma + KS_RECV_OFF,
+	struct ib_sge rsge = { .addr = c->l.dma + KS_RECV_OFF,
 			       .length = KS_SEND_LEN,
-			       .lkey = c->pd->local_dma_lkey };
+			       .lkey = c->l.pd->local_dma_lkey };
 	struct ib_recv_wr rwr = { .wr_id = 100, .sg_list = &rsge,
 				  .num_sge = 1 };
-	struct ib_sge wsge = { .addr = c->dma, .length = write_len,
-			       .lkey = c->pd->local_dma_lkey };
-	struct ib_sge ssge = { .addr = c->dma + KS_WRITE_LEN,
+	struct ib_sge wsge = { .addr = c->l.dma, .length = write_len,
+			       .lkey = c->l.pd->local_dma_lkey };
+	struct ib_sge ssge = { .addr = c->l.dma + KS_WRITE_LEN,
 			       .length = KS_SEND_LEN,
-			       .lkey = c->pd->local_dma_lkey };
+			       .lkey = c->l.pd->local_dma_lkey };
 	struct ib_rdma_wr w = {
 		.wr = { .wr_id = 1, .sg_list = &wsge, .num_sge = 1,
 			.opcode = IB_WR_RDMA_WRITE },
-		.remote_addr = c->dma + KS_B_OFF,
-		.rkey = c->mr->rkey,
+		.remote_addr = c->l.dma + KS_B_OFF,
+		.rkey = c->l.mr->rkey,
 	};
 	struct ib_send_wr s = { .wr_id = 2, .sg_list = &ssge, .num_sge = 1,
 				.opcode = IB_WR_SEND };
 	u32 i;
 	int ret;
 
-	memset(c->buf + KS_B_OFF, 0, KS_BUF - KS_B_OFF);
+	memset(c->l.buf + KS_B_OFF, 0, KS_BUF - KS_B_OFF);
 	for (i = 0; i < KS_WRITE_LEN; i++)
-		c->buf[i] = ks_byte(k, i);
+		c->l.buf[i] = ks_byte(k, i);
 	for (i = 0; i < KS_SEND_LEN; i++)
-		c->buf[KS_WRITE_LEN + i] = ks_byte(k + 1, i);
-	ret = ib_post_recv(c->b, &rwr, NULL);
+		c->l.buf[KS_WRITE_LEN + i] = ks_byte(k + 1, i);
+	ret = ib_post_recv(c->l.b, &rwr, NULL);
 	if (!ret && write_len)
-		ret = ib_post_send(c->a, &w.wr, NULL);
-	return ret ?: ib_post_send(c->a, &s, NULL);
+		ret = ib_post_send(c->l.a, &w.wr, NULL);
+	return ret ?: ib_post_send(c->l.a, &s, NULL);
 }
 
 /*
@@ -179,7 +117,7 @@ static int ks_poll(struct ks_ctx *c, int n, int status[3], u32 *recv_len)
 	int got = 0;
 
 	while (got < n && !time_after(jiffies, deadline)) {
-		if (ib_poll_cq(c->cq, 1, &wc) != 1) {
+		if (ib_poll_cq(c->l.cq, 1, &wc) != 1) {
 			usleep_range(200, 500);
 			continue;
 		}
@@ -200,9 +138,9 @@ static u32 ks_mismatches(struct ks_ctx *c, u32 write_len, u32 k)
 	u32 i, bad = 0;
 
 	for (i = 0; i < write_len; i++)
-		bad += c->buf[KS_B_OFF + i] != ks_byte(k, i);
+		bad += c->l.buf[KS_B_OFF + i] != ks_byte(k, i);
 	for (i = 0; i < KS_SEND_LEN; i++)
-		bad += c->buf[KS_RECV_OFF + i] != ks_byte(k + 1, i);
+		bad += c->l.buf[KS_RECV_OFF + i] != ks_byte(k + 1, i);
 	return bad;
 }
 
@@ -212,13 +150,13 @@ static void ks_refusals(struct ks_ctx *c)
 					 .initial_msn = 0x1000000 };
 	int msn, coalesced, unknown;
 
-	msn = ibtca_qp_set_options(c->a, &o);
+	msn = ibtca_qp_set_options(c->l.a, &o);
 	memset(&o, 0, sizeof(o));
 	o.comp_mask = IBTCA_MODIFY_QP_ACK_POLICY;
 	o.ack_mode = IBTCA_ACK_COALESCED;
-	coalesced = ibtca_qp_set_options(c->a, &o);
+	coalesced = ibtca_qp_set_options(c->l.a, &o);
 	o.comp_mask = 1U << 5;
-	unknown = ibtca_qp_set_options(c->a, &o);
+	unknown = ibtca_qp_set_options(c->l.a, &o);
 	ks_check(c, msn == -EINVAL && coalesced == -EINVAL &&
 		 unknown == -EINVAL, "refused",
 		 "msn=0x1000000: %d, coalesced:0: %d, unknown bit: %d", msn,
@@ -237,8 +175,8 @@ static void ks_run_checks(struct ks_ctx *c)
 	u32 recv_len = 0, bad;
 
 	ks_refusals(c);
-	ra = ibtca_qp_set_options(c->a, &seed);
-	rb = ibtca_qp_set_options(c->b, &seed);
+	ra = ibtca_qp_set_options(c->l.a, &seed);
+	rb = ibtca_qp_set_options(c->l.b, &seed);
 	ret = ks_connect(c);
 	if (!ks_check(c, !ra && !rb && !ret, "stop_and_wait_connect",
 		      "msn_start=0xffffff ack=per-packet window=1: set %d,%d connect %d",
@@ -257,7 +195,7 @@ static void ks_run_checks(struct ks_ctx *c)
 	seed.comp_mask = IBTCA_MODIFY_QP_MSN;
 	seed.ack_mode = 0;
 	seed.window = 0;
-	ra = ibtca_qp_set_options(c->a, &seed);
+	ra = ibtca_qp_set_options(c->l.a, &seed);
 	ret = ks_connect(c);
 	status[0] = -1;
 	status[1] = -1;
@@ -279,7 +217,7 @@ static void ks_run(struct ib_device *dev)
 
 	if (!c)
 		return;
-	c->dev = dev;
+	c->l.dev = dev;
 	c->t.tag = "IBTCA-KVSEED";
 	ret = ks_setup(c);
 	if (ks_check(c, !ret, "setup", "ret=%d", ret))

@@ -8,9 +8,10 @@
 //! MSI-X, and hands packets to the link — or back to itself when they are
 //! addressed to its own LID (loopback), so one device can talk to itself.
 //!
-//! An RC QP gets its transport state when it reaches RTS and keeps it until
-//! it is reset or destroyed; packets for a QP that is not in RTS are dropped
-//! (the peer retransmits).
+//! An RC QP gets its transport state when it reaches RTR (it answers
+//! requests; from RTS it also sends) and keeps it until it is reset or
+//! destroyed; packets for a QP in neither state are dropped (the peer
+//! retransmits).
 
 mod datagram;
 pub mod env;
@@ -493,8 +494,8 @@ impl Engine {
         }
     }
 
-    /// Creates transport state for QPs that reached RTS and drops it for QPs
-    /// that were reset or destroyed.
+    /// Creates transport state for QPs that reached RTR or RTS and drops it
+    /// for QPs that were reset or destroyed.
     fn sync_qps(&mut self) {
         let lid = self.verbs.port.lid;
         let mut live = Vec::new();

@@ -304,6 +304,43 @@ fn a_malformed_trap_repress_is_ignored() {
 }
 
 #[test]
+fn a_trap_repress_without_the_m_key_is_ignored() {
+    const KEY: u64 = 0x5eed_0000_0000_0128;
+    let mut f = fabric("trap-repress-mkey");
+    tell_the_switch_the_sm(&mut f);
+    // The SM protects the switch with an M_Key (protection level 0: Gets
+    // still pass without it).
+    let get = Smp::directed(method::GET, id::PORT_INFO, 0, &[1]).unwrap();
+    let mut p0 = PortInfo::decode(&ask(&mut f.sm, get).data);
+    p0.m_key = KEY;
+    p0.port_state = PortState::NoChange as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, 0, &[1]).unwrap();
+    set.data = p0.encode();
+    assert_eq!(ask(&mut f.sm, set).status.0, 0);
+
+    f.sw.port_down(3).unwrap();
+    let tid = next_trap(&f.sm);
+    repress(&f.sm, tid, |s| s.m_key = 0);
+    repress(&f.sm, tid, |s| s.m_key = KEY ^ 1);
+    // The switch served the represses before this Get (one port, in order).
+    let r = ask(
+        &mut f.sm,
+        Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap(),
+    );
+    assert_eq!(NodeInfo::decode(&r.data).node_guid, SW_GUID);
+    let c = f.sw.trap_counts();
+    assert_eq!((c.repressed, c.stray_represses), (0, 0), "{c:?}");
+    // Still outstanding: repeated with its TID.
+    let sent = c.sent;
+    while f.sw.trap_counts().sent == sent {
+        assert_eq!(next_trap(&f.sm), tid);
+    }
+    // The holder of the M_Key ends it.
+    repress(&f.sm, tid, |s| s.m_key = KEY);
+    wait_counts(&f.sw, "repressed", |c| c.repressed == 1);
+}
+
+#[test]
 fn an_unrepressed_trap_is_given_up_after_its_sends() {
     let mut f = fabric("trap-given-up");
     tell_the_switch_the_sm(&mut f);
@@ -368,6 +405,7 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     use ibtca_tests::TestServer;
     use vm_memory::ByteValued;
     const LID: u16 = 0x31;
+    const KEY: u64 = 0x5eed_0000_0000_0144;
     let dir = TempDir::new("trap-144");
     let path = dir.join("dev.link");
     let cfg = InstanceConfig {
@@ -406,6 +444,7 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     assert_ne!(p.capability_mask & cap::IS_TRAP_SUPPORTED, 0);
     (p.lid, p.master_sm_lid, p.subnet_timeout) = (LID, SM_LID, SUBNET_TIMEOUT);
     p.port_state = PortState::NoChange as u8;
+    p.m_key = KEY;
     let mut set = Smp::directed(method::SET, id::PORT_INFO, 1, &[1]).unwrap();
     set.data = p.encode();
     assert_eq!(ask(&mut sm, set).status.0, 0);
@@ -418,11 +457,20 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     assert_eq!(next_trap_144(&sm, LID, without), tid, "repeated");
     let mut r = Notice::decode(&[0; 64]).trap_smp(tid);
     r.method = method::TRAP_REPRESS;
+    // Without the port's M_Key a repress is an M_Key violation and the
+    // trap stays (the Get after it is served after it).
+    sm.link
+        .send(smp_packet(&r, SM_LID, LID).build().unwrap())
+        .unwrap();
+    let bar0 = |g: &mut SimGuest, reg| g.client.read32(0, reg);
+    assert_eq!(port_info(&mut sm).m_key_violations, 1);
+    assert_eq!(bar0(&mut g, regs::TRAPS_REPRESSED), 0);
+    assert_eq!(next_trap_144(&sm, LID, without), tid, "still repeated");
+    r.m_key = KEY;
     sm.link
         .send(smp_packet(&r, SM_LID, LID).build().unwrap())
         .unwrap();
     // BAR0 counts the device's traps.
-    let bar0 = |g: &mut SimGuest, reg| g.client.read32(0, reg);
     let deadline = Instant::now() + WAIT;
     while bar0(&mut g, regs::TRAPS_REPRESSED) != 1 {
         assert!(Instant::now() < deadline, "TRAPS_REPRESSED never 1");

@@ -22,8 +22,8 @@ use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute
 use ibtca_protocol::PacketView;
 
 use super::{
-    answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, PortAgent,
-    TrapCounts, TrapRepeats, VlArbTables, DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
+    answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, MKeyCheck,
+    PortAgent, TrapCounts, TrapRepeats, VlArbTables, DEFAULT_PKEY, GUID_CAP, PKEY_CAP,
 };
 use crate::link::HighPriority;
 
@@ -245,6 +245,12 @@ impl DeviceSma {
             return None;
         }
         if smp.method == method::TRAP_REPRESS {
+            // Only the holder of the M_Key may silence a trap (checked as a
+            // Set is, IBA §14.2.4).
+            if self.m_key.check(smp.method, smp.m_key) != MKeyCheck::Pass {
+                self.port.count_m_key_violation();
+                return None;
+            }
             let tid = self.traps.repress(&smp);
             tracing::info!(tid = ?tid, counts = ?self.traps.counts(), "TrapRepress from the SM");
             return None;

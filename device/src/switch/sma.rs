@@ -19,15 +19,15 @@ use ibtca_protocol::mad::attr::{
     cap, id, Block, LftBlock, MftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
     Sl2VlTable, SwitchInfo, VlArbBlock,
 };
-use ibtca_protocol::mad::MadStatus;
+use ibtca_protocol::mad::{MadStatus, Smp};
 
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use crate::link::Link;
 use crate::sma::{
-    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, PortAgent, TrapTarget,
-    VlArbTables, DEFAULT_PKEY, PKEY_CAP,
+    pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, MKeyCheck, PortAgent,
+    TrapTarget, VlArbTables, DEFAULT_PKEY, PKEY_CAP,
 };
 
 /// Multicast LIDs the switch keeps port masks for.
@@ -60,6 +60,17 @@ pub(super) struct SwitchSma {
 }
 
 impl SwitchSma {
+    /// Whether `smp`, which the agent does not answer (a TrapRepress),
+    /// passes the switch's M_Key check as a Set would (IBA §14.2.4); a
+    /// failure is counted as an M_Key violation.
+    pub(super) fn passes_m_key(&mut self, smp: &Smp) -> bool {
+        let pass = self.m_key.check(smp.method, smp.m_key) == MKeyCheck::Pass;
+        if !pass {
+            self.m_key_violations += 1;
+        }
+        pass
+    }
+
     pub fn new(
         node_guid: u64,
         description: &str,

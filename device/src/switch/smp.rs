@@ -60,8 +60,11 @@ impl Core {
             }
         }
         if smp.method == method::TRAP_REPRESS {
-            // The SM's answer to a trap (`trap.rs`); nothing goes back.
-            self.trap_repress(&smp);
+            // The SM's answer to a trap (`trap.rs`); nothing goes back. Only
+            // the holder of the M_Key may silence a trap.
+            if self.sma().passes_m_key(&smp) {
+                self.trap_repress(&smp);
+            }
             return None;
         }
         let mut sma = self.sma();

@@ -114,6 +114,9 @@ struct Direction {
     /// (PSN offset from the first request, MSN) of each distinct ACK, in
     /// capture order.
     acks: Vec<(u64, u64)>,
+    /// Index of the row after the ACK of the run's last request, if it
+    /// came: the run is over there.
+    end: Option<usize>,
 }
 
 /// PSN offset of `psn` from `first` (24-bit), if within the run.
@@ -144,7 +147,8 @@ fn direction(rows: &[Vec<String>], src_qpn: u64, dest_qpn: u64, psn: u64) -> Dir
     let mut requests = std::collections::BTreeSet::new();
     let mut ack_reqs = std::collections::BTreeSet::new();
     let mut acks: Vec<(u64, u64)> = Vec::new();
-    for r in rows {
+    let mut end = None;
+    for (i, r) in rows.iter().enumerate() {
         let (Some(op), Some(p), Some(qp)) = (field(r, 0), field(r, 1), field(r, 2)) else {
             continue;
         };
@@ -156,21 +160,34 @@ fn direction(rows: &[Vec<String>], src_qpn: u64, dest_qpn: u64, psn: u64) -> Dir
             }
         } else if qp == src_qpn && op == RC_ACK && !acks.iter().any(|a| a.0 == off) {
             acks.push((off, field(r, MSN).unwrap_or(u64::MAX)));
+            if off == ITERS * PACKETS - 1 {
+                end = Some(i + 1);
+                break;
+            }
         }
     }
     Direction {
         requests: requests.len() as u64,
         ack_reqs: ack_reqs.into_iter().collect(),
         acks,
+        end,
     }
 }
 
 /// Both directions of the run whose client printed `lines`: (client's
-/// requests, server's requests).
-fn run_directions(rows: &[Vec<String>], lines: &[&str]) -> (Direction, Direction) {
+/// requests, server's requests), and the rows after the run. The runs
+/// follow each other on the link and may repeat QPNs and PSNs (the QP
+/// numbers are reused; pingpong seeds its PSNs with pid × time), so each
+/// run is looked for only after the one before it.
+fn run_directions<'a>(
+    rows: &'a [Vec<String>],
+    lines: &[&str],
+) -> (Direction, Direction, &'a [Vec<String>]) {
     let (cq, cpsn) = address(lines, "local address:");
     let (sq, spsn) = address(lines, "remote address:");
-    (direction(rows, cq, sq, cpsn), direction(rows, sq, cq, spsn))
+    let (to_server, to_client) = (direction(rows, cq, sq, cpsn), direction(rows, sq, cq, spsn));
+    let end = to_server.end.max(to_client.end).unwrap_or(rows.len());
+    (to_server, to_client, &rows[end..])
 }
 
 fn console(run: &Path, node: &str) -> String {
@@ -248,7 +265,7 @@ fn guests_choose_the_msn_start_and_ack_policy() {
 
     // No variables: MSN 1 for the first message, one ACK per message at
     // its last packet, MSNs counting up.
-    let (to_server, to_client) = run_directions(&rows, &tagged_lines(&c2, "DEFAULT-CLIENT"));
+    let (to_server, to_client, rows) = run_directions(&rows, &tagged_lines(&c2, "DEFAULT-CLIENT"));
     for (name, d) in [
         ("client->server", &to_server),
         ("server->client", &to_client),
@@ -266,7 +283,7 @@ fn guests_choose_the_msn_start_and_ack_policy() {
 
     // The seed's: an ACK every 4 packets; the first message acknowledged
     // with MSN 0, the ACKs inside it with 0xffffff.
-    let (to_server, to_client) = run_directions(&rows, &tagged_lines(&c2, "SEED-CLIENT"));
+    let (to_server, to_client, rows) = run_directions(rows, &tagged_lines(&c2, "SEED-CLIENT"));
     for (name, d) in [
         ("client->server", &to_server),
         ("server->client", &to_client),
@@ -318,7 +335,7 @@ fn guests_choose_the_msn_start_and_ack_policy() {
             && !hc.contains(&"exit=0"),
         "client: IBV_WC_RETRY_EXC_ERR: {hc:?}\n{all}"
     );
-    let (to_server, to_client) = run_directions(&rows, &hc);
+    let (to_server, to_client, _) = run_directions(rows, &hc);
     assert_eq!(
         to_server.acks.first(),
         Some(&(PACKETS - 1, 0)),

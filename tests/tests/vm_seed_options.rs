@@ -176,9 +176,10 @@ fn direction(rows: &[Vec<String>], src_qpn: u64, dest_qpn: u64, psn: u64) -> Dir
 
 /// Both directions of the run whose client printed `lines`: (client's
 /// requests, server's requests), and the rows after the run. The runs
-/// follow each other on the link and may repeat QPNs and PSNs (the QP
-/// numbers are reused; pingpong seeds its PSNs with pid × time), so each
-/// run is looked for only after the one before it.
+/// follow each other on the link, and a later run's packets can match an
+/// earlier run's QPN and PSN window (pingpong seeds its PSNs with
+/// pid × time; CI once counted the seed run's ACKs in the default run's),
+/// so each run is looked for only after the one before it.
 fn run_directions<'a>(
     rows: &'a [Vec<String>],
     lines: &[&str],

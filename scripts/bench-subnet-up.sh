@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Time from `ibtca-fabric up FILE --guests` to OpenSM's "SUBNET UP" in the
-# SM node's guest (issue 22's benchmark; BENCHMARKS.md, "Subnet management
-# with OpenSM"). For each run it prints
+# SM node's guest (BENCHMARKS.md, "Subnet management with OpenSM"). For each run it prints
 #   up->SUBNET UP   seconds from starting `up` until the SM node's console
 #                   says `IBTCA-SM SUBNET UP` (the guest polls OpenSM's log
 #                   once a second, so up to a second late);

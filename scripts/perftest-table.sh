@@ -15,10 +15,11 @@
 #                                # as root, after cargo build --release
 #
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
-# README recommends without root for busy-polling guests on a small host:
+# docs/placement.md recommends without root for busy-polling guests on a small host:
 # perftest polls its CQ in both single-vCPU guests, and at equal priority
 # they take the CPUs from the devices' threads (ibtca-fabric then starts the
-# devices with --spin-us 0: BENCHMARKS.md, ib_write_lat). shared: nothing set.
+# devices with --spin-us 0: BENCHMARKS.md, "`ib_write_lat`: one-way latency").
+# shared: nothing set.
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST

@@ -48,7 +48,7 @@ struct Args {
     /// Microseconds the engine thread polls for its next event (doorbell,
     /// packet, timer) before it blocks (0: block at once). Polling saves a
     /// thread wake-up per hand-off (it yields the CPU while it polls), but
-    /// costs CPU: use it only with CPUs to spare (see BENCHMARKS.md).
+    /// costs CPU: use it only with CPUs to spare (docs/placement.md).
     #[arg(long, value_name = "US", default_value_t = 0)]
     engine_spin_us: u64,
 

@@ -129,8 +129,8 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
 /// block or use up its slice. For throughput where the device's threads
 /// outnumber the CPUs: each wake-up of a link reader or an engine then
 /// costs no context switch away from a thread in the middle of a burst,
-/// and hand-offs come in larger batches (BENCHMARKS.md, "Verbs (no VM)",
-/// session 11: fewer CPU µs per MiB and more MiB/s on 2 CPUs). Not for
+/// and hand-offs come in larger batches (measured on 2 CPUs: fewer CPU µs
+/// per MiB and more MiB/s, BENCHMARKS.md, "Verbs (no VM)"). Not for
 /// latency beside busy-polling guests: a woken device thread then waits up
 /// to a time slice behind a spinning vCPU (use `--realtime` there).
 /// Needs no privilege.

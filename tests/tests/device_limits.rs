@@ -2,7 +2,7 @@
 //! guest can make is bounded, the one past the bound gets the documented
 //! error, the device's own memory stays within a stated bound however many
 //! it makes, and a flood of guest-triggered warnings leaves a bounded log.
-//! (ARCHITECTURE.md "Security" lists the bounds.)
+//! (docs/security.md, "Bounds", lists them.)
 
 use std::fs::File;
 

@@ -1,5 +1,5 @@
 //! The layering of the workspace's Rust sources, checked from the source
-//! files themselves (ARCHITECTURE.md, "Layers"):
+//! files themselves (ARCHITECTURE.md, "Crates"):
 //!
 //! - no import cycle between two modules of a crate;
 //! - in `device/src`, no module uses a top-level module of a higher layer

@@ -470,7 +470,7 @@ pub struct LinkConfig {
 /// devices and their guests a polling reader takes the CPU from the
 /// thread that would fill its ring: 20 µs of polling made the no-VM 64 B
 /// ping-pong slower (95–119 against 71–82 µs one way) and 1 MiB WRITEs no
-/// faster (BENCHMARKS.md, "Verbs (no VM)", session 7). Give it CPUs to
+/// faster (`ibtca-bench verbs --link-spin-us 20`, AMD Zen 4 host). Give it CPUs to
 /// spare before raising it, as for the engine's spin.
 pub const RX_SPIN: Duration = Duration::ZERO;
 
@@ -478,16 +478,16 @@ pub const RX_SPIN: Duration = Duration::ZERO;
 /// socket buffer it replaces ([`SEND_BUFFER`]): all but a few dozen of the
 /// 1024 packets of 4 KiB that one VL's credits allow, with their framing
 /// (a sender at the very end of its credits briefly waits for room; 8
-/// MiB measured no faster, BENCHMARKS.md, "Verbs (no VM)", session 12).
+/// MiB measured no faster with `ibtca-bench verbs --link-ring-kib 8192`).
 pub const SHARED_RING: u64 = 4 << 20;
 
 /// Default socket send buffer of a link: 4 MiB, about the default credits
-/// of one VL (1024 packets of 4 KiB MTU, 512 before session 12), so a
+/// of one VL (1024 packets of 4 KiB MTU), so a
 /// sender within its credits is rarely held up by the socket: the engine's
 /// direct non-blocking write takes a whole burst and the writer thread
 /// stays asleep. With the system default (208 KiB) the writer woke for
 /// most of a bulk stream, and each MiB cost the device threads ~10–20 %
-/// more CPU (BENCHMARKS.md, "Verbs (no VM)", session 6).
+/// more CPU (`ibtca-bench verbs`, 1 MiB WRITE).
 pub const SEND_BUFFER: usize = 4 << 20;
 
 impl Default for LinkConfig {

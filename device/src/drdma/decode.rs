@@ -4,7 +4,7 @@
 //! packet memory block (PMB) holding the bytes, and the byte sits that far
 //! into the PMB's payload. (The seed puts a header area of at most 128 bytes
 //! in front of each payload; here headers are built in each packet instead,
-//! see ARCHITECTURE.md "Direct RDMA".)
+//! see docs/drdma.md, "No header area in the PMB".)
 
 /// Bytes per address range: one PMB payload, the largest IB MTU.
 pub const RANGE_SIZE: u32 = 4096;

@@ -4,7 +4,8 @@
 //! shared-memory file, page `n` for PMB `n`, so the mapped window can hand
 //! QEMU the same pages the device sends from. The seed's header area in
 //! front of the payload has no counterpart: the transport builds each
-//! packet's headers in the packet itself (ARCHITECTURE.md, "Direct RDMA").
+//! packet's headers in the packet itself (docs/drdma.md, "No header area in
+//! the PMB").
 //!
 //! At init the driver dedicates some PMBs to DRDMA (the rest stay with
 //! ordinary traffic); a submit takes a dedicated PMB from the free list (or

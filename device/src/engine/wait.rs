@@ -5,10 +5,11 @@
 //! the sender runs on another CPU. While polling it yields its CPU, so a
 //! thread with work on the same CPU still gets to run.
 //!
-//! Off by default: with two TCG guests on a 2-CPU host the polling engines
-//! took CPU from the vCPUs and cut the guests' 64 B WRITE rate 3-7x
-//! (BENCHMARKS.md, "Engine spin before blocking"); it pays where CPUs are
-//! spare, e.g. the in-process ping-pong (latency halved).
+//! Off by default: with two TCG guests on a 2-CPU host a 50 µs spin let
+//! the polling engines take CPU from the vCPUs and cut the guests' 64 B
+//! WRITE rate 3-7x; it pays where CPUs are spare, e.g. the in-process SEND
+//! ping-pong, whose one-way latency it halves (both measured on an Intel
+//! Xeon host; docs/placement.md).
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};

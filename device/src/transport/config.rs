@@ -146,7 +146,7 @@ impl RcConfig {
     /// a few hundred µs of thread hand-offs, so a window of 128 packets (512
     /// KiB at MTU 4096) capped a bulk transfer near 1 GiB/s, and one of 2
     /// MiB still left the sending engine waiting for ACKs ~3 k times a
-    /// second at ~3.5 GiB/s (BENCHMARKS.md, session 12); 1024 packets
+    /// second at ~3.5 GiB/s (`ibtca-bench verbs`, 2 CPUs); 1024 packets
     /// of the smallest MTUs stay well inside the link's 4096-packet send
     /// queue.
     pub fn send_window_for_mtu(path_mtu: u32) -> u32 {

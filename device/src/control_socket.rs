@@ -161,4 +161,31 @@ mod tests {
         assert!(!path.exists(), "the socket file is removed");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn a_client_that_does_not_read_its_replies_does_not_stop_the_next() {
+        let dir = std::env::temp_dir().join(format!("ibtca-line-nr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        // Replies far larger than a socket's buffers.
+        let server = LineServer::start(&path, "test-control", |l| {
+            format!("ok {l} {}", "y".repeat(1 << 20))
+        })
+        .unwrap();
+        let mut hog = UnixStream::connect(&path).unwrap();
+        hog.write_all(b"a\nb\nc\n").unwrap();
+        // The server gives up on `hog` after IDLE; this one waits for that
+        // (a bound the server never reaches if it keeps blocking).
+        let mut next = UnixStream::connect(&path).unwrap();
+        next.set_read_timeout(Some(IDLE * 6)).unwrap();
+        next.write_all(b"next\n").unwrap();
+        let mut reply = String::new();
+        BufReader::new(&next)
+            .read_line(&mut reply)
+            .expect("the next client is served");
+        assert!(reply.starts_with("ok next y"), "{}", &reply[..20]);
+        drop(hog);
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::gateway_launch::GATEWAY_EXE;
 use super::launch::{control_path, is_ours, DEVICE_EXE, SWITCH_EXE};
+use super::mgmt_net::HUB_EXE;
 use super::state::{Started, State};
 use super::{guest_run, guests};
 
@@ -27,7 +28,7 @@ pub fn kind(p: &Started) -> &'static str {
         SWITCH_EXE => "switch",
         DEVICE_EXE => "device",
         GATEWAY_EXE => "gateway",
-        "ibtca-mgmt-hub" => "hub",
+        HUB_EXE => "hub",
         _ => "other",
     }
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use ibtca_device::verbs::abi::*;
 use ibtca_fabric::state::State;
 use ibtca_tests::launcher::{alive, config, fabric, text, up};
-use ibtca_tests::pair::ALL_ACCESS;
-use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
+use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
+use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::{workspace_bin, TempDir};
 use serde_json::Value;
 
@@ -62,40 +62,24 @@ fn n(v: &Value, counter: &str) -> u64 {
 
 /// An RC QP pair between the guests on `a_sock` (LID `a_lid`) and
 /// `b_sock` (LID `b_lid`); `a` RDMA WRITEs [`LEN`] bytes to `b`, which
-/// land. Returns both guests (kept open) and the QPNs.
-fn write_across(
-    a_sock: &Path,
-    a_lid: u16,
-    b_sock: &Path,
-    b_lid: u16,
-) -> (SimGuest, SimGuest, u32, u32) {
-    let mut a = SimGuest::new(a_sock, 4 << 20);
-    let mut b = SimGuest::new(b_sock, 4 << 20);
-    let mut objs = Vec::new();
-    for g in [&mut a, &mut b] {
-        let pd = g.create_pd();
-        let buf = g.alloc(1 << 20, 4096);
-        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
-        let cq = g.create_cq(6);
-        let qp = g.create_qp(pd, &cq, &cq, 4);
-        objs.push((buf, lkey, rkey, cq, qp));
-    }
-    let (abuf, alkey, _, mut acq, mut aqp) = objs.remove(0);
-    let (bbuf, _, brkey, _, bqp) = objs.remove(0);
-    a.connect(&aqp, b_lid, bqp.qpn, MTU_4096, ALL_ACCESS);
-    b.connect(&bqp, a_lid, aqp.qpn, MTU_4096, ALL_ACCESS);
+/// land. Returns both sides (kept open).
+fn write_across(a_sock: &Path, a_lid: u16, b_sock: &Path, b_lid: u16) -> (Side, Side) {
+    let o = PairOptions::default();
+    let mut a = Side::new(a_sock, &o, ALL_ACCESS);
+    let mut b = Side::new(b_sock, &o, ALL_ACCESS);
+    a.g.connect(&a.qp, b_lid, b.qp.qpn, MTU_4096, ALL_ACCESS);
+    b.g.connect(&b.qp, a_lid, a.qp.qpn, MTU_4096, ALL_ACCESS);
     let data: Vec<u8> = (0..LEN).map(|i| (i * 13) as u8).collect();
-    a.write(abuf, &data);
+    a.g.write(a.buf, &data);
     let w = remote(
-        send_wqe(WR_RDMA_WRITE, 1, abuf, LEN as u32, alkey),
-        bbuf,
-        brkey,
+        send_wqe(WR_RDMA_WRITE, 1, a.buf, LEN as u32, a.lkey),
+        b.buf,
+        b.rkey,
     );
-    a.post_send(&mut aqp, &w);
-    let c = a.poll_cq(&mut acq, T).expect("write completion");
-    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
-    assert_eq!(b.read(bbuf, LEN), data);
-    (a, b, aqp.qpn, bqp.qpn)
+    a.g.post_send(&mut a.qp, &w);
+    a.expect_completion(1, WC_SUCCESS, T);
+    assert_eq!(b.g.read(b.buf, LEN), data);
+    (a, b)
 }
 
 /// The `<title>` and, for an edge, the stroke colour of every node and
@@ -162,7 +146,8 @@ fn two_devices_inspect_stats_and_a_dead_device() {
 
     // Counters move with the bytes of an RDMA WRITE from a to b.
     let before = json(&["stats", "--run-dir", &run, "--json"]);
-    let (a, b, aqpn, bqpn) = write_across(&fab.run.join("a.sock"), 1, &fab.run.join("b.sock"), 2);
+    let (a, b) = write_across(&fab.run.join("a.sock"), 1, &fab.run.join("b.sock"), 2);
+    let (aqpn, bqpn) = (a.qp.qpn, b.qp.qpn);
     let after = json(&["stats", "--run-dir", &run, "--json"]);
     let moved = |name: &str, counter: &str| {
         n(&counters(&after, name, 1), counter) - n(&counters(&before, name, 1), counter)
@@ -212,7 +197,8 @@ fn two_devices_inspect_stats_and_a_dead_device() {
     BufReader::new(&s).read_line(&mut line).unwrap();
     assert!(line.starts_with("error unknown command"), "{line}");
     let mut s = UnixStream::connect(&control).unwrap();
-    s.write_all(&[[b'x'; 4096].as_slice(), b"\n"].concat()).unwrap();
+    s.write_all(&[[b'x'; 4096].as_slice(), b"\n"].concat())
+        .unwrap();
     let mut reply = String::new();
     let _ = s.read_to_string(&mut reply);
     assert_eq!(reply, "error line too long\n");
@@ -281,7 +267,7 @@ fn switch_ports_count_traffic_graph_shows_a_downed_link_and_watch_stops() {
 
     // n1 (port 1) writes to n3 (port 3) across sw0.
     let before = json(&["stats", "--run-dir", &run, "--json"]);
-    let (_a, _b, _, _) = write_across(&fab.run.join("n1.sock"), 1, &fab.run.join("n3.sock"), 3);
+    let (_a, _b) = write_across(&fab.run.join("n1.sock"), 1, &fab.run.join("n3.sock"), 3);
     let after = json(&["stats", "--run-dir", &run, "--json"]);
     let moved = |name: &str, port: u64, counter: &str| {
         n(&counters(&after, name, port), counter) - n(&counters(&before, name, port), counter)

@@ -184,3 +184,56 @@ pub fn serve(engine: Sender<EngineEvent>, path: &Path) -> io::Result<LineServer>
         execute(&mut snapshots.borrow_mut(), line)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineStats;
+    use crate::pma::PortTotals;
+
+    fn snapshot() -> DeviceSnapshot {
+        DeviceSnapshot {
+            port_state: regs::PORT_ACTIVE,
+            lid: 7,
+            sm_lid: 1,
+            lmc: 0,
+            node_guid: 0x11,
+            port_guid: 0x12,
+            sm_managed: true,
+            totals: PortTotals {
+                xmit_bytes: 400,
+                ..PortTotals::default()
+            },
+            engine: EngineStats::default(),
+            qps: Vec::new(),
+            qp_count: 0,
+        }
+    }
+
+    #[test]
+    fn commands_answer_from_the_engines_snapshot_or_say_why_not() {
+        let (tx, rx) = mpsc::channel();
+        let engine = std::thread::spawn(move || {
+            // Answers one Inspect, then stops (drops its receiver).
+            if let Ok(EngineEvent::Inspect(reply)) = rx.recv() {
+                reply.send(Box::new(snapshot())).unwrap();
+            }
+        });
+        let mut s = Snapshots {
+            engine: tx,
+            last: None,
+        };
+        let port = execute(&mut s, "port");
+        let v: Value = serde_json::from_str(port.strip_prefix("ok ").unwrap()).unwrap();
+        assert_eq!(
+            (&v["state"], &v["lid"], &v["sm_lid"]),
+            (&"Active".into(), &7.into(), &1.into())
+        );
+        assert!(execute(&mut s, "bogus").starts_with("error unknown command `bogus`"));
+        engine.join().unwrap();
+        // Past the interval the stopped engine is asked again: an error,
+        // not a hang and not the old snapshot.
+        std::thread::sleep(MIN_INTERVAL);
+        assert_eq!(execute(&mut s, "counters"), "error the engine has stopped");
+    }
+}

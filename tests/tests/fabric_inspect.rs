@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::verbs::abi::*;
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{alive, config, fabric, text, up};
+use ibtca_tests::launcher::{alive, config, fabric, text, up, Down, StandInStack};
 use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::{workspace_bin, TempDir};
@@ -330,4 +330,106 @@ fn switch_ports_count_traffic_graph_shows_a_downed_link_and_watch_stops() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");
+}
+
+/// With guests (a stand-in run-vm.sh whose "QEMU" is a copy of `sleep`
+/// named qemu-system-x86_64): inspect shows each guest's script and QEMU
+/// PIDs, its console and the management hub; a guest whose QEMU died
+/// shows as exited.
+#[test]
+fn guests_their_qemu_consoles_and_the_hub() {
+    let dir = TempDir::new("fab-inspect-guests");
+    let stack = StandInStack::new(&dir);
+    let qemu = dir.join("qemu-system-x86_64");
+    std::fs::copy("/bin/sleep", &qemu).unwrap();
+    std::fs::write(
+        &stack.run_vm,
+        format!(
+            "while [ $# -gt 0 ]; do [ \"$1\" = --serial-log ] && log=$2; shift; done\n\
+             echo \"booted $$\" > \"$log\"\n{} 600 &\nwait\n",
+            qemu.display()
+        ),
+    )
+    .unwrap();
+    let run = stack.chroot.join("tmp/run");
+    let run_s = run.display().to_string();
+    let _down = Down(run.clone());
+    let out = stack.fabric(&[
+        "up",
+        &config("two-nodes.json"),
+        "--run-dir",
+        &run_s,
+        "--guests",
+        "--run-vm",
+        &stack.run_vm.display().to_string(),
+    ]);
+    assert!(out.status.success(), "up failed: {}", text(&out));
+    let state = State::load(&run).unwrap().unwrap();
+    let inspect_json = || {
+        let out = stack.fabric(&["inspect", "--run-dir", &run_s, "--json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // The stand-in QEMU starts after its script: wait for it.
+    let deadline = Instant::now() + LONG;
+    let inspect = loop {
+        let inspect = inspect_json();
+        let started = ["a (guest)", "b (guest)"].iter().all(|g| {
+            process(&inspect, g)["guest"]["qemu_pids"]
+                .as_array()
+                .unwrap()
+                .len()
+                == 1
+        });
+        if started {
+            break inspect;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no QEMU under the guests: {inspect}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let hub = inspect["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "hub")
+        .unwrap_or_else(|| panic!("no hub in {inspect}"));
+    assert_eq!(hub["alive"], true, "{hub}");
+    for node in ["a", "b"] {
+        let name = format!("{node} (guest)");
+        let g = process(&inspect, &name);
+        let pid = state.processes.iter().find(|p| p.name == name).unwrap().pid;
+        assert_eq!(
+            (&g["kind"], &g["pid"], &g["alive"]),
+            (&"guest".into(), &pid.into(), &true.into())
+        );
+        assert_eq!(g["guest"]["state"], "running", "{g}");
+        assert_eq!(
+            g["guest"]["console"],
+            run.join(format!("{node}.console")).display().to_string(),
+            "{g}"
+        );
+    }
+    // b's QEMU dies: its script ends, and inspect says the guest exited.
+    let qemu_b = process(&inspect, "b (guest)")["guest"]["qemu_pids"][0]
+        .as_u64()
+        .unwrap();
+    Command::new("kill")
+        .args(["-9", &qemu_b.to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    loop {
+        let inspect = inspect_json();
+        let g = process(&inspect, "b (guest)");
+        if g["alive"] == false {
+            assert_eq!(g["guest"]["state"], "exited", "{g}");
+            assert_eq!(process(&inspect, "a (guest)")["alive"], true);
+            break;
+        }
+        assert!(Instant::now() < deadline, "b's guest still runs: {inspect}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

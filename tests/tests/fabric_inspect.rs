@@ -354,16 +354,7 @@ fn guests_their_qemu_consoles_and_the_hub() {
     let run = stack.chroot.join("tmp/run");
     let run_s = run.display().to_string();
     let _down = Down(run.clone());
-    let out = stack.fabric(&[
-        "up",
-        &config("two-nodes.json"),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--run-vm",
-        &stack.run_vm.display().to_string(),
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
+    stack.up_guests(&config("two-nodes.json"), &run);
     let state = State::load(&run).unwrap().unwrap();
     let inspect_json = || {
         let out = stack.fabric(&["inspect", "--run-dir", &run_s, "--json"]);

@@ -238,6 +238,16 @@ fn two_devices_inspect_stats_and_a_dead_device() {
     assert_eq!(pb["alive"], false, "{pb}");
     assert_eq!(pb["pid"], b_pid, "{pb}");
     assert_eq!(pb["agent_error"], "not running", "{pb}");
+    let stats = json(&["stats", "--run-dir", &run, "--json"]);
+    assert_eq!(
+        stats["unreachable"],
+        serde_json::json!([{"name": "b", "kind": "device", "error": "not running"}]),
+        "{stats}"
+    );
+    assert!(
+        counters(&stats, "a", 1).is_object(),
+        "a still counts: {stats}"
+    );
     let text_out = fabric(&["inspect", "--run-dir", &run]);
     let text_out = String::from_utf8_lossy(&text_out.stdout).into_owned();
     assert!(

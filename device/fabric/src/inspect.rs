@@ -232,6 +232,18 @@ pub fn ports(views: &[ProcessView]) -> Vec<PortView> {
     out
 }
 
+/// The devices, switches and gateways whose agent did not answer: name,
+/// kind and why (`not running`, a socket error).
+pub fn unreachable(views: &[ProcessView]) -> Vec<(String, &'static str, String)> {
+    views
+        .iter()
+        .filter_map(|v| match &v.agent {
+            Some(Err(e)) => Some((v.started.name.clone(), v.kind, e.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `ibtca-fabric inspect` as text.
 pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
     let mut s = String::new();

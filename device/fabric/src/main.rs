@@ -437,9 +437,9 @@ fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> R
 fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), String> {
     let show = || -> Result<(), String> {
         let (_, views) = inspect::running(run_dir)?;
-        let ports = inspect::ports(&views);
+        let (ports, missing) = (inspect::ports(&views), inspect::unreachable(&views));
         if json {
-            out!("{}", port_stats::render_json(&ports));
+            out!("{}", port_stats::render_json(&ports, &missing));
         } else {
             let traps = |name: &str| {
                 let sw = views
@@ -448,7 +448,10 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 let reply = control::request(sw.control.as_ref()?, "traps").ok()?;
                 Some(reply.strip_prefix("ok ").unwrap_or(&reply).to_owned())
             };
-            out!("{}", port_stats::render_text(&ports, &traps).trim_end());
+            out!(
+                "{}",
+                port_stats::render_text(&ports, &missing, &traps).trim_end()
+            );
         }
         Ok(())
     };

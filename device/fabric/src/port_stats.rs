@@ -22,10 +22,19 @@ pub const MAIN_COUNTERS: [&str; 8] = [
     "VL15Dropped",
 ];
 
+/// Devices, switches and gateways without counters: name, kind, why
+/// (`inspect::unreachable`).
+pub type Unreachable = [(String, &'static str, String)];
+
 /// The ports as text: a header per device, switch or gateway, a row per
-/// port (`port  N up|down STATE COUNTER VALUE ...`). `traps` gives the
-/// extra header text of a process (a switch's traps).
-pub fn render_text(ports: &[PortView], traps: &dyn Fn(&str) -> Option<String>) -> String {
+/// port (`port  N up|down STATE COUNTER VALUE ...`), then a line for each
+/// process whose agent did not answer. `traps` gives the extra header
+/// text of a process (a switch's traps).
+pub fn render_text(
+    ports: &[PortView],
+    missing: &Unreachable,
+    traps: &dyn Fn(&str) -> Option<String>,
+) -> String {
     let mut s = String::new();
     let mut last: Option<&str> = None;
     for p in ports {
@@ -53,12 +62,16 @@ pub fn render_text(ports: &[PortView], traps: &dyn Fn(&str) -> Option<String>) -
         }
         s.push('\n');
     }
+    for (name, kind, why) in missing {
+        s.push_str(&format!("{kind} {name}: no counters ({why})\n"));
+    }
     s
 }
 
 /// The ports as JSON (docs/inspect.md): `{"time": UNIX_SECONDS,
-/// "ports": [{"name", "kind", "port", "up", "state", "lid", "counters"}]}`.
-pub fn render_json(ports: &[PortView]) -> Value {
+/// "ports": [{"name", "kind", "port", "up", "state", "lid", "counters"}],
+/// "unreachable": [{"name", "kind", "error"}]}`.
+pub fn render_json(ports: &[PortView], missing: &Unreachable) -> Value {
     let time = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -72,6 +85,11 @@ pub fn render_json(ports: &[PortView]) -> Value {
             "state": p.state,
             "lid": p.lid,
             "counters": p.counters,
+        })).collect::<Vec<_>>(),
+        "unreachable": missing.iter().map(|(name, kind, error)| json!({
+            "name": name,
+            "kind": kind,
+            "error": error,
         })).collect::<Vec<_>>(),
     })
 }

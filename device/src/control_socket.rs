@@ -1,8 +1,9 @@
 //! A control socket that speaks lines: one command per line, one reply
 //! line each (`ok ...` or `error ...`). The switch (`switch::control`)
 //! and the ATM gateway serve their commands through it. Connections are
-//! served one at a time by one thread; a connection idle for 10 s, or one
-//! that sends a line over [`MAX_LINE`] bytes, is closed.
+//! served one at a time by one thread; a connection idle for 10 s, one
+//! whose reply cannot be written for 10 s (a client that does not read),
+//! or one that sends a line over [`MAX_LINE`] bytes, is closed.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -14,6 +15,9 @@ use std::time::Duration;
 
 /// Longest command line accepted.
 pub const MAX_LINE: usize = 1024;
+
+/// How long a connection may stay idle, or a reply unwritten.
+const IDLE: Duration = Duration::from_secs(10);
 
 /// A running control socket; stops (and removes its file) when dropped.
 pub struct LineServer {
@@ -82,9 +86,16 @@ impl Drop for LineServer {
 /// Sends one command to the control socket at `path`; returns the reply
 /// line (without its newline).
 pub fn request(path: &Path, line: &str) -> io::Result<String> {
+    request_within(path, line, Duration::from_secs(30))
+}
+
+/// [`request`], waiting at most `timeout` for each read and write (a
+/// stopped server: an error, not a hang).
+pub fn request_within(path: &Path, line: &str, timeout: Duration) -> io::Result<String> {
     let mut stream = UnixStream::connect(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
     stream.write_all(format!("{line}\n").as_bytes())?;
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply)?;
@@ -93,7 +104,10 @@ pub fn request(path: &Path, line: &str) -> io::Result<String> {
 
 /// Serves one connection: a reply line per command line.
 fn serve(execute: &dyn Fn(&str) -> String, stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.set_read_timeout(Some(IDLE));
+    // A client that sends commands and never reads the replies: the
+    // connection ends when a reply cannot be written for as long.
+    let _ = stream.set_write_timeout(Some(IDLE));
     let Ok(mut out) = stream.try_clone() else {
         return;
     };
@@ -145,6 +159,33 @@ mod tests {
         );
         server.stop();
         assert!(!path.exists(), "the socket file is removed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_its_replies_does_not_stop_the_next() {
+        let dir = std::env::temp_dir().join(format!("ibtca-line-nr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        // Replies far larger than a socket's buffers.
+        let server = LineServer::start(&path, "test-control", |l| {
+            format!("ok {l} {}", "y".repeat(1 << 20))
+        })
+        .unwrap();
+        let mut hog = UnixStream::connect(&path).unwrap();
+        hog.write_all(b"a\nb\nc\n").unwrap();
+        // The server gives up on `hog` after IDLE; this one waits for that
+        // (a bound the server never reaches if it keeps blocking).
+        let mut next = UnixStream::connect(&path).unwrap();
+        next.set_read_timeout(Some(IDLE * 6)).unwrap();
+        next.write_all(b"next\n").unwrap();
+        let mut reply = String::new();
+        BufReader::new(&next)
+            .read_line(&mut reply)
+            .expect("the next client is served");
+        assert!(reply.starts_with("ok next y"), "{}", &reply[..20]);
+        drop(hog);
+        server.stop();
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -244,6 +244,12 @@ impl Instance {
         self.link.clone()
     }
 
+    /// A sender of events to the engine (the control socket's
+    /// [`EngineEvent::Inspect`]).
+    pub fn engine_sender(&self) -> mpsc::Sender<EngineEvent> {
+        self.engine.sender()
+    }
+
     /// Link counters, if there is a link.
     pub fn link_stats(&self) -> Option<LinkStats> {
         self.link.as_ref().map(|l| l.stats())

@@ -10,6 +10,7 @@
 pub mod bar0;
 pub mod client_fd;
 pub mod control_socket;
+pub mod device_control;
 pub mod dma;
 pub mod drdma;
 pub mod engine;

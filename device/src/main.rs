@@ -40,6 +40,12 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
 
+    /// Serve a control socket here: one command per line (`port`,
+    /// `counters`, `qps`, `inspect`), one JSON reply line each (a stale
+    /// socket file is replaced; docs/inspect.md).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+
     /// Microseconds to poll for the next message before sleeping (0: never;
     /// default 50, or 0 with --realtime).
     #[arg(long, value_name = "US")]
@@ -273,6 +279,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let control = match &args.control {
+        Some(path) => match ibtca_device::device_control::serve(device.engine_sender(), path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!("cannot serve the control socket: {e}");
+                device.stop();
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     tracing::info!(
         lid = instance_cfg.lid,
         node_guid = format!("{:#018x}", instance_cfg.node_guid),
@@ -281,6 +298,7 @@ fn main() -> ExitCode {
         "device ready"
     );
     let result = server.serve(&mut device.tca);
+    drop(control);
     if let Some(l) = device.link_stats() {
         tracing::info!(?l, "link counters");
     }

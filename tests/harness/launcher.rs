@@ -162,6 +162,21 @@ impl StandInStack {
         }
     }
 
+    /// Runs `ibtca-fabric up TOPOLOGY --run-dir RUN --guests` with the
+    /// stand-in `run-vm.sh` and asserts that it succeeded.
+    pub fn up_guests(&self, topology: &str, run: &Path) {
+        let out = self.fabric(&[
+            "up",
+            topology,
+            "--run-dir",
+            &run.display().to_string(),
+            "--guests",
+            "--run-vm",
+            &self.run_vm.display().to_string(),
+        ]);
+        assert!(out.status.success(), "up failed: {}", text(&out));
+    }
+
     /// Runs `ibtca-fabric` with `args` on the stand-in stack.
     pub fn fabric(&self, args: &[&str]) -> Output {
         Command::new(workspace_bin("ibtca-fabric"))

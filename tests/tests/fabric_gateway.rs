@@ -91,6 +91,29 @@ fn gateways_come_up_and_carry_frames_between_their_atm_sockets() {
     assert_eq!(reply, "ok VC 0/33: QP 17 to LID 1 QP 32");
     let stats = ibtca_device::switch::control::request(&control, "stats").unwrap();
     assert!(stats.contains("\"messages_sent\":1"), "{stats}");
+    // `ibtca-fabric stats` shows the gateways' IB ports: the frames went
+    // both ways over IB.
+    let out = fabric(&["stats", "--run-dir", &run_s, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for gw in ["gw1", "gw2"] {
+        let port = stats["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == gw)
+            .unwrap_or_else(|| panic!("{gw} in {stats}"));
+        assert_eq!(
+            (&port["kind"], &port["up"]),
+            (&"gateway".into(), &true.into())
+        );
+        for c in ["PortXmitPkts", "PortRcvPkts"] {
+            assert!(
+                port["counters"][c].as_u64().unwrap() >= 1,
+                "{gw} {c}: {port}"
+            );
+        }
+    }
 
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "down failed: {}", text(&out));

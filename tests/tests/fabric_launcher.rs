@@ -441,16 +441,7 @@ fn restart_boots_the_nodes_guest_again() {
     let run_s = run.display().to_string();
     let _down = Down(run.clone());
     let fab = |args: &[&str]| stack.fabric(args);
-    let out = fab(&[
-        "up",
-        &config("two-nodes.json"),
-        "--run-dir",
-        &run_s,
-        "--guests",
-        "--run-vm",
-        &stack.run_vm.display().to_string(),
-    ]);
-    assert!(out.status.success(), "up failed: {}", text(&out));
+    stack.up_guests(&config("two-nodes.json"), &run);
     let pid = |name: &str| {
         let s = State::load(&run).unwrap().unwrap();
         s.processes.iter().find(|p| p.name == name).unwrap().pid

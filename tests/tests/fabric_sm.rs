@@ -62,8 +62,17 @@ fn up_starts_every_device_and_switch_managed() {
         assert!(log.contains("link up"), "n{n}: {log}");
         assert!(!log.contains("port LID set"), "n{n}: {log}");
     }
-    let out = fabric(&["stats", "--run-dir", &run_s]);
-    let t = String::from_utf8_lossy(&out.stdout);
+    // The agents say so: every port Init, and the devices without the
+    // file's LIDs until the SM gives them.
+    let out = fabric(&["stats", "--run-dir", &run_s, "--json"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(t.matches("port inactive 0").count(), 6, "{t}");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ports = stats["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 10, "6 switch ports, 4 devices: {stats}");
+    for p in ports {
+        assert_eq!(p["state"], "Init", "{p}");
+        if p["kind"] == "device" {
+            assert_eq!(p["lid"], 0, "{p}");
+        }
+    }
 }

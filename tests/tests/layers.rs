@@ -53,7 +53,7 @@ const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     ("DRDMA", &["drdma"]),
     ("engine", &["engine"]),
     ("PCI function", &["bar0", "tca"]),
-    ("one device", &["instance"]),
+    ("one device", &["instance", "device_control"]),
     ("switch", &["switch"]),
 ];
 

@@ -82,6 +82,12 @@ pub fn switch_status_path(run_dir: &Path, name: &str) -> PathBuf {
 
 /// The control socket a switch serves in the run directory.
 pub fn switch_control_path(run_dir: &Path, name: &str) -> PathBuf {
+    control_path(run_dir, name)
+}
+
+/// The control socket of the switch, device or gateway `name` in the run
+/// directory.
+pub fn control_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.control"))
 }
 
@@ -291,17 +297,25 @@ fn start_all(
         running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
     }
     for n in &plan.nodes {
-        let (exe, args) = node_command(n);
+        let (exe, args) = node_command(n, run_dir);
         running.push(spawn(bin_dir, exe, &n.name, &args, run_dir)?);
     }
     wait_up(plan, run_dir, timeout, running)
 }
 
-/// The binary and arguments of node `n`: a device, or a gateway.
-fn node_command(n: &NodePlan) -> (&'static str, Vec<String>) {
+/// The binary and arguments of node `n`: a device (with its control
+/// socket in `run_dir`), or a gateway.
+fn node_command(n: &NodePlan, run_dir: &Path) -> (&'static str, Vec<String>) {
     match &n.gateway {
         Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
-        None => (DEVICE_EXE, device_args(n)),
+        None => {
+            let mut args = device_args(n);
+            args.push(format!(
+                "--control={}",
+                control_path(run_dir, &n.name).display()
+            ));
+            (DEVICE_EXE, args)
+        }
     }
 }
 
@@ -646,7 +660,7 @@ pub fn restart(
             wait_socket_closed(&node.socket, grace);
         }
         keep_old(&log_path(run_dir, name))?;
-        let (exe, args) = node_command(node);
+        let (exe, args) = node_command(node, run_dir);
         let mut running = vec![spawn(bin_dir, exe, name, &args, run_dir)?];
         let only = Plan {
             nodes: vec![node.clone()],

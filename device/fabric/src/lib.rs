@@ -20,6 +20,9 @@
 //!   the guests' addresses and NICs on it; [`guest_run`]: each guest's
 //!   configuration directory (`--run` commands, `--share`);
 //!   [`guest_extras`]: all of it added to the guests of `up --guests`.
+//! - [`inspect`]: what a running fabric's processes and agents say
+//!   (`inspect`, `stats`, `graph`); [`port_stats`]: `stats`' table;
+//!   [`graph`]: the fabric as Graphviz DOT.
 //! - [`sm_plan`]: the `"sm"` option: OpenSM in one node's guest, its
 //!   guid2lid file and command line, every device and switch managed.
 
@@ -27,13 +30,16 @@
 
 pub mod gateway_launch;
 pub mod gateway_node;
+pub mod graph;
 pub mod guest_extras;
 pub mod guest_run;
 pub mod guests;
+pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
 pub mod mgmt_net;
 pub mod plan;
+pub mod port_stats;
 pub mod qemu;
 pub mod sm_plan;
 pub mod state;

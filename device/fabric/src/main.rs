@@ -19,7 +19,9 @@ use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
-use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
+use ibtca_fabric::{
+    self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
+};
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///
@@ -27,7 +29,9 @@ use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
 ///   ibtca-fabric up qemu-configs/four-nodes-one-switch.json --run-dir /tmp/fab
 ///   ibtca-fabric link --run-dir /tmp/fab n2 down      # at run time
 ///   ibtca-fabric link --run-dir /tmp/fab n2 faults drop:10,corrupt:10
-///   ibtca-fabric stats --run-dir /tmp/fab
+///   ibtca-fabric stats --run-dir /tmp/fab --watch      # IBA counters of every port
+///   ibtca-fabric inspect --run-dir /tmp/fab            # processes, port states, LIDs, QPs
+///   ibtca-fabric graph --run-dir /tmp/fab --svg -o fab.svg
 ///   ibtca-fabric restart --run-dir /tmp/fab n2 --kill   # n2 crashes, comes back
 ///   ibtca-fabric restart --run-dir /tmp/fab sw0         # a switch, same sockets
 ///   ibtca-fabric down --run-dir /tmp/fab
@@ -189,11 +193,48 @@ enum Cmd {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
-    /// Print every switch port's state and counters.
+    /// Print every port of every device, switch and gateway with its
+    /// state and counters under their IBA names (PortXmitData in 4-byte
+    /// words, PortRcvErrors, ...; docs/inspect.md).
     Stats {
         /// The run directory given to `up`.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
+        /// JSON (one document; with --watch one per line).
+        #[arg(long)]
+        json: bool,
+        /// Print again every SECS seconds (default 2) until Ctrl-C.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        watch: Option<u64>,
+    },
+    /// Print every process of the fabric (devices, switches, gateways, the
+    /// management hub, guests and their QEMU) with its PID and whether it
+    /// runs, and what each device's, switch's and gateway's agent says:
+    /// port states, LIDs as the SM set them, QPs; guests' consoles.
+    Inspect {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// JSON (docs/inspect.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the topology as a Graphviz DOT graph: of FILE, or of the
+    /// fabric running in the run directory with its live state (links
+    /// with a port down in red, bytes sent on each link).
+    Graph {
+        /// A topology file (default: the running fabric's).
+        file: Option<PathBuf>,
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// SVG instead of DOT (runs Graphviz's `dot`).
+        #[arg(long)]
+        svg: bool,
+        /// Write to FILE instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Stop what `up` started in the run directory.
     Down {
@@ -393,51 +434,72 @@ fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> R
     Ok(())
 }
 
-fn stats_command(run_dir: &Path) -> Result<(), String> {
-    let plan = running_plan(run_dir)?;
-    for sw in &plan.switches {
-        let reply = control::request(&launch::switch_control_path(run_dir, &sw.name), "stats")
-            .map_err(|e| format!("{}: {e}", sw.name))?;
-        let json = reply.strip_prefix("ok ").unwrap_or_default();
-        let ports: serde_json::Value = serde_json::from_str(json)
-            .map_err(|e| format!("{}: bad reply `{reply}`: {e}", sw.name))?;
-        out!("switch {}", sw.name);
-        if let Ok(traps) =
-            control::request(&launch::switch_control_path(run_dir, &sw.name), "traps")
-        {
+fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), String> {
+    let show = || -> Result<(), String> {
+        let (_, views) = inspect::running(run_dir)?;
+        let (ports, missing) = (inspect::ports(&views), inspect::unreachable(&views));
+        if json {
+            out!("{}", port_stats::render_json(&ports, &missing));
+        } else {
+            let traps = |name: &str| {
+                let sw = views
+                    .iter()
+                    .find(|v| v.started.name == name && v.kind == "switch")?;
+                let reply = control::request(sw.control.as_ref()?, "traps").ok()?;
+                Some(reply.strip_prefix("ok ").unwrap_or(&reply).to_owned())
+            };
             out!(
-                "  traps to the SM: {}",
-                traps.strip_prefix("ok ").unwrap_or(&traps)
+                "{}",
+                port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
         }
-        for p in ports.as_array().map(Vec::as_slice).unwrap_or_default() {
-            let g = |k: &str| p.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            out!(
-                "  port {:>2} {:<4} peer LID {:<5} rx {:>8} tx {:>8} (multicast rx {} tx {})  drops: unknown LID {} CRC {} malformed {} queue full {} link down {} port inactive {} P_Key in {} out {}; credit stalls {}",
-                g("port"),
-                if p.get("up").and_then(serde_json::Value::as_bool) == Some(true) {
-                    "up"
-                } else {
-                    "down"
-                },
-                g("peer_lid"),
-                g("rx_packets"),
-                g("tx_packets"),
-                g("rx_multicast"),
-                g("tx_multicast"),
-                g("drop_unknown_lid"),
-                g("drop_crc_error"),
-                g("drop_malformed"),
-                g("drop_queue_full"),
-                g("drop_link_down"),
-                g("drop_port_inactive"),
-                g("drop_pkey_inbound"),
-                g("drop_pkey_outbound"),
-                g("credit_stalls"),
-            );
-        }
+        Ok(())
+    };
+    match watch {
+        Some(secs) => port_stats::watch(Duration::from_secs(secs), show),
+        None => show(),
+    }
+}
+
+fn inspect_command(run_dir: &Path, json: bool) -> Result<(), String> {
+    let (state, views) = inspect::running(run_dir)?;
+    if json {
+        out!("{}", inspect::fabric_json(run_dir, &state, &views));
+    } else {
+        out!("{}", inspect::render_text(run_dir, &views).trim_end());
     }
     Ok(())
+}
+
+fn graph_command(
+    file: Option<&Path>,
+    run_dir: &Path,
+    svg: bool,
+    output: Option<&Path>,
+) -> Result<(), String> {
+    let text = match file {
+        Some(f) => graph::dot(&load(f, run_dir)?.1, None),
+        None => {
+            let plan = running_plan(run_dir)?;
+            let (_, views) = inspect::running(run_dir)?;
+            graph::dot(&plan, Some(&inspect::ports(&views)))
+        }
+    };
+    let bytes = if svg {
+        graph::svg(&text)?
+    } else {
+        text.into_bytes()
+    };
+    match output {
+        Some(path) => {
+            std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(&bytes);
+            Ok(())
+        }
+    }
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -614,7 +676,18 @@ fn run(args: Args) -> Result<(), String> {
             action,
             arg,
         } => link_command(&run_dir, &end, &action, arg.as_deref()),
-        Cmd::Stats { run_dir } => stats_command(&run_dir),
+        Cmd::Stats {
+            run_dir,
+            json,
+            watch,
+        } => stats_command(&run_dir, json, watch),
+        Cmd::Inspect { run_dir, json } => inspect_command(&run_dir, json),
+        Cmd::Graph {
+            file,
+            run_dir,
+            svg,
+            output,
+        } => graph_command(file.as_deref(), &run_dir, svg, output.as_deref()),
         Cmd::Restart {
             run_dir,
             node,

@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! stats                      ok {"cells_in":...,"cells_out":...,...}
+//! inspect                    ok {"ports":[{"port":1,"up":true,"counters":{...}}]}
+//!                            (the IB port's counters under their IBA names)
 //! remote-qpn VPI/VCI QPN     set a VC's peer QP (a guest learns its QPN
 //!                            only when it creates the QP); restarts the
 //!                            VC's QP from its first PSNs
@@ -35,12 +37,21 @@ pub fn execute(gw: &Gateway, line: &str) -> String {
     let words: Vec<&str> = line.split_whitespace().collect();
     let result = match words.as_slice() {
         ["stats"] => Ok(gw.counters().to_json().to_string()),
+        ["inspect"] => {
+            let (totals, up) = gw.ib_port();
+            Ok(serde_json::json!({"ports": [{
+                "port": 1,
+                "up": up,
+                "counters": ibtca_device::pma::iba_json(&totals),
+            }]})
+            .to_string())
+        }
         ["remote-qpn", vc, qpn] => parse_vc(vc).and_then(|vc| {
             let qpn = parse_qpn(qpn)?;
             gw.set_remote_qpn(vc, qpn)
         }),
         _ => Err(format!(
-            "unknown command `{}` (stats, remote-qpn VPI/VCI QPN)",
+            "unknown command `{}` (stats, inspect, remote-qpn VPI/VCI QPN)",
             line.trim()
         )),
     };

@@ -160,6 +160,17 @@ impl Gateway {
         }
     }
 
+    /// The IB port's counters as its PMA reports them (since the gateway
+    /// started), and whether its link is up.
+    pub fn ib_port(&self) -> (ibtca_device::pma::PortTotals, bool) {
+        let Some(link) = &self.link else {
+            return (Default::default(), false);
+        };
+        let mut totals = ibtca_device::pma::PortTotals::of_link(&link.stats());
+        totals.rcv_errors += self.counters().engine.ib_rx_malformed;
+        (totals, link.is_up())
+    }
+
     /// Sets `vc`'s remote QPN and (re)starts its QP.
     pub fn set_remote_qpn(&self, vc: Vc, qpn: u32) -> Result<String, String> {
         let (tx, rx) = mpsc::channel();

@@ -15,6 +15,7 @@
 
 mod datagram;
 pub mod env;
+mod inspect;
 mod outbox;
 mod pma;
 mod port_state;
@@ -55,6 +56,7 @@ use crate::verbs::{Limits, PortAttrs, Verbs};
 
 pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
+pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use port_state::PortState;
 use qp_error::log_qp_error;
@@ -92,6 +94,9 @@ pub enum EngineEvent {
     /// say so on the channel, if one is given (the client's memory is let
     /// go only after that: see `Tca::disconnected`).
     Reset(Option<Sender<()>>),
+    /// The control socket asks for a [`DeviceSnapshot`], sent on the
+    /// channel (never blocking: a full or closed channel drops it).
+    Inspect(std::sync::mpsc::SyncSender<Box<DeviceSnapshot>>),
     /// Stop the engine thread.
     Stop,
 }
@@ -350,6 +355,9 @@ impl Engine {
                 if let Some(done) = done {
                     let _ = done.send(());
                 }
+            }
+            EngineEvent::Inspect(reply) => {
+                let _ = reply.try_send(Box::new(self.snapshot()));
             }
             EngineEvent::Stop => {}
         }

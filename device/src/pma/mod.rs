@@ -12,8 +12,11 @@
 //!
 //! The codec is `ibtca_protocol::mad::pma`.
 
+mod iba_names;
 #[cfg(test)]
 mod tests;
+
+pub use iba_names::{iba_counters, iba_json};
 
 use std::collections::HashMap;
 

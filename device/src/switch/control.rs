@@ -5,6 +5,8 @@
 //! ```text
 //! stats                      ok [{"port":1,"up":true,...},...]
 //! traps                      ok {"sent":N,"repressed":N,...} (port 0's traps)
+//! inspect                    ok {"lid":N,"sm_lid":N,"ports":[{"port":1,"state":"Active",
+//!                            "counters":{"PortXmitData":N,...}},...]} (IBA names)
 //! down PORT | up PORT        take a port's link down / start it again
 //! faults PORT SPEC|none      drop:N,dup:N,reorder:N,corrupt:N,seed:N (per mille)
 //! delay PORT MICROSECONDS    hold what the port sends
@@ -57,6 +59,32 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
     serde_json::Value::Array(ports)
 }
 
+/// The switch's LIDs and every port's state and counters under their IBA
+/// names (`pma::iba_json`) as JSON.
+pub fn inspect_json(switch: &Switch) -> serde_json::Value {
+    let ports: Vec<_> = (1..=switch.ports())
+        .filter_map(|p| u8::try_from(p).ok())
+        .map(|p| {
+            let peer = switch.peer(p);
+            serde_json::json!({
+                "port": p,
+                "up": switch.is_port_up(p),
+                "state": format!("{:?}", switch.port_state(p)),
+                "peer_lid": peer.map(|x| x.lid),
+                "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),
+                "counters": crate::pma::iba_json(&switch.port_totals(p)),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "name": switch.name(),
+        "guid": format!("{:#018x}", switch.guid()),
+        "lid": switch.lid(),
+        "sm_lid": switch.sm_lid(),
+        "ports": ports,
+    })
+}
+
 /// Port 0's trap counters as JSON (`trap.rs`).
 pub fn traps_json(switch: &Switch) -> serde_json::Value {
     let t = switch.trap_counts();
@@ -81,9 +109,11 @@ pub fn execute(switch: &Switch, line: &str) -> String {
     let cmd = words.next().unwrap_or_default();
     let arg1 = words.next();
     let arg2 = words.next();
-    let result: Result<String, String> = (|| match cmd {
+    let result: Result<String, String> = (|| {
+        match cmd {
         "stats" => Ok(stats_json(switch).to_string()),
         "traps" => Ok(traps_json(switch).to_string()),
+        "inspect" => Ok(inspect_json(switch).to_string()),
         "down" => {
             let p = port_arg(arg1)?;
             switch.port_down(p).map_err(|e| e.to_string())?;
@@ -119,8 +149,9 @@ pub fn execute(switch: &Switch, line: &str) -> String {
             Ok(format!("port {p} delay {us} us"))
         }
         _ => Err(format!(
-            "unknown command `{cmd}` (stats, traps, down P, up P, faults P SPEC|none, delay P US)"
+            "unknown command `{cmd}` (stats, traps, inspect, down P, up P, faults P SPEC|none, delay P US)"
         )),
+    }
     })();
     match result {
         Ok(s) => format!("ok {s}"),

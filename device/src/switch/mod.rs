@@ -59,6 +59,7 @@ pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};
 
 use crate::pma::Pma;
+use ibtca_protocol::mad::attr::PortState;
 use port::PortSlot;
 use sma::SwitchSma;
 use trap::Traps;
@@ -251,6 +252,33 @@ impl Switch {
     /// The switch's LID (port 0's: the configured one, or the SM's).
     pub fn lid(&self) -> u16 {
         self.core.sma().lid()
+    }
+
+    /// The switch's name (its NodeDescription).
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The switch's node GUID.
+    pub fn guid(&self) -> u64 {
+        self.core.guid
+    }
+
+    /// Port 0's MasterSMLID: the LID of the SM that manages the switch (0
+    /// until one set it).
+    pub fn sm_lid(&self) -> u16 {
+        self.core.sma().sm_lid()
+    }
+
+    /// `port`'s state as its PortInfo says (Down, Init, Armed, Active).
+    pub fn port_state(&self, port: u8) -> PortState {
+        self.core.sma().port_state(port)
+    }
+
+    /// `port`'s counters as its PMA reports them, since the switch
+    /// started.
+    pub fn port_totals(&self, port: u8) -> crate::pma::PortTotals {
+        crate::pma::PortSource::totals(self.core.as_ref(), port)
     }
 
     /// Port 0's agent's counters: SMPs served, dropped, M_Key violations.

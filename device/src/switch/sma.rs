@@ -125,6 +125,18 @@ impl SwitchSma {
         self.port0.lid()
     }
 
+    /// Port 0's MasterSMLID (0 until an SM set it).
+    pub fn sm_lid(&self) -> u16 {
+        self.port0.info().master_sm_lid
+    }
+
+    /// External port `port`'s state (Down for no such port).
+    pub fn port_state(&self, port: u8) -> PortState {
+        self.ports
+            .get(usize::from(port).wrapping_sub(1))
+            .map_or(PortState::Down, PortAgent::state)
+    }
+
     /// True if an SM manages the switch (no routes learned from `Hello`,
     /// ports Init until the SM makes them Active).
     pub fn managed(&self) -> bool {

@@ -1,0 +1,110 @@
+//! A snapshot of the device for its control socket (`device_control.rs`):
+//! the port (state, LIDs, GUIDs), its counters as the PMA reports them and
+//! every QP (type, state, peer, PSNs). The engine builds it between two
+//! bursts of events when the control thread asks ([`EngineEvent::Inspect`]),
+//! so the control thread never touches state the engine owns and takes no
+//! lock the data path holds.
+//!
+//! [`EngineEvent::Inspect`]: super::EngineEvent::Inspect
+
+use super::{Engine, EngineStats};
+use crate::pma::PortTotals;
+use crate::verbs::qp_state::{QpState, QpType};
+
+/// QPs a snapshot lists at most (the rest are only counted).
+pub const MAX_LISTED_QPS: usize = 4096;
+
+/// One QP as the engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpSnapshot {
+    /// Its number.
+    pub qpn: u32,
+    /// RC, UD, SMI or GSI.
+    pub qp_type: QpType,
+    /// Its state.
+    pub state: QpState,
+    /// The destination QP (connected QPs).
+    pub dest_qpn: u32,
+    /// The destination LID (connected QPs).
+    pub dlid: u16,
+    /// The next PSN it sends: the transport's once an RC QP sends, else
+    /// what MODIFY_QP set.
+    pub sq_psn: u32,
+    /// The next PSN it expects: the transport's once an RC QP receives,
+    /// else what MODIFY_QP set.
+    pub rq_psn: u32,
+    /// True while an RC QP has transport state (RTR or RTS, or in error
+    /// after them).
+    pub transport: bool,
+}
+
+/// What the device's control socket shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSnapshot {
+    /// IBTCA_PORT_* state (BAR0's PORT_STATE).
+    pub port_state: u32,
+    /// The port's LID (the SM's once it set one; 0 before).
+    pub lid: u16,
+    /// The master SM's LID and the port's LMC, as the SM set them.
+    pub sm_lid: u16,
+    /// The port's LMC.
+    pub lmc: u8,
+    /// The node GUID.
+    pub node_guid: u64,
+    /// The port GUID.
+    pub port_guid: u64,
+    /// True if a subnet manager brings the port up.
+    pub sm_managed: bool,
+    /// The port's counters since the device started (the PMA's sources).
+    pub totals: PortTotals,
+    /// The engine's counters.
+    pub engine: EngineStats,
+    /// Every QP that exists, lowest number first, at most
+    /// [`MAX_LISTED_QPS`].
+    pub qps: Vec<QpSnapshot>,
+    /// How many QPs exist.
+    pub qp_count: usize,
+}
+
+impl Engine {
+    /// The device as it is now.
+    pub fn snapshot(&self) -> DeviceSnapshot {
+        let (sm_lid, lmc) = self.sma.sm_lid_and_lmc();
+        let mut qps: Vec<QpSnapshot> = self
+            .verbs
+            .qps
+            .iter()
+            .take(MAX_LISTED_QPS)
+            .map(|(qpn, qp)| {
+                let a = qp.attrs();
+                let rc = self.rc.get(&qpn);
+                QpSnapshot {
+                    qpn,
+                    qp_type: qp.qp_type,
+                    state: qp.state(),
+                    dest_qpn: a.dest_qpn,
+                    dlid: a.dlid,
+                    sq_psn: rc
+                        .filter(|rc| rc.is_sending())
+                        .map_or(a.sq_psn, |rc| rc.sq_psn()),
+                    rq_psn: rc.map_or(a.rq_psn, |rc| rc.expected_psn()),
+                    transport: rc.is_some(),
+                }
+            })
+            .collect();
+        qps.sort_by_key(|q| q.qpn);
+        DeviceSnapshot {
+            port_state: self.port_state.get(),
+            lid: self.verbs.port.lid,
+            sm_lid,
+            lmc,
+            node_guid: self.port.node_guid,
+            port_guid: self.port.guid,
+            sm_managed: self.sma.managed(),
+            totals: self.port_totals(),
+            engine: self.stats(),
+            qps,
+            qp_count: self.verbs.qps.len(),
+        }
+    }
+}

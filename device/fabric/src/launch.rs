@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::switch::spec::format_faults;
 use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_link::socket_file;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
@@ -402,7 +403,7 @@ pub fn is_ours(p: &Started) -> bool {
 /// with its memory, before its files are closed (the kernel's `do_exit`
 /// releases the mm before the file table), so a device being killed may
 /// still hold its vfio-user socket for a moment after `exe` vanished, and a
-/// new device on that socket finds "another server listening" (seen in the
+/// new device on that socket finds it "in use by another process" (seen in the
 /// soak, `scripts/soak.sh`, on a loaded machine).
 fn exited(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -476,6 +477,12 @@ pub fn start_guests(
     run_vm: &Path,
     run_dir: &Path,
 ) -> Result<Vec<Child>, LaunchError> {
+    // QEMU creates each console socket: a stale one is replaced, a file
+    // that is not a socket, or a console a QEMU still serves, stops here.
+    for g in guests {
+        socket_file::remove_stale(&g.console)
+            .map_err(io_err(format!("guest `{}`'s console", g.node)))?;
+    }
     let mut children = Vec::new();
     let mut started = Vec::new();
     for g in guests {
@@ -490,7 +497,6 @@ pub fn start_guests(
             args,
             console: Some(g.console.clone()),
         };
-        let _ = fs::remove_file(&g.console);
         match spawn_guest(&guest) {
             Ok(child) => {
                 tracing::info!(node = %g.node, pid = child.id(), "guest started");
@@ -581,7 +587,7 @@ pub(crate) fn stop_one(p: &Started, kill: bool, grace: Duration) {
 /// `path` any more. [`exited`] sees a killed device's main thread turn
 /// zombie, but its other threads may still be exiting and the file table,
 /// with the listening socket, goes with the last of them (seen in CI: the
-/// new device found "another server listening"). A refused or missing
+/// new device found it "in use by another process"). A refused or missing
 /// socket is the condition the new device's bind checks.
 fn wait_socket_closed(path: &Path, grace: Duration) {
     let deadline = Instant::now() + grace;

@@ -15,6 +15,7 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
+use ibtca_device::cli;
 use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
@@ -73,7 +74,7 @@ use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
 /// survive; the guest writes NODE.guest/status, and --wait names the node,
 /// the command and its exit status when one fails.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     #[command(subcommand)]
     command: Cmd,
@@ -669,13 +670,14 @@ fn run(args: Args) -> Result<(), String> {
     }
 }
 
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-fabric";
+
 fn main() -> ExitCode {
-    ibtca_device::logging::init("warn");
-    match run(Args::parse()) {
+    // Warnings, and `up`'s progress: each process started, each port up.
+    ibtca_device::logging::init("warn,ibtca_fabric::launch=info");
+    match run(cli::parse(NAME)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ibtca-fabric: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => cli::runtime_error(NAME, e),
     }
 }

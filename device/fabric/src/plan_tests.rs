@@ -52,7 +52,7 @@ fn duplicate_lid() {
 #[test]
 fn duplicate_guid() {
     let e = err(r#"{"nodes": [{"name": "a", "lid": 1, "node_guid": "0x10"},
-                               {"name": "b", "lid": 2, "guid": "10"}]}"#);
+                               {"name": "b", "lid": 2, "guid": "16"}]}"#);
     assert!(
         matches!(e, TopologyError::DuplicateGuid { guid: 0x10, .. }),
         "{e}"

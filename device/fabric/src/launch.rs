@@ -17,7 +17,7 @@ use ibtca_link::socket_file;
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
 use super::plan::{NodePlan, Plan, SwitchPlan};
-use super::state::{Started, State};
+use super::state::{Started, State, TOPOLOGY_FILE};
 
 /// Switch binary name.
 pub const SWITCH_EXE: &str = "ibtca-switch";
@@ -188,10 +188,14 @@ pub(crate) fn spawn(
 
 /// Starts every switch, then every device, waits until every linked port
 /// is up, and records the processes in the run directory's state file. On
-/// any failure, what was started is stopped again.
+/// any failure, what was started is stopped again. `text` is the topology
+/// `plan` was made from (the file `topology`'s text as checked): it is
+/// copied into the run directory ([`TOPOLOGY_FILE`]), where the run-time
+/// commands read it.
 pub fn up(
     plan: &Plan,
     topology: &Path,
+    text: &str,
     run_dir: &Path,
     bin_dir: &Path,
     timeout: Duration,
@@ -203,6 +207,8 @@ pub fn up(
     }
     fs::create_dir_all(run_dir.join("links"))
         .map_err(io_err(format!("creating {}", run_dir.display())))?;
+    let copy = run_dir.join(TOPOLOGY_FILE);
+    fs::write(&copy, text).map_err(io_err(format!("writing {}", copy.display())))?;
     gateway_launch::write_maps(&plan.nodes).map_err(LaunchError::Gateway)?;
     let mut running: Vec<Running> = Vec::new();
     let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
@@ -305,9 +311,10 @@ fn node_command(n: &NodePlan) -> (&'static str, Vec<String>) {
     }
 }
 
-/// Ports of `plan` not up yet, as "name[:port]".
-fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
-    let mut down = Vec::new();
+/// Every linked port of `plan`, as "name[:port]", with what is known of
+/// it once it is up (`None` while it is down).
+fn port_states(plan: &Plan, run_dir: &Path) -> Vec<(String, Option<String>)> {
+    let mut ports = Vec::new();
     for sw in &plan.switches {
         let status: Option<serde_json::Value> =
             fs::read_to_string(switch_status_path(run_dir, &sw.name))
@@ -317,13 +324,14 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
             if port.is_none() {
                 continue;
             }
-            let up = status
-                .as_ref()
-                .and_then(|s| s.get("ports")?.get(i)?.get("up")?.as_bool())
-                .unwrap_or(false);
-            if !up {
-                down.push(format!("{}:{}", sw.name, i + 1));
-            }
+            let state = status.as_ref().and_then(|s| s.get("ports")?.get(i));
+            let up = state.and_then(|p| p.get("up")?.as_bool()).unwrap_or(false);
+            let peer = state.and_then(|p| p.get("peer_lid")?.as_u64());
+            let seen = up.then(|| match peer {
+                Some(lid) if lid > 0 => format!("link up, peer LID {lid}"),
+                _ => "link up".to_owned(),
+            });
+            ports.push((format!("{}:{}", sw.name, i + 1), seen));
         }
     }
     for n in &plan.nodes {
@@ -333,12 +341,16 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
         } else {
             "device ready"
         });
-        let linked = n.link.is_none() || log.contains("link up");
-        if !ready || !linked {
-            down.push(n.name.clone());
-        }
+        let seen = match (&n.link, ready) {
+            (_, false) => None,
+            (None, true) => Some(format!("ready, no link, LID {}", n.lid)),
+            (Some(_), true) => log
+                .contains("link up")
+                .then(|| format!("link up, LID {}", n.lid)),
+        };
+        ports.push((n.name.clone(), seen));
     }
-    down
+    ports
 }
 
 pub(crate) fn wait_up(
@@ -348,6 +360,7 @@ pub(crate) fn wait_up(
     running: &mut [Running],
 ) -> Result<(), LaunchError> {
     let deadline = Instant::now() + timeout;
+    let mut logged = std::collections::HashSet::new();
     loop {
         for r in running.iter_mut() {
             if let Ok(Some(status)) = r.child.try_wait() {
@@ -358,7 +371,17 @@ pub(crate) fn wait_up(
                 });
             }
         }
-        let down = down_ports(plan, run_dir);
+        let mut down = Vec::new();
+        for (port, seen) in port_states(plan, run_dir) {
+            match seen {
+                Some(what) => {
+                    if logged.insert(port.clone()) {
+                        tracing::info!("{port}: {what}");
+                    }
+                }
+                None => down.push(port),
+            }
+        }
         if down.is_empty() {
             return Ok(());
         }

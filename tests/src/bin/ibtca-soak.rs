@@ -333,6 +333,7 @@ fn run(opts: Opts) -> Result<Soak, String> {
     let state = launch::up(
         &plan,
         &opts.topology,
+        &text,
         &run_dir,
         &bin_dir,
         Duration::from_secs(30),

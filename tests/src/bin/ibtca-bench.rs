@@ -423,11 +423,14 @@ fn device_bin() -> Option<PathBuf> {
     if bin.exists() {
         return Some(bin);
     }
-    eprintln!(
-        "ibtca-bench: {} is missing: build the server next to this binary first,\n    \
-         cargo build --release --workspace\n\
-         (and run the bench with --release too)",
-        bin.display()
+    ibtca_device::cli::print_error(
+        NAME,
+        format_args!(
+            "{} is missing: build the server next to this binary first,\n    \
+             cargo build --release --workspace\n\
+             (and run the bench with --release too)",
+            bin.display()
+        ),
     );
     None
 }

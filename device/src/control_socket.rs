@@ -6,12 +6,14 @@
 //! or one that sends a line over [`MAX_LINE`] bytes, is closed.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use ibtca_link::socket_file::{self, SocketId};
 
 /// Longest command line accepted.
 pub const MAX_LINE: usize = 1024;
@@ -22,22 +24,20 @@ const IDLE: Duration = Duration::from_secs(10);
 /// A running control socket; stops (and removes its file) when dropped.
 pub struct LineServer {
     path: PathBuf,
+    id: SocketId,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl LineServer {
-    /// Binds `path` (replacing a stale file) and answers each command line
+    /// Binds `path` (replacing a stale socket file nobody listens on; any
+    /// other file is an error) and answers each command line
     /// with `execute(line)` (the line trimmed), on a thread named `name`.
     pub fn start<F>(path: &Path, name: &str, execute: F) -> io::Result<LineServer>
     where
         F: Fn(&str) -> String + Send + 'static,
     {
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
-        let listener = UnixListener::bind(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
+        let (listener, id) = socket_file::bind_listener(path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -55,6 +55,7 @@ impl LineServer {
             })?;
         Ok(LineServer {
             path: path.to_path_buf(),
+            id,
             stop,
             thread: Some(thread),
         })
@@ -73,7 +74,7 @@ impl LineServer {
         // Wake the blocking accept.
         let _ = UnixStream::connect(&self.path);
         let _ = thread.join();
-        let _ = std::fs::remove_file(&self.path);
+        socket_file::remove_own(&self.path, self.id);
     }
 }
 

@@ -35,19 +35,11 @@ pub const fn is_local(guid: u64) -> bool {
     guid & LOCAL_BIT != 0
 }
 
-/// Parses a GUID: hex with or without `0x`, colons allowed
-/// (`0x0200000000010001`, `0200:0000:0001:0001`). Zero is no GUID.
+/// Parses a GUID: hex with `0x`, decimal, or colon-separated hex groups
+/// (`0x0200000000010001`, `0200:0000:0001:0001`); zero is no GUID
+/// ([`crate::cli::ids::guid`]).
 pub fn parse(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let t = t.strip_prefix("0x").unwrap_or(t).replace(':', "");
-    if t.is_empty() || t.len() > 16 {
-        return Err(format!("bad GUID '{text}': 1 to 16 hex digits"));
-    }
-    match u64::from_str_radix(&t, 16) {
-        Ok(0) => Err(format!("bad GUID '{text}': zero is no GUID")),
-        Ok(g) => Ok(g),
-        Err(e) => Err(format!("bad GUID '{text}': {e}")),
-    }
+    crate::cli::ids::guid(text)
 }
 
 /// A random locally administered, individual GUID (the first byte is
@@ -76,12 +68,14 @@ mod tests {
     fn parse_forms_and_errors() {
         assert_eq!(parse("0x0200000000010001"), Ok(0x0200_0000_0001_0001));
         assert_eq!(parse("0200:0000:0001:0001"), Ok(0x0200_0000_0001_0001));
-        assert_eq!(parse("10"), Ok(0x10));
+        // Without 0x or colons, a GUID is decimal (as LIDs and QPNs are).
+        assert_eq!(parse("10"), Ok(10));
         assert!(parse("0").unwrap_err().contains("zero"));
         assert!(parse("").is_err());
         assert!(parse("xyz").is_err());
         assert!(parse("0x1_0000_0000_0000_0000").is_err());
-        assert!(parse("11112222333344445").is_err());
+        assert!(parse("0x11112222333344445").is_err());
+        assert!(parse("18446744073709551616").is_err());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod bar0;
+pub mod cli;
 pub mod client_fd;
 pub mod control_socket;
 pub mod device_control;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use ibtca_device::cli;
 use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::guid;
 use ibtca_device::instance::{Instance, InstanceConfig};
@@ -16,6 +17,9 @@ use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TI
 use ibtca_device::vfio_user::{Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-device";
 
 /// An InfiniBand TCA for QEMU guests, served over vfio-user.
 ///
@@ -34,7 +38,7 @@ use signal_hook::iterator::Signals;
 /// When QEMU exits the server waits for the next QEMU; SIGTERM or SIGINT stops
 /// it. Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) for more.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     /// Unix socket to listen on (a stale socket file is replaced).
     #[arg(long, value_name = "PATH")]
@@ -59,7 +63,7 @@ struct Args {
     engine_spin_us: u64,
 
     /// The port's LID (1-0xbfff, unicast).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
+    #[arg(long, default_value_t = 1, value_parser = cli::ids::lid)]
     lid: u16,
 
     /// A subnet manager brings the port up: it starts without a LID, is
@@ -73,14 +77,14 @@ struct Args {
     #[arg(long, value_name = "TEXT", default_value = ibtca_device::engine::DEFAULT_NODE_DESCRIPTION)]
     node_description: String,
 
-    /// The node GUID, an EUI-64 (default: a random locally administered
+    /// The node GUID, an EUI-64: 0x hex, decimal or colon-separated hex (default: a random locally administered
     /// one, logged at start; give one for an identity that outlives the
     /// process). `--guid` is its older name.
-    #[arg(long, alias = "guid", value_name = "HEX", value_parser = guid::parse)]
+    #[arg(long, alias = "guid", value_name = "GUID", value_parser = guid::parse)]
     node_guid: Option<u64>,
 
     /// The port GUID (default: the node GUID).
-    #[arg(long, value_name = "HEX", value_parser = guid::parse)]
+    #[arg(long, value_name = "GUID", value_parser = guid::parse)]
     port_guid: Option<u64>,
 
     /// Link to a peer device: listen:PATH or connect:PATH (Unix socket).
@@ -202,13 +206,12 @@ fn apply_scheduling(args: &Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
-    let args = Args::parse();
+    let args: Args = cli::parse(NAME);
     let defaults = VlConfig::default();
     let weights = match args.vl_weights.as_deref().map(vl_config::parse_weights) {
         Some(Ok(w)) => w,
         Some(Err(e)) => {
-            eprintln!("ibtca-device: --vl-weights: {e}");
-            return ExitCode::from(2);
+            return cli::usage_error(NAME, format_args!("--vl-weights: {e}"));
         }
         None => defaults.weights,
     };
@@ -217,12 +220,10 @@ fn main() -> ExitCode {
         weights,
     };
     if let Err(e) = vl.validate() {
-        eprintln!("ibtca-device: --sl2vl/--vl-weights: {e}");
-        return ExitCode::from(2);
+        return cli::usage_error(NAME, format_args!("--sl2vl/--vl-weights: {e}"));
     }
     if let Err(e) = apply_scheduling(&args) {
-        eprintln!("ibtca-device: {e}");
-        return ExitCode::from(2);
+        return cli::usage_error(NAME, e);
     }
     let spin_us = args
         .spin_us
@@ -234,15 +235,13 @@ fn main() -> ExitCode {
     let mut server = match Server::bind(&args.socket, config) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("cannot listen on {}: {e}", args.socket.display());
-            return ExitCode::FAILURE;
+            return cli::runtime_error(NAME, format_args!("--socket: {e}"));
         }
     };
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("cannot set up signal handling: {e}");
-            return ExitCode::FAILURE;
+            return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"));
         }
     };
     let stop = server.shutdown_handle();
@@ -275,8 +274,7 @@ fn main() -> ExitCode {
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,
         Err(e) => {
-            tracing::error!("cannot start the device: {e}");
-            return ExitCode::FAILURE;
+            return cli::runtime_error(NAME, format_args!("cannot start the device: {e}"));
         }
     };
     let control = match &args.control {
@@ -313,9 +311,6 @@ fn main() -> ExitCode {
     );
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("server failed: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => cli::runtime_error(NAME, format_args!("server failed: {e}")),
     }
 }

@@ -247,7 +247,7 @@ fn a_second_hub_on_a_live_socket_is_refused() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another hub is listening"), "{err}");
+    assert!(err.contains("is in use by another process"), "{err}");
 }
 
 /// xorshift64*: a fixed sequence of "random" numbers per seed.

@@ -74,7 +74,15 @@ pub fn check_all(nodes: &[NodePlan], bin_dir: &Path) -> Result<(), String> {
             (p, text)
         });
         if let Some((p, text)) = &temp {
-            std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+            // A file of that name is never overwritten (nor, below, removed).
+            let write = || -> std::io::Result<()> {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(p)?;
+                std::io::Write::write_all(&mut f, text.as_bytes())
+            };
+            write().map_err(|e| format!("{}: {e}", p.display()))?;
             g.map = p.clone();
         }
         let bin = bin_dir.join(GATEWAY_EXE);

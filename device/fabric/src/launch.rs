@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::switch::spec::format_faults;
 use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_link::socket_file;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
 use super::plan::{NodePlan, Plan, SwitchPlan};
-use super::state::{Started, State};
+use super::state::{Started, State, TOPOLOGY_FILE};
 
 /// Switch binary name.
 pub const SWITCH_EXE: &str = "ibtca-switch";
@@ -193,10 +194,14 @@ pub(crate) fn spawn(
 
 /// Starts every switch, then every device, waits until every linked port
 /// is up, and records the processes in the run directory's state file. On
-/// any failure, what was started is stopped again.
+/// any failure, what was started is stopped again. `text` is the topology
+/// `plan` was made from (the file `topology`'s text as checked): it is
+/// copied into the run directory ([`TOPOLOGY_FILE`]), where the run-time
+/// commands read it.
 pub fn up(
     plan: &Plan,
     topology: &Path,
+    text: &str,
     run_dir: &Path,
     bin_dir: &Path,
     timeout: Duration,
@@ -208,6 +213,8 @@ pub fn up(
     }
     fs::create_dir_all(run_dir.join("links"))
         .map_err(io_err(format!("creating {}", run_dir.display())))?;
+    let copy = run_dir.join(TOPOLOGY_FILE);
+    fs::write(&copy, text).map_err(io_err(format!("writing {}", copy.display())))?;
     gateway_launch::write_maps(&plan.nodes).map_err(LaunchError::Gateway)?;
     let mut running: Vec<Running> = Vec::new();
     let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
@@ -319,9 +326,10 @@ fn node_command(n: &NodePlan, run_dir: &Path) -> (&'static str, Vec<String>) {
     }
 }
 
-/// Ports of `plan` not up yet, as "name[:port]".
-fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
-    let mut down = Vec::new();
+/// Every linked port of `plan`, as "name[:port]", with what is known of
+/// it once it is up (`None` while it is down).
+fn port_states(plan: &Plan, run_dir: &Path) -> Vec<(String, Option<String>)> {
+    let mut ports = Vec::new();
     for sw in &plan.switches {
         let status: Option<serde_json::Value> =
             fs::read_to_string(switch_status_path(run_dir, &sw.name))
@@ -331,13 +339,14 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
             if port.is_none() {
                 continue;
             }
-            let up = status
-                .as_ref()
-                .and_then(|s| s.get("ports")?.get(i)?.get("up")?.as_bool())
-                .unwrap_or(false);
-            if !up {
-                down.push(format!("{}:{}", sw.name, i + 1));
-            }
+            let state = status.as_ref().and_then(|s| s.get("ports")?.get(i));
+            let up = state.and_then(|p| p.get("up")?.as_bool()).unwrap_or(false);
+            let peer = state.and_then(|p| p.get("peer_lid")?.as_u64());
+            let seen = up.then(|| match peer {
+                Some(lid) if lid > 0 => format!("link up, peer LID {lid}"),
+                _ => "link up".to_owned(),
+            });
+            ports.push((format!("{}:{}", sw.name, i + 1), seen));
         }
     }
     for n in &plan.nodes {
@@ -347,12 +356,16 @@ fn down_ports(plan: &Plan, run_dir: &Path) -> Vec<String> {
         } else {
             "device ready"
         });
-        let linked = n.link.is_none() || log.contains("link up");
-        if !ready || !linked {
-            down.push(n.name.clone());
-        }
+        let seen = match (&n.link, ready) {
+            (_, false) => None,
+            (None, true) => Some(format!("ready, no link, LID {}", n.lid)),
+            (Some(_), true) => log
+                .contains("link up")
+                .then(|| format!("link up, LID {}", n.lid)),
+        };
+        ports.push((n.name.clone(), seen));
     }
-    down
+    ports
 }
 
 pub(crate) fn wait_up(
@@ -362,6 +375,7 @@ pub(crate) fn wait_up(
     running: &mut [Running],
 ) -> Result<(), LaunchError> {
     let deadline = Instant::now() + timeout;
+    let mut logged = std::collections::HashSet::new();
     loop {
         for r in running.iter_mut() {
             if let Ok(Some(status)) = r.child.try_wait() {
@@ -372,7 +386,17 @@ pub(crate) fn wait_up(
                 });
             }
         }
-        let down = down_ports(plan, run_dir);
+        let mut down = Vec::new();
+        for (port, seen) in port_states(plan, run_dir) {
+            match seen {
+                Some(what) => {
+                    if logged.insert(port.clone()) {
+                        tracing::info!("{port}: {what}");
+                    }
+                }
+                None => down.push(port),
+            }
+        }
         if down.is_empty() {
             return Ok(());
         }
@@ -417,7 +441,7 @@ pub fn is_ours(p: &Started) -> bool {
 /// with its memory, before its files are closed (the kernel's `do_exit`
 /// releases the mm before the file table), so a device being killed may
 /// still hold its vfio-user socket for a moment after `exe` vanished, and a
-/// new device on that socket finds "another server listening" (seen in the
+/// new device on that socket finds it "in use by another process" (seen in the
 /// soak, `scripts/soak.sh`, on a loaded machine).
 fn exited(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -491,6 +515,12 @@ pub fn start_guests(
     run_vm: &Path,
     run_dir: &Path,
 ) -> Result<Vec<Child>, LaunchError> {
+    // QEMU creates each console socket: a stale one is replaced, a file
+    // that is not a socket, or a console a QEMU still serves, stops here.
+    for g in guests {
+        socket_file::remove_stale(&g.console)
+            .map_err(io_err(format!("guest `{}`'s console", g.node)))?;
+    }
     let mut children = Vec::new();
     let mut started = Vec::new();
     for g in guests {
@@ -505,7 +535,6 @@ pub fn start_guests(
             args,
             console: Some(g.console.clone()),
         };
-        let _ = fs::remove_file(&g.console);
         match spawn_guest(&guest) {
             Ok(child) => {
                 tracing::info!(node = %g.node, pid = child.id(), "guest started");
@@ -596,7 +625,7 @@ pub(crate) fn stop_one(p: &Started, kill: bool, grace: Duration) {
 /// `path` any more. [`exited`] sees a killed device's main thread turn
 /// zombie, but its other threads may still be exiting and the file table,
 /// with the listening socket, goes with the last of them (seen in CI: the
-/// new device found "another server listening"). A refused or missing
+/// new device found it "in use by another process"). A refused or missing
 /// socket is the condition the new device's bind checks.
 fn wait_socket_closed(path: &Path, grace: Duration) {
     let deadline = Instant::now() + grace;

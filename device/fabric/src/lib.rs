@@ -5,7 +5,9 @@
 //! nothing of it.
 //!
 //! - [`topology`]: the JSON file's types (serde).
-//! - [`plan`]: every check of a file (all before anything starts), socket
+//! - [`plan`]: every check of a file (all reported at once, before anything
+//!   starts, [`plan_error`]; [`plan_warnings`]: what is allowed but likely
+//!   wrong), socket
 //!   paths, and forwarding tables by BFS over the switch graph.
 //! - [`launch`]: start switches then devices, wait for every linked port,
 //!   stop them again; [`state`]: the run directory's record of processes;
@@ -39,6 +41,8 @@ pub mod launch;
 pub mod mgmt_hub;
 pub mod mgmt_net;
 pub mod plan;
+pub mod plan_error;
+pub mod plan_warnings;
 pub mod port_stats;
 pub mod qemu;
 pub mod sm_plan;
@@ -46,8 +50,12 @@ pub mod state;
 pub mod switch_restart;
 pub mod topology;
 
-pub use plan::{parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError};
+pub use plan::{
+    parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError, TopologyErrors,
+};
 pub use topology::Topology;
+#[cfg(test)]
+mod plan_check_tests;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]

@@ -15,6 +15,7 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
+use ibtca_device::cli;
 use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
@@ -77,7 +78,7 @@ use ibtca_fabric::{
 /// survive; the guest writes NODE.guest/status, and --wait names the node,
 /// the command and its exit status when one fails.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     #[command(subcommand)]
     command: Cmd,
@@ -244,12 +245,20 @@ enum Cmd {
     },
 }
 
-fn load(file: &Path, run_dir: &Path) -> Result<(fabric::Topology, Plan), String> {
+/// Reads and checks a topology file: its text, topology and plan.
+fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok((topo, plan))
+    Ok((text, topo, plan))
+}
+
+/// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
+fn warn(file: &Path, plan: &Plan) {
+    for w in fabric::plan_warnings::warnings(plan) {
+        eprintln!("{NAME}: warning: {}: {w}", file.display());
+    }
 }
 
 fn end_name(plan: &Plan, end: End) -> String {
@@ -366,12 +375,13 @@ fn bin_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| "this binary has no directory".to_owned())
 }
 
-/// The plan of the fabric running in `run_dir`.
+/// The plan of the fabric running in `run_dir`, from `up`'s copy of its
+/// topology there.
 fn running_plan(run_dir: &Path) -> Result<Plan, String> {
-    let state = State::load(run_dir)
+    State::load(run_dir)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
-    Ok(load(&state.topology, run_dir)?.1)
+    Ok(load(&run_dir.join(fabric::state::TOPOLOGY_FILE), run_dir)?.2)
 }
 
 fn resolve(plan: &Plan, text: &str) -> Option<End> {
@@ -505,7 +515,8 @@ fn graph_command(
 fn run(args: Args) -> Result<(), String> {
     match args.command {
         Cmd::Check { file, run_dir } => {
-            let (_, plan) = load(&file, &run_dir)?;
+            let (_, _, plan) = load(&file, &run_dir)?;
+            warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             summary(&plan);
@@ -526,7 +537,8 @@ fn run(args: Args) -> Result<(), String> {
             share,
             all_guests,
         } => {
-            let (topo, plan) = load(&file, &run_dir)?;
+            let (text, topo, plan) = load(&file, &run_dir)?;
+            warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
             let mut guest_plans = if guests {
@@ -562,6 +574,7 @@ fn run(args: Args) -> Result<(), String> {
             let mut state = launch::up(
                 &plan,
                 &file,
+                &text,
                 &run_dir,
                 &bin_dir()?,
                 Duration::from_secs(timeout),
@@ -742,13 +755,14 @@ fn run(args: Args) -> Result<(), String> {
     }
 }
 
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-fabric";
+
 fn main() -> ExitCode {
-    ibtca_device::logging::init("warn");
-    match run(Args::parse()) {
+    // Warnings, and `up`'s progress: each process started, each port up.
+    ibtca_device::logging::init("warn,ibtca_fabric::launch=info");
+    match run(cli::parse(NAME)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ibtca-fabric: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => cli::runtime_error(NAME, e),
     }
 }

@@ -127,19 +127,10 @@ fn mac(bytes: &[u8]) -> [u8; 6] {
 
 impl Hub {
     /// Listens on `path`. A stale socket file (nothing accepting) is
-    /// replaced; a live one is an error, so two hubs never share a wire.
+    /// replaced; a live one is an error, so two hubs never share a wire,
+    /// and any other file is an error too.
     pub fn bind(path: &Path) -> io::Result<Hub> {
-        if UnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(
-                ErrorKind::AddrInUse,
-                format!("another hub is listening on {}", path.display()),
-            ));
-        }
-        match std::fs::remove_file(path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let listener = UnixListener::bind(path)?;
+        let (listener, _) = ibtca_link::socket_file::bind_listener(path)?;
         listener.set_nonblocking(true)?;
         Ok(Hub {
             listener,

@@ -8,173 +8,15 @@ use std::path::{Path, PathBuf};
 
 use ibtca_device::sched::CpuList;
 use ibtca_device::switch::MAX_UNICAST_LID;
-use ibtca_device::transport::config::MAX_MIN_ACK_TIMEOUT_MS;
 use ibtca_link::{FaultRates, LinkEndpoint};
 
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::gateway_node::{self, GatewayPlan};
+use super::plan_error::MAX_SOCKET_PATH;
+pub use super::plan_error::{TopologyError, TopologyErrors};
 use super::sm_plan::{self, SmPlan};
 use super::topology::{FaultSpec, Topology, VlSpec};
-
-/// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
-/// Why a topology cannot be brought up.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TopologyError {
-    /// The file is not valid JSON for a topology.
-    #[error("topology file: {0}")]
-    Syntax(String),
-    /// Two nodes or switches share a name.
-    #[error("the name `{0}` is used twice")]
-    DuplicateName(String),
-    /// A CPU list (`cpus`) that does not parse.
-    #[error("`{name}`: {reason}")]
-    BadCpus {
-        /// The node (or `NODE guest`).
-        name: String,
-        /// Why.
-        reason: String,
-    },
-    /// A gateway node's entry is wrong.
-    #[error("node `{node}`: gateway: {error}")]
-    Gateway {
-        /// The node.
-        node: String,
-        /// What.
-        error: String,
-    },
-    /// A real-time priority outside 1..=99.
-    #[error("node `{node}`: realtime priority {priority} is outside 1-99")]
-    BadRealtime {
-        /// The node.
-        node: String,
-        /// The priority given.
-        priority: u8,
-    },
-    /// A guest niceness outside -20..=19.
-    #[error("node `{node}`: guest nice {nice} is outside -20..19")]
-    BadNice {
-        /// The node.
-        node: String,
-        /// The niceness given.
-        nice: i8,
-    },
-    /// A local ACK timeout floor above the device's maximum.
-    #[error("node `{node}`: min_ack_timeout_ms {ms} is above {MAX_MIN_ACK_TIMEOUT_MS}")]
-    #[allow(missing_docs)]
-    BadMinAckTimeout { node: String, ms: u64 },
-    /// A node asks for both `realtime` and `sched_batch`.
-    #[error("node `{node}`: realtime and sched_batch exclude each other")]
-    RealtimeAndBatch {
-        /// The node.
-        node: String,
-    },
-    /// A node's LID is 0 or multicast.
-    #[error("node `{node}`: LID {lid} is not a unicast LID (1..=0xbfff)")]
-    BadLid {
-        /// The node.
-        node: String,
-        /// Its LID.
-        lid: u16,
-    },
-    /// Two nodes share a LID.
-    #[error("LID {lid} is given to both `{first}` and `{second}`")]
-    DuplicateLid {
-        /// The LID.
-        lid: u16,
-        /// The first node with it.
-        first: String,
-        /// The second.
-        second: String,
-    },
-    /// A GUID that is not hex, or zero.
-    #[error("`{name}`: bad GUID `{text}`")]
-    BadGuid {
-        /// The node or switch.
-        name: String,
-        /// The text.
-        text: String,
-    },
-    /// Two nodes or switches share a GUID.
-    #[error("GUID {guid:#018x} is given to both `{first}` and `{second}`")]
-    DuplicateGuid {
-        /// The GUID.
-        guid: u64,
-        /// The first owner.
-        first: String,
-        /// The second.
-        second: String,
-    },
-    /// A switch with no ports or too many.
-    #[error("switch `{switch}`: {ports} ports; a switch has 1..=254")]
-    SwitchPorts {
-        /// The switch.
-        switch: String,
-        /// Ports asked for.
-        ports: u16,
-    },
-    /// A link end names no node or switch.
-    #[error("link {link}: `{end}` names no node or switch")]
-    UnknownNode {
-        /// Index of the link in the file (from 0).
-        link: usize,
-        /// The end.
-        end: String,
-    },
-    /// A link end that is empty, a switch without a port, or a port
-    /// number that does not parse.
-    #[error("link {link}: end `{end}` goes nowhere (a node name or SWITCH:PORT)")]
-    LinkToNowhere {
-        /// Index of the link.
-        link: usize,
-        /// The end.
-        end: String,
-    },
-    /// A switch port outside 1..=ports.
-    #[error("link {link}: switch `{switch}` has ports 1..={ports}, not {port}")]
-    PortOutOfRange {
-        /// Index of the link.
-        link: usize,
-        /// The switch.
-        switch: String,
-        /// The port named.
-        port: u16,
-        /// Ports the switch has.
-        ports: u16,
-    },
-    /// A port is an end of two links (or both ends of one).
-    #[error("port `{port}` is used by link {first} and link {second}")]
-    PortUsedTwice {
-        /// The port.
-        port: String,
-        /// The first link using it.
-        first: usize,
-        /// The second.
-        second: usize,
-    },
-    /// A rate over 1000 per mille.
-    #[error("link {link}: fault rates are per mille, 0..=1000")]
-    BadRate {
-        /// Index of the link.
-        link: usize,
-    },
-    /// A port's VL settings are wrong.
-    #[error("{port}: {error}")]
-    Vl {
-        /// The node or SWITCH:PORT.
-        port: String,
-        /// What is wrong.
-        error: String,
-    },
-    /// The `sm` option is wrong.
-    #[error("{0}")]
-    Sm(String),
-    /// A socket path too long for a Unix socket.
-    #[error("socket path {0} is longer than {MAX_SOCKET_PATH} bytes; use a shorter run directory")]
-    PathTooLong(String),
-}
 
 /// One end of a link, resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -379,113 +221,148 @@ fn socket_path(path: PathBuf) -> Result<PathBuf, TopologyError> {
     Ok(path)
 }
 
+/// Keeps `r`'s value, or records its error and goes on with `fallback`.
+fn keep<T>(problems: &mut Vec<TopologyError>, r: Result<T, TopologyError>, fallback: T) -> T {
+    r.unwrap_or_else(|e| {
+        problems.push(e);
+        fallback
+    })
+}
+
+/// How a link end reads in a message: `n1 port 1`, `sw0 port 3`.
+fn end_text(topo: &Topology, end: End) -> String {
+    match end {
+        End::Node(n) => format!("{} port 1", topo.nodes.get(n).map_or("?", |x| &x.name)),
+        End::Switch(s, p) => format!("{} port {p}", topo.switches.get(s).map_or("?", |x| &x.name)),
+    }
+}
+
 /// Checks `topo` and works out everything to run, with sockets and
-/// captures under `run_dir`.
-pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
+/// captures under `run_dir`; every problem is reported, not only the first.
+pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
+    let mut problems = Vec::new();
+    if topo.nodes.is_empty() {
+        problems.push(TopologyError::NoNodes);
+    }
     let mut names: HashMap<&str, End> = HashMap::new();
     let mut guids: HashMap<u64, &str> = HashMap::new();
     let mut lids: HashMap<u16, &str> = HashMap::new();
     let mut nodes = Vec::new();
     for (i, n) in topo.nodes.iter().enumerate() {
         if names.insert(&n.name, End::Node(i)).is_some() {
-            return Err(TopologyError::DuplicateName(n.name.clone()));
+            problems.push(TopologyError::DuplicateName(n.name.clone()));
         }
         if n.lid == 0 || n.lid > MAX_UNICAST_LID {
-            return Err(TopologyError::BadLid {
+            problems.push(TopologyError::BadLid {
                 node: n.name.clone(),
                 lid: n.lid,
             });
-        }
-        if let Some(first) = lids.insert(n.lid, &n.name) {
-            return Err(TopologyError::DuplicateLid {
+        } else if let Some(first) = lids.insert(n.lid, &n.name) {
+            problems.push(TopologyError::DuplicateLid {
                 lid: n.lid,
                 first: first.to_owned(),
                 second: n.name.clone(),
             });
         }
+        let default_guid = ibtca_device::guid::FABRIC_NODE_BASE + i as u64 + 1;
         let node_guid = match &n.node_guid {
-            Some(text) => parse_guid(&n.name, text)?,
-            None => ibtca_device::guid::FABRIC_NODE_BASE + i as u64 + 1,
+            Some(text) => keep(&mut problems, parse_guid(&n.name, text), default_guid),
+            None => default_guid,
         };
         let port_guid = match &n.port_guid {
-            Some(text) => parse_guid(&n.name, text)?,
+            Some(text) => keep(&mut problems, parse_guid(&n.name, text), node_guid),
             None => node_guid,
         };
-        claim_guid(&mut guids, node_guid, &n.name)?;
-        claim_guid(&mut guids, port_guid, &n.name)?;
+        let claimed = claim_guid(&mut guids, node_guid, &n.name)
+            .and_then(|()| claim_guid(&mut guids, port_guid, &n.name));
+        keep(&mut problems, claimed, ());
         let socket = run_dir.join(n.socket.clone().unwrap_or(format!("{}.sock", n.name)));
         if n.realtime.is_some() && n.sched_batch {
-            return Err(TopologyError::RealtimeAndBatch {
+            problems.push(TopologyError::RealtimeAndBatch {
                 node: n.name.clone(),
             });
         }
+        let realtime = match n.realtime {
+            Some(p) if !ibtca_device::sched::REALTIME_PRIORITIES.contains(&p) => {
+                problems.push(TopologyError::BadRealtime {
+                    node: n.name.clone(),
+                    priority: p,
+                });
+                None
+            }
+            other => other,
+        };
+        let guest_nice = match n.guest.as_ref().and_then(|g| g.nice).or(topo.guest.nice) {
+            Some(nice) if !NICENESS.contains(&nice) => {
+                problems.push(TopologyError::BadNice {
+                    node: n.name.clone(),
+                    nice,
+                });
+                None
+            }
+            other => other,
+        };
+        let min_ack_timeout_ms = topo.min_ack_timeout_ms(n).map_err(|ms| {
+            let node = n.name.clone();
+            TopologyError::BadMinAckTimeout { node, ms }
+        });
+        let gateway = gateway_node::plan(n, run_dir).map_err(|error| TopologyError::Gateway {
+            node: n.name.clone(),
+            error,
+        });
+        let guest_cpus = parse_cpus(
+            &format!("{} guest", n.name),
+            n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
+        );
         nodes.push(NodePlan {
             name: n.name.clone(),
             lid: n.lid,
             node_guid,
             port_guid,
-            socket: socket_path(socket)?,
+            socket: keep(&mut problems, socket_path(socket.clone()), socket),
             link: None,
-            vl: vl_config(&n.name, n.vl.as_ref())?,
-            cpus: parse_cpus(&n.name, n.cpus.as_deref())?,
-            realtime: match n.realtime {
-                Some(p) if !ibtca_device::sched::REALTIME_PRIORITIES.contains(&p) => {
-                    return Err(TopologyError::BadRealtime {
-                        node: n.name.clone(),
-                        priority: p,
-                    })
-                }
-                other => other,
-            },
+            vl: keep(
+                &mut problems,
+                vl_config(&n.name, n.vl.as_ref()),
+                VlConfig::default(),
+            ),
+            cpus: keep(&mut problems, parse_cpus(&n.name, n.cpus.as_deref()), None),
+            realtime,
             sched_batch: n.sched_batch,
-            guest_cpus: parse_cpus(
-                &format!("{} guest", n.name),
-                n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
-            )?,
-            guest_nice: match n.guest.as_ref().and_then(|g| g.nice).or(topo.guest.nice) {
-                Some(nice) if !NICENESS.contains(&nice) => {
-                    return Err(TopologyError::BadNice {
-                        node: n.name.clone(),
-                        nice,
-                    })
-                }
-                other => other,
-            },
+            guest_cpus: keep(&mut problems, guest_cpus, None),
+            guest_nice,
             link_ring_kib: n.link_ring_kib,
-            min_ack_timeout_ms: topo.min_ack_timeout_ms(n).map_err(|ms| {
-                let node = n.name.clone();
-                TopologyError::BadMinAckTimeout { node, ms }
-            })?,
-            gateway: gateway_node::plan(n, run_dir).map_err(|error| TopologyError::Gateway {
-                node: n.name.clone(),
-                error,
-            })?,
+            min_ack_timeout_ms: keep(&mut problems, min_ack_timeout_ms, 0),
+            gateway: keep(&mut problems, gateway, None),
             sm_managed: topo.sm.is_some(),
         });
     }
     let mut switches = Vec::new();
     for (i, s) in topo.switches.iter().enumerate() {
         if names.insert(&s.name, End::Switch(i, 0)).is_some() {
-            return Err(TopologyError::DuplicateName(s.name.clone()));
+            problems.push(TopologyError::DuplicateName(s.name.clone()));
         }
         if s.ports == 0 || s.ports > 254 {
-            return Err(TopologyError::SwitchPorts {
+            problems.push(TopologyError::SwitchPorts {
                 switch: s.name.clone(),
                 ports: s.ports,
             });
         }
+        let default_guid = ibtca_device::guid::FABRIC_SWITCH_BASE + i as u64 + 1;
         let guid = match &s.guid {
-            Some(text) => parse_guid(&s.name, text)?,
-            None => ibtca_device::guid::FABRIC_SWITCH_BASE + i as u64 + 1,
+            Some(text) => keep(&mut problems, parse_guid(&s.name, text), default_guid),
+            None => default_guid,
         };
-        claim_guid(&mut guids, guid, &s.name)?;
+        let claimed = claim_guid(&mut guids, guid, &s.name);
+        keep(&mut problems, claimed, ());
         let mut vls = Vec::new();
-        for p in 1..=s.ports {
+        for p in 1..=s.ports.min(254) {
             let spec = s.ports_vl.get(&p).or(s.vl.as_ref());
-            vls.push(vl_config(&format!("{}:{p}", s.name), spec)?);
+            let vl = vl_config(&format!("{}:{p}", s.name), spec);
+            vls.push(keep(&mut problems, vl, VlConfig::default()));
         }
-        if let Some(&p) = s.ports_vl.keys().find(|p| **p == 0 || **p > s.ports) {
-            return Err(TopologyError::Vl {
+        for &p in s.ports_vl.keys().filter(|p| **p == 0 || **p > s.ports) {
+            problems.push(TopologyError::Vl {
                 port: format!("{}:{p}", s.name),
                 error: format!("ports_vl names port {p}; the switch has 1..={}", s.ports),
             });
@@ -493,7 +370,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
         switches.push(SwitchPlan {
             name: s.name.clone(),
             guid,
-            ports: vec![None; usize::from(s.ports)],
+            ports: vec![None; vls.len()],
             routes: Vec::new(),
             vls,
             link_ring_kib: s.link_ring_kib,
@@ -538,31 +415,63 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 _ => Err(nowhere()),
             }
         };
-        let (a, b) = (resolve(&l.a)?, resolve(&l.b)?);
+        let (a, b) = match (resolve(&l.a), resolve(&l.b)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (ra, rb) => {
+                problems.extend(ra.err());
+                problems.extend(rb.err());
+                continue;
+            }
+        };
+        if a == b {
+            problems.push(TopologyError::LinkToItself {
+                link: li,
+                port: end_text(topo, a),
+            });
+            continue;
+        }
+        let mut twice = false;
         for (end, text) in [(a, &l.a), (b, &l.b)] {
             if let Some(first) = used.insert(end, li) {
-                return Err(TopologyError::PortUsedTwice {
+                problems.push(TopologyError::PortUsedTwice {
                     port: text.clone(),
                     first,
                     second: li,
                 });
+                twice = true;
             }
+        }
+        let faults = l.faults.as_ref().map(|f| rates(li, f)).transpose();
+        let faults = keep(&mut problems, faults, None);
+        if twice {
+            continue;
         }
         let has_options = l.faults.is_some() || l.capture.is_some() || l.delay_us > 0;
         let options = LinkOptions {
-            faults: l.faults.as_ref().map(|f| rates(li, f)).transpose()?,
+            faults,
             capture: l.capture.as_ref().map(|c| run_dir.join(c)),
             delay_us: l.delay_us,
         };
-        let link_path =
-            |suffix: &str| socket_path(run_dir.join("links").join(format!("l{li}{suffix}.link")));
+        let link_path = |suffix: &str| {
+            let p = run_dir.join("links").join(format!("l{li}{suffix}.link"));
+            socket_path(p.clone()).map_err(|e| (e, p))
+        };
+        let mut link_path = |suffix: &str| match link_path(suffix) {
+            Ok(p) => p,
+            Err((e, p)) => {
+                problems.push(e);
+                p
+            }
+        };
         if matches!((a, b), (End::Node(_), End::Node(_))) && has_options {
             // Faults, delay and capture are a switch port's work: put a
             // two-port relay switch in the middle of the link.
             let name = format!("relay-l{li}");
             let guid = ibtca_device::guid::FABRIC_RELAY_BASE + li as u64;
+            let (path_a, path_b) = (link_path("a"), link_path("b"));
             if names.contains_key(name.as_str()) || guids.contains_key(&guid) {
-                return Err(TopologyError::DuplicateName(name));
+                problems.push(TopologyError::DuplicateName(name));
+                continue;
             }
             let s = switches.len();
             switches.push(SwitchPlan {
@@ -575,19 +484,12 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 sm_managed: topo.sm.is_some(),
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
-            attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);
+            attach(&mut nodes, &mut switches, ra, a, &path_a, &options);
             let no_capture = LinkOptions {
                 capture: None,
                 ..options
             };
-            attach(
-                &mut nodes,
-                &mut switches,
-                rb,
-                b,
-                &link_path("b")?,
-                &no_capture,
-            );
+            attach(&mut nodes, &mut switches, rb, b, &path_b, &no_capture);
             links.push((a, ra));
             links.push((rb, b));
             continue;
@@ -598,14 +500,8 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             (End::Node(_), End::Switch(..)) => (b, a),
             _ => (a, b),
         };
-        attach(
-            &mut nodes,
-            &mut switches,
-            listen,
-            connect,
-            &link_path("")?,
-            &options,
-        );
+        let path = link_path("");
+        attach(&mut nodes, &mut switches, listen, connect, &path, &options);
         links.push((a, b));
     }
     let sm_nodes: Vec<sm_plan::SmNode<'_>> = nodes
@@ -622,8 +518,12 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             gateway: n.gateway.is_some(),
         })
         .collect();
-    let sm = sm_plan::plan(topo.sm.as_deref(), &topo.sm_options, &sm_nodes)
-        .map_err(TopologyError::Sm)?;
+    let sm =
+        sm_plan::plan(topo.sm.as_deref(), &topo.sm_options, &sm_nodes).map_err(TopologyError::Sm);
+    let sm = keep(&mut problems, sm, None);
+    if !problems.is_empty() {
+        return Err(TopologyErrors(problems));
+    }
     if sm.is_none() {
         compute_routes(&mut switches, &nodes, &links);
     }

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 /// Name of the state file in the run directory.
 pub const STATE_FILE: &str = "fabric-state.json";
 
+/// Name of `up`'s copy of the topology in the run directory: what the
+/// run-time commands (`link`, `restart`, `stats`, ...) read, so that they
+/// act on what was brought up, from any directory, whatever became of the
+/// file given to `up`.
+pub const TOPOLOGY_FILE: &str = "fabric-topology.json";
+
 /// One started process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Started {
@@ -37,7 +43,8 @@ pub struct Started {
 /// The state file's contents.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
-    /// The topology file brought up.
+    /// The topology file brought up, as given to `up` (its checked text is
+    /// [`TOPOLOGY_FILE`] in the run directory).
     pub topology: PathBuf,
     /// Processes in start order.
     pub processes: Vec<Started>,

@@ -87,7 +87,9 @@ impl Topology {
 pub struct NodeSpec {
     /// Unique name; also a link end.
     pub name: String,
-    /// The port's LID (unicast: 1..=0xbfff).
+    /// The port's LID (unicast: 1..=0xbfff): a number, or a string in hex
+    /// (`"0x10"`) or decimal.
+    #[serde(deserialize_with = "lid")]
     pub lid: u16,
     /// Node GUID, hex (`ibtca-device --node-guid`; default: the node's
     /// place in the file, locally administered: see [`crate::guid`]).
@@ -176,6 +178,26 @@ pub struct NodeGuestSpec {
     /// ~1 ms to ~70 µs (BENCHMARKS.md, "Verbs between two guests").
     #[serde(default)]
     pub nice: Option<i8>,
+}
+
+/// A LID as a JSON number or a string, hex (`"0x10"`) or decimal
+/// ([`ibtca_device::cli::ids::number`]); the plan checks its range.
+fn lid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Lid {
+        Number(u64),
+        Text(String),
+    }
+    let (n, text) = match Lid::deserialize(d)? {
+        Lid::Number(n) => (n, n.to_string()),
+        Lid::Text(t) => (
+            ibtca_device::cli::ids::number("LID", &t).map_err(serde::de::Error::custom)?,
+            t,
+        ),
+    };
+    u16::try_from(n)
+        .map_err(|_| serde::de::Error::custom(format!("LID {text} is out of range 1–0xbfff")))
 }
 
 /// One switch.

@@ -8,7 +8,6 @@
 //! HEC, then the payload), which tshark decodes (VPI, VCI, PTI).
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -16,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ibtca_device::link::socket_file::{self, SocketId};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::switch::{Capture, Direction, ERF_TYPE_ATM};
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
@@ -64,14 +64,10 @@ impl AtmPort {
     ) -> io::Result<Self> {
         let listener = match &ep {
             LinkEndpoint::Listen(p) => {
-                if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
-                    std::fs::remove_file(p)?;
-                }
-                let l = UnixListener::bind(p).map_err(|e| {
-                    io::Error::new(e.kind(), format!("ATM port: bind {}: {e}", p.display()))
-                })?;
+                let (l, id) = socket_file::bind_listener(p)
+                    .map_err(|e| io::Error::new(e.kind(), format!("ATM port: {e}")))?;
                 l.set_nonblocking(true)?;
-                Some(l)
+                Some((l, id))
             }
             LinkEndpoint::Connect(_) => None,
         };
@@ -123,7 +119,7 @@ impl Drop for AtmPort {
 
 struct PortThread {
     ep: LinkEndpoint,
-    listener: Option<UnixListener>,
+    listener: Option<(UnixListener, SocketId)>,
     rx: Receiver,
     cells: Arc<CellScheduler>,
     events: Sender<Event>,
@@ -153,8 +149,8 @@ impl PortThread {
             tracing::info!(endpoint = %self.ep, reason = %why, "ATM port down");
             self.rx.restart();
         }
-        if let (Some(_), LinkEndpoint::Listen(p)) = (&self.listener, &self.ep) {
-            let _ = std::fs::remove_file(p);
+        if let (Some((_, id)), LinkEndpoint::Listen(p)) = (&self.listener, &self.ep) {
+            socket_file::remove_own(p, *id);
         }
     }
 
@@ -163,7 +159,7 @@ impl PortThread {
         let mut backoff = Duration::from_millis(50);
         while !self.stopping() {
             let got = match (&self.listener, &self.ep) {
-                (Some(l), _) => l.accept().map(|(s, _)| s),
+                (Some((l, _)), _) => l.accept().map(|(s, _)| s),
                 (None, ep) => UnixStream::connect(ep.path()),
             };
             match got {

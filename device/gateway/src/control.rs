@@ -47,7 +47,7 @@ pub fn execute(gw: &Gateway, line: &str) -> String {
             .to_string())
         }
         ["remote-qpn", vc, qpn] => parse_vc(vc).and_then(|vc| {
-            let qpn = parse_qpn(qpn)?;
+            let qpn = ibtca_device::cli::ids::qpn(qpn)?;
             gw.set_remote_qpn(vc, qpn)
         }),
         _ => Err(format!(
@@ -59,14 +59,6 @@ pub fn execute(gw: &Gateway, line: &str) -> String {
         Ok(s) => format!("ok {s}"),
         Err(e) => format!("error {e}"),
     }
-}
-
-fn parse_qpn(text: &str) -> Result<u32, String> {
-    let n = match text.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    n.map_err(|_| format!("`{text}` is not a QPN"))
 }
 
 /// Serves `gw`'s commands on the control socket at `path`.
@@ -90,8 +82,5 @@ mod tests {
         );
         assert!(parse_vc("256/32").is_err());
         assert!(parse_vc("0.32").unwrap_err().contains("VPI/VCI"));
-        assert_eq!(parse_qpn("0x10"), Ok(16));
-        assert_eq!(parse_qpn("17"), Ok(17));
-        assert!(parse_qpn("x").is_err());
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use ibtca_device::cli;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::transport::config::ack_timeout_from_exponent;
 use ibtca_device::vl_config::{self, VlConfig};
@@ -19,6 +20,9 @@ use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
+
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-gateway";
 
 /// An ATM gateway on an ibtca InfiniBand fabric.
 ///
@@ -44,7 +48,7 @@ use signal_hook::iterator::Signals;
 /// answered by `stats` on the control socket. Logs go to stderr; set
 /// RUST_LOG (e.g. RUST_LOG=debug) for more.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     /// The IB port's link: listen:PATH or connect:PATH.
     #[arg(long, value_name = "ENDPOINT")]
@@ -58,13 +62,13 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     map: PathBuf,
 
-    /// The IB port's LID.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..0xc000))]
+    /// The IB port's LID (1-0xbfff).
+    #[arg(long, default_value_t = 1, value_parser = cli::ids::lid)]
     lid: u16,
 
     /// Node GUID sent in the link's Hello (default: locally administered,
     /// 0x0200000000fd0000 + LID).
-    #[arg(long, value_name = "HEX", value_parser = ibtca_device::guid::parse)]
+    #[arg(long, value_name = "GUID", value_parser = ibtca_device::guid::parse)]
     node_guid: Option<u64>,
 
     /// SL of each service class: CLASS=SL,... (default cbr=1,rt-vbr=2,
@@ -202,13 +206,10 @@ fn aal_number(aal: ibtca_protocol::atm::Aal) -> u8 {
 
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
-    let args = Args::parse();
+    let args: Args = cli::parse(NAME);
     let cfg = match config(&args) {
         Ok(c) => c,
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return cli::usage_error(NAME, e),
     };
     if args.check {
         println!(
@@ -227,16 +228,12 @@ fn main() -> ExitCode {
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("cannot set up signal handling: {e}");
-            return ExitCode::FAILURE;
+            return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
         }
     };
     let gw = match Gateway::start(&cfg) {
         Ok(g) => Arc::new(g),
-        Err(e) => {
-            tracing::error!("cannot start: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return cli::runtime_error(NAME, format_args!("cannot start: {e}")),
     };
     tracing::info!(
         lid = cfg.qp.lid,
@@ -249,10 +246,7 @@ fn main() -> ExitCode {
     let control = match &args.control {
         Some(p) => match control::serve(gw.clone(), p) {
             Ok(c) => Some(c),
-            Err(e) => {
-                tracing::error!("control socket: {e}");
-                return ExitCode::FAILURE;
-            }
+            Err(e) => return cli::runtime_error(NAME, format_args!("control socket: {e}")),
         },
         None => None,
     };

@@ -115,6 +115,7 @@ mod queue;
 pub mod ring;
 mod session;
 mod shared;
+pub mod socket_file;
 mod stats;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,9 @@
 //! The running link: the public handle, the supervisor thread that obtains
 //! connections (listen or connect side) and the stop machinery.
 
-use std::fs;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -20,6 +18,7 @@ use super::fault::FaultPlan;
 use super::queue::{DoneFn, TxQueue};
 use super::session;
 use super::shared::{Control, Shared, Sink};
+use super::socket_file::{self, SocketId};
 use super::stats::Counters;
 use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
 
@@ -34,7 +33,7 @@ pub struct Link {
     endpoint: LinkEndpoint,
     supervisor: Option<JoinHandle<()>>,
     /// Device and inode of the socket file we bound, to remove only ours.
-    bound: Option<(u64, u64)>,
+    bound: Option<SocketId>,
 }
 
 impl Link {
@@ -104,9 +103,9 @@ impl Link {
     ) -> io::Result<Link> {
         let (listener, bound) = match &endpoint {
             LinkEndpoint::Listen(path) => {
-                let listener = bind(path)?;
-                let meta = fs::symlink_metadata(path)?;
-                (Some(listener), Some((meta.dev(), meta.ino())))
+                let (listener, id) = socket_file::bind_listener(path)?;
+                listener.set_nonblocking(true)?;
+                (Some(listener), Some(id))
             }
             LinkEndpoint::Connect(_) => (None, None),
         };
@@ -289,10 +288,7 @@ impl Link {
             tracing::error!(endpoint = %self.endpoint, "link thread panicked");
         }
         if let (LinkEndpoint::Listen(path), Some(bound)) = (&self.endpoint, self.bound) {
-            let ours = fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == bound);
-            if ours {
-                let _ = fs::remove_file(path);
-            }
+            socket_file::remove_own(path, bound);
         }
         tracing::info!(endpoint = %self.endpoint, "link stopped");
     }
@@ -302,30 +298,6 @@ impl Drop for Link {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// Binds `path`, replacing a stale socket file nobody listens on; a live
-/// socket or any other file is an error (as `vfio_user::Server::bind`).
-fn bind(path: &Path) -> io::Result<UnixListener> {
-    if let Ok(meta) = fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket", path.display()),
-            ));
-        }
-        if UnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("another link is listening on {}", path.display()),
-            ));
-        }
-        fs::remove_file(path)?;
-    }
-    let listener = UnixListener::bind(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
 }
 
 /// Listen side: accept one peer at a time until stopped.

@@ -7,11 +7,15 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use clap::Parser;
+use ibtca_device::cli;
 use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
 use ibtca_device::switch::control;
 use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-switch";
 
 /// An InfiniBand switch joining ibtca devices (and other switches).
 ///
@@ -29,7 +33,7 @@ use signal_hook::iterator::Signals;
 /// SIGTERM or SIGINT stops it after logging every port's counters.
 /// Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) for more.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     /// A port's link: listen:PATH or connect:PATH (repeat for each port).
     #[arg(long = "port", value_name = "ENDPOINT", required = true)]
@@ -71,11 +75,11 @@ struct Args {
 
     /// Node GUID sent in each port's Hello (default: locally administered,
     /// the first switch's of `ibtca-fabric`).
-    #[arg(long, value_name = "HEX", value_parser = ibtca_device::guid::parse, default_value = "0x0200000000ff0000")]
+    #[arg(long, value_name = "GUID", value_parser = ibtca_device::guid::parse, default_value = "0x0200000000ff0000")]
     guid: u64,
 
-    /// The switch's own LID, sent in Hello (0: none).
-    #[arg(long, default_value_t = 0)]
+    /// The switch's own LID, sent in Hello (0: none; else 1-0xbfff).
+    #[arg(long, default_value_t = 0, value_parser = cli::ids::lid_or_zero)]
     lid: u16,
 
     /// A subnet manager configures the switch: no LID until the SM sets
@@ -186,20 +190,16 @@ fn write_status(path: &PathBuf, switch: &Switch) {
 
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
-    let args = Args::parse();
+    let args: Args = cli::parse(NAME);
     let cfg = match config(&args) {
         Ok(c) => c,
-        Err(e) => {
-            tracing::error!("{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return cli::usage_error(NAME, e),
     };
     let (tx, rx) = mpsc::channel();
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("cannot set up signal handling: {e}");
-            return ExitCode::FAILURE;
+            return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
         }
     };
     std::thread::spawn(move || {
@@ -209,17 +209,16 @@ fn main() -> ExitCode {
     });
     let switch = match Switch::start(cfg) {
         Ok(s) => Arc::new(s),
-        Err(e) => {
-            tracing::error!("cannot start the switch: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return cli::runtime_error(NAME, format_args!("cannot start the switch: {e}")),
     };
     let control = match &args.control {
         Some(path) => match control::serve(Arc::clone(&switch), path) {
             Ok(c) => Some(c),
             Err(e) => {
-                tracing::error!("cannot serve the control socket: {e}");
-                return ExitCode::FAILURE;
+                return cli::runtime_error(
+                    NAME,
+                    format_args!("cannot serve the control socket: {e}"),
+                )
             }
         },
         None => None,

@@ -2,13 +2,34 @@
 //! `ibtca-regs-header` → `guest-driver/ibtca_regs.h` (BAR0 register map),
 //! `ibtca-regs-header abi` → `guest-driver/ibtca_abi.h` (verbs ABI).
 
+use clap::{Parser, ValueEnum};
+use ibtca_device::cli;
+
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-regs-header";
+
+/// Prints a C header of the device's interface.
+///
+/// Generated from the Rust definitions the device itself uses.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Which header: `regs` (BAR0 register map, guest-driver/ibtca_regs.h)
+    /// or `abi` (verbs ABI, guest-driver/ibtca_abi.h).
+    #[arg(value_enum, default_value_t = Header::Regs)]
+    header: Header,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Header {
+    Regs,
+    Abi,
+}
+
 fn main() {
-    match std::env::args().nth(1).as_deref() {
-        None | Some("regs") => print!("{}", ibtca_device::regs::c_header()),
-        Some("abi") => print!("{}", ibtca_device::verbs::abi::c_header()),
-        Some(other) => {
-            eprintln!("unknown header '{other}': use 'regs' or 'abi'");
-            std::process::exit(2);
-        }
+    let args: Args = cli::parse(NAME);
+    match args.header {
+        Header::Regs => print!("{}", ibtca_device::regs::c_header()),
+        Header::Abi => print!("{}", ibtca_device::verbs::abi::c_header()),
     }
 }

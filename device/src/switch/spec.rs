@@ -1,7 +1,8 @@
 //! The textual forms of switch options, shared by the `ibtca-switch`
 //! command line and the fabric launcher that writes it:
 //!
-//! - route: `LID=PORT` or `FIRST-LAST=PORT` (LIDs decimal or `0x` hex);
+//! - route: `LID=PORT` or `FIRST-LAST=PORT` (unicast LIDs, decimal or `0x`
+//!   hex: [`crate::cli::ids`]);
 //! - faults: `PORT=drop:N,dup:N,reorder:N,corrupt:N,seed:N` with rates in
 //!   per-mille (10 = 1 %), any subset, in any order;
 //! - capture: `PORT=FILE`;
@@ -26,6 +27,14 @@ pub enum SpecError {
         text: String,
         /// Which number.
         what: &'static str,
+    },
+    /// An IB identifier (LID, ...) that does not parse or is out of range.
+    #[error("`{text}`: {error}")]
+    Id {
+        /// The whole option.
+        text: String,
+        /// What is wrong ([`crate::cli::ids`]).
+        error: String,
     },
     /// A bad SL → VL table or weight list.
     #[error("`{text}`: {error}")]
@@ -72,9 +81,9 @@ pub fn parse_route(text: &str) -> Result<Vec<(u16, u8)>, SpecError> {
     let (lids, p) = split(text)?;
     let p = port(text, p)?;
     let lid = |s: &str| {
-        u16::try_from(number(text, s, "LID")?).map_err(|_| SpecError::BadNumber {
+        crate::cli::ids::lid(s).map_err(|error| SpecError::Id {
             text: text.to_owned(),
-            what: "LID",
+            error,
         })
     };
     let (first, last) = match lids.split_once('-') {
@@ -178,6 +187,10 @@ mod tests {
         assert!(parse_route("5=300").is_err());
         assert!(parse_route("9-5=1").is_err());
         assert!(parse_route("70000=1").is_err());
+        assert_eq!(
+            parse_route("0xc000=1").unwrap_err().to_string(),
+            "`0xc000=1`: LID 0xc000 is out of range 1–0xbfff"
+        );
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ibtca_link::socket_file::{self, SocketId};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -74,6 +74,8 @@ const RECV_CHUNK: usize = 64 * 1024;
 pub struct Server {
     listener: UnixListener,
     path: PathBuf,
+    /// The socket file bound, removed on drop if still there.
+    id: SocketId,
     shutdown: ShutdownHandle,
     config: ServerConfig,
     stats: ServerStats,
@@ -83,28 +85,12 @@ impl Server {
     /// Binds `path`. A stale socket file nobody listens on is replaced; a live
     /// one or any other file is an error.
     pub fn bind(path: &Path, config: ServerConfig) -> io::Result<Self> {
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            if !meta.file_type().is_socket() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a socket", path.display()),
-                ));
-            }
-            match UnixStream::connect(path) {
-                Ok(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("another server is listening on {}", path.display()),
-                    ))
-                }
-                Err(_) => std::fs::remove_file(path)?,
-            }
-        }
-        let listener = UnixListener::bind(path)?;
+        let (listener, id) = socket_file::bind_listener(path)?;
         listener.set_nonblocking(true)?;
         Ok(Server {
             listener,
             path: path.to_path_buf(),
+            id,
             shutdown: ShutdownHandle {
                 stopped: Arc::new(AtomicBool::new(false)),
                 wake: Arc::new(EventFd::new(EFD_NONBLOCK)?),
@@ -180,7 +166,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        socket_file::remove_own(&self.path, self.id);
     }
 }
 

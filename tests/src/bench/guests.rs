@@ -204,11 +204,10 @@ pub(super) fn parse_placement(v: Option<String>) -> Result<(), String> {
 
 pub(super) fn run_guest_verbs() -> ExitCode {
     let Some(bin) = device_bin() else {
-        return ExitCode::from(2);
+        return ExitCode::from(ibtca_device::cli::EXIT_RUNTIME);
     };
     let Ok(stack) = std::panic::catch_unwind(VmStack::get) else {
-        eprintln!("ibtca-bench: no VM stack (see above)");
-        return ExitCode::from(2);
+        return ibtca_device::cli::runtime_error(super::NAME, "no VM stack (see above)");
     };
     let placements = PLACEMENTS
         .get()
@@ -523,11 +522,10 @@ pub(super) fn guest_drdma_run(
 
 pub(super) fn run_guest_drdma() -> ExitCode {
     let Some(bin) = device_bin() else {
-        return ExitCode::from(2);
+        return ExitCode::from(ibtca_device::cli::EXIT_RUNTIME);
     };
     let Ok(stack) = std::panic::catch_unwind(VmStack::get) else {
-        eprintln!("ibtca-bench: no VM stack (see above)");
-        return ExitCode::from(2);
+        return ibtca_device::cli::runtime_error(super::NAME, "no VM stack (see above)");
     };
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut phases: Vec<Vec<String>> = Vec::new();

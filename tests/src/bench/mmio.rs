@@ -316,11 +316,13 @@ pub(super) fn print_table(rows: &[Row], sock_same: f64, sock_cross: f64) {
 pub(super) fn run(opts: Opts) -> ExitCode {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        eprintln!("ibtca-bench: needs at least 2 CPUs for the cross-CPU figures (have {cpus})");
-        return ExitCode::from(2);
+        return ibtca_device::cli::runtime_error(
+            super::NAME,
+            format_args!("needs at least 2 CPUs for the cross-CPU figures (have {cpus})"),
+        );
     }
     let Some(device_bin) = device_bin() else {
-        return ExitCode::from(2);
+        return ExitCode::from(ibtca_device::cli::EXIT_RUNTIME);
     };
     let n = opts.iterations;
     let mut rows = Vec::new();

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::Parser;
 use ibtca_device::switch::control;
 use ibtca_fabric::guests::{self, GuestOptions, GuestPlan, VmStack};
 use ibtca_fabric::launch;
@@ -49,17 +50,6 @@ mod report;
 use procs::*;
 use report::report;
 
-const USAGE: &str =
-    "usage: ibtca-soak [--minutes M | --seconds S] [--kill NODE|none] [--kill-at FRACTION]
-                  [--topology FILE] [--run-dir DIR] [--rss-bound-mib N] [--keep]
-  --minutes M        soak length (default 10)
-  --kill NODE        the node killed and restarted during the run (default n2; none: no kill)
-  --kill-at F        when, as a fraction of the run (default 0.33)
-  --topology FILE    default qemu-configs/soak-three-nodes.json
-  --run-dir DIR      inside the VM-stack chroot (default CHROOT/tmp/ibtca-soak-PID)
-  --rss-bound-mib N  the most RssAnon a device may reach (default 16)
-  --keep             keep the run directory (consoles, logs) even when the soak passed";
-
 /// The RssAnon bound of a device, MiB: see RELIABILITY.md, "Soak".
 const RSS_BOUND_MIB: u64 = 16;
 /// How long a guest may still take after its run: the tool's grace for
@@ -67,6 +57,48 @@ const RSS_BOUND_MIB: u64 = 16;
 const GRACE_S: u64 = 120;
 /// Start-up (boot and set-up) allowed to each guest, on top.
 const BOOT_S: u64 = 300;
+
+/// The soak test of a faulty three-node fabric with guests.
+///
+/// A three-node fabric with 1 % faults on every switch
+/// port, one TCG guest per node running RDMA WRITE and SEND to every
+/// other guest, one node killed and restarted on the way (see the module
+/// documentation of tests/src/bin/ibtca-soak.rs). Exit status 0 only if
+/// everything held.
+#[derive(Parser, Debug)]
+#[command(version, long_about, verbatim_doc_comment)]
+struct Cli {
+    /// Soak length in minutes.
+    #[arg(
+        long,
+        value_name = "M",
+        default_value_t = 10.0,
+        conflicts_with = "seconds"
+    )]
+    minutes: f64,
+    /// Soak length in seconds (instead of --minutes).
+    #[arg(long, value_name = "S")]
+    seconds: Option<f64>,
+    /// The node killed and restarted during the run (none: no kill).
+    #[arg(long, value_name = "NODE", default_value = "n2")]
+    kill: String,
+    /// When, as a fraction of the run (0.05 to 0.9).
+    #[arg(long, value_name = "F", default_value_t = 0.33)]
+    kill_at: f64,
+    /// The topology (default qemu-configs/soak-three-nodes.json).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Run directory, inside the VM-stack chroot (default
+    /// CHROOT/tmp/ibtca-soak-PID).
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+    /// The most RssAnon a device may reach, MiB.
+    #[arg(long, value_name = "N", default_value_t = RSS_BOUND_MIB)]
+    rss_bound_mib: u64,
+    /// Keep the run directory (consoles, logs) even when the soak passed.
+    #[arg(long)]
+    keep: bool,
+}
 
 struct Opts {
     seconds: u64,
@@ -78,41 +110,30 @@ struct Opts {
     keep: bool,
 }
 
-fn parse_args() -> Result<Opts, String> {
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-soak";
+
+/// The options, checked (a usage error otherwise).
+fn options(cli: Cli) -> Result<Opts, String> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut o = Opts {
-        seconds: 600,
-        kill: Some("n2".into()),
-        kill_at: 0.33,
-        topology: repo.join("qemu-configs/soak-three-nodes.json"),
-        run_dir: None,
-        rss_bound_mib: RSS_BOUND_MIB,
-        keep: false,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut val = || args.next().ok_or(format!("{a} needs a value"));
-        let num = |v: String| v.parse::<f64>().map_err(|_| format!("{a}: bad number {v}"));
-        match a.as_str() {
-            "--minutes" => o.seconds = (num(val()?)? * 60.0).round() as u64,
-            "--seconds" => o.seconds = num(val()?)?.round() as u64,
-            "--kill" => o.kill = Some(val()?).filter(|k| k != "none"),
-            "--kill-at" => o.kill_at = num(val()?)?,
-            "--topology" => o.topology = val()?.into(),
-            "--run-dir" => o.run_dir = Some(val()?.into()),
-            "--rss-bound-mib" => o.rss_bound_mib = num(val()?)? as u64,
-            "--keep" => o.keep = true,
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {a}")),
-        }
-    }
-    if o.seconds < 30 {
+    let seconds = cli.seconds.unwrap_or(cli.minutes * 60.0);
+    if !seconds.is_finite() || seconds < 30.0 {
         return Err("the soak runs at least 30 s".into());
     }
-    if !(0.05..=0.9).contains(&o.kill_at) {
+    if !(0.05..=0.9).contains(&cli.kill_at) {
         return Err("--kill-at is a fraction of the run, 0.05 to 0.9".into());
     }
-    Ok(o)
+    Ok(Opts {
+        seconds: seconds.round() as u64,
+        kill: Some(cli.kill).filter(|k| k != "none"),
+        kill_at: cli.kill_at,
+        topology: cli
+            .topology
+            .unwrap_or_else(|| repo.join("qemu-configs/soak-three-nodes.json")),
+        run_dir: cli.run_dir,
+        rss_bound_mib: cli.rss_bound_mib,
+        keep: cli.keep,
+    })
 }
 
 fn say(t0: Instant, text: &str) {
@@ -312,6 +333,7 @@ fn run(opts: Opts) -> Result<Soak, String> {
     let state = launch::up(
         &plan,
         &opts.topology,
+        &text,
         &run_dir,
         &bin_dir,
         Duration::from_secs(30),
@@ -555,15 +577,9 @@ fn count(text: &str, needle: &str) -> usize {
 }
 
 fn main() -> ExitCode {
-    let opts = match parse_args() {
+    let opts = match options(ibtca_device::cli::parse(NAME)) {
         Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("ibtca-soak: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return ibtca_device::cli::usage_error(NAME, e),
     };
     match run(opts) {
         Ok(s) => {
@@ -573,9 +589,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Err(e) => {
-            eprintln!("ibtca-soak: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => ibtca_device::cli::runtime_error(NAME, e),
     }
 }

@@ -5,8 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ibtca_device::cli;
 use ibtca_fabric::mgmt_hub::Hub;
 
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-mgmt-hub";
+
+/// The guests' management wire: a learning Ethernet switch on a Unix socket.
+///
 /// Joins the virtio-net NICs of any number of QEMU guests into one
 /// Ethernet segment, the fabric's management wire. Each guest connects
 /// with
@@ -21,7 +27,7 @@ use ibtca_fabric::mgmt_hub::Hub;
 /// `ibtca-fabric up --guests` starts it as `mgmt-hub` (log: mgmt-hub.log).
 /// SIGTERM stops it. Set RUST_LOG=debug for more.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about, verbatim_doc_comment)]
+#[command(version, long_about, verbatim_doc_comment)]
 struct Args {
     /// The Unix socket to listen on.
     #[arg(long, value_name = "PATH")]
@@ -30,20 +36,14 @@ struct Args {
 
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
-    let args = Args::parse();
+    let args: Args = cli::parse(NAME);
     let mut hub = match Hub::bind(&args.socket) {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("ibtca-mgmt-hub: {}: {e}", args.socket.display());
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return cli::runtime_error(NAME, e),
     };
     tracing::info!(socket = %args.socket.display(), "management hub listening");
     match hub.run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ibtca-mgmt-hub: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => cli::runtime_error(NAME, e),
     }
 }

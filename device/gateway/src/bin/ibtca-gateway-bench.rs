@@ -29,9 +29,12 @@ use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::cell::PTI_AUU;
 use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
 
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-gateway-bench";
+
 /// Throughput and delay of the ATM gateway.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about)]
+#[command(version, long_about)]
 struct Args {
     /// Frames per throughput row (at most; a row also stops after
     /// --seconds).
@@ -279,7 +282,7 @@ fn cbr_delays(
 
 fn main() {
     ibtca_device::logging::init("warn");
-    let args = Args::parse();
+    let args: Args = ibtca_device::cli::parse(NAME);
     let dir: PathBuf = std::env::temp_dir().join(format!("ibtca-gw-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("run directory");

@@ -39,6 +39,7 @@ pub mod sim_guest;
 pub mod sm_client;
 pub mod sm_nodes;
 pub mod vm;
+pub mod vm_lock;
 
 /// vfio-user command numbers (from the specification).
 pub mod cmd {

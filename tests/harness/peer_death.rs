@@ -21,9 +21,8 @@ pub const LEN: u32 = 1 << 20;
 const T: Duration = Duration::from_secs(20);
 
 /// How long the requester of a stream tries before WC_RETRY_EXC_ERR: its
-/// QP must be connected with [`Retry::PROMPT`] (537 ms for in-process
-/// devices), each try raised to the ACK timeout floor of `ibtca-device`
-/// and `ibtca-fabric` (250 ms): 2 s.
+/// QP must be connected with [`Retry::PROMPT`] (2.1 s), each try at least
+/// the ACK timeout floor of `ibtca-device` and `ibtca-fabric` (250 ms).
 pub fn retry_bound() -> Duration {
     let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
     let prompt = Retry::PROMPT;
@@ -35,7 +34,7 @@ pub fn retry_bound() -> Duration {
 /// How long a test waits for each completion of a stream whose peer died:
 /// a hang guard, not a measurement. Ten times [`retry_bound`], a span a
 /// device thread starved on a loaded two-CPU machine does not reach (its
-/// eight ACK timers would each have to be late by more than two seconds),
+/// eight ACK timers would each have to be late by two seconds and more),
 /// and still short of the minute a peer's death once cost. What proves
 /// that the requester gave up by its own retry count is the failure
 /// itself (WC_RETRY_EXC_ERR, the only status the ACK timer gives) and, for

@@ -500,12 +500,12 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
     let line = log.lines().find(|l| l.contains("QP error")).unwrap();
     eprintln!("A's log: {line}");
     let qpn = format!("qpn={}", sa.qp.qpn);
-    // The QP gave up by its own retry count and ACK timeout (PROMPT's 67 ms
-    // raised to the device's 250 ms floor), not by some other timer.
+    // The QP gave up by its own retry count and ACK timeout (PROMPT's,
+    // above the device's 250 ms floor), not by some other timer.
     let retries = format!(
         "retry_cnt={} ack_timeout_us={} ",
         Retry::PROMPT.retry_cnt,
-        ibtca_device::transport::config::DEFAULT_MIN_ACK_TIMEOUT_MS * 1000
+        Duration::from_nanos(4096 << Retry::PROMPT.timeout).as_micros()
     );
     let want = [
         &qpn,
@@ -518,7 +518,7 @@ fn a_killed_peer_process_fails_the_stream_and_the_qp_error_is_logged() {
         assert!(line.contains(want), "no '{want}' in: {line}");
     }
     // retry_cnt timeouts in a row, and maybe earlier ones on a loaded
-    // machine (a live peer late by more than 67 ms) that progress ended.
+    // machine (a live peer late by more than one timeout) that progress ended.
     let timeouts: u64 = line
         .split_once("timeouts=")
         .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok())

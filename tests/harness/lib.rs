@@ -130,7 +130,8 @@ impl Client {
     /// Connects without negotiating.
     pub fn connect_raw(path: &Path) -> io::Result<Self> {
         let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        // A hang guard for a reply the server sends at once.
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         Ok(Client { stream, next_id: 1 })
     }
 

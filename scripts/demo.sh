@@ -12,20 +12,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/chroot-mounts.sh
 
+step_name=demo.sh
+. scripts/steps.sh
+
 keep=0
 [ "${1:-}" = "--keep" ] && keep=1
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
-
 say "VM stack (QEMU, guest kernel) in ${IBTCA_CACHE:-$HOME/.cache/ibtca}"
-bash scripts/setup-vm-stack.sh
+step bash scripts/setup-vm-stack.sh
 . "${IBTCA_CACHE:-$HOME/.cache/ibtca}/stack.env"
 CHROOT=$(readlink -f "$IBTCA_CHROOT")
 
-say "building ibtca-device, ibtca-switch and ibtca-fabric (release)"
-cargo build --release -q -p ibtca-device -p ibtca-fabric
+say "building ibtca-device, ibtca-switch and ibtca-fabric (release; cargo shows each crate)"
+step cargo build --release -p ibtca-device -p ibtca-fabric
 say "building the guest module, tool and initramfs"
-bash scripts/build-guest.sh
+step bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest
 
 # cargo put the binaries under $CARGO_TARGET_DIR when it is set.
@@ -47,7 +48,7 @@ say "ibtca-fabric up --guests qemu-configs/two-nodes.json: two devices (LID 1 an
 # The launcher starts the devices, waits for the link, then boots one guest
 # per node (consoles in $fab/NODE.console) and, with --wait, returns when
 # both guests have powered off.
-"$fabric_bin" up qemu-configs/two-nodes.json --run-dir "$fab" \
+step "$fabric_bin" up qemu-configs/two-nodes.json --run-dir "$fab" \
 	--guests --wait --guest-timeout 300 \
 	--kernel "$GUEST/vmlinuz" --initrd "$GUEST/initramfs.cpio.gz" \
 	--append "a=ibtca.mode=verbs ibtca.role=server ibtca.peer_lid=2" \
@@ -78,3 +79,4 @@ if [ "$ok" != 1 ]; then
 	exit 1
 fi
 echo "both guests passed: RDMA between two VMs over ibtca"
+steps_done

@@ -8,22 +8,44 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/chroot-mounts.sh
+step_name=test.sh
+. scripts/steps.sh
 
 vm=1
 [ "${1:-}" = "--no-vm" ] && vm=0
 
+# Tests that try something again report every failed try into this file
+# (tests/harness/retries.rs); it is printed at the end, also when every
+# retried step finally passed.
+IBTCA_RETRY_LOG=$(mktemp "${TMPDIR:-/tmp}/ibtca-retries.XXXXXX")
+export IBTCA_RETRY_LOG
+report_retries() {
+	if [ -s "$IBTCA_RETRY_LOG" ]; then
+		say "tries that failed before one passed (or before the test gave up):"
+		cat "$IBTCA_RETRY_LOG" >&2
+	fi
+	rm -f -- "$IBTCA_RETRY_LOG"
+}
+on_exit() {
+	local rc=$?
+	report_retries
+	[ "$vm" = 1 ] && [ -n "${IBTCA_CHROOT:-}" ] && ibtca_chroot_release "$IBTCA_CHROOT"
+	say "exit status $rc"
+}
+# VMs run chrooted; leave nothing mounted behind, whatever happens.
+trap on_exit EXIT
+
 if [ "$vm" = 1 ]; then
-	bash scripts/setup-vm-stack.sh
+	step bash scripts/setup-vm-stack.sh
 	. "${IBTCA_CACHE:-$HOME/.cache/ibtca}/stack.env"
-	# VMs run chrooted; leave nothing mounted behind, whatever happens.
-	trap 'ibtca_chroot_release "$IBTCA_CHROOT"' EXIT
-	bash scripts/build-guest.sh
+	step bash scripts/build-guest.sh
 fi
 
-bash scripts/host-tools.sh
-cargo build --workspace --all-targets
+step bash scripts/host-tools.sh
+step cargo build --workspace --all-targets
 if [ "$vm" = 1 ]; then
-	cargo test --workspace -- --include-ignored
+	# VM tests take the VM lock (tests/harness/vm_lock.rs): one at a time.
+	step cargo test --workspace -- --include-ignored
 else
-	cargo test --workspace
+	step cargo test --workspace
 fi

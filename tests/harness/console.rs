@@ -49,13 +49,29 @@ pub fn tagged(tag: &str, cmd: &str) -> String {
 
 /// A client: `cmd` until the server (started meanwhile in another guest)
 /// answers, at most `tries` times a second apart; a failure after
-/// connecting (the output names the remote address) is final.
+/// connecting (the output names the remote address) is final. Each
+/// earlier try's output is kept on the console, every line marked
+/// `IBTCA-RETRY try=N exit=STATUS TAG: ` ([`crate::retries::MARK`]; the
+/// test reports them with [`crate::retries::report_console`]); `TAG:`,
+/// not `TAG `, so that [`tagged_lines`] leaves them out.
 pub fn client(tag: &str, cmd: &str, tries: u32) -> String {
     format!(
         "for i in $(seq {tries}); do out=$({cmd} 2>&1); st=$?; \
          if [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; then \
-         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; sleep 1; done; \
-         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1"
+         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; \
+         {}; sleep 1; done; \
+         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1",
+        mark_failed_try(tag, "$out")
+    )
+}
+
+/// A shell command that prints `output` (an expansion, e.g. `$out` or
+/// `$(cat F)`, which it quotes) with every line marked as try `$i` of `tag` that failed
+/// with status `$st` ([`crate::retries::MARK`]).
+pub fn mark_failed_try(tag: &str, output: &str) -> String {
+    format!(
+        "echo \"{output}\" | sed \"s/^/{}try=$i exit=$st {tag}: /\"",
+        crate::retries::MARK
     )
 }
 
@@ -93,6 +109,33 @@ mod tests {
     #[should_panic(expected = "no missing= in")]
     fn a_missing_field_panics_naming_it() {
         field("a=1 b=2", "missing");
+    }
+
+    #[test]
+    fn a_client_keeps_the_output_of_its_failed_tries_marked() {
+        let dir = crate::TempDir::new("client");
+        let count = dir.join("count");
+        std::fs::write(&count, "0").unwrap();
+        // Refused twice, then served.
+        let cmd = format!(
+            "n=$(cat {c}); echo $((n + 1)) >{c}; \
+             if [ $n -ge 2 ]; then echo served; else echo refused $n; false; fi",
+            c = count.display()
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(client("CL", &cmd, 5))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            text,
+            "IBTCA-RETRY try=1 exit=1 CL: refused 0\n\
+             IBTCA-RETRY try=2 exit=1 CL: refused 1\n\
+             CL served\nCL exit=0\n"
+        );
+        assert_eq!(tagged_lines(&text, "CL"), ["served", "exit=0"]);
     }
 
     #[test]

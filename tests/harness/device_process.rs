@@ -78,7 +78,8 @@ impl Device {
     /// Runs `command` and waits until the device accepts on `socket`.
     pub fn spawn(mut command: Command, socket: &std::path::Path) -> Self {
         let child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // A hang guard: a device listens milliseconds after it starts.
+        let deadline = Instant::now() + Duration::from_secs(30);
         // Wait until it accepts: the path may already exist (stale socket).
         while std::os::unix::net::UnixStream::connect(socket).is_err() {
             assert!(

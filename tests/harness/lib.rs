@@ -35,10 +35,12 @@ pub mod pair;
 pub mod peer_death;
 pub mod qp_retry;
 pub mod raw_port;
+pub mod retries;
 pub mod sim_guest;
 pub mod sm_client;
 pub mod sm_nodes;
 pub mod vm;
+pub mod vm_lock;
 
 /// vfio-user command numbers (from the specification).
 pub mod cmd {
@@ -128,7 +130,8 @@ impl Client {
     /// Connects without negotiating.
     pub fn connect_raw(path: &Path) -> io::Result<Self> {
         let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        // A hang guard for a reply the server sends at once.
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         Ok(Client { stream, next_id: 1 })
     }
 

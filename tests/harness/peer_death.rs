@@ -21,9 +21,8 @@ pub const LEN: u32 = 1 << 20;
 const T: Duration = Duration::from_secs(20);
 
 /// How long the requester of a stream tries before WC_RETRY_EXC_ERR: its
-/// QP must be connected with [`Retry::PROMPT`] (537 ms for in-process
-/// devices), each try raised to the ACK timeout floor of `ibtca-device`
-/// and `ibtca-fabric` (250 ms): 2 s.
+/// QP must be connected with [`Retry::PROMPT`] (2.1 s), each try at least
+/// the ACK timeout floor of `ibtca-device` and `ibtca-fabric` (250 ms).
 pub fn retry_bound() -> Duration {
     let floor = Duration::from_millis(DEFAULT_MIN_ACK_TIMEOUT_MS);
     let prompt = Retry::PROMPT;
@@ -32,10 +31,18 @@ pub fn retry_bound() -> Duration {
         .max(floor * (u32::from(prompt.retry_cnt) + 1))
 }
 
-/// Slack on [`retry_bound`] for a loaded machine (two CPUs shared with
-/// other work): generous, and still far below the minute a peer's death
-/// used to cost.
-pub const SLACK: Duration = Duration::from_secs(3);
+/// How long a test waits for each completion of a stream whose peer died:
+/// a hang guard, not a measurement. Ten times [`retry_bound`], a span a
+/// device thread starved on a loaded two-CPU machine does not reach (its
+/// eight ACK timers would each have to be late by two seconds and more),
+/// and still short of the minute a peer's death once cost. What proves
+/// that the requester gave up by its own retry count is the failure
+/// itself (WC_RETRY_EXC_ERR, the only status the ACK timer gives) and, for
+/// `ibtca-device` processes, the `timeouts=` and `retry_cnt=` of the QP
+/// error it logs (`device_binary`, `vm_peer_death`).
+pub fn hang_guard() -> Duration {
+    retry_bound() * 10
+}
 
 /// Posts a stream of [`WRITES`] WRITEs (wr_id 0..) from `src` (address,
 /// L_Key) on `qp` to `to` (address, R_Key), and waits for the first
@@ -50,16 +57,17 @@ pub fn start_stream(g: &mut SimGuest, qp: &mut Qp, cq: &mut Cq, src: (u64, u32),
 }
 
 /// Takes the rest of the stream's completions: successes (WRITEs the peer
-/// acknowledged before it died), then one WC_RETRY_EXC_ERR no later than
-/// [`retry_bound`] + [`SLACK`] after `died`, then WC_WR_FLUSH_ERR for
-/// every later WRITE; all in order, nothing after them. Returns how many
-/// WRITEs failed or were flushed (not the first success).
+/// acknowledged before it died), then one WC_RETRY_EXC_ERR, then
+/// WC_WR_FLUSH_ERR for every later WRITE; all in order, nothing after
+/// them. Each completion is waited for up to [`hang_guard`]; the time from
+/// `died` to the failure is printed, not asserted. Returns how many WRITEs
+/// failed or were flushed (not the first success).
 pub fn expect_retry_exceeded(g: &mut SimGuest, cq: &mut Cq, died: Instant, what: &str) -> u64 {
     let mut ok = 1;
     let mut failed_at = None;
     for i in 1..WRITES {
         let c = g
-            .poll_cq(cq, retry_bound() + SLACK + T)
+            .poll_cq(cq, hang_guard())
             .unwrap_or_else(|| panic!("{what}: no completion for WRITE {i}"));
         assert_eq!(c.wr_id.to_native(), i, "{what}: completions in order");
         assert_eq!(c.opcode, WC_RDMA_WRITE, "{what}: WRITE {i}");
@@ -75,14 +83,11 @@ pub fn expect_retry_exceeded(g: &mut SimGuest, cq: &mut Cq, died: Instant, what:
     }
     let took = failed_at.unwrap_or_else(|| panic!("{what}: every WRITE succeeded"));
     eprintln!(
-        "{what}: {ok} WRITEs done, then WC_RETRY_EXC_ERR after {:.3} s, {} flushed",
+        "{what}: {ok} WRITEs done, then WC_RETRY_EXC_ERR after {:.3} s \
+         ((retry_cnt + 1) x timeout = {:?}), {} flushed",
         took.as_secs_f64(),
+        retry_bound(),
         WRITES - ok - 1
-    );
-    assert!(
-        took <= retry_bound() + SLACK,
-        "{what}: WC_RETRY_EXC_ERR after {took:?}, more than (retry_cnt + 1) x timeout = {:?}",
-        retry_bound()
     );
     assert!(
         g.poll_cq(cq, Duration::from_millis(200)).is_none(),

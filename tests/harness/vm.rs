@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::vm_lock::{lock_path, VmLock};
 use crate::{workspace_bin, TempDir};
 
 /// The installed VM stack and built guest artefacts.
@@ -39,10 +40,35 @@ fn cache_dir() -> PathBuf {
         })
 }
 
+/// The VM stack, for a test that boots guests, with the test's
+/// [`VmLock`] held until it is dropped: no other test, in this process or
+/// another, boots guests meanwhile.
+pub struct LockedStack {
+    stack: &'static VmStack,
+    _lock: VmLock,
+}
+
+impl std::ops::Deref for LockedStack {
+    type Target = VmStack;
+    fn deref(&self) -> &VmStack {
+        self.stack
+    }
+}
+
 impl VmStack {
-    /// Finds the stack and builds the guest artefacts (once per process).
-    /// Panics with the command to run if the stack is not installed.
-    pub fn get() -> &'static VmStack {
+    /// Takes the VM lock ([`crate::vm_lock`]; a VM test calls this first,
+    /// and holds what it returns to its end), finds the stack and builds
+    /// the guest artefacts (once per process). Panics with the command to
+    /// run if the stack is not installed.
+    pub fn get() -> LockedStack {
+        let lock = VmLock::acquire(&lock_path(&cache_dir()));
+        LockedStack {
+            stack: Self::find(),
+            _lock: lock,
+        }
+    }
+
+    fn find() -> &'static VmStack {
         static STACK: OnceLock<VmStack> = OnceLock::new();
         STACK.get_or_init(|| {
             let cache = cache_dir();
@@ -110,6 +136,14 @@ impl VmStack {
         TempDir::new_in(Some(&self.chroot.join("tmp")), tag)
     }
 
+    /// `path` (inside the chroot) as QEMU, running chrooted, sees it.
+    pub fn in_chroot(&self, path: &Path) -> String {
+        let inner = path
+            .strip_prefix(&self.chroot)
+            .unwrap_or_else(|_| panic!("{} is not in the chroot", path.display()));
+        Path::new("/").join(inner).display().to_string()
+    }
+
     /// Boots a guest with one device per socket and returns when it powers
     /// off (or `timeout` expires).
     pub fn boot(&self, vm: &VmConfig) -> VmRun {
@@ -139,6 +173,9 @@ impl VmStack {
         }
         if let Some(log) = &vm.serial_log {
             cmd.arg("--serial-log").arg(log);
+        }
+        if !vm.qemu_args.is_empty() {
+            cmd.arg("--").args(&vm.qemu_args);
         }
         let start = Instant::now();
         let out = cmd.stderr(Stdio::inherit()).output().expect("run-vm.sh");
@@ -175,6 +212,8 @@ pub struct VmConfig {
     /// Also write the serial console to this file as it happens (inside
     /// the chroot), for tests that act on what the guest prints.
     pub serial_log: Option<PathBuf>,
+    /// More QEMU arguments (paths as QEMU sees them: [`VmStack::in_chroot`]).
+    pub qemu_args: Vec<String>,
 }
 
 impl VmConfig {
@@ -189,6 +228,7 @@ impl VmConfig {
             nice: None,
             timeout_signal: None,
             serial_log: None,
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -500,7 +540,7 @@ pub fn run_guest_pair(
         plan(a, "server", "server", 2, server_checks),
         plan(b, "client", "client", 1, client_checks),
     ];
-    boot_and_check(stack, mode, tag, extra, timeout, plans);
+    boot_and_check(&stack, mode, tag, extra, timeout, plans);
 }
 
 /// Three `ibtca-device` processes (LIDs 1, 2 and 3, each also given
@@ -562,6 +602,6 @@ pub fn run_guest_trio(
             }
         })
         .collect();
-    boot_and_check(stack, mode, tag, extra, timeout, plans);
+    boot_and_check(&stack, mode, tag, extra, timeout, plans);
     switch.stop();
 }

@@ -3,9 +3,10 @@
 //! guest; A streams WRITEs to B, then B's device is killed, the link goes
 //! down or loses everything, B's device is restarted fresh, or B's client
 //! (QEMU) goes away and a new one comes. Every time A's oldest unfinished
-//! WRITE completes with WC_RETRY_EXC_ERR within (retry_cnt + 1) × the ACK
-//! timeout of the death, every later one with WC_WR_FLUSH_ERR, and A's
-//! device then serves a new QP pair.
+//! WRITE completes with WC_RETRY_EXC_ERR (its ACK timer ran out of
+//! retries; the time is printed, `peer_death::hang_guard` bounds the
+//! wait), every later one with WC_WR_FLUSH_ERR, and A's device then
+//! serves a new QP pair.
 //!
 //! What a peer that forgot the QP does (IBA vol 1 §9.6, transport header validation: a packet for
 //! a QP that does not exist, or is not in a state to receive, is silently

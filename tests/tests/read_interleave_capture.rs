@@ -304,14 +304,22 @@ fn connect_paced(g: &mut SimGuest, qp: &Qp, dlid: u16, dest_qpn: u32, window: u1
 /// scheduler of a loaded machine (the switch and A are other threads), so
 /// a run whose streams are right but not interleaved is tried again, at
 /// most three times; an engine that serves a QP's responses in one go, or
-/// holds its requester while it owes responses, fails every run.
+/// holds its requester while it owes responses, fails every run. Each
+/// run that was not interleaved is reported (`retries::report`), also
+/// when a later one passes.
 #[test]
 fn read_responses_interleave_with_the_qps_own_writes_on_the_wire() {
     let mut seen = Vec::new();
-    for _ in 0..3 {
+    for run in 1..=3 {
         match writes_and_responses_once() {
             Ok(()) => return,
-            Err(e) => seen.push(e),
+            Err(e) => {
+                ibtca_tests::retries::report(
+                    "read_interleave_capture",
+                    &format!("run {run} of 3 not interleaved: {e}"),
+                );
+                seen.push(e);
+            }
         }
     }
     panic!("never interleaved: {seen:#?}");

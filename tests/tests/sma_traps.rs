@@ -89,15 +89,22 @@ fn fabric(name: &str) -> Fabric {
 
 /// Sends `smp` (by directed route to the switch) and returns the answer,
 /// skipping traps that were already on their way.
-fn ask(sm: &mut SmClient, mut smp: Smp) -> Smp {
+fn ask(sm: &mut SmClient, smp: Smp) -> Smp {
+    ask_counting_traps(sm, smp).0
+}
+
+/// [`ask`], and how many traps it skipped.
+fn ask_counting_traps(sm: &mut SmClient, mut smp: Smp) -> (Smp, u64) {
     sm.send(&mut smp, 0);
+    let mut traps = 0;
     loop {
         let (reply, _, _, _) = sm.next_smp();
         if reply.method == method::TRAP {
+            traps += 1;
             continue;
         }
         assert_eq!(reply.tid, smp.tid, "the answer to the request just sent");
-        return reply;
+        return (reply, traps);
     }
 }
 
@@ -187,13 +194,31 @@ fn wait_counts(sw: &Switch, what: &str, done: impl Fn(&TrapCounts) -> bool) -> T
     }
 }
 
-/// The traps among packets that arrived, each checked to carry `tid`.
-fn traps_among(packets: &[Vec<u8>], tid: u64) -> usize {
-    packets
-        .iter()
-        .map(|p| smp_of_packet(&PacketView::parse(p).unwrap()).unwrap())
-        .inspect(|s| assert_eq!((s.method, s.tid), (method::TRAP, tid), "{s:?}"))
-        .count()
+/// After a repress: the SM has read `read` of the `sent` traps of `tid`
+/// the sender counted when the repress was counted. Waits for the others
+/// (sent before the repress, still on their way: as many as a loaded
+/// machine delayed; `WAIT` is a hang guard), each checked to carry `tid`;
+/// then checks over ten more intervals that no trap arrives and that
+/// `sent_now` stays `sent`: the repress stopped the repeats.
+fn expect_no_repeat(
+    sm: &SmClient,
+    tid: u64,
+    read: u64,
+    sent: u64,
+    mut sent_now: impl FnMut() -> u64,
+) {
+    assert!(read <= sent, "{read} traps read, {sent} sent");
+    for _ in read..sent {
+        let p = sm.next_packet();
+        let s = smp_of_packet(&PacketView::parse(&p).unwrap()).unwrap();
+        assert_eq!((s.method, s.tid), (method::TRAP, tid), "{s:?}");
+    }
+    // Absence over a span: a starved sender could only hide a repeat
+    // here, never make this fail without one.
+    std::thread::sleep(INTERVAL * 10);
+    let late = sm.arrived_packets();
+    assert!(late.is_empty(), "{} traps after the repress", late.len());
+    assert_eq!(sent_now(), sent, "repressed: no repeat");
 }
 
 #[test]
@@ -210,14 +235,9 @@ fn a_link_change_sends_trap_128_until_the_sm_represses_it() {
     repress(&f.sm, tid, |_| {});
     let c = wait_counts(&f.sw, "the repress counted", |c| c.repressed == 1);
     assert_eq!((c.stray_represses, c.unanswered), (0, 0));
-    // No more repeats: a send already under way when the repress came may
-    // still arrive, then nothing over ten intervals.
-    std::thread::sleep(INTERVAL * 10);
-    let mut late = traps_among(&f.sm.arrived_packets(), tid);
-    std::thread::sleep(INTERVAL * 10);
-    late += traps_among(&f.sm.arrived_packets(), tid);
-    assert!(late <= 1, "{late} traps after the repress");
-    assert_eq!(f.sw.trap_counts().sent, c.sent, "repressed: no repeat");
+    // No more repeats: the sends counted before the repress arrive (two
+    // read above), then nothing.
+    expect_no_repeat(&f.sm, tid, 2, c.sent, || f.sw.trap_counts().sent);
 
     // The link coming back is a new change: a new trap, a new TID.
     f.sw.port_up(2).unwrap();
@@ -463,7 +483,9 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
         .send(smp_packet(&r, SM_LID, LID).build().unwrap())
         .unwrap();
     let bar0 = |g: &mut SimGuest, reg| g.client.read32(0, reg);
-    assert_eq!(port_info(&mut sm).m_key_violations, 1);
+    let get = Smp::directed(method::GET, id::PORT_INFO, 1, &[1]).unwrap();
+    let (info, skipped) = ask_counting_traps(&mut sm, get);
+    assert_eq!(PortInfo::decode(&info.data).m_key_violations, 1);
     assert_eq!(bar0(&mut g, regs::TRAPS_REPRESSED), 0);
     assert_eq!(next_trap_144(&sm, LID, without), tid, "still repeated");
     r.m_key = KEY;
@@ -478,14 +500,10 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     }
     let sent = bar0(&mut g, regs::TRAPS_SENT);
     assert!(sent >= 2, "TRAPS_SENT {sent}");
-    // A straggler sent before the repress may come, then nothing (20
-    // intervals).
-    std::thread::sleep(INTERVAL * 10);
-    let mut late = traps_among(&sm.arrived_packets(), tid);
-    std::thread::sleep(INTERVAL * 10);
-    late += traps_among(&sm.arrived_packets(), tid);
-    assert!(late <= 1, "repressed: no repeat ({late} late traps)");
-    assert_eq!(bar0(&mut g, regs::TRAPS_SENT), sent);
+    // The traps sent before the repress arrive (three read by
+    // next_trap_144, `skipped` by the Get), then nothing.
+    let sent_now = || u64::from(bar0(&mut g, regs::TRAPS_SENT));
+    expect_no_repeat(&sm, tid, 3 + skipped, u64::from(sent), sent_now);
     assert_eq!(port_info(&mut sm).capability_mask, without);
     // The same mask again is no change: no trap.
     assert_eq!(set_caps(&mut g, 0, cap::IS_SM), without);

@@ -47,7 +47,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ibtca_fabric::{End, Plan};
-use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::console::{client, mark_failed_try, tagged, tagged_lines};
 use ibtca_tests::ib_diags::{
     counter, field, hex, ibroute, netdiscover, node_records, ordered, tracert, PortEnd,
 };
@@ -220,10 +220,15 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         tagged("TRACERT", "ibtracert 1 4"),
         tagged("SAQUERY", "saquery"),
         tagged("PATH", "saquery -p --src-to-dst 1:4"),
+        // Until n2's ibping -S answers all five; each earlier try's output
+        // is kept, marked (reported below).
         tagged(
             "PING",
-            "for i in $(seq 60); do ibping -c 5 -L 2 >/tmp/ping 2>&1; \
-             grep -q ', 5 received' /tmp/ping && break; sleep 1; done; cat /tmp/ping",
+            &format!(
+                "for i in $(seq 60); do ibping -c 5 -L 2 >/tmp/ping 2>&1; st=$?; \
+                 grep -q ', 5 received' /tmp/ping && break; {}; sleep 1; done; cat /tmp/ping",
+                mark_failed_try("PING", "$(cat /tmp/ping)")
+            ),
         ),
         client("PP2", "ibv_rc_pingpong -d ibtca0 n2", 120),
         tagged("PERF-BEFORE", "perfquery 3 1"),
@@ -380,6 +385,9 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let said = text(&out);
     let console = |n: &str| std::fs::read_to_string(console_path(n)).unwrap_or_default();
     let (c1, c3, c4) = (console("n1"), console("n3"), console("n4"));
+    // The tries of ibping and the ping-pong clients that failed before
+    // one passed.
+    ibtca_tests::retries::report_console("n1", &c1);
     let opensm_log = std::fs::read_to_string(run.join("n1.guest/opensm.log")).unwrap_or_default();
     let all = format!(
         "{said}\n{link_log}\n==> n1:\n{c1}\n==> n2:\n{}\n==> n3:\n{}\n==> n4:\n{c4}\n==> opensm.log:\n{opensm_log}",

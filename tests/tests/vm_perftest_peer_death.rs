@@ -76,7 +76,7 @@ fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
         extra.push("--run".into());
         extra.push(run);
     }
-    let fab = GuestFabric::up(stack, "perftest-peer-death", TOPOLOGY, &extra);
+    let fab = GuestFabric::up(&stack, "perftest-peer-death", TOPOLOGY, &extra);
     let run = &fab.run;
     let run_s = fab.run_dir();
 
@@ -99,7 +99,8 @@ fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
         "--guest-only",
         "--kill",
     ]);
-    let text = wait_for(&console, "RUN1 exit=", 1, Duration::from_secs(120));
+    // A hang guard, not a measurement.
+    let text = wait_for(&console, "RUN1 exit=", 1, Duration::from_secs(300));
     let seen = killed.elapsed();
     let run1 = tagged_lines(&text, "RUN1");
     eprintln!(
@@ -121,9 +122,10 @@ fn killing_the_server_guest_fails_the_perftest_client_with_retry_exceeded() {
             .is_some_and(|l| l.starts_with("exit=") && *l != "exit=0"),
         "{run1:?}"
     );
-    // Retries take 8 × 250 ms (the floor); the rest is guests under TCG. A hang would
-    // be the 10 s run's end or never.
-    assert!(seen < Duration::from_secs(60), "{seen:?}");
+    // Retries take 8 × 250 ms (the floor); the rest is guests under TCG,
+    // printed above, not asserted: a client that never gave up would end
+    // its 10 s run with exit=0 and no status 12 (checked above), or hang
+    // to the wait's guard.
 
     // The second run, from the same device to the restarted server guest
     // (on n1's device, which its killed QEMU left), completes.

@@ -42,6 +42,7 @@
 use std::path::Path;
 
 use ibtca_tests::capture::{num, tshark, ACK_REQ, MSN};
+use ibtca_tests::console::mark_failed_try;
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
@@ -70,12 +71,14 @@ fn tagged(tag: &str, cmd: &str) -> String {
 
 /// A client: `cmd` until the server (started meanwhile on the other
 /// guest) answers, at most two minutes; a run that connected (the output
-/// names the remote address) is final, whatever its status.
+/// names the remote address) is final, whatever its status. Earlier
+/// tries' output stays on the console, marked (`mark_failed_try`).
 fn client(tag: &str, cmd: &str) -> String {
     format!(
         "for i in $(seq 120); do out=$({cmd} 2>&1); st=$?; \
-         if [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; then break; fi; sleep 1; done; \
-         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; true"
+         if [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; then break; fi; {}; sleep 1; done; \
+         echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; true",
+        mark_failed_try(tag, "$out")
     )
 }
 
@@ -244,6 +247,9 @@ fn guests_choose_the_msn_start_and_ack_policy() {
     let out = fabric(&argv);
     let said = text(&out);
     let (c1, c2) = (console(&run, "n1"), console(&run, "n2"));
+    // The clients' tries that failed before one passed.
+    ibtca_tests::retries::report_console("n1", &c1);
+    ibtca_tests::retries::report_console("n2", &c2);
     let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
     assert!(out.status.success(), "every command ran:\n{all}");
     let rows = tshark(&run.join("link.pcap"));

@@ -158,6 +158,9 @@ fn pingpong_and_perftest_run_over_ibtca() {
     let console =
         |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
     let (c1, c2) = (console("n1"), console("n2"));
+    // The clients' tries that failed before one passed.
+    ibtca_tests::retries::report_console("n1", &c1);
+    ibtca_tests::retries::report_console("n2", &c2);
     let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
     eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
     assert!(out.status.success(), "every command passes:\n{all}");

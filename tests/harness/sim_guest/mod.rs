@@ -209,7 +209,8 @@ impl SimGuest {
         // Posted, like the driver's writel.
         self.client
             .post_write(0, regs::CMDQ_DB, &self.cmd_pi.to_le_bytes());
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // A hang guard: the engine runs a command in microseconds.
+        let deadline = Instant::now() + Duration::from_secs(30);
         let status_at = slot + std::mem::offset_of!(CmdEntry, status) as u64;
         loop {
             // The status, loaded at once, then the entry it published.

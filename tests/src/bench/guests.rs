@@ -215,7 +215,7 @@ pub(super) fn run_guest_verbs() -> ExitCode {
         .unwrap_or_else(|| vec![Placement::shared(), Placement::nice(), Placement::latency()]);
     let mut code = ExitCode::SUCCESS;
     for placement in &placements {
-        if guest_verbs_once(&bin, stack, placement) != ExitCode::SUCCESS {
+        if guest_verbs_once(&bin, &stack, placement) != ExitCode::SUCCESS {
             code = ExitCode::from(1);
         }
     }
@@ -538,7 +538,7 @@ pub(super) fn run_guest_drdma() -> ExitCode {
         .iter()
         .flat_map(|p| ["trapped", "mapped"].map(|w| (p, w)));
     for (placement, window) in runs {
-        let perf = match guest_drdma_run(&bin, stack, window, placement) {
+        let perf = match guest_drdma_run(&bin, &stack, window, placement) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("ibtca-bench: {window} window: {e}");

@@ -390,7 +390,7 @@ pub(super) fn run(opts: Opts) -> ExitCode {
                 } in configs
                 {
                     eprintln!("[bench] guest: {placement}, server --spin-us {spin}");
-                    match guest_run(stack, &device_bin, qemu, server, spin) {
+                    match guest_run(&stack, &device_bin, qemu, server, spin) {
                         Ok(g) => {
                             eprintln!(
                                 "[bench]   read {:.2} µs, write {:.2} µs (boot {:.1} s)",

@@ -1,6 +1,6 @@
 //! Two links: Hello, traffic, start order, peer loss and return.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
 use crate::LinkError;
@@ -60,14 +60,11 @@ fn connect_before_listen_still_connects() {
 #[test]
 fn connect_side_restart_brings_link_back() {
     let (a, b, path) = pair("restart-connect");
-    let t = Instant::now();
     b.link.stop();
-    a.expect_down();
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "Down took {:?}",
-        t.elapsed()
-    );
+    // Told by the socket's end, the only way a link learns of a peer
+    // that went away (no timer to wait out).
+    let reason = a.expect_down();
+    assert!(reason.contains("closed"), "{reason}");
     assert!(!a.link.is_up());
 
     let b = start(LinkEndpoint::Connect(path), port(3));
@@ -83,14 +80,8 @@ fn connect_side_restart_brings_link_back() {
 #[test]
 fn listen_side_restart_brings_link_back() {
     let (a, b, path) = pair("restart-listen");
-    let t = Instant::now();
     a.link.stop();
     let reason = b.expect_down();
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "Down took {:?}",
-        t.elapsed()
-    );
     assert!(reason.contains("closed"), "{reason}");
 
     let a = start(LinkEndpoint::Listen(path), port(4));
@@ -104,11 +95,20 @@ fn listen_side_restart_brings_link_back() {
 #[test]
 fn send_while_down_is_dropped_without_blocking() {
     let b = start(LinkEndpoint::Connect(socket_path("nobody")), port(2));
-    let t = Instant::now();
-    for _ in 0..100 {
-        assert_eq!(b.link.send(vec![0; 64]), Err(LinkError::Down));
-    }
-    assert!(t.elapsed() < Duration::from_secs(1));
+    // On another thread: a send that blocked would never return (nobody
+    // listens), so the wait fails at the hang guard instead of hanging.
+    let (done, sends) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let results: Vec<_> = (0..100).map(|_| b.link.send(vec![0; 64])).collect();
+        let _ = done.send((results, b));
+    });
+    let (results, b) = sends
+        .recv_timeout(PATIENCE)
+        .expect("100 sends on a down link returned (hang guard)");
+    assert!(
+        results.iter().all(|r| *r == Err(LinkError::Down)),
+        "{results:?}"
+    );
     let s = b.link.stats();
     assert_eq!((s.tx_dropped_down, s.tx_packets), (100, 0));
     assert_eq!(

@@ -488,7 +488,7 @@ fn graph_command(
     output: Option<&Path>,
 ) -> Result<(), String> {
     let text = match file {
-        Some(f) => graph::dot(&load(f, run_dir)?.1, None),
+        Some(f) => graph::dot(&load(f, run_dir)?.2, None),
         None => {
             let plan = running_plan(run_dir)?;
             let (_, views) = inspect::running(run_dir)?;

@@ -222,6 +222,17 @@ fn window_file(c: &mut Client) -> std::fs::File {
     c.region_info_fd(WINDOW, 64).1.expect("the PMB file")
 }
 
+/// A client of `s`, the window's PMB file it was given and the file's
+/// length; the client has written 0xa5 over the whole file.
+fn dirty_window(s: &TestServer) -> (Client, std::fs::File, usize) {
+    let mut c = s.client();
+    let file = window_file(&mut c);
+    let len = file.metadata().unwrap().len() as usize;
+    assert!(len >= 32 * LEN, "every range's page: {len}");
+    file.write_all_at(&vec![0xa5; len], 0).unwrap();
+    (c, file, len)
+}
+
 #[track_caller]
 fn all_zero(file: &std::fs::File, what: &str) {
     let len = file.metadata().unwrap().len() as usize;
@@ -239,11 +250,7 @@ fn all_zero(file: &std::fs::File, what: &str) {
 #[test]
 fn the_next_client_sees_only_zeros_in_the_mapped_window() {
     let s = mapped_device();
-    let mut first = s.client();
-    let old = window_file(&mut first);
-    let len = old.metadata().unwrap().len() as usize;
-    assert!(len >= 32 * LEN, "every range's page: {len}");
-    old.write_all_at(&vec![0xa5; len], 0).unwrap();
+    let (first, old, len) = dirty_window(&s);
     let _ = first.stream().shutdown(std::net::Shutdown::Both);
     // The device serves the next client once the first one's disconnect
     // has been handled.
@@ -259,10 +266,7 @@ fn the_next_client_sees_only_zeros_in_the_mapped_window() {
 #[test]
 fn a_device_reset_zeroes_the_mapped_window() {
     let s = mapped_device();
-    let mut c = s.client();
-    let file = window_file(&mut c);
-    let len = file.metadata().unwrap().len() as usize;
-    file.write_all_at(&vec![0xa5; len], 0).unwrap();
+    let (mut c, file, _) = dirty_window(&s);
     c.write32(0, RESET, RESET_VALUE);
     let _ = c.read32(0, DRDMA_ERRORS); // the reset is done
     all_zero(&file, "the window after a device reset");

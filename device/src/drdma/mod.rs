@@ -23,7 +23,9 @@
 //!    `{addr 0, length len, lkey IBTCA_SGE_DIRECT | n}` with the remote
 //!    address and R_Key, and ring the SQ doorbell;
 //! 3. store `len` bytes into range `n` of the window, any sizes, any order
-//!    (mapped window: then write DRDMA_COMMIT = `n | len << 16`).
+//!    (mapped window: then write DRDMA_COMMIT = `n | len << 16`). The
+//!    submit zeroes the PMB, so the stores must follow it: the driver reads
+//!    ARR_CTRL back, which flushes a posted submit.
 //!
 //! When the Write Byte Count reaches the length the ARR flips to BR Valid
 //! and the engine, which held the work request at the head of the send

@@ -258,7 +258,7 @@
 #define IBTCA_ACK_PER_MESSAGE              0x0
 /* ACK policy: one ACK per packet (AckReq on every packet). */
 #define IBTCA_ACK_PER_PACKET               0x1
-/* ACK policy: one ACK every ack_every packets, across message boundaries. */
+/* ACK policy: coalesced across message boundaries, at most ack_every packets per ACK request: the requester sets AckReq every ack_every packets (every quarter window if that is fewer) and on the last packet it has to send; the responder ACKs those packets, several due in one burst as one cumulative ACK. ack_every bounds the packets between two AckReqs; it is not an exact count of packets per ACK on the wire. */
 #define IBTCA_ACK_COALESCED                0x2
 /* MODIFY_QP attribute: max_dest_rd_atomic (the responder resources). */
 #define IBTCA_QP_ATTR_DEST_RD_ATOMIC       0x200
@@ -472,7 +472,7 @@ struct ibtca_cmd_modify_qp {
 	__le32 rq_psn;	/* 0x1c: First PSN this QP expects. */
 	__le32 access;	/* 0x20: RC QPs: IBTCA_ACCESS_REMOTE_* rights for incoming requests (with IBTCA_QP_ATTR_ACCESS). UD and GSI QPs: the Q_Key (with IBTCA_QP_ATTR_QKEY; GSI only 0x80010000). */
 	__le32 initial_msn;	/* 0x24: MSN before the first completed message (24 bits; with IBTCA_QP_ATTR_MSN): both ends set the same value. */
-	__le16 ack_every;	/* 0x28: Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with IBTCA_QP_ATTR_ACK_POLICY). */
+	__le16 ack_every;	/* 0x28: Most packets between two ACK requests with IBTCA_ACK_COALESCED (1-65535; with IBTCA_QP_ATTR_ACK_POLICY): a bound, not a count. */
 	__le16 window;	/* 0x2a: Most unacknowledged packets in flight (with IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1 stop-and-wait (each packet waits for its ACK or the local ACK timeout), at most 1024. */
 	__u8 ack_mode;	/* 0x2c: IBTCA_ACK_* policy (with IBTCA_QP_ATTR_ACK_POLICY). */
 	__u8 max_dest_rd_atomic;	/* 0x2d: Responder resources (with IBTCA_QP_ATTR_DEST_RD_ATOMIC): RDMA READ / atomic requests this QP holds unanswered, at most max_qp_rd_atom; one more is NAKed invalid request. Without the bit: max_qp_rd_atom. 0 counts as 1. */

@@ -251,6 +251,8 @@
 #define IBTCA_DRDMA_ERR_NO_PMB             0x6
 /* DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit. */
 #define IBTCA_DRDMA_ERR_BAD_REQUEST        0x7
+/* DRDMA_LAST_ERROR: a commit on a trapped WRITE range declared bytes the transfer did not store (nothing is counted or sent). */
+#define IBTCA_DRDMA_ERR_UNSTORED           0x8
 /* RKM_STATUS: operations whose keys a walk cleared have not all stopped yet. */
 #define IBTCA_RKM_STATUS_BUSY              0x1
 /* RKM_STATUS: a walk ran and every operation it cleared has stopped (its NAK sent). */

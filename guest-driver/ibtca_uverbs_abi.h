@@ -138,7 +138,9 @@ struct ibtca_modify_srq_resp {
  * reserved ones are 0. initial_msn: the MSN before the first message
  * (0..0xffffff; both ends set the same). ack_mode: the device's
  * IBTCA_ACK_* (ibtca_abi.h): 0 per message, 1 per packet, 2 coalesced
- * (one ACK every ack_every packets, 1..65535); window: packets in flight, 0 the device's default,
+ * (1..65535: AckReq at most ack_every packets apart, closer at a quarter
+ * window and on the last packet to send; ACKs due in one burst go as one
+ * cumulative ACK, see IBTCA_ACK_COALESCED); window: packets in flight, 0 the device's default,
  * 1 stop-and-wait, at most IBTCA_MODIFY_QP_MAX_WINDOW. Anything else is
  * refused with EINVAL; a longer structure whose extra bytes are not 0
  * with EOPNOTSUPP; a shorter one (an older provider) has the missing

@@ -306,6 +306,8 @@ values! {
     DRDMA_ERR_NO_PMB: u32 = 6;
     /// DRDMA_LAST_ERROR: bad submit (ARR number, length 0 or above the range size) or commit.
     DRDMA_ERR_BAD_REQUEST: u32 = 7;
+    /// DRDMA_LAST_ERROR: a commit on a trapped WRITE range declared bytes the transfer did not store (nothing is counted or sent).
+    DRDMA_ERR_UNSTORED: u32 = 8;
     /// RKM_STATUS: operations whose keys a walk cleared have not all stopped yet.
     RKM_STATUS_BUSY: u32 = 1 << 0;
     /// RKM_STATUS: a walk ran and every operation it cleared has stopped (its NAK sent).

@@ -488,12 +488,14 @@ impl Backend for Tca {
     /// error) instead of finding no QP and being dropped, as for a QP
     /// that does not exist (IBA vol 1 9.6): the peer's requester then
     /// learns of it by its ACK timer (WC_RETRY_EXC_ERR), whatever the
-    /// timing.
+    /// timing. The DRDMA window's PMBs move to a new file: the client that
+    /// went may still map the old one.
     fn disconnected(&mut self) {
         self.reset_engine_and_wait();
         self.dma.clear();
         self.msix.clear_eventfds();
         self.err_eventfd = None;
+        self.drdma.next_client();
         self.function_reset();
     }
 }

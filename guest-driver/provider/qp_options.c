@@ -8,8 +8,11 @@
  *   IBTCA_MSN_START=N   the MSN before the first message, 0..0xffffff
  *                       (decimal or 0x hex; both ends set the same)
  *   IBTCA_ACK=LIST      comma-separated: one mode of per-message (the
- *                       default), per-packet or coalesced:N (an ACK every
- *                       N packets, 1..65535), and a window of window:N
+ *                       default), per-packet or coalesced:N (1..65535:
+ *                       an ACK is asked for at most N packets apart,
+ *                       closer at a quarter window and on the last packet
+ *                       to send; ACKs due in one burst go as one, so N is
+ *                       a bound, not an exact count), and a window of window:N
  *                       (packets in flight, 0..1024, 0 the device's
  *                       default) or stop-and-wait (window:1)
  *

@@ -26,6 +26,14 @@ pub fn submit(g: &mut SimGuest, arr: u32, write: bool, ttl: u32, pmb: Option<u32
     g.client.post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
 }
 
+/// DRDMA_SUBMIT as the guest driver writes it: the posted write, then a
+/// read of ARR_CTRL, which flushes it (a store into the mapped window must
+/// not overtake the submit that zeroes the range's PMB). Returns ARR_CTRL.
+pub fn submit_flushed(g: &mut SimGuest, arr: u32, write: bool, ttl: u32, pmb: Option<u32>) -> u32 {
+    submit(g, arr, write, ttl, pmb);
+    arr_reg(g, arr, regs::ARR_CTRL)
+}
+
 /// Reads field `field` (regs::ARR_*) of ARR `arr`.
 pub fn arr_reg(g: &mut SimGuest, arr: u32, field: u64) -> u32 {
     g.client.read32(

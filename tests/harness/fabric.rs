@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::guid;
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::{LinkConfig, LinkEndpoint};
@@ -65,6 +66,8 @@ pub struct FabricOptions {
     /// Every guest's ACK timeout and retries ([`Retry::PROMPT`] for
     /// tests of retransmission).
     pub retry: Retry,
+    /// Every device's DRDMA window.
+    pub drdma: DrdmaConfig,
 }
 
 impl Default for FabricOptions {
@@ -79,6 +82,7 @@ impl Default for FabricOptions {
             all_to_all: true,
             captures: false,
             retry: Retry::default(),
+            drdma: DrdmaConfig::default(),
         }
     }
 }
@@ -201,7 +205,7 @@ impl Fabric {
                 node_guid: guid::FABRIC_NODE_BASE + u64::from(lid),
                 port_guid: guid::FABRIC_NODE_BASE + u64::from(lid),
                 link: Some(ep.expect("every node is attached to a switch port")),
-                drdma: Default::default(),
+                drdma: o.drdma,
                 vl: Default::default(),
                 ..InstanceConfig::default()
             };

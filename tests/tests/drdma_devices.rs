@@ -305,9 +305,12 @@ fn refusals_count_and_leave_other_ranges_alone() {
     submit(g, 9, true, 64, Some(60));
     refused(g, DRDMA_ERR_NO_PMB, 9);
     assert_eq!(arr_bits(g, 9), 0, "nothing allocated");
-    // Commit on a trapped WRITE range counts like stores; too much is refused.
+    // A commit on a trapped WRITE range: past the length, then within it
+    // but of bytes never stored (drdma_isolation.rs has the rest).
     g.client.write32(0, DRDMA_COMMIT, 6 | (200 << 16));
     refused(g, DRDMA_ERR_PAST_LENGTH, 6);
+    g.client.write32(0, DRDMA_COMMIT, 6 | (50 << 16));
+    refused(g, DRDMA_ERR_UNSTORED, 6);
     // Range 3 is intact: finish it and send it.
     assert_eq!(arr_reg(g, 3, ARR_WBC), 512);
     store_burst(g, 3, 512, &data[512..]);
@@ -494,7 +497,7 @@ fn mapped_window_write_and_read() {
     let window = map_window(&mut p.a.g).expect("mappable window");
     // WRITE through range 3: stores go to memory, the commit counts them.
     let data = pattern(4096, 42);
-    submit(&mut p.a.g, 3, true, 4096, None);
+    submit_flushed(&mut p.a.g, 3, true, 4096, None);
     let w = direct_wqe(WR_DRDMA_WRITE, 3, 3, 4096, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut p.a.qp, &w);
     window
@@ -575,7 +578,7 @@ fn a_client_cannot_shrink_the_window_file() {
     // A DRDMA WRITE through range 0 still lands.
     let window = map_window(&mut p.a.g).expect("mappable window");
     let data = pattern(4096, 9);
-    submit(&mut p.a.g, 0, true, 4096, None);
+    submit_flushed(&mut p.a.g, 0, true, 4096, None);
     let w = direct_wqe(WR_DRDMA_WRITE, 0, 0, 4096, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut p.a.qp, &w);
     window.write_slice(&data, GuestAddress(0)).unwrap();

@@ -3,16 +3,19 @@
 //! | field | who sets it | meaning |
 //! |---|---|---|
 //! | Total Transfer Length | driver (submit) | bytes the transfer moves, 1..=4096 |
-//! | Write Byte Count | bus side (stores) | bytes stored into the range so far |
+//! | Write Byte Count | bus side (stores) | distinct bytes stored into the range so far |
 //! | Read Response Payload Length | bus router | bytes of the response in the PMB |
 //! | PMB Number | device (submit) | the packet memory block behind the range |
 //! | PCI Valid | both | the bus side may access the range |
 //! | BR Valid | both | the bus router owns the PMB |
 //! | Type | driver (submit) | WRITE (PCI → IB) or READ (IB → PCI) |
 //!
-//! WRITE: submit → `Type=WRITE, PCI V`; stores count bytes; when the count
-//! reaches the length → `BR V` (the send engine may build packets from the
-//! PMB); the work request retires → free.
+//! WRITE: submit → `Type=WRITE, PCI V`; stores count bytes, each byte once
+//! however often it is stored ([`StoredBytes`]); when the count reaches the
+//! length → `BR V` (the send engine may build packets from the PMB); the
+//! work request retires → free. A DRDMA_COMMIT counts bytes the device did
+//! not see stored (the mapped window); on a trapped range it may declare
+//! none ([`Arr::commit_store`]).
 //!
 //! READ: submit → `Type=READ, BR V`; each read response (in order) lands in
 //! the PMB at its offset in the message → `RRPL, PCI V`; loads of exactly
@@ -31,6 +34,7 @@
 use std::collections::VecDeque;
 
 use super::decode::RANGE_SIZE;
+use super::stored::StoredBytes;
 use crate::regs;
 
 /// Direction of a DRDMA transfer (the ARR's Type bit).
@@ -66,6 +70,9 @@ pub enum ArrError {
     /// Malformed submit or commit.
     #[error("bad request")]
     BadRequest,
+    /// A commit declared bytes this transfer did not store.
+    #[error("commit of bytes not stored")]
+    Unstored,
 }
 
 impl ArrError {
@@ -79,6 +86,7 @@ impl ArrError {
             ArrError::Busy => regs::DRDMA_ERR_BUSY,
             ArrError::NoPmb => regs::DRDMA_ERR_NO_PMB,
             ArrError::BadRequest => regs::DRDMA_ERR_BAD_REQUEST,
+            ArrError::Unstored => regs::DRDMA_ERR_UNSTORED,
         }
     }
 }
@@ -161,6 +169,8 @@ pub struct Arr {
     pub waiter: Option<u32>,
     /// Bytes of the read message that reached the device.
     delivered: u32,
+    /// WRITE: which bytes the guest stored through the trapped window.
+    stored: StoredBytes,
     /// Responses that arrived while the PMB was still full.
     backlog: VecDeque<(u32, Vec<u8>)>,
 }
@@ -221,38 +231,57 @@ impl Arr {
         Ok(())
     }
 
-    /// A store of `len` bytes at `offset`; true when it completed the
-    /// transfer length (`PCI V` → `BR V`).
+    /// A trapped store of `len` bytes at `offset`; true when it completed
+    /// the transfer length (`PCI V` → `BR V`). Bytes already stored count
+    /// once: the Write Byte Count is the number of distinct bytes stored.
     pub fn store(&mut self, offset: u32, len: u32) -> Result<bool, ArrError> {
-        match self.dir {
-            None => return Err(ArrError::Unallocated),
-            Some(Direction::Read) => return Err(ArrError::State),
-            Some(Direction::Write) if !self.pci_valid => return Err(ArrError::State),
-            Some(Direction::Write) => {}
-        }
+        self.filling()?;
         let end = u64::from(offset) + u64::from(len);
-        if end > u64::from(self.ttl) || self.wbc + len > self.ttl {
+        if end > u64::from(self.ttl) {
             return Err(ArrError::PastLength);
         }
-        self.commit_store(len)
+        self.stored.mark(offset, len);
+        self.wbc = self.stored.count();
+        Ok(self.filled())
     }
 
-    /// Counts `len` stored bytes (a trapped store, or a mapped-window commit).
-    pub fn commit_store(&mut self, len: u32) -> Result<bool, ArrError> {
-        self.expect(Direction::Write)?;
-        if !self.pci_valid {
-            return Err(ArrError::State);
-        }
-        if u64::from(self.wbc) + u64::from(len) > u64::from(self.ttl) {
+    /// A DRDMA_COMMIT declaring `len` more bytes stored. `mapped`: the
+    /// guest stores into the PMB directly and the device sees none of it,
+    /// so the count is the driver's word; each byte it lets go is one this
+    /// transfer stored or a zero (the PMB was zeroed when the range took
+    /// it). Trapped: every store has counted itself, so a commit may
+    /// declare only bytes stored and not counted yet, which is none; more
+    /// is refused ([`ArrError::Unstored`]) and changes nothing.
+    pub fn commit_store(&mut self, len: u32, mapped: bool) -> Result<bool, ArrError> {
+        self.filling()?;
+        let wbc = u64::from(self.wbc) + u64::from(len);
+        if wbc > u64::from(self.ttl) {
             return Err(ArrError::PastLength);
         }
-        self.wbc += len;
-        if self.wbc == self.ttl {
-            self.pci_valid = false;
-            self.br_valid = true;
-            return Ok(true);
+        if !mapped && wbc > u64::from(self.stored.count()) {
+            return Err(ArrError::Unstored);
         }
-        Ok(false)
+        self.wbc += len;
+        Ok(self.filled())
+    }
+
+    /// A WRITE range that takes stores (`PCI V`).
+    fn filling(&self) -> Result<(), ArrError> {
+        self.expect(Direction::Write)?;
+        match self.pci_valid {
+            true => Ok(()),
+            false => Err(ArrError::State),
+        }
+    }
+
+    /// `PCI V` → `BR V` once the count reaches the length.
+    fn filled(&mut self) -> bool {
+        if self.wbc < self.ttl {
+            return false;
+        }
+        self.pci_valid = false;
+        self.br_valid = true;
+        true
     }
 
     /// Whether the send engine may take this range's bytes.
@@ -422,10 +451,30 @@ mod tests {
         assert_eq!(a.wbc, 0, "a refused store counts nothing");
         assert_eq!(a.load_ready(0, 4), Err(ArrError::State), "load on WRITE");
         assert_eq!(a.deliver(0, &[1]), Err(ArrError::State));
-        // Overlapping stores count twice (the seed counts bytes).
+        // Overlapping stores count each byte once.
         a.store(0, 60).unwrap();
-        assert_eq!(a.store(0, 60), Err(ArrError::PastLength));
-        assert_eq!(a.store(0, 40), Ok(true));
+        assert_eq!(a.store(0, 60), Ok(false));
+        assert_eq!(a.store(50, 40), Ok(false));
+        assert_eq!(a.wbc, 90);
+        assert_eq!(a.store(0, 100), Ok(true), "the last 10 bytes are new");
+    }
+
+    #[test]
+    fn a_trapped_commit_declares_no_byte_it_did_not_store() {
+        let mut a = Arr::default();
+        a.submit(Direction::Write, 4096, 7).unwrap();
+        for _ in 0..512 {
+            assert_eq!(a.store(0, 8), Ok(false));
+        }
+        assert_eq!(a.wbc, 8, "8 bytes stored 512 times are 8 bytes");
+        assert_eq!(a.commit_store(4088, false), Err(ArrError::Unstored));
+        assert_eq!(a.commit_store(1, false), Err(ArrError::Unstored));
+        assert_eq!((a.wbc, bits(&a)), (8, W | P | BUSY), "unchanged");
+        assert_eq!(a.commit_store(0, false), Ok(false));
+        assert_eq!(a.commit_store(4089, false), Err(ArrError::PastLength));
+        // The mapped window takes the driver's count.
+        assert_eq!(a.commit_store(4088, true), Ok(true));
+        assert_eq!(bits(&a), W | B | BUSY);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   BR Valid, Type, Total Transfer Length, Write Byte Count, Read Response
 //!   Payload Length, PMB number).
 //! - [`pmb`]: the packet memory block pool, its DRDMA-dedicated share and
-//!   free list; payloads in one shared-memory file.
+//!   free list; payloads in one shared-memory file, zeroed between uses.
+//! - [`stored`]: which bytes of a WRITE range the guest stored (the Write
+//!   Byte Count counts each byte once).
 //! - [`window`]: the shared window ([`Drdma`]) that the vfio-user thread
 //!   (window accesses, registers) and the engine (sending from PMBs, read
 //!   responses into PMBs) both use.
@@ -21,7 +23,9 @@
 //!    `{addr 0, length len, lkey IBTCA_SGE_DIRECT | n}` with the remote
 //!    address and R_Key, and ring the SQ doorbell;
 //! 3. store `len` bytes into range `n` of the window, any sizes, any order
-//!    (mapped window: then write DRDMA_COMMIT = `n | len << 16`).
+//!    (mapped window: then write DRDMA_COMMIT = `n | len << 16`). The
+//!    submit zeroes the PMB, so the stores must follow it: the driver reads
+//!    ARR_CTRL back, which flushes a posted submit.
 //!
 //! When the Write Byte Count reaches the length the ARR flips to BR Valid
 //! and the engine, which held the work request at the head of the send
@@ -60,10 +64,18 @@
 //! Refused accesses (free range, wrong type or valid bit, past the length,
 //! outside the window) write nothing, read all-ones, count in DRDMA_ERRORS
 //! and record DRDMA_LAST_ERROR; other ranges are never touched.
+//!
+//! Isolation (docs/drdma-isolation.md): a range's PMB is zeroed when the
+//! range takes it, every PMB on a device reset, and a new client gets a
+//! new PMB file; a trapped WRITE goes out only once every byte of its
+//! length was stored by this transfer (a commit that declares more is
+//! refused with IBTCA_DRDMA_ERR_UNSTORED). No byte of one transfer or
+//! client can leave in another.
 
 pub mod arr;
 pub mod decode;
 pub mod pmb;
+pub mod stored;
 pub mod window;
 
 pub use arr::{ArrError, Direction, WriteReady};

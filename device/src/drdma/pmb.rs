@@ -12,6 +12,13 @@
 //! the one the driver names) and the ARR holds it until the transfer ends.
 //! Free PMBs return to the back of the list, so the range → PMB mapping
 //! wanders over time, as in the seed's Figure 19b.
+//!
+//! Isolation (docs/drdma-isolation.md): a PMB is all zeros whenever a
+//! range takes it ([`PmbPool::alloc`]), so a transfer can only ever hold
+//! its own bytes or zeros; a device reset zeroes every PMB
+//! ([`PmbPool::zero_all`]); a new client gets payloads in a new file
+//! ([`PmbPool::renew`]), so that a client that has gone, and may still
+//! map the old file, shares no page with the next one.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -53,17 +60,7 @@ impl PmbPool {
     /// DRDMA.
     pub fn new(count: u32, dedicated: u32) -> Result<Self, PmbError> {
         let count = count.max(1);
-        let size = u64::from(count) * u64::from(RANGE_SIZE);
-        let file = Arc::new(
-            crate::memfd::create_size_sealed("ibtca-pmb", size)
-                .map_err(|e| PmbError::Memory(format!("memfd: {e}")))?,
-        );
-        let region = MmapRegion::from_file(FileOffset::from_arc(file.clone(), 0), size as usize)
-            .map_err(|e| PmbError::Memory(e.to_string()))?;
-        let region = GuestRegionMmap::new(region, GuestAddress(0))
-            .ok_or_else(|| PmbError::Memory("region".into()))?;
-        let mem = GuestMemoryMmap::from_regions(vec![region])
-            .map_err(|e| PmbError::Memory(e.to_string()))?;
+        let (file, mem) = payload_memory(count)?;
         let mut pool = PmbPool {
             file,
             mem,
@@ -97,14 +94,48 @@ impl PmbPool {
         self.free = (0..self.dedicated).collect();
     }
 
-    /// Takes a free dedicated PMB: `want`, or the next in the free list.
+    /// Takes a free dedicated PMB, `want` or the next in the free list,
+    /// and zeroes its payload: whatever an earlier transfer left there is
+    /// gone before the new one can store, load or send a byte of it.
     pub fn alloc(&mut self, want: Option<u32>) -> Option<u32> {
-        match want {
+        let pmb = match want {
             Some(p) => {
                 let i = self.free.iter().position(|&f| f == p)?;
                 self.free.remove(i)
             }
             None => self.free.pop_front(),
+        }?;
+        self.zero(pmb);
+        Some(pmb)
+    }
+
+    /// Zeroes the payload of `pmb`.
+    fn zero(&self, pmb: u32) {
+        self.write(pmb, 0, &[0; RANGE_SIZE as usize]);
+    }
+
+    /// Zeroes every PMB's payload (device reset).
+    pub fn zero_all(&self) {
+        for pmb in 0..self.count {
+            self.zero(pmb);
+        }
+    }
+
+    /// Moves the payloads to a new, zeroed file (a new client). Whoever
+    /// still maps the old file, a client that has gone included, reaches
+    /// no page the device uses from now on. If no new file can be made,
+    /// the old one is zeroed instead and the error returned.
+    pub fn renew(&mut self) -> Result<(), PmbError> {
+        match payload_memory(self.count) {
+            Ok((file, mem)) => {
+                self.file = file;
+                self.mem = mem;
+                Ok(())
+            }
+            Err(e) => {
+                self.zero_all();
+                Err(e)
+            }
         }
     }
 
@@ -141,6 +172,23 @@ impl PmbPool {
     fn in_payload(&self, pmb: u32, offset: u32, len: usize) -> bool {
         pmb < self.count && u64::from(offset) + len as u64 <= u64::from(RANGE_SIZE)
     }
+}
+
+/// A sealed shared-memory file of `count` zeroed payloads and the device's
+/// mapping of it.
+fn payload_memory(count: u32) -> Result<(Arc<File>, GuestMemoryMmap), PmbError> {
+    let size = u64::from(count) * u64::from(RANGE_SIZE);
+    let file = Arc::new(
+        crate::memfd::create_size_sealed("ibtca-pmb", size)
+            .map_err(|e| PmbError::Memory(format!("memfd: {e}")))?,
+    );
+    let region = MmapRegion::from_file(FileOffset::from_arc(file.clone(), 0), size as usize)
+        .map_err(|e| PmbError::Memory(e.to_string()))?;
+    let region = GuestRegionMmap::new(region, GuestAddress(0))
+        .ok_or_else(|| PmbError::Memory("region".into()))?;
+    let mem =
+        GuestMemoryMmap::from_regions(vec![region]).map_err(|e| PmbError::Memory(e.to_string()))?;
+    Ok((file, mem))
 }
 
 #[cfg(test)]
@@ -182,5 +230,46 @@ mod tests {
         let mut c = [0u8; 6];
         f.read_exact(&mut c).unwrap();
         assert_eq!(c, [1, 2, 3, 4, 5, 6], "page 1 of the file is PMB 1");
+    }
+
+    #[test]
+    fn a_pmb_is_zeroed_when_taken_and_by_zero_all() {
+        let mut p = PmbPool::new(4, 4).unwrap();
+        for pmb in 0..4 {
+            assert!(p.write(pmb, 0, &[0xab; 4096]));
+        }
+        assert_eq!(p.alloc(Some(2)), Some(2));
+        let mut b = vec![0xffu8; 4096];
+        assert!(p.read(2, 0, &mut b));
+        assert_eq!(b, vec![0; 4096], "taken: zeroed");
+        assert!(p.read(3, 0, &mut b));
+        assert_eq!(b, vec![0xab; 4096], "not taken: untouched");
+        p.zero_all();
+        for pmb in 0..4 {
+            assert!(p.read(pmb, 0, &mut b));
+            assert_eq!(b, vec![0; 4096], "PMB {pmb} after zero_all");
+        }
+    }
+
+    #[test]
+    fn renew_leaves_the_old_file_to_whoever_maps_it() {
+        use std::os::unix::fs::FileExt;
+        let mut p = PmbPool::new(4, 4).unwrap();
+        assert!(p.write(1, 0, &[7; 16]));
+        let old = p.file().clone();
+        p.renew().unwrap();
+        assert!(!Arc::ptr_eq(&old, p.file()), "a new file");
+        let mut b = [0xffu8; 16];
+        assert!(p.read(1, 0, &mut b));
+        assert_eq!(b, [0; 16], "the new file starts zeroed");
+        // A departed client writing through its old mapping (here: the
+        // old file) reaches nothing the pool uses.
+        old.write_all_at(&[9; 16], 4096).unwrap();
+        assert!(p.read(1, 0, &mut b));
+        assert_eq!(b, [0; 16]);
+        assert!(p.write(1, 0, &[5; 16]));
+        let mut o = [0u8; 16];
+        old.read_exact_at(&mut o, 4096).unwrap();
+        assert_eq!(o, [9; 16], "and the pool writes nothing there");
     }
 }

@@ -173,7 +173,8 @@ impl Drdma {
         self.lock().arrs.get(n as usize).cloned()
     }
 
-    /// Frees every range and forgets errors (device reset).
+    /// Frees every range, zeroes every PMB and forgets errors (device
+    /// reset).
     pub fn reset(&self) {
         let mut w = self.lock();
         for a in w.arrs.iter_mut() {
@@ -181,11 +182,25 @@ impl Drdma {
         }
         let n = w.pool.dedicated();
         w.pool.dedicate(n);
+        w.pool.zero_all();
         w.errors = 0;
         w.last_error = 0;
         w.load_timeout_us = u32::try_from(self.cfg.load_timeout.as_micros()).unwrap_or(u32::MAX);
         drop(w);
         self.data.notify_all();
+    }
+
+    /// Moves the PMBs to a new, zeroed file for the next client
+    /// ([`PmbPool::renew`]; a [`Drdma::reset`] follows), so the client that
+    /// has gone, which may still map the old file, shares no page with the
+    /// next one (docs/drdma-isolation.md).
+    pub fn next_client(&self) {
+        if let Err(e) = self.lock().pool.renew() {
+            tracing::error!(
+                "DRDMA: {e}; the PMBs stay in the old file, zeroed, which \
+                 the previous client may still map"
+            );
+        }
     }
 
     // ---- the bus side (vfio-user thread) ----
@@ -338,8 +353,10 @@ impl Drdma {
         }
     }
 
-    /// DRDMA_COMMIT_MASK: every WRITE range in the mask counts its
-    /// remaining bytes as stored. Returns the ranges that became ready.
+    /// DRDMA_COMMIT_MASK: every WRITE range in the mask commits its
+    /// remaining bytes as DRDMA_COMMIT would (in the trapped window that is
+    /// refused unless every byte was stored). Returns the ranges that
+    /// became ready.
     pub fn commit_mask(&self, v: u64) -> Vec<u32> {
         let mask = v as u32;
         let base = (v >> 48) as u32;
@@ -366,8 +383,10 @@ impl Drdma {
     }
 
     /// DRDMA_COMMIT: counts bytes the guest stored into (WRITE) or loaded
-    /// from (READ) a mapped range. Returns a WRITE range that became ready,
-    /// or the QP whose READ completion waited for these bytes.
+    /// from (READ) a mapped range; a trapped WRITE range takes no count
+    /// past the bytes it saw stored ([`Arr::commit_store`]). Returns a
+    /// WRITE range that became ready, or the QP whose READ completion
+    /// waited for these bytes.
     pub fn commit(&self, v: u32) -> Option<Wake> {
         let range = v & 0xffff;
         let count = v >> 16;
@@ -377,7 +396,7 @@ impl Drdma {
             return None;
         };
         match a.dir {
-            Some(Direction::Write) => match a.commit_store(count) {
+            Some(Direction::Write) => match a.commit_store(count, self.cfg.mapped) {
                 Ok(filled) => {
                     w.stats.bytes_stored += u64::from(count);
                     filled.then_some(Wake::WriteReady(range))

@@ -10,11 +10,13 @@
 //!
 //! Compiled for tests and with the `fuzzing` feature only.
 
+mod drdma;
 mod rc;
 mod ud;
 mod verbs;
 mod vfio_user;
 
+pub use drdma::drdma_window;
 pub use rc::rc_responder;
 pub use ud::ud_datagrams;
 pub use verbs::verbs_commands;
@@ -40,6 +42,12 @@ mod tests {
     #[test]
     fn ud_datagrams_corpus_replays() {
         let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "ud_datagrams", ud_datagrams);
+        assert!(n > 0);
+    }
+
+    #[test]
+    fn drdma_window_corpus_replays() {
+        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "drdma_window", drdma_window);
         assert!(n > 0);
     }
 

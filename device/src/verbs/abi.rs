@@ -622,7 +622,7 @@ crate::regs::values! {
     ACK_PER_MESSAGE: u8 = 0;
     /// ACK policy: one ACK per packet (AckReq on every packet).
     ACK_PER_PACKET: u8 = 1;
-    /// ACK policy: one ACK every ack_every packets, across message boundaries.
+    /// ACK policy: coalesced across message boundaries, at most ack_every packets per ACK request: the requester sets AckReq every ack_every packets (every quarter window if that is fewer) and on the last packet it has to send; the responder ACKs those packets, several due in one burst as one cumulative ACK. ack_every bounds the packets between two AckReqs; it is not an exact count of packets per ACK on the wire.
     ACK_COALESCED: u8 = 2;
     /// MODIFY_QP attribute: max_dest_rd_atomic (the responder resources).
     QP_ATTR_DEST_RD_ATOMIC: u32 = 1 << 9;
@@ -898,8 +898,8 @@ abi_struct! {
         /// MSN before the first completed message (24 bits; with
         /// IBTCA_QP_ATTR_MSN): both ends set the same value.
         initial_msn: Le32,
-        /// Packets per ACK with IBTCA_ACK_COALESCED (1-65535; with
-        /// IBTCA_QP_ATTR_ACK_POLICY).
+        /// Most packets between two ACK requests with IBTCA_ACK_COALESCED
+        /// (1-65535; with IBTCA_QP_ATTR_ACK_POLICY): a bound, not a count.
         ack_every: Le16,
         /// Most unacknowledged packets in flight (with
         /// IBTCA_QP_ATTR_ACK_POLICY): 0 the device's default, 1

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * ibtca-tool: what ibtca-tool.c (commands, verbs scenario and helpers) and
- * the Direct RDMA scenarios (drdma.c, drdma_fan.c; drdma.h) and the soak
- * (soak.c) share.
+ * ibtca-tool: what its files share. Below every command: report.c (check
+ * lines and counts), dev.c (the device), usage.c (the command line); above
+ * them verbs_lib.c (the verbs helpers); the commands on top: ibtca-tool.c
+ * (main, the device commands, the verbs scenario), verbs_bench.c, the
+ * Direct RDMA scenarios (drdma*.c; drdma.h), soak.c, uverbs_mr.c,
+ * atm_echo.c. Each file calls only files below it.
  *
  * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
  * two RC QPs connected to a peer guest's, exchange buffer addresses and
@@ -15,17 +18,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ibtca_abi.h"
 #include "ibtca_regs.h"
 #include "ibtca_uapi.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-extern const char *dev_path;
-extern int n_pass, n_fail;
-/* Prefix of vcheck() lines ("IBTCA-VERBS"). */
-extern const char *vb_prefix;
 
 #define VB_BUF_SIZE	(2U << 20)
 #define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
@@ -105,16 +104,29 @@ struct vb {
 #define VB_RETRY_DEFAULT	7U
 extern uint8_t vb_timeout, vb_retry;
 
-void usage(void);
-int parse_u32(const char *s, uint32_t *out);
-int vb_qp_option(const char *opt, const char *val);
-int open_dev(void);
+/* report.c: the check lines and their counts (the exit status). */
+extern int n_pass, n_fail;
+/* Prefix of vcheck() lines ("IBTCA-VERBS"). */
+extern const char *vb_prefix;
 /* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
 void vreport(const char *prefix, const char *name, int ok, const char *fmt,
 	     va_list ap);
+/* vreport() with vb_prefix. */
 void vcheck(const char *name, int ok, const char *fmt, ...);
+
+/* dev.c: the device node (-d) and its register ioctls. */
+extern const char *dev_path;
+int open_dev(void);
 int reg_read(int fd, uint32_t off, uint32_t *val);
 int reg_write(int fd, uint32_t off, uint32_t val);
+
+/* usage.c: the usage text (usage() exits 2) and number arguments. */
+void print_usage(FILE *out);
+void usage(void);
+int parse_u32(const char *s, uint32_t *out);
+
+/* verbs_lib.c: the verbs helpers. */
+int vb_qp_option(const char *opt, const char *val);
 double now_s(void);
 
 void vb_pattern(uint8_t *p, size_t len, uint8_t seed);
@@ -138,8 +150,12 @@ int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
 void vb_teardown(struct vb *v);
 
-/* verbs scenario (ibtca-tool.c) and verbs-bench (verbs_bench.c). */
+/*
+ * 64 B SEND ping-pong with the server (PING, PONG): the round trips done;
+ * @us, if set, gets each one's half in microseconds (verbs_lib.c).
+ */
 int vb_send_pingpong(struct vb *v, int n, double *us);
+/* verbs-bench (verbs_bench.c), run by the verbs scenario (ibtca-tool.c). */
 int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how);
 void vb_client_perf(struct vb *v);
 

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "ibtca-tool.h"
+#include "dev.h"
+#include "ibtca_uapi.h"
 
 const char *dev_path = "/dev/ibtca0";
 

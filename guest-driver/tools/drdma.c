@@ -49,7 +49,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "commands.h"
+#include "dev.h"
+#include "drdma_lib.h"
+#include "parse.h"
+#include "usage.h"
 
 /* Where the data goes in the client's buffer (its bulk area). */
 #define DR_IOR_OFF	0x00000U	/* I/O read target, 4096 */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The DRDMA helpers of ibtca-tool (drdma.h): the driver's DRDMA ioctls
+ * The DRDMA helpers of ibtca-tool (drdma_lib.h): the driver's DRDMA ioctls
  * (submit, masks, fill, drain, raw window accesses, ARR reads), posting
  * and completing DRDMA work requests, status messages, the range shuffle
  * and count both sides compute. Used by drdma.c, drdma_bench.c,
@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "drdma_lib.h"
 
 void dcheck(const char *name, int ok, const char *fmt, ...)
 {

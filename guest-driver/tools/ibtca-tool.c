@@ -29,10 +29,12 @@
  * This file has main, the device commands and the verbs scenario; the
  * verbs helpers (QP set-up, messages, polling) live in verbs_lib.c,
  * verbs-bench in verbs_bench.c, the drdma scenarios in drdma.c (drdma,
- * drdma-bench) and drdma_fan.c (drdma-fan), the soak in soak.c; the check
- * lines and counts in report.c, the device node in dev.c, the usage text
- * in usage.c; ibtca-tool.h is what the files share, drdma.h what the DRDMA
- * ones share.
+ * drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c, the soak in
+ * soak.c; below them all the check lines and counts (report.c), the device
+ * node (dev.c), number arguments (parse.c); the usage text is usage.c.
+ * Their headers: report.h, dev.h, parse.h, usage.h, verbs_lib.h and
+ * drdma_lib.h (what the DRDMA files share); commands.h declares what main
+ * runs. A file calls only files below it.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -49,7 +51,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "commands.h"
+#include "dev.h"
+#include "parse.h"
+#include "report.h"
+#include "usage.h"
+#include "verbs_lib.h"
 
 static const char *port_name(uint32_t s)
 {

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "ibtca-tool.h"
+#include "report.h"
 
 int n_pass, n_fail;
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ibtca-tool's command line: the usage text and the number arguments.
+ * ibtca-tool's usage text, with the defaults of the QP options.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ibtca-tool.h"
+#include "usage.h"
+#include "verbs_lib.h"
 
 void print_usage(FILE *out)
 {
@@ -72,19 +72,4 @@ void usage(void)
 {
 	print_usage(stderr);
 	exit(2);
-}
-
-int parse_u32(const char *s, uint32_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || v > 0xffffffffULL) {
-		fprintf(stderr, "ibtca-tool: bad number '%s'\n", s);
-		return -1;
-	}
-	*out = (uint32_t)v;
-	return 0;
 }

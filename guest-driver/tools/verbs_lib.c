@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "dev.h"
+#include "parse.h"
+#include "report.h"
+#include "verbs_lib.h"
 
 uint8_t vb_timeout = VB_TIMEOUT_DEFAULT;
 uint8_t vb_retry = VB_RETRY_DEFAULT;

@@ -1,24 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * ibtca-tool: what its files share. Below every command: report.c (check
- * lines and counts), dev.c (the device), usage.c (the command line); above
- * them verbs_lib.c (the verbs helpers); the commands on top: ibtca-tool.c
- * (main, the device commands, the verbs scenario), verbs_bench.c, the
- * Direct RDMA scenarios (drdma*.c; drdma.h), soak.c, uverbs_mr.c,
- * atm_echo.c. Each file calls only files below it.
- *
- * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
- * two RC QPs connected to a peer guest's, exchange buffer addresses and
- * R_Keys (HELLO) and carry 64-byte messages over SEND/RECV.
+ * ibtca-tool's verbs helpers (verbs_lib.c): they set up a PD, an MR over a
+ * 2 MiB buffer, CQs and two RC QPs connected to a peer guest's, exchange
+ * buffer addresses and R_Keys (HELLO) and carry 64-byte messages over
+ * SEND/RECV. The verbs scenario, verbs-bench, the DRDMA scenarios, the soak
+ * and atm-echo build on them.
  */
-#ifndef IBTCA_TOOL_H
-#define IBTCA_TOOL_H
+#ifndef IBTCA_TOOL_VERBS_LIB_H
+#define IBTCA_TOOL_VERBS_LIB_H
 
 #include <assert.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ibtca_abi.h"
 #include "ibtca_regs.h"
@@ -104,28 +98,6 @@ struct vb {
 #define VB_RETRY_DEFAULT	7U
 extern uint8_t vb_timeout, vb_retry;
 
-/* report.c: the check lines and their counts (the exit status). */
-extern int n_pass, n_fail;
-/* Prefix of vcheck() lines ("IBTCA-VERBS"). */
-extern const char *vb_prefix;
-/* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
-void vreport(const char *prefix, const char *name, int ok, const char *fmt,
-	     va_list ap);
-/* vreport() with vb_prefix. */
-void vcheck(const char *name, int ok, const char *fmt, ...);
-
-/* dev.c: the device node (-d) and its register ioctls. */
-extern const char *dev_path;
-int open_dev(void);
-int reg_read(int fd, uint32_t off, uint32_t *val);
-int reg_write(int fd, uint32_t off, uint32_t val);
-
-/* usage.c: the usage text (usage() exits 2) and number arguments. */
-void print_usage(FILE *out);
-void usage(void);
-int parse_u32(const char *s, uint32_t *out);
-
-/* verbs_lib.c: the verbs helpers. */
 int vb_qp_option(const char *opt, const char *val);
 double now_s(void);
 
@@ -155,19 +127,5 @@ void vb_teardown(struct vb *v);
  * @us, if set, gets each one's half in microseconds (verbs_lib.c).
  */
 int vb_send_pingpong(struct vb *v, int n, double *us);
-/* verbs-bench (verbs_bench.c), run by the verbs scenario (ibtca-tool.c). */
-int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how);
-void vb_client_perf(struct vb *v);
 
-/* drdma.c */
-int cmd_drdma(int argc, char **argv, int bench);
-/* drdma_fan.c */
-int cmd_drdma_fan(int argc, char **argv);
-/* soak.c */
-int cmd_soak(int argc, char **argv);
-/* uverbs_mr.c */
-int cmd_uverbs_mr(int argc, char **argv);
-/* atm_echo.c */
-int cmd_atm_echo(int argc, char **argv);
-
-#endif /* IBTCA_TOOL_H */
+#endif /* IBTCA_TOOL_VERBS_LIB_H */

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build the ibtca guest artefacts inside the VM-stack chroot:
-#   ibtca.ko            the guest module, built against the chroot's headers
-#                       (and the kernel verbs test module, test/, packed
-#                       into the initramfs only)
-#   ibtca-tool          static user-space tool
-#   initramfs.cpio.gz   busybox + /init + ibtca.ko + ibtca-tool + the RDMA
+#   ibtca.ko            the guest module (guest-driver/kernel/), built against
+#                       the chroot's headers (and the kernel verbs test
+#                       modules, tests/kernel/, packed into the initramfs only)
+#   ibtca-tool          static user-space tool (guest-driver/tools/)
+#   initramfs.cpio.gz   busybox + /init (initramfs/) + ibtca.ko + ibtca-tool + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
 #                       soft-RoCE, umad: ib_umad) + rdma-core's libibverbs, ibv_devices,
@@ -80,7 +80,7 @@ input_files() {
 	(cd "$src" && find . -type f \
 		! -name '*.o' ! -name '*.ko' ! -name '*.mod' ! -name '*.mod.c' \
 		! -name '*.cmd' ! -name 'modules.order' ! -name 'Module.symvers' \
-		! -name '*.a' ! -path './tool/ibtca-tool' ! -path './.tmp*' \
+		! -name '*.a' ! -path './tools/ibtca-tool' ! -path './.tmp*' \
 		-print | LC_ALL=C sort)
 }
 
@@ -129,7 +129,7 @@ input_files | (cd "$src" && tar -cf - --no-recursion -T -) | tar -xf - -C "$buil
 jobs=$(nproc 2>/dev/null || echo 2)
 log "building ibtca.ko"
 in_chroot make -s -j"$jobs" -C "/usr/src/linux-headers-$KVER" M="$ibuild/src" modules >&2
-vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/ibtca.ko")
+vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/kernel/ibtca.ko")
 case "$vermagic" in
 "$KVER "*) ;;
 *) die "ibtca.ko vermagic '$vermagic' does not match $KVER" ;;
@@ -137,10 +137,10 @@ esac
 
 log "building ibtca-tool"
 tool_srcs=()
-for f in "$build"/src/tool/*.c; do # every tool source, as seen in the chroot
-	tool_srcs+=("$ibuild/src/tool/${f##*/}")
+for f in "$build"/src/tools/*.c; do # every tool source, as seen in the chroot
+	tool_srcs+=("$ibuild/src/tools/${f##*/}")
 done
-in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src" \
+in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src/include" \
 	-o "$ibuild/ibtca-tool" "${tool_srcs[@]}"
 if readelf -lW "$build/ibtca-tool" | grep -q 'program interpreter'; then
 	die "ibtca-tool is not static"
@@ -162,14 +162,14 @@ install -m 0755 "$src/initramfs/init" "$rootfs/init"
 install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modules"
 # Without its debug sections (~2 MiB that the guest never reads and that
 # cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
-in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/ibtca.ko"
-install -m 0644 "$build/src/test/ibtca_kverbs_test.ko" \
+in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/kernel/ibtca.ko"
+install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_test.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
-install -m 0644 "$build/src/test/ibtca_kverbs_srq.ko" \
+install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_srq.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_srq.ko"
-install -m 0644 "$build/src/test/ibtca_kverbs_dbrec.ko" \
+install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_dbrec.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_dbrec.ko"
-install -m 0644 "$build/src/test/ibtca_kverbs_seed.ko" \
+install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_seed.ko" \
 	"$rootfs/lib/modules/ibtca_kverbs_seed.ko"
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
 # The RDMA core's modules, decompressed: busybox's insmod hands the kernel
@@ -258,7 +258,7 @@ rm -f "$OUT/.inputs.sha256"
 for f in initramfs.cpio.gz ibtca-tool; do
 	cp "$build/$f" "$OUT/.$f.tmp" && mv -f "$OUT/.$f.tmp" "$OUT/$f"
 done
-cp "$build/src/ibtca.ko" "$OUT/.ibtca.ko.tmp" && mv -f "$OUT/.ibtca.ko.tmp" "$OUT/ibtca.ko"
+cp "$build/src/kernel/ibtca.ko" "$OUT/.ibtca.ko.tmp" && mv -f "$OUT/.ibtca.ko.tmp" "$OUT/ibtca.ko"
 cp "$CHROOT/boot/vmlinuz-$KVER" "$OUT/.vmlinuz.tmp" && mv -f "$OUT/.vmlinuz.tmp" "$OUT/vmlinuz"
 echo "$KVER" >"$OUT/kver"
 echo "$hash" >"$OUT/.inputs.sha256"

@@ -5,14 +5,14 @@
 #   libibtca-rdmav<PABI>.so   the provider, for /usr/lib/<triplet>/libibverbs/
 #   ibtca.driver              for /etc/libibverbs.d/
 #   ibtca-provider-test       opens ibtca0 through the provider and checks
-#                             the verbs it has (guest-driver/provider-test/)
+#                             the verbs it has (guest-driver/tests/provider/)
 #
 #   scripts/build-provider.sh            # prints the output directory
 #   IBTCA_FORCE=1 scripts/build-provider.sh
 #
 # Steps, inside the chroot: `apt-get source rdma-core=<version>` (the
 # chroot's deb-src lines, scripts/setup-vm-stack.sh), guest-driver/provider/
-# as providers/ibtca/ and guest-driver/ibtca_uverbs_abi.h as
+# as providers/ibtca/ and guest-driver/include/ibtca_uverbs_abi.h as
 # kernel-headers/rdma/ibtca-abi.h, both registered in the tree's CMakeLists;
 # cmake with pyverbs and man pages off; ninja builds only the provider.
 # Output: $IBTCA_CACHE/provider/<hash of the inputs>/; an unchanged hash is a
@@ -58,7 +58,8 @@ done
 grep -q '^deb-src ' "$CHROOT/etc/apt/sources.list" ||
 	die "the chroot has no deb-src lines: run scripts/setup-vm-stack.sh"
 
-inputs=(ibtca_uverbs_abi.h ibtca_abi.h ibtca_regs.h ibtca_wqe.h ibtca_cqe.h provider provider-test)
+inputs=(include/ibtca_uverbs_abi.h include/ibtca_abi.h include/ibtca_regs.h include/ibtca_wqe.h
+	include/ibtca_cqe.h provider tests/provider)
 inputs_hash() {
 	{
 		echo "source=$srcpkg=$version"
@@ -166,10 +167,10 @@ log "source unpacked ($(since))"
 # CQE readers shared with the kernel driver (ibtca_wqe.h, ibtca_cqe.h)
 # beside the provider.
 cp -r "$gd/provider" "$tree/providers/ibtca"
-cp "$gd/ibtca_uverbs_abi.h" "$tree/kernel-headers/rdma/ibtca-abi.h"
+cp "$gd/include/ibtca_uverbs_abi.h" "$tree/kernel-headers/rdma/ibtca-abi.h"
 # The device's ring formats and doorbell offsets, for the data path.
-cp "$gd/ibtca_abi.h" "$gd/ibtca_regs.h" "$gd/ibtca_wqe.h" "$gd/ibtca_cqe.h" \
-	"$tree/providers/ibtca/"
+cp "$gd/include/ibtca_abi.h" "$gd/include/ibtca_regs.h" "$gd/include/ibtca_wqe.h" \
+	"$gd/include/ibtca_cqe.h" "$tree/providers/ibtca/"
 sed -i 's|^  rdma/efa-abi.h$|&\n  rdma/ibtca-abi.h|' "$tree/kernel-headers/CMakeLists.txt"
 [ "$(grep -c '^  rdma/ibtca-abi.h$' "$tree/kernel-headers/CMakeLists.txt")" = 2 ] ||
 	die "kernel-headers/CMakeLists.txt of $version: cannot register rdma/ibtca-abi.h"
@@ -202,7 +203,7 @@ log "provider built ($(since))"
 
 # The test program, against the tree's libibverbs (the guest's version).
 mkdir -p "$build/provider-test"
-cp "$gd"/provider-test/*.[ch] "$build/provider-test/"
+cp "$gd"/tests/provider/*.[ch] "$build/provider-test/"
 in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 	-o '$ibuild/ibtca-provider-test' '$ibuild'/provider-test/*.c \
 	-L'$itree/build/lib' -libverbs" >&2 || die "ibtca-provider-test does not build"

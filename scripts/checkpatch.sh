@@ -33,16 +33,16 @@ cd "$root/guest-driver"
 # --no-tree makes checkpatch look for a tree it does not need; drop that noise.
 check() { perl "$cp" --no-tree --terse --show-types "$@" 2> >(grep -v -e 'uninitialized value \$root' -e "find: '/include'" -e "find: ‘/include’" >&2); }
 rc=0
-# Every driver source and header but the generated ibtca_regs.h and
-# ibtca_abi.h. The uapi headers, the tool and the rdma-core provider are
-# user-space C: no --strict (kernel types, BIT()); the kernel files get
+# Every driver source and header but the generated include/ibtca_regs.h and
+# include/ibtca_abi.h. The uapi headers, the tool and the rdma-core provider
+# are user-space C: no --strict (kernel types, BIT()); the kernel files get
 # --strict.
-kernel=()
-user=(tool/*.c tool/*.h provider/*.c provider/*.h provider-test/*.c)
-for f in *.c *.h test/*.c; do
+kernel=(kernel/*.c kernel/*.h tests/kernel/*.c tests/kernel/*.h)
+user=(tools/*.c tools/*.h provider/*.c provider/*.h tests/provider/*.c)
+for f in include/*.h; do
 	case $f in
-	ibtca_regs.h | ibtca_abi.h) ;;
-	ibtca_uapi.h | ibtca_uverbs_abi.h) user+=("$f") ;;
+	include/ibtca_regs.h | include/ibtca_abi.h) ;;
+	include/ibtca_uapi.h | include/ibtca_uverbs_abi.h) user+=("$f") ;;
 	*) kernel+=("$f") ;;
 	esac
 done

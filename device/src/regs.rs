@@ -1,7 +1,7 @@
 //! BAR0 register map: the single source of truth.
 //!
 //! Every offset, value and bit the guest driver uses is defined here once.
-//! `ibtca-regs-header` turns this module into `guest-driver/ibtca_regs.h`, and a
+//! `ibtca-regs-header` turns this module into `guest-driver/include/ibtca_regs.h`, and a
 //! unit test fails if the committed header differs from what this module
 //! generates, so the driver and the device cannot drift.
 //!
@@ -363,12 +363,15 @@ mod tests {
 
     #[test]
     fn committed_c_header_matches_generated() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/ibtca_regs.h");
-        let committed = std::fs::read_to_string(path).expect("guest-driver/ibtca_regs.h");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../guest-driver/include/ibtca_regs.h"
+        );
+        let committed = std::fs::read_to_string(path).expect("guest-driver/include/ibtca_regs.h");
         assert!(
             committed == c_header(),
-            "guest-driver/ibtca_regs.h is stale: run \
-             `cargo run -p ibtca-device --bin ibtca-regs-header > guest-driver/ibtca_regs.h`"
+            "guest-driver/include/ibtca_regs.h is stale: run \
+             `cargo run -p ibtca-device --bin ibtca-regs-header > guest-driver/include/ibtca_regs.h`"
         );
     }
 

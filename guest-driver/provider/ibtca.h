@@ -98,6 +98,16 @@ struct ibtca_qp {
 	struct ibtca_wr_batch *wrb;	/* ibv_wr_* requests being built */
 };
 
+/* The ibv_wr_* requests built since ibv_wr_start (qp_ex.c). */
+struct ibtca_wr_batch {
+	uint32_t size;		/* slots: the send queue's entries */
+	uint32_t n;		/* requests built */
+	int err;		/* the first error, reported by wr_complete */
+	struct ibv_send_wr *wr;
+	struct ibv_sge *sge;	/* IBTCA_WR_SGES per request */
+	uint8_t *inl;		/* IBTCA_MAX_INLINE_DATA per request */
+};
+
 /* A shared receive queue: the device's ring of receive WQEs, mapped. */
 struct ibtca_srq {
 	struct ibv_srq ibv_srq;
@@ -182,6 +192,8 @@ int ibtca_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 int ibtca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		   int attr_mask, struct ibv_qp_init_attr *init_attr);
 int ibtca_destroy_qp(struct ibv_qp *ibqp);
+/* Frees the ibv_wr_* batch of @qp (qp_ex.c builds it), if it has one. */
+void ibtca_wr_batch_free(struct ibtca_qp *qp);
 struct ibtca_qp *ibtca_qp_lookup(struct ibtca_context *ctx, uint32_t qpn);
 /* A completion of the send (@recv 0) or receive queue frees a slot. */
 void ibtca_qp_completed(struct ibtca_qp *qp, int recv);
@@ -202,17 +214,12 @@ int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr);
 
 /* qp_ex.c: ibv_create_qp_ex and the ibv_wr_* API. */
 extern const struct verbs_context_ops ibtca_qp_ex_ops;
-void ibtca_qp_ex_free(struct ibtca_qp *qp);
 
 /* cq_ex.c: ibv_create_cq_ex and ibv_start_poll/next_poll/end_poll. */
 extern const struct verbs_context_ops ibtca_cq_ex_ops;
 
 /* mw.c: memory windows (types 1 and 2), bound by IBV_WR_BIND_MW. */
 extern const struct verbs_context_ops ibtca_mw_ops;
-/* 0 if bind request @wr is one the device can take, else -1. */
-int ibtca_bind_check(const struct ibv_send_wr *wr);
-/* Fills send WQE @w with bind request @wr (checked); moves mw->rkey. */
-void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *wr);
 
 /* Fills receive WQE @w from @wr (its SGE count checked). */
 void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr);

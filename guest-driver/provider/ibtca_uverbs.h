@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * The uverbs commands whose driver-specific parts ibtca's kernel driver
- * defines (guest-driver/ibtca_uverbs_abi.h, rdma/ibtca-abi.h in the tree).
+ * defines (guest-driver/include/ibtca_uverbs_abi.h, rdma/ibtca-abi.h in the tree).
  */
 #ifndef IBTCA_UVERBS_H
 #define IBTCA_UVERBS_H

@@ -15,14 +15,10 @@
  * with mw->rkey itself). The device refuses to invalidate a type 1 window (LOCAL_INV:
  * IBV_WC_LOC_PROT_ERR; SEND with Invalidate: IBV_WC_REM_INV_REQ_ERR).
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 
 #include "ibtca.h"
-
-#define IBTCA_MW_RIGHTS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-			 IBV_ACCESS_REMOTE_ATOMIC)
 
 static struct ibv_mw *ibtca_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
@@ -57,49 +53,6 @@ static int ibtca_dealloc_mw(struct ibv_mw *mw)
 		return err;
 	free(mw);
 	return 0;
-}
-
-/* The device's IBTCA_ACCESS_REMOTE_* rights for verbs' remote rights. */
-static uint32_t ibtca_mw_rights(unsigned int access)
-{
-	uint32_t a = 0;
-
-	if (access & IBV_ACCESS_REMOTE_WRITE)
-		a |= IBTCA_ACCESS_REMOTE_WRITE;
-	if (access & IBV_ACCESS_REMOTE_READ)
-		a |= IBTCA_ACCESS_REMOTE_READ;
-	if (access & IBV_ACCESS_REMOTE_ATOMIC)
-		a |= IBTCA_ACCESS_REMOTE_ATOMIC;
-	return a;
-}
-
-int ibtca_bind_check(const struct ibv_send_wr *wr)
-{
-	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
-	const struct ibv_mw *mw = wr->bind_mw.mw;
-
-	if (!mw || !b->mr ||
-	    b->mr->context != mw->context || (b->mw_access_flags & ~IBTCA_MW_RIGHTS))
-		return -1;
-	/* The new key names the same window. */
-	if ((wr->bind_mw.rkey ^ mw->rkey) & ~0xffU)
-		return -1;
-	return 0;
-}
-
-void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *wr)
-{
-	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
-	uint32_t key = wr->bind_mw.rkey;
-
-	/* The device increments the low byte of the key it is given. */
-	w->rkey = htole32((key & ~0xffU) | ((key - 1) & 0xffU));
-	w->compare_add = htole64(b->addr);
-	w->swap = htole64(b->length);
-	w->sge[0].lkey = htole32(b->mr->lkey);
-	w->imm_data = htole32(ibtca_mw_rights(b->mw_access_flags));
-	w->num_sge = 0;
-	wr->bind_mw.mw->rkey = key;
 }
 
 /* ibv_bind_mw (type 1; libibverbs checked the type and the PDs). */

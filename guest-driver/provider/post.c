@@ -89,6 +89,54 @@ static int ibtca_wr_opcode(enum ibv_wr_opcode op)
 	return op == IBV_WR_BIND_MW ? IBTCA_WR_BIND_MW : ibtca_wqe_opcode(op);
 }
 
+#define IBTCA_MW_RIGHTS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+			 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* The device's IBTCA_ACCESS_REMOTE_* rights for verbs' remote rights. */
+static uint32_t ibtca_mw_rights(unsigned int access)
+{
+	uint32_t a = 0;
+
+	if (access & IBV_ACCESS_REMOTE_WRITE)
+		a |= IBTCA_ACCESS_REMOTE_WRITE;
+	if (access & IBV_ACCESS_REMOTE_READ)
+		a |= IBTCA_ACCESS_REMOTE_READ;
+	if (access & IBV_ACCESS_REMOTE_ATOMIC)
+		a |= IBTCA_ACCESS_REMOTE_ATOMIC;
+	return a;
+}
+
+/* 0 if bind request @wr is one the device can take, else -1. */
+static int ibtca_bind_check(const struct ibv_send_wr *wr)
+{
+	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+	const struct ibv_mw *mw = wr->bind_mw.mw;
+
+	if (!mw || !b->mr ||
+	    b->mr->context != mw->context || (b->mw_access_flags & ~IBTCA_MW_RIGHTS))
+		return -1;
+	/* The new key names the same window. */
+	if ((wr->bind_mw.rkey ^ mw->rkey) & ~0xffU)
+		return -1;
+	return 0;
+}
+
+/* Fills send WQE @w with bind request @wr (checked); moves mw->rkey. */
+static void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *wr)
+{
+	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+	uint32_t key = wr->bind_mw.rkey;
+
+	/* The device increments the low byte of the key it is given. */
+	w->rkey = htole32((key & ~0xffU) | ((key - 1) & 0xffU));
+	w->compare_add = htole64(b->addr);
+	w->swap = htole64(b->length);
+	w->sge[0].lkey = htole32(b->mr->lkey);
+	w->imm_data = htole32(ibtca_mw_rights(b->mw_access_flags));
+	w->num_sge = 0;
+	wr->bind_mw.mw->rkey = key;
+}
+
 /* The device's opcode for @wr, or -1 if the QP cannot take it. */
 int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
 {

@@ -213,6 +213,17 @@ int ibtca_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 				sizeof(cmd));
 }
 
+void ibtca_wr_batch_free(struct ibtca_qp *qp)
+{
+	if (!qp->wrb)
+		return;
+	free(qp->wrb->wr);
+	free(qp->wrb->sge);
+	free(qp->wrb->inl);
+	free(qp->wrb);
+	qp->wrb = NULL;
+}
+
 int ibtca_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
@@ -231,7 +242,7 @@ int ibtca_destroy_qp(struct ibv_qp *ibqp)
 		munmap(qp->db_record, IBTCA_DB_RECORD_BYTES);
 	munmap(qp->ring, qp->ring_bytes);
 	free(qp->swr);
-	ibtca_qp_ex_free(qp);
+	ibtca_wr_batch_free(qp);
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);

@@ -28,16 +28,6 @@
 
 #define IBTCA_WR_SGES 4
 
-/* The requests built since ibv_wr_start. */
-struct ibtca_wr_batch {
-	uint32_t size;		/* slots: the send queue's entries */
-	uint32_t n;		/* requests built */
-	int err;		/* the first error, reported by wr_complete */
-	struct ibv_send_wr *wr;
-	struct ibv_sge *sge;	/* IBTCA_WR_SGES per request */
-	uint8_t *inl;		/* IBTCA_MAX_INLINE_DATA per request */
-};
-
 enum {
 	IBTCA_QP_EX_OPS = IBV_QP_EX_WITH_RDMA_WRITE |
 			  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
@@ -344,17 +334,6 @@ static void wr_abort(struct ibv_qp_ex *qpx)
 	wr_start(qpx);
 }
 
-void ibtca_qp_ex_free(struct ibtca_qp *qp)
-{
-	if (!qp->wrb)
-		return;
-	free(qp->wrb->wr);
-	free(qp->wrb->sge);
-	free(qp->wrb->inl);
-	free(qp->wrb);
-	qp->wrb = NULL;
-}
-
 /*
  * The batch and the builders of the operations @ops the caller asked for;
  * 0, or -1 without memory.
@@ -373,7 +352,7 @@ static int ibtca_qp_ex_init(struct ibtca_qp *qp, uint64_t ops)
 	b->sge = calloc((size_t)b->size * IBTCA_WR_SGES, sizeof(*b->sge));
 	b->inl = calloc(b->size, IBTCA_MAX_INLINE_DATA);
 	if (!b->wr || !b->sge || !b->inl) {
-		ibtca_qp_ex_free(qp);
+		ibtca_wr_batch_free(qp);
 		return -1;
 	}
 	if (ops & IBV_QP_EX_WITH_RDMA_WRITE)

@@ -1,6 +1,6 @@
 //! Full stack, kernel verbs (issue 21): two guests on linked devices,
 //! brought up by `ibtca-fabric up --guests --wait`, each loading the kernel
-//! verbs test module (guest-driver/test/ibtca_kverbs_test.c) in
+//! verbs test module (guest-driver/tests/kernel/ibtca_kverbs_test.c) in
 //! `ibtca.mode=kverbs`. The module uses only the RDMA core's kernel API on
 //! `ibtca0`: a PD, a CQ whose completions arrive through comp_handler
 //! (MSI-X), an RC QP connected with modify_qp and a DMA MR. The client

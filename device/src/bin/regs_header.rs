@@ -1,6 +1,6 @@
 //! Prints a C header generated from the device's single sources of truth:
-//! `ibtca-regs-header` → `guest-driver/ibtca_regs.h` (BAR0 register map),
-//! `ibtca-regs-header abi` → `guest-driver/ibtca_abi.h` (verbs ABI).
+//! `ibtca-regs-header` → `guest-driver/include/ibtca_regs.h` (BAR0 register map),
+//! `ibtca-regs-header abi` → `guest-driver/include/ibtca_abi.h` (verbs ABI).
 
 use clap::{Parser, ValueEnum};
 use ibtca_device::cli;

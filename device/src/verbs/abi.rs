@@ -1,7 +1,7 @@
 //! The guest-memory ABI of the verbs interface: command entries, work queue
 //! entries, scatter/gather elements, completion entries and quasi-WQEs, as
 //! the driver lays them out in guest RAM. Single source of truth: the driver's
-//! `guest-driver/ibtca_abi.h` is generated from the layouts here (see
+//! `guest-driver/include/ibtca_abi.h` is generated from the layouts here (see
 //! [`c_header`]) and a unit test fails if the committed header is stale.
 //!
 //! All fields are little-endian; structs are `#[repr(C)]` without padding
@@ -1130,7 +1130,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
     ]
 }
 
-/// Renders `guest-driver/ibtca_abi.h`.
+/// Renders `guest-driver/include/ibtca_abi.h`.
 pub fn c_header() -> String {
     let mut s = String::new();
     s.push_str("/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */\n");
@@ -1169,12 +1169,15 @@ mod header_tests {
 
     #[test]
     fn committed_abi_header_matches_generated() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/ibtca_abi.h");
-        let committed = std::fs::read_to_string(path).expect("guest-driver/ibtca_abi.h");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../guest-driver/include/ibtca_abi.h"
+        );
+        let committed = std::fs::read_to_string(path).expect("guest-driver/include/ibtca_abi.h");
         assert!(
             committed == c_header(),
-            "guest-driver/ibtca_abi.h is stale: run \
-             `cargo run -p ibtca-device --bin ibtca-regs-header -- abi > guest-driver/ibtca_abi.h`"
+            "guest-driver/include/ibtca_abi.h is stale: run \
+             `cargo run -p ibtca-device --bin ibtca-regs-header -- abi > guest-driver/include/ibtca_abi.h`"
         );
     }
 }

@@ -114,7 +114,7 @@ macro_rules! abi_struct {
 }
 pub(crate) use abi_struct;
 
-/// Renders C structs for `layouts` (used for `guest-driver/ibtca_abi.h`).
+/// Renders C structs for `layouts` (used for `guest-driver/include/ibtca_abi.h`).
 pub fn c_structs(layouts: &[StructLayout]) -> String {
     let mut s = String::new();
     for l in layouts {

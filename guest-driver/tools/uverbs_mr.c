@@ -19,7 +19,8 @@
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/ib_user_verbs.h>
 
-#include "ibtca-tool.h"
+#include "commands.h"
+#include "verbs_lib.h"
 #include "ibtca_uverbs_abi.h"
 
 static int um_fd = -1;

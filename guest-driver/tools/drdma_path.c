@@ -13,12 +13,12 @@
  * filled after, its WRITE waits for it), for a READ (IB to PCI)
  * dr_path_post(), then dr_path_load() (a window range: loads as the
  * responses come, before the completion; a bounce buffer: after the
- * completion). drdma.h describes the calls.
+ * completion). drdma_lib.h describes the calls.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "drdma.h"
+#include "drdma_lib.h"
 
 int dr_path_submit(struct dr *d, uint32_t arr, uint32_t dir, uint32_t len,
 		   uint32_t bounce_off, struct dr_path *p)

@@ -23,7 +23,7 @@
 
 #include "ibtca_kverbs_common.h"
 
-#include "../ibtca_ib_probe.h"
+#include "ibtca_ib_probe.h"
 
 #define KD_PORT		1
 #define KD_WRITES	8

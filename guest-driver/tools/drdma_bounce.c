@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drdma.h"
+#include "dev.h"
+#include "drdma_lib.h"
 
 /* The server's bounce buffers: WRITE batch, then READ batch. */
 #define DR_BOUNCE_SRV_OFF	(VB_BULK_OFF + 0x80000U)

@@ -36,7 +36,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "commands.h"
+#include "dev.h"
+#include "drdma_lib.h"
+#include "parse.h"
+#include "usage.h"
 
 #define FAN_N		32U		/* ranges in flight */
 #define FAN_PEERS	2U

@@ -59,7 +59,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "commands.h"
+#include "dev.h"
+#include "parse.h"
+#include "report.h"
+#include "usage.h"
+#include "verbs_lib.h"
 
 #define SK_MAX_LIDS	8U
 #define SK_WIN		16U		/* messages in flight per peer */

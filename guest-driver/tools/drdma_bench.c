@@ -11,7 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "dev.h"
+#include "drdma_lib.h"
 
 /*
  * ---- drdma-bench: DRDMA WRITE bandwidth next to memcpy ----

@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "commands.h"
+#include "report.h"
+#include "verbs_lib.h"
 
 /*
  * verbs-bench: perftest-style measurements between the two guests, on the
@@ -68,24 +70,24 @@ static struct {
 	double after;
 	uint32_t flushed, other;
 	int seen;
-} vb_fail;
+} bench_fail;
 
 /* When the last request completed successfully (now_s()). */
 static double vb_last_ok;
 
-/* Notes completion @c: the time of a success, or in vb_fail a failure. */
+/* Notes completion @c: the time of a success, or in bench_fail a failure. */
 static void vb_note(const struct ibtca_poll_cq *c)
 {
 	if (c->status == IBTCA_WC_SUCCESS) {
 		vb_last_ok = now_s();
-	} else if (!vb_fail.seen) {
-		vb_fail.c = *c;
-		vb_fail.after = now_s() - vb_last_ok;
-		vb_fail.seen = 1;
+	} else if (!bench_fail.seen) {
+		bench_fail.c = *c;
+		bench_fail.after = now_s() - vb_last_ok;
+		bench_fail.seen = 1;
 	} else if (c->status == IBTCA_WC_WR_FLUSH_ERR) {
-		vb_fail.flushed++;
+		bench_fail.flushed++;
 	} else {
-		vb_fail.other++;
+		bench_fail.other++;
 	}
 }
 
@@ -108,15 +110,15 @@ static void vb_fail_report(struct vb *v, const char *test, uint32_t size,
 		out--;
 	}
 	printf("IBTCA-PERF-FAIL %s size=%u wr=%llu status=%u after_s=%.3f flushed=%u other=%u%s\n",
-	       test, size, (unsigned long long)vb_fail.c.wr_id,
-	       vb_fail.c.status, vb_fail.after, vb_fail.flushed, vb_fail.other,
+	       test, size, (unsigned long long)bench_fail.c.wr_id,
+	       bench_fail.c.status, bench_fail.after, bench_fail.flushed, bench_fail.other,
 	       out ? " (completions missing)" : "");
 }
 
 /*
  * Takes every send completion that is ready, without waiting, in batches
  * (POLL_CQ_BATCH: one CQ doorbell per batch); returns how many (and lowers
- * *@out by that), or -errno, -EIO for a failed WR (vb_fail has it, and
+ * *@out by that), or -errno, -EIO for a failed WR (bench_fail has it, and
  * the completions after it in its batch).
  */
 static int vb_drain(struct vb *v, uint32_t *out)
@@ -137,10 +139,10 @@ static int vb_drain(struct vb *v, uint32_t *out)
 			vb_note(&c[i]);
 		*out -= b.found;
 		n += b.found;
-		if (vb_fail.seen) {
+		if (bench_fail.seen) {
 			fprintf(stderr, "ibtca-tool: bench WR %llu: %s\n",
-				(unsigned long long)vb_fail.c.wr_id,
-				vb_err(0, &vb_fail.c));
+				(unsigned long long)bench_fail.c.wr_id,
+				vb_err(0, &bench_fail.c));
 			return -EIO;
 		}
 		if (b.found < VB_DRAIN_BATCH)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The DRDMA helpers of ibtca-tool (drdma.h): the driver's DRDMA ioctls
+ * The DRDMA helpers of ibtca-tool (drdma_lib.h): the driver's DRDMA ioctls
  * (submit, masks, fill, drain, raw window accesses, ARR reads), posting
- * and completing DRDMA work requests, status messages. Used by drdma.c,
- * drdma_bench.c and drdma_fan.c.
+ * and completing DRDMA work requests, status messages, the range shuffle
+ * and count both sides compute. Used by drdma.c, drdma_bench.c,
+ * drdma_bounce.c, drdma_path.c and drdma_fan.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "drdma_lib.h"
 
 void dcheck(const char *name, int ok, const char *fmt, ...)
 {
@@ -298,3 +299,28 @@ int dr_status(struct dr *d, int ok, uint64_t value)
 }
 
 /* ---- server: the TCA side ---- */
+
+/* The shuffle both sides compute: a permutation of 0..n-1 from @seed. */
+void dr_perm(uint32_t *p, uint32_t n, uint32_t seed)
+{
+	uint32_t i, j, x = seed, tmp;
+
+	for (i = 0; i < n; i++)
+		p[i] = i;
+	for (i = n; i > 1; i--) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		j = x % i;
+		tmp = p[i - 1];
+		p[i - 1] = p[j];
+		p[j] = tmp;
+	}
+}
+
+uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated)
+{
+	uint32_t n = ranges < dedicated ? ranges : dedicated;
+
+	return n < DR_ALL_MAX ? n : DR_ALL_MAX;
+}

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * ibtca-tool: what ibtca-tool.c (commands, verbs scenario and helpers) and
- * the Direct RDMA scenarios (drdma.c, drdma_fan.c; drdma.h) and the soak
- * (soak.c) share.
- *
- * The verbs helpers (vb_*) set up a PD, an MR over a 2 MiB buffer, CQs and
- * two RC QPs connected to a peer guest's, exchange buffer addresses and
- * R_Keys (HELLO) and carry 64-byte messages over SEND/RECV.
+ * ibtca-tool's verbs helpers (verbs_lib.c): they set up a PD, an MR over a
+ * 2 MiB buffer, CQs and two RC QPs connected to a peer guest's, exchange
+ * buffer addresses and R_Keys (HELLO) and carry 64-byte messages over
+ * SEND/RECV. The verbs scenario, verbs-bench, the DRDMA scenarios, the soak
+ * and atm-echo build on them.
  */
-#ifndef IBTCA_TOOL_H
-#define IBTCA_TOOL_H
+#ifndef IBTCA_TOOL_VERBS_LIB_H
+#define IBTCA_TOOL_VERBS_LIB_H
 
 #include <assert.h>
 #include <stdarg.h>
@@ -21,11 +19,6 @@
 #include "ibtca_uapi.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-extern const char *dev_path;
-extern int n_pass, n_fail;
-/* Prefix of vcheck() lines ("IBTCA-VERBS"). */
-extern const char *vb_prefix;
 
 #define VB_BUF_SIZE	(2U << 20)
 #define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
@@ -105,16 +98,7 @@ struct vb {
 #define VB_RETRY_DEFAULT	7U
 extern uint8_t vb_timeout, vb_retry;
 
-void usage(void);
-int parse_u32(const char *s, uint32_t *out);
 int vb_qp_option(const char *opt, const char *val);
-int open_dev(void);
-/* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
-void vreport(const char *prefix, const char *name, int ok, const char *fmt,
-	     va_list ap);
-void vcheck(const char *name, int ok, const char *fmt, ...);
-int reg_read(int fd, uint32_t off, uint32_t *val);
-int reg_write(int fd, uint32_t off, uint32_t val);
 double now_s(void);
 
 void vb_pattern(uint8_t *p, size_t len, uint8_t seed);
@@ -138,20 +122,10 @@ int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
 void vb_teardown(struct vb *v);
 
-/* verbs scenario (ibtca-tool.c) and verbs-bench (verbs_bench.c). */
+/*
+ * 64 B SEND ping-pong with the server (PING, PONG): the round trips done;
+ * @us, if set, gets each one's half in microseconds (verbs_lib.c).
+ */
 int vb_send_pingpong(struct vb *v, int n, double *us);
-int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how);
-void vb_client_perf(struct vb *v);
 
-/* drdma.c */
-int cmd_drdma(int argc, char **argv, int bench);
-/* drdma_fan.c */
-int cmd_drdma_fan(int argc, char **argv);
-/* soak.c */
-int cmd_soak(int argc, char **argv);
-/* uverbs_mr.c */
-int cmd_uverbs_mr(int argc, char **argv);
-/* atm_echo.c */
-int cmd_atm_echo(int argc, char **argv);
-
-#endif /* IBTCA_TOOL_H */
+#endif /* IBTCA_TOOL_VERBS_LIB_H */

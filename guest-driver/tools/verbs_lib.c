@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "dev.h"
+#include "parse.h"
+#include "report.h"
+#include "verbs_lib.h"
 
 uint8_t vb_timeout = VB_TIMEOUT_DEFAULT;
 uint8_t vb_retry = VB_RETRY_DEFAULT;
@@ -59,15 +62,6 @@ double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-void vcheck(const char *name, int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(vb_prefix, name, ok, fmt, ap);
-	va_end(ap);
 }
 
 void vb_pattern(uint8_t *p, size_t len, uint8_t seed)
@@ -531,4 +525,26 @@ int vb_exchange(struct vb *v)
 	vcheck(name, !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
 	       (unsigned long long)v->peer_iova, v->peer_rkey, vb_err(ret, &c));
 	return ret;
+}
+
+/*
+ * 64 B SEND ping-pong with the server (PING, PONG), both sides waiting for
+ * completions in the driver (CQ interrupt). Returns the round trips done;
+ * @us, if set, gets each one's half in microseconds.
+ */
+int vb_send_pingpong(struct vb *v, int n, double *us)
+{
+	struct vb_msg m;
+	double t0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		t0 = now_s();
+		if (vb_send_simple(v, VB_PING, 1, i) ||
+		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
+			break;
+		if (us)
+			us[i] = (now_s() - t0) * 1e6 / 2;
+	}
+	return i;
 }

@@ -26,11 +26,15 @@
  * The verbs, drdma and soak commands also take --timeout EXP and --retry N
  * (the ACK timeout and transport retries of their QPs).
  *
- * This file has the commands and the verbs scenario; the verbs helpers
- * (QP set-up, messages, polling) live in verbs_lib.c, verbs-bench in
- * verbs_bench.c, the drdma scenarios in drdma.c (drdma, drdma-bench) and
- * drdma_fan.c (drdma-fan), the soak in soak.c; ibtca-tool.h is what the
- * files share, drdma.h what the DRDMA ones share.
+ * This file has main, the device commands and the verbs scenario; the
+ * verbs helpers (QP set-up, messages, polling) live in verbs_lib.c,
+ * verbs-bench in verbs_bench.c, the drdma scenarios in drdma.c (drdma,
+ * drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c, the soak in
+ * soak.c; below them all the check lines and counts (report.c), the device
+ * node (dev.c), number arguments (parse.c); the usage text is usage.c.
+ * Their headers: report.h, dev.h, parse.h, usage.h, verbs_lib.h and
+ * drdma_lib.h (what the DRDMA files share); commands.h declares what main
+ * runs. A file calls only files below it.
  * Built statically for the guest initramfs. Exit status 0 on success, 1 on a
  * failed check, 2 on usage errors.
  */
@@ -47,107 +51,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
-
-const char *dev_path = "/dev/ibtca0";
-
-int n_pass, n_fail;
-
-/* Prefix of the check lines of the verbs helpers (vcheck). */
-const char *vb_prefix = "IBTCA-VERBS";
-
-static void print_usage(FILE *out)
-{
-	fprintf(out,
-		"Usage: ibtca-tool [-d DEV] COMMAND\n"
-		"  info                 device information\n"
-		"  selftest             run all checks (IBTCA-TEST lines)\n"
-		"  bench-mmio N         time N register reads and N writes\n"
-		"  reg read OFF         read a BAR0 register\n"
-		"  reg write OFF VAL    write a BAR0 register\n"
-		"  irq VEC [MS]         fire an MSI-X vector and wait for it\n"
-		"  dma fill|sum LEN [SEED]  run a DMA self-test command\n"
-		"  dma-fault            check that an out-of-RAM DMA faults\n"
-		"  port-wait [AFTER [MS]]  wait until more than AFTER port\n"
-		"                       changes were seen (IBTCA-PORT line)\n"
-		"  verbs --role server|client --peer-lid N [--sl SL]\n"
-		"        [--wait SECS]  verbs scenario with a peer guest\n"
-		"                       (IBTCA-VERBS lines); --sl: service\n"
-		"                       level of the QPs (0-14), --wait: how\n"
-		"                       long the server waits for the client\n"
-		"  verbs-bench --role server|client --peer-lid N\n"
-		"                       perftest-style write_bw and write_lat\n"
-		"                       with a peer guest (IBTCA-PERF lines)\n"
-		"  drdma --role server|client --peer-lid N\n"
-		"                       Direct RDMA window scenario with a peer\n"
-		"                       guest (IBTCA-DRDMA lines)\n"
-		"  drdma-bench --role server|client --peer-lid N\n"
-		"                       DRDMA bandwidth next to memcpy with a\n"
-		"                       peer guest (IBTCA-DRDMA-PERF lines)\n"
-		"  drdma-fan --role server --peer-lid B,C\n"
-		"  drdma-fan --role client --peer-lid A --index 0|1\n"
-		"                       all DRDMA ranges at once to two peer\n"
-		"                       guests (IBTCA-DRDMA lines)\n"
-		"  soak --lids L,L[,...] --seconds N [--self-lid L] [--grace S]\n"
-		"                       RDMA WRITE + SEND to every other LID for\n"
-		"                       N s, every message checked, broken\n"
-		"                       connections made again (IBTCA-SOAK lines)\n"
-		"  uverbs-mr [UVERBS]   register user memory through the RDMA\n"
-		"                       core (uverbs write ABI, page-list\n"
-		"                       regions; IBTCA-UVERBS-MR lines)\n"
-		"  atm-echo --peer-lid L --peer-qpn Q[,Q...] --frames N\n"
-		"        [--xor B] [--sl SL] [--wait SECS]\n"
-		"                       an RC QP to each QPN Q at LID L (an\n"
-		"                       ATM gateway's VCs); sends every message\n"
-		"                       received back on its QP, bytes XORed\n"
-		"                       with B, N times (IBTCA-ATM-ECHO lines;\n"
-		"                       --wait: seconds for each message)\n"
-		"  --help               this text\n"
-		"Options of verbs, verbs-bench, drdma, drdma-bench, drdma-fan,\n"
-		"soak and atm-echo for their QPs (the defaults are perftest's):\n"
-		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
-		"                       (0: none; default %u, %.0f ms)\n"
-		"  --retry N            transport retries, 0-7 (default %u): a\n"
-		"                       peer that stops answering fails the\n"
-		"                       oldest request after (N + 1) timeouts\n"
-		"                       (WC_RETRY_EXC_ERR, the rest flushed)\n"
-		"DEV defaults to /dev/ibtca0.\n",
-		VB_TIMEOUT_DEFAULT, 4.096e-3 * (1U << VB_TIMEOUT_DEFAULT),
-		VB_RETRY_DEFAULT);
-}
-
-void usage(void)
-{
-	print_usage(stderr);
-	exit(2);
-}
-
-int parse_u32(const char *s, uint32_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || v > 0xffffffffULL) {
-		fprintf(stderr, "ibtca-tool: bad number '%s'\n", s);
-		return -1;
-	}
-	*out = (uint32_t)v;
-	return 0;
-}
-
-int open_dev(void)
-{
-	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
-	int err = errno;
-
-	if (fd < 0) {
-		fprintf(stderr, "ibtca-tool: %s: %s\n", dev_path, strerror(err));
-		errno = err;
-	}
-	return fd;
-}
+#include "commands.h"
+#include "dev.h"
+#include "parse.h"
+#include "report.h"
+#include "usage.h"
+#include "verbs_lib.h"
 
 static const char *port_name(uint32_t s)
 {
@@ -164,20 +73,6 @@ static const char *port_name(uint32_t s)
 	return "unknown";
 }
 
-/* Prints one "<prefix> <name> PASS|FAIL <detail>" line and counts it. */
-void vreport(const char *prefix, const char *name, int ok,
-	     const char *fmt, va_list ap)
-{
-	printf("%s %s %s ", prefix, name, ok ? "PASS" : "FAIL");
-	vprintf(fmt, ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
-}
-
 static void check(const char *name, int ok, const char *fmt, ...)
 {
 	va_list ap;
@@ -185,23 +80,6 @@ static void check(const char *name, int ok, const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("IBTCA-TEST", name, ok, fmt, ap);
 	va_end(ap);
-}
-
-int reg_read(int fd, uint32_t off, uint32_t *val)
-{
-	struct ibtca_reg r = { .offset = off };
-
-	if (ioctl(fd, IBTCA_IOC_REG_READ, &r) < 0)
-		return -errno;
-	*val = r.value;
-	return 0;
-}
-
-int reg_write(int fd, uint32_t off, uint32_t val)
-{
-	struct ibtca_reg r = { .offset = off, .value = val };
-
-	return ioctl(fd, IBTCA_IOC_REG_WRITE, &r) < 0 ? -errno : 0;
 }
 
 static void print_info(const struct ibtca_info *in)
@@ -647,28 +525,6 @@ static int vb_atomic(struct vb *v, uint32_t opcode, uint32_t slot,
 	ret = vb_run(v, &s, v->scq, c, 60);
 	memcpy(old, v->buf + VB_ATOM_OFF + slot * 8, 8);
 	return ret;
-}
-
-/*
- * 64 B SEND ping-pong with the server (PING, PONG), both sides waiting for
- * completions in the driver (CQ interrupt). Returns the round trips done;
- * @us, if set, gets each one's half in microseconds.
- */
-int vb_send_pingpong(struct vb *v, int n, double *us)
-{
-	struct vb_msg m;
-	double t0;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		t0 = now_s();
-		if (vb_send_simple(v, VB_PING, 1, i) ||
-		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
-			break;
-		if (us)
-			us[i] = (now_s() - t0) * 1e6 / 2;
-	}
-	return i;
 }
 
 static void vb_client_bench(struct vb *v)

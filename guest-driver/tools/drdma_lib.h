@@ -3,10 +3,11 @@
  * ibtca-tool: what the Direct RDMA scenarios share (drdma.c: the two-guest
  * scenario and drdma-bench; drdma_fan.c: one guest's ranges to two peers).
  */
-#ifndef IBTCA_TOOL_DRDMA_H
-#define IBTCA_TOOL_DRDMA_H
+#ifndef IBTCA_TOOL_DRDMA_LIB_H
+#define IBTCA_TOOL_DRDMA_LIB_H
 
-#include "ibtca-tool.h"
+#include "report.h"
+#include "verbs_lib.h"
 
 #define DR_LEN		4096U	/* one range */
 #define DR_HALF		2048U
@@ -132,4 +133,4 @@ int dr_bounce(struct dr *d, const struct vb_msg *m);
 void dr_bench_server(struct dr *d);
 void dr_bench_client(struct dr *d);
 
-#endif /* IBTCA_TOOL_DRDMA_H */
+#endif /* IBTCA_TOOL_DRDMA_LIB_H */

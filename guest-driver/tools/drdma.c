@@ -49,7 +49,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drdma.h"
+#include "commands.h"
+#include "dev.h"
+#include "drdma_lib.h"
+#include "parse.h"
+#include "usage.h"
 
 /* Where the data goes in the client's buffer (its bulk area). */
 #define DR_IOR_OFF	0x00000U	/* I/O read target, 4096 */
@@ -360,31 +364,6 @@ static int dr_err_cases(struct dr *d, const struct vb_msg *m)
 		       dr_bits(a.ctrl), t, b.ctrl, d->info.errors);
 	}
 	return dr_status(d, !ret && n_fail == fails0, 0);
-}
-
-/* The shuffle both sides compute: a permutation of 0..n-1 from @seed. */
-void dr_perm(uint32_t *p, uint32_t n, uint32_t seed)
-{
-	uint32_t i, j, x = seed, tmp;
-
-	for (i = 0; i < n; i++)
-		p[i] = i;
-	for (i = n; i > 1; i--) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		j = x % i;
-		tmp = p[i - 1];
-		p[i - 1] = p[j];
-		p[j] = tmp;
-	}
-}
-
-uint32_t dr_all_count(uint32_t ranges, uint32_t dedicated)
-{
-	uint32_t n = ranges < dedicated ? ranges : dedicated;
-
-	return n < DR_ALL_MAX ? n : DR_ALL_MAX;
 }
 
 /* Every range in flight at once, each to its own slot of the client. */

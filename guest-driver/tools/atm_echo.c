@@ -27,7 +27,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ibtca-tool.h"
+#include "commands.h"
+#include "dev.h"
+#include "parse.h"
+#include "usage.h"
+#include "verbs_lib.h"
 
 #define AE_MAX_QPS	4U
 #define AE_NRECV	8U		/* receives per QP */

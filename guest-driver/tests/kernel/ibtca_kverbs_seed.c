@@ -28,7 +28,7 @@
 
 #include "ibtca_kverbs_common.h"
 
-#include "../ibtca_qp_options.h"
+#include "ibtca_qp_options.h"
 
 #define KS_PORT		1
 #define KS_WRITE_LEN	(16 * 1024)

@@ -23,7 +23,7 @@ bash scripts/setup-vm-stack.sh
 CHROOT=$(readlink -f "$IBTCA_CHROOT")
 
 say "building ibtca-device, ibtca-switch and ibtca-fabric (release)"
-cargo build --release -q -p ibtca-device -p ibtca-fabric
+cargo build --release -q -p ibtca-device -p ibtca-switch -p ibtca-fabric
 say "building the guest module, tool and initramfs"
 bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest

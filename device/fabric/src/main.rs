@@ -15,11 +15,11 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
-use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{self as fabric, guest_extras, launch, qemu, End, Plan};
+use ibtca_switch::control;
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///

@@ -7,9 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use ibtca_device::sched::CpuList;
-use ibtca_device::switch::MAX_UNICAST_LID;
 use ibtca_device::transport::config::MAX_MIN_ACK_TIMEOUT_MS;
 use ibtca_link::{FaultRates, LinkEndpoint};
+use ibtca_switch::MAX_UNICAST_LID;
 
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 

@@ -33,11 +33,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ibtca_device::switch::control;
 use ibtca_fabric::guests::{self, GuestOptions, GuestPlan, VmStack};
 use ibtca_fabric::launch;
 use ibtca_fabric::state::{Started, State};
 use ibtca_fabric::{self as fabric, Plan};
+use ibtca_switch::control;
 
 #[path = "../soak/check.rs"]
 mod check;

@@ -24,7 +24,7 @@ step bash scripts/setup-vm-stack.sh
 CHROOT=$(readlink -f "$IBTCA_CHROOT")
 
 say "building ibtca-device, ibtca-switch and ibtca-fabric (release; cargo shows each crate)"
-step cargo build --release -p ibtca-device -p ibtca-fabric
+step cargo build --release -p ibtca-device -p ibtca-switch -p ibtca-fabric
 say "building the guest module, tool and initramfs"
 step bash scripts/build-guest.sh
 GUEST=${IBTCA_CACHE:-$HOME/.cache/ibtca}/guest

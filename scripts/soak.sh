@@ -48,7 +48,7 @@ CHROOT=$(readlink -f "$IBTCA_CHROOT")
 trap 'ibtca_chroot_release "$CHROOT"' EXIT
 
 say "building ibtca-device, ibtca-switch and ibtca-soak (release)"
-cargo build --release -q -p ibtca-device -p ibtca-tests --bins
+cargo build --release -q -p ibtca-device -p ibtca-switch -p ibtca-tests --bins
 GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
 export IBTCA_GUEST_DIR=$GUEST
 say "building the guest module, tool and initramfs in $GUEST"

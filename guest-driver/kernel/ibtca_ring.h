@@ -79,7 +79,7 @@ void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv);
 /*
  * Doorbell records (IBTCA_CMD_QP_DB_RECORD, IBTCA_CMD_CQ_DB_RECORD; the
- * protocol is device/src/verbs/db_record.rs's): 0, or the command's error,
+ * protocol is device/tca/src/verbs/db_record.rs's): 0, or the command's error,
  * and then the ring goes on with doorbells alone. Called with hw_sem.
  */
 int ibtca_qp_ring_bind_record(struct ibtca_dev *idev, struct ibtca_qp_ring *r);

@@ -12,8 +12,8 @@ use ibtca_device::guid;
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::{LinkConfig, LinkEndpoint};
 use ibtca_device::regs;
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_device::verbs::abi::*;
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
 use crate::pair::ALL_ACCESS;
 use crate::qp_retry::Retry;

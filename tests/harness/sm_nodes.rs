@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::{LinkConfig, LinkEndpoint};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
 use crate::sm_client::SmClient;
 use crate::{TempDir, TestServer};

@@ -558,7 +558,7 @@ pub fn run_guest_trio(
     client_checks: &[&str],
 ) {
     use ibtca_device::link::{LinkConfig, LinkEndpoint};
-    use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
+    use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
     let stack = VmStack::get();
     let dir = stack.scratch(mode);

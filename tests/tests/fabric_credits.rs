@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::{FlowControl, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_tests::links::{send_retrying, start_holding_link, start_link};
 use ibtca_tests::TempDir;
 

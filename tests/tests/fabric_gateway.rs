@@ -87,9 +87,9 @@ fn gateways_come_up_and_carry_frames_between_their_atm_sockets() {
     assert!(receive(&mut a) == back, "gw2 → gw1, byte-exact");
 
     let control = run.join("gw1.control");
-    let reply = ibtca_device::switch::control::request(&control, "remote-qpn 0/33 0x20").unwrap();
+    let reply = ibtca_switch::control::request(&control, "remote-qpn 0/33 0x20").unwrap();
     assert_eq!(reply, "ok VC 0/33: QP 17 to LID 1 QP 32");
-    let stats = ibtca_device::switch::control::request(&control, "stats").unwrap();
+    let stats = ibtca_switch::control::request(&control, "stats").unwrap();
     assert!(stats.contains("\"messages_sent\":1"), "{stats}");
     // `ibtca-fabric stats` shows the gateways' IB ports: the frames went
     // both ways over IB.
@@ -167,7 +167,7 @@ fn a_killed_gateway_restarts_and_carries_frames_again() {
     let back = frame(48, 5);
     send(&mut b, &back);
     assert!(receive(&mut a) == back, "gw2 → gw1 after the restart");
-    let stats = ibtca_device::switch::control::request(&run.join("gw1.control"), "stats").unwrap();
+    let stats = ibtca_switch::control::request(&run.join("gw1.control"), "stats").unwrap();
     assert!(
         stats.contains("\"messages_sent\":1") && stats.contains("\"messages_from_ib\":1"),
         "the new gateway's own counters: {stats}"

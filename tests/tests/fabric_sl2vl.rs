@@ -298,8 +298,8 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
 /// the VLs in the proportion of its own weights.
 #[test]
 fn each_switch_port_arbitrates_by_its_own_vl_weights() {
-    use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
     use ibtca_device::vl_config::{parse_sl2vl, VlConfig};
+    use ibtca_switch::{PortConfig, Switch, SwitchConfig};
     let dir = TempDir::new("vl-weights");
     let paths: Vec<PathBuf> = (1..=3).map(|p| dir.join(&format!("p{p}"))).collect();
     let table = parse_sl2vl("0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,15").unwrap();

@@ -1,4 +1,4 @@
-//! Device instances joined through `ibtca_device::switch` switches, each
+//! Device instances joined through `ibtca_switch` switches, each
 //! driven through vfio-user by a simulated guest: forwarding by LID across
 //! one and two switches, drops by reason, faults on switch links, and a
 //! node whose link dies while the rest of the fabric keeps working.
@@ -376,7 +376,7 @@ fn a_delayed_port_holds_packets_back_in_order() {
 
 #[test]
 fn the_control_commands_change_a_running_switch() {
-    use ibtca_device::switch::control::execute;
+    use ibtca_switch::control::execute;
     let mut f = Fabric::star(2, prompt());
     let sw = &f.switches[0];
     let stats = execute(sw, "stats");

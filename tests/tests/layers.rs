@@ -1,9 +1,11 @@
 //! The layering of the workspace's Rust sources, checked from the source
 //! files themselves (ARCHITECTURE.md, "Crates"):
 //!
+//! - no crate of the workspace depends on a crate of its own layer or of a
+//!   layer above it ([`CRATE_LAYERS`]; Cargo itself refuses only cycles);
 //! - no import cycle between two modules of a crate;
-//! - in `device/src`, no module uses a top-level module of a higher layer
-//!   than its own ([`DEVICE_LAYERS`]);
+//! - in `device/tca/src`, no module uses a top-level module of a higher
+//!   layer than its own ([`DEVICE_LAYERS`]);
 //! - no source file holds more than [`MAX_LINES`] lines of non-test code.
 //!
 //! A module's imports are the paths it names that start with `crate::`,
@@ -16,37 +18,41 @@
 //! `mod` declarations (`#[path]` included).
 //!
 //! `cargo test -p ibtca-tests --test layers -- --ignored --nocapture`
-//! prints the import graph of `device/src`'s top-level modules.
+//! prints the import graph of `device/tca/src`'s top-level modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// `device/src`'s top-level modules by layer, lowest first. A module may
-/// use the modules of its own layer and of the layers below it, never one
-/// above: the vfio-user server knows nothing of the device it serves, the
-/// device core nothing of the switch that runs it, and so on. Each module
-/// sits as low as what it uses allows. Below them all are the crates
-/// `ibtca-protocol` and `ibtca-link` (the link layer, which `device/src`
-/// re-exports as `link` with its `memfd`), above them the launcher
-/// `ibtca-fabric`: crates that cannot use the device, or that it cannot
-/// use.
-const DEVICE_LAYERS: &[(&str, &[&str])] = &[
+/// The workspace's crates by layer, lowest first. A crate may depend (for
+/// its code, its tests or its build) only on crates of the layers below its
+/// own: the crates of one layer know nothing of each other.
+const CRATE_LAYERS: &[(&str, &[&str])] = &[
+    ("IB protocol", &["ibtca-protocol"]),
     (
-        "helpers",
-        &[
-            "logging",
-            "ratelimit",
-            "regs",
-            "sched",
-            "client_fd",
-            "guid",
-            "control_socket",
-        ],
+        "link layer, logging and command line",
+        &["ibtca-link", "ibtca-log", "ibtca-cli"],
     ),
-    ("vfio-user server", &["vfio_user"]),
-    ("ports' VL configuration", &["vl_config"]),
-    ("subnet management and performance agents", &["sma", "pma"]),
+    (
+        "vfio-user server and port agents",
+        &["ibtca-vfio-user", "ibtca-agents"],
+    ),
+    ("device and switch", &["ibtca-device", "ibtca-switch"]),
+    ("gateway", &["ibtca-gateway"]),
+    ("fabric launcher", &["ibtca-fabric"]),
+    ("tests and benchmarks", &["ibtca-tests"]),
+];
+
+/// `device/tca/src`'s top-level modules by layer, lowest first. A module
+/// may use the modules of its own layer and of the layers below it, never
+/// one above: the device core knows nothing of the one device instance
+/// that runs it, and so on. Each module sits as low as what it uses allows.
+/// Below them all are the crates of the lower [`CRATE_LAYERS`], which
+/// `device/tca/src` re-exports under their old module names (`link` with
+/// its `memfd`, `vfio_user`, `sma`, `pma`, `vl_config`, `control_socket`,
+/// `guid`, `logging`, `guest_warn!`).
+const DEVICE_LAYERS: &[(&str, &[&str])] = &[
+    ("helpers", &["regs", "sched", "client_fd"]),
     ("guest memory and PCI", &["fault_guard", "dma", "pci"]),
     // One layer: verbs' key checks report `transport::AccessError`.
     ("verbs and RC transport", &["verbs", "transport"]),
@@ -54,7 +60,6 @@ const DEVICE_LAYERS: &[(&str, &[&str])] = &[
     ("engine", &["engine"]),
     ("PCI function", &["bar0", "tca"]),
     ("one device", &["instance", "device_control"]),
-    ("switch", &["switch"]),
 ];
 
 /// Most lines of non-test code in one source file (blank and comment
@@ -92,12 +97,30 @@ fn workspace() -> PathBuf {
 fn roots() -> Vec<(String, PathBuf)> {
     let ws = workspace();
     let mut roots = vec![
-        ("ibtca-device".to_string(), ws.join("device/src/lib.rs")),
+        ("ibtca-device".to_string(), ws.join("device/tca/src/lib.rs")),
         (
             "ibtca-device bin".to_string(),
-            ws.join("device/src/main.rs"),
+            ws.join("device/tca/src/main.rs"),
+        ),
+        (
+            "ibtca-agents".to_string(),
+            ws.join("device/agents/src/lib.rs"),
         ),
         ("ibtca-link".to_string(), ws.join("device/link/src/lib.rs")),
+        ("ibtca-log".to_string(), ws.join("device/log/src/lib.rs")),
+        ("ibtca-cli".to_string(), ws.join("device/cli/src/lib.rs")),
+        (
+            "ibtca-switch".to_string(),
+            ws.join("device/switch/src/lib.rs"),
+        ),
+        (
+            "ibtca-switch bin".to_string(),
+            ws.join("device/switch/src/main.rs"),
+        ),
+        (
+            "ibtca-vfio-user".to_string(),
+            ws.join("device/vfio-user/src/lib.rs"),
+        ),
         (
             "ibtca-fabric".to_string(),
             ws.join("device/fabric/src/lib.rs"),
@@ -117,7 +140,11 @@ fn roots() -> Vec<(String, PathBuf)> {
         ("ibtca-protocol".to_string(), ws.join("protocol/src/lib.rs")),
         ("ibtca-tests".to_string(), ws.join("tests/harness/lib.rs")),
     ];
-    for dir in ["device/src/bin", "device/gateway/src/bin", "tests/src/bin"] {
+    for dir in [
+        "device/tca/src/bin",
+        "device/gateway/src/bin",
+        "tests/src/bin",
+    ] {
         let mut bins: Vec<PathBuf> = fs::read_dir(ws.join(dir))
             .expect("bin directory")
             .map(|e| e.expect("bin entry").path())
@@ -676,7 +703,7 @@ fn no_import_cycles_between_modules() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The layer of each top-level module of `device/src`.
+/// The layer of each top-level module of `device/tca/src`.
 fn device_layers() -> BTreeMap<&'static str, usize> {
     let mut out = BTreeMap::new();
     for (layer, (_, modules)) in DEVICE_LAYERS.iter().enumerate() {
@@ -690,7 +717,7 @@ fn device_layers() -> BTreeMap<&'static str, usize> {
 #[test]
 fn device_modules_use_only_their_own_layer_and_those_below() {
     let layers = device_layers();
-    let krate = read_crate("ibtca-device", &workspace().join("device/src/lib.rs"));
+    let krate = read_crate("ibtca-device", &workspace().join("device/tca/src/lib.rs"));
     let mut problems = Vec::new();
     for top in krate.modules.keys().filter(|p| p.len() == 1) {
         if !layers.contains_key(top[0].as_str()) {
@@ -715,6 +742,76 @@ fn device_modules_use_only_their_own_layer_and_those_below() {
                 name(to),
                 DEVICE_LAYERS[lt].0,
             ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The workspace's member directories (the root `Cargo.toml`'s `members`).
+fn members() -> Vec<String> {
+    let text = fs::read_to_string(workspace().join("Cargo.toml")).expect("workspace Cargo.toml");
+    let start = text.find("members = [").expect("workspace members") + "members = [".len();
+    let end = start + text[start..].find(']').expect("end of members");
+    text[start..end]
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// A member's package name and the `ibtca-*` crates it depends on, in any
+/// of its dependency tables.
+fn manifest(dir: &str) -> (String, Vec<String>) {
+    let file = workspace().join(dir).join("Cargo.toml");
+    let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut section = "";
+    let mut name = String::new();
+    let mut deps = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[package]" && line.starts_with("name") {
+            name = line
+                .split_once('=')
+                .map_or("", |(_, v)| v.trim().trim_matches('"'))
+                .to_string();
+        } else if section.ends_with("dependencies]") && line.starts_with("ibtca-") {
+            let dep = line
+                .split(|c: char| c == '.' || c == '=' || c.is_whitespace())
+                .next()
+                .unwrap_or_default();
+            deps.push(dep.to_string());
+        }
+    }
+    (name, deps)
+}
+
+#[test]
+fn crates_depend_only_on_the_layers_below_their_own() {
+    let mut layers = BTreeMap::new();
+    for (layer, (_, crates)) in CRATE_LAYERS.iter().enumerate() {
+        for c in *crates {
+            assert!(layers.insert(*c, layer).is_none(), "{c} listed twice");
+        }
+    }
+    let mut problems = Vec::new();
+    for dir in members() {
+        let (krate, deps) = manifest(&dir);
+        let Some(&lc) = layers.get(krate.as_str()) else {
+            problems.push(format!(
+                "{krate} ({dir}): not in CRATE_LAYERS (tests/tests/layers.rs)"
+            ));
+            continue;
+        };
+        for dep in deps {
+            match layers.get(dep.as_str()) {
+                None => problems.push(format!("{krate} uses {dep}, which is not in CRATE_LAYERS")),
+                Some(&ld) if ld >= lc => problems.push(format!(
+                    "{krate} ({}) uses {dep} ({}, not below it)",
+                    CRATE_LAYERS[lc].0, CRATE_LAYERS[ld].0
+                )),
+                Some(_) => {}
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -785,12 +882,12 @@ pub mod kept;
     assert_eq!(lines, 8, "{code}");
 }
 
-/// Prints `device/src`'s import graph between top-level modules, by layer.
+/// Prints `device/tca/src`'s import graph between top-level modules, by layer.
 #[test]
 #[ignore = "prints the device's module graph: -- --ignored --nocapture"]
 fn print_device_graph() {
     let layers = device_layers();
-    let krate = read_crate("ibtca-device", &workspace().join("device/src/lib.rs"));
+    let krate = read_crate("ibtca-device", &workspace().join("device/tca/src/lib.rs"));
     let mut tops: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (from, to) in krate.edges.keys() {
         if let (Some(f), Some(t)) = (from.first(), to.first()) {

@@ -20,7 +20,6 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_device::vl_config::VlConfig;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
@@ -34,6 +33,7 @@ use ibtca_protocol::mad::attr::{
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp};
 use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::{SmClient, WAIT};
 use ibtca_tests::TempDir;

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::{LinkConfig, LinkEndpoint};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::mad::attr::{id, MftBlock, NodeInfo, NodeType, SwitchInfo};
 use ibtca_protocol::mad::{method, MadStatus, Smp};
 use ibtca_protocol::PacketView;
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_tests::sm_client::{data_packet, SmClient};
 use ibtca_tests::TempDir;
 

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::{LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::mad::attr::{
     id, LftBlock, NodeInfo, NodeType, PortInfo, PortState, Sl2VlTable, SwitchInfo, VlArbBlock,
     VlArbEntry,
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
 use ibtca_protocol::PacketView;
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_tests::links::{send_retrying, start_link};
 use ibtca_tests::sm_client::{data_packet, SmClient, WAIT};
 use ibtca_tests::sm_nodes::SmSwitch;

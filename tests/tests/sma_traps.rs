@@ -19,12 +19,12 @@
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig, TrapCounts};
 use ibtca_protocol::mad::attr::{
     cap, id, notice_type, producer, trap, NodeInfo, Notice, PortInfo, PortState,
 };
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, QP0};
 use ibtca_protocol::PacketView;
+use ibtca_switch::{PortConfig, Switch, SwitchConfig, TrapCounts};
 use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::{SmClient, WAIT};
 use ibtca_tests::TempDir;
@@ -253,7 +253,7 @@ fn a_link_change_sends_trap_128_until_the_sm_represses_it() {
     );
     assert!(ibtca_protocol::mad::attr::SwitchInfo::decode(&info.data).port_state_change);
     // The control socket's `traps` reports the same counters.
-    let reply = ibtca_device::switch::control::execute(&f.sw, "traps");
+    let reply = ibtca_switch::control::execute(&f.sw, "traps");
     let json: serde_json::Value = serde_json::from_str(reply.strip_prefix("ok ").unwrap()).unwrap();
     let now = f.sw.trap_counts();
     assert_eq!(json["sent"], now.sent, "{reply}");
@@ -367,14 +367,10 @@ fn an_unrepressed_trap_is_given_up_after_its_sends() {
     f.sw.port_down(2).unwrap();
     let tid = next_trap(&f.sm);
     let c = wait_counts(&f.sw, "given up", |c| c.unanswered == 1);
-    assert_eq!(
-        c.sent,
-        u64::from(ibtca_device::switch::MAX_TRAP_SENDS),
-        "{c:?}"
-    );
+    assert_eq!(c.sent, u64::from(ibtca_switch::MAX_TRAP_SENDS), "{c:?}");
     // Every send reached the SM, then the switch goes quiet.
     let mut seen = 1;
-    while seen < ibtca_device::switch::MAX_TRAP_SENDS {
+    while seen < ibtca_switch::MAX_TRAP_SENDS {
         assert_eq!(next_trap(&f.sm), tid);
         seen += 1;
     }

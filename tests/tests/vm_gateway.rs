@@ -30,10 +30,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ibtca_device::switch::control::request;
 use ibtca_protocol::atm::aal5::{self, Aal5Reassembler, MAX_SDU};
 use ibtca_protocol::atm::cell::PTI_AUU;
 use ibtca_protocol::atm::{Cell, Vc, CELL_LEN};
+use ibtca_switch::control::request;
 use ibtca_tests::launcher::{config, Down};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::workspace_bin;

@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ibtca_device::switch::spec::format_faults;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_link::socket_file;
+use ibtca_switch::spec::format_faults;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};

@@ -16,13 +16,13 @@ macro_rules! out {
     }};
 }
 use ibtca_device::cli;
-use ibtca_device::switch::control;
 use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
     self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
 };
+use ibtca_switch::control;
 
 /// Brings up a fabric of ibtca devices and switches from a topology file.
 ///

@@ -7,8 +7,8 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use ibtca_device::sched::CpuList;
-use ibtca_device::switch::MAX_UNICAST_LID;
 use ibtca_link::{FaultRates, LinkEndpoint};
+use ibtca_switch::MAX_UNICAST_LID;
 
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::link::socket_file::{self, SocketId};
 use ibtca_device::link::LinkEndpoint;
-use ibtca_device::switch::{Capture, Direction, ERF_TYPE_ATM};
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
+use ibtca_switch::{Capture, Direction, ERF_TYPE_ATM};
 
 use crate::engine::Event;
 use crate::handoff::HandOff;

@@ -7,9 +7,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LocalPort};
-use ibtca_device::switch::Capture;
 use ibtca_device::vl_config::VlConfig;
 use ibtca_protocol::atm::Vc;
+use ibtca_switch::Capture;
 
 use crate::atm_port::{AtmPort, PortCounters};
 use crate::counters::{Counters, EngineCounters};

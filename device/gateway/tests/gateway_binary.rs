@@ -162,7 +162,7 @@ fn a_running_gateway_serves_stats_and_logs_counters() {
     wait_for("gateway running");
     let deadline = Instant::now() + T;
     let reply = loop {
-        match ibtca_device::switch::control::request(&control, "stats") {
+        match ibtca_switch::control::request(&control, "stats") {
             Ok(r) => break r,
             Err(e) => {
                 assert!(Instant::now() < deadline, "control socket: {e}");

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_device::vl_config::VlConfig;
 use ibtca_gateway::control;
 use ibtca_gateway::map::VcMap;
@@ -25,6 +24,7 @@ use ibtca_protocol::atm::aal1::{sar_header, Aal1Segmenter};
 use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::cell::{hec, PTI_AUU};
 use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -346,7 +346,7 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
     // B's first VC has no remote QPN yet: set it through the control socket.
     let control_path = dir.join("gb.control");
     let control = control::serve(gb.clone(), &control_path).unwrap();
-    let request = |line: &str| ibtca_device::switch::control::request(&control_path, line).unwrap();
+    let request = |line: &str| ibtca_switch::control::request(&control_path, line).unwrap();
     assert_eq!(
         request("remote-qpn 5/100 16"),
         "ok VC 5/100: QP 116 to LID 10 QP 16"

@@ -91,7 +91,7 @@
 //! The listen side serves one peer at a time: a second connector waits in
 //! the socket backlog, gets no `Hello`, gives up after the `Hello` timeout
 //! and retries. A link joins exactly two ports (a switch has one link per
-//! port, `ibtca_device::switch`).
+//! port, `ibtca_switch`).
 //!
 //! [`memfd`] makes the anonymous shared-memory files of the rings (and of
 //! the device's DRDMA packet memory).

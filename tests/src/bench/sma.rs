@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::{LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
-use ibtca_device::switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::SmClient;
 use ibtca_tests::TempDir;

@@ -34,11 +34,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use ibtca_device::switch::control;
 use ibtca_fabric::guests::{self, GuestOptions, GuestPlan, VmStack};
 use ibtca_fabric::launch;
 use ibtca_fabric::state::{Started, State};
 use ibtca_fabric::{self as fabric, Plan};
+use ibtca_switch::control;
 
 #[path = "../soak/check.rs"]
 mod check;

@@ -1,0 +1,91 @@
+//! GUIDs of nodes, ports and switches: EUI-64s. The defaults are locally
+//! administered (the U/L bit, 0x02 of the first byte, set), so they collide
+//! with no vendor's OUI, and none is derived from a LID: under a subnet
+//! manager a port has its GUID before it has a LID.
+//!
+//! | default | value |
+//! |---|---|
+//! | `ibtca-device` without `--node-guid` | random, locally administered, logged at start |
+//! | a port without `--port-guid` | its node's GUID (one port) |
+//! | topology node `i` (from 0) without `node_guid` | [`FABRIC_NODE_BASE`] + i + 1 |
+//! | topology switch `i` without `guid` | [`FABRIC_SWITCH_BASE`] + i + 1 |
+//! | relay switch of link `l` | [`FABRIC_RELAY_BASE`] + l |
+//! | `ibtca-switch` without `--guid` | [`FABRIC_SWITCH_BASE`] |
+
+/// The universal/local bit of an EUI-64 (first byte, bit 1): set in a
+/// locally administered GUID.
+pub const LOCAL_BIT: u64 = 0x02 << 56;
+
+/// The individual/group bit of an EUI-64 (first byte, bit 0): clear in a
+/// node's or port's GUID.
+pub const GROUP_BIT: u64 = 0x01 << 56;
+
+/// Base of the GUIDs `ibtca-fabric` gives nodes that name none.
+pub const FABRIC_NODE_BASE: u64 = 0x0200_0000_0001_0000;
+
+/// Base of the GUIDs `ibtca-fabric` gives switches that name none.
+pub const FABRIC_SWITCH_BASE: u64 = 0x0200_0000_00ff_0000;
+
+/// Base of the GUIDs of the relay switches `ibtca-fabric` puts in links
+/// with options.
+pub const FABRIC_RELAY_BASE: u64 = 0x0200_0000_00fe_0000;
+
+/// True when `guid` is locally administered (U/L bit set).
+pub const fn is_local(guid: u64) -> bool {
+    guid & LOCAL_BIT != 0
+}
+
+/// Parses a GUID: hex with `0x`, decimal, or colon-separated hex groups
+/// (`0x0200000000010001`, `0200:0000:0001:0001`); zero is no GUID
+/// ([`ibtca_cli::ids::guid`]).
+pub fn parse(text: &str) -> Result<u64, String> {
+    ibtca_cli::ids::guid(text)
+}
+
+/// A random locally administered, individual GUID (the first byte is
+/// 0x02 or 0x06, ... : U/L set, I/G clear).
+pub fn random_local() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom(2) writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    let r = if n == b.len() as isize {
+        u64::from_ne_bytes(b)
+    } else {
+        // No entropy source: time and pid still differ between devices.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    };
+    (r | LOCAL_BIT) & !GROUP_BIT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_forms_and_errors() {
+        assert_eq!(parse("0x0200000000010001"), Ok(0x0200_0000_0001_0001));
+        assert_eq!(parse("0200:0000:0001:0001"), Ok(0x0200_0000_0001_0001));
+        // Without 0x or colons, a GUID is decimal (as LIDs and QPNs are).
+        assert_eq!(parse("10"), Ok(10));
+        assert!(parse("0").unwrap_err().contains("zero"));
+        assert!(parse("").is_err());
+        assert!(parse("xyz").is_err());
+        assert!(parse("0x1_0000_0000_0000_0000").is_err());
+        assert!(parse("0x11112222333344445").is_err());
+        assert!(parse("18446744073709551616").is_err());
+    }
+
+    #[test]
+    fn defaults_are_locally_administered_individual_guids() {
+        for g in [FABRIC_NODE_BASE, FABRIC_SWITCH_BASE, FABRIC_RELAY_BASE] {
+            assert!(is_local(g) && g & GROUP_BIT == 0, "{g:#x}");
+        }
+        let (a, b) = (random_local(), random_local());
+        assert!(is_local(a) && a & GROUP_BIT == 0, "{a:#x}");
+        assert_ne!(a, b);
+        assert!(!is_local(0x0002_c903_0000_0001));
+    }
+}

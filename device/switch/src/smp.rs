@@ -1,0 +1,106 @@
+//! SMPs at a switch: what comes in on VL15 for the switch itself (DLID
+//! the permissive LID or port 0's LID) is a directed-route SMP to pass on
+//! (C14-9, C14-13: hop pointer, return path) or one for port 0's agent
+//! (`sma.rs`), whose answer goes back the way the request came. A
+//! directed SMP with LID-routed parts leaves the switch LID-routed (from
+//! the switch's LID) toward DrDLID or DrSLID where its directed part ends
+//! or began here.
+//! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
+//! A TrapRepress for the switch goes to its traps (`trap.rs`).
+
+use ibtca_protocol::mad::directed::{self, DrStep};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::PacketView;
+
+use super::Core;
+use ibtca_agents::sma::{answer, Answer};
+
+impl Core {
+    /// True if a VL15 packet to `dlid` is the switch's own.
+    pub(super) fn is_for_sma(&self, dlid: u16) -> bool {
+        if dlid == PERMISSIVE_LID {
+            return true;
+        }
+        let own = self.sma().lid();
+        own != 0 && dlid == own
+    }
+
+    /// Serves an SMP for the switch that came in on `in_port`: the packet
+    /// to send and the port to send it from (a directed SMP passed on, or
+    /// the agent's answer), or nothing (dropped, counted).
+    pub(super) fn serve_smp(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let out = self.smp_step(in_port, packet);
+        let mut sma = self.sma();
+        match out {
+            Some(_) => sma.smps_served += 1,
+            None => sma.smps_dropped += 1,
+        }
+        out
+    }
+
+    fn smp_step(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let view = PacketView::parse(packet).ok()?;
+        let mut smp = smp_of_packet(&view).ok()?;
+        let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
+        if smp.route == SmpRoute::Directed {
+            match directed::on_receive(&mut smp, true, in_port, ports) {
+                DrStep::Forward(out) => {
+                    // The directed part travels between permissive LIDs.
+                    let mut p = view.to_packet();
+                    (p.lrh.slid, p.lrh.dlid) = (PERMISSIVE_LID, PERMISSIVE_LID);
+                    p.payload = smp.to_bytes().to_vec();
+                    return Some((out, p.build().ok()?));
+                }
+                DrStep::ForwardByLid(dlid) => return self.smp_by_lid(&smp, dlid),
+                DrStep::Deliver => {}
+                why @ (DrStep::BackToSource | DrStep::Discard(_)) => {
+                    tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
+                    return None;
+                }
+            }
+        }
+        if smp.method == method::TRAP_REPRESS {
+            // The SM's answer to a trap (`trap.rs`); nothing goes back. Only
+            // the holder of the M_Key may silence a trap.
+            if self.sma().passes_m_key(&smp) {
+                self.trap_repress(&smp);
+            }
+            return None;
+        }
+        let mut sma = self.sma();
+        let links = self.links();
+        let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, &links);
+        let answered = answer(&mut agent, smp, in_port);
+        drop(links);
+        sma.gate_ports(&self.slots);
+        let mut reply = match answered {
+            Answer::Reply(r) => r,
+            Answer::ForSm(_) | Answer::Nothing => return None,
+        };
+        drop(sma);
+        match reply.route {
+            SmpRoute::Directed => match directed::respond(&mut reply, ports) {
+                DrStep::Forward(out) => Some((
+                    out,
+                    smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID)
+                        .build()
+                        .ok()?,
+                )),
+                DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
+                _ => None,
+            },
+            SmpRoute::Lid => self.smp_by_lid(&reply, view.lrh.slid),
+        }
+    }
+
+    /// `smp` LID-routed from the switch's LID to `dlid` through the
+    /// forwarding table (none while the switch has no LID or no route).
+    pub(super) fn smp_by_lid(&self, smp: &Smp, dlid: u16) -> Option<(u8, Vec<u8>)> {
+        let own = self.sma().lid();
+        if own == 0 {
+            return None;
+        }
+        let out = self.lft.lookup(dlid)?;
+        Some((out, smp_packet(smp, own, dlid).build().ok()?))
+    }
+}

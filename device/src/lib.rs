@@ -23,6 +23,7 @@ pub mod pci;
 pub mod pma;
 pub mod ratelimit;
 pub mod regs;
+pub mod sandbox;
 pub mod sched;
 pub mod sma;
 pub mod switch;

@@ -11,6 +11,7 @@ use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::guid;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::sandbox::{self, Role, SandboxArgs};
 use ibtca_device::sched::{self, CpuList};
 use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
 use ibtca_device::vfio_user::{Server, ServerConfig};
@@ -161,6 +162,9 @@ struct Args {
     /// more latency beside busy-polling guests. No privilege needed.
     #[arg(long, conflicts_with = "realtime")]
     sched_batch: bool,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 /// `--cpus`, `--realtime` and `--sched-batch`, on this thread before any other starts (they
@@ -197,6 +201,10 @@ fn apply_scheduling(args: &Args) -> Result<(), String> {
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
     let args = Args::parse();
+    if let Err(e) = sandbox::enable("ibtca-device", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let defaults = VlConfig::default();
     let weights = match args.vl_weights.as_deref().map(vl_config::parse_weights) {
         Some(Ok(w)) => w,
@@ -240,12 +248,19 @@ fn main() -> ExitCode {
         }
     };
     let stop = server.shutdown_handle();
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            tracing::info!(signal = sig, "stopping");
-            stop.stop();
-        }
-    });
+    let signal_thread = std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            sandbox::enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "stopping");
+                stop.stop();
+            }
+        });
+    if let Err(e) = signal_thread {
+        tracing::error!("cannot start the signal thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let node_guid = args.node_guid.unwrap_or_else(guid::random_local);
     let instance_cfg = InstanceConfig {
         lid: args.lid,
@@ -280,6 +295,7 @@ fn main() -> ExitCode {
         link = ?instance_cfg.link,
         "device ready"
     );
+    sandbox::enter(Role::VfioServer);
     let result = server.serve(&mut device.tca);
     if let Some(l) = device.link_stats() {
         tracing::info!(?l, "link counters");

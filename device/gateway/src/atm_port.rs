@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::sandbox::{self, Role};
 use ibtca_device::switch::{Capture, Direction, ERF_TYPE_ATM};
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
 
@@ -94,7 +95,10 @@ impl AtmPort {
         };
         let thread = std::thread::Builder::new()
             .name("ibtca-gw-atm".into())
-            .spawn(move || port.run())?;
+            .spawn(move || {
+                sandbox::enter(Role::AtmPort);
+                port.run()
+            })?;
         Ok(Self {
             stop,
             thread: Some(thread),
@@ -206,6 +210,7 @@ impl PortThread {
         let t = std::thread::Builder::new()
             .name("ibtca-gw-atm-tx".into())
             .spawn(move || {
+                sandbox::enter(Role::AtmWriter);
                 let mut batch = Vec::with_capacity(WRITE_BATCH);
                 let mut bytes = Vec::with_capacity(WRITE_BATCH * CELL_LEN);
                 while !flag.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {

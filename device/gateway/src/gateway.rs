@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LocalPort};
+use ibtca_device::sandbox::{self, Role};
 use ibtca_device::switch::Capture;
 use ibtca_device::vl_config::VlConfig;
 use ibtca_protocol::atm::Vc;
@@ -109,7 +110,10 @@ impl Gateway {
         );
         let engine = std::thread::Builder::new()
             .name("ibtca-gw-engine".into())
-            .spawn(move || engine.run(rx))?;
+            .spawn(move || {
+                sandbox::enter(Role::GatewayEngine);
+                engine.run(rx)
+            })?;
         let capture = match &cfg.capture {
             Some(p) => Some(Arc::new(Capture::create(p)?)),
             None => None,

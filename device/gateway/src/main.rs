@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::sandbox::{self, Role, SandboxArgs};
 use ibtca_device::transport::config::ack_timeout_from_exponent;
 use ibtca_device::vl_config::{self, VlConfig};
 use ibtca_gateway::control;
@@ -127,6 +128,9 @@ struct Args {
     #[arg(long)]
     check: bool,
 
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+
     /// An SM brings the IB port up: it starts without a LID, Init on link
     /// up, and carries data only once the SM made it Active (the gateway's
     /// agent answers the SM like a device's).
@@ -224,6 +228,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    if let Err(e) = sandbox::enable("ibtca-gateway", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(s) => s,
         Err(e) => {
@@ -259,14 +267,24 @@ fn main() -> ExitCode {
     if args.stats_interval > 0 {
         let gw = Arc::downgrade(&gw);
         let every = Duration::from_secs(args.stats_interval);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(every);
-            match gw.upgrade() {
-                Some(g) => tracing::info!(counters = %g.counters().to_json(), "counters"),
-                None => return,
-            }
-        });
+        let stats = std::thread::Builder::new()
+            .name("ibtca-gw-stats".into())
+            .spawn(move || {
+                sandbox::enter(Role::GatewayStats);
+                loop {
+                    std::thread::sleep(every);
+                    match gw.upgrade() {
+                        Some(g) => tracing::info!(counters = %g.counters().to_json(), "counters"),
+                        None => return,
+                    }
+                }
+            });
+        if let Err(e) = stats {
+            tracing::error!("cannot start the stats thread: {e}");
+            return ExitCode::FAILURE;
+        }
     }
+    sandbox::enter(Role::GatewayMain);
     for sig in signals.forever() {
         if sig == SIGUSR1 {
             tracing::info!(counters = %gw.counters().to_json(), "counters");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ibtca_device::link::{FaultPlan, LinkConfig, LinkEndpoint};
+use ibtca_device::sandbox::{self, Role, SandboxArgs};
 use ibtca_device::switch::control;
 use ibtca_device::switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -103,6 +104,9 @@ struct Args {
     /// `ibtca-device --link-ring-kib`; 0: frames stay on the sockets).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
     link_ring_kib: u64,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 fn config(args: &Args) -> Result<SwitchConfig, String> {
@@ -194,6 +198,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = sandbox::enable("ibtca-switch", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let (tx, rx) = mpsc::channel();
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
@@ -202,11 +210,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            let _ = tx.send(sig);
-        }
-    });
+    let signal_thread = std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            sandbox::enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                let _ = tx.send(sig);
+            }
+        });
+    if let Err(e) = signal_thread {
+        tracing::error!("cannot start the signal thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let switch = match Switch::start(cfg) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -224,6 +239,7 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    sandbox::enter(Role::SwitchMain);
     // Wake often enough to notice port changes for the status file.
     let tick = Duration::from_millis(50);
     let interval = Duration::from_secs(args.stats_interval);

@@ -675,6 +675,7 @@ impl EngineThread {
         let thread = std::thread::Builder::new()
             .name("ibtca-engine".into())
             .spawn(move || {
+                crate::sandbox::enter(crate::sandbox::Role::Engine);
                 loop {
                     let now = Instant::now();
                     let wait = engine

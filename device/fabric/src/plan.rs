@@ -221,6 +221,8 @@ pub struct NodePlan {
     pub gateway: Option<GatewayPlan>,
     /// A subnet manager brings the port up (`--sm-managed`).
     pub sm_managed: bool,
+    /// Started without its seccomp filter (`--no-seccomp`).
+    pub no_seccomp: bool,
 }
 
 /// The niceness values a guest's QEMU may be given (`guest.nice`).
@@ -271,6 +273,8 @@ pub struct SwitchPlan {
     /// A subnet manager routes it and brings its ports up
     /// (`--sm-managed`; `routes` is then empty).
     pub sm_managed: bool,
+    /// Started without its seccomp filter (`--no-seccomp`).
+    pub no_seccomp: bool,
 }
 
 /// Everything to start, in order: switches, then nodes.
@@ -461,6 +465,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 error,
             })?,
             sm_managed: topo.sm.is_some(),
+            no_seccomp: topo.seccomp == Some(false),
         });
     }
     let mut switches = Vec::new();
@@ -498,6 +503,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
             vls,
             link_ring_kib: s.link_ring_kib,
             sm_managed: topo.sm.is_some(),
+            no_seccomp: topo.seccomp == Some(false),
         });
     }
 
@@ -573,6 +579,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyError> {
                 vls: vec![VlConfig::default(); 2],
                 link_ring_kib: None,
                 sm_managed: topo.sm.is_some(),
+                no_seccomp: topo.seccomp == Some(false),
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
             attach(&mut nodes, &mut switches, ra, a, &link_path("a")?, &options);

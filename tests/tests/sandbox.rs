@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+use ibtca_device::control_socket::request;
 use ibtca_device::sandbox::EXIT_FORBIDDEN_CALL;
+use ibtca_tests::console::wait_for;
 use ibtca_tests::device_process::Device;
 use ibtca_tests::{workspace_bin, TempDir};
 
@@ -108,9 +110,8 @@ fn a_forbidden_call_in_any_switch_thread_ends_the_switch_with_a_line() {
     }
 }
 
-#[test]
-fn a_forbidden_call_in_any_gateway_thread_ends_the_gateway_with_a_line() {
-    let dir = TempDir::new("seccomp-gateway");
+/// A gateway map with one VC to LID 1.
+fn write_map(dir: &TempDir) -> std::path::PathBuf {
     let map = dir.join("map.json");
     std::fs::write(
         &map,
@@ -118,6 +119,107 @@ fn a_forbidden_call_in_any_gateway_thread_ends_the_gateway_with_a_line() {
             "ib": {"qp": "rc", "local_qpn": 16, "remote_lid": 1}}]}"#,
     )
     .unwrap();
+    map
+}
+
+/// A child process, killed if still running when dropped.
+struct Running(Child, std::path::PathBuf);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `program` with `args`, its log in `dir`.
+fn start(dir: &TempDir, program: &str, args: &[String]) -> Running {
+    let log = dir.join(&format!("{program}.log"));
+    let child = Command::new(workspace_bin(program))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("IBTCA_NO_SECCOMP")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    Running(child, log)
+}
+
+/// A switch between a device and a gateway, every thread of each under
+/// its filter: links come up (sessions, shared rings, writers), the
+/// control sockets answer, an ATM peer connects, and SIGTERM stops all
+/// three with status 0 and no forbidden call (the switch first: its main
+/// thread then tears down live links).
+#[test]
+fn a_switch_device_and_gateway_run_and_stop_under_their_filters() {
+    let dir = TempDir::new("seccomp-run");
+    let (p1, p2) = (dir.join("p1.link"), dir.join("p2.link"));
+    let (sw_control, gw_control, atm) = (
+        dir.join("sw.control"),
+        dir.join("gw.control"),
+        dir.join("atm"),
+    );
+    let switch = start(
+        &dir,
+        "ibtca-switch",
+        &[
+            socket_arg("--port=listen:", &p1),
+            socket_arg("--port=listen:", &p2),
+            "--route=1=1".into(),
+            "--route=10=2".into(),
+            socket_arg("--control=", &sw_control),
+            socket_arg("--status-file=", &dir.join("sw.status")),
+        ],
+    );
+    let device = start(
+        &dir,
+        "ibtca-device",
+        &[
+            socket_arg("--socket=", &dir.join("d.sock")),
+            socket_arg("--link=connect:", &p1),
+        ],
+    );
+    let mut gw_args = strings(&["--lid", "10", "--stats-interval", "1"]);
+    gw_args.push(socket_arg("--link=connect:", &p2));
+    gw_args.push(socket_arg("--atm=listen:", &atm));
+    gw_args.push(socket_arg("--map=", &write_map(&dir)));
+    gw_args.push(socket_arg("--control=", &gw_control));
+    let gateway = start(&dir, "ibtca-gateway", &gw_args);
+    let up = Duration::from_secs(60);
+    wait_for(&switch.1, "port up", 2, up);
+    wait_for(&device.1, "link up", 1, up);
+    wait_for(&gateway.1, "link up", 1, up);
+    // The ATM port's writer starts with a peer.
+    let _atm_peer = std::os::unix::net::UnixStream::connect(&atm).unwrap();
+    for path in [&sw_control, &gw_control] {
+        let reply = request(path, "stats").unwrap();
+        assert!(reply.starts_with("ok "), "{}: {reply}", path.display());
+    }
+    wait_for(&gateway.1, "counters", 1, up);
+    for mut running in [switch, device, gateway] {
+        let (child, log) = (&mut running.0, &running.1);
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let status = wait_exit(child);
+        let text = std::fs::read_to_string(log).unwrap();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{}:\n{text}",
+            log.display()
+        );
+        assert!(
+            !text.contains("error: seccomp"),
+            "{}:\n{text}",
+            log.display()
+        );
+    }
+}
+
+#[test]
+fn a_forbidden_call_in_any_gateway_thread_ends_the_gateway_with_a_line() {
+    let dir = TempDir::new("seccomp-gateway");
+    let map = write_map(&dir);
     let mut args = strings(&["--lid", "10", "--stats-interval", "1"]);
     args.push(socket_arg("--link=listen:", &dir.join("l.link")));
     args.push(socket_arg("--atm=listen:", &dir.join("atm")));

@@ -73,6 +73,7 @@ pub fn enable(program: &'static str, args: &SandboxArgs) -> io::Result<()> {
             format!("seccomp: {e} (--no-seccomp runs without the filter)"),
         ));
     }
+    fix_malloc_arena_limit();
     let mut programs = HashMap::new();
     for role in Role::ALL {
         let program = rules::compile(role.groups())
@@ -86,6 +87,19 @@ pub fn enable(program: &'static str, args: &SandboxArgs) -> io::Result<()> {
     });
     set_link_hook();
     Ok(())
+}
+
+/// Sets glibc's limit on malloc arenas to its default (8 per CPU online),
+/// so that malloc does not work it out later, in the first thread to need
+/// a new arena, by reading /sys/devices/system/cpu/online: that thread may
+/// be filtered by then, and no role may open files to read.
+fn fix_malloc_arena_limit() {
+    // SAFETY: sysconf and mallopt take no pointers; mallopt only sets a
+    // malloc parameter (M_ARENA_MAX), before the other threads start.
+    unsafe {
+        let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).clamp(1, 4096);
+        libc::mallopt(libc::M_ARENA_MAX, 8 * cpus as libc::c_int);
+    }
 }
 
 /// Has each link thread enter its role.

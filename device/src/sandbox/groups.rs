@@ -17,7 +17,8 @@ const NO_EXEC: &[Cond] = &[Cond::Clear(2, PROT_EXEC as u64)];
 /// SIGTERM/SIGINT handler, which runs on whichever thread the signal finds
 /// and sends a byte on signal-hook's socket, and the `SIGBUS` guard of
 /// client memory (`fault_guard`), installed by the first mapping it guards
-/// and put back by a fault outside guarded memory, in whichever thread.
+/// and put back by a fault outside guarded memory, in whichever thread;
+/// and resuming what a handler interrupted.
 pub const BASE: &[Allow] = &[
     any(SYS_brk),
     when(SYS_mmap, &[NO_EXEC]),
@@ -41,6 +42,9 @@ pub const BASE: &[Allow] = &[
     when(SYS_rt_sigaction, &[&[Cond::Eq(0, SIGBUS as u64)]]),
     any(SYS_rt_sigprocmask),
     any(SYS_rt_sigreturn),
+    // A sleep or wait a signal handler interrupted resumes through it
+    // (signal-hook's handler, the SIGBUS guard, a tracer attaching).
+    any(SYS_restart_syscall),
     any(SYS_sigaltstack),
     any(SYS_exit),
     any(SYS_exit_group),

@@ -196,6 +196,19 @@ fn a_switch_device_and_gateway_run_and_stop_under_their_filters() {
         assert!(reply.starts_with("ok "), "{}: {reply}", path.display());
     }
     wait_for(&gateway.1, "counters", 1, up);
+    // Stopped and continued (as a debugger or ^Z would), the sleeping and
+    // waiting threads resume through restart_syscall.
+    let pid = gateway.0.id();
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    wait_state(pid, 'T');
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+    let logged = std::fs::read_to_string(&gateway.1)
+        .unwrap()
+        .matches("counters")
+        .count();
+    wait_for(&gateway.1, "counters", logged + 2, up);
     for mut running in [switch, device, gateway] {
         let (child, log) = (&mut running.0, &running.1);
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
@@ -213,6 +226,23 @@ fn a_switch_device_and_gateway_run_and_stop_under_their_filters() {
             "{}:\n{text}",
             log.display()
         );
+    }
+}
+
+/// Waits until process `pid` is in `state` (`/proc/PID/stat`).
+fn wait_state(pid: u32, state: char) {
+    let deadline = Instant::now() + EXIT_WITHIN;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let now = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.trim().chars().next());
+        if now == Some(state) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pid} never in state {state}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

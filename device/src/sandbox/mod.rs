@@ -112,11 +112,6 @@ fn set_link_hook() {
     });
 }
 
-/// Whether [`enable`] turned the filter on.
-pub fn is_enabled() -> bool {
-    SANDBOX.get().is_some_and(|s| s.programs.is_some())
-}
-
 /// Installs `role`'s filter on the calling thread (nothing if the sandbox
 /// is off; with `--no-seccomp` only the self-test call is made). A filter
 /// that cannot be installed ends the process: a thread must not run

@@ -73,7 +73,7 @@ pub fn enable(program: &'static str, args: &SandboxArgs) -> io::Result<()> {
             format!("seccomp: {e} (--no-seccomp runs without the filter)"),
         ));
     }
-    fix_malloc_arena_limit();
+    set_malloc_parameters();
     let mut programs = HashMap::new();
     for role in Role::ALL {
         let program = rules::compile(role.groups())
@@ -89,16 +89,22 @@ pub fn enable(program: &'static str, args: &SandboxArgs) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets glibc's limit on malloc arenas to its default (8 per CPU online),
-/// so that malloc does not work it out later, in the first thread to need
-/// a new arena, by reading /sys/devices/system/cpu/online: that thread may
-/// be filtered by then, and no role may open files to read.
-fn fix_malloc_arena_limit() {
-    // SAFETY: sysconf and mallopt take no pointers; mallopt only sets a
-    // malloc parameter (M_ARENA_MAX), before the other threads start.
+/// Sets two glibc malloc parameters that glibc would otherwise work out
+/// later by reading a file, in whichever thread first needs them; that
+/// thread may be filtered by then, and no role may open files to read:
+/// the limit on arenas (to its default, 8 per CPU online), read from
+/// /sys/devices/system/cpu/online when a thread first needs a new arena;
+/// and the trim threshold (to the largest value), without which shrinking
+/// a thread's arena reads /proc/sys/vm/overcommit_memory. Freed memory at
+/// the top of an arena then stays with the process for reuse; allocations
+/// of 128 KiB and more are mappings of their own, returned when freed.
+fn set_malloc_parameters() {
+    // SAFETY: sysconf and mallopt take no pointers; mallopt only sets
+    // malloc parameters, before the other threads start.
     unsafe {
         let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).clamp(1, 4096);
         libc::mallopt(libc::M_ARENA_MAX, 8 * cpus as libc::c_int);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX);
     }
 }
 

@@ -33,6 +33,7 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
         "link layer, logging and command line",
         &["ibtca-link", "ibtca-log", "ibtca-cli"],
     ),
+    ("sandbox", &["ibtca-sandbox"]),
     (
         "vfio-user server and port agents",
         &["ibtca-vfio-user", "ibtca-agents"],
@@ -109,6 +110,10 @@ fn roots() -> Vec<(String, PathBuf)> {
         ("ibtca-link".to_string(), ws.join("device/link/src/lib.rs")),
         ("ibtca-log".to_string(), ws.join("device/log/src/lib.rs")),
         ("ibtca-cli".to_string(), ws.join("device/cli/src/lib.rs")),
+        (
+            "ibtca-sandbox".to_string(),
+            ws.join("device/sandbox/src/lib.rs"),
+        ),
         (
             "ibtca-switch".to_string(),
             ws.join("device/switch/src/lib.rs"),

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_link::socket_file::{self, SocketId};
+use ibtca_sandbox::Role;
 
 /// Longest command line accepted.
 pub const MAX_LINE: usize = 1024;
@@ -32,8 +33,17 @@ pub struct LineServer {
 impl LineServer {
     /// Binds `path` (replacing a stale socket file nobody listens on; any
     /// other file is an error) and answers each command line
-    /// with `execute(line)` (the line trimmed), on a thread named `name`.
+    /// with `execute(line)` (the line trimmed), on a thread named `name`
+    /// (sandboxed as [`Role::Control`]: commands that read state).
     pub fn start<F>(path: &Path, name: &str, execute: F) -> io::Result<LineServer>
+    where
+        F: Fn(&str) -> String + Send + 'static,
+    {
+        LineServer::start_as(path, name, Role::Control, execute)
+    }
+
+    /// [`LineServer::start`], with the thread sandboxed as `role`.
+    pub fn start_as<F>(path: &Path, name: &str, role: Role, execute: F) -> io::Result<LineServer>
     where
         F: Fn(&str) -> String + Send + 'static,
     {
@@ -43,6 +53,7 @@ impl LineServer {
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                ibtca_sandbox::enter(role);
                 for conn in listener.incoming() {
                     if thread_stop.load(Ordering::Relaxed) {
                         return;

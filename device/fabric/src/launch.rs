@@ -147,6 +147,9 @@ pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
     if sw.sm_managed {
         args.push("--sm-managed".to_owned());
     }
+    if sw.no_seccomp {
+        args.push("--no-seccomp".to_owned());
+    }
     args
 }
 
@@ -277,6 +280,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     }
     if n.sm_managed {
         args.push("--sm-managed".to_owned());
+    }
+    if n.no_seccomp {
+        args.push("--no-seccomp".to_owned());
     }
     args.push(format!("--min-ack-timeout-ms={}", n.min_ack_timeout_ms));
     // Beside a niced guest the vfio-user thread must not spin: spinning,

@@ -63,6 +63,8 @@ pub struct NodePlan {
     pub gateway: Option<GatewayPlan>,
     /// A subnet manager brings the port up (`--sm-managed`).
     pub sm_managed: bool,
+    /// Started without its seccomp filter (`--no-seccomp`).
+    pub no_seccomp: bool,
 }
 
 /// The niceness values a guest's QEMU may be given (`guest.nice`).
@@ -113,6 +115,8 @@ pub struct SwitchPlan {
     /// A subnet manager routes it and brings its ports up
     /// (`--sm-managed`; `routes` is then empty).
     pub sm_managed: bool,
+    /// Started without its seccomp filter (`--no-seccomp`).
+    pub no_seccomp: bool,
 }
 
 /// Everything to start, in order: switches, then nodes.
@@ -335,6 +339,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             min_ack_timeout_ms: keep(&mut problems, min_ack_timeout_ms, 0),
             gateway: keep(&mut problems, gateway, None),
             sm_managed: topo.sm.is_some(),
+            no_seccomp: topo.seccomp == Some(false),
         });
     }
     let mut switches = Vec::new();
@@ -375,6 +380,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             vls,
             link_ring_kib: s.link_ring_kib,
             sm_managed: topo.sm.is_some(),
+            no_seccomp: topo.seccomp == Some(false),
         });
     }
 
@@ -482,6 +488,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
                 vls: vec![VlConfig::default(); 2],
                 link_ring_kib: None,
                 sm_managed: topo.sm.is_some(),
+                no_seccomp: topo.seccomp == Some(false),
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
             attach(&mut nodes, &mut switches, ra, a, &path_a, &options);

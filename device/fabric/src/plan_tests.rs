@@ -621,3 +621,33 @@ fn devices_get_an_ack_timeout_floor_the_file_and_nodes_can_change() {
         "node `a`: min_ack_timeout_ms 70000 is above 60000"
     );
 }
+
+#[test]
+fn seccomp_false_starts_devices_switches_and_gateways_without_the_filter() {
+    let json = |seccomp: &str| {
+        format!(
+            r#"{{ {seccomp} "nodes": [{{"name": "a", "lid": 1}},
+                {{"name": "gw", "lid": 10, "gateway": {{"atm": "listen:gw.atm", "map": "vcs.json"}}}}],
+              "switches": [{{"name": "sw", "ports": 2}}],
+              "links": [{{"a": "a", "b": "sw:1"}}, {{"a": "gw", "b": "sw:2"}}] }}"#
+        )
+    };
+    let all_args = |seccomp: &str| {
+        let p = plan(&topo(&json(seccomp)), Path::new("/tmp/r")).unwrap();
+        let gw = &p.nodes[1];
+        [
+            super::launch::device_args(&p.nodes[0]),
+            crate::gateway_launch::args(gw, gw.gateway.as_ref().unwrap()),
+            super::launch::switch_args(&p.switches[0], Path::new("/tmp/r")),
+        ]
+    };
+    let off = "--no-seccomp".to_owned();
+    for args in all_args(r#""seccomp": false,"#) {
+        assert!(args.contains(&off), "{args:?}");
+    }
+    for seccomp in ["", r#""seccomp": true,"#] {
+        for args in all_args(seccomp) {
+            assert!(!args.contains(&off), "{seccomp}: {args:?}");
+        }
+    }
+}

@@ -23,6 +23,9 @@
 //! ACK timeout floor (`ibtca-device --min-ack-timeout-ms`; default 250 for
 //! the TCG guests they serve, 0: none).
 //!
+//! `"seccomp": false` starts every process without its seccomp filter
+//! (`--no-seccomp`, for debugging; docs/sandbox.md).
+//!
 //! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
 //! guest and starts every device and switch `--sm-managed`
 //! (`sm_plan.rs`).
@@ -62,6 +65,10 @@ pub struct Topology {
     /// one (`ibtca-device --min-ack-timeout-ms`; default 250, 0: none).
     #[serde(default)]
     pub min_ack_timeout_ms: Option<u64>,
+    /// `false` starts every device, switch and gateway `--no-seccomp`
+    /// (without its seccomp filter, for debugging; docs/sandbox.md).
+    #[serde(default)]
+    pub seccomp: Option<bool>,
 }
 
 impl Topology {

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::link::socket_file::{self, SocketId};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
+use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::{Capture, Direction, ERF_TYPE_ATM};
 
 use crate::engine::Event;
@@ -90,7 +91,10 @@ impl AtmPort {
         };
         let thread = std::thread::Builder::new()
             .name("ibtca-gw-atm".into())
-            .spawn(move || port.run())?;
+            .spawn(move || {
+                sandbox::enter(Role::AtmPort);
+                port.run()
+            })?;
         Ok(Self {
             stop,
             thread: Some(thread),
@@ -202,6 +206,7 @@ impl PortThread {
         let t = std::thread::Builder::new()
             .name("ibtca-gw-atm-tx".into())
             .spawn(move || {
+                sandbox::enter(Role::AtmWriter);
                 let mut batch = Vec::with_capacity(WRITE_BATCH);
                 let mut bytes = Vec::with_capacity(WRITE_BATCH * CELL_LEN);
                 while !flag.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LocalPort};
 use ibtca_device::vl_config::VlConfig;
 use ibtca_protocol::atm::Vc;
+use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::Capture;
 
 use crate::atm_port::{AtmPort, PortCounters};
@@ -109,7 +110,10 @@ impl Gateway {
         );
         let engine = std::thread::Builder::new()
             .name("ibtca-gw-engine".into())
-            .spawn(move || engine.run(rx))?;
+            .spawn(move || {
+                sandbox::enter(Role::GatewayEngine);
+                engine.run(rx)
+            })?;
         let capture = match &cfg.capture {
             Some(p) => Some(Arc::new(Capture::create(p)?)),
             None => None,

@@ -18,6 +18,7 @@ use ibtca_gateway::service::{self, ServiceSl};
 use ibtca_gateway::sma::SmaSettings;
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -131,6 +132,9 @@ struct Args {
     #[arg(long)]
     check: bool,
 
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+
     /// An SM brings the IB port up: it starts without a LID, Init on link
     /// up, and carries data only once the SM made it Active (the gateway's
     /// agent answers the SM like a device's).
@@ -225,6 +229,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    if let Err(e) = sandbox::enable("ibtca-gateway", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(s) => s,
         Err(e) => {
@@ -253,14 +261,24 @@ fn main() -> ExitCode {
     if args.stats_interval > 0 {
         let gw = Arc::downgrade(&gw);
         let every = Duration::from_secs(args.stats_interval);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(every);
-            match gw.upgrade() {
-                Some(g) => tracing::info!(counters = %g.counters().to_json(), "counters"),
-                None => return,
-            }
-        });
+        let stats = std::thread::Builder::new()
+            .name("ibtca-gw-stats".into())
+            .spawn(move || {
+                sandbox::enter(Role::GatewayStats);
+                loop {
+                    std::thread::sleep(every);
+                    match gw.upgrade() {
+                        Some(g) => tracing::info!(counters = %g.counters().to_json(), "counters"),
+                        None => return,
+                    }
+                }
+            });
+        if let Err(e) = stats {
+            tracing::error!("cannot start the stats thread: {e}");
+            return ExitCode::FAILURE;
+        }
     }
+    sandbox::enter(Role::GatewayMain);
     for sig in signals.forever() {
         if sig == SIGUSR1 {
             tracing::info!(counters = %gw.counters().to_json(), "counters");

@@ -119,6 +119,7 @@ pub mod socket_file;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod thread_hook;
 mod vl;
 mod vl_table;
 
@@ -127,6 +128,7 @@ pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
 pub use queue::{DoneFn, LinkError};
 pub use stats::LinkStats;
+pub use thread_hook::{set_thread_hook, LinkThread};
 pub use vl::{
     weight_table, FlowControl, HighPriority, HIGH_LIMIT_UNBOUNDED, NUM_VLS, VL15, VL15_BUFFERS,
 };

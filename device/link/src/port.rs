@@ -124,6 +124,7 @@ impl Link {
         let supervisor = thread::Builder::new()
             .name("ibtca-link".into())
             .spawn(move || {
+                crate::thread_hook::thread_started(crate::LinkThread::Supervisor);
                 let shared = &thread_shared;
                 let result = match listener {
                     Some(listener) => listen_loop(shared, &listener, &mut sink),

@@ -161,5 +161,10 @@ pub fn execute(switch: &Switch, line: &str) -> String {
 
 /// Serves `switch`'s commands on the control socket at `path`.
 pub fn serve(switch: Arc<Switch>, path: &Path) -> io::Result<LineServer> {
-    LineServer::start(path, "ibtca-sw-control", move |line| execute(&switch, line))
+    LineServer::start_as(
+        path,
+        "ibtca-sw-control",
+        ibtca_sandbox::Role::SwitchControl,
+        move |line| execute(&switch, line),
+    )
 }

@@ -214,7 +214,10 @@ impl Switch {
         switch.trapper = Some(
             std::thread::Builder::new()
                 .name("ibtca-sw-trap".into())
-                .spawn(move || core.run_traps())
+                .spawn(move || {
+                    ibtca_sandbox::enter(ibtca_sandbox::Role::SwitchTraps);
+                    core.run_traps()
+                })
                 .map_err(|source| SwitchError::Io { port: 0, source })?,
         );
         for i in 0..n {
@@ -222,7 +225,10 @@ impl Switch {
             let port = port_number(i);
             let thread = std::thread::Builder::new()
                 .name("ibtca-sw-delay".into())
-                .spawn(move || core.run_delay_line(port))
+                .spawn(move || {
+                    ibtca_sandbox::enter(ibtca_sandbox::Role::SwitchDelay);
+                    core.run_delay_line(port)
+                })
                 .map_err(|source| SwitchError::Io { port, source })?;
             switch.delayers.push(thread);
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use ibtca_cli as cli;
 use ibtca_link::{FaultPlan, LinkConfig, LinkEndpoint};
+use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use ibtca_switch::control;
 use ibtca_switch::{spec, PortConfig, Switch, SwitchConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -107,6 +108,9 @@ struct Args {
     /// `ibtca-device --link-ring-kib`; 0: frames stay on the sockets).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_link::SHARED_RING / 1024)]
     link_ring_kib: u64,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 fn config(args: &Args) -> Result<SwitchConfig, String> {
@@ -195,6 +199,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return cli::usage_error(NAME, e),
     };
+    if let Err(e) = sandbox::enable("ibtca-switch", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let (tx, rx) = mpsc::channel();
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
@@ -202,11 +210,18 @@ fn main() -> ExitCode {
             return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
         }
     };
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            let _ = tx.send(sig);
-        }
-    });
+    let signal_thread = std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            sandbox::enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                let _ = tx.send(sig);
+            }
+        });
+    if let Err(e) = signal_thread {
+        tracing::error!("cannot start the signal thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let switch = match Switch::start(cfg) {
         Ok(s) => Arc::new(s),
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start the switch: {e}")),
@@ -223,6 +238,7 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    sandbox::enter(Role::SwitchMain);
     // Wake often enough to notice port changes for the status file.
     let tick = Duration::from_millis(50);
     let interval = Duration::from_secs(args.stats_interval);

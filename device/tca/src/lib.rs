@@ -38,6 +38,9 @@ pub use ibtca_link::memfd;
 /// Logging set-up and rate-limited guest-triggered warnings (the
 /// `ibtca-log` crate's).
 pub use ibtca_log::{guest_warn, logging};
+/// The seccomp sandbox (the `ibtca-sandbox` crate): each thread's filter
+/// by role.
+pub use ibtca_sandbox as sandbox;
 /// The vfio-user server (the `ibtca-vfio-user` crate) that feeds the device
 /// its client's messages.
 pub use ibtca_vfio_user as vfio_user;

@@ -12,6 +12,7 @@ use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::guid;
 use ibtca_device::instance::{Instance, InstanceConfig};
 use ibtca_device::link::LinkEndpoint;
+use ibtca_device::sandbox::{self, Role, SandboxArgs};
 use ibtca_device::sched::{self, CpuList};
 use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
 use ibtca_device::vfio_user::{Server, ServerConfig};
@@ -171,6 +172,9 @@ struct Args {
     /// more latency beside busy-polling guests. No privilege needed.
     #[arg(long, conflicts_with = "realtime")]
     sched_batch: bool,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 /// `--cpus`, `--realtime` and `--sched-batch`, on this thread before any other starts (they
@@ -207,6 +211,10 @@ fn apply_scheduling(args: &Args) -> Result<(), String> {
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
     let args: Args = cli::parse(NAME);
+    if let Err(e) = sandbox::enable("ibtca-device", &args.sandbox) {
+        tracing::error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let defaults = VlConfig::default();
     let weights = match args.vl_weights.as_deref().map(vl_config::parse_weights) {
         Some(Ok(w)) => w,
@@ -245,12 +253,19 @@ fn main() -> ExitCode {
         }
     };
     let stop = server.shutdown_handle();
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            tracing::info!(signal = sig, "stopping");
-            stop.stop();
-        }
-    });
+    let signal_thread = std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            sandbox::enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "stopping");
+                stop.stop();
+            }
+        });
+    if let Err(e) = signal_thread {
+        tracing::error!("cannot start the signal thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let node_guid = args.node_guid.unwrap_or_else(guid::random_local);
     let instance_cfg = InstanceConfig {
         lid: args.lid,
@@ -295,6 +310,7 @@ fn main() -> ExitCode {
         link = ?instance_cfg.link,
         "device ready"
     );
+    sandbox::enter(Role::VfioServer);
     let result = server.serve(&mut device.tca);
     drop(control);
     if let Some(l) = device.link_stats() {

@@ -536,7 +536,10 @@ impl Session<'_> {
         self.conn = self.shared.queue.open(Some(Arc::clone(&output)));
         let writer = thread::Builder::new()
             .name("ibtca-link-tx".into())
-            .spawn(move || run_writer(&shared.queue, output, &shared.counters));
+            .spawn(move || {
+                crate::thread_hook::thread_started(crate::LinkThread::Writer);
+                run_writer(&shared.queue, output, &shared.counters)
+            });
         match writer {
             Ok(writer) => self.writer = Some(writer),
             Err(e) => {

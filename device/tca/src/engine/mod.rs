@@ -683,6 +683,7 @@ impl EngineThread {
         let thread = std::thread::Builder::new()
             .name("ibtca-engine".into())
             .spawn(move || {
+                ibtca_sandbox::enter(ibtca_sandbox::Role::Engine);
                 loop {
                     let now = Instant::now();
                     let wait = engine

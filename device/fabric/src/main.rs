@@ -16,7 +16,6 @@ macro_rules! out {
     }};
 }
 use ibtca_device::cli;
-use ibtca_device::vl_config::{format_list, VlConfig};
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
@@ -261,113 +260,6 @@ fn warn(file: &Path, plan: &Plan) {
     }
 }
 
-fn end_name(plan: &Plan, end: End) -> String {
-    match end {
-        End::Node(n) => plan
-            .nodes
-            .get(n)
-            .map(|x| x.name.clone())
-            .unwrap_or_default(),
-        End::Switch(s, p) => format!(
-            "{}:{p}",
-            plan.switches
-                .get(s)
-                .map(|x| x.name.as_str())
-                .unwrap_or_default()
-        ),
-    }
-}
-
-/// The VL settings of a port, when they are not the defaults.
-fn vl_line(vl: &VlConfig, port: &str) {
-    if *vl != VlConfig::default() {
-        out!(
-            "    {port}SL→VL {}  VL weights {}",
-            format_list(&vl.sl2vl),
-            format_list(&vl.weights)
-        );
-    }
-}
-
-fn summary(plan: &Plan) {
-    out!(
-        "{} node(s), {} switch(es), {} link(s)",
-        plan.nodes.len(),
-        plan.switches.len(),
-        plan.links.len()
-    );
-    for n in &plan.nodes {
-        out!(
-            "  node {:<10} LID {:<5} GUID {:#018x}{}  {}",
-            n.name,
-            n.lid,
-            n.node_guid,
-            if n.port_guid == n.node_guid {
-                String::new()
-            } else {
-                format!(" port GUID {:#018x}", n.port_guid)
-            },
-            match &n.gateway {
-                Some(g) => format!("gateway: ATM {}, control {}", g.atm, g.control.display()),
-                None => n.socket.display().to_string(),
-            }
-        );
-        vl_line(&n.vl, "");
-        if n.cpus.is_some()
-            || n.realtime.is_some()
-            || n.sched_batch
-            || n.guest_cpus.is_some()
-            || n.guest_nice.is_some()
-        {
-            let show = |c: &Option<ibtca_device::sched::CpuList>| {
-                c.as_ref().map_or("any".to_owned(), ToString::to_string)
-            };
-            out!(
-                "    device CPUs {}, {}; guest CPUs {}{}",
-                show(&n.cpus),
-                match (n.realtime, n.sched_batch) {
-                    (Some(p), _) => format!("SCHED_FIFO {p}"),
-                    (None, true) => "SCHED_BATCH".to_owned(),
-                    (None, false) => "normal priority".to_owned(),
-                },
-                show(&n.guest_cpus),
-                n.guest_nice
-                    .map(|v| format!(", guest nice {v}"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    for sw in &plan.switches {
-        let routes: Vec<String> = sw.routes.iter().map(|(l, p)| format!("{l}→{p}")).collect();
-        out!(
-            "  switch {:<8} {} ports, LFT {}",
-            sw.name,
-            sw.ports.len(),
-            if sw.sm_managed {
-                "set by the SM".to_owned()
-            } else {
-                routes.join(" ")
-            }
-        );
-        for (i, vl) in sw.vls.iter().enumerate() {
-            vl_line(vl, &format!("port {}: ", i + 1));
-        }
-    }
-    for &(a, b) in &plan.links {
-        out!("  link {} <-> {}", end_name(plan, a), end_name(plan, b));
-    }
-    if let Some(sm) = &plan.sm {
-        out!(
-            "  sm: OpenSM in {}'s guest (up --guests), every device and switch --sm-managed",
-            sm.node
-        );
-        out!("    {}", sm.opensm_command());
-        for record in sm.guid2lid_records() {
-            out!("    guid2lid {record}");
-        }
-    }
-}
-
 fn bin_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     exe.parent()
@@ -519,7 +411,7 @@ fn run(args: Args) -> Result<(), String> {
             warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
-            summary(&plan);
+            out!("{}", fabric::plan_summary::summary(&plan));
             Ok(())
         }
         Cmd::Up {
@@ -580,7 +472,7 @@ fn run(args: Args) -> Result<(), String> {
                 Duration::from_secs(timeout),
             )
             .map_err(|e| e.to_string())?;
-            summary(&plan);
+            out!("{}", fabric::plan_summary::summary(&plan));
             for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));

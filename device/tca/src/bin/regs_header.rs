@@ -14,8 +14,8 @@ const NAME: &str = "ibtca-regs-header";
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Which header: `regs` (BAR0 register map, guest-driver/ibtca_regs.h)
-    /// or `abi` (verbs ABI, guest-driver/ibtca_abi.h).
+    /// Which header: `regs` (BAR0 register map, guest-driver/include/ibtca_regs.h)
+    /// or `abi` (verbs ABI, guest-driver/include/ibtca_abi.h).
     #[arg(value_enum, default_value_t = Header::Regs)]
     header: Header,
 }

@@ -8,6 +8,11 @@
 #   scripts/fuzz.sh 600        # 10 min per target
 #   scripts/fuzz.sh 30 rc_responder link_frames   # only these targets
 #   IBTCA_FUZZ_ARGS=-runs=10000000 scripts/fuzz.sh 1800   # 10M executions
+#   scripts/fuzz.sh --changed-longer 45 15   # CI: 15 s each, 45 s for a
+#                                            # target whose code changed
+#
+# --changed-longer S: a target whose sources (fuzz/long-runs.tsv) changed
+# since its last long run, or that has none, runs S seconds instead.
 #
 # cargo-fuzz is installed once from crates.io into
 # ${IBTCA_CACHE:-~/.cache/ibtca}/cargo-fuzz (outside the clone) and reused.
@@ -27,14 +32,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() {
+	echo "usage: $0 [--changed-longer SECONDS] [SECONDS] [TARGET...]" >&2
+	exit 2
+}
+longer=""
+if [ "${1:-}" = --changed-longer ]; then
+	longer="${2:-}"
+	shift 2 || usage
+	case "$longer" in '' | *[!0-9]*) usage ;; esac
+fi
 seconds="${1:-60}"
 shift || true
 case "$seconds" in
-'' | *[!0-9]*)
-	echo "usage: $0 [SECONDS] [TARGET...]" >&2
-	exit 2
-	;;
+'' | *[!0-9]*) usage ;;
 esac
+
+# seconds_for TARGET: the base time, or the longer one when the target's
+# sources changed since the commit of its last long run (or it has none).
+seconds_for() {
+	local t=$1 row commit
+	[ -n "$longer" ] || { echo "$seconds"; return; }
+	row=$(awk -F '\t' -v t="$t" '$1 == t { print; exit }' fuzz/long-runs.tsv)
+	commit=$(printf '%s' "$row" | cut -f2)
+	# shellcheck disable=SC2046 # the sources are a list of paths
+	if [ -n "$row" ] && [ "$commit" != - ] &&
+		git cat-file -e "$commit^{commit}" 2>/dev/null &&
+		git diff --quiet "$commit" HEAD -- $(printf '%s' "$row" | cut -f3); then
+		echo "$seconds"
+	else
+		echo "fuzz: $t changed since its last long run (${commit:-none}): ${longer}s" >&2
+		echo "$longer"
+	fi
+}
 
 # The stable compiler with unstable options allowed (none is needed with
 # `-s none`; an ASan build through IBTCA_FUZZ_BUILD_ARGS="-s address" needs
@@ -52,6 +82,11 @@ if [ "${#targets[@]}" = 0 ]; then
 	mapfile -t targets < <(cd fuzz && cargo fuzz list)
 fi
 
+declare -A run_seconds
+for t in "${targets[@]}"; do
+	run_seconds[$t]=$(seconds_for "$t")
+done
+
 cd fuzz
 # shellcheck disable=SC2206 # option lists
 build_args=(${IBTCA_FUZZ_BUILD_ARGS:--s none})
@@ -59,13 +94,13 @@ build_args=(${IBTCA_FUZZ_BUILD_ARGS:--s none})
 cargo fuzz build "${build_args[@]}"
 failed=()
 for t in "${targets[@]}"; do
-	echo "== fuzz $t for ${seconds}s"
+	echo "== fuzz $t for ${run_seconds[$t]}s"
 	mkdir -p "work/$t"
 	log="work/$t.log"
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # IBTCA_FUZZ_ARGS is a list of options
 	if cargo fuzz run "${build_args[@]}" "$t" "work/$t" "corpus/$t" -- \
-		-max_total_time="$seconds" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1; then
+		-max_total_time="${run_seconds[$t]}" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1; then
 		result="no crash"
 	else
 		failed+=("$t")
@@ -83,4 +118,4 @@ if [ "${#failed[@]}" != 0 ]; then
 	echo "fuzz: crashes or invariant violations in: ${failed[*]} (inputs in fuzz/artifacts/)" >&2
 	exit 1
 fi
-echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no crash"
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each${longer:+ (${longer}s if changed)}, no crash"

@@ -114,8 +114,9 @@ pub fn alive(pid: u32) -> bool {
 
 /// A VM stack of stand-ins for `up --guests` without QEMU: a chroot with
 /// an empty `qemu-system-x86_64`, a cache naming it, a guest directory
-/// with a kernel and initramfs, and a `run-vm.sh` that writes `booted PID`
-/// to the guest's console and sleeps.
+/// with a kernel and initramfs, and a `run-vm.sh` that starts a `sleep`
+/// (its child, as QEMU is run-vm.sh's) and then writes `booted PID` to the
+/// guest's console.
 pub struct StandInStack {
     /// The stand-in chroot (run directories go inside it).
     pub chroot: PathBuf,
@@ -151,7 +152,7 @@ impl StandInStack {
         std::fs::write(
             &run_vm,
             "while [ $# -gt 0 ]; do [ \"$1\" = --serial-log ] && log=$2; shift; done\n\
-             echo \"booted $$\" > \"$log\"\nsleep 600 &\nwait\n",
+             sleep 600 &\necho \"booted $$\" > \"$log\"\nwait\n",
         )
         .unwrap();
         StandInStack {

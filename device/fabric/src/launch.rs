@@ -11,7 +11,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ibtca_device::vl_config::{format_list, VlConfig};
-use ibtca_link::socket_file;
 use ibtca_switch::spec::format_faults;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
@@ -435,11 +434,10 @@ pub fn start_guests(
     run_vm: &Path,
     run_dir: &Path,
 ) -> Result<Vec<Child>, LaunchError> {
-    // QEMU creates each console socket: a stale one is replaced, a file
-    // that is not a socket, or a console a QEMU still serves, stops here.
+    // A console is the file QEMU writes the guest's serial port to
+    // (`-serial file:`): an earlier run's is kept as `CONSOLE.N`.
     for g in guests {
-        socket_file::remove_stale(&g.console)
-            .map_err(io_err(format!("guest `{}`'s console", g.node)))?;
+        keep_old(&g.console)?;
     }
     let mut children = Vec::new();
     let mut started = Vec::new();

@@ -59,7 +59,11 @@ mod tests {
 
     #[test]
     fn drdma_window_corpus_replays() {
-        let n = replay_corpus(env!("CARGO_MANIFEST_DIR"), "drdma_window", drdma_window);
+        let n = replay_corpus(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+            "drdma_window",
+            drdma_window,
+        );
         assert!(n > 0);
     }
 

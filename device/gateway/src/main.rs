@@ -229,9 +229,8 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    if let Err(e) = sandbox::enable("ibtca-gateway", &args.sandbox) {
-        tracing::error!("{e}");
-        return ExitCode::FAILURE;
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
     }
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(s) => s,

@@ -199,9 +199,8 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return cli::usage_error(NAME, e),
     };
-    if let Err(e) = sandbox::enable("ibtca-switch", &args.sandbox) {
-        tracing::error!("{e}");
-        return ExitCode::FAILURE;
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
     }
     let (tx, rx) = mpsc::channel();
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {

@@ -211,9 +211,8 @@ fn apply_scheduling(args: &Args) -> Result<(), String> {
 fn main() -> ExitCode {
     ibtca_device::logging::init("info");
     let args: Args = cli::parse(NAME);
-    if let Err(e) = sandbox::enable("ibtca-device", &args.sandbox) {
-        tracing::error!("{e}");
-        return ExitCode::FAILURE;
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
     }
     let defaults = VlConfig::default();
     let weights = match args.vl_weights.as_deref().map(vl_config::parse_weights) {

@@ -154,6 +154,16 @@ fn append_ranges(
 }
 
 impl DeviceQpEnv<'_> {
+    /// Where bytes `[off, off + len)` of the range a held key slot was
+    /// checked for are: the slot's Valid bit and bounds, then the region's
+    /// translation (no key lookup, seed 001).
+    fn slot_ranges(&self, slot: usize, off: u64, len: usize) -> Result<GpaRanges, AccessError> {
+        let t = self.verbs.keys.target(self.qpn, slot);
+        let t = t.ok_or(AccessError::BadKey)?;
+        let t = t.part(off, len as u64).ok_or(AccessError::OutOfBounds)?;
+        self.verbs.mrs.translate(t)
+    }
+
     fn ranges(
         &self,
         sges: &[Sge],
@@ -423,6 +433,54 @@ impl QpEnv for DeviceQpEnv<'_> {
             Some(slot) => Ok(Some(slot)),
             None => Err(AccessError::Invalid),
         }
+    }
+
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        let right = if write {
+            RemoteRight::Write
+        } else {
+            RemoteRight::Read
+        };
+        let target = self.verbs.remote_target(self.qpn, rkey, va, len, right)?;
+        let pd = self
+            .verbs
+            .qps
+            .get(self.qpn)
+            .map(|q| q.pdn)
+            .ok_or(AccessError::Invalid)?;
+        self.verbs
+            .keys
+            .acquire_checked(self.qpn, pd, rkey, use_, Some(target))
+            .map(Some)
+            .ok_or(AccessError::Invalid)
+    }
+
+    fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, data.len())?;
+        write_ranges(self.mem, &ranges, data)
+    }
+
+    fn slot_read(&mut self, slot: usize, off: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, out.len())?;
+        read_ranges(self.mem, &ranges, out)
+    }
+
+    fn slot_read_append(
+        &mut self,
+        slot: usize,
+        off: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, len)?;
+        append_ranges(self.mem, &ranges, out)
     }
 
     fn key_valid(&mut self, slot: usize) -> bool {

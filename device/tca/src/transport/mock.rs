@@ -8,6 +8,7 @@ use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
 use crate::verbs::keys::KeyMemory;
+use crate::verbs::remote_target::RemoteTarget;
 
 /// A registered region.
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +75,24 @@ impl MockEnv {
         self.reg_in(key, va, len, access, self.pd);
     }
 
+    /// Invalidates region `key` as the device's verbs layer does: the
+    /// region goes and the key memory's walk (seed 001) clears the slots
+    /// holding it. Returns the region, `None` if there was none.
+    pub(crate) fn invalidate(&mut self, key: u32) -> Option<MockMr> {
+        let mr = self.mrs.remove(&key)?;
+        self.keys.invalidate_walk(self.pd, key);
+        Some(mr)
+    }
+
+    /// Invalidates region `key` ([`Self::invalidate`]) and registers it
+    /// again at once, under the same key, over the same memory: every check
+    /// of the key passes as before, so only the walk can stop an operation
+    /// that was using it.
+    pub(crate) fn invalidate_and_register_again(&mut self, key: u32) {
+        let mr = self.invalidate(key).expect("a region to invalidate");
+        self.mrs.insert(key, mr);
+    }
+
     pub(crate) fn bytes(&self, key: u32) -> &[u8] {
         let mr = self.mrs[&key];
         &self.mem[mr.at..mr.at + mr.len as usize]
@@ -112,6 +131,17 @@ impl MockEnv {
             return Err(AccessError::OutOfBounds);
         }
         Ok(mr.at + (va - mr.va) as usize)
+    }
+
+    /// Where bytes `[off, off + len)` of a held slot's checked range are
+    /// in `mem`: the slot's Valid bit and bounds only.
+    fn slot_at(&self, slot: usize, off: u64, len: usize) -> Result<usize, AccessError> {
+        let t = self
+            .keys
+            .target(MOCK_QPN, slot)
+            .ok_or(AccessError::BadKey)?;
+        let t = t.part(off, len as u64).ok_or(AccessError::OutOfBounds)?;
+        Ok(t.mock_offset() as usize)
     }
 
     /// Memory ranges for `len` bytes from `offset` into the SGE list.
@@ -160,6 +190,42 @@ impl QpEnv for MockEnv {
         }
     }
 
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        let right = if write {
+            ACCESS_REMOTE_WRITE
+        } else {
+            ACCESS_REMOTE_READ
+        };
+        let at = self.resolve(rkey, va, len, right)?;
+        let target = RemoteTarget::mock(at as u64, len);
+        match self
+            .keys
+            .acquire_checked(MOCK_QPN, self.pd, rkey, use_, Some(target))
+        {
+            Some(s) => Ok(Some(s)),
+            None => Err(AccessError::Invalid),
+        }
+    }
+
+    fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
+        let at = self.slot_at(slot, off, data.len())?;
+        self.mem[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn slot_read(&mut self, slot: usize, off: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let at = self.slot_at(slot, off, out.len())?;
+        out.copy_from_slice(&self.mem[at..at + out.len()]);
+        Ok(())
+    }
+
     fn key_valid(&mut self, slot: usize) -> bool {
         self.keys.still_valid(MOCK_QPN, slot)
     }
@@ -184,11 +250,7 @@ impl QpEnv for MockEnv {
     }
 
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
-        // The mock's keys are its regions: an invalidated one is gone.
-        self.mrs
-            .remove(&rkey)
-            .map(|_| ())
-            .ok_or(AccessError::BadKey)
+        self.invalidate(rkey).map(drop).ok_or(AccessError::BadKey)
     }
 
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {

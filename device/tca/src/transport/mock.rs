@@ -133,6 +133,20 @@ impl MockEnv {
         Ok(mr.at + (va - mr.va) as usize)
     }
 
+    /// Takes a key slot for `rkey`, keeping `target`; every slot busy: an
+    /// invalid request.
+    fn acquire_key(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        target: Option<RemoteTarget>,
+    ) -> Result<Option<usize>, AccessError> {
+        self.keys
+            .acquire_checked(MOCK_QPN, self.pd, rkey, use_, target)
+            .map(Some)
+            .ok_or(AccessError::Invalid)
+    }
+
     /// Where bytes `[off, off + len)` of a held slot's checked range are
     /// in `mem`: the slot's Valid bit and bounds only.
     fn slot_at(&self, slot: usize, off: u64, len: usize) -> Result<usize, AccessError> {
@@ -182,12 +196,17 @@ impl MockEnv {
     }
 }
 
+/// The access right a remote READ (`write` false) or WRITE needs.
+fn remote_right(write: bool) -> u32 {
+    match write {
+        true => ACCESS_REMOTE_WRITE,
+        false => ACCESS_REMOTE_READ,
+    }
+}
+
 impl QpEnv for MockEnv {
     fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
-        match self.keys.acquire(MOCK_QPN, self.pd, rkey, use_) {
-            Some(s) => Ok(Some(s)),
-            None => Err(AccessError::Invalid),
-        }
+        self.acquire_key(rkey, use_, None)
     }
 
     fn hold_checked(
@@ -198,20 +217,8 @@ impl QpEnv for MockEnv {
         len: u64,
         write: bool,
     ) -> Result<Option<usize>, AccessError> {
-        let right = if write {
-            ACCESS_REMOTE_WRITE
-        } else {
-            ACCESS_REMOTE_READ
-        };
-        let at = self.resolve(rkey, va, len, right)?;
-        let target = RemoteTarget::mock(at as u64, len);
-        match self
-            .keys
-            .acquire_checked(MOCK_QPN, self.pd, rkey, use_, Some(target))
-        {
-            Some(s) => Ok(Some(s)),
-            None => Err(AccessError::Invalid),
-        }
+        let at = self.resolve(rkey, va, len, remote_right(write))?;
+        self.acquire_key(rkey, use_, Some(RemoteTarget::mock(at as u64, len)))
     }
 
     fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
@@ -280,12 +287,7 @@ impl QpEnv for MockEnv {
         len: u64,
         write: bool,
     ) -> Result<(), AccessError> {
-        let right = if write {
-            ACCESS_REMOTE_WRITE
-        } else {
-            ACCESS_REMOTE_READ
-        };
-        self.resolve(rkey, va, len, right).map(|_| ())
+        self.resolve(rkey, va, len, remote_right(write)).map(|_| ())
     }
 
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {

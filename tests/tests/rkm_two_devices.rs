@@ -2,8 +2,10 @@
 //! simulated guests (no QEMU): an inbound RDMA READ waits in B's quasi-WQE
 //! ring while B's RKM_READ_BUDGET holds responses back; an invalidation at
 //! B (DEREG_MR of the region, LOCAL_INV of a window or of a
-//! fast-registered region) runs the key-memory walk, which BAR0's RKM
-//! registers show; released, the READ sends nothing and A's READ completes with WC_REM_ACCESS_ERR. Meanwhile B's own SEND
+//! fast-registered region, even one registered again at once under the
+//! same key) runs the key-memory walk, which BAR0's RKM registers show;
+//! released, the READ sends nothing and A's READ completes with
+//! WC_REM_ACCESS_ERR. Meanwhile B's own SEND
 //! to A goes out and completes (its requester is not held). And B's
 //! responder resources (max_dest_rd_atomic) NAK a READ past them.
 
@@ -269,14 +271,11 @@ fn a_held_read_through_a_window_stops_when_the_window_is_invalidated() {
     local_inv_stops_a_held_read(&mut p, va, key);
 }
 
-/// A fast-registered page-list region (ALLOC_MR, IBTCA_WR_REG_MR over
-/// B's buffer's 256 pages): B's LOCAL_INV of the region's key runs the
-/// walk, which clears the held READ's slot; released, the READ sends
-/// nothing and fails with WC_REM_ACCESS_ERR.
-#[test]
-fn a_held_read_of_a_fast_registered_region_stops_at_its_local_inv() {
-    let mut p = pair(ALL_ACCESS);
-    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 6));
+/// B fast-registers a page-list region (ALLOC_MR, IBTCA_WR_REG_MR) over its
+/// buffer's 256 pages, filled with `pattern(READ_LEN, seed)`, at an IOVA of
+/// its own; returns the registration (its key, IOVA and table).
+fn fast_registered_buffer(p: &mut LinkedPair, seed: u8) -> FastReg {
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, seed));
     let npages = READ_LEN / 4096;
     let key = alloc_mr(&mut p.b.g, p.b.pd, npages);
     let pages: Vec<u8> = (0..u64::from(npages))
@@ -284,24 +283,65 @@ fn a_held_read_of_a_fast_registered_region_stops_at_its_local_inv() {
         .collect();
     let table = p.b.g.alloc(pages.len() as u64, 8);
     p.b.g.write(table, &pages);
-    let iova = 0x7700_0000_0000u64;
     let reg = FastReg {
         key,
         table,
         npages,
         first: 0,
-        iova,
+        iova: 0x7700_0000_0000u64,
         len: READ_LEN.into(),
     };
-    p.b.g.post_send(&mut p.b.qp, &reg_mr_wqe(62, &reg));
+    fast_register(p, &reg, 62);
+    reg
+}
+
+/// B posts IBTCA_WR_REG_MR of `reg` (work request `wr_id`); it succeeds.
+fn fast_register(p: &mut LinkedPair, reg: &FastReg, wr_id: u64) {
+    p.b.g.post_send(&mut p.b.qp, &reg_mr_wqe(wr_id, reg));
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("REG_MR");
     assert_eq!(
         (c.wr_id.to_native(), c.opcode, c.status),
-        (62, WC_REG_MR, WC_SUCCESS)
+        (wr_id, WC_REG_MR, WC_SUCCESS)
     );
+}
+
+/// A fast-registered page-list region: B's LOCAL_INV of the region's key
+/// runs the walk, which clears the held READ's slot; released, the READ
+/// sends nothing and fails with WC_REM_ACCESS_ERR.
+#[test]
+fn a_held_read_of_a_fast_registered_region_stops_at_its_local_inv() {
+    let mut p = pair(ALL_ACCESS);
+    let reg = fast_registered_buffer(&mut p, 6);
     assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "nothing invalidated yet");
-    let walks = local_inv_stops_a_held_read(&mut p, iova, key);
+    let walks = local_inv_stops_a_held_read(&mut p, reg.iova, reg.key);
     assert_eq!(rkm(&mut p.b.g), (regs::RKM_STATUS_DONE, walks, 1));
+    assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+}
+
+/// The case only the walk decides (seed 001): A's READ held at B through a
+/// fast-registered key; B invalidates the key (LOCAL_INV) and registers
+/// the region again at once under the same key, over the same pages, so
+/// every check of the key passes as before. The READ's slot was cleared
+/// by the walk, so released, it sends nothing and fails with
+/// WC_REM_ACCESS_ERR. (Mutation: without the walk it completes, with
+/// re-validation per packet as well as with the slot's kept translation.)
+#[test]
+fn a_held_read_stops_though_its_key_was_registered_again() {
+    let mut p = pair(ALL_ACCESS);
+    let reg = fast_registered_buffer(&mut p, 7);
+    post_held_read(&mut p, reg.iova, reg.key);
+    p.b.g.post_send(&mut p.b.qp, &local_inv_wqe(63, reg.key));
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("LOCAL_INV");
+    assert_eq!((c.opcode, c.status), (WC_LOCAL_INV, WC_SUCCESS));
+    fast_register(&mut p, &reg, 64);
+    assert_eq!(
+        rkm(&mut p.b.g),
+        (regs::RKM_STATUS_BUSY, 1, 1),
+        "the walk cleared the READ's slot; the READ has not stopped yet"
+    );
+    release_and_expect_access_error(&mut p);
+    wait_status(&mut p.b.g, regs::RKM_STATUS_DONE);
+    assert_eq!(rkm(&mut p.b.g), (regs::RKM_STATUS_DONE, 1, 1));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }
 

@@ -418,12 +418,13 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     println!(
         "ibtca-bench verbs: two device instances (in this process) on a link ({}), \
          each driven through vfio-user by a simulated guest that busy-polls its CQ; \
-         {secs} s per row, path MTU 4096, one doorbell per refill{}.",
+         {secs} s per row, path MTU {}, one doorbell per refill{}.",
         if link_ring() > 0 {
             "frames through shared-memory rings, the Unix socket for liveness"
         } else {
             "frames on the Unix socket, --link-ring-kib 0"
         },
+        128u32 << path_mtu(),
         if SCHED_BATCH.load(Ordering::Relaxed) {
             "; every thread (raw rows too) under SCHED_BATCH"
         } else {

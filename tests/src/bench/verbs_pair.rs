@@ -92,7 +92,7 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
         link_spin: link_spin(),
         ..Default::default()
     });
-    lp.connect(MTU_4096);
+    lp.connect(path_mtu());
     let (a, b, servers, _dir) = lp.into_parts();
     Pair {
         a,

@@ -247,6 +247,21 @@ struct VerbsArgs {
     /// ibtca-device default: 0).
     #[arg(long, value_name = "US")]
     link_spin_us: Option<u64>,
+    /// Path MTU of the verbs rows' QPs: 256, 512, 1024, 2048 or 4096
+    /// (default). A small one shows the per-packet cost: a 1 MiB WRITE at
+    /// 256 is 4096 packets.
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = path_mtu_code)]
+    mtu: u8,
+}
+
+/// `--mtu`: the IBTCA_MTU_* code of a path MTU in bytes.
+fn path_mtu_code(text: &str) -> Result<u8, String> {
+    let bytes: u32 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number"))?;
+    (MTU_256..=MTU_4096)
+        .find(|&c| 128u32 << c == bytes)
+        .ok_or_else(|| format!("{bytes} is not a path MTU (256, 512, 1024, 2048, 4096)"))
 }
 
 fn positive_seconds(text: &str) -> Result<f64, String> {
@@ -352,6 +367,13 @@ static SCHED_BATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 static ENGINE_SPIN_US: AtomicU64 = AtomicU64::new(DEFAULT_ENGINE_SPIN_US);
 /// `ibtca-device --engine-spin-us` default.
 const DEFAULT_ENGINE_SPIN_US: u64 = 0;
+
+/// The verbs rows' path MTU, an IBTCA_MTU_* code (`--mtu`).
+static PATH_MTU: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(MTU_4096);
+
+fn path_mtu() -> u8 {
+    PATH_MTU.load(Ordering::Relaxed)
+}
 
 fn engine_spin() -> Duration {
     Duration::from_micros(ENGINE_SPIN_US.load(Ordering::Relaxed))
@@ -501,6 +523,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
         LINK_SPIN_US.store(us, Ordering::Relaxed);
     }
     PAIRS.store(a.pairs, Ordering::Relaxed);
+    PATH_MTU.store(a.mtu, Ordering::Relaxed);
     if let Some(rows) = &a.only {
         let _ = ONLY_ROWS.set(rows.clone());
     }

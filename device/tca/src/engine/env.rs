@@ -10,7 +10,7 @@ use crate::verbs::abi::{
     Cqe, QuasiWqe, RecvWqe, RegMrWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
 };
-use crate::verbs::mr::RemoteRight;
+use crate::verbs::mr::{RemoteRight, RemoteTarget};
 use crate::verbs::mw::BindRequest;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::sgl::GpaRanges;
@@ -153,7 +153,42 @@ fn append_ranges(
     Ok(())
 }
 
+/// The right a remote READ (`write` false) or WRITE needs.
+fn remote_right(write: bool) -> RemoteRight {
+    match write {
+        true => RemoteRight::Write,
+        false => RemoteRight::Read,
+    }
+}
+
 impl DeviceQpEnv<'_> {
+    /// Takes a key slot of this QP for `rkey` (keeping `target`, what its
+    /// check found). Every slot busy: the seed's responder cannot start the
+    /// operation (more than the responder resources: an invalid request).
+    fn acquire_key(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        target: Option<RemoteTarget>,
+    ) -> Result<Option<usize>, AccessError> {
+        let pd = self.verbs.qp_pd(self.qpn).ok_or(AccessError::Invalid)?;
+        self.verbs
+            .keys
+            .acquire_checked(self.qpn, pd, rkey, use_, target)
+            .map(Some)
+            .ok_or(AccessError::Invalid)
+    }
+
+    /// Where bytes `[off, off + len)` of the range a held key slot was
+    /// checked for are: the slot's Valid bit and bounds, then the region's
+    /// translation (no key lookup, seed 001).
+    fn slot_ranges(&self, slot: usize, off: u64, len: usize) -> Result<GpaRanges, AccessError> {
+        let t = self.verbs.keys.target(self.qpn, slot);
+        let t = t.ok_or(AccessError::BadKey)?;
+        let t = t.part(off, len as u64).ok_or(AccessError::OutOfBounds)?;
+        self.verbs.mrs.translate(t)
+    }
+
     fn ranges(
         &self,
         sges: &[Sge],
@@ -228,13 +263,8 @@ impl QpEnv for DeviceQpEnv<'_> {
         len: u64,
         write: bool,
     ) -> Result<(), AccessError> {
-        let right = if write {
-            RemoteRight::Write
-        } else {
-            RemoteRight::Read
-        };
         self.verbs
-            .remote_target(self.qpn, rkey, va, len, right)
+            .remote_target(self.qpn, rkey, va, len, remote_right(write))
             .map(|_| ())
     }
 
@@ -411,18 +441,41 @@ impl QpEnv for DeviceQpEnv<'_> {
     }
 
     fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
-        let pd = self
-            .verbs
-            .qps
-            .get(self.qpn)
-            .map(|q| q.pdn)
-            .ok_or(AccessError::Invalid)?;
-        // Every slot busy: the seed's responder cannot start the operation
-        // (more than the responder resources: an invalid request).
-        match self.verbs.keys.acquire(self.qpn, pd, rkey, use_) {
-            Some(slot) => Ok(Some(slot)),
-            None => Err(AccessError::Invalid),
-        }
+        self.acquire_key(rkey, use_, None)
+    }
+
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        let right = remote_right(write);
+        let target = self.verbs.remote_target(self.qpn, rkey, va, len, right)?;
+        self.acquire_key(rkey, use_, Some(target))
+    }
+
+    fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, data.len())?;
+        write_ranges(self.mem, &ranges, data)
+    }
+
+    fn slot_read(&mut self, slot: usize, off: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, out.len())?;
+        read_ranges(self.mem, &ranges, out)
+    }
+
+    fn slot_read_append(
+        &mut self,
+        slot: usize,
+        off: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        let ranges = self.slot_ranges(slot, off, len)?;
+        append_ranges(self.mem, &ranges, out)
     }
 
     fn key_valid(&mut self, slot: usize) -> bool {

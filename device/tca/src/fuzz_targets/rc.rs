@@ -17,6 +17,7 @@ use crate::transport::mock::{MockEnv, ALL_ACCESS};
 use crate::transport::psn;
 use crate::transport::{AccessError, AckPolicy, AtomicOp, CqKind, KeyUse, QpEnv, RcConfig, RcQp};
 use crate::verbs::abi::*;
+use crate::verbs::keys::KEY_SLOTS;
 
 const QPN: u32 = 0x22;
 const PEER_QPN: u32 = 0x11;
@@ -505,6 +506,8 @@ struct Checked {
     fixed: Vec<(usize, usize)>,
     /// Ranges `check_remote` accepted: (rkey, va, len, write).
     checked: Vec<(u32, u64, u64, bool)>,
+    /// What each key slot was taken for: (rkey, va, write).
+    held: [Option<(u32, u64, bool)>; KEY_SLOTS],
     /// Completions seen per posted work request.
     posted_send: HashMap<u64, u32>,
     posted_recv: HashMap<u64, u32>,
@@ -548,6 +551,7 @@ impl Checked {
             cfg,
             fixed,
             checked: Vec::new(),
+            held: [None; KEY_SLOTS],
             posted_send: HashMap::new(),
             posted_recv: HashMap::new(),
             sent: Vec::new(),
@@ -562,6 +566,18 @@ impl Checked {
                 panic!("byte {i:?} outside the writable regions changed");
             }
         }
+    }
+
+    /// An access through key slot `slot` (its key not looked up again) is
+    /// inside a range checked for that key and not invalidated since.
+    fn assert_slot_checked(&self, slot: usize, off: u64, len: usize, write: bool) {
+        let (rkey, va, w) = self.held[slot].expect("an access through a slot never held");
+        assert_eq!(w, write, "slot {slot} used for the other direction");
+        assert!(
+            self.was_checked(rkey, va + off, len as u64, write),
+            "access of {len} bytes at {off:#x} through slot {slot} (key {rkey:#x}) \
+             after its key was invalidated or outside its check"
+        );
     }
 
     /// Whether an accepted `check_remote` covered `[va, va + len)`.
@@ -630,9 +646,9 @@ impl QpEnv for Checked {
     }
 
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
-        // The key goes, and (seed 001) so do the in-flight holds of it.
+        // The key goes, and (seed 001: the mock's walk) so do the in-flight
+        // holds of it.
         self.mock.remote_invalidate(rkey)?;
-        self.mock.keys.invalidate_walk(self.mock.pd, rkey);
         self.checked.retain(|&(k, ..)| k != rkey);
         Ok(())
     }
@@ -704,6 +720,34 @@ impl QpEnv for Checked {
 
     fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
         self.mock.hold_key(rkey, use_)
+    }
+
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        let slot = self.mock.hold_checked(rkey, use_, va, len, write)?;
+        self.checked.push((rkey, va, len, write));
+        if let Some(s) = slot {
+            self.held[s] = Some((rkey, va, write));
+        }
+        Ok(slot)
+    }
+
+    fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
+        self.mock.slot_write(slot, off, data)?;
+        self.assert_slot_checked(slot, off, data.len(), true);
+        Ok(())
+    }
+
+    fn slot_read(&mut self, slot: usize, off: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        self.mock.slot_read(slot, off, out)?;
+        self.assert_slot_checked(slot, off, out.len(), false);
+        Ok(())
     }
 
     fn key_valid(&mut self, slot: usize) -> bool {

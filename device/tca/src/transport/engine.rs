@@ -28,6 +28,9 @@ pub(crate) enum Source<'a> {
         /// First byte of the message.
         va: u64,
     },
+    /// Responder memory through a key slot the READ holds: the range its
+    /// R_Key was checked for when it started (seed 001).
+    Slot(usize),
 }
 
 impl Source<'_> {
@@ -52,6 +55,7 @@ impl Source<'_> {
                 let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
                 env.remote_read(rkey, va, out)
             }
+            Source::Slot(slot) => env.slot_read(slot, offset, out),
         }
     }
 
@@ -77,6 +81,7 @@ impl Source<'_> {
                 let va = va.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
                 env.remote_read_append(rkey, va, len, out)
             }
+            Source::Slot(slot) => env.slot_read_append(slot, offset, len, out),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::SendWqe;
 use crate::verbs::abi::*;
 use crate::verbs::keys::KeyMemory;
+use crate::verbs::remote_target::RemoteTarget;
 
 /// A registered region.
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +75,24 @@ impl MockEnv {
         self.reg_in(key, va, len, access, self.pd);
     }
 
+    /// Invalidates region `key` as the device's verbs layer does: the
+    /// region goes and the key memory's walk (seed 001) clears the slots
+    /// holding it. Returns the region, `None` if there was none.
+    pub(crate) fn invalidate(&mut self, key: u32) -> Option<MockMr> {
+        let mr = self.mrs.remove(&key)?;
+        self.keys.invalidate_walk(self.pd, key);
+        Some(mr)
+    }
+
+    /// Invalidates region `key` ([`Self::invalidate`]) and registers it
+    /// again at once, under the same key, over the same memory: every check
+    /// of the key passes as before, so only the walk can stop an operation
+    /// that was using it.
+    pub(crate) fn invalidate_and_register_again(&mut self, key: u32) {
+        let mr = self.invalidate(key).expect("a region to invalidate");
+        self.mrs.insert(key, mr);
+    }
+
     pub(crate) fn bytes(&self, key: u32) -> &[u8] {
         let mr = self.mrs[&key];
         &self.mem[mr.at..mr.at + mr.len as usize]
@@ -114,6 +133,31 @@ impl MockEnv {
         Ok(mr.at + (va - mr.va) as usize)
     }
 
+    /// Takes a key slot for `rkey`, keeping `target`; every slot busy: an
+    /// invalid request.
+    fn acquire_key(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        target: Option<RemoteTarget>,
+    ) -> Result<Option<usize>, AccessError> {
+        self.keys
+            .acquire_checked(MOCK_QPN, self.pd, rkey, use_, target)
+            .map(Some)
+            .ok_or(AccessError::Invalid)
+    }
+
+    /// Where bytes `[off, off + len)` of a held slot's checked range are
+    /// in `mem`: the slot's Valid bit and bounds only.
+    fn slot_at(&self, slot: usize, off: u64, len: usize) -> Result<usize, AccessError> {
+        let t = self
+            .keys
+            .target(MOCK_QPN, slot)
+            .ok_or(AccessError::BadKey)?;
+        let t = t.part(off, len as u64).ok_or(AccessError::OutOfBounds)?;
+        Ok(t.mock_offset() as usize)
+    }
+
     /// Memory ranges for `len` bytes from `offset` into the SGE list.
     fn plan(
         &self,
@@ -152,12 +196,41 @@ impl MockEnv {
     }
 }
 
+/// The access right a remote READ (`write` false) or WRITE needs.
+fn remote_right(write: bool) -> u32 {
+    match write {
+        true => ACCESS_REMOTE_WRITE,
+        false => ACCESS_REMOTE_READ,
+    }
+}
+
 impl QpEnv for MockEnv {
     fn hold_key(&mut self, rkey: u32, use_: KeyUse) -> Result<Option<usize>, AccessError> {
-        match self.keys.acquire(MOCK_QPN, self.pd, rkey, use_) {
-            Some(s) => Ok(Some(s)),
-            None => Err(AccessError::Invalid),
-        }
+        self.acquire_key(rkey, use_, None)
+    }
+
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        let at = self.resolve(rkey, va, len, remote_right(write))?;
+        self.acquire_key(rkey, use_, Some(RemoteTarget::mock(at as u64, len)))
+    }
+
+    fn slot_write(&mut self, slot: usize, off: u64, data: &[u8]) -> Result<(), AccessError> {
+        let at = self.slot_at(slot, off, data.len())?;
+        self.mem[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn slot_read(&mut self, slot: usize, off: u64, out: &mut [u8]) -> Result<(), AccessError> {
+        let at = self.slot_at(slot, off, out.len())?;
+        out.copy_from_slice(&self.mem[at..at + out.len()]);
+        Ok(())
     }
 
     fn key_valid(&mut self, slot: usize) -> bool {
@@ -184,11 +257,7 @@ impl QpEnv for MockEnv {
     }
 
     fn remote_invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
-        // The mock's keys are its regions: an invalidated one is gone.
-        self.mrs
-            .remove(&rkey)
-            .map(|_| ())
-            .ok_or(AccessError::BadKey)
+        self.invalidate(rkey).map(drop).ok_or(AccessError::BadKey)
     }
 
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
@@ -218,12 +287,7 @@ impl QpEnv for MockEnv {
         len: u64,
         write: bool,
     ) -> Result<(), AccessError> {
-        let right = if write {
-            ACCESS_REMOTE_WRITE
-        } else {
-            ACCESS_REMOTE_READ
-        };
-        self.resolve(rkey, va, len, right).map(|_| ())
+        self.resolve(rkey, va, len, remote_right(write)).map(|_| ())
     }
 
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {

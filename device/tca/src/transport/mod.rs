@@ -234,6 +234,50 @@ pub trait QpEnv {
         Ok(None)
     }
 
+    /// Checks `rkey` fully for an operation of `len` bytes at `va` (its
+    /// first packet) and holds it as [`QpEnv::hold_key`] does, keeping
+    /// what the check found in the slot: the operation's later packets go
+    /// through [`QpEnv::slot_write`] and [`QpEnv::slot_read`], which look no
+    /// key up (seed 001). Default: [`QpEnv::check_remote`], then
+    /// [`QpEnv::hold_key`].
+    fn hold_checked(
+        &mut self,
+        rkey: u32,
+        use_: KeyUse,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Option<usize>, AccessError> {
+        self.check_remote(rkey, va, len, write)?;
+        self.hold_key(rkey, use_)
+    }
+
+    /// Writes `data` at `off` bytes into the range checked when the
+    /// operation holding `slot` started: only the slot's Valid bit and the
+    /// range's bounds are checked (`BadKey` once the walk cleared it).
+    fn slot_write(&mut self, _slot: usize, _off: u64, _data: &[u8]) -> Result<(), AccessError> {
+        Err(AccessError::BadKey)
+    }
+
+    /// Reads `out.len()` bytes at `off` bytes into the range checked when
+    /// the operation holding `slot` started, as [`QpEnv::slot_write`]
+    /// checks.
+    fn slot_read(&mut self, _slot: usize, _off: u64, _out: &mut [u8]) -> Result<(), AccessError> {
+        Err(AccessError::BadKey)
+    }
+
+    /// Appends what [`QpEnv::slot_read`] reads to `out` (left as it was on
+    /// an error).
+    fn slot_read_append(
+        &mut self,
+        slot: usize,
+        off: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        append_with(out, len, |buf| self.slot_read(slot, off, buf))
+    }
+
     /// Whether a held key is still valid (not cleared by an invalidation
     /// walk).
     fn key_valid(&mut self, _slot: usize) -> bool {

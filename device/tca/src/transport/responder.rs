@@ -54,8 +54,9 @@ enum InMsg {
         va: u64,
         len: u64,
         offset: u64,
-        /// Key-memory slot holding `rkey` for a multi-packet message
-        /// (seed 001): a window invalidation clears it and fails the rest.
+        /// Key-memory slot holding `rkey` and what its check at the first
+        /// packet found, for a multi-packet message (seed 001): the
+        /// invalidation walk clears it and fails the rest.
         slot: Option<usize>,
     },
 }
@@ -314,19 +315,20 @@ impl Responder {
             ) => (*rkey, *va, *len, *offset, *slot),
             (None, Some(reth)) => {
                 let len = u64::from(reth.dma_len);
-                if len > 0 {
-                    if let Err(e) = env.check_remote(reth.rkey, reth.va, len, true) {
-                        return self.fail(e.nak(), p, cfg, counters, env);
-                    }
-                }
-                // A message of several packets holds its key in the key
-                // memory until its last packet (seed 001).
-                let slot = match position.ends() {
-                    true => None,
-                    false => match env.hold_key(reth.rkey, KeyUse::Write) {
-                        Ok(s) => s,
-                        Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
-                    },
+                // The key is checked once, here. A message of several
+                // packets holds it in the key memory until its last packet,
+                // with what the check found; its later packets check only
+                // the slot (seed 001).
+                let held = match position.ends() {
+                    true if len == 0 => Ok(None),
+                    true => env
+                        .check_remote(reth.rkey, reth.va, len, true)
+                        .map(|_| None),
+                    false => env.hold_checked(reth.rkey, KeyUse::Write, reth.va, len, true),
+                };
+                let slot = match held {
+                    Ok(s) => s,
+                    Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
                 };
                 if slot.is_some() {
                     // From here on every failure releases the slot.
@@ -362,8 +364,11 @@ impl Responder {
             None => None,
         };
         if !v.payload.is_empty() {
-            let at = va.wrapping_add(offset);
-            if let Err(e) = env.remote_write(rkey, at, v.payload) {
+            let written = match slot {
+                Some(s) => env.slot_write(s, offset, v.payload),
+                None => env.remote_write(rkey, va.wrapping_add(offset), v.payload),
+            };
+            if let Err(e) = written {
                 if let Some(r) = recv {
                     env.complete(
                         CqKind::Recv,
@@ -415,22 +420,22 @@ impl Responder {
         if len > super::requester::MAX_MESSAGE {
             return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
         }
-        if len > 0 {
-            if let Err(e) = env.check_remote(reth.rkey, reth.va, len, false) {
-                return self.fail(e.nak(), p, cfg, counters, env);
-            }
-        }
-        // One READ past the responder resources the QP was given.
-        if self.owed.resources() >= Self::resource_limit(cfg) {
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
+        // The key is checked once, here, and the READ's slot keeps what the
+        // check found; its responses check only the slot (seed 001).
         let slot = match len {
             0 => None,
-            _ => match env.hold_key(reth.rkey, KeyUse::Read) {
+            _ => match env.hold_checked(reth.rkey, KeyUse::Read, reth.va, len, false) {
                 Ok(s) => s,
                 Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
             },
         };
+        // One READ past the responder resources the QP was given.
+        if self.owed.resources() >= Self::resource_limit(cfg) {
+            if let Some(s) = slot {
+                env.release_key(s);
+            }
+            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
+        }
         let read = ReadRequest {
             psn: p,
             va: reth.va,

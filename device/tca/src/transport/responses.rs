@@ -11,10 +11,12 @@
 //! atomic's acknowledgement for a later request waits behind the READs
 //! before it (ACKs coalesce: the latest covers the earlier ones).
 //!
-//! Before each response packet the READ's key slot is checked: a slot the
-//! invalidation walk cleared stops the READ there, with NAK remote access
-//! error for the PSN of the first response not sent (what an HCA sends for
-//! an R_Key that is no longer valid), and the QP goes to error.
+//! The READ's R_Key was checked fully when it was queued, and the slot it
+//! holds keeps what that check found; each response reads through the slot,
+//! checking only its Valid bit. A slot the invalidation walk cleared stops
+//! the READ there, with NAK remote access error for the PSN of the first
+//! response not sent (what an HCA sends for an R_Key that is no longer
+//! valid), and the QP goes to error.
 
 use std::collections::VecDeque;
 
@@ -288,9 +290,14 @@ fn serve_read<E: QpEnv + ?Sized>(
         ext.aeth = Some(Aeth::ack(CREDITS_INVALID, *msn));
     }
     let header = engine::data_packet(cfg, opcode, p, false, ext);
-    let src = Source::Remote {
-        rkey: *rkey,
-        va: *va,
+    // A READ holding a slot reads through it (its key was checked when it
+    // was queued); a duplicate, holding none, through its key.
+    let src = match *slot {
+        Some(s) => Source::Slot(s),
+        None => Source::Remote {
+            rkey: *rkey,
+            va: *va,
+        },
     };
     if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
         return stop(e.nak());

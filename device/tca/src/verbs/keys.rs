@@ -4,20 +4,27 @@
 //! slot 3 for an RDMA WRITE of several packets ([`KeyUse::Write`]).
 //!
 //! The responder takes a slot when a request that presents an R_Key starts
-//! (a READ when it is queued, a WRITE at its first packet) and releases it
-//! with the operation's last packet; before each packet it asks
-//! [`KeyMemory::still_valid`]. Every invalidation (a window bound elsewhere
-//! or destroyed, LOCAL_INV, SEND with Invalidate, deregistration, fast
-//! re-registration) runs the seed's walk ([`KeyMemory::invalidate_walk`]):
-//! for each QP, skip it if its PD differs, else clear Valid on every slot
-//! holding the key. An operation whose slot was cleared stops with NAK
-//! remote access error; the key itself fails everywhere afterwards because
-//! the invalidation changed the region or window (see `mr.rs`). The walk's
+//! (a READ when it is queued, a WRITE at its first packet), after checking
+//! the key fully once (region or window, PD, rights, bounds), and keeps in
+//! the slot what that check found: the region and the range of it the
+//! operation may reach ([`RemoteTarget`]). Later packets of the operation
+//! look no key up: [`KeyMemory::target`] gives their part of the checked
+//! range while the slot is Valid. The slot is released with the
+//! operation's last packet.
+//!
+//! Every invalidation (a window bound elsewhere or destroyed, LOCAL_INV,
+//! SEND with Invalidate, deregistration, fast re-registration) runs the
+//! seed's walk ([`KeyMemory::invalidate_walk`]): for each QP, skip it if
+//! its PD differs, else clear Valid on every slot holding the key. The walk
+//! is what stops an operation in flight: its slot still names the region
+//! the key reached when it started, so nothing else would. An operation
+//! whose slot was cleared stops with NAK remote access error. The walk's
 //! state is in BAR0 ([`RkmRegs`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::remote_target::RemoteTarget;
 use super::rkm_regs::RkmRegs;
 
 /// Outstanding remote keys per QP (seed 001: 3 RDMA READs + 1 WRITE).
@@ -44,6 +51,9 @@ struct KeySlot {
     rkey: u32,
     valid: bool,
     busy: bool,
+    /// What the key's check found when the operation started (`None`: the
+    /// holder checks the key itself, e.g. an atomic's one packet).
+    target: Option<RemoteTarget>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,6 +90,19 @@ impl KeyMemory {
     /// `rkey`; returns the slot, or `None` when every slot for `use_` is
     /// busy (the responder must not start the operation).
     pub fn acquire(&mut self, qpn: u32, pd: u32, rkey: u32, use_: KeyUse) -> Option<usize> {
+        self.acquire_checked(qpn, pd, rkey, use_, None)
+    }
+
+    /// [`Self::acquire`], keeping `target`, what the full check of `rkey`
+    /// found, for the operation's later packets ([`Self::target`]).
+    pub fn acquire_checked(
+        &mut self,
+        qpn: u32,
+        pd: u32,
+        rkey: u32,
+        use_: KeyUse,
+        target: Option<RemoteTarget>,
+    ) -> Option<usize> {
         let q = self.qps.entry(qpn).or_default();
         if q.slots.iter().all(|s| !s.busy) {
             q.pd = pd;
@@ -102,8 +125,22 @@ impl KeyMemory {
             rkey,
             valid: true,
             busy: true,
+            target,
         };
         Some(i)
+    }
+
+    /// What the full check found when the operation holding `slot` of
+    /// `qpn` started, while the slot is Valid: only the Valid bit is
+    /// checked here (the caller takes its packet's part, [`RemoteTarget::part`]).
+    /// `None` once the walk cleared the slot, for a slot not held, or one
+    /// held without a target.
+    pub fn target(&self, qpn: u32, slot: usize) -> Option<RemoteTarget> {
+        self.qps
+            .get(&qpn)
+            .and_then(|q| q.slots.get(slot))
+            .filter(|s| s.busy && s.valid)
+            .and_then(|s| s.target)
     }
 
     /// True while `slot` of `qpn` is held and its key has not been
@@ -213,6 +250,24 @@ mod tests {
         km.remove_qp(1);
         assert!(!km.still_valid(1, 0));
         assert_eq!(km.held(1), 0);
+    }
+
+    #[test]
+    fn a_slot_keeps_its_checked_range_until_the_walk() {
+        let mut km = KeyMemory::new();
+        let t = RemoteTarget::mock(0x100, 0x40);
+        let s = km
+            .acquire_checked(1, 3, 0x55, KeyUse::Write, Some(t))
+            .unwrap();
+        let kept = km.target(1, s).expect("held and Valid");
+        assert_eq!(kept.part(0x10, 0x30), Some(RemoteTarget::mock(0x110, 0x30)));
+        assert_eq!(kept.part(0x10, 0x31), None, "past the checked range");
+        assert_eq!(kept.part(u64::MAX, 2), None);
+        assert_eq!(km.target(2, s), None, "other QP");
+        assert_eq!(km.invalidate_walk(3, 0x55), 1);
+        assert_eq!(km.target(1, s), None, "cleared by the walk");
+        let r = km.acquire(1, 3, 0x56, KeyUse::Read).unwrap();
+        assert_eq!(km.target(1, r), None, "held without a target");
     }
 
     #[test]

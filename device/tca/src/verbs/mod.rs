@@ -20,7 +20,8 @@
 //! | `translate.rs` | where a region's bytes are: contiguous or a copied page list |
 //! | `fastreg.rs` | fast-registration regions: ALLOC_MR, IBTCA_WR_REG_MR, invalidation |
 //! | `sgl.rs` | SGE lists to checked guest-physical ranges |
-//! | `keys.rs` | seed 001 key memory and the invalidation walk |
+//! | `remote_target.rs` | a checked remote access: the region part an R_Key reached |
+//! | `keys.rs` | seed 001 key memory (the checks it keeps) and the invalidation walk |
 //! | `cq.rs` | completion queues |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
@@ -46,6 +47,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_query;
 pub mod qp_state;
+pub mod remote_target;
 pub mod ring;
 pub mod rkm_regs;
 pub mod sgl;

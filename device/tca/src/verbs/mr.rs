@@ -60,6 +60,7 @@ impl RemoteRight {
     }
 }
 
+pub use super::remote_target::RemoteTarget;
 pub use super::translate::{GpaRange, GpaRanges};
 
 /// Where a region's bytes are.
@@ -148,14 +149,6 @@ impl Mr {
             MrMap::Pages(l) => l.translate(off, len, out),
         }
     }
-}
-
-/// A checked remote access: the region and the offset in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RemoteTarget {
-    mr_slot: usize,
-    offset: u64,
-    len: u64,
 }
 
 /// Where a bound window points.

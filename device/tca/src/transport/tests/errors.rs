@@ -239,15 +239,15 @@ fn a_partial_receive_is_flushed_when_the_qp_fails() {
     assert_eq!(summary(&w.b.env.recv_cq), [(1, WC_RECV, WC_WR_FLUSH_ERR)]);
 }
 
-/// Seed 001 (test idea T7): a window invalidated while a multi-packet RDMA
-/// WRITE through it is in flight. The responder holds the key in its key
-/// memory from the first packet; the invalidation walk clears it (and only
-/// it: a QP of another PD holding the same key value keeps its slot); the
-/// next packet is refused with NAK remote access error, nothing after the
-/// invalidation is written, and the requester completes with
-/// REM_ACCESS_ERR.
-#[test]
-fn window_invalidated_mid_write_fails_the_rest() {
+/// Seed 001 (test idea T7): a key invalidated (`how`) while a multi-packet
+/// RDMA WRITE through it is in flight. The responder checks the key at the
+/// first packet and holds it, with what the check found, in its key memory;
+/// later packets check only that slot. The invalidation's walk clears it
+/// (and only it: a QP of another PD holding the same key value keeps its
+/// slot); the next packet is refused with NAK remote access error, nothing
+/// after the invalidation is written, and the requester completes with
+/// REM_ACCESS_ERR (mutation: without the walk the rest is written).
+fn a_write_fails_mid_way_when_its_key_is_invalidated(how: Invalidation) {
     let mut w = Wire::with_mtu(256);
     let len = 32 * 256;
     let data = pattern(len, 5);
@@ -279,7 +279,9 @@ fn window_invalidated_mid_write_fails_the_rest() {
             .unwrap();
     let pd = w.b.env.pd;
     let regs = w.b.env.keys.regs().clone();
-    assert_eq!(w.b.env.keys.invalidate_walk(pd, DST), 1, "one slot cleared");
+    let before = w.b.env.bytes(DST).as_ptr() as usize - w.b.env.mem.as_ptr() as usize;
+    how.apply(&mut w.b.env);
+    assert_eq!((regs.walks(), regs.cleared()), (1, 1), "one slot cleared");
     assert_eq!(
         regs.status(),
         crate::regs::RKM_STATUS_BUSY,
@@ -293,7 +295,8 @@ fn window_invalidated_mid_write_fails_the_rest() {
         [(1, WC_RDMA_WRITE, WC_REM_ACCESS_ERR)]
     );
     assert!(naks(&w).iter().any(|&(_, s)| s == 0x62), "NAK 0x62");
-    let dst = w.b.env.bytes(DST);
+    // B's DST memory, whether or not the key names it again.
+    let dst = &w.b.env.mem[before..before + len];
     assert_eq!(&dst[..10 * 256], &data[..10 * 256], "before: written");
     assert!(
         dst[10 * 256..len].iter().all(|&b| b == 0),
@@ -310,6 +313,16 @@ fn window_invalidated_mid_write_fails_the_rest() {
         Some(WRITE_SLOT),
         "and can be taken again"
     );
+}
+
+#[test]
+fn a_write_fails_mid_way_when_its_region_goes() {
+    a_write_fails_mid_way_when_its_key_is_invalidated(Invalidation::Gone);
+}
+
+#[test]
+fn a_write_fails_mid_way_though_its_key_was_registered_again() {
+    a_write_fails_mid_way_when_its_key_is_invalidated(Invalidation::RegisteredAgain);
 }
 
 /// SEND with Invalidate: the responder invalidates the key in the IETH once

@@ -321,3 +321,25 @@ pub(crate) fn summary(cqes: &[Cqe]) -> Vec<(u64, u8, u8)> {
         .map(|c| (c.wr_id.to_native(), c.opcode, c.status))
         .collect()
 }
+
+/// How a test invalidates B's DST key while an operation through it is in
+/// flight.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Invalidation {
+    /// The region goes (as DEREG_MR, LOCAL_INV or a window's unbinding at
+    /// B): the walk runs.
+    Gone,
+    /// The region goes and is registered again at once, same key, same
+    /// memory: every check of the key passes again, as it did before, so
+    /// only the walk's cleared slot stops the operation.
+    RegisteredAgain,
+}
+
+impl Invalidation {
+    pub(crate) fn apply(self, env: &mut MockEnv) {
+        match self {
+            Invalidation::Gone => drop(env.invalidate(DST).expect("DST")),
+            Invalidation::RegisteredAgain => env.invalidate_and_register_again(DST),
+        }
+    }
+}

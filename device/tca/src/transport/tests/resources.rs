@@ -157,15 +157,16 @@ fn read_responses_interleave_with_the_responders_own_requests() {
 }
 
 /// Seed 001 with the budget hook: a READ of 16 responses is held after 5;
-/// the walk for its key (a deregistration or a window invalidated at B)
-/// clears its slot; released, the READ sends nothing more: NAK remote
-/// access error for the first response not sent, the requester's READ
-/// completes with WC_REM_ACCESS_ERR and the SEND behind it is flushed (the
-/// QP is in error); only the 5 responses' bytes arrived. B had executed
-/// the SEND (it came after the READ, before the walk): its receive
-/// completed.
-#[test]
-fn a_held_read_stops_when_the_walk_clears_its_key() {
+/// its key is invalidated at B (`how`), which runs the walk and clears its
+/// slot; released, the READ sends nothing more: NAK remote access error for
+/// the first response not sent, the requester's READ completes with
+/// WC_REM_ACCESS_ERR and the SEND behind it is flushed (the QP is in
+/// error); only the 5 responses' bytes arrived. B had executed the SEND (it
+/// came after the READ, before the walk): its receive completed. The
+/// responses after the first read through the READ's slot, not the key: no
+/// other check would stop them (mutation: without the walk both cases
+/// send all 16).
+fn a_read_stops_mid_way_when_its_key_is_invalidated(how: Invalidation) {
     let mut w = Wire::with_mtu(256);
     let data = pattern(4096, 2);
     w.b.env.bytes_mut(DST)[..4096].copy_from_slice(&data);
@@ -183,8 +184,12 @@ fn a_held_read_stops_when_the_walk_clears_its_key() {
     w.deliver();
     assert_eq!(read_responses(&w).len(), 5);
     let regs = w.b.env.keys.regs().clone();
-    let pd = w.b.env.pd;
-    assert_eq!(w.b.env.keys.invalidate_walk(pd, DST), 1);
+    how.apply(&mut w.b.env);
+    assert_eq!(
+        (regs.walks(), regs.cleared()),
+        (1, 1),
+        "the walk cleared it"
+    );
     assert_eq!(regs.status(), RKM_STATUS_BUSY, "the READ has not stopped");
     w.read_budget = usize::MAX;
     w.run();
@@ -205,6 +210,16 @@ fn a_held_read_stops_when_the_walk_clears_its_key() {
     assert_eq!(w.b.env.keys.held(MOCK_QPN), 0, "slot released");
     assert_eq!(w.b.qp.failure(), Some(QpFailure::Responder));
     assert!(w.a.qp.is_error());
+}
+
+#[test]
+fn a_read_stops_mid_way_when_its_region_goes() {
+    a_read_stops_mid_way_when_its_key_is_invalidated(Invalidation::Gone);
+}
+
+#[test]
+fn a_read_stops_mid_way_though_its_key_was_registered_again() {
+    a_read_stops_mid_way_when_its_key_is_invalidated(Invalidation::RegisteredAgain);
 }
 
 /// A READ held back keeps the acknowledgements of later requests behind

@@ -715,12 +715,23 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
         .and_then(|j| serde_json::from_str(j).ok())
         .unwrap_or_else(|| panic!("left's traps: {stats}"));
     assert!(left_traps["repressed"].as_u64() > Some(0), "{stats}");
-    let ports: Vec<&str> = stats
-        .lines()
-        .filter(|l| l.trim_start().starts_with("port "))
-        .collect();
-    assert_eq!(ports.len(), 6, "{stats}");
-    assert!(ports.iter().all(|l| l.contains(" up ")), "{stats}");
+    // Port lines by the section (`switch NAME`, `device NAME`) they are in.
+    let mut section = "";
+    let mut ports: Vec<(&str, &str)> = Vec::new();
+    for l in stats.lines() {
+        if !l.starts_with(' ') {
+            section = l.split(' ').next().unwrap_or("");
+        } else if l.trim_start().starts_with("port ") {
+            ports.push((section, l));
+        }
+    }
+    let count = |kind: &str| ports.iter().filter(|(s, _)| *s == kind).count();
+    assert_eq!(
+        (count("switch"), count("device")),
+        (6, 4),
+        "two 3-port switches, four devices: {stats}"
+    );
+    assert!(ports.iter().all(|(_, l)| l.contains(" up ")), "{stats}");
 
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));

@@ -57,6 +57,8 @@ pub use plan::{
 };
 pub use topology::Topology;
 #[cfg(test)]
+mod gateway_node_tests;
+#[cfg(test)]
 mod plan_check_tests;
 #[cfg(test)]
 mod plan_tests;

@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_link::LinkEndpoint;
 use ibtca_switch::spec::format_faults;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
@@ -545,7 +546,7 @@ pub(crate) fn stop_one(p: &Started, kill: bool, grace: Duration) {
 /// with the listening socket, goes with the last of them (seen in CI: the
 /// new device found it "in use by another process"). A refused or missing
 /// socket is the condition the new device's bind checks.
-fn wait_socket_closed(path: &Path, grace: Duration) {
+pub(crate) fn wait_socket_closed(path: &Path, grace: Duration) {
     let deadline = Instant::now() + grace;
     while UnixStream::connect(path).is_ok() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(20));
@@ -603,8 +604,16 @@ pub fn restart(
     let mut restarted = Vec::new();
     if !opts.guest_only {
         stop_one(&state.processes[device], opts.kill, grace);
-        if node.gateway.is_none() {
-            wait_socket_closed(&node.socket, grace);
+        // The new process binds the same sockets: the old one's must be
+        // gone first (its file table goes with its last thread).
+        match &node.gateway {
+            None => wait_socket_closed(&node.socket, grace),
+            Some(g) => {
+                wait_socket_closed(&g.control, grace);
+                if let LinkEndpoint::Listen(atm) = &g.atm {
+                    wait_socket_closed(atm, grace);
+                }
+            }
         }
         keep_old(&log_path(run_dir, name))?;
         let (exe, args) = node_command(node, run_dir);

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::launch::{
-    keep_old, log_path, spawn, stop_group, stop_one, switch_args, switch_status_path, wait_up,
-    LaunchError, SWITCH_EXE,
+    keep_old, log_path, spawn, stop_group, stop_one, switch_args, switch_control_path,
+    switch_status_path, wait_socket_closed, wait_up, LaunchError, SWITCH_EXE,
 };
 use super::plan::Plan;
 use super::state::{Started, State};
@@ -50,6 +50,8 @@ pub fn restart(
         .position(|p| !p.guest && p.name == name && p.exe == SWITCH_EXE)
         .ok_or_else(|| LaunchError::NoSuchNode(format!("no switch `{name}` was started")))?;
     stop_one(&state.processes[index], kill, Duration::from_secs(10));
+    // Its sockets go with its last thread; the new switch binds them again.
+    wait_socket_closed(&switch_control_path(run_dir, name), Duration::from_secs(10));
     keep_old(&log_path(run_dir, name))?;
     // The new switch writes its own status: until then its ports are down.
     let _ = std::fs::remove_file(switch_status_path(run_dir, name));

@@ -6,8 +6,10 @@
 //! same key) runs the key-memory walk, which BAR0's RKM registers show;
 //! released, the READ sends nothing and A's READ completes with
 //! WC_REM_ACCESS_ERR. Meanwhile B's own SEND
-//! to A goes out and completes (its requester is not held). And B's
-//! responder resources (max_dest_rd_atomic) NAK a READ past them.
+//! to A goes out and completes (its requester is not held). A quasi-WQE
+//! B's guest rewrote while the READ was held fails it with NAK remote
+//! operational error. And B's responder resources (max_dest_rd_atomic)
+//! NAK a READ past them.
 
 use std::time::{Duration, Instant};
 
@@ -245,6 +247,46 @@ fn a_held_read_stops_when_its_region_is_deregistered() {
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
     assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     // The device still serves: a fresh QP pair would work; its registers do.
+    assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+}
+
+/// Seed 004: B's guest rewrites the held READ's quasi-WQE in its ring (the
+/// VA, to other bytes of its region); released, the send engine reads the
+/// quasi-WQE for the first response, finds it differs from the device's
+/// record, and ends B's QP with NAK remote operational error: A's READ
+/// fails with WC_REM_OP_ERR, no byte of either range reaches A, and B's
+/// posted receive is flushed (its QP is in error).
+#[test]
+fn a_held_read_whose_quasi_wqe_the_guest_rewrote_fails_with_remote_op_error() {
+    let mut p = pair(ALL_ACCESS);
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 5));
+    let rbuf = p.b.g.alloc(4096, 4096);
+    let (rlkey, _) = p.b.g.reg_mr(p.b.pd, rbuf, 4096, ACCESS_LOCAL_WRITE);
+    p.b.g
+        .post_recv(&mut p.b.qp, &recv_wqe(9, rbuf, 4096, rlkey));
+    let (va, rkey) = (p.b.buf, p.b.rkey);
+    post_held_read(&mut p, va, rkey);
+    let ring = p.b.qp.quasi;
+    let mut q = wait_quasi(&p.b.g, ring, 0);
+    q.va = (va + 4096).into();
+    p.b.g.write(ring, q.as_slice());
+    p.b.g
+        .client
+        .write32(0, regs::RKM_READ_BUDGET, regs::RKM_READ_BUDGET_DEFAULT);
+    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("the READ completes");
+    assert_eq!(
+        (c.wr_id.to_native(), c.opcode, c.status),
+        (1, WC_RDMA_READ, WC_REM_OP_ERR)
+    );
+    assert!(
+        p.a.g
+            .read(p.a.buf, READ_LEN as usize)
+            .iter()
+            .all(|&b| b == 0x5a),
+        "no byte of the READ arrived"
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
+    assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }
 

@@ -150,13 +150,19 @@ fn post_held_read(p: &mut LinkedPair, va: u64, rkey: u32) {
 /// Releases B's responses and checks A's READ failed with a remote access
 /// error, with not one byte of B's memory delivered.
 fn release_and_expect_access_error(p: &mut LinkedPair) {
+    release_and_expect(p, WC_REM_ACCESS_ERR);
+}
+
+/// Releases B's responses and checks A's READ failed with `status`, with
+/// not one byte of B's memory delivered.
+fn release_and_expect(p: &mut LinkedPair, status: u8) {
     p.b.g
         .client
         .write32(0, regs::RKM_READ_BUDGET, regs::RKM_READ_BUDGET_DEFAULT);
     let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("the READ completes");
     assert_eq!(
         (c.wr_id.to_native(), c.opcode, c.status),
-        (1, WC_RDMA_READ, WC_REM_ACCESS_ERR)
+        (1, WC_RDMA_READ, status)
     );
     assert!(
         p.a.g
@@ -202,15 +208,21 @@ fn wait_status(g: &mut SimGuest, want: u32) {
     }
 }
 
-#[test]
-fn a_held_read_stops_when_its_region_is_deregistered() {
-    let mut p = pair(ALL_ACCESS);
-    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 3));
-    // B's posted receive: flushed when its QP fails (IBA 10.3.1).
+/// B posts receive 9 of 4096 bytes (flushed when its QP fails, IBA
+/// 10.3.1); returns its buffer and L_Key.
+fn post_b_receive(p: &mut LinkedPair) -> (u64, u32) {
     let rbuf = p.b.g.alloc(4096, 4096);
     let (rlkey, _) = p.b.g.reg_mr(p.b.pd, rbuf, 4096, ACCESS_LOCAL_WRITE);
     p.b.g
         .post_recv(&mut p.b.qp, &recv_wqe(9, rbuf, 4096, rlkey));
+    (rbuf, rlkey)
+}
+
+#[test]
+fn a_held_read_stops_when_its_region_is_deregistered() {
+    let mut p = pair(ALL_ACCESS);
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 3));
+    let (rbuf, rlkey) = post_b_receive(&mut p);
     assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "power-on");
     let (va, rkey) = (p.b.buf, p.b.rkey);
     post_held_read(&mut p, va, rkey);
@@ -260,31 +272,14 @@ fn a_held_read_stops_when_its_region_is_deregistered() {
 fn a_held_read_whose_quasi_wqe_the_guest_rewrote_fails_with_remote_op_error() {
     let mut p = pair(ALL_ACCESS);
     p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 5));
-    let rbuf = p.b.g.alloc(4096, 4096);
-    let (rlkey, _) = p.b.g.reg_mr(p.b.pd, rbuf, 4096, ACCESS_LOCAL_WRITE);
-    p.b.g
-        .post_recv(&mut p.b.qp, &recv_wqe(9, rbuf, 4096, rlkey));
+    post_b_receive(&mut p);
     let (va, rkey) = (p.b.buf, p.b.rkey);
     post_held_read(&mut p, va, rkey);
     let ring = p.b.qp.quasi;
     let mut q = wait_quasi(&p.b.g, ring, 0);
     q.va = (va + 4096).into();
     p.b.g.write(ring, q.as_slice());
-    p.b.g
-        .client
-        .write32(0, regs::RKM_READ_BUDGET, regs::RKM_READ_BUDGET_DEFAULT);
-    let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("the READ completes");
-    assert_eq!(
-        (c.wr_id.to_native(), c.opcode, c.status),
-        (1, WC_RDMA_READ, WC_REM_OP_ERR)
-    );
-    assert!(
-        p.a.g
-            .read(p.a.buf, READ_LEN as usize)
-            .iter()
-            .all(|&b| b == 0x5a),
-        "no byte of the READ arrived"
-    );
+    release_and_expect(&mut p, WC_REM_OP_ERR);
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
     assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);

@@ -279,7 +279,13 @@ fn a_held_read_whose_quasi_wqe_the_guest_rewrote_fails_with_remote_op_error() {
     let mut q = wait_quasi(&p.b.g, ring, 0);
     q.va = (va + 4096).into();
     p.b.g.write(ring, q.as_slice());
+    assert_eq!(p.b.g.client.read32(0, regs::RKM_QUASI_MISMATCHES), 0);
     release_and_expect(&mut p, WC_REM_OP_ERR);
+    assert_eq!(
+        p.b.g.client.read32(0, regs::RKM_QUASI_MISMATCHES),
+        1,
+        "counted in BAR0"
+    );
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
     assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);

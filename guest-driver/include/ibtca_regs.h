@@ -104,6 +104,8 @@
 #define IBTCA_REG_RKM_CLEARED              0x188
 /* RDMA READ response packets the engine sends per QP per turn (default IBTCA_RKM_READ_BUDGET_DEFAULT); 0 holds every response back (a test hook). (RW) */
 #define IBTCA_REG_RKM_READ_BUDGET          0x18c
+/* Key memory / quasi-WQE ring (seed 004): READs stopped since reset because the quasi-WQE read from guest memory differed from the responder's record (each ends its QP with NAK remote operational error). (RO) */
+#define IBTCA_REG_RKM_QUASI_MISMATCHES     0x190
 /* Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32. (WO) */
 #define IBTCA_REG_DB_SRQ                   0x1b0
 /* Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver. (RO) */

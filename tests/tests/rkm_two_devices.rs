@@ -6,8 +6,10 @@
 //! same key) runs the key-memory walk, which BAR0's RKM registers show;
 //! released, the READ sends nothing and A's READ completes with
 //! WC_REM_ACCESS_ERR. Meanwhile B's own SEND
-//! to A goes out and completes (its requester is not held). And B's
-//! responder resources (max_dest_rd_atomic) NAK a READ past them.
+//! to A goes out and completes (its requester is not held). A quasi-WQE
+//! B's guest rewrote while the READ was held fails it with NAK remote
+//! operational error. And B's responder resources (max_dest_rd_atomic)
+//! NAK a READ past them.
 
 use std::time::{Duration, Instant};
 
@@ -148,13 +150,19 @@ fn post_held_read(p: &mut LinkedPair, va: u64, rkey: u32) {
 /// Releases B's responses and checks A's READ failed with a remote access
 /// error, with not one byte of B's memory delivered.
 fn release_and_expect_access_error(p: &mut LinkedPair) {
+    release_and_expect(p, WC_REM_ACCESS_ERR);
+}
+
+/// Releases B's responses and checks A's READ failed with `status`, with
+/// not one byte of B's memory delivered.
+fn release_and_expect(p: &mut LinkedPair, status: u8) {
     p.b.g
         .client
         .write32(0, regs::RKM_READ_BUDGET, regs::RKM_READ_BUDGET_DEFAULT);
     let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("the READ completes");
     assert_eq!(
         (c.wr_id.to_native(), c.opcode, c.status),
-        (1, WC_RDMA_READ, WC_REM_ACCESS_ERR)
+        (1, WC_RDMA_READ, status)
     );
     assert!(
         p.a.g
@@ -200,15 +208,21 @@ fn wait_status(g: &mut SimGuest, want: u32) {
     }
 }
 
-#[test]
-fn a_held_read_stops_when_its_region_is_deregistered() {
-    let mut p = pair(ALL_ACCESS);
-    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 3));
-    // B's posted receive: flushed when its QP fails (IBA 10.3.1).
+/// B posts receive 9 of 4096 bytes (flushed when its QP fails, IBA
+/// 10.3.1); returns its buffer and L_Key.
+fn post_b_receive(p: &mut LinkedPair) -> (u64, u32) {
     let rbuf = p.b.g.alloc(4096, 4096);
     let (rlkey, _) = p.b.g.reg_mr(p.b.pd, rbuf, 4096, ACCESS_LOCAL_WRITE);
     p.b.g
         .post_recv(&mut p.b.qp, &recv_wqe(9, rbuf, 4096, rlkey));
+    (rbuf, rlkey)
+}
+
+#[test]
+fn a_held_read_stops_when_its_region_is_deregistered() {
+    let mut p = pair(ALL_ACCESS);
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 3));
+    let (rbuf, rlkey) = post_b_receive(&mut p);
     assert_eq!(rkm(&mut p.b.g), (0, 0, 0), "power-on");
     let (va, rkey) = (p.b.buf, p.b.rkey);
     post_held_read(&mut p, va, rkey);
@@ -245,6 +259,35 @@ fn a_held_read_stops_when_its_region_is_deregistered() {
     let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
     assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     // The device still serves: a fresh QP pair would work; its registers do.
+    assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
+}
+
+/// Seed 004: B's guest rewrites the held READ's quasi-WQE in its ring (the
+/// VA, to other bytes of its region); released, the send engine reads the
+/// quasi-WQE for the first response, finds it differs from the device's
+/// record, and ends B's QP with NAK remote operational error: A's READ
+/// fails with WC_REM_OP_ERR, no byte of either range reaches A, and B's
+/// posted receive is flushed (its QP is in error).
+#[test]
+fn a_held_read_whose_quasi_wqe_the_guest_rewrote_fails_with_remote_op_error() {
+    let mut p = pair(ALL_ACCESS);
+    p.b.g.write(p.b.buf, &pattern(READ_LEN as usize, 5));
+    post_b_receive(&mut p);
+    let (va, rkey) = (p.b.buf, p.b.rkey);
+    post_held_read(&mut p, va, rkey);
+    let ring = p.b.qp.quasi;
+    let mut q = wait_quasi(&p.b.g, ring, 0);
+    q.va = (va + 4096).into();
+    p.b.g.write(ring, q.as_slice());
+    assert_eq!(p.b.g.client.read32(0, regs::RKM_QUASI_MISMATCHES), 0);
+    release_and_expect(&mut p, WC_REM_OP_ERR);
+    assert_eq!(
+        p.b.g.client.read32(0, regs::RKM_QUASI_MISMATCHES),
+        1,
+        "counted in BAR0"
+    );
+    let c = p.b.g.poll_cq(&mut p.b.cq, T).expect("B's receive flushed");
+    assert_eq!((c.wr_id.to_native(), c.status), (9, WC_WR_FLUSH_ERR));
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }
 

@@ -240,6 +240,10 @@ impl QpEnv for HostEnv {
         false
     }
 
+    fn peek_quasi(&mut self) -> Option<QuasiWqe> {
+        None
+    }
+
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {
         None
     }

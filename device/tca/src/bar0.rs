@@ -191,6 +191,7 @@ impl Bar0 {
             regs::RKM_WALKS => ctx.rkm.walks(),
             regs::RKM_CLEARED => ctx.rkm.cleared(),
             regs::RKM_READ_BUDGET => ctx.rkm.read_budget(),
+            regs::RKM_QUASI_MISMATCHES => ctx.rkm.quasi_mismatches(),
             _ => ctx.drdma.reg_read(off).unwrap_or(0),
         }
     }

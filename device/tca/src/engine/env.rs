@@ -394,6 +394,14 @@ impl QpEnv for DeviceQpEnv<'_> {
         }
     }
 
+    fn peek_quasi(&mut self) -> Option<QuasiWqe> {
+        let qp = self.verbs.qps.get_mut(self.qpn)?;
+        qp.peek_quasi(self.mem).unwrap_or_else(|e| {
+            crate::guest_warn!(qpn = self.qpn, error = %e, "quasi-WQE ring");
+            None
+        })
+    }
+
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {
         let qp = self.verbs.qps.get_mut(self.qpn)?;
         qp.pop_quasi(self.mem).unwrap_or_else(|e| {

@@ -401,6 +401,7 @@ impl Engine {
         };
         let was_error = rc.is_error();
         let flushed = (rc.counters().flushed_sends, rc.counters().flushed_recvs);
+        let mismatches = rc.counters().quasi_mismatches;
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -410,6 +411,10 @@ impl Engine {
             drdma: &self.drdma,
         };
         f(rc, &mut env);
+        let mismatched = rc.counters().quasi_mismatches - mismatches;
+        if mismatched > 0 {
+            self.rkm.quasi_mismatched(mismatched as u32);
+        }
         if rc.owes_responses() && !self.owing.contains(&qpn) {
             self.owing.push(qpn);
         }

@@ -674,6 +674,10 @@ impl QpEnv for Checked {
         self.mock.push_quasi(q)
     }
 
+    fn peek_quasi(&mut self) -> Option<QuasiWqe> {
+        self.mock.peek_quasi()
+    }
+
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {
         self.mock.pop_quasi()
     }

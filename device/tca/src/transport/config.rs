@@ -295,6 +295,10 @@ pub struct RcCounters {
     pub flushed_sends: u64,
     /// Receive completions with WC_WR_FLUSH_ERR.
     pub flushed_recvs: u64,
+    /// READ responses not sent because the quasi-WQE read from guest
+    /// memory differed from the responder's record (or was gone): each
+    /// ends the QP with NAK remote operational error.
+    pub quasi_mismatches: u64,
 }
 
 #[cfg(test)]

@@ -338,6 +338,10 @@ impl QpEnv for MockEnv {
         true
     }
 
+    fn peek_quasi(&mut self) -> Option<QuasiWqe> {
+        self.quasi.front().copied()
+    }
+
     fn pop_quasi(&mut self) -> Option<QuasiWqe> {
         self.quasi.pop_front()
     }

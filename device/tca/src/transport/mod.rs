@@ -183,7 +183,12 @@ pub trait QpEnv {
     /// the ring is full (or gone): the READ is not taken.
     fn push_quasi(&mut self, q: QuasiWqe) -> bool;
 
-    /// Takes the oldest unserved quasi-WQE, if any.
+    /// Reads the oldest unserved quasi-WQE from guest memory, if any,
+    /// without taking it (the send engine reads it for every response it
+    /// builds, as it fetches a WQE).
+    fn peek_quasi(&mut self) -> Option<QuasiWqe>;
+
+    /// Takes the oldest unserved quasi-WQE, if any (its READ is answered).
     fn pop_quasi(&mut self) -> Option<QuasiWqe>;
 
     /// Hands a finished packet (from the LRH, with ICRC and VCRC) to the link.

@@ -5,9 +5,10 @@
 //! An inbound RDMA READ only queues here (seed 004): its quasi-WQE goes to
 //! the QP's ring in guest memory and an entry here holds its PSN range, its
 //! MSN and the key slot it holds (seed 001). The shared send engine serves
-//! the queue with a budget per turn ([`ResponseQueue::serve`]), reading the
-//! quasi-WQE back when the READ reaches the front, between the QP's own
-//! requester packets. Responses leave in PSN order, so an ACK or an
+//! the queue with a budget per turn ([`ResponseQueue::serve`]), between the
+//! QP's own requester packets, reading the quasi-WQE from guest memory for
+//! every response it builds and gathering as it says once it matches the
+//! entry here (a mismatch: NAK remote operational error, QP in error). Responses leave in PSN order, so an ACK or an
 //! atomic's acknowledgement for a later request waits behind the READs
 //! before it (ACKs coalesce: the latest covers the earlier ones).
 //!
@@ -45,8 +46,6 @@ enum Owed {
         /// Key-memory slot holding `rkey` until the last response.
         slot: Option<usize>,
         next: u32,
-        /// Read back from the ring when the READ reached the front.
-        fetched: bool,
         /// Served again for a duplicate request.
         dup: bool,
     },
@@ -149,7 +148,6 @@ impl ResponseQueue {
             msn: r.msn,
             slot: r.slot,
             next: 0,
-            fetched: false,
             dup: r.dup,
         });
         true
@@ -252,7 +250,6 @@ fn serve_read<E: QpEnv + ?Sized>(
         msn,
         slot,
         next,
-        fetched,
         ..
     } = o
     else {
@@ -267,18 +264,16 @@ fn serve_read<E: QpEnv + ?Sized>(
             msn: before,
         })
     };
-    if !*fetched {
-        // The send engine reads the quasi-WQE back (seed 004); guest memory
-        // is untrusted, so it must say what the device queued.
-        let same = env.pop_quasi().is_some_and(|q| {
-            (q.psn.to_native(), q.va.to_native()) == (*first, *va)
-                && (q.length.to_native(), q.rkey.to_native()) == (*len, *rkey)
-        });
-        if !same {
-            return stop(NakCode::RemoteOperationalError);
-        }
-        *fetched = true;
-    }
+    // The send engine reads the quasi-WQE from guest memory for every
+    // response it builds, as it fetches a WQE (seed 004); guest memory is
+    // untrusted, so it must say what the device queued.
+    let Some(q) = env
+        .peek_quasi()
+        .filter(|q| quasi_matches(q, *first, *va, *len, *rkey, cfg.dest_qpn))
+    else {
+        counters.quasi_mismatches += 1;
+        return stop(NakCode::RemoteOperationalError);
+    };
     if slot.is_some_and(|s| !env.key_valid(s)) {
         // The invalidation walk cleared the key: the rest is not sent.
         return stop(NakCode::RemoteAccessError);
@@ -290,20 +285,33 @@ fn serve_read<E: QpEnv + ?Sized>(
         ext.aeth = Some(Aeth::ack(CREDITS_INVALID, *msn));
     }
     let header = engine::data_packet(cfg, opcode, p, false, ext);
-    // A READ holding a slot reads through it (its key was checked when it
-    // was queued); a duplicate, holding none, through its key.
+    // The gather follows the quasi-WQE (checked above to equal the
+    // record): a READ holding a slot reads through it (its key was checked
+    // when it was queued, over the quasi-WQE's range); a duplicate,
+    // holding none, through the quasi-WQE's key.
     let src = match *slot {
         Some(s) => Source::Slot(s),
         None => Source::Remote {
-            rkey: *rkey,
-            va: *va,
+            rkey: q.rkey.to_native(),
+            va: q.va.to_native(),
         },
     };
     if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
         return stop(e.nak());
     }
     *next += 1;
-    Ok(*next >= *packets)
+    let done = *next >= *packets;
+    if done {
+        env.pop_quasi();
+    }
+    Ok(done)
+}
+
+/// Whether the quasi-WQE read from guest memory describes the READ the
+/// device queued: its PSN, range, R_Key and requester QP.
+fn quasi_matches(q: &QuasiWqe, psn: u32, va: u64, len: u32, rkey: u32, dest_qpn: u32) -> bool {
+    (q.psn.to_native(), q.va.to_native(), q.length.to_native()) == (psn, va, len)
+        && (q.rkey.to_native(), q.dest_qpn.to_native()) == (rkey, dest_qpn)
 }
 
 /// Sends an ACK or NAK for `p` now.

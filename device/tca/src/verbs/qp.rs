@@ -548,9 +548,10 @@ impl Qp {
         Ok(())
     }
 
-    /// Takes the oldest quasi-WQE. Its contents came back from guest memory
-    /// and are untrusted: the send engine checks the rkey again.
-    pub fn pop_quasi(&mut self, mem: &GuestMemory) -> Result<Option<QuasiWqe>, QpError> {
+    /// Reads the oldest quasi-WQE from guest memory without taking it. Its
+    /// contents are untrusted: the send engine checks them against its own
+    /// record of the READ each time it reads them.
+    pub fn peek_quasi(&mut self, mem: &GuestMemory) -> Result<Option<QuasiWqe>, QpError> {
         let Some(r) = &self.quasi else {
             return Ok(None);
         };
@@ -563,10 +564,16 @@ impl Qp {
             self.set_error();
             return Err(QpError::Corrupt);
         }
-        if let Some(r) = &mut self.quasi {
+        Ok(Some(q))
+    }
+
+    /// Takes the oldest quasi-WQE (read as [`Qp::peek_quasi`] reads it).
+    pub fn pop_quasi(&mut self, mem: &GuestMemory) -> Result<Option<QuasiWqe>, QpError> {
+        let q = self.peek_quasi(mem)?;
+        if let (Some(_), Some(r)) = (q, &mut self.quasi) {
             r.ci = r.ci.wrapping_add(1);
         }
-        Ok(Some(q))
+        Ok(q)
     }
 }
 

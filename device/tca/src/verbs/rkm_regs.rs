@@ -6,6 +6,8 @@
 //!   that have not stopped yet (a held-back READ, a WRITE between packets);
 //!   DONE once a walk ran and every operation it cleared has stopped.
 //! - RKM_WALKS, RKM_CLEARED: walks run and key slots they cleared.
+//! - RKM_QUASI_MISMATCHES: READs stopped because the quasi-WQE read from
+//!   guest memory differed from the responder's record (seed 004).
 //! - RKM_READ_BUDGET: READ response packets the engine sends per QP per
 //!   turn; 0 holds them all back (a test hook: races become deterministic).
 
@@ -23,6 +25,7 @@ pub struct RkmRegs {
     cleared: AtomicU32,
     /// Cleared slots still held by their operations.
     stopping: AtomicU32,
+    quasi_mismatches: AtomicU32,
     read_budget: AtomicU32,
 }
 
@@ -32,6 +35,7 @@ impl Default for RkmRegs {
             walks: AtomicU32::new(0),
             cleared: AtomicU32::new(0),
             stopping: AtomicU32::new(0),
+            quasi_mismatches: AtomicU32::new(0),
             read_budget: AtomicU32::new(DEFAULT_READ_BUDGET),
         }
     }
@@ -56,6 +60,16 @@ impl RkmRegs {
     /// RKM_CLEARED.
     pub fn cleared(&self) -> u32 {
         self.cleared.load(Relaxed)
+    }
+
+    /// RKM_QUASI_MISMATCHES.
+    pub fn quasi_mismatches(&self) -> u32 {
+        self.quasi_mismatches.load(Relaxed)
+    }
+
+    /// `n` READs stopped at a quasi-WQE that differed from their record.
+    pub(crate) fn quasi_mismatched(&self, n: u32) {
+        self.quasi_mismatches.fetch_add(n, Relaxed);
     }
 
     /// RKM_READ_BUDGET.
@@ -87,6 +101,7 @@ impl RkmRegs {
         self.walks.store(0, Relaxed);
         self.cleared.store(0, Relaxed);
         self.stopping.store(0, Relaxed);
+        self.quasi_mismatches.store(0, Relaxed);
         self.read_budget.store(DEFAULT_READ_BUDGET, Relaxed);
     }
 }

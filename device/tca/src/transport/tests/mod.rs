@@ -9,6 +9,7 @@ mod errors;
 mod hostile;
 mod inline;
 mod msn;
+mod quasi;
 mod reliability;
 mod resources;
 

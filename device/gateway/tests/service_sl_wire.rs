@@ -1,0 +1,248 @@
+//! Seed 003's service class → SL on the wire: a gateway with one VC per
+//! service class (CBR, rt-VBR, nrt-VBR, UBR) carries a cell of each to a
+//! second gateway through an `ibtca-switch`. The switch port's capture of
+//! the first gateway's link, decoded by tshark, shows every packet of each
+//! VC's QP on the SL its class maps to and on the VL the gateway's SL → VL
+//! table gives that SL: once with the default `service_sl` and table, once
+//! with a configured one (`cbr=4,rt-vbr=5,nrt-vbr=6,ubr=7`, SL4..SL7 on
+//! VL3, VL0, VL2, VL1).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ibtca_device::link::LinkEndpoint;
+use ibtca_device::vl_config::VlConfig;
+use ibtca_gateway::map::VcMap;
+use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
+use ibtca_gateway::vc_conn::QpSettings;
+use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
+use ibtca_switch::{PortConfig, Switch, SwitchConfig};
+
+const T: Duration = Duration::from_secs(60);
+const LID_A: u16 = 10;
+const LID_B: u16 = 20;
+
+/// The VCs, one per class: (class, VCI, A's QPN, B's QPN).
+const VCS: [(&str, u16, u32, u32); 4] = [
+    ("cbr", 32, 16, 116),
+    ("rt-vbr", 33, 17, 117),
+    ("nrt-vbr", 34, 18, 118),
+    ("ubr", 35, 19, 119),
+];
+
+fn run_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ibtca-gw-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The map of one side: every VC as raw cells (AAL0), its QP joined to
+/// the peer's.
+fn map(peer_lid: u16, a_side: bool) -> VcMap {
+    let vcs: Vec<String> = VCS
+        .iter()
+        .map(|(class, vci, qa, qb)| {
+            let (local, remote) = if a_side { (qa, qb) } else { (qb, qa) };
+            format!(
+                r#"{{"vpi": 0, "vci": {vci}, "aal": 0, "service": "{class}",
+                    "ib": {{"qp": "rc", "local_qpn": {local}, "remote_lid": {peer_lid},
+                            "remote_qpn": {remote}}}}}"#
+            )
+        })
+        .collect();
+    VcMap::from_json(&format!(r#"{{"vcs": [{}]}}"#, vcs.join(","))).expect("the map is good")
+}
+
+fn gateway(
+    lid: u16,
+    peer_lid: u16,
+    a_side: bool,
+    link: &Path,
+    atm: &Path,
+    service_sl: ServiceSl,
+    sl2vl: [u8; 16],
+) -> Gateway {
+    Gateway::start(&GatewayConfig {
+        link: LinkEndpoint::Connect(link.to_path_buf()),
+        atm: LinkEndpoint::Listen(atm.to_path_buf()),
+        map: map(peer_lid, a_side),
+        service_sl,
+        vl: VlConfig {
+            sl2vl,
+            weights: default_vl_weights(),
+        },
+        node_guid: 0x0200_0000_00fd_0000 + u64::from(lid),
+        qp: QpSettings {
+            lid,
+            mtu: 1024,
+            ack_timeout: Some(Duration::from_millis(67)),
+            retry_cnt: 7,
+            backlog: 1024,
+        },
+        reassembly_timeout: Duration::from_secs(5),
+        queue_cells: 1 << 12,
+        link_ring: ibtca_device::link::SHARED_RING,
+        capture: None,
+        sma: Default::default(),
+    })
+    .expect("gateway starts")
+}
+
+fn connect_atm(p: &Path) -> UnixStream {
+    let deadline = Instant::now() + T;
+    loop {
+        match UnixStream::connect(p) {
+            Ok(s) => return s,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "ATM port {}: {e}", p.display());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Runs A → switch → B with A's `service_sl` and SL → VL table, one cell
+/// per VC into A's ATM port, and returns (destination QPN, SL, VL) of every
+/// packet A sent, from the switch port's capture.
+fn carry_and_capture(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<(u32, u8, u8)> {
+    let dir = run_dir(name);
+    let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
+    let pcap = dir.join("sw-p1.pcap");
+    let switch = Switch::start(SwitchConfig {
+        name: "sw".into(),
+        guid: 0x0200_0000_00ff_0000,
+        lid: 0,
+        ports: vec![
+            PortConfig {
+                capture: Some(pcap.clone()),
+                ..PortConfig::new(LinkEndpoint::Listen(p1.clone()))
+            },
+            PortConfig::new(LinkEndpoint::Listen(p2.clone())),
+        ],
+        routes: Vec::new(),
+        link: Default::default(),
+        sm_managed: false,
+    })
+    .expect("switch starts");
+    let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
+    let ga = gateway(LID_A, LID_B, true, &p1, &atm_a, service_sl, sl2vl);
+    let gb = gateway(
+        LID_B,
+        LID_A,
+        false,
+        &p2,
+        &atm_b,
+        ServiceSl::default(),
+        default_sl2vl(),
+    );
+
+    let mut sink = connect_atm(&atm_b);
+    let mut source = connect_atm(&atm_a);
+    for (k, (_, vci, ..)) in VCS.iter().enumerate() {
+        let cell = Cell::new(
+            &CellHeader::user(Vc { vpi: 0, vci: *vci }, 0),
+            &[k as u8; 48],
+        );
+        source.write_all(&cell.bytes).unwrap();
+    }
+    // Every cell comes out of B on its VC: each crossed the link.
+    sink.set_read_timeout(Some(T)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; CELL_LEN];
+    while got.len() < VCS.len() {
+        sink.read_exact(&mut buf).expect("a cell out of B in time");
+        got.push(Cell::from_slice(&buf).unwrap().header().vc().vci);
+    }
+    got.sort_unstable();
+    assert_eq!(got, [32, 33, 34, 35], "each VC's cell through B");
+    ga.stop();
+    gb.stop();
+    switch.stop();
+
+    let rows = tshark(&pcap);
+    let _ = std::fs::remove_dir_all(&dir);
+    rows
+}
+
+/// (DestQP, SL, VL) of each packet LID A sent, as tshark decodes the pcap.
+fn tshark(pcap: &Path) -> Vec<(u32, u8, u8)> {
+    let out = Command::new("tshark")
+        .args(["-r", &pcap.display().to_string()])
+        .args(["--disable-protocol", "rpcordma"])
+        .args(["-T", "fields", "-E", "separator=/t"])
+        .args(["-e", "infiniband.lrh.slid", "-e", "infiniband.bth.destqp"])
+        .args(["-e", "infiniband.lrh.sl", "-e", "infiniband.lrh.vl"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("tshark is needed to decode captures (scripts/host-tools.sh installs it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let num = |s: &str| match s.trim().strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.trim().parse().ok(),
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<Option<u64>> = l.split('\t').map(num).collect();
+            match f[..] {
+                [Some(slid), Some(qp), Some(sl), Some(vl)] if slid == u64::from(LID_A) => {
+                    Some((qp as u32, sl as u8, vl as u8))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Asserts that B's QP of every class got at least one packet from A and
+/// all of them on (SL, VL) `want[class]`.
+fn assert_on_wire(rows: &[(u32, u8, u8)], want: [(u8, u8); 4]) {
+    for ((class, vci, _, qpn_b), (sl, vl)) in VCS.iter().zip(want) {
+        let packets: Vec<(u8, u8)> = rows
+            .iter()
+            .filter(|(qp, ..)| qp == qpn_b)
+            .map(|&(_, sl, vl)| (sl, vl))
+            .collect();
+        assert!(
+            !packets.is_empty(),
+            "{class} (VC 0/{vci}): no packet to QP {qpn_b} captured: {rows:?}"
+        );
+        assert!(
+            packets.iter().all(|p| *p == (sl, vl)),
+            "{class} (VC 0/{vci}): want SL{sl} VL{vl}, captured (SL, VL) {packets:?}"
+        );
+    }
+    assert_eq!(
+        rows.iter()
+            .filter(|(qp, ..)| !VCS.iter().any(|v| v.3 == *qp))
+            .count(),
+        0,
+        "only the VCs' QPs: {rows:?}"
+    );
+}
+
+#[test]
+fn each_service_class_leaves_on_its_default_sl_and_vl() {
+    let rows = carry_and_capture("sl-default", ServiceSl::default(), default_sl2vl());
+    // CBR SL1 VL1, rt-VBR SL2 VL2, nrt-VBR SL3 VL3, UBR SL0 VL0.
+    assert_on_wire(&rows, [(1, 1), (2, 2), (3, 3), (0, 0)]);
+}
+
+#[test]
+fn each_service_class_leaves_on_its_configured_sl_and_vl() {
+    let mut sl2vl = default_sl2vl();
+    sl2vl[4..8].copy_from_slice(&[3, 0, 2, 1]);
+    let service_sl: ServiceSl = "cbr=4,rt-vbr=5,nrt-vbr=6,ubr=7".parse().unwrap();
+    let rows = carry_and_capture("sl-configured", service_sl, sl2vl);
+    assert_on_wire(&rows, [(4, 3), (5, 0), (6, 2), (7, 1)]);
+}

@@ -1,4 +1,6 @@
-//! Seed 003's service class → SL on the wire: a gateway with one VC per
+//! Seed 003's VC map on the wire.
+//!
+//! Service class → SL: a gateway with one VC per
 //! service class (CBR, rt-VBR, nrt-VBR, UBR) carries a cell of each to a
 //! second gateway through an `ibtca-switch`. The switch port's capture of
 //! the first gateway's link, decoded by tshark, shows every packet of each
@@ -6,6 +8,10 @@
 //! table gives that SL: once with the default `service_sl` and table, once
 //! with a configured one (`cbr=4,rt-vbr=5,nrt-vbr=6,ubr=7`, SL4..SL7 on
 //! VL3, VL0, VL2, VL1).
+//!
+//! VPI/VCI ranges: an entry `"vpi": [0, 1], "vci": [32, 63]` carries cells
+//! on VCs inside its ranges to its QP (they come out of the peer gateway
+//! on its VC), and cells on VCs just outside are dropped and counted.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -15,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::vl_config::VlConfig;
+use ibtca_gateway::counters::Counters;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
@@ -41,27 +48,33 @@ fn run_dir(name: &str) -> PathBuf {
     d
 }
 
-/// The map of one side: every VC as raw cells (AAL0), its QP joined to
-/// the peer's.
-fn map(peer_lid: u16, a_side: bool) -> VcMap {
-    let vcs: Vec<String> = VCS
-        .iter()
+/// One map entry: raw cells (AAL0) on `vpi`/`vci` (a number or a
+/// `[first, last]` range), its QP joined to the peer's.
+fn entry(vpi: &str, vci: &str, class: &str, local: u32, peer_lid: u16, remote: u32) -> String {
+    format!(
+        r#"{{"vpi": {vpi}, "vci": {vci}, "aal": 0, "service": "{class}",
+            "ib": {{"qp": "rc", "local_qpn": {local}, "remote_lid": {peer_lid},
+                    "remote_qpn": {remote}}}}}"#
+    )
+}
+
+/// The map of one side of the class test: every VC of [`VCS`].
+fn class_map(peer_lid: u16, a_side: bool) -> Vec<String> {
+    VCS.iter()
         .map(|(class, vci, qa, qb)| {
             let (local, remote) = if a_side { (qa, qb) } else { (qb, qa) };
-            format!(
-                r#"{{"vpi": 0, "vci": {vci}, "aal": 0, "service": "{class}",
-                    "ib": {{"qp": "rc", "local_qpn": {local}, "remote_lid": {peer_lid},
-                            "remote_qpn": {remote}}}}}"#
-            )
+            entry("0", &vci.to_string(), class, *local, peer_lid, *remote)
         })
-        .collect();
-    VcMap::from_json(&format!(r#"{{"vcs": [{}]}}"#, vcs.join(","))).expect("the map is good")
+        .collect()
+}
+
+fn map(entries: &[String]) -> VcMap {
+    VcMap::from_json(&format!(r#"{{"vcs": [{}]}}"#, entries.join(","))).expect("the map is good")
 }
 
 fn gateway(
     lid: u16,
-    peer_lid: u16,
-    a_side: bool,
+    map: VcMap,
     link: &Path,
     atm: &Path,
     service_sl: ServiceSl,
@@ -70,7 +83,7 @@ fn gateway(
     Gateway::start(&GatewayConfig {
         link: LinkEndpoint::Connect(link.to_path_buf()),
         atm: LinkEndpoint::Listen(atm.to_path_buf()),
-        map: map(peer_lid, a_side),
+        map,
         service_sl,
         vl: VlConfig {
             sl2vl,
@@ -106,10 +119,27 @@ fn connect_atm(p: &Path) -> UnixStream {
     }
 }
 
-/// Runs A → switch → B with A's `service_sl` and SL → VL table, one cell
-/// per VC into A's ATM port, and returns (destination QPN, SL, VL) of every
-/// packet A sent, from the switch port's capture.
-fn carry_and_capture(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<(u32, u8, u8)> {
+/// A run of A → switch → B.
+struct Run {
+    /// The VCs of the cells that came out of B's ATM port, sorted.
+    out_of_b: Vec<Vc>,
+    /// A's counters at its stop.
+    a: Counters,
+    /// (destination QPN, SL, VL) of every packet A sent, from the switch
+    /// port's capture.
+    captured: Vec<(u32, u8, u8)>,
+}
+
+/// Runs A (`map_a`, its `service_sl` and SL → VL table) → switch → B
+/// (`map_b`, defaults): `cells` into A's ATM port, until `want` cells came
+/// out of B's.
+fn carry_and_capture(
+    name: &str,
+    (map_a, service_sl, sl2vl): (VcMap, ServiceSl, [u8; 16]),
+    map_b: VcMap,
+    cells: &[Vc],
+    want: usize,
+) -> Run {
     let dir = run_dir(name);
     let (p1, p2) = (dir.join("sw-p1"), dir.join("sw-p2"));
     let pcap = dir.join("sw-p1.pcap");
@@ -130,11 +160,10 @@ fn carry_and_capture(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<
     })
     .expect("switch starts");
     let (atm_a, atm_b) = (dir.join("atm-a"), dir.join("atm-b"));
-    let ga = gateway(LID_A, LID_B, true, &p1, &atm_a, service_sl, sl2vl);
+    let ga = gateway(LID_A, map_a, &p1, &atm_a, service_sl, sl2vl);
     let gb = gateway(
         LID_B,
-        LID_A,
-        false,
+        map_b,
         &p2,
         &atm_b,
         ServiceSl::default(),
@@ -143,30 +172,44 @@ fn carry_and_capture(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<
 
     let mut sink = connect_atm(&atm_b);
     let mut source = connect_atm(&atm_a);
-    for (k, (_, vci, ..)) in VCS.iter().enumerate() {
-        let cell = Cell::new(
-            &CellHeader::user(Vc { vpi: 0, vci: *vci }, 0),
-            &[k as u8; 48],
-        );
+    for (k, vc) in cells.iter().enumerate() {
+        let cell = Cell::new(&CellHeader::user(*vc, 0), &[k as u8; 48]);
         source.write_all(&cell.bytes).unwrap();
     }
-    // Every cell comes out of B on its VC: each crossed the link.
     sink.set_read_timeout(Some(T)).unwrap();
-    let mut got = Vec::new();
+    let mut out_of_b = Vec::new();
     let mut buf = [0u8; CELL_LEN];
-    while got.len() < VCS.len() {
+    while out_of_b.len() < want {
         sink.read_exact(&mut buf).expect("a cell out of B in time");
-        got.push(Cell::from_slice(&buf).unwrap().header().vc().vci);
+        out_of_b.push(Cell::from_slice(&buf).unwrap().header().vc());
     }
-    got.sort_unstable();
-    assert_eq!(got, [32, 33, 34, 35], "each VC's cell through B");
-    ga.stop();
+    out_of_b.sort_unstable();
+    let a = ga.stop();
     gb.stop();
     switch.stop();
 
-    let rows = tshark(&pcap);
+    let captured = tshark(&pcap);
     let _ = std::fs::remove_dir_all(&dir);
-    rows
+    Run {
+        out_of_b,
+        a,
+        captured,
+    }
+}
+
+/// The class test's run: one cell on each VC of [`VCS`], each of which
+/// comes out of B on its VC (it crossed the link).
+fn carry_classes(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<(u32, u8, u8)> {
+    let vcs: Vec<Vc> = VCS.iter().map(|v| Vc { vpi: 0, vci: v.1 }).collect();
+    let run = carry_and_capture(
+        name,
+        (map(&class_map(LID_B, true)), service_sl, sl2vl),
+        map(&class_map(LID_A, false)),
+        &vcs,
+        VCS.len(),
+    );
+    assert_eq!(run.out_of_b, vcs, "each VC's cell through B");
+    run.captured
 }
 
 /// (DestQP, SL, VL) of each packet LID A sent, as tshark decodes the pcap.
@@ -233,7 +276,7 @@ fn assert_on_wire(rows: &[(u32, u8, u8)], want: [(u8, u8); 4]) {
 
 #[test]
 fn each_service_class_leaves_on_its_default_sl_and_vl() {
-    let rows = carry_and_capture("sl-default", ServiceSl::default(), default_sl2vl());
+    let rows = carry_classes("sl-default", ServiceSl::default(), default_sl2vl());
     // CBR SL1 VL1, rt-VBR SL2 VL2, nrt-VBR SL3 VL3, UBR SL0 VL0.
     assert_on_wire(&rows, [(1, 1), (2, 2), (3, 3), (0, 0)]);
 }
@@ -243,6 +286,29 @@ fn each_service_class_leaves_on_its_configured_sl_and_vl() {
     let mut sl2vl = default_sl2vl();
     sl2vl[4..8].copy_from_slice(&[3, 0, 2, 1]);
     let service_sl: ServiceSl = "cbr=4,rt-vbr=5,nrt-vbr=6,ubr=7".parse().unwrap();
-    let rows = carry_and_capture("sl-configured", service_sl, sl2vl);
+    let rows = carry_classes("sl-configured", service_sl, sl2vl);
     assert_on_wire(&rows, [(4, 3), (5, 0), (6, 2), (7, 1)]);
+}
+
+#[test]
+fn cells_inside_a_vc_range_are_carried_and_outside_dropped_and_counted() {
+    let a = [entry("[0, 1]", "[32, 63]", "cbr", 16, LID_B, 116)];
+    let b = [entry("5", "100", "cbr", 116, LID_A, 16)];
+    let vc = |vpi, vci| Vc { vpi, vci };
+    // Outside first: the port reads in order, so they are counted by the
+    // time the inside ones come out of B.
+    let outside = [vc(0, 64), vc(2, 32), vc(0, 31), vc(1, 64)];
+    let inside = [vc(0, 32), vc(0, 63), vc(1, 32), vc(1, 63), vc(0, 40)];
+    let cells: Vec<Vc> = outside.iter().chain(&inside).copied().collect();
+    let ranges = (map(&a), ServiceSl::default(), default_sl2vl());
+    let run = carry_and_capture("ranges", ranges, map(&b), &cells, inside.len());
+    assert_eq!(run.out_of_b, [vc(5, 100); 5], "every inside cell on B's VC");
+    assert_eq!(run.a.atm_rx.unknown_vc, outside.len() as u64, "{:?}", run.a);
+    assert_eq!(run.a.engine.messages_to_ib, inside.len() as u64);
+    // On the wire: CBR's SL1 on VL1, to B's QP.
+    assert!(
+        run.captured.len() >= inside.len() && run.captured.iter().all(|p| *p == (116, 1, 1)),
+        "{:?}",
+        run.captured
+    );
 }

@@ -13,12 +13,13 @@
 //! on VCs inside its ranges to its QP (they come out of the peer gateway
 //! on its VC), and cells on VCs just outside are dropped and counted.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{connect_atm, run_dir, tshark_fields};
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::vl_config::VlConfig;
 use ibtca_gateway::counters::Counters;
@@ -40,13 +41,6 @@ const VCS: [(&str, u16, u32, u32); 4] = [
     ("nrt-vbr", 34, 18, 118),
     ("ubr", 35, 19, 119),
 ];
-
-fn run_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ibtca-gw-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// One map entry: raw cells (AAL0) on `vpi`/`vci` (a number or a
 /// `[first, last]` range), its QP joined to the peer's.
@@ -104,19 +98,6 @@ fn gateway(
         sma: Default::default(),
     })
     .expect("gateway starts")
-}
-
-fn connect_atm(p: &Path) -> UnixStream {
-    let deadline = Instant::now() + T;
-    loop {
-        match UnixStream::connect(p) {
-            Ok(s) => return s,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "ATM port {}: {e}", p.display());
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
 }
 
 /// A run of A → switch → B.
@@ -214,27 +195,26 @@ fn carry_classes(name: &str, service_sl: ServiceSl, sl2vl: [u8; 16]) -> Vec<(u32
 
 /// (DestQP, SL, VL) of each packet LID A sent, as tshark decodes the pcap.
 fn tshark(pcap: &Path) -> Vec<(u32, u8, u8)> {
-    let out = Command::new("tshark")
-        .args(["-r", &pcap.display().to_string()])
-        .args(["--disable-protocol", "rpcordma"])
-        .args(["-T", "fields", "-E", "separator=/t"])
-        .args(["-e", "infiniband.lrh.slid", "-e", "infiniband.bth.destqp"])
-        .args(["-e", "infiniband.lrh.sl", "-e", "infiniband.lrh.vl"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("tshark is needed to decode captures (scripts/host-tools.sh installs it): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = tshark_fields(
+        pcap,
+        &[
+            "--disable-protocol",
+            "rpcordma",
+            "-e",
+            "infiniband.lrh.slid",
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.lrh.sl",
+            "-e",
+            "infiniband.lrh.vl",
+        ],
     );
     let num = |s: &str| match s.trim().strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => s.trim().parse().ok(),
     };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    out.lines()
         .filter_map(|l| {
             let f: Vec<Option<u64>> = l.split('\t').map(num).collect();
             match f[..] {

@@ -219,7 +219,7 @@ fn main() -> ExitCode {
         println!(
             "ok: LID {}, {} VCs ({})",
             cfg.qp.lid,
-            cfg.map.vcs.len(),
+            cfg.map.vcs.iter().map(|v| v.vcs().count()).sum::<usize>(),
             cfg.map
                 .vcs
                 .iter()

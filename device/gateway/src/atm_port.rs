@@ -74,7 +74,9 @@ impl AtmPort {
         };
         let mut rx = Receiver::new(reassembly_timeout);
         for e in &map.vcs {
-            rx.add_vc(e.vc, e.aal);
+            for vc in e.vcs() {
+                rx.add_vc(vc, e.aal);
+            }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(PortCounters::default());

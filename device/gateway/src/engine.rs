@@ -93,7 +93,7 @@ impl Engine {
         let by_vc = conns
             .iter()
             .enumerate()
-            .map(|(i, c)| (c.entry.vc, i))
+            .flat_map(|(i, c)| c.entry.vcs().map(move |vc| (vc, i)))
             .collect();
         Ok(Self {
             settings,

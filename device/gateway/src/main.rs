@@ -219,11 +219,18 @@ fn main() -> ExitCode {
         println!(
             "ok: LID {}, {} VCs ({})",
             cfg.qp.lid,
-            cfg.map.vcs.len(),
+            cfg.map.vcs.iter().map(|v| v.vcs().count()).sum::<usize>(),
             cfg.map
                 .vcs
                 .iter()
-                .map(|v| format!("{} AAL{} {}", v.vc, aal_number(v.aal), v.service))
+                .map(|v| {
+                    let vcs = if v.last == v.vc {
+                        v.vc.to_string()
+                    } else {
+                        format!("{}..={}", v.vc, v.last)
+                    };
+                    format!("{vcs} AAL{} {}", aal_number(v.aal), v.service)
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         );

@@ -7,6 +7,14 @@
 //!           "ib": {"qp": "rc", "local_qpn": 16, "remote_lid": 2, "remote_qpn": 16}}]}
 //! ```
 //!
+//! `vpi` and `vci` are each a number or an inclusive range `[first, last]`
+//! (seed 003: the gateway accepts the VPI/VCI ranges assigned to it): an
+//! entry with ranges takes the cells of every VC in them, each VC
+//! reassembled on its own, onto its one QP, and sends what that QP
+//! receives on the entry's first VC. An entry covers at most
+//! [`MAX_RANGE_VCS`] VCs; entries may not overlap. A cell on a VC no entry
+//! covers is dropped and counted (`unknown_vc`).
+//!
 //! Optional: `blocks` (AAL1: 47-byte blocks per IB message, default 8),
 //! `max_sdu` (AAL5: largest frame, default 65,535), `ib.remote_qpn` (set
 //! at run time through the control socket when left out), `ib.sq_psn`
@@ -16,6 +24,7 @@
 //! naming its entry.
 
 use std::collections::HashMap;
+use std::fmt;
 
 use ibtca_protocol::atm::aal5::MAX_SDU;
 use ibtca_protocol::atm::{Aal, Vc};
@@ -27,6 +36,8 @@ use crate::service::Service;
 pub const DEFAULT_AAL1_BLOCKS: usize = 8;
 /// Most AAL1 blocks per message (one message stays within 65,535 bytes).
 pub const MAX_AAL1_BLOCKS: usize = 1394;
+/// Most VCs one entry's ranges cover.
+pub const MAX_RANGE_VCS: u64 = 4096;
 /// Largest QPN or PSN (24 bits).
 const MAX_QPN: u64 = 0xff_ffff;
 /// Largest unicast LID.
@@ -35,8 +46,11 @@ const MAX_UNICAST_LID: u64 = 0xbfff;
 /// One connection of a checked map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VcEntry {
-    /// VPI/VCI.
+    /// VPI/VCI: the first of the entry's ranges, the VC what its QP
+    /// receives is sent on.
     pub vc: Vc,
+    /// The last VPI/VCI of the entry's ranges (`vc` for a single VC).
+    pub last: Vc,
     /// The adaptation layer (with its parameters).
     pub aal: Aal,
     /// Service class.
@@ -74,8 +88,8 @@ struct RawMap {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawVc {
-    vpi: u64,
-    vci: u64,
+    vpi: Span,
+    vci: Span,
     aal: u64,
     service: String,
     #[serde(default)]
@@ -83,6 +97,32 @@ struct RawVc {
     #[serde(default)]
     max_sdu: Option<u64>,
     ib: RawIb,
+}
+
+/// A VPI or VCI: one number or an inclusive `[first, last]`.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(untagged)]
+enum Span {
+    One(u64),
+    Range([u64; 2]),
+}
+
+impl Span {
+    fn bounds(self) -> (u64, u64) {
+        match self {
+            Span::One(n) => (n, n),
+            Span::Range([a, b]) => (a, b),
+        }
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Span::One(n) => write!(f, "{n}"),
+            Span::Range([a, b]) => write!(f, "{a}..={b}"),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -101,6 +141,20 @@ struct RawIb {
     rq_psn: Option<u64>,
 }
 
+impl VcEntry {
+    /// Whether `vc` is in the entry's ranges.
+    pub fn contains(&self, vc: Vc) -> bool {
+        (self.vc.vpi..=self.last.vpi).contains(&vc.vpi)
+            && (self.vc.vci..=self.last.vci).contains(&vc.vci)
+    }
+
+    /// Every VC of the entry's ranges, VPI-major.
+    pub fn vcs(&self) -> impl Iterator<Item = Vc> + '_ {
+        (self.vc.vpi..=self.last.vpi)
+            .flat_map(move |vpi| (self.vc.vci..=self.last.vci).map(move |vci| Vc { vpi, vci }))
+    }
+}
+
 impl VcMap {
     /// Parses and checks a map file's text.
     pub fn from_json(text: &str) -> Result<Self, MapError> {
@@ -116,9 +170,9 @@ impl VcMap {
         Self::check(raw)
     }
 
-    /// The entry of `vc`.
+    /// The entry whose ranges hold `vc`.
     pub fn get(&self, vc: Vc) -> Option<&VcEntry> {
-        self.vcs.iter().find(|e| e.vc == vc)
+        self.vcs.iter().find(|e| e.contains(vc))
     }
 
     fn check(raw: RawMap) -> Result<Self, MapError> {
@@ -127,14 +181,37 @@ impl VcMap {
             errors.push("the map has no VCs (\"vcs\": [...] is empty)".to_string());
         }
         let mut vcs = Vec::new();
-        let mut by_vc: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut spans: Vec<((u64, u64), (u64, u64))> = Vec::new();
         let mut by_qpn: HashMap<u64, usize> = HashMap::new();
         for (i, v) in raw.vcs.iter().enumerate() {
             let mut err = |what: String| {
                 errors.push(format!("vcs[{i}] (VPI/VCI {}/{}): {what}", v.vpi, v.vci))
             };
-            if let Some(j) = by_vc.insert((v.vpi, v.vci), i) {
-                err(format!("mapped twice (also vcs[{j}])"));
+            let (vpi, vci) = (v.vpi.bounds(), v.vci.bounds());
+            let meets = |a: (u64, u64), b: (u64, u64)| a.0 <= b.1 && b.0 <= a.1;
+            if let Some(j) = spans
+                .iter()
+                .position(|(p, c)| meets(*p, vpi) && meets(*c, vci))
+            {
+                if spans[j] == (vpi, vci) && vpi.0 == vpi.1 && vci.0 == vci.1 {
+                    err(format!("mapped twice (also vcs[{j}])"));
+                } else {
+                    err(format!("overlaps vcs[{j}]: a VC is mapped once"));
+                }
+            }
+            spans.push((vpi, vci));
+            for (name, (a, b)) in [("vpi", vpi), ("vci", vci)] {
+                if a > b {
+                    err(format!(
+                        "{name} range [{a}, {b}] is empty: [first, last], first <= last"
+                    ));
+                }
+            }
+            let count = (vpi.1 + 1).saturating_sub(vpi.0) * (vci.1 + 1).saturating_sub(vci.0);
+            if count > MAX_RANGE_VCS {
+                err(format!(
+                    "covers {count} VCs: an entry covers at most {MAX_RANGE_VCS}"
+                ));
             }
             if let Some(j) = by_qpn.insert(v.ib.local_qpn, i) {
                 err(format!(
@@ -142,15 +219,15 @@ impl VcMap {
                     v.ib.local_qpn
                 ));
             }
-            if v.vpi > 255 {
+            if vpi.1 > 255 {
                 err(format!(
                     "vpi {} is out of range: a UNI VPI has 8 bits (0..=255)",
                     v.vpi
                 ));
             }
-            if v.vci > 0xffff {
+            if vci.1 > 0xffff {
                 err(format!("vci {} is out of range: a VCI has 16 bits", v.vci));
-            } else if v.vci < 32 {
+            } else if vci.0 < 32 {
                 err(format!(
                     "VCI {} is reserved: VCIs 0..=31 are for unassigned cells, signalling, \
                      OAM, resource management and ILMI (I.361, ATM Forum UNI); use 32 or above",
@@ -233,8 +310,12 @@ impl VcMap {
             if let (Some(service), Some(aal)) = (service, aal) {
                 vcs.push(VcEntry {
                     vc: Vc {
-                        vpi: v.vpi as u8,
-                        vci: v.vci as u16,
+                        vpi: vpi.0 as u8,
+                        vci: vci.0 as u16,
+                    },
+                    last: Vc {
+                        vpi: vpi.1 as u8,
+                        vci: vci.1 as u16,
                     },
                     aal,
                     service,

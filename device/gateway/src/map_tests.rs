@@ -17,6 +17,7 @@ fn the_issue_shape_parses() {
         m.vcs[0],
         VcEntry {
             vc: Vc { vpi: 0, vci: 32 },
+            last: Vc { vpi: 0, vci: 32 },
             aal: Aal::Aal5 { max_sdu: 65_535 },
             service: Service::Ubr,
             local_qpn: 16,
@@ -137,4 +138,74 @@ fn ib_side_and_optional_fields_are_checked() {
         "{e}"
     );
     assert!(VcMap::from_json(r#"{"vcs": []}"#).unwrap_err().0[0].contains("no VCs"));
+}
+
+fn ranged(vpi: &str, vci: &str, qpn: u64) -> String {
+    format!(
+        r#"{{"vpi": {vpi}, "vci": {vci}, "aal": 5, "service": "ubr",
+            "ib": {{"qp": "rc", "local_qpn": {qpn}, "remote_lid": 2}}}}"#
+    )
+}
+
+#[test]
+fn vpi_vci_ranges_cover_their_vcs() {
+    let m = VcMap::from_json(&format!(
+        r#"{{"vcs": [{}, {}]}}"#,
+        ranged("[1, 2]", "[32, 63]", 16),
+        ranged("1", "[64, 64]", 17)
+    ))
+    .unwrap();
+    let e = &m.vcs[0];
+    assert_eq!(
+        (e.vc, e.last),
+        (Vc { vpi: 1, vci: 32 }, Vc { vpi: 2, vci: 63 })
+    );
+    assert_eq!(e.vcs().count(), 64);
+    let qpn = |vpi, vci| m.get(Vc { vpi, vci }).map(|e| e.local_qpn);
+    assert_eq!(qpn(1, 32), Some(16));
+    assert_eq!(qpn(2, 63), Some(16));
+    assert_eq!(qpn(1, 64), Some(17));
+    assert_eq!(qpn(1, 31), None);
+    assert_eq!(qpn(0, 40), None);
+    assert_eq!(qpn(3, 40), None);
+    assert_eq!(qpn(2, 64), None);
+}
+
+#[test]
+fn bad_ranges_are_refused() {
+    assert_eq!(
+        errors(
+            &[
+                ranged("0", "[32, 63]", 16),
+                ranged("[0, 3]", "[60, 70]", 17)
+            ]
+            .join(",")
+        ),
+        ["vcs[1] (VPI/VCI 0..=3/60..=70): overlaps vcs[0]: a VC is mapped once"]
+    );
+    // Touching ranges do not overlap.
+    assert!(VcMap::from_json(&format!(
+        r#"{{"vcs": [{}, {}]}}"#,
+        ranged("0", "[32, 63]", 16),
+        ranged("0", "[64, 70]", 17)
+    ))
+    .is_ok());
+    assert_eq!(
+        errors(&ranged("0", "[40, 39]", 16)),
+        ["vcs[0] (VPI/VCI 0/40..=39): vci range [40, 39] is empty: [first, last], first <= last"]
+    );
+    assert!(errors(&ranged("[5, 4]", "32", 16))[0].contains("vpi range [5, 4] is empty"));
+    assert!(errors(&ranged("0", "[16, 40]", 16))[0].contains("is reserved"));
+    assert!(errors(&ranged("[0, 256]", "32", 16))[0].contains("out of range"));
+    assert!(errors(&ranged("0", "[65530, 65536]", 16))[0].contains("out of range"));
+    assert_eq!(
+        errors(&ranged("[0, 1]", "[32, 4095]", 16)),
+        ["vcs[0] (VPI/VCI 0..=1/32..=4095): covers 8128 VCs: an entry covers at most 4096"]
+    );
+    assert!(VcMap::from_json(&format!(
+        r#"{{"vcs": [{}]}}"#,
+        ranged("0", "[32, 4127]", 16)
+    ))
+    .is_ok());
+    assert!(errors(&ranged("0", "[32]", 16))[0].starts_with("not a VC map"));
 }

@@ -6,6 +6,8 @@
 //! gateway on its mapped VC, byte-exact and in order. One VC's remote QPN
 //! is set at run time through the control socket.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{connect_atm, run_dir, tshark_fields};
 use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
 use ibtca_device::vl_config::VlConfig;
 use ibtca_gateway::control;
@@ -27,13 +30,6 @@ use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
 use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
 const T: Duration = Duration::from_secs(60);
-
-fn run_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ibtca-gw-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn listen(p: &Path) -> LinkEndpoint {
     LinkEndpoint::Listen(p.to_path_buf())
@@ -303,19 +299,6 @@ fn exchange(
     })
 }
 
-fn connect_atm(p: &Path) -> UnixStream {
-    let deadline = Instant::now() + T;
-    loop {
-        match UnixStream::connect(p) {
-            Ok(s) => return s,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "ATM port {}: {e}", p.display());
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
 /// The two-port switch between the gateways (LIDs learned from Hellos).
 fn start_switch(ports: Vec<PortConfig>) -> Switch {
     Switch::start(SwitchConfig {
@@ -426,12 +409,9 @@ type CellId = (u8, u16, u8);
 
 /// The cells in a capture, received and sent.
 fn tshark_atm(pcap: &Path) -> (Vec<CellId>, Vec<CellId>) {
-    let out = std::process::Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args([
-            "-T",
-            "fields",
+    let out = tshark_fields(
+        pcap,
+        &[
             "-e",
             "erf.flags.cap",
             "-e",
@@ -440,18 +420,10 @@ fn tshark_atm(pcap: &Path) -> (Vec<CellId>, Vec<CellId>) {
             "atm.vci",
             "-e",
             "atm.payload_type",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("tshark is needed to decode captures (scripts/host-tools.sh installs it): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let (mut rx, mut tx) = (Vec::new(), Vec::new());
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let cell = (
             f[1].parse().unwrap(),

@@ -6,6 +6,7 @@
 //! or one that sends a line over [`MAX_LINE`] bytes, is closed.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,8 @@ const IDLE: Duration = Duration::from_secs(10);
 pub struct LineServer {
     path: PathBuf,
     id: SocketId,
+    /// The listening socket, owned by the thread until it ends.
+    listener_fd: RawFd,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -48,6 +51,7 @@ impl LineServer {
         F: Fn(&str) -> String + Send + 'static,
     {
         let (listener, id) = socket_file::bind_listener(path)?;
+        let listener_fd = listener.as_raw_fd();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -67,6 +71,7 @@ impl LineServer {
         Ok(LineServer {
             path: path.to_path_buf(),
             id,
+            listener_fd,
             stop,
             thread: Some(thread),
         })
@@ -82,8 +87,13 @@ impl LineServer {
             return;
         };
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the blocking accept: a shut-down listening socket fails
+        // `accept` with EINVAL. This needs no socket file, so a file
+        // deleted or replaced from under the server cannot hang the stop.
+        // SAFETY: `listener_fd` is the listener the thread owns; the thread
+        // ends only after seeing `stop`, set above, so the descriptor is
+        // still open here. `shutdown` touches no memory.
+        unsafe { libc::shutdown(self.listener_fd, libc::SHUT_RDWR) };
         let _ = thread.join();
         socket_file::remove_own(&self.path, self.id);
     }
@@ -155,6 +165,29 @@ mod tests {
         let mut reply = String::new();
         s.read_to_string(&mut reply).unwrap();
         reply
+    }
+
+    #[test]
+    fn stop_returns_when_the_socket_file_was_deleted_from_under_it() {
+        let dir = std::env::temp_dir().join(format!("ibtca-line-rm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let server = LineServer::start(&path, "ctl-rm", |_| "ok".into()).unwrap();
+        assert_eq!(ask(&path, b"x\n"), "ok\n");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"a regular file now").unwrap();
+        let (done, stopped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            server.stop();
+            let _ = done.send(());
+        });
+        // A bound no loaded machine reaches: a hang is the failure.
+        stopped
+            .recv_timeout(Duration::from_secs(120))
+            .expect("stop returned");
+        assert_eq!(std::fs::read(&path).unwrap(), b"a regular file now");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

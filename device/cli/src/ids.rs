@@ -110,9 +110,53 @@ pub fn guid(text: &str) -> Result<u64, String> {
     Ok(g)
 }
 
+/// Deserializes a number written in a file as a JSON number or as a
+/// string, hex (`"0x10"`) or decimal ([`number`]); for
+/// `#[serde(deserialize_with = "…")]` on LIDs, QPNs, Q_Keys and PSNs. The
+/// caller checks the range and names the field.
+pub fn number_in_file<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(u64),
+        Text(String),
+    }
+    match <Written as serde::Deserialize>::deserialize(d)? {
+        Written::Number(n) => Ok(n),
+        Written::Text(t) => number("value", &t).map_err(serde::de::Error::custom),
+    }
+}
+
+/// [`number_in_file`] for an optional field (with `#[serde(default)]`).
+pub fn optional_number_in_file<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
+    number_in_file(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Field {
+        #[serde(deserialize_with = "number_in_file")]
+        n: u64,
+        #[serde(default, deserialize_with = "optional_number_in_file")]
+        o: Option<u64>,
+    }
+
+    #[test]
+    fn a_file_number_is_a_json_number_or_a_hex_or_decimal_string() {
+        let f: Field = serde_json::from_str(r#"{"n": "0x1f", "o": "17"}"#).unwrap();
+        assert_eq!((f.n, f.o), (0x1f, Some(17)));
+        let f: Field = serde_json::from_str(r#"{"n": 5}"#).unwrap();
+        assert_eq!((f.n, f.o), (5, None));
+        let e = serde_json::from_str::<Field>(r#"{"n": "0xzz"}"#)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("'0xzz' is not a number"), "{e}");
+    }
 
     #[test]
     fn hex_and_decimal_alike() {

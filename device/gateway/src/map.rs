@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use ibtca_cli::ids;
 use ibtca_protocol::atm::aal5::MAX_SDU;
 use ibtca_protocol::atm::{Aal, Vc};
 use serde::Deserialize;
@@ -129,15 +130,17 @@ impl fmt::Display for Span {
 #[serde(deny_unknown_fields)]
 struct RawIb {
     qp: String,
+    #[serde(deserialize_with = "ids::number_in_file")]
     local_qpn: u64,
+    #[serde(deserialize_with = "ids::number_in_file")]
     remote_lid: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ids::optional_number_in_file")]
     remote_qpn: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ids::optional_number_in_file")]
     remote_qkey: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ids::optional_number_in_file")]
     sq_psn: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ids::optional_number_in_file")]
     rq_psn: Option<u64>,
 }
 

@@ -209,3 +209,25 @@ fn bad_ranges_are_refused() {
     .is_ok());
     assert!(errors(&ranged("0", "[32]", 16))[0].starts_with("not a VC map"));
 }
+
+#[test]
+fn qpns_lids_and_psns_may_be_written_in_hex_strings() {
+    let m = VcMap::from_json(
+        r#"{"vcs": [{"vpi": 0, "vci": 32, "aal": 5, "service": "ubr",
+            "ib": {"qp": "rc", "local_qpn": "0x10", "remote_lid": "0x2",
+                   "remote_qpn": "0x20", "sq_psn": "0xabc", "rq_psn": "7"}}]}"#,
+    )
+    .unwrap();
+    let v = &m.vcs[0];
+    assert_eq!(
+        (v.local_qpn, v.remote_lid, v.remote_qpn, v.sq_psn, v.rq_psn),
+        (0x10, 2, Some(0x20), 0xabc, 7)
+    );
+    let e = VcMap::from_json(
+        r#"{"vcs": [{"vpi": 0, "vci": 32, "aal": 5, "service": "ubr",
+            "ib": {"qp": "rc", "local_qpn": "0x1g", "remote_lid": 2}}]}"#,
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("'0x1g' is not a number"), "{e}");
+}

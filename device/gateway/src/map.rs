@@ -19,7 +19,8 @@
 //! `max_sdu` (AAL5: largest frame, default 65,535), `ib.remote_qpn` (set
 //! at run time through the control socket when left out), `ib.sq_psn`
 //! and `ib.rq_psn` (the first PSN the gateway's QP sends and expects, as
-//! the peer's MODIFY_QP has them the other way round; default 0). The whole map
+//! the peer's MODIFY_QP has them the other way round; default 0). The `ib`
+//! numbers may also be strings, hex (`"0x10"`) or decimal. The whole map
 //! is checked before anything starts; every problem is reported, each
 //! naming its entry.
 

@@ -102,8 +102,9 @@ pub(crate) fn log_path(run_dir: &Path, name: &str) -> PathBuf {
 /// The `ibtca-switch` arguments for `sw`.
 pub fn switch_args(sw: &SwitchPlan, run_dir: &Path) -> Vec<String> {
     let mut args = vec![
+        // The switch reports its --name as NodeDescription.
         "--name".to_owned(),
-        sw.name.clone(),
+        sw.description.clone(),
         "--guid".to_owned(),
         format!("{:#x}", sw.guid),
         "--status-file".to_owned(),
@@ -257,10 +258,8 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
         format!("{:#x}", n.node_guid),
         "--port-guid".to_owned(),
         format!("{:#x}", n.port_guid),
-        // What an SM and ibnetdiscover show for the node: its name and the
-        // guest's RDMA device, as a real HCA says "host mlx5_0".
         "--node-description".to_owned(),
-        format!("{} ibtca0", n.name),
+        n.description.clone(),
     ];
     if let Some(ep) = &n.link {
         args.push(format!("--link={ep}"));

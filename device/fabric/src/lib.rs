@@ -25,6 +25,8 @@
 //! - [`inspect`]: what a running fabric's processes and agents say
 //!   (`inspect`, `stats`, `graph`); [`port_stats`]: `stats`' table;
 //!   [`graph`]: the fabric as Graphviz DOT.
+//! - [`net_file`]: ibnetdiscover output and ibsim net files, parsed;
+//!   [`net_import`]: one as a topology (`up --net`, `import`).
 //! - [`sm_plan`]: the `"sm"` option: OpenSM in one node's guest, its
 //!   guid2lid file and command line, every device and switch managed.
 
@@ -40,6 +42,8 @@ pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
 pub mod mgmt_net;
+pub mod net_file;
+pub mod net_import;
 pub mod plan;
 pub mod plan_error;
 pub mod plan_summary;
@@ -58,6 +62,8 @@ pub use plan::{
 pub use topology::Topology;
 #[cfg(test)]
 mod gateway_node_tests;
+#[cfg(test)]
+mod net_file_tests;
 #[cfg(test)]
 mod plan_check_tests;
 #[cfg(test)]

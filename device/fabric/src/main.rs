@@ -89,6 +89,10 @@ enum Cmd {
     Check {
         /// The topology file (JSON).
         file: PathBuf,
+        /// FILE is ibnetdiscover output or an ibsim net file
+        /// (docs/net-files.md).
+        #[arg(long)]
+        net: bool,
         /// Run directory the sockets would be in.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
@@ -99,6 +103,11 @@ enum Cmd {
     Up {
         /// The topology file (JSON).
         file: PathBuf,
+        /// FILE is ibnetdiscover output or an ibsim net file: its switches
+        /// and CAs with their GUIDs, port counts and descriptions, linked
+        /// as the file links them (docs/net-files.md).
+        #[arg(long)]
+        net: bool,
         /// Directory for sockets, logs, captures and the state file.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
@@ -236,6 +245,13 @@ enum Cmd {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Print the JSON topology of ibnetdiscover output or an ibsim net
+    /// file (what `up --net` runs); what it cannot keep is warned about
+    /// on stderr (docs/net-files.md).
+    Import {
+        /// The net file.
+        file: PathBuf,
+    },
     /// Stop what `up` started in the run directory.
     Down {
         /// The run directory given to `up`.
@@ -244,13 +260,39 @@ enum Cmd {
     },
 }
 
-/// Reads and checks a topology file: its text, topology and plan.
-fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
+/// The JSON topology of net file `file`, its warnings on stderr.
+fn import(file: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let imported = fabric::net_file::parse(&text)
+        .and_then(|net| fabric::net_import::import(&net))
+        .map_err(|e| format!("{}:\n{e}", file.display()))?;
+    for w in &imported.warnings {
+        eprintln!("{NAME}: warning: {}: {w}", file.display());
+    }
+    serde_json::to_string_pretty(&imported.topology).map_err(|e| e.to_string())
+}
+
+/// Reads and checks a topology file (a net file with `net`): its JSON
+/// text, topology and plan.
+fn load_as(
+    file: &Path,
+    net: bool,
+    run_dir: &Path,
+) -> Result<(String, fabric::Topology, Plan), String> {
+    let text = if net {
+        import(file)?
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
+    };
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok((text, topo, plan))
+}
+
+/// Reads and checks a JSON topology file.
+fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
+    load_as(file, false, run_dir)
 }
 
 /// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
@@ -406,8 +448,8 @@ fn graph_command(
 
 fn run(args: Args) -> Result<(), String> {
     match args.command {
-        Cmd::Check { file, run_dir } => {
-            let (_, _, plan) = load(&file, &run_dir)?;
+        Cmd::Check { file, net, run_dir } => {
+            let (_, _, plan) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
@@ -416,6 +458,7 @@ fn run(args: Args) -> Result<(), String> {
         }
         Cmd::Up {
             file,
+            net,
             run_dir,
             timeout,
             guests,
@@ -429,7 +472,7 @@ fn run(args: Args) -> Result<(), String> {
             share,
             all_guests,
         } => {
-            let (text, topo, plan) = load(&file, &run_dir)?;
+            let (text, topo, plan) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
@@ -633,6 +676,10 @@ fn run(args: Args) -> Result<(), String> {
                     None => out!("restarted {} (pid {})", p.name, p.pid),
                 }
             }
+            Ok(())
+        }
+        Cmd::Import { file } => {
+            out!("{}", import(&file)?);
             Ok(())
         }
         Cmd::Down { run_dir } => {

@@ -13,8 +13,8 @@ use ibtca_switch::MAX_UNICAST_LID;
 use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::gateway_node::{self, GatewayPlan};
-use super::plan_error::MAX_SOCKET_PATH;
 pub use super::plan_error::{TopologyError, TopologyErrors};
+use super::plan_error::{MAX_SOCKET_PATH, NODE_DESCRIPTION_BYTES};
 use super::sm_plan::{self, SmPlan};
 use super::topology::{FaultSpec, Topology, VlSpec};
 
@@ -38,6 +38,8 @@ pub struct NodePlan {
     pub node_guid: u64,
     /// Port GUID.
     pub port_guid: u64,
+    /// NodeDescription (`--node-description`).
+    pub description: String,
     /// vfio-user socket.
     pub socket: PathBuf,
     /// Its link, if it has one.
@@ -103,6 +105,8 @@ pub struct SwitchPlan {
     pub name: String,
     /// Node GUID.
     pub guid: u64,
+    /// NodeDescription (the switch's `--name`).
+    pub description: String,
     /// Port 1 first; `None` for a port with no link.
     pub ports: Vec<Option<PortPlan>>,
     /// Forwarding table: (LID, port), sorted.
@@ -159,6 +163,17 @@ fn claim_guid<'a>(
         }),
         _ => Ok(()),
     }
+}
+
+/// A NodeDescription fits its 64 bytes.
+fn check_description(name: &str, text: &str) -> Result<(), TopologyError> {
+    if text.len() > NODE_DESCRIPTION_BYTES {
+        return Err(TopologyError::LongDescription {
+            name: name.to_owned(),
+            bytes: text.len(),
+        });
+    }
+    Ok(())
 }
 
 fn rates(link: usize, f: &FaultSpec) -> Result<FaultRates, TopologyError> {
@@ -318,11 +333,17 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             &format!("{} guest", n.name),
             n.guest.as_ref().and_then(|g| g.cpus.as_deref()),
         );
+        // What an SM and ibnetdiscover show for the node by default: its
+        // name and the guest's RDMA device, as a real HCA says "host mlx5_0".
+        let description = n.description.clone();
+        let description = description.unwrap_or_else(|| format!("{} ibtca0", n.name));
+        keep(&mut problems, check_description(&n.name, &description), ());
         nodes.push(NodePlan {
             name: n.name.clone(),
             lid: n.lid,
             node_guid,
             port_guid,
+            description,
             socket: keep(&mut problems, socket_path(socket.clone()), socket),
             link: None,
             vl: keep(
@@ -372,9 +393,12 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
                 error: format!("ports_vl names port {p}; the switch has 1..={}", s.ports),
             });
         }
+        let description = s.description.clone().unwrap_or_else(|| s.name.clone());
+        keep(&mut problems, check_description(&s.name, &description), ());
         switches.push(SwitchPlan {
             name: s.name.clone(),
             guid,
+            description,
             ports: vec![None; vls.len()],
             routes: Vec::new(),
             vls,
@@ -481,6 +505,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             }
             let s = switches.len();
             switches.push(SwitchPlan {
+                description: name.clone(),
                 name,
                 guid,
                 ports: vec![None, None],

@@ -7,6 +7,9 @@ use ibtca_device::transport::config::MAX_MIN_ACK_TIMEOUT_MS;
 /// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
 
+/// Bytes of a NodeDescription.
+pub const NODE_DESCRIPTION_BYTES: usize = 64;
+
 /// Why a topology cannot be brought up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
@@ -101,6 +104,16 @@ pub enum TopologyError {
         switch: String,
         /// Ports asked for.
         ports: u16,
+    },
+    /// A description longer than a NodeDescription holds.
+    #[error(
+        "`{name}`: description is {bytes} bytes; a NodeDescription holds {NODE_DESCRIPTION_BYTES}"
+    )]
+    LongDescription {
+        /// The node or switch.
+        name: String,
+        /// Its length.
+        bytes: usize,
     },
     /// A link end names no node or switch.
     #[error("link {link}: `{end}` names no node or switch")]

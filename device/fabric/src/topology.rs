@@ -109,6 +109,10 @@ pub struct NodeSpec {
     /// vfio-user socket (default `NAME.sock` in the run directory).
     #[serde(default)]
     pub socket: Option<String>,
+    /// NodeDescription its agent reports, up to 64 bytes (default
+    /// `NAME ibtca0`).
+    #[serde(default)]
+    pub description: Option<String>,
     /// The port's SL → VL table and VL weights.
     #[serde(default)]
     pub vl: Option<VlSpec>,
@@ -219,6 +223,10 @@ pub struct SwitchSpec {
     /// administered: see [`crate::guid`]).
     #[serde(default)]
     pub guid: Option<String>,
+    /// NodeDescription its agent reports, up to 64 bytes (default: the
+    /// name).
+    #[serde(default)]
+    pub description: Option<String>,
     /// SL → VL table and VL weights of every port.
     #[serde(default)]
     pub vl: Option<VlSpec>,

@@ -77,6 +77,7 @@ pub fn port_json(s: &DeviceSnapshot) -> Value {
         "node_guid": format!("{:#018x}", s.node_guid),
         "port_guid": format!("{:#018x}", s.port_guid),
         "sm_managed": s.sm_managed,
+        "node_description": s.node_description,
     })
 }
 
@@ -200,6 +201,7 @@ mod tests {
             node_guid: 0x11,
             port_guid: 0x12,
             sm_managed: true,
+            node_description: "h ibtca0".into(),
             totals: PortTotals {
                 xmit_bytes: 400,
                 ..PortTotals::default()

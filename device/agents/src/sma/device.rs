@@ -146,6 +146,11 @@ impl DeviceSma {
         self.port.state()
     }
 
+    /// The NodeDescription it answers.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
     /// True if an SM brings the port up.
     pub fn managed(&self) -> bool {
         self.managed

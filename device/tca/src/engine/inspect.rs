@@ -55,6 +55,8 @@ pub struct DeviceSnapshot {
     pub port_guid: u64,
     /// True if a subnet manager brings the port up.
     pub sm_managed: bool,
+    /// The NodeDescription the subnet management agent answers.
+    pub node_description: String,
     /// The port's counters since the device started (the PMA's sources).
     pub totals: PortTotals,
     /// The engine's counters.
@@ -101,6 +103,7 @@ impl Engine {
             node_guid: self.port.node_guid,
             port_guid: self.port.guid,
             sm_managed: self.sma.managed(),
+            node_description: self.sma.description().to_owned(),
             totals: self.port_totals(),
             engine: self.stats(),
             qps,

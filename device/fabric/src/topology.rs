@@ -178,6 +178,14 @@ pub struct NodeGuestSpec {
     /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
     #[serde(default)]
     pub cpus: Option<String>,
+    /// The guest's root, over the file's: `"initramfs"` (the bundled
+    /// guest) or `"debian"` (the VM stack's Debian system; `guest_root`).
+    #[serde(default)]
+    pub root: Option<String>,
+    /// Debian packages for this guest, added to the file's
+    /// (`guest_root`).
+    #[serde(default)]
+    pub packages: Vec<String>,
     /// Niceness of this guest's QEMU (`nice -n`, run-vm.sh `--nice`),
     /// -20..=19; raising it needs no privilege. At 19 a woken device
     /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
@@ -312,6 +320,14 @@ pub struct GuestSpec {
     /// ([`NodeGuestSpec::nice`]).
     #[serde(default)]
     pub nice: Option<i8>,
+    /// Every guest's root unless its node sets one: `"initramfs"`
+    /// (default) or `"debian"` ([`crate::guest_root`]).
+    #[serde(default)]
+    pub root: Option<String>,
+    /// Debian packages for every guest, installed once into a cached
+    /// layer over the Debian root ([`crate::guest_root`]).
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 fn default_mem() -> String {
@@ -326,6 +342,8 @@ impl Default for GuestSpec {
             initrd: None,
             append: String::new(),
             nice: None,
+            root: None,
+            packages: Vec::new(),
         }
     }
 }

@@ -30,6 +30,10 @@
 //! guest and starts every device and switch `--sm-managed`
 //! (`sm_plan.rs`).
 //!
+//! `"guest": {"root": "debian", "packages": [...]}`, file-wide or per node,
+//! boots the VM stack's Debian system with those packages layered on it
+//! (`guest_root.rs`, docs/guest-root.md).
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.

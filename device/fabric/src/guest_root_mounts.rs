@@ -159,3 +159,83 @@ pub fn prepare(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn plan(node: &str, packages: &[&str]) -> GuestPlan {
+        GuestPlan {
+            node: node.into(),
+            socket: PathBuf::new(),
+            kernel: PathBuf::new(),
+            initrd: PathBuf::new(),
+            mem: "512M".into(),
+            append: String::new(),
+            console: PathBuf::new(),
+            log: PathBuf::new(),
+            timeout: Duration::from_secs(1),
+            cpus: None,
+            nice: None,
+            qemu_args: Vec::new(),
+            root: Root::Debian {
+                packages: packages.iter().map(|p| (*p).to_owned()).collect(),
+                layer: None,
+            },
+        }
+    }
+
+    fn layer(g: &GuestPlan) -> Option<PathBuf> {
+        match &g.root {
+            Root::Debian { layer, .. } => layer.clone(),
+            Root::Initramfs => None,
+        }
+    }
+
+    #[test]
+    fn one_layer_per_package_list_and_the_script_s_failure_is_reported() {
+        let dir = std::env::temp_dir().join(format!("ibtca-layers-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        // A stand-in for guest-layer.sh: logs each call, prints a
+        // directory named after its arguments.
+        let script = dir.join("layer.sh");
+        let calls = dir.join("calls");
+        fs::write(
+            &script,
+            format!(
+                "echo \"$*\" >>{c}\n[ \"$1\" = bad ] && exit 3\necho /layers/$(echo \"$*\" | tr ' ' _)/upper\n",
+                c = calls.display()
+            ),
+        )
+        .unwrap();
+        let mut plans = [
+            plan("a", &["hello", "jq"]),
+            plan("b", &[]),
+            plan("c", &["hello", "jq"]),
+            plan("d", &["fio"]),
+        ];
+        build_layers(&mut plans, &script).unwrap();
+        let got: Vec<Option<PathBuf>> = plans.iter().map(layer).collect();
+        assert_eq!(
+            got,
+            [
+                Some("/layers/hello_jq/upper".into()),
+                None,
+                Some("/layers/hello_jq/upper".into()),
+                Some("/layers/fio/upper".into()),
+            ]
+        );
+        assert_eq!(fs::read_to_string(&calls).unwrap(), "hello jq\nfio\n");
+        let e = build_layers(&mut [plan("e", &["bad"])], &script).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("installing the guest packages bad failed (exit status: 3)"),
+            "{e}"
+        );
+        let e = build_layers(&mut [plan("e", &["x"])], &dir.join("none.sh")).unwrap_err();
+        assert!(e.to_string().contains("none.sh not found"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

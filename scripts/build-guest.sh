@@ -7,7 +7,8 @@
 #   initramfs.cpio.gz   busybox + /init (initramfs/) + ibtca.ko + ibtca-tool + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
-#                       soft-RoCE, umad: ib_umad) + rdma-core's libibverbs, ibv_devices,
+#                       soft-RoCE, umad: ib_umad, overlay: overlayfs for
+#                       ibtca-mount-root, the Debian-root guests) + rdma-core's libibverbs, ibv_devices,
 #                       ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong, perftest, the rxe
 #                       provider, opensm, infiniband-diags (smpquery, ibstat,
 #                       ibnetdiscover, perfquery, ...) and iproute2's rdma with the libraries they
@@ -73,7 +74,8 @@ guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm
 guest_providers=(rxe)
 # Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
 # its dependencies, in load order, in /lib/modules/GROUP.modules.
-module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad")
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad"
+	"overlay:overlay")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {
@@ -160,6 +162,7 @@ done < <(in_chroot /usr/bin/busybox --list-full)
 [ -L "$rootfs/bin/sh" ] || ln -s busybox "$rootfs/bin/sh"
 install -m 0755 "$src/initramfs/init" "$rootfs/init"
 install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modules"
+install -m 0755 "$src/initramfs/ibtca-mount-root" "$rootfs/bin/ibtca-mount-root"
 # Without its debug sections (~2 MiB that the guest never reads and that
 # cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
 in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/kernel/ibtca.ko"

@@ -89,7 +89,7 @@ pub fn check(
 }
 
 /// `p` (under `chroot`) as QEMU sees it from inside the chroot.
-fn in_chroot(p: &Path, chroot: &Path) -> PathBuf {
+pub fn in_chroot(p: &Path, chroot: &Path) -> PathBuf {
     let abs = absolute(p);
     abs.strip_prefix(chroot)
         .map(|rest| Path::new("/").join(rest))

@@ -120,14 +120,16 @@ pub fn kernel_args(has_commands: bool) -> String {
     s
 }
 
-fn virtfs(path: &Path, tag: &str) -> Result<Vec<String>, RunError> {
+/// The `-virtfs` arguments exporting `path` (as QEMU sees it) as `tag`,
+/// with `more` options (`,opt=value...`) appended.
+pub fn virtfs(path: &Path, tag: &str, more: &str) -> Result<Vec<String>, RunError> {
     let p = path.display().to_string();
     if p.contains(',') {
         return Err(RunError::Comma(path.to_path_buf()));
     }
     Ok(vec![
         "-virtfs".into(),
-        format!("local,path={p},mount_tag={tag},security_model=none,id={tag}"),
+        format!("local,path={p},mount_tag={tag},security_model=none,id={tag}{more}"),
     ])
 }
 
@@ -137,9 +139,9 @@ pub fn qemu_args(
     cfg_in_chroot: &Path,
     share_in_chroot: Option<&Path>,
 ) -> Result<Vec<String>, RunError> {
-    let mut args = virtfs(cfg_in_chroot, CFG_TAG)?;
+    let mut args = virtfs(cfg_in_chroot, CFG_TAG, "")?;
     if let Some(s) = share_in_chroot {
-        args.extend(virtfs(s, SHARE_TAG)?);
+        args.extend(virtfs(s, SHARE_TAG, "")?);
     }
     Ok(args)
 }

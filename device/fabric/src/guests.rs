@@ -10,12 +10,14 @@
 //! file's `guest` section, then the bundled guest that
 //! `scripts/build-guest.sh` builds into `$IBTCA_GUEST_DIR` (default
 //! `$IBTCA_CACHE/guest`). Kernel command lines add up (file, node, command
-//! line); the rest is the first one given.
+//! line); the rest is the first one given. The root file system, the
+//! initramfs or the VM stack's Debian system, is [`guest_root`]'s.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::guest_root::{self, Root};
 use super::plan::NodePlan;
 use super::topology::{GuestSpec, Topology};
 
@@ -54,6 +56,9 @@ pub enum GuestError {
     /// `--append NODE=TEXT` (or a `--kernel`-style option) names no node.
     #[error("`{0}` names no node of the topology (NODE=VALUE)")]
     UnknownNode(String),
+    /// A root or packages that cannot be given ([`guest_root::root`]).
+    #[error("{0}")]
+    Root(String),
     /// A guest RAM size QEMU would not take.
     #[error("guest `{node}`: bad RAM size `{mem}` (e.g. 512M, 1G)")]
     BadMem {
@@ -115,6 +120,8 @@ pub struct GuestOptions {
     pub append: Vec<(Option<String>, String)>,
     /// Upper bound of each guest's life (run-vm.sh `--timeout`).
     pub timeout: Duration,
+    /// Debian packages for every guest (`--guest-packages`).
+    pub packages: Vec<String>,
 }
 
 /// Parses `--append [NODE=]TEXT`: `NODE=` only when NODE is a node of the
@@ -155,8 +162,11 @@ pub struct GuestPlan {
     /// QEMU's niceness (run-vm.sh `--nice`).
     pub nice: Option<i8>,
     /// More QEMU arguments (after run-vm.sh's `--`): the management NIC,
-    /// the configuration directory and the share (`guest_extras`).
+    /// the configuration directory and the share (`guest_extras`), the
+    /// Debian root (`guest_root`).
     pub qemu_args: Vec<String>,
+    /// The root file system.
+    pub root: Root,
 }
 
 fn mem_ok(mem: &str) -> bool {
@@ -193,12 +203,14 @@ pub fn resolve(
     let mut out = Vec::new();
     // Gateways run no guest.
     for n in nodes.iter().filter(|n| n.gateway.is_none()) {
-        let spec = topo
+        let own = topo
             .nodes
             .iter()
             .find(|s| s.name == n.name)
-            .and_then(|s| s.guest.clone())
-            .unwrap_or_default();
+            .and_then(|s| s.guest.clone());
+        let root = guest_root::root(&n.name, g, own.as_ref(), &opts.packages)
+            .map_err(|e| GuestError::Root(e.to_string()))?;
+        let spec = own.unwrap_or_default();
         let kernel = spec
             .kernel
             .map(PathBuf::from)
@@ -253,6 +265,7 @@ pub fn resolve(
             cpus: n.guest_cpus.as_ref().map(ToString::to_string),
             nice: n.guest_nice,
             qemu_args: Vec::new(),
+            root,
         });
     }
     Ok(out)

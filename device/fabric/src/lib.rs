@@ -36,6 +36,8 @@ pub mod gateway_launch;
 pub mod gateway_node;
 pub mod graph;
 pub mod guest_extras;
+pub mod guest_root;
+pub mod guest_root_mounts;
 pub mod guest_run;
 pub mod guests;
 pub mod inspect;

@@ -156,6 +156,16 @@ enum Cmd {
         /// chroot when outside it, needs root).
         #[arg(long, value_name = "DIR", requires = "guests")]
         share: Option<PathBuf>,
+        /// Debian packages for every guest, comma-separated: installed once
+        /// into a cached layer over the Debian root, which those guests
+        /// then boot (docs/guest-root.md).
+        #[arg(
+            long,
+            value_name = "PKG,...",
+            value_delimiter = ',',
+            requires = "guests"
+        )]
+        guest_packages: Vec<String>,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.
@@ -471,6 +481,7 @@ fn run(args: Args) -> Result<(), String> {
             run,
             share,
             all_guests,
+            guest_packages,
         } => {
             let (text, topo, plan) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
@@ -487,6 +498,7 @@ fn run(args: Args) -> Result<(), String> {
                         .map(|a| fabric::guests::parse_append(&topo, a))
                         .collect(),
                     timeout: Duration::from_secs(guest_timeout),
+                    packages: guest_packages,
                 };
                 let mut plans =
                     fabric::guests::resolve(&topo, &plan.nodes, &run_dir, &stack, &opts)
@@ -495,6 +507,9 @@ fn run(args: Args) -> Result<(), String> {
                     plans.retain(|g| sm.boots_guest(&g.node, &run, all_guests));
                 }
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
+                    .map_err(|e| e.to_string())?;
+                let layer_script = run_vm.with_file_name(fabric::guest_root_mounts::LAYER_SCRIPT);
+                fabric::guest_root_mounts::build_layers(&mut plans, &layer_script)
                     .map_err(|e| e.to_string())?;
                 let run = plan
                     .sm
@@ -549,6 +564,8 @@ fn run(args: Args) -> Result<(), String> {
                         &bin_dir()?,
                     )
                     .map_err(|e| still_up(e.to_string()))?;
+                    fabric::guest_root_mounts::prepare(plans, &mut state, &stack.chroot, &run_dir)
+                        .map_err(|e| still_up(e.to_string()))?;
                     let children = launch::start_guests(&mut state, plans, run_vm, &run_dir)
                         .map_err(|e| still_up(e.to_string()))?;
                     for (g, c) in plans.iter().zip(&children) {

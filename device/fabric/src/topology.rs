@@ -30,6 +30,10 @@
 //! guest and starts every device and switch `--sm-managed`
 //! (`sm_plan.rs`).
 //!
+//! `"guest": {"root": "debian", "packages": [...]}`, file-wide or per node,
+//! boots the VM stack's Debian system with those packages layered on it
+//! (`guest_root.rs`, docs/guest-root.md).
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.
@@ -182,6 +186,14 @@ pub struct NodeGuestSpec {
     /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
     #[serde(default)]
     pub cpus: Option<String>,
+    /// The guest's root, over the file's: `"initramfs"` (the bundled
+    /// guest) or `"debian"` (the VM stack's Debian system; `guest_root`).
+    #[serde(default)]
+    pub root: Option<String>,
+    /// Debian packages for this guest, added to the file's
+    /// (`guest_root`).
+    #[serde(default)]
+    pub packages: Vec<String>,
     /// Niceness of this guest's QEMU (`nice -n`, run-vm.sh `--nice`),
     /// -20..=19; raising it needs no privilege. At 19 a woken device
     /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
@@ -320,6 +332,14 @@ pub struct GuestSpec {
     /// ([`NodeGuestSpec::nice`]).
     #[serde(default)]
     pub nice: Option<i8>,
+    /// Every guest's root unless its node sets one: `"initramfs"`
+    /// (default) or `"debian"` ([`crate::guest_root`]).
+    #[serde(default)]
+    pub root: Option<String>,
+    /// Debian packages for every guest, installed once into a cached
+    /// layer over the Debian root ([`crate::guest_root`]).
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 fn default_mem() -> String {
@@ -334,6 +354,8 @@ impl Default for GuestSpec {
             initrd: None,
             append: String::new(),
             nice: None,
+            root: None,
+            packages: Vec::new(),
         }
     }
 }

@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 const CRATE_LAYERS: &[(&str, &[&str])] = &[
     ("IB protocol", &["ibtca-protocol"]),
     (
-        "link layer, logging and command line",
-        &["ibtca-link", "ibtca-log", "ibtca-cli"],
+        "link layer, logging, command line and device ABI",
+        &["ibtca-link", "ibtca-log", "ibtca-cli", "ibtca-abi"],
     ),
     ("sandbox", &["ibtca-sandbox"]),
     (
@@ -51,9 +51,9 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
 /// Below them all are the crates of the lower [`CRATE_LAYERS`], which
 /// `device/tca/src` re-exports under their old module names (`link` with
 /// its `memfd`, `vfio_user`, `sma`, `pma`, `vl_config`, `control_socket`,
-/// `guid`, `logging`, `guest_warn!`).
+/// `guid`, `logging`, `guest_warn!`, and `ibtca-abi`'s `regs`).
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
-    ("helpers", &["regs", "sched", "client_fd"]),
+    ("helpers", &["sched", "client_fd"]),
     ("guest memory and PCI", &["fault_guard", "dma", "pci"]),
     // One layer: verbs' key checks report `transport::AccessError`.
     ("verbs and RC transport", &["verbs", "transport"]),
@@ -103,6 +103,7 @@ fn roots() -> Vec<(String, PathBuf)> {
             "ibtca-device bin".to_string(),
             ws.join("device/tca/src/main.rs"),
         ),
+        ("ibtca-abi".to_string(), ws.join("device/abi/src/lib.rs")),
         (
             "ibtca-agents".to_string(),
             ws.join("device/agents/src/lib.rs"),

@@ -18,12 +18,13 @@ pub mod fault_guard;
 pub mod fuzz_targets;
 pub mod instance;
 pub mod pci;
-pub mod regs;
 pub mod sched;
 pub mod tca;
 pub mod transport;
 pub mod verbs;
 
+/// The BAR0 register map (the `ibtca-abi` crate's).
+pub use ibtca_abi::regs;
 /// The port agents and what the device shares with switches and gateways
 /// (the `ibtca-agents` crate's modules).
 pub use ibtca_agents::{control_socket, guid, pma, sma, vl_config};

@@ -22,7 +22,7 @@ use super::msn::MsnViolation;
 use super::psn;
 use super::requester::{Requester, WrKind};
 use super::{CqKind, QpEnv};
-use crate::verbs::abi::*;
+use ibtca_abi::verbs::*;
 
 /// What a response means for the requester.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

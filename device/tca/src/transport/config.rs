@@ -5,7 +5,7 @@ use std::time::Duration;
 use ibtca_protocol::headers::Bth;
 
 use super::psn;
-use crate::verbs::abi::{ACK_COALESCED, ACK_PER_PACKET};
+use ibtca_abi::verbs::{ACK_COALESCED, ACK_PER_PACKET};
 
 /// When ACKs are asked for and sent (seed 002 item 4), per QP. Whatever
 /// the policy, the requester asks for an ACK at least every quarter of its

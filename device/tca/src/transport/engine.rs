@@ -12,7 +12,7 @@ use ibtca_protocol::{FillError, Opcode, Packet};
 use super::config::{RcConfig, RcCounters};
 use super::psn;
 use super::{AccessError, QpEnv};
-use crate::verbs::abi::{Sge, MAX_SGE};
+use ibtca_abi::verbs::{Sge, MAX_SGE};
 
 /// Where a message's bytes come from.
 #[derive(Debug, Clone, Copy)]

@@ -5,10 +5,10 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
-use crate::verbs::abi::SendWqe;
-use crate::verbs::abi::*;
 use crate::verbs::keys::KeyMemory;
 use crate::verbs::remote_target::RemoteTarget;
+use ibtca_abi::verbs::SendWqe;
+use ibtca_abi::verbs::*;
 
 /// A registered region.
 #[derive(Debug, Clone, Copy)]

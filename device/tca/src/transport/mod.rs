@@ -13,8 +13,8 @@
 
 use ibtca_protocol::headers::NakCode;
 
-use crate::verbs::abi::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
 pub use crate::verbs::keys::KeyUse;
+use ibtca_abi::verbs::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
 
 /// Why a local or remote memory access was refused. The device maps these
 /// to completion statuses (local) or NAK codes (remote).

@@ -14,7 +14,7 @@ use super::psn;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::{CqKind, QpEnv};
-use crate::verbs::abi::{
+use ibtca_abi::verbs::{
     Cqe, SendWqe, WC_RECV, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
 };
 

@@ -28,7 +28,7 @@ use super::config::{AckPolicy, RcConfig, RcCounters};
 use super::engine::{self, DataKind, Source};
 use super::psn;
 use super::{CqKind, QpEnv};
-use crate::verbs::abi::*;
+use ibtca_abi::verbs::*;
 
 /// Largest message (IBA: 2^31 bytes).
 pub const MAX_MESSAGE: u64 = 1 << 31;

@@ -35,8 +35,8 @@ use super::engine;
 use super::psn;
 use super::responses::{send_ack, send_atomic_ack, ReadRequest, ResponseQueue, Stopped};
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
-use crate::verbs::abi::*;
 use crate::verbs::keys::READ_SLOTS;
+use ibtca_abi::verbs::*;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use super::config::{RcConfig, RcCounters};
 use super::engine::{self, DataKind, Source};
 use super::psn;
 use super::QpEnv;
-use crate::verbs::abi::QuasiWqe;
+use ibtca_abi::verbs::QuasiWqe;
 
 /// One response owed.
 #[derive(Debug, Clone)]

@@ -12,12 +12,12 @@ use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::{Packet, PacketView};
 
 use super::{CqKind, QpEnv};
-use crate::verbs::abi::{
+use ibtca_abi::qp::QpType;
+use ibtca_abi::verbs::{
     Cqe, RecvWqe, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, GSI_QKEY, MAX_SGE, UD_AV_F_GRH,
     WC_LOC_LEN_ERR, WC_LOC_PROT_ERR, WC_LOC_QP_OP_ERR, WC_RECV, WC_SEND, WC_SUCCESS,
     WQE_F_SIGNALED, WQE_F_SOLICITED, WR_UD_SEND, WR_UD_SEND_IMM,
 };
-use crate::verbs::qp::QpType;
 
 /// Bytes at the start of every UD receive buffer for the GRH (IBA
 /// 11.4.1.1: present or not, the payload starts after them).

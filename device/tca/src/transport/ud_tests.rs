@@ -7,7 +7,7 @@ use ibtca_protocol::PacketView;
 
 use super::*;
 use crate::transport::mock::{MockEnv, ALL_ACCESS};
-use crate::verbs::abi::{Sge, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR};
+use ibtca_abi::verbs::{Sge, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR};
 
 const KEY: u32 = 0x100;
 const VA: u64 = 0x10_000;

@@ -30,8 +30,6 @@
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
 //! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
 
-pub mod abi;
-pub mod abi_layout;
 pub mod cmdq;
 pub mod commands;
 pub mod cq;
@@ -58,6 +56,8 @@ pub(crate) mod testmem;
 pub mod translate;
 
 pub use error::VerbsError;
+/// The verbs structures in guest memory (the `ibtca-abi` crate's).
+pub use ibtca_abi::verbs as abi;
 
 use crate::regs::{PORT_ACTIVE, PORT_DOWN};
 use abi::{

@@ -19,7 +19,7 @@ use ibtca_protocol::{Packet, PacketView};
 
 use super::mock::{MockEnv, ALL_ACCESS};
 use super::{RcConfig, RcQp};
-use crate::verbs::abi::*;
+use ibtca_abi::verbs::*;
 
 pub(crate) const QPN_A: u32 = 0x11;
 pub(crate) const QPN_B: u32 = 0x22;

@@ -381,7 +381,7 @@ mod tests {
     fn no_value_is_sign_extended() {
         // `values!` casts with `as u64`: an untyped `1 << 31` would become
         // 0xffffffff80000000 in the C headers.
-        let abi = crate::verbs::abi::ABI_VALUES;
+        let abi = crate::verbs::ABI_VALUES;
         for v in VALUES.iter().chain(abi) {
             assert!(
                 v.value < 1 << 48,

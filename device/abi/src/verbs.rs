@@ -35,8 +35,8 @@ use std::mem::{offset_of, size_of};
 
 use vm_memory::{ByteValued, Le16, Le32, Le64};
 
-use super::abi_layout::abi_struct;
-pub use super::abi_layout::{c_structs, CType, FieldLayout, StructLayout};
+use crate::layout::abi_struct;
+pub use crate::layout::{c_structs, CType, FieldLayout, StructLayout};
 
 impl<const N: usize> CType for [Sge; N] {
     fn c_decl(name: &str) -> String {

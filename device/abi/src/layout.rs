@@ -95,16 +95,16 @@ macro_rules! abi_struct {
 
         impl $name {
             /// Field layout, for the C header and the padding check.
-            pub fn layout() -> $crate::verbs::abi_layout::StructLayout {
-                $crate::verbs::abi_layout::StructLayout {
+            pub fn layout() -> $crate::layout::StructLayout {
+                $crate::layout::StructLayout {
                     c_name: $cname,
                     doc: concat!($($doc),*),
                     size: std::mem::size_of::<$name>(),
-                    fields: vec![ $( $crate::verbs::abi_layout::FieldLayout {
+                    fields: vec![ $( $crate::layout::FieldLayout {
                         name: stringify!($field),
                         offset: std::mem::offset_of!($name, $field),
                         size: std::mem::size_of::<$ty>(),
-                        c_decl: <$ty as $crate::verbs::abi_layout::CType>::c_decl(stringify!($field)),
+                        c_decl: <$ty as $crate::layout::CType>::c_decl(stringify!($field)),
                         doc: concat!($($fdoc),*),
                     }, )* ],
                 }

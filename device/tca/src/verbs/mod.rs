@@ -20,8 +20,6 @@
 //! | `translate.rs` | where a region's bytes are: contiguous or a copied page list |
 //! | `fastreg.rs` | fast-registration regions: ALLOC_MR, IBTCA_WR_REG_MR, invalidation |
 //! | `sgl.rs` | SGE lists to checked guest-physical ranges |
-//! | `remote_target.rs` | a checked remote access: the region part an R_Key reached |
-//! | `keys.rs` | seed 001 key memory (the checks it keeps) and the invalidation walk |
 //! | `cq.rs` | completion queues |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
@@ -37,7 +35,6 @@ pub mod datapath;
 pub mod db_record;
 pub mod error;
 pub mod fastreg;
-pub mod keys;
 pub mod mr;
 pub mod mw;
 pub mod objects;
@@ -45,9 +42,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_query;
 pub mod qp_state;
-pub mod remote_target;
 pub mod ring;
-pub mod rkm_regs;
 pub mod sgl;
 pub mod srq;
 pub mod table;
@@ -58,6 +53,9 @@ pub mod translate;
 pub use error::VerbsError;
 /// The verbs structures in guest memory (the `ibtca-abi` crate's).
 pub use ibtca_abi::verbs as abi;
+/// The key memory of seed 001, the checked remote access it keeps and its
+/// BAR0 counters (the `ibtca-transport` crate's).
+pub use ibtca_transport::{keys, remote_target, rkm_regs};
 
 use crate::regs::{PORT_ACTIVE, PORT_DOWN};
 use abi::{

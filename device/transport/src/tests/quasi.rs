@@ -8,7 +8,7 @@ use ibtca_protocol::opcode::OpClass;
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::QpFailure;
+use crate::QpFailure;
 
 /// NAK remote operational error (IBA 9.7.5.2.2 class: a responder-local
 /// fault, here its guest's ring).

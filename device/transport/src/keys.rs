@@ -24,8 +24,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::remote_target::RemoteTarget;
-use super::rkm_regs::RkmRegs;
+use crate::remote_target::RemoteTarget;
+use crate::rkm_regs::RkmRegs;
 
 /// Outstanding remote keys per QP (seed 001: 3 RDMA READs + 1 WRITE).
 pub const KEY_SLOTS: usize = 4;
@@ -108,7 +108,7 @@ impl KeyMemory {
             q.pd = pd;
         }
         if q.pd != pd {
-            crate::guest_warn!(
+            ibtca_log::guest_warn!(
                 qpn,
                 pd,
                 old = q.pd,
@@ -279,11 +279,15 @@ mod tests {
         let w = km.acquire(5, 1, 0x77, KeyUse::Write).unwrap();
         assert_eq!(km.invalidate_walk(1, 0x77), 2);
         assert_eq!((regs.walks(), regs.cleared()), (1, 2));
-        assert_eq!(regs.status(), crate::regs::RKM_STATUS_BUSY);
+        assert_eq!(regs.status(), ibtca_abi::regs::RKM_STATUS_BUSY);
         km.release(5, r);
-        assert_eq!(regs.status(), crate::regs::RKM_STATUS_BUSY, "WRITE holds");
+        assert_eq!(
+            regs.status(),
+            ibtca_abi::regs::RKM_STATUS_BUSY,
+            "WRITE holds"
+        );
         km.release(5, w);
-        assert_eq!(regs.status(), crate::regs::RKM_STATUS_DONE);
+        assert_eq!(regs.status(), ibtca_abi::regs::RKM_STATUS_DONE);
         assert_eq!(km.invalidate_walk(1, 0x77), 0);
         assert_eq!((regs.walks(), regs.cleared()), (2, 2));
         regs.reset();

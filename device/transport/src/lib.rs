@@ -10,11 +10,12 @@
 //! → packet → link → peer responder (checks, DMA, ACK/NAK, read responses
 //! from quasi-WQEs) → link → completer (MSN, go-back-N, retries) →
 //! completion.
+#![deny(missing_docs)]
 
 use ibtca_protocol::headers::NakCode;
 
-pub use crate::verbs::keys::KeyUse;
 use ibtca_abi::verbs::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
+pub use keys::KeyUse;
 
 /// Why a local or remote memory access was refused. The device maps these
 /// to completion statuses (local) or NAK codes (remote).
@@ -295,15 +296,22 @@ pub trait QpEnv {
 
 mod completer;
 pub mod config;
-pub mod engine;
+pub mod keys;
 mod msn;
 pub mod psn;
 pub mod rc;
+pub mod remote_target;
 mod requester;
 mod responder;
 mod responses;
+pub mod rkm_regs;
+pub mod segmenter;
 pub mod ud;
 
+/// Bodies of the transport's fuzz targets (compiled for tests and with the
+/// `fuzzing` feature only).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz_targets;
 // The fuzz targets (`crate::fuzz_targets`) drive the transport through it too.
 #[cfg(any(test, feature = "fuzzing"))]
 #[cfg_attr(not(test), allow(dead_code))]

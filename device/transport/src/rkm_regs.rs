@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use crate::regs;
+use ibtca_abi::regs;
 
 /// READ response packets served per QP per engine turn, by default.
 pub const DEFAULT_READ_BUDGET: u32 = regs::RKM_READ_BUDGET_DEFAULT;
@@ -68,7 +68,7 @@ impl RkmRegs {
     }
 
     /// `n` READs stopped at a quasi-WQE that differed from their record.
-    pub(crate) fn quasi_mismatched(&self, n: u32) {
+    pub fn quasi_mismatched(&self, n: u32) {
         self.quasi_mismatches.fetch_add(n, Relaxed);
     }
 

@@ -31,11 +31,11 @@ use ibtca_protocol::opcode::OpClass;
 use ibtca_protocol::{Opcode, PacketView};
 
 use super::config::{RcConfig, RcCounters};
-use super::engine;
 use super::psn;
 use super::responses::{send_ack, send_atomic_ack, ReadRequest, ResponseQueue, Stopped};
+use super::segmenter;
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
-use crate::verbs::keys::READ_SLOTS;
+use crate::keys::READ_SLOTS;
 use ibtca_abi::verbs::*;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
@@ -249,7 +249,7 @@ impl Responder {
             return self.fail(NakCode::RemoteOperationalError, p, cfg, counters, env);
         }
         if !v.payload.is_empty() {
-            let sges = engine::sges(&recv.sge, recv.num_sge);
+            let sges = segmenter::sges(&recv.sge, recv.num_sge);
             if let Err(e) = env.scatter(sges, offset, v.payload) {
                 // Receive buffer too small: local length error here, invalid
                 // request for the requester; a bad L_Key: protection error,
@@ -454,7 +454,7 @@ impl Responder {
             return Ok(());
         }
         self.nak_sent = false;
-        let npsn = engine::packet_count(len, cfg.path_mtu);
+        let npsn = segmenter::packet_count(len, cfg.path_mtu);
         self.epsn = psn::add(p, npsn);
         self.msn = psn::add(self.msn, 1);
         self.remember(cfg, p, npsn, None);
@@ -527,7 +527,7 @@ impl Responder {
                 let Some(reth) = v.ext.reth else { return };
                 let len = u64::from(reth.dma_len);
                 let fits = psn::diff(
-                    psn::add(v.bth.psn, engine::packet_count(len, cfg.path_mtu)),
+                    psn::add(v.bth.psn, segmenter::packet_count(len, cfg.path_mtu)),
                     self.epsn,
                 ) <= 0;
                 if !fits || (len > 0 && env.check_remote(reth.rkey, reth.va, len, false).is_err()) {

@@ -13,11 +13,11 @@ use ibtca_protocol::headers::{Aeth, AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, 
 use ibtca_protocol::opcode::{Direction, OPCODES};
 use ibtca_protocol::{ExtHeader, Opcode, Packet, PacketView};
 
-use crate::transport::mock::{MockEnv, ALL_ACCESS};
-use crate::transport::psn;
-use crate::transport::{AccessError, AckPolicy, AtomicOp, CqKind, KeyUse, QpEnv, RcConfig, RcQp};
-use crate::verbs::abi::*;
-use crate::verbs::keys::KEY_SLOTS;
+use crate::keys::KEY_SLOTS;
+use crate::mock::{MockEnv, ALL_ACCESS};
+use crate::psn;
+use crate::{AccessError, AckPolicy, AtomicOp, CqKind, KeyUse, QpEnv, RcConfig, RcQp};
+use ibtca_abi::verbs::*;
 
 const QPN: u32 = 0x22;
 const PEER_QPN: u32 = 0x11;

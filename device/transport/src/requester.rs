@@ -25,8 +25,8 @@ use ibtca_protocol::opcode::Position;
 use ibtca_protocol::Opcode;
 
 use super::config::{AckPolicy, RcConfig, RcCounters};
-use super::engine::{self, DataKind, Source};
 use super::psn;
+use super::segmenter::{self, DataKind, Source};
 use super::{CqKind, QpEnv};
 use ibtca_abi::verbs::*;
 
@@ -128,7 +128,7 @@ impl Flight {
     }
 
     pub(crate) fn sges(&self) -> &[Sge] {
-        engine::sges(&self.wqe.sge, self.wqe.num_sge)
+        segmenter::sges(&self.wqe.sge, self.wqe.num_sge)
     }
 
     /// Where the payload of a SEND or WRITE comes from: the WQE's inline
@@ -375,7 +375,7 @@ impl Requester {
         }
         f.npsn = match kind {
             WrKind::CompareSwap | WrKind::FetchAdd => 1,
-            _ => engine::packet_count(f.len, cfg.path_mtu),
+            _ => segmenter::packet_count(f.len, cfg.path_mtu),
         };
         f
     }
@@ -555,14 +555,14 @@ fn transmit<E: QpEnv + ?Sized>(
     let per_message = cfg.ack_policy == AckPolicy::PerMessage;
     let packet = match f.kind {
         WrKind::Send { imm } | WrKind::Write { imm } => {
-            let seg = engine::segment(f.len, cfg.path_mtu, index);
+            let seg = segmenter::segment(f.len, cfg.path_mtu, index);
             let write = matches!(f.kind, WrKind::Write { .. });
             let kind = if write {
                 DataKind::Write
             } else {
                 DataKind::Send
             };
-            let mut opcode = engine::data_opcode(kind, seg.position, imm);
+            let mut opcode = segmenter::data_opcode(kind, seg.position, imm);
             let mut ext = ExtHeaders::default();
             if wqe.opcode == WR_SEND_INV && seg.position.ends() {
                 opcode = match seg.position {
@@ -586,9 +586,10 @@ fn transmit<E: QpEnv + ?Sized>(
                 });
             }
             let ack_req = (seg.position.ends() && per_message) || per_packet;
-            let mut pkt = engine::data_packet(cfg, opcode, p, ack_req, ext);
+            let mut pkt = segmenter::data_packet(cfg, opcode, p, ack_req, ext);
             pkt.bth.se = !write && seg.position.ends() && wqe.flags & WQE_F_SOLICITED != 0;
-            engine::emit_data(env, counters, &pkt, f.source(), seg).map_err(|_| WC_LOC_PROT_ERR)?;
+            segmenter::emit_data(env, counters, &pkt, f.source(), seg)
+                .map_err(|_| WC_LOC_PROT_ERR)?;
             return Ok((psn::add(p, 1), ack_req));
         }
         WrKind::Read => {
@@ -596,13 +597,13 @@ fn transmit<E: QpEnv + ?Sized>(
             let offset = u64::from(index)
                 .saturating_mul(u64::from(cfg.path_mtu))
                 .min(f.len);
-            let mut pkt = engine::packet(cfg, Opcode::RcRdmaReadRequest, p, true);
+            let mut pkt = segmenter::packet(cfg, Opcode::RcRdmaReadRequest, p, true);
             pkt.ext.reth = Some(Reth {
                 va: wqe.remote_addr.to_native().wrapping_add(offset),
                 rkey: wqe.rkey.to_native(),
                 dma_len: u32::try_from(f.len - offset).unwrap_or(u32::MAX),
             });
-            engine::emit(env, counters, &pkt);
+            segmenter::emit(env, counters, &pkt);
             return Ok((f.end_psn(), true));
         }
         // Local operations take no PSN, so no PSN ever maps to them.
@@ -614,7 +615,7 @@ fn transmit<E: QpEnv + ?Sized>(
             } else {
                 Opcode::RcFetchAdd
             };
-            let mut pkt = engine::packet(cfg, opcode, p, true);
+            let mut pkt = segmenter::packet(cfg, opcode, p, true);
             pkt.ext.atomic_eth = Some(AtomicEth {
                 va: wqe.remote_addr.to_native(),
                 rkey: wqe.rkey.to_native(),
@@ -629,6 +630,6 @@ fn transmit<E: QpEnv + ?Sized>(
         }
     };
     let ack_req = packet.bth.ack_req;
-    engine::emit(env, counters, &packet);
+    segmenter::emit(env, counters, &packet);
     Ok((psn::add(p, 1), ack_req))
 }

@@ -6,9 +6,12 @@
 /// A checked remote access: the region and the offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteTarget {
-    pub(super) mr_slot: usize,
-    pub(super) offset: u64,
-    pub(super) len: u64,
+    /// The region's slot in the region table.
+    pub mr_slot: usize,
+    /// Where the access starts in the region.
+    pub offset: u64,
+    /// Bytes the access reaches.
+    pub len: u64,
 }
 
 impl RemoteTarget {

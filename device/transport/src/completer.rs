@@ -17,10 +17,10 @@ use ibtca_protocol::opcode::{Direction, OpClass};
 use ibtca_protocol::PacketView;
 
 use super::config::{RcConfig, RcCounters};
-use super::engine;
 use super::msn::MsnViolation;
 use super::psn;
 use super::requester::{Requester, WrKind};
+use super::segmenter;
 use super::{CqKind, QpEnv};
 use ibtca_abi::verbs::*;
 
@@ -108,7 +108,7 @@ impl Requester {
     /// An MSN that claims more messages than its PSN covers: the oldest
     /// unconfirmed WQE fails with WC_BAD_RESP_ERR and the QP goes to error.
     fn bad_msn(&mut self, e: MsnViolation, qpn: u32) -> Event {
-        crate::guest_warn!(
+        ibtca_log::guest_warn!(
             qpn,
             msn = e.msn,
             psn = e.covered,
@@ -235,7 +235,7 @@ impl Requester {
             self.take_msn(aeth.msn, p)?;
         }
         let f = &mut self.inflight[i];
-        let seg = engine::segment(f.len, cfg.path_mtu, f.received);
+        let seg = segmenter::segment(f.len, cfg.path_mtu, f.received);
         // Responses are segmented like requests: any other length, or a
         // LAST where more is due, is a bad response.
         if v.payload.len() != seg.len || v.info().position.ends() != seg.position.ends() {
@@ -243,7 +243,7 @@ impl Requester {
             return Ok(Event::Fatal);
         }
         if !v.payload.is_empty() {
-            let sges = engine::sges(&f.wqe.sge, f.wqe.num_sge);
+            let sges = segmenter::sges(&f.wqe.sge, f.wqe.num_sge);
             if env.scatter(sges, seg.offset, v.payload).is_err() {
                 f.error = Some(WC_LOC_PROT_ERR);
                 return Ok(Event::Fatal);

@@ -8,8 +8,8 @@ use ibtca_protocol::headers::{Aeth, CREDITS_INVALID};
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::config::AckPolicy;
-use crate::transport::{psn, QpFailure};
+use crate::config::AckPolicy;
+use crate::{psn, QpFailure};
 
 /// An ACK from B to A for `psn` carrying `msn`.
 fn ack(psn: u32, msn: u32) -> Vec<u8> {

@@ -6,7 +6,7 @@ use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::PacketView;
 
 use super::*;
-use crate::transport::mock::{MockEnv, ALL_ACCESS};
+use crate::mock::{MockEnv, ALL_ACCESS};
 use ibtca_abi::verbs::{Sge, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR};
 
 const KEY: u32 = 0x100;

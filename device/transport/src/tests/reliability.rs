@@ -7,9 +7,9 @@ use ibtca_protocol::headers::{AckKind, NakCode};
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::config::rnr_delay;
-use crate::transport::psn;
-use crate::transport::{AckPolicy, QpFailure};
+use crate::config::rnr_delay;
+use crate::psn;
+use crate::{AckPolicy, QpFailure};
 
 /// Seed 002's example: PSNs start at 1, the seed's MSN start (0xFFFFFF,
 /// agreed by both ends), messages of 3, 6 and 2 packets.

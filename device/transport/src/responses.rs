@@ -26,8 +26,8 @@ use ibtca_protocol::opcode::Position;
 use ibtca_protocol::Opcode;
 
 use super::config::{RcConfig, RcCounters};
-use super::engine::{self, DataKind, Source};
 use super::psn;
+use super::segmenter::{self, DataKind, Source};
 use super::QpEnv;
 use ibtca_abi::verbs::QuasiWqe;
 
@@ -144,7 +144,7 @@ impl ResponseQueue {
             va: r.va,
             len: r.len,
             rkey: r.rkey,
-            packets: engine::packet_count(u64::from(r.len), cfg.path_mtu),
+            packets: segmenter::packet_count(u64::from(r.len), cfg.path_mtu),
             msn: r.msn,
             slot: r.slot,
             next: 0,
@@ -278,13 +278,13 @@ fn serve_read<E: QpEnv + ?Sized>(
         // The invalidation walk cleared the key: the rest is not sent.
         return stop(NakCode::RemoteAccessError);
     }
-    let seg = engine::segment(u64::from(*len), cfg.path_mtu, *next);
-    let opcode = engine::data_opcode(DataKind::ReadResponse, seg.position, false);
+    let seg = segmenter::segment(u64::from(*len), cfg.path_mtu, *next);
+    let opcode = segmenter::data_opcode(DataKind::ReadResponse, seg.position, false);
     let mut ext = ExtHeaders::default();
     if seg.position != Position::Middle {
         ext.aeth = Some(Aeth::ack(CREDITS_INVALID, *msn));
     }
-    let header = engine::data_packet(cfg, opcode, p, false, ext);
+    let header = segmenter::data_packet(cfg, opcode, p, false, ext);
     // The gather follows the quasi-WQE (checked above to equal the
     // record): a READ holding a slot reads through it (its key was checked
     // when it was queued, over the quasi-WQE's range); a duplicate,
@@ -296,7 +296,7 @@ fn serve_read<E: QpEnv + ?Sized>(
             va: q.va.to_native(),
         },
     };
-    if let Err(e) = engine::emit_data(env, counters, &header, src, seg) {
+    if let Err(e) = segmenter::emit_data(env, counters, &header, src, seg) {
         return stop(e.nak());
     }
     *next += 1;
@@ -325,9 +325,9 @@ pub(crate) fn send_ack<E: QpEnv + ?Sized>(
     if aeth.syndrome >> 5 == 0 {
         counters.acks_sent += 1;
     }
-    let mut pkt = engine::packet(cfg, Opcode::RcAcknowledge, p, false);
+    let mut pkt = segmenter::packet(cfg, Opcode::RcAcknowledge, p, false);
     pkt.ext.aeth = Some(aeth);
-    engine::emit(env, counters, &pkt);
+    segmenter::emit(env, counters, &pkt);
 }
 
 /// Sends an atomic's acknowledgement for `p` now.
@@ -340,8 +340,8 @@ pub(crate) fn send_atomic_ack<E: QpEnv + ?Sized>(
     env: &mut E,
 ) {
     counters.acks_sent += 1;
-    let mut pkt = engine::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
+    let mut pkt = segmenter::packet(cfg, Opcode::RcAtomicAcknowledge, p, false);
     pkt.ext.aeth = Some(Aeth::ack(CREDITS_INVALID, msn));
     pkt.ext.atomic_ack_eth = Some(AtomicAckEth { orig });
-    engine::emit(env, counters, &pkt);
+    segmenter::emit(env, counters, &pkt);
 }

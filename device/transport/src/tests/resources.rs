@@ -7,10 +7,10 @@ use ibtca_protocol::opcode::{OpClass, Position};
 use ibtca_protocol::{Opcode, Packet};
 
 use super::*;
-use crate::regs::{RKM_STATUS_BUSY, RKM_STATUS_DONE};
-use crate::transport::mock::MOCK_QPN;
-use crate::transport::QpFailure;
-use crate::verbs::keys::READ_SLOTS;
+use crate::keys::READ_SLOTS;
+use crate::mock::MOCK_QPN;
+use crate::QpFailure;
+use ibtca_abi::regs::{RKM_STATUS_BUSY, RKM_STATUS_DONE};
 
 /// Packets B sent that A's responder would take as READ responses.
 fn read_responses(w: &Wire) -> Vec<Packet> {

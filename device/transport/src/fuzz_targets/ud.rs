@@ -18,10 +18,10 @@ use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::{Packet, PacketView};
 use vm_memory::ByteValued;
 
-use crate::transport::mock::{MockEnv, ALL_ACCESS};
-use crate::transport::ud::{self, port_gid, UdConfig, UdCounters, GRH_AREA};
-use crate::verbs::abi::*;
-use crate::verbs::qp::QpType;
+use crate::mock::{MockEnv, ALL_ACCESS};
+use crate::ud::{self, port_gid, UdConfig, UdCounters, GRH_AREA};
+use ibtca_abi::qp::QpType;
+use ibtca_abi::verbs::*;
 
 const KEY: u32 = 0x100;
 const VA: u64 = 0x10_0000;

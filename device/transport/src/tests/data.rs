@@ -5,7 +5,7 @@ use ibtca_protocol::opcode::{OpClass, Position};
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::engine::packet_count;
+use crate::segmenter::packet_count;
 
 fn positions(packets: &[Packet], class: OpClass) -> [usize; 4] {
     let mut n = [0; 4];

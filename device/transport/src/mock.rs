@@ -5,8 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
-use crate::verbs::keys::KeyMemory;
-use crate::verbs::remote_target::RemoteTarget;
+use crate::keys::KeyMemory;
+use crate::remote_target::RemoteTarget;
 use ibtca_abi::verbs::SendWqe;
 use ibtca_abi::verbs::*;
 

@@ -4,8 +4,8 @@
 use ibtca_protocol::Opcode;
 
 use super::*;
-use crate::transport::mock::{ALL_ACCESS, MOCK_QPN};
-use crate::verbs::keys::{KeyUse, WRITE_SLOT};
+use crate::keys::{KeyUse, WRITE_SLOT};
+use crate::mock::{ALL_ACCESS, MOCK_QPN};
 
 const OTHER_PD: u32 = 0x300;
 const READ_ONLY: u32 = 0x400;
@@ -284,7 +284,7 @@ fn a_write_fails_mid_way_when_its_key_is_invalidated(how: Invalidation) {
     assert_eq!((regs.walks(), regs.cleared()), (1, 1), "one slot cleared");
     assert_eq!(
         regs.status(),
-        crate::regs::RKM_STATUS_BUSY,
+        ibtca_abi::regs::RKM_STATUS_BUSY,
         "WRITE not stopped yet"
     );
     assert!(w.b.env.keys.still_valid(99, other), "other PD untouched");
@@ -306,7 +306,7 @@ fn a_write_fails_mid_way_when_its_key_is_invalidated(how: Invalidation) {
         !w.b.env.keys.still_valid(MOCK_QPN, WRITE_SLOT),
         "the slot was released"
     );
-    assert_eq!(regs.status(), crate::regs::RKM_STATUS_DONE, "stopped");
+    assert_eq!(regs.status(), ibtca_abi::regs::RKM_STATUS_DONE, "stopped");
     assert_eq!((regs.walks(), regs.cleared()), (1, 1));
     assert_eq!(
         w.b.env.keys.acquire(MOCK_QPN, pd, DST, KeyUse::Write),

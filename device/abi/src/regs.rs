@@ -328,7 +328,7 @@ pub fn c_header() -> String {
     let mut s = String::new();
     s.push_str("/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */\n");
     s.push_str("/*\n * ibtca BAR0 register map.\n *\n");
-    s.push_str(" * GENERATED from device/tca/src/regs.rs by `cargo run -p ibtca-device --bin\n");
+    s.push_str(" * GENERATED from device/abi/src/regs.rs by `cargo run -p ibtca-device --bin\n");
     s.push_str(" * ibtca-regs-header`. Do not edit: a device unit test checks this file.\n */\n");
     s.push_str("#ifndef IBTCA_REGS_H\n#define IBTCA_REGS_H\n\n");
     for r in REGISTERS {

@@ -1137,9 +1137,7 @@ pub fn c_header() -> String {
     s.push_str(
         "/*\n * ibtca verbs ABI: structures the driver and the device share in guest memory.\n *\n",
     );
-    s.push_str(
-        " * GENERATED from device/tca/src/verbs/abi.rs by `cargo run -p ibtca-device --bin\n",
-    );
+    s.push_str(" * GENERATED from device/abi/src/verbs.rs by `cargo run -p ibtca-device --bin\n");
     s.push_str(
         " * ibtca-regs-header -- abi`. Do not edit: a device unit test checks this file.\n */\n",
     );

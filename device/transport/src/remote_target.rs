@@ -1,7 +1,7 @@
 //! A checked remote access ([`RemoteTarget`]): what checking an R_Key for
 //! a range found, the region and the part of it the range reaches. The
-//! region table makes one (`mr.rs`); the key memory keeps it for an
-//! operation's later packets (`keys.rs`, seed 001).
+//! device's region table makes one (`verbs/mr.rs`); the key memory keeps
+//! it for an operation's later packets (`keys.rs`, seed 001).
 
 /// A checked remote access: the region and the offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

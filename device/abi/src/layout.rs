@@ -2,7 +2,7 @@
 //! field's C type ([`CType`]), the layouts of fields and structs, the
 //! `abi_struct!` macro that declares a guest-memory struct with its layout,
 //! and the C rendering of those layouts ([`c_structs`]). The structs
-//! themselves are in `abi.rs`.
+//! themselves are in `verbs.rs`.
 
 use vm_memory::{Le16, Le32, Le64};
 

@@ -6,12 +6,13 @@
 //! that span them (an object names a live PD and CQs; a PD or CQ cannot be
 //! destroyed while something names it). The command queue (`cmdq.rs`,
 //! `commands.rs`) is the slow path; the transport reaches the data-path
-//! checks (`datapath.rs`) through the device's `QpEnv`.
+//! checks (`datapath.rs`) through the device's `QpEnv`. The guest-memory
+//! layouts are `ibtca-abi`'s (re-exported as [`abi`]); seed 001's key
+//! memory, with the checked accesses it keeps and its registers, is
+//! `ibtca-transport`'s ([`keys`], [`remote_target`], [`rkm_regs`]).
 //!
 //! | file | concept |
 //! |---|---|
-//! | `abi.rs` | guest-memory layouts and constants (source of `ibtca_abi.h`) |
-//! | `abi_layout.rs` | the layout description behind the header: C field types, `abi_struct!`, C rendering |
 //! | `error.rs` | command errors and their errnos |
 //! | `table.rs` | handle tables with generations and user counts |
 //! | `ring.rs` | ring geometry, owner-bit convention |

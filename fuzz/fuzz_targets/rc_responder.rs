@@ -1,5 +1,5 @@
 //! libFuzzer entry point; the target body and its invariants are
-//! `ibtca_device::fuzz_targets::rc_responder`.
+//! `ibtca_transport::fuzz_targets::rc_responder`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| ibtca_device::fuzz_targets::rc_responder(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ibtca_transport::fuzz_targets::rc_responder(data));

@@ -1,5 +1,5 @@
 //! libFuzzer entry point; the target body and its invariants are
-//! `ibtca_device::fuzz_targets::ud_datagrams`.
+//! `ibtca_transport::fuzz_targets::ud_datagrams`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| ibtca_device::fuzz_targets::ud_datagrams(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ibtca_transport::fuzz_targets::ud_datagrams(data));

@@ -2,7 +2,7 @@
 /*
  * ibtca verbs ABI: structures the driver and the device share in guest memory.
  *
- * GENERATED from device/tca/src/verbs/abi.rs by `cargo run -p ibtca-device --bin
+ * GENERATED from device/abi/src/verbs.rs by `cargo run -p ibtca-device --bin
  * ibtca-regs-header -- abi`. Do not edit: a device unit test checks this file.
  */
 #ifndef IBTCA_ABI_H

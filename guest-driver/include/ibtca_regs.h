@@ -2,7 +2,7 @@
 /*
  * ibtca BAR0 register map.
  *
- * GENERATED from device/tca/src/regs.rs by `cargo run -p ibtca-device --bin
+ * GENERATED from device/abi/src/regs.rs by `cargo run -p ibtca-device --bin
  * ibtca-regs-header`. Do not edit: a device unit test checks this file.
  */
 #ifndef IBTCA_REGS_H

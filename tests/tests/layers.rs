@@ -30,10 +30,19 @@ use std::path::{Path, PathBuf};
 const CRATE_LAYERS: &[(&str, &[&str])] = &[
     ("IB protocol", &["ibtca-protocol"]),
     (
-        "link layer, logging and command line",
-        &["ibtca-link", "ibtca-log", "ibtca-cli"],
+        "link layer, logging, command line, device ABI and thread scheduling",
+        &[
+            "ibtca-link",
+            "ibtca-log",
+            "ibtca-cli",
+            "ibtca-abi",
+            "ibtca-sched",
+        ],
     ),
-    ("sandbox", &["ibtca-sandbox"]),
+    (
+        "sandbox and RC/UD transport",
+        &["ibtca-sandbox", "ibtca-transport"],
+    ),
     (
         "vfio-user server and port agents",
         &["ibtca-vfio-user", "ibtca-agents"],
@@ -51,12 +60,12 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
 /// Below them all are the crates of the lower [`CRATE_LAYERS`], which
 /// `device/tca/src` re-exports under their old module names (`link` with
 /// its `memfd`, `vfio_user`, `sma`, `pma`, `vl_config`, `control_socket`,
-/// `guid`, `logging`, `guest_warn!`).
+/// `guid`, `logging`, `guest_warn!`, `ibtca-abi`'s `regs`, `sched`, and
+/// `transport` with verbs' `keys`, `remote_target` and `rkm_regs`).
 const DEVICE_LAYERS: &[(&str, &[&str])] = &[
-    ("helpers", &["regs", "sched", "client_fd"]),
+    ("helpers", &["client_fd"]),
     ("guest memory and PCI", &["fault_guard", "dma", "pci"]),
-    // One layer: verbs' key checks report `transport::AccessError`.
-    ("verbs and RC transport", &["verbs", "transport"]),
+    ("verbs", &["verbs"]),
     ("DRDMA", &["drdma"]),
     ("engine", &["engine"]),
     ("PCI function", &["bar0", "tca"]),
@@ -102,6 +111,15 @@ fn roots() -> Vec<(String, PathBuf)> {
         (
             "ibtca-device bin".to_string(),
             ws.join("device/tca/src/main.rs"),
+        ),
+        ("ibtca-abi".to_string(), ws.join("device/abi/src/lib.rs")),
+        (
+            "ibtca-sched".to_string(),
+            ws.join("device/sched/src/lib.rs"),
+        ),
+        (
+            "ibtca-transport".to_string(),
+            ws.join("device/transport/src/lib.rs"),
         ),
         (
             "ibtca-agents".to_string(),

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_agents::vl_config::{format_list, VlConfig};
 
 use super::gateway_node::GatewayPlan;
 use super::plan::NodePlan;

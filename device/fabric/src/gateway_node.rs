@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ibtca_device::link::LinkEndpoint;
+use ibtca_link::LinkEndpoint;
 
 use super::topology::NodeSpec;
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ibtca_device::control_socket::request_within;
+use ibtca_agents::control_socket::request_within;
 use serde_json::{json, Value};
 
 use super::gateway_launch::GATEWAY_EXE;

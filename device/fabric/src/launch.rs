@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_agents::vl_config::{format_list, VlConfig};
 use ibtca_link::LinkEndpoint;
 use ibtca_switch::spec::format_faults;
 

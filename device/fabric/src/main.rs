@@ -15,7 +15,7 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
-use ibtca_device::cli;
+use ibtca_cli as cli;
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
@@ -716,7 +716,7 @@ const NAME: &str = "ibtca-fabric";
 
 fn main() -> ExitCode {
     // Warnings, and `up`'s progress: each process started, each port up.
-    ibtca_device::logging::init("warn,ibtca_fabric::launch=info");
+    ibtca_log::logging::init("warn,ibtca_fabric::launch=info");
     match run(cli::parse(NAME)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => cli::runtime_error(NAME, e),

@@ -6,11 +6,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use ibtca_device::sched::CpuList;
 use ibtca_link::{FaultRates, LinkEndpoint};
+use ibtca_sched::CpuList;
 use ibtca_switch::MAX_UNICAST_LID;
 
-use ibtca_device::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
+use ibtca_agents::vl_config::{VlConfig, MAX_DATA_VLS, SLS};
 
 use super::gateway_node::{self, GatewayPlan};
 pub use super::plan_error::{TopologyError, TopologyErrors};
@@ -142,7 +142,7 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
 }
 
 fn parse_guid(name: &str, text: &str) -> Result<u64, TopologyError> {
-    ibtca_device::guid::parse(text).map_err(|_| TopologyError::BadGuid {
+    ibtca_agents::guid::parse(text).map_err(|_| TopologyError::BadGuid {
         name: name.to_owned(),
         text: text.to_owned(),
     })
@@ -283,7 +283,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
                 second: n.name.clone(),
             });
         }
-        let default_guid = ibtca_device::guid::FABRIC_NODE_BASE + i as u64 + 1;
+        let default_guid = ibtca_agents::guid::FABRIC_NODE_BASE + i as u64 + 1;
         let node_guid = match &n.node_guid {
             Some(text) => keep(&mut problems, parse_guid(&n.name, text), default_guid),
             None => default_guid,
@@ -302,7 +302,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             });
         }
         let realtime = match n.realtime {
-            Some(p) if !ibtca_device::sched::REALTIME_PRIORITIES.contains(&p) => {
+            Some(p) if !ibtca_sched::REALTIME_PRIORITIES.contains(&p) => {
                 problems.push(TopologyError::BadRealtime {
                     node: n.name.clone(),
                     priority: p,
@@ -374,7 +374,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
                 ports: s.ports,
             });
         }
-        let default_guid = ibtca_device::guid::FABRIC_SWITCH_BASE + i as u64 + 1;
+        let default_guid = ibtca_agents::guid::FABRIC_SWITCH_BASE + i as u64 + 1;
         let guid = match &s.guid {
             Some(text) => keep(&mut problems, parse_guid(&s.name, text), default_guid),
             None => default_guid,
@@ -497,7 +497,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             // Faults, delay and capture are a switch port's work: put a
             // two-port relay switch in the middle of the link.
             let name = format!("relay-l{li}");
-            let guid = ibtca_device::guid::FABRIC_RELAY_BASE + li as u64;
+            let guid = ibtca_agents::guid::FABRIC_RELAY_BASE + li as u64;
             let (path_a, path_b) = (link_path("a"), link_path("b"));
             if names.contains_key(name.as_str()) || guids.contains_key(&guid) {
                 problems.push(TopologyError::DuplicateName(name));

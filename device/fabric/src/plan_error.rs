@@ -2,7 +2,7 @@
 //! ([`TopologyError`]) and all of a file's ([`TopologyErrors`]), which
 //! [`crate::plan::plan`] reports together.
 
-use ibtca_device::transport::config::MAX_MIN_ACK_TIMEOUT_MS;
+use ibtca_transport::config::MAX_MIN_ACK_TIMEOUT_MS;
 
 /// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;

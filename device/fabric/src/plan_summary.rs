@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use ibtca_device::sched::CpuList;
-use ibtca_device::vl_config::{format_list, VlConfig};
+use ibtca_agents::vl_config::{format_list, VlConfig};
+use ibtca_sched::CpuList;
 
 use super::plan::{End, Plan};
 

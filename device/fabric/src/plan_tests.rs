@@ -106,7 +106,7 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     );
     assert_eq!(p.switches[0].guid, 0x0200_0000_00ff_0001);
     for g in [a.node_guid, p.switches[0].guid] {
-        assert!(ibtca_device::guid::is_local(g), "{g:#x}");
+        assert!(ibtca_agents::guid::is_local(g), "{g:#x}");
     }
     let args = super::launch::device_args(b);
     let at = args.iter().position(|a| a == "--node-guid").unwrap();
@@ -302,7 +302,7 @@ fn vl_settings_are_checked_and_reach_the_launcher() {
     );
     let p = plan(&topo(&json), Path::new("/tmp/r")).unwrap();
     assert_eq!(p.nodes[0].vl.weights, vec![4, 1]);
-    assert_eq!(p.nodes[1].vl, ibtca_device::vl_config::VlConfig::default());
+    assert_eq!(p.nodes[1].vl, ibtca_agents::vl_config::VlConfig::default());
     let sw = &p.switches[0];
     let port1 = sw.ports[0].as_ref().unwrap();
     assert_eq!(

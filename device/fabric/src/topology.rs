@@ -80,7 +80,7 @@ impl Topology {
     /// else the file's, else the default (250); `Err` with one above the
     /// device's maximum.
     pub fn min_ack_timeout_ms(&self, n: &NodeSpec) -> Result<u64, u64> {
-        use ibtca_device::transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
+        use ibtca_transport::config::{DEFAULT_MIN_ACK_TIMEOUT_MS, MAX_MIN_ACK_TIMEOUT_MS};
         let ms = n
             .min_ack_timeout_ms
             .or(self.min_ack_timeout_ms)
@@ -204,7 +204,7 @@ pub struct NodeGuestSpec {
 }
 
 /// A LID as a JSON number or a string, hex (`"0x10"`) or decimal
-/// ([`ibtca_device::cli::ids::number`]); the plan checks its range.
+/// ([`ibtca_cli::ids::number`]); the plan checks its range.
 fn lid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -215,7 +215,7 @@ fn lid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
     let (n, text) = match Lid::deserialize(d)? {
         Lid::Number(n) => (n, n.to_string()),
         Lid::Text(t) => (
-            ibtca_device::cli::ids::number("LID", &t).map_err(serde::de::Error::custom)?,
+            ibtca_cli::ids::number("LID", &t).map_err(serde::de::Error::custom)?,
             t,
         ),
     };

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ibtca_device::link::socket_file::{self, SocketId};
-use ibtca_device::link::LinkEndpoint;
+use ibtca_link::socket_file::{self, SocketId};
+use ibtca_link::LinkEndpoint;
 use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
 use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::{Capture, Direction, ERF_TYPE_ATM};

@@ -10,13 +10,13 @@
 //!                            VC's QP from its first PSNs
 //! ```
 //!
-//! `ibtca_device::control_socket::request` is a client.
+//! `ibtca_agents::control_socket::request` is a client.
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use ibtca_device::control_socket::LineServer;
+use ibtca_agents::control_socket::LineServer;
 
 use ibtca_protocol::atm::Vc;
 
@@ -42,12 +42,12 @@ pub fn execute(gw: &Gateway, line: &str) -> String {
             Ok(serde_json::json!({"ports": [{
                 "port": 1,
                 "up": up,
-                "counters": ibtca_device::pma::iba_json(&totals),
+                "counters": ibtca_agents::pma::iba_json(&totals),
             }]})
             .to_string())
         }
         ["remote-qpn", vc, qpn] => parse_vc(vc).and_then(|vc| {
-            let qpn = ibtca_device::cli::ids::qpn(qpn)?;
+            let qpn = ibtca_cli::ids::qpn(qpn)?;
             gw.set_remote_qpn(vc, qpn)
         }),
         _ => Err(format!(

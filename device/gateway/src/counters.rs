@@ -2,7 +2,7 @@
 //! cell queues', as one JSON object (control socket `stats`, the log at
 //! exit and on SIGUSR1).
 
-use ibtca_device::sma::SmaStats;
+use ibtca_agents::sma::SmaStats;
 use ibtca_protocol::atm::RxCounters;
 
 /// What the engine counted.

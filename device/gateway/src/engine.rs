@@ -8,9 +8,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ibtca_device::link::{Link, LinkEvent};
-use ibtca_device::pma::PmPacket;
-use ibtca_device::vl_config::{self, VlConfig};
+use ibtca_agents::pma::PmPacket;
+use ibtca_agents::vl_config::{self, VlConfig};
+use ibtca_link::{Link, LinkEvent};
 use ibtca_protocol::atm::{Delivery, Vc};
 use ibtca_protocol::mad::pma::QP1;
 use ibtca_protocol::PacketView;

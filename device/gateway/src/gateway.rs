@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LocalPort};
-use ibtca_device::vl_config::VlConfig;
+use ibtca_agents::vl_config::VlConfig;
+use ibtca_link::{Link, LinkConfig, LinkEndpoint, LocalPort};
 use ibtca_protocol::atm::Vc;
 use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::Capture;
@@ -166,11 +166,11 @@ impl Gateway {
 
     /// The IB port's counters as its PMA reports them (since the gateway
     /// started), and whether its link is up.
-    pub fn ib_port(&self) -> (ibtca_device::pma::PortTotals, bool) {
+    pub fn ib_port(&self) -> (ibtca_agents::pma::PortTotals, bool) {
         let Some(link) = &self.link else {
             return (Default::default(), false);
         };
-        let mut totals = ibtca_device::pma::PortTotals::of_link(&link.stats());
+        let mut totals = ibtca_agents::pma::PortTotals::of_link(&link.stats());
         totals.rcv_errors += self.counters().engine.ib_rx_malformed;
         (totals, link.is_up())
     }

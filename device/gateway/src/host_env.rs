@@ -11,14 +11,12 @@
 //! to error flushes every posted receive: an endless queue would never
 //! end that flush.)
 //!
-//! [`RcQp`]: ibtca_device::transport::RcQp
+//! [`RcQp`]: ibtca_transport::RcQp
 
 use std::collections::HashMap;
 
-use ibtca_device::transport::{AccessError, AtomicOp, CqKind, QpEnv};
-use ibtca_device::verbs::abi::{
-    Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, WC_SUCCESS, WQE_F_SIGNALED, WR_SEND,
-};
+use ibtca_abi::verbs::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, WC_SUCCESS, WQE_F_SIGNALED, WR_SEND};
+use ibtca_transport::{AccessError, AtomicOp, CqKind, QpEnv};
 
 /// L_Key of the buffers of messages being sent.
 const SEND_KEY: u32 = 1;
@@ -316,11 +314,11 @@ mod tests {
         let r = env.next_recv().unwrap();
         env.scatter(&r.sge[..1], 0, &[9; 8]).unwrap();
         cqe.wr_id = r.wr_id;
-        cqe.status = ibtca_device::verbs::abi::WC_WR_FLUSH_ERR;
+        cqe.status = ibtca_abi::verbs::WC_WR_FLUSH_ERR;
         env.complete(CqKind::Recv, cqe);
         assert_eq!(env.received.len(), 1);
         assert_eq!(env.held(), 0);
-        assert_eq!(env.failed, [ibtca_device::verbs::abi::WC_WR_FLUSH_ERR]);
+        assert_eq!(env.failed, [ibtca_abi::verbs::WC_WR_FLUSH_ERR]);
         // Backed up: no receive WQE, so the responder answers RNR.
         env.recv_open = false;
         assert!(env.next_recv().is_none());
@@ -342,7 +340,7 @@ mod tests {
         // A flushed one does not: a QP in error drains the queue and stops.
         let flushed = Cqe {
             wr_id: taken[1].wr_id,
-            status: ibtca_device::verbs::abi::WC_WR_FLUSH_ERR,
+            status: ibtca_abi::verbs::WC_WR_FLUSH_ERR,
             ..Cqe::default()
         };
         env.complete(CqKind::Recv, flushed);

@@ -5,7 +5,7 @@
 //! SEND messages, and received messages go back out as cells.
 //!
 //! The ATM layer itself (cells, HEC, AALs) is `ibtca_protocol::atm`; the
-//! QPs are the device's RC transport (`ibtca_device::transport::RcQp`)
+//! QPs are the device's RC transport (`ibtca_transport::RcQp`)
 //! over the gateway's own memory ([`host_env`]).
 //!
 //! - [`service`]: service classes and their SLs.

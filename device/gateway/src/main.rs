@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use ibtca_device::cli;
-use ibtca_device::link::LinkEndpoint;
-use ibtca_device::transport::config::ack_timeout_from_exponent;
-use ibtca_device::vl_config::{self, VlConfig};
+use ibtca_agents::vl_config::{self, VlConfig};
+use ibtca_cli as cli;
 use ibtca_gateway::control;
 use ibtca_gateway::gateway::GATEWAY_GUID_BASE;
 use ibtca_gateway::map::VcMap;
@@ -18,7 +16,9 @@ use ibtca_gateway::service::{self, ServiceSl};
 use ibtca_gateway::sma::SmaSettings;
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_link::LinkEndpoint;
 use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
+use ibtca_transport::config::ack_timeout_from_exponent;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -69,7 +69,7 @@ struct Args {
 
     /// Node GUID sent in the link's Hello (default: locally administered,
     /// 0x0200000000fd0000 + LID).
-    #[arg(long, value_name = "GUID", value_parser = ibtca_device::guid::parse)]
+    #[arg(long, value_name = "GUID", value_parser = ibtca_agents::guid::parse)]
     node_guid: Option<u64>,
 
     /// SL of each service class: CLASS=SL,... (default cbr=1,rt-vbr=2,
@@ -146,7 +146,7 @@ struct Args {
     description: String,
 
     /// The IB link's shared ring per direction, in KiB (0: the socket).
-    #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
+    #[arg(long, value_name = "KIB", default_value_t = ibtca_link::SHARED_RING / 1024)]
     link_ring_kib: u64,
 }
 
@@ -209,7 +209,7 @@ fn aal_number(aal: ibtca_protocol::atm::Aal) -> u8 {
 }
 
 fn main() -> ExitCode {
-    ibtca_device::logging::init("info");
+    ibtca_log::logging::init("info");
     let args: Args = cli::parse(NAME);
     let cfg = match config(&args) {
         Ok(c) => c,

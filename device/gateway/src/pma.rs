@@ -1,12 +1,12 @@
 //! The gateway's performance management agent: the device's own
-//! ([`ibtca_device::pma::Pma`], not a copy) on the gateway's one IB port,
+//! ([`ibtca_agents::pma::Pma`], not a copy) on the gateway's one IB port,
 //! so `perfquery` and a PerfMgr read a gateway like a channel adapter:
 //! ClassPortInfo, PortCounters and PortCountersExtended of port 1 from the
 //! port's link counters ([`PortTotals::of_link`]) with the packets the
 //! engine could not parse as PortRcvErrors; counter resets by Set.
 
-use ibtca_device::link::LinkStats;
-use ibtca_device::pma::{CaPort, PmPacket, Pma, PortTotals};
+use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
+use ibtca_link::LinkStats;
 use ibtca_protocol::PacketView;
 
 use crate::counters::EngineCounters;

@@ -1,5 +1,5 @@
 //! The gateway's subnet management agent: the device's own agent
-//! ([`ibtca_device::sma::DeviceSma`]) on the gateway's IB port, so an SM
+//! ([`ibtca_agents::sma::DeviceSma`]) on the gateway's IB port, so an SM
 //! sees a gateway as a channel adapter of one port (NodeInfo,
 //! NodeDescription, PortInfo Get/Set with LID and port state, P_KeyTable,
 //! GUIDInfo, VLArbitrationTable) and sets it up like a device.
@@ -10,8 +10,8 @@
 //! state gates data (IBA vol 1 §7.2: nothing but SMPs sent before Active,
 //! none taken before Armed).
 
-use ibtca_device::link::HighPriority;
-use ibtca_device::sma::{DeviceSma, SmaStats};
+use ibtca_agents::sma::{DeviceSma, SmaStats};
+use ibtca_link::HighPriority;
 use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::PacketView;
 

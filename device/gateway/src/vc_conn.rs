@@ -5,12 +5,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use ibtca_device::transport::RcConfig;
-use ibtca_device::transport::RcQp;
 use ibtca_protocol::atm::aal1::Aal1Segmenter;
 use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::{Aal, Cell, CellHeader, CELL_PAYLOAD_LEN};
 use ibtca_protocol::PacketView;
+use ibtca_transport::RcConfig;
+use ibtca_transport::RcQp;
 
 use crate::counters::EngineCounters;
 use crate::host_env::HostEnv;
@@ -162,7 +162,7 @@ impl VcConn {
         }
         if let Some(why) = failed {
             // A peer can fail a QP at will (a bad RDMA WRITE): rate-limited.
-            ibtca_device::guest_warn!(vc = %self.entry.vc, qpn = self.entry.local_qpn, ?why,
+            ibtca_log::guest_warn!(vc = %self.entry.vc, qpn = self.entry.local_qpn, ?why,
                 "QP failed; starting it again from its first PSNs");
             c.qp_restarts += 1;
             if let Err(e) = self.start_qp(s) {

@@ -9,12 +9,12 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ibtca_device::link::LinkEndpoint;
-use ibtca_device::vl_config::VlConfig;
+use ibtca_agents::vl_config::VlConfig;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_link::LinkEndpoint;
 use ibtca_protocol::atm::aal1::Aal1Segmenter;
 use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::{Cell, CellHeader, Vc};

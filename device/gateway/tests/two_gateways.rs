@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{connect_atm, run_dir, tshark_fields};
-use ibtca_device::link::{FaultPlan, FaultRates, LinkEndpoint};
-use ibtca_device::vl_config::VlConfig;
+use ibtca_agents::vl_config::VlConfig;
 use ibtca_gateway::control;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_link::{FaultPlan, FaultRates, LinkEndpoint};
 use ibtca_protocol::atm::aal1::{sar_header, Aal1Segmenter};
 use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::cell::{hec, PTI_AUU};
@@ -116,7 +116,7 @@ fn gateway(
         },
         reassembly_timeout: Duration::from_secs(5),
         queue_cells: 1 << 16,
-        link_ring: ibtca_device::link::SHARED_RING,
+        link_ring: ibtca_link::SHARED_RING,
         capture,
         sma: Default::default(),
     };

@@ -20,13 +20,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{connect_atm, run_dir, tshark_fields};
-use ibtca_device::link::LinkEndpoint;
-use ibtca_device::vl_config::VlConfig;
+use ibtca_agents::vl_config::VlConfig;
 use ibtca_gateway::counters::Counters;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_link::LinkEndpoint;
 use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
 use ibtca_switch::{PortConfig, Switch, SwitchConfig};
 
@@ -93,7 +93,7 @@ fn gateway(
         },
         reassembly_timeout: Duration::from_secs(5),
         queue_cells: 1 << 12,
-        link_ring: ibtca_device::link::SHARED_RING,
+        link_ring: ibtca_link::SHARED_RING,
         capture: None,
         sma: Default::default(),
     })

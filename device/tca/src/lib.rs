@@ -18,12 +18,11 @@ pub mod fault_guard;
 pub mod fuzz_targets;
 pub mod instance;
 pub mod pci;
-pub mod regs;
-pub mod sched;
 pub mod tca;
-pub mod transport;
 pub mod verbs;
 
+/// The BAR0 register map (the `ibtca-abi` crate's).
+pub use ibtca_abi::regs;
 /// The port agents and what the device shares with switches and gateways
 /// (the `ibtca-agents` crate's modules).
 pub use ibtca_agents::{control_socket, guid, pma, sma, vl_config};
@@ -41,6 +40,10 @@ pub use ibtca_log::{guest_warn, logging};
 /// The seccomp sandbox (the `ibtca-sandbox` crate): each thread's filter
 /// by role.
 pub use ibtca_sandbox as sandbox;
+/// Scheduling of the data-path threads (the `ibtca-sched` crate).
+pub use ibtca_sched as sched;
+/// The RC and UD transport (the `ibtca-transport` crate).
+pub use ibtca_transport as transport;
 /// The vfio-user server (the `ibtca-vfio-user` crate) that feeds the device
 /// its client's messages.
 pub use ibtca_vfio_user as vfio_user;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ibtca_device::cli;
+use ibtca_cli as cli;
 use ibtca_fabric::mgmt_hub::Hub;
 
 /// This binary's name, in help, version and errors.
@@ -35,7 +35,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    ibtca_device::logging::init("info");
+    ibtca_log::logging::init("info");
     let args: Args = cli::parse(NAME);
     let mut hub = match Hub::bind(&args.socket) {
         Ok(h) => h,

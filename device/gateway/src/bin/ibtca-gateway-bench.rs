@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use ibtca_device::link::LinkEndpoint;
-use ibtca_device::vl_config::VlConfig;
+use ibtca_agents::vl_config::VlConfig;
 use ibtca_gateway::map::VcMap;
 use ibtca_gateway::service::{default_sl2vl, default_vl_weights, ServiceSl};
 use ibtca_gateway::vc_conn::QpSettings;
 use ibtca_gateway::{Gateway, GatewayConfig};
+use ibtca_link::LinkEndpoint;
 use ibtca_protocol::atm::aal5;
 use ibtca_protocol::atm::cell::PTI_AUU;
 use ibtca_protocol::atm::{Cell, CellHeader, Vc, CELL_LEN};
@@ -94,7 +94,7 @@ fn gateway(
         },
         reassembly_timeout: Duration::from_secs(1),
         queue_cells: 1 << 16,
-        link_ring: ibtca_device::link::SHARED_RING,
+        link_ring: ibtca_link::SHARED_RING,
         capture: None,
         sma: Default::default(),
     })
@@ -281,8 +281,8 @@ fn cbr_delays(
 }
 
 fn main() {
-    ibtca_device::logging::init("warn");
-    let args: Args = ibtca_device::cli::parse(NAME);
+    ibtca_log::logging::init("warn");
+    let args: Args = ibtca_cli::parse(NAME);
     let dir: PathBuf = std::env::temp_dir().join(format!("ibtca-gw-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("run directory");

@@ -29,7 +29,7 @@ enum Header {
 fn main() {
     let args: Args = cli::parse(NAME);
     match args.header {
-        Header::Regs => print!("{}", ibtca_device::regs::c_header()),
-        Header::Abi => print!("{}", ibtca_device::verbs::abi::c_header()),
+        Header::Regs => print!("{}", ibtca_abi::regs::c_header()),
+        Header::Abi => print!("{}", ibtca_abi::verbs::c_header()),
     }
 }

@@ -6,12 +6,13 @@
 //! that span them (an object names a live PD and CQs; a PD or CQ cannot be
 //! destroyed while something names it). The command queue (`cmdq.rs`,
 //! `commands.rs`) is the slow path; the transport reaches the data-path
-//! checks (`datapath.rs`) through the device's `QpEnv`.
+//! checks (`datapath.rs`) through the device's `QpEnv`. The guest-memory
+//! layouts are `ibtca-abi`'s (re-exported as [`abi`]); seed 001's key
+//! memory, with the checked accesses it keeps and its registers, is
+//! `ibtca-transport`'s ([`keys`], [`remote_target`], [`rkm_regs`]).
 //!
 //! | file | concept |
 //! |---|---|
-//! | `abi.rs` | guest-memory layouts and constants (source of `ibtca_abi.h`) |
-//! | `abi_layout.rs` | the layout description behind the header: C field types, `abi_struct!`, C rendering |
 //! | `error.rs` | command errors and their errnos |
 //! | `table.rs` | handle tables with generations and user counts |
 //! | `ring.rs` | ring geometry, owner-bit convention |
@@ -20,8 +21,6 @@
 //! | `translate.rs` | where a region's bytes are: contiguous or a copied page list |
 //! | `fastreg.rs` | fast-registration regions: ALLOC_MR, IBTCA_WR_REG_MR, invalidation |
 //! | `sgl.rs` | SGE lists to checked guest-physical ranges |
-//! | `remote_target.rs` | a checked remote access: the region part an R_Key reached |
-//! | `keys.rs` | seed 001 key memory (the checks it keeps) and the invalidation walk |
 //! | `cq.rs` | completion queues |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
@@ -30,8 +29,6 @@
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
 //! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
 
-pub mod abi;
-pub mod abi_layout;
 pub mod cmdq;
 pub mod commands;
 pub mod cq;
@@ -39,7 +36,6 @@ pub mod datapath;
 pub mod db_record;
 pub mod error;
 pub mod fastreg;
-pub mod keys;
 pub mod mr;
 pub mod mw;
 pub mod objects;
@@ -47,9 +43,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_query;
 pub mod qp_state;
-pub mod remote_target;
 pub mod ring;
-pub mod rkm_regs;
 pub mod sgl;
 pub mod srq;
 pub mod table;
@@ -58,6 +52,11 @@ pub(crate) mod testmem;
 pub mod translate;
 
 pub use error::VerbsError;
+/// The verbs structures in guest memory (the `ibtca-abi` crate's).
+pub use ibtca_abi::verbs as abi;
+/// The key memory of seed 001, the checked remote access it keeps and its
+/// BAR0 counters (the `ibtca-transport` crate's).
+pub use ibtca_transport::{keys, remote_target, rkm_regs};
 
 use crate::regs::{PORT_ACTIVE, PORT_DOWN};
 use abi::{

@@ -1,0 +1,13 @@
+//! The ABI the ibtca device shares with its guest driver, and nothing that
+//! needs a device: the BAR0 register map ([`regs`]), the verbs structures
+//! the driver lays out in guest memory (command entries, WQEs, CQEs,
+//! quasi-WQEs: [`verbs`]) with the layout description the C headers are
+//! generated from ([`layout`]), and the QP types and states as the ABI
+//! numbers them ([`qp`]). `ibtca-regs-header` renders [`regs`] and
+//! [`verbs`] as `guest-driver/include/ibtca_regs.h` and `ibtca_abi.h`.
+#![deny(missing_docs)]
+
+pub mod layout;
+pub mod qp;
+pub mod regs;
+pub mod verbs;

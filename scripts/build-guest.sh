@@ -8,10 +8,14 @@
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
 #                       soft-RoCE, umad: ib_umad, overlay: overlayfs for
-#                       ibtca-mount-root, the Debian-root guests) + rdma-core's libibverbs, ibv_devices,
+#                       ibtca-mount-root, the Debian-root guests, cm: rdma_cm,
+#                       nvme-host: nvme_rdma, nvmet: nvmet_rdma and null_blk) +
+#                       rdma-core's libibverbs, ibv_devices,
 #                       ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong, perftest, the rxe
 #                       provider, opensm, infiniband-diags (smpquery, ibstat,
-#                       ibnetdiscover, perfquery, ...) and iproute2's rdma with the libraries they
+#                       ibnetdiscover, perfquery, ...), rdmacm-utils (rping,
+#                       ucmatose, ...), nvme-cli, fio, iperf3 and
+#                       iproute2's rdma with the libraries they
 #                       link, and the ibtca rdma-core provider with
 #                       ibtca-provider-test (scripts/build-provider.sh)
 #                       (newc, gzip)
@@ -65,17 +69,24 @@ guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
 	/usr/sbin/opensm /usr/sbin/smpquery /usr/sbin/smpdump /usr/sbin/ibstat
 	/usr/sbin/ibnetdiscover /usr/sbin/perfquery /usr/sbin/ibaddr /usr/sbin/iblinkinfo
 	/usr/sbin/ibroute /usr/sbin/sminfo /usr/sbin/saquery /usr/sbin/ibping
-	/usr/sbin/ibportstate /usr/sbin/ibtracert)
+	/usr/sbin/ibportstate /usr/sbin/ibtracert
+	/usr/bin/rping /usr/bin/ucmatose /usr/bin/udaddy /usr/bin/mckey /usr/bin/rstream
+	/usr/bin/riostream /usr/sbin/nvme /usr/bin/fio /usr/bin/iperf3)
 # Shell scripts from the same packages (busybox runs them; no ldd).
 guest_scripts=(/usr/sbin/ibswitches /usr/sbin/ibhosts)
-guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm infiniband-diags)
+guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm infiniband-diags
+	rdmacm-utils nvme-cli fio iperf3)
 # libibverbs providers: /etc/libibverbs.d/NAME.driver and
 # $libdir/libibverbs/libNAME-rdmav*.so (with what they link).
 guest_providers=(rxe)
 # Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
 # its dependencies, in load order, in /lib/modules/GROUP.modules.
-module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad"
-	"overlay:overlay")
+# The upper-layer protocols (docs/ulp.md): cm the RDMA connection manager
+# (kernel and user space), nvme-host the NVMe over Fabrics RDMA host,
+# nvmet its target with null_blk for a memory-backed namespace.
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad" "overlay:overlay"
+	"cm:ib_cm rdma_cm rdma_ucm" "nvme-host:nvme_fabrics nvme_rdma"
+	"nvmet:nvmet nvmet_rdma null_blk")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {

@@ -29,7 +29,8 @@ log() { printf '[setup-vm-stack] %s\n' "$*" >&2; }
 
 # Debian packages whose binaries and libraries build-guest.sh copies into
 # the guest image (by name, from the chroot's trixie).
-GUEST_PACKAGES=(libibverbs1 ibverbs-utils ibverbs-providers perftest iproute2 opensm infiniband-diags)
+GUEST_PACKAGES=(libibverbs1 ibverbs-utils ibverbs-providers perftest iproute2 opensm infiniband-diags
+	rdmacm-utils nvme-cli fio iperf3)
 # What scripts/build-provider.sh needs to fetch rdma-core's Debian source
 # (dpkg-dev unpacks it) and to configure and build one provider of it
 # (pyverbs and man pages off: no cython, no pandoc).

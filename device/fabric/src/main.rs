@@ -19,7 +19,8 @@ use ibtca_device::cli;
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
-    self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
+    self as fabric, auto_placement, graph, guest_extras, inspect, launch, port_stats, qemu, End,
+    Plan,
 };
 use ibtca_switch::control;
 
@@ -244,14 +245,25 @@ enum Cmd {
     },
 }
 
-/// Reads and checks a topology file: its text, topology and plan.
+/// Reads and checks a topology file: its text, topology and plan, with
+/// the placement chosen for this machine where the file sets none.
 fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
+    let (text, topo, plan, _) = load_placed(file, run_dir)?;
+    Ok((text, topo, plan))
+}
+
+/// [`load`], and what the placement chose.
+fn load_placed(file: &Path, run_dir: &Path) -> Result<Loaded, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok((text, topo, plan))
+    let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
+    Ok((text, topo, plan, placed))
 }
+
+/// A topology file's text, topology, placed plan and the placement chosen.
+type Loaded = (String, fabric::Topology, Plan, auto_placement::Applied);
 
 /// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
 fn warn(file: &Path, plan: &Plan) {
@@ -429,8 +441,9 @@ fn run(args: Args) -> Result<(), String> {
             share,
             all_guests,
         } => {
-            let (text, topo, plan) = load(&file, &run_dir)?;
+            let (text, topo, plan, placed) = load_placed(&file, &run_dir)?;
             warn(&file, &plan);
+            out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
             let mut guest_plans = if guests {

@@ -115,7 +115,8 @@ pub struct NodeSpec {
     /// This node's guest, over the file's `guest` section.
     #[serde(default)]
     pub guest: Option<NodeGuestSpec>,
-    /// CPUs for the device's threads (`ibtca-device --cpus`), e.g. `"0"`.
+    /// CPUs for the device's threads (`ibtca-device --cpus`), e.g. `"0"`;
+    /// unset, the launcher chooses ([`crate::auto_placement`]).
     #[serde(default)]
     pub cpus: Option<String>,
     /// `SCHED_FIFO` priority of the device's threads, 1-99
@@ -175,7 +176,8 @@ pub struct NodeGuestSpec {
     /// Kernel command line, after the file's `guest.append`.
     #[serde(default)]
     pub append: Option<String>,
-    /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
+    /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`;
+    /// unset, the launcher chooses ([`crate::auto_placement`]).
     #[serde(default)]
     pub cpus: Option<String>,
     /// Niceness of this guest's QEMU (`nice -n`, run-vm.sh `--nice`),
@@ -183,6 +185,8 @@ pub struct NodeGuestSpec {
     /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
     /// WRITE latency between two unpinned TCG guests on 2 CPUs fell from
     /// ~1 ms to ~70 µs (BENCHMARKS.md, "Verbs between two guests").
+    /// Unset here and in the file's `guest`, the launcher chooses it
+    /// ([`crate::auto_placement`]).
     #[serde(default)]
     pub nice: Option<i8>,
 }

@@ -128,7 +128,7 @@ impl fmt::Display for Applied {
         match &self.choice {
             Choice::Shared => write!(
                 f,
-                "guests at nice {SHARED_GUEST_NICE}, devices do not spin, nothing pinned"
+                "guests the file gives no nice at nice {SHARED_GUEST_NICE}, their devices not spinning, nothing pinned"
             )?,
             Choice::Dedicated { guests, devices } => {
                 let guests: Vec<String> = guests.iter().map(ToString::to_string).collect();

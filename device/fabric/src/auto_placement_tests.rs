@@ -128,8 +128,8 @@ fn the_log_line_says_what_was_chosen() {
     let line = apply(&mut p, &[0, 1]).to_string();
     assert_eq!(
         line,
-        "placement: 2 CPUs for 2 guests and 2 devices: guests at nice 19, devices do not \
-         spin, nothing pinned; kept from the file: a: guest.nice, b: guest.nice \
+        "placement: 2 CPUs for 2 guests and 2 devices: guests the file gives no nice at \
+         nice 19, their devices not spinning, nothing pinned; kept from the file: a: guest.nice, b: guest.nice \
          (docs/placement.md)"
     );
     let mut p = planned(&config("two-nodes.json"));

@@ -11,7 +11,7 @@
 #   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
 #   and the raw Unix-socket stream it measures beside it.
 #
-#   scripts/perftest-table.sh [--placement nice|shared] [RUN_DIR]
+#   scripts/perftest-table.sh [--placement nice|shared|default] [RUN_DIR]
 #                                # as root, after cargo build --release
 #
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
@@ -19,7 +19,10 @@
 # perftest polls its CQ in both single-vCPU guests, and at equal priority
 # they take the CPUs from the devices' threads (ibtca-fabric then starts the
 # devices with --spin-us 0: BENCHMARKS.md, "`ib_write_lat`: one-way latency").
-# shared: nothing set.
+# shared: guests at nice 0 and devices spinning, both as the file says
+# (what a small host gave before the launcher chose a placement).
+# default: nothing set: the placement ibtca-fabric chooses from the
+# machine's CPUs (docs/placement.md; on 2 CPUs the same as nice).
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
@@ -35,8 +38,8 @@ BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
 placement=nice
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	--placement) placement=${2:?--placement needs nice or shared}; shift 2 ;;
+	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--placement) placement=${2:?--placement needs nice, shared or default}; shift 2 ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -44,8 +47,9 @@ done
 RUN=${1:-$C/tmp/perftest-table}
 case "$placement" in
 nice) guest='"mem": "512M", "nice": 19' ;;
-shared) guest='"mem": "512M"' ;;
-*) echo "--placement nice or shared, not $placement" >&2; exit 2 ;;
+shared) guest='"mem": "512M", "nice": 0' ;;
+default) guest='"mem": "512M"' ;;
+*) echo "--placement nice, shared or default, not $placement" >&2; exit 2 ;;
 esac
 for b in "$FABRIC" "$BENCH"; do
 	[ -x "$b" ] || { echo "no $b: cargo build --release (or set IBTCA_FABRIC, IBTCA_BENCH)" >&2; exit 1; }

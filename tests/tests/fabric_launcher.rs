@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ibtca_device::verbs::abi::*;
+use ibtca_fabric::launch;
 use ibtca_fabric::state::State;
 use ibtca_tests::capture::{self, tshark};
 use ibtca_tests::launcher::{
@@ -427,6 +428,52 @@ fn restart_brings_a_crashed_node_back_fresh() {
     assert!(text(&bad).contains("`nobody` is no node"), "{}", text(&bad));
     let none = fabric(&["restart", "--run-dir", &run_s, "a", "--guest-only"]);
     assert!(!none.status.success(), "a has no guest");
+}
+
+/// The arguments process `pid` was started with.
+fn cmdline(pid: u32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    raw.split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// `up` of the default topology prints the placement it chose for this
+/// machine's CPUs and starts each device with it, and `restart` starts
+/// the node again with the same choice.
+#[test]
+fn up_places_a_default_topology_by_the_cpu_count_and_restart_keeps_it() {
+    let dir = TempDir::new("fab-placement");
+    let fab = up(&config("two-nodes.json"), &dir);
+    let run_s = fab.run.display().to_string();
+    let topo = ibtca_fabric::parse(&std::fs::read_to_string(config("two-nodes.json")).unwrap());
+    let mut plan = ibtca_fabric::plan(&topo.unwrap(), &fab.run).unwrap();
+    let chosen = ibtca_fabric::auto_placement::apply(
+        &mut plan,
+        &ibtca_fabric::auto_placement::machine_cpus(),
+    );
+    assert!(
+        fab.stdout.lines().any(|l| l == chosen.to_string()),
+        "{chosen} in {}",
+        fab.stdout
+    );
+    let started_with_the_plan = |name: &str| {
+        let state = State::load(&fab.run).unwrap().unwrap();
+        let pid = state.processes.iter().find(|p| p.name == name).unwrap().pid;
+        let node = plan.nodes.iter().find(|n| n.name == name).unwrap();
+        let args = cmdline(pid);
+        assert_eq!(
+            args[1..=launch::device_args(node).len()],
+            launch::device_args(node),
+            "{name}: {args:?}"
+        );
+    };
+    started_with_the_plan("a");
+    started_with_the_plan("b");
+    let out = fabric(&["restart", "--run-dir", &run_s, "b", "--kill"]);
+    assert!(out.status.success(), "restart failed: {}", text(&out));
+    started_with_the_plan("b");
 }
 
 /// With guests (a stand-in run-vm.sh that writes its console and sleeps):

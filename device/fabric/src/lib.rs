@@ -9,6 +9,8 @@
 //!   starts, [`plan_error`]; [`plan_warnings`]: what is allowed but likely
 //!   wrong), socket
 //!   paths, and forwarding tables by BFS over the switch graph.
+//! - [`auto_placement`]: guest niceness and CPUs of guests and devices
+//!   chosen from the machine's CPUs where the file says nothing.
 //! - [`launch`]: start switches then devices, wait for every linked port,
 //!   stop them again; [`state`]: the run directory's record of processes;
 //!   [`switch_restart`]: one switch restarted on the same sockets.
@@ -32,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auto_placement;
 pub mod gateway_launch;
 pub mod gateway_node;
 pub mod graph;
@@ -62,6 +65,8 @@ pub use plan::{
     parse, plan, End, NodePlan, Plan, PortPlan, SwitchPlan, TopologyError, TopologyErrors,
 };
 pub use topology::Topology;
+#[cfg(test)]
+mod auto_placement_tests;
 #[cfg(test)]
 mod gateway_node_tests;
 #[cfg(test)]

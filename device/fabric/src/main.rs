@@ -19,7 +19,8 @@ use ibtca_cli as cli;
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
-    self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
+    self as fabric, auto_placement, graph, guest_extras, inspect, launch, port_stats, qemu, End,
+    Plan,
 };
 use ibtca_switch::control;
 
@@ -284,26 +285,28 @@ fn import(file: &Path) -> Result<String, String> {
 }
 
 /// Reads and checks a topology file (a net file with `net`): its JSON
-/// text, topology and plan.
-fn load_as(
-    file: &Path,
-    net: bool,
-    run_dir: &Path,
-) -> Result<(String, fabric::Topology, Plan), String> {
+/// text, topology and plan, with the placement chosen for this machine
+/// where the file sets none, and what the placement chose.
+fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
     let text = if net {
         import(file)?
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
     };
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
+    Ok((text, topo, plan, placed))
+}
+
+/// Reads and checks a JSON topology file, placed as [`load_as`] does.
+fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
+    let (text, topo, plan, _) = load_as(file, false, run_dir)?;
     Ok((text, topo, plan))
 }
 
-/// Reads and checks a JSON topology file.
-fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
-    load_as(file, false, run_dir)
-}
+/// A topology file's text, topology, placed plan and the placement chosen.
+type Loaded = (String, fabric::Topology, Plan, auto_placement::Applied);
 
 /// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
 fn warn(file: &Path, plan: &Plan) {
@@ -459,7 +462,7 @@ fn graph_command(
 fn run(args: Args) -> Result<(), String> {
     match args.command {
         Cmd::Check { file, net, run_dir } => {
-            let (_, _, plan) = load_as(&file, net, &run_dir)?;
+            let (_, _, plan, _) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
@@ -483,8 +486,9 @@ fn run(args: Args) -> Result<(), String> {
             all_guests,
             guest_packages,
         } => {
-            let (text, topo, plan) = load_as(&file, net, &run_dir)?;
+            let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
+            out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
             let mut guest_plans = if guests {

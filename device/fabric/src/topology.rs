@@ -123,7 +123,8 @@ pub struct NodeSpec {
     /// This node's guest, over the file's `guest` section.
     #[serde(default)]
     pub guest: Option<NodeGuestSpec>,
-    /// CPUs for the device's threads (`ibtca-device --cpus`), e.g. `"0"`.
+    /// CPUs for the device's threads (`ibtca-device --cpus`), e.g. `"0"`;
+    /// unset, the launcher chooses ([`crate::auto_placement`]).
     #[serde(default)]
     pub cpus: Option<String>,
     /// `SCHED_FIFO` priority of the device's threads, 1-99
@@ -183,7 +184,8 @@ pub struct NodeGuestSpec {
     /// Kernel command line, after the file's `guest.append`.
     #[serde(default)]
     pub append: Option<String>,
-    /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`.
+    /// CPUs for this guest's QEMU (run-vm.sh `--cpu-affinity`), e.g. `"1"`;
+    /// unset, the launcher chooses ([`crate::auto_placement`]).
     #[serde(default)]
     pub cpus: Option<String>,
     /// The guest's root, over the file's: `"initramfs"` (the bundled
@@ -199,6 +201,8 @@ pub struct NodeGuestSpec {
     /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
     /// WRITE latency between two unpinned TCG guests on 2 CPUs fell from
     /// ~1 ms to ~70 µs (BENCHMARKS.md, "Verbs between two guests").
+    /// Unset here and in the file's `guest`, the launcher chooses it
+    /// ([`crate::auto_placement`]).
     #[serde(default)]
     pub nice: Option<i8>,
 }

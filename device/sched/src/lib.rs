@@ -32,6 +32,18 @@ impl CpuList {
     pub fn cpus(&self) -> &[usize] {
         &self.0
     }
+
+    /// The list of `cpus` (any order, repeats allowed); `None` when it is
+    /// empty or a CPU is above the largest the kernel's set holds.
+    pub fn from_cpus(cpus: impl IntoIterator<Item = usize>) -> Option<Self> {
+        let mut cpus: Vec<usize> = cpus.into_iter().collect();
+        if cpus.is_empty() || cpus.iter().any(|&c| c > MAX_CPU) {
+            return None;
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Some(CpuList(cpus))
+    }
 }
 
 impl std::str::FromStr for CpuList {
@@ -96,6 +108,22 @@ pub fn set_affinity(cpus: &CpuList) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The CPUs the calling thread may run on (its affinity mask).
+pub fn allowed_cpus() -> io::Result<CpuList> {
+    // SAFETY: cpu_set_t is a plain bitmask for which all-zero is valid.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the kernel writes at most the
+    // size passed into `set`, which lives for the call.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: every index is below CPU_SETSIZE, inside the set.
+    let cpus = (0..=MAX_CPU).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
+    CpuList::from_cpus(cpus)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no CPU in the affinity mask"))
 }
 
 /// Lowest and highest `SCHED_FIFO` priority.
@@ -200,6 +228,25 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn allowed_cpus_are_the_calling_threads_affinity_mask() {
+        std::thread::spawn(|| {
+            let all = allowed_cpus().unwrap();
+            let last = *all.cpus().last().unwrap();
+            set_affinity(&CpuList::from_cpus([last]).unwrap()).unwrap();
+            assert_eq!(allowed_cpus().unwrap().cpus(), &[last]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn cpu_lists_from_numbers_are_sorted_and_refuse_empty_or_too_large() {
+        assert_eq!(CpuList::from_cpus([3, 1, 3]).unwrap().to_string(), "1,3");
+        assert_eq!(CpuList::from_cpus([]), None);
+        assert_eq!(CpuList::from_cpus([MAX_CPU + 1]), None);
     }
 
     #[test]

@@ -73,7 +73,8 @@ guest_pkgs=(libibverbs1 ibverbs-utils iproute2 perftest ibverbs-providers opensm
 guest_providers=(rxe)
 # Module groups for ibtca-load-modules (GROUP:MODULE...): each module with
 # its dependencies, in load order, in /lib/modules/GROUP.modules.
-module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad")
+module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad"
+	"ipoib:ib_ipoib ib_cm")
 
 # Source files only: build products of an in-tree `make` are ignored.
 input_files() {

@@ -85,7 +85,7 @@ guest_providers=(rxe)
 # (kernel and user space), nvme-host the NVMe over Fabrics RDMA host,
 # nvmet its target with null_blk for a memory-backed namespace.
 module_groups=("net:virtio_net" "9p:9pnet_virtio 9p" "rxe:rdma_rxe ib_uverbs" "umad:ib_umad" "overlay:overlay"
-	"cm:ib_cm rdma_cm rdma_ucm" "nvme-host:nvme_fabrics nvme_rdma"
+	"ipoib:ib_ipoib ib_cm" "cm:ib_cm rdma_cm rdma_ucm" "nvme-host:nvme_fabrics nvme_rdma"
 	"nvmet:nvmet nvmet_rdma null_blk")
 
 # Source files only: build products of an in-tree `make` are ignored.

@@ -186,6 +186,14 @@
 #define IBTCA_CMD_QUERY_QP                 0x42
 /* Command: destroy a QP (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_QP               0x43
+/* Command: attach a UD QP to a multicast group (params: struct ibtca_cmd_mcast): datagrams to the group (a multicast DLID, a GRH whose DGID is the MGID) reach the QP from then on. Attaching twice is a no-op; ENOMEM when the device has IBTCA_MAX_MCAST_GROUPS groups or the group IBTCA_MAX_MCAST_QPS QPs; EINVAL for a QP not UD, an MGID not multicast (byte 0 not 0xff) or an MLID outside 0xc000-0xfffe; ENOENT for no such QP. Destroying the QP detaches it. */
+#define IBTCA_CMD_ATTACH_MCAST             0x44
+/* Command: detach a QP from a multicast group (params: struct ibtca_cmd_mcast; the MLID is not compared); EINVAL if the QP is not attached to the group. The group goes with its last QP. */
+#define IBTCA_CMD_DETACH_MCAST             0x45
+/* Multicast groups one device holds (ATTACH_MCAST; struct ib_device_attr max_mcast_grp). */
+#define IBTCA_MAX_MCAST_GROUPS             0x100
+/* QPs attached to one multicast group (max_mcast_qp_attach). */
+#define IBTCA_MAX_MCAST_QPS                0x40
 /* Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it. */
 #define IBTCA_CMD_CREATE_SRQ               0x50
 /* Command: change an SRQ's max_wr (within its ring) or arm its limit (params: struct ibtca_cmd_modify_srq). */
@@ -558,6 +566,16 @@ struct ibtca_cmd_db_record {
 	__u8 rsvd2[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_db_record) == 48);
+
+/* ATTACH_MCAST and DETACH_MCAST parameters: a UD QP and a multicast group. */
+struct ibtca_cmd_mcast {
+	__le32 qpn;	/* 0x00: QP number. */
+	__le16 mlid;	/* 0x04: The group's multicast LID (0xc000-0xfffe). */
+	__u8 rsvd0[2];	/* 0x06: Reserved, zero. */
+	__u8 mgid[16];	/* 0x08: The group's GID (network byte order, byte 0 0xff). */
+	__u8 rsvd[24];	/* 0x18: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_mcast) == 48);
 
 /* SMA_MAD parameters: the 256-byte SMP at `mad` goes to the port's agent; its answer (256 bytes) is written at `reply` (may be `mad`). */
 struct ibtca_cmd_mad {

@@ -147,6 +147,10 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_srq_sge = ib->max_srq_sge;
 	a->max_ah = IBTCA_MAX_AH;
 	a->max_pkeys = 1;
+	a->max_mcast_grp = IBTCA_MAX_MCAST_GROUPS;
+	a->max_mcast_qp_attach = IBTCA_MAX_MCAST_QPS;
+	a->max_total_mcast_qp_attach = IBTCA_MAX_MCAST_GROUPS *
+				       IBTCA_MAX_MCAST_QPS;
 	a->local_ca_ack_delay = 15;
 	return 0;
 }
@@ -354,6 +358,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.alloc_mw = ibtca_ib_alloc_mw,
 	.alloc_pd = ibtca_ib_alloc_pd,
 	.alloc_ucontext = ibtca_ib_alloc_ucontext,
+	.attach_mcast = ibtca_ib_attach_mcast,
 	.create_ah = ibtca_ib_create_ah,
 	.create_cq = ibtca_ib_create_cq,
 	.create_qp = ibtca_ib_create_qp,
@@ -366,6 +371,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.destroy_cq = ibtca_ib_destroy_cq,
 	.destroy_qp = ibtca_ib_destroy_qp,
 	.destroy_srq = ibtca_ib_destroy_srq,
+	.detach_mcast = ibtca_ib_detach_mcast,
 	.get_dev_fw_str = ibtca_ib_fw_str,
 	.get_dma_mr = ibtca_ib_get_dma_mr,
 	.get_link_layer = ibtca_ib_link_layer,

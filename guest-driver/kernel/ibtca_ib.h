@@ -223,6 +223,10 @@ int ibtca_ib_process_mad(struct ib_device *ibdev, int flags, u32 port,
 			 const struct ib_mad *in, struct ib_mad *out,
 			 size_t *out_size, u16 *out_pkey_index);
 
+/* ibtca_ib_mcast.c */
+int ibtca_ib_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int ibtca_ib_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+
 /* ibtca_ib_ah.c */
 int ibtca_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 		       struct ib_udata *udata);

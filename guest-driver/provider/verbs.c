@@ -134,6 +134,8 @@ int ibtca_destroy_ah(struct ibv_ah *ibah)
 
 const struct verbs_context_ops ibtca_ctx_ops = {
 	.alloc_pd = ibtca_alloc_pd,
+	/* The kernel driver's attach_mcast and detach_mcast. */
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = ibtca_create_ah,
 	.create_cq = ibtca_create_cq,
 	.create_qp = ibtca_create_qp,
@@ -144,6 +146,7 @@ const struct verbs_context_ops ibtca_ctx_ops = {
 	.destroy_cq = ibtca_destroy_cq,
 	.destroy_qp = ibtca_destroy_qp,
 	.destroy_srq = ibtca_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = ibtca_free_context,
 	.modify_qp = ibtca_modify_qp,
 	.modify_srq = ibtca_modify_srq,

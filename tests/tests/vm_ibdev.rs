@@ -553,6 +553,17 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         "{sent}"
     );
     step("ud_nothing_more");
+    step("ud_attach_mcast");
+    let mcast = step("ud_mcast_loopback");
+    assert!(
+        mcast.contains("grh=1 dgid is the group bytes match"),
+        "{mcast}"
+    );
+    let detach = step("ud_detach_mcast");
+    assert!(
+        detach.contains(&format!("detach ret=0, again ret={} ", libc::EINVAL)),
+        "{detach}"
+    );
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

@@ -550,6 +550,14 @@ crate::regs::values! {
     CMD_QUERY_QP: u8 = 0x42;
     /// Command: destroy a QP (params: struct ibtca_cmd_handle).
     CMD_DESTROY_QP: u8 = 0x43;
+    /// Command: attach a UD QP to a multicast group (params: struct ibtca_cmd_mcast): datagrams to the group (a multicast DLID, a GRH whose DGID is the MGID) reach the QP from then on. Attaching twice is a no-op; ENOMEM when the device has IBTCA_MAX_MCAST_GROUPS groups or the group IBTCA_MAX_MCAST_QPS QPs; EINVAL for a QP not UD, an MGID not multicast (byte 0 not 0xff) or an MLID outside 0xc000-0xfffe; ENOENT for no such QP. Destroying the QP detaches it.
+    CMD_ATTACH_MCAST: u8 = 0x44;
+    /// Command: detach a QP from a multicast group (params: struct ibtca_cmd_mcast; the MLID is not compared); EINVAL if the QP is not attached to the group. The group goes with its last QP.
+    CMD_DETACH_MCAST: u8 = 0x45;
+    /// Multicast groups one device holds (ATTACH_MCAST; struct ib_device_attr max_mcast_grp).
+    MAX_MCAST_GROUPS: u32 = 256;
+    /// QPs attached to one multicast group (max_mcast_qp_attach).
+    MAX_MCAST_QPS: u32 = 64;
     /// Command: create a shared receive queue (params: struct ibtca_cmd_create_srq; out0 = SRQ number). QPs created with its number take their receives from it.
     CMD_CREATE_SRQ: u8 = 0x50;
     /// Command: change an SRQ's max_wr (within its ring) or arm its limit (params: struct ibtca_cmd_modify_srq).
@@ -800,6 +808,22 @@ abi_struct! {
         log_entries: u8,
         /// Reserved, zero.
         rsvd: [u8; 27],
+    }
+}
+
+abi_struct! {
+    /// ATTACH_MCAST and DETACH_MCAST parameters: a UD QP and a multicast group.
+    CmdMcast = "cmd_mcast" {
+        /// QP number.
+        qpn: Le32,
+        /// The group's multicast LID (0xc000-0xfffe).
+        mlid: Le16,
+        /// Reserved, zero.
+        rsvd0: [u8; 2],
+        /// The group's GID (network byte order, byte 0 0xff).
+        mgid: [u8; 16],
+        /// Reserved, zero.
+        rsvd: [u8; 24],
     }
 }
 
@@ -1122,6 +1146,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         SrqAttr::layout(),
         QpAttr::layout(),
         CmdDbRecord::layout(),
+        CmdMcast::layout(),
         CmdMad::layout(),
         CmdPortCaps::layout(),
         DeviceAttr::layout(),

@@ -18,17 +18,9 @@ use ibtca_protocol::encoded;
 
 use super::{Core, DropReason, PortSlot};
 
-/// First multicast LID.
-pub const FIRST_MULTICAST_LID: u16 = 0xc000;
-/// Last multicast LID (0xFFFF is the permissive LID).
-pub const LAST_MULTICAST_LID: u16 = 0xfffe;
+pub use ibtca_protocol::headers::is_multicast_lid as is_multicast;
 /// Port-mask positions of 16 ports each (ports 0..=255).
 pub const POSITIONS: usize = 16;
-
-/// True for a multicast LID.
-pub fn is_multicast(lid: u16) -> bool {
-    (FIRST_MULTICAST_LID..=LAST_MULTICAST_LID).contains(&lid)
-}
 
 /// The table, shared by every port's reader thread.
 #[derive(Debug, Default)]

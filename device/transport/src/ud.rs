@@ -7,7 +7,7 @@
 //! The same path serves UD QPs and the port's QP0 and QP1, which differ
 //! only in the source QP on the wire, the Q_Key rules and, for QP0, VL15.
 
-use ibtca_protocol::headers::{Deth, Grh, ImmDt};
+use ibtca_protocol::headers::{is_multicast_lid, Deth, Grh, ImmDt};
 use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::{Packet, PacketView};
 
@@ -108,6 +108,10 @@ fn check_send(cfg: &UdConfig, w: &UdSendWqe) -> Result<usize, u8> {
     let smi = cfg.qp_type == QpType::Smi;
     // LID 0 is reserved; the permissive LID is for directed SMPs only.
     if dlid == 0 || (dlid == PERMISSIVE_LID && !smi) {
+        return Err(WC_LOC_QP_OP_ERR);
+    }
+    // A multicast datagram names its group by the GRH's DGID (IBA 8.4.1).
+    if is_multicast_lid(dlid) && w.av_flags & UD_AV_F_GRH == 0 {
         return Err(WC_LOC_QP_OP_ERR);
     }
     if !smi && w.sl > MAX_DATA_SL {

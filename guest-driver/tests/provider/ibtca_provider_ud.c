@@ -7,7 +7,8 @@
  * *bad_wr at it, as the kernel driver refuses IB_SEND_INLINE on a
  * datagram QP; nothing of it reaches the queue, and the same SEND from a
  * registered buffer then arrives byte for byte behind the 40-byte GRH
- * area of the QP's own receive.
+ * area of the QP's own receive. Attached to a multicast group, the QP
+ * gets its own datagram to the group.
  */
 #include <errno.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #define UD_QKEY 0x11111111u
 #define UD_GRH 40
 #define UD_LEN 16
+#define UD_MLID 0xc010
 
 /* RESET → INIT → RTR → RTS of UD QP @qp on port 1, Q_Key UD_QKEY. */
 static int ud_ready(struct ibv_qp *qp)
@@ -53,6 +55,71 @@ static int ud_wait(struct ibv_cq *cq, struct ibv_wc *wc)
 		usleep(1000);
 	}
 	return -1;
+}
+
+/*
+ * Multicast through the kernel's uverbs: UD QP @qp attached to a group
+ * gets its own datagram to the group (the device loops a multicast send
+ * back to the port's attached QPs), with the group's GID as the GRH's
+ * DGID; detached, a second detach is EINVAL.
+ */
+static void ud_mcast_tests(struct ibv_pd *pd, struct ibv_qp *qp,
+			   struct ibv_cq *cq, struct ibv_mr *mr,
+			   unsigned char *buf, const unsigned char *src)
+{
+	static const union ibv_gid mgid = {
+		.raw = { 0xff, 0x12, 0x60, 0x1b, [15] = 0x42 },
+	};
+	struct ibv_ah_attr aa = {
+		.port_num = 1, .dlid = UD_MLID, .is_global = 1,
+		.grh = { .dgid = mgid, .hop_limit = 1 },
+	};
+	struct ibv_sge rsge = { .addr = (uintptr_t)buf,
+				.length = UD_GRH + UD_LEN, .lkey = mr->lkey };
+	struct ibv_sge ssge = { .addr = (uintptr_t)src, .length = UD_LEN,
+				.lkey = mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 8, .sg_list = &rsge, .num_sge = 1 };
+	struct ibv_send_wr swr = { .wr_id = 3, .sg_list = &ssge, .num_sge = 1,
+				   .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr *bad;
+	struct ibv_recv_wr *rbad;
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	struct ibv_wc wc[2];
+	int err, again, i, recv = -1;
+
+	err = ibv_attach_mcast(qp, &mgid, UD_MLID);
+	step("ud_attach_mcast", !err && ah, "ibv_attach_mcast: %s; ah %s",
+	     strerror(err), ah ? "made" : strerror(errno));
+	if (err || !ah)
+		goto out;
+	memset(buf, 0, UD_GRH + UD_LEN);
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = 0xffffff;
+	swr.wr.ud.remote_qkey = UD_QKEY;
+	err = ibv_post_recv(qp, &rwr, &rbad) ?: ibv_post_send(qp, &swr, &bad);
+	for (i = 0; !err && i < 2; i++) {
+		err = ud_wait(cq, &wc[i]);
+		if (!err && wc[i].opcode == IBV_WC_RECV)
+			recv = i;
+	}
+	step("ud_mcast_loopback", !err && recv >= 0 &&
+	     wc[recv].status == IBV_WC_SUCCESS && wc[recv].wr_id == 8 &&
+	     (wc[recv].wc_flags & IBV_WC_GRH) &&
+	     !memcmp(buf + 24, mgid.raw, sizeof(mgid.raw)) &&
+	     !memcmp(buf + UD_GRH, src, UD_LEN),
+	     "err=%d recv status=%d grh=%d dgid %s bytes %s", err,
+	     recv >= 0 ? (int)wc[recv].status : -1,
+	     recv >= 0 ? !!(wc[recv].wc_flags & IBV_WC_GRH) : 0,
+	     memcmp(buf + 24, mgid.raw, sizeof(mgid.raw)) ? "differs" : "is the group",
+	     memcmp(buf + UD_GRH, src, UD_LEN) ? "differ" : "match");
+	err = ibv_detach_mcast(qp, &mgid, UD_MLID);
+	again = ibv_detach_mcast(qp, &mgid, UD_MLID);
+	step("ud_detach_mcast", !err && again == EINVAL,
+	     "detach ret=%d, again ret=%d (want 0, %d)", err, again, EINVAL);
+out:
+	if (ah)
+		ibv_destroy_ah(ah);
 }
 
 void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
@@ -153,6 +220,8 @@ void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 	     memcmp(buf + UD_GRH, src, UD_LEN) ? "differ" : "match");
 	step("ud_nothing_more", !err && ibv_poll_cq(cq, 2, wc) == 0,
 	     "the refused SEND left no completion");
+	if (!err)
+		ud_mcast_tests(pd, qp, cq, mr, buf, src);
 out:
 	if (qp)
 		ibv_destroy_qp(qp);

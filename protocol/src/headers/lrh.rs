@@ -9,6 +9,16 @@
 use crate::error::ParseError;
 use crate::reader::Reader;
 
+/// First multicast LID (IBA 4.1.1: 0xC000..=0xFFFE are multicast).
+pub const FIRST_MULTICAST_LID: u16 = 0xc000;
+/// Last multicast LID (0xFFFF is the permissive LID).
+pub const LAST_MULTICAST_LID: u16 = 0xfffe;
+
+/// True for a multicast LID.
+pub const fn is_multicast_lid(lid: u16) -> bool {
+    lid >= FIRST_MULTICAST_LID && lid <= LAST_MULTICAST_LID
+}
+
 /// LRH Link Next Header: what follows the LRH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lnh {

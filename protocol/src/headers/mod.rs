@@ -25,5 +25,5 @@ pub use ext::ExtHeaders;
 pub use grh::Grh;
 pub use ieth::Ieth;
 pub use immdt::ImmDt;
-pub use lrh::{Lnh, Lrh};
+pub use lrh::{is_multicast_lid, Lnh, Lrh, FIRST_MULTICAST_LID, LAST_MULTICAST_LID};
 pub use reth::Reth;

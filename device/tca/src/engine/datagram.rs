@@ -173,7 +173,7 @@ impl Engine {
 
     /// Delivers a datagram to QP `qpn` of this device, which must be a
     /// datagram QP in RTR or RTS.
-    fn deliver_datagram(&mut self, qpn: u32, view: &PacketView<'_>) {
+    pub(super) fn deliver_datagram(&mut self, qpn: u32, view: &PacketView<'_>) {
         let ready = self
             .verbs
             .qps

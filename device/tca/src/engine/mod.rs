@@ -16,6 +16,7 @@
 mod datagram;
 pub mod env;
 mod inspect;
+mod multicast;
 mod outbox;
 mod pma;
 mod port_state;
@@ -49,6 +50,7 @@ use crate::verbs::abi::SendWqe;
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
+use crate::verbs::multicast::is_multicast_lid;
 use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::rkm_regs::RkmRegs;
@@ -57,6 +59,7 @@ use crate::verbs::{Limits, PortAttrs, Verbs};
 pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
 pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
+pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use port_state::PortState;
 use qp_error::log_qp_error;
@@ -140,6 +143,8 @@ pub struct EngineStats {
     pub foreign_doorbells: u64,
     /// Datagram QPs' traffic (UD, and QP0 and QP1 in the guest).
     pub ud: DatagramStats,
+    /// Inbound multicast datagrams.
+    pub multicast: MulticastStats,
 }
 
 /// The engine state (owned by the engine thread).
@@ -605,7 +610,10 @@ impl Engine {
             self.stats.rx_port_init += 1;
             return;
         }
-        if !self.admit_pkey(view.bth.pkey) || self.receive_datagram(&view) {
+        if !self.admit_pkey(view.bth.pkey)
+            || self.receive_multicast(&view)
+            || self.receive_datagram(&view)
+        {
             return;
         }
         if !self.rc.contains_key(&qpn) {
@@ -646,10 +654,19 @@ impl Engine {
             let lid = self.verbs.port.lid;
             let mut remote = std::mem::take(&mut self.to_link);
             for p in packets {
-                if encoded::dlid(&p) == Some(lid) {
+                let dlid = encoded::dlid(&p);
+                if dlid == Some(lid) {
                     self.stats.loopback += 1;
                     self.receive(&p, None, now);
                     keep_spare(&mut self.outbox.spare, p);
+                } else if dlid.is_some_and(is_multicast_lid) {
+                    // To the link, and to this port's own attached QPs.
+                    if !self.verbs.mcast.is_empty() {
+                        self.stats.loopback += 1;
+                        self.receive(&p, None, now);
+                    }
+                    self.stats.tx_packets += 1;
+                    remote.push(p);
                 } else {
                     self.stats.tx_packets += 1;
                     remote.push(p);

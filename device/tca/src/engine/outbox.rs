@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use ibtca_protocol::encoded;
-use ibtca_protocol::headers::{AckKind, Lnh};
+use ibtca_protocol::headers::{is_multicast_lid, AckKind, Lnh};
 use ibtca_protocol::Opcode;
 
 use super::qp_map::QpnHasher;
@@ -78,8 +78,11 @@ impl PacketSink for Outbox {
             keep_spare(&mut self.spare, packet);
             return;
         }
-        self.hold |=
-            encoded::dlid(&packet) == Some(self.own_lid) || plain_ack_target(&packet).is_some();
+        // Loopback and multicast packets (the port's own attached QPs get
+        // a copy) wait for the flush.
+        self.hold |= encoded::dlid(&packet)
+            .is_some_and(|d| d == self.own_lid || is_multicast_lid(d))
+            || plain_ack_target(&packet).is_some();
         self.bytes += packet.len();
         self.packets.push(packet);
         if !self.hold && self.bytes >= STREAM_BYTES {
@@ -103,7 +106,12 @@ impl PacketSink for Outbox {
         dlid: u16,
         build: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Option<bool> {
-        if !self.packets.is_empty() || self.hold || dlid == self.own_lid || !self.sends_data {
+        if !self.packets.is_empty()
+            || self.hold
+            || dlid == self.own_lid
+            || is_multicast_lid(dlid)
+            || !self.sends_data
+        {
             return None;
         }
         let sent = self.link.send_in_place(len, sl, dlid, build)?;

@@ -15,6 +15,7 @@ use super::abi::{
     DEVICE_ATTR_EXT,
 };
 use super::abi::{CmdDbRecord, CMD_CQ_DB_RECORD, CMD_QP_DB_RECORD};
+use super::abi::{CmdMcast, CMD_ATTACH_MCAST, CMD_DETACH_MCAST};
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
 
@@ -247,6 +248,16 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_DESTROY_QP,
         name: "DESTROY_QP",
         run: |v, _, p| done(v.destroy_qp(handle(p))),
+    },
+    CommandDef {
+        opcode: CMD_ATTACH_MCAST,
+        name: "ATTACH_MCAST",
+        run: |v, _, p| done(v.attach_mcast(&params::<CmdMcast>(p))),
+    },
+    CommandDef {
+        opcode: CMD_DETACH_MCAST,
+        name: "DETACH_MCAST",
+        run: |v, _, p| done(v.detach_mcast(&params::<CmdMcast>(p))),
     },
     CommandDef {
         opcode: CMD_CREATE_SRQ,

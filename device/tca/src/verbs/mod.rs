@@ -25,6 +25,7 @@
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
 //! | `srq.rs` | shared receive queues: ring, limit event, commands |
+//! | `multicast.rs` | multicast groups: UD QPs attached to an MGID, bounded |
 //! | `objects.rs` | object creation and destruction across tables |
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
 //! | `commands.rs`, `cmdq.rs` | command table; command queue in guest memory |
@@ -37,6 +38,7 @@ pub mod db_record;
 pub mod error;
 pub mod fastreg;
 pub mod mr;
+pub mod multicast;
 pub mod mw;
 pub mod objects;
 pub mod pd;
@@ -66,6 +68,7 @@ use abi::{
 use cq::{cq_table, CqTable};
 use keys::KeyMemory;
 use mr::MrTable;
+use multicast::McastTable;
 use pd::PdTable;
 use qp::{qp_table, QpTable};
 use srq::{srq_table, SrqTable};
@@ -153,6 +156,8 @@ pub struct Verbs {
     pub qps: QpTable,
     /// Shared receive queues.
     pub srqs: SrqTable,
+    /// Multicast groups and their UD QPs.
+    pub mcast: McastTable,
     /// An SRQ limit fired since the engine last looked
     /// ([`Verbs::take_srq_events`]).
     srq_events: bool,
@@ -174,6 +179,7 @@ impl Verbs {
             cqs: cq_table(limits.cqs),
             qps: qp_table(limits.qps),
             srqs: srq_table(limits.srqs),
+            mcast: McastTable::default(),
             srq_events: false,
             port,
             foreign_doorbells: 0,

@@ -253,10 +253,12 @@ impl Verbs {
             .map(|(qpn, _)| qpn)
     }
 
-    /// Destroys a QP (in any state) and releases its PD and CQs.
+    /// Destroys a QP (in any state), detaches it from its multicast
+    /// groups and releases its PD and CQs.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let qp = self.qps.remove(qpn)?;
         self.keys.remove_qp(qpn);
+        self.mcast.detach_qp(qpn);
         self.pds.release(qp.pdn);
         self.cqs.release(qp.send_cqn);
         self.cqs.release(qp.recv_cqn);

@@ -40,6 +40,7 @@ pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
 pub mod mgmt_net;
+pub mod own_kernel;
 pub mod plan;
 pub mod plan_error;
 pub mod plan_summary;

@@ -507,6 +507,8 @@ fn run(args: Args) -> Result<(), Failure> {
                     .map_err(|e| e.to_string())?;
                 let (kernel, initrd) = match &own {
                     Some(src) => {
+                        fabric::guests::check_run_dir(&run_dir, &stack)
+                            .map_err(|e| e.to_string())?;
                         let image = own_kernel_image(src, run_vm.as_deref(), kernel_tests)?;
                         (
                             Some(image.join("vmlinuz")),

@@ -13,19 +13,9 @@
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
 use ibtca_tests::console::field;
+use ibtca_tests::kverbs::{self, TOPOLOGY};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
-
-const TOPOLOGY: &str = r#"{
-  "nodes": [
-    { "name": "a", "lid": 1,
-      "guest": { "append": "ibtca.mode=kverbs ibtca.role=server ibtca.peer_lid=2" } },
-    { "name": "b", "lid": 2,
-      "guest": { "append": "ibtca.mode=kverbs ibtca.role=client ibtca.peer_lid=1" } }
-  ],
-  "links": [ { "a": "a", "b": "b" } ],
-  "guest": { "mem": "512M" }
-}"#;
 
 /// Debian stable's kernel release in the stack's chroot.
 fn stable_kver(stack: &VmStack) -> String {
@@ -81,13 +71,7 @@ fn debian_stable_kernel_as_own_kernel_runs_the_kernel_verbs_tests() {
     ]
     .map(String::from);
     let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (server, client) = (console("a"), console("b"));
-    let all = format!(
-        "{}\nserver console:\n{server}\nclient console:\n{client}",
-        text(&out)
-    );
+    let (server, client, all) = kverbs::consoles(&run, &out);
     assert!(out.status.success(), "up --guests --wait failed:\n{all}");
     for (who, c) in [("server", &server), ("client", &client)] {
         // The stable kernel booted, not the bundled guest's.

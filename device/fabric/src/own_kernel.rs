@@ -183,11 +183,13 @@ pub fn check(src: &KernelSource) -> Result<(), OwnKernelError> {
     ))
 }
 
-/// The cached guest image of `src` in `cache` (`kernels/` and a hash of
-/// the kernel's paths; build-guest.sh rebuilds it when its inputs change).
-pub fn image_dir(cache: &Path, src: &KernelSource) -> PathBuf {
+/// The cached guest image of `src` in `cache`: `kernels/` and a hash of
+/// the kernel's paths and of `build_guest`'s (one image per kernel and
+/// checkout; build-guest.sh rebuilds it when its inputs change).
+pub fn image_dir(cache: &Path, build_guest: &Path, src: &KernelSource) -> PathBuf {
     let canon = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let mut h = DefaultHasher::new();
+    canon(build_guest).hash(&mut h);
     match src {
         KernelSource::Tree(dir) => ("tree", canon(dir)).hash(&mut h),
         KernelSource::Image { image, modules } => {
@@ -224,7 +226,7 @@ pub fn build(
     src: &KernelSource,
     tests: bool,
 ) -> Result<PathBuf, OwnKernelError> {
-    let out = image_dir(cache, src);
+    let out = image_dir(cache, build_guest, src);
     let status = Command::new("bash")
         .arg(build_guest)
         .args(build_args(src, tests, &out))
@@ -340,10 +342,15 @@ mod tests {
 
     #[test]
     fn each_kernel_has_its_own_cached_image() {
-        let c = Path::new("/c");
-        let a = image_dir(c, &KernelSource::Tree("/a".into()));
+        let (c, s) = (Path::new("/c"), Path::new("/s/build-guest.sh"));
+        let a = image_dir(c, s, &KernelSource::Tree("/a".into()));
         assert!(a.starts_with("/c/kernels"));
-        assert_eq!(a, image_dir(c, &KernelSource::Tree("/a".into())));
-        assert_ne!(a, image_dir(c, &KernelSource::Tree("/b".into())));
+        assert_eq!(a, image_dir(c, s, &KernelSource::Tree("/a".into())));
+        assert_ne!(a, image_dir(c, s, &KernelSource::Tree("/b".into())));
+        let other_checkout = Path::new("/t/build-guest.sh");
+        assert_ne!(
+            a,
+            image_dir(c, other_checkout, &KernelSource::Tree("/a".into()))
+        );
     }
 }

@@ -175,7 +175,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 mdir=$ibuild/src
 [ "$tests" != 0 ] || mdir=$ibuild/src/kernel
 log "building ibtca.ko"
-in_chroot make -s -j"$jobs" -C "$gk_kdir_in" M="$mdir" modules >&2
+# make fails with status 2, which here means a bad argument: a failed
+# build is 1.
+in_chroot make -s -j"$jobs" -C "$gk_kdir_in" M="$mdir" modules >&2 ||
+	die "building ibtca.ko against $KVER ($gk_kdir) failed"
 vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/kernel/ibtca.ko")
 case "$vermagic" in
 "$KVER "*) ;;

@@ -99,9 +99,11 @@ OUT=${OUT:-$CACHE/guest}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
-# The RDMA core's module groups (/init loads them): ibtca.ko needs ib_core,
-# user verbs ib_uverbs (and on some kernels ib_uverbs_support).
-ib_groups=("ibcore:ib_core" "uverbs:ib_uverbs")
+# The RDMA core's module groups (/init loads them): ibcore, what ibtca.ko
+# depends on (ib_core, and the module with ib_umem_get: ib_uverbs up to
+# 7.1, ib_uverbs_support later; set once it is built), and uverbs, user
+# verbs (ib_uverbs).
+ib_groups=()
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
 guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
@@ -180,6 +182,8 @@ log "building ibtca.ko"
 in_chroot make -s -j"$jobs" -C "$gk_kdir_in" M="$mdir" modules >&2 ||
 	die "building ibtca.ko against $KVER ($gk_kdir) failed"
 vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/kernel/ibtca.ko")
+ibtca_deps=$(in_chroot modinfo -F depends "$ibuild/src/kernel/ibtca.ko")
+ib_groups=("ibcore:ib_core ${ibtca_deps//,/ }" "uverbs:ib_uverbs")
 case "$vermagic" in
 "$KVER "*) ;;
 *) die "ibtca.ko vermagic '$vermagic' does not match $KVER" ;;
@@ -226,8 +230,8 @@ for group in "${ib_groups[@]}" "${module_groups[@]}"; do
 	name=${group%%:*}
 	# shellcheck disable=SC2086
 	if ! list=$(gk_closure ${group#*:}); then
-		case " ${ib_groups[*]} " in
-		*" $group "*) die "kernel $KVER lacks the RDMA core's modules (group $name)" ;;
+		case "$name" in
+		ibcore | uverbs) die "kernel $KVER lacks the RDMA core's modules (group $name)" ;;
 		esac
 		[ "$gk_own" = 1 ] || die "no modules of group $name for $KVER"
 		log "warning: kernel $KVER: module group $name left out"

@@ -54,7 +54,9 @@ use ibtca_switch::control;
 /// Each guest boots the bundled kernel and initramfs (scripts/build-guest.sh,
 /// $IBTCA_GUEST_DIR or ~/.cache/ibtca/guest) unless the node's `guest`
 /// entry in the file, --kernel/--initrd or the file's `guest` section say
-/// otherwise; kernel command lines add up (file, node, --append). Consoles
+/// otherwise; kernel command lines add up (file, node, --append).
+/// --kernel-tree DIR (or --kernel IMAGE --modules DIR) boots a kernel you
+/// built, with ibtca.ko built against it (docs/own-kernel.md). Consoles
 /// go to NODE.console in the run directory, run-vm.sh's messages to
 /// NODE.qemu.log. --wait keeps `up` until every guest has powered off and
 /// fails if one did not exit cleanly (the fabric stays up for `down`).

@@ -24,6 +24,17 @@
 #   scripts/build-guest.sh [OUTDIR]      # default $IBTCA_CACHE/guest
 #   IBTCA_FORCE=1 scripts/build-guest.sh # rebuild even if inputs are unchanged
 #
+# For a kernel of the user's own (docs/own-kernel.md; `ibtca-fabric up
+# --kernel-tree` runs this), ibtca.ko is built against that kernel and the
+# RDMA core's modules and the groups' come from it (a group whose modules
+# it lacks is left out):
+#
+#   scripts/build-guest.sh --kernel-tree DIR [--tests] OUTDIR
+#   scripts/build-guest.sh --kernel IMAGE --modules DIR [--tests] OUTDIR
+#
+# --tests also packs the kernel verbs test modules (always packed for the
+# stack's kernel). Exit status 2: a bad argument; 1: a failed build.
+#
 # Inputs are hashed (guest-driver/, this script, chroot-mounts.sh,
 # build-provider.sh and its output, kernel version, the versions of the
 # guest's packages); an unchanged hash with all
@@ -37,9 +48,32 @@ root=$(cd "$here/.." && pwd)
 src=$root/guest-driver
 # shellcheck source=scripts/chroot-mounts.sh
 . "$here/chroot-mounts.sh"
+# shellcheck source=scripts/guest-kernel.sh
+. "$here/guest-kernel.sh"
 
 log() { printf '[build-guest] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+own_tree= own_image= own_modules= tests=1 OUT=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel-tree) [ $# -ge 2 ] || gk_die "$1 needs a value"; own_tree=$2; shift 2 ;;
+	--kernel) [ $# -ge 2 ] || gk_die "$1 needs a value"; own_image=$2; shift 2 ;;
+	--modules) [ $# -ge 2 ] || gk_die "$1 needs a value"; own_modules=$2; shift 2 ;;
+	--tests) tests=2; shift ;;
+	-*) gk_die "unknown option $1" ;;
+	*) [ -z "$OUT" ] || gk_die "one OUTDIR only"; OUT=$1; shift ;;
+	esac
+done
+if [ -n "$own_tree$own_image$own_modules" ]; then
+	[ -z "$own_tree" ] || [ -z "$own_image$own_modules" ] ||
+		gk_die "--kernel-tree or --kernel with --modules, not both"
+	if [ -z "$own_tree" ] && { [ -z "$own_image" ] || [ -z "$own_modules" ]; }; then
+		gk_die "--kernel and --modules go together"
+	fi
+	[ -n "$OUT" ] || gk_die "OUTDIR is required with an own kernel"
+	[ "$tests" = 2 ] || tests=0
+fi
 
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 [ -r "$CACHE/stack.env" ] || die "$CACHE/stack.env missing: run scripts/setup-vm-stack.sh"
@@ -51,15 +85,30 @@ CHROOT=$(readlink -f "$CHROOT")
 KVER=${IBTCA_KVER:-}
 [ -n "$KVER" ] || KVER=$(cat "$CHROOT/.ibtca-kver")
 [ -n "$KVER" ] || die "kernel version unknown"
-[ -d "$CHROOT/usr/src/linux-headers-$KVER" ] || die "no headers for $KVER in the chroot"
-[ -f "$CHROOT/boot/vmlinuz-$KVER" ] || die "no kernel image for $KVER in the chroot"
+in_chroot() {
+	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LC_ALL=C.UTF-8 "$@"
+}
+if [ -n "$own_tree" ]; then
+	gk_select_tree "$own_tree"
+elif [ -n "$own_image" ]; then
+	gk_select_image "$own_image" "$own_modules"
+else
+	[ -d "$CHROOT/usr/src/linux-headers-$KVER" ] || die "no headers for $KVER in the chroot"
+	[ -f "$CHROOT/boot/vmlinuz-$KVER" ] || die "no kernel image for $KVER in the chroot"
+	gk_select_stack "$KVER"
+fi
+KVER=$gk_kver
 
-OUT=${1:-$CACHE/guest}
+OUT=${OUT:-$CACHE/guest}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 outputs=(initramfs.cpio.gz ibtca.ko ibtca-tool vmlinuz)
-# The RDMA core's modules, in load order (ibtca.ko needs ib_core).
-ib_modules=(ib_core ib_uverbs_support ib_uverbs)
+# The RDMA core's module groups (/init loads them): ibcore, what ibtca.ko
+# depends on (ib_core, and the module with ib_umem_get: ib_uverbs up to
+# 7.1, ib_uverbs_support later; set once it is built), and uverbs, user
+# verbs (ib_uverbs).
+ib_groups=()
 # User-space programs from the chroot's packages (setup-vm-stack.sh
 # GUEST_PACKAGES); their libraries are found with ldd.
 guest_bins=(/usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
@@ -99,8 +148,8 @@ input_files() {
 
 inputs_hash() {
 	{
-		echo "kver=$KVER"
-		stat -c 'vmlinuz %s %Y' "$CHROOT/boot/vmlinuz-$KVER"
+		gk_fingerprint
+		echo "tests=$tests"
 		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" \
 			"$here/build-provider.sh" | awk '{ print $1 }'
 		echo "provider=$provider"
@@ -129,20 +178,25 @@ if [ -z "${IBTCA_FORCE:-}" ] && [ "$(cat "$OUT/.inputs.sha256" 2>/dev/null)" = "
 fi
 
 ibtca_chroot_scratch "$CHROOT" ibtca-build
-
-in_chroot() {
-	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		HOME=/root LC_ALL=C.UTF-8 "$@"
-}
+trap 'gk_unexpose; _ibtca_scratch_cleanup' EXIT
+gk_expose
+gk_index
 
 log "kernel $KVER, chroot $CHROOT, build dir $ibuild"
 mkdir -p "$build/src"
 input_files | (cd "$src" && tar -cf - --no-recursion -T -) | tar -xf - -C "$build/src"
 
 jobs=$(nproc 2>/dev/null || echo 2)
+mdir=$ibuild/src
+[ "$tests" != 0 ] || mdir=$ibuild/src/kernel
 log "building ibtca.ko"
-in_chroot make -s -j"$jobs" -C "/usr/src/linux-headers-$KVER" M="$ibuild/src" modules >&2
+# make fails with status 2, which here means a bad argument: a failed
+# build is 1.
+in_chroot make -s -j"$jobs" -C "$gk_kdir_in" M="$mdir" modules >&2 ||
+	die "building ibtca.ko against $KVER ($gk_kdir) failed"
 vermagic=$(in_chroot modinfo -F vermagic "$ibuild/src/kernel/ibtca.ko")
+ibtca_deps=$(in_chroot modinfo -F depends "$ibuild/src/kernel/ibtca.ko")
+ib_groups=("ibcore:ib_core ${ibtca_deps//,/ }" "uverbs:ib_uverbs")
 case "$vermagic" in
 "$KVER "*) ;;
 *) die "ibtca.ko vermagic '$vermagic' does not match $KVER" ;;
@@ -177,44 +231,29 @@ install -m 0755 "$src/initramfs/ibtca-mount-root" "$rootfs/bin/ibtca-mount-root"
 # Without its debug sections (~2 MiB that the guest never reads and that
 # cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
 in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/kernel/ibtca.ko"
-install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_test.ko" \
-	"$rootfs/lib/modules/ibtca_kverbs_test.ko"
-install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_srq.ko" \
-	"$rootfs/lib/modules/ibtca_kverbs_srq.ko"
-install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_dbrec.ko" \
-	"$rootfs/lib/modules/ibtca_kverbs_dbrec.ko"
-install -m 0644 "$build/src/tests/kernel/ibtca_kverbs_seed.ko" \
-	"$rootfs/lib/modules/ibtca_kverbs_seed.ko"
+if [ "$tests" != 0 ]; then
+	for m in ibtca_kverbs_test ibtca_kverbs_srq ibtca_kverbs_dbrec ibtca_kverbs_seed; do
+		install -m 0644 "$build/src/tests/kernel/$m.ko" "$rootfs/lib/modules/$m.ko"
+	done
+fi
 install -m 0755 "$build/ibtca-tool" "$rootfs/bin/ibtca-tool"
-# The RDMA core's modules, decompressed: busybox's insmod hands the kernel
-# the module's bytes, which the kernel decompresses only from a file.
-for m in "${ib_modules[@]}"; do
-	ko=$(in_chroot modinfo -k "$KVER" -n "$m") || die "no module $m for $KVER"
-	case "$ko" in
-	*.ko.xz) in_chroot sh -c "busybox unxz -c '$ko' >'$ibuild/rootfs/lib/modules/$m.ko'" ;;
-	*.ko) cp "$CHROOT$ko" "$rootfs/lib/modules/$m.ko" ;;
-	*) die "module $m: unexpected file $ko" ;;
-	esac
-done
-# Module groups: `modprobe --show-depends` gives each module's
-# dependencies in load order ("insmod PATH" lines; built-ins are skipped).
-for group in "${module_groups[@]}"; do
+# Module groups: each module with its dependencies (modinfo's depends),
+# dependencies first, built-ins left out. The RDMA core's groups are
+# needed; an own kernel may lack another group's modules.
+for group in "${ib_groups[@]}" "${module_groups[@]}"; do
 	name=${group%%:*}
-	: >"$rootfs/lib/modules/$name.modules"
-	for m in ${group#*:}; do
-		in_chroot modprobe -S "$KVER" --show-depends "$m" ||
-			die "no module $m for $KVER"
-	done | awk '$1 == "insmod" { print $2 }' | while IFS= read -r ko; do
-		base=${ko##*/}
-		base=${base%%.ko*}
-		grep -qxF "$base" "$rootfs/lib/modules/$name.modules" && continue
-		echo "$base" >>"$rootfs/lib/modules/$name.modules"
-		[ -e "$rootfs/lib/modules/$base.ko" ] && continue
-		case "$ko" in
-		*.ko.xz) in_chroot sh -c "busybox unxz -c '$ko' >'$ibuild/rootfs/lib/modules/$base.ko'" ;;
-		*.ko) cp "$CHROOT$ko" "$rootfs/lib/modules/$base.ko" ;;
-		*) die "module $base: unexpected file $ko" ;;
+	# shellcheck disable=SC2086
+	if ! list=$(gk_closure ${group#*:}); then
+		case "$name" in
+		ibcore | uverbs) die "kernel $KVER lacks the RDMA core's modules (group $name)" ;;
 		esac
+		[ "$gk_own" = 1 ] || die "no modules of group $name for $KVER"
+		log "warning: kernel $KVER: module group $name left out"
+		continue
+	fi
+	printf '%s\n' $list >"$rootfs/lib/modules/$name.modules"
+	for m in $list; do
+		[ -e "$rootfs/lib/modules/$m.ko" ] || gk_copy "$m" "$rootfs/lib/modules/$m.ko"
 	done
 done
 # libibverbs providers: the driver file and the library.
@@ -273,7 +312,7 @@ for f in initramfs.cpio.gz ibtca-tool; do
 	cp "$build/$f" "$OUT/.$f.tmp" && mv -f "$OUT/.$f.tmp" "$OUT/$f"
 done
 cp "$build/src/kernel/ibtca.ko" "$OUT/.ibtca.ko.tmp" && mv -f "$OUT/.ibtca.ko.tmp" "$OUT/ibtca.ko"
-cp "$CHROOT/boot/vmlinuz-$KVER" "$OUT/.vmlinuz.tmp" && mv -f "$OUT/.vmlinuz.tmp" "$OUT/vmlinuz"
+cp "$gk_image" "$OUT/.vmlinuz.tmp" && mv -f "$OUT/.vmlinuz.tmp" "$OUT/vmlinuz"
 echo "$KVER" >"$OUT/kver"
 echo "$hash" >"$OUT/.inputs.sha256"
 log "done: $OUT (vermagic $vermagic)"

@@ -46,7 +46,15 @@ for f in include/*.h; do
 	*) kernel+=("$f") ;;
 	esac
 done
+# kernel/ibtca_compat.h holds the version checks an out-of-tree module
+# needs to build on more than one kernel series: the LINUX_VERSION_CODE
+# warnings (and the comparisons they start with) are what it is for.
+compat=kernel/ibtca_compat.h
+for i in "${!kernel[@]}"; do
+	[ "${kernel[i]}" != "$compat" ] || unset 'kernel[i]'
+done
 check --strict -f "${kernel[@]}" || rc=1
+check --strict --ignore LINUX_VERSION_CODE,CONSTANT_COMPARISON -f "$compat" || rc=1
 check -f "${user[@]}" || rc=1
 rm -f .checkpatch-camelcase.*
 exit $rc

@@ -15,6 +15,9 @@
 # vfio-user-pci *and* a guest kernel with headers is given through
 # IBTCA_KERNEL / IBTCA_KDIR, the host stack is used. Otherwise a Debian trixie
 # chroot with trixie-backports is built in the cache (about 70 s, 1.2 GB).
+# The chroot has two guest kernels: trixie-backports' (IBTCA_KVER, the
+# bundled guest's) and Debian stable's (IBTCA_KVER_STABLE, which
+# tests/tests/vm_own_kernel.rs boots as an own kernel), both with headers.
 set -euo pipefail
 
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
@@ -36,6 +39,8 @@ GUEST_PACKAGES=(libibverbs1 ibverbs-utils ibverbs-providers perftest iproute2 op
 # (pyverbs and man pages off: no cython, no pandoc).
 BUILD_PACKAGES=(dpkg-dev cmake ninja-build pkgconf libnl-3-dev libnl-route-3-dev
 	libudev-dev python3)
+# What scripts/kernel-style.sh runs besides checkpatch.pl: sparse.
+STYLE_PACKAGES=(sparse)
 
 # The Debian mirror this machine already uses (deb822 or one-line sources).
 host_mirror() {
@@ -83,6 +88,7 @@ write_env() {
 IBTCA_STACK=$1
 IBTCA_CHROOT=$2
 IBTCA_KVER=$3
+IBTCA_KVER_STABLE=${4:-}
 EOF
 	mv "$ENVFILE.tmp" "$ENVFILE"
 }
@@ -120,13 +126,15 @@ EOF
 	kver=$(chroot "$tmp" apt-cache show linux-image-amd64 |
 		sed -n 's/^Depends: .*linux-image-\([0-9][^ ,]*-amd64\).*/\1/p' | sort -V | tail -n1)
 	[ -n "$kver" ] || { log "cannot read the kernel version from linux-image-amd64"; exit 1; }
-	log "installing QEMU and guest kernel $kver from trixie-backports"
+	kstable=$(stable_kver "$tmp")
+	log "installing QEMU and guest kernels $kver (trixie-backports) and $kstable (trixie)"
 	# One install: split installs end in "held broken packages".
 	chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends -t trixie-backports \
 		qemu-system-x86 "linux-image-$kver" "linux-headers-$kver" \
+		"linux-image-$kstable" "linux-headers-$kstable" \
 		gcc make libc6-dev busybox-static cpio "${GUEST_PACKAGES[@]}" \
-		"${BUILD_PACKAGES[@]}" \
+		"${BUILD_PACKAGES[@]}" "${STYLE_PACKAGES[@]}" \
 		>"$CACHE/apt.log" 2>&1 || {
 		tail -n 30 "$CACHE/apt.log" >&2
 		exit 1
@@ -135,9 +143,19 @@ EOF
 	ibtca_chroot_umount "$tmp"
 	trap - EXIT
 	echo "$kver" >"$tmp/.ibtca-kver"
+	echo "$kstable" >"$tmp/.ibtca-kver-stable"
 	touch "$tmp/.ibtca-stack-ready"
 	mv "$tmp" "$CHROOT"
-	write_env chroot "$CHROOT" "$kver"
+	write_env chroot "$CHROOT" "$kver" "$kstable"
+}
+
+# The kernel release of Debian stable's linux-image-amd64 in chroot $1.
+stable_kver() {
+	local k
+	k=$(chroot "$1" apt-cache show linux-image-amd64/trixie |
+		sed -n 's/^Depends: .*linux-image-\([0-9][^ ,]*-amd64\).*/\1/p' | head -n1)
+	[ -n "$k" ] || { log "cannot read stable's kernel version from linux-image-amd64/trixie"; exit 1; }
+	echo "$k"
 }
 
 # A deb-src line beside each of chroot $1's deb lines that has none (the
@@ -161,14 +179,19 @@ add_deb_src() {
 # had deb-src lines: add what it lacks (trixie's versions, as a new chroot
 # gets them).
 chroot_packages() {
-	local missing=() p update=0
+	local missing=() p update=0 kstable=
 	add_deb_src "$CHROOT" || update=1
 	# deb-src lines whose index an earlier run failed to fetch.
 	compgen -G "$CHROOT/var/lib/apt/lists/*_Sources*" >/dev/null || update=1
-	for p in "${GUEST_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"; do
+	for p in "${GUEST_PACKAGES[@]}" "${BUILD_PACKAGES[@]}" "${STYLE_PACKAGES[@]}"; do
 		chroot "$CHROOT" dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || missing+=("$p")
 	done
+	# Debian stable's kernel, in a chroot made before it was part of the stack.
+	if [ ! -s "$CHROOT/.ibtca-kver-stable" ]; then
+		kstable=$(stable_kver "$CHROOT")
+		missing+=("linux-image-$kstable" "linux-headers-$kstable")
+	fi
 	[ ${#missing[@]} -eq 0 ] && [ "$update" = 0 ] && return 0
 	ibtca_chroot_mount "$CHROOT"
 	trap 'ibtca_chroot_release "$CHROOT"' EXIT
@@ -190,6 +213,7 @@ chroot_packages() {
 			exit 1
 		}
 	fi
+	[ -z "$kstable" ] || echo "$kstable" >"$CHROOT/.ibtca-kver-stable"
 	ibtca_chroot_release "$CHROOT"
 	trap - EXIT
 }
@@ -212,7 +236,8 @@ main() {
 	if [ -f "$STAMP" ]; then
 		chroot_packages
 		log "stack ready in $CHROOT (kernel $(cat "$CHROOT/.ibtca-kver"))"
-		write_env chroot "$CHROOT" "$(cat "$CHROOT/.ibtca-kver")"
+		write_env chroot "$CHROOT" "$(cat "$CHROOT/.ibtca-kver")" \
+			"$(cat "$CHROOT/.ibtca-kver-stable")"
 		return 0
 	fi
 	build_chroot

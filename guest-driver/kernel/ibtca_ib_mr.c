@@ -55,9 +55,8 @@ static void ibtca_ib_free_table(struct ib_device *ibdev, u32 n, __le64 *t,
 				  array_size(n, sizeof(__le64)), t, dma);
 }
 
-struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
-				   u64 virt, int acc, struct ib_dmah *dmah,
-				   struct ib_udata *udata)
+static struct ib_mr *ibtca_ib_reg_umem_mr(struct ib_pd *ibpd, u64 start,
+					  u64 length, u64 virt, int acc)
 {
 	struct ib_device *ibdev = ibpd->device;
 	struct ibtca_cmd_reg_mr p = { };
@@ -68,8 +67,6 @@ struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	size_t n, i = 0;
 	int ret;
 
-	if (dmah)
-		return ERR_PTR(-EOPNOTSUPP);
 	mr = kzalloc_obj(*mr, GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
@@ -121,6 +118,23 @@ err_free:
 	kfree(mr);
 	return ERR_PTR(ret);
 }
+
+#if IBTCA_HAVE_IB_DMAH
+struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 virt, int acc, struct ib_dmah *dmah,
+				   struct ib_udata *udata)
+{
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+	return ibtca_ib_reg_umem_mr(ibpd, start, length, virt, acc);
+}
+#else
+struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 virt, int acc, struct ib_udata *udata)
+{
+	return ibtca_ib_reg_umem_mr(ibpd, start, length, virt, acc);
+}
+#endif
 
 int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {

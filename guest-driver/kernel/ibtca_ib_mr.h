@@ -9,6 +9,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "ibtca_abi.h"
+#include "ibtca_compat.h"
 
 /*
  * A device region: the DMA MR (contiguous, over all of guest memory), a
@@ -36,9 +37,14 @@ u32 ibtca_ib_pdn(struct ib_pd *ibpd);
 u32 ibtca_ib_access(int acc);
 
 /* ibtca_ib_mr.c */
+#if IBTCA_HAVE_IB_DMAH
 struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				   u64 virt, int acc, struct ib_dmah *dmah,
 				   struct ib_udata *udata);
+#else
+struct ib_mr *ibtca_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 virt, int acc, struct ib_udata *udata);
+#endif
 int ibtca_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ib_mr *ibtca_ib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 				u32 max_num_sg);

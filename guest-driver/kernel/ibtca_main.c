@@ -34,6 +34,7 @@
 #include <linux/uaccess.h>
 
 #include "ibtca.h"
+#include "ibtca_compat.h"
 
 #define IBTCA_SELFTEST_IRQ_MS	5000
 #define IBTCA_SELFTEST_DMA_LEN	4096

@@ -29,6 +29,7 @@ pub mod fabric;
 pub mod fast_reg;
 pub mod guest_fabric;
 pub mod ib_diags;
+pub mod kverbs;
 pub mod launcher;
 pub mod links;
 pub mod pair;

@@ -33,19 +33,9 @@
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
 
 use ibtca_tests::console::field;
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::kverbs::{self, TOPOLOGY};
+use ibtca_tests::launcher::{fabric, Down};
 use ibtca_tests::vm::VmStack;
-
-const TOPOLOGY: &str = r#"{
-  "nodes": [
-    { "name": "a", "lid": 1,
-      "guest": { "append": "ibtca.mode=kverbs ibtca.role=server ibtca.peer_lid=2" } },
-    { "name": "b", "lid": 2,
-      "guest": { "append": "ibtca.mode=kverbs ibtca.role=client ibtca.peer_lid=1" } }
-  ],
-  "links": [ { "a": "a", "b": "b" } ],
-  "guest": { "mem": "512M" }
-}"#;
 
 /// The `IBTCA-KVERBS CHECK ...` line of `console`.
 fn check<'a>(who: &str, console: &'a str, name: &str) -> &'a str {
@@ -79,13 +69,7 @@ fn two_guests_run_a_kernel_verbs_consumer_over_ibtca0() {
     let mut args = stack.guests_up(&topo.display().to_string(), &rd);
     args.extend(["--guest-timeout", "900", "--wait"].map(String::from));
     let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (server, client) = (console("a"), console("b"));
-    let all = format!(
-        "{}\nserver console:\n{server}\nclient console:\n{client}",
-        text(&out)
-    );
+    let (server, client, all) = kverbs::consoles(&run, &out);
     assert!(out.status.success(), "up --guests --wait failed:\n{all}");
     for (who, c) in [("server", &server), ("client", &client)] {
         for l in c.lines().filter(|l| l.contains("IBTCA-KVERBS")) {

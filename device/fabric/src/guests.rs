@@ -192,13 +192,7 @@ pub fn resolve(
             }
         }
     }
-    let inside = absolute(run_dir).starts_with(&stack.chroot);
-    if !inside {
-        return Err(GuestError::OutsideChroot {
-            chroot: stack.chroot.clone(),
-            run_dir: run_dir.to_path_buf(),
-        });
-    }
+    check_run_dir(run_dir, stack)?;
     let g: &GuestSpec = &topo.guest;
     let mut out = Vec::new();
     // Gateways run no guest.
@@ -269,6 +263,17 @@ pub fn resolve(
         });
     }
     Ok(out)
+}
+
+/// Checks that `run_dir` is inside the chroot QEMU runs in.
+pub fn check_run_dir(run_dir: &Path, stack: &VmStack) -> Result<(), GuestError> {
+    if absolute(run_dir).starts_with(&stack.chroot) {
+        return Ok(());
+    }
+    Err(GuestError::OutsideChroot {
+        chroot: stack.chroot.clone(),
+        run_dir: run_dir.to_path_buf(),
+    })
 }
 
 /// `p` as an absolute path, its existing part canonical.

@@ -17,6 +17,7 @@ macro_rules! out {
 }
 use ibtca_cli as cli;
 use ibtca_fabric::guest_run::{self, Outcome};
+use ibtca_fabric::own_kernel::{self, KernelSource, OwnKernelError};
 use ibtca_fabric::state::State;
 use ibtca_fabric::{
     self as fabric, auto_placement, graph, guest_extras, inspect, launch, port_stats, qemu, End,
@@ -54,7 +55,9 @@ use ibtca_switch::control;
 /// Each guest boots the bundled kernel and initramfs (scripts/build-guest.sh,
 /// $IBTCA_GUEST_DIR or ~/.cache/ibtca/guest) unless the node's `guest`
 /// entry in the file, --kernel/--initrd or the file's `guest` section say
-/// otherwise; kernel command lines add up (file, node, --append). Consoles
+/// otherwise; kernel command lines add up (file, node, --append).
+/// --kernel-tree DIR (or --kernel IMAGE --modules DIR) boots a kernel you
+/// built, with ibtca.ko built against it (docs/own-kernel.md). Consoles
 /// go to NODE.console in the run directory, run-vm.sh's messages to
 /// NODE.qemu.log. --wait keeps `up` until every guest has powered off and
 /// fails if one did not exit cleanly (the fabric stays up for `down`).
@@ -119,12 +122,34 @@ enum Cmd {
         /// directory inside its chroot).
         #[arg(long)]
         guests: bool,
-        /// Kernel of every guest (default: the bundled guest's).
+        /// Kernel of every guest (default: the bundled guest's). With
+        /// --modules: a kernel of your own (docs/own-kernel.md).
         #[arg(long, value_name = "FILE", requires = "guests")]
         kernel: Option<PathBuf>,
         /// Initramfs of every guest (default: the bundled guest's).
         #[arg(long, value_name = "FILE", requires = "guests")]
         initrd: Option<PathBuf>,
+        /// Boot every guest on the kernel built in tree DIR
+        /// (arch/x86/boot/bzImage, modules built in place, .config): ibtca.ko
+        /// is built against it and packed with the tree's RDMA core and
+        /// virtio modules (docs/own-kernel.md).
+        #[arg(long, value_name = "DIR", requires = "guests",
+              conflicts_with_all = ["kernel", "initrd", "modules"])]
+        kernel_tree: Option<PathBuf>,
+        /// The module directory of --kernel (/lib/modules/KVER style, with
+        /// build/ the tree or headers): as --kernel-tree, for a kernel
+        /// installed rather than built in place.
+        #[arg(
+            long,
+            value_name = "DIR",
+            requires = "kernel",
+            conflicts_with = "initrd"
+        )]
+        modules: Option<PathBuf>,
+        /// With --kernel-tree or --modules, also pack the kernel verbs test
+        /// modules (ibtca.mode=kverbs).
+        #[arg(long)]
+        kernel_tests: bool,
         /// Kernel command line for one node's guest (`NODE=TEXT`) or, when
         /// the text does not start with a node name and `=`, for every
         /// guest. Repeatable; adds to the file's settings.
@@ -459,7 +484,37 @@ fn graph_command(
     }
 }
 
-fn run(args: Args) -> Result<(), String> {
+/// Why a command failed: a bad argument (exit status 2) or something at run
+/// time (1).
+enum Failure {
+    Usage(String),
+    Runtime(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Runtime(e)
+    }
+}
+
+/// Checks the own kernel `src` and builds (or finds cached) its guest image
+/// with the build-guest.sh beside run-vm.sh; returns the image's directory.
+fn own_kernel_image(
+    src: &KernelSource,
+    run_vm: Option<&Path>,
+    tests: bool,
+) -> Result<PathBuf, Failure> {
+    let failure = |e: OwnKernelError| match e {
+        OwnKernelError::Bad(m) => Failure::Usage(m),
+        OwnKernelError::Build(m) => Failure::Runtime(m),
+    };
+    own_kernel::check(src).map_err(failure)?;
+    let run_vm = fabric::guests::find_run_vm(run_vm, &bin_dir()?).map_err(|e| e.to_string())?;
+    let script = run_vm.with_file_name("build-guest.sh");
+    own_kernel::build(&script, &fabric::guests::cache_dir(), src, tests).map_err(failure)
+}
+
+fn run(args: Args) -> Result<(), Failure> {
     match args.command {
         Cmd::Check { file, net, run_dir } => {
             let (_, _, plan, _) = load_as(&file, net, &run_dir)?;
@@ -477,6 +532,9 @@ fn run(args: Args) -> Result<(), String> {
             guests,
             kernel,
             initrd,
+            kernel_tree,
+            modules,
+            kernel_tests,
             append,
             guest_timeout,
             run_vm,
@@ -491,9 +549,34 @@ fn run(args: Args) -> Result<(), String> {
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
+            let own = match (kernel_tree, &kernel, modules) {
+                (Some(dir), ..) => Some(KernelSource::Tree(dir)),
+                (None, Some(image), Some(modules)) => Some(KernelSource::Image {
+                    image: image.clone(),
+                    modules,
+                }),
+                _ => None,
+            };
+            if kernel_tests && own.is_none() {
+                return Err(Failure::Usage(
+                    "--kernel-tests goes with --kernel-tree or --modules".into(),
+                ));
+            }
             let mut guest_plans = if guests {
                 let stack = fabric::guests::VmStack::find(&fabric::guests::cache_dir())
                     .map_err(|e| e.to_string())?;
+                let (kernel, initrd) = match &own {
+                    Some(src) => {
+                        fabric::guests::check_run_dir(&run_dir, &stack)
+                            .map_err(|e| e.to_string())?;
+                        let image = own_kernel_image(src, run_vm.as_deref(), kernel_tests)?;
+                        (
+                            Some(image.join("vmlinuz")),
+                            Some(image.join("initramfs.cpio.gz")),
+                        )
+                    }
+                    None => (kernel, initrd),
+                };
                 let opts = fabric::guests::GuestOptions {
                     kernel,
                     initrd,
@@ -634,7 +717,8 @@ fn run(args: Args) -> Result<(), String> {
                         "guests that failed: {} (see NODE.console and NODE.qemu.log in {})",
                         failed.join(", "),
                         run_dir.display()
-                    ));
+                    )
+                    .into());
                 }
             }
             Ok(())
@@ -644,19 +728,24 @@ fn run(args: Args) -> Result<(), String> {
             end,
             action,
             arg,
-        } => link_command(&run_dir, &end, &action, arg.as_deref()),
+        } => Ok(link_command(&run_dir, &end, &action, arg.as_deref())?),
         Cmd::Stats {
             run_dir,
             json,
             watch,
-        } => stats_command(&run_dir, json, watch),
-        Cmd::Inspect { run_dir, json } => inspect_command(&run_dir, json),
+        } => Ok(stats_command(&run_dir, json, watch)?),
+        Cmd::Inspect { run_dir, json } => Ok(inspect_command(&run_dir, json)?),
         Cmd::Graph {
             file,
             run_dir,
             svg,
             output,
-        } => graph_command(file.as_deref(), &run_dir, svg, output.as_deref()),
+        } => Ok(graph_command(
+            file.as_deref(),
+            &run_dir,
+            svg,
+            output.as_deref(),
+        )?),
         Cmd::Restart {
             run_dir,
             node,
@@ -723,6 +812,7 @@ fn main() -> ExitCode {
     ibtca_log::logging::init("warn,ibtca_fabric::launch=info");
     match run(cli::parse(NAME)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => cli::runtime_error(NAME, e),
+        Err(Failure::Usage(e)) => cli::usage_error(NAME, e),
+        Err(Failure::Runtime(e)) => cli::runtime_error(NAME, e),
     }
 }

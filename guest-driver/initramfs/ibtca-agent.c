@@ -378,7 +378,9 @@ int main(int argc, char **argv)
 	 * skipped by the next session, which waits for a HELLO header.
 	 */
 	for (;;) {
-		wait_host();
+		/* A HELLO that ended a command starts the next session. */
+		if (!in_len)
+			wait_host();
 		session();
 	}
 }

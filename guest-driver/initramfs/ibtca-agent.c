@@ -238,37 +238,11 @@ static int run(unsigned char *payload, uint32_t len)
 		return send_frame(T_FAIL, strerror(errno), strlen(strerror(errno)));
 
 	while ((fds[1] >= 0 || fds[2] >= 0) && !gone) {
-		struct pollfd p[4] = {
-			{ .fd = port, .events = in_len < sizeof(in) ? POLLIN : 0 },
-			{ .fd = fds[1], .events = POLLIN },
-			{ .fd = fds[2], .events = POLLIN },
-			{ .fd = pend_len ? fds[0] : -1, .events = POLLOUT },
-		};
+		struct pollfd p[4];
 		unsigned char type;
 		uint32_t flen;
 		int r;
 
-		if (poll(p, 4, -1) < 0)
-			continue;
-		if ((p[0].revents & POLLHUP) && !(p[0].revents & POLLIN))
-			break;
-		if (p[0].revents & POLLIN && fill())
-			break;
-		if (p[1].revents)
-			relay(&fds[1], T_STDOUT, &gone);
-		if (p[2].revents)
-			relay(&fds[2], T_STDERR, &gone);
-		if (p[3].revents) {
-			ssize_t n = write(fds[0], pending + pend_off,
-					  pend_len - pend_off);
-
-			if (n > 0)
-				pend_off += n;
-			if (n < 0 && errno != EAGAIN && errno != EINTR)
-				pend_off = pend_len;
-			if (pend_off == pend_len)
-				pend_len = pend_off = 0;
-		}
 		/*
 		 * At most one STDIN frame waits for the command to read it. A
 		 * HELLO is the next session's: this one's host went away (its
@@ -294,6 +268,35 @@ static int run(unsigned char *payload, uint32_t len)
 				fds[0] = -1;
 			}
 			consume(HEADER + flen);
+		}
+		if (gone)
+			break;
+		p[0] = (struct pollfd){ .fd = port,
+					.events = in_len < sizeof(in) ? POLLIN : 0 };
+		p[1] = (struct pollfd){ .fd = fds[1], .events = POLLIN };
+		p[2] = (struct pollfd){ .fd = fds[2], .events = POLLIN };
+		p[3] = (struct pollfd){ .fd = pend_len ? fds[0] : -1,
+					.events = POLLOUT };
+		if (poll(p, 4, -1) < 0)
+			continue;
+		if ((p[0].revents & POLLHUP) && !(p[0].revents & POLLIN))
+			break;
+		if (p[0].revents & POLLIN && fill())
+			break;
+		if (p[1].revents)
+			relay(&fds[1], T_STDOUT, &gone);
+		if (p[2].revents)
+			relay(&fds[2], T_STDERR, &gone);
+		if (p[3].revents) {
+			ssize_t n = write(fds[0], pending + pend_off,
+					  pend_len - pend_off);
+
+			if (n > 0)
+				pend_off += n;
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				pend_off = pend_len;
+			if (pend_off == pend_len)
+				pend_len = pend_off = 0;
 		}
 	}
 	if (fds[1] >= 0 || fds[2] >= 0 || gone)

@@ -4,7 +4,9 @@
 #                       the chroot's headers (and the kernel verbs test
 #                       modules, tests/kernel/, packed into the initramfs only)
 #   ibtca-tool          static user-space tool (guest-driver/tools/)
-#   initramfs.cpio.gz   busybox + /init (initramfs/) + ibtca.ko + ibtca-tool + the RDMA
+#   initramfs.cpio.gz   busybox + /init (initramfs/) + ibtca.ko + ibtca-tool +
+#                       the exec agent (initramfs/ibtca-agent.c, static, and
+#                       its starter ibtca-guest-agent) + the RDMA
 #                       core's modules (ib_core, ib_uverbs) + module groups
 #                       for ibtca-load-modules (net: virtio-net, 9p, rxe:
 #                       soft-RoCE, umad: ib_umad, overlay: overlayfs for
@@ -212,6 +214,9 @@ in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src/include" \
 if readelf -lW "$build/ibtca-tool" | grep -q 'program interpreter'; then
 	die "ibtca-tool is not static"
 fi
+log "building ibtca-agent"
+in_chroot gcc -static -O2 -Wall -Wextra -o "$ibuild/ibtca-agent" \
+	"$ibuild/src/initramfs/ibtca-agent.c"
 
 log "packing initramfs"
 rootfs=$build/rootfs
@@ -228,6 +233,8 @@ done < <(in_chroot /usr/bin/busybox --list-full)
 install -m 0755 "$src/initramfs/init" "$rootfs/init"
 install -m 0755 "$src/initramfs/ibtca-load-modules" "$rootfs/bin/ibtca-load-modules"
 install -m 0755 "$src/initramfs/ibtca-mount-root" "$rootfs/bin/ibtca-mount-root"
+install -m 0755 "$src/initramfs/ibtca-guest-agent" "$rootfs/bin/ibtca-guest-agent"
+install -m 0755 "$build/ibtca-agent" "$rootfs/bin/ibtca-agent"
 # Without its debug sections (~2 MiB that the guest never reads and that
 # cost boot time to unpack under TCG); $OUT/ibtca.ko keeps them.
 in_chroot strip --strip-debug -o "$ibuild/rootfs/lib/modules/ibtca.ko" "$ibuild/src/kernel/ibtca.ko"

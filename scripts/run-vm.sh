@@ -6,7 +6,12 @@
 #       --kernel F --initrd F --append "ibtca.mode=foundation" \
 #       [--mem 512M] [--smp N] [--cpu-affinity CPUS] [--nice N] [--timeout SECS] \
 #       [--timeout-signal TERM|KILL] \
-#       [--accel auto|tcg|kvm] [--serial-log FILE] [--no-device] [-- QEMU-ARGS...]
+#       [--accel auto|tcg|kvm] [--serial-log FILE [--serial-socket SOCK]] \
+#       [--no-device] [-- QEMU-ARGS...]
+#
+# --serial-socket SOCK (with --serial-log, both inside the chroot): the serial
+# console is also served on the Unix socket SOCK (one client at a time, e.g.
+# `ibtca-fabric console`), QEMU still writing all of it to the log file.
 #
 # --socket may be repeated (same as --socket2, --socket3, ...): device N gets
 # id tcaN-1. Sockets must live inside the chroot tree (QEMU runs chrooted);
@@ -48,6 +53,7 @@ tmo=120
 tsig=TERM
 accel=${IBTCA_ACCEL:-auto}
 serial_log=
+serial_socket=
 no_device=0
 extra=()
 
@@ -66,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--timeout-signal) need "$@"; tsig=$2; shift 2 ;;
 	--accel) need "$@"; accel=$2; shift 2 ;;
 	--serial-log) need "$@"; serial_log=$2; shift 2 ;;
+	--serial-socket) need "$@"; serial_socket=$2; shift 2 ;;
 	--no-device) no_device=1; shift ;;
 	-h | --help) usage ;;
 	--) shift; extra=("$@"); break ;;
@@ -183,10 +190,20 @@ else
 	cpuargs=(-accel tcg -cpu max)
 fi
 
+[ -z "$serial_socket" ] || [ -n "$serial_log" ] || die "--serial-socket needs --serial-log"
 if [ -n "$serial_log" ]; then
 	slog_in=$(to_chroot "$serial_log")
 	[ -n "$slog_in" ] || die "--serial-log must be inside the chroot $CHROOT"
-	serialargs=(-serial "file:$slog_in")
+	if [ -n "$serial_socket" ]; then
+		case "$slog_in" in *,*) die "--serial-log path contains a comma" ;; esac
+		ssock_in=$(to_chroot "$serial_socket")
+		[ -n "$ssock_in" ] || die "--serial-socket must be inside the chroot $CHROOT"
+		case "$ssock_in" in *,*) die "--serial-socket path contains a comma" ;; esac
+		serialargs=(-chardev "socket,id=serial0,path=$ssock_in,server=on,wait=off,logfile=$slog_in"
+			-serial chardev:serial0)
+	else
+		serialargs=(-serial "file:$slog_in")
+	fi
 elif [ -t 0 ]; then
 	# Interactive: Ctrl-A X quits, Ctrl-A C reaches the QEMU monitor.
 	serialargs=(-serial mon:stdio)

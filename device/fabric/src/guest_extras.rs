@@ -1,12 +1,14 @@
 //! Everything `up --guests` gives each guest besides its kernel, device
 //! and console: the management wire ([`crate::mgmt_net`], its hub started
 //! here), the configuration directory with `--run` commands and the
-//! `--share` ([`crate::guest_run`]). [`check`] runs before anything
+//! `--share` ([`crate::guest_run`]), the agent's virtio-serial port and
+//! the console's socket ([`crate::guest_channels`]). [`check`] runs before anything
 //! starts, [`prepare`] once the fabric is up and before the guests boot.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::guest_channels;
 use super::guest_run::{self, RunError};
 use super::guests::{absolute, GuestPlan};
 use super::launch::{self, LaunchError};
@@ -153,6 +155,14 @@ pub fn prepare(
             &in_chroot(&dir, chroot),
             share.as_deref(),
         )?);
+        guest_channels::clear_sockets(run_dir, &g.node).map_err(|source| RunError::Io {
+            what: format!("the sockets of the guest of {}", g.node),
+            source,
+        })?;
+        let agent = guest_channels::agent_socket(run_dir, &g.node);
+        g.qemu_args
+            .extend(guest_channels::agent_qemu_args(&in_chroot(&agent, chroot)));
+        g.console_socket = Some(guest_channels::console_socket(run_dir, &g.node));
         let more = guest_run::kernel_args(!commands.is_empty());
         g.append = format!("{} {more}", g.append).trim().to_owned();
     }

@@ -174,6 +174,7 @@ mod tests {
             mem: "512M".into(),
             append: String::new(),
             console: PathBuf::new(),
+            console_socket: None,
             log: PathBuf::new(),
             timeout: Duration::from_secs(1),
             cpus: None,

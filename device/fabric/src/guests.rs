@@ -153,6 +153,9 @@ pub struct GuestPlan {
     pub append: String,
     /// Serial console file in the run directory.
     pub console: PathBuf,
+    /// The console's socket for `ibtca-fabric console` (run-vm.sh
+    /// `--serial-socket`; QEMU still writes `console`).
+    pub console_socket: Option<PathBuf>,
     /// run-vm.sh's own log.
     pub log: PathBuf,
     /// Upper bound of the guest's life.
@@ -254,6 +257,7 @@ pub fn resolve(
             mem,
             append,
             console: run_dir.join(format!("{}.console", n.name)),
+            console_socket: None,
             log: run_dir.join(format!("{}.qemu.log", n.name)),
             timeout: opts.timeout,
             cpus: n.guest_cpus.as_ref().map(ToString::to_string),
@@ -346,6 +350,10 @@ pub fn run_vm_args(g: &GuestPlan) -> Vec<String> {
         "--timeout".into(),
         g.timeout.as_secs().max(1).to_string(),
     ];
+    if let Some(sock) = &g.console_socket {
+        args.push("--serial-socket".into());
+        args.push(sock.display().to_string());
+    }
     if let Some(cpus) = &g.cpus {
         args.push("--cpu-affinity".into());
         args.push(cpus.clone());

@@ -479,7 +479,7 @@ pub fn start_guests(
 }
 
 /// The state file's name for node `node`'s guest.
-fn guest_name(node: &str) -> String {
+pub(crate) fn guest_name(node: &str) -> String {
     format!("{node} (guest)")
 }
 

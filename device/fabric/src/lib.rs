@@ -24,6 +24,9 @@
 //!   the guests' addresses and NICs on it; [`guest_run`]: each guest's
 //!   configuration directory (`--run` commands, `--share`);
 //!   [`guest_extras`]: all of it added to the guests of `up --guests`.
+//! - [`guest_channels`]: a running guest's agent and console sockets;
+//!   [`guest_exec`]: `exec` through the guest agent ([`agent_frame`]: its
+//!   frames); [`guest_console`]: `console`.
 //! - [`inspect`]: what a running fabric's processes and agents say
 //!   (`inspect`, `stats`, `graph`); [`port_stats`]: `stats`' table;
 //!   [`graph`]: the fabric as Graphviz DOT.
@@ -34,10 +37,14 @@
 
 #![deny(missing_docs)]
 
+pub mod agent_frame;
 pub mod auto_placement;
 pub mod gateway_launch;
 pub mod gateway_node;
 pub mod graph;
+pub mod guest_channels;
+pub mod guest_console;
+pub mod guest_exec;
 pub mod guest_extras;
 pub mod guest_root;
 pub mod guest_root_mounts;

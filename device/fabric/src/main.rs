@@ -288,6 +288,55 @@ enum Cmd {
         /// The net file.
         file: PathBuf,
     },
+    /// Run a command in a running guest (`up --guests`) through its guest
+    /// agent on a virtio-serial port: its stdout and stderr stream here,
+    /// and its exit status is this command's (docs/exec-console.md).
+    ///
+    ///   ibtca-fabric exec --run-dir /tmp/fab n1 -- ibv_devinfo
+    ///   ibtca-fabric exec --run-dir /tmp/fab n1 -- sh -c 'echo hi; exit 3'
+    ///
+    /// The arguments go to the guest byte for byte (run through /bin/sh's
+    /// `exec "$@"`, so PATH applies). Execs on one node run one at a time.
+    #[command(verbatim_doc_comment)]
+    Exec {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// Forward standard input to the command (default: /dev/null).
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Seconds the guest agent may take to answer (a booting guest's
+        /// included).
+        #[arg(long, value_name = "SECS", default_value_t = 120,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        agent_timeout: u64,
+        /// The node.
+        node: String,
+        /// The command and its arguments, after `--`.
+        #[arg(required = true, last = true, value_name = "CMD")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Attach the terminal to a running guest's serial console; Ctrl-]
+    /// detaches and leaves the guest running. With standard input not a
+    /// terminal, its bytes go to the console and its end detaches (or
+    /// --until waits for the guest's answer) (docs/exec-console.md).
+    ///
+    ///   ibtca-fabric console --run-dir /tmp/fab n1
+    ///   echo 'echo ok-$((6*7))' | ibtca-fabric console --run-dir /tmp/fab n1 --until ok-42
+    #[command(verbatim_doc_comment)]
+    Console {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// The node.
+        node: String,
+        /// End the session (exit 0) once the guest printed TEXT.
+        #[arg(long, value_name = "TEXT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        until: Option<String>,
+        /// Fail (exit 1) if the session lasts longer than SECS.
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        timeout: Option<u64>,
+    },
     /// Stop what `up` started in the run directory.
     Down {
         /// The run directory given to `up`.
@@ -792,6 +841,7 @@ fn run(args: Args) -> Result<(), Failure> {
             out!("{}", import(&file)?);
             Ok(())
         }
+        Cmd::Exec { .. } | Cmd::Console { .. } => unreachable!("handled by guest_command"),
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;
             if stopped.is_empty() {
@@ -804,13 +854,67 @@ fn run(args: Args) -> Result<(), Failure> {
     }
 }
 
+/// `exec` and `console`, which end with their own status; `None` for the
+/// other commands.
+fn guest_command(cmd: &Cmd) -> Option<ExitCode> {
+    use ibtca_fabric::{guest_console, guest_exec};
+    let fail = |usage: bool, e: &dyn std::fmt::Display| {
+        if usage {
+            cli::usage_error(NAME, e)
+        } else {
+            cli::runtime_error(NAME, e)
+        }
+    };
+    Some(match cmd {
+        Cmd::Exec {
+            run_dir,
+            stdin,
+            agent_timeout,
+            node,
+            command,
+        } => {
+            let opts = guest_exec::ExecOptions {
+                stdin: *stdin,
+                agent_timeout: Duration::from_secs(*agent_timeout),
+            };
+            let argv: Vec<&[u8]> = command.iter().map(|a| a.as_encoded_bytes()).collect();
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            match guest_exec::exec(run_dir, node, &argv, &opts, &mut out, &mut err) {
+                Ok(status) => ExitCode::from(status),
+                Err(e) => fail(e.is_usage(), &e),
+            }
+        }
+        Cmd::Console {
+            run_dir,
+            node,
+            until,
+            timeout,
+        } => {
+            let opts = guest_console::ConsoleOptions {
+                until: until.clone(),
+                timeout: timeout.map(Duration::from_secs),
+            };
+            match guest_console::attach(run_dir, node, &opts, &mut std::io::stdout()) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(guest_console::ConsoleError::Reach(e)) => fail(e.is_usage(), &e),
+                Err(e) => fail(false, &e),
+            }
+        }
+        _ => return None,
+    })
+}
+
 /// This binary's name, in help, version and errors.
 const NAME: &str = "ibtca-fabric";
 
 fn main() -> ExitCode {
     // Warnings, and `up`'s progress: each process started, each port up.
     ibtca_log::logging::init("warn,ibtca_fabric::launch=info");
-    match run(cli::parse(NAME)) {
+    let args: Args = cli::parse(NAME);
+    if let Some(code) = guest_command(&args.command) {
+        return code;
+    }
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => cli::usage_error(NAME, e),
         Err(Failure::Runtime(e)) => cli::runtime_error(NAME, e),

@@ -80,10 +80,9 @@ ulp_missing() {
 	[ "$ULP_TRANSPORT" = ibtca ] || return 0
 	# The newc archive names its files in clear.
 	if ! gzip -dc "$1/initramfs.cpio.gz" | grep -qaF 'lib/modules/ipoib.modules'; then
-		echo "the guest image $1 has no module group 'ipoib' (ib_ipoib):" \
-			"IPoIB needs multicast attach on ibtca's UD QPs, which the device does not" \
-			"have yet (issue 34); rdma_cm cannot resolve IP addresses without it." \
-			"Use --transport rxe for soft-RoCE meanwhile."
+		echo "the guest image $1 has no module group 'ipoib' (ib_ipoib), without" \
+			"which rdma_cm cannot resolve IP addresses on ibtca: rebuild it with" \
+			"scripts/build-guest.sh, or use --transport rxe for soft-RoCE."
 	fi
 }
 

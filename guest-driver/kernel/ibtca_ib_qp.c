@@ -62,8 +62,14 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	u32 srqn = init->srq ? to_srq(init->srq)->srqn : 0;
 	u32 wr = max3(init->cap.max_send_wr, recv_wr, 1U);
 	/* The quasi-WQE ring holds the inbound READs the responder allows. */
-	u32 log = max(order_base_2(wr),
-		      order_base_2(max_t(u32, ib->attr.max_qp_rd_atom, 2)));
+	u32 rd_log = order_base_2(max_t(u32, ib->attr.max_qp_rd_atom, 2));
+	u32 log = max_t(u32, order_base_2(wr), rd_log);
+	/* A kernel QP's rings are sized each on its own. */
+	struct ibtca_qp_logs logs = {
+		.sq = max_t(u32, order_base_2(init->cap.max_send_wr), 1),
+		.rq = max_t(u32, order_base_2(recv_wr), 1),
+		.quasi = rd_log,
+	};
 	int ret;
 
 	if (BIT(log) > le32_to_cpu(ib->attr.max_qp_wr))
@@ -77,17 +83,17 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 			return ret;
 		goto caps;
 	}
-	qp->swr = kcalloc(BIT(log), sizeof(*qp->swr), GFP_KERNEL);
+	qp->swr = kcalloc(BIT(logs.sq), sizeof(*qp->swr), GFP_KERNEL);
 	if (!qp->swr)
 		return -ENOMEM;
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		goto err;
-	ret = ibtca_qp_ring_create_type(ib->idev, &qp->r,
-					to_pd(qp->ibqp.pd)->pdn,
-					to_cq(init->send_cq)->r.cqn,
-					to_cq(init->recv_cq)->r.cqn, log, 0, srqn,
-					ibtca_ib_qpt(init->qp_type));
+	ret = ibtca_qp_ring_create_sized(ib->idev, &qp->r,
+					 to_pd(qp->ibqp.pd)->pdn,
+					 to_cq(init->send_cq)->r.cqn,
+					 to_cq(init->recv_cq)->r.cqn, &logs, 0, srqn,
+					 ibtca_ib_qpt(init->qp_type));
 	/* Without a record the QP works with doorbells alone. */
 	if (!ret && ibtca_qp_ring_bind_record(ib->idev, &qp->r))
 		dev_dbg(&ib->idev->pdev->dev, "QP %u: no doorbell record\n",
@@ -105,8 +111,8 @@ caps:
 	qp->ibqp.qp_num = qp->r.qpn;
 	if (init->qp_type == IB_QPT_SMI || init->qp_type == IB_QPT_GSI)
 		qp->ibqp.qp_num = init->qp_type == IB_QPT_SMI ? 0 : 1;
-	init->cap.max_send_wr = BIT(log);
-	init->cap.max_recv_wr = init->srq ? 0 : BIT(log);
+	init->cap.max_send_wr = BIT(qp->r.log);
+	init->cap.max_recv_wr = init->srq ? 0 : BIT(qp->r.rq_log);
 	init->cap.max_send_sge = ib->attr.max_sge;
 	init->cap.max_recv_sge = init->srq ? 0 : ib->attr.max_sge;
 	/*

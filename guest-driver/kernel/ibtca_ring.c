@@ -166,31 +166,49 @@ int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			      u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
 			      u32 db_page, u32 srqn, u8 qp_type)
 {
+	struct ibtca_qp_logs logs = { .sq = log, .rq = log, .quasi = log };
+
+	return ibtca_qp_ring_create_sized(idev, r, pdn, send_cqn, recv_cqn,
+					  &logs, db_page, srqn, qp_type);
+}
+
+/*
+ * One allocation: the SQ, then the RQ and the quasi-WQE ring. With equal
+ * logs the layout is the one user contexts map (each ring a send-WQE
+ * stride apart).
+ */
+int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			       u32 pdn, u32 send_cqn, u32 recv_cqn,
+			       const struct ibtca_qp_logs *logs, u32 db_page,
+			       u32 srqn, u8 qp_type)
+{
 	struct ibtca_cmd_create_qp p = { };
-	size_t wq, quasi;
+	size_t sq, rq, quasi;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	r->log = log;
-	wq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << log);
-	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << log);
-	r->size = 2 * wq + quasi;
+	r->log = logs->sq;
+	r->rq_log = logs->rq;
+	sq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << logs->sq);
+	rq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << logs->rq);
+	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << logs->quasi);
+	r->size = sq + rq + quasi;
 	r->mem = dma_alloc_coherent(ibtca_ring_dev(idev), r->size, &r->dma,
-				    GFP_KERNEL);
+				    GFP_KERNEL | __GFP_NOWARN);
 	if (!r->mem)
 		return -ENOMEM;
 	r->sq = r->mem;
-	r->rq = r->mem + wq;
+	r->rq = r->mem + sq;
 	p.pdn = cpu_to_le32(pdn);
 	p.send_cqn = cpu_to_le32(send_cqn);
 	p.recv_cqn = cpu_to_le32(recv_cqn);
-	p.log_sizes[0] = log;
-	p.log_sizes[1] = log;
-	p.log_sizes[2] = log;
+	p.log_sizes[0] = logs->sq;
+	p.log_sizes[1] = logs->rq;
+	p.log_sizes[2] = logs->quasi;
 	p.log_sizes[3] = qp_type;
 	p.sq = cpu_to_le64(r->dma);
-	p.rq = cpu_to_le64(r->dma + wq);
-	p.quasi = cpu_to_le64(r->dma + 2 * wq);
+	p.rq = cpu_to_le64(r->dma + sq);
+	p.quasi = cpu_to_le64(r->dma + sq + rq);
 	p.db_page = cpu_to_le32(db_page);
 	if (srqn) {
 		/* Receives from the SRQ: the RQ memory stays unused. */
@@ -257,9 +275,9 @@ struct ibtca_recv_wqe *ibtca_rq_slot(struct ibtca_qp_ring *r)
 {
 	struct ibtca_recv_wqe *w;
 
-	if (r->rq_pi - READ_ONCE(r->rq_done) >= BIT(r->log))
+	if (r->rq_pi - READ_ONCE(r->rq_done) >= BIT(r->rq_log))
 		return NULL;
-	w = &r->rq[r->rq_pi & (BIT(r->log) - 1)];
+	w = &r->rq[r->rq_pi & (BIT(r->rq_log) - 1)];
 	memset(w, 0, sizeof(*w));
 	r->rq_pi++;
 	return w;

@@ -29,7 +29,8 @@ struct ibtca_cq_ring {
 
 struct ibtca_qp_ring {
 	u32 qpn;
-	u32 log;
+	u32 log;		/* 2^log send slots */
+	u32 rq_log;		/* 2^rq_log receive slots */
 	u32 sq_pi, sq_done;	/* posted, completed send requests */
 	u32 rq_pi, rq_done;	/* posted, completed receive requests */
 	size_t size;
@@ -67,6 +68,21 @@ int ibtca_qp_ring_create_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 			      u32 pdn, u32 send_cqn, u32 recv_cqn, u32 log,
 			      u32 db_page, u32 srqn, u8 qp_type);
+
+/* The log2 sizes of a QP's send, receive and quasi-WQE rings. */
+struct ibtca_qp_logs {
+	u32 sq, rq, quasi;
+};
+
+/*
+ * ibtca_qp_ring_create_type() with each ring sized on its own: a kernel
+ * consumer asking for many sends and few receives (nvmet-rdma's RDMA
+ * contexts) gets one large ring, not three.
+ */
+int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
+			       u32 pdn, u32 send_cqn, u32 recv_cqn,
+			       const struct ibtca_qp_logs *logs, u32 db_page,
+			       u32 srqn, u8 qp_type);
 void ibtca_qp_ring_free(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_qp_ring_reset(struct ibtca_qp_ring *r);
 /* The next free send or receive slot, zeroed; NULL if the queue is full. */

@@ -194,7 +194,13 @@ fn ulps_between_two_guests(name: &'static str) {
     assert!(out.status.success(), "every command passes:\n{all}");
     for (n, c) in [("n1", &c1), ("n2", &c2)] {
         assert!(
-            lines(c, &format!("ULP-LINK {n} link {dev}/1 state ACTIVE")).len() == 1,
+            // rxe's line goes on "state ACTIVE"; an IB port's names its
+            // subnet prefix, LIDs and LMC first.
+            lines(c, &format!("ULP-LINK {n} link {dev}/1 "))
+                .iter()
+                .filter(|l| l.contains(" state ACTIVE "))
+                .count()
+                == 1,
             "{dev} is up in {n}\n{all}"
         );
     }
@@ -277,4 +283,10 @@ fn ulps_between_two_guests(name: &'static str) {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn rping_ucmatose_and_nvme_of_over_soft_roce() {
     ulps_between_two_guests("rxe");
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn rping_ucmatose_and_nvme_of_over_ibtca_and_ipoib() {
+    ulps_between_two_guests("ibtca");
 }

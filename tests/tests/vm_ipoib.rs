@@ -15,12 +15,16 @@
 //! - `ping6` of the peer's link-local address (IPv6 neighbour discovery
 //!   through the solicited-node multicast groups).
 //!
+//! Each guest then waits for the other's marker in the share, so neither
+//! powers off while the other still pings it.
+//!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
 use ibtca_tests::console::{client, tagged, tagged_lines};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
+use ibtca_tests::TempDir;
 
 const TOPOLOGY: &str = r#"{
   "sm": "n1",
@@ -112,6 +116,9 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
             &format!("ping6 -c 3 -W 5 -I ib0 {}", link_local(peer_guid)),
             120,
         ),
+        // Neither guest powers off (taking its ib0 away) before the other
+        // has finished pinging it.
+        format!("touch /share/done-{n}; until [ -e /share/done-{peer} ]; do sleep 1; done"),
     ]
 }
 
@@ -151,8 +158,10 @@ fn ipoib_datagram_mode_pings_both_ways_under_opensm() {
     };
     let (g1, g2) = (guid("n1"), guid("n2"));
 
+    let share = TempDir::new("ipoib-share");
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(["--guest-timeout", "1200", "--wait"].map(String::from));
+    args.extend(["--share".to_owned(), share.0.display().to_string()]);
     for (node, cmds) in [("n1", commands(1, 2, g2)), ("n2", commands(2, 1, g1))] {
         for c in cmds {
             args.extend(["--run".to_owned(), format!("{node}={c}")]);

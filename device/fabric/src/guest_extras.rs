@@ -47,6 +47,9 @@ pub struct Extras {
     pub runs: Vec<(String, String)>,
     /// The directory to share.
     pub share: Option<PathBuf>,
+    /// `up --wait`: a guest with no commands powers off at once rather
+    /// than waiting on its console for `exec` and `console`.
+    pub wait: bool,
 }
 
 impl Extras {
@@ -87,6 +90,7 @@ pub fn check(
         addresses: mgmt_net::addresses(nodes)?,
         runs,
         share: share.map(Path::to_path_buf),
+        wait: false,
     })
 }
 
@@ -163,7 +167,7 @@ pub fn prepare(
         g.qemu_args
             .extend(guest_channels::agent_qemu_args(&in_chroot(&agent, chroot)));
         g.console_socket = Some(guest_channels::console_socket(run_dir, &g.node));
-        let more = guest_run::kernel_args(!commands.is_empty());
+        let more = guest_run::kernel_args(!commands.is_empty(), extras.wait);
         g.append = format!("{} {more}", g.append).trim().to_owned();
     }
     Ok(())

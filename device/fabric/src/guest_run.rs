@@ -111,11 +111,15 @@ pub fn write_cfg(
     Ok(())
 }
 
-/// What the guest's `/init` reads from its kernel command line.
-pub fn kernel_args(has_commands: bool) -> String {
+/// What the guest's `/init` reads from its kernel command line: the
+/// `run` mode with commands; without, `off` (power off at once) when `up`
+/// waits for the guests to end, else `/init`'s default, `interactive`.
+pub fn kernel_args(has_commands: bool, ends: bool) -> String {
     let mut s = format!("ibtca.cfg={CFG_TAG}");
     if has_commands {
         s.push_str(" ibtca.mode=run");
+    } else if ends {
+        s.push_str(" ibtca.mode=off");
     }
     s
 }
@@ -311,8 +315,19 @@ mod tests {
         assert_eq!(outcome(&dir, &cmds), Outcome::NoStatus);
         assert!(!dir.join("run/1").exists() && !dir.join("share").exists());
         let _ = fs::remove_dir_all(&dir);
-        assert_eq!(kernel_args(true), "ibtca.cfg=ibtca_cfg ibtca.mode=run");
-        assert_eq!(kernel_args(false), "ibtca.cfg=ibtca_cfg");
+        assert_eq!(
+            kernel_args(true, false),
+            "ibtca.cfg=ibtca_cfg ibtca.mode=run"
+        );
+        assert_eq!(
+            kernel_args(true, true),
+            "ibtca.cfg=ibtca_cfg ibtca.mode=run"
+        );
+        assert_eq!(
+            kernel_args(false, true),
+            "ibtca.cfg=ibtca_cfg ibtca.mode=off"
+        );
+        assert_eq!(kernel_args(false, false), "ibtca.cfg=ibtca_cfg");
     }
 
     #[test]

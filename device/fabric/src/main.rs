@@ -332,8 +332,9 @@ fn run(args: Args) -> Result<(), Failure> {
                     .sm
                     .as_ref()
                     .map_or(run.clone(), |sm| sm.with_runs(&run));
-                let extras = guest_extras::check(&plan.nodes, &run, share.as_deref(), &run_dir)
+                let mut extras = guest_extras::check(&plan.nodes, &run, share.as_deref(), &run_dir)
                     .map_err(|e| e.to_string())?;
+                extras.wait = wait;
                 Some((plans, run_vm, stack, extras))
             } else {
                 None

@@ -167,7 +167,12 @@ pub fn prepare(
         g.qemu_args
             .extend(guest_channels::agent_qemu_args(&in_chroot(&agent, chroot)));
         g.console_socket = Some(guest_channels::console_socket(run_dir, &g.node));
-        let more = guest_run::kernel_args(!commands.is_empty(), extras.wait);
+        // A mode of the guest's own (`--append NODE=ibtca.mode=…`) wins.
+        let own_mode = g
+            .append
+            .split_whitespace()
+            .any(|w| w.starts_with("ibtca.mode="));
+        let more = guest_run::kernel_args(!commands.is_empty(), extras.wait && !own_mode);
         g.append = format!("{} {more}", g.append).trim().to_owned();
     }
     Ok(())

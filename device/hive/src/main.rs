@@ -38,10 +38,16 @@ struct Args {
 fn main() -> ExitCode {
     ibtca_log::logging::init("info");
     let args: Args = cli::parse(NAME);
-    let cfg = match std::fs::read_to_string(&args.config)
-        .map_err(|e| e.to_string())
-        .and_then(|text| HiveConfig::parse(&text))
-    {
+    let text = match std::fs::read_to_string(&args.config) {
+        Ok(t) => t,
+        Err(e) => {
+            return cli::runtime_error(
+                NAME,
+                format_args!("cannot read {}: {e}", args.config.display()),
+            )
+        }
+    };
+    let cfg = match HiveConfig::parse(&text) {
         Ok(c) => c,
         Err(e) => return cli::usage_error(NAME, format_args!("{}: {e}", args.config.display())),
     };

@@ -17,6 +17,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_protocol::link::{Frame, Hello, LINK_PROTOCOL_VERSION};
 use ibtca_protocol::mad::attr::{
     id, LftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
 };
@@ -222,4 +223,60 @@ fn an_sm_sweeps_a_hive_and_data_crosses_its_switches() {
         b.send(back.clone()).unwrap();
         assert_eq!(next_data(&a_rx), back, "B → A, packet {tag}");
     }
+}
+
+/// Reads from `s` until the hive closes it; false if it stays open.
+fn closed_by_peer(mut s: std::os::unix::net::UnixStream) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_peer_that_breaks_the_link_protocol_is_dropped_and_the_hive_serves_the_next() {
+    use std::io::Write;
+    let dir = TempDir::new("hive-bad-peer");
+    let _hive = start_hive(&dir);
+    let path = dir.join("a.link");
+    let connect = || loop {
+        match std::os::unix::net::UnixStream::connect(&path) {
+            Ok(s) => return s,
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    // A first frame that is not a Hello (a Packet frame, type 2), then a
+    // good Hello: too late, the peer is dropped.
+    let hello = Frame::Hello(Hello {
+        version: LINK_PROTOCOL_VERSION,
+        node_guid: 0x0200_0000_0000_0bad,
+        port: 1,
+        lid: 9,
+        features: 0,
+    });
+    let mut s = connect();
+    let mut bytes = vec![0, 0, 0, 4, 2, 1, 2, 3, 4];
+    bytes.extend(hello.to_bytes().unwrap());
+    s.write_all(&bytes).unwrap();
+    assert!(
+        closed_by_peer(s),
+        "a peer whose first frame is no Hello is dropped"
+    );
+    // A frame longer than any the protocol allows.
+    let mut s = connect();
+    s.write_all(&[0xff, 0xff, 0xff, 0xff, 2]).unwrap();
+    assert!(closed_by_peer(s), "an oversized frame drops the peer");
+    // The port serves a well-behaved peer next, and the SM still reaches
+    // the hosted switch behind it.
+    let (_a, _a_rx) = outside(&dir, "a.link", 6);
+    let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("sm.link")), 1);
+    let n = NodeInfo::decode(&get(&mut sm, id::NODE_INFO, 0, &[1]).data);
+    assert_eq!(n.node_guid, SW0);
 }

@@ -48,7 +48,10 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
         &["ibtca-vfio-user", "ibtca-agents"],
     ),
     ("device and switch", &["ibtca-device", "ibtca-switch"]),
-    ("gateway", &["ibtca-gateway"]),
+    (
+        "gateway and guestless-node hive",
+        &["ibtca-gateway", "ibtca-hive"],
+    ),
     ("fabric launcher", &["ibtca-fabric"]),
     ("tests and benchmarks", &["ibtca-tests"]),
 ];

@@ -475,3 +475,7 @@ impl SimPort {
             .min()
     }
 }
+
+#[cfg(test)]
+#[path = "port_tests.rs"]
+mod tests;

@@ -593,7 +593,12 @@ pub fn restart(
     let device = state
         .processes
         .iter()
-        .position(|p| !p.guest && p.name == name && (p.exe == DEVICE_EXE || p.exe == GATEWAY_EXE))
+        .position(|p| {
+            let exe = p.exe.as_str();
+            !p.guest
+                && p.name == name
+                && [DEVICE_EXE, GATEWAY_EXE, sim_port_node::SIMPORT_EXE].contains(&exe)
+        })
         .ok_or_else(|| {
             LaunchError::NoSuchNode(format!("no device or gateway of `{name}` was started"))
         })?;

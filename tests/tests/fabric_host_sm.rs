@@ -176,6 +176,15 @@ fn host_opensm_and_diags_run_a_guestless_fabric_through_a_sim_port() {
         &format!("host={sock}"),
     ]);
     assert!(out.status.success(), "up: {}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("host port: IBSIM_SOCKNAME={sock}")),
+        "{said}"
+    );
+    assert!(
+        said.contains("LFT set by the SM"),
+        "managed switches: {said}"
+    );
     let state = ibtca_fabric::state::State::load(&run).unwrap().unwrap();
     let simport = state
         .processes

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
 use ibtca_agents::pma::PortTotals;
@@ -44,8 +44,14 @@ pub struct Server {
     link: Link,
     port: SimPort,
     rx: Receiver<Event>,
-    tx: Sender<Event>,
+    tx: SyncSender<Event>,
 }
+
+/// Events the loop's queue holds; a full queue holds up the link's reader
+/// (its credits then hold up the peer) and the sockets' reader (clients'
+/// datagrams then wait in, or are refused by, their sockets): a flooding
+/// client costs no memory.
+const EVENT_QUEUE: usize = 4096;
 
 fn process_gone(pid: u32) -> bool {
     !Path::new(&format!("/proc/{pid}")).exists()
@@ -55,8 +61,8 @@ impl Server {
     /// Binds the sockets and starts the link and the reader thread.
     pub fn start(cfg: &ServerConfig) -> io::Result<Self> {
         let sockets = SimSockets::bind(&cfg.base)?;
-        let (tx, rx) = mpsc::channel();
-        let (dtx, drx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(EVENT_QUEUE);
+        let (dtx, drx) = mpsc::sync_channel(EVENT_QUEUE);
         sockets.start_reader(dtx)?;
         let fwd = tx.clone();
         std::thread::Builder::new()
@@ -91,7 +97,7 @@ impl Server {
     }
 
     /// A sender whose [`Event::Stop`] ends [`Server::run`].
-    pub fn stopper(&self) -> Sender<Event> {
+    pub fn stopper(&self) -> SyncSender<Event> {
         self.tx.clone()
     }
 

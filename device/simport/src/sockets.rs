@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::SyncSender;
 
 use crate::clients::MAX_CLIENTS;
 
@@ -72,7 +72,7 @@ impl SimSockets {
 
     /// Starts the reader thread, which sends what it reads to `tx` until
     /// `tx` is gone.
-    pub fn start_reader(&self, tx: Sender<Datagram>) -> io::Result<()> {
+    pub fn start_reader(&self, tx: SyncSender<Datagram>) -> io::Result<()> {
         let ctl = self.ctl.try_clone()?;
         let slots = self
             .slots
@@ -103,7 +103,7 @@ impl SimSockets {
     }
 }
 
-fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &Sender<Datagram>) {
+fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagram>) {
     let mut fds: Vec<libc::pollfd> = std::iter::once(ctl)
         .chain(slots)
         .map(|s| libc::pollfd {

@@ -55,7 +55,7 @@ impl SimPort {
                 }
                 true
             }
-            Some(k) if attached_client => self.query(k, slot, &mut ctl.data),
+            Some(k) if attached_client => self.query(k, slot, &mut ctl.data, &gone),
             other => {
                 ibtca_log::guest_warn!(
                     kind = ctl.kind,
@@ -73,6 +73,21 @@ impl SimPort {
             reply: ctl,
             attached,
         })
+    }
+
+    /// Whether a client other than `slot` is the port's SM; one whose
+    /// process has ended (an SM killed before DISCONNECT) is detached
+    /// first, so that a restarted SM takes its place.
+    fn other_sm(&mut self, slot: Option<usize>, gone: &impl Fn(u32) -> bool) -> bool {
+        let Some(sm) = self.clients.sm().filter(|&s| Some(s) != slot) else {
+            return false;
+        };
+        if self.clients.get(sm).is_some_and(|c| gone(c.pid)) {
+            tracing::info!(slot = sm, "SM client's process gone: detached");
+            self.detach(sm);
+            return false;
+        }
+        true
     }
 
     /// Frees `slot`; an SM client takes IsSM with it.
@@ -95,7 +110,7 @@ impl SimPort {
             tracing::warn!(node = %info.node_id, ours = %s.node_id, "client asked for another node: refused");
             return None;
         }
-        if info.issm && self.clients.sm().is_some() {
+        if info.issm && self.other_sm(None, &gone) {
             tracing::warn!(pid = info.id, "a second SM client: refused");
             return None;
         }
@@ -121,7 +136,13 @@ impl SimPort {
         Some(self.local_smp(smp)?.data)
     }
 
-    fn query(&mut self, kind: CtlType, slot: usize, data: &mut [u8; CTL_DATA_LEN]) -> bool {
+    fn query(
+        &mut self,
+        kind: CtlType,
+        slot: usize,
+        data: &mut [u8; CTL_DATA_LEN],
+        gone: &impl Fn(u32) -> bool,
+    ) -> bool {
         let answer = match kind {
             CtlType::GetNodeInfo => self.attribute(id::NODE_INFO, 0),
             CtlType::GetPortInfo => self.attribute(id::PORT_INFO, 0),
@@ -155,7 +176,7 @@ impl SimPort {
             }
             CtlType::SetIsSm => {
                 let issm = i32::from_ne_bytes(data[0..4].try_into().unwrap_or([0; 4])) != 0;
-                if issm && self.clients.sm().is_some_and(|s| s != slot) {
+                if issm && self.other_sm(Some(slot), gone) {
                     tracing::warn!(slot, "IsSM from a second SM client: refused");
                     return false;
                 }

@@ -164,3 +164,50 @@ fn malformed_envelopes_and_strangers_are_dropped() {
     // And it still serves.
     assert_eq!(p.on_client(0, &good, &PortTotals::default(), now).len(), 1);
 }
+
+fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> u32 {
+    let mut data = [0u8; CTL_DATA_LEN];
+    ClientInfo {
+        id: pid,
+        qp: 0,
+        issm,
+        node_id: String::new(),
+    }
+    .write(&mut data);
+    let ctl = Ctl {
+        client_id: 0,
+        kind: CtlType::Connect.to_wire(),
+        len: 44,
+        data,
+    };
+    p.on_ctl(&ctl.to_bytes(), gone).unwrap().reply.kind
+}
+
+#[test]
+fn a_second_sm_is_refused_until_the_first_ones_process_is_gone() {
+    let mut p = port();
+    let error = CtlType::Error.to_wire();
+    assert_eq!(connect(&mut p, 5000, true, |_| false), error);
+    assert_eq!(
+        connect(&mut p, 5000, false, |_| false),
+        CtlType::Connect.to_wire()
+    );
+    // SET_ISSM from that second client: refused while 4242 lives.
+    let mut data = [0u8; CTL_DATA_LEN];
+    data[..4].copy_from_slice(&1i32.to_ne_bytes());
+    let set = Ctl {
+        client_id: 1,
+        kind: CtlType::SetIsSm.to_wire(),
+        len: 4,
+        data,
+    };
+    assert_eq!(
+        p.on_ctl(&set.to_bytes(), |_| false).unwrap().reply.kind,
+        error
+    );
+    // 4242 was killed without DISCONNECT: the new SM takes over.
+    let reply = p.on_ctl(&set.to_bytes(), |pid| pid == 4242).unwrap().reply;
+    assert_eq!(reply.kind, CtlType::SetIsSm.to_wire());
+    assert_eq!(p.clients.sm(), Some(1));
+    assert!(p.clients.get(0).is_none(), "the dead SM's slot is free");
+}

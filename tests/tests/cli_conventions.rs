@@ -9,7 +9,7 @@ use ibtca_tests::workspace_bin;
 
 /// Every binary of the workspace, with arguments that make it otherwise
 /// valid up to the flag under test (none needs more to print help).
-const BINARIES: [&str; 9] = [
+const BINARIES: [&str; 10] = [
     "ibtca-device",
     "ibtca-switch",
     "ibtca-regs-header",
@@ -17,6 +17,7 @@ const BINARIES: [&str; 9] = [
     "ibtca-mgmt-hub",
     "ibtca-gateway",
     "ibtca-gateway-bench",
+    "ibtca-simport",
     "ibtca-bench",
     "ibtca-soak",
 ];

@@ -15,6 +15,7 @@ use ibtca_protocol::PacketView;
 
 use super::{Out, PortSettings, SimPort};
 use crate::wire::{ClientInfo, Ctl, CtlType, SimRequest, CTL_DATA_LEN, STATUS_TIMED_OUT};
+use crate::CtlOutcome;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -32,21 +33,7 @@ fn port() -> SimPort {
         TIMEOUT,
     );
     p.link_changed(true);
-    let mut data = [0u8; CTL_DATA_LEN];
-    ClientInfo {
-        id: 4242,
-        qp: 0,
-        issm: true,
-        node_id: String::new(),
-    }
-    .write(&mut data);
-    let ctl = Ctl {
-        client_id: 0,
-        kind: CtlType::Connect.to_wire(),
-        len: 44,
-        data,
-    };
-    let out = p.on_ctl(&ctl.to_bytes(), |_| false).unwrap();
+    let out = connect(&mut p, 4242, true, |_| false);
     assert_eq!(out.attached, Some((0, 4242)));
     assert_eq!(out.reply.kind, CtlType::Connect.to_wire());
     p
@@ -165,7 +152,7 @@ fn malformed_envelopes_and_strangers_are_dropped() {
     assert_eq!(p.on_client(0, &good, &PortTotals::default(), now).len(), 1);
 }
 
-fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> u32 {
+fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> CtlOutcome {
     let mut data = [0u8; CTL_DATA_LEN];
     ClientInfo {
         id: pid,
@@ -180,16 +167,16 @@ fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) ->
         len: 44,
         data,
     };
-    p.on_ctl(&ctl.to_bytes(), gone).unwrap().reply.kind
+    p.on_ctl(&ctl.to_bytes(), gone).unwrap()
 }
 
 #[test]
 fn a_second_sm_is_refused_until_the_first_ones_process_is_gone() {
     let mut p = port();
     let error = CtlType::Error.to_wire();
-    assert_eq!(connect(&mut p, 5000, true, |_| false), error);
+    assert_eq!(connect(&mut p, 5000, true, |_| false).reply.kind, error);
     assert_eq!(
-        connect(&mut p, 5000, false, |_| false),
+        connect(&mut p, 5000, false, |_| false).reply.kind,
         CtlType::Connect.to_wire()
     );
     // SET_ISSM from that second client: refused while 4242 lives.

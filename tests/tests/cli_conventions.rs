@@ -18,6 +18,7 @@ const BINARIES: [&str; 10] = [
     "ibtca-mgmt-hub",
     "ibtca-gateway",
     "ibtca-gateway-bench",
+    "ibtca-simport",
     "ibtca-bench",
     "ibtca-soak",
 ];

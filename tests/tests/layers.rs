@@ -47,7 +47,10 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
         "vfio-user server and port agents",
         &["ibtca-vfio-user", "ibtca-agents"],
     ),
-    ("device and switch", &["ibtca-device", "ibtca-switch"]),
+    (
+        "device, switch and host port",
+        &["ibtca-device", "ibtca-switch", "ibtca-simport"],
+    ),
     (
         "gateway and guestless-node hive",
         &["ibtca-gateway", "ibtca-hive"],

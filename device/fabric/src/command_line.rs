@@ -67,6 +67,8 @@ pub(crate) struct Args {
     pub(crate) command: Cmd,
 }
 
+// Parsed once per run: the size of `Up`'s many options costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
     /// Check a topology file and print what `up` would start.
@@ -98,6 +100,12 @@ pub(crate) enum Cmd {
         /// Seconds to wait for every port to come up.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Make NODE a port the host's programs own through libumad2sim
+        /// with IBSIM_SOCKNAME=NAME (default `sim`): ibtca-simport instead
+        /// of a device, and the fabric managed by the host's SM
+        /// (docs/host-sm.md). Repeatable.
+        #[arg(long, value_name = "NODE[=NAME]")]
+        sim_port: Vec<String>,
         /// Also boot one QEMU guest per node (needs the VM stack and a run
         /// directory inside its chroot).
         #[arg(long)]

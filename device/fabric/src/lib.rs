@@ -16,6 +16,8 @@
 //!   [`switch_restart`]: one switch restarted on the same sockets.
 //! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
 //!   through `scripts/run-vm.sh` (`up --guests`).
+//! - [`sim_port_node`]: nodes that run `ibtca-simport`, ports the host's
+//!   programs own (`up --sim-port`);
 //! - [`gateway_node`]: nodes that run `ibtca-gateway` (their plan);
 //!   [`gateway_launch`]: their command line and the `--check` of each
 //!   before anything starts.
@@ -64,6 +66,7 @@ pub mod plan_warnings;
 pub mod port_stats;
 pub mod processes;
 pub mod qemu;
+pub mod sim_port_node;
 pub mod sm_plan;
 pub mod state;
 pub mod switch_restart;

@@ -43,11 +43,22 @@ fn import(file: &Path) -> Result<String, String> {
 /// text, topology and plan, with the placement chosen for this machine
 /// where the file sets none, and what the placement chose.
 fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
+    load_with(file, net, run_dir, &[])
+}
+
+/// [`load_as`], with the nodes `up --sim-port` names made host ports.
+fn load_with(
+    file: &Path,
+    net: bool,
+    run_dir: &Path,
+    sim_ports: &[String],
+) -> Result<Loaded, String> {
     let text = if net {
         import(file)?
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
     };
+    let text = fabric::sim_port_node::apply(&text, sim_ports)?;
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
     let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
@@ -259,6 +270,7 @@ fn run(args: Args) -> Result<(), Failure> {
             net,
             run_dir,
             timeout,
+            sim_port,
             guests,
             kernel,
             initrd,
@@ -274,7 +286,7 @@ fn run(args: Args) -> Result<(), Failure> {
             all_guests,
             guest_packages,
         } => {
-            let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
+            let (text, topo, plan, placed) = load_with(&file, net, &run_dir, &sim_port)?;
             warn(&file, &plan);
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;

@@ -28,7 +28,9 @@
 //!
 //! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
 //! guest and starts every device and switch `--sm-managed`
-//! (`sm_plan.rs`).
+//! (`sm_plan.rs`). A node's `"sim_port": "NAME"` makes it a port the
+//! host's programs own (`ibtca-simport`, `sim_port_node.rs`), and the
+//! fabric SM-managed too.
 //!
 //! `"guest": {"root": "debian", "packages": [...]}`, file-wide or per node,
 //! boots the VM stack's Debian system with those packages layered on it
@@ -76,6 +78,12 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// True if a node is a host port (`sim_port`): the host's SM manages
+    /// the fabric.
+    pub fn has_sim_port(&self) -> bool {
+        self.nodes.iter().any(|n| n.sim_port.is_some())
+    }
+
     /// The local ACK timeout floor node `n`'s device gets, in ms: its own,
     /// else the file's, else the default (250); `Err` with one above the
     /// device's maximum.
@@ -148,6 +156,12 @@ pub struct NodeSpec {
     /// Makes the node an `ibtca-gateway` instead of a device.
     #[serde(default)]
     pub gateway: Option<GatewaySpec>,
+    /// Makes the node an `ibtca-simport` instead of a device: a port host
+    /// programs own through ibsim's protocol (libumad2sim), the value its
+    /// socket name (`IBSIM_SOCKNAME`); the fabric is then SM-managed by
+    /// the host's SM (`sim_port_node.rs`, docs/host-sm.md).
+    #[serde(default)]
+    pub sim_port: Option<String>,
 }
 
 /// A gateway node's ATM side (`ibtca-gateway`, issue 24;

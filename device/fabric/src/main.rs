@@ -43,6 +43,17 @@ fn import(file: &Path) -> Result<String, String> {
 /// text, topology and plan, with the placement chosen for this machine
 /// where the file sets none, and what the placement chose.
 fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
+    load_host(file, net, run_dir, None).map(|(loaded, _)| loaded)
+}
+
+/// [`load_as`] for host `host` of the file's `hosts` (all hosts if
+/// `None`), with the links between hosts.
+fn load_host(
+    file: &Path,
+    net: bool,
+    run_dir: &Path,
+    host: Option<&str>,
+) -> Result<(Loaded, Vec<fabric::hosts::CrossLink>), String> {
     let text = if net {
         import(file)?
     } else {
@@ -50,8 +61,10 @@ fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
     };
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let cross = fabric::hosts::apply(&topo, &mut plan, host)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
-    Ok((text, topo, plan, placed))
+    Ok(((text, topo, plan, placed), cross))
 }
 
 /// Reads and checks a JSON topology file, placed as [`load_as`] does.
@@ -83,7 +96,9 @@ fn running_plan(run_dir: &Path) -> Result<Plan, String> {
     State::load(run_dir)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
-    Ok(load(&run_dir.join(fabric::state::TOPOLOGY_FILE), run_dir)?.2)
+    let file = run_dir.join(fabric::state::TOPOLOGY_FILE);
+    let host = fabric::hosts::saved(run_dir);
+    Ok(load_host(&file, false, run_dir, host.as_deref())?.0 .2)
 }
 
 fn resolve(plan: &Plan, text: &str) -> Option<End> {
@@ -246,18 +261,27 @@ fn own_kernel_image(
 
 fn run(args: Args) -> Result<(), Failure> {
     match args.command {
-        Cmd::Check { file, net, run_dir } => {
-            let (_, _, plan, _) = load_as(&file, net, &run_dir)?;
+        Cmd::Check {
+            file,
+            net,
+            run_dir,
+            host,
+        } => {
+            let ((_, _, plan, _), cross) = load_host(&file, net, &run_dir, host.as_deref())?;
             warn(&file, &plan);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             out!("{}", fabric::plan_summary::summary(&plan));
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
             Ok(())
         }
         Cmd::Up {
             file,
             net,
             run_dir,
+            host,
             timeout,
             guests,
             kernel,
@@ -274,7 +298,8 @@ fn run(args: Args) -> Result<(), Failure> {
             all_guests,
             guest_packages,
         } => {
-            let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
+            let ((text, topo, plan, placed), cross) =
+                load_host(&file, net, &run_dir, host.as_deref())?;
             warn(&file, &plan);
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
@@ -348,7 +373,11 @@ fn run(args: Args) -> Result<(), Failure> {
                 Duration::from_secs(timeout),
             )
             .map_err(|e| e.to_string())?;
+            fabric::hosts::save(&run_dir, host.as_deref()).map_err(|e| e.to_string())?;
             out!("{}", fabric::plan_summary::summary(&plan));
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
             for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));

@@ -43,17 +43,18 @@ fn import(file: &Path) -> Result<String, String> {
 /// text, topology and plan, with the placement chosen for this machine
 /// where the file sets none, and what the placement chose.
 fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
-    load_host(file, net, run_dir, None).map(|(loaded, _)| loaded)
+    load_host(file, net, run_dir, None).map(|(loaded, ..)| loaded)
 }
 
 /// [`load_as`] for host `host` of the file's `hosts` (all hosts if
-/// `None`), with the links between hosts.
+/// `None`), with the links between hosts and the warnings about the whole
+/// fabric.
 fn load_host(
     file: &Path,
     net: bool,
     run_dir: &Path,
     host: Option<&str>,
-) -> Result<(Loaded, Vec<fabric::hosts::CrossLink>), String> {
+) -> Result<(Loaded, Vec<fabric::hosts::CrossLink>, Vec<String>), String> {
     let text = if net {
         import(file)?
     } else {
@@ -61,10 +62,11 @@ fn load_host(
     };
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let warnings = fabric::plan_warnings::warnings(&plan);
     let cross = fabric::hosts::apply(&topo, &mut plan, host)
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
-    Ok(((text, topo, plan, placed), cross))
+    Ok(((text, topo, plan, placed), cross, warnings))
 }
 
 /// Reads and checks a JSON topology file, placed as [`load_as`] does.
@@ -76,9 +78,9 @@ fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan),
 /// A topology file's text, topology, placed plan and the placement chosen.
 type Loaded = (String, fabric::Topology, Plan, auto_placement::Applied);
 
-/// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
-fn warn(file: &Path, plan: &Plan) {
-    for w in fabric::plan_warnings::warnings(plan) {
+/// Prints the warnings about a plan (`NAME: warning: FILE: ...`).
+fn warn(file: &Path, warnings: &[String]) {
+    for w in warnings {
         eprintln!("{NAME}: warning: {}: {w}", file.display());
     }
 }
@@ -267,8 +269,9 @@ fn run(args: Args) -> Result<(), Failure> {
             run_dir,
             host,
         } => {
-            let ((_, _, plan, _), cross) = load_host(&file, net, &run_dir, host.as_deref())?;
-            warn(&file, &plan);
+            let ((_, _, plan, _), cross, warnings) =
+                load_host(&file, net, &run_dir, host.as_deref())?;
+            warn(&file, &warnings);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             out!("{}", fabric::plan_summary::summary(&plan));
@@ -298,9 +301,9 @@ fn run(args: Args) -> Result<(), Failure> {
             all_guests,
             guest_packages,
         } => {
-            let ((text, topo, plan, placed), cross) =
+            let ((text, topo, plan, placed), cross, warnings) =
                 load_host(&file, net, &run_dir, host.as_deref())?;
-            warn(&file, &plan);
+            warn(&file, &warnings);
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Host tools the tests need besides the VM stack: tshark, which decodes the
-# fabric's packet captures (pcap/ERF, InfiniBand), and Graphviz's `dot`,
-# which renders `ibtca-fabric graph --svg`. Installed with apt when missing
+# fabric's packet captures (pcap/ERF, InfiniBand), Graphviz's `dot`,
+# which renders `ibtca-fabric graph --svg`, and nftables' `nft`, with which
+# the cross-host test drops packets where the kernel has no netem. Installed with apt when missing
 # and run as root; otherwise says how to install them (the capture and
 # graph tests fail with a clear message without them).
 #
@@ -13,9 +14,10 @@ log() { printf '[host-tools] %s\n' "$*" >&2; }
 missing=()
 command -v tshark >/dev/null || missing+=(tshark)
 command -v dot >/dev/null || missing+=(graphviz)
+command -v nft >/dev/null || missing+=(nftables)
 [ ${#missing[@]} = 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-	log "missing: ${missing[*]}: install them (apt-get install ${missing[*]}) for the capture and graph tests"
+	log "missing: ${missing[*]}: install them (apt-get install ${missing[*]}) for the capture, graph and cross-host tests"
 	exit 0
 fi
 log "installing ${missing[*]}"

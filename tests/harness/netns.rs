@@ -7,7 +7,11 @@
 //! has it (delay and loss), else loss alone by an nftables rule in
 //! namespace `a` that drops a share of what it sends at random.
 
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::launcher::{text, Down};
+use crate::workspace_bin;
 
 /// The two namespaces and the veth pair between them.
 pub struct TwoHosts {
@@ -105,10 +109,43 @@ impl TwoHosts {
 
     /// A command that runs `program` in namespace `i` (for processes the
     /// test starts and waits for itself).
-    pub fn command(&self, i: usize, program: &std::path::Path) -> Command {
+    pub fn command(&self, i: usize, program: &Path) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns[i]]).arg(program);
         c
+    }
+
+    /// Runs `ibtca-fabric up FILE --host a` in namespace a and `--host b`
+    /// in b at once (each waits for its links, the TCP ones needing the
+    /// other half), with run directories `runs`; panics if either fails.
+    /// The fabrics go down when the result is dropped.
+    pub fn up_fabric(&self, file: &Path, runs: &[PathBuf; 2]) -> [Down; 2] {
+        let downs = runs.clone().map(Down);
+        let ups: Vec<_> = ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let child = self
+                    .command(i, &workspace_bin("ibtca-fabric"))
+                    .args(["up", &file.display().to_string(), "--host", host])
+                    .args(["--run-dir", &runs[i].display().to_string()])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start ibtca-fabric up");
+                std::thread::spawn(move || child.wait_with_output().expect("ibtca-fabric up"))
+            })
+            .collect();
+        for (i, up) in ups.into_iter().enumerate() {
+            let out = up.join().expect("the up thread");
+            assert!(
+                out.status.success(),
+                "up --host {}: {}",
+                ["a", "b"][i],
+                text(&out)
+            );
+        }
+        downs
     }
 
     /// Impairs the pair: `delay_ms` each way and `loss_percent` of the

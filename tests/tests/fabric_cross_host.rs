@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::console::wait_for;
-use ibtca_tests::launcher::{text, Down};
+use ibtca_tests::launcher::text;
 use ibtca_tests::netns::TwoHosts;
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
-use ibtca_tests::{workspace_bin, TempDir};
+use ibtca_tests::TempDir;
 
 const T: Duration = Duration::from_secs(60);
 const PORT_BASE: u16 = 18700;
@@ -94,24 +94,7 @@ fn two_hosts_over_a_lossy_tcp_link_and_a_reconnect() {
     let file = dir.join("topology.json");
     std::fs::write(&file, topology(&hosts)).unwrap();
     let runs = [dir.join("run-a"), dir.join("run-b")];
-    let _down: Vec<Down> = runs.iter().map(|r| Down(r.clone())).collect();
-    // Both halves at once: each `up` waits for its links, the TCP one
-    // included, which needs the other half.
-    let ups: Vec<_> = ["a", "b"]
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            hosts
-                .command(i, &workspace_bin("ibtca-fabric"))
-                .args(["up", &file.display().to_string(), "--host", host])
-                .args(["--run-dir", &runs[i].display().to_string()])
-                .output_async()
-        })
-        .collect();
-    for (i, up) in ups.into_iter().enumerate() {
-        let out = up.join().unwrap();
-        assert!(out.status.success(), "up --host {i}: {}", text(&out));
-    }
+    let _down = hosts.up_fabric(&file, &runs);
     let (n1_log, n2_log) = (runs[0].join("n1.log"), runs[1].join("n2.log"));
     // n2 reaches sw0 over TCP, at host a's address and port base + 1.
     let endpoint = format!("connect:tcp:{}:{}", hosts.addr[0], PORT_BASE + 1);
@@ -146,20 +129,4 @@ fn two_hosts_over_a_lossy_tcp_link_and_a_reconnect() {
     write_lands(&mut a, &b, 64 * 1024, 3 << 20, 7, 101);
     // The link inside host a never went down.
     assert_eq!(wait_for(&n1_log, UP, 1, T).matches(DOWN).count(), 0);
-}
-
-/// `Command::output` on a thread.
-trait OutputAsync {
-    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output>;
-}
-
-impl OutputAsync for std::process::Command {
-    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output> {
-        let child = self
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start ibtca-fabric up");
-        std::thread::spawn(move || child.wait_with_output().expect("ibtca-fabric up"))
-    }
 }

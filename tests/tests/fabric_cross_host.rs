@@ -15,8 +15,8 @@ use ibtca_device::verbs::abi::*;
 use ibtca_tests::console::wait_for;
 use ibtca_tests::launcher::text;
 use ibtca_tests::netns::TwoHosts;
-use ibtca_tests::pair::ALL_ACCESS;
-use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
+use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
+use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::TempDir;
 
 const T: Duration = Duration::from_secs(60);
@@ -38,31 +38,16 @@ fn topology(hosts: &TwoHosts) -> String {
     )
 }
 
-/// One side's guest with a buffer, a CQ and a QP.
-struct Side {
-    g: SimGuest,
-    buf: u64,
-    lkey: u32,
-    rkey: u32,
-    cq: Cq,
-    qp: Qp,
-}
-
+/// A guest of the device at `socket` with a buffer, a CQ and a QP.
 fn side(socket: &Path) -> Side {
-    let mut g = SimGuest::new(socket, 8 << 20);
-    let pd = g.create_pd();
-    let buf = g.alloc(4 << 20, 4096);
-    let (lkey, rkey) = g.reg_mr(pd, buf, 4 << 20, ALL_ACCESS);
-    let cq = g.create_cq(6);
-    let qp = g.create_qp(pd, &cq, &cq, 5);
-    Side {
-        g,
-        buf,
-        lkey,
-        rkey,
-        cq,
-        qp,
-    }
+    let options = PairOptions {
+        ram: 8 << 20,
+        buf: 4 << 20,
+        cq_log: 6,
+        qp_log: 5,
+        ..PairOptions::default()
+    };
+    Side::new(socket, &options, ALL_ACCESS)
 }
 
 /// An RDMA WRITE of `len` bytes (seeded by `seed`) from `a` to `b` at

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::launcher::{up_json, Down, Up};
 use ibtca_tests::netns::{is_root, TwoHosts};
-use ibtca_tests::pair::ALL_ACCESS;
-use ibtca_tests::sim_guest::{remote, send_wqe, Cq, Qp, SimGuest};
+use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
+use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::TempDir;
 
 /// WRITE size of the throughput column.
@@ -49,31 +49,16 @@ fn topology(delay_us: u64, hosts: Option<&TwoHosts>) -> String {
     )
 }
 
-/// One guest with its buffer, CQ and QP.
-struct Side {
-    g: SimGuest,
-    buf: u64,
-    lkey: u32,
-    rkey: u32,
-    cq: Cq,
-    qp: Qp,
-}
-
+/// A guest of the device at `socket` with a buffer, a CQ and a QP.
 fn side(socket: &Path) -> Side {
-    let mut g = SimGuest::new(socket, 16 << 20);
-    let pd = g.create_pd();
-    let buf = g.alloc(8 << 20, 4096);
-    let (lkey, rkey) = g.reg_mr(pd, buf, 8 << 20, ALL_ACCESS);
-    let cq = g.create_cq(8);
-    let qp = g.create_qp(pd, &cq, &cq, 5);
-    Side {
-        g,
-        buf,
-        lkey,
-        rkey,
-        cq,
-        qp,
-    }
+    let options = PairOptions {
+        ram: 16 << 20,
+        buf: 8 << 20,
+        cq_log: 8,
+        qp_log: 5,
+        ..PairOptions::default()
+    };
+    Side::new(socket, &options, ALL_ACCESS)
 }
 
 fn write(a: &Side, b: &Side, size: u64, wr_id: u64) -> SendWqe {

@@ -52,6 +52,7 @@ pub mod guest_root;
 pub mod guest_root_mounts;
 pub mod guest_run;
 pub mod guests;
+pub mod hosts;
 pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
@@ -80,6 +81,8 @@ pub use topology::Topology;
 mod auto_placement_tests;
 #[cfg(test)]
 mod gateway_node_tests;
+#[cfg(test)]
+mod hosts_tests;
 #[cfg(test)]
 mod net_file_tests;
 #[cfg(test)]

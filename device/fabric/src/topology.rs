@@ -36,6 +36,10 @@
 //! boots the VM stack's Debian system with those packages layered on it
 //! (`guest_root.rs`, docs/guest-root.md).
 //!
+//! `"hosts": {"a": {"address": "10.1.0.1"}, ...}` and a `"host"` per node
+//! and switch spread the fabric over hosts (`hosts.rs`,
+//! docs/cross-host.md).
+//!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
 //! directory.
@@ -75,6 +79,31 @@ pub struct Topology {
     /// (without its seccomp filter, for debugging; docs/sandbox.md).
     #[serde(default)]
     pub seccomp: Option<bool>,
+    /// The hosts a fabric spreads over, by name: every node and switch
+    /// then names its `host`, and links between hosts run over TCP
+    /// (`hosts.rs`, docs/cross-host.md).
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostSpec>,
+}
+
+/// One host of a fabric spread over several (docs/cross-host.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// The address its links listen on and the other hosts connect to:
+    /// an IP address or a host name (the launcher resolves a name).
+    pub address: String,
+    /// The TCP port of the first link it listens for; link `i` of the
+    /// plan (`ibtca-fabric check` lists them) takes `port_base + i`.
+    #[serde(default = "default_port_base")]
+    pub port_base: u16,
+}
+
+/// Default [`HostSpec::port_base`].
+pub const DEFAULT_PORT_BASE: u16 = 18600;
+
+fn default_port_base() -> u16 {
+    DEFAULT_PORT_BASE
 }
 
 impl Topology {
@@ -162,6 +191,9 @@ pub struct NodeSpec {
     /// the host's SM (`sim_port_node.rs`, docs/host-sm.md).
     #[serde(default)]
     pub sim_port: Option<String>,
+    /// The host (a key of the file's `hosts`) that runs the node.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A gateway node's ATM side (`ibtca-gateway`, issue 24;
@@ -268,6 +300,9 @@ pub struct SwitchSpec {
     /// default: the switch's).
     #[serde(default)]
     pub link_ring_kib: Option<u64>,
+    /// The host (a key of the file's `hosts`) that runs the switch.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A port's virtual lanes: what it sends on SL n leaves on VL

@@ -4,7 +4,8 @@
 //! and the destination QP's entry hold its P_Key (two limited members
 //! cannot talk), an RC QP takes only its own partition's packets; every
 //! refusal is counted (`rx_bad_pkey`, PortInfo P_KeyViolations) and
-//! reported to the SM as trap 257; a controlled Q_Key goes out only as the
+//! reported to the SM as trap 257; a table the SM changes is an event to
+//! the guest (EVENT_PKEY_CHANGE); a controlled Q_Key goes out only as the
 //! sending QP's own.
 
 use std::time::Duration;
@@ -17,6 +18,7 @@ use ibtca_tests::datagram::ud_send_wqe;
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::qp_retry::Retry;
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, Qp};
+use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(20);
@@ -266,4 +268,33 @@ fn a_multicast_copy_reaches_only_the_attached_qps_of_its_partition() {
     assert_eq!(landed(&mut p.b), (1, 0x52), "b0 had no copy");
     let (_a, _b, (_sa, sb), _dir) = p.into_parts();
     assert_eq!(sb.stop_engine().rx_bad_pkey, 1, "b0's copy refused");
+}
+
+#[test]
+fn a_p_key_table_the_sm_changes_is_an_event_to_the_guest() {
+    let p = LinkedPair::start(PairOptions::default());
+    let (mut a, _b, _servers, _dir) = p.into_parts();
+    a.g.client.write32(0, regs::EVENT_VECTOR, 1);
+    let pending = a.g.client.read32(0, regs::EVENT_CAUSE);
+    a.g.client.write32(0, regs::EVENT_CAUSE, pending);
+    while wait_eventfd(&a.g.cq_irq, Duration::from_millis(1)).is_some() {}
+    a.set_pkeys(&A_KEYS);
+    assert_eq!(
+        a.g.client.read32(0, regs::EVENT_CAUSE),
+        regs::EVENT_PKEY_CHANGE
+    );
+    assert!(
+        wait_eventfd(&a.g.cq_irq, T).is_some(),
+        "the event vector fired"
+    );
+    a.g.client
+        .write32(0, regs::EVENT_CAUSE, regs::EVENT_PKEY_CHANGE);
+    // The same table again changes nothing: no event.
+    a.set_pkeys(&A_KEYS);
+    assert_eq!(a.g.client.read32(0, regs::EVENT_CAUSE), 0);
+    a.set_pkeys(&[0xffff]);
+    assert_eq!(
+        a.g.client.read32(0, regs::EVENT_CAUSE),
+        regs::EVENT_PKEY_CHANGE
+    );
 }

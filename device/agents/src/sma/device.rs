@@ -69,6 +69,8 @@ pub struct DeviceSma {
     port: PortAgent,
     m_key: MKey,
     pkeys: [u16; PKEY_CAP],
+    /// A P_KeyTable Set changed the table since [`DeviceSma::take_pkey_change`].
+    pkeys_changed: bool,
     guids: [u64; GUID_CAP],
     vl_arb: VlArbTables,
     managed: bool,
@@ -100,6 +102,7 @@ impl DeviceSma {
             port: PortAgent::new(1, lid, data_vls, PortAgent::CA_CAPS),
             m_key: MKey::default(),
             pkeys,
+            pkeys_changed: false,
             guids,
             vl_arb: VlArbTables::from_weights(&vec![1; usize::from(data_vls)]),
             managed,
@@ -160,6 +163,12 @@ impl DeviceSma {
     /// The port's P_Key table.
     pub fn pkeys(&self) -> &[u16; PKEY_CAP] {
         &self.pkeys
+    }
+
+    /// True (once) if an SM's Set changed the P_Key table since the last
+    /// call: the guest's driver is told (IB_EVENT_PKEY_CHANGE).
+    pub fn take_pkey_change(&mut self) -> bool {
+        std::mem::take(&mut self.pkeys_changed)
     }
 
     /// True if the port's P_Key table lets the packet `view` in; one it
@@ -386,7 +395,12 @@ impl Attributes for DeviceSma {
                 self.m_key.set(&new);
                 Ok(self.port_info(access.show_key))
             }
-            id::P_KEY_TABLE => set_pkey_block(&mut self.pkeys, modifier, data),
+            id::P_KEY_TABLE => {
+                let before = self.pkeys;
+                let r = set_pkey_block(&mut self.pkeys, modifier, data);
+                self.pkeys_changed |= self.pkeys != before;
+                r
+            }
             id::GUID_INFO if modifier == 0 => {
                 // Index 0 is the port GUID itself: read-only.
                 let given = GuidInfo::decode(data).0;

@@ -9,7 +9,8 @@
 //! where "holds" is [`Bth::pkey_admits`]: the same 15-bit base and at
 //! least one full member. A packet refused is dropped and counted: the
 //! engine's `rx_bad_pkey` (PortRcvConstraintErrors), PortInfo
-//! P_KeyViolations, and trap 257 to the SM. A QP sends with the P_Key at
+//! P_KeyViolations, and trap 257 to the SM. A Set that changes the table
+//! is EVENT_PKEY_CHANGE to the guest. A QP sends with the P_Key at
 //! its index (`datagram.rs`, `rc_config`), read afresh for each datagram
 //! and when an RC QP starts.
 
@@ -17,6 +18,7 @@ use ibtca_protocol::headers::Bth;
 use ibtca_protocol::PacketView;
 
 use super::Engine;
+use crate::regs;
 use crate::sma::PKEY_CAP;
 use crate::verbs::abi::PKEY_TABLE_LEN;
 use crate::verbs::qp::QpType;
@@ -63,6 +65,22 @@ impl Engine {
             slid = view.lrh.slid,
             "packet with a P_Key the port or QP does not hold: dropped"
         );
+    }
+
+    /// Tells the guest (EVENT_PKEY_CHANGE on the event vector) that an
+    /// SM's Set changed the port's P_Key table, if one did.
+    pub(super) fn announce_pkey_change(&mut self) {
+        if self.sma.take_pkey_change() {
+            let keys: Vec<u16> = self
+                .sma
+                .pkeys()
+                .iter()
+                .copied()
+                .filter(|k| k & 0x7fff != 0)
+                .collect();
+            tracing::info!(pkeys = ?keys, "P_Key table set by the subnet manager");
+            self.port_state.signal(regs::EVENT_PKEY_CHANGE, &self.msix);
+        }
     }
 
     /// The P_Key at `index` of the port's table (0 past its end: no

@@ -122,41 +122,32 @@ fn datagrams_land_only_where_the_port_and_the_qps_entry_hold_their_p_key() {
     assert_eq!(stats.ud.transport.delivered, 2);
 }
 
-#[test]
-fn an_rc_qp_takes_only_packets_of_its_own_partition() {
+/// A pair whose RC QPs sit at P_Key indices `a` (A's) and `b` (B's),
+/// connected, A's WRITE of 256 bytes of `byte` into B's buffer posted
+/// (`wr_id`).
+fn rc_write(a: u16, b: u16, wr_id: u64, byte: u8) -> LinkedPair {
     let mut p = pair(PairOptions {
         retry: Retry::PROMPT,
         ..PairOptions::default()
     });
-    // A at full 0x0001 and B at limited 0x0001: a WRITE lands.
-    (p.a.g.pkey_index, p.b.g.pkey_index) = (1, 1);
+    (p.a.g.pkey_index, p.b.g.pkey_index) = (a, b);
     p.connect(MTU_4096);
-    p.a.g.write(p.a.buf, &[0x5a; 256]);
-    let w = remote(
-        send_wqe(WR_RDMA_WRITE, 1, p.a.buf, 256, p.a.lkey),
-        p.b.buf,
-        p.b.rkey,
-    );
-    p.a.g.post_send(&mut p.a.qp, &w);
+    p.a.g.write(p.a.buf, &[byte; 256]);
+    let w = send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 256, p.a.lkey);
+    p.a.g.post_send(&mut p.a.qp, &remote(w, p.b.buf, p.b.rkey));
+    p
+}
+
+#[test]
+fn an_rc_qp_takes_only_packets_of_its_own_partition() {
+    // A at full 0x0001 and B at limited 0x0001: the WRITE lands.
+    let mut p = rc_write(1, 1, 1, 0x5a);
     p.a.expect_completion(1, WC_SUCCESS, T);
     assert_eq!(p.b.g.read(p.b.buf, 256), vec![0x5a; 256]);
     assert_eq!(p.b.port_info().p_key_violations, 0);
-
-    // A fresh pair, B's QP at full 0x0003: B's port lets 0x8001 in (its
-    // limited 0x0001), B's QP does not. A's WRITE never lands; A gives up.
-    let mut p = pair(PairOptions {
-        retry: Retry::PROMPT,
-        ..PairOptions::default()
-    });
-    (p.a.g.pkey_index, p.b.g.pkey_index) = (1, 3);
-    p.connect(MTU_4096);
-    p.a.g.write(p.a.buf, &[0x5b; 256]);
-    let w = remote(
-        send_wqe(WR_RDMA_WRITE, 2, p.a.buf, 256, p.a.lkey),
-        p.b.buf,
-        p.b.rkey,
-    );
-    p.a.g.post_send(&mut p.a.qp, &w);
+    // B's QP at full 0x0003: B's port lets 0x8001 in (its limited
+    // 0x0001), B's QP does not. The WRITE never lands; A gives up.
+    let mut p = rc_write(1, 3, 2, 0x5b);
     p.a.expect_completion(2, WC_RETRY_EXC_ERR, T);
     assert_eq!(p.b.g.read(p.b.buf, 256), vec![0; 256], "nothing landed");
     assert!(p.b.port_info().p_key_violations >= 1);

@@ -384,6 +384,62 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     assert_eq!(port_info(g), before, "a refused command changes nothing");
 }
 
+/// The host's IsDeviceManagementSupported bit (ib_srpt's modify_port when
+/// it registers its Device Management agent) shows in the port's PortInfo
+/// and QUERY_PORT, beside IsSM, until the host clears it: srp_daemon finds
+/// SRP targets by this bit in the SA's PortInfoRecords.
+#[test]
+fn set_port_caps_sets_is_device_management_supported() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let g = &mut p.a.g;
+    let (mad, reply) = (p.a.buf, p.a.buf + 4096);
+    let port_info = |g: &mut SimGuest| {
+        let smp = Smp::new(SmpRoute::Lid, method::GET, id::PORT_INFO, 1);
+        g.write(mad, &smp.to_bytes());
+        let cmd = CmdMad {
+            mad: mad.into(),
+            reply: reply.into(),
+            ..Default::default()
+        };
+        assert_eq!(g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0, 1);
+        PortInfo::decode(&Smp::parse(&g.read(reply, 256)).unwrap().data).capability_mask
+    };
+    let query_caps = |g: &mut SimGuest| {
+        let a: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+        a.cap_mask.to_native()
+    };
+    let caps = |set: u32, clear: u32| CmdPortCaps {
+        set: set.into(),
+        clear: clear.into(),
+        ..Default::default()
+    };
+    let dm = cap::IS_DEVICE_MANAGEMENT_SUPPORTED;
+    let before = port_info(g);
+    assert_eq!(before & dm, 0, "no Device Management agent yet");
+    let c = caps(dm, 0);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm
+    );
+    assert_eq!(port_info(g), before | dm);
+    assert_eq!(query_caps(g), before | dm, "QUERY_PORT agrees");
+    // IsSM beside it, then IsSM alone cleared: the other bit stays.
+    let c = caps(cap::IS_SM, 0);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm | cap::IS_SM
+    );
+    let c = caps(0, cap::IS_SM);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm
+    );
+    let c = caps(0, dm);
+    assert_eq!(g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0, before);
+    assert_eq!(port_info(g), before);
+    assert_eq!(query_caps(g), before);
+}
+
 /// A send queue of 3000 datagrams rung at once, looped back to the
 /// device's own LID (the device flushes them in runs, never holding the
 /// whole queue): every one lands, in order, byte for byte.

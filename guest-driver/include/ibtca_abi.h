@@ -216,7 +216,7 @@
 #define IBTCA_DB_RECORD_BYTES              0x1000
 /* Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check). */
 #define IBTCA_CMD_SMA_MAD                  0x58
-/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
+/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest, and IsDeviceManagementSupported, for a Device Management agent such as ib_srpt: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
 #define IBTCA_CMD_SET_PORT_CAPS            0x59
 /* QP type (CREATE_QP log_sizes byte 3): reliable connected. */
 #define IBTCA_QPT_RC                       0x0

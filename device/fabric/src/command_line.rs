@@ -172,6 +172,10 @@ pub(crate) enum Cmd {
             requires = "guests"
         )]
         guest_packages: Vec<String>,
+        /// With --net: one process per switch and CA, not one `ibtca-hive`
+        /// for every guestless node (docs/hive.md).
+        #[arg(long)]
+        process_per_node: bool,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.

@@ -50,6 +50,7 @@ pub mod guest_root;
 pub mod guest_root_mounts;
 pub mod guest_run;
 pub mod guests;
+pub mod hive_plan;
 pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;

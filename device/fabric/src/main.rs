@@ -164,6 +164,9 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 "{}",
                 port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
+            if views.iter().any(|v| v.kind == "hive") {
+                out!("{}", fabric::hive_plan::STATS_NOTE);
+            }
         }
         Ok(())
     };
@@ -273,6 +276,7 @@ fn run(args: Args) -> Result<(), Failure> {
             share,
             all_guests,
             guest_packages,
+            process_per_node,
         } => {
             let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
@@ -339,8 +343,19 @@ fn run(args: Args) -> Result<(), Failure> {
             } else {
                 None
             };
-            let mut state = launch::up(
+            let mut hosted = match net && !process_per_node {
+                true => fabric::hive_plan::Hosted::choose(&plan, true),
+                false => fabric::hive_plan::Hosted::none(),
+            };
+            // A node whose guest boots keeps its device.
+            if let Some((plans, ..)) = &guest_plans {
+                for g in plans {
+                    hosted.0.remove(&g.node);
+                }
+            }
+            let mut state = launch::up_hosting(
                 &plan,
+                &hosted,
                 &file,
                 &text,
                 &run_dir,
@@ -349,7 +364,14 @@ fn run(args: Args) -> Result<(), Failure> {
             )
             .map_err(|e| e.to_string())?;
             out!("{}", fabric::plan_summary::summary(&plan));
-            for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
+            if !hosted.is_empty() {
+                out!("  hosted in one ibtca-hive: {} nodes", hosted.0.len());
+            }
+            for n in plan
+                .nodes
+                .iter()
+                .filter(|n| n.gateway.is_none() && !hosted.has(&n.name))
+            {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)

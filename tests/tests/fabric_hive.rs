@@ -67,6 +67,8 @@ fn up_net_hosts_every_guestless_node_in_one_hive() {
     // The hosted switches are the file's: its descriptions, and each port's
     // peer (from its Hello) the GUID the file links it to.
     let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
+    // Every wire joins two hosted nodes: all carried in memory.
+    assert!(log.contains("hive started nodes=14 sockets=0"), "{log}");
     for (switch, port, peer) in [
         ("leaf 1", 1, 0x100202u64),
         ("leaf 1", 3, 0x30001),

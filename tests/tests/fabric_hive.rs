@@ -3,13 +3,19 @@
 //! `scripts/fat-tree-net.sh` comes up as one single-threaded process whose
 //! switches and CAs carry the file's GUIDs and descriptions and link as
 //! the file links them; `inspect` and `stats` say what they show of it;
+//! `--device NODE` keeps a CA as an `ibtca-device` whose (simulated)
+//! guest's RDMA WRITE crosses the hosted switches to another's;
 //! `--process-per-node` starts a process per node as before.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
+use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_fabric::state::State;
 use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
 use ibtca_tests::TempDir;
 use serde_json::Value;
 
@@ -110,4 +116,48 @@ fn process_per_node_starts_a_process_per_switch_and_ca() {
     let exes: Vec<&str> = state.processes.iter().map(|p| p.exe.as_str()).collect();
     assert_eq!(exes.iter().filter(|e| **e == "ibtca-switch").count(), 6);
     assert_eq!(exes.iter().filter(|e| **e == "ibtca-device").count(), 8);
+}
+
+#[test]
+fn devices_beside_the_hive_write_across_its_switches() {
+    let dir = TempDir::new("fabric-hive-dev");
+    let file = fat_tree(&dir.0);
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    // ca1-1 (LID 1) on leaf1, ca4-2 (LID 8) on leaf4: leaf1, a spine and
+    // leaf4 between them, all hosted.
+    let out = up(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
+    assert!(out.contains("hosted in one ibtca-hive: 12 nodes"), "{out}");
+    assert!(out.contains("fabric up: 3 processes"), "{out}");
+    let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
+    assert!(log.contains("hive started nodes=12 sockets=2"), "{log}");
+
+    let mut a = SimGuest::new(&run.join("ca1-1.sock"), 4 << 20);
+    let mut b = SimGuest::new(&run.join("ca4-2.sock"), 4 << 20);
+    let mut objs = Vec::new();
+    for g in [&mut a, &mut b] {
+        let pd = g.create_pd();
+        let buf = g.alloc(1 << 20, 4096);
+        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
+        let cq = g.create_cq(6);
+        let qp = g.create_qp(pd, &cq, &cq, 4);
+        objs.push((buf, lkey, rkey, cq, qp));
+    }
+    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
+    let (bbuf, _, brkey, _, bqp) = objs[1];
+    a.connect(&aqp, 8, bqp.qpn, MTU_4096, ALL_ACCESS);
+    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8 ^ 0xa5).collect();
+    a.write(abuf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, abuf, data.len() as u32, alkey),
+        bbuf + 64,
+        brkey,
+    );
+    a.post_send(&mut aqp, &w);
+    let c = a
+        .poll_cq(&mut acq, Duration::from_secs(20))
+        .expect("write completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    assert!(b.read(bbuf + 64, data.len()) == data, "the bytes landed");
 }

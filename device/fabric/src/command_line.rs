@@ -67,6 +67,8 @@ pub(crate) struct Args {
     pub(crate) command: Cmd,
 }
 
+// Parsed once per run: `Up`'s size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
     /// Check a topology file and print what `up` would start.
@@ -176,6 +178,11 @@ pub(crate) enum Cmd {
         /// for every guestless node (docs/hive.md).
         #[arg(long)]
         process_per_node: bool,
+        /// With --net: run CA NODE as its own `ibtca-device`, not in the
+        /// hive, so a guest (QEMU, or a test's simulated one) can attach
+        /// to its vfio-user socket. Repeatable.
+        #[arg(long = "device", value_name = "NODE")]
+        devices: Vec<String>,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.

@@ -277,6 +277,7 @@ fn run(args: Args) -> Result<(), Failure> {
             all_guests,
             guest_packages,
             process_per_node,
+            devices,
         } => {
             let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
             warn(&file, &plan);
@@ -352,6 +353,12 @@ fn run(args: Args) -> Result<(), Failure> {
                 for g in plans {
                     hosted.0.remove(&g.node);
                 }
+            }
+            for d in &devices {
+                if !plan.nodes.iter().any(|n| &n.name == d) {
+                    return Err(Failure::Usage(format!("--device {d}: no such node")));
+                }
+                hosted.0.remove(d);
             }
             let mut state = launch::up_hosting(
                 &plan,

@@ -604,7 +604,7 @@ struct ibtca_device_attr {
 	__le32 max_cqe;	/* 0x20: Entries of one CQ. */
 	__le32 max_qp_wr;	/* 0x24: Entries of one send or receive queue. */
 	__u8 max_sge;	/* 0x28: SGEs of one work request. */
-	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests of one QP, as requester and as responder. */
+	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources). */
 	__u8 max_mtu;	/* 0x2a: Largest IBTCA_MTU_* path MTU. */
 	__u8 phys_ports;	/* 0x2b: Physical ports. */
 	__le32 caps;	/* 0x2c: IBTCA_DEV_CAP_* bits. */
@@ -619,7 +619,8 @@ struct ibtca_device_attr_ext {
 	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
 	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
 	__u8 max_srq_sge;	/* 0x11: SGEs of one SRQ receive. */
-	__u8 rsvd0[2];	/* 0x12: Reserved, zero. */
+	__u8 max_qp_init_rd_atom;	/* 0x12: Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth). */
+	__u8 rsvd0;	/* 0x13: Reserved, zero. */
 	__le32 max_srq;	/* 0x14: Shared receive queues. */
 	__le32 max_srq_wr;	/* 0x18: Entries of one SRQ (max_wr). */
 	__le32 max_inline_data;	/* 0x1c: Bytes of inline data one send WQE carries (IBTCA_MAX_INLINE_DATA). */

@@ -1051,7 +1051,7 @@ abi_struct! {
         max_qp_wr: Le32,
         /// SGEs of one work request.
         max_sge: u8,
-        /// Outstanding RDMA READ and atomic requests of one QP, as requester and as responder.
+        /// Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources).
         max_qp_rd_atom: u8,
         /// Largest IBTCA_MTU_* path MTU.
         max_mtu: u8,
@@ -1078,8 +1078,10 @@ abi_struct! {
         db_bar: u8,
         /// SGEs of one SRQ receive.
         max_srq_sge: u8,
+        /// Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth).
+        max_qp_init_rd_atom: u8,
         /// Reserved, zero.
-        rsvd0: [u8; 2],
+        rsvd0: u8,
         /// Shared receive queues.
         max_srq: Le32,
         /// Entries of one SRQ (max_wr).

@@ -138,7 +138,7 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_mw = le32_to_cpu(d->max_mr);
 	a->max_pd = le32_to_cpu(d->max_pd);
 	a->max_qp_rd_atom = d->max_qp_rd_atom;
-	a->max_qp_init_rd_atom = d->max_qp_rd_atom;
+	a->max_qp_init_rd_atom = ib->max_qp_init_rd_atom;
 	a->max_res_rd_atom = max_qp * d->max_qp_rd_atom;
 	a->atomic_cap = le32_to_cpu(d->caps) & IBTCA_DEV_CAP_ATOMIC ?
 			IB_ATOMIC_HCA : IB_ATOMIC_NONE;
@@ -250,7 +250,8 @@ static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
 	if (mask & IB_PORT_SHUTDOWN)
 		return -EOPNOTSUPP;
 	mutex_lock(&ib->cap_lock);
-	/* The device's agent shows the bits it lets the host own (IsSM). */
+	/* The device's agent shows the bits it lets the host own (IsSM,
+	 * IsDeviceManagementSupported). */
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_SET_PORT_CAPS, &p, sizeof(p), NULL,
 			   NULL);
 	mutex_unlock(&ib->cap_lock);
@@ -460,6 +461,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	ib->max_srq = le32_to_cpu(ext.max_srq);
 	ib->max_srq_wr = le32_to_cpu(ext.max_srq_wr);
 	ib->max_srq_sge = ext.max_srq_sge;
+	ib->max_qp_init_rd_atom = ext.max_qp_init_rd_atom;
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);
 	spin_lock_init(&ib->pkey_lock);

@@ -23,6 +23,7 @@ struct ibtca_ib {
 	struct ibtca_dev *idev;
 	struct ibtca_device_attr attr;	/* QUERY_DEVICE at registration */
 	u32 max_mr_pages;		/* from IBTCA_DEVICE_ATTR_EXT */
+	u8 max_qp_init_rd_atom;		/* from IBTCA_DEVICE_ATTR_EXT */
 	u64 port_guid;
 	u16 pkey;
 	spinlock_t pkey_lock;		/* guards @pkeys */

@@ -245,8 +245,9 @@ static int ibtca_ib_qp_attr_merge(struct ibtca_ib *ib, struct ib_qp_attr *next,
 			return -EINVAL;
 		next->min_rnr_timer = a->min_rnr_timer;
 	}
+	/* The initiator depth: the requester holds no resource per READ. */
 	if (mask & IB_QP_MAX_QP_RD_ATOMIC) {
-		if (a->max_rd_atomic > d->max_qp_rd_atom)
+		if (a->max_rd_atomic > ib->max_qp_init_rd_atom)
 			return -EINVAL;
 		next->max_rd_atomic = a->max_rd_atomic;
 	}

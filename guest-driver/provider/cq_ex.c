@@ -131,7 +131,13 @@ static struct ibv_cq_ex *ibtca_create_cq_ex(struct ibv_context *ibctx,
 			       attr->comp_vector);
 	if (!ibcq)
 		return NULL;
-	verbs_init_cq(ibcq, ibctx, attr->channel, attr->cq_context);
+	/*
+	 * libibverbs' ibv_create_cq_ex runs verbs_init_cq on what this
+	 * returns (the CQ context, and one reference on the completion
+	 * channel, dropped by ibv_destroy_cq): a second call here would
+	 * take a reference no destroy drops, and the channel could never be
+	 * destroyed (EBUSY).
+	 */
 	x = &to_ibtca_cq(ibcq)->vcq.cq_ex;
 	x->start_poll = cq_start_poll;
 	x->next_poll = cq_next_poll;

@@ -9,7 +9,7 @@ use ibtca_tests::workspace_bin;
 
 /// Every binary of the workspace, with arguments that make it otherwise
 /// valid up to the flag under test (none needs more to print help).
-const BINARIES: [&str; 10] = [
+const BINARIES: [&str; 11] = [
     "ibtca-device",
     "ibtca-switch",
     "ibtca-hive",

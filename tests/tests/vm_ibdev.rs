@@ -70,7 +70,8 @@ fn sysfs(run: &VmRun, name: &str) -> String {
 /// QPs from `ibv_create_qp_ex`, a CQ from `ibv_create_cq_ex`; the
 /// `ibv_wr_*` requests land their bytes exactly and complete with the
 /// fields the device gives; memory windows bound from user space answer
-/// with the exact statuses.
+/// with the exact statuses; a completion channel outlives its CQ by
+/// exactly one destroy.
 fn provider_ext_steps(step: &dyn Fn(&str) -> String) {
     let expect = |name: &str, want: &str| {
         let line = step(name);
@@ -155,6 +156,14 @@ fn provider_ext_steps(step: &dyn Fn(&str) -> String) {
     expect("mw_send_inv", "bind=0 write=0 completions=2 invalidated=0x");
     expect("mw_send_inv_refused", access);
     expect("mw_dealloc_bound", "bind=0 dealloc=0 dereg_mr=0");
+    // The extended CQ holds one reference on its completion channel.
+    expect(
+        "ex_cq_channel",
+        &format!(
+            "destroy with the CQ: {e} (EBUSY {e}), after it: 0",
+            e = libc::EBUSY
+        ),
+    );
 }
 
 fn devinfo(run: &VmRun, key: &str) -> String {

@@ -190,6 +190,15 @@ pub(crate) enum Cmd {
             requires = "guests"
         )]
         guest_packages: Vec<String>,
+        /// With --net: one process per switch and CA, not one `ibtca-hive`
+        /// for every guestless node (docs/hive.md).
+        #[arg(long)]
+        process_per_node: bool,
+        /// With --net: run CA NODE as its own `ibtca-device`, not in the
+        /// hive, so a guest (QEMU, or a test's simulated one) can attach
+        /// to its vfio-user socket. Repeatable.
+        #[arg(long = "device", value_name = "NODE")]
+        devices: Vec<String>,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.

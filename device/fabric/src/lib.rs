@@ -52,6 +52,7 @@ pub mod guest_root;
 pub mod guest_root_mounts;
 pub mod guest_run;
 pub mod guests;
+pub mod hive_plan;
 pub mod hosts;
 pub mod inspect;
 pub mod launch;

@@ -183,6 +183,9 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 "{}",
                 port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
+            if views.iter().any(|v| v.kind == "hive") {
+                out!("{}", fabric::hive_plan::STATS_NOTE);
+            }
         }
         Ok(())
     };
@@ -303,6 +306,8 @@ fn run(args: Args) -> Result<(), Failure> {
             share,
             all_guests,
             guest_packages,
+            process_per_node,
+            devices,
         } => {
             let ((text, topo, plan, placed), cross, warnings) =
                 load_host(&file, net, &run_dir, host.as_deref(), &sim_port)?;
@@ -370,8 +375,25 @@ fn run(args: Args) -> Result<(), Failure> {
             } else {
                 None
             };
-            let mut state = launch::up(
+            let mut hosted = match net && !process_per_node {
+                true => fabric::hive_plan::Hosted::choose(&plan, true),
+                false => fabric::hive_plan::Hosted::none(),
+            };
+            // A node whose guest boots keeps its device.
+            if let Some((plans, ..)) = &guest_plans {
+                for g in plans {
+                    hosted.0.remove(&g.node);
+                }
+            }
+            for d in &devices {
+                if !plan.nodes.iter().any(|n| &n.name == d) {
+                    return Err(Failure::Usage(format!("--device {d}: no such node")));
+                }
+                hosted.0.remove(d);
+            }
+            let mut state = launch::up_hosting(
                 &plan,
+                &hosted,
                 &file,
                 &text,
                 &run_dir,
@@ -384,7 +406,14 @@ fn run(args: Args) -> Result<(), Failure> {
             for line in fabric::hosts::summary(&cross) {
                 out!("{line}");
             }
-            for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
+            if !hosted.is_empty() {
+                out!("  hosted in one ibtca-hive: {} nodes", hosted.0.len());
+            }
+            for n in plan
+                .nodes
+                .iter()
+                .filter(|n| n.gateway.is_none() && !hosted.has(&n.name))
+            {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)

@@ -36,7 +36,7 @@ impl HostedCa {
             sma: DeviceSma::new(
                 spec.guid,
                 spec.port_guid,
-                &spec.name,
+                &spec.description,
                 lid,
                 DATA_VLS,
                 managed,

@@ -11,7 +11,8 @@
 //! A wire is `hive:NODE:PORT` (a port of another node of the same hive,
 //! carried in memory; the other end must name this one back),
 //! `listen:PATH` or `connect:PATH` (the Unix-socket link protocol, to a
-//! node outside the hive), or `null` (nothing attached).
+//! node outside the hive), or `null` (nothing attached). A node's
+//! NodeDescription is its `description`, else its name.
 
 use std::collections::HashMap;
 
@@ -56,6 +57,8 @@ impl WireSpec {
 #[serde(deny_unknown_fields)]
 struct SwitchFile {
     name: String,
+    #[serde(default)]
+    description: Option<String>,
     guid: u64,
     #[serde(default)]
     lid: u16,
@@ -68,6 +71,8 @@ struct SwitchFile {
 #[serde(deny_unknown_fields)]
 struct CaFile {
     name: String,
+    #[serde(default)]
+    description: Option<String>,
     guid: u64,
     #[serde(default)]
     port_guid: Option<u64>,
@@ -90,8 +95,10 @@ struct HiveFile {
 /// One hosted switch.
 #[derive(Debug, Clone)]
 pub struct SwitchSpec {
-    /// Name (NodeDescription).
+    /// Name (wires name it).
     pub name: String,
+    /// NodeDescription (default: the name).
+    pub description: String,
     /// Node GUID.
     pub guid: u64,
     /// LID without an SM (0: none).
@@ -105,8 +112,10 @@ pub struct SwitchSpec {
 /// One hosted CA (one port).
 #[derive(Debug, Clone)]
 pub struct CaSpec {
-    /// Name (NodeDescription).
+    /// Name (wires name it).
     pub name: String,
+    /// NodeDescription (default: the name).
+    pub description: String,
     /// Node GUID.
     pub guid: u64,
     /// Port GUID (default: the node GUID).
@@ -145,6 +154,7 @@ impl HiveConfig {
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("switch {}: {e}", s.name))?;
             cfg.switches.push(SwitchSpec {
+                description: s.description.unwrap_or_else(|| s.name.clone()),
                 name: s.name,
                 guid: s.guid,
                 lid: s.lid,
@@ -157,6 +167,7 @@ impl HiveConfig {
                 WireSpec::parse(c.port.as_deref()).map_err(|e| format!("CA {}: {e}", c.name))?;
             cfg.cas.push(CaSpec {
                 port_guid: c.port_guid.unwrap_or(c.guid),
+                description: c.description.unwrap_or_else(|| c.name.clone()),
                 name: c.name,
                 guid: c.guid,
                 lid: c.lid,

@@ -115,6 +115,12 @@ pub struct Hive {
     work: VecDeque<(PortRef, LinkEvent)>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
+    /// Node names, in node order.
+    node_names: Vec<String>,
+    /// `up[node][port - 1]`: the port's link is up.
+    up: Vec<Vec<bool>>,
+    /// Where [`crate::status`] is written, and whether it is out of date.
+    status: Option<(std::path::PathBuf, bool)>,
 }
 
 impl Hive {
@@ -129,7 +135,7 @@ impl Hive {
                 packets: Mutex::new(Vec::new()),
             });
             let config = SwitchConfig {
-                name: s.name.clone(),
+                name: s.description.clone(),
                 guid: s.guid,
                 lid: s.lid,
                 // The endpoint is not used: the hive carries the port.
@@ -159,6 +165,9 @@ impl Hive {
             sockets: Vec::new(),
             work: VecDeque::new(),
             work_dropped: 0,
+            node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
+            up: cfg.nodes().map(|(_, w)| vec![false; w.len()]).collect(),
+            status: None,
         };
         let specs: Vec<Vec<WireSpec>> = cfg.nodes().map(|(_, w)| w.to_vec()).collect();
         for (node, wires) in specs.iter().enumerate() {
@@ -228,7 +237,23 @@ impl Hive {
         }
     }
 
+    /// Keeps the status file at `path` ([`crate::status`]) from now on.
+    pub fn set_status_file(&mut self, path: std::path::PathBuf) {
+        self.status = Some((path, true));
+    }
+
     fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
+        if let LinkEvent::Up { .. } | LinkEvent::Down { .. } = &ev {
+            let up = matches!(ev, LinkEvent::Up { .. });
+            if let Some(p) = self.up[to.node].get_mut(usize::from(to.port) - 1) {
+                if *p != up {
+                    *p = up;
+                    if let Some((_, dirty)) = &mut self.status {
+                        *dirty = true;
+                    }
+                }
+            }
+        }
         let out: Vec<(u8, Vec<u8>)> = match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
                 match &ev {
@@ -283,6 +308,7 @@ impl Hive {
             if !self.work.is_empty() {
                 continue;
             }
+            self.write_status();
             fds.clear();
             polled.clear();
             fds.push(libc::pollfd {
@@ -338,6 +364,22 @@ impl Hive {
                     queue(&mut self.work, *at, &mut events);
                 }
             }
+        }
+    }
+}
+
+impl Hive {
+    /// Rewrites the status file if a link changed since the last write.
+    fn write_status(&mut self) {
+        let Some((path, dirty)) = &mut self.status else {
+            return;
+        };
+        if !*dirty {
+            return;
+        }
+        *dirty = false;
+        if let Err(e) = crate::status::write(path, &self.node_names, &self.up) {
+            tracing::warn!("cannot write {}: {e}", path.display());
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - [`ca`]: a hosted CA.
 //! - [`socket_wire`]: one port's link to a node outside, event-driven.
 //! - [`hive`]: the nodes, the work queue and the event loop.
+//! - [`status`]: the status file (each hosted port's link up or down).
 
 #![deny(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod ca;
 pub mod config;
 pub mod hive;
 pub mod socket_wire;
+pub mod status;
 
 pub use config::HiveConfig;
 pub use hive::Hive;

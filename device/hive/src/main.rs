@@ -33,6 +33,10 @@ struct Args {
     /// The hive file.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Keep FILE up to date with each hosted node's ports (link up or
+    /// down), as JSON.
+    #[arg(long, value_name = "FILE")]
+    status_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,9 @@ fn main() -> ExitCode {
         Ok(h) => h,
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start the hive: {e}")),
     };
+    if let Some(path) = args.status_file {
+        hive.set_status_file(path);
+    }
     tracing::info!(
         nodes = hive.node_count(),
         sockets = hive.socket_count(),

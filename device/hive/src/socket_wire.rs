@@ -85,7 +85,8 @@ pub struct SocketWire {
 }
 
 impl SocketWire {
-    /// Binds a listen endpoint now; a connect endpoint tries at once.
+    /// Binds a listen endpoint now; a connect endpoint tries at once. TCP
+    /// endpoints are refused (`Unsupported`).
     pub fn new(endpoint: &LinkEndpoint, local: LocalPort) -> io::Result<Self> {
         let side = match endpoint {
             LinkEndpoint::Listen(path) => {
@@ -102,6 +103,12 @@ impl SocketWire {
                 next_try: Instant::now(),
                 backoff: BACKOFF.0,
             },
+            LinkEndpoint::ListenTcp(_) | LinkEndpoint::ConnectTcp(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("{endpoint}: a hive's outside wires are Unix sockets, not TCP"),
+                ))
+            }
         };
         Ok(SocketWire {
             local,

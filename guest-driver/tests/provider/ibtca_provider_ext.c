@@ -28,6 +28,8 @@
  *   frees its region.
  *
  * After an error completion both QPs go back through RESET to RTS.
+ * Last, a completion channel under an extended CQ is busy while the CQ
+ * lives and is destroyed once the CQ is.
  */
 #include <endian.h>
 #include <errno.h>
@@ -725,6 +727,40 @@ static void mw_tests(struct ext *e)
 	     "bind=%d dealloc=%d dereg_mr=%d", st, err, st2);
 }
 
+/*
+ * A completion channel under an extended CQ: busy while the CQ lives
+ * (EBUSY), destroyable once the CQ is destroyed (each CQ holds exactly
+ * one reference on it).
+ */
+static void ex_cq_channel(struct ibv_context *ctx)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 4,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_cq_ex *cq;
+	int busy, freed;
+
+	if (!ch) {
+		step("ex_cq_channel", 0, "comp channel: %s", strerror(errno));
+		return;
+	}
+	cattr.channel = ch;
+	cq = ibv_create_cq_ex(ctx, &cattr);
+	if (!cq) {
+		step("ex_cq_channel", 0, "cq_ex: %s", strerror(errno));
+		ibv_destroy_comp_channel(ch);
+		return;
+	}
+	busy = ibv_destroy_comp_channel(ch);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	freed = busy == EBUSY ? ibv_destroy_comp_channel(ch) : -1;
+	step("ex_cq_channel", busy == EBUSY && !freed,
+	     "destroy with the CQ: %d (EBUSY %d), after it: %d", busy, EBUSY,
+	     freed);
+}
+
 void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct ext e = { .pd = pd };
@@ -747,4 +783,5 @@ void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 		ibv_dereg_mr(e.rmr);
 	if (e.cq)
 		ibv_destroy_cq(ibv_cq_ex_to_cq(e.cq));
+	ex_cq_channel(ctx);
 }

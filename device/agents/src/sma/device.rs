@@ -3,10 +3,10 @@
 //! VLArbitrationTable (the port's egress arbitration), and its SMPs on the wire (LID-routed, or directed with the device at
 //! the end of the path or of its LID-routed last part).
 //!
-//! A capability mask change the host makes (SET_PORT_CAPS: IsSM) raises
-//! trap 144 to the SM once it is known (`trap.rs`), a packet dropped for
-//! its P_Key trap 257; each is repeated on the engine's timers until the
-//! SM's TrapRepress.
+//! A capability mask change the host makes (SET_PORT_CAPS: IsSM,
+//! IsDeviceManagementSupported) raises trap 144 to the SM once it is known
+//! (`trap.rs`), a packet dropped for its P_Key trap 257; each is repeated
+//! on the engine's timers until the SM's TrapRepress.
 //!
 //! SMInfo, responses and traps belong to the SM: they are counted and
 //! dropped here until QP0 reaches the guest (the guest's SM then gets
@@ -213,8 +213,8 @@ impl DeviceSma {
         self.port.link_changed(up, self.managed)
     }
 
-    /// The host sets or clears its capability bits (IsSM); returns the
-    /// port's capability mask.
+    /// The host sets or clears its capability bits (IsSM,
+    /// IsDeviceManagementSupported); returns the port's capability mask.
     /// A change raises trap 144 (informational, producer CA, the new
     /// mask) if the SM is known.
     pub fn set_host_caps(&mut self, set: u32, clear: u32) -> u32 {

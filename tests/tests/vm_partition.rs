@@ -250,7 +250,7 @@ fn partition_0x8001_reaches_its_members_only() {
         for p in (1..=3).filter(|p| *p != n) {
             let ping = tagged_lines(con, &format!("PING{p}")).join("\n");
             assert!(
-                ping.contains("3 packets transmitted, 3 received"),
+                ping.contains("3 packets transmitted, 3 packets received"),
                 "n{n} -> n{p} on ib0: {ping}\n{all}"
             );
         }
@@ -258,7 +258,7 @@ fn partition_0x8001_reaches_its_members_only() {
             assert_eq!(tagged_lines(con, "CHILD_CARRIER")[0], "1", "n{n}:\n{all}");
             let ping = tagged_lines(con, "P1PING").join("\n");
             assert!(
-                ping.contains("3 packets transmitted, 3 received"),
+                ping.contains("3 packets transmitted, 3 packets received"),
                 "n{n} on ib0.8001: {ping}\n{all}"
             );
         }
@@ -271,7 +271,7 @@ fn partition_0x8001_reaches_its_members_only() {
     );
     let ping = tagged_lines(&c[2], "N3_P1PING");
     assert!(
-        ping.iter().any(|l| l.contains(" 0 received")) && ping.contains(&"status=1"),
+        ping.iter().any(|l| l.contains(" 0 packets received")) && ping.contains(&"status=1"),
         "n3 -> n1 over 0x8001 fails: {ping:?}\n{all}"
     );
 }

@@ -554,8 +554,13 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             gateway: n.gateway.is_some(),
         })
         .collect();
-    let sm =
-        sm_plan::plan(topo.sm.as_deref(), &topo.sm_options, &sm_nodes).map_err(TopologyError::Sm);
+    let sm = sm_plan::plan(
+        topo.sm.as_deref(),
+        &topo.sm_options,
+        topo.sm_partitions.as_deref(),
+        &sm_nodes,
+    )
+    .map_err(TopologyError::Sm);
     let sm = keep(&mut problems, sm, None);
     if !problems.is_empty() {
         return Err(TopologyErrors(problems));

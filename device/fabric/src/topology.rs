@@ -26,8 +26,8 @@
 //! `"seccomp": false` starts every process without its seccomp filter
 //! (`--no-seccomp`, for debugging; docs/sandbox.md).
 //!
-//! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
-//! guest and starts every device and switch `--sm-managed`
+//! `"sm": "NODE"` (and `"sm_options": [...]`, `"sm_partitions": [...]`)
+//! runs OpenSM in that node's guest and starts every device and switch `--sm-managed`
 //! (`sm_plan.rs`). A node's `"sim_port": "NAME"` makes it a port the
 //! host's programs own (`ibtca-simport`, `sim_port_node.rs`), and the
 //! fabric SM-managed too.
@@ -71,6 +71,11 @@ pub struct Topology {
     /// Extra `opensm` arguments, one word each.
     #[serde(default)]
     pub sm_options: Vec<String>,
+    /// OpenSM's partition configuration, one line of `partitions.conf`
+    /// each, written in the SM's guest and given as `opensm -P`
+    /// (`sm_plan.rs`, docs/partitions.md).
+    #[serde(default)]
+    pub sm_partitions: Option<Vec<String>>,
     /// Every device's local ACK timeout floor in ms, unless its node sets
     /// one (`ibtca-device --min-ack-timeout-ms`; default 250, 0: none).
     #[serde(default)]

@@ -250,8 +250,10 @@ static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
 	if (mask & IB_PORT_SHUTDOWN)
 		return -EOPNOTSUPP;
 	mutex_lock(&ib->cap_lock);
-	/* The device's agent shows the bits it lets the host own (IsSM,
-	 * IsDeviceManagementSupported). */
+	/*
+	 * The device's agent shows the bits it lets the host own (IsSM,
+	 * IsDeviceManagementSupported).
+	 */
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_SET_PORT_CAPS, &p, sizeof(p), NULL,
 			   NULL);
 	mutex_unlock(&ib->cap_lock);

@@ -111,7 +111,8 @@ setup() {
 	echo "STORAGE-PORT n$1 $(cat $PORT/state) lid $(cat $PORT/lid)"
 	ibtca-load-modules ipoib cm || exit 1
 	ip addr add $me/24 dev ib0 && ip link set ib0 up || exit 1
-	wait_for "ping -c1 -W1 $peer >/dev/null" 300 || exit 1
+	# The Debian root has no iputils ping; the chroot's busybox has one.
+	wait_for "busybox ping -c1 -W1 $peer >/dev/null" 300 || exit 1
 	echo "STORAGE-UP n$1 $me reaches $peer"
 	[ "$1" = 2 ] && port_guid >/share/n2-guid
 	return 0

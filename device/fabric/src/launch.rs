@@ -20,6 +20,7 @@ use super::plan::{NodePlan, Plan, SwitchPlan};
 pub(crate) use super::processes::stop_group;
 use super::processes::{exited, signal_tree};
 pub use super::processes::{is_ours, stop_all};
+use super::sim_port_node;
 use super::state::{Started, State, TOPOLOGY_FILE};
 
 /// Switch binary name.
@@ -321,6 +322,9 @@ fn start_all(
 /// The binary and arguments of node `n`: a device (with its control
 /// socket in `run_dir`), or a gateway.
 fn node_command(n: &NodePlan, run_dir: &Path) -> (&'static str, Vec<String>) {
+    if let Some(name) = &n.sim_port {
+        return (sim_port_node::SIMPORT_EXE, sim_port_node::args(n, name));
+    }
     match &n.gateway {
         Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
         None => {
@@ -359,7 +363,9 @@ fn port_states(plan: &Plan, run_dir: &Path) -> Vec<(String, Option<String>)> {
     }
     for n in &plan.nodes {
         let log = fs::read_to_string(log_path(run_dir, &n.name)).unwrap_or_default();
-        let ready = log.contains(if n.gateway.is_some() {
+        let ready = log.contains(if n.sim_port.is_some() {
+            "simport running"
+        } else if n.gateway.is_some() {
             "gateway running"
         } else {
             "device ready"
@@ -587,7 +593,12 @@ pub fn restart(
     let device = state
         .processes
         .iter()
-        .position(|p| !p.guest && p.name == name && (p.exe == DEVICE_EXE || p.exe == GATEWAY_EXE))
+        .position(|p| {
+            let exe = p.exe.as_str();
+            !p.guest
+                && p.name == name
+                && [DEVICE_EXE, GATEWAY_EXE, sim_port_node::SIMPORT_EXE].contains(&exe)
+        })
         .ok_or_else(|| {
             LaunchError::NoSuchNode(format!("no device or gateway of `{name}` was started"))
         })?;

@@ -43,15 +43,32 @@ fn import(file: &Path) -> Result<String, String> {
 /// text, topology and plan, with the placement chosen for this machine
 /// where the file sets none, and what the placement chose.
 fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
+    load_host(file, net, run_dir, None, &[]).map(|(loaded, ..)| loaded)
+}
+
+/// [`load_as`] for host `host` of the file's `hosts` (all hosts if
+/// `None`), with the nodes `up --sim-port` names made host ports, the
+/// links between hosts and the warnings about the whole fabric.
+fn load_host(
+    file: &Path,
+    net: bool,
+    run_dir: &Path,
+    host: Option<&str>,
+    sim_ports: &[String],
+) -> Result<(Loaded, Vec<fabric::hosts::CrossLink>, Vec<String>), String> {
     let text = if net {
         import(file)?
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
     };
+    let text = fabric::sim_port_node::apply(&text, sim_ports)?;
     let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
+    let warnings = fabric::plan_warnings::warnings(&plan);
+    let cross = fabric::hosts::apply(&topo, &mut plan, host)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
-    Ok((text, topo, plan, placed))
+    Ok(((text, topo, plan, placed), cross, warnings))
 }
 
 /// Reads and checks a JSON topology file, placed as [`load_as`] does.
@@ -63,9 +80,9 @@ fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan),
 /// A topology file's text, topology, placed plan and the placement chosen.
 type Loaded = (String, fabric::Topology, Plan, auto_placement::Applied);
 
-/// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
-fn warn(file: &Path, plan: &Plan) {
-    for w in fabric::plan_warnings::warnings(plan) {
+/// Prints the warnings about a plan (`NAME: warning: FILE: ...`).
+fn warn(file: &Path, warnings: &[String]) {
+    for w in warnings {
         eprintln!("{NAME}: warning: {}: {w}", file.display());
     }
 }
@@ -83,7 +100,9 @@ fn running_plan(run_dir: &Path) -> Result<Plan, String> {
     State::load(run_dir)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
-    Ok(load(&run_dir.join(fabric::state::TOPOLOGY_FILE), run_dir)?.2)
+    let file = run_dir.join(fabric::state::TOPOLOGY_FILE);
+    let host = fabric::hosts::saved(run_dir);
+    Ok(load_host(&file, false, run_dir, host.as_deref(), &[])?.0 .2)
 }
 
 fn resolve(plan: &Plan, text: &str) -> Option<End> {
@@ -246,19 +265,30 @@ fn own_kernel_image(
 
 fn run(args: Args) -> Result<(), Failure> {
     match args.command {
-        Cmd::Check { file, net, run_dir } => {
-            let (_, _, plan, _) = load_as(&file, net, &run_dir)?;
-            warn(&file, &plan);
+        Cmd::Check {
+            file,
+            net,
+            run_dir,
+            host,
+        } => {
+            let ((_, _, plan, _), cross, warnings) =
+                load_host(&file, net, &run_dir, host.as_deref(), &[])?;
+            warn(&file, &warnings);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             out!("{}", fabric::plan_summary::summary(&plan));
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
             Ok(())
         }
         Cmd::Up {
             file,
             net,
             run_dir,
+            host,
             timeout,
+            sim_port,
             guests,
             kernel,
             initrd,
@@ -274,8 +304,9 @@ fn run(args: Args) -> Result<(), Failure> {
             all_guests,
             guest_packages,
         } => {
-            let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
-            warn(&file, &plan);
+            let ((text, topo, plan, placed), cross, warnings) =
+                load_host(&file, net, &run_dir, host.as_deref(), &sim_port)?;
+            warn(&file, &warnings);
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
@@ -348,7 +379,11 @@ fn run(args: Args) -> Result<(), Failure> {
                 Duration::from_secs(timeout),
             )
             .map_err(|e| e.to_string())?;
+            fabric::hosts::save(&run_dir, host.as_deref()).map_err(|e| e.to_string())?;
             out!("{}", fabric::plan_summary::summary(&plan));
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
             for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));

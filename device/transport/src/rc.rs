@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use ibtca_protocol::headers::Bth;
 use ibtca_protocol::opcode::{Direction, Service};
 use ibtca_protocol::PacketView;
 
@@ -297,8 +298,7 @@ impl RcQp {
     }
 
     fn accepts(&self, v: &PacketView<'_>) -> bool {
-        let pkey_ok = (v.bth.pkey & 0x7fff) == (self.cfg.pkey & 0x7fff)
-            && (v.bth.pkey | self.cfg.pkey) & 0x8000 != 0;
+        let pkey_ok = Bth::pkey_admits(self.cfg.pkey, v.bth.pkey);
         v.info().service == Service::Rc
             && v.bth.dest_qp == self.cfg.qpn
             && v.lrh.dlid == self.cfg.slid

@@ -183,6 +183,9 @@ impl Engine {
             self.stats.rx_no_qp += 1;
             return;
         };
+        if !self.admit_qp_pkey(qpn, view) {
+            return;
+        }
         let mut counters = self.stats.ud.transport;
         ud::receive(&cfg, view, &mut self.datagram_env(qpn), &mut counters);
         self.stats.ud.transport = counters;

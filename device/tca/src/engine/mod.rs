@@ -18,6 +18,7 @@ pub mod env;
 mod inspect;
 mod multicast;
 mod outbox;
+mod partition;
 mod pma;
 mod port_state;
 mod qp_error;
@@ -195,9 +196,8 @@ fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
     verbs
 }
 
-/// The transport's configuration of QP `qpn` with the attributes `a` the
-/// driver set, on the port with LID `lid` where its P_Key index names
-/// `pkey`.
+/// The transport's configuration of QP `qpn` with the driver's attributes
+/// `a`, on the port with LID `lid` where its P_Key index names `pkey`.
 /// The local ACK timeout is `a.timeout`'s, raised to `min_ack_timeout`.
 fn rc_config(
     qpn: u32,
@@ -610,9 +610,7 @@ impl Engine {
             self.stats.rx_port_init += 1;
             return;
         }
-        if !self.admit_pkey(view.bth.pkey)
-            || self.receive_multicast(&view)
-            || self.receive_datagram(&view)
+        if !self.admit_pkey(&view) || self.receive_multicast(&view) || self.receive_datagram(&view)
         {
             return;
         }

@@ -13,7 +13,8 @@
 #   storage-guest.sh nfs-client     mount -o rdma,port=20049, both ways (n2)
 #   storage-guest.sh iser-target    LIO iSCSI + ib_isert: a file LUN (n1)
 #   storage-guest.sh iser-host      open-iscsi over ib_iser, fio verify (n2)
-#   storage-guest.sh finish         n1: wait for n2, check what it wrote
+#   storage-guest.sh finish P...    n1: wait for n2, check what it wrote
+#   storage-guest.sh verdict        fails if any step of this guest failed
 #   storage-guest.sh dmesg          the kernel's lines of these protocols
 #
 # Output lines start with a tag the test reads (STORAGE-..., SRP-...,
@@ -135,24 +136,31 @@ srp_target() {
 	ln -s $wwn/tpgt_1/lun/lun_0 $wwn/tpgt_1/acls/$acl/lun_0/lun
 	echo 1 >$wwn/tpgt_1/enable
 	echo "SRP-TARGET $gid acl $acl capmask $(cat $PORT/cap_mask)"
-	touch /share/srp-ready
 }
 
 srp_host() {
-	local dev rc=0
+	local dev found rc=0
+	# No udev loads the SCSI disk driver for a new LUN: load it first.
+	modprobe sd_mod
 	modprobe ib_srp
 	modprobe ib_umad
-	wait_for '[ -e /share/srp-ready ]' 6000 || exit 1
+	peer_step srp-target || exit 1
 	# What srp_daemon finds through the SA (PortInfoRecords with
 	# IsDeviceManagementSupported) and the target's DM agent; then the
 	# same scan connects (-e writes the target to ib_srp's add_target).
-	srp_daemon -o -c -i ibtca0 -p 1 2>&1 | tag SRP-FOUND
+	# The SA has the target's port once OpenSM has handled the trap its
+	# capability change raised: scan until it is there.
+	wait_for 'found=$(srp_daemon -o -c -i ibtca0 -p 1 2>&1); [[ $found == *id_ext=* ]]' 100
+	echo "$found" | tag SRP-FOUND
+	[[ $found == *id_ext=* ]] || exit 1
 	srp_daemon -o -e -i ibtca0 -p 1 2>&1 | tag SRP-DAEMON
-	wait_for '[ -n "$(disk_of ib_srp)" ]' 1200 || exit 1
+	# add_target returns once ib_srp has logged in (or failed to).
+	ls /sys/class/srp_remote_ports | tag SRP-RPORTS
+	[ -n "$(ls /sys/class/srp_remote_ports)" ] || exit 1
+	wait_for '[ -n "$(disk_of ib_srp)" ]' 600 || exit 1
 	dev=$(disk_of ib_srp)
 	echo "SRP-DISK $dev $(cat /sys/block/${dev#/dev/}/device/vendor) $(cat /sys/class/srp_remote_ports/*/port_id 2>/dev/null)"
 	disk_checks SRP "$dev" || rc=1
-	touch /share/srp-done
 	exit $rc
 }
 
@@ -177,14 +185,13 @@ nfs_server() {
 	tag NFS-PORTLIST </proc/fs/nfsd/portlist
 	head -c 4M /dev/urandom >/srv/nfs/from-n1.bin
 	echo "NFS-SUM-N1-WROTE $(sha256sum </srv/nfs/from-n1.bin | cut -d' ' -f1)"
-	touch /share/nfs-ready
 }
 
 nfs_client() {
 	local rc=0
 	modprobe rpcrdma
 	modprobe nfsv4
-	wait_for '[ -e /share/nfs-ready ]' 6000 || exit 1
+	peer_step nfs-server || exit 1
 	mkdir -p /mnt/nfs
 	mount -t nfs4 -o rdma,port=20049 $A:/ /mnt/nfs 2>&1 | tag NFS-MOUNT || exit 1
 	grep " /mnt/nfs " /proc/mounts | tag NFS-MOUNTED
@@ -193,7 +200,6 @@ nfs_client() {
 	cp /tmp/from-n2.bin /mnt/nfs/from-n2.bin || rc=1
 	echo "NFS-SUM-N2-WROTE $(sha256sum </tmp/from-n2.bin | cut -d' ' -f1)"
 	umount /mnt/nfs || rc=1
-	touch /share/nfs-done
 	exit $rc
 }
 
@@ -214,16 +220,16 @@ iser_target() {
 	echo 0 >$t/attrib/demo_mode_write_protect
 	echo 1 >$t/enable
 	echo "ISER-TARGET $IQN $A:3260 iser $(cat $t/np/$A:3260/iser)"
-	touch /share/iser-ready
 }
 
 iser_host() {
 	local dev rc=0
+	modprobe sd_mod
 	modprobe ib_iser
 	mkdir -p /etc/iscsi /run/lock/iscsi /var/lib/iscsi
 	echo "InitiatorName=iqn.2026-11.io.ibtca:n2" >/etc/iscsi/initiatorname.iscsi
 	iscsid || exit 1
-	wait_for '[ -e /share/iser-ready ]' 6000 || exit 1
+	peer_step iser-target || exit 1
 	# SendTargets discovery over TCP (IPoIB), the login over iSER.
 	iscsiadm -m discovery -t st -p $A:3260 2>&1 | tag ISER-DISCOVER || exit 1
 	iscsiadm -m node -T $IQN -p $A:3260 -o update -n iface.transport_name -v iser || exit 1
@@ -234,18 +240,34 @@ iser_host() {
 	echo "ISER-DISK $dev $(cat /sys/block/${dev#/dev/}/device/vendor)"
 	disk_checks ISER "$dev" || rc=1
 	iscsiadm -m node -T $IQN -p $A:3260 --logout 2>&1 | tag ISER-LOGOUT || rc=1
-	touch /share/iser-done
 	exit $rc
 }
 
-# n1's last command: once n2 is through, the target side of every check.
+# n1's last command, `finish PROTO...` (srp, nfs, iser): once n2 is
+# through each protocol's step, the target side of its check.
 finish() {
-	wait_for '[ -e /share/srp-done ] && [ -e /share/nfs-done ] && [ -e /share/iser-done ]' 12000
-	echo "SRP-SUM-TARGET $(mark_sum /mnt/lio/srp.img)"
-	echo "ISER-SUM-TARGET $(mark_sum /mnt/lio/iser.img)"
-	echo "NFS-SUM-N1-READ $(sha256sum </srv/nfs/from-n2.bin | cut -d' ' -f1)"
-	echo "STORAGE-LIO-NONZERO srp $(head -c 1M /mnt/lio/srp.img | tr -d '\0' | wc -c)" \
-		"iser $(head -c 1M /mnt/lio/iser.img | tr -d '\0' | wc -c)"
+	local p rc=0
+	for p in "$@"; do
+		case $p in
+		srp)
+			peer_step srp-host 12000 || rc=1
+			echo "SRP-SUM-TARGET $(mark_sum /mnt/lio/srp.img)"
+			;;
+		nfs)
+			peer_step nfs-client 12000 || rc=1
+			echo "NFS-SUM-N1-READ $(sha256sum </srv/nfs/from-n2.bin | cut -d' ' -f1)"
+			;;
+		iser)
+			peer_step iser-host 12000 || rc=1
+			echo "ISER-SUM-TARGET $(mark_sum /mnt/lio/iser.img)"
+			;;
+		*)
+			echo "finish: unknown protocol $p"
+			rc=1
+			;;
+		esac
+	done
+	return $rc
 }
 
 # The kernel's messages of the storage modules (STORAGE-DMESG), for a
@@ -255,16 +277,50 @@ kernel_lines() {
 	return 0
 }
 
+# step NAME FUNCTION ARGS...: runs one protocol's step in a subshell and records
+# its exit status (STORAGE-STEP NAME STATUS on the console, /share/NAME.rc
+# for the peer), then goes on: a failed protocol does not keep the others
+# from running, and the peer stops waiting for it. `verdict` fails the
+# guest's run if any step failed.
+step() {
+	local rc
+	("${@:2}")
+	rc=$?
+	echo "STORAGE-STEP $1 $rc"
+	echo $rc >"/share/$1.rc"
+	echo "$1 $rc" >>/tmp/storage-steps
+	return 0
+}
+
+# peer_step NAME: waits until the peer's step NAME has ended; true when it
+# passed.
+peer_step() {
+	wait_for "[ -e /share/$1.rc ]" "${2:-6000}" || return 1
+	[ "$(cat "/share/$1.rc")" = 0 ] || {
+		echo "STORAGE-PEER-FAILED $1"
+		return 1
+	}
+}
+
+verdict() {
+	local bad
+	bad=$(awk '$2 != 0' /tmp/storage-steps 2>/dev/null)
+	echo "STORAGE-VERDICT ${bad:-pass}" | tr '\n' ' '
+	echo
+	[ -z "$bad" ]
+}
+
 case "$1" in
 setup) setup "$2" ;;
-srp-target) srp_target ;;
-srp-host) srp_host ;;
-nfs-server) nfs_server ;;
-nfs-client) nfs_client ;;
-iser-target) iser_target ;;
-iser-host) iser_host ;;
-finish) finish ;;
+srp-target) step srp-target srp_target ;;
+srp-host) step srp-host srp_host ;;
+nfs-server) step nfs-server nfs_server ;;
+nfs-client) step nfs-client nfs_client ;;
+iser-target) step iser-target iser_target ;;
+iser-host) step iser-host iser_host ;;
+finish) step finish finish "${@:2}" ;;
 dmesg) kernel_lines ;;
+verdict) verdict ;;
 *)
 	echo "storage-guest.sh: unknown step '$1'" >&2
 	exit 2

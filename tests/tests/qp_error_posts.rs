@@ -47,6 +47,19 @@ fn to_state(s: &mut Side, state: u8) {
     .unwrap_or_else(|e| panic!("QP to state {state}: device status {}", e.0));
 }
 
+/// Gives `s` a new QP, moved to INIT only (never connected).
+fn fresh_qp_in_init(s: &mut Side) {
+    s.qp = s.g.create_qp(s.pd, &s.cq, &s.cq, 6);
+    s.g.modify_qp(&CmdModifyQp {
+        qpn: s.qp.qpn.into(),
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+        state: QPS_INIT,
+        access: ACCESS_REMOTE_WRITE.into(),
+        ..Default::default()
+    })
+    .unwrap();
+}
+
 /// The transport failed the QP (its peer died mid-stream): a receive the
 /// guest posts afterwards is flushed, and so is every later one.
 #[test]
@@ -83,15 +96,7 @@ fn a_receive_posted_to_a_qp_the_driver_moved_to_error_is_flushed() {
     // A fresh QP that never reached RTS: INIT, a receive, then ERR flushes
     // it; one posted in ERR is flushed at once.
     let s = &mut p.b;
-    s.qp = s.g.create_qp(s.pd, &s.cq, &s.cq, 6);
-    s.g.modify_qp(&CmdModifyQp {
-        qpn: s.qp.qpn.into(),
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-        state: QPS_INIT,
-        access: ACCESS_REMOTE_WRITE.into(),
-        ..Default::default()
-    })
-    .unwrap();
+    fresh_qp_in_init(s);
     s.g.post_recv(&mut s.qp, &recv_wqe(700, s.buf, 64, s.lkey));
     assert!(
         s.g.poll_cq(&mut s.cq, Duration::from_millis(100)).is_none(),
@@ -117,15 +122,7 @@ fn a_receive_posted_to_a_qp_the_driver_moved_to_error_is_flushed() {
 fn a_send_posted_to_a_qp_moved_from_init_to_error_is_flushed() {
     let mut p = LinkedPair::start(PairOptions::default());
     let s = &mut p.b;
-    s.qp = s.g.create_qp(s.pd, &s.cq, &s.cq, 6);
-    s.g.modify_qp(&CmdModifyQp {
-        qpn: s.qp.qpn.into(),
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-        state: QPS_INIT,
-        access: ACCESS_REMOTE_WRITE.into(),
-        ..Default::default()
-    })
-    .unwrap();
+    fresh_qp_in_init(s);
     to_state(s, QPS_ERR);
     let mut w = send_wqe(WR_RDMA_WRITE, 800, 0, 0, 0);
     w.num_sge = 0;

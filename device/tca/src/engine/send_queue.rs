@@ -99,6 +99,18 @@ impl Engine {
         }
     }
 
+    /// What QP `qpn`'s work reaches: the device's memory, CQs and link.
+    pub(super) fn qp_env(&mut self, qpn: u32) -> DeviceQpEnv<'_> {
+        DeviceQpEnv {
+            qpn,
+            verbs: &mut self.verbs,
+            mem: &self.mem,
+            msix: &self.msix,
+            sink: &mut self.outbox,
+            drdma: &self.drdma,
+        }
+    }
+
     /// Send WQEs posted to a QP that went to ERR before it reached RTR
     /// (no transport state) complete at once with a flush error (IBA
     /// 10.3.1): the kernel's ib_drain_sq waits for one without a bound.
@@ -123,15 +135,8 @@ impl Engine {
                 }
             }
             let more = qp.set_awake(&self.mem, RecordQueue::Sq, false);
-            let mut env = DeviceQpEnv {
-                qpn,
-                verbs: &mut self.verbs,
-                mem: &self.mem,
-                msix: &self.msix,
-                sink: &mut self.outbox,
-                drdma: &self.drdma,
-            };
-            self.stats.flushed_sends += flush_posted_sends(qpn, wqes, &mut env);
+            let flushed = flush_posted_sends(qpn, wqes, &mut self.qp_env(qpn));
+            self.stats.flushed_sends += flushed;
             if !matches!(more, Ok(true)) {
                 return;
             }

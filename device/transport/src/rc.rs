@@ -421,6 +421,22 @@ impl RcQp {
     }
 }
 
+/// Completes send WQEs posted to QP `qpn` in the error state before the
+/// QP ever had transport state (it went to ERR from INIT) with
+/// WC_WR_FLUSH_ERR, in order; returns how many.
+pub fn flush_posted_sends<E: QpEnv + ?Sized>(
+    qpn: u32,
+    wqes: impl IntoIterator<Item = SendWqe>,
+    env: &mut E,
+) -> u64 {
+    let mut n = 0;
+    for wqe in wqes {
+        n += 1;
+        crate::requester::flush_unstarted(qpn, wqe, env);
+    }
+    n
+}
+
 /// Completes every receive WQE posted to QP `qpn` with WC_WR_FLUSH_ERR, in
 /// order; returns how many.
 pub fn flush_posted_recvs<E: QpEnv + ?Sized>(qpn: u32, env: &mut E) -> u64 {

@@ -84,14 +84,7 @@ impl Engine {
     }
 
     fn datagram_env(&mut self, qpn: u32) -> DeviceQpEnv<'_> {
-        DeviceQpEnv {
-            qpn,
-            verbs: &mut self.verbs,
-            mem: &self.mem,
-            msix: &self.msix,
-            sink: &mut self.outbox,
-            drdma: &self.drdma,
-        }
+        self.qp_env(qpn)
     }
 
     /// Sends what datagram QP `qpn` has posted (RTS), or flushes it (ERR);

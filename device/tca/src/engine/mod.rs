@@ -488,15 +488,8 @@ impl Engine {
             self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
             return;
         }
-        let mut env = DeviceQpEnv {
-            qpn,
-            verbs: &mut self.verbs,
-            mem: &self.mem,
-            msix: &self.msix,
-            sink: &mut self.outbox,
-            drdma: &self.drdma,
-        };
-        self.stats.flushed_recvs += flush_posted_recvs(qpn, &mut env);
+        let flushed = flush_posted_recvs(qpn, &mut self.qp_env(qpn));
+        self.stats.flushed_recvs += flushed;
     }
 
     /// A DRDMA WRITE range is full: send the work requests waiting for it.

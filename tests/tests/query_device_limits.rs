@@ -113,8 +113,9 @@ fn every_reported_limit_is_enforced() {
         ..base
     };
     assert_eq!(g.modify_qp(&rtr(d.max_mtu + 1)), einval, "max_mtu + 1");
-    // Responder resources: the key memory's three READ slots (seed 001).
-    assert_eq!(d.max_qp_rd_atom, 3, "max_qp_rd_atom");
+    // Responder resources: the key memory's 16 READ slots (seed 001's
+    // slots, as many as real HCAs offer; ib_srpt asks 4).
+    assert_eq!(d.max_qp_rd_atom, 16, "max_qp_rd_atom");
     let dest_rd_atomic = |n| CmdModifyQp {
         attr_mask: (QP_ATTR_STATE
             | QP_ATTR_PATH

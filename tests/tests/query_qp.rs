@@ -118,7 +118,7 @@ fn query_qp_reports_each_state_and_the_attributes_modify_set() {
         QpAttr {
             state: QPS_RESET,
             qp_type: QPT_RC,
-            max_dest_rd_atomic: 3,
+            max_dest_rd_atomic: 16,
             ..Default::default()
         }
         .as_slice(),

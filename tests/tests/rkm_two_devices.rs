@@ -9,7 +9,8 @@
 //! to A goes out and completes (its requester is not held). A quasi-WQE
 //! B's guest rewrote while the READ was held fails it with NAK remote
 //! operational error. And B's responder resources (max_dest_rd_atomic)
-//! NAK a READ past them.
+//! NAK a READ past them, and at the device's maximum (16) hold 16 READs at
+//! once and answer them all.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,8 @@ fn pair(b_access: u32) -> LinkedPair {
 }
 
 /// RESET → INIT → RTR → RTS towards (dlid, dest_qpn) with no ACK timeout,
-/// PSNs 100, 3 READs outstanding and, if given, max_dest_rd_atomic.
+/// PSNs 100, 16 READs outstanding (the device's initiator depth) and, if
+/// given, max_dest_rd_atomic.
 fn connect_patient(
     g: &mut SimGuest,
     qpn: u32,
@@ -82,7 +84,7 @@ fn connect_patient(
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 1,
-        max_rd_atomic: 3,
+        max_rd_atomic: 16,
         ..base
     })
     .expect("RTS");
@@ -388,6 +390,29 @@ fn a_held_read_stops_though_its_key_was_registered_again() {
     assert_eq!(p.b.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
 }
 
+/// A posts `n` READs (work requests 10 on), READ i of B's page i into A's
+/// page i.
+fn post_page_reads(p: &mut LinkedPair, n: u64) {
+    for i in 0..n {
+        let r = remote(
+            send_wqe(WR_RDMA_READ, 10 + i, p.a.buf + i * 4096, 4096, p.a.lkey),
+            p.b.buf + i * 4096,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut p.a.qp, &r);
+    }
+}
+
+/// The next `n` completions of A: (work request, status).
+fn completions(p: &mut LinkedPair, n: u64) -> Vec<(u64, u8)> {
+    (0..n)
+        .map(|_| {
+            let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
+            (c.wr_id.to_native(), c.status)
+        })
+        .collect()
+}
+
 /// B grants one responder resource (MODIFY_QP IBTCA_QP_ATTR_DEST_RD_ATOMIC);
 /// A, allowed three, keeps two READs outstanding: the first is answered,
 /// the second NAKed invalid request.
@@ -400,20 +425,49 @@ fn a_read_past_max_dest_rd_atomic_is_naked_invalid_request() {
     p.b.g.client.write32(0, regs::RKM_READ_BUDGET, 0);
     let data = pattern(8192, 5);
     p.b.g.write(p.b.buf, &data);
-    for i in 0..2u64 {
-        let r = remote(
-            send_wqe(WR_RDMA_READ, 10 + i, p.a.buf + i * 4096, 4096, p.a.lkey),
-            p.b.buf + i * 4096,
-            p.b.rkey,
-        );
-        p.a.g.post_send(&mut p.a.qp, &r);
-    }
-    let done: Vec<(u64, u8)> = (0..2)
-        .map(|_| {
-            let c = p.a.g.poll_cq(&mut p.a.cq, T).expect("a completion");
-            (c.wr_id.to_native(), c.status)
-        })
-        .collect();
-    assert_eq!(done, [(10, WC_SUCCESS), (11, WC_REM_INV_REQ_ERR)]);
+    post_page_reads(&mut p, 2);
+    assert_eq!(
+        completions(&mut p, 2),
+        [(10, WC_SUCCESS), (11, WC_REM_INV_REQ_ERR)]
+    );
     assert_eq!(p.a.g.read(p.a.buf, 4096), data[..4096], "the first landed");
+}
+
+/// B grants the responder resources QUERY_DEVICE reports (max_qp_rd_atom,
+/// 16: what real HCAs offer; ib_srpt asks 4 per QP) and A keeps 16 READs
+/// outstanding on the one QP: with B's responses held back all 16 wait
+/// as quasi-WQEs in B's ring at once (none NAKed); released, every one
+/// completes in order and its bytes land.
+#[test]
+fn sixteen_reads_outstanding_on_one_qp_are_all_answered() {
+    const N: u64 = 16;
+    let mut p = LinkedPair::start(PairOptions::default());
+    let d: DeviceAttr = p.b.g.query(CMD_QUERY_DEVICE).expect("QUERY_DEVICE");
+    assert_eq!(u64::from(d.max_qp_rd_atom), N, "max_qp_rd_atom");
+    let (qa, qb) = (p.a.qp.qpn, p.b.qp.qpn);
+    connect_patient(&mut p.a.g, qa, 2, qb, ALL_ACCESS, None);
+    connect_patient(&mut p.b.g, qb, 1, qa, ALL_ACCESS, Some(d.max_qp_rd_atom));
+    p.b.g.client.write32(0, regs::RKM_READ_BUDGET, 0);
+    let data = pattern(N as usize * 4096, 11);
+    p.b.g.write(p.b.buf, &data);
+    p.a.g.write(p.a.buf, &vec![0x5a; data.len()]);
+    post_page_reads(&mut p, N);
+    for i in 0..N {
+        let q = wait_quasi(&p.b.g, p.b.qp.quasi, i);
+        assert_eq!(
+            (q.va.to_native(), q.length.to_native()),
+            (p.b.buf + i * 4096, 4096),
+            "READ {i} held at B"
+        );
+    }
+    assert!(
+        p.a.g.try_poll_cq(&mut p.a.cq).is_none(),
+        "held: nothing answered or NAKed"
+    );
+    p.b.g
+        .client
+        .write32(0, regs::RKM_READ_BUDGET, regs::RKM_READ_BUDGET_DEFAULT);
+    let expected: Vec<(u64, u8)> = (0..N).map(|i| (10 + i, WC_SUCCESS)).collect();
+    assert_eq!(completions(&mut p, N), expected);
+    assert_eq!(p.a.g.read(p.a.buf, data.len()), data, "every READ landed");
 }

@@ -59,7 +59,7 @@ fn connect(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, p: Policy, timeout: 
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 1,
-        max_rd_atomic: 3, // the device's max_qp_rd_atom
+        max_rd_atomic: 3,
         ..base
     })
     .unwrap();

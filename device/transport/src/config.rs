@@ -96,7 +96,7 @@ pub struct RcConfig {
     /// RDMA READs and atomics this requester keeps outstanding.
     pub max_rd_atomic: u8,
     /// Responder resources: RDMA READs and atomics this responder holds
-    /// unanswered (one more is NAKed invalid request; at most 3, the key
+    /// unanswered (one more is NAKed invalid request; at most 16, the key
     /// memory's READ slots); also the atomic results kept to replay
     /// duplicates.
     pub max_dest_rd_atomic: u8,

@@ -1,7 +1,10 @@
 //! The key memory of seed 001: for every QP, its PD and [`KEY_SLOTS`]
 //! R_Keys of the remote operations in flight at its responder, each with a
-//! Valid bit: slots 0-2 for RDMA READs and atomics ([`KeyUse::Read`]),
-//! slot 3 for an RDMA WRITE of several packets ([`KeyUse::Write`]).
+//! Valid bit: slots 0-15 for RDMA READs and atomics ([`KeyUse::Read`]),
+//! slot 16 for an RDMA WRITE of several packets ([`KeyUse::Write`]). The
+//! seed's memory holds 3 READ slots and 1 WRITE slot per QP; here there
+//! are 16 READ slots, the responder resources real HCAs offer (an SRP
+//! target asks 4 of them per QP).
 //!
 //! The responder takes a slot when a request that presents an R_Key starts
 //! (a READ when it is queued, a WRITE at its first packet), after checking
@@ -27,22 +30,23 @@ use std::sync::Arc;
 use crate::remote_target::RemoteTarget;
 use crate::rkm_regs::RkmRegs;
 
-/// Outstanding remote keys per QP (seed 001: 3 RDMA READs + 1 WRITE).
-pub const KEY_SLOTS: usize = 4;
+/// Outstanding remote keys per QP: [`READ_SLOTS`] READs and one WRITE (seed
+/// 001 has 3 + 1).
+pub const KEY_SLOTS: usize = READ_SLOTS + 1;
 
-/// Slots for READs and atomics (0 to 2); the device's responder resources
+/// Slots for READs and atomics (0 to 15); the device's responder resources
 /// (max_qp_rd_atom) are as many.
-pub const READ_SLOTS: usize = 3;
+pub const READ_SLOTS: usize = 16;
 
-/// The slot of an RDMA WRITE.
-pub const WRITE_SLOT: usize = 3;
+/// The slot of an RDMA WRITE, after the READ slots.
+pub const WRITE_SLOT: usize = READ_SLOTS;
 
 /// What an operation holds a key for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyUse {
-    /// An RDMA READ or an atomic (slots 0-2).
+    /// An RDMA READ or an atomic (slots 0 to [`READ_SLOTS`] - 1).
     Read,
-    /// An RDMA WRITE (slot 3).
+    /// An RDMA WRITE ([`WRITE_SLOT`]).
     Write,
 }
 
@@ -152,7 +156,7 @@ impl KeyMemory {
             .is_some_and(|s| s.busy && s.valid)
     }
 
-    /// Slots of `qpn` held now (tests, and the seed's bound of 3 + 1).
+    /// Slots of `qpn` held now (tests, and the bound of [`KEY_SLOTS`]).
     pub fn held(&self, qpn: u32) -> usize {
         self.qps
             .get(&qpn)
@@ -226,19 +230,19 @@ mod tests {
     }
 
     #[test]
-    fn three_read_slots_one_write_slot_then_release() {
+    fn sixteen_read_slots_one_write_slot_then_release() {
         let mut km = KeyMemory::new();
-        let reads: Vec<_> = (0..3)
+        let reads: Vec<_> = (0..16)
             .map(|k| km.acquire(1, 3, k, KeyUse::Read).unwrap())
             .collect();
-        assert_eq!(reads, [0, 1, 2]);
-        assert_eq!(km.acquire(1, 3, 9, KeyUse::Read), None, "three READs busy");
-        assert_eq!(km.acquire(1, 3, 9, KeyUse::Write), Some(WRITE_SLOT));
-        assert_eq!(km.acquire(1, 3, 8, KeyUse::Write), None, "one WRITE");
-        assert_eq!(km.held(1), 4);
+        assert_eq!(reads, (0..16).collect::<Vec<_>>());
+        assert_eq!(km.acquire(1, 3, 99, KeyUse::Read), None, "16 READs busy");
+        assert_eq!(km.acquire(1, 3, 99, KeyUse::Write), Some(16));
+        assert_eq!(km.acquire(1, 3, 98, KeyUse::Write), None, "one WRITE");
+        assert_eq!(km.held(1), 17);
         km.release(1, 2);
         assert!(!km.still_valid(1, 2));
-        assert_eq!(km.acquire(1, 3, 9, KeyUse::Read), Some(2));
+        assert_eq!(km.acquire(1, 3, 99, KeyUse::Read), Some(2));
         assert_eq!(
             km.acquire(1, 4, 9, KeyUse::Read),
             None,

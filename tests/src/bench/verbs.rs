@@ -12,7 +12,8 @@ pub(super) const TARGET_SEND_SHARE: f64 = 0.50;
 /// SENDs the sender keeps outstanding.
 pub(super) const SEND_DEPTH: usize = 128;
 
-/// RDMA READs A keeps outstanding (the device's max_qp_rd_atom).
+/// RDMA READs A keeps outstanding (the depth the published numbers use;
+/// the device answers up to 16).
 pub(super) const READ_DEPTH: usize = 3;
 
 /// RDMA WRITE of `size` bytes from A to B, `depth` outstanding.

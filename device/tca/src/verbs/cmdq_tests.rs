@@ -253,7 +253,7 @@ fn query_device_reports_the_limits_the_device_enforces() {
         max_cqe: (1u32 << 15).into(),
         max_qp_wr: (1u32 << 15).into(),
         max_sge: 4,
-        max_qp_rd_atom: 3,
+        max_qp_rd_atom: 16,
         max_mtu: MTU_4096,
         phys_ports: 1,
         caps: (DEV_CAP_ATOMIC | DEV_CAP_MW).into(),

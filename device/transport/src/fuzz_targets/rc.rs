@@ -137,7 +137,8 @@ impl Target {
         cfg.rq_psn = rq;
         cfg.retry_cnt = (setup >> 4) & 7;
         cfg.rnr_retry = if setup & 0x80 != 0 { 7 } else { 1 };
-        cfg.max_dest_rd_atomic = 1 + (setup >> 5);
+        // 1 to 16: every READ slot of the key memory.
+        cfg.max_dest_rd_atomic = 1 + (setup >> 4);
         cfg.max_rd_atomic = 1 + (setup >> 6);
         cfg.send_window = 1 + u32::from(setup >> 4);
         if setup & 0x04 != 0 {

@@ -56,17 +56,18 @@ fn feed_b(w: &mut Wire, packets: &[Vec<u8>]) {
 /// IBA 9.7.5.2: a requester that keeps more READs outstanding than the
 /// responder resources it was given gets NAK invalid request for the one
 /// past them; the READs before it are answered first, in PSN order, and
-/// each held one of the key memory's three READ slots until then.
+/// each held one of the key memory's READ slots until then.
 #[test]
 fn a_read_past_the_responder_resources_is_naked_invalid_request() {
-    let (mut a, b) = configs(1024);
-    a.max_rd_atomic = 4; // more than B's max_dest_rd_atomic (3)
+    let (mut a, mut b) = configs(1024);
+    a.max_rd_atomic = 4;
+    b.max_dest_rd_atomic = 3;
     let mut w = Wire::new(a, b);
     w.b.env.bytes_mut(DST)[..4096].copy_from_slice(&pattern(4096, 9));
     let requests = post_reads(&mut w, 4, 1024);
     assert_eq!(requests.len(), 4, "four READ requests in one burst");
     feed_b(&mut w, &requests[..3]);
-    assert_eq!(w.b.env.keys.held(MOCK_QPN), READ_SLOTS, "three READ slots");
+    assert_eq!(w.b.env.keys.held(MOCK_QPN), 3, "three READ slots");
     assert!(w.b.env.take_outbox().is_empty(), "queued, not answered");
     assert_eq!(w.b.env.quasi_log.len(), 3, "three quasi-WQEs in the ring");
     feed_b(&mut w, &requests[3..]);
@@ -87,6 +88,40 @@ fn a_read_past_the_responder_resources_is_naked_invalid_request() {
         "the three READs landed"
     );
     assert_eq!(w.b.qp.failure(), Some(QpFailure::Responder));
+    assert_eq!(w.b.env.keys.held(MOCK_QPN), 0, "every slot released");
+}
+
+/// Responder resources up to every READ slot of the key memory (16, what
+/// real HCAs offer; ib_srpt asks 4): 16 READs arrive before any is
+/// answered, each holds its own slot and quasi-WQE, and all 16 are
+/// answered in order, byte-exact; a 17th outstanding one is NAKed invalid
+/// request.
+#[test]
+fn sixteen_outstanding_reads_are_held_and_answered() {
+    let (mut a, mut b) = configs(1024);
+    a.max_rd_atomic = 17;
+    b.max_dest_rd_atomic = 16;
+    assert_eq!(usize::from(b.max_dest_rd_atomic), READ_SLOTS);
+    let mut w = Wire::new(a, b);
+    let data = pattern(17 * 1024, 3);
+    w.b.env.bytes_mut(DST)[..data.len()].copy_from_slice(&data);
+    let requests = post_reads(&mut w, 17, 1024);
+    assert_eq!(requests.len(), 17, "17 READ requests in one burst");
+    feed_b(&mut w, &requests[..16]);
+    assert_eq!(w.b.env.keys.held(MOCK_QPN), 16, "16 READ slots held");
+    assert_eq!(w.b.env.quasi_log.len(), 16, "16 quasi-WQEs in the ring");
+    assert!(naks(&w).is_empty() && w.b.env.take_outbox().is_empty());
+    feed_b(&mut w, &requests[16..]);
+    w.run();
+    let mut expected: Vec<_> = (1..=16).map(|i| (i, WC_RDMA_READ, WC_SUCCESS)).collect();
+    expected.push((17, WC_RDMA_READ, WC_REM_INV_REQ_ERR));
+    assert_eq!(summary(&w.a.env.send_cq), expected);
+    assert_eq!(naks(&w), [(116, 0x61)], "NAK invalid request for PSN 116");
+    assert_eq!(
+        &w.a.env.bytes(DST)[..16 * 1024],
+        &data[..16 * 1024],
+        "the 16 READs landed"
+    );
     assert_eq!(w.b.env.keys.held(MOCK_QPN), 0, "every slot released");
 }
 

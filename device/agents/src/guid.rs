@@ -30,6 +30,13 @@ pub const FABRIC_SWITCH_BASE: u64 = 0x0200_0000_00ff_0000;
 /// with options.
 pub const FABRIC_RELAY_BASE: u64 = 0x0200_0000_00fe_0000;
 
+/// The top byte of the service IDs the Linux IB CM assigns itself: it
+/// refuses to listen on any other ID with this top byte (`ib_cm_listen`:
+/// `-EINVAL`). ib_srpt listens on its node GUID, so an SRP target needs a
+/// node GUID whose top byte is not this one; the fabric's defaults have it
+/// (docs/storage.md).
+pub const CM_ASSIGNED_TOP_BYTE: u8 = 0x02;
+
 /// True when `guid` is locally administered (U/L bit set).
 pub const fn is_local(guid: u64) -> bool {
     guid & LOCAL_BIT != 0
@@ -43,7 +50,8 @@ pub fn parse(text: &str) -> Result<u64, String> {
 }
 
 /// A random locally administered, individual GUID (the first byte is
-/// 0x02 or 0x06, ... : U/L set, I/G clear).
+/// 0x06, 0x0a, 0x12, ... : U/L set, I/G clear, never
+/// [`CM_ASSIGNED_TOP_BYTE`], so an SRP target's IB CM accepts it).
 pub fn random_local() -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: getrandom(2) writes at most `b.len()` bytes into `b`.
@@ -57,7 +65,18 @@ pub fn random_local() -> u64 {
             .map_or(0, |d| d.as_nanos() as u64);
         t.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
     };
-    (r | LOCAL_BIT) & !GROUP_BIT
+    local_individual(r)
+}
+
+/// `r` made a locally administered, individual GUID whose top byte is not
+/// [`CM_ASSIGNED_TOP_BYTE`] (that one becomes 0x12).
+fn local_individual(r: u64) -> u64 {
+    let g = (r | LOCAL_BIT) & !GROUP_BIT;
+    if (g >> 56) as u8 == CM_ASSIGNED_TOP_BYTE {
+        g | 0x10 << 56
+    } else {
+        g
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +106,19 @@ mod tests {
         assert!(is_local(a) && a & GROUP_BIT == 0, "{a:#x}");
         assert_ne!(a, b);
         assert!(!is_local(0x0002_c903_0000_0001));
+    }
+
+    #[test]
+    fn random_guids_avoid_the_cms_own_service_id_byte() {
+        for r in [0, 0x0100_0000_0000_0000, 0x0300_0000_0000_0001, u64::MAX] {
+            let g = local_individual(r);
+            assert!(is_local(g) && g & GROUP_BIT == 0, "{g:#x}");
+            assert_ne!((g >> 56) as u8, CM_ASSIGNED_TOP_BYTE, "{r:#x} -> {g:#x}");
+        }
+        assert_eq!(local_individual(0), 0x1200_0000_0000_0000);
+        assert_eq!(
+            local_individual(0x0400_0000_0000_0005),
+            0x0600_0000_0000_0005
+        );
     }
 }

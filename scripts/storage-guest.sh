@@ -8,7 +8,7 @@
 #
 #   storage-guest.sh setup N        modules, ib0's address, the peer answers
 #   storage-guest.sh srp-target     LIO + ib_srpt: a 64 MiB file LUN (n1)
-#   storage-guest.sh srp-host       srp_daemon, ib_srp, fio verify (n2)
+#   storage-guest.sh srp-host       srp_daemon, ib_srp, fio verify, logout (n2)
 #   storage-guest.sh nfs-server     nfsd on rdma port 20049 (n1)
 #   storage-guest.sh nfs-client     mount -o rdma,port=20049, both ways (n2)
 #   storage-guest.sh iser-target    LIO iSCSI + ib_isert: a file LUN (n1)
@@ -161,6 +161,11 @@ srp_host() {
 	dev=$(disk_of ib_srp)
 	echo "SRP-DISK $dev $(cat /sys/block/${dev#/dev/}/device/vendor) $(cat /sys/class/srp_remote_ports/*/port_id 2>/dev/null)"
 	disk_checks SRP "$dev" || rc=1
+	# Logout: deleting the remote port disconnects ib_srp's channel and
+	# removes its SCSI host with the disk.
+	for p in /sys/class/srp_remote_ports/*; do echo 1 >"$p/delete"; done
+	wait_for '[ -z "$(ls /sys/class/srp_remote_ports)" ] && [ -z "$(disk_of ib_srp)" ]' 600 || rc=1
+	echo "SRP-LOGOUT rports=$(ls /sys/class/srp_remote_ports | wc -l) disks=$(disk_of ib_srp | wc -l)"
 	exit $rc
 }
 

@@ -9,10 +9,11 @@
 //! - iSER: an LIO iSCSI target with an iSER portal (ib_isert) on n1;
 //!   open-iscsi logs in over ib_iser on n2, and its disk passes fio random
 //!   and sequential writes read back with crc32c; a range n2 wrote with dd
-//!   has the same hash in n1's backing file.
-//!
-//! SRP is not checked here: the script's SRP steps find the target but
-//! ib_srpt's login fails on this device (docs/storage.md, Status).
+//!   has the same hash in n1's backing file;
+//! - SRP: an LIO target on ib_srpt on n1; srp_daemon on n2 finds it
+//!   through the SA and the target's DM agent and ib_srp logs in (ib_srpt
+//!   asks 4 responder resources per QP); the disk passes the same fio and
+//!   dd checks, and the logout removes it.
 //!
 //! The guests' commands are scripts/storage-guest.sh's steps (copied into
 //! the share); they wait on events (files in the share, disks appearing),
@@ -29,15 +30,15 @@ use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
-/// Debian packages both guests carry (one layer, the script's SRP steps
-/// included): srp_daemon, nfsd's programs and mount.nfs, open-iscsi. fio
-/// is in the chroot. n1's node GUID would be ib_srpt's CM service ID, and
-/// the IB CM refuses to listen on a service ID whose top byte is 0x02 (the
-/// range of IDs it assigns), the fabric's default GUID prefix: n1 gets 0x01
-/// there.
+/// Debian packages both guests carry (one layer): srp_daemon, nfsd's
+/// programs and mount.nfs, open-iscsi. fio is in the chroot. n1's node
+/// GUID is ib_srpt's IB CM service ID, and the CM refuses to listen on a
+/// service ID whose top byte is 0x02 (the IDs it assigns itself), the
+/// fabric's default GUID prefix: n1 gets a locally administered,
+/// individual GUID with top byte 0x12 instead (docs/storage.md).
 const TOPOLOGY: &str = r#"{
   "sm": "n1",
-  "nodes": [ { "name": "n1", "lid": 1, "node_guid": "0x0100000000010001" },
+  "nodes": [ { "name": "n1", "lid": 1, "node_guid": "0x1200000000010001" },
              { "name": "n2", "lid": 2 } ],
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "1024M", "root": "debian",
@@ -80,9 +81,22 @@ fn fio_passed(c: &str, prefix: &str, all: &str) {
     }
 }
 
+/// A block protocol's disk (tag prefix `p`) on n2: LIO's, both fio jobs
+/// verified, and the dd range's hash equal as written, as read back and in
+/// n1's backing file; returns that hash.
+fn disk_passed<'a>(c1: &str, c2: &'a str, p: &str, all: &str) -> &'a str {
+    let disk = tagged_lines(c2, &format!("{p}-DISK")).join("\n");
+    assert!(disk.contains("LIO-ORG"), "{p} disk: {disk}\n{all}");
+    fio_passed(c2, p, all);
+    let written = value(c2, &format!("{p}-SUM-WRITTEN"), all);
+    assert_eq!(value(c2, &format!("{p}-SUM-READ"), all), written, "{all}");
+    assert_eq!(value(c1, &format!("{p}-SUM-TARGET"), all), written, "{all}");
+    written
+}
+
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
-fn nfs_over_rdma_and_iser_between_two_guests() {
+fn srp_nfs_over_rdma_and_iser_between_two_guests() {
     let stack = VmStack::get();
     let dir = stack.scratch("storage");
     let run = dir.join("run");
@@ -99,13 +113,21 @@ fn nfs_over_rdma_and_iser_between_two_guests() {
     let step = |s: &str| format!("bash /share/storage-guest.sh {s}");
     let n1 = [
         "setup 1",
+        "srp-target",
         "nfs-server",
         "iser-target",
-        "finish nfs iser",
+        "finish srp nfs iser",
         "dmesg",
         "verdict",
     ];
-    let n2 = ["setup 2", "nfs-client", "iser-host", "dmesg", "verdict"];
+    let n2 = [
+        "setup 2",
+        "srp-host",
+        "nfs-client",
+        "iser-host",
+        "dmesg",
+        "verdict",
+    ];
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(
         [
@@ -132,7 +154,7 @@ fn nfs_over_rdma_and_iser_between_two_guests() {
     let (c1, c2) = (console("n1"), console("n2"));
     let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
     eprintln!(
-        "NFS over RDMA and iSER, two Debian-root guests: {:.0} s",
+        "SRP, NFS over RDMA and iSER, two Debian-root guests: {:.0} s",
         start.elapsed().as_secs_f64()
     );
     assert!(out.status.success(), "every step passes:\n{all}");
@@ -162,11 +184,22 @@ fn nfs_over_rdma_and_iser_between_two_guests() {
         session.starts_with("iser: ") && session.contains("iqn.2026-11.io.ibtca:iser"),
         "iSCSI session: {session}\n{all}"
     );
-    let disk = tagged_lines(&c2, "ISER-DISK").join("\n");
-    assert!(disk.contains("LIO-ORG"), "iSER disk: {disk}\n{all}");
-    fio_passed(&c2, "ISER", &all);
-    let iser = value(&c2, "ISER-SUM-WRITTEN", &all);
-    assert_eq!(value(&c2, "ISER-SUM-READ", &all), iser, "{all}");
-    assert_eq!(value(&c1, "ISER-SUM-TARGET", &all), iser, "{all}");
+    let iser = disk_passed(&c1, &c2, "ISER", &all);
+
+    // SRP: srp_daemon found n1's target (its I/O controller is n1's node
+    // GUID), ib_srp logged in, the disk is LIO's, the data checked, and
+    // the logout removed the remote port and the disk.
+    let found = tagged_lines(&c2, "SRP-FOUND").join("\n");
+    assert!(
+        found.contains("ioc_guid=1200000000010001") && found.contains("id_ext="),
+        "srp_daemon's target: {found}\n{all}"
+    );
+    let srp = disk_passed(&c1, &c2, "SRP", &all);
+    assert_ne!(srp, iser, "{all}");
+    assert_eq!(
+        tagged_lines(&c2, "SRP-LOGOUT"),
+        ["rports=0 disks=0"],
+        "{all}"
+    );
     drop(down);
 }

@@ -283,15 +283,15 @@ kernel_lines() {
 }
 
 # step NAME FUNCTION ARGS...: runs one protocol's step in a subshell and records
-# its exit status (STORAGE-STEP NAME STATUS on the console, /share/NAME.rc
+# its exit status (STORAGE-STEP NAME STATUS SECONDS on the console, /share/NAME.rc
 # for the peer), then goes on: a failed protocol does not keep the others
 # from running, and the peer stops waiting for it. `verdict` fails the
 # guest's run if any step failed.
 step() {
-	local rc
+	local rc t0=$SECONDS
 	("${@:2}")
 	rc=$?
-	echo "STORAGE-STEP $1 $rc"
+	echo "STORAGE-STEP $1 $rc $((SECONDS - t0))s"
 	echo $rc >"/share/$1.rc"
 	echo "$1 $rc" >>/tmp/storage-steps
 	return 0

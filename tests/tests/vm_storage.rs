@@ -157,6 +157,10 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
         "SRP, NFS over RDMA and iSER, two Debian-root guests: {:.0} s",
         start.elapsed().as_secs_f64()
     );
+    // Each step's status and seconds, for the report of CI's time.
+    for (n, c) in [("n1", &c1), ("n2", &c2)] {
+        eprintln!("{n}: {}", tagged_lines(c, "STORAGE-STEP").join("; "));
+    }
     assert!(out.status.success(), "every step passes:\n{all}");
 
     // NFS over RDMA: mounted over rdma at port 20049; each side's file

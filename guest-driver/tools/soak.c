@@ -352,7 +352,7 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 	m.retry_cnt = vb_retry;
 	m.rnr_retry = 7;	/* for ever: the receiver is a busy guest */
 	m.min_rnr_timer = 1;
-	m.max_rd_atomic = 3;	/* the device's max_qp_rd_atom */
+	m.max_rd_atomic = 3;	/* 3 READs in flight; the device allows up to 16 */
 	if (!ret)
 		ret = sk_modify(p, &m);
 	if (ret) {

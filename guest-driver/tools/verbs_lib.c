@@ -123,7 +123,7 @@ int vb_modify(struct vb *v, uint32_t qpn, uint32_t dest_qpn, uint8_t mtu)
 	m.retry_cnt = vb_retry;
 	m.rnr_retry = 7;
 	m.min_rnr_timer = 1;
-	m.max_rd_atomic = 3;	/* the device's max_qp_rd_atom */
+	m.max_rd_atomic = 3;	/* 3 READs in flight; the device allows up to 16 */
 	if (ioctl(v->fd, IBTCA_IOC_MODIFY_QP, &m) < 0)
 		return -errno;
 	return 0;

@@ -232,7 +232,8 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     eprintln!("[bench] raw socket messages, 64 B writes, {secs} s");
     let small = raw_stream(64, secs);
     eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s");
-    let raw_lat = raw_pingpong(64, secs);
+    let raw_ping = raw_pingpong(64, secs);
+    let raw_lat = raw_ping.median_us;
     let stream_mib = stream.mib_per_s();
     let small_msg = small.msg_per_s();
     let raw_cpu = |r: &Rate| {
@@ -384,6 +385,26 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
             msg_s: None,
             us: Some(lat),
             ratio: Some((lat / raw_lat, "ping")),
+            target: None,
+            cpu_us: None,
+        });
+    }
+
+    if row_chosen("write-ping") {
+        eprintln!("[bench] RDMA WRITE ping-pong 64 B, {secs} s");
+        let p = verbs_write_pingpong(64, secs);
+        eprintln!("[bench]   {:.1} µs (p99 {:.1})", p.median_us, p.p99_us);
+        notes.push(format!(
+            "RDMA WRITE ping-pong 64 B, one way: median {:.1} µs, p99 {:.1} µs over {} round trips; raw socket ping-pong: median {:.1} µs, p99 {:.1} µs over {}",
+            p.median_us, p.p99_us, p.round_trips, raw_ping.median_us, raw_ping.p99_us, raw_ping.round_trips
+        ));
+        rows.push(VRow {
+            what: "RDMA WRITE ping-pong".into(),
+            size: "64 B",
+            mib_s: None,
+            msg_s: None,
+            us: Some(p.median_us),
+            ratio: Some((p.median_us / raw_lat, "ping")),
             target: None,
             cpu_us: None,
         });

@@ -222,7 +222,7 @@ struct VerbsArgs {
     #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = positive_seconds)]
     seconds: f64,
     /// Run only these rows (write-1m, write-4k, write-64, read-1m, send,
-    /// ping); the raw rows always run.
+    /// ping, write-ping); the raw rows always run.
     #[arg(long, value_name = "ROWS", value_delimiter = ',', value_parser = VERBS_ROWS)]
     only: Option<Vec<String>>,
     /// Measure the 1 MiB WRITE row as N pairs of a raw stream run and a
@@ -307,6 +307,8 @@ mod table;
 mod verbs;
 #[path = "../bench/verbs_pair.rs"]
 mod verbs_pair;
+#[path = "../bench/write_pingpong.rs"]
+mod write_pingpong;
 
 use cpu::*;
 use guests::*;
@@ -315,10 +317,17 @@ use raw::*;
 use table::*;
 use verbs::*;
 use verbs_pair::*;
+use write_pingpong::*;
 
 /// Names of the verbs rows, for `--only`.
-const VERBS_ROWS: [&str; 6] = [
-    "write-1m", "write-4k", "write-64", "read-1m", "send", "ping",
+const VERBS_ROWS: [&str; 7] = [
+    "write-1m",
+    "write-4k",
+    "write-64",
+    "read-1m",
+    "send",
+    "ping",
+    "write-ping",
 ];
 /// The rows `--only` chose (all when unset).
 static ONLY_ROWS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();

@@ -398,6 +398,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
             "RDMA WRITE ping-pong 64 B, one way: median {:.1} µs, p99 {:.1} µs over {} round trips; raw socket ping-pong: median {:.1} µs, p99 {:.1} µs over {}",
             p.median_us, p.p99_us, p.round_trips, raw_ping.median_us, raw_ping.p99_us, raw_ping.round_trips
         ));
+        if let Some(h) = &p.handoffs {
+            notes.push(format!("RDMA WRITE ping-pong 64 B, where events ran: {h}"));
+        }
         rows.push(VRow {
             what: "RDMA WRITE ping-pong".into(),
             size: "64 B",
@@ -454,6 +457,11 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
              outnumber CPUs, BENCHMARKS.md)"
         }
     );
+    if !run_to_completion() {
+        println!(
+            "--engine-thread-only: every device event went through its engine thread's queue."
+        );
+    }
     println!(
         "Ratios: stream = MiB/s over the raw 64 KiB stream; msgs = msg/s over the raw \
          64 B message rate; ping = one-way µs over the raw 64 B socket ping-pong."

@@ -5,13 +5,16 @@
 //! B's memory, with no completion on the receiving side.
 
 use super::*;
+use ibtca_device::engine::Handoffs;
 
 /// Latencies of a ping-pong: one way (round trip / 2), µs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct PingPong {
     pub(super) median_us: f64,
     pub(super) p99_us: f64,
     pub(super) round_trips: usize,
+    /// Where the devices' events ran over the timed part (WRITE runs only).
+    pub(super) handoffs: Option<String>,
 }
 
 impl PingPong {
@@ -26,6 +29,7 @@ impl PingPong {
             median_us: at(0.5),
             p99_us: at(0.99),
             round_trips: ns.len(),
+            handoffs: None,
         }
     }
 }
@@ -34,7 +38,9 @@ impl PingPong {
 const SLOT: u64 = 2 << 20;
 
 /// Waits until the 8 bytes before `SLOT + size` on `s` hold `seq` (false:
-/// `stop` was set or 20 s passed).
+/// `stop` was set or 20 s passed), yielding between looks as the other
+/// rows' guests do (a guest spinning without yielding takes a CPU from
+/// the devices).
 fn wait_for(s: &Side, size: u32, seq: u64, stop: &AtomicBool) -> bool {
     let at = s.buf + SLOT + u64::from(size) - 8;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -46,7 +52,7 @@ fn wait_for(s: &Side, size: u32, seq: u64, stop: &AtomicBool) -> bool {
         if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
             return false;
         }
-        std::hint::spin_loop();
+        idle();
     }
 }
 
@@ -71,7 +77,7 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     let Pair {
         mut a,
         mut b,
-        servers: _servers,
+        servers,
         _dir,
     } = verbs_pair(WRITE_QP_LOG);
     let to_a = (a.buf, u64::from(a.rkey));
@@ -92,10 +98,14 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
     let end = warm + Duration::from_secs_f64(secs);
     let mut seq = 1u64;
+    let mut at_warm = None;
     loop {
         let t = Instant::now();
         if t >= end {
             break;
+        }
+        if t >= warm && at_warm.is_none() {
+            at_warm = Some(handoffs(&servers));
         }
         write_seq(&mut a, size, seq, to_b);
         assert!(wait_for(&a, size, seq, &never), "no reply to WRITE {seq}");
@@ -104,7 +114,38 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
         }
         seq += 1;
     }
+    let at_end = handoffs(&servers);
     stop.store(true, Ordering::Relaxed);
     echo.join().expect("echo thread");
-    PingPong::from_round_trips(samples)
+    let mut p = PingPong::from_round_trips(samples);
+    p.handoffs = at_warm.map(|w| handoffs_note(&w, &at_end, p.round_trips));
+    p
+}
+
+/// Both devices' counts of where their events ran.
+fn handoffs(servers: &(TestServer, TestServer)) -> [Handoffs; 2] {
+    let h = |s: &TestServer| s.engine.as_ref().map(|e| e.handoffs()).unwrap_or_default();
+    [h(&servers.0), h(&servers.1)]
+}
+
+/// Per round trip, each device's events run on their arriving thread and
+/// handed to its engine thread, between two counts.
+fn handoffs_note(from: &[Handoffs; 2], to: &[Handoffs; 2], round_trips: usize) -> String {
+    let per = |n: u64| n as f64 / round_trips.max(1) as f64;
+    let side = |name: &str, f: &Handoffs, t: &Handoffs| {
+        format!(
+            "{name}: doorbells {:.2} on the vfio-user thread, {:.2} to the engine; \
+             link batches {:.2} on the reader, {:.2} to the engine; timer wakes {:.2}",
+            per(t.vfio_inline - f.vfio_inline),
+            per(t.vfio_queued - f.vfio_queued),
+            per(t.link_inline - f.link_inline),
+            per(t.link_queued - f.link_queued),
+            per(t.timer_wakes - f.timer_wakes),
+        )
+    };
+    format!(
+        "per round trip, {}; {}",
+        side("A", &from[0], &to[0]),
+        side("B", &from[1], &to[1])
+    )
 }

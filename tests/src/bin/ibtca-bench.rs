@@ -242,6 +242,11 @@ struct VerbsArgs {
     /// Every thread of the run under SCHED_BATCH, the raw rows' too.
     #[arg(long)]
     sched_batch: bool,
+    /// Every device event goes through the engine thread's queue, none
+    /// runs to completion on the thread it arrived on
+    /// (docs/thread-model.md): the thread model before run to completion.
+    #[arg(long)]
+    engine_thread_only: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -394,6 +399,13 @@ fn path_mtu() -> u8 {
     PATH_MTU.load(Ordering::Relaxed)
 }
 
+/// `--engine-thread-only`: no event runs to completion where it arrived.
+static ENGINE_THREAD_ONLY: AtomicBool = AtomicBool::new(false);
+
+fn run_to_completion() -> bool {
+    !ENGINE_THREAD_ONLY.load(Ordering::Relaxed)
+}
+
 fn engine_spin() -> Duration {
     Duration::from_micros(ENGINE_SPIN_US.load(Ordering::Relaxed))
 }
@@ -536,6 +548,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
         SCHED_BATCH.store(true, Ordering::Relaxed);
     }
     SPLIT.store(a.split, Ordering::Relaxed);
+    ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);
     }

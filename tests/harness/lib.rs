@@ -502,6 +502,8 @@ pub struct TestServer {
     pub link: Option<std::sync::Arc<ibtca_device::link::Link>>,
     /// The instance's DRDMA window (counters), for `start_instance`.
     pub drdma: Option<std::sync::Arc<ibtca_device::drdma::Drdma>>,
+    /// The instance's engine (where its events ran), for `start_instance`.
+    pub engine: Option<ibtca_device::engine::EngineHandle>,
     stop: ibtca_device::vfio_user::ShutdownHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
     /// The engine's counters once a `start_instance` server stopped.
@@ -525,6 +527,7 @@ impl TestServer {
             socket,
             link: None,
             drdma: None,
+            engine: None,
             stop,
             thread: Some(thread),
             engine_stats: Default::default(),
@@ -540,6 +543,7 @@ impl TestServer {
         let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
         let link = instance.link();
         let drdma = Some(instance.tca.drdma().clone());
+        let engine = Some(instance.engine());
         let engine_stats: std::sync::Arc<std::sync::Mutex<Option<_>>> = Default::default();
         let stats_out = std::sync::Arc::clone(&engine_stats);
         let thread = std::thread::spawn(move || {
@@ -552,6 +556,7 @@ impl TestServer {
             socket,
             link,
             drdma,
+            engine,
             stop,
             thread: Some(thread),
             engine_stats,

@@ -63,6 +63,8 @@ pub struct PairOptions {
     pub link_ring: u64,
     /// Both link readers' spin (`InstanceConfig::link_spin`).
     pub link_spin: Duration,
+    /// Both devices' `InstanceConfig::run_to_completion`.
+    pub run_to_completion: bool,
     /// Both guests' ACK timeout and retries ([`Retry::PROMPT`] for tests
     /// of retransmission).
     pub retry: Retry,
@@ -82,6 +84,7 @@ impl Default for PairOptions {
             cpus: None,
             link_ring: ibtca_device::link::SHARED_RING,
             link_spin: ibtca_device::link::RX_SPIN,
+            run_to_completion: true,
             retry: Retry::default(),
         }
     }
@@ -189,6 +192,7 @@ fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
         engine_spin: o.engine_spin,
         link_ring: o.link_ring,
         link_spin: o.link_spin,
+        run_to_completion: o.run_to_completion,
         ..InstanceConfig::default()
     };
     TestServer::start_instance(TempDir::new("side"), cfg)

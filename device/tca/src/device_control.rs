@@ -21,13 +21,13 @@
 use std::cell::RefCell;
 use std::io;
 use std::path::Path;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::control_socket::LineServer;
-use crate::engine::{DeviceSnapshot, EngineEvent};
+use crate::engine::{DeviceSnapshot, EngineEvent, EngineHandle};
 use crate::pma::iba_json;
 use crate::regs;
 use crate::verbs::qp_state::{QpState, QpType};
@@ -134,7 +134,7 @@ pub fn inspect_json(s: &DeviceSnapshot) -> Value {
 /// Asks the engine behind `engine` for snapshots, at most one per
 /// [`MIN_INTERVAL`].
 struct Snapshots {
-    engine: Sender<EngineEvent>,
+    engine: EngineHandle,
     last: Option<(Instant, Box<DeviceSnapshot>)>,
 }
 
@@ -178,8 +178,8 @@ fn execute(snapshots: &mut Snapshots, line: &str) -> String {
 }
 
 /// Serves the device's commands on the control socket at `path`, asking
-/// the engine behind `engine` (`Instance::engine_sender`).
-pub fn serve(engine: Sender<EngineEvent>, path: &Path) -> io::Result<LineServer> {
+/// the engine behind `engine` (`Instance::engine`).
+pub fn serve(engine: EngineHandle, path: &Path) -> io::Result<LineServer> {
     let snapshots = RefCell::new(Snapshots { engine, last: None });
     LineServer::start(path, "ibtca-dev-control", move |line| {
         execute(&mut snapshots.borrow_mut(), line)
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn commands_answer_from_the_engines_snapshot_or_say_why_not() {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = EngineHandle::channel();
         let engine = std::thread::spawn(move || {
             // Answers one Inspect, then stops (drops its receiver).
             if let Ok(EngineEvent::Inspect(reply)) = rx.recv() {

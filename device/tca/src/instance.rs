@@ -3,13 +3,14 @@
 //! build devices through this.
 
 use std::io;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bar0::PortIdentity;
 use crate::drdma::{Drdma, DrdmaConfig};
-use crate::engine::{wait, Engine, EngineEvent, EngineStats, EngineThread, PacketSink, PortState};
+use crate::engine::{
+    wait, Engine, EngineEvent, EngineHandle, EngineStats, EngineThread, PacketSink, PortState,
+};
 use crate::link::{HighPriority, Link, LinkConfig, LinkEndpoint, LinkRx, LinkStats, LocalPort};
 use crate::regs;
 use crate::sma::DeviceSma;
@@ -49,6 +50,9 @@ pub struct InstanceConfig {
     /// How long the link reader polls its empty ring before it sleeps
     /// (`ibtca-device --link-spin-us`).
     pub link_spin: Duration,
+    /// Events reaching an idle engine run on the thread they arrived on
+    /// (docs/thread-model.md); false: all through the engine thread.
+    pub run_to_completion: bool,
     /// The least local ACK timeout a QP runs with: a shorter one the guest
     /// asks for is raised to it, an infinite one stays infinite
     /// (`ibtca-device --min-ack-timeout-ms`). Zero, the default here: as
@@ -71,6 +75,7 @@ impl Default for InstanceConfig {
             link_ring: crate::link::SHARED_RING,
             link_spin: crate::link::RX_SPIN,
             min_ack_timeout: Duration::ZERO,
+            run_to_completion: true,
         }
     }
 }
@@ -167,16 +172,18 @@ impl Instance {
             },
             drdma.clone(),
         );
-        let (tx, rx) = mpsc::channel();
+        let (handle, rx) = EngineHandle::channel();
+        handle.set_run_to_completion(cfg.run_to_completion);
         let link = match &cfg.link {
             Some(ep) => {
-                let events = tx.clone();
+                let events = handle.clone();
                 let local = LocalPort {
                     node_guid: cfg.node_guid,
                     port: 1,
                     lid,
                 };
-                // Each socket read's packets reach the engine as one event.
+                // Each socket read's packets reach the engine as one event,
+                // run on the reader when the engine is idle.
                 let mut link_config = LinkConfig {
                     shared_ring: cfg.link_ring,
                     rx_spin: cfg.link_spin,
@@ -187,7 +194,7 @@ impl Instance {
                     cfg.vl.apply(flow);
                 }
                 let link = Link::start_batched(ep.clone(), local, link_config, move |rx| {
-                    let _ = events.send(match rx {
+                    let _ = events.run_or_send(match rx {
                         LinkRx::Event(ev) => EngineEvent::Link(ev),
                         LinkRx::Packets(batch) => EngineEvent::LinkPackets(batch),
                     });
@@ -234,8 +241,8 @@ impl Instance {
             min_ack_timeout_ms = cfg.min_ack_timeout.as_millis() as u64,
             "local ACK timeout floor"
         );
-        let engine = EngineThread::spawn(engine, tx.clone(), rx, cfg.engine_spin);
-        tca.set_engine(tx);
+        tca.set_engine(handle.clone());
+        let engine = EngineThread::spawn(handle, rx, engine, cfg.engine_spin);
         Ok(Instance { tca, engine, link })
     }
 
@@ -244,10 +251,11 @@ impl Instance {
         self.link.clone()
     }
 
-    /// A sender of events to the engine (the control socket's
-    /// [`EngineEvent::Inspect`]).
-    pub fn engine_sender(&self) -> mpsc::Sender<EngineEvent> {
-        self.engine.sender()
+    /// A handle on the engine (the control socket's
+    /// [`EngineEvent::Inspect`]; where events ran:
+    /// [`EngineHandle::handoffs`]).
+    pub fn engine(&self) -> EngineHandle {
+        self.engine.handle()
     }
 
     /// Link counters, if there is a link.

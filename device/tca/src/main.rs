@@ -285,6 +285,7 @@ fn main() -> ExitCode {
         link_ring: args.link_ring_kib.saturating_mul(1024),
         link_spin: Duration::from_micros(args.link_spin_us),
         min_ack_timeout: Duration::from_millis(args.min_ack_timeout_ms),
+        run_to_completion: true,
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,
@@ -293,7 +294,7 @@ fn main() -> ExitCode {
         }
     };
     let control = match &args.control {
-        Some(path) => match ibtca_device::device_control::serve(device.engine_sender(), path) {
+        Some(path) => match ibtca_device::device_control::serve(device.engine(), path) {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::error!("cannot serve the control socket: {e}");

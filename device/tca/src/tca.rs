@@ -19,7 +19,7 @@
 //! gets PCI masking. Reads of the PBA are forwarded and answered here.
 
 use std::fs::File;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use vmm_sys_util::eventfd::EventFd;
 use crate::bar0::{Bar0, Bar0Context, PortIdentity, WriteEffect};
 use crate::dma::{DmaError, DmaMaps, GuestMemory};
 use crate::drdma::{Drdma, DrdmaConfig};
-use crate::engine::EngineEvent;
+use crate::engine::{EngineEvent, EngineHandle};
 use crate::pci::config::{self, BarSpec, ConfigSpace};
 use crate::pci::msix::Msix;
 use crate::pci::PciError;
@@ -95,7 +95,7 @@ pub struct Tca {
     mem: GuestMemory,
     bar0: Bar0,
     err_eventfd: Option<EventFd>,
-    engine: Option<Sender<EngineEvent>>,
+    engine: Option<EngineHandle>,
     drdma: Arc<Drdma>,
     rkm: Arc<RkmRegs>,
 }
@@ -147,15 +147,16 @@ impl Tca {
         &self.drdma
     }
 
-    /// Sends command-queue and doorbell work to `engine`.
-    pub fn set_engine(&mut self, engine: Sender<EngineEvent>) {
+    /// Gives command-queue and doorbell work to `engine`: run on this
+    /// thread when the engine is idle, else queued for the engine thread.
+    pub fn set_engine(&mut self, engine: EngineHandle) {
         self.engine = Some(engine);
     }
 
     fn to_engine(&self, ev: EngineEvent) {
         match &self.engine {
-            Some(tx) => {
-                if tx.send(ev).is_err() {
+            Some(engine) => {
+                if engine.run_or_send(ev).is_err() {
                     tracing::warn!("engine stopped; dropping work");
                 }
             }
@@ -185,11 +186,11 @@ impl Tca {
     /// Makes the engine forget every object and waits (at most
     /// [`ENGINE_RESET_WAIT`]) until it has.
     fn reset_engine_and_wait(&self) {
-        let Some(tx) = &self.engine else {
+        let Some(engine) = &self.engine else {
             return;
         };
         let (done, finished) = mpsc::channel();
-        if tx.send(EngineEvent::Reset(Some(done))).is_err() {
+        if engine.run_or_send(EngineEvent::Reset(Some(done))).is_err() {
             return; // the engine has stopped: nothing uses the maps
         }
         if finished.recv_timeout(ENGINE_RESET_WAIT).is_err() {
@@ -571,8 +572,8 @@ mod tests {
     #[test]
     fn a_departing_clients_objects_go_before_its_memory() {
         let mut tca = Tca::new();
-        let (tx, rx) = mpsc::channel();
-        tca.set_engine(tx);
+        let (engine, rx) = EngineHandle::channel();
+        tca.set_engine(engine);
         let file = crate::memfd::create("ram", 1 << 20).unwrap();
         let map = wire::DmaMap {
             argsz: 32,

@@ -80,9 +80,9 @@ pub(super) fn named<T: Send + 'static>(
         .expect("spawn a bench thread")
 }
 
-/// Raw `UnixStream` ping-pong of `size` bytes each way; µs per one-way trip
-/// (round trip / 2), median.
-pub(super) fn raw_pingpong(size: usize, secs: f64) -> f64 {
+/// Raw `UnixStream` ping-pong of `size` bytes each way between two threads;
+/// µs per one-way trip (round trip / 2).
+pub(super) fn raw_pingpong(size: usize, secs: f64) -> PingPong {
     let (mut a, mut b) = UnixStream::pair().expect("socketpair");
     let echo = named("raw-echo", move || {
         let mut m = vec![0u8; size];
@@ -103,7 +103,7 @@ pub(super) fn raw_pingpong(size: usize, secs: f64) -> f64 {
     }
     drop(a);
     echo.join().expect("raw echo");
-    median_ns(samples) / 2000.0
+    PingPong::from_round_trips(samples)
 }
 
 pub(super) fn median_ns(mut ns: Vec<u64>) -> f64 {

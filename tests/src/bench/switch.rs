@@ -229,7 +229,7 @@ pub fn run(secs: f64) -> ExitCode {
     eprintln!("[bench] raw socket stream, 64 KiB writes, {secs} s");
     let stream = raw_stream(64 << 10, secs).mib_per_s();
     eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s");
-    let raw_rtt = 2.0 * raw_pingpong(64, secs);
+    let raw_rtt = 2.0 * raw_pingpong(64, secs).median_us;
     rows.push(vec![
         "raw socket stream".into(),
         "64 KiB".into(),

@@ -233,7 +233,8 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     eprintln!("[bench] raw socket messages, 64 B writes, {secs} s");
     let small = raw_stream(64, secs);
     eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s");
-    let raw_lat = raw_pingpong(64, secs);
+    let raw_ping = raw_pingpong(64, secs);
+    let raw_lat = raw_ping.median_us;
     let stream_mib = stream.mib_per_s();
     let small_msg = small.msg_per_s();
     let raw_cpu = |r: &Rate| {
@@ -390,6 +391,29 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
         });
     }
 
+    if row_chosen("write-ping") {
+        eprintln!("[bench] RDMA WRITE ping-pong 64 B, {secs} s");
+        let p = verbs_write_pingpong(64, secs);
+        eprintln!("[bench]   {:.1} µs (p99 {:.1})", p.median_us, p.p99_us);
+        notes.push(format!(
+            "RDMA WRITE ping-pong 64 B, one way: median {:.1} µs, p99 {:.1} µs over {} round trips; raw socket ping-pong: median {:.1} µs, p99 {:.1} µs over {}",
+            p.median_us, p.p99_us, p.round_trips, raw_ping.median_us, raw_ping.p99_us, raw_ping.round_trips
+        ));
+        if let Some(h) = &p.handoffs {
+            notes.push(format!("RDMA WRITE ping-pong 64 B, where events ran: {h}"));
+        }
+        rows.push(VRow {
+            what: "RDMA WRITE ping-pong".into(),
+            size: "64 B",
+            mib_s: None,
+            msg_s: None,
+            us: Some(p.median_us),
+            ratio: Some((p.median_us / raw_lat, "ping")),
+            target: None,
+            cpu_us: None,
+        });
+    }
+
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -434,6 +458,11 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
              outnumber CPUs, BENCHMARKS.md)"
         }
     );
+    if !run_to_completion() {
+        println!(
+            "--engine-thread-only: every device event went through its engine thread's queue."
+        );
+    }
     println!(
         "Ratios: stream = MiB/s over the raw 64 KiB stream; msgs = msg/s over the raw \
          64 B message rate; ping = one-way µs over the raw 64 B socket ping-pong."

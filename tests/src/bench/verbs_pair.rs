@@ -90,6 +90,7 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
         cpus: split_cpus(),
         link_ring: link_ring(),
         link_spin: link_spin(),
+        run_to_completion: run_to_completion(),
         ..Default::default()
     });
     lp.connect(path_mtu());

@@ -222,7 +222,7 @@ struct VerbsArgs {
     #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = positive_seconds)]
     seconds: f64,
     /// Run only these rows (write-1m, write-4k, write-64, read-1m, send,
-    /// ping); the raw rows always run.
+    /// ping, write-ping); the raw rows always run.
     #[arg(long, value_name = "ROWS", value_delimiter = ',', value_parser = VERBS_ROWS)]
     only: Option<Vec<String>>,
     /// Measure the 1 MiB WRITE row as N pairs of a raw stream run and a
@@ -242,6 +242,11 @@ struct VerbsArgs {
     /// Every thread of the run under SCHED_BATCH, the raw rows' too.
     #[arg(long)]
     sched_batch: bool,
+    /// Every device event goes through the engine thread's queue, none
+    /// runs to completion on the thread it arrived on
+    /// (docs/thread-model.md): the thread model before run to completion.
+    #[arg(long)]
+    engine_thread_only: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -307,6 +312,8 @@ mod table;
 mod verbs;
 #[path = "../bench/verbs_pair.rs"]
 mod verbs_pair;
+#[path = "../bench/write_pingpong.rs"]
+mod write_pingpong;
 
 use cpu::*;
 use guests::*;
@@ -315,10 +322,17 @@ use raw::*;
 use table::*;
 use verbs::*;
 use verbs_pair::*;
+use write_pingpong::*;
 
 /// Names of the verbs rows, for `--only`.
-const VERBS_ROWS: [&str; 6] = [
-    "write-1m", "write-4k", "write-64", "read-1m", "send", "ping",
+const VERBS_ROWS: [&str; 7] = [
+    "write-1m",
+    "write-4k",
+    "write-64",
+    "read-1m",
+    "send",
+    "ping",
+    "write-ping",
 ];
 /// The rows `--only` chose (all when unset).
 static ONLY_ROWS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
@@ -383,6 +397,13 @@ static PATH_MTU: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(
 
 fn path_mtu() -> u8 {
     PATH_MTU.load(Ordering::Relaxed)
+}
+
+/// `--engine-thread-only`: no event runs to completion where it arrived.
+static ENGINE_THREAD_ONLY: AtomicBool = AtomicBool::new(false);
+
+fn run_to_completion() -> bool {
+    !ENGINE_THREAD_ONLY.load(Ordering::Relaxed)
 }
 
 fn engine_spin() -> Duration {
@@ -527,6 +548,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
         SCHED_BATCH.store(true, Ordering::Relaxed);
     }
     SPLIT.store(a.split, Ordering::Relaxed);
+    ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);
     }

@@ -1,5 +1,6 @@
-//! The device engine: one thread per device that owns the verbs state and
-//! every RC QP's transport, and turns events into work.
+//! The device engine: the verbs state and every RC QP's transport, owned
+//! by one thread at a time (the thread an event arrived on when the engine
+//! is idle, else the engine thread: `owner.rs`), turning events into work.
 //!
 //! Events come from two places: the vfio-user thread (command-queue register
 //! writes and doorbells, which are posted BAR writes, and device resets) and
@@ -18,6 +19,7 @@ pub mod env;
 mod inspect;
 mod multicast;
 mod outbox;
+mod owner;
 mod partition;
 mod pma;
 mod port_state;
@@ -29,9 +31,8 @@ mod transport_query;
 mod turn;
 pub mod wait;
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::encoded;
@@ -62,6 +63,7 @@ pub use env::{DeviceQpEnv, PacketSink};
 pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
 pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
+pub use owner::{EngineHandle, EngineStopped, EngineThread, Handoffs};
 pub use port_state::PortState;
 use qp_error::log_qp_error;
 use qp_map::QpMap;
@@ -101,6 +103,9 @@ pub enum EngineEvent {
     /// The control socket asks for a [`DeviceSnapshot`], sent on the
     /// channel (never blocking: a full or closed channel drops it).
     Inspect(std::sync::mpsc::SyncSender<Box<DeviceSnapshot>>),
+    /// Nothing to do: the engine thread looks at its timers again (an
+    /// event run on another thread set an earlier deadline).
+    Wake,
     /// Stop the engine thread.
     Stop,
 }
@@ -364,7 +369,7 @@ impl Engine {
             EngineEvent::Inspect(reply) => {
                 let _ = reply.try_send(Box::new(self.snapshot()));
             }
-            EngineEvent::Stop => {}
+            EngineEvent::Wake | EngineEvent::Stop => {}
         }
         if !self.capped.is_empty() {
             self.resume_capped(now);
@@ -675,90 +680,5 @@ impl Engine {
         // next flush, and so does anything after them.
         self.outbox.hold = !self.outbox.packets.is_empty();
         self.outbox.bytes = 0;
-    }
-}
-
-/// A running engine thread.
-pub struct EngineThread {
-    tx: Sender<EngineEvent>,
-    thread: Option<JoinHandle<EngineStats>>,
-}
-
-impl EngineThread {
-    /// Runs `engine` on its own thread, fed by `rx` (whose sender is `tx`);
-    /// it polls `rx` for `spin` before each blocking wait (see [`wait`]).
-    pub fn spawn(
-        mut engine: Engine,
-        tx: Sender<EngineEvent>,
-        rx: Receiver<EngineEvent>,
-        spin: Duration,
-    ) -> Self {
-        let thread = std::thread::Builder::new()
-            .name("ibtca-engine".into())
-            .spawn(move || {
-                ibtca_sandbox::enter(ibtca_sandbox::Role::Engine);
-                loop {
-                    let now = Instant::now();
-                    let wait = engine
-                        .next_deadline()
-                        .map(|d| d.saturating_duration_since(now))
-                        .unwrap_or(Duration::from_secs(1));
-                    match wait::recv_spinning(&rx, wait, spin) {
-                        Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-                        Ok(ev) => {
-                            // Take the whole burst before sending anything.
-                            let now = Instant::now();
-                            engine.absorb(ev, now);
-                            let mut stop = false;
-                            for _ in 0..256 {
-                                match rx.try_recv() {
-                                    Ok(EngineEvent::Stop) => {
-                                        stop = true;
-                                        break;
-                                    }
-                                    Ok(ev) => engine.absorb(ev, now),
-                                    Err(_) => break,
-                                }
-                            }
-                            engine.flush(now);
-                            if stop {
-                                break;
-                            }
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                    }
-                    engine.on_timers(Instant::now());
-                }
-                engine.stats()
-            })
-            .expect("spawn the engine thread");
-        EngineThread {
-            tx,
-            thread: Some(thread),
-        }
-    }
-
-    /// A sender for events.
-    pub fn sender(&self) -> Sender<EngineEvent> {
-        self.tx.clone()
-    }
-
-    /// Stops the thread and returns its counters.
-    pub fn stop(mut self) -> EngineStats {
-        self.stop_inner()
-    }
-
-    fn stop_inner(&mut self) -> EngineStats {
-        let _ = self.tx.send(EngineEvent::Stop);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for EngineThread {
-    fn drop(&mut self) {
-        self.stop_inner();
     }
 }

@@ -1,0 +1,151 @@
+//! `ibtca-bench verbs`' WRITE ping-pong row: a 64 B RDMA WRITE answered
+//! by an RDMA WRITE, as perftest's `ib_write_lat` does it. Each side polls
+//! the last 8 bytes of its own buffer for the sequence number the peer
+//! wrote, so a one-way trip is doorbell → device A → link → device B →
+//! B's memory, with no completion on the receiving side.
+
+use super::*;
+use ibtca_device::engine::Handoffs;
+
+/// Latencies of a ping-pong: one way (round trip / 2), µs.
+#[derive(Debug, Clone)]
+pub(super) struct PingPong {
+    pub(super) median_us: f64,
+    pub(super) p99_us: f64,
+    pub(super) round_trips: usize,
+    /// Where the devices' events ran over the timed part (WRITE runs only).
+    pub(super) handoffs: Option<String>,
+}
+
+impl PingPong {
+    /// From round-trip samples in ns.
+    pub(super) fn from_round_trips(mut ns: Vec<u64>) -> Self {
+        ns.sort_unstable();
+        let at = |q: f64| {
+            let i = ((ns.len() as f64 * q) as usize).min(ns.len().saturating_sub(1));
+            ns.get(i).copied().unwrap_or(0) as f64 / 2000.0
+        };
+        PingPong {
+            median_us: at(0.5),
+            p99_us: at(0.99),
+            round_trips: ns.len(),
+            handoffs: None,
+        }
+    }
+}
+
+/// Where in each side's buffer the peer's message lands.
+const SLOT: u64 = 2 << 20;
+
+/// Waits until the 8 bytes before `SLOT + size` on `s` hold `seq` (false:
+/// `stop` was set or 20 s passed), yielding between looks as the other
+/// rows' guests do (a guest spinning without yielding takes a CPU from
+/// the devices).
+fn wait_for(s: &Side, size: u32, seq: u64, stop: &AtomicBool) -> bool {
+    let at = s.buf + SLOT + u64::from(size) - 8;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = u64::from_le_bytes(s.g.read(at, 8).try_into().expect("8 bytes"));
+        if got == seq {
+            return true;
+        }
+        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            return false;
+        }
+        idle();
+    }
+}
+
+/// Posts one signaled WRITE of `size` bytes carrying `seq` from `s` into the
+/// peer's slot (`dst`, `rkey`), taking the completions of earlier ones.
+fn write_seq(s: &mut Side, size: u32, seq: u64, (dst, rkey): (u64, u64)) {
+    let src = s.buf + (1 << 20);
+    let mut msg = vec![0u8; size as usize];
+    msg[size as usize - 8..].copy_from_slice(&seq.to_le_bytes());
+    s.g.write(src, &msg);
+    let w = send_wqe(WR_RDMA_WRITE, seq, src, size, s.lkey);
+    s.g.post_send_batch(&mut s.qp, &[remote(w, dst + SLOT, rkey as u32)]);
+    while let Some(c) = s.g.try_poll_cq(&mut s.cq) {
+        assert_eq!(c.status, WC_SUCCESS, "{c:?}");
+    }
+}
+
+/// `size`-byte RDMA WRITE ping-pong A → B → A for `secs` (after a tenth of
+/// that as warm-up).
+pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
+    assert!(size >= 8, "the sequence number takes 8 bytes");
+    let Pair {
+        mut a,
+        mut b,
+        servers,
+        _dir,
+    } = verbs_pair(WRITE_QP_LOG);
+    let to_a = (a.buf, u64::from(a.rkey));
+    let to_b = (b.buf, u64::from(b.rkey));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_b = stop.clone();
+    let echo = named("guest-b", move || {
+        let mut seq = 1u64;
+        while wait_for(&b, size, seq, &stop_b) {
+            write_seq(&mut b, size, seq, to_a);
+            seq += 1;
+        }
+        // Leave the QP drained so the pair shuts down quietly.
+        while b.g.try_poll_cq(&mut b.cq).is_some() {}
+    });
+    let never = AtomicBool::new(false);
+    let mut samples = Vec::new();
+    let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
+    let end = warm + Duration::from_secs_f64(secs);
+    let mut seq = 1u64;
+    let mut at_warm = None;
+    loop {
+        let t = Instant::now();
+        if t >= end {
+            break;
+        }
+        if t >= warm && at_warm.is_none() {
+            at_warm = Some(handoffs(&servers));
+        }
+        write_seq(&mut a, size, seq, to_b);
+        assert!(wait_for(&a, size, seq, &never), "no reply to WRITE {seq}");
+        if t >= warm {
+            samples.push(t.elapsed().as_nanos() as u64);
+        }
+        seq += 1;
+    }
+    let at_end = handoffs(&servers);
+    stop.store(true, Ordering::Relaxed);
+    echo.join().expect("echo thread");
+    let mut p = PingPong::from_round_trips(samples);
+    p.handoffs = at_warm.map(|w| handoffs_note(&w, &at_end, p.round_trips));
+    p
+}
+
+/// Both devices' counts of where their events ran.
+fn handoffs(servers: &(TestServer, TestServer)) -> [Handoffs; 2] {
+    let h = |s: &TestServer| s.engine.as_ref().map(|e| e.handoffs()).unwrap_or_default();
+    [h(&servers.0), h(&servers.1)]
+}
+
+/// Per round trip, each device's events run on their arriving thread and
+/// handed to its engine thread, between two counts.
+fn handoffs_note(from: &[Handoffs; 2], to: &[Handoffs; 2], round_trips: usize) -> String {
+    let per = |n: u64| n as f64 / round_trips.max(1) as f64;
+    let side = |name: &str, f: &Handoffs, t: &Handoffs| {
+        format!(
+            "{name}: doorbells {:.2} on the vfio-user thread, {:.2} to the engine; \
+             link batches {:.2} on the reader, {:.2} to the engine; timer wakes {:.2}",
+            per(t.vfio_inline - f.vfio_inline),
+            per(t.vfio_queued - f.vfio_queued),
+            per(t.link_inline - f.link_inline),
+            per(t.link_queued - f.link_queued),
+            per(t.timer_wakes - f.timer_wakes),
+        )
+    };
+    format!(
+        "per round trip, {}; {}",
+        side("A", &from[0], &to[0]),
+        side("B", &from[1], &to[1])
+    )
+}

@@ -1,0 +1,397 @@
+//! Full stack, user-space middleware on verbs between guests
+//! (docs/middleware.md): one `ibtca-fabric up --guests --share DIR --run
+//! ... --wait` boots three Debian-root guests with a package layer (UCX,
+//! libfabric, Open MPI, OpenSSH) on one switch, OpenSM in n1's guest, and
+//! every check shares that one boot:
+//!
+//! - `ucx_perftest` between n1 (server) and n2 (client) over UCX's
+//!   `rc_verbs` (UCT put latency and bandwidth, UCP tag-matching latency
+//!   and bandwidth with 1 MiB messages) and `ud_verbs` (UCP tag latency
+//!   and bandwidth): each test runs all its iterations on both sides,
+//!   and UCP's protocol table names the transport that carried it;
+//! - `fi_info -p verbs` lists ibtca0, and `fi_pingpong -p verbs -e msg -c`
+//!   (libfabric's verbs provider, connected through rdma_cm over IPoIB)
+//!   runs every size with its data-integrity check;
+//! - Open MPI: `mpirun` on n1 starts one rank in each guest through
+//!   OpenSSH over the management wire (a key made for this run, in the
+//!   share), `--mca pml ucx` over `rc_verbs`, and a 4 MiB
+//!   `MPI_Allreduce` (tests/fixtures/mpi/allreduce.c, compiled in n1 with
+//!   `mpicc`) whose result every rank checks.
+//!
+//! UCX asks every send queue for 5 scatter-gather entries by default;
+//! ibtca's WQEs carry 4 (`max_sge` in `ibv_devinfo`), so the guests run
+//! UCX with `UCX_IB_TX_MIN_SGE=3` (UD adds one for its header).
+//!
+//! Guests wait on events (the port Active, files in the share, a server
+//! answering), never a fixed sleep. Needs the VM stack, root and the
+//! package mirror (for the layer, once): `scripts/test.sh` runs it; plain
+//! `cargo test` lists it as ignored.
+
+use std::time::Instant;
+
+use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::retries::report_console;
+use ibtca_tests::vm::VmStack;
+use ibtca_tests::TempDir;
+
+const TOPOLOGY: &str = r#"{
+  "sm": "n1",
+  "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 },
+             { "name": "n3", "lid": 3 } ],
+  "switches": [ { "name": "sw0", "ports": 3 } ],
+  "links": [ { "a": "n1", "b": "sw0:1" }, { "a": "n2", "b": "sw0:2" },
+             { "a": "n3", "b": "sw0:3" } ],
+  "guest": { "mem": "768M", "root": "debian",
+             "packages": ["ucx-utils", "libfabric-bin", "openmpi-bin",
+                          "libopenmpi-dev", "openssh-server", "openssh-client"] }
+}"#;
+
+/// What every UCX run in the guests is given: the IB port, and at most 3
+/// (RC) or 4 (UD) send SGEs of the device's 4.
+const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1 UCX_IB_TX_MIN_SGE=3";
+
+/// Ranks of the MPI job (one per guest) and the vector the fixture reduces.
+const RANKS: i64 = 3;
+const ALLREDUCE_N: i64 = 512 * 1024;
+
+/// One `ucx_perftest` pair: n1 serves, n2 runs the test.
+struct Perf {
+    tag: &'static str,
+    /// Environment of both sides (UCP tests pick their transport here).
+    env: &'static str,
+    /// Options of both sides (UCT tests name transport and device).
+    both: &'static str,
+    /// The client's test options.
+    test: &'static str,
+    iters: u32,
+    /// The transport UCP's protocol table must name (UCP tests).
+    proto: Option<&'static str>,
+}
+
+const PERF: &[Perf] = &[
+    Perf {
+        tag: "RC-PUT-LAT",
+        env: "",
+        both: "-x rc_verbs -d ibtca0:1",
+        test: "-t put_lat -n 1000 -w 100",
+        iters: 1000,
+        proto: None,
+    },
+    Perf {
+        tag: "RC-PUT-BW",
+        env: "",
+        both: "-x rc_verbs -d ibtca0:1",
+        test: "-t put_bw -D zcopy -s 65536 -n 200 -w 20",
+        iters: 200,
+        proto: None,
+    },
+    Perf {
+        tag: "RC-TAG-LAT",
+        env: "UCX_TLS=rc_verbs,ud_verbs:aux",
+        both: "",
+        test: "-t tag_lat -n 1000 -w 100",
+        iters: 1000,
+        proto: Some("rc_verbs/ibtca0:1"),
+    },
+    Perf {
+        tag: "RC-TAG-BW",
+        env: "UCX_TLS=rc_verbs,ud_verbs:aux",
+        both: "",
+        test: "-t tag_bw -s 1048576 -n 50 -w 5",
+        iters: 50,
+        proto: Some("rc_verbs/ibtca0:1"),
+    },
+    Perf {
+        tag: "UD-TAG-LAT",
+        env: "UCX_TLS=ud_verbs",
+        both: "",
+        test: "-t tag_lat -n 1000 -w 100",
+        iters: 1000,
+        proto: Some("ud_verbs/ibtca0:1"),
+    },
+    Perf {
+        tag: "UD-TAG-BW",
+        env: "UCX_TLS=ud_verbs",
+        both: "",
+        test: "-t tag_bw -s 1048576 -n 20 -w 2",
+        iters: 20,
+        proto: Some("ud_verbs/ibtca0:1"),
+    },
+];
+
+/// Polls shell condition `cond` every 0.1 s, at most `tenths` times;
+/// prints `WAIT-TIMEOUT` and fails after that.
+fn wait_for(cond: &str, tenths: u32) -> String {
+    format!(
+        "n=0; until {cond}; do n=$((n + 1)); \
+         [ $n -ge {tenths} ] && {{ echo 'WAIT-TIMEOUT {}'; exit 1; }}; sleep 0.1; done",
+        cond.replace('\'', "")
+    )
+}
+
+/// The port Active (OpenSM in n1 brought the subnet up).
+fn port_active() -> String {
+    wait_for(
+        "grep -q ACTIVE /sys/class/infiniband/ibtca0/ports/1/state",
+        6000,
+    )
+}
+
+/// Guest `n`'s OpenSSH server on its management address only, with a host
+/// key made now in the guest's RAM (not the layer's, which every guest
+/// shares), taking the run's key from the share (n1 made it).
+fn sshd(n: u32) -> String {
+    format!(
+        "{} && mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh && \
+         cp /share/ssh/id_ed25519 /share/ssh/id_ed25519.pub /root/.ssh/ && \
+         cp /share/ssh/id_ed25519.pub /root/.ssh/authorized_keys && \
+         printf 'Host *\\n StrictHostKeyChecking no\\n UserKnownHostsFile /dev/null\\n LogLevel ERROR\\n' \
+         >/root/.ssh/config && chmod 600 /root/.ssh/* && \
+         ssh-keygen -q -t ed25519 -N '' -f /run/sshd/host_key && \
+         /usr/sbin/sshd -o ListenAddress=10.77.0.{n} -h /run/sshd/host_key && \
+         touch /share/sshd-n{n} && echo sshd up",
+        wait_for("[ -s /share/ssh/id_ed25519.pub ]", 6000)
+    )
+}
+
+/// IPoIB on ib0 (`10.78.0.N`) for rdma_cm, as docs/ulp.md has it.
+fn ipoib(n: u32) -> String {
+    format!(
+        "ibtca-load-modules ipoib cm && ip addr add 10.78.0.{n}/24 dev ib0 && \
+         ip link set ib0 up && echo ib0 up"
+    )
+}
+
+fn n1_commands() -> Vec<String> {
+    let mut c = vec![
+        tagged(
+            "KEY",
+            "mkdir -p /share/ssh && ssh-keygen -q -t ed25519 -N '' -C ibtca-run \
+             -f /share/ssh/id_ed25519 && echo made",
+        ),
+        tagged("PORT", &port_active()),
+        tagged("DEVICES", "ibv_devices"),
+    ];
+    for p in PERF {
+        c.push(tagged(
+            &format!("SRV-{}", p.tag),
+            &format!(
+                "{UCX_ENV} {} UCX_PROTO_INFO=y ucx_perftest -P 0 -p {} {}",
+                p.env,
+                port(p),
+                p.both
+            ),
+        ));
+    }
+    c.push(tagged("IPOIB", &ipoib(1)));
+    c.push(tagged("FI-INFO", "fi_info -p verbs -d ibtca0"));
+    c.push(tagged(
+        "FI-SRV",
+        "fi_pingpong -p verbs -e msg -c -I 100 -S all",
+    ));
+    c.push(tagged(
+        "MPICC",
+        "mpicc -O2 -Wall -o /share/mpi/allreduce /share/mpi/allreduce.c && echo built",
+    ));
+    c.push(tagged(
+        "SSH-READY",
+        &wait_for("[ -e /share/sshd-n2 ] && [ -e /share/sshd-n3 ]", 9000),
+    ));
+    c.push(tagged(
+        "MPI",
+        &format!(
+            "HOME=/root mpirun --allow-run-as-root --host n1,n2,n3 -np {RANKS} \
+             --prtemca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
+             --mca pml ucx -x UCX_TLS=self,rc_verbs,ud_verbs:aux \
+             -x UCX_NET_DEVICES=ibtca0:1 -x UCX_IB_TX_MIN_SGE=3 -x UCX_PROTO_INFO=y \
+             /share/mpi/allreduce"
+        ),
+    ));
+    // n2 and n3 stay up until n1 is done, whether its commands passed or
+    // not (the first failing command ends a guest's commands).
+    c.into_iter()
+        .map(|cmd| format!("( {cmd} ) || {{ touch /share/mpi-done; exit 1; }}"))
+        .chain(std::iter::once("touch /share/mpi-done".to_owned()))
+        .collect()
+}
+
+fn port(p: &Perf) -> usize {
+    13400 + PERF.iter().position(|q| q.tag == p.tag).unwrap()
+}
+
+fn n2_commands() -> Vec<String> {
+    let mut c = vec![tagged("SSHD", &sshd(2)), tagged("PORT", &port_active())];
+    for p in PERF {
+        c.push(client(
+            &format!("CLI-{}", p.tag),
+            &format!(
+                "{UCX_ENV} {} ucx_perftest -P 0 n1 -p {} {} {}",
+                p.env,
+                port(p),
+                p.both,
+                p.test
+            ),
+            300,
+        ));
+    }
+    c.push(tagged("IPOIB", &ipoib(2)));
+    c.push(client(
+        "FI-CLI",
+        "fi_pingpong -p verbs -e msg -c -I 100 -S all 10.78.0.1",
+        300,
+    ));
+    c.push(tagged(
+        "MPI-WAIT",
+        &wait_for("[ -e /share/mpi-done ]", 18000),
+    ));
+    c
+}
+
+fn n3_commands() -> Vec<String> {
+    vec![
+        tagged("SSHD", &sshd(3)),
+        tagged("MPI-WAIT", &wait_for("[ -e /share/mpi-done ]", 18000)),
+    ]
+}
+
+/// The `Final:` line of a `ucx_perftest` run: its iteration count.
+fn final_iters(lines: &[&str]) -> Option<u32> {
+    lines
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("Final:"))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn ucx_libfabric_and_open_mpi_run_between_guests() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("middleware");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let down = Down(run.clone());
+    let topo = dir.join("three.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let share = TempDir::new("middleware-share");
+    std::fs::create_dir_all(share.0.join("mpi")).unwrap();
+    std::fs::copy(
+        stack.repo().join("tests/fixtures/mpi/allreduce.c"),
+        share.0.join("mpi/allreduce.c"),
+    )
+    .unwrap();
+    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
+    args.extend(
+        [
+            "--share",
+            &share.0.display().to_string(),
+            "--guest-timeout",
+            "2400",
+            "--wait",
+        ]
+        .map(String::from),
+    );
+    for (node, cmds) in [
+        ("n1", n1_commands()),
+        ("n2", n2_commands()),
+        ("n3", n3_commands()),
+    ] {
+        for c in cmds {
+            args.push("--run".into());
+            args.push(format!("{node}={c}"));
+        }
+    }
+    let start = Instant::now();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fabric(&argv);
+    let said = text(&out);
+    let console =
+        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
+    let (c1, c2, c3) = (console("n1"), console("n2"), console("n3"));
+    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}\n==> n3:\n{c3}");
+    eprintln!(
+        "three Debian-root guests, middleware: {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    report_console("n2", &c2);
+    assert!(out.status.success(), "every command passes:\n{all}");
+
+    // ucx_perftest: every iteration ran on both sides, over the transport
+    // asked for.
+    for p in PERF {
+        let cli = tagged_lines(&c2, &format!("CLI-{}", p.tag));
+        let srv = tagged_lines(&c1, &format!("SRV-{}", p.tag));
+        assert_eq!(cli.last(), Some(&"exit=0"), "{}: {cli:?}\n{all}", p.tag);
+        assert_eq!(srv.last(), Some(&"exit=0"), "{}: {srv:?}\n{all}", p.tag);
+        assert_eq!(
+            final_iters(&cli),
+            Some(p.iters),
+            "{}: {cli:#?}\n{all}",
+            p.tag
+        );
+        if let Some(tl) = p.proto {
+            assert!(
+                srv.iter().any(|l| l.contains(tl)),
+                "{}: UCP's protocols name no {tl}: {srv:#?}",
+                p.tag
+            );
+        }
+        eprintln!(
+            "ucx_perftest {}: {}",
+            p.tag,
+            cli.iter().find(|l| l.contains("Final:")).unwrap()
+        );
+    }
+
+    // libfabric: ibtca0 as a verbs domain, and every size of the ping-pong
+    // with its data checked.
+    let info = tagged_lines(&c1, "FI-INFO");
+    assert!(
+        info.iter().any(|l| l.trim() == "domain: ibtca0"),
+        "{info:#?}\n{all}"
+    );
+    for (c, tag) in [(&c1, "FI-SRV"), (&c2, "FI-CLI")] {
+        let lines = tagged_lines(c, tag);
+        assert_eq!(lines.last(), Some(&"exit=0"), "{tag}: {lines:#?}\n{all}");
+        // fi_pingpong prints one row per size: bytes, iterations, ...
+        let sizes = lines
+            .iter()
+            .filter(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.len() > 2
+                    && w[1] == "100"
+                    && w[0].chars().next().is_some_and(|c| c.is_ascii_digit())
+            })
+            .count();
+        assert!(sizes >= 10, "{tag}: {sizes} sizes: {lines:#?}\n{all}");
+    }
+
+    // Open MPI: one rank in each guest, each checked the whole result.
+    let mpi = tagged_lines(&c1, "MPI");
+    for (rank, host) in [(0, "n1"), (1, "n2"), (2, "n3")] {
+        let want = format!("ALLREDUCE rank {rank} of {RANKS} on {host}: ok");
+        assert!(mpi.contains(&want.as_str()), "no {want:?}: {mpi:#?}\n{all}");
+    }
+    let sum = (RANKS * (RANKS + 1) / 2) * ALLREDUCE_N * (ALLREDUCE_N + 1) / 2;
+    assert!(
+        mpi.contains(&format!("ALLREDUCE-SUM {sum}").as_str()),
+        "no sum {sum}: {mpi:#?}"
+    );
+    assert!(mpi.contains(&"ALLREDUCE-ALL ok"), "{mpi:#?}");
+    assert_eq!(mpi.last(), Some(&"exit=0"), "{mpi:#?}");
+    assert!(
+        mpi.iter().any(|l| l.contains("rc_verbs/ibtca0:1")),
+        "UCP's protocols for the MPI job name no rc_verbs: {mpi:#?}"
+    );
+
+    // Every UCX process destroyed its completion channels (the provider's
+    // extended CQs hold one reference each; UCX warns when a destroy
+    // fails).
+    for (n, c) in [("n1", &c1), ("n2", &c2), ("n3", &c3)] {
+        assert!(
+            !c.contains("ibv_destroy_comp_channel"),
+            "{n}: a completion channel stayed busy:\n{all}"
+        );
+    }
+    drop(down);
+}

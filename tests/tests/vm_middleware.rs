@@ -170,6 +170,8 @@ fn n1_commands() -> Vec<String> {
             "mkdir -p /share/ssh && ssh-keygen -q -t ed25519 -N '' -C ibtca-run \
              -f /share/ssh/id_ed25519 && echo made",
         ),
+        // n1's own ssh client (mpirun's) takes the key and config from here.
+        tagged("SSHD", &sshd(1)),
         tagged("PORT", &port_active()),
         tagged("DEVICES", "ibv_devices"),
     ];

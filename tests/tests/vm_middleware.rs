@@ -179,7 +179,7 @@ fn n1_commands() -> Vec<String> {
         c.push(tagged(
             &format!("SRV-{}", p.tag),
             &format!(
-                "{UCX_ENV} {} UCX_PROTO_INFO=y ucx_perftest -P 0 -p {} {}",
+                "{UCX_ENV} {} UCX_PROTO_INFO=y timeout 900 ucx_perftest -P 0 -p {} {}",
                 p.env,
                 port(p),
                 p.both
@@ -190,7 +190,7 @@ fn n1_commands() -> Vec<String> {
     c.push(tagged("FI-INFO", "fi_info -p verbs -d ibtca0"));
     c.push(tagged(
         "FI-SRV",
-        "fi_pingpong -p verbs -e msg -c -I 50 -S 65536",
+        "timeout 900 fi_pingpong -p verbs -e msg -c -I 50 -S 65536",
     ));
     c.push(tagged(
         "MPICC",
@@ -210,6 +210,7 @@ fn n1_commands() -> Vec<String> {
              /share/mpi/allreduce"
         ),
     ));
+    // Servers give up after 15 min (a client that failed never comes).
     // n2 and n3 stay up until n1 is done, whether its commands passed or
     // not (the first failing command ends a guest's commands).
     c.into_iter()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the parsers and the RC transport (libFuzzer
-# through cargo-fuzz) on the stable toolchain. Runs every target of fuzz/
-# for SECONDS (default 60) one after the other, prints each target's
+# Coverage-guided fuzzing of the parsers and the RC transport (libFuzzer,
+# the cargo-fuzz crate layout) on the stable toolchain. Runs every target of
+# fuzz/ for SECONDS (default 60) one after the other, prints each target's
 # execution count and rate, and fails if any finds a crash.
 #
 #   scripts/fuzz.sh            # 60 s per target
@@ -14,21 +14,23 @@
 # --changed-longer S: a target whose sources (fuzz/long-runs.tsv) changed
 # since its last long run, or that has none, runs S seconds instead.
 #
-# cargo-fuzz is installed once from crates.io into
-# ${IBTCA_CACHE:-~/.cache/ibtca}/cargo-fuzz (outside the clone) and reused.
-# The targets build with the default (stable) compiler: RUSTC_BOOTSTRAP=1 and
-# no sanitizer (`-s none`), so cargo-fuzz passes rustc no -Z flag (sancov
-# instrumentation is a stable -C option); the targets are safe Rust and the
-# invariants are checked by assertions.
+# The targets build with plain cargo and the instrumentation cargo-fuzz
+# 0.13 passes rustc for `-s none` (sancov, a stable -C option; `--cfg
+# fuzzing`; debug assertions and overflow checks on), into the directory
+# cargo-fuzz uses (fuzz/target/TRIPLE/release/), so `cargo fuzz run
+# TARGET` works beside this script and nothing has to be installed first.
+# RUSTC_BOOTSTRAP=1 lets IBTCA_FUZZ_RUSTFLAGS carry -Z options on stable;
+# the targets are safe Rust, no sanitizer, and the invariants are checked
+# by assertions.
 #
 # New inputs go to fuzz/work/<target>/ (not committed), libFuzzer's output
 # to fuzz/work/<target>.log; the committed seeds in fuzz/corpus/<target>/
 # are read, never written. A crash leaves its input in
 # fuzz/artifacts/<target>/: add it to fuzz/corpus/<target>/ once fixed, so
 # that `cargo test` replays it from then on.
-# Environment: IBTCA_FUZZ_BUILD_ARGS replaces the cargo-fuzz build options
-# (default "-s none"); IBTCA_FUZZ_ARGS adds libFuzzer options. Targets run
-# one at a time.
+# Environment: IBTCA_FUZZ_RUSTFLAGS adds rustc options (e.g.
+# "-Zsanitizer=address" for an ASan build); IBTCA_FUZZ_ARGS adds libFuzzer
+# options. Targets run one at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,20 +68,13 @@ seconds_for() {
 	fi
 }
 
-# The stable compiler with unstable options allowed (none is needed with
-# `-s none`; an ASan build through IBTCA_FUZZ_BUILD_ARGS="-s address" needs
-# -Zsanitizer).
 export RUSTC_BOOTSTRAP=1
-fuzz_root="${IBTCA_CACHE:-$HOME/.cache/ibtca}/cargo-fuzz"
-export PATH="$fuzz_root/bin:$PATH"
-if ! cargo fuzz --version >/dev/null 2>&1; then
-	echo "fuzz: installing cargo-fuzz into $fuzz_root"
-	cargo install --locked --root "$fuzz_root" cargo-fuzz --version 0.13.2
-fi
-
+triple=$(rustc -vV | sed -n 's/^host: //p')
 targets=("$@")
 if [ "${#targets[@]}" = 0 ]; then
-	mapfile -t targets < <(cd fuzz && cargo fuzz list)
+	# The [[bin]] names of fuzz/Cargo.toml, in file order.
+	mapfile -t targets < <(awk '/^\[\[bin\]\]/ { b = 1; next } /^\[/ { b = 0 }
+		b && /^name *=/ { gsub(/^name *= *"|"$/, ""); print }' fuzz/Cargo.toml)
 fi
 
 declare -A run_seconds
@@ -88,18 +83,25 @@ for t in "${targets[@]}"; do
 done
 
 cd fuzz
-# shellcheck disable=SC2206 # option lists
-build_args=(${IBTCA_FUZZ_BUILD_ARGS:--s none})
 # One build for every target: they share the instrumented dependencies.
-cargo fuzz build "${build_args[@]}"
+# The flags apply to the target only (--target), not to build scripts.
+RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
+-Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+-Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares \
+-Cllvm-args=-sanitizer-coverage-stack-depth \
+-Cdebug-assertions -Coverflow-checks ${IBTCA_FUZZ_RUSTFLAGS:-}" \
+	cargo build --release --bins --target "$triple"
+bin="target/$triple/release"
 failed=()
 for t in "${targets[@]}"; do
 	echo "== fuzz $t for ${run_seconds[$t]}s"
-	mkdir -p "work/$t"
+	mkdir -p "work/$t" "artifacts/$t"
 	log="work/$t.log"
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # IBTCA_FUZZ_ARGS is a list of options
-	if cargo fuzz run "${build_args[@]}" "$t" "work/$t" "corpus/$t" -- \
+	if "$bin/$t" -artifact_prefix="artifacts/$t/" "work/$t" "corpus/$t" \
 		-max_total_time="${run_seconds[$t]}" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1; then
 		result="no crash"
 	else

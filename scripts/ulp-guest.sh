@@ -7,17 +7,26 @@
 # n1 (namespace 1: null_blk, memory-backed, 64 MiB; namespace 2: a 64 MiB
 # file in tmpfs) and connect n2 to it. docs/ulp.md describes the pieces.
 #
-#   ulp_transport rxe|ibtca   sets ULP_DEV, ULP_ADDR (n1, n2) and ULP_LABEL
+#   ulp_transport rxe|ibtca   sets ULP_DEV, ULP_ADDR (n1, n2), ULP_LABEL and
+#                             ULP_PORTID (the target's nvmet port)
 #   ulp_missing GUEST_DIR     what the ibtca transport lacks in that image
 #   ulp_topology FILE         writes the topology
-#   ulp_setup N               n's command: modules, the RDMA device, its IP
-#   ulp_target                n1's command: the target, up until the share
-#                             has host-done
+#   ulp_setup N [T...]        n's command: modules, the RDMA devices of the
+#                             transports T (default: the current one), IPs
+#   ulp_target [T...]         n1's command: the target with one port per
+#                             transport, up until the share has host-done-T
+#                             for each; drops and restores a port on request
+#                             (ulp_outage)
 #   ulp_host BODY             n2's command: connect, run BODY (shell; the
 #                             namespaces' devices in $ns1 and $ns2; a failure
 #                             sets rc), disconnect; exit $rc
+#   ulp_outage FIOCMD         shell for BODY: FIOCMD in the background, the
+#                             target's port dropped mid-I/O and restored
 #   ulp_server NAME PORT CMD  n1's command: an rdma_cm server, announced
+#   ulp_receiver NAME CMD     n1's command: a multicast receiver, announced
 #   ulp_client NAME CMD       n2's command: its client
+#   ulp_sender NAME CMD TRIES n2's command: CMD again until NAME's server is
+#                             done, at most TRIES times (a multicast sender)
 #   ulp_up FABRIC RUN GUEST SHARE N1CMD... -- N2CMD...
 #                             boots both guests and waits for them
 # Guests wait on events (a listener in `rdma resource show cm_id`, files in
@@ -34,6 +43,10 @@ ULP_NQN=nqn.2026-11.io.ibtca:ulp
 #                          namespaces: $ns1, $ns2 (ULP-DISCOVER, ULP-CONNECT,
 #                          ULP-NS lines)
 #   nvmf_down              disconnect, wait for the namespaces to go
+#   ctrl_state             the state of the controller of the subsystem
+#   writes_done NSID       writes completed on the namespace's block
+#                          devices (a multipath head counts none: its
+#                          I/O statistics are off by default; its paths')
 ulp_funcs() {
 	local a=${ULP_ADDR[0]}
 	cat <<EOF
@@ -43,7 +56,8 @@ listening() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src
 ns_dev() { for b in /sys/block/nvme*n*; do case \${b##*/} in *c*) continue ;; esac; [ "\$(cat \$b/nsid 2>/dev/null)" = \$1 ] && echo /dev/\${b##*/}; done; return 0; }
 nvmf_up() {
 	nvme discover -t rdma -a $a -s 4420 2>&1 | sed 's/^/ULP-DISCOVER /' &&
-	nvme connect -t rdma -a $a -s 4420 -n $ULP_NQN 2>&1 | sed 's/^/ULP-CONNECT /' &&
+	nvme connect -t rdma -a $a -s 4420 -n $ULP_NQN --reconnect-delay=1 --ctrl-loss-tmo=600 2>&1 |
+		sed 's/^/ULP-CONNECT /' &&
 	wait_for '[ -n "\$(ns_dev 1)" ] && [ -n "\$(ns_dev 2)" ]' 1200 &&
 	ns1=\$(ns_dev 1) && ns2=\$(ns_dev 2) && echo "ULP-NS \$ns1 \$ns2"
 }
@@ -51,6 +65,8 @@ nvmf_down() {
 	nvme disconnect -n $ULP_NQN 2>&1 | sed 's/^/ULP-DISCONNECT /' &&
 	wait_for '[ -z "\$(ns_dev 1)\$(ns_dev 2)" ]' 600
 }
+ctrl_state() { for c in /sys/class/nvme/nvme*; do [ "\$(cat \$c/subsysnqn 2>/dev/null)" = $ULP_NQN ] && cat \$c/state; done; return 0; }
+writes_done() { s=0; for b in /sys/block/nvme*n*; do [ "\$(cat \$b/nsid 2>/dev/null)" = \$1 ] && s=\$((s + \$(awk '{ print \$5 }' \$b/stat))); done; echo \$s; }
 EOF
 }
 
@@ -60,11 +76,13 @@ ulp_transport() {
 		ULP_DEV=rxe0
 		ULP_ADDR=(10.77.0.1 10.77.0.2)
 		ULP_LABEL="soft-RoCE (rxe0 on the management NIC eth0)"
+		ULP_PORTID=1
 		;;
 	ibtca)
 		ULP_DEV=ibtca0
 		ULP_ADDR=(10.78.0.1 10.78.0.2)
 		ULP_LABEL="ibtca (ibtca0, IPoIB on ib0)"
+		ULP_PORTID=2
 		;;
 	*)
 		echo "transport rxe or ibtca, not '$1'" >&2
@@ -99,33 +117,42 @@ EOF
 }
 
 ulp_setup() {
-	local n=$1 me=${ULP_ADDR[$(($1 - 1))]} peer=${ULP_ADDR[$((2 - $1))]}
+	local n=$1 cur=$ULP_TRANSPORT t me peer modules=""
 	local port=/sys/class/infiniband/ibtca0/ports/1
+	shift
+	[ $# -gt 0 ] || set -- "$cur"
 	ulp_funcs
 	echo "wait_for 'grep -q ACTIVE $port/state' 3000 &&" \
 		"echo \"ULP-PORT n$n ibtca0 \$(cat $port/state) lid \$(cat $port/lid)\" || exit 1"
-	case "$ULP_TRANSPORT" in
-	rxe)
-		echo "ibtca-load-modules rxe cm nvme-host nvmet || exit 1"
-		echo "rdma link add rxe0 type rxe netdev eth0 || exit 1"
-		;;
-	ibtca)
-		echo "ibtca-load-modules ipoib cm nvme-host nvmet || {" \
-			"echo 'ULP-MISSING the guest image cannot load the ipoib module group'; exit 1; }"
-		echo "ip addr add $me/24 dev ib0 && ip link set ib0 up || exit 1"
-		;;
-	esac
-	echo "echo \"ULP-LINK n$n \$(rdma link show $ULP_DEV/1)\""
-	echo "echo \"ULP-ADDR n$n $me\""
-	# IPoIB's ARP rides the broadcast group: no answer means the multicast
-	# path (attach, the switches' tables) is missing.
-	echo "wait_for 'ping -c1 -W1 $peer >/dev/null' 300 || {" \
-		"echo \"ULP-MISSING $peer unreachable from $me:\" \$(dmesg | grep -m1 -i multicast); exit 1; }"
+	for t in "$@"; do
+		case $t in
+		rxe) modules="$modules rxe" ;;
+		ibtca) modules="$modules ipoib" ;;
+		esac
+	done
+	echo "ibtca-load-modules$modules cm nvme-host nvmet || {" \
+		"echo 'ULP-MISSING the guest image cannot load the module groups$modules'; exit 1; }"
+	for t in "$@"; do
+		ulp_transport "$t"
+		me=${ULP_ADDR[$((n - 1))]} peer=${ULP_ADDR[$((2 - n))]}
+		case $t in
+		rxe) echo "rdma link add rxe0 type rxe netdev eth0 || exit 1" ;;
+		ibtca) echo "ip addr add $me/24 dev ib0 && ip link set ib0 up || exit 1" ;;
+		esac
+		echo "echo \"ULP-LINK n$n \$(rdma link show $ULP_DEV/1)\""
+		echo "echo \"ULP-ADDR n$n $me\""
+		# IPoIB's ARP rides the broadcast group: no answer means the
+		# multicast path (attach, the switches' tables) is missing.
+		echo "wait_for 'ping -c1 -W1 $peer >/dev/null' 300 || {" \
+			"echo \"ULP-MISSING $peer unreachable from $me:\" \$(dmesg | grep -m1 -i multicast); exit 1; }"
+	done
+	ulp_transport "$cur"
 }
 
 ulp_target() {
-	local a=${ULP_ADDR[0]} cfg=/sys/kernel/config
-	local sub=$cfg/nvmet/subsystems/$ULP_NQN p=$cfg/nvmet/ports/1
+	local cur=$ULP_TRANSPORT t cfg=/sys/kernel/config
+	local sub=$cfg/nvmet/subsystems/$ULP_NQN
+	[ $# -gt 0 ] || set -- "$cur"
 	ulp_funcs
 	cat <<EOF
 set -e
@@ -145,6 +172,12 @@ mkdir $sub/namespaces/2
 echo -n /mnt/ulp/ns2.img >$sub/namespaces/2/device_path
 echo 1 >$sub/namespaces/2/buffered_io
 echo 1 >$sub/namespaces/2/enable
+EOF
+	local done_all="true"
+	for t in "$@"; do
+		ulp_transport "$t"
+		local a=${ULP_ADDR[0]} p=$cfg/nvmet/ports/$ULP_PORTID
+		cat <<EOF
 mkdir $p
 echo rdma >$p/addr_trtype
 echo ipv4 >$p/addr_adrfam
@@ -153,8 +186,28 @@ echo 4420 >$p/addr_trsvcid
 ln -s $sub $p/subsystems/$ULP_NQN
 wait_for 'listening $a:4420' 600
 echo "ULP-TARGET $ULP_NQN rdma $a:4420 ns1 null_blk 64MiB ns2 file-in-tmpfs 64MiB"
+EOF
+		done_all="$done_all && [ -e /share/host-done-$t ]"
+	done
+	ulp_transport "$cur"
+	# A host asks for an outage by writing the port's ID into
+	# /share/target-drop; the port goes (nvmet deletes the controllers
+	# connected through it and stops listening) until /share/target-return.
+	cat <<EOF
 touch /share/nvmet-ready
-wait_for '[ -e /share/host-done ]' 12000
+while ! { $done_all; }; do
+	if [ -e /share/target-drop ] && [ ! -e /share/target-dropped ]; then
+		p=$cfg/nvmet/ports/\$(cat /share/target-drop)
+		rm \$p/subsystems/$ULP_NQN
+		echo "ULP-TARGET-DROPPED port \$(cat \$p/addr_traddr):4420"
+		touch /share/target-dropped
+		wait_for '[ -e /share/target-return ]' 12000
+		ln -s $sub \$p/subsystems/$ULP_NQN
+		wait_for "listening \$(cat \$p/addr_traddr):4420" 600
+		echo "ULP-TARGET-BACK port \$(cat \$p/addr_traddr):4420"
+	fi
+	sleep 0.1
+done
 echo "ULP-NS2-NONZERO \$(head -c 1048576 /mnt/ulp/ns2.img | tr -d '\\0' | wc -c)"
 EOF
 }
@@ -162,9 +215,11 @@ EOF
 ulp_host() {
 	ulp_funcs
 	cat <<EOF
-trap 'touch /share/host-done' EXIT
+trap 'touch /share/host-done-$ULP_TRANSPORT' EXIT
+echo "ULP-HOST $ULP_TRANSPORT"
 mkdir -p /etc/nvme
-echo nqn.2014-08.org.nvmexpress:uuid:\$(cat /proc/sys/kernel/random/uuid) >/etc/nvme/hostnqn
+[ -e /etc/nvme/hostnqn ] ||
+	echo nqn.2014-08.org.nvmexpress:uuid:\$(cat /proc/sys/kernel/random/uuid) >/etc/nvme/hostnqn
 wait_for '[ -e /share/nvmet-ready ]' 12000 || exit 1
 nvmf_up || exit 1
 rc=0
@@ -174,20 +229,59 @@ exit \$rc
 EOF
 }
 
+# Shell for ulp_host's BODY: FIOCMD (on $ns1) runs in the background; once
+# it has completed writes, the target drops this transport's port. The host
+# reports what it saw (ULP-OUTAGE lines): the controller leaving "live"
+# while fio runs, a failed reconnect attempt against the dropped port; then
+# the port returns, fio finishes (its status: FIOCMD's own lines) and the
+# host's kernel log is searched for oopses, warnings and hung tasks.
+ulp_outage() {
+	cat <<EOF
+w0=\$(writes_done 1)
+( $1 ) &
+fio_pid=\$!
+wait_for '[ "\$(writes_done 1)" -gt \$w0 ]' 6000 || rc=1
+echo $ULP_PORTID >/share/target-drop
+wait_for '[ -e /share/target-dropped ]' 600 || rc=1
+wait_for '[ "\$(ctrl_state)" != live ]' 600 || rc=1
+echo "ULP-OUTAGE controller \$(ctrl_state) fio \$(kill -0 \$fio_pid 2>/dev/null && echo running || echo finished)"
+wait_for 'dmesg | grep -q "Failed reconnect attempt"' 1200 || rc=1
+echo "ULP-OUTAGE reconnect \$(dmesg | grep -m1 'Failed reconnect attempt' | sed 's/^\[[^]]*\] //')"
+touch /share/target-return
+wait \$fio_pid
+wait_for '[ "\$(ctrl_state)" = live ]' 1200 || rc=1
+echo "ULP-OUTAGE back \$(ctrl_state) \$(dmesg | grep -m1 'Successfully reconnected' | sed 's/^\[[^]]*\] //')"
+echo "ULP-OUTAGE kernel-trouble \$(dmesg | grep -c -E 'BUG:|Oops|WARNING:|blocked for more than|Call Trace')"
+EOF
+}
+
 # A server for a client in the other guest: CMD in the background until it
-# exits, /share/NAME-listen made once it listens on PORT at n1's address;
-# its output tagged "NAME-SERVER ", its status the command's.
-ulp_server() {
+# exits, /share/NAME-listen made once READY (a shell condition) holds,
+# /share/NAME-done once CMD exited; its output tagged "NAME-SERVER ", its
+# status the command's.
+ulp_server_when() {
 	ulp_funcs
 	cat <<EOF
 $3 >/tmp/$1.log 2>&1 &
 pid=\$!
-wait_for 'listening ${ULP_ADDR[0]}:$2' 600 && touch /share/$1-listen
+wait_for '$2' 600 && touch /share/$1-listen
 wait \$pid
 rc=\$?
+touch /share/$1-done
 sed 's/^/$1-SERVER /' /tmp/$1.log
 exit \$rc
 EOF
+}
+
+# An rdma_cm server: ready once it listens on PORT at n1's address.
+ulp_server() {
+	ulp_server_when "$1" "listening ${ULP_ADDR[0]}:$2" "$3"
+}
+
+# A multicast receiver: it has no listener to show, so its sender
+# (ulp_sender) starts at once and sends again until the receiver is done.
+ulp_receiver() {
+	ulp_server_when "$1" ":" "$2"
 }
 
 # The client of `ulp_server NAME`: CMD once the server listens, its output
@@ -196,6 +290,24 @@ ulp_client() {
 	ulp_funcs
 	echo "wait_for '[ -e /share/$1-listen ]' 12000 || exit 1"
 	echo "$2 2>&1 | sed 's/^/$1-CLIENT /'"
+}
+
+# The sender for `ulp_receiver NAME`: CMD, again while the receiver is not
+# done, at most TRIES times; each run's output tagged "NAME-CLIENT ", the
+# status that of the last run.
+ulp_sender() {
+	ulp_funcs
+	cat <<EOF
+wait_for '[ -e /share/$1-listen ]' 12000 || exit 1
+n=0
+while :; do
+	n=\$((n + 1))
+	$2 2>&1 | sed 's/^/$1-CLIENT /'
+	s=\$?
+	wait_for '[ -e /share/$1-done ]' 10 && exit \$s
+	[ \$n -lt $3 ] || { echo "$1-CLIENT gave up after \$n runs"; exit 1; }
+done
+EOF
 }
 
 ulp_up() {

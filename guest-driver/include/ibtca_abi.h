@@ -216,7 +216,7 @@
 #define IBTCA_DB_RECORD_BYTES              0x1000
 /* Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check). */
 #define IBTCA_CMD_SMA_MAD                  0x58
-/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
+/* Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest, and IsDeviceManagementSupported, for a Device Management agent such as ib_srpt: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now). */
 #define IBTCA_CMD_SET_PORT_CAPS            0x59
 /* QP type (CREATE_QP log_sizes byte 3): reliable connected. */
 #define IBTCA_QPT_RC                       0x0
@@ -604,7 +604,7 @@ struct ibtca_device_attr {
 	__le32 max_cqe;	/* 0x20: Entries of one CQ. */
 	__le32 max_qp_wr;	/* 0x24: Entries of one send or receive queue. */
 	__u8 max_sge;	/* 0x28: SGEs of one work request. */
-	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests of one QP, as requester and as responder. */
+	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources). */
 	__u8 max_mtu;	/* 0x2a: Largest IBTCA_MTU_* path MTU. */
 	__u8 phys_ports;	/* 0x2b: Physical ports. */
 	__le32 caps;	/* 0x2c: IBTCA_DEV_CAP_* bits. */
@@ -619,7 +619,8 @@ struct ibtca_device_attr_ext {
 	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
 	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
 	__u8 max_srq_sge;	/* 0x11: SGEs of one SRQ receive. */
-	__u8 rsvd0[2];	/* 0x12: Reserved, zero. */
+	__u8 max_qp_init_rd_atom;	/* 0x12: Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth). */
+	__u8 rsvd0;	/* 0x13: Reserved, zero. */
 	__le32 max_srq;	/* 0x14: Shared receive queues. */
 	__le32 max_srq_wr;	/* 0x18: Entries of one SRQ (max_wr). */
 	__le32 max_inline_data;	/* 0x1c: Bytes of inline data one send WQE carries (IBTCA_MAX_INLINE_DATA). */

@@ -165,6 +165,8 @@
 #define IBTCA_EVENT_PORT_CHANGE            0x1
 /* EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0). */
 #define IBTCA_EVENT_SRQ_LIMIT              0x2
+/* EVENT_CAUSE: the SM changed the port's P_Key table (read it with SMA_MAD Gets of P_KeyTable; the guest's IB_EVENT_PKEY_CHANGE). */
+#define IBTCA_EVENT_PKEY_CHANGE            0x4
 /* STATUS: the device is ready. */
 #define IBTCA_STATUS_READY                 0x1
 /* STATUS: guest memory is mapped (at least one DMA region). */

@@ -49,7 +49,11 @@ static unsigned char in[2 * (HEADER + MAX_PAYLOAD)];
 static size_t in_len;
 static sigset_t sigio;
 
-/* Waits until the host is connected (no POLLHUP on the port). */
+/*
+ * Waits until the host is connected: no POLLHUP on the port. A port
+ * without a host also polls readable (a read returns 0 at once), so
+ * POLLIN alone says nothing here.
+ */
 static void wait_host(void)
 {
 	struct timespec second = { .tv_sec = 1 };
@@ -58,7 +62,7 @@ static void wait_host(void)
 	for (;;) {
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
 			continue;
-		if (!(p.revents & POLLHUP) || (p.revents & POLLIN))
+		if (!(p.revents & POLLHUP))
 			return;
 		sigtimedwait(&sigio, NULL, &second);
 	}
@@ -381,9 +385,11 @@ int main(int argc, char **argv)
 	 * skipped by the next session, which waits for a HELLO header.
 	 */
 	for (;;) {
-		/* A HELLO that ended a command starts the next session. */
-		if (!in_len)
-			wait_host();
+		/*
+		 * A HELLO that ended a command starts the next session: that
+		 * host is connected, so this returns at once.
+		 */
+		wait_host();
 		session();
 	}
 }

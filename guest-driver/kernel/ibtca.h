@@ -137,6 +137,7 @@ void ibtca_ib_register(struct ibtca_dev *idev);
 void ibtca_ib_unregister(struct ibtca_dev *idev);
 void ibtca_ib_port_event(struct ibtca_dev *idev, u32 old, u32 state);
 void ibtca_ib_srq_events(struct ibtca_dev *idev);
+void ibtca_ib_pkey_event(struct ibtca_dev *idev);
 
 /* ibtca_ib_cq.c: a CQ vector fired (hard IRQ context). */
 void ibtca_ib_cq_irq(struct ibtca_dev *idev, unsigned int vector);

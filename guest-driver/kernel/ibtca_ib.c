@@ -138,7 +138,7 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_mw = le32_to_cpu(d->max_mr);
 	a->max_pd = le32_to_cpu(d->max_pd);
 	a->max_qp_rd_atom = d->max_qp_rd_atom;
-	a->max_qp_init_rd_atom = d->max_qp_rd_atom;
+	a->max_qp_init_rd_atom = ib->max_qp_init_rd_atom;
 	a->max_res_rd_atom = max_qp * d->max_qp_rd_atom;
 	a->atomic_cap = le32_to_cpu(d->caps) & IBTCA_DEV_CAP_ATOMIC ?
 			IB_ATOMIC_HCA : IB_ATOMIC_NONE;
@@ -146,7 +146,7 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_srq_wr = ib->max_srq_wr;
 	a->max_srq_sge = ib->max_srq_sge;
 	a->max_ah = IBTCA_MAX_AH;
-	a->max_pkeys = 1;
+	a->max_pkeys = IBTCA_PKEY_TABLE_LEN;
 	a->max_mcast_grp = IBTCA_MAX_MCAST_GROUPS;
 	a->max_mcast_qp_attach = IBTCA_MAX_MCAST_QPS;
 	a->max_total_mcast_qp_attach = IBTCA_MAX_MCAST_GROUPS *
@@ -192,7 +192,7 @@ static int ibtca_ib_query_port(struct ib_device *ibdev, u32 port,
 	/* The device agent's PortInfo CapabilityMask: IBA bit positions. */
 	attr->port_cap_flags = le32_to_cpu(p.cap_mask);
 	attr->max_msg_sz = le32_to_cpu(p.max_msg_sz);
-	attr->pkey_tbl_len = 1;
+	attr->pkey_tbl_len = IBTCA_PKEY_TABLE_LEN;
 	attr->sm_lid = le16_to_cpu(p.sm_lid);
 	attr->lid = le16_to_cpu(p.lid);
 	attr->lmc = p.lmc;
@@ -200,15 +200,6 @@ static int ibtca_ib_query_port(struct ib_device *ibdev, u32 port,
 	attr->active_width = p.active_width;
 	attr->active_speed = p.active_speed;
 	attr->phys_state = p.phys_state;
-	return 0;
-}
-
-static int ibtca_ib_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
-			       u16 *pkey)
-{
-	if (port != IBTCA_IB_PORT || index)
-		return -EINVAL;
-	*pkey = to_ib(ibdev)->pkey;
 	return 0;
 }
 
@@ -259,7 +250,10 @@ static int ibtca_ib_modify_port(struct ib_device *ibdev, u32 port, int mask,
 	if (mask & IB_PORT_SHUTDOWN)
 		return -EOPNOTSUPP;
 	mutex_lock(&ib->cap_lock);
-	/* The device's agent shows the bits it lets the host own (IsSM). */
+	/*
+	 * The device's agent shows the bits it lets the host own (IsSM,
+	 * IsDeviceManagementSupported).
+	 */
 	ret = ibtca_ib_cmd(ib, IBTCA_CMD_SET_PORT_CAPS, &p, sizeof(p), NULL,
 			   NULL);
 	mutex_unlock(&ib->cap_lock);
@@ -469,8 +463,13 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	ib->max_srq = le32_to_cpu(ext.max_srq);
 	ib->max_srq_wr = le32_to_cpu(ext.max_srq_wr);
 	ib->max_srq_sge = ext.max_srq_sge;
+	ib->max_qp_init_rd_atom = ext.max_qp_init_rd_atom;
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);
+	spin_lock_init(&ib->pkey_lock);
+	/* Until the agent's table is read: its default, entry 0 only. */
+	ib->pkeys[0] = ib->pkey;
+	ibtca_ib_pkeys_read(ib);
 
 	ib->ibdev.node_type = RDMA_NODE_IB_CA;
 	ib->ibdev.node_guid = cpu_to_be64(le64_to_cpu(ib->attr.node_guid));
@@ -497,6 +496,9 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	after = READ_ONCE(idev->port_state);
 	if (after != before)
 		ibtca_ib_dispatch(idev, before, after);
+	/* So may a P_Key table change. */
+	if (ibtca_ib_pkeys_read(ib))
+		ibtca_ib_pkey_dispatch(ib);
 	mutex_unlock(&idev->ib_lock);
 	dev_info(dev, "RDMA device %s node GUID %016llx\n",
 		 dev_name(&ib->ibdev.dev), le64_to_cpu(ib->attr.node_guid));

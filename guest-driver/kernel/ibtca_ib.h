@@ -23,8 +23,11 @@ struct ibtca_ib {
 	struct ibtca_dev *idev;
 	struct ibtca_device_attr attr;	/* QUERY_DEVICE at registration */
 	u32 max_mr_pages;		/* from IBTCA_DEVICE_ATTR_EXT */
+	u8 max_qp_init_rd_atom;		/* from IBTCA_DEVICE_ATTR_EXT */
 	u64 port_guid;
 	u16 pkey;
+	spinlock_t pkey_lock;		/* guards @pkeys */
+	u16 pkeys[IBTCA_PKEY_TABLE_LEN];	/* the agent's table (ibtca_ib_pkey.c) */
 	u32 fw;				/* VERSION register */
 	struct mutex cap_lock;		/* serialises modify_port */
 	struct xarray qps;		/* device QP number -> ibtca_ib_qp */
@@ -216,6 +219,12 @@ int ibtca_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			   const struct ib_recv_wr **bad_wr);
 void ibtca_ib_srq_completed(struct ib_srq *ibsrq);
+
+/* ibtca_ib_pkey.c */
+bool ibtca_ib_pkeys_read(struct ibtca_ib *ib);
+int ibtca_ib_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
+			u16 *pkey);
+void ibtca_ib_pkey_dispatch(struct ibtca_ib *ib);
 
 /* ibtca_ib_mad.c */
 int ibtca_ib_process_mad(struct ib_device *ibdev, int flags, u32 port,

@@ -185,8 +185,11 @@ static int ibtca_ib_qp_attr_merge(struct ibtca_ib *ib, struct ib_qp_attr *next,
 			return -EINVAL;
 		next->qp_state = a->qp_state;
 	}
-	if ((mask & IB_QP_PKEY_INDEX) && a->pkey_index)
-		return -EINVAL;
+	if (mask & IB_QP_PKEY_INDEX) {
+		if (a->pkey_index >= IBTCA_PKEY_TABLE_LEN)
+			return -EINVAL;
+		next->pkey_index = a->pkey_index;
+	}
 	if ((mask & IB_QP_PORT) && a->port_num != IBTCA_IB_PORT)
 		return -EINVAL;
 	if (mask & IB_QP_QKEY)
@@ -245,8 +248,9 @@ static int ibtca_ib_qp_attr_merge(struct ibtca_ib *ib, struct ib_qp_attr *next,
 			return -EINVAL;
 		next->min_rnr_timer = a->min_rnr_timer;
 	}
+	/* The initiator depth: the requester holds no resource per READ. */
 	if (mask & IB_QP_MAX_QP_RD_ATOMIC) {
-		if (a->max_rd_atomic > d->max_qp_rd_atom)
+		if (a->max_rd_atomic > ib->max_qp_init_rd_atom)
 			return -EINVAL;
 		next->max_rd_atomic = a->max_rd_atomic;
 	}
@@ -295,6 +299,10 @@ static void ibtca_ib_qp_cmd(struct ibtca_cmd_modify_qp *p, u32 qpn,
 	if (mask & IB_QP_SQ_PSN) {
 		m |= IBTCA_QP_ATTR_SQ_PSN;
 		p->sq_psn = cpu_to_le32(n->sq_psn);
+	}
+	if (mask & IB_QP_PKEY_INDEX) {
+		m |= IBTCA_QP_ATTR_PKEY_INDEX;
+		p->pkey_index = cpu_to_le16(n->pkey_index);
 	}
 	/* A datagram QP has no access rights: its Q_Key travels in access. */
 	if (mask & IB_QP_QKEY) {

@@ -5,9 +5,11 @@
  * The device raises EVENT_VECTOR (the driver routes it to
  * IBTCA_EVENT_VECTOR) when its port goes down or up, with
  * IBTCA_EVENT_PORT_CHANGE set in EVENT_CAUSE, and when an SRQ falls below
- * its limit (IBTCA_EVENT_SRQ_LIMIT: ibtca_ib_srq.c finds which). The handler defers to a work
- * item, which clears the cause, reads PORT_STATE, logs the change, wakes
- * IBTCA_IOC_PORT_WAIT callers and tells the RDMA core (ibtca_ib.c).
+ * its limit (IBTCA_EVENT_SRQ_LIMIT: ibtca_ib_srq.c finds which), or the SM
+ * changed the P_Key table (IBTCA_EVENT_PKEY_CHANGE: ibtca_ib_pkey.c reads
+ * it again). The handler defers to a work item, which clears the cause,
+ * reads PORT_STATE, logs the change, wakes IBTCA_IOC_PORT_WAIT callers and
+ * tells the RDMA core (ibtca_ib.c).
  */
 
 #include <linux/pci.h>
@@ -52,6 +54,8 @@ static void ibtca_port_work(struct work_struct *work)
 
 	if (cause & IBTCA_EVENT_SRQ_LIMIT)
 		ibtca_ib_srq_events(idev);
+	if (cause & IBTCA_EVENT_PKEY_CHANGE)
+		ibtca_ib_pkey_event(idev);
 
 	/* A change between the read and the clear still shows in the state. */
 	if (!(cause & IBTCA_EVENT_PORT_CHANGE) &&

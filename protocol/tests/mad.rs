@@ -397,6 +397,39 @@ fn a_trap_128_notice_sits_where_iba_says() {
 }
 
 #[test]
+fn trap_257_names_the_packet_at_ntc_257_258s_offsets() {
+    use ibtca_protocol::mad::attr::{notice_type, producer, trap, KeyViolation, Notice};
+    let v = KeyViolation {
+        slid: 0x0102,
+        dlid: 0x0304,
+        key: 0x8001,
+        sl: 0x15,
+        src_qp: 0xab_cdef,
+        dest_qp: 0x1_23456,
+        sgid: [0x11; 16],
+        dgid: [0x22; 16],
+    };
+    let b = Notice::bad_p_key(0x0304, producer::CA, &v).encode();
+    assert_eq!(&b[..8], &[0x82, 0, 0, 1, 0x01, 0x01, 0x03, 0x04]);
+    // DataDetails start at byte 10.
+    assert_eq!(&b[12..16], &[1, 2, 3, 4], "LID1, LID2");
+    assert_eq!(&b[16..20], &[0, 0, 0x80, 0x01], "the P_Key");
+    assert_eq!(
+        &b[20..24],
+        &[0x50, 0xab, 0xcd, 0xef],
+        "SL 5 (cut to 4 bits), QP1"
+    );
+    assert_eq!(&b[24..28], &[0, 0x12, 0x34, 0x56], "QP2");
+    assert_eq!((&b[28..44], &b[44..60]), (&[0x11; 16][..], &[0x22; 16][..]));
+    let n = Notice::decode(&b);
+    assert_eq!(
+        (n.notice_type, n.trap_number),
+        (notice_type::SECURITY, trap::BAD_P_KEY)
+    );
+    assert_eq!(n.key_violation(), KeyViolation { sl: 5, ..v });
+}
+
+#[test]
 fn notice_fields_keep_to_their_bits() {
     use ibtca_protocol::mad::attr::{producer, trap, Notice};
     let n = Notice::capability_mask_change(7, producer::CA, 0x0251_0a6a);

@@ -41,17 +41,19 @@ impl SimGuest {
         })
     }
 
-    /// A datagram QP RESET → INIT (Q_Key `qkey`) → RTR → RTS (SQ PSN 0).
+    /// A datagram QP RESET → INIT (Q_Key `qkey`, P_Key index
+    /// [`SimGuest::pkey_index`]) → RTR → RTS (SQ PSN 0).
     pub fn datagram_ready(&mut self, qp: &Qp, qkey: u32) -> Result<(), CmdFailed> {
         let base = CmdModifyQp {
             qpn: qp.qpn.into(),
             ..Default::default()
         };
         self.modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_QKEY).into(),
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_QKEY | self.pkey_index_mask()).into(),
             state: QPS_INIT,
             // A datagram QP's Q_Key travels in `access`.
             access: qkey.into(),
+            pkey_index: self.pkey_index.into(),
             ..base
         })?;
         self.modify_qp(&CmdModifyQp {

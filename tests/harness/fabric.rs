@@ -197,6 +197,24 @@ impl Fabric {
             };
             switches.push(Switch::start(cfg).expect("switch starts"));
         }
+        Fabric::finish(dir, node_ep, switches, o)
+    }
+
+    /// Nodes whose links connect to `endpoints` (node `i` to
+    /// `endpoints[i]`, LID `i + 1`), served by switches that run elsewhere
+    /// (an `ibtca-hive`); `dir` holds the nodes' sockets.
+    pub fn attached(dir: TempDir, endpoints: Vec<LinkEndpoint>, o: FabricOptions) -> Fabric {
+        let node_ep = endpoints.into_iter().map(Some).collect();
+        Fabric::finish(dir, node_ep, Vec::new(), o)
+    }
+
+    /// Starts the nodes, waits until every port is Active, connects QPs.
+    fn finish(
+        dir: TempDir,
+        node_ep: Vec<Option<LinkEndpoint>>,
+        switches: Vec<Switch>,
+        o: FabricOptions,
+    ) -> Fabric {
         let mut nodes = Vec::new();
         for (k, ep) in node_ep.into_iter().enumerate() {
             let lid = k as u16 + 1;

@@ -32,6 +32,8 @@ pub mod ib_diags;
 pub mod kverbs;
 pub mod launcher;
 pub mod links;
+pub mod netns;
+pub mod own_agent;
 pub mod pair;
 pub mod peer_death;
 pub mod qp_retry;

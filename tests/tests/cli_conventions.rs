@@ -9,14 +9,16 @@ use ibtca_tests::workspace_bin;
 
 /// Every binary of the workspace, with arguments that make it otherwise
 /// valid up to the flag under test (none needs more to print help).
-const BINARIES: [&str; 9] = [
+const BINARIES: [&str; 11] = [
     "ibtca-device",
     "ibtca-switch",
+    "ibtca-hive",
     "ibtca-regs-header",
     "ibtca-fabric",
     "ibtca-mgmt-hub",
     "ibtca-gateway",
     "ibtca-gateway-bench",
+    "ibtca-simport",
     "ibtca-bench",
     "ibtca-soak",
 ];

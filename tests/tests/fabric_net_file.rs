@@ -1,8 +1,8 @@
 //! Net files (ibsim's, ibnetdiscover's output) as topologies, no VMs:
 //! `ibtca-fabric import` of ibsim's shipped examples gives the plan of
 //! their switches, CAs, GUIDs (as ibsim numbers them) and links;
-//! `up --net` of an ibnetdiscover-style file starts devices and switches
-//! whose control sockets report the file's GUIDs, LIDs and descriptions,
+//! `up --net --process-per-node` of an ibnetdiscover-style file starts
+//! devices and switches whose control sockets report the file's GUIDs, LIDs and descriptions,
 //! each switch port linked to the node the file names.
 
 use std::collections::BTreeSet;
@@ -269,12 +269,14 @@ fn up_net_runs_the_files_guids_lids_descriptions_and_links() {
     std::fs::write(&file, NET).unwrap();
     let run = dir.join("run");
     let _down = Down(run.clone());
+    // A process per node: each answers on its own control socket.
     let out = fabric(&[
         "up",
         "--net",
         &file.display().to_string(),
         "--run-dir",
         &run.display().to_string(),
+        "--process-per-node",
     ]);
     assert!(out.status.success(), "up --net: {}", text(&out));
     let warnings = String::from_utf8_lossy(&out.stderr);

@@ -123,3 +123,26 @@ fn run_time_commands_use_ups_copy_of_the_topology() {
     let o = fabric_in(&elsewhere.0, &["down", "--run-dir", &run_s]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn check_refuses_a_partition_file_given_twice() {
+    let dir = TempDir::new("topo-partitions");
+    let file = |options: &str| {
+        format!(
+            r#"{{ "sm": "a", "sm_options": [{options}],
+                 "sm_partitions": ["Default=0x7fff, ipoib : ALL=full ;"],
+                 "nodes": [{{"name": "a", "lid": 1}}] }}"#
+        )
+    };
+    std::fs::write(dir.join("ok.json"), file(r#""--sweep", "10""#)).unwrap();
+    let o = fabric_in(&dir.0, &["check", "ok.json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(dir.join("twice.json"), file(r#""-P", "/x.conf""#)).unwrap();
+    let o = fabric_in(&dir.0, &["check", "twice.json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("`sm_options` gives `-P` and `sm_partitions` a partition file"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -47,8 +47,14 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
         "vfio-user server and port agents",
         &["ibtca-vfio-user", "ibtca-agents"],
     ),
-    ("device and switch", &["ibtca-device", "ibtca-switch"]),
-    ("gateway", &["ibtca-gateway"]),
+    (
+        "device, switch and host port",
+        &["ibtca-device", "ibtca-switch", "ibtca-simport"],
+    ),
+    (
+        "gateway and guestless-node hive",
+        &["ibtca-gateway", "ibtca-hive"],
+    ),
     ("fabric launcher", &["ibtca-fabric"]),
     ("tests and benchmarks", &["ibtca-tests"]),
 ];

@@ -12,13 +12,12 @@ use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_protocol::mad::attr::{id, NodeInfo, PortInfo, PortState};
-use ibtca_protocol::mad::{method, Smp, SmpRoute};
+use ibtca_protocol::mad::attr::{id, NodeInfo, PortState};
+use ibtca_protocol::mad::{method, Smp};
 use ibtca_tests::datagram::ud_send_wqe;
 use ibtca_tests::pair::{PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::sim_guest::{recv_wqe, Qp};
 use ibtca_tests::{TempDir, TestServer};
-use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(20);
 const QKEY: u32 = 0x1234_5678;
@@ -47,33 +46,11 @@ fn wait_state(s: &mut Side, state: u32) {
     }
 }
 
-/// Sends `smp` to the side's own port agent (SMA_MAD); the answer.
-fn own_agent(s: &mut Side, smp: &Smp) -> Smp {
-    let (mad, reply) = (s.buf + 8192, s.buf + 12288);
-    s.g.write(mad, &smp.to_bytes());
-    let cmd = CmdMad {
-        mad: mad.into(),
-        reply: reply.into(),
-        ..Default::default()
-    };
-    assert_eq!(
-        s.g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0,
-        1,
-        "answered"
-    );
-    Smp::parse(&s.g.read(reply, 256)).unwrap()
-}
-
 /// Sets the side's port to `lid` and `state`, as its local SM would.
 fn set_port(s: &mut Side, lid: u16, state: PortState) {
-    let mut get = Smp::new(SmpRoute::Directed, method::GET, id::PORT_INFO, 1);
-    get.hop_ptr = 1;
-    let mut pi = PortInfo::decode(&own_agent(s, &get).data);
+    let mut pi = s.port_info();
     (pi.lid, pi.port_state) = (lid, state as u8);
-    let mut set = Smp::new(SmpRoute::Directed, method::SET, id::PORT_INFO, 1);
-    set.hop_ptr = 1;
-    set.data = pi.encode();
-    let now = PortInfo::decode(&own_agent(s, &set).data);
+    let now = s.set_port_info(&pi);
     assert_eq!((now.lid, now.port_state), (lid, state as u8));
 }
 

@@ -13,7 +13,7 @@ use ibtca_device::verbs::abi::*;
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
 use ibtca_tests::qp_retry::Retry;
-use ibtca_tests::sim_guest::recv_wqe;
+use ibtca_tests::sim_guest::{recv_wqe, send_wqe};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -45,6 +45,19 @@ fn to_state(s: &mut Side, state: u8) {
         ..Default::default()
     })
     .unwrap_or_else(|e| panic!("QP to state {state}: device status {}", e.0));
+}
+
+/// Gives `s` a new QP, moved to INIT only (never connected).
+fn fresh_qp_in_init(s: &mut Side) {
+    s.qp = s.g.create_qp(s.pd, &s.cq, &s.cq, 6);
+    s.g.modify_qp(&CmdModifyQp {
+        qpn: s.qp.qpn.into(),
+        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+        state: QPS_INIT,
+        access: ACCESS_REMOTE_WRITE.into(),
+        ..Default::default()
+    })
+    .unwrap();
 }
 
 /// The transport failed the QP (its peer died mid-stream): a receive the
@@ -83,15 +96,7 @@ fn a_receive_posted_to_a_qp_the_driver_moved_to_error_is_flushed() {
     // A fresh QP that never reached RTS: INIT, a receive, then ERR flushes
     // it; one posted in ERR is flushed at once.
     let s = &mut p.b;
-    s.qp = s.g.create_qp(s.pd, &s.cq, &s.cq, 6);
-    s.g.modify_qp(&CmdModifyQp {
-        qpn: s.qp.qpn.into(),
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-        state: QPS_INIT,
-        access: ACCESS_REMOTE_WRITE.into(),
-        ..Default::default()
-    })
-    .unwrap();
+    fresh_qp_in_init(s);
     s.g.post_recv(&mut s.qp, &recv_wqe(700, s.buf, 64, s.lkey));
     assert!(
         s.g.poll_cq(&mut s.cq, Duration::from_millis(100)).is_none(),
@@ -107,4 +112,28 @@ fn a_receive_posted_to_a_qp_the_driver_moved_to_error_is_flushed() {
         "INIT -> ERR"
     );
     posted_receive_is_flushed(s, 701, "posted in ERR, never in RTS");
+}
+
+/// A send posted to a QP that went from INIT to ERR without ever being
+/// connected completes at once with WC_WR_FLUSH_ERR: the kernel's
+/// ib_drain_sq posts one (a zero-length RDMA WRITE) and waits for it
+/// without a bound, as ib_srp's cleanup does after a rejected login.
+#[test]
+fn a_send_posted_to_a_qp_moved_from_init_to_error_is_flushed() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let s = &mut p.b;
+    fresh_qp_in_init(s);
+    to_state(s, QPS_ERR);
+    let mut w = send_wqe(WR_RDMA_WRITE, 800, 0, 0, 0);
+    w.num_sge = 0;
+    s.g.post_send(&mut s.qp, &w);
+    let c =
+        s.g.poll_cq(&mut s.cq, T)
+            .expect("the send posted to a QP moved from INIT to ERR never completed");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (800, WC_WR_FLUSH_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
 }

@@ -38,6 +38,17 @@ fn every_reported_limit_is_enforced() {
     });
     p.connect(MTU_4096);
     let d: DeviceAttr = p.a.g.query(CMD_QUERY_DEVICE).unwrap();
+    // The extended reply: the initiator depth (max_qp_init_rd_atom).
+    let ext = {
+        let e =
+            p.a.g
+                .cmd_entry(CMD_QUERY_DEVICE, &[DEVICE_ATTR_EXT])
+                .unwrap();
+        let mut x = DeviceAttrExt::default();
+        let n = x.as_slice().len();
+        x.as_mut_slice().copy_from_slice(&e.params[..n]);
+        x
+    };
     let limits = Limits::default();
     assert_eq!(
         (d.max_qp.to_native(), d.max_cq.to_native()),
@@ -128,11 +139,12 @@ fn every_reported_limit_is_enforced() {
         ..base
     };
     assert_eq!(
-        g.modify_qp(&rts(d.max_qp_rd_atom + 1)),
+        g.modify_qp(&rts(ext.max_qp_init_rd_atom + 1)),
         einval,
-        "max_qp_rd_atom + 1"
+        "max_qp_init_rd_atom + 1"
     );
-    g.modify_qp(&rts(d.max_qp_rd_atom)).expect("max_qp_rd_atom");
+    g.modify_qp(&rts(ext.max_qp_init_rd_atom))
+        .expect("max_qp_init_rd_atom");
 
     // SGEs per work request: max_sge gather four pieces; one more fails
     // the work request with a local length error.

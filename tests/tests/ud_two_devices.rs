@@ -326,6 +326,36 @@ fn data_on_vl15_is_dropped_and_counted() {
     assert_eq!(stats.ud.transport.delivered, 1);
 }
 
+/// The capability mask in the port's PortInfo as its own agent answers a
+/// Get (SMA_MAD; the SMP and its answer in the side's buffer at `buf`).
+fn port_info_caps(g: &mut SimGuest, buf: u64) -> u32 {
+    let (mad, reply) = (buf, buf + 4096);
+    let smp = Smp::new(SmpRoute::Lid, method::GET, id::PORT_INFO, 1);
+    g.write(mad, &smp.to_bytes());
+    let cmd = CmdMad {
+        mad: mad.into(),
+        reply: reply.into(),
+        ..Default::default()
+    };
+    assert_eq!(g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0, 1);
+    PortInfo::decode(&Smp::parse(&g.read(reply, 256)).unwrap().data).capability_mask
+}
+
+/// QUERY_PORT's cap_mask (the driver's port_cap_flags).
+fn query_caps(g: &mut SimGuest) -> u32 {
+    let a: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    a.cap_mask.to_native()
+}
+
+/// SET_PORT_CAPS's parameters.
+fn port_caps(set: u32, clear: u32) -> CmdPortCaps {
+    CmdPortCaps {
+        set: set.into(),
+        clear: clear.into(),
+        ..Default::default()
+    }
+}
+
 /// The host's IsSM bit (the driver's modify_port for an SM in the guest)
 /// shows in the port's PortInfo, as the SM's peers read it; other bits are
 /// the device's and stay. QUERY_PORT's cap_mask (the driver's
@@ -333,23 +363,9 @@ fn data_on_vl15_is_dropped_and_counted() {
 #[test]
 fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     let mut p = LinkedPair::start(PairOptions::default());
+    let buf = p.a.buf;
     let g = &mut p.a.g;
-    let (mad, reply) = (p.a.buf, p.a.buf + 4096);
-    let port_info = |g: &mut SimGuest| {
-        let smp = Smp::new(SmpRoute::Lid, method::GET, id::PORT_INFO, 1);
-        g.write(mad, &smp.to_bytes());
-        let cmd = CmdMad {
-            mad: mad.into(),
-            reply: reply.into(),
-            ..Default::default()
-        };
-        assert_eq!(g.cmd(CMD_SMA_MAD, cmd.as_slice()).unwrap().0, 1);
-        PortInfo::decode(&Smp::parse(&g.read(reply, 256)).unwrap().data).capability_mask
-    };
-    let query_caps = |g: &mut SimGuest| {
-        let a: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
-        a.cap_mask.to_native()
-    };
+    let port_info = |g: &mut SimGuest| port_info_caps(g, buf);
     let before = port_info(g);
     assert_eq!(
         before,
@@ -360,13 +376,8 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
         "a CA port's capabilities"
     );
     assert_eq!(query_caps(g), before);
-    let caps = |set: u32, clear: u32| CmdPortCaps {
-        set: set.into(),
-        clear: clear.into(),
-        ..Default::default()
-    };
     // IsSM, and a bit the host does not own (IsCM), which stays as it was.
-    let c = caps(
+    let c = port_caps(
         cap::IS_SM | cap::IS_SL_MAPPING_SUPPORTED,
         cap::IS_CM_SUPPORTED,
     );
@@ -374,14 +385,51 @@ fn set_port_caps_sets_is_sm_in_the_ports_port_info() {
     assert_eq!(out, before | cap::IS_SM);
     assert_eq!(port_info(g), before | cap::IS_SM);
     assert_eq!(query_caps(g), before | cap::IS_SM, "QUERY_PORT agrees");
-    let c = caps(0, cap::IS_SM);
+    let c = port_caps(0, cap::IS_SM);
     assert_eq!(g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0, before);
     assert_eq!(port_info(g), before);
     assert_eq!(query_caps(g), before);
-    let mut bad = caps(cap::IS_SM, 0);
+    let mut bad = port_caps(cap::IS_SM, 0);
     bad.rsvd[3] = 1;
     assert_eq!(g.cmd(CMD_SET_PORT_CAPS, bad.as_slice()).unwrap_err().0, 22);
     assert_eq!(port_info(g), before, "a refused command changes nothing");
+}
+
+/// The host's IsDeviceManagementSupported bit (ib_srpt's modify_port when
+/// it registers its Device Management agent) shows in the port's PortInfo
+/// and QUERY_PORT, beside IsSM, until the host clears it: srp_daemon finds
+/// SRP targets by this bit in the SA's PortInfoRecords.
+#[test]
+fn set_port_caps_sets_is_device_management_supported() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let buf = p.a.buf;
+    let g = &mut p.a.g;
+    let port_info = |g: &mut SimGuest| port_info_caps(g, buf);
+    let dm = cap::IS_DEVICE_MANAGEMENT_SUPPORTED;
+    let before = port_info(g);
+    assert_eq!(before & dm, 0, "no Device Management agent yet");
+    let c = port_caps(dm, 0);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm
+    );
+    assert_eq!(port_info(g), before | dm);
+    assert_eq!(query_caps(g), before | dm, "QUERY_PORT agrees");
+    // IsSM beside it, then IsSM alone cleared: the other bit stays.
+    let c = port_caps(cap::IS_SM, 0);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm | cap::IS_SM
+    );
+    let c = port_caps(0, cap::IS_SM);
+    assert_eq!(
+        g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0,
+        before | dm
+    );
+    let c = port_caps(0, dm);
+    assert_eq!(g.cmd(CMD_SET_PORT_CAPS, c.as_slice()).unwrap().0, before);
+    assert_eq!(port_info(g), before);
+    assert_eq!(query_caps(g), before);
 }
 
 /// A send queue of 3000 datagrams rung at once, looped back to the

@@ -15,8 +15,19 @@
 //! - `ping6` of the peer's link-local address (IPv6 neighbour discovery
 //!   through the solicited-node multicast groups).
 //!
-//! Each guest then waits for the other's marker in the share, so neither
-//! powers off while the other still pings it.
+//! - `iperf3` from n1 to n2's server over ib0 in datagram mode: its JSON
+//!   report (written to the share) counts bytes sent and received and no
+//!   error;
+//! - connected mode: both guests `echo connected > .../ib0/mode`; the MTU
+//!   becomes what the SRQ's receive SGEs hold (IPoIB's
+//!   `max_srq_sge * 4096 - 16`), a ping of a full-MTU datagram (one
+//!   IPoIB packet, far past what a UD QP carries) goes each way over the RC QPs the IB CM connected (REQ/REP/RTU
+//!   on QP1; `rdma resource show qp` lists them, ipoib's passive QP
+//!   reaches RTS: no `failed to modify QP` in dmesg), and `iperf3` runs
+//!   again over them.
+//!
+//! The guests step through the phases together by markers in the share,
+//! so neither powers off (or changes mode) while the other still uses it.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -67,6 +78,50 @@ fn guid_bytes(port_guid: u64) -> String {
         .join(":")
 }
 
+/// ib0's MTU in connected mode: the receive buffer of one SRQ receive,
+/// `max_srq_sge` pages, less 16 bytes (ipoib_cm.c); the device gives an SRQ
+/// receive 4 SGEs.
+const CONNECTED_MTU: usize = 4 * 4096 - 16;
+
+/// Bytes each `iperf3` run moves (`-n`: a byte count, not a time).
+const IPERF_BYTES: u64 = 4 << 20;
+
+/// The `iperf3` client command of n1 towards `peer`, its JSON report
+/// written to the share as `iperf-{mode}.json`.
+fn iperf(mode: &str, peer: u8) -> String {
+    format!(
+        "iperf3 -c {} -n {IPERF_BYTES} -J > /share/iperf-{mode}.json",
+        addr(peer)
+    )
+}
+
+/// The `ping` (or `ping6`) command, failing unless every echo was
+/// answered, so that [`client`] tries again: a loaded guest's busybox ping
+/// stops waiting for the last reply after twice the longest round trip.
+fn ping_all(ping: &str) -> String {
+    format!("{ping} > /tmp/ping.out; cat /tmp/ping.out; grep -q ' 0% packet loss' /tmp/ping.out")
+}
+
+/// Guest `n` marks that it reached `step` and waits for its peer's mark.
+fn barrier(n: u8, peer: u8, step: &str) -> String {
+    format!("touch /share/{step}-{n}; until [ -e /share/{step}-{peer} ]; do sleep 1; done")
+}
+
+/// The bytes an `iperf3 -J` report says were sent and received, or why
+/// it is not a clean run.
+fn iperf_bytes(json: &str) -> Result<(u64, u64), String> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(e) = v.get("error") {
+        return Err(format!("iperf3 error: {e}"));
+    }
+    let sum = |k: &str| {
+        v["end"][k]["bytes"]
+            .as_u64()
+            .ok_or(format!("no end.{k}.bytes"))
+    };
+    Ok((sum("sum_sent")?, sum("sum_received")?))
+}
+
 /// IPoIB's IPv4 broadcast group in the default partition, as saquery
 /// prints it.
 const BROADCAST_MGID: &str = "ff12:401b:ffff::ffff:ffff";
@@ -91,11 +146,17 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
     } else {
         format!("until grep -q ACTIVE {PORT_STATE}; do sleep 1; done")
     };
-    vec![
+    let mut cmds = vec![
         wait_up,
         tagged("LOAD", "ibtca-load-modules ipoib"),
         "until [ -e /sys/class/net/ib0 ]; do sleep 1; done".to_owned(),
         format!("ip link set ib0 up && ip addr add {}/24 dev ib0", addr(n)),
+        // n2 serves iperf3 (a daemon: one test after another).
+        if n == 2 {
+            "iperf3 -s -D".to_owned()
+        } else {
+            "true".to_owned()
+        },
         // Carrier: the QP is attached to the broadcast group.
         tagged(
             "CARRIER",
@@ -109,17 +170,53 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
             "true".to_owned()
         },
         // Until the peer's ib0 answers (it comes up on its own time).
-        client("PING4", &format!("ping -c 3 -W 5 {}", addr(peer)), 300),
+        client(
+            "PING4",
+            &ping_all(&format!("ping -c 3 -W 5 {}", addr(peer))),
+            300,
+        ),
         tagged("NEIGH", &format!("ip neigh show {} dev ib0", addr(peer))),
         client(
             "PING6",
-            &format!("ping6 -c 3 -W 5 -I ib0 {}", link_local(peer_guid)),
+            &ping_all(&format!("ping6 -c 3 -W 5 -I ib0 {}", link_local(peer_guid))),
             120,
         ),
+        barrier(n, peer, "datagram"),
+    ];
+    if n == 1 {
+        cmds.push(iperf("datagram", peer));
+    }
+    cmds.extend([
+        // n2 leaves datagram mode once n1's datagram iperf3 is done.
+        barrier(n, peer, "iperf-datagram"),
+        tagged(
+            "CONNECTED",
+            "echo connected > /sys/class/net/ib0/mode && \
+             cat /sys/class/net/ib0/mode /sys/class/net/ib0/mtu",
+        ),
+        barrier(n, peer, "connected"),
+        // A datagram of the full MTU, one IPoIB packet far past the UD
+        // MTU: only an RC connection carries it.
+        client(
+            "PINGCM",
+            &ping_all(&format!(
+                "ping -c 3 -W 5 -s $(( $(cat /sys/class/net/ib0/mtu) - 28 )) {}",
+                addr(peer)
+            )),
+            120,
+        ),
+    ]);
+    if n == 1 {
+        cmds.push(iperf("connected", peer));
+    }
+    cmds.extend([
+        tagged("RCQP", "rdma resource show qp"),
+        tagged("DMESG", "dmesg | grep 'ib0:' || true"),
         // Neither guest powers off (taking its ib0 away) before the other
-        // has finished pinging it.
-        format!("touch /share/done-{n}; until [ -e /share/done-{peer} ]; do sleep 1; done"),
-    ]
+        // has finished with it.
+        barrier(n, peer, "done"),
+    ]);
+    cmds
 }
 
 #[test]
@@ -139,8 +236,19 @@ fn the_broadcast_group_mtu_is_read_from_saquery() {
 }
 
 #[test]
+fn an_iperf3_report_gives_its_bytes_or_its_error() {
+    let ok =
+        r#"{"start":{},"end":{"sum_sent":{"bytes":4194304},"sum_received":{"bytes":4194000}}}"#;
+    assert_eq!(iperf_bytes(ok), Ok((4_194_304, 4_194_000)));
+    let err = r#"{"start":{},"end":{},"error":"unable to connect to server"}"#;
+    assert!(iperf_bytes(err).unwrap_err().contains("unable to connect"));
+    assert!(iperf_bytes("").is_err());
+    assert!(iperf_bytes(r#"{"end":{"sum_sent":{"bytes":1}}}"#).is_err());
+}
+
+#[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
-fn ipoib_datagram_mode_pings_both_ways_under_opensm() {
+fn ipoib_datagram_and_connected_mode_ping_and_iperf3_under_opensm() {
     let stack = VmStack::get();
     let dir = stack.scratch("vm-ipoib");
     let run = dir.join("run");
@@ -213,6 +321,41 @@ fn ipoib_datagram_mode_pings_both_ways_under_opensm() {
             ping6.contains("3 packets transmitted, 3 packets received"),
             "{n}: ping6 {}:\n{all}",
             link_local(peer_guid)
+        );
+        let cm_mtu = CONNECTED_MTU.to_string();
+        assert_eq!(
+            tagged_lines(c, "CONNECTED")[..2],
+            ["connected", cm_mtu.as_str()],
+            "{n}: connected mode at the SRQ receive's MTU:\n{all}"
+        );
+        let ping = tagged_lines(c, "PINGCM").join("\n");
+        assert!(
+            ping.contains(&format!("{} data bytes", CONNECTED_MTU - 28))
+                && ping.contains("3 packets transmitted, 3 packets received"),
+            "{n}: full-MTU ping {} in connected mode:\n{all}",
+            addr(peer)
+        );
+        let qps = tagged_lines(c, "RCQP");
+        assert!(
+            qps.iter()
+                .any(|l| l.contains("type RC") && l.contains("state RTS")),
+            "{n}: an RC QP of connected mode in RTS:\n{}\n{all}",
+            qps.join("\n")
+        );
+        let dmesg = tagged_lines(c, "DMESG").join("\n");
+        assert!(
+            !dmesg.contains("failed to modify QP"),
+            "{n}: every connected-mode QP reached its state:\n{dmesg}\n{all}"
+        );
+    }
+    for mode in ["datagram", "connected"] {
+        let json =
+            std::fs::read_to_string(share.0.join(format!("iperf-{mode}.json"))).unwrap_or_default();
+        let (sent, received) = iperf_bytes(&json)
+            .unwrap_or_else(|e| panic!("iperf3 in {mode} mode: {e}:\n{json}\n{all}"));
+        assert!(
+            sent >= IPERF_BYTES && received > 0,
+            "iperf3 in {mode} mode moved {sent} bytes out, {received} in:\n{json}"
         );
     }
 }

@@ -220,6 +220,8 @@ values! {
     EVENT_PORT_CHANGE: u32 = 1 << 0;
     /// EVENT_CAUSE: an armed SRQ fell below its limit (QUERY_SRQ's limit_events say which: each SRQ that fired counts one more, its limit back to 0).
     EVENT_SRQ_LIMIT: u32 = 1 << 1;
+    /// EVENT_CAUSE: the SM changed the port's P_Key table (read it with SMA_MAD Gets of P_KeyTable; the guest's IB_EVENT_PKEY_CHANGE).
+    EVENT_PKEY_CHANGE: u32 = 1 << 2;
     /// STATUS: the device is ready.
     STATUS_READY: u32 = 1 << 0;
     /// STATUS: guest memory is mapped (at least one DMA region).

@@ -580,7 +580,7 @@ crate::regs::values! {
     DB_RECORD_BYTES: u32 = 4096;
     /// Command: hand a 256-byte SMP to the port's own subnet management agent, as if it came from the port itself (the driver's process_mad: SMPs the local SM sends to its own port; params: struct ibtca_cmd_mad; out0 = 1 when the agent answered and the answer is at reply, 0 when it gives none: an SMP for the SM, a response, a failed M_Key check).
     CMD_SMA_MAD: u8 = 0x58;
-    /// Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now).
+    /// Command: set, then clear, capability bits of the port's PortInfo that its host owns (IsSM, for an SM in the guest, and IsDeviceManagementSupported, for a Device Management agent such as ib_srpt: the driver's modify_port; other bits are ignored; params: struct ibtca_cmd_port_caps; out0 = the capability mask now).
     CMD_SET_PORT_CAPS: u8 = 0x59;
     /// QP type (CREATE_QP log_sizes byte 3): reliable connected.
     QPT_RC: u8 = 0;
@@ -1051,7 +1051,7 @@ abi_struct! {
         max_qp_wr: Le32,
         /// SGEs of one work request.
         max_sge: u8,
-        /// Outstanding RDMA READ and atomic requests of one QP, as requester and as responder.
+        /// Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources).
         max_qp_rd_atom: u8,
         /// Largest IBTCA_MTU_* path MTU.
         max_mtu: u8,
@@ -1078,8 +1078,10 @@ abi_struct! {
         db_bar: u8,
         /// SGEs of one SRQ receive.
         max_srq_sge: u8,
+        /// Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth).
+        max_qp_init_rd_atom: u8,
         /// Reserved, zero.
-        rsvd0: [u8; 2],
+        rsvd0: u8,
         /// Shared receive queues.
         max_srq: Le32,
         /// Entries of one SRQ (max_wr).

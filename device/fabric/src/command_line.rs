@@ -67,6 +67,9 @@ pub(crate) struct Args {
     pub(crate) command: Cmd,
 }
 
+// Parsed once per run: the size of `Up`, the largest variant, is of no
+// account, and boxing its fields would only obscure the clap definitions.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
     /// Check a topology file and print what `up` would start.
@@ -80,6 +83,10 @@ pub(crate) enum Cmd {
         /// Run directory the sockets would be in.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
+        /// Check and show only what host NAME of the file's `hosts` runs
+        /// (docs/cross-host.md).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
     },
     /// Start everything in a topology file and wait until every port is up;
     /// with --guests, then boot one QEMU guest per node, all on one
@@ -95,9 +102,20 @@ pub(crate) enum Cmd {
         /// Directory for sockets, logs, captures and the state file.
         #[arg(long, default_value = "/tmp/ibtca-fabric")]
         run_dir: PathBuf,
+        /// Start only the nodes and switches of host NAME of the file's
+        /// `hosts`; links to other hosts run over TCP, and `up` waits
+        /// until they are up too (docs/cross-host.md).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
         /// Seconds to wait for every port to come up.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Make NODE a port the host's programs own through libumad2sim
+        /// with IBSIM_SOCKNAME=NAME (default `sim`): ibtca-simport instead
+        /// of a device, and the fabric managed by the host's SM
+        /// (docs/host-sm.md). Repeatable.
+        #[arg(long, value_name = "NODE[=NAME]")]
+        sim_port: Vec<String>,
         /// Also boot one QEMU guest per node (needs the VM stack and a run
         /// directory inside its chroot).
         #[arg(long)]
@@ -172,6 +190,15 @@ pub(crate) enum Cmd {
             requires = "guests"
         )]
         guest_packages: Vec<String>,
+        /// With --net: one process per switch and CA, not one `ibtca-hive`
+        /// for every guestless node (docs/hive.md).
+        #[arg(long)]
+        process_per_node: bool,
+        /// With --net: run CA NODE as its own `ibtca-device`, not in the
+        /// hive, so a guest (QEMU, or a test's simulated one) can attach
+        /// to its vfio-user socket. Repeatable.
+        #[arg(long = "device", value_name = "NODE")]
+        devices: Vec<String>,
     },
     /// Change a running link: `down`, `up`, `faults SPEC|none` (SPEC:
     /// drop:N,dup:N,reorder:N,corrupt:N,seed:N per mille) or `delay US`.

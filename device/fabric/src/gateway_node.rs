@@ -60,6 +60,9 @@ pub fn plan(n: &NodeSpec, run_dir: &Path) -> Result<Option<GatewayPlan>, String>
     let atm = match atm {
         LinkEndpoint::Listen(p) => LinkEndpoint::Listen(run_dir.join(p)),
         LinkEndpoint::Connect(p) => LinkEndpoint::Connect(run_dir.join(p)),
+        LinkEndpoint::ListenTcp(_) | LinkEndpoint::ConnectTcp(_) => {
+            return Err(err("atm: an ATM port is a Unix socket, not TCP".into()))
+        }
     };
     let (map, inline_map) = match &g.map {
         serde_json::Value::String(file) => (run_dir.join(file), None),

@@ -13,6 +13,7 @@ use ibtca_agents::control_socket::request_within;
 use serde_json::{json, Value};
 
 use super::gateway_launch::GATEWAY_EXE;
+use super::hive_plan::{self, HIVE_EXE};
 use super::launch::{control_path, is_ours, DEVICE_EXE, SWITCH_EXE};
 use super::mgmt_net::HUB_EXE;
 use super::state::{Started, State};
@@ -29,6 +30,7 @@ pub fn kind(p: &Started) -> &'static str {
         DEVICE_EXE => "device",
         GATEWAY_EXE => "gateway",
         HUB_EXE => "hub",
+        HIVE_EXE => "hive",
         _ => "other",
     }
 }
@@ -38,7 +40,7 @@ pub fn kind(p: &Started) -> &'static str {
 pub struct ProcessView {
     /// The state file's entry.
     pub started: Started,
-    /// `switch`, `device`, `gateway`, `hub`, `guest` or `other`.
+    /// `switch`, `device`, `gateway`, `hub`, `hive`, `guest` or `other`.
     pub kind: &'static str,
     /// True while it runs the binary it was started as.
     pub alive: bool,
@@ -154,6 +156,9 @@ pub fn process_json(run_dir: &Path, v: &ProcessView) -> Value {
     }
     if v.started.guest {
         o["guest"] = guest_json(run_dir, v);
+    }
+    if v.kind == "hive" {
+        o["hosted"] = json!(hive_plan::read_status(run_dir));
     }
     o
 }
@@ -310,6 +315,11 @@ pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
                 }
             }
             Some(Err(e)) => line(format!("    control socket: {e}")),
+            None if v.kind == "hive" => {
+                for l in hive_plan::inspect_lines(run_dir) {
+                    line(l);
+                }
+            }
             None => {}
         }
         if p.guest {

@@ -16,10 +16,12 @@ use ibtca_switch::spec::format_faults;
 
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
+use super::hive_plan::{self, Hosted, HIVE_EXE, HIVE_NAME};
 use super::plan::{NodePlan, Plan, SwitchPlan};
 pub(crate) use super::processes::stop_group;
 use super::processes::{exited, signal_tree};
 pub use super::processes::{is_ours, stop_all};
+use super::sim_port_node;
 use super::state::{Started, State, TOPOLOGY_FILE};
 
 /// Switch binary name.
@@ -213,6 +215,28 @@ pub fn up(
     bin_dir: &Path,
     timeout: Duration,
 ) -> Result<State, LaunchError> {
+    up_hosting(
+        plan,
+        &Hosted::none(),
+        topology,
+        text,
+        run_dir,
+        bin_dir,
+        timeout,
+    )
+}
+
+/// As [`up`], with the nodes `hosted` names in one `ibtca-hive`
+/// ([`hive_plan`]), started first.
+pub fn up_hosting(
+    plan: &Plan,
+    hosted: &Hosted,
+    topology: &Path,
+    text: &str,
+    run_dir: &Path,
+    bin_dir: &Path,
+    timeout: Duration,
+) -> Result<State, LaunchError> {
     if let Some(old) = State::load(run_dir).map_err(io_err("reading the state file"))? {
         if old.processes.iter().any(is_ours) {
             return Err(LaunchError::AlreadyUp(run_dir.to_path_buf()));
@@ -224,7 +248,7 @@ pub fn up(
     fs::write(&copy, text).map_err(io_err(format!("writing {}", copy.display())))?;
     gateway_launch::write_maps(&plan.nodes).map_err(LaunchError::Gateway)?;
     let mut running: Vec<Running> = Vec::new();
-    let result = start_all(plan, run_dir, bin_dir, timeout, &mut running);
+    let result = start_all(plan, hosted, run_dir, bin_dir, timeout, &mut running);
     let state = State {
         topology: topology.to_path_buf(),
         processes: running.iter().map(|r| r.started.clone()).collect(),
@@ -301,17 +325,27 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
 
 fn start_all(
     plan: &Plan,
+    hosted: &Hosted,
     run_dir: &Path,
     bin_dir: &Path,
     timeout: Duration,
     running: &mut Vec<Running>,
 ) -> Result<(), LaunchError> {
-    for sw in &plan.switches {
+    let _ = fs::remove_file(hive_plan::hive_status_file(run_dir));
+    let _ = fs::remove_file(hive_plan::hive_file(run_dir));
+    if !hosted.is_empty() {
+        let file = hive_plan::hive_file(run_dir);
+        let config = hive_plan::hive_config(plan, hosted).to_string();
+        fs::write(&file, config).map_err(io_err(format!("writing {}", file.display())))?;
+        let args = hive_plan::hive_args(run_dir);
+        running.push(spawn(bin_dir, HIVE_EXE, HIVE_NAME, &args, run_dir)?);
+    }
+    for sw in plan.switches.iter().filter(|s| !hosted.has(&s.name)) {
         let _ = fs::remove_file(switch_status_path(run_dir, &sw.name));
         let args = switch_args(sw, run_dir);
         running.push(spawn(bin_dir, SWITCH_EXE, &sw.name, &args, run_dir)?);
     }
-    for n in &plan.nodes {
+    for n in plan.nodes.iter().filter(|n| !hosted.has(&n.name)) {
         let (exe, args) = node_command(n, run_dir);
         running.push(spawn(bin_dir, exe, &n.name, &args, run_dir)?);
     }
@@ -321,6 +355,9 @@ fn start_all(
 /// The binary and arguments of node `n`: a device (with its control
 /// socket in `run_dir`), or a gateway.
 fn node_command(n: &NodePlan, run_dir: &Path) -> (&'static str, Vec<String>) {
+    if let Some(name) = &n.sim_port {
+        return (sim_port_node::SIMPORT_EXE, sim_port_node::args(n, name));
+    }
     match &n.gateway {
         Some(g) => (GATEWAY_EXE, gateway_launch::args(n, g)),
         None => {
@@ -336,13 +373,17 @@ fn node_command(n: &NodePlan, run_dir: &Path) -> (&'static str, Vec<String>) {
 
 /// Every linked port of `plan`, as "name[:port]", with what is known of
 /// it once it is up (`None` while it is down).
+/// A node the hive hosts is up as its ports are in the hive's status
+/// file.
 fn port_states(plan: &Plan, run_dir: &Path) -> Vec<(String, Option<String>)> {
     let mut ports = Vec::new();
+    let hive = hive_plan::read_status(run_dir);
     for sw in &plan.switches {
-        let status: Option<serde_json::Value> =
+        let status: Option<serde_json::Value> = hive.get(&sw.name).cloned().or_else(|| {
             fs::read_to_string(switch_status_path(run_dir, &sw.name))
                 .ok()
-                .and_then(|t| serde_json::from_str(&t).ok());
+                .and_then(|t| serde_json::from_str(&t).ok())
+        });
         for (i, port) in sw.ports.iter().enumerate() {
             if port.is_none() {
                 continue;
@@ -358,8 +399,19 @@ fn port_states(plan: &Plan, run_dir: &Path) -> Vec<(String, Option<String>)> {
         }
     }
     for n in &plan.nodes {
+        if let Some(status) = hive.get(&n.name) {
+            let up = status["ports"][0]["up"].as_bool().unwrap_or(false);
+            let seen = match &n.link {
+                None => Some(format!("hosted, no link, LID {}", n.lid)),
+                Some(_) => up.then(|| format!("hosted, link up, LID {}", n.lid)),
+            };
+            ports.push((n.name.clone(), seen));
+            continue;
+        }
         let log = fs::read_to_string(log_path(run_dir, &n.name)).unwrap_or_default();
-        let ready = log.contains(if n.gateway.is_some() {
+        let ready = log.contains(if n.sim_port.is_some() {
+            "simport running"
+        } else if n.gateway.is_some() {
             "gateway running"
         } else {
             "device ready"
@@ -587,7 +639,12 @@ pub fn restart(
     let device = state
         .processes
         .iter()
-        .position(|p| !p.guest && p.name == name && (p.exe == DEVICE_EXE || p.exe == GATEWAY_EXE))
+        .position(|p| {
+            let exe = p.exe.as_str();
+            !p.guest
+                && p.name == name
+                && [DEVICE_EXE, GATEWAY_EXE, sim_port_node::SIMPORT_EXE].contains(&exe)
+        })
         .ok_or_else(|| {
             LaunchError::NoSuchNode(format!("no device or gateway of `{name}` was started"))
         })?;

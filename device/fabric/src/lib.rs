@@ -16,6 +16,8 @@
 //!   [`switch_restart`]: one switch restarted on the same sockets.
 //! - [`qemu`]: each guest's QEMU command line; [`guests`]: booting them
 //!   through `scripts/run-vm.sh` (`up --guests`).
+//! - [`sim_port_node`]: nodes that run `ibtca-simport`, ports the host's
+//!   programs own (`up --sim-port`);
 //! - [`gateway_node`]: nodes that run `ibtca-gateway` (their plan);
 //!   [`gateway_launch`]: their command line and the `--check` of each
 //!   before anything starts.
@@ -50,6 +52,8 @@ pub mod guest_root;
 pub mod guest_root_mounts;
 pub mod guest_run;
 pub mod guests;
+pub mod hive_plan;
+pub mod hosts;
 pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
@@ -64,6 +68,7 @@ pub mod plan_warnings;
 pub mod port_stats;
 pub mod processes;
 pub mod qemu;
+pub mod sim_port_node;
 pub mod sm_plan;
 pub mod state;
 pub mod switch_restart;
@@ -77,6 +82,8 @@ pub use topology::Topology;
 mod auto_placement_tests;
 #[cfg(test)]
 mod gateway_node_tests;
+#[cfg(test)]
+mod hosts_tests;
 #[cfg(test)]
 mod net_file_tests;
 #[cfg(test)]

@@ -16,74 +16,21 @@ macro_rules! out {
 use ibtca_cli as cli;
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::own_kernel::{self, KernelSource, OwnKernelError};
-use ibtca_fabric::state::State;
 use ibtca_fabric::{
-    self as fabric, auto_placement, graph, guest_extras, inspect, launch, port_stats, qemu, End,
-    Plan,
+    self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
 };
 use ibtca_switch::control;
 
 mod command_line;
+mod loading;
 use command_line::{Args, Cmd};
-
-/// The JSON topology of net file `file`, its warnings on stderr.
-fn import(file: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let imported = fabric::net_file::parse(&text)
-        .and_then(|net| fabric::net_import::import(&net))
-        .map_err(|e| format!("{}:\n{e}", file.display()))?;
-    for w in &imported.warnings {
-        eprintln!("{NAME}: warning: {}: {w}", file.display());
-    }
-    serde_json::to_string_pretty(&imported.topology).map_err(|e| e.to_string())
-}
-
-/// Reads and checks a topology file (a net file with `net`): its JSON
-/// text, topology and plan, with the placement chosen for this machine
-/// where the file sets none, and what the placement chose.
-fn load_as(file: &Path, net: bool, run_dir: &Path) -> Result<Loaded, String> {
-    let text = if net {
-        import(file)?
-    } else {
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
-    };
-    let topo = fabric::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut plan = fabric::plan(&topo, run_dir).map_err(|e| format!("{}: {e}", file.display()))?;
-    let placed = auto_placement::apply(&mut plan, &auto_placement::machine_cpus());
-    Ok((text, topo, plan, placed))
-}
-
-/// Reads and checks a JSON topology file, placed as [`load_as`] does.
-fn load(file: &Path, run_dir: &Path) -> Result<(String, fabric::Topology, Plan), String> {
-    let (text, topo, plan, _) = load_as(file, false, run_dir)?;
-    Ok((text, topo, plan))
-}
-
-/// A topology file's text, topology, placed plan and the placement chosen.
-type Loaded = (String, fabric::Topology, Plan, auto_placement::Applied);
-
-/// Prints the warnings about `plan` (`NAME: warning: FILE: ...`).
-fn warn(file: &Path, plan: &Plan) {
-    for w in fabric::plan_warnings::warnings(plan) {
-        eprintln!("{NAME}: warning: {}: {w}", file.display());
-    }
-}
+use loading::{import, load, load_host, running_plan, warn};
 
 fn bin_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     exe.parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| "this binary has no directory".to_owned())
-}
-
-/// The plan of the fabric running in `run_dir`, from `up`'s copy of its
-/// topology there.
-fn running_plan(run_dir: &Path) -> Result<Plan, String> {
-    State::load(run_dir)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no fabric is up in {}", run_dir.display()))?;
-    Ok(load(&run_dir.join(fabric::state::TOPOLOGY_FILE), run_dir)?.2)
 }
 
 fn resolve(plan: &Plan, text: &str) -> Option<End> {
@@ -164,6 +111,9 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 "{}",
                 port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
+            if views.iter().any(|v| v.kind == "hive") {
+                out!("{}", fabric::hive_plan::STATS_NOTE);
+            }
         }
         Ok(())
     };
@@ -246,19 +196,30 @@ fn own_kernel_image(
 
 fn run(args: Args) -> Result<(), Failure> {
     match args.command {
-        Cmd::Check { file, net, run_dir } => {
-            let (_, _, plan, _) = load_as(&file, net, &run_dir)?;
-            warn(&file, &plan);
+        Cmd::Check {
+            file,
+            net,
+            run_dir,
+            host,
+        } => {
+            let ((_, _, plan, _), cross, warnings) =
+                load_host(&file, net, &run_dir, host.as_deref(), &[])?;
+            warn(&file, &warnings);
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             out!("{}: OK", file.display());
             out!("{}", fabric::plan_summary::summary(&plan));
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
             Ok(())
         }
         Cmd::Up {
             file,
             net,
             run_dir,
+            host,
             timeout,
+            sim_port,
             guests,
             kernel,
             initrd,
@@ -273,9 +234,12 @@ fn run(args: Args) -> Result<(), Failure> {
             share,
             all_guests,
             guest_packages,
+            process_per_node,
+            devices,
         } => {
-            let (text, topo, plan, placed) = load_as(&file, net, &run_dir)?;
-            warn(&file, &plan);
+            let ((text, topo, plan, placed), cross, warnings) =
+                load_host(&file, net, &run_dir, host.as_deref(), &sim_port)?;
+            warn(&file, &warnings);
             out!("{placed}");
             fabric::gateway_launch::check_all(&plan.nodes, &bin_dir()?)?;
             // Everything the guests need is checked before anything starts.
@@ -339,8 +303,25 @@ fn run(args: Args) -> Result<(), Failure> {
             } else {
                 None
             };
-            let mut state = launch::up(
+            let mut hosted = match net && !process_per_node {
+                true => fabric::hive_plan::Hosted::choose(&plan, true),
+                false => fabric::hive_plan::Hosted::none(),
+            };
+            // A node whose guest boots keeps its device.
+            if let Some((plans, ..)) = &guest_plans {
+                for g in plans {
+                    hosted.0.remove(&g.node);
+                }
+            }
+            for d in &devices {
+                if !plan.nodes.iter().any(|n| &n.name == d) {
+                    return Err(Failure::Usage(format!("--device {d}: no such node")));
+                }
+                hosted.0.remove(d);
+            }
+            let mut state = launch::up_hosting(
                 &plan,
+                &hosted,
                 &file,
                 &text,
                 &run_dir,
@@ -348,8 +329,19 @@ fn run(args: Args) -> Result<(), Failure> {
                 Duration::from_secs(timeout),
             )
             .map_err(|e| e.to_string())?;
+            fabric::hosts::save(&run_dir, host.as_deref()).map_err(|e| e.to_string())?;
             out!("{}", fabric::plan_summary::summary(&plan));
-            for n in plan.nodes.iter().filter(|n| n.gateway.is_none()) {
+            for line in fabric::hosts::summary(&cross) {
+                out!("{line}");
+            }
+            if !hosted.is_empty() {
+                out!("  hosted in one ibtca-hive: {} nodes", hosted.0.len());
+            }
+            for n in plan
+                .nodes
+                .iter()
+                .filter(|n| n.gateway.is_none() && !hosted.has(&n.name))
+            {
                 let path = qemu::guest_script_path(&run_dir, n);
                 let script = qemu::guest_script(n, &qemu::node_guest(&topo, &n.name));
                 std::fs::write(&path, script)

@@ -63,6 +63,9 @@ pub struct NodePlan {
     pub min_ack_timeout_ms: u64,
     /// Set when the node is an `ibtca-gateway`, not a device.
     pub gateway: Option<GatewayPlan>,
+    /// Set when the node is an `ibtca-simport` (host programs own its
+    /// port): its socket name.
+    pub sim_port: Option<String>,
     /// A subnet manager brings the port up (`--sm-managed`).
     pub sm_managed: bool,
     /// Started without its seccomp filter (`--no-seccomp`).
@@ -359,7 +362,8 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             link_ring_kib: n.link_ring_kib,
             min_ack_timeout_ms: keep(&mut problems, min_ack_timeout_ms, 0),
             gateway: keep(&mut problems, gateway, None),
-            sm_managed: topo.sm.is_some(),
+            sim_port: n.sim_port.clone(),
+            sm_managed: topo.sm.is_some() || topo.has_sim_port(),
             no_seccomp: topo.seccomp == Some(false),
         });
     }
@@ -403,7 +407,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             routes: Vec::new(),
             vls,
             link_ring_kib: s.link_ring_kib,
-            sm_managed: topo.sm.is_some(),
+            sm_managed: topo.sm.is_some() || topo.has_sim_port(),
             no_seccomp: topo.seccomp == Some(false),
         });
     }
@@ -512,7 +516,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
                 routes: Vec::new(),
                 vls: vec![VlConfig::default(); 2],
                 link_ring_kib: None,
-                sm_managed: topo.sm.is_some(),
+                sm_managed: topo.sm.is_some() || topo.has_sim_port(),
                 no_seccomp: topo.seccomp == Some(false),
             });
             let (ra, rb) = (End::Switch(s, 1), End::Switch(s, 2));
@@ -550,8 +554,13 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             gateway: n.gateway.is_some(),
         })
         .collect();
-    let sm =
-        sm_plan::plan(topo.sm.as_deref(), &topo.sm_options, &sm_nodes).map_err(TopologyError::Sm);
+    let sm = sm_plan::plan(
+        topo.sm.as_deref(),
+        &topo.sm_options,
+        topo.sm_partitions.as_deref(),
+        &sm_nodes,
+    )
+    .map_err(TopologyError::Sm);
     let sm = keep(&mut problems, sm, None);
     if !problems.is_empty() {
         return Err(TopologyErrors(problems));

@@ -182,6 +182,10 @@ pub enum TopologyError {
     /// The `sm` option is wrong.
     #[error("{0}")]
     Sm(String),
+    /// The `hosts`, a node's or switch's `host`, or `--host` is wrong
+    /// (`hosts.rs`).
+    #[error("{0}")]
+    Hosts(String),
     /// A socket path too long for a Unix socket.
     #[error("socket path {0} is longer than {MAX_SOCKET_PATH} bytes; use a shorter run directory")]
     PathTooLong(String),

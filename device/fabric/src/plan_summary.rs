@@ -59,9 +59,12 @@ pub fn summary(plan: &Plan) -> String {
             } else {
                 format!(" port GUID {:#018x}", n.port_guid)
             },
-            match &n.gateway {
-                Some(g) => format!("gateway: ATM {}, control {}", g.atm, g.control.display()),
-                None => n.socket.display().to_string(),
+            match (&n.gateway, &n.sim_port) {
+                (_, Some(name)) => format!("host port: IBSIM_SOCKNAME={name}"),
+                (Some(g), None) => {
+                    format!("gateway: ATM {}, control {}", g.atm, g.control.display())
+                }
+                (None, None) => n.socket.display().to_string(),
             }
         );
         vl_line(&mut out, &n.vl, "");

@@ -22,6 +22,12 @@
 //! boots it and the nodes `--run` gives commands, every node's with
 //! `--all-guests`.
 //!
+//! `"sm_partitions": ["LINE", ...]` is OpenSM's partition configuration
+//! (`partitions.conf`, opensm(8) "PARTITION CONFIGURATION"), one line
+//! each: the SM node's first command writes it to
+//! `/etc/opensm/partitions.conf` in the guest and OpenSM starts with
+//! `-P` that file. Without it OpenSM makes only the default partition.
+//!
 //! Gateway nodes are managed too (`ibtca-gateway --sm-managed`: the
 //! gateway's agent is the device's), their node GUID in guid2lid; an SM
 //! node must be a device node (a gateway has no guest).
@@ -31,6 +37,11 @@ pub const GUEST_GUID2LID: &str = "/var/cache/opensm/guid2lid";
 /// OpenSM's log in the guest: the node's configuration directory, so the
 /// host reads it as `NODE.guest/opensm.log`.
 pub const GUEST_LOG: &str = "/ibtca/opensm.log";
+/// Where OpenSM reads its partition configuration in the guest.
+pub const GUEST_PARTITIONS: &str = "/etc/opensm/partitions.conf";
+/// The here-document delimiter the partitions file is written with; no
+/// line of the file may be it.
+const PARTITIONS_END: &str = "IBTCA_PARTITIONS";
 /// Where the guest records OpenSM's PID.
 const GUEST_PID: &str = "/run/opensm.pid";
 
@@ -43,6 +54,8 @@ pub struct SmPlan {
     pub options: Vec<String>,
     /// (port GUID, LID) of every managed node, in file order.
     pub guid2lid: Vec<(u64, u16)>,
+    /// OpenSM's partition configuration, one line each (`sm_partitions`).
+    pub partitions: Option<Vec<String>>,
 }
 
 /// A node of the file, as the SM's plan needs it.
@@ -58,16 +71,20 @@ pub struct SmNode<'a> {
     pub gateway: bool,
 }
 
-/// Checks the file's `sm` (a node's name) and `sm_options` against its
-/// nodes; the error says what is wrong.
+/// Checks the file's `sm` (a node's name), `sm_options` and
+/// `sm_partitions` against its nodes; the error says what is wrong.
 pub fn plan(
     sm: Option<&str>,
     options: &[String],
+    partitions: Option<&[String]>,
     nodes: &[SmNode<'_>],
 ) -> Result<Option<SmPlan>, String> {
     let Some(name) = sm else {
         if !options.is_empty() {
             return Err("`sm_options` given without `sm`".into());
+        }
+        if partitions.is_some() {
+            return Err("`sm_partitions` given without `sm`".into());
         }
         return Ok(None);
     };
@@ -83,11 +100,43 @@ pub fn plan(
     if let Some(bad) = options.iter().find(|o| o.contains('\0')) {
         return Err(format!("sm_options: `{bad:?}` holds a NUL byte"));
     }
+    if let Some(lines) = partitions {
+        check_partitions(lines, options)?;
+    }
     Ok(Some(SmPlan {
         node: name.to_owned(),
         options: options.to_vec(),
         guid2lid: nodes.iter().map(|n| (n.port_guid, n.lid)).collect(),
+        partitions: partitions.map(<[String]>::to_vec),
     }))
+}
+
+/// `sm_partitions` is some lines, each one line of text, none the file's
+/// here-document delimiter, and OpenSM's partition file is not also given
+/// in `sm_options`.
+fn check_partitions(lines: &[String], options: &[String]) -> Result<(), String> {
+    if lines.iter().all(|l| l.trim().is_empty()) {
+        return Err("`sm_partitions` is empty: give partitions.conf lines or leave it out".into());
+    }
+    if let Some(bad) = lines.iter().find(|l| l.contains(['\n', '\r', '\0'])) {
+        return Err(format!(
+            "sm_partitions: `{bad:?}` is not one line (a newline, carriage return or NUL)"
+        ));
+    }
+    if lines.iter().any(|l| l.trim() == PARTITIONS_END) {
+        return Err(format!(
+            "sm_partitions: a line may not be `{PARTITIONS_END}`"
+        ));
+    }
+    if let Some(o) = options
+        .iter()
+        .find(|o| o.starts_with("-P") || o.starts_with("--Pconfig"))
+    {
+        return Err(format!(
+            "`sm_options` gives `{o}` and `sm_partitions` a partition file: give one"
+        ));
+    }
+    Ok(())
 }
 
 /// `s` as one shell word.
@@ -127,18 +176,36 @@ impl SmPlan {
             "--debug".to_owned(),
             "2".to_owned(),
         ];
+        if self.partitions.is_some() {
+            words.extend(["-P".to_owned(), GUEST_PARTITIONS.to_owned()]);
+        }
         words.extend(self.options.iter().map(|o| shell_quote(o)));
         words.join(" ")
     }
 
+    /// The here-document that writes the partitions file, if any.
+    fn partitions_heredoc(&self) -> String {
+        let Some(lines) = &self.partitions else {
+            return String::new();
+        };
+        let dir = GUEST_PARTITIONS.rsplit_once('/').map_or("/", |(d, _)| d);
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        format!(
+            "mkdir -p {dir}\n\
+             cat > {GUEST_PARTITIONS} <<'{PARTITIONS_END}'\n{body}{PARTITIONS_END}\n"
+        )
+    }
+
     /// The guest commands that start OpenSM, before the node's own: the
-    /// guid2lid file, `ib_umad`, OpenSM in the background; and, when the
+    /// guid2lid file, the partitions file if any, `ib_umad`, OpenSM in the
+    /// background; and, when the
     /// node has no commands of its own, one that waits for OpenSM.
     pub fn guest_commands(&self, node_has_commands: bool) -> Vec<String> {
         let start = format!(
             "set -e\n\
              mkdir -p {dir} /run /var/log\n\
              cat > {GUEST_GUID2LID} <<'IBTCA_GUID2LID'\n{file}IBTCA_GUID2LID\n\
+             {partitions}\
              ibtca-load-modules umad\n\
              {cmd} </dev/null >/dev/null 2>&1 &\n\
              echo $! > {GUEST_PID}\n\
@@ -147,6 +214,7 @@ impl SmPlan {
              echo 'IBTCA-SM SUBNET UP') &",
             dir = GUEST_GUID2LID.rsplit_once('/').map_or("/", |(d, _)| d),
             file = self.guid2lid_file(),
+            partitions = self.partitions_heredoc(),
             cmd = self.opensm_command(),
         );
         let mut commands = vec![start];

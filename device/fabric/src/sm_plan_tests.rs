@@ -110,3 +110,63 @@ fn with_an_sm_guests_boot_on_the_sm_node_and_where_commands_run() {
     assert_eq!(boots(&["a=sminfo"], false), ["a"]);
     assert_eq!(boots(&[], true), ["a", "b", "bb"]);
 }
+
+#[test]
+fn sm_partitions_are_written_in_the_guest_and_given_to_opensm() {
+    let json = r#"{"sm": "a", "sm_options": ["--sweep", "10"],
+        "sm_partitions": ["Default=0x7fff, ipoib : ALL=full ;",
+                          "P1=0x8001, ipoib : 0x0200000000000102=full ;"],
+        "nodes": [{"name": "a", "lid": 1, "port_guid": "0x0200000000000102"}]}"#;
+    let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
+    let sm = p.sm.as_ref().unwrap();
+    assert_eq!(
+        sm.opensm_command(),
+        "opensm --honor_guid2lid --log_file /ibtca/opensm.log --debug 2 \
+         -P /etc/opensm/partitions.conf '--sweep' '10'"
+    );
+    let start = &sm.with_runs(&[])[0];
+    let file = "mkdir -p /etc/opensm\ncat > /etc/opensm/partitions.conf <<'IBTCA_PARTITIONS'\n\
+                Default=0x7fff, ipoib : ALL=full ;\n\
+                P1=0x8001, ipoib : 0x0200000000000102=full ;\nIBTCA_PARTITIONS\n";
+    let at = start.find(file).unwrap_or_else(|| panic!("{start}"));
+    assert!(
+        at < start.find("ibtca-load-modules umad").unwrap(),
+        "written before OpenSM starts:\n{start}"
+    );
+    // Without sm_partitions: no file, no -P.
+    let none = r#"{"sm": "a", "nodes": [{"name": "a", "lid": 1}]}"#;
+    let p = plan(&topo(none), Path::new("/tmp/r")).unwrap();
+    let sm = p.sm.as_ref().unwrap();
+    assert!(!sm.opensm_command().contains("-P"));
+    assert!(!sm.with_runs(&[])[0].contains("partitions.conf"));
+}
+
+#[test]
+fn a_bad_sm_partitions_is_refused() {
+    let with = |extra: &str| format!(r#"{{ {extra}, {NODES} }}"#);
+    let cases = [
+        (r#""sm_partitions": ["P=0x8001 : ALL ;"]"#, "without `sm`"),
+        (r#""sm": "a", "sm_partitions": []"#, "is empty"),
+        (r#""sm": "a", "sm_partitions": ["  "]"#, "is empty"),
+        (
+            r#""sm": "a", "sm_partitions": ["P=0x8001 : ALL ;\nIBTCA_PARTITIONS"]"#,
+            "is not one line",
+        ),
+        (
+            r#""sm": "a", "sm_partitions": ["IBTCA_PARTITIONS"]"#,
+            "may not be `IBTCA_PARTITIONS`",
+        ),
+        (
+            r#""sm": "a", "sm_options": ["-P", "/x"], "sm_partitions": ["P=0x8001 : ALL ;"]"#,
+            "gives `-P`",
+        ),
+        (
+            r#""sm": "a", "sm_options": ["--Pconfig=/x"], "sm_partitions": ["P=0x8001 : ALL ;"]"#,
+            "gives `--Pconfig=/x`",
+        ),
+    ];
+    for (extra, want) in cases {
+        let e = err(&with(extra)).to_string();
+        assert!(e.contains(want), "{extra}: {e}");
+    }
+}

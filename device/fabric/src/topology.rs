@@ -26,13 +26,19 @@
 //! `"seccomp": false` starts every process without its seccomp filter
 //! (`--no-seccomp`, for debugging; docs/sandbox.md).
 //!
-//! `"sm": "NODE"` (and `"sm_options": [...]`) runs OpenSM in that node's
-//! guest and starts every device and switch `--sm-managed`
-//! (`sm_plan.rs`).
+//! `"sm": "NODE"` (and `"sm_options": [...]`, `"sm_partitions": [...]`)
+//! runs OpenSM in that node's guest and starts every device and switch `--sm-managed`
+//! (`sm_plan.rs`). A node's `"sim_port": "NAME"` makes it a port the
+//! host's programs own (`ibtca-simport`, `sim_port_node.rs`), and the
+//! fabric SM-managed too.
 //!
 //! `"guest": {"root": "debian", "packages": [...]}`, file-wide or per node,
 //! boots the VM stack's Debian system with those packages layered on it
 //! (`guest_root.rs`, docs/guest-root.md).
+//!
+//! `"hosts": {"a": {"address": "10.1.0.1"}, ...}` and a `"host"` per node
+//! and switch spread the fabric over hosts (`hosts.rs`,
+//! docs/cross-host.md).
 //!
 //! A link end is a node's name (a device has one port) or `SWITCH:PORT`
 //! (ports from 1). Relative paths (sockets, captures) are inside the run
@@ -65,6 +71,11 @@ pub struct Topology {
     /// Extra `opensm` arguments, one word each.
     #[serde(default)]
     pub sm_options: Vec<String>,
+    /// OpenSM's partition configuration, one line of `partitions.conf`
+    /// each, written in the SM's guest and given as `opensm -P`
+    /// (`sm_plan.rs`, docs/partitions.md).
+    #[serde(default)]
+    pub sm_partitions: Option<Vec<String>>,
     /// Every device's local ACK timeout floor in ms, unless its node sets
     /// one (`ibtca-device --min-ack-timeout-ms`; default 250, 0: none).
     #[serde(default)]
@@ -73,9 +84,40 @@ pub struct Topology {
     /// (without its seccomp filter, for debugging; docs/sandbox.md).
     #[serde(default)]
     pub seccomp: Option<bool>,
+    /// The hosts a fabric spreads over, by name: every node and switch
+    /// then names its `host`, and links between hosts run over TCP
+    /// (`hosts.rs`, docs/cross-host.md).
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostSpec>,
+}
+
+/// One host of a fabric spread over several (docs/cross-host.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// The address its links listen on and the other hosts connect to:
+    /// an IP address or a host name (the launcher resolves a name).
+    pub address: String,
+    /// The TCP port of the first link it listens for; link `i` of the
+    /// plan (`ibtca-fabric check` lists them) takes `port_base + i`.
+    #[serde(default = "default_port_base")]
+    pub port_base: u16,
+}
+
+/// Default [`HostSpec::port_base`].
+pub const DEFAULT_PORT_BASE: u16 = 18600;
+
+fn default_port_base() -> u16 {
+    DEFAULT_PORT_BASE
 }
 
 impl Topology {
+    /// True if a node is a host port (`sim_port`): the host's SM manages
+    /// the fabric.
+    pub fn has_sim_port(&self) -> bool {
+        self.nodes.iter().any(|n| n.sim_port.is_some())
+    }
+
     /// The local ACK timeout floor node `n`'s device gets, in ms: its own,
     /// else the file's, else the default (250); `Err` with one above the
     /// device's maximum.
@@ -148,6 +190,15 @@ pub struct NodeSpec {
     /// Makes the node an `ibtca-gateway` instead of a device.
     #[serde(default)]
     pub gateway: Option<GatewaySpec>,
+    /// Makes the node an `ibtca-simport` instead of a device: a port host
+    /// programs own through ibsim's protocol (libumad2sim), the value its
+    /// socket name (`IBSIM_SOCKNAME`); the fabric is then SM-managed by
+    /// the host's SM (`sim_port_node.rs`, docs/host-sm.md).
+    #[serde(default)]
+    pub sim_port: Option<String>,
+    /// The host (a key of the file's `hosts`) that runs the node.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A gateway node's ATM side (`ibtca-gateway`, issue 24;
@@ -254,6 +305,9 @@ pub struct SwitchSpec {
     /// default: the switch's).
     #[serde(default)]
     pub link_ring_kib: Option<u64>,
+    /// The host (a key of the file's `hosts`) that runs the switch.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A port's virtual lanes: what it sends on SL n leaves on VL

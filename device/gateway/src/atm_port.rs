@@ -9,6 +9,7 @@
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,12 @@ impl AtmPort {
                 Some((l, id))
             }
             LinkEndpoint::Connect(_) => None,
+            LinkEndpoint::ListenTcp(_) | LinkEndpoint::ConnectTcp(_) => {
+                return Err(io::Error::new(
+                    ErrorKind::Unsupported,
+                    format!("ATM port {ep}: an ATM port runs over a Unix socket, not TCP"),
+                ))
+            }
         };
         let mut rx = Receiver::new(reassembly_timeout);
         for e in &map.vcs {
@@ -166,7 +173,7 @@ impl PortThread {
         while !self.stopping() {
             let got = match (&self.listener, &self.ep) {
                 (Some((l, _)), _) => l.accept().map(|(s, _)| s),
-                (None, ep) => UnixStream::connect(ep.path()),
+                (None, ep) => UnixStream::connect(ep.path().unwrap_or(Path::new(""))),
             };
             match got {
                 Ok(s) => return Some(s),

@@ -51,7 +51,8 @@ const NAME: &str = "ibtca-gateway";
 #[derive(Parser, Debug)]
 #[command(version, long_about, verbatim_doc_comment)]
 struct Args {
-    /// The IB port's link: listen:PATH or connect:PATH.
+    /// The IB port's link: listen:PATH or connect:PATH, or
+    /// listen:tcp:HOST:PORT or connect:tcp:HOST:PORT.
     #[arg(long, value_name = "ENDPOINT")]
     link: LinkEndpoint,
 

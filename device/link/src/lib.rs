@@ -5,7 +5,13 @@
 //!
 //! The framing is [`ibtca_protocol::link`]; this crate runs it:
 //!
-//! - [`LinkEndpoint`] (`endpoint.rs`): `listen:PATH` or `connect:PATH`.
+//! - [`LinkEndpoint`] (`endpoint.rs`): `listen:PATH` or `connect:PATH`, or
+//!   over TCP (a link between hosts) `listen:tcp:HOST:PORT` or
+//!   `connect:tcp:HOST:PORT`. A connection is a socket (`socket.rs`) of either
+//!   family: the same Hello, frames, credits and reconnects; shared rings
+//!   only on Unix sockets (TCP cannot pass their files); TCP with
+//!   `TCP_NODELAY` and keepalives that end a connection to a vanished host
+//!   within [`TCP_DEAD_PEER`].
 //! - [`Link`] (`port.rs`, `session/`; `shared.rs` what their threads
 //!   share): the running link. One *supervisor* thread obtains a
 //!   connection (accepts one peer at a time, or connects with a 50 ms →
@@ -115,6 +121,7 @@ mod queue;
 pub mod ring;
 mod session;
 mod shared;
+mod socket;
 pub mod socket_file;
 mod stats;
 #[cfg(test)]
@@ -123,10 +130,11 @@ mod thread_hook;
 mod vl;
 mod vl_table;
 
-pub use endpoint::{EndpointError, LinkEndpoint};
+pub use endpoint::{EndpointError, LinkEndpoint, TcpAddress};
 pub use fault::{FaultPlan, FaultRates};
 pub use port::Link;
 pub use queue::{DoneFn, LinkError};
+pub use socket::TCP_DEAD_PEER;
 pub use stats::LinkStats;
 pub use thread_hook::{set_thread_hook, LinkThread};
 pub use vl::{

@@ -23,11 +23,11 @@
 //! memfd whose size is not sealed, eventfds that are none, indices out of
 //! order, or bytes on the socket after the offer drop the peer.
 
+use super::socket::LinkSocket;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ pub(super) const OFFER_FDS: usize = 4;
 #[derive(Debug)]
 pub(super) enum TxPipe {
     /// Straight into the socket.
-    Socket(UnixStream),
+    Socket(LinkSocket),
     /// Into the ring this side offered.
     Ring(RingTx),
 }
@@ -125,7 +125,7 @@ pub(super) struct RingTx {
     /// The peer's reader wakes us here.
     room: EventFd,
     /// The connection, watched for the peer's hang-up.
-    socket: UnixStream,
+    socket: LinkSocket,
     /// The published head when the reader was last woken (or found awake
     /// by a write): bytes after it may wait for their wake-up.
     woken: AtomicU64,
@@ -268,7 +268,7 @@ impl Default for RxPipe {
 impl RxPipe {
     /// Reads some bytes of the stream into `out`, waiting for them; 0 once
     /// the peer hung up (and, with a ring, everything it wrote was read).
-    pub fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+    pub fn recv(&mut self, socket: &LinkSocket, out: &mut [u8]) -> io::Result<usize> {
         match self {
             RxPipe::Socket { fds } => recv_with_fds(socket, out, fds),
             RxPipe::Plain => {
@@ -296,7 +296,7 @@ impl RxPipe {
 
 /// One `recvmsg` into `out`, keeping the files that come along (at most
 /// [`OFFER_FDS`] may wait for their frame; more is a broken peer).
-fn recv_with_fds(socket: &UnixStream, out: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+fn recv_with_fds(socket: &LinkSocket, out: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
     let mut raw = [-1 as RawFd; OFFER_FDS];
     let mut iov = [libc::iovec {
         iov_base: out.as_mut_ptr().cast(),
@@ -343,7 +343,7 @@ impl RingRx {
     /// Waits until the ring holds more than `have` bytes not yet walked
     /// and returns how many it holds; `have` once the peer hung up and
     /// wrote nothing more.
-    pub fn wait_for_more(&mut self, socket: &UnixStream, have: u64) -> io::Result<u64> {
+    pub fn wait_for_more(&mut self, socket: &LinkSocket, have: u64) -> io::Result<u64> {
         let spin_until = (!self.spin.is_zero()).then(|| Instant::now() + self.spin);
         loop {
             let n = self.reader.available().map_err(ring_io_error)?;
@@ -377,7 +377,7 @@ impl RingRx {
 
     /// Copies some bytes of the stream into `out` (freeing their room),
     /// waiting for them; 0 once the peer hung up and all was read.
-    pub fn recv(&mut self, socket: &UnixStream, out: &mut [u8]) -> io::Result<usize> {
+    pub fn recv(&mut self, socket: &LinkSocket, out: &mut [u8]) -> io::Result<usize> {
         if out.is_empty() {
             return Ok(0);
         }
@@ -388,7 +388,7 @@ impl RingRx {
 
 /// After a `RingOffer` the peer's socket carries nothing: true once it
 /// shows the end of the stream, an error if it carries bytes.
-fn peer_hung_up(socket: &UnixStream) -> io::Result<bool> {
+fn peer_hung_up(socket: &LinkSocket) -> io::Result<bool> {
     let mut byte = [0u8; 1];
     // SAFETY: `byte` is valid for writes of its one byte for the call.
     let n = unsafe {
@@ -421,7 +421,7 @@ fn peer_hung_up(socket: &UnixStream) -> io::Result<bool> {
 /// the two is ready.
 fn wait(
     event: &EventFd,
-    socket: &UnixStream,
+    socket: &LinkSocket,
     socket_events: libc::c_short,
 ) -> io::Result<[bool; 2]> {
     let mut fds = [
@@ -469,7 +469,7 @@ pub(super) enum OfferError {
 /// Offers the peer a ring of `capacity` bytes for this side's frames: sends
 /// the `RingOffer` with its files on `socket`; from now on this side's
 /// frames go into the returned pipe.
-pub(super) fn offer(socket: &UnixStream, capacity: u64) -> Result<TxPipe, OfferError> {
+pub(super) fn offer(socket: &LinkSocket, capacity: u64) -> Result<TxPipe, OfferError> {
     let local = |e: String| OfferError::Local(e);
     let ring = RingWriter::create(capacity).map_err(|e| local(e.to_string()))?;
     let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| local(format!("eventfd: {e}")));

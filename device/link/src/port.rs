@@ -2,10 +2,9 @@
 //! connections (listen or connect side) and the stop machinery.
 
 use std::io;
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -18,6 +17,7 @@ use super::fault::FaultPlan;
 use super::queue::{DoneFn, TxQueue};
 use super::session;
 use super::shared::{Control, Shared, Sink};
+use super::socket::{LinkListener, LinkSocket};
 use super::socket_file::{self, SocketId};
 use super::stats::Counters;
 use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
@@ -34,6 +34,9 @@ pub struct Link {
     supervisor: Option<JoinHandle<()>>,
     /// Device and inode of the socket file we bound, to remove only ours.
     bound: Option<SocketId>,
+    /// The address a TCP listen endpoint is bound to (its port chosen by
+    /// the system when the endpoint asks for port 0).
+    bound_tcp: Option<std::net::SocketAddr>,
 }
 
 impl Link {
@@ -105,9 +108,14 @@ impl Link {
             LinkEndpoint::Listen(path) => {
                 let (listener, id) = socket_file::bind_listener(path)?;
                 listener.set_nonblocking(true)?;
-                (Some(listener), Some(id))
+                (Some(LinkListener::Unix(listener)), Some(id))
             }
-            LinkEndpoint::Connect(_) => (None, None),
+            LinkEndpoint::ListenTcp(address) => (Some(LinkListener::bind_tcp(address)?), None),
+            LinkEndpoint::Connect(_) | LinkEndpoint::ConnectTcp(_) => (None, None),
+        };
+        let bound_tcp = match &listener {
+            Some(LinkListener::Tcp(l)) => Some(l.local_addr()?),
+            _ => None,
         };
         let shared = Arc::new(Shared {
             local,
@@ -119,7 +127,13 @@ impl Link {
             rx_rings_refused: AtomicBool::new(false),
         });
         let thread_shared = Arc::clone(&shared);
-        let path = endpoint.path().to_path_buf();
+        let peer = endpoint.clone();
+        let tcp_peer = match &endpoint {
+            LinkEndpoint::ConnectTcp(address) => address
+                .resolve()
+                .map_err(|e| io::Error::new(e.kind(), format!("link endpoint {endpoint}: {e}")))?,
+            _ => Vec::new(),
+        };
         let mut sink: Sink = Box::new(sink);
         let supervisor = thread::Builder::new()
             .name("ibtca-link".into())
@@ -128,10 +142,10 @@ impl Link {
                 let shared = &thread_shared;
                 let result = match listener {
                     Some(listener) => listen_loop(shared, &listener, &mut sink),
-                    None => connect_loop(shared, &path, &mut sink),
+                    None => connect_loop(shared, &peer, &tcp_peer, &mut sink),
                 };
                 if let Err(e) = result {
-                    tracing::error!(error = %e, socket = %path.display(), "link stopped by an error");
+                    tracing::error!(error = %e, endpoint = %peer, "link stopped by an error");
                 }
             })?;
         tracing::info!(%endpoint, guid = format_args!("{:#018x}", local.node_guid), "link started");
@@ -140,6 +154,7 @@ impl Link {
             endpoint,
             supervisor: Some(supervisor),
             bound,
+            bound_tcp,
         })
     }
 
@@ -261,6 +276,12 @@ impl Link {
         &self.endpoint
     }
 
+    /// The address a TCP listen endpoint is bound to; `None` for the
+    /// other endpoints.
+    pub fn tcp_listen_address(&self) -> Option<std::net::SocketAddr> {
+        self.bound_tcp
+    }
+
     /// This end's identity, as sent in `Hello`.
     pub fn local(&self) -> LocalPort {
         self.shared.local
@@ -302,7 +323,7 @@ impl Drop for Link {
 }
 
 /// Listen side: accept one peer at a time until stopped.
-fn listen_loop(shared: &Arc<Shared>, listener: &UnixListener, sink: &mut Sink) -> io::Result<()> {
+fn listen_loop(shared: &Arc<Shared>, listener: &LinkListener, sink: &mut Sink) -> io::Result<()> {
     let epoll = Epoll::new()?;
     let watch = |fd, token| {
         epoll.ctl(
@@ -324,13 +345,10 @@ fn listen_loop(shared: &Arc<Shared>, listener: &UnixListener, sink: &mut Sink) -
             Err(e) => return Err(e),
         }
         match listener.accept() {
-            Ok((stream, _)) => match stream.set_nonblocking(false) {
-                Ok(()) => {
-                    tracing::debug!("link peer connected");
-                    session::run(shared, stream, sink);
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot set up a link connection"),
-            },
+            Ok(stream) => {
+                tracing::debug!("link peer connected");
+                session::run(shared, stream, sink);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
                 // Out of descriptors or similar: do not spin.
@@ -341,13 +359,37 @@ fn listen_loop(shared: &Arc<Shared>, listener: &UnixListener, sink: &mut Sink) -
     }
 }
 
+/// One connection attempt to the peer at `endpoint` (a connect endpoint;
+/// a TCP one's addresses resolved in `tcp_peer`).
+fn connect(
+    shared: &Shared,
+    endpoint: &LinkEndpoint,
+    tcp_peer: &[SocketAddr],
+) -> io::Result<LinkSocket> {
+    match endpoint {
+        LinkEndpoint::ConnectTcp(_) => {
+            LinkSocket::connect_tcp(tcp_peer, shared.config.hello_timeout)
+        }
+        LinkEndpoint::Connect(path) => UnixStream::connect(path).map(LinkSocket::unix),
+        LinkEndpoint::Listen(_) | LinkEndpoint::ListenTcp(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a listen endpoint does not connect",
+        )),
+    }
+}
+
 /// Connect side: connect with backoff, run the session, repeat until stopped.
-fn connect_loop(shared: &Arc<Shared>, path: &Path, sink: &mut Sink) -> io::Result<()> {
+fn connect_loop(
+    shared: &Arc<Shared>,
+    endpoint: &LinkEndpoint,
+    tcp_peer: &[SocketAddr],
+    sink: &mut Sink,
+) -> io::Result<()> {
     let (min, max) = (shared.config.backoff_min, shared.config.backoff_max);
     let mut delay = min;
     let mut logged = false;
     while !shared.is_stopping() {
-        match UnixStream::connect(path) {
+        match connect(shared, endpoint, tcp_peer) {
             Ok(stream) => {
                 logged = false;
                 if session::run(shared, stream, sink) {
@@ -357,7 +399,7 @@ fn connect_loop(shared: &Arc<Shared>, path: &Path, sink: &mut Sink) -> io::Resul
             }
             Err(e) if !logged => {
                 logged = true;
-                tracing::info!(socket = %path.display(), error = %e, "link peer not there yet; retrying");
+                tracing::info!(%endpoint, error = %e, "link peer not there yet; retrying");
             }
             Err(e) => tracing::trace!(error = %e, "link connect failed"),
         }

@@ -2,7 +2,7 @@
 //! supervisor that runs each connection's session, and the session's
 //! writer.
 
-use std::os::unix::net::UnixStream;
+use super::socket::LinkSocket;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 
@@ -19,7 +19,7 @@ pub(super) type Sink = Box<dyn FnMut(LinkRx) + Send>;
 #[derive(Debug, Default)]
 pub(super) struct Control {
     pub stopping: bool,
-    pub active: Option<UnixStream>,
+    pub active: Option<LinkSocket>,
 }
 
 /// State shared by the handle, the supervisor and the writer.

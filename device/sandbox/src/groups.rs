@@ -120,6 +120,24 @@ pub const UNIX_CONNECT: &[Allow] = &[
     any(SYS_eventfd2),
 ];
 
+/// Opening TCP stream sockets (a link between hosts, `tcp:HOST:PORT`):
+/// `socket(AF_INET or AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0)` only, no
+/// datagram or raw sockets. Connecting, accepting and the socket options
+/// are [`UNIX_CONNECT`]'s calls; binding is [`UNIX_LISTEN`]'s.
+pub const TCP_CONNECT: &[Allow] = &[when(
+    SYS_socket,
+    &[
+        &[
+            Cond::Eq(0, AF_INET as u64),
+            Cond::Eq(1, (SOCK_STREAM | SOCK_CLOEXEC) as u64),
+        ],
+        &[
+            Cond::Eq(0, AF_INET6 as u64),
+            Cond::Eq(1, (SOCK_STREAM | SOCK_CLOEXEC) as u64),
+        ],
+    ],
+)];
+
 /// Binding listening Unix sockets and removing their files (a link or
 /// control socket that a thread starts, stops or replaces).
 pub const UNIX_LISTEN: &[Allow] = &[

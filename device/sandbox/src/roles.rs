@@ -108,7 +108,15 @@ impl Role {
                 SHARED_MEMORY,
             ],
             Role::Engine => &[BASE, WAIT_IO, SOCKET_IO],
-            Role::Link => &[BASE, SPAWN, WAIT_IO, SOCKET_IO, UNIX_CONNECT, SHARED_MEMORY],
+            Role::Link => &[
+                BASE,
+                SPAWN,
+                WAIT_IO,
+                SOCKET_IO,
+                UNIX_CONNECT,
+                TCP_CONNECT,
+                SHARED_MEMORY,
+            ],
             Role::LinkWriter => &[BASE, WAIT_IO, SOCKET_IO],
             Role::Signals => &[BASE, WAIT_IO, SOCKET_IO],
             Role::Control => &[BASE, WAIT_IO, SOCKET_IO, UNIX_CONNECT],
@@ -118,6 +126,7 @@ impl Role {
                 WAIT_IO,
                 SOCKET_IO,
                 UNIX_CONNECT,
+                TCP_CONNECT,
                 UNIX_LISTEN,
                 SHARED_MEMORY,
             ],
@@ -155,7 +164,8 @@ mod tests {
 
     /// What no thread does after start-up: run programs, trace or read
     /// other processes, open files for reading, make memory executable,
-    /// load kernel code, or use sockets other than Unix ones.
+    /// load kernel code, or use sockets other than Unix ones (and TCP
+    /// streams for links).
     #[test]
     fn no_role_runs_programs_traces_or_makes_executable_memory() {
         for role in Role::ALL {
@@ -190,8 +200,23 @@ mod tests {
             let exec = Cond::Clear(2, u64::try_from(libc::PROT_EXEC).unwrap());
             always(libc::SYS_mmap, exec, "executable memory");
             always(libc::SYS_mprotect, exec, "executable memory");
+            // Unix sockets; TCP streams only for the threads that make
+            // links (between hosts), and never datagram or raw sockets.
             let unix = Cond::Eq(0, u64::try_from(libc::AF_UNIX).unwrap());
-            always(libc::SYS_socket, unix, "sockets other than Unix ones");
+            let stream = Cond::Eq(
+                1,
+                u64::try_from(libc::SOCK_STREAM | libc::SOCK_CLOEXEC).unwrap(),
+            );
+            if let Some(Some(alternatives)) = calls.get(&libc::SYS_socket) {
+                let links = matches!(role, Role::Link | Role::SwitchControl);
+                for c in alternatives {
+                    assert!(
+                        c.contains(&unix) || (links && c.contains(&stream)),
+                        "{} allows sockets other than Unix ones and link TCP streams",
+                        role.name()
+                    );
+                }
+            }
             let write_only = Cond::Set(2, u64::try_from(libc::O_WRONLY).unwrap());
             always(libc::SYS_openat, write_only, "opening files to read");
             assert!(calls.contains_key(&libc::SYS_mmap), "{}", role.name());

@@ -25,6 +25,7 @@
 pub mod control;
 mod delay;
 mod forward;
+mod hosted;
 mod lft;
 mod mft;
 mod partition;
@@ -35,15 +36,20 @@ mod smp;
 pub mod spec;
 mod stats;
 mod trap;
+mod wires;
 
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ibtca_protocol::encoded;
 
 use ibtca_link::{FaultPlan, Link, LinkConfig, LinkError, LinkEvent, LinkStats, LocalPort, VL15};
+
+pub use hosted::HostedSwitch;
+use wires::LinkWires;
+pub use wires::Wires;
 
 pub use forward::check;
 pub use ibtca_agents::capture::{
@@ -126,8 +132,8 @@ struct Core {
     lft: Lft,
     mft: Mft,
     slots: Vec<PortSlot>,
-    /// The running links, index = port - 1; `None` while a port is down.
-    links: RwLock<Vec<Option<Link>>>,
+    /// The ports' wires: links with threads, or an event loop's.
+    wires: Arc<dyn Wires>,
     /// Port 0's subnet management agent.
     sma: Mutex<SwitchSma>,
     /// Port 0's performance management agent.
@@ -140,6 +146,8 @@ struct Core {
 /// [`Switch::stop`] or drop.
 pub struct Switch {
     core: Arc<Core>,
+    /// The running links, index = port - 1; `None` while a port is down.
+    links: Arc<LinkWires>,
     /// One delay-line thread per port.
     delayers: Vec<JoinHandle<()>>,
     /// The thread that sends and repeats traps.
@@ -161,52 +169,11 @@ impl Switch {
     /// before this returns).
     pub fn start(cfg: SwitchConfig) -> Result<Switch, SwitchError> {
         let n = cfg.ports.len();
-        if n == 0 || n > 254 {
-            return Err(SwitchError::PortCount(n));
-        }
-        let lft = Lft::new();
-        for &(lid, port) in &cfg.routes {
-            if lid == 0 || lid > MAX_UNICAST_LID {
-                return Err(SwitchError::RouteLid(lid));
-            }
-            if port == 0 || usize::from(port) > n {
-                return Err(SwitchError::RoutePort {
-                    lid,
-                    port,
-                    ports: n,
-                });
-            }
-            lft.set_static(lid, port);
-        }
-        let mut slots = Vec::with_capacity(n);
-        for (i, pc) in cfg.ports.into_iter().enumerate() {
-            let capture = match &pc.capture {
-                Some(path) => Some(Capture::create(path).map_err(|source| SwitchError::Io {
-                    port: port_number(i),
-                    source,
-                })?),
-                None => None,
-            };
-            slots.push(PortSlot::new(pc, capture));
-        }
-        let lid = if cfg.sm_managed { 0 } else { cfg.lid };
-        let sma = SwitchSma::new(cfg.guid, &cfg.name, lid, &slots, cfg.sm_managed);
-        sma.gate_ports(&slots);
-        let core = Arc::new(Core {
-            sma: Mutex::new(sma),
-            pma: Mutex::new(Pma::default()),
-            traps: Traps::default(),
-            mft: Mft::default(),
-            name: cfg.name,
-            guid: cfg.guid,
-            lid,
-            link_config: cfg.link,
-            lft,
-            slots,
-            links: RwLock::new((0..n).map(|_| None).collect()),
-        });
+        let links = Arc::new(LinkWires::new(n));
+        let core = Arc::new(Core::new(cfg, Arc::clone(&links) as Arc<dyn Wires>)?);
         let mut switch = Switch {
             core,
+            links,
             delayers: Vec::with_capacity(n),
             trapper: None,
         };
@@ -309,11 +276,7 @@ impl Switch {
 
     /// The link counters of `port`, while its link runs.
     pub fn link_stats(&self, port: u8) -> Option<LinkStats> {
-        let links = self.core.links();
-        links
-            .get(usize::from(port).checked_sub(1)?)?
-            .as_ref()
-            .map(Link::stats)
+        self.links.link_stats(port)
     }
 
     /// True while `port`'s link is up (its peer's `Hello` came).
@@ -328,7 +291,7 @@ impl Switch {
 
     /// Replaces the fault plan of what `port` sends.
     pub fn set_faults(&self, port: u8, plan: FaultPlan) -> Result<(), SwitchError> {
-        let links = self.core.links();
+        let links = self.links.links();
         let link = usize::from(port)
             .checked_sub(1)
             .and_then(|i| links.get(i))
@@ -352,7 +315,7 @@ impl Switch {
     pub fn port_down(&self, port: u8) -> Result<(), SwitchError> {
         self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
         let link = self
-            .core
+            .links
             .links_mut()
             .get_mut(usize::from(port).wrapping_sub(1))
             .and_then(Option::take);
@@ -369,7 +332,7 @@ impl Switch {
     pub fn port_up(&self, port: u8) -> Result<(), SwitchError> {
         let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
         let index = usize::from(port).wrapping_sub(1);
-        if self.core.links().get(index).is_some_and(Option::is_some) {
+        if self.links.links().get(index).is_some_and(Option::is_some) {
             return Ok(());
         }
         let local = LocalPort {
@@ -401,7 +364,7 @@ impl Switch {
         if !slot.config.faults.is_empty() {
             link.set_faults(slot.config.faults.clone());
         }
-        if let Some(s) = self.core.links_mut().get_mut(index) {
+        if let Some(s) = self.links.links_mut().get_mut(index) {
             *s = Some(link);
         }
         Ok(())
@@ -455,7 +418,7 @@ impl Drop for Switch {
                 tracing::error!("switch delay thread panicked");
             }
         }
-        let links: Vec<Link> = self.core.links_mut().drain(..).flatten().collect();
+        let links: Vec<Link> = self.links.links_mut().drain(..).flatten().collect();
         for link in links {
             link.stop();
         }
@@ -470,14 +433,6 @@ fn port_number(index: usize) -> u8 {
 impl Core {
     fn slot(&self, port: u8) -> Option<&PortSlot> {
         self.slots.get(usize::from(port).checked_sub(1)?)
-    }
-
-    fn links(&self) -> RwLockReadGuard<'_, Vec<Option<Link>>> {
-        self.links.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn links_mut(&self) -> RwLockWriteGuard<'_, Vec<Option<Link>>> {
-        self.links.write().unwrap_or_else(|e| e.into_inner())
     }
 
     fn sma(&self) -> MutexGuard<'_, SwitchSma> {
@@ -632,11 +587,7 @@ impl Core {
     /// now if it cannot take it. True if the link took it.
     fn send(&self, out_port: u8, out_slot: &PortSlot, packet: Vec<u8>, tag: u64) -> bool {
         let len = packet.len();
-        let links = self.links();
-        let send = |packet: Vec<u8>| match links.get(usize::from(out_port).wrapping_sub(1)) {
-            Some(Some(link)) => link.send_tagged(packet, tag),
-            _ => Err(LinkError::Down),
-        };
+        let send = |packet: Vec<u8>| self.wires.send_tagged(out_port, packet, tag);
         let result = match &out_slot.capture {
             // Recorded before it can reach the peer (capture.rs).
             Some(c) => {
@@ -650,7 +601,6 @@ impl Core {
             }
             None => send(packet),
         };
-        drop(links);
         match result {
             Ok(()) => {
                 out_slot.counters.tx(len);
@@ -668,11 +618,7 @@ impl Core {
     /// A tag naming an input buffer: input port, its VL, and the input
     /// link's connection (credits owed to an earlier connection are void).
     fn credit_tag(&self, in_port: u8, in_vl: u8) -> u64 {
-        let generation = self
-            .links()
-            .get(usize::from(in_port).wrapping_sub(1))
-            .and_then(|l| l.as_ref().map(Link::generation))
-            .unwrap_or(0);
+        let generation = self.wires.generation(in_port);
         (u64::from(in_port) << 56) | (u64::from(in_vl) << 48) | (generation & 0xffff_ffff_ffff)
     }
 
@@ -687,13 +633,6 @@ impl Core {
     /// Returns one credit of `vl` to the peer of `in_port`, if the link is
     /// still on the connection `generation` (when given).
     fn return_credit(&self, in_port: u8, vl: u8, generation: Option<u64>) {
-        let links = self.links();
-        let Some(Some(link)) = links.get(usize::from(in_port).wrapping_sub(1)) else {
-            return;
-        };
-        let current = link.generation() & 0xffff_ffff_ffff;
-        if generation.is_none_or(|g| g == current) {
-            link.return_credits(vl, 1);
-        }
+        self.wires.return_credit(in_port, vl, generation);
     }
 }

@@ -36,7 +36,8 @@ const NAME: &str = "ibtca-switch";
 #[derive(Parser, Debug)]
 #[command(version, long_about, verbatim_doc_comment)]
 struct Args {
-    /// A port's link: listen:PATH or connect:PATH (repeat for each port).
+    /// A port's link: listen:PATH or connect:PATH, or listen:tcp:HOST:PORT
+    /// or connect:tcp:HOST:PORT between hosts (repeat for each port).
     #[arg(long = "port", value_name = "ENDPOINT", required = true)]
     ports: Vec<LinkEndpoint>,
 

@@ -46,11 +46,7 @@ impl PortSource for Core {
             return PortTotals::default();
         };
         let s = slot.stats();
-        let link = self
-            .links()
-            .get(usize::from(port) - 1)
-            .and_then(|l| l.as_ref().map(|l| l.stats()))
-            .unwrap_or_default();
+        let link = self.wires.link_stats(port).unwrap_or_default();
         PortTotals {
             xmit_bytes: s.tx_bytes,
             rcv_bytes: s.rx_bytes,

@@ -24,11 +24,11 @@ use ibtca_protocol::mad::{MadStatus, Smp};
 use super::lft::{Lft, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
+use super::wires::Wires;
 use ibtca_agents::sma::{
     pkey_block, set_pkey_block, unsupported, Access, Attributes, MKey, MKeyCheck, PortAgent,
     TrapTarget, VlArbTables, DEFAULT_PKEY, PKEY_CAP,
 };
-use ibtca_link::Link;
 
 /// Multicast LIDs the switch keeps port masks for.
 pub const MFT_CAP: u16 = 1024;
@@ -176,14 +176,14 @@ impl SwitchSma {
         &'a mut self,
         (lft, mft): (&'a Lft, &'a Mft),
         slots: &'a [PortSlot],
-        links: &'a [Option<Link>],
+        wires: &'a dyn Wires,
     ) -> Agent<'a> {
         Agent {
             sma: self,
             lft,
             mft,
             slots,
-            links,
+            wires,
         }
     }
 }
@@ -194,7 +194,7 @@ pub(super) struct Agent<'a> {
     lft: &'a Lft,
     mft: &'a Mft,
     slots: &'a [PortSlot],
-    links: &'a [Option<Link>],
+    wires: &'a dyn Wires,
 }
 
 impl Agent<'_> {
@@ -376,19 +376,15 @@ impl Agent<'_> {
         ) else {
             return;
         };
-        let link = self.links.get(port).and_then(Option::as_ref);
+        let number = u8::try_from(port + 1).unwrap_or(u8::MAX);
         let low = tables.low_priority();
         if slot.low_priority() != low {
-            if let Some(link) = link {
-                link.set_low_priority(&low);
-            }
+            self.wires.set_low_priority(number, &low);
             slot.set_low_priority(low);
         }
         let high = tables.high_priority(agent.info().vl_high_limit);
         if slot.high_priority() != high {
-            if let Some(link) = link {
-                link.set_high_priority(&high);
-            }
+            self.wires.set_high_priority(number, &high);
             slot.set_high_priority(high);
         }
     }

@@ -68,10 +68,8 @@ impl Core {
             return None;
         }
         let mut sma = self.sma();
-        let links = self.links();
-        let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, &links);
+        let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, self.wires.as_ref());
         let answered = answer(&mut agent, smp, in_port);
-        drop(links);
         sma.gate_ports(&self.slots);
         let mut reply = match answered {
             Answer::Reply(r) => r,

@@ -88,7 +88,8 @@ struct Args {
     #[arg(long, value_name = "GUID", value_parser = guid::parse)]
     port_guid: Option<u64>,
 
-    /// Link to a peer device: listen:PATH or connect:PATH (Unix socket).
+    /// Link to a peer device: listen:PATH or connect:PATH (Unix socket), or
+    /// listen:tcp:HOST:PORT or connect:tcp:HOST:PORT (TCP, between hosts).
     #[arg(long, value_name = "ENDPOINT")]
     link: Option<LinkEndpoint>,
 

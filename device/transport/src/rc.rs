@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use ibtca_protocol::headers::Bth;
 use ibtca_protocol::opcode::{Direction, Service};
 use ibtca_protocol::PacketView;
 
@@ -297,8 +298,7 @@ impl RcQp {
     }
 
     fn accepts(&self, v: &PacketView<'_>) -> bool {
-        let pkey_ok = (v.bth.pkey & 0x7fff) == (self.cfg.pkey & 0x7fff)
-            && (v.bth.pkey | self.cfg.pkey) & 0x8000 != 0;
+        let pkey_ok = Bth::pkey_admits(self.cfg.pkey, v.bth.pkey);
         v.info().service == Service::Rc
             && v.bth.dest_qp == self.cfg.qpn
             && v.lrh.dlid == self.cfg.slid
@@ -419,6 +419,22 @@ impl RcQp {
             self.counters.flushed_recvs += flush_posted_recvs(self.cfg.qpn, env);
         }
     }
+}
+
+/// Completes send WQEs posted to QP `qpn` in the error state before the
+/// QP ever had transport state (it went to ERR from INIT) with
+/// WC_WR_FLUSH_ERR, in order; returns how many.
+pub fn flush_posted_sends<E: QpEnv + ?Sized>(
+    qpn: u32,
+    wqes: impl IntoIterator<Item = SendWqe>,
+    env: &mut E,
+) -> u64 {
+    let mut n = 0;
+    for wqe in wqes {
+        n += 1;
+        crate::requester::flush_unstarted(qpn, wqe, env);
+    }
+    n
 }
 
 /// Completes every receive WQE posted to QP `qpn` with WC_WR_FLUSH_ERR, in

@@ -515,19 +515,7 @@ impl Requester {
             env.retired(&f.wqe, status);
         }
         for wqe in self.pending.drain(..) {
-            let kind = WrKind::from_opcode(wqe.opcode).unwrap_or(WrKind::Send { imm: false });
-            let f = Flight {
-                wqe,
-                kind,
-                len: 0,
-                first_psn: 0,
-                npsn: 0,
-                received: 0,
-                error: None,
-                new_rkey: None,
-            };
-            env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
-            env.retired(&f.wqe, WC_WR_FLUSH_ERR);
+            flush_unstarted(qpn, wqe, env);
         }
         self.tx_psn = self.next_psn;
         self.una = self.next_psn;
@@ -536,6 +524,23 @@ impl Requester {
         (self.msn.messages, self.msn.confirmed) = (0, 0);
         (failed, flushed - u64::from(failed.is_some()))
     }
+}
+
+/// Completes `wqe`, which never started, with WC_WR_FLUSH_ERR.
+pub(crate) fn flush_unstarted<E: QpEnv + ?Sized>(qpn: u32, wqe: SendWqe, env: &mut E) {
+    let kind = WrKind::from_opcode(wqe.opcode).unwrap_or(WrKind::Send { imm: false });
+    let f = Flight {
+        wqe,
+        kind,
+        len: 0,
+        first_psn: 0,
+        npsn: 0,
+        received: 0,
+        error: None,
+        new_rkey: None,
+    };
+    env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
+    env.retired(&f.wqe, WC_WR_FLUSH_ERR);
 }
 
 /// Sends the request packet with PSN `p` of `f` (with AckReq if `ack_req`

@@ -14,7 +14,7 @@ use ibtca_protocol::{Packet, PacketView};
 use super::{CqKind, QpEnv};
 use ibtca_abi::qp::QpType;
 use ibtca_abi::verbs::{
-    Cqe, RecvWqe, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, GSI_QKEY, MAX_SGE, UD_AV_F_GRH,
+    Cqe, RecvWqe, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, MAX_SGE, UD_AV_F_GRH,
     WC_LOC_LEN_ERR, WC_LOC_PROT_ERR, WC_LOC_QP_OP_ERR, WC_RECV, WC_SEND, WC_SUCCESS,
     WQE_F_SIGNALED, WQE_F_SOLICITED, WR_UD_SEND, WR_UD_SEND_IMM,
 };
@@ -30,7 +30,8 @@ const PERMISSIVE_LID: u16 = 0xffff;
 const MAX_DATA_SL: u8 = 14;
 /// The default partition's P_Key, QP0's (IBA 10.9.3).
 const DEFAULT_PKEY: u16 = 0xffff;
-/// A Q_Key with this bit set in a work request means the QP's own.
+/// A Q_Key with this bit set is a controlled one; in a work request it
+/// means the QP's own.
 const QKEY_USE_QP: u32 = 1 << 31;
 
 /// What the transport needs to know of a datagram QP.
@@ -154,9 +155,13 @@ fn packet_of(cfg: &UdConfig, w: &UdSendWqe, psn: u32) -> Packet {
     p.bth.psn = psn & 0xff_ffff;
     p.bth.se = w.flags & WQE_F_SOLICITED != 0;
     let wqe_qkey = w.qkey.to_native();
+    // A controlled Q_Key (bit 31) is never the work request's to give
+    // (IBA vol 1 §10.2.4): the QP's own goes out instead, so only a QP
+    // its privileged owner gave a controlled Q_Key sends one. QP1's own
+    // is GSI_QKEY, which its GMPs carry.
     let qkey = match cfg.qp_type {
         QpType::Smi => 0,
-        _ if wqe_qkey & QKEY_USE_QP != 0 && wqe_qkey != GSI_QKEY => cfg.qkey,
+        _ if wqe_qkey & QKEY_USE_QP != 0 => cfg.qkey,
         _ => wqe_qkey,
     };
     p.ext.deth = Some(Deth {

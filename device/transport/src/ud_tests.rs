@@ -7,7 +7,7 @@ use ibtca_protocol::PacketView;
 
 use super::*;
 use crate::mock::{MockEnv, ALL_ACCESS};
-use ibtca_abi::verbs::{Sge, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR};
+use ibtca_abi::verbs::{Sge, GSI_QKEY, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR};
 
 const KEY: u32 = 0x100;
 const VA: u64 = 0x10_000;
@@ -79,18 +79,26 @@ fn a_send_is_one_ud_packet_with_deth_and_completes() {
 #[test]
 fn a_qkey_with_the_high_bit_means_the_qps_own_and_qp1_sends_as_qp1() {
     let mut e = env();
-    let mut w = wqe(8);
-    w.qkey = 0x8000_0000.into();
-    send(&cfg(QpType::Ud), &w, 0, &mut e);
-    let p = e.take_outbox();
-    let deth = PacketView::parse(&p[0]).unwrap().ext.deth.unwrap();
-    assert_eq!(deth.qkey, 0x1111_2222);
-    // QP1's GMPs carry the well-known Q_Key, which has bit 31 set itself.
-    w.qkey = GSI_QKEY.into();
-    send(&cfg(QpType::Gsi), &w, 0, &mut e);
-    let p = e.take_outbox();
-    let deth = PacketView::parse(&p[0]).unwrap().ext.deth.unwrap();
-    assert_eq!((deth.qkey, deth.src_qp), (GSI_QKEY, 1));
+    let sent_qkey = |c: &UdConfig, wqe_qkey: u32, e: &mut MockEnv| {
+        let mut w = wqe(8);
+        w.qkey = wqe_qkey.into();
+        send(c, &w, 0, e);
+        let p = e.take_outbox();
+        let deth = PacketView::parse(&p[0]).unwrap().ext.deth.unwrap();
+        (deth.qkey, deth.src_qp)
+    };
+    let ud = cfg(QpType::Ud);
+    assert_eq!(sent_qkey(&ud, 0x8000_0000, &mut e).0, 0x1111_2222);
+    assert_eq!(sent_qkey(&ud, 0x7fff_ffff, &mut e).0, 0x7fff_ffff);
+    // A UD QP cannot send QP1's controlled Q_Key (no forged GMPs).
+    assert_eq!(sent_qkey(&ud, GSI_QKEY, &mut e).0, 0x1111_2222);
+    // QP1's own Q_Key is the well-known one its GMPs carry.
+    let gsi = UdConfig {
+        qkey: GSI_QKEY,
+        ..cfg(QpType::Gsi)
+    };
+    assert_eq!(sent_qkey(&gsi, GSI_QKEY, &mut e), (GSI_QKEY, 1));
+    assert_eq!(sent_qkey(&gsi, 0x8000_0000, &mut e), (GSI_QKEY, 1));
 }
 
 #[test]

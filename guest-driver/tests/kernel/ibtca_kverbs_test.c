@@ -356,8 +356,8 @@ static void kv_check_modify(struct kv_ctx *c)
 		kv_check(c, false, "modify_qp", "scratch QP: %ld", PTR_ERR(qp));
 		return;
 	}
-	a.pkey_index = 1;
-	ok &= kv_refused(qp, &a, init, "pkey_index=1");
+	a.pkey_index = 64;	/* past the port's 64-entry P_Key table */
+	ok &= kv_refused(qp, &a, init, "pkey_index=64");
 	a.pkey_index = 0;
 	ret = ib_modify_qp(qp, &a, init);
 	ok &= !ret;

@@ -58,6 +58,15 @@ impl Bth {
     /// The default partition key (full member of the default partition).
     pub const DEFAULT_PKEY: u16 = 0xffff;
 
+    /// True if a P_Key table entry `entry` lets a packet with BTH P_Key
+    /// `pkey` in (IBA vol 1 §10.9.3): the same 15-bit base, not the
+    /// invalid base 0, and at least one of the two a full member (bit 15),
+    /// so two limited members cannot talk.
+    pub fn pkey_admits(entry: u16, pkey: u16) -> bool {
+        let base = pkey & 0x7fff;
+        base != 0 && entry & 0x7fff == base && (entry | pkey) & 0x8000 != 0
+    }
+
     /// A BTH with `opcode`, the default P_Key, and every other field zero.
     pub fn new(opcode: Opcode) -> Self {
         Self {
@@ -150,6 +159,16 @@ mod tests {
         let mut out = Vec::new();
         bth.write(&mut out);
         assert_eq!(out, bytes);
+    }
+
+    #[test]
+    fn a_full_member_admits_both_a_limited_member_only_full_ones() {
+        assert!(Bth::pkey_admits(0x8001, 0x8001));
+        assert!(Bth::pkey_admits(0x8001, 0x0001));
+        assert!(Bth::pkey_admits(0x0001, 0x8001));
+        assert!(!Bth::pkey_admits(0x0001, 0x0001), "two limited members");
+        assert!(!Bth::pkey_admits(0x8001, 0x8002), "another partition");
+        assert!(!Bth::pkey_admits(0x8000, 0x8000), "base 0 is invalid");
     }
 
     #[test]

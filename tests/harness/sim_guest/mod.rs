@@ -101,6 +101,9 @@ pub struct SimGuest {
     poll_wait: PollWait,
     /// ACK timeout and retry count [`SimGuest::connect`] gives a QP.
     pub retry: Retry,
+    /// P_Key index [`SimGuest::connect`] and [`SimGuest::datagram_ready`]
+    /// give a QP (0: left to the device's default, index 0).
+    pub pkey_index: u16,
 }
 
 impl SimGuest {
@@ -137,6 +140,7 @@ impl SimGuest {
             map,
             poll_wait: PollWait::default(),
             retry: Retry::default(),
+            pkey_index: 0,
         };
         g.cmdq = g.alloc(64 << CMDQ_LOG, 4096);
         g.client.write32(0, regs::CMDQ_BASE_LO, g.cmdq as u32);

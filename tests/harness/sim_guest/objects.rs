@@ -118,6 +118,16 @@ impl SimGuest {
         self.cmd(CMD_MODIFY_QP, p.as_slice()).map(|_| ())
     }
 
+    /// QP_ATTR_PKEY_INDEX if the guest gives its QPs a P_Key index
+    /// ([`SimGuest::pkey_index`]), else nothing.
+    pub fn pkey_index_mask(&self) -> u32 {
+        if self.pkey_index == 0 {
+            0
+        } else {
+            QP_ATTR_PKEY_INDEX
+        }
+    }
+
     /// RESET → INIT → RTR → RTS towards (dlid, dest_qpn), allowing the
     /// remote rights in `access` (other bits are dropped); ACK timeout
     /// and retries from [`SimGuest::retry`].
@@ -141,9 +151,10 @@ impl SimGuest {
             ..Default::default()
         };
         self.modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
+            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS | self.pkey_index_mask()).into(),
             state: QPS_INIT,
             access: access.into(),
+            pkey_index: self.pkey_index.into(),
             ..base
         })
         .unwrap_or_else(|e| panic!("QP {:#x} to INIT: device status {}", qp.qpn, e.0));

@@ -157,6 +157,14 @@ enum Bench {
         #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = positive_seconds)]
         seconds: f64,
     },
+    /// n1 - sw0 - n2 from ibtca-fabric, the sw0-n2 link over TCP between
+    /// two network namespaces or over a Unix socket, 0/1/10 ms delay
+    /// (root).
+    CrossHost {
+        /// Timed seconds per measurement.
+        #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = positive_seconds)]
+        seconds: f64,
+    },
     /// DRDMA between two TCG guests, trapped and mapped.
     GuestDrdma {
         /// shared (default), nice, latency, both, all or custom:A,B,VA,VB.
@@ -275,6 +283,8 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 mod cpu;
 #[path = "../bench/crc.rs"]
 mod crc;
+#[path = "../bench/cross_host.rs"]
+mod cross_host;
 #[path = "../bench/drdma.rs"]
 mod drdma;
 #[path = "../bench/guests.rs"]
@@ -492,6 +502,7 @@ fn main() -> ExitCode {
         }
         Bench::Drdma { seconds } => drdma::run(seconds),
         Bench::Switch { seconds } => switch::run(seconds),
+        Bench::CrossHost { seconds } => cross_host::run(seconds),
         Bench::GuestDrdma { placement } => {
             if let Err(e) = placement.map(|p| parse_placement(Some(p))).transpose() {
                 return ibtca_device::cli::usage_error(NAME, e);

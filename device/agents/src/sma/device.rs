@@ -3,9 +3,10 @@
 //! VLArbitrationTable (the port's egress arbitration), and its SMPs on the wire (LID-routed, or directed with the device at
 //! the end of the path or of its LID-routed last part).
 //!
-//! A capability mask change the host makes (SET_PORT_CAPS: IsSM) raises
-//! trap 144 to the SM once it is known (`trap.rs`), repeated on the
-//! engine's timers until the SM's TrapRepress.
+//! A capability mask change the host makes (SET_PORT_CAPS: IsSM,
+//! IsDeviceManagementSupported) raises trap 144 to the SM once it is known
+//! (`trap.rs`), a packet dropped for its P_Key trap 257; each is repeated
+//! on the engine's timers until the SM's TrapRepress.
 //!
 //! SMInfo, responses and traps belong to the SM: they are counted and
 //! dropped here until QP0 reaches the guest (the guest's SM then gets
@@ -14,8 +15,8 @@
 use std::time::Instant;
 
 use ibtca_protocol::mad::attr::{
-    id, producer, Block, GuidInfo, NodeDescription, NodeInfo, NodeType, Notice, PortInfo,
-    PortState, VlArbBlock,
+    id, producer, Block, GuidInfo, KeyViolation, NodeDescription, NodeInfo, NodeType, Notice,
+    PortInfo, PortState, VlArbBlock,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
@@ -68,6 +69,8 @@ pub struct DeviceSma {
     port: PortAgent,
     m_key: MKey,
     pkeys: [u16; PKEY_CAP],
+    /// A P_KeyTable Set changed the table since [`DeviceSma::take_pkey_change`].
+    pkeys_changed: bool,
     guids: [u64; GUID_CAP],
     vl_arb: VlArbTables,
     managed: bool,
@@ -99,6 +102,7 @@ impl DeviceSma {
             port: PortAgent::new(1, lid, data_vls, PortAgent::CA_CAPS),
             m_key: MKey::default(),
             pkeys,
+            pkeys_changed: false,
             guids,
             vl_arb: VlArbTables::from_weights(&vec![1; usize::from(data_vls)]),
             managed,
@@ -161,14 +165,42 @@ impl DeviceSma {
         &self.pkeys
     }
 
-    /// True if the port's P_Key table lets a packet with `pkey` in; a
-    /// packet it does not counts as a P_Key violation in PortInfo.
-    pub fn admit_pkey(&mut self, pkey: u16) -> bool {
-        let held = super::pkey_held(&self.pkeys, pkey);
+    /// True (once) if an SM's Set changed the P_Key table since the last
+    /// call: the guest's driver is told (IB_EVENT_PKEY_CHANGE).
+    pub fn take_pkey_change(&mut self) -> bool {
+        std::mem::take(&mut self.pkeys_changed)
+    }
+
+    /// True if the port's P_Key table lets the packet `view` in; one it
+    /// does not is a P_Key violation ([`DeviceSma::p_key_violation`]).
+    pub fn admit_pkey(&mut self, view: &PacketView<'_>) -> bool {
+        let held = super::pkey_held(&self.pkeys, view.bth.pkey);
         if !held {
-            self.port.count_p_key_violation();
+            self.p_key_violation(view);
         }
         held
+    }
+
+    /// The port dropped the packet `view` for its P_Key (the port's table,
+    /// or the destination QP's entry): counted in PortInfo P_KeyViolations
+    /// and reported to the SM as trap 257 once the SM is known (a trap
+    /// outstanding already takes it along: one at a time).
+    pub fn p_key_violation(&mut self, view: &PacketView<'_>) {
+        self.port.count_p_key_violation();
+        let grh = view.grh.as_ref();
+        let v = KeyViolation {
+            slid: view.lrh.slid,
+            dlid: view.lrh.dlid,
+            key: u32::from(view.bth.pkey),
+            sl: view.lrh.sl,
+            src_qp: view.ext.deth.map_or(0, |d| d.src_qp),
+            dest_qp: view.bth.dest_qp,
+            sgid: grh.map_or([0; 16], |g| g.sgid),
+            dgid: grh.map_or([0; 16], |g| g.dgid),
+        };
+        let target = self.port.trap_target();
+        let notice = |t: &super::TrapTarget| Notice::bad_p_key(t.own_lid, producer::CA, &v);
+        self.traps.raise(target, notice, Instant::now());
     }
 
     /// Counters.
@@ -181,8 +213,8 @@ impl DeviceSma {
         self.port.link_changed(up, self.managed)
     }
 
-    /// The host sets or clears its capability bits (IsSM); returns the
-    /// port's capability mask.
+    /// The host sets or clears its capability bits (IsSM,
+    /// IsDeviceManagementSupported); returns the port's capability mask.
     /// A change raises trap 144 (informational, producer CA, the new
     /// mask) if the SM is known.
     pub fn set_host_caps(&mut self, set: u32, clear: u32) -> u32 {
@@ -205,9 +237,10 @@ impl DeviceSma {
         let packet = smp_packet(&smp, target.own_lid, target.sm_lid).build().ok();
         tracing::info!(
             tid = format_args!("{:#x}", smp.tid),
+            trap = Notice::decode(&smp.data).trap_number,
             sm_lid = target.sm_lid,
             counts = ?self.traps.counts(),
-            "trap 144 (capability mask change) to the SM"
+            "trap to the SM"
         );
         packet
     }
@@ -362,7 +395,12 @@ impl Attributes for DeviceSma {
                 self.m_key.set(&new);
                 Ok(self.port_info(access.show_key))
             }
-            id::P_KEY_TABLE => set_pkey_block(&mut self.pkeys, modifier, data),
+            id::P_KEY_TABLE => {
+                let before = self.pkeys;
+                let r = set_pkey_block(&mut self.pkeys, modifier, data);
+                self.pkeys_changed |= self.pkeys != before;
+                r
+            }
             id::GUID_INFO if modifier == 0 => {
                 // Index 0 is the port GUID itself: read-only.
                 let given = GuidInfo::decode(data).0;

@@ -29,6 +29,7 @@ pub use port::{PortAgent, MAX_UNICAST_LID, MTU_4096};
 pub use trap::{TrapCounts, TrapRepeats, TrapTarget, MAX_SENDS as MAX_TRAP_SENDS};
 pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS, VL_ARB_ENTRIES};
 
+use ibtca_protocol::headers::Bth;
 use ibtca_protocol::mad::attr::{id, Block};
 use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};
 
@@ -132,15 +133,9 @@ pub fn unsupported() -> MadStatus {
 }
 
 /// True if `table` holds an entry that lets a packet with BTH P_Key
-/// `pkey` in (IBA vol 1 §10.9.3): the same 15-bit base, not the invalid
-/// base 0, and at least one of the two a full member (bit 15), so two
-/// limited members cannot talk.
+/// `pkey` in ([`Bth::pkey_admits`], IBA vol 1 §10.9.3).
 pub fn pkey_held(table: &[u16], pkey: u16) -> bool {
-    let base = pkey & 0x7fff;
-    base != 0
-        && table
-            .iter()
-            .any(|k| k & 0x7fff == base && (k | pkey) & 0x8000 != 0)
+    table.iter().any(|&k| Bth::pkey_admits(k, pkey))
 }
 
 /// Reads P_Key table block `block` of `table`.

@@ -80,8 +80,11 @@ impl PortAgent {
         | cap::IS_CLIENT_REREGISTRATION_SUPPORTED;
 
     /// Capability bits the port's own host sets (the guest driver's
-    /// `modify_port`, for an SM running there): IsSM.
-    pub const HOST_CAPS: u32 = cap::IS_SM;
+    /// `modify_port`): IsSM, for an SM running there, and
+    /// IsDeviceManagementSupported, for a Device Management agent there
+    /// (ib_srpt's I/O unit, which srp_daemon finds by this bit in the SA's
+    /// PortInfoRecords).
+    pub const HOST_CAPS: u32 = cap::IS_SM | cap::IS_DEVICE_MANAGEMENT_SUPPORTED;
 
     /// Sets, then clears, the [`Self::HOST_CAPS`] bits of `set` and
     /// `clear` (others are ignored); returns the capability mask.

@@ -272,9 +272,60 @@ fn p_key_matching_full_and_limited_members() {
     assert!(!pkey_held(&table, 0x8999));
     assert!(!pkey_held(&table, 0x8000) && !pkey_held(&table, 0x0000));
     let mut s = sma(false);
-    assert!(s.admit_pkey(0xffff));
-    assert!(!s.admit_pkey(0x8001));
+    assert!(s.admit_pkey(&PacketView::parse(&ud_packet(0xffff)).unwrap()));
+    assert!(!s.admit_pkey(&PacketView::parse(&ud_packet(0x8001)).unwrap()));
     assert_eq!(port_info(&mut s).p_key_violations, 1);
+}
+
+/// A UD SEND from LID 3 QP 0x33 to QP 0x44 at LID 5, SL 2, P_Key `pkey`.
+fn ud_packet(pkey: u16) -> Vec<u8> {
+    use ibtca_protocol::headers::Deth;
+    use ibtca_protocol::{opcode::Opcode, Packet};
+    let mut p = Packet::new(Opcode::UdSendOnly);
+    (p.lrh.slid, p.lrh.dlid, p.lrh.sl) = (3, 5, 2);
+    (p.bth.pkey, p.bth.dest_qp) = (pkey, 0x44);
+    p.ext.deth = Some(Deth {
+        qkey: 7,
+        src_qp: 0x33,
+    });
+    p.build().unwrap()
+}
+
+#[test]
+fn a_p_key_violation_is_trap_257_to_the_sm_once_it_is_known() {
+    use ibtca_protocol::mad::attr::{trap, KeyViolation, Notice};
+    let mut s = sma(false);
+    let bad = ud_packet(0x8001);
+    s.p_key_violation(&PacketView::parse(&bad).unwrap());
+    let now = std::time::Instant::now;
+    assert!(s.due_trap(now()).is_none(), "no SM known: no trap");
+    let mut p = port_info(&mut s);
+    p.master_sm_lid = SM_LID;
+    assert_eq!(
+        ask(&mut s, &set(id::PORT_INFO, 1, p.encode()))
+            .unwrap()
+            .status,
+        MadStatus::OK
+    );
+    s.p_key_violation(&PacketView::parse(&bad).unwrap());
+    let packet = s.due_trap(now()).expect("trap 257 due");
+    let view = PacketView::parse(&packet).unwrap();
+    assert_eq!((view.lrh.slid, view.lrh.dlid), (5, SM_LID));
+    let smp = smp_of_packet(&view).unwrap();
+    assert_eq!((smp.method, smp.attr_id), (method::TRAP, id::NOTICE));
+    let n = Notice::decode(&smp.data);
+    assert_eq!((n.trap_number, n.issuer_lid), (trap::BAD_P_KEY, 5));
+    let want = KeyViolation {
+        slid: 3,
+        dlid: 5,
+        key: 0x8001,
+        sl: 2,
+        src_qp: 0x33,
+        dest_qp: 0x44,
+        ..KeyViolation::default()
+    };
+    assert_eq!(n.key_violation(), want);
+    assert_eq!(port_info(&mut s).p_key_violations, 2);
 }
 
 #[test]

@@ -3,9 +3,9 @@
 //! from the socket are read into a receive buffer and walked there; frames
 //! from the peer's ring are walked in the ring (`walk.rs`).
 
+use crate::socket::LinkSocket;
 use std::io::{self, Write};
 use std::net::Shutdown;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -36,11 +36,11 @@ const HANDOVER_MIN: usize = 16 * 1024;
 /// Asks for a send buffer of `bytes` (0: leave the default) and logs what
 /// the kernel granted (it caps the request at `net.core.wmem_max` and
 /// reports twice the usable size); a failure only costs speed.
-fn size_send_buffer(stream: &UnixStream, bytes: usize) {
+fn size_send_buffer(stream: &LinkSocket, bytes: usize) {
     if bytes == 0 {
         return;
     }
-    let socket = socket2::SockRef::from(stream);
+    let socket: &socket2::Socket = stream;
     match socket.set_send_buffer_size(bytes) {
         Ok(()) => tracing::debug!(
             asked = bytes,
@@ -54,7 +54,7 @@ fn size_send_buffer(stream: &UnixStream, bytes: usize) {
 }
 
 /// Runs one connection until it ends; true if it came up.
-pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> bool {
+pub(super) fn run(shared: &Arc<Shared>, stream: LinkSocket, sink: &mut Sink) -> bool {
     size_send_buffer(&stream, shared.config.send_buffer);
     {
         let mut control = shared.control();
@@ -116,7 +116,7 @@ pub(super) fn run(shared: &Arc<Shared>, stream: UnixStream, sink: &mut Sink) -> 
 struct Session<'a> {
     shared: &'a Arc<Shared>,
     sink: &'a mut Sink,
-    stream: &'a UnixStream,
+    stream: &'a LinkSocket,
     /// The writer thread; present once the link is up.
     writer: Option<JoinHandle<()>>,
     /// Receive buffers are freed (credits returned) when the batch of
@@ -145,9 +145,12 @@ struct Session<'a> {
 
 impl Session<'_> {
     /// This end announces shared rings in its `Hello` (and so may be sent a
-    /// `RingOffer`): it has them on, and has not failed to map one.
+    /// `RingOffer`): it has them on, has not failed to map one, and the
+    /// connection can carry the ring's files (a Unix socket, not TCP).
     fn takes_rings(&self) -> bool {
-        self.shared.config.shared_ring > 0 && !self.shared.rx_rings_refused.load(Ordering::Relaxed)
+        self.shared.config.shared_ring > 0
+            && self.stream.carries_files()
+            && !self.shared.rx_rings_refused.load(Ordering::Relaxed)
     }
 
     /// Exchanges `Hello`s and reads frames; the error is why it ended.
@@ -501,7 +504,9 @@ impl Session<'_> {
         let capacity = self.shared.config.shared_ring;
         // We offer a ring if the peer takes one; one comes to us only if we
         // announced that we take one.
-        let rings = capacity > 0 && hello.features & FEATURE_SHARED_RING != 0;
+        let rings = capacity > 0
+            && self.stream.carries_files()
+            && hello.features & FEATURE_SHARED_RING != 0;
         if !self.takes_rings() {
             // No offer can come: the socket's control messages (and the
             // buffer `recvmsg` allocates for them) are of no use.
@@ -568,13 +573,14 @@ impl Session<'_> {
 mod tests {
     use super::*;
 
-    fn send_buffer(s: &UnixStream) -> usize {
-        socket2::SockRef::from(s).send_buffer_size().unwrap()
+    fn send_buffer(s: &LinkSocket) -> usize {
+        s.send_buffer_size().unwrap()
     }
 
     #[test]
     fn the_send_buffer_is_what_the_config_asks_up_to_the_system_cap() {
-        let (a, _b) = UnixStream::pair().unwrap();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let a = LinkSocket::unix(a);
         let default = send_buffer(&a);
         size_send_buffer(&a, 0);
         assert_eq!(send_buffer(&a), default, "0 keeps the default");

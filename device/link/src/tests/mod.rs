@@ -17,6 +17,12 @@ mod pipe;
 mod queue;
 mod rings;
 mod robust;
+mod tcp;
+
+/// A link socket on the same connection as the raw stream `s`.
+fn as_link(s: &std::os::unix::net::UnixStream) -> crate::socket::LinkSocket {
+    crate::socket::LinkSocket::unix(s.try_clone().unwrap())
+}
 
 /// Upper bound for anything a test waits for.
 const PATIENCE: Duration = Duration::from_secs(10);

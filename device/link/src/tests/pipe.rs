@@ -5,6 +5,8 @@
 use std::io::{ErrorKind, IoSlice, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+
+use crate::socket::LinkSocket;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -16,8 +18,14 @@ use crate::pipe::{self, RingRx, RxPipe, TxPipe};
 
 /// A ring offered on one end of a socket pair and accepted on the other
 /// (the files read off the socket as a session reads them).
-fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, UnixStream, UnixStream) {
-    let (ours, theirs) = UnixStream::pair().unwrap();
+/// Two ends of a Unix stream connection.
+fn socket_pair() -> (LinkSocket, LinkSocket) {
+    let (a, b) = UnixStream::pair().unwrap();
+    (LinkSocket::unix(a), LinkSocket::unix(b))
+}
+
+fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, LinkSocket, LinkSocket) {
+    let (ours, theirs) = socket_pair();
     theirs.set_read_timeout(Some(PATIENCE)).unwrap();
     let tx = pipe::offer(&ours, capacity).unwrap();
     let (capacity, fds) = read_offer(&theirs);
@@ -26,7 +34,7 @@ fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, UnixStream, UnixStream) {
 }
 
 /// Reads one `RingOffer` frame and its files off `socket`.
-pub(super) fn read_offer(socket: &UnixStream) -> (u64, Vec<OwnedFd>) {
+pub(super) fn read_offer(socket: &LinkSocket) -> (u64, Vec<OwnedFd>) {
     let mut input = RxPipe::default();
     let mut buf = [0u8; FRAME_HEADER_LEN + 8];
     let mut got = 0;
@@ -134,8 +142,8 @@ fn a_writer_waiting_for_room_fails_when_the_peer_goes_or_the_link_shuts_down() {
 #[test]
 fn bytes_on_the_socket_after_a_ring_offer_are_an_error() {
     bounded(|| {
-        let (_tx, mut rx, mut ours, theirs) = offered(4096);
-        ours.write_all(b"stray").unwrap();
+        let (_tx, mut rx, ours, theirs) = offered(4096);
+        (&ours).write_all(b"stray").unwrap();
         let e = rx.recv(&theirs, &mut [0u8; 16]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidData);
     });
@@ -154,7 +162,7 @@ fn offers_with_the_wrong_files_are_refused() {
             }
         };
         let files = || {
-            let (ours, theirs) = UnixStream::pair().unwrap();
+            let (ours, theirs) = socket_pair();
             pipe::offer(&ours, 4096).unwrap();
             read_offer(&theirs).1
         };
@@ -192,7 +200,7 @@ fn offers_with_the_wrong_files_are_refused() {
 fn a_socket_that_brings_more_files_than_an_offer_is_an_error() {
     bounded(|| {
         use vmm_sys_util::sock_ctrl_msg::ScmSocket;
-        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (ours, theirs) = socket_pair();
         let f: Vec<std::fs::File> = (0..5)
             .map(|_| crate::memfd::create("ibtca-test", 1).unwrap())
             .collect();

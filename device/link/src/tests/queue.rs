@@ -64,7 +64,9 @@ fn a_batch_is_written_directly_while_the_writer_sleeps() {
     let counters = Arc::new(Counters::default());
     let q = Arc::new(TxQueue::new(4096));
     let (ours, mut peer) = UnixStream::pair().unwrap();
-    let pipe = Arc::new(crate::pipe::TxPipe::Socket(ours));
+    let pipe = Arc::new(crate::pipe::TxPipe::Socket(
+        crate::socket::LinkSocket::unix(ours),
+    ));
     q.open(Some(pipe.clone()));
     // A writer that sleeps in `take_batch`.
     let writer = {
@@ -127,7 +129,9 @@ impl Wired {
         let (ours, peer) = UnixStream::pair().unwrap();
         peer.set_read_timeout(Some(std::time::Duration::from_millis(200)))
             .unwrap();
-        let pipe = Arc::new(crate::pipe::TxPipe::Socket(ours));
+        let pipe = Arc::new(crate::pipe::TxPipe::Socket(
+            crate::socket::LinkSocket::unix(ours),
+        ));
         q.open(Some(pipe.clone()));
         let writer = {
             let (q, counters) = (q.clone(), counters.clone());

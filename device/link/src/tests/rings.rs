@@ -76,7 +76,7 @@ fn streams_go_through_rings_exactly_when_both_ends_take_them() {
 fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
     let (a, mut s) = ring_taker("raw-ring", LinkConfig::default());
     // The link's only frame after its Hello on the socket: the offer.
-    let (capacity, fds) = read_offer(&s);
+    let (capacity, fds) = read_offer(&as_link(&s));
     assert_eq!(capacity, SHARED_RING);
     let frames = ring_frames(pipe::accept(capacity, fds, crate::RX_SPIN).unwrap(), &s);
     // Credit for one packet on VL 0, then one packet.
@@ -119,7 +119,7 @@ fn ring_frames(mut rx: RingRx, socket: &std::os::unix::net::UnixStream) -> mpsc:
         let mut decoder = FrameDecoder::new(MAX_BODY);
         let mut buf = vec![0u8; 4096];
         loop {
-            let n = rx.recv(&socket, &mut buf).unwrap();
+            let n = rx.recv(&as_link(&socket), &mut buf).unwrap();
             if n == 0 {
                 return;
             }
@@ -135,7 +135,7 @@ fn ring_frames(mut rx: RingRx, socket: &std::os::unix::net::UnixStream) -> mpsc:
 fn a_ring_offered_to_a_link_that_did_not_ask_for_one_drops_the_peer() {
     let (a, s) = ring_taker("unasked", with_ring(0));
     // A real offer, files and all, but the link announced no rings.
-    let offered = pipe::offer(&s, 4096).unwrap();
+    let offered = pipe::offer(&as_link(&s), 4096).unwrap();
     let reason = a.expect_down();
     assert!(reason.contains("did not announce"), "{reason}");
     assert_eq!(a.link.stats().rx_bad_frames, 1);
@@ -154,7 +154,7 @@ fn a_peer_that_takes_no_ring_may_still_offer_its_own() {
     s.write_all(&hello_bytes_with(LINK_PROTOCOL_VERSION, 0))
         .unwrap();
     assert_eq!(a.expect_up(), port(9));
-    let offered = pipe::offer(&s, 4096).unwrap();
+    let offered = pipe::offer(&as_link(&s), 4096).unwrap();
     let frame = Frame::Packet(numbered(7)).to_bytes().unwrap();
     let mut at = 0;
     while at < frame.len() {
@@ -174,7 +174,7 @@ fn a_peer_that_takes_no_ring_may_still_offer_its_own() {
 /// `capacity` bytes (the link's own offer to the peer is left unread).
 fn ring_giver(name: &str, capacity: u64) -> (Peer, std::os::unix::net::UnixStream, pipe::TxPipe) {
     let (a, s) = ring_taker(name, LinkConfig::default());
-    let offered = pipe::offer(&s, capacity).unwrap();
+    let offered = pipe::offer(&as_link(&s), capacity).unwrap();
     (a, s, offered)
 }
 

@@ -84,14 +84,7 @@ impl Engine {
     }
 
     fn datagram_env(&mut self, qpn: u32) -> DeviceQpEnv<'_> {
-        DeviceQpEnv {
-            qpn,
-            verbs: &mut self.verbs,
-            mem: &self.mem,
-            msix: &self.msix,
-            sink: &mut self.outbox,
-            drdma: &self.drdma,
-        }
+        self.qp_env(qpn)
     }
 
     /// Sends what datagram QP `qpn` has posted (RTS), or flushes it (ERR);
@@ -183,6 +176,9 @@ impl Engine {
             self.stats.rx_no_qp += 1;
             return;
         };
+        if !self.admit_qp_pkey(qpn, view) {
+            return;
+        }
         let mut counters = self.stats.ud.transport;
         ud::receive(&cfg, view, &mut self.datagram_env(qpn), &mut counters);
         self.stats.ud.transport = counters;

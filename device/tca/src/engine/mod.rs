@@ -18,6 +18,7 @@ pub mod env;
 mod inspect;
 mod multicast;
 mod outbox;
+mod partition;
 mod pma;
 mod port_state;
 mod qp_error;
@@ -195,9 +196,8 @@ fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
     verbs
 }
 
-/// The transport's configuration of QP `qpn` with the attributes `a` the
-/// driver set, on the port with LID `lid` where its P_Key index names
-/// `pkey`.
+/// The transport's configuration of QP `qpn` with the driver's attributes
+/// `a`, on the port with LID `lid` where its P_Key index names `pkey`.
 /// The local ACK timeout is `a.timeout`'s, raised to `min_ack_timeout`.
 fn rc_config(
     qpn: u32,
@@ -488,15 +488,8 @@ impl Engine {
             self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
             return;
         }
-        let mut env = DeviceQpEnv {
-            qpn,
-            verbs: &mut self.verbs,
-            mem: &self.mem,
-            msix: &self.msix,
-            sink: &mut self.outbox,
-            drdma: &self.drdma,
-        };
-        self.stats.flushed_recvs += flush_posted_recvs(qpn, &mut env);
+        let flushed = flush_posted_recvs(qpn, &mut self.qp_env(qpn));
+        self.stats.flushed_recvs += flushed;
     }
 
     /// A DRDMA WRITE range is full: send the work requests waiting for it.
@@ -610,9 +603,7 @@ impl Engine {
             self.stats.rx_port_init += 1;
             return;
         }
-        if !self.admit_pkey(view.bth.pkey)
-            || self.receive_multicast(&view)
-            || self.receive_datagram(&view)
+        if !self.admit_pkey(&view) || self.receive_multicast(&view) || self.receive_datagram(&view)
         {
             return;
         }

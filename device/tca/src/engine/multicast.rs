@@ -1,10 +1,11 @@
 //! Inbound multicast datagrams (IBA 10.5.2): a UD packet to a multicast
 //! LID goes to every QP of this device attached to the group its GRH's
 //! DGID names (`verbs::multicast`), each through the same checks as a
-//! unicast datagram (P_Key at the port, Q_Key and state at the QP). The
-//! device's own multicast sends come back here too (`flush_outbox` loops
-//! them back as well as sending them), so a QP attached to the group on
-//! the sending port gets a copy, the sending QP itself only if attached.
+//! unicast datagram (P_Key at the port and at the QP's P_Key index, Q_Key
+//! and state at the QP). The device's own multicast sends come back here
+//! too (`flush_outbox` loops them back as well as sending them), so a QP
+//! attached to the group on the sending port gets a copy, the sending QP
+//! itself only if attached.
 
 use ibtca_protocol::PacketView;
 

@@ -23,10 +23,6 @@ use ibtca_protocol::PacketView;
 
 use super::Engine;
 use crate::pma::{CaPort, PmPacket, PortTotals};
-use crate::sma::PKEY_CAP;
-use crate::verbs::abi::PKEY_TABLE_LEN;
-
-const _: () = assert!(PKEY_CAP as u32 == PKEY_TABLE_LEN, "one P_Key table size");
 
 impl Engine {
     /// A packet to QP1: true if it was a PM MAD for the agent (answered,
@@ -58,29 +54,5 @@ impl Engine {
         t.rcv_errors += s.rx_malformed;
         t.rcv_constraint_errors = s.rx_bad_pkey;
         t
-    }
-
-    /// False (and counted) if the port's P_Key table does not let a data
-    /// packet with BTH P_Key `pkey` in (SMPs to QP0 are not checked).
-    pub(super) fn admit_pkey(&mut self, pkey: u16) -> bool {
-        if self.sma.admit_pkey(pkey) {
-            return true;
-        }
-        self.stats.rx_bad_pkey += 1;
-        crate::guest_warn!(
-            pkey = format_args!("{pkey:#06x}"),
-            "packet with a P_Key the port does not hold: dropped"
-        );
-        false
-    }
-
-    /// The P_Key at `index` of the port's table (0 past its end: no
-    /// partition, every packet of it is refused).
-    pub(super) fn pkey_at(&self, index: u16) -> u16 {
-        self.sma
-            .pkeys()
-            .get(usize::from(index))
-            .copied()
-            .unwrap_or(0)
     }
 }

@@ -6,11 +6,13 @@
 
 use std::time::Instant;
 
-use super::{Engine, MAX_QUEUED_SEND_WQES};
+use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
 use crate::drdma::{self, WriteReady};
+use crate::transport::rc::flush_posted_sends;
 use crate::transport::RcQp;
 use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
 use crate::verbs::db_record::RecordQueue;
+use crate::verbs::qp_state::QpState;
 
 impl Engine {
     /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
@@ -44,6 +46,17 @@ impl Engine {
     /// here); before it sleeps it reads the record once more.
     pub(super) fn drain_sq(&mut self, qpn: u32, now: Instant) {
         if self.drain_datagram_sq(qpn) {
+            return;
+        }
+        // In ERR without ever reaching RTR: what is posted flushes.
+        if !self.rc.contains_key(&qpn)
+            && self
+                .verbs
+                .qps
+                .get(qpn)
+                .is_some_and(|qp| qp.state() == QpState::Err)
+        {
+            self.flush_unstarted_sends(qpn);
             return;
         }
         // Not before RTS (an RTR QP only answers).
@@ -82,6 +95,50 @@ impl Engine {
                     self.sync_qps();
                     return;
                 }
+            }
+        }
+    }
+
+    /// What QP `qpn`'s work reaches: the device's memory, CQs and link.
+    pub(super) fn qp_env(&mut self, qpn: u32) -> DeviceQpEnv<'_> {
+        DeviceQpEnv {
+            qpn,
+            verbs: &mut self.verbs,
+            mem: &self.mem,
+            msix: &self.msix,
+            sink: &mut self.outbox,
+            drdma: &self.drdma,
+        }
+    }
+
+    /// Send WQEs posted to a QP that went to ERR before it reached RTR
+    /// (no transport state) complete at once with a flush error (IBA
+    /// 10.3.1): the kernel's ib_drain_sq waits for one without a bound.
+    fn flush_unstarted_sends(&mut self, qpn: u32) {
+        loop {
+            let mut wqes = Vec::new();
+            let Some(qp) = self.verbs.qps.get_mut(qpn) else {
+                return;
+            };
+            if let Err(e) = qp.from_record(&self.mem, RecordQueue::Sq) {
+                crate::guest_warn!(qpn, error = %e, "doorbell record");
+                return;
+            }
+            loop {
+                match qp.next_send_wqe(&self.mem) {
+                    Ok(Some(wqe)) => wqes.push(wqe),
+                    Ok(None) => break,
+                    Err(e) => {
+                        crate::guest_warn!(qpn, error = %e, "send queue");
+                        break;
+                    }
+                }
+            }
+            let more = qp.set_awake(&self.mem, RecordQueue::Sq, false);
+            let flushed = flush_posted_sends(qpn, wqes, &mut self.qp_env(qpn));
+            self.stats.flushed_sends += flushed;
+            if !matches!(more, Ok(true)) {
+                return;
             }
         }
     }

@@ -95,6 +95,7 @@ impl Engine {
         if outcome.port_changed {
             self.apply_sma();
         }
+        self.announce_pkey_change();
         if outcome.arbitration_changed {
             let (low, high) = (self.sma.low_priority(), self.sma.high_priority());
             self.outbox.link.set_arbitration(&low, &high);
@@ -119,6 +120,7 @@ impl Engine {
         if agent.port_changed {
             self.apply_sma();
         }
+        self.announce_pkey_change();
         // SET_PORT_CAPS (IsSM) shows in the next QUERY_PORT.
         self.verbs.port.cap_mask = self.sma.capability_mask();
         for v in vectors {

@@ -260,6 +260,7 @@ impl Verbs {
             db_pages: crate::regs::DB_PAGES.into(),
             db_bar: crate::regs::DB_BAR as u8,
             max_srq_sge: srq::MAX_SRQ_SGE as u8,
+            max_qp_init_rd_atom: qp::MAX_INIT_RD_ATOMIC,
             max_srq: n(self.srqs.capacity()),
             max_srq_wr: (1u32 << srq::MAX_SRQ_LOG).into(),
             max_inline_data: abi::MAX_INLINE_DATA.into(),

@@ -37,9 +37,15 @@ pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
 
 /// Largest service level of an RC QP (SL15 is for management, VL15).
 pub const MAX_SL: u8 = 14;
-/// Largest `max_rd_atomic` and `max_dest_rd_atomic` (QUERY_DEVICE's
-/// max_qp_rd_atom): the key memory's READ slots (seed 001).
+/// Largest `max_dest_rd_atomic` (QUERY_DEVICE's max_qp_rd_atom): the key
+/// memory's READ slots (seed 001).
 pub const MAX_RD_ATOMIC: u8 = crate::verbs::keys::READ_SLOTS as u8;
+/// Largest `max_rd_atomic`, the READs and atomics a QP has outstanding as
+/// requester (QUERY_DEVICE's max_qp_init_rd_atom). The requester holds no
+/// per-request resource, so this is not the responder's bound: the IB CM
+/// gives a passive QP the initiator depth of the REQ's responder resources
+/// before its REP lowers it (IPoIB's REQ says 4).
+pub const MAX_INIT_RD_ATOMIC: u8 = 16;
 /// Largest send window MODIFY_QP may set, in packets (the most the device
 /// gives a QP by itself: see `RcConfig::send_window_for_mtu`).
 pub const MAX_WINDOW: u16 = 1024;
@@ -153,7 +159,7 @@ impl QpAttrs {
             a.min_rnr_timer = m.min_rnr_timer;
             a.max_rd_atomic = m.max_rd_atomic;
             bad(a.timeout <= 31 && a.retry_cnt <= 7 && a.rnr_retry <= 7)?;
-            bad(a.min_rnr_timer <= 31 && a.max_rd_atomic <= MAX_RD_ATOMIC)?;
+            bad(a.min_rnr_timer <= 31 && a.max_rd_atomic <= MAX_INIT_RD_ATOMIC)?;
         }
         if mask & QP_ATTR_MSN != 0 {
             a.initial_msn = m.initial_msn.to_native();

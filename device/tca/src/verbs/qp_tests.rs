@@ -139,13 +139,36 @@ fn modify_rejects_bad_values_and_changes_nothing() {
         |m: &mut CmdModifyQp| m.timeout = 32,
         |m: &mut CmdModifyQp| m.rnr_retry = 8,
         |m: &mut CmdModifyQp| m.min_rnr_timer = 32,
-        |m: &mut CmdModifyQp| m.max_rd_atomic = MAX_RD_ATOMIC + 1,
+        |m: &mut CmdModifyQp| m.max_rd_atomic = MAX_INIT_RD_ATOMIC + 1,
         |m: &mut CmdModifyQp| m.sq_psn = Le32::from(1 << 24),
     ] {
         let mut m = modify(QP_ATTR_SQ_PSN | QP_ATTR_RETRY, QPS_RTS);
         f(&mut m);
         assert_eq!(qp.modify(&m), Err(VerbsError::Invalid));
         assert_eq!(qp.state(), QpState::Rtr);
+    }
+}
+
+/// The IB CM's passive side: RTS with the REQ's responder resources as
+/// initiator depth (IPoIB's connected mode asks 4, more than the device's
+/// responder resources) and no responder resources of its own.
+#[test]
+fn rts_takes_an_initiator_depth_beyond_the_responder_resources() {
+    const { assert!(MAX_INIT_RD_ATOMIC > MAX_RD_ATOMIC) };
+    for depth in [MAX_RD_ATOMIC + 1, MAX_INIT_RD_ATOMIC] {
+        let mut qp = Qp::new(&create(2)).unwrap();
+        qp.modify(&modify(0, QPS_INIT)).unwrap();
+        let mut m = modify(
+            QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN | QP_ATTR_DEST_RD_ATOMIC,
+            QPS_RTR,
+        );
+        m.max_dest_rd_atomic = 0;
+        qp.modify(&m).unwrap();
+        let mut m = modify(QP_ATTR_SQ_PSN | QP_ATTR_RETRY, QPS_RTS);
+        (m.retry_cnt, m.rnr_retry, m.max_rd_atomic) = (0, 0, depth);
+        qp.modify(&m).unwrap();
+        assert_eq!(qp.state(), QpState::Rts);
+        assert_eq!(qp.attrs().max_rd_atomic, depth);
     }
 }
 

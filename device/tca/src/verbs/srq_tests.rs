@@ -342,6 +342,7 @@ fn query_device_reports_the_srq_and_inline_limits() {
     assert_eq!(a.max_srq_wr.to_native(), 1 << 15);
     assert_eq!(usize::from(a.max_srq_sge), MAX_SGE);
     assert_eq!(a.max_inline_data.to_native() as usize, MAX_INLINE);
+    assert_eq!(a.max_qp_init_rd_atom, super::super::qp::MAX_INIT_RD_ATOMIC);
 }
 
 /// The new ring of a resize, away from the first.

@@ -108,7 +108,14 @@ fn send_one(inp: &mut Input<'_>, cfg: &UdConfig, env: &mut MockEnv) {
     assert_eq!(deth.src_qp, cfg.wire_qpn());
     match cfg.qp_type {
         QpType::Smi => assert_eq!((v.lrh.vl, deth.qkey), (15, 0)),
-        _ => assert!(v.lrh.sl <= 14 && v.lrh.vl != 15, "data never on VL15"),
+        _ => {
+            assert!(v.lrh.sl <= 14 && v.lrh.vl != 15, "data never on VL15");
+            let controlled = deth.qkey & 0x8000_0000 != 0;
+            assert!(
+                !controlled || deth.qkey == cfg.qkey,
+                "a controlled Q_Key is the QP's own"
+            );
+        }
     }
 }
 

@@ -10,7 +10,7 @@ mod switch_info;
 mod tables;
 
 pub use node::{NodeDescription, NodeInfo, NodeType};
-pub use notice::{notice_type, producer, trap, Notice, DATA_DETAILS_LEN};
+pub use notice::{notice_type, producer, trap, KeyViolation, Notice, DATA_DETAILS_LEN};
 pub use port_info::{cap, speed, width, PhysState, PortInfo, PortState};
 pub use switch_info::SwitchInfo;
 pub use tables::{GuidInfo, LftBlock, MftBlock, PKeyTable, Sl2VlTable, VlArbBlock, VlArbEntry};

@@ -12,8 +12,11 @@
 //! DataDetails of the traps ibtca sends: 128 (a switch's link state
 //! changed) holds the switch's LID at 0; 144 (a port's local changes)
 //! holds the LID at 2, a local-changes bit at 5, the new capability
-//! mask at 6 and change flags at 10 (OpenSM's `ib_types.h`, `ntc_128`
-//! and `ntc_144`).
+//! mask at 6 and change flags at 10; 257 (a packet with a bad P_Key)
+//! holds LID1 (the packet's SLID) at 2, LID2 (its DLID) at 4, the key at
+//! 6, SL (bits 31:28) and QP1 (the source QP, 23:0) at 10, QP2 (the
+//! destination QP) at 14, GID1 and GID2 at 18 and 34 (OpenSM's
+//! `ib_types.h`, `ntc_128`, `ntc_144` and `ntc_257_258`).
 
 use super::Block;
 use crate::mad::header::{be16, be32, method, put, put16, put32, BASE_VERSION};
@@ -52,6 +55,29 @@ pub mod trap {
     pub const LINK_STATE_CHANGE: u16 = 128;
     /// A port's capability mask (or another local attribute) changed.
     pub const LOCAL_CHANGES: u16 = 144;
+    /// A packet with a P_Key the receiving port does not hold.
+    pub const BAD_P_KEY: u16 = 257;
+}
+
+/// The packet a P_Key (trap 257) or Q_Key (trap 258) violation names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct KeyViolation {
+    /// LID1: the packet's source LID.
+    pub slid: u16,
+    /// LID2: the packet's destination LID.
+    pub dlid: u16,
+    /// The offending key (a P_Key in the low 16 bits).
+    pub key: u32,
+    /// The packet's SL (4 bits).
+    pub sl: u8,
+    /// QP1: the source QP (24 bits; 0 where the packet does not say).
+    pub src_qp: u32,
+    /// QP2: the destination QP (24 bits).
+    pub dest_qp: u32,
+    /// GID1 and GID2: the GRH's source and destination (zero without one).
+    pub sgid: [u8; 16],
+    /// See `sgid`.
+    pub dgid: [u8; 16],
 }
 
 /// Bytes of DataDetails.
@@ -124,6 +150,50 @@ impl Notice {
         put16(&mut n.details, 2, lid);
         put32(&mut n.details, 6, capability_mask);
         n
+    }
+
+    /// Trap 257 from the port at `lid` of a node of `producer` type: it
+    /// dropped the packet `v` describes, whose P_Key it does not hold
+    /// (security).
+    pub fn bad_p_key(lid: u16, producer: u32, v: &KeyViolation) -> Self {
+        let mut n = Notice {
+            generic: true,
+            notice_type: notice_type::SECURITY,
+            producer,
+            trap_number: trap::BAD_P_KEY,
+            issuer_lid: lid,
+            ..Notice::default()
+        };
+        put16(&mut n.details, 2, v.slid);
+        put16(&mut n.details, 4, v.dlid);
+        put32(&mut n.details, 6, v.key);
+        put32(
+            &mut n.details,
+            10,
+            u32::from(v.sl & 0xf) << 28 | v.src_qp & 0xff_ffff,
+        );
+        put32(&mut n.details, 14, v.dest_qp & 0xff_ffff);
+        put(&mut n.details, 18, &v.sgid);
+        put(&mut n.details, 34, &v.dgid);
+        n
+    }
+
+    /// The packet trap 257's or 258's DataDetails describe.
+    pub fn key_violation(&self) -> KeyViolation {
+        let d = &self.details;
+        let qp1 = be32(d, 10);
+        let mut v = KeyViolation {
+            slid: be16(d, 2),
+            dlid: be16(d, 4),
+            key: be32(d, 6),
+            sl: (qp1 >> 28) as u8,
+            src_qp: qp1 & 0xff_ffff,
+            dest_qp: be32(d, 14) & 0xff_ffff,
+            ..KeyViolation::default()
+        };
+        v.sgid.copy_from_slice(&d[18..34]);
+        v.dgid.copy_from_slice(&d[34..50]);
+        v
     }
 
     /// The LID trap 128's DataDetails name.

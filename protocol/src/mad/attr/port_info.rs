@@ -112,6 +112,9 @@ pub mod cap {
     pub const IS_SYSTEM_IMAGE_GUID_SUPPORTED: u32 = 1 << 11;
     /// Communication management supported.
     pub const IS_CM_SUPPORTED: u32 = 1 << 16;
+    /// The port's node answers Device Management class MADs (an I/O
+    /// unit: an SRP target's ib_srpt, found by srp_daemon this way).
+    pub const IS_DEVICE_MANAGEMENT_SUPPORTED: u32 = 1 << 19;
     /// Client reregistration supported.
     pub const IS_CLIENT_REREGISTRATION_SUPPORTED: u32 = 1 << 25;
 }

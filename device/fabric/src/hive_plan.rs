@@ -1,0 +1,209 @@
+//! Which of a fabric's nodes one `ibtca-hive` process hosts, and its hive
+//! file (docs/hive.md).
+//!
+//! `up` hosts every switch the hive can run (no per-port faults,
+//! captures, delays or VL settings: the hive's switches have none of
+//! those) and every guestless CA: those of a net file (`up --net`, whose
+//! CAs no guest is attached to). A topology's own nodes keep their
+//! `ibtca-device` (a guest may be attached to its vfio-user socket), and
+//! so does every gateway. `--process-per-node` hosts nothing.
+//!
+//! Wires between two hosted nodes are carried in memory (`hive:NODE:PORT`);
+//! a wire to a node outside keeps the socket the plan gave it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use ibtca_agents::vl_config::VlConfig;
+use ibtca_link::LinkEndpoint;
+use serde_json::{json, Value};
+
+use super::plan::{End, Plan, SwitchPlan};
+
+/// The hive's name in the state file and its log (`hive.log`).
+pub const HIVE_NAME: &str = "hive";
+/// The hive's binary.
+pub const HIVE_EXE: &str = "ibtca-hive";
+
+/// What `stats` says of the hive's nodes.
+pub const STATS_NOTE: &str = "nodes hosted in the hive are not listed: it has no control \
+     socket, so no port states or counters (`inspect` shows their links)";
+
+/// The names of the nodes and switches the hive hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hosted(pub BTreeSet<String>);
+
+impl Hosted {
+    /// Nothing hosted: one process per node.
+    pub fn none() -> Hosted {
+        Hosted::default()
+    }
+
+    /// What `up` hosts in `plan`: every switch the hive can run, and with
+    /// `guestless_cas` (a net file) every CA that is no gateway.
+    pub fn choose(plan: &Plan, guestless_cas: bool) -> Hosted {
+        let mut names: BTreeSet<String> = plan
+            .switches
+            .iter()
+            .filter(|s| own_process_reason(s).is_none())
+            .map(|s| s.name.clone())
+            .collect();
+        if guestless_cas {
+            names.extend(
+                plan.nodes
+                    .iter()
+                    .filter(|n| n.gateway.is_none() && n.sim_port.is_none())
+                    .filter(|n| !n.link.as_ref().is_some_and(is_tcp))
+                    .map(|n| n.name.clone()),
+            );
+        }
+        Hosted(names)
+    }
+
+    /// True if the hive hosts `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    /// True if the hive hosts nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// True for a link to another host: the hive's outside wires are Unix
+/// sockets.
+fn is_tcp(e: &LinkEndpoint) -> bool {
+    matches!(e, LinkEndpoint::ListenTcp(_) | LinkEndpoint::ConnectTcp(_))
+}
+
+/// Why switch `sw` needs its own `ibtca-switch`, if it does.
+pub fn own_process_reason(sw: &SwitchPlan) -> Option<&'static str> {
+    let ports = || sw.ports.iter().flatten();
+    if ports().any(|p| is_tcp(&p.endpoint)) {
+        Some("a link to another host (TCP)")
+    } else if ports().any(|p| p.faults.is_some()) {
+        Some("fault injection")
+    } else if ports().any(|p| p.capture.is_some()) {
+        Some("a capture file")
+    } else if ports().any(|p| p.delay_us > 0) {
+        Some("a delay line")
+    } else if ports().any(|p| p.vl != VlConfig::default()) {
+        Some("VL settings")
+    } else {
+        None
+    }
+}
+
+/// The hive file in the run directory.
+pub fn hive_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("hive.json")
+}
+
+/// The status file the hive keeps in the run directory.
+pub fn hive_status_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("hive.status.json")
+}
+
+/// The `ibtca-hive` arguments.
+pub fn hive_args(run_dir: &Path) -> Vec<String> {
+    vec![
+        "--config".to_owned(),
+        hive_file(run_dir).display().to_string(),
+        "--status-file".to_owned(),
+        hive_status_file(run_dir).display().to_string(),
+    ]
+}
+
+/// The hive file of the nodes of `plan` that `hosted` names.
+pub fn hive_config(plan: &Plan, hosted: &Hosted) -> Value {
+    // Each end's name and port, and its peer's.
+    let name = |e: End| match e {
+        End::Node(i) => (plan.nodes[i].name.as_str(), 1u8),
+        End::Switch(i, p) => (plan.switches[i].name.as_str(), p),
+    };
+    let mut peer: HashMap<(&str, u8), (&str, u8)> = HashMap::new();
+    for (a, b) in &plan.links {
+        peer.insert(name(*a), name(*b));
+        peer.insert(name(*b), name(*a));
+    }
+    // A hosted peer: in memory; one outside: the plan's socket.
+    let wire = |here: (&str, u8), socket: String| match peer.get(&here) {
+        Some((other, port)) if hosted.has(other) => json!(format!("hive:{other}:{port}")),
+        _ => json!(socket),
+    };
+    let switches: Vec<Value> = plan
+        .switches
+        .iter()
+        .filter(|s| hosted.has(&s.name))
+        .map(|s| {
+            let ports: Vec<Value> = s
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match p {
+                    None => Value::Null,
+                    Some(p) => wire((&s.name, i as u8 + 1), p.endpoint.to_string()),
+                })
+                .collect();
+            json!({ "name": s.name, "description": s.description, "guid": s.guid,
+                    "ports": ports, "routes": s.routes })
+        })
+        .collect();
+    let cas: Vec<Value> = plan
+        .nodes
+        .iter()
+        .filter(|n| hosted.has(&n.name))
+        .map(|n| {
+            let port = match &n.link {
+                None => Value::Null,
+                Some(ep) => wire((&n.name, 1), ep.to_string()),
+            };
+            json!({ "name": n.name, "description": n.description, "guid": n.node_guid,
+                    "port_guid": n.port_guid, "lid": n.lid, "port": port })
+        })
+        .collect();
+    json!({ "sm_managed": plan.sm.is_some(), "switches": switches, "cas": cas })
+}
+
+/// The hosted nodes' status: node name → its ports, each `{"up": bool}`
+/// (empty while the hive has written none).
+pub fn read_status(run_dir: &Path) -> HashMap<String, Value> {
+    std::fs::read_to_string(hive_status_file(run_dir))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v.get("nodes")?.as_object().cloned())
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// `inspect`'s lines for the hive's nodes: each node's ports' links as
+/// the hive's status file says. The hive has no control socket, so
+/// neither IBA port states, LIDs the SM set, nor counters are shown.
+pub fn inspect_lines(run_dir: &Path) -> Vec<String> {
+    let mut status: Vec<(String, Value)> = read_status(run_dir).into_iter().collect();
+    status.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut lines = vec![format!(
+        "    hosts {} nodes (no control socket: link state only, no port states, LIDs or counters)",
+        status.len()
+    )];
+    for (name, node) in status {
+        let ports = node["ports"].as_array().cloned().unwrap_or_default();
+        let up: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p["up"] == true)
+            .map(|(i, _)| (i + 1).to_string())
+            .collect();
+        lines.push(format!(
+            "    {name:<14} {} ports, links up: {}",
+            ports.len(),
+            if up.is_empty() {
+                "none".to_owned()
+            } else {
+                up.join(",")
+            }
+        ));
+    }
+    lines
+}

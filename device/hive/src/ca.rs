@@ -1,0 +1,126 @@
+//! A guestless CA: one port whose subnet management agent
+//! ([`DeviceSma`], the device's own) and performance management agent
+//! ([`Pma`]) answer the SM, and nothing else. Data packets for it are
+//! counted and dropped (there is no guest to take them).
+
+use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
+use ibtca_agents::sma::DeviceSma;
+use ibtca_link::{LinkEvent, LocalPort, VL15};
+use ibtca_protocol::mad::attr::PortState;
+use ibtca_protocol::PacketView;
+
+use crate::config::CaSpec;
+
+/// Data VLs a hosted CA's port announces (as a device's default).
+const DATA_VLS: u8 = 15;
+
+/// One hosted CA.
+#[derive(Debug)]
+pub struct HostedCa {
+    name: String,
+    guid: u64,
+    sma: DeviceSma,
+    pma: Pma,
+    totals: PortTotals,
+    /// Data packets that no agent takes (no guest): dropped.
+    pub dropped_data: u64,
+}
+
+impl HostedCa {
+    /// The CA of `spec`; `managed`: an SM brings its port up.
+    pub fn new(spec: &CaSpec, managed: bool) -> Self {
+        let lid = if managed { 0 } else { spec.lid };
+        HostedCa {
+            name: spec.name.clone(),
+            guid: spec.guid,
+            sma: DeviceSma::new(
+                spec.guid,
+                spec.port_guid,
+                &spec.description,
+                lid,
+                DATA_VLS,
+                managed,
+            ),
+            pma: Pma::default(),
+            totals: PortTotals::default(),
+            dropped_data: 0,
+        }
+    }
+
+    /// The CA's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What its port says in a `Hello`.
+    pub fn local(&self) -> LocalPort {
+        LocalPort {
+            node_guid: self.guid,
+            port: 1,
+            lid: self.sma.lid(),
+        }
+    }
+
+    /// The port's LID (the SM's, once it set one).
+    pub fn lid(&self) -> u16 {
+        self.sma.lid()
+    }
+
+    /// The port's state.
+    pub fn state(&self) -> PortState {
+        self.sma.state()
+    }
+
+    /// The port's counters.
+    pub fn totals(&self) -> PortTotals {
+        self.totals
+    }
+
+    /// An event of the port's wire; returns the packets to send.
+    pub fn on_event(&mut self, ev: LinkEvent) -> Vec<Vec<u8>> {
+        match ev {
+            LinkEvent::Up { .. } => {
+                self.sma.link_changed(true);
+                Vec::new()
+            }
+            LinkEvent::Down { .. } => {
+                self.sma.link_changed(false);
+                self.totals.link_downed += 1;
+                Vec::new()
+            }
+            LinkEvent::Packet(packet) => {
+                let out = self.on_packet(&packet);
+                self.count_tx(&out);
+                out
+            }
+        }
+    }
+
+    fn on_packet(&mut self, packet: &[u8]) -> Vec<Vec<u8>> {
+        self.totals.rcv_pkts += 1;
+        self.totals.rcv_bytes += packet.len() as u64;
+        let Ok(view) = PacketView::parse(packet) else {
+            self.totals.rcv_errors += 1;
+            return Vec::new();
+        };
+        if view.lrh.vl == VL15 {
+            return self.sma.on_packet(&view).reply.into_iter().collect();
+        }
+        // QP1's GMPs are data packets: only once the port takes data.
+        if view.bth.dest_qp == 1 && self.sma.state() != PortState::Init {
+            let port = CaPort(self.totals);
+            if let PmPacket::Served(reply) = self.pma.serve_packet(&port, &view, self.sma.lid()) {
+                return reply.into_iter().collect();
+            }
+        }
+        self.dropped_data += 1;
+        Vec::new()
+    }
+
+    fn count_tx(&mut self, out: &[Vec<u8>]) {
+        for p in out {
+            self.totals.xmit_pkts += 1;
+            self.totals.xmit_bytes += p.len() as u64;
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The hive: every hosted node, the wires between them, and the event
+//! loop that carries them all on one thread.
+//!
+//! A packet a node sends on a port whose peer is hosted too goes into the
+//! hive's work queue and reaches that peer's node on the next turn of the
+//! loop (no socket, no copy); one whose peer is outside goes to that
+//! port's [`SocketWire`]. The loop drains the work queue, writes what the
+//! socket wires have pending, then sleeps in `poll(2)` until a socket is
+//! ready, a timer of a wire is due (a connect retry, a `Hello` timeout) or
+//! the stop descriptor is readable. An idle hive whose wires are all up
+//! sleeps with no timeout at all.
+//!
+//! The work queue is bounded ([`WORK_LIMIT`]): a forwarding loop among
+//! hosted switches (an LFT that sends a packet round in circles) costs
+//! CPU while it lasts, as it would on wires, but no unbounded memory;
+//! packets beyond the limit are dropped and counted.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ibtca_link::{HighPriority, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
+
+use crate::ca::HostedCa;
+use crate::config::{HiveConfig, WireSpec};
+use crate::socket_wire::SocketWire;
+
+/// Events the work queue holds at most.
+pub const WORK_LIMIT: usize = 1 << 16;
+
+/// One port of one hosted node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRef {
+    /// Index of the node (switches first, then CAs, in file order).
+    pub node: usize,
+    /// Port number (1-based).
+    pub port: u8,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Peer {
+    None,
+    Hive(PortRef),
+    Socket(usize),
+}
+
+/// What a hosted switch sends, collected for the loop to carry.
+struct Outbox {
+    up: Vec<AtomicBool>,
+    packets: Mutex<Vec<(u8, Vec<u8>)>>,
+}
+
+impl Outbox {
+    fn take(&self) -> Vec<(u8, Vec<u8>)> {
+        std::mem::take(&mut *self.packets.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn set_up(&self, port: u8, up: bool) {
+        if let Some(u) = self.up.get(usize::from(port).wrapping_sub(1)) {
+            u.store(up, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The hive frees a packet's input buffer as soon as the packet is handed
+/// on, so tags, generations and credits are not its switches' business.
+impl Wires for Outbox {
+    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
+        let up = self
+            .up
+            .get(usize::from(port).wrapping_sub(1))
+            .is_some_and(|u| u.load(Ordering::Relaxed));
+        if !up {
+            return Err(LinkError::Down);
+        }
+        self.packets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((port, packet));
+        Ok(())
+    }
+
+    fn generation(&self, _port: u8) -> u64 {
+        0
+    }
+
+    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
+
+    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
+        None
+    }
+
+    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
+
+    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+}
+
+/// One hosted node.
+enum Node {
+    Switch(HostedSwitch, Arc<Outbox>),
+    Ca(HostedCa),
+}
+
+/// Every hosted node and wire.
+pub struct Hive {
+    nodes: Vec<Node>,
+    names: HashMap<String, usize>,
+    /// `peers[node][port - 1]`.
+    peers: Vec<Vec<Peer>>,
+    sockets: Vec<(PortRef, SocketWire)>,
+    work: VecDeque<(PortRef, LinkEvent)>,
+    /// Events dropped with the work queue full.
+    pub work_dropped: u64,
+    /// Node names, in node order.
+    node_names: Vec<String>,
+    /// `up[node][port - 1]`: the port's link is up.
+    up: Vec<Vec<bool>>,
+    /// Where [`crate::status`] is written, and whether it is out of date.
+    status: Option<(std::path::PathBuf, bool)>,
+}
+
+impl Hive {
+    /// Builds every node, binds listen endpoints and brings the in-memory
+    /// wires up (their `Up` events are the first work).
+    pub fn new(cfg: &HiveConfig) -> Result<Hive, String> {
+        let mut nodes = Vec::new();
+        for s in &cfg.switches {
+            let n = s.ports.len();
+            let outbox = Arc::new(Outbox {
+                up: (0..n).map(|_| AtomicBool::new(false)).collect(),
+                packets: Mutex::new(Vec::new()),
+            });
+            let config = SwitchConfig {
+                name: s.description.clone(),
+                guid: s.guid,
+                lid: s.lid,
+                // The endpoint is not used: the hive carries the port.
+                ports: (0..n)
+                    .map(|_| PortConfig::new(ibtca_link::LinkEndpoint::Listen("-".into())))
+                    .collect(),
+                routes: s.routes.clone(),
+                link: Default::default(),
+                sm_managed: cfg.sm_managed,
+            };
+            let sw = HostedSwitch::new(config, Arc::clone(&outbox) as Arc<dyn Wires>)
+                .map_err(|e| format!("switch {}: {e}", s.name))?;
+            nodes.push(Node::Switch(sw, outbox));
+        }
+        for c in &cfg.cas {
+            nodes.push(Node::Ca(HostedCa::new(c, cfg.sm_managed)));
+        }
+        let names: HashMap<String, usize> = cfg
+            .nodes()
+            .enumerate()
+            .map(|(i, (name, _))| (name.to_owned(), i))
+            .collect();
+        let mut hive = Hive {
+            nodes,
+            names,
+            peers: Vec::new(),
+            sockets: Vec::new(),
+            work: VecDeque::new(),
+            work_dropped: 0,
+            node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
+            up: cfg.nodes().map(|(_, w)| vec![false; w.len()]).collect(),
+            status: None,
+        };
+        let specs: Vec<Vec<WireSpec>> = cfg.nodes().map(|(_, w)| w.to_vec()).collect();
+        for (node, wires) in specs.iter().enumerate() {
+            let mut peers = Vec::with_capacity(wires.len());
+            for (i, wire) in wires.iter().enumerate() {
+                let here = PortRef {
+                    node,
+                    port: u8::try_from(i + 1).unwrap_or(u8::MAX),
+                };
+                peers.push(match wire {
+                    WireSpec::None => Peer::None,
+                    WireSpec::Hive(name, port) => Peer::Hive(PortRef {
+                        node: hive.names[name.as_str()],
+                        port: *port,
+                    }),
+                    WireSpec::Socket(endpoint) => {
+                        let wire = SocketWire::new(endpoint, hive.local(here))
+                            .map_err(|e| format!("{}: {e}", endpoint))?;
+                        hive.sockets.push((here, wire));
+                        Peer::Socket(hive.sockets.len() - 1)
+                    }
+                });
+            }
+            hive.peers.push(peers);
+        }
+        for node in 0..hive.nodes.len() {
+            for (i, peer) in hive.peers[node].clone().into_iter().enumerate() {
+                if let Peer::Hive(other) = peer {
+                    let here = PortRef {
+                        node,
+                        port: u8::try_from(i + 1).unwrap_or(u8::MAX),
+                    };
+                    let peer = hive.local(other);
+                    hive.work.push_back((here, LinkEvent::Up { peer }));
+                }
+            }
+        }
+        Ok(hive)
+    }
+
+    /// What port `at` says of itself in a `Hello`.
+    fn local(&self, at: PortRef) -> LocalPort {
+        match &self.nodes[at.node] {
+            Node::Switch(sw, _) => LocalPort {
+                node_guid: sw.guid(),
+                port: at.port,
+                lid: sw.hello_lid(),
+            },
+            Node::Ca(ca) => ca.local(),
+        }
+    }
+
+    /// Hosted nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Wires to nodes outside.
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Hands every queued event to its node, and what they send on.
+    pub fn drain_work(&mut self) {
+        while let Some((to, ev)) = self.work.pop_front() {
+            self.deliver(to, ev);
+        }
+    }
+
+    /// Keeps the status file at `path` ([`crate::status`]) from now on.
+    pub fn set_status_file(&mut self, path: std::path::PathBuf) {
+        self.status = Some((path, true));
+    }
+
+    fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
+        if let LinkEvent::Up { .. } | LinkEvent::Down { .. } = &ev {
+            let up = matches!(ev, LinkEvent::Up { .. });
+            if let Some(p) = self.up[to.node].get_mut(usize::from(to.port) - 1) {
+                if *p != up {
+                    *p = up;
+                    if let Some((_, dirty)) = &mut self.status {
+                        *dirty = true;
+                    }
+                }
+            }
+        }
+        let out: Vec<(u8, Vec<u8>)> = match &mut self.nodes[to.node] {
+            Node::Switch(sw, outbox) => {
+                match &ev {
+                    LinkEvent::Up { .. } => outbox.set_up(to.port, true),
+                    LinkEvent::Down { .. } => outbox.set_up(to.port, false),
+                    LinkEvent::Packet(_) => {}
+                }
+                sw.on_event(to.port, ev);
+                outbox.take()
+            }
+            Node::Ca(ca) => ca.on_event(ev).into_iter().map(|p| (1, p)).collect(),
+        };
+        for (port, packet) in out {
+            self.send_from(
+                PortRef {
+                    node: to.node,
+                    port,
+                },
+                packet,
+            );
+        }
+    }
+
+    fn send_from(&mut self, from: PortRef, packet: Vec<u8>) {
+        let peer = self.peers[from.node]
+            .get(usize::from(from.port).wrapping_sub(1))
+            .copied()
+            .unwrap_or(Peer::None);
+        match peer {
+            Peer::None => {}
+            Peer::Hive(to) if self.work.len() < WORK_LIMIT => {
+                self.work.push_back((to, LinkEvent::Packet(packet)));
+            }
+            Peer::Hive(_) => self.work_dropped += 1,
+            Peer::Socket(i) => {
+                self.sockets[i].1.send(packet);
+            }
+        }
+    }
+
+    /// Runs until `stop` is readable (or polling fails).
+    pub fn run(&mut self, stop: RawFd) -> io::Result<()> {
+        let mut events = Vec::new();
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut polled: Vec<usize> = Vec::new();
+        loop {
+            self.drain_work();
+            for (at, wire) in &mut self.sockets {
+                wire.flush(&mut events);
+                queue(&mut self.work, *at, &mut events);
+            }
+            if !self.work.is_empty() {
+                continue;
+            }
+            self.write_status();
+            fds.clear();
+            polled.clear();
+            fds.push(libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            let mut deadline: Option<Instant> = None;
+            for (i, (_, wire)) in self.sockets.iter().enumerate() {
+                if let Some((fd, wanted)) = wire.poll_fd() {
+                    fds.push(libc::pollfd {
+                        fd,
+                        events: wanted,
+                        revents: 0,
+                    });
+                    polled.push(i);
+                }
+                if let Some(d) = wire.deadline() {
+                    deadline = Some(deadline.map_or(d, |x| x.min(d)));
+                }
+            }
+            let timeout = deadline.map_or(-1, |d| {
+                let ms = d
+                    .saturating_duration_since(Instant::now())
+                    .as_micros()
+                    .div_ceil(1000);
+                i32::try_from(ms).unwrap_or(i32::MAX)
+            });
+            // SAFETY: `fds` is a live, initialised array of `fds.len()`
+            // pollfd structures that poll only reads and writes in place.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if fds[0].revents != 0 {
+                return Ok(());
+            }
+            let now = Instant::now();
+            let ready: Vec<bool> = {
+                let mut r = vec![false; self.sockets.len()];
+                for (fd, i) in fds[1..].iter().zip(&polled) {
+                    r[*i] = fd.revents != 0;
+                }
+                r
+            };
+            for (i, (at, wire)) in self.sockets.iter_mut().enumerate() {
+                if ready[i] || wire.deadline().is_some_and(|d| d <= now) {
+                    wire.service(now, &mut events);
+                    queue(&mut self.work, *at, &mut events);
+                }
+            }
+        }
+    }
+}
+
+impl Hive {
+    /// Rewrites the status file if a link changed since the last write.
+    fn write_status(&mut self) {
+        let Some((path, dirty)) = &mut self.status else {
+            return;
+        };
+        if !*dirty {
+            return;
+        }
+        *dirty = false;
+        if let Err(e) = crate::status::write(path, &self.node_names, &self.up) {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+    }
+}
+
+/// Queues a socket wire's events for its port (never dropped: they are
+/// bounded by what one read brings).
+fn queue(work: &mut VecDeque<(PortRef, LinkEvent)>, at: PortRef, events: &mut Vec<LinkEvent>) {
+    work.extend(events.drain(..).map(|ev| (at, ev)));
+}

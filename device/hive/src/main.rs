@@ -1,0 +1,90 @@
+//! `ibtca-hive`: hosts many guestless CAs and switches in one process.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ibtca_cli as cli;
+use ibtca_hive::{Hive, HiveConfig};
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// This binary's name, in help, version and errors.
+const NAME: &str = "ibtca-hive";
+
+/// Many guestless InfiniBand nodes (switches, CAs without a guest) in one
+/// event-driven process.
+///
+/// The hive file (JSON) lists the switches and CAs and where each port's
+/// wire goes: `hive:NODE:PORT` (another hosted node, carried in memory),
+/// `listen:PATH` or `connect:PATH` (a node outside, over the same
+/// Unix-socket link protocol as `ibtca-device --link`), or null.
+///
+///   ibtca-hive --config fabric.hive.json
+///
+/// Switches forward and answer SMPs and PM MADs as `ibtca-switch` does;
+/// CAs answer SMPs and PM MADs as an `ibtca-device` port does. SIGTERM or
+/// SIGINT stops it. Logs go to stderr; set RUST_LOG for more.
+#[derive(Parser, Debug)]
+#[command(version, long_about, verbatim_doc_comment)]
+struct Args {
+    /// The hive file.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Keep FILE up to date with each hosted node's ports (link up or
+    /// down), as JSON.
+    #[arg(long, value_name = "FILE")]
+    status_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    ibtca_log::logging::init("info");
+    let args: Args = cli::parse(NAME);
+    let text = match std::fs::read_to_string(&args.config) {
+        Ok(t) => t,
+        Err(e) => {
+            return cli::runtime_error(
+                NAME,
+                format_args!("cannot read {}: {e}", args.config.display()),
+            )
+        }
+    };
+    let cfg = match HiveConfig::parse(&text) {
+        Ok(c) => c,
+        Err(e) => return cli::usage_error(NAME, format_args!("{}: {e}", args.config.display())),
+    };
+    let (mut stop_rx, stop_tx) = match UnixStream::pair() {
+        Ok(p) => p,
+        Err(e) => return cli::runtime_error(NAME, format_args!("stop pipe: {e}")),
+    };
+    for sig in [SIGTERM, SIGINT] {
+        let tx = match stop_tx.try_clone() {
+            Ok(t) => t,
+            Err(e) => return cli::runtime_error(NAME, format_args!("stop pipe: {e}")),
+        };
+        if let Err(e) = signal_hook::low_level::pipe::register(sig, tx) {
+            return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"));
+        }
+    }
+    let mut hive = match Hive::new(&cfg) {
+        Ok(h) => h,
+        Err(e) => return cli::runtime_error(NAME, format_args!("cannot start the hive: {e}")),
+    };
+    if let Some(path) = args.status_file {
+        hive.set_status_file(path);
+    }
+    tracing::info!(
+        nodes = hive.node_count(),
+        sockets = hive.socket_count(),
+        "hive started"
+    );
+    if let Err(e) = hive.run(stop_rx.as_raw_fd()) {
+        return cli::runtime_error(NAME, format_args!("event loop: {e}"));
+    }
+    let mut byte = [0u8; 1];
+    let _ = stop_rx.read(&mut byte);
+    tracing::info!(work_dropped = hive.work_dropped, "hive stopped");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,229 @@
+//! The host programs attached to the port, and the requests they wait on.
+//!
+//! A client is a slot (its id, 0..[`MAX_CLIENTS`]) holding the pid it
+//! connected with and whether it is the port's SM. A request a client sends
+//! to the fabric is kept under the TID it goes out with: its top 16 bits
+//! name the slot (as ibsim does), so the response finds its way back to
+//! the client, with the client's own TID restored. A request whose answer
+//! does not come in time goes back to its client with status ETIMEDOUT, as
+//! the kernel's MAD layer returns a send that got no response: OpenSM and
+//! the diagnostics rely on it to give up on a port.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::wire::SimRequest;
+
+/// Clients one port holds at once (ibsim's `IBSIM_MAX_CLIENTS`).
+pub const MAX_CLIENTS: usize = 10;
+
+/// One attached client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client {
+    /// The pid it gave at CONNECT (its socket names carry it).
+    pub pid: u32,
+    /// It is the port's SM: requests to QP0 and QP1 from the fabric go
+    /// to it.
+    pub issm: bool,
+}
+
+/// A request on its way, waiting for its response.
+#[derive(Debug, Clone)]
+struct Pending {
+    slot: usize,
+    /// The client's own TID.
+    client_tid: u64,
+    deadline: Instant,
+    /// The request as the client sent it (returned on timeout).
+    request: SimRequest,
+}
+
+/// The slots and the requests in flight.
+#[derive(Debug)]
+pub struct Clients {
+    slots: [Option<Client>; MAX_CLIENTS],
+    pending: HashMap<u64, Pending>,
+    timeout: Duration,
+}
+
+/// The TID a client's request goes out with: slot `slot` in bits 63:48.
+pub fn wire_tid(tid: u64, slot: usize) -> u64 {
+    (tid & 0x0000_ffff_ffff_ffff) | ((slot as u64 & 0xffff) << 48)
+}
+
+/// The slot a response's TID names.
+pub fn slot_of(tid: u64) -> usize {
+    (tid >> 48) as usize
+}
+
+impl Clients {
+    /// No clients; a request waits `timeout` for its response.
+    pub fn new(timeout: Duration) -> Self {
+        Clients {
+            slots: [None; MAX_CLIENTS],
+            pending: HashMap::new(),
+            timeout,
+        }
+    }
+
+    /// The client in `slot`, if one is attached.
+    pub fn get(&self, slot: usize) -> Option<Client> {
+        self.slots.get(slot).copied().flatten()
+    }
+
+    /// The slot of the port's SM client.
+    pub fn sm(&self) -> Option<usize> {
+        self.slots.iter().position(|c| c.is_some_and(|c| c.issm))
+    }
+
+    /// Takes a free slot for `client`; `gone(pid)` says whether an
+    /// attached client's process has ended, so that its slot is freed
+    /// when all are taken (a client killed before DISCONNECT).
+    pub fn attach(&mut self, client: Client, gone: impl Fn(u32) -> bool) -> Option<usize> {
+        if !self.slots.iter().any(Option::is_none) {
+            for slot in 0..MAX_CLIENTS {
+                if self.get(slot).is_some_and(|c| gone(c.pid)) {
+                    tracing::info!(slot, "client process gone: slot freed");
+                    self.detach(slot);
+                }
+            }
+        }
+        let slot = self.slots.iter().position(Option::is_none)?;
+        self.slots[slot] = Some(client);
+        Some(slot)
+    }
+
+    /// Frees `slot` and forgets its requests; returns the client it held.
+    pub fn detach(&mut self, slot: usize) -> Option<Client> {
+        let c = self.slots.get_mut(slot)?.take();
+        self.pending.retain(|_, p| p.slot != slot);
+        c
+    }
+
+    /// Sets whether `slot`'s client is the SM.
+    pub fn set_issm(&mut self, slot: usize, issm: bool) {
+        if let Some(Some(c)) = self.slots.get_mut(slot) {
+            c.issm = issm;
+        }
+    }
+
+    /// Records `request` (TID `client_tid` from `slot`) as sent with TID
+    /// `tid` at `now`.
+    pub fn sent(
+        &mut self,
+        tid: u64,
+        slot: usize,
+        client_tid: u64,
+        request: SimRequest,
+        now: Instant,
+    ) {
+        self.pending.insert(
+            tid,
+            Pending {
+                slot,
+                client_tid,
+                deadline: now + self.timeout,
+                request,
+            },
+        );
+    }
+
+    /// The response with TID `tid` arrived: the slot that waits for it and
+    /// the client's own TID, if one does.
+    pub fn answered(&mut self, tid: u64) -> Option<(usize, u64)> {
+        let p = self.pending.remove(&tid)?;
+        Some((p.slot, p.client_tid))
+    }
+
+    /// Requests whose time ran out by `now`: each goes back to its slot
+    /// with status ETIMEDOUT.
+    pub fn expired(&mut self, now: Instant) -> Vec<(usize, SimRequest)> {
+        let due: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&tid, _)| tid)
+            .collect();
+        let mut out = Vec::new();
+        for tid in due {
+            if let Some(mut p) = self.pending.remove(&tid) {
+                p.request.status = crate::wire::STATUS_TIMED_OUT;
+                out.push((p.slot, p.request));
+            }
+        }
+        out
+    }
+
+    /// When the next request runs out of time.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.deadline).min()
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibtca_protocol::mad::MAD_LEN;
+
+    fn request() -> SimRequest {
+        SimRequest {
+            dlid: 5,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: MAD_LEN as u64,
+            mad: [0; MAD_LEN],
+        }
+    }
+
+    #[test]
+    fn slots_fill_and_dead_clients_make_room() {
+        let mut c = Clients::new(Duration::from_millis(10));
+        for i in 0..MAX_CLIENTS {
+            let pid = 100 + i as u32;
+            assert_eq!(c.attach(Client { pid, issm: false }, |_| false), Some(i));
+        }
+        assert_eq!(
+            c.attach(
+                Client {
+                    pid: 1,
+                    issm: false
+                },
+                |_| false
+            ),
+            None
+        );
+        // Pid 103 has exited: its slot is reused.
+        assert_eq!(
+            c.attach(Client { pid: 1, issm: true }, |p| p == 103),
+            Some(3)
+        );
+        assert_eq!(c.sm(), Some(3));
+        assert_eq!(c.detach(3).map(|c| c.pid), Some(1));
+        assert_eq!(c.sm(), None);
+    }
+
+    #[test]
+    fn responses_find_their_slot_and_the_rest_time_out() {
+        let mut c = Clients::new(Duration::from_millis(10));
+        let t0 = Instant::now();
+        let tid = wire_tid(0xabcd_0000_1234_5678, 7);
+        assert_eq!(slot_of(tid), 7);
+        c.sent(tid, 7, 0xabcd_0000_1234_5678, request(), t0);
+        c.sent(wire_tid(1, 2), 2, 1, request(), t0);
+        assert_eq!(c.answered(tid), Some((7, 0xabcd_0000_1234_5678)));
+        assert_eq!(c.answered(tid), None, "one response per request");
+        assert!(c.expired(t0).is_empty());
+        assert_eq!(c.next_deadline(), Some(t0 + Duration::from_millis(10)));
+        let out = c.expired(t0 + Duration::from_millis(10));
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, out[0].1.status), (2, 110));
+        assert_eq!(c.in_flight(), 0);
+    }
+}

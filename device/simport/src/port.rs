@@ -1,0 +1,481 @@
+//! The channel adapter a host client owns: one port on the fabric with the
+//! device's own agents (a [`DeviceSma`] and a [`Pma`]), whose QP0 and QP1
+//! the attached clients use as a guest's SM and diagnostics use a port's
+//! QP0 and QP1 through `ib_umad`.
+//!
+//! From a client (a [`SimRequest`]):
+//! - a directed-route SMP of no hops, or a LID-routed one to the port's
+//!   own LID, is served by the port's agent, as a real HCA's driver hands
+//!   its own SM's SMPs to its firmware (`process_mad`);
+//! - another directed-route SMP leaves by port 1 with the hop pointer at 1
+//!   (IBA C14-9:1), a LID-routed SMP or a GMP to its LID (GMPs only while
+//!   the port is Active, IBA vol 1 §7.2);
+//! - a PerfMgt request to the port's own LID is the port's PMA's; another
+//!   GMP to its own LID goes to the port's SM client;
+//! - a request waits for its response ([`Clients`]), or returns with
+//!   status ETIMEDOUT.
+//!
+//! From the link: the agents serve what is theirs; responses go to the
+//! client that waits for them, SMInfo, traps, reports and other classes'
+//! requests to the SM client; the rest is dropped and counted.
+
+use std::time::Instant;
+
+use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
+use ibtca_agents::sma::DeviceSma;
+use ibtca_protocol::headers::Deth;
+use ibtca_protocol::mad::attr::PortState;
+use ibtca_protocol::mad::directed::{self, DrStep};
+use ibtca_protocol::mad::pma::{QP1, QP1_QKEY};
+use ibtca_protocol::mad::{
+    class, method, smp_packet, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
+};
+use ibtca_protocol::opcode::Opcode;
+use ibtca_protocol::{Packet, PacketView};
+
+use crate::clients::{wire_tid, Clients};
+use crate::wire::{SimRequest, STATUS_TIMED_OUT};
+
+/// Where one message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    /// A packet onto the link.
+    Link(Vec<u8>),
+    /// A MAD to the client in this slot.
+    Client(usize, Box<SimRequest>),
+}
+
+impl Out {
+    fn client(slot: usize, req: SimRequest) -> Self {
+        Out::Client(slot, Box::new(req))
+    }
+}
+
+/// What the port counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    /// MADs from clients sent onto the link.
+    pub to_link: u64,
+    /// MADs from clients the port's own agents answered.
+    pub local: u64,
+    /// MADs from the link handed to a client.
+    pub to_clients: u64,
+    /// Requests returned with ETIMEDOUT.
+    pub timed_out: u64,
+    /// Messages dropped: malformed, for no client, or not allowed.
+    pub dropped: u64,
+}
+
+/// How the port starts.
+#[derive(Debug, Clone)]
+pub struct PortSettings {
+    /// Node GUID.
+    pub node_guid: u64,
+    /// Port GUID.
+    pub port_guid: u64,
+    /// NodeDescription.
+    pub description: String,
+    /// The LID the port starts with (0 when an SM assigns it).
+    pub lid: u16,
+    /// An SM brings the port up (Init on link up).
+    pub managed: bool,
+    /// The node id clients may ask for (`SIM_HOST`).
+    pub node_id: String,
+}
+
+/// The port and its clients.
+#[derive(Debug)]
+pub struct SimPort {
+    pub(crate) sma: DeviceSma,
+    pma: Pma,
+    pub(crate) clients: Clients,
+    pub(crate) settings: PortSettings,
+    counts: PortCounts,
+}
+
+impl SimPort {
+    /// A port with these settings whose clients' requests wait `timeout`.
+    pub fn new(settings: PortSettings, timeout: std::time::Duration) -> Self {
+        let s = &settings;
+        let sma = DeviceSma::new(
+            s.node_guid,
+            s.port_guid,
+            &s.description,
+            s.lid,
+            1,
+            s.managed,
+        );
+        SimPort {
+            sma,
+            pma: Pma::default(),
+            clients: Clients::new(timeout),
+            settings,
+            counts: PortCounts::default(),
+        }
+    }
+
+    /// The link came up or went down.
+    pub fn link_changed(&mut self, up: bool) {
+        if self.sma.link_changed(up) {
+            tracing::info!(state = ?self.sma.state(), "port state");
+        }
+    }
+
+    /// The port's LID and state.
+    pub fn lid_and_state(&self) -> (u16, PortState) {
+        (self.sma.lid(), self.sma.state())
+    }
+
+    /// What the port counted.
+    pub fn counts(&self) -> PortCounts {
+        self.counts
+    }
+
+    fn drop_with(&mut self, why: &str) -> Vec<Out> {
+        self.counts.dropped += 1;
+        tracing::debug!("dropped: {why}");
+        Vec::new()
+    }
+
+    /// A datagram from the client in `slot`.
+    pub fn on_client(
+        &mut self,
+        slot: usize,
+        bytes: &[u8],
+        totals: &PortTotals,
+        now: Instant,
+    ) -> Vec<Out> {
+        if self.clients.get(slot).is_none() {
+            self.counts.dropped += 1;
+            ibtca_log::guest_warn!(slot, "MAD from a slot no client holds: dropped");
+            return Vec::new();
+        }
+        let Some(req) = SimRequest::parse(bytes) else {
+            self.counts.dropped += 1;
+            ibtca_log::guest_warn!(
+                slot,
+                len = bytes.len(),
+                "malformed MAD envelope from a client: dropped"
+            );
+            return Vec::new();
+        };
+        let h = MadHeader::read(&req.mad);
+        if h.base_version != 1 {
+            return self.timed_out(slot, req);
+        }
+        let out = match h.mgmt_class {
+            class::SUBN_DIRECTED_ROUTE | class::SUBN_LID_ROUTED => self.client_smp(slot, &req),
+            _ => self.client_gmp(slot, &req, &h, totals),
+        };
+        let Some(out) = out else {
+            return self.timed_out(slot, req);
+        };
+        // Answered at once to the client itself, or sent on (onto the
+        // link, or to the port's SM client) to wait for its response.
+        let answered_here = matches!(out.first(), Some(Out::Client(s, _)) if *s == slot);
+        if answered_here {
+            self.counts.local += 1;
+        } else {
+            if matches!(out.first(), Some(Out::Link(_))) {
+                self.counts.to_link += 1;
+            }
+            if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
+                self.clients
+                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now);
+            }
+        }
+        out
+    }
+
+    /// Sends `req` back to its client unanswered.
+    fn timed_out(&mut self, slot: usize, mut req: SimRequest) -> Vec<Out> {
+        self.counts.timed_out += 1;
+        req.status = STATUS_TIMED_OUT;
+        vec![Out::client(slot, req)]
+    }
+
+    /// A client's SMP: the port's agent's, or onto the link.
+    fn client_smp(&mut self, slot: usize, req: &SimRequest) -> Option<Vec<Out>> {
+        let mut smp = Smp::parse(&req.mad).ok()?;
+        let lid = self.sma.lid();
+        let tid = smp.tid;
+        smp.tid = wire_tid(tid, slot);
+        let local = match smp.route {
+            SmpRoute::Directed => smp.hop_cnt == 0,
+            SmpRoute::Lid => req.dlid == lid || req.dlid == 0,
+        };
+        if local {
+            return self.local_client_smp(slot, req, smp, tid);
+        }
+        let packet = match smp.route {
+            SmpRoute::Directed if smp.direction => {
+                // The client's answer to a directed request (SMInfo).
+                smp.tid = tid;
+                if directed::respond(&mut smp, 1) != DrStep::Forward(1) {
+                    return None;
+                }
+                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+            }
+            SmpRoute::Directed => {
+                if directed::begin(&mut smp) != Ok(1) {
+                    return None;
+                }
+                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+            }
+            SmpRoute::Lid => {
+                if smp.method & method::RESPONSE != 0 {
+                    smp.tid = tid;
+                }
+                smp_packet(&smp, lid, req.dlid)
+            }
+        };
+        Some(vec![Out::Link(packet.build().ok()?)])
+    }
+
+    /// A client's SMP to the port itself: an answer to a request of
+    /// another client of the port (to the port's SM), else the agent's,
+    /// else (SMInfo) the SM client's to answer.
+    fn local_client_smp(
+        &mut self,
+        slot: usize,
+        req: &SimRequest,
+        mut smp: Smp,
+        tid: u64,
+    ) -> Option<Vec<Out>> {
+        let lid = self.sma.lid();
+        let envelope = |mad: [u8; MAD_LEN]| SimRequest {
+            dlid: lid,
+            slid: lid,
+            dqp: QP0,
+            sqp: QP0,
+            status: 0,
+            length: MAD_LEN as u64,
+            mad,
+        };
+        if smp.method & method::RESPONSE != 0 {
+            smp.tid = tid;
+            let (waiting, client_tid) = self.clients.answered(tid)?;
+            smp.tid = client_tid;
+            return Some(vec![Out::client(waiting, envelope(smp.to_bytes()))]);
+        }
+        smp.tid = tid;
+        let for_sm = self.sma.stats().for_sm;
+        if let Some(reply) = self.local_smp(smp.clone()) {
+            return Some(vec![Out::client(slot, self.answer_to(req, &reply))]);
+        }
+        if self.sma.stats().for_sm == for_sm {
+            return None;
+        }
+        let sm = self.clients.sm().filter(|&sm| sm != slot)?;
+        smp.tid = wire_tid(tid, slot);
+        Some(vec![Out::client(sm, envelope(smp.to_bytes()))])
+    }
+
+    /// Serves an SMP from the port itself by its agent, as the engine
+    /// serves its guest's SM (`engine/smp.rs`): a directed SMP of no hops
+    /// is the end of a one-hop path, its answer back with no hops.
+    pub(crate) fn local_smp(&mut self, mut smp: Smp) -> Option<Smp> {
+        let lid = self.sma.lid();
+        let local_dr = smp.route == SmpRoute::Directed;
+        if local_dr {
+            (smp.hop_cnt, smp.hop_ptr, smp.initial_path[1]) = (1, 1, 1);
+        }
+        let dlid = if local_dr { PERMISSIVE_LID } else { lid };
+        let packet = smp_packet(&smp, lid, dlid).build().ok()?;
+        let view = PacketView::parse(&packet).ok()?;
+        let before = self.lid_and_state();
+        let outcome = self.sma.on_packet(&view);
+        if self.lid_and_state() != before {
+            tracing::info!(lid = self.sma.lid(), state = ?self.sma.state(), "port set by the subnet manager");
+        }
+        let reply = PacketView::parse(outcome.reply.as_deref()?).ok()?;
+        let mut answer = Smp::parse(reply.payload).ok()?;
+        if local_dr {
+            (answer.hop_cnt, answer.hop_ptr) = (0, 0);
+        }
+        Some(answer)
+    }
+
+    /// The envelope of `reply`, the answer to `req` from the port itself.
+    fn answer_to(&self, req: &SimRequest, reply: &Smp) -> SimRequest {
+        let lid = self.sma.lid();
+        SimRequest {
+            dlid: lid,
+            slid: if req.dlid == PERMISSIVE_LID {
+                PERMISSIVE_LID
+            } else {
+                lid
+            },
+            dqp: req.sqp,
+            sqp: req.dqp,
+            status: 0,
+            length: MAD_LEN as u64,
+            mad: reply.to_bytes(),
+        }
+    }
+
+    /// A client's GMP: the port's PMA's, the SM client's, or onto the link.
+    fn client_gmp(
+        &mut self,
+        slot: usize,
+        req: &SimRequest,
+        h: &MadHeader,
+        totals: &PortTotals,
+    ) -> Option<Vec<Out>> {
+        let lid = self.sma.lid();
+        let mut mad = req.mad;
+        if !h.is_response() {
+            mad[8..16].copy_from_slice(&wire_tid(h.tid, slot).to_be_bytes());
+        }
+        let mut p = Packet::new(Opcode::UdSendOnly);
+        p.lrh.slid = lid;
+        p.lrh.dlid = req.dlid;
+        p.bth.pkey = 0xffff;
+        p.bth.dest_qp = req.dqp;
+        p.ext.deth = Some(Deth {
+            qkey: QP1_QKEY,
+            src_qp: req.sqp,
+        });
+        p.payload = mad.to_vec();
+        let packet = p.build().ok()?;
+        if req.dlid != lid || lid == 0 {
+            if self.sma.state() != PortState::Active {
+                return None;
+            }
+            return Some(vec![Out::Link(packet)]);
+        }
+        // To the port itself: its PMA, or its SM client.
+        let view = PacketView::parse(&packet).ok()?;
+        if let PmPacket::Served(reply) = self.pma.serve_packet(&CaPort(*totals), &view, lid) {
+            let reply = reply?;
+            let reply = PacketView::parse(&reply).ok()?;
+            let mut mad: [u8; MAD_LEN] = reply.payload.try_into().ok()?;
+            mad[8..16].copy_from_slice(&h.tid.to_be_bytes());
+            return Some(vec![Out::client(
+                slot,
+                SimRequest {
+                    dlid: lid,
+                    slid: lid,
+                    dqp: req.sqp,
+                    sqp: req.dqp,
+                    status: 0,
+                    length: MAD_LEN as u64,
+                    mad,
+                },
+            )]);
+        }
+        self.deliver(&view, req.dqp, mad, h.is_response())
+    }
+
+    /// A packet from the link.
+    pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals) -> Vec<Out> {
+        let Ok(view) = PacketView::parse(bytes) else {
+            return self.drop_with("unparsable packet from the link");
+        };
+        if view.opcode() != Opcode::UdSendOnly || view.ext.deth.is_none() {
+            return self.drop_with("not a UD datagram");
+        }
+        let out = match view.bth.dest_qp {
+            QP0 => self.fabric_qp0(&view),
+            QP1 => self.fabric_qp1(&view, totals),
+            _ => None,
+        };
+        match out {
+            Some(out) => out,
+            None => self.drop_with("MAD for no client"),
+        }
+    }
+
+    fn fabric_qp0(&mut self, view: &PacketView<'_>) -> Option<Vec<Out>> {
+        let for_sm = self.sma.stats().for_sm;
+        let before = self.lid_and_state();
+        let outcome = self.sma.on_packet(view);
+        if self.lid_and_state() != before {
+            tracing::info!(lid = self.sma.lid(), state = ?self.sma.state(), "port set by the subnet manager");
+        }
+        if let Some(reply) = outcome.reply {
+            return Some(vec![Out::Link(reply)]);
+        }
+        if self.sma.stats().for_sm == for_sm {
+            return Some(Vec::new());
+        }
+        let mut smp = ibtca_protocol::mad::smp_of_packet(view).ok()?;
+        if smp.route == SmpRoute::Directed {
+            directed::on_receive(&mut smp, false, 1, 1);
+        }
+        let mad = smp.to_bytes();
+        self.deliver(view, QP0, mad, smp.method & method::RESPONSE != 0)
+    }
+
+    fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Vec<Out>> {
+        let lid = self.sma.lid();
+        match self.pma.serve_packet(&CaPort(*totals), view, lid) {
+            PmPacket::Served(reply) => return Some(reply.map(Out::Link).into_iter().collect()),
+            PmPacket::NotForAgent => {}
+        }
+        let mad: [u8; MAD_LEN] = view.payload.try_into().ok()?;
+        let h = MadHeader::read(&mad);
+        self.deliver(view, QP1, mad, h.is_response())
+    }
+
+    /// Hands a MAD from the fabric to its client: a response to the client
+    /// that waits for it (its TID restored), a request to the SM client.
+    fn deliver(
+        &mut self,
+        view: &PacketView<'_>,
+        qp: u32,
+        mut mad: [u8; MAD_LEN],
+        response: bool,
+    ) -> Option<Vec<Out>> {
+        let tid = u64::from_be_bytes(mad[8..16].try_into().ok()?);
+        let slot = if response {
+            let (slot, client_tid) = self.clients.answered(tid)?;
+            mad[8..16].copy_from_slice(&client_tid.to_be_bytes());
+            slot
+        } else {
+            self.clients.sm()?
+        };
+        self.counts.to_clients += 1;
+        let src_qp = view.ext.deth.map_or(qp, |d| d.src_qp);
+        Some(vec![Out::client(
+            slot,
+            SimRequest {
+                dlid: self.sma.lid(),
+                slid: view.lrh.slid,
+                dqp: qp,
+                sqp: src_qp,
+                status: 0,
+                length: MAD_LEN as u64,
+                mad,
+            },
+        )])
+    }
+
+    /// Requests out of time, back to their clients; the trap to the SM
+    /// that is due.
+    pub fn tick(&mut self, now: Instant) -> Vec<Out> {
+        let mut out: Vec<Out> = self
+            .clients
+            .expired(now)
+            .into_iter()
+            .map(|(slot, r)| Out::client(slot, r))
+            .collect();
+        self.counts.timed_out += out.len() as u64;
+        if let Some(trap) = self.sma.due_trap(now) {
+            out.push(Out::Link(trap));
+        }
+        out
+    }
+
+    /// When [`SimPort::tick`] has something to do next.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [self.clients.next_deadline(), self.sma.next_trap_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+#[cfg(test)]
+#[path = "port_tests.rs"]
+mod tests;

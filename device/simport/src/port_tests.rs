@@ -1,0 +1,200 @@
+//! The port between a client and the link, without sockets: a client's
+//! SMPs served locally or sent with its slot in the TID, the response
+//! back with the client's TID, an unanswered request back with ETIMEDOUT,
+//! malformed envelopes dropped.
+
+use std::time::{Duration, Instant};
+
+use ibtca_agents::pma::PortTotals;
+use ibtca_protocol::mad::attr::{id, NodeInfo};
+use ibtca_protocol::mad::directed::{self, DrStep};
+use ibtca_protocol::mad::{
+    method, smp_of_packet, smp_packet, MadStatus, Smp, MAD_LEN, PERMISSIVE_LID,
+};
+use ibtca_protocol::PacketView;
+
+use super::{Out, PortSettings, SimPort};
+use crate::wire::{ClientInfo, Ctl, CtlType, SimRequest, CTL_DATA_LEN, STATUS_TIMED_OUT};
+use crate::CtlOutcome;
+
+const TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A port with one client attached (slot 0).
+fn port() -> SimPort {
+    let mut p = SimPort::new(
+        PortSettings {
+            node_guid: 0x11,
+            port_guid: 0x12,
+            description: "host".into(),
+            lid: 0,
+            managed: true,
+            node_id: "host".into(),
+        },
+        TIMEOUT,
+    );
+    p.link_changed(true);
+    let out = connect(&mut p, 4242, true, |_| false);
+    assert_eq!(out.attached, Some((0, 4242)));
+    assert_eq!(out.reply.kind, CtlType::Connect.to_wire());
+    p
+}
+
+fn envelope(smp: &Smp) -> Vec<u8> {
+    SimRequest {
+        dlid: PERMISSIVE_LID,
+        slid: 0,
+        dqp: 0,
+        sqp: 0,
+        status: 0,
+        length: MAD_LEN as u64,
+        mad: smp.to_bytes(),
+    }
+    .to_bytes()
+    .to_vec()
+}
+
+fn client_out(out: &[Out]) -> (usize, SimRequest) {
+    match out {
+        [Out::Client(slot, r)] => (*slot, (**r).clone()),
+        other => panic!("one MAD to a client expected: {other:?}"),
+    }
+}
+
+#[test]
+fn a_directed_smp_of_no_hops_is_the_ports_own_agents() {
+    let mut p = port();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+    smp.tid = 0x1234;
+    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), Instant::now());
+    let (slot, r) = client_out(&out);
+    assert_eq!((slot, r.status), (0, 0));
+    let answer = Smp::parse(&r.mad).unwrap();
+    assert_eq!(answer.tid, 0x1234);
+    assert_eq!((answer.hop_cnt, answer.hop_ptr), (0, 0));
+    let ni = NodeInfo::decode(&answer.data);
+    assert_eq!((ni.node_guid, ni.port_guid), (0x11, 0x12));
+}
+
+#[test]
+fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
+    let mut p = port();
+    let t0 = Instant::now();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3]).unwrap();
+    smp.tid = 0x0000_0007_0000_0042;
+    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), t0);
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    let view = PacketView::parse(packet).unwrap();
+    let mut sent = smp_of_packet(&view).unwrap();
+    assert_eq!(
+        (sent.hop_ptr, sent.tid),
+        (1, smp.tid),
+        "slot 0 in TID bits 63:48"
+    );
+    // The far end answers; the switch in between brings it back at hop 1.
+    sent.hop_ptr = 3;
+    sent.return_path[1] = 1;
+    sent.return_path[2] = 5;
+    sent.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut sent, 8), DrStep::Forward(5));
+    sent.hop_ptr = 1;
+    let back = smp_packet(&sent, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    let (slot, r) = client_out(&p.on_link(&back, &PortTotals::default()));
+    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
+    assert!(p.tick(t0 + TIMEOUT).is_empty(), "answered: nothing waits");
+
+    // A second request whose answer never comes.
+    let mut lost = smp.clone();
+    lost.tid = 0x99;
+    assert_eq!(
+        p.on_client(0, &envelope(&lost), &PortTotals::default(), t0)
+            .len(),
+        1
+    );
+    assert!(p.tick(t0 + TIMEOUT / 2).is_empty());
+    let (slot, r) = client_out(&p.tick(t0 + TIMEOUT));
+    assert_eq!((slot, r.status), (0, STATUS_TIMED_OUT));
+    assert_eq!(Smp::parse(&r.mad).unwrap().tid, 0x99);
+    assert_eq!(p.counts().timed_out, 1);
+}
+
+#[test]
+fn malformed_envelopes_and_strangers_are_dropped() {
+    let mut p = port();
+    let now = Instant::now();
+    let smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+    let good = envelope(&smp);
+    for n in [0, 1, 287, 289, 1024] {
+        let mut b = good.clone();
+        b.resize(n, 0xa5);
+        assert!(
+            p.on_client(0, &b, &PortTotals::default(), now).is_empty(),
+            "{n} bytes"
+        );
+    }
+    assert!(
+        p.on_client(3, &good, &PortTotals::default(), now)
+            .is_empty(),
+        "free slot"
+    );
+    assert!(
+        p.on_client(99, &good, &PortTotals::default(), now)
+            .is_empty(),
+        "no slot"
+    );
+    assert!(p.on_link(&[0u8; 40], &PortTotals::default()).is_empty());
+    assert_eq!(p.counts().dropped, 8);
+    // And it still serves.
+    assert_eq!(p.on_client(0, &good, &PortTotals::default(), now).len(), 1);
+}
+
+fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> CtlOutcome {
+    let mut data = [0u8; CTL_DATA_LEN];
+    ClientInfo {
+        id: pid,
+        qp: 0,
+        issm,
+        node_id: String::new(),
+    }
+    .write(&mut data);
+    let ctl = Ctl {
+        client_id: 0,
+        kind: CtlType::Connect.to_wire(),
+        len: 44,
+        data,
+    };
+    p.on_ctl(&ctl.to_bytes(), gone).unwrap()
+}
+
+#[test]
+fn a_second_sm_is_refused_until_the_first_ones_process_is_gone() {
+    let mut p = port();
+    let error = CtlType::Error.to_wire();
+    assert_eq!(connect(&mut p, 5000, true, |_| false).reply.kind, error);
+    assert_eq!(
+        connect(&mut p, 5000, false, |_| false).reply.kind,
+        CtlType::Connect.to_wire()
+    );
+    // SET_ISSM from that second client: refused while 4242 lives.
+    let mut data = [0u8; CTL_DATA_LEN];
+    data[..4].copy_from_slice(&1i32.to_ne_bytes());
+    let set = Ctl {
+        client_id: 1,
+        kind: CtlType::SetIsSm.to_wire(),
+        len: 4,
+        data,
+    };
+    assert_eq!(
+        p.on_ctl(&set.to_bytes(), |_| false).unwrap().reply.kind,
+        error
+    );
+    // 4242 was killed without DISCONNECT: the new SM takes over.
+    let reply = p.on_ctl(&set.to_bytes(), |pid| pid == 4242).unwrap().reply;
+    assert_eq!(reply.kind, CtlType::SetIsSm.to_wire());
+    assert_eq!(p.clients.sm(), Some(1));
+    assert!(p.clients.get(0).is_none(), "the dead SM's slot is free");
+}

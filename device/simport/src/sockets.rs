@@ -1,0 +1,152 @@
+//! ibsim's sockets: Unix datagram sockets in the abstract namespace (no
+//! files), named from a base name (`IBSIM_SOCKNAME`, default `sim`):
+//!
+//! - `BASE:ctl`, the server's control socket; a client sends from
+//!   `BASE:ctlPID` and gets each answer back there;
+//! - `BASE:outN`, the server's data socket of client slot N, connected at
+//!   CONNECT to the client's `BASE:inPID`, which the client connects to
+//!   it in turn: each slot's socket hears only its own client.
+//!
+//! Every socket is non-blocking: a client that does not read loses what
+//! is sent to it, and the server never waits for it. One reader thread
+//! waits on all of them with `poll(2)` and hands what it reads on.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::sync::mpsc::SyncSender;
+
+use crate::clients::MAX_CLIENTS;
+
+/// The base name ibsim and umad2sim use without `IBSIM_SOCKNAME`.
+pub const DEFAULT_BASE: &str = "sim";
+/// Largest datagram read; longer ones are cut here and refused as
+/// malformed by their parser.
+const READ_LEN: usize = 1024;
+
+/// A datagram the reader thread read.
+#[derive(Debug)]
+pub enum Datagram {
+    /// On the control socket, from this address.
+    Ctl(Vec<u8>, SocketAddr),
+    /// On the data socket of this slot.
+    Data(usize, Vec<u8>),
+}
+
+/// The abstract-namespace address of `name` as ibsim and umad2sim make
+/// it: the name's terminating NUL is part of the address.
+pub fn abstract_addr(name: &str) -> io::Result<SocketAddr> {
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.push(0);
+    SocketAddr::from_abstract_name(&bytes)
+}
+
+/// The server's sockets.
+pub struct SimSockets {
+    base: String,
+    ctl: UnixDatagram,
+    slots: Vec<UnixDatagram>,
+}
+
+impl SimSockets {
+    /// Binds `BASE:ctl` and `BASE:out0..9` (an error if another server,
+    /// ibsim or ibtca-simport, holds the name).
+    pub fn bind(base: &str) -> io::Result<Self> {
+        let bind = |name: String| {
+            let s = UnixDatagram::bind_addr(&abstract_addr(&name)?)
+                .map_err(|e| io::Error::new(e.kind(), format!("@{name}: {e}")))?;
+            s.set_nonblocking(true)?;
+            Ok::<_, io::Error>(s)
+        };
+        let ctl = bind(format!("{base}:ctl"))?;
+        let slots = (0..MAX_CLIENTS)
+            .map(|i| bind(format!("{base}:out{i}")))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(SimSockets {
+            base: base.to_owned(),
+            ctl,
+            slots,
+        })
+    }
+
+    /// Starts the reader thread, which sends what it reads to `tx` until
+    /// `tx` is gone.
+    pub fn start_reader(&self, tx: SyncSender<Datagram>) -> io::Result<()> {
+        let ctl = self.ctl.try_clone()?;
+        let slots = self
+            .slots
+            .iter()
+            .map(UnixDatagram::try_clone)
+            .collect::<io::Result<Vec<_>>>()?;
+        std::thread::Builder::new()
+            .name("ibtca-sim-rx".into())
+            .spawn(move || read_loop(&ctl, &slots, &tx))?;
+        Ok(())
+    }
+
+    /// Connects slot `slot`'s socket to the client of `pid`.
+    pub fn attach(&self, slot: usize, pid: u32) -> io::Result<()> {
+        let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
+        s.connect_addr(&abstract_addr(&format!("{}:in{pid}", self.base))?)
+    }
+
+    /// Sends a control answer to `to`.
+    pub fn reply(&self, bytes: &[u8], to: &SocketAddr) -> io::Result<()> {
+        self.ctl.send_to_addr(bytes, to).map(drop)
+    }
+
+    /// Sends to slot `slot`'s client.
+    pub fn send(&self, slot: usize, bytes: &[u8]) -> io::Result<()> {
+        let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
+        s.send(bytes).map(drop)
+    }
+}
+
+fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagram>) {
+    let mut fds: Vec<libc::pollfd> = std::iter::once(ctl)
+        .chain(slots)
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut buf = vec![0u8; READ_LEN];
+    loop {
+        // SAFETY: `fds` is a live, exclusively borrowed array of
+        // `fds.len()` pollfd structures for the call's duration.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            tracing::error!("poll: {}", io::Error::last_os_error());
+            return;
+        }
+        if fds[0].revents != 0 {
+            while let Ok((len, from)) = ctl.recv_from(&mut buf) {
+                if tx.send(Datagram::Ctl(buf[..len].to_vec(), from)).is_err() {
+                    return;
+                }
+            }
+        }
+        for (slot, s) in slots.iter().enumerate() {
+            if fds[slot + 1].revents == 0 {
+                continue;
+            }
+            loop {
+                match s.recv(&mut buf) {
+                    Ok(len) => {
+                        if tx.send(Datagram::Data(slot, buf[..len].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // A connected peer that went away: nothing to read.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `ibtca-fabric up --net` hosts a net file's guestless nodes in one
+//! `ibtca-hive` (docs/hive.md), no VMs: the fat tree of
+//! `scripts/fat-tree-net.sh` comes up as one single-threaded process whose
+//! switches and CAs carry the file's GUIDs and descriptions and link as
+//! the file links them; `inspect` and `stats` say what they show of it;
+//! `--device NODE` keeps a CA as an `ibtca-device` whose (simulated)
+//! guest's RDMA WRITE crosses the hosted switches to another's;
+//! `--process-per-node` starts a process per node as before.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
+use ibtca_fabric::state::State;
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
+use ibtca_tests::TempDir;
+use serde_json::Value;
+
+/// `scripts/fat-tree-net.sh 4` (4 leaves, 2 spines, 8 CAs) in `dir`.
+fn fat_tree(dir: &Path) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fat-tree-net.sh");
+    let out = Command::new("bash").arg(script).arg("4").output().unwrap();
+    assert!(out.status.success(), "fat-tree-net.sh: {}", text(&out));
+    let file = dir.join("ft.net");
+    std::fs::write(&file, out.stdout).unwrap();
+    file
+}
+
+fn up(file: &Path, run: &Path, extra: &[&str]) -> String {
+    let (f, r) = (file.display().to_string(), run.display().to_string());
+    let mut args = vec!["up", "--net", &f, "--run-dir", &r];
+    args.extend(extra);
+    let out = fabric(&args);
+    assert!(out.status.success(), "up --net: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn up_net_hosts_every_guestless_node_in_one_hive() {
+    let dir = TempDir::new("fabric-hive");
+    let file = fat_tree(&dir.0);
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let out = up(&file, &run, &[]);
+    assert!(out.contains("hosted in one ibtca-hive: 14 nodes"), "{out}");
+    assert!(out.contains("fabric up: 1 processes"), "{out}");
+
+    let state = State::load(&run).unwrap().expect("a state file");
+    assert_eq!(state.processes.len(), 1, "{:?}", state.processes);
+    let hive = &state.processes[0];
+    assert_eq!(hive.exe, "ibtca-hive");
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", hive.pid))
+        .unwrap()
+        .count();
+    assert_eq!(tasks, 1, "the hive runs on one thread");
+
+    // `up` returned once the hive said every linked port is up: all of
+    // them here (every port of the tree is linked).
+    let status: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("hive.status.json")).unwrap())
+            .unwrap();
+    let nodes = status["nodes"].as_object().unwrap();
+    assert_eq!(nodes.len(), 14, "{status}");
+    for (name, node) in nodes {
+        let ports = node["ports"].as_array().unwrap();
+        let want = if name.starts_with("ca") { 1 } else { 4 };
+        assert_eq!(ports.len(), want, "{name}");
+        assert!(ports.iter().all(|p| p["up"] == true), "{name}: {node}");
+    }
+    // The hosted switches are the file's: its descriptions, and each port's
+    // peer (from its Hello) the GUID the file links it to.
+    let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
+    // Every wire joins two hosted nodes: all carried in memory.
+    assert!(log.contains("hive started nodes=14 sockets=0"), "{log}");
+    for (switch, port, peer) in [
+        ("leaf 1", 1, 0x100202u64),
+        ("leaf 1", 3, 0x30001),
+        ("leaf 4", 2, 0x100804),
+        ("spine 2", 4, 0x20004),
+    ] {
+        let line = format!("port up switch={switch} port={port} peer_guid={peer:#018x}");
+        assert!(log.contains(&line), "{line}: {log}");
+    }
+
+    let r = run.display().to_string();
+    let inspect = fabric(&["inspect", "--run-dir", &r]);
+    let t = String::from_utf8_lossy(&inspect.stdout);
+    assert!(inspect.status.success(), "{}", text(&inspect));
+    assert!(t.contains("hosts 14 nodes (no control socket"), "{t}");
+    assert!(
+        t.contains("spine2         4 ports, links up: 1,2,3,4"),
+        "{t}"
+    );
+    assert!(t.contains("ca4-2          1 ports, links up: 1"), "{t}");
+    let stats = fabric(&["stats", "--run-dir", &r]);
+    assert!(
+        String::from_utf8_lossy(&stats.stdout).contains("nodes hosted in the hive are not listed"),
+        "{}",
+        text(&stats)
+    );
+}
+
+#[test]
+fn process_per_node_starts_a_process_per_switch_and_ca() {
+    let dir = TempDir::new("fabric-hive-ppn");
+    let file = fat_tree(&dir.0);
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let out = up(&file, &run, &["--process-per-node"]);
+    assert!(out.contains("fabric up: 14 processes"), "{out}");
+    assert!(!out.contains("ibtca-hive"), "{out}");
+    let state = State::load(&run).unwrap().expect("a state file");
+    let exes: Vec<&str> = state.processes.iter().map(|p| p.exe.as_str()).collect();
+    assert_eq!(exes.iter().filter(|e| **e == "ibtca-switch").count(), 6);
+    assert_eq!(exes.iter().filter(|e| **e == "ibtca-device").count(), 8);
+}
+
+#[test]
+fn devices_beside_the_hive_write_across_its_switches() {
+    let dir = TempDir::new("fabric-hive-dev");
+    let file = fat_tree(&dir.0);
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    // ca1-1 (LID 1) on leaf1, ca4-2 (LID 8) on leaf4: leaf1, a spine and
+    // leaf4 between them, all hosted.
+    let out = up(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
+    assert!(out.contains("hosted in one ibtca-hive: 12 nodes"), "{out}");
+    assert!(out.contains("fabric up: 3 processes"), "{out}");
+    let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
+    assert!(log.contains("hive started nodes=12 sockets=2"), "{log}");
+
+    let mut a = SimGuest::new(&run.join("ca1-1.sock"), 4 << 20);
+    let mut b = SimGuest::new(&run.join("ca4-2.sock"), 4 << 20);
+    let mut objs = Vec::new();
+    for g in [&mut a, &mut b] {
+        let pd = g.create_pd();
+        let buf = g.alloc(1 << 20, 4096);
+        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
+        let cq = g.create_cq(6);
+        let qp = g.create_qp(pd, &cq, &cq, 4);
+        objs.push((buf, lkey, rkey, cq, qp));
+    }
+    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
+    let (bbuf, _, brkey, _, bqp) = objs[1];
+    a.connect(&aqp, 8, bqp.qpn, MTU_4096, ALL_ACCESS);
+    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8 ^ 0xa5).collect();
+    a.write(abuf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, abuf, data.len() as u32, alkey),
+        bbuf + 64,
+        brkey,
+    );
+    a.post_send(&mut aqp, &w);
+    let c = a
+        .poll_cq(&mut acq, Duration::from_secs(20))
+        .expect("write completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
+    assert!(b.read(bbuf + 64, data.len()) == data, "the bytes landed");
+}

@@ -1,0 +1,172 @@
+//! Full stack, storage protocols between two Debian-root guests under
+//! OpenSM (docs/storage.md): one `ibtca-fabric up --guests --share DIR
+//! --run ... --wait` boots a target guest (n1, OpenSM's too) and an
+//! initiator guest (n2) joined by a link, and every check shares that boot:
+//!
+//! - NFS over RDMA: nfsd on n1 listens on rdma port 20049; n2 mounts with
+//!   `-o rdma,port=20049`, reads the file n1 wrote and writes one n1
+//!   reads, both checked by hash;
+//! - iSER: an LIO iSCSI target with an iSER portal (ib_isert) on n1;
+//!   open-iscsi logs in over ib_iser on n2, and its disk passes fio random
+//!   and sequential writes read back with crc32c; a range n2 wrote with dd
+//!   has the same hash in n1's backing file.
+//!
+//! SRP is not checked here: the script's SRP steps find the target but
+//! ib_srpt's login fails on this device (docs/storage.md, Status).
+//!
+//! The guests' commands are scripts/storage-guest.sh's steps (copied into
+//! the share); they wait on events (files in the share, disks appearing),
+//! never a fixed sleep. The test prints its run time (CI's budget).
+//!
+//! Needs the VM stack (scripts/setup-vm-stack.sh), root and the package
+//! mirror (for the package layer, once): `scripts/test.sh` runs it; plain
+//! `cargo test` lists it as ignored.
+
+use std::time::Instant;
+
+use ibtca_tests::console::tagged_lines;
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::vm::VmStack;
+use ibtca_tests::TempDir;
+
+/// Debian packages both guests carry (one layer, the script's SRP steps
+/// included): srp_daemon, nfsd's programs and mount.nfs, open-iscsi. fio
+/// is in the chroot. n1's node GUID would be ib_srpt's CM service ID, and
+/// the IB CM refuses to listen on a service ID whose top byte is 0x02 (the
+/// range of IDs it assigns), the fabric's default GUID prefix: n1 gets 0x01
+/// there.
+const TOPOLOGY: &str = r#"{
+  "sm": "n1",
+  "nodes": [ { "name": "n1", "lid": 1, "node_guid": "0x0100000000010001" },
+             { "name": "n2", "lid": 2 } ],
+  "links": [ { "a": "n1", "b": "n2" } ],
+  "guest": { "mem": "1024M", "root": "debian",
+             "packages": ["srptools", "nfs-kernel-server", "open-iscsi"] }
+}"#;
+
+/// The one value of `TAG value` lines in `console` (the last word).
+fn value<'a>(console: &'a str, tag: &str, all: &str) -> &'a str {
+    let l = tagged_lines(console, tag);
+    assert_eq!(l.len(), 1, "one {tag} line: {l:?}\n{all}");
+    let v = l[0].trim();
+    assert_eq!(v.len(), 64, "{tag} is a sha256: {v:?}\n{all}");
+    v
+}
+
+/// fio jobs `PREFIX-rand` and `PREFIX-seq` exited 0 and wrote and
+/// verified 16 MiB each without a bad block.
+fn fio_passed(c: &str, prefix: &str, all: &str) {
+    for job in ["rand", "seq"] {
+        let tag = format!("FIO-{prefix}-{job}");
+        assert_eq!(
+            tagged_lines(c, &format!("{tag}-RC")),
+            ["0"],
+            "fio {tag}:\n{all}"
+        );
+        let ran = tagged_lines(c, &tag);
+        let has = |what: &str| {
+            ran.iter()
+                .any(|l| l.contains(what) && l.contains("io=16.0MiB"))
+        };
+        assert!(
+            has("READ: bw=") && has("WRITE: bw="),
+            "fio {tag} wrote and read back 16 MiB:\n{}\n{all}",
+            ran.join("\n")
+        );
+        assert!(
+            !ran.iter().any(|l| l.contains("verify: bad")),
+            "fio {tag} found corrupt data:\n{all}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn nfs_over_rdma_and_iser_between_two_guests() {
+    let stack = VmStack::get();
+    let dir = stack.scratch("storage");
+    let run = dir.join("run");
+    let run_s = run.display().to_string();
+    let down = Down(run.clone());
+    let topo = dir.join("two.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let share = TempDir::new("storage-share");
+    std::fs::copy(
+        stack.repo().join("scripts/storage-guest.sh"),
+        share.0.join("storage-guest.sh"),
+    )
+    .unwrap();
+    let step = |s: &str| format!("bash /share/storage-guest.sh {s}");
+    let n1 = [
+        "setup 1",
+        "nfs-server",
+        "iser-target",
+        "finish nfs iser",
+        "dmesg",
+        "verdict",
+    ];
+    let n2 = ["setup 2", "nfs-client", "iser-host", "dmesg", "verdict"];
+    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
+    args.extend(
+        [
+            "--share",
+            &share.0.display().to_string(),
+            "--guest-timeout",
+            "1500",
+            "--wait",
+        ]
+        .map(String::from),
+    );
+    for (node, steps) in [("n1", &n1[..]), ("n2", &n2[..])] {
+        for s in steps {
+            args.push("--run".into());
+            args.push(format!("{node}={}", step(s)));
+        }
+    }
+    let start = Instant::now();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fabric(&argv);
+    let said = text(&out);
+    let console =
+        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
+    let (c1, c2) = (console("n1"), console("n2"));
+    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    eprintln!(
+        "NFS over RDMA and iSER, two Debian-root guests: {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(out.status.success(), "every step passes:\n{all}");
+
+    // NFS over RDMA: mounted over rdma at port 20049; each side's file
+    // arrived whole at the other.
+    let mounted = tagged_lines(&c2, "NFS-MOUNTED").join("\n");
+    assert!(
+        mounted.contains("proto=rdma") && mounted.contains("port=20049"),
+        "NFS mount: {mounted}\n{all}"
+    );
+    assert!(
+        tagged_lines(&c1, "NFS-PORTLIST")
+            .iter()
+            .any(|l| l.trim() == "rdma 20049"),
+        "{all}"
+    );
+    let n1_wrote = value(&c1, "NFS-SUM-N1-WROTE", &all);
+    assert_eq!(value(&c2, "NFS-SUM-N2-READ", &all), n1_wrote, "{all}");
+    let n2_wrote = value(&c2, "NFS-SUM-N2-WROTE", &all);
+    assert_ne!(n1_wrote, n2_wrote, "{all}");
+    assert_eq!(value(&c1, "NFS-SUM-N1-READ", &all), n2_wrote, "{all}");
+
+    // iSER: the session is iSER's, the disk LIO's, the data checked.
+    let session = tagged_lines(&c2, "ISER-SESSION").join("\n");
+    assert!(
+        session.starts_with("iser: ") && session.contains("iqn.2026-11.io.ibtca:iser"),
+        "iSCSI session: {session}\n{all}"
+    );
+    let disk = tagged_lines(&c2, "ISER-DISK").join("\n");
+    assert!(disk.contains("LIO-ORG"), "iSER disk: {disk}\n{all}");
+    fio_passed(&c2, "ISER", &all);
+    let iser = value(&c2, "ISER-SUM-WRITTEN", &all);
+    assert_eq!(value(&c2, "ISER-SUM-READ", &all), iser, "{all}");
+    assert_eq!(value(&c1, "ISER-SUM-TARGET", &all), iser, "{all}");
+    drop(down);
+}

@@ -4,19 +4,24 @@
 //! libfabric, Open MPI, OpenSSH) on one switch, OpenSM in n1's guest, and
 //! every check shares that one boot:
 //!
-//! - `ucx_perftest` between n1 (server) and n2 (client) over UCX's
-//!   `rc_verbs` (UCT put latency and bandwidth, UCP tag-matching latency
-//!   and bandwidth with 1 MiB messages) and `ud_verbs` (UCP tag latency
-//!   and bandwidth): each test runs all its iterations on both sides,
-//!   and UCP's protocol table names the transport that carried it;
+//! - `ucx_perftest` between n1 (server) and n2 (client): UCP tag
+//!   matching with 1 MiB messages (rendezvous) over UCX's `rc_verbs` and
+//!   `ud_verbs`; each test runs all its iterations on both sides, and
+//!   UCP's protocol table names the transport that carried it;
 //! - `fi_info -p verbs` lists ibtca0, and `fi_pingpong -p verbs -e msg -c`
-//!   (libfabric's verbs provider, connected through rdma_cm over IPoIB)
-//!   runs 50 ping-pongs of 64 KiB, each buffer checked (`-c`);
+//!   (libfabric's verbs provider, connected through rdma_cm over IPoIB,
+//!   once n2's ping of n1's IPoIB address is answered) runs 50
+//!   ping-pongs of 64 KiB, each buffer checked (`-c`);
 //! - Open MPI: `mpirun` on n1 starts one rank in each guest through
 //!   OpenSSH over the management wire (a key made for this run, in the
-//!   share), `--mca pml ucx` over `rc_verbs`, and a 4 MiB
-//!   `MPI_Allreduce` (tests/fixtures/mpi/allreduce.c, compiled in n1 with
-//!   `mpicc`) whose result every rank checks.
+//!   share), `--mca pml ucx` over `rc_verbs`, and an `MPI_Allreduce` of
+//!   512 Ki 64-bit integers (tests/fixtures/mpi/allreduce.c, compiled in
+//!   n3 with `mpicc` while n1 and n2 run UCX) whose result every rank
+//!   checks; the test compares the sum rank 0 prints with the one it
+//!   computes from the rank count and the length.
+//!
+//! Every step prints its wall time (`STEP` lines) and the test prints
+//! them as a timeline.
 //!
 //! UCX asks every send queue for 5 scatter-gather entries by default;
 //! ibtca's WQEs carry 4 (`max_sge` in `ibv_devinfo`), so the guests run
@@ -27,7 +32,7 @@
 //! package mirror (for the layer, once): `scripts/test.sh` runs it; plain
 //! `cargo test` lists it as ignored.
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ibtca_tests::console::{client, tagged, tagged_lines};
 use ibtca_tests::launcher::{fabric, text, Down};
@@ -51,72 +56,45 @@ const TOPOLOGY: &str = r#"{
 /// (RC) or 4 (UD) send SGEs of the device's 4.
 const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1 UCX_IB_TX_MIN_SGE=3";
 
-/// Ranks of the MPI job (one per guest) and the vector the fixture reduces.
+/// Ranks of the MPI job (one per guest) and the length of the vector of
+/// 64-bit integers the fixture reduces (4 MiB: UCX's rendezvous path).
 const RANKS: i64 = 3;
 const ALLREDUCE_N: i64 = 512 * 1024;
+
+/// The IPoIB address of guest `n` (ib0), for rdma_cm and fi_pingpong.
+fn ib_addr(n: u32) -> String {
+    format!("10.78.0.{n}")
+}
 
 /// One `ucx_perftest` pair: n1 serves, n2 runs the test.
 struct Perf {
     tag: &'static str,
-    /// Environment of both sides (UCP tests pick their transport here).
+    /// Environment of both sides: the transports UCP may use.
     env: &'static str,
-    /// Options of both sides (UCT tests name transport and device).
-    both: &'static str,
     /// The client's test options.
     test: &'static str,
     iters: u32,
-    /// The transport UCP's protocol table must name (UCP tests).
-    proto: Option<&'static str>,
+    /// The transport UCP's protocol table must name.
+    proto: &'static str,
 }
 
+/// UCP's tag matching over each transport with 1 MiB messages: UCX's
+/// rendezvous protocol (RDMA READ on RC; UD's own segmentation and
+/// acknowledgements on UD). The MPI job below runs over rc_verbs too.
 const PERF: &[Perf] = &[
-    Perf {
-        tag: "RC-PUT-LAT",
-        env: "",
-        both: "-x rc_verbs -d ibtca0:1",
-        test: "-t put_lat -n 1000 -w 100",
-        iters: 1000,
-        proto: None,
-    },
-    Perf {
-        tag: "RC-PUT-BW",
-        env: "",
-        both: "-x rc_verbs -d ibtca0:1",
-        test: "-t put_bw -D zcopy -s 65536 -n 200 -w 20",
-        iters: 200,
-        proto: None,
-    },
-    Perf {
-        tag: "RC-TAG-LAT",
-        env: "UCX_TLS=rc_verbs,ud_verbs:aux",
-        both: "",
-        test: "-t tag_lat -n 1000 -w 100",
-        iters: 1000,
-        proto: Some("rc_verbs/ibtca0:1"),
-    },
     Perf {
         tag: "RC-TAG-BW",
         env: "UCX_TLS=rc_verbs,ud_verbs:aux",
-        both: "",
-        test: "-t tag_bw -s 1048576 -n 50 -w 5",
-        iters: 50,
-        proto: Some("rc_verbs/ibtca0:1"),
-    },
-    Perf {
-        tag: "UD-TAG-LAT",
-        env: "UCX_TLS=ud_verbs",
-        both: "",
-        test: "-t tag_lat -n 1000 -w 100",
-        iters: 1000,
-        proto: Some("ud_verbs/ibtca0:1"),
+        test: "-t tag_bw -s 1048576 -n 20 -w 2",
+        iters: 20,
+        proto: "rc_verbs/ibtca0:1",
     },
     Perf {
         tag: "UD-TAG-BW",
         env: "UCX_TLS=ud_verbs",
-        both: "",
-        test: "-t tag_bw -s 1048576 -n 20 -w 2",
-        iters: 20,
-        proto: Some("ud_verbs/ibtca0:1"),
+        test: "-t tag_bw -s 1048576 -n 10 -w 1",
+        iters: 10,
+        proto: "ud_verbs/ibtca0:1",
     },
 ];
 
@@ -127,6 +105,17 @@ fn wait_for(cond: &str, tenths: u32) -> String {
         "n=0; until {cond}; do n=$((n + 1)); \
          [ $n -ge {tenths} ] && {{ echo 'WAIT-TIMEOUT {}'; exit 1; }}; sleep 0.1; done",
         cond.replace('\'', "")
+    )
+}
+
+/// `cmd` (one of a guest's `--run` commands) with its wall time: a line
+/// `STEP TAG/START_NS/TOOK_MS` (the guest's clock, which QEMU sets from
+/// the host's; no space after TAG, so that [`tagged_lines`] of TAG leaves
+/// it out) after it, whatever its status.
+fn timed(tag: &str, cmd: &str) -> String {
+    format!(
+        "t0=$(date +%s%N); ( {cmd} ); st=$?; \
+         echo \"STEP {tag}/$t0/$(( ($(date +%s%N) - t0) / 1000000 ))\"; exit $st"
     )
 }
 
@@ -155,68 +144,115 @@ fn sshd(n: u32) -> String {
     )
 }
 
-/// IPoIB on ib0 (`10.78.0.N`) for rdma_cm, as docs/ulp.md has it.
+/// IPoIB on ib0 for rdma_cm, as docs/ulp.md has it.
 fn ipoib(n: u32) -> String {
     format!(
-        "ibtca-load-modules ipoib cm && ip addr add 10.78.0.{n}/24 dev ib0 && \
-         ip link set ib0 up && echo ib0 up"
+        "ibtca-load-modules ipoib cm && ip addr add {}/24 dev ib0 && \
+         ip link set ib0 up && echo ib0 up",
+        ib_addr(n)
+    )
+}
+
+/// This guest's IPoIB reaches guest `to`'s: its ARP request through the
+/// broadcast group answered (a busybox ping, as the Debian root has no
+/// iputils; 60 tries). fi_pingpong's control connection is TCP to the
+/// server's IPoIB address, which fails with "No route to host" until the
+/// neighbour is resolved. On failure: the link, the neighbour table and
+/// the kernel's IPoIB messages.
+fn ib_reachable(to: u32) -> String {
+    let a = ib_addr(to);
+    format!(
+        "for i in $(seq 60); do busybox ping -c1 -W1 {a} >/dev/null && \
+         {{ echo \"reached {a} after $i\"; ip neigh show {a} dev ib0; exit 0; }}; done; \
+         echo 'unreachable {a}'; ip -d link show ib0; ip neigh show dev ib0; \
+         dmesg | grep -i -e ib0 -e ipoib -e multicast | tail -20; exit 1"
     )
 }
 
 fn n1_commands() -> Vec<String> {
     let mut c = vec![
-        tagged(
+        step(
             "KEY",
             "mkdir -p /share/ssh && ssh-keygen -q -t ed25519 -N '' -C ibtca-run \
              -f /share/ssh/id_ed25519 && echo made",
         ),
         // n1's own ssh client (mpirun's) takes the key and config from here.
-        tagged("SSHD", &sshd(1)),
-        tagged("PORT", &port_active()),
-        tagged("DEVICES", "ibv_devices"),
+        step("SSHD", &sshd(1)),
+        step("PORT", &port_active()),
+        step("DEVICES", "ibv_devices"),
+        step("IPOIB", &ipoib(1)),
     ];
     for p in PERF {
-        c.push(tagged(
+        c.push(step(
             &format!("SRV-{}", p.tag),
             &format!(
-                "{UCX_ENV} {} UCX_PROTO_INFO=y timeout 900 ucx_perftest -P 0 -p {} {}",
+                "{UCX_ENV} {} UCX_PROTO_INFO=y timeout 300 ucx_perftest -P 0 -p {}",
                 p.env,
-                port(p),
-                p.both
+                port(p)
             ),
         ));
     }
-    c.push(tagged("IPOIB", &ipoib(1)));
-    c.push(tagged("FI-INFO", "fi_info -p verbs -d ibtca0"));
-    c.push(tagged(
+    c.push(step("FI-INFO", "fi_info -p verbs -d ibtca0"));
+    c.push(step(
         "FI-SRV",
-        "timeout 900 fi_pingpong -p verbs -e msg -c -I 50 -S 65536",
+        "timeout 300 fi_pingpong -p verbs -e msg -c -I 50 -S 65536",
     ));
-    c.push(tagged(
-        "MPICC",
-        "mpicc -O2 -Wall -o /share/mpi/allreduce /share/mpi/allreduce.c && echo built",
+    c.push(step(
+        "MPI-READY",
+        &format!(
+            "{} && [ -x /share/mpi/allreduce ]",
+            wait_for(
+                "[ -e /share/sshd-n2 ] && [ -e /share/sshd-n3 ] && [ -e /share/mpi/built ]",
+                6000,
+            )
+        ),
     ));
-    c.push(tagged(
-        "SSH-READY",
-        &wait_for("[ -e /share/sshd-n2 ] && [ -e /share/sshd-n3 ]", 9000),
-    ));
-    c.push(tagged(
+    c.push(step(
         "MPI",
         &format!(
             "HOME=/root mpirun --allow-run-as-root --host n1,n2,n3 -np {RANKS} \
              --prtemca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
              --mca pml ucx -x UCX_TLS=self,rc_verbs,ud_verbs:aux \
              -x UCX_NET_DEVICES=ibtca0:1 -x UCX_IB_TX_MIN_SGE=3 -x UCX_PROTO_INFO=y \
-             /share/mpi/allreduce"
+             /share/mpi/allreduce {ALLREDUCE_N}"
         ),
     ));
-    // Servers give up after 15 min (a client that failed never comes).
     // n2 and n3 stay up until n1 is done, whether its commands passed or
     // not (the first failing command ends a guest's commands).
-    c.into_iter()
-        .map(|cmd| format!("( {cmd} ) || {{ touch /share/mpi-done; exit 1; }}"))
-        .chain(std::iter::once("touch /share/mpi-done".to_owned()))
-        .collect()
+    finish(c, "n1")
+}
+
+/// Guest `node`'s `--run` commands: each step timed, the first failing
+/// one ending them; n1's last (or failing) one tells n2 and n3 it is done.
+fn finish(steps: Vec<(String, String)>, node: &str) -> Vec<String> {
+    let done = if node == "n1" {
+        "touch /share/mpi-done"
+    } else {
+        "true"
+    };
+    let mut c: Vec<String> = steps
+        .into_iter()
+        .map(|(tag, cmd)| {
+            format!(
+                "( {} ) || {{ {done}; exit 1; }}",
+                timed(&format!("{node}.{tag}"), &cmd)
+            )
+        })
+        .collect();
+    if node == "n1" {
+        c.push(done.to_owned());
+    }
+    c
+}
+
+/// A step: `cmd`, its output tagged `tag`.
+fn step(tag: &str, cmd: &str) -> (String, String) {
+    (tag.to_owned(), tagged(tag, cmd))
+}
+
+/// A client step (`client`: tried again until its server answers).
+fn client_step(tag: &str, cmd: &str, tries: u32) -> (String, String) {
+    (tag.to_owned(), client(tag, cmd, tries))
 }
 
 fn port(p: &Perf) -> usize {
@@ -224,38 +260,48 @@ fn port(p: &Perf) -> usize {
 }
 
 fn n2_commands() -> Vec<String> {
-    let mut c = vec![tagged("SSHD", &sshd(2)), tagged("PORT", &port_active())];
+    let mut c = vec![
+        step("SSHD", &sshd(2)),
+        step("PORT", &port_active()),
+        step("IPOIB", &ipoib(2)),
+    ];
     for p in PERF {
-        c.push(client(
+        c.push(client_step(
             &format!("CLI-{}", p.tag),
             &format!(
-                "{UCX_ENV} {} ucx_perftest -P 0 n1 -p {} {} {}",
+                "{UCX_ENV} {} ucx_perftest -P 0 n1 -p {} {}",
                 p.env,
                 port(p),
-                p.both,
                 p.test
             ),
             300,
         ));
     }
-    c.push(tagged("IPOIB", &ipoib(2)));
-    c.push(client(
+    c.push(step("IB-PEER", &ib_reachable(1)));
+    c.push(client_step(
         "FI-CLI",
-        "fi_pingpong -p verbs -e msg -c -I 50 -S 65536 10.78.0.1",
-        300,
+        &format!(
+            "fi_pingpong -p verbs -e msg -c -I 50 -S 65536 {}",
+            ib_addr(1)
+        ),
+        120,
     ));
-    c.push(tagged(
-        "MPI-WAIT",
-        &wait_for("[ -e /share/mpi-done ]", 18000),
-    ));
-    c
+    c.push(step("MPI-WAIT", &wait_for("[ -e /share/mpi-done ]", 9000)));
+    finish(c, "n2")
 }
 
+/// n3 builds the MPI program while n1 and n2 run UCX and libfabric.
 fn n3_commands() -> Vec<String> {
-    vec![
-        tagged("SSHD", &sshd(3)),
-        tagged("MPI-WAIT", &wait_for("[ -e /share/mpi-done ]", 18000)),
-    ]
+    let c = vec![
+        step("SSHD", &sshd(3)),
+        step(
+            "MPICC",
+            "mpicc -O2 -Wall -o /share/mpi/allreduce /share/mpi/allreduce.c; st=$?; \
+             touch /share/mpi/built; [ $st = 0 ] && echo built",
+        ),
+        step("MPI-WAIT", &wait_for("[ -e /share/mpi-done ]", 9000)),
+    ];
+    finish(c, "n3")
 }
 
 /// The `Final:` line of a `ucx_perftest` run: its iteration count.
@@ -264,6 +310,25 @@ fn final_iters(lines: &[&str]) -> Option<u32> {
         .iter()
         .find_map(|l| l.trim_start().strip_prefix("Final:"))
         .and_then(|r| r.split_whitespace().next()?.parse().ok())
+}
+
+/// Prints every guest's steps (`STEP NODE.TAG/START_NS/TOOK_MS` lines)
+/// in the order they started: when, from the test's start, and how long.
+fn report_steps(consoles: &[&str], start_ns: u128) {
+    let mut steps: Vec<(u128, &str, &str)> = consoles
+        .iter()
+        .flat_map(|c| tagged_lines(c, "STEP"))
+        .filter_map(|l| {
+            let mut w = l.split('/');
+            let (tag, t0, ms) = (w.next()?, w.next()?.parse().ok()?, w.next()?);
+            Some((t0, tag, ms))
+        })
+        .collect();
+    steps.sort();
+    for (t0, tag, ms) in steps {
+        let at = t0.saturating_sub(start_ns) as f64 / 1e9;
+        eprintln!("step {tag:<18} at {at:6.1} s took {ms:>7} ms");
+    }
 }
 
 #[test]
@@ -305,6 +370,10 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
         }
     }
     let start = Instant::now();
+    let start_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = fabric(&argv);
     let said = text(&out);
@@ -317,6 +386,7 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
         start.elapsed().as_secs_f64()
     );
     report_console("n2", &c2);
+    report_steps(&[&c1, &c2, &c3], start_ns);
     assert!(out.status.success(), "every command passes:\n{all}");
 
     // ucx_perftest: every iteration ran on both sides, over the transport
@@ -332,13 +402,12 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
             "{}: {cli:#?}\n{all}",
             p.tag
         );
-        if let Some(tl) = p.proto {
-            assert!(
-                srv.iter().any(|l| l.contains(tl)),
-                "{}: UCP's protocols name no {tl}: {srv:#?}",
-                p.tag
-            );
-        }
+        assert!(
+            srv.iter().any(|l| l.contains(p.proto)),
+            "{}: UCP's protocols name no {}: {srv:#?}",
+            p.tag,
+            p.proto
+        );
         eprintln!(
             "ucx_perftest {}: {}",
             p.tag,
@@ -356,15 +425,15 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
     for (c, tag) in [(&c1, "FI-SRV"), (&c2, "FI-CLI")] {
         let lines = tagged_lines(c, tag);
         assert_eq!(lines.last(), Some(&"exit=0"), "{tag}: {lines:#?}\n{all}");
-        // fi_pingpong's result row: bytes, sent, acknowledged (`=N`:
-        // as many as sent), ...
+        // fi_pingpong's result row: bytes (`64k`), sent, acknowledged
+        // (`=N`: as many as sent), ...
         let row = lines
             .iter()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|w| w.first() == Some(&"65536"));
+            .find(|w| w.first() == Some(&"64k"));
         assert_eq!(
             row.as_deref().map(|w| &w[..3.min(w.len())]),
-            Some(&["65536", "50", "=50"][..]),
+            Some(&["64k", "50", "=50"][..]),
             "{tag}: {lines:#?}\n{all}"
         );
     }

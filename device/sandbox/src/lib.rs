@@ -1,5 +1,5 @@
-//! The seccomp sandbox of `ibtca-device`, `ibtca-switch` and
-//! `ibtca-gateway`: each thread, once set up, installs a filter for its
+//! The seccomp sandbox of `ibtca-device`, `ibtca-switch`,
+//! `ibtca-gateway`, `ibtca-hive` and `ibtca-simport`: each thread, once set up, installs a filter for its
 //! [`Role`] that allows only the system calls that role makes from then
 //! on; any other call ends the process with one line naming the call and
 //! the thread ([`sigsys`]). docs/sandbox.md describes the roles.

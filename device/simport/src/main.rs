@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use ibtca_cli as cli;
 use ibtca_link::LinkEndpoint;
+use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use ibtca_simport::port::PortSettings;
 use ibtca_simport::server::{Event, Server, ServerConfig};
 use ibtca_simport::sockets::DEFAULT_BASE;
@@ -79,6 +80,9 @@ struct Args {
     /// The link's shared ring per direction, in KiB (0: the socket).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_link::SHARED_RING / 1024)]
     link_ring_kib: u64,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 /// Locally administered node GUIDs of host ports: this plus the LID.
@@ -104,6 +108,9 @@ fn main() -> ExitCode {
         },
         mad_timeout: Duration::from_millis(args.mad_timeout_ms.max(1)),
     };
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
+    }
     let mut signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
@@ -115,12 +122,18 @@ fn main() -> ExitCode {
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start: {e}")),
     };
     let stop = server.stopper();
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            tracing::info!(signal = sig, "stopping");
-            let _ = stop.send(Event::Stop);
-        }
-    });
+    let signal_thread = std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            sandbox::enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "stopping");
+                let _ = stop.send(Event::Stop);
+            }
+        });
+    if let Err(e) = signal_thread {
+        return cli::runtime_error(NAME, format_args!("cannot start the signal thread: {e}"));
+    }
     tracing::info!(
         sockname = %cfg.base,
         lid = cfg.port.lid,
@@ -128,6 +141,7 @@ fn main() -> ExitCode {
         link = %cfg.link,
         "simport running"
     );
+    sandbox::enter(Role::SimportMain);
     let port = server.run();
     tracing::info!(counts = ?port.counts(), "counters at exit");
     ExitCode::SUCCESS

@@ -138,6 +138,23 @@ pub fn enter(role: Role) {
     }
 }
 
+/// Starts `ibtca-signals`, the thread that waits for the first of
+/// `signals` in the [`Role::Signals`] role and calls `on` with it.
+pub fn start_signal_thread(
+    mut signals: signal_hook::iterator::Signals,
+    on: impl FnOnce(i32) + Send + 'static,
+) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                on(sig);
+            }
+        })
+        .map(drop)
+}
+
 /// The test hook's forbidden call: `execve` of a path that does not exist
 /// (harmless if the filter let it through, which the tests would see).
 fn forbidden_call() {

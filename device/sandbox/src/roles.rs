@@ -150,7 +150,7 @@ impl Role {
                 UNIX_LISTEN,
                 SHARED_MEMORY,
             ],
-            Role::SwitchMain => &[
+            Role::SwitchMain | Role::Hive => &[
                 BASE,
                 WAIT_IO,
                 SOCKET_IO,
@@ -165,14 +165,6 @@ impl Role {
             Role::AtmPort => &[BASE, SPAWN, WAIT_IO, SOCKET_IO, UNIX_CONNECT, UNIX_LISTEN],
             Role::AtmWriter => &[BASE, WAIT_IO, SOCKET_IO],
             Role::GatewayStats => &[BASE],
-            Role::Hive => &[
-                BASE,
-                WAIT_IO,
-                SOCKET_IO,
-                UNIX_CONNECT,
-                UNIX_LISTEN,
-                WRITE_FILES,
-            ],
             Role::SimportMain => &[BASE, WAIT_IO, SOCKET_IO, UNIX_CONNECT, UNIX_LISTEN],
             Role::SimportReader => &[BASE, WAIT_IO, SOCKET_IO],
             Role::SimportForward => &[BASE],

@@ -111,7 +111,7 @@ fn main() -> ExitCode {
     if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
         return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
     }
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    let signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
             return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
@@ -122,15 +122,10 @@ fn main() -> ExitCode {
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start: {e}")),
     };
     let stop = server.stopper();
-    let signal_thread = std::thread::Builder::new()
-        .name("ibtca-signals".into())
-        .spawn(move || {
-            sandbox::enter(Role::Signals);
-            if let Some(sig) = signals.forever().next() {
-                tracing::info!(signal = sig, "stopping");
-                let _ = stop.send(Event::Stop);
-            }
-        });
+    let signal_thread = sandbox::start_signal_thread(signals, move |sig| {
+        tracing::info!(signal = sig, "stopping");
+        let _ = stop.send(Event::Stop);
+    });
     if let Err(e) = signal_thread {
         return cli::runtime_error(NAME, format_args!("cannot start the signal thread: {e}"));
     }

@@ -634,7 +634,7 @@ struct ibtca_port_attr {
 	__le32 max_msg_sz;	/* 0x08: Largest message in bytes. */
 	__le16 lid;	/* 0x0c: LID. */
 	__le16 sm_lid;	/* 0x0e: LID of the subnet manager (0: none). */
-	__le16 pkey;	/* 0x10: The port's one P_Key. */
+	__le16 pkey;	/* 0x10: Entry 0 of the port's P_Key table. */
 	__u8 state;	/* 0x12: IBTCA_PORT_* logical state. */
 	__u8 phys_state;	/* 0x13: IBTCA_PORT_PHYS_* physical state. */
 	__u8 max_mtu;	/* 0x14: Largest IBTCA_MTU_* MTU. */

@@ -1,5 +1,5 @@
-//! The seccomp sandbox of `ibtca-device`, `ibtca-switch` and
-//! `ibtca-gateway`: a thread that makes a forbidden system call after its
+//! The seccomp sandbox of `ibtca-device`, `ibtca-switch`,
+//! `ibtca-gateway`, `ibtca-hive` and `ibtca-simport`: a thread that makes a forbidden system call after its
 //! filter is in place ends the process with status 159 and one line naming
 //! the call and the thread's role; `--no-seccomp` turns the filter off.
 //! The calls are made through the hidden `--seccomp-selftest ROLE` hook:
@@ -209,7 +209,13 @@ fn a_switch_device_and_gateway_run_and_stop_under_their_filters() {
         .matches("counters")
         .count();
     wait_for(&gateway.1, "counters", logged + 2, up);
-    for mut running in [switch, device, gateway] {
+    stop_cleanly([switch, device, gateway]);
+}
+
+/// Stops each of `processes` in turn with SIGTERM and asserts that it
+/// ends with status 0 and no forbidden call in its log.
+fn stop_cleanly<const N: usize>(processes: [Running; N]) {
+    for mut running in processes {
         let (child, log) = (&mut running.0, &running.1);
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
@@ -283,4 +289,91 @@ fn no_seccomp_lets_the_forbidden_call_through_and_the_device_runs_on() {
     assert!(text.contains("seccomp filter off (--no-seccomp)"), "{text}");
     assert!(text.contains("execve was not stopped"), "{text}");
     assert!(!text.contains("forbidden system call"), "{text}");
+}
+
+/// A hive file of one switch with a listening wire and one CA.
+fn write_hive_file(dir: &TempDir) -> std::path::PathBuf {
+    let path = dir.join("hive.json");
+    let file = serde_json::json!({
+        "switches": [{ "name": "sw0", "guid": 0x0200_0000_00ff_0001_u64, "ports": [
+            format!("listen:{}", dir.join("sw0-p1.link").display()), "hive:h1:1" ] }],
+        "cas": [{ "name": "h1", "guid": 0x0200_0000_0000_0101_u64, "port": "hive:sw0:2" }]
+    });
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn a_forbidden_call_in_the_hive_ends_it_with_a_line() {
+    let dir = TempDir::new("seccomp-hive");
+    let args = vec![socket_arg("--config=", &write_hive_file(&dir))];
+    expect_killed(&dir, "ibtca-hive", &args, "hive");
+}
+
+/// An ibsim socket name no other test or process uses (abstract sockets
+/// are shared by the whole network namespace).
+fn sockname(what: &str) -> String {
+    format!("ibtca-seccomp-{what}-{}", std::process::id())
+}
+
+#[test]
+fn a_forbidden_call_in_any_simport_thread_ends_it_with_a_line() {
+    let dir = TempDir::new("seccomp-simport");
+    for role in [
+        "signals",
+        "simport-main",
+        "simport-reader",
+        "simport-forward",
+        "link",
+    ] {
+        let args = vec![
+            socket_arg("--link=listen:", &dir.join(&format!("{role}.link"))),
+            format!("--sockname={}", sockname(role)),
+        ];
+        expect_killed(&dir, "ibtca-simport", &args, role);
+    }
+}
+
+/// A hive (status file, a wire an outside peer connects to) and a
+/// simport (its link connected to the hive's switch, so its link writer
+/// runs too) under their filters: both come up, and SIGTERM stops both
+/// with status 0 and no forbidden call (the hive removes its socket
+/// file, the simport stops its link).
+#[test]
+fn a_hive_and_a_simport_run_and_stop_under_their_filters() {
+    let dir = TempDir::new("seccomp-hive-run");
+    let status = dir.join("hive.status.json");
+    let hive = start(
+        &dir,
+        "ibtca-hive",
+        &[
+            socket_arg("--config=", &write_hive_file(&dir)),
+            socket_arg("--status-file=", &status),
+        ],
+    );
+    let simport = start(
+        &dir,
+        "ibtca-simport",
+        &[
+            socket_arg("--link=connect:", &dir.join("sw0-p1.link")),
+            format!("--sockname={}", sockname("run")),
+            "--lid=3".into(),
+        ],
+    );
+    let up = Duration::from_secs(60);
+    wait_for(&simport.1, "link up", 1, up);
+    // The hive wrote the status file from its loop: the switch's port 1
+    // (the simport's link) is up.
+    let deadline = Instant::now() + EXIT_WITHIN;
+    loop {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if json["nodes"]["sw0"]["ports"][0]["up"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no port up in {text:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop_cleanly([simport, hive]);
+    assert!(!dir.join("sw0-p1.link").exists(), "the hive's socket file");
 }

@@ -4,7 +4,7 @@
 //!
 //! - QUERY_PORT reports the SM's LID and the LMC the SM set in PortInfo
 //!   (`ibstat`'s "SM lid", and where `saquery` and `sminfo` send their
-//!   MADs);
+//!   MADs), and entry 0 of the P_Key table the SM set;
 //! - the answer to a PM request that the guest's own QP1 sent (`perfquery`)
 //!   reaches that QP1, instead of being taken by the device's own
 //!   performance management agent as one more PM MAD;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ibtca_device::instance::InstanceConfig;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_protocol::mad::attr::{id, PortInfo, PortState};
+use ibtca_protocol::mad::attr::{id, PKeyTable, PortInfo, PortState};
 use ibtca_protocol::mad::pma::{pma_id, PmaMad, PortCounters};
 use ibtca_protocol::mad::{method, MadStatus, Smp, MAD_LEN};
 use ibtca_tests::datagram::ud_send_wqe;
@@ -85,6 +85,22 @@ fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
         ),
         (0x31, SM_LID, 2, regs::PORT_ARMED as u8)
     );
+}
+
+/// QUERY_PORT's P_Key is entry 0 of the port's P_Key table: the
+/// default full-member key until the SM writes another there.
+#[test]
+fn query_port_reports_the_p_key_at_entry_0_of_the_table() {
+    let (_server, mut sm, mut g) = managed_device("sm-pkey", InstanceConfig::default());
+    let before: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(before.pkey.to_native(), 0xffff);
+    let mut keys = [0u16; 32];
+    (keys[0], keys[1]) = (0x7fff, 0x8005);
+    let mut set = Smp::directed(method::SET, id::P_KEY_TABLE, 0, &[1]).unwrap();
+    set.data = PKeyTable(keys).encode();
+    assert_eq!(sm.ask(set, 0).status, MadStatus::OK);
+    let after: PortAttr = g.query(CMD_QUERY_PORT).unwrap();
+    assert_eq!(after.pkey.to_native(), 0x7fff);
 }
 
 #[test]

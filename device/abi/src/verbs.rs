@@ -1104,7 +1104,7 @@ abi_struct! {
         lid: Le16,
         /// LID of the subnet manager (0: none).
         sm_lid: Le16,
-        /// The port's one P_Key.
+        /// Entry 0 of the port's P_Key table.
         pkey: Le16,
         /// IBTCA_PORT_* logical state.
         state: u8,

@@ -36,6 +36,9 @@ pub fn args(n: &NodePlan, name: &str) -> Vec<String> {
     if n.sm_managed {
         args.push("--sm-managed".to_owned());
     }
+    if n.no_seccomp {
+        args.push("--no-seccomp".to_owned());
+    }
     args
 }
 

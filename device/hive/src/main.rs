@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ibtca_cli as cli;
 use ibtca_hive::{Hive, HiveConfig};
+use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 /// This binary's name, in help, version and errors.
@@ -37,6 +38,8 @@ struct Args {
     /// down), as JSON.
     #[arg(long, value_name = "FILE")]
     status_file: Option<PathBuf>,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,9 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return cli::usage_error(NAME, format_args!("{}: {e}", args.config.display())),
     };
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
+    }
     let (mut stop_rx, stop_tx) = match UnixStream::pair() {
         Ok(p) => p,
         Err(e) => return cli::runtime_error(NAME, format_args!("stop pipe: {e}")),
@@ -80,6 +86,7 @@ fn main() -> ExitCode {
         sockets = hive.socket_count(),
         "hive started"
     );
+    sandbox::enter(Role::Hive);
     if let Err(e) = hive.run(stop_rx.as_raw_fd()) {
         return cli::runtime_error(NAME, format_args!("event loop: {e}"));
     }

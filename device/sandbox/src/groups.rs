@@ -1,9 +1,9 @@
-//! The system calls the device, switch and gateway threads make after
-//! start-up, in groups a role is made of (`roles`). Found by `strace -f`
-//! of the binaries under the no-VM tests and QEMU guests (docs/sandbox.md
-//! says how to redo it). Where an argument says what a call can do, it is
-//! checked: no executable memory, Unix sockets only, the `ioctl`s, `fcntl`s
-//! and `prctl`s named here only.
+//! The system calls the device, switch, gateway, hive and simport threads
+//! make after start-up, in groups a role is made of (`roles`). Found by
+//! `strace -f` of the binaries under the no-VM tests and QEMU guests
+//! (docs/sandbox.md says how to redo it). Where an argument says what a
+//! call can do, it is checked: no executable memory, Unix sockets only,
+//! the `ioctl`s, `fcntl`s and `prctl`s named here only.
 
 use libc::*;
 

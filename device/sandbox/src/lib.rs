@@ -1,5 +1,5 @@
-//! The seccomp sandbox of `ibtca-device`, `ibtca-switch` and
-//! `ibtca-gateway`: each thread, once set up, installs a filter for its
+//! The seccomp sandbox of `ibtca-device`, `ibtca-switch`,
+//! `ibtca-gateway`, `ibtca-hive` and `ibtca-simport`: each thread, once set up, installs a filter for its
 //! [`Role`] that allows only the system calls that role makes from then
 //! on; any other call ends the process with one line naming the call and
 //! the thread ([`sigsys`]). docs/sandbox.md describes the roles.
@@ -136,6 +136,23 @@ pub fn enter(role: Role) {
     if sandbox.selftest == Some(role) {
         forbidden_call();
     }
+}
+
+/// Starts `ibtca-signals`, the thread that waits for the first of
+/// `signals` in the [`Role::Signals`] role and calls `on` with it.
+pub fn start_signal_thread(
+    mut signals: signal_hook::iterator::Signals,
+    on: impl FnOnce(i32) + Send + 'static,
+) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("ibtca-signals".into())
+        .spawn(move || {
+            enter(Role::Signals);
+            if let Some(sig) = signals.forever().next() {
+                on(sig);
+            }
+        })
+        .map(drop)
 }
 
 /// The test hook's forbidden call: `execve` of a path that does not exist

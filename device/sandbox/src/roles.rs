@@ -1,7 +1,7 @@
-//! The thread roles of the device, switch and gateway processes, and the
-//! system-call groups each is allowed (docs/sandbox.md says why). A role's
-//! filter is the union of its groups; adding a group to a role is adding
-//! it to the role's line in [`Role::groups`].
+//! The thread roles of the device, switch, gateway, hive and simport
+//! processes, and the system-call groups each is allowed (docs/sandbox.md
+//! says why). A role's filter is the union of its groups; adding a group
+//! to a role is adding it to the role's line in [`Role::groups`].
 //!
 //! A thread inherits the filter of the thread that started it and adds its
 //! own; both must allow a call. So a role that starts threads allows what
@@ -48,11 +48,23 @@ pub enum Role {
     AtmWriter,
     /// `ibtca-gw-stats`: logs the gateway's counters now and then.
     GatewayStats,
+    /// `ibtca-hive`'s one thread once its nodes are built: the event loop
+    /// that carries every hosted node's wires, accepts and connects
+    /// outside peers, writes the status file.
+    Hive,
+    /// `ibtca-simport`'s main thread once the port is started: serves
+    /// ibsim's clients (connects a slot to a client's socket, replies) and
+    /// the link; at exit stops the link.
+    SimportMain,
+    /// `ibtca-sim-rx`: reads the clients' datagrams.
+    SimportReader,
+    /// `ibtca-sim-fwd`: hands the reader's datagrams to the main loop.
+    SimportForward,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 19] = [
         Role::VfioServer,
         Role::Engine,
         Role::Link,
@@ -68,6 +80,10 @@ impl Role {
         Role::AtmPort,
         Role::AtmWriter,
         Role::GatewayStats,
+        Role::Hive,
+        Role::SimportMain,
+        Role::SimportReader,
+        Role::SimportForward,
     ];
 
     /// The role's name (in the forbidden-call line and `--seccomp-selftest`).
@@ -88,6 +104,10 @@ impl Role {
             Role::AtmPort => "atm-port",
             Role::AtmWriter => "atm-writer",
             Role::GatewayStats => "gateway-stats",
+            Role::Hive => "hive",
+            Role::SimportMain => "simport-main",
+            Role::SimportReader => "simport-reader",
+            Role::SimportForward => "simport-forward",
         }
     }
 
@@ -130,7 +150,7 @@ impl Role {
                 UNIX_LISTEN,
                 SHARED_MEMORY,
             ],
-            Role::SwitchMain => &[
+            Role::SwitchMain | Role::Hive => &[
                 BASE,
                 WAIT_IO,
                 SOCKET_IO,
@@ -145,6 +165,9 @@ impl Role {
             Role::AtmPort => &[BASE, SPAWN, WAIT_IO, SOCKET_IO, UNIX_CONNECT, UNIX_LISTEN],
             Role::AtmWriter => &[BASE, WAIT_IO, SOCKET_IO],
             Role::GatewayStats => &[BASE],
+            Role::SimportMain => &[BASE, WAIT_IO, SOCKET_IO, UNIX_CONNECT, UNIX_LISTEN],
+            Role::SimportReader => &[BASE, WAIT_IO, SOCKET_IO],
+            Role::SimportForward => &[BASE],
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use ibtca_cli as cli;
 use ibtca_link::LinkEndpoint;
+use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use ibtca_simport::port::PortSettings;
 use ibtca_simport::server::{Event, Server, ServerConfig};
 use ibtca_simport::sockets::DEFAULT_BASE;
@@ -79,6 +80,9 @@ struct Args {
     /// The link's shared ring per direction, in KiB (0: the socket).
     #[arg(long, value_name = "KIB", default_value_t = ibtca_link::SHARED_RING / 1024)]
     link_ring_kib: u64,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 /// Locally administered node GUIDs of host ports: this plus the LID.
@@ -104,7 +108,10 @@ fn main() -> ExitCode {
         },
         mad_timeout: Duration::from_millis(args.mad_timeout_ms.max(1)),
     };
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    if let Err(e) = sandbox::enable(NAME, &args.sandbox) {
+        return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
+    }
+    let signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
             return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
@@ -115,12 +122,13 @@ fn main() -> ExitCode {
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start: {e}")),
     };
     let stop = server.stopper();
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            tracing::info!(signal = sig, "stopping");
-            let _ = stop.send(Event::Stop);
-        }
+    let signal_thread = sandbox::start_signal_thread(signals, move |sig| {
+        tracing::info!(signal = sig, "stopping");
+        let _ = stop.send(Event::Stop);
     });
+    if let Err(e) = signal_thread {
+        return cli::runtime_error(NAME, format_args!("cannot start the signal thread: {e}"));
+    }
     tracing::info!(
         sockname = %cfg.base,
         lid = cfg.port.lid,
@@ -128,6 +136,7 @@ fn main() -> ExitCode {
         link = %cfg.link,
         "simport running"
     );
+    sandbox::enter(Role::SimportMain);
     let port = server.run();
     tracing::info!(counts = ?port.counts(), "counters at exit");
     ExitCode::SUCCESS

@@ -68,6 +68,7 @@ impl Server {
         std::thread::Builder::new()
             .name("ibtca-sim-fwd".into())
             .spawn(move || {
+                ibtca_sandbox::enter(ibtca_sandbox::Role::SimportForward);
                 for d in drx {
                     if fwd.send(Event::Sim(d)).is_err() {
                         return;

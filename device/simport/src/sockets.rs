@@ -81,7 +81,10 @@ impl SimSockets {
             .collect::<io::Result<Vec<_>>>()?;
         std::thread::Builder::new()
             .name("ibtca-sim-rx".into())
-            .spawn(move || read_loop(&ctl, &slots, &tx))?;
+            .spawn(move || {
+                ibtca_sandbox::enter(ibtca_sandbox::Role::SimportReader);
+                read_loop(&ctl, &slots, &tx)
+            })?;
         Ok(())
     }
 

@@ -204,20 +204,15 @@ fn main() -> ExitCode {
         return cli::runtime_error(NAME, format_args!("seccomp: {e}"));
     }
     let (tx, rx) = mpsc::channel();
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    let signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
             return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"))
         }
     };
-    let signal_thread = std::thread::Builder::new()
-        .name("ibtca-signals".into())
-        .spawn(move || {
-            sandbox::enter(Role::Signals);
-            if let Some(sig) = signals.forever().next() {
-                let _ = tx.send(sig);
-            }
-        });
+    let signal_thread = sandbox::start_signal_thread(signals, move |sig| {
+        let _ = tx.send(sig);
+    });
     if let Err(e) = signal_thread {
         tracing::error!("cannot start the signal thread: {e}");
         return ExitCode::FAILURE;

@@ -246,22 +246,17 @@ fn main() -> ExitCode {
             return cli::runtime_error(NAME, format_args!("--socket: {e}"));
         }
     };
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    let signals = match Signals::new([SIGTERM, SIGINT]) {
         Ok(s) => s,
         Err(e) => {
             return cli::runtime_error(NAME, format_args!("cannot set up signal handling: {e}"));
         }
     };
     let stop = server.shutdown_handle();
-    let signal_thread = std::thread::Builder::new()
-        .name("ibtca-signals".into())
-        .spawn(move || {
-            sandbox::enter(Role::Signals);
-            if let Some(sig) = signals.forever().next() {
-                tracing::info!(signal = sig, "stopping");
-                stop.stop();
-            }
-        });
+    let signal_thread = sandbox::start_signal_thread(signals, move |sig| {
+        tracing::info!(signal = sig, "stopping");
+        stop.stop();
+    });
     if let Err(e) = signal_thread {
         tracing::error!("cannot start the signal thread: {e}");
         return ExitCode::FAILURE;

@@ -150,20 +150,32 @@ impl PortTotals {
 pub trait PortSource {
     /// True if `port` is one of the node's ports PortSelect may name.
     fn has_port(&self, port: u8) -> bool;
+    /// The port PortSelect `select` (not 0xFF) names, if any.
+    fn port_of(&self, select: u8) -> Option<u8> {
+        self.has_port(select).then_some(select)
+    }
     /// Every port PortSelect 0xFF covers (empty: 0xFF not supported).
     fn all_ports(&self) -> Vec<u8>;
     /// The totals of `port`.
     fn totals(&self, port: u8) -> PortTotals;
 }
 
-/// A channel adapter's one port (1) and its totals; PortSelect 0xFF is
-/// not supported.
+/// A channel adapter's one port (1) and its totals. A CA has a PMA per
+/// port (IBA 16.1.1), and PortSelect names a port of the node: 1, or 0,
+/// which no CA port has and which `perfquery LID` sends when no port is
+/// given, is the port the agent serves (as a switch's PMA reads its
+/// management port 0). PortSelect 0xFF is not supported (no
+/// AllPortSelect in ClassPortInfo), so `perfquery -a` reads port 1 alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CaPort(pub PortTotals);
 
 impl PortSource for CaPort {
     fn has_port(&self, port: u8) -> bool {
         port == 1
+    }
+
+    fn port_of(&self, select: u8) -> Option<u8> {
+        matches!(select, 0 | 1).then_some(1)
     }
 
     fn all_ports(&self) -> Vec<u8> {
@@ -309,10 +321,8 @@ impl Pma {
     fn selected(src: &impl PortSource, port_select: u8) -> Result<Vec<u8>, MadStatus> {
         let ports = if port_select == ALL_PORTS {
             src.all_ports()
-        } else if src.has_port(port_select) {
-            vec![port_select]
         } else {
-            Vec::new()
+            src.port_of(port_select).into_iter().collect()
         };
         if ports.is_empty() {
             return Err(MadStatus::INVALID_ATTR_VALUE);

@@ -7,7 +7,7 @@ use ibtca_protocol::mad::pma::{
 };
 use ibtca_protocol::mad::{method, MadStatus};
 
-use super::{Pma, PortSource, PortTotals};
+use super::{CaPort, Pma, PortSource, PortTotals};
 
 struct Node {
     ports: Vec<PortTotals>,
@@ -169,4 +169,38 @@ fn bad_methods_attributes_and_versions_get_statuses_and_responses_nothing() {
     assert_eq!(r.header.status, MadStatus::BAD_VERSION.0);
     let resp = PmaMad::new(method::GET_RESP, pma_id::PORT_COUNTERS, 0);
     assert!(agent.pma.answer(&agent.node, resp).is_none());
+}
+
+/// A CA's PMA (`CaPort`): PortSelect 0 (`perfquery LID` without a port)
+/// and 1 both name the one port, with one baseline; any other port and
+/// 0xFF (no AllPortSelect) are invalid.
+#[test]
+fn a_ca_reads_port_select_0_as_its_port() {
+    let mut pma = Pma::default();
+    let port = CaPort(totals(4000, 10));
+    let ask = |pma: &mut Pma, m: u8, select: u8, mask: u16| {
+        let mut req = PmaMad::new(m, pma_id::PORT_COUNTERS, 0);
+        req.data = PortCounters {
+            port_select: select,
+            counter_select: mask,
+            ..PortCounters::default()
+        }
+        .encode();
+        pma.answer(&port, req).expect("an answer")
+    };
+    let r = ask(&mut pma, method::GET, 0, 0);
+    assert_eq!(r.header.status, 0, "PortSelect 0 at a CA");
+    let c = PortCounters::decode(&r.data);
+    assert_eq!((c.port_select, c.xmit_data, c.rcv_pkts), (0, 1000, 20));
+    // A reset through PortSelect 0 is the port's reset.
+    ask(&mut pma, method::SET, 0, sel::XMIT_DATA);
+    let c = PortCounters::decode(&ask(&mut pma, method::GET, 1, 0).data);
+    assert_eq!((c.port_select, c.xmit_data, c.rcv_pkts), (1, 0, 20));
+    for select in [2, 0xfe, 0xff] {
+        let r = ask(&mut pma, method::GET, select, 0);
+        assert_eq!(r.header.status, MadStatus::INVALID_ATTR_VALUE.0, "{select}");
+    }
+    let info = PmaMad::new(method::GET, pma_id::CLASS_PORT_INFO, 0);
+    let info = ClassPortInfo::decode(&pma.answer(&port, info).unwrap().data);
+    assert_eq!(info.capability_mask & pma_cap::ALL_PORT_SELECT, 0);
 }

@@ -70,6 +70,8 @@ impl Engine {
     /// Tells the guest (EVENT_PKEY_CHANGE on the event vector) that an
     /// SM's Set changed the port's P_Key table, if one did.
     pub(super) fn announce_pkey_change(&mut self) {
+        // QUERY_PORT's P_Key is the table's entry 0.
+        self.verbs.port.pkey = self.pkey_at(0);
         if self.sma.take_pkey_change() {
             let keys: Vec<u16> = self
                 .sma

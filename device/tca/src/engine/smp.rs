@@ -51,6 +51,7 @@ impl Engine {
         sma.link_changed(self.port.state != regs::PORT_DOWN);
         self.sma = sma;
         self.apply_sma();
+        self.verbs.port.pkey = self.pkey_at(0);
     }
 
     /// The port's agent (tests, counters).

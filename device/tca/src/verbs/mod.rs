@@ -73,7 +73,8 @@ use pd::PdTable;
 use qp::{qp_table, QpTable};
 use srq::{srq_table, SrqTable};
 
-/// The P_Key of the port's one-entry table: the default full-member key.
+/// The default full-member P_Key: entry 0 of the port's P_Key table
+/// until the subnet manager sets another.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
 /// Table sizes of one device.
@@ -124,6 +125,8 @@ pub struct PortAttrs {
     pub lmc: u8,
     /// PortInfo CapabilityMask, as the port's agent reports it.
     pub cap_mask: u32,
+    /// Entry 0 of the port's P_Key table (the engine keeps it current).
+    pub pkey: u16,
 }
 
 impl Default for PortAttrs {
@@ -138,6 +141,7 @@ impl Default for PortAttrs {
             sm_lid: 0,
             lmc: 0,
             cap_mask: 0,
+            pkey: DEFAULT_PKEY,
         }
     }
 }
@@ -208,7 +212,7 @@ impl Verbs {
             max_msg_sz: (crate::transport::MAX_MESSAGE as u32).into(),
             lid: p.lid.into(),
             sm_lid: p.sm_lid.into(),
-            pkey: DEFAULT_PKEY.into(),
+            pkey: p.pkey.into(),
             state: p.state as u8,
             phys_state: if p.state == PORT_DOWN {
                 PORT_PHYS_POLLING

@@ -40,7 +40,8 @@ impl Hosted {
     }
 
     /// What `up` hosts in `plan`: every switch the hive can run, and with
-    /// `guestless_cas` (a net file) every CA that is no gateway.
+    /// `guestless_cas` (a net file) every CA that is no gateway (a host
+    /// port too: the hive serves its sockets itself).
     pub fn choose(plan: &Plan, guestless_cas: bool) -> Hosted {
         let mut names: BTreeSet<String> = plan
             .switches
@@ -52,7 +53,7 @@ impl Hosted {
             names.extend(
                 plan.nodes
                     .iter()
-                    .filter(|n| n.gateway.is_none() && n.sim_port.is_none())
+                    .filter(|n| n.gateway.is_none())
                     .filter(|n| !n.link.as_ref().is_some_and(is_tcp))
                     .map(|n| n.name.clone()),
             );
@@ -159,11 +160,18 @@ pub fn hive_config(plan: &Plan, hosted: &Hosted) -> Value {
                 None => Value::Null,
                 Some(ep) => wire((&n.name, 1), ep.to_string()),
             };
-            json!({ "name": n.name, "description": n.description, "guid": n.node_guid,
-                    "port_guid": n.port_guid, "lid": n.lid, "port": port })
+            let mut ca = json!({ "name": n.name, "description": n.description,
+                                 "guid": n.node_guid, "port_guid": n.port_guid,
+                                 "lid": n.lid, "port": port });
+            if let Some(sock) = &n.sim_port {
+                ca["sim"] = json!(sock);
+            }
+            ca
         })
         .collect();
-    json!({ "sm_managed": plan.sm.is_some(), "switches": switches, "cas": cas })
+    // A host port makes the fabric SM-managed as an "sm" does.
+    let managed = plan.sm.is_some() || plan.nodes.iter().any(|n| n.sm_managed);
+    json!({ "sm_managed": managed, "switches": switches, "cas": cas })
 }
 
 /// The hosted nodes' status: node name → its ports, each `{"up": bool}`

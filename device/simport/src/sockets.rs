@@ -9,10 +9,12 @@
 //!
 //! Every socket is non-blocking: a client that does not read loses what
 //! is sent to it, and the server never waits for it. One reader thread
-//! waits on all of them with `poll(2)` and hands what it reads on.
+//! waits on all of them with `poll(2)` and hands what it reads on, or an
+//! owner with a `poll(2)` loop of its own ([`SimSockets::fds`],
+//! [`SimSockets::read_ready`]: `ibtca-hive`) reads them itself.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::mpsc::SyncSender;
@@ -101,6 +103,48 @@ impl SimSockets {
         let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
         s.send(bytes).map(drop)
     }
+    /// Every socket's descriptor: the control socket's first, then slot
+    /// 0's to slot 9's (the indexes [`SimSockets::read_ready`] takes).
+    pub fn fds(&self) -> Vec<RawFd> {
+        std::iter::once(&self.ctl)
+            .chain(&self.slots)
+            .map(AsRawFd::as_raw_fd)
+            .collect()
+    }
+
+    /// Reads every datagram waiting on socket `index` of
+    /// [`SimSockets::fds`] into `out`, without blocking.
+    pub fn read_ready(&self, index: usize, buf: &mut [u8], out: &mut Vec<Datagram>) {
+        read_socket(&self.ctl, &self.slots, index, buf, out);
+    }
+}
+
+/// What [`SimSockets::read_ready`] does, on the reader thread's clones.
+fn read_socket(
+    ctl: &UnixDatagram,
+    slots: &[UnixDatagram],
+    index: usize,
+    buf: &mut [u8],
+    out: &mut Vec<Datagram>,
+) {
+    if index == 0 {
+        while let Ok((len, from)) = ctl.recv_from(buf) {
+            out.push(Datagram::Ctl(buf[..len].to_vec(), from));
+        }
+        return;
+    }
+    let Some(s) = slots.get(index - 1) else {
+        return;
+    };
+    // WouldBlock, or a connected peer that went away: nothing to read.
+    while let Ok(len) = s.recv(buf) {
+        out.push(Datagram::Data(index - 1, buf[..len].to_vec()));
+    }
+}
+
+/// A buffer for [`SimSockets::read_ready`].
+pub fn read_buffer() -> Vec<u8> {
+    vec![0u8; READ_LEN]
 }
 
 fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagram>) {
@@ -112,7 +156,8 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
             revents: 0,
         })
         .collect();
-    let mut buf = vec![0u8; READ_LEN];
+    let mut buf = read_buffer();
+    let mut read = Vec::new();
     loop {
         // SAFETY: `fds` is a live, exclusively borrowed array of
         // `fds.len()` pollfd structures for the call's duration.
@@ -124,28 +169,14 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
             tracing::error!("poll: {}", io::Error::last_os_error());
             return;
         }
-        if fds[0].revents != 0 {
-            while let Ok((len, from)) = ctl.recv_from(&mut buf) {
-                if tx.send(Datagram::Ctl(buf[..len].to_vec(), from)).is_err() {
-                    return;
-                }
+        for (index, fd) in fds.iter().enumerate() {
+            if fd.revents != 0 {
+                read_socket(ctl, slots, index, &mut buf, &mut read);
             }
         }
-        for (slot, s) in slots.iter().enumerate() {
-            if fds[slot + 1].revents == 0 {
-                continue;
-            }
-            loop {
-                match s.recv(&mut buf) {
-                    Ok(len) => {
-                        if tx.send(Datagram::Data(slot, buf[..len].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // A connected peer that went away: nothing to read.
-                    Err(_) => break,
-                }
+        for d in read.drain(..) {
+            if tx.send(d).is_err() {
+                return;
             }
         }
     }

@@ -67,6 +67,8 @@ log_time() {
 measure() {
 	local log=$work/opensm.log
 	rm -f "$log"
+	# libumad2sim makes its sysfs (sys-PID) in the working directory.
+	cd "$work"
 	IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.rss" -f %M \
 		timeout 900 opensm -o -f "$log" >/dev/null 2>&1 || { echo "opensm failed" >&2; tail -20 "$log" >&2; exit 1; }
 	grep -q 'SUBNET UP' "$log" || { echo "no SUBNET UP" >&2; tail -20 "$log" >&2; exit 1; }

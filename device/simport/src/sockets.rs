@@ -26,6 +26,8 @@ pub const DEFAULT_BASE: &str = "sim";
 /// Largest datagram read; longer ones are cut here and refused as
 /// malformed by their parser.
 const READ_LEN: usize = 1024;
+/// Datagrams one [`SimSockets::read_ready`] reads from one socket at most.
+pub const READ_BATCH: usize = 8;
 
 /// A datagram the reader thread read.
 #[derive(Debug)]
@@ -112,8 +114,10 @@ impl SimSockets {
             .collect()
     }
 
-    /// Reads every datagram waiting on socket `index` of
-    /// [`SimSockets::fds`] into `out`, without blocking.
+    /// Reads the datagrams waiting on socket `index` of [`SimSockets::fds`]
+    /// into `out`, without blocking: at most [`READ_BATCH`], so that a
+    /// client that keeps its socket full costs a bounded turn (`poll(2)`
+    /// reports the rest).
     pub fn read_ready(&self, index: usize, buf: &mut [u8], out: &mut Vec<Datagram>) {
         read_socket(&self.ctl, &self.slots, index, buf, out);
     }
@@ -127,18 +131,20 @@ fn read_socket(
     buf: &mut [u8],
     out: &mut Vec<Datagram>,
 ) {
-    if index == 0 {
-        while let Ok((len, from)) = ctl.recv_from(buf) {
-            out.push(Datagram::Ctl(buf[..len].to_vec(), from));
-        }
-        return;
-    }
-    let Some(s) = slots.get(index - 1) else {
-        return;
-    };
-    // WouldBlock, or a connected peer that went away: nothing to read.
-    while let Ok(len) = s.recv(buf) {
-        out.push(Datagram::Data(index - 1, buf[..len].to_vec()));
+    for _ in 0..READ_BATCH {
+        // WouldBlock, or a connected peer that went away: nothing to read.
+        let d = if index == 0 {
+            match ctl.recv_from(buf) {
+                Ok((len, from)) => Datagram::Ctl(buf[..len].to_vec(), from),
+                Err(_) => return,
+            }
+        } else {
+            match slots.get(index - 1).map(|s| s.recv(buf)) {
+                Some(Ok(len)) => Datagram::Data(index - 1, buf[..len].to_vec()),
+                _ => return,
+            }
+        };
+        out.push(d);
     }
 }
 
@@ -179,5 +185,44 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_read_takes_a_bounded_batch_and_leaves_the_rest_queued() {
+        let base = format!("ibtca-sockets-test-{}", std::process::id());
+        let server = SimSockets::bind(&base).unwrap();
+        let client = UnixDatagram::unbound().unwrap();
+        client.set_nonblocking(true).unwrap();
+        client
+            .connect_addr(&abstract_addr(&format!("{base}:ctl")).unwrap())
+            .unwrap();
+        // As many as the socket queues (net.unix.max_dgram_qlen).
+        let mut sent = 0;
+        while sent < 4 * READ_BATCH && client.send(&[sent as u8; 80]).is_ok() {
+            sent += 1;
+        }
+        assert!(sent > READ_BATCH, "the socket queued only {sent}");
+        let mut buf = read_buffer();
+        let mut out = Vec::new();
+        server.read_ready(0, &mut buf, &mut out);
+        assert_eq!(out.len(), READ_BATCH);
+        while out.len() < sent {
+            let before = out.len();
+            server.read_ready(0, &mut buf, &mut out);
+            assert!(out.len() > before, "{} of {sent} read", out.len());
+        }
+        let firsts: Vec<u8> = out
+            .iter()
+            .map(|d| match d {
+                Datagram::Ctl(b, _) => b[0],
+                Datagram::Data(..) => panic!("on the control socket"),
+            })
+            .collect();
+        assert_eq!(firsts, (0..sent as u8).collect::<Vec<_>>(), "in order");
     }
 }

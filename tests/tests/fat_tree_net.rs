@@ -15,13 +15,13 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ibtca_tests::host_sm::{opensm_once, UMAD2SIM};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::TempDir;
 use serde_json::Value;
 
-const UMAD2SIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 const RADIX: usize = 4;
 const PODS: usize = 3;
 /// RADIX/2 leaves of RADIX/2 CAs per pod.
@@ -174,28 +174,7 @@ fn a_three_level_fat_tree_loads_in_ibsim_and_ibtca_as_the_same_fabric() {
         &format!("ca1-1-1={sock}"),
     ]);
     assert!(out.status.success(), "up --net: {}", text(&out));
-    let log = dir.join("opensm.log");
-    let mut sm = Command::new("opensm")
-        .args(["-o", "-f", &log.display().to_string()])
-        .env("LD_PRELOAD", UMAD2SIM)
-        .env("IBSIM_SOCKNAME", &sock)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start opensm");
-    // A guard against a hang, not a measurement.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(st) = sm.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = sm.kill();
-            panic!("opensm -o did not finish its sweep in 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let sm_log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success() && sm_log.contains("SUBNET UP"), "{sm_log}");
+    opensm_once(&sock, &dir.join("opensm.log"), Duration::from_secs(300));
     let (sw, ca, ibtca_links) = fabric_of(&ibnetdiscover(&sock, ""));
     assert_eq!((sw, ca), (SWITCHES, CAS));
     // The host port is the hive's too: nothing else runs.

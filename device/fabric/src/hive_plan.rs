@@ -147,8 +147,10 @@ pub fn hive_config(plan: &Plan, hosted: &Hosted) -> Value {
                     Some(p) => wire((&s.name, i as u8 + 1), p.endpoint.to_string()),
                 })
                 .collect();
+            // An SM-managed switch has no routes until the SM's.
+            let routes = if s.sm_managed { &[][..] } else { &s.routes[..] };
             json!({ "name": s.name, "description": s.description, "guid": s.guid,
-                    "ports": ports, "routes": s.routes })
+                    "ports": ports, "routes": routes })
         })
         .collect();
     let cas: Vec<Value> = plan
@@ -214,4 +216,36 @@ pub fn inspect_lines(run_dir: &Path) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPO: &str = r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2}],
+        "switches": [{"name": "sw", "ports": 2}],
+        "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}]}"#;
+
+    fn hive_of(text: &str) -> Value {
+        let topo = crate::parse(text).unwrap();
+        let plan = crate::plan(&topo, Path::new("/tmp/x")).unwrap();
+        hive_config(&plan, &Hosted::choose(&plan, true))
+    }
+
+    #[test]
+    fn a_host_port_is_hosted_and_the_sm_sets_every_route() {
+        let unmanaged = hive_of(TOPO);
+        assert_eq!(unmanaged["sm_managed"], false);
+        assert_eq!(unmanaged["switches"][0]["routes"], json!([[1, 1], [2, 2]]));
+
+        let text = crate::sim_port_node::apply(TOPO, &["b=s1".into()]).unwrap();
+        let hive = hive_of(&text);
+        assert_eq!(hive["sm_managed"], true);
+        assert_eq!(hive["switches"][0]["routes"], json!([]), "{hive}");
+        let cas = hive["cas"].as_array().unwrap();
+        assert_eq!(cas.len(), 2, "{hive}");
+        assert_eq!(cas[1]["name"], "b");
+        assert_eq!(cas[1]["sim"], "s1");
+        assert_eq!(cas[0].get("sim"), None);
+    }
 }

@@ -28,6 +28,7 @@ pub mod drdma;
 pub mod fabric;
 pub mod fast_reg;
 pub mod guest_fabric;
+pub mod host_sm;
 pub mod ib_diags;
 pub mod kverbs;
 pub mod launcher;

@@ -16,12 +16,11 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ibtca_tests::host_sm::{opensm_once, UMAD2SIM};
 use ibtca_tests::launcher::{alive, fabric, text, Down};
 use ibtca_tests::TempDir;
-
-const UMAD2SIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 
 const TOPOLOGY: &str = r#"{
   "nodes": [{"name": "host", "lid": 1}, {"name": "a", "lid": 2},
@@ -197,27 +196,7 @@ fn host_opensm_and_diags_run_a_guestless_fabric_through_a_sim_port() {
     assert_eq!(link_state(&sock, "0", None), "Initialize");
 
     let log = dir.join("opensm.log");
-    let mut sm = Command::new("opensm")
-        .args(["-o", "-f", &log.display().to_string()])
-        .env("LD_PRELOAD", UMAD2SIM)
-        .env("IBSIM_SOCKNAME", &sock)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start opensm");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(st) = sm.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = sm.kill();
-            panic!("opensm -o did not finish its sweep in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let sm_log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success(), "opensm: {status}\n{sm_log}");
-    assert!(sm_log.contains("SUBNET UP"), "{sm_log}");
+    opensm_once(&sock, &log, Duration::from_secs(120));
 
     for (path, port) in PORTS {
         assert_eq!(

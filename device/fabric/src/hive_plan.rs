@@ -40,7 +40,8 @@ impl Hosted {
     }
 
     /// What `up` hosts in `plan`: every switch the hive can run, and with
-    /// `guestless_cas` (a net file) every CA that is no gateway.
+    /// `guestless_cas` (a net file) every CA that is no gateway (a host
+    /// port too: the hive serves its sockets itself).
     pub fn choose(plan: &Plan, guestless_cas: bool) -> Hosted {
         let mut names: BTreeSet<String> = plan
             .switches
@@ -52,7 +53,7 @@ impl Hosted {
             names.extend(
                 plan.nodes
                     .iter()
-                    .filter(|n| n.gateway.is_none() && n.sim_port.is_none())
+                    .filter(|n| n.gateway.is_none())
                     .filter(|n| !n.link.as_ref().is_some_and(is_tcp))
                     .map(|n| n.name.clone()),
             );
@@ -146,8 +147,10 @@ pub fn hive_config(plan: &Plan, hosted: &Hosted) -> Value {
                     Some(p) => wire((&s.name, i as u8 + 1), p.endpoint.to_string()),
                 })
                 .collect();
+            // An SM-managed switch has no routes until the SM's.
+            let routes = if s.sm_managed { &[][..] } else { &s.routes[..] };
             json!({ "name": s.name, "description": s.description, "guid": s.guid,
-                    "ports": ports, "routes": s.routes })
+                    "ports": ports, "routes": routes })
         })
         .collect();
     let cas: Vec<Value> = plan
@@ -159,11 +162,18 @@ pub fn hive_config(plan: &Plan, hosted: &Hosted) -> Value {
                 None => Value::Null,
                 Some(ep) => wire((&n.name, 1), ep.to_string()),
             };
-            json!({ "name": n.name, "description": n.description, "guid": n.node_guid,
-                    "port_guid": n.port_guid, "lid": n.lid, "port": port })
+            let mut ca = json!({ "name": n.name, "description": n.description,
+                                 "guid": n.node_guid, "port_guid": n.port_guid,
+                                 "lid": n.lid, "port": port });
+            if let Some(sock) = &n.sim_port {
+                ca["sim"] = json!(sock);
+            }
+            ca
         })
         .collect();
-    json!({ "sm_managed": plan.sm.is_some(), "switches": switches, "cas": cas })
+    // A host port makes the fabric SM-managed as an "sm" does.
+    let managed = plan.sm.is_some() || plan.nodes.iter().any(|n| n.sm_managed);
+    json!({ "sm_managed": managed, "switches": switches, "cas": cas })
 }
 
 /// The hosted nodes' status: node name → its ports, each `{"up": bool}`
@@ -206,4 +216,36 @@ pub fn inspect_lines(run_dir: &Path) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPO: &str = r#"{"nodes": [{"name": "a", "lid": 1}, {"name": "b", "lid": 2}],
+        "switches": [{"name": "sw", "ports": 2}],
+        "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}]}"#;
+
+    fn hive_of(text: &str) -> Value {
+        let topo = crate::parse(text).unwrap();
+        let plan = crate::plan(&topo, Path::new("/tmp/x")).unwrap();
+        hive_config(&plan, &Hosted::choose(&plan, true))
+    }
+
+    #[test]
+    fn a_host_port_is_hosted_and_the_sm_sets_every_route() {
+        let unmanaged = hive_of(TOPO);
+        assert_eq!(unmanaged["sm_managed"], false);
+        assert_eq!(unmanaged["switches"][0]["routes"], json!([[1, 1], [2, 2]]));
+
+        let text = crate::sim_port_node::apply(TOPO, &["b=s1".into()]).unwrap();
+        let hive = hive_of(&text);
+        assert_eq!(hive["sm_managed"], true);
+        assert_eq!(hive["switches"][0]["routes"], json!([]), "{hive}");
+        let cas = hive["cas"].as_array().unwrap();
+        assert_eq!(cas.len(), 2, "{hive}");
+        assert_eq!(cas[1]["name"], "b");
+        assert_eq!(cas[1]["sim"], "s1");
+        assert_eq!(cas[0].get("sim"), None);
+    }
 }

@@ -12,7 +12,9 @@
 //! carried in memory; the other end must name this one back),
 //! `listen:PATH` or `connect:PATH` (the Unix-socket link protocol, to a
 //! node outside the hive), or `null` (nothing attached). A node's
-//! NodeDescription is its `description`, else its name.
+//! NodeDescription is its `description`, else its name. A CA with
+//! `"sim": "NAME"` is a host port (`sim.rs`): host programs own it through
+//! ibsim's sockets of base name NAME.
 
 use std::collections::HashMap;
 
@@ -79,6 +81,8 @@ struct CaFile {
     #[serde(default)]
     lid: u16,
     port: Option<String>,
+    #[serde(default)]
+    sim: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +128,10 @@ pub struct CaSpec {
     pub lid: u16,
     /// Port 1's wire.
     pub port: WireSpec,
+    /// A host port: host programs own it through ibsim's client protocol
+    /// on sockets of this base name (`IBSIM_SOCKNAME`), as
+    /// `ibtca-simport --sockname`.
+    pub sim: Option<String>,
 }
 
 /// Everything a hive hosts.
@@ -172,6 +180,7 @@ impl HiveConfig {
                 guid: c.guid,
                 lid: c.lid,
                 port,
+                sim: c.sim,
             });
         }
         cfg.check()?;

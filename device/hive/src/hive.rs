@@ -27,6 +27,7 @@ use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
 use crate::config::{HiveConfig, WireSpec};
+use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
 /// Events the work queue holds at most.
@@ -103,6 +104,7 @@ impl Wires for Outbox {
 enum Node {
     Switch(HostedSwitch, Arc<Outbox>),
     Ca(HostedCa),
+    Sim(Box<HostedSim>),
 }
 
 /// Every hosted node and wire.
@@ -115,6 +117,8 @@ pub struct Hive {
     work: VecDeque<(PortRef, LinkEvent)>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
+    /// The host ports' nodes.
+    sims: Vec<usize>,
     /// Node names, in node order.
     node_names: Vec<String>,
     /// `up[node][port - 1]`: the port's link is up.
@@ -150,8 +154,17 @@ impl Hive {
                 .map_err(|e| format!("switch {}: {e}", s.name))?;
             nodes.push(Node::Switch(sw, outbox));
         }
+        let mut sims = Vec::new();
         for c in &cfg.cas {
-            nodes.push(Node::Ca(HostedCa::new(c, cfg.sm_managed)));
+            match &c.sim {
+                None => nodes.push(Node::Ca(HostedCa::new(c, cfg.sm_managed))),
+                Some(base) => {
+                    let sim = HostedSim::new(c, base, cfg.sm_managed)
+                        .map_err(|e| format!("CA {}: host port {base}: {e}", c.name))?;
+                    sims.push(nodes.len());
+                    nodes.push(Node::Sim(Box::new(sim)));
+                }
+            }
         }
         let names: HashMap<String, usize> = cfg
             .nodes()
@@ -165,6 +178,7 @@ impl Hive {
             sockets: Vec::new(),
             work: VecDeque::new(),
             work_dropped: 0,
+            sims,
             node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
             up: cfg.nodes().map(|(_, w)| vec![false; w.len()]).collect(),
             status: None,
@@ -217,6 +231,7 @@ impl Hive {
                 lid: sw.hello_lid(),
             },
             Node::Ca(ca) => ca.local(),
+            Node::Sim(sim) => sim.local(),
         }
     }
 
@@ -265,6 +280,7 @@ impl Hive {
                 outbox.take()
             }
             Node::Ca(ca) => ca.on_event(ev).into_iter().map(|p| (1, p)).collect(),
+            Node::Sim(sim) => sim.on_event(ev).into_iter().map(|p| (1, p)).collect(),
         };
         for (port, packet) in out {
             self.send_from(
@@ -330,6 +346,19 @@ impl Hive {
                     deadline = Some(deadline.map_or(d, |x| x.min(d)));
                 }
             }
+            let sim_fds = fds.len();
+            for &node in &self.sims {
+                if let Node::Sim(sim) = &self.nodes[node] {
+                    fds.extend(sim.fds().into_iter().map(|fd| libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    }));
+                    if let Some(d) = sim.deadline() {
+                        deadline = Some(deadline.map_or(d, |x| x.min(d)));
+                    }
+                }
+            }
             let timeout = deadline.map_or(-1, |d| {
                 let ms = d
                     .saturating_duration_since(Instant::now())
@@ -351,9 +380,10 @@ impl Hive {
                 return Ok(());
             }
             let now = Instant::now();
+            self.service_sims(&fds[sim_fds..], now);
             let ready: Vec<bool> = {
                 let mut r = vec![false; self.sockets.len()];
-                for (fd, i) in fds[1..].iter().zip(&polled) {
+                for (fd, i) in fds[1..sim_fds].iter().zip(&polled) {
                     r[*i] = fd.revents != 0;
                 }
                 r
@@ -369,6 +399,30 @@ impl Hive {
 }
 
 impl Hive {
+    /// Serves the host ports whose sockets `fds` (theirs, in order) say
+    /// are readable or whose requests are due, and sends what they send.
+    fn service_sims(&mut self, fds: &[libc::pollfd], now: Instant) {
+        let mut fds = fds.iter();
+        for i in 0..self.sims.len() {
+            let node = self.sims[i];
+            let Node::Sim(sim) = &mut self.nodes[node] else {
+                continue;
+            };
+            let ready: Vec<usize> = (&mut fds)
+                .take(sim.fds().len())
+                .enumerate()
+                .filter(|(_, fd)| fd.revents != 0)
+                .map(|(i, _)| i)
+                .collect();
+            if ready.is_empty() && sim.deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            for packet in sim.service(&ready, now) {
+                self.send_from(PortRef { node, port: 1 }, packet);
+            }
+        }
+    }
+
     /// Rewrites the status file if a link changed since the last write.
     fn write_status(&mut self) {
         let Some((path, dirty)) = &mut self.status else {

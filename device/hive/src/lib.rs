@@ -8,6 +8,7 @@
 //!
 //! - [`config`]: the hive file (nodes and where each port's wire goes).
 //! - [`ca`]: a hosted CA.
+//! - [`sim`]: a hosted host port (ibsim's client protocol).
 //! - [`socket_wire`]: one port's link to a node outside, event-driven.
 //! - [`hive`]: the nodes, the work queue and the event loop.
 //! - [`status`]: the status file (each hosted port's link up or down).
@@ -17,6 +18,7 @@
 pub mod ca;
 pub mod config;
 pub mod hive;
+pub mod sim;
 pub mod socket_wire;
 pub mod status;
 

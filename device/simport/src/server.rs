@@ -11,6 +11,8 @@ use ibtca_link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 
 use crate::port::{Out, PortSettings, SimPort};
 use crate::sockets::{Datagram, SimSockets};
+use crate::wire::SimRequest;
+use std::os::unix::net::SocketAddr;
 
 /// What a port is.
 #[derive(Debug, Clone)]
@@ -148,7 +150,7 @@ impl Server {
                 self.port.on_link(&p, &totals)
             }
             Event::Sim(Datagram::Ctl(bytes, from)) => {
-                self.control(&bytes, &from);
+                serve_control(&mut self.port, &self.sockets, &bytes, &from);
                 return;
             }
             Event::Sim(Datagram::Data(slot, bytes)) => {
@@ -160,22 +162,6 @@ impl Server {
         self.flush(out);
     }
 
-    fn control(&mut self, bytes: &[u8], from: &std::os::unix::net::SocketAddr) {
-        let Some(mut outcome) = self.port.on_ctl(bytes, process_gone) else {
-            return;
-        };
-        if let Some((slot, pid)) = outcome.attached {
-            if let Err(e) = self.sockets.attach(slot, pid) {
-                tracing::warn!(slot, pid, "cannot reach the client's data socket: {e}");
-                self.port.detach(slot);
-                outcome.reply.kind = crate::wire::CtlType::Error.to_wire();
-            }
-        }
-        if let Err(e) = self.sockets.reply(&outcome.reply.to_bytes(), from) {
-            tracing::debug!("control answer not sent: {e}");
-        }
-    }
-
     fn flush(&mut self, out: Vec<Out>) {
         for o in out {
             match o {
@@ -184,17 +170,43 @@ impl Server {
                         tracing::debug!("packet not sent: {e}");
                     }
                 }
-                Out::Client(slot, req) => match self.sockets.send(slot, &req.to_bytes()) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
-                    }
-                    Err(e) => {
-                        if let Some(c) = self.port.detach(slot) {
-                            tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
-                        }
-                    }
-                },
+                Out::Client(slot, req) => {
+                    send_to_client(&mut self.port, &self.sockets, slot, &req);
+                }
+            }
+        }
+    }
+}
+
+/// Answers the control message `bytes` from `from`; a CONNECT attaches
+/// the client's data socket to its slot.
+pub fn serve_control(port: &mut SimPort, sockets: &SimSockets, bytes: &[u8], from: &SocketAddr) {
+    let Some(mut outcome) = port.on_ctl(bytes, process_gone) else {
+        return;
+    };
+    if let Some((slot, pid)) = outcome.attached {
+        if let Err(e) = sockets.attach(slot, pid) {
+            tracing::warn!(slot, pid, "cannot reach the client's data socket: {e}");
+            port.detach(slot);
+            outcome.reply.kind = crate::wire::CtlType::Error.to_wire();
+        }
+    }
+    if let Err(e) = sockets.reply(&outcome.reply.to_bytes(), from) {
+        tracing::debug!("control answer not sent: {e}");
+    }
+}
+
+/// Sends `req` to the client in `slot` without waiting: a client that
+/// does not read loses it, one that has gone is detached.
+pub fn send_to_client(port: &mut SimPort, sockets: &SimSockets, slot: usize, req: &SimRequest) {
+    match sockets.send(slot, &req.to_bytes()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
+        }
+        Err(e) => {
+            if let Some(c) = port.detach(slot) {
+                tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
             }
         }
     }

@@ -9,10 +9,12 @@
 //!
 //! Every socket is non-blocking: a client that does not read loses what
 //! is sent to it, and the server never waits for it. One reader thread
-//! waits on all of them with `poll(2)` and hands what it reads on.
+//! waits on all of them with `poll(2)` and hands what it reads on, or an
+//! owner with a `poll(2)` loop of its own ([`SimSockets::fds`],
+//! [`SimSockets::read_ready`]: `ibtca-hive`) reads them itself.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::mpsc::SyncSender;
@@ -24,6 +26,8 @@ pub const DEFAULT_BASE: &str = "sim";
 /// Largest datagram read; longer ones are cut here and refused as
 /// malformed by their parser.
 const READ_LEN: usize = 1024;
+/// Datagrams one [`SimSockets::read_ready`] reads from one socket at most.
+pub const READ_BATCH: usize = 8;
 
 /// A datagram the reader thread read.
 #[derive(Debug)]
@@ -104,6 +108,52 @@ impl SimSockets {
         let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
         s.send(bytes).map(drop)
     }
+    /// Every socket's descriptor: the control socket's first, then slot
+    /// 0's to slot 9's (the indexes [`SimSockets::read_ready`] takes).
+    pub fn fds(&self) -> Vec<RawFd> {
+        std::iter::once(&self.ctl)
+            .chain(&self.slots)
+            .map(AsRawFd::as_raw_fd)
+            .collect()
+    }
+
+    /// Reads the datagrams waiting on socket `index` of [`SimSockets::fds`]
+    /// into `out`, without blocking: at most [`READ_BATCH`], so that a
+    /// client that keeps its socket full costs a bounded turn (`poll(2)`
+    /// reports the rest).
+    pub fn read_ready(&self, index: usize, buf: &mut [u8], out: &mut Vec<Datagram>) {
+        read_socket(&self.ctl, &self.slots, index, buf, out);
+    }
+}
+
+/// What [`SimSockets::read_ready`] does, on the reader thread's clones.
+fn read_socket(
+    ctl: &UnixDatagram,
+    slots: &[UnixDatagram],
+    index: usize,
+    buf: &mut [u8],
+    out: &mut Vec<Datagram>,
+) {
+    for _ in 0..READ_BATCH {
+        // WouldBlock, or a connected peer that went away: nothing to read.
+        let d = if index == 0 {
+            match ctl.recv_from(buf) {
+                Ok((len, from)) => Datagram::Ctl(buf[..len].to_vec(), from),
+                Err(_) => return,
+            }
+        } else {
+            match slots.get(index - 1).map(|s| s.recv(buf)) {
+                Some(Ok(len)) => Datagram::Data(index - 1, buf[..len].to_vec()),
+                _ => return,
+            }
+        };
+        out.push(d);
+    }
+}
+
+/// A buffer for [`SimSockets::read_ready`].
+pub fn read_buffer() -> Vec<u8> {
+    vec![0u8; READ_LEN]
 }
 
 fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagram>) {
@@ -115,7 +165,8 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
             revents: 0,
         })
         .collect();
-    let mut buf = vec![0u8; READ_LEN];
+    let mut buf = read_buffer();
+    let mut read = Vec::new();
     loop {
         // SAFETY: `fds` is a live, exclusively borrowed array of
         // `fds.len()` pollfd structures for the call's duration.
@@ -127,29 +178,54 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
             tracing::error!("poll: {}", io::Error::last_os_error());
             return;
         }
-        if fds[0].revents != 0 {
-            while let Ok((len, from)) = ctl.recv_from(&mut buf) {
-                if tx.send(Datagram::Ctl(buf[..len].to_vec(), from)).is_err() {
-                    return;
-                }
+        for (index, fd) in fds.iter().enumerate() {
+            if fd.revents != 0 {
+                read_socket(ctl, slots, index, &mut buf, &mut read);
             }
         }
-        for (slot, s) in slots.iter().enumerate() {
-            if fds[slot + 1].revents == 0 {
-                continue;
-            }
-            loop {
-                match s.recv(&mut buf) {
-                    Ok(len) => {
-                        if tx.send(Datagram::Data(slot, buf[..len].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // A connected peer that went away: nothing to read.
-                    Err(_) => break,
-                }
+        for d in read.drain(..) {
+            if tx.send(d).is_err() {
+                return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_read_takes_a_bounded_batch_and_leaves_the_rest_queued() {
+        let base = format!("ibtca-sockets-test-{}", std::process::id());
+        let server = SimSockets::bind(&base).unwrap();
+        let client = UnixDatagram::unbound().unwrap();
+        client.set_nonblocking(true).unwrap();
+        client
+            .connect_addr(&abstract_addr(&format!("{base}:ctl")).unwrap())
+            .unwrap();
+        // As many as the socket queues (net.unix.max_dgram_qlen).
+        let mut sent = 0;
+        while sent < 4 * READ_BATCH && client.send(&[sent as u8; 80]).is_ok() {
+            sent += 1;
+        }
+        assert!(sent > READ_BATCH, "the socket queued only {sent}");
+        let mut buf = read_buffer();
+        let mut out = Vec::new();
+        server.read_ready(0, &mut buf, &mut out);
+        assert_eq!(out.len(), READ_BATCH);
+        while out.len() < sent {
+            let before = out.len();
+            server.read_ready(0, &mut buf, &mut out);
+            assert!(out.len() > before, "{} of {sent} read", out.len());
+        }
+        let firsts: Vec<u8> = out
+            .iter()
+            .map(|d| match d {
+                Datagram::Ctl(b, _) => b[0],
+                Datagram::Data(..) => panic!("on the control socket"),
+            })
+            .collect();
+        assert_eq!(firsts, (0..sent as u8).collect::<Vec<_>>(), "in order");
     }
 }

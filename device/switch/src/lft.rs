@@ -8,11 +8,15 @@
 //! goes down (packets to it are then dropped as "link down", as a real
 //! switch keeps its LFT until the subnet manager's next sweep).
 
-use std::collections::HashMap;
 use std::sync::RwLock;
 
 /// Highest unicast LID; 0 is reserved and 0xc000.. are multicast.
 pub const MAX_UNICAST_LID: u16 = 0xbfff;
+
+/// LinearFDBCap: the entries the table holds, LIDs 0..=[`MAX_UNICAST_LID`]
+/// (SwitchInfo reports it). The table is a flat array indexed by LID, as
+/// a switch's LFT is; it grows to the highest LID routed, never past this.
+pub const LINEAR_FDB_CAP: u16 = MAX_UNICAST_LID + 1;
 
 /// Where an entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +38,12 @@ pub struct Route {
     pub source: RouteSource,
 }
 
-/// The table, shared by every port's reader thread.
+/// The table, shared by every port's reader thread: `routes[lid]`, two
+/// bytes an entry, as long as the highest LID that ever had a route
+/// plus one (at most [`LINEAR_FDB_CAP`] entries).
 #[derive(Debug, Default)]
 pub struct Lft {
-    routes: RwLock<HashMap<u16, Route>>,
+    routes: RwLock<Vec<Option<Route>>>,
     /// LinearFDBTop as the SM set it; `None`: the highest routed LID.
     top: RwLock<Option<u16>>,
 }
@@ -51,37 +57,57 @@ impl Lft {
     /// The output port for `dlid`, if the table has one.
     pub fn lookup(&self, dlid: u16) -> Option<u8> {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
-        routes.get(&dlid).map(|r| r.port)
+        routes
+            .get(usize::from(dlid))
+            .copied()
+            .flatten()
+            .map(|r| r.port)
+    }
+
+    /// Puts `route` at `lid` (a unicast LID: others are ignored) unless
+    /// `keep` says the entry there stays; returns true if it was put.
+    fn put_unless(&self, lid: u16, route: Option<Route>, keep: impl Fn(Route) -> bool) -> bool {
+        if lid > MAX_UNICAST_LID {
+            return false;
+        }
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let i = usize::from(lid);
+        if i >= routes.len() {
+            if route.is_none() {
+                return false;
+            }
+            // Whole LFT blocks of 64 LIDs, as the SM sets them.
+            let len = (i / 64 + 1) * 64;
+            let have = routes.len();
+            routes.reserve_exact(len - have);
+            routes.resize(len, None);
+        }
+        if routes[i].is_some_and(keep) {
+            return false;
+        }
+        routes[i] = route;
+        true
+    }
+
+    fn put(&self, lid: u16, route: Option<Route>) {
+        self.put_unless(lid, route, |_| false);
     }
 
     /// Sets an explicit route (replacing any entry for `lid`).
     pub fn set_static(&self, lid: u16, port: u8) {
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        routes.insert(
-            lid,
-            Route {
-                port,
-                source: RouteSource::Static,
-            },
-        );
+        let source = RouteSource::Static;
+        self.put(lid, Some(Route { port, source }));
     }
 
     /// Sets the subnet manager's route for `lid` (replacing any entry).
     pub fn set_sm(&self, lid: u16, port: u8) {
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        routes.insert(
-            lid,
-            Route {
-                port,
-                source: RouteSource::Sm,
-            },
-        );
+        let source = RouteSource::Sm;
+        self.put(lid, Some(Route { port, source }));
     }
 
     /// Removes the entry for `lid` (the SM set no route for it).
     pub fn remove(&self, lid: u16) {
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        routes.remove(&lid);
+        self.put(lid, None);
     }
 
     /// LinearFDBTop: what the SM set, or the highest LID with a route.
@@ -90,7 +116,8 @@ impl Lft {
             return top;
         }
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
-        routes.keys().max().copied().unwrap_or(0)
+        let highest = routes.iter().rposition(Option::is_some).unwrap_or(0);
+        u16::try_from(highest).unwrap_or(MAX_UNICAST_LID)
     }
 
     /// Records the SM's LinearFDBTop.
@@ -104,26 +131,28 @@ impl Lft {
         if lid == 0 || lid > MAX_UNICAST_LID {
             return false;
         }
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
         let learned = Route {
             port,
             source: RouteSource::Learned,
         };
-        match routes.get(&lid) {
-            Some(r) if r.source != RouteSource::Learned || *r == learned => false,
-            _ => {
-                routes.insert(lid, learned);
-                true
-            }
-        }
+        self.put_unless(lid, Some(learned), |r| {
+            r.source != RouteSource::Learned || r == learned
+        })
     }
 
     /// Every entry, sorted by LID.
     pub fn entries(&self) -> Vec<(u16, Route)> {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
-        let mut all: Vec<_> = routes.iter().map(|(l, r)| (*l, *r)).collect();
-        all.sort_by_key(|(l, _)| *l);
-        all
+        (0..=MAX_UNICAST_LID)
+            .zip(routes.iter())
+            .filter_map(|(lid, r)| r.map(|r| (lid, r)))
+            .collect()
+    }
+
+    /// Bytes the table's entries occupy (its capacity).
+    pub fn footprint(&self) -> usize {
+        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes.capacity() * std::mem::size_of::<Option<Route>>()
     }
 }
 
@@ -156,6 +185,53 @@ mod tests {
         assert_eq!(lft.top(), 5);
         lft.set_top(0x40);
         assert_eq!(lft.top(), 0x40);
+    }
+
+    #[test]
+    fn the_table_is_as_long_as_the_highest_routed_lid_and_no_longer() {
+        let lft = Lft::new();
+        assert_eq!(lft.footprint(), 0);
+        lft.set_sm(13_000, 3);
+        assert_eq!(lft.lookup(13_000), Some(3));
+        assert_eq!((lft.lookup(12_999), lft.lookup(13_001)), (None, None));
+        // Two bytes a LID up to the end of LID 13,000's 64-LID block.
+        assert_eq!(lft.footprint(), 2 * 13_056);
+        // Removing or routing below the end allocates nothing more.
+        lft.remove(20_000);
+        lft.set_static(7, 1);
+        assert_eq!(lft.footprint(), 2 * 13_056);
+        assert_eq!(
+            lft.entries()
+                .iter()
+                .map(|(l, r)| (*l, r.port))
+                .collect::<Vec<_>>(),
+            [(7, 1), (13_000, 3)]
+        );
+    }
+
+    #[test]
+    fn lids_beyond_the_linear_fdb_cap_are_not_stored() {
+        let lft = Lft::new();
+        lft.set_static(MAX_UNICAST_LID, 2);
+        assert_eq!(lft.lookup(MAX_UNICAST_LID), Some(2));
+        for lid in [LINEAR_FDB_CAP, 0xc001, u16::MAX] {
+            lft.set_static(lid, 1);
+            lft.set_sm(lid, 1);
+            assert_eq!(lft.lookup(lid), None, "LID {lid:#x}");
+        }
+        assert_eq!(lft.footprint(), 2 * usize::from(LINEAR_FDB_CAP));
+        assert_eq!(lft.top(), MAX_UNICAST_LID);
+    }
+
+    #[test]
+    fn top_is_the_highest_lid_still_routed() {
+        let lft = Lft::new();
+        assert_eq!(lft.top(), 0);
+        lft.set_sm(100, 1);
+        lft.set_sm(200, 2);
+        assert_eq!(lft.top(), 200);
+        lft.remove(200);
+        assert_eq!(lft.top(), 100);
     }
 
     #[test]

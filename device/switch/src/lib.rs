@@ -58,7 +58,7 @@ pub use ibtca_agents::capture::{
 };
 pub use ibtca_agents::sma::{TrapCounts, MAX_TRAP_SENDS};
 pub use ibtca_agents::vl_config::SL2VL_IDENTITY;
-pub use lft::{Lft, Route, RouteSource, MAX_UNICAST_LID};
+pub use lft::{Lft, Route, RouteSource, LINEAR_FDB_CAP, MAX_UNICAST_LID};
 pub use mft::{is_multicast, Mft};
 pub use port::PortConfig;
 pub use stats::{DropReason, PortStats};

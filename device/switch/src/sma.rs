@@ -21,7 +21,7 @@ use ibtca_protocol::mad::attr::{
 };
 use ibtca_protocol::mad::{MadStatus, Smp};
 
-use super::lft::{Lft, MAX_UNICAST_LID};
+use super::lft::{Lft, LINEAR_FDB_CAP, MAX_UNICAST_LID};
 use super::mft::Mft;
 use super::port::{PortSlot, ENFORCE_INBOUND, ENFORCE_OUTBOUND};
 use super::wires::Wires;
@@ -107,7 +107,7 @@ impl SwitchSma {
             m_key: MKey::default(),
             pkeys,
             info: SwitchInfo {
-                linear_fdb_cap: MAX_UNICAST_LID + 1,
+                linear_fdb_cap: LINEAR_FDB_CAP,
                 multicast_fdb_cap: MFT_CAP,
                 partition_enforcement_cap: PKEY_CAP as u16,
                 life_time_value: LIFE_TIME,

@@ -1,0 +1,189 @@
+//! `scripts/fat-tree-net.sh RADIX PODS` writes a three-level fat tree
+//! that ibsim and ibtca both load as the same fabric: with the radix-4,
+//! 3-pod tree (12 CAs; 6 leaves, 6 aggregation switches and 4 cores),
+//! `ibtca-fabric import` has exactly its switches, CAs and links; ibsim
+//! serves it and `ibnetdiscover` (through Debian's libumad2sim) lists
+//! exactly those nodes and links; `ibtca-fabric up --net` of the same file
+//! (every node, the host port too, hosted in one `ibtca-hive`), swept by
+//! the host's `opensm -o`, gives an `ibnetdiscover` listing the same links
+//! between the same GUIDs as ibsim's.
+//!
+//! Needs `opensm`, `infiniband-diags`, `libumad2sim0` and `ibsim-utils` on
+//! the host (scripts/host-tools.sh installs them).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ibtca_tests::host_sm::{opensm_once, UMAD2SIM};
+use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::TempDir;
+use serde_json::Value;
+
+const RADIX: usize = 4;
+const PODS: usize = 3;
+/// RADIX/2 leaves of RADIX/2 CAs per pod.
+const CAS: usize = PODS * (RADIX / 2) * (RADIX / 2);
+/// Leaves and aggs per pod; each agg's 2 uplinks go to 2 cores of its
+/// group (one link each: 2 links per pod would need 6 core ports).
+const SWITCHES: usize = PODS * RADIX + (RADIX / 2) * (RADIX / 2);
+/// A CA's, a leaf's RADIX/2 uplinks, an agg's RADIX/2 uplinks.
+const LINKS: usize = 3 * CAS;
+
+fn net_file(dir: &Path) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fat-tree-net.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .args([RADIX.to_string(), PODS.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fat-tree-net.sh: {}", text(&out));
+    let file = dir.join("ft3.net");
+    std::fs::write(&file, out.stdout).unwrap();
+    file
+}
+
+fn need(tool: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
+        .unwrap_or(false)
+        || Path::new("/usr/sbin").join(tool).exists();
+    assert!(found, "{tool} missing: scripts/host-tools.sh installs it");
+}
+
+/// `ibnetdiscover` through libumad2sim on the port `sock` (ibsim's
+/// `SIM_HOST` `host`).
+fn ibnetdiscover(sock: &str, host: &str) -> String {
+    let out = Command::new("ibnetdiscover")
+        .env("LD_PRELOAD", UMAD2SIM)
+        .env("IBSIM_SOCKNAME", sock)
+        .env("SIM_HOST", host)
+        .output()
+        .expect("run ibnetdiscover");
+    assert!(out.status.success(), "ibnetdiscover: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A link: (node id, port, node id, port), the lower end first.
+type Link = (String, u32, String, u32);
+
+/// Switches and CAs of an `ibnetdiscover` listing, and its links as
+/// (GUID, port, GUID, port), each once, lower end first.
+fn fabric_of(listing: &str) -> (usize, usize, BTreeSet<Link>) {
+    let mut links = BTreeSet::new();
+    let mut here = String::new();
+    let (mut switches, mut cas) = (0, 0);
+    for line in listing.lines() {
+        if line.starts_with("Switch") || line.starts_with("Ca") {
+            if line.starts_with("Switch") {
+                switches += 1;
+            } else {
+                cas += 1;
+            }
+            here = line.split('"').nth(1).unwrap().to_owned();
+        } else if let Some(rest) = line.strip_prefix('[') {
+            // [3]	"S-0000000003000101"[1]		# "agg 1-1" lid 3 4xQDR
+            // [1](100000201)	"S-0000000002000101"[1]	...
+            let port: u32 = rest.split(']').next().unwrap().parse().unwrap();
+            let mut q = rest.split('"');
+            let peer = q.nth(1).unwrap().to_owned();
+            let rport: u32 = q
+                .next()
+                .unwrap()
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let (a, b) = ((here.clone(), port), (peer, rport));
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            links.insert((a.0, a.1, b.0, b.1));
+        }
+    }
+    (switches, cas, links)
+}
+
+fn wait_for_line(child: &mut Child, want: &str) {
+    let out = child.stdout.take().unwrap();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        if line.contains(want) {
+            return;
+        }
+    }
+    panic!("ibsim ended without {want:?}: {:?}", child.wait());
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_three_level_fat_tree_loads_in_ibsim_and_ibtca_as_the_same_fabric() {
+    for tool in ["opensm", "ibnetdiscover", "ibsim"] {
+        need(tool);
+    }
+    assert!(Path::new(UMAD2SIM).exists(), "{UMAD2SIM} missing");
+    let dir = TempDir::new("fat-tree-net");
+    let file = net_file(&dir.0);
+    let f = file.display().to_string();
+
+    // ibtca's import: the file's switches, CAs and links, every switch
+    // with RADIX ports.
+    let out = fabric(&["import", &f]);
+    assert!(out.status.success(), "import: {}", text(&out));
+    let topo: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let switches = topo["switches"].as_array().unwrap();
+    assert_eq!(switches.len(), SWITCHES, "{topo}");
+    assert!(switches.iter().all(|s| s["ports"] == RADIX), "{topo}");
+    assert_eq!(topo["nodes"].as_array().unwrap().len(), CAS, "{topo}");
+    assert_eq!(topo["links"].as_array().unwrap().len(), LINKS, "{topo}");
+
+    // ibsim serves the same file.
+    let sock = format!("ibtca-ft3-{}", std::process::id());
+    let mut ibsim = Command::new("ibsim")
+        .args(["-s", "-n", &f])
+        .env("IBSIM_SOCKNAME", format!("{sock}-ibsim"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ibsim");
+    wait_for_line(&mut ibsim, "Network simulator ready");
+    let ibsim = Kill(ibsim);
+    let (sw, ca, ibsim_links) = fabric_of(&ibnetdiscover(&format!("{sock}-ibsim"), "ca1-1-1"));
+    drop(ibsim);
+    assert_eq!((sw, ca, ibsim_links.len()), (SWITCHES, CAS, LINKS));
+
+    // ibtca runs it: one hive with the host port, swept by the host's SM.
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let out = fabric(&[
+        "up",
+        "--net",
+        &f,
+        "--run-dir",
+        &run.display().to_string(),
+        "--sim-port",
+        &format!("ca1-1-1={sock}"),
+    ]);
+    assert!(out.status.success(), "up --net: {}", text(&out));
+    opensm_once(&sock, &dir.join("opensm.log"), Duration::from_secs(300));
+    let (sw, ca, ibtca_links) = fabric_of(&ibnetdiscover(&sock, ""));
+    assert_eq!((sw, ca), (SWITCHES, CAS));
+    // The host port is the hive's too: nothing else runs.
+    assert_eq!(exes(&run), ["ibtca-hive"]);
+    assert_eq!(ibtca_links, ibsim_links, "ibtca's links against ibsim's");
+}
+
+/// The binaries of the processes `up` started in `run`.
+fn exes(run: &Path) -> Vec<String> {
+    let state = ibtca_fabric::state::State::load(run).unwrap().unwrap();
+    state.processes.into_iter().map(|p| p.exe).collect()
+}

@@ -74,6 +74,18 @@ impl SimGuest {
         self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn)
     }
 
+    /// CREATE_QP whose RQ has a stride of 2^`rq_log_stride` bytes
+    /// (CREATE_QP's `rq_log_stride`, passed as is: 0 is the default).
+    pub fn create_qp_strided(
+        &mut self,
+        pdn: u32,
+        cq: &Cq,
+        log: u8,
+        rq_log_stride: u8,
+    ) -> Result<Qp, CmdFailed> {
+        self.create_qp_full(pdn, cq, cq, log, DbRoute::Bar0, 0, rq_log_stride)
+    }
+
     fn create_qp_with(
         &mut self,
         pdn: u32,
@@ -83,9 +95,24 @@ impl SimGuest {
         db: DbRoute,
         srqn: u32,
     ) -> Result<Qp, CmdFailed> {
+        self.create_qp_full(pdn, scq, rcq, log, db, srqn, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_qp_full(
+        &mut self,
+        pdn: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log: u8,
+        db: DbRoute,
+        srqn: u32,
+        rq_log_stride: u8,
+    ) -> Result<Qp, CmdFailed> {
         let sq = self.alloc(128 << log, 4096);
+        let stride_log = rq_log_stride.clamp(RECV_LOG_STRIDE, MAX_RECV_LOG_STRIDE);
         let (rq, rq_log) = match srqn {
-            0 => (self.alloc(128 << log, 4096), log),
+            0 => (self.alloc(1 << (stride_log + log), 4096), log),
             _ => (0, 0),
         };
         let quasi = self.alloc(32 << log, 4096);
@@ -97,8 +124,10 @@ impl SimGuest {
             sq: sq.into(),
             rq: rq.into(),
             quasi: quasi.into(),
-            db_page: db_page(db).into(),
+            db_page: (db_page(db) as u16).into(),
+            rq_log_stride,
             srqn: srqn.into(),
+            ..Default::default()
         };
         let qpn = self.cmd(CMD_CREATE_QP, p.as_slice())?.0;
         Ok(Qp {
@@ -108,6 +137,7 @@ impl SimGuest {
             rq,
             quasi,
             log,
+            rq_log_stride: stride_log,
             sq_pi: 0,
             rq_pi: 0,
         })

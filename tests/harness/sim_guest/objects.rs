@@ -58,7 +58,7 @@ impl SimGuest {
 
     /// CREATE_QP bound to the doorbell page of `db` (BAR0: page 0).
     pub fn create_qp_on(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8, db: DbRoute) -> Qp {
-        self.create_qp_with(pdn, scq, rcq, log, db, 0)
+        self.create_qp_with(pdn, scq, rcq, log, db, 0, 0)
             .expect("CREATE_QP")
     }
 
@@ -71,7 +71,7 @@ impl SimGuest {
         log: u8,
         srqn: u32,
     ) -> Result<Qp, CmdFailed> {
-        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn)
+        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn, 0)
     }
 
     /// CREATE_QP whose RQ has a stride of 2^`rq_log_stride` bytes
@@ -83,23 +83,11 @@ impl SimGuest {
         log: u8,
         rq_log_stride: u8,
     ) -> Result<Qp, CmdFailed> {
-        self.create_qp_full(pdn, cq, cq, log, DbRoute::Bar0, 0, rq_log_stride)
-    }
-
-    fn create_qp_with(
-        &mut self,
-        pdn: u32,
-        scq: &Cq,
-        rcq: &Cq,
-        log: u8,
-        db: DbRoute,
-        srqn: u32,
-    ) -> Result<Qp, CmdFailed> {
-        self.create_qp_full(pdn, scq, rcq, log, db, srqn, 0)
+        self.create_qp_with(pdn, cq, cq, log, DbRoute::Bar0, 0, rq_log_stride)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn create_qp_full(
+    fn create_qp_with(
         &mut self,
         pdn: u32,
         scq: &Cq,

@@ -58,6 +58,12 @@
 #define IBTCA_WQE_F_INLINE                 0x8
 /* Most bytes of inline data one send WQE carries (struct ibtca_device_attr_ext max_inline_data). */
 #define IBTCA_MAX_INLINE_DATA              0x40
+/* log2 of the default receive WQE stride (128 bytes: struct ibtca_recv_wqe, 4 SGEs); a stride of 2^n bytes holds (2^n - 64) / 16 SGEs. */
+#define IBTCA_RECV_LOG_STRIDE              0x7
+/* log2 of the largest receive WQE stride (1024 bytes). */
+#define IBTCA_MAX_RECV_LOG_STRIDE          0xa
+/* Most SGEs of one receive WQE (struct ibtca_device_attr_ext max_recv_sge and max_srq_sge), at a stride of 1024 bytes. */
+#define IBTCA_MAX_RECV_SGE                 0x20
 /* Completion opcode: SEND. */
 #define IBTCA_WC_SEND                      0x0
 /* Completion opcode: RDMA WRITE. */
@@ -317,10 +323,10 @@ struct ibtca_reg_mr_wqe {
 } __packed;
 static_assert(sizeof(struct ibtca_reg_mr_wqe) == 128);
 
-/* A receive-queue work request (128 bytes, same stride as the SQ). */
+/* A receive-queue work request: 128 bytes with 4 SGEs at the default stride. A ring of a larger stride (CREATE_QP's rq_log_stride, CREATE_SRQ's log_stride) continues `sge` past the 128 bytes: entry i at byte 64 + 16 * i, as many as the stride holds, at most IBTCA_MAX_RECV_SGE. A `num_sge` past that completes with IBTCA_WC_LOC_LEN_ERR; nothing past the WQE's slot is read. */
 struct ibtca_recv_wqe {
 	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
-	__u8 num_sge;	/* 0x08: Number of valid entries in `sge`. */
+	__u8 num_sge;	/* 0x08: Number of valid entries in `sge` (and after it, at a larger stride). */
 	__u8 rsvd0[55];	/* 0x09: Reserved, zero. */
 	struct ibtca_sge sge[4];	/* 0x40: Buffers the incoming SEND is scattered into. */
 } __packed;
@@ -456,7 +462,9 @@ struct ibtca_cmd_create_qp {
 	__le64 sq;	/* 0x10: Guest-physical address of the SQ (struct ibtca_send_wqe). */
 	__le64 rq;	/* 0x18: Guest-physical address of the RQ (struct ibtca_recv_wqe). */
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
-	__le32 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
+	__le16 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
+	__u8 rq_log_stride;	/* 0x2a: log2 of the RQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE; `rq` aligned to it); 0: IBTCA_RECV_LOG_STRIDE, the 128-byte struct ibtca_recv_wqe with 4 SGEs. Must be 0 with `srqn`. */
+	__u8 rsvd0;	/* 0x2b: Reserved, zero. */
 	__le32 srqn;	/* 0x2c: Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
@@ -492,8 +500,9 @@ static_assert(sizeof(struct ibtca_cmd_modify_qp) == 48);
 struct ibtca_cmd_create_srq {
 	__le32 pdn;	/* 0x00: Protection domain (the QPs using the SRQ must be in it). */
 	__u8 log_entries;	/* 0x04: log2 of the number of entries (at most log2 of max_srq_wr). */
-	__u8 rsvd0[3];	/* 0x05: Reserved, zero. */
-	__le64 ring;	/* 0x08: Guest-physical address of the ring (128-byte aligned). */
+	__u8 log_stride;	/* 0x05: log2 of the ring's stride in bytes, as CREATE_QP's rq_log_stride (0: 128 bytes, 4 SGEs); RESIZE_SRQ keeps it. */
+	__u8 rsvd0[2];	/* 0x06: Reserved, zero. */
+	__le64 ring;	/* 0x08: Guest-physical address of the ring (aligned to its stride). */
 	__le32 max_wr;	/* 0x10: Most receives posted and not yet taken (1 to 2^log_entries). */
 	__le32 srq_limit;	/* 0x14: Limit event threshold (0: disarmed; below max_wr), as MODIFY_SRQ's. */
 	__le32 db_page;	/* 0x18: Doorbell page whose SRQ doorbell alone rings this SRQ; 0: the kernel's. */
@@ -618,9 +627,9 @@ struct ibtca_device_attr_ext {
 	__le32 page_size;	/* 0x08: Page size of page lists in bytes (4096). */
 	__le32 db_pages;	/* 0x0c: Doorbell pages in the doorbell BAR (IBTCA_DB_PAGES). */
 	__u8 db_bar;	/* 0x10: Index of the doorbell BAR (IBTCA_DB_BAR). */
-	__u8 max_srq_sge;	/* 0x11: SGEs of one SRQ receive. */
+	__u8 max_srq_sge;	/* 0x11: SGEs of one SRQ receive (IBTCA_MAX_RECV_SGE, at the largest stride). */
 	__u8 max_qp_init_rd_atom;	/* 0x12: Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth). */
-	__u8 rsvd0;	/* 0x13: Reserved, zero. */
+	__u8 max_recv_sge;	/* 0x13: SGEs of one receive WQE of a QP's own RQ (IBTCA_MAX_RECV_SGE, at the largest stride); struct ibtca_device_attr's max_sge is the send WQE's. */
 	__le32 max_srq;	/* 0x14: Shared receive queues. */
 	__le32 max_srq_wr;	/* 0x18: Entries of one SRQ (max_wr). */
 	__le32 max_inline_data;	/* 0x1c: Bytes of inline data one send WQE carries (IBTCA_MAX_INLINE_DATA). */

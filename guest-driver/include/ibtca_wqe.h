@@ -184,11 +184,43 @@ static inline void ibtca_recv_wqe_start(struct ibtca_recv_wqe *w, __u64 wr_id)
 	w->wr_id = ibtca_wqe_le64(wr_id);
 }
 
-/* Adds one buffer to receive WQE @w. */
+/*
+ * Adds one buffer to receive WQE @w. Past its first 4 SGEs a WQE of a
+ * larger stride runs its list on after the 128-byte struct; the caller
+ * keeps within what the stride holds (ibtca_recv_stride_sges()).
+ */
 static inline void ibtca_recv_wqe_gather(struct ibtca_recv_wqe *w,
 					 __u64 addr, __u32 length, __u32 lkey)
 {
-	ibtca_sge_set(&w->sge[w->num_sge++], addr, length, lkey);
+	struct ibtca_sge *list = (struct ibtca_sge *)((char *)w +
+			__builtin_offsetof(struct ibtca_recv_wqe, sge));
+
+	ibtca_sge_set(&list[w->num_sge++], addr, length, lkey);
+}
+
+/* The SGEs a receive WQE stride of 2^@log_stride bytes holds. */
+static inline __u32 ibtca_recv_stride_sges(__u32 log_stride)
+{
+	__u32 n = ((1U << log_stride) -
+		   __builtin_offsetof(struct ibtca_recv_wqe, sge)) /
+		  sizeof(struct ibtca_sge);
+
+	return n < IBTCA_MAX_RECV_SGE ? n : IBTCA_MAX_RECV_SGE;
+}
+
+/*
+ * The smallest receive stride (log2 bytes) holding @sges SGEs, at least
+ * IBTCA_RECV_LOG_STRIDE; 0 past IBTCA_MAX_RECV_SGE.
+ */
+static inline __u32 ibtca_recv_log_stride(__u32 sges)
+{
+	__u32 log;
+
+	for (log = IBTCA_RECV_LOG_STRIDE; log <= IBTCA_MAX_RECV_LOG_STRIDE;
+	     log++)
+		if (ibtca_recv_stride_sges(log) >= sges)
+			return log;
+	return 0;
 }
 
 #endif

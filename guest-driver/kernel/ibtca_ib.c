@@ -129,7 +129,7 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 			      IB_DEVICE_SRQ_RESIZE;
 	a->max_fast_reg_page_list_len = ib->max_mr_pages;
 	a->max_send_sge = d->max_sge;
-	a->max_recv_sge = d->max_sge;
+	a->max_recv_sge = ib->max_recv_sge;
 	a->max_sge_rd = d->max_sge;
 	a->max_cq = le32_to_cpu(d->max_cq);
 	a->max_cqe = le32_to_cpu(d->max_cqe);
@@ -463,6 +463,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	ib->max_srq = le32_to_cpu(ext.max_srq);
 	ib->max_srq_wr = le32_to_cpu(ext.max_srq_wr);
 	ib->max_srq_sge = ext.max_srq_sge;
+	/* A device without larger receive strides reports 0 there. */
+	ib->max_recv_sge = ext.max_recv_sge ?: ib->attr.max_sge;
 	ib->max_qp_init_rd_atom = ext.max_qp_init_rd_atom;
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);

@@ -36,6 +36,7 @@ struct ibtca_ib {
 	DECLARE_BITMAP(db_pages, IBTCA_DB_PAGES);
 	/* SRQ limits (IBTCA_DEVICE_ATTR_EXT) and the SRQs, for limit events. */
 	u32 max_srq, max_srq_wr, max_srq_sge;
+	u32 max_recv_sge;		/* of a kernel QP's own RQ */
 	struct mutex srq_lock;		/* serialises @srqs */
 	struct list_head srqs;		/* ibtca_ib_srq.node */
 };
@@ -91,6 +92,7 @@ struct ibtca_ib_srq {
 	struct ib_srq ibsrq;
 	u32 srqn;
 	u32 log;			/* the ring holds 2^log WQEs */
+	u32 log_stride;			/* each of 2^log_stride bytes */
 	u32 max_wr;			/* posted and not completed, at most */
 	u32 pi;				/* posted (kernel SRQs) */
 	atomic_t done;			/* receive completions seen */

@@ -233,7 +233,8 @@ int ibtca_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	start = qp->r.rq_pi;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge) {
+		if (wr->num_sge < 0 ||
+		    wr->num_sge > ibtca_recv_stride_sges(qp->r.rq_log_stride)) {
 			ret = -EINVAL;
 			break;
 		}

@@ -17,6 +17,7 @@
 #include <linux/slab.h>
 
 #include "ibtca_ib.h"
+#include "ibtca_wqe.h"
 
 /* The device's QP states are the core's. */
 static_assert(IBTCA_QPS_RESET == IB_QPS_RESET);
@@ -69,6 +70,9 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 		.sq = max_t(u32, order_base_2(init->cap.max_send_wr), 1),
 		.rq = max_t(u32, order_base_2(recv_wr), 1),
 		.quasi = rd_log,
+		/* Receive WQEs as large as the SGEs asked for need. */
+		.rq_stride = init->srq ? 0 :
+			     ibtca_recv_log_stride(init->cap.max_recv_sge),
 	};
 	int ret;
 
@@ -114,7 +118,9 @@ caps:
 	init->cap.max_send_wr = BIT(qp->r.log);
 	init->cap.max_recv_wr = init->srq ? 0 : BIT(qp->r.rq_log);
 	init->cap.max_send_sge = ib->attr.max_sge;
-	init->cap.max_recv_sge = init->srq ? 0 : ib->attr.max_sge;
+	/* A user QP's receives are the provider's 128-byte WQEs. */
+	init->cap.max_recv_sge = init->srq ? 0 : udata ? ib->attr.max_sge :
+		ibtca_recv_stride_sges(qp->r.rq_log_stride);
 	/*
 	 * Only an RC WQE carries inline data; a datagram WQE has an address
 	 * vector there. A datagram QP asked for some (up to the RC limit, so
@@ -141,7 +147,8 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	    init->cap.max_send_wr > max_wr ||
 	    init->cap.max_send_sge > ib->attr.max_sge ||
 	    (!init->srq && (init->cap.max_recv_wr > max_wr ||
-			    init->cap.max_recv_sge > ib->attr.max_sge)))
+			    init->cap.max_recv_sge >
+			    (udata ? ib->attr.max_sge : ib->max_recv_sge))))
 		return -EINVAL;
 	if (init->srq && init->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;

@@ -24,6 +24,10 @@
  * entry the kernel hands back through ibtca_modify_srq_cmd's resp_addr.
  * The old ring is freed once the device reads the new one (a user's when
  * its last mapping goes).
+ *
+ * A kernel SRQ's WQEs are as large as the max_sge it was created with
+ * needs (CREATE_SRQ's log_stride: IPoIB's connected mode asks for 17 at
+ * MTU 65520); a user SRQ's are the provider's 128-byte WQEs.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -34,6 +38,7 @@
 
 #include "ibtca_ib.h"
 #include "ibtca_uctx.h"
+#include "ibtca_wqe.h"
 
 static int ibtca_ib_srq_cmd(struct ibtca_ib *ib, u8 opcode, u32 srqn,
 			    u32 *out0, u32 *out1)
@@ -65,12 +70,13 @@ static int ibtca_ib_srq_ring_create(struct ibtca_ib *ib,
 	struct ibtca_cmd_create_srq p = { };
 	int ret;
 
-	srq->size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << srq->log);
+	srq->size = PAGE_ALIGN((size_t)1 << (srq->log + srq->log_stride));
 	srq->ring = dma_alloc_coherent(dev, srq->size, &srq->dma, GFP_KERNEL);
 	if (!srq->ring)
 		return -ENOMEM;
 	p.pdn = cpu_to_le32(to_pd(srq->ibsrq.pd)->pdn);
 	p.log_entries = srq->log;
+	p.log_stride = srq->log_stride;
 	p.ring = cpu_to_le64(srq->dma);
 	p.max_wr = cpu_to_le32(srq->max_wr);
 	p.srq_limit = cpu_to_le32(a->srq_limit);
@@ -130,7 +136,10 @@ int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	if (!a->max_wr || a->max_wr > ib->max_srq_wr ||
 	    a->max_sge > ib->max_srq_sge || a->srq_limit >= a->max_wr)
 		return -EINVAL;
+	srq->log_stride = ibtca_recv_log_stride(a->max_sge);
 	if (udata) {
+		if (srq->log_stride != IBTCA_RECV_LOG_STRIDE)
+			return -EINVAL;
 		uctx = rdma_udata_to_drv_context(udata,
 						 struct ibtca_ib_ucontext,
 						 ibuc);
@@ -151,7 +160,7 @@ int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		if (ret)
 			goto err_destroy;
 	}
-	a->max_sge = ib->max_srq_sge;
+	a->max_sge = ibtca_recv_stride_sges(srq->log_stride);
 	mutex_lock(&ib->srq_lock);
 	list_add_tail(&srq->node, &ib->srqs);
 	mutex_unlock(&ib->srq_lock);
@@ -204,7 +213,7 @@ static int ibtca_ib_srq_grow_user(struct ibtca_ib *ib,
 	struct device *dev = &ib->idev->pdev->dev;
 	struct ibtca_modify_srq_resp resp = { };
 	struct rdma_user_mmap_entry *entry;
-	size_t size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << log);
+	size_t size = PAGE_ALIGN((size_t)1 << (log + srq->log_stride));
 	u64 resp_addr = ibtca_ib_srq_resp_addr(udata);
 	struct ibtca_recv_wqe *ring;
 	dma_addr_t dma;
@@ -252,7 +261,7 @@ static int ibtca_ib_srq_grow_kernel(struct ibtca_ib *ib,
 				    u32 log)
 {
 	struct device *dev = &ib->idev->pdev->dev;
-	size_t size = PAGE_ALIGN(sizeof(struct ibtca_recv_wqe) << log);
+	size_t size = PAGE_ALIGN((size_t)1 << (log + srq->log_stride));
 	struct ibtca_recv_wqe *ring, *old;
 	dma_addr_t dma, old_dma;
 	unsigned long flags;
@@ -361,7 +370,7 @@ int ibtca_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 	if (ret)
 		return ret;
 	attr->max_wr = READ_ONCE(srq->max_wr);
-	attr->max_sge = ib->max_srq_sge;
+	attr->max_sge = ibtca_recv_stride_sges(srq->log_stride);
 	attr->srq_limit = limit;
 	return 0;
 }
@@ -397,6 +406,14 @@ int ibtca_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	return 0;
 }
 
+/* Slot @index of the ring of 2^@log WQEs of 2^@log_stride bytes at @ring. */
+static struct ibtca_recv_wqe *ibtca_ib_srq_slot(struct ibtca_recv_wqe *ring,
+						u32 log, u32 log_stride,
+						u32 index)
+{
+	return (void *)ring + ((size_t)(index & (BIT(log) - 1)) << log_stride);
+}
+
 int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			   const struct ib_recv_wr **bad_wr)
 {
@@ -414,7 +431,8 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	spin_lock_irqsave(&srq->lock, flags);
 	start = srq->pi;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || wr->num_sge > ib->max_srq_sge) {
+		if (wr->num_sge < 0 ||
+		    wr->num_sge > ibtca_recv_stride_sges(srq->log_stride)) {
 			ret = -EINVAL;
 			break;
 		}
@@ -423,12 +441,15 @@ int ibtca_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			ret = -ENOMEM;
 			break;
 		}
-		w = &srq->ring[srq->pi & (BIT(srq->log) - 1)];
-		memset(w, 0, sizeof(*w));
+		w = ibtca_ib_srq_slot(srq->ring, srq->log, srq->log_stride,
+				      srq->pi);
+		memset(w, 0, BIT(srq->log_stride));
 		ibtca_ib_recv_wqe(w, wr);
 		/* Growing: the device reads one ring or the other. */
 		if (srq->next_ring)
-			srq->next_ring[srq->pi & (BIT(srq->next_log) - 1)] = *w;
+			memcpy(ibtca_ib_srq_slot(srq->next_ring, srq->next_log,
+						 srq->log_stride, srq->pi),
+			       w, BIT(srq->log_stride));
 		srq->pi++;
 	}
 	/* writeq() orders the WQEs before the doorbell. */

@@ -189,8 +189,10 @@ int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	memset(r, 0, sizeof(*r));
 	r->log = logs->sq;
 	r->rq_log = logs->rq;
+	r->rq_log_stride = logs->rq_stride ?: IBTCA_RECV_LOG_STRIDE;
 	sq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << logs->sq);
-	rq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << logs->rq);
+	/* Page-aligned, so aligned to any receive stride. */
+	rq = PAGE_ALIGN((size_t)1 << (r->rq_log_stride + logs->rq));
 	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << logs->quasi);
 	r->size = sq + rq + quasi;
 	r->mem = dma_alloc_coherent(ibtca_ring_dev(idev), r->size, &r->dma,
@@ -209,7 +211,9 @@ int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	p.sq = cpu_to_le64(r->dma);
 	p.rq = cpu_to_le64(r->dma + sq);
 	p.quasi = cpu_to_le64(r->dma + sq + rq);
-	p.db_page = cpu_to_le32(db_page);
+	p.db_page = cpu_to_le16(db_page);
+	if (r->rq_log_stride != IBTCA_RECV_LOG_STRIDE)
+		p.rq_log_stride = r->rq_log_stride;
 	if (srqn) {
 		/* Receives from the SRQ: the RQ memory stays unused. */
 		p.srqn = cpu_to_le32(srqn);
@@ -277,8 +281,9 @@ struct ibtca_recv_wqe *ibtca_rq_slot(struct ibtca_qp_ring *r)
 
 	if (r->rq_pi - READ_ONCE(r->rq_done) >= BIT(r->rq_log))
 		return NULL;
-	w = &r->rq[r->rq_pi & (BIT(r->rq_log) - 1)];
-	memset(w, 0, sizeof(*w));
+	w = (void *)r->rq + ((size_t)(r->rq_pi & (BIT(r->rq_log) - 1)) <<
+			     r->rq_log_stride);
+	memset(w, 0, BIT(r->rq_log_stride));
 	r->rq_pi++;
 	return w;
 }

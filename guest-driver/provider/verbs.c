@@ -26,6 +26,12 @@ static int ibtca_query_device(struct ibv_context *ctx,
 				       &resp_size);
 	if (err)
 		return err;
+	/*
+	 * This provider's receive WQEs are 128 bytes: 4 SGEs (the kernel's
+	 * own SRQs take more).
+	 */
+	if (attr->orig_attr.max_srq_sge > attr->orig_attr.max_sge)
+		attr->orig_attr.max_srq_sge = attr->orig_attr.max_sge;
 	/* The kernel's fw_ver is major << 32 | minor, as sysfs fw_ver shows. */
 	fw = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),

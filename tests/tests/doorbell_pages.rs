@@ -155,7 +155,7 @@ fn doorbell_pages_are_bounded_and_bad_writes_refused() {
         sq: q.into(),
         rq: (q + 4096).into(),
         quasi: (q + 8192).into(),
-        db_page: regs::DB_PAGES.into(),
+        db_page: (regs::DB_PAGES as u16).into(),
         ..Default::default()
     };
     assert_eq!(g.cmd(CMD_CREATE_QP, c.as_slice()), einval);

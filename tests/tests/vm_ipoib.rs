@@ -20,8 +20,10 @@
 //!   error;
 //! - connected mode: both guests `echo connected > .../ib0/mode`; the MTU
 //!   becomes what the SRQ's receive SGEs hold (IPoIB's
-//!   `max_srq_sge * 4096 - 16`), a ping of a full-MTU datagram (one
-//!   IPoIB packet, far past what a UD QP carries) goes each way over the RC QPs the IB CM connected (REQ/REP/RTU
+//!   `max_srq_sge * 4096 - 16`): 65520, its largest, as the SRQ's receive
+//!   WQEs take IPoIB's 16 SGEs; a ping of a full-MTU datagram (65492 bytes
+//!   of ICMP data: one IPoIB packet, far past what a UD QP carries) goes
+//!   each way over the RC QPs the IB CM connected (REQ/REP/RTU
 //!   on QP1; `rdma resource show qp` lists them, ipoib's passive QP
 //!   reaches RTS: no `failed to modify QP` in dmesg), and `iperf3` runs
 //!   again over them.
@@ -79,9 +81,10 @@ fn guid_bytes(port_guid: u64) -> String {
 }
 
 /// ib0's MTU in connected mode: the receive buffer of one SRQ receive,
-/// `max_srq_sge` pages, less 16 bytes (ipoib_cm.c); the device gives an SRQ
-/// receive 4 SGEs.
-const CONNECTED_MTU: usize = 4 * 4096 - 16;
+/// `max_srq_sge` pages, less 16 bytes (ipoib_cm.c). IPoIB asks for at most
+/// 16 (its 65524-byte buffer's pages), which the device's 512-byte SRQ
+/// WQEs hold: 65520, IPoIB's largest.
+const CONNECTED_MTU: usize = 16 * 4096 - 16;
 
 /// Bytes each `iperf3` run moves (`-n`: a byte count, not a time).
 const IPERF_BYTES: u64 = 4 << 20;

@@ -160,11 +160,16 @@ impl RegMrWqe {
 }
 
 abi_struct! {
-    /// A receive-queue work request (128 bytes, same stride as the SQ).
+    /// A receive-queue work request: 128 bytes with 4 SGEs at the default
+    /// stride. A ring of a larger stride (CREATE_QP's rq_log_stride,
+    /// CREATE_SRQ's log_stride) continues `sge` past the 128 bytes: entry i
+    /// at byte 64 + 16 * i, as many as the stride holds, at most
+    /// IBTCA_MAX_RECV_SGE. A `num_sge` past that completes with
+    /// IBTCA_WC_LOC_LEN_ERR; nothing past the WQE's slot is read.
     RecvWqe = "recv_wqe" {
         /// Caller's cookie, returned in the completion.
         wr_id: Le64,
-        /// Number of valid entries in `sge`.
+        /// Number of valid entries in `sge` (and after it, at a larger stride).
         num_sge: u8,
         /// Reserved, zero.
         rsvd0: [u8; 55],
@@ -422,6 +427,12 @@ crate::regs::values! {
     WQE_F_INLINE: u8 = 1 << 3;
     /// Most bytes of inline data one send WQE carries (struct ibtca_device_attr_ext max_inline_data).
     MAX_INLINE_DATA: u32 = 64;
+    /// log2 of the default receive WQE stride (128 bytes: struct ibtca_recv_wqe, 4 SGEs); a stride of 2^n bytes holds (2^n - 64) / 16 SGEs.
+    RECV_LOG_STRIDE: u8 = 7;
+    /// log2 of the largest receive WQE stride (1024 bytes).
+    MAX_RECV_LOG_STRIDE: u8 = 10;
+    /// Most SGEs of one receive WQE (struct ibtca_device_attr_ext max_recv_sge and max_srq_sge), at a stride of 1024 bytes.
+    MAX_RECV_SGE: u8 = 32;
     /// Completion opcode: SEND.
     WC_SEND: u8 = 0;
     /// Completion opcode: RDMA WRITE.
@@ -726,7 +737,11 @@ abi_struct! {
         /// Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe).
         quasi: Le64,
         /// Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0).
-        db_page: Le32,
+        db_page: Le16,
+        /// log2 of the RQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE; `rq` aligned to it); 0: IBTCA_RECV_LOG_STRIDE, the 128-byte struct ibtca_recv_wqe with 4 SGEs. Must be 0 with `srqn`.
+        rq_log_stride: u8,
+        /// Reserved, zero.
+        rsvd0: u8,
         /// Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ.
         srqn: Le32,
     }
@@ -742,9 +757,11 @@ abi_struct! {
         pdn: Le32,
         /// log2 of the number of entries (at most log2 of max_srq_wr).
         log_entries: u8,
+        /// log2 of the ring's stride in bytes, as CREATE_QP's rq_log_stride (0: 128 bytes, 4 SGEs); RESIZE_SRQ keeps it.
+        log_stride: u8,
         /// Reserved, zero.
-        rsvd0: [u8; 3],
-        /// Guest-physical address of the ring (128-byte aligned).
+        rsvd0: [u8; 2],
+        /// Guest-physical address of the ring (aligned to its stride).
         ring: Le64,
         /// Most receives posted and not yet taken (1 to 2^log_entries).
         max_wr: Le32,
@@ -1076,12 +1093,12 @@ abi_struct! {
         db_pages: Le32,
         /// Index of the doorbell BAR (IBTCA_DB_BAR).
         db_bar: u8,
-        /// SGEs of one SRQ receive.
+        /// SGEs of one SRQ receive (IBTCA_MAX_RECV_SGE, at the largest stride).
         max_srq_sge: u8,
         /// Outstanding RDMA READ and atomic requests one QP issues as requester (MODIFY_QP's max_rd_atomic, its initiator depth).
         max_qp_init_rd_atom: u8,
-        /// Reserved, zero.
-        rsvd0: u8,
+        /// SGEs of one receive WQE of a QP's own RQ (IBTCA_MAX_RECV_SGE, at the largest stride); struct ibtca_device_attr's max_sge is the send WQE's.
+        max_recv_sge: u8,
         /// Shared receive queues.
         max_srq: Le32,
         /// Entries of one SRQ (max_wr).

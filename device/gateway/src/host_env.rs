@@ -15,7 +15,8 @@
 
 use std::collections::HashMap;
 
-use ibtca_abi::verbs::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge, WC_SUCCESS, WQE_F_SIGNALED, WR_SEND};
+use ibtca_abi::recv::RecvWr;
+use ibtca_abi::verbs::{Cqe, QuasiWqe, SendWqe, Sge, WC_SUCCESS, WQE_F_SIGNALED, WR_SEND};
 use ibtca_transport::{AccessError, AtomicOp, CqKind, QpEnv};
 
 /// L_Key of the buffers of messages being sent.
@@ -193,23 +194,18 @@ impl QpEnv for HostEnv {
         Err(AccessError::Invalid)
     }
 
-    fn next_recv(&mut self) -> Option<RecvWqe> {
+    fn next_recv(&mut self) -> Option<RecvWr> {
         if !self.recv_open || self.posted_recvs == 0 {
             return None;
         }
         self.posted_recvs -= 1;
         let wr = self.take_wr();
-        let mut r = RecvWqe {
-            wr_id: wr.into(),
-            num_sge: 1,
-            ..RecvWqe::default()
-        };
-        r.sge[0] = Sge {
+        let buffer = Sge {
             addr: buffer_addr(wr).into(),
             length: self.max_recv.into(),
             lkey: RECV_KEY.into(),
         };
-        Some(r)
+        Some(RecvWr::new(wr, &[buffer]))
     }
 
     fn complete(&mut self, cq: CqKind, cqe: Cqe) {
@@ -302,7 +298,7 @@ mod tests {
         );
         env.scatter(sges, 40, &[3; 24]).unwrap();
         let mut cqe = Cqe {
-            wr_id: r.wr_id,
+            wr_id: r.wr_id.into(),
             byte_len: 64.into(),
             ..Cqe::default()
         };
@@ -313,7 +309,7 @@ mod tests {
         // A failed receive frees its buffer and delivers nothing.
         let r = env.next_recv().unwrap();
         env.scatter(&r.sge[..1], 0, &[9; 8]).unwrap();
-        cqe.wr_id = r.wr_id;
+        cqe.wr_id = r.wr_id.into();
         cqe.status = ibtca_abi::verbs::WC_WR_FLUSH_ERR;
         env.complete(CqKind::Recv, cqe);
         assert_eq!(env.received.len(), 1);
@@ -327,10 +323,10 @@ mod tests {
     #[test]
     fn the_receive_queue_is_finite_and_refilled_by_good_receives() {
         let mut env = HostEnv::new(64);
-        let taken: Vec<RecvWqe> = std::iter::from_fn(|| env.next_recv()).collect();
+        let taken: Vec<RecvWr> = std::iter::from_fn(|| env.next_recv()).collect();
         assert_eq!(taken.len(), RQ_DEPTH);
         let ok = Cqe {
-            wr_id: taken[0].wr_id,
+            wr_id: taken[0].wr_id.into(),
             byte_len: 0.into(),
             ..Cqe::default()
         };
@@ -339,7 +335,7 @@ mod tests {
         assert!(env.next_recv().is_none());
         // A flushed one does not: a QP in error drains the queue and stops.
         let flushed = Cqe {
-            wr_id: taken[1].wr_id,
+            wr_id: taken[1].wr_id.into(),
             status: ibtca_abi::verbs::WC_WR_FLUSH_ERR,
             ..Cqe::default()
         };

@@ -14,7 +14,8 @@
 
 use ibtca_protocol::headers::NakCode;
 
-use ibtca_abi::verbs::{Cqe, QuasiWqe, RecvWqe, SendWqe, Sge};
+use ibtca_abi::recv::RecvWr;
+use ibtca_abi::verbs::{Cqe, QuasiWqe, SendWqe, Sge};
 pub use keys::KeyUse;
 
 /// Why a local or remote memory access was refused. The device maps these
@@ -172,8 +173,9 @@ pub trait QpEnv {
         self.local_invalidate(rkey)
     }
 
-    /// Takes the next posted receive WQE, if any (RNR otherwise).
-    fn next_recv(&mut self) -> Option<RecvWqe>;
+    /// Takes the next posted receive WQE, if any (RNR otherwise), with
+    /// the SGEs its ring's stride holds.
+    fn next_recv(&mut self) -> Option<RecvWr>;
 
     /// Writes a completion to the QP's send or receive CQ (and raises its
     /// interrupt if armed).

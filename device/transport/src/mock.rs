@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::keys::KeyMemory;
 use crate::remote_target::RemoteTarget;
+use ibtca_abi::recv::RecvWr;
 use ibtca_abi::verbs::SendWqe;
 use ibtca_abi::verbs::*;
 
@@ -28,7 +29,7 @@ pub(crate) struct MockEnv {
     pub(crate) mrs: HashMap<u32, MockMr>,
     /// The QP's protection domain.
     pub(crate) pd: u32,
-    pub(crate) rq: VecDeque<RecvWqe>,
+    pub(crate) rq: VecDeque<RecvWr>,
     pub(crate) send_cq: Vec<Cqe>,
     pub(crate) recv_cq: Vec<Cqe>,
     pub(crate) quasi: VecDeque<QuasiWqe>,
@@ -104,13 +105,7 @@ impl MockEnv {
     }
 
     pub(crate) fn post_recv(&mut self, wr_id: u64, sges: &[Sge]) {
-        let mut r = RecvWqe {
-            wr_id: wr_id.into(),
-            num_sge: sges.len() as u8,
-            ..RecvWqe::default()
-        };
-        r.sge[..sges.len()].copy_from_slice(sges);
-        self.rq.push_back(r);
+        self.rq.push_back(RecvWr::new(wr_id, sges));
     }
 
     pub(crate) fn take_outbox(&mut self) -> Vec<Vec<u8>> {
@@ -318,7 +313,7 @@ impl QpEnv for MockEnv {
         Ok(old)
     }
 
-    fn next_recv(&mut self) -> Option<RecvWqe> {
+    fn next_recv(&mut self) -> Option<RecvWr> {
         self.rq.pop_front()
     }
 

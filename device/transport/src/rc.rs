@@ -446,7 +446,7 @@ pub fn flush_posted_recvs<E: QpEnv + ?Sized>(qpn: u32, env: &mut E) -> u64 {
         env.complete(
             CqKind::Recv,
             Cqe {
-                wr_id: recv.wr_id,
+                wr_id: recv.wr_id.into(),
                 qpn: qpn.into(),
                 opcode: WC_RECV,
                 status: WC_WR_FLUSH_ERR,

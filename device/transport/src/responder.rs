@@ -36,6 +36,7 @@ use super::responses::{send_ack, send_atomic_ack, ReadRequest, ResponseQueue, St
 use super::segmenter;
 use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::keys::READ_SLOTS;
+use ibtca_abi::recv::RecvWr;
 use ibtca_abi::verbs::*;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
@@ -46,7 +47,9 @@ pub(crate) struct Fatal;
 #[derive(Debug, Clone)]
 enum InMsg {
     Send {
-        recv: RecvWqe,
+        /// Boxed (only while a message spans packets): a WQE's SGE list
+        /// is up to MAX_RECV_SGE long.
+        recv: Box<RecvWr>,
         offset: u64,
     },
     Write {
@@ -233,23 +236,23 @@ impl Responder {
         let p = v.bth.psn;
         let position = v.info().position;
         let (recv, offset) = match self.msg.take() {
-            Some(InMsg::Send { recv, offset }) => (recv, offset),
+            Some(InMsg::Send { recv, offset }) => (*recv, offset),
             _ => match env.next_recv() {
                 Some(recv) => (recv, 0),
                 None => return self.rnr(p, cfg, counters, env),
             },
         };
-        if usize::from(recv.num_sge) > MAX_SGE {
-            // More SGEs than a WQE holds (the device's max_sge): refused,
-            // not truncated; the responder's fault, not the requester's.
+        let Some(sges) = recv.sges() else {
+            // More SGEs than the WQE's stride holds (or the device's
+            // max_recv_sge): refused, not truncated; the responder's fault,
+            // not the requester's.
             env.complete(
                 CqKind::Recv,
                 recv_cqe(&recv, cfg, WC_RECV, WC_LOC_LEN_ERR, offset),
             );
             return self.fail(NakCode::RemoteOperationalError, p, cfg, counters, env);
-        }
+        };
         if !v.payload.is_empty() {
-            let sges = segmenter::sges(&recv.sge, recv.num_sge);
             if let Err(e) = env.scatter(sges, offset, v.payload) {
                 // Receive buffer too small: local length error here, invalid
                 // request for the requester; a bad L_Key: protection error,
@@ -287,7 +290,10 @@ impl Responder {
             }
             env.complete(CqKind::Recv, cqe);
         } else {
-            self.msg = Some(InMsg::Send { recv, offset });
+            self.msg = Some(InMsg::Send {
+                recv: Box::new(recv),
+                offset,
+            });
         }
         self.accept(v, ends, cfg, counters, env);
         Ok(())
@@ -707,9 +713,9 @@ fn payload_fits(v: &PacketView<'_>, cfg: &RcConfig) -> bool {
     }
 }
 
-fn recv_cqe(recv: &RecvWqe, cfg: &RcConfig, opcode: u8, status: u8, len: u64) -> Cqe {
+fn recv_cqe(recv: &RecvWr, cfg: &RcConfig, opcode: u8, status: u8, len: u64) -> Cqe {
     Cqe {
-        wr_id: recv.wr_id,
+        wr_id: recv.wr_id.into(),
         byte_len: u32::try_from(len).unwrap_or(u32::MAX).into(),
         qpn: cfg.qpn.into(),
         src_qp: cfg.dest_qpn.into(),

@@ -14,7 +14,7 @@ use ibtca_protocol::{Packet, PacketView};
 use super::{CqKind, QpEnv};
 use ibtca_abi::qp::QpType;
 use ibtca_abi::verbs::{
-    Cqe, RecvWqe, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, MAX_SGE, UD_AV_F_GRH,
+    Cqe, Sge, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, MAX_SGE, UD_AV_F_GRH,
     WC_LOC_LEN_ERR, WC_LOC_PROT_ERR, WC_LOC_QP_OP_ERR, WC_RECV, WC_SEND, WC_SUCCESS,
     WQE_F_SIGNALED, WQE_F_SOLICITED, WR_UD_SEND, WR_UD_SEND_IMM,
 };
@@ -225,13 +225,9 @@ fn accepts(cfg: &UdConfig, view: &PacketView<'_>, c: &mut UdCounters) -> Option<
     Some(deth)
 }
 
-/// Bytes a receive WQE's SGEs hold.
-fn capacity(r: &RecvWqe) -> u64 {
-    let n = usize::from(r.num_sge).min(MAX_SGE);
-    r.sge[..n]
-        .iter()
-        .map(|s| u64::from(s.length.to_native()))
-        .sum()
+/// Bytes SGEs hold.
+fn capacity(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| u64::from(s.length.to_native())).sum()
 }
 
 /// Delivers an inbound datagram to the QP with `cfg`: checked (opcode,
@@ -249,22 +245,22 @@ pub fn receive(cfg: &UdConfig, view: &PacketView<'_>, env: &mut dyn QpEnv, c: &m
     };
     c.delivered += 1;
     let total = GRH_AREA + view.payload.len();
-    let n = usize::from(r.num_sge).min(MAX_SGE);
     let mut flags = 0;
-    let status = if capacity(&r) < total as u64 || usize::from(r.num_sge) > MAX_SGE {
-        WC_LOC_LEN_ERR
-    } else {
+    let fits = r.sges().filter(|s| capacity(s) >= total as u64);
+    let status = if let Some(sges) = fits {
         let mut written = Ok(());
         if let Some(grh) = &view.grh {
             let mut bytes = Vec::with_capacity(GRH_AREA);
             grh.write(&mut bytes);
-            written = env.scatter(&r.sge[..n], 0, &bytes);
+            written = env.scatter(sges, 0, &bytes);
             flags |= CQE_F_GRH;
         }
-        match written.and_then(|()| env.scatter(&r.sge[..n], GRH_AREA as u64, view.payload)) {
+        match written.and_then(|()| env.scatter(sges, GRH_AREA as u64, view.payload)) {
             Ok(()) => WC_SUCCESS,
             Err(_) => WC_LOC_PROT_ERR,
         }
+    } else {
+        WC_LOC_LEN_ERR
     };
     let imm = view.ext.immdt.map(|i| i.data);
     if imm.is_some() {
@@ -276,7 +272,7 @@ pub fn receive(cfg: &UdConfig, view: &PacketView<'_>, env: &mut dyn QpEnv, c: &m
     env.complete(
         CqKind::Recv,
         Cqe {
-            wr_id: r.wr_id,
+            wr_id: r.wr_id.into(),
             byte_len: (total as u32).into(),
             qpn: cfg.qpn.into(),
             imm_data: imm.unwrap_or(0).into(),

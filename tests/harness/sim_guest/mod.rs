@@ -66,6 +66,8 @@ pub struct Qp {
     /// its SQ).
     pub quasi: u64,
     pub(crate) log: u8,
+    /// log2 of its RQ's stride (IBTCA_RECV_LOG_STRIDE: 128-byte WQEs).
+    pub(crate) rq_log_stride: u8,
     pub(crate) sq_pi: u32,
     pub(crate) rq_pi: u32,
 }
@@ -76,9 +78,15 @@ impl Qp {
         self.sq
     }
 
-    /// Guest address of its RQ (128-byte WQEs).
+    /// Guest address of its RQ (128-byte WQEs unless created with a
+    /// larger stride).
     pub fn rq_addr(&self) -> u64 {
         self.rq
+    }
+
+    /// Bytes of one RQ slot.
+    pub fn rq_stride(&self) -> u64 {
+        1 << self.rq_log_stride
     }
 }
 

@@ -25,6 +25,17 @@ impl SimGuest {
         let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
         self.ring(qp.db, regs::DB_RQ, db);
     }
+    /// Writes `wqe` (a receive WQE's bytes, at most the RQ's stride) into
+    /// the next RQ slot and rings the RQ doorbell.
+    pub fn post_recv_bytes(&mut self, qp: &mut Qp, wqe: &[u8]) {
+        assert!(wqe.len() as u64 <= qp.rq_stride(), "WQE larger than a slot");
+        let slot = qp.rq + qp.rq_stride() * u64::from(qp.rq_pi & ((1 << qp.log) - 1));
+        self.write(slot, wqe);
+        qp.rq_pi = qp.rq_pi.wrapping_add(1);
+        let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
+        self.ring(qp.db, regs::DB_RQ, db);
+    }
+
     /// Writes doorbell `value` of BAR0 register `reg` (DB_SQ, DB_RQ,
     /// DB_CQ or DB_SRQ) there or at the same doorbell of a doorbell page.
     pub fn ring(&mut self, route: DbRoute, reg: u64, value: u64) {

@@ -7,7 +7,7 @@ use crate::drdma::{direct_arr, Direction, Drdma};
 use crate::pci::msix::Msix;
 use crate::transport::{append_with, AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::verbs::abi::{
-    Cqe, QuasiWqe, RecvWqe, RegMrWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
+    Cqe, QuasiWqe, RegMrWqe, SendWqe, Sge, CQE_F_SOLICITED, WC_SUCCESS, WR_DRDMA_READ,
     WR_DRDMA_WRITE,
 };
 use crate::verbs::mr::{RemoteRight, RemoteTarget};
@@ -15,6 +15,7 @@ use crate::verbs::mw::BindRequest;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::sgl::GpaRanges;
 use crate::verbs::Verbs;
+use ibtca_abi::recv::RecvWr;
 
 /// Where finished packets go (the link, or a test's outbox).
 pub trait PacketSink: Send {
@@ -342,7 +343,7 @@ impl QpEnv for DeviceQpEnv<'_> {
             })
     }
 
-    fn next_recv(&mut self) -> Option<RecvWqe> {
+    fn next_recv(&mut self) -> Option<RecvWr> {
         let qp = self.verbs.qps.get_mut(self.qpn)?;
         if let Some(srqn) = qp.srqn {
             // Only a QP that receives takes from its SRQ: one in error

@@ -25,6 +25,7 @@
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
 //! | `srq.rs` | shared receive queues: ring, limit event, commands |
+//! | `recv_ring.rs` | receive WQEs read at their ring's stride |
 //! | `multicast.rs` | multicast groups: UD QPs attached to an MGID, bounded |
 //! | `objects.rs` | object creation and destruction across tables |
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
@@ -45,6 +46,7 @@ pub mod pd;
 pub mod qp;
 pub mod qp_query;
 pub mod qp_state;
+pub mod recv_ring;
 pub mod ring;
 pub mod sgl;
 pub mod srq;
@@ -265,6 +267,7 @@ impl Verbs {
             db_bar: crate::regs::DB_BAR as u8,
             max_srq_sge: srq::MAX_SRQ_SGE as u8,
             max_qp_init_rd_atom: qp::MAX_INIT_RD_ATOMIC,
+            max_recv_sge: abi::MAX_RECV_SGE,
             max_srq: n(self.srqs.capacity()),
             max_srq_wr: (1u32 << srq::MAX_SRQ_LOG).into(),
             max_inline_data: abi::MAX_INLINE_DATA.into(),

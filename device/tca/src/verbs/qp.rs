@@ -18,19 +18,21 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateQp, CmdModifyQp, QuasiWqe, RecvWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE,
-    ACK_PER_PACKET, GSI_QKEY, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS,
-    QP_ATTR_ACK_POLICY, QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH,
-    QP_ATTR_PKEY_INDEX, QP_ATTR_QKEY, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    CmdCreateQp, CmdModifyQp, QuasiWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE, ACK_PER_PACKET,
+    GSI_QKEY, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
+    QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX,
+    QP_ATTR_QKEY, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
 };
 use super::db_record::{DoorbellRecord, RecordQueue};
 use super::mr::ACCESS_REMOTE;
 pub use super::qp_state::QpType;
 use super::qp_state::{check_modify, QpState};
+use super::recv_ring::{read_recv, recv_stride};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
 use super::VerbsError;
 use crate::dma::GuestMemory;
+use ibtca_abi::recv::RecvWr;
 
 /// Largest log2 size of an SQ, RQ or quasi-WQE ring.
 pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
@@ -247,11 +249,12 @@ impl Qp {
     /// SRQ). The caller checks the PD, CQs and SRQ.
     pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
         let qp_type = QpType::from_abi(p.log_sizes[3]).ok_or(VerbsError::Invalid)?;
-        if p.db_page.to_native() >= crate::regs::DB_PAGES {
+        if u32::from(p.db_page.to_native()) >= crate::regs::DB_PAGES || p.rsvd0 != 0 {
             return Err(VerbsError::Invalid);
         }
         let srqn = Some(p.srqn.to_native()).filter(|&n| n != 0);
-        if srqn.is_some() && (p.rq.to_native() != 0 || p.log_sizes[1] != 0) {
+        if srqn.is_some() && (p.rq.to_native() != 0 || p.log_sizes[1] != 0 || p.rq_log_stride != 0)
+        {
             return Err(VerbsError::Invalid);
         }
         let sq = WorkQueue::new(p.sq.to_native(), p.log_sizes[0], size_of::<SendWqe>())?;
@@ -260,7 +263,7 @@ impl Qp {
             None => Some(WorkQueue::new(
                 p.rq.to_native(),
                 p.log_sizes[1],
-                size_of::<RecvWqe>(),
+                recv_stride(p.rq_log_stride)? as usize,
             )?),
         };
         let quasi = match qp_type {
@@ -292,7 +295,7 @@ impl Qp {
             pdn: p.pdn.to_native(),
             send_cqn: p.send_cqn.to_native(),
             recv_cqn: p.recv_cqn.to_native(),
-            db_page: p.db_page.to_native(),
+            db_page: p.db_page.to_native().into(),
             srqn,
             state: QpState::Reset,
             attrs,
@@ -499,7 +502,7 @@ impl Qp {
 
     /// Takes the next receive WQE of its own RQ (in RTR or RTS, or in ERR
     /// for flushing; none for a QP on an SRQ).
-    pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWqe>, QpError> {
+    pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWr>, QpError> {
         let ready = matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err);
         if ready && self.rq.as_ref().is_some_and(|rq| rq.ci == rq.pi) {
             self.from_record(mem, RecordQueue::Rq)?;
@@ -507,7 +510,7 @@ impl Qp {
         let Some(rq) = self.rq.as_ref().filter(|rq| ready && rq.ci != rq.pi) else {
             return Ok(None);
         };
-        let Some(w) = rq.read(mem, rq.ci) else {
+        let Some(w) = read_recv(mem, &rq.ring, rq.ci) else {
             return Err(self.dma_fault());
         };
         if let Some(rq) = self.rq.as_mut() {

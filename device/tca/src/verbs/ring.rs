@@ -49,6 +49,11 @@ impl Ring {
         self.log
     }
 
+    /// Bytes of one entry.
+    pub fn stride(&self) -> u64 {
+        self.stride
+    }
+
     /// Number of entries.
     pub fn entries(&self) -> u32 {
         1 << self.log

@@ -5,7 +5,7 @@
 //! without a partial copy. SGE fields come from guest memory: all
 //! arithmetic is overflow-safe.
 
-use super::abi::{Sge, MAX_SGE};
+use super::abi::{Sge, MAX_RECV_SGE, MAX_SGE};
 use super::mr::MrTable;
 pub use super::translate::GpaRanges;
 use crate::transport::AccessError;
@@ -14,8 +14,8 @@ impl MrTable {
     /// The ranges holding bytes `[offset, offset + len)` of the buffer that
     /// `sges` describes, for a QP in PD `pdn` (`write`: the device writes).
     /// `OutOfBounds` when the list is shorter than `offset + len`,
-    /// `Invalid` for a list of more than [`MAX_SGE`] elements (a WQE never
-    /// holds more). Zero-length elements are skipped without a key check;
+    /// `Invalid` for a list longer than any WQE holds (a receive WQE's
+    /// [`MAX_RECV_SGE`]; a send WQE's are [`MAX_SGE`]). Zero-length elements are skipped without a key check;
     /// an element in a page-list region gives a range per page run.
     pub fn resolve_sges(
         &self,
@@ -25,7 +25,7 @@ impl MrTable {
         len: u64,
         write: bool,
     ) -> Result<GpaRanges, AccessError> {
-        if sges.len() > MAX_SGE {
+        if sges.len() > MAX_SGE.max(usize::from(MAX_RECV_SGE)) {
             return Err(AccessError::Invalid);
         }
         let mut ranges = GpaRanges::default();
@@ -102,9 +102,12 @@ mod tests {
             [r(0x10_0000, 0x100)]
         );
         // More separate pieces than a WQE can hold: refused, not truncated.
-        let five: Vec<Sge> = (0..5).map(|i| sge(0x1000 + 0x20 * i, 0x10, a)).collect();
+        let n = usize::from(MAX_RECV_SGE) + 1;
+        let five: Vec<Sge> = (0..n as u64)
+            .map(|i| sge(0x1000 + 0x20 * i, 0x10, a))
+            .collect();
         assert_eq!(
-            t.resolve_sges(PD, &five, 0, 0x50, false),
+            t.resolve_sges(PD, &five, 0, 0x10 * n as u64, false),
             Err(AccessError::Invalid)
         );
         assert_eq!(

@@ -22,22 +22,22 @@
 //! A driver posting while the command runs writes each receive into both
 //! rings, and frees the old one when the command completes.
 
-use vm_memory::ByteValued;
-
 use super::abi::{
-    CmdCreateSrq, CmdModifySrq, CmdResizeSrq, RecvWqe, SrqAttr, MAX_SGE, SRQ_ATTR_LIMIT,
+    CmdCreateSrq, CmdModifySrq, CmdResizeSrq, SrqAttr, MAX_RECV_SGE, SRQ_ATTR_LIMIT,
     SRQ_ATTR_MAX_WR,
 };
 use super::qp::QpError;
+use super::recv_ring::{read_recv, recv_stride};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
+use ibtca_abi::recv::RecvWr;
 
 /// Largest log2 size of an SRQ ring.
 pub const MAX_SRQ_LOG: u8 = MAX_RING_LOG;
-/// SGEs of one SRQ receive (as any receive).
-pub const MAX_SRQ_SGE: usize = MAX_SGE;
+/// SGEs of one SRQ receive at the largest stride (as any receive).
+pub const MAX_SRQ_SGE: usize = MAX_RECV_SGE as usize;
 
 /// One shared receive queue.
 #[derive(Debug)]
@@ -60,14 +60,14 @@ impl Srq {
     /// a doorbell page past the BAR or reserved bytes set). The caller
     /// checks the PD.
     pub fn new(p: &CmdCreateSrq) -> Result<Srq, VerbsError> {
-        if p.rsvd0 != [0; 3] || p.rsvd != [0; 20] || p.db_page.to_native() >= crate::regs::DB_PAGES
+        if p.rsvd0 != [0; 2] || p.rsvd != [0; 20] || p.db_page.to_native() >= crate::regs::DB_PAGES
         {
             return Err(VerbsError::Invalid);
         }
         let ring = Ring::new(
             p.ring.to_native(),
             p.log_entries,
-            size_of::<RecvWqe>() as u64,
+            recv_stride(p.log_stride)?,
             MAX_SRQ_LOG,
         )?;
         let mut srq = Srq {
@@ -146,13 +146,14 @@ impl Srq {
     /// bytes set, or a `max_wr` that [`Srq::set`] refuses against it;
     /// `Fault` for a ring outside guest memory).
     pub fn resize(&mut self, r: &CmdResizeSrq, mem: &GuestMemory) -> Result<(), VerbsError> {
+        // The new ring keeps the SRQ's stride.
         if r.rsvd0 != [0; 3] || r.rsvd != [0; 28] || r.log_entries < self.ring.log() {
             return Err(VerbsError::Invalid);
         }
         let ring = Ring::new(
             r.ring.to_native(),
             r.log_entries,
-            size_of::<RecvWqe>() as u64,
+            self.ring.stride(),
             MAX_SRQ_LOG,
         )?;
         let (old, old_max_wr) = (self.ring, self.max_wr);
@@ -169,11 +170,12 @@ impl Srq {
     /// Copies the receives posted and not yet taken from `old` into the
     /// SRQ's ring.
     fn copy_posted(&self, old: &Ring, mem: &GuestMemory) -> Result<(), VerbsError> {
-        let mut w = RecvWqe::default();
+        // One WQE at a time, whole: at most the largest stride.
+        let mut buf = vec![0u8; old.stride() as usize];
         let mut i = self.ci;
         while i != self.pi {
-            mem.read(old.slot_addr(i), w.as_mut_slice())
-                .and_then(|()| mem.write(self.ring.slot_addr(i), w.as_slice()))
+            mem.read(old.slot_addr(i), &mut buf)
+                .and_then(|()| mem.write(self.ring.slot_addr(i), &buf))
                 .map_err(|_| VerbsError::Fault)?;
             i = i.wrapping_add(1);
         }
@@ -207,13 +209,11 @@ impl Srq {
 
     /// Takes the next receive WQE and whether that fired the limit.
     /// `Dma` (nothing taken) when the ring is not in guest memory.
-    pub fn take(&mut self, mem: &GuestMemory) -> Result<Option<(RecvWqe, bool)>, QpError> {
+    pub fn take(&mut self, mem: &GuestMemory) -> Result<Option<(RecvWr, bool)>, QpError> {
         if self.ci == self.pi {
             return Ok(None);
         }
-        let mut w = RecvWqe::default();
-        mem.read(self.ring.slot_addr(self.ci), w.as_mut_slice())
-            .map_err(|_| QpError::Dma)?;
+        let w = read_recv(mem, &self.ring, self.ci).ok_or(QpError::Dma)?;
         self.ci = self.ci.wrapping_add(1);
         let fired = self.limit > 0 && self.posted() < self.limit;
         if fired {
@@ -282,7 +282,7 @@ impl Verbs {
         &mut self,
         srqn: u32,
         mem: &GuestMemory,
-    ) -> Result<Option<RecvWqe>, QpError> {
+    ) -> Result<Option<RecvWr>, QpError> {
         let Some(srq) = self.srqs.get_mut(srqn) else {
             return Ok(None);
         };

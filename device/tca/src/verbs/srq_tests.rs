@@ -142,7 +142,7 @@ impl H {
         self.v
             .take_srq_recv(srqn, &self.m.mem)
             .unwrap()
-            .map(|w| w.wr_id.to_native())
+            .map(|w| w.wr_id)
     }
 }
 
@@ -340,7 +340,8 @@ fn query_device_reports_the_srq_and_inline_limits() {
     a.as_mut_slice().copy_from_slice(&r.unwrap().data.unwrap());
     assert_eq!(a.max_srq.to_native(), 2);
     assert_eq!(a.max_srq_wr.to_native(), 1 << 15);
-    assert_eq!(usize::from(a.max_srq_sge), MAX_SGE);
+    assert_eq!(a.max_srq_sge, MAX_RECV_SGE);
+    assert_eq!(a.max_recv_sge, MAX_RECV_SGE);
     assert_eq!(a.max_inline_data.to_native() as usize, MAX_INLINE);
     assert_eq!(a.max_qp_init_rd_atom, super::super::qp::MAX_INIT_RD_ATOMIC);
 }

@@ -17,6 +17,7 @@ use crate::keys::KEY_SLOTS;
 use crate::mock::{MockEnv, ALL_ACCESS};
 use crate::psn;
 use crate::{AccessError, AckPolicy, AtomicOp, CqKind, KeyUse, QpEnv, RcConfig, RcQp};
+use ibtca_abi::recv::RecvWr;
 use ibtca_abi::verbs::*;
 
 const QPN: u32 = 0x22;
@@ -361,7 +362,8 @@ impl Target {
             // never reach the transport.
             return;
         }
-        let n = usize::from(input.u8() % (MAX_SGE as u8 + 1));
+        // Past the device's most: refused with a length error.
+        let n = usize::from(input.u8() % (MAX_RECV_SGE + 2));
         let sges: Vec<Sge> = (0..n).map(|_| self.sge(input)).collect();
         let wr_id = self.wr_id();
         self.env.posted_recv.insert(wr_id, 0);
@@ -654,7 +656,7 @@ impl QpEnv for Checked {
         Ok(())
     }
 
-    fn next_recv(&mut self) -> Option<RecvWqe> {
+    fn next_recv(&mut self) -> Option<RecvWr> {
         self.mock.next_recv()
     }
 

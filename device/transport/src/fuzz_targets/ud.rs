@@ -21,6 +21,7 @@ use vm_memory::ByteValued;
 use crate::mock::{MockEnv, ALL_ACCESS};
 use crate::ud::{self, port_gid, UdConfig, UdCounters, GRH_AREA};
 use ibtca_abi::qp::QpType;
+use ibtca_abi::recv::RecvWr;
 use ibtca_abi::verbs::*;
 
 const KEY: u32 = 0x100;
@@ -59,13 +60,13 @@ fn sge(inp: &mut Input<'_>) -> Sge {
 }
 
 fn post_recv(inp: &mut Input<'_>, env: &mut MockEnv) {
-    let mut r = RecvWqe {
-        wr_id: u64::from(inp.u32()).into(),
-        num_sge: inp.u8() % 6,
-        ..RecvWqe::default()
-    };
-    for s in &mut r.sge {
-        *s = sge(inp);
+    let wr_id = u64::from(inp.u32());
+    // Up to 6 SGEs, or a count past what the WQE's stride held.
+    let n = usize::from(inp.u8() % 8);
+    let sges: Vec<Sge> = (0..n).map(|_| sge(inp)).collect();
+    let mut r = RecvWr::new(wr_id, &sges[..n.min(6)]);
+    if n == 7 {
+        r.num_sge = RecvWr::OVERSIZED;
     }
     env.rq.push_back(r);
 }
@@ -181,7 +182,7 @@ fn receive_one(inp: &mut Input<'_>, cfg: &UdConfig, env: &mut MockEnv, c: &mut U
     let (Some(r), Some(cqe)) = (head, env.recv_cq.get(cqes)) else {
         return;
     };
-    assert_eq!(cqe.wr_id, r.wr_id);
+    assert_eq!(cqe.wr_id.to_native(), r.wr_id);
     if cqe.status != WC_SUCCESS {
         return;
     }

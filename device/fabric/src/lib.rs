@@ -60,6 +60,7 @@ pub mod mgmt_hub;
 pub mod mgmt_net;
 pub mod net_file;
 pub mod net_import;
+mod node_args;
 pub mod own_kernel;
 pub mod plan;
 pub mod plan_error;

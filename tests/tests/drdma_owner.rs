@@ -11,23 +11,13 @@ use std::time::Duration;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::{arr_bits, direct_wqe, store_mixed, submit, RANGE};
-use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{Cq, DbRoute, Qp};
+use ibtca_tests::pair::{paged_pair, LinkedPair};
+use ibtca_tests::sim_guest::Cq;
 
 const T: Duration = Duration::from_secs(20);
 /// How long a refused transfer is given to (wrongly) deliver its bytes.
 const QUIET: Duration = Duration::from_millis(300);
 const LEN: u32 = 256;
-
-/// A's QP and CQ on doorbell page `page`, connected to B's QP.
-fn paged_pair(page: u32) -> (LinkedPair, Qp, Cq) {
-    let mut p = LinkedPair::start(PairOptions::default());
-    let cq = p.a.g.create_cq_on(6, DbRoute::Page(page));
-    let qp = p.a.g.create_qp_on(p.a.pd, &cq, &cq, 4, DbRoute::Page(page));
-    p.a.g.connect(&qp, 2, p.b.qp.qpn, MTU_4096, ALL_ACCESS);
-    p.b.g.connect(&p.b.qp, 1, qp.qpn, MTU_4096, ALL_ACCESS);
-    (p, qp, cq)
-}
 
 /// DRDMA_SUBMIT of a WRITE range for doorbell page `owner`, then ARR_CTRL.
 fn submit_for(p: &mut LinkedPair, arr: u32, owner: u32) -> u32 {
@@ -37,6 +27,19 @@ fn submit_for(p: &mut LinkedPair, arr: u32, owner: u32) -> u32 {
         .client
         .post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
     arr_bits(&mut p.a.g, arr)
+}
+
+/// Work request `wr_id` of A's QP completes with a local protection error,
+/// and B's first page holds no byte of it.
+fn expect_refused(p: &mut LinkedPair, cq: &mut Cq, wr_id: u64) {
+    let c = p.a.g.poll_cq(cq, T).expect("the foreign WRITE completes");
+    assert_eq!(
+        (c.wr_id.to_native(), c.status),
+        (wr_id, WC_LOC_PROT_ERR),
+        "{}",
+        wc_status_name(c.status)
+    );
+    assert_eq!(p.b.g.read(p.b.buf, RANGE as usize), vec![0; RANGE as usize]);
 }
 
 fn pattern(seed: u8) -> Vec<u8> {
@@ -71,16 +74,7 @@ fn another_pages_range_is_refused_and_keeps_its_bytes() {
     submit(&mut p.a.g, 1, true, LEN, None);
     let w = direct_wqe(WR_DRDMA_WRITE, 7, 1, LEN, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut qp, &w);
-    let c =
-        p.a.g
-            .poll_cq(&mut cq, T)
-            .expect("the foreign WRITE completes");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (7, WC_LOC_PROT_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
+    expect_refused(&mut p, &mut cq, 7);
     // The owner fills its range: nothing of it reaches the foreign QP's
     // peer, and the range stays the owner's (busy, filled, not freed by
     // the foreign work request's retirement).
@@ -101,16 +95,7 @@ fn a_filled_range_of_another_page_sends_nothing() {
     assert_ne!(arr_bits(&mut p.a.g, 4) & regs::ARR_BR_VALID, 0);
     let w = direct_wqe(WR_DRDMA_WRITE, 9, 4, LEN, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut qp, &w);
-    let c =
-        p.a.g
-            .poll_cq(&mut cq, T)
-            .expect("the foreign WRITE completes");
-    assert_eq!(
-        (c.wr_id.to_native(), c.status),
-        (9, WC_LOC_PROT_ERR),
-        "{}",
-        wc_status_name(c.status)
-    );
+    expect_refused(&mut p, &mut cq, 9);
     assert_eq!(p.b.g.read(p.b.buf, RANGE as usize), vec![0; RANGE as usize]);
     let ctrl = arr_bits(&mut p.a.g, 4);
     assert_ne!(

@@ -282,6 +282,9 @@ provider_dir=$libdir/libibverbs
 install -D -m 0644 -t "$rootfs$provider_dir" "$provider"/libibtca-rdmav*.so
 install -D -m 0644 "$provider/ibtca.driver" "$rootfs/etc/libibverbs.d/ibtca.driver"
 install -D -m 0755 "$provider/ibtca-provider-test" "$rootfs/usr/bin/ibtca-provider-test"
+# The direct verbs' programs link the provider by its SONAME (ibtcadv.h).
+ln -sf "libibverbs/$(basename "$provider"/libibtca-rdmav*.so)" "$rootfs$libdir/libibtca.so.1"
+install -D -m 0755 "$provider/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-test"
 # rdma-core, perftest and iproute2 programs, and the providers, with
 # exactly the libraries they link (and those the ibtca provider links).
 linked=()
@@ -296,7 +299,8 @@ for b in "${guest_scripts[@]}"; do
 	[ -f "$CHROOT$b" ] || die "$b missing in the chroot: run scripts/setup-vm-stack.sh"
 	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
 done
-for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test"; do
+for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test" \
+	"$rootfs/usr/bin/ibtcadv-test"; do
 	linked+=("${f#"$CHROOT"}")
 done
 for b in "${linked[@]}"; do

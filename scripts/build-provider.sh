@@ -6,6 +6,8 @@
 #   ibtca.driver              for /etc/libibverbs.d/
 #   ibtca-provider-test       opens ibtca0 through the provider and checks
 #                             the verbs it has (guest-driver/tests/provider/)
+#   ibtcadv-test              the direct verbs (ibtcadv.h) between two guests
+#                             (guest-driver/tests/provider/ibtcadv/)
 #
 #   scripts/build-provider.sh            # prints the output directory
 #   IBTCA_FORCE=1 scripts/build-provider.sh
@@ -59,7 +61,7 @@ grep -q '^deb-src ' "$CHROOT/etc/apt/sources.list" ||
 	die "the chroot has no deb-src lines: run scripts/setup-vm-stack.sh"
 
 inputs=(include/ibtca_uverbs_abi.h include/ibtca_abi.h include/ibtca_regs.h include/ibtca_wqe.h
-	include/ibtca_cqe.h provider tests/provider)
+	include/ibtca_cqe.h include/ibtca_dv_ioctl.h provider tests/provider)
 inputs_hash() {
 	{
 		echo "source=$srcpkg=$version"
@@ -170,7 +172,7 @@ cp -r "$gd/provider" "$tree/providers/ibtca"
 cp "$gd/include/ibtca_uverbs_abi.h" "$tree/kernel-headers/rdma/ibtca-abi.h"
 # The device's ring formats and doorbell offsets, for the data path.
 cp "$gd/include/ibtca_abi.h" "$gd/include/ibtca_regs.h" "$gd/include/ibtca_wqe.h" \
-	"$gd/include/ibtca_cqe.h" "$tree/providers/ibtca/"
+	"$gd/include/ibtca_cqe.h" "$gd/include/ibtca_dv_ioctl.h" "$tree/providers/ibtca/"
 sed -i 's|^  rdma/efa-abi.h$|&\n  rdma/ibtca-abi.h|' "$tree/kernel-headers/CMakeLists.txt"
 [ "$(grep -c '^  rdma/ibtca-abi.h$' "$tree/kernel-headers/CMakeLists.txt")" = 2 ] ||
 	die "kernel-headers/CMakeLists.txt of $version: cannot register rdma/ibtca-abi.h"
@@ -188,8 +190,8 @@ in_chroot cmake -S "$itree" -B "$itree/build" -G Ninja -Wno-dev \
 	tail -n 40 "$build/cmake.log" >&2
 	die "cmake failed"
 }
-log "configured ($(since)); building the provider (ibtca-rdmav$pabi)"
-in_chroot ninja -C "$itree/build" "ibtca-rdmav$pabi" >"$build/ninja.log" 2>&1 || {
+log "configured ($(since)); building the provider (libibtca, ibtca-rdmav$pabi)"
+in_chroot ninja -C "$itree/build" ibtca >"$build/ninja.log" 2>&1 || {
 	tail -n 40 "$build/ninja.log" >&2
 	die "the provider does not build"
 }
@@ -204,13 +206,18 @@ log "provider built ($(since))"
 # The test program, against the tree's libibverbs (the guest's version).
 mkdir -p "$build/provider-test"
 cp "$gd"/tests/provider/*.[ch] "$build/provider-test/"
+cp -r "$gd"/tests/provider/ibtcadv "$build/provider-test/"
 in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 	-o '$ibuild/ibtca-provider-test' '$ibuild'/provider-test/*.c \
 	-L'$itree/build/lib' -libverbs" >&2 || die "ibtca-provider-test does not build"
+# The direct verbs' test, linked to the provider as their users are.
+in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
+	-o '$ibuild/ibtcadv-test' '$ibuild'/provider-test/ibtcadv/*.c \
+	-L'$itree/build/lib' -libtca -libverbs" >&2 || die "ibtcadv-test does not build"
 
 rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"
-cp "$so" "$build/ibtca-provider-test" "$OUT.tmp/"
+cp "$so" "$build/ibtca-provider-test" "$build/ibtcadv-test" "$OUT.tmp/"
 echo "driver ibtca" >"$OUT.tmp/ibtca.driver"
 echo "$srcpkg $version" >"$OUT.tmp/rdma-core.version"
 touch "$OUT.tmp/.done"

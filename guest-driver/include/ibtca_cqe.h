@@ -32,8 +32,10 @@ static inline unsigned int ibtca_cqe_send_opcode(__u8 op)
 {
 	switch (op) {
 	case IBTCA_WC_RDMA_WRITE:
+	case IBTCA_WC_DRDMA_WRITE:
 		return IB_UVERBS_WC_RDMA_WRITE;
 	case IBTCA_WC_RDMA_READ:
+	case IBTCA_WC_DRDMA_READ:
 		return IB_UVERBS_WC_RDMA_READ;
 	case IBTCA_WC_COMP_SWAP:
 		return IB_UVERBS_WC_COMP_SWAP;

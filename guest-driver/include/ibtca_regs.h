@@ -90,7 +90,7 @@
 #define IBTCA_REG_DRDMA_MODE               0x160
 /* DRDMA commit (mapped window): ARR number in bits 15:0, bytes stored (WRITE) or loaded (READ) in bits 31:16. (WO) */
 #define IBTCA_REG_DRDMA_COMMIT             0x164
-/* DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32. (WO) */
+/* DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, owner doorbell page in bits 23:18 (only QPs on that page may name the range in a direct SGE), PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32. (WO) */
 #define IBTCA_REG_DRDMA_SUBMIT             0x168
 /* DRDMA submit of many ranges (8-byte write): range mask in bits 31:0 (bit i = range base + i), length in bits 44:32, IBTCA_DRDMA_MASK_WRITE, base range in bits 63:48; device-chosen PMBs. (WO) */
 #define IBTCA_REG_DRDMA_SUBMIT_MASK        0x170
@@ -233,6 +233,8 @@
 #define IBTCA_DRDMA_SUBMIT_WRITE           0x10000
 /* DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one. */
 #define IBTCA_DRDMA_SUBMIT_PMB             0x20000
+/* DRDMA_SUBMIT: shift of the owner doorbell page (6 bits; 0: the kernel's page). */
+#define IBTCA_DRDMA_SUBMIT_OWNER_SHIFT     0x12
 /* DRDMA_SUBMIT_MASK: direction WRITE (bit 47 of the 8-byte value). */
 #define IBTCA_DRDMA_MASK_WRITE             0x800000000000
 /* DRDMA_MODE: every window access is trapped (faithful byte counting). */

@@ -481,6 +481,7 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	strscpy(ib->ibdev.node_desc, "ibtca virtual TCA",
 		sizeof(ib->ibdev.node_desc));
 	ib_set_device_ops(&ib->ibdev, &ibtca_ib_ops);
+	ib->ibdev.driver_def = ibtca_ib_dv_defs;
 
 	before = READ_ONCE(idev->port_state);
 	ret = ib_register_device(&ib->ibdev, "ibtca%d", dev);

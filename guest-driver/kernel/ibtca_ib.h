@@ -10,7 +10,9 @@
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
+#include "ibtca_regs.h"
 #include "ibtca_ring.h"
 #include "ibtca_uverbs_abi.h"
 
@@ -34,6 +36,8 @@ struct ibtca_ib {
 	atomic_t next_vector;		/* round robin over the CQ vectors */
 	/* Doorbell pages user contexts hold (ibtca_uctx.c); page 0 is ours. */
 	DECLARE_BITMAP(db_pages, IBTCA_DB_PAGES);
+	/* DRDMA ranges user contexts hold (ibtca_ib_drdma.c). */
+	DECLARE_BITMAP(drdma_held, IBTCA_DRDMA_MAX_RANGES);
 	/* SRQ limits (IBTCA_DEVICE_ATTR_EXT) and the SRQs, for limit events. */
 	u32 max_srq, max_srq_wr, max_srq_sge;
 	u32 max_recv_sge;		/* of a kernel QP's own RQ */
@@ -165,6 +169,9 @@ int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
 		 size_t len, u32 *out0, u32 *out1);
 int ibtca_ib_cmd_handle(struct ibtca_ib *ib, u8 opcode, u32 handle);
 u32 ibtca_ib_access(int acc);
+
+/* ibtca_ib_drdma.c: DRDMA ranges as uverbs objects (ibtcadv.h). */
+extern const struct uapi_definition ibtca_ib_dv_defs[];
 
 /* ibtca_ib_cq.c */
 int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -39,6 +39,9 @@ struct ibtca_mmap_entry {
 	/* The doorbell page this entry maps (0: none), freed with it. */
 	struct ibtca_ib *ib;
 	u32 db_page;
+	/* The DRDMA range this entry maps (held: 1), freed with it. */
+	bool drdma_held;
+	u32 drdma_arr;
 	/* Coherent DMA memory the entry owns (cpu NULL: none). */
 	struct device *dma_dev;
 	void *cpu;
@@ -184,6 +187,18 @@ struct rdma_user_mmap_entry *ibtca_uctx_mmap_insert(struct ib_ucontext *ibuc,
 	return &e->rdma;
 }
 
+/*
+ * DRDMA range @arr of @ib, which @entry maps, stays held until mmap_free:
+ * no other context gets it while a mapping of it remains.
+ */
+void ibtca_uctx_mmap_hold_range(struct rdma_user_mmap_entry *entry,
+				struct ibtca_ib *ib, u32 arr)
+{
+	to_mmap_entry(entry)->ib = ib;
+	to_mmap_entry(entry)->drdma_arr = arr;
+	to_mmap_entry(entry)->drdma_held = true;
+}
+
 /* No new mapping of @entry; mmap_free frees it once the last one goes. */
 void ibtca_uctx_mmap_remove(struct rdma_user_mmap_entry *entry)
 {
@@ -256,5 +271,7 @@ void ibtca_ib_mmap_free(struct rdma_user_mmap_entry *entry)
 		dma_free_coherent(e->dma_dev, e->dma_size, e->cpu, e->dma);
 	if (e->db_page)
 		clear_bit(e->db_page, e->ib->db_pages);
+	if (e->drdma_held)
+		clear_bit(e->drdma_arr, e->ib->drdma_held);
 	kfree(e);
 }

@@ -31,6 +31,9 @@ struct rdma_user_mmap_entry *ibtca_uctx_mmap_insert(struct ib_ucontext *ibuc,
 						    size_t len, bool io,
 						    u64 *offset);
 void ibtca_uctx_mmap_remove(struct rdma_user_mmap_entry *entry);
+struct ibtca_ib;
+void ibtca_uctx_mmap_hold_range(struct rdma_user_mmap_entry *entry,
+				struct ibtca_ib *ib, u32 arr);
 struct rdma_user_mmap_entry *ibtca_uctx_mmap_insert_dma(struct ib_ucontext *ibuc,
 							struct device *dev,
 							void *cpu,

@@ -206,6 +206,13 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr);
+/*
+ * Posts one DRDMA work request (IBTCA_WR_DRDMA_WRITE or _READ) of @len
+ * bytes through window range @arr, signaled (drdma.c); ENOMEM: no room.
+ */
+int ibtca_post_direct(struct ibv_qp *ibqp, uint8_t opcode, uint32_t arr,
+		      uint32_t len, uint64_t remote_addr, uint32_t rkey,
+		      uint64_t wr_id);
 /* An 8-byte doorbell at @offset of the context's doorbell page. */
 void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 		    uint32_t index);

@@ -241,15 +241,63 @@ static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 	return 0;
 }
 
+/* The next free send slot of @qp (sq_lock held), zeroed; NULL if full. */
+static struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp *qp)
+{
+	uint32_t mask = (1U << qp->log) - 1;
+	struct ibtca_send_wqe *w;
+
+	if (qp->sq_pi - __atomic_load_n(&qp->sq_done, __ATOMIC_ACQUIRE) > mask)
+		return NULL;
+	w = &qp->sq[qp->sq_pi & mask];
+	memset(w, 0, sizeof(*w));
+	return w;
+}
+
+/* Posts the WQE ibtca_sq_slot() gave (the doorbell is the caller's). */
+static void ibtca_sq_claim(struct ibtca_qp *qp, struct ibtca_send_wqe *w,
+			   uint64_t wr_id, int signaled)
+{
+	uint32_t slot = qp->sq_pi, mask = (1U << qp->log) - 1;
+
+	w->wr_id = htole64(slot);
+	qp->swr[slot & mask].wr_id = wr_id;
+	qp->swr[slot & mask].signaled = signaled;
+	__atomic_store_n(&qp->sq_pi, slot + 1, __ATOMIC_RELEASE);
+}
+
+int ibtca_post_direct(struct ibv_qp *ibqp, uint8_t opcode, uint32_t arr,
+		      uint32_t len, uint64_t remote_addr, uint32_t rkey,
+		      uint64_t wr_id)
+{
+	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
+	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
+	struct ibtca_send_wqe *w;
+	int err = 0;
+
+	pthread_spin_lock(&qp->sq_lock);
+	w = ibtca_sq_slot(qp);
+	if (w) {
+		ibtca_wqe_start(w, opcode, false, false, false);
+		ibtca_wqe_rdma(w, remote_addr, rkey);
+		ibtca_wqe_gather(w, 0, len, IBTCA_SGE_DIRECT | arr);
+		ibtca_sq_claim(qp, w, wr_id, 1);
+		ibtca_queue_doorbell(ctx, qp, 0, qp->sq_pi);
+	} else {
+		err = ENOMEM;
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	return err;
+}
+
 int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(ibqp->context);
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
-	uint32_t mask = (1U << qp->log) - 1;
 	int ud = ibqp->qp_type == IBV_QPT_UD;
 	struct ibtca_send_wqe *w;
-	uint32_t start, slot;
+	uint32_t start;
 	int op, err = 0;
 
 	pthread_spin_lock(&qp->sq_lock);
@@ -260,24 +308,19 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = EINVAL;
 			break;
 		}
-		slot = qp->sq_pi;
-		if (slot - __atomic_load_n(&qp->sq_done, __ATOMIC_ACQUIRE) > mask) {
+		w = ibtca_sq_slot(qp);
+		if (!w) {
 			err = ENOMEM;
 			break;
 		}
-		w = &qp->sq[slot & mask];
-		memset(w, 0, sizeof(*w));
 		if (ud && ibtca_ud_wqe(ctx, (struct ibtca_ud_send_wqe *)w, wr)) {
 			err = EINVAL;
 			break;
 		}
 		if (!ud)
 			ibtca_send_wqe(w, op, wr);
-		w->wr_id = htole64(slot);
-		qp->swr[slot & mask].wr_id = wr->wr_id;
-		qp->swr[slot & mask].signaled = qp->sq_sig_all ||
-			(wr->send_flags & IBV_SEND_SIGNALED);
-		__atomic_store_n(&qp->sq_pi, slot + 1, __ATOMIC_RELEASE);
+		ibtca_sq_claim(qp, w, wr->wr_id, qp->sq_sig_all ||
+			       (wr->send_flags & IBV_SEND_SIGNALED));
 	}
 	if (qp->sq_pi != start)
 		ibtca_queue_doorbell(ctx, qp, 0, qp->sq_pi);

@@ -11,7 +11,7 @@ use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 
 use crate::qp_retry::Retry;
-use crate::sim_guest::{Cq, PollWait, Qp, SimGuest};
+use crate::sim_guest::{Cq, DbRoute, PollWait, Qp, SimGuest};
 use crate::{TempDir, TestServer};
 
 /// Every access right.
@@ -274,4 +274,15 @@ impl LinkedPair {
         self.a.g.connect(&self.a.qp, 2, qb, mtu, ALL_ACCESS);
         self.b.g.connect(&self.b.qp, 1, qa, mtu, self.b_access);
     }
+}
+
+/// A pair whose side A has a CQ and a QP bound to doorbell page `page`
+/// (a user context's), the QP connected to B's at MTU 4096.
+pub fn paged_pair(page: u32) -> (LinkedPair, Qp, Cq) {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let cq = p.a.g.create_cq_on(6, DbRoute::Page(page));
+    let qp = p.a.g.create_qp_on(p.a.pd, &cq, &cq, 4, DbRoute::Page(page));
+    p.a.g.connect(&qp, 2, p.b.qp.qpn, MTU_4096, ALL_ACCESS);
+    p.b.g.connect(&p.b.qp, 1, qp.qpn, MTU_4096, ALL_ACCESS);
+    (p, qp, cq)
 }

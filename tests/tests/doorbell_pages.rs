@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::pair::{LinkedPair, PairOptions, ALL_ACCESS};
-use ibtca_tests::sim_guest::{remote, send_wqe, CmdFailed, Cq, DbRoute, Qp, SimGuest};
+use ibtca_tests::pair::{paged_pair, LinkedPair, PairOptions};
+use ibtca_tests::sim_guest::{remote, send_wqe, CmdFailed, Cq, DbRoute, SimGuest};
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -27,16 +27,6 @@ fn expect(g: &mut SimGuest, cq: &mut Cq, wr_id: u64) {
     );
 }
 
-/// A's QP and CQ bound to doorbell page `page`, connected to B's QP.
-fn bound_pair(page: u32) -> (LinkedPair, Qp, Cq) {
-    let mut p = LinkedPair::start(PairOptions::default());
-    let cq = p.a.g.create_cq_on(6, DbRoute::Page(page));
-    let qp = p.a.g.create_qp_on(p.a.pd, &cq, &cq, 4, DbRoute::Page(page));
-    p.a.g.connect(&qp, 2, p.b.qp.qpn, MTU_4096, ALL_ACCESS);
-    p.b.g.connect(&p.b.qp, 1, qp.qpn, MTU_4096, ALL_ACCESS);
-    (p, qp, cq)
-}
-
 /// An 8-byte RDMA WRITE of `byte`s from A's buffer to B's at `at`.
 fn write_wqe(p: &mut LinkedPair, wr_id: u64, at: u64, byte: u8) -> SendWqe {
     p.a.g.write(p.a.buf + at, &[byte; 8]);
@@ -49,7 +39,7 @@ fn write_wqe(p: &mut LinkedPair, wr_id: u64, at: u64, byte: u8) -> SendWqe {
 
 #[test]
 fn a_user_page_rings_its_own_queues_only() {
-    let (mut p, mut qp, mut cq) = bound_pair(3);
+    let (mut p, mut qp, mut cq) = paged_pair(3);
     // Rung on another context's page, and on the kernel's (page 0 and
     // BAR0): dropped, nothing is sent.
     for (wr_id, wrong) in [

@@ -141,7 +141,7 @@ registers! {
     DRDMA_MODE = 0x160, "RO";
     /// DRDMA commit (mapped window): ARR number in bits 15:0, bytes stored (WRITE) or loaded (READ) in bits 31:16.
     DRDMA_COMMIT = 0x164, "WO";
-    /// DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32.
+    /// DRDMA submit (8-byte write): ARR number in bits 15:0, IBTCA_DRDMA_SUBMIT_* flags, owner doorbell page in bits 23:18 (only QPs on that page may name the range in a direct SGE), PMB number in bits 31:24 (with IBTCA_DRDMA_SUBMIT_PMB), total transfer length in bits 63:32.
     DRDMA_SUBMIT = 0x168, "WO";
     /// DRDMA submit of many ranges (8-byte write): range mask in bits 31:0 (bit i = range base + i), length in bits 44:32, IBTCA_DRDMA_MASK_WRITE, base range in bits 63:48; device-chosen PMBs.
     DRDMA_SUBMIT_MASK = 0x170, "WO";
@@ -288,6 +288,8 @@ values! {
     DRDMA_SUBMIT_WRITE: u32 = 1 << 16;
     /// DRDMA_SUBMIT: use the PMB in bits 31:24 instead of the next free one.
     DRDMA_SUBMIT_PMB: u32 = 1 << 17;
+    /// DRDMA_SUBMIT: shift of the owner doorbell page (6 bits; 0: the kernel's page).
+    DRDMA_SUBMIT_OWNER_SHIFT: u32 = 18;
     /// DRDMA_SUBMIT_MASK: direction WRITE (bit 47 of the 8-byte value).
     DRDMA_MASK_WRITE: u64 = 1u64 << 47;
     /// DRDMA_MODE: every window access is trapped (faithful byte counting).

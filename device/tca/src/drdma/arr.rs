@@ -167,6 +167,9 @@ pub struct Arr {
     /// The QP whose DRDMA READ completion waits for the last byte to be
     /// loaded (set by the engine once every response has landed).
     pub waiter: Option<u32>,
+    /// The doorbell page whose QPs may name this range in a direct SGE
+    /// (set by DRDMA_SUBMIT; 0, the kernel's, by default).
+    pub owner: u32,
     /// Bytes of the read message that reached the device.
     delivered: u32,
     /// WRITE: which bytes the guest stored through the trapped window.

@@ -303,10 +303,11 @@ impl Drdma {
             Direction::Read
         };
         let mut w = self.lock();
-        if range >= self.cfg.ranges || lo & 0x00fc_0000 != 0 {
+        if range >= self.cfg.ranges {
             w.refuse(range, ArrError::BadRequest);
             return;
         }
+        let owner = (lo >> regs::DRDMA_SUBMIT_OWNER_SHIFT) & 0x3f;
         if w.arrs[range as usize].busy() {
             w.refuse(range, ArrError::Busy);
             return;
@@ -326,10 +327,22 @@ impl Drdma {
             w.refuse(range, ArrError::NoPmb);
             return;
         };
-        if let Err(e) = w.arrs[range as usize].submit(dir, ttl, pmb) {
-            w.pool.release(pmb);
-            w.refuse(range, e);
+        match w.arrs[range as usize].submit(dir, ttl, pmb) {
+            Ok(()) => w.arrs[range as usize].owner = owner,
+            Err(e) => {
+                w.pool.release(pmb);
+                w.refuse(range, e);
+            }
         }
+    }
+
+    /// Whether range `arr` was last submitted for doorbell page `page`
+    /// (DRDMA_SUBMIT's owner field; 0 for the kernel and mask submits).
+    pub fn owned_by(&self, arr: u32, page: u32) -> bool {
+        self.lock()
+            .arrs
+            .get(arr as usize)
+            .is_some_and(|a| a.owner == page)
     }
 
     /// DRDMA_SUBMIT_MASK: submits every range in the mask as DRDMA_SUBMIT

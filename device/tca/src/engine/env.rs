@@ -220,9 +220,28 @@ fn direct(sges: &[Sge]) -> Result<Option<u32>, AccessError> {
     }
 }
 
+impl DeviceQpEnv<'_> {
+    /// Whether this QP may name window range `arr`: the range was submitted
+    /// for the QP's doorbell page (one user context, or the kernel's 0).
+    fn owns(&self, arr: u32) -> bool {
+        let page = self.verbs.qps.get(self.qpn).map_or(0, |qp| qp.db_page);
+        self.drdma.owned_by(arr, page)
+    }
+
+    /// [`direct`], with a range of another doorbell page refused like a
+    /// bad key: its bytes never reach this QP's packets, nor this QP's
+    /// responses its PMB.
+    fn direct_owned(&self, sges: &[Sge]) -> Result<Option<u32>, AccessError> {
+        match direct(sges)? {
+            Some(arr) if !self.owns(arr) => Err(AccessError::BadKey),
+            other => Ok(other),
+        }
+    }
+}
+
 impl QpEnv for DeviceQpEnv<'_> {
     fn gather(&mut self, sges: &[Sge], offset: u64, out: &mut [u8]) -> Result<(), AccessError> {
-        if let Some(arr) = direct(sges)? {
+        if let Some(arr) = self.direct_owned(sges)? {
             return match self.drdma.gather(arr, offset, out) {
                 true => Ok(()),
                 false => Err(AccessError::BadKey),
@@ -239,7 +258,7 @@ impl QpEnv for DeviceQpEnv<'_> {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), AccessError> {
-        if direct(sges)?.is_some() {
+        if self.direct_owned(sges)?.is_some() {
             return append_with(out, len, |buf| self.gather(sges, offset, buf));
         }
         let ranges = self.ranges(sges, offset, len, false)?;
@@ -247,7 +266,7 @@ impl QpEnv for DeviceQpEnv<'_> {
     }
 
     fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), AccessError> {
-        if let Some(arr) = direct(sges)? {
+        if let Some(arr) = self.direct_owned(sges)? {
             return match self.drdma.deliver(arr, offset, data) {
                 true => Ok(()),
                 false => Err(AccessError::BadKey),
@@ -497,7 +516,8 @@ impl QpEnv for DeviceQpEnv<'_> {
 
     fn completion_waits(&mut self, wqe: &SendWqe) -> bool {
         wqe.opcode == WR_DRDMA_READ
-            && direct_arr(&wqe.sge[0]).is_some_and(|arr| self.drdma.completion_waits(arr, self.qpn))
+            && direct_arr(&wqe.sge[0])
+                .is_some_and(|arr| self.owns(arr) && self.drdma.completion_waits(arr, self.qpn))
     }
 
     fn retired(&mut self, wqe: &SendWqe, status: u8) {
@@ -506,7 +526,8 @@ impl QpEnv for DeviceQpEnv<'_> {
             WR_DRDMA_READ => Direction::Read,
             _ => return,
         };
-        if let Some(arr) = direct_arr(&wqe.sge[0]) {
+        // Another page's range is not this work request's to free.
+        if let Some(arr) = direct_arr(&wqe.sge[0]).filter(|&arr| self.owns(arr)) {
             self.drdma.retired(arr, dir, status == WC_SUCCESS);
         }
     }

@@ -32,12 +32,15 @@ impl Engine {
         }
     }
 
-    /// Whether `wqe` must wait at the head of its send queue: a DRDMA WRITE
-    /// whose range is still being filled.
-    fn must_hold(&self, wqe: &SendWqe) -> bool {
+    /// Whether `wqe` must wait at the head of QP `qpn`'s send queue: a
+    /// DRDMA WRITE whose range, owned by the QP's doorbell page, is still
+    /// being filled. Another page's range holds nothing: its gather fails.
+    fn must_hold(&self, qpn: u32, wqe: &SendWqe) -> bool {
+        let page = self.verbs.qps.get(qpn).map_or(0, |qp| qp.db_page);
         wqe.opcode == WR_DRDMA_WRITE
-            && drdma::direct_arr(&wqe.sge[0])
-                .is_some_and(|arr| self.drdma.write_ready(arr) == WriteReady::Filling)
+            && drdma::direct_arr(&wqe.sge[0]).is_some_and(|arr| {
+                self.drdma.owned_by(arr, page) && self.drdma.write_ready(arr) == WriteReady::Filling
+            })
     }
 
     /// Takes what the send queue holds. A QP with a doorbell record reads
@@ -147,7 +150,7 @@ impl Engine {
     /// [`MAX_QUEUED_SEND_WQES`] and DRDMA say).
     fn take_send_wqes(&mut self, qpn: u32, now: Instant) {
         if let Some(wqe) = self.held.remove(&qpn) {
-            if self.must_hold(&wqe) {
+            if self.must_hold(qpn, &wqe) {
                 self.held.insert(qpn, wqe);
                 return;
             }
@@ -166,7 +169,7 @@ impl Engine {
                     break;
                 }
                 match qp.next_send_wqe(&self.mem) {
-                    Ok(Some(wqe)) if self.must_hold(&wqe) => {
+                    Ok(Some(wqe)) if self.must_hold(qpn, &wqe) => {
                         self.held.insert(qpn, wqe);
                         break;
                     }

@@ -5,7 +5,8 @@
 #   gk_select_stack KVER          the VM stack's kernel: the chroot's
 #                                 /boot/vmlinuz-KVER, headers, /lib/modules/KVER
 #   gk_select_tree DIR            a built kernel tree: DIR/arch/x86/boot/bzImage,
-#                                 modules built in place, DIR/.config
+#                                 modules built in place (those the last make
+#                                 built, its modules.order), DIR/.config
 #   gk_select_image IMAGE MODDIR  a kernel image and its module directory
 #                                 (/lib/modules/KVER style; MODDIR/build is
 #                                 the tree or headers it was built with)
@@ -51,6 +52,7 @@ gk_release_of() { # the kernel release a build tree was configured for
 
 gk_select_stack() {
 	gk_own=0
+	gk_tree=
 	gk_kver=$1
 	gk_image=$CHROOT/boot/vmlinuz-$1
 	gk_kdir=$CHROOT/usr/src/linux-headers-$1
@@ -60,18 +62,22 @@ gk_select_stack() {
 gk_select_tree() {
 	[ -d "$1" ] || gk_die "--kernel-tree $1: no such directory"
 	gk_own=1
+	gk_tree=1
 	gk_kdir=$(gk_resolve "$1")
 	gk_moddir=$gk_kdir
 	gk_image=$gk_kdir/arch/x86/boot/bzImage
 	[ -f "$gk_image" ] || gk_die "--kernel-tree $1: no arch/x86/boot/bzImage (run make there first)"
 	[ -f "$gk_kdir/.config" ] || gk_die "--kernel-tree $1: no .config"
 	gk_kver=$(gk_release_of "$gk_kdir")
+	[ -f "$gk_kdir/modules.order" ] ||
+		gk_die "--kernel-tree $1: no modules.order (run make modules there first)"
 }
 
 gk_select_image() {
 	[ -f "$1" ] || gk_die "--kernel $1: no such file"
 	[ -d "$2" ] || gk_die "--modules $2: no such directory"
 	gk_own=1
+	gk_tree=
 	gk_image=$(readlink -f "$1")
 	gk_moddir=$(gk_resolve "$2")
 	[ -e "$gk_moddir/build" ] || gk_die "--modules $2: no build/ (the kernel's tree or headers)"
@@ -139,7 +145,20 @@ gk_fingerprint() {
 	gk_module_files | LC_ALL=C sort | xargs -r stat -c '%n %s %Y' | sha256sum
 }
 
+# The kernel's module files. In a tree, those of its modules.order (`make`
+# lists there the modules it built, as DIR/.o, and leaves the .ko of
+# modules since built in or configured out in place); in a module
+# directory, every one (modules.order there misses those installed later).
 gk_module_files() {
+	local o
+	if [ -n "${gk_tree:-}" ]; then
+		while IFS= read -r o; do
+			o=${o%.o}
+			o=${o%.ko}
+			[ ! -f "$gk_moddir/$o.ko" ] || printf '%s\n' "$gk_moddir/$o.ko"
+		done <"$gk_moddir/modules.order"
+		return
+	fi
 	find "$gk_moddir" -type f \( -name '*.ko' -o -name '*.ko.xz' \
 		-o -name '*.ko.gz' -o -name '*.ko.zst' \)
 }

@@ -89,13 +89,14 @@ gk_select_image() {
 gk_mounts=()
 gk_made=()
 
-# Path $1 (a host path) as seen in the chroot; bind-mounts it read-only at
-# the same path when it is outside.
+# Sets gk_in to path $1 (a host path) as seen in the chroot; bind-mounts
+# it read-only at the same path when it is outside (in this shell, not a
+# subshell: gk_unexpose undoes the mounts it records).
 gk_visible() {
 	local p=$1 top
 	case "$p" in
 	"$CHROOT"/*)
-		printf '%s\n' "${p#"$CHROOT"}"
+		gk_in=${p#"$CHROOT"}
 		return
 		;;
 	esac
@@ -108,17 +109,17 @@ gk_visible() {
 		gk_mounts+=("$CHROOT$p")
 		mount -o remount,bind,ro "$CHROOT$p"
 	fi
-	printf '%s\n' "$p"
+	gk_in=$p
 }
 
 gk_expose() {
-	local src
-	gk_kdir_in=$(gk_visible "$gk_kdir")
-	gk_moddir_in=$(gk_visible "$gk_moddir")
+	gk_visible "$gk_kdir"
+	gk_kdir_in=$gk_in
+	gk_visible "$gk_moddir"
+	gk_moddir_in=$gk_in
 	# A tree built with O=: its Makefile includes the source tree's.
 	if [ -L "$gk_kdir/source" ]; then
-		src=$(gk_resolve "$gk_kdir/source")
-		gk_visible "$src" >/dev/null
+		gk_visible "$(gk_resolve "$gk_kdir/source")"
 	fi
 }
 

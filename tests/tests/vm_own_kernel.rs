@@ -218,6 +218,7 @@ fn debian_stable_kernel_as_a_kernel_tree_runs_the_kernel_verbs_tests() {
     eprintln!("kernel tree and up: {:.0} s", start.elapsed().as_secs_f64());
     let (server, client, all) = kverbs::consoles(&run, &out);
     assert!(out.status.success(), "up --guests --wait failed:\n{all}");
+    assert_not_mounted(&stack, &tree);
     // The tree's ib_core, and not the stack's kernel's (the backports
     // kernel of the bundled guest).
     let tree_core = build_id(&tree.join("drivers/infiniband/core/ib_core.ko"));
@@ -356,6 +357,25 @@ fn the_build_script_reads_a_tree_by_its_modules_order_and_an_installed_kernel_by
     assert!(
         err.contains("module rdma_rxe is neither built as a module under"),
         "{err}"
+    );
+    // The tree, outside the chroot, was bind-mounted into it for the
+    // look-ups and is no longer, whether they succeeded or failed.
+    assert_not_mounted(&stack, &tree);
+}
+
+/// `dir` (outside the chroot) is not bind-mounted at its path inside it.
+fn assert_not_mounted(stack: &VmStack, dir: &Path) {
+    let inside = stack
+        .chroot
+        .join(dir.strip_prefix("/").unwrap())
+        .display()
+        .to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts
+            .lines()
+            .any(|l| l.split_whitespace().nth(4) == Some(inside.as_str())),
+        "{inside} is still mounted"
     );
 }
 

@@ -165,24 +165,30 @@ gk_module_files() {
 }
 
 gk_name() { # module name of a file or name: no suffix, '-' as '_'
+	_gk_name "$1"
+	printf '%s\n' "$gk_n"
+}
+
+_gk_name() { # gk_name's answer in gk_n (no subshell: gk_index names thousands)
 	local b=${1##*/}
 	b=${b%%.ko*}
-	printf '%s\n' "${b//-/_}"
+	gk_n=${b//-/_}
 }
 
 declare -A gk_files=()
 declare -A gk_builtin=()
 gk_index() {
-	local f n
+	local f
 	gk_files=()
 	gk_builtin=()
 	while IFS= read -r f; do
-		n=$(gk_name "$f")
-		[ -n "${gk_files[$n]:-}" ] || gk_files[$n]=$f
+		_gk_name "$f"
+		[ -n "${gk_files[$gk_n]:-}" ] || gk_files[$gk_n]=$f
 	done < <(gk_module_files | LC_ALL=C sort)
 	if [ -f "$gk_moddir/modules.builtin" ]; then
 		while IFS= read -r f; do
-			gk_builtin[$(gk_name "$f")]=1
+			_gk_name "$f"
+			gk_builtin[$gk_n]=1
 		done <"$gk_moddir/modules.builtin"
 	fi
 }

@@ -5,7 +5,8 @@
 #   gk_select_stack KVER          the VM stack's kernel: the chroot's
 #                                 /boot/vmlinuz-KVER, headers, /lib/modules/KVER
 #   gk_select_tree DIR            a built kernel tree: DIR/arch/x86/boot/bzImage,
-#                                 modules built in place, DIR/.config
+#                                 modules built in place (those the last make
+#                                 built, its modules.order), DIR/.config
 #   gk_select_image IMAGE MODDIR  a kernel image and its module directory
 #                                 (/lib/modules/KVER style; MODDIR/build is
 #                                 the tree or headers it was built with)
@@ -51,6 +52,7 @@ gk_release_of() { # the kernel release a build tree was configured for
 
 gk_select_stack() {
 	gk_own=0
+	gk_tree=
 	gk_kver=$1
 	gk_image=$CHROOT/boot/vmlinuz-$1
 	gk_kdir=$CHROOT/usr/src/linux-headers-$1
@@ -60,18 +62,22 @@ gk_select_stack() {
 gk_select_tree() {
 	[ -d "$1" ] || gk_die "--kernel-tree $1: no such directory"
 	gk_own=1
+	gk_tree=1
 	gk_kdir=$(gk_resolve "$1")
 	gk_moddir=$gk_kdir
 	gk_image=$gk_kdir/arch/x86/boot/bzImage
 	[ -f "$gk_image" ] || gk_die "--kernel-tree $1: no arch/x86/boot/bzImage (run make there first)"
 	[ -f "$gk_kdir/.config" ] || gk_die "--kernel-tree $1: no .config"
 	gk_kver=$(gk_release_of "$gk_kdir")
+	[ -f "$gk_kdir/modules.order" ] ||
+		gk_die "--kernel-tree $1: no modules.order (run make modules there first)"
 }
 
 gk_select_image() {
 	[ -f "$1" ] || gk_die "--kernel $1: no such file"
 	[ -d "$2" ] || gk_die "--modules $2: no such directory"
 	gk_own=1
+	gk_tree=
 	gk_image=$(readlink -f "$1")
 	gk_moddir=$(gk_resolve "$2")
 	[ -e "$gk_moddir/build" ] || gk_die "--modules $2: no build/ (the kernel's tree or headers)"
@@ -83,13 +89,14 @@ gk_select_image() {
 gk_mounts=()
 gk_made=()
 
-# Path $1 (a host path) as seen in the chroot; bind-mounts it read-only at
-# the same path when it is outside.
+# Sets gk_in to path $1 (a host path) as seen in the chroot; bind-mounts
+# it read-only at the same path when it is outside (in this shell, not a
+# subshell: gk_unexpose undoes the mounts it records).
 gk_visible() {
 	local p=$1 top
 	case "$p" in
 	"$CHROOT"/*)
-		printf '%s\n' "${p#"$CHROOT"}"
+		gk_in=${p#"$CHROOT"}
 		return
 		;;
 	esac
@@ -102,17 +109,17 @@ gk_visible() {
 		gk_mounts+=("$CHROOT$p")
 		mount -o remount,bind,ro "$CHROOT$p"
 	fi
-	printf '%s\n' "$p"
+	gk_in=$p
 }
 
 gk_expose() {
-	local src
-	gk_kdir_in=$(gk_visible "$gk_kdir")
-	gk_moddir_in=$(gk_visible "$gk_moddir")
+	gk_visible "$gk_kdir"
+	gk_kdir_in=$gk_in
+	gk_visible "$gk_moddir"
+	gk_moddir_in=$gk_in
 	# A tree built with O=: its Makefile includes the source tree's.
 	if [ -L "$gk_kdir/source" ]; then
-		src=$(gk_resolve "$gk_kdir/source")
-		gk_visible "$src" >/dev/null
+		gk_visible "$(gk_resolve "$gk_kdir/source")"
 	fi
 }
 
@@ -139,30 +146,49 @@ gk_fingerprint() {
 	gk_module_files | LC_ALL=C sort | xargs -r stat -c '%n %s %Y' | sha256sum
 }
 
+# The kernel's module files. In a tree, those of its modules.order (`make`
+# lists there the modules it built, as DIR/.o, and leaves the .ko of
+# modules since built in or configured out in place); in a module
+# directory, every one (modules.order there misses those installed later).
 gk_module_files() {
+	local o
+	if [ -n "${gk_tree:-}" ]; then
+		while IFS= read -r o; do
+			o=${o%.o}
+			o=${o%.ko}
+			[ ! -f "$gk_moddir/$o.ko" ] || printf '%s\n' "$gk_moddir/$o.ko"
+		done <"$gk_moddir/modules.order"
+		return
+	fi
 	find "$gk_moddir" -type f \( -name '*.ko' -o -name '*.ko.xz' \
 		-o -name '*.ko.gz' -o -name '*.ko.zst' \)
 }
 
 gk_name() { # module name of a file or name: no suffix, '-' as '_'
+	_gk_name "$1"
+	printf '%s\n' "$gk_n"
+}
+
+_gk_name() { # gk_name's answer in gk_n (no subshell: gk_index names thousands)
 	local b=${1##*/}
 	b=${b%%.ko*}
-	printf '%s\n' "${b//-/_}"
+	gk_n=${b//-/_}
 }
 
 declare -A gk_files=()
 declare -A gk_builtin=()
 gk_index() {
-	local f n
+	local f
 	gk_files=()
 	gk_builtin=()
 	while IFS= read -r f; do
-		n=$(gk_name "$f")
-		[ -n "${gk_files[$n]:-}" ] || gk_files[$n]=$f
+		_gk_name "$f"
+		[ -n "${gk_files[$gk_n]:-}" ] || gk_files[$gk_n]=$f
 	done < <(gk_module_files | LC_ALL=C sort)
 	if [ -f "$gk_moddir/modules.builtin" ]; then
 		while IFS= read -r f; do
-			gk_builtin[$(gk_name "$f")]=1
+			_gk_name "$f"
+			gk_builtin[$gk_n]=1
 		done <"$gk_moddir/modules.builtin"
 	fi
 }

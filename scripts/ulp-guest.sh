@@ -22,6 +22,12 @@
 #                             sets rc), disconnect; exit $rc
 #   ulp_outage FIOCMD         shell for BODY: FIOCMD in the background, the
 #                             target's port dropped mid-I/O and restored
+#   ulp_doomed                n1's last command: up until its QEMU is killed
+#                             (by the test, on /share/target-kill)
+#   ulp_killed FIOCMD         n2's last command: connects (ctrl_loss_tmo
+#                             2 s), FIOCMD in the background, asks for the
+#                             target guest's death mid-I/O, reports how the
+#                             I/O and the controller end and that it lives
 #   ulp_server NAME PORT CMD  n1's command: an rdma_cm server, announced
 #   ulp_receiver NAME CMD     n1's command: a multicast receiver, announced
 #   ulp_client NAME CMD       n2's command: its client
@@ -39,9 +45,10 @@ ULP_NQN=nqn.2026-11.io.ibtca:ulp
 #   listening ADDR:PORT    an rdma_cm listener is bound there
 #   ns_dev NSID            the block device of the target's namespace NSID
 #                          (not a multipath path's hidden nvmeXcYnZ)
-#   nvmf_up                discover and connect the target, wait for both
-#                          namespaces: $ns1, $ns2 (ULP-DISCOVER, ULP-CONNECT,
-#                          ULP-NS lines)
+#   nvmf_up [TMO]          discover and connect the target (ctrl_loss_tmo
+#                          TMO s, default 600), wait for both namespaces:
+#                          $ns1, $ns2 (ULP-DISCOVER, ULP-CONNECT, ULP-NS
+#                          lines)
 #   nvmf_down              disconnect, wait for the namespaces to go
 #   ctrl_state             the state of the controller of the subsystem
 #   writes_done NSID       writes completed on the namespace's block
@@ -56,7 +63,7 @@ listening() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src
 ns_dev() { for b in /sys/block/nvme*n*; do case \${b##*/} in *c*) continue ;; esac; [ "\$(cat \$b/nsid 2>/dev/null)" = \$1 ] && echo /dev/\${b##*/}; done; return 0; }
 nvmf_up() {
 	nvme discover -t rdma -a $a -s 4420 2>&1 | sed 's/^/ULP-DISCOVER /' &&
-	nvme connect -t rdma -a $a -s 4420 -n $ULP_NQN --reconnect-delay=1 --ctrl-loss-tmo=600 2>&1 |
+	nvme connect -t rdma -a $a -s 4420 -n $ULP_NQN --reconnect-delay=1 --ctrl-loss-tmo=\${1:-600} 2>&1 |
 		sed 's/^/ULP-CONNECT /' &&
 	wait_for '[ -n "\$(ns_dev 1)" ] && [ -n "\$(ns_dev 2)" ]' 1200 &&
 	ns1=\$(ns_dev 1) && ns2=\$(ns_dev 2) && echo "ULP-NS \$ns1 \$ns2"
@@ -252,6 +259,58 @@ wait \$fio_pid
 wait_for '[ "\$(ctrl_state)" = live ]' 1200 || rc=1
 echo "ULP-OUTAGE back \$(ctrl_state) \$(dmesg | grep -m1 'Successfully reconnected' | sed 's/^\[[^]]*\] //')"
 echo "ULP-OUTAGE kernel-trouble \$(dmesg | grep -c -E 'BUG:|Oops|WARNING:|blocked for more than|Call Trace')"
+EOF
+}
+
+# n1 after its target: up until the test kills its QEMU, which n2's
+# ulp_killed asks for with /share/target-kill; the test then makes
+# /share/target-killed, which n1 must not live to see (nor n2's end,
+# /share/killed-host-done: n2 failed before it asked).
+ulp_doomed() {
+	ulp_funcs
+	cat <<EOF
+echo "ULP-DOOMED"
+wait_for '[ -e /share/target-killed ] || [ -e /share/killed-host-done ]' 12000
+echo "ULP-DOOMED survived"
+exit 1
+EOF
+}
+
+# n2's command once the target is no longer needed otherwise: connect
+# with ctrl_loss_tmo 2 s, FIOCMD (on $ns1, writing until it fails) in the
+# background; once it has completed writes, /share/target-kill asks the
+# test to kill n1's QEMU, which it has done at /share/target-killed. Then
+# (ULP-KILLED lines): fio still running at the kill, the controller
+# leaving "live", fio's end (its status: FIOCMD's own lines), the
+# reconnect attempts and the controller's removal in the kernel log since
+# the connection, the controller gone, ibtca0's port as ibv_devinfo
+# queries it afterwards, and the kernel's oopses, warnings and hung tasks.
+ulp_killed() {
+	ulp_funcs
+	cat <<EOF
+trap 'touch /share/killed-host-done' EXIT
+echo "ULP-KILLED $ULP_TRANSPORT"
+nvmf_up 2 || exit 1
+rc=0
+d0=\$(dmesg | wc -l)
+w0=\$(writes_done 1)
+( $1 ) &
+fio_pid=\$!
+wait_for '[ "\$(writes_done 1)" -gt \$w0 ]' 6000 || rc=1
+touch /share/target-kill
+wait_for '[ -e /share/target-killed ]' 6000 || rc=1
+echo "ULP-KILLED target dead, fio \$(kill -0 \$fio_pid 2>/dev/null && echo running || echo finished)"
+wait_for '[ "\$(ctrl_state)" != live ]' 1200 || rc=1
+echo "ULP-KILLED controller \$(ctrl_state)"
+wait_for '! kill -0 \$fio_pid 2>/dev/null' 3000 || rc=1
+wait \$fio_pid
+wait_for '[ -z "\$(ctrl_state)" ]' 3000 || rc=1
+echo "ULP-KILLED controller gone"
+dmesg | tail -n +\$((d0 + 1)) | grep -e 'reconnect' -e 'Reconnecting' -e 'Removing' |
+	sed 's/^\[[^]]*\] /ULP-KILLED kernel: /'
+echo "ULP-KILLED after port \$(ibv_devinfo -d ibtca0 | awk '/state:/ { print \$2, \$3; exit }')"
+echo "ULP-KILLED kernel-trouble \$(dmesg | grep -c -E 'BUG:|Oops|WARNING:|blocked for more than|Call Trace')"
+exit \$rc
 EOF
 }
 

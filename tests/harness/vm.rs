@@ -109,6 +109,12 @@ impl VmStack {
         &self.repo
     }
 
+    /// The VM stack's cache (`IBTCA_CACHE`, or `~/.cache/ibtca`), outside
+    /// every clone.
+    pub fn cache(&self) -> PathBuf {
+        cache_dir()
+    }
+
     /// The start of `ibtca-fabric up TOPOLOGY --run-dir RUN_DIR --guests`
     /// with this stack's kernel and initramfs and this checkout's
     /// `run-vm.sh` (wherever the binaries were built); callers add their

@@ -1,16 +1,27 @@
 //! An own kernel on the fabric (issue 33, docs/own-kernel.md): Debian
 //! stable's kernel (the VM stack's second kernel, 6.12; the bundled guest
-//! runs the backports kernel) booted with `ibtca-fabric up --guests
-//! --kernel IMAGE --modules DIR --kernel-tests`, its /lib/modules directory
-//! presented as the kernel's modules (build/ its headers). ibtca.ko and
-//! the kernel verbs test modules are built against that kernel by `up`;
-//! two guests then run the kernel verbs tests of tests/tests/vm_kverbs.rs
-//! (each module checks what landed and counts its failures). Also: `up`
-//! refuses, with exit status 2 and before anything starts, a kernel whose
-//! configuration lacks options the guest needs, naming every one.
+//! runs the backports kernel) presented as a kernel tree built in place
+//! (its image as `arch/x86/boot/bzImage`, its headers' build directory,
+//! its modules unsigned and uncompressed in their source directories,
+//! `modules.order` and `modules.builtin` as `make` leaves them) and booted
+//! with `ibtca-fabric up --guests --kernel-tree DIR --kernel-tests`.
+//! ibtca.ko and the kernel verbs test modules are built against the tree
+//! by `up`; two guests then run the kernel verbs tests of
+//! tests/tests/vm_kverbs.rs (each module checks what landed and counts its
+//! failures), and say which RDMA core they loaded: the tree's (its build
+//! ID, unsigned), with the module groups of the tree's modules.order (a
+//! stale module left beside them is not packed). Also: the build script
+//! reads an installed kernel's module directory (`--kernel IMAGE --modules
+//! DIR`) to the same modules as the tree, and `up` refuses, with exit
+//! status 2 and before anything starts, a kernel whose configuration lacks
+//! options the guest needs, naming every one.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
 
 use ibtca_tests::console::field;
 use ibtca_tests::kverbs::{self, TOPOLOGY};
@@ -23,6 +34,140 @@ fn stable_kver(stack: &VmStack) -> String {
     std::fs::read_to_string(&f)
         .unwrap_or_else(|_| panic!("no {}: run scripts/setup-vm-stack.sh", f.display()))
         .trim()
+        .to_owned()
+}
+
+/// The module the tree leaves out of its modules.order, as a tree
+/// reconfigured without it after a build that had it: `make` builds it no
+/// more and leaves its old .ko in place. Its group (`rxe`) is optional and
+/// the kernel verbs tests do not load it.
+const STALE: &str = "drivers/infiniband/sw/rxe/rdma_rxe";
+
+/// Runs `cmd`, asserting that it succeeded; its stdout.
+fn run(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+    out.stdout
+}
+
+/// Module `ko` without the signature `make modules_install` appends (a
+/// tree's modules are unsigned), and whether it had one.
+fn unsigned(mut ko: Vec<u8>) -> (Vec<u8>, bool) {
+    const MARK: &[u8] = b"~Module signature appended~\n";
+    if !ko.ends_with(MARK) {
+        return (ko, false);
+    }
+    let end = ko.len() - MARK.len();
+    // struct module_signature: 12 bytes, ending in the signature's
+    // length (big-endian); the signature before it.
+    let sig_len = u32::from_be_bytes(ko[end - 4..end].try_into().unwrap()) as usize;
+    ko.truncate(end - 12 - sig_len);
+    (ko, true)
+}
+
+/// Debian stable's kernel `kver` as a kernel tree built in place, made
+/// once in the stack's cache (outside the clone; its files keep the
+/// package's times, so the guest image built from it stays cached too).
+fn debian_kernel_tree(stack: &VmStack, kver: &str) -> PathBuf {
+    let trees = stack.cache().join("kernel-trees");
+    let tree = trees.join(format!("{kver}-1"));
+    if tree.join("modules.order").is_file() {
+        return tree;
+    }
+    let tmp = trees.join(format!(".{kver}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    // The headers' build directory: .config, Module.symvers,
+    // include/generated, its Makefile (which includes the common
+    // headers' in the chroot); scripts/ and tools/ (links into the
+    // chroot's linux-kbuild) as the directories a tree has.
+    let headers = stack.chroot.join(format!("usr/src/linux-headers-{kver}"));
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(headers.join("."))
+        .arg(&tmp));
+    for d in ["scripts", "tools"] {
+        let real = std::fs::canonicalize(headers.join(d)).unwrap();
+        std::fs::remove_file(tmp.join(d)).unwrap();
+        run(Command::new("cp").arg("-a").arg(&real).arg(tmp.join(d)));
+    }
+    std::fs::create_dir_all(tmp.join("arch/x86/boot")).unwrap();
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(stack.chroot.join(format!("boot/vmlinuz-{kver}")))
+        .arg(tmp.join("arch/x86/boot/bzImage")));
+    // The modules: kernel/DIR/M.ko.xz installed, DIR/M.ko in the tree,
+    // listed as DIR/M.o in modules.order.
+    let moddir = stack.chroot.join(format!("lib/modules/{kver}"));
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(moddir.join("modules.builtin"))
+        .arg(moddir.join("modules.builtin.modinfo"))
+        .arg(&tmp));
+    let installed = std::fs::read_to_string(moddir.join("modules.order")).unwrap();
+    let rels: Vec<&str> = installed
+        .lines()
+        .map(|l| {
+            l.strip_prefix("kernel/")
+                .and_then(|l| l.strip_suffix(".ko"))
+                .unwrap_or_else(|| panic!("modules.order: {l}"))
+        })
+        .collect();
+    assert!(rels.contains(&STALE), "{kver} has no {STALE}");
+    std::thread::scope(|s| {
+        for part in rels.chunks(rels.len().div_ceil(2)) {
+            let (moddir, tmp) = (&moddir, &tmp);
+            s.spawn(move || {
+                for rel in part {
+                    let src = moddir.join(format!("kernel/{rel}.ko.xz"));
+                    let (ko, signed) = unsigned(run(Command::new("xz").arg("-dc").arg(&src)));
+                    assert!(signed, "{} is not signed", src.display());
+                    let dst = tmp.join(format!("{rel}.ko"));
+                    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+                    std::fs::write(&dst, ko).unwrap();
+                    let when = std::fs::metadata(&src).unwrap().modified().unwrap();
+                    let f = std::fs::File::options().write(true).open(&dst).unwrap();
+                    f.set_modified(when).unwrap();
+                }
+            });
+        }
+    });
+    let order: String = rels
+        .iter()
+        .filter(|r| **r != STALE)
+        .map(|r| format!("{r}.o\n"))
+        .collect();
+    std::fs::write(tmp.join("modules.order"), order).unwrap();
+    let config = std::fs::read_to_string(tmp.join(".config")).unwrap();
+    let without = config.replace("CONFIG_RDMA_RXE=m\n", "# CONFIG_RDMA_RXE is not set\n");
+    assert_ne!(without, config, "{kver}: soft-RoCE is not a module");
+    std::fs::write(tmp.join(".config"), without).unwrap();
+    match std::fs::rename(&tmp, &tree) {
+        Ok(()) => {}
+        // Another run made it meanwhile.
+        Err(_) if tree.join("modules.order").is_file() => {
+            std::fs::remove_dir_all(&tmp).unwrap();
+        }
+        Err(e) => panic!("{}: {e}", tree.display()),
+    }
+    tree
+}
+
+/// The GNU build ID of the module `ko` (a file, or an .xz of one).
+fn build_id(ko: &Path) -> String {
+    let tmp = ibtca_tests::TempDir::new("own-kernel-ko");
+    let plain = if ko.extension().is_some_and(|e| e == "xz") {
+        let p = tmp.0.join("m.ko");
+        std::fs::write(&p, run(Command::new("xz").arg("-dc").arg(ko))).unwrap();
+        p
+    } else {
+        ko.to_path_buf()
+    };
+    let notes = String::from_utf8(run(Command::new("readelf").arg("-n").arg(&plain))).unwrap();
+    notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{}: no build ID\n{notes}", ko.display()))
         .to_owned()
 }
 
@@ -40,11 +185,12 @@ fn result_ok(who: &str, console: &str, tag: &str, passed: Option<&str>, all: &st
 
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
-fn debian_stable_kernel_as_own_kernel_runs_the_kernel_verbs_tests() {
+fn debian_stable_kernel_as_a_kernel_tree_runs_the_kernel_verbs_tests() {
     let stack = VmStack::get();
     let kver = stable_kver(&stack);
-    let image = stack.chroot.join(format!("boot/vmlinuz-{kver}"));
-    let modules = stack.chroot.join(format!("lib/modules/{kver}"));
+    let start = Instant::now();
+    let tree = debian_kernel_tree(&stack, &kver);
+    eprintln!("kernel tree: {:.0} s", start.elapsed().as_secs_f64());
     let dir = stack.scratch("own-kernel");
     let topo = dir.join("topo.json");
     std::fs::write(&topo, TOPOLOGY).unwrap();
@@ -58,10 +204,8 @@ fn debian_stable_kernel_as_own_kernel_runs_the_kernel_verbs_tests() {
         "--run-dir",
         &rd,
         "--guests",
-        "--kernel",
-        &image.display().to_string(),
-        "--modules",
-        &modules.display().to_string(),
+        "--kernel-tree",
+        &tree.display().to_string(),
         "--kernel-tests",
         "--run-vm",
         &run_vm.display().to_string(),
@@ -71,14 +215,54 @@ fn debian_stable_kernel_as_own_kernel_runs_the_kernel_verbs_tests() {
     ]
     .map(String::from);
     let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    eprintln!("kernel tree and up: {:.0} s", start.elapsed().as_secs_f64());
     let (server, client, all) = kverbs::consoles(&run, &out);
     assert!(out.status.success(), "up --guests --wait failed:\n{all}");
+    assert_not_mounted(&stack, &tree);
+    // The tree's ib_core, and not the stack's kernel's (the backports
+    // kernel of the bundled guest).
+    let tree_core = build_id(&tree.join("drivers/infiniband/core/ib_core.ko"));
+    let stack_kver = std::fs::read_to_string(stack.chroot.join(".ibtca-kver")).unwrap();
+    let stack_core = build_id(&stack.chroot.join(format!(
+        "lib/modules/{}/kernel/drivers/infiniband/core/ib_core.ko.xz",
+        stack_kver.trim()
+    )));
+    assert_ne!(tree_core, stack_core);
     for (who, c) in [("server", &server), ("client", &client)] {
         // The stable kernel booted, not the bundled guest's.
         assert!(
             c.contains(&format!("Linux version {kver} ")),
             "{who}: not {kver}\n{all}"
         );
+        // Its RDMA core came from the tree: the tree's build of ib_core,
+        // unsigned (taint E) as the tree's files are and the installed,
+        // signed ones of the same kernel are not.
+        let core = c
+            .lines()
+            .find_map(|l| l.find("IBTCA-KMOD ib_core ").map(|i| &l[i..]))
+            .unwrap_or_else(|| panic!("{who}: no IBTCA-KMOD ib_core\n{all}"));
+        assert_eq!(field(core, "build_id"), tree_core, "{who}: {core}");
+        assert!(field(core, "taint").contains('E'), "{who}: {core}");
+        // The module groups of the tree's modules.order: soft-RoCE's
+        // stale module is not among them.
+        let groups = c
+            .lines()
+            .find_map(|l| l.find("IBTCA-KGROUPS ").map(|i| &l[i + 14..]))
+            .unwrap_or_else(|| panic!("{who}: no IBTCA-KGROUPS\n{all}"));
+        let groups: Vec<&str> = groups.split_whitespace().collect();
+        for g in [
+            "ibcore",
+            "uverbs",
+            "net",
+            "9p",
+            "umad",
+            "cm",
+            "nvme-host",
+            "nvmet",
+        ] {
+            assert!(groups.contains(&g), "{who}: no group {g}: {groups:?}");
+        }
+        assert!(!groups.contains(&"rxe"), "{who}: {groups:?}");
         assert!(c.contains("IBTCA-KVERBS-RC 0"), "{who}: insmod\n{all}");
         assert!(c.contains("IBTCA-UNLOAD ok"), "{who}: unload\n{all}");
         assert!(
@@ -103,6 +287,96 @@ fn debian_stable_kernel_as_own_kernel_runs_the_kernel_verbs_tests() {
             .unwrap_or_else(|| panic!("{who}: no send_recv PASS\n{all}"));
         assert_eq!(field(line, "from_lid"), peer, "{who}: {line}");
     }
+}
+
+/// `gk_closure MODULE...` of scripts/guest-kernel.sh for the kernel
+/// `select` names (`gk_select_tree DIR` or `gk_select_image IMAGE DIR`):
+/// the module names in load order, or the script's complaint.
+fn closure(stack: &VmStack, select: &[&Path], modules: &str) -> Result<Vec<String>, String> {
+    let script = r#"
+set -eu
+CHROOT=$1; shift
+. "$REPO/scripts/guest-kernel.sh"
+in_chroot() { chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+mods=$1; shift
+"$@"
+trap gk_unexpose EXIT
+gk_expose
+gk_index
+gk_closure $mods
+"#;
+    let fun = if select.len() == 1 {
+        "gk_select_tree"
+    } else {
+        "gk_select_image"
+    };
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg("closure")
+        .arg(std::fs::canonicalize(&stack.chroot).unwrap())
+        .arg(modules)
+        .arg(fun)
+        .args(select)
+        .env("REPO", stack.repo())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        let said = String::from_utf8(out.stdout).unwrap();
+        Ok(said.lines().map(str::to_owned).collect())
+    } else {
+        Err(text(&out))
+    }
+}
+
+#[test]
+#[ignore = "needs the VM stack; run by scripts/test.sh"]
+fn the_build_script_reads_a_tree_by_its_modules_order_and_an_installed_kernel_by_its_files() {
+    let stack = VmStack::get();
+    let kver = stable_kver(&stack);
+    let tree = debian_kernel_tree(&stack, &kver);
+    let image = stack.chroot.join(format!("boot/vmlinuz-{kver}"));
+    let moddir = stack.chroot.join(format!("lib/modules/{kver}"));
+    // The same kernel's RDMA core and NVMe-oF modules, from either.
+    let want = "ib_uverbs rdma_ucm nvme_rdma nvmet_rdma virtio_net";
+    let installed = closure(&stack, &[&image, &moddir], want).unwrap();
+    assert_eq!(
+        closure(&stack, &[&tree], want).unwrap(),
+        installed,
+        "the tree and the installed modules of {kver}"
+    );
+    for m in ["ib_core", "ib_uverbs", "rdma_cm", "nvme_core", "nvmet"] {
+        assert!(installed.iter().any(|x| x == m), "{m}: {installed:?}");
+    }
+    // soft-RoCE: installed, so found there; in the tree only a stale .ko
+    // outside its modules.order, so not a module of the tree.
+    let rxe = closure(&stack, &[&image, &moddir], "rdma_rxe").unwrap();
+    assert_eq!(rxe.last().map(String::as_str), Some("rdma_rxe"), "{rxe:?}");
+    assert!(tree.join(format!("{STALE}.ko")).is_file());
+    let err = closure(&stack, &[&tree], "rdma_rxe").unwrap_err();
+    assert!(
+        err.contains("module rdma_rxe is neither built as a module under"),
+        "{err}"
+    );
+    // The tree, outside the chroot, was bind-mounted into it for the
+    // look-ups and is no longer, whether they succeeded or failed.
+    assert_not_mounted(&stack, &tree);
+}
+
+/// `dir` (outside the chroot) is not bind-mounted at its path inside it.
+fn assert_not_mounted(stack: &VmStack, dir: &Path) {
+    let inside = stack
+        .chroot
+        .join(dir.strip_prefix("/").unwrap())
+        .display()
+        .to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts
+            .lines()
+            .any(|l| l.split_whitespace().nth(4) == Some(inside.as_str())),
+        "{inside} is still mounted"
+    );
 }
 
 #[test]

@@ -25,7 +25,15 @@
 //!   controller leaves "live", nvme-rdma's reconnects fail until the port
 //!   returns, then fio's queued I/O completes and its verification, and a
 //!   fresh connection's `--verify_only`, read back every block; n2's kernel
-//!   logs no oops, warning or hung task.
+//!   logs no oops, warning or hung task;
+//! - last, over ibtca, the target guest killed: n2 connects again
+//!   (`ctrl_loss_tmo` 2 s) and, while fio writes namespace 1, the test
+//!   SIGKILLs n1's QEMU; n2's controller leaves "live", its reconnects
+//!   fail until it gives the controller up, fio's I/O fails (it does not
+//!   hang), and afterwards n2's ibtca0 still answers (`ibv_devinfo`: port
+//!   active) and its kernel logs no oops, warning or hung task; n1's
+//!   device, left without its guest, logs the guest's death, and `up`
+//!   names n1 alone as the guest that failed.
 //!
 //! The guests' commands come from scripts/ulp-guest.sh (as
 //! scripts/demo-storage.sh's do) and OpenSM in n1 brings the IB subnet up.
@@ -38,7 +46,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
@@ -219,6 +227,46 @@ fn outage_fio(extra: &str) -> String {
     )
 }
 
+/// n2's fio when n1 is killed: 4 KiB random writes on namespace 1 (past
+/// the other jobs' ranges) until an I/O fails; its output tagged
+/// `FIO-killed `, its status as `FIO-killed-RC N` (a failure expected).
+const KILLED_FIO: &str = "fio --name=killed --filename=$ns1 --ioengine=libaio --direct=1 \
+     --size=16M --offset=48M --rw=randwrite --bs=4k --iodepth=16 --time_based --runtime=600 \
+     2>&1 | sed 's/^/FIO-killed /'; echo \"FIO-killed-RC $?\"";
+
+/// SIGKILLs the QEMU of `node`'s guest in the fabric of `run` and waits
+/// until it is gone: the guest dies outright, its device runs on.
+fn kill_guest(run: &Path, node: &str) {
+    let state = ibtca_fabric::state::State::load(run)
+        .expect("the fabric's state")
+        .expect("a fabric in the run directory");
+    let guest = state
+        .processes
+        .iter()
+        .find(|p| p.guest && p.name == format!("{node} (guest)"))
+        .unwrap_or_else(|| panic!("no guest {node}: {state:?}"));
+    let qemu = ibtca_fabric::guests::descendants(guest.pid)
+        .into_iter()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.starts_with("qemu-system"))
+        })
+        .unwrap_or_else(|| panic!("no QEMU under {node}'s run-vm.sh ({})", guest.pid));
+    let st = Command::new("kill")
+        .args(["-KILL", &qemu.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -KILL {qemu}");
+    // Gone, or a zombie until run-vm.sh reaps it.
+    let stat = format!("/proc/{qemu}/stat");
+    while std::fs::read_to_string(&stat).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    }) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// fio random and sequential writes, each read back and verified, on both
 /// namespaces; `outage` (ulp_outage's shell) next; then disconnect, connect
 /// again and verify it all again (`--verify_only`: read and check, write
@@ -309,6 +357,9 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
     n2.push(rxe.lib(&["ulp_host", &host_body("rxe", None)]));
     let outage = ib.lib(&["ulp_outage", &outage_fio("")]);
     n2.push(ib.lib(&["ulp_host", &host_body("ibtca", Some(outage))]));
+    // The last step: n1 killed (nothing after it in either guest).
+    n1.push(ib.lib(&["ulp_doomed"]));
+    n2.push(ib.lib(&["ulp_killed", KILLED_FIO]));
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(
         [
@@ -327,26 +378,69 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
         }
     }
     let start = Instant::now();
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
+    let up = std::thread::spawn(move || {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        fabric(&argv)
+    });
+    // n2 asks for n1's death once its fio is under way.
+    let asked = share.0.join("target-kill");
+    let mut killed_at = None;
+    while !up.is_finished() {
+        if asked.exists() {
+            eprintln!("killing n1: {:.0} s", start.elapsed().as_secs_f64());
+            killed_at = Some(start.elapsed());
+            kill_guest(&run, "n1");
+            std::fs::write(share.0.join("target-killed"), "").unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = up.join().unwrap();
     let said = text(&out);
     let console =
         |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
     let (c1, c2) = (console("n1"), console("n2"));
     let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
     eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
-    assert!(out.status.success(), "every command passes:\n{all}");
+    if let Some(at) = killed_at {
+        eprintln!(
+            "from n1's death to n2's power-off: {:.0} s",
+            (start.elapsed() - at).as_secs_f64()
+        );
+    }
+    // n1 died of its kill; every command of n2 passed.
+    assert!(killed_at.is_some(), "n2 never asked for n1's death:\n{all}");
+    assert!(!out.status.success(), "{all}");
+    assert!(said.contains("guest n2: commands passed"), "{all}");
+    let failed = said
+        .lines()
+        .find(|l| l.contains("guests that failed: "))
+        .unwrap_or_default();
+    assert!(
+        failed.contains("guests that failed: n1 (") && !failed.contains("n2"),
+        "{failed}\n{all}"
+    );
+    assert!(!c1.contains("ULP-DOOMED survived"), "{all}");
 
     for t in [&rxe, &ib] {
         check_tools(t, &c1, &c2, &all);
         let host = section(
             &c2,
             &format!("ULP-HOST {}", t.name),
-            (t.name == "rxe").then_some("ULP-HOST ibtca"),
+            Some(if t.name == "rxe" {
+                "ULP-HOST ibtca"
+            } else {
+                "ULP-KILLED ibtca"
+            }),
         );
         check_nvme_of(t, &host, &all);
     }
-    check_outage(&c1, &section(&c2, "ULP-HOST ibtca", None), &all);
+    check_outage(
+        &c1,
+        &section(&c2, "ULP-HOST ibtca", Some("ULP-KILLED ibtca")),
+        &all,
+    );
+    check_killed(&run, &section(&c2, "ULP-KILLED ibtca", None), &all);
 
     // The file namespace holds fio's blocks in its first MiB, not zeros.
     let nonzero = lines(&c1, "ULP-NS2-NONZERO ");
@@ -520,4 +614,53 @@ fn check_outage(c1: &str, host: &str, all: &str) {
         Some("ULP-OUTAGE kernel-trouble 0"),
         "{said:?}\n{all}"
     );
+}
+
+/// The target guest killed mid-I/O (`ulp_killed`, in `host`, n2's console
+/// from it on): fio ran when n1 died; n2's controller left "live", its
+/// reconnects failed and it was removed; fio's I/O failed instead of
+/// hanging; n2's ibtca0 still answers and its kernel logged no trouble;
+/// n1's device logged its guest's death.
+fn check_killed(run: &Path, host: &str, all: &str) {
+    let said = lines(host, "ULP-KILLED ");
+    let seen = |prefix: &str| said.iter().find(|l| l.starts_with(prefix)).copied();
+    assert_eq!(
+        seen("ULP-KILLED target dead"),
+        Some("ULP-KILLED target dead, fio running"),
+        "{said:?}\n{all}"
+    );
+    let state = seen("ULP-KILLED controller ").unwrap_or_default();
+    assert!(
+        state != "ULP-KILLED controller live" && !state.contains("gone"),
+        "{said:?}\n{all}"
+    );
+    assert!(
+        seen("ULP-KILLED controller gone").is_some(),
+        "{said:?}\n{all}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with("ULP-KILLED kernel: ") && l.contains("Failed reconnect attempt")),
+        "{said:?}\n{all}"
+    );
+    // fio ended on a failed I/O.
+    let rc = lines(host, "FIO-killed-RC ");
+    assert!(rc.len() == 1 && rc[0] != "FIO-killed-RC 0", "{rc:?}\n{all}");
+    let fio = lines(host, "FIO-killed ").join("\n");
+    assert!(
+        fio.contains("Input/output error") || fio.contains("err="),
+        "{fio}\n{all}"
+    );
+    assert_eq!(
+        seen("ULP-KILLED after "),
+        Some("ULP-KILLED after port PORT_ACTIVE (4)"),
+        "{said:?}\n{all}"
+    );
+    assert_eq!(
+        seen("ULP-KILLED kernel-trouble "),
+        Some("ULP-KILLED kernel-trouble 0"),
+        "{said:?}\n{all}"
+    );
+    let n1 = std::fs::read_to_string(run.join("n1.log")).unwrap_or_default();
+    assert!(n1.contains("client disconnected"), "n1's device:\n{n1}");
 }

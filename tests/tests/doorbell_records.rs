@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
+use ibtca_tests::drdma::{direct_wqe, load, submit};
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
 use vm_memory::ByteValued;
@@ -139,6 +140,40 @@ fn an_awake_device_takes_wqes_from_the_record_alone() {
     ring(&mut p.a.g, &qp, 3);
     p.a.expect_completion(3, WC_SUCCESS, T);
     assert_eq!(p.b.g.read(p.b.buf + 128, 16), [0x5a; 16]);
+}
+
+/// A DRDMA READ completes only when the guest has loaded its range (a
+/// window load, not a packet), and the SQ stays awake until then. Once it
+/// completes the record must go back to sleep: a driver that still saw
+/// `sq_awake` set would post its next WQE on the record alone and wait
+/// for it forever.
+#[test]
+fn a_drained_drdma_read_lets_the_record_sleep() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let mut sq_pi = 0u32;
+    let data: Vec<u8> = (0..512u32).map(|i| (i * 13 + 1) as u8).collect();
+    p.b.g.write(p.b.buf, &data);
+    submit(&mut p.a.g, 2, false, 512, None);
+    let read = direct_wqe(WR_DRDMA_READ, 1, 2, 512, p.b.buf, p.b.rkey);
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &read);
+    ring(&mut p.a.g, &qp, 1);
+    wait_awake(&p.a.g, rec, 1);
+    assert_eq!(load(&mut p.a.g, 2, 0, 512), data, "the READ's bytes");
+    p.a.expect_completion(1, WC_SUCCESS, T);
+    wait_awake(&p.a.g, rec, 0);
+    // Asleep: the next WQE is posted with a doorbell, as a driver does,
+    // and goes out.
+    p.a.g.write(p.a.buf, &[0xa5; 16]);
+    let write = remote(
+        send_wqe(WR_RDMA_WRITE, 2, p.a.buf, 16, p.a.lkey),
+        p.b.buf + 1024,
+        p.b.rkey,
+    );
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &write);
+    ring(&mut p.a.g, &qp, sq_pi);
+    p.a.expect_completion(2, WC_SUCCESS, T);
+    assert_eq!(p.b.g.read(p.b.buf + 1024, 16), [0xa5; 16]);
 }
 
 #[test]

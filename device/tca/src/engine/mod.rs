@@ -340,7 +340,10 @@ impl Engine {
             EngineEvent::PageDoorbell(page, db) => self.doorbell(page, db, now),
             EngineEvent::DrdmaReady(arr) => self.drdma_ready(arr, now),
             EngineEvent::DrdmaDrained(qpn) => {
-                self.with_qp(qpn, |rc, env| rc.completion_ready(now, env))
+                self.with_qp(qpn, |rc, env| rc.completion_ready(now, env));
+                // The READ was the send work that kept the doorbell record
+                // awake: read the record once more and let it sleep.
+                self.drain_sq(qpn, now);
             }
             // The flush after this event serves them.
             EngineEvent::ReadBudget => {}

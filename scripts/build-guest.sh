@@ -38,7 +38,7 @@
 # stack's kernel). Exit status 2: a bad argument; 1: a failed build.
 #
 # Inputs are hashed (guest-driver/, this script, chroot-mounts.sh,
-# build-provider.sh and its output, kernel version, the versions of the
+# guest-kernel.sh, build-provider.sh and its output, kernel version, the versions of the
 # guest's packages); an unchanged hash with all
 # outputs present is a no-op. The chroot
 # is mounted for the build and unmounted afterwards, unless it was already
@@ -153,7 +153,8 @@ inputs_hash() {
 		gk_fingerprint
 		echo "tests=$tests"
 		sha256sum "$here/build-guest.sh" "$here/chroot-mounts.sh" \
-			"$here/build-provider.sh" | awk '{ print $1 }'
+			"$here/build-provider.sh" "$here/guest-kernel.sh" |
+			awk '{ print $1 }'
 		echo "provider=$provider"
 		chroot "$CHROOT" dpkg-query -W "${guest_pkgs[@]}" 2>&1
 		input_files | while IFS= read -r f; do

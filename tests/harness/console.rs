@@ -85,6 +85,51 @@ pub fn tagged_lines<'a>(console: &'a str, tag: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// What to read first when guests' commands failed, short enough to
+/// survive a log excerpt: per node, the last `n` lines its commands
+/// printed (kernel messages left out), the kernel's lines that name
+/// ibtca or an error, and the warnings and errors of its device's log
+/// (`NODE.log` in `run`).
+pub fn failure_digest(run: &Path, nodes: &[&str], n: usize) -> String {
+    let tail = |lines: Vec<&str>, n: usize| lines[lines.len().saturating_sub(n)..].join("\n");
+    let mut out = String::new();
+    for node in nodes {
+        let console =
+            std::fs::read_to_string(run.join(format!("{node}.console"))).unwrap_or_default();
+        let log = std::fs::read_to_string(run.join(format!("{node}.log"))).unwrap_or_default();
+        let printed = console.lines().filter(|l| !is_kernel_line(l)).collect();
+        let kernel = console
+            .lines()
+            .filter(|l| is_kernel_line(l))
+            .filter(|l| {
+                ["ibtca", "rror", "WARN", "BUG", "fail"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .collect();
+        let device = log
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .collect();
+        out += &format!(
+            "--- {node}: last commands' output\n{}\n--- {node}: kernel\n{}\n--- {node}: device log warnings\n{}\n",
+            tail(printed, n),
+            tail(kernel, n / 2),
+            tail(device, n / 2)
+        );
+    }
+    out
+}
+
+/// A kernel message on a serial console (`[    1.234567] ...`).
+fn is_kernel_line(l: &str) -> bool {
+    l.trim_start().starts_with('[')
+        && l.contains(']')
+        && l.trim_start()[1..]
+            .trim_start()
+            .starts_with(|c: char| c.is_ascii_digit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +208,24 @@ mod tests {
         let file = dir.join("c.console");
         std::fs::write(&file, "x DONE\n").unwrap();
         wait_for(&file, "DONE", 3, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_failure_digest_leads_with_what_the_commands_printed() {
+        let dir = crate::TempDir::new("console");
+        let console = "[    0.100000] Linux version 7\nRB-CLIENT  65536 x\n\
+                       [    1.500000] ibtca 0000:00:03.0: QP 0x402 to error\n\
+                       [    1.600000] random driver line\nRB-CLIENT exit=1\n";
+        std::fs::write(dir.join("n2.console"), console).unwrap();
+        std::fs::write(
+            dir.join("n2.log"),
+            "t  INFO a: fine\nt  WARN ibtca_device: NAK sent\n",
+        )
+        .unwrap();
+        let d = failure_digest(&dir.join(""), &["n2"], 10);
+        let want = "--- n2: last commands' output\nRB-CLIENT  65536 x\nRB-CLIENT exit=1\n\
+                    --- n2: kernel\n[    1.500000] ibtca 0000:00:03.0: QP 0x402 to error\n\
+                    --- n2: device log warnings\nt  WARN ibtca_device: NAK sent\n";
+        assert_eq!(d, want);
     }
 }

@@ -232,7 +232,11 @@ fn pingpong_and_perftest_run_over_ibtca() {
     ibtca_tests::retries::report_console("n2", &c2);
     let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
     eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
-    assert!(out.status.success(), "every command passes:\n{all}");
+    assert!(
+        out.status.success(),
+        "every command passes:\n{}\n{all}",
+        ibtca_tests::console::failure_digest(&run, &["n1", "n2"], 30)
+    );
 
     // ibv_devinfo -v in each guest: ibtca0's port Active on InfiniBand
     // with the topology's LID.

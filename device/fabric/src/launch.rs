@@ -15,6 +15,7 @@ use ibtca_link::LinkEndpoint;
 use super::gateway_launch::{self, GATEWAY_EXE};
 use super::guests::{self, GuestPlan};
 use super::hive_plan::{self, Hosted, HIVE_EXE, HIVE_NAME};
+use super::inherited_fds::only_standard_fds;
 pub use super::node_args::{
     control_path, device_args, switch_args, switch_control_path, switch_status_path,
 };
@@ -105,7 +106,8 @@ pub(crate) fn spawn(
     }
     let log = log_path(run_dir, name);
     let file = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
-    let child = Command::new(&bin)
+    let mut cmd = Command::new(&bin);
+    let child = only_standard_fds(&mut cmd)
         .args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -423,7 +425,7 @@ pub(crate) fn guest_name(node: &str) -> String {
 /// run-vm.sh messages going to its log.
 fn spawn_guest(g: &Started) -> Result<Child, LaunchError> {
     let log = File::create(&g.log).map_err(io_err(format!("creating {}", g.log.display())))?;
-    Command::new("bash")
+    only_standard_fds(&mut Command::new("bash"))
         .args(&g.args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -54,6 +54,7 @@ pub mod guest_run;
 pub mod guests;
 pub mod hive_plan;
 pub mod hosts;
+mod inherited_fds;
 pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;

@@ -101,6 +101,9 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
             out!("{}", port_stats::render_json(&ports, &missing));
         } else {
             let traps = |name: &str| {
+                if let Some(t) = inspect::hosted_traps(&views, name) {
+                    return Some(t.to_string());
+                }
                 let sw = views
                     .iter()
                     .find(|v| v.started.name == name && v.kind == "switch")?;
@@ -111,9 +114,6 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 "{}",
                 port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
-            if views.iter().any(|v| v.kind == "hive") {
-                out!("{}", fabric::hive_plan::STATS_NOTE);
-            }
         }
         Ok(())
     };

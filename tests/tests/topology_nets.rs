@@ -7,6 +7,12 @@
 //! hosted host port) sweeps a dragonfly to SUBNET UP, `ibnetdiscover`
 //! then listing exactly its switches, CAs and links.
 //!
+//! `ibtca-fabric export --net` writes the running fabric as a net file
+//! that imports as the same topology (GUIDs, descriptions, LIDs, links)
+//! and that `up --net` runs as a fabric exporting the same file again;
+//! the LIDs it writes are the SM's; a link taken down at run time is left
+//! out, and said so.
+//!
 //! The OpenSM part needs `opensm`, `infiniband-diags` and `libumad2sim0`
 //! on the host (scripts/host-tools.sh installs them).
 
@@ -198,4 +204,131 @@ fn a_dragonfly_has_its_groups_and_opensm_brings_it_up() {
         (switches, cas, links.len()),
         (shape.switches, shape.cas, shape.links)
     );
+
+    // The export carries the LIDs the SM gave: each CA's as its port
+    // reports it, each switch's port 0 LID.
+    let exported = export(&run, None);
+    let stats = fabric(&["stats", "--json", "--run-dir", &run.display().to_string()]);
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    for p in stats["ports"].as_array().unwrap() {
+        let (name, lid) = (p["name"].as_str().unwrap(), p["lid"].as_u64().unwrap());
+        assert_ne!(lid, 0, "{p}");
+        let want = if p["kind"] == "switch" {
+            format!("Switch\t4 \"{name}\"\t# \"{name}\" base port 0 lid {lid} lmc 0\n")
+        } else {
+            format!("\t# lid {lid} lmc 0 ")
+        };
+        assert!(exported.contains(&want), "{want:?} in {exported}");
+    }
+}
+
+/// `export --net` of the fabric in `run` (to `file` if given): its text.
+fn export(run: &Path, file: Option<&Path>) -> String {
+    let r = run.display().to_string();
+    let mut args = vec!["export", "--net", "--run-dir", &r];
+    let f = file.map(|f| f.display().to_string());
+    if let Some(f) = &f {
+        args.extend(["-o", f]);
+    }
+    let out = fabric(&args);
+    assert!(out.status.success(), "export: {}", text(&out));
+    match file {
+        Some(f) => std::fs::read_to_string(f).unwrap(),
+        None => String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// `import` of `file`, its links in a canonical order.
+fn imported(file: &Path) -> Value {
+    let out = fabric(&["import", &file.display().to_string()]);
+    assert!(out.status.success(), "import: {}", text(&out));
+    let mut topo: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let links = topo["links"].as_array_mut().unwrap();
+    for l in links.iter_mut() {
+        let (a, b) = (l["a"].clone(), l["b"].clone());
+        if a.as_str() > b.as_str() {
+            *l = serde_json::json!({ "a": b, "b": a });
+        }
+    }
+    links.sort_by_key(|l| l.to_string());
+    topo
+}
+
+#[test]
+fn an_exported_fabric_comes_up_again_as_the_same_fabric() {
+    let dir = TempDir::new("export-nets");
+    let file = generate(&dir.0, "dragonfly-net.sh", &["2", "2", "2", "5"], "df.net");
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let out = fabric(&[
+        "up",
+        "--net",
+        &file.display().to_string(),
+        "--run-dir",
+        &run.display().to_string(),
+    ]);
+    assert!(out.status.success(), "up --net: {}", text(&out));
+    let exported = dir.join("exported.net");
+    let first = export(&run, Some(&exported));
+    assert_eq!(imported(&exported), imported(&file), "{first}");
+
+    // The export runs, and its fabric exports the same file.
+    let again = dir.join("again");
+    let _down_again = Down(again.clone());
+    let out = fabric(&[
+        "up",
+        "--net",
+        &exported.display().to_string(),
+        "--run-dir",
+        &again.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "up --net of the export: {}",
+        text(&out)
+    );
+    assert_eq!(export(&again, None).trim_end(), first.trim_end());
+}
+
+#[test]
+fn a_link_down_at_run_time_is_left_out_of_the_export() {
+    let dir = TempDir::new("export-down");
+    let file = generate(&dir.0, "torus-net.sh", &["3x3"], "t.net");
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let r = run.display().to_string();
+    let out = fabric(&[
+        "up",
+        "--net",
+        &file.display().to_string(),
+        "--run-dir",
+        &r,
+        "--process-per-node",
+    ]);
+    assert!(out.status.success(), "up --net: {}", text(&out));
+    // sw-0-0's port 2 goes to sw-1-0's port 3.
+    let out = fabric(&["link", "--run-dir", &r, "sw-0-0:2", "down"]);
+    assert!(out.status.success(), "link down: {}", text(&out));
+    let exported = dir.join("exported.net");
+    let out = fabric(&[
+        "export",
+        "--net",
+        "--run-dir",
+        &r,
+        "-o",
+        &exported.display().to_string(),
+    ]);
+    assert!(out.status.success(), "export: {}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("link sw-0-0:2 - sw-1-0:3 left out: sw-0-0 port 2 is down"),
+        "{err}"
+    );
+    let mut want = imported(&file);
+    want["links"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|l| l["a"] != "sw-0-0:2");
+    assert_eq!(want["links"].as_array().unwrap().len(), 9 + 18 - 1);
+    assert_eq!(imported(&exported), want);
 }

@@ -123,6 +123,27 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
     }
 }
 
+fn export_command(run_dir: &Path, output: Option<&Path>) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    let (_, views) = inspect::running(run_dir)?;
+    let (text, notes) = fabric::net_export::net_file(&plan, &inspect::ports(&views));
+    for n in notes {
+        eprintln!("{NAME}: {n}");
+    }
+    for (name, kind, why) in inspect::unreachable(&views) {
+        eprintln!("{NAME}: {kind} {name} did not answer ({why}): its links kept as planned");
+    }
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => {
+            out!("{}", text.trim_end());
+            Ok(())
+        }
+    }
+}
+
 fn inspect_command(run_dir: &Path, json: bool) -> Result<(), String> {
     let (state, views) = inspect::running(run_dir)?;
     if json {
@@ -515,6 +536,11 @@ fn run(args: Args) -> Result<(), Failure> {
             out!("{}", import(&file)?);
             Ok(())
         }
+        Cmd::Export {
+            net: _,
+            run_dir,
+            output,
+        } => Ok(export_command(&run_dir, output.as_deref())?),
         Cmd::Exec { .. } | Cmd::Console { .. } => unreachable!("handled by guest_command"),
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;

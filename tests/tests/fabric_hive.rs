@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::launcher::{fabric, text, up_net, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
 use ibtca_tests::TempDir;
@@ -31,22 +31,13 @@ fn fat_tree(dir: &Path) -> PathBuf {
     file
 }
 
-fn up(file: &Path, run: &Path, extra: &[&str]) -> String {
-    let (f, r) = (file.display().to_string(), run.display().to_string());
-    let mut args = vec!["up", "--net", &f, "--run-dir", &r];
-    args.extend(extra);
-    let out = fabric(&args);
-    assert!(out.status.success(), "up --net: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn up_net_hosts_every_guestless_node_in_one_hive() {
     let dir = TempDir::new("fabric-hive");
     let file = fat_tree(&dir.0);
     let run = dir.join("run");
     let _down = Down(run.clone());
-    let out = up(&file, &run, &[]);
+    let out = up_net(&file, &run, &[]);
     assert!(out.contains("hosted in one ibtca-hive: 14 nodes"), "{out}");
     assert!(out.contains("fabric up: 1 processes"), "{out}");
 
@@ -151,7 +142,7 @@ fn process_per_node_starts_a_process_per_switch_and_ca() {
     let file = fat_tree(&dir.0);
     let run = dir.join("run");
     let _down = Down(run.clone());
-    let out = up(&file, &run, &["--process-per-node"]);
+    let out = up_net(&file, &run, &["--process-per-node"]);
     assert!(out.contains("fabric up: 14 processes"), "{out}");
     assert!(!out.contains("ibtca-hive"), "{out}");
     let state = State::load(&run).unwrap().expect("a state file");
@@ -168,7 +159,7 @@ fn devices_beside_the_hive_write_across_its_switches() {
     let _down = Down(run.clone());
     // ca1-1 (LID 1) on leaf1, ca4-2 (LID 8) on leaf4: leaf1, a spine and
     // leaf4 between them, all hosted.
-    let out = up(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
+    let out = up_net(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
     assert!(out.contains("hosted in one ibtca-hive: 12 nodes"), "{out}");
     assert!(out.contains("fabric up: 3 processes"), "{out}");
     let log = std::fs::read_to_string(run.join("hive.log")).unwrap();

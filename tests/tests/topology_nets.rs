@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ibtca_tests::host_sm::{fabric_of, ibnetdiscover, need, opensm_once, UMAD2SIM};
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::launcher::{fabric, text, up_net, Down};
 use ibtca_tests::TempDir;
 use serde_json::Value;
 
@@ -91,12 +91,7 @@ fn check_import(file: &Path, want: &Shape) -> Value {
 /// `up --net file` (extra arguments `extra`): one hive, every linked port
 /// up, every port in `stats --json`.
 fn check_up(file: &Path, run: &Path, want: &Shape, extra: &[&str]) {
-    let (f, r) = (file.display().to_string(), run.display().to_string());
-    let mut args = vec!["up", "--net", &f, "--run-dir", &r];
-    args.extend(extra);
-    let out = fabric(&args);
-    assert!(out.status.success(), "up --net: {}", text(&out));
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = up_net(file, run, extra);
     assert!(out.contains("fabric up: 1 processes"), "{out}");
     let status: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("hive.status.json")).unwrap())
@@ -109,15 +104,20 @@ fn check_up(file: &Path, run: &Path, want: &Shape, extra: &[&str]) {
         .filter(|p| p["up"] == true)
         .count();
     assert_eq!(up, 2 * want.links, "both ends of every link up: {status}");
-    let stats = fabric(&["stats", "--json", "--run-dir", &r]);
-    assert!(stats.status.success(), "{}", text(&stats));
-    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let stats = stats_json(run);
     let ports = stats["ports"].as_array().unwrap();
     assert_eq!(
         ports.len(),
         want.switches * want.ports as usize + want.cas,
         "{stats}"
     );
+}
+
+/// `stats --json` of the fabric in `run`.
+fn stats_json(run: &Path) -> Value {
+    let stats = fabric(&["stats", "--json", "--run-dir", &run.display().to_string()]);
+    assert!(stats.status.success(), "{}", text(&stats));
+    serde_json::from_slice(&stats.stdout).unwrap()
 }
 
 #[test]
@@ -207,9 +207,8 @@ fn a_dragonfly_has_its_groups_and_opensm_brings_it_up() {
 
     // The export carries the LIDs the SM gave: each CA's as its port
     // reports it, each switch's port 0 LID.
-    let exported = export(&run, None);
-    let stats = fabric(&["stats", "--json", "--run-dir", &run.display().to_string()]);
-    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let (exported, _) = export(&run, None);
+    let stats = stats_json(&run);
     for p in stats["ports"].as_array().unwrap() {
         let (name, lid) = (p["name"].as_str().unwrap(), p["lid"].as_u64().unwrap());
         assert_ne!(lid, 0, "{p}");
@@ -222,8 +221,9 @@ fn a_dragonfly_has_its_groups_and_opensm_brings_it_up() {
     }
 }
 
-/// `export --net` of the fabric in `run` (to `file` if given): its text.
-fn export(run: &Path, file: Option<&Path>) -> String {
+/// `export --net` of the fabric in `run` (to `file` if given): its text,
+/// and what it said on stderr.
+fn export(run: &Path, file: Option<&Path>) -> (String, String) {
     let r = run.display().to_string();
     let mut args = vec!["export", "--net", "--run-dir", &r];
     let f = file.map(|f| f.display().to_string());
@@ -232,9 +232,10 @@ fn export(run: &Path, file: Option<&Path>) -> String {
     }
     let out = fabric(&args);
     assert!(out.status.success(), "export: {}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     match file {
-        Some(f) => std::fs::read_to_string(f).unwrap(),
-        None => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Some(f) => (std::fs::read_to_string(f).unwrap(), err),
+        None => (String::from_utf8_lossy(&out.stdout).into_owned(), err),
     }
 }
 
@@ -260,34 +261,16 @@ fn an_exported_fabric_comes_up_again_as_the_same_fabric() {
     let file = generate(&dir.0, "dragonfly-net.sh", &["2", "2", "2", "5"], "df.net");
     let run = dir.join("run");
     let _down = Down(run.clone());
-    let out = fabric(&[
-        "up",
-        "--net",
-        &file.display().to_string(),
-        "--run-dir",
-        &run.display().to_string(),
-    ]);
-    assert!(out.status.success(), "up --net: {}", text(&out));
+    up_net(&file, &run, &[]);
     let exported = dir.join("exported.net");
-    let first = export(&run, Some(&exported));
+    let (first, _) = export(&run, Some(&exported));
     assert_eq!(imported(&exported), imported(&file), "{first}");
 
     // The export runs, and its fabric exports the same file.
     let again = dir.join("again");
     let _down_again = Down(again.clone());
-    let out = fabric(&[
-        "up",
-        "--net",
-        &exported.display().to_string(),
-        "--run-dir",
-        &again.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "up --net of the export: {}",
-        text(&out)
-    );
-    assert_eq!(export(&again, None).trim_end(), first.trim_end());
+    up_net(&exported, &again, &[]);
+    assert_eq!(export(&again, None).0.trim_end(), first.trim_end());
 }
 
 #[test]
@@ -297,29 +280,12 @@ fn a_link_down_at_run_time_is_left_out_of_the_export() {
     let run = dir.join("run");
     let _down = Down(run.clone());
     let r = run.display().to_string();
-    let out = fabric(&[
-        "up",
-        "--net",
-        &file.display().to_string(),
-        "--run-dir",
-        &r,
-        "--process-per-node",
-    ]);
-    assert!(out.status.success(), "up --net: {}", text(&out));
+    up_net(&file, &run, &["--process-per-node"]);
     // sw-0-0's port 2 goes to sw-1-0's port 3.
     let out = fabric(&["link", "--run-dir", &r, "sw-0-0:2", "down"]);
     assert!(out.status.success(), "link down: {}", text(&out));
     let exported = dir.join("exported.net");
-    let out = fabric(&[
-        "export",
-        "--net",
-        "--run-dir",
-        &r,
-        "-o",
-        &exported.display().to_string(),
-    ]);
-    assert!(out.status.success(), "export: {}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = export(&run, Some(&exported));
     assert!(
         err.contains("link sw-0-0:2 - sw-1-0:3 left out: sw-0-0 port 2 is down"),
         "{err}"

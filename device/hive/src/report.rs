@@ -10,18 +10,6 @@ use ibtca_protocol::mad::attr::PortState;
 use ibtca_switch::HostedSwitch;
 use serde_json::{json, Value};
 
-/// A trap counter set as JSON (as a switch's `traps` command answers).
-pub fn traps_json(t: &TrapCounts) -> Value {
-    json!({
-        "sent": t.sent,
-        "repressed": t.repressed,
-        "unanswered": t.unanswered,
-        "stray_represses": t.stray_represses,
-        "no_sm": t.no_sm,
-        "unrouted": t.unrouted,
-    })
-}
-
 fn port_json(port: u8, up: bool, state: PortState, totals: &PortTotals) -> Value {
     json!({
         "port": port,
@@ -43,7 +31,7 @@ pub fn switch_json(name: &str, sw: &HostedSwitch) -> Value {
         "guid": format!("{:#018x}", sw.guid()),
         "lid": sw.lid(),
         "sm_lid": sw.sm_lid(),
-        "traps": traps_json(&sw.trap_counts()),
+        "traps": sw.trap_counts().json(),
         "ports": ports,
     })
 }
@@ -63,7 +51,7 @@ pub fn ca_json(
         "kind": "device",
         "guid": format!("{guid:#018x}"),
         "lid": lid,
-        "traps": traps.map(traps_json),
+        "traps": traps.map(TrapCounts::json),
         "ports": [port_json(1, up, state, totals)],
     })
 }

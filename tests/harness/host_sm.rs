@@ -1,6 +1,7 @@
 //! The host's OpenSM attached to a fabric port through Debian's
 //! `libumad2sim.so` (docs/host-sm.md), as the host-SM tests run it.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,4 +35,70 @@ pub fn opensm_once(sock: &str, log: &Path, guard: Duration) -> String {
     assert!(status.success(), "opensm: {status}\n{sm_log}");
     assert!(sm_log.contains("SUBNET UP"), "{sm_log}");
     sm_log
+}
+
+/// `ibnetdiscover` through libumad2sim on the port `sock` (ibsim's
+/// `SIM_HOST` `host`).
+pub fn ibnetdiscover(sock: &str, host: &str) -> String {
+    let out = Command::new("ibnetdiscover")
+        .env("LD_PRELOAD", UMAD2SIM)
+        .env("IBSIM_SOCKNAME", sock)
+        .env("SIM_HOST", host)
+        .output()
+        .expect("run ibnetdiscover");
+    assert!(
+        out.status.success(),
+        "ibnetdiscover: {}",
+        crate::launcher::text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A link: (node id, port, node id, port), the lower end first.
+pub type Link = (String, u32, String, u32);
+
+/// Switches and CAs of an `ibnetdiscover` listing, and its links as
+/// (GUID, port, GUID, port), each once, lower end first.
+pub fn fabric_of(listing: &str) -> (usize, usize, BTreeSet<Link>) {
+    let mut links = BTreeSet::new();
+    let mut here = String::new();
+    let (mut switches, mut cas) = (0, 0);
+    for line in listing.lines() {
+        if line.starts_with("Switch") || line.starts_with("Ca") {
+            if line.starts_with("Switch") {
+                switches += 1;
+            } else {
+                cas += 1;
+            }
+            here = line.split('"').nth(1).unwrap().to_owned();
+        } else if let Some(rest) = line.strip_prefix('[') {
+            // [3]	"S-0000000003000101"[1]		# "agg 1-1" lid 3 4xQDR
+            // [1](100000201)	"S-0000000002000101"[1]	...
+            let port: u32 = rest.split(']').next().unwrap().parse().unwrap();
+            let mut q = rest.split('"');
+            let peer = q.nth(1).unwrap().to_owned();
+            let rport: u32 = q
+                .next()
+                .unwrap()
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let (a, b) = ((here.clone(), port), (peer, rport));
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            links.insert((a.0, a.1, b.0, b.1));
+        }
+    }
+    (switches, cas, links)
+}
+
+/// Asserts that the host has `tool` (on PATH or in /usr/sbin).
+pub fn need(tool: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
+        .unwrap_or(false)
+        || Path::new("/usr/sbin").join(tool).exists();
+    assert!(found, "{tool} missing: scripts/host-tools.sh installs it");
 }

@@ -34,6 +34,17 @@ pub fn text(out: &Output) -> String {
     )
 }
 
+/// Runs `ibtca-fabric up --net FILE --run-dir RUN` with `extra`
+/// arguments, asserting that it succeeded; its stdout.
+pub fn up_net(file: &Path, run: &Path, extra: &[&str]) -> String {
+    let (f, r) = (file.display().to_string(), run.display().to_string());
+    let mut args = vec!["up", "--net", &f, "--run-dir", &r];
+    args.extend(extra);
+    let out = fabric(&args);
+    assert!(out.status.success(), "up --net {f}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Path of a topology shipped in `qemu-configs/`.
 pub fn config(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

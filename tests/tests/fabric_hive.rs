@@ -2,9 +2,11 @@
 //! `ibtca-hive` (docs/hive.md), no VMs: the fat tree of
 //! `scripts/fat-tree-net.sh` comes up as one single-threaded process whose
 //! switches and CAs carry the file's GUIDs and descriptions and link as
-//! the file links them; `inspect` and `stats` say what they show of it;
-//! `--device NODE` keeps a CA as an `ibtca-device` whose (simulated)
-//! guest's RDMA WRITE crosses the hosted switches to another's;
+//! the file links them; `inspect` and `stats` show every hosted port's
+//! IBA state and counters (the hive's control socket); `--device NODE`
+//! keeps a CA as an `ibtca-device` whose (simulated) guest's RDMA WRITE
+//! crosses the hosted switches to another's, and `stats` counts it on
+//! the hosted switches' ports;
 //! `--process-per-node` starts a process per node as before.
 
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::launcher::{fabric, text, up_net, Down};
 use ibtca_tests::pair::ALL_ACCESS;
 use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
 use ibtca_tests::TempDir;
@@ -29,22 +31,13 @@ fn fat_tree(dir: &Path) -> PathBuf {
     file
 }
 
-fn up(file: &Path, run: &Path, extra: &[&str]) -> String {
-    let (f, r) = (file.display().to_string(), run.display().to_string());
-    let mut args = vec!["up", "--net", &f, "--run-dir", &r];
-    args.extend(extra);
-    let out = fabric(&args);
-    assert!(out.status.success(), "up --net: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn up_net_hosts_every_guestless_node_in_one_hive() {
     let dir = TempDir::new("fabric-hive");
     let file = fat_tree(&dir.0);
     let run = dir.join("run");
     let _down = Down(run.clone());
-    let out = up(&file, &run, &[]);
+    let out = up_net(&file, &run, &[]);
     assert!(out.contains("hosted in one ibtca-hive: 14 nodes"), "{out}");
     assert!(out.contains("fabric up: 1 processes"), "{out}");
 
@@ -89,18 +82,58 @@ fn up_net_hosts_every_guestless_node_in_one_hive() {
     let inspect = fabric(&["inspect", "--run-dir", &r]);
     let t = String::from_utf8_lossy(&inspect.stdout);
     assert!(inspect.status.success(), "{}", text(&inspect));
-    assert!(t.contains("hosts 14 nodes (no control socket"), "{t}");
-    assert!(
-        t.contains("spine2         4 ports, links up: 1,2,3,4"),
-        "{t}"
-    );
-    assert!(t.contains("ca4-2          1 ports, links up: 1"), "{t}");
+    assert!(t.contains("hosts 14 nodes"), "{t}");
+    let spine2 = t
+        .lines()
+        .find(|l| l.contains(" spine2 "))
+        .unwrap_or_default();
+    assert_eq!(spine2.matches(":Active").count(), 4, "{t}");
+
+    // `stats --json`: every hosted port, up and Active, with its counters
+    // under the IBA names; CAs as devices, switches as switches.
+    let ports = stats_json(&run);
+    assert_eq!(ports.len(), 6 * 4 + 8, "{ports:?}");
+    for p in &ports {
+        let name = p["name"].as_str().unwrap();
+        let kind = if name.starts_with("ca") {
+            "device"
+        } else {
+            "switch"
+        };
+        assert_eq!(
+            (p["kind"].as_str(), p["up"].as_bool()),
+            (Some(kind), Some(true)),
+            "{p}"
+        );
+        assert_eq!(p["state"], "Active", "{p}");
+        assert!(p["counters"]["PortXmitData"].is_u64(), "{p}");
+    }
     let stats = fabric(&["stats", "--run-dir", &r]);
+    let t = String::from_utf8_lossy(&stats.stdout);
     assert!(
-        String::from_utf8_lossy(&stats.stdout).contains("nodes hosted in the hive are not listed"),
+        t.contains("switch leaf1\n  traps to the SM: {"),
         "{}",
         text(&stats)
     );
+    assert!(t.contains("device ca4-2\n  port  1 up"), "{}", text(&stats));
+}
+
+/// `ibtca-fabric stats --json`'s ports.
+fn stats_json(run: &Path) -> Vec<Value> {
+    let out = fabric(&["stats", "--json", "--run-dir", &run.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unreachable"], serde_json::json!([]), "{v}");
+    v["ports"].as_array().unwrap().clone()
+}
+
+/// The counter `name` of port `port` of `node` in `ports`.
+fn counter(ports: &[Value], node: &str, port: u64, name: &str) -> u64 {
+    let p = ports
+        .iter()
+        .find(|p| p["name"] == node && p["port"] == port)
+        .unwrap_or_else(|| panic!("no {node} port {port} in {ports:?}"));
+    p["counters"][name].as_u64().unwrap()
 }
 
 #[test]
@@ -109,7 +142,7 @@ fn process_per_node_starts_a_process_per_switch_and_ca() {
     let file = fat_tree(&dir.0);
     let run = dir.join("run");
     let _down = Down(run.clone());
-    let out = up(&file, &run, &["--process-per-node"]);
+    let out = up_net(&file, &run, &["--process-per-node"]);
     assert!(out.contains("fabric up: 14 processes"), "{out}");
     assert!(!out.contains("ibtca-hive"), "{out}");
     let state = State::load(&run).unwrap().expect("a state file");
@@ -126,7 +159,7 @@ fn devices_beside_the_hive_write_across_its_switches() {
     let _down = Down(run.clone());
     // ca1-1 (LID 1) on leaf1, ca4-2 (LID 8) on leaf4: leaf1, a spine and
     // leaf4 between them, all hosted.
-    let out = up(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
+    let out = up_net(&file, &run, &["--device", "ca1-1", "--device", "ca4-2"]);
     assert!(out.contains("hosted in one ibtca-hive: 12 nodes"), "{out}");
     assert!(out.contains("fabric up: 3 processes"), "{out}");
     let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
@@ -160,4 +193,15 @@ fn devices_beside_the_hive_write_across_its_switches() {
         .expect("write completion");
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
     assert!(b.read(bbuf + 64, data.len()) == data, "the bytes landed");
+
+    // The write crossed leaf4 (hosted) out of its port 2 to ca4-2: its
+    // counters there moved by at least the data (PortXmitData in 4-byte
+    // words, at most 4096 bytes of payload a packet).
+    let ports = stats_json(&run);
+    let words = counter(&ports, "leaf4", 2, "PortXmitData");
+    let packets = counter(&ports, "leaf4", 2, "PortXmitPkts");
+    assert!(words >= data.len() as u64 / 4, "{words} words");
+    assert!(packets >= data.len() as u64 / 4096, "{packets} packets");
+    // Into leaf1 from ca1-1 likewise.
+    assert!(counter(&ports, "leaf1", 1, "PortRcvData") >= data.len() as u64 / 4);
 }

@@ -11,13 +11,12 @@
 //! Needs `opensm`, `infiniband-diags`, `libumad2sim0` and `ibsim-utils` on
 //! the host (scripts/host-tools.sh installs them).
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ibtca_tests::host_sm::{opensm_once, UMAD2SIM};
+use ibtca_tests::host_sm::{fabric_of, ibnetdiscover, need, opensm_once, UMAD2SIM};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::TempDir;
 use serde_json::Value;
@@ -43,67 +42,6 @@ fn net_file(dir: &Path) -> PathBuf {
     let file = dir.join("ft3.net");
     std::fs::write(&file, out.stdout).unwrap();
     file
-}
-
-fn need(tool: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
-        .unwrap_or(false)
-        || Path::new("/usr/sbin").join(tool).exists();
-    assert!(found, "{tool} missing: scripts/host-tools.sh installs it");
-}
-
-/// `ibnetdiscover` through libumad2sim on the port `sock` (ibsim's
-/// `SIM_HOST` `host`).
-fn ibnetdiscover(sock: &str, host: &str) -> String {
-    let out = Command::new("ibnetdiscover")
-        .env("LD_PRELOAD", UMAD2SIM)
-        .env("IBSIM_SOCKNAME", sock)
-        .env("SIM_HOST", host)
-        .output()
-        .expect("run ibnetdiscover");
-    assert!(out.status.success(), "ibnetdiscover: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A link: (node id, port, node id, port), the lower end first.
-type Link = (String, u32, String, u32);
-
-/// Switches and CAs of an `ibnetdiscover` listing, and its links as
-/// (GUID, port, GUID, port), each once, lower end first.
-fn fabric_of(listing: &str) -> (usize, usize, BTreeSet<Link>) {
-    let mut links = BTreeSet::new();
-    let mut here = String::new();
-    let (mut switches, mut cas) = (0, 0);
-    for line in listing.lines() {
-        if line.starts_with("Switch") || line.starts_with("Ca") {
-            if line.starts_with("Switch") {
-                switches += 1;
-            } else {
-                cas += 1;
-            }
-            here = line.split('"').nth(1).unwrap().to_owned();
-        } else if let Some(rest) = line.strip_prefix('[') {
-            // [3]	"S-0000000003000101"[1]		# "agg 1-1" lid 3 4xQDR
-            // [1](100000201)	"S-0000000002000101"[1]	...
-            let port: u32 = rest.split(']').next().unwrap().parse().unwrap();
-            let mut q = rest.split('"');
-            let peer = q.nth(1).unwrap().to_owned();
-            let rport: u32 = q
-                .next()
-                .unwrap()
-                .trim_start_matches('[')
-                .split(']')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            let (a, b) = ((here.clone(), port), (peer, rport));
-            let (a, b) = if a <= b { (a, b) } else { (b, a) };
-            links.insert((a.0, a.1, b.0, b.1));
-        }
-    }
-    (switches, cas, links)
 }
 
 fn wait_for_line(child: &mut Child, want: &str) {

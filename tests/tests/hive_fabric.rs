@@ -5,7 +5,11 @@
 //! Active), then reaches a hosted CA LID-routed through both hosted
 //! switches and reads its PMA; data between the two outside nodes
 //! crosses both hosted switches and lands byte for byte, and so does an
-//! RDMA WRITE between two ibtca devices driven by simulated guests.
+//! RDMA WRITE between two ibtca devices driven by simulated guests. The
+//! hive's control socket reports each hosted port's IBA counters as that
+//! traffic moved them; a hosted CA sent a packet with a P_Key its table
+//! lacks reports trap 257 to the SM, and a hosted switch whose port goes
+//! down reports trap 128, each LID-routed through the hosted switches.
 //!
 //! ```text
 //!  SM (LID 1) ─ 1 sw0 (2) 2 ─ h1 (4)      sw1 (3) 2 ─ h2 (5)
@@ -21,13 +25,14 @@ use ibtca_device::link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_device::verbs::abi::{WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_protocol::link::{Frame, Hello, LINK_PROTOCOL_VERSION};
 use ibtca_protocol::mad::attr::{
-    id, LftBlock, NodeDescription, NodeInfo, NodeType, PortInfo, PortState,
+    id, producer, trap, LftBlock, NodeDescription, NodeInfo, NodeType, Notice, PortInfo, PortState,
 };
 use ibtca_protocol::mad::{method, MadStatus, Smp, SmpRoute};
+use ibtca_switch::control::request;
 use ibtca_tests::fabric::{Fabric, FabricOptions};
 use ibtca_tests::links::start_link;
 use ibtca_tests::sim_guest::{remote, send_wqe};
-use ibtca_tests::sm_client::{data_packet, SmClient};
+use ibtca_tests::sm_client::{data_packet, data_packet_with_pkey, SmClient};
 use ibtca_tests::{workspace_bin, TempDir};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -52,6 +57,8 @@ fn spawn_hive(dir: &TempDir, file: serde_json::Value) -> HiveProcess {
     let child = Command::new(workspace_bin("ibtca-hive"))
         .arg("--config")
         .arg(&path)
+        .arg("--control")
+        .arg(dir.join("hive.control"))
         .spawn()
         .expect("start ibtca-hive");
     HiveProcess(child)
@@ -223,6 +230,7 @@ fn an_sm_sweeps_a_hive_and_data_crosses_its_switches() {
     assert!(counters.rcv_pkts > 0, "h2's PMA counts what reached it");
 
     // Data between the outside nodes crosses sw0 and sw1 both ways.
+    let mut bytes = 0;
     for tag in 1..=3u8 {
         let sent = data_packet(6, 7, 0, tag);
         a.send(sent.clone()).unwrap();
@@ -230,6 +238,93 @@ fn an_sm_sweeps_a_hive_and_data_crosses_its_switches() {
         let back = data_packet(7, 6, 2, tag);
         b.send(back.clone()).unwrap();
         assert_eq!(next_data(&a_rx), back, "B → A, packet {tag}");
+        bytes += sent.len();
+        assert_eq!(back.len(), sent.len());
+    }
+
+    // The control socket: each hosted port's counters under their IBA
+    // names. Only that data crossed A's and B's ports: 3 packets each way.
+    let hive = inspect(&dir);
+    for (node, port) in [("sw0", 4), ("sw1", 3)] {
+        let p = &hosted(&hive, node)["ports"][port - 1];
+        assert_eq!(p["state"], "Active", "{node} port {port}: {p}");
+        assert_eq!(p["up"], true, "{node} port {port}: {p}");
+        let c = &p["counters"];
+        for name in ["PortXmitPkts", "PortRcvPkts"] {
+            assert_eq!(c[name], 3, "{node} port {port} {name}: {p}");
+        }
+        for name in ["PortXmitData", "PortRcvData"] {
+            assert_eq!(c[name], bytes / 4, "{node} port {port} {name}: {p}");
+        }
+    }
+    let h2 = hosted(&hive, "h2");
+    assert_eq!((&h2["kind"], &h2["lid"]), (&"device".into(), &5.into()));
+    assert!(
+        h2["ports"][0]["counters"]["PortRcvPkts"].as_u64() > Some(0),
+        "{h2}"
+    );
+
+    // A packet for h1 with a P_Key h1's table lacks: h1 (LID 4) sends
+    // trap 257 to the SM through sw0.
+    a.send(data_packet_with_pkey(6, 4, 0, 9, 0x8001)).unwrap();
+    let (notice, slid) = next_trap(&sm, trap::BAD_P_KEY);
+    assert_eq!(
+        (notice.producer, notice.issuer_lid, slid),
+        (producer::CA, 4, 4),
+        "{notice:?}"
+    );
+    // B's link goes away: sw1 (LID 3) sends trap 128 through sw0.
+    b.stop();
+    let (notice, slid) = next_trap(&sm, trap::LINK_STATE_CHANGE);
+    assert_eq!(
+        (notice.producer, notice.issuer_lid, slid),
+        (producer::SWITCH, 3, 3),
+        "{notice:?}"
+    );
+    let hive = inspect(&dir);
+    let sw1 = hosted(&hive, "sw1");
+    assert!(sw1["traps"]["sent"].as_u64() >= Some(1), "{sw1}");
+    assert_eq!(sw1["ports"][2]["up"], false, "{sw1}");
+    assert_eq!(sw1["ports"][2]["state"], "Down", "{sw1}");
+    let h1 = hosted(&hive, "h1");
+    assert_eq!(
+        h1["ports"][0]["counters"]["PortRcvConstraintErrors"], 1,
+        "{h1}"
+    );
+}
+
+/// The hive's answer to `inspect` on its control socket.
+fn inspect(dir: &TempDir) -> serde_json::Value {
+    let reply = request(&dir.join("hive.control"), "inspect").expect("the control socket");
+    let json = reply
+        .strip_prefix("ok ")
+        .unwrap_or_else(|| panic!("{reply}"));
+    serde_json::from_str(json).unwrap()
+}
+
+/// Node `name` of an `inspect` answer.
+fn hosted<'a>(hive: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    hive["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {hive}"))
+}
+
+/// The next SubnTrap of trap `number` the SM receives (other traps, and
+/// repeats of traps already read, skipped): its Notice and the SLID.
+fn next_trap(sm: &SmClient, number: u16) -> (Notice, u16) {
+    loop {
+        let (smp, vl, slid, dlid) = sm.next_smp();
+        if smp.method != method::TRAP {
+            continue;
+        }
+        assert_eq!((vl, dlid, smp.attr_id), (15, 1, id::NOTICE));
+        let notice = Notice::decode(&smp.data);
+        if notice.trap_number == number {
+            return (notice, slid);
+        }
     }
 }
 

@@ -295,6 +295,22 @@ pub(crate) enum Cmd {
         /// The net file.
         file: PathBuf,
     },
+    /// Write the running fabric as an ibnetdiscover / ibsim net file that
+    /// `up --net` loads back as the same fabric: its switches and CAs with
+    /// their GUIDs, descriptions and LIDs (as the SM set them), and every
+    /// link whose ports are up; what is left out is said on stderr
+    /// (docs/topologies.md).
+    Export {
+        /// Write a net file (the one format).
+        #[arg(long, required = true)]
+        net: bool,
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// Write to FILE instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Run a command in a running guest (`up --guests`) through its guest
     /// agent on a virtio-serial port: its stdout and stderr stream here,
     /// and its exit status is this command's (docs/exec-console.md).

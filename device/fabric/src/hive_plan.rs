@@ -25,10 +25,6 @@ pub const HIVE_NAME: &str = "hive";
 /// The hive's binary.
 pub const HIVE_EXE: &str = "ibtca-hive";
 
-/// What `stats` says of the hive's nodes.
-pub const STATS_NOTE: &str = "nodes hosted in the hive are not listed: it has no control \
-     socket, so no port states or counters (`inspect` shows their links)";
-
 /// The names of the nodes and switches the hive hosts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hosted(pub BTreeSet<String>);
@@ -106,6 +102,12 @@ pub fn hive_status_file(run_dir: &Path) -> PathBuf {
     run_dir.join("hive.status.json")
 }
 
+/// The hive's control socket in the run directory (`inspect`: every
+/// hosted node's ports, states and counters).
+pub fn hive_control_file(run_dir: &Path) -> PathBuf {
+    super::node_args::control_path(run_dir, HIVE_NAME)
+}
+
 /// The `ibtca-hive` arguments.
 pub fn hive_args(run_dir: &Path) -> Vec<String> {
     vec![
@@ -113,6 +115,8 @@ pub fn hive_args(run_dir: &Path) -> Vec<String> {
         hive_file(run_dir).display().to_string(),
         "--status-file".to_owned(),
         hive_status_file(run_dir).display().to_string(),
+        "--control".to_owned(),
+        hive_control_file(run_dir).display().to_string(),
     ]
 }
 
@@ -187,14 +191,40 @@ pub fn read_status(run_dir: &Path) -> HashMap<String, Value> {
         .unwrap_or_default()
 }
 
-/// `inspect`'s lines for the hive's nodes: each node's ports' links as
-/// the hive's status file says. The hive has no control socket, so
-/// neither IBA port states, LIDs the SM set, nor counters are shown.
+/// `inspect`'s lines for the hive's nodes from its control socket's
+/// `inspect` reply `agent`: each node's LID and its ports' IBA states.
+pub fn agent_lines(agent: &Value) -> Vec<String> {
+    let nodes = agent["nodes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut lines = vec![format!("    hosts {} nodes", nodes.len())];
+    for n in nodes {
+        let ports: Vec<String> = n["ports"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| format!("{}:{}", p["port"], p["state"].as_str().unwrap_or("?")))
+            .collect();
+        lines.push(format!(
+            "    {:<6} {:<14} LID {:<5} {}",
+            n["kind"].as_str().unwrap_or("?"),
+            n["name"].as_str().unwrap_or("?"),
+            n["lid"],
+            ports.join(" ")
+        ));
+    }
+    lines
+}
+
+/// `inspect`'s lines for the hive's nodes when its control socket does
+/// not answer: each node's ports' links as the hive's status file says.
 pub fn inspect_lines(run_dir: &Path) -> Vec<String> {
     let mut status: Vec<(String, Value)> = read_status(run_dir).into_iter().collect();
     status.sort_by(|a, b| a.0.cmp(&b.0));
     let mut lines = vec![format!(
-        "    hosts {} nodes (no control socket: link state only, no port states, LIDs or counters)",
+        "    hosts {} nodes (from its status file: link state only)",
         status.len()
     )];
     for (name, node) in status {

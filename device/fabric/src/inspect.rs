@@ -44,7 +44,7 @@ pub struct ProcessView {
     pub kind: &'static str,
     /// True while it runs the binary it was started as.
     pub alive: bool,
-    /// Its control socket (switches, devices, gateways).
+    /// Its control socket (switches, devices, gateways, the hive).
     pub control: Option<PathBuf>,
     /// Its control socket's `inspect` reply, or why there is none.
     pub agent: Option<Result<Value, String>>,
@@ -90,7 +90,7 @@ pub fn gather(run_dir: &Path, state: &State) -> Vec<ProcessView> {
         .map(|p| {
             let kind = kind(p);
             let alive = is_ours(p);
-            let control = matches!(kind, "switch" | "device" | "gateway")
+            let control = matches!(kind, "switch" | "device" | "gateway" | "hive")
                 .then(|| control_path(run_dir, &p.name));
             let agent = control.as_ref().map(|c| {
                 if alive {
@@ -198,13 +198,26 @@ impl PortView {
     }
 }
 
-/// Every port the agents of `views` reported, in process order.
+/// Every port the agents of `views` reported, in process order (the
+/// hive's nodes, each as a switch or device of its own name, in the
+/// hive's order).
 pub fn ports(views: &[ProcessView]) -> Vec<PortView> {
     let mut out = Vec::new();
     for v in views {
         let Some(Ok(a)) = &v.agent else {
             continue;
         };
+        if v.kind == "hive" {
+            for n in a["nodes"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let kind = if n["kind"] == "switch" {
+                    "switch"
+                } else {
+                    "device"
+                };
+                node_ports(&mut out, n["name"].as_str().unwrap_or("?"), kind, n);
+            }
+            continue;
+        }
         let name = v.started.name.clone();
         if v.kind == "device" {
             let state = a["port"]["state"].as_str().map(str::to_owned);
@@ -219,22 +232,28 @@ pub fn ports(views: &[ProcessView]) -> Vec<PortView> {
             });
             continue;
         }
-        for p in a["ports"].as_array().map(Vec::as_slice).unwrap_or_default() {
-            out.push(PortView {
-                name: name.clone(),
-                kind: v.kind,
-                port: p["port"]
-                    .as_u64()
-                    .and_then(|n| u8::try_from(n).ok())
-                    .unwrap_or(0),
-                state: p["state"].as_str().map(str::to_owned),
-                up: p["up"].as_bool().unwrap_or(false),
-                lid: a["lid"].as_u64(),
-                counters: p["counters"].clone(),
-            });
-        }
+        node_ports(&mut out, &name, v.kind, a);
     }
     out
+}
+
+/// The ports of node `name`, whose agent's answer `a` lists them under
+/// `ports` (its LID under `lid`).
+fn node_ports(out: &mut Vec<PortView>, name: &str, kind: &'static str, a: &Value) {
+    for p in a["ports"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        out.push(PortView {
+            name: name.to_owned(),
+            kind,
+            port: p["port"]
+                .as_u64()
+                .and_then(|n| u8::try_from(n).ok())
+                .unwrap_or(0),
+            state: p["state"].as_str().map(str::to_owned),
+            up: p["up"].as_bool().unwrap_or(false),
+            lid: a["lid"].as_u64(),
+            counters: p["counters"].clone(),
+        });
+    }
 }
 
 /// The devices, switches and gateways whose agent did not answer: name,
@@ -293,6 +312,11 @@ pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
                     ));
                 }
             }
+            Some(Ok(a)) if v.kind == "hive" => {
+                for l in hive_plan::agent_lines(a) {
+                    line(l);
+                }
+            }
             Some(Ok(a)) => {
                 if v.kind == "switch" {
                     line(format!("    LID {}  SM LID {}", a["lid"], a["sm_lid"]));
@@ -314,10 +338,12 @@ pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
                     ));
                 }
             }
-            Some(Err(e)) => line(format!("    control socket: {e}")),
-            None if v.kind == "hive" => {
-                for l in hive_plan::inspect_lines(run_dir) {
-                    line(l);
+            Some(Err(e)) => {
+                line(format!("    control socket: {e}"));
+                if v.kind == "hive" {
+                    for l in hive_plan::inspect_lines(run_dir) {
+                        line(l);
+                    }
                 }
             }
             None => {}
@@ -339,4 +365,15 @@ pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
         }
     }
     s
+}
+
+/// The traps of hosted switch `name`, as the hive's `inspect` reply says.
+pub fn hosted_traps<'a>(views: &'a [ProcessView], name: &str) -> Option<&'a Value> {
+    views
+        .iter()
+        .filter(|v| v.kind == "hive")
+        .filter_map(|v| v.agent.as_ref()?.as_ref().ok())
+        .flat_map(|a| a["nodes"].as_array().map(Vec::as_slice).unwrap_or_default())
+        .find(|n| n["name"] == name && n["kind"] == "switch")
+        .map(|n| &n["traps"])
 }

@@ -33,7 +33,8 @@
 //!   (`inspect`, `stats`, `graph`); [`port_stats`]: `stats`' table;
 //!   [`graph`]: the fabric as Graphviz DOT.
 //! - [`net_file`]: ibnetdiscover output and ibsim net files, parsed;
-//!   [`net_import`]: one as a topology (`up --net`, `import`).
+//!   [`net_import`]: one as a topology (`up --net`, `import`);
+//!   [`net_export`]: the running fabric as one (`export --net`).
 //! - [`sm_plan`]: the `"sm"` option: OpenSM in one node's guest, its
 //!   guid2lid file and command line, every device and switch managed.
 
@@ -59,6 +60,7 @@ pub mod inspect;
 pub mod launch;
 pub mod mgmt_hub;
 pub mod mgmt_net;
+pub mod net_export;
 pub mod net_file;
 pub mod net_import;
 mod node_args;

@@ -101,6 +101,9 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
             out!("{}", port_stats::render_json(&ports, &missing));
         } else {
             let traps = |name: &str| {
+                if let Some(t) = inspect::hosted_traps(&views, name) {
+                    return Some(t.to_string());
+                }
                 let sw = views
                     .iter()
                     .find(|v| v.started.name == name && v.kind == "switch")?;
@@ -111,15 +114,33 @@ fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), S
                 "{}",
                 port_stats::render_text(&ports, &missing, &traps).trim_end()
             );
-            if views.iter().any(|v| v.kind == "hive") {
-                out!("{}", fabric::hive_plan::STATS_NOTE);
-            }
         }
         Ok(())
     };
     match watch {
         Some(secs) => port_stats::watch(Duration::from_secs(secs), show),
         None => show(),
+    }
+}
+
+fn export_command(run_dir: &Path, output: Option<&Path>) -> Result<(), String> {
+    let plan = running_plan(run_dir)?;
+    let (_, views) = inspect::running(run_dir)?;
+    let (text, notes) = fabric::net_export::net_file(&plan, &inspect::ports(&views));
+    for n in notes {
+        eprintln!("{NAME}: {n}");
+    }
+    for (name, kind, why) in inspect::unreachable(&views) {
+        eprintln!("{NAME}: {kind} {name} did not answer ({why}): its links kept as planned");
+    }
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => {
+            out!("{}", text.trim_end());
+            Ok(())
+        }
     }
 }
 
@@ -515,6 +536,11 @@ fn run(args: Args) -> Result<(), Failure> {
             out!("{}", import(&file)?);
             Ok(())
         }
+        Cmd::Export {
+            net: _,
+            run_dir,
+            output,
+        } => Ok(export_command(&run_dir, output.as_deref())?),
         Cmd::Exec { .. } | Cmd::Console { .. } => unreachable!("handled by guest_command"),
         Cmd::Down { run_dir } => {
             let stopped = launch::down(&run_dir).map_err(|e| e.to_string())?;

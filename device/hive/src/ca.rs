@@ -1,10 +1,14 @@
 //! A guestless CA: one port whose subnet management agent
 //! ([`DeviceSma`], the device's own) and performance management agent
 //! ([`Pma`]) answer the SM, and nothing else. Data packets for it are
-//! counted and dropped (there is no guest to take them).
+//! counted and dropped (there is no guest to take them); one whose P_Key
+//! the port's table does not hold is reported to the SM as the device
+//! reports it (trap 257), sent when the hive asks for due traps.
+
+use std::time::Instant;
 
 use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
-use ibtca_agents::sma::DeviceSma;
+use ibtca_agents::sma::{DeviceSma, TrapCounts};
 use ibtca_link::{LinkEvent, LocalPort, VL15};
 use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::PacketView;
@@ -50,6 +54,11 @@ impl HostedCa {
     /// The CA's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The node GUID.
+    pub fn guid(&self) -> u64 {
+        self.guid
     }
 
     /// What its port says in a `Hello`.
@@ -106,8 +115,19 @@ impl HostedCa {
         if view.lrh.vl == VL15 {
             return self.sma.on_packet(&view).reply.into_iter().collect();
         }
-        // QP1's GMPs are data packets: only once the port takes data.
-        if view.bth.dest_qp == 1 && self.sma.state() != PortState::Init {
+        // Data (QP1's GMPs too) only once the port takes data, and only
+        // with a P_Key of the port's table (the device's checks, in its
+        // order).
+        if self.sma.state() == PortState::Init {
+            self.dropped_data += 1;
+            return Vec::new();
+        }
+        if !self.sma.admit_pkey(&view) {
+            self.totals.rcv_constraint_errors += 1;
+            self.dropped_data += 1;
+            return Vec::new();
+        }
+        if view.bth.dest_qp == 1 {
             let port = CaPort(self.totals);
             if let PmPacket::Served(reply) = self.pma.serve_packet(&port, &view, self.sma.lid()) {
                 return reply.into_iter().collect();
@@ -122,5 +142,25 @@ impl HostedCa {
             self.totals.xmit_pkts += 1;
             self.totals.xmit_bytes += p.len() as u64;
         }
+    }
+
+    /// When the outstanding trap is next due (`None`: none is).
+    pub fn next_trap_deadline(&self) -> Option<Instant> {
+        self.sma.next_trap_deadline()
+    }
+
+    /// The traps due at `now`, as packets to send (counted as sent).
+    pub fn due_traps(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(p) = self.sma.due_trap(now) {
+            out.push(p);
+        }
+        self.count_tx(&out);
+        out
+    }
+
+    /// The port's trap counters.
+    pub fn trap_counts(&self) -> TrapCounts {
+        self.sma.trap_counts()
     }
 }

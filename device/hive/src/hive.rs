@@ -15,7 +15,7 @@
 //! CPU while it lasts, as it would on wires, but no unbounded memory;
 //! packets beyond the limit are dropped and counted.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +27,7 @@ use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
 use crate::config::{HiveConfig, WireSpec};
+use crate::control::ControlSocket;
 use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
@@ -125,6 +126,10 @@ pub struct Hive {
     up: Vec<Vec<bool>>,
     /// Where [`crate::status`] is written, and whether it is out of date.
     status: Option<(std::path::PathBuf, bool)>,
+    /// Nodes (switches, CAs) with a trap outstanding.
+    trapping: BTreeSet<usize>,
+    /// The control socket ([`crate::control`]), if one was asked for.
+    control: Option<ControlSocket>,
 }
 
 impl Hive {
@@ -182,6 +187,8 @@ impl Hive {
             node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
             up: cfg.nodes().map(|(_, w)| vec![false; w.len()]).collect(),
             status: None,
+            trapping: BTreeSet::new(),
+            control: None,
         };
         let specs: Vec<Vec<WireSpec>> = cfg.nodes().map(|(_, w)| w.to_vec()).collect();
         for (node, wires) in specs.iter().enumerate() {
@@ -257,6 +264,13 @@ impl Hive {
         self.status = Some((path, true));
     }
 
+    /// Serves the control socket at `path` ([`crate::control`]) from now
+    /// on.
+    pub fn set_control_socket(&mut self, path: &std::path::Path) -> io::Result<()> {
+        self.control = Some(ControlSocket::bind(path)?);
+        Ok(())
+    }
+
     fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
         if let LinkEvent::Up { .. } | LinkEvent::Down { .. } = &ev {
             let up = matches!(ev, LinkEvent::Up { .. });
@@ -277,9 +291,18 @@ impl Hive {
                     LinkEvent::Packet(_) => {}
                 }
                 sw.on_event(to.port, ev);
+                if sw.next_trap_deadline().is_some() {
+                    self.trapping.insert(to.node);
+                }
                 outbox.take()
             }
-            Node::Ca(ca) => ca.on_event(ev).into_iter().map(|p| (1, p)).collect(),
+            Node::Ca(ca) => {
+                let out = ca.on_event(ev);
+                if ca.next_trap_deadline().is_some() {
+                    self.trapping.insert(to.node);
+                }
+                out.into_iter().map(|p| (1, p)).collect()
+            }
             Node::Sim(sim) => sim.on_event(ev).into_iter().map(|p| (1, p)).collect(),
         };
         for (port, packet) in out {
@@ -321,6 +344,7 @@ impl Hive {
                 wire.flush(&mut events);
                 queue(&mut self.work, *at, &mut events);
             }
+            let mut deadline = self.send_due_traps(Instant::now());
             if !self.work.is_empty() {
                 continue;
             }
@@ -332,7 +356,6 @@ impl Hive {
                 events: libc::POLLIN,
                 revents: 0,
             });
-            let mut deadline: Option<Instant> = None;
             for (i, (_, wire)) in self.sockets.iter().enumerate() {
                 if let Some((fd, wanted)) = wire.poll_fd() {
                     fds.push(libc::pollfd {
@@ -359,6 +382,10 @@ impl Hive {
                     }
                 }
             }
+            let control_fds = fds.len();
+            if let Some(c) = &self.control {
+                fds.extend(c.poll_fds());
+            }
             let timeout = deadline.map_or(-1, |d| {
                 let ms = d
                     .saturating_duration_since(Instant::now())
@@ -380,7 +407,8 @@ impl Hive {
                 return Ok(());
             }
             let now = Instant::now();
-            self.service_sims(&fds[sim_fds..], now);
+            self.service_sims(&fds[sim_fds..control_fds], now);
+            self.service_control(&fds[control_fds..]);
             let ready: Vec<bool> = {
                 let mut r = vec![false; self.sockets.len()];
                 for (fd, i) in fds[1..sim_fds].iter().zip(&polled) {
@@ -421,6 +449,83 @@ impl Hive {
                 self.send_from(PortRef { node, port: 1 }, packet);
             }
         }
+    }
+
+    /// Sends the traps due at `now` of every node with one outstanding;
+    /// returns when the next is due.
+    fn send_due_traps(&mut self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for node in std::mem::take(&mut self.trapping) {
+            let (out, due): (Vec<(u8, Vec<u8>)>, _) = match &mut self.nodes[node] {
+                Node::Switch(sw, outbox) => {
+                    sw.send_due_traps(now);
+                    (outbox.take(), sw.next_trap_deadline())
+                }
+                Node::Ca(ca) => {
+                    let out = ca.due_traps(now).into_iter().map(|p| (1, p)).collect();
+                    (out, ca.next_trap_deadline())
+                }
+                Node::Sim(_) => (Vec::new(), None),
+            };
+            for (port, packet) in out {
+                self.send_from(PortRef { node, port }, packet);
+            }
+            if let Some(d) = due {
+                self.trapping.insert(node);
+                next = Some(next.map_or(d, |x| x.min(d)));
+            }
+        }
+        next
+    }
+
+    /// Serves the control socket's ready descriptors.
+    fn service_control(&mut self, fds: &[libc::pollfd]) {
+        let Some(mut control) = self.control.take() else {
+            return;
+        };
+        control.service(fds, &mut |line| self.execute(line));
+        self.control = Some(control);
+    }
+
+    /// Answers one control command line.
+    fn execute(&self, line: &str) -> String {
+        match line {
+            "inspect" => format!("ok {}", self.inspect_json()),
+            _ => format!("error unknown command `{line}` (inspect)"),
+        }
+    }
+
+    /// Every hosted node's ports, states and counters ([`crate::report`]).
+    pub fn inspect_json(&self) -> serde_json::Value {
+        let nodes: Vec<serde_json::Value> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let name = &self.node_names[i];
+                let up = self.up[i].first().copied().unwrap_or(false);
+                match node {
+                    Node::Switch(sw, _) => crate::report::switch_json(name, sw),
+                    Node::Ca(ca) => crate::report::ca_json(
+                        name,
+                        ca.guid(),
+                        (ca.lid(), ca.state()),
+                        up,
+                        &ca.totals(),
+                        Some(&ca.trap_counts()),
+                    ),
+                    Node::Sim(sim) => crate::report::ca_json(
+                        name,
+                        sim.guid(),
+                        sim.lid_and_state(),
+                        up,
+                        &sim.totals(),
+                        None,
+                    ),
+                }
+            })
+            .collect();
+        serde_json::json!({ "nodes": nodes })
     }
 
     /// Rewrites the status file if a link changed since the last write.

@@ -12,12 +12,16 @@
 //! - [`socket_wire`]: one port's link to a node outside, event-driven.
 //! - [`hive`]: the nodes, the work queue and the event loop.
 //! - [`status`]: the status file (each hosted port's link up or down).
+//! - [`control`]: the control socket (`inspect`), on the hive's thread.
+//! - [`report`]: what `inspect` answers (ports' states and counters).
 
 #![deny(missing_docs)]
 
 pub mod ca;
 pub mod config;
+pub mod control;
 pub mod hive;
+pub mod report;
 pub mod sim;
 pub mod socket_wire;
 pub mod status;

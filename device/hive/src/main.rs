@@ -38,6 +38,10 @@ struct Args {
     /// down), as JSON.
     #[arg(long, value_name = "FILE")]
     status_file: Option<PathBuf>,
+    /// Serve a control socket at PATH: `inspect` answers every hosted
+    /// node's port states and counters (IBA names) as JSON.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -80,6 +84,11 @@ fn main() -> ExitCode {
     };
     if let Some(path) = args.status_file {
         hive.set_status_file(path);
+    }
+    if let Some(path) = &args.control {
+        if let Err(e) = hive.set_control_socket(path) {
+            return cli::runtime_error(NAME, format_args!("cannot bind {}: {e}", path.display()));
+        }
     }
     tracing::info!(
         nodes = hive.node_count(),

@@ -59,6 +59,21 @@ impl HostedSim {
         }
     }
 
+    /// The port's LID and state.
+    pub fn lid_and_state(&self) -> (u16, ibtca_protocol::mad::attr::PortState) {
+        self.port.lid_and_state()
+    }
+
+    /// The port's counters.
+    pub fn totals(&self) -> PortTotals {
+        self.totals
+    }
+
+    /// The node GUID.
+    pub fn guid(&self) -> u64 {
+        self.guid
+    }
+
     /// The sockets to poll for reading.
     pub fn fds(&self) -> Vec<RawFd> {
         self.sockets.fds()

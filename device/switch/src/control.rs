@@ -87,15 +87,7 @@ pub fn inspect_json(switch: &Switch) -> serde_json::Value {
 
 /// Port 0's trap counters as JSON (`trap.rs`).
 pub fn traps_json(switch: &Switch) -> serde_json::Value {
-    let t = switch.trap_counts();
-    serde_json::json!({
-        "sent": t.sent,
-        "repressed": t.repressed,
-        "unanswered": t.unanswered,
-        "stray_represses": t.stray_represses,
-        "no_sm": t.no_sm,
-        "unrouted": t.unrouted,
-    })
+    switch.trap_counts().json()
 }
 
 fn port_arg(arg: Option<&str>) -> Result<u8, String> {

@@ -4,13 +4,17 @@
 //!
 //! A hosted switch forwards, answers SMPs and PM MADs and keeps its
 //! counters exactly as a [`Switch`](super::Switch) does (the same core).
-//! It has no delay lines (a port's `delay` is ignored) and sends no traps
-//! (trap 128 on a port change): both need a thread or a timer of its own.
+//! It has no delay lines (a port's `delay` is ignored). It sends trap 128
+//! on a port change as a switch process does, but on its owner's clock:
+//! the owner sends what is due ([`HostedSwitch::send_due_traps`]) at
+//! [`HostedSwitch::next_trap_deadline`].
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ibtca_agents::capture::Capture;
-use ibtca_agents::pma::Pma;
+use ibtca_agents::pma::{Pma, PortTotals};
+use ibtca_agents::sma::TrapCounts;
 use ibtca_link::LinkEvent;
 use ibtca_protocol::mad::attr::PortState;
 
@@ -145,5 +149,35 @@ impl HostedSwitch {
     /// Counters of `port` (1-based).
     pub fn port_stats(&self, port: u8) -> Option<PortStats> {
         self.core.slot(port).map(PortSlot::stats)
+    }
+    /// `port`'s counters as its PMA reports them (the IBA names of
+    /// `ibtca_agents::pma::iba_json`).
+    pub fn port_totals(&self, port: u8) -> PortTotals {
+        ibtca_agents::pma::PortSource::totals(&self.core, port)
+    }
+
+    /// True while `port`'s link is up.
+    pub fn is_port_up(&self, port: u8) -> bool {
+        self.core.slot(port).is_some_and(PortSlot::is_up)
+    }
+
+    /// The SM's LID, as port 0's PortInfo says (0 before the SM set it).
+    pub fn sm_lid(&self) -> u16 {
+        self.core.sma().sm_lid()
+    }
+
+    /// When the outstanding trap is next due (`None`: none is).
+    pub fn next_trap_deadline(&self) -> Option<Instant> {
+        self.core.traps.next_deadline()
+    }
+
+    /// Sends, through the owner's wires, every trap due at `now`.
+    pub fn send_due_traps(&self, now: Instant) {
+        self.core.send_due_traps(now);
+    }
+
+    /// Port 0's trap counters.
+    pub fn trap_counts(&self) -> TrapCounts {
+        self.core.traps.counts()
     }
 }

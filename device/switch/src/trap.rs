@@ -6,8 +6,10 @@
 //! port 0's MasterSMLID, through the forwarding table; repeated until the
 //! SM's TrapRepress as `sma::TrapRepeats` says.
 //!
-//! One thread per switch (`ibtca-sw-trap`) sends and repeats; the link
-//! event that sets PortStateChange only raises the trap and wakes it.
+//! A switch process has one thread (`ibtca-sw-trap`) that sends and
+//! repeats; the link event that sets PortStateChange only raises the trap
+//! and wakes it. A hosted switch has no thread: its owner asks when the
+//! next trap is due and sends it then ([`Core::send_due_traps`]).
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -75,6 +77,16 @@ impl Traps {
         self.wake.notify_all();
     }
 
+    /// When the outstanding trap is next due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.state().repeats.next_deadline()
+    }
+
+    /// The trap due at `now`, if one is (counted as sent).
+    fn take_due(&self, now: Instant) -> Option<(Smp, TrapTarget)> {
+        self.state().repeats.due(now)
+    }
+
     /// Waits until a trap is due; returns the SubnTrap to send and where,
     /// or `None` once stopped.
     fn next_due(&self) -> Option<(Smp, TrapTarget)> {
@@ -106,22 +118,36 @@ impl Core {
     /// switch's LID through its forwarding table.
     pub(super) fn run_traps(&self) {
         while let Some((smp, target)) = self.traps.next_due() {
-            let sent = self
-                .smp_by_lid(&smp, target.sm_lid)
-                .and_then(|(port, packet)| Some((port, self.slot(port)?, packet)))
-                // Tag 0 names no input buffer: nothing to free.
-                .is_some_and(|(port, slot, packet)| self.send(port, slot, packet, 0));
-            if !sent {
-                self.traps.state().repeats.count_unrouted();
-            }
-            tracing::info!(
-                switch = %self.name,
-                tid = format_args!("{:#x}", smp.tid),
-                sm_lid = target.sm_lid,
-                sent,
-                "trap 128 (link state change) to the SM"
-            );
+            self.send_trap(&smp, target);
         }
+    }
+
+    /// Sends every trap due at `now` (a hosted switch's owner calls this
+    /// at [`Traps::next_deadline`]).
+    pub(super) fn send_due_traps(&self, now: Instant) {
+        while let Some((smp, target)) = self.traps.take_due(now) {
+            self.send_trap(&smp, target);
+        }
+    }
+
+    /// Sends one trap, LID-routed from the switch's LID through its
+    /// forwarding table; counted as unrouted if no port takes it.
+    fn send_trap(&self, smp: &Smp, target: TrapTarget) {
+        let sent = self
+            .smp_by_lid(smp, target.sm_lid)
+            .and_then(|(port, packet)| Some((port, self.slot(port)?, packet)))
+            // Tag 0 names no input buffer: nothing to free.
+            .is_some_and(|(port, slot, packet)| self.send(port, slot, packet, 0));
+        if !sent {
+            self.traps.state().repeats.count_unrouted();
+        }
+        tracing::info!(
+            switch = %self.name,
+            tid = format_args!("{:#x}", smp.tid),
+            sm_lid = target.sm_lid,
+            sent,
+            "trap 128 (link state change) to the SM"
+        );
     }
 
     /// A TrapRepress reached the switch: the trap it names is done.

@@ -59,6 +59,21 @@ pub struct TrapCounts {
     pub unrouted: u64,
 }
 
+impl TrapCounts {
+    /// The counters as JSON (`{"sent": N, "repressed": N, ...}`), as a
+    /// switch's and the hive's control sockets answer them.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sent": self.sent,
+            "repressed": self.repressed,
+            "unanswered": self.unanswered,
+            "stray_represses": self.stray_represses,
+            "no_sm": self.no_sm,
+            "unrouted": self.unrouted,
+        })
+    }
+}
+
 /// The trap waiting for its TrapRepress.
 #[derive(Debug, Clone)]
 struct Outstanding {

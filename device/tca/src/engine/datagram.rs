@@ -2,7 +2,7 @@
 //! guest (the driver's `IB_QPT_SMI` and `IB_QPT_GSI`). Their sends go
 //! through `transport::ud` one WQE at a time (no window, no ACK: each
 //! completes when its packet leaves); inbound datagrams are routed here
-//! by destination QP:
+//! by destination QP (`receive.rs`):
 //!
 //! - QP0: the device's agent first (`smp.rs`); what it leaves for the SM
 //!   (SMInfo, responses, traps) goes on to the guest's QP0 (`smp_for_sm`);
@@ -30,7 +30,7 @@ use crate::verbs::qp_state::QpState;
 /// The management VL: only QP0's packets may use it.
 const VL15: u8 = 15;
 /// The GSI's QP number on the wire.
-const QP1: u32 = 1;
+pub(super) const QP1: u32 = 1;
 /// Datagrams a send queue drain builds before the outbox is flushed: a
 /// guest's full send queue (2^15 WQEs of up to 4 KiB, looped back to its
 /// own LID) never waits in device memory at once.
@@ -55,12 +55,10 @@ pub struct DatagramStats {
 }
 
 impl Engine {
-    /// Drops (and counts) a packet on VL15 for a QP other than QP0: data
+    /// Whether `view`, a packet for a QP other than QP0, is on VL15: data
     /// never uses VL15 (IBA 7.6.5), which is outside flow control.
-    pub(super) fn data_on_vl15(&mut self, view: &PacketView<'_>) -> bool {
-        let drop = view.lrh.vl == VL15;
-        self.stats.ud.rx_vl15_data += u64::from(drop);
-        drop
+    pub(super) fn is_data_on_vl15(&self, view: &PacketView<'_>) -> bool {
+        view.lrh.vl == VL15
     }
 
     /// The type of QP `qpn` if it is a datagram QP (UD, SMI, GSI).
@@ -184,26 +182,17 @@ impl Engine {
         self.stats.ud.transport = counters;
     }
 
-    /// Takes an inbound packet if it is for QP1 or one of this device's UD
-    /// QPs (returns false for anything else: an RC QP's, or none).
-    pub(super) fn receive_datagram(&mut self, view: &PacketView<'_>) -> bool {
-        let qpn = view.bth.dest_qp;
-        if qpn == QP1 {
-            let mgmt_class = view.payload.get(MGMT_CLASS_OFFSET).copied();
-            if mgmt_class.is_some_and(|c| self.gmp_for_device(c, view)) {
-                return true;
-            }
-            match self.verbs.special_qp(QpType::Gsi) {
-                Some(gsi) => self.deliver_datagram(gsi, view),
-                None => self.stats.rx_no_qp += 1,
-            }
-            return true;
+    /// Takes an inbound GMP (a packet to QP1): the device's own agent's,
+    /// or the guest's QP1's.
+    pub(super) fn receive_gmp(&mut self, view: &PacketView<'_>) {
+        let mgmt_class = view.payload.get(MGMT_CLASS_OFFSET).copied();
+        if mgmt_class.is_some_and(|c| self.gmp_for_device(c, view)) {
+            return;
         }
-        if self.datagram_type(qpn) != Some(QpType::Ud) {
-            return false;
+        match self.verbs.special_qp(QpType::Gsi) {
+            Some(gsi) => self.deliver_datagram(gsi, view),
+            None => self.stats.rx_no_qp += 1,
         }
-        self.deliver_datagram(qpn, view);
-        true
     }
 
     /// The dispatch point for GMPs the device answers itself: true if it

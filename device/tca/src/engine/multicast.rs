@@ -10,7 +10,7 @@
 use ibtca_protocol::PacketView;
 
 use super::Engine;
-use crate::verbs::multicast::{is_multicast_lid, MULTICAST_QPN};
+use crate::verbs::multicast::MULTICAST_QPN;
 
 /// Counters of inbound multicast datagrams.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,32 +29,27 @@ pub struct MulticastStats {
 }
 
 impl Engine {
-    /// Takes an inbound packet to a multicast LID (false for any other
-    /// DLID): delivered to each QP attached to its group, or dropped and
-    /// counted.
-    pub(super) fn receive_multicast(&mut self, view: &PacketView<'_>) -> bool {
-        if !is_multicast_lid(view.lrh.dlid) {
-            return false;
-        }
+    /// Takes an inbound packet to a multicast LID: delivered to each QP
+    /// attached to its group, or dropped and counted.
+    pub(super) fn receive_multicast(&mut self, view: &PacketView<'_>) {
         let stats = &mut self.stats.multicast;
         let Some(grh) = &view.grh else {
             stats.no_grh += 1;
-            return true;
+            return;
         };
         if view.bth.dest_qp != MULTICAST_QPN {
             stats.bad_dest_qp += 1;
-            return true;
+            return;
         }
         let members = self.verbs.mcast.members(&grh.dgid).to_vec();
         if members.is_empty() {
             stats.no_group += 1;
-            return true;
+            return;
         }
         stats.delivered += 1;
         stats.copies += members.len() as u64;
         for qpn in members {
             self.deliver_datagram(qpn, view);
         }
-        true
     }
 }

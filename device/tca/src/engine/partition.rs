@@ -26,22 +26,29 @@ use crate::verbs::qp::QpType;
 const _: () = assert!(PKEY_CAP as u32 == PKEY_TABLE_LEN, "one P_Key table size");
 
 impl Engine {
-    /// False (and counted) if the port's P_Key table, or the entry of the
-    /// UD or RC QP it is for, does not let the data packet `view` in (SMPs
-    /// to QP0 are not checked; a multicast packet's QPs are checked one
-    /// by one as it is delivered).
-    pub(super) fn admit_pkey(&mut self, view: &PacketView<'_>) -> bool {
-        if !self.sma.admit_pkey(view) {
-            self.count_bad_pkey(view);
-            return false;
-        }
-        self.admit_qp_pkey(view.bth.dest_qp, view)
+    /// False if the port's P_Key table, or the entry of the UD or RC QP it
+    /// is for, does not let the data packet `view` in (SMPs to QP0 are not
+    /// checked; a multicast packet's QPs are checked one by one as it is
+    /// delivered). The agent records a refusal; the caller counts it
+    /// ([`Engine::count_bad_pkey`]).
+    pub(super) fn admits_pkey(&mut self, view: &PacketView<'_>) -> bool {
+        self.sma.admit_pkey(view) && self.qp_admits_pkey(view.bth.dest_qp, view)
     }
 
     /// False (and counted) if `view` is for a UD or RC QP of this device
     /// (`qpn`) whose own P_Key table entry does not let it in; true for
     /// any other QP (QP1 takes any P_Key of the port's table) or none.
     pub(super) fn admit_qp_pkey(&mut self, qpn: u32, view: &PacketView<'_>) -> bool {
+        let admitted = self.qp_admits_pkey(qpn, view);
+        if !admitted {
+            self.count_bad_pkey(view);
+        }
+        admitted
+    }
+
+    /// [`Engine::admit_qp_pkey`] without the count (the agent records a
+    /// refusal).
+    fn qp_admits_pkey(&mut self, qpn: u32, view: &PacketView<'_>) -> bool {
         // QP0 and QP1 on the wire are the port's, never a QP's handle.
         let Some(qp) = self.verbs.qps.get(qpn).filter(|_| qpn > 1) else {
             return true;
@@ -53,11 +60,11 @@ impl Engine {
             return true;
         }
         self.sma.p_key_violation(view);
-        self.count_bad_pkey(view);
         false
     }
 
-    fn count_bad_pkey(&mut self, view: &PacketView<'_>) {
+    /// Counts a data packet dropped for its P_Key.
+    pub(super) fn count_bad_pkey(&mut self, view: &PacketView<'_>) {
         self.stats.rx_bad_pkey += 1;
         crate::guest_warn!(
             pkey = format_args!("{:#06x}", view.bth.pkey),

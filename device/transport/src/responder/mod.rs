@@ -1,4 +1,6 @@
 //! The responder: executes inbound requests in PSN order and answers them.
+//! A request passes named checks first (`stages.rs`: PSN, opcode sequence,
+//! opcode, length, R_Key, resources), then executes here.
 //!
 //! - Expected PSN: executed. Earlier PSN: a duplicate, answered without
 //!   executing again (SEND/WRITE: re-ACK; READ: the responses are served
@@ -38,6 +40,9 @@ use super::{AccessError, AtomicOp, CqKind, KeyUse, QpEnv};
 use crate::keys::READ_SLOTS;
 use ibtca_abi::recv::RecvWr;
 use ibtca_abi::verbs::*;
+use stages::Checked;
+
+mod stages;
 
 /// The responder hit an error that puts the QP in error (the NAK is sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,52 +161,22 @@ impl Responder {
         usize::from(cfg.max_dest_rd_atomic).clamp(1, READ_SLOTS)
     }
 
-    /// Handles one request packet.
-    pub(crate) fn on_request<E: QpEnv + ?Sized>(
+    /// The `Execute` stage: the request passed every check (`stages.rs`).
+    fn execute<E: QpEnv + ?Sized>(
         &mut self,
         v: &PacketView<'_>,
+        checked: Checked,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) -> Result<(), Fatal> {
-        let p = v.bth.psn;
-        let d = psn::diff(p, self.epsn);
-        if d > 0 {
-            counters.out_of_sequence += 1;
-            if !self.nak_sent {
-                self.nak_sent = true;
-                counters.naks_sent.psn_seq += 1;
-                let aeth = Aeth::nak(NakCode::PsnSequenceError, self.msn);
-                self.acknowledge(self.epsn, aeth, cfg, counters, env);
-            }
-            return Ok(());
-        }
-        if d < 0 {
-            counters.duplicate_requests += 1;
-            self.duplicate(v, cfg, counters, env);
-            return Ok(());
-        }
-        let info = v.info();
-        // Opcode sequence: a message in progress continues with a MIDDLE or
-        // LAST of the same kind; otherwise a new message starts.
-        let in_order = match (&self.msg, info.class) {
-            (Some(InMsg::Send { .. }), OpClass::Send) => !info.position.starts(),
-            (Some(InMsg::Write { .. }), OpClass::Write) => !info.position.starts(),
-            (Some(_), _) => false,
-            (None, _) => info.position.starts(),
-        };
-        if !in_order {
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
-        match info.class {
-            OpClass::Send | OpClass::Write if !payload_fits(v, cfg) => {
-                self.fail(NakCode::InvalidRequest, p, cfg, counters, env)
-            }
-            OpClass::Send => self.send(v, cfg, counters, env),
-            OpClass::Write => self.write(v, cfg, counters, env),
-            OpClass::Read => self.read(v, cfg, counters, env),
-            OpClass::Atomic => self.atomic(v, cfg, counters, env),
-            OpClass::Ack => self.fail(NakCode::InvalidRequest, p, cfg, counters, env),
+        match (v.info().class, checked.recv) {
+            (OpClass::Send, Some((recv, offset))) => self.send(v, recv, offset, cfg, counters, env),
+            (OpClass::Send, None) => self.rnr(v.bth.psn, cfg, counters, env),
+            (OpClass::Write, _) => self.write(v, cfg, counters, env),
+            (OpClass::Read, _) => self.read(v, checked.slot, cfg, counters, env),
+            (OpClass::Atomic, _) => self.atomic(v, cfg, counters, env),
+            (OpClass::Ack, _) => self.fail(NakCode::InvalidRequest, v.bth.psn, cfg, counters, env),
         }
     }
 
@@ -226,22 +201,19 @@ impl Responder {
         }
     }
 
+    /// A SEND packet into `recv`, `offset` bytes in (what the message's
+    /// earlier packets filled).
     fn send<E: QpEnv + ?Sized>(
         &mut self,
         v: &PacketView<'_>,
+        recv: RecvWr,
+        offset: u64,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
     ) -> Result<(), Fatal> {
         let p = v.bth.psn;
         let position = v.info().position;
-        let (recv, offset) = match self.msg.take() {
-            Some(InMsg::Send { recv, offset }) => (*recv, offset),
-            _ => match env.next_recv() {
-                Some(recv) => (recv, 0),
-                None => return self.rnr(p, cfg, counters, env),
-            },
-        };
         let Some(sges) = recv.sges() else {
             // More SGEs than the WQE's stride holds (or the device's
             // max_recv_sge): refused, not truncated; the responder's fault,
@@ -308,6 +280,8 @@ impl Responder {
     ) -> Result<(), Fatal> {
         let p = v.bth.psn;
         let position = v.info().position;
+        // `CheckRkey` checked the key and, for a message of several
+        // packets, keeps its slot in the message in progress.
         let (rkey, va, len, offset, slot) = match (&self.msg, v.ext.reth) {
             (
                 Some(InMsg::Write {
@@ -319,41 +293,9 @@ impl Responder {
                 }),
                 _,
             ) => (*rkey, *va, *len, *offset, *slot),
-            (None, Some(reth)) => {
-                let len = u64::from(reth.dma_len);
-                // The key is checked once, here. A message of several
-                // packets holds it in the key memory until its last packet,
-                // with what the check found; its later packets check only
-                // the slot (seed 001).
-                let held = match position.ends() {
-                    true if len == 0 => Ok(None),
-                    true => env
-                        .check_remote(reth.rkey, reth.va, len, true)
-                        .map(|_| None),
-                    false => env.hold_checked(reth.rkey, KeyUse::Write, reth.va, len, true),
-                };
-                let slot = match held {
-                    Ok(s) => s,
-                    Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
-                };
-                if slot.is_some() {
-                    // From here on every failure releases the slot.
-                    self.msg = Some(InMsg::Write {
-                        rkey: reth.rkey,
-                        va: reth.va,
-                        len,
-                        offset: 0,
-                        slot,
-                    });
-                }
-                (reth.rkey, reth.va, len, 0, slot)
-            }
+            (None, Some(reth)) => (reth.rkey, reth.va, u64::from(reth.dma_len), 0, None),
             _ => return self.fail(NakCode::InvalidRequest, p, cfg, counters, env),
         };
-        if slot.is_some_and(|s| !env.key_valid(s)) {
-            // The window was invalidated while this message was in flight.
-            return self.fail(NakCode::RemoteAccessError, p, cfg, counters, env);
-        }
         let end = offset + v.payload.len() as u64;
         let ends = position.ends();
         if end > len || (ends && end != len) {
@@ -411,9 +353,12 @@ impl Responder {
         Ok(())
     }
 
+    /// A READ request whose key `CheckRkey` holds in `slot` (none for a
+    /// READ of 0 bytes).
     fn read<E: QpEnv + ?Sized>(
         &mut self,
         v: &PacketView<'_>,
+        slot: Option<usize>,
         cfg: &RcConfig,
         counters: &mut RcCounters,
         env: &mut E,
@@ -423,25 +368,6 @@ impl Responder {
             return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
         };
         let len = u64::from(reth.dma_len);
-        if len > super::requester::MAX_MESSAGE {
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
-        // The key is checked once, here, and the READ's slot keeps what the
-        // check found; its responses check only the slot (seed 001).
-        let slot = match len {
-            0 => None,
-            _ => match env.hold_checked(reth.rkey, KeyUse::Read, reth.va, len, false) {
-                Ok(s) => s,
-                Err(e) => return self.fail(e.nak(), p, cfg, counters, env),
-            },
-        };
-        // One READ past the responder resources the QP was given.
-        if self.owed.resources() >= Self::resource_limit(cfg) {
-            if let Some(s) = slot {
-                env.release_key(s);
-            }
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
         let read = ReadRequest {
             psn: p,
             va: reth.va,
@@ -478,9 +404,6 @@ impl Responder {
         let Some(eth) = v.ext.atomic_eth else {
             return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
         };
-        if eth.va & 7 != 0 {
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
         let op = if v.opcode() == Opcode::RcCompareSwap {
             AtomicOp::CompareSwap {
                 compare: eth.compare,
@@ -489,9 +412,6 @@ impl Responder {
         } else {
             AtomicOp::FetchAdd { add: eth.swap_add }
         };
-        if self.owed.resources() >= Self::resource_limit(cfg) {
-            return self.fail(NakCode::InvalidRequest, p, cfg, counters, env);
-        }
         // The atomic holds a READ slot while it executes (seed 001).
         let slot = match env.hold_key(eth.rkey, KeyUse::Read) {
             Ok(s) => s,
@@ -699,17 +619,6 @@ impl Responder {
         } else {
             self.owed.push_atomic_ack(p, orig, msn, replay.is_some());
         }
-    }
-}
-
-/// FIRST/MIDDLE packets carry exactly one MTU; LAST/ONLY at most one.
-fn payload_fits(v: &PacketView<'_>, cfg: &RcConfig) -> bool {
-    let n = v.payload.len();
-    let mtu = cfg.path_mtu as usize;
-    if v.info().position.ends() {
-        n <= mtu
-    } else {
-        n == mtu
     }
 }
 

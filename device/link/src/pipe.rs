@@ -18,8 +18,9 @@
 //! them out of it: `session/walk.rs`), but no system call while both ends
 //! are awake, no socket buffer
 //! allocation, and a wake-up only when the reader really sleeps (after
-//! polling for [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin), by
-//! default not at all). A peer's ring is checked like any input: a
+//! polling for an adaptive idle budget of at most
+//! [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin), by default not at
+//! all). A peer's ring is checked like any input: a
 //! memfd whose size is not sealed, eventfds that are none, indices out of
 //! order, or bytes on the socket after the offer drop the peer.
 
@@ -33,6 +34,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::link::Frame;
+use ibtca_sched::IdleBudget;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
@@ -328,9 +330,9 @@ pub(super) struct RingRx {
     data: EventFd,
     /// The peer hung up: what is left in the ring is all there is.
     hung_up: bool,
-    /// How long to poll an empty ring before sleeping
-    /// ([`LinkConfig::rx_spin`](super::LinkConfig::rx_spin)).
-    spin: Duration,
+    /// How long to poll an empty ring before sleeping: adaptive, at most
+    /// [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin).
+    budget: IdleBudget,
 }
 
 impl RingRx {
@@ -344,15 +346,23 @@ impl RingRx {
     /// and returns how many it holds; `have` once the peer hung up and
     /// wrote nothing more.
     pub fn wait_for_more(&mut self, socket: &LinkSocket, have: u64) -> io::Result<u64> {
-        let spin_until = (!self.spin.is_zero()).then(|| Instant::now() + self.spin);
+        // When the ring was first seen empty; untimed when it never spins.
+        let mut idle_since: Option<Instant> = None;
         loop {
             let n = self.reader.available().map_err(ring_io_error)?;
             if n > have || self.hung_up {
+                if let Some(since) = idle_since.filter(|_| n > have) {
+                    self.budget.work_after(since.elapsed());
+                }
                 return Ok(n);
             }
-            if spin_until.is_some_and(|until| Instant::now() < until) {
-                std::hint::spin_loop();
-                continue;
+            if !self.budget.never_spins() {
+                let now = Instant::now();
+                let since = *idle_since.get_or_insert(now);
+                if now.duration_since(since) < self.budget.spin() {
+                    std::hint::spin_loop();
+                    continue;
+                }
             }
             // Nothing new: say we sleep, look once more (the writer may
             // have published before it could see the mark), then sleep.
@@ -549,7 +559,7 @@ pub(super) fn accept(
         reader: ring,
         data: peer_eventfd(data).map_err(AcceptError::Peer)?,
         hung_up: false,
-        spin,
+        budget: IdleBudget::new(spin),
     })
 }
 

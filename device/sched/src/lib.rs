@@ -20,6 +20,9 @@
 use std::fmt;
 use std::io;
 
+pub mod idle_budget;
+pub use idle_budget::IdleBudget;
+
 /// A set of CPUs, parsed from a list like `0`, `0-3` or `0,2,4-5`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(Vec<usize>);

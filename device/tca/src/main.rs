@@ -51,13 +51,15 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
 
-    /// Microseconds to poll for the next message before sleeping (0: never;
-    /// default 50, or 0 with --realtime).
+    /// Most microseconds to poll for the next message before sleeping: the
+    /// limit of the thread's adaptive idle budget (0: never; default 50, or
+    /// 0 with --realtime; docs/thread-model.md).
     #[arg(long, value_name = "US")]
     spin_us: Option<u64>,
 
-    /// Microseconds the engine thread polls for its next event (doorbell,
-    /// packet, timer) before it blocks (0: block at once). Polling saves a
+    /// Most microseconds the engine thread polls for its next event
+    /// (doorbell, packet, timer) before it blocks, the limit of its adaptive
+    /// idle budget (0: block at once). Polling saves a
     /// thread wake-up per hand-off (it yields the CPU while it polls), but
     /// costs CPU: use it only with CPUs to spare (docs/placement.md).
     #[arg(long, value_name = "US", default_value_t = 0)]
@@ -100,8 +102,8 @@ struct Args {
     #[arg(long, value_name = "KIB", default_value_t = ibtca_device::link::SHARED_RING / 1024)]
     link_ring_kib: u64,
 
-    /// Microseconds the link reader polls its empty ring before it sleeps
-    /// (0: sleep at once). Like --engine-spin-us, only with CPUs to spare.
+    /// Most microseconds the link reader polls its empty ring before it
+    /// sleeps, the limit of its adaptive idle budget (0: sleep at once). Like --engine-spin-us, only with CPUs to spare.
     #[arg(long, value_name = "US", default_value_t = 0)]
     link_spin_us: u64,
 

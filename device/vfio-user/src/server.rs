@@ -1,12 +1,14 @@
 //! The vfio-user socket loop: accept one client, frame its messages, call
 //! the [`Backend`], reply; when the client goes away, wait for the next one.
 //!
-//! Receiving spins for a short while (`ServerConfig::spin`) after each
-//! message, polling with non-blocking `recvmsg`, before it blocks in
-//! `recvmsg`: a trapped BAR access is a synchronous round trip for the
-//! guest, and waking a blocked thread on another CPU costs more than the
-//! access itself. Each message is one `recvmsg` (header and payload together,
-//! plus any fds) and each reply one `write`; no epoll on the hot path.
+//! Receiving spins for a short while after each message, polling with
+//! non-blocking `recvmsg`, before it blocks in `recvmsg`: for as long as
+//! the thread's adaptive idle budget says, at most `ServerConfig::spin`
+//! (`ibtca_sched::idle_budget`). A trapped BAR access is a synchronous
+//! round trip for the guest, and waking a blocked thread on another CPU
+//! costs more than the access itself. Each message is one `recvmsg` (header
+//! and payload together, plus any fds) and each reply one `write`; no epoll
+//! on the hot path.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -19,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ibtca_link::socket_file::{self, SocketId};
+use ibtca_sched::IdleBudget;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -29,7 +32,8 @@ use super::{Backend, Errno};
 /// Tunables of the server loop.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// How long to poll the socket after a message before blocking.
+    /// The most the server polls the socket after a message before it
+    /// blocks (the limit of its adaptive idle budget).
     pub spin: Duration,
     /// How long a reply may wait for the client to drain the socket.
     pub write_timeout: Duration,
@@ -248,23 +252,29 @@ impl<'a> Connection<'a> {
     }
 
     fn run(&mut self, backend: &mut dyn Backend) -> End {
-        let mut spin_until = Instant::now() + self.config.spin;
+        let mut budget = IdleBudget::new(self.config.spin);
+        // When the buffer last ran out of whole messages.
+        let mut idle_since: Option<Instant> = None;
         loop {
             if self.shutdown.is_stopped() {
                 return End::Shutdown;
             }
             match self.next_message() {
                 Ok(Some(msg)) => {
+                    if let Some(since) = idle_since.take() {
+                        budget.work_after(since.elapsed());
+                    }
                     if let Err(e) = self.dispatch(backend, msg) {
                         return e;
                     }
-                    spin_until = Instant::now() + self.config.spin;
                     continue;
                 }
                 Ok(None) => {}
                 Err(end) => return end,
             }
-            let spinning = Instant::now() < spin_until;
+            let now = Instant::now();
+            let since = *idle_since.get_or_insert(now);
+            let spinning = now.duration_since(since) < budget.spin();
             match self.fill(spinning) {
                 Ok(true) => continue,
                 Ok(false) if self.shutdown.is_stopped() => return End::Shutdown,

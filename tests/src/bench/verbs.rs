@@ -458,6 +458,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
              outnumber CPUs, BENCHMARKS.md)"
         }
     );
+    if ibtca_device::sched::idle_budget::fixed_spins() {
+        println!("--fixed-spins: every polling thread spun its whole limit before blocking.");
+    }
     if !run_to_completion() {
         println!(
             "--engine-thread-only: every device event went through its engine thread's queue."

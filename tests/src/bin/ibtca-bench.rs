@@ -247,6 +247,11 @@ struct VerbsArgs {
     /// (docs/thread-model.md): the thread model before run to completion.
     #[arg(long)]
     engine_thread_only: bool,
+    /// Every polling thread (vfio-user server, engine, link reader) spins
+    /// its whole limit before it blocks, as before the adaptive idle
+    /// budget (docs/thread-model.md).
+    #[arg(long)]
+    fixed_spins: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -549,6 +554,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
     }
     SPLIT.store(a.split, Ordering::Relaxed);
     ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
+    ibtca_device::sched::idle_budget::set_fixed_spins(a.fixed_spins);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);
     }

@@ -260,7 +260,8 @@ pub struct EngineThread {
 impl EngineThread {
     /// Puts `engine` behind `handle` and starts its thread, which takes
     /// the events queued on `rx` (`handle`'s queue) and runs the timers; it
-    /// polls its queue for `spin` before each blocking wait (see [`wait`]).
+    /// polls its queue for an adaptive budget of at most `spin` before each
+    /// blocking wait (see [`wait`]).
     pub fn spawn(
         handle: EngineHandle,
         rx: Receiver<EngineEvent>,
@@ -314,11 +315,12 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
         return EngineStats::default();
     };
     let mut wait = Duration::from_secs(1);
+    let mut budget = ibtca_sched::IdleBudget::new(spin);
     shared
         .wakes_at
         .store(shared.ns(Instant::now() + wait), Ordering::SeqCst);
     loop {
-        let first = match wait::recv_spinning(rx, wait, spin) {
+        let first = match wait::recv_spinning(rx, wait, &mut budget) {
             Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(ev) => Some(ev),
             Err(RecvTimeoutError::Timeout) => None,

@@ -21,14 +21,14 @@ pub const LOCAL_BIT: u64 = 0x02 << 56;
 pub const GROUP_BIT: u64 = 0x01 << 56;
 
 /// Base of the GUIDs `ibtca-fabric` gives nodes that name none.
-pub const FABRIC_NODE_BASE: u64 = 0x0200_0000_0001_0000;
+pub const FABRIC_NODE_BASE: u64 = 0x1200_0000_0001_0000;
 
 /// Base of the GUIDs `ibtca-fabric` gives switches that name none.
-pub const FABRIC_SWITCH_BASE: u64 = 0x0200_0000_00ff_0000;
+pub const FABRIC_SWITCH_BASE: u64 = 0x1200_0000_00ff_0000;
 
 /// Base of the GUIDs of the relay switches `ibtca-fabric` puts in links
 /// with options.
-pub const FABRIC_RELAY_BASE: u64 = 0x0200_0000_00fe_0000;
+pub const FABRIC_RELAY_BASE: u64 = 0x1200_0000_00fe_0000;
 
 /// The top byte of the service IDs the Linux IB CM assigns itself: it
 /// refuses to listen on any other ID with this top byte (`ib_cm_listen`:
@@ -43,7 +43,7 @@ pub const fn is_local(guid: u64) -> bool {
 }
 
 /// Parses a GUID: hex with `0x`, decimal, or colon-separated hex groups
-/// (`0x0200000000010001`, `0200:0000:0001:0001`); zero is no GUID
+/// (`0x1200000000010001`, `1200:0000:0001:0001`); zero is no GUID
 /// ([`ibtca_cli::ids::guid`]).
 pub fn parse(text: &str) -> Result<u64, String> {
     ibtca_cli::ids::guid(text)
@@ -85,8 +85,8 @@ mod tests {
 
     #[test]
     fn parse_forms_and_errors() {
-        assert_eq!(parse("0x0200000000010001"), Ok(0x0200_0000_0001_0001));
-        assert_eq!(parse("0200:0000:0001:0001"), Ok(0x0200_0000_0001_0001));
+        assert_eq!(parse("0x1200000000010001"), Ok(0x1200_0000_0001_0001));
+        assert_eq!(parse("1200:0000:0001:0001"), Ok(0x1200_0000_0001_0001));
         // Without 0x or colons, a GUID is decimal (as LIDs and QPNs are).
         assert_eq!(parse("10"), Ok(10));
         assert!(parse("0").unwrap_err().contains("zero"));

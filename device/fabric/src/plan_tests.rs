@@ -77,7 +77,7 @@ fn duplicate_guid() {
     );
     // A switch's default GUID is no node's.
     let e = err(
-        r#"{"nodes": [{"name": "a", "lid": 1, "node_guid": "0x0200000000ff0001"}],
+        r#"{"nodes": [{"name": "a", "lid": 1, "node_guid": "0x1200000000ff0001"}],
                     "switches": [{"name": "sw", "ports": 2}]}"#,
     );
     assert!(matches!(e, TopologyError::DuplicateGuid { .. }), "{e}");
@@ -87,8 +87,8 @@ fn duplicate_guid() {
 fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let p = plan(
         &topo(
-            r#"{"nodes": [{"name": "a", "lid": 7}, {"name": "b", "lid": 9, "node_guid": "0x0200aa0000000001",
-                           "port_guid": "0200:aa00:0000:0002"}],
+            r#"{"nodes": [{"name": "a", "lid": 7}, {"name": "b", "lid": 9, "node_guid": "0x1200aa0000000001",
+                           "port_guid": "1200:aa00:0000:0002"}],
                "switches": [{"name": "sw", "ports": 2}],
                "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}]}"#,
         ),
@@ -98,20 +98,20 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let (a, b) = (&p.nodes[0], &p.nodes[1]);
     assert_eq!(
         (a.node_guid, a.port_guid),
-        (0x0200_0000_0001_0001, 0x0200_0000_0001_0001)
+        (0x1200_0000_0001_0001, 0x1200_0000_0001_0001)
     );
     assert_eq!(
         (b.node_guid, b.port_guid),
-        (0x0200_aa00_0000_0001, 0x0200_aa00_0000_0002)
+        (0x1200_aa00_0000_0001, 0x1200_aa00_0000_0002)
     );
-    assert_eq!(p.switches[0].guid, 0x0200_0000_00ff_0001);
+    assert_eq!(p.switches[0].guid, 0x1200_0000_00ff_0001);
     for g in [a.node_guid, p.switches[0].guid] {
         assert!(ibtca_agents::guid::is_local(g), "{g:#x}");
     }
     let args = super::launch::device_args(b);
     let at = args.iter().position(|a| a == "--node-guid").unwrap();
-    assert_eq!(args[at + 1], "0x200aa0000000001");
-    assert_eq!(args[at + 3], "0x200aa0000000002");
+    assert_eq!(args[at + 1], "0x1200aa0000000001");
+    assert_eq!(args[at + 3], "0x1200aa0000000002");
     assert_eq!(args[at + 4..at + 6], ["--node-description", "b ibtca0"]);
 }
 

@@ -115,6 +115,55 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     assert_eq!(args[at + 4..at + 6], ["--node-description", "b ibtca0"]);
 }
 
+/// Every GUID of `p`: nodes' and ports', switches' and relays'.
+fn all_guids(p: &super::plan::Plan) -> Vec<u64> {
+    let nodes = p.nodes.iter().flat_map(|n| [n.node_guid, n.port_guid]);
+    nodes.chain(p.switches.iter().map(|s| s.guid)).collect()
+}
+
+#[test]
+fn every_default_guid_is_a_service_id_the_ib_cm_listens_on() {
+    // ib_srpt listens on its node GUID: with the defaults any node can be
+    // an SRP target. Nodes, switches and a link's relay switch, in a file
+    // naming no GUID, and every shipped example (they name none either).
+    let nodes: Vec<String> = (1..=300)
+        .map(|l| format!(r#"{{"name": "n{l}", "lid": {l}}}"#))
+        .collect();
+    let switches: Vec<String> = (0..40)
+        .map(|s| format!(r#"{{"name": "s{s}", "ports": 2}}"#))
+        .collect();
+    let json = format!(
+        r#"{{"nodes": [{}], "switches": [{}],
+            "links": [{{"a": "n1", "b": "n2", "delay_us": 5}}]}}"#,
+        nodes.join(","),
+        switches.join(",")
+    );
+    let p = plan(&topo(&json), Path::new("/tmp/r")).unwrap();
+    let mut guids = all_guids(&p);
+    assert_eq!(
+        guids.len(),
+        2 * 300 + 40 + 1,
+        "nodes, ports, switches, relay"
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../qemu-configs");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let f = entry.unwrap().path();
+        if f.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&f).unwrap();
+            guids.extend(all_guids(
+                &plan(&parse(&text).unwrap(), Path::new("/tmp/r")).unwrap(),
+            ));
+        }
+    }
+    for g in guids {
+        assert!(
+            ibtca_agents::guid::cm_listens_on(g),
+            "the IB CM refuses {g:#018x}"
+        );
+        assert!(ibtca_agents::guid::is_local(g), "{g:#018x}");
+    }
+}
+
 #[test]
 fn duplicate_name_and_bad_values() {
     assert_eq!(

@@ -7,7 +7,7 @@ fn sample_frames() -> Vec<Frame> {
     vec![
         Frame::Hello(Hello {
             version: LINK_PROTOCOL_VERSION,
-            node_guid: 0x0200_0000_0000_1234,
+            node_guid: 0x1200_0000_0000_1234,
             port: 1,
             lid: 5,
             features: 1,

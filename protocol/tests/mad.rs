@@ -93,8 +93,8 @@ fn node_info_and_description() {
         node_type: NodeType::Switch,
         num_ports: 8,
         system_image_guid: 1,
-        node_guid: 0x0200_0000_0000_0042,
-        port_guid: 0x0200_0000_0000_0042,
+        node_guid: 0x1200_0000_0000_0042,
+        port_guid: 0x1200_0000_0000_0042,
         partition_cap: 32,
         device_id: 0x7ca0,
         revision: 1,
@@ -103,7 +103,7 @@ fn node_info_and_description() {
     };
     let b = n.encode();
     assert_eq!(b[2], 2);
-    assert_eq!(&b[12..20], &0x0200_0000_0000_0042u64.to_be_bytes());
+    assert_eq!(&b[12..20], &0x1200_0000_0000_0042u64.to_be_bytes());
     assert_eq!(&b[36..40], &[3, 0, 0x12, 0x34]);
     assert_eq!(NodeInfo::decode(&b), n);
     let d = NodeDescription("sw0 ibtca switch".into());

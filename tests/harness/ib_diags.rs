@@ -49,8 +49,8 @@ pub fn netdiscover(lines: &[&str]) -> (BTreeSet<(PortEnd, PortEnd)>, BTreeMap<u6
                 lids.insert(g, lid);
             }
         } else if let (Some(me), true) = (current, l.starts_with('[')) {
-            // "[1]\t"H-0200000000010001"[1](...)  # ..." (a switch port) or
-            // "[1](200000000010001) \t"S-0200000000ff0001"[1]  # lid 1 ..." (a CA's).
+            // "[1]\t"H-1200000000010001"[1](...)  # ..." (a switch port) or
+            // "[1](1200000000010001) \t"S-1200000000ff0001"[1]  # lid 1 ..." (a CA's).
             let port: u8 = l[1..l.find(']').unwrap()].parse().unwrap();
             let Some(peer) = guid_in(l) else { continue };
             let after = &l[l.find(&format!("{peer:016x}\"")).unwrap() + 17..];
@@ -135,7 +135,7 @@ mod tests {
 
     const LEFT: u64 = 0x2000_0000_00ff_0001;
     const RIGHT: u64 = 0x2000_0000_00ff_0002;
-    const N1: u64 = 0x0200_0000_0001_0001;
+    const N1: u64 = 0x1200_0000_0001_0001;
 
     fn lines(text: &str) -> Vec<&str> {
         text.lines().collect()
@@ -147,12 +147,12 @@ mod tests {
 vendid=0x0\ndevid=0x0\nsysimgguid=0x2000000000ff0001\n\
 switchguid=0x2000000000ff0001(2000000000ff0001)\n\
 Switch\t3 \"S-2000000000ff0001\"\t\t# \"left\" base port 0 lid 10 lmc 0\n\
-[1]\t\"H-0200000000010001\"[1](200000000010002) \t\t# \"n1 ibtca\" lid 1 4xSDR\n\
+[1]\t\"H-1200000000010001\"[1](1200000000010002) \t\t# \"n1 ibtca\" lid 1 4xSDR\n\
 [3]\t\"S-2000000000ff0002\"[3]\t\t# \"right\" lid 11 4xSDR\n\
 \n\
-vendid=0x0\ndevid=0x0\nsysimgguid=0x200000000010001\ncaguid=0x200000000010001\n\
-Ca\t1 \"H-0200000000010001\"\t\t# \"n1 ibtca\"\n\
-[1](200000000010002) \t\"S-2000000000ff0001\"[1]\t\t# lid 1 lmc 0 \"left\" lid 10 4xSDR\n";
+vendid=0x0\ndevid=0x0\nsysimgguid=0x1200000000010001\ncaguid=0x1200000000010001\n\
+Ca\t1 \"H-1200000000010001\"\t\t# \"n1 ibtca\"\n\
+[1](1200000000010002) \t\"S-2000000000ff0001\"[1]\t\t# lid 1 lmc 0 \"left\" lid 10 4xSDR\n";
         let (links, lids) = netdiscover(&lines(out));
         assert_eq!(
             links,
@@ -165,7 +165,7 @@ Ca\t1 \"H-0200000000010001\"\t\t# \"n1 ibtca\"\n\
     fn ibroute_gives_each_switchs_lid_to_port_table() {
         let out = "Unicast lids [0x0-0xb] of switch DR path slid 0; dlid 0; 0,1 guid 0x2000000000ff0001 (left):\n\
   Lid  Out   Destination\n       Port     Info \n\
-0x0001 001 : (Channel Adapter portguid 0x0200000000010002: 'n1 ibtca')\n\
+0x0001 001 : (Channel Adapter portguid 0x1200000000010002: 'n1 ibtca')\n\
 0x000a 000 : (Switch portguid 0x2000000000ff0001: 'left')\n\
 0x000b 003 : (Switch portguid 0x2000000000ff0002: 'right')\n\
 3 valid lids dumped \n";
@@ -178,14 +178,14 @@ Ca\t1 \"H-0200000000010001\"\t\t# \"n1 ibtca\"\n\
 
     #[test]
     fn ibtracert_gives_the_hops_between_the_end_lines() {
-        let out = "From ca {0x0200000000010001} portnum 1 lid 1-1 \"n1 ibtca\"\n\
+        let out = "From ca {0x1200000000010001} portnum 1 lid 1-1 \"n1 ibtca\"\n\
 [1] -> switch port {0x2000000000ff0001}[1] lid 10-10 \"left\"\n\
 [3] -> switch port {0x2000000000ff0002}[3] lid 11-11 \"right\"\n\
-[2] -> ca port {0x0200000000040002}[1] lid 4-4 \"n4 ibtca\"\n\
-To ca {0x0200000000040001} portnum 1 lid 4-4 \"n4 ibtca\"\n";
+[2] -> ca port {0x1200000000040002}[1] lid 4-4 \"n4 ibtca\"\n\
+To ca {0x1200000000040001} portnum 1 lid 4-4 \"n4 ibtca\"\n";
         assert_eq!(
             tracert(&lines(out)),
-            [(1, LEFT, 1), (3, RIGHT, 3), (2, 0x0200_0000_0004_0002, 1)]
+            [(1, LEFT, 1), (3, RIGHT, 3), (2, 0x1200_0000_0004_0002, 1)]
         );
     }
 
@@ -193,7 +193,7 @@ To ca {0x0200000000040001} portnum 1 lid 4-4 \"n4 ibtca\"\n";
     fn saquery_node_records_pair_each_lid_with_its_node_guid() {
         let out = "NodeRecord dump:\n\t\tlid.....................1\n\
 \t\treserved................0x0\n\t\tbase_version............0x1\n\
-\t\tnode_guid...............0x0200000000010001\n\
+\t\tnode_guid...............0x1200000000010001\n\
 NodeRecord dump:\n\t\tlid.....................10\n\
 \t\tnode_guid...............0x2000000000ff0001\n";
         assert_eq!(

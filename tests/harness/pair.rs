@@ -184,8 +184,8 @@ fn side_at(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {
 fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
     let cfg = InstanceConfig {
         lid,
-        node_guid: 0x0200_0000_0000_00a0 + u64::from(lid),
-        port_guid: 0x0200_0000_0000_00a0 + u64::from(lid),
+        node_guid: 0x1200_0000_0000_00a0 + u64::from(lid),
+        port_guid: 0x1200_0000_0000_00a0 + u64::from(lid),
         link: Some(ep),
         drdma: o.drdma,
         vl: Default::default(),

@@ -45,7 +45,7 @@ impl RawPort {
         stream.set_read_timeout(Some(timeout)).unwrap();
         let hello = Frame::Hello(Hello {
             version: LINK_PROTOCOL_VERSION,
-            node_guid: 0x0200_0000_0000_0000 | u64::from(lid),
+            node_guid: 0x1200_0000_0000_0000 | u64::from(lid),
             port: 1,
             lid,
             // A raw peer: its frames stay on the socket.

@@ -33,7 +33,7 @@ impl SmClient {
     /// link to come up.
     pub fn start(endpoint: LinkEndpoint, lid: u16) -> Self {
         let local = LocalPort {
-            node_guid: 0x0200_0000_0000_5000 + u64::from(lid),
+            node_guid: 0x1200_0000_0000_5000 + u64::from(lid),
             port: 1,
             lid,
         };

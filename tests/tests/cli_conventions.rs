@@ -156,7 +156,7 @@ fn hex_and_decimal_lids_and_guids_are_both_taken() {
     // --check parses everything and starts nothing: a usage error would
     // exit 2 before the map is read, a missing map exits 2 naming it.
     for lid in ["0x10", "16"] {
-        for guid in ["0x0200000000fd0010", "144115188092436496"] {
+        for guid in ["0x1200000000fd0010", "1297036692699283472"] {
             let o = run(
                 "ibtca-gateway",
                 &[

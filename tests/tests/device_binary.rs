@@ -266,9 +266,9 @@ fn guids_are_configured_or_random_locally_administered_ones() {
         &dir,
         &[
             "--node-guid",
-            "0x0200:1111:2222:3333",
+            "0x1200:1111:2222:3333",
             "--port-guid",
-            "0x0200111122223334",
+            "0x1200111122223334",
         ],
     );
     // Each log's "device ready" and "link up" lines, in whichever order the
@@ -279,16 +279,16 @@ fn guids_are_configured_or_random_locally_administered_ones() {
     });
     assert_eq!(
         log_hex(&log_a, "device ready", "node_guid"),
-        0x0200_1111_2222_3333
+        0x1200_1111_2222_3333
     );
     assert_eq!(
         log_hex(&log_a, "device ready", "port_guid"),
-        0x0200_1111_2222_3334
+        0x1200_1111_2222_3334
     );
     // The peer sees A's node GUID in its Hello.
     assert_eq!(
         log_hex(&log_b, "session: link up", "guid"),
-        0x0200_1111_2222_3333
+        0x1200_1111_2222_3333
     );
     // B named none: a random, locally administered node GUID, which is
     // also its port GUID; none derived from its LID.
@@ -300,7 +300,7 @@ fn guids_are_configured_or_random_locally_administered_ones() {
     let mut c = Client::connect(&dir.join("a.sock")).unwrap();
     let lo = c.read32(0, regs::PORT_GUID_LO);
     let hi = c.read32(0, regs::PORT_GUID_HI);
-    assert_eq!(u64::from(hi) << 32 | u64::from(lo), 0x0200_1111_2222_3334);
+    assert_eq!(u64::from(hi) << 32 | u64::from(lo), 0x1200_1111_2222_3334);
 }
 
 /// How long a device's log may take to say what a test waits for.

@@ -209,7 +209,7 @@ fn a_vl_without_credit_stalls_alone_from_device_to_receiver() {
     let fab = up_json(&topo, &dir);
     let run = fab.run.clone();
     let local = LocalPort {
-        node_guid: 0x0200_0000_0000_0002,
+        node_guid: 0x1200_0000_0000_0002,
         port: 1,
         lid: 2,
     };

@@ -36,10 +36,10 @@ use ibtca_tests::sm_client::{data_packet, data_packet_with_pkey, SmClient};
 use ibtca_tests::{workspace_bin, TempDir};
 
 const WAIT: Duration = Duration::from_secs(20);
-const SW0: u64 = 0x0200_0000_00ff_0001;
-const SW1: u64 = 0x0200_0000_00ff_0002;
-const H1: u64 = 0x0200_0000_0000_0101;
-const H2: u64 = 0x0200_0000_0000_0102;
+const SW0: u64 = 0x1200_0000_00ff_0001;
+const SW1: u64 = 0x1200_0000_00ff_0002;
+const H1: u64 = 0x1200_0000_0000_0101;
+const H2: u64 = 0x1200_0000_0000_0102;
 
 /// The hive process, killed when dropped.
 struct HiveProcess(Child);
@@ -86,7 +86,7 @@ fn start_hive(dir: &TempDir) -> HiveProcess {
 /// An outside node's bare link to a hive port, once up.
 fn outside(dir: &TempDir, name: &str, lid: u16) -> (Link, Receiver<LinkEvent>) {
     let local = LocalPort {
-        node_guid: 0x0200_0000_0000_0a00 + u64::from(lid),
+        node_guid: 0x1200_0000_0000_0a00 + u64::from(lid),
         port: 1,
         lid,
     };
@@ -359,7 +359,7 @@ fn a_peer_that_breaks_the_link_protocol_is_dropped_and_the_hive_serves_the_next(
     // good Hello: too late, the peer is dropped.
     let hello = Frame::Hello(Hello {
         version: LINK_PROTOCOL_VERSION,
-        node_guid: 0x0200_0000_0000_0bad,
+        node_guid: 0x1200_0000_0000_0bad,
         port: 1,
         lid: 9,
         features: 0,

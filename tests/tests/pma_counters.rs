@@ -19,7 +19,7 @@ use ibtca_tests::TempDir;
 
 const DEV_LID: u16 = 7;
 const SW_LID: u16 = 9;
-const SW_GUID: u64 = 0x0200_0000_0000_f001;
+const SW_GUID: u64 = 0x1200_0000_0000_f001;
 const DEFAULT_PKEY: u16 = 0xffff;
 
 /// Bytes of one PM MAD packet (a request and its answer are the same size).
@@ -43,8 +43,8 @@ fn device(dir: &TempDir) -> (Instance, SmClient) {
         dir,
         InstanceConfig {
             lid: DEV_LID,
-            node_guid: 0x0200_0000_0000_0707,
-            port_guid: 0x0200_0000_0000_0708,
+            node_guid: 0x1200_0000_0000_0707,
+            port_guid: 0x1200_0000_0000_0708,
             ..InstanceConfig::default()
         },
     )

@@ -21,13 +21,13 @@ use ibtca_tests::{TempDir, TestServer};
 
 const T: Duration = Duration::from_secs(20);
 const QKEY: u32 = 0x1234_5678;
-const GUID_B: u64 = 0x0200_0000_0000_00b2;
+const GUID_B: u64 = 0x1200_0000_0000_00b2;
 
 fn managed(lid: u16, ep: LinkEndpoint) -> TestServer {
     let cfg = InstanceConfig {
         lid,
-        node_guid: 0x0200_0000_0000_00b0 + u64::from(lid),
-        port_guid: 0x0200_0000_0000_00b0 + u64::from(lid),
+        node_guid: 0x1200_0000_0000_00b0 + u64::from(lid),
+        port_guid: 0x1200_0000_0000_00b0 + u64::from(lid),
         link: Some(ep),
         sm_managed: true,
         ..InstanceConfig::default()

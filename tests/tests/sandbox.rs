@@ -295,9 +295,9 @@ fn no_seccomp_lets_the_forbidden_call_through_and_the_device_runs_on() {
 fn write_hive_file(dir: &TempDir) -> std::path::PathBuf {
     let path = dir.join("hive.json");
     let file = serde_json::json!({
-        "switches": [{ "name": "sw0", "guid": 0x0200_0000_00ff_0001_u64, "ports": [
+        "switches": [{ "name": "sw0", "guid": 0x1200_0000_00ff_0001_u64, "ports": [
             format!("listen:{}", dir.join("sw0-p1.link").display()), "hive:h1:1" ] }],
-        "cas": [{ "name": "h1", "guid": 0x0200_0000_0000_0101_u64, "port": "hive:sw0:2" }]
+        "cas": [{ "name": "h1", "guid": 0x1200_0000_0000_0101_u64, "port": "hive:sw0:2" }]
     });
     std::fs::write(&path, file.to_string()).unwrap();
     path

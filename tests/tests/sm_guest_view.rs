@@ -61,8 +61,8 @@ fn set_port(sm: &mut SmClient, lid: u16, lmc: u8, state: PortState) {
 #[test]
 fn query_port_reports_the_sm_lid_and_lmc_the_sm_set() {
     let cfg = InstanceConfig {
-        node_guid: 0x0200_0000_0000_0909,
-        port_guid: 0x0200_0000_0000_0909,
+        node_guid: 0x1200_0000_0000_0909,
+        port_guid: 0x1200_0000_0000_0909,
         ..InstanceConfig::default()
     };
     let (_server, mut sm, mut g) = managed_device("sm-view", cfg);

@@ -15,7 +15,7 @@ use ibtca_tests::sm_client::SmClient;
 use ibtca_tests::sm_nodes::{sm_device, sm_device_server, SM_LID};
 use ibtca_tests::{Client, TempDir, TestServer};
 
-const NODE_GUID: u64 = 0x0200_0000_0000_0707;
+const NODE_GUID: u64 = 0x1200_0000_0000_0707;
 
 fn wait_reg(c: &mut Client, reg: u64, want: u32) {
     let deadline = Instant::now() + Duration::from_secs(20);

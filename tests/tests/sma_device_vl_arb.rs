@@ -66,8 +66,8 @@ fn a_device_port_s_vl_arbitration_table_orders_its_own_traffic() {
     // Four data VLs, SL n on VL n for SL0..SL3, every weight 1.
     let cfg = InstanceConfig {
         lid: DEVICE_LID,
-        node_guid: 0x0200_0000_0000_0b02,
-        port_guid: 0x0200_0000_0000_0b02,
+        node_guid: 0x1200_0000_0000_0b02,
+        port_guid: 0x1200_0000_0000_0b02,
         link: Some(LinkEndpoint::Listen(path.clone())),
         vl: VlConfig {
             sl2vl: parse_sl2vl("0,1,2,3,0,0,0,0,0,0,0,0,0,0,0,15").unwrap(),

@@ -38,7 +38,7 @@ use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::{SmClient, WAIT};
 use ibtca_tests::TempDir;
 
-const GW_GUID: u64 = 0x0200_0000_00fd_000a;
+const GW_GUID: u64 = 0x1200_0000_00fd_000a;
 const VC: Vc = Vc { vpi: 0, vci: 32 };
 const GW_QPN: u32 = 16;
 const PEER_QPN: u32 = 116;
@@ -60,7 +60,7 @@ fn fabric(name: &str, managed: bool) -> Fabric {
     let p = |n: &str| dir.join(n);
     let sw = Switch::start(SwitchConfig {
         name: "sw".into(),
-        guid: 0x0200_0000_00ff_0001,
+        guid: 0x1200_0000_00ff_0001,
         lid: 0,
         ports: ["sw-1", "sw-2", "sw-3"]
             .iter()
@@ -109,7 +109,7 @@ fn fabric(name: &str, managed: bool) -> Fabric {
     let peer = start_link(
         LinkEndpoint::Connect(p("sw-3")),
         LocalPort {
-            node_guid: 0x0200_0000_0000_0002,
+            node_guid: 0x1200_0000_0000_0002,
             port: 1,
             lid: PEER_LID,
         },

@@ -51,7 +51,7 @@ fn an_mft_set_forwards_a_multicast_lid_to_exactly_its_ports() {
     let ports = (1..=4)
         .map(|i| PortConfig::new(LinkEndpoint::Listen(dir.join(&format!("p{i}")))))
         .collect();
-    let sw = switch("sw", 0x0200_0000_0000_f001, 0, ports, Vec::new());
+    let sw = switch("sw", 0x1200_0000_0000_f001, 0, ports, Vec::new());
     let mut sm = SmClient::start(LinkEndpoint::Connect(dir.join("p1")), 1);
     let hosts: Vec<SmClient> = (2..=4)
         .map(|i| SmClient::start(LinkEndpoint::Connect(dir.join(&format!("p{i}"))), i))
@@ -134,14 +134,14 @@ struct Line {
     _dir: TempDir,
 }
 
-const DEV_GUID: u64 = 0x0200_0000_0000_0005;
+const DEV_GUID: u64 = 0x1200_0000_0000_0005;
 
 fn line(name: &str) -> Line {
     let dir = TempDir::new(name);
     let p = |n: &str| dir.join(n);
     let sw1 = switch(
         "sw1",
-        0x0200_0000_0000_f001,
+        0x1200_0000_0000_f001,
         0x30,
         vec![
             PortConfig::new(LinkEndpoint::Listen(p("sw1-1"))),
@@ -151,7 +151,7 @@ fn line(name: &str) -> Line {
     );
     let sw2 = switch(
         "sw2",
-        0x0200_0000_0000_f002,
+        0x1200_0000_0000_f002,
         0x31,
         vec![
             PortConfig::new(LinkEndpoint::Connect(p("sw1-2"))),
@@ -200,7 +200,7 @@ fn a_directed_route_with_a_lid_routed_first_part() {
     l.sm.send_from_lid(&mut smp, 0x30);
     let (r, _, _, _) = l.sm.next_smp();
     assert_eq!(NodeInfo::decode(&r.data).node_type, NodeType::Switch);
-    assert_eq!(NodeInfo::decode(&r.data).node_guid, 0x0200_0000_0000_f002);
+    assert_eq!(NodeInfo::decode(&r.data).node_guid, 0x1200_0000_0000_f002);
 }
 
 #[test]

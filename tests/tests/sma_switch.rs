@@ -29,9 +29,9 @@ use ibtca_tests::sm_client::{data_packet, SmClient, WAIT};
 use ibtca_tests::sm_nodes::SmSwitch;
 use ibtca_tests::TempDir;
 
-const SW1_GUID: u64 = 0x0200_0000_0000_f001;
-const SW2_GUID: u64 = 0x0200_0000_0000_f002;
-const DEV_GUID: u64 = 0x0200_0000_0000_0005;
+const SW1_GUID: u64 = 0x1200_0000_0000_f001;
+const SW2_GUID: u64 = 0x1200_0000_0000_f002;
+const DEV_GUID: u64 = 0x1200_0000_0000_0005;
 
 struct Fabric {
     sm: SmClient,

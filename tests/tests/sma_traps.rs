@@ -29,7 +29,7 @@ use ibtca_tests::links::start_link;
 use ibtca_tests::sm_client::{SmClient, WAIT};
 use ibtca_tests::TempDir;
 
-const SW_GUID: u64 = 0x0200_0000_0000_f0a1;
+const SW_GUID: u64 = 0x1200_0000_0000_f0a1;
 const SW_LID: u16 = 0x30;
 const SM_LID: u16 = 1;
 /// Port 0's SubnetTimeOut in these tests: 4.096 µs × 2^14 ≈ 67 ms between
@@ -427,8 +427,8 @@ fn a_capability_mask_change_at_a_device_sends_trap_144() {
     let cfg = InstanceConfig {
         lid: 7,
         sm_managed: true,
-        node_guid: 0x0200_0000_0000_0a44,
-        port_guid: 0x0200_0000_0000_0a44,
+        node_guid: 0x1200_0000_0000_0a44,
+        port_guid: 0x1200_0000_0000_0a44,
         link: Some(LinkEndpoint::Listen(path.clone())),
         ..InstanceConfig::default()
     };

@@ -144,7 +144,7 @@ fn a_multicast_datagram_reaches_every_attached_qp_on_both_ports_and_no_other() {
     let at = p.a.buf + 50 * SLOT;
     send_multicast(&mut p.a, &mut sender, 77, at, &msg);
     let mut sgid = vec![0xfe, 0x80, 0, 0, 0, 0, 0, 0];
-    sgid.extend_from_slice(&0x0200_0000_0000_00a1u64.to_be_bytes());
+    sgid.extend_from_slice(&0x1200_0000_0000_00a1u64.to_be_bytes());
     for (side, want) in [
         (&mut p.a, vec![(2, a_in.qpn)]),
         (&mut p.b, vec![(1, b_in1.qpn), (2, b_in2.qpn)]),

@@ -19,8 +19,8 @@ use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(20);
 const QKEY: u32 = 0x1234_5678;
-/// Node GUIDs of the pair's devices (`pair.rs`): 0x0200_0000_0000_00a0 + LID.
-const GUID_A: u64 = 0x0200_0000_0000_00a1;
+/// Node GUIDs of the pair's devices (`pair.rs`): 0x1200_0000_0000_00a0 + LID.
+const GUID_A: u64 = 0x1200_0000_0000_00a1;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

@@ -36,7 +36,7 @@ use ibtca_tests::vm::{DeviceProcess, VmConfig, VmRun, VmStack};
 
 const TOPOLOGY: &str = r#"{
   "nodes": [ { "name": "n1", "lid": 5,
-               "node_guid": "0x0200000000a1b2c3", "port_guid": "0x0200000000a1b2c4" },
+               "node_guid": "0x1200000000a1b2c3", "port_guid": "0x1200000000a1b2c4" },
              { "name": "n2", "lid": 6 } ],
   "links": [ { "a": "n1", "b": "n2" } ] }"#;
 
@@ -225,7 +225,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     }
     run.expect_line("IBTCA-INSMOD ok");
     run.expect_line("ibtca: probe ");
-    run.expect_line("RDMA device ibtca0 node GUID 0200000000a1b2c3");
+    run.expect_line("RDMA device ibtca0 node GUID 1200000000a1b2c3");
     // Registered with its port down; the peer's arrival reached the core as
     // an IB event (the core's cache logs the new state).
     assert!(loaded.contains("state=1: DOWN"), "{loaded}\n{dump}");
@@ -235,8 +235,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     // sysfs: a CA with the file's GUIDs and LID, its port ACTIVE on IB.
     let expect = [
         ("node_type", "1: CA"),
-        ("node_guid", "0200:0000:00a1:b2c3"),
-        ("sys_image_guid", "0200:0000:00a1:b2c3"),
+        ("node_guid", "1200:0000:00a1:b2c3"),
+        ("sys_image_guid", "1200:0000:00a1:b2c3"),
         (
             "fw_ver",
             &format!("{}.{}", regs::VERSION_MAJOR, regs::VERSION_MINOR),
@@ -249,7 +249,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         ("ports/1/rate", "40 Gb/sec (4X QDR)"),
         ("ports/1/link_layer", "InfiniBand"),
         // The port's GID: the default subnet prefix and the port GUID.
-        ("ports/1/gids/0", "fe80:0000:0000:0000:0200:0000:00a1:b2c4"),
+        ("ports/1/gids/0", "fe80:0000:0000:0000:1200:0000:00a1:b2c4"),
         ("ports/1/pkeys/0", "0xffff"),
     ];
     for (name, value) in expect {
@@ -266,8 +266,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     for want in [
         "ibtca0: node_type ca",
         "protocol ib",
-        "node_guid 0200:0000:00a1:b2c3",
-        "sys_image_guid 0200:0000:00a1:b2c3",
+        "node_guid 1200:0000:00a1:b2c3",
+        "sys_image_guid 1200:0000:00a1:b2c3",
     ] {
         assert!(dev_line.contains(want), "rdma dev: no {want:?}: {dev_line}");
     }
@@ -300,9 +300,9 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     assert!(
         run.lines_with("IBTCA-IBV-DEVICES ").any(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            w[1..] == ["ibtca0", "0200000000a1b2c3"]
+            w[1..] == ["ibtca0", "1200000000a1b2c3"]
         }),
-        "ibv_devices does not list ibtca0 0200000000a1b2c3\n{dump}"
+        "ibv_devices does not list ibtca0 1200000000a1b2c3\n{dump}"
     );
     assert!(
         !run.serial.contains("no userspace device-specific driver")
@@ -320,8 +320,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         ("hca_id", "ibtca0".to_owned()),
         ("transport", "InfiniBand (0)".to_owned()),
         ("fw_ver", fw),
-        ("node_guid", "0200:0000:00a1:b2c3".to_owned()),
-        ("sys_image_guid", "0200:0000:00a1:b2c3".to_owned()),
+        ("node_guid", "1200:0000:00a1:b2c3".to_owned()),
+        ("sys_image_guid", "1200:0000:00a1:b2c3".to_owned()),
         ("vendor_id", "0x1234".to_owned()),
         ("vendor_part_id", "31904".to_owned()),
         ("phys_port_cnt", "1".to_owned()),
@@ -355,7 +355,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     }
     // The port GUID, as the port's GID.
     assert!(
-        devinfo(&run, "GID[  0]").starts_with("fe80:0000:0000:0000:0200:0000:00a1:b2c4"),
+        devinfo(&run, "GID[  0]").starts_with("fe80:0000:0000:0000:1200:0000:00a1:b2c4"),
         "{dump}"
     );
 
@@ -371,7 +371,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     };
     let open = step("open");
     assert!(
-        open.contains("ibtca0 node_guid=0200000000a1b2c3 opened"),
+        open.contains("ibtca0 node_guid=1200000000a1b2c3 opened"),
         "{open}"
     );
     let qd = step("query_device");

@@ -43,8 +43,8 @@ const TOPOLOGY: &str = r#"{
   "sm": "n1",
   "sm_options": ["--sweep", "10"],
   "nodes": [
-    { "name": "n1", "lid": 1, "node_guid": "0x0200000000000701" },
-    { "name": "n2", "lid": 2, "node_guid": "0x0200000000000702" }
+    { "name": "n1", "lid": 1, "node_guid": "0x1200000000000701" },
+    { "name": "n2", "lid": 2, "node_guid": "0x1200000000000702" }
   ],
   "switches": [ { "name": "sw0", "ports": 2 } ],
   "links": [ { "a": "n1", "b": "sw0:1" }, { "a": "n2", "b": "sw0:2" } ],
@@ -70,7 +70,7 @@ fn link_local(port_guid: u64) -> String {
 }
 
 /// The port GUID as it appears in an IPoIB hardware address
-/// (`..:02:00:00:00:00:00:07:02` in `ip neigh`).
+/// (`..:12:00:00:00:00:00:07:02` in `ip neigh`).
 fn guid_bytes(port_guid: u64) -> String {
     port_guid
         .to_be_bytes()
@@ -235,7 +235,7 @@ fn the_broadcast_group_mtu_is_read_from_saquery() {
     ];
     assert_eq!(broadcast_group_mtu(&out), Some(2048));
     assert_eq!(broadcast_group_mtu(&out[..3]), None);
-    assert_eq!(link_local(0x0200_0000_0000_0702), "fe80::200:0:0:702");
+    assert_eq!(link_local(0x1200_0000_0000_0702), "fe80::1200:0:0:702");
 }
 
 #[test]

@@ -448,7 +448,7 @@ fn opensm_brings_up_two_switches_and_diagnostics_see_the_file() {
     let l = tagged_lines(&c1, "SMINFO");
     assert!(
         l.iter().any(
-            |l| l.starts_with("sminfo: sm lid 1 sm guid 0x200000000010001")
+            |l| l.starts_with("sminfo: sm lid 1 sm guid 0x1200000000010001")
                 && l.ends_with("SMINFO_MASTER")
         ),
         "{l:?}"

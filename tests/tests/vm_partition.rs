@@ -27,7 +27,7 @@ use ibtca_tests::TempDir;
 
 /// The port GUID of node `n`.
 fn port_guid(n: u8) -> String {
-    format!("0x02000000000008{n:02x}")
+    format!("0x12000000000008{n:02x}")
 }
 
 /// The topology: three nodes on one switch, OpenSM on n1, 0x8001 for n1

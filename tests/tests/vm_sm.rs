@@ -18,7 +18,7 @@ use ibtca_tests::vm::VmStack;
 const TOPOLOGY: &str = r#"{
   "sm": "n1",
   "sm_options": ["--sweep", "7"],
-  "nodes": [ { "name": "n1", "lid": 5, "node_guid": "0x0200000000000501" } ],
+  "nodes": [ { "name": "n1", "lid": 5, "node_guid": "0x1200000000000501" } ],
   "switches": [ { "name": "sw0", "ports": 2 } ],
   "links": [ { "a": "n1", "b": "sw0:1" } ],
   "guest": { "mem": "512M" }
@@ -66,7 +66,7 @@ fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
         .filter_map(|l| l.strip_prefix("G2L "))
         .collect();
     assert!(
-        console.contains("G2L 0x0200000000000501 0x0005 0x0005"),
+        console.contains("G2L 0x1200000000000501 0x0005 0x0005"),
         "guid2lid: {g2l:?}\n{all}"
     );
     assert!(console.contains("UMAD-OK"), "{all}");

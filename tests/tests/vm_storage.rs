@@ -31,15 +31,12 @@ use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
 /// Debian packages both guests carry (one layer): srp_daemon, nfsd's
-/// programs and mount.nfs, open-iscsi. fio is in the chroot. n1's node
-/// GUID is ib_srpt's IB CM service ID, and the CM refuses to listen on a
-/// service ID whose top byte is 0x02 (the IDs it assigns itself), the
-/// fabric's default GUID prefix: n1 gets a locally administered,
-/// individual GUID with top byte 0x12 instead (docs/storage.md).
+/// programs and mount.nfs, open-iscsi. fio is in the chroot. Both nodes
+/// have the fabric's default GUIDs: n1's node GUID is ib_srpt's IB CM
+/// service ID, and the CM listens on it (docs/storage.md).
 const TOPOLOGY: &str = r#"{
   "sm": "n1",
-  "nodes": [ { "name": "n1", "lid": 1, "node_guid": "0x1200000000010001" },
-             { "name": "n2", "lid": 2 } ],
+  "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 } ],
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "1024M", "root": "debian",
              "packages": ["srptools", "nfs-kernel-server", "open-iscsi"] }
@@ -190,12 +187,13 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
     );
     let iser = disk_passed(&c1, &c2, "ISER", &all);
 
-    // SRP: srp_daemon found n1's target (its I/O controller is n1's node
-    // GUID), ib_srp logged in, the disk is LIO's, the data checked, and
-    // the logout removed the remote port and the disk.
+    // SRP: srp_daemon found n1's target (its I/O controller is n1's
+    // default node GUID), ib_srp logged in, the disk is LIO's, the data
+    // checked, and the logout removed the remote port and the disk.
     let found = tagged_lines(&c2, "SRP-FOUND").join("\n");
+    let n1_guid = ibtca_device::guid::FABRIC_NODE_BASE + 1;
     assert!(
-        found.contains("ioc_guid=1200000000010001") && found.contains("id_ext="),
+        found.contains(&format!("ioc_guid={n1_guid:016x}")) && found.contains("id_ext="),
         "srp_daemon's target: {found}\n{all}"
     );
     let srp = disk_passed(&c1, &c2, "SRP", &all);

@@ -26,8 +26,8 @@ use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
   "nodes": [
-    { "name": "n1", "lid": 1, "node_guid": "0x0200000000220001" },
-    { "name": "n2", "lid": 2, "node_guid": "0x0200000000220002" }
+    { "name": "n1", "lid": 1, "node_guid": "0x1200000000220001" },
+    { "name": "n2", "lid": 2, "node_guid": "0x1200000000220002" }
   ],
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "512M" }
@@ -62,17 +62,17 @@ fn smpquery_reads_node_info_through_umad() {
         (
             "SELF-DR",
             "smpquery -C ibtca0 -D nodeinfo 0",
-            0x0200_0000_0022_0001,
+            0x1200_0000_0022_0001,
         ),
         (
             "PEER-DR",
             "smpquery -C ibtca0 -D nodeinfo 0,1",
-            0x0200_0000_0022_0002,
+            0x1200_0000_0022_0002,
         ),
         (
             "PEER-LID",
             "smpquery -C ibtca0 nodeinfo 2",
-            0x0200_0000_0022_0002,
+            0x1200_0000_0022_0002,
         ),
     ];
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);

@@ -4,7 +4,7 @@
 //!
 //! Decimal with a leading zero (`010`) is refused as ambiguous: it could be
 //! meant as octal, or as hex with the `0x` left out. A GUID may also be
-//! written as colon-separated hex groups (`0200:0000:0001:0001`, with or
+//! written as colon-separated hex groups (`1200:0000:0001:0001`, with or
 //! without `0x`), the form `ibstat` prints.
 
 use std::ops::RangeInclusive;
@@ -167,9 +167,9 @@ mod tests {
         assert_eq!(qpn("7"), Ok(7));
         assert_eq!(pkey("0xffff"), Ok(0xffff));
         assert_eq!(pkey("32767"), Ok(0x7fff));
-        assert_eq!(guid("0x0200000000010001"), Ok(0x0200_0000_0001_0001));
-        assert_eq!(guid("0200:0000:0001:0001"), Ok(0x0200_0000_0001_0001));
-        assert_eq!(guid("0x0200:1111:2222:3333"), Ok(0x0200_1111_2222_3333));
+        assert_eq!(guid("0x1200000000010001"), Ok(0x1200_0000_0001_0001));
+        assert_eq!(guid("1200:0000:0001:0001"), Ok(0x1200_0000_0001_0001));
+        assert_eq!(guid("0x1200:1111:2222:3333"), Ok(0x1200_1111_2222_3333));
         assert_eq!(guid("42"), Ok(42));
         assert_eq!(lid_or_zero("0"), Ok(0));
     }

@@ -26,7 +26,7 @@ fn gateway_nodes() {
         crate::gateway_launch::args(&p.nodes[1], g),
         [
             "--lid=10",
-            "--node-guid=0x200000000010002",
+            "--node-guid=0x1200000000010002",
             "--atm=listen:/tmp/r/gw.atm",
             "--map=/tmp/r/gw.map.json",
             "--control=/tmp/r/gw.control",

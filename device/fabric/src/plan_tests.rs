@@ -77,7 +77,7 @@ fn duplicate_guid() {
     );
     // A switch's default GUID is no node's.
     let e = err(
-        r#"{"nodes": [{"name": "a", "lid": 1, "node_guid": "0x0200000000ff0001"}],
+        r#"{"nodes": [{"name": "a", "lid": 1, "node_guid": "0x1200000000ff0001"}],
                     "switches": [{"name": "sw", "ports": 2}]}"#,
     );
     assert!(matches!(e, TopologyError::DuplicateGuid { .. }), "{e}");
@@ -87,8 +87,8 @@ fn duplicate_guid() {
 fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let p = plan(
         &topo(
-            r#"{"nodes": [{"name": "a", "lid": 7}, {"name": "b", "lid": 9, "node_guid": "0x0200aa0000000001",
-                           "port_guid": "0200:aa00:0000:0002"}],
+            r#"{"nodes": [{"name": "a", "lid": 7}, {"name": "b", "lid": 9, "node_guid": "0x1200aa0000000001",
+                           "port_guid": "1200:aa00:0000:0002"}],
                "switches": [{"name": "sw", "ports": 2}],
                "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}]}"#,
         ),
@@ -98,21 +98,70 @@ fn guids_default_to_locally_administered_ones_not_derived_from_lids() {
     let (a, b) = (&p.nodes[0], &p.nodes[1]);
     assert_eq!(
         (a.node_guid, a.port_guid),
-        (0x0200_0000_0001_0001, 0x0200_0000_0001_0001)
+        (0x1200_0000_0001_0001, 0x1200_0000_0001_0001)
     );
     assert_eq!(
         (b.node_guid, b.port_guid),
-        (0x0200_aa00_0000_0001, 0x0200_aa00_0000_0002)
+        (0x1200_aa00_0000_0001, 0x1200_aa00_0000_0002)
     );
-    assert_eq!(p.switches[0].guid, 0x0200_0000_00ff_0001);
+    assert_eq!(p.switches[0].guid, 0x1200_0000_00ff_0001);
     for g in [a.node_guid, p.switches[0].guid] {
         assert!(ibtca_agents::guid::is_local(g), "{g:#x}");
     }
     let args = super::launch::device_args(b);
     let at = args.iter().position(|a| a == "--node-guid").unwrap();
-    assert_eq!(args[at + 1], "0x200aa0000000001");
-    assert_eq!(args[at + 3], "0x200aa0000000002");
+    assert_eq!(args[at + 1], "0x1200aa0000000001");
+    assert_eq!(args[at + 3], "0x1200aa0000000002");
     assert_eq!(args[at + 4..at + 6], ["--node-description", "b ibtca0"]);
+}
+
+/// Every GUID of `p`: nodes' and ports', switches' and relays'.
+fn all_guids(p: &super::plan::Plan) -> Vec<u64> {
+    let nodes = p.nodes.iter().flat_map(|n| [n.node_guid, n.port_guid]);
+    nodes.chain(p.switches.iter().map(|s| s.guid)).collect()
+}
+
+#[test]
+fn every_default_guid_is_a_service_id_the_ib_cm_listens_on() {
+    // ib_srpt listens on its node GUID: with the defaults any node can be
+    // an SRP target. Nodes, switches and a link's relay switch, in a file
+    // naming no GUID, and every shipped example (they name none either).
+    let nodes: Vec<String> = (1..=300)
+        .map(|l| format!(r#"{{"name": "n{l}", "lid": {l}}}"#))
+        .collect();
+    let switches: Vec<String> = (0..40)
+        .map(|s| format!(r#"{{"name": "s{s}", "ports": 2}}"#))
+        .collect();
+    let json = format!(
+        r#"{{"nodes": [{}], "switches": [{}],
+            "links": [{{"a": "n1", "b": "n2", "delay_us": 5}}]}}"#,
+        nodes.join(","),
+        switches.join(",")
+    );
+    let p = plan(&topo(&json), Path::new("/tmp/r")).unwrap();
+    let mut guids = all_guids(&p);
+    assert_eq!(
+        guids.len(),
+        2 * 300 + 40 + 1,
+        "nodes, ports, switches, relay"
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../qemu-configs");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let f = entry.unwrap().path();
+        if f.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&f).unwrap();
+            guids.extend(all_guids(
+                &plan(&parse(&text).unwrap(), Path::new("/tmp/r")).unwrap(),
+            ));
+        }
+    }
+    for g in guids {
+        assert!(
+            ibtca_agents::guid::cm_listens_on(g),
+            "the IB CM refuses {g:#018x}"
+        );
+        assert!(ibtca_agents::guid::is_local(g), "{g:#018x}");
+    }
 }
 
 #[test]

@@ -10,8 +10,8 @@ use super::plan_tests::{err, topo, NODES};
 #[test]
 fn the_sm_option_manages_everything_and_plans_opensm() {
     let json = r#"{ "sm": "a", "sm_options": ["--sweep", "10", "it's"],
-        "nodes": [{"name": "a", "lid": 1, "node_guid": "0x0200000000000101",
-                   "port_guid": "0x0200000000000102"}, {"name": "b", "lid": 7}],
+        "nodes": [{"name": "a", "lid": 1, "node_guid": "0x1200000000000101",
+                   "port_guid": "0x1200000000000102"}, {"name": "b", "lid": 7}],
         "switches": [{"name": "sw", "ports": 2}],
         "links": [{"a": "a", "b": "sw:1"}, {"a": "b", "b": "sw:2"}] }"#;
     let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
@@ -27,7 +27,7 @@ fn the_sm_option_manages_everything_and_plans_opensm() {
     let b_guid = p.nodes[1].port_guid;
     assert_eq!(
         sm.guid2lid_file(),
-        format!("0x0200000000000102 0x0001 0x0001\n\n{b_guid:#018x} 0x0007 0x0007\n\n")
+        format!("0x1200000000000102 0x0001 0x0001\n\n{b_guid:#018x} 0x0007 0x0007\n\n")
     );
     assert_eq!(
         sm.opensm_command(),
@@ -71,7 +71,7 @@ fn a_bad_sm_option_is_refused() {
 #[test]
 fn gateways_under_an_sm_are_managed_and_in_guid2lid() {
     let json = r#"{"sm": "a", "nodes": [{"name": "a", "lid": 1},
-        {"name": "gw", "lid": 10, "node_guid": "0x0200000000fd000a", "port_guid": "0x0200000000fd00aa",
+        {"name": "gw", "lid": 10, "node_guid": "0x1200000000fd000a", "port_guid": "0x1200000000fd00aa",
          "gateway": {"atm": "listen:gw.atm", "map": {"vcs": []}}}],
       "switches": [{"name": "sw", "ports": 2}],
       "links": [{"a": "a", "b": "sw:1"}, {"a": "gw", "b": "sw:2"}]}"#;
@@ -82,7 +82,7 @@ fn gateways_under_an_sm_are_managed_and_in_guid2lid() {
     // The gateway's one port answers with its node GUID: OpenSM's key.
     let records = p.sm.as_ref().unwrap().guid2lid_records();
     assert_eq!(
-        records[1], "0x0200000000fd000a 0x000a 0x000a",
+        records[1], "0x1200000000fd000a 0x000a 0x000a",
         "{records:?}"
     );
 }
@@ -115,8 +115,8 @@ fn with_an_sm_guests_boot_on_the_sm_node_and_where_commands_run() {
 fn sm_partitions_are_written_in_the_guest_and_given_to_opensm() {
     let json = r#"{"sm": "a", "sm_options": ["--sweep", "10"],
         "sm_partitions": ["Default=0x7fff, ipoib : ALL=full ;",
-                          "P1=0x8001, ipoib : 0x0200000000000102=full ;"],
-        "nodes": [{"name": "a", "lid": 1, "port_guid": "0x0200000000000102"}]}"#;
+                          "P1=0x8001, ipoib : 0x1200000000000102=full ;"],
+        "nodes": [{"name": "a", "lid": 1, "port_guid": "0x1200000000000102"}]}"#;
     let p = plan(&topo(json), Path::new("/tmp/r")).unwrap();
     let sm = p.sm.as_ref().unwrap();
     assert_eq!(
@@ -127,7 +127,7 @@ fn sm_partitions_are_written_in_the_guest_and_given_to_opensm() {
     let start = &sm.with_runs(&[])[0];
     let file = "mkdir -p /etc/opensm\ncat > /etc/opensm/partitions.conf <<'IBTCA_PARTITIONS'\n\
                 Default=0x7fff, ipoib : ALL=full ;\n\
-                P1=0x8001, ipoib : 0x0200000000000102=full ;\nIBTCA_PARTITIONS\n";
+                P1=0x8001, ipoib : 0x1200000000000102=full ;\nIBTCA_PARTITIONS\n";
     let at = start.find(file).unwrap_or_else(|| panic!("{start}"));
     assert!(
         at < start.find("ibtca-load-modules umad").unwrap(),

@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {
-//!   "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2, "node_guid": "0x0200000000000102" } ],
+//!   "nodes": [ { "name": "a", "lid": 1 }, { "name": "b", "lid": 2, "node_guid": "0x1200000000000102" } ],
 //!   "switches": [ { "name": "sw0", "ports": 4 } ],
 //!   "links": [
 //!     { "a": "a", "b": "sw0:1", "capture": "sw0-p1.pcap" },

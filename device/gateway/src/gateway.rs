@@ -23,7 +23,7 @@ use crate::sma::{GatewaySma, SmaSettings};
 use crate::vc_conn::QpSettings;
 
 /// Locally administered GUIDs of gateways: this plus the LID by default.
-pub const GATEWAY_GUID_BASE: u64 = 0x0200_0000_00fd_0000;
+pub const GATEWAY_GUID_BASE: u64 = 0x1200_0000_00fd_0000;
 
 /// What a gateway is.
 #[derive(Debug, Clone)]

@@ -69,7 +69,7 @@ struct Args {
     lid: u16,
 
     /// Node GUID sent in the link's Hello (default: locally administered,
-    /// 0x0200000000fd0000 + LID).
+    /// 0x1200000000fd0000 + LID).
     #[arg(long, value_name = "GUID", value_parser = ibtca_agents::guid::parse)]
     node_guid: Option<u64>,
 

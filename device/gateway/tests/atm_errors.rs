@@ -45,7 +45,7 @@ fn bad_cells_and_frames_are_counted_by_reason() {
             sl2vl: default_sl2vl(),
             weights: default_vl_weights(),
         },
-        node_guid: 0x0200_0000_00fd_0001,
+        node_guid: 0x1200_0000_00fd_0001,
         qp: QpSettings {
             lid: 1,
             mtu: 1024,

@@ -106,7 +106,7 @@ fn gateway(
             sl2vl: default_sl2vl(),
             weights: default_vl_weights(),
         },
-        node_guid: 0x0200_0000_00fd_0000 + u64::from(side.lid),
+        node_guid: 0x1200_0000_00fd_0000 + u64::from(side.lid),
         qp: QpSettings {
             lid: side.lid,
             mtu: 1024,
@@ -303,7 +303,7 @@ fn exchange(
 fn start_switch(ports: Vec<PortConfig>) -> Switch {
     Switch::start(SwitchConfig {
         name: "sw".into(),
-        guid: 0x0200_0000_00ff_0000,
+        guid: 0x1200_0000_00ff_0000,
         lid: 0,
         ports,
         routes: Vec::new(),

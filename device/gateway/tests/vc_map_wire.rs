@@ -83,7 +83,7 @@ fn gateway(
             sl2vl,
             weights: default_vl_weights(),
         },
-        node_guid: 0x0200_0000_00fd_0000 + u64::from(lid),
+        node_guid: 0x1200_0000_00fd_0000 + u64::from(lid),
         qp: QpSettings {
             lid,
             mtu: 1024,
@@ -126,7 +126,7 @@ fn carry_and_capture(
     let pcap = dir.join("sw-p1.pcap");
     let switch = Switch::start(SwitchConfig {
         name: "sw".into(),
-        guid: 0x0200_0000_00ff_0000,
+        guid: 0x1200_0000_00ff_0000,
         lid: 0,
         ports: vec![
             PortConfig {

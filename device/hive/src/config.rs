@@ -2,9 +2,9 @@
 //! where each port's wire goes.
 //!
 //! ```json
-//! { "switches": [ { "name": "sw0", "guid": 144115188075790337, "ports":
+//! { "switches": [ { "name": "sw0", "guid": 1297036692699414529, "ports":
 //!       ["hive:h1:1", "listen:/run/f/sw0-p2.link", null] } ],
-//!   "cas": [ { "name": "h1", "guid": 144115188075855873, "port": "hive:sw0:1" } ],
+//!   "cas": [ { "name": "h1", "guid": 1297036692682702849, "port": "hive:sw0:1" } ],
 //!   "sm_managed": true }
 //! ```
 //!

@@ -50,7 +50,7 @@ struct Args {
     #[arg(long, default_value_t = 0, value_parser = cli::ids::lid_or_zero)]
     lid: u16,
 
-    /// Node GUID (default 0x0200000000510000 + LID).
+    /// Node GUID (default 0x1200000000510000 + LID).
     #[arg(long, value_name = "GUID", value_parser = ibtca_agents::guid::parse)]
     node_guid: Option<u64>,
 
@@ -86,7 +86,7 @@ struct Args {
 }
 
 /// Locally administered node GUIDs of host ports: this plus the LID.
-const SIMPORT_GUID_BASE: u64 = 0x0200_0000_0051_0000;
+const SIMPORT_GUID_BASE: u64 = 0x1200_0000_0051_0000;
 
 fn main() -> ExitCode {
     ibtca_log::logging::init("info");

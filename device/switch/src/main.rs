@@ -77,7 +77,7 @@ struct Args {
 
     /// Node GUID sent in each port's Hello (default: locally administered,
     /// the first switch's of `ibtca-fabric`).
-    #[arg(long, value_name = "GUID", value_parser = ibtca_agents::guid::parse, default_value = "0x0200000000ff0000")]
+    #[arg(long, value_name = "GUID", value_parser = ibtca_agents::guid::parse, default_value = "0x1200000000ff0000")]
     guid: u64,
 
     /// The switch's own LID, sent in Hello (0: none; else 1-0xbfff).

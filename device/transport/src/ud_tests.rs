@@ -19,7 +19,7 @@ fn cfg(qp_type: QpType) -> UdConfig {
         qkey: 0x1111_2222,
         pkey: 0xffff,
         slid: 5,
-        sgid: port_gid(0x0200_0000_0000_0001),
+        sgid: port_gid(0x1200_0000_0000_0001),
         mtu: 1024,
     }
 }
@@ -153,7 +153,7 @@ fn a_grh_goes_out_with_the_ports_gid() {
         (g.hop_limit, g.traffic_class, g.flow_label),
         (64, 7, 0x12345)
     );
-    assert_eq!(g.sgid, port_gid(0x0200_0000_0000_0001));
+    assert_eq!(g.sgid, port_gid(0x1200_0000_0000_0001));
     assert_eq!(g.dgid, [0x11; 16]);
 }
 

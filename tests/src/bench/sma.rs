@@ -26,7 +26,7 @@ const WINDOW: usize = 4;
 fn switch(name: &str, ports: Vec<PortConfig>) -> Switch {
     Switch::start(SwitchConfig {
         name: name.into(),
-        guid: 0x0200_0000_0000_f000,
+        guid: 0x1200_0000_0000_f000,
         lid: 0,
         ports,
         routes: Vec::new(),
@@ -59,7 +59,7 @@ fn rate(sm: &mut SmClient, n: u64, window: usize, dlid: u16, make: &dyn Fn() -> 
 /// the round trip with no agent (its thread ends with the link).
 fn echo(path: std::path::PathBuf) {
     let local = LocalPort {
-        node_guid: 0x0200_0000_0000_ec00,
+        node_guid: 0x1200_0000_0000_ec00,
         port: 1,
         lid: 9,
     };

@@ -15,8 +15,8 @@ const SM_LID: u16 = 9;
 
 fn sma(managed: bool) -> DeviceSma {
     let mut s = DeviceSma::new(
-        0x0200_0000_0000_0011,
-        0x0200_0000_0000_0012,
+        0x1200_0000_0000_0011,
+        0x1200_0000_0000_0012,
         "n1",
         5,
         4,
@@ -72,7 +72,7 @@ fn node_info_and_description() {
     );
     assert_eq!(
         (n.node_guid, n.port_guid),
-        (0x0200_0000_0000_0011, 0x0200_0000_0000_0012)
+        (0x1200_0000_0000_0011, 0x1200_0000_0000_0012)
     );
     assert_eq!(n.partition_cap, 64);
     let r = ask(&mut s, &get(id::NODE_DESCRIPTION, 0)).unwrap();
@@ -354,7 +354,7 @@ fn p_key_table_and_guid_info() {
     let g = GuidInfo::decode(&r.data).0;
     assert_eq!(
         g,
-        [0x0200_0000_0000_0012, 2, 3, 4, 5, 6, 7, 8],
+        [0x1200_0000_0000_0012, 2, 3, 4, 5, 6, 7, 8],
         "index 0 is the port GUID"
     );
 }

@@ -84,7 +84,7 @@ fn gateway(
             sl2vl: default_sl2vl(),
             weights: default_vl_weights(),
         },
-        node_guid: 0x0200_0000_00fd_0000 + u64::from(lid),
+        node_guid: 0x1200_0000_00fd_0000 + u64::from(lid),
         qp: QpSettings {
             lid,
             mtu: 4096,

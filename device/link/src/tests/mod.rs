@@ -36,7 +36,7 @@ fn socket_path(name: &str) -> PathBuf {
 
 fn port(n: u8) -> LocalPort {
     LocalPort {
-        node_guid: 0x0200_0000_0000_0000 | u64::from(n),
+        node_guid: 0x1200_0000_0000_0000 | u64::from(n),
         port: 1,
         lid: u16::from(n) * 0x10,
     }

@@ -193,7 +193,7 @@ fn harness() -> Harness {
 #[test]
 fn query_port() {
     let mut h = harness();
-    h.v.port.guid = 0x0200_0000_0001_0002;
+    h.v.port.guid = 0x1200_0000_0001_0002;
     h.v.port.data_vls = 2;
     h.v.port.cap_mask = 0x0251_0002;
     assert_eq!(
@@ -202,7 +202,7 @@ fn query_port() {
     );
     let a: PortAttr = h.reply();
     let expected = PortAttr {
-        port_guid: 0x0200_0000_0001_0002.into(),
+        port_guid: 0x1200_0000_0001_0002.into(),
         max_msg_sz: (1u32 << 31).into(),
         lid: 1.into(),
         sm_lid: 0.into(),
@@ -240,11 +240,11 @@ fn query_device_reports_the_limits_the_device_enforces() {
         srqs: 2,
     };
     let mut h = Harness::new(limits);
-    h.v.port.node_guid = 0x0200_0000_0001_0001;
+    h.v.port.node_guid = 0x1200_0000_0001_0001;
     assert_eq!(h.ok(CMD_QUERY_DEVICE, [0; 48]), (0, 0));
     let d: DeviceAttr = h.reply();
     let expected = DeviceAttr {
-        node_guid: 0x0200_0000_0001_0001.into(),
+        node_guid: 0x1200_0000_0001_0001.into(),
         max_mr_size: u64::MAX.into(),
         max_qp: 4.into(),
         max_cq: 2.into(),

@@ -45,7 +45,7 @@ fn config(t: u8) -> UdConfig {
         },
         pkey: 0xffff,
         slid: 3,
-        sgid: port_gid(0x0200_0000_0000_0003),
+        sgid: port_gid(0x1200_0000_0000_0003),
         mtu: 256 << (t % 5),
     }
 }

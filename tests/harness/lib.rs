@@ -27,6 +27,7 @@ pub mod device_process;
 pub mod drdma;
 pub mod fabric;
 pub mod fast_reg;
+pub mod guest_boot;
 pub mod guest_fabric;
 pub mod host_sm;
 pub mod ib_diags;

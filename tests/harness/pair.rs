@@ -90,6 +90,20 @@ impl Default for PairOptions {
     }
 }
 
+impl PairOptions {
+    /// 4 MiB of simulated RAM, a `buf`-byte buffer, 2^`cq_log` CQ and
+    /// 2^`qp_log` QP entries, the rest [`PairOptions::default`].
+    pub fn sized(buf: u64, cq_log: u8, qp_log: u8) -> Self {
+        PairOptions {
+            ram: 4 << 20,
+            buf,
+            cq_log,
+            qp_log,
+            ..PairOptions::default()
+        }
+    }
+}
+
 /// Runs `start` on a helper thread bound to `cpu` (when given), so that
 /// every thread it starts inherits that CPU; the caller's own affinity
 /// stays as it was.
@@ -157,6 +171,22 @@ impl Side {
         );
         c
     }
+}
+
+/// A side at each of `sockets` (two devices of a launched fabric, LIDs
+/// `lids`), buffers registered with every right, their RC QPs connected
+/// to each other at `mtu` with `o.retry`.
+pub fn connected_pair(
+    sockets: [&std::path::Path; 2],
+    lids: [u16; 2],
+    mtu: u8,
+    o: &PairOptions,
+) -> (Side, Side) {
+    let mut a = Side::new(sockets[0], o, ALL_ACCESS);
+    let mut b = Side::new(sockets[1], o, ALL_ACCESS);
+    a.g.connect(&a.qp, lids[1], b.qp.qpn, mtu, ALL_ACCESS);
+    b.g.connect(&b.qp, lids[0], a.qp.qpn, mtu, ALL_ACCESS);
+    (a, b)
 }
 
 fn side_at(socket: &std::path::Path, o: &PairOptions, access: u32) -> Side {

@@ -16,8 +16,8 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_fabric::state::State;
 use ibtca_tests::launcher::{fabric, text, up_net, Down};
-use ibtca_tests::pair::ALL_ACCESS;
-use ibtca_tests::sim_guest::{remote, send_wqe, SimGuest};
+use ibtca_tests::pair::{connected_pair, PairOptions};
+use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::TempDir;
 use serde_json::Value;
 
@@ -165,34 +165,26 @@ fn devices_beside_the_hive_write_across_its_switches() {
     let log = std::fs::read_to_string(run.join("hive.log")).unwrap();
     assert!(log.contains("hive started nodes=12 sockets=2"), "{log}");
 
-    let mut a = SimGuest::new(&run.join("ca1-1.sock"), 4 << 20);
-    let mut b = SimGuest::new(&run.join("ca4-2.sock"), 4 << 20);
-    let mut objs = Vec::new();
-    for g in [&mut a, &mut b] {
-        let pd = g.create_pd();
-        let buf = g.alloc(1 << 20, 4096);
-        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
-        let cq = g.create_cq(6);
-        let qp = g.create_qp(pd, &cq, &cq, 4);
-        objs.push((buf, lkey, rkey, cq, qp));
-    }
-    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
-    let (bbuf, _, brkey, _, bqp) = objs[1];
-    a.connect(&aqp, 8, bqp.qpn, MTU_4096, ALL_ACCESS);
-    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8 ^ 0xa5).collect();
-    a.write(abuf, &data);
-    let w = remote(
-        send_wqe(WR_RDMA_WRITE, 1, abuf, data.len() as u32, alkey),
-        bbuf + 64,
-        brkey,
+    let o = PairOptions::sized(1 << 20, 6, 4);
+    let (mut a, b) = connected_pair(
+        [&run.join("ca1-1.sock"), &run.join("ca4-2.sock")],
+        [1, 8],
+        MTU_4096,
+        &o,
     );
-    a.post_send(&mut aqp, &w);
-    let c = a
-        .poll_cq(&mut acq, Duration::from_secs(20))
-        .expect("write completion");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8 ^ 0xa5).collect();
+    a.g.write(a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, a.buf, data.len() as u32, a.lkey),
+        b.buf + 64,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    let c =
+        a.g.poll_cq(&mut a.cq, Duration::from_secs(20))
+            .expect("write completion");
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
-    assert!(b.read(bbuf + 64, data.len()) == data, "the bytes landed");
+    assert!(b.g.read(b.buf + 64, data.len()) == data, "the bytes landed");
 
     // The write crossed leaf4 (hosted) out of its port 2 to ca4-2: its
     // counters there moved by at least the data (PortXmitData in 4-byte

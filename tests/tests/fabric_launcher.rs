@@ -14,9 +14,9 @@ use ibtca_tests::capture::{self, tshark};
 use ibtca_tests::launcher::{
     alive, config, fabric, text, up, up_json, up_refused, Down, StandInStack,
 };
-use ibtca_tests::pair::ALL_ACCESS;
+use ibtca_tests::pair::{connected_pair, PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::qp_retry::Retry;
-use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, SimGuest};
+use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe};
 use ibtca_tests::{workspace_bin, TempDir};
 
 const T: Duration = Duration::from_secs(20);
@@ -70,41 +70,33 @@ fn up_rdma_across_the_switch_capture_and_down() {
     assert!(script.contains("memory-backend-memfd,id=mem,size=1G,share=on"));
 
     // n1 (LID 1) and n3 (LID 3): an RDMA WRITE and a SEND across sw0.
-    let mut a = SimGuest::new(&run.join("n1.sock"), 4 << 20);
-    let mut b = SimGuest::new(&run.join("n3.sock"), 4 << 20);
-    let mut objs = Vec::new();
-    for g in [&mut a, &mut b] {
-        let pd = g.create_pd();
-        let buf = g.alloc(1 << 20, 4096);
-        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
-        let cq = g.create_cq(6);
-        let qp = g.create_qp(pd, &cq, &cq, 4);
-        objs.push((buf, lkey, rkey, cq, qp));
-    }
-    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
-    let (bbuf, blkey, brkey, mut bcq, mut bqp) = objs[1];
-    a.retry = Retry::PROMPT; // its WRITE to n3 with n3's link down fails
-    a.connect(&aqp, 3, bqp.qpn, MTU_4096, ALL_ACCESS);
-    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
-    a.write(abuf, &data);
-    let w = remote(
-        send_wqe(WR_RDMA_WRITE, 1, abuf, 3000, alkey),
-        bbuf + 64,
-        brkey,
+    let mut o = PairOptions::sized(1 << 20, 6, 4);
+    o.retry = Retry::PROMPT; // its WRITE to n3 with n3's link down fails
+    let (mut a, mut b) = connected_pair(
+        [&run.join("n1.sock"), &run.join("n3.sock")],
+        [1, 3],
+        MTU_4096,
+        &o,
     );
-    a.post_send(&mut aqp, &w);
-    let c = a.poll_cq(&mut acq, T).expect("write completion");
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    a.g.write(a.buf, &data);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, a.buf, 3000, a.lkey),
+        b.buf + 64,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    let c = a.g.poll_cq(&mut a.cq, T).expect("write completion");
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
-    assert_eq!(b.read(bbuf + 64, 3000), data);
-    b.post_recv(&mut bqp, &recv_wqe(5, bbuf + 8192, 4096, blkey));
+    assert_eq!(b.g.read(b.buf + 64, 3000), data);
+    b.g.post_recv(&mut b.qp, &recv_wqe(5, b.buf + 8192, 4096, b.lkey));
     // A non-posted read orders the receive doorbell before the SEND (else
     // n3 may answer with an RNR NAK, which the ACK checks below exclude).
-    b.client.read32(0, ibtca_device::regs::MAGIC);
-    a.post_send(&mut aqp, &send_wqe(WR_SEND, 2, abuf, 100, alkey));
-    assert_eq!(a.poll_cq(&mut acq, T).expect("send").status, WC_SUCCESS);
-    assert_eq!(b.poll_cq(&mut bcq, T).expect("recv").status, WC_SUCCESS);
-    assert_eq!(b.read(bbuf + 8192, 100), data[..100]);
+    b.g.client.read32(0, ibtca_device::regs::MAGIC);
+    a.g.post_send(&mut a.qp, &send_wqe(WR_SEND, 2, a.buf, 100, a.lkey));
+    assert_eq!(a.g.poll_cq(&mut a.cq, T).expect("send").status, WC_SUCCESS);
+    assert_eq!(b.g.poll_cq(&mut b.cq, T).expect("recv").status, WC_SUCCESS);
+    assert_eq!(b.g.read(b.buf + 8192, 100), data[..100]);
 
     // The capture of sw0 port 1 (n1's link), decoded by tshark.
     let rows = tshark(&run.join("sw0-p1.pcap"));
@@ -113,8 +105,8 @@ fn up_rdma_across_the_switch_capture_and_down() {
         .find(|r| num(&r[0]) == 0x0a)
         .unwrap_or_else(|| panic!("an RDMA WRITE Only in {rows:?}"));
     assert_eq!(num(&write[1]), 100, "first PSN");
-    assert_eq!(num(&write[2]), u64::from(bqp.qpn), "destination QP");
-    assert_eq!(num(&write[3]), u64::from(brkey), "R_Key");
+    assert_eq!(num(&write[2]), u64::from(b.qp.qpn), "destination QP");
+    assert_eq!(num(&write[3]), u64::from(b.rkey), "R_Key");
     assert_eq!(num(&write[5]), 3, "DLID");
     let send = rows
         .iter()
@@ -124,7 +116,7 @@ fn up_rdma_across_the_switch_capture_and_down() {
     let acks: Vec<_> = rows.iter().filter(|r| num(&r[0]) == 0x11).collect();
     assert!(!acks.is_empty(), "ACKs from n3: {rows:?}");
     for ack in &acks {
-        assert_eq!(num(&ack[2]), u64::from(aqp.qpn));
+        assert_eq!(num(&ack[2]), u64::from(a.qp.qpn));
         assert_eq!(num(&ack[4]), 0x1f, "ACK syndrome (credits unlimited)");
         assert_eq!(num(&ack[5]), 1);
     }
@@ -150,16 +142,16 @@ fn up_rdma_across_the_switch_capture_and_down() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let w = remote(send_wqe(WR_RDMA_WRITE, 3, abuf, 64, alkey), bbuf, brkey);
-    a.post_send(&mut aqp, &w);
-    let c = a
-        .poll_cq(&mut acq, Duration::from_secs(60))
-        .expect("an error completion");
+    let w = remote(send_wqe(WR_RDMA_WRITE, 3, a.buf, 64, a.lkey), b.buf, b.rkey);
+    a.g.post_send(&mut a.qp, &w);
+    let c =
+        a.g.poll_cq(&mut a.cq, Duration::from_secs(60))
+            .expect("an error completion");
     assert_eq!((c.wr_id.to_native(), c.status), (3, WC_RETRY_EXC_ERR));
     let out = fabric(&["link", "--run-dir", &run_s, "n3", "up"]);
     assert!(out.status.success());
     let deadline = std::time::Instant::now() + T;
-    while b.client.read32(0, ibtca_device::regs::PORT_STATE) != ibtca_device::regs::PORT_ACTIVE {
+    while b.g.client.read32(0, ibtca_device::regs::PORT_STATE) != ibtca_device::regs::PORT_ACTIVE {
         assert!(std::time::Instant::now() < deadline, "n3 never reconnected");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -189,35 +181,31 @@ fn two_switches_in_a_line_as_processes_with_faults_between_them() {
     assert!(text.contains("LFT 1→1 2→2 3→3 4→3"), "{text}");
     // n1 (LID 1, on `left`) and n4 (LID 4, on `right`): every packet
     // crosses the 1 %-faulty inter-switch link.
-    let mut a = SimGuest::new(&run.join("n1.sock"), 4 << 20);
-    let mut b = SimGuest::new(&run.join("n4.sock"), 4 << 20);
-    let mut objs = Vec::new();
-    for g in [&mut a, &mut b] {
-        let pd = g.create_pd();
-        let buf = g.alloc(1 << 20, 4096);
-        let (lkey, rkey) = g.reg_mr(pd, buf, 1 << 20, ALL_ACCESS);
-        let cq = g.create_cq(8);
-        let qp = g.create_qp(pd, &cq, &cq, 6);
-        objs.push((buf, lkey, rkey, cq, qp));
-    }
-    let (abuf, alkey, _, mut acq, mut aqp) = objs[0];
-    let (bbuf, _, brkey, _, bqp) = objs[1];
-    a.retry = Retry::PROMPT; // the faulty link's losses resent soon
-    a.connect(&aqp, 4, bqp.qpn, 2, ALL_ACCESS); // 512-byte MTU
-    b.connect(&bqp, 1, aqp.qpn, 2, ALL_ACCESS);
+    let mut o = PairOptions::sized(1 << 20, 8, 6);
+    o.retry = Retry::PROMPT; // the faulty link's losses resent soon
+    let mtu_512 = 2;
+    let (mut a, b) = connected_pair(
+        [&run.join("n1.sock"), &run.join("n4.sock")],
+        [1, 4],
+        mtu_512,
+        &o,
+    );
     for i in 0..40u64 {
         let data: Vec<u8> = (0..3000u32).map(|j| (j as u64 * 13 + i) as u8).collect();
         let off = i * 4096;
-        a.write(abuf + off, &data);
+        a.g.write(a.buf + off, &data);
         let w = remote(
-            send_wqe(WR_RDMA_WRITE, i, abuf + off, 3000, alkey),
-            bbuf + off,
-            brkey,
+            send_wqe(WR_RDMA_WRITE, i, a.buf + off, 3000, a.lkey),
+            b.buf + off,
+            b.rkey,
         );
-        a.post_send(&mut aqp, &w);
-        let c = a.poll_cq(&mut acq, T).expect("write completion");
+        a.g.post_send(&mut a.qp, &w);
+        let c = a.g.poll_cq(&mut a.cq, T).expect("write completion");
         assert_eq!((c.wr_id.to_native(), c.status), (i, WC_SUCCESS));
-        assert!(b.read(bbuf + off, 3000) == data, "write {i} landed intact");
+        assert!(
+            b.g.read(b.buf + off, 3000) == data,
+            "write {i} landed intact"
+        );
     }
     let out = fabric(&["stats", "--run-dir", &run_s]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -238,32 +226,29 @@ fn a_captured_link_between_two_devices_gets_a_relay_switch() {
     let run = &fab.run;
     let run_s = run.display().to_string();
     assert!(fab.stdout.contains("switch relay-l0"), "{}", fab.stdout);
-    let mut a = SimGuest::new(&run.join("a.sock"), 4 << 20);
-    let mut b = SimGuest::new(&run.join("b.sock"), 4 << 20);
-    let pa = a.create_pd();
-    let abuf = a.alloc(1 << 16, 4096);
-    let (alkey, _) = a.reg_mr(pa, abuf, 1 << 16, ALL_ACCESS);
-    let mut acq = a.create_cq(4);
-    let mut aqp = a.create_qp(pa, &acq, &acq, 4);
-    let pb = b.create_pd();
-    let bbuf = b.alloc(1 << 16, 4096);
-    let (_, brkey) = b.reg_mr(pb, bbuf, 1 << 16, ALL_ACCESS);
-    let bcq = b.create_cq(4);
-    let bqp = b.create_qp(pb, &bcq, &bcq, 4);
-    a.connect(&aqp, 2, bqp.qpn, MTU_4096, ALL_ACCESS);
-    b.connect(&bqp, 1, aqp.qpn, MTU_4096, ALL_ACCESS);
-    a.write(abuf, &[0x5a; 256]);
-    let w = remote(send_wqe(WR_RDMA_WRITE, 7, abuf, 256, alkey), bbuf, brkey);
-    a.post_send(&mut aqp, &w);
-    assert_eq!(a.poll_cq(&mut acq, T).expect("write").status, WC_SUCCESS);
-    assert_eq!(b.read(bbuf, 256), vec![0x5a; 256]);
+    let o = PairOptions::sized(1 << 16, 4, 4);
+    let (mut a, b) = connected_pair(
+        [&run.join("a.sock"), &run.join("b.sock")],
+        [1, 2],
+        MTU_4096,
+        &o,
+    );
+    a.g.write(a.buf, &[0x5a; 256]);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 7, a.buf, 256, a.lkey),
+        b.buf,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    assert_eq!(a.g.poll_cq(&mut a.cq, T).expect("write").status, WC_SUCCESS);
+    assert_eq!(b.g.read(b.buf, 256), vec![0x5a; 256]);
     let rows = tshark(&run.join("ab.pcap"));
     let write = rows
         .iter()
         .find(|r| num(&r[0]) == 0x0a)
         .unwrap_or_else(|| panic!("the WRITE in {rows:?}"));
-    assert_eq!(num(&write[2]), u64::from(bqp.qpn));
-    assert_eq!(num(&write[3]), u64::from(brkey));
+    assert_eq!(num(&write[2]), u64::from(b.qp.qpn));
+    assert_eq!(num(&write[3]), u64::from(b.rkey));
     // The file kept A's frames on its socket (`link_ring_kib: 0`); B and
     // the relay took rings both ways. Each device logs its counters when
     // it stops.
@@ -359,7 +344,6 @@ fn guests_need_the_vm_stack_and_a_run_dir_inside_its_chroot() {
 /// restarted node works; the old device's log is kept.
 #[test]
 fn restart_brings_a_crashed_node_back_fresh() {
-    use ibtca_tests::pair::{PairOptions, Side};
     use ibtca_tests::peer_death::{expect_retry_exceeded, start_stream};
 
     let dir = TempDir::new("fab-restart");
@@ -370,10 +354,12 @@ fn restart_brings_a_crashed_node_back_fresh() {
         retry: Retry::PROMPT,
         ..PairOptions::default()
     };
-    let mut a = Side::new(&run.join("a.sock"), &o, ALL_ACCESS);
-    let mut b = Side::new(&run.join("b.sock"), &o, ALL_ACCESS);
-    a.g.connect(&a.qp, 2, b.qp.qpn, MTU_4096, ALL_ACCESS);
-    b.g.connect(&b.qp, 1, a.qp.qpn, MTU_4096, ALL_ACCESS);
+    let (mut a, b) = connected_pair(
+        [&run.join("a.sock"), &run.join("b.sock")],
+        [1, 2],
+        MTU_4096,
+        &o,
+    );
     let before = State::load(run).unwrap().unwrap();
     let old_b = before.processes.iter().find(|p| p.name == "b").unwrap().pid;
 

@@ -21,10 +21,9 @@
 //! test` lists it as ignored.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use ibtca_tests::console::{client, tagged, tagged_lines};
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
@@ -45,12 +44,8 @@ fn mounted(path: &Path) -> bool {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn debian_root_guests_run_commands_packages_and_verbs() {
     let stack = VmStack::get();
-    let dir = stack.scratch("guest-root");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let down = Down(run.clone());
-    let topo = dir.join("two.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let mut boot = GuestBoot::with_topology(&stack, "guest-root", TOPOLOGY);
+    let run = boot.run.clone();
     let token = format!("guest-write-{}-{}", std::process::id(), line!());
     let etc_file = format!("ibtca-{token}");
     let uptime = "cut -d' ' -f1 /proc/uptime";
@@ -75,25 +70,15 @@ fn debian_root_guests_run_commands_packages_and_verbs() {
         ),
         client("PP-CLIENT", "ibv_rc_pingpong -d ibtca0 n1", 120),
     ];
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(["--guest-timeout", "900", "--wait"].map(String::from));
-    for (node, cmds) in [("n1", &n1[..]), ("n2", &n2[..])] {
-        for c in cmds {
-            args.push("--run".into());
-            args.push(format!("{node}={c}"));
-        }
-    }
-    let start = Instant::now();
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (c1, c2) = (console("n1"), console("n2"));
-    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    let Booted { out, said, took } = boot.up(
+        &["--guest-timeout", "900"],
+        &[("n1", &n1[..]), ("n2", &n2[..])],
+    );
+    let (c1, c2) = (boot.console("n1"), boot.console("n2"));
+    let all = boot.all(&said, &["n1", "n2"]);
     eprintln!(
         "two Debian-root guests: {:.0} s; boot to the first command: n1 {:?} s, n2 {:?} s",
-        start.elapsed().as_secs_f64(),
+        took.as_secs_f64(),
         tagged_lines(&c1, "UPTIME"),
         tagged_lines(&c2, "UPTIME"),
     );
@@ -147,7 +132,7 @@ fn debian_root_guests_run_commands_packages_and_verbs() {
         mounted(&view),
         "the root view is not mounted during the run"
     );
-    drop(down);
+    boot.down();
     assert!(!mounted(&view), "down left the root view mounted");
     assert!(
         !std::fs::read_to_string("/proc/self/mountinfo")

@@ -35,7 +35,7 @@
 //! runs it; plain `cargo test` lists it as ignored.
 
 use ibtca_tests::console::{client, tagged, tagged_lines};
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
@@ -253,12 +253,8 @@ fn an_iperf3_report_gives_its_bytes_or_its_error() {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn ipoib_datagram_and_connected_mode_ping_and_iperf3_under_opensm() {
     let stack = VmStack::get();
-    let dir = stack.scratch("vm-ipoib");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let topo = dir.join("ipoib.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let boot = GuestBoot::with_topology(&stack, "vm-ipoib", TOPOLOGY);
+    let run = boot.run.clone();
     let plan = ibtca_fabric::plan(&ibtca_fabric::parse(TOPOLOGY).unwrap(), &run).unwrap();
     let guid = |name: &str| {
         plan.nodes
@@ -270,23 +266,20 @@ fn ipoib_datagram_and_connected_mode_ping_and_iperf3_under_opensm() {
     let (g1, g2) = (guid("n1"), guid("n2"));
 
     let share = TempDir::new("ipoib-share");
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(["--guest-timeout", "1200", "--wait"].map(String::from));
-    args.extend(["--share".to_owned(), share.0.display().to_string()]);
-    for (node, cmds) in [("n1", commands(1, 2, g2)), ("n2", commands(2, 1, g1))] {
-        for c in cmds {
-            args.extend(["--run".to_owned(), format!("{node}={c}")]);
-        }
-    }
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (c1, c2) = (console("n1"), console("n2"));
+    let (n1, n2) = (commands(1, 2, g2), commands(2, 1, g1));
+    let Booted { out, said, .. } = boot.up(
+        &[
+            "--guest-timeout",
+            "1200",
+            "--share",
+            &share.0.display().to_string(),
+        ],
+        &[("n1", &n1[..]), ("n2", &n2[..])],
+    );
+    let (c1, c2) = (boot.console("n1"), boot.console("n2"));
     ibtca_tests::retries::report_console("n1", &c1);
     ibtca_tests::retries::report_console("n2", &c2);
-    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    let all = boot.all(&said, &["n1", "n2"]);
     assert!(out.status.success(), "every guest's commands pass:\n{all}");
     let mcg = tagged_lines(&c1, "MCG");
     let group_mtu = broadcast_group_mtu(&mcg).unwrap_or_else(|| {

@@ -21,10 +21,10 @@
 //! runs it; plain `cargo test` lists it as ignored.
 
 use std::path::Path;
-use std::time::Instant;
 
 use ibtca_fabric::state::State;
-use ibtca_tests::launcher::{alive, fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
+use ibtca_tests::launcher::{alive, fabric, text};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
@@ -65,12 +65,8 @@ fn mounted(path: &Path) -> bool {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn three_guests_ping_share_run_and_soft_roce() {
     let stack = VmStack::get();
-    let dir = stack.scratch("mgmtnet");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let down = Down(run.clone());
-    let topo = dir.join("three.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let mut boot = GuestBoot::with_topology(&stack, "mgmtnet", TOPOLOGY);
+    let (run, run_s) = (boot.run.clone(), boot.run_dir());
     // The share lives outside the chroot: the launcher bind-mounts it.
     let share = TempDir::new("mgmtnet-share");
     let token = format!("token-{}-{}", std::process::id(), line!());
@@ -101,40 +97,22 @@ fn three_guests_ping_share_run_and_soft_roce() {
         "for i in $(seq 600); do [ -e /share/pinged-by-n1 ] && [ -e /share/pinged-by-n2 ] && exit 3; sleep 1; done; exit 4"
             .to_owned(),
     ];
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(
-        [
+    let Booted { out, said, took } = boot.up(
+        &[
             "--share",
             &share.0.display().to_string(),
             "--guest-timeout",
             "1200",
-            "--wait",
-        ]
-        .map(String::from),
+        ],
+        &[("n1", &n1[..]), ("n2", &n2[..]), ("n3", &n3[..])],
     );
-    for (node, cmds) in [("n1", &n1[..]), ("n2", &n2[..]), ("n3", &n3[..])] {
-        for c in cmds {
-            args.push("--run".into());
-            args.push(format!("{node}={c}"));
-        }
-    }
-    let start = Instant::now();
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
+    let console = |n: &str| boot.console(n);
     let all = format!(
-        "{said}\n==> n1:\n{}\n==> n2:\n{}\n==> n3:\n{}\n==> hub:\n{}",
-        console("n1"),
-        console("n2"),
-        console("n3"),
+        "{}\n==> hub:\n{}",
+        boot.all(&said, &["n1", "n2", "n3"]),
         std::fs::read_to_string(run.join("mgmt-hub.log")).unwrap_or_default()
     );
-    eprintln!(
-        "three guests: {:.0} s\n{said}",
-        start.elapsed().as_secs_f64()
-    );
+    eprintln!("three guests: {:.0} s\n{said}", took.as_secs_f64());
 
     // --wait fails, naming n3, its command and the status.
     assert!(
@@ -242,5 +220,5 @@ fn three_guests_ping_share_run_and_soft_roce() {
     assert!(!alive(hub.pid), "down stopped the hub");
     assert!(!mounted(&run.join("share")), "down unmounted the share");
     assert!(share.join("greeting.txt").exists(), "the host's files stay");
-    drop(down);
+    boot.down();
 }

@@ -21,7 +21,7 @@
 //! runs it; plain `cargo test` lists it as ignored.
 
 use ibtca_tests::console::{client, tagged, tagged_lines};
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
@@ -191,28 +191,25 @@ fn commands(n: u8, member: bool) -> Vec<String> {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn partition_0x8001_reaches_its_members_only() {
     let stack = VmStack::get();
-    let dir = stack.scratch("vm-partition");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let topo = dir.join("partition.json");
-    std::fs::write(&topo, topology()).unwrap();
+    let boot = GuestBoot::with_topology(&stack, "vm-partition", &topology());
+    let run = boot.run.clone();
 
     let share = TempDir::new("partition-share");
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
-    args.extend(["--share".to_owned(), share.0.display().to_string()]);
-    for n in 1..=3u8 {
-        for c in commands(n, n != 3) {
-            args.extend(["--run".to_owned(), format!("n{n}={c}")]);
-        }
-    }
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let c: Vec<String> = ["n1", "n2", "n3"].iter().map(|n| console(n)).collect();
+    let cmds: Vec<Vec<String>> = (1..=3u8).map(|n| commands(n, n != 3)).collect();
+    let Booted { out, said, .. } = boot.up(
+        &[
+            "--guest-timeout",
+            "1500",
+            "--share",
+            &share.0.display().to_string(),
+        ],
+        &[
+            ("n1", &cmds[0][..]),
+            ("n2", &cmds[1][..]),
+            ("n3", &cmds[2][..]),
+        ],
+    );
+    let c: Vec<String> = ["n1", "n2", "n3"].iter().map(|n| boot.console(n)).collect();
     for (i, con) in c.iter().enumerate() {
         ibtca_tests::retries::report_console(&format!("n{}", i + 1), con);
     }

@@ -39,11 +39,10 @@
 //! (scripts/host-tools.sh) and root: `scripts/test.sh` runs it; plain
 //! `cargo test` lists it as ignored.
 
-use std::path::Path;
-
 use ibtca_tests::capture::{num, tshark, ACK_REQ, MSN};
 use ibtca_tests::console::mark_failed_try;
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
+use ibtca_tests::launcher::{fabric, text};
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
@@ -194,20 +193,13 @@ fn run_directions<'a>(
     (to_server, to_client, &rows[end..])
 }
 
-fn console(run: &Path, node: &str) -> String {
-    std::fs::read_to_string(run.join(format!("{node}.console"))).unwrap_or_default()
-}
-
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn guests_choose_the_msn_start_and_ack_policy() {
     let stack = VmStack::get();
-    let dir = stack.scratch("seed-options");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let down = Down(run.clone());
-    let topo = dir.join("two.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let mut boot = GuestBoot::with_topology(&stack, "seed-options", TOPOLOGY);
+    let run = boot.run.clone();
+    let run_s = boot.run_dir();
 
     let seed = format!("{SEED_ENV} {PINGPONG}");
     let half = format!("IBTCA_MSN_START=0xffffff {PINGPONG}");
@@ -235,22 +227,15 @@ fn guests_choose_the_msn_start_and_ack_policy() {
         client("SEED-CLIENT", &format!("{seed} n1")),
         client("HALF-CLIENT", &format!("{PINGPONG} n1")),
     ];
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(["--guest-timeout", "900", "--wait"].map(String::from));
-    for (node, cmds) in [("n1", &n1[..]), ("n2", &n2[..])] {
-        for c in cmds {
-            args.push("--run".into());
-            args.push(format!("{node}={c}"));
-        }
-    }
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let (c1, c2) = (console(&run, "n1"), console(&run, "n2"));
+    let Booted { out, said, .. } = boot.up(
+        &["--guest-timeout", "900"],
+        &[("n1", &n1[..]), ("n2", &n2[..])],
+    );
+    let (c1, c2) = (boot.console("n1"), boot.console("n2"));
     // The clients' tries that failed before one passed.
     ibtca_tests::retries::report_console("n1", &c1);
     ibtca_tests::retries::report_console("n2", &c2);
-    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    let all = boot.all(&said, &["n1", "n2"]);
     assert!(out.status.success(), "every command ran:\n{all}");
     let rows = tshark(&run.join("link.pcap"));
 
@@ -424,5 +409,5 @@ fn guests_choose_the_msn_start_and_ack_policy() {
 
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));
-    drop(down);
+    boot.down();
 }

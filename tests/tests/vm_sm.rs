@@ -12,7 +12,7 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
@@ -36,28 +36,11 @@ const CHECKS: &str = "sleep 3; \
 #[ignore = "boots a QEMU guest; run by scripts/test.sh"]
 fn the_sm_nodes_guest_starts_opensm_with_the_files_lids() {
     let stack = VmStack::get();
-    let dir = stack.scratch("vm-sm");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let _down = Down(run.clone());
-    let topo = dir.join("sm.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(
-        [
-            "--guest-timeout",
-            "900",
-            "--wait",
-            "--run",
-            &format!("n1={CHECKS}"),
-        ]
-        .map(String::from),
-    );
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console = std::fs::read_to_string(run.join("n1.console")).unwrap_or_default();
-    let all = format!("{said}\n==> n1:\n{console}");
+    let boot = GuestBoot::with_topology(&stack, "vm-sm", TOPOLOGY);
+    let run = boot.run.clone();
+    let Booted { out, said, .. } = boot.up(&["--guest-timeout", "900"], &[("n1", &[CHECKS][..])]);
+    let console = boot.console("n1");
+    let all = boot.all(&said, &["n1"]);
     assert!(out.status.success(), "{all}");
     assert!(said.contains("guest n1: commands passed"), "{all}");
     assert!(console.contains("IBTCA-SM opensm started pid="), "{all}");

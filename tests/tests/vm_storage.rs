@@ -23,10 +23,8 @@
 //! mirror (for the package layer, once): `scripts/test.sh` runs it; plain
 //! `cargo test` lists it as ignored.
 
-use std::time::Instant;
-
 use ibtca_tests::console::tagged_lines;
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
@@ -95,12 +93,7 @@ fn disk_passed<'a>(c1: &str, c2: &'a str, p: &str, all: &str) -> &'a str {
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn srp_nfs_over_rdma_and_iser_between_two_guests() {
     let stack = VmStack::get();
-    let dir = stack.scratch("storage");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let down = Down(run.clone());
-    let topo = dir.join("two.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let mut boot = GuestBoot::with_topology(&stack, "storage", TOPOLOGY);
     let share = TempDir::new("storage-share");
     std::fs::copy(
         stack.repo().join("scripts/storage-guest.sh"),
@@ -125,34 +118,21 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
         "dmesg",
         "verdict",
     ];
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(
-        [
+    let (n1, n2) = (n1.map(step), n2.map(step));
+    let Booted { out, said, took } = boot.up(
+        &[
             "--share",
             &share.0.display().to_string(),
             "--guest-timeout",
             "1500",
-            "--wait",
-        ]
-        .map(String::from),
+        ],
+        &[("n1", &n1[..]), ("n2", &n2[..])],
     );
-    for (node, steps) in [("n1", &n1[..]), ("n2", &n2[..])] {
-        for s in steps {
-            args.push("--run".into());
-            args.push(format!("{node}={}", step(s)));
-        }
-    }
-    let start = Instant::now();
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fabric(&argv);
-    let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (c1, c2) = (console("n1"), console("n2"));
-    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    let (c1, c2) = (boot.console("n1"), boot.console("n2"));
+    let all = boot.all(&said, &["n1", "n2"]);
     eprintln!(
         "SRP, NFS over RDMA and iSER, two Debian-root guests: {:.0} s",
-        start.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
     // Each step's status and seconds, for the report of CI's time.
     for (n, c) in [("n1", &c1), ("n2", &c2)] {
@@ -203,5 +183,5 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
         ["rports=0 disks=0"],
         "{all}"
     );
-    drop(down);
+    boot.down();
 }

@@ -48,7 +48,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ibtca_tests::launcher::{fabric, text, Down};
+use ibtca_tests::guest_boot::GuestBoot;
+use ibtca_tests::launcher::{fabric, text};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
 
@@ -339,12 +340,9 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
     let stack = VmStack::get();
     let rxe = Transport::new(stack.repo(), "rxe", "RXE");
     let ib = Transport::new(stack.repo(), "ibtca", "IBTCA");
-    let dir = stack.scratch("ulp");
-    let run = dir.join("run");
-    let run_s = run.display().to_string();
-    let down = Down(run.clone());
-    let topo = dir.join("two.json");
-    rxe.lib(&["ulp_topology", &topo.display().to_string()]);
+    let mut boot = GuestBoot::new(&stack, "ulp");
+    let run = boot.run.clone();
+    rxe.lib(&["ulp_topology", &boot.topology.display().to_string()]);
     let share = TempDir::new("ulp-share");
     let mut n1 = vec![rxe.lib(&["ulp_setup", "1", "rxe", "ibtca"])];
     let mut n2 = vec![rxe.lib(&["ulp_setup", "2", "rxe", "ibtca"])];
@@ -360,23 +358,15 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
     // The last step: n1 killed (nothing after it in either guest).
     n1.push(ib.lib(&["ulp_doomed"]));
     n2.push(ib.lib(&["ulp_killed", KILLED_FIO]));
-    let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
-    args.extend(
-        [
+    let args = boot.up_args(
+        &[
             "--share",
             &share.0.display().to_string(),
             "--guest-timeout",
             "1500",
-            "--wait",
-        ]
-        .map(String::from),
+        ],
+        &[("n1", &n1[..]), ("n2", &n2[..])],
     );
-    for (node, cmds) in [("n1", n1), ("n2", n2)] {
-        for c in cmds {
-            args.push("--run".into());
-            args.push(format!("{node}={c}"));
-        }
-    }
     let start = Instant::now();
     let up = std::thread::spawn(move || {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -397,10 +387,8 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
     }
     let out = up.join().unwrap();
     let said = text(&out);
-    let console =
-        |n: &str| std::fs::read_to_string(run.join(format!("{n}.console"))).unwrap_or_default();
-    let (c1, c2) = (console("n1"), console("n2"));
-    let all = format!("{said}\n==> n1:\n{c1}\n==> n2:\n{c2}");
+    let (c1, c2) = (boot.console("n1"), boot.console("n2"));
+    let all = boot.all(&said, &["n1", "n2"]);
     eprintln!("two guests: {:.0} s\n{said}", start.elapsed().as_secs_f64());
     if let Some(at) = killed_at {
         eprintln!(
@@ -450,7 +438,7 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     assert!(n > 0, "{nonzero:?}\n{all}");
-    drop(down);
+    boot.down();
 }
 
 /// rping, ucmatose, udaddy, mckey, rstream and riostream over `t` did what

@@ -146,6 +146,8 @@
 #define IBTCA_QPS_RTR                      0x2
 /* QP state: ready to send. */
 #define IBTCA_QPS_RTS                      0x3
+/* QP state: send queue error (a UD QP whose send work request failed: later sends flush, receives go on; MODIFY_QP to RTS resumes it). */
+#define IBTCA_QPS_SQE                      0x5
 /* QP state: error. */
 #define IBTCA_QPS_ERR                      0x6
 /* Path MTU code: 256 bytes (4096 = 5). */
@@ -188,7 +190,7 @@
 #define IBTCA_CMD_CREATE_QP                0x40
 /* Command: modify a QP (params: struct ibtca_cmd_modify_qp). */
 #define IBTCA_CMD_MODIFY_QP                0x41
-/* Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there. */
+/* Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there, IBTCA_QPS_SQE once a UD QP's send work request failed. */
 #define IBTCA_CMD_QUERY_QP                 0x42
 /* Command: destroy a QP (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_QP               0x43
@@ -545,7 +547,7 @@ static_assert(sizeof(struct ibtca_srq_attr) == 48);
 
 /* QUERY_QP reply, written over the command's params: the QP's state as the device has it and the attributes the device applies. After MODIFY_QP to RESET the attributes are zero again (a GSI QP keeps its Q_Key). */
 struct ibtca_qp_attr {
-	__u8 state;	/* 0x00: IBTCA_QPS_* state (IBTCA_QPS_ERR after an error completion or a responder error, whatever the last MODIFY_QP said). */
+	__u8 state;	/* 0x00: IBTCA_QPS_* state (IBTCA_QPS_ERR after an error completion or a responder error, IBTCA_QPS_SQE after a UD QP's failed send, whatever the last MODIFY_QP said). */
 	__u8 qp_type;	/* 0x01: IBTCA_QPT_* type. */
 	__u8 path_mtu;	/* 0x02: IBTCA_MTU_* path MTU (0 before IBTCA_QP_ATTR_PATH). */
 	__u8 sl;	/* 0x03: Service level of the path. */

@@ -162,8 +162,9 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	u32 start, slot;
 	int op, ret = 0;
 
-	/* In ERR the device flushes what is posted. */
-	if (state != IB_QPS_RTS && state != IB_QPS_ERR) {
+	/* In SQE and ERR the device flushes what is posted. */
+	if (state != IB_QPS_RTS && state != IB_QPS_SQE &&
+	    state != IB_QPS_ERR) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}

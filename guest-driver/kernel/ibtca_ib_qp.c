@@ -4,12 +4,13 @@
  * device QPs (rings from ibtca_ring.c; QP0/QP1 as the device's SMI and
  * GSI QPs, one each, reported to the core as QP numbers 0 and 1);
  * modify_qp turns the IB attributes into the device's MODIFY_QP and refuses
- * with -EINVAL what the device cannot do (SQD/SQE, alternate paths, GRH, a
+ * with -EINVAL what the device cannot do (SQD, alternate paths, GRH, a
  * P_Key index or port other than the one there is, out-of-range values).
  * Seed 002's MSN start and ACK policy come with it (ibtca_qp_options.c).
  * The current state is the device's (QUERY_QP): an error completion or a
- * responder error moves a QP to ERR without a modify, and query_qp and
- * modify_qp's transition check see it.
+ * responder error moves a QP to ERR without a modify, a UD QP's failed
+ * send moves it to SQE, and query_qp and modify_qp's transition check see
+ * it (IPoIB's and the MAD layer's SQE -> RTS recovery works from there).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -24,6 +25,7 @@ static_assert(IBTCA_QPS_RESET == IB_QPS_RESET);
 static_assert(IBTCA_QPS_INIT == IB_QPS_INIT);
 static_assert(IBTCA_QPS_RTR == IB_QPS_RTR);
 static_assert(IBTCA_QPS_RTS == IB_QPS_RTS);
+static_assert(IBTCA_QPS_SQE == IB_QPS_SQE);
 static_assert(IBTCA_QPS_ERR == IB_QPS_ERR);
 
 /* The attributes modify_qp knows; any other bit is refused. */
@@ -334,7 +336,7 @@ static void ibtca_ib_qp_cmd(struct ibtca_cmd_modify_qp *p, u32 qpn,
 /*
  * The device's QUERY_QP of @qp: its state is the current one, ERR after
  * an error completion or a responder error the driver was not told of
- * otherwise.
+ * otherwise, SQE after a UD QP's failed send.
  */
 static int ibtca_ib_qp_query_dev(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 				 struct ibtca_qp_attr *a)
@@ -348,7 +350,7 @@ static int ibtca_ib_qp_query_dev(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	ibtca_ib_hw_end(ib);
 	if (!ret && a->state != IBTCA_QPS_RESET && a->state != IBTCA_QPS_INIT &&
 	    a->state != IBTCA_QPS_RTR && a->state != IBTCA_QPS_RTS &&
-	    a->state != IBTCA_QPS_ERR)
+	    a->state != IBTCA_QPS_SQE && a->state != IBTCA_QPS_ERR)
 		ret = -EIO;
 	return ret;
 }

@@ -69,6 +69,27 @@ impl SimGuest {
         })
     }
 
+    /// MODIFY_QP of a datagram QP to RTS with no other attribute: how a
+    /// UD QP in SQE resumes sending (IPoIB's recovery does the same).
+    pub fn datagram_resume(&mut self, qp: &Qp) -> Result<(), CmdFailed> {
+        self.modify_qp(&CmdModifyQp {
+            qpn: qp.qpn.into(),
+            attr_mask: QP_ATTR_STATE.into(),
+            state: QPS_RTS,
+            ..Default::default()
+        })
+    }
+
+    /// The IBTCA_QPS_* state QUERY_QP reports for `qpn`.
+    pub fn qp_state(&mut self, qpn: u32) -> Result<u8, CmdFailed> {
+        let h = CmdHandle {
+            handle: qpn.into(),
+            ..Default::default()
+        };
+        let e = self.cmd_entry(CMD_QUERY_QP, h.as_slice())?;
+        Ok(e.params[0])
+    }
+
     /// Posts a UD send WQE (its 128 bytes in the send slot).
     pub fn post_ud_send(&mut self, qp: &mut Qp, wqe: &UdSendWqe) {
         let mut w = SendWqe::default();

@@ -245,6 +245,7 @@ fn detach_and_destroy_take_a_qp_out_and_sends_without_grh_are_refused() {
         ),
         (1, WC_SUCCESS, 2, WC_LOC_QP_OP_ERR)
     );
+    p.a.g.datagram_resume(&sender).unwrap(); // out of SQE
     markers(&mut p, &mut sender, &[(b1.qpn, 2)], 5);
     let got = receives(&mut p.b, 1);
     check_marker(&p.b, &got[0], b1.qpn, 5);

@@ -1,8 +1,9 @@
 //! The UD transport and the guest's QP0/QP1 between two device instances
 //! on a link (no VM), each driven by a simulated guest: datagrams land
 //! behind the 40-byte GRH area with their sender in the completion, a
-//! wrong Q_Key is dropped and counted, oversize and SL 15 are refused,
-//! GMPs reach the guest's QP1 and the SMPs the device's agent leaves for
+//! wrong Q_Key is dropped and counted, oversize and SL 15 are refused
+//! and move the QP to SQE (later sends flush, receives go on, MODIFY_QP to
+//! RTS resumes it), GMPs reach the guest's QP1 and the SMPs the device's agent leaves for
 //! the SM its QP0, and SMA_MAD hands an SMP to the port's own agent.
 
 use std::time::Duration;
@@ -125,11 +126,13 @@ fn a_wrong_qkey_is_dropped_and_counted_and_oversize_and_sl15_refused() {
     p.a.g.post_ud_send(&mut qa, &big);
     let c = poll(&mut p.a);
     assert_eq!((c.wr_id.to_native(), c.status), (2, WC_LOC_LEN_ERR));
+    p.a.g.datagram_resume(&qa).unwrap(); // out of SQE
     let mut sl15 = ud_send_wqe(3, (buf, 64, lkey), 2, dqpn, QKEY);
     sl15.sl = 15;
     p.a.g.post_ud_send(&mut qa, &sl15);
     let c = poll(&mut p.a);
     assert_eq!((c.wr_id.to_native(), c.status), (3, WC_LOC_QP_OP_ERR));
+    p.a.g.datagram_resume(&qa).unwrap();
     // B's one receive is still there for the right Q_Key.
     let right = ud_send_wqe(4, (buf + 100, 64, lkey), 2, dqpn, QKEY);
     p.a.g.post_ud_send(&mut qa, &right);
@@ -146,6 +149,68 @@ fn a_wrong_qkey_is_dropped_and_counted_and_oversize_and_sl15_refused() {
     );
     assert_eq!(eb.ud.transport.delivered, 1);
     assert_eq!(ea.ud.transport.sent, 2, "the refused ones never left");
+}
+
+#[test]
+fn a_failed_ud_send_moves_the_qp_to_sqe_until_modify_brings_it_back_to_rts() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let mut qa = datagram_qp(&mut p.a, QPT_UD, QKEY);
+    let mut qb = datagram_qp(&mut p.b, QPT_UD, QKEY);
+    let (buf, lkey, dqpn) = (p.a.buf, p.a.lkey, qb.qpn);
+    p.a.g.write(buf, &pattern(8192, 4));
+    post_recv(&mut p.b, &mut qb, 1, 0, 8192);
+    // One byte over the 4096-byte MTU (a local length error): the WQE
+    // completes with its error, the QP enters SQE, the valid WQE behind it
+    // is flushed and sends nothing.
+    let big = ud_send_wqe(1, (buf, 4097, lkey), 2, dqpn, QKEY);
+    let good = ud_send_wqe(2, (buf, 64, lkey), 2, dqpn, QKEY);
+    p.a.g.post_ud_send(&mut qa, &big);
+    p.a.g.post_ud_send(&mut qa, &good);
+    let c = [poll(&mut p.a), poll(&mut p.a)];
+    assert_eq!(
+        c.map(|c| (c.wr_id.to_native(), c.status, c.opcode)),
+        [(1, WC_LOC_LEN_ERR, WC_SEND), (2, WC_WR_FLUSH_ERR, WC_SEND)]
+    );
+    assert_eq!(p.a.g.qp_state(qa.qpn).unwrap(), QPS_SQE);
+    // Only the device enters SQE; from it only RTS, ERR or RESET follow.
+    for state in [QPS_SQE, QPS_RTR, QPS_INIT] {
+        let m = CmdModifyQp {
+            qpn: qa.qpn.into(),
+            attr_mask: QP_ATTR_STATE.into(),
+            state,
+            ..Default::default()
+        };
+        assert_eq!(p.a.g.modify_qp(&m).unwrap_err().0, 22, "to {state}: EINVAL");
+    }
+    // A QP in SQE still receives: B's datagram lands in A's receive.
+    p.b.g.write(p.b.buf + 8192, &pattern(100, 5));
+    post_recv(&mut p.a, &mut qa, 7, 4096, 4096);
+    let to_a = ud_send_wqe(8, (p.b.buf + 8192, 100, p.b.lkey), 1, qa.qpn, QKEY);
+    p.b.g.post_ud_send(&mut qb, &to_a);
+    assert_eq!(poll(&mut p.b).status, WC_SUCCESS);
+    let r = poll(&mut p.a);
+    assert_eq!((r.wr_id.to_native(), r.status), (7, WC_SUCCESS));
+    assert_eq!(p.a.g.read(buf + 4096 + 40, 100), pattern(100, 5));
+    // Back to RTS: the next send leaves and lands, bytes checked.
+    p.a.g.datagram_resume(&qa).unwrap();
+    assert_eq!(p.a.g.qp_state(qa.qpn).unwrap(), QPS_RTS);
+    let again = ud_send_wqe(3, (buf + 200, 300, lkey), 2, dqpn, QKEY);
+    p.a.g.post_ud_send(&mut qa, &again);
+    let c = poll(&mut p.a);
+    assert_eq!((c.wr_id.to_native(), c.status), (3, WC_SUCCESS));
+    let r = poll(&mut p.b);
+    assert_eq!((r.wr_id.to_native(), r.status), (1, WC_SUCCESS));
+    assert_eq!(r.byte_len.to_native(), 40 + 300);
+    assert_eq!(p.b.g.read(p.b.buf + 40, 300), pattern(8192, 4)[200..500]);
+    assert!(p.b.g.try_poll_cq(&mut p.b.cq).is_none(), "nothing else");
+    let (_a, _b, (sa, _sb), _dir) = p.into_parts();
+    let ea = sa.stop_engine();
+    assert_eq!(
+        ea.ud.transport.sent, 1,
+        "neither the failed nor the flushed WQE left"
+    );
+    assert_eq!(ea.ud.tx_send_queue_errors, 1);
+    assert_eq!(ea.flushed_sends, 1);
 }
 
 #[test]

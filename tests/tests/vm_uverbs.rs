@@ -44,7 +44,8 @@ use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
-  "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 } ],
+  "nodes": [ { "name": "n1", "lid": 1 },
+             { "name": "n2", "lid": 2, "drdma_window": "mapped" } ],
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "512M" }
 }"#;
@@ -63,20 +64,22 @@ const PERFTEST: [(&str, &str); 7] = [
     ("SEND-LAT", "ib_send_lat -d ibtca0 -D 2"),
 ];
 
-/// The direct verbs between the guests (`ibtcadv-test`, ibtcadv.h): the
-/// client's DRDMA WRITE of stored bytes lands in the server's page 1, its
-/// DRDMA READ loads the server's page 0 byte for byte (checked in the
-/// client), and a second context naming the first's range in its own
-/// work request gets `IBV_WC_LOC_PROT_ERR` (4) with nothing written, while
-/// the owner's WRITE through that range lands in the server's page 2.
-fn direct_verbs(c1: &str, c2: &str, all: &str) {
-    let client = tagged_lines(c2, "DV-CLIENT");
-    let server = tagged_lines(c1, "DV-SERVER");
+/// The direct verbs between the guests (`ibtcadv-test`, ibtcadv.h), run
+/// twice: client on n2 (its window mapped, `mode=1`: stores and loads go
+/// straight to the PMB pages, the provider commits byte counts) with the
+/// server on n1, then client on n1 (trapped, `mode=0`) with the server on
+/// n2. Each time the client's DRDMA WRITE of stored bytes lands in the
+/// server's page 1, its DRDMA READ loads the server's page 0 byte for byte
+/// (checked in the client), and a second context naming the first's range
+/// in its own work request gets `IBV_WC_LOC_PROT_ERR` (4) with nothing
+/// written, while the owner's WRITE through that range lands in the
+/// server's page 2 (checked in the server).
+fn direct_verbs(client_console: &str, server_console: &str, tag: &str, mode: u32, all: &str) {
+    let client = tagged_lines(client_console, &format!("{tag}-CLIENT"));
+    let server = tagged_lines(server_console, &format!("{tag}-SERVER"));
+    let window = format!("IBTCADV window PASS ranges=32 range_size=4096 mode={mode}");
     for (lines, want) in [
-        (
-            &client,
-            "IBTCADV window PASS ranges=32 range_size=4096 mode=0",
-        ),
+        (&client, window.as_str()),
         (&client, "IBTCADV range_open PASS arr="),
         (
             &client,
@@ -123,7 +126,7 @@ fn direct_verbs(c1: &str, c2: &str, all: &str) {
             lines.contains(&"exit=0") && !lines.iter().any(|l| l.contains(" FAIL ")),
             "{lines:?}\n{all}"
         );
-        eprintln!("direct verbs: {lines:?}");
+        eprintln!("direct verbs, window mode {mode}: {lines:?}");
     }
 }
 
@@ -209,9 +212,12 @@ fn pingpong_and_perftest_run_over_ibtca() {
     ));
     // The direct verbs (ibtcadv.h) last: DRDMA through the window, with
     // doorbell records on (a WRITE right after a drained READ on the same
-    // QP is posted on a record that must have gone back to sleep).
-    n1.push(tagged("DV-SERVER", "ibtcadv-test server"));
-    n2.push(tagged("DV-CLIENT", "ibtcadv-test client n1"));
+    // QP is posted on a record that must have gone back to sleep); first
+    // through n2's mapped window, then through n1's trapped one.
+    n1.push(tagged("DVM-SERVER", "ibtcadv-test server"));
+    n2.push(tagged("DVM-CLIENT", "ibtcadv-test client n1"));
+    n2.push(tagged("DVT-SERVER", "ibtcadv-test server"));
+    n1.push(tagged("DVT-CLIENT", "ibtcadv-test client n2"));
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
     for (node, cmds) in [("n1", &n1), ("n2", &n2)] {
@@ -358,7 +364,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
         );
     }
     eprintln!("R_Key violation between guests: {client:?}");
-    direct_verbs(&c1, &c2, &all);
+    direct_verbs(&c2, &c1, "DVM", 1, &all);
+    direct_verbs(&c1, &c2, "DVT", 0, &all);
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));
     drop(down);

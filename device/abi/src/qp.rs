@@ -2,7 +2,7 @@
 //! The state machine over them is the device's (`verbs/qp_state.rs`).
 
 use crate::verbs::{
-    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_GSI, QPT_RC, QPT_SMI, QPT_UD,
+    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPS_SQE, QPT_GSI, QPT_RC, QPT_SMI, QPT_UD,
 };
 
 /// What kind of QP.
@@ -57,6 +57,10 @@ pub enum QpState {
     Rtr,
     /// Ready to send.
     Rts,
+    /// Send queue error (a UD QP whose send work request failed, IBA
+    /// 10.3.1): later send work requests complete with a flush error,
+    /// receives go on; MODIFY_QP to RTS resumes sending.
+    Sqe,
     /// Error: work requests are completed with a flush error.
     Err,
 }
@@ -69,6 +73,7 @@ impl QpState {
             QPS_INIT => QpState::Init,
             QPS_RTR => QpState::Rtr,
             QPS_RTS => QpState::Rts,
+            QPS_SQE => QpState::Sqe,
             QPS_ERR => QpState::Err,
             _ => return None,
         })
@@ -81,7 +86,20 @@ impl QpState {
             QpState::Init => QPS_INIT,
             QpState::Rtr => QPS_RTR,
             QpState::Rts => QPS_RTS,
+            QpState::Sqe => QPS_SQE,
             QpState::Err => QPS_ERR,
         }
+    }
+
+    /// Whether inbound messages reach the QP's receive queue (RTR, RTS,
+    /// SQE: a send queue error leaves receiving alone).
+    pub fn receives(self) -> bool {
+        matches!(self, QpState::Rtr | QpState::Rts | QpState::Sqe)
+    }
+
+    /// Whether the device takes the QP's send WQEs: to send them (RTS) or
+    /// to flush them (SQE, ERR).
+    pub fn takes_sends(self) -> bool {
+        matches!(self, QpState::Rts | QpState::Sqe | QpState::Err)
     }
 }

@@ -515,6 +515,9 @@ crate::regs::values! {
     QPS_RTR: u8 = 2;
     /// QP state: ready to send.
     QPS_RTS: u8 = 3;
+    /// QP state: send queue error (a UD QP whose send work request failed:
+    /// later sends flush, receives go on; MODIFY_QP to RTS resumes it).
+    QPS_SQE: u8 = 5;
     /// QP state: error.
     QPS_ERR: u8 = 6;
     /// Path MTU code: 256 bytes (4096 = 5).
@@ -557,7 +560,7 @@ crate::regs::values! {
     CMD_CREATE_QP: u8 = 0x40;
     /// Command: modify a QP (params: struct ibtca_cmd_modify_qp).
     CMD_MODIFY_QP: u8 = 0x41;
-    /// Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there.
+    /// Command: query a QP (params: struct ibtca_cmd_handle with the QP number, the rest zero; out0 = its IBTCA_QPS_* state; reply: struct ibtca_qp_attr over params). The state is the device's: IBTCA_QPS_ERR once an error completion or a responder error moved the QP there, IBTCA_QPS_SQE once a UD QP's send work request failed.
     CMD_QUERY_QP: u8 = 0x42;
     /// Command: destroy a QP (params: struct ibtca_cmd_handle).
     CMD_DESTROY_QP: u8 = 0x43;
@@ -963,7 +966,8 @@ abi_struct! {
     /// Q_Key).
     QpAttr = "qp_attr" {
         /// IBTCA_QPS_* state (IBTCA_QPS_ERR after an error completion or a
-        /// responder error, whatever the last MODIFY_QP said).
+        /// responder error, IBTCA_QPS_SQE after a UD QP's failed send,
+        /// whatever the last MODIFY_QP said).
         state: u8,
         /// IBTCA_QPT_* type.
         qp_type: u8,

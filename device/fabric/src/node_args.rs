@@ -115,6 +115,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     if let Some(kib) = n.link_ring_kib {
         args.push(format!("--link-ring-kib={kib}"));
     }
+    if n.drdma_mapped {
+        args.push("--drdma-window=mapped".to_owned());
+    }
     if n.sm_managed {
         args.push("--sm-managed".to_owned());
     }

@@ -16,7 +16,7 @@ use super::gateway_node::{self, GatewayPlan};
 pub use super::plan_error::{TopologyError, TopologyErrors};
 use super::plan_error::{MAX_SOCKET_PATH, NODE_DESCRIPTION_BYTES};
 use super::sm_plan::{self, SmPlan};
-use super::topology::{FaultSpec, Topology, VlSpec};
+use super::topology::{DrdmaWindow, FaultSpec, Topology, VlSpec};
 
 /// One end of a link, resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,6 +59,8 @@ pub struct NodePlan {
     /// Its link's shared ring in KiB (`--link-ring-kib`), if the file sets
     /// one.
     pub link_ring_kib: Option<u64>,
+    /// Its DRDMA window mapped into the guest (`--drdma-window mapped`).
+    pub drdma_mapped: bool,
     /// Its local ACK timeout floor in ms (`--min-ack-timeout-ms`).
     pub min_ack_timeout_ms: u64,
     /// Set when the node is an `ibtca-gateway`, not a device.
@@ -360,6 +362,7 @@ pub fn plan(topo: &Topology, run_dir: &Path) -> Result<Plan, TopologyErrors> {
             guest_cpus: keep(&mut problems, guest_cpus, None),
             guest_nice,
             link_ring_kib: n.link_ring_kib,
+            drdma_mapped: n.drdma_window == DrdmaWindow::Mapped,
             min_ack_timeout_ms: keep(&mut problems, min_ack_timeout_ms, 0),
             gateway: keep(&mut problems, gateway, None),
             sim_port: n.sim_port.clone(),

@@ -624,3 +624,24 @@ fn seccomp_false_starts_devices_switches_and_gateways_without_the_filter() {
         }
     }
 }
+
+#[test]
+fn a_mapped_drdma_window_reaches_its_device_only_and_a_bad_one_is_refused() {
+    let p = plan(
+        &topo(
+            r#"{ "nodes": [{"name": "a", "lid": 1, "drdma_window": "mapped"},
+                          {"name": "b", "lid": 2, "drdma_window": "trapped"}],
+                 "links": [{"a": "a", "b": "b"}] }"#,
+        ),
+        Path::new("/tmp/r"),
+    )
+    .unwrap();
+    let a = super::launch::device_args(&p.nodes[0]);
+    assert!(a.contains(&"--drdma-window=mapped".to_owned()), "{a:?}");
+    let b = super::launch::device_args(&p.nodes[1]);
+    assert!(!b.iter().any(|x| x.starts_with("--drdma-window")), "{b:?}");
+    let e = parse(r#"{ "nodes": [{"name": "a", "lid": 1, "drdma_window": "open"}] }"#)
+        .expect_err("not a window mode")
+        .to_string();
+    assert!(e.contains("unknown variant `open`"), "{e}");
+}

@@ -19,6 +19,10 @@
 //! A node or switch may also set `"link_ring_kib"`: the shared-memory ring
 //! it offers per link for its frames (0 keeps them on the sockets).
 //!
+//! A node may set `"drdma_window": "mapped"`: its device maps the DRDMA
+//! window's pages into the guest (`ibtca-device --drdma-window mapped`;
+//! default `"trapped"`, every access a vfio-user message).
+//!
 //! `"min_ack_timeout_ms"`, file-wide or per node, is the devices' local
 //! ACK timeout floor (`ibtca-device --min-ack-timeout-ms`; default 250 for
 //! the TCG guests they serve, 0: none).
@@ -134,6 +138,17 @@ impl Topology {
     }
 }
 
+/// How a device gives its guest the DRDMA window (`--drdma-window`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DrdmaWindow {
+    /// Every load and store is a vfio-user message the device checks.
+    #[default]
+    Trapped,
+    /// The ranges' pages are mapped into the guest.
+    Mapped,
+}
+
 /// One device instance (one port).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -183,6 +198,9 @@ pub struct NodeSpec {
     /// socket; default: the device's).
     #[serde(default)]
     pub link_ring_kib: Option<u64>,
+    /// How the device gives the guest its DRDMA window.
+    #[serde(default)]
+    pub drdma_window: DrdmaWindow,
     /// The device's local ACK timeout floor in ms, over the file's
     /// (`ibtca-device --min-ack-timeout-ms`; 0: none).
     #[serde(default)]

@@ -63,6 +63,7 @@ fn qp_state_name(s: QpState) -> &'static str {
         QpState::Init => "INIT",
         QpState::Rtr => "RTR",
         QpState::Rts => "RTS",
+        QpState::Sqe => "SQE",
         QpState::Err => "ERR",
     }
 }

@@ -177,9 +177,11 @@ fn packet_of(cfg: &UdConfig, w: &UdSendWqe, psn: u32) -> Packet {
 }
 
 /// Sends one datagram for work request `w` with PSN `psn` and completes it
-/// on the send CQ (when signaled, or with its error). Returns whether a
-/// packet left.
-pub fn send(cfg: &UdConfig, w: &UdSendWqe, psn: u32, env: &mut dyn QpEnv) -> bool {
+/// on the send CQ (when signaled, or with its error). `Ok` when a packet
+/// left; otherwise the error completion's status, after which IBA
+/// (10.3.1) moves a UD QP to the send queue error state (the caller's
+/// part: the QP's state is not the transport's).
+pub fn send(cfg: &UdConfig, w: &UdSendWqe, psn: u32, env: &mut dyn QpEnv) -> Result<(), u8> {
     let status = check_send(cfg, w).and_then(|len| {
         let mut p = packet_of(cfg, w, psn);
         let n = usize::from(w.num_sge);
@@ -188,13 +190,8 @@ pub fn send(cfg: &UdConfig, w: &UdSendWqe, psn: u32, env: &mut dyn QpEnv) -> boo
             .map_err(|_| WC_LOC_PROT_ERR)?;
         p.build().map_err(|_| WC_LOC_LEN_ERR)
     });
-    let (sent, status) = match status {
-        Ok(bytes) => {
-            env.send_packet(bytes);
-            (true, WC_SUCCESS)
-        }
-        Err(status) => (false, status),
-    };
+    let sent = status.map(|bytes| env.send_packet(bytes));
+    let status = sent.err().unwrap_or(WC_SUCCESS);
     if w.flags & WQE_F_SIGNALED != 0 || status != WC_SUCCESS {
         env.complete(
             CqKind::Send,

@@ -61,7 +61,7 @@ fn a_send_is_one_ud_packet_with_deth_and_completes() {
     let mut w = wqe(100);
     w.opcode = WR_UD_SEND_IMM;
     w.imm_data = 0xdead_beef.into();
-    assert!(send(&c, &w, 42, &mut e));
+    assert_eq!(send(&c, &w, 42, &mut e), Ok(()));
     let out = e.take_outbox();
     let v = PacketView::parse(&out[0]).expect("a valid packet");
     assert_eq!(v.opcode(), Opcode::UdSendOnlyImm);
@@ -82,7 +82,7 @@ fn a_qkey_with_the_high_bit_means_the_qps_own_and_qp1_sends_as_qp1() {
     let sent_qkey = |c: &UdConfig, wqe_qkey: u32, e: &mut MockEnv| {
         let mut w = wqe(8);
         w.qkey = wqe_qkey.into();
-        send(c, &w, 0, e);
+        send(c, &w, 0, e).unwrap();
         let p = e.take_outbox();
         let deth = PacketView::parse(&p[0]).unwrap().ext.deth.unwrap();
         (deth.qkey, deth.src_qp)
@@ -113,7 +113,7 @@ fn datagrams_carry_the_qps_pkey_but_qp0_the_default() {
             pkey: 0x8005,
             ..cfg(t)
         };
-        assert!(send(&c, &wqe(8), 0, &mut e));
+        assert_eq!(send(&c, &wqe(8), 0, &mut e), Ok(()));
         let p = e.take_outbox();
         assert_eq!(PacketView::parse(&p[0]).unwrap().bth.pkey, want, "{t:?}");
     }
@@ -125,7 +125,7 @@ fn qp0_sends_on_vl15_as_qp0_and_may_use_the_permissive_lid() {
     let mut w = wqe(256);
     w.dlid = 0xffff.into();
     w.sl = 15;
-    assert!(send(&cfg(QpType::Smi), &w, 0, &mut e));
+    assert_eq!(send(&cfg(QpType::Smi), &w, 0, &mut e), Ok(()));
     let p = e.take_outbox();
     let v = PacketView::parse(&p[0]).unwrap();
     assert_eq!((v.lrh.vl, v.lrh.sl, v.lrh.dlid), (15, 0, 0xffff));
@@ -146,7 +146,7 @@ fn a_grh_goes_out_with_the_ports_gid() {
     w.traffic_class = 7;
     w.flow_label = 0x12345.into();
     w.dgid = [0x11; 16];
-    send(&cfg(QpType::Ud), &w, 0, &mut e);
+    send(&cfg(QpType::Ud), &w, 0, &mut e).unwrap();
     let p = e.take_outbox();
     let g = PacketView::parse(&p[0]).unwrap().grh.expect("a GRH");
     assert_eq!(
@@ -180,7 +180,7 @@ fn refused_sends_complete_in_error_and_send_nothing() {
         let mut w = wqe(1024);
         w.flags = 0; // errors complete even unsignaled
         edit(&mut w);
-        assert!(!send(&c, &w, 0, &mut e), "{what}");
+        assert_eq!(send(&c, &w, 0, &mut e), Err(status), "{what}");
         assert!(e.outbox.is_empty(), "{what}");
         assert_eq!(e.send_cq[0].status, status, "{what}");
     }

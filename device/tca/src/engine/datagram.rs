@@ -11,7 +11,12 @@
 //! - any other number: a UD QP of this device, if it is one.
 //!
 //! Nothing reaches a QP before RTR, nor is sent before RTS; a QP in error
-//! flushes what is posted.
+//! flushes what is posted. A UD QP whose send work request fails enters
+//! SQE (IBA 10.3.1): that WQE completes with its error, the ones behind
+//! it flush, receives go on, and MODIFY_QP to RTS resumes sending. QP0
+//! and QP1 stay in RTS (the MAD layer retries their sends itself), and so
+//! does a QP whose sends the port refused while not Active (nothing was
+//! wrong with the work request).
 
 use std::time::Instant;
 
@@ -52,6 +57,8 @@ pub struct DatagramStats {
     /// Send work requests of UD QPs and QP1 completed with
     /// `WC_PORT_INACTIVE_ERR`: the port was Init or Armed.
     pub tx_port_inactive: u64,
+    /// Send work requests of UD QPs that failed and moved their QP to SQE.
+    pub tx_send_queue_errors: u64,
 }
 
 impl Engine {
@@ -85,8 +92,8 @@ impl Engine {
         self.qp_env(qpn)
     }
 
-    /// Sends what datagram QP `qpn` has posted (RTS), or flushes it (ERR);
-    /// false if `qpn` is no datagram QP.
+    /// Sends what datagram QP `qpn` has posted (RTS), or flushes it (SQE,
+    /// ERR); false if `qpn` is no datagram QP.
     pub(super) fn drain_datagram_sq(&mut self, qpn: u32) -> bool {
         if self.datagram_type(qpn).is_none() {
             return false;
@@ -109,8 +116,9 @@ impl Engine {
                     return true;
                 }
             };
-            if state == QpState::Err || inactive {
-                let status = if state == QpState::Err {
+            let flushing = matches!(state, QpState::Sqe | QpState::Err);
+            if flushing || inactive {
+                let status = if flushing {
                     self.stats.flushed_sends += 1;
                     WC_WR_FLUSH_ERR
                 } else {
@@ -128,7 +136,14 @@ impl Engine {
                 continue;
             }
             let psn = qp.next_datagram_psn();
-            if ud::send(&cfg, &wqe, psn, &mut self.datagram_env(qpn)) {
+            let sent = ud::send(&cfg, &wqe, psn, &mut self.datagram_env(qpn));
+            if sent.is_err() && cfg.qp_type == QpType::Ud {
+                self.stats.ud.tx_send_queue_errors += 1;
+                if let Some(qp) = self.verbs.qps.get_mut(qpn) {
+                    qp.set_send_queue_error();
+                }
+            }
+            if sent.is_ok() {
                 self.stats.ud.transport.sent += 1;
                 if self
                     .stats
@@ -144,16 +159,14 @@ impl Engine {
     }
 
     /// After commands: datagram QPs that reached RTS send what was posted
-    /// before, those in ERR flush.
+    /// before, those in SQE or ERR flush.
     pub(super) fn sync_datagram_qps(&mut self) {
         let ready: Vec<u32> = self
             .verbs
             .qps
             .iter()
             .filter(|(_, qp)| {
-                qp.qp_type.is_datagram()
-                    && matches!(qp.state(), QpState::Rts | QpState::Err)
-                    && qp.send_pending()
+                qp.qp_type.is_datagram() && qp.state().takes_sends() && qp.send_pending()
             })
             .map(|(qpn, _)| qpn)
             .collect();
@@ -163,13 +176,13 @@ impl Engine {
     }
 
     /// Delivers a datagram to QP `qpn` of this device, which must be a
-    /// datagram QP in RTR or RTS.
+    /// datagram QP in RTR, RTS or SQE.
     pub(super) fn deliver_datagram(&mut self, qpn: u32, view: &PacketView<'_>) {
         let ready = self
             .verbs
             .qps
             .get(qpn)
-            .is_some_and(|qp| matches!(qp.state(), QpState::Rtr | QpState::Rts));
+            .is_some_and(|qp| qp.state().receives());
         let Some(cfg) = self.datagram_config(qpn).filter(|_| ready) else {
             self.stats.rx_no_qp += 1;
             return;

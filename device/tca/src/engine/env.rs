@@ -12,7 +12,6 @@ use crate::verbs::abi::{
 };
 use crate::verbs::mr::{RemoteRight, RemoteTarget};
 use crate::verbs::mw::BindRequest;
-use crate::verbs::qp_state::QpState;
 use crate::verbs::sgl::GpaRanges;
 use crate::verbs::Verbs;
 use ibtca_abi::recv::RecvWr;
@@ -367,7 +366,7 @@ impl QpEnv for DeviceQpEnv<'_> {
         if let Some(srqn) = qp.srqn {
             // Only a QP that receives takes from its SRQ: one in error
             // flushes none of the SRQ's WQEs (the other QPs' too).
-            if !matches!(qp.state(), QpState::Rtr | QpState::Rts) {
+            if !qp.state().receives() {
                 return None;
             }
             return self

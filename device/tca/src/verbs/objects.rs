@@ -221,8 +221,8 @@ impl Verbs {
     }
 
     /// Brings the doorbell records' awake words in line with their QPs'
-    /// states: the SQ's cleared outside RTS and ERR (the engine keeps it in
-    /// those), the RQ's set in RTR and RTS and cleared otherwise. Returns
+    /// states: the SQ's cleared outside RTS, SQE and ERR (the engine keeps
+    /// it in those), the RQ's set in RTR, RTS and SQE and cleared otherwise. Returns
     /// the QPs whose RQ went to sleep with receives posted meanwhile (for
     /// the caller to flush).
     pub fn sync_db_records(&mut self, mem: &GuestMemory) -> Vec<u32> {
@@ -232,11 +232,11 @@ impl Verbs {
                 continue;
             }
             let state = qp.state();
-            if !matches!(state, QpState::Rts | QpState::Err) {
+            if !state.takes_sends() {
                 // Nothing to take: the index is read again from RTS on.
                 let _ = qp.set_awake(mem, RecordQueue::Sq, false);
             }
-            let rq = matches!(state, QpState::Rtr | QpState::Rts);
+            let rq = state.receives();
             if qp.set_awake(mem, RecordQueue::Rq, rq) == Ok(true) {
                 more.push(qpn);
             }

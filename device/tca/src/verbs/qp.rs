@@ -324,7 +324,7 @@ impl Qp {
     pub fn from_record(&mut self, mem: &GuestMemory, q: RecordQueue) -> Result<(), QpError> {
         let reads = match q {
             RecordQueue::Sq => self.state == QpState::Rts,
-            RecordQueue::Rq => matches!(self.state, QpState::Rtr | QpState::Rts),
+            RecordQueue::Rq => self.state.receives(),
         };
         if !reads {
             return Ok(());
@@ -428,6 +428,16 @@ impl Qp {
         psn
     }
 
+    /// Moves a QP in RTS to the send queue error state (a UD QP's send
+    /// work request failed, IBA 10.3.1): the engine flushes its later
+    /// send WQEs until MODIFY_QP brings it back to RTS.
+    pub fn set_send_queue_error(&mut self) {
+        if self.state == QpState::Rts {
+            crate::guest_warn!(pdn = self.pdn, "QP enters the send queue error state");
+            self.state = QpState::Sqe;
+        }
+    }
+
     /// Moves the QP to the error state (the engine flushes its WQEs).
     pub fn set_error(&mut self) {
         if self.state != QpState::Err {
@@ -487,9 +497,9 @@ impl Qp {
         self.sq.ci != self.sq.pi
     }
 
-    /// Takes the next send WQE (in RTS, or in ERR for flushing).
+    /// Takes the next send WQE (in RTS, or in SQE or ERR for flushing).
     pub fn next_send_wqe(&mut self, mem: &GuestMemory) -> Result<Option<SendWqe>, QpError> {
-        if !matches!(self.state, QpState::Rts | QpState::Err) || self.sq.ci == self.sq.pi {
+        if !self.state.takes_sends() || self.sq.ci == self.sq.pi {
             return Ok(None);
         }
         let w = self
@@ -500,10 +510,10 @@ impl Qp {
         Ok(Some(w))
     }
 
-    /// Takes the next receive WQE of its own RQ (in RTR or RTS, or in ERR
-    /// for flushing; none for a QP on an SRQ).
+    /// Takes the next receive WQE of its own RQ (in RTR, RTS or SQE, or in
+    /// ERR for flushing; none for a QP on an SRQ).
     pub fn next_recv_wqe(&mut self, mem: &GuestMemory) -> Result<Option<RecvWr>, QpError> {
-        let ready = matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err);
+        let ready = self.state.receives() || self.state == QpState::Err;
         if ready && self.rq.as_ref().is_some_and(|rq| rq.ci == rq.pi) {
             self.from_record(mem, RecordQueue::Rq)?;
         }

@@ -1,6 +1,7 @@
 //! The QP state machine (IBA 10.3.1, the subset ibtca implements):
 //! RESET → INIT → RTR → RTS, INIT → INIT and RTS → RTS to change access
-//! rights, any state → ERR, any state → RESET. Each transition says which
+//! rights, any state → ERR, any state → RESET, and for a UD QP SQE → RTS
+//! (the device moves it to SQE when a send work request fails). Each transition says which
 //! MODIFY_QP attributes it requires and which it allows; anything else,
 //! and every other transition, is `EINVAL`. Datagram QPs (UD, SMI, GSI)
 //! take a Q_Key instead of a path: a UD QP needs one at INIT (QP0's and
@@ -48,6 +49,7 @@ const UD_TRANSITIONS: &[(QpState, QpState, u32, u32)] = &[
     (Q::Init, Q::Rtr, 0, QP_ATTR_QKEY | QP_ATTR_PKEY_INDEX),
     (Q::Rtr, Q::Rts, QP_ATTR_SQ_PSN, QP_ATTR_QKEY),
     (Q::Rts, Q::Rts, 0, QP_ATTR_QKEY),
+    (Q::Sqe, Q::Rts, 0, QP_ATTR_QKEY),
 ];
 
 /// The same for QP0 and QP1 (their Q_Key may be given, as the MAD layer
@@ -108,7 +110,7 @@ pub fn check_modify(
 mod tests {
     use super::*;
     use crate::verbs::abi::{QPS_ERR, QPS_INIT, QPS_RTR, QPS_RTS};
-    use QpState::{Err, Init, Reset, Rtr, Rts};
+    use QpState::{Err, Init, Reset, Rtr, Rts, Sqe};
 
     const ALL: [QpState; 5] = [Reset, Init, Rtr, Rts, Err];
     const S: u32 = QP_ATTR_STATE;
@@ -205,6 +207,21 @@ mod tests {
             e
         );
         assert_eq!(check_modify(QpType::Gsi, Reset, S, QPS_INIT), Ok(Init));
+    }
+
+    #[test]
+    fn a_ud_qp_leaves_sqe_for_rts_and_only_the_device_enters_it() {
+        use crate::verbs::abi::{QPS_RESET, QPS_SQE};
+        let ud = |from, mask, to| check_modify(QpType::Ud, from, mask, to);
+        let e = Result::Err(VerbsError::Invalid);
+        assert_eq!(ud(Sqe, S, QPS_RTS), Ok(Rts), "IPoIB's recovery");
+        assert_eq!(ud(Sqe, S | QP_ATTR_QKEY, QPS_RTS), Ok(Rts));
+        assert_eq!(ud(Sqe, S | QP_ATTR_SQ_PSN, QPS_RTS), e);
+        assert_eq!(ud(Sqe, S, QPS_ERR), Ok(Err));
+        assert_eq!(ud(Sqe, S, QPS_RESET), Ok(Reset));
+        assert_eq!(ud(Sqe, S, QPS_RTR), e);
+        assert_eq!(ud(Rts, S, QPS_SQE), e, "the device's transition");
+        assert_eq!(check_modify(QpType::Rc, Sqe, S, QPS_RTS), e);
     }
 
     #[test]

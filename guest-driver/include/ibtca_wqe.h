@@ -139,10 +139,26 @@ static inline void ibtca_sge_set(struct ibtca_sge *sge, __u64 addr,
 	sge->lkey = ibtca_wqe_le32(lkey);
 }
 
+/* SGEs within a 128-byte send or receive WQE (the default stride). */
+#define IBTCA_WQE_SGES	4
+
+/*
+ * SGE @i of the send, UD send or receive WQE at @w: past the first
+ * IBTCA_WQE_SGES the list runs on after the 128-byte struct, in a slot of
+ * a larger stride.
+ */
+static inline struct ibtca_sge *ibtca_wqe_sge(void *w, unsigned int i)
+{
+	return (struct ibtca_sge *)((char *)w +
+		__builtin_offsetof(struct ibtca_send_wqe, sge)) + i;
+}
+
 /*
  * Adds one buffer to send WQE @w: with IBTCA_WQE_F_INLINE its bytes (at
  * @addr, an address the caller may read; checked by
- * ibtca_wqe_buffers_ok()) after the inline data so far, else the next SGE.
+ * ibtca_wqe_buffers_ok()) after the inline data so far, else the next SGE
+ * (the caller keeps within what its stride holds:
+ * ibtca_send_stride_sges()).
  */
 static inline void ibtca_wqe_gather(struct ibtca_send_wqe *w, __u64 addr,
 				    __u32 length, __u32 lkey)
@@ -153,7 +169,7 @@ static inline void ibtca_wqe_gather(struct ibtca_send_wqe *w, __u64 addr,
 		w->inline_len += length;
 		return;
 	}
-	ibtca_sge_set(&w->sge[w->num_sge++], addr, length, lkey);
+	ibtca_sge_set(ibtca_wqe_sge(w, w->num_sge++), addr, length, lkey);
 }
 
 /* Starts UD send WQE @w (zeroed but for its address vector). */
@@ -175,7 +191,7 @@ static inline void ibtca_wqe_ud_start(struct ibtca_ud_send_wqe *w, bool imm,
 static inline void ibtca_wqe_ud_gather(struct ibtca_ud_send_wqe *w,
 				       __u64 addr, __u32 length, __u32 lkey)
 {
-	ibtca_sge_set(&w->sge[w->num_sge++], addr, length, lkey);
+	ibtca_sge_set(ibtca_wqe_sge(w, w->num_sge++), addr, length, lkey);
 }
 
 /* Starts receive WQE @w (zeroed). */
@@ -196,6 +212,31 @@ static inline void ibtca_recv_wqe_gather(struct ibtca_recv_wqe *w,
 			__builtin_offsetof(struct ibtca_recv_wqe, sge));
 
 	ibtca_sge_set(&list[w->num_sge++], addr, length, lkey);
+}
+
+/* The SGEs a send WQE stride of 2^@log_stride bytes holds. */
+static inline __u32 ibtca_send_stride_sges(__u32 log_stride)
+{
+	__u32 n = ((1U << log_stride) -
+		   __builtin_offsetof(struct ibtca_send_wqe, sge)) /
+		  sizeof(struct ibtca_sge);
+
+	return n < IBTCA_MAX_SEND_SGE ? n : IBTCA_MAX_SEND_SGE;
+}
+
+/*
+ * The smallest send stride (log2 bytes) holding @sges SGEs, at least
+ * IBTCA_RECV_LOG_STRIDE (128 bytes); 0 past IBTCA_MAX_SEND_SGE.
+ */
+static inline __u32 ibtca_send_log_stride(__u32 sges)
+{
+	__u32 log;
+
+	for (log = IBTCA_RECV_LOG_STRIDE; log <= IBTCA_MAX_RECV_LOG_STRIDE;
+	     log++)
+		if (ibtca_send_stride_sges(log) >= sges)
+			return log;
+	return 0;
 }
 
 /* The SGEs a receive WQE stride of 2^@log_stride bytes holds. */

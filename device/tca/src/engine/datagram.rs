@@ -103,14 +103,15 @@ impl Engine {
                 return true;
             };
             let state = qp.state();
-            let wqe = match qp.next_send_wqe(&self.mem) {
-                Ok(Some(w)) => UdSendWqe::from_send_wqe(&w),
+            let wr = match qp.next_send_wqe(&self.mem) {
+                Ok(Some(w)) => w,
                 Ok(None) => return true,
                 Err(e) => {
                     crate::guest_warn!(qpn, error = %e, "send queue");
                     return true;
                 }
             };
+            let wqe = UdSendWqe::from_send_wqe(wr.wqe());
             if state == QpState::Err || inactive {
                 let status = if state == QpState::Err {
                     self.stats.flushed_sends += 1;
@@ -130,7 +131,7 @@ impl Engine {
                 continue;
             }
             let psn = qp.next_datagram_psn();
-            if ud::send(&cfg, &wqe, psn, &mut self.datagram_env(qpn)) {
+            if ud::send_with_sges(&cfg, &wqe, wr.sges(), psn, &mut self.datagram_env(qpn)) {
                 self.stats.ud.transport.sent += 1;
                 if self
                     .stats

@@ -64,6 +64,8 @@
 #define IBTCA_MAX_RECV_LOG_STRIDE          0xa
 /* Most SGEs of one receive WQE (struct ibtca_device_attr_ext max_recv_sge and max_srq_sge), at a stride of 1024 bytes. */
 #define IBTCA_MAX_RECV_SGE                 0x20
+/* Most SGEs of one send WQE (struct ibtca_device_attr max_sge), at a send stride of 1024 bytes (which would hold 60): the receive side's cap, above the 30 of common HCAs. */
+#define IBTCA_MAX_SEND_SGE                 0x20
 /* Completion opcode: SEND. */
 #define IBTCA_WC_SEND                      0x0
 /* Completion opcode: RDMA WRITE. */
@@ -289,7 +291,7 @@ struct ibtca_sge {
 } __packed;
 static_assert(sizeof(struct ibtca_sge) == 16);
 
-/* A send-queue work request (128 bytes). */
+/* A send-queue work request: 128 bytes with 4 SGEs at the default stride. An SQ of a larger stride (CREATE_QP's sq_log_stride) continues `sge` past the 128 bytes as a receive WQE does (entry i at byte 64 + 16 * i), as many as the stride holds, at most IBTCA_MAX_SEND_SGE; a UD send WQE's list runs on the same way. A `num_sge` past that completes with IBTCA_WC_LOC_LEN_ERR; nothing past the WQE's slot is read. */
 struct ibtca_send_wqe {
 	__le64 wr_id;	/* 0x00: Caller's cookie, returned in the completion. */
 	__u8 opcode;	/* 0x08: IBTCA_WR_* operation. */
@@ -466,7 +468,7 @@ struct ibtca_cmd_create_qp {
 	__le64 quasi;	/* 0x20: Guest-physical address of the quasi-WQE ring (struct ibtca_quasi_wqe). */
 	__le16 db_page;	/* 0x28: Doorbell page (below IBTCA_DB_PAGES) whose SQ and RQ doorbells alone ring this QP; 0: the kernel's (BAR0's IBTCA_REG_DB_SQ/DB_RQ or page 0). */
 	__u8 rq_log_stride;	/* 0x2a: log2 of the RQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE; `rq` aligned to it); 0: IBTCA_RECV_LOG_STRIDE, the 128-byte struct ibtca_recv_wqe with 4 SGEs. Must be 0 with `srqn`. */
-	__u8 rsvd0;	/* 0x2b: Reserved, zero. */
+	__u8 sq_log_stride;	/* 0x2b: log2 of the SQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE, as `rq_log_stride`; `sq` aligned to it); 0: 128 bytes, struct ibtca_send_wqe with 4 SGEs. A send WQE's SGE list runs on past its 128 bytes as a receive WQE's does, up to IBTCA_MAX_SEND_SGE. */
 	__le32 srqn;	/* 0x2c: Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_create_qp) == 48);
@@ -614,7 +616,7 @@ struct ibtca_device_attr {
 	__le32 max_pd;	/* 0x1c: Protection domains. */
 	__le32 max_cqe;	/* 0x20: Entries of one CQ. */
 	__le32 max_qp_wr;	/* 0x24: Entries of one send or receive queue. */
-	__u8 max_sge;	/* 0x28: SGEs of one work request. */
+	__u8 max_sge;	/* 0x28: SGEs of one send WQE (IBTCA_MAX_SEND_SGE, at the largest send stride; 4 at the default 128 bytes). */
 	__u8 max_qp_rd_atom;	/* 0x29: Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources). */
 	__u8 max_mtu;	/* 0x2a: Largest IBTCA_MTU_* path MTU. */
 	__u8 phys_ports;	/* 0x2b: Physical ports. */

@@ -139,10 +139,26 @@ static inline void ibtca_sge_set(struct ibtca_sge *sge, __u64 addr,
 	sge->lkey = ibtca_wqe_le32(lkey);
 }
 
+/* SGEs within a 128-byte send or receive WQE (the default stride). */
+#define IBTCA_WQE_SGES	4
+
+/*
+ * SGE @i of the send, UD send or receive WQE at @w: past the first
+ * IBTCA_WQE_SGES the list runs on after the 128-byte struct, in a slot of
+ * a larger stride.
+ */
+static inline struct ibtca_sge *ibtca_wqe_sge(void *w, unsigned int i)
+{
+	return (struct ibtca_sge *)((char *)w +
+		__builtin_offsetof(struct ibtca_send_wqe, sge)) + i;
+}
+
 /*
  * Adds one buffer to send WQE @w: with IBTCA_WQE_F_INLINE its bytes (at
  * @addr, an address the caller may read; checked by
- * ibtca_wqe_buffers_ok()) after the inline data so far, else the next SGE.
+ * ibtca_wqe_buffers_ok()) after the inline data so far, else the next SGE
+ * (the caller keeps within what its stride holds:
+ * ibtca_send_stride_sges()).
  */
 static inline void ibtca_wqe_gather(struct ibtca_send_wqe *w, __u64 addr,
 				    __u32 length, __u32 lkey)
@@ -153,7 +169,7 @@ static inline void ibtca_wqe_gather(struct ibtca_send_wqe *w, __u64 addr,
 		w->inline_len += length;
 		return;
 	}
-	ibtca_sge_set(&w->sge[w->num_sge++], addr, length, lkey);
+	ibtca_sge_set(ibtca_wqe_sge(w, w->num_sge++), addr, length, lkey);
 }
 
 /* Starts UD send WQE @w (zeroed but for its address vector). */
@@ -175,7 +191,7 @@ static inline void ibtca_wqe_ud_start(struct ibtca_ud_send_wqe *w, bool imm,
 static inline void ibtca_wqe_ud_gather(struct ibtca_ud_send_wqe *w,
 				       __u64 addr, __u32 length, __u32 lkey)
 {
-	ibtca_sge_set(&w->sge[w->num_sge++], addr, length, lkey);
+	ibtca_sge_set(ibtca_wqe_sge(w, w->num_sge++), addr, length, lkey);
 }
 
 /* Starts receive WQE @w (zeroed). */
@@ -192,35 +208,59 @@ static inline void ibtca_recv_wqe_start(struct ibtca_recv_wqe *w, __u64 wr_id)
 static inline void ibtca_recv_wqe_gather(struct ibtca_recv_wqe *w,
 					 __u64 addr, __u32 length, __u32 lkey)
 {
-	struct ibtca_sge *list = (struct ibtca_sge *)((char *)w +
-			__builtin_offsetof(struct ibtca_recv_wqe, sge));
-
-	ibtca_sge_set(&list[w->num_sge++], addr, length, lkey);
-}
-
-/* The SGEs a receive WQE stride of 2^@log_stride bytes holds. */
-static inline __u32 ibtca_recv_stride_sges(__u32 log_stride)
-{
-	__u32 n = ((1U << log_stride) -
-		   __builtin_offsetof(struct ibtca_recv_wqe, sge)) /
-		  sizeof(struct ibtca_sge);
-
-	return n < IBTCA_MAX_RECV_SGE ? n : IBTCA_MAX_RECV_SGE;
+	ibtca_sge_set(ibtca_wqe_sge(w, w->num_sge++), addr, length, lkey);
 }
 
 /*
- * The smallest receive stride (log2 bytes) holding @sges SGEs, at least
- * IBTCA_RECV_LOG_STRIDE; 0 past IBTCA_MAX_RECV_SGE.
+ * The SGEs a WQE stride of 2^@log_stride bytes holds, at most @cap: send
+ * and receive WQEs both have their list at byte 64.
  */
-static inline __u32 ibtca_recv_log_stride(__u32 sges)
+static inline __u32 ibtca_stride_sges(__u32 log_stride, __u32 cap)
+{
+	__u32 n = ((1U << log_stride) -
+		   __builtin_offsetof(struct ibtca_send_wqe, sge)) /
+		  sizeof(struct ibtca_sge);
+
+	return n < cap ? n : cap;
+}
+
+/*
+ * The smallest stride (log2 bytes) holding @sges SGEs of at most @cap, at
+ * least IBTCA_RECV_LOG_STRIDE (128 bytes); 0 past @cap.
+ */
+static inline __u32 ibtca_log_stride(__u32 sges, __u32 cap)
 {
 	__u32 log;
 
 	for (log = IBTCA_RECV_LOG_STRIDE; log <= IBTCA_MAX_RECV_LOG_STRIDE;
 	     log++)
-		if (ibtca_recv_stride_sges(log) >= sges)
+		if (ibtca_stride_sges(log, cap) >= sges)
 			return log;
 	return 0;
+}
+
+/* The SGEs a send WQE stride of 2^@log_stride bytes holds. */
+static inline __u32 ibtca_send_stride_sges(__u32 log_stride)
+{
+	return ibtca_stride_sges(log_stride, IBTCA_MAX_SEND_SGE);
+}
+
+/* The smallest send stride holding @sges SGEs; 0 past IBTCA_MAX_SEND_SGE. */
+static inline __u32 ibtca_send_log_stride(__u32 sges)
+{
+	return ibtca_log_stride(sges, IBTCA_MAX_SEND_SGE);
+}
+
+/* The SGEs a receive WQE stride of 2^@log_stride bytes holds. */
+static inline __u32 ibtca_recv_stride_sges(__u32 log_stride)
+{
+	return ibtca_stride_sges(log_stride, IBTCA_MAX_RECV_SGE);
+}
+
+/* The smallest receive stride holding @sges SGEs; 0 past IBTCA_MAX_RECV_SGE. */
+static inline __u32 ibtca_recv_log_stride(__u32 sges)
+{
+	return ibtca_log_stride(sges, IBTCA_MAX_RECV_SGE);
 }
 
 #endif

@@ -117,26 +117,30 @@ static void ibtca_ib_ud_wqe(struct ibtca_ud_send_wqe *w,
 }
 
 /* A datagram QP's opcode for @wr: SEND (with immediate) to an AH. */
-static int ibtca_ib_ud_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
+static int ibtca_ib_ud_check(struct ibtca_ib_qp *qp,
+			     const struct ib_send_wr *wr)
 {
 	if ((wr->opcode != IB_WR_SEND && wr->opcode != IB_WR_SEND_WITH_IMM) ||
 	    (wr->send_flags & ~IBTCA_IB_SEND_FLAGS) ||
 	    (wr->send_flags & IB_SEND_INLINE) || !ud_wr(wr)->ah ||
-	    wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge)
+	    wr->num_sge < 0 ||
+	    wr->num_sge > ibtca_send_stride_sges(qp->r.log_stride))
 		return -EINVAL;
 	return wr->opcode == IB_WR_SEND ? IBTCA_WR_UD_SEND :
 	       IBTCA_WR_UD_SEND_IMM;
 }
 
 /* The device's opcode for @wr, or -EINVAL if the QP cannot take it. */
-static int ibtca_ib_send_check(struct ibtca_ib *ib, const struct ib_send_wr *wr)
+static int ibtca_ib_send_check(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
+			       const struct ib_send_wr *wr)
 {
 	int op = ibtca_ib_wr_opcode(wr->opcode);
 	u64 len = 0;
 	int i;
 
 	if (op < 0 || (wr->send_flags & ~IBTCA_IB_SEND_FLAGS) ||
-	    wr->num_sge < 0 || wr->num_sge > ib->attr.max_sge)
+	    wr->num_sge < 0 ||
+	    wr->num_sge > ibtca_send_stride_sges(qp->r.log_stride))
 		return -EINVAL;
 	for (i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
@@ -171,8 +175,8 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	start = qp->r.sq_pi;
 	for (; wr; wr = wr->next) {
-		op = datagram ? ibtca_ib_ud_check(ib, wr) :
-				ibtca_ib_send_check(ib, wr);
+		op = datagram ? ibtca_ib_ud_check(qp, wr) :
+				ibtca_ib_send_check(ib, qp, wr);
 		if (op < 0) {
 			ret = op;
 			break;

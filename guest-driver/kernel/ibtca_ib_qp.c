@@ -75,6 +75,8 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 		/* Receive WQEs as large as the SGEs asked for need. */
 		.rq_stride = init->srq ? 0 :
 			     ibtca_recv_log_stride(init->cap.max_recv_sge),
+		/* Send WQEs likewise. */
+		.sq_stride = ibtca_send_log_stride(init->cap.max_send_sge),
 	};
 	int ret;
 
@@ -119,9 +121,10 @@ caps:
 		qp->ibqp.qp_num = init->qp_type == IB_QPT_SMI ? 0 : 1;
 	init->cap.max_send_wr = BIT(qp->r.log);
 	init->cap.max_recv_wr = init->srq ? 0 : BIT(qp->r.rq_log);
-	init->cap.max_send_sge = ib->attr.max_sge;
-	/* A user QP's receives are the provider's 128-byte WQEs. */
-	init->cap.max_recv_sge = init->srq ? 0 : udata ? ib->attr.max_sge :
+	/* A user QP's WQEs are the provider's 128-byte ones. */
+	init->cap.max_send_sge = udata ? IBTCA_WQE_SGES :
+		ibtca_send_stride_sges(qp->r.log_stride);
+	init->cap.max_recv_sge = init->srq ? 0 : udata ? IBTCA_WQE_SGES :
 		ibtca_recv_stride_sges(qp->r.rq_log_stride);
 	/*
 	 * Only an RC WQE carries inline data; a datagram WQE has an address
@@ -147,10 +150,11 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (init->create_flags ||
 	    init->cap.max_inline_data > IBTCA_MAX_INLINE_DATA ||
 	    init->cap.max_send_wr > max_wr ||
-	    init->cap.max_send_sge > ib->attr.max_sge ||
+	    init->cap.max_send_sge >
+	    (udata ? IBTCA_WQE_SGES : ib->attr.max_sge) ||
 	    (!init->srq && (init->cap.max_recv_wr > max_wr ||
 			    init->cap.max_recv_sge >
-			    (udata ? ib->attr.max_sge : ib->max_recv_sge))))
+			    (udata ? IBTCA_WQE_SGES : ib->max_recv_sge))))
 		return -EINVAL;
 	if (init->srq && init->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;

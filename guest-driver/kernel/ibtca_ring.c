@@ -190,7 +190,8 @@ int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	r->log = logs->sq;
 	r->rq_log = logs->rq;
 	r->rq_log_stride = logs->rq_stride ?: IBTCA_RECV_LOG_STRIDE;
-	sq = PAGE_ALIGN(sizeof(struct ibtca_send_wqe) << logs->sq);
+	r->log_stride = logs->sq_stride ?: IBTCA_RECV_LOG_STRIDE;
+	sq = PAGE_ALIGN((size_t)1 << (r->log_stride + logs->sq));
 	/* Page-aligned, so aligned to any receive stride. */
 	rq = PAGE_ALIGN((size_t)1 << (r->rq_log_stride + logs->rq));
 	quasi = PAGE_ALIGN(sizeof(struct ibtca_quasi_wqe) << logs->quasi);
@@ -214,6 +215,8 @@ int ibtca_qp_ring_create_sized(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 	p.db_page = cpu_to_le16(db_page);
 	if (r->rq_log_stride != IBTCA_RECV_LOG_STRIDE)
 		p.rq_log_stride = r->rq_log_stride;
+	if (r->log_stride != IBTCA_RECV_LOG_STRIDE)
+		p.sq_log_stride = r->log_stride;
 	if (srqn) {
 		/* Receives from the SRQ: the RQ memory stays unused. */
 		p.srqn = cpu_to_le32(srqn);
@@ -269,8 +272,9 @@ struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp_ring *r)
 
 	if (r->sq_pi - READ_ONCE(r->sq_done) >= BIT(r->log))
 		return NULL;
-	w = &r->sq[r->sq_pi & (BIT(r->log) - 1)];
-	memset(w, 0, sizeof(*w));
+	w = (void *)r->sq + ((size_t)(r->sq_pi & (BIT(r->log) - 1)) <<
+			     r->log_stride);
+	memset(w, 0, BIT(r->log_stride));
 	r->sq_pi++;
 	return w;
 }

@@ -32,6 +32,7 @@ struct ibtca_qp_ring {
 	u32 log;		/* 2^log send slots */
 	u32 rq_log;		/* 2^rq_log receive slots */
 	u32 rq_log_stride;	/* of 2^rq_log_stride bytes each */
+	u32 log_stride;		/* send slots of 2^log_stride bytes each */
 	u32 sq_pi, sq_done;	/* posted, completed send requests */
 	u32 rq_pi, rq_done;	/* posted, completed receive requests */
 	size_t size;
@@ -72,10 +73,10 @@ int ibtca_qp_ring_create_type(struct ibtca_dev *idev, struct ibtca_qp_ring *r,
 
 /*
  * The log2 sizes of a QP's send, receive and quasi-WQE rings, and of its
- * receive WQEs' stride (0: IBTCA_RECV_LOG_STRIDE, 128 bytes).
+ * receive and send WQEs' strides (0: IBTCA_RECV_LOG_STRIDE, 128 bytes).
  */
 struct ibtca_qp_logs {
-	u32 sq, rq, quasi, rq_stride;
+	u32 sq, rq, quasi, rq_stride, sq_stride;
 };
 
 /*

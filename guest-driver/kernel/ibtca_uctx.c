@@ -30,6 +30,7 @@
 
 #include "ibtca_ib.h"
 #include "ibtca_uctx.h"
+#include "ibtca_wqe.h"
 
 /* Pages of one object mapped into a context. */
 struct ibtca_mmap_entry {
@@ -119,7 +120,8 @@ int ibtca_ib_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		.max_cqe = a->max_cqe,
 		.max_mr = a->max_mr,
 		.max_pd = a->max_pd,
-		.max_sge = a->max_send_sge,
+		/* The provider's WQEs are 128 bytes. */
+		.max_sge = IBTCA_WQE_SGES,
 		.max_qp_rd_atom = a->max_qp_rd_atom,
 		.max_mr_size = a->max_mr_size,
 	};

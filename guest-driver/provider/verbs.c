@@ -20,6 +20,7 @@ static int ibtca_query_device(struct ibv_context *ctx,
 	struct ib_uverbs_ex_query_device_resp resp;
 	size_t resp_size = sizeof(resp);
 	uint64_t fw;
+	int max_sge;
 	int err;
 
 	err = ibv_cmd_query_device_any(ctx, input, attr, attr_size, &resp,
@@ -27,11 +28,16 @@ static int ibtca_query_device(struct ibv_context *ctx,
 	if (err)
 		return err;
 	/*
-	 * This provider's receive WQEs are 128 bytes: 4 SGEs (the kernel's
-	 * own SRQs take more).
+	 * This provider's send and receive WQEs are 128 bytes: the SGEs its
+	 * context was given (4; the kernel's own QPs and SRQs take more).
 	 */
-	if (attr->orig_attr.max_srq_sge > attr->orig_attr.max_sge)
-		attr->orig_attr.max_srq_sge = attr->orig_attr.max_sge;
+	max_sge = (int)to_ibtca_ctx(ctx)->max_sge;
+	if (attr->orig_attr.max_sge > max_sge)
+		attr->orig_attr.max_sge = max_sge;
+	if (attr->orig_attr.max_sge_rd > max_sge)
+		attr->orig_attr.max_sge_rd = max_sge;
+	if (attr->orig_attr.max_srq_sge > max_sge)
+		attr->orig_attr.max_srq_sge = max_sge;
 	/* The kernel's fw_ver is major << 32 | minor, as sysfs fw_ver shows. */
 	fw = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),

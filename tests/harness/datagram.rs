@@ -37,6 +37,7 @@ impl SimGuest {
             quasi: 0, // a datagram QP has no quasi-WQE ring
             log,
             rq_log_stride: RECV_LOG_STRIDE,
+            sq_log_stride: RECV_LOG_STRIDE,
             sq_pi: 0,
             rq_pi: 0,
         })

@@ -147,15 +147,17 @@ fn every_reported_limit_is_enforced() {
     g.modify_qp(&rts(ext.max_qp_init_rd_atom))
         .expect("max_qp_init_rd_atom");
 
-    // SGEs per work request: max_sge gather four pieces; one more fails
-    // the work request with a local length error.
-    let max_sge = usize::from(d.max_sge);
+    // SGEs per work request at the default 128-byte stride: its four
+    // gather, one more fails the work request with a local length error
+    // (max_sge, at the largest stride: send_sge_stride.rs).
+    assert_eq!(d.max_sge, MAX_SEND_SGE, "max_sge");
+    let max_sge = MAX_SGE;
     let mut w = remote(
         send_wqe(WR_RDMA_WRITE, 1, p.a.buf, 8, p.a.lkey),
         p.b.buf,
         p.b.rkey,
     );
-    w.num_sge = d.max_sge;
+    w.num_sge = max_sge as u8;
     for i in 0..max_sge {
         w.sge[i] = Sge {
             addr: (p.a.buf + 0x100 * i as u64).into(),
@@ -170,7 +172,7 @@ fn every_reported_limit_is_enforced() {
     let want: Vec<u8> = (0..max_sge).flat_map(|i| [i as u8 + 1; 8]).collect();
     assert_eq!(p.b.g.read(p.b.buf, 8 * max_sge), want);
     w.wr_id = 2.into();
-    w.num_sge = d.max_sge + 1;
+    w.num_sge = max_sge as u8 + 1;
     p.a.g.post_send(&mut p.a.qp, &w);
     let c = p.a.g.poll_cq(&mut p.a.cq, Duration::from_secs(10)).unwrap();
     assert_eq!(
@@ -182,13 +184,13 @@ fn every_reported_limit_is_enforced() {
 }
 
 #[test]
-fn a_receive_with_more_sges_than_max_sge_is_refused_not_truncated() {
+fn a_receive_with_more_sges_than_its_stride_holds_is_refused_not_truncated() {
     let mut p = LinkedPair::start(PairOptions::default());
     p.connect(MTU_4096);
-    let d: DeviceAttr = p.b.g.query(CMD_QUERY_DEVICE).unwrap();
+    // The default 128-byte receive WQE holds MAX_SGE.
     let mut r = recv_wqe(7, p.b.buf, 8, p.b.lkey);
-    r.num_sge = d.max_sge + 1;
-    for i in 0..usize::from(d.max_sge) {
+    r.num_sge = MAX_SGE as u8 + 1;
+    for i in 0..MAX_SGE {
         r.sge[i] = Sge {
             addr: (p.b.buf + 0x100 * i as u64).into(),
             length: 8.into(),
@@ -213,7 +215,7 @@ fn a_receive_with_more_sges_than_max_sge_is_refused_not_truncated() {
     let c = p.a.g.poll_cq(&mut p.a.cq, t).expect("the send completes");
     assert_eq!(c.status, WC_REM_OP_ERR, "{}", wc_status_name(c.status));
     // Nothing was scattered into the first four elements.
-    for i in 0..u64::from(d.max_sge) {
+    for i in 0..MAX_SGE as u64 {
         assert_eq!(p.b.g.read(p.b.buf + 0x100 * i, 8), [0; 8]);
     }
 }

@@ -3,13 +3,14 @@
 //! the driver lays out in guest memory (command entries, WQEs, CQEs,
 //! quasi-WQEs: [`verbs`]) with the layout description the C headers are
 //! generated from ([`layout`]), and the QP types and states as the ABI
-//! numbers them ([`qp`]), and a receive WQE of any stride as the device
-//! reads it ([`recv`]). `ibtca-regs-header` renders [`regs`] and
-//! [`verbs`] as `guest-driver/include/ibtca_regs.h` and `ibtca_abi.h`.
+//! numbers them ([`qp`]), and a receive and a send WQE of any stride as
+//! the device reads them ([`recv`], [`send`]). `ibtca-regs-header`
+//! renders [`regs`] and [`verbs`] as `guest-driver/include/ibtca_regs.h` and `ibtca_abi.h`.
 #![deny(missing_docs)]
 
 pub mod layout;
 pub mod qp;
 pub mod recv;
 pub mod regs;
+pub mod send;
 pub mod verbs;

@@ -61,7 +61,13 @@ abi_struct! {
 pub const MAX_SGE: usize = 4;
 
 abi_struct! {
-    /// A send-queue work request (128 bytes).
+    /// A send-queue work request: 128 bytes with 4 SGEs at the default
+    /// stride. An SQ of a larger stride (CREATE_QP's sq_log_stride)
+    /// continues `sge` past the 128 bytes as a receive WQE does (entry i at
+    /// byte 64 + 16 * i), as many as the stride holds, at most
+    /// IBTCA_MAX_SEND_SGE; a UD send WQE's list runs on the same way. A
+    /// `num_sge` past that completes with IBTCA_WC_LOC_LEN_ERR; nothing past
+    /// the WQE's slot is read.
     SendWqe = "send_wqe" {
         /// Caller's cookie, returned in the completion.
         wr_id: Le64,
@@ -433,6 +439,8 @@ crate::regs::values! {
     MAX_RECV_LOG_STRIDE: u8 = 10;
     /// Most SGEs of one receive WQE (struct ibtca_device_attr_ext max_recv_sge and max_srq_sge), at a stride of 1024 bytes.
     MAX_RECV_SGE: u8 = 32;
+    /// Most SGEs of one send WQE (struct ibtca_device_attr max_sge), at a send stride of 1024 bytes (which would hold 60): the receive side's cap, above the 30 of common HCAs.
+    MAX_SEND_SGE: u8 = 32;
     /// Completion opcode: SEND.
     WC_SEND: u8 = 0;
     /// Completion opcode: RDMA WRITE.
@@ -743,8 +751,8 @@ abi_struct! {
         db_page: Le16,
         /// log2 of the RQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE; `rq` aligned to it); 0: IBTCA_RECV_LOG_STRIDE, the 128-byte struct ibtca_recv_wqe with 4 SGEs. Must be 0 with `srqn`.
         rq_log_stride: u8,
-        /// Reserved, zero.
-        rsvd0: u8,
+        /// log2 of the SQ's stride in bytes (IBTCA_RECV_LOG_STRIDE to IBTCA_MAX_RECV_LOG_STRIDE, as `rq_log_stride`; `sq` aligned to it); 0: 128 bytes, struct ibtca_send_wqe with 4 SGEs. A send WQE's SGE list runs on past its 128 bytes as a receive WQE's does, up to IBTCA_MAX_SEND_SGE.
+        sq_log_stride: u8,
         /// Shared receive queue the QP takes its receives from (in the same PD; `rq` and its log size then 0, and RQ doorbells are refused); 0: its own RQ.
         srqn: Le32,
     }
@@ -1070,7 +1078,7 @@ abi_struct! {
         max_cqe: Le32,
         /// Entries of one send or receive queue.
         max_qp_wr: Le32,
-        /// SGEs of one work request.
+        /// SGEs of one send WQE (IBTCA_MAX_SEND_SGE, at the largest send stride; 4 at the default 128 bytes).
         max_sge: u8,
         /// Outstanding RDMA READ and atomic requests one QP answers as responder (its responder resources).
         max_qp_rd_atom: u8,

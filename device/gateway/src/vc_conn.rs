@@ -146,7 +146,11 @@ impl VcConn {
         if room > 0 && !self.backlog.is_empty() {
             let n = room.min(self.backlog.len());
             let env = &mut self.env;
-            let wqes: Vec<_> = self.backlog.drain(..n).map(|m| env.send_wqe(m)).collect();
+            let wqes: Vec<_> = self
+                .backlog
+                .drain(..n)
+                .map(|m| env.send_wqe(m).into())
+                .collect();
             c.messages_to_ib += wqes.len() as u64;
             qp.post_sends(wqes, now, &mut self.env);
         }

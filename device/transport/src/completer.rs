@@ -243,7 +243,7 @@ impl Requester {
             return Ok(Event::Fatal);
         }
         if !v.payload.is_empty() {
-            let sges = segmenter::sges(&f.wqe.sge, f.wqe.num_sge);
+            let sges = f.sges();
             if env.scatter(sges, seg.offset, v.payload).is_err() {
                 f.error = Some(WC_LOC_PROT_ERR);
                 return Ok(Event::Fatal);

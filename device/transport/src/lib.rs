@@ -15,6 +15,7 @@
 use ibtca_protocol::headers::NakCode;
 
 use ibtca_abi::recv::RecvWr;
+pub use ibtca_abi::send::SendWr;
 use ibtca_abi::verbs::{Cqe, QuasiWqe, SendWqe, Sge};
 pub use keys::KeyUse;
 

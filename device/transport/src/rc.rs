@@ -15,9 +15,8 @@ use super::psn;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::{CqKind, QpEnv};
-use ibtca_abi::verbs::{
-    Cqe, SendWqe, WC_RECV, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
-};
+use crate::SendWr;
+use ibtca_abi::verbs::{Cqe, WC_RECV, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR, WC_WR_FLUSH_ERR};
 
 /// Why an RC QP went to the error state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,8 +161,13 @@ impl RcQp {
     /// Posts a send WQE; it goes out now if the window allows, later
     /// otherwise. On a QP in error it completes at once with
     /// WC_WR_FLUSH_ERR.
-    pub fn post_send<E: QpEnv + ?Sized>(&mut self, wqe: SendWqe, now: Instant, env: &mut E) {
-        self.post_sends(std::iter::once(wqe), now, env);
+    pub fn post_send<E: QpEnv + ?Sized>(
+        &mut self,
+        wqe: impl Into<SendWr>,
+        now: Instant,
+        env: &mut E,
+    ) {
+        self.post_sends(std::iter::once(wqe.into()), now, env);
     }
 
     /// Posts several send WQEs, in order, then makes progress once (the
@@ -171,7 +175,7 @@ impl RcQp {
     /// the in-flight list instead of one per WQE).
     pub fn post_sends<E: QpEnv + ?Sized>(
         &mut self,
-        wqes: impl IntoIterator<Item = SendWqe>,
+        wqes: impl IntoIterator<Item = SendWr>,
         now: Instant,
         env: &mut E,
     ) {
@@ -292,7 +296,7 @@ impl RcQp {
 
     /// [`RcQp::flush`], with `held` — a WQE the device read from the send
     /// queue but had not handed over yet — flushed after the posted ones.
-    pub fn flush_with<E: QpEnv + ?Sized>(&mut self, held: SendWqe, env: &mut E) {
+    pub fn flush_with<E: QpEnv + ?Sized>(&mut self, held: SendWr, env: &mut E) {
         self.req.post(held);
         self.enter_error(QpFailure::Requested, env);
     }
@@ -426,7 +430,7 @@ impl RcQp {
 /// WC_WR_FLUSH_ERR, in order; returns how many.
 pub fn flush_posted_sends<E: QpEnv + ?Sized>(
     qpn: u32,
-    wqes: impl IntoIterator<Item = SendWqe>,
+    wqes: impl IntoIterator<Item = SendWr>,
     env: &mut E,
 ) -> u64 {
     let mut n = 0;

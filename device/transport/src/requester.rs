@@ -28,6 +28,7 @@ use super::config::{AckPolicy, RcConfig, RcCounters};
 use super::psn;
 use super::segmenter::{self, DataKind, Source};
 use super::{CqKind, QpEnv};
+use crate::SendWr;
 use ibtca_abi::verbs::*;
 
 /// Largest message (IBA: 2^31 bytes).
@@ -97,7 +98,7 @@ impl WrKind {
 /// A started WQE.
 #[derive(Debug, Clone)]
 pub(crate) struct Flight {
-    pub(crate) wqe: SendWqe,
+    pub(crate) wqe: SendWr,
     pub(crate) kind: WrKind,
     /// Message length in bytes (8 for atomics).
     pub(crate) len: u64,
@@ -127,8 +128,9 @@ impl Flight {
         self.kind.needs_response() && self.received < self.npsn && self.error.is_none()
     }
 
+    /// The WQE's SGEs (none for a count [`Requester::start`] refused).
     pub(crate) fn sges(&self) -> &[Sge] {
-        segmenter::sges(&self.wqe.sge, self.wqe.num_sge)
+        self.wqe.sges().unwrap_or(&[])
     }
 
     /// Where the payload of a SEND or WRITE comes from: the WQE's inline
@@ -201,7 +203,7 @@ impl MsnState {
 /// Requester state (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Requester {
-    pending: VecDeque<SendWqe>,
+    pending: VecDeque<SendWr>,
     pub(crate) inflight: VecDeque<Flight>,
     pub(crate) next_psn: u32,
     pub(crate) tx_psn: u32,
@@ -240,7 +242,7 @@ impl Requester {
         }
     }
 
-    pub(crate) fn post(&mut self, wqe: SendWqe) {
+    pub(crate) fn post(&mut self, wqe: SendWr) {
         self.pending.push_back(wqe);
     }
 
@@ -311,9 +313,11 @@ impl Requester {
     }
 
     /// Assigns PSNs to `wqe`, or a local error status if it cannot be sent.
-    fn start(&self, wqe: SendWqe, cfg: &RcConfig) -> Flight {
+    fn start(&self, wr: SendWr, cfg: &RcConfig) -> Flight {
+        let wqe = *wr.wqe();
+        let sges_fit = wr.sges().is_some();
         let mut f = Flight {
-            wqe,
+            wqe: wr,
             kind: WrKind::Send { imm: false },
             len: 0,
             first_psn: self.next_psn,
@@ -330,7 +334,8 @@ impl Requester {
         if kind.is_local() {
             return f; // no PSNs; executed by `pump` in order
         }
-        if usize::from(wqe.num_sge) > MAX_SGE {
+        // More SGEs than its stride held (or the device's most).
+        if !sges_fit && wqe.flags & WQE_F_INLINE == 0 {
             f.error = Some(WC_LOC_LEN_ERR);
             return f;
         }
@@ -527,7 +532,7 @@ impl Requester {
 }
 
 /// Completes `wqe`, which never started, with WC_WR_FLUSH_ERR.
-pub(crate) fn flush_unstarted<E: QpEnv + ?Sized>(qpn: u32, wqe: SendWqe, env: &mut E) {
+pub(crate) fn flush_unstarted<E: QpEnv + ?Sized>(qpn: u32, wqe: SendWr, env: &mut E) {
     let kind = WrKind::from_opcode(wqe.opcode).unwrap_or(WrKind::Send { imm: false });
     let f = Flight {
         wqe,

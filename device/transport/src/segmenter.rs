@@ -12,7 +12,7 @@ use ibtca_protocol::{FillError, Opcode, Packet};
 use super::config::{RcConfig, RcCounters};
 use super::psn;
 use super::{AccessError, QpEnv};
-use ibtca_abi::verbs::{Sge, MAX_SGE};
+use ibtca_abi::verbs::Sge;
 
 /// Where a message's bytes come from.
 #[derive(Debug, Clone, Copy)]
@@ -92,11 +92,6 @@ fn inline_part(data: &[u8], offset: u64, len: usize) -> Result<&[u8], AccessErro
         .ok()
         .and_then(|at| data.get(at..at.checked_add(len)?))
         .ok_or(AccessError::OutOfBounds)
-}
-
-/// The valid SGEs of a WQE (`num_sge` clamped to [`MAX_SGE`]).
-pub(crate) fn sges(list: &[Sge; MAX_SGE], num_sge: u8) -> &[Sge] {
-    &list[..usize::from(num_sge).min(MAX_SGE)]
 }
 
 /// Packets a message of `len` bytes takes at `mtu` (a zero-length message

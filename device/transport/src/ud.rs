@@ -14,9 +14,9 @@ use ibtca_protocol::{Packet, PacketView};
 use super::{CqKind, QpEnv};
 use ibtca_abi::qp::QpType;
 use ibtca_abi::verbs::{
-    Cqe, Sge, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, MAX_SGE, UD_AV_F_GRH,
-    WC_LOC_LEN_ERR, WC_LOC_PROT_ERR, WC_LOC_QP_OP_ERR, WC_RECV, WC_SEND, WC_SUCCESS,
-    WQE_F_SIGNALED, WQE_F_SOLICITED, WR_UD_SEND, WR_UD_SEND_IMM,
+    Cqe, Sge, UdSendWqe, CQE_F_GRH, CQE_F_IMM, CQE_F_SOLICITED, UD_AV_F_GRH, WC_LOC_LEN_ERR,
+    WC_LOC_PROT_ERR, WC_LOC_QP_OP_ERR, WC_RECV, WC_SEND, WC_SUCCESS, WQE_F_SIGNALED,
+    WQE_F_SOLICITED, WR_UD_SEND, WR_UD_SEND_IMM,
 };
 
 /// Bytes at the start of every UD receive buffer for the GRH (IBA
@@ -90,18 +90,15 @@ pub fn port_gid(port_guid: u64) -> [u8; 16] {
 }
 
 /// Why a send work request failed: its completion status.
-fn check_send(cfg: &UdConfig, w: &UdSendWqe) -> Result<usize, u8> {
+fn check_send(cfg: &UdConfig, w: &UdSendWqe, sges: Option<&[Sge]>) -> Result<usize, u8> {
     if w.opcode != WR_UD_SEND && w.opcode != WR_UD_SEND_IMM {
         return Err(WC_LOC_QP_OP_ERR);
     }
-    let n = usize::from(w.num_sge);
-    if n > MAX_SGE {
-        return Err(WC_LOC_QP_OP_ERR);
-    }
-    let len: u64 = w.sge[..n]
-        .iter()
-        .map(|s| u64::from(s.length.to_native()))
-        .sum();
+    // More SGEs than the WQE's stride held (or the device's most).
+    let Some(sges) = sges else {
+        return Err(WC_LOC_LEN_ERR);
+    };
+    let len: u64 = sges.iter().map(|s| u64::from(s.length.to_native())).sum();
     if len > cfg.mtu as u64 {
         return Err(WC_LOC_LEN_ERR);
     }
@@ -176,17 +173,28 @@ fn packet_of(cfg: &UdConfig, w: &UdSendWqe, psn: u32) -> Packet {
     p
 }
 
-/// Sends one datagram for work request `w` with PSN `psn` and completes it
-/// on the send CQ (when signaled, or with its error). `Ok` when a packet
-/// left; otherwise the error completion's status, after which IBA
-/// (10.3.1) moves a UD QP to the send queue error state (the caller's
-/// part: the QP's state is not the transport's).
+/// Sends one datagram for work request `w` (its own 4 SGEs at most) with
+/// PSN `psn` and completes it on the send CQ (when signaled, or with its
+/// error). `Ok` when a packet left; otherwise the error completion's
+/// status, after which IBA (10.3.1) moves a UD QP to the send queue error
+/// state (the caller's part: the QP's state is not the transport's).
 pub fn send(cfg: &UdConfig, w: &UdSendWqe, psn: u32, env: &mut dyn QpEnv) -> Result<(), u8> {
-    let status = check_send(cfg, w).and_then(|len| {
+    send_with_sges(cfg, w, w.sge.get(..usize::from(w.num_sge)), psn, env)
+}
+
+/// [`send`] for a WQE whose SGE list is `sges` (read at its SQ's stride;
+/// `None`: more than it held, which fails with IBTCA_WC_LOC_LEN_ERR).
+pub fn send_with_sges(
+    cfg: &UdConfig,
+    w: &UdSendWqe,
+    sges: Option<&[Sge]>,
+    psn: u32,
+    env: &mut dyn QpEnv,
+) -> Result<(), u8> {
+    let status = check_send(cfg, w, sges).and_then(|len| {
         let mut p = packet_of(cfg, w, psn);
-        let n = usize::from(w.num_sge);
         p.payload = vec![0; len];
-        env.gather(&w.sge[..n], 0, &mut p.payload)
+        env.gather(sges.unwrap_or(&[]), 0, &mut p.payload)
             .map_err(|_| WC_LOC_PROT_ERR)?;
         p.build().map_err(|_| WC_LOC_LEN_ERR)
     });

@@ -68,6 +68,8 @@ pub struct Qp {
     pub(crate) log: u8,
     /// log2 of its RQ's stride (IBTCA_RECV_LOG_STRIDE: 128-byte WQEs).
     pub(crate) rq_log_stride: u8,
+    /// log2 of its SQ's stride (IBTCA_RECV_LOG_STRIDE: 128-byte WQEs).
+    pub(crate) sq_log_stride: u8,
     pub(crate) sq_pi: u32,
     pub(crate) rq_pi: u32,
 }
@@ -82,6 +84,11 @@ impl Qp {
     /// larger stride).
     pub fn rq_addr(&self) -> u64 {
         self.rq
+    }
+
+    /// Bytes of one SQ slot.
+    pub fn sq_stride(&self) -> u64 {
+        1 << self.sq_log_stride
     }
 
     /// Bytes of one RQ slot.

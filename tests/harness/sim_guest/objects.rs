@@ -58,7 +58,7 @@ impl SimGuest {
 
     /// CREATE_QP bound to the doorbell page of `db` (BAR0: page 0).
     pub fn create_qp_on(&mut self, pdn: u32, scq: &Cq, rcq: &Cq, log: u8, db: DbRoute) -> Qp {
-        self.create_qp_with(pdn, scq, rcq, log, db, 0, 0)
+        self.create_qp_with(pdn, scq, rcq, log, db, 0, [0, 0])
             .expect("CREATE_QP")
     }
 
@@ -71,7 +71,7 @@ impl SimGuest {
         log: u8,
         srqn: u32,
     ) -> Result<Qp, CmdFailed> {
-        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn, 0)
+        self.create_qp_with(pdn, scq, rcq, log, DbRoute::Bar0, srqn, [0, 0])
     }
 
     /// CREATE_QP whose RQ has a stride of 2^`rq_log_stride` bytes
@@ -83,7 +83,19 @@ impl SimGuest {
         log: u8,
         rq_log_stride: u8,
     ) -> Result<Qp, CmdFailed> {
-        self.create_qp_with(pdn, cq, cq, log, DbRoute::Bar0, 0, rq_log_stride)
+        self.create_qp_with(pdn, cq, cq, log, DbRoute::Bar0, 0, [0, rq_log_stride])
+    }
+
+    /// CREATE_QP whose SQ has a stride of 2^`sq_log_stride` bytes
+    /// (CREATE_QP's `sq_log_stride`, passed as is: 0 is the default).
+    pub fn create_qp_send_strided(
+        &mut self,
+        pdn: u32,
+        cq: &Cq,
+        log: u8,
+        sq_log_stride: u8,
+    ) -> Result<Qp, CmdFailed> {
+        self.create_qp_with(pdn, cq, cq, log, DbRoute::Bar0, 0, [sq_log_stride, 0])
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -95,9 +107,10 @@ impl SimGuest {
         log: u8,
         db: DbRoute,
         srqn: u32,
-        rq_log_stride: u8,
+        [sq_log_stride, rq_log_stride]: [u8; 2],
     ) -> Result<Qp, CmdFailed> {
-        let sq = self.alloc(128 << log, 4096);
+        let sq_stride_log = sq_log_stride.clamp(RECV_LOG_STRIDE, MAX_RECV_LOG_STRIDE);
+        let sq = self.alloc(1 << (sq_stride_log + log), 4096);
         let stride_log = rq_log_stride.clamp(RECV_LOG_STRIDE, MAX_RECV_LOG_STRIDE);
         let (rq, rq_log) = match srqn {
             0 => (self.alloc(1 << (stride_log + log), 4096), log),
@@ -114,8 +127,8 @@ impl SimGuest {
             quasi: quasi.into(),
             db_page: (db_page(db) as u16).into(),
             rq_log_stride,
+            sq_log_stride,
             srqn: srqn.into(),
-            ..Default::default()
         };
         let qpn = self.cmd(CMD_CREATE_QP, p.as_slice())?.0;
         Ok(Qp {
@@ -126,6 +139,7 @@ impl SimGuest {
             quasi,
             log,
             rq_log_stride: stride_log,
+            sq_log_stride: sq_stride_log,
             sq_pi: 0,
             rq_pi: 0,
         })

@@ -10,7 +10,7 @@ use super::{DbRoute, Qp, SimGuest};
 impl SimGuest {
     /// Writes a send WQE and rings the SQ doorbell (one posted 8-byte write).
     pub fn post_send(&mut self, qp: &mut Qp, wqe: &SendWqe) {
-        let slot = qp.sq + 128 * u64::from(qp.sq_pi & ((1 << qp.log) - 1));
+        let slot = qp.sq + qp.sq_stride() * u64::from(qp.sq_pi & ((1 << qp.log) - 1));
         self.write_obj(slot, wqe);
         qp.sq_pi = qp.sq_pi.wrapping_add(1);
         let db = u64::from(qp.qpn) | (u64::from(qp.sq_pi) << 32);
@@ -25,6 +25,17 @@ impl SimGuest {
         let db = u64::from(qp.qpn) | (u64::from(qp.rq_pi) << 32);
         self.ring(qp.db, regs::DB_RQ, db);
     }
+    /// Writes `wqe` (a send WQE's bytes, at most the SQ's stride) into the
+    /// next SQ slot and rings the SQ doorbell.
+    pub fn post_send_bytes(&mut self, qp: &mut Qp, wqe: &[u8]) {
+        assert!(wqe.len() as u64 <= qp.sq_stride(), "WQE larger than a slot");
+        let slot = qp.sq + qp.sq_stride() * u64::from(qp.sq_pi & ((1 << qp.log) - 1));
+        self.write(slot, wqe);
+        qp.sq_pi = qp.sq_pi.wrapping_add(1);
+        let db = u64::from(qp.qpn) | (u64::from(qp.sq_pi) << 32);
+        self.ring(qp.db, regs::DB_SQ, db);
+    }
+
     /// Writes `wqe` (a receive WQE's bytes, at most the RQ's stride) into
     /// the next RQ slot and rings the RQ doorbell.
     pub fn post_recv_bytes(&mut self, qp: &mut Qp, wqe: &[u8]) {

@@ -108,14 +108,15 @@ impl Engine {
                 return true;
             };
             let state = qp.state();
-            let wqe = match qp.next_send_wqe(&self.mem) {
-                Ok(Some(w)) => UdSendWqe::from_send_wqe(&w),
+            let wr = match qp.next_send_wqe(&self.mem) {
+                Ok(Some(w)) => w,
                 Ok(None) => return true,
                 Err(e) => {
                     crate::guest_warn!(qpn, error = %e, "send queue");
                     return true;
                 }
             };
+            let wqe = UdSendWqe::from_send_wqe(wr.wqe());
             let flushing = matches!(state, QpState::Sqe | QpState::Err);
             if flushing || inactive {
                 let status = if flushing {
@@ -136,7 +137,7 @@ impl Engine {
                 continue;
             }
             let psn = qp.next_datagram_psn();
-            let sent = ud::send(&cfg, &wqe, psn, &mut self.datagram_env(qpn));
+            let sent = ud::send_with_sges(&cfg, &wqe, wr.sges(), psn, &mut self.datagram_env(qpn));
             if sent.is_err() && cfg.qp_type == QpType::Ud {
                 self.stats.ud.tx_send_queue_errors += 1;
                 if let Some(qp) = self.verbs.qps.get_mut(qpn) {

@@ -45,8 +45,8 @@ use crate::pci::msix::Msix;
 use crate::pma::Pma;
 use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
+use crate::transport::SendWr;
 use crate::transport::{config, AckPolicy, RcConfig, RcQp};
-use crate::verbs::abi::SendWqe;
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
@@ -169,10 +169,10 @@ pub struct Engine {
     drdma: Arc<Drdma>,
     /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
     /// still being filled (the seed's bus router polling BR Valid).
-    held: QpMap<SendWqe>,
+    held: QpMap<SendWr>,
     /// WQEs read from a send queue for one `post_sends` (kept for its
     /// allocation).
-    sq_wqes: Vec<SendWqe>,
+    sq_wqes: Vec<SendWr>,
     /// QPs whose send queue still holds WQEs the engine left there because
     /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
     capped: Vec<u32>,

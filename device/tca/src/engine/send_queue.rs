@@ -10,7 +10,8 @@ use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
 use crate::drdma::{self, WriteReady};
 use crate::transport::rc::flush_posted_sends;
 use crate::transport::RcQp;
-use crate::verbs::abi::{SendWqe, WR_DRDMA_WRITE};
+use crate::transport::SendWr;
+use crate::verbs::abi::WR_DRDMA_WRITE;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::qp_state::QpState;
 
@@ -35,7 +36,7 @@ impl Engine {
     /// Whether `wqe` must wait at the head of QP `qpn`'s send queue: a
     /// DRDMA WRITE whose range, owned by the QP's doorbell page, is still
     /// being filled. Another page's range holds nothing: its gather fails.
-    fn must_hold(&self, qpn: u32, wqe: &SendWqe) -> bool {
+    fn must_hold(&self, qpn: u32, wqe: &SendWr) -> bool {
         let page = self.verbs.qps.get(qpn).map_or(0, |qp| qp.db_page);
         wqe.opcode == WR_DRDMA_WRITE
             && drdma::direct_arr(&wqe.sge[0]).is_some_and(|arr| {

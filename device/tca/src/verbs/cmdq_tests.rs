@@ -252,7 +252,7 @@ fn query_device_reports_the_limits_the_device_enforces() {
         max_pd: 3.into(),
         max_cqe: (1u32 << 15).into(),
         max_qp_wr: (1u32 << 15).into(),
-        max_sge: 4,
+        max_sge: MAX_SEND_SGE,
         max_qp_rd_atom: 16,
         max_mtu: MTU_4096,
         phys_ports: 1,

@@ -25,7 +25,7 @@
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
 //! | `srq.rs` | shared receive queues: ring, limit event, commands |
-//! | `recv_ring.rs` | receive WQEs read at their ring's stride |
+//! | `wqe_ring.rs` | send and receive WQEs read at their ring's stride |
 //! | `multicast.rs` | multicast groups: UD QPs attached to an MGID, bounded |
 //! | `objects.rs` | object creation and destruction across tables |
 //! | `datapath.rs` | checks, binds, completions, doorbells for the engine |
@@ -46,7 +46,6 @@ pub mod pd;
 pub mod qp;
 pub mod qp_query;
 pub mod qp_state;
-pub mod recv_ring;
 pub mod ring;
 pub mod sgl;
 pub mod srq;
@@ -54,6 +53,7 @@ pub mod table;
 #[cfg(test)]
 pub(crate) mod testmem;
 pub mod translate;
+pub mod wqe_ring;
 
 pub use error::VerbsError;
 /// The verbs structures in guest memory (the `ibtca-abi` crate's).
@@ -245,7 +245,7 @@ impl Verbs {
             max_pd: n(self.pds.capacity()),
             max_cqe: (1u32 << cq::MAX_CQ_LOG).into(),
             max_qp_wr: (1u32 << qp::MAX_WQ_LOG).into(),
-            max_sge: abi::MAX_SGE as u8,
+            max_sge: abi::MAX_SEND_SGE,
             max_qp_rd_atom: qp::MAX_RD_ATOMIC,
             max_mtu: MTU_4096,
             phys_ports: 1,

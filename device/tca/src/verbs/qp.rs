@@ -18,21 +18,22 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 
 use super::abi::{
-    CmdCreateQp, CmdModifyQp, QuasiWqe, SendWqe, ACK_COALESCED, ACK_PER_MESSAGE, ACK_PER_PACKET,
-    GSI_QKEY, MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY,
-    QP_ATTR_DEST_QPN, QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX,
-    QP_ATTR_QKEY, QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
+    CmdCreateQp, CmdModifyQp, QuasiWqe, ACK_COALESCED, ACK_PER_MESSAGE, ACK_PER_PACKET, GSI_QKEY,
+    MTU_256, MTU_4096, PKEY_TABLE_LEN, QP_ATTR_ACCESS, QP_ATTR_ACK_POLICY, QP_ATTR_DEST_QPN,
+    QP_ATTR_DEST_RD_ATOMIC, QP_ATTR_MSN, QP_ATTR_PATH, QP_ATTR_PKEY_INDEX, QP_ATTR_QKEY,
+    QP_ATTR_RETRY, QP_ATTR_RQ_PSN, QP_ATTR_SQ_PSN,
 };
 use super::db_record::{DoorbellRecord, RecordQueue};
 use super::mr::ACCESS_REMOTE;
 pub use super::qp_state::QpType;
 use super::qp_state::{check_modify, QpState};
-use super::recv_ring::{read_recv, recv_stride};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
+use super::wqe_ring::{read_recv, read_send, wqe_stride};
 use super::VerbsError;
 use crate::dma::GuestMemory;
 use ibtca_abi::recv::RecvWr;
+use ibtca_abi::send::SendWr;
 
 /// Largest log2 size of an SQ, RQ or quasi-WQE ring.
 pub const MAX_WQ_LOG: u8 = MAX_RING_LOG;
@@ -249,7 +250,7 @@ impl Qp {
     /// SRQ). The caller checks the PD, CQs and SRQ.
     pub fn new(p: &CmdCreateQp) -> Result<Qp, VerbsError> {
         let qp_type = QpType::from_abi(p.log_sizes[3]).ok_or(VerbsError::Invalid)?;
-        if u32::from(p.db_page.to_native()) >= crate::regs::DB_PAGES || p.rsvd0 != 0 {
+        if u32::from(p.db_page.to_native()) >= crate::regs::DB_PAGES {
             return Err(VerbsError::Invalid);
         }
         let srqn = Some(p.srqn.to_native()).filter(|&n| n != 0);
@@ -257,13 +258,17 @@ impl Qp {
         {
             return Err(VerbsError::Invalid);
         }
-        let sq = WorkQueue::new(p.sq.to_native(), p.log_sizes[0], size_of::<SendWqe>())?;
+        let sq = WorkQueue::new(
+            p.sq.to_native(),
+            p.log_sizes[0],
+            wqe_stride(p.sq_log_stride)? as usize,
+        )?;
         let rq = match srqn {
             Some(_) => None,
             None => Some(WorkQueue::new(
                 p.rq.to_native(),
                 p.log_sizes[1],
-                recv_stride(p.rq_log_stride)? as usize,
+                wqe_stride(p.rq_log_stride)? as usize,
             )?),
         };
         let quasi = match qp_type {
@@ -497,15 +502,15 @@ impl Qp {
         self.sq.ci != self.sq.pi
     }
 
-    /// Takes the next send WQE (in RTS, or in SQE or ERR for flushing).
-    pub fn next_send_wqe(&mut self, mem: &GuestMemory) -> Result<Option<SendWqe>, QpError> {
+    /// Takes the next send WQE with its SGE list (in RTS, or in SQE or ERR
+    /// for flushing).
+    pub fn next_send_wqe(&mut self, mem: &GuestMemory) -> Result<Option<SendWr>, QpError> {
         if !self.state.takes_sends() || self.sq.ci == self.sq.pi {
             return Ok(None);
         }
-        let w = self
-            .sq
-            .read(mem, self.sq.ci)
-            .ok_or_else(|| self.dma_fault())?;
+        let Some(w) = read_send(mem, &self.sq.ring, self.sq.ci) else {
+            return Err(self.dma_fault());
+        };
         self.sq.ci = self.sq.ci.wrapping_add(1);
         Ok(Some(w))
     }

@@ -3,7 +3,7 @@
 
 use vm_memory::{Le16, Le32, Le64};
 
-use super::super::abi::{QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_STATE};
+use super::super::abi::{SendWqe, QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ATTR_STATE};
 use super::super::db_record::{DoorbellRecord, RecordQueue};
 use super::super::testmem::TestMem;
 use super::*;

@@ -27,9 +27,9 @@ use super::abi::{
     SRQ_ATTR_MAX_WR,
 };
 use super::qp::QpError;
-use super::recv_ring::{read_recv, recv_stride};
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
+use super::wqe_ring::{read_recv, wqe_stride};
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
 use ibtca_abi::recv::RecvWr;
@@ -67,7 +67,7 @@ impl Srq {
         let ring = Ring::new(
             p.ring.to_native(),
             p.log_entries,
-            recv_stride(p.log_stride)?,
+            wqe_stride(p.log_stride)?,
             MAX_SRQ_LOG,
         )?;
         let mut srq = Srq {

@@ -267,7 +267,7 @@ fn run_policy(policy: AckPolicy, window: u32, faults: Faults, msgs: usize, len: 
         let at = (i * step) as usize;
         w.a.env.bytes_mut(SRC)[at..at + len as usize].copy_from_slice(&data);
         w.b.env.post_recv(i, &[sge(DST, DST_VA + i * step, len)]);
-        wqes.push(wqe(WR_SEND, i, &[sge(SRC, SRC_VA + i * step, len)]));
+        wqes.push(wqe(WR_SEND, i, &[sge(SRC, SRC_VA + i * step, len)]).into());
     }
     w.a.qp.post_sends(wqes, w.now, &mut w.a.env);
     w.run();

@@ -1,61 +1,227 @@
 #!/usr/bin/env bash
-# NVMe over Fabrics between two guests, measured (BENCHMARKS.md's
-# "upper-layer protocols" table): the nvmet-rdma target of
-# scripts/ulp-guest.sh in n1, the host in n2, fio on namespace 1
-# (null_blk, memory-backed, filled first) for 20 s each:
-#   randread-4k-qd16   4 KiB random reads at queue depth 16: IOPS
-#   seqread-128k       128 KiB sequential reads at queue depth 16: MB/s
-# Prints one ULP-BENCH line per test and leaves the consoles in RUN_DIR
-# (default $IBTCA_CACHE/chroot/tmp/ulp-bench).
+# The upper-layer protocols measured, ibtca against its baselines in the
+# same two guests in one boot (BENCHMARKS.md's "upper-layer protocols"
+# table; docs/ulp-benchmarks.md). n1 runs OpenSM and serves (the
+# nvmet-rdma target of scripts/ulp-guest.sh, iperf3, rping, ib_write_lat);
+# n2 measures, one measurement at a time:
+#   nvme     NVMe over Fabrics, fio on namespace 1 (null_blk, memory-backed,
+#            filled first), SECONDS each, over ibtca (nvme-rdma on ibtca0,
+#            addressed by IPoIB through rdma_cm), then over soft-RoCE (rxe0
+#            on the management wire eth0): 4 KiB random reads at queue
+#            depth 16 (IOPS) and 128 KiB sequential reads at queue depth
+#            16 (MB/s)
+#   iperf3   n2 to n1, SECONDS each: over eth0 (the virtio management wire
+#            soft-RoCE rides on), over ib0 in datagram mode, then in
+#            connected mode (both guests; MTU 65520): the receiver's Mbit/s
+#   rdma_cm  ten runs of `rping -c -V -C 1` (address and route resolution,
+#            connection, one verified ping-pong, disconnect): ms per run;
+#            `ib_write_lat -R` (QPs connected by rdma_cm), 64 B, 1000
+#            iterations: the median (t_typical), usec; on ibtca0 and rxe0
+# Prints one ULP-BENCH line per measurement (KEY VALUE UNIT), then a
+# markdown table with ratios: ibtca / baseline for rates, baseline / ibtca
+# for times, so above 1 is ibtca faster either way. Leaves the consoles in
+# RUN_DIR (default $IBTCA_CACHE/chroot/tmp/ulp-bench).
 #
-#   scripts/ulp-bench.sh [--transport rxe|ibtca] [RUN_DIR]
+#   scripts/ulp-bench.sh [--seconds N] [--commands DIR] [RUN_DIR]
 #                                # as root, after cargo build --release
+#   scripts/ulp-bench.sh --table RESULTS
 #
-# rxe (the default) is soft-RoCE on the management wire, the table's
-# baseline; ibtca needs IPoIB (docs/ulp.md). IBTCA_FABRIC and
-# IBTCA_GUEST_DIR override the launcher and the guest image.
+# --seconds N: each fio and iperf3 run's length (default 10).
+# --commands DIR: write the guests' commands (DIR/n1.1, n1.2, ..., n2.1,
+# ...; each one `ibtca-fabric up --run` command) and boot nothing.
+# --table RESULTS: print the table of a run's ULP-BENCH lines (a run
+# keeps them in RUN_DIR/results.txt) and boot nothing.
+# IBTCA_FABRIC and IBTCA_GUEST_DIR override the launcher and the guest
+# image. A failed measurement prints ULP-BENCH-FAILED and leaves its cells
+# empty; the script then exits 1 after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/ulp-guest.sh"
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
-C=$(readlink -f "$CACHE/chroot")
 GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
 FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
-transport=rxe
+seconds=10 commands= results=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	--transport) transport=${2:?--transport needs rxe or ibtca}; shift 2 ;;
+	-h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
+	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
+	--table) results=${2:?--table needs a results file}; shift 2 ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-ulp_transport "$transport"
+case $seconds in
+'' | *[!0-9]* | 0*) echo "--seconds takes a whole number above 0, not '$seconds'" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "one RUN_DIR at most (see --help)" >&2; exit 2; }
+
+# table RESULTS: the markdown table of RESULTS' ULP-BENCH lines; a ratio
+# needs both of its values.
+table() {
+	awk '
+	$1 == "ULP-BENCH" { v[$2] = $3 }
+	function cell(k) { return (k in v) ? v[k] : "" }
+	function row(what, a, b, base, time, r) {
+		r = ""
+		if ((a in v) && (b in v) && v[a] + 0 > 0 && v[b] + 0 > 0)
+			r = sprintf("%.2f", time ? v[b] / v[a] : v[a] / v[b])
+		printf "| %s | %s | %s | %s | %s |\n", what, cell(a), cell(b), base, r
+	}
+	END {
+		print "| Measurement | ibtca | Baseline | Baseline is | ibtca / baseline (×, above 1: ibtca faster) |"
+		print "|---|---|---|---|---|"
+		n = "nvme-randread-4k-qd16-iops/"
+		row("NVMe-oF 4 KiB random read, QD 16 (IOPS)", n "ibtca", n "rxe", "soft-RoCE", 0)
+		n = "nvme-seqread-128k-mbs/"
+		row("NVMe-oF 128 KiB sequential read, QD 16 (MB/s)", n "ibtca", n "rxe", "soft-RoCE", 0)
+		row("iperf3 over IPoIB, datagram mode (Mbit/s)", "iperf3-ib0-datagram", "iperf3-eth0",
+			"iperf3 on the virtio management wire", 0)
+		row("iperf3 over IPoIB, connected mode (Mbit/s)", "iperf3-ib0-connected", "iperf3-eth0",
+			"iperf3 on the virtio management wire", 0)
+		row("rping: resolve, connect, 1 verified ping-pong, disconnect (ms; inverse ratio)",
+			"rping-connect/ibtca", "rping-connect/rxe", "soft-RoCE", 1)
+		row("ib_write_lat -R, 64 B, median (usec; inverse ratio)", "write-lat-64/ibtca",
+			"write-lat-64/rxe", "soft-RoCE", 1)
+	}' "$1"
+}
+if [ -n "$results" ]; then
+	table "$results"
+	exit 0
+fi
+
+# guarded NAME SCRIPT: n2's command running SCRIPT (a whole ulp-guest.sh
+# command) so that its failure prints ULP-BENCH-FAILED NAME and lets the
+# next measurement run; the last command reports it.
+guarded() {
+	printf 'cat >/tmp/bench-%s.sh <<'"'"'ULP_BENCH_EOF'"'"'\n%s\nULP_BENCH_EOF\n' "$1" "$2"
+	echo "sh /tmp/bench-$1.sh || { echo 'ULP-BENCH-FAILED $1'; touch /tmp/bench-failed; }"
+}
+
+# fio_run NAME FIO_ARGS: a time-based fio run on namespace 1 and its
+# ULP-BENCH lines, from fio's terse line (field 7: read KiB/s, 8: IOPS).
+fio_run() {
+	echo "fio --name=$1 --filename=\$ns1 --ioengine=libaio --direct=1 --size=64M" \
+		"--time_based --runtime=$seconds --output-format=terse $2 >/tmp/$1.terse 2>&1 || rc=1"
+	echo "awk -F';' 'NF > 8 { printf \"ULP-BENCH nvme-$1-iops/$ULP_TRANSPORT %s IOPS\\n\", \$8;" \
+		"printf \"ULP-BENCH nvme-$1-mbs/$ULP_TRANSPORT %.2f MB/s\\n\", \$7 * 1024 / 1e6 }' /tmp/$1.terse"
+}
+
+# nvme_body [fill]: ulp_host's BODY, namespace 1 filled first with "fill".
+nvme_body() {
+	[ -z "${1:-}" ] ||
+		echo "fio --name=fill --filename=\$ns1 --ioengine=libaio --direct=1 --rw=write --bs=1M --size=64M >/dev/null || rc=1"
+	fio_run randread-4k-qd16 "--rw=randread --bs=4k --iodepth=16"
+	fio_run seqread-128k "--rw=read --bs=128k --iodepth=16"
+}
+
+# iperf_run KEY ADDR: iperf3 from n2 to n1's ADDR, the receiver's rate.
+# Its summary line ends "N Mbits/sec ... receiver".
+iperf_run() {
+	echo "iperf3 -c $2 -t $seconds -f m >/tmp/iperf-$1.out 2>&1 || rc=1"
+	echo "awk '/receiver\$/ { printf \"ULP-BENCH iperf3-$1 %s Mbit/s\\n\", \$(NF - 2) }' /tmp/iperf-$1.out"
+}
+
+ulp_transport rxe
+rxe_a=("${ULP_ADDR[@]}")
+ulp_transport ibtca
+ib_a=("${ULP_ADDR[@]}")
+lat_port() { case $1 in ibtca0) echo 18515 ;; rxe0) echo 18516 ;; esac; }
+
+n1=("$(ulp_setup 1 rxe ibtca)")
+# The rdma_cm servers, up before the target: rping (-P: one connection
+# after another) on each address, one ib_write_lat -R per device.
+n1+=("$(
+	ulp_funcs
+	echo "iperf3 -s -D || exit 1"
+	for a in "${ib_a[0]}" "${rxe_a[0]}"; do
+		echo "rping -s -P -V -S 64 -a $a >/dev/null 2>&1 &"
+	done
+	for d in ibtca0 rxe0; do
+		echo "ib_write_lat -R -d $d -s 64 -n 1000 -p $(lat_port $d) >/tmp/lat-$d.log 2>&1 &"
+	done
+	echo "wait_for 'listening ${ib_a[0]}:7174 && listening ${rxe_a[0]}:7174' 600 || exit 1"
+)")
+n1+=("$(ulp_target rxe ibtca)")
+# Connected mode once n2's datagram iperf3 is done; up until n2 is done.
+n1+=("$(
+	ulp_funcs
+	echo "wait_for '[ -e /share/iperf-datagram-done ]' 12000 || exit 1"
+	echo "echo connected >/sys/class/net/ib0/mode || exit 1"
+	echo "echo \"ULP-IB0 n1 \$(cat /sys/class/net/ib0/mode) mtu \$(cat /sys/class/net/ib0/mtu)\""
+	echo "touch /share/connected-n1"
+	echo "wait_for '[ -e /share/bench-done ]' 12000"
+)")
+
+n2=("$(ulp_setup 2 rxe ibtca)")
+ulp_transport ibtca
+n2+=("$(guarded nvme-ibtca "$(ulp_host "$(nvme_body fill)")")")
+ulp_transport rxe
+n2+=("$(guarded nvme-rxe "$(ulp_host "$(nvme_body)")")")
+n2+=("$(guarded iperf3 "$(
+	ulp_funcs
+	echo "trap 'touch /share/iperf-datagram-done' EXIT"
+	echo "rc=0"
+	iperf_run eth0 "${rxe_a[0]}"
+	iperf_run ib0-datagram "${ib_a[0]}"
+	echo "touch /share/iperf-datagram-done"
+	echo "echo connected >/sys/class/net/ib0/mode || exit 1"
+	echo "echo \"ULP-IB0 n2 \$(cat /sys/class/net/ib0/mode) mtu \$(cat /sys/class/net/ib0/mtu)\""
+	echo "wait_for '[ -e /share/connected-n1 ]' 3000 || exit 1"
+	echo "wait_for 'ping -c1 -W1 ${ib_a[0]} >/dev/null' 300 || exit 1"
+	iperf_run ib0-connected "${ib_a[0]}"
+	echo "exit \$rc"
+)")")
+n2+=("$(guarded rdma_cm "$(
+	ulp_funcs
+	echo "rc=0"
+	for t in ibtca rxe; do
+		ulp_transport $t
+		a=${ULP_ADDR[0]} b=${ULP_ADDR[1]} d=$ULP_DEV
+		# /proc/uptime counts hundredths: ten runs give ms per run.
+		cat <<EOF
+t0=\$(cut -d' ' -f1 /proc/uptime)
+for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $a -I $b -V -S 64 -C 1 >/tmp/rping-$t.out 2>&1 || rc=1; done
+t1=\$(cut -d' ' -f1 /proc/uptime)
+awk -v t0=\$t0 -v t1=\$t1 'BEGIN { printf "ULP-BENCH rping-connect/$t %.1f ms\\n", (t1 - t0) * 100 }'
+timeout 300 ib_write_lat -R -d $d -s 64 -n 1000 -p $(lat_port "$d") $a >/tmp/lat-$t.out 2>&1 || rc=1
+grep -A1 '#bytes' /tmp/lat-$t.out | tail -n 1 | awk 'NF >= 5 { printf "ULP-BENCH write-lat-64/$t %s usec\\n", \$5 }'
+EOF
+	done
+	echo "exit \$rc"
+)")")
+n2+=("touch /share/bench-done; [ ! -e /tmp/bench-failed ]")
+
+if [ -n "$commands" ]; then
+	mkdir -p "$commands"
+	for i in "${!n1[@]}"; do printf '%s\n' "${n1[$i]}" >"$commands/n1.$((i + 1))"; done
+	for i in "${!n2[@]}"; do printf '%s\n' "${n2[$i]}" >"$commands/n2.$((i + 1))"; done
+	exit 0
+fi
+
+C=$(readlink -f "$CACHE/chroot")
 RUN=${1:-$C/tmp/ulp-bench}
 [ -x "$FABRIC" ] || { echo "no $FABRIC: cargo build --release (or set IBTCA_FABRIC)" >&2; exit 1; }
+ulp_transport ibtca
 missing=$(ulp_missing "$GUEST")
 [ -z "$missing" ] || { echo "ulp-bench: $missing" >&2; exit 1; }
 
-# bench NAME FIO_ARGS: one time-based fio run on namespace 1, its result
-# from fio's terse line (field 7: read KiB/s, 8: read IOPS).
-bench() {
-	echo "fio --name=$1 --filename=\$ns1 --ioengine=libaio --direct=1 --size=64M" \
-		"--time_based --runtime=20 --output-format=terse $2 >/tmp/$1.terse 2>&1 || rc=1;" \
-		"awk -F';' 'NF > 8 { printf \"ULP-BENCH $ULP_TRANSPORT $1 iops=%s MB/s=%.1f\\n\", \$8, \$7 * 1024 / 1e6 }' /tmp/$1.terse"
-}
-body="fio --name=fill --filename=\$ns1 --ioengine=libaio --direct=1 --rw=write --bs=1M --size=64M >/dev/null || rc=1
-$(bench randread-4k-qd16 "--rw=randread --bs=4k --iodepth=16")
-$(bench seqread-128k "--rw=read --bs=128k --iodepth=16")"
-
-"$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true
+"$FABRIC" down --run-dir "$RUN/fabric" >/dev/null 2>&1 || true
 rm -rf -- "$RUN"
 mkdir -p "$RUN"
 share=$(mktemp -d "${TMPDIR:-/tmp}/ibtca-ulp-bench-share.XXXXXX")
 trap '"$FABRIC" down --run-dir "$RUN/fabric" >/dev/null 2>&1 || true; rm -rf -- "$share"' EXIT
-ulp_up "$FABRIC" "$RUN/fabric" "$GUEST" "$share" \
-	"$(ulp_setup 1)" "$(ulp_target)" -- "$(ulp_setup 2)" "$(ulp_host "$body")" >"$RUN/up.log" 2>&1 || {
+trap 'exit 143' TERM INT
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date +%s)
+status=0
+ulp_up "$FABRIC" "$RUN/fabric" "$GUEST" "$share" "${n1[@]}" -- "${n2[@]}" >"$RUN/up.log" 2>&1 || {
+	status=1
 	tail -n 20 "$RUN/up.log" >&2
-	grep -h 'ULP-MISSING\|WAIT-TIMEOUT' "$RUN"/fabric/n*.console >&2 || true
-	exit 1
+	grep -ah 'ULP-MISSING\|WAIT-TIMEOUT\|ULP-BENCH-FAILED' "$RUN"/fabric/n*.console >&2 || true
 }
-grep -h '^ULP-BENCH ' "$RUN/fabric/n2.console"
+grep -a '^ULP-BENCH' "$RUN/fabric/n2.console" | tr -d '\r' | tee "$RUN/results.txt"
+echo "boot to power-off: $(($(date +%s) - start)) s; load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+table "$RUN/results.txt"
+exit $status

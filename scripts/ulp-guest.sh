@@ -103,8 +103,9 @@ ulp_transport() {
 # stdout (nothing when it has it all).
 ulp_missing() {
 	[ "$ULP_TRANSPORT" = ibtca ] || return 0
-	# The newc archive names its files in clear.
-	if ! gzip -dc "$1/initramfs.cpio.gz" | grep -qaF 'lib/modules/ipoib.modules'; then
+	# The newc archive names its files in clear. grep reads it all (no -q),
+	# so that gzip is not cut off by SIGPIPE, a failure under pipefail.
+	if ! gzip -dc "$1/initramfs.cpio.gz" | grep -aF 'lib/modules/ipoib.modules' >/dev/null; then
 		echo "the guest image $1 has no module group 'ipoib' (ib_ipoib), without" \
 			"which rdma_cm cannot resolve IP addresses on ibtca: rebuild it with" \
 			"scripts/build-guest.sh, or use --transport rxe for soft-RoCE."

@@ -32,8 +32,10 @@
 //!   fail until it gives the controller up, fio's I/O fails (it does not
 //!   hang), and afterwards n2's ibtca0 still answers (`ibv_devinfo`: port
 //!   active) and its kernel logs no oops, warning or hung task; n1's
-//!   device, left without its guest, logs the guest's death, and `up`
-//!   names n1 alone as the guest that failed.
+//!   device, left without its guest, logs the guest's death, still runs
+//!   with its port Active and holds none of the dead guest's QPs
+//!   (`ibtca-fabric inspect`), and `up` names n1 alone as the guest that
+//!   failed.
 //!
 //! The guests' commands come from scripts/ulp-guest.sh (as
 //! scripts/demo-storage.sh's do) and OpenSM in n1 brings the IB subnet up.
@@ -651,4 +653,33 @@ fn check_killed(run: &Path, host: &str, all: &str) {
     );
     let n1 = std::fs::read_to_string(run.join("n1.log")).unwrap_or_default();
     assert!(n1.contains("client disconnected"), "n1's device:\n{n1}");
+    check_orphaned_device(run, &n1);
+}
+
+/// n1's device after its guest's death (the fabric still runs: `up
+/// --wait` leaves it to `down`): its process lives and answers on its
+/// control socket, its port is still Active (OpenSM, which died with n1,
+/// set it so), and it holds no QP: it dropped every object of the dead
+/// guest when the guest's vfio-user connection closed (the server logs
+/// "client disconnected" after that reset, so the log line already
+/// checked orders this query after it).
+fn check_orphaned_device(run: &Path, log: &str) {
+    let out = fabric(&["inspect", "--run-dir", &run.display().to_string(), "--json"]);
+    let said = text(&out);
+    let inspect: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect --json: {e}: {said}"));
+    let n1 = inspect["processes"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "n1"))
+        .unwrap_or_else(|| panic!("no device n1 in {inspect}"));
+    assert_eq!(n1["kind"], "device", "{n1}");
+    assert_eq!(
+        n1["alive"], true,
+        "n1's device outlives its guest: {n1}\n{log}"
+    );
+    assert_eq!(n1["agent"]["port"]["state"], "Active", "{n1}\n{log}");
+    assert_eq!(
+        n1["agent"]["qps"]["count"], 0,
+        "n1's device dropped its dead guest's QPs: {n1}\n{log}"
+    );
 }

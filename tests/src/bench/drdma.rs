@@ -19,6 +19,10 @@
 //! is payload bytes acknowledged by B per second. "fill only" rows time the
 //! guest side alone (stores + commit), which is what the window costs the
 //! bus; the end-to-end rows include the link and B's ACK.
+//!
+//! A second table (`drdma_vs_wqe.rs`) sets DRDMA WRITE and READ through the
+//! mapped window against ordinary RDMA WRITE and READ work requests of
+//! 64 B to 4 KiB.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -223,5 +227,6 @@ pub fn run(secs: f64) -> ExitCode {
         &rows,
         &[2, 3],
     );
+    super::drdma_vs_wqe::run(secs);
     ExitCode::SUCCESS
 }

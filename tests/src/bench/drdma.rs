@@ -39,7 +39,9 @@ const SIZE: usize = 4096;
 /// Target for the mapped path (issue): ≥ 50 % of memcpy.
 const TARGET_MAPPED: f64 = 0.50;
 
-fn pair(mapped: bool) -> LinkedPair {
+/// A and B with DRDMA windows (`mapped` or trapped), QPs connected at
+/// path MTU 4096.
+pub(super) fn pair(mapped: bool) -> LinkedPair {
     let mut p = LinkedPair::start(PairOptions {
         ram: 16 << 20,
         buf: 1 << 20,
@@ -54,6 +56,17 @@ fn pair(mapped: bool) -> LinkedPair {
     });
     p.connect(MTU_4096);
     p
+}
+
+/// Takes `n` completions on A's CQ, each successful.
+pub(super) fn successes(p: &mut LinkedPair, n: u32) {
+    for _ in 0..n {
+        let c =
+            p.a.g
+                .poll_cq_spin(&mut p.a.cq, Duration::from_secs(20))
+                .expect("completion");
+        assert_eq!(c.status, WC_SUCCESS, "DRDMA bench: completion {c:?}");
+    }
 }
 
 /// memcpy of 4 KiB blocks over a 1 MiB working set: bytes per second.
@@ -149,13 +162,7 @@ fn run_path(path: Path, secs: f64) -> Result {
             }
         }
         fill_time += t0.elapsed();
-        for _ in 0..RANGES {
-            let c =
-                p.a.g
-                    .poll_cq_spin(&mut p.a.cq, Duration::from_secs(20))
-                    .expect("completion");
-            assert_eq!(c.status, WC_SUCCESS, "DRDMA bench: completion status");
-        }
+        successes(&mut p, RANGES);
         bytes += u64::from(RANGES) * SIZE as u64;
         rounds += 1;
     }
@@ -227,6 +234,5 @@ pub fn run(secs: f64) -> ExitCode {
         &rows,
         &[2, 3],
     );
-    super::drdma_vs_wqe::run(secs);
     ExitCode::SUCCESS
 }

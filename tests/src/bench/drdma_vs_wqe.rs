@@ -24,11 +24,10 @@
 
 use std::time::{Duration, Instant};
 
-use ibtca_device::drdma::DrdmaConfig;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::{self as d, direct_wqe};
-use ibtca_tests::pair::{LinkedPair, PairOptions};
+use ibtca_tests::pair::LinkedPair;
 use ibtca_tests::sim_guest::{remote, send_wqe};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
@@ -53,19 +52,7 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
-        let mut p = LinkedPair::start(PairOptions {
-            ram: 16 << 20,
-            buf: 1 << 20,
-            cq_log: 8,
-            qp_log: 7,
-            spin: true,
-            drdma: DrdmaConfig {
-                mapped: true,
-                ..Default::default()
-            },
-            ..Default::default()
-        });
-        p.connect(MTU_4096);
+        let mut p = super::drdma::pair(true);
         let window = d::map_window(&mut p.a.g).expect("mapped window");
         let data: Vec<u8> = (0..d::RANGE as usize).map(|i| (i * 13) as u8).collect();
         // B's side of the READs.
@@ -138,13 +125,7 @@ impl Bench {
                 }
             }
         }
-        for _ in 0..n {
-            let c =
-                p.a.g
-                    .poll_cq_spin(&mut p.a.cq, Duration::from_secs(20))
-                    .expect("completion");
-            assert_eq!(c.status, WC_SUCCESS, "DRDMA vs WQE bench: completion");
-        }
+        super::drdma::successes(p, n);
         if op == (Op::Read { direct: false }) {
             for arr in 0..n {
                 let got = p.a.g.read(p.a.buf + u64::from(arr) * d::RANGE, size);

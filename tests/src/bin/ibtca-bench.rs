@@ -531,7 +531,11 @@ fn main() -> ExitCode {
             }
             run_guest_verbs()
         }
-        Bench::Drdma { seconds } => drdma::run(seconds),
+        Bench::Drdma { seconds } => {
+            let code = drdma::run(seconds);
+            drdma_vs_wqe::run(seconds);
+            code
+        }
         Bench::Switch { seconds } => switch::run(seconds),
         Bench::CrossHost { seconds } => cross_host::run(seconds),
         Bench::GuestDrdma { placement } => {

@@ -319,10 +319,13 @@ impl Requester {
                 self.msn.confirmed -= 1;
                 self.msn.messages -= 1;
             }
+            // Retired before its completion is written: a guest that sees
+            // the completion may reuse what the work request held (a DRDMA
+            // range) at once.
+            env.retired(&f.wqe, WC_SUCCESS);
             if f.signaled() {
                 env.complete(CqKind::Send, f.cqe(qpn, WC_SUCCESS));
             }
-            env.retired(&f.wqe, WC_SUCCESS);
             self.inflight.pop_front();
         }
         false

@@ -39,6 +39,9 @@ pub(crate) struct MockEnv {
     pub(crate) outbox: Vec<Vec<u8>>,
     /// Seed-001 key memory (this QP is [`MOCK_QPN`] in it).
     pub(crate) keys: KeyMemory,
+    /// Each retired send work request: (wr_id, send completions written
+    /// before it was retired).
+    pub(crate) retired: Vec<(u64, usize)>,
 }
 
 /// The QP number of a mock QP in its key memory.
@@ -315,6 +318,11 @@ impl QpEnv for MockEnv {
 
     fn next_recv(&mut self) -> Option<RecvWr> {
         self.rq.pop_front()
+    }
+
+    fn retired(&mut self, wqe: &SendWqe, _status: u8) {
+        self.retired
+            .push((wqe.wr_id.to_native(), self.send_cq.len()));
     }
 
     fn complete(&mut self, cq: CqKind, cqe: Cqe) {

@@ -516,8 +516,8 @@ impl Requester {
         for f in self.inflight.drain(..) {
             let status = f.error.unwrap_or(WC_WR_FLUSH_ERR);
             failed = failed.or(f.error);
-            env.complete(CqKind::Send, f.cqe(qpn, status));
             env.retired(&f.wqe, status);
+            env.complete(CqKind::Send, f.cqe(qpn, status));
         }
         for wqe in self.pending.drain(..) {
             flush_unstarted(qpn, wqe, env);
@@ -544,8 +544,8 @@ pub(crate) fn flush_unstarted<E: QpEnv + ?Sized>(qpn: u32, wqe: SendWr, env: &mu
         error: None,
         new_rkey: None,
     };
-    env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
     env.retired(&f.wqe, WC_WR_FLUSH_ERR);
+    env.complete(CqKind::Send, f.cqe(qpn, WC_WR_FLUSH_ERR));
 }
 
 /// Sends the request packet with PSN `p` of `f` (with AckReq if `ack_req`

@@ -19,6 +19,10 @@
 //! is payload bytes acknowledged by B per second. "fill only" rows time the
 //! guest side alone (stores + commit), which is what the window costs the
 //! bus; the end-to-end rows include the link and B's ACK.
+//!
+//! A second table (`drdma_vs_wqe.rs`) sets DRDMA WRITE and READ through the
+//! mapped window against ordinary RDMA WRITE and READ work requests of
+//! 64 B to 4 KiB.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -35,7 +39,9 @@ const SIZE: usize = 4096;
 /// Target for the mapped path (issue): ≥ 50 % of memcpy.
 const TARGET_MAPPED: f64 = 0.50;
 
-fn pair(mapped: bool) -> LinkedPair {
+/// A and B with DRDMA windows (`mapped` or trapped), QPs connected at
+/// path MTU 4096.
+pub(super) fn pair(mapped: bool) -> LinkedPair {
     let mut p = LinkedPair::start(PairOptions {
         ram: 16 << 20,
         buf: 1 << 20,
@@ -50,6 +56,17 @@ fn pair(mapped: bool) -> LinkedPair {
     });
     p.connect(MTU_4096);
     p
+}
+
+/// Takes `n` completions on A's CQ, each successful.
+pub(super) fn successes(p: &mut LinkedPair, n: u32) {
+    for _ in 0..n {
+        let c =
+            p.a.g
+                .poll_cq_spin(&mut p.a.cq, Duration::from_secs(20))
+                .expect("completion");
+        assert_eq!(c.status, WC_SUCCESS, "DRDMA bench: completion {c:?}");
+    }
 }
 
 /// memcpy of 4 KiB blocks over a 1 MiB working set: bytes per second.
@@ -145,13 +162,7 @@ fn run_path(path: Path, secs: f64) -> Result {
             }
         }
         fill_time += t0.elapsed();
-        for _ in 0..RANGES {
-            let c =
-                p.a.g
-                    .poll_cq_spin(&mut p.a.cq, Duration::from_secs(20))
-                    .expect("completion");
-            assert_eq!(c.status, WC_SUCCESS, "DRDMA bench: completion status");
-        }
+        successes(&mut p, RANGES);
         bytes += u64::from(RANGES) * SIZE as u64;
         rounds += 1;
     }

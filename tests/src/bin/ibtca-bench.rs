@@ -21,7 +21,9 @@
 //!
 //! `drdma` (see `tests/src/bench/drdma.rs`): Direct RDMA WRITE bandwidth
 //! through the trapped and the mapped window, next to memcpy and an ordinary
-//! RDMA WRITE from guest memory.
+//! RDMA WRITE from guest memory; then (`tests/src/bench/drdma_vs_wqe.rs`)
+//! DRDMA WRITE and READ through the mapped window against ordinary RDMA
+//! WRITE and READ work requests of 64 B to 4 KiB: msg/s, QD 1 µs, ratios.
 //!
 //! `mmio` measures, in one run, and prints one table:
 //!
@@ -145,7 +147,8 @@ enum Bench {
         #[arg(long, value_name = "P")]
         placement: Option<String>,
     },
-    /// Direct RDMA WRITE bandwidth through the trapped and mapped window.
+    /// Direct RDMA WRITE bandwidth through the trapped and mapped window,
+    /// and DRDMA against ordinary RDMA WRITE/READ work requests, 64 B-4 KiB.
     Drdma {
         /// Timed seconds per measurement.
         #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = positive_seconds)]
@@ -297,6 +300,8 @@ mod crc;
 mod cross_host;
 #[path = "../bench/drdma.rs"]
 mod drdma;
+#[path = "../bench/drdma_vs_wqe.rs"]
+mod drdma_vs_wqe;
 #[path = "../bench/guests.rs"]
 mod guests;
 #[path = "../bench/link.rs"]
@@ -526,7 +531,11 @@ fn main() -> ExitCode {
             }
             run_guest_verbs()
         }
-        Bench::Drdma { seconds } => drdma::run(seconds),
+        Bench::Drdma { seconds } => {
+            let code = drdma::run(seconds);
+            drdma_vs_wqe::run(seconds);
+            code
+        }
         Bench::Switch { seconds } => switch::run(seconds),
         Bench::CrossHost { seconds } => cross_host::run(seconds),
         Bench::GuestDrdma { placement } => {

@@ -227,6 +227,31 @@ fn flush_completes_everything_signaled_or_not() {
     assert_eq!(w.a.qp.send_queue_len(), 0);
 }
 
+/// A work request is retired (what it held, such as a DRDMA range, is
+/// given back) before its completion is written, on success and on flush:
+/// a guest that reuses the range as soon as it sees the completion finds
+/// it free.
+#[test]
+fn work_requests_are_retired_before_their_completion_is_written() {
+    let mut w = wire();
+    for i in 0..3 {
+        w.post_a(rdma(WR_RDMA_WRITE, i, 64, DST_VA, DST));
+    }
+    w.run();
+    assert_eq!(summary(&w.a.env.send_cq).len(), 3);
+    w.filter = Box::new(|_, _| true);
+    for i in 3..5 {
+        w.post_a(send(i, 64));
+    }
+    w.deliver();
+    w.a.qp.flush(&mut w.a.env);
+    assert_eq!(
+        w.a.env.retired,
+        [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)],
+        "(wr_id, completions already written when it was retired)"
+    );
+}
+
 #[test]
 fn a_partial_receive_is_flushed_when_the_qp_fails() {
     let mut w = wire();

@@ -51,6 +51,12 @@ shared) guest='"mem": "512M", "nice": 0' ;;
 default) guest='"mem": "512M"' ;;
 *) echo "--placement nice, shared or default, not $placement" >&2; exit 2 ;;
 esac
+# up --guests needs its run directory inside the chroot (the guests' QEMU
+# runs there): refuse any other before the no-VM rows spend their time.
+case "$(readlink -m "$RUN")/" in
+"$C"/*) ;;
+*) echo "the run directory must be inside the VM stack's chroot $C, not $RUN" >&2; exit 2 ;;
+esac
 for b in "$FABRIC" "$BENCH"; do
 	[ -x "$b" ] || { echo "no $b: cargo build --release (or set IBTCA_FABRIC, IBTCA_BENCH)" >&2; exit 1; }
 done

@@ -1150,7 +1150,27 @@ static void kv_client(struct kv_ctx *c)
 	/*
 	 * A CQ armed for solicited events only: a plain completion (a WRITE
 	 * of the bytes already there) raises no event, a failed one does.
+	 * kv_wait() may have left the CQ armed for the next completion (its
+	 * arm reported a missed event and it polled instead), so one plain
+	 * WRITE whose event is awaited first leaves the CQ unarmed.
 	 */
+	sge.addr = c->dma + KV_WRITE;
+	sge.length = 64;
+	rw.wr.wr_id = 17;
+	rw.wr.opcode = IB_WR_RDMA_WRITE;
+	rw.remote_addr = raddr + KV_WRITE;
+	reinit_completion(&c->event);
+	ib_req_notify_cq(c->cq, IB_CQ_NEXT_COMP);
+	if (kv_post(c, &rw.wr))
+		return;
+	fired = wait_for_completion_timeout(&c->event,
+					    msecs_to_jiffies(KV_OP_MS));
+	ret = kv_poll_quietly(c, &wc);
+	if (!fired || ret || wc.wr_id != 17 || wc.status != IB_WC_SUCCESS) {
+		kv_check(c, false, "solicited_arm", "disarm: fired=%d ret=%d",
+			 !!fired, ret);
+		return;
+	}
 	reinit_completion(&c->event);
 	events = atomic_read(&c->events);
 	ib_req_notify_cq(c->cq, IB_CQ_SOLICITED);

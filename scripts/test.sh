@@ -5,6 +5,9 @@
 #
 #   scripts/test.sh              # everything
 #   scripts/test.sh --no-vm      # only the fast tests (no QEMU, no root)
+#
+# IBTCA_TEST_NO_FAIL_FAST=1 runs every test binary even after one failed
+# (scripts/suite-under-load.sh sets it), instead of stopping at the first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/chroot-mounts.sh
@@ -43,9 +46,11 @@ fi
 
 step bash scripts/host-tools.sh
 step cargo build --workspace --all-targets
+keep_going=()
+[ "${IBTCA_TEST_NO_FAIL_FAST:-0}" = 1 ] && keep_going=(--no-fail-fast)
 if [ "$vm" = 1 ]; then
 	# VM tests take the VM lock (tests/harness/vm_lock.rs): one at a time.
-	step cargo test --workspace -- --include-ignored
+	step cargo test --workspace "${keep_going[@]}" -- --include-ignored
 else
-	step cargo test --workspace
+	step cargo test --workspace "${keep_going[@]}"
 fi

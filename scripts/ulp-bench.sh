@@ -8,8 +8,10 @@
 #            filled first), SECONDS each, over ibtca (nvme-rdma on ibtca0,
 #            addressed by IPoIB through rdma_cm), then over soft-RoCE (rxe0
 #            on the management wire eth0): 4 KiB random reads at queue
-#            depth 16 (IOPS) and 128 KiB sequential reads at queue depth
-#            16 (MB/s)
+#            depth 16 (IOPS) and 1 (mean latency), 128 KiB sequential
+#            reads at queue depth 16 (MB/s), and the host guest's vCPU
+#            busy share over each run; first, the host guest's own ceiling:
+#            the 4 KiB random reads on its local null_blk (no fabric)
 #   iperf3   n2 to n1, SECONDS each: over eth0 (the virtio management wire
 #            soft-RoCE rides on), over ib0 in datagram mode, then in
 #            connected mode (both guests; MTU 65520): the receiver's Mbit/s
@@ -43,7 +45,7 @@ FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 seconds=10 commands= results=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
 	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
 	--table) results=${2:?--table needs a results file}; shift 2 ;;
@@ -75,6 +77,14 @@ table() {
 		row("NVMe-oF 4 KiB random read, QD 16 (IOPS)", n "ibtca", n "rxe", "soft-RoCE", 0)
 		n = "nvme-seqread-128k-mbs/"
 		row("NVMe-oF 128 KiB sequential read, QD 16 (MB/s)", n "ibtca", n "rxe", "soft-RoCE", 0)
+		n = "nvme-randread-4k-qd1-usec/"
+		row("NVMe-oF 4 KiB random read, QD 1, mean latency (usec; inverse ratio)", n "ibtca", n "rxe",
+			"soft-RoCE", 1)
+		n = "nvme-randread-4k-qd16-iops/"
+		row("NVMe-oF 4 KiB random read, QD 16, against the host guest on its own null_blk (IOPS)", n "ibtca",
+			n "local", "the same fio on /dev/nullb0 in the host guest, no fabric", 0)
+		n = "nvme-randread-4k-qd16-busy/"
+		row("Host guest vCPU busy during the QD 16 4 KiB reads (%)", n "ibtca", n "rxe", "soft-RoCE", 0)
 		row("iperf3 over IPoIB, datagram mode (Mbit/s)", "iperf3-ib0-datagram", "iperf3-eth0",
 			"iperf3 on the virtio management wire", 0)
 		row("iperf3 over IPoIB, connected mode (Mbit/s)", "iperf3-ib0-connected", "iperf3-eth0",
@@ -98,20 +108,33 @@ guarded() {
 	echo "sh /tmp/bench-$1.sh || { echo 'ULP-BENCH-FAILED $1'; touch /tmp/bench-failed; }"
 }
 
-# fio_run NAME FIO_ARGS: a time-based fio run on namespace 1 and its
-# ULP-BENCH lines, from fio's terse line (field 7: read KiB/s, 8: IOPS).
+# fio_run NAME FIO_ARGS [DEV]: a time-based fio run on namespace 1 (or
+# DEV) and its ULP-BENCH lines, from fio's terse line (field 7: read KiB/s,
+# 8: IOPS, 40: mean read latency in usec), and the guest's vCPU busy share
+# over the run from /proc/stat's cpu line (1 - idle and iowait over all).
 fio_run() {
-	echo "fio --name=$1 --filename=\$ns1 --ioengine=libaio --direct=1 --size=64M" \
+	echo "head -n 1 /proc/stat >/tmp/$1.stat0"
+	echo "fio --name=$1 --filename=${3:-\$ns1} --ioengine=libaio --direct=1 --size=64M" \
 		"--time_based --runtime=$seconds --output-format=terse $2 >/tmp/$1.terse 2>&1 || rc=1"
-	echo "awk -F';' 'NF > 8 { printf \"ULP-BENCH nvme-$1-iops/$ULP_TRANSPORT %s IOPS\\n\", \$8;" \
-		"printf \"ULP-BENCH nvme-$1-mbs/$ULP_TRANSPORT %.2f MB/s\\n\", \$7 * 1024 / 1e6 }' /tmp/$1.terse"
+	echo "head -n 1 /proc/stat >/tmp/$1.stat1"
+	echo "awk -F';' 'NF > 40 { printf \"ULP-BENCH nvme-$1-iops/$ULP_TRANSPORT %s IOPS\\n\", \$8;" \
+		"printf \"ULP-BENCH nvme-$1-mbs/$ULP_TRANSPORT %.2f MB/s\\n\", \$7 * 1024 / 1e6;" \
+		"printf \"ULP-BENCH nvme-$1-usec/$ULP_TRANSPORT %.0f usec\\n\", \$40 }' /tmp/$1.terse"
+	echo "cat /tmp/$1.stat0 /tmp/$1.stat1 | awk '{ t = 0; for (i = 2; i <= NF; i++) t += \$i; i = \$5 + \$6 }" \
+		"NR == 1 { t0 = t; i0 = i } NR == 2 && t > t0 { printf \"ULP-BENCH nvme-$1-busy/$ULP_TRANSPORT %.0f %%\\n\"," \
+		"100 * (1 - (i - i0) / (t - t0)) }'"
 }
 
-# nvme_body [fill]: ulp_host's BODY, namespace 1 filled first with "fill".
+# nvme_body [first]: ulp_host's BODY. The first transport's also fills
+# namespace 1 and measures the host guest's own ceiling first: the same
+# 4 KiB random reads on its local null_blk (/dev/nullb0, no fabric).
 nvme_body() {
-	[ -z "${1:-}" ] ||
+	if [ -n "${1:-}" ]; then
 		echo "fio --name=fill --filename=\$ns1 --ioengine=libaio --direct=1 --rw=write --bs=1M --size=64M >/dev/null || rc=1"
+		ULP_TRANSPORT=local fio_run randread-4k-qd16 "--rw=randread --bs=4k --iodepth=16" /dev/nullb0
+	fi
 	fio_run randread-4k-qd16 "--rw=randread --bs=4k --iodepth=16"
+	fio_run randread-4k-qd1 "--rw=randread --bs=4k --iodepth=1"
 	fio_run seqread-128k "--rw=read --bs=128k --iodepth=16"
 }
 

@@ -79,6 +79,26 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     ] {
         assert!(all.contains(want), "n2 lacks {want:?}:\n{all}");
     }
+    // What bounds NVMe-oF: QD 1 latency and the host guest's vCPU busy
+    // share on both transports, and the guest's own ceiling (local
+    // null_blk) once, in the first transport's run.
+    for t in ["ibtca", "rxe"] {
+        let nvme = n2
+            .iter()
+            .find(|c| c.contains(&format!("ULP-HOST {t}")))
+            .unwrap();
+        for want in [
+            "--rw=randread --bs=4k --iodepth=1 ".to_string(),
+            format!("nvme-randread-4k-qd1-usec/{t} "),
+            format!("nvme-randread-4k-qd16-busy/{t} "),
+            "/proc/stat".to_string(),
+        ] {
+            assert!(nvme.contains(&want), "{t}'s run lacks {want:?}:\n{nvme}");
+        }
+    }
+    let local = "--filename=/dev/nullb0 ";
+    assert_eq!(all.matches(local).count(), 1, "{all}");
+    assert!(all.contains("nvme-randread-4k-qd16-iops/local "), "{all}");
     // Each measurement's failure is reported and the next one still runs;
     // the last command says whether any failed.
     for (i, c) in n2[1..5].iter().enumerate() {
@@ -102,6 +122,41 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     );
 }
 
+/// The guest's vCPU busy share over a run: 1 - (idle + iowait) / all of
+/// /proc/stat's cpu line, between the snapshots before and after fio.
+#[test]
+fn the_busy_share_counts_idle_and_iowait_as_not_busy() {
+    let dir = TempDir::new("ulp-bench-busy");
+    let out = bench(&["--commands", &dir.0.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let n2 = std::fs::read_to_string(dir.0.join("n2.2")).unwrap();
+    let line = n2
+        .lines()
+        .find(|l| l.contains("nvme-randread-4k-qd16-busy/ibtca"))
+        .unwrap_or_else(|| panic!("no busy line:\n{n2}"));
+    let prefix = dir.0.join("run").display().to_string();
+    let line = line.replace("/tmp/randread-4k-qd16", &prefix);
+    // user nice system idle iowait irq softirq: 1000 ticks pass, 200 of
+    // them idle and 50 iowait.
+    std::fs::write(
+        format!("{prefix}.stat0"),
+        "cpu  100 0 200 300 10 0 5 0 0 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        format!("{prefix}.stat1"),
+        "cpu  400 0 600 500 60 0 55 0 0 0\n",
+    )
+    .unwrap();
+    let ran = Command::new("sh").args(["-c", &line]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout),
+        "ULP-BENCH nvme-randread-4k-qd16-busy/ibtca 75 %\n",
+        "{line}\n{}",
+        text(&ran)
+    );
+}
+
 #[test]
 fn the_table_gives_ratios_where_both_values_are_there() {
     let dir = TempDir::new("ulp-bench-table");
@@ -114,7 +169,11 @@ fn the_table_gives_ratios_where_both_values_are_there() {
          ULP-BENCH iperf3-eth0 200 Mbit/s\n\
          ULP-BENCH rping-connect/ibtca 20.0 ms\n\
          ULP-BENCH rping-connect/rxe 50.0 ms\n\
-         ULP-BENCH write-lat-64/ibtca 40.5 usec\n",
+         ULP-BENCH write-lat-64/ibtca 40.5 usec\n\
+         ULP-BENCH nvme-randread-4k-qd1-usec/ibtca 800 usec\n\
+         ULP-BENCH nvme-randread-4k-qd1-usec/rxe 2000 usec\n\
+         ULP-BENCH nvme-randread-4k-qd16-iops/local 4000 IOPS\n\
+         ULP-BENCH nvme-randread-4k-qd16-busy/ibtca 95 %\n",
     )
     .unwrap();
     let out = bench(&["--table", &results.display().to_string()]);
@@ -132,6 +191,21 @@ fn the_table_gives_ratios_where_both_values_are_there() {
             .collect::<Vec<_>>()
     };
     assert_eq!(row("NVMe-oF 4 KiB"), ["1000", "250", "soft-RoCE", "4.00"]);
+    assert_eq!(
+        row("NVMe-oF 4 KiB random read, QD 1,"),
+        ["800", "2000", "soft-RoCE", "2.50"]
+    );
+    // The share of the host guest's own ceiling NVMe-oF over ibtca reaches.
+    assert_eq!(
+        row("NVMe-oF 4 KiB random read, QD 16, against"),
+        [
+            "1000",
+            "4000",
+            "the same fio on /dev/nullb0 in the host guest, no fabric",
+            "0.25"
+        ]
+    );
+    assert_eq!(row("Host guest vCPU busy"), ["95", "soft-RoCE"]);
     assert_eq!(
         row("iperf3 over IPoIB, connected"),
         ["300", "200", "iperf3 on the virtio management wire", "1.50"]

@@ -14,6 +14,7 @@
 //! destroyed; packets for a QP in neither state are dropped (the peer
 //! retransmits).
 
+mod data_path;
 mod datagram;
 pub mod env;
 mod inspect;
@@ -22,6 +23,7 @@ mod outbox;
 mod owner;
 mod partition;
 mod pma;
+mod port_agents;
 mod port_state;
 mod qp_error;
 mod qp_map;
@@ -43,9 +45,7 @@ use crate::drdma::{self, Drdma};
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
 use crate::pma::Pma;
-use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
-use crate::transport::SendWr;
 use crate::transport::{config, AckPolicy, RcConfig, RcQp};
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
@@ -56,15 +56,17 @@ use crate::verbs::qp_state::QpState;
 use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
+use data_path::DataPath;
 pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
 pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
 pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use owner::{EngineHandle, EngineStopped, EngineThread, Handoffs};
+use port_agents::PortAgents;
 pub use port_state::PortState;
 use qp_error::log_qp_error;
-use qp_map::QpMap;
+use send_queue::SendQueues;
 pub use smp::DEFAULT_NODE_DESCRIPTION;
 
 /// Something the engine must act on.
@@ -151,10 +153,15 @@ pub struct EngineStats {
     pub multicast: MulticastStats,
 }
 
-/// The engine state (owned by the engine thread).
+/// The engine state (owned by the engine thread): the verbs objects and
+/// what every part reaches (guest memory, interrupts, the DRDMA window, the
+/// key memory's registers), and the parts, each in its own file: the RC
+/// data path (`data_path.rs`), the send queues' read-ahead
+/// (`send_queue.rs`), the port's agents (`port_agents.rs`) and the outbox
+/// (`outbox.rs`). Inbound packets reach them through one demultiplexer
+/// (`receive.rs`).
 pub struct Engine {
     verbs: Verbs,
-    port: PortAttrs,
     cmdq: CmdQueue,
     /// Guest memory as the vfio-user thread maps it.
     source: GuestMemory,
@@ -164,32 +171,16 @@ pub struct Engine {
     /// otherwise `source` itself.
     mem: GuestMemory,
     msix: Arc<Msix>,
-    port_state: Arc<PortState>,
-    rc: QpMap<RcQp>,
     drdma: Arc<Drdma>,
-    /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
-    /// still being filled (the seed's bus router polling BR Valid).
-    held: QpMap<SendWr>,
-    /// WQEs read from a send queue for one `post_sends` (kept for its
-    /// allocation).
-    sq_wqes: Vec<SendWr>,
-    /// QPs whose send queue still holds WQEs the engine left there because
-    /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
-    capped: Vec<u32>,
-    outbox: Outbox,
-    /// Packets of the burst being flushed that go to the link (kept for its
-    /// allocation).
-    to_link: Vec<Vec<u8>>,
-    /// The port's subnet management agent (QP0).
-    sma: DeviceSma,
-    /// The port's performance management agent (PM MADs to QP1).
-    pma: Pma,
     /// The key memory's BAR0 registers, and the READ response budget.
     rkm: Arc<RkmRegs>,
-    /// QPs that owed responses after their last call into the transport.
-    owing: Vec<u32>,
-    /// The least local ACK timeout a QP runs with (`set_min_ack_timeout`).
-    min_ack_timeout: Duration,
+    /// Every RC QP's transport.
+    data: DataPath,
+    /// What the engine read from the send queues and could not hand on yet.
+    sends: SendQueues,
+    /// The port's SMA, PMA and state.
+    agents: PortAgents,
+    outbox: Outbox,
     stats: EngineStats,
 }
 
@@ -263,23 +254,20 @@ impl Engine {
         Engine {
             verbs: new_verbs(&port, &rkm),
             rkm,
-            owing: Vec::new(),
-            port,
             cmdq: CmdQueue::new(),
             source: mem.clone(),
             mem,
             msix,
-            port_state,
-            rc: QpMap::default(),
             drdma,
-            held: QpMap::default(),
-            sq_wqes: Vec::new(),
-            capped: Vec::new(),
-            sma: smp::default_sma(&port),
-            pma: Pma::default(),
+            data: DataPath::default(),
+            sends: SendQueues::default(),
+            agents: PortAgents {
+                sma: smp::default_sma(&port),
+                pma: Pma::default(),
+                port,
+                port_state,
+            },
             outbox: Outbox::new(link, port.lid),
-            to_link: Vec::new(),
-            min_ack_timeout: Duration::ZERO,
             stats: EngineStats::default(),
         }
     }
@@ -287,7 +275,7 @@ impl Engine {
     /// Raises every QP's local ACK timeout to at least `floor` from the
     /// next QP that starts (0, the default: as the guest asks).
     pub fn set_min_ack_timeout(&mut self, floor: Duration) {
-        self.min_ack_timeout = floor;
+        self.data.min_ack_timeout = floor;
     }
 
     /// Counters so far.
@@ -372,7 +360,7 @@ impl Engine {
             }
             EngineEvent::Wake | EngineEvent::Stop => {}
         }
-        if !self.capped.is_empty() {
+        if !self.sends.capped.is_empty() {
             self.resume_capped(now);
         }
     }
@@ -381,11 +369,11 @@ impl Engine {
     /// asynchronous event vector (the driver reads EVENT_CAUSE and
     /// PORT_STATE).
     fn port_changed(&mut self, state: u32) {
-        self.port.state = state;
+        self.agents.port.state = state;
         self.verbs.port.state = state;
         self.outbox.sends_data = self.port_sends_data();
-        if self.port_state.set(state) {
-            let v = self.port_state.vector();
+        if self.agents.port_state.set(state) {
+            let v = self.agents.port_state.vector();
             if let Err(e) = self.msix.trigger(v) {
                 tracing::warn!(vector = v, error = %e, "port event interrupt");
             }
@@ -396,18 +384,18 @@ impl Engine {
     pub fn reset(&mut self) {
         self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
         self.rkm.reset();
-        self.verbs = new_verbs(&self.port, &self.rkm);
+        self.verbs = new_verbs(&self.agents.port, &self.rkm);
         self.cmdq = CmdQueue::new();
-        self.rc.clear();
-        self.owing.clear();
-        self.held.clear();
-        self.capped.clear();
+        self.data.rc.clear();
+        self.data.owing.clear();
+        self.sends.held.clear();
+        self.sends.capped.clear();
         self.outbox.packets.clear();
         self.outbox.bytes = 0;
     }
 
     fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
-        let Some(rc) = self.rc.get_mut(&qpn) else {
+        let Some(rc) = self.data.rc.get_mut(&qpn) else {
             return;
         };
         let was_error = rc.is_error();
@@ -426,8 +414,8 @@ impl Engine {
         if mismatched > 0 {
             self.rkm.quasi_mismatched(mismatched as u32);
         }
-        if rc.owes_responses() && !self.owing.contains(&qpn) {
-            self.owing.push(qpn);
+        if rc.owes_responses() && !self.data.owing.contains(&qpn) {
+            self.data.owing.push(qpn);
         }
         if rc.is_error() {
             let c = rc.counters();
@@ -490,7 +478,7 @@ impl Engine {
         {
             return;
         }
-        if self.rc.contains_key(&qpn) {
+        if self.data.rc.contains_key(&qpn) {
             self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
             return;
         }
@@ -501,6 +489,7 @@ impl Engine {
     /// A DRDMA WRITE range is full: send the work requests waiting for it.
     fn drdma_ready(&mut self, arr: u32, now: Instant) {
         let waiting: Vec<u32> = self
+            .sends
             .held
             .iter()
             .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
@@ -524,20 +513,20 @@ impl Engine {
             // RTR answers requests; RTS also sends.
             let ready = state == QpState::Rtr || state == QpState::Rts;
             let starting =
-                state == QpState::Rts && self.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
-            if (ready && !self.rc.contains_key(&qpn)) || starting {
+                state == QpState::Rts && self.data.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
+            if (ready && !self.data.rc.contains_key(&qpn)) || starting {
                 let path = (lid, self.pkey_at(qp.attrs().pkey_index));
-                let cfg = rc_config(qpn, qp.attrs(), path, self.min_ack_timeout);
-                let made = match self.rc.get_mut(&qpn) {
+                let cfg = rc_config(qpn, qp.attrs(), path, self.data.min_ack_timeout);
+                let made = match self.data.rc.get_mut(&qpn) {
                     Some(rc) => {
                         started.push(qpn);
                         rc.start_sending(&cfg)
                     }
                     None if state == QpState::Rts => RcQp::new(cfg).map(|rc| {
-                        self.rc.insert(qpn, rc);
+                        self.data.rc.insert(qpn, rc);
                     }),
                     None => RcQp::new_receiving(cfg).map(|rc| {
-                        self.rc.insert(qpn, rc);
+                        self.data.rc.insert(qpn, rc);
                     }),
                 };
                 if let Err(e) = made {
@@ -547,19 +536,19 @@ impl Engine {
             if state != QpState::Reset {
                 live.push(qpn);
             }
-            if state == QpState::Err && self.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
+            if state == QpState::Err && self.data.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
                 to_flush.push(qpn);
             }
-            if state == QpState::Err && !self.rc.contains_key(&qpn) {
+            if state == QpState::Err && !self.data.rc.contains_key(&qpn) {
                 unstarted.push(qpn);
             }
         }
-        self.rc.retain(|qpn, _| live.contains(qpn));
-        self.held.retain(|qpn, _| live.contains(qpn));
+        self.data.rc.retain(|qpn, _| live.contains(qpn));
+        self.sends.held.retain(|qpn, _| live.contains(qpn));
         // Moved to ERR by the driver (or by a bad doorbell): every posted
         // WQE completes with a flush error (IBA 10.3.1), a held one too.
         for qpn in to_flush {
-            if let Some(wqe) = self.held.remove(&qpn) {
+            if let Some(wqe) = self.sends.held.remove(&qpn) {
                 self.with_qp(qpn, |rc, env| rc.flush_with(wqe, env));
             }
             self.with_qp(qpn, |rc, env| rc.flush(env));
@@ -589,7 +578,7 @@ impl Engine {
         // An SRQ below its limit: the driver reads each one's limit_events.
         if self.verbs.take_srq_events() {
             let srq = crate::regs::EVENT_SRQ_LIMIT;
-            self.port_state.signal(srq, &self.msix);
+            self.agents.port_state.signal(srq, &self.msix);
         }
         self.unpin_memory();
     }
@@ -607,7 +596,7 @@ impl Engine {
             let mut packets = std::mem::take(&mut self.outbox.packets);
             self.stats.acks_coalesced += coalesce_acks(&mut packets, &mut self.outbox.spare);
             let lid = self.verbs.port.lid;
-            let mut remote = std::mem::take(&mut self.to_link);
+            let mut remote = std::mem::take(&mut self.outbox.to_link);
             for p in packets {
                 let dlid = encoded::dlid(&p);
                 if dlid == Some(lid) {
@@ -629,7 +618,7 @@ impl Engine {
             }
             // One hand-over per burst: one lock, at most one wake-up.
             self.outbox.link.send_all(&mut remote);
-            self.to_link = remote;
+            self.outbox.to_link = remote;
         }
         self.outbox.link.publish();
         self.outbox

@@ -42,6 +42,9 @@ pub(super) struct Outbox {
     pub(super) sends_data: bool,
     /// Data packets dropped because the port was Init or Armed.
     pub(super) dropped_inactive: u64,
+    /// Packets of the burst being flushed that go to the link (kept for its
+    /// allocation).
+    pub(super) to_link: Vec<Vec<u8>>,
 }
 
 /// Emptied packet buffers the engine keeps at most.
@@ -64,6 +67,7 @@ impl Outbox {
             streamed: 0,
             sends_data: true,
             dropped_inactive: 0,
+            to_link: Vec::new(),
         }
     }
 }

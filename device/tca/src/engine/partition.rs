@@ -32,7 +32,7 @@ impl Engine {
     /// delivered). The agent records a refusal; the caller counts it
     /// ([`Engine::count_bad_pkey`]).
     pub(super) fn admits_pkey(&mut self, view: &PacketView<'_>) -> bool {
-        self.sma.admit_pkey(view) && self.qp_admits_pkey(view.bth.dest_qp, view)
+        self.agents.sma.admit_pkey(view) && self.qp_admits_pkey(view.bth.dest_qp, view)
     }
 
     /// False (and counted) if `view` is for a UD or RC QP of this device
@@ -59,7 +59,7 @@ impl Engine {
         if Bth::pkey_admits(self.pkey_at(qp.attrs().pkey_index), view.bth.pkey) {
             return true;
         }
-        self.sma.p_key_violation(view);
+        self.agents.sma.p_key_violation(view);
         false
     }
 
@@ -79,8 +79,9 @@ impl Engine {
     pub(super) fn announce_pkey_change(&mut self) {
         // QUERY_PORT's P_Key is the table's entry 0.
         self.verbs.port.pkey = self.pkey_at(0);
-        if self.sma.take_pkey_change() {
+        if self.agents.sma.take_pkey_change() {
             let keys: Vec<u16> = self
+                .agents
                 .sma
                 .pkeys()
                 .iter()
@@ -88,14 +89,17 @@ impl Engine {
                 .filter(|k| k & 0x7fff != 0)
                 .collect();
             tracing::info!(pkeys = ?keys, "P_Key table set by the subnet manager");
-            self.port_state.signal(regs::EVENT_PKEY_CHANGE, &self.msix);
+            self.agents
+                .port_state
+                .signal(regs::EVENT_PKEY_CHANGE, &self.msix);
         }
     }
 
     /// The P_Key at `index` of the port's table (0 past its end: no
     /// partition, every packet of it is refused).
     pub(super) fn pkey_at(&self, index: u16) -> u16 {
-        self.sma
+        self.agents
+            .sma
             .pkeys()
             .get(usize::from(index))
             .copied()

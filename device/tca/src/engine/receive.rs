@@ -114,7 +114,7 @@ impl Engine {
         if self.datagram_type(qpn) == Some(QpType::Ud) {
             return Route::Ud(qpn);
         }
-        match self.rc.contains_key(&qpn) {
+        match self.data.rc.contains_key(&qpn) {
             true => Route::Rc(qpn),
             false => Route::Drop(DropReason::NoQp),
         }

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use super::qp_map::QpMap;
 use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
 use crate::drdma::{self, WriteReady};
 use crate::transport::rc::flush_posted_sends;
@@ -15,20 +16,36 @@ use crate::verbs::abi::WR_DRDMA_WRITE;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::qp_state::QpState;
 
+/// What the engine read from the send queues and could not hand to the
+/// transport yet.
+#[derive(Default)]
+pub(super) struct SendQueues {
+    /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
+    /// still being filled (the seed's bus router polling BR Valid).
+    pub(super) held: QpMap<SendWr>,
+    /// WQEs read from a send queue for one `post_sends` (kept for its
+    /// allocation).
+    pub(super) sq_wqes: Vec<SendWr>,
+    /// QPs whose send queue still holds WQEs the engine left there because
+    /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
+    pub(super) capped: Vec<u32>,
+}
+
 impl Engine {
     /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
     /// completions made room.
     pub(super) fn resume_capped(&mut self, now: Instant) {
-        let capped = std::mem::take(&mut self.capped);
+        let capped = std::mem::take(&mut self.sends.capped);
         for qpn in capped {
             let room = self
+                .data
                 .rc
                 .get(&qpn)
                 .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
             if room {
                 self.drain_sq(qpn, now);
-            } else if self.rc.contains_key(&qpn) && !self.capped.contains(&qpn) {
-                self.capped.push(qpn);
+            } else if self.data.rc.contains_key(&qpn) && !self.sends.capped.contains(&qpn) {
+                self.sends.capped.push(qpn);
             }
         }
     }
@@ -53,7 +70,7 @@ impl Engine {
             return;
         }
         // In ERR without ever reaching RTR: what is posted flushes.
-        if !self.rc.contains_key(&qpn)
+        if !self.data.rc.contains_key(&qpn)
             && self
                 .verbs
                 .qps
@@ -65,6 +82,7 @@ impl Engine {
         }
         // Not before RTS (an RTR QP only answers).
         if !self
+            .data
             .rc
             .get(&qpn)
             .is_some_and(|rc| rc.is_sending() || rc.is_error())
@@ -82,8 +100,9 @@ impl Engine {
                 return;
             }
             self.take_send_wqes(qpn, now);
-            let busy = self.held.contains_key(&qpn)
+            let busy = self.sends.held.contains_key(&qpn)
                 || self
+                    .data
                     .rc
                     .get(&qpn)
                     .is_some_and(|rc| !rc.is_error() && rc.send_queue_len() > 0);
@@ -150,9 +169,9 @@ impl Engine {
     /// Hands the transport the send queue's new WQEs (held and capped as
     /// [`MAX_QUEUED_SEND_WQES`] and DRDMA say).
     fn take_send_wqes(&mut self, qpn: u32, now: Instant) {
-        if let Some(wqe) = self.held.remove(&qpn) {
+        if let Some(wqe) = self.sends.held.remove(&qpn) {
             if self.must_hold(qpn, &wqe) {
-                self.held.insert(qpn, wqe);
+                self.sends.held.insert(qpn, wqe);
                 return;
             }
             self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
@@ -160,9 +179,9 @@ impl Engine {
         // Every new WQE up to a held one goes to the transport in one call,
         // at most MAX_QUEUED_SEND_WQES queued there; a QP in error flushes
         // what it is given at once, so its queue is read to the end.
-        let mut wqes = std::mem::take(&mut self.sq_wqes);
+        let mut wqes = std::mem::take(&mut self.sends.sq_wqes);
         loop {
-            let queued = self.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
+            let queued = self.data.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
             let mut capped = false;
             while let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
@@ -171,7 +190,7 @@ impl Engine {
                 }
                 match qp.next_send_wqe(&self.mem) {
                     Ok(Some(wqe)) if self.must_hold(qpn, &wqe) => {
-                        self.held.insert(qpn, wqe);
+                        self.sends.held.insert(qpn, wqe);
                         break;
                     }
                     Ok(Some(wqe)) => wqes.push(wqe),
@@ -186,16 +205,17 @@ impl Engine {
                 self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
             }
             let room = self
+                .data
                 .rc
                 .get(&qpn)
                 .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
             if !capped || !room {
-                if capped && !self.capped.contains(&qpn) {
-                    self.capped.push(qpn);
+                if capped && !self.sends.capped.contains(&qpn) {
+                    self.sends.capped.push(qpn);
                 }
                 break;
             }
         }
-        self.sq_wqes = wqes;
+        self.sends.sq_wqes = wqes;
     }
 }

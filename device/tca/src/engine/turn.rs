@@ -21,13 +21,16 @@ impl Engine {
     /// Runs expired timers (the agent's trap too), and a turn of READ
     /// responses.
     pub fn on_timers(&mut self, now: Instant) {
-        let trap = self.sma.due_trap(now);
+        let trap = self.agents.sma.due_trap(now);
         let trapped = trap.is_some();
         if trapped {
-            self.port_state.set_traps(self.sma.trap_counts());
+            self.agents
+                .port_state
+                .set_traps(self.agents.sma.trap_counts());
         }
         self.outbox.packets.extend(trap);
         if self
+            .data
             .rc
             .values()
             .all(|q| q.next_deadline().is_none_or(|d| d > now))
@@ -40,6 +43,7 @@ impl Engine {
         }
         self.pin_memory();
         let due: Vec<u32> = self
+            .data
             .rc
             .iter()
             .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
@@ -49,11 +53,11 @@ impl Engine {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
             // A QP that failed flushes what was posted meanwhile and lets
             // its doorbell record sleep.
-            if self.rc.get(&qpn).is_some_and(RcQp::is_error) {
+            if self.data.rc.get(&qpn).is_some_and(RcQp::is_error) {
                 self.drain_sq(qpn, now);
             }
         }
-        if !self.capped.is_empty() {
+        if !self.sends.capped.is_empty() {
             self.resume_capped(now);
         }
         self.flush(now);
@@ -65,13 +69,13 @@ impl Engine {
         if self.responses_due() {
             return Some(Instant::now());
         }
-        let rc = self.rc.values().filter_map(RcQp::next_deadline);
-        rc.chain(self.sma.next_trap_deadline()).min()
+        let rc = self.data.rc.values().filter_map(RcQp::next_deadline);
+        rc.chain(self.agents.sma.next_trap_deadline()).min()
     }
 
     /// Whether a QP owes responses and the budget lets them go.
     fn responses_due(&self) -> bool {
-        self.rkm.read_budget() > 0 && !self.owing.is_empty()
+        self.rkm.read_budget() > 0 && !self.data.owing.is_empty()
     }
 
     /// One turn of the responders (seed 004): every QP that owes READ
@@ -84,7 +88,7 @@ impl Engine {
         }
         // A QP that still owes after its turn is listed again (by
         // `with_qp`); one gone or failed is not.
-        let owing = std::mem::take(&mut self.owing);
+        let owing = std::mem::take(&mut self.data.owing);
         for &qpn in &owing {
             self.with_qp(qpn, |rc, env| {
                 rc.serve_responses(budget, env);

@@ -41,17 +41,14 @@ use std::time::{Duration, Instant};
 use ibtca_protocol::encoded;
 
 use crate::dma::GuestMemory;
-use crate::drdma::{self, Drdma};
+use crate::drdma::Drdma;
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
-use crate::pma::Pma;
 use crate::transport::rc::flush_posted_recvs;
-use crate::transport::{config, AckPolicy, RcConfig, RcQp};
+use crate::transport::RcQp;
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
-use crate::verbs::db_record::RecordQueue;
 use crate::verbs::multicast::is_multicast_lid;
-use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
@@ -64,10 +61,9 @@ pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use owner::{EngineHandle, EngineStopped, EngineThread, Handoffs};
 use port_agents::PortAgents;
+pub use port_agents::DEFAULT_NODE_DESCRIPTION;
 pub use port_state::PortState;
-use qp_error::log_qp_error;
 use send_queue::SendQueues;
-pub use smp::DEFAULT_NODE_DESCRIPTION;
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -85,7 +81,7 @@ pub enum EngineEvent {
     /// A doorbell rung on page `.0` of the doorbell BAR.
     PageDoorbell(u32, Doorbell),
     /// A DRDMA WRITE range became BR Valid (every byte stored), or several
-    /// did ([`drdma::ALL_RANGES`]).
+    /// did ([`crate::drdma::ALL_RANGES`]).
     DrdmaReady(u32),
     /// The guest loaded the last byte of a DRDMA READ on QP `.0`, whose
     /// completion waited for it.
@@ -190,42 +186,6 @@ fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
     verbs
 }
 
-/// The transport's configuration of QP `qpn` with the driver's attributes
-/// `a`, on the port with LID `lid` where its P_Key index names `pkey`.
-/// The local ACK timeout is `a.timeout`'s, raised to `min_ack_timeout`.
-fn rc_config(
-    qpn: u32,
-    a: &QpAttrs,
-    (lid, pkey): (u16, u16),
-    min_ack_timeout: Duration,
-) -> RcConfig {
-    let mut cfg = RcConfig::new(qpn, a.dest_qpn);
-    (cfg.slid, cfg.pkey) = (lid, pkey);
-    cfg.dlid = a.dlid;
-    cfg.sl = a.sl;
-    cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
-    cfg.send_window = RcConfig::send_window_for_mtu(cfg.path_mtu);
-    cfg.sq_psn = a.sq_psn;
-    cfg.rq_psn = a.rq_psn;
-    cfg.retry_cnt = a.retry_cnt;
-    cfg.rnr_retry = a.rnr_retry;
-    cfg.min_rnr_timer = a.min_rnr_timer;
-    cfg.ack_timeout = config::local_ack_timeout(a.timeout, min_ack_timeout);
-    if cfg.ack_timeout != config::ack_timeout_from_exponent(a.timeout) {
-        tracing::debug!(qpn, exponent = a.timeout, ack_timeout = ?cfg.ack_timeout, "ACK timeout raised to the device's minimum");
-    }
-    cfg.max_rd_atomic = a.max_rd_atomic.max(1);
-    cfg.initial_msn = a.initial_msn;
-    cfg.ack_policy = AckPolicy::from_abi(a.ack_mode, a.ack_every);
-    if a.window != 0 {
-        cfg.send_window = a.window.into();
-    }
-    cfg.max_dest_rd_atomic = a
-        .max_dest_rd_atomic
-        .unwrap_or(crate::verbs::qp::MAX_RD_ATOMIC);
-    cfg
-}
-
 /// Send WQEs a QP's transport holds at most (read from its send queue and
 /// not completed): the send window's 1024 packets plus a batch. The rest
 /// stay in the guest's ring until completions make room, so a guest that
@@ -261,12 +221,7 @@ impl Engine {
             drdma,
             data: DataPath::default(),
             sends: SendQueues::default(),
-            agents: PortAgents {
-                sma: smp::default_sma(&port),
-                pma: Pma::default(),
-                port,
-                port_state,
-            },
+            agents: PortAgents::new(port, port_state),
             outbox: Outbox::new(link, port.lid),
             stats: EngineStats::default(),
         }
@@ -360,7 +315,7 @@ impl Engine {
             }
             EngineEvent::Wake | EngineEvent::Stop => {}
         }
-        if !self.sends.capped.is_empty() {
+        if self.sends.any_capped() {
             self.resume_capped(now);
         }
     }
@@ -369,15 +324,9 @@ impl Engine {
     /// asynchronous event vector (the driver reads EVENT_CAUSE and
     /// PORT_STATE).
     fn port_changed(&mut self, state: u32) {
-        self.agents.port.state = state;
         self.verbs.port.state = state;
-        self.outbox.sends_data = self.port_sends_data();
-        if self.agents.port_state.set(state) {
-            let v = self.agents.port_state.vector();
-            if let Err(e) = self.msix.trigger(v) {
-                tracing::warn!(vector = v, error = %e, "port event interrupt");
-            }
-        }
+        self.outbox.sends_data = self.agents.sends_data();
+        self.agents.set_state(state, &self.msix);
     }
 
     /// Forgets every object (device reset or client gone).
@@ -386,21 +335,14 @@ impl Engine {
         self.rkm.reset();
         self.verbs = new_verbs(&self.agents.port, &self.rkm);
         self.cmdq = CmdQueue::new();
-        self.data.rc.clear();
-        self.data.owing.clear();
-        self.sends.held.clear();
-        self.sends.capped.clear();
-        self.outbox.packets.clear();
-        self.outbox.bytes = 0;
+        self.data.clear();
+        self.sends.clear();
+        self.outbox.clear();
     }
 
+    /// Runs `f` on QP `qpn`'s transport, if it has one
+    /// ([`DataPath::with_qp`]).
     fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
-        let Some(rc) = self.data.rc.get_mut(&qpn) else {
-            return;
-        };
-        let was_error = rc.is_error();
-        let flushed = (rc.counters().flushed_sends, rc.counters().flushed_recvs);
-        let mismatches = rc.counters().quasi_mismatches;
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -409,40 +351,7 @@ impl Engine {
             sink: &mut self.outbox,
             drdma: &self.drdma,
         };
-        f(rc, &mut env);
-        let mismatched = rc.counters().quasi_mismatches - mismatches;
-        if mismatched > 0 {
-            self.rkm.quasi_mismatched(mismatched as u32);
-        }
-        if rc.owes_responses() && !self.data.owing.contains(&qpn) {
-            self.data.owing.push(qpn);
-        }
-        if rc.is_error() {
-            let c = rc.counters();
-            self.stats.flushed_sends += c.flushed_sends - flushed.0;
-            self.stats.flushed_recvs += c.flushed_recvs - flushed.1;
-            if !was_error {
-                log_qp_error(rc, &mut self.stats);
-            }
-            if let Some(qp) = self.verbs.qps.get_mut(qpn) {
-                qp.set_error();
-                // Receives posted on the doorbell record before the device
-                // stopped reading it flush too.
-                if qp.set_awake(&self.mem, RecordQueue::Rq, false) == Ok(true) {
-                    let mut env = DeviceQpEnv {
-                        qpn,
-                        verbs: &mut self.verbs,
-                        mem: &self.mem,
-                        msix: &self.msix,
-                        sink: &mut self.outbox,
-                        drdma: &self.drdma,
-                    };
-                    let before = rc.counters().flushed_recvs;
-                    rc.flush_recvs(&mut env);
-                    self.stats.flushed_recvs += rc.counters().flushed_recvs - before;
-                }
-            }
-        }
+        self.data.with_qp(&mut env, &self.rkm, &mut self.stats, f);
     }
 
     fn doorbell(&mut self, page: u32, db: Doorbell, now: Instant) {
@@ -478,7 +387,7 @@ impl Engine {
         {
             return;
         }
-        if self.data.rc.contains_key(&qpn) {
+        if self.data.has(qpn) {
             self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
             return;
         }
@@ -488,14 +397,7 @@ impl Engine {
 
     /// A DRDMA WRITE range is full: send the work requests waiting for it.
     fn drdma_ready(&mut self, arr: u32, now: Instant) {
-        let waiting: Vec<u32> = self
-            .sends
-            .held
-            .iter()
-            .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
-            .map(|(&q, _)| q)
-            .collect();
-        for qpn in waiting {
+        for qpn in self.sends.waiting_for(arr) {
             self.drain_sq(qpn, now);
         }
     }
@@ -503,51 +405,11 @@ impl Engine {
     /// Creates transport state for QPs that reached RTR or RTS and drops it
     /// for QPs that were reset or destroyed.
     fn sync_qps(&mut self) {
-        let lid = self.verbs.port.lid;
-        let mut live = Vec::new();
-        let mut to_flush = Vec::new();
-        let mut unstarted = Vec::new();
-        let mut started = Vec::new();
-        for (qpn, qp) in self.verbs.qps.iter() {
-            let state = qp.state();
-            // RTR answers requests; RTS also sends.
-            let ready = state == QpState::Rtr || state == QpState::Rts;
-            let starting =
-                state == QpState::Rts && self.data.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
-            if (ready && !self.data.rc.contains_key(&qpn)) || starting {
-                let path = (lid, self.pkey_at(qp.attrs().pkey_index));
-                let cfg = rc_config(qpn, qp.attrs(), path, self.data.min_ack_timeout);
-                let made = match self.data.rc.get_mut(&qpn) {
-                    Some(rc) => {
-                        started.push(qpn);
-                        rc.start_sending(&cfg)
-                    }
-                    None if state == QpState::Rts => RcQp::new(cfg).map(|rc| {
-                        self.data.rc.insert(qpn, rc);
-                    }),
-                    None => RcQp::new_receiving(cfg).map(|rc| {
-                        self.data.rc.insert(qpn, rc);
-                    }),
-                };
-                if let Err(e) = made {
-                    crate::guest_warn!(qpn, error = %e, "cannot start the RC transport");
-                }
-            }
-            if state != QpState::Reset {
-                live.push(qpn);
-            }
-            if state == QpState::Err && self.data.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
-                to_flush.push(qpn);
-            }
-            if state == QpState::Err && !self.data.rc.contains_key(&qpn) {
-                unstarted.push(qpn);
-            }
-        }
-        self.data.rc.retain(|qpn, _| live.contains(qpn));
-        self.sends.held.retain(|qpn, _| live.contains(qpn));
+        let changes = self.data.start_ready(&self.verbs, &self.agents);
+        self.sends.retain(&changes.live);
         // Moved to ERR by the driver (or by a bad doorbell): every posted
         // WQE completes with a flush error (IBA 10.3.1), a held one too.
-        for qpn in to_flush {
+        for qpn in changes.to_flush {
             if let Some(wqe) = self.sends.held.remove(&qpn) {
                 self.with_qp(qpn, |rc, env| rc.flush_with(wqe, env));
             }
@@ -556,11 +418,11 @@ impl Engine {
             self.drain_sq(qpn, Instant::now());
         }
         // In error before it ever reached RTR: its receives flush too.
-        for qpn in unstarted {
+        for qpn in changes.unstarted {
             self.flush_recvs(qpn);
         }
         // RTR to RTS: what was posted meanwhile goes out now.
-        for qpn in started {
+        for qpn in changes.started {
             self.drain_sq(qpn, Instant::now());
         }
         // A QP left RTR/RTS: receives posted on the record alone flush.

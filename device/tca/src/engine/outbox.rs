@@ -56,6 +56,12 @@ pub(super) const SPARE_PACKETS: usize = 256;
 const STREAM_BYTES: usize = 128 << 10;
 
 impl Outbox {
+    /// Drops the packets of the burst (device reset).
+    pub(super) fn clear(&mut self) {
+        self.packets.clear();
+        self.bytes = 0;
+    }
+
     pub(super) fn new(link: Box<dyn PacketSink>, own_lid: u16) -> Self {
         Outbox {
             packets: Vec::new(),

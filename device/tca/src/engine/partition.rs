@@ -56,7 +56,7 @@ impl Engine {
         if !matches!(qp.qp_type, QpType::Ud | QpType::Rc) {
             return true;
         }
-        if Bth::pkey_admits(self.pkey_at(qp.attrs().pkey_index), view.bth.pkey) {
+        if Bth::pkey_admits(self.agents.pkey_at(qp.attrs().pkey_index), view.bth.pkey) {
             return true;
         }
         self.agents.sma.p_key_violation(view);
@@ -78,7 +78,7 @@ impl Engine {
     /// SM's Set changed the port's P_Key table, if one did.
     pub(super) fn announce_pkey_change(&mut self) {
         // QUERY_PORT's P_Key is the table's entry 0.
-        self.verbs.port.pkey = self.pkey_at(0);
+        self.verbs.port.pkey = self.agents.pkey_at(0);
         if self.agents.sma.take_pkey_change() {
             let keys: Vec<u16> = self
                 .agents
@@ -93,16 +93,5 @@ impl Engine {
                 .port_state
                 .signal(regs::EVENT_PKEY_CHANGE, &self.msix);
         }
-    }
-
-    /// The P_Key at `index` of the port's table (0 past its end: no
-    /// partition, every packet of it is refused).
-    pub(super) fn pkey_at(&self, index: u16) -> u16 {
-        self.agents
-            .sma
-            .pkeys()
-            .get(usize::from(index))
-            .copied()
-            .unwrap_or(0)
     }
 }

@@ -10,7 +10,6 @@ use super::qp_map::QpMap;
 use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
 use crate::drdma::{self, WriteReady};
 use crate::transport::rc::flush_posted_sends;
-use crate::transport::RcQp;
 use crate::transport::SendWr;
 use crate::verbs::abi::WR_DRDMA_WRITE;
 use crate::verbs::db_record::RecordQueue;
@@ -31,21 +30,51 @@ pub(super) struct SendQueues {
     pub(super) capped: Vec<u32>,
 }
 
+impl SendQueues {
+    /// Forgets what was read (device reset).
+    pub(super) fn clear(&mut self) {
+        self.held.clear();
+        self.capped.clear();
+    }
+
+    /// Drops what is held for QPs not in `live`.
+    pub(super) fn retain(&mut self, live: &[u32]) {
+        self.held.retain(|qpn, _| live.contains(qpn));
+    }
+
+    /// QPs whose held DRDMA WRITE waits for range `arr` (any range if it is
+    /// [`drdma::ALL_RANGES`]).
+    pub(super) fn waiting_for(&self, arr: u32) -> Vec<u32> {
+        self.held
+            .iter()
+            .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
+            .map(|(&q, _)| q)
+            .collect()
+    }
+
+    /// Lists QP `qpn` as left at [`MAX_QUEUED_SEND_WQES`] (once).
+    pub(super) fn cap(&mut self, qpn: u32) {
+        if !self.capped.contains(&qpn) {
+            self.capped.push(qpn);
+        }
+    }
+
+    /// Whether a QP was left at [`MAX_QUEUED_SEND_WQES`].
+    pub(super) fn any_capped(&self) -> bool {
+        !self.capped.is_empty()
+    }
+}
+
 impl Engine {
     /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
     /// completions made room.
     pub(super) fn resume_capped(&mut self, now: Instant) {
         let capped = std::mem::take(&mut self.sends.capped);
         for qpn in capped {
-            let room = self
-                .data
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
-            if room {
+            if self.data.has_room(qpn) {
                 self.drain_sq(qpn, now);
-            } else if self.data.rc.contains_key(&qpn) && !self.sends.capped.contains(&qpn) {
-                self.sends.capped.push(qpn);
+            } else if self.data.has(qpn) {
+                self.sends.cap(qpn);
             }
         }
     }
@@ -70,7 +99,7 @@ impl Engine {
             return;
         }
         // In ERR without ever reaching RTR: what is posted flushes.
-        if !self.data.rc.contains_key(&qpn)
+        if !self.data.has(qpn)
             && self
                 .verbs
                 .qps
@@ -81,12 +110,7 @@ impl Engine {
             return;
         }
         // Not before RTS (an RTR QP only answers).
-        if !self
-            .data
-            .rc
-            .get(&qpn)
-            .is_some_and(|rc| rc.is_sending() || rc.is_error())
-        {
+        if !self.data.is_sending_or_error(qpn) {
             return;
         }
         loop {
@@ -100,12 +124,7 @@ impl Engine {
                 return;
             }
             self.take_send_wqes(qpn, now);
-            let busy = self.sends.held.contains_key(&qpn)
-                || self
-                    .data
-                    .rc
-                    .get(&qpn)
-                    .is_some_and(|rc| !rc.is_error() && rc.send_queue_len() > 0);
+            let busy = self.sends.held.contains_key(&qpn) || self.data.has_send_work(qpn);
             let more = match self.verbs.qps.get_mut(qpn) {
                 Some(qp) => qp.set_awake(&self.mem, RecordQueue::Sq, busy),
                 None => return,
@@ -181,7 +200,7 @@ impl Engine {
         // what it is given at once, so its queue is read to the end.
         let mut wqes = std::mem::take(&mut self.sends.sq_wqes);
         loop {
-            let queued = self.data.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
+            let queued = self.data.queued(qpn);
             let mut capped = false;
             while let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
@@ -204,14 +223,10 @@ impl Engine {
             if !wqes.is_empty() {
                 self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
             }
-            let room = self
-                .data
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            let room = self.data.has_room(qpn);
             if !capped || !room {
-                if capped && !self.sends.capped.contains(&qpn) {
-                    self.sends.capped.push(qpn);
+                if capped {
+                    self.sends.cap(qpn);
                 }
                 break;
             }

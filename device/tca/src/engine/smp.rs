@@ -14,25 +14,7 @@ use crate::regs;
 use crate::sma::DeviceSma;
 use crate::verbs::abi::{CmdMad, CmdPortCaps, CMD_SET_PORT_CAPS, CMD_SMA_MAD};
 use crate::verbs::commands::{decode, EngineCommands, Params, Reply};
-use crate::verbs::{PortAttrs, VerbsError};
-
-/// NodeDescription of a device whose instance names none.
-pub const DEFAULT_NODE_DESCRIPTION: &str = "ibtca device";
-
-/// The agent of a device with these port attributes and no SM (the port
-/// is Active with its configured LID while it is up).
-pub(super) fn default_sma(port: &PortAttrs) -> DeviceSma {
-    let mut sma = DeviceSma::new(
-        port.node_guid,
-        port.guid,
-        DEFAULT_NODE_DESCRIPTION,
-        port.lid,
-        port.data_vls,
-        false,
-    );
-    sma.link_changed(port.state != regs::PORT_DOWN);
-    sma
-}
+use crate::verbs::VerbsError;
 
 /// IBTCA_PORT_* of an IBA port state.
 fn regs_state(state: IbPortState) -> u32 {
@@ -47,11 +29,10 @@ fn regs_state(state: IbPortState) -> u32 {
 impl Engine {
     /// Replaces the port's agent (the instance's NodeDescription, and
     /// whether an SM manages the port), keeping the link state.
-    pub fn set_sma(&mut self, mut sma: DeviceSma) {
-        sma.link_changed(self.agents.port.state != regs::PORT_DOWN);
-        self.agents.sma = sma;
+    pub fn set_sma(&mut self, sma: DeviceSma) {
+        self.agents.set_sma(sma);
         self.apply_sma();
-        self.verbs.port.pkey = self.pkey_at(0);
+        self.verbs.port.pkey = self.agents.pkey_at(0);
     }
 
     /// The port's agent (tests, counters).
@@ -69,23 +50,6 @@ impl Engine {
         }
         self.agents.sma.link_changed(true);
         self.apply_sma();
-    }
-
-    /// False while the port is in Init: IBA vol 1 §7.2 drops data packets
-    /// there (an Armed port takes them, an Active one sends too).
-    pub(super) fn port_takes_data(&self) -> bool {
-        self.agents.sma.state() != IbPortState::Init
-    }
-
-    /// False while the port is Init or Armed: before Active only SMPs
-    /// (QP0, VL15) leave (IBA vol 1 §7.2); QP1's GMPs are data
-    /// packets. A Down port (no link) still loops back to its own LID, as
-    /// a device without a link does.
-    pub(super) fn port_sends_data(&self) -> bool {
-        !matches!(
-            self.agents.sma.state(),
-            IbPortState::Init | IbPortState::Armed
-        )
     }
 
     /// A packet to QP0: the agent's, or the SM's in the guest when the
@@ -111,9 +75,7 @@ impl Engine {
             self.smp_for_sm(view);
         }
         // A TrapRepress, maybe.
-        self.agents
-            .port_state
-            .set_traps(self.agents.sma.trap_counts());
+        self.agents.show_traps();
     }
 
     /// The command queue's doorbell: runs the new commands (SMA_MAD by the

@@ -22,9 +22,9 @@ use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
 use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::{Capture, Direction, ERF_TYPE_ATM};
 
-use crate::engine::Event;
 use crate::handoff::HandOff;
 use crate::map::VcMap;
+use crate::qp_thread::Event;
 use crate::scheduler::CellScheduler;
 
 /// How often blocked calls look at the stop flag and timeouts run.

@@ -14,9 +14,9 @@ use ibtca_switch::Capture;
 
 use crate::atm_port::{AtmPort, PortCounters};
 use crate::counters::{Counters, EngineCounters};
-use crate::engine::{Engine, Event};
 use crate::handoff::{self, HandOff};
 use crate::map::VcMap;
+use crate::qp_thread::{Event, QpThread};
 use crate::scheduler::CellScheduler;
 use crate::service::ServiceSl;
 use crate::sma::{GatewaySma, SmaSettings};
@@ -89,7 +89,7 @@ impl Gateway {
         let link = Arc::new(link);
         let cells = Arc::new(CellScheduler::new(cfg.queue_cells));
         let handoff = Arc::new(HandOff::new(handoff::DEFAULT_LIMIT));
-        let engine = Engine::new(
+        let engine = QpThread::new(
             &cfg.map,
             &cfg.service_sl,
             cfg.qp,

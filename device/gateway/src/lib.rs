@@ -13,7 +13,7 @@
 //! - [`host_env`]: the transport's environment over host buffers.
 //! - [`vc_conn`]: one connection (its QP, backlog, AAL sending half).
 //! - [`scheduler`]: the class queues toward the ATM port.
-//! - [`engine`]: the thread that runs the QPs; [`handoff`]: the bound on
+//! - [`qp_thread`]: the thread that runs the QPs; [`handoff`]: the bound on
 //!   what the ATM port hands it.
 //! - [`atm_port`]: the ATM socket's reader and writer.
 //! - [`counters`]: what is counted.
@@ -26,12 +26,12 @@
 pub mod atm_port;
 pub mod control;
 pub mod counters;
-pub mod engine;
 pub mod gateway;
 pub mod handoff;
 pub mod host_env;
 pub mod map;
 pub mod pma;
+pub mod qp_thread;
 pub mod scheduler;
 pub mod service;
 pub mod sma;

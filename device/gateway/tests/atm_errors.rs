@@ -160,8 +160,8 @@ fn bad_cells_and_frames_are_counted_by_reason() {
 #[test]
 fn a_stalled_engine_bounds_what_the_atm_port_hands_over() {
     use ibtca_gateway::atm_port::AtmPort;
-    use ibtca_gateway::engine::Event;
     use ibtca_gateway::handoff::HandOff;
+    use ibtca_gateway::qp_thread::Event;
     use ibtca_gateway::scheduler::CellScheduler;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;

@@ -81,7 +81,7 @@ impl Engine {
             qpn,
             qp_type: qp.qp_type,
             qkey: qp.attrs().qkey,
-            pkey: self.pkey_at(qp.attrs().pkey_index),
+            pkey: self.agents.pkey_at(qp.attrs().pkey_index),
             slid: port.lid,
             sgid: port_gid(port.guid),
             mtu: mtu_from_code(port.active_mtu).unwrap_or(256) as usize,
@@ -103,7 +103,7 @@ impl Engine {
                 return true;
             };
             // Before Active only QP0's SMPs leave (IBA vol 1 §7.2).
-            let inactive = cfg.qp_type != QpType::Smi && !self.port_sends_data();
+            let inactive = cfg.qp_type != QpType::Smi && !self.agents.sends_data();
             let Some(qp) = self.verbs.qps.get_mut(qpn) else {
                 return true;
             };

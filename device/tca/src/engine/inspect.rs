@@ -71,7 +71,7 @@ pub struct DeviceSnapshot {
 impl Engine {
     /// The device as it is now.
     pub fn snapshot(&self) -> DeviceSnapshot {
-        let (sm_lid, lmc) = self.sma.sm_lid_and_lmc();
+        let (sm_lid, lmc) = self.agents.sma.sm_lid_and_lmc();
         let mut qps: Vec<QpSnapshot> = self
             .verbs
             .qps
@@ -79,7 +79,7 @@ impl Engine {
             .take(MAX_LISTED_QPS)
             .map(|(qpn, qp)| {
                 let a = qp.attrs();
-                let rc = self.rc.get(&qpn);
+                let rc = self.data.rc.get(&qpn);
                 QpSnapshot {
                     qpn,
                     qp_type: qp.qp_type,
@@ -96,14 +96,14 @@ impl Engine {
             .collect();
         qps.sort_by_key(|q| q.qpn);
         DeviceSnapshot {
-            port_state: self.port_state.get(),
+            port_state: self.agents.port_state.get(),
             lid: self.verbs.port.lid,
             sm_lid,
             lmc,
-            node_guid: self.port.node_guid,
-            port_guid: self.port.guid,
-            sm_managed: self.sma.managed(),
-            node_description: self.sma.description().to_owned(),
+            node_guid: self.agents.port.node_guid,
+            port_guid: self.agents.port.guid,
+            sm_managed: self.agents.sma.managed(),
+            node_description: self.agents.sma.description().to_owned(),
             totals: self.port_totals(),
             engine: self.stats(),
             qps,

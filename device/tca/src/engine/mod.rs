@@ -14,6 +14,7 @@
 //! destroyed; packets for a QP in neither state are dropped (the peer
 //! retransmits).
 
+mod data_path;
 mod datagram;
 pub mod env;
 mod inspect;
@@ -22,6 +23,7 @@ mod outbox;
 mod owner;
 mod partition;
 mod pma;
+mod port_agents;
 mod port_state;
 mod qp_error;
 mod qp_map;
@@ -39,33 +41,29 @@ use std::time::{Duration, Instant};
 use ibtca_protocol::encoded;
 
 use crate::dma::GuestMemory;
-use crate::drdma::{self, Drdma};
+use crate::drdma::Drdma;
 use crate::link::{LinkEvent, PacketBatch};
 use crate::pci::msix::Msix;
-use crate::pma::Pma;
-use crate::sma::DeviceSma;
 use crate::transport::rc::flush_posted_recvs;
-use crate::transport::SendWr;
-use crate::transport::{config, AckPolicy, RcConfig, RcQp};
+use crate::transport::RcQp;
 use crate::verbs::cmdq::CmdQueue;
 use crate::verbs::datapath::Doorbell;
-use crate::verbs::db_record::RecordQueue;
 use crate::verbs::multicast::is_multicast_lid;
-use crate::verbs::qp::QpAttrs;
 use crate::verbs::qp_state::QpState;
 use crate::verbs::rkm_regs::RkmRegs;
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
+use data_path::DataPath;
 pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
 pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
 pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use owner::{EngineHandle, EngineStopped, EngineThread, Handoffs};
+use port_agents::PortAgents;
+pub use port_agents::DEFAULT_NODE_DESCRIPTION;
 pub use port_state::PortState;
-use qp_error::log_qp_error;
-use qp_map::QpMap;
-pub use smp::DEFAULT_NODE_DESCRIPTION;
+use send_queue::SendQueues;
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -83,7 +81,7 @@ pub enum EngineEvent {
     /// A doorbell rung on page `.0` of the doorbell BAR.
     PageDoorbell(u32, Doorbell),
     /// A DRDMA WRITE range became BR Valid (every byte stored), or several
-    /// did ([`drdma::ALL_RANGES`]).
+    /// did ([`crate::drdma::ALL_RANGES`]).
     DrdmaReady(u32),
     /// The guest loaded the last byte of a DRDMA READ on QP `.0`, whose
     /// completion waited for it.
@@ -151,10 +149,15 @@ pub struct EngineStats {
     pub multicast: MulticastStats,
 }
 
-/// The engine state (owned by the engine thread).
+/// The engine state (owned by the engine thread): the verbs objects and
+/// what every part reaches (guest memory, interrupts, the DRDMA window, the
+/// key memory's registers), and the parts, each in its own file: the RC
+/// data path (`data_path.rs`), the send queues' read-ahead
+/// (`send_queue.rs`), the port's agents (`port_agents.rs`) and the outbox
+/// (`outbox.rs`). Inbound packets reach them through one demultiplexer
+/// (`receive.rs`).
 pub struct Engine {
     verbs: Verbs,
-    port: PortAttrs,
     cmdq: CmdQueue,
     /// Guest memory as the vfio-user thread maps it.
     source: GuestMemory,
@@ -164,32 +167,16 @@ pub struct Engine {
     /// otherwise `source` itself.
     mem: GuestMemory,
     msix: Arc<Msix>,
-    port_state: Arc<PortState>,
-    rc: QpMap<RcQp>,
     drdma: Arc<Drdma>,
-    /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
-    /// still being filled (the seed's bus router polling BR Valid).
-    held: QpMap<SendWr>,
-    /// WQEs read from a send queue for one `post_sends` (kept for its
-    /// allocation).
-    sq_wqes: Vec<SendWr>,
-    /// QPs whose send queue still holds WQEs the engine left there because
-    /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
-    capped: Vec<u32>,
-    outbox: Outbox,
-    /// Packets of the burst being flushed that go to the link (kept for its
-    /// allocation).
-    to_link: Vec<Vec<u8>>,
-    /// The port's subnet management agent (QP0).
-    sma: DeviceSma,
-    /// The port's performance management agent (PM MADs to QP1).
-    pma: Pma,
     /// The key memory's BAR0 registers, and the READ response budget.
     rkm: Arc<RkmRegs>,
-    /// QPs that owed responses after their last call into the transport.
-    owing: Vec<u32>,
-    /// The least local ACK timeout a QP runs with (`set_min_ack_timeout`).
-    min_ack_timeout: Duration,
+    /// Every RC QP's transport.
+    data: DataPath,
+    /// What the engine read from the send queues and could not hand on yet.
+    sends: SendQueues,
+    /// The port's SMA, PMA and state.
+    agents: PortAgents,
+    outbox: Outbox,
     stats: EngineStats,
 }
 
@@ -197,42 +184,6 @@ fn new_verbs(port: &PortAttrs, rkm: &Arc<RkmRegs>) -> Verbs {
     let mut verbs = Verbs::new(Limits::default(), *port, Verbs::random_seed());
     verbs.keys.use_regs(rkm.clone());
     verbs
-}
-
-/// The transport's configuration of QP `qpn` with the driver's attributes
-/// `a`, on the port with LID `lid` where its P_Key index names `pkey`.
-/// The local ACK timeout is `a.timeout`'s, raised to `min_ack_timeout`.
-fn rc_config(
-    qpn: u32,
-    a: &QpAttrs,
-    (lid, pkey): (u16, u16),
-    min_ack_timeout: Duration,
-) -> RcConfig {
-    let mut cfg = RcConfig::new(qpn, a.dest_qpn);
-    (cfg.slid, cfg.pkey) = (lid, pkey);
-    cfg.dlid = a.dlid;
-    cfg.sl = a.sl;
-    cfg.path_mtu = config::mtu_from_code(a.path_mtu).unwrap_or(1024);
-    cfg.send_window = RcConfig::send_window_for_mtu(cfg.path_mtu);
-    cfg.sq_psn = a.sq_psn;
-    cfg.rq_psn = a.rq_psn;
-    cfg.retry_cnt = a.retry_cnt;
-    cfg.rnr_retry = a.rnr_retry;
-    cfg.min_rnr_timer = a.min_rnr_timer;
-    cfg.ack_timeout = config::local_ack_timeout(a.timeout, min_ack_timeout);
-    if cfg.ack_timeout != config::ack_timeout_from_exponent(a.timeout) {
-        tracing::debug!(qpn, exponent = a.timeout, ack_timeout = ?cfg.ack_timeout, "ACK timeout raised to the device's minimum");
-    }
-    cfg.max_rd_atomic = a.max_rd_atomic.max(1);
-    cfg.initial_msn = a.initial_msn;
-    cfg.ack_policy = AckPolicy::from_abi(a.ack_mode, a.ack_every);
-    if a.window != 0 {
-        cfg.send_window = a.window.into();
-    }
-    cfg.max_dest_rd_atomic = a
-        .max_dest_rd_atomic
-        .unwrap_or(crate::verbs::qp::MAX_RD_ATOMIC);
-    cfg
 }
 
 /// Send WQEs a QP's transport holds at most (read from its send queue and
@@ -263,23 +214,15 @@ impl Engine {
         Engine {
             verbs: new_verbs(&port, &rkm),
             rkm,
-            owing: Vec::new(),
-            port,
             cmdq: CmdQueue::new(),
             source: mem.clone(),
             mem,
             msix,
-            port_state,
-            rc: QpMap::default(),
             drdma,
-            held: QpMap::default(),
-            sq_wqes: Vec::new(),
-            capped: Vec::new(),
-            sma: smp::default_sma(&port),
-            pma: Pma::default(),
+            data: DataPath::default(),
+            sends: SendQueues::default(),
+            agents: PortAgents::new(port, port_state),
             outbox: Outbox::new(link, port.lid),
-            to_link: Vec::new(),
-            min_ack_timeout: Duration::ZERO,
             stats: EngineStats::default(),
         }
     }
@@ -287,7 +230,7 @@ impl Engine {
     /// Raises every QP's local ACK timeout to at least `floor` from the
     /// next QP that starts (0, the default: as the guest asks).
     pub fn set_min_ack_timeout(&mut self, floor: Duration) {
-        self.min_ack_timeout = floor;
+        self.data.min_ack_timeout = floor;
     }
 
     /// Counters so far.
@@ -372,7 +315,7 @@ impl Engine {
             }
             EngineEvent::Wake | EngineEvent::Stop => {}
         }
-        if !self.capped.is_empty() {
+        if self.sends.any_capped() {
             self.resume_capped(now);
         }
     }
@@ -381,38 +324,25 @@ impl Engine {
     /// asynchronous event vector (the driver reads EVENT_CAUSE and
     /// PORT_STATE).
     fn port_changed(&mut self, state: u32) {
-        self.port.state = state;
         self.verbs.port.state = state;
-        self.outbox.sends_data = self.port_sends_data();
-        if self.port_state.set(state) {
-            let v = self.port_state.vector();
-            if let Err(e) = self.msix.trigger(v) {
-                tracing::warn!(vector = v, error = %e, "port event interrupt");
-            }
-        }
+        self.outbox.sends_data = self.agents.sends_data();
+        self.agents.set_state(state, &self.msix);
     }
 
     /// Forgets every object (device reset or client gone).
     pub fn reset(&mut self) {
         self.stats.foreign_doorbells += self.verbs.foreign_doorbells;
         self.rkm.reset();
-        self.verbs = new_verbs(&self.port, &self.rkm);
+        self.verbs = new_verbs(&self.agents.port, &self.rkm);
         self.cmdq = CmdQueue::new();
-        self.rc.clear();
-        self.owing.clear();
-        self.held.clear();
-        self.capped.clear();
-        self.outbox.packets.clear();
-        self.outbox.bytes = 0;
+        self.data.clear();
+        self.sends.clear();
+        self.outbox.clear();
     }
 
+    /// Runs `f` on QP `qpn`'s transport, if it has one
+    /// ([`DataPath::with_qp`]).
     fn with_qp(&mut self, qpn: u32, f: impl FnOnce(&mut RcQp, &mut DeviceQpEnv<'_>)) {
-        let Some(rc) = self.rc.get_mut(&qpn) else {
-            return;
-        };
-        let was_error = rc.is_error();
-        let flushed = (rc.counters().flushed_sends, rc.counters().flushed_recvs);
-        let mismatches = rc.counters().quasi_mismatches;
         let mut env = DeviceQpEnv {
             qpn,
             verbs: &mut self.verbs,
@@ -421,40 +351,7 @@ impl Engine {
             sink: &mut self.outbox,
             drdma: &self.drdma,
         };
-        f(rc, &mut env);
-        let mismatched = rc.counters().quasi_mismatches - mismatches;
-        if mismatched > 0 {
-            self.rkm.quasi_mismatched(mismatched as u32);
-        }
-        if rc.owes_responses() && !self.owing.contains(&qpn) {
-            self.owing.push(qpn);
-        }
-        if rc.is_error() {
-            let c = rc.counters();
-            self.stats.flushed_sends += c.flushed_sends - flushed.0;
-            self.stats.flushed_recvs += c.flushed_recvs - flushed.1;
-            if !was_error {
-                log_qp_error(rc, &mut self.stats);
-            }
-            if let Some(qp) = self.verbs.qps.get_mut(qpn) {
-                qp.set_error();
-                // Receives posted on the doorbell record before the device
-                // stopped reading it flush too.
-                if qp.set_awake(&self.mem, RecordQueue::Rq, false) == Ok(true) {
-                    let mut env = DeviceQpEnv {
-                        qpn,
-                        verbs: &mut self.verbs,
-                        mem: &self.mem,
-                        msix: &self.msix,
-                        sink: &mut self.outbox,
-                        drdma: &self.drdma,
-                    };
-                    let before = rc.counters().flushed_recvs;
-                    rc.flush_recvs(&mut env);
-                    self.stats.flushed_recvs += rc.counters().flushed_recvs - before;
-                }
-            }
-        }
+        self.data.with_qp(&mut env, &self.rkm, &mut self.stats, f);
     }
 
     fn doorbell(&mut self, page: u32, db: Doorbell, now: Instant) {
@@ -490,7 +387,7 @@ impl Engine {
         {
             return;
         }
-        if self.rc.contains_key(&qpn) {
+        if self.data.has(qpn) {
             self.with_qp(qpn, |rc, env| rc.flush_recvs(env));
             return;
         }
@@ -500,13 +397,7 @@ impl Engine {
 
     /// A DRDMA WRITE range is full: send the work requests waiting for it.
     fn drdma_ready(&mut self, arr: u32, now: Instant) {
-        let waiting: Vec<u32> = self
-            .held
-            .iter()
-            .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
-            .map(|(&q, _)| q)
-            .collect();
-        for qpn in waiting {
+        for qpn in self.sends.waiting_for(arr) {
             self.drain_sq(qpn, now);
         }
     }
@@ -514,52 +405,12 @@ impl Engine {
     /// Creates transport state for QPs that reached RTR or RTS and drops it
     /// for QPs that were reset or destroyed.
     fn sync_qps(&mut self) {
-        let lid = self.verbs.port.lid;
-        let mut live = Vec::new();
-        let mut to_flush = Vec::new();
-        let mut unstarted = Vec::new();
-        let mut started = Vec::new();
-        for (qpn, qp) in self.verbs.qps.iter() {
-            let state = qp.state();
-            // RTR answers requests; RTS also sends.
-            let ready = state == QpState::Rtr || state == QpState::Rts;
-            let starting =
-                state == QpState::Rts && self.rc.get(&qpn).is_some_and(|rc| !rc.is_sending());
-            if (ready && !self.rc.contains_key(&qpn)) || starting {
-                let path = (lid, self.pkey_at(qp.attrs().pkey_index));
-                let cfg = rc_config(qpn, qp.attrs(), path, self.min_ack_timeout);
-                let made = match self.rc.get_mut(&qpn) {
-                    Some(rc) => {
-                        started.push(qpn);
-                        rc.start_sending(&cfg)
-                    }
-                    None if state == QpState::Rts => RcQp::new(cfg).map(|rc| {
-                        self.rc.insert(qpn, rc);
-                    }),
-                    None => RcQp::new_receiving(cfg).map(|rc| {
-                        self.rc.insert(qpn, rc);
-                    }),
-                };
-                if let Err(e) = made {
-                    crate::guest_warn!(qpn, error = %e, "cannot start the RC transport");
-                }
-            }
-            if state != QpState::Reset {
-                live.push(qpn);
-            }
-            if state == QpState::Err && self.rc.get(&qpn).is_some_and(|rc| !rc.is_error()) {
-                to_flush.push(qpn);
-            }
-            if state == QpState::Err && !self.rc.contains_key(&qpn) {
-                unstarted.push(qpn);
-            }
-        }
-        self.rc.retain(|qpn, _| live.contains(qpn));
-        self.held.retain(|qpn, _| live.contains(qpn));
+        let changes = self.data.start_ready(&self.verbs, &self.agents);
+        self.sends.retain(&changes.live);
         // Moved to ERR by the driver (or by a bad doorbell): every posted
         // WQE completes with a flush error (IBA 10.3.1), a held one too.
-        for qpn in to_flush {
-            if let Some(wqe) = self.held.remove(&qpn) {
+        for qpn in changes.to_flush {
+            if let Some(wqe) = self.sends.held.remove(&qpn) {
                 self.with_qp(qpn, |rc, env| rc.flush_with(wqe, env));
             }
             self.with_qp(qpn, |rc, env| rc.flush(env));
@@ -567,11 +418,11 @@ impl Engine {
             self.drain_sq(qpn, Instant::now());
         }
         // In error before it ever reached RTR: its receives flush too.
-        for qpn in unstarted {
+        for qpn in changes.unstarted {
             self.flush_recvs(qpn);
         }
         // RTR to RTS: what was posted meanwhile goes out now.
-        for qpn in started {
+        for qpn in changes.started {
             self.drain_sq(qpn, Instant::now());
         }
         // A QP left RTR/RTS: receives posted on the record alone flush.
@@ -589,7 +440,7 @@ impl Engine {
         // An SRQ below its limit: the driver reads each one's limit_events.
         if self.verbs.take_srq_events() {
             let srq = crate::regs::EVENT_SRQ_LIMIT;
-            self.port_state.signal(srq, &self.msix);
+            self.agents.port_state.signal(srq, &self.msix);
         }
         self.unpin_memory();
     }
@@ -607,7 +458,7 @@ impl Engine {
             let mut packets = std::mem::take(&mut self.outbox.packets);
             self.stats.acks_coalesced += coalesce_acks(&mut packets, &mut self.outbox.spare);
             let lid = self.verbs.port.lid;
-            let mut remote = std::mem::take(&mut self.to_link);
+            let mut remote = std::mem::take(&mut self.outbox.to_link);
             for p in packets {
                 let dlid = encoded::dlid(&p);
                 if dlid == Some(lid) {
@@ -629,7 +480,7 @@ impl Engine {
             }
             // One hand-over per burst: one lock, at most one wake-up.
             self.outbox.link.send_all(&mut remote);
-            self.to_link = remote;
+            self.outbox.to_link = remote;
         }
         self.outbox.link.publish();
         self.outbox

@@ -42,6 +42,9 @@ pub(super) struct Outbox {
     pub(super) sends_data: bool,
     /// Data packets dropped because the port was Init or Armed.
     pub(super) dropped_inactive: u64,
+    /// Packets of the burst being flushed that go to the link (kept for its
+    /// allocation).
+    pub(super) to_link: Vec<Vec<u8>>,
 }
 
 /// Emptied packet buffers the engine keeps at most.
@@ -53,6 +56,12 @@ pub(super) const SPARE_PACKETS: usize = 256;
 const STREAM_BYTES: usize = 128 << 10;
 
 impl Outbox {
+    /// Drops the packets of the burst (device reset).
+    pub(super) fn clear(&mut self) {
+        self.packets.clear();
+        self.bytes = 0;
+    }
+
     pub(super) fn new(link: Box<dyn PacketSink>, own_lid: u16) -> Self {
         Outbox {
             packets: Vec::new(),
@@ -64,6 +73,7 @@ impl Outbox {
             streamed: 0,
             sends_data: true,
             dropped_inactive: 0,
+            to_link: Vec::new(),
         }
     }
 }

@@ -32,7 +32,7 @@ impl Engine {
     /// delivered). The agent records a refusal; the caller counts it
     /// ([`Engine::count_bad_pkey`]).
     pub(super) fn admits_pkey(&mut self, view: &PacketView<'_>) -> bool {
-        self.sma.admit_pkey(view) && self.qp_admits_pkey(view.bth.dest_qp, view)
+        self.agents.sma.admit_pkey(view) && self.qp_admits_pkey(view.bth.dest_qp, view)
     }
 
     /// False (and counted) if `view` is for a UD or RC QP of this device
@@ -56,10 +56,10 @@ impl Engine {
         if !matches!(qp.qp_type, QpType::Ud | QpType::Rc) {
             return true;
         }
-        if Bth::pkey_admits(self.pkey_at(qp.attrs().pkey_index), view.bth.pkey) {
+        if Bth::pkey_admits(self.agents.pkey_at(qp.attrs().pkey_index), view.bth.pkey) {
             return true;
         }
-        self.sma.p_key_violation(view);
+        self.agents.sma.p_key_violation(view);
         false
     }
 
@@ -78,9 +78,10 @@ impl Engine {
     /// SM's Set changed the port's P_Key table, if one did.
     pub(super) fn announce_pkey_change(&mut self) {
         // QUERY_PORT's P_Key is the table's entry 0.
-        self.verbs.port.pkey = self.pkey_at(0);
-        if self.sma.take_pkey_change() {
+        self.verbs.port.pkey = self.agents.pkey_at(0);
+        if self.agents.sma.take_pkey_change() {
             let keys: Vec<u16> = self
+                .agents
                 .sma
                 .pkeys()
                 .iter()
@@ -88,17 +89,9 @@ impl Engine {
                 .filter(|k| k & 0x7fff != 0)
                 .collect();
             tracing::info!(pkeys = ?keys, "P_Key table set by the subnet manager");
-            self.port_state.signal(regs::EVENT_PKEY_CHANGE, &self.msix);
+            self.agents
+                .port_state
+                .signal(regs::EVENT_PKEY_CHANGE, &self.msix);
         }
-    }
-
-    /// The P_Key at `index` of the port's table (0 past its end: no
-    /// partition, every packet of it is refused).
-    pub(super) fn pkey_at(&self, index: u16) -> u16 {
-        self.sma
-            .pkeys()
-            .get(usize::from(index))
-            .copied()
-            .unwrap_or(0)
     }
 }

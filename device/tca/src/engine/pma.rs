@@ -31,7 +31,11 @@ impl Engine {
     /// a trap), which the caller hands to the guest's QP1.
     pub(super) fn receive_pma(&mut self, view: &PacketView<'_>) -> bool {
         let port = CaPort(self.port_totals());
-        match self.pma.serve_packet(&port, view, self.port.lid) {
+        match self
+            .agents
+            .pma
+            .serve_packet(&port, view, self.agents.port.lid)
+        {
             PmPacket::NotForAgent => false,
             PmPacket::Served(reply) => {
                 self.outbox.packets.extend(reply);

@@ -99,7 +99,7 @@ impl Engine {
         if self.is_data_on_vl15(view) {
             return Route::Drop(DropReason::Vl15Data);
         }
-        if !self.port_takes_data() {
+        if !self.agents.takes_data() {
             return Route::Drop(DropReason::PortInit);
         }
         if !self.admits_pkey(view) {
@@ -114,7 +114,7 @@ impl Engine {
         if self.datagram_type(qpn) == Some(QpType::Ud) {
             return Route::Ud(qpn);
         }
-        match self.rc.contains_key(&qpn) {
+        match self.data.has(qpn) {
             true => Route::Rc(qpn),
             false => Route::Drop(DropReason::NoQp),
         }

@@ -6,29 +6,75 @@
 
 use std::time::Instant;
 
+use super::qp_map::QpMap;
 use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
 use crate::drdma::{self, WriteReady};
 use crate::transport::rc::flush_posted_sends;
-use crate::transport::RcQp;
 use crate::transport::SendWr;
 use crate::verbs::abi::WR_DRDMA_WRITE;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::qp_state::QpState;
 
+/// What the engine read from the send queues and could not hand to the
+/// transport yet.
+#[derive(Default)]
+pub(super) struct SendQueues {
+    /// Per QP: a DRDMA WRITE at the head of the send queue whose range is
+    /// still being filled (the seed's bus router polling BR Valid).
+    pub(super) held: QpMap<SendWr>,
+    /// WQEs read from a send queue for one `post_sends` (kept for its
+    /// allocation).
+    pub(super) sq_wqes: Vec<SendWr>,
+    /// QPs whose send queue still holds WQEs the engine left there because
+    /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
+    pub(super) capped: Vec<u32>,
+}
+
+impl SendQueues {
+    /// Forgets what was read (device reset).
+    pub(super) fn clear(&mut self) {
+        self.held.clear();
+        self.capped.clear();
+    }
+
+    /// Drops what is held for QPs not in `live`.
+    pub(super) fn retain(&mut self, live: &[u32]) {
+        self.held.retain(|qpn, _| live.contains(qpn));
+    }
+
+    /// QPs whose held DRDMA WRITE waits for range `arr` (any range if it is
+    /// [`drdma::ALL_RANGES`]).
+    pub(super) fn waiting_for(&self, arr: u32) -> Vec<u32> {
+        self.held
+            .iter()
+            .filter(|(_, w)| arr == drdma::ALL_RANGES || drdma::direct_arr(&w.sge[0]) == Some(arr))
+            .map(|(&q, _)| q)
+            .collect()
+    }
+
+    /// Lists QP `qpn` as left at [`MAX_QUEUED_SEND_WQES`] (once).
+    pub(super) fn cap(&mut self, qpn: u32) {
+        if !self.capped.contains(&qpn) {
+            self.capped.push(qpn);
+        }
+    }
+
+    /// Whether a QP was left at [`MAX_QUEUED_SEND_WQES`].
+    pub(super) fn any_capped(&self) -> bool {
+        !self.capped.is_empty()
+    }
+}
+
 impl Engine {
     /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
     /// completions made room.
     pub(super) fn resume_capped(&mut self, now: Instant) {
-        let capped = std::mem::take(&mut self.capped);
+        let capped = std::mem::take(&mut self.sends.capped);
         for qpn in capped {
-            let room = self
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
-            if room {
+            if self.data.has_room(qpn) {
                 self.drain_sq(qpn, now);
-            } else if self.rc.contains_key(&qpn) && !self.capped.contains(&qpn) {
-                self.capped.push(qpn);
+            } else if self.data.has(qpn) {
+                self.sends.cap(qpn);
             }
         }
     }
@@ -53,7 +99,7 @@ impl Engine {
             return;
         }
         // In ERR without ever reaching RTR: what is posted flushes.
-        if !self.rc.contains_key(&qpn)
+        if !self.data.has(qpn)
             && self
                 .verbs
                 .qps
@@ -64,11 +110,7 @@ impl Engine {
             return;
         }
         // Not before RTS (an RTR QP only answers).
-        if !self
-            .rc
-            .get(&qpn)
-            .is_some_and(|rc| rc.is_sending() || rc.is_error())
-        {
+        if !self.data.is_sending_or_error(qpn) {
             return;
         }
         loop {
@@ -82,11 +124,7 @@ impl Engine {
                 return;
             }
             self.take_send_wqes(qpn, now);
-            let busy = self.held.contains_key(&qpn)
-                || self
-                    .rc
-                    .get(&qpn)
-                    .is_some_and(|rc| !rc.is_error() && rc.send_queue_len() > 0);
+            let busy = self.sends.held.contains_key(&qpn) || self.data.has_send_work(qpn);
             let more = match self.verbs.qps.get_mut(qpn) {
                 Some(qp) => qp.set_awake(&self.mem, RecordQueue::Sq, busy),
                 None => return,
@@ -150,9 +188,9 @@ impl Engine {
     /// Hands the transport the send queue's new WQEs (held and capped as
     /// [`MAX_QUEUED_SEND_WQES`] and DRDMA say).
     fn take_send_wqes(&mut self, qpn: u32, now: Instant) {
-        if let Some(wqe) = self.held.remove(&qpn) {
+        if let Some(wqe) = self.sends.held.remove(&qpn) {
             if self.must_hold(qpn, &wqe) {
-                self.held.insert(qpn, wqe);
+                self.sends.held.insert(qpn, wqe);
                 return;
             }
             self.with_qp(qpn, |rc, env| rc.post_send(wqe, now, env));
@@ -160,9 +198,9 @@ impl Engine {
         // Every new WQE up to a held one goes to the transport in one call,
         // at most MAX_QUEUED_SEND_WQES queued there; a QP in error flushes
         // what it is given at once, so its queue is read to the end.
-        let mut wqes = std::mem::take(&mut self.sq_wqes);
+        let mut wqes = std::mem::take(&mut self.sends.sq_wqes);
         loop {
-            let queued = self.rc.get(&qpn).map_or(0, RcQp::send_queue_len);
+            let queued = self.data.queued(qpn);
             let mut capped = false;
             while let Some(qp) = self.verbs.qps.get_mut(qpn) {
                 if queued + wqes.len() >= MAX_QUEUED_SEND_WQES {
@@ -171,7 +209,7 @@ impl Engine {
                 }
                 match qp.next_send_wqe(&self.mem) {
                     Ok(Some(wqe)) if self.must_hold(qpn, &wqe) => {
-                        self.held.insert(qpn, wqe);
+                        self.sends.held.insert(qpn, wqe);
                         break;
                     }
                     Ok(Some(wqe)) => wqes.push(wqe),
@@ -185,17 +223,14 @@ impl Engine {
             if !wqes.is_empty() {
                 self.with_qp(qpn, |rc, env| rc.post_sends(wqes.drain(..), now, env));
             }
-            let room = self
-                .rc
-                .get(&qpn)
-                .is_some_and(|rc| rc.send_queue_len() < MAX_QUEUED_SEND_WQES);
+            let room = self.data.has_room(qpn);
             if !capped || !room {
-                if capped && !self.capped.contains(&qpn) {
-                    self.capped.push(qpn);
+                if capped {
+                    self.sends.cap(qpn);
                 }
                 break;
             }
         }
-        self.sq_wqes = wqes;
+        self.sends.sq_wqes = wqes;
     }
 }

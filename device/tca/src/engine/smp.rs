@@ -14,25 +14,7 @@ use crate::regs;
 use crate::sma::DeviceSma;
 use crate::verbs::abi::{CmdMad, CmdPortCaps, CMD_SET_PORT_CAPS, CMD_SMA_MAD};
 use crate::verbs::commands::{decode, EngineCommands, Params, Reply};
-use crate::verbs::{PortAttrs, VerbsError};
-
-/// NodeDescription of a device whose instance names none.
-pub const DEFAULT_NODE_DESCRIPTION: &str = "ibtca device";
-
-/// The agent of a device with these port attributes and no SM (the port
-/// is Active with its configured LID while it is up).
-pub(super) fn default_sma(port: &PortAttrs) -> DeviceSma {
-    let mut sma = DeviceSma::new(
-        port.node_guid,
-        port.guid,
-        DEFAULT_NODE_DESCRIPTION,
-        port.lid,
-        port.data_vls,
-        false,
-    );
-    sma.link_changed(port.state != regs::PORT_DOWN);
-    sma
-}
+use crate::verbs::VerbsError;
 
 /// IBTCA_PORT_* of an IBA port state.
 fn regs_state(state: IbPortState) -> u32 {
@@ -47,49 +29,34 @@ fn regs_state(state: IbPortState) -> u32 {
 impl Engine {
     /// Replaces the port's agent (the instance's NodeDescription, and
     /// whether an SM manages the port), keeping the link state.
-    pub fn set_sma(&mut self, mut sma: DeviceSma) {
-        sma.link_changed(self.port.state != regs::PORT_DOWN);
-        self.sma = sma;
+    pub fn set_sma(&mut self, sma: DeviceSma) {
+        self.agents.set_sma(sma);
         self.apply_sma();
-        self.verbs.port.pkey = self.pkey_at(0);
+        self.verbs.port.pkey = self.agents.pkey_at(0);
     }
 
     /// The port's agent (tests, counters).
     pub fn sma(&self) -> &DeviceSma {
-        &self.sma
+        &self.agents.sma
     }
 
     /// The link came up or went down.
     pub(super) fn link_changed(&mut self, up: bool) {
         if !up {
             // Not the agent's business: with no link there is no port.
-            self.sma.link_changed(false);
+            self.agents.sma.link_changed(false);
             self.port_changed(regs::PORT_DOWN);
             return;
         }
-        self.sma.link_changed(true);
+        self.agents.sma.link_changed(true);
         self.apply_sma();
-    }
-
-    /// False while the port is in Init: IBA vol 1 §7.2 drops data packets
-    /// there (an Armed port takes them, an Active one sends too).
-    pub(super) fn port_takes_data(&self) -> bool {
-        self.sma.state() != IbPortState::Init
-    }
-
-    /// False while the port is Init or Armed: before Active only SMPs
-    /// (QP0, VL15) leave (IBA vol 1 §7.2); QP1's GMPs are data
-    /// packets. A Down port (no link) still loops back to its own LID, as
-    /// a device without a link does.
-    pub(super) fn port_sends_data(&self) -> bool {
-        !matches!(self.sma.state(), IbPortState::Init | IbPortState::Armed)
     }
 
     /// A packet to QP0: the agent's, or the SM's in the guest when the
     /// agent leaves it for the SM.
     pub(super) fn receive_smp(&mut self, view: &PacketView<'_>) {
-        let for_sm = self.sma.stats().for_sm;
-        let outcome = self.sma.on_packet(view);
+        let for_sm = self.agents.sma.stats().for_sm;
+        let outcome = self.agents.sma.on_packet(view);
         if let Some(reply) = outcome.reply {
             self.outbox.packets.push(reply);
         }
@@ -98,14 +65,17 @@ impl Engine {
         }
         self.announce_pkey_change();
         if outcome.arbitration_changed {
-            let (low, high) = (self.sma.low_priority(), self.sma.high_priority());
+            let (low, high) = (
+                self.agents.sma.low_priority(),
+                self.agents.sma.high_priority(),
+            );
             self.outbox.link.set_arbitration(&low, &high);
         }
-        if self.sma.stats().for_sm != for_sm {
+        if self.agents.sma.stats().for_sm != for_sm {
             self.smp_for_sm(view);
         }
         // A TrapRepress, maybe.
-        self.port_state.set_traps(self.sma.trap_counts());
+        self.agents.show_traps();
     }
 
     /// The command queue's doorbell: runs the new commands (SMA_MAD by the
@@ -113,8 +83,8 @@ impl Engine {
     /// QPs they changed.
     pub(super) fn run_commands(&mut self, pi: u32) {
         self.cmdq.doorbell(pi);
-        let mut agent = AgentCommands::new(&mut self.sma);
-        let mut commands = TransportQuery::new(&mut agent, &self.rc);
+        let mut agent = AgentCommands::new(&mut self.agents.sma);
+        let mut commands = TransportQuery::new(&mut agent, &self.data.rc);
         let vectors = self
             .cmdq
             .process_with(&self.mem, &mut self.verbs, &mut commands);
@@ -123,7 +93,7 @@ impl Engine {
         }
         self.announce_pkey_change();
         // SET_PORT_CAPS (IsSM) shows in the next QUERY_PORT.
-        self.verbs.port.cap_mask = self.sma.capability_mask();
+        self.verbs.port.cap_mask = self.agents.sma.capability_mask();
         for v in vectors {
             let _ = self.msix.trigger(u32::from(v));
         }
@@ -133,32 +103,34 @@ impl Engine {
     /// Takes the agent's LID, port state and capability mask as the
     /// device's.
     fn apply_sma(&mut self) {
-        self.verbs.port.cap_mask = self.sma.capability_mask();
-        let lid = self.sma.lid();
-        if lid != self.port.lid {
+        self.verbs.port.cap_mask = self.agents.sma.capability_mask();
+        let lid = self.agents.sma.lid();
+        if lid != self.agents.port.lid {
             tracing::info!(
-                old = self.port.lid,
+                old = self.agents.port.lid,
                 lid,
                 "port LID set by the subnet manager"
             );
-            self.port.lid = lid;
+            self.agents.port.lid = lid;
             self.verbs.port.lid = lid;
             self.outbox.own_lid = lid;
-            self.port_state.set_sm_lid(lid);
+            self.agents.port_state.set_sm_lid(lid);
             // An Active port's new LID is an event (the guest's
             // IB_EVENT_LID_CHANGE); before Active, Active itself is.
-            if self.port.state == regs::PORT_ACTIVE {
-                self.port_state.signal(regs::EVENT_PORT_CHANGE, &self.msix);
+            if self.agents.port.state == regs::PORT_ACTIVE {
+                self.agents
+                    .port_state
+                    .signal(regs::EVENT_PORT_CHANGE, &self.msix);
             }
         }
-        let (sm_lid, lmc) = self.sma.sm_lid_and_lmc();
-        if (sm_lid, lmc) != (self.port.sm_lid, self.port.lmc) {
+        let (sm_lid, lmc) = self.agents.sma.sm_lid_and_lmc();
+        if (sm_lid, lmc) != (self.agents.port.sm_lid, self.agents.port.lmc) {
             tracing::info!(sm_lid, lmc, "subnet manager LID set");
-            (self.port.sm_lid, self.port.lmc) = (sm_lid, lmc);
+            (self.agents.port.sm_lid, self.agents.port.lmc) = (sm_lid, lmc);
             (self.verbs.port.sm_lid, self.verbs.port.lmc) = (sm_lid, lmc);
         }
-        let state = regs_state(self.sma.state());
-        if state != self.port.state {
+        let state = regs_state(self.agents.sma.state());
+        if state != self.agents.port.state {
             tracing::info!(state, "port state");
             self.port_changed(state);
         }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
-use crate::transport::RcQp;
 use crate::verbs::rkm_regs::RkmRegs;
 
 impl Engine {
@@ -21,17 +20,10 @@ impl Engine {
     /// Runs expired timers (the agent's trap too), and a turn of READ
     /// responses.
     pub fn on_timers(&mut self, now: Instant) {
-        let trap = self.sma.due_trap(now);
+        let trap = self.agents.due_trap(now);
         let trapped = trap.is_some();
-        if trapped {
-            self.port_state.set_traps(self.sma.trap_counts());
-        }
         self.outbox.packets.extend(trap);
-        if self
-            .rc
-            .values()
-            .all(|q| q.next_deadline().is_none_or(|d| d > now))
-        {
+        if self.data.next_deadline().is_none_or(|d| d > now) {
             if self.responses_due() || trapped {
                 self.pin_memory();
                 self.flush(now);
@@ -39,21 +31,15 @@ impl Engine {
             return;
         }
         self.pin_memory();
-        let due: Vec<u32> = self
-            .rc
-            .iter()
-            .filter(|(_, q)| q.next_deadline().is_some_and(|d| d <= now))
-            .map(|(&n, _)| n)
-            .collect();
-        for qpn in due {
+        for qpn in self.data.due(now) {
             self.with_qp(qpn, |rc, env| rc.on_timer(now, env));
             // A QP that failed flushes what was posted meanwhile and lets
             // its doorbell record sleep.
-            if self.rc.get(&qpn).is_some_and(RcQp::is_error) {
+            if self.data.is_error(qpn) {
                 self.drain_sq(qpn, now);
             }
         }
-        if !self.capped.is_empty() {
+        if self.sends.any_capped() {
             self.resume_capped(now);
         }
         self.flush(now);
@@ -65,13 +51,13 @@ impl Engine {
         if self.responses_due() {
             return Some(Instant::now());
         }
-        let rc = self.rc.values().filter_map(RcQp::next_deadline);
-        rc.chain(self.sma.next_trap_deadline()).min()
+        let trap = self.agents.sma.next_trap_deadline();
+        self.data.next_deadline().into_iter().chain(trap).min()
     }
 
     /// Whether a QP owes responses and the budget lets them go.
     fn responses_due(&self) -> bool {
-        self.rkm.read_budget() > 0 && !self.owing.is_empty()
+        self.data.responses_due(&self.rkm)
     }
 
     /// One turn of the responders (seed 004): every QP that owes READ
@@ -84,7 +70,7 @@ impl Engine {
         }
         // A QP that still owes after its turn is listed again (by
         // `with_qp`); one gone or failed is not.
-        let owing = std::mem::take(&mut self.owing);
+        let owing = std::mem::take(&mut self.data.owing);
         for &qpn in &owing {
             self.with_qp(qpn, |rc, env| {
                 rc.serve_responses(budget, env);

@@ -1,5 +1,6 @@
-//! The gateway's engine thread: owns every connection's QP, takes IB
-//! packets from the link and messages from the ATM port, runs the QPs'
+//! The gateway's QP thread (the thread named `ibtca-gw-engine`, sandbox
+//! role `gateway-engine`): owns every connection's QP, takes IB packets
+//! from the link and messages from the ATM port, runs the QPs'
 //! timers, and answers the control socket. Connections are served in
 //! class order (CBR first) every round.
 
@@ -51,8 +52,8 @@ pub enum Event {
     Stop,
 }
 
-/// The engine's state.
-pub struct Engine {
+/// The QP thread's state: every connection's QP, its scheduler and agents.
+pub struct QpThread {
     settings: QpSettings,
     /// Connections, highest class first.
     conns: Vec<VcConn>,
@@ -67,7 +68,7 @@ pub struct Engine {
     pma: GatewayPma,
 }
 
-impl Engine {
+impl QpThread {
     /// An engine for `map`'s connections.
     pub fn new(
         map: &VcMap,

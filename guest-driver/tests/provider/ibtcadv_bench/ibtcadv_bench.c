@@ -34,17 +34,17 @@
  * "DVBENCH verified N transfers", or "DVBENCH-FAIL ..." and exit 1.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <infiniband/ibtcadv.h>
 #include <infiniband/verbs.h>
+
+#include "../ibtcadv/ibtcadv_peer.h"
 
 #define PORT "18557"
 #define PAGE 4096
@@ -53,7 +53,6 @@
 #define REGION (MAX_DEPTH * MAX_SIZE)	/* READ source, WRITE target */
 #define MAX_RANGES 32
 #define MIN_ITERS 3
-#define CONNECT_TRIES 180
 #define POLL_SECONDS 60
 #define READ_SEED 0x11
 
@@ -128,20 +127,6 @@ static void fill(unsigned char *b, size_t len, size_t off, unsigned int seed)
 
 	for (i = 0; i < len; i++)
 		b[i] = pattern(off + i, seed);
-}
-
-static struct ibv_context *open_ibtca0(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int i;
-
-	for (i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), "ibtca0"))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	return ctx;
 }
 
 static void end_open(struct end *e, void *mem, size_t len)
@@ -233,38 +218,6 @@ static void exchange(int s, const struct end *e, const void *mem,
 	if (sscanf(line, "%u %u %llu %u", &p->lid, &p->qpn, &p->addr,
 		   &p->rkey) != 4)
 		die("setup: exchange: %s", line);
-}
-
-static int tcp(const char *host)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM,
-				  .ai_flags = host ? 0 : AI_PASSIVE }, *ai;
-	int s, c, one = 1, i;
-
-	for (i = 0; i < (host ? CONNECT_TRIES : 1); i++) {
-		if (getaddrinfo(host, PORT, &hints, &ai)) {
-			sleep(1);
-			continue;
-		}
-		s = socket(ai->ai_family, ai->ai_socktype, 0);
-		if (!host) {
-			setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-			c = bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, 1) ?
-			    -1 : accept(s, NULL, NULL);
-			freeaddrinfo(ai);
-			close(s);
-			return c;
-		}
-		if (!connect(s, ai->ai_addr, ai->ai_addrlen)) {
-			freeaddrinfo(ai);
-			return s;
-		}
-		freeaddrinfo(ai);
-		close(s);
-		sleep(1);
-	}
-	return -1;
 }
 
 /* @n successful completions of the client's CQ. */
@@ -482,7 +435,7 @@ static int server(void)
 	alarm(1800);
 	fill(remote_buf, REGION, 0, READ_SEED);
 	end_open(&e, remote_buf, sizeof(remote_buf));
-	s = tcp(NULL);
+	s = tcp(NULL, PORT);
 	if (s < 0)
 		die("setup: listen: %s", strerror(errno));
 	exchange(s, &e, remote_buf, &p);
@@ -505,7 +458,7 @@ static int client(const char *host, unsigned long max_iters, double seconds)
 
 	alarm(1800);
 	end_open(&b.e, local_buf, sizeof(local_buf));
-	s = tcp(host);
+	s = tcp(host, PORT);
 	if (s < 0)
 		die("setup: connect to %s: %s", host, strerror(errno));
 	exchange(s, &b.e, local_buf, &b.p);

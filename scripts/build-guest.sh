@@ -286,6 +286,7 @@ install -D -m 0755 "$provider/ibtca-provider-test" "$rootfs/usr/bin/ibtca-provid
 # The direct verbs' programs link the provider by its SONAME (ibtcadv.h).
 ln -sf "libibverbs/$(basename "$provider"/libibtca-rdmav*.so)" "$rootfs$libdir/libibtca.so.1"
 install -D -m 0755 "$provider/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-test"
+install -D -m 0755 "$provider/ibtcadv-bench" "$rootfs/usr/bin/ibtcadv-bench"
 # rdma-core, perftest and iproute2 programs, and the providers, with
 # exactly the libraries they link (and those the ibtca provider links).
 linked=()
@@ -301,7 +302,7 @@ for b in "${guest_scripts[@]}"; do
 	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
 done
 for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test" \
-	"$rootfs/usr/bin/ibtcadv-test"; do
+	"$rootfs/usr/bin/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-bench"; do
 	linked+=("${f#"$CHROOT"}")
 done
 for b in "${linked[@]}"; do

@@ -8,6 +8,8 @@
 #                             the verbs it has (guest-driver/tests/provider/)
 #   ibtcadv-test              the direct verbs (ibtcadv.h) between two guests
 #                             (guest-driver/tests/provider/ibtcadv/)
+#   ibtcadv-bench             DRDMA against ordinary RDMA WRITE and READ
+#                             (guest-driver/tests/provider/ibtcadv_bench/)
 #
 #   scripts/build-provider.sh            # prints the output directory
 #   IBTCA_FORCE=1 scripts/build-provider.sh
@@ -206,7 +208,7 @@ log "provider built ($(since))"
 # The test program, against the tree's libibverbs (the guest's version).
 mkdir -p "$build/provider-test"
 cp "$gd"/tests/provider/*.[ch] "$build/provider-test/"
-cp -r "$gd"/tests/provider/ibtcadv "$build/provider-test/"
+cp -r "$gd"/tests/provider/ibtcadv "$gd"/tests/provider/ibtcadv_bench "$build/provider-test/"
 in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 	-o '$ibuild/ibtca-provider-test' '$ibuild'/provider-test/*.c \
 	-L'$itree/build/lib' -libverbs" >&2 || die "ibtca-provider-test does not build"
@@ -214,10 +216,13 @@ in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 	-o '$ibuild/ibtcadv-test' '$ibuild'/provider-test/ibtcadv/*.c \
 	-L'$itree/build/lib' -libtca -libverbs" >&2 || die "ibtcadv-test does not build"
+in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
+	-o '$ibuild/ibtcadv-bench' '$ibuild'/provider-test/ibtcadv_bench/*.c \
+	-L'$itree/build/lib' -libtca -libverbs" >&2 || die "ibtcadv-bench does not build"
 
 rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"
-cp "$so" "$build/ibtca-provider-test" "$build/ibtcadv-test" "$OUT.tmp/"
+cp "$so" "$build/ibtca-provider-test" "$build/ibtcadv-test" "$build/ibtcadv-bench" "$OUT.tmp/"
 echo "driver ibtca" >"$OUT.tmp/ibtca.driver"
 echo "$srcpkg $version" >"$OUT.tmp/rdma-core.version"
 touch "$OUT.tmp/.done"

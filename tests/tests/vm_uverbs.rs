@@ -32,7 +32,11 @@
 //!   state (`ibv_query_qp` says `IBV_QPS_ERR`; the next WRITE, right R_Key,
 //!   completes `IBV_WC_WR_FLUSH_ERR`), the server's buffer is byte for
 //!   byte untouched, and the server's QP, the responder that NAKed the
-//!   WRITE, is in the error state too (`ibv_query_qp`).
+//!   WRITE, is in the error state too (`ibv_query_qp`);
+//! - the direct verbs (`ibtcadv-test`, both windows), and the DRDMA
+//!   benchmark's tool (`ibtcadv-bench`, scripts/drdma-verbs-bench.sh) once
+//!   through n2's mapped window, one transfer of each kind, every
+//!   transfer's bytes checked.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -130,6 +134,43 @@ fn direct_verbs(client_console: &str, server_console: &str, tag: &str, mode: u32
     }
 }
 
+/// `ibtcadv-bench client n1 1 0` on n2 (mapped window): a line for each
+/// of the 24 cells (6 sizes, WRITE and READ, ordinary and DRDMA), each with
+/// one QD 1 transfer and one round in flight, and every transfer's bytes
+/// checked where they arrived (the tool exits 1 at the first difference),
+/// as many as the cells moved.
+fn drdma_bench(lines: &[&str], all: &str) {
+    assert!(
+        lines.contains(&"exit=0") && !lines.iter().any(|l| l.contains("DVBENCH-FAIL")),
+        "{lines:?}\n{all}"
+    );
+    let mut moved = 0;
+    for size in ["64", "256", "1024", "4096", "16384", "65536"] {
+        for op in ["write", "read"] {
+            for path in ["rdma", "drdma"] {
+                let head = format!("DVBENCH mapped {path} {op} {size} ");
+                let cell: Vec<u64> = lines
+                    .iter()
+                    .find_map(|l| l.strip_prefix(head.as_str()))
+                    .unwrap_or_else(|| panic!("no {head:?} in {lines:?}"))
+                    .split_whitespace()
+                    .skip(3)
+                    .map(|v| v.parse().unwrap())
+                    .collect();
+                // depth, QD 1 transfers, rounds
+                assert_eq!(cell[1..], [1, 1], "{head}: {cell:?}");
+                moved += cell[1] + cell[0] * cell[2];
+            }
+        }
+    }
+    let verified = format!("DVBENCH verified {moved} transfers");
+    assert!(
+        lines.contains(&verified.as_str()),
+        "no {verified:?} in {lines:?}"
+    );
+    eprintln!("ibtcadv-bench (mapped, one of each): {lines:?}");
+}
+
 /// perftest's result: the line after the `#bytes` header, as fields.
 fn perftest_result(lines: &[&str]) -> Option<Vec<String>> {
     let i = lines
@@ -214,6 +255,12 @@ fn pingpong_and_perftest_run_over_ibtca() {
     // doorbell records on (a WRITE right after a drained READ on the same
     // QP is posted on a record that must have gone back to sleep); first
     // through n2's mapped window, then through n1's trapped one.
+    // Of them the DRDMA benchmark's tool first, while every range of n2's
+    // window is free (ibtcadv-test's hostile step leaves the range it
+    // submitted busy): one transfer or round per cell, every transfer's
+    // bytes checked, client on n2 (mapped window).
+    n1.push(tagged("DVB-SERVER", "ibtcadv-bench server"));
+    n2.push(tagged("DVB-CLIENT", "ibtcadv-bench client n1 1 0"));
     n1.push(tagged("DVM-SERVER", "ibtcadv-test server"));
     n2.push(tagged("DVM-CLIENT", "ibtcadv-test client n1"));
     n2.push(tagged("DVT-SERVER", "ibtcadv-test server"));
@@ -365,6 +412,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
     }
     eprintln!("R_Key violation between guests: {client:?}");
     direct_verbs(&c2, &c1, "DVM", 1, &all);
+    drdma_bench(&tagged_lines(&c2, "DVB-CLIENT"), &all);
     direct_verbs(&c1, &c2, "DVT", 0, &all);
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));

@@ -21,22 +21,21 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <infiniband/ibtcadv.h>
 #include <infiniband/verbs.h>
 
+#include "ibtcadv_peer.h"
+
 #define PORT "18556"
 #define PAGE 4096
 #define SMALL 256
-#define CONNECT_TRIES 180
 #define POLL_SECONDS 60
 
 static unsigned char buf[3 * PAGE] __attribute__((aligned(PAGE)));
@@ -78,20 +77,6 @@ struct peer {
 	unsigned int lid, qpn, rkey;
 	unsigned long long addr;
 };
-
-static struct ibv_context *open_ibtca0(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int i;
-
-	for (i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), "ibtca0"))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	return ctx;
-}
 
 static int end_open(struct end *e, struct ibv_context *ctx, void *mem,
 		    size_t len)
@@ -204,38 +189,6 @@ static int exchange(int s, const struct end *e, struct peer *p)
 		      &p->rkey) == 4 ? 0 : -1;
 }
 
-static int tcp(const char *host)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM,
-				  .ai_flags = host ? 0 : AI_PASSIVE }, *ai;
-	int s, c, one = 1, i;
-
-	for (i = 0; i < (host ? CONNECT_TRIES : 1); i++) {
-		if (getaddrinfo(host, PORT, &hints, &ai)) {
-			sleep(1);
-			continue;
-		}
-		s = socket(ai->ai_family, ai->ai_socktype, 0);
-		if (!host) {
-			setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-			c = bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, 1) ?
-			    -1 : accept(s, NULL, NULL);
-			freeaddrinfo(ai);
-			close(s);
-			return c;
-		}
-		if (!connect(s, ai->ai_addr, ai->ai_addrlen)) {
-			freeaddrinfo(ai);
-			return s;
-		}
-		freeaddrinfo(ai);
-		close(s);
-		sleep(1);
-	}
-	return -1;
-}
-
 static int server(void)
 {
 	unsigned char want[PAGE];
@@ -251,7 +204,7 @@ static int server(void)
 		step("server_setup", 0, "%s", strerror(errno));
 		return 1;
 	}
-	s = tcp(NULL);
+	s = tcp(NULL, PORT);
 	if (s < 0 || exchange(s, &e, &p) || connect_qp(e.qp, &p)) {
 		step("server_setup", 0, "exchange or connect: %s",
 		     strerror(errno));
@@ -331,7 +284,7 @@ static int client(const char *host)
 		step("client_setup", 0, "%s", strerror(errno));
 		return 1;
 	}
-	s = tcp(host);
+	s = tcp(host, PORT);
 	if (s < 0 || exchange(s, &e, &p) || connect_qp(e.qp, &p)) {
 		step("client_setup", 0, "exchange or connect: %s",
 		     strerror(errno));

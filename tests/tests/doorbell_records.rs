@@ -314,6 +314,42 @@ fn a_cq_record_lets_the_device_see_consumed_entries_without_doorbells() {
     }
 }
 
+/// The simulated guest's record-only poll (`SimGuest::try_poll_cq_recorded`,
+/// what `ibtca-bench verbs --only write-ping` polls with): through a CQ of
+/// four entries go twelve completions, each slot handed back only in the
+/// record (CQ doorbells go to a foreign page, which the device drops).
+#[test]
+fn polling_through_a_cq_record_hands_slots_back_without_doorbells() {
+    let mut p = LinkedPair::start(PairOptions {
+        cq_log: 2,
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let rec = p.a.g.bind_cq_record(&p.a.cq);
+    p.connect(MTU_4096);
+    p.a.cq.db = DbRoute::Page(5);
+    let mut qp = p.a.qp;
+    for i in 0..12u32 {
+        let at = 8 * u64::from(i);
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, u64::from(i), p.a.buf + at, 8, p.a.lkey),
+            p.b.buf + at,
+            p.b.rkey,
+        );
+        p.a.g.post_send(&mut qp, &w);
+        let deadline = Instant::now() + T;
+        let c = loop {
+            if let Some(c) = p.a.g.try_poll_cq_recorded(&mut p.a.cq, rec) {
+                break c;
+            }
+            assert!(Instant::now() < deadline, "no completion of WRITE {i}");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!((c.wr_id.to_native(), c.status), (u64::from(i), WC_SUCCESS));
+        assert_eq!(u32_at(&p.a.g, rec), i + 1, "the consumer index");
+    }
+}
+
 #[test]
 fn a_qp_the_transport_fails_flushes_receives_posted_on_its_record() {
     let (mut p, mut brec) = pair_with_records();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
+use vm_memory::ByteValued;
 
 use super::{Cq, SimGuest};
 
@@ -80,6 +81,32 @@ impl SimGuest {
     pub fn try_poll_cq(&mut self, cq: &mut Cq) -> Option<Cqe> {
         let c = self.take_cqe(cq)?;
         self.ring_cq(cq);
+        Some(c)
+    }
+
+    /// Binds a doorbell record (CQ_DB_RECORD) to `cq` and returns its
+    /// address: [`SimGuest::try_poll_cq_recorded`] then hands slots back
+    /// through it, without a doorbell, as the provider does.
+    pub fn bind_cq_record(&mut self, cq: &Cq) -> u64 {
+        let record = self.alloc(64, 64);
+        let p = CmdDbRecord {
+            handle: cq.cqn.into(),
+            addr: record.into(),
+            ..Default::default()
+        };
+        self.cmd(CMD_CQ_DB_RECORD, p.as_slice())
+            .expect("CQ_DB_RECORD");
+        record
+    }
+
+    /// The next CQE if there is one (one look, no waiting); its slot goes
+    /// back to the device as the consumer index in `cq`'s doorbell record
+    /// at `record` ([`SimGuest::bind_cq_record`]), no system call and no
+    /// doorbell: the device reads the record when the CQ looks full.
+    pub fn try_poll_cq_recorded(&mut self, cq: &mut Cq, record: u64) -> Option<Cqe> {
+        let c = self.take_cqe(cq)?;
+        fence(Ordering::Release);
+        self.map.store(record, &cq.ci);
         Some(c)
     }
 

@@ -57,17 +57,29 @@ fn wait_for(s: &Side, size: u32, seq: u64, stop: &AtomicBool) -> bool {
 }
 
 /// Posts one signaled WRITE of `size` bytes carrying `seq` from `s` into the
-/// peer's slot (`dst`, `rkey`), taking the completions of earlier ones.
-fn write_seq(s: &mut Side, size: u32, seq: u64, (dst, rkey): (u64, u64)) {
+/// peer's slot (`dst`, `rkey`), taking the completions of earlier ones
+/// (their slots returned through the CQ's doorbell record at `record`, or
+/// with a CQ doorbell each without one).
+fn write_seq(s: &mut Side, size: u32, seq: u64, (dst, rkey): (u64, u64), record: Option<u64>) {
     let src = s.buf + (1 << 20);
     let mut msg = vec![0u8; size as usize];
     msg[size as usize - 8..].copy_from_slice(&seq.to_le_bytes());
     s.g.write(src, &msg);
     let w = send_wqe(WR_RDMA_WRITE, seq, src, size, s.lkey);
     s.g.post_send_batch(&mut s.qp, &[remote(w, dst + SLOT, rkey as u32)]);
-    while let Some(c) = s.g.try_poll_cq(&mut s.cq) {
+    loop {
+        let c = match record {
+            Some(r) => s.g.try_poll_cq_recorded(&mut s.cq, r),
+            None => s.g.try_poll_cq(&mut s.cq),
+        };
+        let Some(c) = c else { break };
         assert_eq!(c.status, WC_SUCCESS, "{c:?}");
     }
+}
+
+/// `s`'s CQ doorbell record, unless `--cq-doorbells`.
+fn cq_record(s: &mut Side) -> Option<u64> {
+    (!cq_doorbells()).then(|| s.g.bind_cq_record(&s.cq))
 }
 
 /// `size`-byte RDMA WRITE ping-pong A → B → A for `secs` (after a tenth of
@@ -80,6 +92,7 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
         servers,
         _dir,
     } = verbs_pair(WRITE_QP_LOG);
+    let (rec_a, rec_b) = (cq_record(&mut a), cq_record(&mut b));
     let to_a = (a.buf, u64::from(a.rkey));
     let to_b = (b.buf, u64::from(b.rkey));
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,7 +100,7 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     let echo = named("guest-b", move || {
         let mut seq = 1u64;
         while wait_for(&b, size, seq, &stop_b) {
-            write_seq(&mut b, size, seq, to_a);
+            write_seq(&mut b, size, seq, to_a, rec_b);
             seq += 1;
         }
         // Leave the QP drained so the pair shuts down quietly.
@@ -107,7 +120,7 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
         if t >= warm && at_warm.is_none() {
             at_warm = Some(handoffs(&servers));
         }
-        write_seq(&mut a, size, seq, to_b);
+        write_seq(&mut a, size, seq, to_b, rec_a);
         assert!(wait_for(&a, size, seq, &never), "no reply to WRITE {seq}");
         if t >= warm {
             samples.push(t.elapsed().as_nanos() as u64);

@@ -255,6 +255,11 @@ struct VerbsArgs {
     /// budget (docs/thread-model.md).
     #[arg(long)]
     fixed_spins: bool,
+    /// The WRITE ping-pong's simulated guests return CQ slots with a CQ
+    /// doorbell per completion instead of the CQ's doorbell record (as the
+    /// provider does; docs/thread-model.md).
+    #[arg(long)]
+    cq_doorbells: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -412,6 +417,14 @@ fn path_mtu() -> u8 {
 /// `--engine-thread-only`: no event runs to completion where it arrived.
 static ENGINE_THREAD_ONLY: AtomicBool = AtomicBool::new(false);
 
+/// `--cq-doorbells`: the WRITE ping-pong's guests ring a CQ doorbell per
+/// completion.
+static CQ_DOORBELLS: AtomicBool = AtomicBool::new(false);
+
+fn cq_doorbells() -> bool {
+    CQ_DOORBELLS.load(Ordering::Relaxed)
+}
+
 fn run_to_completion() -> bool {
     !ENGINE_THREAD_ONLY.load(Ordering::Relaxed)
 }
@@ -563,6 +576,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
     }
     SPLIT.store(a.split, Ordering::Relaxed);
     ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
+    CQ_DOORBELLS.store(a.cq_doorbells, Ordering::Relaxed);
     ibtca_device::sched::idle_budget::set_fixed_spins(a.fixed_spins);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);

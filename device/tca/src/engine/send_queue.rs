@@ -67,7 +67,9 @@ impl SendQueues {
 
 impl Engine {
     /// Reads on from the send queues left at [`MAX_QUEUED_SEND_WQES`] once
-    /// completions made room.
+    /// completions made room. Needed where room frees up without a drain
+    /// of the QP: local work requests started by a timer (the end of an RNR
+    /// wait; `tests/tests/capped_send_queue.rs`).
     pub(super) fn resume_capped(&mut self, now: Instant) {
         let capped = std::mem::take(&mut self.sends.capped);
         for qpn in capped {

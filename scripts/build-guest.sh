@@ -19,7 +19,9 @@
 #                       ucmatose, ...), nvme-cli, fio, iperf3 and
 #                       iproute2's rdma with the libraries they
 #                       link, and the ibtca rdma-core provider with
-#                       ibtca-provider-test (scripts/build-provider.sh)
+#                       ibtca-provider-test and ibtca-verbs (the libibverbs
+#                       test commands, guest-driver/tools/verbs/;
+#                       scripts/build-provider.sh)
 #                       (newc, gzip)
 #   vmlinuz             copy of the chroot's guest kernel
 #
@@ -207,7 +209,7 @@ esac
 
 log "building ibtca-tool"
 tool_srcs=()
-for f in "$build"/src/tools/*.c; do # every tool source, as seen in the chroot
+for f in "$build"/src/tools/*.c; do # every tool source (not tools/verbs/), as seen in the chroot
 	tool_srcs+=("$ibuild/src/tools/${f##*/}")
 done
 in_chroot gcc -static -O2 -Wall -Wextra -I"$ibuild/src/include" \
@@ -287,6 +289,7 @@ install -D -m 0755 "$provider/ibtca-provider-test" "$rootfs/usr/bin/ibtca-provid
 ln -sf "libibverbs/$(basename "$provider"/libibtca-rdmav*.so)" "$rootfs$libdir/libibtca.so.1"
 install -D -m 0755 "$provider/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-test"
 install -D -m 0755 "$provider/ibtcadv-bench" "$rootfs/usr/bin/ibtcadv-bench"
+install -D -m 0755 "$provider/ibtca-verbs" "$rootfs/usr/bin/ibtca-verbs"
 # rdma-core, perftest and iproute2 programs, and the providers, with
 # exactly the libraries they link (and those the ibtca provider links).
 linked=()
@@ -302,7 +305,7 @@ for b in "${guest_scripts[@]}"; do
 	install -D -m 0755 "$CHROOT$b" "$rootfs$b"
 done
 for f in "$rootfs$provider_dir"/libibtca-rdmav*.so "$rootfs/usr/bin/ibtca-provider-test" \
-	"$rootfs/usr/bin/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-bench"; do
+	"$rootfs/usr/bin/ibtcadv-test" "$rootfs/usr/bin/ibtcadv-bench" "$rootfs/usr/bin/ibtca-verbs"; do
 	linked+=("${f#"$CHROOT"}")
 done
 for b in "${linked[@]}"; do

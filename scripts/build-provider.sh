@@ -10,6 +10,8 @@
 #                             (guest-driver/tests/provider/ibtcadv/)
 #   ibtcadv-bench             DRDMA against ordinary RDMA WRITE and READ
 #                             (guest-driver/tests/provider/ibtcadv_bench/)
+#   ibtca-verbs               the guest test commands that use libibverbs
+#                             (guest-driver/tools/verbs/)
 #
 #   scripts/build-provider.sh            # prints the output directory
 #   IBTCA_FORCE=1 scripts/build-provider.sh
@@ -63,7 +65,7 @@ grep -q '^deb-src ' "$CHROOT/etc/apt/sources.list" ||
 	die "the chroot has no deb-src lines: run scripts/setup-vm-stack.sh"
 
 inputs=(include/ibtca_uverbs_abi.h include/ibtca_abi.h include/ibtca_regs.h include/ibtca_wqe.h
-	include/ibtca_cqe.h include/ibtca_dv_ioctl.h provider tests/provider)
+	include/ibtca_cqe.h include/ibtca_dv_ioctl.h provider tests/provider tools/verbs)
 inputs_hash() {
 	{
 		echo "source=$srcpkg=$version"
@@ -220,9 +222,16 @@ in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
 	-o '$ibuild/ibtcadv-bench' '$ibuild'/provider-test/ibtcadv_bench/*.c \
 	-L'$itree/build/lib' -libtca -libverbs" >&2 || die "ibtcadv-bench does not build"
 
+# The libibverbs test commands (ibtca-tool keeps the device's own).
+mkdir -p "$build/verbs-tool"
+cp "$gd"/tools/verbs/*.[ch] "$build/verbs-tool/"
+in_chroot sh -c "gcc -O2 -Wall -Wextra -Werror -I'$itree/build/include' \
+	-o '$ibuild/ibtca-verbs' '$ibuild'/verbs-tool/*.c \
+	-L'$itree/build/lib' -libverbs" >&2 || die "ibtca-verbs does not build"
+
 rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"
-cp "$so" "$build/ibtca-provider-test" "$build/ibtcadv-test" "$build/ibtcadv-bench" "$OUT.tmp/"
+cp "$so" "$build/ibtca-provider-test" "$build/ibtcadv-test" "$build/ibtcadv-bench" "$build/ibtca-verbs" "$OUT.tmp/"
 echo "driver ibtca" >"$OUT.tmp/ibtca.driver"
 echo "$srcpkg $version" >"$OUT.tmp/rdma-core.version"
 touch "$OUT.tmp/.done"

@@ -38,7 +38,7 @@ rc=0
 # are user-space C: no --strict (kernel types, BIT()); the kernel files get
 # --strict.
 kernel=(kernel/*.c kernel/*.h tests/kernel/*.c tests/kernel/*.h)
-user=(tools/*.c tools/*.h provider/*.c provider/*.h tests/provider/*.c)
+user=(tools/*.c tools/*.h tools/verbs/*.c tools/verbs/*.h provider/*.c provider/*.h tests/provider/*.c)
 for f in include/*.h; do
 	case $f in
 	include/ibtca_regs.h | include/ibtca_abi.h) ;;

@@ -22,7 +22,5 @@ int cmd_drdma_fan(int argc, char **argv);
 int cmd_soak(int argc, char **argv);
 /* uverbs_mr.c */
 int cmd_uverbs_mr(int argc, char **argv);
-/* atm_echo.c */
-int cmd_atm_echo(int argc, char **argv);
 
 #endif /* IBTCA_TOOL_COMMANDS_H */

@@ -19,8 +19,6 @@
  *                                         [--index I]
  *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
  *              [--grace S]
- *   ibtca-tool [-d /dev/ibtcaN] atm-echo --peer-lid L --peer-qpn Q[,Q...]
- *              --frames N [--xor B] [--sl SL] [--wait SECS]
  *   ibtca-tool --help
  *
  * The verbs, drdma and soak commands also take --timeout EXP and --retry N
@@ -791,8 +789,6 @@ int main(int argc, char **argv)
 		return cmd_soak(argc, argv);
 	if (!strcmp(cmd, "uverbs-mr"))
 		return cmd_uverbs_mr(argc, argv);
-	if (!strcmp(cmd, "atm-echo"))
-		return cmd_atm_echo(argc, argv);
 	usage();
 	return 2;
 }

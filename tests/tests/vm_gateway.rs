@@ -1,7 +1,7 @@
 //! Full stack, the ATM gateway with a real guest (issue 24): the shipped
 //! `qemu-configs/guest-and-gateway.json` (a device n1 with its guest, a
 //! gateway gw1, one switch) comes up with `ibtca-fabric up --guests`, and
-//! the guest runs `ibtca-tool atm-echo`: an RC QP to each of gw1's two
+//! the guest runs `ibtca-verbs atm-echo`: an RC QP to each of gw1's two
 //! VCs' QPs (16 for VC 0/32 UBR, 17 for 0/33 CBR), every message received
 //! sent back on its QP with each byte XORed with 0x5a. This test is the
 //! ATM cell source and sink on gw1's ATM socket:
@@ -176,7 +176,7 @@ fn a_guest_echoes_aal5_frames_from_a_cell_source_through_the_gateway() {
     let down = Down(run.clone());
     let total: usize = VCS.iter().map(|v| lengths(v.vci.into()).len()).sum();
     let echo = format!(
-        "n1=ibtca-tool atm-echo --peer-lid 10 --peer-qpn 16,17 --frames {total} --xor {XOR:#x}"
+        "n1=ibtca-verbs atm-echo --peer-lid 10 --peer-qpn 16,17 --frames {total} --xor {XOR:#x}"
     );
     let mut args = stack.guests_up(&config("guest-and-gateway.json"), &run_s);
     args.extend(["--guest-timeout", "1500", "--run", &echo, "--wait"].map(String::from));

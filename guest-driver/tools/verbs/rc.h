@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ibtca-verbs' libibverbs helpers (rc.c): the device opened, the port
+ * waited for, an RC QP connected to a peer known by LID and QP number (no
+ * out-of-band exchange: the peer's numbers come from the command line or
+ * from a rule both sides follow), and completions waited for with a
+ * deadline through a completion channel.
+ */
+#ifndef IBTCA_VERBS_RC_H
+#define IBTCA_VERBS_RC_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <infiniband/verbs.h>
+
+/* Both ends start at this PSN (the ATM gateway map's sq_psn and rq_psn). */
+#define RC_PSN		100U
+
+/*
+ * ACK timeout exponent (4.096 us << EXP: 14 is 67 ms) and transport
+ * retries: perftest's defaults, as ibtca-tool's (--timeout, --retry).
+ */
+#define RC_TIMEOUT_DEFAULT	14U
+#define RC_RETRY_DEFAULT	7U
+
+struct rc_path {
+	uint16_t dlid;
+	uint8_t sl;		/* service level, 0-14 */
+	uint8_t timeout;	/* ACK timeout exponent, 0-31 (0: none) */
+	uint8_t retry;		/* transport retries, 0-7 */
+};
+
+/* A CQ with its own completion channel, so a wait can have a deadline. */
+struct rc_cq {
+	struct ibv_comp_channel *channel;
+	struct ibv_cq *cq;
+};
+
+/*
+ * --timeout EXP and --retry N into @path: 1 if @opt is one of them and
+ * @val is good, 0 if @opt is neither, -1 (with a message) for a bad value.
+ */
+int rc_qp_option(struct rc_path *path, const char *opt, const char *val);
+/* The device named @name (NULL: the first), opened; NULL with a message. */
+struct ibv_context *rc_open(const char *name);
+/*
+ * Every int-returning helper below returns 0 or a negative errno value.
+ * rc_wait_port waits up to @secs for port 1 to be active (port events, no
+ * polling).
+ */
+int rc_wait_port(struct ibv_context *ctx, double secs);
+int rc_cq_create(struct ibv_context *ctx, int entries, struct rc_cq *cq);
+/* @qp from RESET to RTS against QP @dest_qpn on @path, PSNs RC_PSN. */
+int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
+	       uint32_t dest_qpn);
+/*
+ * Takes the next completion of @cq into @wc, waiting up to @secs (asleep
+ * on the channel); -ETIMEDOUT if none came.
+ */
+int rc_wait(struct rc_cq *cq, struct ibv_wc *wc, double secs);
+/* "status=... opcode=... byte_len=..." of @wc (a static buffer). */
+const char *rc_wc_str(const struct ibv_wc *wc);
+
+#endif /* IBTCA_VERBS_RC_H */

@@ -1,0 +1,245 @@
+//! The guest tool's C files call one way: no circle of files in
+//! `guest-driver/tools/` through the functions and globals they share
+//! (docs/guest-driver-layout.md, "Include direction").
+//!
+//! A file uses another when it names something the other defines and does
+//! not keep `static`: a function with a body, or a global variable. The
+//! test reads the sources as text (comments, strings, character constants
+//! and preprocessor lines removed, then the top-level items split at `;`
+//! and at the end of each brace-delimited body), so it needs no compiler
+//! and sees what `nm` on the objects would show for plain C.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn guest_driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-driver")
+}
+
+/// `text` without comments, string and character literals (each replaced
+/// by a space, line breaks kept) and without preprocessor lines.
+fn strip(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(c.len());
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i < c.len() && !(c[i] == '*' && c.get(i + 1) == Some(&'/')) {
+                if c[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+            out.push(' ');
+        } else if c[i] == '/' && c.get(i + 1) == Some(&'/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '"' || c[i] == '\'' {
+            let q = c[i];
+            i += 1;
+            while i < c.len() && c[i] != q {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push(' ');
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    // Preprocessor lines, with their continuations.
+    let mut kept = String::with_capacity(out.len());
+    let mut in_directive = false;
+    for line in out.lines() {
+        if in_directive || line.trim_start().starts_with('#') {
+            in_directive = line.trim_end().ends_with('\\');
+            kept.push('\n');
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+        .filter(|w| w.starts_with(|ch: char| ch.is_ascii_alphabetic() || ch == '_'))
+}
+
+/// The last identifier of `head` before its first `(`, `[` or `=`
+/// (the declared name of a function or variable).
+fn declared_name(head: &str) -> Option<String> {
+    let end = head.find(['(', '[', '=']).unwrap_or(head.len());
+    identifiers(&head[..end]).last().map(str::to_string)
+}
+
+/// What a stripped C file defines for other files: non-static functions
+/// with a body and non-static, non-extern global variables.
+fn definitions(code: &str) -> BTreeSet<String> {
+    let mut defs = BTreeSet::new();
+    let mut head = String::new();
+    let mut depth = 0usize;
+    for ch in code.chars() {
+        match ch {
+            '{' => {
+                if depth == 0 {
+                    let h = head.trim();
+                    let is_fn = h.ends_with(')') && !h.contains('=');
+                    let skip = h.starts_with("static") || h.starts_with("typedef");
+                    if is_fn && !skip {
+                        defs.extend(declared_name(h));
+                    }
+                }
+                depth += 1;
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    // A function body ends its item; an initializer or a
+                    // type body continues to the `;`.
+                    let h = head.trim();
+                    if h.ends_with(')') && !h.contains('=') {
+                        head.clear();
+                        continue;
+                    }
+                    head.push_str(" {} ");
+                }
+            }
+            ';' if depth == 0 => {
+                let h = head.trim();
+                let variable = !h.contains('(') || h.find('=') < h.find('(');
+                let skip = ["static", "extern", "typedef", "struct", "union", "enum"]
+                    .iter()
+                    .any(|k| h.starts_with(k) && (*k != "struct" || h.contains("{}")));
+                if variable && !skip && !h.is_empty() {
+                    defs.extend(declared_name(h));
+                }
+                head.clear();
+            }
+            _ if depth == 0 => head.push(ch),
+            _ => {}
+        }
+    }
+    defs
+}
+
+/// For each `.c` file of `dir`: the other files it uses, with one name it
+/// uses from each.
+fn uses(dir: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut code = BTreeMap::new();
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "c") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let text = fs::read_to_string(&path).unwrap();
+            code.insert(name, strip(&text));
+        }
+    }
+    let mut owner = BTreeMap::new();
+    for (file, text) in &code {
+        for d in definitions(text) {
+            owner.entry(d).or_insert_with(|| file.clone());
+        }
+    }
+    code.iter()
+        .map(|(file, text)| {
+            let mut to = BTreeMap::new();
+            for w in identifiers(text) {
+                if let Some(o) = owner.get(w).filter(|o| *o != file) {
+                    to.entry(o.clone()).or_insert_with(|| w.to_string());
+                }
+            }
+            (file.clone(), to)
+        })
+        .collect()
+}
+
+/// Every file that reaches itself again, with the circle it is on.
+fn circles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(f) = stack.pop() {
+            for g in graph.get(&f).into_iter().flat_map(|m| m.keys()) {
+                if seen.insert(g.clone()) {
+                    stack.push(g.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|f| (f, reach(f))).collect();
+    let mut out: BTreeSet<Vec<String>> = BTreeSet::new();
+    for (f, r) in &reached {
+        if r.contains(*f) {
+            let mut comp: Vec<String> = r
+                .iter()
+                .filter(|g| reached.get(g).is_some_and(|rg| rg.contains(*f)))
+                .cloned()
+                .collect();
+            comp.sort();
+            out.insert(comp);
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn guest_tool_files_call_without_a_circle() {
+    let graph = uses(&guest_driver().join("tools"));
+    // The tool's main and its shared helpers are where the reader expects.
+    assert!(
+        graph["ibtca-tool.c"].contains_key("verbs_lib.c"),
+        "{graph:#?}"
+    );
+    assert!(graph["verbs_lib.c"].contains_key("report.c"), "{graph:#?}");
+    assert!(graph["verbs_lib.c"].contains_key("dev.c"), "{graph:#?}");
+    let found = circles(&graph);
+    let mut report = String::new();
+    for comp in &found {
+        report.push_str(&format!("circle: {}\n", comp.join(", ")));
+        for f in comp {
+            for (g, name) in &graph[f] {
+                if comp.contains(g) {
+                    report.push_str(&format!("  {f} uses {g} ({name})\n"));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "guest-driver/tools/:\n{report}");
+}
+
+#[test]
+fn definitions_and_circles_are_read_as_the_compiler_sees_them() {
+    let a = strip(
+        "#include \"b.h\"\n#define M(x) \\\n  b_fn(x)\nint a_count;\nstatic int hidden;\n\
+         const char *a_path = \"/dev/x; b_fn()\";\nstruct s { int f; };\n\
+         static struct s table[] = { { 1 } };\nextern int b_var;\n\
+         int a_fn(int x)\n{\n\tif (x) { return b_fn('}'); }\n\treturn 0;\n}\n\
+         static void a_local(void) { a_fn(0); }\nint a_arr[2] = { 1, 2 };\n",
+    );
+    let defs: Vec<String> = definitions(&a).into_iter().collect();
+    assert_eq!(defs, ["a_arr", "a_count", "a_fn", "a_path"]);
+    let graph: BTreeMap<String, BTreeMap<String, String>> = [
+        ("a.c", vec![("b.c", "b_fn")]),
+        ("b.c", vec![("c.c", "c_fn")]),
+        ("c.c", vec![("a.c", "a_count")]),
+        ("d.c", vec![("a.c", "a_fn")]),
+    ]
+    .into_iter()
+    .map(|(f, to)| {
+        let to = to
+            .into_iter()
+            .map(|(g, n)| (g.to_string(), n.to_string()))
+            .collect();
+        (f.to_string(), to)
+    })
+    .collect();
+    assert_eq!(circles(&graph), [["a.c", "b.c", "c.c"]]);
+}

@@ -78,13 +78,25 @@ fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> R
             .get(s)
             .map(|x| x.name.as_str())
             .unwrap_or_default();
-        let line = if what == "down" || what == "up" {
-            format!("{what} {p}")
-        } else {
-            what.replace("{port}", &p.to_string())
+        let hosted = fabric::hive_plan::hosted_in(run_dir).has(name);
+        let (socket, line) = match (hosted, what == "down" || what == "up") {
+            // A hosted switch's wires are the hive's (docs/hive.md).
+            (true, true) => (
+                fabric::hive_plan::hive_control_file(run_dir),
+                format!("link {name} {p} {what}"),
+            ),
+            (true, false) => {
+                return Err(format!(
+                    "{name} is hosted in the hive, which has no faults or delays (up --process-per-node)"
+                ))
+            }
+            (false, true) => (launch::switch_control_path(run_dir, name), format!("{what} {p}")),
+            (false, false) => (
+                launch::switch_control_path(run_dir, name),
+                what.replace("{port}", &p.to_string()),
+            ),
         };
-        let reply = control::request(&launch::switch_control_path(run_dir, name), &line)
-            .map_err(|e| format!("{name}: {e}"))?;
+        let reply = control::request(&socket, &line).map_err(|e| format!("{name}: {e}"))?;
         out!("{name}: {reply}");
         if !reply.starts_with("ok") {
             return Err(format!("{name} refused `{line}`"));
@@ -307,6 +319,10 @@ fn run(args: Args) -> Result<(), Failure> {
                         .map_err(|e| e.to_string())?;
                 if let Some(sm) = &plan.sm {
                     plans.retain(|g| sm.boots_guest(&g.node, &run, all_guests));
+                } else if net && !all_guests {
+                    // A net file's nodes are guestless but for those
+                    // `--run` gives commands.
+                    plans.retain(|g| run.iter().any(|r| r.starts_with(&format!("{}=", g.node))));
                 }
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;

@@ -21,13 +21,12 @@
 //! `infiniband-diags` and `libumad2sim0` on the host
 //! (`scripts/host-tools.sh`); `scripts/test.sh` runs it.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ibtca_tests::console::{client, tagged, tagged_lines, wait_for};
 use ibtca_tests::guest_fabric::GuestFabric;
-use ibtca_tests::host_sm::UMAD2SIM;
+use ibtca_tests::host_sm::{route, route_until, HostSm};
 use ibtca_tests::launcher::{fabric, fabric_ok, text};
 use ibtca_tests::vm::VmStack;
 use serde_json::Value;
@@ -48,51 +47,6 @@ const LAT: &str = "ib_write_lat -d ibtca0 -s 8 -n 300";
 /// the guests boot).
 const ACTIVE: &str = "until grep -q ACTIVE /sys/class/infiniband/ibtca0/ports/1/state; \
                       do sleep 1; done";
-
-/// The host's OpenSM, stopped when dropped.
-struct HostSm(Child);
-
-impl Drop for HostSm {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `ibtracert -G` from the writer to the target through the host port
-/// `sock`: the switches on the route, each with the port the route leaves
-/// it by; `None` if ibtracert failed (the SM is sweeping).
-fn route(sock: &str, cwd: &Path) -> Option<Vec<(String, u64)>> {
-    let out = Command::new("ibtracert")
-        .args(["-G", WRITER_GUID, TARGET_GUID])
-        .env("LD_PRELOAD", UMAD2SIM)
-        .env("IBSIM_SOCKNAME", sock)
-        .current_dir(cwd)
-        .output()
-        .expect("run ibtracert");
-    if !out.status.success() {
-        return None;
-    }
-    // [1] -> switch port {0x0000000002000101}[1] lid 2-2 "leaf 1-1"
-    // [4] -> switch port {0x0000000003000102}[1] lid 5-5 "agg 1-2"
-    // ...
-    // [2] -> ca port {0x0000000100040405}[1] lid 9-9 "host 2-2-2"
-    let hops: Vec<(u64, bool, String)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(" -> "))
-        .map(|l| {
-            let port = l[1..l.find(']').unwrap()].parse().unwrap();
-            let name = l.split('"').nth(1).unwrap().replace(' ', "");
-            (port, l.contains("-> switch port"), name)
-        })
-        .collect();
-    let switches = hops
-        .windows(2)
-        .filter(|w| w[0].1)
-        .map(|w| (w[0].2.clone(), w[1].0))
-        .collect();
-    Some(switches)
-}
 
 /// Every port's counters, `stats --json`.
 fn stats(run: &str) -> Vec<Value> {
@@ -176,16 +130,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         &extra,
     );
     let run = fab.run_dir();
-    let _sm = HostSm(
-        Command::new("opensm")
-            .args(["-f", &fab.dir.join("opensm.log").display().to_string()])
-            .env("LD_PRELOAD", UMAD2SIM)
-            .env("IBSIM_SOCKNAME", &sock)
-            .current_dir(&fab.dir.0)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start opensm"),
-    );
+    let _sm = HostSm::start(&sock, &fab.dir.join("opensm.log"), &fab.dir.0);
 
     // Five switches between the edges, on the SM's routes, carried the
     // bytes the writer wrote.
@@ -202,7 +147,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         "LAT: {:?}",
         lat.iter().find(|l| l.trim_start().starts_with("8 "))
     );
-    let before = route(&sock, &fab.dir.0).expect("ibtracert");
+    let before = route(&sock, &fab.dir.0, WRITER_GUID, TARGET_GUID).expect("ibtracert");
     let kinds: Vec<String> = before
         .iter()
         .map(|(n, _)| {
@@ -231,18 +176,12 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         &format!("{leaf}:{uplink}"),
         "down",
     ]);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let after = loop {
-        match route(&sock, &fab.dir.0) {
-            Some(r) if r.len() == 5 && r[0] != before[0] => break r,
-            _ => {}
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no new route after the link went down"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let after = route_until(
+        (&sock, &fab.dir.0),
+        (WRITER_GUID, TARGET_GUID),
+        Duration::from_secs(300),
+        |r| r.len() == 5 && r[0] != before[0],
+    );
     eprintln!("route before: {before:?}\nroute after: {after:?}");
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
     let ports = stats(&run);

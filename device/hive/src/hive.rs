@@ -496,7 +496,7 @@ impl Hive {
     fn execute(&mut self, line: &str) -> String {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words[..] {
-            ["inspect"] => format!("ok {}", self.inspect_json()),
+            ["inspect"] => self.inspect_reply(),
             ["link", node, port, action @ ("down" | "up")] => {
                 match self.set_link(node, port, action == "up") {
                     Ok(()) => "ok".to_owned(),
@@ -546,37 +546,45 @@ impl Hive {
         Ok(())
     }
 
-    /// Every hosted node's ports, states and counters ([`crate::report`]).
-    pub fn inspect_json(&self) -> serde_json::Value {
-        let nodes: Vec<serde_json::Value> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                let name = &self.node_names[i];
-                let up = self.up[i].first().copied().unwrap_or(false);
-                match node {
-                    Node::Switch(sw, _) => crate::report::switch_json(name, sw),
-                    Node::Ca(ca) => crate::report::ca_json(
-                        name,
-                        ca.guid(),
-                        (ca.lid(), ca.state()),
-                        up,
-                        &ca.totals(),
-                        Some(&ca.trap_counts()),
-                    ),
-                    Node::Sim(sim) => crate::report::ca_json(
-                        name,
-                        sim.guid(),
-                        sim.lid_and_state(),
-                        up,
-                        &sim.totals(),
-                        None,
-                    ),
-                }
-            })
-            .collect();
-        serde_json::json!({ "nodes": nodes })
+    /// The `inspect` reply: every hosted node's ports, states and counters
+    /// ([`crate::report`]), `{"nodes":[...]}`, written node by node (at
+    /// 11,664 CAs the whole answer as one JSON tree took hundreds of MB
+    /// and held the loop for seconds; one node's tree is small).
+    pub fn inspect_reply(&self) -> String {
+        let mut out = String::from("ok {\"nodes\":[");
+        for i in 0..self.nodes.len() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&self.node_json(i).to_string());
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// Hosted node `i`'s ports, states and counters ([`crate::report`]).
+    pub fn node_json(&self, i: usize) -> serde_json::Value {
+        let name = &self.node_names[i];
+        let up = self.up[i].first().copied().unwrap_or(false);
+        match &self.nodes[i] {
+            Node::Switch(sw, _) => crate::report::switch_json(name, sw),
+            Node::Ca(ca) => crate::report::ca_json(
+                name,
+                ca.guid(),
+                (ca.lid(), ca.state()),
+                up,
+                &ca.totals(),
+                Some(&ca.trap_counts()),
+            ),
+            Node::Sim(sim) => crate::report::ca_json(
+                name,
+                sim.guid(),
+                sim.lid_and_state(),
+                up,
+                &sim.totals(),
+                None,
+            ),
+        }
     }
 
     /// Rewrites the status file if a link changed since the last write.

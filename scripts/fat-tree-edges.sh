@@ -86,7 +86,7 @@ t0=$(date +%s.%N)
 	--run-vm "$root/scripts/run-vm.sh" --guest-timeout 900 "${args[@]}" >"$work/up.log" 2>&1 ||
 	{ cat "$work/up.log" >&2; exit 1; }
 printf 'up (fabric and three guests started): %.1f s\n' "$(echo "$(date +%s.%N) - $t0" | bc)"
-(cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM exec opensm -f "$work/opensm.log" >/dev/null 2>&1) &
+(cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM exec opensm -d2 -f "$work/opensm.log" >/dev/null 2>&1) &
 sm=$!
 
 # Waits (at most $2 seconds, a hang guard) until the writer's console
@@ -98,9 +98,9 @@ wait_console() {
 		sleep 0.5
 	done
 }
-trace() { (cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM ibtracert -G "$wguid" "$fguid" 2>/dev/null); }
+trace() { (cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM timeout 10 ibtracert -G "$wguid" "$fguid" 2>/dev/null); }
 wait_console 'EDGES phase1' 600
-# OpenSM's log is buffered: its first sweep is read once the guests ran.
+# OpenSM flushes its log line by line (-d2): its first sweep.
 log_time() { awk '{ split($3, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] + $4 / 1e6; exit }'; }
 d0=$(grep -m1 'Entering DISCOVERING state' "$work/opensm.log" | log_time || true)
 d1=$(grep -m1 'SUBNET UP' "$work/opensm.log" | log_time || true)

@@ -136,8 +136,10 @@ impl Drop for HostSm {
 /// the route leaves it by; `None` while ibtracert fails (the SM has not
 /// routed it yet, or is sweeping).
 pub fn route(sock: &str, cwd: &Path, from: &str, to: &str) -> Option<Vec<(String, u64)>> {
-    let out = Command::new("ibtracert")
-        .args(["-G", from, to])
+    // `timeout`: an ibtracert that gets no answer is tried again, not
+    // waited for.
+    let out = Command::new("timeout")
+        .args(["10", "ibtracert", "-G", from, to])
         .env("LD_PRELOAD", UMAD2SIM)
         .env("IBSIM_SOCKNAME", sock)
         .current_dir(cwd)

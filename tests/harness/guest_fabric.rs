@@ -26,9 +26,21 @@ impl GuestFabric {
     /// runs `ibtca-fabric up TOPOLOGY --run-dir RUN --guests` with `extra`
     /// options after the stack's own; panics if `up` fails.
     pub fn up(stack: &VmStack, tag: &str, topology: &str, extra: &[String]) -> Self {
+        Self::up_file(stack, tag, ("topology.json", topology), extra)
+    }
+
+    /// As [`GuestFabric::up`] with `net`, a net file (`up --net`, docs/net-files.md):
+    /// its nodes boot a guest only where `extra`'s `--run` gives commands.
+    pub fn up_net(stack: &VmStack, tag: &str, net: &str, extra: &[String]) -> Self {
+        let mut args = vec!["--net".to_owned()];
+        args.extend_from_slice(extra);
+        Self::up_file(stack, tag, ("fabric.net", net), &args)
+    }
+
+    fn up_file(stack: &VmStack, tag: &str, (name, text): (&str, &str), extra: &[String]) -> Self {
         let dir = stack.scratch(tag);
-        let topo = dir.join("topology.json");
-        std::fs::write(&topo, topology).unwrap();
+        let topo = dir.join(name);
+        std::fs::write(&topo, text).unwrap();
         let run = dir.join("run");
         let down = Down(run.clone());
         let mut args = stack.guests_up(&topo.display().to_string(), &run.display().to_string());

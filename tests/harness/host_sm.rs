@@ -102,3 +102,91 @@ pub fn need(tool: &str) {
         || Path::new("/usr/sbin").join(tool).exists();
     assert!(found, "{tool} missing: scripts/host-tools.sh installs it");
 }
+
+/// The host's OpenSM, kept running (it sweeps again on a trap), stopped
+/// when dropped.
+pub struct HostSm(std::process::Child);
+
+impl HostSm {
+    /// Starts `opensm` on the port named `sock`, logging to `log`, in
+    /// `cwd` (where libumad2sim makes its sysfs).
+    pub fn start(sock: &str, log: &Path, cwd: &Path) -> HostSm {
+        let sm = Command::new("opensm")
+            .args(["-f", &log.display().to_string()])
+            .env("LD_PRELOAD", UMAD2SIM)
+            .env("IBSIM_SOCKNAME", sock)
+            .current_dir(cwd)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start opensm");
+        HostSm(sm)
+    }
+}
+
+impl Drop for HostSm {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `ibtracert -G FROM TO` (port GUIDs) through the port `sock`: the
+/// switches on the route, by NodeDescription without spaces (`"leaf 1-1"`
+/// is `leaf1-1`, the name `fat-tree-net.sh` gives it), each with the port
+/// the route leaves it by; `None` while ibtracert fails (the SM has not
+/// routed it yet, or is sweeping).
+pub fn route(sock: &str, cwd: &Path, from: &str, to: &str) -> Option<Vec<(String, u64)>> {
+    // `timeout`: an ibtracert that gets no answer is tried again, not
+    // waited for.
+    let out = Command::new("timeout")
+        .args(["10", "ibtracert", "-G", from, to])
+        .env("LD_PRELOAD", UMAD2SIM)
+        .env("IBSIM_SOCKNAME", sock)
+        .current_dir(cwd)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run ibtracert");
+    if !out.status.success() {
+        return None;
+    }
+    // [1] -> switch port {0x0000000002000101}[1] lid 2-2 "leaf 1-1"
+    // [4] -> switch port {0x0000000003000102}[1] lid 5-5 "agg 1-2"
+    // ...
+    // [2] -> ca port {0x0000000100040405}[1] lid 9-9 "host 2-2-2"
+    let hops: Vec<(u64, bool, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" -> "))
+        .map(|l| {
+            let port = l[1..l.find(']').unwrap()].parse().unwrap();
+            let name = l.split('"').nth(1).unwrap().replace(' ', "");
+            (port, l.contains("-> switch port"), name)
+        })
+        .collect();
+    let switches = hops
+        .windows(2)
+        .filter(|w| w[0].1)
+        .map(|w| (w[0].2.clone(), w[1].0))
+        .collect();
+    Some(switches)
+}
+
+/// Polls [`route`] until `want` holds of a route; panics after `guard`
+/// (a hang guard, not a timing bound).
+pub fn route_until(
+    (sock, cwd): (&str, &Path),
+    (from, to): (&str, &str),
+    guard: Duration,
+    want: impl Fn(&[(String, u64)]) -> bool,
+) -> Vec<(String, u64)> {
+    let deadline = Instant::now() + guard;
+    loop {
+        if let Some(r) = route(sock, cwd, from, to).filter(|r| want(r)) {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no such route {from} -> {to} in {guard:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -8,6 +8,14 @@
 //! the host's `opensm -o`, gives an `ibnetdiscover` listing the same links
 //! between the same GUIDs as ibsim's.
 //!
+//! A link failed at run time: on the radix-4, 2-pod tree in one hive, the
+//! host's OpenSM (kept running) routes CA 1-1-1 to CA 2-2-2 through five
+//! switches; `ibtca-fabric link leaf1-1:P down` on the route's first
+//! uplink (the hive's control socket) takes it down at both ends, the
+//! switches' trap 128 makes OpenSM route around it (`ibtracert`: another
+//! five-switch route), and `link ... up` brings it back Active (OpenSM
+//! sweeps again). Faults are refused on a hosted switch.
+//!
 //! Needs `opensm`, `infiniband-diags`, `libumad2sim0` and `ibsim-utils` on
 //! the host (scripts/host-tools.sh installs them).
 
@@ -16,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ibtca_tests::host_sm::{fabric_of, ibnetdiscover, need, opensm_once, UMAD2SIM};
+use ibtca_tests::host_sm::{
+    fabric_of, ibnetdiscover, need, opensm_once, route, route_until, HostSm, UMAD2SIM,
+};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::TempDir;
 use serde_json::Value;
@@ -32,10 +42,14 @@ const SWITCHES: usize = PODS * RADIX + (RADIX / 2) * (RADIX / 2);
 const LINKS: usize = 3 * CAS;
 
 fn net_file(dir: &Path) -> PathBuf {
+    net_file_of(dir, PODS)
+}
+
+fn net_file_of(dir: &Path, pods: usize) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fat-tree-net.sh");
     let out = Command::new("bash")
         .arg(script)
-        .args([RADIX.to_string(), PODS.to_string()])
+        .args([RADIX.to_string(), pods.to_string()])
         .output()
         .unwrap();
     assert!(out.status.success(), "fat-tree-net.sh: {}", text(&out));
@@ -124,4 +138,82 @@ fn a_three_level_fat_tree_loads_in_ibsim_and_ibtca_as_the_same_fabric() {
 fn exes(run: &Path) -> Vec<String> {
     let state = ibtca_fabric::state::State::load(run).unwrap().unwrap();
     state.processes.into_iter().map(|p| p.exe).collect()
+}
+
+/// Whether `node`'s `port` is up and Active in `stats --json` of `run`.
+fn active(run: &str, node: &str, port: u64) -> bool {
+    let out = fabric(&["stats", "--json", "--run-dir", run]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["ports"].as_array().unwrap().iter().any(|p| {
+        p["name"] == node && p["port"] == port && p["up"] == true && p["state"] == "Active"
+    })
+}
+
+#[test]
+fn a_link_failed_in_the_hive_is_routed_around_by_the_hosts_opensm() {
+    for tool in ["opensm", "ibtracert"] {
+        need(tool);
+    }
+    let dir = TempDir::new("fat-tree-reroute");
+    let file = net_file_of(&dir.0, 2);
+    let run = dir.join("run");
+    let r = run.display().to_string();
+    let _down = Down(run.clone());
+    let sock = format!("ibtca-ft-reroute-{}", std::process::id());
+    let out = fabric(&[
+        "up",
+        "--net",
+        &file.display().to_string(),
+        "--run-dir",
+        &r,
+        "--sim-port",
+        &format!("ca1-2-1={sock}"),
+    ]);
+    assert!(out.status.success(), "up --net: {}", text(&out));
+    let _sm = HostSm::start(&sock, &dir.join("opensm.log"), &dir.0);
+    // CA 1-1-1 to CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
+    let ends = ("0x100020203", "0x100040405");
+    let at = (sock.as_str(), dir.0.as_path());
+    let guard = Duration::from_secs(120);
+    let before = route_until(at, ends, guard, |r| r.len() == 5);
+    let (leaf, uplink) = before[0].clone();
+    assert_eq!(leaf, "leaf1-1", "{before:?}");
+
+    let refused = fabric(&[
+        "link",
+        "--run-dir",
+        &r,
+        &format!("{leaf}:{uplink}"),
+        "faults",
+        "drop:10",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("hosted in the hive"),
+        "{}",
+        text(&refused)
+    );
+
+    let end = format!("{leaf}:{uplink}");
+    let out = fabric(&["link", "--run-dir", &r, &end, "down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let after = route_until(at, ends, guard, |r| r.len() == 5 && r[0] != before[0]);
+    assert_eq!(after[0].0, "leaf1-1", "{after:?}");
+    assert!(!active(&r, &leaf, uplink));
+    // The peer's end went down with it (leaf I is on port I of each agg
+    // of its pod).
+    assert!(!active(&r, &before[1].0, 1));
+
+    let out = fabric(&["link", "--run-dir", &r, &end, "up"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let deadline = std::time::Instant::now() + guard;
+    while !active(&r, &leaf, uplink) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{end} not Active again"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(route(&sock, &dir.0, ends.0, ends.1).is_some_and(|r| r.len() == 5));
 }

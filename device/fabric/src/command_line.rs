@@ -171,8 +171,8 @@ pub(crate) enum Cmd {
         /// that fails ends the node's commands.
         #[arg(long = "run", value_name = "NODE=COMMAND", requires = "guests")]
         run: Vec<String>,
-        /// With an SM in the file (`"sm"`), boot every node's guest, not
-        /// only the SM node's and those `--run` gives commands.
+        /// With an SM in the file (`"sm"`) or `--net`, boot every node's
+        /// guest, not only the SM node's and those `--run` gives commands.
         #[arg(long, requires = "guests")]
         all_guests: bool,
         /// Mount host directory DIR at /share in every guest (virtio-9p,

@@ -92,6 +92,19 @@ pub fn own_process_reason(sw: &SwitchPlan) -> Option<&'static str> {
     }
 }
 
+/// The nodes the running fabric's hive hosts: the names in its hive file
+/// (none without one).
+pub fn hosted_in(run_dir: &Path) -> Hosted {
+    let text = std::fs::read_to_string(hive_file(run_dir)).unwrap_or_default();
+    let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let names = ["switches", "cas"]
+        .iter()
+        .filter_map(|k| file.get(k)?.as_array())
+        .flatten()
+        .filter_map(|n| Some(n.get("name")?.as_str()?.to_owned()));
+    Hosted(names.collect())
+}
+
 /// The hive file in the run directory.
 pub fn hive_file(run_dir: &Path) -> PathBuf {
     run_dir.join("hive.json")

@@ -16,12 +16,11 @@ macro_rules! out {
 use ibtca_cli as cli;
 use ibtca_fabric::guest_run::{self, Outcome};
 use ibtca_fabric::own_kernel::{self, KernelSource, OwnKernelError};
-use ibtca_fabric::{
-    self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu, End, Plan,
-};
+use ibtca_fabric::{self as fabric, graph, guest_extras, inspect, launch, port_stats, qemu};
 use ibtca_switch::control;
 
 mod command_line;
+mod link_command;
 mod loading;
 use command_line::{Args, Cmd};
 use loading::{import, load, load_host, running_plan, warn};
@@ -31,66 +30,6 @@ fn bin_dir() -> Result<PathBuf, String> {
     exe.parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| "this binary has no directory".to_owned())
-}
-
-fn resolve(plan: &Plan, text: &str) -> Option<End> {
-    match text.split_once(':') {
-        Some((name, port)) => {
-            let s = plan.switches.iter().position(|s| s.name == name)?;
-            Some(End::Switch(s, port.parse().ok()?))
-        }
-        None => plan
-            .nodes
-            .iter()
-            .position(|n| n.name == text)
-            .map(End::Node),
-    }
-}
-
-fn link_command(run_dir: &Path, end: &str, action: &str, arg: Option<&str>) -> Result<(), String> {
-    let plan = running_plan(run_dir)?;
-    let want =
-        resolve(&plan, end).ok_or_else(|| format!("`{end}` names no node or switch port"))?;
-    let &(a, b) = plan
-        .links
-        .iter()
-        .find(|(a, b)| *a == want || *b == want)
-        .ok_or_else(|| format!("no link has the end `{end}`"))?;
-    let ends: Vec<(usize, u8)> = [a, b]
-        .into_iter()
-        .filter_map(|e| match e {
-            End::Switch(s, p) => Some((s, p)),
-            End::Node(_) => None,
-        })
-        .collect();
-    let (targets, what): (&[(usize, u8)], String) = match (action, arg) {
-        ("down" | "up", None) => (ends.get(..1).unwrap_or_default(), action.to_owned()),
-        ("faults", Some(spec)) => (&ends, format!("faults {{port}} {spec}")),
-        ("delay", Some(us)) => (&ends, format!("delay {{port}} {us}")),
-        _ => return Err("action: down | up | faults SPEC|none | delay US".into()),
-    };
-    if targets.is_empty() {
-        return Err(format!("the link of `{end}` has no switch end to act on"));
-    }
-    for &(s, p) in targets {
-        let name = plan
-            .switches
-            .get(s)
-            .map(|x| x.name.as_str())
-            .unwrap_or_default();
-        let line = if what == "down" || what == "up" {
-            format!("{what} {p}")
-        } else {
-            what.replace("{port}", &p.to_string())
-        };
-        let reply = control::request(&launch::switch_control_path(run_dir, name), &line)
-            .map_err(|e| format!("{name}: {e}"))?;
-        out!("{name}: {reply}");
-        if !reply.starts_with("ok") {
-            return Err(format!("{name} refused `{line}`"));
-        }
-    }
-    Ok(())
 }
 
 fn stats_command(run_dir: &Path, json: bool, watch: Option<u64>) -> Result<(), String> {
@@ -307,6 +246,10 @@ fn run(args: Args) -> Result<(), Failure> {
                         .map_err(|e| e.to_string())?;
                 if let Some(sm) = &plan.sm {
                     plans.retain(|g| sm.boots_guest(&g.node, &run, all_guests));
+                } else if net && !all_guests {
+                    // A net file's nodes are guestless but for those
+                    // `--run` gives commands.
+                    plans.retain(|g| run.iter().any(|r| r.starts_with(&format!("{}=", g.node))));
                 }
                 let run_vm = fabric::guests::find_run_vm(run_vm.as_deref(), &bin_dir()?)
                     .map_err(|e| e.to_string())?;
@@ -472,7 +415,12 @@ fn run(args: Args) -> Result<(), Failure> {
             end,
             action,
             arg,
-        } => Ok(link_command(&run_dir, &end, &action, arg.as_deref())?),
+        } => Ok(link_command::link_command(
+            &run_dir,
+            &end,
+            &action,
+            arg.as_deref(),
+        )?),
         Cmd::Stats {
             run_dir,
             json,

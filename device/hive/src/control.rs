@@ -6,6 +6,9 @@
 //! ```text
 //! inspect   ok {"nodes":[{"name","kind","guid","lid","sm_lid","traps",
 //!           "ports":[{"port","up","state","counters":{"PortXmitData":N,...}}]}]}
+//! link NODE PORT down|up
+//!           ok   (the in-memory wire at NODE's PORT: both ends see the
+//!                link go down, or come up again)
 //! ```
 //!
 //! A client cannot stall the hive: the listening socket and every

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# ib_write_bw and ib_write_lat between guests at opposite edges of a
+# three-level fat tree (five switch hops), against the same writer and a
+# guest on its own leaf switch (one hop), in one fabric, one boot; then
+# the far route's first uplink failed at run time, OpenSM's reroute timed,
+# and ib_write_bw again on the new route (docs/host-sm.md, "Guests at the
+# edges").
+#
+#   scripts/fat-tree-edges.sh [RADIX PODS] [RUN_DIR]   # as root, after
+#                                                      # cargo build --release
+#
+# Default RADIX 36, PODS 4: the 1,296-CA tree of 180 switches
+# (scripts/fat-tree-net.sh). `ibtca-fabric up --net` hosts every switch
+# and guestless CA in one ibtca-hive and the three guests' CAs as
+# ibtca-devices: the writer ca1-1-1 (pod 1, leaf 1-1), the near target
+# ca1-1-2 (the same leaf) and the far target caPODS-H-H (H = RADIX/2: the
+# last pod's last leaf); the host's OpenSM (libumad2sim) sweeps through
+# the host port ca1-2-1. Prints
+#   sweep      OpenSM's DISCOVERING -> SUBNET UP (its log);
+#   route      ibtracert writer -> far target: the switches and ports;
+#   NEAR/FAR   each client's ib_write_bw (64 KiB, -D 3) and ib_write_lat
+#              (8 B, -n 1000) result line;
+#   reroute    seconds from `ibtca-fabric link ... down` on the far
+#              route's first uplink until ibtracert shows another route;
+#   REROUTED   ib_write_bw on that route.
+# Consoles stay in RUN_DIR (default $IBTCA_CACHE/chroot/tmp/fat-tree-edges).
+# Needs opensm, infiniband-diags and libumad2sim0 (scripts/host-tools.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
+C=$(readlink -f "$CACHE/chroot")
+GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
+FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
+UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+radix=36 pods=4
+if [ $# -ge 2 ]; then radix=$1 pods=$2; shift 2; fi
+RUN=${1:-$C/tmp/fat-tree-edges}
+case "$(readlink -m "$RUN")/" in
+"$C"/*) ;;
+*) echo "the run directory must be inside the VM stack's chroot $C, not $RUN" >&2; exit 2 ;;
+esac
+[ -x "$FABRIC" ] || { echo "no $FABRIC: cargo build --release (or set IBTCA_FABRIC)" >&2; exit 1; }
+for t in opensm ibtracert; do
+	command -v "$t" >/dev/null || { echo "$t missing: scripts/host-tools.sh" >&2; exit 1; }
+done
+h=$((radix / 2))
+writer=ca1-1-1 near=ca1-1-2 far=ca$pods-$h-$h host=ca1-2-1
+# Port GUIDs (fat-tree-net.sh: CA P-I-C's node GUID is
+# 0x100000000 + ((P*256+I)*256+C)*2, its port's one more).
+guid() { printf '0x%x' $((0x100000000 + (($1 * 256 + $2) * 256 + $3) * 2 + 1)); }
+wguid=$(guid 1 1 1) fguid=$(guid "$pods" "$h" "$h")
+sock=fat-tree-edges-$$
+work=$(mktemp -d "$C/tmp/fat-tree-edges.XXXXXX")
+sm=
+cleanup() {
+	[ -z "$sm" ] || kill "$sm" 2>/dev/null || true
+	"$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+bash "$root/scripts/fat-tree-net.sh" "$radix" "$pods" >"$work/fat-tree.net"
+
+BW="ib_write_bw -d ibtca0 -s 65536 -D 3"
+LAT="ib_write_lat -d ibtca0 -s 8 -n 1000"
+active='until grep -q ACTIVE /sys/class/infiniband/ibtca0/ports/1/state; do sleep 1; done'
+# A client run: retried until its server answers; its result line tagged.
+client() { # TAG PERFTEST TARGET
+	echo "$writer=for i in \$(seq 300); do $2 $3 >/tmp/o 2>&1 && break; grep -q 'remote address' /tmp/o && break; sleep 1; done; \
+grep -A1 '#bytes' /tmp/o | tail -n 1 | sed 's/^/$1 /'"
+}
+args=(--run "$near=$active" --run "$near=$BW >/dev/null 2>&1" --run "$near=$LAT >/dev/null 2>&1"
+	--run "$far=$active" --run "$far=$BW >/dev/null 2>&1" --run "$far=$LAT >/dev/null 2>&1"
+	--run "$far=$BW >/dev/null 2>&1"
+	--run "$writer=$active"
+	--run "$(client NEAR_BW "$BW" "$near")" --run "$(client NEAR_LAT "$LAT" "$near")"
+	--run "$(client FAR_BW "$BW" "$far")" --run "$(client FAR_LAT "$LAT" "$far")"
+	--run "$writer=echo EDGES phase1; until [ -e /ibtca/go ]; do sleep 1; done"
+	--run "$(client REROUTED_BW "$BW" "$far")" --run "$writer=echo EDGES done")
+
+echo "fat tree radix $radix, $pods pods: $(grep -c '^Ca' "$work/fat-tree.net") CAs, $(grep -c '^Switch' "$work/fat-tree.net") switches; writer $writer, near $near, far $far; load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true
+rm -rf "$RUN"
+t0=$(date +%s.%N)
+"$FABRIC" up --net "$work/fat-tree.net" --run-dir "$RUN" --timeout 600 --sim-port "$host=$sock" \
+	--guests --kernel "$GUEST/vmlinuz" --initrd "$GUEST/initramfs.cpio.gz" \
+	--run-vm "$root/scripts/run-vm.sh" --guest-timeout 900 "${args[@]}" >"$work/up.log" 2>&1 ||
+	{ cat "$work/up.log" >&2; exit 1; }
+printf 'up (fabric and three guests started): %.1f s\n' "$(echo "$(date +%s.%N) - $t0" | bc)"
+(cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM exec opensm -d2 -f "$work/opensm.log" >/dev/null 2>&1) &
+sm=$!
+
+# Waits (at most $2 seconds, a hang guard) until the writer's console
+# has line $1.
+wait_console() {
+	local end=$((SECONDS + $2))
+	until grep -aq "$1" "$RUN/$writer.console" 2>/dev/null; do
+		[ "$SECONDS" -lt "$end" ] || { echo "no $1 in $RUN/$writer.console" >&2; tail -20 "$RUN/$writer.console" >&2; exit 1; }
+		sleep 0.5
+	done
+}
+trace() { (cd "$work" && IBSIM_SOCKNAME=$sock LD_PRELOAD=$UMAD2SIM timeout 10 ibtracert -G "$wguid" "$fguid" 2>/dev/null); }
+wait_console 'EDGES phase1' 600
+# OpenSM flushes its log line by line (-d2): its first sweep.
+log_time() { awk '{ split($3, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] + $4 / 1e6; exit }'; }
+d0=$(grep -m1 'Entering DISCOVERING state' "$work/opensm.log" | log_time || true)
+d1=$(grep -m1 'SUBNET UP' "$work/opensm.log" | log_time || true)
+[ -z "$d0" ] || [ -z "$d1" ] || awk -v a="$d0" -v b="$d1" 'BEGIN { printf "sweep %.2f s\n", b - a }'
+route=$(trace)
+echo "route $writer -> $far:"
+sed 's/^/  /' <<<"$route"
+hops=$(grep -c -- '-> switch port' <<<"$route")
+echo "switches on the route: $hops"
+grep -a -E '^(NEAR|FAR)_' "$RUN/$writer.console" | tr -d '\r'
+
+# Fail the far route's first uplink (the port leaf 1-1 sends it out of).
+uplink=$(sed -n 3p <<<"$route" | sed 's/^\[\([0-9]*\)\].*/\1/')
+"$FABRIC" link --run-dir "$RUN" "leaf1-1:$uplink" down
+t0=$(date +%s.%N)
+end=$((SECONDS + 120))
+until new=$(trace) && [ "$(grep -c -- '-> switch port' <<<"$new")" = "$hops" ] &&
+	[ "$(sed -n 3p <<<"$new" | sed 's/^\[\([0-9]*\)\].*/\1/')" != "$uplink" ]; do
+	[ "$SECONDS" -lt "$end" ] || { echo "no new route within 120 s" >&2; exit 1; }
+	sleep 0.1
+done
+printf 'reroute after leaf1-1:%s down: %.2f s\n' "$uplink" "$(echo "$(date +%s.%N) - $t0" | bc)"
+sed 's/^/  /' <<<"$new"
+: >"$RUN/$writer.guest/go"
+wait_console 'EDGES done' 300
+grep -a '^REROUTED_' "$RUN/$writer.console" | tr -d '\r'
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

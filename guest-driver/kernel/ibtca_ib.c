@@ -467,6 +467,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	/* A device without larger receive strides reports 0 there. */
 	ib->max_recv_sge = ext.max_recv_sge ?: ib->attr.max_sge;
 	ib->max_qp_init_rd_atom = ext.max_qp_init_rd_atom;
+	/* User QPs of a provider that lays out strides take them all. */
+	ib->max_send_sge = ib->attr.max_sge;
 	/*
 	 * Kernel consumers are offered the 128-byte send WQE's SGEs: the
 	 * larger send strides are exercised by the no-VM tests only, and IPoIB,

@@ -28,9 +28,9 @@
 //! Every step prints its wall time (`STEP` lines) and the test prints
 //! them as a timeline.
 //!
-//! UCX asks every send queue for 5 scatter-gather entries by default;
-//! ibtca's WQEs carry 4 (`max_sge` in `ibv_devinfo`), so the guests run
-//! UCX with `UCX_IB_TX_MIN_SGE=3` (UD adds one for its header).
+//! UCX asks every send queue for 5 scatter-gather entries by default
+//! (UD adds one for its header); the provider sizes its WQEs to hold them,
+//! so UCX runs with its defaults.
 //!
 //! Guests wait on events (the port Active, files in the share, a server
 //! answering), never a fixed sleep. Needs the VM stack, root and the
@@ -57,9 +57,8 @@ const TOPOLOGY: &str = r#"{
                           "libopenmpi-dev", "openssh-server", "openssh-client"] }
 }"#;
 
-/// What every UCX run in the guests is given: the IB port, and at most 3
-/// (RC) or 4 (UD) send SGEs of the device's 4.
-const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1 UCX_IB_TX_MIN_SGE=3";
+/// What every UCX run in the guests is given: the IB port.
+const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1";
 
 /// Ranks of the MPI job (one per guest) and the length of the vector of
 /// 64-bit integers the fixture reduces (4 MiB: UCX's rendezvous path).
@@ -219,7 +218,7 @@ fn n1_commands() -> Vec<String> {
             "HOME=/root mpirun --allow-run-as-root --host n1,n2,n3 -np {RANKS} \
              --prtemca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
              --mca pml ucx -x UCX_TLS=self,rc_verbs,ud_verbs:aux \
-             -x UCX_NET_DEVICES=ibtca0:1 -x UCX_IB_TX_MIN_SGE=3 -x UCX_PROTO_INFO=y \
+             -x UCX_NET_DEVICES=ibtca0:1 -x UCX_PROTO_INFO=y \
              /share/mpi/allreduce {ALLREDUCE_N}"
         ),
     ));

@@ -26,7 +26,15 @@ struct ibtca_alloc_ucontext_req {
 	__u32 reserved;
 };
 
-/* The driver's ABI version and the device's limits (QUERY_DEVICE). */
+/*
+ * The driver's ABI version and the device's limits (QUERY_DEVICE).
+ * max_sge: the SGEs of a 128-byte WQE (4), what a provider that lays out
+ * no larger strides may post. max_send_sge and max_recv_sge (added at the
+ * end, no existing field changed, so the version stays; 0 from an older
+ * driver): the SGEs of a user QP's send and receive WQEs at the largest
+ * stride the device takes, for a provider that asks for strides in
+ * struct ibtca_create_qp_req.
+ */
 struct ibtca_alloc_ucontext_resp {
 	__u32 abi_version;
 	__u32 max_qp;
@@ -40,6 +48,8 @@ struct ibtca_alloc_ucontext_resp {
 	__u32 reserved;
 	__aligned_u64 max_mr_size;
 	__aligned_u64 db_mmap_offset;
+	__u32 max_send_sge;
+	__u32 max_recv_sge;
 };
 
 /*
@@ -65,9 +75,30 @@ struct ibtca_create_cq_resp {
 };
 
 /*
- * A QP's send and receive queues, 2^log_wqes struct ibtca_send_wqe and
- * struct ibtca_recv_wqe each, mapped together at ring_mmap_offset
- * (ring_bytes long): the SQ at sq_offset, the RQ at rq_offset. Every send
+ * ibv_create_qp's driver data (added after ABI version 2, no existing
+ * structure changed, so the version stays): with IBTCA_UQP_REQ_STRIDES in
+ * flags the provider lays out send WQEs at the stride the response's
+ * sq_log_stride names and receive WQEs at rq_log_stride, and the kernel
+ * sizes them from the command's max_send_sge and max_recv_sge (up to the
+ * context's max_send_sge and max_recv_sge). Without it (no driver data:
+ * an older provider) both are 128 bytes and the QP takes 4 SGEs each way.
+ * Any other flag, or a reserved field not 0, is refused with EINVAL.
+ */
+#define IBTCA_UQP_REQ_STRIDES 1
+struct ibtca_create_qp_req {
+	__u32 flags;
+	__u32 reserved;
+};
+
+/*
+ * A QP's send and receive queues, 2^log_wqes send WQEs and 2^log_wqes
+ * receive WQEs, mapped together at ring_mmap_offset (ring_bytes long): the
+ * SQ at sq_offset, the RQ at rq_offset. A send WQE slot is
+ * 2^sq_log_stride bytes, a receive WQE slot 2^rq_log_stride (each
+ * IBTCA_RECV_LOG_STRIDE, 128 bytes, unless the request asked for strides;
+ * 0 from an older driver, which means 128 too): struct ibtca_send_wqe and
+ * struct ibtca_recv_wqe at the start of each, the SGE list running on past
+ * 128 bytes (ibtca_wqe.h). Every send
  * WQE carries its slot number as wr_id; the doorbells take qpn. With
  * IBTCA_UQP_F_DB_RECORD in flags, a page holding struct ibtca_db_record
  * (ibtca_abi.h) is mapped at db_record_mmap_offset: the provider stores
@@ -86,6 +117,8 @@ struct ibtca_create_qp_resp {
 	__u32 flags;
 	__u32 reserved;
 	__aligned_u64 db_record_mmap_offset;
+	__u32 sq_log_stride;
+	__u32 rq_log_stride;
 };
 
 /*

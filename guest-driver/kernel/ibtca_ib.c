@@ -24,7 +24,6 @@
 #include "ibtca_ib.h"
 #include "ibtca_ib_mr.h"
 #include "ibtca_uctx.h"
-#include "ibtca_wqe.h"
 
 /* The default subnet prefix of a port's GID (fe80::/64). */
 #define IBTCA_GID_PREFIX	0xfe80000000000000ULL
@@ -467,12 +466,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	/* A device without larger receive strides reports 0 there. */
 	ib->max_recv_sge = ext.max_recv_sge ?: ib->attr.max_sge;
 	ib->max_qp_init_rd_atom = ext.max_qp_init_rd_atom;
-	/*
-	 * Kernel consumers are offered the 128-byte send WQE's SGEs: the
-	 * larger send strides are exercised by the no-VM tests only, and IPoIB,
-	 * SRP, iSER and NVMe-oF each size their sends from this limit.
-	 */
-	ib->attr.max_sge = min_t(u8, ib->attr.max_sge, IBTCA_WQE_SGES);
+	/* User QPs of a provider that lays out strides take them all. */
+	ib->max_send_sge = ib->attr.max_sge;
 	ib->port_guid = le64_to_cpu(port.port_guid);
 	ib->pkey = le16_to_cpu(port.pkey);
 	spin_lock_init(&ib->pkey_lock);

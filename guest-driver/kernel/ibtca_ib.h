@@ -40,7 +40,8 @@ struct ibtca_ib {
 	DECLARE_BITMAP(drdma_held, IBTCA_DRDMA_MAX_RANGES);
 	/* SRQ limits (IBTCA_DEVICE_ATTR_EXT) and the SRQs, for limit events. */
 	u32 max_srq, max_srq_wr, max_srq_sge;
-	u32 max_recv_sge;		/* of a kernel QP's own RQ */
+	u32 max_recv_sge;		/* of a QP's own RQ */
+	u32 max_send_sge;		/* the device's, at the largest stride */
 	struct mutex srq_lock;		/* serialises @srqs */
 	struct list_head srqs;		/* ibtca_ib_srq.node */
 };
@@ -204,8 +205,15 @@ int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
 			u8 vector, struct ib_udata *udata);
 void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
 			       int destroyed);
+/*
+ * Whether a user QP's create asks for WQE strides (struct
+ * ibtca_create_qp_req): 1 or 0, or -EINVAL for a request it cannot take.
+ */
+int ibtca_ib_uqp_strides(struct ib_udata *udata);
+/* A user QP: rings of 2^@logs->sq entries each, @logs' strides. */
 int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
-			struct ib_qp_init_attr *init, u32 log,
+			struct ib_qp_init_attr *init,
+			const struct ibtca_qp_logs *logs,
 			struct ib_udata *udata);
 void ibtca_ib_destroy_uqp_ring(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 			       int destroyed);

@@ -58,7 +58,7 @@ static u8 ibtca_ib_qpt(enum ib_qp_type t)
 
 static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 			      struct ib_qp_init_attr *init,
-			      struct ib_udata *udata)
+			      struct ib_udata *udata, bool strides)
 {
 	/* On an SRQ, the receives are the SRQ's. */
 	u32 recv_wr = init->srq ? 0 : init->cap.max_recv_wr;
@@ -85,8 +85,18 @@ static int ibtca_ib_create_rc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	if (udata && init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UD)
 		return -EOPNOTSUPP;
 	if (udata) {
-		/* A user context's: the provider keeps its send slots. */
-		ret = ibtca_ib_create_urc(ib, qp, init, log, udata);
+		/*
+		 * A user context's: the provider keeps its send slots, every
+		 * ring of 2^log, the strides 128 bytes unless it lays out more.
+		 */
+		struct ibtca_qp_logs ulogs = {
+			.sq = log, .rq = log, .quasi = log,
+			.rq_stride = strides ? logs.rq_stride : 0,
+			.sq_stride = strides ? logs.sq_stride :
+				     IBTCA_RECV_LOG_STRIDE,
+		};
+
+		ret = ibtca_ib_create_urc(ib, qp, init, &ulogs, udata);
 		if (ret)
 			return ret;
 		goto caps;
@@ -121,10 +131,9 @@ caps:
 		qp->ibqp.qp_num = init->qp_type == IB_QPT_SMI ? 0 : 1;
 	init->cap.max_send_wr = BIT(qp->r.log);
 	init->cap.max_recv_wr = init->srq ? 0 : BIT(qp->r.rq_log);
-	/* A user QP's WQEs are the provider's 128-byte ones. */
-	init->cap.max_send_sge = udata ? IBTCA_WQE_SGES :
-		ibtca_send_stride_sges(qp->r.log_stride);
-	init->cap.max_recv_sge = init->srq ? 0 : udata ? IBTCA_WQE_SGES :
+	/* What the strides hold (a user QP's: the provider's). */
+	init->cap.max_send_sge = ibtca_send_stride_sges(qp->r.log_stride);
+	init->cap.max_recv_sge = init->srq ? 0 :
 		ibtca_recv_stride_sges(qp->r.rq_log_stride);
 	/*
 	 * Only an RC WQE carries inline data; a datagram WQE has an address
@@ -145,16 +154,23 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct ibtca_ib_qp *qp = to_qp(ibqp);
 	struct ibtca_ib *ib = to_ib(ibqp->device);
 	u32 max_wr = le32_to_cpu(ib->attr.max_qp_wr);
-	int ret;
+	u32 send_sge = ib->attr.max_sge, recv_sge = ib->max_recv_sge;
+	int strides = 0, ret;
 
+	/* A user QP's provider may lay out 128-byte WQEs only. */
+	if (udata) {
+		strides = ibtca_ib_uqp_strides(udata);
+		if (strides < 0)
+			return strides;
+		send_sge = strides ? ib->max_send_sge : IBTCA_WQE_SGES;
+		recv_sge = strides ? ib->max_recv_sge : IBTCA_WQE_SGES;
+	}
 	if (init->create_flags ||
 	    init->cap.max_inline_data > IBTCA_MAX_INLINE_DATA ||
 	    init->cap.max_send_wr > max_wr ||
-	    init->cap.max_send_sge >
-	    (udata ? IBTCA_WQE_SGES : ib->attr.max_sge) ||
+	    init->cap.max_send_sge > send_sge ||
 	    (!init->srq && (init->cap.max_recv_wr > max_wr ||
-			    init->cap.max_recv_sge >
-			    (udata ? IBTCA_WQE_SGES : ib->max_recv_sge))))
+			    init->cap.max_recv_sge > recv_sge)))
 		return -EINVAL;
 	if (init->srq && init->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;
@@ -169,7 +185,7 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		fallthrough;
 	case IB_QPT_RC:
 	case IB_QPT_UD:
-		ret = ibtca_ib_create_rc(ib, qp, init, udata);
+		ret = ibtca_ib_create_rc(ib, qp, init, udata, strides);
 		break;
 	default:
 		return -EOPNOTSUPP;

@@ -167,8 +167,29 @@ void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
 	cq->user_db_record = NULL;
 }
 
+int ibtca_ib_uqp_strides(struct ib_udata *udata)
+{
+	struct ibtca_create_qp_req req = {};
+	int ret;
+
+	/* No driver data: a provider of 128-byte WQEs. */
+	if (!udata->inlen)
+		return 0;
+	if (udata->inlen < sizeof(req) ||
+	    !ib_is_udata_cleared(udata, sizeof(req),
+				 udata->inlen - sizeof(req)))
+		return -EINVAL;
+	ret = ib_copy_from_udata(&req, udata, sizeof(req));
+	if (ret)
+		return ret;
+	if ((req.flags & ~IBTCA_UQP_REQ_STRIDES) || req.reserved)
+		return -EINVAL;
+	return !!(req.flags & IBTCA_UQP_REQ_STRIDES);
+}
+
 int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
-			struct ib_qp_init_attr *init, u32 log,
+			struct ib_qp_init_attr *init,
+			const struct ibtca_qp_logs *logs,
 			struct ib_udata *udata)
 {
 	struct ibtca_ib_ucontext *uctx = ibtca_udata_uctx(udata);
@@ -178,28 +199,35 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	struct rdma_user_mmap_entry *entry;
 	struct ibtca_dev *idev = ib->idev;
 	size_t rq_offset, map_len;
+	bool strides = logs->sq_stride != IBTCA_RECV_LOG_STRIDE ||
+		       (logs->rq_stride && logs->rq_stride != IBTCA_RECV_LOG_STRIDE);
 	int ret;
 
-	/* flags and db_record_mmap_offset came later: optional. */
+	/*
+	 * flags and db_record_mmap_offset came later: optional; a provider
+	 * laying out strides reads them in the strides' fields.
+	 */
 	if (!uctx || !uctx->db_page ||
-	    udata->outlen < offsetofend(typeof(resp), ring_bytes) ||
+	    udata->outlen < (strides ? sizeof(resp) :
+			     offsetofend(typeof(resp), ring_bytes)) ||
 	    !scq->user_ring || !rcq->user_ring)
 		return -EINVAL;
 	ret = ibtca_ib_hw_begin(ib);
 	if (ret)
 		return ret;
-	ret = ibtca_qp_ring_create_type(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
-					scq->r.cqn, rcq->r.cqn, log,
-					uctx->db_page,
-					init->srq ? to_srq(init->srq)->srqn : 0,
-					init->qp_type == IB_QPT_UD ?
-					IBTCA_QPT_UD : IBTCA_QPT_RC);
+	ret = ibtca_qp_ring_create_sized(idev, &qp->r, to_pd(qp->ibqp.pd)->pdn,
+					 scq->r.cqn, rcq->r.cqn, logs,
+					 uctx->db_page,
+					 init->srq ? to_srq(init->srq)->srqn : 0,
+					 init->qp_type == IB_QPT_UD ?
+					 IBTCA_QPT_UD : IBTCA_QPT_RC);
 	ibtca_ib_hw_end(ib);
 	if (ret)
 		return ret;
 	/* SQ, then RQ, each page-aligned; the quasi-WQE ring stays ours. */
 	rq_offset = (void *)qp->r.rq - qp->r.mem;
-	map_len = 2 * rq_offset;
+	map_len = rq_offset +
+		  PAGE_ALIGN((size_t)1 << (qp->r.rq_log_stride + qp->r.rq_log));
 	entry = ibtca_uctx_mmap_insert_dma(&uctx->ibuc, &idev->pdev->dev,
 					   qp->r.mem, qp->r.dma, qp->r.size,
 					   map_len, &resp.ring_mmap_offset);
@@ -211,7 +239,9 @@ int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 	}
 	qp->user_ring = entry;
 	resp.qpn = qp->r.qpn;
-	resp.log_wqes = log;
+	resp.log_wqes = qp->r.log;
+	resp.sq_log_stride = qp->r.log_stride;
+	resp.rq_log_stride = qp->r.rq_log_stride;
 	resp.sq_offset = 0;
 	resp.rq_offset = rq_offset;
 	resp.ring_bytes = map_len;

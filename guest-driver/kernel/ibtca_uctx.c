@@ -120,8 +120,10 @@ int ibtca_ib_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		.max_cqe = a->max_cqe,
 		.max_mr = a->max_mr,
 		.max_pd = a->max_pd,
-		/* The provider's WQEs are 128 bytes. */
+		/* 128-byte WQEs, for a provider without strides. */
 		.max_sge = IBTCA_WQE_SGES,
+		.max_send_sge = to_ib(ibuc->device)->max_send_sge,
+		.max_recv_sge = to_ib(ibuc->device)->max_recv_sge,
 		.max_qp_rd_atom = a->max_qp_rd_atom,
 		.max_mr_size = a->max_mr_size,
 	};

@@ -32,7 +32,10 @@ struct ibtca_context {
 	uint32_t max_cqe;
 	uint32_t max_mr;
 	uint32_t max_pd;
-	uint32_t max_sge;
+	uint32_t max_sge;	/* of a 128-byte WQE: SRQ receives */
+	/* SGEs of a QP's send and receive WQEs at the largest stride. */
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
 	uint32_t max_qp_rd_atom;
 	uint64_t max_mr_size;
 	/* The context's doorbell page (SQ, RQ and CQ doorbells), uncached. */
@@ -84,8 +87,12 @@ struct ibtca_qp {
 	pthread_spinlock_t sq_lock, rq_lock;
 	void *ring;
 	size_t ring_bytes;
-	struct ibtca_send_wqe *sq;
-	struct ibtca_recv_wqe *rq;
+	/* Slots of 2^sq_log_stride and 2^rq_log_stride bytes. */
+	char *sq;
+	char *rq;
+	uint32_t sq_log_stride, rq_log_stride;
+	/* The SGEs one send and one receive slot hold. */
+	uint32_t max_send_sge, max_recv_sge;
 	uint32_t log;
 	uint32_t sq_pi, sq_done;	/* posted, completed send WQEs */
 	uint32_t rq_pi, rq_done;	/* posted, completed receive WQEs */
@@ -101,10 +108,11 @@ struct ibtca_qp {
 /* The ibv_wr_* requests built since ibv_wr_start (qp_ex.c). */
 struct ibtca_wr_batch {
 	uint32_t size;		/* slots: the send queue's entries */
+	uint32_t sges;		/* SGEs per slot: the QP's max_send_sge */
 	uint32_t n;		/* requests built */
 	int err;		/* the first error, reported by wr_complete */
 	struct ibv_send_wr *wr;
-	struct ibv_sge *sge;	/* IBTCA_WR_SGES per request */
+	struct ibv_sge *sge;	/* the QP's max_send_sge per request */
 	uint8_t *inl;		/* IBTCA_MAX_INLINE_DATA per request */
 };
 
@@ -216,8 +224,8 @@ int ibtca_post_direct(struct ibv_qp *ibqp, uint8_t opcode, uint32_t arr,
 /* An 8-byte doorbell at @offset of the context's doorbell page. */
 void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 		    uint32_t index);
-/* The device's opcode for send request @wr, or -1 if a QP cannot take it. */
-int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr);
+/* The device's opcode for send request @wr, or -1 if @qp cannot take it. */
+int ibtca_send_check(struct ibtca_qp *qp, const struct ibv_send_wr *wr);
 
 /* qp_ex.c: ibv_create_qp_ex and the ibv_wr_* API. */
 extern const struct verbs_context_ops ibtca_qp_ex_ops;

@@ -15,7 +15,7 @@ DECLARE_DRV_CMD(ibtca_get_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 DECLARE_DRV_CMD(uibtca_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		empty, ibtca_create_cq_resp);
 DECLARE_DRV_CMD(uibtca_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
-		empty, ibtca_create_qp_resp);
+		ibtca_create_qp_req, ibtca_create_qp_resp);
 DECLARE_DRV_CMD(uibtca_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		empty, ibtca_create_srq_resp);
 DECLARE_DRV_CMD(uibtca_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,

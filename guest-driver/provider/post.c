@@ -137,16 +137,15 @@ static void ibtca_bind_wqe(struct ibtca_send_wqe *w, const struct ibv_send_wr *w
 	wr->bind_mw.mw->rkey = key;
 }
 
-/* The device's opcode for @wr, or -1 if the QP cannot take it. */
-int ibtca_send_check(struct ibtca_context *ctx, const struct ibv_send_wr *wr)
+/* The device's opcode for @wr, or -1 if @qp cannot take it. */
+int ibtca_send_check(struct ibtca_qp *qp, const struct ibv_send_wr *wr)
 {
 	int op = ibtca_wr_opcode(wr->opcode);
 	uint64_t len = 0;
 	int i;
 
 	if (op < 0 || (wr->send_flags & ~IBTCA_SEND_FLAGS) ||
-	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
-	    wr->num_sge > 4)
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
 		return -1;
 	for (i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
@@ -220,7 +219,7 @@ void ibtca_recv_wqe(struct ibtca_recv_wqe *w, const struct ibv_recv_wr *wr)
  * (-1 otherwise: a UD WQE has no room for inline data, and the kernel
  * driver refuses IB_SEND_INLINE on datagram QPs too).
  */
-static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
+static int ibtca_ud_wqe(struct ibtca_qp *qp, struct ibtca_ud_send_wqe *w,
 			const struct ibv_send_wr *wr)
 {
 	int i;
@@ -228,8 +227,7 @@ static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
 	    (wr->send_flags & ~IBTCA_SEND_FLAGS) ||
 	    (wr->send_flags & IBV_SEND_INLINE) || !wr->wr.ud.ah ||
-	    wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
-	    wr->num_sge > 4)
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
 		return -1;
 	*w = to_ibtca_ah(wr->wr.ud.ah)->av;
 	ibtca_wqe_ud_start(w, wr->opcode == IBV_WR_SEND_WITH_IMM, wr->imm_data,
@@ -241,16 +239,19 @@ static int ibtca_ud_wqe(struct ibtca_context *ctx, struct ibtca_ud_send_wqe *w,
 	return 0;
 }
 
-/* The next free send slot of @qp (sq_lock held), zeroed; NULL if full. */
+/*
+ * The next free send slot of @qp (sq_lock held), zeroed over its whole
+ * stride; NULL if full.
+ */
 static struct ibtca_send_wqe *ibtca_sq_slot(struct ibtca_qp *qp)
 {
 	uint32_t mask = (1U << qp->log) - 1;
-	struct ibtca_send_wqe *w;
+	void *w;
 
 	if (qp->sq_pi - __atomic_load_n(&qp->sq_done, __ATOMIC_ACQUIRE) > mask)
 		return NULL;
-	w = &qp->sq[qp->sq_pi & mask];
-	memset(w, 0, sizeof(*w));
+	w = qp->sq + ((size_t)(qp->sq_pi & mask) << qp->sq_log_stride);
+	memset(w, 0, (size_t)1 << qp->sq_log_stride);
 	return w;
 }
 
@@ -303,7 +304,7 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_spin_lock(&qp->sq_lock);
 	start = qp->sq_pi;
 	for (; wr; wr = wr->next) {
-		op = ud ? 0 : ibtca_send_check(ctx, wr);
+		op = ud ? 0 : ibtca_send_check(qp, wr);
 		if (op < 0) {
 			err = EINVAL;
 			break;
@@ -313,7 +314,7 @@ int ibtca_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		if (ud && ibtca_ud_wqe(ctx, (struct ibtca_ud_send_wqe *)w, wr)) {
+		if (ud && ibtca_ud_wqe(qp, (struct ibtca_ud_send_wqe *)w, wr)) {
 			err = EINVAL;
 			break;
 		}
@@ -337,6 +338,7 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct ibtca_qp *qp = to_ibtca_qp(ibqp);
 	uint32_t mask = (1U << qp->log) - 1;
 	uint32_t start, slot;
+	void *w;
 	int err = 0;
 
 	/* A QP on an SRQ has no receive queue of its own. */
@@ -348,8 +350,8 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	pthread_spin_lock(&qp->rq_lock);
 	start = qp->rq_pi;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
-		    wr->num_sge > 4) {
+		if (wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > qp->max_recv_sge) {
 			err = EINVAL;
 			break;
 		}
@@ -358,7 +360,9 @@ int ibtca_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		ibtca_recv_wqe(&qp->rq[slot & mask], wr);
+		w = qp->rq + ((size_t)(slot & mask) << qp->rq_log_stride);
+		memset(w, 0, (size_t)1 << qp->rq_log_stride);
+		ibtca_recv_wqe(w, wr);
 		__atomic_store_n(&qp->rq_pi, slot + 1, __ATOMIC_RELEASE);
 	}
 	if (qp->rq_pi != start)

@@ -11,6 +11,13 @@
  * its receives from it (srq.c). The context's table finds a QP by number
  * for poll_cq. A QP whose kernel driver gave it a doorbell record maps that
  * page too (post.c says how it is used).
+ *
+ * The provider asks for WQE strides (struct ibtca_create_qp_req): the
+ * kernel sizes each queue's slots from the QP's max_send_sge and
+ * max_recv_sge (128 to 1024 bytes, up to 32 SGEs each way, the context's
+ * max_send_sge and max_recv_sge), reports the SGEs they hold in the QP's
+ * caps and names the strides in its response, and post.c writes each WQE
+ * at its slot's stride.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +26,18 @@
 
 #include "ibtca.h"
 #include "ibtca_uverbs.h"
+#include "ibtca_wqe.h"
+
+/* A response's stride (0 from an older driver: 128 bytes), or 0 if bad. */
+static uint32_t ibtca_resp_stride(uint32_t log_stride)
+{
+	if (!log_stride)
+		return IBTCA_RECV_LOG_STRIDE;
+	if (log_stride < IBTCA_RECV_LOG_STRIDE ||
+	    log_stride > IBTCA_MAX_RECV_LOG_STRIDE)
+		return 0;
+	return log_stride;
+}
 
 /* Adds @qp to the context's table; 0, or -1 without memory. */
 static int ibtca_qp_table_add(struct ibtca_context *ctx, struct ibtca_qp *qp)
@@ -88,8 +107,8 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(pd->context);
 	struct uibtca_create_qp_resp resp = {};
-	struct uibtca_create_qp cmd = {};
-	size_t wq;
+	struct uibtca_create_qp cmd = { .flags = IBTCA_UQP_REQ_STRIDES };
+	size_t sq_bytes, rq_bytes;
 	struct ibtca_qp *qp;
 	int err;
 
@@ -110,14 +129,23 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err)
 		goto fail;
-	wq = sizeof(struct ibtca_send_wqe) << resp.log_wqes;
-	if (resp.log_wqes > 20 || resp.sq_offset > resp.ring_bytes ||
-	    resp.ring_bytes - resp.sq_offset < wq ||
-	    resp.rq_offset > resp.ring_bytes ||
-	    resp.ring_bytes - resp.rq_offset < wq) {
+	qp->sq_log_stride = ibtca_resp_stride(resp.sq_log_stride);
+	qp->rq_log_stride = ibtca_resp_stride(resp.rq_log_stride);
+	if (resp.log_wqes > 20 || !qp->sq_log_stride || !qp->rq_log_stride) {
 		err = EPROTO;
 		goto destroy;
 	}
+	sq_bytes = (size_t)1 << (resp.log_wqes + qp->sq_log_stride);
+	rq_bytes = (size_t)1 << (resp.log_wqes + qp->rq_log_stride);
+	if (resp.sq_offset > resp.ring_bytes ||
+	    resp.ring_bytes - resp.sq_offset < sq_bytes ||
+	    resp.rq_offset > resp.ring_bytes ||
+	    resp.ring_bytes - resp.rq_offset < rq_bytes) {
+		err = EPROTO;
+		goto destroy;
+	}
+	qp->max_send_sge = ibtca_send_stride_sges(qp->sq_log_stride);
+	qp->max_recv_sge = ibtca_recv_stride_sges(qp->rq_log_stride);
 	qp->log = resp.log_wqes;
 	qp->swr = calloc(1U << qp->log, sizeof(*qp->swr));
 	if (!qp->swr) {
@@ -142,8 +170,8 @@ struct ibv_qp *ibtca_create_qp(struct ibv_pd *pd,
 			goto unmap;
 		}
 	}
-	qp->sq = (void *)((char *)qp->ring + resp.sq_offset);
-	qp->rq = (void *)((char *)qp->ring + resp.rq_offset);
+	qp->sq = (char *)qp->ring + resp.sq_offset;
+	qp->rq = (char *)qp->ring + resp.rq_offset;
 	qp->sq_sig_all = attr->sq_sig_all;
 	if (ibtca_qp_table_add(ctx, qp)) {
 		err = ENOMEM;

@@ -26,8 +26,6 @@
 
 #include "ibtca.h"
 
-#define IBTCA_WR_SGES 4
-
 enum {
 	IBTCA_QP_EX_OPS = IBV_QP_EX_WITH_RDMA_WRITE |
 			  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
@@ -65,7 +63,7 @@ static struct ibv_send_wr *wr_new(struct ibv_qp_ex *qpx,
 	}
 	wr = &b->wr[b->n];
 	memset(wr, 0, sizeof(*wr));
-	wr->sg_list = &b->sge[b->n * IBTCA_WR_SGES];
+	wr->sg_list = &b->sge[(size_t)b->n * b->sges];
 	wr->wr_id = qpx->wr_id;
 	wr->send_flags = qpx->wr_flags;
 	wr->opcode = opcode;
@@ -204,7 +202,7 @@ static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 
 	if (!wr)
 		return;
-	if (num_sge > IBTCA_WR_SGES) {
+	if (num_sge > to_batch(qpx)->sges) {
 		batch_fail(to_batch(qpx), EINVAL);
 		return;
 	}
@@ -306,7 +304,6 @@ static void wr_start(struct ibv_qp_ex *qpx)
 static int wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct ibtca_qp *qp = to_ibtca_qp(&qpx->qp_base);
-	struct ibtca_context *ctx = to_ibtca_ctx(qp->ibv_qp.context);
 	struct ibtca_wr_batch *b = qp->wrb;
 	struct ibv_send_wr *bad;
 	uint32_t i, used;
@@ -314,7 +311,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 
 	for (i = 0; !err && i < b->n; i++) {
 		b->wr[i].next = i + 1 < b->n ? &b->wr[i + 1] : NULL;
-		if (ibtca_send_check(ctx, &b->wr[i]) < 0)
+		if (ibtca_send_check(qp, &b->wr[i]) < 0)
 			err = EINVAL;
 	}
 	if (!err && b->n) {
@@ -348,8 +345,9 @@ static int ibtca_qp_ex_init(struct ibtca_qp *qp, uint64_t ops)
 		return -1;
 	qp->wrb = b;
 	b->size = 1U << qp->log;
+	b->sges = qp->max_send_sge;
 	b->wr = calloc(b->size, sizeof(*b->wr));
-	b->sge = calloc((size_t)b->size * IBTCA_WR_SGES, sizeof(*b->sge));
+	b->sge = calloc((size_t)b->size * b->sges, sizeof(*b->sge));
 	b->inl = calloc(b->size, IBTCA_MAX_INLINE_DATA);
 	if (!b->wr || !b->sge || !b->inl) {
 		ibtca_wr_batch_free(qp);

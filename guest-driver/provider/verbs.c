@@ -20,7 +20,7 @@ static int ibtca_query_device(struct ibv_context *ctx,
 	struct ib_uverbs_ex_query_device_resp resp;
 	size_t resp_size = sizeof(resp);
 	uint64_t fw;
-	int max_sge;
+	struct ibtca_context *ictx = to_ibtca_ctx(ctx);
 	int err;
 
 	err = ibv_cmd_query_device_any(ctx, input, attr, attr_size, &resp,
@@ -28,16 +28,17 @@ static int ibtca_query_device(struct ibv_context *ctx,
 	if (err)
 		return err;
 	/*
-	 * This provider's send and receive WQEs are 128 bytes: the SGEs its
-	 * context was given (4; the kernel's own QPs and SRQs take more).
+	 * The SGEs of this provider's QPs, whose WQE strides it sizes from
+	 * the QP's max_send_sge and max_recv_sge (the kernel's answer is for
+	 * kernel consumers): max_sge holds both ways, as uverbs has it; an
+	 * RDMA READ scatters through send SGEs. Its SRQs keep 128-byte
+	 * receive WQEs.
 	 */
-	max_sge = (int)to_ibtca_ctx(ctx)->max_sge;
-	if (attr->orig_attr.max_sge > max_sge)
-		attr->orig_attr.max_sge = max_sge;
-	if (attr->orig_attr.max_sge_rd > max_sge)
-		attr->orig_attr.max_sge_rd = max_sge;
-	if (attr->orig_attr.max_srq_sge > max_sge)
-		attr->orig_attr.max_srq_sge = max_sge;
+	attr->orig_attr.max_sge = (int)(ictx->max_send_sge < ictx->max_recv_sge ?
+					ictx->max_send_sge : ictx->max_recv_sge);
+	attr->orig_attr.max_sge_rd = (int)ictx->max_send_sge;
+	if (attr->orig_attr.max_srq_sge > (int)ictx->max_sge)
+		attr->orig_attr.max_srq_sge = (int)ictx->max_sge;
 	/* The kernel's fw_ver is major << 32 | minor, as sysfs fw_ver shows. */
 	fw = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),

@@ -18,7 +18,9 @@
 //! `ibv_wr_*` API and extended CQs, and memory windows bound from user
 //! space, and posts and polls that make no system call (a thread under a
 //! seccomp filter trapping every one), a user UD QP refusing
-//! `IBV_SEND_INLINE` as the kernel does; the data path between guests:
+//! `IBV_SEND_INLINE` as the kernel does, and a SEND and an RDMA WRITE of
+//! 32 SGEs each into a receive of 32 (the provider's WQE strides); the
+//! data path between guests:
 //! `vm_uverbs.rs`). The module
 //! unloads cleanly and neither the driver nor the RDMA core complains.
 //!
@@ -314,8 +316,13 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     // ibv_devinfo -v through the provider: the identity, the port as the
     // file says, and the limits the device reports (QUERY_DEVICE of a
     // device with the default tables).
-    let attr = Verbs::new(Limits::default(), PortAttrs::default(), 0).device_attr();
-    let user_sges = u32::from(attr.max_sge).min(ibtca_device::verbs::abi::MAX_SGE as u32);
+    let verbs = Verbs::new(Limits::default(), PortAttrs::default(), 0);
+    let attr = verbs.device_attr();
+    // The 128-byte WQE's SGEs, which the user context's response names
+    // for a provider without strides.
+    let wqe_sges = u32::from(attr.max_sge).min(ibtca_device::verbs::abi::MAX_SGE as u32);
+    // The provider sizes its QPs' strides: max_sge holds both ways.
+    let qp_sges = attr.max_sge.min(verbs.device_attr_ext().max_recv_sge);
     let fw = format!("{}.{}", regs::VERSION_MAJOR, regs::VERSION_MINOR);
     let expect = [
         ("hca_id", "ibtca0".to_owned()),
@@ -332,9 +339,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         ),
         ("max_qp", attr.max_qp.to_native().to_string()),
         ("max_qp_wr", attr.max_qp_wr.to_native().to_string()),
-        // The provider's user QPs keep the 128-byte WQE (its 4 SGEs) and
-        // say so; the device takes more for kernel QPs.
-        ("max_sge", user_sges.to_string()),
+        ("max_sge", qp_sges.to_string()),
         ("max_cq", attr.max_cq.to_native().to_string()),
         ("max_cqe", attr.max_cqe.to_native().to_string()),
         ("max_mr", attr.max_mr.to_native().to_string()),
@@ -404,7 +409,7 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         attr.max_cqe.to_native(),
         attr.max_mr.to_native(),
         attr.max_pd.to_native(),
-        user_sges,
+        wqe_sges,
         attr.max_qp_rd_atom,
         attr.max_mr_size.to_native(),
     );
@@ -576,6 +581,26 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         detach.contains(&format!("detach ret=0, again ret={} ", libc::EINVAL)),
         "{detach}"
     );
+    // 32 SGEs each way through the provider's strides (loopback): both
+    // QPs report them, the SEND and the WRITE complete, every byte lands
+    // in order over the receive's 32 pieces and the WRITE's range, and
+    // nothing around them changes.
+    for who in ["receiver", "sender"] {
+        let q = step(&format!("sge_qp_{who}"));
+        assert!(
+            q.contains(&format!("max_sge={qp_sges} "))
+                && q.contains("created cap.max_send_sge=32 cap.max_recv_sge=32"),
+            "{q}"
+        );
+    }
+    step("sge_post_recv");
+    for s in ["sge_send", "sge_write"] {
+        assert!(step(s).contains("32 SGEs, 3760 bytes: status=0"));
+    }
+    assert!(step("sge_recv").contains("byte_len=3760"));
+    assert!(step("sge_recv_bytes").contains("in order; 0 bytes around them changed"));
+    step("sge_write_bytes");
+    step("sge_loopback");
     // One doorbell page per context: 63 for user space, then ENOSPC and a
     // line saying why; a closed context's page serves the next.
     let out = step("db_pages_run_out");

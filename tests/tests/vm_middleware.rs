@@ -4,6 +4,11 @@
 //! libfabric, Open MPI, OpenSSH) on one switch, OpenSM in n1's guest, and
 //! every check shares that one boot:
 //!
+//! - libibverbs between n1 and n2 (`ibtca-provider-test sge-server` and
+//!   `sge-client n1`, exchanging addresses over the management wire): RC
+//!   QPs of 32 send and 32 receive SGEs (the provider's WQE strides), a
+//!   SEND gathering 32 pieces into a receive of 32 other pieces and an
+//!   RDMA WRITE of 32 pieces, every byte checked in n1;
 //! - `ucx_perftest` between n1 (server) and n2 (client): UCP tag
 //!   matching with 1 MiB messages (rendezvous) over UCX's `rc_verbs` and
 //!   `ud_verbs`; each test runs all its iterations on both sides, and
@@ -23,9 +28,9 @@
 //! Every step prints its wall time (`STEP` lines) and the test prints
 //! them as a timeline.
 //!
-//! UCX asks every send queue for 5 scatter-gather entries by default;
-//! ibtca's WQEs carry 4 (`max_sge` in `ibv_devinfo`), so the guests run
-//! UCX with `UCX_IB_TX_MIN_SGE=3` (UD adds one for its header).
+//! UCX asks every send queue for 5 scatter-gather entries by default
+//! (UD adds one for its header); the provider sizes its WQEs to hold them,
+//! so UCX runs with its defaults.
 //!
 //! Guests wait on events (the port Active, files in the share, a server
 //! answering), never a fixed sleep. Needs the VM stack, root and the
@@ -52,9 +57,8 @@ const TOPOLOGY: &str = r#"{
                           "libopenmpi-dev", "openssh-server", "openssh-client"] }
 }"#;
 
-/// What every UCX run in the guests is given: the IB port, and at most 3
-/// (RC) or 4 (UD) send SGEs of the device's 4.
-const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1 UCX_IB_TX_MIN_SGE=3";
+/// What every UCX run in the guests is given: the IB port.
+const UCX_ENV: &str = "UCX_NET_DEVICES=ibtca0:1";
 
 /// Ranks of the MPI job (one per guest) and the length of the vector of
 /// 64-bit integers the fixture reduces (4 MiB: UCX's rendezvous path).
@@ -181,6 +185,7 @@ fn n1_commands() -> Vec<String> {
         step("PORT", &port_active()),
         step("DEVICES", "ibv_devices"),
         step("IPOIB", &ipoib(1)),
+        step("SGE-SRV", "ibtca-provider-test sge-server"),
     ];
     for p in PERF {
         c.push(step(
@@ -213,7 +218,7 @@ fn n1_commands() -> Vec<String> {
             "HOME=/root mpirun --allow-run-as-root --host n1,n2,n3 -np {RANKS} \
              --prtemca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
              --mca pml ucx -x UCX_TLS=self,rc_verbs,ud_verbs:aux \
-             -x UCX_NET_DEVICES=ibtca0:1 -x UCX_IB_TX_MIN_SGE=3 -x UCX_PROTO_INFO=y \
+             -x UCX_NET_DEVICES=ibtca0:1 -x UCX_PROTO_INFO=y \
              /share/mpi/allreduce {ALLREDUCE_N}"
         ),
     ));
@@ -264,6 +269,7 @@ fn n2_commands() -> Vec<String> {
         step("SSHD", &sshd(2)),
         step("PORT", &port_active()),
         step("IPOIB", &ipoib(2)),
+        step("SGE-CLI", "ibtca-provider-test sge-client n1"),
     ];
     for p in PERF {
         c.push(client_step(
@@ -388,6 +394,40 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
     report_console("n2", &c2);
     report_steps(&[&c1, &c2, &c3], start_ns);
     assert!(out.status.success(), "every command passes:\n{all}");
+
+    // 32 SGEs each way through libibverbs, every byte in n1 checked.
+    let sge = [
+        (
+            &c1,
+            "SGE-SRV",
+            [
+                "sge_qp_receiver PASS max_sge=32 ",
+                "sge_recv PASS status=0 byte_len=3760",
+                "sge_recv_bytes PASS 3760 bytes over 32 SGEs in order; 0 bytes around",
+                "sge_write_bytes PASS 3760 bytes from 32 SGEs at 40000 in order",
+            ],
+        ),
+        (
+            &c2,
+            "SGE-CLI",
+            [
+                "sge_qp_sender PASS max_sge=32 ",
+                "sge_send PASS 32 SGEs, 3760 bytes: status=0",
+                "sge_write PASS 32 SGEs, 3760 bytes: status=0",
+                "sge_server_says PASS bytes ok",
+            ],
+        ),
+    ];
+    for (console, tag, wants) in sge {
+        let lines = tagged_lines(console, tag);
+        for want in wants.iter().chain(&["result 0 failed"]) {
+            let want = format!("IBTCA-PROVIDER {want}");
+            assert!(
+                lines.iter().any(|l| l.starts_with(&want)),
+                "{tag}: no {want:?}: {lines:#?}\n{all}"
+            );
+        }
+    }
 
     // ucx_perftest: every iteration ran on both sides, over the transport
     // asked for.

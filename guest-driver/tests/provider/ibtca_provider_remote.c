@@ -233,15 +233,14 @@ out:
 	return ok ? 0 : 1;
 }
 
-/* A TCP connection to @server's bad-rkey port, tried for a while. */
-static int dial(const char *server)
+int tcp_dial(const char *server, const char *port)
 {
 	struct addrinfo hints = { .ai_family = AF_INET,
 				  .ai_socktype = SOCK_STREAM }, *ai;
 	int i, s;
 
 	for (i = 0; i < CONNECT_TRIES; i++) {
-		if (!getaddrinfo(server, IBTCA_BAD_RKEY_PORT, &hints, &ai)) {
+		if (!getaddrinfo(server, port, &hints, &ai)) {
 			s = socket(ai->ai_family, ai->ai_socktype, 0);
 			if (s >= 0 && !connect(s, ai->ai_addr, ai->ai_addrlen)) {
 				freeaddrinfo(ai);
@@ -268,7 +267,7 @@ int bad_rkey_client(const char *server)
 	fill(buf, 0xa5);
 	if (rc_end_open(&e, IBV_ACCESS_LOCAL_WRITE))
 		goto out;
-	if (streams(dial(server), &in, &out) || recv_peer(in, &p) ||
+	if (streams(tcp_dial(server, IBTCA_BAD_RKEY_PORT), &in, &out) || recv_peer(in, &p) ||
 	    send_peer(out, &e) ||
 	    rc_connect(e.qp, p.qpn, p.lid)) {
 		step("remote_client_setup", 0, "%s:%s exchange or connect: %s",

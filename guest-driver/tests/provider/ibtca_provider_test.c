@@ -617,6 +617,10 @@ int main(int argc, char **argv)
 		return bad_rkey_server();
 	if (argc > 2 && !strcmp(argv[1], "bad-rkey-client"))
 		return bad_rkey_client(argv[2]);
+	if (argc > 1 && !strcmp(argv[1], "sge-server"))
+		return sge_server();
+	if (argc > 2 && !strcmp(argv[1], "sge-client"))
+		return sge_client(argv[2]);
 	if (argc > 1 && !strcmp(argv[1], "seed-env")) {
 		err = seed_env_test(argc > 2 ? argv[2] : "ibtca0");
 		printf("IBTCA-PROVIDER result %d failed\n", failures);
@@ -682,6 +686,7 @@ int main(int argc, char **argv)
 		ext_tests(ctx, pd[0]);
 		bypass_tests(ctx, pd[0]);
 		ud_tests(ctx, pd[0]);
+		sge_loopback(ctx);
 	}
 	db_pages_run_out(ctx);
 

@@ -26,6 +26,10 @@ int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
 	       uint32_t lkey, size_t len, unsigned int flags,
 	       uint64_t raddr, uint32_t rkey);
 
+/* A TCP connection to @server's @port, tried once a second for 180 s;
+ * the socket, or -1 (ibtca_provider_remote.c). */
+int tcp_dial(const char *server, const char *port);
+
 /* ibtca_provider_remote.c: an RDMA WRITE with a wrong R_Key between two
  * hosts, set up over TCP; exit statuses. */
 int bad_rkey_server(void);
@@ -48,6 +52,12 @@ int seed_udata_test(const char *name);
 /* The same file: a loopback RC QP connected with this process's seed 002
  * variables and a WRITE through it; 0 if it connected. */
 int seed_env_test(const char *name);
+/* ibtca_provider_sge.c: a SEND and an RDMA WRITE of 32 SGEs each, into a
+ * receive of 32 SGEs, every byte checked: between two QPs of @ctx, or
+ * between two hosts over TCP (exit statuses). */
+void sge_loopback(struct ibv_context *ctx);
+int sge_server(void);
+int sge_client(const char *server);
 /* ibtca_provider_ud.c: a UD QP refuses IBV_SEND_INLINE, sends without. */
 void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd);
 

@@ -28,9 +28,21 @@
 # are read, never written. A crash leaves its input in
 # fuzz/artifacts/<target>/: add it to fuzz/corpus/<target>/ once fixed, so
 # that `cargo test` replays it from then on.
+#
+# Each run ends as one of: "no crash" (libFuzzer's time or -runs limit);
+# "crash", "timeout" or "out of memory" (libFuzzer wrote a crash-,
+# timeout- or oom- input to fuzz/artifacts/<target>/); "stopped" (the run
+# was interrupted by hand: SIGINT or SIGTERM, libFuzzer's "run
+# interrupted", no input written); "failed (exit N)" for anything else.
+# The script exits 1 if any run crashed, timed out, ran out of memory or
+# failed; "stopped" runs are listed but are no failure. A SIGINT or
+# SIGTERM to the script itself stops it after the current target (which
+# gets the signal too when it comes from the terminal or a process-group
+# kill) and makes it exit 130.
 # Environment: IBTCA_FUZZ_RUSTFLAGS adds rustc options (e.g.
 # "-Zsanitizer=address" for an ASan build); IBTCA_FUZZ_ARGS adds libFuzzer
-# options. Targets run one at a time.
+# options. Targets run one at a time. IBTCA_FUZZ_BIN_DIR: run the fuzzer
+# binaries found there instead of building them (tests of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,8 +80,6 @@ seconds_for() {
 	fi
 }
 
-export RUSTC_BOOTSTRAP=1
-triple=$(rustc -vV | sed -n 's/^host: //p')
 targets=("$@")
 if [ "${#targets[@]}" = 0 ]; then
 	# The [[bin]] names of fuzz/Cargo.toml, in file order.
@@ -83,32 +93,70 @@ for t in "${targets[@]}"; do
 done
 
 cd fuzz
-# One build for every target: they share the instrumented dependencies.
-# The flags apply to the target only (--target), not to build scripts.
-RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
+if [ -n "${IBTCA_FUZZ_BIN_DIR:-}" ]; then
+	bin=$IBTCA_FUZZ_BIN_DIR
+else
+	export RUSTC_BOOTSTRAP=1
+	triple=$(rustc -vV | sed -n 's/^host: //p')
+	# One build for every target: they share the instrumented dependencies.
+	# The flags apply to the target only (--target), not to build scripts.
+	RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 -Cllvm-args=-sanitizer-coverage-stack-depth \
 -Cdebug-assertions -Coverflow-checks ${IBTCA_FUZZ_RUSTFLAGS:-}" \
-	cargo build --release --bins --target "$triple"
-bin="target/$triple/release"
+		cargo build --release --bins --target "$triple"
+	bin="target/$triple/release"
+fi
+
+# run_result RC LOG: how the run ended (see the header). The input
+# libFuzzer wrote ("Test unit written to artifacts/TARGET/crash-...")
+# names the failure; with none, libFuzzer's exit code for an interrupted
+# run (72, after "run interrupted") means stopped by hand.
+run_result() {
+	local rc=$1 log=$2 unit
+	[ "$rc" = 0 ] && { echo "no crash"; return; }
+	unit=$(sed -n 's/.*Test unit written to //p' "$log" | tail -n 1)
+	case "${unit##*/}" in
+	crash-* | leak-*) echo "crash" ;;
+	timeout-*) echo "timeout" ;;
+	oom-*) echo "out of memory" ;;
+	'')
+		if [ "$rc" = 72 ] && grep -q 'libFuzzer: run interrupted' "$log"; then
+			echo "stopped"
+		else
+			echo "failed (exit $rc)"
+		fi
+		;;
+	*) echo "failed (exit $rc, $unit)" ;;
+	esac
+}
+
+interrupted=""
+trap 'interrupted=1' INT TERM
 failed=()
+stopped=()
 for t in "${targets[@]}"; do
+	[ -z "$interrupted" ] || break
 	echo "== fuzz $t for ${run_seconds[$t]}s"
 	mkdir -p "work/$t" "artifacts/$t"
 	log="work/$t.log"
 	start=$(date +%s)
+	rc=0
 	# shellcheck disable=SC2086 # IBTCA_FUZZ_ARGS is a list of options
-	if "$bin/$t" -artifact_prefix="artifacts/$t/" "work/$t" "corpus/$t" \
-		-max_total_time="${run_seconds[$t]}" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1; then
-		result="no crash"
-	else
+	"$bin/$t" -artifact_prefix="artifacts/$t/" "work/$t" "corpus/$t" \
+		-max_total_time="${run_seconds[$t]}" -print_final_stats=1 ${IBTCA_FUZZ_ARGS:-} >"$log" 2>&1 || rc=$?
+	result=$(run_result "$rc" "$log")
+	case "$result" in
+	"no crash") ;;
+	stopped) stopped+=("$t") ;;
+	*)
 		failed+=("$t")
-		result="FAILED"
 		tail -n 40 "$log"
-	fi
+		;;
+	esac
 	elapsed=$(($(date +%s) - start))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
@@ -116,8 +164,15 @@ for t in "${targets[@]}"; do
 	echo "fuzz: $t: ${execs:-?} executions in ${elapsed} s (${rate:-?}/s)," \
 		"$corpus inputs in fuzz/work/$t, $result (log: fuzz/$log)"
 done
+if [ "${#stopped[@]}" != 0 ]; then
+	echo "fuzz: stopped by hand (no input written): ${stopped[*]}" >&2
+fi
 if [ "${#failed[@]}" != 0 ]; then
-	echo "fuzz: crashes or invariant violations in: ${failed[*]} (inputs in fuzz/artifacts/)" >&2
+	echo "fuzz: crashes, timeouts or invariant violations in: ${failed[*]} (inputs in fuzz/artifacts/)" >&2
 	exit 1
+fi
+if [ -n "$interrupted" ]; then
+	echo "fuzz: interrupted; targets after the current one did not run" >&2
+	exit 130
 fi
 echo "fuzz: ${#targets[@]} targets, ${seconds}s each${longer:+ (${longer}s if changed)}, no crash"

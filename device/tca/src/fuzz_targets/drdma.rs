@@ -17,7 +17,20 @@
 //! after a reset are all zeros. A model of each range's current transfer
 //! (what it stored, what was delivered) is the reference: a transfer
 //! starts when a range goes from free to busy.
+//!
+//! One window per shape (ranges, PMBs, mapped) serves every execution of
+//! the thread (libFuzzer runs them all on one), and a new client comes at
+//! most once per execution: building a window or moving it to a new PMB
+//! file (a sealed memfd, its mapping and the page faults of its first
+//! zeroing) cost more than everything else an execution does. Each execution starts from the
+//! window's function reset (`Drdma::reset`: what a device reset does, and
+//! the last step of a client disconnect), with the PMBs dedicated as on a
+//! new device, and first asserts that nothing of the execution before is
+//! left: every range free with zero registers, no error recorded, no range
+//! the engine could gather from, and a PMB file of zeros.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -58,6 +71,8 @@ struct Model {
     /// The PMB file of the client before (a client that has gone and
     /// still maps it).
     old_file: Option<Arc<File>>,
+    /// The PMB file's bytes when checked (one buffer for the execution).
+    scratch: Vec<u8>,
     transfers: Vec<Transfer>,
     busy: Vec<bool>,
 }
@@ -74,23 +89,54 @@ pub fn drdma_window(data: &[u8]) {
         // A load waits for nothing: it is served or refused at once.
         load_timeout: Duration::ZERO,
     };
-    let drdma = Drdma::new(cfg).expect("PMB memory");
+    let drdma = window(cfg);
     let file = drdma.pool_file();
+    let scratch = vec![0; drdma.config().pmbs as usize * RANGE];
     let mut m = Model {
         drdma,
         mapped: cfg.mapped,
         ranges,
         file,
         old_file: None,
+        scratch,
         transfers: vec![Transfer::new(); ranges as usize],
         busy: vec![false; ranges as usize],
     };
+    m.fresh("a window reset after the execution before");
     let mut ops = 0;
     while !input.is_empty() && ops < 256 {
         ops += 1;
         step(&mut m, &mut input);
         m.track();
     }
+}
+
+/// The window of shape `cfg` after its function reset; built on first
+/// use.
+fn window(cfg: DrdmaConfig) -> Arc<Drdma> {
+    /// Ranges, PMBs, mapped.
+    type Shape = (u32, u32, bool);
+    thread_local! {
+        // Per thread: tests that run at once never share a window.
+        static WINDOWS: RefCell<HashMap<Shape, Arc<Drdma>>> = RefCell::new(HashMap::new());
+    }
+    let d = WINDOWS.with_borrow_mut(|w| {
+        w.entry((cfg.ranges, cfg.pmbs, cfg.mapped))
+            .or_insert_with(|| Drdma::new(cfg).expect("PMB memory"))
+            .clone()
+    });
+    d.reset();
+    // The dedication a new device starts with (a reset keeps the one the
+    // client before wrote; mapped windows refuse the write).
+    if !cfg.mapped {
+        d.reg_write(regs::DRDMA_PMB_DEDICATED, cfg.ranges);
+    }
+    d
+}
+
+/// The offset of `field` of ARR `n` in BAR0.
+fn arr_reg(n: u32, field: u64) -> u64 {
+    regs::DRDMA_ARR_BASE + u64::from(n) * regs::DRDMA_ARR_STRIDE + field
 }
 
 fn step(m: &mut Model, input: &mut Input) {
@@ -175,6 +221,13 @@ fn step(m: &mut Model, input: &mut Input) {
             d.reset();
             m.all_zero("after a device reset");
         }
+        // A new client once per execution: its PMB file is a fresh memfd,
+        // the dearest operation here, and a second one reaches nothing the
+        // first did not (the old file is then the first new one).
+        _ if m.old_file.is_some() => {
+            d.reset();
+            m.all_zero("after a device reset");
+        }
         _ => {
             d.next_client();
             d.reset();
@@ -194,7 +247,8 @@ impl Model {
     /// A range that went from free to busy starts a new transfer.
     fn track(&mut self) {
         for n in 0..self.ranges {
-            let busy = self.arr(n).busy();
+            // ARR_CTRL's busy bit: no copy of the ARR and its backlog.
+            let busy = self.reg(arr_reg(n, regs::ARR_CTRL)) & regs::ARR_BUSY != 0;
             if busy && !self.busy[n as usize] {
                 self.transfers[n as usize] = Transfer::new();
             }
@@ -202,10 +256,12 @@ impl Model {
         }
     }
 
+    fn reg(&self, off: u64) -> u32 {
+        self.drdma.reg_read(off).expect("a DRDMA register")
+    }
+
     fn errors(&self) -> u32 {
-        self.drdma
-            .reg_read(regs::DRDMA_ERRORS)
-            .expect("DRDMA_ERRORS")
+        self.reg(regs::DRDMA_ERRORS)
     }
 
     fn trapped_store(&mut self, at: u64, bytes: &[u8]) {
@@ -226,7 +282,7 @@ impl Model {
         if !self.mapped || bytes.is_empty() {
             return;
         }
-        let len = self.file.metadata().expect("PMB file").len();
+        let len = self.scratch.len() as u64;
         let at = at.min(len.saturating_sub(bytes.len() as u64));
         let bytes = &bytes[..bytes.len().min(len as usize)];
         if old {
@@ -300,11 +356,56 @@ impl Model {
     }
 
     #[track_caller]
-    fn all_zero(&self, what: &str) {
-        let len = self.file.metadata().expect("PMB file").len() as usize;
-        let mut b = vec![0xffu8; len];
-        self.file.read_exact_at(&mut b, 0).expect("PMB file");
-        assert!(b.iter().all(|&x| x == 0), "{what}: not all zeros");
+    fn all_zero(&mut self, what: &str) {
+        self.scratch.fill(0xff);
+        self.file
+            .read_exact_at(&mut self.scratch, 0)
+            .expect("PMB file");
+        // A slice comparison per page (memcmp), not a compare per byte.
+        assert!(
+            self.scratch.chunks(RANGE).all(|p| p == [0u8; RANGE]),
+            "{what}: not all zeros"
+        );
+    }
+
+    /// The window holds nothing of an execution before: what a new device
+    /// shows (every range free, no error, PMBs dedicated to the ranges,
+    /// the load timeout of the configuration) and a PMB file of zeros.
+    #[track_caller]
+    fn fresh(&mut self, what: &str) {
+        let reg = |off| self.reg(off);
+        assert_eq!(
+            (
+                reg(regs::DRDMA_ERRORS),
+                reg(regs::DRDMA_LAST_ERROR),
+                reg(regs::DRDMA_PMB_DEDICATED),
+                reg(regs::DRDMA_LOAD_TIMEOUT_US),
+            ),
+            (0, 0, self.ranges, 0),
+            "{what}: errors, last error, dedicated PMBs, load timeout"
+        );
+        for n in 0..self.ranges {
+            for field in [
+                regs::ARR_CTRL,
+                regs::ARR_TTL,
+                regs::ARR_WBC,
+                regs::ARR_RRPL,
+                regs::ARR_RESP_OFFSET,
+                regs::ARR_DRAINED,
+            ] {
+                assert_eq!(
+                    reg(arr_reg(n, field)),
+                    0,
+                    "{what}: ARR {n} field {field:#x}"
+                );
+            }
+            let mut out = [0u8; 1];
+            assert!(
+                !self.drdma.gather(n, 0, &mut out),
+                "{what}: range {n} sendable"
+            );
+        }
+        self.all_zero(what);
     }
 }
 

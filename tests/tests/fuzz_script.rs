@@ -1,0 +1,193 @@
+//! `scripts/fuzz.sh`'s verdicts without building the fuzz targets
+//! (`IBTCA_FUZZ_BIN_DIR`): stand-in fuzzers that end the way libFuzzer
+//! does (its FuzzerLoop.cpp: a crash, timeout or out-of-memory writes
+//! `crash-`/`timeout-`/`oom-` under -artifact_prefix, says "Test unit
+//! written to ..." and exits 77/70/71; SIGINT or SIGTERM prints "run
+//! interrupted" and exits 72 with no input written). A run stopped by hand
+//! is "stopped" and no failure; a crash, timeout or out-of-memory is, and
+//! so is any other exit. A SIGTERM to the script itself ends it after the
+//! current target, with exit status 130.
+//!
+//! The script runs from a copy of the repository layout in a temporary
+//! directory (`scripts/fuzz.sh`, `fuzz/corpus/`), so nothing is written
+//! under the checkout's `fuzz/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ibtca_tests::launcher::text;
+use ibtca_tests::TempDir;
+
+/// One fuzzer stand-in; what it does is chosen by the name it runs under.
+const FAKE_FUZZER: &str = r#"#!/bin/sh
+prefix=
+for a; do
+	case $a in -artifact_prefix=*) prefix=${a#*=} ;; esac
+done
+stats() {
+	echo "stat::number_of_executed_units: 1234"
+	echo "stat::average_exec_per_sec: 617"
+}
+unit() {
+	echo x >"$prefix$1-0a1b2c"
+	echo "artifact_prefix='$prefix'; Test unit written to $prefix$1-0a1b2c"
+}
+case ${0##*/} in
+clean) stats ;;
+crash) echo "==7== ERROR: libFuzzer: deadly signal"; unit crash; stats; exit 77 ;;
+timeout) echo "==7== ERROR: libFuzzer: timeout after 1 seconds"; unit timeout; stats; exit 70 ;;
+oom) echo "==7== ERROR: libFuzzer: out-of-memory"; unit oom; stats; exit 71 ;;
+bad_flag) echo "unknown flag"; exit 1 ;;
+stopped)
+	trap 'echo "==7== libFuzzer: run interrupted; exiting"; stats; exit 72' INT TERM
+	echo $$ >"$FAKE_PID.tmp" && mv "$FAKE_PID.tmp" "$FAKE_PID"
+	while :; do sleep 1 & wait $!; done
+	;;
+esac
+"#;
+
+const FAKES: [&str; 6] = ["clean", "crash", "timeout", "oom", "bad_flag", "stopped"];
+
+struct Layout {
+    dir: TempDir,
+}
+
+impl Layout {
+    fn new(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        std::fs::create_dir_all(dir.0.join("scripts")).unwrap();
+        std::fs::copy(repo.join("scripts/fuzz.sh"), dir.0.join("scripts/fuzz.sh")).unwrap();
+        let bin = dir.0.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for name in FAKES {
+            std::fs::create_dir_all(dir.0.join("fuzz/corpus").join(name)).unwrap();
+            let path = bin.join(name);
+            std::fs::write(&path, FAKE_FUZZER).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Layout { dir }
+    }
+
+    fn pid_file(&self) -> PathBuf {
+        self.dir.0.join("fake.pid")
+    }
+
+    fn command(&self, targets: &[&str]) -> Command {
+        let mut c = Command::new("bash");
+        c.arg(self.dir.0.join("scripts/fuzz.sh"))
+            .arg("5")
+            .args(targets)
+            .env("IBTCA_FUZZ_BIN_DIR", self.dir.0.join("bin"))
+            .env("FAKE_PID", self.pid_file())
+            .env_remove("IBTCA_FUZZ_ARGS");
+        c
+    }
+
+    fn run(&self, targets: &[&str]) -> Output {
+        self.command(targets).output().expect("run bash")
+    }
+
+    fn spawn(&self, targets: &[&str]) -> Child {
+        self.command(targets)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run bash")
+    }
+
+    /// The pid the `stopped` stand-in writes once its signal trap is set.
+    fn wait_for_stopped_fuzzer(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(pid) = std::fs::read_to_string(self.pid_file()) {
+                return pid.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "the stand-in never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn kill(signal: &str, pid: &str) {
+    let st = Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill {signal} {pid}");
+}
+
+/// The script's line for `target`.
+fn verdict(out: &Output, target: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let head = format!("fuzz: {target}: ");
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no line for {target}:\n{}", text(out)))
+        .to_string()
+}
+
+#[test]
+fn crashes_timeouts_and_oom_fail_with_their_names() {
+    let l = Layout::new("fuzz-script-fail");
+    for (target, said) in [
+        ("crash", ", crash (log"),
+        ("timeout", ", timeout (log"),
+        ("oom", ", out of memory (log"),
+        ("bad_flag", ", failed (exit 1) (log"),
+    ] {
+        let out = l.run(&["clean", target]);
+        assert_eq!(out.status.code(), Some(1), "{target}: {}", text(&out));
+        let line = verdict(&out, target);
+        assert!(line.contains(said), "{target}: {line}");
+        assert!(
+            verdict(&out, "clean").contains("1234 executions in"),
+            "{}",
+            text(&out)
+        );
+        assert!(verdict(&out, "clean").contains(", no crash (log"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("violations in: {target} ")),
+            "{stderr}"
+        );
+    }
+    assert!(l.dir.0.join("fuzz/artifacts/crash/crash-0a1b2c").exists());
+}
+
+#[test]
+fn a_run_stopped_by_hand_is_stopped_not_a_failure() {
+    let l = Layout::new("fuzz-script-stopped");
+    let child = l.spawn(&["stopped", "clean"]);
+    kill("-INT", &l.wait_for_stopped_fuzzer());
+    let out = child.wait_with_output().expect("wait for the script");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let line = verdict(&out, "stopped");
+    assert!(line.contains(", stopped (log"), "{line}");
+    assert!(line.contains("1234 executions in"), "{line}");
+    assert!(verdict(&out, "clean").contains(", no crash (log"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped by hand (no input written): stopped"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("violations"), "{stderr}");
+}
+
+#[test]
+fn a_stopped_script_runs_no_further_target() {
+    let l = Layout::new("fuzz-script-term");
+    let child = l.spawn(&["stopped", "clean"]);
+    let fuzzer = l.wait_for_stopped_fuzzer();
+    // As a process-group kill does: the script and its fuzzer both get it.
+    kill("-TERM", &child.id().to_string());
+    kill("-TERM", &fuzzer);
+    let out = child.wait_with_output().expect("wait for the script");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(verdict(&out, "stopped").contains(", stopped (log"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("== fuzz clean"), "{}", text(&out));
+}

@@ -272,6 +272,27 @@ fn a_device_reset_zeroes_the_mapped_window() {
     all_zero(&file, "the window after a device reset");
 }
 
+/// A client's DRDMA_PMB_DEDICATED setting is not the next client's: the
+/// next one finds the share the device starts with (one PMB per range).
+#[test]
+fn the_next_client_finds_the_starting_dedicated_share() {
+    let s = TestServer::start_instance(
+        TempDir::new("isolation-dedicated"),
+        InstanceConfig {
+            drdma: window(false),
+            ..InstanceConfig::default()
+        },
+    );
+    let mut first = s.client();
+    let start = first.read32(0, DRDMA_PMB_DEDICATED);
+    assert_eq!(start, DrdmaConfig::default().ranges);
+    first.write32(0, DRDMA_PMB_DEDICATED, 3);
+    assert_eq!(first.read32(0, DRDMA_PMB_DEDICATED), 3);
+    let _ = first.stream().shutdown(std::net::Shutdown::Both);
+    let mut next = s.client();
+    assert_eq!(next.read32(0, DRDMA_PMB_DEDICATED), start);
+}
+
 /// B's first client READs A's bytes through PMB 5 and WRITEs its own
 /// through PMB 6, then goes away; the next client of B's device WRITEs
 /// through both PMBs again without storing. Mapped: A gets zeros (and the

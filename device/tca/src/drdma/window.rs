@@ -180,8 +180,9 @@ impl Drdma {
         for a in w.arrs.iter_mut() {
             *a = Arr::default();
         }
-        let n = w.pool.dedicated();
-        w.pool.dedicate(n);
+        // The dedicated share starts over too: a client's setting is not
+        // the next client's.
+        w.pool.dedicate(self.cfg.ranges);
         w.pool.zero_all();
         w.errors = 0;
         w.last_error = 0;

@@ -11,21 +11,11 @@ use std::time::Duration;
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::drdma::{arr_bits, direct_wqe, errors, submit, RANGE};
+use ibtca_tests::drdma::{arr_bits, direct_wqe, errors, submit, submit_for, RANGE};
 use ibtca_tests::pair::{paged_pair, LinkedPair};
 
 const T: Duration = Duration::from_secs(20);
 const LEN: u32 = 256;
-
-/// DRDMA_SUBMIT of a WRITE range for doorbell page `owner`, then ARR_CTRL.
-fn submit_for(p: &mut LinkedPair, arr: u32, owner: u32) -> u32 {
-    let lo = arr | regs::DRDMA_SUBMIT_WRITE | (owner << regs::DRDMA_SUBMIT_OWNER_SHIFT);
-    let v = u64::from(lo) | (u64::from(LEN) << 32);
-    p.a.g
-        .client
-        .post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
-    arr_bits(&mut p.a.g, arr)
-}
 
 /// DRDMA_RELEASE of `arr`, then ARR_CTRL.
 fn release(p: &mut LinkedPair, arr: u32) -> u32 {
@@ -41,7 +31,7 @@ fn a_hostile_contexts_own_range_is_free_after_release() {
     // The kernel's range 1; the context on page 3 submits its own range 5
     // and names range 1 in its work request.
     submit(&mut p.a.g, 1, true, LEN, None);
-    assert_ne!(submit_for(&mut p, 5, 3) & regs::ARR_BUSY, 0);
+    assert_ne!(submit_for(&mut p.a.g, 5, 3, LEN) & regs::ARR_BUSY, 0);
     let w = direct_wqe(WR_DRDMA_WRITE, 7, 1, LEN, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut qp, &w);
     let c =
@@ -55,7 +45,7 @@ fn a_hostile_contexts_own_range_is_free_after_release() {
     let ctrl = release(&mut p, 5);
     assert_eq!(ctrl & regs::ARR_BUSY, 0, "released: ctrl {ctrl:#x}");
     // Another context takes it; range 1 stays the kernel's.
-    let ctrl = submit_for(&mut p, 5, 4);
+    let ctrl = submit_for(&mut p.a.g, 5, 4, LEN);
     assert_ne!(ctrl & regs::ARR_BUSY, 0, "resubmitted: ctrl {ctrl:#x}");
     assert_ne!(arr_bits(&mut p.a.g, 1) & regs::ARR_BUSY, 0);
     assert_eq!(p.b.g.read(p.b.buf, RANGE as usize), vec![0; RANGE as usize]);
@@ -64,7 +54,7 @@ fn a_hostile_contexts_own_range_is_free_after_release() {
 #[test]
 fn a_write_held_for_a_released_range_completes_in_error() {
     let (mut p, mut qp, mut cq) = paged_pair(3);
-    assert_ne!(submit_for(&mut p, 2, 3) & regs::ARR_BUSY, 0);
+    assert_ne!(submit_for(&mut p.a.g, 2, 3, LEN) & regs::ARR_BUSY, 0);
     let w = direct_wqe(WR_DRDMA_WRITE, 9, 2, LEN, p.b.buf, p.b.rkey);
     p.a.g.post_send(&mut qp, &w);
     // Held at the head of the send queue for stores that never come.

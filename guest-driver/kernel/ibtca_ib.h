@@ -173,6 +173,7 @@ u32 ibtca_ib_access(int acc);
 
 /* ibtca_ib_drdma.c: DRDMA ranges as uverbs objects (ibtcadv.h). */
 extern const struct uapi_definition ibtca_ib_dv_defs[];
+void ibtca_dv_range_release(struct ibtca_ib *ib, u32 arr);
 
 /* ibtca_ib_cq.c */
 int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

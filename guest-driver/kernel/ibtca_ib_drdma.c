@@ -126,6 +126,26 @@ err_free:
 	return ret;
 }
 
+/*
+ * The last mapping of a context's range went: the device frees the range
+ * if it is still busy (submitted and never filled, or left behind by a
+ * work request that named another range), failing any transfer on it, and
+ * then another context may take it. Without the release the range would
+ * stay busy until a device reset and every later context would find one
+ * range fewer.
+ */
+void ibtca_dv_range_release(struct ibtca_ib *ib, u32 arr)
+{
+	struct ibtca_dev *idev = ib->idev;
+
+	down_read(&idev->hw_sem);
+	if (!READ_ONCE(idev->dead) && idev->win &&
+	    ibtca_dv_arr_rd(idev, arr, IBTCA_ARR_CTRL) & IBTCA_ARR_BUSY)
+		ibtca_wr(idev, IBTCA_REG_DRDMA_RELEASE, arr);
+	up_read(&idev->hw_sem);
+	clear_bit(arr, ib->drdma_held);
+}
+
 /* The range is free for another context once its last mapping goes. */
 static int ibtca_dv_range_cleanup(struct ib_uobject *uobj,
 				  enum rdma_remove_reason why,

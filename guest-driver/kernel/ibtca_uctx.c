@@ -276,6 +276,6 @@ void ibtca_ib_mmap_free(struct rdma_user_mmap_entry *entry)
 	if (e->db_page)
 		clear_bit(e->db_page, e->ib->db_pages);
 	if (e->drdma_held)
-		clear_bit(e->drdma_arr, e->ib->drdma_held);
+		ibtca_dv_range_release(e->ib, e->drdma_arr);
 	kfree(e);
 }

@@ -34,6 +34,16 @@ pub fn submit_flushed(g: &mut SimGuest, arr: u32, write: bool, ttl: u32, pmb: Op
     arr_reg(g, arr, regs::ARR_CTRL)
 }
 
+/// DRDMA_SUBMIT of a WRITE range of `ttl` bytes for doorbell page
+/// `owner` (as the kernel submits a user context's range), then ARR_CTRL
+/// without the PMB number.
+pub fn submit_for(g: &mut SimGuest, arr: u32, owner: u32, ttl: u32) -> u32 {
+    let lo = arr | regs::DRDMA_SUBMIT_WRITE | (owner << regs::DRDMA_SUBMIT_OWNER_SHIFT);
+    let v = u64::from(lo) | (u64::from(ttl) << 32);
+    g.client.post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
+    arr_bits(g, arr)
+}
+
 /// Reads field `field` (regs::ARR_*) of ARR `arr`.
 pub fn arr_reg(g: &mut SimGuest, arr: u32, field: u64) -> u32 {
     g.client.read32(

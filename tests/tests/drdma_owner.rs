@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
-use ibtca_tests::drdma::{arr_bits, direct_wqe, store_mixed, submit, RANGE};
+use ibtca_tests::drdma::{arr_bits, direct_wqe, store_mixed, submit, submit_for, RANGE};
 use ibtca_tests::pair::{paged_pair, LinkedPair};
 use ibtca_tests::sim_guest::Cq;
 
@@ -18,16 +18,6 @@ const T: Duration = Duration::from_secs(20);
 /// How long a refused transfer is given to (wrongly) deliver its bytes.
 const QUIET: Duration = Duration::from_millis(300);
 const LEN: u32 = 256;
-
-/// DRDMA_SUBMIT of a WRITE range for doorbell page `owner`, then ARR_CTRL.
-fn submit_for(p: &mut LinkedPair, arr: u32, owner: u32) -> u32 {
-    let lo = arr | regs::DRDMA_SUBMIT_WRITE | (owner << regs::DRDMA_SUBMIT_OWNER_SHIFT);
-    let v = u64::from(lo) | (u64::from(LEN) << 32);
-    p.a.g
-        .client
-        .post_write(0, regs::DRDMA_SUBMIT, &v.to_le_bytes());
-    arr_bits(&mut p.a.g, arr)
-}
 
 /// Work request `wr_id` of A's QP completes with a local protection error,
 /// and B's first page holds no byte of it.
@@ -51,7 +41,7 @@ fn pattern(seed: u8) -> Vec<u8> {
 #[test]
 fn a_range_serves_the_page_it_was_submitted_for() {
     let (mut p, mut qp, mut cq) = paged_pair(3);
-    let ctrl = submit_for(&mut p, 2, 3);
+    let ctrl = submit_for(&mut p.a.g, 2, 3, LEN);
     assert_ne!(ctrl & regs::ARR_BUSY, 0, "submit refused: ctrl {ctrl:#x}");
     let w = direct_wqe(WR_DRDMA_WRITE, 1, 2, LEN, p.b.buf + 512, p.b.rkey);
     p.a.g.post_send(&mut qp, &w);

@@ -138,12 +138,33 @@ fn direct_verbs(client_console: &str, server_console: &str, tag: &str, mode: u32
 /// of the 24 cells (6 sizes, WRITE and READ, ordinary and DRDMA), each with
 /// one QD 1 transfer and one round in flight, and every transfer's bytes
 /// checked where they arrived (the tool exits 1 at the first difference),
-/// as many as the cells moved.
+/// as many as the cells moved; it opens every range of the window though
+/// ibtcadv-test ran before it.
 fn drdma_bench(lines: &[&str], all: &str) {
     assert!(
         lines.contains(&"exit=0") && !lines.iter().any(|l| l.contains("DVBENCH-FAIL")),
         "{lines:?}\n{all}"
     );
+    // Every range of the window opens, ibtcadv-test having run before.
+    let client = lines
+        .iter()
+        .find(|l| l.starts_with("DVBENCH client "))
+        .unwrap_or_else(|| panic!("no client line in {lines:?}"));
+    let field = |k: &str| -> u32 {
+        client
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {client:?}"))
+    };
+    // The tool opens at most 32 ranges, and no more than the PMBs (0: no
+    // bound).
+    let pmbs = match field("pmbs=") {
+        0 => u32::MAX,
+        n => n,
+    };
+    let all_ranges = field("ranges=").min(32).min(pmbs);
+    assert_eq!(field("open="), all_ranges, "a range stayed busy: {client}");
     let mut moved = 0;
     for size in ["64", "256", "1024", "4096", "16384", "65536"] {
         for op in ["write", "read"] {
@@ -255,14 +276,14 @@ fn pingpong_and_perftest_run_over_ibtca() {
     // doorbell records on (a WRITE right after a drained READ on the same
     // QP is posted on a record that must have gone back to sleep); first
     // through n2's mapped window, then through n1's trapped one.
-    // Of them the DRDMA benchmark's tool first, while every range of n2's
-    // window is free (ibtcadv-test's hostile step leaves the range it
-    // submitted busy): one transfer or round per cell, every transfer's
-    // bytes checked, client on n2 (mapped window).
-    n1.push(tagged("DVB-SERVER", "ibtcadv-bench server"));
-    n2.push(tagged("DVB-CLIENT", "ibtcadv-bench client n1 1 0"));
+    // Then the DRDMA benchmark's tool, client on n2 (mapped window): one
+    // transfer or round per cell, every transfer's bytes checked; it opens
+    // every range of the window, so none stays busy after ibtcadv-test's
+    // hostile step (the kernel releases a closed range, DRDMA_RELEASE).
     n1.push(tagged("DVM-SERVER", "ibtcadv-test server"));
     n2.push(tagged("DVM-CLIENT", "ibtcadv-test client n1"));
+    n1.push(tagged("DVB-SERVER", "ibtcadv-bench server"));
+    n2.push(tagged("DVB-CLIENT", "ibtcadv-bench client n1 1 0"));
     n2.push(tagged("DVT-SERVER", "ibtcadv-test server"));
     n1.push(tagged("DVT-CLIENT", "ibtcadv-test client n2"));
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);

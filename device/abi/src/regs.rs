@@ -157,6 +157,8 @@ registers! {
     RKM_READ_BUDGET = 0x18c, "RW";
     /// Key memory / quasi-WQE ring (seed 004): READs stopped since reset because the quasi-WQE read from guest memory differed from the responder's record (each ends its QP with NAK remote operational error).
     RKM_QUASI_MISMATCHES = 0x190, "RO";
+    /// DRDMA release: ARR number in bits 15:0. Frees a busy range and its PMB (a transfer on it fails; a work request held for it completes in error), so a range its driver gave up on (submitted and never filled, or named by no work request) returns to the free list. The kernel writes it when the last mapping of a user context's range goes.
+    DRDMA_RELEASE = 0x194, "WO";
     /// Shared-receive-queue doorbell (8-byte write): SRQ number in bits 23:0, producer index in bits 63:32.
     DB_SRQ = 0x1b0, "WO";
     /// Trapped data-path doorbells received since reset (SQ, RQ, CQ and SRQ, in BAR0 and on the doorbell pages, well formed or not; wraps): what doorbell records save a driver.

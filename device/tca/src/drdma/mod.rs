@@ -50,7 +50,15 @@
 //! request behind it on the send queue stay uncompleted, in order. (A READ
 //! whose work request moves fewer bytes than the range's TTL can never be
 //! drained to the end: its completion does not wait, and the range stays
-//! busy until a flush or a reset; only that driver's own range suffers.)
+//! busy until a flush, a release or a reset; only that driver's own range
+//! suffers.)
+//!
+//! Release: DRDMA_RELEASE = `n` frees busy range `n` and its PMB as a
+//! failed transfer (a work request held for it completes in error). The
+//! guest kernel writes it when the last mapping of a user context's range
+//! goes, so a range submitted and never filled (a context that named
+//! another context's range in its work request, or died mid-transfer)
+//! returns to the free list instead of staying busy until a reset.
 //!
 //! No free PMB: a submit that finds every dedicated PMB taken leaves the
 //! range free and records IBTCA_DRDMA_ERR_NO_PMB for it. The driver then

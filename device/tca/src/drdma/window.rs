@@ -428,6 +428,27 @@ impl Drdma {
         }
     }
 
+    /// DRDMA_RELEASE: frees busy range `range` and its PMB as a failed
+    /// transfer (waiting loads read all-ones). A range its driver gave up
+    /// on, submitted and never filled or named by no work request, would
+    /// otherwise stay busy until a device reset. Returns the range as
+    /// [`Wake::WriteReady`] so that a work request held for it moves on (its
+    /// gather finds the range free and it completes in error); a free or
+    /// unknown range is refused.
+    pub fn release(&self, range: u32) -> Option<Wake> {
+        let mut w = self.lock();
+        let Some(a) = w.arrs.get_mut(range as usize).filter(|a| a.busy()) else {
+            w.refuse(range, ArrError::Unallocated);
+            return None;
+        };
+        let pmb = a.pmb;
+        a.finish(true);
+        w.pool.release(pmb);
+        drop(w);
+        self.data.notify_all();
+        Some(Wake::WriteReady(range))
+    }
+
     /// Reads a DRDMA register (global or ARR); `None` if `off` is not one.
     pub fn reg_read(&self, off: u64) -> Option<u32> {
         let w = self.lock();
@@ -481,6 +502,7 @@ impl Drdma {
                 Some(None)
             }
             regs::DRDMA_COMMIT => Some(self.commit(v)),
+            regs::DRDMA_RELEASE => Some(self.release(v & 0xffff)),
             _ => None,
         }
     }

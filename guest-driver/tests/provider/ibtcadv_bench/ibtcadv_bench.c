@@ -210,14 +210,14 @@ static void exchange(int s, const struct end *e, const void *mem,
 		       e->qp->qp_num, (unsigned long long)(uintptr_t)mem,
 		       e->mr->rkey);
 	if (write(s, line, len) != len)
-		die("setup: exchange: %s", strerror(errno));
+		die("setup: %s: %s", __func__, strerror(errno));
 	n = read(s, line, sizeof(line) - 1);
 	if (n <= 0)
-		die("setup: exchange: no answer");
+		die("setup: %s: no answer", __func__);
 	line[n] = 0;
 	if (sscanf(line, "%u %u %llu %u", &p->lid, &p->qpn, &p->addr,
 		   &p->rkey) != 4)
-		die("setup: exchange: %s", line);
+		die("setup: %s: %s", __func__, line);
 }
 
 /* @n successful completions of the client's CQ. */
@@ -350,18 +350,16 @@ static void verify(struct bench *b, int write, uint32_t size, int depth,
 				  REGION + slot(b, size, depth, t), size);
 		complete(b, depth, "read back");
 		if (memcmp(back, src, (size_t)depth * size))
-			die("%s WRITE %u: the server's memory differs from "
-			    "the bytes stored (round %u)", path, size,
-			    b->round);
+			die("%s WRITE %u: the server's memory differs from the bytes stored (round %u)",
+			    path, size, b->round);
 	} else {
 		for (t = 0; t < depth; t++)
 			for (i = 0; i < size; i++)
 				if (dst[(size_t)t * size + i] !=
 				    pattern(slot(b, size, depth, t) + i,
 					    READ_SEED))
-					die("%s READ %u: byte %zu of transfer "
-					    "%d differs (round %u)", path, size,
-					    i, t, b->round);
+					die("%s READ %u: byte %zu of transfer %d differs (round %u)",
+					    path, size, i, t, b->round);
 	}
 	b->verified += depth;
 }
@@ -440,12 +438,12 @@ static int server(void)
 		die("setup: listen: %s", strerror(errno));
 	exchange(s, &e, remote_buf, &p);
 	connect_qp(&e, &p);
-	printf("DVBENCH server lid=%u qpn=%u mtu=%d rd_atom=%d\n", e.lid,
+	printf("DVBENCH %s lid=%u qpn=%u mtu=%d rd_atom=%d\n", __func__, e.lid,
 	       e.qp->qp_num, 128 << e.mtu, e.rd_atom);
 	fflush(stdout);
 	/* The client's "done" (or its end): nothing else to do here. */
 	if (read(s, done, sizeof(done)) < 0)
-		die("server: %s", strerror(errno));
+		die("%s: %s", __func__, strerror(errno));
 	close(s);
 	return 0;
 }
@@ -478,11 +476,10 @@ static int client(const char *host, unsigned long max_iters, double seconds)
 		if (!b.r[i])
 			b.nranges = i;
 	}
-	printf("DVBENCH client window=%s ranges=%u pmbs=%u open=%d mtu=%d "
-	       "rd_atom=%d\n", b.window, w.ranges, w.pmbs, b.nranges,
-	       128 << b.e.mtu, b.e.rd_atom);
-	printf("# DVBENCH window path op size med_us p99_us msg_s depth "
-	       "qd1_n rate_n\n");
+	printf("DVBENCH %s window=%s ranges=%u pmbs=%u open=%d mtu=%d rd_atom=%d\n",
+	       __func__, b.window, w.ranges, w.pmbs, b.nranges, 128 << b.e.mtu,
+	       b.e.rd_atom);
+	printf("# DVBENCH window path op size med_us p99_us msg_s depth qd1_n rate_n\n");
 	fflush(stdout);
 	for (i = 0; i < (int)(sizeof(sizes) / sizeof(*sizes)); i++)
 		for (op = 1; op >= 0; op--)
@@ -491,7 +488,7 @@ static int client(const char *host, unsigned long max_iters, double seconds)
 	for (i = 0; i < b.nranges; i++)
 		ibtcadv_range_close(b.r[i]);
 	if (write(s, "done\n", 5) != 5)
-		die("client: %s", strerror(errno));
+		die("%s: %s", __func__, strerror(errno));
 	close(s);
 	printf("DVBENCH verified %lu transfers\n", b.verified);
 	return 0;
@@ -504,7 +501,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && argc <= 5 && !strcmp(argv[1], "client"))
 		return client(argv[2], argc > 3 ? strtoul(argv[3], NULL, 0) : 200,
 			      argc > 4 ? strtod(argv[4], NULL) : 1);
-	fprintf(stderr, "usage: ibtcadv-bench server | "
-		"client HOST [MAX_ITERS [SECONDS]]\n");
+	fprintf(stderr,
+		"usage: ibtcadv-bench server | client HOST [MAX_ITERS [SECONDS]]\n");
 	return 2;
 }

@@ -19,16 +19,22 @@
 #            connection, one verified ping-pong, disconnect): ms per run;
 #            `ib_write_lat -R` (QPs connected by rdma_cm), 64 B, 1000
 #            iterations: the median (t_typical), usec; on ibtca0 and rxe0
+#   ucx      ucx_perftest (UCP tag matching over UCX's rc_verbs, ud_verbs
+#            for wire-up only), on ibtca0 and rxe0: `-t tag_lat` 8 B, the
+#            median one-way latency (usec), and `-t tag_bw` 1 MiB
+#            (rendezvous), MB/s; each about SECONDS long (ucx_perftest has
+#            no time limit: a short run first gives the iteration count)
 # Prints one ULP-BENCH line per measurement (KEY VALUE UNIT), then a
 # markdown table with ratios: ibtca / baseline for rates, baseline / ibtca
 # for times, so above 1 is ibtca faster either way. Leaves the consoles in
-# RUN_DIR (default $IBTCA_CACHE/chroot/tmp/ulp-bench).
+# RUN_DIR (default $IBTCA_CACHE/chroot/tmp/ulp-bench). The guests boot
+# the Debian root with ucx-utils layered on (docs/guest-root.md).
 #
 #   scripts/ulp-bench.sh [--seconds N] [--commands DIR] [RUN_DIR]
 #                                # as root, after cargo build --release
 #   scripts/ulp-bench.sh --table RESULTS
 #
-# --seconds N: each fio and iperf3 run's length (default 10).
+# --seconds N: each fio, iperf3 and ucx_perftest run's length (default 10).
 # --commands DIR: write the guests' commands (DIR/n1.1, n1.2, ..., n2.1,
 # ...; each one `ibtca-fabric up --run` command) and boot nothing.
 # --table RESULTS: print the table of a run's ULP-BENCH lines (a run
@@ -45,7 +51,7 @@ FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 seconds=10 commands= results=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
 	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
 	--table) results=${2:?--table needs a results file}; shift 2 ;;
@@ -93,6 +99,10 @@ table() {
 			"rping-connect/ibtca", "rping-connect/rxe", "soft-RoCE", 1)
 		row("ib_write_lat -R, 64 B, median (usec; inverse ratio)", "write-lat-64/ibtca",
 			"write-lat-64/rxe", "soft-RoCE", 1)
+		row("ucx_perftest tag_lat over rc_verbs, 8 B, median (usec; inverse ratio)", "ucx-tag-lat-8/ibtca",
+			"ucx-tag-lat-8/rxe", "soft-RoCE", 1)
+		row("ucx_perftest tag_bw over rc_verbs, 1 MiB (MB/s)", "ucx-tag-bw-1m/ibtca", "ucx-tag-bw-1m/rxe",
+			"soft-RoCE", 0)
 	}' "$1"
 }
 if [ -n "$results" ]; then
@@ -145,6 +155,32 @@ iperf_run() {
 	echo "awk '/receiver\$/ { printf \"ULP-BENCH iperf3-$1 %s Mbit/s\\n\", \$(NF - 2) }' /tmp/iperf-$1.out"
 }
 
+# ucx_test TEST: ucx_perftest's KEY, options, the iterations of the short
+# run that sizes the measured one and the warm-up; the column of that
+# run's Final line that says how long one iteration takes (UCX_BY; $5:
+# overall latency, usec, half a round trip; $7: overall bandwidth, MB/s of
+# 2^20 bytes, one 1 MiB message per MB) and that time in seconds
+# (UCX_ITER_S); the column the row reports ($3: median latency) and its
+# unit.
+UCX_TESTS=(lat bw)
+ucx_test() {
+	case $1 in
+	lat) UCX_KEY=ucx-tag-lat-8 UCX_OPTS="-t tag_lat -s 8" UCX_PROBE=100 UCX_WARM=10
+		UCX_BY=5 UCX_ITER_S='2 * $5 / 1e6' UCX_COL=3 UCX_UNIT=usec ;;
+	bw) UCX_KEY=ucx-tag-bw-1m UCX_OPTS="-t tag_bw -s 1048576" UCX_PROBE=10 UCX_WARM=2
+		UCX_BY=7 UCX_ITER_S='1 / $7' UCX_COL=7 UCX_UNIT=MB/s ;;
+	esac
+}
+ucx_env() { echo "UCX_NET_DEVICES=$1:1 UCX_TLS=rc_verbs,ud_verbs:aux"; }
+# ucx_port DEV TEST PHASE: n1's one-shot server for that run (PHASE 0: the
+# sizing run, 1: the measured one).
+ucx_port() {
+	local d=0 t=0
+	[ "$1" = rxe0 ] && d=1
+	[ "$2" = bw ] && t=1
+	echo $((13500 + 4 * d + 2 * t + $3))
+}
+
 ulp_transport rxe
 rxe_a=("${ULP_ADDR[@]}")
 ulp_transport ibtca
@@ -162,6 +198,17 @@ n1+=("$(
 	done
 	for d in ibtca0 rxe0; do
 		echo "ib_write_lat -R -d $d -s 64 -n 1000 -p $(lat_port $d) >/tmp/lat-$d.log 2>&1 &"
+	done
+	# ucx_perftest serves one run and exits: one server per run, each
+	# up (listening on its TCP port) before n2 can get that far.
+	for d in ibtca0 rxe0; do
+		for t in "${UCX_TESTS[@]}"; do
+			for ph in 0 1; do
+				p=$(ucx_port $d $t $ph)
+				echo "$(ucx_env $d) ucx_perftest -P 0 -p $p >/tmp/ucx-srv-$p.log 2>&1 &"
+				printf "wait_for \"cat /proc/net/tcp /proc/net/tcp6 | grep -Eq ':%04X 0+:0000 0A'\" 600 || exit 1\n" "$p"
+			done
+		done
 	done
 	echo "wait_for 'listening ${ib_a[0]}:7174 && listening ${rxe_a[0]}:7174' 600 || exit 1"
 )")
@@ -213,6 +260,25 @@ EOF
 	done
 	echo "exit \$rc"
 )")")
+n2+=("$(guarded ucx "$(
+	ulp_funcs
+	echo "rc=0"
+	for t in ibtca rxe; do
+		ulp_transport $t
+		for u in "${UCX_TESTS[@]}"; do
+			ucx_test "$u"
+			run="$(ucx_env "$ULP_DEV") timeout $((3 * seconds + 120)) ucx_perftest -P 0 ${rxe_a[0]} $UCX_OPTS -w $UCX_WARM"
+			o=/tmp/$UCX_KEY-$t
+			cat <<EOF
+$run -p $(ucx_port "$ULP_DEV" "$u" 0) -n $UCX_PROBE >$o.size 2>&1 || rc=1
+n=\$(awk '\$1 == "Final:" && \$$UCX_BY > 0 { n = int($seconds / ($UCX_ITER_S)); print (n > 0 ? n : 1) }' $o.size)
+[ -n "\$n" ] && $run -p $(ucx_port "$ULP_DEV" "$u" 1) -n \$n >$o.out 2>&1 || rc=1
+awk '\$1 == "Final:" { printf "ULP-BENCH $UCX_KEY/$t %s $UCX_UNIT (%s iterations)\\n", \$$UCX_COL, \$2 }' $o.out
+EOF
+		done
+	done
+	echo "exit \$rc"
+)")")
 n2+=("touch /share/bench-done; [ ! -e /tmp/bench-failed ]")
 
 if [ -n "$commands" ]; then
@@ -222,6 +288,7 @@ if [ -n "$commands" ]; then
 	exit 0
 fi
 
+export ULP_GUEST_PACKAGES=ucx-utils
 C=$(readlink -f "$CACHE/chroot")
 RUN=${1:-$C/tmp/ulp-bench}
 [ -x "$FABRIC" ] || { echo "no $FABRIC: cargo build --release (or set IBTCA_FABRIC)" >&2; exit 1; }

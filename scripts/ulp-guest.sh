@@ -34,7 +34,10 @@
 #   ulp_sender NAME CMD TRIES n2's command: CMD again until NAME's server is
 #                             done, at most TRIES times (a multicast sender)
 #   ulp_up FABRIC RUN GUEST SHARE N1CMD... -- N2CMD...
-#                             boots both guests and waits for them
+#                             boots both guests and waits for them; with
+#                             ULP_GUEST_PACKAGES (a,b,...) set, from the
+#                             Debian root with those packages layered on
+#                             (docs/guest-root.md) instead of the initramfs
 # Guests wait on events (a listener in `rdma resource show cm_id`, files in
 # the share, block devices appearing), polled every 0.1 s up to a bound.
 
@@ -384,5 +387,6 @@ ulp_up() {
 	ulp_topology "$topo"
 	"$fabric" up "$topo" --run-dir "$run" --guests --wait --guest-timeout 1500 \
 		--kernel "$guest/vmlinuz" --initrd "$guest/initramfs.cpio.gz" \
-		--run-vm "$(dirname "${BASH_SOURCE[0]}")/run-vm.sh" --share "$share" "${args[@]}"
+		--run-vm "$(dirname "${BASH_SOURCE[0]}")/run-vm.sh" --share "$share" \
+		${ULP_GUEST_PACKAGES:+--guest-packages "$ULP_GUEST_PACKAGES"} "${args[@]}"
 }

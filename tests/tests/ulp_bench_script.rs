@@ -1,8 +1,8 @@
 //! `scripts/ulp-bench.sh` without a VM: its options (a bad one exits 2
 //! before anything boots), the guests' commands it writes with
 //! `--commands` (each parses as shell; n2 measures both transports' NVMe-oF,
-//! iperf3 on the three wires and the rdma_cm rows, each run as long as
-//! `--seconds` says), and the table `--table` makes of ULP-BENCH lines
+//! iperf3 on the three wires, the rdma_cm rows and ucx_perftest, each run
+//! as long as `--seconds` says), and the table `--table` makes of ULP-BENCH lines
 //! (rates as ibtca / baseline, times as baseline / ibtca, no ratio where a
 //! value is missing). The measurement itself boots guests: by hand, as
 //! docs/ulp-benchmarks.md says.
@@ -23,6 +23,14 @@ fn bench(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run bash")
+}
+
+fn which_bash() -> PathBuf {
+    let out = Command::new("bash")
+        .args(["-c", "command -v bash"])
+        .output()
+        .expect("run bash");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 #[test]
@@ -52,7 +60,7 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     let read = |n: &str, i: usize| std::fs::read_to_string(dir.0.join(format!("{n}.{i}")));
     let cmds = |n: &str| -> Vec<String> { (1..).map_while(|i| read(n, i).ok()).collect() };
     let (n1, n2) = (cmds("n1"), cmds("n2"));
-    assert_eq!((n1.len(), n2.len()), (4, 6), "{n1:?}\n{n2:?}");
+    assert_eq!((n1.len(), n2.len()), (4, 7), "{n1:?}\n{n2:?}");
     for (i, c) in n1.iter().chain(&n2).enumerate() {
         let parsed = Command::new("sh")
             .args(["-n", "-c", c])
@@ -76,6 +84,10 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         "rping -c -a 10.77.0.1 ",
         "ib_write_lat -R -d ibtca0 ",
         "ib_write_lat -R -d rxe0 ",
+        "UCX_NET_DEVICES=ibtca0:1 UCX_TLS=rc_verbs,ud_verbs:aux ",
+        "UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,ud_verbs:aux ",
+        "ucx_perftest -P 0 10.77.0.1 -t tag_lat -s 8 ",
+        "ucx_perftest -P 0 10.77.0.1 -t tag_bw -s 1048576 ",
     ] {
         assert!(all.contains(want), "n2 lacks {want:?}:\n{all}");
     }
@@ -101,7 +113,7 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     assert!(all.contains("nvme-randread-4k-qd16-iops/local "), "{all}");
     // Each measurement's failure is reported and the next one still runs;
     // the last command says whether any failed.
-    for (i, c) in n2[1..5].iter().enumerate() {
+    for (i, c) in n2[1..6].iter().enumerate() {
         assert!(
             c.contains("|| { echo 'ULP-BENCH-FAILED "),
             "n2.{}: {c}",
@@ -109,7 +121,7 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         );
     }
     assert_eq!(
-        n2[5].trim(),
+        n2[6].trim(),
         "touch /share/bench-done; [ ! -e /tmp/bench-failed ]"
     );
     // n1 serves both transports' target and switches ib0 to connected
@@ -120,6 +132,101 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         "{}",
         n1[3]
     );
+    // n1 serves every ucx_perftest run (each serves one) on its own port,
+    // with the client's transport, and waits until each one listens.
+    for port in 13500..13508 {
+        let dev = if port < 13504 { "ibtca0" } else { "rxe0" };
+        let serve = format!(
+            "UCX_NET_DEVICES={dev}:1 UCX_TLS=rc_verbs,ud_verbs:aux ucx_perftest -P 0 -p {port} "
+        );
+        assert!(n1[1].contains(&serve), "n1 lacks {serve:?}:\n{}", n1[1]);
+        assert!(all.contains(&format!(" -p {port} ")), "no client of {port}");
+        let listening = format!(":{port:04X} 0+:0000 0A");
+        assert!(n1[1].contains(&listening), "{listening}:\n{}", n1[1]);
+    }
+}
+
+/// Each ucx_perftest row: a short run (100 ping-pongs, 10 messages) whose
+/// Final line says how long one iteration takes, then a run of as many
+/// iterations as fill `--seconds`, whose Final line gives the row. Run
+/// here with a `ucx_perftest` that prints a Final line as UCX 1.18 does.
+#[test]
+fn the_ucx_runs_last_as_long_as_seconds_says() {
+    let dir = TempDir::new("ulp-bench-ucx");
+    let cmds = dir.0.join("cmds");
+    let out = bench(&["--seconds", "7", "--commands", &cmds.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let n2 = std::fs::read_to_string(cmds.join("n2.6")).unwrap();
+    assert!(n2.contains("ULP-BENCH ucx-tag-lat-8/"), "{n2}");
+    let run = dir.0.join("run");
+    std::fs::create_dir(&run).unwrap();
+    let n2 = n2.replace("/tmp/", &format!("{}/", run.display()));
+    // Final: iterations, latency (usec) median, average, overall,
+    // bandwidth (MB/s) average, overall, message rate average, overall.
+    // tag_lat: 50 usec one way, 100 usec per ping-pong; tag_bw: 25 MB/s,
+    // 25 messages of 1 MiB a second.
+    let bin = dir.0.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = format!(
+        "#!/bin/sh\n\
+         echo \"$UCX_NET_DEVICES $*\" >>{log}\n\
+         n=0; t=; while [ $# -gt 0 ]; do case $1 in -n) n=$2 ;; -t) t=$2 ;; esac; shift; done\n\
+         case $t in\n\
+         tag_lat) echo \"Final: $n 40.000 45.000 50.000 0.15 0.15 10000 10000\" ;;\n\
+         tag_bw) echo \"Final: $n 39900.000 40000.000 40000.000 24.00 25.00 25 25\" ;;\n\
+         esac\n",
+        log = dir.0.join("calls").display()
+    );
+    let fake_path = bin.join("ucx_perftest");
+    std::fs::write(&fake_path, fake).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&fake_path)
+        .status()
+        .unwrap();
+    // The guests' dash has `set -o pipefail`; a build host's sh may not.
+    std::os::unix::fs::symlink(which_bash(), bin.join("sh")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let ran = Command::new("sh")
+        .args(["-c", &n2])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", text(&ran));
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout),
+        "ULP-BENCH ucx-tag-lat-8/ibtca 40.000 usec (70000 iterations)\n\
+         ULP-BENCH ucx-tag-bw-1m/ibtca 25.00 MB/s (175 iterations)\n\
+         ULP-BENCH ucx-tag-lat-8/rxe 40.000 usec (70000 iterations)\n\
+         ULP-BENCH ucx-tag-bw-1m/rxe 25.00 MB/s (175 iterations)\n",
+        "{}",
+        text(&ran)
+    );
+    let calls = std::fs::read_to_string(dir.0.join("calls")).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 8, "{calls:#?}");
+    for (i, (dev, size, n)) in [
+        ("ibtca0", "8", "100"),
+        ("ibtca0", "8", "70000"),
+        ("ibtca0", "1048576", "10"),
+        ("ibtca0", "1048576", "175"),
+        ("rxe0", "8", "100"),
+        ("rxe0", "8", "70000"),
+        ("rxe0", "1048576", "10"),
+        ("rxe0", "1048576", "175"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = 13500 + i;
+        assert!(
+            calls[i].starts_with(&format!("{dev}:1 -P 0 10.77.0.1 "))
+                && calls[i].contains(&format!(" -s {size} "))
+                && calls[i].ends_with(&format!(" -p {port} -n {n}")),
+            "call {i}: {}",
+            calls[i]
+        );
+    }
 }
 
 /// The guest's vCPU busy share over a run: 1 - (idle + iowait) / all of
@@ -173,7 +280,11 @@ fn the_table_gives_ratios_where_both_values_are_there() {
          ULP-BENCH nvme-randread-4k-qd1-usec/ibtca 800 usec\n\
          ULP-BENCH nvme-randread-4k-qd1-usec/rxe 2000 usec\n\
          ULP-BENCH nvme-randread-4k-qd16-iops/local 4000 IOPS\n\
-         ULP-BENCH nvme-randread-4k-qd16-busy/ibtca 95 %\n",
+         ULP-BENCH nvme-randread-4k-qd16-busy/ibtca 95 %\n\
+         ULP-BENCH ucx-tag-lat-8/ibtca 30.000 usec (70000 iterations)\n\
+         ULP-BENCH ucx-tag-lat-8/rxe 120.000 usec (20000 iterations)\n\
+         ULP-BENCH ucx-tag-bw-1m/ibtca 150.00 MB/s (1500 iterations)\n\
+         ULP-BENCH ucx-tag-bw-1m/rxe 12.00 MB/s (120 iterations)\n",
     )
     .unwrap();
     let out = bench(&["--table", &results.display().to_string()]);
@@ -212,6 +323,15 @@ fn the_table_gives_ratios_where_both_values_are_there() {
     );
     // A time: the baseline's over ibtca's.
     assert_eq!(row("rping"), ["20.0", "50.0", "soft-RoCE", "2.50"]);
+    assert_eq!(
+        row("ucx_perftest tag_lat"),
+        ["30.000", "120.000", "soft-RoCE", "4.00"]
+    );
+    // A rate: ibtca's over the baseline's.
+    assert_eq!(
+        row("ucx_perftest tag_bw"),
+        ["150.00", "12.00", "soft-RoCE", "12.50"]
+    );
     // One value missing: no ratio.
     assert_eq!(row("ib_write_lat"), ["40.5", "soft-RoCE"]);
     assert_eq!(

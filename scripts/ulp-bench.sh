@@ -28,7 +28,8 @@
 # markdown table with ratios: ibtca / baseline for rates, baseline / ibtca
 # for times, so above 1 is ibtca faster either way. Leaves the consoles in
 # RUN_DIR (default $IBTCA_CACHE/chroot/tmp/ulp-bench). The guests boot
-# the Debian root with ucx-utils layered on (docs/guest-root.md).
+# the Debian root with ucx-utils and iputils-ping layered on
+# (docs/guest-root.md).
 #
 #   scripts/ulp-bench.sh [--seconds N] [--commands DIR] [RUN_DIR]
 #                                # as root, after cargo build --release
@@ -51,7 +52,7 @@ FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 seconds=10 commands= results=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
 	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
 	--table) results=${2:?--table needs a results file}; shift 2 ;;
@@ -273,7 +274,9 @@ n2+=("$(guarded ucx "$(
 $run -p $(ucx_port "$ULP_DEV" "$u" 0) -n $UCX_PROBE >$o.size 2>&1 || rc=1
 n=\$(awk '\$1 == "Final:" && \$$UCX_BY > 0 { n = int($seconds / ($UCX_ITER_S)); print (n > 0 ? n : 1) }' $o.size)
 [ -n "\$n" ] && $run -p $(ucx_port "$ULP_DEV" "$u" 1) -n \$n >$o.out 2>&1 || rc=1
-awk '\$1 == "Final:" { printf "ULP-BENCH $UCX_KEY/$t %s $UCX_UNIT (%s iterations)\\n", \$$UCX_COL, \$2 }' $o.out
+awk '\$1 == "Final:" { printf "ULP-BENCH $UCX_KEY/$t %s $UCX_UNIT (%s iterations)\\n", \$$UCX_COL, \$2; f = 1 }
+	END { exit !f }' $o.out 2>/dev/null || { tail -n 20 $o.size $o.out; $(ucx_env "$ULP_DEV") ucx_info -d | grep -E '(Transport|Device):'; } 2>&1 |
+	sed 's/^/ULP-UCX-FAILED $UCX_KEY\/$t: /'
 EOF
 		done
 	done
@@ -288,7 +291,7 @@ if [ -n "$commands" ]; then
 	exit 0
 fi
 
-export ULP_GUEST_PACKAGES=ucx-utils
+export ULP_GUEST_PACKAGES=ucx-utils,iputils-ping
 C=$(readlink -f "$CACHE/chroot")
 RUN=${1:-$C/tmp/ulp-bench}
 [ -x "$FABRIC" ] || { echo "no $FABRIC: cargo build --release (or set IBTCA_FABRIC)" >&2; exit 1; }

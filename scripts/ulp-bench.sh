@@ -172,7 +172,16 @@ ucx_test() {
 		UCX_BY=7 UCX_ITER_S='1 / $7' UCX_COL=7 UCX_UNIT=MB/s ;;
 	esac
 }
-ucx_env() { echo "UCX_NET_DEVICES=$1:1 UCX_TLS=rc_verbs,ud_verbs:aux"; }
+# ucx_env DEV: the data goes over rc_verbs on DEV. UCP's wire-up goes over
+# ud_verbs on ibtca0; on rxe0 with ud_verbs every client aborts in UCX's
+# IB transport before its first measurement, so there it goes over TCP on
+# eth0 (docs/ulp-benchmarks.md).
+ucx_env() {
+	case $1 in
+	ibtca0) echo "UCX_NET_DEVICES=ibtca0:1 UCX_TLS=rc_verbs,ud_verbs:aux" ;;
+	rxe0) echo "UCX_NET_DEVICES=rxe0:1,eth0 UCX_TLS=rc_verbs,tcp:aux" ;;
+	esac
+}
 # ucx_port DEV TEST PHASE: n1's one-shot server for that run (PHASE 0: the
 # sizing run, 1: the measured one).
 ucx_port() {
@@ -275,7 +284,7 @@ $run -p $(ucx_port "$ULP_DEV" "$u" 0) -n $UCX_PROBE >$o.size 2>&1 || rc=1
 n=\$(awk '\$1 == "Final:" && \$$UCX_BY > 0 { n = int($seconds / ($UCX_ITER_S)); print (n > 0 ? n : 1) }' $o.size)
 [ -n "\$n" ] && $run -p $(ucx_port "$ULP_DEV" "$u" 1) -n \$n >$o.out 2>&1 || rc=1
 awk '\$1 == "Final:" { printf "ULP-BENCH $UCX_KEY/$t %s $UCX_UNIT (%s iterations)\\n", \$$UCX_COL, \$2; f = 1 }
-	END { exit !f }' $o.out 2>/dev/null || { tail -n 20 $o.size $o.out; $(ucx_env "$ULP_DEV") ucx_info -d | grep -E '(Transport|Device):'; } 2>&1 |
+	END { exit !f }' $o.out 2>/dev/null || { grep -hv '^\\[.*\\] \\[ *[0-9]*\\]' $o.size $o.out | tail -n 20; $(ucx_env "$ULP_DEV") ucx_info -d | grep -E '(Transport|Device):'; } 2>&1 |
 	sed 's/^/ULP-UCX-FAILED $UCX_KEY\/$t: /'
 EOF
 		done

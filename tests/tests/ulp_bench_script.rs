@@ -85,7 +85,7 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         "ib_write_lat -R -d ibtca0 ",
         "ib_write_lat -R -d rxe0 ",
         "UCX_NET_DEVICES=ibtca0:1 UCX_TLS=rc_verbs,ud_verbs:aux ",
-        "UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,ud_verbs:aux ",
+        "UCX_NET_DEVICES=rxe0:1,eth0 UCX_TLS=rc_verbs,tcp:aux ",
         "ucx_perftest -P 0 10.77.0.1 -t tag_lat -s 8 ",
         "ucx_perftest -P 0 10.77.0.1 -t tag_bw -s 1048576 ",
     ] {
@@ -135,10 +135,12 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     // n1 serves every ucx_perftest run (each serves one) on its own port,
     // with the client's transport, and waits until each one listens.
     for port in 13500..13508 {
-        let dev = if port < 13504 { "ibtca0" } else { "rxe0" };
-        let serve = format!(
-            "UCX_NET_DEVICES={dev}:1 UCX_TLS=rc_verbs,ud_verbs:aux ucx_perftest -P 0 -p {port} "
-        );
+        let env = if port < 13504 {
+            "UCX_NET_DEVICES=ibtca0:1 UCX_TLS=rc_verbs,ud_verbs:aux"
+        } else {
+            "UCX_NET_DEVICES=rxe0:1,eth0 UCX_TLS=rc_verbs,tcp:aux"
+        };
+        let serve = format!("{env} ucx_perftest -P 0 -p {port} ");
         assert!(n1[1].contains(&serve), "n1 lacks {serve:?}:\n{}", n1[1]);
         assert!(all.contains(&format!(" -p {port} ")), "no client of {port}");
         let listening = format!(":{port:04X} 0+:0000 0A");
@@ -206,21 +208,21 @@ fn the_ucx_runs_last_as_long_as_seconds_says() {
     let calls: Vec<&str> = calls.lines().collect();
     assert_eq!(calls.len(), 8, "{calls:#?}");
     for (i, (dev, size, n)) in [
-        ("ibtca0", "8", "100"),
-        ("ibtca0", "8", "70000"),
-        ("ibtca0", "1048576", "10"),
-        ("ibtca0", "1048576", "175"),
-        ("rxe0", "8", "100"),
-        ("rxe0", "8", "70000"),
-        ("rxe0", "1048576", "10"),
-        ("rxe0", "1048576", "175"),
+        ("ibtca0:1", "8", "100"),
+        ("ibtca0:1", "8", "70000"),
+        ("ibtca0:1", "1048576", "10"),
+        ("ibtca0:1", "1048576", "175"),
+        ("rxe0:1,eth0", "8", "100"),
+        ("rxe0:1,eth0", "8", "70000"),
+        ("rxe0:1,eth0", "1048576", "10"),
+        ("rxe0:1,eth0", "1048576", "175"),
     ]
     .into_iter()
     .enumerate()
     {
         let port = 13500 + i;
         assert!(
-            calls[i].starts_with(&format!("{dev}:1 -P 0 10.77.0.1 "))
+            calls[i].starts_with(&format!("{dev} -P 0 10.77.0.1 "))
                 && calls[i].contains(&format!(" -s {size} "))
                 && calls[i].ends_with(&format!(" -p {port} -n {n}")),
             "call {i}: {}",

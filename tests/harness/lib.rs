@@ -41,6 +41,7 @@ pub mod peer_death;
 pub mod qp_retry;
 pub mod raw_port;
 pub mod retries;
+pub mod script_cli;
 pub mod sim_guest;
 pub mod sm_client;
 pub mod sm_nodes;

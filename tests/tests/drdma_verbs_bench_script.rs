@@ -6,43 +6,31 @@
 //! The measurement itself boots guests: by hand, as docs/drdma-verbs.md
 //! says.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use ibtca_tests::launcher::text;
+use ibtca_tests::script_cli;
 use ibtca_tests::TempDir;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/drdma-verbs-bench.sh")
-}
-
 fn bench(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("run bash")
+    script_cli::run("drdma-verbs-bench.sh", args, &[])
 }
 
 #[test]
 fn help_and_bad_options() {
-    let help = bench(&["--help"]);
-    assert!(help.status.success(), "{}", text(&help));
-    let said = String::from_utf8_lossy(&help.stdout);
-    for opt in ["--iters N", "--seconds S", "--table RESULTS"] {
-        assert!(said.contains(opt), "{said}");
-    }
-    for bad in [
-        &["--bogus"][..],
-        &["--iters", "0"],
-        &["--iters", "ten"],
-        &["--seconds", "x"],
-        &["--seconds", "1.2.3"],
-        &["a", "b"],
-    ] {
-        let out = bench(bad);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out));
-    }
+    script_cli::help_and_bad_options(
+        "drdma-verbs-bench.sh",
+        &["--iters N", "--seconds S", "--table RESULTS"],
+        &[
+            &["--bogus"],
+            &["--iters", "0"],
+            &["--iters", "ten"],
+            &["--seconds", "x"],
+            &["--seconds", "1.2.3"],
+            &["a", "b"],
+        ],
+        &[],
+    );
 }
 
 /// The cells of the table's row that starts with `start`.

@@ -5,50 +5,39 @@
 //! run's row names the tests that failed and the exit status is 1, and that
 //! no hog outlives the script.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use ibtca_tests::launcher::text;
+use ibtca_tests::script_cli;
 use ibtca_tests::TempDir;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/soak-suite.sh")
-}
-
 fn run(args: &[&str], suite: Option<&str>) -> Output {
-    let mut cmd = Command::new("bash");
-    cmd.arg(script()).args(args);
-    if let Some(suite) = suite {
-        cmd.env("IBTCA_SUITE_CMD", suite);
-    }
-    cmd.output().expect("run bash")
+    let env: Vec<(&str, &str)> = suite.map(|s| ("IBTCA_SUITE_CMD", s)).into_iter().collect();
+    script_cli::run("soak-suite.sh", args, &env)
 }
 
 #[test]
 fn help_and_bad_options() {
-    let help = run(&["--help"], None);
-    assert!(help.status.success(), "{}", text(&help));
-    let said = String::from_utf8_lossy(&help.stdout);
-    for opt in ["--runs N", "--no-vm", "--hog-nice N", "--log-dir DIR"] {
-        assert!(said.contains(opt), "{said}");
-    }
-    for bad in [
-        &["--bogus"][..],
-        &["--runs", "0"],
-        &["--runs", "five"],
-        &["--runs"],
-        &["--hog-nice", "20"],
-        &["--hog-nice", "-1"],
-    ] {
-        // The stand-in would fail the test if a bad option ever reached a run.
-        let out = run(bad, Some("false"));
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("soak-suite.sh: error: "),
-            "{bad:?}: {}",
-            text(&out)
-        );
-    }
+    // The stand-in would fail the test if a bad option ever reached a run.
+    script_cli::help_and_bad_options(
+        "soak-suite.sh",
+        &["--runs N", "--no-vm", "--hog-nice N", "--log-dir DIR"],
+        &[
+            &["--bogus"],
+            &["--runs", "0"],
+            &["--runs", "five"],
+            &["--runs"],
+            &["--hog-nice", "20"],
+            &["--hog-nice", "-1"],
+        ],
+        &[("IBTCA_SUITE_CMD", "false")],
+    );
+    let out = run(&["--bogus"], Some("false"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("soak-suite.sh: error: "),
+        "{}",
+        text(&out)
+    );
 }
 
 /// The stand-in suite: counts its runs, records the `yes` processes whose

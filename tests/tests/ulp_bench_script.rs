@@ -7,22 +7,15 @@
 //! value is missing). The measurement itself boots guests: by hand, as
 //! docs/ulp-benchmarks.md says.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use ibtca_tests::launcher::text;
+use ibtca_tests::script_cli;
 use ibtca_tests::TempDir;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ulp-bench.sh")
-}
-
 fn bench(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("run bash")
+    script_cli::run("ulp-bench.sh", args, &[])
 }
 
 fn which_bash() -> PathBuf {
@@ -35,21 +28,17 @@ fn which_bash() -> PathBuf {
 
 #[test]
 fn help_and_bad_options() {
-    let help = bench(&["--help"]);
-    assert!(help.status.success(), "{}", text(&help));
-    let said = String::from_utf8_lossy(&help.stdout);
-    for opt in ["--seconds N", "--commands DIR", "--table RESULTS"] {
-        assert!(said.contains(opt), "{said}");
-    }
-    for bad in [
-        &["--bogus"][..],
-        &["--seconds", "0"],
-        &["--seconds", "ten"],
-        &["a", "b"],
-    ] {
-        let out = bench(bad);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out));
-    }
+    script_cli::help_and_bad_options(
+        "ulp-bench.sh",
+        &["--seconds N", "--commands DIR", "--table RESULTS"],
+        &[
+            &["--bogus"],
+            &["--seconds", "0"],
+            &["--seconds", "ten"],
+            &["a", "b"],
+        ],
+        &[],
+    );
 }
 
 #[test]

@@ -83,6 +83,20 @@ impl Layout {
             .env("IBTCA_FUZZ_BIN_DIR", self.dir.0.join("bin"))
             .env("FAKE_PID", self.pid_file())
             .env_remove("IBTCA_FUZZ_ARGS");
+        // A suite started in the background of a non-interactive shell
+        // (`nohup scripts/test.sh &`) inherits SIGINT ignored, and a shell
+        // cannot trap a signal ignored on entry: the `stopped` stand-in
+        // would never see the test's SIGINT. Ctrl-C reaches a fuzzer with
+        // the default disposition, so the script runs with that one.
+        use std::os::unix::process::CommandExt;
+        // SAFETY: signal(2) is async-signal-safe, and the closure touches
+        // no memory of the parent between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         c
     }
 
@@ -109,6 +123,31 @@ impl Layout {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Waits for the script after a signal; a script still running 300 s
+/// later (and its stand-in) is killed and the test fails rather than hangs.
+fn finish(child: Child, fuzzer: &str) -> Output {
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let pids = [child.id().to_string(), fuzzer.to_string()];
+    let watchdog = std::thread::spawn(move || {
+        let hung = ended.recv_timeout(Duration::from_secs(300)).is_err();
+        if hung {
+            for pid in &pids {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+        hung
+    });
+    let out = child.wait_with_output().expect("wait for the script");
+    let _ = done.send(());
+    let hung = watchdog.join().expect("watchdog");
+    assert!(
+        !hung,
+        "the script was still running 300 s after the signal:\n{}",
+        text(&out)
+    );
+    out
 }
 
 fn kill(signal: &str, pid: &str) {
@@ -162,8 +201,9 @@ fn crashes_timeouts_and_oom_fail_with_their_names() {
 fn a_run_stopped_by_hand_is_stopped_not_a_failure() {
     let l = Layout::new("fuzz-script-stopped");
     let child = l.spawn(&["stopped", "clean"]);
-    kill("-INT", &l.wait_for_stopped_fuzzer());
-    let out = child.wait_with_output().expect("wait for the script");
+    let fuzzer = l.wait_for_stopped_fuzzer();
+    kill("-INT", &fuzzer);
+    let out = finish(child, &fuzzer);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let line = verdict(&out, "stopped");
     assert!(line.contains(", stopped (log"), "{line}");
@@ -185,7 +225,7 @@ fn a_stopped_script_runs_no_further_target() {
     // As a process-group kill does: the script and its fuzzer both get it.
     kill("-TERM", &child.id().to_string());
     kill("-TERM", &fuzzer);
-    let out = child.wait_with_output().expect("wait for the script");
+    let out = finish(child, &fuzzer);
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     assert!(verdict(&out, "stopped").contains(", stopped (log"));
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -36,21 +36,10 @@ fn the_guests_commands_parse_and_trace_each_rping_run() {
         &[],
     );
     assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str, i: usize| std::fs::read_to_string(dir.0.join(format!("{n}.{i}")));
-    let cmds = |n: &str| -> Vec<String> { (1..).map_while(|i| read(n, i).ok()).collect() };
+    let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
     let (n1, n2) = (cmds("n1"), cmds("n2"));
     assert_eq!((n1.len(), n2.len()), (2, 2), "{n1:?}\n{n2:?}");
-    for (i, c) in n1.iter().chain(&n2).enumerate() {
-        let parsed = std::process::Command::new("sh")
-            .args(["-n", "-c", c])
-            .output()
-            .expect("run sh");
-        assert!(
-            parsed.status.success(),
-            "command {i}: {}\n{c}",
-            text(&parsed)
-        );
-    }
+    script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
     let (n1, n2) = (n1.join("\n"), n2.join("\n"));
     for want in [
         "rping -s -P -V -S 64 -a 10.78.0.1 ",

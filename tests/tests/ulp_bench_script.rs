@@ -51,21 +51,10 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     let dir = TempDir::new("ulp-bench-commands");
     let out = bench(&["--seconds", "7", "--commands", &dir.0.display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str, i: usize| std::fs::read_to_string(dir.0.join(format!("{n}.{i}")));
-    let cmds = |n: &str| -> Vec<String> { (1..).map_while(|i| read(n, i).ok()).collect() };
+    let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
     let (n1, n2) = (cmds("n1"), cmds("n2"));
     assert_eq!((n1.len(), n2.len()), (4, 7), "{n1:?}\n{n2:?}");
-    for (i, c) in n1.iter().chain(&n2).enumerate() {
-        let parsed = Command::new("sh")
-            .args(["-n", "-c", c])
-            .output()
-            .expect("run sh");
-        assert!(
-            parsed.status.success(),
-            "command {i}: {}\n{c}",
-            text(&parsed)
-        );
-    }
+    script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
     let all = n2.join("\n");
     for want in [
         "ULP-HOST ibtca",
@@ -236,10 +225,10 @@ fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     let dir = TempDir::new("ulp-bench-rdma-cm");
     let out = bench(&["--rdma-cm", "--commands", &dir.0.display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str, i: usize| std::fs::read_to_string(dir.0.join(format!("{n}.{i}")));
-    let cmds = |n: &str| -> Vec<String> { (1..).map_while(|i| read(n, i).ok()).collect() };
+    let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
     let (n1, n2) = (cmds("n1"), cmds("n2"));
     assert_eq!((n1.len(), n2.len()), (3, 3), "{n1:?}\n{n2:?}");
+    script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
     let (n1, n2) = (n1.join("\n"), n2.join("\n"));
     for want in [
         "rping -c -a 10.78.0.1 ",

@@ -296,11 +296,16 @@ EOF
 	echo "exit \$rc"
 )")")
 n2+=("touch /share/bench-done; [ ! -e /tmp/bench-failed ]")
-# --rdma-cm: n1's set-up and servers, then up until n2 is done; n2's
-# set-up, the rdma_cm measurement and the last command.
+# --rdma-cm: n1's set-up and servers, which it announces, then up until
+# n2 is done; n2's set-up, the wait for n1's servers, the rdma_cm
+# measurement and the last command.
 if [ -n "$rdma_cm_only" ]; then
-	n1=("${n1[0]}" "${n1[1]}" "$(ulp_funcs; echo "wait_for '[ -e /share/bench-done ]' 12000")")
-	n2=("${n2[0]}" "$rdma_cm" "${n2[-1]}")
+	n1=("${n1[0]}" "${n1[1]}" "$(
+		ulp_funcs
+		echo "touch /share/rdma-cm-servers-up"
+		echo "wait_for '[ -e /share/bench-done ]' 12000"
+	)")
+	n2=("${n2[0]}" "$(ulp_funcs; echo "wait_for '[ -e /share/rdma-cm-servers-up ]' 12000")" "$rdma_cm" "${n2[-1]}")
 fi
 
 if [ -n "$commands" ]; then

@@ -218,8 +218,8 @@ fn the_ucx_runs_last_as_long_as_seconds_says() {
 /// /proc/stat's cpu line, between the snapshots before and after fio.
 /// `--rdma-cm` keeps the rdma_cm rows (rping on both transports,
 /// `ib_write_lat -R` on both devices) and their servers, and drops the
-/// rest: no fio, iperf3 client, UCX client or nvmet target; n1 stays up
-/// until n2 is done.
+/// rest: no fio, iperf3 client, UCX client or nvmet target; n2 starts once
+/// n1 says its servers listen, and n1 stays up until n2 is done.
 #[test]
 fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     let dir = TempDir::new("ulp-bench-rdma-cm");
@@ -227,7 +227,18 @@ fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     assert!(out.status.success(), "{}", text(&out));
     let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
     let (n1, n2) = (cmds("n1"), cmds("n2"));
-    assert_eq!((n1.len(), n2.len()), (3, 3), "{n1:?}\n{n2:?}");
+    assert_eq!((n1.len(), n2.len()), (3, 4), "{n1:?}\n{n2:?}");
+    // n2 measures once n1's servers listen.
+    assert!(
+        n1[2].contains("touch /share/rdma-cm-servers-up"),
+        "{}",
+        n1[2]
+    );
+    assert!(
+        n2[1].contains("wait_for '[ -e /share/rdma-cm-servers-up ]'"),
+        "{}",
+        n2[1]
+    );
     script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
     let (n1, n2) = (n1.join("\n"), n2.join("\n"));
     for want in [

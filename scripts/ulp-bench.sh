@@ -31,11 +31,13 @@
 # the Debian root with ucx-utils and iputils-ping layered on
 # (docs/guest-root.md).
 #
-#   scripts/ulp-bench.sh [--seconds N] [--commands DIR] [RUN_DIR]
+#   scripts/ulp-bench.sh [--seconds N] [--rdma-cm] [--commands DIR] [RUN_DIR]
 #                                # as root, after cargo build --release
 #   scripts/ulp-bench.sh --table RESULTS
 #
 # --seconds N: each fio, iperf3 and ucx_perftest run's length (default 10).
+# --rdma-cm: the rdma_cm rows alone (no NVMe-oF, iperf3 or UCX runs), in
+# the same guests (docs/cm-setup.md).
 # --commands DIR: write the guests' commands (DIR/n1.1, n1.2, ..., n2.1,
 # ...; each one `ibtca-fabric up --run` command) and boot nothing.
 # --table RESULTS: print the table of a run's ULP-BENCH lines (a run
@@ -49,13 +51,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 GUEST=${IBTCA_GUEST_DIR:-$CACHE/guest}
 FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
-seconds=10 commands= results=
+seconds=10 commands= results= rdma_cm_only=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
 	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
 	--table) results=${2:?--table needs a results file}; shift 2 ;;
+	--rdma-cm) rdma_cm_only=1; shift ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -252,7 +255,7 @@ n2+=("$(guarded iperf3 "$(
 	iperf_run ib0-connected "${ib_a[0]}"
 	echo "exit \$rc"
 )")")
-n2+=("$(guarded rdma_cm "$(
+rdma_cm=$(guarded rdma_cm "$(
 	ulp_funcs
 	echo "rc=0"
 	for t in ibtca rxe; do
@@ -269,7 +272,8 @@ grep -A1 '#bytes' /tmp/lat-$t.out | tail -n 1 | awk 'NF >= 5 { printf "ULP-BENCH
 EOF
 	done
 	echo "exit \$rc"
-)")")
+)")
+n2+=("$rdma_cm")
 n2+=("$(guarded ucx "$(
 	ulp_funcs
 	echo "rc=0"
@@ -292,6 +296,17 @@ EOF
 	echo "exit \$rc"
 )")")
 n2+=("touch /share/bench-done; [ ! -e /tmp/bench-failed ]")
+# --rdma-cm: n1's set-up and servers, which it announces, then up until
+# n2 is done; n2's set-up, the wait for n1's servers, the rdma_cm
+# measurement and the last command.
+if [ -n "$rdma_cm_only" ]; then
+	n1=("${n1[0]}" "${n1[1]}" "$(
+		ulp_funcs
+		echo "touch /share/rdma-cm-servers-up"
+		echo "wait_for '[ -e /share/bench-done ]' 12000"
+	)")
+	n2=("${n2[0]}" "$(ulp_funcs; echo "wait_for '[ -e /share/rdma-cm-servers-up ]' 12000")" "$rdma_cm" "${n2[-1]}")
+fi
 
 if [ -n "$commands" ]; then
 	mkdir -p "$commands"

@@ -49,3 +49,27 @@ pub fn help_and_bad_options(name: &str, options: &[&str], bad: &[&[&str]], env: 
         );
     }
 }
+
+/// The guests' commands a script wrote with `--commands DIR`: DIR/NODE.1,
+/// NODE.2, ... in order, up to the first missing one.
+pub fn written_commands(dir: &Path, node: &str) -> Vec<String> {
+    (1..)
+        .map_while(|i| std::fs::read_to_string(dir.join(format!("{node}.{i}"))).ok())
+        .collect()
+}
+
+/// Each of `commands` parses as shell (`sh -n -c`).
+#[track_caller]
+pub fn assert_each_parses_as_shell<'a>(commands: impl IntoIterator<Item = &'a String>) {
+    for (i, c) in commands.into_iter().enumerate() {
+        let parsed = Command::new("sh")
+            .args(["-n", "-c", c])
+            .output()
+            .expect("run sh");
+        assert!(
+            parsed.status.success(),
+            "command {i}: {}\n{c}",
+            text(&parsed)
+        );
+    }
+}

@@ -30,7 +30,12 @@ fn which_bash() -> PathBuf {
 fn help_and_bad_options() {
     script_cli::help_and_bad_options(
         "ulp-bench.sh",
-        &["--seconds N", "--commands DIR", "--table RESULTS"],
+        &[
+            "--seconds N",
+            "--rdma-cm",
+            "--commands DIR",
+            "--table RESULTS",
+        ],
         &[
             &["--bogus"],
             &["--seconds", "0"],
@@ -46,21 +51,10 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
     let dir = TempDir::new("ulp-bench-commands");
     let out = bench(&["--seconds", "7", "--commands", &dir.0.display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str, i: usize| std::fs::read_to_string(dir.0.join(format!("{n}.{i}")));
-    let cmds = |n: &str| -> Vec<String> { (1..).map_while(|i| read(n, i).ok()).collect() };
+    let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
     let (n1, n2) = (cmds("n1"), cmds("n2"));
     assert_eq!((n1.len(), n2.len()), (4, 7), "{n1:?}\n{n2:?}");
-    for (i, c) in n1.iter().chain(&n2).enumerate() {
-        let parsed = Command::new("sh")
-            .args(["-n", "-c", c])
-            .output()
-            .expect("run sh");
-        assert!(
-            parsed.status.success(),
-            "command {i}: {}\n{c}",
-            text(&parsed)
-        );
-    }
+    script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
     let all = n2.join("\n");
     for want in [
         "ULP-HOST ibtca",
@@ -222,6 +216,60 @@ fn the_ucx_runs_last_as_long_as_seconds_says() {
 
 /// The guest's vCPU busy share over a run: 1 - (idle + iowait) / all of
 /// /proc/stat's cpu line, between the snapshots before and after fio.
+/// `--rdma-cm` keeps the rdma_cm rows (rping on both transports,
+/// `ib_write_lat -R` on both devices) and their servers, and drops the
+/// rest: no fio, iperf3 client, UCX client or nvmet target; n2 starts once
+/// n1 says its servers listen, and n1 stays up until n2 is done.
+#[test]
+fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
+    let dir = TempDir::new("ulp-bench-rdma-cm");
+    let out = bench(&["--rdma-cm", "--commands", &dir.0.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let cmds = |n: &str| script_cli::written_commands(&dir.0, n);
+    let (n1, n2) = (cmds("n1"), cmds("n2"));
+    assert_eq!((n1.len(), n2.len()), (3, 4), "{n1:?}\n{n2:?}");
+    // n2 measures once n1's servers listen.
+    assert!(
+        n1[2].contains("touch /share/rdma-cm-servers-up"),
+        "{}",
+        n1[2]
+    );
+    assert!(
+        n2[1].contains("wait_for '[ -e /share/rdma-cm-servers-up ]'"),
+        "{}",
+        n2[1]
+    );
+    script_cli::assert_each_parses_as_shell(n1.iter().chain(&n2));
+    let (n1, n2) = (n1.join("\n"), n2.join("\n"));
+    for want in [
+        "rping -c -a 10.78.0.1 ",
+        "rping -c -a 10.77.0.1 ",
+        "ib_write_lat -R -d ibtca0 ",
+        "ib_write_lat -R -d rxe0 ",
+        "touch /share/bench-done",
+    ] {
+        assert!(n2.contains(want), "n2 lacks {want:?}:\n{n2}");
+    }
+    for gone in [
+        "fio ",
+        "iperf3 -c",
+        "ucx_perftest -P 0 10.77.0.1",
+        "ULP-HOST",
+    ] {
+        assert!(!n2.contains(gone), "n2 still runs {gone:?}:\n{n2}");
+    }
+    for want in [
+        "rping -s -P -V -S 64 -a 10.78.0.1 ",
+        "wait_for '[ -e /share/bench-done ]'",
+    ] {
+        assert!(n1.contains(want), "n1 lacks {want:?}:\n{n1}");
+    }
+    assert!(
+        !n1.contains("nvmet/ports"),
+        "n1 still starts the target:\n{n1}"
+    );
+}
+
 #[test]
 fn the_busy_share_counts_idle_and_iowait_as_not_busy() {
     let dir = TempDir::new("ulp-bench-busy");

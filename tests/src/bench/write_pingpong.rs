@@ -141,18 +141,24 @@ fn handoffs(servers: &(TestServer, TestServer)) -> [Handoffs; 2] {
     [h(&servers.0), h(&servers.1)]
 }
 
-/// Per round trip, each device's events run on their arriving thread and
-/// handed to its engine thread, between two counts.
+/// Per round trip, each device's events run on their arriving thread, on
+/// the thread that owned the engine when they came, and on its engine
+/// thread, and the engine thread's wake-ups, between two counts.
 fn handoffs_note(from: &[Handoffs; 2], to: &[Handoffs; 2], round_trips: usize) -> String {
     let per = |n: u64| n as f64 / round_trips.max(1) as f64;
     let side = |name: &str, f: &Handoffs, t: &Handoffs| {
         format!(
-            "{name}: doorbells {:.2} on the vfio-user thread, {:.2} to the engine; \
-             link batches {:.2} on the reader, {:.2} to the engine; timer wakes {:.2}",
+            "{name}: doorbells {:.2} on the vfio-user thread, {:.2} on the engine's owner, \
+             {:.2} on the engine thread; link batches {:.2} on the reader, {:.2} on the \
+             engine's owner, {:.2} on the engine thread; engine thread wake-ups {:.2} \
+             (timer {:.2})",
             per(t.vfio_inline - f.vfio_inline),
+            per(t.vfio_by_owner - f.vfio_by_owner),
             per(t.vfio_queued - f.vfio_queued),
             per(t.link_inline - f.link_inline),
+            per(t.link_by_owner - f.link_by_owner),
             per(t.link_queued - f.link_queued),
+            per(t.engine_wakes - f.engine_wakes),
             per(t.timer_wakes - f.timer_wakes),
         )
     };

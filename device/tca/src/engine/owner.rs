@@ -1,125 +1,82 @@
-//! Who runs the engine: the thread an event arrives on, or the engine
-//! thread.
+//! Who runs the engine: the thread an event arrives on, the thread that
+//! owns the engine when it arrives, or the engine thread.
 //!
 //! The engine (every QP's verbs and transport state) sits behind one
-//! mutex, and whoever holds it owns every QP. A thread that receives an
-//! event (the vfio-user thread a doorbell, a link reader a batch of
-//! packets) runs it to completion itself when the engine is idle: the
-//! mutex is free and no event waits in the engine thread's queue. Then the
-//! WQE goes from the doorbell to the wire, or a packet from the link into
-//! guest memory with its CQE and MSI-X, on the thread that took it, with
-//! no hand-off. Otherwise the event joins the queue, in order behind the
-//! others, and the engine thread takes it: what is queued and what is long
-//! stays there. So no two threads ever race on a QP, and events of one
-//! source are absorbed in the order they arrived.
+//! mutex, and whoever holds it owns every QP. Every event joins one queue
+//! (the inbox), in the order events arrived; whoever owns the engine runs
+//! the inbox in that order. A thread that receives an event (the
+//! vfio-user thread a doorbell, a link reader a batch of packets) queues
+//! it and takes the engine if it is free: then the WQE goes from the
+//! doorbell to the wire, or a packet from the link into guest memory with
+//! its CQE and MSI-X, on the thread that took it. If another thread owns
+//! the engine, the event waits for that owner, which runs the inbox before
+//! it lets the engine go: no thread is woken for it, and the arriving
+//! thread never waits for the mutex. So no two threads ever race on a QP,
+//! and events are absorbed in the order they arrived.
 //!
-//! The engine thread also runs the transport's timers. It sleeps until
-//! the earliest deadline it saw (`wakes_at`); a run on another thread that
-//! leaves an earlier deadline (an ACK timer armed after the engine went to
-//! sleep) wakes it with [`EngineEvent::Wake`].
+//! An arriving thread runs at most [`OWNER_RUN`] events per turn (its own
+//! and those it finds); it leaves the rest to the engine thread, which it
+//! wakes. The engine thread runs what is left and the transport's timers.
+//! It sleeps until the earliest deadline it saw (`wakes_at`); a run on
+//! another thread that leaves an earlier deadline (an ACK timer armed
+//! after the engine went to sleep) wakes it.
 //!
 //! The events come from hostile parties (the guest, the link peer), and
-//! an inline run does what the engine thread would do, bounded the same
-//! way (at most [`super::MAX_QUEUED_SEND_WQES`] per QP per doorbell, one
-//! batch of at most 128 KiB of packets); a thread that finds the engine
-//! busy only queues, and never waits for the mutex.
+//! each runs as the engine thread would run it, bounded the same way (at
+//! most [`super::MAX_QUEUED_SEND_WQES`] per QP per doorbell, one batch of
+//! at most 128 KiB of packets); [`OWNER_RUN`] bounds what one party's
+//! thread does for the other's.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, OnceLock, TryLockError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
-use super::{wait, Engine, EngineEvent, EngineStats};
+use super::handoffs::{Counters, Runner, Source};
+use super::{wait, Engine, EngineEvent, EngineStats, Handoffs};
 
-/// Where an event came from (for [`Handoffs`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    /// The vfio-user thread: doorbells, command-queue and DRDMA registers.
-    Vfio,
-    /// A link reader: packets, link up and down.
-    Link,
-    /// Anything else (control socket, resets, the engine's own wakes).
-    Other,
+/// Events a thread that took the engine for its own event runs before it
+/// lets the engine go (its own and those queued before or meanwhile); the
+/// rest wait for the engine thread.
+pub const OWNER_RUN: usize = 8;
+
+/// Events the engine thread absorbs before one flush.
+const BURST: usize = 257;
+
+/// An event waiting for the engine.
+struct Queued {
+    ev: EngineEvent,
+    /// The thread it arrived on (`None`: came before the engine was
+    /// installed, through the engine thread's channel).
+    from: Option<ThreadId>,
 }
 
-impl Source {
-    fn of(ev: &EngineEvent) -> Self {
-        match ev {
-            EngineEvent::Doorbell(_)
-            | EngineEvent::PageDoorbell(..)
-            | EngineEvent::CmdqBaseLo(_)
-            | EngineEvent::CmdqBaseHi(_)
-            | EngineEvent::CmdqLogSize(_)
-            | EngineEvent::CmdqDoorbell(_)
-            | EngineEvent::DrdmaReady(_)
-            | EngineEvent::DrdmaDrained(_)
-            | EngineEvent::ReadBudget => Source::Vfio,
-            EngineEvent::Link(_) | EngineEvent::LinkPackets(_) => Source::Link,
-            _ => Source::Other,
-        }
-    }
-}
-
-/// How the device's events reached the engine: run on the thread they
-/// arrived on, or handed to the engine thread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Handoffs {
-    /// vfio-user events (doorbells, registers) run on the vfio-user thread.
-    pub vfio_inline: u64,
-    /// vfio-user events handed to the engine thread.
-    pub vfio_queued: u64,
-    /// Link events (packet batches, up/down) run on the link reader.
-    pub link_inline: u64,
-    /// Link events handed to the engine thread.
-    pub link_queued: u64,
-    /// Wakes of the engine thread for a deadline an inline run set.
-    pub timer_wakes: u64,
-}
-
-struct Counters {
-    vfio_inline: AtomicU64,
-    vfio_queued: AtomicU64,
-    link_inline: AtomicU64,
-    link_queued: AtomicU64,
-    timer_wakes: AtomicU64,
-}
-
-impl Counters {
-    fn new() -> Self {
-        Counters {
-            vfio_inline: AtomicU64::new(0),
-            vfio_queued: AtomicU64::new(0),
-            link_inline: AtomicU64::new(0),
-            link_queued: AtomicU64::new(0),
-            timer_wakes: AtomicU64::new(0),
-        }
-    }
-
-    fn count(&self, source: Source, inline: bool) {
-        let c = match (source, inline) {
-            (Source::Vfio, true) => &self.vfio_inline,
-            (Source::Vfio, false) => &self.vfio_queued,
-            (Source::Link, true) => &self.link_inline,
-            (Source::Link, false) => &self.link_queued,
-            (Source::Other, _) => return,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
+/// The events waiting for the engine, oldest first.
+#[derive(Default)]
+struct Inbox {
+    events: VecDeque<Queued>,
+    /// The engine is installed: events wait here. Before, they go to the
+    /// engine thread's channel as they are (tests' stand-in engines take
+    /// them there).
+    installed: bool,
+    /// The engine thread has stopped: nothing runs events any more.
+    stopped: bool,
 }
 
 struct Shared {
+    /// The engine thread's channel: events before the engine is installed;
+    /// after, only wake-ups ([`EngineEvent::Wake`]) and
+    /// [`EngineEvent::Stop`].
     tx: Sender<EngineEvent>,
-    /// Events sent to the engine thread and not yet absorbed (counted
-    /// before the send, uncounted by the engine thread under the mutex
-    /// once absorbed): an inline run needs 0, so it never overtakes one.
-    queued: AtomicUsize,
-    /// The engine, once its thread is started ([`EngineThread::spawn`]);
-    /// until then (and in tests without one) events only queue. `None`
-    /// once the engine thread stopped: the engine is dropped then, and
-    /// with it its link (the link's reader holds this handle).
+    inbox: Mutex<Inbox>,
+    /// The engine, once its thread is started ([`EngineThread::spawn`]).
+    /// `None` once the engine thread stopped: the engine is dropped then,
+    /// and with it its link (the link's reader holds this handle).
     engine: OnceLock<Mutex<Option<Engine>>>,
-    /// Events may run on the thread they arrived on (else all queue).
+    /// Arriving threads may take the engine (else only the engine thread
+    /// runs events).
     inline: AtomicBool,
     /// When the engine thread next looks at its timers, in ns after
     /// `epoch` (written under the mutex before it sleeps).
@@ -134,6 +91,48 @@ impl Shared {
         let ns = t.saturating_duration_since(self.epoch).as_nanos();
         u64::try_from(ns).unwrap_or(u64::MAX)
     }
+
+    fn inbox(&self) -> MutexGuard<'_, Inbox> {
+        // The inbox's critical sections do not panic; a poisoned one still
+        // holds consistent events.
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes up to `max` of the oldest waiting events.
+    fn take(&self, max: usize) -> Vec<Queued> {
+        let mut inbox = self.inbox();
+        let n = inbox.events.len().min(max);
+        inbox.events.drain(..n).collect()
+    }
+
+    fn has_waiting(&self) -> bool {
+        !self.inbox().events.is_empty()
+    }
+
+    /// Wakes the engine thread (once it runs).
+    fn wake_engine_thread(&self) {
+        self.counters.engine_wakes.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(EngineEvent::Wake);
+    }
+
+    /// Absorbs `events` into `engine` on this thread, counting where they
+    /// ran, then flushes the outbox.
+    fn absorb_all(&self, engine: &mut Engine, events: Vec<Queued>, on_engine_thread: bool) {
+        let me = std::thread::current().id();
+        let now = Instant::now();
+        for q in events {
+            let runner = if on_engine_thread {
+                Runner::EngineThread
+            } else if q.from == Some(me) {
+                Runner::Arrival
+            } else {
+                Runner::Owner
+            };
+            self.counters.count(Source::of(&q.ev), runner);
+            engine.absorb(q.ev, now);
+        }
+        engine.flush(now);
+    }
 }
 
 /// The engine thread has stopped: the event was dropped.
@@ -141,7 +140,7 @@ impl Shared {
 pub struct EngineStopped;
 
 /// A handle on the engine: runs an event at once when the engine is idle,
-/// queues it for the engine thread otherwise.
+/// leaves it to the engine's owner otherwise.
 #[derive(Clone)]
 pub struct EngineHandle {
     shared: Arc<Shared>,
@@ -150,81 +149,144 @@ pub struct EngineHandle {
 impl std::fmt::Debug for EngineHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineHandle")
-            .field("queued", &self.shared.queued.load(Ordering::Relaxed))
+            .field("waiting", &self.shared.inbox().events.len())
             .finish_non_exhaustive()
     }
 }
 
 impl EngineHandle {
-    /// A handle with no engine yet, and the receiving end of its queue
-    /// (for [`EngineThread::spawn`], or a test's stand-in engine).
+    /// A handle with no engine yet, and the receiving end of its channel
+    /// (for [`EngineThread::spawn`], or a test's stand-in engine, which
+    /// receives every event there).
     pub fn channel() -> (Self, Receiver<EngineEvent>) {
         let (tx, rx) = mpsc::channel();
         let epoch = Instant::now();
         let handle = EngineHandle {
             shared: Arc::new(Shared {
                 tx,
-                queued: AtomicUsize::new(0),
+                inbox: Mutex::new(Inbox::default()),
                 engine: OnceLock::new(),
                 inline: AtomicBool::new(true),
                 wakes_at: AtomicU64::new(u64::MAX),
                 epoch,
-                counters: Counters::new(),
+                counters: Counters::default(),
             }),
         };
         (handle, rx)
     }
 
-    /// Whether idle-engine events run on the thread they arrived on (the
-    /// default) or every event goes through the engine thread's queue.
+    /// Whether arriving threads run events when the engine is idle (the
+    /// default) or every event waits for the engine thread.
     pub fn set_run_to_completion(&self, on: bool) {
         self.shared.inline.store(on, Ordering::SeqCst);
     }
 
-    /// Puts `engine` behind the handle (once).
-    fn install(&self, engine: Engine) {
+    /// Puts `engine` behind the handle (once); what came before through the
+    /// channel `rx` waits in the inbox, ahead of what comes after.
+    fn install(&self, engine: Engine, rx: &Receiver<EngineEvent>) {
         if self.shared.engine.set(Mutex::new(Some(engine))).is_err() {
             panic!("one engine per handle");
         }
+        let mut inbox = self.shared.inbox();
+        while let Ok(ev) = rx.try_recv() {
+            inbox.events.push_back(Queued { ev, from: None });
+        }
+        inbox.installed = true;
     }
 
-    /// Hands `ev` to the engine thread (the error: it has stopped, and
-    /// `ev` is dropped).
-    pub fn send(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
+    /// Queues `ev`; the error: the engine thread has stopped (`ev` is
+    /// dropped). Before the engine is installed `ev` goes to the channel.
+    fn queue(&self, ev: EngineEvent) -> Result<bool, EngineStopped> {
         let s = &self.shared;
-        s.counters.count(Source::of(&ev), false);
-        s.queued.fetch_add(1, Ordering::SeqCst);
-        s.tx.send(ev).map_err(|_| {
-            s.queued.fetch_sub(1, Ordering::SeqCst);
-            EngineStopped
-        })
+        let mut inbox = s.inbox();
+        if inbox.stopped {
+            return Err(EngineStopped);
+        }
+        if !inbox.installed {
+            s.counters.count(Source::of(&ev), Runner::EngineThread);
+            return s.tx.send(ev).map(|_| false).map_err(|_| EngineStopped);
+        }
+        inbox.events.push_back(Queued {
+            ev,
+            from: Some(std::thread::current().id()),
+        });
+        Ok(true)
     }
 
-    /// Runs `ev` on this thread if the engine is idle (nothing queued, the
-    /// mutex free, the engine thread running), else hands it to the engine
-    /// thread (the error: it has stopped).
+    /// Hands `ev` to the engine thread, waking it (the error: it has
+    /// stopped, and `ev` is dropped). A thread that owns the engine first
+    /// may run it.
+    pub fn send(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
+        if self.queue(ev)? {
+            self.shared.wake_engine_thread();
+        }
+        Ok(())
+    }
+
+    /// Runs `ev` on this thread if the engine is free (with the events
+    /// queued before it), else leaves it to the engine's owner, which runs
+    /// it before it lets the engine go (the error: the engine thread has
+    /// stopped). Never waits for the engine.
     pub fn run_or_send(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
         let s = &self.shared;
-        let Some(mutex) = s.engine.get() else {
-            return self.send(ev);
-        };
-        if s.queued.load(Ordering::SeqCst) == 0 && s.inline.load(Ordering::Relaxed) {
-            match mutex.try_lock() {
-                Ok(mut guard) if s.queued.load(Ordering::SeqCst) == 0 => {
-                    if let Some(engine) = guard.as_mut() {
-                        s.counters.count(Source::of(&ev), true);
-                        let now = Instant::now();
-                        engine.handle(ev, now);
-                        let deadline = engine.next_deadline();
-                        drop(guard);
-                        self.wake_for(deadline);
-                        return Ok(());
-                    }
-                }
-                Ok(_) | Err(TryLockError::WouldBlock) | Err(TryLockError::Poisoned(_)) => {}
-            }
+        if !self.queue(ev)? {
+            return Ok(());
         }
-        self.send(ev)
+        if !s.inline.load(Ordering::Relaxed) {
+            s.wake_engine_thread();
+            return Ok(());
+        }
+        let Some(mutex) = s.engine.get() else {
+            return Ok(());
+        };
+        match mutex.try_lock() {
+            Ok(guard) => self.run_as_owner(guard, OWNER_RUN),
+            // The owner runs it before it lets the engine go.
+            Err(TryLockError::WouldBlock) => {}
+            // The engine thread finds the poison and stops.
+            Err(TryLockError::Poisoned(_)) => s.wake_engine_thread(),
+        }
+        Ok(())
+    }
+
+    /// Runs up to `max` waiting events as the engine's owner, then lets the
+    /// engine go. Events queued while it held the engine by threads that
+    /// found it owned are this thread's to run: it looks again after letting
+    /// go, and takes the engine back for them (a thread that took it
+    /// meanwhile runs them instead). What is left past `max` waits for the
+    /// engine thread, which it wakes.
+    fn run_as_owner<'a>(&'a self, mut guard: MutexGuard<'a, Option<Engine>>, max: usize) {
+        let s = &self.shared;
+        let mut ran = 0;
+        loop {
+            let Some(engine) = guard.as_mut() else {
+                return; // stopped: the engine thread dropped what waits
+            };
+            let events = s.take(max - ran);
+            ran += events.len();
+            s.absorb_all(engine, events, false);
+            let deadline = engine.next_deadline();
+            drop(guard);
+            self.wake_for(deadline);
+            // A thread that queued after the take found the engine owned
+            // (by this thread), or finds it free now and runs it itself.
+            if !s.has_waiting() {
+                return;
+            }
+            if ran >= max {
+                s.wake_engine_thread();
+                return;
+            }
+            let Some(mutex) = s.engine.get() else { return };
+            guard = match mutex.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::WouldBlock) => return,
+                Err(TryLockError::Poisoned(_)) => {
+                    s.wake_engine_thread();
+                    return;
+                }
+            };
+        }
     }
 
     /// Wakes the engine thread if `deadline` is before it means to wake.
@@ -233,21 +295,13 @@ impl EngineHandle {
         let Some(d) = deadline else { return };
         if s.ns(d) < s.wakes_at.load(Ordering::SeqCst) {
             s.counters.timer_wakes.fetch_add(1, Ordering::Relaxed);
-            let _ = self.send(EngineEvent::Wake);
+            s.wake_engine_thread();
         }
     }
 
     /// How events reached the engine so far.
     pub fn handoffs(&self) -> Handoffs {
-        let c = &self.shared.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Handoffs {
-            vfio_inline: get(&c.vfio_inline),
-            vfio_queued: get(&c.vfio_queued),
-            link_inline: get(&c.link_inline),
-            link_queued: get(&c.link_queued),
-            timer_wakes: get(&c.timer_wakes),
-        }
+        self.shared.counters.get()
     }
 }
 
@@ -258,17 +312,17 @@ pub struct EngineThread {
 }
 
 impl EngineThread {
-    /// Puts `engine` behind `handle` and starts its thread, which takes
-    /// the events queued on `rx` (`handle`'s queue) and runs the timers; it
-    /// polls its queue for an adaptive budget of at most `spin` before each
-    /// blocking wait (see [`wait`]).
+    /// Puts `engine` behind `handle` and starts its thread, which runs what
+    /// arriving threads leave (woken through `rx`, `handle`'s channel) and
+    /// the timers; it polls its channel for an adaptive budget of at most
+    /// `spin` before each blocking wait (see [`wait`]).
     pub fn spawn(
         handle: EngineHandle,
         rx: Receiver<EngineEvent>,
         engine: Engine,
         spin: Duration,
     ) -> Self {
-        handle.install(engine);
+        handle.install(engine, &rx);
         let shared = handle.shared.clone();
         let thread = std::thread::Builder::new()
             .name("ibtca-engine".into())
@@ -294,7 +348,7 @@ impl EngineThread {
     }
 
     fn stop_inner(&mut self) -> EngineStats {
-        let _ = self.handle.send(EngineEvent::Stop);
+        let _ = self.handle.shared.tx.send(EngineEvent::Stop);
         self.thread
             .take()
             .and_then(|t| t.join().ok())
@@ -308,8 +362,8 @@ impl Drop for EngineThread {
     }
 }
 
-/// The engine thread: takes each queued burst under the mutex, runs the
-/// timers, and sleeps until the next event or deadline.
+/// The engine thread: runs the waiting events in bursts under the mutex,
+/// runs the timers, and sleeps until it is woken or the next deadline.
 fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineStats {
     let Some(mutex) = shared.engine.get() else {
         return EngineStats::default();
@@ -319,12 +373,20 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
     shared
         .wakes_at
         .store(shared.ns(Instant::now() + wait), Ordering::SeqCst);
+    // Events wait (queued before the thread started, or left after a turn).
+    let mut waiting = shared.has_waiting();
     loop {
-        let first = match wait::recv_spinning(rx, wait, &mut budget) {
-            Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(ev) => Some(ev),
-            Err(RecvTimeoutError::Timeout) => None,
-        };
+        if !waiting {
+            match wait::recv_spinning(rx, wait, &mut budget) {
+                Ok(EngineEvent::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                // A wake-up: the events themselves wait in the inbox.
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            }
+            // One turn serves every wake-up sent so far.
+            if rx.try_iter().any(|ev| matches!(ev, EngineEvent::Stop)) {
+                break;
+            }
+        }
         let Ok(mut guard) = mutex.lock() else {
             tracing::error!("the engine panicked on another thread; stopping");
             break;
@@ -332,27 +394,9 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
         let Some(engine) = guard.as_mut() else {
             break;
         };
-        let mut stop = false;
-        if let Some(ev) = first {
-            // Take the whole burst before sending anything.
-            let now = Instant::now();
-            engine.absorb(ev, now);
-            shared.queued.fetch_sub(1, Ordering::SeqCst);
-            for _ in 0..256 {
-                match rx.try_recv() {
-                    Ok(EngineEvent::Stop) => {
-                        stop = true;
-                        break;
-                    }
-                    Ok(ev) => engine.absorb(ev, now),
-                    Err(_) => break,
-                }
-                shared.queued.fetch_sub(1, Ordering::SeqCst);
-            }
-            engine.flush(now);
-        }
-        if stop {
-            break;
+        let events = shared.take(BURST);
+        if !events.is_empty() {
+            shared.absorb_all(engine, events, true);
         }
         let now = Instant::now();
         engine.on_timers(now);
@@ -363,12 +407,22 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
         shared
             .wakes_at
             .store(shared.ns(now + wait), Ordering::SeqCst);
+        drop(guard);
+        // More than a burst, or queued by threads that found the engine
+        // owned by this thread after its take.
+        waiting = shared.has_waiting();
     }
     // Nothing runs the engine any more: dropping it lets its link go (the
-    // link's reader holds this handle).
+    // link's reader holds this handle), and what waits is dropped.
     let mut guard = mutex.lock().unwrap_or_else(|e| e.into_inner());
     let engine = guard.take();
     drop(guard);
+    let dropped = {
+        let mut inbox = shared.inbox();
+        inbox.stopped = true;
+        std::mem::take(&mut inbox.events)
+    };
+    drop(dropped);
     engine.as_ref().map(Engine::stats).unwrap_or_default()
 }
 
@@ -391,16 +445,37 @@ mod tests {
         fn send(&mut self, _packet: Vec<u8>) {}
     }
 
+    /// A sink that, at the end of the first burst it sees (while its
+    /// owner still holds the engine), has another thread hand `.1` to the
+    /// engine through `.0`.
+    struct Interloper(Option<(EngineHandle, EngineEvent)>);
+
+    impl PacketSink for Interloper {
+        fn send(&mut self, _packet: Vec<u8>) {}
+
+        fn publish(&mut self) {
+            if let Some((handle, ev)) = self.0.take() {
+                std::thread::scope(|s| {
+                    s.spawn(|| handle.run_or_send(ev).unwrap());
+                });
+            }
+        }
+    }
+
     fn engine() -> Engine {
         engine_with_sink(Arc::new(()))
     }
 
     fn engine_with_sink(alive: Arc<()>) -> Engine {
+        engine_with(Box::new(Nowhere { _alive: alive }))
+    }
+
+    fn engine_with(sink: Box<dyn PacketSink>) -> Engine {
         let tca = Tca::new();
         Engine::new(
             tca.guest_memory(),
             tca.msix().clone(),
-            Box::new(Nowhere { _alive: alive }),
+            sink,
             PortAttrs::default(),
             PortState::new(regs::PORT_ACTIVE),
             Drdma::new(DrdmaConfig::default()).unwrap(),
@@ -411,8 +486,17 @@ mod tests {
     /// reach the engine, queued events stay in `rx`.
     fn idle_engine() -> (EngineHandle, Receiver<EngineEvent>) {
         let (handle, rx) = EngineHandle::channel();
-        handle.install(engine());
+        handle.install(engine(), &rx);
         (handle, rx)
+    }
+
+    /// A packet the engine counts as malformed (too short for a header).
+    fn runt() -> EngineEvent {
+        EngineEvent::Link(ibtca_link::LinkEvent::Packet(vec![0; 8]))
+    }
+
+    fn waiting(handle: &EngineHandle) -> usize {
+        handle.shared.inbox().events.len()
     }
 
     /// An `Inspect` event and where its snapshot arrives.
@@ -432,19 +516,24 @@ mod tests {
     }
 
     #[test]
-    fn an_event_never_overtakes_a_queued_one() {
-        let (handle, queue) = idle_engine();
-        handle.send(EngineEvent::ReadBudget).unwrap();
+    fn a_thread_that_takes_the_engine_runs_the_events_queued_before_its_own_first() {
+        let (handle, _wakes) = idle_engine();
+        // Queued for the engine thread (which this test does not run).
+        std::thread::scope(|s| {
+            s.spawn(|| handle.send(runt()).unwrap());
+        });
         let (ev, snapshot) = inspect();
         handle.run_or_send(ev).unwrap();
-        assert_eq!(snapshot.try_recv().unwrap_err(), TryRecvError::Empty);
-        assert!(matches!(queue.try_recv(), Ok(EngineEvent::ReadBudget)));
-        assert!(matches!(queue.try_recv(), Ok(EngineEvent::Inspect(_))));
+        // The snapshot was taken after the packet was counted.
+        let snap = snapshot.try_recv().expect("answered on this thread");
+        assert_eq!(snap.engine.rx_malformed, 1);
+        assert_eq!(waiting(&handle), 0);
+        assert_eq!(handle.handoffs().link_by_owner, 1);
     }
 
     #[test]
-    fn a_busy_engine_gets_the_event_queued_without_waiting_for_it() {
-        let (handle, queue) = idle_engine();
+    fn a_busy_engine_leaves_the_event_to_its_owner_without_waiting_or_waking() {
+        let (handle, wakes) = idle_engine();
         let owner = handle.shared.engine.get().unwrap().lock().unwrap();
         let (done_tx, done) = mpsc::channel();
         std::thread::scope(|s| {
@@ -455,10 +544,77 @@ mod tests {
             });
             // The other thread returns while this one owns the engine.
             let returned = done.recv_timeout(Duration::from_secs(10));
-            drop(owner);
             assert!(returned.is_ok(), "run_or_send waited for the owner");
         });
-        assert!(matches!(queue.try_recv(), Ok(EngineEvent::Inspect(_))));
+        drop(owner);
+        assert_eq!(waiting(&handle), 1);
+        assert_eq!(wakes.try_recv().unwrap_err(), TryRecvError::Empty);
+        assert_eq!(handle.handoffs().engine_wakes, 0);
+    }
+
+    #[test]
+    fn an_event_that_finds_the_engine_owned_runs_on_the_owner_before_it_lets_go() {
+        let (handle, wakes) = idle_engine();
+        let owner = handle.shared.engine.get().unwrap().lock().unwrap();
+        let (ev, snapshot) = inspect();
+        // A link reader's packet and then a control request, while this
+        // thread owns the engine: both only queue.
+        std::thread::scope(|s| {
+            let handle = &handle;
+            s.spawn(move || {
+                handle.run_or_send(runt()).unwrap();
+                handle.run_or_send(ev).unwrap();
+            });
+        });
+        assert_eq!(snapshot.try_recv().unwrap_err(), TryRecvError::Empty);
+        // The owner lets the engine go as every owner does.
+        handle.run_as_owner(owner, OWNER_RUN);
+        let snap = snapshot.try_recv().expect("run before the owner let go");
+        assert_eq!(snap.engine.rx_malformed, 1, "the packet ran first");
+        let h = handle.handoffs();
+        assert_eq!(
+            (h.link_by_owner, h.link_inline, h.link_queued),
+            (1, 0, 0),
+            "{h:?}"
+        );
+        // The engine thread was not woken for it.
+        assert_eq!(h.engine_wakes, 0);
+        assert_eq!(wakes.try_recv().unwrap_err(), TryRecvError::Empty);
+        assert_eq!(waiting(&handle), 0);
+    }
+
+    #[test]
+    fn an_event_queued_after_the_owners_last_look_is_run_before_it_returns() {
+        let (handle, wakes) = EngineHandle::channel();
+        let (ev, snapshot) = inspect();
+        let sink = Interloper(Some((handle.clone(), ev)));
+        handle.install(engine_with(Box::new(sink)), &wakes);
+        // The burst's flush has another thread queue the Inspect: it finds
+        // the engine owned by this thread, which has already taken the
+        // inbox.
+        handle.run_or_send(runt()).unwrap();
+        assert!(snapshot.try_recv().is_ok(), "left in the inbox");
+        assert_eq!(waiting(&handle), 0);
+        assert_eq!(handle.handoffs().engine_wakes, 0);
+        assert_eq!(wakes.try_recv().unwrap_err(), TryRecvError::Empty);
+    }
+
+    #[test]
+    fn an_owner_runs_at_most_its_share_and_wakes_the_engine_thread_for_the_rest() {
+        let (handle, wakes) = idle_engine();
+        let owner = handle.shared.engine.get().unwrap().lock().unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..OWNER_RUN + 2 {
+                    handle.run_or_send(runt()).unwrap();
+                }
+            });
+        });
+        handle.run_as_owner(owner, OWNER_RUN);
+        assert_eq!(handle.handoffs().link_by_owner, OWNER_RUN as u64);
+        assert_eq!(waiting(&handle), 2);
+        assert!(matches!(wakes.try_recv(), Ok(EngineEvent::Wake)));
+        assert_eq!(handle.handoffs().engine_wakes, 1);
     }
 
     #[test]
@@ -483,6 +639,7 @@ mod tests {
         let (ev, snapshot) = inspect();
         handle.send(ev).unwrap();
         assert!(snapshot.recv_timeout(Duration::from_secs(10)).is_ok());
+        assert_eq!(handle.handoffs().engine_wakes, 1);
         thread.stop();
         let (ev, snapshot) = inspect();
         assert!(handle.run_or_send(ev).is_err());

@@ -175,21 +175,6 @@ struct ibtca_modify_qp {
 	__u32 reserved2;
 };
 
-/* DESTROY: what to destroy (@type) and its handle. */
-#define IBTCA_UAPI_OBJ_QP	1	/* @handle: QP number */
-#define IBTCA_UAPI_OBJ_CQ	2	/* @handle: CQ number (no QP may use it) */
-#define IBTCA_UAPI_OBJ_MR	3	/* @handle: lkey */
-#define IBTCA_UAPI_OBJ_PD	4	/* @handle: PD number (no MR or QP in it) */
-
-/*
- * DESTROY: destroys one object of this file in the device and frees its
- * memory. The device refuses (-EBUSY) a CQ, MR or PD still in use.
- */
-struct ibtca_destroy {
-	__u32 type;
-	__u32 handle;
-};
-
 /*
  * POST_SEND: one work request with at most one local buffer (none when
  * @length is 0 and the operation is not an atomic). Every request is
@@ -441,7 +426,6 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_ARR	_IOWR(IBTCA_IOC_MAGIC, 0x1d, struct ibtca_drdma_arr)
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
-#define IBTCA_IOC_DESTROY	_IOW(IBTCA_IOC_MAGIC, 0x20, struct ibtca_destroy)
 #define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
 #define IBTCA_IOC_POST_SEND_BATCH _IOWR(IBTCA_IOC_MAGIC, 0x22, struct ibtca_post_send_batch)
 

@@ -255,70 +255,6 @@ static int ibtca_v_modify_qp(struct ibtca_ctx *ctx, struct ibtca_modify_qp *m)
 	return ret;
 }
 
-/* Removes handle object @handle from @list; false if it is not there. */
-static bool ibtca_del_hobj(struct list_head *list, u32 handle)
-{
-	struct ibtca_hobj *o;
-
-	list_for_each_entry(o, list, node) {
-		if (o->handle == handle) {
-			list_del(&o->node);
-			kfree(o);
-			return true;
-		}
-	}
-	return false;
-}
-
-static int ibtca_v_destroy(struct ibtca_ctx *ctx, struct ibtca_destroy *d)
-{
-	struct ibtca_dev *idev = ctx->idev;
-	struct ibtca_qp *qp;
-	struct ibtca_cq *cq;
-	int ret;
-
-	switch (d->type) {
-	case IBTCA_UAPI_OBJ_QP:
-		qp = ibtca_find_qp(ctx, d->handle);
-		if (!qp)
-			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_QP, qp->r.qpn);
-		if (ret)
-			return ret;
-		ibtca_qp_ring_free(idev, &qp->r);
-		list_del(&qp->node);
-		kfree(qp);
-		return 0;
-	case IBTCA_UAPI_OBJ_CQ:
-		cq = ibtca_find_cq(ctx, d->handle);
-		if (!cq)
-			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_CQ, cq->r.cqn);
-		if (ret)
-			return ret;
-		ibtca_cq_ring_free(idev, &cq->r);
-		list_del(&cq->node);
-		kfree(cq);
-		return 0;
-	case IBTCA_UAPI_OBJ_MR:
-		if (!ibtca_has_hobj(&ctx->mrs, d->handle))
-			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DEREG_MR, d->handle);
-		if (!ret)
-			ibtca_del_hobj(&ctx->mrs, d->handle);
-		return ret;
-	case IBTCA_UAPI_OBJ_PD:
-		if (!ibtca_has_hobj(&ctx->pds, d->handle))
-			return -ENOENT;
-		ret = ibtca_cmd_handle(idev, IBTCA_CMD_DESTROY_PD, d->handle);
-		if (!ret)
-			ibtca_del_hobj(&ctx->pds, d->handle);
-		return ret;
-	default:
-		return -EINVAL;
-	}
-}
-
 static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 {
 	const u32 flags = IBTCA_WQE_F_SOLICITED | IBTCA_WQE_F_FENCE;
@@ -590,7 +526,6 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		struct ibtca_post_recv recv;
 		struct ibtca_poll_cq poll;
 		struct ibtca_poll_cq_batch batch;
-		struct ibtca_destroy destroy;
 	} u;
 	struct ibtca_dev *idev = ctx->idev;
 	size_t size = _IOC_SIZE(cmd);
@@ -642,9 +577,6 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		break;
 	case IBTCA_IOC_POLL_CQ_BATCH:
 		ret = ibtca_v_poll_cq_batch(ctx, &u.batch);
-		break;
-	case IBTCA_IOC_DESTROY:
-		ret = ibtca_v_destroy(ctx, &u.destroy);
 		break;
 	default:
 		ret = -ENOTTY;

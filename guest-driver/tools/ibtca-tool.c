@@ -10,8 +10,6 @@
  *   ibtca-tool [-d /dev/ibtcaN] irq VECTOR [TIMEOUT_MS]
  *   ibtca-tool [-d /dev/ibtcaN] dma fill|sum LEN [SEED]
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
- *   ibtca-tool [-d /dev/ibtcaN] verbs --role server|client --peer-lid N
- *              [--sl SL] [--wait SECS]
  *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
@@ -21,10 +19,10 @@
  *              [--grace S]
  *   ibtca-tool --help
  *
- * The verbs, drdma and soak commands also take --timeout EXP and --retry N
+ * The verbs-bench, drdma and soak commands also take --timeout EXP and --retry N
  * (the ACK timeout and transport retries of their QPs).
  *
- * This file has main, the device commands and the verbs scenario; the
+ * This file has main, the device commands and verbs-bench's server; the
  * verbs helpers (QP set-up, messages, polling) live in verbs_lib.c,
  * verbs-bench in verbs_bench.c, the drdma scenarios in drdma.c (drdma,
  * drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c, the soak in
@@ -416,20 +414,14 @@ static int cmd_fault(void)
 }
 
 /*
- * verbs: two guests, one device each, joined by a link. Both create a PD, an
- * MR over a 2 MiB buffer, CQs and two RC QPs and connect them to the peer's
- * (a fresh device numbers its QPs from 0x400, and QP0 and QP1 of the
- * RDMA core's MAD layer take the first two: VB_QPN0). Buffer addresses and keys
- * travel in SEND messages; the client drives RDMA WRITE, RDMA READ,
- * atomics and a write with a bad R_Key (on the second QP, which the error
- * takes down), the server checks its memory and reports back.
+ * verbs-bench's server: introduced by the HELLO exchange, it answers the
+ * client (verbs_bench.c) until BYE: checks the bytes of its last 1 MiB
+ * write, answers the SEND pings and the write_lat round trips.
  */
-/* The server's side of the conversation, until the client says BYE. */
 static void vb_serve(struct vb *v)
 {
 	struct vb_msg m;
-	uint64_t counter;
-	size_t i, bad;
+	size_t i;
 	int ret, done = 0;
 
 	while (!done) {
@@ -446,25 +438,6 @@ static void vb_serve(struct vb *v)
 			       "%llu bytes, first mismatch at %zu",
 			       (unsigned long long)m.value, i);
 			ret = vb_send_simple(v, VB_RESULT, i == m.value, i);
-			break;
-		case VB_ATOMICS:
-			memcpy(&counter, v->buf + VB_ATOM_OFF, 8);
-			vcheck("atomics_memory", counter == m.value,
-			       "counter=%llu expected=%llu",
-			       (unsigned long long)counter,
-			       (unsigned long long)m.value);
-			ret = vb_send_simple(v, VB_RESULT, counter == m.value,
-					     counter);
-			break;
-		case VB_BADKEY:
-			for (bad = 0; bad < VB_BAD_LEN; bad++)
-				if (v->buf[VB_BAD_OFF + bad] != VB_BAD_BYTE)
-					break;
-			vcheck("bad_rkey_unchanged", bad == VB_BAD_LEN,
-			       "%u bytes at 0x%x, first changed at %zu",
-			       VB_BAD_LEN, VB_BAD_OFF, bad);
-			ret = vb_send_simple(v, VB_RESULT, bad == VB_BAD_LEN,
-					     bad);
 			break;
 		case VB_PING:
 			ret = vb_send_simple(v, VB_PONG, 1, m.value);
@@ -491,194 +464,7 @@ static void vb_serve(struct vb *v)
 	}
 }
 
-static void vb_server(struct vb *v)
-{
-	uint64_t counter = VB_COUNTER0;
-
-	vb_pattern(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
-	memcpy(v->buf + VB_ATOM_OFF, &counter, 8);
-	memset(v->buf + VB_BAD_OFF, VB_BAD_BYTE, VB_BAD_LEN);
-	if (!vb_exchange(v))
-		vb_serve(v);
-}
-
-static int vb_atomic(struct vb *v, uint32_t opcode, uint32_t slot,
-		     uint64_t cmp_add, uint64_t swap, uint64_t *old,
-		     struct ibtca_poll_cq *c)
-{
-	struct ibtca_post_send s = {
-		.qpn = v->qp,
-		.opcode = opcode,
-		.addr = v->iova + VB_ATOM_OFF + slot * 8,
-		.length = 8,
-		.lkey = v->lkey,
-		.remote_addr = v->peer_iova + VB_ATOM_OFF,
-		.rkey = v->peer_rkey,
-		.compare_add = cmp_add,
-		.swap = swap,
-	};
-	int ret;
-
-	memset(v->buf + VB_ATOM_OFF + slot * 8, 0xff, 8);
-	ret = vb_run(v, &s, v->scq, c, 60);
-	memcpy(old, v->buf + VB_ATOM_OFF + slot * 8, 8);
-	return ret;
-}
-
-static void vb_client_bench(struct vb *v)
-{
-	struct ibtca_post_send s = {
-		.qpn = v->qp,
-		.opcode = IBTCA_WR_RDMA_WRITE,
-		.addr = v->iova + VB_BULK_OFF,
-		.length = VB_BULK_LEN,
-		.lkey = v->lkey,
-		.remote_addr = v->peer_iova + VB_BULK_OFF,
-		.rkey = v->peer_rkey,
-	};
-	struct ibtca_poll_cq c;
-	double t0, t;
-	int i, ok = 1;
-
-	t0 = now_s();
-	for (i = 0; i < VB_BENCH_WRITES && ok; i++) {
-		s.wr_id = ++v->wr_id;
-		ok = ioctl(v->fd, IBTCA_IOC_POST_SEND, &s) == 0;
-	}
-	for (i = 0; i < VB_BENCH_WRITES && ok; i++)
-		ok = !vb_poll(v, v->scq, &c, 60) && c.status == IBTCA_WC_SUCCESS;
-	t = now_s() - t0;
-	if (ok)
-		printf("IBTCA-VERBS-BENCH rdma_write_pipelined MBps=%.1f writes=%d size=%u\n",
-		       VB_BENCH_WRITES * (VB_BULK_LEN / 1e6) / t,
-		       VB_BENCH_WRITES, VB_BULK_LEN);
-
-	s.opcode = IBTCA_WR_RDMA_READ;
-	t0 = now_s();
-	if (ok && !vb_run(v, &s, v->scq, &c, 60) && c.status == IBTCA_WC_SUCCESS)
-		printf("IBTCA-VERBS-BENCH rdma_read MBps=%.1f size=%u\n",
-		       (VB_BULK_LEN / 1e6) / (now_s() - t0), VB_BULK_LEN);
-
-	t0 = now_s();
-	i = vb_send_pingpong(v, VB_PINGS, NULL);
-	t = now_s() - t0;
-	if (i == VB_PINGS)
-		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=%.1f round_trips=%d\n",
-		       t * 1e6 / VB_PINGS, VB_PINGS);
-	else
-		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=failed after %d\n", i);
-}
-
-static void vb_client(struct vb *v)
-{
-	struct ibtca_post_send s;
-	struct ibtca_poll_cq c;
-	uint64_t old, expect;
-	struct vb_msg m;
-	double t0, t;
-	size_t diff;
-	int ret;
-
-	if (vb_exchange(v))
-		return;
-
-	/* RDMA WRITE of 1 MiB; the server checks the bytes. */
-	vb_pattern(v->buf + VB_BULK_OFF, VB_BULK_LEN, VB_WRITE_SEED);
-	memset(&s, 0, sizeof(s));
-	s.qpn = v->qp;
-	s.opcode = IBTCA_WR_RDMA_WRITE;
-	s.addr = v->iova + VB_BULK_OFF;
-	s.length = VB_BULK_LEN;
-	s.lkey = v->lkey;
-	s.remote_addr = v->peer_iova + VB_BULK_OFF;
-	s.rkey = v->peer_rkey;
-	t0 = now_s();
-	ret = vb_run(v, &s, v->scq, &c, 60);
-	t = now_s() - t0;
-	vcheck("rdma_write", !ret && c.status == IBTCA_WC_SUCCESS &&
-	       c.opcode == IBTCA_WC_RDMA_WRITE, "%u bytes %s", VB_BULK_LEN,
-	       vb_err(ret, &c));
-	if (!ret && c.status == IBTCA_WC_SUCCESS)
-		printf("IBTCA-VERBS-BENCH rdma_write_1MiB MBps=%.1f us=%.0f\n",
-		       (VB_BULK_LEN / 1e6) / t, t * 1e6);
-	ret = vb_send_simple(v, VB_WRITTEN, VB_WRITE_SEED, VB_BULK_LEN);
-	if (!ret)
-		ret = vb_expect(v, VB_RESULT, &m);
-	vcheck("rdma_write_remote", !ret && m.ok,
-	       "server verified %u bytes: %s", VB_BULK_LEN,
-	       ret ? strerror(-ret) : m.ok ? "match" : "mismatch");
-	if (ret)
-		return;
-
-	/* RDMA READ of the server's pattern. */
-	memset(v->buf + VB_READ_OFF, 0, VB_READ_LEN);
-	s.opcode = IBTCA_WR_RDMA_READ;
-	s.addr = v->iova + VB_READ_OFF;
-	s.length = VB_READ_LEN;
-	s.remote_addr = v->peer_iova + VB_READ_OFF;
-	ret = vb_run(v, &s, v->scq, &c, 60);
-	diff = vb_pattern_diff(v->buf + VB_READ_OFF, VB_READ_LEN, VB_READ_SEED);
-	vcheck("rdma_read", !ret && c.status == IBTCA_WC_SUCCESS &&
-	       c.opcode == IBTCA_WC_RDMA_READ && diff == VB_READ_LEN,
-	       "%u bytes, first mismatch at %zu, %s", VB_READ_LEN, diff,
-	       vb_err(ret, &c));
-
-	/* Atomics on the server's counter (40). */
-	ret = vb_atomic(v, IBTCA_WR_ATOMIC_FETCH_ADD, 0, 2, 0, &old, &c);
-	vcheck("fetch_add", !ret && c.status == IBTCA_WC_SUCCESS &&
-	       c.opcode == IBTCA_WC_FETCH_ADD && old == VB_COUNTER0,
-	       "add 2: old=%llu expected=%u %s", (unsigned long long)old,
-	       VB_COUNTER0, vb_err(ret, &c));
-	ret = vb_atomic(v, IBTCA_WR_ATOMIC_CMP_SWP, 1, VB_COUNTER0 + 2, 7, &old,
-			&c);
-	vcheck("cmp_swap", !ret && c.status == IBTCA_WC_SUCCESS &&
-	       c.opcode == IBTCA_WC_COMP_SWAP && old == VB_COUNTER0 + 2,
-	       "compare %u swap 7: old=%llu %s", VB_COUNTER0 + 2,
-	       (unsigned long long)old, vb_err(ret, &c));
-	ret = vb_atomic(v, IBTCA_WR_ATOMIC_CMP_SWP, 2, 41, 9, &old, &c);
-	vcheck("cmp_swap_miss", !ret && c.status == IBTCA_WC_SUCCESS && old == 7,
-	       "compare 41 swap 9: old=%llu expected=7 %s",
-	       (unsigned long long)old, vb_err(ret, &c));
-	expect = 7;
-	ret = vb_send_simple(v, VB_ATOMICS, 1, expect);
-	if (!ret)
-		ret = vb_expect(v, VB_RESULT, &m);
-	vcheck("atomics_remote", !ret && m.ok && m.value == expect,
-	       "server counter=%llu expected=%llu%s%s",
-	       (unsigned long long)m.value, (unsigned long long)expect,
-	       ret ? " error=" : "", ret ? strerror(-ret) : "");
-	if (ret)
-		return;
-
-	/* RDMA WRITE with a wrong R_Key, on the second QP. */
-	memset(&s, 0, sizeof(s));
-	s.qpn = v->qp2;
-	s.opcode = IBTCA_WR_RDMA_WRITE;
-	s.addr = v->iova + VB_BULK_OFF;
-	s.length = VB_BAD_LEN;
-	s.lkey = v->lkey;
-	s.remote_addr = v->peer_iova + VB_BAD_OFF;
-	s.rkey = v->peer_rkey ^ 0x80;
-	ret = vb_run(v, &s, v->scq2, &c, 60);
-	vcheck("bad_rkey", !ret && c.status == IBTCA_WC_REM_ACCESS_ERR,
-	       "rkey=0x%x (valid 0x%x): %s, expected status=%u", s.rkey,
-	       v->peer_rkey, vb_err(ret, &c), IBTCA_WC_REM_ACCESS_ERR);
-	ret = vb_send_simple(v, VB_BADKEY, 1, 0);
-	if (!ret)
-		ret = vb_expect(v, VB_RESULT, &m);
-	vcheck("bad_rkey_remote_unchanged", !ret && m.ok,
-	       "server region %s", ret ? strerror(-ret) :
-	       m.ok ? "unchanged" : "CHANGED");
-	if (ret)
-		return;
-
-	vb_client_bench(v);
-
-	ret = vb_send_simple(v, VB_BYE, 1, 0);
-	vcheck("bye", !ret, "%s", ret ? strerror(-ret) : "server told");
-}
-
-static int cmd_verbs(int argc, char **argv, int bench)
+static int cmd_verbs_bench(int argc, char **argv)
 {
 	struct vb v = { .fd = -1 };
 	const char *role = NULL;
@@ -718,15 +504,10 @@ static int cmd_verbs(int argc, char **argv, int bench)
 		vcheck("setup", 0, "%s", detail);
 	} else {
 		vcheck("setup", 1, "role=%s %s", role, detail);
-		/* The server serves both (write_lat pings come as VB_LAT). */
-		if (v.server)
-			vb_server(&v);
-		else if (bench)
+		if (!v.server)
 			vb_client_perf(&v);
-		else
-			vb_client(&v);
-		if (!bench)
-			vb_teardown(&v);
+		else if (!vb_exchange(&v))
+			vb_serve(&v);
 	}
 	/* Closing the file (and unmapping) destroys every object. */
 	if (v.buf && v.buf != MAP_FAILED)
@@ -775,10 +556,8 @@ int main(int argc, char **argv)
 		return cmd_port_wait(argc, argv);
 	if (!strcmp(cmd, "dma-fault") && !argc)
 		return cmd_fault();
-	if (!strcmp(cmd, "verbs"))
-		return cmd_verbs(argc, argv, 0);
 	if (!strcmp(cmd, "verbs-bench"))
-		return cmd_verbs(argc, argv, 1);
+		return cmd_verbs_bench(argc, argv);
 	if (!strcmp(cmd, "drdma"))
 		return cmd_drdma(argc, argv, 0);
 	if (!strcmp(cmd, "drdma-bench"))

@@ -3,9 +3,9 @@
  * The verbs helpers of ibtca-tool: one RC QP pair set up through the
  * driver's ioctls (PD, MR over a 2 MiB buffer, CQs, QPs moved to RTS
  * against the peer's), SEND/RECV messages between the two guests, polling
- * and the HELLO exchange of buffer address and R_Key. The verbs scenario
- * (ibtca-tool.c), verbs-bench (verbs_bench.c) and the DRDMA scenarios
- * (drdma.c, drdma_fan.c) build on them.
+ * and the HELLO exchange of buffer address and R_Key. verbs-bench
+ * (verbs_bench.c, its server in ibtca-tool.c), the DRDMA scenarios
+ * (drdma.c, drdma_fan.c) and the soak (soak.c) build on them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -295,13 +295,6 @@ static int vb_ioctl(struct vb *v, unsigned long req, void *arg)
 	return ioctl(v->fd, req, arg) < 0 ? -errno : 0;
 }
 
-static int vb_destroy(struct vb *v, uint32_t type, uint32_t handle)
-{
-	struct ibtca_destroy d = { .type = type, .handle = handle };
-
-	return vb_ioctl(v, IBTCA_IOC_DESTROY, &d);
-}
-
 static int vb_state(struct vb *v, uint32_t qpn, uint8_t state)
 {
 	struct ibtca_modify_qp m = {
@@ -311,43 +304,6 @@ static int vb_state(struct vb *v, uint32_t qpn, uint8_t state)
 	};
 
 	return vb_ioctl(v, IBTCA_IOC_MODIFY_QP, &m);
-}
-
-/*
- * After the scenario: a QP goes back to RESET and is usable again (INIT);
- * the PD cannot go while its MR and QPs exist; then every object is
- * destroyed explicitly, in dependency order (not by closing the file).
- */
-void vb_teardown(struct vb *v)
-{
-	uint32_t cqs[] = { v->scq, v->rcq, v->scq2 }, qps[] = { v->qp, v->qp2 };
-	int ret, busy, i;
-
-	ret = vb_state(v, v->qp, IBTCA_QPS_RESET);
-	if (!ret)
-		ret = vb_state(v, v->qp, IBTCA_QPS_INIT);
-	if (!ret)
-		ret = vb_state(v, v->qp, IBTCA_QPS_RESET);
-	vcheck("teardown_qp_reset", !ret, "QP %u: RTS -> RESET -> INIT -> RESET: %s",
-	       v->qp, strerror(-ret));
-	busy = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn);
-	vcheck("teardown_pd_busy", busy == -EBUSY,
-	       "DESTROY PD %u with its MR and QPs: %s (want EBUSY)", v->pdn,
-	       strerror(-busy));
-	ret = 0;
-	for (i = 0; i < 2 && !ret; i++)
-		ret = vb_destroy(v, IBTCA_UAPI_OBJ_QP, qps[i]);
-	for (i = 0; i < 3 && !ret; i++)
-		ret = vb_destroy(v, IBTCA_UAPI_OBJ_CQ, cqs[i]);
-	if (!ret)
-		ret = vb_destroy(v, IBTCA_UAPI_OBJ_MR, v->lkey);
-	if (!ret)
-		ret = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn);
-	if (!ret)
-		ret = vb_destroy(v, IBTCA_UAPI_OBJ_PD, v->pdn) == -ENOENT ?
-		      0 : -EEXIST;
-	vcheck("teardown", !ret, "2 QPs, 3 CQs, MR, PD destroyed, PD gone: %s",
-	       strerror(-ret));
 }
 
 int vb_setup(struct vb *v, char *err, size_t errlen)

@@ -3,8 +3,8 @@
  * ibtca-tool's verbs helpers (verbs_lib.c): they set up a PD, an MR over a
  * 2 MiB buffer, CQs and two RC QPs connected to a peer guest's, exchange
  * buffer addresses and R_Keys (HELLO) and carry 64-byte messages over
- * SEND/RECV. The verbs scenario, verbs-bench, the DRDMA scenarios and the
- * soak build on them.
+ * SEND/RECV. verbs-bench, the DRDMA scenarios and the soak build on them
+ * (the verbs scenario is ibtca-verbs', tools/verbs/).
  */
 #ifndef IBTCA_TOOL_VERBS_LIB_H
 #define IBTCA_TOOL_VERBS_LIB_H
@@ -22,12 +22,8 @@
 
 #define VB_BUF_SIZE	(2U << 20)
 #define VB_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
+/* 0x100000-0x12ffff: not used by the helpers */
 #define VB_BULK_LEN	(1U << 20)
-#define VB_READ_OFF	0x100000U	/* 64 KiB: RDMA READ source/target */
-#define VB_READ_LEN	0x10000U
-#define VB_ATOM_OFF	0x110000U	/* server counter; client results */
-#define VB_BAD_OFF	0x120000U	/* 8 KiB the bad-key write aims at */
-#define VB_BAD_LEN	0x2000U
 #define VB_SEND_OFF	0x130000U	/* outgoing messages */
 #define VB_RECV_OFF	0x140000U	/* receive slots */
 #define VB_SLOT		256U
@@ -40,18 +36,14 @@
 #define VB_QPN0		0x402U
 #define VB_PSN		100U
 #define VB_MAGIC	0x49425642U	/* "IBVB" */
-#define VB_COUNTER0	40U
-#define VB_BAD_BYTE	0xee
 #define VB_WRITE_SEED	0x31
-#define VB_READ_SEED	0x52
 #define VB_LAT_OFF	0x150000U	/* write_lat: 64 B in, then 64 B out */
 #define VB_LAT_LEN	64U
 #define VB_PINGS	200
-#define VB_BENCH_WRITES	8
 
 /* Message types; other scenarios number theirs from VB_USER. */
-enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_ATOMICS, VB_BADKEY, VB_PING,
-	VB_PONG, VB_BYE, VB_LAT, VB_USER = 0x40 };
+enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_PING, VB_PONG, VB_BYE, VB_LAT,
+	VB_USER = 0x40 };
 
 /* A message; 64 bytes, the size of the ping. */
 struct vb_msg {
@@ -120,7 +112,6 @@ int vb_recv(struct vb *v, struct vb_msg *m, double secs);
 int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 		     double secs);
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
-void vb_teardown(struct vb *v);
 
 /*
  * 64 B SEND ping-pong with the server (PING, PONG): the round trips done;

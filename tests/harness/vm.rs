@@ -409,7 +409,7 @@ pub fn check_scenario(tag: &str, role: &str, run: &VmRun, checks: &[&str], logs:
     }
 }
 
-/// The checks the server guest of `ibtca-tool verbs` must pass.
+/// The checks the server guest of `ibtca-verbs verbs` must pass.
 pub const VERBS_SERVER_CHECKS: &[&str] = &[
     "setup",
     "exchange",
@@ -422,7 +422,7 @@ pub const VERBS_SERVER_CHECKS: &[&str] = &[
     "teardown",
 ];
 
-/// The checks the client guest of `ibtca-tool verbs` must pass.
+/// The checks the client guest of `ibtca-verbs verbs` must pass.
 pub const VERBS_CLIENT_CHECKS: &[&str] = &[
     "setup",
     "exchange",

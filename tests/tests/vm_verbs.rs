@@ -1,10 +1,11 @@
 //! Full stack, two machines: two `ibtca-device` processes joined by a link
-//! (LIDs 1 and 2), each serving one QEMU guest. The guests' `ibtca-tool
-//! verbs` connect a QP pair through the real driver (command queue, WQEs,
+//! (LIDs 1 and 2), each serving one QEMU guest. The guests' `ibtca-verbs
+//! verbs` (libibverbs through the ibtca provider and the ib_core device)
+//! connect a QP pair through the real driver (command queue, WQEs,
 //! doorbells, CQEs in guest memory), exchange buffer addresses and R_Keys
 //! with SEND/RECV, and run RDMA WRITE, RDMA READ, fetch-and-add,
 //! compare-and-swap and an RDMA WRITE with a bad R_Key, each checked on both
-//! sides.
+//! sides, then destroy every object (a PD with objects in it refused).
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root for the chroot:
 //! `scripts/test.sh` runs it; plain `cargo test` lists it as ignored.

@@ -28,6 +28,7 @@
 
 #include "commands.h"
 #include "rc.h"
+#include "usage.h"
 
 #define AE_MAX_QPS	4U
 #define AE_NRECV	8U		/* receives per QP */
@@ -195,19 +196,6 @@ static int ae_run(struct atm_echo *e)
 	return 0;
 }
 
-static int parse_u32(const char *s, uint32_t *out)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || end == s || *end || v > UINT32_MAX)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 /* Parses "Q[,Q...]" into e->peer_qpn. */
 static int ae_parse_qpns(struct atm_echo *e, char *list)
 {
@@ -220,7 +208,7 @@ static int ae_parse_qpns(struct atm_echo *e, char *list)
 				AE_MAX_QPS);
 			return -1;
 		}
-		if (parse_u32(tok, &e->peer_qpn[e->nqps]) ||
+		if (rc_parse_u32(tok, &e->peer_qpn[e->nqps]) ||
 		    e->peer_qpn[e->nqps] > 0xffffff) {
 			fprintf(stderr, "ibtca-verbs: bad QPN '%s'\n", tok);
 			return -1;
@@ -248,18 +236,18 @@ int cmd_atm_echo(const char *dev, int argc, char **argv)
 			usage();
 		if (ret)
 			continue;
-		if (!strcmp(o, "--peer-lid") && !parse_u32(val, &lid) &&
+		if (!strcmp(o, "--peer-lid") && !rc_parse_u32(val, &lid) &&
 		    lid && lid < 0xc000)
 			have_lid = 1;
 		else if (!strcmp(o, "--peer-qpn") && !ae_parse_qpns(&e, argv[i + 1]))
 			n = 0;
-		else if (!strcmp(o, "--frames") && !parse_u32(val, &n) && n)
+		else if (!strcmp(o, "--frames") && !rc_parse_u32(val, &n) && n)
 			e.frames = n;
-		else if (!strcmp(o, "--wait") && !parse_u32(val, &n) && n)
+		else if (!strcmp(o, "--wait") && !rc_parse_u32(val, &n) && n)
 			e.wait_s = n;
-		else if (!strcmp(o, "--xor") && !parse_u32(val, &n) && n < 256)
+		else if (!strcmp(o, "--xor") && !rc_parse_u32(val, &n) && n < 256)
 			e.xor = (uint8_t)n;
-		else if (!strcmp(o, "--sl") && !parse_u32(val, &n) && n < 15)
+		else if (!strcmp(o, "--sl") && !rc_parse_u32(val, &n) && n < 15)
 			e.path.sl = (uint8_t)n;
 		else
 			usage();

@@ -4,39 +4,16 @@
  * RDMA device has, through libibverbs and the ibtca provider (the
  * device's own registers, self-tests and DRDMA window stay with
  * ibtca-tool). docs/guest-verbs-surface.md says which commands are here.
+ * main is here, each command in its own file (commands.h), the usage text
+ * in usage.c, below them the guest pair (pair.c) and the libibverbs
+ * helpers (rc.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
-#include "rc.h"
-
-static void print_usage(FILE *out)
-{
-	fprintf(out,
-		"Usage: ibtca-verbs [-d DEV] COMMAND\n"
-		"  atm-echo --peer-lid L --peer-qpn Q[,Q...] --frames N\n"
-		"        [--xor B] [--sl SL] [--wait SECS]\n"
-		"                       an RC QP to each QPN Q at LID L (an\n"
-		"                       ATM gateway's VCs); sends every message\n"
-		"                       received back on its QP, bytes XORed\n"
-		"                       with B, N times (IBTCA-ATM-ECHO lines;\n"
-		"                       --wait: seconds for each message)\n"
-		"  --help               this text\n"
-		"QP options of every command (the defaults are perftest's):\n"
-		"  --timeout EXP        ACK timeout 4.096 us << EXP, EXP 0-31\n"
-		"                       (0: none; default %u)\n"
-		"  --retry N            transport retries, 0-7 (default %u)\n"
-		"DEV (a libibverbs device name) defaults to ibtca0.\n",
-		RC_TIMEOUT_DEFAULT, RC_RETRY_DEFAULT);
-}
-
-void usage(void)
-{
-	print_usage(stderr);
-	exit(2);
-}
+#include "usage.h"
 
 int main(int argc, char **argv)
 {
@@ -61,5 +38,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "atm-echo"))
 		return cmd_atm_echo(dev, argc, argv);
+	if (!strcmp(cmd, "verbs"))
+		return cmd_verbs(dev, argc, argv);
 	usage();
 }

@@ -12,7 +12,7 @@
 
 #include "rc.h"
 
-static double now_s(void)
+double rc_now(void)
 {
 	struct timespec ts;
 
@@ -23,7 +23,7 @@ static double now_s(void)
 /* Milliseconds until @end for poll(), at least 0. */
 static int ms_left(double end)
 {
-	double left = end - now_s();
+	double left = end - rc_now();
 
 	return left <= 0 ? 0 : left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
 }
@@ -34,6 +34,19 @@ static int fcntl_nonblock(int fd)
 
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
+	return 0;
+}
+
+int rc_parse_u32(const char *s, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 0);
+	if (errno || end == s || *end || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
 	return 0;
 }
 
@@ -84,7 +97,7 @@ struct ibv_context *rc_open(const char *name)
 
 int rc_wait_port(struct ibv_context *ctx, double secs)
 {
-	double end = now_s() + secs;
+	double end = rc_now() + secs;
 	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_port_attr attr;
 	struct ibv_async_event ev;
@@ -129,8 +142,9 @@ int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.port_num = 1,
-		.qp_access_flags = 0,
+		.qp_access_flags = path->access,
 	};
+	uint8_t rd_atomic = path->rd_atomic ? path->rd_atomic : 1;
 	int ret;
 
 	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
@@ -142,7 +156,7 @@ int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	a.path_mtu = IBV_MTU_4096;
 	a.dest_qp_num = dest_qpn;
 	a.rq_psn = RC_PSN;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = rd_atomic;
 	a.min_rnr_timer = 1;
 	a.ah_attr.dlid = path->dlid;
 	a.ah_attr.sl = path->sl;
@@ -158,7 +172,7 @@ int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	a.timeout = path->timeout;
 	a.retry_cnt = path->retry;
 	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = rd_atomic;
 	return -ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -166,7 +180,7 @@ int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 
 int rc_wait(struct rc_cq *cq, struct ibv_wc *wc, double secs)
 {
-	double end = now_s() + secs;
+	double end = rc_now() + secs;
 	struct pollfd p = { .fd = cq->channel->fd, .events = POLLIN };
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;

@@ -29,6 +29,8 @@ struct rc_path {
 	uint8_t sl;		/* service level, 0-14 */
 	uint8_t timeout;	/* ACK timeout exponent, 0-31 (0: none) */
 	uint8_t retry;		/* transport retries, 0-7 */
+	uint8_t rd_atomic;	/* READs and atomics in flight each way (0: 1) */
+	unsigned int access;	/* IBV_ACCESS_REMOTE_* the QP grants its peer */
 };
 
 /* A CQ with its own completion channel, so a wait can have a deadline. */
@@ -37,11 +39,15 @@ struct rc_cq {
 	struct ibv_cq *cq;
 };
 
+/* @s as a number (0x... hex, 0... octal); -1 if it is none or too big. */
+int rc_parse_u32(const char *s, uint32_t *out);
 /*
  * --timeout EXP and --retry N into @path: 1 if @opt is one of them and
  * @val is good, 0 if @opt is neither, -1 (with a message) for a bad value.
  */
 int rc_qp_option(struct rc_path *path, const char *opt, const char *val);
+/* CLOCK_MONOTONIC in seconds. */
+double rc_now(void);
 /* The device named @name (NULL: the first), opened; NULL with a message. */
 struct ibv_context *rc_open(const char *name);
 /*
@@ -51,7 +57,10 @@ struct ibv_context *rc_open(const char *name);
  */
 int rc_wait_port(struct ibv_context *ctx, double secs);
 int rc_cq_create(struct ibv_context *ctx, int entries, struct rc_cq *cq);
-/* @qp from RESET to RTS against QP @dest_qpn on @path, PSNs RC_PSN. */
+/*
+ * @qp from RESET to RTS against QP @dest_qpn on @path, PSNs RC_PSN, path
+ * MTU 4096.
+ */
 int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	       uint32_t dest_qpn);
 /*

@@ -7,9 +7,13 @@
 
 #include <infiniband/verbs.h>
 
+/* ibtca_provider_lib.c: what the parts share. */
+
 /* One IBTCA-PROVIDER line: @name PASS or FAIL, then the details. */
 void step(const char *name, int ok, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* How many steps failed so far. */
+int step_failures(void);
 
 /* Moves RC QP @qp to RTS towards QP @dqpn at LID @dlid (PSNs 0), remote
  * writes, reads and atomics allowed.
@@ -18,6 +22,8 @@ int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid);
 
 /* Opens device @name (a step "open" says how it went); NULL if it fails. */
 struct ibv_context *open_named(const char *name);
+/* The uverbs character device of the device open_named() last found. */
+const char *opened_uverbs_dev(void);
 
 /* One signaled RDMA WRITE of @len bytes at @src (@lkey's region, or any
  * memory with IBV_SEND_INLINE in @flags) to @raddr/@rkey on @qp, whose

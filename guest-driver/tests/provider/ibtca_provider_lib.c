@@ -2,7 +2,8 @@
 /*
  * What the parts of ibtca-provider-test share (provider_test.h): the
  * IBTCA-PROVIDER step lines and their count of failures, opening a device
- * by name, connecting an RC QP and one RDMA WRITE. main
+ * by name, connecting an RC QP, one RDMA WRITE and closing what a
+ * test made. main
  * (ibtca_provider_test.c) runs the parts; they and it call this file, and
  * it calls none of them.
  */
@@ -148,4 +149,21 @@ int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
 		usleep(1000);
 	}
 	return -2;
+}
+
+void close_objects(struct ibv_qp *qa, struct ibv_qp *qb, struct ibv_mr *ma,
+		   struct ibv_mr *mb, struct ibv_cq *cq, struct ibv_pd *pd)
+{
+	if (qa)
+		ibv_destroy_qp(qa);
+	if (qb)
+		ibv_destroy_qp(qb);
+	if (ma)
+		ibv_dereg_mr(ma);
+	if (mb)
+		ibv_dereg_mr(mb);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
 }

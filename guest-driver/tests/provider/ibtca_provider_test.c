@@ -266,16 +266,7 @@ static void loopback_write(struct ibv_context *ctx, struct ibv_pd *pd)
 	     st >= 0 ? ibv_wc_status_str(st) : "none",
 	     memcmp(before, dst, sizeof(dst)) ? "changed" : "unchanged");
 out:
-	if (a)
-		ibv_destroy_qp(a);
-	if (b)
-		ibv_destroy_qp(b);
-	if (ms)
-		ibv_dereg_mr(ms);
-	if (md)
-		ibv_dereg_mr(md);
-	if (cq)
-		ibv_destroy_cq(cq);
+	close_objects(a, b, ms, md, cq, NULL);
 }
 
 /* The next completion on @cq within 30 s: its status, -2 without one. */

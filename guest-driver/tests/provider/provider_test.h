@@ -34,6 +34,12 @@ int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
 	       uint32_t lkey, size_t len, unsigned int flags,
 	       uint64_t raddr, uint32_t rkey);
 
+/* Destroys what a test made, those not NULL: the QPs, then the regions,
+ * the CQ and the PD.
+ */
+void close_objects(struct ibv_qp *qa, struct ibv_qp *qb, struct ibv_mr *ma,
+		   struct ibv_mr *mb, struct ibv_cq *cq, struct ibv_pd *pd);
+
 /* A TCP connection to @server's @port, tried once a second for 180 s;
  * the socket, or -1 (ibtca_provider_remote.c).
  */

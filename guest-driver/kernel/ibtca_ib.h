@@ -163,7 +163,7 @@ static inline struct ibtca_ib_srq *to_srq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct ibtca_ib_srq, ibsrq);
 }
 
-/* ibtca_ib.c */
+/* ibtca_ib_hw.c: device access on behalf of the core */
 int ibtca_ib_hw_begin(struct ibtca_ib *ib);
 void ibtca_ib_hw_end(struct ibtca_ib *ib);
 int ibtca_ib_cmd(struct ibtca_ib *ib, u8 opcode, const void *params,
@@ -173,6 +173,10 @@ u32 ibtca_ib_access(int acc);
 
 /* ibtca_ib_drdma.c: DRDMA ranges as uverbs objects (ibtcadv.h). */
 extern const struct uapi_definition ibtca_ib_dv_defs[];
+
+/* ibtca_ib_arr.c: the DRDMA ranges contexts hold. */
+u32 ibtca_dv_arr_rd(struct ibtca_dev *idev, u32 arr, u32 field);
+int ibtca_dv_arr_get(struct ibtca_ib *ib, u32 *arr);
 void ibtca_dv_range_release(struct ibtca_ib *ib, u32 arr);
 
 /* ibtca_ib_cq.c */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ibtca: memory regions and windows of the RDMA core's ib_device
- * (ibtca_ib_mr.c), and what they need of ibtca_ib.c.
+ * (ibtca_ib_mr.c), and what they need of ibtca_ib_hw.c.
  */
 #ifndef IBTCA_IB_MR_H
 #define IBTCA_IB_MR_H
@@ -30,7 +30,7 @@ struct ibtca_ib_mw {
 	struct ib_mw ibmw;
 };
 
-/* ibtca_ib.c */
+/* ibtca_ib_hw.c */
 int ibtca_ib_command(struct ib_device *ibdev, u8 opcode, const void *params,
 		     size_t len, u32 *out0, u32 *out1);
 u32 ibtca_ib_pdn(struct ib_pd *ibpd);

@@ -11,6 +11,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/export.h>
+#include <linux/module.h>
 #include <linux/stddef.h>
 #include <rdma/ib_verbs.h>
 
@@ -140,7 +141,8 @@ int ibtca_qp_set_options(struct ib_qp *ibqp,
 	struct ibtca_ib_qp *qp;
 	int ret;
 
-	if (ibqp->device->ops.modify_qp != ibtca_ib_modify_qp ||
+	/* Only this module registers devices with its ops (ibtca_ib.c). */
+	if (ibqp->device->ops.owner != THIS_MODULE ||
 	    ibqp->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;
 	ret = ibtca_qp_options_check(o, sizeof(*o));

@@ -22,6 +22,25 @@ static void ibtca_abi_mismatch(struct ibv_device *dev, const char *kernel)
 		dev->name, kernel, IBTCA_UVERBS_ABI_VERSION);
 }
 
+static void ibtca_free_context(struct ibv_context *ibctx)
+{
+	struct ibtca_context *ctx = to_ibtca_ctx(ibctx);
+
+	munmap(ctx->db, IBTCA_DB_PAGE_SIZE);
+	free(ctx->qp_table);
+	pthread_mutex_destroy(&ctx->qp_lock);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+}
+
+/*
+ * The context's own operation, beside its allocation; the verbs are in the
+ * tables of the files that define them (verbs.c, qp_ex.c, cq_ex.c, mw.c).
+ */
+static const struct verbs_context_ops ibtca_context_free_ops = {
+	.free_context = ibtca_free_context,
+};
+
 static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 						 int cmd_fd, void *private_data)
 {
@@ -77,6 +96,7 @@ static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 		goto fail;
 	}
 	pthread_mutex_init(&ctx->qp_lock, NULL);
+	verbs_set_ops(&ctx->ibv_ctx, &ibtca_context_free_ops);
 	verbs_set_ops(&ctx->ibv_ctx, &ibtca_ctx_ops);
 	verbs_set_ops(&ctx->ibv_ctx, &ibtca_qp_ex_ops);
 	verbs_set_ops(&ctx->ibv_ctx, &ibtca_cq_ex_ops);
@@ -88,17 +108,6 @@ fail:
 	free(ctx);
 	errno = err;
 	return NULL;
-}
-
-void ibtca_free_context(struct ibv_context *ibctx)
-{
-	struct ibtca_context *ctx = to_ibtca_ctx(ibctx);
-
-	munmap(ctx->db, IBTCA_DB_PAGE_SIZE);
-	free(ctx->qp_table);
-	pthread_mutex_destroy(&ctx->qp_lock);
-	verbs_uninit_context(&ctx->ibv_ctx);
-	free(ctx);
 }
 
 static struct verbs_device *ibtca_device_alloc(struct verbs_sysfs_dev *sdev)

@@ -163,9 +163,6 @@ static inline struct ibtca_srq *to_ibtca_srq(struct ibv_srq *ibsrq)
 	return container_of(ibsrq, struct ibtca_srq, ibv_srq);
 }
 
-/* ibtca.c */
-void ibtca_free_context(struct ibv_context *ibctx);
-
 
 /* verbs.c: the verbs of this version. */
 extern const struct verbs_context_ops ibtca_ctx_ops;

@@ -160,7 +160,6 @@ const struct verbs_context_ops ibtca_ctx_ops = {
 	.destroy_qp = ibtca_destroy_qp,
 	.destroy_srq = ibtca_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
-	.free_context = ibtca_free_context,
 	.modify_qp = ibtca_modify_qp,
 	.modify_srq = ibtca_modify_srq,
 	.poll_cq = ibtca_poll_cq,

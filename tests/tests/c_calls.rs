@@ -1,13 +1,25 @@
-//! The guest tool's C files call one way: no circle of files in
-//! `guest-driver/tools/` through the functions and globals they share
-//! (docs/guest-driver-layout.md, "Include direction").
+//! The guest driver's C files call one way: no circle of files in one
+//! folder (`guest-driver/tools/`, `provider/`, `kernel/`, `tests/provider/`)
+//! through the functions and globals they share
+//! (docs/guest-driver-layout.md, "Calls inside a folder").
 //!
 //! A file uses another when it names something the other defines and does
 //! not keep `static`: a function with a body, or a global variable. The
 //! test reads the sources as text (comments, strings, character constants
 //! and preprocessor lines removed, then the top-level items split at `;`
 //! and at the end of each brace-delimited body), so it needs no compiler
-//! and sees what `nm` on the objects would show for plain C.
+//! and sees what `nm` on the objects would show for plain C. A top-level
+//! item with parentheses and no `=` before them and no body is a
+//! prototype or a macro (`EXPORT_SYMBOL_GPL(f);`) and defines nothing.
+//!
+//! An ops table counts as its file naming every function it holds: the
+//! file with `.create_qp = ibtca_create_qp` uses the file that defines
+//! `ibtca_create_qp`, just as a call would, because that is where a reader
+//! of the table goes to see what the operation does (and what the linker
+//! resolves). A call through a table (`ops->create_qp(...)`) names a field,
+//! not a function, and uses nothing. So a file holding an ops table sits
+//! above every file whose functions the table names, and none of those
+//! may call back into it: what they share goes into a file below both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -112,7 +124,13 @@ fn definitions(code: &str) -> BTreeSet<String> {
             }
             ';' if depth == 0 => {
                 let h = head.trim();
-                let variable = !h.contains('(') || h.find('=') < h.find('(');
+                // `int x = f(1);` is a variable, `int f(int);` and
+                // `EXPORT_SYMBOL_GPL(f);` are not.
+                let variable = match (h.find('('), h.find('=')) {
+                    (None, _) => true,
+                    (Some(paren), Some(eq)) => eq < paren,
+                    (Some(_), None) => false,
+                };
                 let skip = ["static", "extern", "typedef", "struct", "union", "enum"]
                     .iter()
                     .any(|k| h.starts_with(k) && (*k != "struct" || h.contains("{}")));
@@ -128,9 +146,8 @@ fn definitions(code: &str) -> BTreeSet<String> {
     defs
 }
 
-/// For each `.c` file of `dir`: the other files it uses, with one name it
-/// uses from each.
-fn uses(dir: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
+/// The `.c` files of `dir`, stripped, by file name.
+fn sources(dir: &Path) -> BTreeMap<String, String> {
     let mut code = BTreeMap::new();
     for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
@@ -140,8 +157,14 @@ fn uses(dir: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
             code.insert(name, strip(&text));
         }
     }
+    code
+}
+
+/// For each file of `code` (stripped sources by name): the other files it
+/// uses, with one name it uses from each.
+fn uses(code: &BTreeMap<String, String>) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut owner = BTreeMap::new();
-    for (file, text) in &code {
+    for (file, text) in code {
         for d in definitions(text) {
             owner.entry(d).or_insert_with(|| file.clone());
         }
@@ -190,16 +213,11 @@ fn circles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String
     out.into_iter().collect()
 }
 
-#[test]
-fn guest_tool_files_call_without_a_circle() {
-    let graph = uses(&guest_driver().join("tools"));
-    // The tool's main and its shared helpers are where the reader expects.
-    assert!(
-        graph["ibtca-tool.c"].contains_key("verbs_lib.c"),
-        "{graph:#?}"
-    );
-    assert!(graph["verbs_lib.c"].contains_key("report.c"), "{graph:#?}");
-    assert!(graph["verbs_lib.c"].contains_key("dev.c"), "{graph:#?}");
+/// Checks that `folder` of guest-driver/ has no circle (the message names
+/// each circle's files and a name each uses of the next) and has the uses
+/// `expected` (so the sources were read as meant).
+fn assert_calls_one_way(folder: &str, expected: &[(&str, &str)]) {
+    let graph = uses(&sources(&guest_driver().join(folder)));
     let found = circles(&graph);
     let mut report = String::new();
     for comp in &found {
@@ -212,7 +230,70 @@ fn guest_tool_files_call_without_a_circle() {
             }
         }
     }
-    assert!(found.is_empty(), "guest-driver/tools/:\n{report}");
+    assert!(found.is_empty(), "guest-driver/{folder}/:\n{report}");
+    for (from, to) in expected {
+        assert!(
+            graph.get(*from).is_some_and(|m| m.contains_key(*to)),
+            "guest-driver/{folder}/: {from} should use {to}: {graph:#?}"
+        );
+    }
+}
+
+#[test]
+fn guest_tool_files_call_without_a_circle() {
+    // The tool's main and its shared helpers are where the reader expects.
+    assert_calls_one_way(
+        "tools",
+        &[
+            ("ibtca-tool.c", "verbs_lib.c"),
+            ("verbs_lib.c", "report.c"),
+            ("verbs_lib.c", "dev.c"),
+        ],
+    );
+}
+
+#[test]
+fn provider_files_call_without_a_circle() {
+    // The context's ops tables name each file's verbs from the top; the
+    // send WQEs are built in post.c and a QP's memory freed in qp.c.
+    assert_calls_one_way(
+        "provider",
+        &[
+            ("ibtca.c", "verbs.c"),
+            ("verbs.c", "qp.c"),
+            ("mw.c", "post.c"),
+            ("qp_ex.c", "post.c"),
+            ("qp_ex.c", "qp.c"),
+        ],
+    );
+}
+
+#[test]
+fn kernel_files_call_without_a_circle() {
+    // ibtca_ib.c's ib_device_ops names the verbs of every ibtca_ib_*.c;
+    // they reach the device through ibtca_ib_hw.c, below the table.
+    assert_calls_one_way(
+        "kernel",
+        &[
+            ("ibtca_ib.c", "ibtca_ib_qp.c"),
+            ("ibtca_ib.c", "ibtca_uctx.c"),
+            ("ibtca_ib_qp.c", "ibtca_ib_hw.c"),
+            ("ibtca_ib_qp.c", "ibtca_qp_options.c"),
+            ("ibtca_ib_drdma.c", "ibtca_uctx.c"),
+        ],
+    );
+}
+
+#[test]
+fn provider_test_files_call_without_a_circle() {
+    // main runs each part; the parts share the steps of provider_lib.c.
+    assert_calls_one_way(
+        "tests/provider",
+        &[
+            ("ibtca_provider_test.c", "ibtca_provider_ext.c"),
+            ("ibtca_provider_ext.c", "ibtca_provider_lib.c"),
+        ],
+    );
 }
 
 #[test]
@@ -242,4 +323,47 @@ fn definitions_and_circles_are_read_as_the_compiler_sees_them() {
     })
     .collect();
     assert_eq!(circles(&graph), [["a.c", "b.c", "c.c"]]);
+    // Prototypes and macro calls define nothing; a prototype's name in
+    // another file is no use of it.
+    let b = strip("int a_fn(int x);\nEXPORT_SYMBOL_GPL(b_fn);\nint b_fn(void) { return 0; }\n");
+    assert_eq!(definitions(&b).into_iter().collect::<Vec<_>>(), ["b_fn"]);
+}
+
+#[test]
+fn an_ops_table_uses_the_files_of_the_functions_it_names() {
+    let code = |files: &[(&str, &str)]| -> BTreeMap<String, String> {
+        files
+            .iter()
+            .map(|(f, t)| (f.to_string(), strip(t)))
+            .collect()
+    };
+    // dev.c's table names qp.c's create_qp; qp.c calls dev.c's dev_cmd.
+    let circle = code(&[
+        (
+            "dev.c",
+            "int dev_cmd(int op) { return op; }\n\
+             static const struct ops dev_ops = {\n\t.create_qp = create_qp,\n};\n",
+        ),
+        ("qp.c", "int create_qp(void) { return dev_cmd(1); }\n"),
+    ]);
+    let graph = uses(&circle);
+    assert_eq!(graph["dev.c"]["qp.c"], "create_qp");
+    assert_eq!(circles(&graph), [["dev.c", "qp.c"]]);
+    // dev_cmd below both; a call through the table names only a field.
+    let one_way = code(&[
+        (
+            "dev.c",
+            "static const struct ops dev_ops = { .create_qp = create_qp };\n\
+             int dev_open(void) { return dev_ops.create_qp(); }\n",
+        ),
+        ("cmd.c", "int dev_cmd(int op) { return op; }\n"),
+        (
+            "qp.c",
+            "int create_qp(void) { return dev_cmd(1); }\n\
+             int qp_count(const struct ops *o) { return o->create_qp(); }\n",
+        ),
+    ]);
+    let graph = uses(&one_way);
+    assert_eq!(graph["qp.c"].keys().collect::<Vec<_>>(), ["cmd.c"]);
+    assert!(circles(&graph).is_empty(), "{graph:#?}");
 }

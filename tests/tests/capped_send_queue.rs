@@ -61,40 +61,25 @@ fn a_capped_send_queue_is_read_on_when_a_timer_makes_room() {
     };
     let mw = g.cmd(CMD_ALLOC_MW, handle.as_slice()).unwrap().0;
 
-    let base = CmdModifyQp {
-        qpn: qp.qpn.into(),
-        ..Default::default()
-    };
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-        state: QPS_INIT,
-        ..base
-    })
-    .unwrap();
-    let rtr = QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (rtr | QP_ATTR_ACK_POLICY).into(),
-        state: QPS_RTR,
+    let rtr = CmdModifyQp {
+        attr_mask: QP_ATTR_ACK_POLICY.into(),
         path_mtu: MTU_4096,
         dlid: SM_LID.into(),
         dest_qpn: PEER_QPN.into(),
         rq_psn: 100.into(),
         ack_mode: ACK_PER_MESSAGE,
         window: 1.into(), // stop-and-wait
-        ..base
-    })
-    .unwrap();
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
-        state: QPS_RTS,
+        ..Default::default()
+    };
+    let rts = CmdModifyQp {
         sq_psn: SQ_PSN.into(),
         timeout: 20, // 4.3 s: the SEND is answered long before
         retry_cnt: 7,
         rnr_retry: 7,
         max_rd_atomic: 1,
-        ..base
-    })
-    .unwrap();
+        ..Default::default()
+    };
+    g.connect_with(&qp, 0, rtr, rts);
 
     // The SEND goes out and fills the window.
     g.post_send(&mut qp, &send_wqe(WR_SEND, 1, buf, 16, lkey));

@@ -25,21 +25,8 @@ struct Policy {
 /// PSN 100 both ways, with `p` set on the way to RTR and an ACK timeout of
 /// 4.096 µs × 2^`timeout`, 7 retries.
 fn connect(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, p: Policy, timeout: u8) {
-    let base = CmdModifyQp {
-        qpn: qp.qpn.into(),
-        ..Default::default()
-    };
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS).into(),
-        state: QPS_INIT,
-        access: (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ).into(),
-        ..base
-    })
-    .unwrap();
-    let rtr = QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (rtr | QP_ATTR_MSN | QP_ATTR_ACK_POLICY).into(),
-        state: QPS_RTR,
+    let rtr = CmdModifyQp {
+        attr_mask: (QP_ATTR_MSN | QP_ATTR_ACK_POLICY).into(),
         path_mtu: 2, // IBTCA_MTU_* code 2: 512 bytes
         dlid: dlid.into(),
         dest_qpn: dest.into(),
@@ -48,21 +35,18 @@ fn connect(g: &mut SimGuest, qp: &Qp, dlid: u16, dest: u32, p: Policy, timeout: 
         ack_mode: p.ack_mode,
         ack_every: p.ack_every.into(),
         window: p.window.into(),
-        ..base
-    })
-    .expect("seed 002 attributes accepted");
-    g.modify_qp(&CmdModifyQp {
-        attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
-        state: QPS_RTS,
+        ..Default::default()
+    };
+    let rts = CmdModifyQp {
         sq_psn: 100.into(),
         timeout,
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 1,
         max_rd_atomic: 3,
-        ..base
-    })
-    .unwrap();
+        ..Default::default()
+    };
+    g.connect_with(qp, ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ, rtr, rts);
 }
 
 /// ACK timeout exponent of the transfers under faults: 268 ms, so that a

@@ -221,14 +221,5 @@ void bypass_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 	     BYPASS_ROUNDS, c.post_err, c.failed_status, c.loop_trapped,
 	     c.loop_trapped ? LOAD(trapped_nr[0]) : -1);
 out:
-	if (c.a)
-		ibv_destroy_qp(c.a);
-	if (c.b)
-		ibv_destroy_qp(c.b);
-	if (c.ms)
-		ibv_dereg_mr(c.ms);
-	if (c.md)
-		ibv_dereg_mr(c.md);
-	if (c.cq)
-		ibv_destroy_cq(c.cq);
+	close_objects(c.a, c.b, c.ms, c.md, c.cq, NULL);
 }

@@ -773,15 +773,7 @@ void ext_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 		ex_inline(&e);
 		mw_tests(&e);
 	}
-	if (e.a)
-		ibv_destroy_qp(e.a);
-	if (e.b)
-		ibv_destroy_qp(e.b);
-	if (e.lmr)
-		ibv_dereg_mr(e.lmr);
-	if (e.rmr)
-		ibv_dereg_mr(e.rmr);
-	if (e.cq)
-		ibv_destroy_cq(ibv_cq_ex_to_cq(e.cq));
+	close_objects(e.a, e.b, e.lmr, e.rmr,
+		      e.cq ? ibv_cq_ex_to_cq(e.cq) : NULL, NULL);
 	ex_cq_channel(ctx);
 }

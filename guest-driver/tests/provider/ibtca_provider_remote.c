@@ -78,14 +78,7 @@ fail:
 
 static void rc_end_close(struct rc_end *e)
 {
-	if (e->qp)
-		ibv_destroy_qp(e->qp);
-	if (e->mr)
-		ibv_dereg_mr(e->mr);
-	if (e->cq)
-		ibv_destroy_cq(e->cq);
-	if (e->pd)
-		ibv_dealloc_pd(e->pd);
+	close_objects(e->qp, NULL, e->mr, NULL, e->cq, e->pd);
 	if (e->ctx)
 		ibv_close_device(e->ctx);
 }

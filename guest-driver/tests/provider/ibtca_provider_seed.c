@@ -179,9 +179,7 @@ int seed_udata_test(const char *name)
 	     "MSN 0xffffff, coalesced:4, zero tail: errno %d, QP state %d",
 	     err, seed_state(qp));
 
-	ibv_destroy_qp(qp);
-	ibv_destroy_cq(cq);
-	ibv_dealloc_pd(pd);
+	close_objects(qp, NULL, NULL, NULL, cq, pd);
 	ibv_close_device(ctx);
 	return 0;
 }
@@ -231,11 +229,7 @@ int seed_env_test(const char *name)
 		     "8192 bytes: status=%d, %s", st,
 		     memcmp(src, dst, sizeof(src)) ? "differ" : "match");
 	}
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(md);
-	ibv_dereg_mr(ms);
-	ibv_destroy_cq(cq);
-	ibv_dealloc_pd(pd);
+	close_objects(qp, NULL, md, ms, cq, pd);
 	ibv_close_device(ctx);
 	return err ? 1 : 0;
 }

@@ -97,14 +97,7 @@ struct sge_end {
 
 static void sge_end_close(struct sge_end *e)
 {
-	if (e->qp)
-		ibv_destroy_qp(e->qp);
-	if (e->mr)
-		ibv_dereg_mr(e->mr);
-	if (e->cq)
-		ibv_destroy_cq(e->cq);
-	if (e->pd)
-		ibv_dealloc_pd(e->pd);
+	close_objects(e->qp, NULL, e->mr, NULL, e->cq, e->pd);
 	free(e->buf);
 	memset(e, 0, sizeof(*e));
 }

@@ -223,12 +223,7 @@ void ud_tests(struct ibv_context *ctx, struct ibv_pd *pd)
 	if (!err)
 		ud_mcast_tests(pd, qp, cq, mr, buf, src);
 out:
-	if (qp)
-		ibv_destroy_qp(qp);
+	close_objects(qp, NULL, mr, NULL, cq, NULL);
 	if (ah)
 		ibv_destroy_ah(ah);
-	if (mr)
-		ibv_dereg_mr(mr);
-	if (cq)
-		ibv_destroy_cq(cq);
 }

@@ -7,9 +7,13 @@
 
 #include <infiniband/verbs.h>
 
+/* ibtca_provider_lib.c: what the parts share. */
+
 /* One IBTCA-PROVIDER line: @name PASS or FAIL, then the details. */
 void step(const char *name, int ok, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* How many steps failed so far. */
+int step_failures(void);
 
 /* Moves RC QP @qp to RTS towards QP @dqpn at LID @dlid (PSNs 0), remote
  * writes, reads and atomics allowed.
@@ -18,6 +22,8 @@ int rc_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid);
 
 /* Opens device @name (a step "open" says how it went); NULL if it fails. */
 struct ibv_context *open_named(const char *name);
+/* The uverbs character device of the device open_named() last found. */
+const char *opened_uverbs_dev(void);
 
 /* One signaled RDMA WRITE of @len bytes at @src (@lkey's region, or any
  * memory with IBV_SEND_INLINE in @flags) to @raddr/@rkey on @qp, whose
@@ -27,6 +33,12 @@ struct ibv_context *open_named(const char *name);
 int write_once(struct ibv_qp *qp, struct ibv_cq *cq, const void *src,
 	       uint32_t lkey, size_t len, unsigned int flags,
 	       uint64_t raddr, uint32_t rkey);
+
+/* Destroys what a test made, those not NULL: the QPs, then the regions,
+ * the CQ and the PD.
+ */
+void close_objects(struct ibv_qp *qa, struct ibv_qp *qb, struct ibv_mr *ma,
+		   struct ibv_mr *mb, struct ibv_cq *cq, struct ibv_pd *pd);
 
 /* A TCP connection to @server's @port, tried once a second for 180 s;
  * the socket, or -1 (ibtca_provider_remote.c).

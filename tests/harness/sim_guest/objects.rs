@@ -177,41 +177,56 @@ impl SimGuest {
         access: u32,
         sl: u8,
     ) {
-        let access = access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC);
-        let base = CmdModifyQp {
-            qpn: qp.qpn.into(),
-            ..Default::default()
-        };
-        self.modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_ACCESS | self.pkey_index_mask()).into(),
-            state: QPS_INIT,
-            access: access.into(),
-            pkey_index: self.pkey_index.into(),
-            ..base
-        })
-        .unwrap_or_else(|e| panic!("QP {:#x} to INIT: device status {}", qp.qpn, e.0));
-        self.modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN).into(),
-            state: QPS_RTR,
+        let rtr = CmdModifyQp {
             path_mtu: mtu,
             dlid: dlid.into(),
             sl,
             dest_qpn: dest_qpn.into(),
             rq_psn: 100.into(),
-            ..base
-        })
-        .unwrap();
-        self.modify_qp(&CmdModifyQp {
-            attr_mask: (QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_RETRY).into(),
-            state: QPS_RTS,
+            ..Default::default()
+        };
+        let rts = CmdModifyQp {
             sq_psn: 100.into(),
             timeout: self.retry.timeout,
             retry_cnt: self.retry.retry_cnt,
             rnr_retry: 7,
             min_rnr_timer: 1,
             max_rd_atomic: 3,
-            ..base
-        })
-        .unwrap();
+            ..Default::default()
+        };
+        self.connect_with(qp, access, rtr, rts);
+    }
+
+    /// RESET → INIT → RTR → RTS: INIT allows the remote rights in `access`
+    /// (other bits are dropped) with the guest's P_Key index; `rtr` and
+    /// `rts` are the attributes of the other two steps (their fields and
+    /// any `attr_mask` bits beyond the step's own), to which this adds the
+    /// QP number, the state and the step's mask (RTR: path, destination
+    /// QP, RQ PSN; RTS: SQ PSN, retries). Panics naming the step the device
+    /// refused and its status.
+    pub fn connect_with(&mut self, qp: &Qp, access: u32, rtr: CmdModifyQp, rts: CmdModifyQp) {
+        let access = access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC);
+        let init = CmdModifyQp {
+            attr_mask: (QP_ATTR_ACCESS | self.pkey_index_mask()).into(),
+            access: access.into(),
+            pkey_index: self.pkey_index.into(),
+            ..Default::default()
+        };
+        let rtr_mask = QP_ATTR_PATH | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+        let rts_mask = QP_ATTR_SQ_PSN | QP_ATTR_RETRY;
+        for (state, step, mask, name) in [
+            (QPS_INIT, init, 0, "INIT"),
+            (QPS_RTR, rtr, rtr_mask, "RTR"),
+            (QPS_RTS, rts, rts_mask, "RTS"),
+        ] {
+            let mask = step.attr_mask.to_native() | QP_ATTR_STATE | mask;
+            self.modify_qp(&CmdModifyQp {
+                qpn: qp.qpn.into(),
+                attr_mask: mask.into(),
+                state,
+                ..step
+            })
+            .unwrap_or_else(|e| panic!("QP {:#x} to {name}: device status {}", qp.qpn, e.0));
+        }
     }
 }

@@ -72,12 +72,6 @@ struct end {
 	uint16_t lid;
 };
 
-/* What a QP needs of its peer. */
-struct peer {
-	unsigned int lid, qpn, rkey;
-	unsigned long long addr;
-};
-
 static int end_open(struct end *e, struct ibv_context *ctx, void *mem,
 		    size_t len)
 {
@@ -108,36 +102,12 @@ static int end_open(struct end *e, struct ibv_context *ctx, void *mem,
 /* INIT, RTR and RTS towards @p (path MTU 1024: a 4096-byte READ is 4). */
 static int connect_qp(struct ibv_qp *qp, const struct peer *p)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
-	};
+	return peer_connect_qp(qp, p, IBV_MTU_1024, 1) ? -1 : 0;
+}
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = p->qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = p->lid;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+static int exchange(int s, const struct end *e, struct peer *p)
+{
+	return peer_exchange(s, e->lid, e->qp, buf, e->mr->rkey, p);
 }
 
 /* One completion of @cq within POLL_SECONDS; -1 if none came. */
@@ -168,25 +138,6 @@ static void expect_wc(const char *name, struct ibv_cq *cq, uint64_t wr_id,
 	     (status != IBV_WC_SUCCESS || wc.opcode == opcode),
 	     "wr_id=%llu status=%d (%s) opcode=%d", (unsigned long long)wc.wr_id,
 	     wc.status, ibv_wc_status_str(wc.status), wc.opcode);
-}
-
-static int exchange(int s, const struct end *e, struct peer *p)
-{
-	char line[128];
-	ssize_t n;
-	int len;
-
-	len = snprintf(line, sizeof(line), "%u %u %llu %u\n", e->lid,
-		       e->qp->qp_num, (unsigned long long)(uintptr_t)buf,
-		       e->mr->rkey);
-	if (write(s, line, len) != len)
-		return -1;
-	n = read(s, line, sizeof(line) - 1);
-	if (n <= 0)
-		return -1;
-	line[n] = 0;
-	return sscanf(line, "%u %u %llu %u", &p->lid, &p->qpn, &p->addr,
-		      &p->rkey) == 4 ? 0 : -1;
 }
 
 static int server(void)

@@ -76,11 +76,6 @@ struct end {
 	int rd_atom;
 };
 
-struct peer {
-	unsigned int lid, qpn, rkey;
-	unsigned long long addr;
-};
-
 /* The client's state: its end, the server's buffer, its ranges. */
 struct bench {
 	struct end e;
@@ -166,58 +161,17 @@ static void end_open(struct end *e, void *mem, size_t len)
 /* INIT, RTR and RTS towards @p at the port's MTU, READs in flight. */
 static void connect_qp(struct end *e, const struct peer *p)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
-	};
+	const char *state = peer_connect_qp(e->qp, p, e->mtu, e->rd_atom);
 
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("setup: INIT: %s", strerror(errno));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu;
-	a.dest_qp_num = p->qpn;
-	a.max_dest_rd_atomic = e->rd_atom;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = p->lid;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("setup: RTR: %s", strerror(errno));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = e->rd_atom;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("setup: RTS: %s", strerror(errno));
+	if (state)
+		die("setup: %s: %s", state, strerror(errno));
 }
 
 static void exchange(int s, const struct end *e, const void *mem,
 		     struct peer *p)
 {
-	char line[128];
-	ssize_t n;
-	int len;
-
-	len = snprintf(line, sizeof(line), "%u %u %llu %u\n", e->lid,
-		       e->qp->qp_num, (unsigned long long)(uintptr_t)mem,
-		       e->mr->rkey);
-	if (write(s, line, len) != len)
-		die("setup: %s: %s", __func__, strerror(errno));
-	n = read(s, line, sizeof(line) - 1);
-	if (n <= 0)
-		die("setup: %s: no answer", __func__);
-	line[n] = 0;
-	if (sscanf(line, "%u %u %llu %u", &p->lid, &p->qpn, &p->addr,
-		   &p->rkey) != 4)
-		die("setup: %s: %s", __func__, line);
+	if (peer_exchange(s, e->lid, e->qp, mem, e->mr->rkey, p))
+		die("setup: %s: no peer line (%s)", __func__, strerror(errno));
 }
 
 /* @n successful completions of the client's CQ. */

@@ -330,24 +330,8 @@ fn polling_through_a_cq_record_hands_slots_back_without_doorbells() {
     let rec = p.a.g.bind_cq_record(&p.a.cq);
     p.connect(MTU_4096);
     p.a.cq.db = DbRoute::Page(5);
-    let mut qp = p.a.qp;
     for i in 0..12u32 {
-        let at = 8 * u64::from(i);
-        let w = remote(
-            send_wqe(WR_RDMA_WRITE, u64::from(i), p.a.buf + at, 8, p.a.lkey),
-            p.b.buf + at,
-            p.b.rkey,
-        );
-        p.a.g.post_send(&mut qp, &w);
-        let deadline = Instant::now() + T;
-        let c = loop {
-            if let Some(c) = p.a.g.try_poll_cq_recorded(&mut p.a.cq, rec) {
-                break c;
-            }
-            assert!(Instant::now() < deadline, "no completion of WRITE {i}");
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        assert_eq!((c.wr_id.to_native(), c.status), (u64::from(i), WC_SUCCESS));
+        write_and_poll(&mut p, rec, u64::from(i), 8 * u64::from(i));
         assert_eq!(u32_at(&p.a.g, rec), i + 1, "the consumer index");
     }
 }
@@ -428,13 +412,13 @@ fn doorbells_counts_each_trapped_doorbell_and_nothing_posted_on_the_record() {
     }
 }
 
-/// An RDMA WRITE of 8 bytes from A to B with `wr_id`, waited for in A's
-/// CQ (polled through the record at `crec`).
-fn write_and_poll(p: &mut LinkedPair, crec: u64, wr_id: u64) {
+/// An RDMA WRITE of 8 bytes at offset `at` of A's buffer to B's, with
+/// `wr_id`, waited for in A's CQ (polled through the record at `crec`).
+fn write_and_poll(p: &mut LinkedPair, crec: u64, wr_id: u64, at: u64) {
     let mut qp = p.a.qp;
     let w = remote(
-        send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 8, p.a.lkey),
-        p.b.buf,
+        send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf + at, 8, p.a.lkey),
+        p.b.buf + at,
         p.b.rkey,
     );
     p.a.g.post_send(&mut qp, &w);
@@ -466,7 +450,7 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
     let before = doorbells(&mut p.a.g);
     p.a.g
         .write(crec + CQ_ARM, &(4 | u32::from(CQ_ARM_NEXT)).to_le_bytes());
-    write_and_poll(&mut p, crec, 1);
+    write_and_poll(&mut p, crec, 1, 0);
     assert_eq!(
         wait_eventfd(&p.a.g.cq_irq, T),
         Some(1),
@@ -478,10 +462,10 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
         "only the SQ doorbell was rung"
     );
     // The same word again is no new request: this completion is quiet.
-    write_and_poll(&mut p, crec, 2);
+    write_and_poll(&mut p, crec, 2, 0);
     p.a.g
         .write(crec + CQ_ARM, &(8 | u32::from(CQ_ARM_NEXT)).to_le_bytes());
-    write_and_poll(&mut p, crec, 3);
+    write_and_poll(&mut p, crec, 3, 0);
     assert_eq!(
         wait_eventfd(&p.a.g.cq_irq, T),
         Some(1),

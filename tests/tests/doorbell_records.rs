@@ -434,6 +434,15 @@ fn write_and_poll(p: &mut LinkedPair, crec: u64, wr_id: u64, at: u64) {
     assert_eq!((c.wr_id.to_native(), c.status), (wr_id, WC_SUCCESS));
 }
 
+/// Arms the CQ whose record is at `crec` for the next completion, as the
+/// kernel driver's `count`th request: no doorbell.
+fn arm_on_record(g: &mut SimGuest, crec: u64, count: u32) {
+    g.write(
+        crec + CQ_ARM,
+        &(count << 2 | u32::from(CQ_ARM_NEXT)).to_le_bytes(),
+    );
+}
+
 /// CAP_CQ_RECORD_ARM: an arm request stored in the CQ's record, with no CQ
 /// doorbell, raises the CQ's vector at the next completion, once; a new
 /// request arms it again (what the kernel driver's req_notify_cq does).
@@ -448,8 +457,7 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
     let crec = p.a.g.bind_cq_record(&p.a.cq);
     p.connect(MTU_4096);
     let before = doorbells(&mut p.a.g);
-    p.a.g
-        .write(crec + CQ_ARM, &(4 | u32::from(CQ_ARM_NEXT)).to_le_bytes());
+    arm_on_record(&mut p.a.g, crec, 1);
     write_and_poll(&mut p, crec, 1, 0);
     assert_eq!(
         wait_eventfd(&p.a.g.cq_irq, T),
@@ -463,8 +471,7 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
     );
     // The same word again is no new request: this completion is quiet.
     write_and_poll(&mut p, crec, 2, 0);
-    p.a.g
-        .write(crec + CQ_ARM, &(8 | u32::from(CQ_ARM_NEXT)).to_le_bytes());
+    arm_on_record(&mut p.a.g, crec, 2);
     write_and_poll(&mut p, crec, 3, 0);
     assert_eq!(
         wait_eventfd(&p.a.g.cq_irq, T),

@@ -411,10 +411,11 @@ struct ibtca_db_record {
 } __packed;
 static_assert(sizeof(struct ibtca_db_record) == 64);
 
-/* A CQ's doorbell record (64 bytes, in guest memory): the driver stores its consumer index here as it consumes entries; the device reads it before it calls the CQ full, so the driver rings the CQ doorbell only to arm. */
+/* A CQ's doorbell record (64 bytes, in guest memory): the driver stores its consumer index here as it consumes entries; the device reads it before it calls the CQ full. With CAP_CQ_RECORD_ARM the driver arms here too: the device reads `arm` after each completion it writes, so the driver rings the CQ doorbell only for a completion already written when it armed. */
 struct ibtca_cq_db_record {
 	__le32 ci;	/* 0x00: Consumer index (driver), as a CQ doorbell's. */
-	__u8 rsvd[60];	/* 0x04: Reserved, zero. */
+	__le32 arm;	/* 0x04: Arm request (driver): IBTCA_CQ_ARM_* in bits 1:0, a count the driver advances with each request in bits 31:2; a value the device has not seen arms the CQ once. */
+	__u8 rsvd[56];	/* 0x08: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cq_db_record) == 64);
 

@@ -153,6 +153,8 @@
 #define IBTCA_CAP_DRDMA                    0x4
 /* CAPS: the doorbell BAR (DB_BAR) with per-context doorbell pages. */
 #define IBTCA_CAP_DB_PAGES                 0x8
+/* CAPS: a CQ's doorbell record takes arm requests (`arm`), which the device reads after each completion it writes. */
+#define IBTCA_CAP_CQ_RECORD_ARM            0x10
 /* Value to write to RESET. */
 #define IBTCA_RESET_VALUE                  0x52455345
 /* PORT_STATE: link down. */

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ibtca: kernel CQs. Each is a device CQ whose ring (ibtca_ring.c) the
- * driver polls into struct ib_wc. Arming writes the CQ doorbell with an
- * IBTCA_CQ_ARM_* request; the device raises the CQ's MSI-X vector once for
- * it, and the interrupt calls the core's comp_handler. Kernel CQs get the
+ * driver polls into struct ib_wc. Arming stores an IBTCA_CQ_ARM_* request
+ * in the CQ's doorbell record (a trapped CQ doorbell only when there is no
+ * such record, or a completion was already waiting); the device raises the
+ * CQ's MSI-X vector once for it, and the interrupt calls the core's
+ * comp_handler. Kernel CQs get the
  * vectors from IBTCA_IB_CQ_VECTOR0 up in turn (one each while there are
  * enough), so an interrupt names few CQs; every armed CQ on the vector is
  * told (a consumer re-polls and re-arms, so an extra call is harmless, a
@@ -134,11 +136,25 @@ int ibtca_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	int missed = 0;
 
 	spin_lock_irqsave(&cq->lock, irqflags);
-	/* Before the doorbell: the device may fire at once. */
+	/* Before the request: the device may fire at once. */
 	set_bit(IBTCA_IB_CQ_ARMED, &cq->armed);
+	if (ibtca_cq_ring_arm_record(&cq->r, arm)) {
+		/*
+		 * The device fires at its next completion. One written
+		 * before it saw the request is told as a missed event, or
+		 * by the doorbell, which fires at once for it.
+		 */
+		if (!ibtca_cq_ring_next(&cq->r))
+			goto out;
+		if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
+			missed = 1;
+			goto out;
+		}
+	}
 	ibtca_cq_ring_db(to_ib(ibcq->device)->idev, &cq->r, arm);
 	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && ibtca_cq_ring_next(&cq->r))
 		missed = 1;
+out:
 	spin_unlock_irqrestore(&cq->lock, irqflags);
 	return missed;
 }

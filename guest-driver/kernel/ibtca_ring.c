@@ -13,7 +13,9 @@
  * queue reads 0; the device, before it stops reading the index, clears
  * the word, fences and reads the index once more, so one side always sees
  * the other. A CQ's record takes the consumer index, which the device
- * reads before it calls the ring full, so polling rings nothing.
+ * reads before it calls the ring full, so polling rings nothing; and, on a
+ * device with CAP_CQ_RECORD_ARM, arm requests, which the device reads
+ * after each completion it writes, so re-arming rings nothing either.
  */
 #include <linux/bitops.h>
 #include <linux/dma-mapping.h>
@@ -98,6 +100,7 @@ int ibtca_cq_ring_bind_record(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
 	if (IS_ERR(rec))
 		return PTR_ERR(rec);
 	r->rec = rec;
+	r->rec_arm = ibtca_rd(idev, IBTCA_REG_CAPS) & IBTCA_CAP_CQ_RECORD_ARM;
 	return 0;
 }
 
@@ -144,6 +147,22 @@ void ibtca_cq_ring_consumed(struct ibtca_dev *idev, struct ibtca_cq_ring *r)
 	/* The entries are read before the device may write over them. */
 	mb();
 	WRITE_ONCE(r->rec->ci, cpu_to_le32(r->ci));
+}
+
+bool ibtca_cq_ring_arm_record(struct ibtca_cq_ring *r, u8 arm)
+{
+	if (!r->rec || !r->rec_arm)
+		return false;
+	/*
+	 * A word the device has not taken yet. It takes one with each
+	 * completion, and a consumer arms only after completions, so the
+	 * count does not come round to the word it last took.
+	 */
+	r->arm_count += 4;
+	WRITE_ONCE(r->rec->arm, cpu_to_le32(r->arm_count | arm));
+	/* The request before the look (the device fences the other way). */
+	mb();
+	return true;
 }
 
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,

@@ -25,6 +25,9 @@ struct ibtca_cq_ring {
 	/* Its doorbell record, if bound (ibtca_cq_ring_bind_record()). */
 	struct ibtca_cq_db_record *rec;
 	dma_addr_t rec_dma;
+	/* The device takes arm requests in the record (CAP_CQ_RECORD_ARM). */
+	bool rec_arm;
+	u32 arm_count;		/* the record's arm word, bits 31:2 */
 };
 
 struct ibtca_qp_ring {
@@ -58,6 +61,13 @@ void ibtca_cqe_begin_read(void);
 void ibtca_cq_ring_db(struct ibtca_dev *idev, struct ibtca_cq_ring *r, u8 arm);
 /* Hands consumed entries back: in the record if bound, else a doorbell. */
 void ibtca_cq_ring_consumed(struct ibtca_dev *idev, struct ibtca_cq_ring *r);
+/*
+ * Arms the CQ (IBTCA_CQ_ARM_* @arm) through its record, fenced: false if
+ * it has no record the device takes arms from (ring the doorbell). After
+ * true, a completion ibtca_cq_ring_next() still finds may have been
+ * written before the device saw the request.
+ */
+bool ibtca_cq_ring_arm_record(struct ibtca_cq_ring *r, u8 arm);
 
 /* QPs: SQ, RQ and quasi-WQE ring of 2^@log entries. Called with hw_sem. */
 int ibtca_qp_ring_create(struct ibtca_dev *idev, struct ibtca_qp_ring *r,

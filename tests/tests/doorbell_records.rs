@@ -13,6 +13,7 @@ use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::{direct_wqe, load, submit};
 use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
+use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
 
 const T: Duration = Duration::from_secs(10);
@@ -23,6 +24,7 @@ const SQ_PI: u64 = std::mem::offset_of!(DbRecord, sq_pi) as u64;
 const SQ_AWAKE: u64 = std::mem::offset_of!(DbRecord, sq_awake) as u64;
 const RQ_PI: u64 = std::mem::offset_of!(DbRecord, rq_pi) as u64;
 const RQ_AWAKE: u64 = std::mem::offset_of!(DbRecord, rq_awake) as u64;
+const CQ_ARM: u64 = std::mem::offset_of!(CqDbRecord, arm) as u64;
 
 /// QP_DB_RECORD for `qpn` at `addr`.
 fn bind(g: &mut SimGuest, qpn: u32, addr: u64, rsvd: u32) -> Result<(u32, u32), CmdFailed> {
@@ -328,24 +330,8 @@ fn polling_through_a_cq_record_hands_slots_back_without_doorbells() {
     let rec = p.a.g.bind_cq_record(&p.a.cq);
     p.connect(MTU_4096);
     p.a.cq.db = DbRoute::Page(5);
-    let mut qp = p.a.qp;
     for i in 0..12u32 {
-        let at = 8 * u64::from(i);
-        let w = remote(
-            send_wqe(WR_RDMA_WRITE, u64::from(i), p.a.buf + at, 8, p.a.lkey),
-            p.b.buf + at,
-            p.b.rkey,
-        );
-        p.a.g.post_send(&mut qp, &w);
-        let deadline = Instant::now() + T;
-        let c = loop {
-            if let Some(c) = p.a.g.try_poll_cq_recorded(&mut p.a.cq, rec) {
-                break c;
-            }
-            assert!(Instant::now() < deadline, "no completion of WRITE {i}");
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        assert_eq!((c.wr_id.to_native(), c.status), (u64::from(i), WC_SUCCESS));
+        write_and_poll(&mut p, rec, u64::from(i), 8 * u64::from(i));
         assert_eq!(u32_at(&p.a.g, rec), i + 1, "the consumer index");
     }
 }
@@ -424,4 +410,72 @@ fn doorbells_counts_each_trapped_doorbell_and_nothing_posted_on_the_record() {
         let at = 64 + 16 * u64::from(i);
         assert_eq!(p.b.g.read(p.b.buf + at, 16), [0x30 + i as u8; 16]);
     }
+}
+
+/// An RDMA WRITE of 8 bytes at offset `at` of A's buffer to B's, with
+/// `wr_id`, waited for in A's CQ (polled through the record at `crec`).
+fn write_and_poll(p: &mut LinkedPair, crec: u64, wr_id: u64, at: u64) {
+    let mut qp = p.a.qp;
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf + at, 8, p.a.lkey),
+        p.b.buf + at,
+        p.b.rkey,
+    );
+    p.a.g.post_send(&mut qp, &w);
+    p.a.qp = qp;
+    let deadline = Instant::now() + T;
+    let c = loop {
+        if let Some(c) = p.a.g.try_poll_cq_recorded(&mut p.a.cq, crec) {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no completion of WRITE {wr_id}");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!((c.wr_id.to_native(), c.status), (wr_id, WC_SUCCESS));
+}
+
+/// Arms the CQ whose record is at `crec` for the next completion, as the
+/// kernel driver's `count`th request: no doorbell.
+fn arm_on_record(g: &mut SimGuest, crec: u64, count: u32) {
+    g.write(
+        crec + CQ_ARM,
+        &(count << 2 | u32::from(CQ_ARM_NEXT)).to_le_bytes(),
+    );
+}
+
+/// CAP_CQ_RECORD_ARM: an arm request stored in the CQ's record, with no CQ
+/// doorbell, raises the CQ's vector at the next completion, once; a new
+/// request arms it again (what the kernel driver's req_notify_cq does).
+#[test]
+fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let caps = p.a.g.client.read32(0, regs::CAPS);
+    assert_ne!(caps & regs::CAP_CQ_RECORD_ARM, 0, "CAPS {caps:#x}");
+    let crec = p.a.g.bind_cq_record(&p.a.cq);
+    p.connect(MTU_4096);
+    let before = doorbells(&mut p.a.g);
+    arm_on_record(&mut p.a.g, crec, 1);
+    write_and_poll(&mut p, crec, 1, 0);
+    assert_eq!(
+        wait_eventfd(&p.a.g.cq_irq, T),
+        Some(1),
+        "the recorded arm raised the CQ's vector"
+    );
+    assert_eq!(
+        doorbells(&mut p.a.g),
+        before + 1,
+        "only the SQ doorbell was rung"
+    );
+    // The same word again is no new request: this completion is quiet.
+    write_and_poll(&mut p, crec, 2, 0);
+    arm_on_record(&mut p.a.g, crec, 2);
+    write_and_poll(&mut p, crec, 3, 0);
+    assert_eq!(
+        wait_eventfd(&p.a.g.cq_irq, T),
+        Some(1),
+        "one interrupt for the second request, none for WRITE 2"
+    );
 }

@@ -207,6 +207,8 @@ values! {
     CAP_DRDMA: u32 = 1 << 2;
     /// CAPS: the doorbell BAR (DB_BAR) with per-context doorbell pages.
     CAP_DB_PAGES: u32 = 1 << 3;
+    /// CAPS: a CQ's doorbell record takes arm requests (`arm`), which the device reads after each completion it writes.
+    CAP_CQ_RECORD_ARM: u32 = 1 << 4;
     /// Value to write to RESET.
     RESET_VALUE: u32 = 0x5245_5345;
     /// PORT_STATE: link down.

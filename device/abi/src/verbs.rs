@@ -895,13 +895,17 @@ abi_struct! {
 abi_struct! {
     /// A CQ's doorbell record (64 bytes, in guest memory): the driver stores
     /// its consumer index here as it consumes entries; the device reads it
-    /// before it calls the CQ full, so the driver rings the CQ doorbell only
-    /// to arm.
+    /// before it calls the CQ full. With CAP_CQ_RECORD_ARM the driver arms
+    /// here too: the device reads `arm` after each completion it writes, so
+    /// the driver rings the CQ doorbell only for a completion already
+    /// written when it armed.
     CqDbRecord = "cq_db_record" {
         /// Consumer index (driver), as a CQ doorbell's.
         ci: Le32,
+        /// Arm request (driver): IBTCA_CQ_ARM_* in bits 1:0, a count the driver advances with each request in bits 31:2; a value the device has not seen arms the CQ once.
+        arm: Le32,
         /// Reserved, zero.
-        rsvd: [u8; 60],
+        rsvd: [u8; 56],
     }
 }
 

@@ -155,7 +155,11 @@ impl Bar0 {
             regs::MAGIC => regs::MAGIC_VALUE,
             regs::VERSION => regs::VERSION_VALUE,
             regs::CAPS => {
-                regs::CAP_MSIX | regs::CAP_DMA_TEST | regs::CAP_DRDMA | regs::CAP_DB_PAGES
+                regs::CAP_MSIX
+                    | regs::CAP_DMA_TEST
+                    | regs::CAP_DRDMA
+                    | regs::CAP_DB_PAGES
+                    | regs::CAP_CQ_RECORD_ARM
             }
             regs::SCRATCH => self.scratch,
             regs::PORT_STATE => self.port.state.get(),

@@ -9,6 +9,16 @@
 //! past that index: a push
 //! into a full CQ puts the CQ in the error state (IB: CQ overrun), logged
 //! and counted, and every later push is refused.
+//!
+//! A CQ with a doorbell record is also armed through it (CAP_CQ_RECORD_ARM):
+//! after each completion it writes, the device fences and reads the
+//! record's `arm` word; a value it has not seen arms the CQ as that
+//! IBTCA_CQ_ARM_* asks, before the completion decides whether to fire. The
+//! driver stores the word, fences and looks for a completion, so of a
+//! completion and an arm that cross, one side sees the other: the device
+//! fires, or the driver finds the completion (and polls, or rings the
+//! doorbell, which fires at once). Re-arming thus costs the guest no
+//! trapped store.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -74,6 +84,9 @@ pub struct Cq {
     overruns: u64,
     /// Guest address of the CQ's doorbell record (`db_record.rs`).
     db_record: Option<u64>,
+    /// The record's `arm` word as last taken (0: none yet; the driver's
+    /// first request is nonzero).
+    record_arm: u32,
 }
 
 impl Cq {
@@ -94,6 +107,7 @@ impl Cq {
             error: false,
             overruns: 0,
             db_record: None,
+            record_arm: 0,
         })
     }
 
@@ -126,6 +140,29 @@ impl Cq {
     /// ibtca_cq_db_record) before calling the ring full.
     pub fn set_db_record(&mut self, addr: u64) {
         self.db_record = Some(addr);
+        self.record_arm = 0;
+    }
+
+    /// Takes an arm request from the record, after the completion just
+    /// written: a word not seen before arms the CQ as its bits 1:0 ask
+    /// (anything but IBTCA_CQ_ARM_* arms nothing). A hostile word costs at
+    /// most one interrupt per completion.
+    fn take_recorded_arm(&mut self, mem: &GuestMemory) {
+        let Some(rec) = self.db_record else { return };
+        // The completion before the look (the driver fences the other way).
+        fence(Ordering::SeqCst);
+        let Ok(word) = mem.load_u32(rec + std::mem::offset_of!(CqDbRecord, arm) as u64) else {
+            return;
+        };
+        if word == self.record_arm {
+            return;
+        }
+        self.record_arm = word;
+        match (word & 3) as u8 {
+            CQ_ARM_NEXT => self.arm(Arm::Next),
+            CQ_ARM_SOLICITED => self.arm(Arm::Solicited),
+            _ => {}
+        }
     }
 
     /// The consumer index the doorbell record holds, if it is one the
@@ -221,6 +258,7 @@ impl Cq {
             self.last_notable = Some(self.pi);
         }
         self.pi = self.pi.wrapping_add(1);
+        self.take_recorded_arm(mem);
         let fire = match self.arm {
             Arm::None => false,
             Arm::Next => true,
@@ -364,6 +402,60 @@ mod tests {
         cq.arm(Arm::None);
         cq.push(&m.mem, &cqe(7, 5), false).unwrap();
         assert_eq!(cq.doorbell(7, CQ_ARM_SOLICITED), Ok(true), "a failure");
+    }
+
+    /// The record's address in the tests' memory, and its arm word.
+    const REC: u64 = 0x8000;
+    const REC_ARM: u64 = REC + std::mem::offset_of!(CqDbRecord, arm) as u64;
+
+    #[test]
+    fn the_record_arms_without_a_doorbell() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 2).unwrap();
+        cq.set_db_record(REC);
+        assert!(!cq.push(&m.mem, &cqe(0, 0), false).unwrap(), "not armed");
+        m.mem
+            .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
+            .unwrap();
+        assert!(
+            cq.push(&m.mem, &cqe(1, 0), false).unwrap(),
+            "armed by the record"
+        );
+        assert!(
+            !cq.push(&m.mem, &cqe(2, 0), false).unwrap(),
+            "the request is used up: the same word does not arm again"
+        );
+        m.mem
+            .store_u32(REC_ARM, 8 | u32::from(CQ_ARM_SOLICITED))
+            .unwrap();
+        assert!(!cq.push(&m.mem, &cqe(3, 0), false).unwrap(), "unsolicited");
+        assert!(cq.push(&m.mem, &cqe(4, 0), true).unwrap(), "solicited");
+        // Bits 1:0 that are no arm arm nothing, but the word is taken.
+        m.mem.store_u32(REC_ARM, 12 | 3).unwrap();
+        assert!(!cq.push(&m.mem, &cqe(5, 0), false).unwrap());
+        // A doorbell arm still works beside the record.
+        cq.doorbell(6, CQ_ARM_NEXT).unwrap();
+        assert!(cq.push(&m.mem, &cqe(6, 0), false).unwrap());
+        assert!(!cq.push(&m.mem, &cqe(7, 0), false).unwrap());
+    }
+
+    #[test]
+    fn a_record_arm_is_ignored_without_a_record_and_after_rebinding() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 2).unwrap();
+        m.mem
+            .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
+            .unwrap();
+        assert!(
+            !cq.push(&m.mem, &cqe(0, 0), false).unwrap(),
+            "no record bound"
+        );
+        cq.set_db_record(REC);
+        assert!(cq.push(&m.mem, &cqe(1, 0), false).unwrap(), "bound: taken");
+        // A record that left guest memory arms nothing and fails nothing.
+        cq.set_db_record(0x20_0000);
+        assert!(!cq.push(&m.mem, &cqe(2, 0), false).unwrap());
+        assert_eq!(cq.producer_index(), 3);
     }
 
     #[test]

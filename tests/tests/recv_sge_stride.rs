@@ -252,6 +252,20 @@ fn an_srq_of_1024_byte_wqes_scatters_a_send_over_all_32_sges() {
     assert!(got == want, "bytes outside the 32 SGEs changed");
 }
 
+/// A's SEND of 200 bytes into B's receive `wr_id`, which names more SGEs
+/// than its stride holds: the sender gets a remote operational error, the
+/// receive a local length error, and nothing lands in B's buffer.
+fn send_fails_with_a_length_error(p: &mut LinkedPair, a_qp: &mut Qp, wr_id: u64) {
+    let data = pattern(200, 5);
+    assert_eq!(send(p, a_qp, &data), WC_REM_OP_ERR);
+    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
+    assert_eq!((r.wr_id.to_native(), r.status), (wr_id, WC_LOC_LEN_ERR));
+    assert!(
+        p.b.g.read(p.b.buf, 0x9000).iter().all(|&b| b == 0),
+        "nothing landed"
+    );
+}
+
 #[test]
 fn an_srq_wqe_naming_more_sges_than_its_stride_holds_fails_with_a_length_error() {
     let mut p = LinkedPair::start(PairOptions::default());
@@ -272,14 +286,7 @@ fn an_srq_wqe_naming_more_sges_than_its_stride_holds_fails_with_a_length_error()
     p.b.g.write(ring, &bytes);
     p.b.g
         .ring(DbRoute::Bar0, regs::DB_SRQ, u64::from(srqn) | (1 << 32));
-    let data = pattern(200, 5);
-    assert_eq!(send(&mut p, &mut a_qp, &data), WC_REM_OP_ERR);
-    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
-    assert_eq!((r.wr_id.to_native(), r.status), (9, WC_LOC_LEN_ERR));
-    assert!(
-        p.b.g.read(p.b.buf, 0x9000).iter().all(|&b| b == 0),
-        "nothing landed"
-    );
+    send_fails_with_a_length_error(&mut p, &mut a_qp, 9);
 }
 
 /// B's QP with an RQ of 2^`log_stride` bytes and a receive naming one SGE
@@ -316,14 +323,7 @@ fn refuses_more_sges_than_the_stride(log_stride: u8, holds: usize) {
     let next = b_qp.rq_addr() + b_qp.rq_stride();
     p.b.g.write(next, planted.as_slice());
     p.b.g.post_recv_bytes(&mut b_qp, &bytes);
-    let data = pattern(200, 5);
-    assert_eq!(send(&mut p, &mut a_qp, &data), WC_REM_OP_ERR);
-    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
-    assert_eq!((r.wr_id.to_native(), r.status), (5, WC_LOC_LEN_ERR));
-    assert!(
-        p.b.g.read(p.b.buf, 0x9000).iter().all(|&b| b == 0),
-        "nothing landed"
-    );
+    send_fails_with_a_length_error(&mut p, &mut a_qp, 5);
 }
 
 #[test]

@@ -33,7 +33,10 @@ struct ibtca_alloc_ucontext_req {
  * end, no existing field changed, so the version stays; 0 from an older
  * driver): the SGEs of a user QP's send and receive WQEs at the largest
  * stride the device takes, for a provider that asks for strides in
- * struct ibtca_create_qp_req.
+ * struct ibtca_create_qp_req. max_srq_sge (added after them, the same
+ * way; 0 from an older driver, whose SRQs take max_sge): the SGEs of a
+ * user SRQ's receive WQE at the largest stride, for a provider that asks
+ * for one in struct ibtca_create_srq_req.
  */
 struct ibtca_alloc_ucontext_resp {
 	__u32 abi_version;
@@ -50,6 +53,8 @@ struct ibtca_alloc_ucontext_resp {
 	__aligned_u64 db_mmap_offset;
 	__u32 max_send_sge;
 	__u32 max_recv_sge;
+	__u32 max_srq_sge;
+	__u32 reserved2;
 };
 
 /*
@@ -122,11 +127,31 @@ struct ibtca_create_qp_resp {
 };
 
 /*
+ * ibv_create_srq's driver data (added after ABI version 2, no existing
+ * structure changed, so the version stays): with IBTCA_USRQ_REQ_STRIDE in
+ * flags the provider lays out receive WQEs at the stride the response's
+ * log_stride names, and the kernel sizes it from the command's max_sge
+ * (up to the context's max_srq_sge). Without it (no driver data: an older
+ * provider) the WQEs are 128 bytes and max_sge past 4 is refused with
+ * EINVAL. Any other flag, or a reserved field not 0, is refused with
+ * EINVAL.
+ */
+#define IBTCA_USRQ_REQ_STRIDE 1
+struct ibtca_create_srq_req {
+	__u32 flags;
+	__u32 reserved;
+};
+
+/*
  * A shared receive queue (added in ABI version 2, no existing structure
  * changed): 2^log_wqes receive WQEs (ibtca_abi.h) mapped at
  * ring_mmap_offset, ring_bytes long, consumed in ring order by every QP
  * created with the SRQ; at most max_wr posted and not yet completed. The
- * SRQ doorbell (0x18 of the context's doorbell page) takes srqn.
+ * SRQ doorbell (0x18 of the context's doorbell page) takes srqn. A WQE
+ * slot is 2^log_stride bytes (added at the end: IBTCA_RECV_LOG_STRIDE,
+ * 128 bytes, unless the request asked for a stride; 0 from an older
+ * driver, which means 128 too), the SGE list running on past 128 bytes
+ * as a QP's receive WQE's does.
  */
 struct ibtca_create_srq_resp {
 	__u32 srqn;
@@ -135,6 +160,8 @@ struct ibtca_create_srq_resp {
 	__aligned_u64 ring_bytes;
 	__u32 max_wr;
 	__u32 reserved;
+	__u32 log_stride;
+	__u32 reserved2;
 };
 
 /*

@@ -211,10 +211,11 @@ int ibtca_ib_create_ucq(struct ibtca_ib *ib, struct ibtca_ib_cq *cq, u32 cqe,
 void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
 			       int destroyed);
 /*
- * Whether a user QP's create asks for WQE strides (struct
- * ibtca_create_qp_req): 1 or 0, or -EINVAL for a request it cannot take.
+ * The flags a user QP's or SRQ's create asks for (struct
+ * ibtca_create_qp_req, ibtca_create_srq_req; 0 without driver data),
+ * or -EINVAL for a request it cannot take: a flag outside @known.
  */
-int ibtca_ib_uqp_strides(struct ib_udata *udata);
+int ibtca_ib_ureq_flags(struct ib_udata *udata, u32 known);
 /* A user QP: rings of 2^@logs->sq entries each, @logs' strides. */
 int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,
 			struct ib_qp_init_attr *init,

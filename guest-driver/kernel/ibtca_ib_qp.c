@@ -159,7 +159,7 @@ int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	/* A user QP's provider may lay out 128-byte WQEs only. */
 	if (udata) {
-		strides = ibtca_ib_uqp_strides(udata);
+		strides = ibtca_ib_ureq_flags(udata, IBTCA_UQP_REQ_STRIDES);
 		if (strides < 0)
 			return strides;
 		send_sge = strides ? ib->max_send_sge : IBTCA_WQE_SGES;

@@ -25,9 +25,11 @@
  * The old ring is freed once the device reads the new one (a user's when
  * its last mapping goes).
  *
- * A kernel SRQ's WQEs are as large as the max_sge it was created with
- * needs (CREATE_SRQ's log_stride: IPoIB's connected mode asks for 17 at
- * MTU 65520); a user SRQ's are the provider's 128-byte WQEs.
+ * An SRQ's WQEs are as large as the max_sge it was created with needs
+ * (CREATE_SRQ's log_stride: IPoIB's connected mode asks for 17 at MTU
+ * 65520), up to max_srq_sge; a user SRQ's only if its provider asks for
+ * a stride (IBTCA_USRQ_REQ_STRIDE), which the response names, else they
+ * are 128-byte WQEs of at most 4 SGEs.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -119,7 +121,8 @@ static int ibtca_ib_srq_user(struct ibtca_ib *ib, struct ibtca_ib_srq *srq,
 	resp.log_wqes = srq->log;
 	resp.ring_bytes = srq->size;
 	resp.max_wr = srq->max_wr;
-	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+	resp.log_stride = srq->log_stride;
+	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 }
 
 int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
@@ -129,7 +132,7 @@ int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	struct ibtca_ib_srq *srq = to_srq(ibsrq);
 	struct ib_srq_attr *a = &init->attr;
 	struct ibtca_ib_ucontext *uctx = NULL;
-	int ret, destroyed;
+	int ret, destroyed, stride = 0;
 
 	if (init->srq_type != IB_SRQT_BASIC)
 		return -EOPNOTSUPP;
@@ -138,13 +141,20 @@ int ibtca_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		return -EINVAL;
 	srq->log_stride = ibtca_recv_log_stride(a->max_sge);
 	if (udata) {
-		if (srq->log_stride != IBTCA_RECV_LOG_STRIDE)
+		stride = ibtca_ib_ureq_flags(udata, IBTCA_USRQ_REQ_STRIDE);
+		if (stride < 0)
+			return stride;
+		/* A provider without strides lays out 128-byte WQEs. */
+		if (!stride && srq->log_stride != IBTCA_RECV_LOG_STRIDE)
 			return -EINVAL;
 		uctx = rdma_udata_to_drv_context(udata,
 						 struct ibtca_ib_ucontext,
 						 ibuc);
 		if (!uctx || !uctx->db_page ||
-		    udata->outlen < sizeof(struct ibtca_create_srq_resp))
+		    udata->outlen < (stride ?
+				     sizeof(struct ibtca_create_srq_resp) :
+				     offsetofend(struct ibtca_create_srq_resp,
+						 reserved)))
 			return -EINVAL;
 	}
 	spin_lock_init(&srq->lock);

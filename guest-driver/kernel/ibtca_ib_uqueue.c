@@ -167,12 +167,18 @@ void ibtca_ib_destroy_ucq_ring(struct ibtca_ib *ib, struct ibtca_ib_cq *cq,
 	cq->user_db_record = NULL;
 }
 
-int ibtca_ib_uqp_strides(struct ib_udata *udata)
+/*
+ * The flags of a user create's driver data, a struct ibtca_create_qp_req
+ * or ibtca_create_srq_req (one layout): 0 without driver data (an older
+ * provider); -EINVAL for a flag outside @known, the reserved field set or
+ * bytes past the structure that are not 0.
+ */
+int ibtca_ib_ureq_flags(struct ib_udata *udata, u32 known)
 {
 	struct ibtca_create_qp_req req = {};
 	int ret;
 
-	/* No driver data: a provider of 128-byte WQEs. */
+	BUILD_BUG_ON(sizeof(struct ibtca_create_srq_req) != sizeof(req));
 	if (!udata->inlen)
 		return 0;
 	if (udata->inlen < sizeof(req) ||
@@ -182,9 +188,9 @@ int ibtca_ib_uqp_strides(struct ib_udata *udata)
 	ret = ib_copy_from_udata(&req, udata, sizeof(req));
 	if (ret)
 		return ret;
-	if ((req.flags & ~IBTCA_UQP_REQ_STRIDES) || req.reserved)
+	if ((req.flags & ~known) || req.reserved)
 		return -EINVAL;
-	return !!(req.flags & IBTCA_UQP_REQ_STRIDES);
+	return req.flags;
 }
 
 int ibtca_ib_create_urc(struct ibtca_ib *ib, struct ibtca_ib_qp *qp,

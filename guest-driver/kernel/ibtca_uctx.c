@@ -124,6 +124,7 @@ int ibtca_ib_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		.max_sge = IBTCA_WQE_SGES,
 		.max_send_sge = to_ib(ibuc->device)->max_send_sge,
 		.max_recv_sge = to_ib(ibuc->device)->max_recv_sge,
+		.max_srq_sge = to_ib(ibuc->device)->max_srq_sge,
 		.max_qp_rd_atom = a->max_qp_rd_atom,
 		.max_mr_size = a->max_mr_size,
 	};

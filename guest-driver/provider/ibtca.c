@@ -81,10 +81,10 @@ static struct verbs_context *ibtca_alloc_context(struct ibv_device *ibdev,
 	ctx->max_cqe = resp.max_cqe;
 	ctx->max_mr = resp.max_mr;
 	ctx->max_pd = resp.max_pd;
-	ctx->max_sge = resp.max_sge;
 	/* An older kernel driver: 128-byte WQEs only. */
 	ctx->max_send_sge = resp.max_send_sge ?: resp.max_sge;
 	ctx->max_recv_sge = resp.max_recv_sge ?: resp.max_sge;
+	ctx->max_srq_sge = resp.max_srq_sge ?: resp.max_sge;
 	ctx->max_qp_rd_atom = resp.max_qp_rd_atom;
 	ctx->max_mr_size = resp.max_mr_size;
 	ctx->db = mmap(NULL, IBTCA_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED, cmd_fd,

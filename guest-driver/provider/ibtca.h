@@ -32,10 +32,10 @@ struct ibtca_context {
 	uint32_t max_cqe;
 	uint32_t max_mr;
 	uint32_t max_pd;
-	uint32_t max_sge;	/* of a 128-byte WQE: SRQ receives */
 	/* SGEs of a QP's send and receive WQEs at the largest stride. */
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
+	uint32_t max_srq_sge;	/* of an SRQ's WQE at the largest stride */
 	uint32_t max_qp_rd_atom;
 	uint64_t max_mr_size;
 	/* The context's doorbell page (SQ, RQ and CQ doorbells), uncached. */
@@ -116,14 +116,30 @@ struct ibtca_wr_batch {
 	uint8_t *inl;		/* IBTCA_MAX_INLINE_DATA per request */
 };
 
+/*
+ * A response's WQE stride (0 from an older driver: 128 bytes), or 0 if
+ * the device takes no such stride.
+ */
+static inline uint32_t ibtca_resp_stride(uint32_t log_stride)
+{
+	if (!log_stride)
+		return IBTCA_RECV_LOG_STRIDE;
+	if (log_stride < IBTCA_RECV_LOG_STRIDE ||
+	    log_stride > IBTCA_MAX_RECV_LOG_STRIDE)
+		return 0;
+	return log_stride;
+}
+
 /* A shared receive queue: the device's ring of receive WQEs, mapped. */
 struct ibtca_srq {
 	struct ibv_srq ibv_srq;
 	pthread_spinlock_t lock;	/* serialises post_srq_recv */
-	struct ibtca_recv_wqe *ring;
+	char *ring;			/* slots of 2^log_stride bytes */
 	size_t ring_bytes;
 	uint32_t srqn;
 	uint32_t log;
+	uint32_t log_stride;
+	uint32_t max_sge;		/* the SGEs one slot holds */
 	uint32_t max_wr;		/* posted and not completed, at most */
 	uint32_t pi;			/* posted */
 	uint32_t done;			/* receive completions seen */

@@ -17,7 +17,7 @@ DECLARE_DRV_CMD(uibtca_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 DECLARE_DRV_CMD(uibtca_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		ibtca_create_qp_req, ibtca_create_qp_resp);
 DECLARE_DRV_CMD(uibtca_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
-		empty, ibtca_create_srq_resp);
+		ibtca_create_srq_req, ibtca_create_srq_resp);
 DECLARE_DRV_CMD(uibtca_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,
 		ibtca_modify_srq_cmd, empty);
 DECLARE_DRV_CMD(uibtca_modify_qp, IB_USER_VERBS_EX_CMD_MODIFY_QP,

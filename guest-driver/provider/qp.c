@@ -28,17 +28,6 @@
 #include "ibtca_uverbs.h"
 #include "ibtca_wqe.h"
 
-/* A response's stride (0 from an older driver: 128 bytes), or 0 if bad. */
-static uint32_t ibtca_resp_stride(uint32_t log_stride)
-{
-	if (!log_stride)
-		return IBTCA_RECV_LOG_STRIDE;
-	if (log_stride < IBTCA_RECV_LOG_STRIDE ||
-	    log_stride > IBTCA_MAX_RECV_LOG_STRIDE)
-		return 0;
-	return log_stride;
-}
-
 /* Adds @qp to the context's table; 0, or -1 without memory. */
 static int ibtca_qp_table_add(struct ibtca_context *ctx, struct ibtca_qp *qp)
 {

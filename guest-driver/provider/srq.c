@@ -13,6 +13,11 @@
  * receives posted so far (the device copies them) and tells where it is
  * mapped (struct ibtca_modify_srq_resp), and the provider, posting nothing
  * meanwhile, maps it in place of the old one.
+ *
+ * The provider asks for a WQE stride (struct ibtca_create_srq_req): the
+ * kernel sizes the SRQ's slots from its max_sge (128 to 1024 bytes, up to
+ * the context's max_srq_sge, 32), reports the SGEs a slot holds in the
+ * SRQ's max_sge and names the stride in its response; a growth keeps it.
  */
 #include <endian.h>
 #include <errno.h>
@@ -22,12 +27,13 @@
 
 #include "ibtca.h"
 #include "ibtca_uverbs.h"
+#include "ibtca_wqe.h"
 
 struct ibv_srq *ibtca_create_srq(struct ibv_pd *pd,
 				 struct ibv_srq_init_attr *attr)
 {
 	struct uibtca_create_srq_resp resp = {};
-	struct uibtca_create_srq cmd = {};
+	struct uibtca_create_srq cmd = { .flags = IBTCA_USRQ_REQ_STRIDE };
 	struct ibtca_srq *srq;
 	int err;
 
@@ -39,9 +45,10 @@ struct ibv_srq *ibtca_create_srq(struct ibv_pd *pd,
 				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err)
 		goto fail;
-	if (resp.log_wqes > 20 || !resp.max_wr ||
+	srq->log_stride = ibtca_resp_stride(resp.log_stride);
+	if (resp.log_wqes > 20 || !resp.max_wr || !srq->log_stride ||
 	    resp.max_wr > (1U << resp.log_wqes) ||
-	    resp.ring_bytes < (sizeof(struct ibtca_recv_wqe) << resp.log_wqes)) {
+	    resp.ring_bytes < ((size_t)1 << (resp.log_wqes + srq->log_stride))) {
 		err = EPROTO;
 		goto destroy;
 	}
@@ -55,6 +62,7 @@ struct ibv_srq *ibtca_create_srq(struct ibv_pd *pd,
 	srq->srqn = resp.srqn;
 	srq->log = resp.log_wqes;
 	srq->max_wr = resp.max_wr;
+	srq->max_sge = ibtca_recv_stride_sges(srq->log_stride);
 	return &srq->ibv_srq;
 
 destroy:
@@ -74,7 +82,7 @@ static int ibtca_srq_remap(struct ibtca_srq *srq,
 	void *ring;
 
 	if (resp->log_wqes > 20 || resp->log_wqes < srq->log ||
-	    resp->ring_bytes < (sizeof(struct ibtca_recv_wqe) << resp->log_wqes))
+	    resp->ring_bytes < ((size_t)1 << (resp->log_wqes + srq->log_stride)))
 		return bad_resp;
 	ring = mmap(NULL, resp->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    srq->ibv_srq.context->cmd_fd, resp->ring_mmap_offset);
@@ -139,7 +147,7 @@ int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct ibtca_context *ctx = to_ibtca_ctx(ibsrq->context);
 	struct ibtca_srq *srq = to_ibtca_srq(ibsrq);
-	struct ibtca_recv_wqe *w;
+	void *w;
 	uint32_t start, slot, max_wr, mask;
 	int err = 0;
 
@@ -149,8 +157,7 @@ int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	start = srq->pi;
 	max_wr = __atomic_load_n(&srq->max_wr, __ATOMIC_ACQUIRE);
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > ctx->max_sge ||
-		    wr->num_sge > 4) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->max_sge) {
 			err = EINVAL;
 			break;
 		}
@@ -160,7 +167,8 @@ int ibtca_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		w = &srq->ring[slot & mask];
+		w = srq->ring + ((size_t)(slot & mask) << srq->log_stride);
+		memset(w, 0, (size_t)1 << srq->log_stride);
 		ibtca_recv_wqe(w, wr);
 		srq->pi = slot + 1;
 	}

@@ -31,14 +31,15 @@ static int ibtca_query_device(struct ibv_context *ctx,
 	 * The SGEs of this provider's QPs, whose WQE strides it sizes from
 	 * the QP's max_send_sge and max_recv_sge (the kernel's answer is for
 	 * kernel consumers): max_sge holds both ways, as uverbs has it; an
-	 * RDMA READ scatters through send SGEs. Its SRQs keep 128-byte
-	 * receive WQEs.
+	 * RDMA READ scatters through send SGEs. Its SRQs' strides, sized
+	 * from the SRQ's max_sge, hold max_srq_sge (4 from a kernel driver
+	 * without SRQ strides).
 	 */
 	attr->orig_attr.max_sge = (int)(ictx->max_send_sge < ictx->max_recv_sge ?
 					ictx->max_send_sge : ictx->max_recv_sge);
 	attr->orig_attr.max_sge_rd = (int)ictx->max_send_sge;
-	if (attr->orig_attr.max_srq_sge > (int)ictx->max_sge)
-		attr->orig_attr.max_srq_sge = (int)ictx->max_sge;
+	if (attr->orig_attr.max_srq_sge > (int)ictx->max_srq_sge)
+		attr->orig_attr.max_srq_sge = (int)ictx->max_srq_sge;
 	/* The kernel's fw_ver is major << 32 | minor, as sysfs fw_ver shows. */
 	fw = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),

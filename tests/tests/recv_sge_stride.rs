@@ -5,7 +5,10 @@
 //! says; a WQE naming more SGEs than its stride holds completes with
 //! IBTCA_WC_LOC_LEN_ERR although a valid SGE sits right past its slot
 //! (the device reads no further); CREATE_QP and CREATE_SRQ refuse strides
-//! outside the device's range.
+//! outside the device's range. An SRQ of the largest stride (1024 bytes)
+//! scatters a SEND over its 32 SGEs (max_srq_sge), every byte where its
+//! SGE says and nothing else touched; an SRQ WQE naming more SGEs than its
+//! stride holds fails with IBTCA_WC_LOC_LEN_ERR as a QP's does.
 
 use std::time::Duration;
 
@@ -125,15 +128,15 @@ fn a_send_lands_in_seventeen_sges_of_a_512_byte_receive_wqe() {
     check_landed(&p, &sges, &data);
 }
 
-#[test]
-fn an_srq_of_512_byte_wqes_takes_seventeen_sges() {
-    let mut p = LinkedPair::start(PairOptions::default());
+/// B's SRQ of 4 WQEs of 2^`log_stride` bytes, B's QP on it connected to a
+/// QP of A's: the SRQ's number, its ring and A's QP.
+fn srq_pair(p: &mut LinkedPair, log_stride: u8) -> (u32, u64, Qp) {
     let log = 2;
-    let ring = p.b.g.alloc(512 << log, 4096);
+    let ring = p.b.g.alloc(1 << (log + log_stride), 4096);
     let c = CmdCreateSrq {
         pdn: p.b.pd.into(),
         log_entries: log,
-        log_stride: LOG_STRIDE_512,
+        log_stride,
         ring: ring.into(),
         max_wr: 4u32.into(),
         ..Default::default()
@@ -141,14 +144,21 @@ fn an_srq_of_512_byte_wqes_takes_seventeen_sges() {
     let srqn =
         p.b.g
             .cmd(CMD_CREATE_SRQ, c.as_slice())
-            .expect("CREATE_SRQ with a 512-byte stride")
+            .expect("CREATE_SRQ with a larger stride")
             .0;
     let (pd, cq) = (p.b.pd, p.b.cq);
     let b_qp =
         p.b.g
             .create_qp_on_srq(pd, &cq, &cq, 4, srqn)
             .expect("QP on the SRQ");
-    let mut a_qp = connect(&mut p, &b_qp);
+    let a_qp = connect(p, &b_qp);
+    (srqn, ring, a_qp)
+}
+
+#[test]
+fn an_srq_of_512_byte_wqes_takes_seventeen_sges() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let (srqn, ring, mut a_qp) = srq_pair(&mut p, LOG_STRIDE_512);
     let sges = scattered(&p);
     // Slot 1: the device reads slot 0's WQE at 0 and this one 512 bytes on.
     for (slot, wr_id) in [(0u64, 50u64), (1, 51)] {
@@ -195,6 +205,90 @@ fn an_srq_of_512_byte_wqes_takes_seventeen_sges() {
     check_landed(&p, &sges, &data);
 }
 
+#[test]
+fn an_srq_of_1024_byte_wqes_scatters_a_send_over_all_32_sges() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    let (srqn, ring, mut a_qp) = srq_pair(&mut p, MAX_RECV_LOG_STRIDE);
+    let n = MAX_RECV_SGE as u64;
+    // SGE i: 64 + 61 * i bytes at 8 bytes into page 2 + 2 * (31 - i).
+    let sges: Vec<Sge> = (0..n)
+        .map(|i| Sge {
+            addr: (p.b.buf + 0x1000 * (2 + 2 * (n - 1 - i)) + 8).into(),
+            length: (64 + 61 * i as u32).into(),
+            lkey: p.b.lkey.into(),
+        })
+        .collect();
+    let total: usize = sges.iter().map(|s| s.length.to_native() as usize).sum();
+    p.b.g.write(ring, &wqe_bytes(61, n as u8, &sges));
+    p.b.g
+        .ring(DbRoute::Bar0, regs::DB_SRQ, u64::from(srqn) | (1 << 32));
+    let data = pattern(total, 21);
+    assert_eq!(send(&mut p, &mut a_qp, &data), WC_SUCCESS);
+    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
+    assert_eq!((r.wr_id.to_native(), r.status), (61, WC_SUCCESS));
+    assert_eq!(r.byte_len.to_native() as usize, total);
+    // Every byte of the pages the SGEs lie in: the message's where an SGE
+    // says, in SGE order, zero everywhere else.
+    let span = 0x1000 * (2 * n + 2);
+    let mut want = vec![0u8; span as usize];
+    let mut at = 0;
+    for s in &sges {
+        let (off, len) = (
+            (s.addr.to_native() - p.b.buf) as usize,
+            s.length.to_native() as usize,
+        );
+        want[off..off + len].copy_from_slice(&data[at..at + len]);
+        at += len;
+    }
+    let got = p.b.g.read(p.b.buf, span as usize);
+    for (i, s) in sges.iter().enumerate() {
+        let off = (s.addr.to_native() - p.b.buf) as usize;
+        let len = s.length.to_native() as usize;
+        assert!(
+            got[off..off + len] == want[off..off + len],
+            "SGE {i}'s bytes"
+        );
+    }
+    assert!(got == want, "bytes outside the 32 SGEs changed");
+}
+
+/// A's SEND of 200 bytes into B's receive `wr_id`, which names more SGEs
+/// than its stride holds: the sender gets a remote operational error, the
+/// receive a local length error, and nothing lands in B's buffer.
+fn send_fails_with_a_length_error(p: &mut LinkedPair, a_qp: &mut Qp, wr_id: u64) {
+    let data = pattern(200, 5);
+    assert_eq!(send(p, a_qp, &data), WC_REM_OP_ERR);
+    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
+    assert_eq!((r.wr_id.to_native(), r.status), (wr_id, WC_LOC_LEN_ERR));
+    assert!(
+        p.b.g.read(p.b.buf, 0x9000).iter().all(|&b| b == 0),
+        "nothing landed"
+    );
+}
+
+#[test]
+fn an_srq_wqe_naming_more_sges_than_its_stride_holds_fails_with_a_length_error() {
+    let mut p = LinkedPair::start(PairOptions::default());
+    // 256 bytes: 12 SGEs; the WQE names 13, the 13th planted in slot 1.
+    let (srqn, ring, mut a_qp) = srq_pair(&mut p, 8);
+    let lkey = p.b.lkey.into();
+    let one = |at: u64, length: u32| Sge {
+        addr: at.into(),
+        length: length.into(),
+        lkey,
+    };
+    let sges: Vec<Sge> = (0..12)
+        .map(|i| one(p.b.buf + 0x1000 + 64 * i, 64))
+        .collect();
+    let mut bytes = wqe_bytes(9, 13, &sges);
+    bytes.resize(256, 0);
+    bytes.extend_from_slice(one(p.b.buf + 0x8000, 4096).as_slice());
+    p.b.g.write(ring, &bytes);
+    p.b.g
+        .ring(DbRoute::Bar0, regs::DB_SRQ, u64::from(srqn) | (1 << 32));
+    send_fails_with_a_length_error(&mut p, &mut a_qp, 9);
+}
+
 /// B's QP with an RQ of 2^`log_stride` bytes and a receive naming one SGE
 /// more than that holds, a valid SGE planted right past its slot: the
 /// receive fails with a local length error, the sender with a remote
@@ -229,14 +323,7 @@ fn refuses_more_sges_than_the_stride(log_stride: u8, holds: usize) {
     let next = b_qp.rq_addr() + b_qp.rq_stride();
     p.b.g.write(next, planted.as_slice());
     p.b.g.post_recv_bytes(&mut b_qp, &bytes);
-    let data = pattern(200, 5);
-    assert_eq!(send(&mut p, &mut a_qp, &data), WC_REM_OP_ERR);
-    let r = p.b.g.poll_cq(&mut p.b.cq, T).expect("receive completion");
-    assert_eq!((r.wr_id.to_native(), r.status), (5, WC_LOC_LEN_ERR));
-    assert!(
-        p.b.g.read(p.b.buf, 0x9000).iter().all(|&b| b == 0),
-        "nothing landed"
-    );
+    send_fails_with_a_length_error(&mut p, &mut a_qp, 5);
 }
 
 #[test]

@@ -8,7 +8,11 @@
 //!   `sge-client n1`, exchanging addresses over the management wire): RC
 //!   QPs of 32 send and 32 receive SGEs (the provider's WQE strides), a
 //!   SEND gathering 32 pieces into a receive of 32 other pieces and an
-//!   RDMA WRITE of 32 pieces, every byte checked in n1;
+//!   RDMA WRITE of 32 pieces, every byte checked in n1; before it, in n1
+//!   alone, the same between two QPs with the receiver's on an SRQ of 32
+//!   SGEs (its receive in the SRQ's second slot, a 1024-byte stride), an
+//!   SRQ of 33 refused with EINVAL, and `ibv_devinfo -v` saying
+//!   `max_srq_sge` 32;
 //! - `ucx_perftest` between n1 (server) and n2 (client): UCP tag
 //!   matching with 1 MiB messages (rendezvous) over UCX's `rc_verbs` and
 //!   `ud_verbs`; each test runs all its iterations on both sides, and
@@ -184,6 +188,7 @@ fn n1_commands() -> Vec<String> {
         step("SSHD", &sshd(1)),
         step("PORT", &port_active()),
         step("DEVICES", "ibv_devices"),
+        step("DEVINFO", "ibv_devinfo -v -d ibtca0"),
         step("IPOIB", &ipoib(1)),
         step("SGE-SRV", "ibtca-provider-test sge-server"),
     ];
@@ -395,12 +400,31 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
     report_steps(&[&c1, &c2, &c3], start_ns);
     assert!(out.status.success(), "every command passes:\n{all}");
 
-    // 32 SGEs each way through libibverbs, every byte in n1 checked.
+    // What libibverbs reports of SRQs: ibv_devinfo -v's max_srq_sge.
+    let devinfo = tagged_lines(&c1, "DEVINFO");
+    assert!(
+        devinfo
+            .iter()
+            .any(|l| l.split_whitespace().eq(["max_srq_sge:", "32"])),
+        "ibv_devinfo -v: no max_srq_sge 32: {devinfo:#?}\n{all}"
+    );
+    // 32 SGEs each way through libibverbs, every byte in n1 checked; and
+    // in n1 alone into an SRQ receive of 32 SGEs, at slot 1.
     let sge = [
         (
             &c1,
             "SGE-SRV",
-            [
+            vec![
+                "sge_srq_refused PASS max_srq_sge=32; ibv_create_srq(max_sge=33): Invalid argument (errno 22)",
+                "sge_srq_create PASS max_srq_sge=32; ibv_create_srq(max_sge=32): created max_sge=32",
+                "sge_srq_post_recv PASS 32 SGEs on the SRQ: err=0",
+                "sge_srq_first PASS SEND of 8 bytes into slot 0: status 0, receive wr_id 0x51 status 0 byte_len 8, bytes landed",
+                "sge_srq_send PASS 32 SGEs, 3760 bytes: status=0",
+                "sge_srq_write PASS 32 SGEs, 3760 bytes: status=0",
+                "sge_srq_recv PASS status=0 byte_len=3760",
+                "sge_srq_recv_bytes PASS 3760 bytes over 32 SGEs in order; 0 bytes around",
+                "sge_srq_write_bytes PASS 3760 bytes from 32 SGEs at 40000 in order",
+                "sge_srq_loopback PASS 0 failed",
                 "sge_qp_receiver PASS max_sge=32 ",
                 "sge_recv PASS status=0 byte_len=3760",
                 "sge_recv_bytes PASS 3760 bytes over 32 SGEs in order; 0 bytes around",
@@ -410,7 +434,7 @@ fn ucx_libfabric_and_open_mpi_run_between_guests() {
         (
             &c2,
             "SGE-CLI",
-            [
+            vec![
                 "sge_qp_sender PASS max_sge=32 ",
                 "sge_send PASS 32 SGEs, 3760 bytes: status=0",
                 "sge_write PASS 32 SGEs, 3760 bytes: status=0",

@@ -10,6 +10,12 @@
  * pieces kept their fill. sge_loopback() runs both ends in one process
  * (two QPs of one context, connected to each other); sge-server and
  * sge-client run them in two hosts, which exchange addresses over TCP.
+ * sge_srq_loopback() runs the loopback with the receiver's QP on an SRQ
+ * created with max_sge SGE_N (the provider asks for a stride that holds
+ * them), the receive of SGE_N pieces posted to the SRQ's slot 1 (a SEND
+ * of FIRST_LEN bytes takes slot 0 first), after checking
+ * that the device reports max_srq_sge SGE_N and refuses an SRQ of one
+ * more with EINVAL; sge-server runs it too.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -30,6 +36,9 @@
 /* Where the WRITE lands in the receiver's buffer; the SEND's pieces lie below. */
 #define WRITE_AT 40000
 #define FILL 0xee
+/* The SRQ's first receive, in the receiver's buffer past what is checked. */
+#define FIRST_AT 60000
+#define FIRST_LEN 8
 
 /* Piece @k of the sender: SGE k, from the buffer's end towards its start. */
 static uint32_t src_len(int k)
@@ -87,8 +96,10 @@ static void expected_stream(unsigned char *out)
 }
 
 struct sge_end {
+	const char *tag;	/* its steps' prefix */
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
+	struct ibv_srq *srq;	/* the receiver's on an SRQ */
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	unsigned char *buf;
@@ -97,18 +108,56 @@ struct sge_end {
 
 static void sge_end_close(struct sge_end *e)
 {
-	close_objects(e->qp, NULL, e->mr, NULL, e->cq, e->pd);
+	if (e->qp)
+		ibv_destroy_qp(e->qp);
+	if (e->srq)
+		ibv_destroy_srq(e->srq);
+	close_objects(NULL, NULL, e->mr, NULL, e->cq, e->pd);
 	free(e->buf);
 	memset(e, 0, sizeof(*e));
 }
 
 /*
- * A PD, a CQ, an RC QP of SGE_N SGEs each way and a registered buffer of
- * @len bytes in @ctx; step @who says what the QP's caps and the device
- * report. 0, or -1.
+ * An SRQ of @e's PD whose receive WQEs take SGE_N SGEs, after an SRQ of
+ * one SGE more than the device's max_srq_sge (@dev) was refused with
+ * EINVAL. 0, or -1.
+ */
+static int sge_srq_open(struct sge_end *e, const struct ibv_device_attr *dev)
+{
+	struct ibv_srq_init_attr big = {
+		.attr = { .max_wr = 4, .max_sge = dev->max_srq_sge + 1 },
+	};
+	struct ibv_srq_init_attr init = {
+		.attr = { .max_wr = 4, .max_sge = SGE_N },
+	};
+	struct ibv_srq *refused;
+	int err;
+
+	errno = 0;
+	refused = ibv_create_srq(e->pd, &big);
+	err = errno;
+	step("sge_srq_refused", !refused && err == EINVAL,
+	     "max_srq_sge=%d; ibv_create_srq(max_sge=%d): %s (errno %d)",
+	     dev->max_srq_sge, dev->max_srq_sge + 1,
+	     refused ? "created" : strerror(err), err);
+	if (refused)
+		ibv_destroy_srq(refused);
+	e->srq = ibv_create_srq(e->pd, &init);
+	step("sge_srq_create", e->srq && init.attr.max_sge >= SGE_N &&
+	     dev->max_srq_sge == SGE_N,
+	     "max_srq_sge=%d; ibv_create_srq(max_sge=%d): %s max_sge=%u",
+	     dev->max_srq_sge, SGE_N, e->srq ? "created" : strerror(errno),
+	     init.attr.max_sge);
+	return e->srq ? 0 : -1;
+}
+
+/*
+ * A PD, a CQ, an RC QP of SGE_N SGEs each way (on an SRQ of SGE_N SGEs
+ * if @srq) and a registered buffer of @len bytes in @ctx; step @who says
+ * what the QP's caps and the device report. 0, or -1.
  */
 static int sge_end_open(struct ibv_context *ctx, struct sge_end *e,
-			size_t len, const char *who)
+			size_t len, const char *who, int srq)
 {
 	struct ibv_qp_init_attr init = {
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
@@ -121,6 +170,7 @@ static int sge_end_open(struct ibv_context *ctx, struct sge_end *e,
 	int ok;
 
 	memset(e, 0, sizeof(*e));
+	e->tag = "sge";
 	e->buf = malloc(len);
 	e->pd = ibv_alloc_pd(ctx);
 	e->cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
@@ -131,12 +181,16 @@ static int sge_end_open(struct ibv_context *ctx, struct sge_end *e,
 		return -1;
 	}
 	e->lid = port.lid;
+	if (srq && sge_srq_open(e, &dev))
+		return -1;
 	init.send_cq = e->cq;
 	init.recv_cq = e->cq;
+	init.srq = e->srq;
 	e->qp = ibv_create_qp(e->pd, &init);
 	snprintf(name, sizeof(name), "sge_qp_%s", who);
+	/* A QP on an SRQ has no receive queue: the SRQ's caps count. */
 	ok = e->qp && init.cap.max_send_sge >= SGE_N &&
-	     init.cap.max_recv_sge >= SGE_N && dev.max_sge >= SGE_N;
+	     (srq || init.cap.max_recv_sge >= SGE_N) && dev.max_sge >= SGE_N;
 	step(name, ok,
 	     "max_sge=%d max_sge_rd=%d; ibv_create_qp(max_send_sge=%d max_recv_sge=%d): %s cap.max_send_sge=%u cap.max_recv_sge=%u",
 	     dev.max_sge, dev.max_sge_rd, SGE_N, SGE_N,
@@ -160,15 +214,29 @@ static int sge_post_recv(struct sge_end *e)
 	struct ibv_sge sge[SGE_N];
 	struct ibv_recv_wr wr = { .wr_id = 0x5e, .sg_list = sge,
 				  .num_sge = SGE_N }, *bad;
+	char name[32];
 	int j, err;
 
+	/* An SRQ's slot 0 takes a SEND first: the pieces go in slot 1. */
+	if (e->srq) {
+		struct ibv_sge one = { .addr = (uintptr_t)e->buf + FIRST_AT,
+				       .length = FIRST_LEN, .lkey = e->mr->lkey };
+		struct ibv_recv_wr first = { .wr_id = 0x51, .sg_list = &one,
+					     .num_sge = 1 };
+
+		if (ibv_post_srq_recv(e->srq, &first, &bad))
+			return -1;
+	}
 	for (j = 0; j < SGE_N; j++) {
 		sge[j].addr = (uintptr_t)e->buf + dst_off(j);
 		sge[j].length = dst_len(j);
 		sge[j].lkey = e->mr->lkey;
 	}
-	err = ibv_post_recv(e->qp, &wr, &bad);
-	step("sge_post_recv", !err, "%d SGEs: err=%d", SGE_N, err);
+	err = e->srq ? ibv_post_srq_recv(e->srq, &wr, &bad) :
+		       ibv_post_recv(e->qp, &wr, &bad);
+	snprintf(name, sizeof(name), "%s_post_recv", e->tag);
+	step(name, !err, "%d SGEs%s: err=%d", SGE_N, e->srq ? " on the SRQ" : "",
+	     err);
 	return err ? -1 : 0;
 }
 
@@ -199,11 +267,15 @@ static int sge_send_and_write(struct sge_end *e, uint64_t raddr, uint32_t rkey)
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	static const enum ibv_wr_opcode ops[2] = { IBV_WR_SEND,
 						   IBV_WR_RDMA_WRITE };
-	static const char *const names[2] = { "sge_send", "sge_write" };
+	static const char *const ops_names[2] = { "send", "write" };
+	char names[2][32];
 	struct ibv_wc wc;
 	uint32_t i;
 	int k, o, err, bad_n = 0;
 
+	for (o = 0; o < 2; o++)
+		snprintf(names[o], sizeof(names[o]), "%s_%s", e->tag,
+			 ops_names[o]);
 	for (i = 0; i < SRC_LEN; i++)
 		e->buf[i] = src_byte(i);
 	for (k = 0; k < SGE_N; k++) {
@@ -243,15 +315,17 @@ static int sge_check(struct sge_end *e)
 {
 	static unsigned char want[SRC_LEN];
 	uint32_t total = total_len(), n = 0, i, bad_at = 0;
+	char name[32];
 	struct ibv_wc wc;
 	int j, ok, bad = 0, around = 0;
 
 	expected_stream(want);
-	if (sge_wait(e->cq, &wc, "sge_recv"))
+	snprintf(name, sizeof(name), "%s_recv", e->tag);
+	if (sge_wait(e->cq, &wc, name))
 		return 1;
 	ok = wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
 	     wc.byte_len == total && wc.wr_id == 0x5e;
-	step("sge_recv", ok, "status=%d byte_len=%u (want %u)", wc.status,
+	step(name, ok, "status=%d byte_len=%u (want %u)", wc.status,
 	     wc.byte_len, total);
 	bad += !ok;
 	for (j = 0; j < SGE_N; j++) {
@@ -264,33 +338,86 @@ static int sge_check(struct sge_end *e)
 	}
 	for (i = 0; i < dst_off(0); i++)
 		around += e->buf[i] != FILL;
-	step("sge_recv_bytes", !bad_at && !around,
+	snprintf(name, sizeof(name), "%s_recv_bytes", e->tag);
+	step(name, !bad_at && !around,
 	     "%u bytes over %d SGEs %s; %d bytes around them changed",
 	     total, SGE_N, bad_at ? "DIFFER" : "in order", around);
 	bad += bad_at || around;
 	ok = !memcmp(e->buf + WRITE_AT, want, total) &&
 	     e->buf[WRITE_AT - 1] == FILL && e->buf[WRITE_AT + total] == FILL;
-	step("sge_write_bytes", ok, "%u bytes from %d SGEs at %d %s", total,
+	snprintf(name, sizeof(name), "%s_write_bytes", e->tag);
+	step(name, ok, "%u bytes from %d SGEs at %d %s", total,
 	     SGE_N, WRITE_AT, ok ? "in order, fill around" : "DIFFER");
 	return bad + !ok;
 }
 
-void sge_loopback(struct ibv_context *ctx)
+/*
+ * A SEND of FIRST_LEN bytes from @s into @r's SRQ's first receive (slot
+ * 0), both completed and the bytes landed. 0, or -1.
+ */
+static int sge_srq_first(struct sge_end *s, struct sge_end *r)
 {
+	struct ibv_sge one = { .addr = (uintptr_t)s->buf, .length = FIRST_LEN,
+			       .lkey = s->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 0x52, .sg_list = &one, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc swc = {}, rwc = {};
+	int i, ok;
+
+	for (i = 0; i < FIRST_LEN; i++)
+		s->buf[i] = (unsigned char)(0xa0 + i);
+	if (ibv_post_send(s->qp, &wr, &bad) ||
+	    sge_wait(s->cq, &swc, "sge_srq_first") ||
+	    sge_wait(r->cq, &rwc, "sge_srq_first"))
+		return -1;
+	ok = swc.status == IBV_WC_SUCCESS && rwc.status == IBV_WC_SUCCESS &&
+	     rwc.wr_id == 0x51 && rwc.byte_len == FIRST_LEN &&
+	     !memcmp(r->buf + FIRST_AT, s->buf, FIRST_LEN);
+	step("sge_srq_first", ok,
+	     "SEND of %d bytes into slot 0: status %d, receive wr_id 0x%llx status %d byte_len %u, bytes %s",
+	     FIRST_LEN, swc.status, (unsigned long long)rwc.wr_id, rwc.status,
+	     rwc.byte_len,
+	     memcmp(r->buf + FIRST_AT, s->buf, FIRST_LEN) ? "DIFFER" : "landed");
+	return ok ? 0 : -1;
+}
+
+/* Both ends in @ctx, the receiver's QP on an SRQ if @srq; failures. */
+static int sge_loopback_run(struct ibv_context *ctx, int srq)
+{
+	const char *tag = srq ? "sge_srq" : "sge";
 	struct sge_end r, s;
+	char name[32];
 	int bad = 1;
 
-	if (sge_end_open(ctx, &r, DST_LEN, "receiver") ||
-	    sge_end_open(ctx, &s, SRC_LEN, "sender") || sge_post_recv(&r) ||
-	    rc_connect(r.qp, s.qp->qp_num, s.lid) ||
-	    rc_connect(s.qp, r.qp->qp_num, r.lid))
+	if (sge_end_open(ctx, &r, DST_LEN, srq ? "srq_receiver" : "receiver",
+			 srq) ||
+	    sge_end_open(ctx, &s, SRC_LEN, srq ? "srq_sender" : "sender", 0))
+		goto out;
+	r.tag = tag;
+	s.tag = tag;
+	if (sge_post_recv(&r) || rc_connect(r.qp, s.qp->qp_num, s.lid) ||
+	    rc_connect(s.qp, r.qp->qp_num, r.lid) ||
+	    (srq && sge_srq_first(&s, &r)))
 		goto out;
 	bad = sge_send_and_write(&s, (uintptr_t)r.buf + WRITE_AT, r.mr->rkey);
 	bad += sge_check(&r);
 out:
-	step("sge_loopback", !bad, "%d failed", bad);
+	snprintf(name, sizeof(name), "%s_loopback", tag);
+	step(name, !bad, "%d failed", bad);
 	sge_end_close(&s);
 	sge_end_close(&r);
+	return bad;
+}
+
+void sge_loopback(struct ibv_context *ctx)
+{
+	sge_loopback_run(ctx, 0);
+}
+
+int sge_srq_loopback(struct ibv_context *ctx)
+{
+	return sge_loopback_run(ctx, 1);
 }
 
 /* A TCP socket listening on SGE_PORT, or -1. */
@@ -352,13 +479,16 @@ int sge_server(void)
 	struct ibv_context *ctx;
 	struct sge_end e = {};
 	char line[16];
-	int ls, s = -1, bad = 1;
+	int ls, s = -1, bad = 1, srq_bad = 0;
 
 	alarm(600); /* never outlive a client that does not come */
 	ctx = open_named("ibtca0");
 	ls = sge_listen();
-	if (!ctx || ls < 0 || sge_end_open(ctx, &e, DST_LEN, "receiver") ||
-	    sge_post_recv(&e))
+	if (!ctx || ls < 0)
+		goto out;
+	/* The client waits in the listen backlog meanwhile. */
+	srq_bad = sge_srq_loopback(ctx);
+	if (sge_end_open(ctx, &e, DST_LEN, "receiver", 0) || sge_post_recv(&e))
 		goto out;
 	printf("sge server: lid %u qpn %u, waiting on port %s\n", e.lid,
 	       e.qp->qp_num, SGE_PORT);
@@ -387,6 +517,7 @@ out:
 	sge_end_close(&e);
 	if (ctx)
 		ibv_close_device(ctx);
+	bad += srq_bad;
 	printf("IBTCA-PROVIDER result %d failed\n", bad);
 	return bad ? 1 : 0;
 }
@@ -401,7 +532,7 @@ int sge_client(const char *server)
 	int s = -1, bad = 1;
 
 	ctx = open_named("ibtca0");
-	if (!ctx || sge_end_open(ctx, &e, SRC_LEN, "sender"))
+	if (!ctx || sge_end_open(ctx, &e, SRC_LEN, "sender", 0))
 		goto out;
 	s = tcp_dial(server, SGE_PORT);
 	if (s < 0 || sge_recv_peer(s, &lid, &qpn, &addr, &rkey) ||

@@ -76,6 +76,8 @@ int seed_env_test(const char *name);
  * between two hosts over TCP (exit statuses).
  */
 void sge_loopback(struct ibv_context *ctx);
+/* sge_loopback on an SRQ of 32 SGEs, and an SRQ of more refused; failures. */
+int sge_srq_loopback(struct ibv_context *ctx);
 int sge_server(void);
 int sge_client(const char *server);
 /* ibtca_provider_ud.c: a UD QP refuses IBV_SEND_INLINE, sends without. */

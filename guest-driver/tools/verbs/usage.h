@@ -10,6 +10,6 @@
 
 void print_usage(FILE *out);
 /* Prints the usage text to stderr and exits with status 2. */
-void usage(void) __attribute__((noreturn));
+__attribute__((noreturn)) void usage(void);
 
 #endif /* IBTCA_VERBS_USAGE_H */

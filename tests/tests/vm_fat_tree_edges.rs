@@ -16,6 +16,12 @@
 //!   (`ibtracert` shows another five-switch route), and a new
 //!   `ib_write_bw` between the same guests completes over the new route's
 //!   ports while the downed port carries nothing.
+//! - Then the core switch on that new route loses power at run time
+//!   (`ibtca-fabric switch CORE down`, served by the hive): every link of
+//!   it goes down at both ends, its neighbours' trap 128 makes OpenSM
+//!   route around the whole switch (`ibtracert`: a five-switch route
+//!   without it), and a third `ib_write_bw` between the same guests
+//!   completes, its bytes counted on that route's ports.
 //!
 //! Two guests, one boot. Needs the VM stack, root, and `opensm`,
 //! `infiniband-diags` and `libumad2sim0` on the host
@@ -86,7 +92,8 @@ fn bw_bytes(console: &str, tag: &str) -> u64 {
 
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
-fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link() {
+fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link_and_switch(
+) {
     let started = Instant::now();
     let stack = VmStack::get();
     let net = Command::new("bash")
@@ -112,6 +119,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         server("SBW1", BW),
         server("SLAT", LAT),
         server("SBW2", BW),
+        server("SBW3", BW),
         format!("{WRITER}={ACTIVE}"),
         writer("BW1", BW),
         writer("LAT", LAT),
@@ -119,6 +127,10 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         // new route.
         format!("{WRITER}=until [ -e /ibtca/go ]; do sleep 1; done"),
         writer("BW2", BW),
+        // The go-ahead once the host has powered off a switch and seen
+        // the route around it.
+        format!("{WRITER}=until [ -e /ibtca/go2 ]; do sleep 1; done"),
+        writer("BW3", BW),
     ] {
         extra.push("--run".into());
         extra.push(run);
@@ -213,13 +225,67 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         downed,
         "the downed port sent"
     );
+    eprintln!(
+        "vm_fat_tree_edges: the failed link's checks done at {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Power off the core switch of the route in use (the new route's
+    // third switch; the other core of its group is the way around it).
+    let core = after[2].0.clone();
+    assert!(core.starts_with("core"), "{after:?}");
+    let out = fabric(&["switch", "--run-dir", &run, &core, "down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Its neighbour's end went down with it: the agg's port to it.
+    let (agg, to_core) = after[1].clone();
+    let ports = stats(&run);
+    let facing = ports
+        .iter()
+        .find(|p| p["name"] == agg.as_str() && p["port"] == to_core)
+        .unwrap();
+    assert_eq!(facing["up"], false, "{agg}:{to_core} {facing}");
+    let rerouted = route_until(
+        (&sock, &fab.dir.0),
+        (WRITER_GUID, TARGET_GUID),
+        Duration::from_secs(300),
+        |r| r.len() == 5 && r.iter().all(|(s, _)| *s != core),
+    );
+    eprintln!("route without {core}: {rerouted:?}");
+    let ports = stats(&run);
+    for p in ports.iter().filter(|p| p["name"] == core.as_str()) {
+        assert_eq!(p["up"], false, "{core} powered off: {p}");
+    }
+    let new_path: Vec<u64> = rerouted
+        .iter()
+        .map(|(s, p)| xmit_words(&ports, s, *p))
+        .collect();
+
+    // Traffic resumes around the switch.
+    std::fs::write(fab.run.join(format!("{WRITER}.guest/go2")), "").unwrap();
+    let console = wait_for(
+        &fab.console(WRITER),
+        "BW3 exit=",
+        1,
+        Duration::from_secs(600),
+    );
+    let bytes = bw_bytes(&console, "BW3");
+    let ports = stats(&run);
+    for ((sw, port), was) in rerouted.iter().zip(&new_path) {
+        let words = xmit_words(&ports, sw, *port) - was;
+        assert!(
+            words * 4 >= bytes,
+            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
+        );
+    }
     let server = wait_for(
         &fab.console(TARGET),
-        "SBW2 exit=",
+        "SBW3 exit=",
         1,
         Duration::from_secs(120),
     );
-    assert!(tagged_lines(&server, "SBW2").contains(&"exit=0"));
+    for tag in ["SBW2", "SBW3"] {
+        assert!(tagged_lines(&server, tag).contains(&"exit=0"), "{tag}");
+    }
     eprintln!(
         "vm_fat_tree_edges: {:.0} s",
         started.elapsed().as_secs_f64()

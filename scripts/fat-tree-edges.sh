@@ -33,6 +33,12 @@
 # Consoles stay in RUN_DIR (default $IBTCA_CACHE/chroot/tmp/fat-tree-edges).
 # Needs opensm, infiniband-diags and libumad2sim0 (scripts/host-tools.sh).
 set -euo pipefail
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${IBTCA_CACHE:-$HOME/.cache/ibtca}
 C=$(readlink -f "$CACHE/chroot")
@@ -41,6 +47,9 @@ FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 radix=36 pods=4
 if [ $# -ge 2 ]; then radix=$1 pods=$2; shift 2; fi
+case "$radix$pods" in
+*[!0-9]* | '') echo "usage: $0 [RADIX PODS] [RUN_DIR] (numbers, not '$radix' '$pods')" >&2; exit 2 ;;
+esac
 RUN=${1:-$C/tmp/fat-tree-edges}
 case "$(readlink -m "$RUN")/" in
 "$C"/*) ;;

@@ -24,8 +24,8 @@
 #   reroute    seconds from `ibtca-fabric link ... down` on the far
 #              route's first uplink until ibtracert shows another route;
 #   REROUTED   ib_write_bw on that route;
-#   switched   seconds from `ibtca-fabric switch CORE down` (the core of
-#              that route) until ibtracert shows a route without it;
+#   reroute    seconds from `ibtca-fabric switch CORE down` (the core
+#              of that route) until ibtracert shows a route without it;
 #   SWITCHED   ib_write_bw on that route.
 # Each ibtracert is given 10 s (libumad2sim can hang at its exit, below)
 # and tried again; no route within 120 s ends the script with the last
@@ -170,14 +170,22 @@ hops=$(switches "$route")
 echo "switches on the route: $hops"
 grep -a -E '^(NEAR|FAR)_' "$RUN/$writer.console" | tr -d '\r'
 
+# Runs `ibtca-fabric ARGS...` that fails WHAT, times until ibtracert
+# shows a route CHECK accepts, and prints it; the route is left in $new.
+fail() { # WHAT CHECK ARGS...
+	local what=$1 check=$2 t0
+	shift 2
+	"$FABRIC" "$@"
+	t0=$(date +%s.%N)
+	new=$(route_until "$check" 120 "around $what")
+	printf 'reroute after %s down: %.2f s\n' "$what" "$(echo "$(date +%s.%N) - $t0" | bc)"
+	sed 's/^/  /' <<<"$new"
+}
+
 # Fail the far route's first uplink (the port leaf 1-1 sends it out of).
 uplink=$(first_uplink "$route")
 around_link() { [ "$(switches "$1")" = "$hops" ] && [ "$(first_uplink "$1")" != "$uplink" ]; }
-"$FABRIC" link --run-dir "$RUN" "leaf1-1:$uplink" down
-t0=$(date +%s.%N)
-new=$(route_until around_link 120 "around leaf1-1:$uplink")
-printf 'reroute after leaf1-1:%s down: %.2f s\n' "$uplink" "$(echo "$(date +%s.%N) - $t0" | bc)"
-sed 's/^/  /' <<<"$new"
+fail "leaf1-1:$uplink" around_link link --run-dir "$RUN" "leaf1-1:$uplink" down
 : >"$RUN/$writer.guest/go"
 wait_console 'EDGES phase2' 300
 grep -a '^REROUTED_' "$RUN/$writer.console" | tr -d '\r'
@@ -186,11 +194,7 @@ grep -a '^REROUTED_' "$RUN/$writer.console" | tr -d '\r'
 # other cores of its group are the way around it.
 core=$(sed -n 4p <<<"$new" | sed 's/.*"\(.*\)"$/\1/')
 around_core() { [ "$(switches "$1")" = "$hops" ] && ! grep -qF "\"$core\"" <<<"$1"; }
-"$FABRIC" switch --run-dir "$RUN" "${core// /}" down
-t0=$(date +%s.%N)
-new=$(route_until around_core 120 "around $core")
-printf 'reroute after switch %s down: %.2f s\n' "${core// /}" "$(echo "$(date +%s.%N) - $t0" | bc)"
-sed 's/^/  /' <<<"$new"
+fail "switch ${core// /}" around_core switch --run-dir "$RUN" "${core// /}" down
 : >"$RUN/$writer.guest/go2"
 wait_console 'EDGES done' 300
 grep -a '^SWITCHED_' "$RUN/$writer.console" | tr -d '\r'

@@ -181,47 +181,80 @@ fn wait_active(run: &str, node: &str, port: u64, guard: Duration) {
     }
 }
 
-/// A radix-4 fat tree of `pods` pods, `up --net` in one hive with its
-/// host port, and the host's OpenSM kept running on it: the run
-/// directory, the host port's socket name (from `name`), the SM.
-fn fabric_with_host_sm(dir: &TempDir, pods: usize, name: &str) -> (String, String, HostSm) {
-    let file = net_file_of(&dir.0, pods);
-    let r = dir.join("run").display().to_string();
-    let sock = format!("ibtca-{name}-{}", std::process::id());
-    let out = fabric(&[
-        "up",
-        "--net",
-        &file.display().to_string(),
-        "--run-dir",
-        &r,
-        "--sim-port",
-        &format!("ca1-2-1={sock}"),
-    ]);
-    assert!(out.status.success(), "up --net: {}", text(&out));
-    let sm = HostSm::start(&sock, &dir.join("opensm.log"), &dir.0);
-    (r, sock, sm)
+/// CA 1-1-1 and CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
+const ENDS: (&str, &str) = ("0x100020203", "0x100040405");
+/// A hang guard for the SM's routes and port states, not a timing bound.
+const GUARD: Duration = Duration::from_secs(120);
+
+/// The radix-4, 2-pod tree `up --net` in one hive with its host port,
+/// the host's OpenSM kept running on it, and its route from CA 1-1-1 to
+/// CA 2-2-2 (five switches). Stops the SM, then the fabric, when dropped.
+struct Routed {
+    _sm: HostSm,
+    _down: Down,
+    /// The run directory.
+    r: String,
+    /// The host port's socket name.
+    sock: String,
+    before: Vec<(String, u64)>,
+    dir: TempDir,
+}
+
+impl Routed {
+    fn new(name: &str) -> Routed {
+        for tool in ["opensm", "ibtracert"] {
+            need(tool);
+        }
+        let dir = TempDir::new(name);
+        let file = net_file_of(&dir.0, 2);
+        let run = dir.join("run");
+        let r = run.display().to_string();
+        let sock = format!("ibtca-{name}-{}", std::process::id());
+        let out = fabric(&[
+            "up",
+            "--net",
+            &file.display().to_string(),
+            "--run-dir",
+            &r,
+            "--sim-port",
+            &format!("ca1-2-1={sock}"),
+        ]);
+        let _down = Down(run);
+        assert!(out.status.success(), "up --net: {}", text(&out));
+        let _sm = HostSm::start(&sock, &dir.join("opensm.log"), &dir.0);
+        let before = route_until((&sock, &dir.0), ENDS, GUARD, |r| r.len() == 5);
+        assert_eq!(before[0].0, "leaf1-1", "{before:?}");
+        Routed {
+            _sm,
+            _down,
+            r,
+            sock,
+            before,
+            dir,
+        }
+    }
+
+    /// Polls the route until `want` holds of it.
+    fn route_until(&self, want: impl Fn(&[(String, u64)]) -> bool) -> Vec<(String, u64)> {
+        route_until((&self.sock, &self.dir.0), ENDS, GUARD, want)
+    }
+
+    /// Whether there is a five-switch route.
+    fn routed(&self) -> bool {
+        route(&self.sock, &self.dir.0, ENDS.0, ENDS.1).is_some_and(|r| r.len() == 5)
+    }
 }
 
 #[test]
 fn a_link_failed_in_the_hive_is_routed_around_by_the_hosts_opensm() {
-    for tool in ["opensm", "ibtracert"] {
-        need(tool);
-    }
-    let dir = TempDir::new("fat-tree-reroute");
-    let _down = Down(dir.join("run"));
-    let (r, sock, _sm) = fabric_with_host_sm(&dir, 2, "ft-reroute");
-    // CA 1-1-1 to CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
-    let ends = ("0x100020203", "0x100040405");
-    let at = (sock.as_str(), dir.0.as_path());
-    let guard = Duration::from_secs(120);
-    let before = route_until(at, ends, guard, |r| r.len() == 5);
+    let t = Routed::new("ft-reroute");
+    let (r, before) = (&t.r, &t.before);
     let (leaf, uplink) = before[0].clone();
-    assert_eq!(leaf, "leaf1-1", "{before:?}");
 
     let refused = fabric(&[
         "link",
         "--run-dir",
-        &r,
+        r,
         &format!("{leaf}:{uplink}"),
         "faults",
         "drop:10",
@@ -234,67 +267,56 @@ fn a_link_failed_in_the_hive_is_routed_around_by_the_hosts_opensm() {
     );
 
     let end = format!("{leaf}:{uplink}");
-    let out = fabric(&["link", "--run-dir", &r, &end, "down"]);
+    let out = fabric(&["link", "--run-dir", r, &end, "down"]);
     assert!(out.status.success(), "{}", text(&out));
-    let after = route_until(at, ends, guard, |r| r.len() == 5 && r[0] != before[0]);
+    let after = t.route_until(|r| r.len() == 5 && r[0] != before[0]);
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
-    assert!(!active(&r, &leaf, uplink));
+    assert!(!active(r, &leaf, uplink));
     // The peer's end went down with it (leaf I is on port I of each agg
     // of its pod).
-    assert!(!active(&r, &before[1].0, 1));
+    assert!(!active(r, &before[1].0, 1));
 
-    let out = fabric(&["link", "--run-dir", &r, &end, "up"]);
+    let out = fabric(&["link", "--run-dir", r, &end, "up"]);
     assert!(out.status.success(), "{}", text(&out));
-    wait_active(&r, &leaf, uplink, guard);
-    assert!(route(&sock, &dir.0, ends.0, ends.1).is_some_and(|r| r.len() == 5));
+    wait_active(r, &leaf, uplink, GUARD);
+    assert!(t.routed());
 }
 
 #[test]
 fn a_switch_powered_off_in_the_hive_is_routed_around_by_the_hosts_opensm() {
-    for tool in ["opensm", "ibtracert"] {
-        need(tool);
-    }
-    let dir = TempDir::new("fat-tree-switch-off");
-    let _down = Down(dir.join("run"));
-    let (r, sock, _sm) = fabric_with_host_sm(&dir, 2, "ft-switch-off");
-    // CA 1-1-1 to CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
-    let ends = ("0x100020203", "0x100040405");
-    let at = (sock.as_str(), dir.0.as_path());
-    let guard = Duration::from_secs(120);
-    let before = route_until(at, ends, guard, |r| r.len() == 5);
+    let t = Routed::new("ft-switch-off");
+    let (r, before) = (&t.r, &t.before);
     let (leaf, uplink) = before[0].clone();
     let agg = before[1].0.clone();
     assert!(agg.starts_with("agg1-"), "{before:?}");
 
-    let out = fabric(&["switch", "--run-dir", &r, &agg, "down"]);
+    let out = fabric(&["switch", "--run-dir", r, &agg, "down"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("powered off"), "{}", text(&out));
     // Every port of it is down, and so is its neighbours' end: the
     // leaf's uplink to it (RADIX ports an agg: leaves, then cores).
     for port in 1..=RADIX as u64 {
-        let p = port_stats(&r, &agg, port);
+        let p = port_stats(r, &agg, port);
         assert_eq!(p["up"], false, "{agg}:{port} {p}");
     }
-    let p = port_stats(&r, &leaf, uplink);
+    let p = port_stats(r, &leaf, uplink);
     assert_eq!(p["up"], false, "{leaf}:{uplink} {p}");
-    let refused = fabric(&["link", "--run-dir", &r, &format!("{agg}:1"), "up"]);
+    let refused = fabric(&["link", "--run-dir", r, &format!("{agg}:1"), "up"]);
     assert!(!refused.status.success());
     assert!(text(&refused).contains("powered off"), "{}", text(&refused));
 
     // OpenSM routes around the whole switch.
-    let after = route_until(at, ends, guard, |r| {
-        r.len() == 5 && r.iter().all(|(s, _)| *s != agg)
-    });
+    let after = t.route_until(|r| r.len() == 5 && r.iter().all(|(s, _)| *s != agg));
     eprintln!("route before: {before:?}\nroute after: {after:?}");
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
     assert!(after[1].0.starts_with("agg1-"), "{after:?}");
 
     // Powered on, it is swept again: every port Active.
-    let out = fabric(&["switch", "--run-dir", &r, &agg, "up"]);
+    let out = fabric(&["switch", "--run-dir", r, &agg, "up"]);
     assert!(out.status.success(), "{}", text(&out));
     for port in 1..=RADIX as u64 {
-        wait_active(&r, &agg, port, guard);
+        wait_active(r, &agg, port, GUARD);
     }
-    wait_active(&r, &leaf, uplink, guard);
-    assert!(route(&sock, &dir.0, ends.0, ends.1).is_some_and(|r| r.len() == 5));
+    wait_active(r, &leaf, uplink, GUARD);
+    assert!(t.routed());
 }

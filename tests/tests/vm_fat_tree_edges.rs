@@ -90,6 +90,40 @@ fn bw_bytes(console: &str, tag: &str) -> u64 {
     r[0] * r[1]
 }
 
+/// Lets the writer go on (`/ibtca/GO` in its guest), waits for its
+/// `ib_write_bw` `tag`, and asserts that each switch on `route` sent at
+/// least the bytes it wrote since `ports` (counters before); returns the
+/// counters after.
+fn resume_on(
+    fab: &GuestFabric,
+    route: &[(String, u64)],
+    ports: &[Value],
+    go: &str,
+    tag: &str,
+) -> Vec<Value> {
+    let was: Vec<u64> = route
+        .iter()
+        .map(|(s, p)| xmit_words(ports, s, *p))
+        .collect();
+    std::fs::write(fab.run.join(format!("{WRITER}.guest/{go}")), "").unwrap();
+    let console = wait_for(
+        &fab.console(WRITER),
+        &format!("{tag} exit="),
+        1,
+        Duration::from_secs(600),
+    );
+    let bytes = bw_bytes(&console, tag);
+    let ports = stats(&fab.run_dir());
+    for ((sw, port), was) in route.iter().zip(&was) {
+        let words = xmit_words(&ports, sw, *port) - was;
+        assert!(
+            words * 4 >= bytes,
+            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
+        );
+    }
+    ports
+}
+
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link_and_switch(
@@ -198,28 +232,9 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
     let ports = stats(&run);
     let downed = xmit_words(&ports, &leaf, uplink);
-    let new_path: Vec<u64> = after
-        .iter()
-        .map(|(s, p)| xmit_words(&ports, s, *p))
-        .collect();
 
     // Traffic resumes on the new route.
-    std::fs::write(fab.run.join(format!("{WRITER}.guest/go")), "").unwrap();
-    let console = wait_for(
-        &fab.console(WRITER),
-        "BW2 exit=",
-        1,
-        Duration::from_secs(600),
-    );
-    let bytes = bw_bytes(&console, "BW2");
-    let ports = stats(&run);
-    for ((sw, port), was) in after.iter().zip(&new_path) {
-        let words = xmit_words(&ports, sw, *port) - was;
-        assert!(
-            words * 4 >= bytes,
-            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
-        );
-    }
+    let ports = resume_on(&fab, &after, &ports, "go", "BW2");
     assert_eq!(
         xmit_words(&ports, &leaf, uplink),
         downed,
@@ -255,28 +270,9 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
     for p in ports.iter().filter(|p| p["name"] == core.as_str()) {
         assert_eq!(p["up"], false, "{core} powered off: {p}");
     }
-    let new_path: Vec<u64> = rerouted
-        .iter()
-        .map(|(s, p)| xmit_words(&ports, s, *p))
-        .collect();
 
     // Traffic resumes around the switch.
-    std::fs::write(fab.run.join(format!("{WRITER}.guest/go2")), "").unwrap();
-    let console = wait_for(
-        &fab.console(WRITER),
-        "BW3 exit=",
-        1,
-        Duration::from_secs(600),
-    );
-    let bytes = bw_bytes(&console, "BW3");
-    let ports = stats(&run);
-    for ((sw, port), was) in rerouted.iter().zip(&new_path) {
-        let words = xmit_words(&ports, sw, *port) - was;
-        assert!(
-            words * 4 >= bytes,
-            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
-        );
-    }
+    resume_on(&fab, &rerouted, &ports, "go2", "BW3");
     let server = wait_for(
         &fab.console(TARGET),
         "SBW3 exit=",

@@ -136,7 +136,7 @@ pub struct Hive {
     /// ends): nothing crosses them until `link ... up`.
     cut: BTreeSet<(usize, u8)>,
     /// The hosted switches as the file gives them, to power one on again
-    /// ([`power`]).
+    /// ([`outages`]).
     switch_specs: Vec<SwitchSpec>,
     sm_managed: bool,
     /// Switches powered off by the control socket's `switch NODE down`,

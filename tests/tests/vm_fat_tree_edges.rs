@@ -16,12 +16,15 @@
 //!   (`ibtracert` shows another five-switch route), and a new
 //!   `ib_write_bw` between the same guests completes over the new route's
 //!   ports while the downed port carries nothing.
-//! - Then the core switch on that new route loses power at run time
-//!   (`ibtca-fabric switch CORE down`, served by the hive): every link of
-//!   it goes down at both ends, its neighbours' trap 128 makes OpenSM
-//!   route around the whole switch (`ibtracert`: a five-switch route
-//!   without it), and a third `ib_write_bw` between the same guests
-//!   completes, its bytes counted on that route's ports.
+//! - Then, the link back up and Active again, the core switch of the
+//!   route in use loses power at run time (`ibtca-fabric switch CORE
+//!   down`, served by the hive): every link of it goes down at both ends
+//!   (the agg's port facing it is down), its neighbours' trap 128 makes
+//!   OpenSM route around the whole switch (`ibtracert`: a five-switch
+//!   route without it), and a third `ib_write_bw` between the same guests
+//!   completes, its bytes counted on that route's ports. (Each agg of
+//!   this tree has both uplinks to one core: with the link still down,
+//!   the route's core would have no way around it.)
 //!
 //! Two guests, one boot. Needs the VM stack, root, and `opensm`,
 //! `infiniband-diags` and `libumad2sim0` on the host
@@ -128,8 +131,9 @@ fn resume_on(
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link_and_switch(
 ) {
-    let started = Instant::now();
     let stack = VmStack::get();
+    // From the VM lock taken.
+    let started = Instant::now();
     let net = Command::new("bash")
         .arg(stack.repo().join("scripts/fat-tree-net.sh"))
         .args(["4", "2"])
@@ -245,14 +249,33 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         started.elapsed().as_secs_f64()
     );
 
-    // Power off the core switch of the route in use (the new route's
-    // third switch; the other core of its group is the way around it).
-    let core = after[2].0.clone();
-    assert!(core.starts_with("core"), "{after:?}");
+    // The link back (each agg of this tree has both uplinks to one core,
+    // so with it down the route's core has no way around it): once
+    // Active again, power off the core switch of the route in use.
+    fabric_ok(&["link", "--run-dir", &run, &format!("{leaf}:{uplink}"), "up"]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !stats(&run)
+        .iter()
+        .any(|p| p["name"] == leaf.as_str() && p["port"] == uplink && p["state"] == "Active")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{leaf}:{uplink} not Active again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let in_use = route_until(
+        (&sock, &fab.dir.0),
+        (WRITER_GUID, TARGET_GUID),
+        Duration::from_secs(300),
+        |r| r.len() == 5,
+    );
+    let core = in_use[2].0.clone();
+    assert!(core.starts_with("core"), "{in_use:?}");
     let out = fabric(&["switch", "--run-dir", &run, &core, "down"]);
     assert!(out.status.success(), "{}", text(&out));
     // Its neighbour's end went down with it: the agg's port to it.
-    let (agg, to_core) = after[1].clone();
+    let (agg, to_core) = in_use[1].clone();
     let ports = stats(&run);
     let facing = ports
         .iter()
@@ -265,7 +288,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         Duration::from_secs(300),
         |r| r.len() == 5 && r.iter().all(|(s, _)| *s != core),
     );
-    eprintln!("route without {core}: {rerouted:?}");
+    eprintln!("route in use: {in_use:?}\nroute without {core}: {rerouted:?}");
     let ports = stats(&run);
     for p in ports.iter().filter(|p| p["name"] == core.as_str()) {
         assert_eq!(p["up"], false, "{core} powered off: {p}");

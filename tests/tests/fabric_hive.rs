@@ -6,7 +6,9 @@
 //! IBA state and counters (the hive's control socket); `--device NODE`
 //! keeps a CA as an `ibtca-device` whose (simulated) guest's RDMA WRITE
 //! crosses the hosted switches to another's, and `stats` counts it on
-//! the hosted switches' ports;
+//! the hosted switches' ports; `switch leaf4 down` (the hive powers the
+//! hosted switch off) takes ca4-2's link down, and `switch leaf4 up`
+//! brings it back with the file's routes: a second WRITE lands;
 //! `--process-per-node` starts a process per node as before.
 
 use std::path::{Path, PathBuf};
@@ -196,4 +198,45 @@ fn devices_beside_the_hive_write_across_its_switches() {
     assert!(packets >= data.len() as u64 / 4096, "{packets} packets");
     // Into leaf1 from ca1-1 likewise.
     assert!(counter(&ports, "leaf1", 1, "PortRcvData") >= data.len() as u64 / 4);
+
+    // leaf4 loses power: ca4-2, on a socket wire, sees its link go down;
+    // powered on, leaf4 has the file's routes again and carries a WRITE.
+    let r = run.display().to_string();
+    let log_says = |what: &str, n: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = std::fs::read_to_string(run.join("ca4-2.log")).unwrap();
+            if log.matches(what).count() >= n {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let ups = std::fs::read_to_string(run.join("ca4-2.log"))
+        .unwrap()
+        .matches("link up")
+        .count();
+    let out = fabric(&["switch", "--run-dir", &r, "leaf4", "down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    log_says("link down", 1);
+    let out = fabric(&["switch", "--run-dir", &r, "leaf4", "up"]);
+    assert!(out.status.success(), "{}", text(&out));
+    log_says("link up", ups + 1);
+    let again: Vec<u8> = data.iter().map(|b| !b).collect();
+    a.g.write(a.buf, &again);
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 2, a.buf, again.len() as u32, a.lkey),
+        b.buf + 64,
+        b.rkey,
+    );
+    a.g.post_send(&mut a.qp, &w);
+    let c =
+        a.g.poll_cq(&mut a.cq, Duration::from_secs(20))
+            .expect("write completion");
+    assert_eq!((c.wr_id.to_native(), c.status), (2, WC_SUCCESS));
+    assert!(
+        b.g.read(b.buf + 64, again.len()) == again,
+        "the bytes landed"
+    );
 }

@@ -16,6 +16,14 @@
 //! five-switch route), and `link ... up` brings it back Active (OpenSM
 //! sweeps again). Faults are refused on a hosted switch.
 //!
+//! A switch failed at run time: on the same tree, `ibtca-fabric switch
+//! AGG down` powers off the aggregation switch on that route (the hive's
+//! control socket): every port of it and each neighbour's port facing it
+//! goes down, the neighbours' trap 128 makes OpenSM route around the
+//! whole switch (another five-switch route, not through it), `link` on it
+//! is refused while it is off, and `switch AGG up` brings it back: its
+//! ports Active again after OpenSM's next sweep.
+//!
 //! Needs `opensm`, `infiniband-diags`, `libumad2sim0` and `ibsim-utils` on
 //! the host (scripts/host-tools.sh installs them).
 
@@ -140,50 +148,113 @@ fn exes(run: &Path) -> Vec<String> {
     state.processes.into_iter().map(|p| p.exe).collect()
 }
 
-/// Whether `node`'s `port` is up and Active in `stats --json` of `run`.
-fn active(run: &str, node: &str, port: u64) -> bool {
+/// `node`'s `port` in `stats --json` of `run`.
+fn port_stats(run: &str, node: &str, port: u64) -> Value {
     let out = fabric(&["stats", "--json", "--run-dir", run]);
     assert!(out.status.success(), "{}", text(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["ports"].as_array().unwrap().iter().any(|p| {
-        p["name"] == node && p["port"] == port && p["up"] == true && p["state"] == "Active"
-    })
+    v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == node && p["port"] == port)
+        .unwrap_or_else(|| panic!("no {node} port {port}: {v}"))
+        .clone()
+}
+
+/// Whether `node`'s `port` is up and Active in `stats --json` of `run`.
+fn active(run: &str, node: &str, port: u64) -> bool {
+    let p = port_stats(run, node, port);
+    p["up"] == true && p["state"] == "Active"
+}
+
+/// Polls [`active`] until it holds; panics after `guard` (a hang guard).
+fn wait_active(run: &str, node: &str, port: u64, guard: Duration) {
+    let deadline = std::time::Instant::now() + guard;
+    while !active(run, node, port) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{node}:{port} not Active: {}",
+            port_stats(run, node, port)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// CA 1-1-1 and CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
+const ENDS: (&str, &str) = ("0x100020203", "0x100040405");
+/// A hang guard for the SM's routes and port states, not a timing bound.
+const GUARD: Duration = Duration::from_secs(120);
+
+/// The radix-4, 2-pod tree `up --net` in one hive with its host port,
+/// the host's OpenSM kept running on it, and its route from CA 1-1-1 to
+/// CA 2-2-2 (five switches). Stops the SM, then the fabric, when dropped.
+struct Routed {
+    _sm: HostSm,
+    _down: Down,
+    /// The run directory.
+    r: String,
+    /// The host port's socket name.
+    sock: String,
+    before: Vec<(String, u64)>,
+    dir: TempDir,
+}
+
+impl Routed {
+    fn new(name: &str) -> Routed {
+        for tool in ["opensm", "ibtracert"] {
+            need(tool);
+        }
+        let dir = TempDir::new(name);
+        let file = net_file_of(&dir.0, 2);
+        let run = dir.join("run");
+        let r = run.display().to_string();
+        let sock = format!("ibtca-{name}-{}", std::process::id());
+        let out = fabric(&[
+            "up",
+            "--net",
+            &file.display().to_string(),
+            "--run-dir",
+            &r,
+            "--sim-port",
+            &format!("ca1-2-1={sock}"),
+        ]);
+        let _down = Down(run);
+        assert!(out.status.success(), "up --net: {}", text(&out));
+        let _sm = HostSm::start(&sock, &dir.join("opensm.log"), &dir.0);
+        let before = route_until((&sock, &dir.0), ENDS, GUARD, |r| r.len() == 5);
+        assert_eq!(before[0].0, "leaf1-1", "{before:?}");
+        Routed {
+            _sm,
+            _down,
+            r,
+            sock,
+            before,
+            dir,
+        }
+    }
+
+    /// Polls the route until `want` holds of it.
+    fn route_until(&self, want: impl Fn(&[(String, u64)]) -> bool) -> Vec<(String, u64)> {
+        route_until((&self.sock, &self.dir.0), ENDS, GUARD, want)
+    }
+
+    /// Whether there is a five-switch route.
+    fn routed(&self) -> bool {
+        route(&self.sock, &self.dir.0, ENDS.0, ENDS.1).is_some_and(|r| r.len() == 5)
+    }
 }
 
 #[test]
 fn a_link_failed_in_the_hive_is_routed_around_by_the_hosts_opensm() {
-    for tool in ["opensm", "ibtracert"] {
-        need(tool);
-    }
-    let dir = TempDir::new("fat-tree-reroute");
-    let file = net_file_of(&dir.0, 2);
-    let run = dir.join("run");
-    let r = run.display().to_string();
-    let _down = Down(run.clone());
-    let sock = format!("ibtca-ft-reroute-{}", std::process::id());
-    let out = fabric(&[
-        "up",
-        "--net",
-        &file.display().to_string(),
-        "--run-dir",
-        &r,
-        "--sim-port",
-        &format!("ca1-2-1={sock}"),
-    ]);
-    assert!(out.status.success(), "up --net: {}", text(&out));
-    let _sm = HostSm::start(&sock, &dir.join("opensm.log"), &dir.0);
-    // CA 1-1-1 to CA 2-2-2 (port GUIDs, fat-tree-net.sh's numbering).
-    let ends = ("0x100020203", "0x100040405");
-    let at = (sock.as_str(), dir.0.as_path());
-    let guard = Duration::from_secs(120);
-    let before = route_until(at, ends, guard, |r| r.len() == 5);
+    let t = Routed::new("ft-reroute");
+    let (r, before) = (&t.r, &t.before);
     let (leaf, uplink) = before[0].clone();
-    assert_eq!(leaf, "leaf1-1", "{before:?}");
 
     let refused = fabric(&[
         "link",
         "--run-dir",
-        &r,
+        r,
         &format!("{leaf}:{uplink}"),
         "faults",
         "drop:10",
@@ -196,24 +267,56 @@ fn a_link_failed_in_the_hive_is_routed_around_by_the_hosts_opensm() {
     );
 
     let end = format!("{leaf}:{uplink}");
-    let out = fabric(&["link", "--run-dir", &r, &end, "down"]);
+    let out = fabric(&["link", "--run-dir", r, &end, "down"]);
     assert!(out.status.success(), "{}", text(&out));
-    let after = route_until(at, ends, guard, |r| r.len() == 5 && r[0] != before[0]);
+    let after = t.route_until(|r| r.len() == 5 && r[0] != before[0]);
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
-    assert!(!active(&r, &leaf, uplink));
+    assert!(!active(r, &leaf, uplink));
     // The peer's end went down with it (leaf I is on port I of each agg
     // of its pod).
-    assert!(!active(&r, &before[1].0, 1));
+    assert!(!active(r, &before[1].0, 1));
 
-    let out = fabric(&["link", "--run-dir", &r, &end, "up"]);
+    let out = fabric(&["link", "--run-dir", r, &end, "up"]);
     assert!(out.status.success(), "{}", text(&out));
-    let deadline = std::time::Instant::now() + guard;
-    while !active(&r, &leaf, uplink) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{end} not Active again"
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    wait_active(r, &leaf, uplink, GUARD);
+    assert!(t.routed());
+}
+
+#[test]
+fn a_switch_powered_off_in_the_hive_is_routed_around_by_the_hosts_opensm() {
+    let t = Routed::new("ft-switch-off");
+    let (r, before) = (&t.r, &t.before);
+    let (leaf, uplink) = before[0].clone();
+    let agg = before[1].0.clone();
+    assert!(agg.starts_with("agg1-"), "{before:?}");
+
+    let out = fabric(&["switch", "--run-dir", r, &agg, "down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("powered off"), "{}", text(&out));
+    // Every port of it is down, and so is its neighbours' end: the
+    // leaf's uplink to it (RADIX ports an agg: leaves, then cores).
+    for port in 1..=RADIX as u64 {
+        let p = port_stats(r, &agg, port);
+        assert_eq!(p["up"], false, "{agg}:{port} {p}");
     }
-    assert!(route(&sock, &dir.0, ends.0, ends.1).is_some_and(|r| r.len() == 5));
+    let p = port_stats(r, &leaf, uplink);
+    assert_eq!(p["up"], false, "{leaf}:{uplink} {p}");
+    let refused = fabric(&["link", "--run-dir", r, &format!("{agg}:1"), "up"]);
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("powered off"), "{}", text(&refused));
+
+    // OpenSM routes around the whole switch.
+    let after = t.route_until(|r| r.len() == 5 && r.iter().all(|(s, _)| *s != agg));
+    eprintln!("route before: {before:?}\nroute after: {after:?}");
+    assert_eq!(after[0].0, "leaf1-1", "{after:?}");
+    assert!(after[1].0.starts_with("agg1-"), "{after:?}");
+
+    // Powered on, it is swept again: every port Active.
+    let out = fabric(&["switch", "--run-dir", r, &agg, "up"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for port in 1..=RADIX as u64 {
+        wait_active(r, &agg, port, GUARD);
+    }
+    wait_active(r, &leaf, uplink, GUARD);
+    assert!(t.routed());
 }

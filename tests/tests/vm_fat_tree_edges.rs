@@ -16,6 +16,15 @@
 //!   (`ibtracert` shows another five-switch route), and a new
 //!   `ib_write_bw` between the same guests completes over the new route's
 //!   ports while the downed port carries nothing.
+//! - Then, the link back up and Active again, the core switch of the
+//!   route in use loses power at run time (`ibtca-fabric switch CORE
+//!   down`, served by the hive): every link of it goes down at both ends
+//!   (the agg's port facing it is down), its neighbours' trap 128 makes
+//!   OpenSM route around the whole switch (`ibtracert`: a five-switch
+//!   route without it), and a third `ib_write_bw` between the same guests
+//!   completes, its bytes counted on that route's ports. (Each agg of
+//!   this tree has both uplinks to one core: with the link still down,
+//!   the route's core would have no way around it.)
 //!
 //! Two guests, one boot. Needs the VM stack, root, and `opensm`,
 //! `infiniband-diags` and `libumad2sim0` on the host
@@ -84,11 +93,47 @@ fn bw_bytes(console: &str, tag: &str) -> u64 {
     r[0] * r[1]
 }
 
+/// Lets the writer go on (`/ibtca/GO` in its guest), waits for its
+/// `ib_write_bw` `tag`, and asserts that each switch on `route` sent at
+/// least the bytes it wrote since `ports` (counters before); returns the
+/// counters after.
+fn resume_on(
+    fab: &GuestFabric,
+    route: &[(String, u64)],
+    ports: &[Value],
+    go: &str,
+    tag: &str,
+) -> Vec<Value> {
+    let was: Vec<u64> = route
+        .iter()
+        .map(|(s, p)| xmit_words(ports, s, *p))
+        .collect();
+    std::fs::write(fab.run.join(format!("{WRITER}.guest/{go}")), "").unwrap();
+    let console = wait_for(
+        &fab.console(WRITER),
+        &format!("{tag} exit="),
+        1,
+        Duration::from_secs(600),
+    );
+    let bytes = bw_bytes(&console, tag);
+    let ports = stats(&fab.run_dir());
+    for ((sw, port), was) in route.iter().zip(&was) {
+        let words = xmit_words(&ports, sw, *port) - was;
+        assert!(
+            words * 4 >= bytes,
+            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
+        );
+    }
+    ports
+}
+
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
-fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link() {
-    let started = Instant::now();
+fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_survive_a_failed_link_and_switch(
+) {
     let stack = VmStack::get();
+    // From the VM lock taken.
+    let started = Instant::now();
     let net = Command::new("bash")
         .arg(stack.repo().join("scripts/fat-tree-net.sh"))
         .args(["4", "2"])
@@ -112,6 +157,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         server("SBW1", BW),
         server("SLAT", LAT),
         server("SBW2", BW),
+        server("SBW3", BW),
         format!("{WRITER}={ACTIVE}"),
         writer("BW1", BW),
         writer("LAT", LAT),
@@ -119,6 +165,10 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
         // new route.
         format!("{WRITER}=until [ -e /ibtca/go ]; do sleep 1; done"),
         writer("BW2", BW),
+        // The go-ahead once the host has powered off a switch and seen
+        // the route around it.
+        format!("{WRITER}=until [ -e /ibtca/go2 ]; do sleep 1; done"),
+        writer("BW3", BW),
     ] {
         extra.push("--run".into());
         extra.push(run);
@@ -186,40 +236,75 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
     assert_eq!(after[0].0, "leaf1-1", "{after:?}");
     let ports = stats(&run);
     let downed = xmit_words(&ports, &leaf, uplink);
-    let new_path: Vec<u64> = after
-        .iter()
-        .map(|(s, p)| xmit_words(&ports, s, *p))
-        .collect();
 
     // Traffic resumes on the new route.
-    std::fs::write(fab.run.join(format!("{WRITER}.guest/go")), "").unwrap();
-    let console = wait_for(
-        &fab.console(WRITER),
-        "BW2 exit=",
-        1,
-        Duration::from_secs(600),
-    );
-    let bytes = bw_bytes(&console, "BW2");
-    let ports = stats(&run);
-    for ((sw, port), was) in after.iter().zip(&new_path) {
-        let words = xmit_words(&ports, sw, *port) - was;
-        assert!(
-            words * 4 >= bytes,
-            "{sw}:{port} sent {words} words, the writer {bytes} bytes"
-        );
-    }
+    let ports = resume_on(&fab, &after, &ports, "go", "BW2");
     assert_eq!(
         xmit_words(&ports, &leaf, uplink),
         downed,
         "the downed port sent"
     );
+    eprintln!(
+        "vm_fat_tree_edges: the failed link's checks done at {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The link back (each agg of this tree has both uplinks to one core,
+    // so with it down the route's core has no way around it): once
+    // Active again, power off the core switch of the route in use.
+    fabric_ok(&["link", "--run-dir", &run, &format!("{leaf}:{uplink}"), "up"]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !stats(&run)
+        .iter()
+        .any(|p| p["name"] == leaf.as_str() && p["port"] == uplink && p["state"] == "Active")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{leaf}:{uplink} not Active again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let in_use = route_until(
+        (&sock, &fab.dir.0),
+        (WRITER_GUID, TARGET_GUID),
+        Duration::from_secs(300),
+        |r| r.len() == 5,
+    );
+    let core = in_use[2].0.clone();
+    assert!(core.starts_with("core"), "{in_use:?}");
+    let out = fabric(&["switch", "--run-dir", &run, &core, "down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Its neighbour's end went down with it: the agg's port to it.
+    let (agg, to_core) = in_use[1].clone();
+    let ports = stats(&run);
+    let facing = ports
+        .iter()
+        .find(|p| p["name"] == agg.as_str() && p["port"] == to_core)
+        .unwrap();
+    assert_eq!(facing["up"], false, "{agg}:{to_core} {facing}");
+    let rerouted = route_until(
+        (&sock, &fab.dir.0),
+        (WRITER_GUID, TARGET_GUID),
+        Duration::from_secs(300),
+        |r| r.len() == 5 && r.iter().all(|(s, _)| *s != core),
+    );
+    eprintln!("route in use: {in_use:?}\nroute without {core}: {rerouted:?}");
+    let ports = stats(&run);
+    for p in ports.iter().filter(|p| p["name"] == core.as_str()) {
+        assert_eq!(p["up"], false, "{core} powered off: {p}");
+    }
+
+    // Traffic resumes around the switch.
+    resume_on(&fab, &rerouted, &ports, "go2", "BW3");
     let server = wait_for(
         &fab.console(TARGET),
-        "SBW2 exit=",
+        "SBW3 exit=",
         1,
         Duration::from_secs(120),
     );
-    assert!(tagged_lines(&server, "SBW2").contains(&"exit=0"));
+    for tag in ["SBW2", "SBW3"] {
+        assert!(tagged_lines(&server, tag).contains(&"exit=0"), "{tag}");
+    }
     eprintln!(
         "vm_fat_tree_edges: {:.0} s",
         started.elapsed().as_secs_f64()

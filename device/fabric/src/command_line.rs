@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 ///   ibtca-fabric graph --run-dir /tmp/fab --svg -o fab.svg
 ///   ibtca-fabric restart --run-dir /tmp/fab n2 --kill   # n2 crashes, comes back
 ///   ibtca-fabric restart --run-dir /tmp/fab sw0         # a switch, same sockets
+///   ibtca-fabric switch --run-dir /tmp/fab sw0 down     # sw0 loses power
 ///   ibtca-fabric down --run-dir /tmp/fab
 ///
 /// `up` checks the file (nothing starts if it is wrong), starts the
@@ -215,6 +216,28 @@ pub(crate) enum Cmd {
         action: String,
         /// The fault spec or the delay in µs.
         arg: Option<String>,
+    },
+    /// Power a switch off (`down`) or on (`up`), as a real switch loses
+    /// power: every link of it goes down at once (each neighbour's port
+    /// goes Down; neighbour switches send trap 128, so an SM routes around
+    /// it), it forwards and answers nothing, and it forgets its LID and
+    /// forwarding tables. `up` starts it as `up` did (under an SM: no
+    /// routes, ports Init until the SM's next sweep) and its links come
+    /// back. A switch hosted in the hive is powered by the hive (links
+    /// `link` took down stay down); a switch process is killed (SIGKILL)
+    /// and started again on the same sockets.
+    Switch {
+        /// The run directory given to `up`.
+        #[arg(long, default_value = "/tmp/ibtca-fabric")]
+        run_dir: PathBuf,
+        /// The switch.
+        switch: String,
+        /// down or up.
+        #[arg(value_parser = ["down", "up"])]
+        action: String,
+        /// Seconds to wait for a switch process's links after `up`.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
     },
     /// Restart one node as a machine restarts: stop its guest (if `up
     /// --guests` booted one) and its device, start the device afresh (no

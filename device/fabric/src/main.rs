@@ -22,6 +22,7 @@ use ibtca_switch::control;
 mod command_line;
 mod link_command;
 mod loading;
+mod switch_command;
 use command_line::{Args, Cmd};
 use loading::{import, load, load_host, running_plan, warn};
 
@@ -420,6 +421,17 @@ fn run(args: Args) -> Result<(), Failure> {
             &end,
             &action,
             arg.as_deref(),
+        )?),
+        Cmd::Switch {
+            run_dir,
+            switch,
+            action,
+            timeout,
+        } => Ok(switch_command::switch_command(
+            &run_dir,
+            &switch,
+            action == "up",
+            Duration::from_secs(timeout),
         )?),
         Cmd::Stats {
             run_dir,

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::launch::{
-    keep_old, log_path, spawn, stop_group, stop_one, switch_args, switch_control_path,
+    is_ours, keep_old, log_path, spawn, stop_group, stop_one, switch_args, switch_control_path,
     switch_status_path, wait_socket_closed, wait_up, LaunchError, SWITCH_EXE,
 };
 use super::plan::Plan;
@@ -33,22 +33,12 @@ pub fn restart(
     kill: bool,
     timeout: Duration,
 ) -> Result<Started, LaunchError> {
-    let mut state = State::load(run_dir)
-        .map_err(|source| LaunchError::Io {
-            what: "reading the state file".into(),
-            source,
-        })?
-        .ok_or_else(|| LaunchError::NotUp(run_dir.to_path_buf()))?;
+    let (mut state, index) = switch_process(run_dir, name)?;
     let sw = plan
         .switches
         .iter()
         .find(|s| s.name == name)
         .ok_or_else(|| LaunchError::NoSuchNode(format!("`{name}` is no switch of the fabric")))?;
-    let index = state
-        .processes
-        .iter()
-        .position(|p| !p.guest && p.name == name && p.exe == SWITCH_EXE)
-        .ok_or_else(|| LaunchError::NoSuchNode(format!("no switch `{name}` was started")))?;
     stop_one(&state.processes[index], kill, Duration::from_secs(10));
     // Its sockets go with its last thread; the new switch binds them again.
     wait_socket_closed(&switch_control_path(run_dir, name), Duration::from_secs(10));
@@ -81,4 +71,45 @@ pub fn restart(
         source,
     })?;
     Ok(started)
+}
+
+/// The state file and the index in it of switch `name`'s process.
+fn switch_process(run_dir: &Path, name: &str) -> Result<(State, usize), LaunchError> {
+    let state = State::load(run_dir)
+        .map_err(|source| LaunchError::Io {
+            what: "reading the state file".into(),
+            source,
+        })?
+        .ok_or_else(|| LaunchError::NotUp(run_dir.to_path_buf()))?;
+    let index = state
+        .processes
+        .iter()
+        .position(|p| !p.guest && p.name == name && p.exe == SWITCH_EXE)
+        .ok_or_else(|| LaunchError::NoSuchNode(format!("no switch `{name}` was started")))?;
+    Ok((state, index))
+}
+
+/// Whether switch `name`'s process (the state file's) runs.
+pub fn is_running(run_dir: &Path, name: &str) -> Result<bool, LaunchError> {
+    let (state, index) = switch_process(run_dir, name)?;
+    Ok(is_ours(&state.processes[index]))
+}
+
+/// Powers switch `name` off as a switch loses power: SIGKILL, its
+/// sockets closed with it, so every peer sees its link go down and its
+/// listening ports refuse the peers' reconnects; it forgets what the SM
+/// set. The state file keeps its entry: [`restart`] powers it on again.
+/// Returns false if it was not running.
+pub fn power_off(run_dir: &Path, name: &str) -> Result<bool, LaunchError> {
+    let (state, index) = switch_process(run_dir, name)?;
+    let p = &state.processes[index];
+    if !is_ours(p) {
+        return Ok(false);
+    }
+    stop_one(p, true, Duration::from_secs(10));
+    wait_socket_closed(&switch_control_path(run_dir, name), Duration::from_secs(10));
+    // Its status file said its ports were up: they are not.
+    let _ = std::fs::remove_file(switch_status_path(run_dir, name));
+    tracing::info!(name, pid = p.pid, "switch powered off");
+    Ok(true)
 }

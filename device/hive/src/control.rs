@@ -9,6 +9,9 @@
 //! link NODE PORT down|up
 //!           ok   (the in-memory wire at NODE's PORT: both ends see the
 //!                link go down, or come up again)
+//! switch NODE down|up
+//!           ok   (hosted switch NODE powered off: every link of it down
+//!                at both ends, its state gone; or on again)
 //! ```
 //!
 //! A client cannot stall the hive: the listening socket and every

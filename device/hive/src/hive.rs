@@ -15,7 +15,7 @@
 //! CPU while it lasts, as it would on wires, but no unbounded memory;
 //! packets beyond the limit are dropped and counted.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,10 +26,12 @@ use ibtca_link::{HighPriority, LinkError, LinkEvent, LinkStats, LocalPort};
 use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
-use crate::config::{HiveConfig, WireSpec};
+use crate::config::{HiveConfig, SwitchSpec, WireSpec};
 use crate::control::ControlSocket;
 use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
+
+mod outages;
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -133,6 +135,13 @@ pub struct Hive {
     /// In-memory wires taken down by the control socket's `link` (both
     /// ends): nothing crosses them until `link ... up`.
     cut: BTreeSet<(usize, u8)>,
+    /// The hosted switches as the file gives them, to power one on again
+    /// ([`outages`]).
+    switch_specs: Vec<SwitchSpec>,
+    sm_managed: bool,
+    /// Switches powered off by the control socket's `switch NODE down`,
+    /// each with the in-memory wires that took down (both ends cut).
+    off: BTreeMap<usize, Vec<u8>>,
 }
 
 impl Hive {
@@ -141,26 +150,7 @@ impl Hive {
     pub fn new(cfg: &HiveConfig) -> Result<Hive, String> {
         let mut nodes = Vec::new();
         for s in &cfg.switches {
-            let n = s.ports.len();
-            let outbox = Arc::new(Outbox {
-                up: (0..n).map(|_| AtomicBool::new(false)).collect(),
-                packets: Mutex::new(Vec::new()),
-            });
-            let config = SwitchConfig {
-                name: s.description.clone(),
-                guid: s.guid,
-                lid: s.lid,
-                // The endpoint is not used: the hive carries the port.
-                ports: (0..n)
-                    .map(|_| PortConfig::new(ibtca_link::LinkEndpoint::Listen("-".into())))
-                    .collect(),
-                routes: s.routes.clone(),
-                link: Default::default(),
-                sm_managed: cfg.sm_managed,
-            };
-            let sw = HostedSwitch::new(config, Arc::clone(&outbox) as Arc<dyn Wires>)
-                .map_err(|e| format!("switch {}: {e}", s.name))?;
-            nodes.push(Node::Switch(sw, outbox));
+            nodes.push(switch_node(s, cfg.sm_managed)?);
         }
         let mut sims = Vec::new();
         for c in &cfg.cas {
@@ -193,6 +183,9 @@ impl Hive {
             trapping: BTreeSet::new(),
             control: None,
             cut: BTreeSet::new(),
+            switch_specs: cfg.switches.clone(),
+            sm_managed: cfg.sm_managed,
+            off: BTreeMap::new(),
         };
         let specs: Vec<Vec<WireSpec>> = cfg.nodes().map(|(_, w)| w.to_vec()).collect();
         for (node, wires) in specs.iter().enumerate() {
@@ -276,6 +269,10 @@ impl Hive {
     }
 
     fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
+        if self.off.contains_key(&to.node) {
+            // A switch without power hears nothing.
+            return;
+        }
         if let LinkEvent::Up { .. } | LinkEvent::Down { .. } = &ev {
             let up = matches!(ev, LinkEvent::Up { .. });
             if let Some(p) = self.up[to.node].get_mut(usize::from(to.port) - 1) {
@@ -503,47 +500,16 @@ impl Hive {
                     Err(e) => format!("error {e}"),
                 }
             }
-            _ => format!("error unknown command `{line}` (inspect, link NODE PORT down|up)"),
-        }
-    }
-
-    /// Takes the in-memory wire at `node`'s `port` down (both ends see
-    /// `Down`; what either end sends on it is dropped) or up again (both
-    /// see `Up`, as a wire coming up at start).
-    pub fn set_link(&mut self, node: &str, port: &str, up: bool) -> Result<(), String> {
-        let &n = self
-            .names
-            .get(node)
-            .ok_or(format!("no hosted node `{node}`"))?;
-        let here = port
-            .parse::<u8>()
-            .ok()
-            .filter(|&p| p >= 1 && usize::from(p) <= self.peers[n].len())
-            .map(|port| PortRef { node: n, port })
-            .ok_or(format!("{node} has no port `{port}`"))?;
-        let Peer::Hive(there) = self.peers[n][usize::from(here.port) - 1] else {
-            return Err(format!("{node}:{port} is not wired inside the hive"));
-        };
-        let (a, b) = ((here.node, here.port), (there.node, there.port));
-        if self.cut.contains(&a) != up {
-            return Ok(());
-        }
-        for (at, other) in [(here, there), (there, here)] {
-            let ev = if up {
-                self.cut.remove(&(at.node, at.port));
-                LinkEvent::Up {
-                    peer: self.local(other),
+            ["switch", node, action @ ("down" | "up")] => {
+                match self.set_switch_power(node, action == "up") {
+                    Ok(()) => "ok".to_owned(),
+                    Err(e) => format!("error {e}"),
                 }
-            } else {
-                self.cut.insert((at.node, at.port));
-                LinkEvent::Down {
-                    reason: "taken down by the control socket".to_owned(),
-                }
-            };
-            self.work.push_back((at, ev));
+            }
+            _ => format!(
+                "error unknown command `{line}` (inspect, link NODE PORT down|up, switch NODE down|up)"
+            ),
         }
-        tracing::info!(?a, ?b, up, "link {node}:{port}");
-        Ok(())
     }
 
     /// The `inspect` reply: every hosted node's ports, states and counters
@@ -567,7 +533,11 @@ impl Hive {
         let name = &self.node_names[i];
         let up = self.up[i].first().copied().unwrap_or(false);
         match &self.nodes[i] {
-            Node::Switch(sw, _) => crate::report::switch_json(name, sw),
+            Node::Switch(sw, _) => {
+                let mut v = crate::report::switch_json(name, sw);
+                v["powered"] = (!self.off.contains_key(&i)).into();
+                v
+            }
             Node::Ca(ca) => crate::report::ca_json(
                 name,
                 ca.guid(),
@@ -600,6 +570,31 @@ impl Hive {
             tracing::warn!("cannot write {}: {e}", path.display());
         }
     }
+}
+
+/// A hosted switch as it starts (power on): the file's LID and routes, or
+/// none under an SM, every port down until its wire comes up.
+fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
+    let n = s.ports.len();
+    let outbox = Arc::new(Outbox {
+        up: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        packets: Mutex::new(Vec::new()),
+    });
+    let config = SwitchConfig {
+        name: s.description.clone(),
+        guid: s.guid,
+        lid: s.lid,
+        // The endpoint is not used: the hive carries the port.
+        ports: (0..n)
+            .map(|_| PortConfig::new(ibtca_link::LinkEndpoint::Listen("-".into())))
+            .collect(),
+        routes: s.routes.clone(),
+        link: Default::default(),
+        sm_managed,
+    };
+    let sw = HostedSwitch::new(config, Arc::clone(&outbox) as Arc<dyn Wires>)
+        .map_err(|e| format!("switch {}: {e}", s.name))?;
+    Ok(Node::Switch(sw, outbox))
 }
 
 /// Queues a socket wire's events for its port (never dropped: they are

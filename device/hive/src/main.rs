@@ -39,7 +39,9 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     status_file: Option<PathBuf>,
     /// Serve a control socket at PATH: `inspect` answers every hosted
-    /// node's port states and counters (IBA names) as JSON.
+    /// node's port states and counters (IBA names) as JSON; `link NODE
+    /// PORT down|up` takes an in-memory wire down or up; `switch NODE
+    /// down|up` powers a hosted switch off or on.
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
     #[command(flatten)]
@@ -82,6 +84,9 @@ fn main() -> ExitCode {
         Ok(h) => h,
         Err(e) => return cli::runtime_error(NAME, format_args!("cannot start the hive: {e}")),
     };
+    // The hive keeps what it needs of the file (its switches, to power
+    // one on again).
+    drop(cfg);
     if let Some(path) = args.status_file {
         hive.set_status_file(path);
     }

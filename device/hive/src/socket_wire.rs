@@ -59,6 +59,8 @@ enum Side {
         next_try: Instant,
         backoff: Duration,
     },
+    /// The node is powered off: nothing listens, nothing connects.
+    Off(LinkEndpoint),
 }
 
 struct Conn {
@@ -88,7 +90,16 @@ impl SocketWire {
     /// Binds a listen endpoint now; a connect endpoint tries at once. TCP
     /// endpoints are refused (`Unsupported`).
     pub fn new(endpoint: &LinkEndpoint, local: LocalPort) -> io::Result<Self> {
-        let side = match endpoint {
+        Ok(SocketWire {
+            local,
+            side: Self::side(endpoint)?,
+            conn: None,
+            counts: WireCounts::default(),
+        })
+    }
+
+    fn side(endpoint: &LinkEndpoint) -> io::Result<Side> {
+        Ok(match endpoint {
             LinkEndpoint::Listen(path) => {
                 let (listener, id) = socket_file::bind_listener(path)?;
                 listener.set_nonblocking(true)?;
@@ -109,13 +120,33 @@ impl SocketWire {
                     format!("{endpoint}: a hive's outside wires are Unix sockets, not TCP"),
                 ))
             }
-        };
-        Ok(SocketWire {
-            local,
-            side,
-            conn: None,
-            counts: WireCounts::default(),
         })
+    }
+
+    /// The node lost power: the connection is closed (the peer sees its
+    /// link go down) and a listening socket closed and removed (the peer's
+    /// reconnects are refused) until [`SocketWire::power_on`]. The node's
+    /// side hears nothing.
+    pub fn power_off(&mut self) {
+        let endpoint = match &self.side {
+            Side::Listen { path, id, .. } => {
+                socket_file::remove_own(path, *id);
+                LinkEndpoint::Listen(path.clone())
+            }
+            Side::Connect { path, .. } => LinkEndpoint::Connect(path.clone()),
+            Side::Off(_) => return,
+        };
+        self.conn = None;
+        self.side = Side::Off(endpoint);
+    }
+
+    /// The node is powered on as `local`: listens or connects again.
+    pub fn power_on(&mut self, local: LocalPort) -> io::Result<()> {
+        if let Side::Off(endpoint) = &self.side {
+            self.side = Self::side(endpoint)?;
+        }
+        self.local = local;
+        Ok(())
     }
 
     /// The LID this end announces in its next `Hello`.
@@ -131,7 +162,7 @@ impl SocketWire {
                 Some((c.stream.as_raw_fd(), libc::POLLIN | out))
             }
             (None, Side::Listen { listener, .. }) => Some((listener.as_raw_fd(), libc::POLLIN)),
-            (None, Side::Connect { .. }) => None,
+            (None, Side::Connect { .. } | Side::Off(_)) => None,
         }
     }
 
@@ -141,7 +172,7 @@ impl SocketWire {
             (Some(c), _) if !c.up => Some(c.since + HELLO_TIMEOUT),
             (Some(_), _) => None,
             (None, Side::Connect { next_try, .. }) => Some(*next_try),
-            (None, Side::Listen { .. }) => None,
+            (None, Side::Listen { .. } | Side::Off(_)) => None,
         }
     }
 
@@ -190,6 +221,7 @@ impl SocketWire {
                     }
                 }
             }
+            Side::Off(_) => return,
         };
         if stream.set_nonblocking(true).is_err() {
             return;

@@ -218,7 +218,7 @@ mod tests {
 
     use ibtca_protocol::mad::attr::id;
     use ibtca_protocol::mad::{method, Smp, MAD_LEN, PERMISSIVE_LID};
-    use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, CTL_DATA_LEN};
+    use ibtca_simport::wire::{ClientInfo, Ctl, CtlType};
 
     use super::*;
     use crate::config::WireSpec;
@@ -246,20 +246,12 @@ mod tests {
         // A client as umad2sim makes one: its data socket, then CONNECT.
         let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
         let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
-        let mut info = [0u8; CTL_DATA_LEN];
-        ClientInfo {
+        let connect = Ctl::connect(&ClientInfo {
             id: pid,
             qp: 0,
             issm: false,
             node_id: String::new(),
-        }
-        .write(&mut info);
-        let connect = Ctl {
-            client_id: 0,
-            kind: CtlType::Connect.to_wire(),
-            len: 44,
-            data: info,
-        };
+        });
         ctl.send_to_addr(&connect.to_bytes(), &addr(&format!("{base}:ctl")))
             .unwrap();
         assert!(sim.service(&[0], Instant::now()).is_empty());

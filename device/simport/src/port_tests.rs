@@ -153,20 +153,12 @@ fn malformed_envelopes_and_strangers_are_dropped() {
 }
 
 fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> CtlOutcome {
-    let mut data = [0u8; CTL_DATA_LEN];
-    ClientInfo {
+    let ctl = Ctl::connect(&ClientInfo {
         id: pid,
         qp: 0,
         issm,
         node_id: String::new(),
-    }
-    .write(&mut data);
-    let ctl = Ctl {
-        client_id: 0,
-        kind: CtlType::Connect.to_wire(),
-        len: 44,
-        data,
-    };
+    });
     p.on_ctl(&ctl.to_bytes(), gone).unwrap()
 }
 

@@ -115,6 +115,18 @@ pub struct Ctl {
 }
 
 impl Ctl {
+    /// A CONNECT of the client `info` describes, as umad2sim sends it.
+    pub fn connect(info: &ClientInfo) -> Self {
+        let mut data = [0u8; CTL_DATA_LEN];
+        info.write(&mut data);
+        Ctl {
+            client_id: 0,
+            kind: CtlType::Connect.to_wire(),
+            len: CLIENT_INFO_LEN as u32,
+            data,
+        }
+    }
+
     /// Decodes a datagram: exactly [`CTL_LEN`] bytes with ibsim's magic.
     pub fn parse(b: &[u8]) -> Option<Self> {
         if b.len() != CTL_LEN || ne32(b, 0) != SIM_MAGIC {

@@ -217,7 +217,7 @@ mod tests {
     use std::os::unix::net::{SocketAddr, UnixDatagram};
 
     use ibtca_protocol::mad::attr::id;
-    use ibtca_protocol::mad::{method, Smp, MAD_LEN, PERMISSIVE_LID};
+    use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
     use ibtca_simport::wire::{ClientInfo, Ctl, CtlType};
 
     use super::*;
@@ -267,15 +267,7 @@ mod tests {
         for tid in 1..=4u64 {
             let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
             smp.tid = tid;
-            let req = SimRequest {
-                dlid: PERMISSIVE_LID,
-                slid: 0,
-                dqp: 0,
-                sqp: 0,
-                status: 0,
-                length: MAD_LEN as u64,
-                mad: smp.to_bytes(),
-            };
+            let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
             data.send(&req.to_bytes()).unwrap();
         }
         assert!(sim.service(&[1 + slot], Instant::now()).is_empty());

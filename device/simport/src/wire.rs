@@ -216,6 +216,20 @@ pub struct SimRequest {
 }
 
 impl SimRequest {
+    /// An SMP `mad` as a client sends it to `dlid`: from its own port
+    /// (source LID 0), QP0 to QP0.
+    pub fn smp(dlid: u16, mad: [u8; MAD_LEN]) -> Self {
+        SimRequest {
+            dlid,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: MAD_LEN as u64,
+            mad,
+        }
+    }
+
     /// Decodes a datagram of exactly [`REQUEST_LEN`] bytes.
     pub fn parse(b: &[u8]) -> Option<Self> {
         if b.len() != REQUEST_LEN {

@@ -350,6 +350,7 @@ impl Hive {
             if !self.work.is_empty() {
                 continue;
             }
+            self.flush_sims();
             self.write_status();
             fds.clear();
             polled.clear();
@@ -449,6 +450,15 @@ impl Hive {
             }
             for packet in sim.service(&ready, now) {
                 self.send_from(PortRef { node, port: 1 }, packet);
+            }
+        }
+    }
+
+    /// Sends each host port's clients what the turn queued for them.
+    fn flush_sims(&mut self) {
+        for &node in &self.sims {
+            if let Node::Sim(sim) = &mut self.nodes[node] {
+                sim.flush_clients();
             }
         }
     }

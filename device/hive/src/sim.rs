@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use ibtca_agents::pma::PortTotals;
 use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_simport::port::{Out, PortSettings, SimPort};
-use ibtca_simport::server::{send_to_client, serve_control};
+use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, SimSockets};
+use ibtca_simport::wire::{SimRequest, REQUEST_LEN};
 
 use crate::config::CaSpec;
 
@@ -27,6 +28,19 @@ pub struct HostedSim {
     totals: PortTotals,
     guid: u64,
     buf: Vec<u8>,
+    /// MADs for clients, sent together by [`HostedSim::flush_clients`].
+    to_clients: Vec<(usize, Box<SimRequest>)>,
+    /// MADs and `sendmmsg(2)` calls to clients so far.
+    client_sends: ClientSends,
+}
+
+/// What the port sent its clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientSends {
+    /// MADs the clients' sockets took.
+    pub mads: u64,
+    /// System calls that carried them.
+    pub calls: u64,
 }
 
 impl HostedSim {
@@ -47,6 +61,8 @@ impl HostedSim {
             totals: PortTotals::default(),
             guid: spec.guid,
             buf: read_buffer(),
+            to_clients: Vec::new(),
+            client_sends: ClientSends::default(),
         })
     }
 
@@ -139,11 +155,134 @@ impl HostedSim {
                     self.totals.xmit_bytes += p.len() as u64;
                     packets.push(p);
                 }
-                Out::Client(slot, req) => {
-                    send_to_client(&mut self.port, &self.sockets, slot, &req);
-                }
+                Out::Client(slot, req) => self.to_clients.push((slot, req)),
             }
         }
         packets
+    }
+
+    /// Sends the MADs queued for clients since the last flush: each
+    /// client's in order, in one system call (the owner calls this once a
+    /// turn, before it sleeps: a client gets every answer of the turn
+    /// with one wake-up). A client that does not read loses what its
+    /// socket does not take; one that has gone is detached.
+    pub fn flush_clients(&mut self) {
+        if self.to_clients.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.to_clients);
+        let mut slots: Vec<usize> = queued.iter().map(|(s, _)| *s).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
+            let bytes: Vec<[u8; REQUEST_LEN]> = queued
+                .iter()
+                .filter(|(s, _)| *s == slot)
+                .map(|(_, r)| r.to_bytes())
+                .collect();
+            let msgs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+            match self.sockets.send_batch(slot, &msgs) {
+                Ok(n) => {
+                    self.client_sends.calls += 1;
+                    self.client_sends.mads += n as u64;
+                    if n < msgs.len() {
+                        ibtca_log::guest_warn!(
+                            slot,
+                            lost = msgs.len() - n,
+                            "client does not read: MADs dropped"
+                        );
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
+                }
+                Err(e) => {
+                    if let Some(c) = self.port.detach(slot) {
+                        tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the port has sent its clients.
+    pub fn client_sends(&self) -> ClientSends {
+        self.client_sends
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+
+    use ibtca_protocol::mad::attr::id;
+    use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
+    use ibtca_simport::wire::{ClientInfo, Ctl, CtlType};
+
+    use super::*;
+    use crate::config::WireSpec;
+
+    fn addr(name: &str) -> SocketAddr {
+        let mut b = name.as_bytes().to_vec();
+        b.push(0);
+        SocketAddr::from_abstract_name(&b).unwrap()
+    }
+
+    #[test]
+    fn a_turns_answers_reach_the_client_together_in_one_send() {
+        let pid = std::process::id();
+        let base = format!("ibtca-hive-sim-test-{pid}");
+        let spec = CaSpec {
+            name: "host".into(),
+            description: "host".into(),
+            guid: 0x77,
+            port_guid: 0x77,
+            lid: 5,
+            port: WireSpec::None,
+            sim: Some(base.clone()),
+        };
+        let mut sim = HostedSim::new(&spec, &base, false).unwrap();
+        // A client as umad2sim makes one: its data socket, then CONNECT.
+        let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
+        let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
+        let connect = Ctl::connect(&ClientInfo {
+            id: pid,
+            qp: 0,
+            issm: false,
+            node_id: String::new(),
+        });
+        ctl.send_to_addr(&connect.to_bytes(), &addr(&format!("{base}:ctl")))
+            .unwrap();
+        assert!(sim.service(&[0], Instant::now()).is_empty());
+        let mut buf = [0u8; 1024];
+        assert_eq!(ctl.recv(&mut buf).unwrap(), 80);
+        let answer = Ctl::parse(&buf[..80]).unwrap();
+        assert_eq!(answer.kind, CtlType::Connect.to_wire());
+        let slot = answer.client_id as usize;
+        data.connect_addr(&addr(&format!("{base}:out{slot}")))
+            .unwrap();
+
+        // Four NodeInfo Gets of the port itself, read in one turn.
+        for tid in 1..=4u64 {
+            let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+            smp.tid = tid;
+            let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
+            data.send(&req.to_bytes()).unwrap();
+        }
+        assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
+        data.set_nonblocking(true).unwrap();
+        assert!(data.recv(&mut buf).is_err(), "nothing before the flush");
+        sim.flush_clients();
+        assert_eq!(sim.client_sends(), ClientSends { mads: 4, calls: 1 });
+        for tid in 1..=4u64 {
+            let n = data.recv(&mut buf).unwrap();
+            assert_eq!(n, REQUEST_LEN);
+            let answer = SimRequest::parse(&buf[..n]).unwrap();
+            let smp = Smp::parse(&answer.mad).unwrap();
+            assert_eq!((smp.tid, smp.method), (tid, method::GET_RESP));
+            assert_eq!(&smp.data[12..20], &0x77u64.to_be_bytes(), "NodeGUID");
+        }
+        assert!(data.recv(&mut buf).is_err(), "four answers, no more");
     }
 }

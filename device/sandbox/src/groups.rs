@@ -83,9 +83,10 @@ pub const WAIT_IO: &[Allow] = &[
 ];
 
 /// Sending on a connected Unix socket (link frames, control replies,
-/// ATM cells).
+/// ATM cells, a turn's MADs to a host port's client in one `sendmmsg`).
 pub const SOCKET_IO: &[Allow] = &[
     any(SYS_sendmsg),
+    any(SYS_sendmmsg),
     any(SYS_recvmsg),
     any(SYS_recvfrom),
     any(SYS_shutdown),

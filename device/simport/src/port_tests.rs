@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 use ibtca_agents::pma::PortTotals;
 use ibtca_protocol::mad::attr::{id, NodeInfo};
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{
-    method, smp_of_packet, smp_packet, MadStatus, Smp, MAD_LEN, PERMISSIVE_LID,
-};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
 use super::{Out, PortSettings, SimPort};
@@ -40,17 +38,9 @@ fn port() -> SimPort {
 }
 
 fn envelope(smp: &Smp) -> Vec<u8> {
-    SimRequest {
-        dlid: PERMISSIVE_LID,
-        slid: 0,
-        dqp: 0,
-        sqp: 0,
-        status: 0,
-        length: MAD_LEN as u64,
-        mad: smp.to_bytes(),
-    }
-    .to_bytes()
-    .to_vec()
+    SimRequest::smp(PERMISSIVE_LID, smp.to_bytes())
+        .to_bytes()
+        .to_vec()
 }
 
 fn client_out(out: &[Out]) -> (usize, SimRequest) {
@@ -153,20 +143,12 @@ fn malformed_envelopes_and_strangers_are_dropped() {
 }
 
 fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> CtlOutcome {
-    let mut data = [0u8; CTL_DATA_LEN];
-    ClientInfo {
+    let ctl = Ctl::connect(&ClientInfo {
         id: pid,
         qp: 0,
         issm,
         node_id: String::new(),
-    }
-    .write(&mut data);
-    let ctl = Ctl {
-        client_id: 0,
-        kind: CtlType::Connect.to_wire(),
-        len: 44,
-        data,
-    };
+    });
     p.on_ctl(&ctl.to_bytes(), gone).unwrap()
 }
 

@@ -108,6 +108,60 @@ impl SimSockets {
         let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
         s.send(bytes).map(drop)
     }
+
+    /// Sends `msgs`, in order, to slot `slot`'s client as separate
+    /// datagrams in one `sendmmsg(2)` (one system call and one wake-up of
+    /// the client for the lot); returns how many the socket took (fewer
+    /// than `msgs.len()` when it filled up). An error only if it took none.
+    pub fn send_batch(&self, slot: usize, msgs: &[&[u8]]) -> io::Result<usize> {
+        let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
+        let mut iovs: Vec<libc::iovec> = msgs
+            .iter()
+            .map(|m| libc::iovec {
+                iov_base: m.as_ptr() as *mut libc::c_void,
+                iov_len: m.len(),
+            })
+            .collect();
+        let mut hdrs: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .map(|iov| {
+                // SAFETY: mmsghdr is plain data for which all-zero is a
+                // valid value (no address, no control data).
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        let mut sent = 0;
+        while sent < hdrs.len() {
+            let left = u32::try_from(hdrs.len() - sent).unwrap_or(u32::MAX);
+            // SAFETY: `hdrs[sent..]` are initialised mmsghdrs whose iovecs
+            // point into `iovs` and `msgs`, alive and unmoved for the call;
+            // the kernel only reads them and writes each `msg_len`.
+            let n = unsafe {
+                libc::sendmmsg(
+                    s.as_raw_fd(),
+                    hdrs[sent..].as_mut_ptr(),
+                    left,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return if sent == 0 { Err(e) } else { Ok(sent) };
+            }
+            if n == 0 {
+                break;
+            }
+            sent += n as usize;
+        }
+        Ok(sent)
+    }
+
     /// Every socket's descriptor: the control socket's first, then slot
     /// 0's to slot 9's (the indexes [`SimSockets::read_ready`] takes).
     pub fn fds(&self) -> Vec<RawFd> {

@@ -115,6 +115,18 @@ pub struct Ctl {
 }
 
 impl Ctl {
+    /// A CONNECT of the client `info` describes, as umad2sim sends it.
+    pub fn connect(info: &ClientInfo) -> Self {
+        let mut data = [0u8; CTL_DATA_LEN];
+        info.write(&mut data);
+        Ctl {
+            client_id: 0,
+            kind: CtlType::Connect.to_wire(),
+            len: CLIENT_INFO_LEN as u32,
+            data,
+        }
+    }
+
     /// Decodes a datagram: exactly [`CTL_LEN`] bytes with ibsim's magic.
     pub fn parse(b: &[u8]) -> Option<Self> {
         if b.len() != CTL_LEN || ne32(b, 0) != SIM_MAGIC {
@@ -204,6 +216,20 @@ pub struct SimRequest {
 }
 
 impl SimRequest {
+    /// An SMP `mad` as a client sends it to `dlid`: from its own port
+    /// (source LID 0), QP0 to QP0.
+    pub fn smp(dlid: u16, mad: [u8; MAD_LEN]) -> Self {
+        SimRequest {
+            dlid,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: MAD_LEN as u64,
+            mad,
+        }
+    }
+
     /// Decodes a datagram of exactly [`REQUEST_LEN`] bytes.
     pub fn parse(b: &[u8]) -> Option<Self> {
         if b.len() != REQUEST_LEN {

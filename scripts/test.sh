@@ -7,7 +7,9 @@
 #   scripts/test.sh --no-vm      # only the fast tests (no QEMU, no root)
 #
 # IBTCA_TEST_NO_FAIL_FAST=1 runs every test binary even after one failed
-# (scripts/suite-under-load.sh sets it), instead of stopping at the first.
+# (scripts/soak-suite.sh sets it), instead of stopping at the first.
+# At the end of the cargo test step, scripts/test-times.sh lists every test
+# binary's wall time, slowest first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/chroot-mounts.sh
@@ -50,7 +52,7 @@ keep_going=()
 [ "${IBTCA_TEST_NO_FAIL_FAST:-0}" = 1 ] && keep_going=(--no-fail-fast)
 if [ "$vm" = 1 ]; then
 	# VM tests take the VM lock (tests/harness/vm_lock.rs): one at a time.
-	step cargo test --workspace "${keep_going[@]}" -- --include-ignored
+	step bash scripts/test-times.sh cargo test --workspace "${keep_going[@]}" -- --include-ignored
 else
-	step cargo test --workspace "${keep_going[@]}"
+	step bash scripts/test-times.sh cargo test --workspace "${keep_going[@]}"
 fi

@@ -18,7 +18,7 @@ use std::time::Duration;
 use ibtca_device::verbs::abi::{MTU_4096, WC_SUCCESS, WR_RDMA_WRITE};
 use ibtca_fabric::state::State;
 use ibtca_tests::launcher::{fabric, text, up_net, Down};
-use ibtca_tests::pair::{connected_pair, PairOptions};
+use ibtca_tests::pair::{connected_pair, PairOptions, Side};
 use ibtca_tests::sim_guest::{remote, send_wqe};
 use ibtca_tests::TempDir;
 use serde_json::Value;
@@ -175,18 +175,7 @@ fn devices_beside_the_hive_write_across_its_switches() {
         &o,
     );
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8 ^ 0xa5).collect();
-    a.g.write(a.buf, &data);
-    let w = remote(
-        send_wqe(WR_RDMA_WRITE, 1, a.buf, data.len() as u32, a.lkey),
-        b.buf + 64,
-        b.rkey,
-    );
-    a.g.post_send(&mut a.qp, &w);
-    let c =
-        a.g.poll_cq(&mut a.cq, Duration::from_secs(20))
-            .expect("write completion");
-    assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
-    assert!(b.g.read(b.buf + 64, data.len()) == data, "the bytes landed");
+    write_lands(&mut a, &b, 1, &data);
 
     // The write crossed leaf4 (hosted) out of its port 2 to ca4-2: its
     // counters there moved by at least the data (PortXmitData in 4-byte
@@ -224,9 +213,15 @@ fn devices_beside_the_hive_write_across_its_switches() {
     assert!(out.status.success(), "{}", text(&out));
     log_says("link up", ups + 1);
     let again: Vec<u8> = data.iter().map(|b| !b).collect();
-    a.g.write(a.buf, &again);
+    write_lands(&mut a, &b, 2, &again);
+}
+
+/// A writes `data` into B's buffer (at 64) with an RDMA WRITE that
+/// completes successfully, and the bytes are in B's memory.
+fn write_lands(a: &mut Side, b: &Side, wr_id: u64, data: &[u8]) {
+    a.g.write(a.buf, data);
     let w = remote(
-        send_wqe(WR_RDMA_WRITE, 2, a.buf, again.len() as u32, a.lkey),
+        send_wqe(WR_RDMA_WRITE, wr_id, a.buf, data.len() as u32, a.lkey),
         b.buf + 64,
         b.rkey,
     );
@@ -234,9 +229,6 @@ fn devices_beside_the_hive_write_across_its_switches() {
     let c =
         a.g.poll_cq(&mut a.cq, Duration::from_secs(20))
             .expect("write completion");
-    assert_eq!((c.wr_id.to_native(), c.status), (2, WC_SUCCESS));
-    assert!(
-        b.g.read(b.buf + 64, again.len()) == again,
-        "the bytes landed"
-    );
+    assert_eq!((c.wr_id.to_native(), c.status), (wr_id, WC_SUCCESS));
+    assert!(b.g.read(b.buf + 64, data.len()) == data, "the bytes landed");
 }

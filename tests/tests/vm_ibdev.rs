@@ -340,6 +340,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         ("max_qp", attr.max_qp.to_native().to_string()),
         ("max_qp_wr", attr.max_qp_wr.to_native().to_string()),
         ("max_sge", qp_sges.to_string()),
+        // SRQs take the same receive strides as QPs.
+        ("max_srq_sge", qp_sges.to_string()),
         ("max_cq", attr.max_cq.to_native().to_string()),
         ("max_cqe", attr.max_cqe.to_native().to_string()),
         ("max_mr", attr.max_mr.to_native().to_string()),

@@ -55,12 +55,40 @@ pub fn config(name: &str) -> String {
 }
 
 /// Runs `ibtca-fabric down` for a run directory when dropped, whatever
-/// happened.
+/// happened. When the test is failing, the end of every guest's console
+/// (`NODE.console` in the run directory) goes to stderr first, so a failed
+/// run says what the guests were doing before the directory is removed.
 pub struct Down(pub PathBuf);
 
 impl Drop for Down {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_console_tails(&self.0);
+        }
         let _ = fabric(&["down", "--run-dir", &self.0.display().to_string()]);
+    }
+}
+
+/// The last lines of each `*.console` file in `run`, on stderr.
+fn print_console_tails(run: &Path) {
+    const LINES: usize = 60;
+    let Ok(dir) = std::fs::read_dir(run) else {
+        return;
+    };
+    let mut consoles: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "console"))
+        .collect();
+    consoles.sort();
+    for path in consoles {
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LINES)..];
+        eprintln!("--- last {} lines of {} ---", tail.len(), path.display());
+        for line in tail {
+            eprintln!("{line}");
+        }
     }
 }
 

@@ -44,6 +44,7 @@
 
 #define FLAG_STDIN	1
 
+static const unsigned char hello[HEADER] = { T_HELLO, 0, 0, 0, 8 };
 static int port;
 static unsigned char in[2 * (HEADER + MAX_PAYLOAD)];
 static size_t in_len;
@@ -52,7 +53,8 @@ static sigset_t sigio;
 /*
  * Waits until the host is connected: no POLLHUP on the port. A port
  * without a host also polls readable (a read returns 0 at once), so
- * POLLIN alone says nothing here.
+ * POLLIN alone says nothing here. Bytes buffered from a host that went
+ * away are dropped.
  */
 static void wait_host(void)
 {
@@ -64,6 +66,8 @@ static void wait_host(void)
 			continue;
 		if (!(p.revents & POLLHUP))
 			return;
+		/* What is buffered came from a host that is gone. */
+		in_len = 0;
 		sigtimedwait(&sigio, NULL, &second);
 	}
 }
@@ -317,10 +321,20 @@ static int run(unsigned char *payload, uint32_t len)
 	return send_frame(T_EXIT, &code, 1);
 }
 
+/*
+ * Drops the bytes before the first HELLO header in in[]; whether in[]
+ * now starts with a whole HELLO frame.
+ */
+static int hello_buffered(void)
+{
+	while (in_len >= HEADER && memcmp(in, hello, HEADER))
+		consume(1);
+	return in_len >= HEADER + 8;
+}
+
 /* One session: HELLO, EXEC, the command; returns when it is over. */
 static void session(void)
 {
-	static const unsigned char hello[HEADER] = { T_HELLO, 0, 0, 0, 8 };
 	unsigned char type;
 	uint32_t len;
 	int r, said_hello = 0;
@@ -338,10 +352,13 @@ static void session(void)
 			if (r < 0)
 				return;
 			if (type == T_HELLO && len == 8) {
-				if (send_frame(T_HELLO, in + HEADER, 8))
+				unsigned char nonce[8];
+
+				memcpy(nonce, in + HEADER, 8);
+				consume(HEADER + len);
+				if (send_frame(T_HELLO, nonce, 8))
 					return;
 				said_hello = 1;
-				consume(HEADER + len);
 			} else if (type == T_EXEC) {
 				static unsigned char req[MAX_PAYLOAD];
 
@@ -382,14 +399,14 @@ int main(int argc, char **argv)
 	fcntl(port, F_SETFL, fcntl(port, F_GETFL) | O_ASYNC);
 	/*
 	 * What an ended session leaves (input sent after the exit status) is
-	 * skipped by the next session, which waits for a HELLO header.
+	 * skipped; a HELLO already read (the one that ended a command whose
+	 * host went away unseen) starts the next session at once: the port
+	 * has nothing more to read, so waiting on it would leave that host
+	 * unanswered, and every later one answered a session late.
 	 */
 	for (;;) {
-		/*
-		 * A HELLO that ended a command starts the next session: that
-		 * host is connected, so this returns at once.
-		 */
-		wait_host();
+		if (!hello_buffered())
+			wait_host();
 		session();
 	}
 }

@@ -205,6 +205,59 @@ fn exec_and_console_drive_a_running_guest() {
     assert!(out(&o).contains("marker-42"), "{}", out(&o));
     assert!(console().contains("marker-42"), "logfile: {}", console());
 
+    // A client that goes away unseen: the agent is stopped (SIGSTOP from
+    // the console) while its client is killed and the next exec connects,
+    // so when it runs again it meets the next HELLO inside the old
+    // session. It must end the old command and answer that HELLO at once,
+    // not wait for more bytes from the port (which never come).
+    let mut victim = Command::new(workspace_bin("ibtca-fabric"))
+        .args(["exec", "--run-dir", &run_s, "n1", "--", "sh", "-c"])
+        .arg("echo started; exec sleep 7778")
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(victim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    console_line(
+        &run_s,
+        "mount -t debugfs none /sys/kernel/debug 2>/dev/null; \
+         V=$(ls /sys/kernel/debug/virtio-ports/vport*); \
+         R0=$(awk '/bytes_received/{print $2}' $V); \
+         A=$(pidof ibtca-agent); kill -STOP $A; echo agent-stopped-$((6*7))",
+        "agent-stopped-42",
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let next = Command::new(workspace_bin("ibtca-fabric"))
+        .args(["exec", "--run-dir", &run_s, "--agent-timeout", "300"])
+        .args(["n1", "--", "echo", "answered"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The next exec's HELLO is in the guest (the port received bytes) before
+    // the agent runs again.
+    console_line(
+        &run_s,
+        "while [ \"$(awk '/bytes_received/{print $2}' $V)\" = \"$R0\" ]; \
+         do sleep 0.2; done; kill -CONT $A; echo agent-resumed-$((6*7))",
+        "agent-resumed-42",
+    );
+    let o = next.wait_with_output().unwrap();
+    assert_eq!(
+        (out(&o).as_str(), o.status.code()),
+        ("answered\n", Some(0)),
+        "the exec after a client that went away unseen: {}\nconsole:\n{}",
+        err(&o),
+        console()
+    );
+    let o = exec(&run, &["n1", "--", "ps"], None);
+    assert!(!out(&o).contains("sleep 7778"), "{}", out(&o));
+
     // The end of piped input detaches; the guest keeps running.
     let mut c = Command::new(workspace_bin("ibtca-fabric"))
         .args(["console", "--run-dir", &run_s, "n1"])
@@ -223,4 +276,22 @@ fn exec_and_console_drive_a_running_guest() {
     let o = exec(&run, &["n1", "--", "true"], None);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(err(&o).contains("no fabric is up in"), "{}", err(&o));
+}
+
+/// Types `line` on n1's console and waits (600 s at most) until the guest
+/// printed `until`.
+fn console_line(run_s: &str, line: &str, until: &str) {
+    let mut c = Command::new(workspace_bin("ibtca-fabric"))
+        .args(["console", "--run-dir", run_s, "n1"])
+        .args(["--until", until, "--timeout", "600"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = c.stdin.take().unwrap();
+    input.write_all(line.as_bytes()).unwrap();
+    input.write_all(b"\n").unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "console `{line}`: {}{}", out(&o), err(&o));
 }

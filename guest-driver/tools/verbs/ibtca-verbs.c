@@ -40,5 +40,7 @@ int main(int argc, char **argv)
 		return cmd_atm_echo(dev, argc, argv);
 	if (!strcmp(cmd, "verbs"))
 		return cmd_verbs(dev, argc, argv);
+	if (!strcmp(cmd, "verbs-bench"))
+		return cmd_verbs_bench(dev, argc, argv);
 	usage();
 }

@@ -375,8 +375,8 @@ pub(super) fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placemen
     println!();
     println!(
         "ibtca-bench guest-verbs, placement {}: two TCG guests (1 vCPU, 1 GiB each), one release \
-         ibtca-device each, joined by a Unix-socket link; the client's `ibtca-tool \
-         verbs-bench`, path MTU 4096.",
+         ibtca-device each, joined by a Unix-socket link; the client's `ibtca-verbs \
+         verbs-bench` (libibverbs), path MTU 4096.",
         placement.name
     );
     println!("Placement: {}.", placement.describe());

@@ -10,8 +10,6 @@
 int cmd_drdma(int argc, char **argv, int bench);
 /* drdma_fan.c */
 int cmd_drdma_fan(int argc, char **argv);
-/* soak.c */
-int cmd_soak(int argc, char **argv);
 /* uverbs_mr.c */
 int cmd_uverbs_mr(int argc, char **argv);
 

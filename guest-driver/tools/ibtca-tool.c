@@ -14,19 +14,19 @@
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
- *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
- *              [--grace S]
  *   ibtca-tool --help
  *
- * The drdma and soak commands also take --timeout EXP and --retry N
- * (the ACK timeout and transport retries of their QPs).
+ * The drdma commands also take --timeout EXP and --retry N (the ACK
+ * timeout and transport retries of their QPs). The verbs commands every
+ * RDMA device has (verbs, verbs-bench, soak, atm-echo) are ibtca-verbs',
+ * on libibverbs (tools/verbs/).
  *
- * This file has main and the device commands; the verbs helpers (QP
- * set-up, messages, polling) live in verbs_lib.c, the drdma scenarios in
- * drdma.c (drdma,
- * drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c, the soak in
- * soak.c; below them all the check lines and counts (report.c), the device
- * node (dev.c), number arguments (parse.c); the usage text is usage.c.
+ * This file has main and the device commands; the drdma scenarios are in
+ * drdma.c (drdma, drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c
+ * and the verbs helpers (QP set-up, messages, polling) of verbs_lib.c,
+ * user memory through uverbs in uverbs_mr.c; below them all the check
+ * lines and counts (report.c), the device node (dev.c), number arguments
+ * (parse.c); the usage text is usage.c.
  * Their headers: report.h, dev.h, parse.h, usage.h, verbs_lib.h and
  * drdma_lib.h (what the DRDMA files share); commands.h declares what main
  * runs. A file calls only files below it.
@@ -456,8 +456,6 @@ int main(int argc, char **argv)
 		return cmd_drdma(argc, argv, 1);
 	if (!strcmp(cmd, "drdma-fan"))
 		return cmd_drdma_fan(argc, argv);
-	if (!strcmp(cmd, "soak"))
-		return cmd_soak(argc, argv);
 	if (!strcmp(cmd, "uverbs-mr"))
 		return cmd_uverbs_mr(argc, argv);
 	usage();

@@ -4,7 +4,7 @@
  * driver's ioctls (PD, MR over a 2 MiB buffer, CQs, QPs moved to RTS
  * against the peer's), SEND/RECV messages between the two guests, polling
  * and the HELLO exchange of buffer address and R_Key. The DRDMA scenarios
- * (drdma.c, drdma_fan.c) and the soak (soak.c) build on them.
+ * (drdma.c, drdma_fan.c) build on them.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * ibtca-tool's verbs helpers (verbs_lib.c): they set up a PD, an MR over a
  * 2 MiB buffer, CQs and two RC QPs connected to a peer guest's, exchange
  * buffer addresses and R_Keys (HELLO) and carry 64-byte messages over
- * SEND/RECV. The DRDMA scenarios and the soak build on them (the verbs
- * scenario and verbs-bench are ibtca-verbs', tools/verbs/).
+ * SEND/RECV. The DRDMA scenarios build on them (the verbs scenario,
+ * verbs-bench and the soak are ibtca-verbs', tools/verbs/).
  */
 #ifndef IBTCA_TOOL_VERBS_LIB_H
 #define IBTCA_TOOL_VERBS_LIB_H

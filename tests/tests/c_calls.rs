@@ -266,6 +266,7 @@ fn libibverbs_tool_files_call_without_a_circle() {
             ("bench_lat.c", "bench_cq.c"),
             ("bench.c", "pair.c"),
             ("verbs.c", "pair.c"),
+            ("soak.c", "rc.c"),
             ("pair.c", "rc.c"),
             ("pair.c", "report.c"),
         ],

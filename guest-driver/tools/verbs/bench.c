@@ -141,7 +141,7 @@ static void bench_client(struct pair *p)
 	if (pair_exchange(p))
 		return;
 	pair_pattern(p->buf + PAIR_BULK_OFF, PAIR_BULK_LEN, BENCH_SEED);
-	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
 		ret = bench_write_bw(p, sizes[i]);
 		check("write_bw", !ret, "size=%u %s", sizes[i],
 		      ret ? strerror(-ret) : "done");

@@ -208,19 +208,19 @@ int pair_setup(struct pair *p, char *detail, size_t len)
 	p->qp2 = ibv_create_qp(p->pd, &init);
 	if (!p->qp2)
 		return pair_fail(detail, len, "ibv_create_qp", -errno);
-	if (p->qp->qp_num != PAIR_QPN0 || p->qp2->qp_num != PAIR_QPN0 + 1) {
+	if (p->qp->qp_num != RC_QPN0 || p->qp2->qp_num != RC_QPN0 + 1) {
 		snprintf(detail, len, "QP numbers 0x%x 0x%x, expected 0x%x 0x%x",
-			 p->qp->qp_num, p->qp2->qp_num, PAIR_QPN0,
-			 PAIR_QPN0 + 1);
+			 p->qp->qp_num, p->qp2->qp_num, RC_QPN0,
+			 RC_QPN0 + 1);
 		return -EPROTO;
 	}
 	p->path.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			 IBV_ACCESS_REMOTE_ATOMIC;
 	p->path.rd_atomic = 3;
-	ret = rc_connect(p->qp, &p->path, PAIR_QPN0);
+	ret = rc_connect(p->qp, &p->path, RC_QPN0);
 	if (ret)
 		return pair_fail(detail, len, "connect QP 1", ret);
-	ret = rc_connect(p->qp2, &p->path, PAIR_QPN0 + 1);
+	ret = rc_connect(p->qp2, &p->path, RC_QPN0 + 1);
 	if (ret)
 		return pair_fail(detail, len, "connect QP 2", ret);
 	for (i = 0; i < PAIR_NRECV; i++) {
@@ -263,7 +263,7 @@ static int pair_reconnect(struct pair *p)
 	if (!ret)
 		ret = pair_state(p->qp, IBV_QPS_RESET);
 	if (!ret)
-		ret = rc_connect(p->qp, &p->path, PAIR_QPN0);
+		ret = rc_connect(p->qp, &p->path, RC_QPN0);
 	for (i = 0; i < PAIR_NRECV && !ret; i++)
 		ret = pair_post_recv(p, i);
 	return ret;

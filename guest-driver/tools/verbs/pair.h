@@ -5,9 +5,7 @@
  * R_Keys exchanged (HELLO) and 64-byte messages carried over SEND/RECV on
  * the first QP; the options, set-up and teardown of a command on it.
  *
- * No out-of-band channel: a fresh device numbers its QPs from 0x400 and
- * the RDMA core's MAD layer takes the first two (QP0 and QP1) when the
- * driver registers ibtca0, so each side's first QP is PAIR_QPN0 and each
+ * No out-of-band channel: each side's first QP is RC_QPN0 (rc.h) and each
  * derives the peer's QPNs from its LID alone.
  */
 #ifndef IBTCA_VERBS_PAIR_H
@@ -31,7 +29,6 @@
 #define PAIR_RECV_OFF	0x140000U	/* receive slots */
 #define PAIR_SLOT	256U
 #define PAIR_NRECV	16U
-#define PAIR_QPN0	0x402U
 #define PAIR_MAGIC	0x49425642U	/* "IBVB" */
 
 /* Message types. */

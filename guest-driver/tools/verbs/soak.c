@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ibtca-tool soak: RDMA between this guest and every other guest of a
+ * ibtca-verbs soak: RDMA between this guest and every other guest of a
  * fabric for a set time, every message checked byte by byte, through a
- * lossy fabric and the death and return of a peer (issue 19).
+ * lossy fabric and the death and return of a peer (issue 19), through
+ * libibverbs.
  *
- *   ibtca-tool [-d DEV] soak --lids L1,L2,... --seconds N [--self-lid L]
+ *   ibtca-verbs [-d DEV] soak --lids L1,L2,... --seconds N [--self-lid L]
  *              [--grace S] [--timeout EXP] [--retry N]
  *
  * --timeout and --retry are the QPs' ACK timeout exponent and transport
- * retries (vb_qp_option; perftest's 14 and 7 by default).
+ * retries (rc_qp_option; perftest's 14 and 7 by default).
  *
  * --lids lists every guest of the soak, this one included (its own LID is
- * the port's, or --self-lid). Each guest sets up one verbs context per
- * peer (struct vb: buffer, MR, CQs, QPs) in the order of the sorted LIDs:
- * guest X's QPs for its i-th peer are VB_QPN0 + 2i, so both ends of a pair
- * derive each other's QP numbers from the list alone.
+ * the port's, which --self-lid, if given, must be). Each guest sets up per
+ * peer a buffer, its MR, two CQs and one RC QP (path MTU 2048), in the
+ * order of the sorted LIDs: guest X's QP for its i-th peer is RC_QPN0 + i,
+ * so both ends of a pair derive each other's QP numbers from the list
+ * alone.
  *
  * One thread runs every peer without blocking. Per peer, message k is an
  * RDMA WRITE of sk_len(k) bytes of a pattern seeded by (run nonce, sender,
@@ -49,46 +51,47 @@
  * last connection's counts agreeing with the peer's BYE) and
  * IBTCA-SOAK-SUMMARY.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
-#include "dev.h"
-#include "parse.h"
+#include "rc.h"
 #include "report.h"
 #include "usage.h"
-#include "verbs_lib.h"
 
 #define SK_MAX_LIDS	8U
+#define SK_BUF_SIZE	(2U << 20)	/* each peer's buffer */
+#define SK_NRECV	16U		/* receives posted per QP */
+#define SK_RECV_OFF	0x140000U	/* their buffers */
+#define SK_RECV_SLOT	256U
+#define SK_MAGIC	0x49425642U	/* "IBVB" */
 #define SK_WIN		16U		/* messages in flight per peer */
 /*
  * Slots of the receiver's buffer a sender writes, message k into slot
  * k % SK_NSLOT: so a slot is written again SK_NSLOT messages later, and it
  * must have been verified by then. When the WRITE of message m lands, the
  * SENDs of every earlier message have been delivered (an RC QP executes
- * its requests in order), and the receiver holds at most VB_NRECV of them
+ * its requests in order), and the receiver holds at most SK_NRECV of them
  * unverified: each keeps its receive buffer until it was checked, and a
  * SEND without a posted buffer waits (RNR NAK, retried for ever). So the
  * slot's previous message, m - SK_NSLOT, was verified if SK_NSLOT >
- * VB_NRECV. A duplicate or retransmitted WRITE of message j may land again
+ * SK_NRECV. A duplicate or retransmitted WRITE of message j may land again
  * only while j is unacknowledged, that is before j + SK_WIN is posted: so
  * also SK_WIN <= SK_NSLOT. Twice the receive buffers meets both with room.
  */
-#define SK_NSLOT	(2 * VB_NRECV)
+#define SK_NSLOT	(2 * SK_NRECV)
 #define SK_SLOT_LEN	0x8000U		/* 32 KiB: the longest message */
 #define SK_IN_OFF	0x000000U	/* SK_NSLOT slots the peer writes */
 #define SK_SRC_OFF	0x180000U	/* SK_WIN sources of our WRITEs */
-#define SK_MSG_OFF	VB_SEND_OFF	/* SK_WIN + 1 outgoing messages */
+#define SK_MSG_OFF	0x130000U	/* SK_WIN + 1 outgoing messages */
 #define SK_MSG_LEN	128U
 #define SK_CTL		SK_WIN		/* the message slot of HELLO and BYE */
-#define SK_MTU		4U		/* 2048 bytes (IBTCA_MTU_256 + 3) */
+#define SK_MTU		IBV_MTU_2048
 #define SK_HOLD_S	3.0		/* a broken connection stays in ERR */
 #define SK_RETRY_HOLD_S	0.3		/* after a HELLO that failed */
 #define SK_REPLY_WAIT_S	3.0		/* the initiator's HELLO landed */
@@ -98,14 +101,14 @@
 #define SK_LINGER_S	2.0		/* answer retransmitted BYEs */
 #define SK_PRINT_MAX	5		/* detailed lines per kind and peer */
 
-static_assert(SK_NSLOT > VB_NRECV && SK_WIN <= SK_NSLOT, "slot reuse");
-static_assert(SK_IN_OFF + SK_NSLOT * SK_SLOT_LEN <= VB_SEND_OFF, "layout");
-static_assert(SK_MSG_OFF + (SK_WIN + 1) * SK_MSG_LEN <= VB_RECV_OFF,
+static_assert(SK_NSLOT > SK_NRECV && SK_WIN <= SK_NSLOT, "slot reuse");
+static_assert(SK_IN_OFF + SK_NSLOT * SK_SLOT_LEN <= SK_MSG_OFF, "layout");
+static_assert(SK_MSG_OFF + (SK_WIN + 1) * SK_MSG_LEN <= SK_RECV_OFF,
 	      "layout");
-static_assert(VB_RECV_OFF + VB_NRECV * VB_SLOT <= SK_SRC_OFF, "layout");
-static_assert(SK_SRC_OFF + SK_WIN * SK_SLOT_LEN <= VB_BUF_SIZE, "layout");
+static_assert(SK_RECV_OFF + SK_NRECV * SK_RECV_SLOT <= SK_SRC_OFF, "layout");
+static_assert(SK_SRC_OFF + SK_WIN * SK_SLOT_LEN <= SK_BUF_SIZE, "layout");
 
-enum { SK_DATA = VB_USER + 0x20, SK_HELLO, SK_BYE };
+enum { SK_DATA = 0x60, SK_HELLO, SK_BYE };
 enum { SK_WR_WRITE, SK_WR_SEND, SK_WR_CTL };
 enum { SK_BROKEN, SK_CONNECTING, SK_RUN };
 
@@ -117,7 +120,7 @@ struct sk_msg {
 	uint32_t slot;		/* DATA: where */
 	uint32_t epoch;		/* the sender's connection */
 	uint32_t rkey;		/* HELLO */
-	uint64_t iova;		/* HELLO */
+	uint64_t addr;		/* HELLO: the buffer's address */
 	uint64_t nonce;		/* the sender's run: its patterns */
 	/* BYE: the sender's counts of this connection */
 	uint64_t posted, ok, errors;
@@ -125,14 +128,21 @@ struct sk_msg {
 };
 
 static_assert(sizeof(struct sk_msg) == SK_MSG_LEN, "message size");
-static_assert(SK_MSG_LEN <= VB_SLOT, "a message fits a receive buffer");
+static_assert(SK_MSG_LEN <= SK_RECV_SLOT, "a message fits a receive buffer");
 
 struct sk_count {
 	uint64_t posted, ok, errors, received;
 };
 
 struct sk_peer {
-	struct vb v;
+	struct rc_path path;	/* to the peer: its LID, SK_MTU, the options */
+	struct ibv_mr *mr;
+	struct ibv_cq *scq, *rcq;
+	struct ibv_qp *qp;
+	uint8_t *buf;		/* SK_BUF_SIZE */
+	uint32_t peer_qpn;
+	uint64_t peer_addr;
+	uint32_t peer_rkey;
 	uint16_t lid;
 	int state;
 	int was_run;		/* BROKEN: the connection had been established */
@@ -161,6 +171,9 @@ struct sk_peer {
 };
 
 struct sk_run {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct rc_path path;	/* the QP options every peer's path takes */
 	uint16_t self;
 	uint64_t nonce;
 	double t0, end, stop;
@@ -244,34 +257,26 @@ static const char *sk_state_name(int s)
 	return s == SK_RUN ? "run" : s == SK_CONNECTING ? "hello" : "broken";
 }
 
-static int sk_modify(struct sk_peer *p, struct ibtca_modify_qp *m)
+static int sk_to_state(struct sk_peer *p, enum ibv_qp_state state)
 {
-	m->qpn = p->v.qp;
-	return ioctl(p->v.fd, IBTCA_IOC_MODIFY_QP, m) < 0 ? -errno : 0;
-}
+	struct ibv_qp_attr a = { .qp_state = state };
 
-static int sk_to_state(struct sk_peer *p, uint8_t state)
-{
-	struct ibtca_modify_qp m = {
-		.attr_mask = IBTCA_QP_ATTR_STATE,
-		.state = state,
-	};
-
-	return sk_modify(p, &m);
+	return -ibv_modify_qp(p->qp, &a, IBV_QP_STATE);
 }
 
 static int sk_post_recv(struct sk_peer *p, uint32_t slot)
 {
-	struct ibtca_post_recv r = {
-		.qpn = p->v.qp,
-		.length = VB_SLOT,
-		.wr_id = slot,
-		.addr = p->v.iova + VB_RECV_OFF + slot * VB_SLOT,
-		.lkey = p->v.lkey,
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(p->buf + SK_RECV_OFF + slot * SK_RECV_SLOT),
+		.length = SK_RECV_SLOT,
+		.lkey = p->mr->lkey,
 	};
+	struct ibv_recv_wr wr = { .wr_id = slot, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+	int ret = ibv_post_recv(p->qp, &wr, &bad);
 
-	if (ioctl(p->v.fd, IBTCA_IOC_POST_RECV, &r) < 0)
-		return -errno;
+	if (ret)
+		return -ret;
 	p->rq_out++;
 	return 0;
 }
@@ -280,7 +285,7 @@ static void sk_event(const struct sk_run *r, const struct sk_peer *p,
 		     const char *what)
 {
 	printf("IBTCA-SOAK-EVENT t=%.1f lid=%u peer=%u %s state=%s epoch=%u posted=%llu written_ok=%llu write_errors=%llu\n",
-	       now_s() - r->t0, r->self, p->lid, what, sk_state_name(p->state),
+	       rc_now() - r->t0, r->self, p->lid, what, sk_state_name(p->state),
 	       p->epoch, (unsigned long long)p->all.posted,
 	       (unsigned long long)p->all.ok,
 	       (unsigned long long)p->all.errors);
@@ -304,9 +309,9 @@ static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
 	 * in the CQ: its HELLO holds until the QP is reset (sk_connect).
 	 */
 	p->was_run = p->state == SK_RUN;
-	ret = sk_to_state(p, IBTCA_QPS_ERR);
+	ret = sk_to_state(p, IBV_QPS_ERR);
 	p->state = SK_BROKEN;
-	p->since = now_s();
+	p->since = rc_now();
 	p->hold = hold;
 	p->breaks++;
 	snprintf(what, sizeof(what), "break why=%s%s%s", why,
@@ -317,47 +322,22 @@ static void sk_break(struct sk_run *r, struct sk_peer *p, double hold,
 /* RESET → INIT → receives posted → RTR → RTS, then a HELLO is due. */
 static int sk_connect(struct sk_run *r, struct sk_peer *p)
 {
-	struct ibtca_modify_qp m;
 	uint32_t i;
 	int ret;
 
-	ret = sk_to_state(p, IBTCA_QPS_RESET);
+	ret = sk_to_state(p, IBV_QPS_RESET);
 	p->peer_hello = 0;
 	p->rq_out = 0;
 	p->wr_out = 0;
-	memset(&m, 0, sizeof(m));
-	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_ACCESS;
-	m.state = IBTCA_QPS_INIT;
-	m.access = IBTCA_ACCESS_REMOTE_WRITE;
 	if (!ret)
-		ret = sk_modify(p, &m);
-	for (i = 0; i < VB_NRECV && !ret; i++)
+		ret = rc_init(p->qp, &p->path);
+	for (i = 0; i < SK_NRECV && !ret; i++)
 		ret = sk_post_recv(p, i);
-	memset(&m, 0, sizeof(m));
-	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_PATH |
-		      IBTCA_QP_ATTR_DEST_QPN | IBTCA_QP_ATTR_RQ_PSN;
-	m.state = IBTCA_QPS_RTR;
-	m.path_mtu = SK_MTU;
-	m.dlid = p->lid;
-	m.dest_qpn = p->v.peer_qpn0;
-	m.rq_psn = VB_PSN;
 	if (!ret)
-		ret = sk_modify(p, &m);
-	memset(&m, 0, sizeof(m));
-	m.attr_mask = IBTCA_QP_ATTR_STATE | IBTCA_QP_ATTR_SQ_PSN |
-		      IBTCA_QP_ATTR_RETRY;
-	m.state = IBTCA_QPS_RTS;
-	m.sq_psn = VB_PSN;
-	m.timeout = vb_timeout;
-	m.retry_cnt = vb_retry;
-	m.rnr_retry = 7;	/* for ever: the receiver is a busy guest */
-	m.min_rnr_timer = 1;
-	m.max_rd_atomic = 3;	/* 3 READs in flight; the device allows up to 16 */
-	if (!ret)
-		ret = sk_modify(p, &m);
+		ret = rc_ready(p->qp, &p->path, p->peer_qpn);
 	if (ret) {
-		fprintf(stderr, "ibtca-tool: soak: connect QP 0x%x: %s\n",
-			p->v.qp, strerror(-ret));
+		fprintf(stderr, "ibtca-verbs: soak: connect QP 0x%x: %s\n",
+			p->qp->qp_num, strerror(-ret));
 		p->state = SK_CONNECTING;
 		sk_break(r, p, 1.0, "connect_failed");
 		return ret;
@@ -372,39 +352,59 @@ static int sk_connect(struct sk_run *r, struct sk_peer *p)
 	if (p->bye == 1)
 		p->bye = 0;
 	p->state = SK_CONNECTING;
-	p->since = now_s();
+	p->since = rc_now();
 	return 0;
 }
 
-/* Posts @n requests with one doorbell; how many went, or -errno. */
-static int sk_post(struct sk_peer *p, struct ibtca_post_send *s, int n)
+/* An SGE over @len bytes at @off of the peer's buffer of ours. */
+static struct ibv_sge sk_sge(const struct sk_peer *p, uint32_t off,
+			     uint32_t len)
 {
-	struct ibtca_post_send_batch b = {
-		.count = (uint32_t)n,
-		.wrs = (uint64_t)(uintptr_t)s,
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(p->buf + off),
+		.length = len,
+		.lkey = p->mr->lkey,
 	};
 
-	if (ioctl(p->v.fd, IBTCA_IOC_POST_SEND_BATCH, &b) < 0)
-		return -errno;
-	p->wr_out += b.posted;
-	return (int)b.posted;
+	return sge;
+}
+
+/*
+ * Posts the chain @wr of @n signaled requests (one doorbell); how many
+ * went, or -errno if none did.
+ */
+static int sk_post(struct sk_peer *p, struct ibv_send_wr *wr, int n)
+{
+	struct ibv_send_wr *bad = NULL;
+	int i, ret, posted;
+
+	for (i = 0; i < n; i++) {
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].send_flags |= IBV_SEND_SIGNALED;
+	}
+	ret = ibv_post_send(p->qp, wr, &bad);
+	posted = ret && bad ? (int)(bad - wr) : ret ? 0 : n;
+	if (!posted && ret)
+		return -ret;
+	p->wr_out += posted;
+	return posted;
 }
 
 /* SENDs the control message @m (HELLO, BYE). */
 static int sk_send_ctl(struct sk_peer *p, struct sk_msg *m)
 {
-	struct ibtca_post_send s = {
-		.qpn = p->v.qp,
-		.opcode = IBTCA_WR_SEND,
+	struct ibv_sge sge = sk_sge(p, SK_MSG_OFF + SK_CTL * SK_MSG_LEN,
+				    SK_MSG_LEN);
+	struct ibv_send_wr wr = {
 		.wr_id = SK_WR_CTL,
-		.addr = p->v.iova + SK_MSG_OFF + SK_CTL * SK_MSG_LEN,
-		.length = SK_MSG_LEN,
-		.lkey = p->v.lkey,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
 	};
 
-	m->magic = VB_MAGIC;
-	memcpy(p->v.buf + SK_MSG_OFF + SK_CTL * SK_MSG_LEN, m, sizeof(*m));
-	return sk_post(p, &s, 1) == 1 ? 0 : -ENOSPC;
+	m->magic = SK_MAGIC;
+	memcpy(p->buf + SK_MSG_OFF + SK_CTL * SK_MSG_LEN, m, sizeof(*m));
+	return sk_post(p, &wr, 1) == 1 ? 0 : -ENOSPC;
 }
 
 static int sk_send_hello(struct sk_run *r, struct sk_peer *p)
@@ -413,8 +413,8 @@ static int sk_send_hello(struct sk_run *r, struct sk_peer *p)
 		.type = SK_HELLO,
 		.k = p->next_k,
 		.epoch = p->epoch,
-		.rkey = p->v.rkey,
-		.iova = p->v.iova,
+		.rkey = p->mr->rkey,
+		.addr = (uintptr_t)p->buf,
 		.nonce = r->nonce,
 	};
 
@@ -443,39 +443,41 @@ static int sk_send_data(struct sk_run *r, struct sk_peer *p)
 	uint32_t s = (uint32_t)(k % SK_WIN), len = sk_len(r->self, p->lid, k);
 	uint32_t slot = (uint32_t)(k % SK_NSLOT);
 	struct sk_msg m = {
-		.magic = VB_MAGIC,
+		.magic = SK_MAGIC,
 		.type = SK_DATA,
 		.k = k,
 		.len = len,
 		.slot = slot,
 		.epoch = p->epoch,
 	};
-	struct ibtca_post_send w[2] = {
+	struct ibv_sge sge[2] = {
+		sk_sge(p, SK_SRC_OFF + s * SK_SLOT_LEN, len),
+		sk_sge(p, SK_MSG_OFF + s * SK_MSG_LEN, SK_MSG_LEN),
+	};
+	struct ibv_send_wr w[2] = {
 		{
-			.qpn = p->v.qp,
-			.opcode = IBTCA_WR_RDMA_WRITE,
 			.wr_id = k << 2 | SK_WR_WRITE,
-			.addr = p->v.iova + SK_SRC_OFF + s * SK_SLOT_LEN,
-			.length = len,
-			.lkey = p->v.lkey,
-			.remote_addr = p->v.peer_iova + SK_IN_OFF +
-				       (uint64_t)slot * SK_SLOT_LEN,
-			.rkey = p->v.peer_rkey,
+			.sg_list = &sge[0],
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.wr.rdma = {
+				.remote_addr = p->peer_addr + SK_IN_OFF +
+					       (uint64_t)slot * SK_SLOT_LEN,
+				.rkey = p->peer_rkey,
+			},
 		},
 		{
-			.qpn = p->v.qp,
-			.opcode = IBTCA_WR_SEND,
 			.wr_id = k << 2 | SK_WR_SEND,
-			.addr = p->v.iova + SK_MSG_OFF + s * SK_MSG_LEN,
-			.length = SK_MSG_LEN,
-			.lkey = p->v.lkey,
+			.sg_list = &sge[1],
+			.num_sge = 1,
+			.opcode = IBV_WR_SEND,
 		},
 	};
 	int ret;
 
-	sk_fill(p->v.buf + SK_SRC_OFF + s * SK_SLOT_LEN, len,
+	sk_fill(p->buf + SK_SRC_OFF + s * SK_SLOT_LEN, len,
 		sk_seed(r->nonce, r->self, p->lid, k));
-	memcpy(p->v.buf + SK_MSG_OFF + s * SK_MSG_LEN, &m, sizeof(m));
+	memcpy(p->buf + SK_MSG_OFF + s * SK_MSG_LEN, &m, sizeof(m));
 	/* Half a message posted still completes, with an error. */
 	p->failed[s] = 0;
 	ret = sk_post(p, w, 2);
@@ -489,11 +491,11 @@ static int sk_send_data(struct sk_run *r, struct sk_peer *p)
 	return ret == 2 ? 0 : ret < 0 ? ret : -ENOSPC;
 }
 
-static void sk_count_error(struct sk_peer *p, uint8_t status)
+static void sk_count_error(struct sk_peer *p, enum ibv_wc_status status)
 {
-	if (status == IBTCA_WC_RETRY_EXC_ERR)
+	if (status == IBV_WC_RETRY_EXC_ERR)
 		p->retry_exc++;
-	else if (status == IBTCA_WC_WR_FLUSH_ERR)
+	else if (status == IBV_WC_WR_FLUSH_ERR)
 		p->flushed++;
 	else {
 		p->other_err++;
@@ -503,11 +505,11 @@ static void sk_count_error(struct sk_peer *p, uint8_t status)
 
 /* A completion of one of our requests. */
 static void sk_send_done(struct sk_run *r, struct sk_peer *p,
-			 const struct ibtca_poll_cq *c)
+			 const struct ibv_wc *c)
 {
 	uint32_t kind = (uint32_t)(c->wr_id & 3);
 	uint64_t k = c->wr_id >> 2;
-	int ok = c->status == IBTCA_WC_SUCCESS;
+	int ok = c->status == IBV_WC_SUCCESS;
 	char why[48];
 
 	if (p->wr_out)
@@ -519,7 +521,7 @@ static void sk_send_done(struct sk_run *r, struct sk_peer *p,
 	if (kind == SK_WR_CTL) {
 		if (p->hello == 1) {
 			p->hello = ok ? 2 : 0;
-			p->hello_at = now_s();
+			p->hello_at = rc_now();
 			if (!ok)
 				sk_break(r, p, SK_RETRY_HOLD_S, "hello_failed");
 		} else if (p->bye == 1) {
@@ -576,7 +578,7 @@ static void sk_check_data(struct sk_run *r, struct sk_peer *p,
 	p->rx_next = m->k + 1;
 	good = m->len == len && m->slot == slot;
 	if (good) {
-		diff = sk_diff(p->v.buf + SK_IN_OFF + slot * SK_SLOT_LEN, len,
+		diff = sk_diff(p->buf + SK_IN_OFF + slot * SK_SLOT_LEN, len,
 			       sk_seed(p->peer_nonce, p->lid, r->self, m->k));
 		good = diff == len;
 	}
@@ -593,24 +595,24 @@ static void sk_check_data(struct sk_run *r, struct sk_peer *p,
 
 /* A completion of one of our receives. */
 static void sk_recv_done(struct sk_run *r, struct sk_peer *p,
-			 const struct ibtca_poll_cq *c)
+			 const struct ibv_wc *c)
 {
 	struct sk_msg m;
 
 	if (p->rq_out)
 		p->rq_out--;
-	if (c->status != IBTCA_WC_SUCCESS) {
+	if (c->status != IBV_WC_SUCCESS) {
 		p->recv_err++;
 		sk_break(r, p, SK_HOLD_S, "recv_error");
 		return;
 	}
-	if (c->wr_id >= VB_NRECV || c->byte_len != SK_MSG_LEN) {
+	if (c->wr_id >= SK_NRECV || c->byte_len != SK_MSG_LEN) {
 		p->unexpected++;
 		return;
 	}
-	memcpy(&m, p->v.buf + VB_RECV_OFF + c->wr_id * VB_SLOT, sizeof(m));
-	p->rx_at = now_s();
-	if (m.magic != VB_MAGIC) {
+	memcpy(&m, p->buf + SK_RECV_OFF + c->wr_id * SK_RECV_SLOT, sizeof(m));
+	p->rx_at = rc_now();
+	if (m.magic != SK_MAGIC) {
 		p->unexpected++;
 	} else if (m.type == SK_DATA) {
 		sk_check_data(r, p, &m);
@@ -627,8 +629,8 @@ static void sk_recv_done(struct sk_run *r, struct sk_peer *p,
 			p->peer_epoch = m.epoch;
 			p->peer_nonce = m.nonce;
 			p->rx_next = m.k;
-			p->v.peer_iova = m.iova;
-			p->v.peer_rkey = m.rkey;
+			p->peer_addr = m.addr;
+			p->peer_rkey = m.rkey;
 		}
 	} else if (m.type == SK_BYE) {
 		p->bye_rcvd = 1;
@@ -641,27 +643,21 @@ static void sk_recv_done(struct sk_run *r, struct sk_peer *p,
 		sk_break(r, p, SK_HOLD_S, "post_recv");
 }
 
-static int sk_poll(struct sk_run *r, struct sk_peer *p, uint32_t cqn,
+/* Takes up to 32 completions of @cq (ours if @send, else receives). */
+static int sk_poll(struct sk_run *r, struct sk_peer *p, struct ibv_cq *cq,
 		   int send)
 {
-	struct ibtca_poll_cq c[32];
-	struct ibtca_poll_cq_batch b = {
-		.cqn = cqn,
-		.max = ARRAY_SIZE(c),
-		.entries = (uint64_t)(uintptr_t)c,
-	};
-	uint32_t i;
+	struct ibv_wc c[32];
+	int i, found;
 
-	memset(c, 0, sizeof(c));
-	if (ioctl(p->v.fd, IBTCA_IOC_POLL_CQ_BATCH, &b) < 0)
-		return 0;
-	for (i = 0; i < b.found; i++) {
+	found = ibv_poll_cq(cq, ARRAY_SIZE(c), c);
+	for (i = 0; i < found; i++) {
 		if (send)
 			sk_send_done(r, p, &c[i]);
 		else
 			sk_recv_done(r, p, &c[i]);
 	}
-	return (int)b.found;
+	return found > 0 ? found : 0;
 }
 
 static int sk_done(const struct sk_peer *p)
@@ -672,8 +668,8 @@ static int sk_done(const struct sk_peer *p)
 /* One turn for one peer; how much happened. */
 static int sk_step(struct sk_run *r, struct sk_peer *p)
 {
-	int n = sk_poll(r, p, p->v.scq, 1) + sk_poll(r, p, p->v.rcq, 0);
-	double now = now_s();
+	int n = sk_poll(r, p, p->scq, 1) + sk_poll(r, p, p->rcq, 0);
+	double now = rc_now();
 
 	switch (p->state) {
 	case SK_BROKEN:
@@ -739,7 +735,7 @@ static void sk_report(const struct sk_run *r, const struct sk_peer *p,
 		      const char *tag)
 {
 	printf("%s t=%.0f lid=%u peer=%u state=%s epoch=%u posted=%llu written_ok=%llu write_errors=%llu verified=%llu mismatched=%llu out_of_order=%llu reconnects=%llu\n",
-	       tag, now_s() - r->t0, r->self, p->lid, sk_state_name(p->state),
+	       tag, rc_now() - r->t0, r->self, p->lid, sk_state_name(p->state),
 	       p->epoch, (unsigned long long)p->all.posted,
 	       (unsigned long long)p->all.ok,
 	       (unsigned long long)p->all.errors,
@@ -784,7 +780,7 @@ static void sk_final(const struct sk_run *r, struct sk_peer *p)
 	       p->bye_rcvd, (unsigned long long)b->posted,
 	       (unsigned long long)b->ok, (unsigned long long)b->errors);
 	snprintf(name, sizeof(name), "check_%u", p->lid);
-	vcheck(name, p->established && !p->mismatched && !p->out_of_order &&
+	check(name, p->established && !p->mismatched && !p->out_of_order &&
 	       !p->unexpected && !p->missing && !open && p->bye == 2 && agree,
 	       "verified=%llu mismatched=%llu out_of_order=%llu unexpected=%llu missing=%llu not_completed=%llu bye=%d/%d; last connection: received %llu, the peer wrote %llu",
 	       (unsigned long long)p->verified,
@@ -807,7 +803,7 @@ static int sk_lids(const char *arg, uint16_t *lids)
 		return -1;
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		if (n == SK_MAX_LIDS || parse_u32(tok, &v) || !v || v >= 0xc000)
+		if (n == SK_MAX_LIDS || rc_parse_u32(tok, &v) || !v || v >= 0xc000)
 			return -1;
 		lids[n++] = (uint16_t)v;
 	}
@@ -834,57 +830,139 @@ static uint64_t sk_nonce(void)
 			x = 0;
 		close(fd);
 	}
-	return x ^ sk_mix((uint64_t)(now_s() * 1e9) ^ (uint64_t)getpid());
+	return x ^ sk_mix((uint64_t)(rc_now() * 1e9) ^ (uint64_t)getpid());
 }
 
-static int sk_setup(struct sk_run *r, struct sk_peer *p, int fd,
-		    const uint16_t *lids, int n)
+/* The peer's buffer, MR, CQs and QP; QP numbers checked. */
+static int sk_create(struct sk_run *r, struct sk_peer *p, uint32_t qpn,
+		     char *detail, size_t len)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 64, .max_recv_wr = 64,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	const char *what;
+
+	p->buf = aligned_alloc(4096, SK_BUF_SIZE);
+	what = "buffer";
+	if (!p->buf)
+		goto fail;
+	memset(p->buf, 0, SK_BUF_SIZE);
+	p->mr = ibv_reg_mr(r->pd, p->buf, SK_BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
+			   IBV_ACCESS_REMOTE_WRITE);
+	what = "ibv_reg_mr";
+	if (!p->mr)
+		goto fail;
+	p->scq = ibv_create_cq(r->ctx, 256, NULL, NULL, 0);
+	p->rcq = p->scq ? ibv_create_cq(r->ctx, 256, NULL, NULL, 0) : NULL;
+	what = "ibv_create_cq";
+	if (!p->rcq)
+		goto fail;
+	init.send_cq = p->scq;
+	init.recv_cq = p->rcq;
+	p->qp = ibv_create_qp(r->pd, &init);
+	what = "ibv_create_qp";
+	if (!p->qp)
+		goto fail;
+	if (p->qp->qp_num != qpn) {
+		snprintf(detail, len, "QP number 0x%x, expected 0x%x",
+			 p->qp->qp_num, qpn);
+		return -1;
+	}
+	snprintf(detail, len, "qpn=0x%x peer_lid=%u addr=0x%llx lkey=0x%x rkey=0x%x",
+		 qpn, p->lid, (unsigned long long)(uintptr_t)p->buf,
+		 p->mr->lkey, p->mr->rkey);
+	return 0;
+fail:
+	snprintf(detail, len, "%s: %s", what, strerror(errno ? errno : ENOMEM));
+	return -1;
+}
+
+static int sk_setup(struct sk_run *r, struct sk_peer *p, const uint16_t *lids,
+		    int n)
 {
 	char detail[160], name[32];
 	int me = 0, you = 0, i;
 
-	/* The i-th other LID of a guest's sorted list has its QPs 2i on. */
+	/* The i-th other LID of a guest's sorted list has QP RC_QPN0 + i. */
 	for (i = 0; i < n; i++) {
 		if (lids[i] < p->lid && lids[i] != r->self)
 			me++;
 		if (lids[i] < r->self && lids[i] != p->lid)
 			you++;
 	}
-	p->v.fd = fd;
-	p->v.peer_lid = p->lid;
-	p->v.mtu[0] = SK_MTU;
-	p->v.qpn0 = VB_QPN0 + 2 * me;
-	p->v.peer_qpn0 = VB_QPN0 + 2 * you;
+	p->path = r->path;
+	p->path.dlid = p->lid;
+	p->path.mtu = SK_MTU;
+	p->path.access = IBV_ACCESS_REMOTE_WRITE;
+	p->peer_qpn = RC_QPN0 + you;
 	p->initiator = r->self < p->lid;
 	snprintf(name, sizeof(name), "setup_%u", p->lid);
-	if (vb_setup(&p->v, detail, sizeof(detail))) {
-		vcheck(name, 0, "%s", detail);
+	if (sk_create(r, p, RC_QPN0 + me, detail, sizeof(detail)) ||
+	    rc_init(p->qp, &p->path)) {
+		check(name, 0, "%s", detail);
 		return -1;
 	}
-	vcheck(name, 1, "peer_qpn=0x%x %s", p->v.peer_qpn0, detail);
+	check(name, 1, "peer_qpn=0x%x %s", p->peer_qpn, detail);
 	/*
-	 * vb_setup connected the QP with the verbs scenario's timeouts; the
-	 * soak's come with a reconnection, the path every later one takes.
+	 * Every connection, the first too, is made from a broken one: ERR,
+	 * then RESET and on to RTS (sk_connect).
 	 */
 	p->state = SK_CONNECTING;
 	p->epoch = 1;
-	p->rq_out = VB_NRECV;
 	sk_break(r, p, 0, "setup");
 	return 0;
 }
 
-int cmd_soak(int argc, char **argv)
+/* Destroys what sk_create made (ibv_close_device would too). */
+static void sk_destroy(struct sk_peer *p)
 {
-	struct sk_run r = { 0 };
-	uint32_t seconds = 0, grace = 120, self = 0, v;
+	if (p->qp)
+		ibv_destroy_qp(p->qp);
+	if (p->scq)
+		ibv_destroy_cq(p->scq);
+	if (p->rcq)
+		ibv_destroy_cq(p->rcq);
+	if (p->mr)
+		ibv_dereg_mr(p->mr);
+	free(p->buf);
+}
+
+/* This guest's LID, once its port is active; 0 with a failed check. */
+static uint16_t sk_self(struct sk_run *r, uint32_t self)
+{
+	struct ibv_port_attr attr;
+	int ret = rc_wait_port(r->ctx, 60);
+
+	if (!ret)
+		ret = -ibv_query_port(r->ctx, 1, &attr);
+	if (ret) {
+		check("setup", 0, "port 1: %s", strerror(-ret));
+		return 0;
+	}
+	if (self && attr.lid != self) {
+		check("setup", 0, "port LID %u, --self-lid %u", attr.lid, self);
+		return 0;
+	}
+	return attr.lid;
+}
+
+int cmd_soak(const char *dev, int argc, char **argv)
+{
+	struct sk_run r = {
+		.path = { .timeout = RC_TIMEOUT_DEFAULT,
+			  .retry = RC_RETRY_DEFAULT },
+	};
+	uint32_t seconds = 0, grace = 120, self = 0;
 	uint16_t lids[SK_MAX_LIDS];
-	struct sk_peer *peers;
+	struct sk_peer *peers = NULL;
 	const char *lid_arg = NULL;
-	int n = 0, np = 0, i, fd, busy, opt;
+	int n = 0, np = 0, i, busy, opt;
 	double next_report;
 
 	for (i = 0; i + 1 < argc; i += 2) {
-		opt = vb_qp_option(argv[i], argv[i + 1]);
+		opt = rc_qp_option(&r.path, argv[i], argv[i + 1]);
 		if (opt < 0)
 			usage();
 		else if (opt)
@@ -892,13 +970,14 @@ int cmd_soak(int argc, char **argv)
 		else if (!strcmp(argv[i], "--lids"))
 			lid_arg = argv[i + 1];
 		else if (!strcmp(argv[i], "--seconds") &&
-			 !parse_u32(argv[i + 1], &seconds) && seconds)
+			 !rc_parse_u32(argv[i + 1], &seconds) && seconds)
 			continue;
 		else if (!strcmp(argv[i], "--self-lid") &&
-			 !parse_u32(argv[i + 1], &self) && self && self < 0xc000)
+			 !rc_parse_u32(argv[i + 1], &self) && self &&
+			 self < 0xc000)
 			continue;
 		else if (!strcmp(argv[i], "--grace") &&
-			 !parse_u32(argv[i + 1], &grace))
+			 !rc_parse_u32(argv[i + 1], &grace))
 			continue;
 		else
 			usage();
@@ -908,41 +987,42 @@ int cmd_soak(int argc, char **argv)
 	n = sk_lids(lid_arg, lids);
 	if (n < 2)
 		usage();
-	vb_prefix = "IBTCA-SOAK";
-	fd = open_dev();
-	if (fd < 0) {
-		vcheck("setup", 0, "cannot open %s", dev_path);
+	check_prefix = "IBTCA-SOAK";
+	r.ctx = rc_open(dev);
+	if (!r.ctx) {
+		check("setup", 0, "cannot open %s", dev);
 		goto summary;
 	}
-	if (reg_read(fd, IBTCA_REG_PORT_LID, &v) || (self && v != self)) {
-		vcheck("setup", 0, "port LID %u, --self-lid %u", v, self);
+	r.self = sk_self(&r, self);
+	if (!r.self)
+		goto out;
+	r.pd = ibv_alloc_pd(r.ctx);
+	peers = calloc(n, sizeof(*peers));
+	if (!r.pd || !peers) {
+		check("setup", 0, "ibv_alloc_pd or memory: %s", strerror(errno));
 		goto out;
 	}
-	r.self = (uint16_t)v;
-	peers = calloc(n, sizeof(*peers));
-	if (!peers)
-		goto out;
 	for (i = 0; i < n; i++)
 		if (lids[i] != r.self)
 			peers[np++].lid = lids[i];
 	if (np != n - 1) {
-		vcheck("setup", 0, "own LID %u not in --lids %s", r.self,
-		       lid_arg);
-		goto free;
+		check("setup", 0, "own LID %u not in --lids %s", r.self,
+		      lid_arg);
+		goto out;
 	}
 	r.nonce = sk_nonce();
-	r.t0 = now_s();
+	r.t0 = rc_now();
 	for (i = 0; i < np; i++)
-		if (sk_setup(&r, &peers[i], fd, lids, n))
-			goto free;
-	r.end = now_s() + seconds;
+		if (sk_setup(&r, &peers[i], lids, n))
+			goto out;
+	r.end = rc_now() + seconds;
 	r.stop = r.end + grace;
 	next_report = r.t0 + SK_REPORT_S;
 	printf("IBTCA-SOAK-START lid=%u lids=%s seconds=%u grace=%u timeout=%u retry=%u window=%u slots=%u\n",
-	       r.self, lid_arg, seconds, grace, vb_timeout, vb_retry, SK_WIN,
-	       SK_NSLOT);
+	       r.self, lid_arg, seconds, grace, r.path.timeout, r.path.retry,
+	       SK_WIN, SK_NSLOT);
 	for (;;) {
-		double now = now_s();
+		double now = rc_now();
 		int all_done = 1;
 
 		r.ending = now >= r.end;
@@ -962,20 +1042,21 @@ int cmd_soak(int argc, char **argv)
 			usleep(200);
 	}
 	/* Our ACKs of the peers' BYEs may be lost: answer their retries. */
-	for (next_report = now_s() + SK_LINGER_S; now_s() < next_report;) {
+	for (next_report = rc_now() + SK_LINGER_S; rc_now() < next_report;) {
 		for (i = 0; i < np; i++)
-			sk_poll(&r, &peers[i], peers[i].v.rcq, 0);
+			sk_poll(&r, &peers[i], peers[i].rcq, 0);
 		usleep(10000);
 	}
 	for (i = 0; i < np; i++)
 		sk_final(&r, &peers[i]);
-free:
-	for (i = 0; i < np; i++)
-		if (peers[i].v.buf && peers[i].v.buf != MAP_FAILED)
-			munmap(peers[i].v.buf, VB_BUF_SIZE);
-	free(peers);
 out:
-	close(fd);
+	for (i = 0; i < np; i++)
+		sk_destroy(&peers[i]);
+	free(peers);
+	if (r.pd)
+		ibv_dealloc_pd(r.pd);
+	if (r.ctx)
+		ibv_close_device(r.ctx);
 summary:
 	printf("IBTCA-SOAK-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
 	return n_fail || !n_pass;

@@ -185,22 +185,6 @@ struct ibtca_modify_qp {
  */
 #define IBTCA_UAPI_POST_F_MORE	(1U << 0)
 
-/*
- * POST_SEND_BATCH: posts @count (1..IBTCA_UAPI_POST_BATCH_MAX) work
- * requests, the array of struct ibtca_post_send at user address @wrs, in
- * order, and rings each QP's SQ doorbell once for its run of them (their
- * IBTCA_UAPI_POST_F_MORE is implied). @posted is how many were posted: on
- * a bad request the ones before it are posted and rung, the call returns
- * 0 if there are any, and POST_SEND of the first unposted one tells why.
- */
-#define IBTCA_UAPI_POST_BATCH_MAX	64U
-
-struct ibtca_post_send_batch {
-	__u32 count;		/* in */
-	__u32 posted;		/* out */
-	__u64 wrs;		/* in: user pointer to @count requests */
-};
-
 struct ibtca_post_send {
 	__u32 qpn;
 	__u32 opcode;		/* IBTCA_WR_* */
@@ -427,6 +411,9 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_RAW	_IOWR(IBTCA_IOC_MAGIC, 0x1e, struct ibtca_drdma_raw)
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
-#define IBTCA_IOC_POST_SEND_BATCH _IOWR(IBTCA_IOC_MAGIC, 0x22, struct ibtca_post_send_batch)
+/*
+ * 0x20 (DESTROY) and 0x22 (POST_SEND_BATCH) are gone, their users moved to
+ * libibverbs (docs/guest-verbs-surface.md); the numbers are not reused.
+ */
 
 #endif /* IBTCA_UAPI_H */

@@ -291,40 +291,6 @@ static int ibtca_v_post_send(struct ibtca_ctx *ctx, struct ibtca_post_send *s)
 	return 0;
 }
 
-static int ibtca_v_post_send_batch(struct ibtca_ctx *ctx,
-				   struct ibtca_post_send_batch *b)
-{
-	struct ibtca_post_send __user *in = u64_to_user_ptr(b->wrs);
-	struct ibtca_qp *qp, *pending = NULL;
-	struct ibtca_post_send s;
-	int ret = 0;
-
-	if (!b->count || b->count > IBTCA_UAPI_POST_BATCH_MAX)
-		return -EINVAL;
-	b->posted = 0;
-	while (b->posted < b->count) {
-		if (copy_from_user(&s, in + b->posted, sizeof(s))) {
-			ret = -EFAULT;
-			break;
-		}
-		qp = ibtca_find_qp(ctx, s.qpn);
-		/* Ring for the previous QP's run before moving on. */
-		if (pending && pending != qp) {
-			ibtca_sq_db(ctx->idev, &pending->r);
-			pending = NULL;
-		}
-		s.post_flags |= IBTCA_UAPI_POST_F_MORE;
-		ret = ibtca_v_post_send(ctx, &s);
-		if (ret)
-			break;
-		pending = qp;
-		b->posted++;
-	}
-	if (pending)
-		ibtca_sq_db(ctx->idev, &pending->r);
-	return b->posted ? 0 : ret;
-}
-
 static int ibtca_v_post_recv(struct ibtca_ctx *ctx, struct ibtca_post_recv *r)
 {
 	struct ibtca_recv_wqe *w;
@@ -522,7 +488,6 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		struct ibtca_create_qp qp;
 		struct ibtca_modify_qp mod;
 		struct ibtca_post_send send;
-		struct ibtca_post_send_batch send_batch;
 		struct ibtca_post_recv recv;
 		struct ibtca_poll_cq poll;
 		struct ibtca_poll_cq_batch batch;
@@ -565,9 +530,6 @@ long ibtca_verbs_ioctl(struct ibtca_ctx *ctx, unsigned int cmd,
 		break;
 	case IBTCA_IOC_POST_SEND:
 		ret = ibtca_v_post_send(ctx, &u.send);
-		break;
-	case IBTCA_IOC_POST_SEND_BATCH:
-		ret = ibtca_v_post_send_batch(ctx, &u.send_batch);
 		break;
 	case IBTCA_IOC_POST_RECV:
 		ret = ibtca_v_post_recv(ctx, &u.recv);

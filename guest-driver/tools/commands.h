@@ -6,20 +6,10 @@
 #ifndef IBTCA_TOOL_COMMANDS_H
 #define IBTCA_TOOL_COMMANDS_H
 
-#include <stdint.h>
-
-#include "verbs_lib.h"
-
-/* verbs_bench.c: verbs-bench, run by the verbs scenario (ibtca-tool.c). */
-int vb_serve_lat(struct vb *v, uint64_t iters, uint32_t how);
-void vb_client_perf(struct vb *v);
-
 /* drdma.c */
 int cmd_drdma(int argc, char **argv, int bench);
 /* drdma_fan.c */
 int cmd_drdma_fan(int argc, char **argv);
-/* soak.c */
-int cmd_soak(int argc, char **argv);
 /* uverbs_mr.c */
 int cmd_uverbs_mr(int argc, char **argv);
 

@@ -10,24 +10,23 @@
  *   ibtca-tool [-d /dev/ibtcaN] irq VECTOR [TIMEOUT_MS]
  *   ibtca-tool [-d /dev/ibtcaN] dma fill|sum LEN [SEED]
  *   ibtca-tool [-d /dev/ibtcaN] dma-fault
- *   ibtca-tool [-d /dev/ibtcaN] verbs-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-bench --role server|client --peer-lid N
  *   ibtca-tool [-d /dev/ibtcaN] drdma-fan --role server|client --peer-lid L[,L]
  *                                         [--index I]
- *   ibtca-tool [-d /dev/ibtcaN] soak --lids L,L[,...] --seconds N [--self-lid L]
- *              [--grace S]
  *   ibtca-tool --help
  *
- * The verbs-bench, drdma and soak commands also take --timeout EXP and --retry N
- * (the ACK timeout and transport retries of their QPs).
+ * The drdma commands also take --timeout EXP and --retry N (the ACK
+ * timeout and transport retries of their QPs). The verbs commands every
+ * RDMA device has (verbs, verbs-bench, soak, atm-echo) are ibtca-verbs',
+ * on libibverbs (tools/verbs/).
  *
- * This file has main, the device commands and verbs-bench's server; the
- * verbs helpers (QP set-up, messages, polling) live in verbs_lib.c,
- * verbs-bench in verbs_bench.c, the drdma scenarios in drdma.c (drdma,
- * drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c, the soak in
- * soak.c; below them all the check lines and counts (report.c), the device
- * node (dev.c), number arguments (parse.c); the usage text is usage.c.
+ * This file has main and the device commands; the drdma scenarios are in
+ * drdma.c (drdma, drdma-bench) and drdma_fan.c (drdma-fan) on drdma_lib.c
+ * and the verbs helpers (QP set-up, messages, polling) of verbs_lib.c,
+ * user memory through uverbs in uverbs_mr.c; below them all the check
+ * lines and counts (report.c), the device node (dev.c), number arguments
+ * (parse.c); the usage text is usage.c.
  * Their headers: report.h, dev.h, parse.h, usage.h, verbs_lib.h and
  * drdma_lib.h (what the DRDMA files share); commands.h declares what main
  * runs. A file calls only files below it.
@@ -413,111 +412,6 @@ static int cmd_fault(void)
 	return !f.fault_ok;
 }
 
-/*
- * verbs-bench's server: introduced by the HELLO exchange, it answers the
- * client (verbs_bench.c) until BYE: checks the bytes of its last 1 MiB
- * write, answers the SEND pings and the write_lat round trips.
- */
-static void vb_serve(struct vb *v)
-{
-	struct vb_msg m;
-	size_t i;
-	int ret, done = 0;
-
-	while (!done) {
-		ret = vb_recv(v, &m, 120);
-		if (ret) {
-			vcheck("protocol", 0, "receive: %s", strerror(-ret));
-			return;
-		}
-		switch (m.type) {
-		case VB_WRITTEN:
-			i = vb_pattern_diff(v->buf + VB_BULK_OFF, m.value,
-					    (uint8_t)m.ok);
-			vcheck("rdma_write_data", i == m.value,
-			       "%llu bytes, first mismatch at %zu",
-			       (unsigned long long)m.value, i);
-			ret = vb_send_simple(v, VB_RESULT, i == m.value, i);
-			break;
-		case VB_PING:
-			ret = vb_send_simple(v, VB_PONG, 1, m.value);
-			break;
-		case VB_LAT:
-			ret = vb_serve_lat(v, m.value, m.ok);
-			vcheck("write_lat_echo", !ret, "%llu round trips: %s",
-			       (unsigned long long)m.value,
-			       ret ? strerror(-ret) : "answered");
-			break;
-		case VB_BYE:
-			vcheck("bye", 1, "client finished");
-			done = 1;
-			break;
-		default:
-			vcheck("protocol", 0, "unexpected message type %u",
-			       m.type);
-			return;
-		}
-		if (ret) {
-			vcheck("protocol", 0, "reply: %s", strerror(-ret));
-			return;
-		}
-	}
-}
-
-static int cmd_verbs_bench(int argc, char **argv)
-{
-	struct vb v = { .fd = -1 };
-	const char *role = NULL;
-	uint32_t lid = 0, sl = 0;
-	char detail[160];
-	int i, opt;
-
-	for (i = 0; i + 1 < argc; i += 2) {
-		opt = vb_qp_option(argv[i], argv[i + 1]);
-		if (opt < 0)
-			usage();
-		else if (opt)
-			continue;
-		else if (!strcmp(argv[i], "--role"))
-			role = argv[i + 1];
-		else if (!strcmp(argv[i], "--peer-lid") &&
-			 !parse_u32(argv[i + 1], &lid) && lid && lid < 0xc000)
-			v.peer_lid = (uint16_t)lid;
-		else if (!strcmp(argv[i], "--sl") &&
-			 !parse_u32(argv[i + 1], &sl) && sl <= 14)
-			v.sl = (uint8_t)sl;
-		else if (!strcmp(argv[i], "--wait") &&
-			 !parse_u32(argv[i + 1], &v.wait_s) && v.wait_s)
-			continue;
-		else
-			usage();
-	}
-	if (i != argc || !role || !v.peer_lid ||
-	    (strcmp(role, "server") && strcmp(role, "client")))
-		usage();
-	v.server = !strcmp(role, "server");
-
-	v.fd = open_dev();
-	if (v.fd < 0) {
-		vcheck("setup", 0, "cannot open %s", dev_path);
-	} else if (vb_setup(&v, detail, sizeof(detail))) {
-		vcheck("setup", 0, "%s", detail);
-	} else {
-		vcheck("setup", 1, "role=%s %s", role, detail);
-		if (!v.server)
-			vb_client_perf(&v);
-		else if (!vb_exchange(&v))
-			vb_serve(&v);
-	}
-	/* Closing the file (and unmapping) destroys every object. */
-	if (v.buf && v.buf != MAP_FAILED)
-		munmap(v.buf, VB_BUF_SIZE);
-	if (v.fd >= 0)
-		close(v.fd);
-	printf("IBTCA-VERBS-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
-	return n_fail || !n_pass;
-}
-
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -556,16 +450,12 @@ int main(int argc, char **argv)
 		return cmd_port_wait(argc, argv);
 	if (!strcmp(cmd, "dma-fault") && !argc)
 		return cmd_fault();
-	if (!strcmp(cmd, "verbs-bench"))
-		return cmd_verbs_bench(argc, argv);
 	if (!strcmp(cmd, "drdma"))
 		return cmd_drdma(argc, argv, 0);
 	if (!strcmp(cmd, "drdma-bench"))
 		return cmd_drdma(argc, argv, 1);
 	if (!strcmp(cmd, "drdma-fan"))
 		return cmd_drdma_fan(argc, argv);
-	if (!strcmp(cmd, "soak"))
-		return cmd_soak(argc, argv);
 	if (!strcmp(cmd, "uverbs-mr"))
 		return cmd_uverbs_mr(argc, argv);
 	usage();

@@ -3,9 +3,8 @@
  * The verbs helpers of ibtca-tool: one RC QP pair set up through the
  * driver's ioctls (PD, MR over a 2 MiB buffer, CQs, QPs moved to RTS
  * against the peer's), SEND/RECV messages between the two guests, polling
- * and the HELLO exchange of buffer address and R_Key. verbs-bench
- * (verbs_bench.c, its server in ibtca-tool.c), the DRDMA scenarios
- * (drdma.c, drdma_fan.c) and the soak (soak.c) build on them.
+ * and the HELLO exchange of buffer address and R_Key. The DRDMA scenarios
+ * (drdma.c, drdma_fan.c) build on them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -481,26 +480,4 @@ int vb_exchange(struct vb *v)
 	vcheck(name, !ret, "peer_iova=0x%llx peer_rkey=0x%x %s",
 	       (unsigned long long)v->peer_iova, v->peer_rkey, vb_err(ret, &c));
 	return ret;
-}
-
-/*
- * 64 B SEND ping-pong with the server (PING, PONG), both sides waiting for
- * completions in the driver (CQ interrupt). Returns the round trips done;
- * @us, if set, gets each one's half in microseconds.
- */
-int vb_send_pingpong(struct vb *v, int n, double *us)
-{
-	struct vb_msg m;
-	double t0;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		t0 = now_s();
-		if (vb_send_simple(v, VB_PING, 1, i) ||
-		    vb_expect(v, VB_PONG, &m) || m.value != (uint64_t)i)
-			break;
-		if (us)
-			us[i] = (now_s() - t0) * 1e6 / 2;
-	}
-	return i;
 }

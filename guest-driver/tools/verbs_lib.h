@@ -3,8 +3,8 @@
  * ibtca-tool's verbs helpers (verbs_lib.c): they set up a PD, an MR over a
  * 2 MiB buffer, CQs and two RC QPs connected to a peer guest's, exchange
  * buffer addresses and R_Keys (HELLO) and carry 64-byte messages over
- * SEND/RECV. verbs-bench, the DRDMA scenarios and the soak build on them
- * (the verbs scenario is ibtca-verbs', tools/verbs/).
+ * SEND/RECV. The DRDMA scenarios build on them (the verbs scenario,
+ * verbs-bench and the soak are ibtca-verbs', tools/verbs/).
  */
 #ifndef IBTCA_TOOL_VERBS_LIB_H
 #define IBTCA_TOOL_VERBS_LIB_H
@@ -36,16 +36,11 @@
 #define VB_QPN0		0x402U
 #define VB_PSN		100U
 #define VB_MAGIC	0x49425642U	/* "IBVB" */
-#define VB_WRITE_SEED	0x31
-#define VB_LAT_OFF	0x150000U	/* write_lat: 64 B in, then 64 B out */
-#define VB_LAT_LEN	64U
-#define VB_PINGS	200
 
 /* Message types; other scenarios number theirs from VB_USER. */
-enum { VB_HELLO = 1, VB_WRITTEN, VB_RESULT, VB_PING, VB_PONG, VB_BYE, VB_LAT,
-	VB_USER = 0x40 };
+enum { VB_HELLO = 1, VB_RESULT = 3, VB_BYE = 6, VB_USER = 0x40 };
 
-/* A message; 64 bytes, the size of the ping. */
+/* A message; 64 bytes. */
 struct vb_msg {
 	uint32_t magic;
 	uint32_t type;
@@ -112,11 +107,5 @@ int vb_recv(struct vb *v, struct vb_msg *m, double secs);
 int vb_expect_within(struct vb *v, uint32_t type, struct vb_msg *m,
 		     double secs);
 int vb_expect(struct vb *v, uint32_t type, struct vb_msg *m);
-
-/*
- * 64 B SEND ping-pong with the server (PING, PONG): the round trips done;
- * @us, if set, gets each one's half in microseconds (verbs_lib.c).
- */
-int vb_send_pingpong(struct vb *v, int n, double *us);
 
 #endif /* IBTCA_TOOL_VERBS_LIB_H */

@@ -1,6 +1,6 @@
 //! The guest driver's C files call one way: no circle of files in one
-//! folder (`guest-driver/tools/`, `provider/`, `kernel/`, `tests/provider/`)
-//! through the functions and globals they share
+//! folder (`guest-driver/tools/`, `tools/verbs/`, `provider/`, `kernel/`,
+//! `tests/provider/`) through the functions and globals they share
 //! (docs/guest-driver-layout.md, "Calls inside a folder").
 //!
 //! A file uses another when it names something the other defines and does
@@ -241,13 +241,36 @@ fn assert_calls_one_way(folder: &str, expected: &[(&str, &str)]) {
 
 #[test]
 fn guest_tool_files_call_without_a_circle() {
-    // The tool's main and its shared helpers are where the reader expects.
+    // The tool's commands and their shared helpers are where the reader
+    // expects.
     assert_calls_one_way(
         "tools",
         &[
-            ("ibtca-tool.c", "verbs_lib.c"),
+            ("ibtca-tool.c", "dev.c"),
+            ("drdma.c", "verbs_lib.c"),
             ("verbs_lib.c", "report.c"),
             ("verbs_lib.c", "dev.c"),
+        ],
+    );
+}
+
+#[test]
+fn libibverbs_tool_files_call_without_a_circle() {
+    // ibtca-verbs: main over the commands, the commands over the guest
+    // pair, the pair over the libibverbs helpers.
+    assert_calls_one_way(
+        "tools/verbs",
+        &[
+            ("ibtca-verbs.c", "bench.c"),
+            ("bench.c", "bench_lat.c"),
+            ("bench_lat.c", "bench_cq.c"),
+            ("bench.c", "pair.c"),
+            ("verbs.c", "pair.c"),
+            ("soak.c", "soak_conn.c"),
+            ("soak_conn.c", "soak_msg.c"),
+            ("soak_conn.c", "rc.c"),
+            ("pair.c", "rc.c"),
+            ("pair.c", "report.c"),
         ],
     );
 }

@@ -12,4 +12,10 @@ int cmd_atm_echo(const char *dev, int argc, char **argv);
 /* verbs.c; @dev as for cmd_atm_echo. */
 int cmd_verbs(const char *dev, int argc, char **argv);
 
+/* bench.c; @dev as for cmd_atm_echo. */
+int cmd_verbs_bench(const char *dev, int argc, char **argv);
+
+/* soak.c; @dev as for cmd_atm_echo. */
+int cmd_soak(const char *dev, int argc, char **argv);
+
 #endif /* IBTCA_VERBS_COMMANDS_H */

@@ -40,5 +40,9 @@ int main(int argc, char **argv)
 		return cmd_atm_echo(dev, argc, argv);
 	if (!strcmp(cmd, "verbs"))
 		return cmd_verbs(dev, argc, argv);
+	if (!strcmp(cmd, "verbs-bench"))
+		return cmd_verbs_bench(dev, argc, argv);
+	if (!strcmp(cmd, "soak"))
+		return cmd_soak(dev, argc, argv);
 	usage();
 }

@@ -4,29 +4,29 @@
  * the HELLO exchange and the teardown checks (pair.h).
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pair.h"
+#include "usage.h"
 
-int n_pass, n_fail;
-
-void check(const char *name, int ok, const char *fmt, ...)
+void pair_pattern(uint8_t *buf, size_t len, uint8_t seed)
 {
-	va_list ap;
+	size_t i;
 
-	printf("IBTCA-VERBS %s %s ", name, ok ? "PASS" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 31 + seed + (i >> 12));
+}
+
+size_t pair_pattern_diff(const uint8_t *buf, size_t len, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != (uint8_t)(i * 31 + seed + (i >> 12)))
+			break;
+	return i;
 }
 
 uint64_t pair_remote(const struct pair *p, uint32_t off)
@@ -144,6 +144,23 @@ int pair_expect(struct pair *p, uint32_t type, struct pair_msg *m,
 	return ret;
 }
 
+int pair_pingpong(struct pair *p, int n, double *us)
+{
+	struct pair_msg m;
+	double t0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		t0 = rc_now();
+		if (pair_send(p, MSG_PING, 1, i) ||
+		    pair_expect(p, MSG_PONG, &m, 120) || m.value != (uint64_t)i)
+			break;
+		if (us)
+			us[i] = (rc_now() - t0) * 1e6 / 2;
+	}
+	return i;
+}
+
 static int pair_fail(char *detail, size_t len, const char *what, int ret)
 {
 	snprintf(detail, len, "%s: %s", what, strerror(ret < 0 ? -ret : ret));
@@ -191,19 +208,19 @@ int pair_setup(struct pair *p, char *detail, size_t len)
 	p->qp2 = ibv_create_qp(p->pd, &init);
 	if (!p->qp2)
 		return pair_fail(detail, len, "ibv_create_qp", -errno);
-	if (p->qp->qp_num != PAIR_QPN0 || p->qp2->qp_num != PAIR_QPN0 + 1) {
+	if (p->qp->qp_num != RC_QPN0 || p->qp2->qp_num != RC_QPN0 + 1) {
 		snprintf(detail, len, "QP numbers 0x%x 0x%x, expected 0x%x 0x%x",
-			 p->qp->qp_num, p->qp2->qp_num, PAIR_QPN0,
-			 PAIR_QPN0 + 1);
+			 p->qp->qp_num, p->qp2->qp_num, RC_QPN0,
+			 RC_QPN0 + 1);
 		return -EPROTO;
 	}
 	p->path.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			 IBV_ACCESS_REMOTE_ATOMIC;
 	p->path.rd_atomic = 3;
-	ret = rc_connect(p->qp, &p->path, PAIR_QPN0);
+	ret = rc_connect(p->qp, &p->path, RC_QPN0);
 	if (ret)
 		return pair_fail(detail, len, "connect QP 1", ret);
-	ret = rc_connect(p->qp2, &p->path, PAIR_QPN0 + 1);
+	ret = rc_connect(p->qp2, &p->path, RC_QPN0 + 1);
 	if (ret)
 		return pair_fail(detail, len, "connect QP 2", ret);
 	for (i = 0; i < PAIR_NRECV; i++) {
@@ -246,7 +263,7 @@ static int pair_reconnect(struct pair *p)
 	if (!ret)
 		ret = pair_state(p->qp, IBV_QPS_RESET);
 	if (!ret)
-		ret = rc_connect(p->qp, &p->path, PAIR_QPN0);
+		ret = rc_connect(p->qp, &p->path, RC_QPN0);
 	for (i = 0; i < PAIR_NRECV && !ret; i++)
 		ret = pair_post_recv(p, i);
 	return ret;
@@ -361,4 +378,62 @@ void pair_teardown(struct pair *p)
 		ret = -ibv_dealloc_pd(p->pd);
 	check("teardown", !ret, "2 QPs, 3 CQs and their channels, MR, PD destroyed: %s",
 	      strerror(-ret));
+}
+
+int pair_command(const char *dev, int argc, char **argv,
+		 void (*server)(struct pair *), void (*client)(struct pair *))
+{
+	struct pair p = {
+		.path = { .timeout = RC_TIMEOUT_DEFAULT,
+			  .retry = RC_RETRY_DEFAULT },
+	};
+	const char *role = NULL;
+	uint32_t n;
+	char detail[160];
+	int i, opt;
+
+	for (i = 0; i + 1 < argc; i += 2) {
+		opt = rc_qp_option(&p.path, argv[i], argv[i + 1]);
+		if (opt < 0)
+			usage();
+		else if (opt)
+			continue;
+		else if (!strcmp(argv[i], "--role"))
+			role = argv[i + 1];
+		else if (!strcmp(argv[i], "--peer-lid") &&
+			 !rc_parse_u32(argv[i + 1], &n) && n && n < 0xc000)
+			p.path.dlid = (uint16_t)n;
+		else if (!strcmp(argv[i], "--sl") &&
+			 !rc_parse_u32(argv[i + 1], &n) && n <= 14)
+			p.path.sl = (uint8_t)n;
+		else if (!strcmp(argv[i], "--wait") &&
+			 !rc_parse_u32(argv[i + 1], &p.wait_s) && p.wait_s)
+			continue;
+		else
+			usage();
+	}
+	if (i != argc || !role || !p.path.dlid ||
+	    (strcmp(role, "server") && strcmp(role, "client")))
+		usage();
+	p.server = !strcmp(role, "server");
+
+	p.ctx = rc_open(dev);
+	if (!p.ctx) {
+		check("setup", 0, "cannot open %s", dev);
+	} else if (pair_setup(&p, detail, sizeof(detail))) {
+		check("setup", 0, "%s", detail);
+	} else {
+		check("setup", 1, "role=%s %s", role, detail);
+		if (p.server)
+			server(&p);
+		else
+			client(&p);
+		pair_teardown(&p);
+	}
+	/* Closing the context destroys what a failed run left. */
+	if (p.ctx)
+		ibv_close_device(p.ctx);
+	free(p.buf);
+	printf("IBTCA-VERBS-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
+	return n_fail || !n_pass;
 }

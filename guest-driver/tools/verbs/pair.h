@@ -3,11 +3,9 @@
  * ibtca-verbs' guest pair (pair.c): two RC QPs connected to a peer guest's
  * two, a PD, an MR over a 2 MiB buffer, three CQs; buffer addresses and
  * R_Keys exchanged (HELLO) and 64-byte messages carried over SEND/RECV on
- * the first QP; the check lines and their counts.
+ * the first QP; the options, set-up and teardown of a command on it.
  *
- * No out-of-band channel: a fresh device numbers its QPs from 0x400 and
- * the RDMA core's MAD layer takes the first two (QP0 and QP1) when the
- * driver registers ibtca0, so each side's first QP is PAIR_QPN0 and each
+ * No out-of-band channel: each side's first QP is RC_QPN0 (rc.h) and each
  * derives the peer's QPNs from its LID alone.
  */
 #ifndef IBTCA_VERBS_PAIR_H
@@ -17,6 +15,7 @@
 #include <stdint.h>
 
 #include "rc.h"
+#include "report.h"
 
 #define PAIR_BUF_SIZE	(2U << 20)
 #define PAIR_BULK_OFF	0x000000U	/* 1 MiB: RDMA WRITE source/target */
@@ -30,12 +29,11 @@
 #define PAIR_RECV_OFF	0x140000U	/* receive slots */
 #define PAIR_SLOT	256U
 #define PAIR_NRECV	16U
-#define PAIR_QPN0	0x402U
 #define PAIR_MAGIC	0x49425642U	/* "IBVB" */
 
 /* Message types. */
 enum { MSG_HELLO = 1, MSG_WRITTEN, MSG_RESULT, MSG_ATOMICS, MSG_BADKEY,
-	MSG_PING, MSG_PONG, MSG_BYE };
+	MSG_PING, MSG_PONG, MSG_BYE, MSG_LAT };
 
 /* A message; 64 bytes. */
 struct pair_msg {
@@ -63,11 +61,22 @@ struct pair {
 	uint64_t wr_id;
 };
 
-extern int n_pass, n_fail;
-/* Prints one "IBTCA-VERBS <name> PASS|FAIL <detail>" line and counts it. */
-void check(const char *name, int ok, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
+/*
+ * A command on the guest pair (verbs, verbs-bench): its options (--role
+ * server|client, --peer-lid L, --sl SL, --wait SECS, --timeout, --retry;
+ * usage() for a bad one), device @dev opened, pair_setup (the "setup"
+ * check), @server or @client run, pair_teardown, the SUMMARY line; the
+ * exit status.
+ */
+int pair_command(const char *dev, int argc, char **argv,
+		 void (*server)(struct pair *), void (*client)(struct pair *));
+/*
+ * The byte pattern the RDMA checks write and read: byte i is
+ * i * 31 + @seed + i / 4096 (mod 256).
+ */
+void pair_pattern(uint8_t *buf, size_t len, uint8_t seed);
+/* Offset of the first byte that differs from the pattern, or @len. */
+size_t pair_pattern_diff(const uint8_t *buf, size_t len, uint8_t seed);
 /*
  * Every int-returning function below returns 0 or a negative errno value.
  * pair_setup: waits for the port, creates and connects everything and
@@ -93,6 +102,12 @@ int pair_expect(struct pair *p, uint32_t type, struct pair_msg *m,
 		double secs);
 /* Receives the next message within @secs, whatever its type. */
 int pair_recv(struct pair *p, struct pair_msg *m, double secs);
+/*
+ * Client: @n 64-byte SEND round trips (PING, the server's PONG of the same
+ * value); the number done. @us, if set, gets each one's half in
+ * microseconds.
+ */
+int pair_pingpong(struct pair *p, int n, double *us);
 /*
  * HELLO exchange of buffer address and R_Key (the "exchange" check). The
  * client sends its HELLO again until the server's QP is ready; the server

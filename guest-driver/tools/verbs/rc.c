@@ -136,31 +136,34 @@ int rc_cq_create(struct ibv_context *ctx, int entries, struct rc_cq *cq)
 	return 0;
 }
 
-int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
-	       uint32_t dest_qpn)
+int rc_init(struct ibv_qp *qp, const struct rc_path *path)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.port_num = 1,
 		.qp_access_flags = path->access,
 	};
+
+	return -ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int rc_ready(struct ibv_qp *qp, const struct rc_path *path,
+	     uint32_t dest_qpn)
+{
 	uint8_t rd_atomic = path->rd_atomic ? path->rd_atomic : 1;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = path->mtu ? path->mtu : IBV_MTU_4096,
+		.dest_qp_num = dest_qpn,
+		.rq_psn = RC_PSN,
+		.max_dest_rd_atomic = rd_atomic,
+		.min_rnr_timer = 1,
+		.ah_attr = { .dlid = path->dlid, .sl = path->sl,
+			     .port_num = 1 },
+	};
 	int ret;
 
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	if (ret)
-		return -ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = dest_qpn;
-	a.rq_psn = RC_PSN;
-	a.max_dest_rd_atomic = rd_atomic;
-	a.min_rnr_timer = 1;
-	a.ah_attr.dlid = path->dlid;
-	a.ah_attr.sl = path->sl;
-	a.ah_attr.port_num = 1;
 	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -176,6 +179,14 @@ int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	return -ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
+	       uint32_t dest_qpn)
+{
+	int ret = rc_init(qp, path);
+
+	return ret ? ret : rc_ready(qp, path, dest_qpn);
 }
 
 int rc_wait(struct rc_cq *cq, struct ibv_wc *wc, double secs)

@@ -14,6 +14,16 @@
 
 #include <infiniband/verbs.h>
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * The first QP number a user gets: a fresh device numbers its QPs from
+ * 0x400 and the RDMA core's MAD layer takes the first two (QP0 and QP1)
+ * when the driver registers ibtca0. Two guests that create their QPs in
+ * the same order know each other's numbers without an exchange.
+ */
+#define RC_QPN0		0x402U
+
 /* Both ends start at this PSN (the ATM gateway map's sq_psn and rq_psn). */
 #define RC_PSN		100U
 
@@ -31,6 +41,7 @@ struct rc_path {
 	uint8_t retry;		/* transport retries, 0-7 */
 	uint8_t rd_atomic;	/* READs and atomics in flight each way (0: 1) */
 	unsigned int access;	/* IBV_ACCESS_REMOTE_* the QP grants its peer */
+	enum ibv_mtu mtu;	/* path MTU (0: 4096) */
 };
 
 /* A CQ with its own completion channel, so a wait can have a deadline. */
@@ -58,11 +69,16 @@ struct ibv_context *rc_open(const char *name);
 int rc_wait_port(struct ibv_context *ctx, double secs);
 int rc_cq_create(struct ibv_context *ctx, int entries, struct rc_cq *cq);
 /*
- * @qp from RESET to RTS against QP @dest_qpn on @path, PSNs RC_PSN, path
- * MTU 4096.
+ * @qp from RESET to RTS against QP @dest_qpn on @path, PSNs RC_PSN:
+ * rc_init, then rc_ready.
  */
 int rc_connect(struct ibv_qp *qp, const struct rc_path *path,
 	       uint32_t dest_qpn);
+/* @qp from RESET to INIT (port 1, @path's access), where it takes receives. */
+int rc_init(struct ibv_qp *qp, const struct rc_path *path);
+/* @qp from INIT through RTR to RTS against QP @dest_qpn on @path. */
+int rc_ready(struct ibv_qp *qp, const struct rc_path *path,
+	     uint32_t dest_qpn);
 /*
  * Takes the next completion of @cq into @wc, waiting up to @secs (asleep
  * on the channel); -ETIMEDOUT if none came.

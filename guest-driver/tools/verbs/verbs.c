@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "commands.h"
-#include "usage.h"
 #include "pair.h"
 
 #define VS_COUNTER0	40U
@@ -30,25 +29,6 @@
 #define VS_PINGS	200
 #define VS_BENCH_WRITES	8
 
-static void vs_pattern(uint8_t *p, size_t len, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)(i * 31 + seed + (i >> 12));
-}
-
-/* Offset of the first byte that differs from the pattern, or len. */
-static size_t vs_pattern_diff(const uint8_t *p, size_t len, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (p[i] != (uint8_t)(i * 31 + seed + (i >> 12)))
-			break;
-	return i;
-}
-
 /* The server's answer to one message; 1 once the client said BYE. */
 static int vs_answer(struct pair *p, const struct pair_msg *m, int *ret)
 {
@@ -57,7 +37,7 @@ static int vs_answer(struct pair *p, const struct pair_msg *m, int *ret)
 
 	switch (m->type) {
 	case MSG_WRITTEN:
-		i = vs_pattern_diff(p->buf + PAIR_BULK_OFF, m->value,
+		i = pair_pattern_diff(p->buf + PAIR_BULK_OFF, m->value,
 				    (uint8_t)m->ok);
 		check("rdma_write_data", i == m->value,
 		      "%llu bytes, first mismatch at %zu",
@@ -100,7 +80,7 @@ static void vs_server(struct pair *p)
 	struct pair_msg m;
 	int ret = 0, done = 0;
 
-	vs_pattern(p->buf + PAIR_READ_OFF, PAIR_READ_LEN, VS_READ_SEED);
+	pair_pattern(p->buf + PAIR_READ_OFF, PAIR_READ_LEN, VS_READ_SEED);
 	memcpy(p->buf + PAIR_ATOM_OFF, &counter, 8);
 	memset(p->buf + PAIR_BAD_OFF, VS_BAD_BYTE, PAIR_BAD_LEN);
 	if (pair_exchange(p))
@@ -183,7 +163,6 @@ static void vs_client_bench(struct pair *p)
 					   pair_remote(p, PAIR_BULK_OFF),
 					   p->peer_rkey);
 	struct ibv_send_wr *bad;
-	struct pair_msg m;
 	struct ibv_wc wc;
 	double t0, t;
 	int i, ok = 1;
@@ -209,10 +188,7 @@ static void vs_client_bench(struct pair *p)
 		       (PAIR_BULK_LEN / 1e6) / (rc_now() - t0), PAIR_BULK_LEN);
 
 	t0 = rc_now();
-	for (i = 0; i < VS_PINGS; i++)
-		if (pair_send(p, MSG_PING, 1, i) ||
-		    pair_expect(p, MSG_PONG, &m, 120) || m.value != (uint64_t)i)
-			break;
+	i = pair_pingpong(p, VS_PINGS, NULL);
 	t = rc_now() - t0;
 	if (i == VS_PINGS)
 		printf("IBTCA-VERBS-BENCH send_64B_rtt_us=%.1f round_trips=%d\n",
@@ -286,7 +262,7 @@ static void vs_client(struct pair *p)
 		return;
 
 	/* RDMA WRITE of 1 MiB; the server checks the bytes. */
-	vs_pattern(p->buf + PAIR_BULK_OFF, PAIR_BULK_LEN, VS_WRITE_SEED);
+	pair_pattern(p->buf + PAIR_BULK_OFF, PAIR_BULK_LEN, VS_WRITE_SEED);
 	t0 = rc_now();
 	ret = vs_rdma(p, IBV_WR_RDMA_WRITE, PAIR_BULK_OFF, PAIR_BULK_LEN, &wc);
 	t = rc_now() - t0;
@@ -305,7 +281,7 @@ static void vs_client(struct pair *p)
 	/* RDMA READ of the server's pattern. */
 	memset(p->buf + PAIR_READ_OFF, 0, PAIR_READ_LEN);
 	ret = vs_rdma(p, IBV_WR_RDMA_READ, PAIR_READ_OFF, PAIR_READ_LEN, &wc);
-	diff = vs_pattern_diff(p->buf + PAIR_READ_OFF, PAIR_READ_LEN,
+	diff = pair_pattern_diff(p->buf + PAIR_READ_OFF, PAIR_READ_LEN,
 			       VS_READ_SEED);
 	check("rdma_read", !ret && wc.status == IBV_WC_SUCCESS &&
 	      wc.opcode == IBV_WC_RDMA_READ && diff == PAIR_READ_LEN,
@@ -321,57 +297,5 @@ static void vs_client(struct pair *p)
 
 int cmd_verbs(const char *dev, int argc, char **argv)
 {
-	struct pair p = {
-		.path = { .timeout = RC_TIMEOUT_DEFAULT,
-			  .retry = RC_RETRY_DEFAULT },
-	};
-	const char *role = NULL;
-	uint32_t n;
-	char detail[160];
-	int i, opt;
-
-	for (i = 0; i + 1 < argc; i += 2) {
-		opt = rc_qp_option(&p.path, argv[i], argv[i + 1]);
-		if (opt < 0)
-			usage();
-		else if (opt)
-			continue;
-		else if (!strcmp(argv[i], "--role"))
-			role = argv[i + 1];
-		else if (!strcmp(argv[i], "--peer-lid") &&
-			 !rc_parse_u32(argv[i + 1], &n) && n && n < 0xc000)
-			p.path.dlid = (uint16_t)n;
-		else if (!strcmp(argv[i], "--sl") &&
-			 !rc_parse_u32(argv[i + 1], &n) && n <= 14)
-			p.path.sl = (uint8_t)n;
-		else if (!strcmp(argv[i], "--wait") &&
-			 !rc_parse_u32(argv[i + 1], &p.wait_s) && p.wait_s)
-			continue;
-		else
-			usage();
-	}
-	if (i != argc || !role || !p.path.dlid ||
-	    (strcmp(role, "server") && strcmp(role, "client")))
-		usage();
-	p.server = !strcmp(role, "server");
-
-	p.ctx = rc_open(dev);
-	if (!p.ctx) {
-		check("setup", 0, "cannot open %s", dev);
-	} else if (pair_setup(&p, detail, sizeof(detail))) {
-		check("setup", 0, "%s", detail);
-	} else {
-		check("setup", 1, "role=%s %s", role, detail);
-		if (p.server)
-			vs_server(&p);
-		else
-			vs_client(&p);
-		pair_teardown(&p);
-	}
-	/* Closing the context destroys what a failed run left. */
-	if (p.ctx)
-		ibv_close_device(p.ctx);
-	free(p.buf);
-	printf("IBTCA-VERBS-SUMMARY %d passed, %d failed\n", n_pass, n_fail);
-	return n_fail || !n_pass;
+	return pair_command(dev, argc, argv, vs_server, vs_client);
 }

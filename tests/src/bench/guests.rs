@@ -375,20 +375,20 @@ pub(super) fn guest_verbs_once(bin: &Path, stack: &VmStack, placement: &Placemen
     println!();
     println!(
         "ibtca-bench guest-verbs, placement {}: two TCG guests (1 vCPU, 1 GiB each), one release \
-         ibtca-device each, joined by a Unix-socket link; the client's `ibtca-tool \
-         verbs-bench`, path MTU 4096.",
+         ibtca-device each, joined by a Unix-socket link; the client's `ibtca-verbs \
+         verbs-bench` (libibverbs), path MTU 4096.",
         placement.name
     );
     println!("Placement: {}.", placement.describe());
     println!(
         "write_bw: RDMA WRITEs, 64 outstanding (the whole SQ), refilled 16 or more at a time with one \
-         POST_SEND_BATCH ioctl (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions and one CQ \
-         doorbell per ioctl (POLL_CQ_BATCH); from 64 KiB on an empty poll sleeps until \
-         the CQ interrupt (ib_write_bw -e). write_lat: 64 B RDMA WRITE \
+         ibv_post_send chain (one doorbell), ~2 s per size, CQ polled without waiting, up to 32 completions \
+         per ibv_poll_cq; from 64 KiB on an empty poll sleeps until \
+         the CQ's completion event (ib_write_bw -e). write_lat: 64 B RDMA WRITE \
          ping-pong, each side spinning on its own memory (no CQ, no interrupts); (sleep): \
          the same, but after 20 µs of spinning each side sleeps 10 µs between looks, so its \
-         vCPU halts and leaves the host CPU to QEMU and the device. send_lat: 64 B SEND/RECV ping-pong waiting in the driver for the CQ \
-         interrupt. Latencies are one-way (round trip / 2): typical = median."
+         vCPU halts and leaves the host CPU to QEMU and the device. send_lat: 64 B SEND/RECV ping-pong waiting for the CQ's \
+         completion event. Latencies are one-way (round trip / 2): typical = median."
     );
     println!(
         "Reference (soft-RoCE between two such guests over virtio-net, measured on these \

@@ -48,7 +48,7 @@
 //! `guest-verbs` is the perftest-style run between two real guests: two
 //! release `ibtca-device` processes joined by a link (LIDs 1 and 2), two TCG
 //! guests (1 vCPU, 1 GiB) booted at once in the `verbs-bench` mode of the
-//! initramfs; the client's `ibtca-tool verbs-bench` prints `IBTCA-PERF`
+//! initramfs; the client's `ibtca-verbs verbs-bench` prints `IBTCA-PERF`
 //! lines (`write_bw` at 64 B, 4 KiB and 1 MiB, `write_lat` spinning on
 //! memory, `write_lat_sleep` napping between looks, `send_lat` through the
 //! CQ interrupt), shown next to the soft-RoCE reference measured between

@@ -9,10 +9,10 @@
 //! Brings up `qemu-configs/soak-three-nodes.json` (three `ibtca-device`s on
 //! one `ibtca-switch` whose every port drops, duplicates, reorders and
 //! corrupts 1 % of what it sends) with the fabric launcher's library, boots
-//! one TCG guest per node running `ibtca-tool soak` (RDMA WRITE + SEND to
-//! every other guest, every message checked byte by byte; see
-//! `guest-driver/tools/soak.c`) for the run's length, and at `--kill-at`
-//! of it (default a third) kills one node, its QEMU and its device, with
+//! one TCG guest per node running `ibtca-verbs soak` (RDMA WRITE + SEND to
+//! every other guest through libibverbs, every message checked byte by
+//! byte; see `guest-driver/tools/verbs/soak.c`) for the run's length, and
+//! at `--kill-at` of it (default a third) kills one node, its QEMU and its device, with
 //! SIGKILL, then starts both again (a fresh device on the same socket and
 //! switch port, a fresh guest running the soak for the time left).
 //!

@@ -1,5 +1,5 @@
 //! What the consoles of a soak must show (`ibtca-soak`): each guest's
-//! `ibtca-tool soak` lines parsed, then checked pair by pair against the
+//! `ibtca-verbs soak` lines parsed, then checked pair by pair against the
 //! other end's.
 //!
 //! For a message from A to B, A counts it posted, then written_ok or

@@ -36,7 +36,21 @@
 //! - the direct verbs (`ibtcadv-test`, both windows), and the DRDMA
 //!   benchmark's tool (`ibtcadv-bench`, scripts/drdma-verbs-bench.sh) once
 //!   through n2's mapped window, one transfer of each kind, every
-//!   transfer's bytes checked.
+//!   transfer's bytes checked;
+//! - QP0 into the guest, last on n1 (`ib_umad` loaded then): unmodified
+//!   infiniband-diags through libibumad and the kernel's MAD layer on
+//!   `ibtca0`. `smpquery -D nodeinfo 0`, a directed-route SMP of no hops,
+//!   which the MAD layer hands to the driver's `process_mad`, which hands
+//!   it to the device's own agent (SMA_MAD): the NodeInfo of the guest's
+//!   own device; `smpquery -D nodeinfo 0,1`, one hop out of port 1, on the
+//!   wire from the guest's QP0 on VL15, answered by the other device's
+//!   agent, the answer reaching the guest's QP0 (the device's agent leaves
+//!   responses for the SM); `smpquery nodeinfo 2` (LID-routed to the other
+//!   device) the same way. Each output's NodeGuid is compared with the
+//!   topology's. Then the IsSM capability bit: `smpquery -D portinfo 0`
+//!   shows it only while a process holds `/dev/infiniband/issm0` open
+//!   (ib_umad's `modify_port`, which the driver passes to the device's
+//!   agent: SET_PORT_CAPS), as OpenSM does.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
@@ -48,8 +62,9 @@ use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
 const TOPOLOGY: &str = r#"{
-  "nodes": [ { "name": "n1", "lid": 1 },
-             { "name": "n2", "lid": 2, "drdma_window": "mapped" } ],
+  "nodes": [ { "name": "n1", "lid": 1, "node_guid": "0x1200000000220001" },
+             { "name": "n2", "lid": 2, "node_guid": "0x1200000000220002",
+               "drdma_window": "mapped" } ],
   "links": [ { "a": "n1", "b": "n2" } ],
   "guest": { "mem": "512M" }
 }"#;
@@ -206,6 +221,84 @@ fn perftest_result(lines: &[&str]) -> Option<Vec<String>> {
     Some(fields)
 }
 
+/// n1's NodeInfo queries through ib_umad: (tag, command, the NodeGuid
+/// the topology gives the node that answers): its own device by
+/// `process_mad`, the peer's by directed route and by LID.
+const SMP_NODE_INFO: [(&str, &str, u64); 3] = [
+    (
+        "SMP-SELF-DR",
+        "smpquery -C ibtca0 -D nodeinfo 0",
+        0x1200_0000_0022_0001,
+    ),
+    (
+        "SMP-PEER-DR",
+        "smpquery -C ibtca0 -D nodeinfo 0,1",
+        0x1200_0000_0022_0002,
+    ),
+    (
+        "SMP-PEER-LID",
+        "smpquery -C ibtca0 nodeinfo 2",
+        0x1200_0000_0022_0002,
+    ),
+];
+
+/// The guest's own PortInfo, read for its IsSM capability bit.
+const SMP_PORTINFO: &str = "smpquery -C ibtca0 -D portinfo 0";
+
+/// n1's QP0 commands: ib_umad loaded, the NodeInfo queries, then its
+/// PortInfo with no process holding `issm0`, while one does, and after.
+fn smp_commands() -> Vec<String> {
+    let mut cmds = vec!["ibtca-load-modules umad".to_owned()];
+    for (tag, cmd, _) in SMP_NODE_INFO {
+        cmds.push(tagged(tag, cmd));
+    }
+    for (tag, cmd) in [
+        ("SMP-NO-SM", SMP_PORTINFO.to_owned()),
+        (
+            "SMP-IS-SM",
+            format!("sh -c 'exec 3</dev/infiniband/issm0; {SMP_PORTINFO}'"),
+        ),
+        ("SMP-SM-GONE", SMP_PORTINFO.to_owned()),
+    ] {
+        cmds.push(tagged(tag, &cmd));
+    }
+    cmds
+}
+
+/// The CapMask smpquery portinfo printed (`CapMask:.....0x...`).
+fn cap_mask(lines: &[&str]) -> Option<u32> {
+    let l = lines.iter().find(|l| l.starts_with("CapMask:"))?;
+    let hex = l.rsplit("0x").next()?;
+    u32::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// The node GUID smpquery printed (`Guid:.....0x...`).
+fn node_guid(lines: &[&str]) -> Option<u64> {
+    let l = lines.iter().find(|l| l.starts_with("Guid:"))?;
+    let hex = l.rsplit("0x").next()?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// What [`smp_commands`] printed on n1's console `c1`: each NodeInfo
+/// query's NodeGuid the topology's, IsSM set only while `issm0` was open.
+fn smp_checks(c1: &str, all: &str) {
+    for (tag, cmd, guid) in SMP_NODE_INFO {
+        let l = tagged_lines(c1, tag);
+        assert!(l.contains(&"exit=0"), "{cmd}: {l:?}\n{all}");
+        assert_eq!(node_guid(&l), Some(guid), "{cmd}: {l:?}\n{all}");
+        eprintln!("{cmd}: NodeGuid {guid:#x}");
+    }
+    const IS_SM: u32 = 1 << 1;
+    let caps = |tag| cap_mask(&tagged_lines(c1, tag));
+    let (before, held, after) = (caps("SMP-NO-SM"), caps("SMP-IS-SM"), caps("SMP-SM-GONE"));
+    assert!(
+        before.is_some_and(|c| c & IS_SM == 0)
+            && held.is_some_and(|c| c & IS_SM != 0)
+            && after == before,
+        "IsSM only while issm0 is open: {before:x?} {held:x?} {after:x?}\n{all}"
+    );
+}
+
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn pingpong_and_perftest_run_over_ibtca() {
@@ -286,6 +379,8 @@ fn pingpong_and_perftest_run_over_ibtca() {
     n2.push(tagged("DVB-CLIENT", "ibtcadv-bench client n1 1 0"));
     n2.push(tagged("DVT-SERVER", "ibtcadv-test server"));
     n1.push(tagged("DVT-CLIENT", "ibtcadv-test client n2"));
+    // QP0 last, on n1 alone: ib_umad stays out of every check above.
+    n1.extend(smp_commands());
     let mut args = stack.guests_up(&topo.display().to_string(), &run_s);
     args.extend(["--guest-timeout", "1500", "--wait"].map(String::from));
     for (node, cmds) in [("n1", &n1), ("n2", &n2)] {
@@ -435,6 +530,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
     direct_verbs(&c2, &c1, "DVM", 1, &all);
     drdma_bench(&tagged_lines(&c2, "DVB-CLIENT"), &all);
     direct_verbs(&c1, &c2, "DVT", 0, &all);
+    smp_checks(&c1, &all);
     let out = fabric(&["down", "--run-dir", &run_s]);
     assert!(out.status.success(), "{}", text(&out));
     drop(down);

@@ -7,7 +7,7 @@
 //! port       ok {"state":"Active","lid":1,"sm_lid":0,...}
 //! counters   ok {"PortXmitData":N,...} (IBA names: pma::iba_json)
 //! qps        ok {"count":N,"qps":[{"qpn":N,"type":"RC","state":"RTS",...}]}
-//! inspect    ok {"port":{...},"counters":{...},"engine":{...},"qps":{...}}
+//! inspect    ok {"port":{...},"counters":{...},"engine":{...,"inbox":{...}},"qps":{...}}
 //! ```
 //!
 //! Every answer comes from one [`DeviceSnapshot`] the engine builds
@@ -119,6 +119,19 @@ pub fn engine_json(s: &DeviceSnapshot) -> Value {
         "retry_exceeded": e.retry_exceeded,
         "flushed_sends": e.flushed_sends,
         "flushed_recvs": e.flushed_recvs,
+        "inbox": inbox_json(s),
+    })
+}
+
+/// The engine inbox's counters of `s` (`engine/inbox.rs`).
+fn inbox_json(s: &DeviceSnapshot) -> Value {
+    let h = &s.handoffs;
+    json!({
+        "peak": h.inbox_peak,
+        "link_backpressure": h.link_backpressure,
+        "host_backpressure": h.host_backpressure,
+        "doorbells_coalesced": h.doorbells_coalesced,
+        "engine_wakes": h.engine_wakes,
     })
 }
 
@@ -150,9 +163,10 @@ impl Snapshots {
             self.engine
                 .send(EngineEvent::Inspect(tx))
                 .map_err(|_| "the engine has stopped".to_owned())?;
-            let snap = rx
+            let mut snap = rx
                 .recv_timeout(ENGINE_WAIT)
                 .map_err(|_| "the engine did not answer".to_owned())?;
+            snap.handoffs = self.engine.handoffs();
             self.last = Some((Instant::now(), snap));
         }
         self.last
@@ -190,7 +204,7 @@ pub fn serve(engine: EngineHandle, path: &Path) -> io::Result<LineServer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::EngineStats;
+    use crate::engine::{EngineStats, Handoffs};
     use crate::pma::PortTotals;
 
     fn snapshot() -> DeviceSnapshot {
@@ -208,6 +222,10 @@ mod tests {
                 ..PortTotals::default()
             },
             engine: EngineStats::default(),
+            handoffs: Handoffs {
+                inbox_peak: 9,
+                ..Handoffs::default()
+            },
             qps: Vec::new(),
             qp_count: 0,
         }
@@ -232,6 +250,11 @@ mod tests {
             (&v["state"], &v["lid"], &v["sm_lid"]),
             (&"Active".into(), &7.into(), &1.into())
         );
+        // The inbox's counters come from the handle, not the engine's
+        // snapshot (whose are left zero).
+        let v: Value = serde_json::from_str(&execute(&mut s, "inspect")[3..]).unwrap();
+        assert_eq!(v["engine"]["inbox"]["peak"], 0);
+        assert_eq!(v["engine"]["inbox"]["doorbells_coalesced"], 0);
         assert!(execute(&mut s, "bogus").starts_with("error unknown command `bogus`"));
         engine.join().unwrap();
         // Past the interval the stopped engine is asked again: an error,

@@ -72,6 +72,16 @@ pub struct Handoffs {
     /// Every wake-up sent to the engine thread after it started: timer
     /// wakes, events queued for it, an owner's leftovers.
     pub engine_wakes: u64,
+    /// Times a link reader found the link's share of the inbox full and
+    /// ran the inbox itself, reading nothing from its socket meanwhile.
+    pub link_backpressure: u64,
+    /// Times the vfio-user or control thread found the guest's share of
+    /// the inbox full and ran the inbox itself.
+    pub host_backpressure: u64,
+    /// Doorbells folded into a waiting doorbell of the same queue.
+    pub doorbells_coalesced: u64,
+    /// The most events that waited in the inbox at once.
+    pub inbox_peak: u64,
 }
 
 #[derive(Default)]
@@ -84,6 +94,9 @@ pub(super) struct Counters {
     link_queued: AtomicU64,
     pub(super) timer_wakes: AtomicU64,
     pub(super) engine_wakes: AtomicU64,
+    link_backpressure: AtomicU64,
+    host_backpressure: AtomicU64,
+    pub(super) coalesced: AtomicU64,
 }
 
 impl Counters {
@@ -100,6 +113,16 @@ impl Counters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A producer of `source` found its share of the inbox full.
+    pub(super) fn backpressure(&self, source: Source) {
+        let c = match source {
+            Source::Link => &self.link_backpressure,
+            Source::Vfio | Source::Other => &self.host_backpressure,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts (`inbox_peak` is the inbox's to fill in).
     pub(super) fn get(&self) -> Handoffs {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Handoffs {
@@ -111,6 +134,10 @@ impl Counters {
             link_queued: get(&self.link_queued),
             timer_wakes: get(&self.timer_wakes),
             engine_wakes: get(&self.engine_wakes),
+            link_backpressure: get(&self.link_backpressure),
+            host_backpressure: get(&self.host_backpressure),
+            doorbells_coalesced: get(&self.coalesced),
+            inbox_peak: 0,
         }
     }
 }

@@ -61,6 +61,9 @@ pub struct DeviceSnapshot {
     pub totals: PortTotals,
     /// The engine's counters.
     pub engine: EngineStats,
+    /// Where events ran and the inbox's back-pressure (the engine's handle
+    /// counts them: the engine leaves them zero).
+    pub handoffs: super::Handoffs,
     /// Every QP that exists, lowest number first, at most
     /// [`MAX_LISTED_QPS`].
     pub qps: Vec<QpSnapshot>,
@@ -106,6 +109,7 @@ impl Engine {
             node_description: self.agents.sma.description().to_owned(),
             totals: self.port_totals(),
             engine: self.stats(),
+            handoffs: super::Handoffs::default(),
             qps,
             qp_count: self.verbs.qps.len(),
         }

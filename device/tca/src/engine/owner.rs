@@ -25,16 +25,23 @@
 //! each runs as the engine thread would run it, bounded the same way (at
 //! most [`super::MAX_QUEUED_SEND_WQES`] per QP per doorbell, one batch of
 //! at most 128 KiB of packets); [`OWNER_RUN`] bounds what one party's
-//! thread does for the other's.
+//! thread does for the other's. The inbox holds a bounded share per party
+//! (`inbox.rs`); a producer that finds its share full waits for the engine
+//! and runs the inbox itself, taking nothing more from its source
+//! meanwhile: that is the back-pressure on a flooding peer or guest.
+//!
+//! The engine thread is woken only for an event queued onto an empty
+//! inbox that no owner will run, and only when no wake-up it has not yet
+//! acted on is on its way (`wake_sent`).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
-use std::thread::{JoinHandle, ThreadId};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::handoffs::{Counters, Runner, Source};
+use super::inbox::{Inbox, Pushed, Queued};
 use super::{wait, Engine, EngineEvent, EngineStats, Handoffs};
 
 /// Events a thread that took the engine for its own event runs before it
@@ -44,26 +51,6 @@ pub const OWNER_RUN: usize = 8;
 
 /// Events the engine thread absorbs before one flush.
 const BURST: usize = 257;
-
-/// An event waiting for the engine.
-struct Queued {
-    ev: EngineEvent,
-    /// The thread it arrived on (`None`: came before the engine was
-    /// installed, through the engine thread's channel).
-    from: Option<ThreadId>,
-}
-
-/// The events waiting for the engine, oldest first.
-#[derive(Default)]
-struct Inbox {
-    events: VecDeque<Queued>,
-    /// The engine is installed: events wait here. Before, they go to the
-    /// engine thread's channel as they are (tests' stand-in engines take
-    /// them there).
-    installed: bool,
-    /// The engine thread has stopped: nothing runs events any more.
-    stopped: bool,
-}
 
 struct Shared {
     /// The engine thread's channel: events before the engine is installed;
@@ -78,6 +65,9 @@ struct Shared {
     /// Arriving threads may take the engine (else only the engine thread
     /// runs events).
     inline: AtomicBool,
+    /// A wake-up is on its way to the engine thread and it has not yet
+    /// looked at the inbox for it: another would find nothing more.
+    wake_sent: AtomicBool,
     /// When the engine thread next looks at its timers, in ns after
     /// `epoch` (written under the mutex before it sleeps).
     wakes_at: AtomicU64,
@@ -100,17 +90,20 @@ impl Shared {
 
     /// Takes up to `max` of the oldest waiting events.
     fn take(&self, max: usize) -> Vec<Queued> {
-        let mut inbox = self.inbox();
-        let n = inbox.events.len().min(max);
-        inbox.events.drain(..n).collect()
+        self.inbox().take(max)
     }
 
     fn has_waiting(&self) -> bool {
-        !self.inbox().events.is_empty()
+        !self.inbox().is_empty()
     }
 
-    /// Wakes the engine thread (once it runs).
+    /// Wakes the engine thread (once it runs), unless a wake-up it has not
+    /// acted on yet is on its way: that one makes it look at the inbox
+    /// after this call.
     fn wake_engine_thread(&self) {
+        if self.wake_sent.swap(true, Ordering::SeqCst) {
+            return;
+        }
         self.counters.engine_wakes.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(EngineEvent::Wake);
     }
@@ -135,6 +128,17 @@ impl Shared {
     }
 }
 
+/// What [`EngineHandle::queue`] did with an event.
+enum Queue {
+    /// Nothing more to do: gone to the engine thread's channel, or folded
+    /// into a waiting doorbell.
+    Sent,
+    /// Waits in the inbox; `was_empty`: nothing waited before it.
+    Waits { was_empty: bool },
+    /// Its party's share of the inbox is full: not queued.
+    Full(EngineEvent),
+}
+
 /// The engine thread has stopped: the event was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineStopped;
@@ -149,7 +153,7 @@ pub struct EngineHandle {
 impl std::fmt::Debug for EngineHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineHandle")
-            .field("waiting", &self.shared.inbox().events.len())
+            .field("waiting", &self.shared.inbox().len())
             .finish_non_exhaustive()
     }
 }
@@ -167,6 +171,7 @@ impl EngineHandle {
                 inbox: Mutex::new(Inbox::default()),
                 engine: OnceLock::new(),
                 inline: AtomicBool::new(true),
+                wake_sent: AtomicBool::new(false),
                 wakes_at: AtomicU64::new(u64::MAX),
                 epoch,
                 counters: Counters::default(),
@@ -189,14 +194,14 @@ impl EngineHandle {
         }
         let mut inbox = self.shared.inbox();
         while let Ok(ev) = rx.try_recv() {
-            inbox.events.push_back(Queued { ev, from: None });
+            inbox.force(ev, None);
         }
         inbox.installed = true;
     }
 
-    /// Queues `ev`; the error: the engine thread has stopped (`ev` is
+    /// Queues `ev` (the error: the engine thread has stopped, and `ev` is
     /// dropped). Before the engine is installed `ev` goes to the channel.
-    fn queue(&self, ev: EngineEvent) -> Result<bool, EngineStopped> {
+    fn queue(&self, ev: EngineEvent) -> Result<Queue, EngineStopped> {
         let s = &self.shared;
         let mut inbox = s.inbox();
         if inbox.stopped {
@@ -204,36 +209,51 @@ impl EngineHandle {
         }
         if !inbox.installed {
             s.counters.count(Source::of(&ev), Runner::EngineThread);
-            return s.tx.send(ev).map(|_| false).map_err(|_| EngineStopped);
+            s.tx.send(ev).map_err(|_| EngineStopped)?;
+            return Ok(Queue::Sent);
         }
-        inbox.events.push_back(Queued {
-            ev,
-            from: Some(std::thread::current().id()),
-        });
-        Ok(true)
+        Ok(match inbox.push(ev, Some(std::thread::current().id())) {
+            Pushed::Queued { was_empty } => Queue::Waits { was_empty },
+            Pushed::Coalesced => {
+                s.counters.coalesced.fetch_add(1, Ordering::Relaxed);
+                Queue::Sent
+            }
+            Pushed::Full(ev) => Queue::Full(ev),
+        })
     }
 
-    /// Hands `ev` to the engine thread, waking it (the error: it has
-    /// stopped, and `ev` is dropped). A thread that owns the engine first
-    /// may run it.
+    /// Hands `ev` to the engine thread, waking it if nothing waited before
+    /// (the error: it has stopped, and `ev` is dropped). A thread that owns
+    /// the engine first may run it.
     pub fn send(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
-        if self.queue(ev)? {
-            self.shared.wake_engine_thread();
+        match self.queue(ev)? {
+            Queue::Sent | Queue::Waits { was_empty: false } => Ok(()),
+            Queue::Waits { was_empty: true } => {
+                self.shared.wake_engine_thread();
+                Ok(())
+            }
+            Queue::Full(ev) => self.run_full(ev),
         }
-        Ok(())
     }
 
     /// Runs `ev` on this thread if the engine is free (with the events
     /// queued before it), else leaves it to the engine's owner, which runs
     /// it before it lets the engine go (the error: the engine thread has
-    /// stopped). Never waits for the engine.
+    /// stopped). Never waits for the engine, except when its party's share
+    /// of the inbox is full (see [`Self::run_full`]).
     pub fn run_or_send(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
         let s = &self.shared;
-        if !self.queue(ev)? {
-            return Ok(());
-        }
+        let was_empty = match self.queue(ev)? {
+            Queue::Sent => return Ok(()),
+            Queue::Full(ev) => return self.run_full(ev),
+            Queue::Waits { was_empty } => was_empty,
+        };
         if !s.inline.load(Ordering::Relaxed) {
-            s.wake_engine_thread();
+            // Onto a non-empty inbox: the engine thread was woken for the
+            // first of those events and takes them all.
+            if was_empty {
+                s.wake_engine_thread();
+            }
             return Ok(());
         }
         let Some(mutex) = s.engine.get() else {
@@ -246,6 +266,36 @@ impl EngineHandle {
             // The engine thread finds the poison and stops.
             Err(TryLockError::Poisoned(_)) => s.wake_engine_thread(),
         }
+        Ok(())
+    }
+
+    /// The back-pressure on a producer whose party's share of the inbox is
+    /// full: this thread waits for the engine (at most the current owner's
+    /// turn: every turn is bounded), queues `ev` behind what waits and runs
+    /// the inbox as its owner, up to and including `ev`. Meanwhile it takes
+    /// nothing more from its own source: a link reader reads no more from
+    /// its socket (the peer's credits and ring fill, and it waits), the
+    /// vfio-user thread takes no more of the guest's messages.
+    fn run_full(&self, ev: EngineEvent) -> Result<(), EngineStopped> {
+        let s = &self.shared;
+        s.counters.backpressure(Source::of(&ev));
+        let Some(mutex) = s.engine.get() else {
+            return Err(EngineStopped);
+        };
+        let Ok(guard) = mutex.lock() else {
+            // The engine thread finds the poison and stops.
+            s.wake_engine_thread();
+            return Err(EngineStopped);
+        };
+        if guard.is_none() {
+            return Err(EngineStopped);
+        }
+        let through_ev = {
+            let mut inbox = s.inbox();
+            inbox.force(ev, Some(std::thread::current().id()));
+            inbox.len()
+        };
+        self.run_as_owner(guard, through_ev);
         Ok(())
     }
 
@@ -301,7 +351,10 @@ impl EngineHandle {
 
     /// How events reached the engine so far.
     pub fn handoffs(&self) -> Handoffs {
-        self.shared.counters.get()
+        Handoffs {
+            inbox_peak: self.shared.inbox().peak() as u64,
+            ..self.shared.counters.get()
+        }
     }
 }
 
@@ -387,6 +440,8 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
                 break;
             }
         }
+        // Wake-ups sent from here on are for events this turn may not see.
+        shared.wake_sent.store(false, Ordering::SeqCst);
         let Ok(mut guard) = mutex.lock() else {
             tracing::error!("the engine panicked on another thread; stopping");
             break;
@@ -420,7 +475,7 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
     let dropped = {
         let mut inbox = shared.inbox();
         inbox.stopped = true;
-        std::mem::take(&mut inbox.events)
+        inbox.take_all()
     };
     drop(dropped);
     engine.as_ref().map(Engine::stats).unwrap_or_default()
@@ -430,6 +485,7 @@ fn run(shared: &Shared, rx: &Receiver<EngineEvent>, spin: Duration) -> EngineSta
 mod tests {
     use super::*;
     use crate::drdma::{Drdma, DrdmaConfig};
+    use crate::engine::inbox::{HOST_EVENTS_MAX, LINK_EVENTS_MAX};
     use crate::engine::{PacketSink, PortState};
     use crate::regs;
     use crate::tca::Tca;
@@ -496,7 +552,7 @@ mod tests {
     }
 
     fn waiting(handle: &EngineHandle) -> usize {
-        handle.shared.inbox().events.len()
+        handle.shared.inbox().len()
     }
 
     /// An `Inspect` event and where its snapshot arrives.
@@ -617,6 +673,90 @@ mod tests {
         assert_eq!(handle.handoffs().engine_wakes, 1);
     }
 
+    /// Waits (without a timing assumption: the limit only ends a failing
+    /// test) until `done` holds.
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let limit = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < limit, "never happened: {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    fn sq_doorbell(qpn: u32, pi: u32) -> EngineEvent {
+        EngineEvent::Doorbell(crate::verbs::datapath::Doorbell::Sq { qpn, pi })
+    }
+
+    #[test]
+    fn a_flooding_link_reader_stops_at_its_share_while_the_guest_and_control_go_on() {
+        let (handle, _wakes) = idle_engine();
+        let mutex = handle.shared.engine.get().unwrap();
+        let owner = mutex.lock().unwrap();
+        let flood = LINK_EVENTS_MAX + 5;
+        let (ev, snapshot) = inspect();
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                for _ in 0..flood {
+                    handle.run_or_send(runt()).unwrap();
+                }
+            });
+            // The reader queues its share, then waits for the engine
+            // instead of queueing more (it reads no more of its socket).
+            wait_until("the reader found the inbox full", || {
+                handle.handoffs().link_backpressure == 1
+            });
+            assert_eq!(waiting(&handle), LINK_EVENTS_MAX);
+            // The guest's doorbells and the control thread's request still
+            // queue, without waiting.
+            let guest = s.spawn(|| handle.run_or_send(sq_doorbell(3, 1)).unwrap());
+            let control = s.spawn(|| handle.send(ev).unwrap());
+            guest.join().unwrap();
+            control.join().unwrap();
+            assert_eq!(waiting(&handle), LINK_EVENTS_MAX + 2);
+            assert!(!reader.is_finished());
+            // The owner lets go: the reader runs the inbox, then the rest
+            // of its flood.
+            drop(owner);
+            reader.join().unwrap();
+        });
+        let snap = snapshot.try_recv().expect("the control request ran");
+        assert_eq!(snap.engine.rx_malformed, LINK_EVENTS_MAX as u64);
+        let h = handle.handoffs();
+        assert_eq!(h.link_inline + h.link_by_owner, flood as u64, "{h:?}");
+        assert_eq!(h.vfio_by_owner, 1, "the doorbell ran");
+        assert!(h.inbox_peak <= (LINK_EVENTS_MAX + 3) as u64, "{h:?}");
+        assert_eq!(waiting(&handle), 0);
+    }
+
+    #[test]
+    fn a_doorbell_storm_on_one_queue_takes_one_entry_and_never_waits() {
+        let (handle, _wakes) = idle_engine();
+        let owner = handle.shared.engine.get().unwrap().lock().unwrap();
+        let storm = 10 * HOST_EVENTS_MAX as u32;
+        let (done_tx, done) = mpsc::channel();
+        let returned = std::thread::scope(|s| {
+            s.spawn(|| {
+                for pi in 1..=storm {
+                    handle.run_or_send(sq_doorbell(3, pi)).unwrap();
+                }
+                done_tx.send(()).unwrap();
+            });
+            let returned = done.recv_timeout(Duration::from_secs(60));
+            // Let go before the scope joins the guest's thread, pass or fail.
+            let waited = waiting(&handle);
+            drop(owner);
+            returned.map(|()| waited)
+        });
+        assert_eq!(
+            returned,
+            Ok(1),
+            "the storm waited for the owner, or queued more"
+        );
+        let h = handle.handoffs();
+        assert_eq!(h.doorbells_coalesced, u64::from(storm) - 1);
+        assert_eq!(h.host_backpressure, 0);
+    }
+
     #[test]
     fn a_deadline_before_the_engine_threads_wake_up_wakes_it() {
         let (handle, queue) = EngineHandle::channel();
@@ -630,6 +770,27 @@ mod tests {
         handle.wake_for(Some(now + Duration::from_millis(10)));
         assert!(matches!(queue.try_recv(), Ok(EngineEvent::Wake)));
         assert_eq!(handle.handoffs().timer_wakes, 1);
+        // The engine thread has not acted on that wake-up yet: it looks at
+        // its timers anyway, so an earlier deadline sends no second one.
+        handle.wake_for(Some(now + Duration::from_millis(5)));
+        assert_eq!(queue.try_recv().unwrap_err(), TryRecvError::Empty);
+        assert_eq!(handle.handoffs().engine_wakes, 1);
+    }
+
+    #[test]
+    fn events_queued_behind_a_waiting_event_wake_nobody() {
+        let (handle, wakes) = idle_engine();
+        handle.set_run_to_completion(false);
+        handle.run_or_send(runt()).unwrap();
+        assert!(matches!(wakes.try_recv(), Ok(EngineEvent::Wake)));
+        // The engine thread starts its turn (it takes the inbox next): an
+        // event queued now is in what it takes, so it needs no wake-up.
+        handle.shared.wake_sent.store(false, Ordering::SeqCst);
+        handle.run_or_send(runt()).unwrap();
+        handle.send(runt()).unwrap();
+        assert_eq!(wakes.try_recv().unwrap_err(), TryRecvError::Empty);
+        assert_eq!(handle.handoffs().engine_wakes, 1);
+        assert_eq!(waiting(&handle), 3);
     }
 
     #[test]

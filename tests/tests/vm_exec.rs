@@ -293,5 +293,10 @@ fn console_line(run_s: &str, line: &str, until: &str) {
     input.write_all(line.as_bytes()).unwrap();
     input.write_all(b"\n").unwrap();
     let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "console `{line}`: {}{}", out(&o), err(&o));
+    assert!(
+        o.status.success(),
+        "console `{line}`: {}{}",
+        out(&o),
+        err(&o)
+    );
 }

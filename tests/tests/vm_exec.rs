@@ -9,7 +9,8 @@
 //! - `exec n1 -- ibv_devinfo` reads the ibtca device;
 //! - two execs at once on n1 both complete (they are serialized);
 //! - an exec whose client is killed ends its command in the guest, and the
-//!   next exec works;
+//!   next exec works; also when the agent, stopped from the console, did
+//!   not see the client go before the next exec's HELLO came;
 //! - an unknown node is a usage error (2); a missing `--` too;
 //! - `console n1` with piped input: a line typed runs in the guest, its
 //!   output comes back, and it is in n1.console as well; the end of the

@@ -80,8 +80,10 @@ static bool ibtca_ib_cqe_to_wc(struct ibtca_ib *ib, const struct ibtca_cqe *e,
 		return false;
 	if (recv && qp->ibqp.srq)
 		ibtca_ib_srq_completed(qp->ibqp.srq);
+	else if (recv)
+		ibtca_qp_ring_completed(&qp->r, true);
 	else
-		ibtca_qp_ring_completed(&qp->r, recv);
+		ibtca_qp_ring_sent(&qp->r, le64_to_cpu(e->wr_id));
 	memset(wc, 0, sizeof(*wc));
 	wc->qp = &qp->ibqp;
 	wc->status = ibtca_ib_status(e->status);

@@ -188,6 +188,8 @@
 #define IBTCA_CMD_CREATE_CQ                0x30
 /* Command: destroy a CQ (params: struct ibtca_cmd_handle). */
 #define IBTCA_CMD_DESTROY_CQ               0x31
+/* Command: set a CQ's interrupt moderation (params: struct ibtca_cmd_modify_cq; CAP_CQ_MODERATION): an armed CQ raises its vector at the `count`th completion that satisfies its arm, or `period_us` after the first of them, whichever comes first. A count of 0 or 1, or a period of 0, fires at the first (no moderation, as a new CQ). ENOENT for no such CQ, EINVAL for reserved bytes not zero. */
+#define IBTCA_CMD_MODIFY_CQ                0x32
 /* Command: create a QP (params: struct ibtca_cmd_create_qp, log_sizes byte 3 the IBTCA_QPT_* type; out0 = QP number). */
 #define IBTCA_CMD_CREATE_QP                0x40
 /* Command: modify a QP (params: struct ibtca_cmd_modify_qp). */
@@ -580,6 +582,16 @@ struct ibtca_cmd_db_record {
 	__u8 rsvd2[32];	/* 0x10: Reserved, zero. */
 } __packed;
 static_assert(sizeof(struct ibtca_cmd_db_record) == 48);
+
+/* MODIFY_CQ parameters: the CQ and its interrupt moderation. */
+struct ibtca_cmd_modify_cq {
+	__le32 cqn;	/* 0x00: CQ number. */
+	__le16 count;	/* 0x04: Completions that raise the vector at once (0 or 1: the first). */
+	__u8 rsvd0[2];	/* 0x06: Reserved, zero. */
+	__le32 period_us;	/* 0x08: Microseconds after the first held completion that raise it anyway (0: no holding). */
+	__u8 rsvd[36];	/* 0x0c: Reserved, zero. */
+} __packed;
+static_assert(sizeof(struct ibtca_cmd_modify_cq) == 48);
 
 /* ATTACH_MCAST and DETACH_MCAST parameters: a UD QP and a multicast group. */
 struct ibtca_cmd_mcast {

@@ -155,6 +155,8 @@
 #define IBTCA_CAP_DB_PAGES                 0x8
 /* CAPS: a CQ's doorbell record takes arm requests (`arm`), which the device reads after each completion it writes. */
 #define IBTCA_CAP_CQ_RECORD_ARM            0x10
+/* CAPS: CQ interrupt moderation (command MODIFY_CQ: a count and a period). */
+#define IBTCA_CAP_CQ_MODERATION            0x20
 /* Value to write to RESET. */
 #define IBTCA_RESET_VALUE                  0x52455345
 /* PORT_STATE: link down. */

@@ -113,6 +113,10 @@ static int ibtca_ib_query_device(struct ib_device *ibdev,
 	a->max_total_mcast_qp_attach = IBTCA_MAX_MCAST_GROUPS *
 				       IBTCA_MAX_MCAST_QPS;
 	a->local_ca_ack_delay = 15;
+	if (ib->cq_moderation) {
+		a->cq_caps.max_cq_moderation_count = U16_MAX;
+		a->cq_caps.max_cq_moderation_period = U16_MAX;
+	}
 	return 0;
 }
 
@@ -305,6 +309,7 @@ static const struct ib_device_ops ibtca_ib_ops = {
 	.map_mr_sg = ibtca_ib_map_mr_sg,
 	.mmap = ibtca_ib_mmap,
 	.mmap_free = ibtca_ib_mmap_free,
+	.modify_cq = ibtca_ib_modify_cq,
 	.modify_port = ibtca_ib_modify_port,
 	.modify_qp = ibtca_ib_modify_qp,
 	.modify_srq = ibtca_ib_modify_srq,
@@ -379,6 +384,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	INIT_LIST_HEAD(&ib->srqs);
 	xa_init_flags(&ib->qps, XA_FLAGS_LOCK_IRQ);
 	ib->fw = ibtca_rd(idev, IBTCA_REG_VERSION);
+	ib->cq_moderation = ibtca_rd(idev, IBTCA_REG_CAPS) &
+			    IBTCA_CAP_CQ_MODERATION;
 	ret = ibtca_ib_query(ib, IBTCA_CMD_QUERY_DEVICE, 0, &ib->attr,
 			     sizeof(ib->attr));
 	if (!ret)
@@ -415,6 +422,8 @@ void ibtca_ib_register(struct ibtca_dev *idev)
 	strscpy(ib->ibdev.node_desc, "ibtca virtual TCA",
 		sizeof(ib->ibdev.node_desc));
 	ib_set_device_ops(&ib->ibdev, &ibtca_ib_ops);
+	/* The core's DIM tunes each polled CQ's moderation (modify_cq). */
+	ib->ibdev.use_cq_dim = ib->cq_moderation;
 	ib->ibdev.driver_def = ibtca_ib_dv_defs;
 
 	before = READ_ONCE(idev->port_state);

@@ -31,6 +31,7 @@ struct ibtca_ib {
 	spinlock_t pkey_lock;		/* guards @pkeys */
 	u16 pkeys[IBTCA_PKEY_TABLE_LEN];	/* the agent's table (ibtca_ib_pkey.c) */
 	u32 fw;				/* VERSION register */
+	bool cq_moderation;		/* CAP_CQ_MODERATION: modify_cq */
 	struct mutex cap_lock;		/* serialises modify_port */
 	struct xarray qps;		/* device QP number -> ibtca_ib_qp */
 	atomic_t next_vector;		/* round robin over the CQ vectors */
@@ -185,6 +186,7 @@ int ibtca_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 int ibtca_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int ibtca_ib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
 int ibtca_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int ibtca_ib_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period);
 
 /* ibtca_ib_qp.c */
 int ibtca_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,

@@ -9,7 +9,9 @@
  * vectors from IBTCA_IB_CQ_VECTOR0 up in turn (one each while there are
  * enough), so an interrupt names few CQs; every armed CQ on the vector is
  * told (a consumer re-polls and re-arms, so an extra call is harmless, a
- * missing one would hang it).
+ * missing one would hang it). With CAP_CQ_MODERATION the device holds an
+ * armed CQ's interrupt for more completions (modify_cq; the core's DIM
+ * sets it for the CQs it polls).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -78,8 +80,10 @@ static bool ibtca_ib_cqe_to_wc(struct ibtca_ib *ib, const struct ibtca_cqe *e,
 		return false;
 	if (recv && qp->ibqp.srq)
 		ibtca_ib_srq_completed(qp->ibqp.srq);
+	else if (recv)
+		ibtca_qp_ring_completed(&qp->r, true);
 	else
-		ibtca_qp_ring_completed(&qp->r, recv);
+		ibtca_qp_ring_sent(&qp->r, le64_to_cpu(e->wr_id));
 	memset(wc, 0, sizeof(*wc));
 	wc->qp = &qp->ibqp;
 	wc->status = ibtca_ib_status(e->status);
@@ -157,6 +161,25 @@ int ibtca_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 out:
 	spin_unlock_irqrestore(&cq->lock, irqflags);
 	return missed;
+}
+
+/*
+ * Interrupt moderation: the device holds an armed CQ's interrupt until
+ * @cq_count completions, or @cq_period microseconds after the first,
+ * whichever comes first (0 or 1, or a period of 0: the first fires).
+ */
+int ibtca_ib_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period)
+{
+	struct ibtca_ib *ib = to_ib(ibcq->device);
+	struct ibtca_cmd_modify_cq p = {
+		.cqn = cpu_to_le32(to_cq(ibcq)->r.cqn),
+		.count = cpu_to_le16(cq_count),
+		.period_us = cpu_to_le32(cq_period),
+	};
+
+	if (!ib->cq_moderation)
+		return -EOPNOTSUPP;
+	return ibtca_ib_cmd(ib, IBTCA_CMD_MODIFY_CQ, &p, sizeof(p), NULL, NULL);
 }
 
 /* MSI-X @vector fired: tell the armed kernel CQs on it. Hard IRQ context. */

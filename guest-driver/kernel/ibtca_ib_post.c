@@ -2,9 +2,11 @@
 /*
  * ibtca: post_send and post_recv of kernel QPs. Each work request
  * becomes a WQE in the QP's ring (ibtca_ring.c); one doorbell after the
- * chain covers every WQE it wrote. Every WQE asks the device for a
- * completion (each one frees its slot); poll_cq hides the successful ones
- * of unsignaled requests. The first request the QP cannot take stops the
+ * chain covers every WQE it wrote. Only signaled requests ask the device
+ * for a completion (a failed one completes anyway): the device completes
+ * sends in order, so each completion frees its slot and those of the
+ * unsignaled requests before it, and no interrupt comes for a completion
+ * poll_cq would hide. The first request the QP cannot take stops the
  * chain with *bad_wr pointing at it; those before it stay posted.
  * IB_SEND_INLINE (SEND and RDMA WRITE kinds, at most IBTCA_MAX_INLINE_DATA
  * bytes, -EINVAL past it) copies the payload from the SGEs' kernel
@@ -164,6 +166,7 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct ibtca_send_wqe *w;
 	unsigned long flags;
 	u32 start, slot;
+	bool signaled;
 	int op, ret = 0;
 
 	/* In SQE and ERR the device flushes what is posted. */
@@ -192,10 +195,16 @@ int ibtca_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		else
 			ibtca_ib_send_wqe(w, op, wr);
 		w->wr_id = cpu_to_le64(slot);
+		signaled = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
+			   (wr->send_flags & IB_SEND_SIGNALED);
+		/* The UD and REG_MR layouts keep the flags where @w does. */
+		static_assert(offsetof(struct ibtca_ud_send_wqe, flags) ==
+			      offsetof(struct ibtca_send_wqe, flags));
+		if (!signaled)
+			w->flags &= ~IBTCA_WQE_F_SIGNALED;
 		qp->swr[slot & (BIT(qp->r.log) - 1)] = (struct ibtca_ib_swr) {
 			.wr_id = wr->wr_id,
-			.signaled = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
-				    (wr->send_flags & IB_SEND_SIGNALED),
+			.signaled = signaled,
 		};
 	}
 	if (qp->r.sq_pi != start)

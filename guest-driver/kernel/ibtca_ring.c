@@ -342,7 +342,7 @@ void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r)
 	ibtca_db(idev, IBTCA_REG_DB_RQ, r->qpn, r->rq_pi);
 }
 
-/* Every request is signaled: each completion frees one slot. */
+/* Each completion frees one slot (every request signaled). */
 void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv)
 {
 	if (recv) {
@@ -352,4 +352,15 @@ void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv)
 		if (r->sq_done != READ_ONCE(r->sq_pi))
 			WRITE_ONCE(r->sq_done, r->sq_done + 1);
 	}
+}
+
+/*
+ * A send completion for the WQE in @slot (its wr_id): sends complete in
+ * order, so it and the unsignaled ones before it, which asked for no
+ * completion, are done. A slot not posted or already done moves nothing.
+ */
+void ibtca_qp_ring_sent(struct ibtca_qp_ring *r, u32 slot)
+{
+	if (slot - r->sq_done < READ_ONCE(r->sq_pi) - r->sq_done)
+		WRITE_ONCE(r->sq_done, slot + 1);
 }

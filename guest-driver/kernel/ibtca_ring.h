@@ -108,6 +108,7 @@ void ibtca_sq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 void ibtca_rq_db(struct ibtca_dev *idev, struct ibtca_qp_ring *r);
 /* A completion of the send (@recv false) or receive queue frees a slot. */
 void ibtca_qp_ring_completed(struct ibtca_qp_ring *r, bool recv);
+void ibtca_qp_ring_sent(struct ibtca_qp_ring *r, u32 slot);
 /*
  * Doorbell records (IBTCA_CMD_QP_DB_RECORD, IBTCA_CMD_CQ_DB_RECORD; the
  * protocol is device/tca/src/verbs/db_record.rs's): 0, or the command's error,

@@ -209,6 +209,8 @@ values! {
     CAP_DB_PAGES: u32 = 1 << 3;
     /// CAPS: a CQ's doorbell record takes arm requests (`arm`), which the device reads after each completion it writes.
     CAP_CQ_RECORD_ARM: u32 = 1 << 4;
+    /// CAPS: CQ interrupt moderation (command MODIFY_CQ: a count and a period).
+    CAP_CQ_MODERATION: u32 = 1 << 5;
     /// Value to write to RESET.
     RESET_VALUE: u32 = 0x5245_5345;
     /// PORT_STATE: link down.

@@ -564,6 +564,8 @@ crate::regs::values! {
     CMD_CREATE_CQ: u8 = 0x30;
     /// Command: destroy a CQ (params: struct ibtca_cmd_handle).
     CMD_DESTROY_CQ: u8 = 0x31;
+    /// Command: set a CQ's interrupt moderation (params: struct ibtca_cmd_modify_cq; CAP_CQ_MODERATION): an armed CQ raises its vector at the `count`th completion that satisfies its arm, or `period_us` after the first of them, whichever comes first. A count of 0 or 1, or a period of 0, fires at the first (no moderation, as a new CQ). ENOENT for no such CQ, EINVAL for reserved bytes not zero.
+    CMD_MODIFY_CQ: u8 = 0x32;
     /// Command: create a QP (params: struct ibtca_cmd_create_qp, log_sizes byte 3 the IBTCA_QPT_* type; out0 = QP number).
     CMD_CREATE_QP: u8 = 0x40;
     /// Command: modify a QP (params: struct ibtca_cmd_modify_qp).
@@ -866,6 +868,22 @@ abi_struct! {
         addr: Le64,
         /// Reserved, zero.
         rsvd2: [u8; 32],
+    }
+}
+
+abi_struct! {
+    /// MODIFY_CQ parameters: the CQ and its interrupt moderation.
+    CmdModifyCq = "cmd_modify_cq" {
+        /// CQ number.
+        cqn: Le32,
+        /// Completions that raise the vector at once (0 or 1: the first).
+        count: Le16,
+        /// Reserved, zero.
+        rsvd0: [u8; 2],
+        /// Microseconds after the first held completion that raise it anyway (0: no holding).
+        period_us: Le32,
+        /// Reserved, zero.
+        rsvd: [u8; 36],
     }
 }
 
@@ -1181,6 +1199,7 @@ pub fn param_layouts() -> Vec<StructLayout> {
         SrqAttr::layout(),
         QpAttr::layout(),
         CmdDbRecord::layout(),
+        CmdModifyCq::layout(),
         CmdMcast::layout(),
         CmdMad::layout(),
         CmdPortCaps::layout(),

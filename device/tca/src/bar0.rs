@@ -160,6 +160,7 @@ impl Bar0 {
                     | regs::CAP_DRDMA
                     | regs::CAP_DB_PAGES
                     | regs::CAP_CQ_RECORD_ARM
+                    | regs::CAP_CQ_MODERATION
             }
             regs::SCRATCH => self.scratch,
             regs::PORT_STATE => self.port.state.get(),

@@ -1029,6 +1029,40 @@ static u32 kv_client_fastreg(struct kv_ctx *c, u64 fr_addr, u32 k0, u32 *now)
 	return k1;
 }
 
+/*
+ * Interrupt moderation (modify_cq): a CQ that holds its interrupt for 8
+ * completions still raises it for one, at the end of the period; then
+ * back to an interrupt per arm. Writes the bytes already there.
+ */
+static void kv_moderated_arm(struct kv_ctx *c, u64 raddr, u32 rkey)
+{
+	struct ib_sge sge = { .addr = c->dma + KV_WRITE, .length = 64,
+			      .lkey = c->pd->local_dma_lkey };
+	struct ib_rdma_wr rw = {
+		.wr = { .wr_id = 19, .opcode = IB_WR_RDMA_WRITE,
+			.sg_list = &sge, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = raddr + KV_WRITE,
+		.rkey = rkey,
+	};
+	unsigned long fired;
+	int set, ret, reset;
+	struct ib_wc wc;
+
+	set = rdma_set_cq_moderation(c->cq, 8, 2000);
+	reinit_completion(&c->event);
+	ib_req_notify_cq(c->cq, IB_CQ_NEXT_COMP);
+	if (kv_post(c, &rw.wr))
+		return;
+	fired = wait_for_completion_timeout(&c->event,
+					    msecs_to_jiffies(KV_OP_MS));
+	ret = kv_poll_quietly(c, &wc);
+	reset = rdma_set_cq_moderation(c->cq, 1, 0);
+	kv_check(c, !set && fired && !ret && wc.wr_id == 19 &&
+		 wc.status == IB_WC_SUCCESS && !reset, "cq_moderation",
+		 "set=%d fired=%d ret=%d reset=%d", set, !!fired, ret, reset);
+}
+
 static void kv_client(struct kv_ctx *c)
 {
 	u64 *res = (u64 *)(c->buf + KV_ATOMIC);
@@ -1146,6 +1180,8 @@ static void kv_client(struct kv_ctx *c)
 		 bad == &inl ? "the inline one" : "WRONG");
 	if (!kv_send_done(c, "done_msg", 15, IB_WC_SUCCESS, IB_WC_SEND, false))
 		return;
+
+	kv_moderated_arm(c, raddr, rkey);
 
 	/*
 	 * A CQ armed for solicited events only: a plain completion (a WRITE

@@ -389,7 +389,8 @@ impl QpEnv for DeviceQpEnv<'_> {
     fn complete(&mut self, cq: CqKind, cqe: Cqe) {
         let Some(cqn) = self.cq_of(cq) else { return };
         let solicited = cqe.flags & CQE_F_SOLICITED != 0;
-        match self.verbs.complete(self.mem, cqn, &cqe, solicited) {
+        let now = std::time::Instant::now();
+        match self.verbs.complete(self.mem, cqn, &cqe, solicited, now) {
             Ok(Some(vector)) => {
                 if let Err(e) = self.msix.trigger(u32::from(vector)) {
                     crate::guest_warn!(cqn, error = %e, "CQ interrupt");

@@ -1,5 +1,6 @@
-//! The engine's turns without an event: expired transport timers and the
-//! agent's trap repeats (`sma/trap.rs`), and the
+//! The engine's turns without an event: expired transport timers, CQs
+//! whose moderation held completions to their deadline, the agent's trap
+//! repeats (`sma/trap.rs`), and the
 //! responders' READ responses (seed 004), served RKM_READ_BUDGET packets
 //! per QP per turn between the events that drive the QPs' requesters.
 
@@ -20,6 +21,13 @@ impl Engine {
     /// Runs expired timers (the agent's trap too), and a turn of READ
     /// responses.
     pub fn on_timers(&mut self, now: Instant) {
+        if self.verbs.next_cq_deadline().is_some_and(|d| d <= now) {
+            for vector in self.verbs.expire_cqs(now) {
+                if let Err(e) = self.msix.trigger(u32::from(vector)) {
+                    crate::guest_warn!(vector, error = %e, "moderated CQ interrupt");
+                }
+            }
+        }
         let trap = self.agents.due_trap(now);
         let trapped = trap.is_some();
         self.outbox.packets.extend(trap);
@@ -52,7 +60,13 @@ impl Engine {
             return Some(Instant::now());
         }
         let trap = self.agents.sma.next_trap_deadline();
-        self.data.next_deadline().into_iter().chain(trap).min()
+        let cq = self.verbs.next_cq_deadline();
+        self.data
+            .next_deadline()
+            .into_iter()
+            .chain(trap)
+            .chain(cq)
+            .min()
     }
 
     /// Whether a QP owes responses and the budget lets them go.

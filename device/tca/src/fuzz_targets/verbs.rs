@@ -1,6 +1,6 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
 //! forms, ALLOC_MR, DEREG_MR, ALLOC_MW of both types, QUERY_DEVICE,
-//! CREATE_CQ/QP with doorbell pages, QPs on SRQs,
+//! CREATE_CQ/QP with doorbell pages, MODIFY_CQ, QPs on SRQs,
 //! CREATE/MODIFY/QUERY/DESTROY_SRQ, QUERY_QP and MODIFY_QP of the QPs
 //! made, and any other opcode), fast
 //! registrations, window binds, invalidations, doorbells on any page (SRQ
@@ -18,9 +18,12 @@
 //! guest-physical start, or the copied page list); the page budget the
 //! table keeps equals what its live regions hold and never exceeds
 //! `MAX_TOTAL_MR_PAGES`; an SRQ never holds more posted receives than
-//! its max_wr, and its limit stays below max_wr.
+//! its max_wr, and its limit stays below max_wr; once the CQs due at a
+//! time have fired, none that still holds completions is due then.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use ibtca_protocol::fuzz_targets::Input;
 use vm_memory::ByteValued;
@@ -218,7 +221,16 @@ fn records(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &Made) {
             let _ = v.sync_db_records(mem);
         }
         _ => {
-            let _ = v.complete(mem, cqn, &Cqe::default(), input.bool());
+            // The fuzzer's clock: microseconds after a fixed start.
+            static START: OnceLock<Instant> = OnceLock::new();
+            let now =
+                *START.get_or_init(Instant::now) + Duration::from_micros(u64::from(input.u16()));
+            if input.bool() {
+                let _ = v.complete(mem, cqn, &Cqe::default(), input.bool(), now);
+            } else {
+                let _ = v.expire_cqs(now);
+                assert!(v.next_cq_deadline().is_none_or(|d| d > now));
+            }
         }
     }
 }
@@ -249,6 +261,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         CMD_ALLOC_MW,
         CMD_ALLOC_MW_TYPE1,
         CMD_CREATE_CQ,
+        CMD_MODIFY_CQ,
         CMD_CREATE_QP,
         CMD_CREATE_SRQ,
         CMD_MODIFY_SRQ,
@@ -271,6 +284,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
                 Made::pick(input, &made.srqs)
             }
             CMD_QUERY_QP | CMD_MODIFY_QP => Made::pick(input, &made.qps),
+            CMD_MODIFY_CQ => Made::pick(input, &made.cqs),
             _ => Made::pick(input, &made.pds),
         };
         params[..4].copy_from_slice(&live.to_le_bytes());

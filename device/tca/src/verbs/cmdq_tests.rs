@@ -1,6 +1,8 @@
 //! Tests of the command queue, driving `Verbs` the way the driver does:
 //! entries written into a ring in guest memory, a doorbell, `process`.
 
+use std::time::Instant;
+
 use vm_memory::{ByteValued, Le32, Le64};
 
 use super::super::{
@@ -569,7 +571,10 @@ fn data_path_checks_use_the_qp() {
         wr_id: Le64::from(5),
         ..Default::default()
     };
-    assert_eq!(h.v.complete(&h.m.mem, cq, &cqe, false), Ok(None));
+    assert_eq!(
+        h.v.complete(&h.m.mem, cq, &cqe, false, Instant::now()),
+        Ok(None)
+    );
     h.v.doorbell(
         Doorbell::decode(
             DB_CQ,
@@ -578,8 +583,14 @@ fn data_path_checks_use_the_qp() {
         .unwrap(),
     )
     .unwrap();
-    assert_eq!(h.v.complete(&h.m.mem, cq, &cqe, false), Ok(Some(1)));
-    assert_eq!(h.v.complete(&h.m.mem, 0, &cqe, false), Err(CqError::NoCq));
+    assert_eq!(
+        h.v.complete(&h.m.mem, cq, &cqe, false, Instant::now()),
+        Ok(Some(1))
+    );
+    assert_eq!(
+        h.v.complete(&h.m.mem, 0, &cqe, false, Instant::now()),
+        Err(CqError::NoCq)
+    );
     let written: Cqe = h.m.read_obj(CQ_RING + 32);
     assert_eq!((written.wr_id.to_native(), written.owner), (5, 1));
     // SQ doorbell beyond the ring puts the QP in error.

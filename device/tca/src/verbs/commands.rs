@@ -16,6 +16,7 @@ use super::abi::{
 };
 use super::abi::{CmdDbRecord, CMD_CQ_DB_RECORD, CMD_QP_DB_RECORD};
 use super::abi::{CmdMcast, CMD_ATTACH_MCAST, CMD_DETACH_MCAST};
+use super::abi::{CmdModifyCq, CMD_MODIFY_CQ};
 use super::{Verbs, VerbsError};
 use crate::dma::GuestMemory;
 
@@ -225,6 +226,11 @@ pub const COMMANDS: &[CommandDef] = &[
         opcode: CMD_DESTROY_CQ,
         name: "DESTROY_CQ",
         run: |v, _, p| done(v.destroy_cq(handle(p))),
+    },
+    CommandDef {
+        opcode: CMD_MODIFY_CQ,
+        name: "MODIFY_CQ",
+        run: |v, _, p| done(v.modify_cq(&params::<CmdModifyCq>(p))),
     },
     CommandDef {
         opcode: CMD_CREATE_QP,

@@ -19,12 +19,18 @@
 //! fires, or the driver finds the completion (and polls, or rings the
 //! doorbell, which fires at once). Re-arming thus costs the guest no
 //! trapped store.
+//!
+//! An armed CQ may hold its interrupt back for more completions
+//! (MODIFY_CQ: `cq_moderation.rs`); it fires at the count or at the
+//! period's end, whichever comes first.
 
 use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
 
 use vm_memory::ByteValued;
 
 use super::abi::{CqDbRecord, Cqe, CQ_ARM_NEXT, CQ_ARM_SOLICITED, WC_SUCCESS};
+use super::cq_moderation::Moderation;
 use super::ring::{Ring, MAX_RING_LOG};
 use super::table::HandleTable;
 use super::VerbsError;
@@ -87,6 +93,8 @@ pub struct Cq {
     /// The record's `arm` word as last taken (0: none yet; the driver's
     /// first request is nonzero).
     record_arm: u32,
+    /// Interrupt moderation and the completions it holds back.
+    moderation: Moderation,
 }
 
 impl Cq {
@@ -108,6 +116,7 @@ impl Cq {
             overruns: 0,
             db_record: None,
             record_arm: 0,
+            moderation: Moderation::default(),
         })
     }
 
@@ -173,6 +182,30 @@ impl Cq {
         (self.ring.in_window(self.pi, ci) && self.ring.in_window(ci, self.ci)).then_some(ci)
     }
 
+    /// Sets the interrupt moderation (see `cq_moderation.rs`).
+    pub fn set_moderation(&mut self, count: u16, period: Duration) {
+        self.moderation.set(count, period);
+    }
+
+    /// When the completions held back fire, if any are held.
+    pub fn moderation_due(&self) -> Option<Instant> {
+        self.moderation.due()
+    }
+
+    /// Fires an armed CQ whose held completions are due at `now`; returns
+    /// whether to raise [`Cq::vector`].
+    pub fn expire(&mut self, now: Instant) -> bool {
+        if !self.moderation.expired(now) {
+            return false;
+        }
+        self.moderation.fired();
+        if self.arm == Arm::None || self.error {
+            return false;
+        }
+        self.arm = Arm::None;
+        true
+    }
+
     /// Arms the interrupt (a Next arm is not weakened to Solicited).
     pub fn arm(&mut self, kind: Arm) {
         self.arm = match (self.arm, kind) {
@@ -216,6 +249,7 @@ impl Cq {
         };
         if satisfied && !self.error {
             self.arm = Arm::None;
+            self.moderation.fired();
             return Ok(true);
         }
         Ok(false)
@@ -224,8 +258,15 @@ impl Cq {
     /// Writes `cqe` (owner bit set here, written last) and advances the
     /// producer index; returns whether to raise [`Cq::vector`]. An armed CQ
     /// fires once and disarms; a solicited-only arm fires for `solicited`
-    /// or unsuccessful completions.
-    pub fn push(&mut self, mem: &GuestMemory, cqe: &Cqe, solicited: bool) -> Result<bool, CqError> {
+    /// or unsuccessful completions. A moderated CQ may hold the interrupt
+    /// back (written at `now`).
+    pub fn push(
+        &mut self,
+        mem: &GuestMemory,
+        cqe: &Cqe,
+        solicited: bool,
+        now: Instant,
+    ) -> Result<bool, CqError> {
         if self.error {
             return Err(CqError::InError);
         }
@@ -264,10 +305,12 @@ impl Cq {
             Arm::Next => true,
             Arm::Solicited => solicited || cqe.status != WC_SUCCESS,
         };
-        if fire {
-            self.arm = Arm::None;
+        if !fire || self.moderation.hold(now) {
+            return Ok(false);
         }
-        Ok(fire)
+        self.arm = Arm::None;
+        self.moderation.fired();
+        Ok(true)
     }
 }
 
@@ -294,6 +337,11 @@ mod tests {
         }
     }
 
+    /// The tests' time: nothing here is moderated, so any will do.
+    fn now() -> Instant {
+        Instant::now()
+    }
+
     fn read_cqe(m: &TestMem, gpa: u64) -> Cqe {
         m.read_obj(gpa)
     }
@@ -303,17 +351,17 @@ mod tests {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 2, 1).unwrap();
         for i in 0..4u64 {
-            cq.push(&m.mem, &cqe(i, 0), false).unwrap();
+            cq.push(&m.mem, &cqe(i, 0), false, now()).unwrap();
             assert_eq!(read_cqe(&m, 0x1000 + 32 * i).owner, 1, "pass 0 writes 1");
         }
         cq.doorbell(4, 0).unwrap();
         for i in 4..8u64 {
-            cq.push(&m.mem, &cqe(i, 0), false).unwrap();
+            cq.push(&m.mem, &cqe(i, 0), false, now()).unwrap();
             let e = read_cqe(&m, 0x1000 + 32 * (i - 4));
             assert_eq!((e.owner, e.wr_id.to_native()), (0, i), "pass 1 writes 0");
         }
         cq.doorbell(8, 0).unwrap();
-        cq.push(&m.mem, &cqe(8, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(8, 0), false, now()).unwrap();
         assert_eq!(read_cqe(&m, 0x1000).owner, 1);
         assert_eq!(cq.producer_index(), 9);
         assert_eq!(read_cqe(&m, 0x1020).owner, 0, "slot 1 still holds pass 1");
@@ -323,9 +371,12 @@ mod tests {
     fn overrun_puts_the_cq_in_error() {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 1, 1).unwrap();
-        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
-        cq.push(&m.mem, &cqe(1, 0), false).unwrap();
-        assert_eq!(cq.push(&m.mem, &cqe(2, 0), false), Err(CqError::Overrun));
+        cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap();
+        cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap();
+        assert_eq!(
+            cq.push(&m.mem, &cqe(2, 0), false, now()),
+            Err(CqError::Overrun)
+        );
         assert_eq!(
             read_cqe(&m, 0x1000).wr_id.to_native(),
             0,
@@ -334,14 +385,17 @@ mod tests {
         assert!(cq.in_error());
         assert_eq!(cq.overruns(), 1);
         cq.doorbell(2, 0).unwrap();
-        assert_eq!(cq.push(&m.mem, &cqe(3, 0), false), Err(CqError::InError));
+        assert_eq!(
+            cq.push(&m.mem, &cqe(3, 0), false, now()),
+            Err(CqError::InError)
+        );
     }
 
     #[test]
     fn doorbell_rejects_consumer_beyond_producer() {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 2, 1).unwrap();
-        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap();
         assert_eq!(cq.doorbell(2, 0), Err(VerbsError::Invalid));
         assert_eq!(cq.doorbell(u32::MAX, 0), Err(VerbsError::Invalid));
         assert_eq!(cq.doorbell(1, 7), Err(VerbsError::Invalid));
@@ -357,21 +411,36 @@ mod tests {
     fn arming_fires_once() {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 4, 3).unwrap();
-        assert!(!cq.push(&m.mem, &cqe(0, 0), false).unwrap(), "not armed");
+        assert!(
+            !cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap(),
+            "not armed"
+        );
         cq.doorbell(1, CQ_ARM_NEXT).unwrap();
-        assert!(cq.push(&m.mem, &cqe(1, 0), false).unwrap());
-        assert!(!cq.push(&m.mem, &cqe(2, 0), false).unwrap(), "disarmed");
+        assert!(cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap());
+        assert!(
+            !cq.push(&m.mem, &cqe(2, 0), false, now()).unwrap(),
+            "disarmed"
+        );
         cq.doorbell(3, CQ_ARM_SOLICITED).unwrap();
-        assert!(!cq.push(&m.mem, &cqe(3, 0), false).unwrap(), "unsolicited");
-        assert!(cq.push(&m.mem, &cqe(4, 0), true).unwrap(), "solicited");
+        assert!(
+            !cq.push(&m.mem, &cqe(3, 0), false, now()).unwrap(),
+            "unsolicited"
+        );
+        assert!(
+            cq.push(&m.mem, &cqe(4, 0), true, now()).unwrap(),
+            "solicited"
+        );
         cq.arm(Arm::Solicited);
         assert!(
-            cq.push(&m.mem, &cqe(5, 5), false).unwrap(),
+            cq.push(&m.mem, &cqe(5, 5), false, now()).unwrap(),
             "errors fire too"
         );
         cq.arm(Arm::Next);
         cq.arm(Arm::Solicited);
-        assert!(cq.push(&m.mem, &cqe(6, 0), false).unwrap(), "Next is kept");
+        assert!(
+            cq.push(&m.mem, &cqe(6, 0), false, now()).unwrap(),
+            "Next is kept"
+        );
         assert_eq!(cq.vector(), 3);
     }
 
@@ -379,28 +448,31 @@ mod tests {
     fn arming_behind_the_producer_fires_at_once() {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 4, 1).unwrap();
-        cq.push(&m.mem, &cqe(0, 0), false).unwrap();
-        cq.push(&m.mem, &cqe(1, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap();
+        cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap();
         // The driver took one, arms: one completion is waiting.
         assert_eq!(cq.doorbell(1, CQ_ARM_NEXT), Ok(true), "fires now");
         assert!(
-            !cq.push(&m.mem, &cqe(2, 0), false).unwrap(),
+            !cq.push(&m.mem, &cqe(2, 0), false, now()).unwrap(),
             "the arm was used up"
         );
         // Caught up: the arm waits for the next completion.
         assert_eq!(cq.doorbell(3, CQ_ARM_NEXT), Ok(false));
-        assert!(cq.push(&m.mem, &cqe(3, 0), false).unwrap());
+        assert!(cq.push(&m.mem, &cqe(3, 0), false, now()).unwrap());
         // A Solicited arm fires at once only for a solicited or failed
         // completion not yet consumed; a plain doorbell never does.
-        cq.push(&m.mem, &cqe(4, 0), false).unwrap();
+        cq.push(&m.mem, &cqe(4, 0), false, now()).unwrap();
         assert_eq!(cq.doorbell(4, CQ_ARM_SOLICITED), Ok(false), "plain one");
         assert_eq!(cq.doorbell(4, 0), Ok(false));
-        assert!(cq.push(&m.mem, &cqe(5, 0), true).unwrap(), "solicited");
-        cq.push(&m.mem, &cqe(6, 0), false).unwrap();
+        assert!(
+            cq.push(&m.mem, &cqe(5, 0), true, now()).unwrap(),
+            "solicited"
+        );
+        cq.push(&m.mem, &cqe(6, 0), false, now()).unwrap();
         assert_eq!(cq.doorbell(5, CQ_ARM_SOLICITED), Ok(true), "5 waits");
         assert_eq!(cq.doorbell(6, CQ_ARM_SOLICITED), Ok(false), "5 taken");
         cq.arm(Arm::None);
-        cq.push(&m.mem, &cqe(7, 5), false).unwrap();
+        cq.push(&m.mem, &cqe(7, 5), false, now()).unwrap();
         assert_eq!(cq.doorbell(7, CQ_ARM_SOLICITED), Ok(true), "a failure");
     }
 
@@ -413,30 +485,39 @@ mod tests {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x1000, 4, 2).unwrap();
         cq.set_db_record(REC);
-        assert!(!cq.push(&m.mem, &cqe(0, 0), false).unwrap(), "not armed");
+        assert!(
+            !cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap(),
+            "not armed"
+        );
         m.mem
             .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
             .unwrap();
         assert!(
-            cq.push(&m.mem, &cqe(1, 0), false).unwrap(),
+            cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap(),
             "armed by the record"
         );
         assert!(
-            !cq.push(&m.mem, &cqe(2, 0), false).unwrap(),
+            !cq.push(&m.mem, &cqe(2, 0), false, now()).unwrap(),
             "the request is used up: the same word does not arm again"
         );
         m.mem
             .store_u32(REC_ARM, 8 | u32::from(CQ_ARM_SOLICITED))
             .unwrap();
-        assert!(!cq.push(&m.mem, &cqe(3, 0), false).unwrap(), "unsolicited");
-        assert!(cq.push(&m.mem, &cqe(4, 0), true).unwrap(), "solicited");
+        assert!(
+            !cq.push(&m.mem, &cqe(3, 0), false, now()).unwrap(),
+            "unsolicited"
+        );
+        assert!(
+            cq.push(&m.mem, &cqe(4, 0), true, now()).unwrap(),
+            "solicited"
+        );
         // Bits 1:0 that are no arm arm nothing, but the word is taken.
         m.mem.store_u32(REC_ARM, 12 | 3).unwrap();
-        assert!(!cq.push(&m.mem, &cqe(5, 0), false).unwrap());
+        assert!(!cq.push(&m.mem, &cqe(5, 0), false, now()).unwrap());
         // A doorbell arm still works beside the record.
         cq.doorbell(6, CQ_ARM_NEXT).unwrap();
-        assert!(cq.push(&m.mem, &cqe(6, 0), false).unwrap());
-        assert!(!cq.push(&m.mem, &cqe(7, 0), false).unwrap());
+        assert!(cq.push(&m.mem, &cqe(6, 0), false, now()).unwrap());
+        assert!(!cq.push(&m.mem, &cqe(7, 0), false, now()).unwrap());
     }
 
     #[test]
@@ -447,22 +528,91 @@ mod tests {
             .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
             .unwrap();
         assert!(
-            !cq.push(&m.mem, &cqe(0, 0), false).unwrap(),
+            !cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap(),
             "no record bound"
         );
         cq.set_db_record(REC);
-        assert!(cq.push(&m.mem, &cqe(1, 0), false).unwrap(), "bound: taken");
+        assert!(
+            cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap(),
+            "bound: taken"
+        );
         // A record that left guest memory arms nothing and fails nothing.
         cq.set_db_record(0x20_0000);
-        assert!(!cq.push(&m.mem, &cqe(2, 0), false).unwrap());
+        assert!(!cq.push(&m.mem, &cqe(2, 0), false, now()).unwrap());
         assert_eq!(cq.producer_index(), 3);
+    }
+
+    /// MODIFY_CQ's count: an armed CQ fires at the `count`th completion
+    /// that satisfies its arm, not before; the period's end fires it with
+    /// fewer (the tests' own clock).
+    #[test]
+    fn a_moderated_cq_fires_at_its_count_or_at_the_period() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 2).unwrap();
+        let period = Duration::from_millis(50);
+        cq.set_moderation(3, period);
+        let t0 = now();
+        cq.arm(Arm::Next);
+        assert!(!cq.push(&m.mem, &cqe(0, 0), false, t0).unwrap(), "1 of 3");
+        assert_eq!(cq.moderation_due(), Some(t0 + period));
+        assert!(!cq.push(&m.mem, &cqe(1, 0), false, t0).unwrap(), "2 of 3");
+        assert!(!cq.expire(t0 + period / 2), "not due yet");
+        assert!(cq.push(&m.mem, &cqe(2, 0), false, t0).unwrap(), "3 of 3");
+        assert_eq!(cq.moderation_due(), None);
+        assert!(!cq.expire(t0 + period), "fired: nothing held");
+        assert!(
+            !cq.push(&m.mem, &cqe(3, 0), false, t0).unwrap(),
+            "disarmed: counted for nothing"
+        );
+        assert_eq!(
+            cq.moderation_due(),
+            None,
+            "unarmed completions hold nothing"
+        );
+        // Fewer than the count: the period fires them, once.
+        cq.arm(Arm::Next);
+        let t1 = t0 + period;
+        assert!(!cq.push(&m.mem, &cqe(4, 0), false, t1).unwrap());
+        assert!(!cq.expire(t1 + period / 2));
+        assert!(cq.expire(t1 + period), "the period's end fires");
+        assert!(!cq.expire(t1 + 2 * period), "once");
+        assert!(!cq.push(&m.mem, &cqe(5, 0), false, t1).unwrap(), "disarmed");
+        // A Solicited arm counts only what satisfies it.
+        cq.arm(Arm::Solicited);
+        cq.set_moderation(2, period);
+        assert!(!cq.push(&m.mem, &cqe(6, 0), false, t1).unwrap());
+        assert_eq!(cq.moderation_due(), None, "unsolicited: not held");
+        assert!(!cq.push(&m.mem, &cqe(7, 0), true, t1).unwrap(), "1 of 2");
+        assert!(
+            cq.push(&m.mem, &cqe(8, 5), false, t1).unwrap(),
+            "an error: 2"
+        );
+    }
+
+    /// An arm by doorbell that a written completion satisfies fires at
+    /// once, moderated or not, and lets go of what was held.
+    #[test]
+    fn a_doorbell_arm_behind_the_producer_fires_moderated_or_not() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 2).unwrap();
+        cq.set_moderation(4, Duration::from_millis(50));
+        let t0 = now();
+        cq.arm(Arm::Next);
+        assert!(!cq.push(&m.mem, &cqe(0, 0), false, t0).unwrap(), "held");
+        assert_eq!(cq.doorbell(0, CQ_ARM_NEXT), Ok(true), "fires now");
+        assert_eq!(cq.moderation_due(), None, "nothing held any more");
+        assert!(!cq.expire(t0 + Duration::from_secs(1)));
+        // Without moderation (count 1) nothing is held.
+        cq.set_moderation(1, Duration::from_millis(50));
+        cq.arm(Arm::Next);
+        assert!(cq.push(&m.mem, &cqe(1, 0), false, t0).unwrap());
     }
 
     #[test]
     fn unmapped_ring_and_bad_geometry() {
         let m = TestMem::new(0x10000);
         let mut cq = Cq::new(0x10_0000, 2, 0).unwrap();
-        assert_eq!(cq.push(&m.mem, &cqe(0, 0), false), Err(CqError::Dma));
+        assert_eq!(cq.push(&m.mem, &cqe(0, 0), false, now()), Err(CqError::Dma));
         assert!(cq.in_error());
         assert_eq!(cq.producer_index(), 0);
         assert_eq!(Cq::new(0x1000, 2, 32).err(), Some(VerbsError::Invalid));
@@ -475,6 +625,9 @@ mod tests {
         // A ring in the last bytes of the address space is valid but
         // unmapped: pushing fails cleanly.
         let mut top = Cq::new(u64::MAX - 63, 1, 0).unwrap();
-        assert_eq!(top.push(&m.mem, &cqe(0, 0), false), Err(CqError::Dma));
+        assert_eq!(
+            top.push(&m.mem, &cqe(0, 0), false, now()),
+            Err(CqError::Dma)
+        );
     }
 }

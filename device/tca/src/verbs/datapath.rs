@@ -185,18 +185,24 @@ impl Verbs {
         self.mrs.invalidate(pdn, rkey, &mut self.keys)
     }
 
-    /// Writes a completion to CQ `cqn`; returns the MSI-X vector to raise,
-    /// if any.
+    /// Writes a completion to CQ `cqn` at `now`; returns the MSI-X vector
+    /// to raise, if any (a moderated CQ may hold it back until
+    /// [`Verbs::expire_cqs`]).
     pub fn complete(
         &mut self,
         mem: &crate::dma::GuestMemory,
         cqn: u32,
         cqe: &Cqe,
         solicited: bool,
+        now: std::time::Instant,
     ) -> Result<Option<u16>, CqError> {
         let cq = self.cqs.get_mut(cqn).ok_or(CqError::NoCq)?;
-        let fire = cq.push(mem, cqe, solicited)?;
-        Ok(fire.then_some(cq.vector()))
+        let fire = cq.push(mem, cqe, solicited, now)?;
+        let vector = cq.vector();
+        if !fire {
+            self.note_held(cqn);
+        }
+        Ok(fire.then_some(vector))
     }
 
     /// Applies a doorbell; returns the MSI-X vector to raise now, if any (a

@@ -22,6 +22,7 @@
 //! | `fastreg.rs` | fast-registration regions: ALLOC_MR, IBTCA_WR_REG_MR, invalidation |
 //! | `sgl.rs` | SGE lists to checked guest-physical ranges |
 //! | `cq.rs` | completion queues |
+//! | `cq_moderation.rs` | CQ interrupt moderation: count, period, the CQs holding |
 //! | `qp_state.rs`, `qp.rs` | QP state machine; QP context and rings |
 //! | `qp_query.rs` | QUERY_QP: the device's state and attributes of a QP |
 //! | `srq.rs` | shared receive queues: ring, limit event, commands |
@@ -34,6 +35,7 @@
 pub mod cmdq;
 pub mod commands;
 pub mod cq;
+pub mod cq_moderation;
 pub mod datapath;
 pub mod db_record;
 pub mod error;
@@ -172,6 +174,8 @@ pub struct Verbs {
     /// Doorbells dropped because they were rung on a page other than the
     /// one their QP or CQ is bound to.
     pub foreign_doorbells: u64,
+    /// CQs that may hold completions back (`cq_moderation.rs`), each once.
+    held_cqs: Vec<u32>,
 }
 
 impl Verbs {
@@ -189,6 +193,7 @@ impl Verbs {
             srq_events: false,
             port,
             foreign_doorbells: 0,
+            held_cqs: Vec::new(),
         }
     }
 

@@ -142,18 +142,7 @@ fn exec_and_console_drive_a_running_guest() {
     }
 
     // A client that goes away: its command is killed in the guest.
-    let mut victim = Command::new(workspace_bin("ibtca-fabric"))
-        .args(["exec", "--run-dir", &run_s, "n1", "--", "sh", "-c"])
-        .arg("echo started; exec sleep 7777")
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(victim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "started\n");
+    let mut victim = started_victim(&run_s, "7777");
     victim.kill().unwrap();
     victim.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -211,18 +200,7 @@ fn exec_and_console_drive_a_running_guest() {
     // so when it runs again it meets the next HELLO inside the old
     // session. It must end the old command and answer that HELLO at once,
     // not wait for more bytes from the port (which never come).
-    let mut victim = Command::new(workspace_bin("ibtca-fabric"))
-        .args(["exec", "--run-dir", &run_s, "n1", "--", "sh", "-c"])
-        .arg("echo started; exec sleep 7778")
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(victim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "started\n");
+    let mut victim = started_victim(&run_s, "7778");
     console_line(
         &run_s,
         "mount -t debugfs none /sys/kernel/debug 2>/dev/null; \
@@ -300,4 +278,22 @@ fn console_line(run_s: &str, line: &str, until: &str) {
         out(&o),
         err(&o)
     );
+}
+
+/// An exec on n1 of `sh -c 'echo started; exec sleep SECONDS'`, once the
+/// guest has printed "started": a client to kill while its command runs.
+fn started_victim(run_s: &str, seconds: &str) -> std::process::Child {
+    let mut victim = Command::new(workspace_bin("ibtca-fabric"))
+        .args(["exec", "--run-dir", run_s, "n1", "--", "sh", "-c"])
+        .arg(format!("echo started; exec sleep {seconds}"))
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(victim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    victim
 }

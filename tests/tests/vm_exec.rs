@@ -212,7 +212,7 @@ fn exec_and_console_drive_a_running_guest() {
     victim.kill().unwrap();
     victim.wait().unwrap();
     let next = Command::new(workspace_bin("ibtca-fabric"))
-        .args(["exec", "--run-dir", &run_s, "--agent-timeout", "300"])
+        .args(["exec", "--run-dir", &run_s, "--agent-timeout", "900"])
         .args(["n1", "--", "echo", "answered"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -10,10 +10,11 @@
 #   scripts/demo-storage.sh --transport rxe    # over soft-RoCE on eth0
 #   scripts/demo-storage.sh --keep             # keep consoles and logs
 #
-# rdma_cm finds its peer by IP address, so the ibtca transport needs IPoIB,
-# which needs multicast attach on ibtca's UD QPs (docs/ulp.md); until the
-# guest image has it, the ibtca transport stops with what is missing and
-# `--transport rxe` runs the same demo on soft-RoCE over the management wire.
+# rdma_cm finds its peer by IP address: over ibtca that is IPoIB (ib0, the
+# broadcast group joined through OpenSM's SA); `--transport rxe` runs the
+# same demo on soft-RoCE over the management wire, for comparison. A guest
+# image without the ipoib module group stops the ibtca run with what is
+# missing (docs/ulp.md).
 # IBTCA_FABRIC and IBTCA_GUEST_DIR override the launcher and guest image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--transport) transport=${2:?--transport needs rxe or ibtca}; shift 2 ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done

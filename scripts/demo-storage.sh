@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--transport) transport=${2:?--transport needs rxe or ibtca}; shift 2 ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # perftest over ibtca and over soft-RoCE (rxe on the management wire) in the
-# same two guests, one boot (BENCHMARKS.md's perftest table):
+# same two guests, one boot (BENCHMARKS.md, "perftest between two guests
+# (ibtca against soft-RoCE)"):
 #   ib_write_bw at 64 B, 4 KiB and 1 MiB, ib_send_bw 64 B, ib_write_lat,
 #   ib_read_lat and ib_send_lat at 64 B, each duration-bounded (-D 2), first
 #   on ibtca0, then on rxe0; n1 serves, n2 is the client (by node name).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The upper-layer protocols measured, ibtca against its baselines in the
-# same two guests in one boot (BENCHMARKS.md's "upper-layer protocols"
-# table; docs/ulp-benchmarks.md). n1 runs OpenSM and serves (the
-# nvmet-rdma target of scripts/ulp-guest.sh, iperf3, rping, ib_write_lat);
+# same two guests in one boot (BENCHMARKS.md, "Upper-layer protocols
+# between two guests (ibtca against soft-RoCE)"; docs/ulp-benchmarks.md).
+# n1 runs OpenSM and serves (the nvmet-rdma target of
+# scripts/ulp-guest.sh, iperf3, rping, ib_write_lat);
 # n2 measures, one measurement at a time:
 #   nvme     NVMe over Fabrics, fio on namespace 1 (null_blk, memory-backed,
 #            filled first), SECONDS each, over ibtca (nvme-rdma on ibtca0,

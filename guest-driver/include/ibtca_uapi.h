@@ -412,8 +412,10 @@ struct ibtca_port_wait {
 #define IBTCA_IOC_DRDMA_MASK	_IOWR(IBTCA_IOC_MAGIC, 0x1f, struct ibtca_drdma_mask)
 #define IBTCA_IOC_POLL_CQ_BATCH	_IOWR(IBTCA_IOC_MAGIC, 0x21, struct ibtca_poll_cq_batch)
 /*
- * 0x20 (DESTROY) and 0x22 (POST_SEND_BATCH) are gone, their users moved to
- * libibverbs (docs/guest-verbs-surface.md); the numbers are not reused.
+ * 0x20 and 0x22 are reserved and not reused, so that a binary built
+ * against them gets ENOTTY rather than another command: they were DESTROY
+ * and POST_SEND_BATCH, whose work libibverbs does
+ * (docs/guest-verbs-surface.md).
  */
 
 #endif /* IBTCA_UAPI_H */

@@ -1,7 +1,7 @@
 //! The guest driver's C files call one way: no circle of files in one
 //! folder (`guest-driver/tools/`, `tools/verbs/`, `provider/`, `kernel/`,
-//! `tests/provider/`) through the functions and globals they share
-//! (docs/guest-driver-layout.md, "Calls inside a folder").
+//! `tests/kernel/`, `tests/provider/`) through the functions and globals
+//! they share (docs/guest-driver-layout.md, "Calls inside a folder").
 //!
 //! A file uses another when it names something the other defines and does
 //! not keep `static`: a function with a body, or a global variable. The
@@ -305,6 +305,25 @@ fn kernel_files_call_without_a_circle() {
             ("ibtca_ib_drdma.c", "ibtca_uctx.c"),
         ],
     );
+}
+
+#[test]
+fn kernel_test_files_call_without_a_circle() {
+    // Each file is a module of its own (tests/kernel/Kbuild) over what
+    // ibtca.ko exports; one that shared another's code would sit below it.
+    assert_calls_one_way("tests/kernel", &[]);
+    let files = sources(&guest_driver().join("tests/kernel"));
+    for f in [
+        "ibtca_kverbs_test.c",
+        "ibtca_kverbs_srq.c",
+        "ibtca_kverbs_dbrec.c",
+        "ibtca_kverbs_seed.c",
+    ] {
+        assert!(
+            files.contains_key(f),
+            "guest-driver/tests/kernel/{f} was read"
+        );
+    }
 }
 
 #[test]

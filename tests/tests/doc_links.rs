@@ -8,6 +8,11 @@
 //!
 //! Links are `[text](target)` outside fenced code blocks and inline code;
 //! targets with a scheme (`https:`, `mailto:`) are not checked.
+//!
+//! The sources point into BENCHMARKS.md too: a `.rs`, `.c`, `.h` or `.sh`
+//! file that names BENCHMARKS.md and then, after a comma or a space, a
+//! quoted section title names a heading of BENCHMARKS.md, spelled as the
+//! heading is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -177,6 +182,75 @@ fn broken_links(root: &Path, doc: &Path) -> Vec<String> {
     broken
 }
 
+/// The headings of a document as written, without their `#`s.
+fn heading_titles(text: &str) -> BTreeSet<String> {
+    prose_lines(text)
+        .into_iter()
+        .filter(|(_, line)| line.starts_with('#'))
+        .filter_map(|(_, line)| line.trim_start_matches('#').strip_prefix(' '))
+        .map(|title| title.trim().to_string())
+        .collect()
+}
+
+/// The BENCHMARKS.md sections a source file names: after "BENCHMARKS.md"
+/// (or "BENCHMARKS.md's"), a comma or a space and then a quoted title.
+/// Comment leaders (`//`, `///`, `//!`, `*`, `#`) at the start of each line
+/// and line breaks are folded into single spaces first, so a title may
+/// run on to the next comment line.
+fn benchmark_sections(source: &str) -> Vec<String> {
+    let folded: Vec<&str> = source
+        .lines()
+        .map(|line| {
+            let line = line.trim_start();
+            ["//!", "///", "//", "/*", "*", "#"]
+                .iter()
+                .find_map(|leader| line.strip_prefix(leader))
+                .unwrap_or(line)
+        })
+        .collect();
+    let folded = folded.join(" ");
+    let mut out = Vec::new();
+    let mut rest = folded.as_str();
+    while let Some(at) = rest.find("BENCHMARKS.md") {
+        rest = &rest[at + "BENCHMARKS.md".len()..];
+        let after = rest.strip_prefix("'s").unwrap_or(rest);
+        if !after.starts_with([',', ' ']) {
+            continue;
+        }
+        let Some(quoted) = after.trim_start_matches([',', ' ']).strip_prefix('"') else {
+            continue;
+        };
+        if let Some(end) = quoted.find('"') {
+            out.push(
+                quoted[..end]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+    }
+    out
+}
+
+/// The `.rs`, `.c`, `.h` and `.sh` files under `dir`, outside hidden
+/// directories and `target/`.
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("directory readable") {
+        let path = entry.expect("directory entry").path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if path.is_dir() {
+            if !name.starts_with('.') && name != "target" {
+                source_files(&path, out);
+            }
+        } else if path
+            .extension()
+            .is_some_and(|x| ["rs", "c", "h", "sh"].iter().any(|e| x == *e))
+        {
+            out.push(path);
+        }
+    }
+}
+
 #[test]
 fn every_relative_link_resolves() {
     let root = repo_root();
@@ -184,6 +258,39 @@ fn every_relative_link_resolves() {
     assert!(docs.len() > 5, "the docs/ pages were found: {docs:?}");
     let broken: Vec<String> = docs.iter().flat_map(|d| broken_links(&root, d)).collect();
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn benchmark_sections_named_in_the_sources_exist() {
+    let root = repo_root();
+    let benchmarks = fs::read_to_string(root.join("BENCHMARKS.md")).expect("BENCHMARKS.md");
+    let titles = heading_titles(&benchmarks);
+    let mut files = Vec::new();
+    source_files(&root, &mut files);
+    files.sort();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = String::from_utf8_lossy(&fs::read(file).expect("source readable")).into_owned();
+        for title in benchmark_sections(&text) {
+            named += 1;
+            if !titles.contains(&title) {
+                let rel = file.strip_prefix(&root).unwrap_or(file);
+                missing.push(format!("{}: \"{title}\"", rel.display()));
+            }
+        }
+    }
+    // The pointers of device/, tests/ and scripts/ were read.
+    assert!(
+        named >= 8,
+        "only {named} BENCHMARKS.md sections named in {} files",
+        files.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "BENCHMARKS.md has no heading of these titles:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
@@ -224,4 +331,16 @@ fn the_checker_finds_what_it_must() {
             .collect()
     );
     assert!(has_scheme("https://x") && !has_scheme("docs/a.md#b"));
+    assert_eq!(
+        heading_titles("# B\n## `x`: y\n```\n## not\n```\n#no\n"),
+        ["B", "`x`: y"].iter().map(|s| s.to_string()).collect()
+    );
+    let source = "// as measured (BENCHMARKS.md, \"Guest\n    // boot\"): printed\n\
+                  /// BENCHMARKS.md \"Verbs (no VM)\")\n\
+                  # BENCHMARKS.md's \"Subnet management\" table, BENCHMARKS.md's perftest\n\
+                  let docs = [\"BENCHMARKS.md\", \"RELIABILITY.md\"]; // BENCHMARKS.md)\n";
+    assert_eq!(
+        benchmark_sections(source),
+        ["Guest boot", "Verbs (no VM)", "Subnet management"]
+    );
 }

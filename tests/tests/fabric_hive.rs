@@ -9,7 +9,7 @@
 //! the hosted switches' ports; `switch leaf4 down` (the hive powers the
 //! hosted switch off) takes ca4-2's link down, and `switch leaf4 up`
 //! brings it back with the file's routes: a second WRITE lands;
-//! `--process-per-node` starts a process per node as before.
+//! `--process-per-node` starts a process per node instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

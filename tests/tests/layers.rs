@@ -790,25 +790,51 @@ fn members() -> Vec<String> {
 fn manifest(dir: &str) -> (String, Vec<String>) {
     let file = workspace().join(dir).join("Cargo.toml");
     let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let mut section = "";
+    parse_manifest(&text)
+}
+
+/// The package name and the `ibtca-*` dependencies of a `Cargo.toml`'s
+/// text, in every form Cargo takes: a key of a dependency table
+/// (`[dependencies]`, `[dev-dependencies]`, `[build-dependencies]`, each
+/// also under `[target.'cfg(..)']`), such a table of its own
+/// (`[dependencies.ibtca-x]`), and a crate renamed with `package =
+/// "ibtca-x"` in either.
+fn parse_manifest(text: &str) -> (String, Vec<String>) {
+    fn value(line: &str) -> &str {
+        line.split_once('=')
+            .map_or("", |(_, v)| v.trim().trim_matches('"'))
+    }
+    let mut section = String::new();
     let mut name = String::new();
     let mut deps = Vec::new();
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
-            section = line;
-        } else if section == "[package]" && line.starts_with("name") {
-            name = line
-                .split_once('=')
-                .map_or("", |(_, v)| v.trim().trim_matches('"'))
-                .to_string();
-        } else if section.ends_with("dependencies]") && line.starts_with("ibtca-") {
-            let dep = line
-                .split(|c: char| c == '.' || c == '=' || c.is_whitespace())
-                .next()
-                .unwrap_or_default();
-            deps.push(dep.to_string());
+            section = line.trim_matches(['[', ']']).trim().to_string();
+            // `dependencies.ibtca-x`: the table is the dependency.
+            if let Some((_, dep)) = section.rsplit_once("dependencies.") {
+                deps.push(dep.trim().trim_matches(['"', '\'']).to_string());
+            }
+            continue;
+        }
+        let key = line
+            .split(|c: char| c == '.' || c == '=' || c.is_whitespace())
+            .next()
+            .unwrap_or_default()
+            .trim_matches(['"', '\'']);
+        if section == "package" && key == "name" {
+            name = value(line).to_string();
+        } else if section.ends_with("dependencies") && !key.is_empty() {
+            // `alias = { package = "ibtca-x", .. }` depends on ibtca-x.
+            let package = line.split_once("package").and_then(|(_, rest)| {
+                let rest = rest.trim_start().strip_prefix('=')?.trim_start();
+                rest.strip_prefix('"')?.split('"').next()
+            });
+            deps.push(package.unwrap_or(key).to_string());
+        } else if section.contains("dependencies.") && key == "package" {
+            deps.push(value(line).to_string());
         }
     }
+    deps.retain(|d| d.starts_with("ibtca-"));
     (name, deps)
 }
 
@@ -841,6 +867,59 @@ fn crates_depend_only_on_the_layers_below_their_own() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every form of dependency Cargo reads is seen, so that a back-arrow
+/// written as a table of its own or a renamed crate does not escape
+/// `crates_depend_only_on_the_layers_below_their_own`.
+#[test]
+fn manifests_are_read_in_every_dependency_form() {
+    let text = r#"
+[package]
+name = "ibtca-top"
+version = "0.1.0"
+
+[dependencies]
+ibtca-a.workspace = true
+ibtca-b = { path = "../b" }
+"ibtca-c" = "0.1"
+alias = { package = "ibtca-d", path = "../d" }
+serde = "1"
+
+[dependencies.ibtca-e]
+workspace = true
+
+[dev-dependencies.ibtca-f]
+path = "../f"
+
+[target.'cfg(unix)'.dependencies.ibtca-g]
+workspace = true
+
+[target.'cfg(unix)'.dev-dependencies]
+ibtca-h.workspace = true
+
+[dependencies.other]
+package = "ibtca-i"
+version = "0.1"
+
+[build-dependencies]
+ibtca-j = "0.1"
+
+[features]
+ibtca-feature = []
+
+[[bin]]
+name = "ibtca-bin"
+"#;
+    let (name, deps) = parse_manifest(text);
+    assert_eq!(name, "ibtca-top");
+    assert_eq!(
+        deps,
+        [
+            "ibtca-a", "ibtca-b", "ibtca-c", "ibtca-d", "ibtca-e", "ibtca-f", "ibtca-g", "ibtca-h",
+            "ibtca-i", "ibtca-j"
+        ]
+    );
 }
 
 #[test]

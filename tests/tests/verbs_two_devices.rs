@@ -735,7 +735,7 @@ fn solicited_events() {
 /// arm carries interrupts at once: the arm is a posted write that may reach
 /// the device after the completion it waits for, and a driver that arms,
 /// looks once more and sleeps must not sleep through it. Caught up, the arm
-/// waits for the next completion as before.
+/// waits for the next completion.
 #[test]
 fn arming_behind_the_producer_interrupts_at_once() {
     let mut p = pair(MTU_4096, ALL);

@@ -155,16 +155,16 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
 }
 
 /// Puts the calling thread (and the threads it starts later) under
-/// `SCHED_BATCH`: the fair scheduler as before, but a thread it wakes
-/// never preempts the one running on its CPU; it waits for that thread to
-/// block or use up its slice. For throughput where the device's threads
-/// outnumber the CPUs: each wake-up of a link reader or an engine then
-/// costs no context switch away from a thread in the middle of a burst,
-/// and hand-offs come in larger batches (measured on 2 CPUs: fewer CPU µs
-/// per MiB and more MiB/s, BENCHMARKS.md, "Verbs (no VM)"). Not for
+/// `SCHED_BATCH`: the fair scheduler as under `SCHED_OTHER`, but a thread
+/// it wakes never preempts the one running on its CPU; it waits for that
+/// thread to block or use up its slice. For throughput where the device's
+/// threads outnumber the CPUs: each wake-up of a link reader or an engine
+/// then costs no context switch away from a thread in the middle of a
+/// burst, and hand-offs come in larger batches (measured on 2 CPUs: fewer
+/// CPU µs per MiB and more MiB/s, BENCHMARKS.md, "Verbs (no VM)"). Not for
 /// latency beside busy-polling guests: a woken device thread then waits up
-/// to a time slice behind a spinning vCPU (use `--realtime` there).
-/// Needs no privilege.
+/// to a time slice behind a spinning vCPU (use `--realtime` there). Needs
+/// no privilege.
 pub fn set_batch() -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; the kernel only reads `param`.

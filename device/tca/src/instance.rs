@@ -26,8 +26,8 @@ pub struct InstanceConfig {
     /// A subnet manager brings the port up (`ibtca-device --sm-managed`):
     /// it starts without a LID, link up makes it Init, and only the SM
     /// (PortInfo Set through the port's SMA) gives it a LID and makes it
-    /// Active. Otherwise link up is Active with `lid` at once, as before
-    /// there were SMAs; the SMA answers either way.
+    /// Active. Otherwise link up is Active with `lid` at once, with no SM
+    /// needed; the SMA answers either way.
     pub sm_managed: bool,
     /// NodeDescription (what the SM and `ibnetdiscover` show).
     pub node_description: String,

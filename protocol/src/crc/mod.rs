@@ -496,7 +496,8 @@ mod tests {
         !c.reverse_bits()
     }
 
-    /// The byte-at-a-time table loop `vcrc` used before slicing-by-16.
+    /// A byte-at-a-time table loop: the reference the slicing-by-16
+    /// `vcrc` is checked against.
     fn vcrc_bytewise(bytes: &[u8]) -> u16 {
         let mut register: u16 = 0xffff;
         for &b in bytes {

@@ -247,12 +247,14 @@ struct VerbsArgs {
     sched_batch: bool,
     /// Every device event goes through the engine thread's queue, none
     /// runs to completion on the thread it arrived on
-    /// (docs/thread-model.md): the thread model before run to completion.
+    /// (docs/thread-model.md): the baseline run to completion is measured
+    /// against.
     #[arg(long)]
     engine_thread_only: bool,
     /// Every polling thread (vfio-user server, engine, link reader) spins
-    /// its whole limit before it blocks, as before the adaptive idle
-    /// budget (docs/thread-model.md).
+    /// its whole limit before it blocks, instead of the adaptive idle
+    /// budget: the baseline that budget is measured against
+    /// (docs/thread-model.md).
     #[arg(long)]
     fixed_spins: bool,
     /// The WRITE ping-pong's simulated guests return CQ slots with a CQ

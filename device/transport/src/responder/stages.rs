@@ -16,7 +16,7 @@
 //! | `Execute` | what execution finds (`mod.rs`): buffer bounds, a WRITE's message length, a WRITE with immediate's receive WQE, the atomic's own key hold | NAK 0x61/0x62/0x63, RNR NAK |
 //!
 //! An atomic's key is held only while it executes, so it is checked there
-//! (after the resources, as before); a READ's key is checked before the
+//! (so after `CheckResources`); a READ's key is checked before the
 //! resources and released if they refuse it.
 
 use ibtca_protocol::headers::{Aeth, NakCode};

@@ -3,7 +3,7 @@
 # same two guests in one boot (BENCHMARKS.md, "Upper-layer protocols
 # between two guests (ibtca against soft-RoCE)"; docs/ulp-benchmarks.md).
 # n1 runs OpenSM and serves (the nvmet-rdma target of
-# scripts/ulp-guest.sh, iperf3, rping, ib_write_lat);
+# scripts/ulp-guest.sh, iperf3, rping, ucmatose, ib_write_lat);
 # n2 measures, one measurement at a time:
 #   nvme     NVMe over Fabrics, fio on namespace 1 (null_blk, memory-backed,
 #            filled first), SECONDS each, over ibtca (nvme-rdma on ibtca0,
@@ -18,8 +18,12 @@
 #            connected mode (both guests; MTU 65520): the receiver's Mbit/s
 #   rdma_cm  ten runs of `rping -c -V -C 1` (address and route resolution,
 #            connection, one verified ping-pong, disconnect): ms per run;
-#            `ib_write_lat -R` (QPs connected by rdma_cm), 64 B, 1000
-#            iterations: the median (t_typical), usec; on ibtca0 and rxe0
+#            ten runs of `ucmatose -c 10 -C 1` (ten connections at once,
+#            each resolved, connected, one message each way, disconnected;
+#            n1 starts a one-shot server per run): ms per connection, each
+#            run timed alone; `ib_write_lat -R` (QPs connected by
+#            rdma_cm), 64 B, 1000 iterations: the median (t_typical),
+#            usec; on ibtca0 and rxe0
 #   ucx      ucx_perftest (UCP tag matching over UCX's rc_verbs, ud_verbs
 #            for wire-up only), on ibtca0 and rxe0: `-t tag_lat` 8 B, the
 #            median one-way latency (usec), and `-t tag_bw` 1 MiB
@@ -45,7 +49,8 @@
 # keeps them in RUN_DIR/results.txt) and boot nothing.
 # IBTCA_FABRIC and IBTCA_GUEST_DIR override the launcher and the guest
 # image. A failed measurement prints ULP-BENCH-FAILED and leaves its cells
-# empty; the script then exits 1 after the table.
+# empty (a failed ucmatose run also prints its output, ULP-UCMATOSE-FAILED
+# lines); the script then exits 1 after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/ulp-guest.sh"
@@ -55,7 +60,7 @@ FABRIC=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-$root/target}/release/ibtca-fabric}
 seconds=10 commands= results= rdma_cm_only=
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
 	--commands) commands=${2:?--commands needs a directory}; shift 2 ;;
 	--table) results=${2:?--table needs a results file}; shift 2 ;;
@@ -102,6 +107,8 @@ table() {
 			"iperf3 on the virtio management wire", 0)
 		row("rping: resolve, connect, 1 verified ping-pong, disconnect (ms; inverse ratio)",
 			"rping-connect/ibtca", "rping-connect/rxe", "soft-RoCE", 1)
+		row("ucmatose, 10 connections at once: resolve, connect, 1 message each way, disconnect (ms per connection; inverse ratio)",
+			"ucmatose-connect/ibtca", "ucmatose-connect/rxe", "soft-RoCE", 1)
 		row("ib_write_lat -R, 64 B, median (usec; inverse ratio)", "write-lat-64/ibtca",
 			"write-lat-64/rxe", "soft-RoCE", 1)
 		row("ucx_perftest tag_lat over rc_verbs, 8 B, median (usec; inverse ratio)", "ucx-tag-lat-8/ibtca",
@@ -200,6 +207,13 @@ rxe_a=("${ULP_ADDR[@]}")
 ulp_transport ibtca
 ib_a=("${ULP_ADDR[@]}")
 lat_port() { case $1 in ibtca0) echo 18515 ;; rxe0) echo 18516 ;; esac; }
+# ucmatose has no persistent server: one serves UCM_CONNS connections and
+# exits. n1 starts one per run on each address (port 7471, ucmatose's
+# default) and, once it listens, says so in the share (ucmatose-T-RUN); n2
+# waits for that outside the timed window, then times the run alone.
+UCM_RUNS=10 UCM_CONNS=10
+UCM_OPTS="-c $UCM_CONNS -C 1"
+ucm_runs=$(seq -s ' ' $UCM_RUNS)
 
 n1=("$(ulp_setup 1 rxe ibtca)")
 # The rdma_cm servers, up before the target: rping (-P: one connection
@@ -209,6 +223,18 @@ n1+=("$(
 	echo "iperf3 -s -D || exit 1"
 	for a in "${ib_a[0]}" "${rxe_a[0]}"; do
 		echo "rping -s -P -V -S 64 -a $a >/dev/null 2>&1 &"
+	done
+	for t in ibtca rxe; do
+		ulp_transport $t
+		a=${ULP_ADDR[0]}
+		cat <<EOF
+for i in $ucm_runs; do
+	ucmatose -b $a $UCM_OPTS &
+	p=\$!
+	wait_for 'listening $a:7471' 600 && touch /share/ucmatose-$t-\$i || break
+	wait \$p
+done >/tmp/ucmatose-srv-$t.log 2>&1 &
+EOF
 	done
 	for d in ibtca0 rxe0; do
 		echo "ib_write_lat -R -d $d -s 64 -n 1000 -p $(lat_port $d) >/tmp/lat-$d.log 2>&1 &"
@@ -268,6 +294,20 @@ t0=\$(cut -d' ' -f1 /proc/uptime)
 for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $a -I $b -V -S 64 -C 1 >/tmp/rping-$t.out 2>&1 || rc=1; done
 t1=\$(cut -d' ' -f1 /proc/uptime)
 awk -v t0=\$t0 -v t1=\$t1 'BEGIN { printf "ULP-BENCH rping-connect/$t %.1f ms\\n", (t1 - t0) * 100 }'
+ns=0
+for i in $ucm_runs; do
+	wait_for '[ -e /share/ucmatose-$t-\$i ]' 600 || { ns=; break; }
+	s=\$(date +%s%N)
+	ucmatose -s $a -b $b $UCM_OPTS >/tmp/ucmatose-$t.out 2>&1 || { ns=; break; }
+	e=\$(date +%s%N)
+	ns=\$((ns + e - s))
+done
+if [ -n "\$ns" ]; then
+	awk -v ns=\$ns 'BEGIN { printf "ULP-BENCH ucmatose-connect/$t %.2f ms\\n", ns / 1e6 / $((UCM_RUNS * UCM_CONNS)) }'
+else
+	rc=1
+	tail -n 20 /tmp/ucmatose-$t.out 2>&1 | sed 's/^/ULP-UCMATOSE-FAILED $t: /'
+fi
 timeout 300 ib_write_lat -R -d $d -s 64 -n 1000 -p $(lat_port "$d") $a >/tmp/lat-$t.out 2>&1 || rc=1
 grep -A1 '#bytes' /tmp/lat-$t.out | tail -n 1 | awk 'NF >= 5 { printf "ULP-BENCH write-lat-64/$t %s usec\\n", \$5 }'
 EOF

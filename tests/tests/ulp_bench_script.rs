@@ -18,12 +18,16 @@ fn bench(args: &[&str]) -> Output {
     script_cli::run("ulp-bench.sh", args, &[])
 }
 
-fn which_bash() -> PathBuf {
+fn which(name: &str) -> PathBuf {
     let out = Command::new("bash")
-        .args(["-c", "command -v bash"])
+        .args(["-c", &format!("command -v {name}")])
         .output()
         .expect("run bash");
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn which_bash() -> PathBuf {
+    which("bash")
 }
 
 #[test]
@@ -65,6 +69,8 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         "echo connected >/sys/class/net/ib0/mode",
         "rping -c -a 10.78.0.1 ",
         "rping -c -a 10.77.0.1 ",
+        "ucmatose -s 10.78.0.1 -b 10.78.0.2 -c 10 -C 1 ",
+        "ucmatose -s 10.77.0.1 -b 10.77.0.2 -c 10 -C 1 ",
         "ib_write_lat -R -d ibtca0 ",
         "ib_write_lat -R -d rxe0 ",
         "UCX_NET_DEVICES=ibtca0:1 UCX_TLS=rc_verbs,ud_verbs:aux ",
@@ -107,6 +113,11 @@ fn the_guests_commands_parse_and_measure_what_the_table_shows() {
         n2[6].trim(),
         "touch /share/bench-done; [ ! -e /tmp/bench-failed ]"
     );
+    // n1 serves ucmatose on both addresses, a one-shot server per run.
+    for a in ["10.78.0.1", "10.77.0.1"] {
+        let serve = format!("ucmatose -b {a} -c 10 -C 1 &");
+        assert!(n1[1].contains(&serve), "n1 lacks {serve:?}:\n{}", n1[1]);
+    }
     // n1 serves both transports' target and switches ib0 to connected
     // mode only once n2's datagram iperf3 is done.
     assert!(n1[2].contains("ULP-TARGET"), "{}", n1[2]);
@@ -214,12 +225,11 @@ fn the_ucx_runs_last_as_long_as_seconds_says() {
     }
 }
 
-/// The guest's vCPU busy share over a run: 1 - (idle + iowait) / all of
-/// /proc/stat's cpu line, between the snapshots before and after fio.
-/// `--rdma-cm` keeps the rdma_cm rows (rping on both transports,
-/// `ib_write_lat -R` on both devices) and their servers, and drops the
-/// rest: no fio, iperf3 client, UCX client or nvmet target; n2 starts once
-/// n1 says its servers listen, and n1 stays up until n2 is done.
+/// `--rdma-cm` keeps the rdma_cm rows (rping and ucmatose on both
+/// transports, `ib_write_lat -R` on both devices) and their servers, and
+/// drops the rest: no fio, iperf3 client, UCX client or nvmet target; n2
+/// starts once n1 says its servers listen, and n1 stays up until n2 is
+/// done.
 #[test]
 fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     let dir = TempDir::new("ulp-bench-rdma-cm");
@@ -244,6 +254,8 @@ fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     for want in [
         "rping -c -a 10.78.0.1 ",
         "rping -c -a 10.77.0.1 ",
+        "ucmatose -s 10.78.0.1 ",
+        "ucmatose -s 10.77.0.1 ",
         "ib_write_lat -R -d ibtca0 ",
         "ib_write_lat -R -d rxe0 ",
         "touch /share/bench-done",
@@ -260,6 +272,8 @@ fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     }
     for want in [
         "rping -s -P -V -S 64 -a 10.78.0.1 ",
+        "ucmatose -b 10.78.0.1 ",
+        "ucmatose -b 10.77.0.1 ",
         "wait_for '[ -e /share/bench-done ]'",
     ] {
         assert!(n1.contains(want), "n1 lacks {want:?}:\n{n1}");
@@ -270,6 +284,167 @@ fn rdma_cm_alone_measures_only_the_rdma_cm_rows() {
     );
 }
 
+/// Writes an executable stand-in `bin/NAME` with `body` (after `#!/bin/sh`).
+fn stand_in(bin: &std::path::Path, name: &str, body: &str) {
+    let path = bin.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+}
+
+/// The ucmatose row, run with stand-ins for the guests' tools: n1's
+/// one-shot servers (each serves one client run, then the next one
+/// starts) and n2's rdma_cm measurement, which runs each client only once
+/// that run's server listens and times the client runs alone: ten runs of
+/// ten connections, 50 ms a run over ibtca and 200 ms over rxe on the
+/// stand-in clock, are 5 and 20 ms per connection. A failed client leaves
+/// its transport's cell empty, prints its output and fails the
+/// measurement.
+#[test]
+fn the_ucmatose_row_times_each_run_against_its_own_server() {
+    let dir = TempDir::new("ulp-bench-ucmatose");
+    let cmds = dir.0.join("cmds");
+    let out = bench(&["--rdma-cm", "--commands", &cmds.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let n1 = std::fs::read_to_string(cmds.join("n1.2")).unwrap();
+    let n2 = std::fs::read_to_string(cmds.join("n2.3")).unwrap();
+    // n1's helpers and its ucmatose server loops, from the first loop's
+    // `for` to the last loop's `done`.
+    let lines: Vec<&str> = n1.lines().collect();
+    let helper = |name: &str| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{name}() {{")))
+            .unwrap_or_else(|| panic!("n1 has no {name}:\n{n1}"))
+    };
+    let first = lines
+        .iter()
+        .position(|l| l.contains("ucmatose -b "))
+        .unwrap_or_else(|| panic!("n1 serves no ucmatose:\n{n1}"));
+    let last = lines
+        .iter()
+        .rposition(|l| l.starts_with("done >/tmp/ucmatose-srv-"))
+        .unwrap();
+    let servers = lines[first - 1..=last].join("\n");
+    assert!(servers.starts_with("for i in "), "{servers}");
+
+    let d = dir.0.display().to_string();
+    let bin = dir.0.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // A server listens on a FIFO (which the stand-in `rdma` shows as a
+    // listener) until a client writes to it; a client with no server
+    // listening is rejected.
+    stand_in(
+        &bin,
+        "ucmatose",
+        &format!(
+            "echo \"$*\" >>{d}/calls\n\
+             l={d}/cm/listen-$2\n\
+             case $1 in\n\
+             -b) mkfifo $l && read x <$l; rm -f $l ;;\n\
+             -s) [ -p $l ] || {{ echo 'cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8'; exit 8; }}\n\
+             \techo go >$l\n\
+             \t[ \"$2\" = \"$UCM_FAIL\" ] && {{ echo 'return status 110'; exit 110; }}\n\
+             \tcase $2 in 10.78.*) t=50000000 ;; *) t=200000000 ;; esac\n\
+             \techo $(($(cat {d}/clock) + t)) >{d}/clock\n\
+             \techo 'data transfers complete' ;;\n\
+             esac\n"
+        ),
+    );
+    stand_in(
+        &bin,
+        "rdma",
+        &format!(
+            "for f in {d}/cm/listen-*; do [ -p \"$f\" ] && \
+             echo \"link x/1 cm-idn 0 state LISTEN ps TCP src-addr ${{f##*/listen-}}:7471 dst-addr 0.0.0.0:0 \"; done\n"
+        ),
+    );
+    stand_in(&bin, "date", &format!("cat {d}/clock\n"));
+    stand_in(&bin, "rping", "exit 0\n");
+    // The guests poll every 0.1 s; here every 0.01 s.
+    let sleep = which("sleep");
+    stand_in(&bin, "sleep", &format!("exec {} 0.01\n", sleep.display()));
+    stand_in(
+        &bin,
+        "ib_write_lat",
+        "echo ' #bytes #iterations t_min[usec] t_max[usec] t_typical[usec]'\n\
+         echo ' 64 1000 1.00 2.00 3.00'\n",
+    );
+    // The guests' dash has `set -o pipefail`; a build host's sh may not.
+    std::os::unix::fs::symlink(which_bash(), bin.join("sh")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // The guests' paths, here under `dir`.
+    let here = |s: &str| {
+        s.replace("/tmp/", &format!("{d}/run/"))
+            .replace("/share/", &format!("{d}/share/"))
+            .replace("/proc/uptime", &format!("{d}/uptime"))
+    };
+    // n1's servers in a process group of their own, n2's measurement, then
+    // the servers still waiting for a client (after a failure) killed.
+    let script = format!(
+        "set -o pipefail\nset -m\n({}\n{}\n{}\nwait) &\nsp=$!\nset +m\n{}\nkill -- -$sp 2>/dev/null\nwait\n",
+        helper("wait_for"),
+        helper("listening"),
+        here(&servers),
+        here(&n2)
+    );
+
+    let run = |fail: &str| {
+        for sub in ["run", "share", "cm"] {
+            let _ = std::fs::remove_dir_all(dir.0.join(sub));
+            std::fs::create_dir(dir.0.join(sub)).unwrap();
+        }
+        let _ = std::fs::remove_file(dir.0.join("calls"));
+        std::fs::write(dir.0.join("clock"), "1000000000000\n").unwrap();
+        std::fs::write(dir.0.join("uptime"), "100.00 50.00\n").unwrap();
+        let ran = Command::new("timeout")
+            .args(["300", "sh", "-c", &script])
+            .env("PATH", &path)
+            .env("UCM_FAIL", fail)
+            .output()
+            .unwrap();
+        let calls = std::fs::read_to_string(dir.0.join("calls")).unwrap_or_default();
+        (ran, calls)
+    };
+
+    let (ran, calls) = run("");
+    assert!(ran.status.success(), "{}", text(&ran));
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout),
+        "ULP-BENCH rping-connect/ibtca 0.0 ms\n\
+         ULP-BENCH ucmatose-connect/ibtca 5.00 ms\n\
+         ULP-BENCH write-lat-64/ibtca 3.00 usec\n\
+         ULP-BENCH rping-connect/rxe 0.0 ms\n\
+         ULP-BENCH ucmatose-connect/rxe 20.00 ms\n\
+         ULP-BENCH write-lat-64/rxe 3.00 usec\n",
+        "{}\n{calls}",
+        text(&ran)
+    );
+    // Ten servers and ten client runs on each address.
+    for (a, b) in [("10.78.0.1", "10.78.0.2"), ("10.77.0.1", "10.77.0.2")] {
+        for call in [
+            format!("-b {a} -c 10 -C 1"),
+            format!("-s {a} -b {b} -c 10 -C 1"),
+        ] {
+            let n = calls.lines().filter(|l| *l == call).count();
+            assert_eq!(n, 10, "{call}:\n{calls}");
+        }
+    }
+
+    let (ran, calls) = run("10.77.0.1");
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        said.contains("ULP-BENCH ucmatose-connect/ibtca 5.00 ms\n")
+            && !said.contains("ucmatose-connect/rxe")
+            && said.contains("ULP-UCMATOSE-FAILED rxe: return status 110\n")
+            && said.contains("ULP-BENCH-FAILED rdma_cm\n")
+            && said.contains("ULP-BENCH write-lat-64/rxe 3.00 usec\n"),
+        "{}\n{calls}",
+        text(&ran)
+    );
+}
+
+/// The guest's vCPU busy share over a run: 1 - (idle + iowait) / all of
+/// /proc/stat's cpu line, between the snapshots before and after fio.
 #[test]
 fn the_busy_share_counts_idle_and_iowait_as_not_busy() {
     let dir = TempDir::new("ulp-bench-busy");
@@ -315,6 +490,8 @@ fn the_table_gives_ratios_where_both_values_are_there() {
          ULP-BENCH iperf3-eth0 200 Mbit/s\n\
          ULP-BENCH rping-connect/ibtca 20.0 ms\n\
          ULP-BENCH rping-connect/rxe 50.0 ms\n\
+         ULP-BENCH ucmatose-connect/ibtca 8.00 ms\n\
+         ULP-BENCH ucmatose-connect/rxe 6.00 ms\n\
          ULP-BENCH write-lat-64/ibtca 40.5 usec\n\
          ULP-BENCH nvme-randread-4k-qd1-usec/ibtca 800 usec\n\
          ULP-BENCH nvme-randread-4k-qd1-usec/rxe 2000 usec\n\
@@ -362,6 +539,7 @@ fn the_table_gives_ratios_where_both_values_are_there() {
     );
     // A time: the baseline's over ibtca's.
     assert_eq!(row("rping"), ["20.0", "50.0", "soft-RoCE", "2.50"]);
+    assert_eq!(row("ucmatose"), ["8.00", "6.00", "soft-RoCE", "0.75"]);
     assert_eq!(
         row("ucx_perftest tag_lat"),
         ["30.000", "120.000", "soft-RoCE", "4.00"]

@@ -166,9 +166,11 @@ fn commands(n: u8, member: bool) -> Vec<String> {
             300,
         ));
     }
-    // One IP packet of the full MTU (20 + 8 header bytes), unfragmented:
-    // a 4096-byte datagram on the wire. Tried again unless every echo was
-    // answered (busybox ping stops waiting for a late last reply).
+    // One IP packet of the full MTU (20 + 8 header bytes), unfragmented
+    // at the 4092 `IB0_LINK` shows: a 4096-byte datagram on the wire (at
+    // 2044 the kernel would fragment it, so this alone does not show the
+    // MTU). Tried again unless every echo was answered (busybox ping stops
+    // waiting for a late last reply).
     let next = n % 3 + 1;
     c.push(or_fail(&client(
         &format!("FULLMTU{next}"),

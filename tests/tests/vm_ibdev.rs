@@ -31,7 +31,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ibtca_device::regs;
-use ibtca_device::verbs::{Limits, PortAttrs, Verbs};
+use ibtca_device::verbs::{abi, Limits, PortAttrs, Verbs};
 use ibtca_fabric::launch::device_args;
 use ibtca_fabric::plan::{parse, plan};
 use ibtca_tests::vm::{DeviceProcess, VmConfig, VmRun, VmStack};
@@ -324,6 +324,8 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
     // The provider sizes its QPs' strides: max_sge holds both ways.
     let qp_sges = attr.max_sge.min(verbs.device_attr_ext().max_recv_sge);
     let fw = format!("{}.{}", regs::VERSION_MAJOR, regs::VERSION_MINOR);
+    let init_rd_atom = verbs.device_attr_ext().max_qp_init_rd_atom;
+    assert_eq!(init_rd_atom, ibtca_device::verbs::qp::MAX_INIT_RD_ATOMIC);
     let expect = [
         ("hca_id", "ibtca0".to_owned()),
         ("transport", "InfiniBand (0)".to_owned()),
@@ -347,6 +349,17 @@ fn guest_rdma_core_sees_ibtca0_with_the_topologys_identity() {
         ("max_mr", attr.max_mr.to_native().to_string()),
         ("max_pd", attr.max_pd.to_native().to_string()),
         ("max_qp_rd_atom", attr.max_qp_rd_atom.to_string()),
+        // The initiator depth (16): QUERY_DEVICE's extension, as the
+        // device's MODIFY_QP bounds max_rd_atomic.
+        ("max_qp_init_rd_atom", init_rd_atom.to_string()),
+        // The multicast limits (256 groups, 64 QPs each): the ABI's, which
+        // the device's group table enforces and the driver reports.
+        ("max_mcast_grp", abi::MAX_MCAST_GROUPS.to_string()),
+        ("max_mcast_qp_attach", abi::MAX_MCAST_QPS.to_string()),
+        (
+            "max_total_mcast_qp_attach",
+            (abi::MAX_MCAST_GROUPS * abi::MAX_MCAST_QPS).to_string(),
+        ),
         ("atomic_cap", "ATOMIC_HCA (1)".to_owned()),
         ("port", "1".to_owned()),
         ("state", "PORT_ACTIVE (4)".to_owned()),

@@ -8,16 +8,19 @@
 //! - `ib0` is in datagram mode with the MTU of the broadcast group OpenSM
 //!   made (`saquery -g`) less IPoIB's 4-byte header: 2044, as OpenSM's
 //!   default partition gives the group an IB MTU of 2048 (the port's is
-//!   4096, which would give 4092);
+//!   4096: `vm_partition` sets the default partition's `mtu=5` and checks
+//!   4092);
 //! - `ping -c 3` each way: ARP through the broadcast group (a multicast
 //!   datagram the switch forwards by the MFT OpenSM set), the replies
 //!   unicast; the ARP entry holds the peer's port GUID;
 //! - `ping6` of the peer's link-local address (IPv6 neighbour discovery
 //!   through the solicited-node multicast groups).
 //!
-//! - `iperf3` from n1 to n2's server over ib0 in datagram mode: its JSON
-//!   report (written to the share) counts bytes sent and received and no
-//!   error;
+//! - `iperf3 -R` over ib0 in datagram mode, n1's client receiving what
+//!   n2's server sends: its JSON report (written to the share) has no
+//!   error, and the receiver counted every byte asked for and no more than
+//!   the sender sent (with `-R` the receiver ends the test once it has the
+//!   bytes; see [`iperf_complete`]);
 //! - connected mode: both guests `echo connected > .../ib0/mode`; the MTU
 //!   becomes what the SRQ's receive SGEs hold (IPoIB's
 //!   `max_srq_sge * 4096 - 16`): 65520, its largest, as the SRQ's receive
@@ -25,8 +28,9 @@
 //!   of ICMP data: one IPoIB packet, far past what a UD QP carries) goes
 //!   each way over the RC QPs the IB CM connected (REQ/REP/RTU
 //!   on QP1; `rdma resource show qp` lists them, ipoib's passive QP
-//!   reaches RTS: no `failed to modify QP` in dmesg), and `iperf3` runs
-//!   again over them.
+//!   reaches RTS: no `failed to modify QP` in dmesg), every RC QP is on
+//!   IPoIB's SRQ (`rdma resource show srq` lists them as its QPs), and
+//!   `iperf3` runs again over them.
 //!
 //! The guests step through the phases together by markers in the share,
 //! so neither powers off (or changes mode) while the other still uses it.
@@ -90,10 +94,12 @@ const CONNECTED_MTU: usize = 16 * 4096 - 16;
 const IPERF_BYTES: u64 = 4 << 20;
 
 /// The `iperf3` client command of n1 towards `peer`, its JSON report
-/// written to the share as `iperf-{mode}.json`.
+/// written to the share as `iperf-{mode}.json`. Reversed (`-R`): `peer`'s
+/// server sends and n1 receives, so the receiver counts the `-n` bytes
+/// before the test ends.
 fn iperf(mode: &str, peer: u8) -> String {
     format!(
-        "iperf3 -c {} -n {IPERF_BYTES} -J > /share/iperf-{mode}.json",
+        "iperf3 -c {} -n {IPERF_BYTES} -R -J > /share/iperf-{mode}.json",
         addr(peer)
     )
 }
@@ -123,6 +129,48 @@ fn iperf_bytes(json: &str) -> Result<(u64, u64), String> {
             .ok_or(format!("no end.{k}.bytes"))
     };
     Ok((sum("sum_sent")?, sum("sum_received")?))
+}
+
+/// Whether a reversed `iperf3 -n IPERF_BYTES` run moved its bytes: the
+/// receiver (the client) counted at least `IPERF_BYTES`, and the sender
+/// (the server) sent at least that. iperf3 does not make the two equal:
+/// the client ends the test once its count reaches `-n` while the server's
+/// sending thread may be a buffer further on, and the server closes its
+/// data sockets on TEST_END without reading what is still in flight (which
+/// is why the forward direction, where the sender ends the test, may count
+/// fewer received than sent).
+fn iperf_complete(sent: u64, received: u64) -> Result<(), String> {
+    if received < IPERF_BYTES {
+        return Err(format!(
+            "the receiver counted {received} bytes of the {IPERF_BYTES} asked for"
+        ));
+    }
+    if received > sent {
+        return Err(format!(
+            "the receiver counted {received} bytes, the sender sent {sent}"
+        ));
+    }
+    Ok(())
+}
+
+/// The QP numbers in an `rdma resource show` line after `lqpn`: one
+/// number (a QP's line) or a comma list of numbers and ranges `A-B` (an
+/// SRQ's line: the QPs that receive on it).
+fn lqpns(line: &str) -> Vec<u32> {
+    let mut w = line.split_whitespace();
+    let Some(list) = w.by_ref().find(|t| *t == "lqpn").and(w.next()) else {
+        return Vec::new();
+    };
+    let mut qpns = Vec::new();
+    for part in list.split(',') {
+        let bounds: Vec<Option<u32>> = part.split('-').map(|n| n.parse().ok()).collect();
+        match bounds[..] {
+            [Some(a)] => qpns.push(a),
+            [Some(a), Some(b)] => qpns.extend(a..=b),
+            _ => {}
+        }
+    }
+    qpns
 }
 
 /// IPoIB's IPv4 broadcast group in the default partition, as saquery
@@ -214,6 +262,8 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
     }
     cmds.extend([
         tagged("RCQP", "rdma resource show qp"),
+        // IPoIB's SRQ and the QPs on it (IPoIB is the only SRQ user here).
+        tagged("SRQ", "rdma resource show srq"),
         tagged("DMESG", "dmesg | grep 'ib0:' || true"),
         // Neither guest powers off (taking its ib0 away) before the other
         // has finished with it.
@@ -247,6 +297,23 @@ fn an_iperf3_report_gives_its_bytes_or_its_error() {
     assert!(iperf_bytes(err).unwrap_err().contains("unable to connect"));
     assert!(iperf_bytes("").is_err());
     assert!(iperf_bytes(r#"{"end":{"sum_sent":{"bytes":1}}}"#).is_err());
+    assert_eq!(iperf_complete(IPERF_BYTES, IPERF_BYTES), Ok(()));
+    assert_eq!(iperf_complete(IPERF_BYTES + 131_072, IPERF_BYTES), Ok(()));
+    assert!(iperf_complete(IPERF_BYTES, IPERF_BYTES - 1)
+        .unwrap_err()
+        .contains("asked for"));
+    assert!(iperf_complete(IPERF_BYTES, IPERF_BYTES + 1)
+        .unwrap_err()
+        .contains("the sender sent"));
+}
+
+#[test]
+fn the_qps_of_an_rdma_resource_line_are_read() {
+    let srq = "dev ibtca0 srqn 1 type BASIC lqpn 5-7,9 pdn 2 cqn 3 comm [ib_ipoib] ";
+    assert_eq!(lqpns(srq), [5, 6, 7, 9]);
+    let qp = "link ibtca0/1 lqpn 12 rqpn 8 type RC state RTS rq-psn 1 sq-psn 2 comm [ib_ipoib]";
+    assert_eq!(lqpns(qp), [12]);
+    assert!(lqpns("dev ibtca0 srqn 1 type BASIC pdn 2").is_empty());
 }
 
 #[test]
@@ -338,6 +405,25 @@ fn ipoib_datagram_and_connected_mode_ping_and_iperf3_under_opensm() {
             "{n}: an RC QP of connected mode in RTS:\n{}\n{all}",
             qps.join("\n")
         );
+        // Connected mode receives on IPoIB's SRQ: every RC QP (the
+        // passive side's and the active side's) is one of its QPs.
+        let srq = tagged_lines(c, "SRQ");
+        let on_srq: Vec<u32> = srq
+            .iter()
+            .filter(|l| l.contains("srqn "))
+            .flat_map(|l| lqpns(l))
+            .collect();
+        let rc: Vec<u32> = qps
+            .iter()
+            .filter(|l| l.contains("type RC"))
+            .flat_map(|l| lqpns(l))
+            .collect();
+        assert!(
+            !rc.is_empty() && rc.iter().all(|q| on_srq.contains(q)),
+            "{n}: the RC QPs {rc:?} receive on IPoIB's SRQ (its QPs: {on_srq:?}):\n{}\n{}\n{all}",
+            qps.join("\n"),
+            srq.join("\n")
+        );
         let dmesg = tagged_lines(c, "DMESG").join("\n");
         assert!(
             !dmesg.contains("failed to modify QP"),
@@ -349,9 +435,9 @@ fn ipoib_datagram_and_connected_mode_ping_and_iperf3_under_opensm() {
             std::fs::read_to_string(share.0.join(format!("iperf-{mode}.json"))).unwrap_or_default();
         let (sent, received) = iperf_bytes(&json)
             .unwrap_or_else(|e| panic!("iperf3 in {mode} mode: {e}:\n{json}\n{all}"));
-        assert!(
-            sent >= IPERF_BYTES && received > 0,
-            "iperf3 in {mode} mode moved {sent} bytes out, {received} in:\n{json}"
-        );
+        if let Err(e) = iperf_complete(sent, received) {
+            panic!("iperf3 in {mode} mode: {e}:\n{json}");
+        }
+        println!("iperf3 in {mode} mode: {sent} bytes sent, {received} received");
     }
 }

@@ -8,7 +8,13 @@
 //!   0x8001 exactly where the node is a member;
 //! - each guest loads IPoIB and makes the child `ib0.8001` through
 //!   `create_child`;
-//! - all three ping each other on `ib0` (the default partition);
+//! - `ib0` is in datagram mode at MTU 4092 on all three: the default
+//!   partition's line gives `mtu=5`, so OpenSM makes its broadcast group
+//!   at IB MTU 4096 (the ports' and switch ports' MTUCap), and IPoIB takes
+//!   that less its 4-byte header; 0x8001's group keeps OpenSM's default
+//!   2048, so a member's `ib0.8001` is at 2044 on the same boot;
+//! - all three ping each other on `ib0` (the default partition), and each
+//!   sends its next peer a 4092-byte IP packet (one 4096-byte datagram);
 //! - n1 and n2 ping each other on `ib0.8001`;
 //! - n3, once n1's `ib0.8001` has answered n2, cannot reach n1 over
 //!   0x8001: its child has no carrier (IPoIB finds no 0x8001 in the
@@ -46,7 +52,7 @@ fn topology() -> String {
   "sm": "n1",
   "sm_options": ["--sweep", "10"],
   "sm_partitions": [
-    "Default=0x7fff, ipoib : ALL=full ;",
+    "Default=0x7fff, ipoib, mtu=5 : ALL=full ;",
     "P1=0x8001, ipoib : {g1}=full, {g2}=full ;"
   ],
   "nodes": [ {nodes} ],
@@ -64,6 +70,14 @@ fn topology() -> String {
 const OPENSM_LOG: &str = "/ibtca/opensm.log";
 const PORT: &str = "/sys/class/infiniband/ibtca0/ports/1";
 const CHILD: &str = "/sys/class/net/ib0.8001";
+
+/// ib0's MTU in datagram mode: the default partition's broadcast group is
+/// at IB MTU 4096 (`mtu=5`), less IPoIB's 4-byte header.
+const IB0_MTU: usize = 4096 - 4;
+
+/// ib0.8001's MTU: 0x8001's line gives no `mtu`, so OpenSM makes its
+/// broadcast group at its default, IB MTU 2048.
+const P1_MTU: usize = 2048 - 4;
 
 /// Guest `n`'s IPv4 address on ib0 (the default partition).
 fn addr(n: u8) -> String {
@@ -131,10 +145,11 @@ fn commands(n: u8, member: bool) -> Vec<String> {
         "ip link set ib0 up && ip addr add {}/24 dev ib0",
         addr(n)
     ));
+    // IPoIB sets the MTU from the broadcast group before the carrier.
     c.push(tagged(
-        "CARRIER",
+        "IB0_LINK",
         "until [ \"$(cat /sys/class/net/ib0/carrier 2>/dev/null)\" = 1 ]; do sleep 1; done; \
-         cat /sys/class/net/ib0/carrier",
+         cat /sys/class/net/ib0/carrier /sys/class/net/ib0/mode /sys/class/net/ib0/mtu",
     ));
     c.push(tagged(
         "CHILD",
@@ -151,6 +166,22 @@ fn commands(n: u8, member: bool) -> Vec<String> {
             300,
         ));
     }
+    // One IP packet of the full MTU (20 + 8 header bytes), unfragmented
+    // at the 4092 `IB0_LINK` shows: a 4096-byte datagram on the wire (at
+    // 2044 the kernel would fragment it, so this alone does not show the
+    // MTU). Tried again unless every echo was answered (busybox ping stops
+    // waiting for a late last reply).
+    let next = n % 3 + 1;
+    c.push(or_fail(&client(
+        &format!("FULLMTU{next}"),
+        &format!(
+            "ping -c 3 -W 5 -s {} -I ib0 {} > /tmp/full.out; cat /tmp/full.out; \
+             grep -q ' 0% packet loss' /tmp/full.out",
+            IB0_MTU - 28,
+            addr(next)
+        ),
+        120,
+    )));
     if member {
         let peer = if n == 1 { 2 } else { 1 };
         let carrier = format!("[ \"$(cat {CHILD}/carrier 2>/dev/null)\" = 1 ]");
@@ -158,6 +189,7 @@ fn commands(n: u8, member: bool) -> Vec<String> {
             "CHILD_CARRIER",
             &format!("{}; cat {CHILD}/carrier; {carrier}", until(&carrier, 300)),
         )));
+        c.push(tagged("P1_MTU", &format!("cat {CHILD}/mtu")));
         c.push(or_fail(&client(
             "P1PING",
             &format!("ping -c 3 -W 5 -I ib0.8001 {}", child_addr(peer)),
@@ -244,6 +276,20 @@ fn partition_0x8001_reaches_its_members_only() {
             "0x8001",
             "n{n}: ib0.8001's P_Key:\n{all}"
         );
+        let ib0_mtu = IB0_MTU.to_string();
+        assert_eq!(
+            tagged_lines(con, "IB0_LINK")[..3],
+            ["1", "datagram", ib0_mtu.as_str()],
+            "n{n}: ib0 up in datagram mode at the default partition's group MTU (4096) \
+             less 4:\n{all}"
+        );
+        let next = n % 3 + 1;
+        let full = tagged_lines(con, &format!("FULLMTU{next}")).join("\n");
+        assert!(
+            full.contains(&format!("{} data bytes", IB0_MTU - 28))
+                && full.contains("3 packets transmitted, 3 packets received"),
+            "n{n} -> n{next}: {IB0_MTU}-byte packets on ib0: {full}\n{all}"
+        );
         for p in (1..=3).filter(|p| *p != n) {
             let ping = tagged_lines(con, &format!("PING{p}")).join("\n");
             assert!(
@@ -253,6 +299,11 @@ fn partition_0x8001_reaches_its_members_only() {
         }
         if member {
             assert_eq!(tagged_lines(con, "CHILD_CARRIER")[0], "1", "n{n}:\n{all}");
+            assert_eq!(
+                tagged_lines(con, "P1_MTU")[0],
+                P1_MTU.to_string(),
+                "n{n}: ib0.8001 at 0x8001's group MTU (2048) less 4:\n{all}"
+            );
             let ping = tagged_lines(con, "P1PING").join("\n");
             assert!(
                 ping.contains("3 packets transmitted, 3 packets received"),

@@ -1,8 +1,9 @@
 //! `verbs_commands`: arbitrary command-queue commands (REG_MR in both
 //! forms, ALLOC_MR, DEREG_MR, ALLOC_MW of both types, QUERY_DEVICE,
 //! CREATE_CQ/QP with doorbell pages, MODIFY_CQ, QPs on SRQs,
-//! CREATE/MODIFY/QUERY/DESTROY_SRQ, QUERY_QP and MODIFY_QP of the QPs
-//! made, and any other opcode), fast
+//! CREATE/MODIFY/QUERY/DESTROY_SRQ, QUERY_QP, MODIFY_QP and DESTROY_QP of
+//! the QPs made, ATTACH/DETACH_MCAST of them to a few groups or to
+//! hundreds at once, and any other opcode), fast
 //! registrations, window binds, invalidations, doorbells on any page (SRQ
 //! doorbells too, each followed by receives taken from the SRQ), doorbell
 //! records bound anywhere and read in any state, and local and remote
@@ -19,7 +20,16 @@
 //! table keeps equals what its live regions hold and never exceeds
 //! `MAX_TOTAL_MR_PAGES`; an SRQ never holds more posted receives than
 //! its max_wr, and its limit stays below max_wr; once the CQs due at a
-//! time have fired, none that still holds completions is due then.
+//! time have fired, none that still holds completions is due then; the
+//! multicast table holds at most `MAX_MCAST_GROUPS` groups, each a
+//! multicast MGID and MLID held once with 1 to `MAX_MCAST_QPS` QPs, each
+//! QP once and a live UD QP (a destroyed QP is attached nowhere);
+//! ATTACH_MCAST leaves its QP in the group, or fails with the table
+//! unchanged (ENOMEM only when the table or the group is full), and
+//! DETACH_MCAST takes out an attached QP or fails with the table
+//! unchanged. (With at most 4 QPs the input never fills a group's
+//! `MAX_MCAST_QPS`; `verbs::multicast`'s unit tests and
+//! `tests/tests/ud_multicast.rs` do.)
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -34,7 +44,9 @@ use crate::verbs::commands::{execute, Reply};
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::mr::RemoteRight;
+use crate::verbs::multicast::{is_multicast_gid, is_multicast_lid, McastGroup};
 use crate::verbs::mw::BindRequest;
+use crate::verbs::qp::QpType;
 use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use crate::verbs::{Limits, PortAttrs, Verbs};
 
@@ -104,7 +116,8 @@ impl Made {
     }
 }
 
-fn run(input: &mut Input, mem: &GuestMemory) {
+/// Runs the input's steps over `mem`; the device's verbs tables at the end.
+fn run(input: &mut Input, mem: &GuestMemory) -> Verbs {
     let limits = Limits {
         pds: 4,
         keys: 16,
@@ -179,6 +192,81 @@ fn run(input: &mut Input, mem: &GuestMemory) {
             let a = srq.attr();
             assert!(a.posted.to_native() <= a.max_wr.to_native(), "SRQ overrun");
             assert!(a.srq_limit.to_native() < a.max_wr.to_native(), "SRQ limit");
+        }
+        mcast_table(&v);
+    }
+    v
+}
+
+/// The multicast table's invariants (see the module documentation).
+fn mcast_table(v: &Verbs) {
+    let groups = v.mcast.groups();
+    assert!(
+        groups.len() <= MAX_MCAST_GROUPS as usize,
+        "{} multicast groups",
+        groups.len()
+    );
+    let mut mgids = std::collections::HashSet::new();
+    for g in groups {
+        assert!(mgids.insert(g.mgid), "two groups of one MGID");
+        assert!(is_multicast_gid(&g.mgid) && is_multicast_lid(g.mlid));
+        assert!(
+            (1..=MAX_MCAST_QPS as usize).contains(&g.qps.len()),
+            "{} QPs in a group",
+            g.qps.len()
+        );
+        for (i, &qpn) in g.qps.iter().enumerate() {
+            assert!(!g.qps[i + 1..].contains(&qpn), "QP {qpn} attached twice");
+            assert!(
+                v.qps.get(qpn).is_some_and(|qp| qp.qp_type == QpType::Ud),
+                "QP {qpn} attached to a group is no live UD QP"
+            );
+        }
+    }
+}
+
+/// The MGID of group `n` of the few the input steers to.
+fn mgid(n: u32) -> [u8; 16] {
+    let mut g = [
+        0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    g[12..].copy_from_slice(&n.to_be_bytes());
+    g
+}
+
+/// ATTACH_MCAST or DETACH_MCAST ended as the table `before` says it
+/// must (see the module documentation).
+fn mcast_outcome(before: &[McastGroup], v: &Verbs, opcode: u8, params: &[u8; 48], status: u16) {
+    let mut p = CmdMcast::default();
+    p.as_mut_slice()
+        .copy_from_slice(&params[..size_of::<CmdMcast>()]);
+    let qpn = p.qpn.to_native();
+    let group = |groups: &[McastGroup]| groups.iter().find(|g| g.mgid == p.mgid).cloned();
+    let was = group(before).is_some_and(|g| g.qps.contains(&qpn));
+    let now = v.mcast.members(&p.mgid).contains(&qpn);
+    match (opcode, status) {
+        (CMD_ATTACH_MCAST, CMD_ST_OK) => {
+            assert!(now, "ATTACH_MCAST succeeded: QP {qpn} in the group");
+            if was {
+                assert_eq!(v.mcast.groups(), before, "a second attach is a no-op");
+            }
+        }
+        (CMD_DETACH_MCAST, CMD_ST_OK) => {
+            assert!(was && !now, "DETACH_MCAST took out an attached QP {qpn}");
+        }
+        _ => {
+            assert_eq!(
+                v.mcast.groups(),
+                before,
+                "a failed {opcode:#x} changed the table"
+            );
+            if opcode == CMD_ATTACH_MCAST && i32::from(status) == libc::ENOMEM {
+                let full = match group(before) {
+                    Some(g) => g.qps.len() == MAX_MCAST_QPS as usize,
+                    None => before.len() == MAX_MCAST_GROUPS as usize,
+                };
+                assert!(full, "ENOMEM with room in the table and the group");
+            }
         }
     }
 }
@@ -271,6 +359,10 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
         raw_opcode,
         CMD_QUERY_QP,
         CMD_MODIFY_QP,
+        CMD_DESTROY_QP,
+        CMD_ATTACH_MCAST,
+        CMD_ATTACH_MCAST,
+        CMD_DETACH_MCAST,
     ]);
     let mut params = [0u8; 48];
     let raw = input.bytes(48);
@@ -283,7 +375,8 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             CMD_MODIFY_SRQ | CMD_RESIZE_SRQ | CMD_QUERY_SRQ | CMD_DESTROY_SRQ => {
                 Made::pick(input, &made.srqs)
             }
-            CMD_QUERY_QP | CMD_MODIFY_QP => Made::pick(input, &made.qps),
+            CMD_QUERY_QP | CMD_MODIFY_QP | CMD_DESTROY_QP => Made::pick(input, &made.qps),
+            CMD_ATTACH_MCAST | CMD_DETACH_MCAST => Made::pick(input, &made.qps),
             CMD_MODIFY_CQ => Made::pick(input, &made.cqs),
             _ => Made::pick(input, &made.pds),
         };
@@ -296,6 +389,46 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             q.rq = 0.into();
             q.log_sizes[1] = 0;
             params.copy_from_slice(q.as_slice());
+        } else if opcode == CMD_CREATE_QP && input.bool() {
+            // A well-formed UD QP (multicast takes UD QPs only).
+            let q = CmdCreateQp {
+                pdn: live.into(),
+                send_cqn: Made::pick(input, &made.cqs).into(),
+                recv_cqn: Made::pick(input, &made.cqs).into(),
+                log_sizes: [2, 2, 0, QPT_UD],
+                sq: (RAM + 0x8000).into(),
+                rq: (RAM + 0xc000).into(),
+                ..Default::default()
+            };
+            params.copy_from_slice(q.as_slice());
+        }
+        if opcode == CMD_CREATE_CQ && input.bool() {
+            let c = CmdCreateCq {
+                ring: (RAM + 4096 * u64::from(input.u8() % 8)).into(),
+                log_entries: input.u8() % 6,
+                ..Default::default()
+            };
+            params.copy_from_slice(c.as_slice());
+        }
+        if matches!(opcode, CMD_ATTACH_MCAST | CMD_DETACH_MCAST) && input.bool() {
+            // A well-formed group of a few; 1 in 16 attaches also joins
+            // up to 510 more groups, past the device's cap.
+            let mut p = CmdMcast {
+                qpn: live.into(),
+                mlid: (0xc000 | u16::from(input.u8() % 4)).into(),
+                mgid: mgid(u32::from(input.u8() % 8)),
+                ..Default::default()
+            };
+            if opcode == CMD_ATTACH_MCAST && input.u8() < 16 {
+                for n in 0..u32::from(input.u8()) * 2 {
+                    p.mgid = mgid(8 + n);
+                    let before = v.mcast.groups().to_vec();
+                    let bytes = p.as_slice().try_into().expect("48 bytes");
+                    let (status, _) = execute(v, mem, opcode, bytes);
+                    mcast_outcome(&before, v, opcode, bytes, status);
+                }
+            }
+            params.copy_from_slice(p.as_slice());
         }
         if opcode == CMD_RESIZE_SRQ && input.bool() {
             // A well-formed new ring in memory, of a few sizes.
@@ -317,7 +450,19 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             params.copy_from_slice(m.as_slice());
         }
     }
+    let before =
+        matches!(opcode, CMD_ATTACH_MCAST | CMD_DETACH_MCAST).then(|| v.mcast.groups().to_vec());
     let (status, reply) = execute(v, mem, opcode, &params);
+    if let Some(before) = before {
+        mcast_outcome(&before, v, opcode, &params, status);
+    }
+    if opcode == CMD_DESTROY_QP && status == CMD_ST_OK {
+        let qpn = u32::from_le_bytes([params[0], params[1], params[2], params[3]]);
+        assert!(
+            v.mcast.groups().iter().all(|g| !g.qps.contains(&qpn)),
+            "destroyed QP {qpn} is still attached to a group"
+        );
+    }
     match reply {
         Some(r) => {
             assert_eq!(status, CMD_ST_OK);
@@ -411,5 +556,57 @@ fn check_ranges(translate: impl Fn(u64) -> u64, mut off: u64, ranges: &GpaRanges
             assert_eq!(r.gpa + r.len - 1, translate(off + r.len - 1), "range end");
         }
         off += r.len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step of the input: COMMAND (step 0) with the pick list's entry
+    /// `pick`, zero parameters, then the steering bytes `steer`.
+    fn command(input: &mut Vec<u8>, pick: u8, steer: &[u8]) {
+        input.extend([0, 0, pick]);
+        input.extend([0; 48]);
+        input.extend(steer);
+    }
+
+    /// A PD, a CQ and a UD QP (its number 0 in the input's QP list).
+    fn ud_qp() -> Vec<u8> {
+        let mut input = vec![0; 8];
+        command(&mut input, 4, &[0]); // CREATE_PD
+        command(&mut input, 8, &[1, 0, 1, 0, 2]); // CREATE_CQ, well-formed
+        command(&mut input, 10, &[1, 0, 0, 1, 0, 0]); // CREATE_QP, UD
+        input
+    }
+
+    fn run_bytes(input: &[u8]) -> Verbs {
+        let ram = ram();
+        run(&mut Input::new(input), &ram.mem)
+    }
+
+    /// The steering reaches a live UD QP, attaches it to a group, and to
+    /// hundreds until the table is full, and DESTROY_QP of it leaves
+    /// every group empty: the invariants run on each step (remove the
+    /// detach in `Verbs::destroy_qp` and this test fails on them).
+    #[test]
+    fn the_input_attaches_a_live_ud_qp_fills_the_table_and_destroys_it() {
+        let mut input = ud_qp();
+        command(&mut input, 20, &[1, 0, 1, 0, 3, 255]); // ATTACH to group 3
+        let v = run_bytes(&input);
+        let (qpn, qp) = v.qps.iter().next().expect("a QP");
+        assert_eq!(qp.qp_type, QpType::Ud);
+        assert_eq!(v.mcast.members(&mgid(3)), [qpn]);
+
+        // Attaches to 2 * 200 more groups: the table fills and says ENOMEM.
+        command(&mut input, 21, &[1, 0, 1, 1, 4, 0, 200]);
+        let v = run_bytes(&input);
+        assert_eq!(v.mcast.groups().len(), MAX_MCAST_GROUPS as usize);
+
+        command(&mut input, 22, &[1, 0, 1, 0, 3]); // DETACH from group 3
+        command(&mut input, 19, &[1, 0]); // DESTROY_QP
+        let v = run_bytes(&input);
+        assert!(v.qps.iter().next().is_none());
+        assert!(v.mcast.is_empty());
     }
 }

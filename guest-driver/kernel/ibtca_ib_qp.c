@@ -4,8 +4,9 @@
  * device QPs (rings from ibtca_ring.c; QP0/QP1 as the device's SMI and
  * GSI QPs, one each, reported to the core as QP numbers 0 and 1);
  * modify_qp turns the IB attributes into the device's MODIFY_QP and refuses
- * with -EINVAL what the device cannot do (SQD, alternate paths, GRH, a
- * P_Key index or port other than the one there is, out-of-range values).
+ * with -EINVAL what the device cannot do (SQD, alternate paths, GRH on
+ * RC, a P_Key index past the port's table or a port other than the one
+ * there is, out-of-range values).
  * Seed 002's MSN start and ACK policy come with it (ibtca_qp_options.c).
  * The current state is the device's (QUERY_QP): an error completion or a
  * responder error moves a QP to ERR without a modify, a UD QP's failed

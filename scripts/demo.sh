@@ -53,10 +53,10 @@ tagged() { # tagged TAG CMD
 }
 # The same for a client whose server starts meanwhile in the other guest:
 # tried once a second until it reaches the server (its output names the
-# remote address), at most 120 times; each failed try's output is kept,
+# remote address), at most 300 times; each failed try's output is kept,
 # marked "TAG try N failed (exit S):".
 client() { # client TAG CMD
-	printf '%s' "for i in \$(seq 120); do out=\$($2 2>&1); st=\$?; if [ \$st = 0 ] || echo \"\$out\" | grep -q 'remote address'; then echo \"\$out\" | sed 's/^/$1 /'; echo \"$1 exit=\$st\"; exit \$st; fi; echo \"\$out\" | sed \"s/^/$1 try \$i failed (exit \$st): /\"; sleep 1; done; echo \"$1 exit=failed\"; exit 1"
+	printf '%s' "for i in \$(seq 300); do out=\$($2 2>&1); st=\$?; if [ \$st = 0 ] || echo \"\$out\" | grep -q 'remote address'; then echo \"\$out\" | sed 's/^/$1 /'; echo \"$1 exit=\$st\"; exit \$st; fi; echo \"\$out\" | sed \"s/^/$1 try \$i failed (exit \$st): /\"; sleep 1; done; echo \"$1 exit=failed\"; exit 1"
 }
 
 say "ibtca-fabric up --guests qemu-configs/two-nodes.json: two devices (LID 1 and 2), one IB link, two guests (TCG, about 20-40 s each to boot), then three programs in each"
@@ -65,7 +65,7 @@ say "ibtca-fabric up --guests qemu-configs/two-nodes.json: two devices (LID 1 an
 # commands in order and stops at the first that fails; with --wait `up`
 # returns when both guests have powered off.
 "$fabric_bin" up qemu-configs/two-nodes.json --run-dir "$fab" \
-	--guests --wait --guest-timeout 600 \
+	--guests --wait --guest-timeout 900 \
 	--kernel "$GUEST/vmlinuz" --initrd "$GUEST/initramfs.cpio.gz" \
 	--run "a=ibtca-verbs verbs --role server --peer-lid 2" \
 	--run "b=ibtca-verbs verbs --role client --peer-lid 1" \

@@ -12,7 +12,8 @@
 #                                            # target whose code changed
 #
 # --changed-longer S: a target whose sources (fuzz/long-runs.tsv) changed
-# since its last long run, or that has none, runs S seconds instead.
+# since its last long run, or that has none, runs S seconds instead. Hunks
+# whose lines are all `//` comments or blank do not count as a change.
 #
 # The targets build with plain cargo and the instrumentation cargo-fuzz
 # 0.13 passes rustc for `-s none` (sancov, a stable -C option; `--cfg
@@ -62,6 +63,12 @@ case "$seconds" in
 '' | *[!0-9]*) usage ;;
 esac
 
+# A line that is blank or only a `//` comment. git matches -I against each
+# line with its newline, under REG_NEWLINE: a pattern that can match empty
+# at the end (`...$`) would match every line, so this one ends in the
+# newline itself.
+comment_or_blank=$'^[[:blank:]]*(//.*)?\n'
+
 # seconds_for TARGET: the base time, or the longer one when the target's
 # sources changed since the commit of its last long run (or it has none).
 seconds_for() {
@@ -72,7 +79,7 @@ seconds_for() {
 	# shellcheck disable=SC2046 # the sources are a list of paths
 	if [ -n "$row" ] && [ "$commit" != - ] &&
 		git cat-file -e "$commit^{commit}" 2>/dev/null &&
-		git diff --quiet "$commit" HEAD -- $(printf '%s' "$row" | cut -f3); then
+		git diff --quiet -I "$comment_or_blank" "$commit" HEAD -- $(printf '%s' "$row" | cut -f3); then
 		echo "$seconds"
 	else
 		echo "fuzz: $t changed since its last long run (${commit:-none}): ${longer}s" >&2

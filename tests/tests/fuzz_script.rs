@@ -231,3 +231,57 @@ fn a_stopped_script_runs_no_further_target() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("== fuzz clean"), "{}", text(&out));
 }
+
+/// `--changed-longer`: a target runs the longer time when code among its
+/// sources (fuzz/long-runs.tsv) changed since its last long run, or when it
+/// has none; a change of `//` comments and blank lines only is no change.
+#[test]
+fn changed_longer_counts_code_changes_not_comments() {
+    let l = Layout::new("fuzz-script-changed");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(&l.dir.0)
+            .args(args)
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let source = l.dir.0.join("src.rs");
+    std::fs::write(&source, "// parses a frame\nfn parse() {}\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "long run"]);
+    let long_run = git(&["rev-parse", "HEAD"]);
+    std::fs::write(
+        l.dir.0.join("fuzz/long-runs.tsv"),
+        format!("# target\tcommit\tsources\nclean\t{long_run}\tsrc.rs\n"),
+    )
+    .unwrap();
+    let said_longer = |edit: &str| {
+        std::fs::write(&source, edit).unwrap();
+        git(&["commit", "-q", "-a", "-m", "edit", "--allow-empty"]);
+        let out = Command::new("bash")
+            .arg(l.dir.0.join("scripts/fuzz.sh"))
+            .args(["--changed-longer", "9", "5", "clean", "crash"])
+            .env("IBTCA_FUZZ_BIN_DIR", l.dir.0.join("bin"))
+            .env_remove("IBTCA_FUZZ_ARGS")
+            .output()
+            .expect("run bash");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        // `crash` has no long run: it always gets the longer time.
+        assert!(
+            stderr.contains("fuzz: crash changed since its last long run (none): 9s"),
+            "{}",
+            text(&out)
+        );
+        stderr.contains(&format!(
+            "fuzz: clean changed since its last long run ({long_run}): 9s"
+        ))
+    };
+    assert!(!said_longer("// parses one frame\n\nfn parse() {}\n"));
+    assert!(said_longer(
+        "// parses one frame\n\nfn parse() { todo!() }\n"
+    ));
+}

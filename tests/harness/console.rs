@@ -65,6 +65,15 @@ pub fn client(tag: &str, cmd: &str, tries: u32) -> String {
     )
 }
 
+/// `ping` (a ping command line) printing its output and failing unless
+/// every echo was answered: under [`client`], a run that lost one (IPoIB
+/// drops what it queued while it resolves the peer's path, and busybox
+/// ping stops waiting for a late last reply) is tried again and reported,
+/// not taken as done.
+pub fn every_echo_answered(ping: &str) -> String {
+    format!("{ping} > /tmp/ping.out; cat /tmp/ping.out; grep -q ' 0% packet loss' /tmp/ping.out")
+}
+
 /// A shell command that prints `output` (an expansion, e.g. `$out` or
 /// `$(cat F)`, which it quotes) with every line marked as try `$i` of `tag` that failed
 /// with status `$st` ([`crate::retries::MARK`]).

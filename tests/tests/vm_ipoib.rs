@@ -38,7 +38,7 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
-use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::console::{client, every_echo_answered, tagged, tagged_lines};
 use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
@@ -102,13 +102,6 @@ fn iperf(mode: &str, peer: u8) -> String {
         "iperf3 -c {} -n {IPERF_BYTES} -R -J > /share/iperf-{mode}.json",
         addr(peer)
     )
-}
-
-/// The `ping` (or `ping6`) command, failing unless every echo was
-/// answered, so that [`client`] tries again: a loaded guest's busybox ping
-/// stops waiting for the last reply after twice the longest round trip.
-fn ping_all(ping: &str) -> String {
-    format!("{ping} > /tmp/ping.out; cat /tmp/ping.out; grep -q ' 0% packet loss' /tmp/ping.out")
 }
 
 /// Guest `n` marks that it reached `step` and waits for its peer's mark.
@@ -223,13 +216,13 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
         // Until the peer's ib0 answers (it comes up on its own time).
         client(
             "PING4",
-            &ping_all(&format!("ping -c 3 -W 5 {}", addr(peer))),
+            &every_echo_answered(&format!("ping -c 3 -W 5 {}", addr(peer))),
             300,
         ),
         tagged("NEIGH", &format!("ip neigh show {} dev ib0", addr(peer))),
         client(
             "PING6",
-            &ping_all(&format!("ping6 -c 3 -W 5 -I ib0 {}", link_local(peer_guid))),
+            &every_echo_answered(&format!("ping6 -c 3 -W 5 -I ib0 {}", link_local(peer_guid))),
             120,
         ),
         barrier(n, peer, "datagram"),
@@ -250,7 +243,7 @@ fn commands(n: u8, peer: u8, peer_guid: u64) -> Vec<String> {
         // MTU: only an RC connection carries it.
         client(
             "PINGCM",
-            &ping_all(&format!(
+            &every_echo_answered(&format!(
                 "ping -c 3 -W 5 -s $(( $(cat /sys/class/net/ib0/mtu) - 28 )) {}",
                 addr(peer)
             )),

@@ -26,7 +26,7 @@
 //! Needs the VM stack (scripts/setup-vm-stack.sh) and root: `scripts/test.sh`
 //! runs it; plain `cargo test` lists it as ignored.
 
-use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::console::{client, every_echo_answered, tagged, tagged_lines};
 use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::TempDir;
@@ -162,24 +162,22 @@ fn commands(n: u8, member: bool) -> Vec<String> {
     for p in &peers {
         c.push(client(
             &format!("PING{p}"),
-            &format!("ping -c 3 -W 5 -I ib0 {}", addr(*p)),
+            &every_echo_answered(&format!("ping -c 3 -W 5 -I ib0 {}", addr(*p))),
             300,
         ));
     }
     // One IP packet of the full MTU (20 + 8 header bytes), unfragmented
     // at the 4092 `IB0_LINK` shows: a 4096-byte datagram on the wire (at
     // 2044 the kernel would fragment it, so this alone does not show the
-    // MTU). Tried again unless every echo was answered (busybox ping stops
-    // waiting for a late last reply).
+    // MTU).
     let next = n % 3 + 1;
     c.push(or_fail(&client(
         &format!("FULLMTU{next}"),
-        &format!(
-            "ping -c 3 -W 5 -s {} -I ib0 {} > /tmp/full.out; cat /tmp/full.out; \
-             grep -q ' 0% packet loss' /tmp/full.out",
+        &every_echo_answered(&format!(
+            "ping -c 3 -W 5 -s {} -I ib0 {}",
             IB0_MTU - 28,
             addr(next)
-        ),
+        )),
         120,
     )));
     if member {
@@ -192,7 +190,7 @@ fn commands(n: u8, member: bool) -> Vec<String> {
         c.push(tagged("P1_MTU", &format!("cat {CHILD}/mtu")));
         c.push(or_fail(&client(
             "P1PING",
-            &format!("ping -c 3 -W 5 -I ib0.8001 {}", child_addr(peer)),
+            &every_echo_answered(&format!("ping -c 3 -W 5 -I ib0.8001 {}", child_addr(peer))),
             300,
         )));
         c.push(format!("touch /share/p1-{n}"));

@@ -65,7 +65,7 @@ die_usage() {
 # host SM fabric at the end of its group. entry NAME MINUTES NEEDS LOCK
 # SECTION COMMAND: LOCK is "lock" (this script holds the VM lock), "self"
 # (the command takes it) or "-"; SECTION is the BENCHMARKS.md heading of
-# the table; COMMAND runs under bash from the checkout with $BIN (the
+# the table ("; " between two); COMMAND runs under bash from the checkout with $BIN (the
 # release binaries) and $OUT set.
 names=() minutes=() needs=() locks=() sections=() commands=()
 entry() {
@@ -79,7 +79,7 @@ entry verbs-pairs-batch 1 - - 'Verbs (no VM)' \
 	'"$BIN/ibtca-bench" verbs --seconds 3 --only write-1m --pairs 4 --sched-batch'
 entry guest-verbs 3 vm,root self 'Verbs between two guests' \
 	'"$BIN/ibtca-bench" guest-verbs --placement all'
-entry perftest 3 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE)' \
+entry perftest 3 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE); `ib_write_lat`: one-way latency' \
 	'bash scripts/perftest-table.sh'
 entry ulp 6 vm,root,soft-roce,ucx lock 'Upper-layer protocols between two guests (ibtca against soft-RoCE)' \
 	'bash scripts/ulp-bench.sh'
@@ -115,7 +115,7 @@ entry fat-tree-edges 3 vm,root,host-tools lock 'Guests at the edges of a 1,296-C
 	'bash scripts/fat-tree-edges.sh'
 entry cross-host 1 root - 'A link between hosts' \
 	'"$BIN/ibtca-bench" cross-host --seconds 2'
-entry drdma 2 - - 'DRDMA (no VM)' \
+entry drdma 2 - - 'DRDMA (no VM); DRDMA against an ordinary WQE' \
 	'"$BIN/ibtca-bench" drdma --seconds 2'
 entry drdma-verbs 4 vm,root lock 'DRDMA from libibverbs between two guests' \
 	'bash scripts/drdma-verbs-bench.sh'

@@ -181,7 +181,9 @@ fn the_entries_and_the_sections_of_benchmarks_md_name_each_other() {
 fn dry_run_prints_commands_that_parse_and_runs_nothing() {
     let dir = TempDir::new("bench-all-dry-run");
     let calls = dir.0.join("calls");
-    let runner = format!("touch {}", calls.display());
+    let stand_in = dir.0.join("stand-in.sh");
+    std::fs::write(&stand_in, STAND_IN).unwrap();
+    let runner = format!("bash {} {}", stand_in.display(), dir.0.display());
     let out_dir = dir.0.join("out");
     let out = run(
         &dir.0,

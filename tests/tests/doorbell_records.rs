@@ -479,3 +479,145 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
         "one interrupt for the second request, none for WRITE 2"
     );
 }
+
+/// The provider's post (`SimGuest::post_send_recorded`,
+/// `post_recv_recorded`): the index into the record, then the doorbell
+/// only while the record says the device sleeps on the queue.
+#[test]
+fn a_post_through_the_record_rings_only_while_the_device_sleeps_on_the_queue() {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    p.connect(MTU_4096);
+    let (mut aqp, mut bqp) = (p.a.qp, p.b.qp);
+    let arec = p.a.g.bind_qp_record(&aqp);
+    let brec = p.b.g.bind_qp_record(&bqp);
+    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    let (a0, b0) = (doorbells(&mut p.a.g), doorbells(&mut p.b.g));
+    let send = |g: &SimGuest, i: u64, at: u64, lkey: u32| {
+        g.write(at, &i.to_le_bytes());
+        send_wqe(WR_SEND, i, at, 8, lkey)
+    };
+
+    // Nothing in flight: the SQ sleeps, so the first SEND rings. B has no
+    // receive yet: the SEND is RNR-retried, in flight, and the SQ awake.
+    let w = send(&p.a.g, 1, p.a.buf, p.a.lkey);
+    assert!(
+        p.a.g.post_send_recorded(&mut aqp, &[w], arec),
+        "rang while asleep"
+    );
+    wait_awake(&p.a.g, arec, 1);
+    // Awake: the next SEND and B's receives (RTS: B reads its RQ index by
+    // itself) go through the records alone.
+    let w = send(&p.a.g, 2, p.a.buf + 64, p.a.lkey);
+    assert!(
+        !p.a.g.post_send_recorded(&mut aqp, &[w], arec),
+        "no doorbell while awake"
+    );
+    let r = [1, 2].map(|i| recv_wqe(i, p.b.buf + 64 * i, 8, p.b.lkey));
+    assert!(
+        !p.b.g.post_recv_recorded(&mut bqp, &r, brec),
+        "the RQ is awake in RTS"
+    );
+    assert_eq!(doorbells(&mut p.a.g), a0 + 1, "A's one doorbell");
+    assert_eq!(doorbells(&mut p.b.g), b0, "B rang none");
+    for i in [1, 2] {
+        let c = p.b.expect_completion(i, WC_SUCCESS, T);
+        assert_eq!(c.opcode, WC_RECV);
+        assert_eq!(p.b.g.read(p.b.buf + 64 * i, 8), i.to_le_bytes());
+        p.a.expect_completion(i, WC_SUCCESS, T);
+    }
+
+    // Nothing in flight again: the SQ sleeps, and the next post rings.
+    wait_awake(&p.a.g, arec, 0);
+    let r = [recv_wqe(3, p.b.buf + 192, 8, p.b.lkey)];
+    assert!(!p.b.g.post_recv_recorded(&mut bqp, &r, brec));
+    let before = doorbells(&mut p.a.g);
+    let w = send(&p.a.g, 3, p.a.buf + 128, p.a.lkey);
+    assert!(
+        p.a.g.post_send_recorded(&mut aqp, &[w], arec),
+        "rang after the SQ slept"
+    );
+    assert_eq!(doorbells(&mut p.a.g), before + 1);
+    p.b.expect_completion(3, WC_SUCCESS, T);
+    assert_eq!(p.b.g.read(p.b.buf + 192, 8), 3u64.to_le_bytes());
+    p.a.expect_completion(3, WC_SUCCESS, T);
+}
+
+/// A stream of SENDs whose receiver reposts its receives and returns its
+/// CQ slots through records (the bench's SEND rate, `ibtca-bench verbs
+/// --only send`) gives the receiver's vfio-user thread nothing to run:
+/// B's device takes the receives from the record when its RQ looks empty,
+/// on the thread that delivers the SENDs.
+#[test]
+fn a_send_stream_through_records_gives_the_receivers_vfio_user_thread_nothing() {
+    const SENDS: u64 = 200;
+    const SLOTS: u64 = 16;
+    const DEPTH: u64 = 8;
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    p.connect(MTU_4096);
+    let (mut aqp, mut bqp) = (p.a.qp, p.b.qp);
+    let arec = p.a.g.bind_qp_record(&aqp);
+    let brec = p.b.g.bind_qp_record(&bqp);
+    let acq = p.a.g.bind_cq_record(&p.a.cq);
+    let bcq = p.b.g.bind_cq_record(&p.b.cq);
+    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    let recv = |b: &Side, slot: u64| recv_wqe(slot, b.buf + 64 * slot, 8, b.lkey);
+    let all: Vec<RecvWqe> = (0..SLOTS).map(|s| recv(&p.b, s)).collect();
+    assert!(!p.b.g.post_recv_recorded(&mut bqp, &all, brec));
+    let engine_b =
+        p.sb.as_ref()
+            .and_then(|s| s.engine.clone())
+            .expect("B's engine");
+    let from = engine_b.handoffs();
+    let b0 = doorbells(&mut p.b.g);
+
+    let (mut posted, mut done, mut received) = (0u64, 0u64, 0u64);
+    let mut cqes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received < SENDS {
+        assert!(
+            Instant::now() < deadline,
+            "{received} of {SENDS} SENDs arrived"
+        );
+        let mut wqes = Vec::new();
+        while posted < SENDS && posted - done < DEPTH {
+            let at = p.a.buf + 64 * (posted % SLOTS);
+            p.a.g.write(at, &posted.to_le_bytes());
+            wqes.push(send_wqe(WR_SEND, posted, at, 8, p.a.lkey));
+            posted += 1;
+        }
+        p.a.g.post_send_recorded(&mut aqp, &wqes, arec);
+        cqes.clear();
+        done +=
+            p.a.g
+                .poll_cq_batch_recorded(&mut p.a.cq, 16, &mut cqes, acq) as u64;
+        assert!(cqes.iter().all(|c| c.status == WC_SUCCESS), "{cqes:?}");
+        cqes.clear();
+        p.b.g
+            .poll_cq_batch_recorded(&mut p.b.cq, 16, &mut cqes, bcq);
+        let mut again = Vec::new();
+        for c in &cqes {
+            assert_eq!((c.status, c.opcode), (WC_SUCCESS, WC_RECV), "{c:?}");
+            let slot = c.wr_id.to_native();
+            let got = p.b.g.read(p.b.buf + 64 * slot, 8);
+            assert_eq!(got, received.to_le_bytes(), "SEND {received} in order");
+            received += 1;
+            again.push(recv(&p.b, slot));
+        }
+        assert!(!p.b.g.post_recv_recorded(&mut bqp, &again, brec));
+        if cqes.is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    assert_eq!(doorbells(&mut p.b.g), b0, "B rang no doorbell");
+    let to = engine_b.handoffs();
+    let vfio = |h: &ibtca_device::engine::Handoffs| h.vfio_inline + h.vfio_by_owner + h.vfio_queued;
+    assert_eq!(vfio(&to), vfio(&from), "no event from B's vfio-user thread");
+    assert!(to.link_inline + to.link_by_owner + to.link_queued > 0);
+}

@@ -20,6 +20,7 @@ mod objects;
 mod poll;
 mod post;
 mod ram_map;
+mod record;
 mod wqe;
 
 pub use poll::PollWait;

@@ -111,6 +111,30 @@ impl SimGuest {
     }
 
     /// Moves up to `max` ready CQEs into `out` (one look, no waiting) and
+    /// returns their slots through `cq`'s doorbell record at `record`
+    /// ([`SimGuest::bind_cq_record`]), without a doorbell, as the
+    /// provider's `poll_cq` with a batch does; returns how many it moved.
+    pub fn poll_cq_batch_recorded(
+        &mut self,
+        cq: &mut Cq,
+        max: usize,
+        out: &mut Vec<Cqe>,
+        record: u64,
+    ) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(c) = self.take_cqe(cq) else { break };
+            out.push(c);
+            n += 1;
+        }
+        if n > 0 {
+            fence(Ordering::Release);
+            self.map.store(record, &cq.ci);
+        }
+        n
+    }
+
+    /// Moves up to `max` ready CQEs into `out` (one look, no waiting) and
     /// returns their slots with one CQ doorbell, as a driver's `poll_cq`
     /// with a batch does; returns how many it moved.
     pub fn poll_cq_batch(&mut self, cq: &mut Cq, max: usize, out: &mut Vec<Cqe>) -> usize {

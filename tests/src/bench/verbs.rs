@@ -34,6 +34,7 @@ pub(super) fn verbs_rdma(opcode: u8, size: u64, depth: usize, secs: f64) -> Rate
         depth,
         secs,
         CqWait::for_size(size),
+        Posting::Doorbells,
         || link_stats(servers),
         |s, i| {
             let off = (i % slots) * size;
@@ -55,31 +56,42 @@ pub(super) fn verbs_rdma(opcode: u8, size: u64, depth: usize, secs: f64) -> Rate
 
 /// 64 B SENDs from A to B: B keeps its RQ full, reposting as receives
 /// complete; A keeps `depth` SENDs outstanding. Counted at the sender (an RC
-/// SEND completes once B has placed it and acknowledged it).
-pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
+/// SEND completes once B has placed it and acknowledged it). Both guests
+/// post and return CQ slots through doorbell records, as the provider does
+/// (a trapped doorbell only where a record says the device sleeps on the
+/// queue), unless `--send-doorbells`: then every post and every look at a
+/// CQ that took completions is a vfio-user message. Also returns a note:
+/// trapped doorbells per message and where each device's events ran.
+pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, String) {
     let Pair {
         mut a,
         mut b,
         servers,
         _dir,
     } = verbs_pair(SEND_QP_LOG);
+    let records = !send_doorbells();
+    let post_a = Posting::bind(&mut a, records);
+    let post_b = Posting::bind(&mut b, records);
     let rq = 1usize << SEND_QP_LOG;
     let recv = |b: &Side, i: u64| {
         let slot = i % (VERBS_BUF / 4096);
         recv_wqe(i, b.buf + slot * 4096, 4096, b.lkey)
     };
     let all: Vec<RecvWqe> = (0..rq as u64).map(|i| recv(&b, i)).collect();
-    b.g.post_recv_batch(&mut b.qp, &all);
+    post_b.post_recvs(&mut b, &all);
+    let at_start = handoffs(&servers);
+    let doorbells_a_from = a.g.client.read32(0, regs::DOORBELLS);
     let stop = Arc::new(AtomicBool::new(false));
     let stop_rx = stop.clone();
     let receiver = named("guest-b", move || {
+        let doorbells_from = b.g.client.read32(0, regs::DOORBELLS);
         let mut cqes = Vec::with_capacity(POLL_BATCH);
         let mut wqes = Vec::with_capacity(POLL_BATCH);
         let mut next = rq as u64;
         let mut received = 0u64;
         while !stop_rx.load(Ordering::Relaxed) {
             cqes.clear();
-            let n = b.g.poll_cq_batch(&mut b.cq, POLL_BATCH, &mut cqes);
+            let n = post_b.poll(&mut b, POLL_BATCH, &mut cqes);
             if n == 0 {
                 idle();
                 continue;
@@ -91,29 +103,62 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> Rate {
                 next += 1;
             }
             received += n as u64;
-            b.g.post_recv_batch(&mut b.qp, &wqes);
+            post_b.post_recvs(&mut b, &wqes);
         }
-        (b, received)
+        let doorbells =
+            b.g.client
+                .read32(0, regs::DOORBELLS)
+                .wrapping_sub(doorbells_from);
+        (b, received, doorbells)
     });
     let (msgs, secs, link, cpu) = keep_busy(
         &mut a,
         depth,
         secs,
         CqWait::Poll,
+        post_a,
         || link_stats(&servers),
         |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
     );
     stop.store(true, Ordering::Relaxed);
-    let (_b, received) = receiver.join().expect("receiver thread");
+    let (_b, received, doorbells_b) = receiver.join().expect("receiver thread");
+    let doorbells_a =
+        a.g.client
+            .read32(0, regs::DOORBELLS)
+            .wrapping_sub(doorbells_a_from);
+    let at_end = handoffs(&servers);
     eprintln!("[bench]   receiver saw {received} receives");
     drop(a);
-    Rate {
+    let per = |n: u32| f64::from(n) / received.max(1) as f64;
+    let per_msg = |n: u64| n as f64 / msgs.max(1) as f64;
+    let note = format!(
+        "SEND 64 B, {}: timed part, packets per message A→B {:.3} (above 1: \
+         retransmissions), B→A {:.3}; whole run ({received} messages), trapped doorbells \
+         per message A {:.3}, B {:.3}; {}",
+        if records {
+            "posted through doorbell records"
+        } else {
+            "a doorbell per post and per CQ look (--send-doorbells)"
+        },
+        per_msg(link.a.tx_packets),
+        per_msg(link.b.tx_packets),
+        per(doorbells_a),
+        per(doorbells_b),
+        handoffs_note(
+            &at_start,
+            &at_end,
+            received as f64 / 1000.0,
+            "1000 messages"
+        ),
+    );
+    let rate = Rate {
         msgs,
         bytes: msgs * u64::from(size),
         secs,
         link: Some(link),
         cpu: Some(cpu),
-    }
+    };
+    (rate, note)
 }
 
 /// 64 B SEND ping-pong A → B → A; µs per one-way trip (round trip / 2),
@@ -353,8 +398,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
 
     if row_chosen("send") {
         eprintln!("[bench] SEND 64 B, {SEND_DEPTH} outstanding, {secs} s");
-        let r = verbs_send_rate(64, SEND_DEPTH, secs);
+        let (r, posting_note) = verbs_send_rate(64, SEND_DEPTH, secs);
         eprintln!("[bench]   {:.0} msg/s", r.msg_per_s());
+        notes.push(posting_note);
         if let Some(l) = &r.link {
             notes.push(format!("SEND 64 B:\n{l}"));
         }
@@ -443,13 +489,21 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     println!(
         "ibtca-bench verbs: two device instances (in this process) on a link ({}), \
          each driven through vfio-user by a simulated guest that busy-polls its CQ; \
-         {secs} s per row, path MTU {}, one doorbell per refill{}.",
+         {secs} s per row, path MTU {}, one doorbell per refill ({}){}.",
         if link_ring() > 0 {
             "frames through shared-memory rings, the Unix socket for liveness"
         } else {
             "frames on the Unix socket, --link-ring-kib 0"
         },
         128u32 << path_mtu(),
+        if send_doorbells() {
+            "the SEND rate's guests too, and one per look at a CQ that took completions: \
+             --send-doorbells"
+        } else {
+            "the SEND rate's guests post and return CQ slots through doorbell records \
+             instead, as the provider does: a doorbell only where a record says the \
+             device sleeps on the queue"
+        },
         if SCHED_BATCH.load(Ordering::Relaxed) {
             "; every thread (raw rows too) under SCHED_BATCH"
         } else {

@@ -69,6 +69,60 @@ pub(super) fn idle() {
     }
 }
 
+/// How a bench guest hands the device its WQEs and CQ slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Posting {
+    /// A trapped doorbell (a vfio-user message) per post, and a CQ
+    /// doorbell per look at the CQ that took completions.
+    Doorbells,
+    /// Through the QP's doorbell record (`qp`) and the CQ's (`cq`), as the
+    /// provider does: a post rings only when the record says the device
+    /// sleeps on the queue, CQ slots go back without a doorbell.
+    Records { qp: u64, cq: u64 },
+}
+
+impl Posting {
+    /// `Records` with `s`'s QP and CQ records bound now (QP_DB_RECORD and
+    /// CQ_DB_RECORD), or `Doorbells`.
+    pub(super) fn bind(s: &mut Side, records: bool) -> Self {
+        if !records {
+            return Posting::Doorbells;
+        }
+        let qp = s.g.bind_qp_record(&s.qp);
+        let cq = s.g.bind_cq_record(&s.cq);
+        Posting::Records { qp, cq }
+    }
+
+    /// Posts `wqes` on `s`'s SQ.
+    pub(super) fn post_sends(self, s: &mut Side, wqes: &[SendWqe]) {
+        match self {
+            Posting::Doorbells => s.g.post_send_batch(&mut s.qp, wqes),
+            Posting::Records { qp, .. } => {
+                s.g.post_send_recorded(&mut s.qp, wqes, qp);
+            }
+        }
+    }
+
+    /// Posts `wqes` on `s`'s RQ.
+    pub(super) fn post_recvs(self, s: &mut Side, wqes: &[RecvWqe]) {
+        match self {
+            Posting::Doorbells => s.g.post_recv_batch(&mut s.qp, wqes),
+            Posting::Records { qp, .. } => {
+                s.g.post_recv_recorded(&mut s.qp, wqes, qp);
+            }
+        }
+    }
+
+    /// Moves up to `max` ready CQEs of `s` into `out` and hands their slots
+    /// back; how many.
+    pub(super) fn poll(self, s: &mut Side, max: usize, out: &mut Vec<Cqe>) -> usize {
+        match self {
+            Posting::Doorbells => s.g.poll_cq_batch(&mut s.cq, max, out),
+            Posting::Records { cq, .. } => s.g.poll_cq_batch_recorded(&mut s.cq, max, out, cq),
+        }
+    }
+}
+
 /// Two instances joined by a link, a guest on each, QPs connected (A: LID 1,
 /// B: LID 2).
 pub(super) struct Pair {
@@ -104,7 +158,8 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
 }
 
 /// Drives a sender: keeps `depth` WQEs made by `make(i)` outstanding on
-/// `s`, refilling (one doorbell per refill) as completions arrive, for
+/// `s`, refilling (one post per refill, as `posting` says) as completions
+/// arrive, for
 /// `secs` after a warm-up of a tenth of that, waiting for completions as
 /// `wait` says. Returns messages completed in the timed part, its length and
 /// the link counters over it (`link` reads them).
@@ -113,6 +168,7 @@ pub(super) fn keep_busy(
     depth: usize,
     secs: f64,
     wait: CqWait,
+    posting: Posting,
     link: impl Fn() -> (LinkStats, LinkStats),
     make: impl Fn(&Side, u64) -> SendWqe,
 ) -> (u64, f64, LinkDelta, CpuSplit) {
@@ -145,9 +201,9 @@ pub(super) fn keep_busy(
             posted += 1;
         }
         outstanding += wqes.len();
-        s.g.post_send_batch(&mut s.qp, &wqes);
+        posting.post_sends(s, &wqes);
         cqes.clear();
-        let n = s.g.poll_cq_batch(&mut s.cq, POLL_BATCH, &mut cqes);
+        let n = posting.poll(s, POLL_BATCH, &mut cqes);
         for c in &cqes {
             assert_eq!(c.status, WC_SUCCESS, "completion {c:?}");
         }
@@ -170,7 +226,7 @@ pub(super) fn keep_busy(
     let deadline = Instant::now() + Duration::from_secs(20);
     while outstanding > 0 && Instant::now() < deadline {
         cqes.clear();
-        outstanding -= s.g.poll_cq_batch(&mut s.cq, POLL_BATCH, &mut cqes);
+        outstanding -= posting.poll(s, POLL_BATCH, &mut cqes);
         idle();
     }
     (msgs, secs, link, cpu)

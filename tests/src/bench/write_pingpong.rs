@@ -131,21 +131,27 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     stop.store(true, Ordering::Relaxed);
     echo.join().expect("echo thread");
     let mut p = PingPong::from_round_trips(samples);
-    p.handoffs = at_warm.map(|w| handoffs_note(&w, &at_end, p.round_trips));
+    p.handoffs = at_warm.map(|w| handoffs_note(&w, &at_end, p.round_trips as f64, "round trip"));
     p
 }
 
 /// Both devices' counts of where their events ran.
-fn handoffs(servers: &(TestServer, TestServer)) -> [Handoffs; 2] {
+pub(super) fn handoffs(servers: &(TestServer, TestServer)) -> [Handoffs; 2] {
     let h = |s: &TestServer| s.engine.as_ref().map(|e| e.handoffs()).unwrap_or_default();
     [h(&servers.0), h(&servers.1)]
 }
 
-/// Per round trip, each device's events run on their arriving thread, on
-/// the thread that owned the engine when they came, and on its engine
-/// thread, and the engine thread's wake-ups, between two counts.
-fn handoffs_note(from: &[Handoffs; 2], to: &[Handoffs; 2], round_trips: usize) -> String {
-    let per = |n: u64| n as f64 / round_trips.max(1) as f64;
+/// Per `unit` (`units` of them between the two counts), each device's
+/// events run on their arriving thread, on the thread that owned the
+/// engine when they came, and on its engine thread, and the engine
+/// thread's wake-ups.
+pub(super) fn handoffs_note(
+    from: &[Handoffs; 2],
+    to: &[Handoffs; 2],
+    units: f64,
+    unit: &str,
+) -> String {
+    let per = |n: u64| n as f64 / units.max(1.0);
     let side = |name: &str, f: &Handoffs, t: &Handoffs| {
         format!(
             "{name}: doorbells {:.2} on the vfio-user thread, {:.2} on the engine's owner, \
@@ -163,7 +169,7 @@ fn handoffs_note(from: &[Handoffs; 2], to: &[Handoffs; 2], round_trips: usize) -
         )
     };
     format!(
-        "per round trip, {}; {}",
+        "per {unit}, {}; {}",
         side("A", &from[0], &to[0]),
         side("B", &from[1], &to[1])
     )

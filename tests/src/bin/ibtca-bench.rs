@@ -262,6 +262,12 @@ struct VerbsArgs {
     /// provider does; docs/thread-model.md).
     #[arg(long)]
     cq_doorbells: bool,
+    /// The SEND rate's simulated guests ring a doorbell per post and per
+    /// look at a CQ that took completions, instead of posting and returning
+    /// CQ slots through doorbell records as the provider does
+    /// (docs/thread-model.md).
+    #[arg(long)]
+    send_doorbells: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -427,6 +433,14 @@ fn cq_doorbells() -> bool {
     CQ_DOORBELLS.load(Ordering::Relaxed)
 }
 
+/// `--send-doorbells`: the SEND rate's guests ring a doorbell per post and
+/// per CQ look instead of using doorbell records.
+static SEND_DOORBELLS: AtomicBool = AtomicBool::new(false);
+
+fn send_doorbells() -> bool {
+    SEND_DOORBELLS.load(Ordering::Relaxed)
+}
+
 fn run_to_completion() -> bool {
     !ENGINE_THREAD_ONLY.load(Ordering::Relaxed)
 }
@@ -579,6 +593,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
     SPLIT.store(a.split, Ordering::Relaxed);
     ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
     CQ_DOORBELLS.store(a.cq_doorbells, Ordering::Relaxed);
+    SEND_DOORBELLS.store(a.send_doorbells, Ordering::Relaxed);
     ibtca_device::sched::idle_budget::set_fixed_spins(a.fixed_spins);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);

@@ -17,6 +17,9 @@ use ibtca_simport::wire::{SimRequest, REQUEST_LEN};
 
 use crate::config::CaSpec;
 
+mod stats;
+pub use stats::{ClientSends, Counters, BATCH_BUCKETS};
+
 /// How long a client's request waits for its response (as
 /// `ibtca-simport`'s default).
 const MAD_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -27,20 +30,13 @@ pub struct HostedSim {
     port: SimPort,
     totals: PortTotals,
     guid: u64,
+    /// The node's name, in the log.
+    name: String,
     buf: Vec<u8>,
     /// MADs for clients, sent together by [`HostedSim::flush_clients`].
     to_clients: Vec<(usize, Box<SimRequest>)>,
     /// MADs and `sendmmsg(2)` calls to clients so far.
     client_sends: ClientSends,
-}
-
-/// What the port sent its clients.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientSends {
-    /// MADs the clients' sockets took.
-    pub mads: u64,
-    /// System calls that carried them.
-    pub calls: u64,
 }
 
 impl HostedSim {
@@ -60,6 +56,7 @@ impl HostedSim {
             port: SimPort::new(settings, MAD_TIMEOUT),
             totals: PortTotals::default(),
             guid: spec.guid,
+            name: spec.name.clone(),
             buf: read_buffer(),
             to_clients: Vec::new(),
             client_sends: ClientSends::default(),
@@ -132,7 +129,11 @@ impl HostedSim {
         for d in read {
             match d {
                 Datagram::Ctl(bytes, from) => {
+                    let before = self.port.clients_attached();
                     serve_control(&mut self.port, &self.sockets, &bytes, &from);
+                    if self.port.clients_attached() < before {
+                        self.log_counters("a client detached");
+                    }
                 }
                 Datagram::Data(slot, bytes) => {
                     let out = self.port.on_client(slot, &bytes, &self.totals, now);
@@ -183,9 +184,9 @@ impl HostedSim {
             let msgs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
             match self.sockets.send_batch(slot, &msgs) {
                 Ok(n) => {
-                    self.client_sends.calls += 1;
-                    self.client_sends.mads += n as u64;
+                    self.client_sends.record(msgs.len(), n);
                     if n < msgs.len() {
+                        self.client_sends.lost += (msgs.len() - n) as u64;
                         ibtca_log::guest_warn!(
                             slot,
                             lost = msgs.len() - n,
@@ -194,11 +195,14 @@ impl HostedSim {
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.client_sends.record(msgs.len(), 0);
+                    self.client_sends.lost += msgs.len() as u64;
                     ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
                 }
                 Err(e) => {
                     if let Some(c) = self.port.detach(slot) {
                         tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
+                        self.log_counters("a client gone");
                     }
                 }
             }
@@ -208,6 +212,20 @@ impl HostedSim {
     /// What the port has sent its clients.
     pub fn client_sends(&self) -> ClientSends {
         self.client_sends
+    }
+
+    /// The port's counters since it started.
+    pub fn counters(&self) -> Counters<'_> {
+        Counters {
+            port: self.port.counts(),
+            sends: self.client_sends,
+            kinds: self.port.request_kinds(),
+        }
+    }
+
+    /// Logs [`HostedSim::counters`], saying `when`.
+    pub fn log_counters(&self, when: &str) {
+        tracing::info!(node = %self.name, "host port counters ({when}): {}", self.counters());
     }
 }
 
@@ -274,7 +292,9 @@ mod tests {
         data.set_nonblocking(true).unwrap();
         assert!(data.recv(&mut buf).is_err(), "nothing before the flush");
         sim.flush_clients();
-        assert_eq!(sim.client_sends(), ClientSends { mads: 4, calls: 1 });
+        let sends = sim.client_sends();
+        assert_eq!((sends.mads, sends.calls), (4, 1));
+        assert_eq!(sends.batches, [0, 0, 0, 1, 0, 0], "one batch of four");
         for tid in 1..=4u64 {
             let n = data.recv(&mut buf).unwrap();
             assert_eq!(n, REQUEST_LEN);
@@ -284,5 +304,23 @@ mod tests {
             assert_eq!(&smp.data[12..20], &0x77u64.to_be_bytes(), "NodeGUID");
         }
         assert!(data.recv(&mut buf).is_err(), "four answers, no more");
+        // The client leaves: the port's counters say what it did.
+        let disconnect = Ctl {
+            kind: CtlType::Disconnect.to_wire(),
+            client_id: slot as u32,
+            ..connect
+        };
+        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
+            .unwrap();
+        assert!(sim.service(&[0], Instant::now()).is_empty());
+        let counts = sim.counters().port;
+        assert_eq!((counts.requests, counts.local), (4, 4));
+        assert_eq!(sim.port.clients_attached(), 0);
+        let line = sim.counters().to_string();
+        assert!(
+            line.contains(" batches=1:0,2:0,3:0,4:1,5-8:0,>8:0 "),
+            "{line}"
+        );
+        assert!(line.ends_with(" kinds=81/0011/01:4"), "{line}");
     }
 }

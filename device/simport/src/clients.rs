@@ -71,6 +71,11 @@ impl Clients {
         self.slots.get(slot).copied().flatten()
     }
 
+    /// Slots a client holds.
+    pub fn attached(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
     /// The slot of the port's SM client.
     pub fn sm(&self) -> Option<usize> {
         self.slots.iter().position(|c| c.is_some_and(|c| c.issm))

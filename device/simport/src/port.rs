@@ -19,6 +19,7 @@
 //! client that waits for them, SMInfo, traps, reports and other classes'
 //! requests to the SM client; the rest is dropped and counted.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
@@ -54,6 +55,8 @@ impl Out {
 /// What the port counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortCounts {
+    /// MADs clients sent (well-formed envelopes from attached clients).
+    pub requests: u64,
     /// MADs from clients sent onto the link.
     pub to_link: u64,
     /// MADs from clients the port's own agents answered.
@@ -91,6 +94,8 @@ pub struct SimPort {
     pub(crate) clients: Clients,
     pub(crate) settings: PortSettings,
     counts: PortCounts,
+    /// Clients' MADs by (management class, attribute, method).
+    kinds: BTreeMap<(u8, u16, u8), u64>,
 }
 
 impl SimPort {
@@ -111,6 +116,7 @@ impl SimPort {
             clients: Clients::new(timeout),
             settings,
             counts: PortCounts::default(),
+            kinds: BTreeMap::new(),
         }
     }
 
@@ -129,6 +135,16 @@ impl SimPort {
     /// What the port counted.
     pub fn counts(&self) -> PortCounts {
         self.counts
+    }
+
+    /// Clients' MADs so far by (management class, attribute, method).
+    pub fn request_kinds(&self) -> &BTreeMap<(u8, u16, u8), u64> {
+        &self.kinds
+    }
+
+    /// Clients attached.
+    pub fn clients_attached(&self) -> usize {
+        self.clients.attached()
     }
 
     fn drop_with(&mut self, why: &str) -> Vec<Out> {
@@ -160,6 +176,11 @@ impl SimPort {
             return Vec::new();
         };
         let h = MadHeader::read(&req.mad);
+        self.counts.requests += 1;
+        *self
+            .kinds
+            .entry((h.mgmt_class, h.attr_id, h.method))
+            .or_default() += 1;
         if h.base_version != 1 {
             return self.timed_out(slot, req);
         }

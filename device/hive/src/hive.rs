@@ -32,6 +32,7 @@ use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
 mod outages;
+mod stranded;
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -334,6 +335,10 @@ impl Hive {
                 }
             }
         }
+        if let (true, LinkEvent::Packet(p)) = (matches!(self.nodes[to.node], Node::Sim(_)), &ev) {
+            // A request a host port may hand to its SM client.
+            self.mark_left(p);
+        }
         let out: Vec<(u8, Vec<u8>)> = match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
                 match &ev {
@@ -380,6 +385,7 @@ impl Hive {
             }
             Peer::Hive(_) => self.work_dropped += 1,
             Peer::Socket(i) => {
+                self.mark_left(&packet);
                 self.sockets[i].1.send(packet);
             }
         }
@@ -400,6 +406,7 @@ impl Hive {
             if !self.work.is_empty() {
                 continue;
             }
+            self.answer_stranded();
             self.flush_sims();
             self.write_status();
             fds.clear();
@@ -663,3 +670,6 @@ fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
 fn queue(work: &mut VecDeque<(PortRef, LinkEvent)>, at: PortRef, events: &mut Vec<LinkEvent>) {
     work.extend(events.drain(..).map(|ev| (at, ev)));
 }
+
+#[cfg(test)]
+mod tests;

@@ -146,6 +146,25 @@ impl HostedSim {
         packets
     }
 
+    /// The request that went out with TID `tid` has left the hive's sight
+    /// (`hive/stranded.rs`): it waits for its answer or its timeout.
+    pub fn mark_left(&mut self, tid: u64) {
+        self.port.mark_left(tid);
+    }
+
+    /// Queues every request that stayed in the hive unanswered for its
+    /// client, with status 110 (`hive/stranded.rs`).
+    pub fn answer_stranded(&mut self) {
+        let out = self.port.stranded();
+        let none = self.carry(out);
+        debug_assert!(none.is_empty());
+    }
+
+    /// How long a client's request waits for its answer from now on.
+    pub fn set_request_timeout(&mut self, timeout: Duration) {
+        self.port.set_request_timeout(timeout);
+    }
+
     /// Sends what is for clients; returns what is for the link.
     fn carry(&mut self, out: Vec<Out>) -> Vec<Vec<u8>> {
         let mut packets = Vec::new();

@@ -63,8 +63,11 @@ pub struct PortCounts {
     pub local: u64,
     /// MADs from the link handed to a client.
     pub to_clients: u64,
-    /// Requests returned with ETIMEDOUT.
+    /// Requests returned with ETIMEDOUT: refused, or out of time.
     pub timed_out: u64,
+    /// Requests returned with ETIMEDOUT at once because the fabric
+    /// dropped them ([`SimPort::stranded`]).
+    pub undeliverable: u64,
     /// Messages dropped: malformed, for no client, or not allowed.
     pub dropped: u64,
 }
@@ -201,8 +204,10 @@ impl SimPort {
                 self.counts.to_link += 1;
             }
             if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
+                // One for the port's SM client has left the fabric's reach.
+                let left = !matches!(out.first(), Some(Out::Link(_)));
                 self.clients
-                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now);
+                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now, left);
             }
         }
         out
@@ -486,6 +491,31 @@ impl SimPort {
             out.push(Out::Link(trap));
         }
         out
+    }
+
+    /// Requests sent onto the link that the owner saw neither leave its
+    /// reach ([`SimPort::mark_left`]) nor answered: back to their clients
+    /// with ETIMEDOUT now ([`Clients::stranded`]).
+    pub fn stranded(&mut self) -> Vec<Out> {
+        let out: Vec<Out> = self
+            .clients
+            .stranded()
+            .into_iter()
+            .map(|(slot, r)| Out::client(slot, r))
+            .collect();
+        self.counts.undeliverable += out.len() as u64;
+        out
+    }
+
+    /// The request that went out with TID `tid` (as on the wire) left the
+    /// owner's reach: only its response or its timeout ends it.
+    pub fn mark_left(&mut self, tid: u64) {
+        self.clients.mark_left(tid);
+    }
+
+    /// How long a client's request waits for its response from now on.
+    pub fn set_request_timeout(&mut self, timeout: std::time::Duration) {
+        self.clients.set_timeout(timeout);
     }
 
     /// When [`SimPort::tick`] has something to do next.

@@ -53,7 +53,8 @@ pub struct Counters<'a> {
     pub kinds: &'a BTreeMap<(u8, u16, u8), u64>,
 }
 
-/// `requests=N to_link=N local=N answers=N timed_out=N dropped=N sent=N
+/// `requests=N to_link=N local=N answers=N timed_out=N undeliverable=N
+/// dropped=N sent=N
 /// sends=N lost=N batches=1:N,2:N,3:N,4:N,5-8:N,>8:N
 /// kinds=CLASS/ATTR/METHOD:N,...` (hex class, attribute and method).
 impl fmt::Display for Counters<'_> {
@@ -61,13 +62,14 @@ impl fmt::Display for Counters<'_> {
         let (p, s) = (&self.port, &self.sends);
         write!(
             f,
-            "requests={} to_link={} local={} answers={} timed_out={} dropped={} \
-             sent={} sends={} lost={} batches=",
+            "requests={} to_link={} local={} answers={} timed_out={} undeliverable={} \
+             dropped={} sent={} sends={} lost={} batches=",
             p.requests,
             p.to_link,
             p.local,
             p.to_clients,
             p.timed_out,
+            p.undeliverable,
             p.dropped,
             s.mads,
             s.calls,

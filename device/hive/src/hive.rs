@@ -432,11 +432,7 @@ impl Hive {
             let sim_fds = fds.len();
             for &node in &self.sims {
                 if let Node::Sim(sim) = &self.nodes[node] {
-                    fds.extend(sim.fds().into_iter().map(|fd| libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    }));
+                    fds.extend(sim.poll_fds());
                     if let Some(d) = sim.deadline() {
                         deadline = Some(deadline.map_or(d, |x| x.min(d)));
                     }

@@ -5,11 +5,13 @@
 //! their answer reaches the client with no thread hand-off and no link
 //! socket in between (docs/host-sm.md).
 
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ibtca_agents::pma::PortTotals;
 use ibtca_link::{LinkEvent, LocalPort};
+use ibtca_simport::clients::MAX_CLIENTS;
 use ibtca_simport::port::{Out, PortSettings, SimPort};
 use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, SimSockets};
@@ -24,6 +26,11 @@ pub use stats::{ClientSends, Counters, BATCH_BUCKETS};
 /// `ibtca-simport`'s default).
 const MAD_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// MADs kept per client while its socket is full: far more than an SM
+/// keeps outstanding (OpenSM: 4 SMPs on the wire), so only a client that
+/// stopped reading loses any.
+pub const KEPT_PER_CLIENT: usize = 1024;
+
 /// One hosted host port.
 pub struct HostedSim {
     sockets: SimSockets,
@@ -35,6 +42,8 @@ pub struct HostedSim {
     buf: Vec<u8>,
     /// MADs for clients, sent together by [`HostedSim::flush_clients`].
     to_clients: Vec<(usize, Box<SimRequest>)>,
+    /// Per slot, MADs its client's socket has not taken yet, in order.
+    kept: Vec<VecDeque<[u8; REQUEST_LEN]>>,
     /// MADs and `sendmmsg(2)` calls to clients so far.
     client_sends: ClientSends,
 }
@@ -59,6 +68,7 @@ impl HostedSim {
             name: spec.name.clone(),
             buf: read_buffer(),
             to_clients: Vec::new(),
+            kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
             client_sends: ClientSends::default(),
         })
     }
@@ -134,6 +144,11 @@ impl HostedSim {
                     if self.port.clients_attached() < before {
                         self.log_counters("a client detached");
                     }
+                    for slot in 0..MAX_CLIENTS {
+                        if self.port.client(slot).is_none() {
+                            self.forget_kept(slot);
+                        }
+                    }
                 }
                 Datagram::Data(slot, bytes) => {
                     let out = self.port.on_client(slot, &bytes, &self.totals, now);
@@ -184,41 +199,38 @@ impl HostedSim {
     /// Sends the MADs queued for clients since the last flush: each
     /// client's in order, in one system call (the owner calls this once a
     /// turn, before it sleeps: a client gets every answer of the turn
-    /// with one wake-up). A client that does not read loses what its
-    /// socket does not take; one that has gone is detached.
+    /// with one wake-up). What a client's full socket does not take is
+    /// kept, in order, up to [`KEPT_PER_CLIENT`] MADs (beyond that lost
+    /// and counted), and sent when the socket takes more: the owner polls
+    /// it for writing meanwhile ([`HostedSim::poll_fds`]), as ibsim waits
+    /// for a client rather than drop its answer. A client that has gone is
+    /// detached.
     pub fn flush_clients(&mut self) {
-        if self.to_clients.is_empty() {
-            return;
+        for (slot, req) in std::mem::take(&mut self.to_clients) {
+            let Some(kept) = self.kept.get_mut(slot) else {
+                continue;
+            };
+            if kept.len() < KEPT_PER_CLIENT {
+                kept.push_back(req.to_bytes());
+            } else {
+                self.client_sends.lost += 1;
+                ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
+            }
         }
-        let queued = std::mem::take(&mut self.to_clients);
-        let mut slots: Vec<usize> = queued.iter().map(|(s, _)| *s).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        for slot in slots {
-            let bytes: Vec<[u8; REQUEST_LEN]> = queued
-                .iter()
-                .filter(|(s, _)| *s == slot)
-                .map(|(_, r)| r.to_bytes())
-                .collect();
-            let msgs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+        for slot in 0..self.kept.len() {
+            if self.kept[slot].is_empty() {
+                continue;
+            }
+            let msgs: Vec<&[u8]> = self.kept[slot].iter().map(|b| &b[..]).collect();
+            let offered = msgs.len();
             match self.sockets.send_batch(slot, &msgs) {
                 Ok(n) => {
-                    self.client_sends.record(msgs.len(), n);
-                    if n < msgs.len() {
-                        self.client_sends.lost += (msgs.len() - n) as u64;
-                        ibtca_log::guest_warn!(
-                            slot,
-                            lost = msgs.len() - n,
-                            "client does not read: MADs dropped"
-                        );
-                    }
+                    self.client_sends.record(offered, n);
+                    self.kept[slot].drain(..n);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.client_sends.record(msgs.len(), 0);
-                    self.client_sends.lost += msgs.len() as u64;
-                    ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => {
+                    self.forget_kept(slot);
                     if let Some(c) = self.port.detach(slot) {
                         tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
                         self.log_counters("a client gone");
@@ -226,6 +238,32 @@ impl HostedSim {
                 }
             }
         }
+    }
+
+    /// Drops what is kept for `slot`'s client (it has gone), counted lost.
+    fn forget_kept(&mut self, slot: usize) {
+        if let Some(kept) = self.kept.get_mut(slot) {
+            self.client_sends.lost += kept.len() as u64;
+            kept.clear();
+        }
+    }
+
+    /// What to poll: every socket for reading ([`HostedSim::fds`], in that
+    /// order), and a client's for writing too while MADs are kept for it.
+    pub fn poll_fds(&self) -> Vec<libc::pollfd> {
+        self.sockets
+            .fds()
+            .into_iter()
+            .enumerate()
+            .map(|(i, fd)| {
+                let waiting = i > 0 && self.kept.get(i - 1).is_some_and(|k| !k.is_empty());
+                libc::pollfd {
+                    fd,
+                    events: libc::POLLIN | if waiting { libc::POLLOUT } else { 0 },
+                    revents: 0,
+                }
+            })
+            .collect()
     }
 
     /// What the port has sent its clients.
@@ -266,10 +304,11 @@ mod tests {
         SocketAddr::from_abstract_name(&b).unwrap()
     }
 
-    #[test]
-    fn a_turns_answers_reach_the_client_together_in_one_send() {
+    /// A host port of base name `base` with one client attached as
+    /// umad2sim attaches one: (port, client's data socket, its control
+    /// socket, its CONNECT, its slot).
+    fn attached(base: &str) -> (HostedSim, UnixDatagram, UnixDatagram, Ctl, usize) {
         let pid = std::process::id();
-        let base = format!("ibtca-hive-sim-test-{pid}");
         let spec = CaSpec {
             name: "host".into(),
             description: "host".into(),
@@ -277,10 +316,9 @@ mod tests {
             port_guid: 0x77,
             lid: 5,
             port: WireSpec::None,
-            sim: Some(base.clone()),
+            sim: Some(base.to_owned()),
         };
-        let mut sim = HostedSim::new(&spec, &base, false).unwrap();
-        // A client as umad2sim makes one: its data socket, then CONNECT.
+        let mut sim = HostedSim::new(&spec, base, false).unwrap();
         let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
         let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
         let connect = Ctl::connect(&ClientInfo {
@@ -299,13 +337,25 @@ mod tests {
         let slot = answer.client_id as usize;
         data.connect_addr(&addr(&format!("{base}:out{slot}")))
             .unwrap();
+        (sim, data, ctl, connect, slot)
+    }
+
+    /// A NodeInfo Get of the port itself (its own agent answers it).
+    fn node_info_get(tid: u64) -> [u8; REQUEST_LEN] {
+        let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+        smp.tid = tid;
+        SimRequest::smp(PERMISSIVE_LID, smp.to_bytes()).to_bytes()
+    }
+
+    #[test]
+    fn a_turns_answers_reach_the_client_together_in_one_send() {
+        let base = format!("ibtca-hive-sim-test-{}", std::process::id());
+        let (mut sim, data, ctl, connect, slot) = attached(&base);
+        let mut buf = [0u8; 1024];
 
         // Four NodeInfo Gets of the port itself, read in one turn.
         for tid in 1..=4u64 {
-            let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
-            smp.tid = tid;
-            let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
-            data.send(&req.to_bytes()).unwrap();
+            data.send(&node_info_get(tid)).unwrap();
         }
         assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
         data.set_nonblocking(true).unwrap();
@@ -341,5 +391,57 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with(" kinds=81/0011/01:4"), "{line}");
+    }
+
+    #[test]
+    fn answers_wait_for_a_full_client_and_arrive_in_order() {
+        let base = format!("ibtca-hive-sim-full-{}", std::process::id());
+        let (mut sim, data, _ctl, _connect, slot) = attached(&base);
+        let fd = |sim: &HostedSim| sim.poll_fds()[1 + slot];
+        // The client reads nothing; answers go to it until its socket is
+        // full (the sockets are connected both ways, so its send buffer
+        // bounds it, not net.unix.max_dgram_qlen), and a batch beyond.
+        let mut sent = 0u64;
+        let turn = |sim: &mut HostedSim, sent: &mut u64| {
+            for _ in 0..8 {
+                *sent += 1;
+                data.send(&node_info_get(*sent)).unwrap();
+            }
+            assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
+            sim.flush_clients();
+        };
+        while fd(&sim).events & libc::POLLOUT == 0 && sim.client_sends().lost == 0 {
+            assert!(sent < 100_000, "the client's socket never filled");
+            turn(&mut sim, &mut sent);
+        }
+        turn(&mut sim, &mut sent);
+        assert_ne!(fd(&sim).events & libc::POLLOUT, 0, "waits to write");
+        // The client reads what it has; each time its socket can take
+        // more, the owner's next turn sends more, in order.
+        data.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 1024];
+        let mut tids = Vec::new();
+        for _ in 0..sent {
+            while let Ok(n) = data.recv(&mut buf) {
+                let answer = SimRequest::parse(&buf[..n]).unwrap();
+                tids.push(Smp::parse(&answer.mad).unwrap().tid);
+            }
+            if tids.len() as u64 == sent {
+                break;
+            }
+            let mut p = [fd(&sim)];
+            // SAFETY: `p` is one live pollfd for the call's duration.
+            let ready = unsafe { libc::poll(p.as_mut_ptr(), 1, 60_000) };
+            assert_eq!(ready, 1, "the emptied socket is writable");
+            assert_ne!(p[0].revents & libc::POLLOUT, 0);
+            sim.flush_clients();
+        }
+        assert_eq!(
+            tids,
+            (1..=sent).collect::<Vec<_>>(),
+            "every answer, in order"
+        );
+        assert_eq!(sim.client_sends().lost, 0);
+        assert_eq!(fd(&sim).events & libc::POLLOUT, 0, "nothing left to write");
     }
 }

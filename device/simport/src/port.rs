@@ -145,6 +145,11 @@ impl SimPort {
         &self.kinds
     }
 
+    /// The client in `slot`, if one is attached.
+    pub fn client(&self, slot: usize) -> Option<crate::clients::Client> {
+        self.clients.get(slot)
+    }
+
     /// Clients attached.
     pub fn clients_attached(&self) -> usize {
         self.clients.attached()

@@ -23,8 +23,8 @@ pub struct ClientSends {
     pub calls: u64,
     /// System calls by how many MADs they were given ([`BATCH_BUCKETS`]).
     pub batches: [u64; 6],
-    /// MADs for a client that it never got (its socket full, and no
-    /// room left to keep them).
+    /// MADs for a client that it never got: its socket full and no room
+    /// left to keep them, or kept for it when it left.
     pub lost: u64,
 }
 

@@ -3,40 +3,86 @@
 # fat tree (scripts/fat-tree-net.sh RADIX [PODS]: two levels, RADIX*RADIX/2
 # CAs; three levels with PODS, PODS*(RADIX/2)^2 CAs) on ibtca
 # (`ibtca-fabric up --net` with the net's first CA made a host port,
-# docs/host-sm.md) and on ibsim with the same net file, one after the
-# other in each run. For each it prints
+# docs/host-sm.md) and on ibsim with the same net file, both in each run:
+# odd runs ibtca first, even runs ibsim first. For each it prints
 #   sweep        seconds between OpenSM's "Entering DISCOVERING state" and
 #                "SUBNET UP" in its log (`opensm -o`: one heavy sweep);
+#   server       the simulator's CPU over the sweep (from just before
+#                OpenSM starts to its exit; every thread of every process
+#                of it, /proc/PID/task/*/schedstat): `cpu` seconds on a
+#                CPU, `rq-wait` seconds runnable but waiting for one,
+#                `slices` times scheduled, `preempted` involuntary
+#                context switches;
+#   mads         answers the simulator sent OpenSM in the sweep: ibsim's
+#                write(2) calls (/proc/PID/io syscw, one per answer); the
+#                hive's `sent` from its "host port counters" log line
+#                (with its batches per sendmmsg, timed-out, undeliverable
+#                and lost answers); `?` when it logged none;
+#   opensm       its CPU (user+system s), waits (voluntary switches),
+#                preempted (involuntary) and peak RSS (time(1));
 #   discover     wall seconds of one `ibnetdiscover` afterwards, and the
 #                switches, CAs and port lines (two per link) it listed;
 #   hwm          the fabric's peak resident memory after the sweep and the
 #                discovery (VmHWM: the hive's, or every process's summed
-#                with --process-per-node; ibsim's), and OpenSM's (maxrss);
+#                with --process-per-node; ibsim's);
 #   up           (ibtca) wall seconds of `ibtca-fabric up --net`;
-# and the run's ibtca/ibsim sweep ratio.
+# then the run's ibtca/ibsim sweep ratio, and at the end the median of
+# the ratios with their range, and the median server cpu and rq-wait of
+# each simulator.
 #
 #   scripts/bench-host-sm.sh RADIX [RUNS] [PODS]   # after cargo build --release
+#   PIN=1 scripts/bench-host-sm.sh 36 10 4         # everything on CPU 1
 #   PPN=1 scripts/bench-host-sm.sh 36 1            # ibtca --process-per-node
 #
-# Needs opensm, infiniband-diags, libumad2sim0 and ibsim-utils
-# (scripts/host-tools.sh). The release binaries are taken from
-# $CARGO_TARGET_DIR (or target/). ibsim attaches OpenSM to the net's
-# first CA (SIM_HOST), ibtca makes that CA the host port.
+# PIN=CPU runs the fabric (`ibtca-fabric up` and what it starts), ibsim,
+# OpenSM and ibnetdiscover on CPU CPU (taskset -c), as issue 35's ibsim
+# figures were taken: the sweep's wall time is then about the sum of
+# the CPU times. Needs opensm, infiniband-diags, libumad2sim0 and
+# ibsim-utils (scripts/host-tools.sh). The release binaries are taken
+# from $CARGO_TARGET_DIR (or target/), or IBTCA_FABRIC; UMAD2SIM names
+# the library to preload (empty: none). ibsim attaches OpenSM to the
+# net's first CA (SIM_HOST), ibtca makes that CA the host port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-radix=${1:?usage: scripts/bench-host-sm.sh RADIX [RUNS] [PODS]}
+usage() {
+	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+bad() {
+	echo "bench-host-sm.sh: error: $*" >&2
+	echo "usage: scripts/bench-host-sm.sh RADIX [RUNS] [PODS] (--help)" >&2
+	exit 2
+}
+case "${1:-}" in
+-h | --help)
+	usage
+	exit 0
+	;;
+-*) bad "unknown option $1" ;;
+"") bad "RADIX missing" ;;
+esac
+[ $# -le 3 ] || bad "too many arguments"
+radix=$1
 runs=${2:-1}
 pods=${3:-}
+[[ $radix =~ ^[0-9]+$ ]] && [ "$radix" -ge 2 ] && [ $((radix % 2)) = 0 ] || bad "RADIX $radix is not an even number >= 2"
+[[ $runs =~ ^[0-9]+$ ]] && [ "$runs" -ge 1 ] || bad "RUNS $runs is not a number >= 1"
+[ -z "$pods" ] || [[ $pods =~ ^[0-9]+$ ]] || bad "PODS $pods is not a number"
+pin=()
+if [ -n "${PIN:-}" ]; then
+	[[ $PIN =~ ^[0-9]+$ ]] || bad "PIN=$PIN is not a CPU number"
+	pin=(taskset -c "$PIN")
+fi
 ppn=()
 [ "${PPN:-0}" = 0 ] || ppn=(--process-per-node)
 fabric=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-target}/release/ibtca-fabric}
-umad2sim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+umad2sim=${UMAD2SIM-/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so}
 [ -x "$fabric" ] || { echo "$fabric missing: cargo build --release" >&2; exit 1; }
-for t in opensm ibnetdiscover ibsim; do
+for t in opensm ibnetdiscover ibsim ${pin:+taskset}; do
 	command -v "$t" >/dev/null || { echo "$t missing: scripts/host-tools.sh" >&2; exit 1; }
 done
-[ -e "$umad2sim" ] || { echo "$umad2sim missing: scripts/host-tools.sh" >&2; exit 1; }
+[ -z "$umad2sim" ] || [ -e "$umad2sim" ] || { echo "$umad2sim missing: scripts/host-tools.sh" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "/usr/bin/time missing: apt-get install time" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/bench-host-sm.XXXXXX)
 net=$work/fat-tree.net
@@ -49,6 +95,7 @@ first_ca=$(awk -F'"' '/^Ca/ { print $2; exit }' "$net")
 ibsim_size=(-N $((cas + switches + 16)) -S $((switches + 16)) -P $((switches * (radix + 1) + cas * 2 + 64)))
 sock=bench-host-sm-$$
 ibsim_pid=
+hive_log=$work/run/hive.log
 
 cleanup() {
 	"$fabric" down --run-dir "$work/run" >/dev/null 2>&1 || true
@@ -62,28 +109,99 @@ log_time() {
 	awk '{ split($3, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] + $4 / 1e6; exit }'
 }
 
+# "CPU_NS WAIT_NS SLICES PREEMPTED" summed over every thread of the
+# processes $@ (a thread that ended in between is missed: the servers'
+# threads live as long as they do).
+sched() {
+	local pid
+	for pid in "$@"; do
+		cat /proc/"$pid"/task/*/schedstat 2>/dev/null | sed 's/^/s /' || true
+		cat /proc/"$pid"/task/*/status 2>/dev/null | sed -n 's/^nonvoluntary_ctxt_switches:[^0-9]*/p /p' || true
+	done | awk '$1 == "s" { c += $2; w += $3; n += $4 } $1 == "p" { p += $2 } END { printf "%.0f %.0f %.0f %.0f\n", c, w, n, p }'
+}
+
+# write(2) calls of process $1 so far (/proc/PID/io syscw).
+syscw() {
+	awk '/^syscw:/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 0
+}
+
+# The last "host port counters" line of the hive's log, its fields as
+# KEY=VALUE words (none: no line yet).
+hive_counters() {
+	grep 'host port counters' "$hive_log" 2>/dev/null | tail -1 | grep -o '[a-z_]*=[^ ]*' || true
+}
+
+# How many "host port counters" lines the hive's log holds.
+counter_lines() {
+	local n
+	n=$(grep -c 'host port counters' "$hive_log" 2>/dev/null || true)
+	echo "${n:-0}"
+}
+
+# Field $1 of hive_counters output $2 (0 if absent).
+field() {
+	local v
+	v=$(grep -m1 "^$1=" <<<"$2" | cut -d= -f2)
+	echo "${v:-0}"
+}
+
 # One OpenSM sweep and one ibnetdiscover through the port named $1 (and
-# SIM_HOST $2 for ibsim); prints "sweep S discover D switches N cas M".
+# SIM_HOST $2 for ibsim), the server being the processes $3 (its kind $4:
+# ibtca or ibsim); prints its part of the run line and leaves
+# "sweep S cpu C rqwait W" in $work/measured.
 measure() {
-	local log=$work/opensm.log
+	local log=$work/opensm.log kind=$4 s0 s1 w0 w1 c0 c1 lines0 mads
+	local -a pids
+	read -r -a pids <<<"$3"
 	rm -f "$log"
 	# libumad2sim makes its sysfs (sys-PID) in the working directory.
 	cd "$work"
-	IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.rss" -f %M \
-		timeout 900 opensm -o -f "$log" >/dev/null 2>&1 || { echo "opensm failed" >&2; tail -20 "$log" >&2; exit 1; }
+	s0=$(sched "${pids[@]}")
+	[ "$kind" = ibsim ] && w0=$(syscw "${pids[0]}")
+	[ "$kind" = ibtca ] && c0=$(hive_counters) && lines0=$(counter_lines)
+	IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.time" -f '%M %U %S %w %c' \
+		"${pin[@]}" timeout 900 opensm -o -f "$log" >/dev/null 2>&1 || { echo "opensm failed" >&2; tail -20 "$log" >&2; exit 1; }
+	s1=$(sched "${pids[@]}")
 	grep -q 'SUBNET UP' "$log" || { echo "no SUBNET UP" >&2; tail -20 "$log" >&2; exit 1; }
+	if [ "$kind" = ibsim ]; then
+		w1=$(syscw "${pids[0]}")
+		mads=$((w1 - w0))
+	else
+		# OpenSM's DISCONNECT at exit makes the hive log its counters.
+		for _ in $(seq 50); do
+			[ "$(counter_lines)" -gt "$lines0" ] && break
+			sleep 0.1
+		done
+		c1=$(hive_counters)
+		if [ "$(counter_lines)" -gt "$lines0" ]; then
+			mads=$(($(field sent "$c1") - $(field sent "$c0")))
+			local k
+			for k in requests timed_out undeliverable lost; do
+				mads="$mads $k $(($(field "$k" "$c1") - $(field "$k" "$c0")))"
+			done
+			mads="$mads batches $(field batches "$c1")"
+		else
+			mads="?"
+		fi
+	fi
 	local d0 d1 t0 t1 out
 	d0=$(grep -m1 'Entering DISCOVERING state' "$log" | log_time)
 	d1=$(grep -m1 'SUBNET UP' "$log" | log_time)
 	grep ' ERR ' "$log" | sed 's/^/  opensm: /' | head -5 >&2 || true
 	t0=$(date +%s.%N)
-	out=$(IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim timeout 900 ibnetdiscover 2>/dev/null)
+	out=$(IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim "${pin[@]}" timeout 900 ibnetdiscover 2>/dev/null)
 	t1=$(date +%s.%N)
-	awk -v d0="$d0" -v d1="$d1" -v t0="$t0" -v t1="$t1" \
+	awk -v d0="$d0" -v d1="$d1" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v mads="$mads" \
 		-v sw="$(grep -c '^Switch' <<<"$out")" -v ca="$(grep -c '^Ca' <<<"$out")" \
-		-v ports="$(grep -c '^\[' <<<"$out")" -v smrss="$(tail -1 "$work/opensm.rss")" \
-		'BEGIN { printf "sweep %.2f s, ibnetdiscover %.2f s (%d switches, %d CAs, %d port lines), opensm hwm %d MB", d1 - d0, t1 - t0, sw, ca, ports, smrss / 1024 }' |
-		tee "$work/measured"
+		-v ports="$(grep -c '^\[' <<<"$out")" -v sm="$(tail -1 "$work/opensm.time")" \
+		'BEGIN {
+			split(s0, a); split(s1, b); split(sm, o)
+			cpu = (b[1] - a[1]) / 1e9; wait = (b[2] - a[2]) / 1e9
+			printf "sweep %.2f s, server cpu %.2f s rq-wait %.2f s slices %d preempted %d, mads %s, ", d1 - d0, cpu, wait, b[3] - a[3], b[4] - a[4], mads
+			printf "opensm cpu %.2f s waits %d preempted %d hwm %d MB, ", o[2] + o[3], o[4], o[5], o[1] / 1024
+			printf "ibnetdiscover %.2f s (%d switches, %d CAs, %d port lines)", t1 - t0, sw, ca, ports
+			printf "sweep %.3f cpu %.3f rqwait %.3f\n", d1 - d0, cpu, wait > "/dev/stderr"
+		}' 2>"$work/measured"
 }
 
 # Sum of VmHWM (MB) of the processes $@.
@@ -101,31 +219,59 @@ fabric_pids() {
 	grep -o '"pid": *[0-9]*' "$work/run/fabric-state.json" | grep -o '[0-9]*$'
 }
 
-echo "fat tree radix $radix${pods:+, $pods pods}: $cas CAs, $switches switches${ppn[*]:+ (${ppn[*]})}; load $(cut -d' ' -f1-3 /proc/loadavg)"
-for i in $(seq "$runs"); do
+# Run $1 on ibtca: its line; its measures go to $work/ibtca.
+run_ibtca() {
+	local t0 t1 pids
 	t0=$(date +%s.%N)
-	"$fabric" up --net "$net" --run-dir "$work/run" --timeout 600 \
+	"${pin[@]}" "$fabric" up --net "$net" --run-dir "$work/run" --timeout 600 \
 		--sim-port "$first_ca=$sock" "${ppn[@]}" >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; exit 1; }
 	t1=$(date +%s.%N)
-	printf 'ibtca run %d: up %.1f s, %s' "$i" "$(echo "$t1 - $t0" | bc)" "$(measure "$sock" "")"
-	ibtca_sweep=$(awk '{ print $2; exit }' "$work/measured")
-	# shellcheck disable=SC2046
-	printf ', fabric hwm %d MB\n' "$(hwm_mb $(fabric_pids))"
+	pids=$(fabric_pids | tr '\n' ' ')
+	printf 'ibtca run %d: up %.1f s, %s' "$1" "$(echo "$t1 - $t0" | bc)" "$(measure "$sock" "" "$pids" ibtca)"
+	cp "$work/measured" "$work/ibtca"
+	# shellcheck disable=SC2086
+	printf ', fabric hwm %d MB\n' "$(hwm_mb $pids)"
 	"$fabric" down --run-dir "$work/run" >/dev/null
+}
 
-	IBSIM_SOCKNAME=$sock-ibsim ibsim -s "${ibsim_size[@]}" -n "$net" >"$work/ibsim.log" 2>&1 &
+# Run $1 on ibsim: its line; its measures go to $work/ibsim.
+run_ibsim() {
+	IBSIM_SOCKNAME=$sock-ibsim "${pin[@]}" ibsim -s "${ibsim_size[@]}" -n "$net" >"$work/ibsim.log" 2>&1 &
 	ibsim_pid=$!
 	# ibsim binds its sockets, then reads the net: wait for its banner.
 	until grep -qs 'Network simulator ready' "$work/ibsim.log"; do
 		kill -0 "$ibsim_pid" 2>/dev/null || { cat "$work/ibsim.log" >&2; exit 1; }
 		sleep 0.1
 	done
-	printf 'ibsim run %d: %s' "$i" "$(measure "$sock-ibsim" "$first_ca")"
-	ibsim_sweep=$(awk '{ print $2; exit }' "$work/measured")
+	printf 'ibsim run %d: %s' "$1" "$(measure "$sock-ibsim" "$first_ca" "$ibsim_pid" ibsim)"
+	cp "$work/measured" "$work/ibsim"
 	printf ', ibsim hwm %d MB\n' "$(hwm_mb "$ibsim_pid")"
-	awk -v a="$ibtca_sweep" -v b="$ibsim_sweep" \
-		'BEGIN { printf "run %d: sweep ibtca/ibsim %.2f\n", '"$i"', a / b }'
 	kill "$ibsim_pid"
 	wait "$ibsim_pid" 2>/dev/null || true
 	ibsim_pid=
+}
+
+echo "fat tree radix $radix${pods:+, $pods pods}: $cas CAs, $switches switches${ppn[*]:+ (${ppn[*]})}${pin:+, pinned to CPU $PIN}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$work/runs"
+for i in $(seq "$runs"); do
+	if [ $((i % 2)) = 1 ]; then
+		run_ibtca "$i"
+		run_ibsim "$i"
+	else
+		run_ibsim "$i"
+		run_ibtca "$i"
+	fi
+	# "ratio ibtca_cpu ibsim_cpu ibtca_rqwait ibsim_rqwait"
+	paste -d' ' "$work/ibtca" "$work/ibsim" |
+		awk '{ printf "%.4f %s %s %s %s\n", ($8 > 0 ? $2 / $8 : 0), $4, $10, $6, $12 }' >>"$work/runs"
+	awk -v i="$i" 'END { printf "run %d: sweep ibtca/ibsim %.2f\n", i, $1 }' "$work/runs"
 done
+
+# The median of column $1 of the runs, and its min and max.
+stats() {
+	sort -g -k"$1,$1" "$work/runs" | awk -v c="$1" '{ v[NR] = $c }
+		END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'
+}
+printf 'median ibtca/ibsim %s over %d runs\n' "$(stats 1)" "$runs"
+printf 'median server cpu s: ibtca %s, ibsim %s; rq-wait s: ibtca %s, ibsim %s\n' \
+	"$(stats 2)" "$(stats 3)" "$(stats 4)" "$(stats 5)"

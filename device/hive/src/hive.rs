@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -32,6 +32,7 @@ use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
 mod outages;
+mod stranded;
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -45,6 +46,21 @@ pub struct PortRef {
     pub port: u8,
 }
 
+/// Packets the hive dropped between hosted nodes, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// Sent on a port wired to nothing.
+    pub unwired: u64,
+    /// Sent on a wire the control socket took down.
+    pub cut: u64,
+    /// Sent to a switch without power.
+    pub unpowered: u64,
+    /// Refused by a hosted switch on a port whose link is down.
+    pub link_down: u64,
+    /// Over the work queue's limit ([`WORK_LIMIT`]).
+    pub queue_full: u64,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Peer {
     None,
@@ -56,6 +72,8 @@ enum Peer {
 struct Outbox {
     up: Vec<AtomicBool>,
     packets: Mutex<Vec<(u8, Vec<u8>)>>,
+    /// Packets refused on a port whose link is down.
+    refused: AtomicU64,
 }
 
 impl Outbox {
@@ -79,6 +97,7 @@ impl Wires for Outbox {
             .get(usize::from(port).wrapping_sub(1))
             .is_some_and(|u| u.load(Ordering::Relaxed));
         if !up {
+            self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(LinkError::Down);
         }
         self.packets
@@ -120,6 +139,8 @@ pub struct Hive {
     work: VecDeque<(PortRef, LinkEvent)>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
+    /// Packets dropped on in-memory wires, by reason.
+    drops: Drops,
     /// The host ports' nodes.
     sims: Vec<usize>,
     /// Node names, in node order.
@@ -176,6 +197,7 @@ impl Hive {
             sockets: Vec::new(),
             work: VecDeque::new(),
             work_dropped: 0,
+            drops: Drops::default(),
             sims,
             node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
             up: cfg.nodes().map(|(_, w)| vec![false; w.len()]).collect(),
@@ -249,6 +271,32 @@ impl Hive {
         self.sockets.len()
     }
 
+    /// Packets dropped between hosted nodes so far, by reason.
+    pub fn drops(&self) -> Drops {
+        let link_down = self
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Switch(_, outbox) => outbox.refused.load(Ordering::Relaxed),
+                _ => 0,
+            })
+            .sum();
+        Drops {
+            link_down,
+            queue_full: self.work_dropped,
+            ..self.drops
+        }
+    }
+
+    /// Logs every host port's counters ([`HostedSim::counters`]).
+    pub fn log_host_ports(&self, when: &str) {
+        for &node in &self.sims {
+            if let Node::Sim(sim) = &self.nodes[node] {
+                sim.log_counters(when);
+            }
+        }
+    }
+
     /// Hands every queued event to its node, and what they send on.
     pub fn drain_work(&mut self) {
         while let Some((to, ev)) = self.work.pop_front() {
@@ -271,6 +319,9 @@ impl Hive {
     fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
         if self.off.contains_key(&to.node) {
             // A switch without power hears nothing.
+            if let LinkEvent::Packet(_) = ev {
+                self.drops.unpowered += 1;
+            }
             return;
         }
         if let LinkEvent::Up { .. } | LinkEvent::Down { .. } = &ev {
@@ -283,6 +334,10 @@ impl Hive {
                     }
                 }
             }
+        }
+        if let (true, LinkEvent::Packet(p)) = (matches!(self.nodes[to.node], Node::Sim(_)), &ev) {
+            // A request a host port may hand to its SM client.
+            self.mark_left(p);
         }
         let out: Vec<(u8, Vec<u8>)> = match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
@@ -323,13 +378,14 @@ impl Hive {
             .copied()
             .unwrap_or(Peer::None);
         match peer {
-            Peer::None => {}
-            Peer::Hive(_) if self.cut.contains(&(from.node, from.port)) => {}
+            Peer::None => self.drops.unwired += 1,
+            Peer::Hive(_) if self.cut.contains(&(from.node, from.port)) => self.drops.cut += 1,
             Peer::Hive(to) if self.work.len() < WORK_LIMIT => {
                 self.work.push_back((to, LinkEvent::Packet(packet)));
             }
             Peer::Hive(_) => self.work_dropped += 1,
             Peer::Socket(i) => {
+                self.mark_left(&packet);
                 self.sockets[i].1.send(packet);
             }
         }
@@ -350,6 +406,7 @@ impl Hive {
             if !self.work.is_empty() {
                 continue;
             }
+            self.answer_stranded();
             self.flush_sims();
             self.write_status();
             fds.clear();
@@ -375,11 +432,7 @@ impl Hive {
             let sim_fds = fds.len();
             for &node in &self.sims {
                 if let Node::Sim(sim) = &self.nodes[node] {
-                    fds.extend(sim.fds().into_iter().map(|fd| libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    }));
+                    fds.extend(sim.poll_fds());
                     if let Some(d) = sim.deadline() {
                         deadline = Some(deadline.map_or(d, |x| x.min(d)));
                     }
@@ -589,6 +642,7 @@ fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
     let outbox = Arc::new(Outbox {
         up: (0..n).map(|_| AtomicBool::new(false)).collect(),
         packets: Mutex::new(Vec::new()),
+        refused: AtomicU64::new(0),
     });
     let config = SwitchConfig {
         name: s.description.clone(),
@@ -612,3 +666,6 @@ fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
 fn queue(work: &mut VecDeque<(PortRef, LinkEvent)>, at: PortRef, events: &mut Vec<LinkEvent>) {
     work.extend(events.drain(..).map(|ev| (at, ev)));
 }
+
+#[cfg(test)]
+mod tests;

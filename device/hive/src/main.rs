@@ -106,6 +106,15 @@ fn main() -> ExitCode {
     }
     let mut byte = [0u8; 1];
     let _ = stop_rx.read(&mut byte);
-    tracing::info!(work_dropped = hive.work_dropped, "hive stopped");
+    hive.log_host_ports("at exit");
+    let d = hive.drops();
+    tracing::info!(
+        dropped_unwired = d.unwired,
+        dropped_cut = d.cut,
+        dropped_unpowered = d.unpowered,
+        dropped_link_down = d.link_down,
+        dropped_queue_full = d.queue_full,
+        "hive stopped"
+    );
     ExitCode::SUCCESS
 }

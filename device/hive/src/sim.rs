@@ -5,11 +5,13 @@
 //! their answer reaches the client with no thread hand-off and no link
 //! socket in between (docs/host-sm.md).
 
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ibtca_agents::pma::PortTotals;
 use ibtca_link::{LinkEvent, LocalPort};
+use ibtca_simport::clients::MAX_CLIENTS;
 use ibtca_simport::port::{Out, PortSettings, SimPort};
 use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, SimSockets};
@@ -17,9 +19,17 @@ use ibtca_simport::wire::{SimRequest, REQUEST_LEN};
 
 use crate::config::CaSpec;
 
+mod stats;
+pub use stats::{ClientSends, Counters, BATCH_BUCKETS};
+
 /// How long a client's request waits for its response (as
 /// `ibtca-simport`'s default).
 const MAD_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// MADs kept per client while its socket is full: far more than an SM
+/// keeps outstanding (OpenSM: 4 SMPs on the wire), so only a client that
+/// stopped reading loses any.
+pub const KEPT_PER_CLIENT: usize = 1024;
 
 /// One hosted host port.
 pub struct HostedSim {
@@ -27,20 +37,15 @@ pub struct HostedSim {
     port: SimPort,
     totals: PortTotals,
     guid: u64,
+    /// The node's name, in the log.
+    name: String,
     buf: Vec<u8>,
     /// MADs for clients, sent together by [`HostedSim::flush_clients`].
     to_clients: Vec<(usize, Box<SimRequest>)>,
+    /// Per slot, MADs its client's socket has not taken yet, in order.
+    kept: Vec<VecDeque<[u8; REQUEST_LEN]>>,
     /// MADs and `sendmmsg(2)` calls to clients so far.
     client_sends: ClientSends,
-}
-
-/// What the port sent its clients.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientSends {
-    /// MADs the clients' sockets took.
-    pub mads: u64,
-    /// System calls that carried them.
-    pub calls: u64,
 }
 
 impl HostedSim {
@@ -60,8 +65,10 @@ impl HostedSim {
             port: SimPort::new(settings, MAD_TIMEOUT),
             totals: PortTotals::default(),
             guid: spec.guid,
+            name: spec.name.clone(),
             buf: read_buffer(),
             to_clients: Vec::new(),
+            kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
             client_sends: ClientSends::default(),
         })
     }
@@ -132,7 +139,16 @@ impl HostedSim {
         for d in read {
             match d {
                 Datagram::Ctl(bytes, from) => {
+                    let before = self.port.clients_attached();
                     serve_control(&mut self.port, &self.sockets, &bytes, &from);
+                    if self.port.clients_attached() < before {
+                        self.log_counters("a client detached");
+                    }
+                    for slot in 0..MAX_CLIENTS {
+                        if self.port.client(slot).is_none() {
+                            self.forget_kept(slot);
+                        }
+                    }
                 }
                 Datagram::Data(slot, bytes) => {
                     let out = self.port.on_client(slot, &bytes, &self.totals, now);
@@ -143,6 +159,25 @@ impl HostedSim {
         let out = self.port.tick(now);
         packets.extend(self.carry(out));
         packets
+    }
+
+    /// The request that went out with TID `tid` has left the hive's sight
+    /// (`hive/stranded.rs`): it waits for its answer or its timeout.
+    pub fn mark_left(&mut self, tid: u64) {
+        self.port.mark_left(tid);
+    }
+
+    /// Queues every request that stayed in the hive unanswered for its
+    /// client, with status 110 (`hive/stranded.rs`).
+    pub fn answer_stranded(&mut self) {
+        let out = self.port.stranded();
+        let none = self.carry(out);
+        debug_assert!(none.is_empty());
+    }
+
+    /// How long a client's request waits for its answer from now on.
+    pub fn set_request_timeout(&mut self, timeout: Duration) {
+        self.port.set_request_timeout(timeout);
     }
 
     /// Sends what is for clients; returns what is for the link.
@@ -164,50 +199,90 @@ impl HostedSim {
     /// Sends the MADs queued for clients since the last flush: each
     /// client's in order, in one system call (the owner calls this once a
     /// turn, before it sleeps: a client gets every answer of the turn
-    /// with one wake-up). A client that does not read loses what its
-    /// socket does not take; one that has gone is detached.
+    /// with one wake-up). What a client's full socket does not take is
+    /// kept, in order, up to [`KEPT_PER_CLIENT`] MADs (beyond that lost
+    /// and counted), and sent when the socket takes more: the owner polls
+    /// it for writing meanwhile ([`HostedSim::poll_fds`]), as ibsim waits
+    /// for a client rather than drop its answer. A client that has gone is
+    /// detached.
     pub fn flush_clients(&mut self) {
-        if self.to_clients.is_empty() {
-            return;
+        for (slot, req) in std::mem::take(&mut self.to_clients) {
+            let Some(kept) = self.kept.get_mut(slot) else {
+                continue;
+            };
+            if kept.len() < KEPT_PER_CLIENT {
+                kept.push_back(req.to_bytes());
+            } else {
+                self.client_sends.lost += 1;
+                ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
+            }
         }
-        let queued = std::mem::take(&mut self.to_clients);
-        let mut slots: Vec<usize> = queued.iter().map(|(s, _)| *s).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        for slot in slots {
-            let bytes: Vec<[u8; REQUEST_LEN]> = queued
-                .iter()
-                .filter(|(s, _)| *s == slot)
-                .map(|(_, r)| r.to_bytes())
-                .collect();
-            let msgs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+        for slot in 0..self.kept.len() {
+            if self.kept[slot].is_empty() {
+                continue;
+            }
+            let msgs: Vec<&[u8]> = self.kept[slot].iter().map(|b| &b[..]).collect();
+            let offered = msgs.len();
             match self.sockets.send_batch(slot, &msgs) {
                 Ok(n) => {
-                    self.client_sends.calls += 1;
-                    self.client_sends.mads += n as u64;
-                    if n < msgs.len() {
-                        ibtca_log::guest_warn!(
-                            slot,
-                            lost = msgs.len() - n,
-                            "client does not read: MADs dropped"
-                        );
-                    }
+                    self.client_sends.record(offered, n);
+                    self.kept[slot].drain(..n);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => {
+                    self.forget_kept(slot);
                     if let Some(c) = self.port.detach(slot) {
                         tracing::info!(slot, pid = c.pid, "client gone ({e}): detached");
+                        self.log_counters("a client gone");
                     }
                 }
             }
         }
     }
 
+    /// Drops what is kept for `slot`'s client (it has gone), counted lost.
+    fn forget_kept(&mut self, slot: usize) {
+        if let Some(kept) = self.kept.get_mut(slot) {
+            self.client_sends.lost += kept.len() as u64;
+            kept.clear();
+        }
+    }
+
+    /// What to poll: every socket for reading ([`HostedSim::fds`], in that
+    /// order), and a client's for writing too while MADs are kept for it.
+    pub fn poll_fds(&self) -> Vec<libc::pollfd> {
+        self.sockets
+            .fds()
+            .into_iter()
+            .enumerate()
+            .map(|(i, fd)| {
+                let waiting = i > 0 && self.kept.get(i - 1).is_some_and(|k| !k.is_empty());
+                libc::pollfd {
+                    fd,
+                    events: libc::POLLIN | if waiting { libc::POLLOUT } else { 0 },
+                    revents: 0,
+                }
+            })
+            .collect()
+    }
+
     /// What the port has sent its clients.
     pub fn client_sends(&self) -> ClientSends {
         self.client_sends
+    }
+
+    /// The port's counters since it started.
+    pub fn counters(&self) -> Counters<'_> {
+        Counters {
+            port: self.port.counts(),
+            sends: self.client_sends,
+            kinds: self.port.request_kinds(),
+        }
+    }
+
+    /// Logs [`HostedSim::counters`], saying `when`.
+    pub fn log_counters(&self, when: &str) {
+        tracing::info!(node = %self.name, "host port counters ({when}): {}", self.counters());
     }
 }
 
@@ -229,10 +304,11 @@ mod tests {
         SocketAddr::from_abstract_name(&b).unwrap()
     }
 
-    #[test]
-    fn a_turns_answers_reach_the_client_together_in_one_send() {
+    /// A host port of base name `base` with one client attached as
+    /// umad2sim attaches one: (port, client's data socket, its control
+    /// socket, its CONNECT, its slot).
+    fn attached(base: &str) -> (HostedSim, UnixDatagram, UnixDatagram, Ctl, usize) {
         let pid = std::process::id();
-        let base = format!("ibtca-hive-sim-test-{pid}");
         let spec = CaSpec {
             name: "host".into(),
             description: "host".into(),
@@ -240,10 +316,9 @@ mod tests {
             port_guid: 0x77,
             lid: 5,
             port: WireSpec::None,
-            sim: Some(base.clone()),
+            sim: Some(base.to_owned()),
         };
-        let mut sim = HostedSim::new(&spec, &base, false).unwrap();
-        // A client as umad2sim makes one: its data socket, then CONNECT.
+        let mut sim = HostedSim::new(&spec, base, false).unwrap();
         let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
         let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
         let connect = Ctl::connect(&ClientInfo {
@@ -262,19 +337,33 @@ mod tests {
         let slot = answer.client_id as usize;
         data.connect_addr(&addr(&format!("{base}:out{slot}")))
             .unwrap();
+        (sim, data, ctl, connect, slot)
+    }
+
+    /// A NodeInfo Get of the port itself (its own agent answers it).
+    fn node_info_get(tid: u64) -> [u8; REQUEST_LEN] {
+        let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+        smp.tid = tid;
+        SimRequest::smp(PERMISSIVE_LID, smp.to_bytes()).to_bytes()
+    }
+
+    #[test]
+    fn a_turns_answers_reach_the_client_together_in_one_send() {
+        let base = format!("ibtca-hive-sim-test-{}", std::process::id());
+        let (mut sim, data, ctl, connect, slot) = attached(&base);
+        let mut buf = [0u8; 1024];
 
         // Four NodeInfo Gets of the port itself, read in one turn.
         for tid in 1..=4u64 {
-            let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
-            smp.tid = tid;
-            let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
-            data.send(&req.to_bytes()).unwrap();
+            data.send(&node_info_get(tid)).unwrap();
         }
         assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
         data.set_nonblocking(true).unwrap();
         assert!(data.recv(&mut buf).is_err(), "nothing before the flush");
         sim.flush_clients();
-        assert_eq!(sim.client_sends(), ClientSends { mads: 4, calls: 1 });
+        let sends = sim.client_sends();
+        assert_eq!((sends.mads, sends.calls), (4, 1));
+        assert_eq!(sends.batches, [0, 0, 0, 1, 0, 0], "one batch of four");
         for tid in 1..=4u64 {
             let n = data.recv(&mut buf).unwrap();
             assert_eq!(n, REQUEST_LEN);
@@ -284,5 +373,75 @@ mod tests {
             assert_eq!(&smp.data[12..20], &0x77u64.to_be_bytes(), "NodeGUID");
         }
         assert!(data.recv(&mut buf).is_err(), "four answers, no more");
+        // The client leaves: the port's counters say what it did.
+        let disconnect = Ctl {
+            kind: CtlType::Disconnect.to_wire(),
+            client_id: slot as u32,
+            ..connect
+        };
+        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
+            .unwrap();
+        assert!(sim.service(&[0], Instant::now()).is_empty());
+        let counts = sim.counters().port;
+        assert_eq!((counts.requests, counts.local), (4, 4));
+        assert_eq!(sim.port.clients_attached(), 0);
+        let line = sim.counters().to_string();
+        assert!(
+            line.contains(" batches=1:0,2:0,3:0,4:1,5-8:0,>8:0 "),
+            "{line}"
+        );
+        assert!(line.ends_with(" kinds=81/0011/01:4"), "{line}");
+    }
+
+    #[test]
+    fn answers_wait_for_a_full_client_and_arrive_in_order() {
+        let base = format!("ibtca-hive-sim-full-{}", std::process::id());
+        let (mut sim, data, _ctl, _connect, slot) = attached(&base);
+        let fd = |sim: &HostedSim| sim.poll_fds()[1 + slot];
+        // The client reads nothing; answers go to it until its socket is
+        // full (the sockets are connected both ways, so its send buffer
+        // bounds it, not net.unix.max_dgram_qlen), and a batch beyond.
+        let mut sent = 0u64;
+        let turn = |sim: &mut HostedSim, sent: &mut u64| {
+            for _ in 0..8 {
+                *sent += 1;
+                data.send(&node_info_get(*sent)).unwrap();
+            }
+            assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
+            sim.flush_clients();
+        };
+        while fd(&sim).events & libc::POLLOUT == 0 && sim.client_sends().lost == 0 {
+            assert!(sent < 100_000, "the client's socket never filled");
+            turn(&mut sim, &mut sent);
+        }
+        turn(&mut sim, &mut sent);
+        assert_ne!(fd(&sim).events & libc::POLLOUT, 0, "waits to write");
+        // The client reads what it has; each time its socket can take
+        // more, the owner's next turn sends more, in order.
+        data.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 1024];
+        let mut tids = Vec::new();
+        for _ in 0..sent {
+            while let Ok(n) = data.recv(&mut buf) {
+                let answer = SimRequest::parse(&buf[..n]).unwrap();
+                tids.push(Smp::parse(&answer.mad).unwrap().tid);
+            }
+            if tids.len() as u64 == sent {
+                break;
+            }
+            let mut p = [fd(&sim)];
+            // SAFETY: `p` is one live pollfd for the call's duration.
+            let ready = unsafe { libc::poll(p.as_mut_ptr(), 1, 60_000) };
+            assert_eq!(ready, 1, "the emptied socket is writable");
+            assert_ne!(p[0].revents & libc::POLLOUT, 0);
+            sim.flush_clients();
+        }
+        assert_eq!(
+            tids,
+            (1..=sent).collect::<Vec<_>>(),
+            "every answer, in order"
+        );
+        assert_eq!(sim.client_sends().lost, 0);
+        assert_eq!(fd(&sim).events & libc::POLLOUT, 0, "nothing left to write");
     }
 }

@@ -36,6 +36,10 @@ struct Pending {
     deadline: Instant,
     /// The request as the client sent it (returned on timeout).
     request: SimRequest,
+    /// It left the owner's reach (to a node outside, or to a client):
+    /// only its response or its deadline ends it. See
+    /// [`Clients::stranded`].
+    left: bool,
 }
 
 /// The slots and the requests in flight.
@@ -69,6 +73,11 @@ impl Clients {
     /// The client in `slot`, if one is attached.
     pub fn get(&self, slot: usize) -> Option<Client> {
         self.slots.get(slot).copied().flatten()
+    }
+
+    /// Slots a client holds.
+    pub fn attached(&self) -> usize {
+        self.slots.iter().flatten().count()
     }
 
     /// The slot of the port's SM client.
@@ -108,7 +117,8 @@ impl Clients {
     }
 
     /// Records `request` (TID `client_tid` from `slot`) as sent with TID
-    /// `tid` at `now`.
+    /// `tid` at `now`; `left`: it went where the owner cannot see it
+    /// answered or dropped (to another client).
     pub fn sent(
         &mut self,
         tid: u64,
@@ -116,6 +126,7 @@ impl Clients {
         client_tid: u64,
         request: SimRequest,
         now: Instant,
+        left: bool,
     ) {
         self.pending.insert(
             tid,
@@ -124,8 +135,46 @@ impl Clients {
                 client_tid,
                 deadline: now + self.timeout,
                 request,
+                left,
             },
         );
+    }
+
+    /// How long a request waits for its response from now on.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// The request sent with TID `tid`, if one waits, has left the
+    /// owner's reach (to a node outside, or to a client).
+    pub fn mark_left(&mut self, tid: u64) {
+        if let Some(p) = self.pending.get_mut(&tid) {
+            p.left = true;
+        }
+    }
+
+    /// Requests that never left the owner's reach and are unanswered:
+    /// each goes back to its slot with status ETIMEDOUT now. An owner
+    /// that carries every packet to every node it hosts within one turn
+    /// (the hive) calls this at the end of a turn: such a request was
+    /// dropped on its way (a link down, a switch that refused it) and
+    /// can never be answered, so its client need not wait out the
+    /// timeout (as ibsim answers a MAD it cannot deliver at once).
+    pub fn stranded(&mut self) -> Vec<(usize, SimRequest)> {
+        if self.pending.values().all(|p| p.left) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.pending.retain(|_, p| {
+            if p.left {
+                return true;
+            }
+            let mut r = p.request.clone();
+            r.status = crate::wire::STATUS_TIMED_OUT;
+            out.push((p.slot, r));
+            false
+        });
+        out
     }
 
     /// The response with TID `tid` arrived: the slot that waits for it and
@@ -215,8 +264,8 @@ mod tests {
         let t0 = Instant::now();
         let tid = wire_tid(0xabcd_0000_1234_5678, 7);
         assert_eq!(slot_of(tid), 7);
-        c.sent(tid, 7, 0xabcd_0000_1234_5678, request(), t0);
-        c.sent(wire_tid(1, 2), 2, 1, request(), t0);
+        c.sent(tid, 7, 0xabcd_0000_1234_5678, request(), t0, true);
+        c.sent(wire_tid(1, 2), 2, 1, request(), t0, true);
         assert_eq!(c.answered(tid), Some((7, 0xabcd_0000_1234_5678)));
         assert_eq!(c.answered(tid), None, "one response per request");
         assert!(c.expired(t0).is_empty());
@@ -225,5 +274,21 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, out[0].1.status), (2, 110));
         assert_eq!(c.in_flight(), 0);
+    }
+
+    #[test]
+    fn only_requests_that_never_left_are_stranded() {
+        let mut c = Clients::new(Duration::from_secs(3600));
+        let t0 = Instant::now();
+        c.sent(wire_tid(1, 0), 0, 1, request(), t0, false);
+        c.sent(wire_tid(2, 0), 0, 2, request(), t0, false);
+        c.sent(wire_tid(3, 1), 1, 3, request(), t0, true);
+        c.mark_left(wire_tid(2, 0));
+        let out = c.stranded();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, out[0].1.status), (0, 110));
+        assert_eq!(c.in_flight(), 2);
+        assert!(c.stranded().is_empty());
+        assert_eq!(c.answered(wire_tid(2, 0)), Some((0, 2)));
     }
 }

@@ -19,6 +19,7 @@
 //! client that waits for them, SMInfo, traps, reports and other classes'
 //! requests to the SM client; the rest is dropped and counted.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
@@ -54,14 +55,19 @@ impl Out {
 /// What the port counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortCounts {
+    /// MADs clients sent (well-formed envelopes from attached clients).
+    pub requests: u64,
     /// MADs from clients sent onto the link.
     pub to_link: u64,
     /// MADs from clients the port's own agents answered.
     pub local: u64,
     /// MADs from the link handed to a client.
     pub to_clients: u64,
-    /// Requests returned with ETIMEDOUT.
+    /// Requests returned with ETIMEDOUT: refused, or out of time.
     pub timed_out: u64,
+    /// Requests returned with ETIMEDOUT at once because the fabric
+    /// dropped them ([`SimPort::stranded`]).
+    pub undeliverable: u64,
     /// Messages dropped: malformed, for no client, or not allowed.
     pub dropped: u64,
 }
@@ -91,6 +97,8 @@ pub struct SimPort {
     pub(crate) clients: Clients,
     pub(crate) settings: PortSettings,
     counts: PortCounts,
+    /// Clients' MADs by (management class, attribute, method).
+    kinds: BTreeMap<(u8, u16, u8), u64>,
 }
 
 impl SimPort {
@@ -111,6 +119,7 @@ impl SimPort {
             clients: Clients::new(timeout),
             settings,
             counts: PortCounts::default(),
+            kinds: BTreeMap::new(),
         }
     }
 
@@ -129,6 +138,21 @@ impl SimPort {
     /// What the port counted.
     pub fn counts(&self) -> PortCounts {
         self.counts
+    }
+
+    /// Clients' MADs so far by (management class, attribute, method).
+    pub fn request_kinds(&self) -> &BTreeMap<(u8, u16, u8), u64> {
+        &self.kinds
+    }
+
+    /// The client in `slot`, if one is attached.
+    pub fn client(&self, slot: usize) -> Option<crate::clients::Client> {
+        self.clients.get(slot)
+    }
+
+    /// Clients attached.
+    pub fn clients_attached(&self) -> usize {
+        self.clients.attached()
     }
 
     fn drop_with(&mut self, why: &str) -> Vec<Out> {
@@ -160,6 +184,11 @@ impl SimPort {
             return Vec::new();
         };
         let h = MadHeader::read(&req.mad);
+        self.counts.requests += 1;
+        *self
+            .kinds
+            .entry((h.mgmt_class, h.attr_id, h.method))
+            .or_default() += 1;
         if h.base_version != 1 {
             return self.timed_out(slot, req);
         }
@@ -180,8 +209,10 @@ impl SimPort {
                 self.counts.to_link += 1;
             }
             if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
+                // One for the port's SM client has left the fabric's reach.
+                let left = !matches!(out.first(), Some(Out::Link(_)));
                 self.clients
-                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now);
+                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now, left);
             }
         }
         out
@@ -465,6 +496,31 @@ impl SimPort {
             out.push(Out::Link(trap));
         }
         out
+    }
+
+    /// Requests sent onto the link that the owner saw neither leave its
+    /// reach ([`SimPort::mark_left`]) nor answered: back to their clients
+    /// with ETIMEDOUT now ([`Clients::stranded`]).
+    pub fn stranded(&mut self) -> Vec<Out> {
+        let out: Vec<Out> = self
+            .clients
+            .stranded()
+            .into_iter()
+            .map(|(slot, r)| Out::client(slot, r))
+            .collect();
+        self.counts.undeliverable += out.len() as u64;
+        out
+    }
+
+    /// The request that went out with TID `tid` (as on the wire) left the
+    /// owner's reach: only its response or its timeout ends it.
+    pub fn mark_left(&mut self, tid: u64) {
+        self.clients.mark_left(tid);
+    }
+
+    /// How long a client's request waits for its response from now on.
+    pub fn set_request_timeout(&mut self, timeout: std::time::Duration) {
+        self.clients.set_timeout(timeout);
     }
 
     /// When [`SimPort::tick`] has something to do next.

@@ -14,7 +14,9 @@
 //!   the layer on the host, and `down` undoes the root view's and the
 //!   layer's mounts;
 //! - each guest reports its uptime at its first command (boot to the first
-//!   `--run` command; printed, docs/guest-root.md has the measurements).
+//!   `--run` command; printed, docs/guest-root.md has the measurements);
+//! - after the run, `scripts/guest-layer.sh hello hello` reuses n1's layer
+//!   (the key is the sorted, deduplicated list) and installs nothing.
 //!
 //! Needs the VM stack (scripts/setup-vm-stack.sh), root and the package
 //! mirror (for the layer, once): `scripts/test.sh` runs it; plain `cargo
@@ -140,6 +142,21 @@ fn debian_root_guests_run_commands_packages_and_verbs() {
             .contains(&format!("{}/layer-", run.display())),
         "down left a layer mounted"
     );
+
+    // A later run asking for the same packages (in any order, repeated)
+    // reuses the layer: the script finds it by its key and installs
+    // nothing.
+    let again = std::process::Command::new("bash")
+        .arg(stack.repo().join("scripts/guest-layer.sh"))
+        .args(["hello", "hello"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{said}");
+    assert!(said.contains("[guest-layer] reusing "), "{said}");
+    assert!(!said.contains("installing"), "{said}");
+    let upper = PathBuf::from(String::from_utf8_lossy(&again.stdout).trim());
+    assert!(layer_uppers().contains(&upper), "{upper:?}");
 }
 
 /// The upper directories of every cached package layer.

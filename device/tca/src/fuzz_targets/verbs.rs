@@ -29,7 +29,11 @@
 //! DETACH_MCAST takes out an attached QP or fails with the table
 //! unchanged. (With at most 4 QPs the input never fills a group's
 //! `MAX_MCAST_QPS`; `verbs::multicast`'s unit tests and
-//! `tests/tests/ud_multicast.rs` do.)
+//! `tests/tests/ud_multicast.rs` do.) The multicast invariants are checked
+//! against a model of the table ([`mcast`]): each outcome against its
+//! group, the whole table after each step that could change it.
+
+mod mcast;
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -44,11 +48,10 @@ use crate::verbs::commands::{execute, Reply};
 use crate::verbs::datapath::Doorbell;
 use crate::verbs::db_record::RecordQueue;
 use crate::verbs::mr::RemoteRight;
-use crate::verbs::multicast::{is_multicast_gid, is_multicast_lid, McastGroup};
 use crate::verbs::mw::BindRequest;
-use crate::verbs::qp::QpType;
 use crate::verbs::translate::{GpaRanges, MAX_TOTAL_MR_PAGES, PAGE_SIZE};
 use crate::verbs::{Limits, PortAttrs, Verbs};
+use mcast::McastModel;
 
 /// Where the fuzzed guest memory starts (below it nothing is mapped).
 const RAM: u64 = 0x1_0000;
@@ -127,9 +130,12 @@ fn run(input: &mut Input, mem: &GuestMemory) -> Verbs {
     };
     let mut v = Verbs::new(limits, PortAttrs::default(), input.u64());
     let mut made = Made::default();
+    let mut model = McastModel::default();
     while !input.is_empty() {
+        let live_qps = v.qps.len();
+        let mut mcast_step = false;
         match input.u8() % 9 {
-            0 => command(input, mem, &mut v, &mut made),
+            0 => mcast_step = command(input, mem, &mut v, &mut made, &mut model),
             1 => {
                 let at = RAM + u64::from(input.u16());
                 let n = usize::from(input.u8() % 64);
@@ -193,36 +199,11 @@ fn run(input: &mut Input, mem: &GuestMemory) -> Verbs {
             assert!(a.posted.to_native() <= a.max_wr.to_native(), "SRQ overrun");
             assert!(a.srq_limit.to_native() < a.max_wr.to_native(), "SRQ limit");
         }
-        mcast_table(&v);
-    }
-    v
-}
-
-/// The multicast table's invariants (see the module documentation).
-fn mcast_table(v: &Verbs) {
-    let groups = v.mcast.groups();
-    assert!(
-        groups.len() <= MAX_MCAST_GROUPS as usize,
-        "{} multicast groups",
-        groups.len()
-    );
-    let mut mgids = std::collections::HashSet::new();
-    for g in groups {
-        assert!(mgids.insert(g.mgid), "two groups of one MGID");
-        assert!(is_multicast_gid(&g.mgid) && is_multicast_lid(g.mlid));
-        assert!(
-            (1..=MAX_MCAST_QPS as usize).contains(&g.qps.len()),
-            "{} QPs in a group",
-            g.qps.len()
-        );
-        for (i, &qpn) in g.qps.iter().enumerate() {
-            assert!(!g.qps[i + 1..].contains(&qpn), "QP {qpn} attached twice");
-            assert!(
-                v.qps.get(qpn).is_some_and(|qp| qp.qp_type == QpType::Ud),
-                "QP {qpn} attached to a group is no live UD QP"
-            );
+        if mcast_step || v.qps.len() != live_qps || v.mcast.groups().len() != model.len() {
+            model.check(&v);
         }
     }
+    v
 }
 
 /// The MGID of group `n` of the few the input steers to.
@@ -232,43 +213,6 @@ fn mgid(n: u32) -> [u8; 16] {
     ];
     g[12..].copy_from_slice(&n.to_be_bytes());
     g
-}
-
-/// ATTACH_MCAST or DETACH_MCAST ended as the table `before` says it
-/// must (see the module documentation).
-fn mcast_outcome(before: &[McastGroup], v: &Verbs, opcode: u8, params: &[u8; 48], status: u16) {
-    let mut p = CmdMcast::default();
-    p.as_mut_slice()
-        .copy_from_slice(&params[..size_of::<CmdMcast>()]);
-    let qpn = p.qpn.to_native();
-    let group = |groups: &[McastGroup]| groups.iter().find(|g| g.mgid == p.mgid).cloned();
-    let was = group(before).is_some_and(|g| g.qps.contains(&qpn));
-    let now = v.mcast.members(&p.mgid).contains(&qpn);
-    match (opcode, status) {
-        (CMD_ATTACH_MCAST, CMD_ST_OK) => {
-            assert!(now, "ATTACH_MCAST succeeded: QP {qpn} in the group");
-            if was {
-                assert_eq!(v.mcast.groups(), before, "a second attach is a no-op");
-            }
-        }
-        (CMD_DETACH_MCAST, CMD_ST_OK) => {
-            assert!(was && !now, "DETACH_MCAST took out an attached QP {qpn}");
-        }
-        _ => {
-            assert_eq!(
-                v.mcast.groups(),
-                before,
-                "a failed {opcode:#x} changed the table"
-            );
-            if opcode == CMD_ATTACH_MCAST && i32::from(status) == libc::ENOMEM {
-                let full = match group(before) {
-                    Some(g) => g.qps.len() == MAX_MCAST_QPS as usize,
-                    None => before.len() == MAX_MCAST_GROUPS as usize,
-                };
-                assert!(full, "ENOMEM with room in the table and the group");
-            }
-        }
-    }
 }
 
 /// Doorbell records: bound at any address of guest memory (or not),
@@ -337,7 +281,16 @@ fn page_table(input: &mut Input, mem: &GuestMemory) {
     }
 }
 
-fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made) {
+/// One command (steered or not); true if it was ATTACH_MCAST,
+/// DETACH_MCAST or DESTROY_QP, the commands that change the multicast
+/// table (`model` follows their outcomes).
+fn command(
+    input: &mut Input,
+    mem: &GuestMemory,
+    v: &mut Verbs,
+    made: &mut Made,
+    model: &mut McastModel,
+) -> bool {
     let raw_opcode = input.u8();
     let opcode = input.pick(&[
         CMD_REG_MR,
@@ -422,10 +375,9 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             if opcode == CMD_ATTACH_MCAST && input.u8() < 16 {
                 for n in 0..u32::from(input.u8()) * 2 {
                     p.mgid = mgid(8 + n);
-                    let before = v.mcast.groups().to_vec();
                     let bytes = p.as_slice().try_into().expect("48 bytes");
                     let (status, _) = execute(v, mem, opcode, bytes);
-                    mcast_outcome(&before, v, opcode, bytes, status);
+                    model.outcome(v, opcode, bytes, status);
                 }
             }
             params.copy_from_slice(p.as_slice());
@@ -450,18 +402,13 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             params.copy_from_slice(m.as_slice());
         }
     }
-    let before =
-        matches!(opcode, CMD_ATTACH_MCAST | CMD_DETACH_MCAST).then(|| v.mcast.groups().to_vec());
     let (status, reply) = execute(v, mem, opcode, &params);
-    if let Some(before) = before {
-        mcast_outcome(&before, v, opcode, &params, status);
+    if matches!(opcode, CMD_ATTACH_MCAST | CMD_DETACH_MCAST) {
+        model.outcome(v, opcode, &params, status);
     }
     if opcode == CMD_DESTROY_QP && status == CMD_ST_OK {
         let qpn = u32::from_le_bytes([params[0], params[1], params[2], params[3]]);
-        assert!(
-            v.mcast.groups().iter().all(|g| !g.qps.contains(&qpn)),
-            "destroyed QP {qpn} is still attached to a group"
-        );
+        model.destroyed(v, qpn);
     }
     match reply {
         Some(r) => {
@@ -482,6 +429,7 @@ fn command(input: &mut Input, mem: &GuestMemory, v: &mut Verbs, made: &mut Made)
             "command {opcode:#x}: status {status}"
         ),
     }
+    matches!(opcode, CMD_ATTACH_MCAST | CMD_DETACH_MCAST | CMD_DESTROY_QP)
 }
 
 /// QUERY_QP's answer is the QP's: its state in out0 and in the reply, a
@@ -562,6 +510,7 @@ fn check_ranges(translate: impl Fn(u64) -> u64, mut off: u64, ranges: &GpaRanges
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verbs::qp::QpType;
 
     /// A step of the input: COMMAND (step 0) with the pick list's entry
     /// `pick`, zero parameters, then the steering bytes `steer`.

@@ -386,7 +386,8 @@ fn a_kernel_lacking_guest_options_is_refused_naming_each() {
     let kver = stable_kver(&stack);
     let dir = stack.scratch("own-kernel-bad");
     // The stable kernel's headers as a tree whose .config lacks virtio
-    // PCI and the RDMA core's user verbs.
+    // PCI, the RDMA core's user verbs and the overlay file system (which
+    // only a Debian-root guest needs).
     let headers = stack.chroot.join(format!("usr/src/linux-headers-{kver}"));
     let config = std::fs::read_to_string(headers.join(".config")).unwrap();
     let tree = dir.join("tree");
@@ -395,7 +396,9 @@ fn a_kernel_lacking_guest_options_is_refused_naming_each() {
     let bad: String = config
         .lines()
         .filter(|l| {
-            !l.starts_with("CONFIG_VIRTIO_PCI=") && !l.starts_with("CONFIG_INFINIBAND_USER_ACCESS=")
+            !l.starts_with("CONFIG_VIRTIO_PCI=")
+                && !l.starts_with("CONFIG_INFINIBAND_USER_ACCESS=")
+                && !l.starts_with("CONFIG_OVERLAY_FS=")
         })
         .map(|l| format!("{l}\n"))
         .collect();
@@ -409,22 +412,36 @@ fn a_kernel_lacking_guest_options_is_refused_naming_each() {
     std::fs::write(&topo, TOPOLOGY).unwrap();
     let run = dir.join("run");
     let run_vm = stack.repo().join("scripts/run-vm.sh");
-    let out = fabric(&[
-        "up",
-        &topo.display().to_string(),
-        "--run-dir",
-        &run.display().to_string(),
-        "--guests",
-        "--kernel-tree",
-        &tree.display().to_string(),
-        "--run-vm",
-        &run_vm.display().to_string(),
-    ]);
+    let up = |extra: &[&str]| {
+        let mut args = vec![
+            "up".to_owned(),
+            topo.display().to_string(),
+            "--run-dir".to_owned(),
+            run.display().to_string(),
+            "--guests".to_owned(),
+            "--kernel-tree".to_owned(),
+            tree.display().to_string(),
+            "--run-vm".to_owned(),
+            run_vm.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fabric(&args)
+    };
+    let out = up(&[]);
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(2), "{msg}");
     assert!(msg.contains("CONFIG_VIRTIO_PCI=y ("), "{msg}");
     assert!(msg.contains("CONFIG_INFINIBAND_USER_ACCESS=y|m ("), "{msg}");
     assert!(!msg.contains("CONFIG_INFINIBAND=y|m"), "{msg}");
+    assert!(!msg.contains("CONFIG_OVERLAY_FS"), "{msg}");
+    // Packages make the guests Debian-root ones: the overlay is named too,
+    // before any package layer is built.
+    let out = up(&["--guest-packages", "hello"]);
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("CONFIG_OVERLAY_FS=y|m ("), "{msg}");
+    assert!(msg.contains("CONFIG_VIRTIO_PCI=y ("), "{msg}");
     // Nothing started.
     assert!(!run.join("a.log").exists(), "{msg}");
 }

@@ -144,12 +144,13 @@ fn own_kernel_image(
     src: &KernelSource,
     run_vm: Option<&Path>,
     tests: bool,
+    debian_root: bool,
 ) -> Result<PathBuf, Failure> {
     let failure = |e: OwnKernelError| match e {
         OwnKernelError::Bad(m) => Failure::Usage(m),
         OwnKernelError::Build(m) => Failure::Runtime(m),
     };
-    own_kernel::check(src).map_err(failure)?;
+    own_kernel::check(src, debian_root).map_err(failure)?;
     let run_vm = fabric::guests::find_run_vm(run_vm, &bin_dir()?).map_err(|e| e.to_string())?;
     let script = run_vm.with_file_name("build-guest.sh");
     own_kernel::build(&script, &fabric::guests::cache_dir(), src, tests).map_err(failure)
@@ -224,7 +225,21 @@ fn run(args: Args) -> Result<(), Failure> {
                     Some(src) => {
                         fabric::guests::check_run_dir(&run_dir, &stack)
                             .map_err(|e| e.to_string())?;
-                        let image = own_kernel_image(src, run_vm.as_deref(), kernel_tests)?;
+                        // Checked for every node that asks for the Debian
+                        // root, before the module is built.
+                        let debian_root = topo.nodes.iter().any(|n| {
+                            matches!(
+                                fabric::guest_root::root(
+                                    &n.name,
+                                    &topo.guest,
+                                    n.guest.as_ref(),
+                                    &guest_packages
+                                ),
+                                Ok(fabric::guest_root::Root::Debian { .. })
+                            )
+                        });
+                        let image =
+                            own_kernel_image(src, run_vm.as_deref(), kernel_tests, debian_root)?;
                         (
                             Some(image.join("vmlinuz")),
                             Some(image.join("initramfs.cpio.gz")),

@@ -106,6 +106,22 @@ pub const REQUIRED: &[Requirement] = &[
     ),
 ];
 
+/// What a guest whose root is the VM stack's Debian system
+/// ([`crate::guest_root`]) needs besides [`REQUIRED`]: its writes go to an
+/// overlay in guest RAM.
+pub const DEBIAN_ROOT_REQUIRED: &[Requirement] = &[
+    req(
+        "OVERLAY_FS",
+        false,
+        "a Debian-root guest writes to an overlay over its read-only root",
+    ),
+    req(
+        "TMPFS",
+        true,
+        "a Debian-root guest's overlay keeps its writes in guest RAM",
+    ),
+];
+
 /// The `.config` of `src`.
 pub fn config_path(src: &KernelSource) -> PathBuf {
     match src {
@@ -114,9 +130,10 @@ pub fn config_path(src: &KernelSource) -> PathBuf {
     }
 }
 
-/// The options of [`REQUIRED`] that `config` (a `.config`'s text) lacks,
+/// The options of [`REQUIRED`] (and of [`DEBIAN_ROOT_REQUIRED`] when a
+/// guest boots the Debian root) that `config` (a `.config`'s text) lacks,
 /// each as `CONFIG_X=y` or `CONFIG_X=y|m` with why.
-pub fn missing(config: &str) -> Vec<String> {
+pub fn missing(config: &str, debian_root: bool) -> Vec<String> {
     let value = |opt: &str| {
         let key = format!("CONFIG_{opt}=");
         config
@@ -124,8 +141,14 @@ pub fn missing(config: &str) -> Vec<String> {
             .find_map(|l| l.trim().strip_prefix(key.as_str()))
             .map(str::to_owned)
     };
+    let extra = if debian_root {
+        DEBIAN_ROOT_REQUIRED
+    } else {
+        &[]
+    };
     REQUIRED
         .iter()
+        .chain(extra)
         .filter(|r| match value(r.option).as_deref() {
             Some("y") => false,
             Some("m") => r.builtin,
@@ -139,8 +162,9 @@ pub fn missing(config: &str) -> Vec<String> {
 }
 
 /// Checks that `src` names a kernel and that its configuration has every
-/// option of [`REQUIRED`]; names every missing one.
-pub fn check(src: &KernelSource) -> Result<(), OwnKernelError> {
+/// option of [`REQUIRED`] (and of [`DEBIAN_ROOT_REQUIRED`] when
+/// `debian_root`); names every missing one.
+pub fn check(src: &KernelSource, debian_root: bool) -> Result<(), OwnKernelError> {
     let bad = |m: String| Err(OwnKernelError::Bad(m));
     match src {
         KernelSource::Tree(dir) => {
@@ -172,7 +196,7 @@ pub fn check(src: &KernelSource) -> Result<(), OwnKernelError> {
     let path = config_path(src);
     let text = fs::read_to_string(&path)
         .map_err(|e| OwnKernelError::Bad(format!("cannot read {}: {e}", path.display())))?;
-    let lacks = missing(&text);
+    let lacks = missing(&text, debian_root);
     if lacks.is_empty() {
         return Ok(());
     }
@@ -258,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_config_with_every_option_lacks_nothing() {
-        assert!(missing(&full_config()).is_empty());
+        assert!(missing(&full_config(), false).is_empty());
     }
 
     #[test]
@@ -267,7 +291,7 @@ mod tests {
             .replace("CONFIG_VIRTIO_PCI=y", "# CONFIG_VIRTIO_PCI is not set")
             .replace("CONFIG_INFINIBAND=y\n", "")
             .replace("CONFIG_PCI_MSI=y", "CONFIG_PCI_MSI=m");
-        let m = missing(&cfg);
+        let m = missing(&cfg, false);
         assert_eq!(
             m,
             [
@@ -279,9 +303,23 @@ mod tests {
     }
 
     #[test]
+    fn a_debian_root_guest_also_needs_the_overlay() {
+        assert!(missing(&full_config(), false).is_empty());
+        assert_eq!(
+            missing(&full_config(), true),
+            [
+                "CONFIG_OVERLAY_FS=y|m (a Debian-root guest writes to an overlay over its read-only root)",
+                "CONFIG_TMPFS=y (a Debian-root guest's overlay keeps its writes in guest RAM)",
+            ]
+        );
+        let cfg = full_config() + "CONFIG_OVERLAY_FS=m\nCONFIG_TMPFS=y\n";
+        assert!(missing(&cfg, true).is_empty());
+    }
+
+    #[test]
     fn modules_count_where_a_module_will_do() {
         let cfg = full_config().replace("CONFIG_INFINIBAND=y", "CONFIG_INFINIBAND=m");
-        assert!(missing(&cfg).is_empty());
+        assert!(missing(&cfg, false).is_empty());
     }
 
     #[test]
@@ -290,17 +328,19 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let tree = KernelSource::Tree(dir.clone());
         assert!(
-            matches!(check(&tree), Err(OwnKernelError::Bad(m)) if m.contains("no such directory"))
+            matches!(check(&tree, false), Err(OwnKernelError::Bad(m)) if m.contains("no such directory"))
         );
         fs::create_dir_all(dir.join("arch/x86/boot")).unwrap();
-        assert!(matches!(check(&tree), Err(OwnKernelError::Bad(m)) if m.contains("bzImage")));
+        assert!(
+            matches!(check(&tree, false), Err(OwnKernelError::Bad(m)) if m.contains("bzImage"))
+        );
         fs::write(dir.join("arch/x86/boot/bzImage"), b"k").unwrap();
         fs::write(
             dir.join(".config"),
             full_config().replace("CONFIG_9P_FS=y", ""),
         )
         .unwrap();
-        match check(&tree) {
+        match check(&tree, false) {
             Err(OwnKernelError::Bad(m)) => {
                 assert!(m.contains("CONFIG_9P_FS=y|m"), "{m}");
                 assert!(!m.contains("CONFIG_NET_9P="), "{m}");
@@ -308,7 +348,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         fs::write(dir.join(".config"), full_config()).unwrap();
-        assert_eq!(check(&tree), Ok(()));
+        assert_eq!(check(&tree, false), Ok(()));
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -322,10 +362,12 @@ mod tests {
             image: dir.join("vmlinuz"),
             modules: dir.join("mods"),
         };
-        assert!(matches!(check(&src), Err(OwnKernelError::Bad(m)) if m.contains("no build/")));
+        assert!(
+            matches!(check(&src, false), Err(OwnKernelError::Bad(m)) if m.contains("no build/"))
+        );
         fs::create_dir_all(dir.join("mods/build")).unwrap();
         fs::write(dir.join("mods/build/.config"), full_config()).unwrap();
-        assert_eq!(check(&src), Ok(()));
+        assert_eq!(check(&src, false), Ok(()));
         assert_eq!(
             build_args(&src, true, Path::new("/o")),
             [

@@ -480,20 +480,28 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
     );
 }
 
-/// The provider's post (`SimGuest::post_send_recorded`,
-/// `post_recv_recorded`): the index into the record, then the doorbell
-/// only while the record says the device sleeps on the queue.
-#[test]
-fn a_post_through_the_record_rings_only_while_the_device_sleeps_on_the_queue() {
+/// A connected pair (QPs of 16 slots) with both QPs' doorbell records
+/// bound, once B's record says its RQ is awake; with the records' guest
+/// addresses (A's, B's).
+fn recorded_pair() -> (LinkedPair, u64, u64) {
     let mut p = LinkedPair::start(PairOptions {
         qp_log: 4,
         ..PairOptions::default()
     });
     p.connect(MTU_4096);
-    let (mut aqp, mut bqp) = (p.a.qp, p.b.qp);
-    let arec = p.a.g.bind_qp_record(&aqp);
-    let brec = p.b.g.bind_qp_record(&bqp);
+    let arec = p.a.g.bind_qp_record(&p.a.qp);
+    let brec = p.b.g.bind_qp_record(&p.b.qp);
     wait_word(&p.b.g, brec + RQ_AWAKE, 1);
+    (p, arec, brec)
+}
+
+/// The provider's post (`SimGuest::post_send_recorded`,
+/// `post_recv_recorded`): the index into the record, then the doorbell
+/// only while the record says the device sleeps on the queue.
+#[test]
+fn a_post_through_the_record_rings_only_while_the_device_sleeps_on_the_queue() {
+    let (mut p, arec, brec) = recorded_pair();
+    let (mut aqp, mut bqp) = (p.a.qp, p.b.qp);
     let (a0, b0) = (doorbells(&mut p.a.g), doorbells(&mut p.b.g));
     let send = |g: &SimGuest, i: u64, at: u64, lkey: u32| {
         g.write(at, &i.to_le_bytes());
@@ -555,17 +563,10 @@ fn a_send_stream_through_records_gives_the_receivers_vfio_user_thread_nothing() 
     const SENDS: u64 = 200;
     const SLOTS: u64 = 16;
     const DEPTH: u64 = 8;
-    let mut p = LinkedPair::start(PairOptions {
-        qp_log: 4,
-        ..PairOptions::default()
-    });
-    p.connect(MTU_4096);
+    let (mut p, arec, brec) = recorded_pair();
     let (mut aqp, mut bqp) = (p.a.qp, p.b.qp);
-    let arec = p.a.g.bind_qp_record(&aqp);
-    let brec = p.b.g.bind_qp_record(&bqp);
     let acq = p.a.g.bind_cq_record(&p.a.cq);
     let bcq = p.b.g.bind_cq_record(&p.b.cq);
-    wait_word(&p.b.g, brec + RQ_AWAKE, 1);
     let recv = |b: &Side, slot: u64| recv_wqe(slot, b.buf + 64 * slot, 8, b.lkey);
     let all: Vec<RecvWqe> = (0..SLOTS).map(|s| recv(&p.b, s)).collect();
     assert!(!p.b.g.post_recv_recorded(&mut bqp, &all, brec));

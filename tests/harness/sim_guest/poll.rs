@@ -121,15 +121,22 @@ impl SimGuest {
         out: &mut Vec<Cqe>,
         record: u64,
     ) -> usize {
+        let n = self.take_cqes(cq, max, out);
+        if n > 0 {
+            fence(Ordering::Release);
+            self.map.store(record, &cq.ci);
+        }
+        n
+    }
+
+    /// Moves up to `max` ready CQEs into `out` (one look, no waiting);
+    /// returns how many it moved. Their slots are not handed back.
+    fn take_cqes(&mut self, cq: &mut Cq, max: usize, out: &mut Vec<Cqe>) -> usize {
         let mut n = 0;
         while n < max {
             let Some(c) = self.take_cqe(cq) else { break };
             out.push(c);
             n += 1;
-        }
-        if n > 0 {
-            fence(Ordering::Release);
-            self.map.store(record, &cq.ci);
         }
         n
     }
@@ -138,12 +145,7 @@ impl SimGuest {
     /// returns their slots with one CQ doorbell, as a driver's `poll_cq`
     /// with a batch does; returns how many it moved.
     pub fn poll_cq_batch(&mut self, cq: &mut Cq, max: usize, out: &mut Vec<Cqe>) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(c) = self.take_cqe(cq) else { break };
-            out.push(c);
-            n += 1;
-        }
+        let n = self.take_cqes(cq, max, out);
         if n > 0 {
             self.ring_cq(cq);
         }

@@ -70,7 +70,15 @@ pub struct PortCounts {
     pub undeliverable: u64,
     /// Messages dropped: malformed, for no client, or not allowed.
     pub dropped: u64,
+    /// Clients' MADs of a (class, attribute, method) first seen after
+    /// [`MAX_REQUEST_KINDS`] others: counted here, not by kind.
+    pub other_kinds: u64,
 }
+
+/// How many (class, attribute, method) kinds of clients' MADs the port
+/// counts one by one; a client that sends more kinds (any attribute ID
+/// it likes) cannot grow the table past this.
+pub const MAX_REQUEST_KINDS: usize = 256;
 
 /// How the port starts.
 #[derive(Debug, Clone)]
@@ -185,10 +193,14 @@ impl SimPort {
         };
         let h = MadHeader::read(&req.mad);
         self.counts.requests += 1;
-        *self
-            .kinds
-            .entry((h.mgmt_class, h.attr_id, h.method))
-            .or_default() += 1;
+        let kind = (h.mgmt_class, h.attr_id, h.method);
+        if let Some(n) = self.kinds.get_mut(&kind) {
+            *n += 1;
+        } else if self.kinds.len() < MAX_REQUEST_KINDS {
+            self.kinds.insert(kind, 1);
+        } else {
+            self.counts.other_kinds += 1;
+        }
         if h.base_version != 1 {
             return self.timed_out(slot, req);
         }

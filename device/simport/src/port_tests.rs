@@ -180,3 +180,24 @@ fn a_second_sm_is_refused_until_the_first_ones_process_is_gone() {
     assert_eq!(p.clients.sm(), Some(1));
     assert!(p.clients.get(0).is_none(), "the dead SM's slot is free");
 }
+
+#[test]
+fn a_client_cannot_grow_the_kinds_table_past_its_cap() {
+    let mut p = port();
+    let now = Instant::now();
+    let extra = 44;
+    for attr in 0..(super::MAX_REQUEST_KINDS as u16 + extra) {
+        let smp = Smp::directed(method::GET, attr, 0, &[]).unwrap();
+        p.on_client(0, &envelope(&smp), &PortTotals::default(), now);
+    }
+    let smp = Smp::directed(method::GET, 0, 0, &[]).unwrap();
+    p.on_client(0, &envelope(&smp), &PortTotals::default(), now);
+    assert_eq!(p.request_kinds().len(), super::MAX_REQUEST_KINDS);
+    assert_eq!(
+        p.request_kinds().values().sum::<u64>(),
+        257,
+        "a counted kind still counts"
+    );
+    assert_eq!(p.counts().other_kinds, u64::from(extra));
+    assert_eq!(p.counts().requests, 301);
+}

@@ -56,7 +56,8 @@ pub struct Counters<'a> {
 /// `requests=N to_link=N local=N answers=N timed_out=N undeliverable=N
 /// dropped=N sent=N
 /// sends=N lost=N batches=1:N,2:N,3:N,4:N,5-8:N,>8:N
-/// kinds=CLASS/ATTR/METHOD:N,...` (hex class, attribute and method).
+/// kinds=CLASS/ATTR/METHOD:N,...[,other:N]` (hex class, attribute and
+/// method; `other`: kinds past the port's table, `MAX_REQUEST_KINDS`).
 impl fmt::Display for Counters<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (p, s) = (&self.port, &self.sends);
@@ -84,6 +85,10 @@ impl fmt::Display for Counters<'_> {
         for ((class, attr, method), n) in self.kinds {
             let sep = if kinds.is_empty() { "" } else { "," };
             let _ = write!(kinds, "{sep}{class:02x}/{attr:04x}/{method:02x}:{n}");
+        }
+        if self.port.other_kinds > 0 {
+            let sep = if kinds.is_empty() { "" } else { "," };
+            let _ = write!(kinds, "{sep}other:{}", self.port.other_kinds);
         }
         f.write_str(if kinds.is_empty() { "-" } else { &kinds })
     }
@@ -120,5 +125,18 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with(" kinds=81/0011/01:7,81/0015/02:3"), "{line}");
+        let capped = Counters {
+            port: PortCounts {
+                other_kinds: 5,
+                ..PortCounts::default()
+            },
+            sends: s,
+            kinds: &kinds,
+        }
+        .to_string();
+        assert!(
+            capped.ends_with(" kinds=81/0011/01:7,81/0015/02:3,other:5"),
+            "{capped}"
+        );
     }
 }

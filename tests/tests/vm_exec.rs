@@ -24,6 +24,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ibtca_tests::console::wait_for;
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 use ibtca_tests::workspace_bin;
@@ -193,7 +194,14 @@ fn exec_and_console_drive_a_running_guest() {
         console()
     );
     assert!(out(&o).contains("marker-42"), "{}", out(&o));
-    assert!(console().contains("marker-42"), "logfile: {}", console());
+    // QEMU writes the serial chardev's log file after the socket, so the
+    // file may trail what the console client was sent: wait for it.
+    wait_for(
+        &run.join("n1.console"),
+        "marker-42",
+        1,
+        Duration::from_secs(600),
+    );
 
     // A client that goes away unseen: the agent is stopped (SIGSTOP from
     // the console) while its client is killed and the next exec connects,

@@ -33,7 +33,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ibtca_tests::console::{client, tagged, tagged_lines, wait_for};
+use ibtca_tests::console::{client, perftest_server, tagged_lines, wait_for};
 use ibtca_tests::guest_fabric::GuestFabric;
 use ibtca_tests::host_sm::{route, route_until, HostSm};
 use ibtca_tests::launcher::{fabric, fabric_ok, text};
@@ -149,7 +149,7 @@ fn guests_at_opposite_edges_of_a_fat_tree_write_through_five_switches_and_surviv
     ]
     .map(String::from)
     .to_vec();
-    let server = |tag: &str, cmd: &str| format!("{TARGET}={}", tagged(tag, cmd));
+    let server = |tag: &str, cmd: &str| format!("{TARGET}={}", perftest_server(tag, cmd, 3));
     let writer =
         |tag: &str, cmd: &str| format!("{WRITER}={}", client(tag, &format!("{cmd} {TARGET}"), 120));
     for run in [

@@ -57,7 +57,7 @@
 
 use std::time::Instant;
 
-use ibtca_tests::console::{client, tagged, tagged_lines};
+use ibtca_tests::console::{client, perftest_server, tagged, tagged_lines};
 use ibtca_tests::launcher::{fabric, text, Down};
 use ibtca_tests::vm::VmStack;
 
@@ -323,7 +323,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
         tagged("SRQ-INLINE-SERVER", "ibv_srq_pingpong -d ibtca0 -c -s 64"),
         tagged("UD-SERVER", "ibv_ud_pingpong -d ibtca0 -c"),
         tagged("UD-SMALL-SERVER", "ibv_ud_pingpong -d ibtca0 -c -s 64"),
-        tagged("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2"),
+        perftest_server("UD-BW-SERVER", "ib_send_bw -d ibtca0 -c UD -D 2", 3),
     ];
     let mut n2 = vec![
         devinfo,
@@ -352,7 +352,7 @@ fn pingpong_and_perftest_run_over_ibtca() {
         ),
     ];
     for (tag, cmd) in PERFTEST {
-        n1.push(tagged(&format!("{tag}-SERVER"), cmd));
+        n1.push(perftest_server(&format!("{tag}-SERVER"), cmd, 3));
         n2.push(client(
             &format!("{tag}-CLIENT"),
             &format!("{cmd} n1"),

@@ -146,7 +146,14 @@ fn a_dying_server_fails_the_clients_stream_with_retry_exceeded_then_flushes() {
         // ended may come before them on a loaded machine).
         let timeouts: u64 = field(line, "timeouts").parse().unwrap();
         assert!(timeouts >= 7, "{line}");
-        assert_eq!(field(line, "flushed_sends"), flushed.to_string(), "{line}");
+        // The device counts the sends it flushed when the QP failed; the
+        // tool also counts those it posted after that and before it polled
+        // the failed completion (a QP in error flushes them as they come).
+        let logged: u64 = field(line, "flushed_sends").parse().unwrap();
+        assert!(
+            (1..=*flushed).contains(&logged),
+            "flushed_sends: the tool saw {flushed}: {line}"
+        );
         assert_eq!(field(line, "flushed_recvs"), RECEIVES.to_string(), "{line}");
     }
     // Each server guest set up and exchanged with its client: the first

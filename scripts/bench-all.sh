@@ -93,14 +93,12 @@ entry subnet-up-4 3 vm,root lock 'Subnet management with OpenSM' \
 	'bash scripts/bench-subnet-up.sh qemu-configs/sm-four-nodes-two-switches.json 3'
 entry subnet-up-8 3 vm,root lock 'Subnet management with OpenSM' \
 	'bash scripts/bench-subnet-up.sh qemu-configs/sm-eight-nodes-two-switches.json 3'
-# `up` and `down` of the 648-CA fat tree, timed; a short run directory
-# (Unix socket paths are short).
-ft648='(d=$(mktemp -d /tmp/bench-all-ft.XXXXXX) && bash scripts/fat-tree-net.sh 36 >"$d/ft648.net" && time "$BIN/ibtca-fabric" up --net "$d/ft648.net" --run-dir "$d/ft"'
-ft648_down='; rc=$?; time "$BIN/ibtca-fabric" down --run-dir "$d/ft"; rm -rf "$d"; exit $rc)'
 entry fabric-hive 1 - - 'Guestless nodes in one process' \
-	"$ft648$ft648_down"
-entry fabric-process-per-node 1 - - 'Guestless nodes in one process' \
-	"$ft648 --process-per-node$ft648_down"
+	'bash scripts/bench-fabric-up.sh 36'
+entry fabric-process-per-node 2 - - 'Guestless nodes in one process' \
+	'bash scripts/bench-fabric-up.sh --process-per-node 36'
+entry hive-152 2 - - 'Guestless nodes in one process' \
+	'bash scripts/bench-fabric-up.sh --hive 152 && bash scripts/bench-fabric-up.sh --hive --routes 152'
 entry host-sm-648 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 1'
 entry host-sm-1296 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \

@@ -8,6 +8,10 @@
 #   ib_write_lat runs once more for 1000 iterations (-n 1000), whose line
 #   gives the distribution (t_min, t_max, t_typical = median, t_avg,
 #   t_stdev, 99 % and 99.9 %) where -D gives only the average.
+#   On ibtca0 only, ib_write_bw -s 64 runs once more with
+#   IBTCA_DB_RECORDS=0 in both guests (write_bw_64_nodbr): every post
+#   rings the trapped SQ doorbell instead of going through the doorbell
+#   records (docs/verbs-abi.md, "Doorbell records").
 #   Before the guests boot, the no-VM reference of the same session:
 #   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
 #   and the raw Unix-socket stream it measures beside it.
@@ -19,7 +23,8 @@
 # docs/placement.md recommends without root for busy-polling guests on a small host:
 # perftest polls its CQ in both single-vCPU guests, and at equal priority
 # they take the CPUs from the devices' threads (ibtca-fabric then starts the
-# devices with --spin-us 0: BENCHMARKS.md, "`ib_write_lat`: one-way latency").
+# devices with --spin-us 0: docs/placement.md, "Recorded: `ib_write_lat`
+# beside niced guests").
 # shared: guests at nice 0 and devices spinning, both as the file says
 # (what a small host gave before the launcher chose a placement).
 # default: nothing set: the placement ibtca-fabric chooses from the
@@ -39,7 +44,7 @@ BENCH=${IBTCA_BENCH:-$(dirname "$FABRIC")/ibtca-bench}
 placement=nice
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	--placement) placement=${2:?--placement needs nice, shared or default}; shift 2 ;;
 	-*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
@@ -72,10 +77,14 @@ tests=(
 	"read_lat_64:ib_read_lat -s 64 -D 2"
 	"send_lat_64:ib_send_lat -s 64 -D 2"
 )
+# The same 64 B rate without the doorbell records, on ibtca0 only.
+nodbr="write_bw_64_nodbr:IBTCA_DB_RECORDS=0 ib_write_bw -s 64 -D 2"
 rxe='ibtca-load-modules rxe && rdma link add rxe0 type rxe netdev eth0'
 args=(--run "n1=$rxe" --run "n2=$rxe")
 for dev in ibtca0 rxe0; do
-	for t in "${tests[@]}"; do
+	extra=()
+	[ "$dev" = rxe0 ] || extra=("$nodbr")
+	for t in "${tests[@]}" "${extra[@]}"; do
 		name=${t%%:*} cmd="${t#*:} -d $dev"
 		args+=(--run "n1=$cmd >/dev/null 2>&1 || true")
 		args+=(--run "n2=for i in \$(seq 120); do $cmd n1 >/tmp/o 2>&1 && break; grep -q 'remote address' /tmp/o && break; sleep 1; done; \

@@ -1,7 +1,8 @@
 //! `scripts/bench-all.sh` without running a benchmark: its options (a bad
 //! one exits 2 before anything runs), that its entries and BENCHMARKS.md's
 //! sections name each other (every section holding a table is measured by
-//! an entry, every entry's section is in the file), that `--dry-run` prints
+//! an entry, every entry's section is in the file, and each entry's
+//! program and options are those its section shows), that `--dry-run` prints
 //! commands that parse and scripts that exist and runs nothing, and, with a
 //! stand-in for `bash -c` (`IBTCA_BENCH_ALL_RUNNER`), that a run goes
 //! through every selected entry in order after a failure, keeps each
@@ -10,7 +11,7 @@
 //! harness's own VM lock would wait for ever under it) without handing it
 //! to what they start.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -103,8 +104,7 @@ fn list(dir: &Path, args: &[&str]) -> (Vec<Row>, u32) {
 /// BENCHMARKS.md's headings, each with whether its own text (up to the
 /// next heading) holds a table.
 fn sections() -> Vec<(String, bool)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md");
-    let md = std::fs::read_to_string(path).unwrap();
+    let md = benchmarks_md();
     let mut out: Vec<(String, bool)> = Vec::new();
     let mut fence = false;
     for line in md.lines() {
@@ -126,6 +126,119 @@ fn sections() -> Vec<(String, bool)> {
         }
     }
     out
+}
+
+/// BENCHMARKS.md's text.
+fn benchmarks_md() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md")).unwrap()
+}
+
+/// Each heading's own text, up to the next heading, code blocks included.
+fn section_texts() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut fence = false;
+    for line in benchmarks_md().lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        }
+        let heading = (!fence)
+            .then(|| {
+                line.strip_prefix("## ")
+                    .or_else(|| line.strip_prefix("### "))
+            })
+            .flatten();
+        if let Some(h) = heading {
+            current = Some(h.to_string());
+            out.insert(h.to_string(), String::new());
+        } else if let Some(h) = &current {
+            let text = out.get_mut(h).unwrap();
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out
+}
+
+/// `--dry-run`'s entries: name, sections and command.
+fn dry_run_commands(dir: &Path) -> Vec<(String, String, String)> {
+    let out = run(dir, &["--dry-run"], "false");
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut entries = Vec::new();
+    let mut lines = said.lines();
+    while let Some(line) = lines.next() {
+        let Some((name, rest)) = line.strip_prefix("# ").and_then(|l| l.split_once(": ")) else {
+            continue;
+        };
+        let Some((section, _)) = rest.rsplit_once(" (~") else {
+            continue;
+        };
+        let command = lines.next().unwrap_or_default().to_string();
+        entries.push((name.to_string(), section.to_string(), command));
+    }
+    entries
+}
+
+/// What names the program of one command of an entry: `ibtca-bench SUB`,
+/// another release binary, `scripts/NAME.sh`, or its first two words
+/// (`cargo test`); and its long options.
+fn program_and_options(command: &str) -> (String, Vec<String>) {
+    let words: Vec<&str> = command
+        .split_whitespace()
+        .skip_while(|w| *w == "bash")
+        .collect();
+    let program = match words[0].strip_prefix("\"$BIN/") {
+        Some("ibtca-bench\"") => format!("ibtca-bench {}", words[1]),
+        Some(bin) => bin.trim_end_matches('"').to_string(),
+        None if words[0].starts_with("scripts/") => words[0].to_string(),
+        None => words[..2].join(" "),
+    };
+    let options = words
+        .iter()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.to_string())
+        .collect();
+    (program, options)
+}
+
+#[test]
+fn each_entry_runs_the_program_and_options_its_section_shows() {
+    let dir = TempDir::new("bench-all-programs");
+    let texts = section_texts();
+    let entries = dry_run_commands(&dir.0);
+    let (rows, total) = list(&dir.0, &[]);
+    assert_eq!(entries.len(), rows.len());
+    for (name, sections, command) in &entries {
+        let shown: String = sections
+            .split("; ")
+            .map(|s| texts.get(s).map_or("", String::as_str))
+            .collect();
+        for part in command.split(" && ") {
+            let (program, options) = program_and_options(part);
+            assert!(
+                shown.contains(&program),
+                "{name} runs {program}, which its section ({sections}) does not show"
+            );
+            for o in options {
+                assert!(
+                    shown.contains(&o),
+                    "{name} passes {o} ({command}), which its section ({sections}) does not show"
+                );
+            }
+        }
+    }
+    // "How to run" gives the whole run's minutes, within a tenth.
+    let md = benchmarks_md();
+    let said: u32 = md
+        .split_once("minutes (about ")
+        .and_then(|(_, rest)| rest.split_once(" in all)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .expect("BENCHMARKS.md gives the run's minutes (\"minutes (about N in all)\")");
+    assert!(
+        said * 10 >= total * 9 && said * 10 <= total * 11,
+        "BENCHMARKS.md says about {said} minutes, --list {total}"
+    );
 }
 
 #[test]

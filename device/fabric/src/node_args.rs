@@ -129,9 +129,9 @@ pub fn device_args(n: &NodePlan) -> Vec<String> {
     // it yields its CPU to the busy vCPU, and a doorbell that comes then
     // waits for the vCPU's time slice to end (up to a scheduler tick);
     // asleep, it is woken and preempts the niced vCPU at once
-    // (BENCHMARKS.md, "`ib_write_lat`: one-way latency": from runnable to
-    // running the vfio-user thread waits 21 µs on average asleep, against
-    // 0.17 and 0.94 ms with a 50 µs spin).
+    // (docs/placement.md, "Recorded: `ib_write_lat` beside niced guests":
+    // from runnable to running the vfio-user thread waited 21 µs on
+    // average asleep, against 0.17 and 0.94 ms with a 50 µs spin).
     if n.guest_nice.is_some_and(|nice| nice > 0) && n.realtime.is_none() {
         args.push("--spin-us=0".to_owned());
     }

@@ -27,7 +27,11 @@ keep=0
 transport=ibtca
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--transport) transport=${2:?--transport needs rxe or ibtca}; shift 2 ;;
+	--transport)
+		[ $# -ge 2 ] || { echo "--transport needs rxe or ibtca (see --help)" >&2; exit 2; }
+		transport=$2
+		shift 2
+		;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;

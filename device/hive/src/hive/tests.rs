@@ -209,13 +209,20 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
         lid: 0,
     };
     let (answers, answered) = std::sync::mpsc::channel();
-    let peer = Link::start(LinkEndpoint::Connect(outside), local, move |ev| {
-        if let LinkEvent::Packet(p) = ev {
+    let (ups, up) = std::sync::mpsc::channel();
+    let peer = Link::start(LinkEndpoint::Connect(outside), local, move |ev| match ev {
+        LinkEvent::Packet(p) => {
             let _ = answers.send(p);
         }
+        LinkEvent::Up { .. } => {
+            let _ = ups.send(());
+        }
+        LinkEvent::Down { .. } => {}
     })
     .unwrap();
+    // Up at both ends: the hive's switch port, and the link that sends.
     wait_outside_up(&status, 1);
+    up.recv_timeout(WAIT).expect("the outside link up");
 
     // DR NodeInfo Gets for h1 (out of the requester's port 1, then sw0's
     // port 2), as the requester sends them. The first has one MAD bit

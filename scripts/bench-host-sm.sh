@@ -10,9 +10,10 @@
 #   server       the simulator's CPU over the sweep (from just before
 #                OpenSM starts to its exit; every thread of every process
 #                of it, /proc/PID/task/*/schedstat): `cpu` seconds on a
-#                CPU, `rq-wait` seconds runnable but waiting for one,
-#                `slices` times scheduled, `preempted` involuntary
-#                context switches;
+#                CPU, of them `user` and `sys` seconds (utime and stime,
+#                /proc/PID/stat), `rq-wait` seconds runnable but waiting
+#                for one, `slices` times scheduled, `preempted`
+#                involuntary context switches;
 #   mads         answers the simulator sent OpenSM in the sweep: ibsim's
 #                write(2) calls (/proc/PID/io syscw, one per answer); the
 #                hive's `sent` from its "host port counters" log line
@@ -26,6 +27,9 @@
 #                discovery (VmHWM: the hive's, or every process's summed
 #                with --process-per-node; ibsim's);
 #   up           (ibtca) wall seconds of `ibtca-fabric up --net`;
+# (ibtca) a line `ibtca run N hive: host port counters ...`: the hive's last
+# counters line after the sweep, with its MADs by kind (`kinds=`), kept
+# before the run dir goes;
 # then the run's ibtca/ibsim sweep ratio, and at the end the median of
 # the ratios with their range, and the median server cpu and rq-wait of
 # each simulator.
@@ -109,16 +113,21 @@ log_time() {
 	awk '{ split($3, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] + $4 / 1e6; exit }'
 }
 
-# "CPU_NS WAIT_NS SLICES PREEMPTED" summed over every thread of the
-# processes $@ (a thread that ended in between is missed: the servers'
-# threads live as long as they do).
+# "CPU_NS WAIT_NS SLICES PREEMPTED UTIME STIME" summed over every thread
+# of the processes $@ (a thread that ended in between is missed: the
+# servers' threads live as long as they do); UTIME and STIME in clock
+# ticks (/proc/PID/stat fields 14 and 15, the whole process).
 sched() {
 	local pid
 	for pid in "$@"; do
 		cat /proc/"$pid"/task/*/schedstat 2>/dev/null | sed 's/^/s /' || true
 		cat /proc/"$pid"/task/*/status 2>/dev/null | sed -n 's/^nonvoluntary_ctxt_switches:[^0-9]*/p /p' || true
-	done | awk '$1 == "s" { c += $2; w += $3; n += $4 } $1 == "p" { p += $2 } END { printf "%.0f %.0f %.0f %.0f\n", c, w, n, p }'
+		# After "PID (COMM) " the fields count from 3 (the state).
+		sed 's/^.*) /t /' /proc/"$pid"/stat 2>/dev/null || true
+	done | awk '$1 == "s" { c += $2; w += $3; n += $4 } $1 == "p" { p += $2 } $1 == "t" { u += $13; k += $14 }
+		END { printf "%.0f %.0f %.0f %.0f %.0f %.0f\n", c, w, n, p, u, k }'
 }
+clk_tck=$(getconf CLK_TCK)
 
 # write(2) calls of process $1 so far (/proc/PID/io syscw).
 syscw() {
@@ -173,6 +182,7 @@ measure() {
 			sleep 0.1
 		done
 		c1=$(hive_counters)
+		grep 'host port counters' "$hive_log" 2>/dev/null | tail -1 | grep -o 'host port counters.*' >"$work/counters" || true
 		if [ "$(counter_lines)" -gt "$lines0" ]; then
 			mads=$(($(field sent "$c1") - $(field sent "$c0")))
 			local k
@@ -191,13 +201,13 @@ measure() {
 	t0=$(date +%s.%N)
 	out=$(IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim "${pin[@]}" timeout 900 ibnetdiscover 2>/dev/null)
 	t1=$(date +%s.%N)
-	awk -v d0="$d0" -v d1="$d1" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v mads="$mads" \
+	awk -v d0="$d0" -v d1="$d1" -v t0="$t0" -v t1="$t1" -v s0="$s0" -v s1="$s1" -v mads="$mads" -v tck="$clk_tck" \
 		-v sw="$(grep -c '^Switch' <<<"$out")" -v ca="$(grep -c '^Ca' <<<"$out")" \
 		-v ports="$(grep -c '^\[' <<<"$out")" -v sm="$(tail -1 "$work/opensm.time")" \
 		'BEGIN {
 			split(s0, a); split(s1, b); split(sm, o)
 			cpu = (b[1] - a[1]) / 1e9; wait = (b[2] - a[2]) / 1e9
-			printf "sweep %.2f s, server cpu %.2f s rq-wait %.2f s slices %d preempted %d, mads %s, ", d1 - d0, cpu, wait, b[3] - a[3], b[4] - a[4], mads
+			printf "sweep %.2f s, server cpu %.2f s (user %.2f sys %.2f) rq-wait %.2f s slices %d preempted %d, mads %s, ", d1 - d0, cpu, (b[5] - a[5]) / tck, (b[6] - a[6]) / tck, wait, b[3] - a[3], b[4] - a[4], mads
 			printf "opensm cpu %.2f s waits %d preempted %d hwm %d MB, ", o[2] + o[3], o[4], o[5], o[1] / 1024
 			printf "ibnetdiscover %.2f s (%d switches, %d CAs, %d port lines)", t1 - t0, sw, ca, ports
 			printf "sweep %.3f cpu %.3f rqwait %.3f\n", d1 - d0, cpu, wait > "/dev/stderr"
@@ -231,6 +241,7 @@ run_ibtca() {
 	cp "$work/measured" "$work/ibtca"
 	# shellcheck disable=SC2086
 	printf ', fabric hwm %d MB\n' "$(hwm_mb $pids)"
+	[ ! -s "$work/counters" ] || printf 'ibtca run %d hive: %s\n' "$1" "$(cat "$work/counters")"
 	"$fabric" down --run-dir "$work/run" >/dev/null
 }
 

@@ -9,10 +9,10 @@
 //! (of a malformed packet too, which the parser would reject) and `None`
 //! only when they are missing. Nothing here panics.
 
-use crate::crc::vcrc;
+use crate::crc::{packet_crcs, vcrc};
 use crate::headers::{Aeth, Bth, Grh, Lnh, Lrh, MASK_24};
 use crate::opcode::{ExtHeader, Opcode};
-use crate::packet::VCRC_LEN;
+use crate::packet::{ICRC_LEN, VCRC_LEN};
 
 /// The LRH VL (4 bits).
 #[inline]
@@ -107,6 +107,16 @@ pub fn set_vl(packet: &mut [u8], vl: u8) {
     }
 }
 
+/// Sets the LRH DLID and SLID. Both are invariant fields: the ICRC and
+/// the VCRC cover them ([`restamp_crcs`]).
+#[inline]
+pub fn set_lids(packet: &mut [u8], dlid: u16, slid: u16) {
+    if let Some(lrh) = packet.first_chunk_mut::<{ Lrh::LEN }>() {
+        lrh[2..4].copy_from_slice(&dlid.to_be_bytes());
+        lrh[6..8].copy_from_slice(&slid.to_be_bytes());
+    }
+}
+
 /// True if the last two bytes are the VCRC of the rest.
 #[inline]
 pub fn vcrc_ok(packet: &[u8]) -> bool {
@@ -121,6 +131,22 @@ pub fn vcrc_ok(packet: &[u8]) -> bool {
 pub fn restamp_vcrc(packet: &mut [u8]) {
     if let Some((body, v)) = packet.split_last_chunk_mut::<VCRC_LEN>() {
         *v = vcrc(body).to_le_bytes();
+    }
+}
+
+/// Recomputes the ICRC and the VCRC in the last six bytes, both from one
+/// pass over the packet (after a change to an invariant field, such as a
+/// directed-route SMP's hop pointer at a switch on its path).
+#[inline]
+pub fn restamp_crcs(packet: &mut [u8]) {
+    let Some(covered) = packet.len().checked_sub(ICRC_LEN + VCRC_LEN) else {
+        return;
+    };
+    let (body, trailer) = packet.split_at_mut(covered);
+    let crcs = packet_crcs(body, None);
+    if let Some((icrc, vcrc)) = trailer.split_first_chunk_mut::<ICRC_LEN>() {
+        *icrc = crcs.icrc.to_le_bytes();
+        vcrc.copy_from_slice(&crcs.vcrc.to_le_bytes());
     }
 }
 
@@ -207,6 +233,22 @@ mod tests {
     }
 
     #[test]
+    fn new_lids_get_both_crcs_anew_as_a_build_gives_them() {
+        let mut p = packet();
+        set_lids(&mut p, 0xffff, 0x1234);
+        assert!(matches!(
+            PacketView::parse(&p),
+            Err(ParseError::Icrc { .. })
+        ));
+        restamp_crcs(&mut p);
+        let mut built = Packet::new(Opcode::RcSendOnly);
+        (built.lrh.vl, built.lrh.sl) = (1, 2);
+        (built.lrh.dlid, built.lrh.slid) = (0xffff, 0x1234);
+        built.payload = vec![7; 100];
+        assert_eq!(p, built.build().unwrap());
+    }
+
+    #[test]
     fn short_buffers_are_left_alone() {
         let mut empty: [u8; 0] = [];
         set_vl(&mut empty, 3);
@@ -226,6 +268,9 @@ mod tests {
             set_vl(&mut b, v);
             restamp_vcrc(&mut b);
             proptest::prop_assert!(b.len() < VCRC_LEN || vcrc_ok(&b));
+            set_lids(&mut b, 0xffff, u16::from(v));
+            restamp_crcs(&mut b);
+            proptest::prop_assert!(b.len() < ICRC_LEN + VCRC_LEN || vcrc_ok(&b));
         }
     }
 }

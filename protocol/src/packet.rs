@@ -466,6 +466,35 @@ impl ReceivedCrcs {
             crcs,
         }
     }
+
+    /// The CRCs `buf` carries, taken for computed ones without a pass over
+    /// its bytes: [`PacketView::parse_with`] and [`Self::match_carried`]
+    /// then find them right. Only for a packet this process built itself
+    /// (or checked with [`Self::of`] when it came in, and kept since);
+    /// bytes read from outside the process are checked with [`Self::of`].
+    pub fn trusted(buf: &[u8]) -> Self {
+        let crcs = buf
+            .len()
+            .checked_sub(VCRC_LEN + ICRC_LEN)
+            .and_then(|covered| {
+                let (icrc, vcrc) = buf.get(covered..)?.split_first_chunk::<ICRC_LEN>()?;
+                Some(PacketCrcs {
+                    icrc: u32::from_le_bytes(*icrc),
+                    vcrc: u16::from_le_bytes(*vcrc.first_chunk::<VCRC_LEN>()?),
+                })
+            });
+        ReceivedCrcs {
+            len: buf.len(),
+            crcs,
+        }
+    }
+
+    /// True if these are the CRCs of bytes as long as `buf` and both equal
+    /// the ICRC and VCRC `buf` carries.
+    pub fn match_carried(&self, buf: &[u8]) -> bool {
+        let carried = Self::trusted(buf);
+        self.len == buf.len() && self.crcs.is_some() && self.crcs == carried.crcs
+    }
 }
 
 /// Parses and checks one packet; the same as [`PacketView::parse`].

@@ -190,6 +190,25 @@ proptest! {
     }
 
     #[test]
+    fn carried_crcs_are_the_computed_ones_exactly_when_the_packet_is_intact(
+        p in arb_packet(),
+        edits in vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+    ) {
+        let mut bytes = p.build().unwrap();
+        prop_assert_eq!(ReceivedCrcs::trusted(&bytes), ReceivedCrcs::of(&bytes));
+        for (at, value) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        let checked = ReceivedCrcs::of(&bytes);
+        let covered = bytes.len() - 6;
+        let icrc_ok = ibtca_protocol::crc::icrc(&bytes[..covered]).to_le_bytes() == bytes[covered..covered + 4];
+        prop_assert_eq!(checked.match_carried(&bytes), encoded::vcrc_ok(&bytes) && icrc_ok);
+        prop_assert!(ReceivedCrcs::trusted(&bytes).match_carried(&bytes));
+        prop_assert!(!checked.match_carried(&bytes[1..]));
+    }
+
+    #[test]
     fn truncated_or_extended_packets_fail(p in arb_packet(), cut in any::<prop::sample::Index>(), extra in vec(any::<u8>(), 1..8)) {
         let bytes = p.build().unwrap();
         let short = &bytes[..cut.index(bytes.len())];

@@ -2,9 +2,10 @@
 //! OpenSM and ibnetdiscover (small shell scripts on `PATH`; no fabric, no
 //! SM): its options (a bad one exits 2 before anything runs), the order it
 //! runs the two simulators in (odd runs ibtca first, even runs ibsim
-//! first), the fields of each run line (the server's CPU, run-queue wait
-//! and MADs, OpenSM's CPU), the hive's MAD count read from its "host port
-//! counters" log line, the medians at the end, and `PIN=CPU` pinning
+//! first), the fields of each run line (the server's CPU with its user
+//! and system time, run-queue wait and MADs, OpenSM's CPU), the hive's MAD
+//! count read from its "host port counters" log line and that line (its
+//! `kinds=`) kept, the medians at the end, and `PIN=CPU` pinning
 //! what it starts. The measurement itself needs the real programs and a
 //! quiet machine: by hand, as docs/host-sm.md says.
 
@@ -150,6 +151,8 @@ fn runs_alternate_and_report_cpu_waits_mads_and_medians() {
         for field in [
             "sweep ",
             "server cpu ",
+            " s (user ",
+            " sys ",
             " rq-wait ",
             " slices ",
             " preempted ",
@@ -169,6 +172,18 @@ fn runs_alternate_and_report_cpu_waits_mads_and_medians() {
             "{l}"
         );
     }
+    // The hive's counters line, its MADs by kind with it, outlives the
+    // run dir.
+    for run in ["ibtca run 1 hive: ", "ibtca run 2 hive: "] {
+        let l = lines[at(run)];
+        assert!(
+            l.starts_with(&format!(
+                "{run}host port counters (a client detached): requests=40 "
+            )) && l.contains(" kinds=81/0011/01:40"),
+            "{l}"
+        );
+    }
+    assert!(!said.contains("ibsim run 1 hive"), "{said}");
     assert!(lines[at("ibtca run 1:")].contains("sweep 1.50 s"), "{said}");
     assert!(lines[at("ibsim run 2:")].contains("sweep 1.00 s"), "{said}");
     assert_eq!(lines[at("run 1: sweep")], "run 1: sweep ibtca/ibsim 1.50");

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ibtca_link::{HighPriority, LinkError, LinkEvent, LinkStats, LocalPort};
-use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
+use ibtca_switch::{HostedSwitch, Origin, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
 use crate::config::{HiveConfig, SwitchSpec, WireSpec};
@@ -77,8 +77,13 @@ struct Outbox {
 }
 
 impl Outbox {
-    fn take(&self) -> Vec<(u8, Vec<u8>)> {
-        std::mem::take(&mut *self.packets.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Moves what was sent into `out` (empty), leaving `out`'s buffer in
+    /// its place: the two buffers take turns, so none is allocated anew.
+    fn take_into(&self, out: &mut Vec<(u8, Vec<u8>)>) {
+        std::mem::swap(
+            out,
+            &mut *self.packets.lock().unwrap_or_else(|e| e.into_inner()),
+        );
     }
 
     fn set_up(&self, port: u8, up: bool) {
@@ -136,7 +141,13 @@ pub struct Hive {
     /// `peers[node][port - 1]`.
     peers: Vec<Vec<Peer>>,
     sockets: Vec<(PortRef, SocketWire)>,
-    work: VecDeque<(PortRef, LinkEvent)>,
+    /// Events for hosted nodes, each with where it comes from: a packet
+    /// read from a socket wire is [`Origin::Wire`] (a hosted switch checks
+    /// its CRCs), one a hosted node sent is [`Origin::Process`].
+    work: VecDeque<(PortRef, LinkEvent, Origin)>,
+    /// The buffer a hosted switch's sent packets are taken into, turn by
+    /// turn with its [`Outbox`]'s.
+    sent: Vec<(u8, Vec<u8>)>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
     /// Packets dropped on in-memory wires, by reason.
@@ -196,6 +207,7 @@ impl Hive {
             peers: Vec::new(),
             sockets: Vec::new(),
             work: VecDeque::new(),
+            sent: Vec::new(),
             work_dropped: 0,
             drops: Drops::default(),
             sims,
@@ -241,7 +253,8 @@ impl Hive {
                         port: u8::try_from(i + 1).unwrap_or(u8::MAX),
                     };
                     let peer = hive.local(other);
-                    hive.work.push_back((here, LinkEvent::Up { peer }));
+                    hive.work
+                        .push_back((here, LinkEvent::Up { peer }, Origin::Process));
                 }
             }
         }
@@ -299,8 +312,8 @@ impl Hive {
 
     /// Hands every queued event to its node, and what they send on.
     pub fn drain_work(&mut self) {
-        while let Some((to, ev)) = self.work.pop_front() {
-            self.deliver(to, ev);
+        while let Some((to, ev, origin)) = self.work.pop_front() {
+            self.deliver(to, ev, origin);
         }
     }
 
@@ -316,7 +329,7 @@ impl Hive {
         Ok(())
     }
 
-    fn deliver(&mut self, to: PortRef, ev: LinkEvent) {
+    fn deliver(&mut self, to: PortRef, ev: LinkEvent, origin: Origin) {
         if self.off.contains_key(&to.node) {
             // A switch without power hears nothing.
             if let LinkEvent::Packet(_) = ev {
@@ -339,29 +352,34 @@ impl Hive {
             // A request a host port may hand to its SM client.
             self.mark_left(p);
         }
-        let out: Vec<(u8, Vec<u8>)> = match &mut self.nodes[to.node] {
+        let mut out = std::mem::take(&mut self.sent);
+        match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
-                match &ev {
-                    LinkEvent::Up { .. } => outbox.set_up(to.port, true),
-                    LinkEvent::Down { .. } => outbox.set_up(to.port, false),
-                    LinkEvent::Packet(_) => {}
+                match (ev, origin) {
+                    (LinkEvent::Packet(p), Origin::Process) => sw.on_built_packet(to.port, p),
+                    (ev, _) => {
+                        match &ev {
+                            LinkEvent::Up { .. } => outbox.set_up(to.port, true),
+                            LinkEvent::Down { .. } => outbox.set_up(to.port, false),
+                            LinkEvent::Packet(_) => {}
+                        }
+                        sw.on_event(to.port, ev);
+                    }
                 }
-                sw.on_event(to.port, ev);
                 if sw.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
-                outbox.take()
+                outbox.take_into(&mut out);
             }
             Node::Ca(ca) => {
-                let out = ca.on_event(ev);
+                out.extend(ca.on_event(ev).into_iter().map(|p| (1, p)));
                 if ca.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
-                out.into_iter().map(|p| (1, p)).collect()
             }
-            Node::Sim(sim) => sim.on_event(ev).into_iter().map(|p| (1, p)).collect(),
-        };
-        for (port, packet) in out {
+            Node::Sim(sim) => out.extend(sim.on_event(ev).into_iter().map(|p| (1, p))),
+        }
+        for (port, packet) in out.drain(..) {
             self.send_from(
                 PortRef {
                     node: to.node,
@@ -370,6 +388,7 @@ impl Hive {
                 packet,
             );
         }
+        self.sent = out;
     }
 
     fn send_from(&mut self, from: PortRef, packet: Vec<u8>) {
@@ -381,7 +400,8 @@ impl Hive {
             Peer::None => self.drops.unwired += 1,
             Peer::Hive(_) if self.cut.contains(&(from.node, from.port)) => self.drops.cut += 1,
             Peer::Hive(to) if self.work.len() < WORK_LIMIT => {
-                self.work.push_back((to, LinkEvent::Packet(packet)));
+                self.work
+                    .push_back((to, LinkEvent::Packet(packet), Origin::Process));
             }
             Peer::Hive(_) => self.work_dropped += 1,
             Peer::Socket(i) => {
@@ -521,20 +541,23 @@ impl Hive {
     fn send_due_traps(&mut self, now: Instant) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         for node in std::mem::take(&mut self.trapping) {
-            let (out, due): (Vec<(u8, Vec<u8>)>, _) = match &mut self.nodes[node] {
+            let mut out = std::mem::take(&mut self.sent);
+            let due = match &mut self.nodes[node] {
                 Node::Switch(sw, outbox) => {
                     sw.send_due_traps(now);
-                    (outbox.take(), sw.next_trap_deadline())
+                    outbox.take_into(&mut out);
+                    sw.next_trap_deadline()
                 }
                 Node::Ca(ca) => {
-                    let out = ca.due_traps(now).into_iter().map(|p| (1, p)).collect();
-                    (out, ca.next_trap_deadline())
+                    out.extend(ca.due_traps(now).into_iter().map(|p| (1, p)));
+                    ca.next_trap_deadline()
                 }
-                Node::Sim(_) => (Vec::new(), None),
+                Node::Sim(_) => None,
             };
-            for (port, packet) in out {
+            for (port, packet) in out.drain(..) {
                 self.send_from(PortRef { node, port }, packet);
             }
+            self.sent = out;
             if let Some(d) = due {
                 self.trapping.insert(node);
                 next = Some(next.map_or(d, |x| x.min(d)));
@@ -662,9 +685,13 @@ fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
 }
 
 /// Queues a socket wire's events for its port (never dropped: they are
-/// bounded by what one read brings).
-fn queue(work: &mut VecDeque<(PortRef, LinkEvent)>, at: PortRef, events: &mut Vec<LinkEvent>) {
-    work.extend(events.drain(..).map(|ev| (at, ev)));
+/// bounded by what one read brings), packets to be checked in full.
+fn queue(
+    work: &mut VecDeque<(PortRef, LinkEvent, Origin)>,
+    at: PortRef,
+    events: &mut Vec<LinkEvent>,
+) {
+    work.extend(events.drain(..).map(|ev| (at, ev, Origin::Wire)));
 }
 
 #[cfg(test)]

@@ -7,16 +7,48 @@
 //! corrupted on the previous link is dropped and counted here rather than at
 //! the destination. The transport headers are not interpreted: a switch
 //! forwards every IBA packet, known opcode or not.
+//!
+//! Both CRCs come from one pass ([`ReceivedCrcs::of`]). A packet built in
+//! this process ([`Origin::Process`]) is taken with the CRCs it carries
+//! ([`ReceivedCrcs::trusted`]): no pass at all.
 
-use ibtca_protocol::crc::icrc;
 use ibtca_protocol::encoded::vcrc_ok;
 use ibtca_protocol::headers::{Lnh, Lrh};
-use ibtca_protocol::packet::{ICRC_LEN, VCRC_LEN};
+use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 
 use super::stats::DropReason;
 
+/// Where a packet a switch receives comes from, which decides whether its
+/// CRCs are computed to check them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Read from a socket (a link to another process): its peer may be
+    /// hostile or its bytes damaged, so both CRCs are checked.
+    Wire,
+    /// Built in this process, by a node its owner hosts too (or checked
+    /// when it came in from a wire, and passed on): its CRCs are right by
+    /// construction and are not computed again.
+    Process,
+}
+
+impl Origin {
+    /// The CRCs `packet` is checked against.
+    pub fn crcs(self, packet: &[u8]) -> ReceivedCrcs {
+        match self {
+            Origin::Wire => ReceivedCrcs::of(packet),
+            Origin::Process => ReceivedCrcs::trusted(packet),
+        }
+    }
+}
+
 /// Checks a received packet; returns its DLID.
 pub fn check(packet: &[u8]) -> Result<u16, DropReason> {
+    check_with(packet, &ReceivedCrcs::of(packet))
+}
+
+/// [`check`] against `crcs`, the CRCs of `packet` computed beforehand
+/// ([`Origin::crcs`]).
+pub fn check_with(packet: &[u8], crcs: &ReceivedCrcs) -> Result<u16, DropReason> {
     let lrh = Lrh::parse(packet).map_err(|_| DropReason::Malformed)?;
     let global = match lrh.lnh {
         Lnh::IbaLocal => false,
@@ -37,16 +69,7 @@ pub fn check(packet: &[u8]) -> Result<u16, DropReason> {
     if lrh.lver != 0 {
         return Err(DropReason::Malformed);
     }
-    if !vcrc_ok(packet) {
-        return Err(DropReason::CrcError);
-    }
-    let covered_len = len - ICRC_LEN - VCRC_LEN;
-    let (covered, rest) = packet.split_at(covered_len);
-    let found = rest
-        .first_chunk::<ICRC_LEN>()
-        .map(|b| u32::from_le_bytes(*b))
-        .ok_or(DropReason::Malformed)?;
-    if icrc(covered) != found {
+    if !crcs.match_carried(packet) {
         return Err(DropReason::CrcError);
     }
     Ok(lrh.dlid)

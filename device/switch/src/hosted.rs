@@ -22,7 +22,9 @@ use super::port::PortSlot;
 use super::sma::SwitchSma;
 use super::trap::Traps;
 use super::wires::Wires;
-use super::{port_number, Core, Lft, Mft, PortStats, SwitchConfig, SwitchError, MAX_UNICAST_LID};
+use super::{
+    port_number, Core, Lft, Mft, Origin, PortStats, SwitchConfig, SwitchError, MAX_UNICAST_LID,
+};
 
 impl Core {
     /// Checks `cfg`, opens capture files and sets the explicit routes.
@@ -100,9 +102,19 @@ impl HostedSwitch {
     }
 
     /// An event of `port`'s wire: the peer's `Hello` (up), the wire gone
-    /// (down), or one packet from the peer.
+    /// (down), or one packet from the peer, checked in full
+    /// ([`Origin::Wire`]).
     pub fn on_event(&self, port: u8, ev: LinkEvent) {
         self.core.on_event(port, ev);
+    }
+
+    /// A packet from the peer of `port` that this process built (a node
+    /// the owner hosts too sent it, or passed it on after its own input
+    /// check): handled as [`Self::on_event`] handles one, but its CRCs are
+    /// taken as right, not computed ([`Origin::Process`]). Never for bytes
+    /// read from a socket: those go to [`Self::on_event`].
+    pub fn on_built_packet(&self, port: u8, packet: Vec<u8>) {
+        self.core.on_packet(port, packet, Origin::Process);
     }
 
     /// The packet named by `tag` (given to [`Wires::send_tagged`]) left

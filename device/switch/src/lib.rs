@@ -51,7 +51,7 @@ pub use hosted::HostedSwitch;
 use wires::LinkWires;
 pub use wires::Wires;
 
-pub use forward::check;
+pub use forward::{check, check_with, Origin};
 pub use ibtca_agents::capture::{
     record_bytes, record_bytes_of, Capture, Direction, ERF_TYPE_ATM, ERF_TYPE_INFINIBAND,
     LINKTYPE_ERF,
@@ -449,7 +449,7 @@ impl Core {
             return;
         };
         match ev {
-            LinkEvent::Packet(packet) => self.forward(port, slot, packet),
+            LinkEvent::Packet(packet) => self.forward(port, slot, packet, Origin::Wire),
             LinkEvent::Up { peer } => {
                 slot.set_up(Some(peer));
                 let (managed, trap) = {
@@ -487,7 +487,15 @@ impl Core {
         }
     }
 
-    fn forward(&self, in_port: u8, in_slot: &PortSlot, mut packet: Vec<u8>) {
+    /// A packet from `origin` in on `port` (the sink of its link's packets
+    /// is [`Self::on_event`]: [`Origin::Wire`]).
+    fn on_packet(&self, port: u8, packet: Vec<u8>, origin: Origin) {
+        if let Some(slot) = self.slot(port) {
+            self.forward(port, slot, packet, origin);
+        }
+    }
+
+    fn forward(&self, in_port: u8, in_slot: &PortSlot, mut packet: Vec<u8>, origin: Origin) {
         in_slot.counters.rx(packet.len());
         if let Some(c) = &in_slot.capture {
             c.record(Direction::Rx, &packet);
@@ -495,7 +503,8 @@ impl Core {
         // The input buffer this packet holds, freed when it leaves.
         let in_vl = encoded::vl(&packet).unwrap_or(0);
         let free_input = || self.return_credit(in_port, in_vl, None);
-        let dlid = match forward::check(&packet) {
+        let crcs = origin.crcs(&packet);
+        let dlid = match forward::check_with(&packet, &crcs) {
             Ok(dlid) => dlid,
             Err(reason) => {
                 tracing::debug!(switch = %self.name, port = in_port, ?reason, "packet dropped on input");
@@ -505,7 +514,7 @@ impl Core {
             }
         };
         if in_vl == VL15 && self.is_for_sma(dlid) {
-            let answer = self.serve_smp(in_port, &packet);
+            let answer = self.serve_smp(in_port, packet, &crcs);
             self.send_answer(in_port, in_vl, answer);
             return;
         }

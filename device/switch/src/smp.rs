@@ -8,8 +8,12 @@
 //! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
 //! A TrapRepress for the switch goes to its traps (`trap.rs`).
 
+use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::{
+    method, smp_of_packet, smp_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
+};
+use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::PacketView;
 
 use super::Core;
@@ -25,11 +29,17 @@ impl Core {
         own != 0 && dlid == own
     }
 
-    /// Serves an SMP for the switch that came in on `in_port`: the packet
-    /// to send and the port to send it from (a directed SMP passed on, or
-    /// the agent's answer), or nothing (dropped, counted).
-    pub(super) fn serve_smp(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
-        let out = self.smp_step(in_port, packet);
+    /// Serves an SMP for the switch that came in on `in_port` (`crcs` its
+    /// CRCs, already checked): the packet to send and the port to send it
+    /// from (a directed SMP passed on, or the agent's answer), or nothing
+    /// (dropped, counted).
+    pub(super) fn serve_smp(
+        &self,
+        in_port: u8,
+        packet: Vec<u8>,
+        crcs: &ReceivedCrcs,
+    ) -> Option<(u8, Vec<u8>)> {
+        let out = self.smp_step(in_port, packet, crcs);
         let mut sma = self.sma();
         match out {
             Some(_) => sma.smps_served += 1,
@@ -38,18 +48,25 @@ impl Core {
         out
     }
 
-    fn smp_step(&self, in_port: u8, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
-        let view = PacketView::parse(packet).ok()?;
+    fn smp_step(
+        &self,
+        in_port: u8,
+        mut packet: Vec<u8>,
+        crcs: &ReceivedCrcs,
+    ) -> Option<(u8, Vec<u8>)> {
+        let view = PacketView::parse_with(&packet, crcs).ok()?;
         let mut smp = smp_of_packet(&view).ok()?;
         let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
         if smp.route == SmpRoute::Directed {
             match directed::on_receive(&mut smp, true, in_port, ports) {
                 DrStep::Forward(out) => {
-                    // The directed part travels between permissive LIDs.
-                    let mut p = view.to_packet();
-                    (p.lrh.slid, p.lrh.dlid) = (PERMISSIVE_LID, PERMISSIVE_LID);
-                    p.payload = smp.to_bytes().to_vec();
-                    return Some((out, p.build().ok()?));
+                    // On its way out or back through this switch: only the
+                    // hop pointer and the return path change, in the bytes
+                    // that came in.
+                    let mad_at = packet.len()
+                        - (VCRC_LEN + ICRC_LEN + usize::from(view.bth.pad_cnt) + MAD_LEN);
+                    pass_on(&mut packet, mad_at, &smp)?;
+                    return Some((out, packet));
                 }
                 DrStep::ForwardByLid(dlid) => return self.smp_by_lid(&smp, dlid),
                 DrStep::Deliver => {}
@@ -101,4 +118,15 @@ impl Core {
         let out = self.lft.lookup(dlid)?;
         Some((out, smp_packet(smp, own, dlid).build().ok()?))
     }
+}
+
+/// Writes the step `smp` took here ([`Smp::write_route`]) into `packet`,
+/// whose 256-byte MAD starts at `mad_at`, addresses it between permissive
+/// LIDs (the directed part's wire hops) and stamps both CRCs anew.
+fn pass_on(packet: &mut [u8], mad_at: usize, smp: &Smp) -> Option<()> {
+    let mad = packet.get_mut(mad_at..)?.first_chunk_mut::<MAD_LEN>()?;
+    smp.write_route(mad);
+    encoded::set_lids(packet, PERMISSIVE_LID, PERMISSIVE_LID);
+    encoded::restamp_crcs(packet);
+    Some(())
 }

@@ -206,4 +206,39 @@ impl Smp {
             self.direction = true;
         }
     }
+
+    /// Writes the fields a directed-route step changes ([`super::directed`]:
+    /// the hop pointer, the return path) into `mad`, the encoding this SMP
+    /// was decoded from; every other byte of `mad` stays as it is. A
+    /// LID-routed SMP has neither: `mad` is left alone.
+    pub fn write_route(&self, mad: &mut [u8; MAD_LEN]) {
+        if self.route == SmpRoute::Directed {
+            put16(mad, 6, u16::from_be_bytes([self.hop_ptr, self.hop_cnt]));
+            put(mad, 192, &self.return_path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::directed::{self, DrStep};
+    use super::*;
+
+    #[test]
+    fn a_step_written_into_its_encoding_equals_the_stepped_smp_encoded() {
+        let mut smp = Smp::directed(1, 0x11, 0, &[1, 2, 3]).unwrap();
+        smp.hop_ptr = 2;
+        let mut mad = smp.to_bytes();
+        assert_eq!(
+            directed::on_receive(&mut smp, true, 4, 8),
+            DrStep::Forward(3)
+        );
+        smp.write_route(&mut mad);
+        assert_eq!(mad, smp.to_bytes());
+        let mut lid = Smp::new(SmpRoute::Lid, 1, 0x11, 0);
+        lid.hop_ptr = 5;
+        let mut mad = [0xa5; MAD_LEN];
+        lid.write_route(&mut mad);
+        assert_eq!(mad, [0xa5; MAD_LEN]);
+    }
 }

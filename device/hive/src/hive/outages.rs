@@ -12,6 +12,7 @@
 //! again, except those `link` had taken down before.
 
 use ibtca_link::LinkEvent;
+use ibtca_switch::Origin;
 
 use super::{switch_node, Hive, Node, Peer, PortRef};
 
@@ -61,7 +62,7 @@ impl Hive {
                     reason: "taken down by the control socket".to_owned(),
                 }
             };
-            self.work.push_back((at, ev));
+            self.work.push_back((at, ev, Origin::Process));
         }
         tracing::info!(?a, ?b, up, "link {node}:{port}");
         Ok(())
@@ -104,6 +105,7 @@ impl Hive {
                         LinkEvent::Down {
                             reason: format!("{} powered off", self.node_names[n]),
                         },
+                        Origin::Process,
                     ));
                 }
                 _ => {}
@@ -136,9 +138,10 @@ impl Hive {
             self.cut.remove(&(n, port));
             self.cut.remove(&(there.node, there.port));
             let (to_here, to_there) = (self.local(there), self.local(here));
-            self.work.push_back((here, LinkEvent::Up { peer: to_here }));
             self.work
-                .push_back((there, LinkEvent::Up { peer: to_there }));
+                .push_back((here, LinkEvent::Up { peer: to_here }, Origin::Process));
+            self.work
+                .push_back((there, LinkEvent::Up { peer: to_there }, Origin::Process));
         }
         let sockets: Vec<usize> = (0..self.sockets.len())
             .filter(|&i| self.sockets[i].0.node == n)

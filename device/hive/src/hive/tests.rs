@@ -1,6 +1,7 @@
-//! The hive's loop with a host port, on a thread as `ibtca-hive` runs it:
+//! The hive's loop on a thread as `ibtca-hive` runs it. With a host port:
 //! a request the fabric drops comes back with status 110 in the same
-//! turn, one that went to a node outside keeps waiting.
+//! turn, one that went to a node outside keeps waiting. With a node
+//! outside: a hosted switch checks the CRCs of what a socket wire brings.
 
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
@@ -8,9 +9,11 @@ use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ibtca_link::{Link, LinkEndpoint, LocalPort};
+use ibtca_link::{Link, LinkEndpoint, LinkEvent, LocalPort};
+use ibtca_protocol::encoded;
 use ibtca_protocol::mad::attr::id;
-use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, PERMISSIVE_LID};
+use ibtca_protocol::PacketView;
 use ibtca_simport::port::PortCounts;
 use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, SimRequest, REQUEST_LEN, STATUS_TIMED_OUT};
 
@@ -97,14 +100,15 @@ fn host_port_counts(hive: &Hive) -> PortCounts {
     sim.counters().port
 }
 
-/// Waits until the status file says sw0's port 3 (the wire outside) is up.
-fn wait_outside_up(status: &Path) {
+/// Waits until the status file says sw0's port `port` (a wire outside) is
+/// up.
+fn wait_outside_up(status: &Path, port: usize) {
     let until = std::time::Instant::now() + WAIT;
     loop {
         let up = std::fs::read_to_string(status)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .is_some_and(|v| v["nodes"]["sw0"]["ports"][2]["up"] == true);
+            .is_some_and(|v| v["nodes"]["sw0"]["ports"][port - 1]["up"] == true);
         if up {
             return;
         }
@@ -146,7 +150,7 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
         lid: 0,
     };
     let peer = Link::start(LinkEndpoint::Connect(outside), local, |_| {}).unwrap();
-    wait_outside_up(&status);
+    wait_outside_up(&status, 3);
 
     let client = Client::connect(&base);
     client.get_node_info(1, &[1, 2]);
@@ -173,5 +177,86 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
     peer.stop();
     let c = host_port_counts(&hive);
     assert_eq!((c.undeliverable, c.timed_out), (1, 0), "{c:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch() {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("ibtca-hive-crc-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let outside: PathBuf = dir.join("outside.link");
+    let status = dir.join("status.json");
+    // sw0: port 1 a node outside (the requester), port 2 CA h1.
+    let text = format!(
+        r#"{{ "switches": [ {{ "name": "sw0", "guid": 256, "lid": 1, "ports":
+              ["listen:{}", "hive:h1:1"] }} ],
+            "cas": [ {{ "name": "h1", "guid": 17, "lid": 6, "port": "hive:sw0:2" }} ],
+            "sm_managed": false }}"#,
+        outside.display()
+    );
+    let mut hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
+    hive.set_status_file(status.clone());
+    let (stop_rx, mut stop_tx) = UnixStream::pair().unwrap();
+    let running = std::thread::spawn(move || {
+        hive.run(stop_rx.as_raw_fd()).unwrap();
+        hive
+    });
+    let local = LocalPort {
+        node_guid: 0x99,
+        port: 1,
+        lid: 0,
+    };
+    let (answers, answered) = std::sync::mpsc::channel();
+    let (ups, up) = std::sync::mpsc::channel();
+    let peer = Link::start(LinkEndpoint::Connect(outside), local, move |ev| match ev {
+        LinkEvent::Packet(p) => {
+            let _ = answers.send(p);
+        }
+        LinkEvent::Up { .. } => {
+            let _ = ups.send(());
+        }
+        LinkEvent::Down { .. } => {}
+    })
+    .unwrap();
+    // Up at both ends: the hive's switch port, and the link that sends.
+    wait_outside_up(&status, 1);
+    up.recv_timeout(WAIT).expect("the outside link up");
+
+    // DR NodeInfo Gets for h1 (out of the requester's port 1, then sw0's
+    // port 2), as the requester sends them. The first has one MAD bit
+    // flipped behind a fresh VCRC: only its ICRC tells, as a hostile peer
+    // could send it. The second is intact; its answer comes after the
+    // first was dealt with (one stream, in order).
+    let packet = |tid: u64| {
+        let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 2]).unwrap();
+        smp.tid = tid;
+        smp.hop_ptr = 1;
+        smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+            .build()
+            .unwrap()
+    };
+    let mut bad = packet(1);
+    let at = bad.len() - 100;
+    bad[at] ^= 0x10;
+    encoded::restamp_vcrc(&mut bad);
+    peer.send(bad).unwrap();
+    peer.send(packet(2)).unwrap();
+    let answer = answered.recv_timeout(WAIT).expect("an answer");
+    let smp = smp_of_packet(&PacketView::parse(&answer).unwrap()).unwrap();
+    assert_eq!((smp.tid, smp.method), (2, method::GET_RESP));
+    assert_eq!(&smp.data[12..20], &17u64.to_be_bytes(), "h1's NodeGUID");
+
+    use std::io::Write;
+    stop_tx.write_all(&[1]).unwrap();
+    let hive = running.join().unwrap();
+    peer.stop();
+    assert!(answered.try_recv().is_err(), "one answer only");
+    let Node::Switch(sw, _) = &hive.nodes[0] else {
+        unreachable!()
+    };
+    let stats = sw.port_stats(1).unwrap();
+    assert_eq!(stats.drop_crc_error, 1, "{stats:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

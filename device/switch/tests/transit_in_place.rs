@@ -1,0 +1,250 @@
+//! A directed-route SMP in transit at a hosted switch, on its way out or
+//! back, is passed on in the buffer it came in: after a warm-up the step
+//! allocates nothing on the switch's thread, and the bytes sent are those
+//! of the stepped SMP built anew. A corrupted SMP from a socket wire is
+//! still dropped as a CRC error.
+//!
+//! The count is of this test binary's allocations on the calling thread
+//! (a counting global allocator with a thread-local count), so tests
+//! running beside it on other threads do not disturb it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::{Arc, Mutex};
+
+use ibtca_link::{HighPriority, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_protocol::encoded;
+use ibtca_protocol::mad::attr::id;
+use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
+use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The system allocator, counting allocations (and reallocations) per
+/// thread.
+struct Counting;
+
+fn count_one() {
+    // A thread being torn down has no count any more: not counted.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every method hands its arguments to `System`, unchanged, and
+// returns what it returns; counting touches a thread-local `Cell` only
+// (const-initialised, no destructor: it never allocates).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller's contract for `alloc` is `System.alloc`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: `ptr` came from `System` through this allocator; the
+        // caller's contract for `realloc` is `System.realloc`'s.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations `f` makes on this thread.
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// The switch's wires: what it sends, collected in a buffer reserved
+/// beforehand.
+struct Collect {
+    sent: Mutex<Vec<(u8, Vec<u8>)>>,
+}
+
+impl Collect {
+    fn take(&self) -> Vec<(u8, Vec<u8>)> {
+        let mut sent = self.sent.lock().unwrap();
+        let out = sent.clone();
+        sent.clear();
+        out
+    }
+}
+
+impl Wires for Collect {
+    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
+        self.sent.lock().unwrap().push((port, packet));
+        Ok(())
+    }
+    fn generation(&self, _port: u8) -> u64 {
+        0
+    }
+    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
+    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
+        None
+    }
+    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
+    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+}
+
+/// A hosted switch of 4 ports, every one up.
+fn switch() -> (HostedSwitch, Arc<Collect>) {
+    let wires = Arc::new(Collect {
+        sent: Mutex::new(Vec::with_capacity(64)),
+    });
+    let cfg = SwitchConfig {
+        name: "sw".into(),
+        guid: 0x100,
+        lid: 1,
+        ports: (0..4)
+            .map(|_| PortConfig::new(LinkEndpoint::Listen("-".into())))
+            .collect(),
+        routes: Vec::new(),
+        link: Default::default(),
+        sm_managed: false,
+    };
+    let sw = HostedSwitch::new(cfg, Arc::clone(&wires) as Arc<dyn Wires>).unwrap();
+    for port in 1..=4u8 {
+        let peer = LocalPort {
+            node_guid: 0x200 + u64::from(port),
+            port: 1,
+            lid: 10 + u16::from(port),
+        };
+        sw.on_event(port, LinkEvent::Up { peer });
+    }
+    wires.take();
+    (sw, wires)
+}
+
+/// A DR NodeInfo Get from a requester whose port 1 leads to this switch's
+/// port 1, on to port 2 (hop count 2), as it reaches this switch (hop 1).
+fn request() -> Smp {
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 2]).unwrap();
+    smp.tid = 0x1234_5678;
+    smp.hop_ptr = 1;
+    smp
+}
+
+/// `request`'s response on its way back, as it reaches this switch on
+/// port 2 (hop pointer 2).
+fn response() -> Smp {
+    let mut smp = request();
+    smp.return_path[1] = 1;
+    smp.return_path[2] = 3;
+    smp.hop_ptr = 2;
+    smp.make_response(MadStatus::OK);
+    smp.data[..4].copy_from_slice(&[1, 2, 3, 4]);
+    smp
+}
+
+fn wire_bytes(smp: &Smp) -> Vec<u8> {
+    smp_packet(smp, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap()
+}
+
+/// How a packet reaches the switch: from a socket wire, or built by a
+/// node its owner hosts.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Wire,
+    Built,
+}
+
+fn send(sw: &HostedSwitch, entry: Entry, port: u8, packet: Vec<u8>) {
+    match entry {
+        Entry::Wire => sw.on_event(port, LinkEvent::Packet(packet)),
+        Entry::Built => sw.on_built_packet(port, packet),
+    }
+}
+
+/// Sends `smp` in on `in_port` twice (a warm-up, then counted); returns
+/// the second's allocations and what the switch sent of the two.
+fn through(entry: Entry, in_port: u8, smp: &Smp) -> (u64, Vec<(u8, Vec<u8>)>) {
+    let (sw, wires) = switch();
+    send(&sw, entry, in_port, wire_bytes(smp));
+    let packet = wire_bytes(smp);
+    let n = allocations(|| send(&sw, entry, in_port, packet));
+    (n, wires.take())
+}
+
+#[test]
+fn a_directed_smp_in_transit_is_forwarded_without_allocating() {
+    let mut expected = request();
+    expected.hop_ptr = 2;
+    expected.return_path[1] = 1;
+    for entry in [Entry::Wire, Entry::Built] {
+        let (n, sent) = through(entry, 1, &request());
+        assert_eq!(n, 0, "{entry:?}: allocations for one SMP in transit");
+        assert_eq!(sent.len(), 2, "{entry:?}");
+        for (port, bytes) in sent {
+            assert_eq!(port, 2, "{entry:?}: out of initial_path[2]");
+            assert_eq!(bytes, wire_bytes(&expected), "{entry:?}: built anew");
+        }
+    }
+}
+
+#[test]
+fn a_directed_response_going_back_is_forwarded_without_allocating() {
+    let mut expected = response();
+    expected.hop_ptr = 1;
+    for entry in [Entry::Wire, Entry::Built] {
+        let (n, sent) = through(entry, 2, &response());
+        assert_eq!(n, 0, "{entry:?}: allocations for one response in transit");
+        assert_eq!(sent.len(), 2, "{entry:?}");
+        for (port, bytes) in sent {
+            assert_eq!(port, 1, "{entry:?}: out of return_path[1]");
+            assert_eq!(bytes, wire_bytes(&expected), "{entry:?}: built anew");
+        }
+    }
+}
+
+#[test]
+fn an_smp_to_the_switch_lid_leaves_between_permissive_lids() {
+    // The slow way set both LIDs to the permissive LID on every directed
+    // hop; the in-place step does too.
+    let (sw, wires) = switch();
+    let smp = request();
+    let packet = smp_packet(&smp, 7, 1).build().unwrap();
+    sw.on_event(1, LinkEvent::Packet(packet));
+    let mut expected = request();
+    expected.hop_ptr = 2;
+    expected.return_path[1] = 1;
+    assert_eq!(wires.take(), vec![(2, wire_bytes(&expected))]);
+}
+
+#[test]
+fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error() {
+    let good = wire_bytes(&request());
+    let icrc_at = good.len() - 6;
+    // A flipped ICRC bit (the VCRC, which covers it, fails too), and a
+    // flipped MAD bit behind a fresh VCRC (only the ICRC fails: what a
+    // hostile peer can send).
+    let mut bad_icrc = good.clone();
+    bad_icrc[icrc_at] ^= 0x01;
+    let mut bad_mad = good.clone();
+    bad_mad[icrc_at - 100] ^= 0x10;
+    encoded::restamp_vcrc(&mut bad_mad);
+    assert!(encoded::vcrc_ok(&bad_mad));
+    for (what, bad) in [("icrc", bad_icrc), ("mad", bad_mad)] {
+        let (sw, wires) = switch();
+        sw.on_event(1, LinkEvent::Packet(bad));
+        let stats = sw.port_stats(1).unwrap();
+        assert_eq!(stats.drop_crc_error, 1, "{what}: {stats:?}");
+        assert!(wires.take().is_empty(), "{what}: nothing sent");
+    }
+}

@@ -115,7 +115,8 @@ setup() {
 	# The Debian root has no iputils ping; the chroot's busybox has one.
 	wait_for "busybox ping -c1 -W1 $peer >/dev/null" 300 || exit 1
 	echo "STORAGE-UP n$1 $me reaches $peer"
-	[ "$1" = 2 ] && port_guid >/share/n2-guid
+	# Renamed into place: the target reads it as soon as it is there.
+	[ "$1" = 2 ] && port_guid >/share/n2-guid.new && mv /share/n2-guid.new /share/n2-guid
 	return 0
 }
 

@@ -245,14 +245,16 @@ EOF
 # reports what it saw (ULP-OUTAGE lines): the controller leaving "live"
 # while fio runs, a failed reconnect attempt against the dropped port; then
 # the port returns, fio finishes (its status: FIOCMD's own lines) and the
-# host's kernel log is searched for oopses, warnings and hung tasks.
+# host's kernel log is searched for oopses, warnings and hung tasks. The
+# port's ID is written under another name and renamed: the target polls
+# for /share/target-drop and reads it at once, so it must never see it empty.
 ulp_outage() {
 	cat <<EOF
 w0=\$(writes_done 1)
 ( $1 ) &
 fio_pid=\$!
 wait_for '[ "\$(writes_done 1)" -gt \$w0 ]' 6000 || rc=1
-echo $ULP_PORTID >/share/target-drop
+echo $ULP_PORTID >/share/target-drop.new && mv /share/target-drop.new /share/target-drop
 wait_for '[ -e /share/target-dropped ]' 600 || rc=1
 wait_for '[ "\$(ctrl_state)" != live ]' 600 || rc=1
 echo "ULP-OUTAGE controller \$(ctrl_state) fio \$(kill -0 \$fio_pid 2>/dev/null && echo running || echo finished)"

@@ -236,10 +236,12 @@ mod tests {
     fn new_lids_get_both_crcs_anew_as_a_build_gives_them() {
         let mut p = packet();
         set_lids(&mut p, 0xffff, 0x1234);
+        // The LIDs are under both CRCs; the VCRC is checked first.
         assert!(matches!(
             PacketView::parse(&p),
-            Err(ParseError::Icrc { .. })
+            Err(ParseError::Vcrc { .. })
         ));
+        assert!(!vcrc_ok(&p));
         restamp_crcs(&mut p);
         let mut built = Packet::new(Opcode::RcSendOnly);
         (built.lrh.vl, built.lrh.sl) = (1, 2);

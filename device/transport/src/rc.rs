@@ -91,10 +91,13 @@ impl RcQp {
     /// RTR to RTS: the requester starts at `rts.sq_psn` with `rts`'s retry
     /// counts, ACK timeout, outstanding reads, send window, ACK policy and
     /// MSN start (seed 002: the MSN it expects the peer's responses to
-    /// count from). The rest of `rts` is ignored: the responder keeps what
-    /// RTR gave it (its MSN counts on from RTR's start).
+    /// count from). The responder takes `rts`'s minimum RNR timer, which
+    /// verbs may set on this step too (`IBV_QP_MIN_RNR_TIMER` is optional
+    /// at RTR to RTS); the rest of `rts` is ignored: the responder keeps
+    /// what RTR gave it (its MSN counts on from RTR's start).
     pub fn start_sending(&mut self, rts: &RcConfig) -> Result<(), ConfigError> {
         rts.validate()?;
+        self.cfg.min_rnr_timer = rts.min_rnr_timer;
         self.cfg.sq_psn = rts.sq_psn;
         self.cfg.retry_cnt = rts.retry_cnt;
         self.cfg.rnr_retry = rts.rnr_retry;

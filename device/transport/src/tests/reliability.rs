@@ -570,6 +570,20 @@ fn rnr_then_a_receive_is_posted() {
 }
 
 #[test]
+fn a_minimum_rnr_timer_given_at_rts_is_the_one_rnr_naks_carry() {
+    let (a, mut b) = configs(256);
+    b.min_rnr_timer = 0; // RTR: 655.36 ms
+    let mut w = Wire::new(a, b.clone());
+    let mut rts = b;
+    rts.min_rnr_timer = 1; // 10 µs, as a guest may set it only at RTS
+    w.b.qp.start_sending(&rts).unwrap();
+    w.post_a(send(1, 10));
+    w.deliver();
+    assert_eq!(acks(&w), [(100, 0x20 | 1, 0)]);
+    assert_eq!(w.a.qp.next_deadline(), Some(w.now + rnr_delay(1)));
+}
+
+#[test]
 fn rnr_on_write_with_immediate_writes_nothing_until_the_retry() {
     let mut w = Wire::with_mtu(256);
     w.a.env.bytes_mut(SRC)[..100].copy_from_slice(&pattern(100, 1));

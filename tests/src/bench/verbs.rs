@@ -111,6 +111,8 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
                 .wrapping_sub(doorbells_from);
         (b, received, doorbells)
     });
+    SLOT_DONE.store(0, Ordering::Relaxed);
+    let trace = trace_slots().then(|| SlotTrace::start(&servers)).flatten();
     let (msgs, secs, link, cpu) = keep_busy(
         &mut a,
         depth,
@@ -120,6 +122,7 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
         || link_stats(&servers),
         |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
     );
+    let slots = trace.map(SlotTrace::finish);
     stop.store(true, Ordering::Relaxed);
     let (_b, received, doorbells_b) = receiver.join().expect("receiver thread");
     let doorbells_a =
@@ -131,7 +134,7 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
     drop(a);
     let per = |n: u32| f64::from(n) / received.max(1) as f64;
     let per_msg = |n: u64| n as f64 / msgs.max(1) as f64;
-    let note = format!(
+    let mut note = format!(
         "SEND 64 B, {}: timed part, packets per message A→B {:.3} (above 1: \
          retransmissions), B→A {:.3}; whole run ({received} messages), trapped doorbells \
          per message A {:.3}, B {:.3}; {}",
@@ -151,6 +154,10 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
             "1000 messages"
         ),
     );
+    if let Some(slots) = slots {
+        note.push('\n');
+        note.push_str(&slots);
+    }
     let rate = Rate {
         msgs,
         bytes: msgs * u64::from(size),

@@ -161,7 +161,8 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
 /// `s`, refilling (one post per refill, as `posting` says) as completions
 /// arrive, for
 /// `secs` after a warm-up of a tenth of that, waiting for completions as
-/// `wait` says. Returns messages completed in the timed part, its length and
+/// `wait` says; with `--trace-slots` it keeps [`SLOT_DONE`] at the messages
+/// completed since the start. Returns messages completed in the timed part, its length and
 /// the link counters over it (`link` reads them).
 pub(super) fn keep_busy(
     s: &mut Side,
@@ -212,6 +213,9 @@ pub(super) fn keep_busy(
         }
         outstanding -= n;
         done += n as u64;
+        if trace_slots() {
+            SLOT_DONE.store(done, Ordering::Relaxed);
+        }
     };
     let t0 = t0.expect("warm-up ended");
     let msgs = done - done_at_t0;

@@ -268,6 +268,11 @@ struct VerbsArgs {
     /// (docs/thread-model.md).
     #[arg(long)]
     send_doorbells: bool,
+    /// The SEND rate also prints, per 50 ms slot, the messages done, both
+    /// RC QPs' RNR NAKs, timeouts, retransmissions and duplicates, and A's
+    /// doorbells per ACK batch (plan36 E5).
+    #[arg(long)]
+    trace_slots: bool,
     /// Device A's threads on CPU 0 and B's on CPU 1, and the raw stream and
     /// message rows' writer on CPU 0 and reader on CPU 1 (default: nothing
     /// pinned).
@@ -311,6 +316,8 @@ mod cpu;
 mod crc;
 #[path = "../bench/cross_host.rs"]
 mod cross_host;
+#[path = "../bench/device_process.rs"]
+mod device_process;
 #[path = "../bench/drdma.rs"]
 mod drdma;
 #[path = "../bench/drdma_vs_wqe.rs"]
@@ -325,6 +332,8 @@ mod mmio;
 mod rate;
 #[path = "../bench/raw.rs"]
 mod raw;
+#[path = "../bench/slots.rs"]
+mod slots;
 #[path = "../bench/sma.rs"]
 mod sma;
 #[path = "../bench/switch.rs"]
@@ -339,9 +348,11 @@ mod verbs_pair;
 mod write_pingpong;
 
 use cpu::*;
+use device_process::*;
 use guests::*;
 use rate::*;
 use raw::*;
+use slots::*;
 use table::*;
 use verbs::*;
 use verbs_pair::*;
@@ -449,84 +460,6 @@ fn engine_spin() -> Duration {
     Duration::from_micros(ENGINE_SPIN_US.load(Ordering::Relaxed))
 }
 
-/// An `ibtca-device` process, optionally under `taskset`.
-///
-/// `DeviceProcess` of the harness finds the binary with `workspace_bin`,
-/// which assumes the caller is a test in `target/<profile>/deps`; this
-/// binary lives in `target/<profile>`, next to `ibtca-device`.
-struct Device {
-    child: Child,
-}
-
-impl Device {
-    fn start(bin: &Path, socket: &Path, cpus: Option<&str>, spin_us: u64, extra: &[&str]) -> Self {
-        let log = std::fs::File::create(socket.with_extension("log")).expect("device log");
-        let mut cmd = match cpus {
-            Some(c) => {
-                let mut t = Command::new("taskset");
-                t.arg("-c").arg(c).arg(bin);
-                t
-            }
-            None => Command::new(bin),
-        };
-        let child = cmd
-            .arg("--socket")
-            .arg(socket)
-            .arg("--spin-us")
-            .arg(spin_us.to_string())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start ibtca-device");
-        let mut dev = Device { child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            if let Some(st) = dev.child.try_wait().unwrap() {
-                panic!("ibtca-device exited ({st}); log: {}", socket.display());
-            }
-            assert!(Instant::now() < deadline, "no socket {}", socket.display());
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        dev
-    }
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `ibtca-device` next to this binary, or `None` (after saying so).
-fn device_bin() -> Option<PathBuf> {
-    let exe = std::env::current_exe().expect("current_exe");
-    let bin = exe.with_file_name("ibtca-device");
-    if bin.exists() {
-        return Some(bin);
-    }
-    ibtca_device::cli::print_error(
-        NAME,
-        format_args!(
-            "{} is missing: build the server next to this binary first,\n    \
-             cargo build --release --workspace\n\
-             (and run the bench with --release too)",
-            bin.display()
-        ),
-    );
-    None
-}
-
 /// This binary's name, in help, version and errors.
 const NAME: &str = "ibtca-bench";
 
@@ -594,6 +527,7 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
     ENGINE_THREAD_ONLY.store(a.engine_thread_only, Ordering::Relaxed);
     CQ_DOORBELLS.store(a.cq_doorbells, Ordering::Relaxed);
     SEND_DOORBELLS.store(a.send_doorbells, Ordering::Relaxed);
+    TRACE_SLOTS.store(a.trace_slots, Ordering::Relaxed);
     ibtca_device::sched::idle_budget::set_fixed_spins(a.fixed_spins);
     if let Some(kib) = a.link_ring_kib {
         LINK_RING.store(kib.saturating_mul(1024), Ordering::Relaxed);

@@ -9,6 +9,7 @@
 
 use super::{Engine, EngineStats};
 use crate::pma::PortTotals;
+use crate::transport::RcCounters;
 use crate::verbs::qp_state::{QpState, QpType};
 
 /// QPs a snapshot lists at most (the rest are only counted).
@@ -36,6 +37,9 @@ pub struct QpSnapshot {
     /// True while an RC QP has transport state (RTR or RTS, or in error
     /// after them).
     pub transport: bool,
+    /// The RC transport's counters while it has transport state (NAKs,
+    /// timeouts, retransmissions, duplicates).
+    pub rc: Option<RcCounters>,
 }
 
 /// What the device's control socket shows.
@@ -94,6 +98,7 @@ impl Engine {
                         .map_or(a.sq_psn, |rc| rc.sq_psn()),
                     rq_psn: rc.map_or(a.rq_psn, |rc| rc.expected_psn()),
                     transport: rc.is_some(),
+                    rc: rc.map(|rc| *rc.counters()),
                 }
             })
             .collect();

@@ -102,6 +102,24 @@ fn host_port_counts(hive: &Hive) -> PortCounts {
 
 /// Waits until the status file says sw0's port `port` (a wire outside) is
 /// up.
+/// The port of the test's node outside the hive.
+const OUTSIDE_PORT: LocalPort = LocalPort {
+    node_guid: 0x99,
+    port: 1,
+    lid: 0,
+};
+
+/// Runs `hive` on its own thread until a byte arrives on the returned
+/// stream; the thread gives the hive back.
+fn run_in_thread(mut hive: Hive) -> (std::thread::JoinHandle<Hive>, UnixStream) {
+    let (stop_rx, stop_tx) = UnixStream::pair().unwrap();
+    let running = std::thread::spawn(move || {
+        hive.run(stop_rx.as_raw_fd()).unwrap();
+        hive
+    });
+    (running, stop_tx)
+}
+
 fn wait_outside_up(status: &Path, port: usize) {
     let until = std::time::Instant::now() + WAIT;
     loop {
@@ -138,17 +156,9 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
             sim.set_request_timeout(Duration::from_secs(24 * 3600));
         }
     }
-    let (stop_rx, mut stop_tx) = UnixStream::pair().unwrap();
-    let running = std::thread::spawn(move || {
-        hive.run(stop_rx.as_raw_fd()).unwrap();
-        hive
-    });
+    let (running, mut stop_tx) = run_in_thread(hive);
     // A node outside that never answers.
-    let local = LocalPort {
-        node_guid: 0x99,
-        port: 1,
-        lid: 0,
-    };
+    let local = OUTSIDE_PORT;
     let peer = Link::start(LinkEndpoint::Connect(outside), local, |_| {}).unwrap();
     wait_outside_up(&status, 3);
 
@@ -198,16 +208,8 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
     );
     let mut hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
     hive.set_status_file(status.clone());
-    let (stop_rx, mut stop_tx) = UnixStream::pair().unwrap();
-    let running = std::thread::spawn(move || {
-        hive.run(stop_rx.as_raw_fd()).unwrap();
-        hive
-    });
-    let local = LocalPort {
-        node_guid: 0x99,
-        port: 1,
-        lid: 0,
-    };
+    let (running, mut stop_tx) = run_in_thread(hive);
+    let local = OUTSIDE_PORT;
     let (answers, answered) = std::sync::mpsc::channel();
     let (ups, up) = std::sync::mpsc::channel();
     let peer = Link::start(LinkEndpoint::Connect(outside), local, move |ev| match ev {

@@ -28,7 +28,8 @@ pub struct TwoHosts {
 pub enum Impairment {
     /// `netem` delay and loss on both ends.
     Netem,
-    /// The kernel has no `netem`: loss only, by nftables in `a`.
+    /// The kernel has no `netem`: loss only, by nftables in `a`, and
+    /// deterministic (the first packets of every hundred).
     LossOnly,
 }
 
@@ -149,8 +150,9 @@ impl TwoHosts {
     }
 
     /// Impairs the pair: `delay_ms` each way and `loss_percent` of the
-    /// packets each end sends, with netem; without netem in the kernel,
-    /// `loss_percent` of what `a` sends, and no delay.
+    /// packets each end sends, with netem (at random); without netem in
+    /// the kernel, the first `loss_percent` of every 100 packets `a`
+    /// sends, and no delay.
     pub fn impair(&self, delay_ms: u32, loss_percent: u32) -> Impairment {
         let delay = format!("{delay_ms}ms");
         let loss = format!("{loss_percent}%");
@@ -191,7 +193,7 @@ impl TwoHosts {
             "oifname",
             &self.dev[0],
             "numgen",
-            "random",
+            "inc",
             "mod",
             "100",
             "lt",

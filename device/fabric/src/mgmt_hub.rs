@@ -4,7 +4,10 @@
 //! every guest's `-netdev stream` connects to. QEMU's stream and dgram
 //! netdevs are point to point; this joins any number of them.
 //!
-//! One thread polls the listener and every client. Frames go to the port
+//! One thread polls the listener and every client. A client that
+//! connected before a frame was sent is a port when the frame is
+//! switched (connections are accepted before frames are read). Frames go
+//! to the port
 //! that last sent from the destination MAC, broadcast, multicast and
 //! unknown destinations to every other port. Clients are hostile or may
 //! die: a length above [`MAX_FRAME`] disconnects its sender, a frame
@@ -191,6 +194,11 @@ impl Hub {
             .filter(|(f, _)| f.revents != 0)
             .map(|(f, c)| (c.id, f.revents))
             .collect();
+        // Accepted before any frame is read: a port plugged in before a
+        // frame was sent receives it, as on a wire.
+        if fds[0].revents & libc::POLLIN != 0 {
+            self.accept_all()?;
+        }
         for (id, revents) in ready {
             let keep = if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
                 self.read_from(id)
@@ -201,9 +209,6 @@ impl Hub {
             if !keep {
                 self.drop_client(id);
             }
-        }
-        if fds[0].revents & libc::POLLIN != 0 {
-            self.accept_all()?;
         }
         Ok(())
     }
@@ -355,6 +360,39 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn send(s: &mut UnixStream, frame: &[u8]) {
+        let len = u32::try_from(frame.len()).unwrap().to_be_bytes();
+        s.write_all(&len).unwrap();
+        s.write_all(frame).unwrap();
+    }
+
+    #[test]
+    fn a_client_that_connected_before_a_frame_was_sent_receives_it() {
+        let dir = std::env::temp_dir().join(format!("ibtca-hub-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hub.sock");
+        let mut hub = Hub::bind(&path).unwrap();
+        let mut a = UnixStream::connect(&path).unwrap();
+        hub.poll_once(1000).unwrap();
+        assert_eq!(hub.clients.len(), 1, "a accepted");
+        // b waits in the backlog while a's broadcast is on its way: one
+        // poll finds both, and b is a port by the time the frame is read.
+        let mut b = UnixStream::connect(&path).unwrap();
+        let mut frame = vec![0xff; 6];
+        frame.extend_from_slice(&[0x52, 0x54, 0, 0, 0, 1, 0x88, 0xb5]);
+        frame.extend_from_slice(b"to every port");
+        send(&mut a, &frame);
+        hub.poll_once(1000).unwrap();
+        assert_eq!(hub.clients.len(), 2, "b accepted");
+        b.set_nonblocking(true).unwrap();
+        let mut got = vec![0u8; 4 + frame.len()];
+        b.read_exact(&mut got)
+            .expect("the frame already waits for b");
+        assert_eq!(&got[4..], &frame[..]);
+        assert_eq!(hub.stats().frames, 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn framing_reads_big_endian_lengths_and_refuses_huge_ones() {

@@ -416,6 +416,8 @@ impl Hive {
         let mut events = Vec::new();
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let mut polled: Vec<usize> = Vec::new();
+        // Per host port, how many of `fds` are its (in `self.sims` order).
+        let mut sim_fds_each: Vec<usize> = Vec::new();
         loop {
             self.drain_work();
             for (at, wire) in &mut self.sockets {
@@ -431,6 +433,7 @@ impl Hive {
             self.write_status();
             fds.clear();
             polled.clear();
+            sim_fds_each.clear();
             fds.push(libc::pollfd {
                 fd: stop,
                 events: libc::POLLIN,
@@ -451,12 +454,14 @@ impl Hive {
             }
             let sim_fds = fds.len();
             for &node in &self.sims {
+                let before = fds.len();
                 if let Node::Sim(sim) = &self.nodes[node] {
                     fds.extend(sim.poll_fds());
                     if let Some(d) = sim.deadline() {
                         deadline = Some(deadline.map_or(d, |x| x.min(d)));
                     }
                 }
+                sim_fds_each.push(fds.len() - before);
             }
             let control_fds = fds.len();
             if let Some(c) = &self.control {
@@ -483,17 +488,18 @@ impl Hive {
                 return Ok(());
             }
             let now = Instant::now();
-            self.service_sims(&fds[sim_fds..control_fds], now);
+            self.service_sims(&fds[sim_fds..control_fds], &sim_fds_each, now);
             self.service_control(&fds[control_fds..]);
-            let ready: Vec<bool> = {
-                let mut r = vec![false; self.sockets.len()];
-                for (fd, i) in fds[1..sim_fds].iter().zip(&polled) {
-                    r[*i] = fd.revents != 0;
-                }
-                r
-            };
+            // The ready wires' indexes, in order (`polled` is).
+            let mut ready = fds[1..sim_fds]
+                .iter()
+                .zip(&polled)
+                .filter(|(fd, _)| fd.revents != 0)
+                .map(|(_, &i)| i)
+                .peekable();
             for (i, (at, wire)) in self.sockets.iter_mut().enumerate() {
-                if ready[i] || wire.deadline().is_some_and(|d| d <= now) {
+                let readable = ready.next_if_eq(&i).is_some();
+                if readable || wire.deadline().is_some_and(|d| d <= now) {
                     wire.service(now, &mut events);
                     queue(&mut self.work, *at, &mut events);
                 }
@@ -503,25 +509,23 @@ impl Hive {
 }
 
 impl Hive {
-    /// Serves the host ports whose sockets `fds` (theirs, in order) say
-    /// are readable or whose requests are due, and sends what they send.
-    fn service_sims(&mut self, fds: &[libc::pollfd], now: Instant) {
-        let mut fds = fds.iter();
-        for i in 0..self.sims.len() {
+    /// Serves the host ports whose sockets `fds` (theirs, in order;
+    /// `each` of them per port) say are readable or whose requests are
+    /// due, and sends what they send.
+    fn service_sims(&mut self, fds: &[libc::pollfd], each: &[usize], now: Instant) {
+        let mut start = 0;
+        for (i, &n) in each.iter().enumerate() {
+            let mine = fds.get(start..start + n).unwrap_or_default();
+            start += n;
             let node = self.sims[i];
             let Node::Sim(sim) = &mut self.nodes[node] else {
                 continue;
             };
-            let ready: Vec<usize> = (&mut fds)
-                .take(sim.fds().len())
-                .enumerate()
-                .filter(|(_, fd)| fd.revents != 0)
-                .map(|(i, _)| i)
-                .collect();
-            if ready.is_empty() && sim.deadline().is_none_or(|d| d > now) {
+            let ready = mine.iter().any(|fd| fd.revents & !libc::POLLOUT != 0);
+            if !ready && sim.deadline().is_none_or(|d| d > now) {
                 continue;
             }
-            for packet in sim.service(&ready, now) {
+            for packet in sim.service(mine, now) {
                 self.send_from(PortRef { node, port: 1 }, packet);
             }
         }

@@ -3,10 +3,11 @@
 //! served on the hive's own thread. Its sockets are in the hive's
 //! `poll(2)`: a client's MAD reaches the fabric's hosted switches and
 //! their answer reaches the client with no thread hand-off and no link
-//! socket in between (docs/host-sm.md).
+//! socket in between (docs/host-sm.md). The hive polls the control
+//! socket and the sockets of the slots clients hold, not the free ones
+//! ([`HostedSim::poll_fds`]), and reads a slot's MADs in one system call.
 
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use ibtca_agents::pma::PortTotals;
@@ -14,13 +15,13 @@ use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_simport::clients::MAX_CLIENTS;
 use ibtca_simport::port::{Out, PortSettings, SimPort};
 use ibtca_simport::server::serve_control;
-use ibtca_simport::sockets::{read_buffer, Datagram, SimSockets};
+use ibtca_simport::sockets::{read_buffer, Datagram, RecvBatch, SimSockets};
 use ibtca_simport::wire::{SimRequest, REQUEST_LEN};
 
 use crate::config::CaSpec;
 
 mod stats;
-pub use stats::{ClientSends, Counters, BATCH_BUCKETS};
+pub use stats::{ClientReads, ClientSends, Counters, BATCH_BUCKETS};
 
 /// How long a client's request waits for its response (as
 /// `ibtca-simport`'s default).
@@ -39,7 +40,11 @@ pub struct HostedSim {
     guid: u64,
     /// The node's name, in the log.
     name: String,
+    /// Control messages are read into `buf` and then `ctl`; clients' MADs
+    /// into `batch`.
     buf: Vec<u8>,
+    ctl: Vec<Datagram>,
+    batch: RecvBatch,
     /// MADs for clients, sent together by [`HostedSim::flush_clients`].
     to_clients: Vec<(usize, Box<SimRequest>)>,
     /// Per slot, MADs its client's socket has not taken yet, in order.
@@ -67,6 +72,8 @@ impl HostedSim {
             guid: spec.guid,
             name: spec.name.clone(),
             buf: read_buffer(),
+            ctl: Vec::new(),
+            batch: RecvBatch::default(),
             to_clients: Vec::new(),
             kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
             client_sends: ClientSends::default(),
@@ -97,11 +104,6 @@ impl HostedSim {
         self.guid
     }
 
-    /// The sockets to poll for reading.
-    pub fn fds(&self) -> Vec<RawFd> {
-        self.sockets.fds()
-    }
-
     /// When a client's request times out next.
     pub fn deadline(&self) -> Option<Instant> {
         self.port.next_deadline()
@@ -128,37 +130,57 @@ impl HostedSim {
         }
     }
 
-    /// Reads what sockets `ready` (indexes of [`HostedSim::fds`]) hold,
-    /// and times out requests due at `now`; returns the packets to send.
-    pub fn service(&mut self, ready: &[usize], now: Instant) -> Vec<Vec<u8>> {
-        let mut read = Vec::new();
-        for &i in ready {
-            self.sockets.read_ready(i, &mut self.buf, &mut read);
-        }
+    /// Reads what the sockets of `polled` ([`HostedSim::poll_fds`]'s, after
+    /// `poll(2)`) say they hold, and times out requests due at `now`;
+    /// returns the packets to send.
+    pub fn service(&mut self, polled: &[libc::pollfd], now: Instant) -> Vec<Vec<u8>> {
         let mut packets = Vec::new();
-        for d in read {
-            match d {
-                Datagram::Ctl(bytes, from) => {
-                    let before = self.port.clients_attached();
-                    serve_control(&mut self.port, &self.sockets, &bytes, &from);
-                    if self.port.clients_attached() < before {
-                        self.log_counters("a client detached");
-                    }
-                    for slot in 0..MAX_CLIENTS {
-                        if self.port.client(slot).is_none() {
-                            self.forget_kept(slot);
-                        }
-                    }
-                }
-                Datagram::Data(slot, bytes) => {
-                    let out = self.port.on_client(slot, &bytes, &self.totals, now);
-                    packets.extend(self.carry(out));
-                }
+        for p in polled {
+            // Readable, or an error a read clears (writable alone: the
+            // turn's flush writes).
+            if p.revents & !libc::POLLOUT == 0 {
+                continue;
+            }
+            if p.fd == self.sockets.ctl_fd() {
+                self.serve_ctl();
+                continue;
+            }
+            let Some(slot) = self.sockets.slot_of_fd(p.fd) else {
+                continue;
+            };
+            self.sockets.recv_slot(slot, &mut self.batch);
+            for i in 0..self.batch.len() {
+                let out = self
+                    .port
+                    .on_client(slot, self.batch.get(i), &self.totals, now);
+                packets.extend(self.carry(out));
             }
         }
         let out = self.port.tick(now);
         packets.extend(self.carry(out));
         packets
+    }
+
+    /// Serves the control messages waiting: CONNECT, DISCONNECT, queries.
+    fn serve_ctl(&mut self) {
+        let mut ctl = std::mem::take(&mut self.ctl);
+        self.sockets.read_ctl(&mut self.buf, &mut ctl);
+        for d in ctl.drain(..) {
+            let Datagram::Ctl(bytes, from) = d else {
+                continue;
+            };
+            let before = self.port.clients_attached();
+            serve_control(&mut self.port, &self.sockets, &bytes, &from);
+            if self.port.clients_attached() < before {
+                self.log_counters("a client detached");
+            }
+            for slot in 0..MAX_CLIENTS {
+                if self.port.client(slot).is_none() {
+                    self.forget_kept(slot);
+                }
+            }
+        }
+        self.ctl = ctl;
     }
 
     /// The request that went out with TID `tid` has left the hive's sight
@@ -248,22 +270,28 @@ impl HostedSim {
         }
     }
 
-    /// What to poll: every socket for reading ([`HostedSim::fds`], in that
-    /// order), and a client's for writing too while MADs are kept for it.
-    pub fn poll_fds(&self) -> Vec<libc::pollfd> {
-        self.sockets
-            .fds()
-            .into_iter()
-            .enumerate()
-            .map(|(i, fd)| {
-                let waiting = i > 0 && self.kept.get(i - 1).is_some_and(|k| !k.is_empty());
-                libc::pollfd {
-                    fd,
+    /// What to poll: the control socket for reading, then the socket of
+    /// each slot a client holds, for reading, and for writing too while
+    /// MADs are kept for it. A free slot's socket is not polled: what it
+    /// holds when a client takes the slot is dropped then
+    /// (`SimSockets::attach`).
+    pub fn poll_fds(&self) -> impl Iterator<Item = libc::pollfd> + '_ {
+        let ctl = libc::pollfd {
+            fd: self.sockets.ctl_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let slots = (0..MAX_CLIENTS)
+            .filter(|&slot| self.port.client(slot).is_some())
+            .filter_map(|slot| {
+                let waiting = self.kept.get(slot).is_some_and(|k| !k.is_empty());
+                Some(libc::pollfd {
+                    fd: self.sockets.slot_fd(slot)?,
                     events: libc::POLLIN | if waiting { libc::POLLOUT } else { 0 },
                     revents: 0,
-                }
-            })
-            .collect()
+                })
+            });
+        std::iter::once(ctl).chain(slots)
     }
 
     /// What the port has sent its clients.
@@ -275,6 +303,10 @@ impl HostedSim {
     pub fn counters(&self) -> Counters<'_> {
         Counters {
             port: self.port.counts(),
+            reads: ClientReads {
+                mads: self.batch.datagrams,
+                calls: self.batch.calls,
+            },
             sends: self.client_sends,
             kinds: self.port.request_kinds(),
         }
@@ -304,11 +336,19 @@ mod tests {
         SocketAddr::from_abstract_name(&b).unwrap()
     }
 
-    /// A host port of base name `base` with one client attached as
-    /// umad2sim attaches one: (port, client's data socket, its control
-    /// socket, its CONNECT, its slot).
-    fn attached(base: &str) -> (HostedSim, UnixDatagram, UnixDatagram, Ctl, usize) {
-        let pid = std::process::id();
+    /// One turn of the hive's loop for `sim` alone: polls its sockets
+    /// without waiting (a datagram sent is in its socket at once) and
+    /// serves what they hold.
+    fn serve(sim: &mut HostedSim) -> Vec<Vec<u8>> {
+        let mut fds: Vec<libc::pollfd> = sim.poll_fds().collect();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfds for the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
+        sim.service(&fds, Instant::now())
+    }
+
+    /// A host port of base name `base` and no client.
+    fn host_port(base: &str) -> HostedSim {
         let spec = CaSpec {
             name: "host".into(),
             description: "host".into(),
@@ -318,7 +358,13 @@ mod tests {
             port: WireSpec::None,
             sim: Some(base.to_owned()),
         };
-        let mut sim = HostedSim::new(&spec, base, false).unwrap();
+        HostedSim::new(&spec, base, false).unwrap()
+    }
+
+    /// A client attached to `sim` (base name `base`) as umad2sim attaches
+    /// one: (its data socket, its control socket, its CONNECT, its slot).
+    fn attach(sim: &mut HostedSim, base: &str) -> (UnixDatagram, UnixDatagram, Ctl, usize) {
+        let pid = std::process::id();
         let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
         let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
         let connect = Ctl::connect(&ClientInfo {
@@ -329,7 +375,7 @@ mod tests {
         });
         ctl.send_to_addr(&connect.to_bytes(), &addr(&format!("{base}:ctl")))
             .unwrap();
-        assert!(sim.service(&[0], Instant::now()).is_empty());
+        assert!(serve(sim).is_empty());
         let mut buf = [0u8; 1024];
         assert_eq!(ctl.recv(&mut buf).unwrap(), 80);
         let answer = Ctl::parse(&buf[..80]).unwrap();
@@ -337,6 +383,14 @@ mod tests {
         let slot = answer.client_id as usize;
         data.connect_addr(&addr(&format!("{base}:out{slot}")))
             .unwrap();
+        (data, ctl, connect, slot)
+    }
+
+    /// A host port of base name `base` with one client attached: (port,
+    /// client's data socket, its control socket, its CONNECT, its slot).
+    fn attached(base: &str) -> (HostedSim, UnixDatagram, UnixDatagram, Ctl, usize) {
+        let mut sim = host_port(base);
+        let (data, ctl, connect, slot) = attach(&mut sim, base);
         (sim, data, ctl, connect, slot)
     }
 
@@ -357,10 +411,12 @@ mod tests {
         for tid in 1..=4u64 {
             data.send(&node_info_get(tid)).unwrap();
         }
-        assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
+        assert!(serve(&mut sim).is_empty());
         data.set_nonblocking(true).unwrap();
         assert!(data.recv(&mut buf).is_err(), "nothing before the flush");
         sim.flush_clients();
+        let reads = sim.counters().reads;
+        assert_eq!((reads.mads, reads.calls), (4, 1), "read in one call");
         let sends = sim.client_sends();
         assert_eq!((sends.mads, sends.calls), (4, 1));
         assert_eq!(sends.batches, [0, 0, 0, 1, 0, 0], "one batch of four");
@@ -381,7 +437,7 @@ mod tests {
         };
         ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
             .unwrap();
-        assert!(sim.service(&[0], Instant::now()).is_empty());
+        assert!(serve(&mut sim).is_empty());
         let counts = sim.counters().port;
         assert_eq!((counts.requests, counts.local), (4, 4));
         assert_eq!(sim.port.clients_attached(), 0);
@@ -396,8 +452,9 @@ mod tests {
     #[test]
     fn answers_wait_for_a_full_client_and_arrive_in_order() {
         let base = format!("ibtca-hive-sim-full-{}", std::process::id());
-        let (mut sim, data, _ctl, _connect, slot) = attached(&base);
-        let fd = |sim: &HostedSim| sim.poll_fds()[1 + slot];
+        let (mut sim, data, _ctl, _connect, _slot) = attached(&base);
+        // The client's slot's socket: polled after the control socket.
+        let fd = |sim: &HostedSim| sim.poll_fds().nth(1).unwrap();
         // The client reads nothing; answers go to it until its socket is
         // full (the sockets are connected both ways, so its send buffer
         // bounds it, not net.unix.max_dgram_qlen), and a batch beyond.
@@ -407,7 +464,7 @@ mod tests {
                 *sent += 1;
                 data.send(&node_info_get(*sent)).unwrap();
             }
-            assert!(sim.service(&[1 + slot], Instant::now()).is_empty());
+            assert!(serve(sim).is_empty());
             sim.flush_clients();
         };
         while fd(&sim).events & libc::POLLOUT == 0 && sim.client_sends().lost == 0 {
@@ -443,5 +500,55 @@ mod tests {
         );
         assert_eq!(sim.client_sends().lost, 0);
         assert_eq!(fd(&sim).events & libc::POLLOUT, 0, "nothing left to write");
+    }
+
+    #[test]
+    fn a_host_port_polls_its_control_socket_and_only_the_slots_clients_hold() {
+        let base = format!("ibtca-hive-sim-poll-{}", std::process::id());
+        let mut sim = host_port(&base);
+        let ctl_fd = sim.sockets.ctl_fd();
+        let fds: Vec<libc::pollfd> = sim.poll_fds().collect();
+        assert_eq!(fds.len(), 1, "no client: the control socket alone");
+        assert_eq!((fds[0].fd, fds[0].events), (ctl_fd, libc::POLLIN));
+        let (_data, ctl, connect, slot) = attach(&mut sim, &base);
+        let fds: Vec<libc::pollfd> = sim.poll_fds().collect();
+        assert_eq!(fds.len(), 2, "one client: its slot's socket too");
+        assert_eq!(Some(fds[1].fd), sim.sockets.slot_fd(slot));
+        let disconnect = Ctl {
+            kind: CtlType::Disconnect.to_wire(),
+            client_id: slot as u32,
+            ..connect
+        };
+        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
+            .unwrap();
+        assert!(serve(&mut sim).is_empty());
+        assert_eq!(sim.poll_fds().count(), 1, "the client left");
+    }
+
+    #[test]
+    fn a_datagram_on_a_free_slot_is_not_given_to_its_next_client() {
+        let base = format!("ibtca-hive-sim-stale-{}", std::process::id());
+        let mut sim = host_port(&base);
+        // A well-formed MAD on slot 0's socket while no client holds it.
+        let stranger = UnixDatagram::unbound().unwrap();
+        stranger
+            .send_to_addr(&node_info_get(99), &addr(&format!("{base}:out0")))
+            .unwrap();
+        assert!(serve(&mut sim).is_empty());
+        let (data, _ctl, _connect, slot) = attach(&mut sim, &base);
+        assert_eq!(slot, 0, "the client takes the slot the MAD waited on");
+        data.send(&node_info_get(1)).unwrap();
+        assert!(serve(&mut sim).is_empty());
+        sim.flush_clients();
+        data.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 1024];
+        let mut tids = Vec::new();
+        while let Ok(n) = data.recv(&mut buf) {
+            let answer = SimRequest::parse(&buf[..n]).unwrap();
+            tids.push(Smp::parse(&answer.mad).unwrap().tid);
+        }
+        assert_eq!(tids, vec![1], "the client's own MAD answered, alone");
+        let counts = sim.counters().port;
+        assert_eq!((counts.requests, counts.dropped), (1, 1));
     }
 }

@@ -83,11 +83,13 @@ pub const WAIT_IO: &[Allow] = &[
 ];
 
 /// Sending on a connected Unix socket (link frames, control replies,
-/// ATM cells, a turn's MADs to a host port's client in one `sendmmsg`).
+/// ATM cells, a turn's MADs to a host port's client in one `sendmmsg`),
+/// and receiving (a host port's client's MADs in one `recvmmsg`).
 pub const SOCKET_IO: &[Allow] = &[
     any(SYS_sendmsg),
     any(SYS_sendmmsg),
     any(SYS_recvmsg),
+    any(SYS_recvmmsg),
     any(SYS_recvfrom),
     any(SYS_shutdown),
 ];

@@ -163,6 +163,15 @@ impl SimPort {
         self.clients.attached()
     }
 
+    /// `n` datagrams that `slot`'s socket held when a client took it
+    /// (sent to a free slot, or by its previous client): dropped.
+    pub fn drop_stale(&mut self, slot: usize, n: usize) {
+        if n > 0 {
+            self.counts.dropped += n as u64;
+            ibtca_log::guest_warn!(slot, n, "MADs on a free slot dropped when a client took it");
+        }
+    }
+
     fn drop_with(&mut self, why: &str) -> Vec<Out> {
         self.counts.dropped += 1;
         tracing::debug!("dropped: {why}");
@@ -430,6 +439,11 @@ impl SimPort {
     }
 
     fn fabric_qp0(&mut self, view: &PacketView<'_>) -> Option<Vec<Out>> {
+        // The MAD's method, its response bit included.
+        let m = view.payload.get(3).copied().unwrap_or(0);
+        if m & method::RESPONSE != 0 {
+            return self.fabric_smp_response(view);
+        }
         let for_sm = self.sma.stats().for_sm;
         let before = self.lid_and_state();
         let outcome = self.sma.on_packet(view);
@@ -448,6 +462,23 @@ impl SimPort {
         }
         let mad = smp.to_bytes();
         self.deliver(view, QP0, mad, smp.method & method::RESPONSE != 0)
+    }
+
+    /// An SMP response from the link: never the agent's (it answers, it
+    /// does not ask), but the client's that waits for it. Decoded once,
+    /// and dropped, as the agent drops it, if it is not an SMP or its
+    /// directed route does not end here.
+    fn fabric_smp_response(&mut self, view: &PacketView<'_>) -> Option<Vec<Out>> {
+        let Ok(mut smp) = ibtca_protocol::mad::smp_of_packet(view) else {
+            return Some(Vec::new());
+        };
+        if smp.route == SmpRoute::Directed
+            && directed::on_receive(&mut smp, false, 1, 1) != DrStep::Deliver
+        {
+            return Some(Vec::new());
+        }
+        let mad = smp.to_bytes();
+        self.deliver(view, QP0, mad, true)
     }
 
     fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Vec<Out>> {

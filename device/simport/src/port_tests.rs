@@ -113,6 +113,45 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
 }
 
 #[test]
+fn a_response_from_the_link_reaches_its_client_without_the_agent() {
+    let mut p = port();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    smp.tid = 0x77;
+    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), Instant::now());
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    // The switch at hop 1 (the path's end) answers it back by its port 1.
+    let mut answer = smp_of_packet(&PacketView::parse(packet).unwrap()).unwrap();
+    assert_eq!(
+        directed::on_receive(&mut answer, true, 1, 8),
+        DrStep::Deliver
+    );
+    answer.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut answer, 8), DrStep::Forward(1));
+    let back = smp_packet(&answer, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    let seen = p.sma.stats().smps;
+    let (slot, r) = client_out(&p.on_link(&back, &PortTotals::default()));
+    assert_eq!((slot, r.status), (0, 0));
+    let got = Smp::parse(&r.mad).unwrap();
+    assert_eq!((got.tid, got.method), (0x77, method::GET_RESP));
+    assert_eq!(p.sma.stats().smps, seen, "decoded once, not by the agent");
+    // A request from the link is still the agent's.
+    let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    get.hop_ptr = 1;
+    let get = smp_packet(&get, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        p.on_link(&get, &PortTotals::default()).as_slice(),
+        [Out::Link(_)]
+    ));
+    assert_eq!(p.sma.stats().smps, seen + 1);
+}
+
+#[test]
 fn malformed_envelopes_and_strangers_are_dropped() {
     let mut p = port();
     let now = Instant::now();

@@ -179,16 +179,20 @@ impl Server {
 }
 
 /// Answers the control message `bytes` from `from`; a CONNECT attaches
-/// the client's data socket to its slot.
+/// the client's data socket to its slot (what that slot's socket held
+/// before is dropped and counted).
 pub fn serve_control(port: &mut SimPort, sockets: &SimSockets, bytes: &[u8], from: &SocketAddr) {
     let Some(mut outcome) = port.on_ctl(bytes, process_gone) else {
         return;
     };
     if let Some((slot, pid)) = outcome.attached {
-        if let Err(e) = sockets.attach(slot, pid) {
-            tracing::warn!(slot, pid, "cannot reach the client's data socket: {e}");
-            port.detach(slot);
-            outcome.reply.kind = crate::wire::CtlType::Error.to_wire();
+        match sockets.attach(slot, pid) {
+            Ok(stale) => port.drop_stale(slot, stale),
+            Err(e) => {
+                tracing::warn!(slot, pid, "cannot reach the client's data socket: {e}");
+                port.detach(slot);
+                outcome.reply.kind = crate::wire::CtlType::Error.to_wire();
+            }
         }
     }
     if let Err(e) = sockets.reply(&outcome.reply.to_bytes(), from) {

@@ -5,13 +5,16 @@
 //!   `BASE:ctlPID` and gets each answer back there;
 //! - `BASE:outN`, the server's data socket of client slot N, connected at
 //!   CONNECT to the client's `BASE:inPID`, which the client connects to
-//!   it in turn: each slot's socket hears only its own client.
+//!   it in turn: each slot's socket hears only its own client. What a
+//!   free slot's socket holds when a client takes it is nobody's, and is
+//!   dropped then ([`SimSockets::attach`]).
 //!
 //! Every socket is non-blocking: a client that does not read loses what
 //! is sent to it, and the server never waits for it. One reader thread
 //! waits on all of them with `poll(2)` and hands what it reads on, or an
-//! owner with a `poll(2)` loop of its own ([`SimSockets::fds`],
-//! [`SimSockets::read_ready`]: `ibtca-hive`) reads them itself.
+//! owner with a `poll(2)` loop of its own ([`SimSockets::read_ctl`],
+//! [`SimSockets::recv_slot`]: `ibtca-hive`) reads them itself. A slot's
+//! datagrams are read [`READ_BATCH`] at a time in one `recvmmsg(2)`.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -26,8 +29,12 @@ pub const DEFAULT_BASE: &str = "sim";
 /// Largest datagram read; longer ones are cut here and refused as
 /// malformed by their parser.
 const READ_LEN: usize = 1024;
-/// Datagrams one [`SimSockets::read_ready`] reads from one socket at most.
+/// Datagrams one read of one socket takes at most
+/// ([`SimSockets::read_ctl`], [`SimSockets::recv_slot`]).
 pub const READ_BATCH: usize = 8;
+/// Datagrams [`SimSockets::attach`] drops from a slot's socket at most
+/// (its queue holds far fewer).
+const STALE_LIMIT: usize = 4096;
 
 /// A datagram the reader thread read.
 #[derive(Debug)]
@@ -92,10 +99,21 @@ impl SimSockets {
         Ok(())
     }
 
-    /// Connects slot `slot`'s socket to the client of `pid`.
-    pub fn attach(&self, slot: usize, pid: u32) -> io::Result<()> {
+    /// Connects slot `slot`'s socket to the client of `pid`, then drops
+    /// what the socket held from before: sent to a free slot (by anyone)
+    /// or by the slot's previous client, it is not the new client's, which
+    /// sends nothing before it has CONNECT's answer and is from now on
+    /// the only sender the socket accepts. Returns how many were dropped.
+    pub fn attach(&self, slot: usize, pid: u32) -> io::Result<usize> {
         let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
-        s.connect_addr(&abstract_addr(&format!("{}:in{pid}", self.base))?)
+        s.connect_addr(&abstract_addr(&format!("{}:in{pid}", self.base))?)?;
+        let mut byte = [0u8; 1];
+        let mut dropped = 0;
+        // WouldBlock (emptied), or a pending error: nothing more to drop.
+        while dropped < STALE_LIMIT && s.recv(&mut byte).is_ok() {
+            dropped += 1;
+        }
+        Ok(dropped)
     }
 
     /// Sends a control answer to `to`.
@@ -162,50 +180,170 @@ impl SimSockets {
         Ok(sent)
     }
 
-    /// Every socket's descriptor: the control socket's first, then slot
-    /// 0's to slot 9's (the indexes [`SimSockets::read_ready`] takes).
-    pub fn fds(&self) -> Vec<RawFd> {
-        std::iter::once(&self.ctl)
-            .chain(&self.slots)
-            .map(AsRawFd::as_raw_fd)
-            .collect()
+    /// The control socket's descriptor.
+    pub fn ctl_fd(&self) -> RawFd {
+        self.ctl.as_raw_fd()
     }
 
-    /// Reads the datagrams waiting on socket `index` of [`SimSockets::fds`]
-    /// into `out`, without blocking: at most [`READ_BATCH`], so that a
-    /// client that keeps its socket full costs a bounded turn (`poll(2)`
-    /// reports the rest).
-    pub fn read_ready(&self, index: usize, buf: &mut [u8], out: &mut Vec<Datagram>) {
-        read_socket(&self.ctl, &self.slots, index, buf, out);
+    /// Slot `slot`'s socket's descriptor.
+    pub fn slot_fd(&self, slot: usize) -> Option<RawFd> {
+        self.slots.get(slot).map(AsRawFd::as_raw_fd)
+    }
+
+    /// The slot whose socket has descriptor `fd`.
+    pub fn slot_of_fd(&self, fd: RawFd) -> Option<usize> {
+        self.slots.iter().position(|s| s.as_raw_fd() == fd)
+    }
+
+    /// Reads the control messages waiting into `out`, without blocking:
+    /// at most [`READ_BATCH`], so that a client that keeps the socket full
+    /// costs a bounded turn (`poll(2)` reports the rest).
+    pub fn read_ctl(&self, buf: &mut [u8], out: &mut Vec<Datagram>) {
+        read_ctl(&self.ctl, buf, out);
+    }
+
+    /// Reads what slot `slot`'s socket holds into `batch`, without
+    /// blocking, in one `recvmmsg(2)`: at most [`READ_BATCH`] datagrams
+    /// (`poll(2)` reports the rest), each whole (cut at 1,024 bytes) and in
+    /// order. Returns how many ([`RecvBatch::len`]; 0: none waiting, or
+    /// the socket's pending error, which the call clears).
+    pub fn recv_slot(&self, slot: usize, batch: &mut RecvBatch) -> usize {
+        batch.len = 0;
+        match self.slots.get(slot) {
+            Some(s) => recv_batch(s, batch),
+            None => 0,
+        }
     }
 }
 
-/// What [`SimSockets::read_ready`] does, on the reader thread's clones.
+/// Up to [`READ_BATCH`] control messages, each with its sender.
+fn read_ctl(ctl: &UnixDatagram, buf: &mut [u8], out: &mut Vec<Datagram>) {
+    for _ in 0..READ_BATCH {
+        // WouldBlock, or an error: nothing to read.
+        match ctl.recv_from(buf) {
+            Ok((len, from)) => out.push(Datagram::Ctl(buf[..len].to_vec(), from)),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Datagrams read by [`SimSockets::recv_slot`] into buffers that are
+/// reused read after read, and what the reads took so far.
+pub struct RecvBatch {
+    bufs: Box<[[u8; READ_LEN]; READ_BATCH]>,
+    lens: [usize; READ_BATCH],
+    len: usize,
+    /// `recvmmsg(2)` calls made.
+    pub calls: u64,
+    /// Datagrams they read.
+    pub datagrams: u64,
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        RecvBatch {
+            bufs: Box::new([[0; READ_LEN]; READ_BATCH]),
+            lens: [0; READ_BATCH],
+            len: 0,
+            calls: 0,
+            datagrams: 0,
+        }
+    }
+}
+
+impl RecvBatch {
+    /// Datagrams the last read took.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The last read took none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The last read's datagram `i` (empty past [`RecvBatch::len`]).
+    pub fn get(&self, i: usize) -> &[u8] {
+        if i < self.len {
+            &self.bufs[i][..self.lens[i]]
+        } else {
+            &[]
+        }
+    }
+}
+
+/// One `recvmmsg(2)` of up to [`READ_BATCH`] datagrams from `s` into
+/// `batch`; returns how many.
+fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
+    batch.len = 0;
+    let mut iovs: [libc::iovec; READ_BATCH] = std::array::from_fn(|_| libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    });
+    for (iov, buf) in iovs.iter_mut().zip(batch.bufs.iter_mut()) {
+        iov.iov_base = buf.as_mut_ptr().cast();
+        iov.iov_len = buf.len();
+    }
+    // SAFETY: mmsghdr is plain data for which all-zero is a valid value
+    // (no address, no control data, no iovecs yet).
+    let mut hdrs: [libc::mmsghdr; READ_BATCH] = unsafe { std::mem::zeroed() };
+    for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()) {
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_iovlen = 1;
+    }
+    loop {
+        batch.calls += 1;
+        // SAFETY: `hdrs` are READ_BATCH initialised mmsghdrs, each with
+        // one iovec in `iovs` that points to one READ_LEN-byte buffer of
+        // `batch.bufs`; all are alive, unmoved and not otherwise used for
+        // the call. The kernel writes at most iov_len bytes into each
+        // buffer and each header's `msg_len` and flags; no timeout.
+        let n = unsafe {
+            libc::recvmmsg(
+                s.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                READ_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // WouldBlock, or a connected peer that went away.
+            return 0;
+        }
+        let n = (n as usize).min(READ_BATCH);
+        for (len, h) in batch.lens.iter_mut().zip(&hdrs).take(n) {
+            *len = (h.msg_len as usize).min(READ_LEN);
+        }
+        batch.len = n;
+        batch.datagrams += n as u64;
+        return n;
+    }
+}
+
+/// What the reader thread reads from socket `index` (the control
+/// socket's first, then slot 0's to slot 9's), on its clones.
 fn read_socket(
     ctl: &UnixDatagram,
     slots: &[UnixDatagram],
     index: usize,
     buf: &mut [u8],
+    batch: &mut RecvBatch,
     out: &mut Vec<Datagram>,
 ) {
-    for _ in 0..READ_BATCH {
-        // WouldBlock, or a connected peer that went away: nothing to read.
-        let d = if index == 0 {
-            match ctl.recv_from(buf) {
-                Ok((len, from)) => Datagram::Ctl(buf[..len].to_vec(), from),
-                Err(_) => return,
-            }
-        } else {
-            match slots.get(index - 1).map(|s| s.recv(buf)) {
-                Some(Ok(len)) => Datagram::Data(index - 1, buf[..len].to_vec()),
-                _ => return,
-            }
-        };
-        out.push(d);
+    let Some(slot) = index.checked_sub(1) else {
+        return read_ctl(ctl, buf, out);
+    };
+    if let Some(s) = slots.get(slot) {
+        recv_batch(s, batch);
+        out.extend((0..batch.len()).map(|i| Datagram::Data(slot, batch.get(i).to_vec())));
     }
 }
 
-/// A buffer for [`SimSockets::read_ready`].
+/// A buffer for [`SimSockets::read_ctl`].
 pub fn read_buffer() -> Vec<u8> {
     vec![0u8; READ_LEN]
 }
@@ -220,6 +358,7 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
         })
         .collect();
     let mut buf = read_buffer();
+    let mut batch = RecvBatch::default();
     let mut read = Vec::new();
     loop {
         // SAFETY: `fds` is a live, exclusively borrowed array of
@@ -234,7 +373,7 @@ fn read_loop(ctl: &UnixDatagram, slots: &[UnixDatagram], tx: &SyncSender<Datagra
         }
         for (index, fd) in fds.iter().enumerate() {
             if fd.revents != 0 {
-                read_socket(ctl, slots, index, &mut buf, &mut read);
+                read_socket(ctl, slots, index, &mut buf, &mut batch, &mut read);
             }
         }
         for d in read.drain(..) {
@@ -266,11 +405,11 @@ mod tests {
         assert!(sent > READ_BATCH, "the socket queued only {sent}");
         let mut buf = read_buffer();
         let mut out = Vec::new();
-        server.read_ready(0, &mut buf, &mut out);
+        server.read_ctl(&mut buf, &mut out);
         assert_eq!(out.len(), READ_BATCH);
         while out.len() < sent {
             let before = out.len();
-            server.read_ready(0, &mut buf, &mut out);
+            server.read_ctl(&mut buf, &mut out);
             assert!(out.len() > before, "{} of {sent} read", out.len());
         }
         let firsts: Vec<u8> = out
@@ -281,5 +420,70 @@ mod tests {
             })
             .collect();
         assert_eq!(firsts, (0..sent as u8).collect::<Vec<_>>(), "in order");
+    }
+
+    /// A client of `server` in `slot` as umad2sim makes one: its data
+    /// socket `BASE:inPID`, connected to the slot's socket and back.
+    fn client(server: &SimSockets, base: &str, slot: usize, pid: u32) -> UnixDatagram {
+        let c =
+            UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:in{pid}")).unwrap()).unwrap();
+        assert_eq!(server.attach(slot, pid).unwrap(), 0, "nothing stale");
+        c.connect_addr(&abstract_addr(&format!("{base}:out{slot}")).unwrap())
+            .unwrap();
+        c
+    }
+
+    #[test]
+    fn a_burst_is_read_a_batch_a_call_each_datagram_whole_on_its_senders_slot() {
+        let base = format!("ibtca-sockets-burst-{}", std::process::id());
+        let server = SimSockets::bind(&base).unwrap();
+        let a = client(&server, &base, 0, 1);
+        let b = client(&server, &base, 1, 2);
+        // Datagrams of different lengths, each filled with its number.
+        let burst = 2 * READ_BATCH + 3;
+        let len = |j: usize| 1 + j * 13;
+        for j in 0..burst {
+            a.send(&vec![j as u8; len(j)]).unwrap();
+        }
+        for j in 0..3u8 {
+            b.send(&[0xb0 + j; 288]).unwrap();
+        }
+        let mut batch = RecvBatch::default();
+        let mut got = Vec::new();
+        for want in [READ_BATCH, READ_BATCH, 3] {
+            assert_eq!(server.recv_slot(0, &mut batch), want);
+            got.extend((0..batch.len()).map(|i| batch.get(i).to_vec()));
+        }
+        assert_eq!(batch.calls, 3, "one system call a batch");
+        assert_eq!(got.len(), burst);
+        for (j, d) in got.iter().enumerate() {
+            assert_eq!(d, &vec![j as u8; len(j)], "datagram {j} whole, in order");
+        }
+        // The other client's, on its own slot only.
+        assert_eq!(server.recv_slot(1, &mut batch), 3);
+        for j in 0..3u8 {
+            assert_eq!(batch.get(usize::from(j)), &[0xb0 + j; 288][..]);
+        }
+        assert_eq!(server.recv_slot(0, &mut batch), 0, "slot 0 emptied");
+        assert_eq!((batch.calls, batch.datagrams), (5, burst as u64 + 3));
+    }
+
+    #[test]
+    fn a_slot_taken_drops_what_its_socket_held_from_before() {
+        let base = format!("ibtca-sockets-stale-{}", std::process::id());
+        let server = SimSockets::bind(&base).unwrap();
+        let stranger = UnixDatagram::unbound().unwrap();
+        let out3 = abstract_addr(&format!("{base}:out3")).unwrap();
+        for _ in 0..2 {
+            stranger.send_to_addr(&[7; 288], &out3).unwrap();
+        }
+        let _c = UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:in9")).unwrap()).unwrap();
+        assert_eq!(server.attach(3, 9).unwrap(), 2, "both dropped");
+        let mut batch = RecvBatch::default();
+        assert_eq!(server.recv_slot(3, &mut batch), 0);
+        assert!(
+            stranger.send_to_addr(&[7; 288], &out3).is_err(),
+            "a taken slot hears its client only"
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! What a hosted host port counts of its clients' traffic, and the line
 //! the hive logs of it when a client detaches and at exit: the MADs the
 //! clients sent (by class, attribute and method), where they went, the
-//! answers, how many MADs each `sendmmsg(2)` carried, and what was lost
-//! and why. `scripts/bench-host-sm.sh` reads the line after each OpenSM
+//! answers, the system calls that read the MADs and that sent the
+//! answers (and how many MADs each `sendmmsg(2)` carried), and what was
+//! lost and why. `scripts/bench-host-sm.sh` reads the line after each OpenSM
 //! sweep.
 
 use std::collections::BTreeMap;
@@ -13,6 +14,16 @@ use ibtca_simport::port::PortCounts;
 /// The batch sizes [`ClientSends::batches`] counts: 1, 2, 3, 4, 5-8 and
 /// more than 8 MADs in one system call.
 pub const BATCH_BUCKETS: [&str; 6] = ["1", "2", "3", "4", "5-8", ">8"];
+
+/// What the port read from its clients' data sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientReads {
+    /// Datagrams read.
+    pub mads: u64,
+    /// `recvmmsg(2)` calls that read them (one per readable socket a
+    /// turn, or an empty one).
+    pub calls: u64,
+}
 
 /// What the port sent its clients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +58,8 @@ impl ClientSends {
 pub struct Counters<'a> {
     /// The port's own counters.
     pub port: PortCounts,
+    /// What was read from the clients.
+    pub reads: ClientReads,
     /// What went to the clients.
     pub sends: ClientSends,
     /// The clients' MADs by (class, attribute, method).
@@ -54,17 +67,17 @@ pub struct Counters<'a> {
 }
 
 /// `requests=N to_link=N local=N answers=N timed_out=N undeliverable=N
-/// dropped=N sent=N
+/// dropped=N received=N recvs=N sent=N
 /// sends=N lost=N batches=1:N,2:N,3:N,4:N,5-8:N,>8:N
 /// kinds=CLASS/ATTR/METHOD:N,...[,other:N]` (hex class, attribute and
 /// method; `other`: kinds past the port's table, `MAX_REQUEST_KINDS`).
 impl fmt::Display for Counters<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (p, s) = (&self.port, &self.sends);
+        let (p, r, s) = (&self.port, &self.reads, &self.sends);
         write!(
             f,
             "requests={} to_link={} local={} answers={} timed_out={} undeliverable={} \
-             dropped={} sent={} sends={} lost={} batches=",
+             dropped={} received={} recvs={} sent={} sends={} lost={} batches=",
             p.requests,
             p.to_link,
             p.local,
@@ -72,6 +85,8 @@ impl fmt::Display for Counters<'_> {
             p.timed_out,
             p.undeliverable,
             p.dropped,
+            r.mads,
+            r.calls,
             s.mads,
             s.calls,
             s.lost
@@ -115,13 +130,16 @@ mod tests {
                 requests: 10,
                 ..PortCounts::default()
             },
+            reads: ClientReads { mads: 9, calls: 4 },
             sends: s,
             kinds: &kinds,
         }
         .to_string();
         assert!(line.starts_with("requests=10 to_link=0 "), "{line}");
         assert!(
-            line.contains(" sent=87 sends=10 lost=0 batches=1:1,2:1,3:1,4:2,5-8:2,>8:3 "),
+            line.contains(
+                " received=9 recvs=4 sent=87 sends=10 lost=0 batches=1:1,2:1,3:1,4:2,5-8:2,>8:3 "
+            ),
             "{line}"
         );
         assert!(line.ends_with(" kinds=81/0011/01:7,81/0015/02:3"), "{line}");
@@ -130,6 +148,7 @@ mod tests {
                 other_kinds: 5,
                 ..PortCounts::default()
             },
+            reads: ClientReads { mads: 9, calls: 4 },
             sends: s,
             kinds: &kinds,
         }

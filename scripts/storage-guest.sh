@@ -3,12 +3,14 @@
 # guests on an ibtca fabric (docs/storage.md; tests/tests/vm_storage.rs).
 # n1 is the target and server, n2 the initiator and client; OpenSM runs in
 # n1's guest. The share (`ibtca-fabric up --share DIR`, /share in both
-# guests) carries this script, the guests' hand-offs (files NAME-ready,
-# the initiator's port GUID) and nothing else.
+# guests) carries this script, the guests' hand-offs (files NAME.rc,
+# srp-subscribed, the initiator's port GUID) and nothing else.
 #
 #   storage-guest.sh setup N        modules, ib0's address, the peer answers
 #   storage-guest.sh srp-target     LIO + ib_srpt: a 64 MiB file LUN (n1)
-#   storage-guest.sh srp-host       srp_daemon, ib_srp, fio verify, logout (n2)
+#   storage-guest.sh srp-host       srp_daemon subscribed to traps, ib_srp
+#                                   logged in by the Report, fio verify,
+#                                   logout (n2)
 #   storage-guest.sh nfs-server     nfsd on rdma port 20049 (n1)
 #   storage-guest.sh nfs-client     mount -o rdma,port=20049, both ways (n2)
 #   storage-guest.sh iser-target    LIO iSCSI + ib_isert: a file LUN (n1)
@@ -122,6 +124,14 @@ setup() {
 
 srp_target() {
 	set -e
+	# n2's srp_daemon subscribes to traps first (srp_host): loading
+	# ib_srpt sets IsDeviceManagementSupported, the device raises trap
+	# 144, and OpenSM forwards it to the subscriber as a Report.
+	wait_for '[ -e /share/srp-subscribed ] || [ -e /share/srp-host.rc ]' 6000
+	[ -e /share/srp-subscribed ] || {
+		echo "STORAGE-PEER-FAILED srp-subscribed"
+		exit 1
+	}
 	modprobe ib_srpt
 	modprobe target_core_file
 	backstore 0 srp
@@ -139,25 +149,92 @@ srp_target() {
 	echo "SRP-TARGET $gid acl $acl capmask $(cat $PORT/cap_mask)"
 }
 
+# The srp_daemon of srp_host: a daemon (no -o), so it subscribes to
+# traps 64 and 144 with Set(InformInfo) from a UD QP of its own, scans the
+# SA once, then acts only on the Reports OpenSM forwards (srptools'
+# srp_handle_traps.c). -R 86400 puts its next full scan past any run
+# (without -R its main loop never sleeps), -T 0 stops its reconnect
+# thread, -e writes each target it finds to ib_srp's add_target, -c also
+# prints it, -v and -V log each step; stdbuf makes the log line-buffered.
+SRPD_LOG=/tmp/srp_daemon.log
+
+# alive PID: PID runs (not a zombie).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+# iir_has TEXT TRAP: saquery IIR's TEXT holds a record for trap TRAP.
+iir_has() { grep -Eq "trap_num\.+$2\$" <<<"$1"; }
+
+# srpd_end PID MARK: ends the daemon (SIGTERM: it unsubscribes, then
+# exits) and prints its log, the first MARK lines (written before n1 may
+# load ib_srpt) as SRP-DAEMON-BEFORE and the rest as SRP-DAEMON-AFTER; all
+# of it as BEFORE without a MARK. Fails when the daemon does not exit.
+srpd_end() {
+	local st=0
+	kill -CONT "$1" 2>/dev/null
+	kill -TERM "$1" 2>/dev/null
+	wait_for "! alive $1" 3000 || {
+		st=1
+		kill -KILL "$1"
+	}
+	wait "$1"
+	echo "SRP-DAEMON-EXIT $?"
+	if [ -n "$2" ]; then
+		head -n "$2" $SRPD_LOG | tag SRP-DAEMON-BEFORE
+		tail -n +$(($2 + 1)) $SRPD_LOG | tag SRP-DAEMON-AFTER
+	else
+		tag SRP-DAEMON-BEFORE <$SRPD_LOG
+	fi
+	return $st
+}
+
 srp_host() {
-	local dev found rc=0
+	local dev found iir pid mark rc=0
 	# No udev loads the SCSI disk driver for a new LUN: load it first.
 	modprobe sd_mod
 	modprobe ib_srp
 	modprobe ib_umad
-	peer_step srp-target || exit 1
-	# What srp_daemon finds through the SA (PortInfoRecords with
-	# IsDeviceManagementSupported) and the target's DM agent; then the
-	# same scan connects (-e writes the target to ib_srp's add_target).
-	# The SA has the target's port once OpenSM has handled the trap its
-	# capability change raised: scan until it is there.
+	echo "SRP-SUBSCRIBER $(cat $PORT/gids/0)"
+	stdbuf -oL srp_daemon -e -c -v -V -R 86400 -T 0 -i ibtca0 -p 1 >$SRPD_LOG 2>&1 &
+	pid=$!
+	# Its one scan ends with nothing found (n1 has no target yet), after
+	# both subscriptions; the SA lists them as InformInfoRecords.
+	if ! wait_for "grep -q 'Query did not find any targets' $SRPD_LOG || ! alive $pid" 3000 ||
+		! alive $pid ||
+		! wait_for 'iir=$(saquery IIR 2>&1) && iir_has "$iir" 64 && iir_has "$iir" 144' 600; then
+		echo "${iir:-no saquery IIR}" | tag SRP-IIR
+		srpd_end $pid
+		exit 1
+	fi
+	echo "$iir" | tag SRP-IIR
+	# Stopped while n1 loads ib_srpt and sets up its target: the Report of
+	# the trap 144 that load raises waits in the daemon's receive queue
+	# until the target takes logins. ib_srpt refuses a login before its
+	# port is enabled, and srp_daemon would not try that target again.
+	kill -STOP $pid
+	mark=$(wc -l <$SRPD_LOG)
+	echo "$mark" >/share/srp-subscribed.new && mv /share/srp-subscribed.new /share/srp-subscribed
+	peer_step srp-target || {
+		srpd_end $pid "$mark"
+		exit 1
+	}
+	# The daemon reads the port's IsDeviceManagementSupported from the
+	# SA, which has it once OpenSM's sweep on the trap read the port: a
+	# one-time scan that only prints (no -e) waits for that and shows what
+	# the DM agent answers.
 	wait_for 'found=$(srp_daemon -o -c -i ibtca0 -p 1 2>&1); [[ $found == *id_ext=* ]]' 100
 	echo "$found" | tag SRP-FOUND
-	[[ $found == *id_ext=* ]] || exit 1
-	srp_daemon -o -e -i ibtca0 -p 1 2>&1 | tag SRP-DAEMON
-	# add_target returns once ib_srp has logged in (or failed to).
+	[[ $found == *id_ext=* ]] || {
+		srpd_end $pid "$mark"
+		exit 1
+	}
+	# The daemon goes on with the Report: it asks the SA and the DM agent
+	# about the port the trap names, then writes add_target, which returns
+	# once ib_srp has logged in (or failed to).
+	kill -CONT $pid
+	wait_for "grep -q '^Adding target returned' $SRPD_LOG || ! alive $pid" 3000 || rc=1
+	srpd_end $pid "$mark" || rc=1
 	ls /sys/class/srp_remote_ports | tag SRP-RPORTS
-	[ -n "$(ls /sys/class/srp_remote_ports)" ] || exit 1
+	[ $rc = 0 ] && [ -n "$(ls /sys/class/srp_remote_ports)" ] || exit 1
 	wait_for '[ -n "$(disk_of ib_srp)" ]' 600 || exit 1
 	dev=$(disk_of ib_srp)
 	echo "SRP-DISK $dev $(cat /sys/block/${dev#/dev/}/device/vendor) $(cat /sys/class/srp_remote_ports/*/port_id 2>/dev/null)"

@@ -10,10 +10,14 @@
 //!   open-iscsi logs in over ib_iser on n2, and its disk passes fio random
 //!   and sequential writes read back with crc32c; a range n2 wrote with dd
 //!   has the same hash in n1's backing file;
-//! - SRP: an LIO target on ib_srpt on n1; srp_daemon on n2 finds it
-//!   through the SA and the target's DM agent and ib_srp logs in (ib_srpt
-//!   asks 4 responder resources per QP); the disk passes the same fio and
-//!   dd checks, and the logout removes it.
+//! - SRP: srp_daemon runs as a daemon on n2 and subscribes to traps 64
+//!   and 144 with Set(InformInfo) before n1 has a target; the SA lists
+//!   both subscriptions (InformInfoRecords). Then an LIO target on
+//!   ib_srpt on n1: loading ib_srpt raises trap 144, OpenSM forwards it
+//!   to the daemon as a Report, and the daemon, which never rescans, finds
+//!   the target through the SA and the target's DM agent and has ib_srp
+//!   log in (ib_srpt asks 4 responder resources per QP); the disk passes
+//!   the same fio and dd checks, and the logout removes it.
 //!
 //! The guests' commands are scripts/storage-guest.sh's steps (copied into
 //! the share); they wait on events (files in the share, disks appearing),
@@ -23,6 +27,10 @@
 //! mirror (for the package layer, once): `scripts/test.sh` runs it; plain
 //! `cargo test` lists it as ignored.
 
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+
+use ibtca_device::guid::FABRIC_NODE_BASE;
 use ibtca_tests::console::tagged_lines;
 use ibtca_tests::guest_boot::{Booted, GuestBoot};
 use ibtca_tests::vm::VmStack;
@@ -87,6 +95,113 @@ fn disk_passed<'a>(c1: &str, c2: &'a str, p: &str, all: &str) -> &'a str {
     assert_eq!(value(c2, &format!("{p}-SUM-READ"), all), written, "{all}");
     assert_eq!(value(c1, &format!("{p}-SUM-TARGET"), all), written, "{all}");
     written
+}
+
+/// The records `saquery IIR` printed (`lines`): each record's
+/// `Name....value` fields by name.
+fn inform_info_records<'a>(lines: &[&'a str]) -> Vec<HashMap<&'a str, &'a str>> {
+    let mut records: Vec<HashMap<&str, &str>> = Vec::new();
+    for l in lines.iter().map(|l| l.trim()) {
+        if l == "InformInfoRecord dump:" {
+            records.push(HashMap::new());
+        } else if let (Some(r), Some((name, value))) = (records.last_mut(), l.split_once('.')) {
+            r.insert(name, value.trim_start_matches('.'));
+        }
+    }
+    records
+}
+
+/// InformInfo from a guest: the SA holds n2's srp_daemon's two
+/// subscriptions, the daemon's one scan (before n1 loaded ib_srpt) found
+/// nothing, and after n1 loaded it the daemon, with no scan of its own,
+/// took the Report of trap 144 for n1's LID (`n1_lid`) and wrote n1's
+/// target (`n1_guid`) to ib_srp's add_target, which logged in.
+fn subscribed_and_reported(c2: &str, n1_lid: &str, n1_guid: u64, all: &str) {
+    // The subscriber: n2's port, whose GUID is the fabric's default.
+    let sysfs = tagged_lines(c2, "SRP-SUBSCRIBER");
+    assert_eq!(sysfs.len(), 1, "n2's port GID: {sysfs:?}\n{all}");
+    let gid: Ipv6Addr = sysfs[0].trim().parse().expect("n2's port GID");
+    let n2_port_guid = FABRIC_NODE_BASE + 2;
+    assert_eq!(
+        gid,
+        Ipv6Addr::from(0xfe80_u128 << 112 | u128::from(n2_port_guid)),
+        "{all}"
+    );
+    let gid = gid.to_string(); // as saquery prints it (inet_ntop)
+    let iir = tagged_lines(c2, "SRP-IIR");
+    let records = inform_info_records(&iir);
+    // srp_daemon's Set(InformInfo): trap 64 (GID in service, type subnet
+    // management, from a class manager) and trap 144 (local changes,
+    // informational, from a CA), any issuer.
+    for (trap, kind, producer) in [("64", "0x3", "0x000004"), ("144", "0x4", "0x000001")] {
+        let want = [
+            ("SubscriberGID", gid.as_str()),
+            ("is_generic", "0x1"),
+            ("subscribe", "0x1"),
+            ("lid_range_begin", "65535"),
+            ("trap_num", trap),
+            ("trap_type", kind),
+            ("node_type", producer),
+        ];
+        assert!(
+            records
+                .iter()
+                .any(|r| want.iter().all(|(k, v)| r.get(k) == Some(v))),
+            "the SA's InformInfoRecords hold n2's subscription to trap {trap}: \
+             {want:?}\n{}\n{all}",
+            iir.join("\n")
+        );
+    }
+
+    // The daemon's log up to the moment n1 could load ib_srpt, and after.
+    let before = tagged_lines(c2, "SRP-DAEMON-BEFORE");
+    let after = tagged_lines(c2, "SRP-DAEMON-AFTER");
+    let log = format!(
+        "before:\n{}\nafter:\n{}",
+        before.join("\n"),
+        after.join("\n")
+    );
+    let has = |lines: &[&str], what: &str| lines.iter().any(|l| l.contains(what));
+    for trap in [64, 144] {
+        let sent = format!("Registering to trap:{trap} (sm in {n1_lid})");
+        assert!(has(&before, &sent), "{sent}:\n{log}\n{all}");
+    }
+    assert!(
+        has(&before, "Query did not find any targets") && !has(&before, "Adding target"),
+        "the daemon's scan found no target before n1 loaded ib_srpt:\n{log}\n{all}"
+    );
+    // No scan after that: neither a rescan nor the end of one begun before.
+    for scan in [
+        "Starting a recalculation",
+        "performing a",
+        "Query did not find",
+    ] {
+        assert!(
+            !has(&after, scan),
+            "no scan ({scan}) after n1 loaded ib_srpt:\n{log}\n{all}"
+        );
+    }
+    let report = format!("enter handle_port for lid {n1_lid}");
+    let report = after.iter().position(|l| l.trim() == report);
+    let added = after
+        .iter()
+        .position(|l| l.starts_with("Adding target returned"));
+    let (Some(report), Some(added)) = (report, added) else {
+        panic!("a Report for n1's LID {n1_lid}, then add_target:\n{log}\n{all}");
+    };
+    assert!(report < added, "the Report came first:\n{log}\n{all}");
+    assert!(
+        has(&after[report..added], &format!("ioc_guid={n1_guid:016x}")),
+        "the Report's target is n1's:\n{log}\n{all}"
+    );
+    let wrote: i64 = after[added]["Adding target returned".len()..]
+        .trim()
+        .parse()
+        .unwrap_or(-1);
+    assert!(
+        wrote > 0,
+        "ib_srp took the target (add_target's write):\n{log}\n{all}"
+    );
 }
 
 #[test]
@@ -168,14 +283,22 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
     let iser = disk_passed(&c1, &c2, "ISER", &all);
 
     // SRP: srp_daemon found n1's target (its I/O controller is n1's
-    // default node GUID), ib_srp logged in, the disk is LIO's, the data
-    // checked, and the logout removed the remote port and the disk.
+    // default node GUID), the daemon had ib_srp log in on the Report of
+    // n1's trap, the disk is LIO's, the data checked, and the logout
+    // removed the remote port and the disk.
     let found = tagged_lines(&c2, "SRP-FOUND").join("\n");
-    let n1_guid = ibtca_device::guid::FABRIC_NODE_BASE + 1;
+    let n1_guid = FABRIC_NODE_BASE + 1;
     assert!(
         found.contains(&format!("ioc_guid={n1_guid:016x}")) && found.contains("id_ext="),
         "srp_daemon's target: {found}\n{all}"
     );
+    let port = tagged_lines(&c1, "STORAGE-PORT").join("\n");
+    let n1_lid = port.split_whitespace().last().unwrap_or_default();
+    assert!(
+        port.starts_with("n1 ") && n1_lid.starts_with("0x"),
+        "n1's LID: {port}\n{all}"
+    );
+    subscribed_and_reported(&c2, n1_lid, n1_guid, &all);
     let srp = disk_passed(&c1, &c2, "SRP", &all);
     assert_ne!(srp, iser, "{all}");
     assert_eq!(
@@ -184,4 +307,104 @@ fn srp_nfs_over_rdma_and_iser_between_two_guests() {
         "{all}"
     );
     boot.down();
+}
+
+/// n2's console on the path the VM test expects, in the formats of
+/// rdma-core 56's `saquery IIR` and `srp_daemon -e -c -v -V` (config
+/// report left out), behind the script's tags.
+const N2_REPORTED: &str = "\
+SRP-SUBSCRIBER fe80:0000:0000:0000:1200:0000:0001:0002
+SRP-IIR InformInfoRecord dump:
+SRP-IIR \t\tRID
+SRP-IIR \t\tSubscriberGID...........fe80::1200:0:1:2
+SRP-IIR \t\tSubscriberEnum..........0x0
+SRP-IIR \t\tInformInfo dump:
+SRP-IIR \t\tgid.....................::
+SRP-IIR \t\tlid_range_begin.........65535
+SRP-IIR \t\tlid_range_end...........0
+SRP-IIR \t\tis_generic..............0x1
+SRP-IIR \t\tsubscribe...............0x1
+SRP-IIR \t\ttrap_type...............0x3
+SRP-IIR \t\ttrap_num................64
+SRP-IIR \t\tqpn.....................<not displayed>
+SRP-IIR \t\tresp_time_val...........0x0
+SRP-IIR \t\tnode_type...............0x000004
+SRP-IIR InformInfoRecord dump:
+SRP-IIR \t\tRID
+SRP-IIR \t\tSubscriberGID...........fe80::1200:0:1:2
+SRP-IIR \t\tSubscriberEnum..........0x0
+SRP-IIR \t\tInformInfo dump:
+SRP-IIR \t\tgid.....................::
+SRP-IIR \t\tlid_range_begin.........65535
+SRP-IIR \t\tlid_range_end...........0
+SRP-IIR \t\tis_generic..............0x1
+SRP-IIR \t\tsubscribe...............0x1
+SRP-IIR \t\ttrap_type...............0x4
+SRP-IIR \t\ttrap_num................144
+SRP-IIR \t\tqpn.....................<not displayed>
+SRP-IIR \t\tresp_time_val...........0x0
+SRP-IIR \t\tnode_type...............0x000001
+SRP-DAEMON-EXIT 0
+SRP-DAEMON-BEFORE Starting a recalculation
+SRP-DAEMON-BEFORE Registering to trap:64 (sm in 0x1)
+SRP-DAEMON-BEFORE get_trap_notices: Got CQE wc.wr_id=0
+SRP-DAEMON-BEFORE Registering to trap:144 (sm in 0x1)
+SRP-DAEMON-BEFORE get_trap_notices: Got CQE wc.wr_id=1
+SRP-DAEMON-BEFORE Advanced SM, performing a capability query
+SRP-DAEMON-BEFORE Query did not find any targets
+SRP-DAEMON-AFTER get_trap_notices: Got CQE wc.wr_id=2
+SRP-DAEMON-AFTER discover Targets for P_key ffff (index 0)
+SRP-DAEMON-AFTER enter handle_port for lid 0x1
+SRP-DAEMON-AFTER enter do_port
+SRP-DAEMON-AFTER Found an SRP target with id_ext 1200000000010001 - check if it is already connected
+SRP-DAEMON-AFTER id_ext=1200000000010001,ioc_guid=1200000000010001,dgid=fe800000000000001200000000010001,pkey=ffff,service_id=1200000000010001
+SRP-DAEMON-AFTER Adding target returned 137
+SRP-DAEMON-AFTER Deregistering from trap:64 (sm in 0x1)
+";
+
+/// The VM test's InformInfo checks accept [`N2_REPORTED`] and refuse it
+/// with any one piece of evidence missing or contradicted.
+#[test]
+fn the_inform_info_checks_need_the_subscriptions_and_a_login_by_the_report() {
+    let n1_guid = FABRIC_NODE_BASE + 1;
+    subscribed_and_reported(N2_REPORTED, "0x1", n1_guid, "");
+    let broken = [
+        ("trap_num................144", "trap_num................145"),
+        (
+            "trap_type...............0x4",
+            "trap_type...............0xFFFF",
+        ),
+        ("fe80::1200:0:1:2", "fe80::1200:0:1:3"),
+        (
+            "BEFORE Registering to trap:144",
+            "BEFORE Deregistering from trap:144",
+        ),
+        ("BEFORE Query did not find", "BEFORE Query found"),
+        ("AFTER discover", "AFTER Starting a recalculation"),
+        (
+            "AFTER enter handle_port for lid 0x1",
+            "AFTER enter handle_port for lid 0x2",
+        ),
+        ("ioc_guid=1200000000010001", "ioc_guid=1200000000010003"),
+        ("returned 137", "returned -1"),
+    ];
+    let consoles: Vec<_> = broken
+        .iter()
+        .map(|(from, to)| {
+            let c = N2_REPORTED.replacen(from, to, 1);
+            assert_ne!(c, N2_REPORTED, "{from} is in the console");
+            (from, c)
+        })
+        .collect();
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let accepted: Vec<_> = consoles
+        .iter()
+        .filter(|(_, c)| {
+            std::panic::catch_unwind(|| subscribed_and_reported(c, "0x1", n1_guid, "")).is_ok()
+        })
+        .map(|(from, _)| from)
+        .collect();
+    std::panic::set_hook(quiet);
+    assert!(accepted.is_empty(), "accepted: {accepted:?}");
 }

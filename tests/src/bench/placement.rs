@@ -154,7 +154,8 @@ fn set_own_nice(nice: i32) -> io::Result<()> {
     }
 }
 
-/// The calling thread's niceness.
+/// The calling thread's niceness (the tests check placement with it).
+#[cfg(test)]
 pub(super) fn own_nice() -> io::Result<i32> {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };

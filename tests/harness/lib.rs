@@ -540,8 +540,18 @@ impl TestServer {
     /// Starts a full device instance (engine, optional link) on a temp
     /// socket; `dir` holds the socket (and usually the link socket).
     pub fn start_instance(dir: TempDir, cfg: ibtca_device::instance::InstanceConfig) -> Self {
+        Self::start_instance_with(dir, cfg, ServerConfig::default())
+    }
+
+    /// [`Self::start_instance`] with the vfio-user server configured by
+    /// `server` (its spin).
+    pub fn start_instance_with(
+        dir: TempDir,
+        cfg: ibtca_device::instance::InstanceConfig,
+        server: ServerConfig,
+    ) -> Self {
         let socket = dir.join(&format!("tca-{}.sock", cfg.lid));
-        let mut server = Server::bind(&socket, ServerConfig::default()).unwrap();
+        let mut server = Server::bind(&socket, server).unwrap();
         let stop = server.shutdown_handle();
         let mut instance = ibtca_device::instance::Instance::start(&cfg).unwrap();
         let link = instance.link();

@@ -9,6 +9,7 @@ use ibtca_device::instance::InstanceConfig;
 use ibtca_device::link::LinkEndpoint;
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
+use ibtca_device::vfio_user::ServerConfig;
 
 use crate::qp_retry::Retry;
 use crate::sim_guest::{Cq, DbRoute, PollWait, Qp, SimGuest};
@@ -63,6 +64,9 @@ pub struct PairOptions {
     pub link_ring: u64,
     /// Both link readers' spin (`InstanceConfig::link_spin`).
     pub link_spin: Duration,
+    /// How long both vfio-user servers poll their socket after a message
+    /// before they block (`ibtca-device --spin-us`; 0: they block at once).
+    pub server_spin: Duration,
     /// Both devices' `InstanceConfig::run_to_completion`.
     pub run_to_completion: bool,
     /// Both guests' ACK timeout and retries ([`Retry::PROMPT`] for tests
@@ -84,6 +88,7 @@ impl Default for PairOptions {
             cpus: None,
             link_ring: ibtca_device::link::SHARED_RING,
             link_spin: ibtca_device::link::RX_SPIN,
+            server_spin: ServerConfig::default().spin,
             run_to_completion: true,
             retry: Retry::default(),
         }
@@ -225,7 +230,11 @@ fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
         run_to_completion: o.run_to_completion,
         ..InstanceConfig::default()
     };
-    TestServer::start_instance(TempDir::new("side"), cfg)
+    let server = ServerConfig {
+        spin: o.server_spin,
+        ..ServerConfig::default()
+    };
+    TestServer::start_instance_with(TempDir::new("side"), cfg, server)
 }
 
 /// Waits until `s`'s port is active.

@@ -30,7 +30,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ibtca_protocol::link::Frame;
@@ -39,6 +39,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 use super::ring::{RingError, RingReader, RingWriter};
+use super::stats::{bump, Counters};
 
 /// Files a `RingOffer` carries: the control and data memfds, then the data
 /// and room eventfds.
@@ -131,6 +132,8 @@ pub(super) struct RingTx {
     /// The published head when the reader was last woken (or found awake
     /// by a write): bytes after it may wait for their wake-up.
     woken: AtomicU64,
+    /// The link's counters: `ring_wakes_tx`.
+    counters: Arc<Counters>,
 }
 
 impl TxPipe {
@@ -203,6 +206,7 @@ impl RingTx {
     fn wake_reader(&self, writer: &RingWriter) {
         self.woken.store(writer.published(), Ordering::Relaxed);
         if writer.reader_asleep() {
+            bump(&self.counters.ring_wakes_tx);
             let _ = self.data.write(1);
         }
     }
@@ -333,6 +337,8 @@ pub(super) struct RingRx {
     /// How long to poll an empty ring before sleeping: adaptive, at most
     /// [`LinkConfig::rx_spin`](super::LinkConfig::rx_spin).
     budget: IdleBudget,
+    /// The link's counters: `ring_sleeps_rx`.
+    counters: Arc<Counters>,
 }
 
 impl RingRx {
@@ -374,6 +380,7 @@ impl RingRx {
                     return n.map_err(ring_io_error);
                 }
             }
+            bump(&self.counters.ring_sleeps_rx);
             let [data, socket_ready] = wait(&self.data, socket, libc::POLLIN | libc::POLLRDHUP)?;
             self.reader.set_asleep(false);
             if data {
@@ -478,8 +485,13 @@ pub(super) enum OfferError {
 
 /// Offers the peer a ring of `capacity` bytes for this side's frames: sends
 /// the `RingOffer` with its files on `socket`; from now on this side's
-/// frames go into the returned pipe.
-pub(super) fn offer(socket: &LinkSocket, capacity: u64) -> Result<TxPipe, OfferError> {
+/// frames go into the returned pipe, which counts its wake-ups of the
+/// peer's reader in `counters`.
+pub(super) fn offer(
+    socket: &LinkSocket,
+    capacity: u64,
+    counters: Arc<Counters>,
+) -> Result<TxPipe, OfferError> {
     let local = |e: String| OfferError::Local(e);
     let ring = RingWriter::create(capacity).map_err(|e| local(e.to_string()))?;
     let event = || EventFd::new(EFD_NONBLOCK).map_err(|e| local(format!("eventfd: {e}")));
@@ -514,6 +526,7 @@ pub(super) fn offer(socket: &LinkSocket, capacity: u64) -> Result<TxPipe, OfferE
         room,
         socket: socket_for_hang_up,
         woken: AtomicU64::new(0),
+        counters,
     }))
 }
 
@@ -530,11 +543,13 @@ pub(super) enum AcceptError {
 }
 
 /// Maps the ring a peer offered (`capacity` from its `RingOffer`, `fds` the
-/// files that came with it) after checking every file.
+/// files that came with it) after checking every file; the reader counts
+/// its sleeps in `counters`.
 pub(super) fn accept(
     capacity: u64,
     fds: Vec<OwnedFd>,
     spin: Duration,
+    counters: Arc<Counters>,
 ) -> Result<RingRx, AcceptError> {
     let Ok([control, ring_data, data, room]) = <[OwnedFd; OFFER_FDS]>::try_from(fds) else {
         return Err(AcceptError::Peer(format!(
@@ -560,6 +575,7 @@ pub(super) fn accept(
         data: peer_eventfd(data).map_err(AcceptError::Peer)?,
         hung_up: false,
         budget: IdleBudget::new(spin),
+        counters,
     })
 }
 

@@ -19,7 +19,6 @@ use super::session;
 use super::shared::{Control, Shared, Sink};
 use super::socket::{LinkListener, LinkSocket};
 use super::socket_file::{self, SocketId};
-use super::stats::Counters;
 use super::{LinkConfig, LinkEndpoint, LinkError, LinkEvent, LinkRx, LinkStats, LocalPort};
 
 const TOKEN_LISTENER: u64 = 1;
@@ -121,7 +120,7 @@ impl Link {
             local,
             queue: TxQueue::with(config.queue_capacity, config.flow_control.clone(), on_done),
             config,
-            counters: Counters::default(),
+            counters: Arc::default(),
             control: Mutex::new(Control::default()),
             stop_fd: EventFd::new(EFD_NONBLOCK)?,
             rx_rings_refused: AtomicBool::new(false),

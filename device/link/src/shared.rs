@@ -4,7 +4,7 @@
 
 use super::socket::LinkSocket;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use vmm_sys_util::eventfd::EventFd;
 
@@ -28,7 +28,8 @@ pub(super) struct Shared {
     pub local: LocalPort,
     pub config: LinkConfig,
     pub queue: TxQueue,
-    pub counters: Counters,
+    /// Shared with the connection's ring ends, which count wake-ups.
+    pub counters: Arc<Counters>,
     pub control: Mutex<Control>,
     /// Written once on stop; wakes the listen side's epoll.
     pub stop_fd: EventFd,

@@ -64,6 +64,14 @@ pub struct LinkStats {
     pub tx_rings: u64,
     /// Connections on which the peer wrote its frames into a shared ring.
     pub rx_rings: u64,
+    /// Wake-ups this end sent its peer's ring reader: eventfd writes made
+    /// because the reader had said it sleeps (a write to an awake reader
+    /// sends none). Two writes before the sleeping reader runs count two.
+    pub ring_wakes_tx: u64,
+    /// Times this end's ring reader went to sleep on an empty ring (after
+    /// its idle budget and its last look), each ended by a wake-up or a
+    /// hang-up.
+    pub ring_sleeps_rx: u64,
 }
 
 /// The live counters behind [`LinkStats`].
@@ -92,6 +100,8 @@ pub(super) struct Counters {
     pub rx_vl15_dropped: AtomicU64,
     pub tx_rings: AtomicU64,
     pub rx_rings: AtomicU64,
+    pub ring_wakes_tx: AtomicU64,
+    pub ring_sleeps_rx: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing.
@@ -138,6 +148,8 @@ impl Counters {
             rx_vl15_dropped: get(&self.rx_vl15_dropped),
             tx_rings: get(&self.tx_rings),
             rx_rings: get(&self.rx_rings),
+            ring_wakes_tx: get(&self.ring_wakes_tx),
+            ring_sleeps_rx: get(&self.ring_sleeps_rx),
         }
     }
 }

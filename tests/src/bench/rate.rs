@@ -46,7 +46,34 @@ pub(super) fn delta(before: &LinkStats, after: &LinkStats) -> LinkStats {
         credit_stalls: after.credit_stalls - before.credit_stalls,
         credit_frames_tx: after.credit_frames_tx - before.credit_frames_tx,
         tx_rings: after.tx_rings,
+        ring_wakes_tx: after.ring_wakes_tx - before.ring_wakes_tx,
+        ring_sleeps_rx: after.ring_sleeps_rx - before.ring_sleeps_rx,
         ..LinkStats::default()
+    }
+}
+
+impl LinkDelta {
+    /// Both ends' counters between two [`link_stats`] reads.
+    pub(super) fn between(from: &(LinkStats, LinkStats), to: &(LinkStats, LinkStats)) -> Self {
+        LinkDelta {
+            a: delta(&from.0, &to.0),
+            b: delta(&from.1, &to.1),
+        }
+    }
+
+    /// The shared rings' wake-ups per `unit` (`units` of them): in each
+    /// direction, the eventfd writes of the sending end to a reader that
+    /// said it sleeps, and the receiving reader's sleeps.
+    pub(super) fn ring_note(&self, units: f64, unit: &str) -> String {
+        let per = |n: u64| n as f64 / units.max(1.0);
+        format!(
+            "ring wake-ups per {unit}: A→B {:.2} (B's reader went to sleep {:.2}), \
+             B→A {:.2} (A's reader went to sleep {:.2})",
+            per(self.a.ring_wakes_tx),
+            per(self.b.ring_sleeps_rx),
+            per(self.b.ring_wakes_tx),
+            per(self.a.ring_sleeps_rx),
+        )
     }
 }
 

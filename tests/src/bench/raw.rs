@@ -1,5 +1,7 @@
 //! The raw Unix-socket baselines measured in the same run as the device
 //! rows: a stream, small messages and a ping-pong between two threads.
+//! Both threads play the guests' part, so they take the run's guest
+//! placement (`placement.rs`: niceness, CPUs) as the guests do.
 
 use super::*;
 
@@ -14,16 +16,12 @@ fn bind(cpu: Option<usize>) {
 
 /// Raw `UnixStream` throughput: one thread writes `chunk`-byte buffers
 /// (one `write_all` each) for `secs`, the other reads them with `read_exact`
-/// of `chunk` bytes; counted at the reader. With `--split` the writer runs
-/// on CPU 0 and the reader on CPU 1, like the two devices.
+/// of `chunk` bytes; counted at the reader. Both at the guests' placement;
+/// with `--split` the writer runs on CPU 0 and the reader on CPU 1, like
+/// the two devices.
 pub(super) fn raw_stream(chunk: usize, secs: f64) -> Rate {
     let split = split_cpus();
-    match split {
-        None => raw_stream_here(chunk, secs, None),
-        Some(_) => named("raw-reader", move || raw_stream_here(chunk, secs, split))
-            .join()
-            .expect("raw reader"),
-    }
+    on_guest_thread("raw-reader", 1, move || raw_stream_here(chunk, secs, split))
 }
 
 /// [`raw_stream`] with the reader on the calling thread (bound to the
@@ -32,7 +30,7 @@ fn raw_stream_here(chunk: usize, secs: f64, split: Option<(usize, usize)>) -> Ra
     bind(split.map(|c| c.1));
     let (mut w, mut r) = UnixStream::pair().expect("socketpair");
     let cpu0 = cpu_snapshot();
-    let writer = named("raw-writer", move || {
+    let writer = guest_thread("raw-writer", 0, move || {
         bind(split.map(|c| c.0));
         let buf = vec![0x5au8; chunk];
         let end = Instant::now() + Duration::from_secs_f64(secs);
@@ -80,18 +78,46 @@ pub(super) fn named<T: Send + 'static>(
         .expect("spawn a bench thread")
 }
 
-/// Raw `UnixStream` ping-pong of `size` bytes each way between two threads;
-/// µs per one-way trip (round trip / 2).
+/// Raw `UnixStream` ping-pong of `size` bytes each way between two threads
+/// at the guests' placement; µs per one-way trip (round trip / 2).
 pub(super) fn raw_pingpong(size: usize, secs: f64) -> PingPong {
-    let (mut a, mut b) = UnixStream::pair().expect("socketpair");
-    let echo = named("raw-echo", move || {
+    raw_pingpong_placed(size, secs, true)
+}
+
+/// [`raw_pingpong`], its two threads at the guests' placement (`placed`)
+/// or where the bench's main thread is (nice 0 unless the bench was
+/// started niced, not pinned).
+pub(super) fn raw_pingpong_placed(size: usize, secs: f64, placed: bool) -> PingPong {
+    let (a, mut b) = UnixStream::pair().expect("socketpair");
+    let echo_loop = move || {
         let mut m = vec![0u8; size];
         while b.read_exact(&mut m).is_ok() {
             if b.write_all(&m).is_err() {
                 break;
             }
         }
-    });
+    };
+    let (echo, p) = if placed {
+        let echo = guest_thread("raw-echo", 1, echo_loop);
+        (
+            echo,
+            on_guest_thread("raw-ping", 0, || ping_loop(a, size, secs)),
+        )
+    } else {
+        let echo = named("raw-echo", echo_loop);
+        (
+            echo,
+            named("raw-ping", move || ping_loop(a, size, secs))
+                .join()
+                .expect("raw ping"),
+        )
+    };
+    echo.join().expect("raw echo");
+    p
+}
+
+/// The timed side of a raw ping-pong on `a`; hangs up when done.
+fn ping_loop(mut a: UnixStream, size: usize, secs: f64) -> PingPong {
     let mut m = vec![0xa5u8; size];
     let mut samples = Vec::new();
     let end = Instant::now() + Duration::from_secs_f64(secs);
@@ -102,7 +128,6 @@ pub(super) fn raw_pingpong(size: usize, secs: f64) -> PingPong {
         samples.push(t.elapsed().as_nanos() as u64);
     }
     drop(a);
-    echo.join().expect("raw echo");
     PingPong::from_round_trips(samples)
 }
 

@@ -29,22 +29,25 @@ pub(super) fn verbs_rdma(opcode: u8, size: u64, depth: usize, secs: f64) -> Rate
     // Spread the messages over the buffer (for small ones: distinct lines).
     let slots = (VERBS_BUF / size).max(1);
     let servers = &p.servers;
-    let (msgs, secs, link, cpu) = keep_busy(
-        &mut p.a,
-        depth,
-        secs,
-        CqWait::for_size(size),
-        Posting::Doorbells,
-        || link_stats(servers),
-        |s, i| {
-            let off = (i % slots) * size;
-            remote(
-                send_wqe(opcode, i, s.buf + off, size as u32, s.lkey),
-                dst + off,
-                rkey,
-            )
-        },
-    );
+    let a = &mut p.a;
+    let (msgs, secs, link, cpu) = on_guest_thread("guest-a", 0, move || {
+        keep_busy(
+            a,
+            depth,
+            secs,
+            CqWait::for_size(size),
+            Posting::Doorbells,
+            || link_stats(servers),
+            |s, i| {
+                let off = (i % slots) * size;
+                remote(
+                    send_wqe(opcode, i, s.buf + off, size as u32, s.lkey),
+                    dst + off,
+                    rkey,
+                )
+            },
+        )
+    });
     Rate {
         msgs,
         bytes: msgs * size,
@@ -60,7 +63,8 @@ pub(super) fn verbs_rdma(opcode: u8, size: u64, depth: usize, secs: f64) -> Rate
 /// post and return CQ slots through doorbell records, as the provider does
 /// (a trapped doorbell only where a record says the device sleeps on the
 /// queue), unless `--send-doorbells`: then every post and every look at a
-/// CQ that took completions is a vfio-user message. Also returns a note:
+/// CQ that took completions is a vfio-user message. Each guest runs on a
+/// thread of its own at the run's guest placement. Also returns a note:
 /// trapped doorbells per message and where each device's events ran.
 pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, String) {
     let Pair {
@@ -83,7 +87,7 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
     let doorbells_a_from = a.g.client.read32(0, regs::DOORBELLS);
     let stop = Arc::new(AtomicBool::new(false));
     let stop_rx = stop.clone();
-    let receiver = named("guest-b", move || {
+    let receiver = guest_thread("guest-b", 1, move || {
         let doorbells_from = b.g.client.read32(0, regs::DOORBELLS);
         let mut cqes = Vec::with_capacity(POLL_BATCH);
         let mut wqes = Vec::with_capacity(POLL_BATCH);
@@ -113,15 +117,17 @@ pub(super) fn verbs_send_rate(size: u32, depth: usize, secs: f64) -> (Rate, Stri
     });
     SLOT_DONE.store(0, Ordering::Relaxed);
     let trace = trace_slots().then(|| SlotTrace::start(&servers)).flatten();
-    let (msgs, secs, link, cpu) = keep_busy(
-        &mut a,
-        depth,
-        secs,
-        CqWait::Poll,
-        post_a,
-        || link_stats(&servers),
-        |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
-    );
+    let (msgs, secs, link, cpu) = on_guest_thread("guest-a", 0, || {
+        keep_busy(
+            &mut a,
+            depth,
+            secs,
+            CqWait::Poll,
+            post_a,
+            || link_stats(&servers),
+            |s, i| send_wqe(WR_SEND, i, s.buf + (i % 1024) * 64, size, s.lkey),
+        )
+    });
     let slots = trace.map(SlotTrace::finish);
     stop.store(true, Ordering::Relaxed);
     let (_b, received, doorbells_b) = receiver.join().expect("receiver thread");
@@ -186,7 +192,7 @@ pub(super) fn verbs_pingpong(size: u32, secs: f64) -> f64 {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let stop_b = stop.clone();
-    let echo = named("guest-b", move || {
+    let echo = guest_thread("guest-b", 1, move || {
         let mut i = 0u64;
         loop {
             // Poll until a ping arrives or the bench stops.
@@ -213,26 +219,29 @@ pub(super) fn verbs_pingpong(size: u32, secs: f64) -> f64 {
             i += 1;
         }
     });
-    let mut samples = Vec::new();
-    let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
-    let end = warm + Duration::from_secs_f64(secs);
-    let mut i = 0u64;
-    loop {
-        let t = Instant::now();
-        if t >= end {
-            break;
+    let samples = on_guest_thread("guest-a", 0, || {
+        let mut samples = Vec::new();
+        let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
+        let end = warm + Duration::from_secs_f64(secs);
+        let mut i = 0u64;
+        loop {
+            let t = Instant::now();
+            if t >= end {
+                break;
+            }
+            let w = send_wqe(WR_SEND, i, a.buf + (1 << 20), size, a.lkey);
+            a.g.post_send_batch(&mut a.qp, &[w]);
+            let c = wait_recv(&mut a);
+            if t >= warm {
+                samples.push(t.elapsed().as_nanos() as u64);
+            }
+            let slot = c.wr_id.to_native();
+            let r = recv_wqe(slot, a.buf + (slot % depth as u64) * 4096, 4096, a.lkey);
+            a.g.post_recv_batch(&mut a.qp, &[r]);
+            i += 1;
         }
-        let w = send_wqe(WR_SEND, i, a.buf + (1 << 20), size, a.lkey);
-        a.g.post_send_batch(&mut a.qp, &[w]);
-        let c = wait_recv(&mut a);
-        if t >= warm {
-            samples.push(t.elapsed().as_nanos() as u64);
-        }
-        let slot = c.wr_id.to_native();
-        let r = recv_wqe(slot, a.buf + (slot % depth as u64) * 4096, 4096, a.lkey);
-        a.g.post_recv_batch(&mut a.qp, &[r]);
-        i += 1;
-    }
+        samples
+    });
     stop.store(true, Ordering::Relaxed);
     echo.join().expect("echo thread");
     median_ns(samples) / 2000.0
@@ -279,7 +288,9 @@ pub(super) struct VRow {
 pub(super) fn run_verbs(secs: f64) -> ExitCode {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
+    let load_at_start = load_average();
 
+    eprintln!("[bench] placement: {}", placement().origin);
     eprintln!("[bench] raw socket stream, 64 KiB writes, {secs} s");
     let stream = raw_stream(64 << 10, secs);
     eprintln!("[bench] raw socket messages, 64 B writes, {secs} s");
@@ -287,6 +298,15 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s");
     let raw_ping = raw_pingpong(64, secs);
     let raw_lat = raw_ping.median_us;
+    // The same, both threads at nice 0 and unpinned: the guests' placement
+    // must not have made the baseline slower (the ratios would flatter the
+    // device).
+    let raw_ping_unplaced = (placement().moves_guests()
+        && (row_chosen("write-ping") || row_chosen("ping")))
+    .then(|| {
+        eprintln!("[bench] raw socket ping-pong, 64 B, {secs} s, threads unplaced");
+        raw_pingpong_placed(64, secs, false)
+    });
     let stream_mib = stream.mib_per_s();
     let small_msg = small.msg_per_s();
     let raw_cpu = |r: &Rate| {
@@ -410,9 +430,14 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
         notes.push(posting_note);
         if let Some(l) = &r.link {
             notes.push(format!("SEND 64 B:\n{l}"));
+            notes.push(format!(
+                "SEND 64 B, {}",
+                l.ring_note(r.msgs as f64, "message")
+            ));
         }
         if let Some(c) = &r.cpu {
             cpu_notes.push(cpu_note("SEND 64 B", c, r.msgs));
+            cpu_notes.push(sched_note("SEND 64 B", c, r.msgs, "message"));
         }
         rows.push(VRow {
             what: format!("SEND rate (QD {SEND_DEPTH})"),
@@ -452,8 +477,20 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
             "RDMA WRITE ping-pong 64 B, one way: median {:.1} µs, p99 {:.1} µs over {} round trips; raw socket ping-pong: median {:.1} µs, p99 {:.1} µs over {}",
             p.median_us, p.p99_us, p.round_trips, raw_ping.median_us, raw_ping.p99_us, raw_ping.round_trips
         ));
+        if let Some(u) = &raw_ping_unplaced {
+            notes.push(format!(
+                "raw socket ping-pong 64 B with both threads unplaced (nice 0, not pinned): \
+                 median {:.1} µs, p99 {:.1} µs; the WRITE ping-pong over it: {:.2}×",
+                u.median_us,
+                u.p99_us,
+                p.median_us / u.median_us
+            ));
+        }
         if let Some(h) = &p.handoffs {
             notes.push(format!("RDMA WRITE ping-pong 64 B, where events ran: {h}"));
+        }
+        if let Some(s) = &p.sched {
+            cpu_notes.push(s.clone());
         }
         rows.push(VRow {
             what: "RDMA WRITE ping-pong".into(),
@@ -519,6 +556,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
              outnumber CPUs, BENCHMARKS.md)"
         }
     );
+    for line in conditions(&load_at_start) {
+        println!("{line}");
+    }
     if ibtca_device::sched::idle_budget::fixed_spins() {
         println!("--fixed-spins: every polling thread spun its whole limit before blocking.");
     }
@@ -560,7 +600,9 @@ pub(super) fn run_verbs(secs: f64) -> ExitCode {
     println!();
     println!(
         "Device CPU per message (µs on a CPU, both devices, timed part): engine threads, \
-         link readers, link writers, vfio-user servers; then the simulated guests."
+         link readers, link writers, vfio-user servers; then the simulated guests. \
+         Scheduling by role (schedstat, status): run delay = time runnable but \
+         waiting for a CPU; involuntary switches = preempted."
     );
     for n in cpu_notes {
         println!("{n}");

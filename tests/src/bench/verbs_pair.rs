@@ -132,8 +132,13 @@ pub(super) struct Pair {
     pub(super) _dir: TempDir,
 }
 
+/// Starts the pair as the run's placement says: the vfio-user servers'
+/// spin, and (unless `--split` binds each device to a CPU of its own) the
+/// CPUs both devices' threads share, which every thread they start
+/// inherits from the thread that starts them.
 pub(super) fn verbs_pair(qp_log: u8) -> Pair {
-    let mut lp = LinkedPair::start(PairOptions {
+    let place = placement();
+    let options = PairOptions {
         ram: VERBS_RAM,
         buf: VERBS_BUF,
         cq_log: VERBS_CQ_LOG,
@@ -144,9 +149,22 @@ pub(super) fn verbs_pair(qp_log: u8) -> Pair {
         cpus: split_cpus(),
         link_ring: link_ring(),
         link_spin: link_spin(),
+        server_spin: place.device_spin,
         run_to_completion: run_to_completion(),
         ..Default::default()
-    });
+    };
+    let mut lp = match (&place.device_cpus, options.cpus) {
+        (Some(cpus), None) => std::thread::scope(|s| {
+            s.spawn(|| {
+                ibtca_device::sched::set_affinity(cpus)
+                    .unwrap_or_else(|e| panic!("cannot bind the devices to CPUs {cpus}: {e}"));
+                LinkedPair::start(options)
+            })
+            .join()
+            .expect("pair start-up thread")
+        }),
+        _ => LinkedPair::start(options),
+    };
     lp.connect(path_mtu());
     let (a, b, servers, _dir) = lp.into_parts();
     Pair {
@@ -222,10 +240,7 @@ pub(super) fn keep_busy(
     let secs = (last_post - t0).as_secs_f64();
     let end = link();
     let cpu = cpu_delta(&cpu_at_t0, &cpu_snapshot());
-    let link = LinkDelta {
-        a: delta(&link_at_t0.0, &end.0),
-        b: delta(&link_at_t0.1, &end.1),
-    };
+    let link = LinkDelta::between(&link_at_t0, &end);
     // Drain what is still in flight, so the pair shuts down quietly.
     let deadline = Instant::now() + Duration::from_secs(20);
     while outstanding > 0 && Instant::now() < deadline {

@@ -13,8 +13,12 @@ pub(super) struct PingPong {
     pub(super) median_us: f64,
     pub(super) p99_us: f64,
     pub(super) round_trips: usize,
-    /// Where the devices' events ran over the timed part (WRITE runs only).
+    /// Where the devices' events ran over the timed part and the rings'
+    /// wake-ups (WRITE runs only).
     pub(super) handoffs: Option<String>,
+    /// How each thread role was scheduled over the timed part (WRITE runs
+    /// only).
+    pub(super) sched: Option<String>,
 }
 
 impl PingPong {
@@ -30,6 +34,7 @@ impl PingPong {
             p99_us: at(0.99),
             round_trips: ns.len(),
             handoffs: None,
+            sched: None,
         }
     }
 }
@@ -83,7 +88,8 @@ fn cq_record(s: &mut Side) -> Option<u64> {
 }
 
 /// `size`-byte RDMA WRITE ping-pong A → B → A for `secs` (after a tenth of
-/// that as warm-up).
+/// that as warm-up), each guest on a thread of its own at the run's guest
+/// placement.
 pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     assert!(size >= 8, "the sequence number takes 8 bytes");
     let Pair {
@@ -97,7 +103,7 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
     let to_b = (b.buf, u64::from(b.rkey));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_b = stop.clone();
-    let echo = named("guest-b", move || {
+    let echo = guest_thread("guest-b", 1, move || {
         let mut seq = 1u64;
         while wait_for(&b, size, seq, &stop_b) {
             write_seq(&mut b, size, seq, to_a, rec_b);
@@ -106,33 +112,69 @@ pub(super) fn verbs_write_pingpong(size: u32, secs: f64) -> PingPong {
         // Leave the QP drained so the pair shuts down quietly.
         while b.g.try_poll_cq(&mut b.cq).is_some() {}
     });
-    let never = AtomicBool::new(false);
-    let mut samples = Vec::new();
-    let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
-    let end = warm + Duration::from_secs_f64(secs);
-    let mut seq = 1u64;
-    let mut at_warm = None;
-    loop {
-        let t = Instant::now();
-        if t >= end {
-            break;
+    // Guest A's thread borrows it: A stays up until B has stopped.
+    let (servers, a) = (&servers, &mut a);
+    let (samples, counts) = on_guest_thread("guest-a", 0, move || {
+        let never = AtomicBool::new(false);
+        let mut samples = Vec::new();
+        let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
+        let end = warm + Duration::from_secs_f64(secs);
+        let mut seq = 1u64;
+        let mut at_warm = None;
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            if now >= warm && at_warm.is_none() {
+                at_warm = Some(Counts::now(servers));
+            }
+            // After the snapshot, which reads /proc for every thread.
+            let t = Instant::now();
+            write_seq(a, size, seq, to_b, rec_a);
+            assert!(wait_for(a, size, seq, &never), "no reply to WRITE {seq}");
+            if now >= warm {
+                samples.push(t.elapsed().as_nanos() as u64);
+            }
+            seq += 1;
         }
-        if t >= warm && at_warm.is_none() {
-            at_warm = Some(handoffs(&servers));
-        }
-        write_seq(&mut a, size, seq, to_b, rec_a);
-        assert!(wait_for(&a, size, seq, &never), "no reply to WRITE {seq}");
-        if t >= warm {
-            samples.push(t.elapsed().as_nanos() as u64);
-        }
-        seq += 1;
-    }
-    let at_end = handoffs(&servers);
+        (samples, at_warm.map(|w| (w, Counts::now(servers))))
+    });
     stop.store(true, Ordering::Relaxed);
     echo.join().expect("echo thread");
     let mut p = PingPong::from_round_trips(samples);
-    p.handoffs = at_warm.map(|w| handoffs_note(&w, &at_end, p.round_trips as f64, "round trip"));
+    if let Some((from, to)) = counts {
+        let trips = p.round_trips as f64;
+        p.handoffs = Some(format!(
+            "{}\nRDMA WRITE ping-pong 64 B, {}",
+            handoffs_note(&from.handoffs, &to.handoffs, trips, "round trip"),
+            LinkDelta::between(&from.link, &to.link).ring_note(trips, "round trip"),
+        ));
+        p.sched = Some(sched_note(
+            "RDMA WRITE ping-pong 64 B",
+            &cpu_delta(&from.cpu, &to.cpu),
+            p.round_trips as u64,
+            "round trip",
+        ));
+    }
     p
+}
+
+/// The counters a timed part is measured between.
+struct Counts {
+    handoffs: [Handoffs; 2],
+    link: (LinkStats, LinkStats),
+    cpu: CpuSnapshot,
+}
+
+impl Counts {
+    fn now(servers: &(TestServer, TestServer)) -> Self {
+        Counts {
+            handoffs: handoffs(servers),
+            link: link_stats(servers),
+            cpu: cpu_snapshot(),
+        }
+    }
 }
 
 /// Both devices' counts of where their events ran.

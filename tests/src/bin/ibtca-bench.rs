@@ -43,7 +43,10 @@
 //! message rate at 1 MiB, 4 KiB and 64 B with 64 WQEs outstanding, the 64 B
 //! SEND message rate with 128 outstanding, and a 64 B SEND ping-pong; next to
 //! the raw baselines of the same run (a 64 KiB `UnixStream` stream, 64 B
-//! messages one `write`/`read` each, a 64 B socket ping-pong).
+//! messages one `write`/`read` each, a 64 B socket ping-pong). Guests,
+//! devices and the raw rows' threads are placed as `ibtca-fabric` places
+//! two guests and two devices on this machine (`tests/src/bench/placement.rs`;
+//! `--unplaced`: guests at nice 0, devices spinning, nothing pinned).
 //!
 //! `guest-verbs` is the perftest-style run between two real guests: two
 //! release `ibtca-device` processes joined by a link (LIDs 1 and 2), two TCG
@@ -286,6 +289,23 @@ struct VerbsArgs {
     /// ibtca-device default: 0).
     #[arg(long, value_name = "US")]
     link_spin_us: Option<u64>,
+    /// Guests and devices placed as before the bench took ibtca-fabric's
+    /// placement: guests at nice 0, nothing pinned, the devices' vfio-user
+    /// servers spinning up to 50 µs (the ibtca-device default). Default:
+    /// what ibtca-fabric chooses for two guests and two devices on this
+    /// machine's CPUs (docs/placement.md); on fewer than 4 CPUs, guests at
+    /// nice 19 and devices with --spin-us 0.
+    #[arg(long)]
+    unplaced: bool,
+    /// The simulated guests' (and raw baseline threads') niceness, over
+    /// the placement's.
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    guest_nice: Option<i32>,
+    /// The devices' vfio-user servers poll their socket US µs after a
+    /// message before they block, over the placement's.
+    #[arg(long, value_name = "US")]
+    device_spin_us: Option<u64>,
     /// Path MTU of the verbs rows' QPs: 256, 512, 1024, 2048 or 4096
     /// (default). A small one shows the per-packet cost: a 1 MiB WRITE at
     /// 256 is 4096 packets.
@@ -328,6 +348,8 @@ mod guests;
 mod link;
 #[path = "../bench/mmio.rs"]
 mod mmio;
+#[path = "../bench/placement.rs"]
+mod placement;
 #[path = "../bench/rate.rs"]
 mod rate;
 #[path = "../bench/raw.rs"]
@@ -350,6 +372,7 @@ mod write_pingpong;
 use cpu::*;
 use device_process::*;
 use guests::*;
+use placement::*;
 use rate::*;
 use raw::*;
 use slots::*;
@@ -536,6 +559,12 @@ fn apply_verbs_args(a: &VerbsArgs) -> Result<(), String> {
         LINK_SPIN_US.store(us, Ordering::Relaxed);
     }
     PAIRS.store(a.pairs, Ordering::Relaxed);
+    let base = if a.unplaced {
+        SimPlacement::unplaced()
+    } else {
+        fabric_placement()
+    };
+    set_placement(base.overridden(a.guest_nice, a.device_spin_us));
     PATH_MTU.store(a.mtu, Ordering::Relaxed);
     if let Some(rows) = &a.only {
         let _ = ONLY_ROWS.set(rows.clone());

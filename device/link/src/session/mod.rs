@@ -470,7 +470,12 @@ impl Session<'_> {
                     return reject("second RingOffer".into());
                 }
                 let fds = self.input.take_fds();
-                match pipe::accept(capacity, fds, self.shared.config.rx_spin) {
+                match pipe::accept(
+                    capacity,
+                    fds,
+                    self.shared.config.rx_spin,
+                    Arc::clone(&self.shared.counters),
+                ) {
                     Ok(ring) => {
                         tracing::info!(
                             kib = capacity / 1024,
@@ -515,7 +520,7 @@ impl Session<'_> {
         let output = if rings {
             // Before anything else goes out: the peer reads the rest of our
             // stream from the ring.
-            match pipe::offer(self.stream, capacity) {
+            match pipe::offer(self.stream, capacity, Arc::clone(&self.shared.counters)) {
                 Ok(ring) => {
                     bump(&self.shared.counters.tx_rings);
                     tracing::debug!(

@@ -15,21 +15,31 @@ use ibtca_protocol::link::{Frame, FRAME_HEADER_LEN};
 
 use super::{bounded, PATIENCE};
 use crate::pipe::{self, RingRx, RxPipe, TxPipe};
+use crate::stats::Counters;
 
-/// A ring offered on one end of a socket pair and accepted on the other
-/// (the files read off the socket as a session reads them).
 /// Two ends of a Unix stream connection.
 fn socket_pair() -> (LinkSocket, LinkSocket) {
     let (a, b) = UnixStream::pair().unwrap();
     (LinkSocket::unix(a), LinkSocket::unix(b))
 }
 
+/// A ring offered on one end of a socket pair and accepted on the other
+/// (the files read off the socket as a session reads them).
 fn offered(capacity: u64) -> (Arc<TxPipe>, RingRx, LinkSocket, LinkSocket) {
+    offered_counting(capacity, Arc::default())
+}
+
+/// [`offered`], both ends counting into `counters` (the writer its
+/// wake-ups, the reader its sleeps).
+pub(super) fn offered_counting(
+    capacity: u64,
+    counters: Arc<Counters>,
+) -> (Arc<TxPipe>, RingRx, LinkSocket, LinkSocket) {
     let (ours, theirs) = socket_pair();
     theirs.set_read_timeout(Some(PATIENCE)).unwrap();
-    let tx = pipe::offer(&ours, capacity).unwrap();
+    let tx = pipe::offer(&ours, capacity, Arc::clone(&counters)).unwrap();
     let (capacity, fds) = read_offer(&theirs);
-    let rx = pipe::accept(capacity, fds, crate::RX_SPIN).unwrap();
+    let rx = pipe::accept(capacity, fds, crate::RX_SPIN, counters).unwrap();
     (Arc::new(tx), rx, ours, theirs)
 }
 
@@ -155,7 +165,7 @@ fn offers_with_the_wrong_files_are_refused() {
         // The peer's fault, every one of them, but for a mapping this
         // process cannot make.
         let accept = |capacity, fds: Vec<OwnedFd>| -> String {
-            match pipe::accept(capacity, fds, crate::RX_SPIN) {
+            match pipe::accept(capacity, fds, crate::RX_SPIN, Default::default()) {
                 Ok(_) => panic!("accepted"),
                 Err(pipe::AcceptError::Peer(e)) => e,
                 Err(pipe::AcceptError::Local(e)) => format!("local: {e}"),
@@ -163,7 +173,7 @@ fn offers_with_the_wrong_files_are_refused() {
         };
         let files = || {
             let (ours, theirs) = socket_pair();
-            pipe::offer(&ours, 4096).unwrap();
+            pipe::offer(&ours, 4096, Default::default()).unwrap();
             read_offer(&theirs).1
         };
         // A good offer, but the frame claims another size.

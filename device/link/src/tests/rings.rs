@@ -1,14 +1,17 @@
 //! Links whose ends write into shared rings (`pipe.rs`): whole links in
 //! every mix of ends, and raw peers that take a ring or misuse one.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use ibtca_protocol::link::{Frame, FrameDecoder, FEATURE_SHARED_RING, LINK_PROTOCOL_VERSION};
 
-use super::pipe::read_offer;
+use super::pipe::{offered_counting, read_offer};
 use super::robust::{assert_dropped, hello_bytes_with, raw_client};
 use super::*;
 use crate::pipe::{self, RingRx};
+use crate::stats::Counters;
 use crate::{MAX_BODY, SHARED_RING};
 
 fn with_ring(shared_ring: u64) -> LinkConfig {
@@ -78,7 +81,10 @@ fn a_raw_peer_that_takes_the_ring_reads_the_links_frames_from_it() {
     // The link's only frame after its Hello on the socket: the offer.
     let (capacity, fds) = read_offer(&as_link(&s));
     assert_eq!(capacity, SHARED_RING);
-    let frames = ring_frames(pipe::accept(capacity, fds, crate::RX_SPIN).unwrap(), &s);
+    let frames = ring_frames(
+        pipe::accept(capacity, fds, crate::RX_SPIN, Default::default()).unwrap(),
+        &s,
+    );
     // Credit for one packet on VL 0, then one packet.
     s.write_all(&Frame::Credit { vl: 0, credits: 1 }.to_bytes().unwrap())
         .unwrap();
@@ -135,7 +141,7 @@ fn ring_frames(mut rx: RingRx, socket: &std::os::unix::net::UnixStream) -> mpsc:
 fn a_ring_offered_to_a_link_that_did_not_ask_for_one_drops_the_peer() {
     let (a, s) = ring_taker("unasked", with_ring(0));
     // A real offer, files and all, but the link announced no rings.
-    let offered = pipe::offer(&as_link(&s), 4096).unwrap();
+    let offered = pipe::offer(&as_link(&s), 4096, Default::default()).unwrap();
     let reason = a.expect_down();
     assert!(reason.contains("did not announce"), "{reason}");
     assert_eq!(a.link.stats().rx_bad_frames, 1);
@@ -154,7 +160,7 @@ fn a_peer_that_takes_no_ring_may_still_offer_its_own() {
     s.write_all(&hello_bytes_with(LINK_PROTOCOL_VERSION, 0))
         .unwrap();
     assert_eq!(a.expect_up(), port(9));
-    let offered = pipe::offer(&as_link(&s), 4096).unwrap();
+    let offered = pipe::offer(&as_link(&s), 4096, Default::default()).unwrap();
     let frame = Frame::Packet(numbered(7)).to_bytes().unwrap();
     let mut at = 0;
     while at < frame.len() {
@@ -174,7 +180,7 @@ fn a_peer_that_takes_no_ring_may_still_offer_its_own() {
 /// `capacity` bytes (the link's own offer to the peer is left unread).
 fn ring_giver(name: &str, capacity: u64) -> (Peer, std::os::unix::net::UnixStream, pipe::TxPipe) {
     let (a, s) = ring_taker(name, LinkConfig::default());
-    let offered = pipe::offer(&as_link(&s), capacity).unwrap();
+    let offered = pipe::offer(&as_link(&s), capacity, Default::default()).unwrap();
     (a, s, offered)
 }
 
@@ -238,4 +244,87 @@ fn a_peer_that_hangs_up_mid_frame_in_its_walked_ring_is_seen_to_go() {
     let reason = a.expect_down();
     assert!(reason.contains("mid-frame"), "{reason}");
     assert_eq!(a.link.stats().rx_bad_frames, 0, "not a bad frame: gone");
+}
+
+fn count(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_write_to_a_sleeping_reader_counts_one_wake_and_to_an_awake_one_none() {
+    bounded(|| {
+        let counters = Arc::<Counters>::default();
+        let (tx, mut rx, _ours, theirs) = offered_counting(4096, Arc::clone(&counters));
+        // The reader has not looked yet, so it is awake: the write wakes
+        // nobody, and the reader finds the bytes without sleeping.
+        assert_eq!(tx.try_send(&[IoSlice::new(b"one")]).unwrap(), 3);
+        let mut out = [0u8; 8];
+        assert_eq!(rx.recv(&theirs, &mut out).unwrap(), 3);
+        assert_eq!(count(&counters.ring_wakes_tx), 0);
+        assert_eq!(count(&counters.ring_sleeps_rx), 0);
+        // On the empty ring it goes to sleep, counted once...
+        let reader = std::thread::spawn(move || {
+            let n = rx.recv(&theirs, &mut out).unwrap();
+            out[..n].to_vec()
+        });
+        wait_until("the reader to sleep", || {
+            count(&counters.ring_sleeps_rx) == 1
+        });
+        assert!(tx.reader_asleep());
+        // ... and the next write wakes it, counted once.
+        assert_eq!(tx.try_send(&[IoSlice::new(b"two")]).unwrap(), 3);
+        assert_eq!(count(&counters.ring_wakes_tx), 1);
+        assert_eq!(reader.join().unwrap(), b"two");
+        // Awake again (nobody reads now, but the mark is cleared): a write
+        // wakes nobody.
+        assert!(!tx.reader_asleep());
+        assert_eq!(tx.try_send(&[IoSlice::new(b"three")]).unwrap(), 5);
+        assert_eq!(count(&counters.ring_wakes_tx), 1);
+        assert_eq!(count(&counters.ring_sleeps_rx), 1);
+    });
+}
+
+#[test]
+fn a_link_counts_its_ring_readers_sleeps_and_its_wake_ups_of_the_peers_reader() {
+    let (a, s) = ring_taker("counted", LinkConfig::default());
+    // The raw peer reads the link's ring and offers its own (its ends
+    // count into `peer`).
+    let peer = Arc::<Counters>::default();
+    let (capacity, fds) = read_offer(&as_link(&s));
+    let rx = pipe::accept(capacity, fds, crate::RX_SPIN, Arc::clone(&peer)).unwrap();
+    let frames = ring_frames(rx, &s);
+    let offered = pipe::offer(&as_link(&s), WALKED, Arc::clone(&peer)).unwrap();
+
+    // The link's reader sleeps on the peer's empty ring: in its stats. The
+    // peer's next write wakes it, once; then it sleeps again.
+    wait_until("the link's reader to sleep", || {
+        a.link.stats().ring_sleeps_rx >= 1 && offered.reader_asleep()
+    });
+    let sleeps = a.link.stats().ring_sleeps_rx;
+    put(
+        &offered,
+        &Frame::Credit { vl: 0, credits: 1 }.to_bytes().unwrap(),
+    );
+    assert_eq!(count(&peer.ring_wakes_tx), 1);
+    wait_until("the link's reader to sleep again", || {
+        a.link.stats().ring_sleeps_rx > sleeps
+    });
+
+    // The peer's reader sleeps on the link's ring; the link's next packet
+    // (sent with the credit above) finds it asleep, or an earlier frame
+    // after its mark did: either way the link counts a wake-up.
+    wait_until("the peer's reader to sleep", || {
+        count(&peer.ring_sleeps_rx) >= 1
+    });
+    a.send_all([vec![7; 300]]);
+    loop {
+        match frames.recv_timeout(PATIENCE).expect("a packet in the ring") {
+            Frame::Packet(p) => break assert_eq!(p, vec![7; 300]),
+            Frame::Credit { .. } => {}
+            other => panic!("unexpected frame in the ring: {other:?}"),
+        }
+    }
+    assert!(a.link.stats().ring_wakes_tx >= 1, "{:?}", a.link.stats());
+    drop(offered);
+    drop(s);
 }

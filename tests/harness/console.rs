@@ -51,6 +51,8 @@ pub fn tagged(tag: &str, cmd: &str) -> String {
 /// answers, at most `tries` times a second apart; a failure after
 /// connecting (the output names the remote address) is final, unless it
 /// is one of perftest's failures outside the fabric ([`PERFTEST_REDO`]).
+/// A run that names one of those is tried again even when it exited 0:
+/// its server saw the same run fail and waits for the next try.
 /// Each earlier try's output is kept on the console, every line marked
 /// `IBTCA-RETRY try=N exit=STATUS TAG: ` ([`crate::retries::MARK`]; the
 /// test reports them with [`crate::retries::report_console`]); `TAG:`,
@@ -58,8 +60,8 @@ pub fn tagged(tag: &str, cmd: &str) -> String {
 pub fn client(tag: &str, cmd: &str, tries: u32) -> String {
     format!(
         "for i in $(seq {tries}); do out=$({cmd} 2>&1); st=$?; \
-         if [ $st = 0 ] || {{ echo \"$out\" | grep -q 'remote address' && \
-         ! echo \"$out\" | grep -q {PERFTEST_REDO}; }}; then \
+         if ! echo \"$out\" | grep -q {PERFTEST_REDO} && \
+         {{ [ $st = 0 ] || echo \"$out\" | grep -q 'remote address'; }}; then \
          echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; \
          {}; sleep 1; done; \
          echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1",
@@ -72,8 +74,14 @@ pub fn client(tag: &str, cmd: &str, tries: u32) -> String {
 /// vCPU can spoil ("Correlation coefficient r^2: 0.86 < 0.9", then
 /// "Can't produce a report"), or its peer leaving for that reason before
 /// their exchange over the management wire ("Failed to exchange data
-/// between server and clients").
-pub const PERFTEST_REDO: &str = "-e 'produce a report' -e 'Failed to exchange data'";
+/// between server and clients") or before their closing handshake
+/// ("Failed to close connection between server and client", after which
+/// perftest still exits 0). Either side that sees one tries again, so a
+/// pair always tries again together: a side that stopped for good while
+/// its peer tried again would leave that peer's next try to the next
+/// pair's server on the same port.
+pub const PERFTEST_REDO: &str =
+    "-e 'produce a report' -e 'Failed to exchange data' -e 'Failed to close connection'";
 
 /// A perftest server: `cmd` once, or again (at most `tries` times) after
 /// a failure [`PERFTEST_REDO`] names, for the client's next try. Earlier
@@ -81,7 +89,7 @@ pub const PERFTEST_REDO: &str = "-e 'produce a report' -e 'Failed to exchange da
 pub fn perftest_server(tag: &str, cmd: &str, tries: u32) -> String {
     format!(
         "for i in $(seq {tries}); do out=$({cmd} 2>&1); st=$?; \
-         if [ $st = 0 ] || ! echo \"$out\" | grep -q {PERFTEST_REDO}; then \
+         if ! echo \"$out\" | grep -q {PERFTEST_REDO}; then \
          echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=$st\"; exit $st; fi; \
          {}; done; \
          echo \"$out\" | sed 's/^/{tag} /'; echo \"{tag} exit=failed\"; exit 1",
@@ -251,6 +259,36 @@ mod tests {
         let (ok, text) = sh(&perftest_server("SV", &fails_once(&dir.join("s"), gone), 3));
         assert!(ok, "{text}");
         assert_eq!(tagged_lines(&text, "SV"), ["ran", "exit=0"], "{text}");
+    }
+
+    /// A command that prints `first` and exits 0 on its first run and
+    /// prints `ran` on the next, counting its runs in the file `count`.
+    fn odd_once(count: &Path, first: &str) -> String {
+        format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) >{c}; \
+             if [ $n -ge 1 ]; then echo ran; else echo \"{first}\"; fi",
+            c = count.display()
+        )
+    }
+
+    #[test]
+    fn a_side_whose_peer_left_before_closing_tries_again_though_it_exited_0() {
+        // The client's calibration failed after the run; the server had
+        // its own report, saw the close fail and exited 0. Taking that as
+        // done would send the client's next try to the next server.
+        let dir = crate::TempDir::new("perftest-close");
+        let closed = "remote address: LID 2\n 65536 1114 0.00 18.96\n\
+                      Failed to close connection between server and client";
+        let (ok, text) = sh(&perftest_server("SV", &odd_once(&dir.join("s"), closed), 3));
+        assert!(ok, "{text}");
+        assert_eq!(tagged_lines(&text, "SV"), ["ran", "exit=0"], "{text}");
+        assert!(
+            text.starts_with("IBTCA-RETRY try=1 exit=0 SV: remote address"),
+            "{text}"
+        );
+        let (ok, text) = sh(&client("CL", &odd_once(&dir.join("c"), closed), 5));
+        assert!(ok, "{text}");
+        assert_eq!(tagged_lines(&text, "CL"), ["ran", "exit=0"], "{text}");
     }
 
     #[test]

@@ -361,6 +361,19 @@ mod tests {
         HostedSim::new(&spec, base, false).unwrap()
     }
 
+    /// The client of [`attach`] (its control socket, CONNECT and slot)
+    /// leaves `sim` with a DISCONNECT, which gets no answer.
+    fn detach(sim: &mut HostedSim, base: &str, ctl: &UnixDatagram, connect: Ctl, slot: usize) {
+        let disconnect = Ctl {
+            kind: CtlType::Disconnect.to_wire(),
+            client_id: slot as u32,
+            ..connect
+        };
+        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
+            .unwrap();
+        assert!(serve(sim).is_empty());
+    }
+
     /// A client attached to `sim` (base name `base`) as umad2sim attaches
     /// one: (its data socket, its control socket, its CONNECT, its slot).
     fn attach(sim: &mut HostedSim, base: &str) -> (UnixDatagram, UnixDatagram, Ctl, usize) {
@@ -430,14 +443,7 @@ mod tests {
         }
         assert!(data.recv(&mut buf).is_err(), "four answers, no more");
         // The client leaves: the port's counters say what it did.
-        let disconnect = Ctl {
-            kind: CtlType::Disconnect.to_wire(),
-            client_id: slot as u32,
-            ..connect
-        };
-        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
-            .unwrap();
-        assert!(serve(&mut sim).is_empty());
+        detach(&mut sim, &base, &ctl, connect, slot);
         let counts = sim.counters().port;
         assert_eq!((counts.requests, counts.local), (4, 4));
         assert_eq!(sim.port.clients_attached(), 0);
@@ -514,14 +520,7 @@ mod tests {
         let fds: Vec<libc::pollfd> = sim.poll_fds().collect();
         assert_eq!(fds.len(), 2, "one client: its slot's socket too");
         assert_eq!(Some(fds[1].fd), sim.sockets.slot_fd(slot));
-        let disconnect = Ctl {
-            kind: CtlType::Disconnect.to_wire(),
-            client_id: slot as u32,
-            ..connect
-        };
-        ctl.send_to_addr(&disconnect.to_bytes(), &addr(&format!("{base}:ctl")))
-            .unwrap();
-        assert!(serve(&mut sim).is_empty());
+        detach(&mut sim, &base, &ctl, connect, slot);
         assert_eq!(sim.poll_fds().count(), 1, "the client left");
     }
 

@@ -89,13 +89,19 @@ installed_list() { # NAME VERSION of every installed package
 }
 before=$(installed_list)
 log "installing ${pkgs[*]} into a layer over $CHROOT (log: $dir/apt.log)"
-install() {
-	in_merged apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "${pkgs[@]}"
+install() { # install [APT-OPTION...]
+	in_merged apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "$@" "${pkgs[@]}"
 }
+# The chroot's own packages come from trixie-backports where it has them
+# (setup-vm-stack.sh), so a package whose trixie version needs older
+# libraries than the chroot holds (linux-perf: libdebuginfod1t64 against
+# the chroot's libelf1t64) installs with backports as the target release.
 if ! install >"$tmp/apt.log" 2>&1; then
 	# Package lists older than the mirror: refresh them once (in the layer).
 	log "apt-get install failed; refreshing the package lists and trying again"
-	if ! { in_merged apt-get update && install; } >>"$tmp/apt.log" 2>&1; then
+	if ! { in_merged apt-get update && install; } >>"$tmp/apt.log" 2>&1 &&
+		! { log "apt-get install failed again; trying with trixie-backports as the target release" &&
+			install -t trixie-backports >>"$tmp/apt.log" 2>&1; }; then
 		tail -n 20 "$tmp/apt.log" >&2
 		if grep -qE 'Temporary failure resolving|Could not resolve|Failed to fetch|Unable to connect|Network is unreachable' "$tmp/apt.log"; then
 			die 4 "apt could not download ${pkgs[*]}: no network to the package mirror (apt's last lines above)"

@@ -33,6 +33,9 @@
 #   ulp_client NAME CMD       n2's command: its client
 #   ulp_sender NAME CMD TRIES n2's command: CMD again until NAME's server is
 #                             done, at most TRIES times (a multicast sender)
+#   ulp_write_commands DIR    the arrays n1 and n2 of guest commands as
+#                             DIR/n1.1, DIR/n1.2, ..., DIR/n2.1, ... (the
+#                             scripts' --commands)
 #   ulp_up FABRIC RUN GUEST SHARE N1CMD... -- N2CMD...
 #                             boots both guests and waits for them; with
 #                             ULP_GUEST_PACKAGES (a,b,...) set, from the
@@ -100,6 +103,13 @@ ulp_transport() {
 		;;
 	esac
 	ULP_TRANSPORT=$1
+}
+
+# shellcheck disable=SC2154 # n1 and n2 are the calling script's arrays
+ulp_write_commands() {
+	mkdir -p "$1"
+	for i in "${!n1[@]}"; do printf '%s\n' "${n1[$i]}" >"$1/n1.$((i + 1))"; done
+	for i in "${!n2[@]}"; do printf '%s\n' "${n2[$i]}" >"$1/n2.$((i + 1))"; done
 }
 
 # What the ibtca transport needs that the guest image GUEST_DIR lacks, on

@@ -179,9 +179,7 @@ n2+=("$(
 n2+=("$(ulp_host "$body")")
 
 if [ -n "$commands" ]; then
-	mkdir -p "$commands"
-	for i in "${!n1[@]}"; do printf '%s\n' "${n1[$i]}" >"$commands/n1.$((i + 1))"; done
-	for i in "${!n2[@]}"; do printf '%s\n' "${n2[$i]}" >"$commands/n2.$((i + 1))"; done
+	ulp_write_commands "$commands"
 	exit 0
 fi
 

@@ -85,56 +85,57 @@ impl HostedCa {
         self.totals
     }
 
-    /// An event of the port's wire; returns the packets to send.
-    pub fn on_event(&mut self, ev: LinkEvent) -> Vec<Vec<u8>> {
+    /// An event of the port's wire; returns the packet to send, if any
+    /// (a CA answers a packet with one at most).
+    pub fn on_event(&mut self, ev: LinkEvent) -> Option<Vec<u8>> {
         match ev {
             LinkEvent::Up { .. } => {
                 self.sma.link_changed(true);
-                Vec::new()
+                None
             }
             LinkEvent::Down { .. } => {
                 self.sma.link_changed(false);
                 self.totals.link_downed += 1;
-                Vec::new()
+                None
             }
             LinkEvent::Packet(packet) => {
                 let out = self.on_packet(&packet);
-                self.count_tx(&out);
+                self.count_tx(out.as_slice());
                 out
             }
         }
     }
 
-    fn on_packet(&mut self, packet: &[u8]) -> Vec<Vec<u8>> {
+    fn on_packet(&mut self, packet: &[u8]) -> Option<Vec<u8>> {
         self.totals.rcv_pkts += 1;
         self.totals.rcv_bytes += packet.len() as u64;
         let Ok(view) = PacketView::parse(packet) else {
             self.totals.rcv_errors += 1;
-            return Vec::new();
+            return None;
         };
         if view.lrh.vl == VL15 {
-            return self.sma.on_packet(&view).reply.into_iter().collect();
+            return self.sma.on_packet(&view).reply;
         }
         // Data (QP1's GMPs too) only once the port takes data, and only
         // with a P_Key of the port's table (the device's checks, in its
         // order).
         if self.sma.state() == PortState::Init {
             self.dropped_data += 1;
-            return Vec::new();
+            return None;
         }
         if !self.sma.admit_pkey(&view) {
             self.totals.rcv_constraint_errors += 1;
             self.dropped_data += 1;
-            return Vec::new();
+            return None;
         }
         if view.bth.dest_qp == 1 {
             let port = CaPort(self.totals);
             if let PmPacket::Served(reply) = self.pma.serve_packet(&port, &view, self.sma.lid()) {
-                return reply.into_iter().collect();
+                return reply;
             }
         }
         self.dropped_data += 1;
-        Vec::new()
+        None
     }
 
     fn count_tx(&mut self, out: &[Vec<u8>]) {

@@ -372,12 +372,12 @@ impl Hive {
                 outbox.take_into(&mut out);
             }
             Node::Ca(ca) => {
-                out.extend(ca.on_event(ev).into_iter().map(|p| (1, p)));
+                out.extend(ca.on_event(ev).map(|p| (1, p)));
                 if ca.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
             }
-            Node::Sim(sim) => out.extend(sim.on_event(ev).into_iter().map(|p| (1, p))),
+            Node::Sim(sim) => sim.on_event(ev, &mut out),
         }
         for (port, packet) in out.drain(..) {
             self.send_from(
@@ -525,9 +525,12 @@ impl Hive {
             if !ready && sim.deadline().is_none_or(|d| d > now) {
                 continue;
             }
-            for packet in sim.service(mine, now) {
-                self.send_from(PortRef { node, port: 1 }, packet);
+            let mut out = std::mem::take(&mut self.sent);
+            sim.service(mine, now, &mut out);
+            for (port, packet) in out.drain(..) {
+                self.send_from(PortRef { node, port }, packet);
             }
+            self.sent = out;
         }
     }
 

@@ -16,7 +16,7 @@ use ibtca_simport::clients::MAX_CLIENTS;
 use ibtca_simport::port::{Out, PortSettings, SimPort};
 use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, RecvBatch, SimSockets};
-use ibtca_simport::wire::{SimRequest, REQUEST_LEN};
+use ibtca_simport::wire::REQUEST_LEN;
 
 use crate::config::CaSpec;
 
@@ -45,9 +45,12 @@ pub struct HostedSim {
     buf: Vec<u8>,
     ctl: Vec<Datagram>,
     batch: RecvBatch,
-    /// MADs for clients, sent together by [`HostedSim::flush_clients`].
-    to_clients: Vec<(usize, Box<SimRequest>)>,
-    /// Per slot, MADs its client's socket has not taken yet, in order.
+    /// What the port sends, taken from it call after call (the same
+    /// buffer: no allocation per MAD).
+    outs: Vec<Out>,
+    /// Per slot, MADs for its client not sent yet, in order: a turn's,
+    /// sent together by [`HostedSim::flush_clients`], then those its
+    /// client's socket did not take.
     kept: Vec<VecDeque<[u8; REQUEST_LEN]>>,
     /// MADs and `sendmmsg(2)` calls to clients so far.
     client_sends: ClientSends,
@@ -74,7 +77,7 @@ impl HostedSim {
             buf: read_buffer(),
             ctl: Vec::new(),
             batch: RecvBatch::default(),
-            to_clients: Vec::new(),
+            outs: Vec::new(),
             kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
             client_sends: ClientSends::default(),
         })
@@ -109,32 +112,33 @@ impl HostedSim {
         self.port.next_deadline()
     }
 
-    /// An event of the port's wire; returns the packets to send.
-    pub fn on_event(&mut self, ev: LinkEvent) -> Vec<Vec<u8>> {
+    /// An event of the port's wire; the packets to send (on port 1) are
+    /// pushed onto `packets`.
+    pub fn on_event(&mut self, ev: LinkEvent, packets: &mut Vec<(u8, Vec<u8>)>) {
         match ev {
-            LinkEvent::Up { .. } => {
-                self.port.link_changed(true);
-                Vec::new()
-            }
+            LinkEvent::Up { .. } => self.port.link_changed(true),
             LinkEvent::Down { .. } => {
                 self.port.link_changed(false);
                 self.totals.link_downed += 1;
-                Vec::new()
             }
             LinkEvent::Packet(p) => {
                 self.totals.rcv_pkts += 1;
                 self.totals.rcv_bytes += p.len() as u64;
-                let out = self.port.on_link(&p, &self.totals);
-                self.carry(out)
+                self.port.on_link(&p, &self.totals, &mut self.outs);
+                self.carry(packets);
             }
         }
     }
 
     /// Reads what the sockets of `polled` ([`HostedSim::poll_fds`]'s, after
-    /// `poll(2)`) say they hold, and times out requests due at `now`;
-    /// returns the packets to send.
-    pub fn service(&mut self, polled: &[libc::pollfd], now: Instant) -> Vec<Vec<u8>> {
-        let mut packets = Vec::new();
+    /// `poll(2)`) say they hold, and times out requests due at `now`; the
+    /// packets to send (on port 1) are pushed onto `packets`.
+    pub fn service(
+        &mut self,
+        polled: &[libc::pollfd],
+        now: Instant,
+        packets: &mut Vec<(u8, Vec<u8>)>,
+    ) {
         for p in polled {
             // Readable, or an error a read clears (writable alone: the
             // turn's flush writes).
@@ -150,15 +154,13 @@ impl HostedSim {
             };
             self.sockets.recv_slot(slot, &mut self.batch);
             for i in 0..self.batch.len() {
-                let out = self
-                    .port
-                    .on_client(slot, self.batch.get(i), &self.totals, now);
-                packets.extend(self.carry(out));
+                self.port
+                    .on_client(slot, self.batch.get(i), &self.totals, now, &mut self.outs);
             }
+            self.carry(packets);
         }
-        let out = self.port.tick(now);
-        packets.extend(self.carry(out));
-        packets
+        self.port.tick(now, &mut self.outs);
+        self.carry(packets);
     }
 
     /// Serves the control messages waiting: CONNECT, DISCONNECT, queries.
@@ -192,8 +194,9 @@ impl HostedSim {
     /// Queues every request that stayed in the hive unanswered for its
     /// client, with status 110 (`hive/stranded.rs`).
     pub fn answer_stranded(&mut self) {
-        let out = self.port.stranded();
-        let none = self.carry(out);
+        self.port.stranded(&mut self.outs);
+        let mut none = Vec::new();
+        self.carry(&mut none);
         debug_assert!(none.is_empty());
     }
 
@@ -202,20 +205,31 @@ impl HostedSim {
         self.port.set_request_timeout(timeout);
     }
 
-    /// Sends what is for clients; returns what is for the link.
-    fn carry(&mut self, out: Vec<Out>) -> Vec<Vec<u8>> {
-        let mut packets = Vec::new();
-        for o in out {
+    /// Takes what the port sent: what is for the link onto `packets` (on
+    /// port 1), what is for clients into their slots' queues for
+    /// [`HostedSim::flush_clients`], up to [`KEPT_PER_CLIENT`] MADs a
+    /// client (beyond that lost and counted).
+    fn carry(&mut self, packets: &mut Vec<(u8, Vec<u8>)>) {
+        for o in self.outs.drain(..) {
             match o {
                 Out::Link(p) => {
                     self.totals.xmit_pkts += 1;
                     self.totals.xmit_bytes += p.len() as u64;
-                    packets.push(p);
+                    packets.push((1, p));
                 }
-                Out::Client(slot, req) => self.to_clients.push((slot, req)),
+                Out::Client(slot, req) => {
+                    let Some(kept) = self.kept.get_mut(slot) else {
+                        continue;
+                    };
+                    if kept.len() < KEPT_PER_CLIENT {
+                        kept.push_back(req.to_bytes());
+                    } else {
+                        self.client_sends.lost += 1;
+                        ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
+                    }
+                }
             }
         }
-        packets
     }
 
     /// Sends the MADs queued for clients since the last flush: each
@@ -228,24 +242,13 @@ impl HostedSim {
     /// for a client rather than drop its answer. A client that has gone is
     /// detached.
     pub fn flush_clients(&mut self) {
-        for (slot, req) in std::mem::take(&mut self.to_clients) {
-            let Some(kept) = self.kept.get_mut(slot) else {
-                continue;
-            };
-            if kept.len() < KEPT_PER_CLIENT {
-                kept.push_back(req.to_bytes());
-            } else {
-                self.client_sends.lost += 1;
-                ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
-            }
-        }
         for slot in 0..self.kept.len() {
             if self.kept[slot].is_empty() {
                 continue;
             }
-            let msgs: Vec<&[u8]> = self.kept[slot].iter().map(|b| &b[..]).collect();
-            let offered = msgs.len();
-            match self.sockets.send_batch(slot, &msgs) {
+            let offered = self.kept[slot].len();
+            let msgs = self.kept[slot].iter().map(|b| &b[..]);
+            match self.sockets.send_batch(slot, msgs) {
                 Ok(n) => {
                     self.client_sends.record(offered, n);
                     self.kept[slot].drain(..n);
@@ -325,7 +328,7 @@ mod tests {
 
     use ibtca_protocol::mad::attr::id;
     use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
-    use ibtca_simport::wire::{ClientInfo, Ctl, CtlType};
+    use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, SimRequest};
 
     use super::*;
     use crate::config::WireSpec;
@@ -344,7 +347,9 @@ mod tests {
         // SAFETY: `fds` is a live array of `fds.len()` pollfds for the call.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
         assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
-        sim.service(&fds, Instant::now())
+        let mut packets = Vec::new();
+        sim.service(&fds, Instant::now(), &mut packets);
+        packets.into_iter().map(|(_, p)| p).collect()
     }
 
     /// A host port of base name `base` and no client.

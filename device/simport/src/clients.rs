@@ -160,21 +160,20 @@ impl Clients {
     /// dropped on its way (a link down, a switch that refused it) and
     /// can never be answered, so its client need not wait out the
     /// timeout (as ibsim answers a MAD it cannot deliver at once).
-    pub fn stranded(&mut self) -> Vec<(usize, SimRequest)> {
+    /// Each is handed to `back` with its slot.
+    pub fn stranded(&mut self, mut back: impl FnMut(usize, SimRequest)) {
         if self.pending.values().all(|p| p.left) {
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::new();
         self.pending.retain(|_, p| {
             if p.left {
                 return true;
             }
             let mut r = p.request.clone();
             r.status = crate::wire::STATUS_TIMED_OUT;
-            out.push((p.slot, r));
+            back(p.slot, r);
             false
         });
-        out
     }
 
     /// The response with TID `tid` arrived: the slot that waits for it and
@@ -185,22 +184,17 @@ impl Clients {
     }
 
     /// Requests whose time ran out by `now`: each goes back to its slot
-    /// with status ETIMEDOUT.
-    pub fn expired(&mut self, now: Instant) -> Vec<(usize, SimRequest)> {
-        let due: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(&tid, _)| tid)
-            .collect();
-        let mut out = Vec::new();
-        for tid in due {
-            if let Some(mut p) = self.pending.remove(&tid) {
-                p.request.status = crate::wire::STATUS_TIMED_OUT;
-                out.push((p.slot, p.request));
+    /// with status ETIMEDOUT, handed to `back`.
+    pub fn expire(&mut self, now: Instant, mut back: impl FnMut(usize, SimRequest)) {
+        self.pending.retain(|_, p| {
+            if p.deadline > now {
+                return true;
             }
-        }
-        out
+            let mut r = p.request.clone();
+            r.status = crate::wire::STATUS_TIMED_OUT;
+            back(p.slot, r);
+            false
+        });
     }
 
     /// When the next request runs out of time.
@@ -229,6 +223,18 @@ mod tests {
             length: MAD_LEN as u64,
             mad: [0; MAD_LEN],
         }
+    }
+
+    fn expired(c: &mut Clients, now: Instant) -> Vec<(usize, SimRequest)> {
+        let mut out = Vec::new();
+        c.expire(now, |slot, r| out.push((slot, r)));
+        out
+    }
+
+    fn stranded(c: &mut Clients) -> Vec<(usize, SimRequest)> {
+        let mut out = Vec::new();
+        c.stranded(|slot, r| out.push((slot, r)));
+        out
     }
 
     #[test]
@@ -268,9 +274,9 @@ mod tests {
         c.sent(wire_tid(1, 2), 2, 1, request(), t0, true);
         assert_eq!(c.answered(tid), Some((7, 0xabcd_0000_1234_5678)));
         assert_eq!(c.answered(tid), None, "one response per request");
-        assert!(c.expired(t0).is_empty());
+        assert!(expired(&mut c, t0).is_empty());
         assert_eq!(c.next_deadline(), Some(t0 + Duration::from_millis(10)));
-        let out = c.expired(t0 + Duration::from_millis(10));
+        let out = expired(&mut c, t0 + Duration::from_millis(10));
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, out[0].1.status), (2, 110));
         assert_eq!(c.in_flight(), 0);
@@ -284,11 +290,11 @@ mod tests {
         c.sent(wire_tid(2, 0), 0, 2, request(), t0, false);
         c.sent(wire_tid(3, 1), 1, 3, request(), t0, true);
         c.mark_left(wire_tid(2, 0));
-        let out = c.stranded();
+        let out = stranded(&mut c);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, out[0].1.status), (0, 110));
         assert_eq!(c.in_flight(), 2);
-        assert!(c.stranded().is_empty());
+        assert!(stranded(&mut c).is_empty());
         assert_eq!(c.answered(wire_tid(2, 0)), Some((0, 2)));
     }
 }

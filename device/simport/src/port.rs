@@ -37,19 +37,16 @@ use ibtca_protocol::{Packet, PacketView};
 use crate::clients::{wire_tid, Clients};
 use crate::wire::{SimRequest, STATUS_TIMED_OUT};
 
-/// Where one message goes.
+/// Where one message goes. The port's methods push these onto a `Vec`
+/// their owner keeps and drains turn after turn, so a MAD's envelope is
+/// held inline (not boxed: no allocation per answer).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Out {
     /// A packet onto the link.
     Link(Vec<u8>),
     /// A MAD to the client in this slot.
-    Client(usize, Box<SimRequest>),
-}
-
-impl Out {
-    fn client(slot: usize, req: SimRequest) -> Self {
-        Out::Client(slot, Box::new(req))
-    }
+    Client(usize, SimRequest),
 }
 
 /// What the port counted.
@@ -172,24 +169,25 @@ impl SimPort {
         }
     }
 
-    fn drop_with(&mut self, why: &str) -> Vec<Out> {
+    fn drop_with(&mut self, why: &str) {
         self.counts.dropped += 1;
         tracing::debug!("dropped: {why}");
-        Vec::new()
     }
 
-    /// A datagram from the client in `slot`.
+    /// A datagram from the client in `slot`: what it sends is pushed onto
+    /// `out`.
     pub fn on_client(
         &mut self,
         slot: usize,
         bytes: &[u8],
         totals: &PortTotals,
         now: Instant,
-    ) -> Vec<Out> {
+        out: &mut Vec<Out>,
+    ) {
         if self.clients.get(slot).is_none() {
             self.counts.dropped += 1;
             ibtca_log::guest_warn!(slot, "MAD from a slot no client holds: dropped");
-            return Vec::new();
+            return;
         }
         let Some(req) = SimRequest::parse(bytes) else {
             self.counts.dropped += 1;
@@ -198,7 +196,7 @@ impl SimPort {
                 len = bytes.len(),
                 "malformed MAD envelope from a client: dropped"
             );
-            return Vec::new();
+            return;
         };
         let h = MadHeader::read(&req.mad);
         self.counts.requests += 1;
@@ -211,43 +209,43 @@ impl SimPort {
             self.counts.other_kinds += 1;
         }
         if h.base_version != 1 {
-            return self.timed_out(slot, req);
+            return self.timed_out(slot, req, out);
         }
-        let out = match h.mgmt_class {
+        let routed = match h.mgmt_class {
             class::SUBN_DIRECTED_ROUTE | class::SUBN_LID_ROUTED => self.client_smp(slot, &req),
             _ => self.client_gmp(slot, &req, &h, totals),
         };
-        let Some(out) = out else {
-            return self.timed_out(slot, req);
+        let Some(first) = routed else {
+            return self.timed_out(slot, req, out);
         };
         // Answered at once to the client itself, or sent on (onto the
         // link, or to the port's SM client) to wait for its response.
-        let answered_here = matches!(out.first(), Some(Out::Client(s, _)) if *s == slot);
+        let answered_here = matches!(&first, Out::Client(s, _) if *s == slot);
+        let to_link = matches!(first, Out::Link(_));
+        out.push(first);
         if answered_here {
             self.counts.local += 1;
         } else {
-            if matches!(out.first(), Some(Out::Link(_))) {
+            if to_link {
                 self.counts.to_link += 1;
             }
             if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
                 // One for the port's SM client has left the fabric's reach.
-                let left = !matches!(out.first(), Some(Out::Link(_)));
                 self.clients
-                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now, left);
+                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now, !to_link);
             }
         }
-        out
     }
 
     /// Sends `req` back to its client unanswered.
-    fn timed_out(&mut self, slot: usize, mut req: SimRequest) -> Vec<Out> {
+    fn timed_out(&mut self, slot: usize, mut req: SimRequest, out: &mut Vec<Out>) {
         self.counts.timed_out += 1;
         req.status = STATUS_TIMED_OUT;
-        vec![Out::client(slot, req)]
+        out.push(Out::Client(slot, req));
     }
 
     /// A client's SMP: the port's agent's, or onto the link.
-    fn client_smp(&mut self, slot: usize, req: &SimRequest) -> Option<Vec<Out>> {
+    fn client_smp(&mut self, slot: usize, req: &SimRequest) -> Option<Out> {
         let mut smp = Smp::parse(&req.mad).ok()?;
         let lid = self.sma.lid();
         let tid = smp.tid;
@@ -281,7 +279,7 @@ impl SimPort {
                 smp_packet(&smp, lid, req.dlid)
             }
         };
-        Some(vec![Out::Link(packet.build().ok()?)])
+        Some(Out::Link(packet.build().ok()?))
     }
 
     /// A client's SMP to the port itself: an answer to a request of
@@ -293,7 +291,7 @@ impl SimPort {
         req: &SimRequest,
         mut smp: Smp,
         tid: u64,
-    ) -> Option<Vec<Out>> {
+    ) -> Option<Out> {
         let lid = self.sma.lid();
         let envelope = |mad: [u8; MAD_LEN]| SimRequest {
             dlid: lid,
@@ -308,19 +306,19 @@ impl SimPort {
             smp.tid = tid;
             let (waiting, client_tid) = self.clients.answered(tid)?;
             smp.tid = client_tid;
-            return Some(vec![Out::client(waiting, envelope(smp.to_bytes()))]);
+            return Some(Out::Client(waiting, envelope(smp.to_bytes())));
         }
         smp.tid = tid;
         let for_sm = self.sma.stats().for_sm;
         if let Some(reply) = self.local_smp(smp.clone()) {
-            return Some(vec![Out::client(slot, self.answer_to(req, &reply))]);
+            return Some(Out::Client(slot, self.answer_to(req, &reply)));
         }
         if self.sma.stats().for_sm == for_sm {
             return None;
         }
         let sm = self.clients.sm().filter(|&sm| sm != slot)?;
         smp.tid = wire_tid(tid, slot);
-        Some(vec![Out::client(sm, envelope(smp.to_bytes()))])
+        Some(Out::Client(sm, envelope(smp.to_bytes())))
     }
 
     /// Serves an SMP from the port itself by its agent, as the engine
@@ -373,7 +371,7 @@ impl SimPort {
         req: &SimRequest,
         h: &MadHeader,
         totals: &PortTotals,
-    ) -> Option<Vec<Out>> {
+    ) -> Option<Out> {
         let lid = self.sma.lid();
         let mut mad = req.mad;
         if !h.is_response() {
@@ -394,7 +392,7 @@ impl SimPort {
             if self.sma.state() != PortState::Active {
                 return None;
             }
-            return Some(vec![Out::Link(packet)]);
+            return Some(Out::Link(packet));
         }
         // To the port itself: its PMA, or its SM client.
         let view = PacketView::parse(&packet).ok()?;
@@ -403,7 +401,7 @@ impl SimPort {
             let reply = PacketView::parse(&reply).ok()?;
             let mut mad: [u8; MAD_LEN] = reply.payload.try_into().ok()?;
             mad[8..16].copy_from_slice(&h.tid.to_be_bytes());
-            return Some(vec![Out::client(
+            return Some(Out::Client(
                 slot,
                 SimRequest {
                     dlid: lid,
@@ -414,31 +412,33 @@ impl SimPort {
                     length: MAD_LEN as u64,
                     mad,
                 },
-            )]);
+            ));
         }
         self.deliver(&view, req.dqp, mad, h.is_response())
     }
 
-    /// A packet from the link.
-    pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals) -> Vec<Out> {
+    /// A packet from the link: what it sends is pushed onto `out`.
+    pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
         let Ok(view) = PacketView::parse(bytes) else {
             return self.drop_with("unparsable packet from the link");
         };
         if view.opcode() != Opcode::UdSendOnly || view.ext.deth.is_none() {
             return self.drop_with("not a UD datagram");
         }
-        let out = match view.bth.dest_qp {
+        let served = match view.bth.dest_qp {
             QP0 => self.fabric_qp0(&view),
             QP1 => self.fabric_qp1(&view, totals),
             _ => None,
         };
-        match out {
-            Some(out) => out,
+        match served {
+            Some(sent) => out.extend(sent),
             None => self.drop_with("MAD for no client"),
         }
     }
 
-    fn fabric_qp0(&mut self, view: &PacketView<'_>) -> Option<Vec<Out>> {
+    /// An SMP from the link: `None` if it is for no one (dropped),
+    /// `Some(None)` if taken with nothing to send, else what to send.
+    fn fabric_qp0(&mut self, view: &PacketView<'_>) -> Option<Option<Out>> {
         // The MAD's method, its response bit included.
         let m = view.payload.get(3).copied().unwrap_or(0);
         if m & method::RESPONSE != 0 {
@@ -451,10 +451,10 @@ impl SimPort {
             tracing::info!(lid = self.sma.lid(), state = ?self.sma.state(), "port set by the subnet manager");
         }
         if let Some(reply) = outcome.reply {
-            return Some(vec![Out::Link(reply)]);
+            return Some(Some(Out::Link(reply)));
         }
         if self.sma.stats().for_sm == for_sm {
-            return Some(Vec::new());
+            return Some(None);
         }
         let mut smp = ibtca_protocol::mad::smp_of_packet(view).ok()?;
         if smp.route == SmpRoute::Directed {
@@ -462,34 +462,35 @@ impl SimPort {
         }
         let mad = smp.to_bytes();
         self.deliver(view, QP0, mad, smp.method & method::RESPONSE != 0)
+            .map(Some)
     }
 
     /// An SMP response from the link: never the agent's (it answers, it
     /// does not ask), but the client's that waits for it. Decoded once,
     /// and dropped, as the agent drops it, if it is not an SMP or its
     /// directed route does not end here.
-    fn fabric_smp_response(&mut self, view: &PacketView<'_>) -> Option<Vec<Out>> {
+    fn fabric_smp_response(&mut self, view: &PacketView<'_>) -> Option<Option<Out>> {
         let Ok(mut smp) = ibtca_protocol::mad::smp_of_packet(view) else {
-            return Some(Vec::new());
+            return Some(None);
         };
         if smp.route == SmpRoute::Directed
             && directed::on_receive(&mut smp, false, 1, 1) != DrStep::Deliver
         {
-            return Some(Vec::new());
+            return Some(None);
         }
         let mad = smp.to_bytes();
-        self.deliver(view, QP0, mad, true)
+        self.deliver(view, QP0, mad, true).map(Some)
     }
 
-    fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Vec<Out>> {
+    fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Option<Out>> {
         let lid = self.sma.lid();
         match self.pma.serve_packet(&CaPort(*totals), view, lid) {
-            PmPacket::Served(reply) => return Some(reply.map(Out::Link).into_iter().collect()),
+            PmPacket::Served(reply) => return Some(reply.map(Out::Link)),
             PmPacket::NotForAgent => {}
         }
         let mad: [u8; MAD_LEN] = view.payload.try_into().ok()?;
         let h = MadHeader::read(&mad);
-        self.deliver(view, QP1, mad, h.is_response())
+        self.deliver(view, QP1, mad, h.is_response()).map(Some)
     }
 
     /// Hands a MAD from the fabric to its client: a response to the client
@@ -500,7 +501,7 @@ impl SimPort {
         qp: u32,
         mut mad: [u8; MAD_LEN],
         response: bool,
-    ) -> Option<Vec<Out>> {
+    ) -> Option<Out> {
         let tid = u64::from_be_bytes(mad[8..16].try_into().ok()?);
         let slot = if response {
             let (slot, client_tid) = self.clients.answered(tid)?;
@@ -511,7 +512,7 @@ impl SimPort {
         };
         self.counts.to_clients += 1;
         let src_qp = view.ext.deth.map_or(qp, |d| d.src_qp);
-        Some(vec![Out::client(
+        Some(Out::Client(
             slot,
             SimRequest {
                 dlid: self.sma.lid(),
@@ -522,37 +523,29 @@ impl SimPort {
                 length: MAD_LEN as u64,
                 mad,
             },
-        )])
+        ))
     }
 
     /// Requests out of time, back to their clients; the trap to the SM
-    /// that is due.
-    pub fn tick(&mut self, now: Instant) -> Vec<Out> {
-        let mut out: Vec<Out> = self
-            .clients
-            .expired(now)
-            .into_iter()
-            .map(|(slot, r)| Out::client(slot, r))
-            .collect();
-        self.counts.timed_out += out.len() as u64;
+    /// that is due: pushed onto `out`.
+    pub fn tick(&mut self, now: Instant, out: &mut Vec<Out>) {
+        let before = out.len();
+        self.clients
+            .expire(now, |slot, r| out.push(Out::Client(slot, r)));
+        self.counts.timed_out += (out.len() - before) as u64;
         if let Some(trap) = self.sma.due_trap(now) {
             out.push(Out::Link(trap));
         }
-        out
     }
 
     /// Requests sent onto the link that the owner saw neither leave its
     /// reach ([`SimPort::mark_left`]) nor answered: back to their clients
-    /// with ETIMEDOUT now ([`Clients::stranded`]).
-    pub fn stranded(&mut self) -> Vec<Out> {
-        let out: Vec<Out> = self
-            .clients
-            .stranded()
-            .into_iter()
-            .map(|(slot, r)| Out::client(slot, r))
-            .collect();
-        self.counts.undeliverable += out.len() as u64;
-        out
+    /// with ETIMEDOUT now ([`Clients::stranded`]), pushed onto `out`.
+    pub fn stranded(&mut self, out: &mut Vec<Out>) {
+        let before = out.len();
+        self.clients
+            .stranded(|slot, r| out.push(Out::Client(slot, r)));
+        self.counts.undeliverable += (out.len() - before) as u64;
     }
 
     /// The request that went out with TID `tid` (as on the wire) left the

@@ -45,9 +45,30 @@ fn envelope(smp: &Smp) -> Vec<u8> {
 
 fn client_out(out: &[Out]) -> (usize, SimRequest) {
     match out {
-        [Out::Client(slot, r)] => (*slot, (**r).clone()),
+        [Out::Client(slot, r)] => (*slot, r.clone()),
         other => panic!("one MAD to a client expected: {other:?}"),
     }
+}
+
+/// What [`SimPort::on_client`] sends for `bytes` from `slot`.
+fn from_client(p: &mut SimPort, slot: usize, bytes: &[u8], now: Instant) -> Vec<Out> {
+    let mut out = Vec::new();
+    p.on_client(slot, bytes, &PortTotals::default(), now, &mut out);
+    out
+}
+
+/// What [`SimPort::on_link`] sends for `bytes`.
+fn from_link(p: &mut SimPort, bytes: &[u8]) -> Vec<Out> {
+    let mut out = Vec::new();
+    p.on_link(bytes, &PortTotals::default(), &mut out);
+    out
+}
+
+/// What [`SimPort::tick`] sends at `now`.
+fn tick(p: &mut SimPort, now: Instant) -> Vec<Out> {
+    let mut out = Vec::new();
+    p.tick(now, &mut out);
+    out
 }
 
 #[test]
@@ -55,7 +76,7 @@ fn a_directed_smp_of_no_hops_is_the_ports_own_agents() {
     let mut p = port();
     let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
     smp.tid = 0x1234;
-    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), Instant::now());
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
     let (slot, r) = client_out(&out);
     assert_eq!((slot, r.status), (0, 0));
     let answer = Smp::parse(&r.mad).unwrap();
@@ -71,7 +92,7 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
     let t0 = Instant::now();
     let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3]).unwrap();
     smp.tid = 0x0000_0007_0000_0042;
-    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), t0);
+    let out = from_client(&mut p, 0, &envelope(&smp), t0);
     let [Out::Link(packet)] = out.as_slice() else {
         panic!("{out:?}")
     };
@@ -92,21 +113,20 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
     let back = smp_packet(&sent, PERMISSIVE_LID, PERMISSIVE_LID)
         .build()
         .unwrap();
-    let (slot, r) = client_out(&p.on_link(&back, &PortTotals::default()));
+    let (slot, r) = client_out(&from_link(&mut p, &back));
     assert_eq!((slot, r.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
-    assert!(p.tick(t0 + TIMEOUT).is_empty(), "answered: nothing waits");
+    assert!(
+        tick(&mut p, t0 + TIMEOUT).is_empty(),
+        "answered: nothing waits"
+    );
 
     // A second request whose answer never comes.
     let mut lost = smp.clone();
     lost.tid = 0x99;
-    assert_eq!(
-        p.on_client(0, &envelope(&lost), &PortTotals::default(), t0)
-            .len(),
-        1
-    );
-    assert!(p.tick(t0 + TIMEOUT / 2).is_empty());
-    let (slot, r) = client_out(&p.tick(t0 + TIMEOUT));
+    assert_eq!(from_client(&mut p, 0, &envelope(&lost), t0).len(), 1);
+    assert!(tick(&mut p, t0 + TIMEOUT / 2).is_empty());
+    let (slot, r) = client_out(&tick(&mut p, t0 + TIMEOUT));
     assert_eq!((slot, r.status), (0, STATUS_TIMED_OUT));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, 0x99);
     assert_eq!(p.counts().timed_out, 1);
@@ -117,7 +137,7 @@ fn a_response_from_the_link_reaches_its_client_without_the_agent() {
     let mut p = port();
     let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
     smp.tid = 0x77;
-    let out = p.on_client(0, &envelope(&smp), &PortTotals::default(), Instant::now());
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
     let [Out::Link(packet)] = out.as_slice() else {
         panic!("{out:?}")
     };
@@ -133,7 +153,7 @@ fn a_response_from_the_link_reaches_its_client_without_the_agent() {
         .build()
         .unwrap();
     let seen = p.sma.stats().smps;
-    let (slot, r) = client_out(&p.on_link(&back, &PortTotals::default()));
+    let (slot, r) = client_out(&from_link(&mut p, &back));
     assert_eq!((slot, r.status), (0, 0));
     let got = Smp::parse(&r.mad).unwrap();
     assert_eq!((got.tid, got.method), (0x77, method::GET_RESP));
@@ -144,10 +164,7 @@ fn a_response_from_the_link_reaches_its_client_without_the_agent() {
     let get = smp_packet(&get, PERMISSIVE_LID, PERMISSIVE_LID)
         .build()
         .unwrap();
-    assert!(matches!(
-        p.on_link(&get, &PortTotals::default()).as_slice(),
-        [Out::Link(_)]
-    ));
+    assert!(matches!(from_link(&mut p, &get).as_slice(), [Out::Link(_)]));
     assert_eq!(p.sma.stats().smps, seen + 1);
 }
 
@@ -160,25 +177,14 @@ fn malformed_envelopes_and_strangers_are_dropped() {
     for n in [0, 1, 287, 289, 1024] {
         let mut b = good.clone();
         b.resize(n, 0xa5);
-        assert!(
-            p.on_client(0, &b, &PortTotals::default(), now).is_empty(),
-            "{n} bytes"
-        );
+        assert!(from_client(&mut p, 0, &b, now).is_empty(), "{n} bytes");
     }
-    assert!(
-        p.on_client(3, &good, &PortTotals::default(), now)
-            .is_empty(),
-        "free slot"
-    );
-    assert!(
-        p.on_client(99, &good, &PortTotals::default(), now)
-            .is_empty(),
-        "no slot"
-    );
-    assert!(p.on_link(&[0u8; 40], &PortTotals::default()).is_empty());
+    assert!(from_client(&mut p, 3, &good, now).is_empty(), "free slot");
+    assert!(from_client(&mut p, 99, &good, now).is_empty(), "no slot");
+    assert!(from_link(&mut p, &[0u8; 40]).is_empty());
     assert_eq!(p.counts().dropped, 8);
     // And it still serves.
-    assert_eq!(p.on_client(0, &good, &PortTotals::default(), now).len(), 1);
+    assert_eq!(from_client(&mut p, 0, &good, now).len(), 1);
 }
 
 fn connect(p: &mut SimPort, pid: u32, issm: bool, gone: impl Fn(u32) -> bool) -> CtlOutcome {
@@ -227,10 +233,10 @@ fn a_client_cannot_grow_the_kinds_table_past_its_cap() {
     let extra = 44;
     for attr in 0..(super::MAX_REQUEST_KINDS as u16 + extra) {
         let smp = Smp::directed(method::GET, attr, 0, &[]).unwrap();
-        p.on_client(0, &envelope(&smp), &PortTotals::default(), now);
+        from_client(&mut p, 0, &envelope(&smp), now);
     }
     let smp = Smp::directed(method::GET, 0, 0, &[]).unwrap();
-    p.on_client(0, &envelope(&smp), &PortTotals::default(), now);
+    from_client(&mut p, 0, &envelope(&smp), now);
     assert_eq!(p.request_kinds().len(), super::MAX_REQUEST_KINDS);
     assert_eq!(
         p.request_kinds().values().sum::<u64>(),

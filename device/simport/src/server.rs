@@ -118,7 +118,8 @@ impl Server {
                 Ok(ev) => self.handle(ev),
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let out = self.port.tick(Instant::now());
+            let mut out = Vec::new();
+            self.port.tick(Instant::now(), &mut out);
             self.flush(out);
         }
         self.link.stop();
@@ -130,7 +131,8 @@ impl Server {
     }
 
     fn handle(&mut self, ev: Event) {
-        let out = match ev {
+        let mut out = Vec::new();
+        match ev {
             Event::Link(LinkEvent::Up { peer }) => {
                 tracing::info!(
                     peer_guid = format_args!("{:#x}", peer.node_guid),
@@ -147,7 +149,7 @@ impl Server {
             }
             Event::Link(LinkEvent::Packet(p)) => {
                 let totals = self.totals();
-                self.port.on_link(&p, &totals)
+                self.port.on_link(&p, &totals, &mut out);
             }
             Event::Sim(Datagram::Ctl(bytes, from)) => {
                 serve_control(&mut self.port, &self.sockets, &bytes, &from);
@@ -155,10 +157,11 @@ impl Server {
             }
             Event::Sim(Datagram::Data(slot, bytes)) => {
                 let totals = self.totals();
-                self.port.on_client(slot, &bytes, &totals, Instant::now())
+                self.port
+                    .on_client(slot, &bytes, &totals, Instant::now(), &mut out);
             }
             Event::Stop => return,
-        };
+        }
         self.flush(out);
     }
 

@@ -32,6 +32,9 @@ const READ_LEN: usize = 1024;
 /// Datagrams one read of one socket takes at most
 /// ([`SimSockets::read_ctl`], [`SimSockets::recv_slot`]).
 pub const READ_BATCH: usize = 8;
+/// Datagrams one `sendmmsg(2)` of [`SimSockets::send_batch`] sends at
+/// most.
+pub const SEND_BATCH: usize = 64;
 /// Datagrams [`SimSockets::attach`] drops from a slot's socket at most
 /// (its queue holds far fewer).
 const STALE_LIMIT: usize = 4096;
@@ -128,54 +131,50 @@ impl SimSockets {
     }
 
     /// Sends `msgs`, in order, to slot `slot`'s client as separate
-    /// datagrams in one `sendmmsg(2)` (one system call and one wake-up of
-    /// the client for the lot); returns how many the socket took (fewer
-    /// than `msgs.len()` when it filled up). An error only if it took none.
-    pub fn send_batch(&self, slot: usize, msgs: &[&[u8]]) -> io::Result<usize> {
+    /// datagrams, [`SEND_BATCH`] to a `sendmmsg(2)` (one system call and
+    /// one wake-up of the client for a turn's answers); returns how many
+    /// the socket took (fewer than offered when it filled up). An error
+    /// only if it took none. The call's headers are on the stack: nothing
+    /// is allocated.
+    pub fn send_batch<'m>(
+        &self,
+        slot: usize,
+        msgs: impl IntoIterator<Item = &'m [u8]>,
+    ) -> io::Result<usize> {
         let s = self.slots.get(slot).ok_or(io::ErrorKind::InvalidInput)?;
-        let mut iovs: Vec<libc::iovec> = msgs
-            .iter()
-            .map(|m| libc::iovec {
-                iov_base: m.as_ptr() as *mut libc::c_void,
-                iov_len: m.len(),
-            })
-            .collect();
-        let mut hdrs: Vec<libc::mmsghdr> = iovs
-            .iter_mut()
-            .map(|iov| {
-                // SAFETY: mmsghdr is plain data for which all-zero is a
-                // valid value (no address, no control data).
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let mut msgs = msgs.into_iter().peekable();
+        let mut sent = 0;
+        while msgs.peek().is_some() {
+            let empty = libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            let mut iovs = [empty; SEND_BATCH];
+            let mut n = 0;
+            for (iov, m) in iovs.iter_mut().zip(msgs.by_ref().take(SEND_BATCH)) {
+                *iov = libc::iovec {
+                    iov_base: m.as_ptr() as *mut libc::c_void,
+                    iov_len: m.len(),
+                };
+                n += 1;
+            }
+            // SAFETY: mmsghdr is plain data for which all-zero is a valid
+            // value (no address, no control data, no iovec).
+            let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+            for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()).take(n) {
                 h.msg_hdr.msg_iov = iov;
                 h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        let mut sent = 0;
-        while sent < hdrs.len() {
-            let left = u32::try_from(hdrs.len() - sent).unwrap_or(u32::MAX);
-            // SAFETY: `hdrs[sent..]` are initialised mmsghdrs whose iovecs
-            // point into `iovs` and `msgs`, alive and unmoved for the call;
-            // the kernel only reads them and writes each `msg_len`.
-            let n = unsafe {
-                libc::sendmmsg(
-                    s.as_raw_fd(),
-                    hdrs[sent..].as_mut_ptr(),
-                    left,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+            }
+            match send_mmsg(s, &mut hdrs[..n]) {
+                Ok(k) => {
+                    sent += k;
+                    if k < n {
+                        break;
+                    }
                 }
-                return if sent == 0 { Err(e) } else { Ok(sent) };
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
             }
-            if n == 0 {
-                break;
-            }
-            sent += n as usize;
         }
         Ok(sent)
     }
@@ -214,6 +213,39 @@ impl SimSockets {
             None => 0,
         }
     }
+}
+
+/// Sends the datagrams `hdrs` describe on `s` with `sendmmsg(2)`, without
+/// waiting; returns how many it took (fewer when the socket filled up),
+/// an error only if it took none.
+fn send_mmsg(s: &UnixDatagram, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < hdrs.len() {
+        let left = u32::try_from(hdrs.len() - sent).unwrap_or(u32::MAX);
+        // SAFETY: `hdrs[sent..]` are initialised mmsghdrs whose iovecs
+        // point to buffers the caller keeps alive and unmoved for the
+        // call; the kernel only reads them and writes each `msg_len`.
+        let n = unsafe {
+            libc::sendmmsg(
+                s.as_raw_fd(),
+                hdrs[sent..].as_mut_ptr(),
+                left,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return if sent == 0 { Err(e) } else { Ok(sent) };
+        }
+        if n == 0 {
+            break;
+        }
+        sent += n as usize;
+    }
+    Ok(sent)
 }
 
 /// Up to [`READ_BATCH`] control messages, each with its sender.

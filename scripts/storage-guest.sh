@@ -370,7 +370,9 @@ step() {
 	("${@:2}")
 	rc=$?
 	echo "STORAGE-STEP $1 $rc $((SECONDS - t0))s"
-	echo $rc >"/share/$1.rc"
+	# Written whole, then renamed: the peer polls for the file and reads
+	# it at once, and may otherwise read it empty.
+	echo $rc >"/share/$1.rc.new" && mv "/share/$1.rc.new" "/share/$1.rc"
 	echo "$1 $rc" >>/tmp/storage-steps
 	return 0
 }

@@ -77,9 +77,9 @@ entry verbs-pairs 2 - - 'Verbs (no VM)' \
 	'"$BIN/ibtca-bench" verbs --seconds 3 --only write-1m --pairs 10'
 entry verbs-pairs-batch 1 - - 'Verbs (no VM)' \
 	'"$BIN/ibtca-bench" verbs --seconds 3 --only write-1m --pairs 4 --sched-batch'
-entry guest-verbs 3 vm,root self 'Verbs between two guests' \
+entry guest-verbs 2 vm,root self 'Verbs between two guests' \
 	'"$BIN/ibtca-bench" guest-verbs --placement all'
-entry perftest 3 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE); `ib_write_lat`: one-way latency' \
+entry perftest 2 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE); `ib_write_lat`: one-way latency' \
 	'bash scripts/perftest-table.sh'
 entry ulp 6 vm,root,soft-roce,ucx lock 'Upper-layer protocols between two guests (ibtca against soft-RoCE)' \
 	'bash scripts/ulp-bench.sh'
@@ -89,13 +89,13 @@ entry gateway 1 - - 'ATM gateway (no VM)' \
 	'"$BIN/ibtca-gateway-bench"'
 entry sma 1 - - 'Subnet management (no VM)' \
 	'"$BIN/ibtca-bench" sma --smps 20000'
-entry subnet-up-4 3 vm,root lock 'Subnet management with OpenSM' \
+entry subnet-up-4 1 vm,root lock 'Subnet management with OpenSM' \
 	'bash scripts/bench-subnet-up.sh qemu-configs/sm-four-nodes-two-switches.json 3'
-entry subnet-up-8 3 vm,root lock 'Subnet management with OpenSM' \
+entry subnet-up-8 1 vm,root lock 'Subnet management with OpenSM' \
 	'bash scripts/bench-subnet-up.sh qemu-configs/sm-eight-nodes-two-switches.json 3'
 entry fabric-hive 1 - - 'Guestless nodes in one process' \
 	'bash scripts/bench-fabric-up.sh 36'
-entry fabric-process-per-node 2 - - 'Guestless nodes in one process' \
+entry fabric-process-per-node 1 - - 'Guestless nodes in one process' \
 	'bash scripts/bench-fabric-up.sh --process-per-node 36'
 entry hive-152 2 - - 'Guestless nodes in one process' \
 	'bash scripts/bench-fabric-up.sh --hive 152 && bash scripts/bench-fabric-up.sh --hive --routes 152'
@@ -105,25 +105,25 @@ entry host-sm-1296 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' 
 	'bash scripts/bench-host-sm.sh 36 1 4'
 entry host-sm-2592 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 1 8'
-entry host-sm-5184 2 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+entry host-sm-5184 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 1 16'
-entry host-sm-11664 18 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+entry host-sm-11664 6 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 1 36'
-entry fat-tree-edges 3 vm,root,host-tools lock 'Guests at the edges of a 1,296-CA tree' \
+entry fat-tree-edges 2 vm,root,host-tools lock 'Guests at the edges of a 1,296-CA tree' \
 	'bash scripts/fat-tree-edges.sh'
 entry cross-host 1 root - 'A link between hosts' \
 	'"$BIN/ibtca-bench" cross-host --seconds 2'
 entry drdma 2 - - 'DRDMA (no VM); DRDMA against an ordinary WQE' \
 	'"$BIN/ibtca-bench" drdma --seconds 2'
-entry drdma-verbs 4 vm,root lock 'DRDMA from libibverbs between two guests' \
+entry drdma-verbs 2 vm,root lock 'DRDMA from libibverbs between two guests' \
 	'bash scripts/drdma-verbs-bench.sh'
 entry crc 1 - - 'CRC' \
 	'"$BIN/ibtca-bench" crc'
-entry switch 1 - - 'Not measured on this machine' \
+entry switch 1 - - 'Switches (no VM)' \
 	'"$BIN/ibtca-bench" switch --seconds 2'
-entry guest-drdma 3 vm,root self 'Not measured on this machine' \
+entry guest-drdma 1 vm,root self 'DRDMA between two guests, window trapped and mapped' \
 	'"$BIN/ibtca-bench" guest-drdma'
-entry mmio 3 vm,root self 'Not measured on this machine' \
+entry mmio 1 vm,root self 'Trapped MMIO' \
 	'"$BIN/ibtca-bench" mmio'
 
 only='' out='' mode=run

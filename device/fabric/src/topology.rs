@@ -268,9 +268,10 @@ pub struct NodeGuestSpec {
     /// Niceness of this guest's QEMU (`nice -n`, run-vm.sh `--nice`),
     /// -20..=19; raising it needs no privilege. At 19 a woken device
     /// thread preempts a busy-polling vCPU on its CPU at once: the 64 B
-    /// WRITE latency between two unpinned TCG guests on 2 CPUs is 63–71 µs
-    /// at nice 19 against 0.98–1.7 ms at equal priority (BENCHMARKS.md,
-    /// "Verbs between two guests", the nice and shared rows).
+    /// WRITE latency between two unpinned TCG guests on 2 CPUs has a
+    /// median of 45.8 µs and a p99 of 0.9 ms at nice 19, against 53.6 µs
+    /// and 2.6 ms at equal priority (BENCHMARKS.md, "Verbs between two
+    /// guests", the nice and shared rows).
     /// Unset here and in the file's `guest`, the launcher chooses it
     /// ([`crate::auto_placement`]).
     #[serde(default)]

@@ -160,8 +160,9 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
 /// thread to block or use up its slice. For throughput where the device's
 /// threads outnumber the CPUs: each wake-up of a link reader or an engine
 /// then costs no context switch away from a thread in the middle of a
-/// burst, and hand-offs come in larger batches (measured on 2 CPUs: fewer
-/// CPU µs per MiB and more MiB/s, BENCHMARKS.md, "Verbs (no VM)"). Not for
+/// burst, and hand-offs come in larger batches. On 2 CPUs with simulated
+/// guests it does not raise the 1 MiB WRITE's rate (BENCHMARKS.md, "Verbs
+/// (no VM)", the alternated pairs). Not for
 /// latency beside busy-polling guests: a woken device thread then waits up
 /// to a time slice behind a spinning vCPU (use `--realtime` there). Needs
 /// no privilege.

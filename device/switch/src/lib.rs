@@ -455,7 +455,7 @@ impl Core {
                 let (managed, trap) = {
                     let mut sma = self.sma();
                     let changed = sma.link_changed(port, true);
-                    sma.gate_ports(&self.slots);
+                    sma.gate_port(port, &self.slots);
                     (sma.managed(), changed.then(|| sma.trap_target()))
                 };
                 if let Some(target) = trap {
@@ -476,7 +476,7 @@ impl Core {
                 slot.set_up(None);
                 let mut sma = self.sma();
                 let changed = sma.link_changed(port, false);
-                sma.gate_ports(&self.slots);
+                sma.gate_port(port, &self.slots);
                 let target = sma.trap_target();
                 drop(sma);
                 if changed {

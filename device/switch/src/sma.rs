@@ -171,6 +171,18 @@ impl SwitchSma {
         }
     }
 
+    /// Tells external port `port` alone whether it may carry data, as
+    /// [`Self::gate_ports`] does. A port's gate follows its own state
+    /// only, and only its link ([`Self::link_changed`]) and a PortInfo Set
+    /// naming it change that state: what changed one port re-gates that
+    /// port, not all of them.
+    pub fn gate_port(&self, port: u8, slots: &[PortSlot]) {
+        let i = usize::from(port).wrapping_sub(1);
+        if let (Some(slot), Some(agent)) = (slots.get(i), self.ports.get(i)) {
+            slot.set_active(!self.managed || agent.state() == PortState::Active);
+        }
+    }
+
     /// The attributes, with the forwarding table and ports they cover.
     pub fn agent<'a>(
         &'a mut self,
@@ -458,6 +470,8 @@ impl Attributes for Agent<'_> {
                         new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
                     self.push_partition(usize::from(port));
                     self.push_arbitration(usize::from(port) - 1);
+                    // The one port whose state the Set can change.
+                    self.sma.gate_port(port, self.slots);
                 }
                 self.port_info(port, access)
             }
@@ -497,3 +511,6 @@ impl Attributes for Agent<'_> {
         self.sma.port0.count_m_key_violation();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -84,15 +84,11 @@ impl Core {
             }
             return None;
         }
-        // Only a Set changes a port's state: a Get leaves the ports' gates
-        // (one store per port) as they are.
-        let set = smp.method == method::SET;
+        // A PortInfo Set re-gates the port it names (`sma.rs`); nothing
+        // else an SMP does changes a port's gate.
         let mut sma = self.sma();
         let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, self.wires.as_ref());
         let answered = answer(&mut agent, smp, in_port);
-        if set {
-            sma.gate_ports(&self.slots);
-        }
         let mut reply = match answered {
             Answer::Reply(r) => r,
             Answer::ForSm(_) | Answer::Nothing => return None,

@@ -305,7 +305,7 @@ impl Switch {
     /// Sets how long packets wait before `port` sends them (zero: none).
     pub fn set_delay(&self, port: u8, delay: Duration) -> Result<(), SwitchError> {
         let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
-        slot.delay.set_delay(delay);
+        slot.set_delay(delay);
         Ok(())
     }
 
@@ -405,7 +405,7 @@ impl Switch {
 impl Drop for Switch {
     fn drop(&mut self) {
         for slot in &self.core.slots {
-            for (_, tag) in slot.delay.stop() {
+            for (_, tag) in slot.delay_line.stop() {
                 self.core.credit_done(tag);
             }
         }
@@ -558,8 +558,9 @@ impl Core {
         encoded::set_vl(&mut packet, vl);
         encoded::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);
-        if !out_slot.delay.delay().is_zero() {
-            if let Err((_, tag)) = out_slot.delay.push((packet, tag)) {
+        let delay = out_slot.delay();
+        if !delay.is_zero() {
+            if let Err((_, tag)) = out_slot.delay_line.push((packet, tag), delay) {
                 out_slot.counters.dropped(DropReason::QueueFull);
                 self.credit_done(tag);
             }
@@ -586,7 +587,7 @@ impl Core {
         let Some(slot) = self.slot(port) else {
             return;
         };
-        while let Some((packet, tag)) = slot.delay.next_due() {
+        while let Some((packet, tag)) = slot.delay_line.next_due() {
             self.send(port, slot, packet, tag);
         }
     }

@@ -18,11 +18,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
-use ibtca_link::{HighPriority, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_switch::{HostedSwitch, Origin, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
@@ -32,7 +32,10 @@ use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
 mod outages;
+mod outbox;
 mod stranded;
+
+use outbox::{Outbox, Sent};
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -68,65 +71,6 @@ enum Peer {
     Socket(usize),
 }
 
-/// What a hosted switch sends, collected for the loop to carry.
-struct Outbox {
-    up: Vec<AtomicBool>,
-    packets: Mutex<Vec<(u8, Vec<u8>)>>,
-    /// Packets refused on a port whose link is down.
-    refused: AtomicU64,
-}
-
-impl Outbox {
-    /// Moves what was sent into `out` (empty), leaving `out`'s buffer in
-    /// its place: the two buffers take turns, so none is allocated anew.
-    fn take_into(&self, out: &mut Vec<(u8, Vec<u8>)>) {
-        std::mem::swap(
-            out,
-            &mut *self.packets.lock().unwrap_or_else(|e| e.into_inner()),
-        );
-    }
-
-    fn set_up(&self, port: u8, up: bool) {
-        if let Some(u) = self.up.get(usize::from(port).wrapping_sub(1)) {
-            u.store(up, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The hive frees a packet's input buffer as soon as the packet is handed
-/// on, so tags, generations and credits are not its switches' business.
-impl Wires for Outbox {
-    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
-        let up = self
-            .up
-            .get(usize::from(port).wrapping_sub(1))
-            .is_some_and(|u| u.load(Ordering::Relaxed));
-        if !up {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(LinkError::Down);
-        }
-        self.packets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((port, packet));
-        Ok(())
-    }
-
-    fn generation(&self, _port: u8) -> u64 {
-        0
-    }
-
-    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
-
-    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
-        None
-    }
-
-    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
-
-    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
-}
-
 /// One hosted node.
 enum Node {
     Switch(HostedSwitch, Arc<Outbox>),
@@ -146,8 +90,10 @@ pub struct Hive {
     /// its CRCs), one a hosted node sent is [`Origin::Process`].
     work: VecDeque<(PortRef, LinkEvent, Origin)>,
     /// The buffer a hosted switch's sent packets are taken into, turn by
-    /// turn with its [`Outbox`]'s.
+    /// turn with the one its [`Outbox`] sends into ([`Sent`]).
     sent: Vec<(u8, Vec<u8>)>,
+    /// What every hosted switch sends into ([`outbox`]).
+    switch_sent: Arc<Sent>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
     /// Packets dropped on in-memory wires, by reason.
@@ -181,8 +127,9 @@ impl Hive {
     /// wires up (their `Up` events are the first work).
     pub fn new(cfg: &HiveConfig) -> Result<Hive, String> {
         let mut nodes = Vec::new();
+        let switch_sent = Arc::new(Sent::default());
         for s in &cfg.switches {
-            nodes.push(switch_node(s, cfg.sm_managed)?);
+            nodes.push(switch_node(s, cfg.sm_managed, &switch_sent)?);
         }
         let mut sims = Vec::new();
         for c in &cfg.cas {
@@ -208,6 +155,7 @@ impl Hive {
             sockets: Vec::new(),
             work: VecDeque::new(),
             sent: Vec::new(),
+            switch_sent,
             work_dropped: 0,
             drops: Drops::default(),
             sims,
@@ -666,14 +614,11 @@ impl Hive {
 }
 
 /// A hosted switch as it starts (power on): the file's LID and routes, or
-/// none under an SM, every port down until its wire comes up.
-fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
+/// none under an SM, every port down until its wire comes up, sending into
+/// `sent`.
+fn switch_node(s: &SwitchSpec, sm_managed: bool, sent: &Arc<Sent>) -> Result<Node, String> {
     let n = s.ports.len();
-    let outbox = Arc::new(Outbox {
-        up: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        packets: Mutex::new(Vec::new()),
-        refused: AtomicU64::new(0),
-    });
+    let outbox = Arc::new(Outbox::new(Arc::clone(sent)));
     let config = SwitchConfig {
         name: s.description.clone(),
         guid: s.guid,

@@ -90,7 +90,7 @@ impl Hive {
     fn power_off(&mut self, n: usize) -> Result<(), String> {
         // What it knew (LID, forwarding tables, port states, traps) goes
         // with the power: the node is replaced by the switch as it starts.
-        self.nodes[n] = switch_node(&self.switch_specs[n], self.sm_managed)?;
+        self.nodes[n] = switch_node(&self.switch_specs[n], self.sm_managed, &self.switch_sent)?;
         self.trapping.remove(&n);
         let mut cut = Vec::new();
         for (i, peer) in self.peers[n].clone().into_iter().enumerate() {

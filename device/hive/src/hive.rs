@@ -303,6 +303,9 @@ impl Hive {
         let mut out = std::mem::take(&mut self.sent);
         match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
+                // Only a link event raises a switch's trap; a packet can
+                // only repress one that is already in `trapping`.
+                let link_event = !matches!(ev, LinkEvent::Packet(_));
                 match (ev, origin) {
                     (LinkEvent::Packet(p), Origin::Process) => sw.on_built_packet(to.port, p),
                     (ev, _) => {
@@ -314,7 +317,7 @@ impl Hive {
                         sw.on_event(to.port, ev);
                     }
                 }
-                if sw.next_trap_deadline().is_some() {
+                if link_event && sw.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
                 outbox.take_into(&mut out);

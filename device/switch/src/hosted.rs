@@ -7,7 +7,10 @@
 //! It has no delay lines (a port's `delay` is ignored). It sends trap 128
 //! on a port change as a switch process does, but on its owner's clock:
 //! the owner sends what is due ([`HostedSwitch::send_due_traps`]) at
-//! [`HostedSwitch::next_trap_deadline`].
+//! [`HostedSwitch::next_trap_deadline`]. Only a link event (`Up`, `Down`)
+//! raises a trap: a packet, at most, represses the outstanding one, so
+//! the deadline can appear only after [`HostedSwitch::on_event`] with a
+//! link event.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

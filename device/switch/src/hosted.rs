@@ -23,6 +23,7 @@ use ibtca_protocol::mad::attr::PortState;
 
 use super::port::PortSlot;
 use super::sma::SwitchSma;
+use super::smp::SmpCounts;
 use super::trap::Traps;
 use super::wires::Wires;
 use super::{
@@ -65,6 +66,7 @@ impl Core {
         let sma = SwitchSma::new(cfg.guid, &cfg.name, lid, &slots, cfg.sm_managed);
         sma.gate_ports(&slots);
         Ok(Core {
+            smps: SmpCounts::default(),
             sma: Mutex::new(sma),
             pma: Mutex::new(Pma::default()),
             traps: Traps::default(),

@@ -67,6 +67,7 @@ use ibtca_agents::pma::Pma;
 use ibtca_protocol::mad::attr::PortState;
 use port::PortSlot;
 use sma::SwitchSma;
+use smp::SmpCounts;
 use trap::Traps;
 
 /// What a switch is.
@@ -124,16 +125,23 @@ pub enum SwitchError {
 }
 
 /// State shared by the handle and every port's sink.
+///
+/// Laid out in order from a cache line: what an SMP passing through the
+/// switch reads or counts (the ports, the wires, the SMP counts) first, on
+/// that line.
+#[repr(C, align(64))]
 struct Core {
+    slots: Vec<PortSlot>,
+    /// The ports' wires: links with threads, or an event loop's.
+    wires: Arc<dyn Wires>,
+    /// SMPs for the switch served or dropped (`smp.rs`).
+    smps: SmpCounts,
     name: String,
     guid: u64,
     lid: u16,
     link_config: LinkConfig,
     lft: Lft,
     mft: Mft,
-    slots: Vec<PortSlot>,
-    /// The ports' wires: links with threads, or an event loop's.
-    wires: Arc<dyn Wires>,
     /// Port 0's subnet management agent.
     sma: Mutex<SwitchSma>,
     /// Port 0's performance management agent.
@@ -255,8 +263,8 @@ impl Switch {
 
     /// Port 0's agent's counters: SMPs served, dropped, M_Key violations.
     pub fn sma_counts(&self) -> (u64, u64, u64) {
-        let sma = self.core.sma();
-        (sma.smps_served, sma.smps_dropped, sma.m_key_violations)
+        let (served, dropped) = self.core.smps.get();
+        (served, dropped, self.core.sma().m_key_violations)
     }
 
     /// Port 0's trap counters: traps sent, repressed, given up.

@@ -52,11 +52,6 @@ pub(super) struct SwitchSma {
     vl_arb: Vec<VlArbTables>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
-    /// SMPs for the switch answered or passed on.
-    pub smps_served: u64,
-    /// SMPs for the switch dropped (malformed, a directed route that does
-    /// not go on, no answer due, no route back).
-    pub smps_dropped: u64,
 }
 
 impl SwitchSma {
@@ -115,8 +110,6 @@ impl SwitchSma {
             },
             vl_arb,
             m_key_violations: 0,
-            smps_served: 0,
-            smps_dropped: 0,
         }
     }
 

@@ -328,7 +328,7 @@ impl Hive {
                     self.trapping.insert(to.node);
                 }
             }
-            Node::Sim(sim) => sim.on_event(ev, &mut out),
+            Node::Sim(sim) => sim.on_event(ev, origin, &mut out),
         }
         for (port, packet) in out.drain(..) {
             self.send_from(

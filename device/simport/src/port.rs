@@ -32,6 +32,7 @@ use ibtca_protocol::mad::{
     class, method, smp_packet, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
 };
 use ibtca_protocol::opcode::Opcode;
+use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::{Packet, PacketView};
 
 use crate::clients::{wire_tid, Clients};
@@ -417,9 +418,28 @@ impl SimPort {
         self.deliver(&view, req.dqp, mad, h.is_response())
     }
 
-    /// A packet from the link: what it sends is pushed onto `out`.
+    /// A packet from the link, its CRCs checked: what it sends is pushed
+    /// onto `out`.
     pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
-        let Ok(view) = PacketView::parse(bytes) else {
+        self.on_link_with(bytes, &ReceivedCrcs::of(bytes), totals, out);
+    }
+
+    /// A packet from the link that the owner's own process built (a node
+    /// it hosts sent it, or passed it on after its own input check):
+    /// handled as [`Self::on_link`] handles one, its CRCs taken as right,
+    /// not computed. Never for bytes read from a socket.
+    pub fn on_built_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
+        self.on_link_with(bytes, &ReceivedCrcs::trusted(bytes), totals, out);
+    }
+
+    fn on_link_with(
+        &mut self,
+        bytes: &[u8],
+        crcs: &ReceivedCrcs,
+        totals: &PortTotals,
+        out: &mut Vec<Out>,
+    ) {
+        let Ok(view) = PacketView::parse_with(bytes, crcs) else {
             return self.drop_with("unparsable packet from the link");
         };
         if view.opcode() != Opcode::UdSendOnly || view.ext.deth.is_none() {

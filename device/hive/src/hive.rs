@@ -323,7 +323,7 @@ impl Hive {
                 outbox.take_into(&mut out);
             }
             Node::Ca(ca) => {
-                out.extend(ca.on_event(ev).map(|p| (1, p)));
+                out.extend(ca.on_event(ev, origin).map(|p| (1, p)));
                 if ca.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }

@@ -29,7 +29,7 @@ use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::pma::{QP1, QP1_QKEY};
 use ibtca_protocol::mad::{
-    class, method, smp_packet, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
+    class, method, smp_packet_bytes, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
 };
 use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::packet::ReceivedCrcs;
@@ -258,29 +258,29 @@ impl SimPort {
         if local {
             return self.local_client_smp(slot, req, smp, tid);
         }
-        let packet = match smp.route {
+        let (slid, dlid) = match smp.route {
             SmpRoute::Directed if smp.direction => {
                 // The client's answer to a directed request (SMInfo).
                 smp.tid = tid;
                 if directed::respond(&mut smp, 1) != DrStep::Forward(1) {
                     return None;
                 }
-                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+                (PERMISSIVE_LID, PERMISSIVE_LID)
             }
             SmpRoute::Directed => {
                 if directed::begin(&mut smp) != Ok(1) {
                     return None;
                 }
-                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+                (PERMISSIVE_LID, PERMISSIVE_LID)
             }
             SmpRoute::Lid => {
                 if smp.method & method::RESPONSE != 0 {
                     smp.tid = tid;
                 }
-                smp_packet(&smp, lid, req.dlid)
+                (lid, req.dlid)
             }
         };
-        Some(Out::Link(packet.build().ok()?))
+        Some(Out::Link(smp_packet_bytes(&smp, slid, dlid).ok()?))
     }
 
     /// A client's SMP to the port itself: an answer to a request of
@@ -332,7 +332,7 @@ impl SimPort {
             (smp.hop_cnt, smp.hop_ptr, smp.initial_path[1]) = (1, 1, 1);
         }
         let dlid = if local_dr { PERMISSIVE_LID } else { lid };
-        let packet = smp_packet(&smp, lid, dlid).build().ok()?;
+        let packet = smp_packet_bytes(&smp, lid, dlid).ok()?;
         let view = PacketView::parse(&packet).ok()?;
         let before = self.lid_and_state();
         let outcome = self.sma.on_packet(&view);

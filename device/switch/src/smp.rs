@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{
-    method, smp_of_packet, smp_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
+    method, smp_of_packet, smp_packet_bytes, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
 };
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::PacketView;
@@ -120,9 +120,7 @@ impl Core {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
                 DrStep::Forward(out) => Some((
                     out,
-                    smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID)
-                        .build()
-                        .ok()?,
+                    smp_packet_bytes(&reply, PERMISSIVE_LID, PERMISSIVE_LID).ok()?,
                 )),
                 DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
                 _ => None,
@@ -139,7 +137,7 @@ impl Core {
             return None;
         }
         let out = self.lft.lookup(dlid)?;
-        Some((out, smp_packet(smp, own, dlid).build().ok()?))
+        Some((out, smp_packet_bytes(smp, own, dlid).ok()?))
     }
 }
 

@@ -33,9 +33,11 @@ use crate::socket_wire::SocketWire;
 
 mod outages;
 mod outbox;
+mod peers;
 mod stranded;
 
 use outbox::{Outbox, Sent};
+use peers::{Peer, Peers};
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -64,13 +66,6 @@ pub struct Drops {
     pub queue_full: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Peer {
-    None,
-    Hive(PortRef),
-    Socket(usize),
-}
-
 /// One hosted node.
 enum Node {
     Switch(HostedSwitch, Arc<Outbox>),
@@ -82,8 +77,8 @@ enum Node {
 pub struct Hive {
     nodes: Vec<Node>,
     names: HashMap<String, usize>,
-    /// `peers[node][port - 1]`.
-    peers: Vec<Vec<Peer>>,
+    /// Where each port's wire goes.
+    peers: Peers,
     sockets: Vec<(PortRef, SocketWire)>,
     /// Events for hosted nodes, each with where it comes from: a packet
     /// read from a socket wire is [`Origin::Wire`] (a hosted switch checks
@@ -151,7 +146,7 @@ impl Hive {
         let mut hive = Hive {
             nodes,
             names,
-            peers: Vec::new(),
+            peers: Peers::default(),
             sockets: Vec::new(),
             work: VecDeque::new(),
             sent: Vec::new(),
@@ -191,10 +186,10 @@ impl Hive {
                     }
                 });
             }
-            hive.peers.push(peers);
+            hive.peers.push_node(peers)?;
         }
         for node in 0..hive.nodes.len() {
-            for (i, peer) in hive.peers[node].clone().into_iter().enumerate() {
+            for (i, peer) in hive.peers.of(node).into_iter().enumerate() {
                 if let Peer::Hive(other) = peer {
                     let here = PortRef {
                         node,
@@ -343,11 +338,7 @@ impl Hive {
     }
 
     fn send_from(&mut self, from: PortRef, packet: Vec<u8>) {
-        let peer = self.peers[from.node]
-            .get(usize::from(from.port).wrapping_sub(1))
-            .copied()
-            .unwrap_or(Peer::None);
-        match peer {
+        match self.peers.get(from.node, from.port) {
             Peer::None => self.drops.unwired += 1,
             Peer::Hive(_) if self.cut.contains(&(from.node, from.port)) => self.drops.cut += 1,
             Peer::Hive(to) if self.work.len() < WORK_LIMIT => {

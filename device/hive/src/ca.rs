@@ -12,6 +12,7 @@ use ibtca_agents::sma::{DeviceSma, TrapCounts};
 use ibtca_link::{LinkEvent, LocalPort, VL15};
 use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::PacketView;
+use ibtca_switch::Origin;
 
 use crate::config::CaSpec;
 
@@ -85,9 +86,10 @@ impl HostedCa {
         self.totals
     }
 
-    /// An event of the port's wire; returns the packet to send, if any
-    /// (a CA answers a packet with one at most).
-    pub fn on_event(&mut self, ev: LinkEvent) -> Option<Vec<u8>> {
+    /// An event of the port's wire, a packet from `origin` (built in the
+    /// hive: its CRCs are not computed again); returns the packet to send,
+    /// if any (a CA answers a packet with one at most).
+    pub fn on_event(&mut self, ev: LinkEvent, origin: Origin) -> Option<Vec<u8>> {
         match ev {
             LinkEvent::Up { .. } => {
                 self.sma.link_changed(true);
@@ -99,17 +101,17 @@ impl HostedCa {
                 None
             }
             LinkEvent::Packet(packet) => {
-                let out = self.on_packet(&packet);
+                let out = self.on_packet(&packet, origin);
                 self.count_tx(out.as_slice());
                 out
             }
         }
     }
 
-    fn on_packet(&mut self, packet: &[u8]) -> Option<Vec<u8>> {
+    fn on_packet(&mut self, packet: &[u8], origin: Origin) -> Option<Vec<u8>> {
         self.totals.rcv_pkts += 1;
         self.totals.rcv_bytes += packet.len() as u64;
-        let Ok(view) = PacketView::parse(packet) else {
+        let Ok(view) = PacketView::parse_with(packet, &origin.crcs(packet)) else {
             self.totals.rcv_errors += 1;
             return None;
         };
@@ -163,5 +165,54 @@ impl HostedCa {
     /// The port's trap counters.
     pub fn trap_counts(&self) -> TrapCounts {
         self.sma.trap_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ibtca_protocol::mad::attr::id;
+    use ibtca_protocol::mad::{method, smp_packet, Smp, PERMISSIVE_LID};
+
+    use super::*;
+    use crate::config::WireSpec;
+
+    /// A managed CA whose link is up.
+    fn ca() -> HostedCa {
+        let spec = CaSpec {
+            name: "h1".into(),
+            description: "h1".into(),
+            guid: 0x10,
+            port_guid: 0x10,
+            lid: 0,
+            port: WireSpec::None,
+            sim: None,
+        };
+        let mut ca = HostedCa::new(&spec, true);
+        let peer = LocalPort {
+            node_guid: 0x20,
+            port: 1,
+            lid: 0,
+        };
+        assert_eq!(ca.on_event(LinkEvent::Up { peer }, Origin::Process), None);
+        ca
+    }
+
+    #[test]
+    fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_the_hive_is_taken_as_built() {
+        let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+        smp.hop_ptr = 1;
+        let mut packet = smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+            .build()
+            .unwrap();
+        // A byte of the Get's data (which it ignores) changed behind the
+        // CRCs: damage on a wire.
+        packet[100] ^= 0x10;
+        let mut ca = ca();
+        let from_wire = ca.on_event(LinkEvent::Packet(packet.clone()), Origin::Wire);
+        assert_eq!(from_wire, None, "dropped: its ICRC fails");
+        assert_eq!(ca.totals().rcv_errors, 1);
+        let built = ca.on_event(LinkEvent::Packet(packet), Origin::Process);
+        assert!(built.is_some(), "answered");
+        assert_eq!(ca.totals().rcv_errors, 1);
     }
 }

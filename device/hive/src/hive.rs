@@ -18,11 +18,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
-use ibtca_link::{HighPriority, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_switch::{HostedSwitch, Origin, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
@@ -32,7 +32,12 @@ use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
 mod outages;
+mod outbox;
+mod peers;
 mod stranded;
+
+use outbox::{Outbox, Sent};
+use peers::{Peer, Peers};
 
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
@@ -61,72 +66,6 @@ pub struct Drops {
     pub queue_full: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Peer {
-    None,
-    Hive(PortRef),
-    Socket(usize),
-}
-
-/// What a hosted switch sends, collected for the loop to carry.
-struct Outbox {
-    up: Vec<AtomicBool>,
-    packets: Mutex<Vec<(u8, Vec<u8>)>>,
-    /// Packets refused on a port whose link is down.
-    refused: AtomicU64,
-}
-
-impl Outbox {
-    /// Moves what was sent into `out` (empty), leaving `out`'s buffer in
-    /// its place: the two buffers take turns, so none is allocated anew.
-    fn take_into(&self, out: &mut Vec<(u8, Vec<u8>)>) {
-        std::mem::swap(
-            out,
-            &mut *self.packets.lock().unwrap_or_else(|e| e.into_inner()),
-        );
-    }
-
-    fn set_up(&self, port: u8, up: bool) {
-        if let Some(u) = self.up.get(usize::from(port).wrapping_sub(1)) {
-            u.store(up, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The hive frees a packet's input buffer as soon as the packet is handed
-/// on, so tags, generations and credits are not its switches' business.
-impl Wires for Outbox {
-    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
-        let up = self
-            .up
-            .get(usize::from(port).wrapping_sub(1))
-            .is_some_and(|u| u.load(Ordering::Relaxed));
-        if !up {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(LinkError::Down);
-        }
-        self.packets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((port, packet));
-        Ok(())
-    }
-
-    fn generation(&self, _port: u8) -> u64 {
-        0
-    }
-
-    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
-
-    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
-        None
-    }
-
-    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
-
-    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
-}
-
 /// One hosted node.
 enum Node {
     Switch(HostedSwitch, Arc<Outbox>),
@@ -138,16 +77,18 @@ enum Node {
 pub struct Hive {
     nodes: Vec<Node>,
     names: HashMap<String, usize>,
-    /// `peers[node][port - 1]`.
-    peers: Vec<Vec<Peer>>,
+    /// Where each port's wire goes.
+    peers: Peers,
     sockets: Vec<(PortRef, SocketWire)>,
     /// Events for hosted nodes, each with where it comes from: a packet
     /// read from a socket wire is [`Origin::Wire`] (a hosted switch checks
     /// its CRCs), one a hosted node sent is [`Origin::Process`].
     work: VecDeque<(PortRef, LinkEvent, Origin)>,
     /// The buffer a hosted switch's sent packets are taken into, turn by
-    /// turn with its [`Outbox`]'s.
+    /// turn with the one its [`Outbox`] sends into ([`Sent`]).
     sent: Vec<(u8, Vec<u8>)>,
+    /// What every hosted switch sends into ([`outbox`]).
+    switch_sent: Arc<Sent>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
     /// Packets dropped on in-memory wires, by reason.
@@ -181,8 +122,9 @@ impl Hive {
     /// wires up (their `Up` events are the first work).
     pub fn new(cfg: &HiveConfig) -> Result<Hive, String> {
         let mut nodes = Vec::new();
+        let switch_sent = Arc::new(Sent::default());
         for s in &cfg.switches {
-            nodes.push(switch_node(s, cfg.sm_managed)?);
+            nodes.push(switch_node(s, cfg.sm_managed, &switch_sent)?);
         }
         let mut sims = Vec::new();
         for c in &cfg.cas {
@@ -204,10 +146,11 @@ impl Hive {
         let mut hive = Hive {
             nodes,
             names,
-            peers: Vec::new(),
+            peers: Peers::default(),
             sockets: Vec::new(),
             work: VecDeque::new(),
             sent: Vec::new(),
+            switch_sent,
             work_dropped: 0,
             drops: Drops::default(),
             sims,
@@ -243,10 +186,10 @@ impl Hive {
                     }
                 });
             }
-            hive.peers.push(peers);
+            hive.peers.push_node(peers)?;
         }
         for node in 0..hive.nodes.len() {
-            for (i, peer) in hive.peers[node].clone().into_iter().enumerate() {
+            for (i, peer) in hive.peers.of(node).into_iter().enumerate() {
                 if let Peer::Hive(other) = peer {
                     let here = PortRef {
                         node,
@@ -355,6 +298,9 @@ impl Hive {
         let mut out = std::mem::take(&mut self.sent);
         match &mut self.nodes[to.node] {
             Node::Switch(sw, outbox) => {
+                // Only a link event raises a switch's trap; a packet can
+                // only repress one that is already in `trapping`.
+                let link_event = !matches!(ev, LinkEvent::Packet(_));
                 match (ev, origin) {
                     (LinkEvent::Packet(p), Origin::Process) => sw.on_built_packet(to.port, p),
                     (ev, _) => {
@@ -366,18 +312,18 @@ impl Hive {
                         sw.on_event(to.port, ev);
                     }
                 }
-                if sw.next_trap_deadline().is_some() {
+                if link_event && sw.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
                 outbox.take_into(&mut out);
             }
             Node::Ca(ca) => {
-                out.extend(ca.on_event(ev).map(|p| (1, p)));
+                out.extend(ca.on_event(ev, origin).map(|p| (1, p)));
                 if ca.next_trap_deadline().is_some() {
                     self.trapping.insert(to.node);
                 }
             }
-            Node::Sim(sim) => sim.on_event(ev, &mut out),
+            Node::Sim(sim) => sim.on_event(ev, origin, &mut out),
         }
         for (port, packet) in out.drain(..) {
             self.send_from(
@@ -392,11 +338,7 @@ impl Hive {
     }
 
     fn send_from(&mut self, from: PortRef, packet: Vec<u8>) {
-        let peer = self.peers[from.node]
-            .get(usize::from(from.port).wrapping_sub(1))
-            .copied()
-            .unwrap_or(Peer::None);
-        match peer {
+        match self.peers.get(from.node, from.port) {
             Peer::None => self.drops.unwired += 1,
             Peer::Hive(_) if self.cut.contains(&(from.node, from.port)) => self.drops.cut += 1,
             Peer::Hive(to) if self.work.len() < WORK_LIMIT => {
@@ -666,14 +608,11 @@ impl Hive {
 }
 
 /// A hosted switch as it starts (power on): the file's LID and routes, or
-/// none under an SM, every port down until its wire comes up.
-fn switch_node(s: &SwitchSpec, sm_managed: bool) -> Result<Node, String> {
+/// none under an SM, every port down until its wire comes up, sending into
+/// `sent`.
+fn switch_node(s: &SwitchSpec, sm_managed: bool, sent: &Arc<Sent>) -> Result<Node, String> {
     let n = s.ports.len();
-    let outbox = Arc::new(Outbox {
-        up: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        packets: Mutex::new(Vec::new()),
-        refused: AtomicU64::new(0),
-    });
+    let outbox = Arc::new(Outbox::new(Arc::clone(sent)));
     let config = SwitchConfig {
         name: s.description.clone(),
         guid: s.guid,

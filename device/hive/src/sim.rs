@@ -17,6 +17,7 @@ use ibtca_simport::port::{Out, PortSettings, SimPort};
 use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, RecvBatch, SimSockets};
 use ibtca_simport::wire::REQUEST_LEN;
+use ibtca_switch::Origin;
 
 use crate::config::CaSpec;
 
@@ -112,9 +113,10 @@ impl HostedSim {
         self.port.next_deadline()
     }
 
-    /// An event of the port's wire; the packets to send (on port 1) are
-    /// pushed onto `packets`.
-    pub fn on_event(&mut self, ev: LinkEvent, packets: &mut Vec<(u8, Vec<u8>)>) {
+    /// An event of the port's wire, a packet from `origin` (built in the
+    /// hive: its CRCs are not computed again); the packets to send (on
+    /// port 1) are pushed onto `packets`.
+    pub fn on_event(&mut self, ev: LinkEvent, origin: Origin, packets: &mut Vec<(u8, Vec<u8>)>) {
         match ev {
             LinkEvent::Up { .. } => self.port.link_changed(true),
             LinkEvent::Down { .. } => {
@@ -124,7 +126,10 @@ impl HostedSim {
             LinkEvent::Packet(p) => {
                 self.totals.rcv_pkts += 1;
                 self.totals.rcv_bytes += p.len() as u64;
-                self.port.on_link(&p, &self.totals, &mut self.outs);
+                match origin {
+                    Origin::Wire => self.port.on_link(&p, &self.totals, &mut self.outs),
+                    Origin::Process => self.port.on_built_link(&p, &self.totals, &mut self.outs),
+                }
                 self.carry(packets);
             }
         }

@@ -2,10 +2,11 @@
 //! global allocator on the hive's thread alone: a directed-route Get
 //! through two hosted switches to a hosted CA, or to the second switch
 //! itself, and its answer back to the client. Buffers the loop keeps
-//! (the work queue, each node's outbox, the host port's queues of what
-//! it sends) are reused turn after turn; what is left is the request's
-//! packet the host port builds and the answer's packet its node builds,
-//! two allocations each ([`MAX_PER_MAD`]).
+//! (the work queue, the switches' shared outbox buffer, the host port's
+//! queues of what it sends) are reused turn after turn; what is left is
+//! the request's packet the host port builds and the answer's packet its
+//! node builds, one allocation each, the MAD encoded straight into it
+//! ([`MAX_PER_MAD`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -20,9 +21,9 @@ use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
 use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, SimRequest, REQUEST_LEN};
 
-/// Allocations a MAD may cost the hive: the request's packet (its MAD,
-/// then the packet) and the answer's (the same two).
-const MAX_PER_MAD: u64 = 4;
+/// Allocations a MAD may cost the hive: the request's packet and the
+/// answer's.
+const MAX_PER_MAD: u64 = 2;
 
 /// Counts allocations made on threads that asked for it ([`COUNTED`]).
 struct Counting;

@@ -29,9 +29,10 @@ use ibtca_protocol::mad::attr::PortState;
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::pma::{QP1, QP1_QKEY};
 use ibtca_protocol::mad::{
-    class, method, smp_packet, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
+    class, method, smp_packet_bytes, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
 };
 use ibtca_protocol::opcode::Opcode;
+use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::{Packet, PacketView};
 
 use crate::clients::{wire_tid, Clients};
@@ -257,29 +258,29 @@ impl SimPort {
         if local {
             return self.local_client_smp(slot, req, smp, tid);
         }
-        let packet = match smp.route {
+        let (slid, dlid) = match smp.route {
             SmpRoute::Directed if smp.direction => {
                 // The client's answer to a directed request (SMInfo).
                 smp.tid = tid;
                 if directed::respond(&mut smp, 1) != DrStep::Forward(1) {
                     return None;
                 }
-                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+                (PERMISSIVE_LID, PERMISSIVE_LID)
             }
             SmpRoute::Directed => {
                 if directed::begin(&mut smp) != Ok(1) {
                     return None;
                 }
-                smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+                (PERMISSIVE_LID, PERMISSIVE_LID)
             }
             SmpRoute::Lid => {
                 if smp.method & method::RESPONSE != 0 {
                     smp.tid = tid;
                 }
-                smp_packet(&smp, lid, req.dlid)
+                (lid, req.dlid)
             }
         };
-        Some(Out::Link(packet.build().ok()?))
+        Some(Out::Link(smp_packet_bytes(&smp, slid, dlid).ok()?))
     }
 
     /// A client's SMP to the port itself: an answer to a request of
@@ -331,7 +332,7 @@ impl SimPort {
             (smp.hop_cnt, smp.hop_ptr, smp.initial_path[1]) = (1, 1, 1);
         }
         let dlid = if local_dr { PERMISSIVE_LID } else { lid };
-        let packet = smp_packet(&smp, lid, dlid).build().ok()?;
+        let packet = smp_packet_bytes(&smp, lid, dlid).ok()?;
         let view = PacketView::parse(&packet).ok()?;
         let before = self.lid_and_state();
         let outcome = self.sma.on_packet(&view);
@@ -417,9 +418,28 @@ impl SimPort {
         self.deliver(&view, req.dqp, mad, h.is_response())
     }
 
-    /// A packet from the link: what it sends is pushed onto `out`.
+    /// A packet from the link, its CRCs checked: what it sends is pushed
+    /// onto `out`.
     pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
-        let Ok(view) = PacketView::parse(bytes) else {
+        self.on_link_with(bytes, &ReceivedCrcs::of(bytes), totals, out);
+    }
+
+    /// A packet from the link that the owner's own process built (a node
+    /// it hosts sent it, or passed it on after its own input check):
+    /// handled as [`Self::on_link`] handles one, its CRCs taken as right,
+    /// not computed. Never for bytes read from a socket.
+    pub fn on_built_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
+        self.on_link_with(bytes, &ReceivedCrcs::trusted(bytes), totals, out);
+    }
+
+    fn on_link_with(
+        &mut self,
+        bytes: &[u8],
+        crcs: &ReceivedCrcs,
+        totals: &PortTotals,
+        out: &mut Vec<Out>,
+    ) {
+        let Ok(view) = PacketView::parse_with(bytes, crcs) else {
             return self.drop_with("unparsable packet from the link");
         };
         if view.opcode() != Opcode::UdSendOnly || view.ext.deth.is_none() {

@@ -246,3 +246,34 @@ fn a_client_cannot_grow_the_kinds_table_past_its_cap() {
     assert_eq!(p.counts().other_kinds, u64::from(extra));
     assert_eq!(p.counts().requests, 301);
 }
+
+#[test]
+fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_process_is_taken_as_built() {
+    let mut p = port();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    smp.tid = 0x0000_0007_0000_0043;
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    let mut answer = smp_of_packet(&PacketView::parse(packet).unwrap()).unwrap();
+    answer.hop_ptr = 2;
+    answer.return_path[1] = 1;
+    answer.make_response(MadStatus::OK);
+    assert_eq!(directed::respond(&mut answer, 8), DrStep::Forward(1));
+    answer.hop_ptr = 1;
+    let mut back = smp_packet(&answer, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    // A MAD byte changed behind the CRCs: damage on a wire.
+    back[100] ^= 0x10;
+    assert!(
+        from_link(&mut p, &back).is_empty(),
+        "dropped: its ICRC fails"
+    );
+    let mut out = Vec::new();
+    p.on_built_link(&back, &PortTotals::default(), &mut out);
+    let (slot, r) = client_out(&out);
+    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
+}

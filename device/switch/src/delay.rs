@@ -1,9 +1,9 @@
-//! A delay line per port: packets leave the port `delay` after the switch
-//! forwarded them, in order. A port whose delay is zero sends at once and
-//! its delay thread sleeps.
+//! A delay line per port: packets leave the port the port's delay after
+//! the switch forwarded them, in order. A port whose delay is zero sends
+//! at once and its delay thread sleeps (the delay itself is the port
+//! slot's, `port.rs`, on the line every forwarded packet touches).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,6 @@ pub(super) type Held = (Vec<u8>, u64);
 /// Packets held back for one port.
 #[derive(Debug, Default)]
 pub(super) struct DelayLine {
-    delay_us: AtomicU64,
     line: Mutex<Line>,
     ready: Condvar,
 }
@@ -31,20 +30,9 @@ impl DelayLine {
         self.line.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The current delay.
-    pub fn delay(&self) -> Duration {
-        Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
-    }
-
-    /// Sets the delay for packets forwarded from now on.
-    pub fn set_delay(&self, delay: Duration) {
-        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
-        self.delay_us.store(us, Ordering::Relaxed);
-    }
-
-    /// Holds `packet` for the delay; gives it back if the line is full.
-    pub fn push(&self, packet: Held) -> Result<(), Held> {
-        let due = Instant::now() + self.delay();
+    /// Holds `packet` for `delay`; gives it back if the line is full.
+    pub fn push(&self, packet: Held, delay: Duration) -> Result<(), Held> {
+        let due = Instant::now() + delay;
         let mut line = self.lock();
         if line.packets.len() >= QUEUE_CAPACITY {
             return Err(packet);

@@ -7,7 +7,10 @@
 //! It has no delay lines (a port's `delay` is ignored). It sends trap 128
 //! on a port change as a switch process does, but on its owner's clock:
 //! the owner sends what is due ([`HostedSwitch::send_due_traps`]) at
-//! [`HostedSwitch::next_trap_deadline`].
+//! [`HostedSwitch::next_trap_deadline`]. Only a link event (`Up`, `Down`)
+//! raises a trap: a packet, at most, represses the outstanding one, so
+//! the deadline can appear only after [`HostedSwitch::on_event`] with a
+//! link event.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -20,6 +23,7 @@ use ibtca_protocol::mad::attr::PortState;
 
 use super::port::PortSlot;
 use super::sma::SwitchSma;
+use super::smp::SmpCounts;
 use super::trap::Traps;
 use super::wires::Wires;
 use super::{
@@ -62,6 +66,7 @@ impl Core {
         let sma = SwitchSma::new(cfg.guid, &cfg.name, lid, &slots, cfg.sm_managed);
         sma.gate_ports(&slots);
         Ok(Core {
+            smps: SmpCounts::default(),
             sma: Mutex::new(sma),
             pma: Mutex::new(Pma::default()),
             traps: Traps::default(),

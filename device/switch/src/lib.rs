@@ -67,6 +67,7 @@ use ibtca_agents::pma::Pma;
 use ibtca_protocol::mad::attr::PortState;
 use port::PortSlot;
 use sma::SwitchSma;
+use smp::SmpCounts;
 use trap::Traps;
 
 /// What a switch is.
@@ -124,16 +125,23 @@ pub enum SwitchError {
 }
 
 /// State shared by the handle and every port's sink.
+///
+/// Laid out in order from a cache line: what an SMP passing through the
+/// switch reads or counts (the ports, the wires, the SMP counts) first, on
+/// that line.
+#[repr(C, align(64))]
 struct Core {
+    slots: Vec<PortSlot>,
+    /// The ports' wires: links with threads, or an event loop's.
+    wires: Arc<dyn Wires>,
+    /// SMPs for the switch served or dropped (`smp.rs`).
+    smps: SmpCounts,
     name: String,
     guid: u64,
     lid: u16,
     link_config: LinkConfig,
     lft: Lft,
     mft: Mft,
-    slots: Vec<PortSlot>,
-    /// The ports' wires: links with threads, or an event loop's.
-    wires: Arc<dyn Wires>,
     /// Port 0's subnet management agent.
     sma: Mutex<SwitchSma>,
     /// Port 0's performance management agent.
@@ -255,8 +263,8 @@ impl Switch {
 
     /// Port 0's agent's counters: SMPs served, dropped, M_Key violations.
     pub fn sma_counts(&self) -> (u64, u64, u64) {
-        let sma = self.core.sma();
-        (sma.smps_served, sma.smps_dropped, sma.m_key_violations)
+        let (served, dropped) = self.core.smps.get();
+        (served, dropped, self.core.sma().m_key_violations)
     }
 
     /// Port 0's trap counters: traps sent, repressed, given up.
@@ -305,7 +313,7 @@ impl Switch {
     /// Sets how long packets wait before `port` sends them (zero: none).
     pub fn set_delay(&self, port: u8, delay: Duration) -> Result<(), SwitchError> {
         let slot = self.core.slot(port).ok_or(SwitchError::NoPort(port))?;
-        slot.delay.set_delay(delay);
+        slot.set_delay(delay);
         Ok(())
     }
 
@@ -405,7 +413,7 @@ impl Switch {
 impl Drop for Switch {
     fn drop(&mut self) {
         for slot in &self.core.slots {
-            for (_, tag) in slot.delay.stop() {
+            for (_, tag) in slot.delay_line.stop() {
                 self.core.credit_done(tag);
             }
         }
@@ -455,7 +463,7 @@ impl Core {
                 let (managed, trap) = {
                     let mut sma = self.sma();
                     let changed = sma.link_changed(port, true);
-                    sma.gate_ports(&self.slots);
+                    sma.gate_port(port, &self.slots);
                     (sma.managed(), changed.then(|| sma.trap_target()))
                 };
                 if let Some(target) = trap {
@@ -476,7 +484,7 @@ impl Core {
                 slot.set_up(None);
                 let mut sma = self.sma();
                 let changed = sma.link_changed(port, false);
-                sma.gate_ports(&self.slots);
+                sma.gate_port(port, &self.slots);
                 let target = sma.trap_target();
                 drop(sma);
                 if changed {
@@ -558,8 +566,9 @@ impl Core {
         encoded::set_vl(&mut packet, vl);
         encoded::restamp_vcrc(&mut packet);
         let tag = self.credit_tag(in_port, in_vl);
-        if !out_slot.delay.delay().is_zero() {
-            if let Err((_, tag)) = out_slot.delay.push((packet, tag)) {
+        let delay = out_slot.delay();
+        if !delay.is_zero() {
+            if let Err((_, tag)) = out_slot.delay_line.push((packet, tag), delay) {
                 out_slot.counters.dropped(DropReason::QueueFull);
                 self.credit_done(tag);
             }
@@ -586,7 +595,7 @@ impl Core {
         let Some(slot) = self.slot(port) else {
             return;
         };
-        while let Some((packet, tag)) = slot.delay.next_due() {
+        while let Some((packet, tag)) = slot.delay_line.next_due() {
             self.send(port, slot, packet, tag);
         }
     }

@@ -2,7 +2,7 @@
 //! its link as the forwarding threads see it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -44,17 +44,27 @@ impl PortConfig {
 }
 
 /// What a port knows besides its link.
+///
+/// Laid out in order, starting on a cache line: what forwarding a packet
+/// in or out by the port reads and counts (gate, capture, delay, traffic
+/// counters) comes first and fits in that line, so a hop touches one line
+/// of each port it uses; the rest is read when the SM or a command asks.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(super) struct PortSlot {
-    pub config: PortConfig,
-    pub counters: PortCounters,
-    pub capture: Option<Capture>,
-    pub delay: DelayLine,
-    up: AtomicBool,
     /// The port may carry data: always without an SM; with one
     /// (`--sm-managed`), only while the SM has it Active (the agent keeps
     /// this current).
     active: AtomicBool,
+    up: AtomicBool,
+    pub capture: Option<Capture>,
+    /// How long a packet waits before the port sends it, in µs (0: it
+    /// leaves at once, never through `delay_line`).
+    delay_us: AtomicU64,
+    /// Traffic counters first (`stats.rs`).
+    pub counters: PortCounters,
+    pub delay_line: DelayLine,
+    pub config: PortConfig,
     peer: Mutex<Option<LocalPort>>,
     /// SL → VL of what the port sends: the configuration's, until the SM
     /// sets one (SLtoVLMappingTable).
@@ -72,6 +82,16 @@ pub(super) struct PortSlot {
     pkeys: Mutex<[u16; PKEY_CAP]>,
 }
 
+// What forwarding a packet touches fits in the slot's first cache line.
+const _: () = assert!(
+    std::mem::align_of::<PortSlot>() == 64
+        && std::mem::offset_of!(PortSlot, active) < 64
+        && std::mem::offset_of!(PortSlot, up) < 64
+        && std::mem::offset_of!(PortSlot, capture) + std::mem::size_of::<Option<Capture>>() <= 64
+        && std::mem::offset_of!(PortSlot, delay_us) + 8 <= 64
+        && std::mem::offset_of!(PortSlot, counters) + PortCounters::HOT_LEN <= 64
+);
+
 /// PortInfo PartitionEnforcementInbound.
 pub const ENFORCE_INBOUND: u8 = 1 << 3;
 /// PortInfo PartitionEnforcementOutbound.
@@ -79,10 +99,9 @@ pub const ENFORCE_OUTBOUND: u8 = 1 << 2;
 
 impl PortSlot {
     pub fn new(config: PortConfig, capture: Option<Capture>) -> Self {
-        let delay = DelayLine::default();
-        delay.set_delay(config.delay);
-        PortSlot {
-            delay,
+        let slot = PortSlot {
+            delay_us: AtomicU64::new(0),
+            delay_line: DelayLine::default(),
             sl2vl: std::array::from_fn(|sl| AtomicU8::new(config.vl.vl(sl as u8))),
             low_priority: Mutex::new(weight_table(&config.vl.link_weights())),
             high_priority: Mutex::new(HighPriority::default()),
@@ -94,7 +113,20 @@ impl PortSlot {
             peer: Mutex::new(None),
             enforcement: AtomicU8::new(0),
             pkeys: Mutex::new([0; PKEY_CAP]),
-        }
+        };
+        slot.set_delay(slot.config.delay);
+        slot
+    }
+
+    /// How long a packet waits before the port sends it.
+    pub fn delay(&self) -> Duration {
+        Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
+    }
+
+    /// Sets the delay for packets forwarded from now on.
+    pub fn set_delay(&self, delay: Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.delay_us.store(us, Ordering::Relaxed);
     }
 
     pub fn set_up(&self, peer: Option<LocalPort>) {

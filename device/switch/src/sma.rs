@@ -52,11 +52,6 @@ pub(super) struct SwitchSma {
     vl_arb: Vec<VlArbTables>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
-    /// SMPs for the switch answered or passed on.
-    pub smps_served: u64,
-    /// SMPs for the switch dropped (malformed, a directed route that does
-    /// not go on, no answer due, no route back).
-    pub smps_dropped: u64,
 }
 
 impl SwitchSma {
@@ -115,8 +110,6 @@ impl SwitchSma {
             },
             vl_arb,
             m_key_violations: 0,
-            smps_served: 0,
-            smps_dropped: 0,
         }
     }
 
@@ -167,6 +160,18 @@ impl SwitchSma {
     /// with one while its state is Active.
     pub fn gate_ports(&self, slots: &[PortSlot]) {
         for (slot, agent) in slots.iter().zip(&self.ports) {
+            slot.set_active(!self.managed || agent.state() == PortState::Active);
+        }
+    }
+
+    /// Tells external port `port` alone whether it may carry data, as
+    /// [`Self::gate_ports`] does. A port's gate follows its own state
+    /// only, and only its link ([`Self::link_changed`]) and a PortInfo Set
+    /// naming it change that state: what changed one port re-gates that
+    /// port, not all of them.
+    pub fn gate_port(&self, port: u8, slots: &[PortSlot]) {
+        let i = usize::from(port).wrapping_sub(1);
+        if let (Some(slot), Some(agent)) = (slots.get(i), self.ports.get(i)) {
             slot.set_active(!self.managed || agent.state() == PortState::Active);
         }
     }
@@ -458,6 +463,8 @@ impl Attributes for Agent<'_> {
                         new.enforcement & (ENFORCE_INBOUND | ENFORCE_OUTBOUND);
                     self.push_partition(usize::from(port));
                     self.push_arbitration(usize::from(port) - 1);
+                    // The one port whose state the Set can change.
+                    self.sma.gate_port(port, self.slots);
                 }
                 self.port_info(port, access)
             }
@@ -497,3 +504,6 @@ impl Attributes for Agent<'_> {
         self.sma.port0.count_m_key_violation();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,16 +8,37 @@
 //! LID-routed SMPs for other LIDs are forwarded like any packet, on VL15.
 //! A TrapRepress for the switch goes to its traps (`trap.rs`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{
-    method, smp_of_packet, smp_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
+    method, smp_of_packet, smp_packet_bytes, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
 };
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::PacketView;
 
 use super::Core;
 use ibtca_agents::sma::{answer, Answer};
+
+/// SMPs for the switch: answered or passed on, and dropped (malformed, a
+/// directed route that does not go on, no answer due, no route back).
+/// Outside the agent's lock: an SMP passing through takes no lock.
+#[derive(Debug, Default)]
+pub(super) struct SmpCounts {
+    pub served: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+impl SmpCounts {
+    /// (served, dropped).
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.served.load(Ordering::Relaxed),
+            self.dropped.load(Ordering::Relaxed),
+        )
+    }
+}
 
 impl Core {
     /// True if a VL15 packet to `dlid` is the switch's own.
@@ -40,11 +61,12 @@ impl Core {
         crcs: &ReceivedCrcs,
     ) -> Option<(u8, Vec<u8>)> {
         let out = self.smp_step(in_port, packet, crcs);
-        let mut sma = self.sma();
-        match out {
-            Some(_) => sma.smps_served += 1,
-            None => sma.smps_dropped += 1,
-        }
+        let count = match out {
+            Some(_) => &self.smps.served,
+            None => &self.smps.dropped,
+        };
+        // Relaxed: counters order nothing.
+        count.fetch_add(1, Ordering::Relaxed);
         out
     }
 
@@ -84,15 +106,11 @@ impl Core {
             }
             return None;
         }
-        // Only a Set changes a port's state: a Get leaves the ports' gates
-        // (one store per port) as they are.
-        let set = smp.method == method::SET;
+        // A PortInfo Set re-gates the port it names (`sma.rs`); nothing
+        // else an SMP does changes a port's gate.
         let mut sma = self.sma();
         let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, self.wires.as_ref());
         let answered = answer(&mut agent, smp, in_port);
-        if set {
-            sma.gate_ports(&self.slots);
-        }
         let mut reply = match answered {
             Answer::Reply(r) => r,
             Answer::ForSm(_) | Answer::Nothing => return None,
@@ -102,9 +120,7 @@ impl Core {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
                 DrStep::Forward(out) => Some((
                     out,
-                    smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID)
-                        .build()
-                        .ok()?,
+                    smp_packet_bytes(&reply, PERMISSIVE_LID, PERMISSIVE_LID).ok()?,
                 )),
                 DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
                 _ => None,
@@ -121,7 +137,7 @@ impl Core {
             return None;
         }
         let out = self.lft.lookup(dlid)?;
-        Some((out, smp_packet(smp, own, dlid).build().ok()?))
+        Some((out, smp_packet_bytes(smp, own, dlid).ok()?))
     }
 }
 

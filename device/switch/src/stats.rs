@@ -82,8 +82,11 @@ impl PortStats {
     }
 }
 
-/// The live counters behind [`PortStats`].
+/// The live counters behind [`PortStats`], in order: the four every
+/// forwarded packet adds to first, on its port slot's first cache line
+/// (`port.rs`).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(super) struct PortCounters {
     rx_packets: AtomicU64,
     rx_bytes: AtomicU64,
@@ -109,6 +112,10 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 impl PortCounters {
+    /// Bytes, from the start, of the counters every forwarded packet adds
+    /// to (packets and bytes received and sent).
+    pub const HOT_LEN: usize = std::mem::offset_of!(PortCounters, rx_multicast);
+
     pub fn rx(&self, bytes: usize) {
         add(&self.rx_packets, 1);
         add(&self.rx_bytes, bytes as u64);

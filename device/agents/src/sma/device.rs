@@ -19,7 +19,9 @@ use ibtca_protocol::mad::attr::{
     PortInfo, PortState, VlArbBlock,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::mad::{
+    method, smp_of_packet, smp_packet_bytes, MadStatus, SmpRoute, PERMISSIVE_LID,
+};
 use ibtca_protocol::PacketView;
 
 use super::{
@@ -234,7 +236,7 @@ impl DeviceSma {
     /// one is.
     pub fn due_trap(&mut self, now: Instant) -> Option<Vec<u8>> {
         let (smp, target) = self.traps.due(now)?;
-        let packet = smp_packet(&smp, target.own_lid, target.sm_lid).build().ok();
+        let packet = smp_packet_bytes(&smp, target.own_lid, target.sm_lid).ok();
         tracing::info!(
             tid = format_args!("{:#x}", smp.tid),
             trap = Notice::decode(&smp.data).trap_number,
@@ -316,7 +318,7 @@ impl DeviceSma {
                 _ => return None,
             },
         };
-        smp_packet(&reply, slid, dlid).build().ok()
+        smp_packet_bytes(&reply, slid, dlid).ok()
     }
 
     fn node_info(&self) -> NodeInfo {

@@ -34,10 +34,10 @@ impl Hive {
         let here = port
             .parse::<u8>()
             .ok()
-            .filter(|&p| p >= 1 && usize::from(p) <= self.peers[n].len())
+            .filter(|&p| p >= 1 && usize::from(p) <= self.peers.ports(n))
             .map(|port| PortRef { node: n, port })
             .ok_or(format!("{node} has no port `{port}`"))?;
-        let Peer::Hive(there) = self.peers[n][usize::from(here.port) - 1] else {
+        let Peer::Hive(there) = self.peers.get(n, here.port) else {
             return Err(format!("{node}:{port} is not wired inside the hive"));
         };
         if let Some(&off) = [n, there.node].iter().find(|i| self.off.contains_key(i)) {
@@ -90,10 +90,10 @@ impl Hive {
     fn power_off(&mut self, n: usize) -> Result<(), String> {
         // What it knew (LID, forwarding tables, port states, traps) goes
         // with the power: the node is replaced by the switch as it starts.
-        self.nodes[n] = switch_node(&self.switch_specs[n], self.sm_managed)?;
+        self.nodes[n] = switch_node(&self.switch_specs[n], self.sm_managed, &self.switch_sent)?;
         self.trapping.remove(&n);
         let mut cut = Vec::new();
-        for (i, peer) in self.peers[n].clone().into_iter().enumerate() {
+        for (i, peer) in self.peers.of(n).into_iter().enumerate() {
             let port = u8::try_from(i + 1).unwrap_or(u8::MAX);
             match peer {
                 Peer::Hive(there) if !self.cut.contains(&(n, port)) => {
@@ -132,7 +132,7 @@ impl Hive {
         let cut = self.off.remove(&n).unwrap_or_default();
         for port in cut {
             let here = PortRef { node: n, port };
-            let Peer::Hive(there) = self.peers[n][usize::from(port) - 1] else {
+            let Peer::Hive(there) = self.peers.get(n, port) else {
                 continue;
             };
             self.cut.remove(&(n, port));

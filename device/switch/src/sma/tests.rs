@@ -1,0 +1,200 @@
+//! A managed switch's port gates: what changes one port's state (its link,
+//! a PortInfo Set naming it) re-gates that port and no other, and SMPs
+//! pass through ports the SM has not made Active.
+
+use std::sync::{Arc, Mutex};
+
+use ibtca_link::{HighPriority, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_protocol::headers::Deth;
+use ibtca_protocol::mad::attr::{id, PortInfo, PortState, SwitchInfo};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
+use ibtca_protocol::{Opcode, Packet, PacketView};
+
+use crate::{Core, Origin, PortConfig, SwitchConfig, Wires};
+
+/// LID routed to port 2 by the switch's configuration.
+const LID_ON_2: u16 = 2;
+
+/// The switch's wires: what it sends, collected.
+#[derive(Default)]
+struct Collect {
+    sent: Mutex<Vec<(u8, Vec<u8>)>>,
+}
+
+impl Collect {
+    fn take(&self) -> Vec<(u8, Vec<u8>)> {
+        std::mem::take(&mut *self.sent.lock().unwrap())
+    }
+}
+
+impl Wires for Collect {
+    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
+        self.sent.lock().unwrap().push((port, packet));
+        Ok(())
+    }
+    fn generation(&self, _port: u8) -> u64 {
+        0
+    }
+    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
+    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
+        None
+    }
+    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
+    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+}
+
+/// A managed switch of 4 ports, every link up (ports Init, so no gate
+/// open), LID 2 routed to port 2.
+fn switch() -> (Core, Arc<Collect>) {
+    let wires = Arc::new(Collect::default());
+    let cfg = SwitchConfig {
+        name: "sw".into(),
+        guid: 0x100,
+        lid: 0,
+        ports: (0..4)
+            .map(|_| PortConfig::new(LinkEndpoint::Listen("-".into())))
+            .collect(),
+        routes: vec![(LID_ON_2, 2)],
+        link: Default::default(),
+        sm_managed: true,
+    };
+    let core = Core::new(cfg, Arc::clone(&wires) as Arc<dyn Wires>).unwrap();
+    for port in 1..=4u8 {
+        core.on_event(port, LinkEvent::Up { peer: peer(port) });
+    }
+    wires.take();
+    (core, wires)
+}
+
+fn peer(port: u8) -> LocalPort {
+    LocalPort {
+        node_guid: 0x200 + u64::from(port),
+        port: 1,
+        lid: 0,
+    }
+}
+
+fn gates(core: &Core) -> Vec<bool> {
+    core.slots.iter().map(|s| s.is_active()).collect()
+}
+
+/// The SM's directed SMP as it reaches the switch (its only hop) on
+/// `in_port`; the switch's answer.
+fn ask(core: &Core, wires: &Collect, in_port: u8, smp: &Smp) -> Smp {
+    let mut smp = smp.clone();
+    smp.hop_ptr = 1;
+    let packet = smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    core.on_packet(in_port, packet, Origin::Wire);
+    let sent = wires.take();
+    assert_eq!(sent.len(), 1, "one answer: {sent:?}");
+    assert_eq!(sent[0].0, in_port, "back the way it came");
+    smp_of_packet(&PacketView::parse(&sent[0].1).unwrap()).unwrap()
+}
+
+fn port_info(core: &Core, wires: &Collect, in_port: u8, port: u8) -> PortInfo {
+    let get = Smp::directed(method::GET, id::PORT_INFO, port.into(), &[1]).unwrap();
+    let r = ask(core, wires, in_port, &get);
+    assert_eq!(r.status, MadStatus::OK);
+    PortInfo::decode(&r.data)
+}
+
+/// Sets `port`'s state by a PortInfo Set (built from its Get) coming in
+/// on `in_port`; the answer's status.
+fn set_state(core: &Core, wires: &Collect, in_port: u8, port: u8, state: PortState) -> MadStatus {
+    let mut info = port_info(core, wires, in_port, port);
+    info.port_state = state as u8;
+    let mut set = Smp::directed(method::SET, id::PORT_INFO, port.into(), &[1]).unwrap();
+    set.data = info.encode();
+    ask(core, wires, in_port, &set).status
+}
+
+/// A UD data packet to `dlid`, in on `in_port`: the ports it left by.
+fn data(core: &Core, wires: &Collect, in_port: u8, dlid: u16) -> Vec<u8> {
+    let mut p = Packet::new(Opcode::UdSendOnly);
+    p.lrh.slid = 9;
+    p.lrh.dlid = dlid;
+    p.bth.pkey = 0xffff;
+    p.bth.dest_qp = 0x11;
+    p.ext.deth = Some(Deth {
+        qkey: 1,
+        src_qp: 0x22,
+    });
+    p.payload = vec![7; 32];
+    core.on_packet(in_port, p.build().unwrap(), Origin::Wire);
+    wires.take().into_iter().map(|(port, _)| port).collect()
+}
+
+fn inactive_drops(core: &Core, port: u8) -> u64 {
+    core.slot(port).unwrap().stats().drop_port_inactive
+}
+
+#[test]
+fn a_port_info_set_re_gates_the_port_it_names_and_no_other() {
+    let (core, wires) = switch();
+    assert_eq!(gates(&core), [false; 4], "Init ports carry no data");
+    assert!(data(&core, &wires, 1, LID_ON_2).is_empty());
+    assert_eq!(inactive_drops(&core, 1), 1);
+    // A witness: port 4's gate set against its state (Init). Whatever
+    // re-gates every port closes it; re-gating one port at a time leaves
+    // it open.
+    core.slot(4).unwrap().set_active(true);
+    // The SM comes in by port 3, which stays Init: SMPs pass all along.
+    for state in [PortState::Armed, PortState::Active] {
+        for port in [1, 2] {
+            assert_eq!(set_state(&core, &wires, 3, port, state), MadStatus::OK);
+        }
+    }
+    assert_eq!(gates(&core), [true, true, false, true]);
+    assert_eq!(
+        data(&core, &wires, 1, LID_ON_2),
+        [2],
+        "1 → 2 now carries data"
+    );
+    // A Set the port's state machine refuses changes no gate.
+    assert_ne!(
+        set_state(&core, &wires, 3, 3, PortState::Active),
+        MadStatus::OK,
+        "Init → Active is refused"
+    );
+    // Other Sets do not touch the ports' states: no gate moves.
+    let mut sw_info = Smp::directed(method::SET, id::SWITCH_INFO, 0, &[1]).unwrap();
+    sw_info.data = SwitchInfo::default().encode();
+    assert_eq!(ask(&core, &wires, 3, &sw_info).status, MadStatus::OK);
+    assert_eq!(gates(&core), [true, true, false, true]);
+    // A later Get through another (Init) port is answered.
+    let get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    assert_eq!(ask(&core, &wires, 3, &get).status, MadStatus::OK);
+    // Down from Active: the link trains again, to Init; port 2 closes.
+    assert_eq!(
+        set_state(&core, &wires, 3, 2, PortState::Down),
+        MadStatus::OK
+    );
+    assert_eq!(gates(&core), [true, false, false, true]);
+    assert!(data(&core, &wires, 1, LID_ON_2).is_empty());
+    assert_eq!(inactive_drops(&core, 2), 1, "counted on the closed port");
+}
+
+#[test]
+fn a_link_change_re_gates_its_port_and_no_other() {
+    let (core, wires) = switch();
+    for state in [PortState::Armed, PortState::Active] {
+        for port in [1, 2] {
+            assert_eq!(set_state(&core, &wires, 3, port, state), MadStatus::OK);
+        }
+    }
+    core.slot(4).unwrap().set_active(true);
+    let down = LinkEvent::Down {
+        reason: "test".into(),
+    };
+    core.on_event(2, down);
+    assert_eq!(gates(&core), [true, false, false, true]);
+    assert!(data(&core, &wires, 1, LID_ON_2).is_empty());
+    core.on_event(2, LinkEvent::Up { peer: peer(2) });
+    assert_eq!(gates(&core), [true, false, false, true], "up again: Init");
+    assert_eq!(
+        port_info(&core, &wires, 3, 2).port_state,
+        PortState::Init as u8
+    );
+}

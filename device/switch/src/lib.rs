@@ -22,6 +22,8 @@
 //! Drops are counted, never propagated: unknown DLID and bad packets on the
 //! input port, full queue and link down on the output port.
 
+#[doc(hidden)]
+pub mod collect_wires;
 pub mod control;
 mod delay;
 mod forward;

@@ -10,12 +10,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ibtca_link::{HighPriority, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
+use ibtca_switch::collect_wires::CollectWires;
 use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
 thread_local! {
@@ -70,42 +71,11 @@ fn allocations(f: impl FnOnce()) -> u64 {
     ALLOCATIONS.with(Cell::get) - before
 }
 
-/// The switch's wires: what it sends, collected in a buffer reserved
-/// beforehand.
-struct Collect {
-    sent: Mutex<Vec<(u8, Vec<u8>)>>,
-}
-
-impl Collect {
-    fn take(&self) -> Vec<(u8, Vec<u8>)> {
-        let mut sent = self.sent.lock().unwrap();
-        let out = sent.clone();
-        sent.clear();
-        out
-    }
-}
-
-impl Wires for Collect {
-    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
-        self.sent.lock().unwrap().push((port, packet));
-        Ok(())
-    }
-    fn generation(&self, _port: u8) -> u64 {
-        0
-    }
-    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
-    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
-        None
-    }
-    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
-    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
-}
-
 /// A hosted switch of 4 ports, every one up.
-fn switch() -> (HostedSwitch, Arc<Collect>) {
-    let wires = Arc::new(Collect {
-        sent: Mutex::new(Vec::with_capacity(64)),
-    });
+fn switch() -> (HostedSwitch, Arc<CollectWires>) {
+    // The buffer is reserved beforehand: its growth would count as the
+    // switch's allocations.
+    let wires = Arc::new(CollectWires::with_capacity(64));
     let cfg = SwitchConfig {
         name: "sw".into(),
         guid: 0x100,

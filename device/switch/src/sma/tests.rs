@@ -2,51 +2,24 @@
 //! a PortInfo Set naming it) re-gates that port and no other, and SMPs
 //! pass through ports the SM has not made Active.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ibtca_link::{HighPriority, LinkEndpoint, LinkError, LinkEvent, LinkStats, LocalPort};
+use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::{id, PortInfo, PortState, SwitchInfo};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
 use ibtca_protocol::{Opcode, Packet, PacketView};
 
+use crate::collect_wires::CollectWires;
 use crate::{Core, Origin, PortConfig, SwitchConfig, Wires};
 
 /// LID routed to port 2 by the switch's configuration.
 const LID_ON_2: u16 = 2;
 
-/// The switch's wires: what it sends, collected.
-#[derive(Default)]
-struct Collect {
-    sent: Mutex<Vec<(u8, Vec<u8>)>>,
-}
-
-impl Collect {
-    fn take(&self) -> Vec<(u8, Vec<u8>)> {
-        std::mem::take(&mut *self.sent.lock().unwrap())
-    }
-}
-
-impl Wires for Collect {
-    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
-        self.sent.lock().unwrap().push((port, packet));
-        Ok(())
-    }
-    fn generation(&self, _port: u8) -> u64 {
-        0
-    }
-    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
-    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
-        None
-    }
-    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
-    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
-}
-
 /// A managed switch of 4 ports, every link up (ports Init, so no gate
 /// open), LID 2 routed to port 2.
-fn switch() -> (Core, Arc<Collect>) {
-    let wires = Arc::new(Collect::default());
+fn switch() -> (Core, Arc<CollectWires>) {
+    let wires = Arc::new(CollectWires::default());
     let cfg = SwitchConfig {
         name: "sw".into(),
         guid: 0x100,
@@ -80,7 +53,7 @@ fn gates(core: &Core) -> Vec<bool> {
 
 /// The SM's directed SMP as it reaches the switch (its only hop) on
 /// `in_port`; the switch's answer.
-fn ask(core: &Core, wires: &Collect, in_port: u8, smp: &Smp) -> Smp {
+fn ask(core: &Core, wires: &CollectWires, in_port: u8, smp: &Smp) -> Smp {
     let mut smp = smp.clone();
     smp.hop_ptr = 1;
     let packet = smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
@@ -93,7 +66,7 @@ fn ask(core: &Core, wires: &Collect, in_port: u8, smp: &Smp) -> Smp {
     smp_of_packet(&PacketView::parse(&sent[0].1).unwrap()).unwrap()
 }
 
-fn port_info(core: &Core, wires: &Collect, in_port: u8, port: u8) -> PortInfo {
+fn port_info(core: &Core, wires: &CollectWires, in_port: u8, port: u8) -> PortInfo {
     let get = Smp::directed(method::GET, id::PORT_INFO, port.into(), &[1]).unwrap();
     let r = ask(core, wires, in_port, &get);
     assert_eq!(r.status, MadStatus::OK);
@@ -102,7 +75,13 @@ fn port_info(core: &Core, wires: &Collect, in_port: u8, port: u8) -> PortInfo {
 
 /// Sets `port`'s state by a PortInfo Set (built from its Get) coming in
 /// on `in_port`; the answer's status.
-fn set_state(core: &Core, wires: &Collect, in_port: u8, port: u8, state: PortState) -> MadStatus {
+fn set_state(
+    core: &Core,
+    wires: &CollectWires,
+    in_port: u8,
+    port: u8,
+    state: PortState,
+) -> MadStatus {
     let mut info = port_info(core, wires, in_port, port);
     info.port_state = state as u8;
     let mut set = Smp::directed(method::SET, id::PORT_INFO, port.into(), &[1]).unwrap();
@@ -111,7 +90,7 @@ fn set_state(core: &Core, wires: &Collect, in_port: u8, port: u8, state: PortSta
 }
 
 /// A UD data packet to `dlid`, in on `in_port`: the ports it left by.
-fn data(core: &Core, wires: &Collect, in_port: u8, dlid: u16) -> Vec<u8> {
+fn data(core: &Core, wires: &CollectWires, in_port: u8, dlid: u16) -> Vec<u8> {
     let mut p = Packet::new(Opcode::UdSendOnly);
     p.lrh.slid = 9;
     p.lrh.dlid = dlid;

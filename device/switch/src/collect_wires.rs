@@ -1,0 +1,52 @@
+//! Wires that keep what a switch sends instead of sending it: the test
+//! double of the switch's own tests and of the crates that host a switch.
+
+use std::sync::Mutex;
+
+use ibtca_link::{HighPriority, LinkError, LinkStats};
+
+use crate::Wires;
+
+/// Every packet a switch sent, with its output port, in order. Links
+/// have no credits, statistics or priorities here.
+#[derive(Default)]
+pub struct CollectWires {
+    sent: Mutex<Vec<(u8, Vec<u8>)>>,
+}
+
+impl CollectWires {
+    /// Wires whose buffer holds `packets` before it grows, so that a
+    /// sender that pushes no more than that allocates nothing.
+    pub fn with_capacity(packets: usize) -> Self {
+        CollectWires {
+            sent: Mutex::new(Vec::with_capacity(packets)),
+        }
+    }
+
+    /// What was sent since the last call; the buffer keeps its capacity.
+    pub fn take(&self) -> Vec<(u8, Vec<u8>)> {
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        let out = sent.clone();
+        sent.clear();
+        out
+    }
+}
+
+impl Wires for CollectWires {
+    fn send_tagged(&self, port: u8, packet: Vec<u8>, _tag: u64) -> Result<(), LinkError> {
+        self.sent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((port, packet));
+        Ok(())
+    }
+    fn generation(&self, _port: u8) -> u64 {
+        0
+    }
+    fn return_credit(&self, _port: u8, _vl: u8, _generation: Option<u64>) {}
+    fn link_stats(&self, _port: u8) -> Option<LinkStats> {
+        None
+    }
+    fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
+    fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+}

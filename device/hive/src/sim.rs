@@ -328,7 +328,6 @@ impl HostedSim {
 
 #[cfg(test)]
 mod tests {
-    use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram};
 
     use ibtca_protocol::mad::attr::id;
@@ -339,9 +338,7 @@ mod tests {
     use crate::config::WireSpec;
 
     fn addr(name: &str) -> SocketAddr {
-        let mut b = name.as_bytes().to_vec();
-        b.push(0);
-        SocketAddr::from_abstract_name(&b).unwrap()
+        ibtca_simport::sockets::abstract_addr(name).unwrap()
     }
 
     /// One turn of the hive's loop for `sim` alone: polls its sockets

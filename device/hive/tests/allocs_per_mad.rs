@@ -11,15 +11,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ibtca_hive::{Hive, HiveConfig};
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, Smp, PERMISSIVE_LID};
-use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, SimRequest, REQUEST_LEN};
+use ibtca_simport::client::SimClient;
 
 /// Allocations a MAD may cost the hive: the request's packet and the
 /// answer's.
@@ -76,12 +75,6 @@ static GLOBAL: Counting = Counting;
 /// it wait that long.
 const WAIT: Duration = Duration::from_secs(120);
 
-fn addr(name: &str) -> SocketAddr {
-    let mut b = name.as_bytes().to_vec();
-    b.push(0);
-    SocketAddr::from_abstract_name(&b).unwrap()
-}
-
 /// host (the host port) - sw0 - sw1 - h1: each switch's port 1 toward
 /// the host port, port 2 away from it.
 fn config(base: &str) -> HiveConfig {
@@ -96,42 +89,13 @@ fn config(base: &str) -> HiveConfig {
     HiveConfig::parse(&text).unwrap()
 }
 
-/// A client of the host port of base name `base`, as umad2sim makes one:
-/// its data socket, connected to its slot's.
-fn connect(base: &str) -> UnixDatagram {
-    let pid = std::process::id();
-    let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
-    let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
-    ctl.set_read_timeout(Some(WAIT)).unwrap();
-    let connect = Ctl::connect(&ClientInfo {
-        id: pid,
-        qp: 0,
-        issm: false,
-        node_id: String::new(),
-    });
-    ctl.send_to_addr(&connect.to_bytes(), &addr(&format!("{base}:ctl")))
-        .unwrap();
-    let mut buf = [0u8; 1024];
-    let n = ctl.recv(&mut buf).unwrap();
-    let answer = Ctl::parse(&buf[..n]).unwrap();
-    assert_eq!(answer.kind, CtlType::Connect.to_wire());
-    data.connect_addr(&addr(&format!("{base}:out{}", answer.client_id)))
-        .unwrap();
-    data.set_read_timeout(Some(WAIT)).unwrap();
-    data
-}
-
 /// Sends a directed NodeInfo Get along `path` and waits for its answer;
 /// returns the answering node's GUID.
-fn node_info(data: &UnixDatagram, tid: u64, path: &[u8]) -> u64 {
+fn node_info(client: &SimClient, tid: u64, path: &[u8]) -> u64 {
     let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, path).unwrap();
     smp.tid = tid;
-    let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
-    data.send(&req.to_bytes()).unwrap();
-    let mut buf = [0u8; 1024];
-    let n = data.recv(&mut buf).expect("an answer");
-    assert_eq!(n, REQUEST_LEN);
-    let r = SimRequest::parse(&buf[..n]).unwrap();
+    client.send_smp(PERMISSIVE_LID, &smp).unwrap();
+    let r = client.recv().expect("an answer");
     assert_eq!(r.status, 0, "answered, not timed out");
     let answer = Smp::parse(&r.mad).unwrap();
     assert_eq!((answer.tid, answer.method), (tid, method::GET_RESP));
@@ -147,7 +111,7 @@ fn a_mad_through_hosted_switches_costs_the_hive_only_its_two_packets() {
         COUNTED.set(true);
         hive.run(stop_rx.as_raw_fd()).unwrap();
     });
-    let data = connect(&base);
+    let client = SimClient::connect(&base, WAIT).unwrap();
     // To the CA behind both switches, and to the second switch itself.
     let paths: [(&[u8], u64); 2] = [(&[1, 2, 2], 17), (&[1, 2], 257)];
     let mut tid = 0;
@@ -155,7 +119,7 @@ fn a_mad_through_hosted_switches_costs_the_hive_only_its_two_packets() {
         for _ in 0..rounds {
             for (path, guid) in paths {
                 tid += 1;
-                assert_eq!(node_info(&data, tid, path), guid);
+                assert_eq!(node_info(&client, tid, path), guid);
             }
         }
     };

@@ -8,12 +8,14 @@
 //! - [`wire`]: the protocol's messages (control, CONNECT's data, a MAD's
 //!   envelope), parsed from any bytes without panicking;
 //! - [`clients`]: the attached clients and the requests they wait on;
+//! - [`client`]: a client as libumad2sim makes one, for tests;
 //! - [`port`]: the channel adapter: agents and MAD routing;
 //! - `control`: the control messages at the port;
 //! - [`sockets`]: ibsim's abstract Unix datagram sockets;
 //! - [`server`]: the link, the sockets and the loop between them.
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod clients;
 mod control;
 pub mod port;

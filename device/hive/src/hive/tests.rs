@@ -4,8 +4,7 @@
 //! outside: a hosted switch checks the CRCs of what a socket wire brings.
 
 use std::os::fd::AsRawFd;
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,8 +13,9 @@ use ibtca_protocol::encoded;
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
+use ibtca_simport::client::SimClient;
 use ibtca_simport::port::PortCounts;
-use ibtca_simport::wire::{ClientInfo, Ctl, CtlType, SimRequest, REQUEST_LEN, STATUS_TIMED_OUT};
+use ibtca_simport::wire::STATUS_TIMED_OUT;
 
 use super::{Hive, Node};
 use crate::HiveConfig;
@@ -24,39 +24,16 @@ use crate::HiveConfig;
 /// it wait that long.
 const WAIT: Duration = Duration::from_secs(120);
 
-fn addr(name: &str) -> SocketAddr {
-    let mut b = name.as_bytes().to_vec();
-    b.push(0);
-    SocketAddr::from_abstract_name(&b).unwrap()
-}
-
 /// A client of the host port of base name `base`, as umad2sim makes one.
 struct Client {
-    data: UnixDatagram,
+    sim: SimClient,
 }
 
 impl Client {
     fn connect(base: &str) -> Client {
-        let pid = std::process::id();
-        let data = UnixDatagram::bind_addr(&addr(&format!("{base}:in{pid}"))).unwrap();
-        let ctl = UnixDatagram::bind_addr(&addr(&format!("{base}:ctl{pid}"))).unwrap();
-        ctl.set_read_timeout(Some(WAIT)).unwrap();
-        let connect = Ctl::connect(&ClientInfo {
-            id: pid,
-            qp: 0,
-            issm: false,
-            node_id: String::new(),
-        });
-        ctl.send_to_addr(&connect.to_bytes(), &addr(&format!("{base}:ctl")))
-            .unwrap();
-        let mut buf = [0u8; 1024];
-        let n = ctl.recv(&mut buf).unwrap();
-        let answer = Ctl::parse(&buf[..n]).unwrap();
-        assert_eq!(answer.kind, CtlType::Connect.to_wire());
-        data.connect_addr(&addr(&format!("{base}:out{}", answer.client_id)))
-            .unwrap();
-        data.set_read_timeout(Some(WAIT)).unwrap();
-        Client { data }
+        Client {
+            sim: SimClient::connect(base, WAIT).unwrap(),
+        }
     }
 
     /// A directed-route NodeInfo Get along `path` (the ports out of the
@@ -64,16 +41,12 @@ impl Client {
     fn get_node_info(&self, tid: u64, path: &[u8]) {
         let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, path).unwrap();
         smp.tid = tid;
-        let req = SimRequest::smp(PERMISSIVE_LID, smp.to_bytes());
-        self.data.send(&req.to_bytes()).unwrap();
+        self.sim.send_smp(PERMISSIVE_LID, &smp).unwrap();
     }
 
     /// The next MAD: (TID, status, the SMP).
     fn recv(&self) -> (u64, u32, Smp) {
-        let mut buf = [0u8; 1024];
-        let n = self.data.recv(&mut buf).expect("an answer");
-        assert_eq!(n, REQUEST_LEN);
-        let r = SimRequest::parse(&buf[..n]).unwrap();
+        let r = self.sim.recv().expect("an answer");
         let smp = Smp::parse(&r.mad).unwrap();
         (smp.tid, r.status, smp)
     }
@@ -174,10 +147,10 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
     client.get_node_info(3, &[1, 4]);
     let (tid, st, _) = client.recv();
     assert_eq!((tid, st), (3, STATUS_TIMED_OUT));
-    client.data.set_nonblocking(true).unwrap();
+    client.sim.data().set_nonblocking(true).unwrap();
     let mut buf = [0u8; 1024];
     assert!(
-        client.data.recv(&mut buf).is_err(),
+        client.sim.data().recv(&mut buf).is_err(),
         "the request outside still waits"
     );
 

@@ -14,7 +14,8 @@
 //! waits on all of them with `poll(2)` and hands what it reads on, or an
 //! owner with a `poll(2)` loop of its own ([`SimSockets::read_ctl`],
 //! [`SimSockets::recv_slot`]: `ibtca-hive`) reads them itself. A slot's
-//! datagrams are read [`READ_BATCH`] at a time in one `recvmmsg(2)`.
+//! datagrams are read up to [`READ_BATCH`] at a time in one `recvmmsg(2)`
+//! ([`RecvBatch::with_limit`] takes fewer).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -265,6 +266,7 @@ pub struct RecvBatch {
     bufs: Box<[[u8; READ_LEN]; READ_BATCH]>,
     lens: [usize; READ_BATCH],
     len: usize,
+    limit: usize,
     /// `recvmmsg(2)` calls made.
     pub calls: u64,
     /// Datagrams they read.
@@ -272,18 +274,26 @@ pub struct RecvBatch {
 }
 
 impl Default for RecvBatch {
+    /// Up to [`READ_BATCH`] datagrams a read.
     fn default() -> Self {
-        RecvBatch {
-            bufs: Box::new([[0; READ_LEN]; READ_BATCH]),
-            lens: [0; READ_BATCH],
-            len: 0,
-            calls: 0,
-            datagrams: 0,
-        }
+        RecvBatch::with_limit(READ_BATCH)
     }
 }
 
 impl RecvBatch {
+    /// Up to `limit` datagrams a read (1 to [`READ_BATCH`]; others are
+    /// taken as the nearer bound).
+    pub fn with_limit(limit: usize) -> Self {
+        RecvBatch {
+            bufs: Box::new([[0; READ_LEN]; READ_BATCH]),
+            lens: [0; READ_BATCH],
+            len: 0,
+            limit: limit.clamp(1, READ_BATCH),
+            calls: 0,
+            datagrams: 0,
+        }
+    }
+
     /// Datagrams the last read took.
     pub fn len(&self) -> usize {
         self.len
@@ -304,7 +314,7 @@ impl RecvBatch {
     }
 }
 
-/// One `recvmmsg(2)` of up to [`READ_BATCH`] datagrams from `s` into
+/// One `recvmmsg(2)` of up to `batch`'s limit of datagrams from `s` into
 /// `batch`; returns how many.
 fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
     batch.len = 0;
@@ -328,13 +338,14 @@ fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
         // SAFETY: `hdrs` are READ_BATCH initialised mmsghdrs, each with
         // one iovec in `iovs` that points to one READ_LEN-byte buffer of
         // `batch.bufs`; all are alive, unmoved and not otherwise used for
-        // the call. The kernel writes at most iov_len bytes into each
-        // buffer and each header's `msg_len` and flags; no timeout.
+        // the call, which uses the first `limit` (at most READ_BATCH).
+        // The kernel writes at most iov_len bytes into each buffer and
+        // each header's `msg_len` and flags; no timeout.
         let n = unsafe {
             libc::recvmmsg(
                 s.as_raw_fd(),
                 hdrs.as_mut_ptr(),
-                READ_BATCH as libc::c_uint,
+                batch.limit.min(READ_BATCH) as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
@@ -346,7 +357,7 @@ fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
             // WouldBlock, or a connected peer that went away.
             return 0;
         }
-        let n = (n as usize).min(READ_BATCH);
+        let n = (n as usize).min(batch.limit).min(READ_BATCH);
         for (len, h) in batch.lens.iter_mut().zip(&hdrs).take(n) {
             *len = (h.msg_len as usize).min(READ_LEN);
         }
@@ -498,6 +509,25 @@ mod tests {
         }
         assert_eq!(server.recv_slot(0, &mut batch), 0, "slot 0 emptied");
         assert_eq!((batch.calls, batch.datagrams), (5, burst as u64 + 3));
+    }
+
+    #[test]
+    fn a_batch_with_a_limit_reads_that_many_a_call() {
+        let base = format!("ibtca-sockets-limit-{}", std::process::id());
+        let server = SimSockets::bind(&base).unwrap();
+        let a = client(&server, &base, 0, 1);
+        for j in 0..3u8 {
+            a.send(&[j; 288]).unwrap();
+        }
+        let mut batch = RecvBatch::with_limit(1);
+        for j in 0..3u8 {
+            assert_eq!(server.recv_slot(0, &mut batch), 1);
+            assert_eq!(batch.get(0), &[j; 288][..], "in order");
+        }
+        assert_eq!(server.recv_slot(0, &mut batch), 0);
+        assert_eq!((batch.calls, batch.datagrams), (4, 3));
+        assert_eq!(RecvBatch::with_limit(0).limit, 1);
+        assert_eq!(RecvBatch::with_limit(99).limit, READ_BATCH);
     }
 
     #[test]

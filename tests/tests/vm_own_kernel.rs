@@ -183,6 +183,88 @@ fn result_ok(who: &str, console: &str, tag: &str, passed: Option<&str>, all: &st
     }
 }
 
+/// Brings up the kernel verbs tests' two guests with `up --guests
+/// --kernel-tests` and `kernel` (the own kernel's options), waiting for
+/// them; (server console, client console, everything for messages).
+fn boot_kverbs(stack: &VmStack, name: &str, kernel: &[String]) -> (String, String, String) {
+    let dir = stack.scratch(name);
+    let topo = dir.join("topo.json");
+    std::fs::write(&topo, TOPOLOGY).unwrap();
+    let run = dir.join("run");
+    let _down = Down(run.clone());
+    let run_vm = stack.repo().join("scripts/run-vm.sh");
+    let mut args: Vec<String> = [
+        "up",
+        &topo.display().to_string(),
+        "--run-dir",
+        &run.display().to_string(),
+        "--guests",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(kernel.iter().cloned());
+    args.extend(
+        [
+            "--kernel-tests",
+            "--run-vm",
+            &run_vm.display().to_string(),
+            "--guest-timeout",
+            "900",
+            "--wait",
+        ]
+        .map(String::from),
+    );
+    let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (server, client, all) = kverbs::consoles(&run, &out);
+    assert!(out.status.success(), "up --guests --wait failed:\n{all}");
+    (server, client, all)
+}
+
+/// The `IBTCA-KMOD ib_core ...` line of guest `who`'s console `c`.
+fn ib_core_line<'a>(who: &str, c: &'a str, all: &str) -> &'a str {
+    c.lines()
+        .find_map(|l| l.find("IBTCA-KMOD ib_core ").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("{who}: no IBTCA-KMOD ib_core\n{all}"))
+}
+
+/// Guest `who` booted kernel `kver` (not the bundled guest's) and passed
+/// every kernel verbs test module; its SEND came from `peer_lid`.
+fn assert_kverbs_passed(who: &str, c: &str, kver: &str, peer_lid: &str, all: &str) {
+    assert!(
+        c.contains(&format!("Linux version {kver} ")),
+        "{who}: not {kver}\n{all}"
+    );
+    assert!(c.contains("IBTCA-KVERBS-RC 0"), "{who}: insmod\n{all}");
+    assert!(c.contains("IBTCA-UNLOAD ok"), "{who}: unload\n{all}");
+    assert!(
+        !c.contains("IBTCA-DMESG"),
+        "{who}: kernel complaints\n{all}"
+    );
+    assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
+    result_ok(who, c, "IBTCA-KVERBS", None, all);
+    assert!(c.contains("IBTCA-KVSRQ-RC 0"), "{who}: SRQ insmod\n{all}");
+    result_ok(who, c, "IBTCA-KVSRQ", None, all);
+    assert!(c.contains("IBTCA-KVDB-RC 0"), "{who}: dbrec insmod\n{all}");
+    result_ok(who, c, "IBTCA-KVDB", Some("7"), all);
+    assert!(c.contains("IBTCA-KVSEED-RC 0"), "{who}: seed insmod\n{all}");
+    result_ok(who, c, "IBTCA-KVSEED", Some("5"), all);
+    // The two guests reached each other.
+    let line = c
+        .lines()
+        .find(|l| l.contains("IBTCA-KVERBS send_recv PASS"))
+        .unwrap_or_else(|| panic!("{who}: no send_recv PASS\n{all}"));
+    assert_eq!(field(line, "from_lid"), peer_lid, "{who}: {line}");
+}
+
+/// The build ID of the backports kernel's ib_core (the bundled guest's).
+fn bundled_ib_core(stack: &VmStack) -> String {
+    let stack_kver = std::fs::read_to_string(stack.chroot.join(".ibtca-kver")).unwrap();
+    build_id(&stack.chroot.join(format!(
+        "lib/modules/{}/kernel/drivers/infiniband/core/ib_core.ko.xz",
+        stack_kver.trim()
+    )))
+}
+
 #[test]
 #[ignore = "boots QEMU guests; run by scripts/test.sh"]
 fn debian_stable_kernel_as_a_kernel_tree_runs_the_kernel_verbs_tests() {
@@ -191,56 +273,20 @@ fn debian_stable_kernel_as_a_kernel_tree_runs_the_kernel_verbs_tests() {
     let start = Instant::now();
     let tree = debian_kernel_tree(&stack, &kver);
     eprintln!("kernel tree: {:.0} s", start.elapsed().as_secs_f64());
-    let dir = stack.scratch("own-kernel");
-    let topo = dir.join("topo.json");
-    std::fs::write(&topo, TOPOLOGY).unwrap();
-    let run = dir.join("run");
-    let rd = run.display().to_string();
-    let _down = Down(run.clone());
-    let run_vm = stack.repo().join("scripts/run-vm.sh");
-    let args = [
-        "up",
-        &topo.display().to_string(),
-        "--run-dir",
-        &rd,
-        "--guests",
-        "--kernel-tree",
-        &tree.display().to_string(),
-        "--kernel-tests",
-        "--run-vm",
-        &run_vm.display().to_string(),
-        "--guest-timeout",
-        "900",
-        "--wait",
-    ]
-    .map(String::from);
-    let out = fabric(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let kernel = ["--kernel-tree".to_owned(), tree.display().to_string()];
+    let (server, client, all) = boot_kverbs(&stack, "own-kernel", &kernel);
     eprintln!("kernel tree and up: {:.0} s", start.elapsed().as_secs_f64());
-    let (server, client, all) = kverbs::consoles(&run, &out);
-    assert!(out.status.success(), "up --guests --wait failed:\n{all}");
     assert_not_mounted(&stack, &tree);
     // The tree's ib_core, and not the stack's kernel's (the backports
     // kernel of the bundled guest).
     let tree_core = build_id(&tree.join("drivers/infiniband/core/ib_core.ko"));
-    let stack_kver = std::fs::read_to_string(stack.chroot.join(".ibtca-kver")).unwrap();
-    let stack_core = build_id(&stack.chroot.join(format!(
-        "lib/modules/{}/kernel/drivers/infiniband/core/ib_core.ko.xz",
-        stack_kver.trim()
-    )));
-    assert_ne!(tree_core, stack_core);
-    for (who, c) in [("server", &server), ("client", &client)] {
-        // The stable kernel booted, not the bundled guest's.
-        assert!(
-            c.contains(&format!("Linux version {kver} ")),
-            "{who}: not {kver}\n{all}"
-        );
+    assert_ne!(tree_core, bundled_ib_core(&stack));
+    for (who, c, peer) in [("server", &server, "2"), ("client", &client, "1")] {
+        assert_kverbs_passed(who, c, &kver, peer, &all);
         // Its RDMA core came from the tree: the tree's build of ib_core,
         // unsigned (taint E) as the tree's files are and the installed,
         // signed ones of the same kernel are not.
-        let core = c
-            .lines()
-            .find_map(|l| l.find("IBTCA-KMOD ib_core ").map(|i| &l[i..]))
-            .unwrap_or_else(|| panic!("{who}: no IBTCA-KMOD ib_core\n{all}"));
+        let core = ib_core_line(who, c, &all);
         assert_eq!(field(core, "build_id"), tree_core, "{who}: {core}");
         assert!(field(core, "taint").contains('E'), "{who}: {core}");
         // The module groups of the tree's modules.order: soft-RoCE's
@@ -263,29 +309,32 @@ fn debian_stable_kernel_as_a_kernel_tree_runs_the_kernel_verbs_tests() {
             assert!(groups.contains(&g), "{who}: no group {g}: {groups:?}");
         }
         assert!(!groups.contains(&"rxe"), "{who}: {groups:?}");
-        assert!(c.contains("IBTCA-KVERBS-RC 0"), "{who}: insmod\n{all}");
-        assert!(c.contains("IBTCA-UNLOAD ok"), "{who}: unload\n{all}");
-        assert!(
-            !c.contains("IBTCA-DMESG"),
-            "{who}: kernel complaints\n{all}"
-        );
-        assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
-        result_ok(who, c, "IBTCA-KVERBS", None, &all);
-        assert!(c.contains("IBTCA-KVSRQ-RC 0"), "{who}: SRQ insmod\n{all}");
-        result_ok(who, c, "IBTCA-KVSRQ", None, &all);
-        assert!(c.contains("IBTCA-KVDB-RC 0"), "{who}: dbrec insmod\n{all}");
-        result_ok(who, c, "IBTCA-KVDB", Some("7"), &all);
-        assert!(c.contains("IBTCA-KVSEED-RC 0"), "{who}: seed insmod\n{all}");
-        result_ok(who, c, "IBTCA-KVSEED", Some("5"), &all);
     }
-    // The two guests reached each other: each side's SEND came from the
-    // other's LID.
+}
+
+#[test]
+#[ignore = "boots QEMU guests; run by scripts/test.sh"]
+fn an_installed_kernel_boots_from_its_image_and_module_directory() {
+    let stack = VmStack::get();
+    let kver = stable_kver(&stack);
+    let image = stack.chroot.join(format!("boot/vmlinuz-{kver}"));
+    let moddir = stack.chroot.join(format!("lib/modules/{kver}"));
+    let kernel = [
+        "--kernel".to_owned(),
+        image.display().to_string(),
+        "--modules".to_owned(),
+        moddir.display().to_string(),
+    ];
+    let (server, client, all) = boot_kverbs(&stack, "installed-kernel", &kernel);
+    // The installed (signed, compressed) ib_core of that kernel, not the
+    // bundled guest's.
+    let installed = build_id(&moddir.join("kernel/drivers/infiniband/core/ib_core.ko.xz"));
+    assert_ne!(installed, bundled_ib_core(&stack));
     for (who, c, peer) in [("server", &server, "2"), ("client", &client, "1")] {
-        let line = c
-            .lines()
-            .find(|l| l.contains("IBTCA-KVERBS send_recv PASS"))
-            .unwrap_or_else(|| panic!("{who}: no send_recv PASS\n{all}"));
-        assert_eq!(field(line, "from_lid"), peer, "{who}: {line}");
+        assert_kverbs_passed(who, c, &kver, peer, &all);
+        let core = ib_core_line(who, c, &all);
+        assert_eq!(field(core, "build_id"), installed, "{who}: {core}");
+        assert!(!field(core, "taint").contains('E'), "{who}: {core}");
     }
 }
 

@@ -31,3 +31,17 @@ pub fn consoles(run: &Path, out: &Output) -> (String, String, String) {
     );
     (server, client, all)
 }
+
+/// Guest `who`'s console `c` says its first kernel verbs module loaded and
+/// ran (`insmod` status 0), `ibtca.ko` unloaded cleanly, the kernel
+/// complained of nothing and no check failed; `all` is every console, for
+/// the message.
+pub fn assert_ran_clean(who: &str, c: &str, all: &str) {
+    assert!(c.contains("IBTCA-KVERBS-RC 0"), "{who}: insmod\n{all}");
+    assert!(c.contains("IBTCA-UNLOAD ok"), "{who}: unload\n{all}");
+    assert!(
+        !c.contains("IBTCA-DMESG"),
+        "{who}: kernel complaints\n{all}"
+    );
+    assert!(!c.contains(" FAIL"), "{who}: a check failed\n{all}");
+}

@@ -121,16 +121,30 @@ pub fn hive_control_file(run_dir: &Path) -> PathBuf {
     super::node_args::control_path(run_dir, HIVE_NAME)
 }
 
-/// The `ibtca-hive` arguments.
-pub fn hive_args(run_dir: &Path) -> Vec<String> {
-    vec![
+/// The `ibtca-hive` arguments for the nodes of `plan` that `hosted`
+/// names. Beside a niced guest the hive does not spin, as that guest's
+/// device does not ([`crate::launch::device_args`]): spinning, it would
+/// yield its CPU to the busy vCPU and an event would wait for the vCPU's
+/// time slice.
+pub fn hive_args(plan: &Plan, hosted: &Hosted, run_dir: &Path) -> Vec<String> {
+    let mut args = vec![
         "--config".to_owned(),
         hive_file(run_dir).display().to_string(),
         "--status-file".to_owned(),
         hive_status_file(run_dir).display().to_string(),
         "--control".to_owned(),
         hive_control_file(run_dir).display().to_string(),
-    ]
+    ];
+    let niced_guest = plan.nodes.iter().any(|n| {
+        !hosted.has(&n.name)
+            && n.gateway.is_none()
+            && n.sim_port.is_none()
+            && n.guest_nice.is_some_and(|nice| nice > 0)
+    });
+    if niced_guest {
+        args.push("--spin-us=0".to_owned());
+    }
+    args
 }
 
 /// The hive file of the nodes of `plan` that `hosted` names.
@@ -273,6 +287,28 @@ mod tests {
         let topo = crate::parse(text).unwrap();
         let plan = crate::plan(&topo, Path::new("/tmp/x")).unwrap();
         hive_config(&plan, &Hosted::choose(&plan, true))
+    }
+
+    #[test]
+    fn the_hive_spins_unless_a_guest_beside_it_is_niced() {
+        let spin = |text: &str, guestless_cas: bool| {
+            let topo = crate::parse(text).unwrap();
+            let mut plan = crate::plan(&topo, Path::new("/tmp/x")).unwrap();
+            // Two CPUs: guests of device nodes are niced.
+            crate::auto_placement::apply(&mut plan, &[0, 1]);
+            let hosted = Hosted::choose(&plan, guestless_cas);
+            hive_args(&plan, &hosted, Path::new("/tmp/x"))
+                .into_iter()
+                .filter(|a| a.starts_with("--spin-us"))
+                .collect::<Vec<_>>()
+        };
+        // Two devices with guests beside a hosted switch.
+        assert_eq!(spin(TOPO, false), ["--spin-us=0"]);
+        // The same nodes as guestless CAs in the hive (a net file).
+        assert!(spin(TOPO, true).is_empty());
+        // Guests at the file's own niceness 0.
+        let not_niced = TOPO.replacen('{', r#"{"guest": {"nice": 0}, "#, 1);
+        assert!(spin(&not_niced, false).is_empty(), "{not_niced}");
     }
 
     #[test]

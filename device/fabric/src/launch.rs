@@ -214,7 +214,7 @@ fn start_all(
         let file = hive_plan::hive_file(run_dir);
         let config = hive_plan::hive_config(plan, hosted).to_string();
         fs::write(&file, config).map_err(io_err(format!("writing {}", file.display())))?;
-        let mut args = hive_plan::hive_args(run_dir);
+        let mut args = hive_plan::hive_args(plan, hosted, run_dir);
         // One process, one filter: off if any node it hosts has it off.
         let switches = plan.switches.iter().map(|s| (&s.name, s.no_seccomp));
         let nodes = plan.nodes.iter().map(|n| (&n.name, n.no_seccomp));

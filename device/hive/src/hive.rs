@@ -5,10 +5,11 @@
 //! hive's work queue and reaches that peer's node on the next turn of the
 //! loop (no socket, no copy); one whose peer is outside goes to that
 //! port's [`SocketWire`]. The loop drains the work queue, writes what the
-//! socket wires have pending, then sleeps in `poll(2)` until a socket is
+//! socket wires have pending, then waits in `poll(2)` until a socket is
 //! ready, a timer of a wire is due (a connect retry, a `Hello` timeout) or
-//! the stop descriptor is readable. An idle hive whose wires are all up
-//! sleeps with no timeout at all.
+//! the stop descriptor is readable: first polling without sleeping for an
+//! adaptive idle budget, then asleep ([`idle_wait`]). An idle hive whose
+//! wires are all up sleeps with no timeout at all.
 //!
 //! The work queue is bounded ([`WORK_LIMIT`]): a forwarding loop among
 //! hosted switches (an LFT that sends a packet round in circles) costs
@@ -20,7 +21,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_switch::{HostedSwitch, Origin, PortConfig, SwitchConfig, Wires};
@@ -31,11 +32,13 @@ use crate::control::ControlSocket;
 use crate::sim::HostedSim;
 use crate::socket_wire::SocketWire;
 
+pub mod idle_wait;
 mod outages;
 mod outbox;
 mod peers;
 mod stranded;
 
+use idle_wait::{IdleWait, RealSys};
 use outbox::{Outbox, Sent};
 use peers::{Peer, Peers};
 
@@ -115,6 +118,8 @@ pub struct Hive {
     /// Switches powered off by the control socket's `switch NODE down`,
     /// each with the in-memory wires that took down (both ends cut).
     off: BTreeMap<usize, Vec<u8>>,
+    /// How the loop waits for its next event ([`idle_wait`]).
+    idle: IdleWait,
 }
 
 impl Hive {
@@ -163,6 +168,7 @@ impl Hive {
             switch_specs: cfg.switches.clone(),
             sm_managed: cfg.sm_managed,
             off: BTreeMap::new(),
+            idle: IdleWait::new(Duration::ZERO),
         };
         let specs: Vec<Vec<WireSpec>> = cfg.nodes().map(|(_, w)| w.to_vec()).collect();
         for (node, wires) in specs.iter().enumerate() {
@@ -215,6 +221,17 @@ impl Hive {
             Node::Ca(ca) => ca.local(),
             Node::Sim(sim) => sim.local(),
         }
+    }
+
+    /// Polls for up to `limit` (adaptively, [`idle_wait`]) before the
+    /// loop sleeps; zero, the default, sleeps at once.
+    pub fn set_idle_spin(&mut self, limit: Duration) {
+        self.idle = IdleWait::new(limit);
+    }
+
+    /// Waits a spin ended with an event, and waits that slept.
+    pub fn idle_waits(&self) -> (u64, u64) {
+        (self.idle.caught, self.idle.slept)
     }
 
     /// Hosted nodes.
@@ -416,11 +433,7 @@ impl Hive {
                     .div_ceil(1000);
                 i32::try_from(ms).unwrap_or(i32::MAX)
             });
-            // SAFETY: `fds` is a live, initialised array of `fds.len()`
-            // pollfd structures that poll only reads and writes in place.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = self.idle.wait(&mut RealSys, &mut fds, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }

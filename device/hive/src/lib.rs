@@ -10,7 +10,8 @@
 //! - [`ca`]: a hosted CA.
 //! - [`sim`]: a hosted host port (ibsim's client protocol).
 //! - [`socket_wire`]: one port's link to a node outside, event-driven.
-//! - [`hive`]: the nodes, the work queue and the event loop.
+//! - [`hive`]: the nodes, the work queue and the event loop
+//!   ([`hive::idle_wait`]: how it waits).
 //! - [`status`]: the status file (each hosted port's link up or down).
 //! - [`control`]: the control socket (`inspect`), on the hive's thread.
 //! - [`report`]: what `inspect` answers (ports' states and counters).

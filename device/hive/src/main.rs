@@ -5,9 +5,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use ibtca_cli as cli;
+use ibtca_hive::hive::idle_wait::default_spin;
 use ibtca_hive::{Hive, HiveConfig};
 use ibtca_sandbox::{self as sandbox, Role, SandboxArgs};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -44,6 +46,13 @@ struct Args {
     /// down|up` powers a hosted switch off or on.
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// Most microseconds the event loop polls for its next event before
+    /// it sleeps, the limit of its adaptive idle budget (0: sleep at
+    /// once). Polling saves a host port's client (OpenSM) a wake-up of
+    /// the hive per MAD, but takes a CPU while it lasts. Default: 50 when
+    /// the hive may run on two CPUs or more, 0 on one (docs/hive.md).
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -87,6 +96,11 @@ fn main() -> ExitCode {
     // The hive keeps what it needs of the file (its switches, to power
     // one on again).
     drop(cfg);
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let spin = args
+        .spin_us
+        .map_or_else(|| default_spin(cpus), Duration::from_micros);
+    hive.set_idle_spin(spin);
     if let Some(path) = args.status_file {
         hive.set_status_file(path);
     }
@@ -98,6 +112,7 @@ fn main() -> ExitCode {
     tracing::info!(
         nodes = hive.node_count(),
         sockets = hive.socket_count(),
+        spin_us = spin.as_micros(),
         "hive started"
     );
     sandbox::enter(Role::Hive);
@@ -107,6 +122,12 @@ fn main() -> ExitCode {
     let mut byte = [0u8; 1];
     let _ = stop_rx.read(&mut byte);
     hive.log_host_ports("at exit");
+    let (caught, slept) = hive.idle_waits();
+    tracing::info!(
+        waits_caught_spinning = caught,
+        waits_slept = slept,
+        "hive event loop"
+    );
     let d = hive.drops();
     tracing::info!(
         dropped_unwired = d.unwired,

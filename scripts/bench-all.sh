@@ -103,6 +103,10 @@ entry host-sm-648 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 10'
 entry host-sm-1296 2 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 10 4'
+entry host-sm-648-pinned 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+	'PIN=1 bash scripts/bench-host-sm.sh 36 10'
+entry host-sm-1296-pinned 2 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+	'PIN=1 bash scripts/bench-host-sm.sh 36 10 4'
 entry host-sm-2592 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 1 8'
 entry host-sm-5184 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \

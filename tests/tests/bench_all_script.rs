@@ -182,10 +182,23 @@ fn dry_run_commands(dir: &Path) -> Vec<(String, String, String)> {
 
 /// What names the program of one command of an entry: `ibtca-bench SUB`,
 /// another release binary, `scripts/NAME.sh`, or its first two words
-/// (`cargo test`); and its long options.
+/// (`cargo test`); and its long options and the environment it sets
+/// (`PIN=1`).
 fn program_and_options(command: &str) -> (String, Vec<String>) {
-    let words: Vec<&str> = command
-        .split_whitespace()
+    let is_env = |w: &&&str| {
+        w.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        })
+    };
+    let all: Vec<&str> = command.split_whitespace().collect();
+    let env: Vec<String> = all
+        .iter()
+        .take_while(is_env)
+        .map(|w| w.to_string())
+        .collect();
+    let words: Vec<&str> = all[env.len()..]
+        .iter()
+        .copied()
         .skip_while(|w| *w == "bash")
         .collect();
     let program = match words[0].strip_prefix("\"$BIN/") {
@@ -198,6 +211,7 @@ fn program_and_options(command: &str) -> (String, Vec<String>) {
         .iter()
         .filter(|w| w.starts_with("--") && w.len() > 2)
         .map(|w| w.to_string())
+        .chain(env)
         .collect();
     (program, options)
 }

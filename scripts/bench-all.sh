@@ -99,6 +99,10 @@ entry fabric-process-per-node 1 - - 'Guestless nodes in one process' \
 	'bash scripts/bench-fabric-up.sh --process-per-node 36'
 entry hive-152 2 - - 'Guestless nodes in one process' \
 	'bash scripts/bench-fabric-up.sh --hive 152 && bash scripts/bench-fabric-up.sh --hive --routes 152'
+entry host-sm-64 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+	'bash scripts/bench-host-sm.sh 8 10 4'
+entry host-sm-324 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
+	'bash scripts/bench-host-sm.sh 36 10 1'
 entry host-sm-648 1 host-tools - 'OpenSM on the host, against ibtca and ibsim' \
 	'bash scripts/bench-host-sm.sh 36 10'
 entry host-sm-1296 2 host-tools - 'OpenSM on the host, against ibtca and ibsim' \

@@ -201,6 +201,11 @@ impl Hive {
                         node,
                         port: u8::try_from(i + 1).unwrap_or(u8::MAX),
                     };
+                    // Every hosted node takes what the hive carries as
+                    // built here, its CRCs unread.
+                    if let Node::Switch(_, outbox) = &hive.nodes[node] {
+                        outbox.set_in_process(here.port);
+                    }
                     let peer = hive.local(other);
                     hive.work
                         .push_back((here, LinkEvent::Up { peer }, Origin::Process));

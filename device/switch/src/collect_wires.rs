@@ -1,6 +1,7 @@
 //! Wires that keep what a switch sends instead of sending it: the test
 //! double of the switch's own tests and of the crates that host a switch.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use ibtca_link::{HighPriority, LinkError, LinkStats};
@@ -8,10 +9,13 @@ use ibtca_link::{HighPriority, LinkError, LinkStats};
 use crate::Wires;
 
 /// Every packet a switch sent, with its output port, in order. Links
-/// have no credits, statistics or priorities here.
+/// have no credits, statistics or priorities here. Every port is a wire
+/// unless [`CollectWires::set_in_process`] says otherwise.
 #[derive(Default)]
 pub struct CollectWires {
     sent: Mutex<Vec<(u8, Vec<u8>)>>,
+    /// Bit `p - 1`: port `p` leads to a node in this process.
+    in_process: AtomicU64,
 }
 
 impl CollectWires {
@@ -20,6 +24,15 @@ impl CollectWires {
     pub fn with_capacity(packets: usize) -> Self {
         CollectWires {
             sent: Mutex::new(Vec::with_capacity(packets)),
+            in_process: AtomicU64::new(0),
+        }
+    }
+
+    /// Makes `port` (1-64) one that leads to a node in this process
+    /// ([`Wires::in_process`]).
+    pub fn set_in_process(&self, port: u8) {
+        if (1..=64).contains(&port) {
+            self.in_process.fetch_or(1 << (port - 1), Ordering::Relaxed);
         }
     }
 
@@ -49,4 +62,7 @@ impl Wires for CollectWires {
     }
     fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
     fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+    fn in_process(&self, port: u8) -> bool {
+        (1..=64).contains(&port) && self.in_process.load(Ordering::Relaxed) & (1 << (port - 1)) != 0
+    }
 }

@@ -10,7 +10,10 @@
 //!
 //! Both CRCs come from one pass ([`ReceivedCrcs::of`]). A packet built in
 //! this process ([`Origin::Process`]) is taken with the CRCs it carries
-//! ([`ReceivedCrcs::trusted`]): no pass at all.
+//! ([`ReceivedCrcs::trusted`]): no pass at all. Its CRCs are not read
+//! either, so a switch that changes a packet for a node in its own
+//! process leaves them as they were ([`crate::Wires::in_process`]); one
+//! that sends on a wire stamps them.
 
 use ibtca_protocol::encoded::vcrc_ok;
 use ibtca_protocol::headers::{Lnh, Lrh};
@@ -26,8 +29,9 @@ pub enum Origin {
     /// hostile or its bytes damaged, so both CRCs are checked.
     Wire,
     /// Built in this process, by a node its owner hosts too (or checked
-    /// when it came in from a wire, and passed on): its CRCs are right by
-    /// construction and are not computed again.
+    /// when it came in from a wire, and passed on): its CRCs are neither
+    /// computed nor read, since a hop within the process leaves them
+    /// unstamped ([`crate::Wires::in_process`]).
     Process,
 }
 

@@ -566,7 +566,11 @@ impl Core {
         // Subnet management stays on VL15 whatever its SL.
         let vl = if in_vl == VL15 { VL15 } else { out_slot.vl(sl) };
         encoded::set_vl(&mut packet, vl);
-        encoded::restamp_vcrc(&mut packet);
+        // The VCRC is the link's: stamped for a wire, not for a node in
+        // this process (`Wires::in_process`), whatever the packet's origin.
+        if !self.wires.in_process(out_port) {
+            encoded::restamp_vcrc(&mut packet);
+        }
         let tag = self.credit_tag(in_port, in_vl);
         let delay = out_slot.delay();
         if !delay.is_zero() {

@@ -87,7 +87,8 @@ impl Core {
                     // that came in.
                     let mad_at = packet.len()
                         - (VCRC_LEN + ICRC_LEN + usize::from(view.bth.pad_cnt) + MAD_LEN);
-                    pass_on(&mut packet, mad_at, &smp)?;
+                    let stamp = !self.wires.in_process(out);
+                    pass_on(&mut packet, mad_at, &smp, stamp)?;
                     return Some((out, packet));
                 }
                 DrStep::ForwardByLid(dlid) => return self.smp_by_lid(&smp, dlid),
@@ -143,11 +144,15 @@ impl Core {
 
 /// Writes the step `smp` took here ([`Smp::write_route`]) into `packet`,
 /// whose 256-byte MAD starts at `mad_at`, addresses it between permissive
-/// LIDs (the directed part's wire hops) and stamps both CRCs anew.
-fn pass_on(packet: &mut [u8], mad_at: usize, smp: &Smp) -> Option<()> {
+/// LIDs (the directed part's wire hops) and, with `stamp` (it leaves on a
+/// wire, [`Wires::in_process`](crate::Wires::in_process)), stamps both
+/// CRCs anew.
+fn pass_on(packet: &mut [u8], mad_at: usize, smp: &Smp, stamp: bool) -> Option<()> {
     let mad = packet.get_mut(mad_at..)?.first_chunk_mut::<MAD_LEN>()?;
     smp.write_route(mad);
     encoded::set_lids(packet, PERMISSIVE_LID, PERMISSIVE_LID);
-    encoded::restamp_crcs(packet);
+    if stamp {
+        encoded::restamp_crcs(packet);
+    }
     Some(())
 }

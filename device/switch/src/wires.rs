@@ -24,6 +24,14 @@ pub trait Wires: Send + Sync {
     fn set_low_priority(&self, port: u8, table: &[(u8, u8)]);
     /// `port`'s high-priority VL arbitration table changed.
     fn set_high_priority(&self, port: u8, table: &HighPriority);
+    /// True if what is sent on `port` stays in this process, for a node
+    /// that takes it as built here (`Origin::Process`) and reads none of
+    /// its CRCs: the core then leaves the CRCs of a packet it changed for
+    /// that port as they were. False (the default) for a wire: every
+    /// packet leaves with its CRCs stamped.
+    fn in_process(&self, _port: u8) -> bool {
+        false
+    }
 }
 
 /// A [`Link`] (with its threads) per port; `None` while a port is down.

@@ -2,7 +2,8 @@
 //! back, is passed on in the buffer it came in: after a warm-up the step
 //! allocates nothing on the switch's thread, and the bytes sent are those
 //! of the stepped SMP built anew. A corrupted SMP from a socket wire is
-//! still dropped as a CRC error.
+//! still dropped as a CRC error. What a switch changes for a node in its
+//! own process leaves with its CRCs as they came; for a wire, stamped.
 //!
 //! The count is of this test binary's allocations on the calling thread
 //! (a counting global allocator with a thread-local count), so tests
@@ -14,8 +15,10 @@ use std::sync::Arc;
 
 use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::encoded;
+use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
+use ibtca_protocol::{Opcode, Packet};
 use ibtca_switch::collect_wires::CollectWires;
 use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
@@ -216,5 +219,64 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error() {
         let stats = sw.port_stats(1).unwrap();
         assert_eq!(stats.drop_crc_error, 1, "{what}: {stats:?}");
         assert!(wires.take().is_empty(), "{what}: nothing sent");
+    }
+}
+
+/// `packet` with its last 6 bytes (ICRC, VCRC) flipped: CRCs no wire
+/// would pass, which a node in this process never reads.
+fn with_wrong_crcs(mut packet: Vec<u8>) -> Vec<u8> {
+    let n = packet.len();
+    for b in &mut packet[n - 6..] {
+        *b ^= 0xa5;
+    }
+    packet
+}
+
+#[test]
+fn crcs_are_stamped_for_a_wire_and_left_for_a_node_in_this_process() {
+    let mut stepped = request();
+    stepped.hop_ptr = 2;
+    stepped.return_path[1] = 1;
+    let good = wire_bytes(&stepped);
+    // A UD SEND to LID 12, which the switch learned on port 2.
+    let mut data = Packet::new(Opcode::UdSendOnly);
+    data.lrh.slid = 11;
+    data.lrh.dlid = 12;
+    data.bth.dest_qp = 5;
+    data.ext.deth = Some(Deth {
+        qkey: 0x11,
+        src_qp: 6,
+    });
+    data.payload = vec![7; 64];
+    let data = data.build().unwrap();
+    for in_process in [false, true] {
+        let (sw, wires) = switch();
+        if in_process {
+            wires.set_in_process(2);
+        }
+        // Built in this process: the switch reads none of its CRCs.
+        sw.on_built_packet(1, with_wrong_crcs(wire_bytes(&request())));
+        sw.on_built_packet(1, with_wrong_crcs(data.clone()));
+        let sent = wires.take();
+        assert_eq!(sent.len(), 2, "in process {in_process}: {sent:?}");
+        let (smp, forwarded) = (&sent[0], &sent[1]);
+        assert_eq!((smp.0, forwarded.0), (2, 2), "in process {in_process}");
+        if in_process {
+            // The step and the LIDs are written; the CRCs are as they came.
+            let came = with_wrong_crcs(wire_bytes(&request()));
+            let n = good.len();
+            assert_eq!(smp.1[..n - 6], good[..n - 6]);
+            assert_eq!(smp.1[n - 6..], came[n - 6..]);
+            assert_eq!(forwarded.1, with_wrong_crcs(data.clone()));
+        } else {
+            assert_eq!(smp.1, good, "both CRCs stamped anew");
+            assert!(encoded::vcrc_ok(&forwarded.1), "VCRC stamped anew");
+            let n = data.len();
+            assert_eq!(
+                forwarded.1[..n - 2],
+                with_wrong_crcs(data.clone())[..n - 2],
+                "ICRC kept"
+            );
+        }
     }
 }

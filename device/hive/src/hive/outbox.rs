@@ -30,6 +30,9 @@ pub(super) struct Outbox {
     /// Bit `(p - 1) % 64` of word `(p - 1) / 64`: port `p`'s link is up
     /// (ports 1..=254).
     up: [AtomicU64; 4],
+    /// The same bits: port `p`'s peer is a hosted node
+    /// ([`Wires::in_process`]).
+    in_process: [AtomicU64; 4],
     /// Packets refused on a port whose link is down.
     pub refused: AtomicU64,
 }
@@ -46,6 +49,7 @@ impl Outbox {
         Outbox {
             sent,
             up: Default::default(),
+            in_process: Default::default(),
             refused: AtomicU64::new(0),
         }
     }
@@ -66,6 +70,14 @@ impl Outbox {
             } else {
                 self.up[word].fetch_and(!mask, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Marks `port` as wired to a hosted node: what the switch sends on it
+    /// is taken as built in the hive (its CRCs unread).
+    pub fn set_in_process(&self, port: u8) {
+        if let Some((word, mask)) = bit(port) {
+            self.in_process[word].fetch_or(mask, Ordering::Relaxed);
         }
     }
 
@@ -103,6 +115,11 @@ impl Wires for Outbox {
     fn set_low_priority(&self, _port: u8, _table: &[(u8, u8)]) {}
 
     fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
+
+    fn in_process(&self, port: u8) -> bool {
+        bit(port)
+            .is_some_and(|(word, mask)| self.in_process[word].load(Ordering::Relaxed) & mask != 0)
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +144,17 @@ mod tests {
         outbox.take_into(&mut out);
         let ports: Vec<u8> = out.iter().map(|(p, _)| *p).collect();
         assert_eq!(ports, [1, 64, 65, 254, 65]);
+    }
+
+    #[test]
+    fn a_port_is_in_process_once_marked_so() {
+        let outbox = Outbox::new(Arc::new(Sent::default()));
+        for port in [1u8, 64, 65, 254] {
+            assert!(!outbox.in_process(port), "{port}");
+            outbox.set_in_process(port);
+            assert!(outbox.in_process(port), "{port}");
+        }
+        assert!(!outbox.in_process(2) && !outbox.in_process(0));
     }
 
     #[test]

@@ -235,3 +235,22 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
     assert_eq!(stats.drop_crc_error, 1, "{stats:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_hosted_switchs_ports_to_hosted_nodes_are_in_process_and_its_socket_port_is_not() {
+    use ibtca_switch::Wires;
+    let pid = std::process::id();
+    let base = format!("ibtca-hive-in-process-{pid}");
+    let dir = std::env::temp_dir().join(&base);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hive = Hive::new(&config(&base, &dir.join("outside.link"))).unwrap();
+    let Node::Switch(_, outbox) = &hive.nodes[0] else {
+        unreachable!()
+    };
+    // Ports: the host port, h1, a node outside, h2 (`config`).
+    let in_process: Vec<bool> = (1..=4).map(|p| outbox.in_process(p)).collect();
+    assert_eq!(in_process, [true, true, false, true]);
+    drop(hive);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -66,6 +66,16 @@ fn config(base: &str, outside: &Path) -> HiveConfig {
     HiveConfig::parse(&text).unwrap()
 }
 
+/// An empty directory of this test process for test `what`, and its
+/// name (the host port's base name where a test has one).
+fn fresh_dir(what: &str) -> (String, PathBuf) {
+    let base = format!("ibtca-hive-{what}-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&base);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    (base, dir)
+}
+
 fn host_port_counts(hive: &Hive) -> PortCounts {
     let Node::Sim(sim) = &hive.nodes[hive.sims[0]] else {
         unreachable!()
@@ -113,11 +123,7 @@ fn wait_outside_up(status: &Path, port: usize) {
 
 #[test]
 fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
-    let pid = std::process::id();
-    let base = format!("ibtca-hive-stranded-{pid}");
-    let dir = std::env::temp_dir().join(&base);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let (base, dir) = fresh_dir("stranded");
     let outside: PathBuf = dir.join("outside.link");
     let status = dir.join("status.json");
     let mut hive = Hive::new(&config(&base, &outside)).unwrap();
@@ -165,10 +171,7 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
 
 #[test]
 fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch() {
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("ibtca-hive-crc-{pid}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let (_, dir) = fresh_dir("crc");
     let outside: PathBuf = dir.join("outside.link");
     let status = dir.join("status.json");
     // sw0: port 1 a node outside (the requester), port 2 CA h1.
@@ -239,11 +242,7 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
 #[test]
 fn a_hosted_switchs_ports_to_hosted_nodes_are_in_process_and_its_socket_port_is_not() {
     use ibtca_switch::Wires;
-    let pid = std::process::id();
-    let base = format!("ibtca-hive-in-process-{pid}");
-    let dir = std::env::temp_dir().join(&base);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let (base, dir) = fresh_dir("in-process");
     let hive = Hive::new(&config(&base, &dir.join("outside.link"))).unwrap();
     let Node::Switch(_, outbox) = &hive.nodes[0] else {
         unreachable!()

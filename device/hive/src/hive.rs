@@ -195,17 +195,13 @@ impl Hive {
             hive.peers.push_node(peers)?;
         }
         for node in 0..hive.nodes.len() {
+            hive.mark_in_process(node);
             for (i, peer) in hive.peers.of(node).into_iter().enumerate() {
                 if let Peer::Hive(other) = peer {
                     let here = PortRef {
                         node,
                         port: u8::try_from(i + 1).unwrap_or(u8::MAX),
                     };
-                    // Every hosted node takes what the hive carries as
-                    // built here, its CRCs unread.
-                    if let Node::Switch(_, outbox) = &hive.nodes[node] {
-                        outbox.set_in_process(here.port);
-                    }
                     let peer = hive.local(other);
                     hive.work
                         .push_back((here, LinkEvent::Up { peer }, Origin::Process));
@@ -213,6 +209,20 @@ impl Hive {
             }
         }
         Ok(hive)
+    }
+
+    /// Marks the ports of `node`, if a switch, whose peers are hosted:
+    /// every hosted node takes what the hive carries as built here, its
+    /// CRCs unread ([`Wires::in_process`]).
+    fn mark_in_process(&self, node: usize) {
+        let Node::Switch(_, outbox) = &self.nodes[node] else {
+            return;
+        };
+        for (i, peer) in self.peers.of(node).into_iter().enumerate() {
+            if let Peer::Hive(_) = peer {
+                outbox.set_in_process(u8::try_from(i + 1).unwrap_or(u8::MAX));
+            }
+        }
     }
 
     /// What port `at` says of itself in a `Hello`.

@@ -91,6 +91,7 @@ impl Hive {
         // What it knew (LID, forwarding tables, port states, traps) goes
         // with the power: the node is replaced by the switch as it starts.
         self.nodes[n] = switch_node(&self.switch_specs[n], self.sm_managed, &self.switch_sent)?;
+        self.mark_in_process(n);
         self.trapping.remove(&n);
         let mut cut = Vec::new();
         for (i, peer) in self.peers.of(n).into_iter().enumerate() {

@@ -243,13 +243,19 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
 fn a_hosted_switchs_ports_to_hosted_nodes_are_in_process_and_its_socket_port_is_not() {
     use ibtca_switch::Wires;
     let (base, dir) = fresh_dir("in-process");
-    let hive = Hive::new(&config(&base, &dir.join("outside.link"))).unwrap();
-    let Node::Switch(_, outbox) = &hive.nodes[0] else {
-        unreachable!()
-    };
+    let mut hive = Hive::new(&config(&base, &dir.join("outside.link"))).unwrap();
     // Ports: the host port, h1, a node outside, h2 (`config`).
-    let in_process: Vec<bool> = (1..=4).map(|p| outbox.in_process(p)).collect();
-    assert_eq!(in_process, [true, true, false, true]);
+    let in_process = |hive: &Hive| {
+        let Node::Switch(_, outbox) = &hive.nodes[0] else {
+            unreachable!()
+        };
+        (1..=4).map(|p| outbox.in_process(p)).collect::<Vec<bool>>()
+    };
+    assert_eq!(in_process(&hive), [true, true, false, true]);
+    // A switch powered off and on again is a new one, marked the same.
+    hive.set_switch_power("sw0", false).unwrap();
+    hive.set_switch_power("sw0", true).unwrap();
+    assert_eq!(in_process(&hive), [true, true, false, true]);
     drop(hive);
     let _ = std::fs::remove_dir_all(&dir);
 }

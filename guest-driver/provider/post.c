@@ -47,6 +47,25 @@ void ibtca_doorbell(struct ibtca_context *ctx, uint32_t offset, uint32_t num,
 }
 
 /*
+ * A full barrier between the index store and the awake-word load that holds
+ * in a QEMU guest under TCG too. GCC emits a sequentially consistent fence
+ * on x86 as `lock or $0,(%rsp)`; TCG runs a locked instruction of a guest
+ * with one vCPU as a plain load and store, so the host CPU may still make
+ * the load visible before the store, and the device thread, storing and
+ * fencing the other way, then misses the index while the driver misses
+ * the device going to sleep: a WQE nobody reads. `mfence` is translated
+ * to a host barrier in every guest.
+ */
+static inline void ibtca_store_load_barrier(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	asm volatile("mfence" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/*
  * Tells the device of the send (@rq 0) or receive queue's WQEs up to @pi:
  * in the doorbell record, and with the doorbell unless the record says
  * the device reads that index by itself.
@@ -61,7 +80,7 @@ static void ibtca_queue_doorbell(struct ibtca_context *ctx,
 		udma_to_device_barrier();
 		__atomic_store_n(rq ? &rec->rq_pi : &rec->sq_pi, htole32(pi),
 				 __ATOMIC_RELEASE);
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		ibtca_store_load_barrier();
 		if (__atomic_load_n(rq ? &rec->rq_awake : &rec->sq_awake,
 				    __ATOMIC_RELAXED) && ctx->db_records)
 			return;

@@ -72,6 +72,8 @@ pub struct PairOptions {
     /// Both guests' ACK timeout and retries ([`Retry::PROMPT`] for tests
     /// of retransmission).
     pub retry: Retry,
+    /// Both devices' `InstanceConfig::record_sweep`.
+    pub record_sweep: Option<Duration>,
 }
 
 impl Default for PairOptions {
@@ -91,6 +93,7 @@ impl Default for PairOptions {
             server_spin: ServerConfig::default().spin,
             run_to_completion: true,
             retry: Retry::default(),
+            record_sweep: Some(ibtca_device::engine::RECORD_SWEEP),
         }
     }
 }
@@ -228,6 +231,7 @@ fn instance(o: &PairOptions, lid: u16, ep: LinkEndpoint) -> TestServer {
         link_ring: o.link_ring,
         link_spin: o.link_spin,
         run_to_completion: o.run_to_completion,
+        record_sweep: o.record_sweep,
         ..InstanceConfig::default()
     };
     let server = ServerConfig {

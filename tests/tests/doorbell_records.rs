@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use ibtca_device::engine::{DeviceSnapshot, EngineEvent};
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::{direct_wqe, load, submit};
@@ -86,10 +87,18 @@ fn ring(g: &mut SimGuest, qp: &Qp, pi: u32) {
 }
 
 /// A connected pair whose A QP (16 WQEs) has a doorbell record; returns
-/// the record's guest address.
+/// the record's guest address. The devices never sweep their records (the
+/// tests of the handshake see exactly what it does).
 fn pair_with_record() -> (LinkedPair, u64) {
+    pair_with_record_swept(None)
+}
+
+/// [`pair_with_record`] whose devices sweep their sleeping records every
+/// `sweep`.
+fn pair_with_record_swept(sweep: Option<Duration>) -> (LinkedPair, u64) {
     let mut p = LinkedPair::start(PairOptions {
         qp_log: 4,
+        record_sweep: sweep,
         ..PairOptions::default()
     });
     let rec = p.a.g.alloc(4096, 4096);
@@ -142,6 +151,88 @@ fn an_awake_device_takes_wqes_from_the_record_alone() {
     ring(&mut p.a.g, &qp, 3);
     p.a.expect_completion(3, WC_SUCCESS, T);
     assert_eq!(p.b.g.read(p.b.buf + 128, 16), [0x5a; 16]);
+}
+
+/// The device's view of A as its control socket's `inspect` shows it.
+fn snapshot(p: &LinkedPair) -> Box<DeviceSnapshot> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let engine = p.sa.engine.as_ref().expect("an in-process instance");
+    engine
+        .send(EngineEvent::Inspect(tx))
+        .expect("engine running");
+    rx.recv_timeout(T).expect("the engine answered")
+}
+
+/// `inspect` tells a WQE the device took and completed from one a driver
+/// left on a sleeping record (what a lost doorbell looks like): the SQ's
+/// indexes, the send work in flight, the record's words and the CQ's
+/// producer index.
+#[test]
+fn inspect_shows_the_queues_and_a_wqe_left_on_a_sleeping_record() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let mut sq_pi = 0u32;
+    let write = |wr_id, at| {
+        remote(
+            send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 16, p.a.lkey),
+            p.b.buf + at,
+            p.b.rkey,
+        )
+    };
+    let (w1, w2) = (write(1, 0), write(2, 64));
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w1);
+    ring(&mut p.a.g, &qp, 1);
+    p.a.expect_completion(1, WC_SUCCESS, T);
+    wait_awake(&p.a.g, rec, 0);
+    let s = snapshot(&p);
+    let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
+    assert_eq!((q.sq.pi, q.sq.ci, q.send_wqes_in_flight), (1, 1, 0));
+    let words = q.db_record.expect("a record");
+    assert_eq!((words.sq_pi, words.sq_awake), (1, 0));
+    assert_eq!(q.send_cqn, p.a.cq.cqn);
+    let cq = s.cqs.iter().find(|c| c.cqn == q.send_cqn).expect("A's CQ");
+    assert_eq!((cq.pi, cq.record_ci, cq.error), (1, None, false));
+    // Posted on the sleeping record alone: the record is ahead of the SQ.
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w2);
+    let s = snapshot(&p);
+    let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
+    let words = q.db_record.expect("a record");
+    assert_eq!(
+        (q.sq.pi, q.sq.ci, words.sq_pi, words.sq_awake),
+        (1, 1, 2, 0)
+    );
+    assert_eq!(s.engine.late_doorbells, 0);
+}
+
+/// A driver whose store-load fence did not hold posts on the record while
+/// the device goes to sleep on it, and rings nothing: the device's sweep of
+/// its sleeping records takes the WQE a sweep later, and counts it.
+#[test]
+fn a_wqe_left_on_a_sleeping_record_is_taken_by_the_sweep_and_counted() {
+    let (mut p, rec) = pair_with_record_swept(Some(ibtca_device::engine::RECORD_SWEEP));
+    let qp = p.a.qp;
+    let mut sq_pi = 0u32;
+    p.a.g.write(p.a.buf, &[0x6b; 16]);
+    let write = |wr_id, at| {
+        remote(
+            send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 16, p.a.lkey),
+            p.b.buf + at,
+            p.b.rkey,
+        )
+    };
+    let (w1, w2) = (write(1, 0), write(2, 64));
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w1);
+    ring(&mut p.a.g, &qp, 1);
+    p.a.expect_completion(1, WC_SUCCESS, T);
+    wait_awake(&p.a.g, rec, 0);
+    // The record alone, the device asleep: the lost doorbell.
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w2);
+    p.a.expect_completion(2, WC_SUCCESS, T);
+    assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0x6b; 16]);
+    let s = snapshot(&p);
+    assert_eq!(s.engine.late_doorbells, 1);
+    let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
+    assert_eq!((q.sq.pi, q.sq.ci), (2, 2));
 }
 
 /// A DRDMA READ completes only when the guest has loaded its range (a

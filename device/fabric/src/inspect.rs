@@ -310,6 +310,16 @@ pub fn render_text(run_dir: &Path, views: &[ProcessView]) -> String {
                         q["sq_psn"],
                         q["rq_psn"],
                     ));
+                    if let Some(l) = queue_line(q) {
+                        line(l);
+                    }
+                }
+                for c in a["cqs"]["cqs"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    line(cq_line(c));
                 }
             }
             Some(Ok(a)) if v.kind == "hive" => {
@@ -376,4 +386,70 @@ pub fn hosted_traps<'a>(views: &'a [ProcessView], name: &str) -> Option<&'a Valu
         .flat_map(|a| a["nodes"].as_array().map(Vec::as_slice).unwrap_or_default())
         .find(|n| n["name"] == name && n["kind"] == "switch")
         .map(|n| &n["traps"])
+}
+
+/// A QP's queues in one line (RC and UD QPs with a send queue the driver
+/// posts to): the device's SQ indexes, the send WQEs the transport holds,
+/// and the doorbell record's words. A WQE the device never read shows as
+/// `pi` ahead of `ci` with nothing in flight; a record index ahead of the
+/// SQ's `pi` with `awake 1` is one the device was meant to read itself.
+fn queue_line(q: &Value) -> Option<String> {
+    let sq = q.get("sq")?;
+    let rq = match &q["rq"] {
+        Value::Null => "SRQ".to_owned(),
+        r => format!("{}/{}", r["pi"], r["ci"]),
+    };
+    let record = match &q["db_record"] {
+        Value::Null => "none".to_owned(),
+        r => format!(
+            "sq_pi {} awake {}  rq_pi {} awake {}",
+            r["sq_pi"], r["sq_awake"], r["rq_pi"], r["rq_awake"]
+        ),
+    };
+    Some(format!(
+        "      SQ pi/ci {}/{}  in flight {}  RQ pi/ci {rq}  CQs {}/{}  record: {record}",
+        sq["pi"], sq["ci"], q["send_wqes_in_flight"], q["send_cqn"], q["recv_cqn"],
+    ))
+}
+
+/// A CQ in one line: the device's producer index against the consumer
+/// index the driver reported and the one in its record.
+fn cq_line(c: &Value) -> String {
+    format!(
+        "    CQ {:<5} entries {}  pi {}  ci {}  record ci {}{}{}",
+        c["cqn"].to_string(),
+        c["entries"],
+        c["pi"],
+        c["ci"],
+        c["record_ci"],
+        if c["armed"] == true { "  armed" } else { "" },
+        if c["error"] == true { "  ERROR" } else { "" },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qps_queues_and_a_cq_read_as_one_line_each() {
+        let q = json!({
+            "sq": {"pi": 12, "ci": 11}, "rq": null, "send_wqes_in_flight": 1,
+            "send_cqn": 3, "recv_cqn": 4,
+            "db_record": {"sq_pi": 13, "sq_awake": 1, "rq_pi": 0, "rq_awake": 0},
+        });
+        assert_eq!(
+            queue_line(&q).unwrap(),
+            "      SQ pi/ci 12/11  in flight 1  RQ pi/ci SRQ  CQs 3/4  \
+             record: sq_pi 13 awake 1  rq_pi 0 awake 0"
+        );
+        // A device too old to report queues adds no line.
+        assert_eq!(queue_line(&json!({"qpn": 1})), None);
+        let c = json!({"cqn": 3, "entries": 128, "pi": 9, "ci": 7, "record_ci": 8,
+                       "armed": false, "error": true});
+        assert_eq!(
+            cq_line(&c),
+            "    CQ 3     entries 128  pi 9  ci 7  record ci 8  ERROR"
+        );
+    }
 }

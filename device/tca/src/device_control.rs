@@ -97,10 +97,39 @@ pub fn qps_json(s: &DeviceSnapshot) -> Value {
                 "sq_psn": q.sq_psn,
                 "rq_psn": q.rq_psn,
                 "transport": q.transport,
+                "send_wqes_in_flight": q.send_wqes_in_flight,
+                "send_cqn": q.send_cqn,
+                "recv_cqn": q.recv_cqn,
+                "sq": { "pi": q.sq.pi, "ci": q.sq.ci },
+                "rq": q.rq.map(|r| json!({ "pi": r.pi, "ci": r.ci })),
+                "db_record": q.db_record.map(|r| json!({
+                    "sq_pi": r.sq_pi, "sq_awake": r.sq_awake,
+                    "rq_pi": r.rq_pi, "rq_awake": r.rq_awake,
+                })),
             })
         })
         .collect();
     json!({ "count": s.qp_count, "qps": qps })
+}
+
+/// The CQs of `s` as JSON.
+pub fn cqs_json(s: &DeviceSnapshot) -> Value {
+    let cqs: Vec<Value> = s
+        .cqs
+        .iter()
+        .map(|c| {
+            json!({
+                "cqn": c.cqn,
+                "entries": c.entries,
+                "pi": c.pi,
+                "ci": c.ci,
+                "record_ci": c.record_ci,
+                "armed": c.armed,
+                "error": c.error,
+            })
+        })
+        .collect();
+    json!({ "count": cqs.len(), "cqs": cqs })
 }
 
 /// The engine's own counters of `s` as JSON.
@@ -119,6 +148,7 @@ pub fn engine_json(s: &DeviceSnapshot) -> Value {
         "retry_exceeded": e.retry_exceeded,
         "flushed_sends": e.flushed_sends,
         "flushed_recvs": e.flushed_recvs,
+        "late_doorbells": e.late_doorbells,
         "inbox": inbox_json(s),
     })
 }
@@ -142,6 +172,7 @@ pub fn inspect_json(s: &DeviceSnapshot) -> Value {
         "counters": iba_json(&s.totals),
         "engine": engine_json(s),
         "qps": qps_json(s),
+        "cqs": cqs_json(s),
     })
 }
 
@@ -181,9 +212,10 @@ fn execute(snapshots: &mut Snapshots, line: &str) -> String {
         "port" => port_json,
         "counters" => |s| iba_json(&s.totals),
         "qps" => qps_json,
+        "cqs" => cqs_json,
         "inspect" => inspect_json,
         _ => {
-            return format!("error unknown command `{line}` (port, counters, qps, inspect)");
+            return format!("error unknown command `{line}` (port, counters, qps, cqs, inspect)");
         }
     };
     match snapshots.get() {
@@ -228,6 +260,7 @@ mod tests {
             },
             qps: Vec::new(),
             qp_count: 0,
+            cqs: Vec::new(),
         }
     }
 

@@ -58,6 +58,11 @@ pub struct InstanceConfig {
     /// (`ibtca-device --min-ack-timeout-ms`). Zero, the default here: as
     /// the guest asks.
     pub min_ack_timeout: Duration,
+    /// How often the engine reads the doorbell records of the send queues
+    /// it sleeps on, for WQEs a driver posted there without the doorbell
+    /// it owed (`engine/send_queue.rs`); `None`: never (tests of the
+    /// record's handshake).
+    pub record_sweep: Option<Duration>,
 }
 
 impl Default for InstanceConfig {
@@ -76,6 +81,7 @@ impl Default for InstanceConfig {
             link_spin: crate::link::RX_SPIN,
             min_ack_timeout: Duration::ZERO,
             run_to_completion: true,
+            record_sweep: Some(crate::engine::RECORD_SWEEP),
         }
     }
 }
@@ -237,6 +243,7 @@ impl Instance {
         sma.set_vl_weights(&cfg.vl.weights);
         engine.set_sma(sma);
         engine.set_min_ack_timeout(cfg.min_ack_timeout);
+        engine.set_record_sweep(cfg.record_sweep);
         tracing::info!(
             min_ack_timeout_ms = cfg.min_ack_timeout.as_millis() as u64,
             "local ACK timeout floor"

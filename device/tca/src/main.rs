@@ -283,6 +283,7 @@ fn main() -> ExitCode {
         link_spin: Duration::from_micros(args.link_spin_us),
         min_ack_timeout: Duration::from_millis(args.min_ack_timeout_ms),
         run_to_completion: true,
+        ..InstanceConfig::default()
     };
     let mut device = match Instance::start(&instance_cfg) {
         Ok(d) => d,

@@ -1,6 +1,8 @@
 //! A snapshot of the device for its control socket (`device_control.rs`):
-//! the port (state, LIDs, GUIDs), its counters as the PMA reports them and
-//! every QP (type, state, peer, PSNs). The engine builds it between two
+//! the port (state, LIDs, GUIDs), its counters as the PMA reports them,
+//! every QP (type, state, peer, PSNs, queue indexes, doorbell record) and
+//! every CQ (indexes, errors): enough to tell a WQE the device never read
+//! from a completion the driver never took. The engine builds it between two
 //! bursts of events when the control thread asks ([`EngineEvent::Inspect`]),
 //! so the control thread never touches state the engine owns and takes no
 //! lock the data path holds.
@@ -10,6 +12,8 @@
 use super::{Engine, EngineStats};
 use crate::pma::PortTotals;
 use crate::transport::RcCounters;
+use crate::verbs::db_record::RecordWords;
+use crate::verbs::qp::QueueIndexes;
 use crate::verbs::qp_state::{QpState, QpType};
 
 /// QPs a snapshot lists at most (the rest are only counted).
@@ -40,6 +44,37 @@ pub struct QpSnapshot {
     /// The RC transport's counters while it has transport state (NAKs,
     /// timeouts, retransmissions, duplicates).
     pub rc: Option<RcCounters>,
+    /// Send WQEs the transport holds and has not completed (RC).
+    pub send_wqes_in_flight: usize,
+    /// Its send and receive CQs.
+    pub send_cqn: u32,
+    /// See `send_cqn`.
+    pub recv_cqn: u32,
+    /// The SQ's indexes.
+    pub sq: QueueIndexes,
+    /// The RQ's indexes (none on an SRQ).
+    pub rq: Option<QueueIndexes>,
+    /// Its doorbell record's words in guest memory now, if it has one.
+    pub db_record: Option<RecordWords>,
+}
+
+/// One CQ as the engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqSnapshot {
+    /// Its number.
+    pub cqn: u32,
+    /// Its size.
+    pub entries: u32,
+    /// The next index the device writes.
+    pub pi: u32,
+    /// The consumer index the driver last reported.
+    pub ci: u32,
+    /// The consumer index in its doorbell record now, if it has one.
+    pub record_ci: Option<u32>,
+    /// Armed for an interrupt.
+    pub armed: bool,
+    /// Overran or lost its ring.
+    pub error: bool,
 }
 
 /// What the device's control socket shows.
@@ -73,6 +108,8 @@ pub struct DeviceSnapshot {
     pub qps: Vec<QpSnapshot>,
     /// How many QPs exist.
     pub qp_count: usize,
+    /// Every CQ, lowest number first, at most [`MAX_LISTED_QPS`].
+    pub cqs: Vec<CqSnapshot>,
 }
 
 impl Engine {
@@ -99,10 +136,32 @@ impl Engine {
                     rq_psn: rc.map_or(a.rq_psn, |rc| rc.expected_psn()),
                     transport: rc.is_some(),
                     rc: rc.map(|rc| *rc.counters()),
+                    send_wqes_in_flight: rc.map_or(0, |rc| rc.send_queue_len()),
+                    send_cqn: qp.send_cqn,
+                    recv_cqn: qp.recv_cqn,
+                    sq: qp.sq_indexes(),
+                    rq: qp.rq_indexes(),
+                    db_record: qp.db_record().and_then(|r| r.words(&self.mem)),
                 }
             })
             .collect();
         qps.sort_by_key(|q| q.qpn);
+        let mut cqs: Vec<CqSnapshot> = self
+            .verbs
+            .cqs
+            .iter()
+            .take(MAX_LISTED_QPS)
+            .map(|(cqn, cq)| CqSnapshot {
+                cqn,
+                entries: cq.entries(),
+                pi: cq.producer_index(),
+                ci: cq.consumer_index(),
+                record_ci: cq.record_ci(&self.mem),
+                armed: cq.armed(),
+                error: cq.in_error(),
+            })
+            .collect();
+        cqs.sort_by_key(|c| c.cqn);
         DeviceSnapshot {
             port_state: self.agents.port_state.get(),
             lid: self.verbs.port.lid,
@@ -117,6 +176,7 @@ impl Engine {
             handoffs: super::Handoffs::default(),
             qps,
             qp_count: self.verbs.qps.len(),
+            cqs,
         }
     }
 }

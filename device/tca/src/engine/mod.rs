@@ -60,7 +60,7 @@ pub use datagram::DatagramStats;
 pub use env::{DeviceQpEnv, PacketSink};
 pub use handoffs::Handoffs;
 pub use inbox::{HOST_EVENTS_MAX, LINK_EVENTS_MAX};
-pub use inspect::{DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
+pub use inspect::{CqSnapshot, DeviceSnapshot, QpSnapshot, MAX_LISTED_QPS};
 pub use multicast::MulticastStats;
 use outbox::{coalesce_acks, keep_spare, Outbox, SPARE_PACKETS};
 pub use owner::{EngineHandle, EngineStopped, EngineThread};
@@ -68,6 +68,7 @@ use port_agents::PortAgents;
 pub use port_agents::DEFAULT_NODE_DESCRIPTION;
 pub use port_state::PortState;
 use send_queue::SendQueues;
+pub use send_queue::RECORD_SWEEP;
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -147,6 +148,9 @@ pub struct EngineStats {
     /// Doorbells dropped: rung on a doorbell page other than their QP's or
     /// CQ's.
     pub foreign_doorbells: u64,
+    /// Send queues whose WQEs the record sweep found posted on a sleeping
+    /// doorbell record with no doorbell (`send_queue.rs`).
+    pub late_doorbells: u64,
     /// Datagram QPs' traffic (UD, and QP0 and QP1 in the guest).
     pub ud: DatagramStats,
     /// Inbound multicast datagrams.
@@ -224,7 +228,7 @@ impl Engine {
             msix,
             drdma,
             data: DataPath::default(),
-            sends: SendQueues::default(),
+            sends: SendQueues::new(),
             agents: PortAgents::new(port, port_state),
             outbox: Outbox::new(link, port.lid),
             stats: EngineStats::default(),

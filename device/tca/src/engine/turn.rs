@@ -1,6 +1,7 @@
 //! The engine's turns without an event: expired transport timers, CQs
 //! whose moderation held completions to their deadline, the agent's trap
-//! repeats (`sma/trap.rs`), and the
+//! repeats (`sma/trap.rs`), the sweep of sleeping doorbell records
+//! (`send_queue.rs`), and the
 //! responders' READ responses (seed 004), served RKM_READ_BUDGET packets
 //! per QP per turn between the events that drive the QPs' requesters.
 
@@ -31,8 +32,9 @@ impl Engine {
         let trap = self.agents.due_trap(now);
         let trapped = trap.is_some();
         self.outbox.packets.extend(trap);
+        let swept = self.sweep_records(now);
         if self.data.next_deadline().is_none_or(|d| d > now) {
-            if self.responses_due() || trapped {
+            if self.responses_due() || trapped || swept {
                 self.pin_memory();
                 self.flush(now);
             }

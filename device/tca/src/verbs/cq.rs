@@ -135,6 +135,25 @@ impl Cq {
         self.pi
     }
 
+    /// The consumer index the driver last reported (by doorbell, or in the
+    /// record when the device last looked).
+    pub fn consumer_index(&self) -> u32 {
+        self.ci
+    }
+
+    /// The consumer index the CQ's doorbell record holds now, unchecked
+    /// (for `inspect`); `None` without a record or outside guest memory.
+    pub fn record_ci(&self, mem: &GuestMemory) -> Option<u32> {
+        let addr = self.db_record? + std::mem::offset_of!(CqDbRecord, ci) as u64;
+        mem.load_u32(addr).ok()
+    }
+
+    /// Whether the CQ is armed for its next (or next solicited)
+    /// completion.
+    pub fn armed(&self) -> bool {
+        self.arm != Arm::None
+    }
+
     /// True once the CQ overran or lost its ring.
     pub fn in_error(&self) -> bool {
         self.error

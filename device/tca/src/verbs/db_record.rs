@@ -63,6 +63,20 @@ impl RecordQueue {
     }
 }
 
+/// A record's four words as guest memory holds them now (what the driver
+/// and the device last stored; read for `inspect`, trusted for nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordWords {
+    /// The driver's SQ producer index.
+    pub sq_pi: u32,
+    /// The device's SQ awake word.
+    pub sq_awake: u32,
+    /// The driver's RQ producer index.
+    pub rq_pi: u32,
+    /// The device's RQ awake word.
+    pub rq_awake: u32,
+}
+
 /// Where a QP's record is and what the device last stored in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DoorbellRecord {
@@ -92,6 +106,17 @@ impl DoorbellRecord {
     /// left guest memory.
     pub fn pi(&self, mem: &GuestMemory, q: RecordQueue) -> Option<u32> {
         mem.load_u32(self.addr + q.offsets().0).ok()
+    }
+
+    /// The record's words now; `None` if it left guest memory.
+    pub fn words(&self, mem: &GuestMemory) -> Option<RecordWords> {
+        let load = |off: usize| mem.load_u32(self.addr + off as u64).ok();
+        Some(RecordWords {
+            sq_pi: load(offset_of!(DbRecord, sq_pi))?,
+            sq_awake: load(offset_of!(DbRecord, sq_awake))?,
+            rq_pi: load(offset_of!(DbRecord, rq_pi))?,
+            rq_awake: load(offset_of!(DbRecord, rq_awake))?,
+        })
     }
 
     /// Whether the device last said it was awake on `q`.

@@ -203,6 +203,23 @@ struct WorkQueue {
     ci: u32,
 }
 
+/// A work queue's indexes as the device holds them: `pi` the producer
+/// index the driver reported (doorbell or record), `ci` the next WQE the
+/// device reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueIndexes {
+    /// The driver's producer index, as the device last took it.
+    pub pi: u32,
+    /// The next WQE the device reads.
+    pub ci: u32,
+}
+
+impl From<&WorkQueue> for QueueIndexes {
+    fn from(q: &WorkQueue) -> Self {
+        QueueIndexes { pi: q.pi, ci: q.ci }
+    }
+}
+
 impl WorkQueue {
     fn new(gpa: u64, log: u8, stride: usize) -> Result<Self, VerbsError> {
         Ok(WorkQueue {
@@ -321,20 +338,35 @@ impl Qp {
         self.db_record.as_ref()
     }
 
+    /// The SQ's indexes.
+    pub fn sq_indexes(&self) -> QueueIndexes {
+        QueueIndexes::from(&self.sq)
+    }
+
+    /// The RQ's indexes (none for a QP on an SRQ).
+    pub fn rq_indexes(&self) -> Option<QueueIndexes> {
+        self.rq.as_ref().map(QueueIndexes::from)
+    }
+
     /// Takes `q`'s producer index from the doorbell record, as a doorbell
     /// would (an index out of range puts the QP in error), where the
     /// device reads the record by itself: the SQ in RTS, the RQ in RTR and
     /// RTS. Nothing happens otherwise, without a record, or when the
     /// record left guest memory.
     pub fn from_record(&mut self, mem: &GuestMemory, q: RecordQueue) -> Result<(), QpError> {
-        let reads = match q {
-            RecordQueue::Sq => self.state == QpState::Rts,
-            RecordQueue::Rq => self.state.receives(),
-        };
-        if !reads {
+        if !self.reads_record(q) {
             return Ok(());
         }
         self.take_record_pi(mem, q)
+    }
+
+    /// Whether the device reads `q`'s index from the record by itself in
+    /// this state.
+    fn reads_record(&self, q: RecordQueue) -> bool {
+        match q {
+            RecordQueue::Sq => self.state == QpState::Rts,
+            RecordQueue::Rq => self.state.receives(),
+        }
     }
 
     fn take_record_pi(&mut self, mem: &GuestMemory, q: RecordQueue) -> Result<(), QpError> {
@@ -342,6 +374,17 @@ impl Qp {
             Some(pi) => self.doorbell(q == RecordQueue::Sq, pi),
             None => Ok(()),
         }
+    }
+
+    /// Whether `q`'s doorbell record holds a producer index other than
+    /// the one the device took, where the device reads that record (the
+    /// SQ in RTS, the RQ in RTR and RTS).
+    pub fn record_ahead(&self, mem: &GuestMemory, q: RecordQueue) -> bool {
+        self.reads_record(q)
+            && self
+                .db_record
+                .and_then(|r| r.pi(mem, q))
+                .is_some_and(|pi| Some(pi) != self.queue_pi(q))
     }
 
     /// Says in the doorbell record whether the device will read `q`'s

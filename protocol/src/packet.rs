@@ -12,7 +12,7 @@
 
 use crate::crc::{packet_crcs, vcrc, PacketCrcs};
 use crate::error::{BuildError, ParseError};
-use crate::headers::{Bth, ExtHeaders, Grh, Lnh, Lrh};
+use crate::headers::{Bth, Deth, ExtHeaders, Grh, Lnh, Lrh};
 use crate::opcode::{Opcode, OpcodeInfo};
 use crate::reader::Reader;
 
@@ -51,6 +51,19 @@ impl Packet {
             ext: ExtHeaders::default(),
             payload: Vec::new(),
         }
+    }
+
+    /// A local UD SEND Only datagram from `slid` to QP `dest_qp` at `dlid`,
+    /// with `deth` (Q_Key and source QP) and `payload`; SL and VL 0, the
+    /// default P_Key and every other field as [`Self::new`] leaves it. A
+    /// caller sets the rest (SL, VL, P_Key, a GRH) on the packet returned.
+    pub fn datagram(slid: u16, dlid: u16, dest_qp: u32, deth: Deth, payload: Vec<u8>) -> Self {
+        let mut p = Self::new(Opcode::UdSendOnly);
+        (p.lrh.slid, p.lrh.dlid) = (slid, dlid);
+        p.bth.dest_qp = dest_qp;
+        p.ext.deth = Some(deth);
+        p.payload = payload;
+        p
     }
 
     /// The opcode's table entry.
@@ -519,4 +532,27 @@ fn check_grh(grh: &Grh, through_icrc: usize) -> Result<(), ParseError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_datagram_parses_back_with_its_addresses_deth_and_payload() {
+        let deth = Deth {
+            qkey: 0x8001_0000,
+            src_qp: 0x33,
+        };
+        let p = Packet::datagram(3, 5, 0x44, deth, b"hello".to_vec());
+        let bytes = p.build().unwrap();
+        let view = PacketView::parse(&bytes).unwrap();
+        assert_eq!(view.opcode(), Opcode::UdSendOnly);
+        assert_eq!((view.lrh.slid, view.lrh.dlid), (3, 5));
+        assert_eq!((view.lrh.sl, view.lrh.vl, view.grh), (0, 0, None));
+        assert_eq!(view.bth.pkey, Bth::DEFAULT_PKEY);
+        assert_eq!(view.bth.dest_qp, 0x44);
+        assert_eq!(view.ext.deth, Some(deth));
+        assert_eq!(view.payload, b"hello");
+    }
 }

@@ -12,7 +12,7 @@ use ibtca_protocol::mad::pma::{
 use ibtca_protocol::mad::{
     directed, method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID,
 };
-use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_protocol::{Packet, PacketView};
 
 use crate::links::start_link;
 
@@ -183,17 +183,11 @@ pub fn data_packet(slid: u16, dlid: u16, sl: u8, tag: u8) -> Vec<u8> {
 
 /// [`data_packet`] with BTH P_Key `pkey`.
 pub fn data_packet_with_pkey(slid: u16, dlid: u16, sl: u8, tag: u8, pkey: u16) -> Vec<u8> {
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    p.bth.pkey = pkey;
-    p.lrh.slid = slid;
-    p.lrh.dlid = dlid;
-    p.lrh.sl = sl;
-    p.lrh.vl = sl;
-    p.bth.dest_qp = 0x11;
-    p.ext.deth = Some(ibtca_protocol::headers::Deth {
+    let deth = ibtca_protocol::headers::Deth {
         qkey: 1,
         src_qp: 0x22,
-    });
-    p.payload = vec![tag; 32];
+    };
+    let mut p = Packet::datagram(slid, dlid, 0x11, deth, vec![tag; 32]);
+    (p.lrh.sl, p.lrh.vl, p.bth.pkey) = (sl, sl, pkey);
     p.build().unwrap()
 }

@@ -378,16 +378,11 @@ impl SimPort {
         if !h.is_response() {
             mad[8..16].copy_from_slice(&wire_tid(h.tid, slot).to_be_bytes());
         }
-        let mut p = Packet::new(Opcode::UdSendOnly);
-        p.lrh.slid = lid;
-        p.lrh.dlid = req.dlid;
-        p.bth.pkey = 0xffff;
-        p.bth.dest_qp = req.dqp;
-        p.ext.deth = Some(Deth {
+        let deth = Deth {
             qkey: QP1_QKEY,
             src_qp: req.sqp,
-        });
-        p.payload = mad.to_vec();
+        };
+        let p = Packet::datagram(lid, req.dlid, req.dqp, deth, mad.to_vec());
         let packet = p.build().ok()?;
         if req.dlid != lid || lid == 0 {
             if self.sma.state() != PortState::Active {

@@ -18,7 +18,7 @@ use ibtca_protocol::encoded;
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
-use ibtca_protocol::{Opcode, Packet};
+use ibtca_protocol::Packet;
 use ibtca_switch::collect_wires::CollectWires;
 use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
@@ -239,15 +239,11 @@ fn crcs_are_stamped_for_a_wire_and_left_for_a_node_in_this_process() {
     stepped.return_path[1] = 1;
     let good = wire_bytes(&stepped);
     // A UD SEND to LID 12, which the switch learned on port 2.
-    let mut data = Packet::new(Opcode::UdSendOnly);
-    data.lrh.slid = 11;
-    data.lrh.dlid = 12;
-    data.bth.dest_qp = 5;
-    data.ext.deth = Some(Deth {
+    let deth = Deth {
         qkey: 0x11,
         src_qp: 6,
-    });
-    data.payload = vec![7; 64];
+    };
+    let data = Packet::datagram(11, 12, 5, deth, vec![7; 64]);
     let data = data.build().unwrap();
     for in_process in [false, true] {
         let (sw, wires) = switch();

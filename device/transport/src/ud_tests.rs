@@ -188,13 +188,12 @@ fn refused_sends_complete_in_error_and_send_nothing() {
 
 /// A datagram from `src_qp` at LID 9 with Q_Key `qkey` to QP 0x401.
 fn datagram(qkey: u32, payload: &[u8], grh: bool) -> Vec<u8> {
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    (p.lrh.slid, p.lrh.dlid, p.lrh.sl) = (9, 5, 2);
-    p.bth.dest_qp = 0x401;
-    p.ext.deth = Some(Deth {
+    let deth = Deth {
         qkey,
         src_qp: 0x777,
-    });
+    };
+    let mut p = Packet::datagram(9, 5, 0x401, deth, payload.to_vec());
+    p.lrh.sl = 2;
     if grh {
         p.grh = Some(Grh {
             hop_limit: 1,
@@ -202,7 +201,6 @@ fn datagram(qkey: u32, payload: &[u8], grh: bool) -> Vec<u8> {
             ..Grh::default()
         });
     }
-    p.payload = payload.to_vec();
     p.build().unwrap()
 }
 

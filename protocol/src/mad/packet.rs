@@ -43,16 +43,12 @@ pub fn smp_packet_bytes(smp: &Smp, slid: u16, dlid: u16) -> Result<Vec<u8>, Buil
 
 /// An SMP's packet from `slid` to `dlid` without its MAD.
 fn smp_headers(slid: u16, dlid: u16) -> Packet {
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    p.lrh.vl = VL15;
-    p.lrh.sl = 0;
-    p.lrh.slid = slid;
-    p.lrh.dlid = dlid;
-    p.bth.dest_qp = QP0;
-    p.ext.deth = Some(Deth {
+    let deth = Deth {
         qkey: 0,
         src_qp: QP0,
-    });
+    };
+    let mut p = Packet::datagram(slid, dlid, QP0, deth, Vec::new());
+    p.lrh.vl = VL15;
     p
 }
 

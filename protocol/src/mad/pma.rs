@@ -147,18 +147,14 @@ pub struct GmpAddress {
 
 /// The packet carrying `mad` from QP1 (Q_Key 0x80010000) to `to`.
 pub fn gmp_packet(mad: &PmaMad, to: &GmpAddress) -> Packet {
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    p.lrh.sl = to.sl;
-    p.lrh.vl = to.sl;
-    p.lrh.slid = to.slid;
-    p.lrh.dlid = to.dlid;
-    p.bth.pkey = to.pkey;
-    p.bth.dest_qp = to.dest_qp;
-    p.ext.deth = Some(Deth {
+    let deth = Deth {
         qkey: QP1_QKEY,
         src_qp: QP1,
-    });
-    p.payload = mad.to_bytes().to_vec();
+    };
+    let payload = mad.to_bytes().to_vec();
+    let mut p = Packet::datagram(to.slid, to.dlid, to.dest_qp, deth, payload);
+    (p.lrh.sl, p.lrh.vl) = (to.sl, to.sl);
+    p.bth.pkey = to.pkey;
     p
 }
 

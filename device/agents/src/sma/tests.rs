@@ -280,14 +280,13 @@ fn p_key_matching_full_and_limited_members() {
 /// A UD SEND from LID 3 QP 0x33 to QP 0x44 at LID 5, SL 2, P_Key `pkey`.
 fn ud_packet(pkey: u16) -> Vec<u8> {
     use ibtca_protocol::headers::Deth;
-    use ibtca_protocol::{opcode::Opcode, Packet};
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    (p.lrh.slid, p.lrh.dlid, p.lrh.sl) = (3, 5, 2);
-    (p.bth.pkey, p.bth.dest_qp) = (pkey, 0x44);
-    p.ext.deth = Some(Deth {
+    use ibtca_protocol::Packet;
+    let deth = Deth {
         qkey: 7,
         src_qp: 0x33,
-    });
+    };
+    let mut p = Packet::datagram(3, 5, 0x44, deth, Vec::new());
+    (p.lrh.sl, p.bth.pkey) = (2, pkey);
     p.build().unwrap()
 }
 

@@ -8,7 +8,7 @@ use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::{id, PortInfo, PortState, SwitchInfo};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
-use ibtca_protocol::{Opcode, Packet, PacketView};
+use ibtca_protocol::{Packet, PacketView};
 
 use crate::collect_wires::CollectWires;
 use crate::{Core, Origin, PortConfig, SwitchConfig, Wires};
@@ -91,16 +91,11 @@ fn set_state(
 
 /// A UD data packet to `dlid`, in on `in_port`: the ports it left by.
 fn data(core: &Core, wires: &CollectWires, in_port: u8, dlid: u16) -> Vec<u8> {
-    let mut p = Packet::new(Opcode::UdSendOnly);
-    p.lrh.slid = 9;
-    p.lrh.dlid = dlid;
-    p.bth.pkey = 0xffff;
-    p.bth.dest_qp = 0x11;
-    p.ext.deth = Some(Deth {
+    let deth = Deth {
         qkey: 1,
         src_qp: 0x22,
-    });
-    p.payload = vec![7; 32];
+    };
+    let p = Packet::datagram(9, dlid, 0x11, deth, vec![7; 32]);
     core.on_packet(in_port, p.build().unwrap(), Origin::Wire);
     wires.take().into_iter().map(|(port, _)| port).collect()
 }

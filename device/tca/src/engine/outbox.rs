@@ -202,7 +202,7 @@ pub(super) fn coalesce_acks(packets: &mut Vec<Vec<u8>>, spare: &mut Vec<Vec<u8>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ibtca_protocol::headers::Aeth;
+    use ibtca_protocol::headers::{Aeth, Deth};
     use ibtca_protocol::{Packet, PacketView};
     use std::sync::Arc;
 
@@ -346,9 +346,8 @@ mod tests {
         for psn in 0..2 * per_stream() {
             out.send(data(2, psn, 4096));
         }
-        let mut smp = Packet::new(Opcode::UdSendOnly);
-        (smp.lrh.dlid, smp.lrh.vl, smp.bth.psn) = (2, VL15, 77);
-        smp.ext.deth = Some(ibtca_protocol::headers::Deth::default());
+        let mut smp = Packet::datagram(0, 2, 0, Deth::default(), Vec::new());
+        (smp.lrh.vl, smp.bth.psn) = (VL15, 77);
         out.send(smp.build().unwrap());
         assert_eq!(out.dropped_inactive, 2 * u64::from(per_stream()));
         assert!(link.psns().is_empty(), "no data streamed");

@@ -8,8 +8,9 @@
 #   The three latency tests run once more for 1000 iterations (-n 1000),
 #   whose line gives the distribution (t_min, t_max, t_typical = median,
 #   t_avg, t_stdev, 99 % and 99.9 %) where -D gives only the average.
-#   A client that has not finished in 300 s is stopped and its row left
-#   empty (a hung row does not hold the guests until --guest-timeout).
+#   Each row runs on its own TCP port, and a server or client that has
+#   not finished in 300 s is stopped: a hung or failed row is left empty
+#   and the rows after it still pair up.
 #   On ibtca0 only, ib_write_bw -s 64 runs once more with
 #   IBTCA_DB_RECORDS=0 in both guests (write_bw_64_nodbr): every post
 #   rings the trapped SQ doorbell instead of going through the doorbell
@@ -18,7 +19,7 @@
 #   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
 #   and the raw Unix-socket stream it measures beside it.
 #
-#   scripts/perftest-table.sh [--placement nice|shared|default] [RUN_DIR]
+#   scripts/perftest-table.sh [--placement nice|shared|default|split|pairs] [RUN_DIR]
 #                                # as root, after cargo build --release
 #
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
@@ -31,6 +32,8 @@
 # (what a small host gave before the launcher chose a placement).
 # default: nothing set: the placement ibtca-fabric chooses from the
 # machine's CPUs (docs/placement.md; on 2 CPUs the same as nice).
+# split: as nice, and n1's QEMU pinned to CPU 0, n2's to CPU 1.
+# pairs: as split, and each node's device on its guest's CPU.
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
@@ -53,11 +56,15 @@ while [ $# -gt 0 ]; do
 	esac
 done
 RUN=${1:-$C/tmp/perftest-table}
+n1=
+n2=
 case "$placement" in
 nice) guest='"mem": "512M", "nice": 19' ;;
+split) guest='"mem": "512M", "nice": 19' n1=', "guest": { "cpus": "0" }' n2=', "guest": { "cpus": "1" }' ;;
+pairs) guest='"mem": "512M", "nice": 19' n1=', "cpus": "0", "guest": { "cpus": "0" }' n2=', "cpus": "1", "guest": { "cpus": "1" }' ;;
 shared) guest='"mem": "512M", "nice": 0' ;;
 default) guest='"mem": "512M"' ;;
-*) echo "--placement nice, shared or default, not $placement" >&2; exit 2 ;;
+*) echo "--placement nice, shared, default, split or pairs, not $placement" >&2; exit 2 ;;
 esac
 # up --guests needs its run directory inside the chroot (the guests' QEMU
 # runs there): refuse any other before the no-VM rows spend their time.
@@ -85,13 +92,17 @@ tests=(
 nodbr="write_bw_64_nodbr:IBTCA_DB_RECORDS=0 ib_write_bw -s 64 -D 2"
 rxe='ibtca-load-modules rxe && rdma link add rxe0 type rxe netdev eth0'
 args=(--run "n1=$rxe" --run "n2=$rxe")
+# Each row has its own TCP port, and both ends give up after 300 s: a
+# row that fails leaves the next rows' pairs as they were.
+port=18515
 for dev in ibtca0 rxe0; do
 	extra=()
 	[ "$dev" = rxe0 ] || extra=("$nodbr")
 	for t in "${tests[@]}" "${extra[@]}"; do
-		name=${t%%:*} cmd="${t#*:} -d $dev"
+		port=$((port + 1))
+		name=${t%%:*} cmd="timeout 300 env ${t#*:} -d $dev -p $port"
 		args+=(--run "n1=$cmd >/dev/null 2>&1 || true")
-		args+=(--run "n2=for i in \$(seq 120); do timeout 300 $cmd n1 >/tmp/o 2>&1 && break; grep -q 'remote address' /tmp/o && break; sleep 1; done; \
+		args+=(--run "n2=for i in \$(seq 120); do $cmd n1 >/tmp/o 2>&1 && break; grep -q 'remote address' /tmp/o && break; sleep 1; done; \
 grep -A1 '#bytes' /tmp/o | tail -n 1 | sed 's/^/PERFTEST $dev $name /'; true")
 	done
 done
@@ -104,7 +115,7 @@ echo "placement: $placement; load average before: $(cut -d' ' -f1-3 /proc/loadav
 mkdir -p "$(dirname "$RUN")"
 cfg=$(mktemp "$C/tmp/perftest-table.XXXXXX.json")
 cat >"$cfg" <<JSON
-{ "nodes": [ { "name": "n1", "lid": 1 }, { "name": "n2", "lid": 2 } ],
+{ "nodes": [ { "name": "n1", "lid": 1$n1 }, { "name": "n2", "lid": 2$n2 } ],
   "links": [ { "a": "n1", "b": "n2" } ], "guest": { $guest } }
 JSON
 "$FABRIC" down --run-dir "$RUN" >/dev/null 2>&1 || true

@@ -162,6 +162,13 @@ fn inbox_json(s: &DeviceSnapshot) -> Value {
         "host_backpressure": h.host_backpressure,
         "doorbells_coalesced": h.doorbells_coalesced,
         "engine_wakes": h.engine_wakes,
+        "timer_wakes": h.timer_wakes,
+        "vfio_inline": h.vfio_inline,
+        "vfio_by_owner": h.vfio_by_owner,
+        "vfio_queued": h.vfio_queued,
+        "link_inline": h.link_inline,
+        "link_by_owner": h.link_by_owner,
+        "link_queued": h.link_queued,
     })
 }
 

@@ -571,6 +571,45 @@ fn a_cq_record_arms_the_interrupt_without_a_doorbell() {
     );
 }
 
+/// A driver whose fence did not hold arms its CQ through the record just
+/// as a completion is written, and each side misses the other's store:
+/// its look finds no completion, the device's finds no arm, and no
+/// completion follows to take the arm. The device's sweep of the records
+/// raises the interrupt a sweep later, and counts it.
+#[test]
+fn an_arm_left_in_the_cq_record_behind_a_completion_is_raised_by_the_sweep() {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let crec = p.a.g.bind_cq_record(&p.a.cq);
+    p.connect(MTU_4096);
+    let mut qp = p.a.qp;
+    let w = remote(
+        send_wqe(WR_RDMA_WRITE, 1, p.a.buf, 8, p.a.lkey),
+        p.b.buf,
+        p.b.rkey,
+    );
+    p.a.g.post_send(&mut qp, &w);
+    // The completion is written (and not consumed) before the arm lands.
+    let deadline = Instant::now() + T;
+    while snapshot(&p)
+        .cqs
+        .iter()
+        .all(|c| c.cqn != p.a.cq.cqn || c.pi != 1)
+    {
+        assert!(Instant::now() < deadline, "WRITE 1 never completed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    arm_on_record(&mut p.a.g, crec, 1);
+    assert_eq!(
+        wait_eventfd(&p.a.g.cq_irq, T),
+        Some(1),
+        "the sweep raised the CQ's vector"
+    );
+    assert_eq!(snapshot(&p).engine.late_cq_arms, 1);
+}
+
 /// A connected pair (QPs of 16 slots) with both QPs' doorbell records
 /// bound, once B's record says its RQ is awake; with the records' guest
 /// addresses (A's, B's).

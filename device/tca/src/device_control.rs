@@ -149,6 +149,7 @@ pub fn engine_json(s: &DeviceSnapshot) -> Value {
         "flushed_sends": e.flushed_sends,
         "flushed_recvs": e.flushed_recvs,
         "late_doorbells": e.late_doorbells,
+        "late_cq_arms": e.late_cq_arms,
         "inbox": inbox_json(s),
     })
 }

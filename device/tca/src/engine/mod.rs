@@ -151,6 +151,9 @@ pub struct EngineStats {
     /// Send queues whose WQEs the record sweep found posted on a sleeping
     /// doorbell record with no doorbell (`send_queue.rs`).
     pub late_doorbells: u64,
+    /// CQ interrupts the record sweep raised for an arm request no
+    /// completion had taken (`send_queue.rs`).
+    pub late_cq_arms: u64,
     /// Datagram QPs' traffic (UD, and QP0 and QP1 in the guest).
     pub ud: DatagramStats,
     /// Inbound multicast datagrams.

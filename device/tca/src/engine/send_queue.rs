@@ -175,7 +175,8 @@ impl Engine {
     /// them (a missing one, or a locked instruction in a one-vCPU TCG
     /// guest) would otherwise wait forever. So a lost doorbell costs at
     /// most a sweep's delay; each is counted (`late_doorbells`) and
-    /// logged. Returns whether it took any.
+    /// logged. The CQs' arm requests in their records get the same look
+    /// (`late_cq_arms`). Returns whether it took any WQE.
     pub(super) fn sweep_records(&mut self, now: Instant) -> bool {
         let Some(every) = self.sends.sweep_every else {
             return false;
@@ -203,6 +204,19 @@ impl Engine {
                  index store and its awake-word load?)"
             );
             self.drain_sq(qpn, now);
+        }
+        let vectors = self.verbs.sweep_cq_arms(&self.mem);
+        for &vector in &vectors {
+            self.stats.late_cq_arms += 1;
+            crate::guest_warn!(
+                vector,
+                "CQ: an arm request in the doorbell record that no completion took; \
+                 raised a sweep later (does the driver fence between its arm store and \
+                 its look for a completion?)"
+            );
+            if let Err(e) = self.msix.trigger(u32::from(vector)) {
+                crate::guest_warn!(vector, error = %e, "swept CQ interrupt");
+            }
         }
         if late.is_empty() {
             self.unpin_memory();

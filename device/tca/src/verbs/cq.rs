@@ -259,6 +259,13 @@ impl Cq {
         if let Some(k) = kind {
             self.arm(k);
         }
+        Ok(self.fire_if_satisfied())
+    }
+
+    /// Fires and disarms an arm that a completion written past the
+    /// consumer index already satisfies (any for Next; a solicited or
+    /// unsuccessful one for Solicited); returns whether it fired.
+    fn fire_if_satisfied(&mut self) -> bool {
         // Written and not yet consumed: indexes ci..pi.
         let unconsumed = |i: u32| i.wrapping_sub(self.ci) < self.pi.wrapping_sub(self.ci);
         let satisfied = match self.arm {
@@ -269,9 +276,34 @@ impl Cq {
         if satisfied && !self.error {
             self.arm = Arm::None;
             self.moderation.fired();
-            return Ok(true);
+            return true;
         }
-        Ok(false)
+        false
+    }
+
+    /// Takes an arm request the record holds that no completion has taken
+    /// yet (the engine's sweep of the records, `engine/send_queue.rs`):
+    /// returns whether to raise [`Cq::vector`] now, for completions
+    /// written and not consumed that the arm covers. The driver stores the
+    /// word, fences, and looks for a completion; the device writes one,
+    /// fences, and looks at the word; a driver whose fence did not hold
+    /// can miss the completion while the device misses the arm, and this
+    /// look is what then raises the interrupt, a sweep later.
+    pub fn sweep_recorded_arm(&mut self, mem: &GuestMemory) -> bool {
+        let Some(rec) = self.db_record else {
+            return false;
+        };
+        let Ok(word) = mem.load_u32(rec + std::mem::offset_of!(CqDbRecord, arm) as u64) else {
+            return false;
+        };
+        if word == self.record_arm || self.error {
+            return false;
+        }
+        if let Some(ci) = self.recorded_ci(mem) {
+            self.ci = ci;
+        }
+        self.take_recorded_arm(mem);
+        self.fire_if_satisfied()
     }
 
     /// Writes `cqe` (owner bit set here, written last) and advances the
@@ -498,6 +530,7 @@ mod tests {
     /// The record's address in the tests' memory, and its arm word.
     const REC: u64 = 0x8000;
     const REC_ARM: u64 = REC + std::mem::offset_of!(CqDbRecord, arm) as u64;
+    const REC_CI: u64 = REC + std::mem::offset_of!(CqDbRecord, ci) as u64;
 
     #[test]
     fn the_record_arms_without_a_doorbell() {
@@ -537,6 +570,30 @@ mod tests {
         cq.doorbell(6, CQ_ARM_NEXT).unwrap();
         assert!(cq.push(&m.mem, &cqe(6, 0), false, now()).unwrap());
         assert!(!cq.push(&m.mem, &cqe(7, 0), false, now()).unwrap());
+    }
+
+    #[test]
+    fn a_swept_record_arm_fires_for_an_unconsumed_completion_and_else_waits() {
+        let m = TestMem::new(0x10000);
+        let mut cq = Cq::new(0x1000, 4, 2).unwrap();
+        cq.set_db_record(REC);
+        assert!(!cq.sweep_recorded_arm(&m.mem), "no request");
+        // Consumed: the request is taken, and the next completion fires.
+        cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap();
+        m.mem.store_u32(REC_CI, 1).unwrap();
+        m.mem
+            .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
+            .unwrap();
+        assert!(!cq.sweep_recorded_arm(&m.mem), "nothing unconsumed");
+        assert!(cq.armed());
+        assert!(cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap());
+        // Written, not consumed, and the arm landed after the device looked.
+        m.mem
+            .store_u32(REC_ARM, 8 | u32::from(CQ_ARM_NEXT))
+            .unwrap();
+        assert!(cq.sweep_recorded_arm(&m.mem), "completion 1 is unconsumed");
+        assert!(!cq.armed());
+        assert!(!cq.sweep_recorded_arm(&m.mem), "the same word again");
     }
 
     #[test]

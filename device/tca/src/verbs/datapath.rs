@@ -1,7 +1,8 @@
 //! What the engine needs from the verbs objects on the data path, named by
 //! QP: local and remote access checks (in the QP's PD, with the QP's own
 //! remote access flags), memory-window binds and local invalidates (which
-//! run the key walk), completions into CQs, and the SQ/RQ/CQ doorbells.
+//! run the key walk), completions into CQs, the SQ/RQ/CQ doorbells, and
+//! the CQs' arm requests left untaken in their doorbell records.
 
 use super::abi::{Cqe, RegMrWqe};
 use super::cq::CqError;
@@ -271,5 +272,15 @@ impl Verbs {
             crate::guest_warn!(?db, error = %e, "doorbell refused");
         }
         res
+    }
+
+    /// Takes every CQ's arm request that waits in its doorbell record
+    /// untaken ([`super::cq::Cq::sweep_recorded_arm`]); returns the MSI-X
+    /// vectors of those it fires.
+    pub fn sweep_cq_arms(&mut self, mem: &crate::dma::GuestMemory) -> Vec<u16> {
+        self.cqs
+            .iter_mut()
+            .filter_map(|(_, cq)| cq.sweep_recorded_arm(mem).then(|| cq.vector()))
+            .collect()
     }
 }

@@ -79,7 +79,7 @@ entry verbs-pairs-batch 1 - - 'Verbs (no VM)' \
 	'"$BIN/ibtca-bench" verbs --seconds 3 --only write-1m --pairs 4 --sched-batch'
 entry guest-verbs 2 vm,root self 'Verbs between two guests' \
 	'"$BIN/ibtca-bench" guest-verbs --placement all'
-entry perftest 2 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE); `ib_write_lat`: one-way latency' \
+entry perftest 2 vm,root,soft-roce lock 'perftest between two guests (ibtca against soft-RoCE); Latency: the distribution' \
 	'bash scripts/perftest-table.sh'
 entry ulp 6 vm,root,soft-roce,ucx lock 'Upper-layer protocols between two guests (ibtca against soft-RoCE)' \
 	'bash scripts/ulp-bench.sh'

@@ -163,15 +163,12 @@ fn snapshot(p: &LinkedPair) -> Box<DeviceSnapshot> {
     rx.recv_timeout(T).expect("the engine answered")
 }
 
-/// `inspect` tells a WQE the device took and completed from one a driver
-/// left on a sleeping record (what a lost doorbell looks like): the SQ's
-/// indexes, the send work in flight, the record's words and the CQ's
-/// producer index.
-#[test]
-fn inspect_shows_the_queues_and_a_wqe_left_on_a_sleeping_record() {
-    let (mut p, rec) = pair_with_record();
+/// Posts RDMA WRITE 1 (16 bytes of A's buffer to B's at 0) through the
+/// record at `rec` and rings for it, then waits for its completion and
+/// for the SQ to sleep; returns the record's index so far and WRITE 2
+/// (the same bytes to B's buffer at 64), not posted.
+fn one_write_then_asleep(p: &mut LinkedPair, rec: u64) -> (u32, SendWqe) {
     let qp = p.a.qp;
-    let mut sq_pi = 0u32;
     let write = |wr_id, at| {
         remote(
             send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 16, p.a.lkey),
@@ -180,10 +177,23 @@ fn inspect_shows_the_queues_and_a_wqe_left_on_a_sleeping_record() {
         )
     };
     let (w1, w2) = (write(1, 0), write(2, 64));
+    let mut sq_pi = 0u32;
     post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w1);
     ring(&mut p.a.g, &qp, 1);
     p.a.expect_completion(1, WC_SUCCESS, T);
     wait_awake(&p.a.g, rec, 0);
+    (sq_pi, w2)
+}
+
+/// `inspect` tells a WQE the device took and completed from one a driver
+/// left on a sleeping record (what a lost doorbell looks like): the SQ's
+/// indexes, the send work in flight, the record's words and the CQ's
+/// producer index.
+#[test]
+fn inspect_shows_the_queues_and_a_wqe_left_on_a_sleeping_record() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    let (mut sq_pi, w2) = one_write_then_asleep(&mut p, rec);
     let s = snapshot(&p);
     let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
     assert_eq!((q.sq.pi, q.sq.ci, q.send_wqes_in_flight), (1, 1, 0));
@@ -211,20 +221,8 @@ fn inspect_shows_the_queues_and_a_wqe_left_on_a_sleeping_record() {
 fn a_wqe_left_on_a_sleeping_record_is_taken_by_the_sweep_and_counted() {
     let (mut p, rec) = pair_with_record_swept(Some(ibtca_device::engine::RECORD_SWEEP));
     let qp = p.a.qp;
-    let mut sq_pi = 0u32;
     p.a.g.write(p.a.buf, &[0x6b; 16]);
-    let write = |wr_id, at| {
-        remote(
-            send_wqe(WR_RDMA_WRITE, wr_id, p.a.buf, 16, p.a.lkey),
-            p.b.buf + at,
-            p.b.rkey,
-        )
-    };
-    let (w1, w2) = (write(1, 0), write(2, 64));
-    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w1);
-    ring(&mut p.a.g, &qp, 1);
-    p.a.expect_completion(1, WC_SUCCESS, T);
-    wait_awake(&p.a.g, rec, 0);
+    let (mut sq_pi, w2) = one_write_then_asleep(&mut p, rec);
     // The record alone, the device asleep: the lost doorbell.
     post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w2);
     p.a.expect_completion(2, WC_SUCCESS, T);

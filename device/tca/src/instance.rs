@@ -60,7 +60,7 @@ pub struct InstanceConfig {
     pub min_ack_timeout: Duration,
     /// How often the engine reads the doorbell records of the send queues
     /// it sleeps on, for WQEs a driver posted there without the doorbell
-    /// it owed (`engine/send_queue.rs`); `None`: never (tests of the
+    /// it owed (`engine/record_sweep.rs`); `None`: never (tests of the
     /// record's handshake).
     pub record_sweep: Option<Duration>,
 }

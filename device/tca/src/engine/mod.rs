@@ -30,6 +30,7 @@ mod port_state;
 mod qp_error;
 mod qp_map;
 mod receive;
+mod record_sweep;
 mod send_queue;
 mod smp;
 mod transport_query;
@@ -67,8 +68,9 @@ pub use owner::{EngineHandle, EngineStopped, EngineThread};
 use port_agents::PortAgents;
 pub use port_agents::DEFAULT_NODE_DESCRIPTION;
 pub use port_state::PortState;
+use record_sweep::RecordSweep;
+pub use record_sweep::RECORD_SWEEP;
 use send_queue::SendQueues;
-pub use send_queue::RECORD_SWEEP;
 
 /// Something the engine must act on.
 #[derive(Debug)]
@@ -149,10 +151,10 @@ pub struct EngineStats {
     /// CQ's.
     pub foreign_doorbells: u64,
     /// Send queues whose WQEs the record sweep found posted on a sleeping
-    /// doorbell record with no doorbell (`send_queue.rs`).
+    /// doorbell record with no doorbell (`record_sweep.rs`).
     pub late_doorbells: u64,
     /// CQ interrupts the record sweep raised for an arm request no
-    /// completion had taken (`send_queue.rs`).
+    /// completion had taken (`record_sweep.rs`).
     pub late_cq_arms: u64,
     /// Datagram QPs' traffic (UD, and QP0 and QP1 in the guest).
     pub ud: DatagramStats,
@@ -185,6 +187,8 @@ pub struct Engine {
     data: DataPath,
     /// What the engine read from the send queues and could not hand on yet.
     sends: SendQueues,
+    /// The once-a-second look at the records the device sleeps on.
+    sweep: RecordSweep,
     /// The port's SMA, PMA and state.
     agents: PortAgents,
     outbox: Outbox,
@@ -231,7 +235,8 @@ impl Engine {
             msix,
             drdma,
             data: DataPath::default(),
-            sends: SendQueues::new(),
+            sends: SendQueues::default(),
+            sweep: RecordSweep::default(),
             agents: PortAgents::new(port, port_state),
             outbox: Outbox::new(link, port.lid),
             stats: EngineStats::default(),

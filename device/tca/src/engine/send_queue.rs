@@ -1,11 +1,10 @@
 //! The engine's side of the send queues: reading WQEs from guest memory
 //! into the transport (at most [`MAX_QUEUED_SEND_WQES`] queued there, a
 //! DRDMA WRITE held at the head until its range is full), and a QP's
-//! doorbell record (`verbs/db_record.rs`): read on every visit, kept
-//! awake while the QP has send work in flight, and read once more every
-//! [`RECORD_SWEEP`] while it sleeps.
+//! doorbell record (`verbs/db_record.rs`): read on every visit, and kept
+//! awake while the QP has send work in flight.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::qp_map::QpMap;
 use super::{DeviceQpEnv, Engine, MAX_QUEUED_SEND_WQES};
@@ -29,26 +28,9 @@ pub(super) struct SendQueues {
     /// QPs whose send queue still holds WQEs the engine left there because
     /// [`MAX_QUEUED_SEND_WQES`] were queued in the transport already.
     pub(super) capped: Vec<u32>,
-    /// When the sleeping records are read next ([`Engine::sweep_records`];
-    /// `None` before the first turn).
-    next_sweep: Option<Instant>,
-    /// How often they are read (`None`: never).
-    sweep_every: Option<Duration>,
 }
 
-/// How often the engine reads the doorbell records of the send queues it
-/// sleeps on, by default.
-pub const RECORD_SWEEP: Duration = Duration::from_secs(1);
-
 impl SendQueues {
-    /// Nothing read yet; the records swept every [`RECORD_SWEEP`].
-    pub(super) fn new() -> Self {
-        SendQueues {
-            sweep_every: Some(RECORD_SWEEP),
-            ..SendQueues::default()
-        }
-    }
-
     /// Forgets what was read (device reset).
     pub(super) fn clear(&mut self) {
         self.held.clear();
@@ -159,69 +141,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    /// Sets how often [`Engine::sweep_records`] runs (`None`: never).
-    pub fn set_record_sweep(&mut self, every: Option<Duration>) {
-        self.sends.sweep_every = every;
-        self.sends.next_sweep = None;
-    }
-
-    /// Once per sweep period ([`RECORD_SWEEP`] by default; the engine
-    /// thread's turns come at least once a second): takes WQEs a driver posted on a QP's doorbell record
-    /// while the device slept on its send queue, with no doorbell. The
-    /// record's handshake leaves none behind when both sides fence between
-    /// their store and their load; a driver whose fence does not order
-    /// them (a missing one, or a locked instruction in a one-vCPU TCG
-    /// guest) would otherwise wait forever. So a lost doorbell costs at
-    /// most a sweep's delay; each is counted (`late_doorbells`) and
-    /// logged. The CQs' arm requests in their records get the same look
-    /// (`late_cq_arms`). Returns whether it took any WQE.
-    pub(super) fn sweep_records(&mut self, now: Instant) -> bool {
-        let Some(every) = self.sends.sweep_every else {
-            return false;
-        };
-        let due = *self.sends.next_sweep.get_or_insert(now + every);
-        if now < due {
-            return false;
-        }
-        self.sends.next_sweep = Some(now + every);
-        self.pin_memory();
-        let late: Vec<u32> = self
-            .verbs
-            .qps
-            .iter()
-            .filter(|(_, qp)| qp.record_ahead(&self.mem, RecordQueue::Sq))
-            .map(|(qpn, _)| qpn)
-            .filter(|qpn| !self.sends.held.contains_key(qpn) && !self.data.has_send_work(*qpn))
-            .collect();
-        for &qpn in &late {
-            self.stats.late_doorbells += 1;
-            crate::guest_warn!(
-                qpn,
-                "send queue: WQEs posted on the doorbell record while the device slept on it, \
-                 with no doorbell; taken a sweep later (does the driver fence between its \
-                 index store and its awake-word load?)"
-            );
-            self.drain_sq(qpn, now);
-        }
-        let vectors = self.verbs.sweep_cq_arms(&self.mem);
-        for &vector in &vectors {
-            self.stats.late_cq_arms += 1;
-            crate::guest_warn!(
-                vector,
-                "CQ: an arm request in the doorbell record that no completion took; \
-                 raised a sweep later (does the driver fence between its arm store and \
-                 its look for a completion?)"
-            );
-            if let Err(e) = self.msix.trigger(u32::from(vector)) {
-                crate::guest_warn!(vector, error = %e, "swept CQ interrupt");
-            }
-        }
-        if late.is_empty() {
-            self.unpin_memory();
-        }
-        !late.is_empty()
     }
 
     /// What QP `qpn`'s work reaches: the device's memory, CQs and link.

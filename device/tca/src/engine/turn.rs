@@ -1,7 +1,7 @@
 //! The engine's turns without an event: expired transport timers, CQs
 //! whose moderation held completions to their deadline, the agent's trap
 //! repeats (`sma/trap.rs`), the sweep of sleeping doorbell records
-//! (`send_queue.rs`), and the
+//! (`record_sweep.rs`), and the
 //! responders' READ responses (seed 004), served RKM_READ_BUDGET packets
 //! per QP per turn between the events that drive the QPs' requesters.
 

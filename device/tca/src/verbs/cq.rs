@@ -95,6 +95,9 @@ pub struct Cq {
     record_arm: u32,
     /// Interrupt moderation and the completions it holds back.
     moderation: Moderation,
+    /// The record's arm word untaken at the last sweep, if any
+    /// ([`Cq::sweep_recorded_arm`]).
+    swept_arm: Option<u32>,
 }
 
 impl Cq {
@@ -117,6 +120,7 @@ impl Cq {
             db_record: None,
             record_arm: 0,
             moderation: Moderation::default(),
+            swept_arm: None,
         })
     }
 
@@ -169,6 +173,7 @@ impl Cq {
     pub fn set_db_record(&mut self, addr: u64) {
         self.db_record = Some(addr);
         self.record_arm = 0;
+        self.swept_arm = None;
     }
 
     /// Takes an arm request from the record, after the completion just
@@ -281,14 +286,15 @@ impl Cq {
         false
     }
 
-    /// Takes an arm request the record holds that no completion has taken
-    /// yet (the engine's sweep of the records, `engine/send_queue.rs`):
-    /// returns whether to raise [`Cq::vector`] now, for completions
-    /// written and not consumed that the arm covers. The driver stores the
-    /// word, fences, and looks for a completion; the device writes one,
-    /// fences, and looks at the word; a driver whose fence did not hold
-    /// can miss the completion while the device misses the arm, and this
-    /// look is what then raises the interrupt, a sweep later.
+    /// Takes an arm request the record has held untaken since the last
+    /// sweep (`engine/record_sweep.rs`): returns whether to raise
+    /// [`Cq::vector`] now, for completions written and not consumed that
+    /// the arm covers. The driver stores the word, fences, and looks for a
+    /// completion; the device writes one, fences, and looks at the word; a
+    /// driver whose fence did not hold can miss the completion while the
+    /// device misses the arm, and this look then raises the interrupt. A
+    /// word first seen at this look is left for the next one: the driver
+    /// may be between its store and its own look.
     pub fn sweep_recorded_arm(&mut self, mem: &GuestMemory) -> bool {
         let Some(rec) = self.db_record else {
             return false;
@@ -296,7 +302,8 @@ impl Cq {
         let Ok(word) = mem.load_u32(rec + std::mem::offset_of!(CqDbRecord, arm) as u64) else {
             return false;
         };
-        if word == self.record_arm || self.error {
+        let seen = self.swept_arm.replace(word);
+        if word == self.record_arm || self.error || seen != Some(word) {
             return false;
         }
         if let Some(ci) = self.recorded_ci(mem) {
@@ -578,19 +585,24 @@ mod tests {
         let mut cq = Cq::new(0x1000, 4, 2).unwrap();
         cq.set_db_record(REC);
         assert!(!cq.sweep_recorded_arm(&m.mem), "no request");
-        // Consumed: the request is taken, and the next completion fires.
+        // Consumed: the request is taken at the second look, and the next
+        // completion fires.
         cq.push(&m.mem, &cqe(0, 0), false, now()).unwrap();
         m.mem.store_u32(REC_CI, 1).unwrap();
         m.mem
             .store_u32(REC_ARM, 4 | u32::from(CQ_ARM_NEXT))
             .unwrap();
+        assert!(!cq.sweep_recorded_arm(&m.mem), "first seen");
+        assert!(!cq.armed(), "left for the next look");
         assert!(!cq.sweep_recorded_arm(&m.mem), "nothing unconsumed");
         assert!(cq.armed());
         assert!(cq.push(&m.mem, &cqe(1, 0), false, now()).unwrap());
-        // Written, not consumed, and the arm landed after the device looked.
+        // Written, not consumed, and the arm landed after the device looked:
+        // the second look fires.
         m.mem
             .store_u32(REC_ARM, 8 | u32::from(CQ_ARM_NEXT))
             .unwrap();
+        assert!(!cq.sweep_recorded_arm(&m.mem), "first seen");
         assert!(cq.sweep_recorded_arm(&m.mem), "completion 1 is unconsumed");
         assert!(!cq.armed());
         assert!(!cq.sweep_recorded_arm(&m.mem), "the same word again");

@@ -376,15 +376,15 @@ impl Qp {
         }
     }
 
-    /// Whether `q`'s doorbell record holds a producer index other than
+    /// The producer index `q`'s doorbell record holds, if it is other than
     /// the one the device took, where the device reads that record (the
     /// SQ in RTS, the RQ in RTR and RTS).
-    pub fn record_ahead(&self, mem: &GuestMemory, q: RecordQueue) -> bool {
-        self.reads_record(q)
-            && self
-                .db_record
-                .and_then(|r| r.pi(mem, q))
-                .is_some_and(|pi| Some(pi) != self.queue_pi(q))
+    pub fn record_ahead(&self, mem: &GuestMemory, q: RecordQueue) -> Option<u32> {
+        if !self.reads_record(q) {
+            return None;
+        }
+        let pi = self.db_record.and_then(|r| r.pi(mem, q))?;
+        (Some(pi) != self.queue_pi(q)).then_some(pi)
     }
 
     /// Says in the doorbell record whether the device will read `q`'s

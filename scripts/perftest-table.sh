@@ -19,7 +19,7 @@
 #   `ibtca-bench verbs --only write-1m` (device to device, simulated guests)
 #   and the raw Unix-socket stream it measures beside it.
 #
-#   scripts/perftest-table.sh [--placement nice|shared|default|split|pairs] [RUN_DIR]
+#   scripts/perftest-table.sh [--placement nice|shared|default|split|pairs|devone] [RUN_DIR]
 #                                # as root, after cargo build --release
 #
 # --placement: nice (default) runs both guests' QEMU at nice 19, what the
@@ -34,6 +34,7 @@
 # machine's CPUs (docs/placement.md; on 2 CPUs the same as nice).
 # split: as nice, and n1's QEMU pinned to CPU 0, n2's to CPU 1.
 # pairs: as split, and each node's device on its guest's CPU.
+# devone: as split, and both devices on CPU 1.
 # ibtca0 and rxe0 run in the same guests, so they share the placement.
 #
 # Prints the no-VM rows (NOVM ...) and each client's result line (PERFTEST
@@ -62,9 +63,10 @@ case "$placement" in
 nice) guest='"mem": "512M", "nice": 19' ;;
 split) guest='"mem": "512M", "nice": 19' n1=', "guest": { "cpus": "0" }' n2=', "guest": { "cpus": "1" }' ;;
 pairs) guest='"mem": "512M", "nice": 19' n1=', "cpus": "0", "guest": { "cpus": "0" }' n2=', "cpus": "1", "guest": { "cpus": "1" }' ;;
+devone) guest='"mem": "512M", "nice": 19' n1=', "cpus": "1", "guest": { "cpus": "0" }' n2=', "cpus": "1", "guest": { "cpus": "1" }' ;;
 shared) guest='"mem": "512M", "nice": 0' ;;
 default) guest='"mem": "512M"' ;;
-*) echo "--placement nice, shared, default, split or pairs, not $placement" >&2; exit 2 ;;
+*) echo "--placement nice, shared, default, split, pairs or devone, not $placement" >&2; exit 2 ;;
 esac
 # up --guests needs its run directory inside the chroot (the guests' QEMU
 # runs there): refuse any other before the no-VM rows spend their time.

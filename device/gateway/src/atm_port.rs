@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use ibtca_link::socket_file::{self, SocketId};
 use ibtca_link::LinkEndpoint;
-use ibtca_protocol::atm::{Cell, Receiver, RxCounters, CELL_LEN};
+use ibtca_protocol::atm::{Cell, Delivery, Receiver, RxCounters, CELL_LEN};
 use ibtca_sandbox::{self as sandbox, Role};
 use ibtca_switch::{Capture, Direction, ERF_TYPE_ATM};
 
@@ -279,31 +279,34 @@ impl PortThread {
             buf.copy_within(whole..have, 0);
             have -= whole;
             self.rx.expire(now);
+            let handed = self.hand_over(&mut out);
+            // Published after the hand-off: whoever sees a cell counted
+            // also sees its message handed over or counted as dropped.
             if let Ok(mut c) = self.counters.rx.lock() {
                 *c = *self.rx.counters();
             }
-            if out.is_empty() {
-                continue;
-            }
-            // What does not fit in the hand-off is dropped and counted.
-            let fit = self.handoff.reserve(out.len());
-            if fit < out.len() {
-                let n = (out.len() - fit) as u64;
-                out.truncate(fit);
-                self.counters
-                    .overrun_dropped
-                    .fetch_add(n, Ordering::Relaxed);
-                if out.is_empty() {
-                    continue;
-                }
-            }
-            if self
-                .events
-                .send(Event::Atm(std::mem::take(&mut out)))
-                .is_err()
-            {
+            if handed.is_err() {
                 return "the engine stopped".into();
             }
         }
+    }
+
+    /// Hands the reassembled messages to the engine; what does not fit in
+    /// the hand-off is dropped and counted. Fails when the engine stopped.
+    fn hand_over(&self, out: &mut Vec<Delivery>) -> Result<(), ()> {
+        let fit = self.handoff.reserve(out.len());
+        if fit < out.len() {
+            let n = (out.len() - fit) as u64;
+            out.truncate(fit);
+            self.counters
+                .overrun_dropped
+                .fetch_add(n, Ordering::Relaxed);
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.events
+            .send(Event::Atm(std::mem::take(out)))
+            .map_err(|_| ())
     }
 }

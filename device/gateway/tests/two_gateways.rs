@@ -368,10 +368,26 @@ fn two_gateways_through_a_switch_carry_four_vcs_both_ways() {
         }
     }
 
-    let stats: serde_json::Value =
-        serde_json::from_str(request("stats").strip_prefix("ok ").unwrap()).unwrap();
+    // The sinks having every message does not mean B has counted them:
+    // B's ATM reader counts its cells after handing their messages on,
+    // its writer counts cells after writing them, and the ACKs of B's
+    // last SENDs cross the switch after A delivered them. Wait for those
+    // counts.
     let cells_a = source_cells(&A, &ma).len() as u64;
     let cells_b = source_cells(&B, &mb).len() as u64;
+    let deadline = Instant::now() + T;
+    let stats: serde_json::Value = loop {
+        let s: serde_json::Value =
+            serde_json::from_str(request("stats").strip_prefix("ok ").unwrap()).unwrap();
+        if s["cells_in"] == cells_b
+            && s["cells_out"] == cells_a
+            && s["messages_sent"] == total(&mb) as u64
+        {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "B's counters: {s}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert_eq!(stats["cells_in"], cells_b);
     assert_eq!(stats["cells_out"], cells_a);
     assert_eq!(stats["atm_messages_in"], total(&mb) as u64);

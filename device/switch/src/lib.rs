@@ -461,18 +461,22 @@ impl Core {
         match ev {
             LinkEvent::Packet(packet) => self.forward(port, slot, packet, Origin::Wire),
             LinkEvent::Up { peer } => {
-                slot.set_up(Some(peer));
+                slot.set_peer(peer);
                 let (managed, trap) = {
                     let mut sma = self.sma();
                     let changed = sma.link_changed(port, true);
                     sma.gate_port(port, &self.slots);
                     (sma.managed(), changed.then(|| sma.trap_target()))
                 };
-                if let Some(target) = trap {
-                    self.traps.port_state_changed(target);
-                }
                 if !managed && self.lft.learn(peer.lid, port) {
                     tracing::info!(switch = %self.name, port, lid = peer.lid, "route learned");
+                }
+                // Up only now: whoever sees the port up sees its peer, its
+                // state in PortInfo and the route learned from its Hello,
+                // and so does the SM the trap tells.
+                slot.set_up(true);
+                if let Some(target) = trap {
+                    self.traps.port_state_changed(target);
                 }
                 tracing::info!(
                     switch = %self.name,
@@ -483,7 +487,7 @@ impl Core {
                 );
             }
             LinkEvent::Down { reason } => {
-                slot.set_up(None);
+                slot.set_up(false);
                 let mut sma = self.sma();
                 let changed = sma.link_changed(port, false);
                 sma.gate_port(port, &self.slots);

@@ -129,12 +129,16 @@ impl PortSlot {
         self.delay_us.store(us, Ordering::Relaxed);
     }
 
-    pub fn set_up(&self, peer: Option<LocalPort>) {
-        self.up.store(peer.is_some(), Ordering::Relaxed);
-        if peer.is_some() {
-            *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
-        }
-        self.counters.link_changed(peer.is_some());
+    /// Records the peer whose `Hello` came (kept after the link goes down).
+    pub fn set_peer(&self, peer: LocalPort) {
+        *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+    }
+
+    /// Marks the link up or down and counts the change; the flag is
+    /// stored last, so whoever sees it sees the count.
+    pub fn set_up(&self, up: bool) {
+        self.counters.link_changed(up);
+        self.up.store(up, Ordering::Release);
     }
 
     /// True if the port may carry data packets.
@@ -148,7 +152,7 @@ impl PortSlot {
     }
 
     pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        self.up.load(Ordering::Acquire)
     }
 
     pub fn peer(&self) -> Option<LocalPort> {

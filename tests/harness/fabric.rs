@@ -237,6 +237,23 @@ impl Fabric {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+        // A node is Active once the switch's Hello reached it, maybe before
+        // the switch has read the node's: wait for every switch port up on
+        // the switch's side too (then it knows the route to its peer).
+        for sw in &switches {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while let Some(p) = (1..=sw.ports())
+                .filter_map(|p| u8::try_from(p).ok())
+                .find(|&p| !sw.is_port_up(p))
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "{} port {p} never came up",
+                    sw.name()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         let mut f = Fabric {
             nodes,
             switches,

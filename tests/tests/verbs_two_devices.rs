@@ -362,9 +362,18 @@ fn peer_vanishing_mid_transfer_gives_an_error_completion() {
         "retries exhausted after {:.2} s",
         start.elapsed().as_secs_f64()
     );
-    // A's device is still fine.
+    // A's device is still fine. Its port goes down when A's link reader
+    // sees the connection end, which nothing orders before the retries
+    // running out on the engine thread: wait for it.
     assert_eq!(p.a.g.client.read32(0, regs::MAGIC), regs::MAGIC_VALUE);
-    assert_eq!(p.a.g.client.read32(0, regs::PORT_STATE), regs::PORT_DOWN);
+    let deadline = std::time::Instant::now() + T;
+    while p.a.g.client.read32(0, regs::PORT_STATE) != regs::PORT_DOWN {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's port never went down"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// B allocates a memory window and binds 4 KiB at `win` of its region to

@@ -368,8 +368,17 @@ fn a_delayed_port_holds_packets_back_in_order() {
     assert_eq!((c.wr_id.to_native(), c.status), (1, WC_SUCCESS));
     same(&b.g.read(b.buf, data.len()), &data, "delayed write");
     assert!(took >= delay, "completed after {took:?}, before the delay");
-    let s = f.switches[0].port_stats(2).unwrap();
-    assert!(s.tx_packets >= 5, "20 000 bytes at MTU 4096: {s:?}");
+    // A port counts a packet after handing it to its link, so B may have
+    // acknowledged the last one before port 2 counted it: wait for it.
+    let deadline = Instant::now() + T;
+    let s = loop {
+        let s = f.switches[0].port_stats(2).unwrap();
+        if s.tx_packets >= 5 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "20 000 bytes at MTU 4096: {s:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert_eq!(s.drops(), 0, "{s:?}");
     f.switches[0].set_delay(2, Duration::ZERO).unwrap();
 }

@@ -306,6 +306,9 @@ fn guids_are_configured_or_random_locally_administered_ones() {
 /// How long a device's log may take to say what a test waits for.
 const LOG_WAIT: Duration = Duration::from_secs(20);
 
+/// What a device logs once it counted a ring its peer offered (`rx_rings`).
+const RING_TAKEN: &str = "link peer writes to us through a shared ring";
+
 /// Devices A (LID 1, listening) and B (LID 2, connecting) on one link, A
 /// with `a_extra` options, their logs in `dir` (`a.log`, `b.log`).
 fn linked_devices(dir: &TempDir, a_extra: &[&str]) -> [(Device, std::path::PathBuf); 2] {
@@ -372,12 +375,7 @@ fn two_device_processes_link_through_shared_rings_and_see_a_killed_peer_go() {
     // Each side reads the other's frames from the ring it was handed.
     for log in [&log_a, &log_b] {
         wait_for(log, "link up", 1, LOG_WAIT);
-        wait_for(
-            log,
-            "link peer writes to us through a shared ring",
-            1,
-            LOG_WAIT,
-        );
+        wait_for(log, RING_TAKEN, 1, LOG_WAIT);
     }
     // B dies without a word: A, asleep on its ring, hears it through the
     // socket and reports the link down.
@@ -421,6 +419,9 @@ fn a_device_that_cannot_make_its_ring_writes_to_the_socket_and_stays_up() {
     for log in [&log_a, &log_b] {
         wait_for(log, "link up", 1, LOG_WAIT);
     }
+    // A takes B's ring from B's RingOffer, which A reads after it logged
+    // the link up; it logs the ring once counted.
+    wait_for(&log_a, RING_TAKEN, 1, LOG_WAIT);
     // One connection each, A's frames on the socket, B's through its ring.
     let one = "connections: 1, reconnects: 0";
     stop_expecting_counters(a, &log_a, &["tx_rings: 0, rx_rings: 1", one]);
@@ -444,6 +445,9 @@ fn a_device_that_cannot_map_its_peers_ring_reconnects_once_with_the_peer_on_the_
     for log in [&log_a, &log_b] {
         wait_for(log, "link::session: link up", 2, LOG_WAIT);
     }
+    // B takes A's ring on both connections, from A's RingOffer, which B
+    // reads after it logged the link up; it logs the ring once counted.
+    wait_for(&log_b, RING_TAKEN, 2, LOG_WAIT);
     // Not the peer's fault: no bad frame either side.
     let twice = ["connections: 2, reconnects: 1", "rx_bad_frames: 0"];
     stop_expecting_counters(

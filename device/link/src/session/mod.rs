@@ -222,6 +222,12 @@ impl Session<'_> {
                     return Err("peer wrote to the socket after its RingOffer".into());
                 }
                 bump(&self.shared.counters.rx_rings);
+                // Logged once counted: whoever reads the line sees the ring
+                // in `rx_rings`.
+                tracing::info!(
+                    kib = ring.reader().capacity() / 1024,
+                    "link peer writes to us through a shared ring"
+                );
                 if walk::can_walk(&mut ring) {
                     return self.serve_ring(ring);
                 }
@@ -477,10 +483,6 @@ impl Session<'_> {
                     Arc::clone(&self.shared.counters),
                 ) {
                     Ok(ring) => {
-                        tracing::info!(
-                            kib = capacity / 1024,
-                            "link peer writes to us through a shared ring"
-                        );
                         self.switch = Some(ring);
                         Ok(())
                     }

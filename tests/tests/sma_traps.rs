@@ -74,9 +74,19 @@ fn fabric(name: &str) -> Fabric {
             )
         })
         .collect();
+    // A port's reader counts its link's change in the trap counters (as
+    // `no_sm`: no SM is known yet) after it shows the port up: wait for
+    // the three counts too.
     let deadline = Instant::now() + WAIT;
-    while !((1..=3).all(|port| sw.is_port_up(port)) && sw.lft().lookup(SM_LID) == Some(1)) {
-        assert!(Instant::now() < deadline, "the fabric never came up");
+    while !((1..=3).all(|port| sw.is_port_up(port))
+        && sw.lft().lookup(SM_LID) == Some(1)
+        && sw.trap_counts().no_sm == 3)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the fabric never came up: {:?}",
+            sw.trap_counts()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     Fabric {

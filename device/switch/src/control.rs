@@ -32,10 +32,12 @@ pub fn stats_json(switch: &Switch) -> serde_json::Value {
         .filter_map(|p| u8::try_from(p).ok())
         .map(|p| {
             let s = switch.port_stats(p).unwrap_or_default();
+            // Up first: a port shows up only once its peer is stored.
+            let up = switch.is_port_up(p);
             let peer = switch.peer(p);
             serde_json::json!({
                 "port": p,
-                "up": switch.is_port_up(p),
+                "up": up,
                 "peer_lid": peer.map(|x| x.lid),
                 "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),
                 "rx_packets": s.rx_packets,
@@ -65,10 +67,13 @@ pub fn inspect_json(switch: &Switch) -> serde_json::Value {
     let ports: Vec<_> = (1..=switch.ports())
         .filter_map(|p| u8::try_from(p).ok())
         .map(|p| {
+            // Up first: a port shows up only once its peer and its state
+            // are stored.
+            let up = switch.is_port_up(p);
             let peer = switch.peer(p);
             serde_json::json!({
                 "port": p,
-                "up": switch.is_port_up(p),
+                "up": up,
                 "state": format!("{:?}", switch.port_state(p)),
                 "peer_lid": peer.map(|x| x.lid),
                 "peer_guid": peer.map(|x| format!("{:#018x}", x.node_guid)),

@@ -278,7 +278,20 @@ fn switch_ports_count_traffic_graph_shows_a_downed_link_and_watch_stops() {
     // n1 (port 1) writes to n3 (port 3) across sw0.
     let before = json(&["stats", "--run-dir", &run, "--json"]);
     let (_a, _b) = write_across(&fab.run.join("n1.sock"), 1, &fab.run.join("n3.sock"), 3);
-    let after = json(&["stats", "--run-dir", &run, "--json"]);
+    // A switch port counts a packet after handing it to its link, so n3
+    // may have acknowledged the last one, and n1 seen the completion,
+    // before port 3 counted it: wait for port 3's count.
+    let deadline = Instant::now() + T;
+    let after = loop {
+        let after = json(&["stats", "--run-dir", &run, "--json"]);
+        let words = n(&counters(&after, "sw0", 3), "PortXmitData")
+            - n(&counters(&before, "sw0", 3), "PortXmitData");
+        if words * 4 >= LEN as u64 {
+            break after;
+        }
+        assert!(Instant::now() < deadline, "{after}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let moved = |name: &str, port: u64, counter: &str| {
         n(&counters(&after, name, port), counter) - n(&counters(&before, name, port), counter)
     };

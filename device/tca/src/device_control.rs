@@ -276,8 +276,9 @@ mod tests {
     fn commands_answer_from_the_engines_snapshot_or_say_why_not() {
         let (tx, rx) = EngineHandle::channel();
         let engine = std::thread::spawn(move || {
-            // Answers one Inspect, then stops (drops its receiver).
-            if let Ok(EngineEvent::Inspect(reply)) = rx.recv() {
+            // Answers every Inspect until Stop, then stops (drops its
+            // receiver): commands may be more than MIN_INTERVAL apart.
+            while let Ok(EngineEvent::Inspect(reply)) = rx.recv() {
                 reply.send(Box::new(snapshot())).unwrap();
             }
         });
@@ -297,6 +298,7 @@ mod tests {
         assert_eq!(v["engine"]["inbox"]["peak"], 0);
         assert_eq!(v["engine"]["inbox"]["doorbells_coalesced"], 0);
         assert!(execute(&mut s, "bogus").starts_with("error unknown command `bogus`"));
+        s.engine.send(EngineEvent::Stop).unwrap();
         engine.join().unwrap();
         // Past the interval the stopped engine is asked again: an error,
         // not a hang and not the old snapshot.

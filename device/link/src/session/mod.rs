@@ -106,8 +106,13 @@ pub(super) fn run(shared: &Arc<Shared>, stream: LinkSocket, sink: &mut Sink) -> 
         } else {
             reason
         };
+        // Logged once the sink has the event: whoever reads the line and
+        // then asks the port's owner (a device's engine, a switch) finds
+        // the link down there too.
+        (session.sink)(LinkRx::Event(LinkEvent::Down {
+            reason: reason.clone(),
+        }));
         tracing::info!(%reason, "link down");
-        (session.sink)(LinkRx::Event(LinkEvent::Down { reason }));
     }
     shared.control().active = None;
     up
@@ -565,13 +570,16 @@ impl Session<'_> {
             port: hello.port,
             lid: hello.lid,
         };
+        // Logged once the sink has the event: whoever reads the line and
+        // then asks the port's owner (a device's engine, a switch) finds
+        // the link up there too.
+        (self.sink)(LinkRx::Event(LinkEvent::Up { peer }));
         tracing::info!(
             guid = format_args!("{:#018x}", peer.node_guid),
             port = peer.port,
             lid = peer.lid,
             "link up"
         );
-        (self.sink)(LinkRx::Event(LinkEvent::Up { peer }));
         Ok(())
     }
 }

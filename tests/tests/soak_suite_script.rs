@@ -42,16 +42,26 @@ fn help_and_bad_options() {
 
 /// The stand-in suite: counts its runs, records the `yes` processes whose
 /// parent is the script and the keep-going setting it was given, and fails
-/// its second run with libtest's line for a failed test.
+/// its second run with libtest's line for a failed test. A hog the script
+/// forked runs `yes` only once it has exec'd, maybe after the suite
+/// started: the stand-in waits (10 s at most) for one per CPU (`nproc`,
+/// as the script counts them) before it records them.
 const STAND_IN: &str = r#"set -u
 d=$1
 n=$(cat "$d/count" 2>/dev/null || echo 0)
 n=$((n + 1))
 echo "$n" >"$d/count"
-for p in /proc/[0-9]*; do
-	[ "$(cat "$p/comm" 2>/dev/null)" = yes ] || continue
-	[ "$(awk '{print $4}' "$p/stat" 2>/dev/null)" = "$PPID" ] && echo "${p#/proc/}"
-done >"$d/hogs-$n"
+hogs() {
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = yes ] || continue
+		[ "$(awk '{print $4}' "$p/stat" 2>/dev/null)" = "$PPID" ] && echo "${p#/proc/}"
+	done
+}
+for _ in $(seq 200); do
+	[ "$(hogs | wc -l)" -ge "$(nproc)" ] && break
+	sleep 0.05
+done
+hogs >"$d/hogs-$n"
 echo "${IBTCA_TEST_NO_FAIL_FAST:-unset}" >"$d/keep-going-$n"
 echo "test passing::one ... ok"
 if [ "$n" = 2 ]; then

@@ -10,6 +10,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 use ibtca_tests::launcher::text;
 use ibtca_tests::script_cli;
@@ -75,17 +76,23 @@ fn bench(dir: &Path, args: &[&str]) -> Output {
     )
 }
 
-/// No process the stand-ins started is left.
+/// No process the stand-ins started is left. The stand-in `down` only
+/// signals its nodes, so a node may still be on its way out: they get
+/// 10 s.
 #[track_caller]
 fn none_left(dir: &Path) {
     let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
     for pid in pids.split_whitespace() {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Gone, or a zombie its reaper has not waited for yet.
-        assert!(
-            stat.is_empty() || stat.contains(") Z "),
-            "{pid} left running: {stat}"
-        );
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Gone, or a zombie its reaper has not waited for yet.
+            if stat.is_empty() || stat.contains(") Z ") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{pid} left running: {stat}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

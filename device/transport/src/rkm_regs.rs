@@ -11,7 +11,10 @@
 //! - RKM_READ_BUDGET: READ response packets the engine sends per QP per
 //!   turn; 0 holds them all back (a test hook: races become deterministic).
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use ibtca_abi::regs;
 
@@ -45,7 +48,10 @@ impl RkmRegs {
     /// RKM_STATUS: IBTCA_RKM_STATUS_BUSY or IBTCA_RKM_STATUS_DONE (0 before
     /// the first walk).
     pub fn status(&self) -> u32 {
-        match (self.walks.load(Relaxed), self.stopping.load(Relaxed)) {
+        // The walk count first: a walk it includes has its cleared slots
+        // in `stopping` already (`walked`), so DONE never shows early.
+        let walks = self.walks.load(Acquire);
+        match (walks, self.stopping.load(Relaxed)) {
             (0, 0) => 0,
             (_, 0) => regs::RKM_STATUS_DONE,
             _ => regs::RKM_STATUS_BUSY,
@@ -84,9 +90,11 @@ impl RkmRegs {
 
     /// A walk ran and cleared `n` held slots.
     pub(crate) fn walked(&self, n: u32) {
-        self.walks.fetch_add(1, Relaxed);
-        self.cleared.fetch_add(n, Relaxed);
+        // The walk is counted last: a reader of RKM_STATUS that sees it
+        // sees its slots held too, BUSY until they stop.
         self.stopping.fetch_add(n, Relaxed);
+        self.cleared.fetch_add(n, Relaxed);
+        self.walks.fetch_add(1, Release);
     }
 
     /// An operation whose slot a walk cleared stopped (or its QP went).

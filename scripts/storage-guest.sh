@@ -76,7 +76,7 @@ mark_sum() {
 fio_job() {
 	local t=$1 dev=$2 st
 	shift 2
-	fio --name="$t" --filename="$dev" --ioengine=libaio --direct=1 --size=16M \
+	fio --name="$t" --filename="$dev" --ioengine=libaio --direct=1 --size=4M \
 		--verify=crc32c --verify_fatal=1 --verify_state_save=0 "$@" 2>&1 | tag "FIO-$t"
 	st=$?
 	echo "FIO-$t-RC $st"

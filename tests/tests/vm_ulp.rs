@@ -196,17 +196,15 @@ fn sv(f: &str, x: impl Into<String>, y: impl Into<String>) -> [String; 3] {
     [f.to_owned(), x.into(), y.into()]
 }
 
-/// How much each fio job writes over transport `name`, and how fio's
-/// summary line says it: 16 MiB over ibtca; 4 MiB over soft-RoCE, whose
-/// 4 KiB random writes run at a few hundred KiB/s under TCG and would
-/// otherwise take most of the test's time.
-fn fio_size(name: &str) -> (&'static str, &'static [&'static str]) {
-    if name == "rxe" {
-        ("4M", &["io=4096KiB", "io=4.00MiB"])
-    } else {
-        ("16M", &["io=16.0MiB"])
-    }
-}
+/// How much each fio job writes, and how fio's summary line says it: 4 MiB
+/// (1,024 random 4 KiB writes at queue depth 16, then as many verified
+/// reads), over either transport; soft-RoCE's random writes run at a few
+/// hundred KiB/s under TCG.
+const FIO_SIZE: (&str, &[&str]) = ("4M", &["io=4096KiB", "io=4.00MiB"]);
+
+/// The job the target drops under writes 16 MiB, so that it still runs
+/// when the controller has left "live".
+const OUTAGE_FIO_SIZE: (&str, &[&str]) = ("16M", &["io=16.0MiB"]);
 
 /// One fio job of `size` with crc32c verification on namespace `ns`
 /// (`ns1`, `ns2`: the host's shell variables), its output tagged
@@ -225,7 +223,7 @@ fn outage_fio(extra: &str) -> String {
     fio(
         "kill1",
         "ns1",
-        fio_size("ibtca").0,
+        OUTAGE_FIO_SIZE.0,
         &format!("--rw=randwrite --bs=4k --iodepth=16 --offset=48M{extra}"),
     )
 }
@@ -274,8 +272,8 @@ fn kill_guest(run: &Path, node: &str) {
 /// namespaces; `outage` (ulp_outage's shell) next; then disconnect, connect
 /// again and verify it all again (`--verify_only`: read and check, write
 /// nothing).
-fn host_body(transport: &str, outage: Option<String>) -> String {
-    let size = fio_size(transport).0;
+fn host_body(outage: Option<String>) -> String {
+    let size = FIO_SIZE.0;
     let jobs = |extra: &str| {
         [
             fio(
@@ -354,9 +352,9 @@ fn rdma_cm_rsockets_and_nvme_of_over_soft_roce_and_ibtca() {
         n2.extend(c);
     }
     n1.push(rxe.lib(&["ulp_target", "rxe", "ibtca"]));
-    n2.push(rxe.lib(&["ulp_host", &host_body("rxe", None)]));
+    n2.push(rxe.lib(&["ulp_host", &host_body(None)]));
     let outage = ib.lib(&["ulp_outage", &outage_fio("")]);
-    n2.push(ib.lib(&["ulp_host", &host_body("ibtca", Some(outage))]));
+    n2.push(ib.lib(&["ulp_host", &host_body(Some(outage))]));
     // The last step: n1 killed (nothing after it in either guest).
     n1.push(ib.lib(&["ulp_doomed"]));
     n2.push(ib.lib(&["ulp_killed", KILLED_FIO]));
@@ -526,12 +524,12 @@ fn check_nvme_of(t: &Transport, host: &str, all: &str) {
     // Every fio run exited 0 and read back what the job covers: its size
     // written and verified per job, then re-verified after the
     // reconnect (the two runs of each tag, in order).
-    let mut tags = vec!["rand1", "seq1", "rand2", "seq2"];
+    let mut tags = vec![("rand1", FIO_SIZE.1), ("seq1", FIO_SIZE.1)];
+    tags.extend([("rand2", FIO_SIZE.1), ("seq2", FIO_SIZE.1)]);
     if t.name == "ibtca" {
-        tags.push("kill1");
+        tags.push(("kill1", OUTAGE_FIO_SIZE.1));
     }
-    let io = fio_size(t.name).1;
-    for tag in tags {
+    for (tag, io) in tags {
         let rc = lines(host, &format!("FIO-{tag}-RC "));
         assert_eq!(
             rc,

@@ -11,6 +11,7 @@
 
 use crate::crc::{packet_crcs, vcrc};
 use crate::headers::{Aeth, Bth, Grh, Lnh, Lrh, MASK_24};
+use crate::mad::{Smp, MAD_LEN};
 use crate::opcode::{ExtHeader, Opcode};
 use crate::packet::{ICRC_LEN, VCRC_LEN};
 
@@ -150,6 +151,60 @@ pub fn restamp_crcs(packet: &mut [u8]) {
     }
 }
 
+/// Bytes of an SMP's headers: LRH, BTH and DETH.
+const SMP_HEADERS_LEN: usize = Lrh::LEN + Bth::LEN + 8;
+
+/// Bytes of an SMP's packet: its headers, the MAD, ICRC and VCRC.
+pub const SMP_PACKET_LEN: usize = SMP_HEADERS_LEN + MAD_LEN + ICRC_LEN + VCRC_LEN;
+
+/// An SMP's headers with both LIDs zero, as
+/// [`smp_packet_bytes`](crate::mad::smp_packet_bytes) builds them: LRH on
+/// VL15, SL 0, IBA local, PktLen 72 words; BTH UD SEND Only to QP0, no
+/// pad, P_Key 0xffff, PSN 0; DETH Q_Key 0 from QP0.
+const SMP_HEADERS: [u8; SMP_HEADERS_LEN] = [
+    0xf0, 0x02, 0, 0, 0x00, 0x48, 0, 0, // LRH
+    0x64, 0x00, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, // BTH
+    0, 0, 0, 0, 0, 0, 0, 0, // DETH
+];
+
+/// An SMP's packet from `slid` to `dlid`: the bytes
+/// [`smp_packet_bytes`](crate::mad::smp_packet_bytes) builds, written
+/// from fixed headers. With `stamp` false its ICRC and VCRC are left zero
+/// ([`icrc_unstamped`]), for a node in the same process, which reads
+/// neither; [`stamp_unstamped`] gives it both before it leaves on a wire.
+pub fn smp_packet(smp: &Smp, slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
+    let mut packet = Vec::with_capacity(SMP_PACKET_LEN);
+    packet.extend_from_slice(&SMP_HEADERS);
+    packet.extend_from_slice(&smp.to_bytes());
+    packet.extend_from_slice(&[0; ICRC_LEN + VCRC_LEN]);
+    set_lids(&mut packet, dlid, slid);
+    if stamp {
+        restamp_crcs(&mut packet);
+    }
+    packet
+}
+
+/// True if the ICRC field reads zero, as [`smp_packet`] leaves a packet
+/// built unstamped. A stamped packet whose ICRC is zero reads so too.
+#[inline]
+pub fn icrc_unstamped(packet: &[u8]) -> bool {
+    packet
+        .len()
+        .checked_sub(ICRC_LEN + VCRC_LEN)
+        .and_then(|at| packet.get(at..)?.first_chunk::<ICRC_LEN>())
+        .is_some_and(|icrc| *icrc == [0; ICRC_LEN])
+}
+
+/// Stamps both CRCs of a packet whose ICRC reads zero
+/// ([`icrc_unstamped`]): one built unstamped gets its CRCs; one stamped
+/// already whose ICRC happens to be zero gets the same CRCs again.
+#[inline]
+pub fn stamp_unstamped(packet: &mut [u8]) {
+    if icrc_unstamped(packet) {
+        restamp_crcs(packet);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +306,42 @@ mod tests {
     }
 
     #[test]
+    fn an_smps_packet_is_what_a_build_gives_stamped_and_zero_crcs_unstamped() {
+        use crate::mad::attr::id;
+        use crate::mad::{method, smp_packet_bytes, MadStatus, SmpRoute, PERMISSIVE_LID};
+        let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3, 5]).unwrap();
+        get.tid = 0x0102_0304_0506_0708;
+        get.hop_ptr = 2;
+        get.return_path[1] = 7;
+        let mut answer = get.clone();
+        answer.make_response(MadStatus::OK);
+        answer.data[..4].copy_from_slice(&[9, 8, 7, 6]);
+        let mut set = Smp::new(SmpRoute::Lid, method::SET, id::PORT_INFO, 3);
+        set.m_key = 0xfeed;
+        set.data = [0x5a; 64];
+        for smp in [get, answer, set] {
+            for (slid, dlid) in [(PERMISSIVE_LID, PERMISSIVE_LID), (1, 0x1234), (0xbeef, 0)] {
+                let built = smp_packet_bytes(&smp, slid, dlid).unwrap();
+                assert_eq!(smp_packet(&smp, slid, dlid, true), built);
+                let mut bare = smp_packet(&smp, slid, dlid, false);
+                assert_eq!(bare.len(), SMP_PACKET_LEN);
+                let (covered, crcs) = bare.split_at(SMP_PACKET_LEN - ICRC_LEN - VCRC_LEN);
+                assert_eq!(covered, &built[..covered.len()]);
+                assert_eq!(crcs, [0; ICRC_LEN + VCRC_LEN]);
+                assert!(icrc_unstamped(&bare) && !icrc_unstamped(&built));
+                stamp_unstamped(&mut bare);
+                assert_eq!(bare, built);
+                let mut again = built.clone();
+                stamp_unstamped(&mut again);
+                assert_eq!(again, built, "a stamped packet is left as it is");
+                // What a stamped packet whose ICRC is zero gets: the same.
+                restamp_crcs(&mut again);
+                assert_eq!(again, built);
+            }
+        }
+    }
+
+    #[test]
     fn short_buffers_are_left_alone() {
         let mut empty: [u8; 0] = [];
         set_vl(&mut empty, 3);
@@ -273,6 +364,9 @@ mod tests {
             set_lids(&mut b, 0xffff, u16::from(v));
             restamp_crcs(&mut b);
             proptest::prop_assert!(b.len() < ICRC_LEN + VCRC_LEN || vcrc_ok(&b));
+            let _ = icrc_unstamped(&bytes);
+            let mut c = bytes.clone();
+            stamp_unstamped(&mut c);
         }
     }
 }

@@ -35,17 +35,20 @@ impl HostedCa {
     /// The CA of `spec`; `managed`: an SM brings its port up.
     pub fn new(spec: &CaSpec, managed: bool) -> Self {
         let lid = if managed { 0 } else { spec.lid };
+        let mut sma = DeviceSma::new(
+            spec.guid,
+            spec.port_guid,
+            &spec.description,
+            lid,
+            DATA_VLS,
+            managed,
+        );
+        // The hive stamps what leaves it on a wire (`Hive::send_from`).
+        sma.leave_crcs_unstamped();
         HostedCa {
             name: spec.name.clone(),
             guid: spec.guid,
-            sma: DeviceSma::new(
-                spec.guid,
-                spec.port_guid,
-                &spec.description,
-                lid,
-                DATA_VLS,
-                managed,
-            ),
+            sma,
             pma: Pma::default(),
             totals: PortTotals::default(),
             dropped_data: 0,
@@ -214,5 +217,19 @@ mod tests {
         let built = ca.on_event(LinkEvent::Packet(packet), Origin::Process);
         assert!(built.is_some(), "answered");
         assert_eq!(ca.totals().rcv_errors, 1);
+    }
+
+    #[test]
+    fn its_answers_leave_their_crcs_zero_for_the_hive_to_stamp() {
+        let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+        smp.hop_ptr = 1;
+        let packet = smp_packet(&smp, PERMISSIVE_LID, PERMISSIVE_LID)
+            .build()
+            .unwrap();
+        let answer = ca()
+            .on_event(LinkEvent::Packet(packet), Origin::Wire)
+            .expect("answered");
+        assert!(ibtca_protocol::encoded::icrc_unstamped(&answer));
+        assert_eq!(answer[answer.len() - 2..], [0, 0], "VCRC");
     }
 }

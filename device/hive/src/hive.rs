@@ -4,7 +4,10 @@
 //! A packet a node sends on a port whose peer is hosted too goes into the
 //! hive's work queue and reaches that peer's node on the next turn of the
 //! loop (no socket, no copy); one whose peer is outside goes to that
-//! port's [`SocketWire`]. The loop drains the work queue, writes what the
+//! port's [`SocketWire`]. Hosted nodes build SMPs for one another with
+//! their ICRC and VCRC zero (no node here reads them); one that leaves on
+//! a socket wire is stamped there (`encoded::stamp_unstamped`), whichever
+//! node sends it out. The loop drains the work queue, writes what the
 //! socket wires have pending, then waits in `poll(2)` until a socket is
 //! ready, a timer of a wire is due (a connect retry, a `Hello` timeout) or
 //! the stop descriptor is readable: first polling without sleeping for an
@@ -24,6 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibtca_link::{LinkEvent, LocalPort};
+use ibtca_protocol::encoded;
 use ibtca_switch::{HostedSwitch, Origin, PortConfig, SwitchConfig, Wires};
 
 use crate::ca::HostedCa;
@@ -380,6 +384,10 @@ impl Hive {
             Peer::Hive(_) => self.work_dropped += 1,
             Peer::Socket(i) => {
                 self.mark_left(&packet);
+                // Hosted nodes build SMPs for one another with their CRCs
+                // zero; what leaves on a wire carries both.
+                let mut packet = packet;
+                encoded::stamp_unstamped(&mut packet);
                 self.sockets[i].1.send(packet);
             }
         }

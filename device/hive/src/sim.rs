@@ -80,9 +80,12 @@ impl HostedSim {
             managed,
             node_id: spec.name.clone(),
         };
+        let mut port = SimPort::new(settings, MAD_TIMEOUT);
+        // The hive stamps what leaves it on a wire (`Hive::send_from`).
+        port.leave_crcs_unstamped();
         Ok(HostedSim {
             sockets: SimSockets::bind(base)?,
-            port: SimPort::new(settings, MAD_TIMEOUT),
+            port,
             totals: PortTotals::default(),
             guid: spec.guid,
             name: spec.name.clone(),

@@ -33,7 +33,7 @@ use ibtca_protocol::mad::{
 };
 use ibtca_protocol::opcode::Opcode;
 use ibtca_protocol::packet::ReceivedCrcs;
-use ibtca_protocol::{Packet, PacketView};
+use ibtca_protocol::{encoded, Packet, PacketView};
 
 use crate::clients::{wire_tid, Clients};
 use crate::wire::{SimRequest, STATUS_TIMED_OUT};
@@ -105,6 +105,9 @@ pub struct SimPort {
     counts: PortCounts,
     /// Clients' MADs by (management class, attribute, method).
     kinds: BTreeMap<(u8, u16, u8), u64>,
+    /// The SMPs it sends onto the link carry their CRCs (the default);
+    /// false once [`SimPort::leave_crcs_unstamped`].
+    stamp: bool,
 }
 
 impl SimPort {
@@ -126,7 +129,18 @@ impl SimPort {
             settings,
             counts: PortCounts::default(),
             kinds: BTreeMap::new(),
+            stamp: true,
         }
+    }
+
+    /// Leaves the ICRC and VCRC of the SMPs it sends onto the link (its
+    /// clients' and its agent's) zero from now on
+    /// ([`encoded::smp_packet`]): for a port whose owner hosts its peer,
+    /// which reads neither, and stamps what leaves the process on a wire
+    /// ([`encoded::stamp_unstamped`]).
+    pub fn leave_crcs_unstamped(&mut self) {
+        self.stamp = false;
+        self.sma.leave_crcs_unstamped();
     }
 
     /// The link came up or went down.
@@ -280,7 +294,7 @@ impl SimPort {
                 (lid, req.dlid)
             }
         };
-        Some(Out::Link(smp_packet_bytes(&smp, slid, dlid).ok()?))
+        Some(Out::Link(encoded::smp_packet(&smp, slid, dlid, self.stamp)))
     }
 
     /// A client's SMP to the port itself: an answer to a request of
@@ -339,7 +353,9 @@ impl SimPort {
         if self.lid_and_state() != before {
             tracing::info!(lid = self.sma.lid(), state = ?self.sma.state(), "port set by the subnet manager");
         }
-        let reply = PacketView::parse(outcome.reply.as_deref()?).ok()?;
+        // The agent's own packet: its CRCs are zero once unstamped.
+        let reply = outcome.reply.as_deref()?;
+        let reply = PacketView::parse_with(reply, &ReceivedCrcs::trusted(reply)).ok()?;
         let mut answer = Smp::parse(reply.payload).ok()?;
         if local_dr {
             (answer.hop_cnt, answer.hop_ptr) = (0, 0);

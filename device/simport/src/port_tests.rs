@@ -277,3 +277,44 @@ fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_process_is_taken_as_buil
     assert_eq!((slot, r.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
 }
+
+#[test]
+fn unstamped_its_smps_leave_with_zero_crcs_and_its_agent_still_answers_its_clients() {
+    let mut p = port();
+    p.leave_crcs_unstamped();
+    let stamped = |packet: &[u8]| {
+        let mut p = packet.to_vec();
+        ibtca_protocol::encoded::restamp_crcs(&mut p);
+        p
+    };
+    // A client's request onto the link.
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    smp.tid = 0x0000_0007_0000_0044;
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(packet[packet.len() - 6..], [0; 6]);
+    let sent = smp_of_packet(&PacketView::parse(&stamped(packet)).unwrap()).unwrap();
+    assert_eq!((sent.hop_ptr, sent.tid), (1, smp.tid));
+    // The agent's answer to a Get from the link.
+    let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    get.hop_ptr = 1;
+    let get = smp_packet(&get, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    let out = from_link(&mut p, &get);
+    let [Out::Link(answer)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(answer[answer.len() - 6..], [0; 6]);
+    assert!(PacketView::parse(&stamped(answer)).is_ok());
+    // A client's SMP to the port itself, answered by its agent.
+    let mut own = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
+    own.tid = 0x1235;
+    let (slot, r) = client_out(&from_client(&mut p, 0, &envelope(&own), Instant::now()));
+    assert_eq!((slot, r.status), (0, 0));
+    let answer = Smp::parse(&r.mad).unwrap();
+    assert_eq!(answer.tid, 0x1235);
+    assert_eq!(NodeInfo::decode(&answer.data).node_guid, 0x11);
+}

@@ -12,9 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{
-    method, smp_of_packet, smp_packet_bytes, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID,
-};
+use ibtca_protocol::mad::{method, smp_of_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID};
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::PacketView;
 
@@ -121,7 +119,7 @@ impl Core {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
                 DrStep::Forward(out) => Some((
                     out,
-                    smp_packet_bytes(&reply, PERMISSIVE_LID, PERMISSIVE_LID).ok()?,
+                    self.smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID, out),
                 )),
                 DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
                 _ => None,
@@ -138,7 +136,15 @@ impl Core {
             return None;
         }
         let out = self.lft.lookup(dlid)?;
-        Some((out, smp_packet_bytes(smp, own, dlid).ok()?))
+        Some((out, self.smp_packet(smp, own, dlid, out)))
+    }
+
+    /// `smp`'s packet from `slid` to `dlid` to send from port `out`: its
+    /// CRCs stamped for a wire, left zero for a node in this process
+    /// ([`Wires::in_process`](crate::Wires::in_process); the hive stamps
+    /// such a packet if a hop further on sends it onto a wire).
+    fn smp_packet(&self, smp: &Smp, slid: u16, dlid: u16, out: u8) -> Vec<u8> {
+        encoded::smp_packet(smp, slid, dlid, !self.wires.in_process(out))
     }
 }
 

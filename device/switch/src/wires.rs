@@ -27,7 +27,8 @@ pub trait Wires: Send + Sync {
     /// True if what is sent on `port` stays in this process, for a node
     /// that takes it as built here (`Origin::Process`) and reads none of
     /// its CRCs: the core then leaves the CRCs of a packet it changed for
-    /// that port as they were. False (the default) for a wire: every
+    /// that port as they were, and those of an SMP it builds for that port
+    /// zero (`encoded::smp_packet`). False (the default) for a wire: every
     /// packet leaves with its CRCs stamped.
     fn in_process(&self, _port: u8) -> bool {
         false

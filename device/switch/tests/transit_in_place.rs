@@ -3,7 +3,8 @@
 //! allocates nothing on the switch's thread, and the bytes sent are those
 //! of the stepped SMP built anew. A corrupted SMP from a socket wire is
 //! still dropped as a CRC error. What a switch changes for a node in its
-//! own process leaves with its CRCs as they came; for a wire, stamped.
+//! own process leaves with its CRCs as they came, and what it builds for
+//! one with its CRCs zero; for a wire, stamped.
 //!
 //! The count is of this test binary's allocations on the calling thread
 //! (a counting global allocator with a thread-local count), so tests
@@ -17,8 +18,8 @@ use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::encoded;
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::id;
-use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
-use ibtca_protocol::Packet;
+use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::{Packet, PacketView};
 use ibtca_switch::collect_wires::CollectWires;
 use ibtca_switch::{HostedSwitch, PortConfig, SwitchConfig, Wires};
 
@@ -274,5 +275,43 @@ fn crcs_are_stamped_for_a_wire_and_left_for_a_node_in_this_process() {
                 "ICRC kept"
             );
         }
+    }
+}
+
+#[test]
+fn the_switchs_own_answers_carry_crcs_for_a_wire_and_zeros_for_a_node_in_this_process() {
+    // A DR NodeInfo Get to the switch itself (one hop, from port 1), and a
+    // LID-routed one from LID 11, which the switch learned on port 1.
+    let mut dr = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    dr.hop_ptr = 1;
+    let lid = Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0);
+    let requests = [wire_bytes(&dr), smp_packet(&lid, 11, 1).build().unwrap()];
+    let mut answers = Vec::new();
+    for in_process in [false, true] {
+        let (sw, wires) = switch();
+        if in_process {
+            wires.set_in_process(1);
+        }
+        for request in &requests {
+            sw.on_event(1, LinkEvent::Packet(request.clone()));
+        }
+        let sent = wires.take();
+        assert_eq!(sent.len(), 2, "in process {in_process}: {sent:?}");
+        for (port, bytes) in &sent {
+            assert_eq!(*port, 1, "back where it came from");
+            let n = bytes.len();
+            if in_process {
+                assert_eq!(bytes[n - 6..], [0; 6], "CRCs left zero");
+            } else {
+                assert!(PacketView::parse(bytes).is_ok(), "both CRCs stamped");
+            }
+        }
+        answers.push(sent);
+    }
+    // The same answers, but for the CRCs.
+    for ((_, wire), (_, built)) in answers[0].iter().zip(&answers[1]) {
+        let mut stamped = built.clone();
+        encoded::restamp_crcs(&mut stamped);
+        assert_eq!(&stamped, wire);
     }
 }

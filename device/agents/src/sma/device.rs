@@ -19,10 +19,8 @@ use ibtca_protocol::mad::attr::{
     PortInfo, PortState, VlArbBlock,
 };
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{
-    method, smp_of_packet, smp_packet_bytes, MadStatus, SmpRoute, PERMISSIVE_LID,
-};
-use ibtca_protocol::PacketView;
+use ibtca_protocol::mad::{method, smp_of_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
+use ibtca_protocol::{encoded, PacketView};
 
 use super::{
     answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, MKeyCheck,
@@ -78,6 +76,9 @@ pub struct DeviceSma {
     managed: bool,
     stats: SmaStats,
     traps: TrapRepeats,
+    /// The SMPs it sends carry their CRCs (the default); false once
+    /// [`DeviceSma::leave_crcs_unstamped`].
+    stamp: bool,
 }
 
 impl DeviceSma {
@@ -110,7 +111,17 @@ impl DeviceSma {
             managed,
             stats: SmaStats::default(),
             traps: TrapRepeats::new(TRAP_TID_BASE),
+            stamp: true,
         }
+    }
+
+    /// Leaves the ICRC and VCRC of the SMPs it sends (answers, traps) zero
+    /// from now on ([`encoded::smp_packet`]): for a port whose peer is a
+    /// node of the same process, which reads neither, and whose owner
+    /// stamps what leaves that process on a wire
+    /// ([`encoded::stamp_unstamped`]).
+    pub fn leave_crcs_unstamped(&mut self) {
+        self.stamp = false;
     }
 
     /// Takes the port's configured data-VL weights (VL0 first) as its
@@ -236,7 +247,7 @@ impl DeviceSma {
     /// one is.
     pub fn due_trap(&mut self, now: Instant) -> Option<Vec<u8>> {
         let (smp, target) = self.traps.due(now)?;
-        let packet = smp_packet_bytes(&smp, target.own_lid, target.sm_lid).ok();
+        let packet = encoded::smp_packet(&smp, target.own_lid, target.sm_lid, self.stamp);
         tracing::info!(
             tid = format_args!("{:#x}", smp.tid),
             trap = Notice::decode(&smp.data).trap_number,
@@ -244,7 +255,7 @@ impl DeviceSma {
             counts = ?self.traps.counts(),
             "trap to the SM"
         );
-        packet
+        Some(packet)
     }
 
     /// When the outstanding trap is next due.
@@ -318,7 +329,7 @@ impl DeviceSma {
                 _ => return None,
             },
         };
-        smp_packet_bytes(&reply, slid, dlid).ok()
+        Some(encoded::smp_packet(&reply, slid, dlid, self.stamp))
     }
 
     fn node_info(&self) -> NodeInfo {

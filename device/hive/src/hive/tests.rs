@@ -11,7 +11,7 @@ use std::time::Duration;
 use ibtca_link::{Link, LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::attr::id;
-use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, PERMISSIVE_LID};
+use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, Smp, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 use ibtca_simport::client::SimClient;
 use ibtca_simport::port::PortCounts;
@@ -83,8 +83,6 @@ fn host_port_counts(hive: &Hive) -> PortCounts {
     sim.counters().port
 }
 
-/// Waits until the status file says sw0's port `port` (a wire outside) is
-/// up.
 /// The port of the test's node outside the hive.
 const OUTSIDE_PORT: LocalPort = LocalPort {
     node_guid: 0x99,
@@ -103,13 +101,20 @@ fn run_in_thread(mut hive: Hive) -> (std::thread::JoinHandle<Hive>, UnixStream) 
     (running, stop_tx)
 }
 
+/// Waits until the status file says sw0's port `port` (a wire outside) is
+/// up.
 fn wait_outside_up(status: &Path, port: usize) {
+    wait_up(status, "sw0", port);
+}
+
+/// Waits until the status file says `node`'s port `port` is up.
+fn wait_up(status: &Path, node: &str, port: usize) {
     let until = std::time::Instant::now() + WAIT;
     loop {
         let up = std::fs::read_to_string(status)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .is_some_and(|v| v["nodes"]["sw0"]["ports"][port - 1]["up"] == true);
+            .is_some_and(|v| v["nodes"][node]["ports"][port - 1]["up"] == true);
         if up {
             return;
         }
@@ -257,5 +262,88 @@ fn a_hosted_switchs_ports_to_hosted_nodes_are_in_process_and_its_socket_port_is_
     hive.set_switch_power("sw0", true).unwrap();
     assert_eq!(in_process(&hive), [true, true, false, true]);
     drop(hive);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node outside the hive on the link at `path`: its link, and the
+/// packets it receives.
+fn outside(path: &Path, lid: u16) -> (Link, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let (packets, received) = std::sync::mpsc::channel();
+    let (ups, up) = std::sync::mpsc::channel();
+    let local = LocalPort {
+        lid,
+        ..OUTSIDE_PORT
+    };
+    let link = Link::start(
+        LinkEndpoint::Connect(path.to_owned()),
+        local,
+        move |ev| match ev {
+            LinkEvent::Packet(p) => {
+                let _ = packets.send(p);
+            }
+            LinkEvent::Up { .. } => {
+                let _ = ups.send(());
+            }
+            LinkEvent::Down { .. } => {}
+        },
+    )
+    .unwrap();
+    up.recv_timeout(WAIT).expect("the outside link up");
+    (link, received)
+}
+
+#[test]
+fn an_smp_built_in_the_hive_leaves_on_a_wire_with_both_crcs_right() {
+    let (_, dir) = fresh_dir("stamped");
+    let (a_path, b_path) = (dir.join("a.link"), dir.join("b.link"));
+    let status = dir.join("status.json");
+    // Node A outside (LID 9) on sw0's port 1, CA h1 on its port 2; CA h2
+    // cabled straight to node B outside.
+    let text = format!(
+        r#"{{ "switches": [ {{ "name": "sw0", "guid": 256, "lid": 1, "routes": [[9, 1]],
+              "ports": ["listen:{}", "hive:h1:1"] }} ],
+            "cas": [ {{ "name": "h1", "guid": 17, "lid": 6, "port": "hive:sw0:2" }},
+                     {{ "name": "h2", "guid": 18, "lid": 7, "port": "listen:{}" }} ],
+            "sm_managed": false }}"#,
+        a_path.display(),
+        b_path.display()
+    );
+    let mut hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
+    hive.set_status_file(status.clone());
+    let (running, mut stop_tx) = run_in_thread(hive);
+    let (a, from_a) = outside(&a_path, 9);
+    let (b, from_b) = outside(&b_path, 10);
+    wait_up(&status, "sw0", 1);
+    wait_up(&status, "h2", 1);
+
+    // A asks h1 by LID: h1 builds its answer for sw0, in the hive, and
+    // sw0 sends it on to A by its route. B asks h2 on their one hop:
+    // h2's answer goes straight onto the wire.
+    let mut get = Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0);
+    get.tid = 1;
+    a.send(smp_packet(&get, 9, 6).build().unwrap()).unwrap();
+    let mut dr = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    dr.tid = 2;
+    dr.hop_ptr = 1;
+    b.send(
+        smp_packet(&dr, PERMISSIVE_LID, PERMISSIVE_LID)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    for (received, tid, guid) in [(&from_a, 1, 17u64), (&from_b, 2, 18)] {
+        let answer = received.recv_timeout(WAIT).expect("an answer");
+        // A full parse checks the VCRC and the ICRC.
+        let view = PacketView::parse(&answer).expect("both CRCs right");
+        let smp = smp_of_packet(&view).unwrap();
+        assert_eq!((smp.tid, smp.method), (tid, method::GET_RESP));
+        assert_eq!(&smp.data[12..20], &guid.to_be_bytes());
+    }
+
+    use std::io::Write;
+    stop_tx.write_all(&[1]).unwrap();
+    running.join().unwrap();
+    a.stop();
+    b.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,6 +39,12 @@ pub fn dlid(packet: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes(*packet.get(2..)?.first_chunk()?))
 }
 
+/// The LRH SLID.
+#[inline]
+pub fn slid(packet: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes(*packet.get(6..)?.first_chunk()?))
+}
+
 /// Where the BTH starts: after the LRH, and after the GRH if LNH says
 /// there is one; `None` for a packet without IBA transport.
 #[inline]
@@ -182,6 +188,27 @@ pub fn smp_packet(smp: &Smp, slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
         restamp_crcs(&mut packet);
     }
     packet
+}
+
+/// Where the MAD starts in `packet` if its headers say it is an SMP's
+/// packet without a GRH: LRH IBA local, BTH UD SEND Only to QP0 of
+/// transport version 0, a DETH, a 256-byte payload and its pad. Of a
+/// packet whose LRH, length and CRCs were checked already (a switch's
+/// input check), that is exactly when
+/// [`PacketView::parse`](crate::PacketView::parse) takes it with a UD
+/// SEND Only to QP0 and a 256-byte payload, which starts there; `None`
+/// for anything else (a GRH too), for the full parse to decide.
+#[inline]
+pub fn smp_mad_at(packet: &[u8]) -> Option<usize> {
+    if lnh(packet)? != Lnh::IbaLocal {
+        return None;
+    }
+    let bth: &[u8; Bth::LEN] = packet.get(Lrh::LEN..)?.first_chunk()?;
+    let qp = u32::from_be_bytes([0, bth[5], bth[6], bth[7]]);
+    let (pad, tver) = (usize::from((bth[1] >> 4) & 3), bth[1] & 0xf);
+    let whole = SMP_HEADERS_LEN + MAD_LEN + pad + ICRC_LEN + VCRC_LEN;
+    (bth[0] == Opcode::UdSendOnly as u8 && qp == 0 && tver == 0 && packet.len() == whole)
+        .then_some(SMP_HEADERS_LEN)
 }
 
 /// True if the ICRC field reads zero, as [`smp_packet`] leaves a packet
@@ -341,6 +368,78 @@ mod tests {
         }
     }
 
+    /// An SMP's packet changed by `edits` (offset, XOR) in its headers and
+    /// `extra` bytes longer, with PktLen fixed up to its length and its
+    /// CRCs stamped: what passes a switch's input check.
+    fn edited_smp(edits: &[(usize, u8)], extra: usize) -> Vec<u8> {
+        use crate::mad::attr::id;
+        use crate::mad::{method, SmpRoute};
+        let smp = Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0);
+        let mut p = smp_packet(&smp, 3, 4, false);
+        for &(at, x) in edits {
+            p[at % SMP_HEADERS_LEN] ^= x;
+        }
+        let n = p.len();
+        p.splice(n - 6..n - 6, std::iter::repeat_n(0, extra));
+        let words = u16::try_from((p.len() - VCRC_LEN) / 4).unwrap();
+        let len_field = (u16::from_be_bytes([p[4], p[5]]) & !0x7ff) | (words & 0x7ff);
+        p[4..6].copy_from_slice(&len_field.to_be_bytes());
+        restamp_crcs(&mut p);
+        p
+    }
+
+    #[test]
+    fn an_smps_mad_is_found_where_a_parse_finds_its_payload() {
+        let p = edited_smp(&[], 0);
+        assert_eq!(smp_mad_at(&p), Some(SMP_HEADERS_LEN));
+        assert_eq!(slid(&p), Some(3));
+        let view = PacketView::parse(&p).unwrap();
+        assert_eq!(view.payload, &p[SMP_HEADERS_LEN..SMP_HEADERS_LEN + MAD_LEN]);
+        // With a pad of 4 bytes' worth counted (PadCnt 0: a 260-byte
+        // payload), to QP1, UD SEND with immediate, TVer 1: not an SMP's.
+        for (edits, extra) in [
+            (vec![], 4),
+            (vec![(15, 1)], 0),
+            (vec![(8, 1)], 0),
+            (vec![(9, 1)], 0),
+        ] {
+            assert_eq!(
+                smp_mad_at(&edited_smp(&edits, extra)),
+                None,
+                "{edits:?} {extra}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_smps_mad_is_found_exactly_when_a_parse_takes_it(
+            edits in proptest::collection::vec((0usize..64, 1u8..=255), 0..3),
+            extra in 0usize..8,
+        ) {
+            use crate::packet::ReceivedCrcs;
+            let p = edited_smp(&edits, extra * 4 % 12);
+            // The switch's input check: LVer 0, an IBA LNH, PktLen (fixed
+            // up above), CRCs (stamped above).
+            let checked = p[0] & 0xf == 0 && matches!(lnh(&p), Some(Lnh::IbaLocal | Lnh::IbaGlobal));
+            proptest::prop_assume!(checked);
+            let parsed = PacketView::parse_with(&p, &ReceivedCrcs::trusted(&p))
+                .ok()
+                .filter(|v| v.opcode() == Opcode::UdSendOnly && v.bth.dest_qp == 0)
+                .filter(|v| v.payload.len() == MAD_LEN);
+            let found = smp_mad_at(&p);
+            if lnh(&p) == Some(Lnh::IbaLocal) {
+                proptest::prop_assert_eq!(found.is_some(), parsed.is_some());
+            } else {
+                proptest::prop_assert_eq!(found, None);
+            }
+            if let (Some(at), Some(view)) = (found, parsed) {
+                proptest::prop_assert_eq!(&p[at..at + MAD_LEN], view.payload);
+                proptest::prop_assert_eq!(slid(&p), Some(view.lrh.slid));
+            }
+        }
+    }
+
     #[test]
     fn short_buffers_are_left_alone() {
         let mut empty: [u8; 0] = [];
@@ -364,7 +463,7 @@ mod tests {
             set_lids(&mut b, 0xffff, u16::from(v));
             restamp_crcs(&mut b);
             proptest::prop_assert!(b.len() < ICRC_LEN + VCRC_LEN || vcrc_ok(&b));
-            let _ = icrc_unstamped(&bytes);
+            let _ = (icrc_unstamped(&bytes), smp_mad_at(&bytes), slid(&bytes));
             let mut c = bytes.clone();
             stamp_unstamped(&mut c);
         }

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{method, smp_of_packet, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID};
+use ibtca_protocol::mad::{method, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0};
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
-use ibtca_protocol::PacketView;
+use ibtca_protocol::{Opcode, PacketView};
 
 use super::Core;
 use ibtca_agents::sma::{answer, Answer};
@@ -74,8 +74,14 @@ impl Core {
         mut packet: Vec<u8>,
         crcs: &ReceivedCrcs,
     ) -> Option<(u8, Vec<u8>)> {
-        let view = PacketView::parse_with(&packet, crcs).ok()?;
-        let mut smp = smp_of_packet(&view).ok()?;
+        // Its LRH, length and CRCs passed the input check: the MAD is found
+        // from the headers where they lie, or by a full parse (a GRH).
+        let mad_at = encoded::smp_mad_at(&packet).or_else(|| parsed_mad_at(&packet, crcs))?;
+        let slid = encoded::slid(&packet)?;
+        let mad = packet.get(mad_at..)?.first_chunk::<MAD_LEN>()?;
+        let Ok(mut smp) = Smp::parse(mad) else {
+            return None;
+        };
         let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
         if smp.route == SmpRoute::Directed {
             match directed::on_receive(&mut smp, true, in_port, ports) {
@@ -83,8 +89,6 @@ impl Core {
                     // On its way out or back through this switch: only the
                     // hop pointer and the return path change, in the bytes
                     // that came in.
-                    let mad_at = packet.len()
-                        - (VCRC_LEN + ICRC_LEN + usize::from(view.bth.pad_cnt) + MAD_LEN);
                     let stamp = !self.wires.in_process(out);
                     pass_on(&mut packet, mad_at, &smp, stamp)?;
                     return Some((out, packet));
@@ -121,10 +125,10 @@ impl Core {
                     out,
                     self.smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID, out),
                 )),
-                DrStep::BackToSource => self.smp_by_lid(&reply, view.lrh.slid),
+                DrStep::BackToSource => self.smp_by_lid(&reply, slid),
                 _ => None,
             },
-            SmpRoute::Lid => self.smp_by_lid(&reply, view.lrh.slid),
+            SmpRoute::Lid => self.smp_by_lid(&reply, slid),
         }
     }
 
@@ -146,6 +150,19 @@ impl Core {
     fn smp_packet(&self, smp: &Smp, slid: u16, dlid: u16, out: u8) -> Vec<u8> {
         encoded::smp_packet(smp, slid, dlid, !self.wires.in_process(out))
     }
+}
+
+/// Where the MAD starts in an SMP's `packet` that
+/// [`encoded::smp_mad_at`] leaves to a full parse (one with a GRH),
+/// checked against `crcs`: `None` if it is no UD SEND Only to QP0 with a
+/// MAD.
+fn parsed_mad_at(packet: &[u8], crcs: &ReceivedCrcs) -> Option<usize> {
+    let view = PacketView::parse_with(packet, crcs).ok()?;
+    if view.opcode() != Opcode::UdSendOnly || view.bth.dest_qp != QP0 {
+        return None;
+    }
+    (view.payload.len() == MAD_LEN)
+        .then(|| packet.len() - (VCRC_LEN + ICRC_LEN + usize::from(view.bth.pad_cnt) + MAD_LEN))
 }
 
 /// Writes the step `smp` took here ([`Smp::write_route`]) into `packet`,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use ibtca_link::{LinkEndpoint, LinkEvent, LocalPort};
 use ibtca_protocol::encoded;
-use ibtca_protocol::headers::Deth;
+use ibtca_protocol::headers::{Deth, Grh};
 use ibtca_protocol::mad::attr::id;
 use ibtca_protocol::mad::{method, smp_packet, MadStatus, Smp, SmpRoute, PERMISSIVE_LID};
 use ibtca_protocol::{Packet, PacketView};
@@ -314,4 +314,23 @@ fn the_switchs_own_answers_carry_crcs_for_a_wire_and_zeros_for_a_node_in_this_pr
         encoded::restamp_crcs(&mut stamped);
         assert_eq!(&stamped, wire);
     }
+}
+
+#[test]
+fn an_smp_with_a_grh_is_parsed_in_full_and_served() {
+    // A LID-routed NodeInfo Get to the switch's LID with a GRH (not an
+    // SMP's usual shape, which its headers alone do not tell).
+    let get = Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0);
+    let mut packet = smp_packet(&get, 11, 1);
+    packet.grh = Some(Grh::default());
+    let (sw, wires) = switch();
+    sw.on_event(1, LinkEvent::Packet(packet.build().unwrap()));
+    let sent = wires.take();
+    let [(1, answer)] = sent.as_slice() else {
+        panic!("one answer back by port 1: {sent:?}")
+    };
+    let view = PacketView::parse(answer).unwrap();
+    let smp = ibtca_protocol::mad::smp_of_packet(&view).unwrap();
+    assert_eq!((smp.method, view.lrh.dlid), (method::GET_RESP, 11));
+    assert_eq!(&smp.data[12..20], &0x100u64.to_be_bytes(), "the switch's NodeGUID");
 }

@@ -50,6 +50,10 @@ pub(super) struct SwitchSma {
     enforcement: Vec<u8>,
     info: SwitchInfo,
     vl_arb: Vec<VlArbTables>,
+    /// Per output port (0-based), the VLHighLimit with which its slot and
+    /// link last got its tables, which they hold since; `None` before the
+    /// first time and after a VLArbitrationTable Set.
+    arbitration_given: Vec<Option<u8>>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
 }
@@ -109,6 +113,7 @@ impl SwitchSma {
                 ..SwitchInfo::default()
             },
             vl_arb,
+            arbitration_given: vec![None; slots.len()],
             m_key_violations: 0,
         }
     }
@@ -367,27 +372,38 @@ impl Agent<'_> {
         let answer = tables
             .ok_or(MadStatus::INVALID_ATTR_VALUE)?
             .set_block(block, data)?;
+        if let Some(given) = self.sma.arbitration_given.get_mut(port) {
+            *given = None;
+        }
         self.push_arbitration(port);
         Ok(answer)
     }
 
     /// Gives output port `port` (0-based) and its link the port's tables
-    /// and VLHighLimit, if they changed.
-    fn push_arbitration(&self, port: usize) {
-        let (Some(tables), Some(agent), Some(slot)) = (
+    /// and VLHighLimit, if they changed: not looked at again while the
+    /// tables and VLHighLimit are those it last gave (only this gives the
+    /// slot its tables).
+    fn push_arbitration(&mut self, port: usize) {
+        let (Some(tables), Some(agent), Some(slot), Some(given)) = (
             self.sma.vl_arb.get(port),
             self.sma.ports.get(port),
             self.slots.get(port),
+            self.sma.arbitration_given.get_mut(port),
         ) else {
             return;
         };
+        let limit = agent.info().vl_high_limit;
+        if *given == Some(limit) {
+            return;
+        }
+        *given = Some(limit);
         let number = u8::try_from(port + 1).unwrap_or(u8::MAX);
         let low = tables.low_priority();
         if slot.low_priority() != low {
             self.wires.set_low_priority(number, &low);
             slot.set_low_priority(low);
         }
-        let high = tables.high_priority(agent.info().vl_high_limit);
+        let high = tables.high_priority(limit);
         if slot.high_priority() != high {
             self.wires.set_high_priority(number, &high);
             slot.set_high_priority(high);

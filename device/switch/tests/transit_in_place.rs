@@ -332,5 +332,9 @@ fn an_smp_with_a_grh_is_parsed_in_full_and_served() {
     let view = PacketView::parse(answer).unwrap();
     let smp = ibtca_protocol::mad::smp_of_packet(&view).unwrap();
     assert_eq!((smp.method, view.lrh.dlid), (method::GET_RESP, 11));
-    assert_eq!(&smp.data[12..20], &0x100u64.to_be_bytes(), "the switch's NodeGUID");
+    assert_eq!(
+        &smp.data[12..20],
+        &0x100u64.to_be_bytes(),
+        "the switch's NodeGUID"
+    );
 }

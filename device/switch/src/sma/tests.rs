@@ -172,3 +172,46 @@ fn a_link_change_re_gates_its_port_and_no_other() {
         PortState::Init as u8
     );
 }
+
+/// A Set of `attr` for `modifier` with `data`, in on port 1: its status.
+fn set(core: &Core, wires: &CollectWires, attr: u16, modifier: u32, data: [u8; 64]) -> MadStatus {
+    let mut set = Smp::directed(method::SET, attr, modifier, &[1]).unwrap();
+    set.data = data;
+    ask(core, wires, 1, &set).status
+}
+
+#[test]
+fn a_ports_arbitration_follows_port_info_and_table_sets_in_any_order() {
+    use ibtca_protocol::mad::attr::{VlArbBlock, VlArbEntry};
+    let (core, wires) = switch();
+    let slot = core.slot(3).unwrap();
+    let high_limit = |limit: u8| {
+        let mut info = port_info(&core, &wires, 1, 3);
+        info.vl_high_limit = limit;
+        set(&core, &wires, id::PORT_INFO, 3, info.encode())
+    };
+    let table = |block: u32, vl: u8, weight: u8| {
+        let mut entries = [VlArbEntry::default(); 32];
+        entries[0] = VlArbEntry { vl, weight };
+        let modifier = (block << 16) | 3;
+        set(
+            &core,
+            &wires,
+            id::VL_ARB_TABLE,
+            modifier,
+            VlArbBlock(entries).encode(),
+        )
+    };
+    assert_eq!(high_limit(5), MadStatus::OK);
+    assert_eq!(slot.high_priority().limit, 5);
+    assert_eq!(high_limit(5), MadStatus::OK, "the same again");
+    // A table Set after PortInfo Sets, and a PortInfo Set after it.
+    assert_eq!(table(1, 0, 9), MadStatus::OK);
+    assert_eq!(slot.low_priority(), [(0, 9)]);
+    assert_eq!(high_limit(6), MadStatus::OK);
+    assert_eq!(slot.high_priority().limit, 6);
+    assert_eq!(table(3, 1, 4), MadStatus::OK);
+    assert_eq!(slot.high_priority().entries, [(1, 4)]);
+    assert_eq!(slot.high_priority().limit, 6);
+    assert_eq!(slot.low_priority(), [(0, 9)]);
+}

@@ -67,30 +67,34 @@ impl Lft {
     /// Puts `route` at `lid` (a unicast LID: others are ignored) unless
     /// `keep` says the entry there stays; returns true if it was put.
     fn put_unless(&self, lid: u16, route: Option<Route>, keep: impl Fn(Route) -> bool) -> bool {
-        if lid > MAX_UNICAST_LID {
-            return false;
-        }
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        let i = usize::from(lid);
-        if i >= routes.len() {
-            if route.is_none() {
-                return false;
-            }
-            // Whole LFT blocks of 64 LIDs, as the SM sets them.
-            let len = (i / 64 + 1) * 64;
-            let have = routes.len();
-            routes.reserve_exact(len - have);
-            routes.resize(len, None);
-        }
-        if routes[i].is_some_and(keep) {
-            return false;
-        }
-        routes[i] = route;
-        true
+        put_in(&mut routes, lid, route, keep)
     }
 
     fn put(&self, lid: u16, route: Option<Route>) {
         self.put_unless(lid, route, |_| false);
+    }
+
+    /// Sets the subnet manager's routes of the LFT block of 64 LIDs from
+    /// `first`: port `ports[i]` for LID `first + i`, none where it is
+    /// `none`, replacing any entry (LID 0 is left alone), under one lock.
+    pub fn set_sm_block(&self, first: u16, ports: &[u8; 64], none: u8) {
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        for (lid, &port) in (first..=u16::MAX).zip(ports).filter(|(lid, _)| *lid != 0) {
+            let source = RouteSource::Sm;
+            let route = (port != none).then_some(Route { port, source });
+            put_in(&mut routes, lid, route, |_| false);
+        }
+    }
+
+    /// The output ports of the 64 LIDs from `first`, as [`Lft::lookup`]
+    /// gives each, under one lock.
+    pub fn block(&self, first: u16) -> [Option<u8>; 64] {
+        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        std::array::from_fn(|i| {
+            let lid = usize::from(first) + i;
+            routes.get(lid).copied().flatten().map(|r| r.port)
+        })
     }
 
     /// Sets an explicit route (replacing any entry for `lid`).
@@ -154,6 +158,35 @@ impl Lft {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
         routes.capacity() * std::mem::size_of::<Option<Route>>()
     }
+}
+
+/// Puts `route` at `lid` in `routes` (a unicast LID: others are ignored)
+/// unless `keep` says the entry there stays; returns true if it was put.
+fn put_in(
+    routes: &mut Vec<Option<Route>>,
+    lid: u16,
+    route: Option<Route>,
+    keep: impl Fn(Route) -> bool,
+) -> bool {
+    if lid > MAX_UNICAST_LID {
+        return false;
+    }
+    let i = usize::from(lid);
+    if i >= routes.len() {
+        if route.is_none() {
+            return false;
+        }
+        // Whole LFT blocks of 64 LIDs, as the SM sets them.
+        let len = (i / 64 + 1) * 64;
+        let have = routes.len();
+        routes.reserve_exact(len - have);
+        routes.resize(len, None);
+    }
+    if routes[i].is_some_and(keep) {
+        return false;
+    }
+    routes[i] = route;
+    true
 }
 
 #[cfg(test)]
@@ -232,6 +265,37 @@ mod tests {
         assert_eq!(lft.top(), 200);
         lft.remove(200);
         assert_eq!(lft.top(), 100);
+    }
+
+    #[test]
+    fn an_sm_block_sets_its_64_lids_as_sets_one_by_one_do() {
+        let (block, one_by_one) = (Lft::new(), Lft::new());
+        for lft in [&block, &one_by_one] {
+            lft.set_static(70, 3);
+            assert!(lft.learn(71, 2));
+            lft.set_static(5, 1);
+        }
+        let mut ports = [255u8; 64];
+        (ports[6], ports[10], ports[63]) = (4, 2, 1);
+        block.set_sm_block(64, &ports, 255);
+        for (lid, &port) in (64..).zip(&ports) {
+            match port {
+                255 => one_by_one.remove(lid),
+                _ => one_by_one.set_sm(lid, port),
+            }
+        }
+        assert_eq!(block.entries(), one_by_one.entries());
+        let looked_up: Vec<Option<u8>> = (64..128).map(|lid| block.lookup(lid)).collect();
+        assert_eq!(block.block(64)[..], looked_up[..]);
+        assert_eq!(block.block(64)[6..8], [Some(4), None]);
+        // Block 0: LID 0 is left alone; the last block's LIDs all stored.
+        block.set_sm_block(0, &[2; 64], 255);
+        assert_eq!(
+            (block.lookup(0), block.lookup(1), block.lookup(5)),
+            (None, Some(2), Some(2))
+        );
+        block.set_sm_block(MAX_UNICAST_LID - 63, &[3; 64], 255);
+        assert_eq!(block.block(MAX_UNICAST_LID - 63), [Some(3); 64]);
     }
 
     #[test]

@@ -279,9 +279,10 @@ impl Agent<'_> {
     fn lft_block(&self, block: u32) -> Result<Block, MadStatus> {
         let first = lft_first_lid(block)?;
         let own = self.sma.lid();
+        let routes = self.lft.block(first);
         Ok(LftBlock(std::array::from_fn(|i| {
             let lid = first + i as u16;
-            match self.lft.lookup(lid) {
+            match routes[i] {
                 Some(port) => port,
                 None if lid == own && own != 0 => 0,
                 None => LftBlock::NO_ROUTE,
@@ -299,17 +300,7 @@ impl Agent<'_> {
         {
             return Err(MadStatus::INVALID_ATTR_VALUE);
         }
-        for (i, port) in ports.iter().enumerate() {
-            let lid = first + i as u16;
-            if lid == 0 || lid > MAX_UNICAST_LID {
-                continue;
-            }
-            if *port == LftBlock::NO_ROUTE {
-                self.lft.remove(lid);
-            } else {
-                self.lft.set_sm(lid, *port);
-            }
-        }
+        self.lft.set_sm_block(first, &ports, LftBlock::NO_ROUTE);
         self.lft_block(block)
     }
 

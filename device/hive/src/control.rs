@@ -63,13 +63,13 @@ impl ControlSocket {
 
     /// The descriptors to poll: the listener, then each connection (for
     /// reading, and for writing while a reply waits).
-    pub fn poll_fds(&self) -> Vec<libc::pollfd> {
-        let mut fds = vec![libc::pollfd {
+    pub fn poll_fds(&self) -> impl Iterator<Item = libc::pollfd> + '_ {
+        let listener = libc::pollfd {
             fd: self.listener.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        }];
-        fds.extend(self.clients.iter().map(|c| libc::pollfd {
+        };
+        std::iter::once(listener).chain(self.clients.iter().map(|c| libc::pollfd {
             fd: c.stream.as_raw_fd(),
             events: if c.output.is_empty() {
                 libc::POLLIN
@@ -77,13 +77,15 @@ impl ControlSocket {
                 libc::POLLIN | libc::POLLOUT
             },
             revents: 0,
-        }));
-        fds
+        }))
     }
 
     /// Serves what `fds` ([`ControlSocket::poll_fds`]'s, polled) say is
     /// ready, answering each command line with `execute(line)`.
     pub fn service(&mut self, fds: &[libc::pollfd], execute: &mut dyn FnMut(&str) -> String) {
+        if fds.iter().all(|f| f.revents == 0) {
+            return;
+        }
         let ready: Vec<bool> = fds.iter().skip(1).map(|f| f.revents != 0).collect();
         let mut keep = Vec::with_capacity(self.clients.len());
         for (i, mut c) in std::mem::take(&mut self.clients).into_iter().enumerate() {

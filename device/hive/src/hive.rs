@@ -406,7 +406,11 @@ impl Hive {
                 wire.flush(&mut events);
                 queue(&mut self.work, *at, &mut events);
             }
-            let mut deadline = self.send_due_traps(Instant::now());
+            let mut deadline = if self.trapping.is_empty() {
+                None
+            } else {
+                self.send_due_traps(Instant::now())
+            };
             if !self.work.is_empty() {
                 continue;
             }

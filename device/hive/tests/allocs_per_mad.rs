@@ -3,7 +3,8 @@
 //! through two hosted switches to a hosted CA, or to the second switch
 //! itself, and its answer back to the client. Buffers the loop keeps
 //! (the work queue, the switches' shared outbox buffer, the host port's
-//! queues of what it sends) are reused turn after turn; what is left is
+//! queues of what it sends, the descriptors polled, the control socket's
+//! among them) are reused turn after turn; what is left is
 //! the request's packet the host port builds and the answer's packet its
 //! node builds, one allocation each, the MAD encoded straight into it
 //! ([`MAX_PER_MAD`]).
@@ -106,6 +107,11 @@ fn node_info(client: &SimClient, tid: u64, path: &[u8]) -> u64 {
 fn a_mad_through_hosted_switches_costs_the_hive_only_its_two_packets() {
     let base = format!("ibtca-hive-allocs-{}", std::process::id());
     let mut hive = Hive::new(&config(&base)).unwrap();
+    // As `ibtca-hive` runs it: with its control socket, which the loop
+    // polls every turn.
+    let control = std::env::temp_dir().join(format!("{base}.control"));
+    let _ = std::fs::remove_file(&control);
+    hive.set_control_socket(&control).unwrap();
     let (stop_rx, stop_tx) = UnixStream::pair().unwrap();
     let running = std::thread::spawn(move || {
         COUNTED.set(true);
@@ -132,6 +138,7 @@ fn a_mad_through_hosted_switches_costs_the_hive_only_its_two_packets() {
     let mads = rounds * paths.len() as u64;
     drop(stop_tx);
     running.join().unwrap();
+    let _ = std::fs::remove_file(&control);
     eprintln!("{allocs} allocations for {mads} MADs");
     assert!(
         allocs <= MAX_PER_MAD * mads,

@@ -334,19 +334,8 @@ mod tests {
 
     #[test]
     fn an_smps_packet_is_what_a_build_gives_stamped_and_zero_crcs_unstamped() {
-        use crate::mad::attr::id;
-        use crate::mad::{method, smp_packet_bytes, MadStatus, SmpRoute, PERMISSIVE_LID};
-        let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3, 5]).unwrap();
-        get.tid = 0x0102_0304_0506_0708;
-        get.hop_ptr = 2;
-        get.return_path[1] = 7;
-        let mut answer = get.clone();
-        answer.make_response(MadStatus::OK);
-        answer.data[..4].copy_from_slice(&[9, 8, 7, 6]);
-        let mut set = Smp::new(SmpRoute::Lid, method::SET, id::PORT_INFO, 3);
-        set.m_key = 0xfeed;
-        set.data = [0x5a; 64];
-        for smp in [get, answer, set] {
+        use crate::mad::{smp_packet_bytes, PERMISSIVE_LID};
+        for smp in crate::mad::packet::tests::sample_smps() {
             for (slid, dlid) in [(PERMISSIVE_LID, PERMISSIVE_LID), (1, 0x1234), (0xbeef, 0)] {
                 let built = smp_packet_bytes(&smp, slid, dlid).unwrap();
                 assert_eq!(smp_packet(&smp, slid, dlid, true), built);

@@ -18,7 +18,7 @@
 pub mod attr;
 pub mod directed;
 mod header;
-mod packet;
+pub(crate) mod packet;
 pub mod pma;
 mod smp;
 

@@ -62,13 +62,14 @@ pub fn smp_of_packet(view: &PacketView<'_>) -> Result<Smp, MadError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mad::attr::id;
     use crate::mad::{method, MadStatus, SmpRoute, PERMISSIVE_LID};
 
-    #[test]
-    fn an_smps_bytes_are_its_packets_built() {
+    /// A directed-route Get on its way, its answer and a LID-routed Set:
+    /// SMPs whose every header field differs from a default one.
+    pub(crate) fn sample_smps() -> [Smp; 3] {
         let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3, 5]).unwrap();
         get.tid = 0x0102_0304_0506_0708;
         get.hop_ptr = 2;
@@ -79,7 +80,12 @@ mod tests {
         let mut set = Smp::new(SmpRoute::Lid, method::SET, id::PORT_INFO, 3);
         set.m_key = 0xfeed;
         set.data = [0x5a; 64];
-        for smp in [get, answer, set] {
+        [get, answer, set]
+    }
+
+    #[test]
+    fn an_smps_bytes_are_its_packets_built() {
+        for smp in sample_smps() {
             for (slid, dlid) in [(PERMISSIVE_LID, PERMISSIVE_LID), (1, 0x1234)] {
                 let built = smp_packet(&smp, slid, dlid).build().unwrap();
                 assert_eq!(smp_packet_bytes(&smp, slid, dlid).unwrap(), built);

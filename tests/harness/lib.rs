@@ -615,6 +615,13 @@ impl Drop for TestServer {
 /// once per test process (a no-op when they are current): `cargo test` builds
 /// only the binaries of the packages it tests, and a stale binary would test
 /// old code.
+///
+/// A test (debug) build runs the build `scripts/test.sh` runs before
+/// `cargo test`, `cargo build --workspace --all-targets`: its binaries have
+/// the feature set `cargo test --workspace` gives them (dev-dependencies
+/// turn on the protocol's `fuzzing`), so after test.sh it builds nothing.
+/// A release build (`ibtca-bench`) runs the README's `cargo build --release
+/// --workspace`.
 pub fn workspace_bin(name: &str) -> PathBuf {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     let exe = std::env::current_exe().unwrap();
@@ -628,23 +635,14 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     BUILT.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        // The feature set `cargo test --workspace` builds the binaries
-        // with (two crates' dev-dependencies turn on the protocol's
-        // `fuzzing`): without it every crate above the protocol is built
-        // again, about a minute on a 2-CPU machine.
-        cmd.args([
-            "build",
-            "-q",
-            "--workspace",
-            "--bins",
-            "--features",
-            "ibtca-protocol/fuzzing",
-        ]);
+        cmd.args(["build", "-q", "--workspace"]);
         if profile_dir.ends_with("release") {
             cmd.arg("--release");
+        } else {
+            cmd.arg("--all-targets");
         }
         let st = cmd.status().expect("run cargo build");
-        assert!(st.success(), "cargo build --workspace --bins failed");
+        assert!(st.success(), "cargo build --workspace failed: {cmd:?}");
     });
     let bin = profile_dir.join(name);
     assert!(bin.exists(), "{} was not built", bin.display());

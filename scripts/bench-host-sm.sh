@@ -37,6 +37,7 @@
 #   scripts/bench-host-sm.sh RADIX [RUNS] [PODS]   # after cargo build --release
 #   PIN=1 scripts/bench-host-sm.sh 36 10 4         # everything on CPU 1
 #   PPN=1 scripts/bench-host-sm.sh 36 1            # ibtca --process-per-node
+#   OPENSM_LOGS=/tmp/sm scripts/bench-host-sm.sh 36 2  # keep OpenSM's logs
 #
 # PIN=CPU runs the fabric (`ibtca-fabric up` and what it starts), ibsim,
 # OpenSM and ibnetdiscover on CPU CPU (taskset -c), as issue 35's ibsim
@@ -46,6 +47,8 @@
 # from $CARGO_TARGET_DIR (or target/), or IBTCA_FABRIC; UMAD2SIM names
 # the library to preload (empty: none). ibsim attaches OpenSM to the
 # net's first CA (SIM_HOST), ibtca makes that CA the host port.
+# OPENSM_LOGS=DIR keeps each run's OpenSM log as
+# DIR/opensm-ibtca-RUN.log and DIR/opensm-ibsim-RUN.log (DIR is made).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,6 +82,9 @@ if [ -n "${PIN:-}" ]; then
 fi
 ppn=()
 [ "${PPN:-0}" = 0 ] || ppn=(--process-per-node)
+keep_logs=${OPENSM_LOGS:-}
+[ -z "$keep_logs" ] || mkdir -p "$keep_logs" || bad "cannot make OPENSM_LOGS=$keep_logs"
+keep_logs=${keep_logs:+$(cd "$keep_logs" && pwd)}
 fabric=${IBTCA_FABRIC:-${CARGO_TARGET_DIR:-target}/release/ibtca-fabric}
 umad2sim=${UMAD2SIM-/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so}
 [ -x "$fabric" ] || { echo "$fabric missing: cargo build --release" >&2; exit 1; }
@@ -171,6 +177,8 @@ measure() {
 	IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.time" -f '%M %U %S %w %c' \
 		"${pin[@]}" timeout 900 opensm -o -f "$log" >/dev/null 2>&1 || { echo "opensm failed" >&2; tail -20 "$log" >&2; exit 1; }
 	s1=$(sched "${pids[@]}")
+	# $i: the run (the loop below).
+	[ -z "$keep_logs" ] || cp "$log" "$keep_logs/opensm-$kind-$i.log"
 	grep -q 'SUBNET UP' "$log" || { echo "no SUBNET UP" >&2; tail -20 "$log" >&2; exit 1; }
 	if [ "$kind" = ibsim ]; then
 		w1=$(syscw "${pids[0]}")

@@ -5,9 +5,10 @@
 //! first), the fields of each run line (the server's CPU with its user
 //! and system time, run-queue wait and MADs, OpenSM's CPU), the hive's MAD
 //! count read from its "host port counters" log line and that line (its
-//! `kinds=`) kept, the medians at the end, and `PIN=CPU` pinning
-//! what it starts. The measurement itself needs the real programs and a
-//! quiet machine: by hand, as docs/host-sm.md says.
+//! `kinds=`) kept, the medians at the end, `PIN=CPU` pinning what it
+//! starts, and `OPENSM_LOGS` keeping OpenSM's logs. The measurement
+//! itself needs the real programs and a quiet machine: by hand, as
+//! docs/host-sm.md says.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -213,4 +214,40 @@ fn pinned_runs_start_everything_on_one_cpu() {
         cpus, "Cpus_allowed_list:\t0\nCpus_allowed_list:\t0\n",
         "both OpenSM runs on CPU 0"
     );
+}
+
+#[test]
+fn opensm_logs_are_kept_by_kind_and_run_when_asked() {
+    let dir = TempDir::new("bench-host-sm-logs");
+    standins(&dir.0);
+    let logs = dir.0.join("sm-logs");
+    let logs_arg = logs.display().to_string();
+    let out = bench(&dir.0, &["4", "2"], &[("OPENSM_LOGS", logs_arg.as_str())]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut kept: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        [
+            "opensm-ibsim-1.log",
+            "opensm-ibsim-2.log",
+            "opensm-ibtca-1.log",
+            "opensm-ibtca-2.log"
+        ]
+    );
+    // Each is the log of its own simulator's sweep (the stand-in OpenSM
+    // ends 0.5 s later on ibtca).
+    for (kind, end) in [("ibtca", "07:00:01 500000"), ("ibsim", "07:00:01 000000")] {
+        for run in [1, 2] {
+            let log =
+                std::fs::read_to_string(logs.join(format!("opensm-{kind}-{run}.log"))).unwrap();
+            assert!(
+                log.contains(&format!("{end} [1] SUBNET UP")),
+                "{kind} {run}: {log}"
+            );
+        }
+    }
 }

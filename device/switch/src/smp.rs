@@ -11,8 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ibtca_protocol::encoded;
-use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{method, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0};
+use ibtca_protocol::mad::directed::{self, DrBytes, DrStep};
+use ibtca_protocol::mad::{class, method, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0};
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::{Opcode, PacketView};
 
@@ -78,28 +78,28 @@ impl Core {
         // from the headers where they lie, or by a full parse (a GRH).
         let mad_at = encoded::smp_mad_at(&packet).or_else(|| parsed_mad_at(&packet, crcs))?;
         let slid = encoded::slid(&packet)?;
-        let mad = packet.get(mad_at..)?.first_chunk::<MAD_LEN>()?;
-        let Ok(mut smp) = Smp::parse(mad) else {
+        let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
+        let mad = packet.get_mut(mad_at..)?.first_chunk_mut::<MAD_LEN>()?;
+        // A directed SMP takes its step in the bytes that came in (only the
+        // hop pointer and the return path change); one passing through is
+        // sent on as it is, never decoded.
+        let step = (mad[1] == class::SUBN_DIRECTED_ROUTE)
+            .then(|| directed::on_receive(&mut DrBytes(mad), true, in_port, ports));
+        if let Some(DrStep::Forward(out)) = step {
+            let stamp = !self.wires.in_process(out);
+            pass_on(&mut packet, stamp);
+            return Some((out, packet));
+        }
+        let Ok(smp) = Smp::parse(mad) else {
             return None;
         };
-        let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
-        if smp.route == SmpRoute::Directed {
-            match directed::on_receive(&mut smp, true, in_port, ports) {
-                DrStep::Forward(out) => {
-                    // On its way out or back through this switch: only the
-                    // hop pointer and the return path change, in the bytes
-                    // that came in.
-                    let stamp = !self.wires.in_process(out);
-                    pass_on(&mut packet, mad_at, &smp, stamp)?;
-                    return Some((out, packet));
-                }
-                DrStep::ForwardByLid(dlid) => return self.smp_by_lid(&smp, dlid),
-                DrStep::Deliver => {}
-                why @ (DrStep::BackToSource | DrStep::Discard(_)) => {
-                    tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
-                    return None;
-                }
+        match step {
+            Some(DrStep::ForwardByLid(dlid)) => return self.smp_by_lid(&smp, dlid),
+            Some(why @ (DrStep::BackToSource | DrStep::Discard(_))) => {
+                tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
+                return None;
             }
+            Some(DrStep::Deliver | DrStep::Forward(_)) | None => {}
         }
         if smp.method == method::TRAP_REPRESS {
             // The SM's answer to a trap (`trap.rs`); nothing goes back. Only
@@ -165,17 +165,14 @@ fn parsed_mad_at(packet: &[u8], crcs: &ReceivedCrcs) -> Option<usize> {
         .then(|| packet.len() - (VCRC_LEN + ICRC_LEN + usize::from(view.bth.pad_cnt) + MAD_LEN))
 }
 
-/// Writes the step `smp` took here ([`Smp::write_route`]) into `packet`,
-/// whose 256-byte MAD starts at `mad_at`, addresses it between permissive
-/// LIDs (the directed part's wire hops) and, with `stamp` (it leaves on a
-/// wire, [`Wires::in_process`](crate::Wires::in_process)), stamps both
-/// CRCs anew.
-fn pass_on(packet: &mut [u8], mad_at: usize, smp: &Smp, stamp: bool) -> Option<()> {
-    let mad = packet.get_mut(mad_at..)?.first_chunk_mut::<MAD_LEN>()?;
-    smp.write_route(mad);
+/// Addresses `packet`, a directed SMP that took its step here in place,
+/// between permissive LIDs (the directed part's wire hops) and, with
+/// `stamp` (it leaves on a wire,
+/// [`Wires::in_process`](crate::Wires::in_process)), stamps both CRCs
+/// anew.
+fn pass_on(packet: &mut [u8], stamp: bool) {
     encoded::set_lids(packet, PERMISSIVE_LID, PERMISSIVE_LID);
     if stamp {
         encoded::restamp_crcs(packet);
     }
-    Some(())
 }

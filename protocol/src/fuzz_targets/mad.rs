@@ -74,6 +74,19 @@ pub fn mad(data: &[u8]) {
     let mut s = smp.clone();
     let step = directed::on_receive(&mut s, is_switch, in_port, ports);
     check_step(&smp, &s, step, ports);
+    // The same hop taken in the MAD's bytes, in place: the same step, and
+    // the bytes the decoded SMP's step writes back.
+    let mut bytes = mad;
+    let in_place = directed::on_receive(
+        &mut directed::DrBytes(&mut bytes),
+        is_switch,
+        in_port,
+        ports,
+    );
+    assert_eq!(in_place, step);
+    let mut written = mad;
+    s.write_route(&mut written);
+    assert_eq!(bytes, written);
     if step == DrStep::Deliver && !smp.direction {
         assert_eq!(s.hop_ptr, s.hop_cnt + 1, "request delivered mid-path");
         s.make_response(crate::mad::MadStatus::OK);

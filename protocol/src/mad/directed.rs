@@ -23,7 +23,132 @@
 //! goes LID-routed back to the request's source, that switch (C14-13:1
 //! there), and on along the return path.
 
+use super::header::{class, MAD_LEN};
 use super::smp::{Smp, SmpRoute, MAX_HOPS, PERMISSIVE_LID};
+
+/// What a hop reads and writes of a directed-route SMP: a decoded
+/// [`Smp`], or the MAD's bytes where they lie in a packet ([`DrBytes`]),
+/// which a switch passing an SMP on changes without decoding it.
+pub trait DrFields {
+    /// Class 0x81.
+    fn is_directed(&self) -> bool;
+    /// The D bit.
+    fn direction(&self) -> bool;
+    /// The hop pointer.
+    fn hop_ptr(&self) -> u8;
+    /// Moves the hop pointer.
+    fn set_hop_ptr(&mut self, ptr: u8);
+    /// The hop count.
+    fn hop_cnt(&self) -> u8;
+    /// DrSLID.
+    fn dr_slid(&self) -> u16;
+    /// DrDLID.
+    fn dr_dlid(&self) -> u16;
+    /// `initial_path[i]` (none past its 64 bytes).
+    fn initial_port(&self, i: usize) -> Option<u8>;
+    /// `return_path[i]` (none past its 64 bytes).
+    fn return_port(&self, i: usize) -> Option<u8>;
+    /// Sets `return_path[i]` (nothing past its 64 bytes).
+    fn set_return_port(&mut self, i: usize, port: u8);
+}
+
+impl DrFields for Smp {
+    fn is_directed(&self) -> bool {
+        self.route == SmpRoute::Directed
+    }
+    fn direction(&self) -> bool {
+        self.direction
+    }
+    fn hop_ptr(&self) -> u8 {
+        self.hop_ptr
+    }
+    fn set_hop_ptr(&mut self, ptr: u8) {
+        self.hop_ptr = ptr;
+    }
+    fn hop_cnt(&self) -> u8 {
+        self.hop_cnt
+    }
+    fn dr_slid(&self) -> u16 {
+        self.dr_slid
+    }
+    fn dr_dlid(&self) -> u16 {
+        self.dr_dlid
+    }
+    fn initial_port(&self, i: usize) -> Option<u8> {
+        self.initial_path.get(i).copied()
+    }
+    fn return_port(&self, i: usize) -> Option<u8> {
+        self.return_path.get(i).copied()
+    }
+    fn set_return_port(&mut self, i: usize, port: u8) {
+        if let Some(slot) = self.return_path.get_mut(i) {
+            *slot = port;
+        }
+    }
+}
+
+/// A MAD's 256 bytes as a directed-route SMP's hop fields (the layout in
+/// [`Smp`]'s module): what [`on_receive`] changes is written in place, as
+/// [`Smp::write_route`] would write it.
+pub struct DrBytes<'a>(pub &'a mut [u8; MAD_LEN]);
+
+/// Where a DR SMP's fields lie in its MAD.
+const STATUS_HI: usize = 4;
+const HOP_PTR: usize = 6;
+const HOP_CNT: usize = 7;
+const DR_SLID: usize = 32;
+const DR_DLID: usize = 34;
+const INITIAL_PATH: usize = 128;
+const RETURN_PATH: usize = 192;
+const PATH_LEN: usize = 64;
+
+impl DrBytes<'_> {
+    fn byte(&self, at: usize) -> u8 {
+        self.0.get(at).copied().unwrap_or(0)
+    }
+    fn u16_at(&self, at: usize) -> u16 {
+        u16::from_be_bytes([self.byte(at), self.byte(at + 1)])
+    }
+}
+
+impl DrFields for DrBytes<'_> {
+    fn is_directed(&self) -> bool {
+        self.byte(1) == class::SUBN_DIRECTED_ROUTE
+    }
+    fn direction(&self) -> bool {
+        self.byte(STATUS_HI) & 0x80 != 0
+    }
+    fn hop_ptr(&self) -> u8 {
+        self.byte(HOP_PTR)
+    }
+    fn set_hop_ptr(&mut self, ptr: u8) {
+        if let Some(b) = self.0.get_mut(HOP_PTR) {
+            *b = ptr;
+        }
+    }
+    fn hop_cnt(&self) -> u8 {
+        self.byte(HOP_CNT)
+    }
+    fn dr_slid(&self) -> u16 {
+        self.u16_at(DR_SLID)
+    }
+    fn dr_dlid(&self) -> u16 {
+        self.u16_at(DR_DLID)
+    }
+    fn initial_port(&self, i: usize) -> Option<u8> {
+        (i < PATH_LEN).then(|| self.byte(INITIAL_PATH + i))
+    }
+    fn return_port(&self, i: usize) -> Option<u8> {
+        (i < PATH_LEN).then(|| self.byte(RETURN_PATH + i))
+    }
+    fn set_return_port(&mut self, i: usize, port: u8) {
+        if i < PATH_LEN {
+            if let Some(b) = self.0.get_mut(RETURN_PATH + i) {
+                *b = port;
+            }
+        }
+    }
+}
 
 /// What a node does with a DR SMP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,11 +186,11 @@ pub enum DrDiscard {
     LidRoutedPart,
 }
 
-fn check(smp: &Smp) -> Result<(), DrDiscard> {
-    if smp.route != SmpRoute::Directed {
+fn check<T: DrFields + ?Sized>(smp: &T) -> Result<(), DrDiscard> {
+    if !smp.is_directed() {
         return Err(DrDiscard::NotDirected);
     }
-    if smp.hop_cnt > MAX_HOPS {
+    if smp.hop_cnt() > MAX_HOPS {
         return Err(DrDiscard::BadHopPointer);
     }
     Ok(())
@@ -93,24 +218,30 @@ pub fn begin(smp: &mut Smp) -> Result<u8, DrDiscard> {
     Ok(smp.initial_path[1])
 }
 
-/// A node with `ports` ports (`is_switch`: a switch) received `smp` on
-/// `in_port`: records the return path and moves the hop pointer as IBA
-/// says, and says what to do with it.
-pub fn on_receive(smp: &mut Smp, is_switch: bool, in_port: u8, ports: u8) -> DrStep {
+/// A node with `ports` ports (`is_switch`: a switch) received `smp` (an
+/// [`Smp`], or the MAD's bytes: [`DrBytes`]) on `in_port`: records the
+/// return path and moves the hop pointer as IBA says, and says what to do
+/// with it.
+pub fn on_receive<T: DrFields + ?Sized>(
+    smp: &mut T,
+    is_switch: bool,
+    in_port: u8,
+    ports: u8,
+) -> DrStep {
     if let Err(why) = check(smp) {
         return DrStep::Discard(why);
     }
-    let (ptr, cnt) = (smp.hop_ptr, smp.hop_cnt);
-    let lid_first = smp.dr_slid != PERMISSIVE_LID;
-    let lid_last = smp.dr_dlid != PERMISSIVE_LID;
-    if !smp.direction {
+    let (ptr, cnt) = (smp.hop_ptr(), smp.hop_cnt());
+    let lid_first = smp.dr_slid() != PERMISSIVE_LID;
+    let lid_last = smp.dr_dlid() != PERMISSIVE_LID;
+    if !smp.direction() {
         if ptr == 0 {
             // C14-9:1 at the switch where a LID-routed first part ends.
             if !(lid_first && is_switch && cnt >= 1) {
                 return DrStep::Discard(DrDiscard::BadHopPointer);
             }
-            smp.hop_ptr = 1;
-            return out_port(smp.initial_path[1], ports);
+            smp.set_hop_ptr(1);
+            return out_port(smp.initial_port(1).unwrap_or(0), ports);
         }
         if ptr > cnt {
             // C14-9:4: the end of a LID-routed last part.
@@ -120,47 +251,45 @@ pub fn on_receive(smp: &mut Smp, is_switch: bool, in_port: u8, ports: u8) -> DrS
                 DrStep::Discard(DrDiscard::BadHopPointer)
             };
         }
-        if let Some(slot) = smp.return_path.get_mut(usize::from(ptr)) {
-            *slot = in_port;
-        }
+        smp.set_return_port(usize::from(ptr), in_port);
         if ptr < cnt {
             // C14-9:2: the middle of the path.
             if !is_switch {
                 return DrStep::Discard(DrDiscard::NotASwitch);
             }
-            smp.hop_ptr = ptr + 1;
-            let port = smp.initial_path.get(usize::from(ptr) + 1).copied();
+            smp.set_hop_ptr(ptr + 1);
+            let port = smp.initial_port(usize::from(ptr) + 1);
             return out_port(port.unwrap_or(0), ports);
         }
         // C14-9:3: the end of the directed part.
-        smp.hop_ptr = ptr + 1;
+        smp.set_hop_ptr(ptr + 1);
         return match (lid_last, is_switch) {
             (false, _) => DrStep::Deliver,
-            (true, true) => DrStep::ForwardByLid(smp.dr_dlid),
+            (true, true) => DrStep::ForwardByLid(smp.dr_dlid()),
             (true, false) => DrStep::Discard(DrDiscard::LidRoutedPart),
         };
     }
     match ptr {
         // C14-13:1 at the switch where a LID-routed last part began.
         p if p == cnt + 1 && lid_last && is_switch && cnt >= 1 => {
-            smp.hop_ptr = cnt;
-            out_port(smp.return_path[usize::from(cnt)], ports)
+            smp.set_hop_ptr(cnt);
+            out_port(smp.return_port(usize::from(cnt)).unwrap_or(0), ports)
         }
         // C14-13:4: back at a requester that sent it LID-routed.
         0 if lid_first && !is_switch => DrStep::Deliver,
         // C14-13:3: back at the requester's end of the directed part.
         1 if !lid_first && !is_switch && cnt >= 1 => DrStep::Deliver,
         1 if lid_first && is_switch && cnt >= 1 => {
-            smp.hop_ptr = 0;
-            DrStep::ForwardByLid(smp.dr_slid)
+            smp.set_hop_ptr(0);
+            DrStep::ForwardByLid(smp.dr_slid())
         }
         // C14-13:2: the middle of the way back.
         p if (2..=cnt).contains(&p) => {
             if !is_switch {
                 return DrStep::Discard(DrDiscard::NotASwitch);
             }
-            smp.hop_ptr = p - 1;
-            let port = smp.return_path.get(usize::from(p) - 1).copied();
+            smp.set_hop_ptr(p - 1);
+            let port = smp.return_port(usize::from(p) - 1);
             out_port(port.unwrap_or(0), ports)
         }
         _ => DrStep::Discard(DrDiscard::BadHopPointer),
@@ -186,4 +315,47 @@ pub fn respond(smp: &mut Smp, ports: u8) -> DrStep {
     smp.hop_ptr = smp.hop_cnt;
     let port = smp.return_path.get(usize::from(smp.hop_cnt)).copied();
     out_port(port.unwrap_or(0), ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn lid() -> impl Strategy<Value = u16> {
+        prop_oneof![Just(PERMISSIVE_LID), any::<u16>()]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// A hop taken on the MAD's bytes in place is the hop taken on
+        /// the decoded SMP, written back ([`Smp::write_route`]): the same
+        /// step and the same bytes, whatever the MAD holds.
+        #[test]
+        fn a_hop_on_the_bytes_is_the_hop_on_the_decoded_smp(
+            seed in proptest::collection::vec(any::<u8>(), MAD_LEN),
+            directed in prop_oneof![4 => Just(true), 1 => Just(false)],
+            back in any::<bool>(),
+            (ptr, cnt) in (0u8..=66, 0u8..=65),
+            (dr_slid, dr_dlid) in (lid(), lid()),
+            is_switch in any::<bool>(),
+            (in_port, ports) in (0u8..=40, 1u8..=40),
+        ) {
+            let mut mad: [u8; MAD_LEN] = seed.try_into().unwrap();
+            mad[1] = if directed { class::SUBN_DIRECTED_ROUTE } else { class::SUBN_LID_ROUTED };
+            mad[STATUS_HI] = (mad[STATUS_HI] & 0x7f) | if back { 0x80 } else { 0 };
+            mad[HOP_PTR] = ptr;
+            mad[HOP_CNT] = cnt;
+            mad[DR_SLID..DR_SLID + 2].copy_from_slice(&dr_slid.to_be_bytes());
+            mad[DR_DLID..DR_DLID + 2].copy_from_slice(&dr_dlid.to_be_bytes());
+            let mut smp = Smp::parse(&mad).unwrap();
+            let decoded = on_receive(&mut smp, is_switch, in_port, ports);
+            let mut expected = mad;
+            smp.write_route(&mut expected);
+            let mut bytes = mad;
+            let in_place = on_receive(&mut DrBytes(&mut bytes), is_switch, in_port, ports);
+            prop_assert_eq!(in_place, decoded);
+            prop_assert_eq!(bytes, expected);
+        }
+    }
 }

@@ -215,9 +215,6 @@ impl SimSockets {
     }
 }
 
-/// Sends the datagrams `hdrs` describe on `s` with `sendmmsg(2)`, without
-/// waiting; returns how many it took (fewer when the socket filled up),
-/// an error only if it took none.
 /// Messages [`SimSockets::send_batch`] sends with headers for only
 /// this many (zeroing 64 headers, 4 KiB, for one message cost more than
 /// the message).
@@ -237,6 +234,9 @@ fn send_iovs<const N: usize>(s: &UnixDatagram, iovs: &mut [libc::iovec]) -> io::
     send_mmsg(s, &mut hdrs[..n])
 }
 
+/// Sends the datagrams `hdrs` describe on `s` with `sendmmsg(2)`, without
+/// waiting; returns how many it took (fewer when the socket filled up),
+/// an error only if it took none.
 fn send_mmsg(s: &UnixDatagram, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
     let mut sent = 0;
     while sent < hdrs.len() {

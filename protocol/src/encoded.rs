@@ -211,6 +211,30 @@ pub fn smp_mad_at(packet: &[u8]) -> Option<usize> {
         .then_some(SMP_HEADERS_LEN)
 }
 
+/// [`smp_mad_at`] for a packet whose LRH was not checked yet: also LVer 0
+/// and PktLen the packet's length (in words, the VCRC not counted), read
+/// where they lie. For a packet built in this process, whose CRCs no one
+/// reads, that is exactly when
+/// [`PacketView::parse_with`](crate::PacketView::parse_with) (its CRCs
+/// taken as right) takes it as an SMP's packet without a GRH (a UD SEND
+/// Only to QP0 with a 256-byte payload).
+#[inline]
+pub fn checked_smp_mad_at(packet: &[u8]) -> Option<usize> {
+    let at = smp_mad_at(packet)?;
+    let lrh: &[u8; Lrh::LEN] = packet.first_chunk()?;
+    let words = usize::from(u16::from_be_bytes([lrh[4], lrh[5]]) & Lrh::MAX_PKT_LEN);
+    (lrh[0] & 0xf == 0 && words * 4 + VCRC_LEN == packet.len()).then_some(at)
+}
+
+/// The DETH's source QP of a packet [`smp_mad_at`] takes (its DETH right
+/// after the BTH).
+#[inline]
+pub fn smp_src_qp(packet: &[u8]) -> Option<u32> {
+    smp_mad_at(packet)?;
+    let deth = packet.get(Lrh::LEN + Bth::LEN..)?.first_chunk::<8>()?;
+    Some(u32::from_be_bytes([0, deth[5], deth[6], deth[7]]))
+}
+
 /// True if the ICRC field reads zero, as [`smp_packet`] leaves a packet
 /// built unstamped. A stamped packet whose ICRC is zero reads so too.
 #[inline]
@@ -429,6 +453,32 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_built_smps_mad_is_found_exactly_when_a_trusting_parse_takes_it(
+            edits in proptest::collection::vec((0usize..64, 1u8..=255), 0..3),
+            extra in 0usize..8,
+            len_edit in proptest::prop_oneof![3 => proptest::strategy::Just(0u8), 1 => 1u8..=255],
+        ) {
+            use crate::packet::ReceivedCrcs;
+            // PktLen fixed up by `edited_smp`, then maybe broken again.
+            let mut p = edited_smp(&edits, extra * 4 % 12);
+            p[5] ^= len_edit;
+            let parsed = PacketView::parse_with(&p, &ReceivedCrcs::trusted(&p))
+                .ok()
+                .filter(|v| v.grh.is_none() && v.opcode() == Opcode::UdSendOnly)
+                .filter(|v| v.bth.dest_qp == 0 && v.payload.len() == MAD_LEN);
+            let found = checked_smp_mad_at(&p);
+            proptest::prop_assert_eq!(found.is_some(), parsed.is_some());
+            if let (Some(at), Some(view)) = (found, parsed) {
+                proptest::prop_assert_eq!(&p[at..at + MAD_LEN], view.payload);
+                proptest::prop_assert_eq!(slid(&p), Some(view.lrh.slid));
+                let src_qp = view.ext.deth.map(|d| d.src_qp);
+                proptest::prop_assert_eq!(smp_src_qp(&p), src_qp);
+            }
+        }
+    }
+
     #[test]
     fn short_buffers_are_left_alone() {
         let mut empty: [u8; 0] = [];
@@ -453,6 +503,7 @@ mod tests {
             restamp_crcs(&mut b);
             proptest::prop_assert!(b.len() < ICRC_LEN + VCRC_LEN || vcrc_ok(&b));
             let _ = (icrc_unstamped(&bytes), smp_mad_at(&bytes), slid(&bytes));
+            let _ = (checked_smp_mad_at(&bytes), smp_src_qp(&bytes));
             let mut c = bytes.clone();
             stamp_unstamped(&mut c);
         }

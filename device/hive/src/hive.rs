@@ -98,6 +98,9 @@ pub struct Hive {
     switch_sent: Arc<Sent>,
     /// Events dropped with the work queue full.
     pub work_dropped: u64,
+    /// Hops packets took through hosted switches that passed them on at
+    /// once ([`Hive::carry`]), with no turn of the work queue.
+    passed_at_once: u64,
     /// Packets dropped on in-memory wires, by reason.
     drops: Drops,
     /// The host ports' nodes.
@@ -161,6 +164,7 @@ impl Hive {
             sent: Vec::new(),
             switch_sent,
             work_dropped: 0,
+            passed_at_once: 0,
             drops: Drops::default(),
             sims,
             node_names: cfg.nodes().map(|(n, _)| n.to_owned()).collect(),
@@ -248,6 +252,12 @@ impl Hive {
         self.idle = IdleWait::new(limit);
     }
 
+    /// Hops packets took through a hosted switch that passed them on at
+    /// once (a directed SMP on its path), with no turn of the work queue.
+    pub fn passed_at_once(&self) -> u64 {
+        self.passed_at_once
+    }
+
     /// Waits a spin ended with an event, and waits that slept.
     pub fn idle_waits(&self) -> (u64, u64) {
         (self.idle.caught, self.idle.slept)
@@ -292,8 +302,39 @@ impl Hive {
     /// Hands every queued event to its node, and what they send on.
     pub fn drain_work(&mut self) {
         while let Some((to, ev, origin)) = self.work.pop_front() {
-            self.deliver(to, ev, origin);
+            match (ev, origin) {
+                (LinkEvent::Packet(p), Origin::Process) => self.carry(to, p),
+                (ev, origin) => self.deliver(to, ev, origin),
+            }
         }
+    }
+
+    /// Delivers `packet`, built in the hive, to `to`, first carrying it
+    /// through every hosted switch that only passes it on
+    /// ([`HostedSwitch::pass_directed`]: a directed SMP on its path) with
+    /// no turn of the work queue. It does so only while the queue is
+    /// empty: each switch then gets the packet when the queue would have
+    /// given it, nothing else being in it, and the hive's deliveries keep
+    /// the queue's order.
+    fn carry(&mut self, mut to: PortRef, mut packet: Vec<u8>) {
+        while self.work.is_empty() && !self.off.contains_key(&to.node) {
+            let Node::Switch(sw, _) = &self.nodes[to.node] else {
+                break;
+            };
+            let Some(out) = sw.pass_directed(to.port, &mut packet) else {
+                break;
+            };
+            self.passed_at_once += 1;
+            let from = PortRef {
+                node: to.node,
+                port: out,
+            };
+            match self.peers.get(from.node, from.port) {
+                Peer::Hive(next) if !self.cut.contains(&(from.node, from.port)) => to = next,
+                _ => return self.send_from(from, packet),
+            }
+        }
+        self.deliver(to, LinkEvent::Packet(packet), Origin::Process);
     }
 
     /// Keeps the status file at `path` ([`crate::status`]) from now on.

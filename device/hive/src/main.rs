@@ -126,6 +126,7 @@ fn main() -> ExitCode {
     tracing::info!(
         waits_caught_spinning = caught,
         waits_slept = slept,
+        passed_at_once = hive.passed_at_once(),
         "hive event loop"
     );
     let d = hive.drops();

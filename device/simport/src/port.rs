@@ -26,7 +26,7 @@ use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
 use ibtca_agents::sma::DeviceSma;
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::PortState;
-use ibtca_protocol::mad::directed::{self, DrStep};
+use ibtca_protocol::mad::directed::{self, DrBytes, DrStep};
 use ibtca_protocol::mad::pma::{QP1, QP1_QKEY};
 use ibtca_protocol::mad::{
     class, method, smp_packet_bytes, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
@@ -426,7 +426,7 @@ impl SimPort {
                 },
             ));
         }
-        self.deliver(&view, req.dqp, mad, h.is_response())
+        self.deliver(sender(&view, req.dqp), req.dqp, mad, h.is_response())
     }
 
     /// A packet from the link, its CRCs checked: what it sends is pushed
@@ -439,8 +439,22 @@ impl SimPort {
     /// it hosts sent it, or passed it on after its own input check):
     /// handled as [`Self::on_link`] handles one, its CRCs taken as right,
     /// not computed. Never for bytes read from a socket.
+    /// An SMP response, the most of what an SM's port hears, is taken
+    /// from its headers where they lie, not parsed
+    /// ([`encoded::checked_smp_mad_at`]: exactly the packets a parse
+    /// would take as an SMP's).
     pub fn on_built_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
-        self.on_link_with(bytes, &ReceivedCrcs::trusted(bytes), totals, out);
+        let response = encoded::checked_smp_mad_at(bytes)
+            .and_then(|at| bytes.get(at..at + MAD_LEN))
+            .filter(|mad| mad[3] & method::RESPONSE != 0);
+        let from = encoded::slid(bytes).zip(encoded::smp_src_qp(bytes));
+        let (Some(mad), Some(from)) = (response, from) else {
+            return self.on_link_with(bytes, &ReceivedCrcs::trusted(bytes), totals, out);
+        };
+        match self.fabric_smp_response(mad, from) {
+            Some(sent) => out.extend(sent),
+            None => self.drop_with("MAD for no client"),
+        }
     }
 
     fn on_link_with(
@@ -473,7 +487,7 @@ impl SimPort {
         // The MAD's method, its response bit included.
         let m = view.payload.get(3).copied().unwrap_or(0);
         if m & method::RESPONSE != 0 {
-            return self.fabric_smp_response(view);
+            return self.fabric_smp_response(view.payload, sender(view, QP0));
         }
         let for_sm = self.sma.stats().for_sm;
         let before = self.lid_and_state();
@@ -492,25 +506,35 @@ impl SimPort {
             directed::on_receive(&mut smp, false, 1, 1);
         }
         let mad = smp.to_bytes();
-        self.deliver(view, QP0, mad, smp.method & method::RESPONSE != 0)
-            .map(Some)
+        self.deliver(
+            sender(view, QP0),
+            QP0,
+            mad,
+            smp.method & method::RESPONSE != 0,
+        )
+        .map(Some)
     }
 
     /// An SMP response from the link: never the agent's (it answers, it
-    /// does not ask), but the client's that waits for it. Decoded once,
-    /// and dropped, as the agent drops it, if it is not an SMP or its
-    /// directed route does not end here.
-    fn fabric_smp_response(&mut self, view: &PacketView<'_>) -> Option<Option<Out>> {
-        let Ok(mut smp) = ibtca_protocol::mad::smp_of_packet(view) else {
+    /// does not ask), but the client's that waits for it. Handed on as it
+    /// came, a directed one's last step taken in its bytes (not decoded);
+    /// dropped, as the agent drops it, if it is not an SMP or its directed
+    /// route does not end here.
+    fn fabric_smp_response(&mut self, payload: &[u8], from: (u16, u32)) -> Option<Option<Out>> {
+        let Ok(mut mad) = <[u8; MAD_LEN]>::try_from(payload) else {
             return Some(None);
         };
-        if smp.route == SmpRoute::Directed
-            && directed::on_receive(&mut smp, false, 1, 1) != DrStep::Deliver
-        {
+        let delivered = match mad[1] {
+            class::SUBN_LID_ROUTED => true,
+            class::SUBN_DIRECTED_ROUTE => {
+                directed::on_receive(&mut DrBytes(&mut mad), false, 1, 1) == DrStep::Deliver
+            }
+            _ => false,
+        };
+        if !delivered {
             return Some(None);
         }
-        let mad = smp.to_bytes();
-        self.deliver(view, QP0, mad, true).map(Some)
+        self.deliver(from, QP0, mad, true).map(Some)
     }
 
     fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Option<Out>> {
@@ -521,14 +545,18 @@ impl SimPort {
         }
         let mad: [u8; MAD_LEN] = view.payload.try_into().ok()?;
         let h = MadHeader::read(&mad);
-        self.deliver(view, QP1, mad, h.is_response()).map(Some)
+        self.deliver(sender(view, QP1), QP1, mad, h.is_response())
+            .map(Some)
     }
 
     /// Hands a MAD from the fabric to its client: a response to the client
     /// that waits for it (its TID restored), a request to the SM client.
+    /// `mad` from `from` (its LID and QP) to QP `qp` of the port: a
+    /// response to the client that waits for it, a request to the SM
+    /// client.
     fn deliver(
         &mut self,
-        view: &PacketView<'_>,
+        from: (u16, u32),
         qp: u32,
         mut mad: [u8; MAD_LEN],
         response: bool,
@@ -542,14 +570,14 @@ impl SimPort {
             self.clients.sm()?
         };
         self.counts.to_clients += 1;
-        let src_qp = view.ext.deth.map_or(qp, |d| d.src_qp);
+        let (slid, sqp) = from;
         Some(Out::Client(
             slot,
             SimRequest {
                 dlid: self.sma.lid(),
-                slid: view.lrh.slid,
+                slid,
                 dqp: qp,
-                sqp: src_qp,
+                sqp,
                 status: 0,
                 length: MAD_LEN as u64,
                 mad,
@@ -597,6 +625,12 @@ impl SimPort {
             .flatten()
             .min()
     }
+}
+
+/// Who sent `view`: its source LID, and its source QP (its DETH's, else
+/// `qp`).
+fn sender(view: &PacketView<'_>, qp: u32) -> (u16, u32) {
+    (view.lrh.slid, view.ext.deth.map_or(qp, |d| d.src_qp))
 }
 
 #[cfg(test)]

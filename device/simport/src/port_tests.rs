@@ -153,11 +153,29 @@ fn a_response_from_the_link_reaches_its_client_without_the_agent() {
         .build()
         .unwrap();
     let seen = p.sma.stats().smps;
+    // One whose directed route does not end here (its hop pointer one
+    // short) is dropped, and the request still waits.
+    let mut astray = answer.clone();
+    astray.hop_ptr = 2;
+    let astray = smp_packet(&astray, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    assert!(from_link(&mut p, &astray).is_empty());
+    // A reserved byte the responder left set (MAD byte 40): the client
+    // gets the MAD as it came, byte for byte, with its own TID.
+    let mut back = back;
+    let mad_at = back.len() - 6 - 256;
+    back[mad_at + 40] = 0xee;
+    ibtca_protocol::encoded::restamp_crcs(&mut back);
     let (slot, r) = client_out(&from_link(&mut p, &back));
     assert_eq!((slot, r.status), (0, 0));
+    let mut expected = answer.to_bytes();
+    expected[8..16].copy_from_slice(&0x77u64.to_be_bytes());
+    expected[40] = 0xee;
+    assert_eq!(r.mad, expected);
     let got = Smp::parse(&r.mad).unwrap();
     assert_eq!((got.tid, got.method), (0x77, method::GET_RESP));
-    assert_eq!(p.sma.stats().smps, seen, "decoded once, not by the agent");
+    assert_eq!(p.sma.stats().smps, seen, "not the agent's");
     // A request from the link is still the agent's.
     let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
     get.hop_ptr = 1;
@@ -271,11 +289,26 @@ fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_process_is_taken_as_buil
         from_link(&mut p, &back).is_empty(),
         "dropped: its ICRC fails"
     );
+    // Built in this process, its PktLen one word short, or its LVer 1: a
+    // parse refuses it, and so does the built response's own check.
+    for (at, xor) in [(5, 0x01), (0, 0x01)] {
+        let mut bad = back.clone();
+        bad[at] ^= xor;
+        let mut out = Vec::new();
+        p.on_built_link(&bad, &PortTotals::default(), &mut out);
+        assert!(out.is_empty(), "byte {at}: dropped");
+    }
     let mut out = Vec::new();
     p.on_built_link(&back, &PortTotals::default(), &mut out);
     let (slot, r) = client_out(&out);
     assert_eq!((slot, r.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
+    // Its MAD as it came (the damaged byte too), with the client's TID.
+    let mut mad = answer.to_bytes();
+    mad[100 - 28] ^= 0x10;
+    mad[8..16].copy_from_slice(&smp.tid.to_be_bytes());
+    assert_eq!(r.mad, mad);
+    assert_eq!((r.slid, r.sqp, r.dqp), (PERMISSIVE_LID, 0, 0));
 }
 
 #[test]

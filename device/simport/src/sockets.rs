@@ -15,7 +15,8 @@
 //! owner with a `poll(2)` loop of its own ([`SimSockets::read_ctl`],
 //! [`SimSockets::recv_slot`]: `ibtca-hive`) reads them itself. A slot's
 //! datagrams are read up to [`READ_BATCH`] at a time in one `recvmmsg(2)`
-//! ([`RecvBatch::with_limit`] takes fewer).
+//! ([`RecvBatch::with_limit`] takes fewer; one at a time, `recv(2)`), and
+//! sent by `sendmmsg(2)`, or `send(2)` for one.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -146,24 +147,19 @@ impl SimSockets {
         let mut msgs = msgs.into_iter().peekable();
         let mut sent = 0;
         while msgs.peek().is_some() {
-            let empty = libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            let mut iovs = [empty; SEND_BATCH];
+            let mut batch: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
             let mut n = 0;
-            for (iov, m) in iovs.iter_mut().zip(msgs.by_ref().take(SEND_BATCH)) {
-                *iov = libc::iovec {
-                    iov_base: m.as_ptr() as *mut libc::c_void,
-                    iov_len: m.len(),
-                };
+            for (b, m) in batch.iter_mut().zip(msgs.by_ref().take(SEND_BATCH)) {
+                *b = m;
                 n += 1;
             }
-            // Most turns answer one MAD: headers for a few, not a batch's.
-            let result = if n <= FEW {
-                send_iovs::<FEW>(s, &mut iovs[..n])
-            } else {
-                send_iovs::<SEND_BATCH>(s, &mut iovs[..n])
+            // Most turns answer one MAD: `send(2)`, which costs the kernel
+            // less than a `sendmmsg(2)` of one; headers for a few, not a
+            // batch's.
+            let result = match n {
+                1 => send_one(s, batch[0]),
+                ..=FEW => send_iovs::<FEW>(s, &batch[..n]),
+                _ => send_iovs::<SEND_BATCH>(s, &batch[..n]),
             };
             match result {
                 Ok(k) => {
@@ -220,14 +216,37 @@ impl SimSockets {
 /// the message).
 const FEW: usize = 4;
 
-/// Sends `iovs` (at most `N`), one datagram each, by [`send_mmsg`] with
+/// Sends `msg` as one datagram with `send(2)`, without waiting: 1, or the
+/// error (`WouldBlock` with the socket full).
+fn send_one(s: &UnixDatagram, msg: &[u8]) -> io::Result<usize> {
+    loop {
+        match s.send(msg) {
+            Ok(_) => return Ok(1),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Sends `msgs` (at most `N`), one datagram each, by [`send_mmsg`] with
 /// `N` headers on the stack.
-fn send_iovs<const N: usize>(s: &UnixDatagram, iovs: &mut [libc::iovec]) -> io::Result<usize> {
+fn send_iovs<const N: usize>(s: &UnixDatagram, msgs: &[&[u8]]) -> io::Result<usize> {
+    let empty = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let mut iovs = [empty; N];
     // SAFETY: mmsghdr is plain data for which all-zero is a valid value
     // (no address, no control data, no iovec).
     let mut hdrs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
-    let n = iovs.len().min(N);
-    for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()) {
+    let n = msgs.len().min(N);
+    for ((h, iov), m) in hdrs.iter_mut().zip(iovs.iter_mut()).zip(msgs) {
+        // The kernel only reads the message (`sendmmsg` takes `iov_base`
+        // as `*mut` for both directions).
+        *iov = libc::iovec {
+            iov_base: m.as_ptr() as *mut libc::c_void,
+            iov_len: m.len(),
+        };
         h.msg_hdr.msg_iov = iov;
         h.msg_hdr.msg_iovlen = 1;
     }
@@ -285,7 +304,7 @@ pub struct RecvBatch {
     lens: [usize; READ_BATCH],
     len: usize,
     limit: usize,
-    /// `recvmmsg(2)` calls made.
+    /// Reads made (`recvmmsg(2)`, or `recv(2)` for a batch of one).
     pub calls: u64,
     /// Datagrams they read.
     pub datagrams: u64,
@@ -336,6 +355,9 @@ impl RecvBatch {
 /// `batch`; returns how many.
 fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
     batch.len = 0;
+    if batch.limit == 1 {
+        return recv_one(s, batch);
+    }
     let mut iovs: [libc::iovec; READ_BATCH] = std::array::from_fn(|_| libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
@@ -382,6 +404,26 @@ fn recv_batch(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
         batch.len = n;
         batch.datagrams += n as u64;
         return n;
+    }
+}
+
+/// One `recv(2)` of one datagram from `s` into `batch`'s first buffer
+/// (a batch of one: the kernel's cheaper call than a `recvmmsg(2)` of
+/// one); returns how many (0 or 1).
+fn recv_one(s: &UnixDatagram, batch: &mut RecvBatch) -> usize {
+    loop {
+        batch.calls += 1;
+        match s.recv(&mut batch.bufs[0]) {
+            Ok(len) => {
+                batch.lens[0] = len.min(READ_LEN);
+                batch.len = 1;
+                batch.datagrams += 1;
+                return 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // WouldBlock, or a connected peer that went away.
+            Err(_) => return 0,
+        }
     }
 }
 

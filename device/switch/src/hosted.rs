@@ -122,6 +122,20 @@ impl HostedSwitch {
         self.core.on_packet(port, packet, Origin::Process);
     }
 
+    /// A directed SMP built in this process in on `port` that the switch
+    /// only passes on, out of a port whose wires take it at once
+    /// ([`Wires::passes_at_once`]) to a node in this process: takes its
+    /// step in the packet, counts it as [`Self::on_built_packet`] would,
+    /// and returns the port it leaves by, for the owner to carry it on
+    /// (not through the wires). `None` for every other packet, left as
+    /// it came: the owner hands it to [`Self::on_built_packet`]. An owner
+    /// carrying a directed SMP along its path so goes through the hosted
+    /// switches of its path in one call, with no turn of its queue and
+    /// no send per switch.
+    pub fn pass_directed(&self, port: u8, packet: &mut [u8]) -> Option<u8> {
+        self.core.pass_directed(port, packet)
+    }
+
     /// The packet named by `tag` (given to [`Wires::send_tagged`]) left
     /// or was dropped: its input buffer is free.
     pub fn credit_done(&self, tag: u64) {
@@ -191,6 +205,12 @@ impl HostedSwitch {
     /// Sends, through the owner's wires, every trap due at `now`.
     pub fn send_due_traps(&self, now: Instant) {
         self.core.send_due_traps(now);
+    }
+
+    /// Port 0's agent's counters: SMPs served, dropped, M_Key violations.
+    pub fn sma_counts(&self) -> (u64, u64, u64) {
+        let (served, dropped) = self.core.smps.get();
+        (served, dropped, self.core.sma().m_key_violations)
     }
 
     /// Port 0's trap counters.

@@ -18,6 +18,7 @@ use ibtca_protocol::{Opcode, PacketView};
 
 use super::Core;
 use ibtca_agents::sma::{answer, Answer};
+use ibtca_link::VL15;
 
 /// SMPs for the switch: answered or passed on, and dropped (malformed, a
 /// directed route that does not go on, no answer due, no route back).
@@ -130,6 +131,54 @@ impl Core {
             },
             SmpRoute::Lid => self.smp_by_lid(&reply, slid),
         }
+    }
+
+    /// A directed SMP built in this process ([`Origin::Process`]) in on
+    /// `in_port` that the switch passes on as it is
+    /// ([`DrStep::Forward`]) out of a port the owner takes it from at once
+    /// ([`Wires::passes_at_once`](crate::Wires::passes_at_once)), to a
+    /// node in this process: takes its step in place, counts it as
+    /// [`Core::forward`] and [`Core::serve_smp`] count it (in, out,
+    /// served) and returns the port it leaves by. `None`, the packet as
+    /// it came and nothing counted, for every other packet: the owner
+    /// hands that one to [`Core::on_packet`]. Neither port may capture
+    /// (a capture records each packet where `forward` does).
+    ///
+    /// [`Origin::Process`]: crate::Origin::Process
+    pub(super) fn pass_directed(&self, in_port: u8, packet: &mut [u8]) -> Option<u8> {
+        let in_slot = self.slot(in_port)?;
+        if in_slot.capture.is_some() || encoded::vl(packet)? != VL15 {
+            return None;
+        }
+        // The input check `forward` makes of a packet built here (its CRCs
+        // not read), and the SMP's own (`smp_step`): an SMP without a GRH.
+        let mad_at = encoded::checked_smp_mad_at(packet)?;
+        if encoded::dlid(packet)? != PERMISSIVE_LID {
+            return None;
+        }
+        let ports = u8::try_from(self.slots.len()).unwrap_or(u8::MAX);
+        let mad = packet.get_mut(mad_at..)?.first_chunk_mut::<MAD_LEN>()?;
+        if mad[1] != class::SUBN_DIRECTED_ROUTE {
+            return None;
+        }
+        let (step, edit) = directed::plan(&DrBytes(mad), true, in_port, ports);
+        let DrStep::Forward(out) = step else {
+            return None;
+        };
+        let out_slot = self.slot(out)?;
+        if out_slot.capture.is_some()
+            || !self.wires.in_process(out)
+            || !self.wires.passes_at_once(out)
+        {
+            return None;
+        }
+        edit.apply(&mut DrBytes(mad));
+        pass_on(packet, false);
+        let len = packet.len();
+        in_slot.counters.rx(len);
+        self.smps.served.fetch_add(1, Ordering::Relaxed);
+        out_slot.counters.tx(len);
+        Some(out)
     }
 
     /// `smp` LID-routed from the switch's LID to `dlid` through the

@@ -33,6 +33,16 @@ pub trait Wires: Send + Sync {
     fn in_process(&self, _port: u8) -> bool {
         false
     }
+    /// True if a packet for `port` may be handed to the owner as the
+    /// result of a call rather than through [`Wires::send_tagged`]: the
+    /// port's link is up now and its wires keep no credits (they free an
+    /// input buffer as soon as a packet is handed on), so
+    /// [`HostedSwitch::pass_directed`](super::HostedSwitch::pass_directed)
+    /// may pass a directed SMP on through it. False (the default): every
+    /// packet is sent.
+    fn passes_at_once(&self, _port: u8) -> bool {
+        false
+    }
 }
 
 /// A [`Link`] (with its threads) per port; `None` while a port is down.

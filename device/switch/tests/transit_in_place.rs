@@ -1,7 +1,9 @@
 //! A directed-route SMP in transit at a hosted switch, on its way out or
 //! back, is passed on in the buffer it came in: after a warm-up the step
 //! allocates nothing on the switch's thread, and the bytes sent are those
-//! of the stepped SMP built anew. A corrupted SMP from a socket wire is
+//! of the stepped SMP built anew. Passed on at once
+//! (`HostedSwitch::pass_directed`), it is the packet the switch would
+//! have sent, counted alike; any other packet is left as it came. A corrupted SMP from a socket wire is
 //! still dropped as a CRC error. What a switch changes for a node in its
 //! own process leaves with its CRCs as they came, and what it builds for
 //! one with its CRCs zero; for a wire, stamped.
@@ -337,4 +339,99 @@ fn an_smp_with_a_grh_is_parsed_in_full_and_served() {
         &0x100u64.to_be_bytes(),
         "the switch's NodeGUID"
     );
+}
+
+/// A switch as [`switch`] makes it whose every port leads to a node in
+/// this process and takes a packet at once.
+fn switch_passing_at_once() -> (HostedSwitch, Arc<CollectWires>) {
+    let (sw, wires) = switch();
+    for port in 1..=4 {
+        wires.set_in_process(port);
+        wires.set_passes_at_once(port);
+    }
+    (sw, wires)
+}
+
+/// Every port's counters and port 0's agent's.
+fn counts(sw: &HostedSwitch) -> (Vec<ibtca_switch::PortStats>, (u64, u64, u64)) {
+    let ports = (1..=4).map(|p| sw.port_stats(p).unwrap()).collect();
+    (ports, sw.sma_counts())
+}
+
+#[test]
+fn a_directed_smp_passed_at_once_is_the_one_sent_and_counted_alike() {
+    // A request on its way out (in by 1, out by 2) and a response on its
+    // way back (in by 2, out by 1), with CRCs a node in this process
+    // never reads.
+    for (in_port, smp) in [(1, request()), (2, response())] {
+        let packet = with_wrong_crcs(wire_bytes(&smp));
+        let (sent_by, wires) = switch_passing_at_once();
+        sent_by.on_built_packet(in_port, packet.clone());
+        let sent = wires.take();
+        let (passer, wires) = switch_passing_at_once();
+        let mut passed = packet;
+        let mut out = None;
+        let allocated = allocations(|| out = passer.pass_directed(in_port, &mut passed));
+        let out = out.expect("passed on");
+        assert_eq!(sent, vec![(out, passed)], "in by {in_port}");
+        assert_eq!(allocated, 0, "in by {in_port}: allocations");
+        assert!(wires.take().is_empty(), "in by {in_port}: nothing sent");
+        assert_eq!(counts(&passer), counts(&sent_by), "in by {in_port}");
+        assert_eq!(passer.sma_counts().0, 1, "served");
+    }
+}
+
+#[test]
+fn pass_directed_leaves_every_other_packet_as_it_came_and_counts_nothing() {
+    let mut for_me = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    for_me.hop_ptr = 1;
+    let lid_routed = Smp::new(SmpRoute::Lid, method::GET, id::NODE_INFO, 0);
+    let deth = Deth {
+        qkey: 0x11,
+        src_qp: 6,
+    };
+    let mut short = wire_bytes(&request());
+    short.truncate(short.len() - 4);
+    let mut bad_port = request();
+    bad_port.initial_path[2] = 9;
+    let cases = [
+        ("for the switch's own agent", wire_bytes(&for_me)),
+        (
+            "LID-routed",
+            smp_packet(&lid_routed, 11, 1).build().unwrap(),
+        ),
+        (
+            "not VL15",
+            Packet::datagram(11, 12, 5, deth, vec![7; 64])
+                .build()
+                .unwrap(),
+        ),
+        ("shorter than its LRH says", short),
+        ("out by a port the switch lacks", wire_bytes(&bad_port)),
+    ];
+    for (what, packet) in cases {
+        let (sw, wires) = switch_passing_at_once();
+        let before = counts(&sw);
+        let mut left = packet.clone();
+        assert_eq!(sw.pass_directed(1, &mut left), None, "{what}");
+        assert_eq!(left, packet, "{what}: unchanged");
+        assert_eq!(counts(&sw), before, "{what}: nothing counted");
+        assert!(wires.take().is_empty(), "{what}: nothing sent");
+    }
+    // A request in transit, but its way out is a wire, or a port that
+    // does not take it at once: sent, not passed.
+    for (in_process, at_once) in [(false, true), (true, false)] {
+        let (sw, wires) = switch();
+        if in_process {
+            wires.set_in_process(2);
+        }
+        if at_once {
+            wires.set_passes_at_once(2);
+        }
+        let packet = wire_bytes(&request());
+        let mut left = packet.clone();
+        assert_eq!(sw.pass_directed(1, &mut left), None);
+        assert_eq!(left, packet, "in process {in_process}, at once {at_once}");
+        assert_eq!(sw.port_stats(1).unwrap().rx_packets, 0);
+    }
 }

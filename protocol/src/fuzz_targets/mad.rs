@@ -87,6 +87,14 @@ pub fn mad(data: &[u8]) {
     let mut written = mad;
     s.write_route(&mut written);
     assert_eq!(bytes, written);
+    // Planned first: the bytes untouched, then the same once applied.
+    let mut planned = mad;
+    let (planned_step, edit) =
+        directed::plan(&directed::DrBytes(&mut planned), is_switch, in_port, ports);
+    assert_eq!(planned_step, step);
+    assert_eq!(planned, mad);
+    edit.apply(&mut directed::DrBytes(&mut planned));
+    assert_eq!(planned, written);
     if step == DrStep::Deliver && !smp.direction {
         assert_eq!(s.hop_ptr, s.hop_cnt + 1, "request delivered mid-path");
         s.make_response(crate::mad::MadStatus::OK);

@@ -204,6 +204,90 @@ fn out_port(port: u8, ports: u8) -> DrStep {
     }
 }
 
+/// What a hop writes of a DR SMP: the hop pointer and one return-path
+/// entry, as [`plan`] found them, for [`DrEdit::apply`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrEdit {
+    hop_ptr: Option<u8>,
+    return_port: Option<(usize, u8)>,
+}
+
+impl DrEdit {
+    /// Writes the edit into `smp`: with [`plan`]'s on the same SMP, the
+    /// same change as [`on_receive`] makes.
+    pub fn apply<T: DrFields + ?Sized>(self, smp: &mut T) {
+        if let Some((i, port)) = self.return_port {
+            smp.set_return_port(i, port);
+        }
+        if let Some(ptr) = self.hop_ptr {
+            smp.set_hop_ptr(ptr);
+        }
+    }
+}
+
+/// An SMP read through the edits a hop has made so far ([`plan`]): reads
+/// see them, writes only record them.
+struct Planned<'a, T: ?Sized> {
+    smp: &'a T,
+    edit: DrEdit,
+}
+
+impl<T: DrFields + ?Sized> DrFields for Planned<'_, T> {
+    fn is_directed(&self) -> bool {
+        self.smp.is_directed()
+    }
+    fn direction(&self) -> bool {
+        self.smp.direction()
+    }
+    fn hop_ptr(&self) -> u8 {
+        self.edit.hop_ptr.unwrap_or_else(|| self.smp.hop_ptr())
+    }
+    fn set_hop_ptr(&mut self, ptr: u8) {
+        self.edit.hop_ptr = Some(ptr);
+    }
+    fn hop_cnt(&self) -> u8 {
+        self.smp.hop_cnt()
+    }
+    fn dr_slid(&self) -> u16 {
+        self.smp.dr_slid()
+    }
+    fn dr_dlid(&self) -> u16 {
+        self.smp.dr_dlid()
+    }
+    fn initial_port(&self, i: usize) -> Option<u8> {
+        self.smp.initial_port(i)
+    }
+    fn return_port(&self, i: usize) -> Option<u8> {
+        let held = self.smp.return_port(i)?;
+        Some(match self.edit.return_port {
+            Some((at, port)) if at == i => port,
+            _ => held,
+        })
+    }
+    fn set_return_port(&mut self, i: usize, port: u8) {
+        self.edit.return_port = Some((i, port));
+    }
+}
+
+/// The hop [`on_receive`] takes, found without changing `smp`: its step,
+/// and the edit that takes it ([`DrEdit::apply`]). An owner that passes
+/// an SMP on only for some steps (a switch's fast path for
+/// [`DrStep::Forward`]) looks first and leaves the SMP as it came for
+/// every other step.
+pub fn plan<T: DrFields + ?Sized>(
+    smp: &T,
+    is_switch: bool,
+    in_port: u8,
+    ports: u8,
+) -> (DrStep, DrEdit) {
+    let mut planned = Planned {
+        smp,
+        edit: DrEdit::default(),
+    };
+    let step = on_receive(&mut planned, is_switch, in_port, ports);
+    (step, planned.edit)
+}
+
 /// The requester sends a new DR request (C14-9:1): the hop pointer goes
 /// from 0 to 1; returns the port it must leave by (`initial_path[1]`).
 pub fn begin(smp: &mut Smp) -> Result<u8, DrDiscard> {
@@ -328,11 +412,12 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
-        /// A hop taken on the MAD's bytes in place is the hop taken on
-        /// the decoded SMP, written back ([`Smp::write_route`]): the same
-        /// step and the same bytes, whatever the MAD holds.
+        /// A hop taken on the MAD's bytes in place, or planned on them
+        /// and then applied, is the hop taken on the decoded SMP, written
+        /// back ([`Smp::write_route`]): the same step and the same bytes,
+        /// whatever the MAD holds.
         #[test]
-        fn a_hop_on_the_bytes_is_the_hop_on_the_decoded_smp(
+        fn a_hop_on_the_bytes_or_planned_is_the_hop_on_the_decoded_smp(
             seed in proptest::collection::vec(any::<u8>(), MAD_LEN),
             directed in prop_oneof![4 => Just(true), 1 => Just(false)],
             back in any::<bool>(),
@@ -356,6 +441,14 @@ mod tests {
             let in_place = on_receive(&mut DrBytes(&mut bytes), is_switch, in_port, ports);
             prop_assert_eq!(in_place, decoded);
             prop_assert_eq!(bytes, expected);
+            // The same hop planned first: the MAD untouched until the
+            // edit is applied, then the same bytes.
+            let mut planned = mad;
+            let (step, edit) = plan(&DrBytes(&mut planned), is_switch, in_port, ports);
+            prop_assert_eq!(step, decoded);
+            prop_assert_eq!(planned, mad);
+            edit.apply(&mut DrBytes(&mut planned));
+            prop_assert_eq!(planned, expected);
         }
     }
 }

@@ -116,6 +116,12 @@ impl Wires for Outbox {
 
     fn set_high_priority(&self, _port: u8, _table: &HighPriority) {}
 
+    /// A port whose link is up takes a packet at once: the hive keeps no
+    /// credits.
+    fn passes_at_once(&self, port: u8) -> bool {
+        self.is_up(port)
+    }
+
     fn in_process(&self, port: u8) -> bool {
         bit(port)
             .is_some_and(|(word, mask)| self.in_process[word].load(Ordering::Relaxed) & mask != 0)

@@ -347,3 +347,48 @@ fn an_smp_built_in_the_hive_leaves_on_a_wire_with_both_crcs_right() {
     b.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
+    let (base, dir) = fresh_dir("at-once");
+    // The host port, then sw0, sw1, sw2 in a line (port 1 toward the host
+    // port, port 2 away from it), then CA h1.
+    let text = format!(
+        r#"{{ "switches": [
+              {{ "name": "sw0", "guid": 256, "lid": 1, "ports": ["hive:host:1", "hive:sw1:1"] }},
+              {{ "name": "sw1", "guid": 257, "lid": 2, "ports": ["hive:sw0:2", "hive:sw2:1"] }},
+              {{ "name": "sw2", "guid": 258, "lid": 3, "ports": ["hive:sw1:2", "hive:h1:1"] }} ],
+            "cas": [ {{ "name": "host", "guid": 119, "lid": 5, "port": "hive:sw0:1", "sim": "{base}" }},
+                     {{ "name": "h1", "guid": 17, "lid": 6, "port": "hive:sw2:2" }} ],
+            "sm_managed": false }}"#
+    );
+    let hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
+    let (running, mut stop_tx) = run_in_thread(hive);
+    let client = Client::connect(&base);
+    // To h1 through all three switches, then to sw2 through two.
+    for (tid, path, guid) in [(1, &[1, 2, 2, 2][..], 17u64), (2, &[1, 2, 2], 258)] {
+        client.get_node_info(tid, path);
+        let (got, status, smp) = client.recv();
+        assert_eq!((got, status, smp.method), (tid, 0, method::GET_RESP));
+        assert_eq!(&smp.data[12..20], &guid.to_be_bytes(), "the NodeGUID");
+    }
+    use std::io::Write;
+    stop_tx.write_all(&[1]).unwrap();
+    let hive = running.join().unwrap();
+    // Passed at once: sw0, sw1, sw2 out and back; sw0, sw1 out and back
+    // (sw2 answered the second itself).
+    assert_eq!(hive.passed_at_once(), 10);
+    // Packets in and out by ports 1 and 2, and SMPs served (passed on or
+    // answered): the counters the switches keep when they send.
+    for (node, by_port, served) in [(0, [2, 2], 4), (1, [2, 2], 4), (2, [2, 1], 3)] {
+        let Node::Switch(sw, _) = &hive.nodes[node] else {
+            unreachable!()
+        };
+        for (port, n) in (1..=2).zip(by_port) {
+            let s = sw.port_stats(port).unwrap();
+            assert_eq!((s.rx_packets, s.tx_packets), (n, n), "sw{node} port {port}");
+        }
+        assert_eq!(sw.sma_counts().0, served, "sw{node}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

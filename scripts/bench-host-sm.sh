@@ -19,7 +19,7 @@
 #                hive's `sent` from its "host port counters" log line
 #                (with its batches per sendmmsg, timed-out, undeliverable
 #                and lost answers); `?` when it logged none;
-#   opensm       its CPU (user+system s), waits (voluntary switches),
+#   opensm       its CPU (user+system s, and each), waits (voluntary switches),
 #                preempted (involuntary) and peak RSS (time(1));
 #   discover     wall seconds of one `ibnetdiscover` afterwards, and the
 #                switches, CAs and port lines (two per link) it listed;
@@ -216,7 +216,7 @@ measure() {
 			split(s0, a); split(s1, b); split(sm, o)
 			cpu = (b[1] - a[1]) / 1e9; wait = (b[2] - a[2]) / 1e9
 			printf "sweep %.2f s, server cpu %.2f s (user %.2f sys %.2f) rq-wait %.2f s slices %d preempted %d, mads %s, ", d1 - d0, cpu, (b[5] - a[5]) / tck, (b[6] - a[6]) / tck, wait, b[3] - a[3], b[4] - a[4], mads
-			printf "opensm cpu %.2f s waits %d preempted %d hwm %d MB, ", o[2] + o[3], o[4], o[5], o[1] / 1024
+			printf "opensm cpu %.2f s (user %.2f sys %.2f) waits %d preempted %d hwm %d MB, ", o[2] + o[3], o[2], o[3], o[4], o[5], o[1] / 1024
 			printf "ibnetdiscover %.2f s (%d switches, %d CAs, %d port lines)", t1 - t0, sw, ca, ports
 			printf "sweep %.3f cpu %.3f rqwait %.3f\n", d1 - d0, cpu, wait > "/dev/stderr"
 		}' 2>"$work/measured"

@@ -179,9 +179,15 @@ const SMP_HEADERS: [u8; SMP_HEADERS_LEN] = [
 /// ([`icrc_unstamped`]), for a node in the same process, which reads
 /// neither; [`stamp_unstamped`] gives it both before it leaves on a wire.
 pub fn smp_packet(smp: &Smp, slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
+    mad_packet(&smp.to_bytes(), slid, dlid, stamp)
+}
+
+/// [`smp_packet`] of an SMP's MAD as it lies in `mad` (its bytes, not
+/// re-encoded: the same packet for the bytes an [`Smp`] encodes to).
+pub fn mad_packet(mad: &[u8; MAD_LEN], slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
     let mut packet = Vec::with_capacity(SMP_PACKET_LEN);
     packet.extend_from_slice(&SMP_HEADERS);
-    packet.extend_from_slice(&smp.to_bytes());
+    packet.extend_from_slice(mad);
     packet.extend_from_slice(&[0; ICRC_LEN + VCRC_LEN]);
     set_lids(&mut packet, dlid, slid);
     if stamp {

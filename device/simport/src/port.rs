@@ -26,7 +26,7 @@ use ibtca_agents::pma::{CaPort, PmPacket, Pma, PortTotals};
 use ibtca_agents::sma::DeviceSma;
 use ibtca_protocol::headers::Deth;
 use ibtca_protocol::mad::attr::PortState;
-use ibtca_protocol::mad::directed::{self, DrBytes, DrStep};
+use ibtca_protocol::mad::directed::{self, DrBytes, DrFields, DrStep};
 use ibtca_protocol::mad::pma::{QP1, QP1_QKEY};
 use ibtca_protocol::mad::{
     class, method, smp_packet_bytes, MadHeader, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0,
@@ -261,6 +261,9 @@ impl SimPort {
 
     /// A client's SMP: the port's agent's, or onto the link.
     fn client_smp(&mut self, slot: usize, req: &SimRequest) -> Option<Out> {
+        if let Some(sent) = self.client_dr_request(slot, req) {
+            return sent;
+        }
         let mut smp = Smp::parse(&req.mad).ok()?;
         let lid = self.sma.lid();
         let tid = smp.tid;
@@ -295,6 +298,24 @@ impl SimPort {
             }
         };
         Some(Out::Link(encoded::smp_packet(&smp, slid, dlid, self.stamp)))
+    }
+
+    /// A client's directed request into the fabric (the D bit clear, a
+    /// hop count above 0), most of what an SM sends: its TID given the
+    /// slot and its route begun (C14-9:1) in its bytes, not decoded, and
+    /// sent by port 1 (`Some(None)`: its route does not leave by port 1).
+    /// `None` for any other SMP, which [`Self::client_smp`] decodes.
+    fn client_dr_request(&self, slot: usize, req: &SimRequest) -> Option<Option<Out>> {
+        let mut mad = req.mad;
+        let dr = DrBytes(&mut mad);
+        if !dr.is_directed() || dr.direction() || dr.hop_cnt() == 0 {
+            return None;
+        }
+        let tid = u64::from_be_bytes(*mad[8..].first_chunk()?);
+        mad[8..16].copy_from_slice(&wire_tid(tid, slot).to_be_bytes());
+        let begun = directed::begin(&mut DrBytes(&mut mad)) == Ok(1);
+        let packet = || encoded::mad_packet(&mad, PERMISSIVE_LID, PERMISSIVE_LID, self.stamp);
+        Some(begun.then(|| Out::Link(packet())))
     }
 
     /// A client's SMP to the port itself: an answer to a request of

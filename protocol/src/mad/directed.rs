@@ -288,18 +288,19 @@ pub fn plan<T: DrFields + ?Sized>(
     (step, planned.edit)
 }
 
-/// The requester sends a new DR request (C14-9:1): the hop pointer goes
-/// from 0 to 1; returns the port it must leave by (`initial_path[1]`).
-pub fn begin(smp: &mut Smp) -> Result<u8, DrDiscard> {
+/// The requester sends a new DR request (C14-9:1), an [`Smp`] or the
+/// MAD's bytes ([`DrBytes`]): the hop pointer goes from 0 to 1; returns
+/// the port it must leave by (`initial_path[1]`).
+pub fn begin<T: DrFields + ?Sized>(smp: &mut T) -> Result<u8, DrDiscard> {
     check(smp)?;
-    if smp.dr_slid != PERMISSIVE_LID {
+    if smp.dr_slid() != PERMISSIVE_LID {
         return Err(DrDiscard::LidRoutedPart);
     }
-    if smp.direction || smp.hop_ptr != 0 || smp.hop_cnt == 0 {
+    if smp.direction() || smp.hop_ptr() != 0 || smp.hop_cnt() == 0 {
         return Err(DrDiscard::BadHopPointer);
     }
-    smp.hop_ptr = 1;
-    Ok(smp.initial_path[1])
+    smp.set_hop_ptr(1);
+    Ok(smp.initial_port(1).unwrap_or(0))
 }
 
 /// A node with `ports` ports (`is_switch`: a switch) received `smp` (an
@@ -434,6 +435,7 @@ mod tests {
             mad[DR_SLID..DR_SLID + 2].copy_from_slice(&dr_slid.to_be_bytes());
             mad[DR_DLID..DR_DLID + 2].copy_from_slice(&dr_dlid.to_be_bytes());
             let mut smp = Smp::parse(&mad).unwrap();
+            let smp_before = smp.clone();
             let decoded = on_receive(&mut smp, is_switch, in_port, ports);
             let mut expected = mad;
             smp.write_route(&mut expected);
@@ -441,6 +443,14 @@ mod tests {
             let in_place = on_receive(&mut DrBytes(&mut bytes), is_switch, in_port, ports);
             prop_assert_eq!(in_place, decoded);
             prop_assert_eq!(bytes, expected);
+            // A request begun (C14-9:1) on the bytes or on the SMP.
+            let mut begun = smp_before.clone();
+            let begun_step = begin(&mut begun);
+            let mut begun_bytes = mad;
+            prop_assert_eq!(begin(&mut DrBytes(&mut begun_bytes)), begun_step);
+            let mut expected_begun = mad;
+            begun.write_route(&mut expected_begun);
+            prop_assert_eq!(begun_bytes, expected_begun);
             // The same hop planned first: the MAD untouched until the
             // edit is applied, then the same bytes.
             let mut planned = mad;

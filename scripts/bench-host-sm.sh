@@ -174,7 +174,11 @@ measure() {
 	s0=$(sched "${pids[@]}")
 	[ "$kind" = ibsim ] && w0=$(syscw "${pids[0]}")
 	[ "$kind" = ibtca ] && c0=$(hive_counters) && lines0=$(counter_lines)
-	IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.time" -f '%M %U %S %w %c' \
+	# A cache of its own each sweep (guid2lid, neighbors): an earlier
+	# fabric's, with the same GUIDs in another shape, makes OpenSM doubt
+	# its neighbors (ERR 7518).
+	rm -rf "$work/osm-cache" && mkdir "$work/osm-cache"
+	OSM_CACHE_DIR=$work/osm-cache IBSIM_SOCKNAME=$1 SIM_HOST=$2 LD_PRELOAD=$umad2sim /usr/bin/time -o "$work/opensm.time" -f '%M %U %S %w %c' \
 		"${pin[@]}" timeout 900 opensm -o -f "$log" >/dev/null 2>&1 || { echo "opensm failed" >&2; tail -20 "$log" >&2; exit 1; }
 	s1=$(sched "${pids[@]}")
 	# $i: the run (the loop below).

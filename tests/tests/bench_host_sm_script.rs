@@ -45,13 +45,17 @@ esac
 "#;
 
 /// `opensm -o -f LOG`: a 1.5 s sweep on ibtca (after which the hive logs
-/// 40 MADs more), 1.0 s on ibsim; it says which CPUs it may run on.
+/// 40 MADs more), 1.0 s on ibsim; it says which CPUs it may run on and
+/// what its cache directory held, and leaves a file in it.
 const OPENSM: &str = r#"#!/bin/bash
 while [ $# -gt 0 ]; do
 	case $1 in -f) log=$2; shift ;; esac
 	shift
 done
 grep Cpus_allowed_list /proc/self/status >>"$STANDIN/opensm-cpus"
+# Its cache directory and what it held at the start; then it writes one.
+echo "${OSM_CACHE_DIR:-none} $(ls -A "$OSM_CACHE_DIR" 2>/dev/null | wc -l)" >>"$STANDIN/opensm-cache"
+[ -z "$OSM_CACHE_DIR" ] || touch "$OSM_CACHE_DIR/guid2lid"
 case $IBSIM_SOCKNAME in
 *-ibsim) end="07:00:01 000000" ;;
 *)
@@ -214,6 +218,22 @@ fn pinned_runs_start_everything_on_one_cpu() {
         cpus, "Cpus_allowed_list:\t0\nCpus_allowed_list:\t0\n",
         "both OpenSM runs on CPU 0"
     );
+}
+
+#[test]
+fn every_sweep_starts_with_an_empty_opensm_cache_of_its_own() {
+    let dir = TempDir::new("bench-host-sm-cache");
+    standins(&dir.0);
+    let out = bench(&dir.0, &["4", "2"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let caches = std::fs::read_to_string(dir.0.join("opensm-cache")).unwrap();
+    let lines: Vec<&str> = caches.lines().collect();
+    assert_eq!(lines.len(), 4, "{caches}");
+    for l in &lines {
+        let (path, held) = l.rsplit_once(' ').unwrap();
+        assert!(path.starts_with('/'), "a directory: {l}");
+        assert_eq!(held, "0", "empty though the sweep before wrote one: {l}");
+    }
 }
 
 #[test]

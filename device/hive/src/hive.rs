@@ -4,10 +4,11 @@
 //! A packet a node sends on a port whose peer is hosted too goes into the
 //! hive's work queue and reaches that peer's node on the next turn of the
 //! loop (no socket, no copy); one whose peer is outside goes to that
-//! port's [`SocketWire`]. Hosted nodes build SMPs for one another with
-//! their ICRC and VCRC zero (no node here reads them); one that leaves on
-//! a socket wire is stamped there (`encoded::stamp_unstamped`), whichever
-//! node sends it out. The loop drains the work queue, writes what the
+//! port's [`SocketWire`]. A directed SMP goes through the hosted switches
+//! that only pass it on in one call (`Hive::carry`). Hosted nodes build
+//! SMPs for one another with their ICRC and VCRC zero (no node here reads
+//! them); one that leaves on a socket wire is stamped there
+//! (`encoded::stamp_unstamped`), whichever node sends it out. The loop drains the work queue, writes what the
 //! socket wires have pending, then waits in `poll(2)` until a socket is
 //! ready, a timer of a wire is due (a connect retry, a `Hello` timeout) or
 //! the stop descriptor is readable: first polling without sleeping for an

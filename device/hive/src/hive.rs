@@ -8,12 +8,13 @@
 //! that only pass it on in one call (`Hive::carry`). Hosted nodes build
 //! SMPs for one another with their ICRC and VCRC zero (no node here reads
 //! them); one that leaves on a socket wire is stamped there
-//! (`encoded::stamp_unstamped`), whichever node sends it out. The loop drains the work queue, writes what the
-//! socket wires have pending, then waits in `poll(2)` until a socket is
-//! ready, a timer of a wire is due (a connect retry, a `Hello` timeout) or
-//! the stop descriptor is readable: first polling without sleeping for an
-//! adaptive idle budget, then asleep ([`idle_wait`]). An idle hive whose
-//! wires are all up sleeps with no timeout at all.
+//! (`encoded::stamp_unstamped`), whichever node sends it out. The loop
+//! drains the work queue, writes what the socket wires have pending, then
+//! waits in `poll(2)` until a socket is ready, a timer of a wire is due (a
+//! connect retry, a `Hello` timeout) or the stop descriptor is readable:
+//! first polling without sleeping for an adaptive idle budget, then asleep
+//! ([`idle_wait`]). An idle hive whose wires are all up sleeps with no
+//! timeout at all.
 //!
 //! The work queue is bounded ([`WORK_LIMIT`]): a forwarding loop among
 //! hosted switches (an LFT that sends a packet round in circles) costs

@@ -460,6 +460,7 @@ impl SimPort {
     /// it hosts sent it, or passed it on after its own input check):
     /// handled as [`Self::on_link`] handles one, its CRCs taken as right,
     /// not computed. Never for bytes read from a socket.
+    ///
     /// An SMP response, the most of what an SM's port hears, is taken
     /// from its headers where they lie, not parsed
     /// ([`encoded::checked_smp_mad_at`]: exactly the packets a parse
@@ -570,11 +571,9 @@ impl SimPort {
             .map(Some)
     }
 
-    /// Hands a MAD from the fabric to its client: a response to the client
-    /// that waits for it (its TID restored), a request to the SM client.
-    /// `mad` from `from` (its LID and QP) to QP `qp` of the port: a
-    /// response to the client that waits for it, a request to the SM
-    /// client.
+    /// Hands `mad`, from `from` (its source LID and QP) to QP `qp` of the
+    /// port, to its client: a response to the client that waits for it
+    /// (its TID restored), a request to the SM client.
     fn deliver(
         &mut self,
         from: (u16, u32),

@@ -51,6 +51,12 @@ use peers::{Peer, Peers};
 /// Events the work queue holds at most.
 pub const WORK_LIMIT: usize = 1 << 16;
 
+/// Turns in a row the event loop may read a host port client's next MAD
+/// ahead, without a `poll(2)` (`HostedSim::read_ahead`); then it polls,
+/// so its other sockets (wires, the control socket, the stop pipe, other
+/// clients) wait at most this many MADs' work.
+pub const READ_AHEAD_TURNS: usize = 16;
+
 /// One port of one hosted node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortRef {
@@ -404,16 +410,7 @@ impl Hive {
             }
             Node::Sim(sim) => sim.on_event(ev, origin, &mut out),
         }
-        for (port, packet) in out.drain(..) {
-            self.send_from(
-                PortRef {
-                    node: to.node,
-                    port,
-                },
-                packet,
-            );
-        }
-        self.sent = out;
+        self.send_all_from(to.node, out);
     }
 
     fn send_from(&mut self, from: PortRef, packet: Vec<u8>) {
@@ -443,6 +440,8 @@ impl Hive {
         let mut polled: Vec<usize> = Vec::new();
         // Per host port, how many of `fds` are its (in `self.sims` order).
         let mut sim_fds_each: Vec<usize> = Vec::new();
+        // Turns in a row that read a client's MAD ahead, without a poll.
+        let mut ahead = 0;
         loop {
             self.drain_work();
             for (at, wire) in &mut self.sockets {
@@ -459,6 +458,11 @@ impl Hive {
             }
             self.answer_stranded();
             self.flush_sims();
+            if ahead < READ_AHEAD_TURNS && self.read_sims_ahead() {
+                ahead += 1;
+                continue;
+            }
+            ahead = 0;
             self.write_status();
             fds.clear();
             polled.clear();
@@ -552,11 +556,35 @@ impl Hive {
             }
             let mut out = std::mem::take(&mut self.sent);
             sim.service(mine, now, &mut out);
-            for (port, packet) in out.drain(..) {
-                self.send_from(PortRef { node, port }, packet);
-            }
-            self.sent = out;
+            self.send_all_from(node, out);
         }
+    }
+
+    /// Reads ahead the next MAD of each host port's clients that the
+    /// turn answered ([`HostedSim::read_ahead`]) and sends what they
+    /// send: whether any came.
+    fn read_sims_ahead(&mut self) -> bool {
+        let now = Instant::now();
+        let mut read = false;
+        for i in 0..self.sims.len() {
+            let node = self.sims[i];
+            let Node::Sim(sim) = &mut self.nodes[node] else {
+                continue;
+            };
+            let mut out = std::mem::take(&mut self.sent);
+            read |= sim.read_ahead(now, &mut out);
+            self.send_all_from(node, out);
+        }
+        read
+    }
+
+    /// Sends `out`'s packets from their ports of `node`, and keeps the
+    /// emptied buffer for the next.
+    fn send_all_from(&mut self, node: usize, mut out: Vec<(u8, Vec<u8>)>) {
+        for (port, packet) in out.drain(..) {
+            self.send_from(PortRef { node, port }, packet);
+        }
+        self.sent = out;
     }
 
     /// Sends each host port's clients what the turn queued for them.
@@ -586,10 +614,7 @@ impl Hive {
                 }
                 Node::Sim(_) => None,
             };
-            for (port, packet) in out.drain(..) {
-                self.send_from(PortRef { node, port }, packet);
-            }
-            self.sent = out;
+            self.send_all_from(node, out);
             if let Some(d) = due {
                 self.trapping.insert(node);
                 next = Some(next.map_or(d, |x| x.min(d)));

@@ -17,7 +17,7 @@ use ibtca_simport::client::SimClient;
 use ibtca_simport::port::PortCounts;
 use ibtca_simport::wire::STATUS_TIMED_OUT;
 
-use super::{Hive, Node};
+use super::{Hive, Node, READ_AHEAD_TURNS};
 use crate::HiveConfig;
 
 /// How long a test waits for what must come; only a broken hive makes
@@ -348,11 +348,9 @@ fn an_smp_built_in_the_hive_leaves_on_a_wire_with_both_crcs_right() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
-    let (base, dir) = fresh_dir("at-once");
-    // The host port, then sw0, sw1, sw2 in a line (port 1 toward the host
-    // port, port 2 away from it), then CA h1.
+/// The host port (base name `base`), then sw0, sw1, sw2 in a line (port
+/// 1 toward the host port, port 2 away from it), then CA h1.
+fn line_of_three(base: &str) -> HiveConfig {
     let text = format!(
         r#"{{ "switches": [
               {{ "name": "sw0", "guid": 256, "lid": 1, "ports": ["hive:host:1", "hive:sw1:1"] }},
@@ -362,7 +360,49 @@ fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
                      {{ "name": "h1", "guid": 17, "lid": 6, "port": "hive:sw2:2" }} ],
             "sm_managed": false }}"#
     );
-    let hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
+    HiveConfig::parse(&text).unwrap()
+}
+
+#[test]
+fn a_clients_waiting_mads_are_read_after_each_answer_without_a_poll_up_to_the_bound() {
+    use std::io::Write;
+    let (base, dir) = fresh_dir("ahead");
+    let hive = Hive::new(&line_of_three(&base)).unwrap();
+    let (running, mut stop_tx) = run_in_thread(hive);
+    let client = Client::connect(&base);
+    stop_tx.write_all(&[1]).unwrap();
+    let hive = running.join().unwrap();
+    // Twenty requests wait in the client's socket before the loop runs
+    // again: it polls for the first, then reads the next after each
+    // answer, READ_AHEAD_TURNS in a row, then polls again.
+    let n = 20u64;
+    let turns = READ_AHEAD_TURNS as u64;
+    assert!(n > turns + 1, "the bound is reached");
+    for tid in 1..=n {
+        client.get_node_info(tid, &[1, 2, 2, 2]);
+    }
+    let (running, mut stop_tx) = run_in_thread(hive);
+    for tid in 1..=n {
+        let (got, status, smp) = client.recv();
+        assert_eq!((got, status, smp.method), (tid, 0, method::GET_RESP));
+        assert_eq!(&smp.data[12..20], &17u64.to_be_bytes(), "h1's NodeGUID");
+    }
+    stop_tx.write_all(&[1]).unwrap();
+    let hive = running.join().unwrap();
+    let Node::Sim(sim) = &hive.nodes[hive.sims[0]] else {
+        unreachable!()
+    };
+    let reads = sim.counters().reads;
+    assert_eq!(reads.mads, n);
+    let polled = n.div_ceil(turns + 1);
+    assert_eq!(reads.ahead, n - polled, "all but those a poll found");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
+    let (base, dir) = fresh_dir("at-once");
+    let hive = Hive::new(&line_of_three(&base)).unwrap();
     let (running, mut stop_tx) = run_in_thread(hive);
     let client = Client::connect(&base);
     // To h1 through all three switches, then to sw2 through two.

@@ -23,6 +23,9 @@ pub struct ClientReads {
     /// `recvmmsg(2)` calls that read them (one per readable socket a
     /// turn, or an empty one).
     pub calls: u64,
+    /// Of the datagrams, those read right after an answer to the client,
+    /// without a `poll(2)` (`HostedSim::read_ahead`).
+    pub ahead: u64,
 }
 
 /// What the port sent its clients.
@@ -67,7 +70,7 @@ pub struct Counters<'a> {
 }
 
 /// `requests=N to_link=N local=N answers=N timed_out=N undeliverable=N
-/// dropped=N received=N recvs=N sent=N
+/// dropped=N received=N recvs=N ahead=N sent=N
 /// sends=N lost=N batches=1:N,2:N,3:N,4:N,5-8:N,>8:N
 /// kinds=CLASS/ATTR/METHOD:N,...[,other:N]` (hex class, attribute and
 /// method; `other`: kinds past the port's table, `MAX_REQUEST_KINDS`).
@@ -77,7 +80,7 @@ impl fmt::Display for Counters<'_> {
         write!(
             f,
             "requests={} to_link={} local={} answers={} timed_out={} undeliverable={} \
-             dropped={} received={} recvs={} sent={} sends={} lost={} batches=",
+             dropped={} received={} recvs={} ahead={} sent={} sends={} lost={} batches=",
             p.requests,
             p.to_link,
             p.local,
@@ -87,6 +90,7 @@ impl fmt::Display for Counters<'_> {
             p.dropped,
             r.mads,
             r.calls,
+            r.ahead,
             s.mads,
             s.calls,
             s.lost
@@ -130,7 +134,11 @@ mod tests {
                 requests: 10,
                 ..PortCounts::default()
             },
-            reads: ClientReads { mads: 9, calls: 4 },
+            reads: ClientReads {
+                mads: 9,
+                calls: 4,
+                ahead: 2,
+            },
             sends: s,
             kinds: &kinds,
         }
@@ -138,7 +146,7 @@ mod tests {
         assert!(line.starts_with("requests=10 to_link=0 "), "{line}");
         assert!(
             line.contains(
-                " received=9 recvs=4 sent=87 sends=10 lost=0 batches=1:1,2:1,3:1,4:2,5-8:2,>8:3 "
+                " received=9 recvs=4 ahead=2 sent=87 sends=10 lost=0 batches=1:1,2:1,3:1,4:2,5-8:2,>8:3 "
             ),
             "{line}"
         );
@@ -148,7 +156,11 @@ mod tests {
                 other_kinds: 5,
                 ..PortCounts::default()
             },
-            reads: ClientReads { mads: 9, calls: 4 },
+            reads: ClientReads {
+                mads: 9,
+                calls: 4,
+                ahead: 2,
+            },
             sends: s,
             kinds: &kinds,
         }

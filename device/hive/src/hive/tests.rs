@@ -101,6 +101,13 @@ fn run_in_thread(mut hive: Hive) -> (std::thread::JoinHandle<Hive>, UnixStream) 
     (running, stop_tx)
 }
 
+/// Stops the loop [`run_in_thread`] started and takes the hive back.
+fn stop(running: std::thread::JoinHandle<Hive>, mut stop_tx: UnixStream) -> Hive {
+    use std::io::Write;
+    stop_tx.write_all(&[1]).unwrap();
+    running.join().unwrap()
+}
+
 /// Waits until the status file says sw0's port `port` (a wire outside) is
 /// up.
 fn wait_outside_up(status: &Path, port: usize) {
@@ -140,7 +147,7 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
             sim.set_request_timeout(Duration::from_secs(24 * 3600));
         }
     }
-    let (running, mut stop_tx) = run_in_thread(hive);
+    let (running, stop_tx) = run_in_thread(hive);
     // A node outside that never answers.
     let local = OUTSIDE_PORT;
     let peer = Link::start(LinkEndpoint::Connect(outside), local, |_| {}).unwrap();
@@ -165,9 +172,7 @@ fn a_dropped_request_comes_back_timed_out_at_once_and_one_outside_waits() {
         "the request outside still waits"
     );
 
-    use std::io::Write;
-    stop_tx.write_all(&[1]).unwrap();
-    let hive = running.join().unwrap();
+    let hive = stop(running, stop_tx);
     peer.stop();
     let c = host_port_counts(&hive);
     assert_eq!((c.undeliverable, c.timed_out), (1, 0), "{c:?}");
@@ -189,7 +194,7 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
     );
     let mut hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
     hive.set_status_file(status.clone());
-    let (running, mut stop_tx) = run_in_thread(hive);
+    let (running, stop_tx) = run_in_thread(hive);
     let local = OUTSIDE_PORT;
     let (answers, answered) = std::sync::mpsc::channel();
     let (ups, up) = std::sync::mpsc::channel();
@@ -231,9 +236,7 @@ fn a_corrupted_smp_from_a_socket_wire_is_dropped_as_crc_error_at_a_hosted_switch
     assert_eq!((smp.tid, smp.method), (2, method::GET_RESP));
     assert_eq!(&smp.data[12..20], &17u64.to_be_bytes(), "h1's NodeGUID");
 
-    use std::io::Write;
-    stop_tx.write_all(&[1]).unwrap();
-    let hive = running.join().unwrap();
+    let hive = stop(running, stop_tx);
     peer.stop();
     assert!(answered.try_recv().is_err(), "one answer only");
     let Node::Switch(sw, _) = &hive.nodes[0] else {
@@ -310,7 +313,7 @@ fn an_smp_built_in_the_hive_leaves_on_a_wire_with_both_crcs_right() {
     );
     let mut hive = Hive::new(&HiveConfig::parse(&text).unwrap()).unwrap();
     hive.set_status_file(status.clone());
-    let (running, mut stop_tx) = run_in_thread(hive);
+    let (running, stop_tx) = run_in_thread(hive);
     let (a, from_a) = outside(&a_path, 9);
     let (b, from_b) = outside(&b_path, 10);
     wait_up(&status, "sw0", 1);
@@ -340,9 +343,7 @@ fn an_smp_built_in_the_hive_leaves_on_a_wire_with_both_crcs_right() {
         assert_eq!(&smp.data[12..20], &guid.to_be_bytes());
     }
 
-    use std::io::Write;
-    stop_tx.write_all(&[1]).unwrap();
-    running.join().unwrap();
+    stop(running, stop_tx);
     a.stop();
     b.stop();
     let _ = std::fs::remove_dir_all(&dir);
@@ -363,15 +364,22 @@ fn line_of_three(base: &str) -> HiveConfig {
     HiveConfig::parse(&text).unwrap()
 }
 
+/// The hive of [`line_of_three`] for test `what`, its loop on a thread
+/// ([`run_in_thread`]) and a client attached to its host port: (the
+/// test's directory, the thread, its stop stream, the client).
+fn line_of_three_running(
+    what: &str,
+) -> (PathBuf, std::thread::JoinHandle<Hive>, UnixStream, Client) {
+    let (base, dir) = fresh_dir(what);
+    let hive = Hive::new(&line_of_three(&base)).unwrap();
+    let (running, stop_tx) = run_in_thread(hive);
+    (dir, running, stop_tx, Client::connect(&base))
+}
+
 #[test]
 fn a_clients_waiting_mads_are_read_after_each_answer_without_a_poll_up_to_the_bound() {
-    use std::io::Write;
-    let (base, dir) = fresh_dir("ahead");
-    let hive = Hive::new(&line_of_three(&base)).unwrap();
-    let (running, mut stop_tx) = run_in_thread(hive);
-    let client = Client::connect(&base);
-    stop_tx.write_all(&[1]).unwrap();
-    let hive = running.join().unwrap();
+    let (dir, running, stop_tx, client) = line_of_three_running("ahead");
+    let hive = stop(running, stop_tx);
     // Twenty requests wait in the client's socket before the loop runs
     // again: it polls for the first, then reads the next after each
     // answer, READ_AHEAD_TURNS in a row, then polls again.
@@ -381,14 +389,13 @@ fn a_clients_waiting_mads_are_read_after_each_answer_without_a_poll_up_to_the_bo
     for tid in 1..=n {
         client.get_node_info(tid, &[1, 2, 2, 2]);
     }
-    let (running, mut stop_tx) = run_in_thread(hive);
+    let (running, stop_tx) = run_in_thread(hive);
     for tid in 1..=n {
         let (got, status, smp) = client.recv();
         assert_eq!((got, status, smp.method), (tid, 0, method::GET_RESP));
         assert_eq!(&smp.data[12..20], &17u64.to_be_bytes(), "h1's NodeGUID");
     }
-    stop_tx.write_all(&[1]).unwrap();
-    let hive = running.join().unwrap();
+    let hive = stop(running, stop_tx);
     let Node::Sim(sim) = &hive.nodes[hive.sims[0]] else {
         unreachable!()
     };
@@ -401,10 +408,7 @@ fn a_clients_waiting_mads_are_read_after_each_answer_without_a_poll_up_to_the_bo
 
 #[test]
 fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
-    let (base, dir) = fresh_dir("at-once");
-    let hive = Hive::new(&line_of_three(&base)).unwrap();
-    let (running, mut stop_tx) = run_in_thread(hive);
-    let client = Client::connect(&base);
+    let (dir, running, stop_tx, client) = line_of_three_running("at-once");
     // To h1 through all three switches, then to sw2 through two.
     for (tid, path, guid) in [(1, &[1, 2, 2, 2][..], 17u64), (2, &[1, 2, 2], 258)] {
         client.get_node_info(tid, path);
@@ -412,9 +416,7 @@ fn a_directed_smp_goes_through_the_hosted_switches_of_its_path_in_one_call() {
         assert_eq!((got, status, smp.method), (tid, 0, method::GET_RESP));
         assert_eq!(&smp.data[12..20], &guid.to_be_bytes(), "the NodeGUID");
     }
-    use std::io::Write;
-    stop_tx.write_all(&[1]).unwrap();
-    let hive = running.join().unwrap();
+    let hive = stop(running, stop_tx);
     // Passed at once: sw0, sw1, sw2 out and back; sw0, sw1 out and back
     // (sw2 answered the second itself).
     assert_eq!(hive.passed_at_once(), 10);

@@ -122,10 +122,12 @@ impl Core {
         drop(sma);
         match reply.route {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
-                DrStep::Forward(out) => Some((
-                    out,
-                    self.smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID, out),
-                )),
+                DrStep::Forward(out) => {
+                    // The answer goes back in the request's buffer.
+                    let stamp = !self.wires.in_process(out);
+                    let (lid, reply) = (PERMISSIVE_LID, &reply);
+                    Some((out, encoded::smp_packet_in(reply, lid, lid, stamp, packet)))
+                }
                 DrStep::BackToSource => self.smp_by_lid(&reply, slid),
                 _ => None,
             },

@@ -1,7 +1,7 @@
 //! A directed-route SMP in transit at a hosted switch, on its way out or
-//! back, is passed on in the buffer it came in: after a warm-up the step
-//! allocates nothing on the switch's thread, and the bytes sent are those
-//! of the stepped SMP built anew. Passed on at once
+//! back, is passed on in the buffer it came in, and one its agent answers
+//! goes back in it: after a warm-up neither allocates on the switch's
+//! thread, and the bytes sent are those of the stepped SMP built anew. Passed on at once
 //! (`HostedSwitch::pass_directed`), it is the packet the switch would
 //! have sent, counted alike; any other packet is left as it came. A corrupted SMP from a socket wire is
 //! still dropped as a CRC error. What a switch changes for a node in its
@@ -185,6 +185,27 @@ fn a_directed_response_going_back_is_forwarded_without_allocating() {
         for (port, bytes) in sent {
             assert_eq!(port, 1, "{entry:?}: out of return_path[1]");
             assert_eq!(bytes, wire_bytes(&expected), "{entry:?}: built anew");
+        }
+    }
+}
+
+#[test]
+fn a_directed_get_the_switch_answers_goes_back_in_its_buffer_without_allocating() {
+    // A NodeInfo Get whose path ends at this switch (one hop, in on
+    // port 3).
+    let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    (get.tid, get.hop_ptr) = (0x77, 1);
+    for entry in [Entry::Wire, Entry::Built] {
+        let (n, sent) = through(entry, 3, &get);
+        assert_eq!(n, 0, "{entry:?}: allocations for one answer");
+        assert_eq!(sent.len(), 2, "{entry:?}");
+        for (port, bytes) in sent {
+            assert_eq!(port, 3, "{entry:?}: back the way it came");
+            let view = PacketView::parse(&bytes).unwrap();
+            let answer = Smp::parse(view.payload).unwrap();
+            assert_eq!((answer.tid, answer.method), (0x77, method::GET_RESP));
+            assert!(answer.direction, "{entry:?}: on its way back");
+            assert_eq!(&answer.data[12..20], &0x100u64.to_be_bytes(), "NodeGUID");
         }
     }
 }

@@ -199,6 +199,14 @@ impl PortSlot {
             .clone()
     }
 
+    /// Replaces its VLHighLimit, keeping its entries (the link is told by
+    /// the caller): the table as it is now.
+    pub fn set_high_limit(&self, limit: u8) -> HighPriority {
+        let mut table = self.high_priority.lock().unwrap_or_else(|e| e.into_inner());
+        table.limit = limit;
+        table.clone()
+    }
+
     /// Replaces it (the link is told by the caller).
     pub fn set_high_priority(&self, table: HighPriority) {
         *self.high_priority.lock().unwrap_or_else(|e| e.into_inner()) = table;

@@ -51,8 +51,10 @@ pub(super) struct SwitchSma {
     info: SwitchInfo,
     vl_arb: Vec<VlArbTables>,
     /// Per output port (0-based), the VLHighLimit with which its slot and
-    /// link last got its tables, which they hold since; `None` before the
-    /// first time and after a VLArbitrationTable Set.
+    /// link hold its tables: those it last gave them, or, as the switch
+    /// starts, those they were made with if they are the tables' (the
+    /// port's configured weights); `None` when they may differ (after a
+    /// VLArbitrationTable Set).
     arbitration_given: Vec<Option<u8>>,
     /// SMPs refused for a bad M_Key.
     pub m_key_violations: u64,
@@ -81,7 +83,7 @@ impl SwitchSma {
         let mut port0 = PortAgent::new(0, lid, 1, cap::IS_TRAP_SUPPORTED);
         // Port 0 is inside the switch: its "link" is always up.
         port0.link_changed(true, managed);
-        let ports = slots
+        let ports: Vec<PortAgent> = slots
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -89,9 +91,20 @@ impl SwitchSma {
                 PortAgent::new(num, 0, s.config.vl.weights.len() as u8, 0)
             })
             .collect();
-        let vl_arb = slots
+        let vl_arb: Vec<VlArbTables> = slots
             .iter()
             .map(|s| VlArbTables::from_weights(&s.config.vl.weights))
+            .collect();
+        let arbitration_given = slots
+            .iter()
+            .zip(&ports)
+            .zip(&vl_arb)
+            .map(|((slot, agent), tables)| {
+                let limit = agent.info().vl_high_limit;
+                let held = slot.low_priority() == tables.low_priority()
+                    && slot.high_priority() == tables.high_priority(limit);
+                held.then_some(limit)
+            })
             .collect();
         let mut table = [0; PKEY_CAP];
         table[0] = DEFAULT_PKEY;
@@ -112,8 +125,8 @@ impl SwitchSma {
                 life_time_value: LIFE_TIME,
                 ..SwitchInfo::default()
             },
+            arbitration_given,
             vl_arb,
-            arbitration_given: vec![None; slots.len()],
             m_key_violations: 0,
         }
     }
@@ -384,11 +397,18 @@ impl Agent<'_> {
             return;
         };
         let limit = agent.info().vl_high_limit;
-        if *given == Some(limit) {
-            return;
-        }
-        *given = Some(limit);
         let number = u8::try_from(port + 1).unwrap_or(u8::MAX);
+        match given.replace(limit) {
+            Some(held) if held == limit => return,
+            Some(_) => {
+                // The tables are those the slot holds: only the limit
+                // moves (an SM's first PortInfo Set of the port, mostly).
+                self.wires
+                    .set_high_priority(number, &slot.set_high_limit(limit));
+                return;
+            }
+            None => {}
+        }
         let low = tables.low_priority();
         if slot.low_priority() != low {
             self.wires.set_low_priority(number, &low);

@@ -211,6 +211,35 @@ fn a_directed_get_the_switch_answers_goes_back_in_its_buffer_without_allocating(
 }
 
 #[test]
+fn a_port_info_set_that_moves_only_vl_high_limit_allocates_nothing() {
+    use ibtca_protocol::mad::attr::PortInfo;
+    let (sw, wires) = switch();
+    // A directed SMP to the switch (one hop, in on port 1): its answer.
+    let ask = |smp: &mut Smp| {
+        (smp.tid, smp.hop_ptr) = (smp.tid + 1, 1);
+        let packet = wire_bytes(smp);
+        let n = allocations(|| sw.on_built_packet(1, packet));
+        let (_, bytes) = wires.take().pop().expect("an answer");
+        let answer = Smp::parse(PacketView::parse(&bytes).unwrap().payload).unwrap();
+        assert_eq!(answer.status, MadStatus::OK);
+        (n, PortInfo::decode(&answer.data))
+    };
+    let mut get = Smp::directed(method::GET, id::PORT_INFO, 3, &[1]).unwrap();
+    let (_, mut info) = ask(&mut get);
+    // Port 3's VLHighLimit set, nothing else: from the limit the switch
+    // started with (its slot holds the port's tables from the start), and
+    // again.
+    for limit in [5, 6] {
+        info.vl_high_limit = limit;
+        let mut set = Smp::directed(method::SET, id::PORT_INFO, 3, &[1]).unwrap();
+        set.data = info.encode();
+        let (n, now) = ask(&mut set);
+        assert_eq!(now.vl_high_limit, limit);
+        assert_eq!(n, 0, "allocations for a Set of VLHighLimit {limit} alone");
+    }
+}
+
+#[test]
 fn an_smp_to_the_switch_lid_leaves_between_permissive_lids() {
     // The slow way set both LIDs to the permissive LID on every directed
     // hop; the in-place step does too.

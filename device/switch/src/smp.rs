@@ -122,12 +122,11 @@ impl Core {
         drop(sma);
         match reply.route {
             SmpRoute::Directed => match directed::respond(&mut reply, ports) {
-                DrStep::Forward(out) => {
-                    // The answer goes back in the request's buffer.
-                    let stamp = !self.wires.in_process(out);
-                    let (lid, reply) = (PERMISSIVE_LID, &reply);
-                    Some((out, encoded::smp_packet_in(reply, lid, lid, stamp, packet)))
-                }
+                // The answer goes back in the request's buffer.
+                DrStep::Forward(out) => Some((
+                    out,
+                    self.smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID, out, packet),
+                )),
                 DrStep::BackToSource => self.smp_by_lid(&reply, slid),
                 _ => None,
             },
@@ -191,15 +190,16 @@ impl Core {
             return None;
         }
         let out = self.lft.lookup(dlid)?;
-        Some((out, self.smp_packet(smp, own, dlid, out)))
+        Some((out, self.smp_packet(smp, own, dlid, out, Vec::new())))
     }
 
     /// `smp`'s packet from `slid` to `dlid` to send from port `out`: its
     /// CRCs stamped for a wire, left zero for a node in this process
     /// ([`Wires::in_process`](crate::Wires::in_process); the hive stamps
-    /// such a packet if a hop further on sends it onto a wire).
-    fn smp_packet(&self, smp: &Smp, slid: u16, dlid: u16, out: u8) -> Vec<u8> {
-        encoded::smp_packet(smp, slid, dlid, !self.wires.in_process(out))
+    /// such a packet if a hop further on sends it onto a wire), written
+    /// into `buf` ([`encoded::smp_packet_in`]: its allocation kept).
+    fn smp_packet(&self, smp: &Smp, slid: u16, dlid: u16, out: u8, buf: Vec<u8>) -> Vec<u8> {
+        encoded::smp_packet_in(smp, slid, dlid, !self.wires.in_process(out), buf)
     }
 }
 

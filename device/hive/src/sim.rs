@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ibtca_agents::pma::PortTotals;
 use ibtca_link::{LinkEvent, LocalPort};
 use ibtca_simport::clients::MAX_CLIENTS;
-use ibtca_simport::port::{Out, PortSettings, SimPort};
+use ibtca_simport::port::{PortSettings, Sends, SimPort};
 use ibtca_simport::server::serve_control;
 use ibtca_simport::sockets::{read_buffer, Datagram, RecvBatch, SimSockets};
 use ibtca_simport::wire::REQUEST_LEN;
@@ -59,7 +59,7 @@ pub struct HostedSim {
     batch: RecvBatch,
     /// What the port sends, taken from it call after call (the same
     /// buffer: no allocation per MAD).
-    outs: Vec<Out>,
+    outs: Sends,
     /// Per slot, MADs for its client not sent yet, in order: a turn's,
     /// sent together by [`HostedSim::flush_clients`], then those its
     /// client's socket did not take.
@@ -97,7 +97,7 @@ impl HostedSim {
             buf: read_buffer(),
             ctl: Vec::new(),
             batch: RecvBatch::with_limit(MADS_PER_TURN),
-            outs: Vec::new(),
+            outs: Sends::new(),
             kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
             client_sends: ClientSends::default(),
             answered: [false; MAX_CLIENTS],
@@ -266,26 +266,24 @@ impl HostedSim {
     /// [`HostedSim::flush_clients`], up to [`KEPT_PER_CLIENT`] MADs a
     /// client (beyond that lost and counted).
     fn carry(&mut self, packets: &mut Vec<(u8, Vec<u8>)>) {
-        for o in self.outs.drain(..) {
-            match o {
-                Out::Link(p) => {
-                    self.totals.xmit_pkts += 1;
-                    self.totals.xmit_bytes += p.len() as u64;
-                    packets.push((1, p));
-                }
-                Out::Client(slot, req) => {
-                    let Some(kept) = self.kept.get_mut(slot) else {
-                        continue;
-                    };
-                    if kept.len() < KEPT_PER_CLIENT {
-                        kept.push_back(req.to_bytes());
-                    } else {
-                        self.client_sends.lost += 1;
-                        ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
-                    }
-                }
+        for p in self.outs.link.drain(..) {
+            self.totals.xmit_pkts += 1;
+            self.totals.xmit_bytes += p.len() as u64;
+            packets.push((1, p));
+        }
+        for (slot, datagram) in &self.outs.clients {
+            let Some(kept) = self.kept.get_mut(*slot) else {
+                continue;
+            };
+            if kept.len() < KEPT_PER_CLIENT {
+                // From a slice: copied once, where it goes.
+                kept.extend(std::slice::from_ref(datagram));
+            } else {
+                self.client_sends.lost += 1;
+                ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
             }
         }
+        self.outs.clients.clear();
     }
 
     /// Sends the MADs queued for clients since the last flush: each

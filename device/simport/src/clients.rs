@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::wire::SimRequest;
+use crate::wire::REQUEST_LEN;
 
 /// Clients one port holds at once (ibsim's `IBSIM_MAX_CLIENTS`).
 pub const MAX_CLIENTS: usize = 10;
@@ -28,14 +28,15 @@ pub struct Client {
 }
 
 /// A request on its way, waiting for its response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Pending {
     slot: usize,
     /// The client's own TID.
     client_tid: u64,
     deadline: Instant,
-    /// The request as the client sent it (returned on timeout).
-    request: SimRequest,
+    /// Where the request as the client sent it lies in
+    /// [`Clients::requests`] (returned on timeout).
+    kept: u32,
     /// It left the owner's reach (to a node outside, or to a client):
     /// only its response or its deadline ends it. See
     /// [`Clients::stranded`].
@@ -51,6 +52,11 @@ pub struct Clients {
     /// SipHash, `answered` took 220 instructions a MAD in the hive, with
     /// it 70: callgrind, docs/host-sm.md).
     pending: HashMap<u64, Pending, foldhash::fast::RandomState>,
+    /// The requests as their clients sent them, each where its
+    /// [`Pending::kept`] says; an answer frees its place without moving
+    /// the request (`free`), which a later one takes.
+    requests: Vec<[u8; REQUEST_LEN]>,
+    free: Vec<u32>,
     timeout: Duration,
 }
 
@@ -70,6 +76,8 @@ impl Clients {
         Clients {
             slots: [None; MAX_CLIENTS],
             pending: HashMap::default(),
+            requests: Vec::new(),
+            free: Vec::new(),
             timeout,
         }
     }
@@ -109,7 +117,13 @@ impl Clients {
     /// Frees `slot` and forgets its requests; returns the client it held.
     pub fn detach(&mut self, slot: usize) -> Option<Client> {
         let c = self.slots.get_mut(slot)?.take();
-        self.pending.retain(|_, p| p.slot != slot);
+        let free = &mut self.free;
+        self.pending.retain(|_, p| {
+            if p.slot == slot {
+                free.push(p.kept);
+            }
+            p.slot != slot
+        });
         c
     }
 
@@ -120,28 +134,43 @@ impl Clients {
         }
     }
 
-    /// Records `request` (TID `client_tid` from `slot`) as sent with TID
-    /// `tid` at `now`; `left`: it went where the owner cannot see it
-    /// answered or dropped (to another client).
+    /// Records `request`, a datagram as the client in `slot` sent it (TID
+    /// `client_tid`), as sent with TID `tid` at `now`; `left`: it went
+    /// where the owner cannot see it answered or dropped (to another
+    /// client).
     pub fn sent(
         &mut self,
         tid: u64,
         slot: usize,
         client_tid: u64,
-        request: SimRequest,
+        request: &[u8; REQUEST_LEN],
         now: Instant,
         left: bool,
     ) {
-        self.pending.insert(
-            tid,
-            Pending {
-                slot,
-                client_tid,
-                deadline: now + self.timeout,
-                request,
-                left,
-            },
-        );
+        let kept = match self.free.pop() {
+            Some(i) => {
+                if let Some(r) = self.requests.get_mut(i as usize) {
+                    r.copy_from_slice(request);
+                }
+                i
+            }
+            None => {
+                self.requests.push(*request);
+                u32::try_from(self.requests.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let pending = Pending {
+            slot,
+            client_tid,
+            deadline: now + self.timeout,
+            kept,
+            left,
+        };
+        if let Some(old) = self.pending.insert(tid, pending) {
+            // The client reused a TID still in flight: the new request
+            // takes its place, the old one's is free.
+            self.free.push(old.kept);
+        }
     }
 
     /// How long a request waits for its response from now on.
@@ -164,18 +193,20 @@ impl Clients {
     /// dropped on its way (a link down, a switch that refused it) and
     /// can never be answered, so its client need not wait out the
     /// timeout (as ibsim answers a MAD it cannot deliver at once).
-    /// Each is handed to `back` with its slot.
-    pub fn stranded(&mut self, mut back: impl FnMut(usize, SimRequest)) {
+    /// Each is handed to `back` with its slot, as its client sent it.
+    pub fn stranded(&mut self, mut back: impl FnMut(usize, &[u8; REQUEST_LEN])) {
         if self.pending.values().all(|p| p.left) {
             return;
         }
+        let (requests, free) = (&self.requests, &mut self.free);
         self.pending.retain(|_, p| {
             if p.left {
                 return true;
             }
-            let mut r = p.request.clone();
-            r.status = crate::wire::STATUS_TIMED_OUT;
-            back(p.slot, r);
+            if let Some(r) = requests.get(p.kept as usize) {
+                back(p.slot, r);
+            }
+            free.push(p.kept);
             false
         });
     }
@@ -184,19 +215,23 @@ impl Clients {
     /// the client's own TID, if one does.
     pub fn answered(&mut self, tid: u64) -> Option<(usize, u64)> {
         let p = self.pending.remove(&tid)?;
+        self.free.push(p.kept);
         Some((p.slot, p.client_tid))
     }
 
     /// Requests whose time ran out by `now`: each goes back to its slot
-    /// with status ETIMEDOUT, handed to `back`.
-    pub fn expire(&mut self, now: Instant, mut back: impl FnMut(usize, SimRequest)) {
+    /// with status ETIMEDOUT, handed to `back` with its slot, as its
+    /// client sent it.
+    pub fn expire(&mut self, now: Instant, mut back: impl FnMut(usize, &[u8; REQUEST_LEN])) {
+        let (requests, free) = (&self.requests, &mut self.free);
         self.pending.retain(|_, p| {
             if p.deadline > now {
                 return true;
             }
-            let mut r = p.request.clone();
-            r.status = crate::wire::STATUS_TIMED_OUT;
-            back(p.slot, r);
+            if let Some(r) = requests.get(p.kept as usize) {
+                back(p.slot, r);
+            }
+            free.push(p.kept);
             false
         });
     }
@@ -215,29 +250,28 @@ impl Clients {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ibtca_protocol::mad::MAD_LEN;
+    use crate::wire::SimRequest;
 
-    fn request() -> SimRequest {
-        SimRequest {
-            dlid: 5,
-            slid: 0,
-            dqp: 0,
-            sqp: 0,
-            status: 0,
-            length: MAD_LEN as u64,
-            mad: [0; MAD_LEN],
-        }
+    fn request() -> [u8; REQUEST_LEN] {
+        request_of(0)
     }
 
-    fn expired(c: &mut Clients, now: Instant) -> Vec<(usize, SimRequest)> {
+    /// A request whose MAD's first byte is `tag`.
+    fn request_of(tag: u8) -> [u8; REQUEST_LEN] {
+        let mut mad = [0; ibtca_protocol::mad::MAD_LEN];
+        mad[0] = tag;
+        SimRequest::smp(5, mad).to_bytes()
+    }
+
+    fn expired(c: &mut Clients, now: Instant) -> Vec<(usize, [u8; REQUEST_LEN])> {
         let mut out = Vec::new();
-        c.expire(now, |slot, r| out.push((slot, r)));
+        c.expire(now, |slot, r| out.push((slot, *r)));
         out
     }
 
-    fn stranded(c: &mut Clients) -> Vec<(usize, SimRequest)> {
+    fn stranded(c: &mut Clients) -> Vec<(usize, [u8; REQUEST_LEN])> {
         let mut out = Vec::new();
-        c.stranded(|slot, r| out.push((slot, r)));
+        c.stranded(|slot, r| out.push((slot, *r)));
         out
     }
 
@@ -274,15 +308,15 @@ mod tests {
         let t0 = Instant::now();
         let tid = wire_tid(0xabcd_0000_1234_5678, 7);
         assert_eq!(slot_of(tid), 7);
-        c.sent(tid, 7, 0xabcd_0000_1234_5678, request(), t0, true);
-        c.sent(wire_tid(1, 2), 2, 1, request(), t0, true);
+        c.sent(tid, 7, 0xabcd_0000_1234_5678, &request(), t0, true);
+        c.sent(wire_tid(1, 2), 2, 1, &request(), t0, true);
         assert_eq!(c.answered(tid), Some((7, 0xabcd_0000_1234_5678)));
         assert_eq!(c.answered(tid), None, "one response per request");
         assert!(expired(&mut c, t0).is_empty());
         assert_eq!(c.next_deadline(), Some(t0 + Duration::from_millis(10)));
         let out = expired(&mut c, t0 + Duration::from_millis(10));
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].0, out[0].1.status), (2, 110));
+        assert_eq!((out[0].0, out[0].1), (2, request()));
         assert_eq!(c.in_flight(), 0);
     }
 
@@ -290,15 +324,33 @@ mod tests {
     fn only_requests_that_never_left_are_stranded() {
         let mut c = Clients::new(Duration::from_secs(3600));
         let t0 = Instant::now();
-        c.sent(wire_tid(1, 0), 0, 1, request(), t0, false);
-        c.sent(wire_tid(2, 0), 0, 2, request(), t0, false);
-        c.sent(wire_tid(3, 1), 1, 3, request(), t0, true);
+        c.sent(wire_tid(1, 0), 0, 1, &request(), t0, false);
+        c.sent(wire_tid(2, 0), 0, 2, &request(), t0, false);
+        c.sent(wire_tid(3, 1), 1, 3, &request(), t0, true);
         c.mark_left(wire_tid(2, 0));
         let out = stranded(&mut c);
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].0, out[0].1.status), (0, 110));
+        assert_eq!((out[0].0, out[0].1), (0, request()));
         assert_eq!(c.in_flight(), 2);
         assert!(stranded(&mut c).is_empty());
         assert_eq!(c.answered(wire_tid(2, 0)), Some((0, 2)));
+    }
+
+    #[test]
+    fn an_answered_requests_place_is_taken_by_the_next_and_each_returns_as_sent() {
+        let mut c = Clients::new(Duration::from_millis(10));
+        let t0 = Instant::now();
+        c.sent(wire_tid(1, 0), 0, 1, &request_of(1), t0, true);
+        c.sent(wire_tid(2, 1), 1, 2, &request_of(2), t0, true);
+        assert_eq!(c.answered(wire_tid(1, 0)), Some((0, 1)));
+        // The third takes the first's place; the second is where it was.
+        c.sent(wire_tid(3, 2), 2, 3, &request_of(3), t0, true);
+        assert_eq!(c.requests.len(), 2, "the answered one's place reused");
+        // A TID sent again replaces its request, whose place is freed.
+        c.sent(wire_tid(2, 1), 1, 2, &request_of(4), t0, true);
+        let mut out = expired(&mut c, t0 + Duration::from_millis(10));
+        out.sort_by_key(|(slot, _)| *slot);
+        assert_eq!(out, vec![(1, request_of(4)), (2, request_of(3))]);
+        assert_eq!(c.free.len(), 3);
     }
 }

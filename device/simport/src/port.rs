@@ -36,18 +36,78 @@ use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::{encoded, Packet, PacketView};
 
 use crate::clients::{wire_tid, Clients};
-use crate::wire::{SimRequest, STATUS_TIMED_OUT};
+use crate::wire::{mad_of, set_timed_out, Envelope, REQUEST_LEN};
 
-/// Where one message goes. The port's methods push these onto a `Vec`
-/// their owner keeps and drains turn after turn, so a MAD's envelope is
-/// held inline (not boxed: no allocation per answer).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(clippy::large_enum_variant)]
-pub enum Out {
-    /// A packet onto the link.
-    Link(Vec<u8>),
-    /// A MAD to the client in this slot.
-    Client(usize, SimRequest),
+/// What the port sends, pushed by its methods: packets onto the link,
+/// and MADs to clients as ibsim's wire carries them, each in its envelope.
+/// The owner keeps it and drains both turn after turn (the same buffers:
+/// no allocation per MAD). A MAD is written into its envelope once, where
+/// it lies in `clients`, and edited there (its TID restored, a directed
+/// route's last step): no copy of it per step.
+#[derive(Debug, Default)]
+pub struct Sends {
+    /// Packets onto the link, in order.
+    pub link: Vec<Vec<u8>>,
+    /// MADs to the client in each slot, in order: its slot and the
+    /// datagram.
+    pub clients: Vec<(usize, [u8; REQUEST_LEN])>,
+}
+
+impl Sends {
+    /// Nothing to send.
+    pub fn new() -> Self {
+        Sends::default()
+    }
+
+    /// Nothing is waiting in either.
+    pub fn is_empty(&self) -> bool {
+        self.link.is_empty() && self.clients.is_empty()
+    }
+
+    /// `mad` in `envelope` for the client in `slot`, pushed: its datagram,
+    /// to edit in place.
+    fn client(
+        &mut self,
+        slot: usize,
+        envelope: &Envelope,
+        mad: &[u8; MAD_LEN],
+    ) -> &mut (usize, [u8; REQUEST_LEN]) {
+        let at = self.clients.len();
+        self.clients.push((slot, [0; REQUEST_LEN]));
+        let sent = &mut self.clients[at];
+        envelope.write(mad, &mut sent.1);
+        sent
+    }
+
+    /// `request`, as the client in `slot` sent it, back to it unanswered
+    /// (status ETIMEDOUT).
+    fn unanswered(&mut self, slot: usize, request: &[u8; REQUEST_LEN]) {
+        let mut back = *request;
+        set_timed_out(&mut back);
+        self.clients.push((slot, back));
+    }
+}
+
+/// Where a client's MAD went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Onto the link.
+    Link,
+    /// To the client in this slot.
+    Client(usize),
+}
+
+/// How [`SimPort::deliver`] handed a MAD on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// To the client in this slot.
+    To(usize),
+    /// It is for no client: no one waits for the response, or no SM
+    /// client takes the request (dropped, counted).
+    NoClient,
+    /// Its edit refused it: a directed route that does not end here
+    /// (dropped as the agent drops it, not counted).
+    Refused,
 }
 
 /// What the port counted.
@@ -197,14 +257,17 @@ impl SimPort {
         bytes: &[u8],
         totals: &PortTotals,
         now: Instant,
-        out: &mut Vec<Out>,
+        out: &mut Sends,
     ) {
         if self.clients.get(slot).is_none() {
             self.counts.dropped += 1;
             ibtca_log::guest_warn!(slot, "MAD from a slot no client holds: dropped");
             return;
         }
-        let Some(req) = SimRequest::parse(bytes) else {
+        let (Ok(request), Some((env, mad))) = (
+            <&[u8; REQUEST_LEN]>::try_from(bytes),
+            Envelope::split(bytes),
+        ) else {
             self.counts.dropped += 1;
             ibtca_log::guest_warn!(
                 slot,
@@ -213,7 +276,7 @@ impl SimPort {
             );
             return;
         };
-        let h = MadHeader::read(&req.mad);
+        let h = MadHeader::read(mad);
         self.counts.requests += 1;
         let kind = (h.mgmt_class, h.attr_id, h.method);
         if let Some(n) = self.kinds.get_mut(&kind) {
@@ -224,56 +287,61 @@ impl SimPort {
             self.counts.other_kinds += 1;
         }
         if h.base_version != 1 {
-            return self.timed_out(slot, req, out);
+            return self.timed_out(slot, request, out);
         }
         let routed = match h.mgmt_class {
-            class::SUBN_DIRECTED_ROUTE | class::SUBN_LID_ROUTED => self.client_smp(slot, &req),
-            _ => self.client_gmp(slot, &req, &h, totals),
+            class::SUBN_DIRECTED_ROUTE | class::SUBN_LID_ROUTED => {
+                self.client_smp(slot, &env, mad, out)
+            }
+            _ => self.client_gmp(slot, &env, mad, &h, totals, out),
         };
-        let Some(first) = routed else {
-            return self.timed_out(slot, req, out);
+        let Some(sent) = routed else {
+            return self.timed_out(slot, request, out);
         };
         // Answered at once to the client itself, or sent on (onto the
         // link, or to the port's SM client) to wait for its response.
-        let answered_here = matches!(&first, Out::Client(s, _) if *s == slot);
-        let to_link = matches!(first, Out::Link(_));
-        out.push(first);
-        if answered_here {
+        if sent == Sent::Client(slot) {
             self.counts.local += 1;
-        } else {
-            if to_link {
-                self.counts.to_link += 1;
-            }
-            if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
-                // One for the port's SM client has left the fabric's reach.
-                self.clients
-                    .sent(wire_tid(h.tid, slot), slot, h.tid, req, now, !to_link);
-            }
+            return;
+        }
+        let to_link = sent == Sent::Link;
+        if to_link {
+            self.counts.to_link += 1;
+        }
+        if !h.is_response() && !matches!(h.method, method::TRAP | method::TRAP_REPRESS) {
+            // One for the port's SM client has left the fabric's reach.
+            self.clients
+                .sent(wire_tid(h.tid, slot), slot, h.tid, request, now, !to_link);
         }
     }
 
-    /// Sends `req` back to its client unanswered.
-    fn timed_out(&mut self, slot: usize, mut req: SimRequest, out: &mut Vec<Out>) {
+    /// Sends `request` back to its client unanswered.
+    fn timed_out(&mut self, slot: usize, request: &[u8; REQUEST_LEN], out: &mut Sends) {
         self.counts.timed_out += 1;
-        req.status = STATUS_TIMED_OUT;
-        out.push(Out::Client(slot, req));
+        out.unanswered(slot, request);
     }
 
     /// A client's SMP: the port's agent's, or onto the link.
-    fn client_smp(&mut self, slot: usize, req: &SimRequest) -> Option<Out> {
-        if let Some(sent) = self.client_dr_request(slot, req) {
+    fn client_smp(
+        &mut self,
+        slot: usize,
+        env: &Envelope,
+        mad: &[u8; MAD_LEN],
+        out: &mut Sends,
+    ) -> Option<Sent> {
+        if let Some(sent) = self.client_dr_request(slot, mad, out) {
             return sent;
         }
-        let mut smp = Smp::parse(&req.mad).ok()?;
+        let mut smp = Smp::parse(mad).ok()?;
         let lid = self.sma.lid();
         let tid = smp.tid;
         smp.tid = wire_tid(tid, slot);
         let local = match smp.route {
             SmpRoute::Directed => smp.hop_cnt == 0,
-            SmpRoute::Lid => req.dlid == lid || req.dlid == 0,
+            SmpRoute::Lid => env.dlid == lid || env.dlid == 0,
         };
         if local {
-            return self.local_client_smp(slot, req, smp, tid);
+            return self.local_client_smp(slot, env, smp, tid, out);
         }
         let (slid, dlid) = match smp.route {
             SmpRoute::Directed if smp.direction => {
@@ -294,28 +362,43 @@ impl SimPort {
                 if smp.method & method::RESPONSE != 0 {
                     smp.tid = tid;
                 }
-                (lid, req.dlid)
+                (lid, env.dlid)
             }
         };
-        Some(Out::Link(encoded::smp_packet(&smp, slid, dlid, self.stamp)))
+        out.link
+            .push(encoded::smp_packet(&smp, slid, dlid, self.stamp));
+        Some(Sent::Link)
     }
 
     /// A client's directed request into the fabric (the D bit clear, a
-    /// hop count above 0), most of what an SM sends: its TID given the
-    /// slot and its route begun (C14-9:1) in its bytes, not decoded, and
-    /// sent by port 1 (`Some(None)`: its route does not leave by port 1).
-    /// `None` for any other SMP, which [`Self::client_smp`] decodes.
-    fn client_dr_request(&self, slot: usize, req: &SimRequest) -> Option<Option<Out>> {
-        let mut mad = req.mad;
-        let dr = DrBytes(&mut mad);
+    /// hop count above 0), most of what an SM sends: its packet built from
+    /// the MAD as it lies in the client's datagram (one copy), then its
+    /// TID given the slot and its route begun (C14-9:1) in the packet's
+    /// bytes, not decoded, and sent by port 1 (`Some(None)`: its route
+    /// does not leave by port 1). `None` for any other SMP, which
+    /// [`Self::client_smp`] decodes.
+    fn client_dr_request(
+        &self,
+        slot: usize,
+        mad: &[u8; MAD_LEN],
+        out: &mut Sends,
+    ) -> Option<Option<Sent>> {
+        let mut packet = encoded::mad_packet(mad, PERMISSIVE_LID, PERMISSIVE_LID, false);
+        let at = encoded::smp_mad_at(&packet)?;
+        let mut dr = DrBytes(packet.get_mut(at..)?.first_chunk_mut::<MAD_LEN>()?);
         if !dr.is_directed() || dr.direction() || dr.hop_cnt() == 0 {
             return None;
         }
-        let tid = u64::from_be_bytes(*mad[8..].first_chunk()?);
-        mad[8..16].copy_from_slice(&wire_tid(tid, slot).to_be_bytes());
-        let begun = directed::begin(&mut DrBytes(&mut mad)) == Ok(1);
-        let packet = || encoded::mad_packet(&mad, PERMISSIVE_LID, PERMISSIVE_LID, self.stamp);
-        Some(begun.then(|| Out::Link(packet())))
+        let tid = u64::from_be_bytes(*dr.0[8..].first_chunk()?);
+        dr.0[8..16].copy_from_slice(&wire_tid(tid, slot).to_be_bytes());
+        if directed::begin(&mut dr) != Ok(1) {
+            return Some(None);
+        }
+        if self.stamp {
+            encoded::restamp_crcs(&mut packet);
+        }
+        out.link.push(packet);
+        Some(Some(Sent::Link))
     }
 
     /// A client's SMP to the port itself: an answer to a request of
@@ -324,37 +407,39 @@ impl SimPort {
     fn local_client_smp(
         &mut self,
         slot: usize,
-        req: &SimRequest,
+        env: &Envelope,
         mut smp: Smp,
         tid: u64,
-    ) -> Option<Out> {
+        out: &mut Sends,
+    ) -> Option<Sent> {
         let lid = self.sma.lid();
-        let envelope = |mad: [u8; MAD_LEN]| SimRequest {
-            dlid: lid,
-            slid: lid,
-            dqp: QP0,
-            sqp: QP0,
-            status: 0,
-            length: MAD_LEN as u64,
-            mad,
-        };
+        let envelope = Envelope::mad(lid, lid, QP0, QP0);
         if smp.method & method::RESPONSE != 0 {
             smp.tid = tid;
             let (waiting, client_tid) = self.clients.answered(tid)?;
             smp.tid = client_tid;
-            return Some(Out::Client(waiting, envelope(smp.to_bytes())));
+            out.client(waiting, &envelope, &smp.to_bytes());
+            return Some(Sent::Client(waiting));
         }
         smp.tid = tid;
         let for_sm = self.sma.stats().for_sm;
         if let Some(reply) = self.local_smp(smp.clone()) {
-            return Some(Out::Client(slot, self.answer_to(req, &reply)));
+            let slid = if env.dlid == PERMISSIVE_LID {
+                PERMISSIVE_LID
+            } else {
+                lid
+            };
+            let envelope = Envelope::mad(lid, slid, env.sqp, env.dqp);
+            out.client(slot, &envelope, &reply.to_bytes());
+            return Some(Sent::Client(slot));
         }
         if self.sma.stats().for_sm == for_sm {
             return None;
         }
         let sm = self.clients.sm().filter(|&sm| sm != slot)?;
         smp.tid = wire_tid(tid, slot);
-        Some(Out::Client(sm, envelope(smp.to_bytes())))
+        out.client(sm, &envelope, &smp.to_bytes());
+        Some(Sent::Client(sm))
     }
 
     /// Serves an SMP from the port itself by its agent, as the engine
@@ -384,48 +469,33 @@ impl SimPort {
         Some(answer)
     }
 
-    /// The envelope of `reply`, the answer to `req` from the port itself.
-    fn answer_to(&self, req: &SimRequest, reply: &Smp) -> SimRequest {
-        let lid = self.sma.lid();
-        SimRequest {
-            dlid: lid,
-            slid: if req.dlid == PERMISSIVE_LID {
-                PERMISSIVE_LID
-            } else {
-                lid
-            },
-            dqp: req.sqp,
-            sqp: req.dqp,
-            status: 0,
-            length: MAD_LEN as u64,
-            mad: reply.to_bytes(),
-        }
-    }
-
     /// A client's GMP: the port's PMA's, the SM client's, or onto the link.
     fn client_gmp(
         &mut self,
         slot: usize,
-        req: &SimRequest,
+        env: &Envelope,
+        mad: &[u8; MAD_LEN],
         h: &MadHeader,
         totals: &PortTotals,
-    ) -> Option<Out> {
+        out: &mut Sends,
+    ) -> Option<Sent> {
         let lid = self.sma.lid();
-        let mut mad = req.mad;
+        let mut mad = *mad;
         if !h.is_response() {
             mad[8..16].copy_from_slice(&wire_tid(h.tid, slot).to_be_bytes());
         }
         let deth = Deth {
             qkey: QP1_QKEY,
-            src_qp: req.sqp,
+            src_qp: env.sqp,
         };
-        let p = Packet::datagram(lid, req.dlid, req.dqp, deth, mad.to_vec());
+        let p = Packet::datagram(lid, env.dlid, env.dqp, deth, mad.to_vec());
         let packet = p.build().ok()?;
-        if req.dlid != lid || lid == 0 {
+        if env.dlid != lid || lid == 0 {
             if self.sma.state() != PortState::Active {
                 return None;
             }
-            return Some(Out::Link(packet));
+            out.link.push(packet);
+            return Some(Sent::Link);
         }
         // To the port itself: its PMA, or its SM client.
         let view = PacketView::parse(&packet).ok()?;
@@ -434,25 +504,19 @@ impl SimPort {
             let reply = PacketView::parse(&reply).ok()?;
             let mut mad: [u8; MAD_LEN] = reply.payload.try_into().ok()?;
             mad[8..16].copy_from_slice(&h.tid.to_be_bytes());
-            return Some(Out::Client(
-                slot,
-                SimRequest {
-                    dlid: lid,
-                    slid: lid,
-                    dqp: req.sqp,
-                    sqp: req.dqp,
-                    status: 0,
-                    length: MAD_LEN as u64,
-                    mad,
-                },
-            ));
+            out.client(slot, &Envelope::mad(lid, lid, env.sqp, env.dqp), &mad);
+            return Some(Sent::Client(slot));
         }
-        self.deliver(sender(&view, req.dqp), req.dqp, mad, h.is_response())
+        let from = sender(&view, env.dqp);
+        match self.deliver(from, env.dqp, &mad, h.is_response(), out, |_| true) {
+            Delivery::To(slot) => Some(Sent::Client(slot)),
+            Delivery::NoClient | Delivery::Refused => None,
+        }
     }
 
     /// A packet from the link, its CRCs checked: what it sends is pushed
     /// onto `out`.
-    pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
+    pub fn on_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Sends) {
         self.on_link_with(bytes, &ReceivedCrcs::of(bytes), totals, out);
     }
 
@@ -465,17 +529,16 @@ impl SimPort {
     /// from its headers where they lie, not parsed
     /// ([`encoded::checked_smp_mad_at`]: exactly the packets a parse
     /// would take as an SMP's).
-    pub fn on_built_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Vec<Out>) {
+    pub fn on_built_link(&mut self, bytes: &[u8], totals: &PortTotals, out: &mut Sends) {
         let response = encoded::checked_smp_mad_at(bytes)
-            .and_then(|at| bytes.get(at..at + MAD_LEN))
+            .and_then(|at| bytes.get(at..)?.first_chunk::<MAD_LEN>())
             .filter(|mad| mad[3] & method::RESPONSE != 0);
         let from = encoded::slid(bytes).zip(encoded::smp_src_qp(bytes));
         let (Some(mad), Some(from)) = (response, from) else {
             return self.on_link_with(bytes, &ReceivedCrcs::trusted(bytes), totals, out);
         };
-        match self.fabric_smp_response(mad, from) {
-            Some(sent) => out.extend(sent),
-            None => self.drop_with("MAD for no client"),
+        if !self.fabric_smp_response(mad, from, out) {
+            self.drop_with("MAD for no client");
         }
     }
 
@@ -484,7 +547,7 @@ impl SimPort {
         bytes: &[u8],
         crcs: &ReceivedCrcs,
         totals: &PortTotals,
-        out: &mut Vec<Out>,
+        out: &mut Sends,
     ) {
         let Ok(view) = PacketView::parse_with(bytes, crcs) else {
             return self.drop_with("unparsable packet from the link");
@@ -492,24 +555,26 @@ impl SimPort {
         if view.opcode() != Opcode::UdSendOnly || view.ext.deth.is_none() {
             return self.drop_with("not a UD datagram");
         }
-        let served = match view.bth.dest_qp {
-            QP0 => self.fabric_qp0(&view),
-            QP1 => self.fabric_qp1(&view, totals),
-            _ => None,
+        let taken = match view.bth.dest_qp {
+            QP0 => self.fabric_qp0(&view, out),
+            QP1 => self.fabric_qp1(&view, totals, out),
+            _ => false,
         };
-        match served {
-            Some(sent) => out.extend(sent),
-            None => self.drop_with("MAD for no client"),
+        if !taken {
+            self.drop_with("MAD for no client");
         }
     }
 
-    /// An SMP from the link: `None` if it is for no one (dropped),
-    /// `Some(None)` if taken with nothing to send, else what to send.
-    fn fabric_qp0(&mut self, view: &PacketView<'_>) -> Option<Option<Out>> {
+    /// An SMP from the link, what it sends pushed onto `out`: false if it
+    /// is for no one (dropped).
+    fn fabric_qp0(&mut self, view: &PacketView<'_>, out: &mut Sends) -> bool {
         // The MAD's method, its response bit included.
         let m = view.payload.get(3).copied().unwrap_or(0);
         if m & method::RESPONSE != 0 {
-            return self.fabric_smp_response(view.payload, sender(view, QP0));
+            let Ok(mad) = <&[u8; MAD_LEN]>::try_from(view.payload) else {
+                return true;
+            };
+            return self.fabric_smp_response(mad, sender(view, QP0), out);
         }
         let for_sm = self.sma.stats().for_sm;
         let before = self.lid_and_state();
@@ -518,113 +583,127 @@ impl SimPort {
             tracing::info!(lid = self.sma.lid(), state = ?self.sma.state(), "port set by the subnet manager");
         }
         if let Some(reply) = outcome.reply {
-            return Some(Some(Out::Link(reply)));
+            out.link.push(reply);
+            return true;
         }
         if self.sma.stats().for_sm == for_sm {
-            return Some(None);
+            return true;
         }
-        let mut smp = ibtca_protocol::mad::smp_of_packet(view).ok()?;
+        let Ok(mut smp) = ibtca_protocol::mad::smp_of_packet(view) else {
+            return false;
+        };
         if smp.route == SmpRoute::Directed {
             directed::on_receive(&mut smp, false, 1, 1);
         }
-        let mad = smp.to_bytes();
-        self.deliver(
+        let response = smp.method & method::RESPONSE != 0;
+        let delivery = self.deliver(
             sender(view, QP0),
             QP0,
-            mad,
-            smp.method & method::RESPONSE != 0,
-        )
-        .map(Some)
+            &smp.to_bytes(),
+            response,
+            out,
+            |_| true,
+        );
+        delivery != Delivery::NoClient
     }
 
     /// An SMP response from the link: never the agent's (it answers, it
     /// does not ask), but the client's that waits for it. Handed on as it
-    /// came, a directed one's last step taken in its bytes (not decoded);
-    /// dropped, as the agent drops it, if it is not an SMP or its directed
-    /// route does not end here.
-    fn fabric_smp_response(&mut self, payload: &[u8], from: (u16, u32)) -> Option<Option<Out>> {
-        let Ok(mut mad) = <[u8; MAD_LEN]>::try_from(payload) else {
-            return Some(None);
-        };
-        let delivered = match mad[1] {
+    /// came, a directed one's last step taken in its bytes where they lie
+    /// in its client's datagram (not decoded); dropped, as the agent drops
+    /// it, if it is not an SMP or its directed route does not end here.
+    /// False if no client waits for it.
+    fn fabric_smp_response(
+        &mut self,
+        mad: &[u8; MAD_LEN],
+        from: (u16, u32),
+        out: &mut Sends,
+    ) -> bool {
+        let last_step = |mad: &mut [u8; MAD_LEN]| match mad[1] {
             class::SUBN_LID_ROUTED => true,
             class::SUBN_DIRECTED_ROUTE => {
-                directed::on_receive(&mut DrBytes(&mut mad), false, 1, 1) == DrStep::Deliver
+                directed::on_receive(&mut DrBytes(mad), false, 1, 1) == DrStep::Deliver
             }
             _ => false,
         };
-        if !delivered {
-            return Some(None);
-        }
-        self.deliver(from, QP0, mad, true).map(Some)
+        self.deliver(from, QP0, mad, true, out, last_step) != Delivery::NoClient
     }
 
-    fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals) -> Option<Option<Out>> {
+    fn fabric_qp1(&mut self, view: &PacketView<'_>, totals: &PortTotals, out: &mut Sends) -> bool {
         let lid = self.sma.lid();
         match self.pma.serve_packet(&CaPort(*totals), view, lid) {
-            PmPacket::Served(reply) => return Some(reply.map(Out::Link)),
+            PmPacket::Served(reply) => {
+                out.link.extend(reply);
+                return true;
+            }
             PmPacket::NotForAgent => {}
         }
-        let mad: [u8; MAD_LEN] = view.payload.try_into().ok()?;
-        let h = MadHeader::read(&mad);
-        self.deliver(sender(view, QP1), QP1, mad, h.is_response())
-            .map(Some)
+        let Ok(mad) = <&[u8; MAD_LEN]>::try_from(view.payload) else {
+            return false;
+        };
+        let h = MadHeader::read(mad);
+        self.deliver(sender(view, QP1), QP1, mad, h.is_response(), out, |_| true)
+            != Delivery::NoClient
     }
 
     /// Hands `mad`, from `from` (its source LID and QP) to QP `qp` of the
     /// port, to its client: a response to the client that waits for it
-    /// (its TID restored), a request to the SM client.
+    /// (its TID restored), a request to the SM client. The MAD is written
+    /// into its datagram in `out` first, where `edit` takes its step
+    /// (false: refused, the datagram taken back).
     fn deliver(
         &mut self,
         from: (u16, u32),
         qp: u32,
-        mut mad: [u8; MAD_LEN],
+        mad: &[u8; MAD_LEN],
         response: bool,
-    ) -> Option<Out> {
-        let tid = u64::from_be_bytes(mad[8..16].try_into().ok()?);
-        let slot = if response {
-            let (slot, client_tid) = self.clients.answered(tid)?;
-            mad[8..16].copy_from_slice(&client_tid.to_be_bytes());
-            slot
-        } else {
-            self.clients.sm()?
-        };
-        self.counts.to_clients += 1;
+        out: &mut Sends,
+        edit: impl FnOnce(&mut [u8; MAD_LEN]) -> bool,
+    ) -> Delivery {
         let (slid, sqp) = from;
-        Some(Out::Client(
-            slot,
-            SimRequest {
-                dlid: self.sma.lid(),
-                slid,
-                dqp: qp,
-                sqp,
-                status: 0,
-                length: MAD_LEN as u64,
-                mad,
-            },
-        ))
+        let envelope = Envelope::mad(self.sma.lid(), slid, qp, sqp);
+        let sent = out.client(0, &envelope, mad);
+        let in_place = mad_of(&mut sent.1);
+        if !edit(in_place) {
+            out.clients.pop();
+            return Delivery::Refused;
+        }
+        let tid = u64::from_be_bytes(*in_place[8..].first_chunk().unwrap_or(&[0; 8]));
+        let to = if response {
+            self.clients.answered(tid).map(|(slot, client_tid)| {
+                in_place[8..16].copy_from_slice(&client_tid.to_be_bytes());
+                slot
+            })
+        } else {
+            self.clients.sm()
+        };
+        let Some(slot) = to else {
+            out.clients.pop();
+            return Delivery::NoClient;
+        };
+        sent.0 = slot;
+        self.counts.to_clients += 1;
+        Delivery::To(slot)
     }
 
     /// Requests out of time, back to their clients; the trap to the SM
     /// that is due: pushed onto `out`.
-    pub fn tick(&mut self, now: Instant, out: &mut Vec<Out>) {
-        let before = out.len();
-        self.clients
-            .expire(now, |slot, r| out.push(Out::Client(slot, r)));
-        self.counts.timed_out += (out.len() - before) as u64;
+    pub fn tick(&mut self, now: Instant, out: &mut Sends) {
+        let before = out.clients.len();
+        self.clients.expire(now, |slot, r| out.unanswered(slot, r));
+        self.counts.timed_out += (out.clients.len() - before) as u64;
         if let Some(trap) = self.sma.due_trap(now) {
-            out.push(Out::Link(trap));
+            out.link.push(trap);
         }
     }
 
     /// Requests sent onto the link that the owner saw neither leave its
     /// reach ([`SimPort::mark_left`]) nor answered: back to their clients
     /// with ETIMEDOUT now ([`Clients::stranded`]), pushed onto `out`.
-    pub fn stranded(&mut self, out: &mut Vec<Out>) {
-        let before = out.len();
-        self.clients
-            .stranded(|slot, r| out.push(Out::Client(slot, r)));
-        self.counts.undeliverable += (out.len() - before) as u64;
+    pub fn stranded(&mut self, out: &mut Sends) {
+        let before = out.clients.len();
+        self.clients.stranded(|slot, r| out.unanswered(slot, r));
+        self.counts.undeliverable += (out.clients.len() - before) as u64;
     }
 
     /// The request that went out with TID `tid` (as on the wire) left the

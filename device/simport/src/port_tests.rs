@@ -11,7 +11,7 @@ use ibtca_protocol::mad::directed::{self, DrStep};
 use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PERMISSIVE_LID};
 use ibtca_protocol::PacketView;
 
-use super::{Out, PortSettings, SimPort};
+use super::{PortSettings, Sends, SimPort};
 use crate::wire::{ClientInfo, Ctl, CtlType, SimRequest, CTL_DATA_LEN, STATUS_TIMED_OUT};
 use crate::CtlOutcome;
 
@@ -43,6 +43,24 @@ fn envelope(smp: &Smp) -> Vec<u8> {
         .to_vec()
 }
 
+/// One thing the port sent, decoded for a test to match.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Out {
+    Link(Vec<u8>),
+    Client(usize, SimRequest),
+}
+
+/// What `sends` holds: its packets, then its MADs to clients.
+fn outs(sends: Sends) -> Vec<Out> {
+    let link = sends.link.into_iter().map(Out::Link);
+    let clients = sends.clients.iter().map(|(slot, datagram)| {
+        let r = SimRequest::parse(datagram).expect("a whole envelope");
+        Out::Client(*slot, r)
+    });
+    link.chain(clients).collect()
+}
+
 fn client_out(out: &[Out]) -> (usize, SimRequest) {
     match out {
         [Out::Client(slot, r)] => (*slot, r.clone()),
@@ -52,23 +70,23 @@ fn client_out(out: &[Out]) -> (usize, SimRequest) {
 
 /// What [`SimPort::on_client`] sends for `bytes` from `slot`.
 fn from_client(p: &mut SimPort, slot: usize, bytes: &[u8], now: Instant) -> Vec<Out> {
-    let mut out = Vec::new();
+    let mut out = Sends::new();
     p.on_client(slot, bytes, &PortTotals::default(), now, &mut out);
-    out
+    outs(out)
 }
 
 /// What [`SimPort::on_link`] sends for `bytes`.
 fn from_link(p: &mut SimPort, bytes: &[u8]) -> Vec<Out> {
-    let mut out = Vec::new();
+    let mut out = Sends::new();
     p.on_link(bytes, &PortTotals::default(), &mut out);
-    out
+    outs(out)
 }
 
 /// What [`SimPort::tick`] sends at `now`.
 fn tick(p: &mut SimPort, now: Instant) -> Vec<Out> {
-    let mut out = Vec::new();
+    let mut out = Sends::new();
     p.tick(now, &mut out);
-    out
+    outs(out)
 }
 
 #[test]
@@ -127,9 +145,47 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
     assert_eq!(from_client(&mut p, 0, &envelope(&lost), t0).len(), 1);
     assert!(tick(&mut p, t0 + TIMEOUT / 2).is_empty());
     let (slot, r) = client_out(&tick(&mut p, t0 + TIMEOUT));
-    assert_eq!((slot, r.status), (0, STATUS_TIMED_OUT));
-    assert_eq!(Smp::parse(&r.mad).unwrap().tid, 0x99);
+    let as_sent = SimRequest::parse(&envelope(&lost)).unwrap();
+    assert_eq!(slot, 0);
+    assert_eq!(
+        r,
+        SimRequest {
+            status: STATUS_TIMED_OUT,
+            ..as_sent
+        },
+        "back as the client sent it, its status ETIMEDOUT"
+    );
     assert_eq!(p.counts().timed_out, 1);
+}
+
+#[test]
+fn a_directed_response_whose_route_does_not_end_here_leaves_its_request_waiting() {
+    let mut p = port();
+    let t0 = Instant::now();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3]).unwrap();
+    smp.tid = 0x42;
+    let out = from_client(&mut p, 0, &envelope(&smp), t0);
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    let mut sent = smp_of_packet(&PacketView::parse(packet).unwrap()).unwrap();
+    sent.make_response(MadStatus::OK);
+    sent.direction = true;
+    // Still a hop from here: dropped as the agent drops it, uncounted.
+    sent.hop_ptr = 2;
+    let early = smp_packet(&sent, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    assert!(from_link(&mut p, &early).is_empty());
+    assert_eq!(p.counts().dropped, 0);
+    // Its request still waits: the answer at its last hop reaches it.
+    sent.hop_ptr = 1;
+    let back = smp_packet(&sent, PERMISSIVE_LID, PERMISSIVE_LID)
+        .build()
+        .unwrap();
+    let (slot, r) = client_out(&from_link(&mut p, &back));
+    assert_eq!((slot, Smp::parse(&r.mad).unwrap().tid), (0, 0x42));
+    assert!(tick(&mut p, t0 + TIMEOUT).is_empty(), "answered");
 }
 
 #[test]
@@ -294,13 +350,13 @@ fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_process_is_taken_as_buil
     for (at, xor) in [(5, 0x01), (0, 0x01)] {
         let mut bad = back.clone();
         bad[at] ^= xor;
-        let mut out = Vec::new();
+        let mut out = Sends::new();
         p.on_built_link(&bad, &PortTotals::default(), &mut out);
         assert!(out.is_empty(), "byte {at}: dropped");
     }
-    let mut out = Vec::new();
+    let mut out = Sends::new();
     p.on_built_link(&back, &PortTotals::default(), &mut out);
-    let (slot, r) = client_out(&out);
+    let (slot, r) = client_out(&outs(out));
     assert_eq!((slot, r.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
     // Its MAD as it came (the damaged byte too), with the client's TID.

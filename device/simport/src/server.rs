@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use ibtca_agents::pma::PortTotals;
 use ibtca_link::{Link, LinkConfig, LinkEndpoint, LinkEvent, LocalPort};
 
-use crate::port::{Out, PortSettings, SimPort};
+use crate::port::{PortSettings, Sends, SimPort};
 use crate::sockets::{Datagram, SimSockets};
-use crate::wire::SimRequest;
+use crate::wire::REQUEST_LEN;
 use std::os::unix::net::SocketAddr;
 
 /// What a port is.
@@ -118,7 +118,7 @@ impl Server {
                 Ok(ev) => self.handle(ev),
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let mut out = Vec::new();
+            let mut out = Sends::new();
             self.port.tick(Instant::now(), &mut out);
             self.flush(out);
         }
@@ -131,7 +131,7 @@ impl Server {
     }
 
     fn handle(&mut self, ev: Event) {
-        let mut out = Vec::new();
+        let mut out = Sends::new();
         match ev {
             Event::Link(LinkEvent::Up { peer }) => {
                 tracing::info!(
@@ -165,18 +165,14 @@ impl Server {
         self.flush(out);
     }
 
-    fn flush(&mut self, out: Vec<Out>) {
-        for o in out {
-            match o {
-                Out::Link(p) => {
-                    if let Err(e) = self.link.send(p) {
-                        tracing::debug!("packet not sent: {e}");
-                    }
-                }
-                Out::Client(slot, req) => {
-                    send_to_client(&mut self.port, &self.sockets, slot, &req);
-                }
+    fn flush(&mut self, out: Sends) {
+        for p in out.link {
+            if let Err(e) = self.link.send(p) {
+                tracing::debug!("packet not sent: {e}");
             }
+        }
+        for (slot, datagram) in &out.clients {
+            send_to_client(&mut self.port, &self.sockets, *slot, datagram);
         }
     }
 }
@@ -203,10 +199,16 @@ pub fn serve_control(port: &mut SimPort, sockets: &SimSockets, bytes: &[u8], fro
     }
 }
 
-/// Sends `req` to the client in `slot` without waiting: a client that
-/// does not read loses it, one that has gone is detached.
-pub fn send_to_client(port: &mut SimPort, sockets: &SimSockets, slot: usize, req: &SimRequest) {
-    match sockets.send(slot, &req.to_bytes()) {
+/// Sends `datagram`, a MAD in its envelope, to the client in `slot`
+/// without waiting: a client that does not read loses it, one that has
+/// gone is detached.
+pub fn send_to_client(
+    port: &mut SimPort,
+    sockets: &SimSockets,
+    slot: usize,
+    datagram: &[u8; REQUEST_LEN],
+) {
+    match sockets.send(slot, datagram) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");

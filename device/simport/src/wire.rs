@@ -196,6 +196,86 @@ impl ClientInfo {
     }
 }
 
+/// A MAD's envelope without the MAD: where it goes and came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope {
+    /// Destination LID (0xffff: permissive, a directed-route SMP).
+    pub dlid: u16,
+    /// Source LID (0 from a client: the port's own).
+    pub slid: u16,
+    /// Destination QP.
+    pub dqp: u32,
+    /// Source QP.
+    pub sqp: u32,
+    /// 0, or [`STATUS_TIMED_OUT`] on a request that got no answer.
+    pub status: u32,
+    /// The MAD's length as the client gave it (at most 256).
+    pub length: u64,
+}
+
+/// Where a datagram's `status` lies (network order).
+const STATUS_AT: std::ops::Range<usize> = 16..20;
+
+impl Envelope {
+    /// The envelope of `mad`, all 256 bytes of it, from `slid`/`sqp` to
+    /// `dlid`/`dqp`, status 0.
+    pub fn mad(dlid: u16, slid: u16, dqp: u32, sqp: u32) -> Self {
+        Envelope {
+            dlid,
+            slid,
+            dqp,
+            sqp,
+            status: 0,
+            length: MAD_LEN as u64,
+        }
+    }
+
+    /// Splits a datagram of exactly [`REQUEST_LEN`] bytes into its
+    /// envelope and its MAD, which stays where it lies.
+    pub fn split(b: &[u8]) -> Option<(Self, &[u8; MAD_LEN])> {
+        let b: &[u8; REQUEST_LEN] = b.try_into().ok()?;
+        let (head, mad) = b.split_first_chunk::<32>()?;
+        let mad: &[u8; MAD_LEN] = mad.try_into().ok()?;
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&head[24..32]);
+        let envelope = Envelope {
+            // ntohs() of the low 16 bits of a host-order u32.
+            dlid: u16::from_be(ne32(head, 0) as u16),
+            slid: u16::from_be(ne32(head, 4) as u16),
+            dqp: be32(head, 8),
+            sqp: be32(head, 12),
+            status: be32(head, 16),
+            length: u64::from_be_bytes(len),
+        };
+        Some((envelope, mad))
+    }
+
+    /// Writes the envelope of `mad`, and `mad`, into `b`.
+    pub fn write(&self, mad: &[u8; MAD_LEN], b: &mut [u8; REQUEST_LEN]) {
+        b[0..4].copy_from_slice(&u32::from(self.dlid.to_be()).to_ne_bytes());
+        b[4..8].copy_from_slice(&u32::from(self.slid.to_be()).to_ne_bytes());
+        b[8..12].copy_from_slice(&self.dqp.to_be_bytes());
+        b[12..16].copy_from_slice(&self.sqp.to_be_bytes());
+        b[STATUS_AT].copy_from_slice(&self.status.to_be_bytes());
+        b[20..24].fill(0);
+        b[24..32].copy_from_slice(&self.length.to_be_bytes());
+        b[32..].copy_from_slice(mad);
+    }
+}
+
+/// `request`, a datagram as a client sent it, with its status set to
+/// [`STATUS_TIMED_OUT`]: how it goes back unanswered.
+pub fn set_timed_out(request: &mut [u8; REQUEST_LEN]) {
+    request[STATUS_AT].copy_from_slice(&STATUS_TIMED_OUT.to_be_bytes());
+}
+
+/// The MAD of `datagram`, a MAD's envelope.
+pub fn mad_of(datagram: &mut [u8; REQUEST_LEN]) -> &mut [u8; MAD_LEN] {
+    let (_, mad) = datagram.split_at_mut(REQUEST_LEN - MAD_LEN);
+    mad.try_into()
+        .unwrap_or_else(|_| unreachable!("REQUEST_LEN is 32 + MAD_LEN"))
+}
+
 /// A MAD and its envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimRequest {
@@ -232,35 +312,34 @@ impl SimRequest {
 
     /// Decodes a datagram of exactly [`REQUEST_LEN`] bytes.
     pub fn parse(b: &[u8]) -> Option<Self> {
-        if b.len() != REQUEST_LEN {
-            return None;
-        }
-        let mut len = [0u8; 8];
-        len.copy_from_slice(&b[24..32]);
-        let mut mad = [0u8; MAD_LEN];
-        mad.copy_from_slice(&b[32..]);
+        let (e, mad) = Envelope::split(b)?;
         Some(SimRequest {
-            // ntohs() of the low 16 bits of a host-order u32.
-            dlid: u16::from_be(ne32(b, 0) as u16),
-            slid: u16::from_be(ne32(b, 4) as u16),
-            dqp: be32(b, 8),
-            sqp: be32(b, 12),
-            status: be32(b, 16),
-            length: u64::from_be_bytes(len),
-            mad,
+            dlid: e.dlid,
+            slid: e.slid,
+            dqp: e.dqp,
+            sqp: e.sqp,
+            status: e.status,
+            length: e.length,
+            mad: *mad,
         })
+    }
+
+    /// Its envelope.
+    pub fn envelope(&self) -> Envelope {
+        Envelope {
+            dlid: self.dlid,
+            slid: self.slid,
+            dqp: self.dqp,
+            sqp: self.sqp,
+            status: self.status,
+            length: self.length,
+        }
     }
 
     /// Encodes it.
     pub fn to_bytes(&self) -> [u8; REQUEST_LEN] {
         let mut b = [0u8; REQUEST_LEN];
-        b[0..4].copy_from_slice(&u32::from(self.dlid.to_be()).to_ne_bytes());
-        b[4..8].copy_from_slice(&u32::from(self.slid.to_be()).to_ne_bytes());
-        b[8..12].copy_from_slice(&self.dqp.to_be_bytes());
-        b[12..16].copy_from_slice(&self.sqp.to_be_bytes());
-        b[16..20].copy_from_slice(&self.status.to_be_bytes());
-        b[24..32].copy_from_slice(&self.length.to_be_bytes());
-        b[32..].copy_from_slice(&self.mad);
+        self.envelope().write(&self.mad, &mut b);
         b
     }
 }

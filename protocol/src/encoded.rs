@@ -182,28 +182,10 @@ pub fn smp_packet(smp: &Smp, slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
     mad_packet(&smp.to_bytes(), slid, dlid, stamp)
 }
 
-/// [`smp_packet`] written into `buf`, whose bytes it replaces and whose
-/// allocation it keeps when it holds a packet already (an answer built
-/// where its request lay, with no allocation).
-pub fn smp_packet_in(smp: &Smp, slid: u16, dlid: u16, stamp: bool, buf: Vec<u8>) -> Vec<u8> {
-    mad_packet_in(&smp.to_bytes(), slid, dlid, stamp, buf)
-}
-
 /// [`smp_packet`] of an SMP's MAD as it lies in `mad` (its bytes, not
 /// re-encoded: the same packet for the bytes an [`Smp`] encodes to).
 pub fn mad_packet(mad: &[u8; MAD_LEN], slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
-    mad_packet_in(mad, slid, dlid, stamp, Vec::new())
-}
-
-fn mad_packet_in(
-    mad: &[u8; MAD_LEN],
-    slid: u16,
-    dlid: u16,
-    stamp: bool,
-    mut packet: Vec<u8>,
-) -> Vec<u8> {
-    packet.clear();
-    packet.reserve_exact(SMP_PACKET_LEN);
+    let mut packet = Vec::with_capacity(SMP_PACKET_LEN);
     packet.extend_from_slice(&SMP_HEADERS);
     packet.extend_from_slice(mad);
     packet.extend_from_slice(&[0; ICRC_LEN + VCRC_LEN]);
@@ -212,6 +194,28 @@ fn mad_packet_in(
         restamp_crcs(&mut packet);
     }
     packet
+}
+
+/// Makes `packet`, an SMP's packet without a GRH or pad whose MAD a
+/// node answered where it lies, the packet [`mad_packet`] builds of that
+/// MAD from `slid` to `dlid` (its headers rewritten as [`smp_packet`]
+/// writes them, its CRCs stamped with `stamp`, else zero): an answer sent
+/// in its request's buffer. False, nothing changed, for any other packet
+/// ([`smp_mad_at`] does not take it, or it has a pad).
+pub fn readdress_smp(packet: &mut [u8], slid: u16, dlid: u16, stamp: bool) -> bool {
+    if packet.len() != SMP_PACKET_LEN || smp_mad_at(packet).is_none() {
+        return false;
+    }
+    let (headers, rest) = packet.split_at_mut(SMP_HEADERS_LEN);
+    headers.copy_from_slice(&SMP_HEADERS);
+    if let Some(crcs) = rest.get_mut(MAD_LEN..) {
+        crcs.fill(0);
+    }
+    set_lids(packet, dlid, slid);
+    if stamp {
+        restamp_crcs(packet);
+    }
+    true
 }
 
 /// Where the MAD starts in `packet` if its headers say it is an SMP's
@@ -381,26 +385,6 @@ mod tests {
     }
 
     #[test]
-    fn an_smps_packet_written_into_a_buffer_is_the_same_and_keeps_the_buffers_memory() {
-        use crate::mad::PERMISSIVE_LID;
-        for smp in crate::mad::packet::tests::sample_smps() {
-            for stamp in [true, false] {
-                let fresh = smp_packet(&smp, 7, PERMISSIVE_LID, stamp);
-                // A packet's buffer of other bytes, longer and shorter.
-                for junk in [vec![0xa5; SMP_PACKET_LEN + 40], vec![0x5a; 3], Vec::new()] {
-                    let held = junk.capacity() >= SMP_PACKET_LEN;
-                    let at = junk.as_ptr();
-                    let into = smp_packet_in(&smp, 7, PERMISSIVE_LID, stamp, junk);
-                    assert_eq!(into, fresh);
-                    if held {
-                        assert_eq!(into.as_ptr(), at, "the buffer's memory kept");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
     fn an_smps_packet_is_what_a_build_gives_stamped_and_zero_crcs_unstamped() {
         use crate::mad::{smp_packet_bytes, PERMISSIVE_LID};
         for smp in crate::mad::packet::tests::sample_smps() {
@@ -519,6 +503,30 @@ mod tests {
                 proptest::prop_assert_eq!(slid(&p), Some(view.lrh.slid));
                 let src_qp = view.ext.deth.map(|d| d.src_qp);
                 proptest::prop_assert_eq!(smp_src_qp(&p), src_qp);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// An SMP's packet readdressed in place is the packet built anew
+        /// of its MAD, whatever its headers held; any other is untouched.
+        #[test]
+        fn an_smp_readdressed_in_place_is_its_mad_built_anew(
+            edits in proptest::collection::vec((0usize..64, 1u8..=255), 0..3),
+            extra in 0usize..3,
+            (slid, dlid) in (proptest::prelude::any::<u16>(), proptest::prelude::any::<u16>()),
+            stamp in proptest::prelude::any::<bool>(),
+        ) {
+            let p = edited_smp(&edits, extra * 4);
+            let mut readdressed = p.clone();
+            let done = readdress_smp(&mut readdressed, slid, dlid, stamp);
+            let whole_smp = smp_mad_at(&p) == Some(SMP_HEADERS_LEN) && p.len() == SMP_PACKET_LEN;
+            proptest::prop_assert_eq!(done, whole_smp);
+            if done {
+                let mad: &[u8; MAD_LEN] = p[SMP_HEADERS_LEN..][..MAD_LEN].try_into().unwrap();
+                proptest::prop_assert_eq!(readdressed, mad_packet(mad, slid, dlid, stamp));
+            } else {
+                proptest::prop_assert_eq!(readdressed, p);
             }
         }
     }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ibtca_protocol::encoded;
 use ibtca_protocol::mad::directed::{self, DrBytes, DrStep};
-use ibtca_protocol::mad::{class, method, Smp, SmpRoute, MAD_LEN, PERMISSIVE_LID, QP0};
+use ibtca_protocol::mad::{class, method, Smp, MAD_LEN, PERMISSIVE_LID, QP0};
 use ibtca_protocol::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use ibtca_protocol::{Opcode, PacketView};
 
@@ -91,46 +91,49 @@ impl Core {
             pass_on(&mut packet, stamp);
             return Some((out, packet));
         }
-        let Ok(smp) = Smp::parse(mad) else {
+        if !matches!(mad[1], class::SUBN_LID_ROUTED | class::SUBN_DIRECTED_ROUTE) {
             return None;
-        };
+        }
         match step {
-            Some(DrStep::ForwardByLid(dlid)) => return self.smp_by_lid(&smp, dlid),
+            Some(DrStep::ForwardByLid(dlid)) => {
+                let smp = Smp::parse(mad).ok()?;
+                return self.smp_by_lid(&smp, dlid);
+            }
             Some(why @ (DrStep::BackToSource | DrStep::Discard(_))) => {
                 tracing::debug!(switch = %self.name, port = in_port, ?why, "directed SMP dropped");
                 return None;
             }
             Some(DrStep::Deliver | DrStep::Forward(_)) | None => {}
         }
-        if smp.method == method::TRAP_REPRESS {
+        if mad[3] == method::TRAP_REPRESS {
             // The SM's answer to a trap (`trap.rs`); nothing goes back. Only
             // the holder of the M_Key may silence a trap.
+            let smp = Smp::parse(mad).ok()?;
             if self.sma().passes_m_key(&smp) {
                 self.trap_repress(&smp);
             }
             return None;
         }
         // A PortInfo Set re-gates the port it names (`sma.rs`); nothing
-        // else an SMP does changes a port's gate.
+        // else an SMP does changes a port's gate. The answer is written
+        // over the request where it lies, and goes back in its buffer.
         let mut sma = self.sma();
         let mut agent = sma.agent((&self.lft, &self.mft), &self.slots, self.wires.as_ref());
-        let answered = answer(&mut agent, smp, in_port);
-        let mut reply = match answered {
-            Answer::Reply(r) => r,
-            Answer::ForSm(_) | Answer::Nothing => return None,
-        };
+        if answer(&mut agent, mad, in_port) != Answer::Reply {
+            return None;
+        }
         drop(sma);
-        match reply.route {
-            SmpRoute::Directed => match directed::respond(&mut reply, ports) {
-                // The answer goes back in the request's buffer.
-                DrStep::Forward(out) => Some((
-                    out,
-                    self.smp_packet(&reply, PERMISSIVE_LID, PERMISSIVE_LID, out, packet),
-                )),
-                DrStep::BackToSource => self.smp_by_lid(&reply, slid),
-                _ => None,
-            },
-            SmpRoute::Lid => self.smp_by_lid(&reply, slid),
+        if mad[1] == class::SUBN_LID_ROUTED {
+            return self.answer_by_lid(packet, mad_at, slid);
+        }
+        match directed::respond(&mut DrBytes(mad), ports) {
+            DrStep::Forward(out) => {
+                let stamp = !self.wires.in_process(out);
+                let answer = answer_packet(packet, mad_at, PERMISSIVE_LID, PERMISSIVE_LID, stamp)?;
+                Some((out, answer))
+            }
+            DrStep::BackToSource => self.answer_by_lid(packet, mad_at, slid),
+            _ => None,
         }
     }
 
@@ -185,22 +188,50 @@ impl Core {
     /// `smp` LID-routed from the switch's LID to `dlid` through the
     /// forwarding table (none while the switch has no LID or no route).
     pub(super) fn smp_by_lid(&self, smp: &Smp, dlid: u16) -> Option<(u8, Vec<u8>)> {
+        let (own, out) = self.lid_route(dlid)?;
+        let stamp = !self.wires.in_process(out);
+        Some((out, encoded::smp_packet(smp, own, dlid, stamp)))
+    }
+
+    /// The agent's answer, written over its request at `mad_at` in
+    /// `packet`, LID-routed from the switch's LID to `dlid` in that
+    /// buffer ([`answer_packet`]).
+    fn answer_by_lid(&self, packet: Vec<u8>, mad_at: usize, dlid: u16) -> Option<(u8, Vec<u8>)> {
+        let (own, out) = self.lid_route(dlid)?;
+        let stamp = !self.wires.in_process(out);
+        Some((out, answer_packet(packet, mad_at, own, dlid, stamp)?))
+    }
+
+    /// The switch's LID and the port the forwarding table sends `dlid`
+    /// out of (none while the switch has no LID or no route). A packet
+    /// leaving by a port to a node in this process keeps its CRCs zero
+    /// ([`Wires::in_process`](crate::Wires::in_process); the hive stamps
+    /// such a packet if a hop further on sends it onto a wire).
+    fn lid_route(&self, dlid: u16) -> Option<(u16, u8)> {
         let own = self.sma().lid();
         if own == 0 {
             return None;
         }
-        let out = self.lft.lookup(dlid)?;
-        Some((out, self.smp_packet(smp, own, dlid, out, Vec::new())))
+        Some((own, self.lft.lookup(dlid)?))
     }
+}
 
-    /// `smp`'s packet from `slid` to `dlid` to send from port `out`: its
-    /// CRCs stamped for a wire, left zero for a node in this process
-    /// ([`Wires::in_process`](crate::Wires::in_process); the hive stamps
-    /// such a packet if a hop further on sends it onto a wire), written
-    /// into `buf` ([`encoded::smp_packet_in`]: its allocation kept).
-    fn smp_packet(&self, smp: &Smp, slid: u16, dlid: u16, out: u8, buf: Vec<u8>) -> Vec<u8> {
-        encoded::smp_packet_in(smp, slid, dlid, !self.wires.in_process(out), buf)
+/// `packet`, whose MAD at `mad_at` the agent answered in place, made the
+/// answer's packet from `slid` to `dlid` (CRCs stamped with `stamp`):
+/// in the same buffer ([`encoded::readdress_smp`]), or built anew of the
+/// MAD for a request that came with a pad.
+fn answer_packet(
+    mut packet: Vec<u8>,
+    mad_at: usize,
+    slid: u16,
+    dlid: u16,
+    stamp: bool,
+) -> Option<Vec<u8>> {
+    if encoded::readdress_smp(&mut packet, slid, dlid, stamp) {
+        return Some(packet);
     }
+    let mad: &[u8; MAD_LEN] = packet.get(mad_at..)?.first_chunk()?;
+    Some(encoded::mad_packet(mad, slid, dlid, stamp))
 }
 
 /// Where the MAD starts in an SMP's `packet` that

@@ -211,6 +211,39 @@ fn a_directed_get_the_switch_answers_goes_back_in_its_buffer_without_allocating(
 }
 
 #[test]
+fn an_answer_in_its_requests_buffer_carries_none_of_the_requests_other_bytes() {
+    // The same NodeInfo Get, clean and with junk where an answer is
+    // written anew: the LRH's SL, the BTH's PSN, the DETH's Q_Key, the
+    // MAD's reserved bytes after DrDLID and its data.
+    let mut get = Smp::directed(method::GET, id::NODE_INFO, 0, &[1]).unwrap();
+    (get.tid, get.hop_ptr) = (0x78, 1);
+    let clean = wire_bytes(&get);
+    let mut junk = clean.clone();
+    let mad_at = encoded::smp_mad_at(&junk).unwrap();
+    junk[1] |= 0x30;
+    junk[8 + 9..8 + 12].copy_from_slice(&[0x12, 0x34, 0x56]);
+    junk[8 + 12..8 + 16].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    junk[mad_at + 36..mad_at + 128].fill(0xa5);
+    encoded::restamp_crcs(&mut junk);
+    assert!(PacketView::parse(&junk).is_ok(), "a well-formed SMP still");
+    for entry in [Entry::Wire, Entry::Built] {
+        let answers: Vec<Vec<u8>> = [&clean, &junk]
+            .into_iter()
+            .map(|request| {
+                let (sw, wires) = switch();
+                send(&sw, entry, 3, request.clone());
+                let mut sent = wires.take();
+                assert_eq!(sent.len(), 1, "{entry:?}: one answer");
+                sent.pop().unwrap().1
+            })
+            .collect();
+        assert_eq!(answers[0], answers[1], "{entry:?}: the same answer");
+        let answer = Smp::parse(PacketView::parse(&answers[1]).unwrap().payload).unwrap();
+        assert_eq!((answer.tid, answer.method), (0x78, method::GET_RESP));
+    }
+}
+
+#[test]
 fn a_port_info_set_that_moves_only_vl_high_limit_allocates_nothing() {
     use ibtca_protocol::mad::attr::PortInfo;
     let (sw, wires) = switch();

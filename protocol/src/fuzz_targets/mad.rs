@@ -1,6 +1,6 @@
 //! The `mad` target: bytes as a MAD, an SMP, every SMP attribute, a PM
-//! MAD and its attributes, directed-route steps at a node, and a
-//! TrapRepress's TID.
+//! MAD and its attributes, directed-route steps at a node, a response
+//! written over its request, and a TrapRepress's TID.
 
 use crate::mad::attr::{
     GuidInfo, LftBlock, MftBlock, NodeDescription, NodeInfo, Notice, PKeyTable, PortInfo,
@@ -43,10 +43,27 @@ pub fn mad(data: &[u8]) {
     let again = NodeDescription::decode(&desc.encode());
     assert!(desc.0.starts_with(&again.0), "{desc:?} then {again:?}");
 
+    // A response written over the request's bytes: the decoded request's
+    // response encoded (status and data from the knobs and the MAD).
+    let status = crate::mad::MadStatus(u16::from_be_bytes([
+        knobs.first().copied().unwrap_or(0),
+        knobs.get(1).copied().unwrap_or(0),
+    ]));
+    let data = (knobs.get(2).is_some_and(|k| k & 2 == 2)).then_some(&block);
+    let mut answered = mad;
+    let responded = crate::mad::respond_in_place(&mut answered, status, data);
     let Ok(smp) = Smp::parse(&mad) else {
+        assert!(!responded && answered == mad, "no SMP: untouched");
         return;
     };
     assert_eq!(Smp::parse(&smp.to_bytes()).as_ref(), Ok(&smp));
+    let mut response = smp.clone();
+    response.make_response(status);
+    if let Some(d) = data {
+        response.data = *d;
+    }
+    assert!(responded);
+    assert_eq!(answered, response.to_bytes(), "a response in place");
     // A TrapRepress names the TID it came with, and only a TrapRepress of
     // a Notice names one.
     match Notice::repressed_tid(&smp) {
@@ -101,6 +118,11 @@ pub fn mad(data: &[u8]) {
         let before = s.clone();
         let back = directed::respond(&mut s, ports);
         check_step(&before, &s, back, ports);
+        // The same first step back taken in the response's bytes.
+        let mut back_bytes = before.to_bytes();
+        let in_place = directed::respond(&mut directed::DrBytes(&mut back_bytes), ports);
+        assert_eq!(in_place, back);
+        assert_eq!(back_bytes, s.to_bytes(), "a step back in place");
     }
 }
 

@@ -1,11 +1,13 @@
 //! `ib_packet`: arbitrary bytes through [`PacketView::parse`] and every
-//! header parser.
+//! header parser, and an SMP's packet readdressed in place.
 
 use super::Input;
 use crate::crc::{icrc, vcrc};
 use crate::headers::{
     Aeth, AtomicAckEth, AtomicEth, Bth, Deth, ExtHeaders, Grh, Ieth, ImmDt, Lnh, Lrh, Reth,
 };
+use crate::encoded;
+use crate::mad::MAD_LEN;
 use crate::opcode::OPCODES;
 use crate::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};
 use crate::PacketView;
@@ -44,6 +46,21 @@ pub fn ib_packet(data: &[u8]) {
     if let Some(view) = check_packet(&buf) {
         check_variant_fields(&view, variant);
     }
+    check_readdressed(&buf, variant);
+}
+
+/// An SMP's packet readdressed where it lies is its MAD's packet built
+/// anew ([`encoded::mad_packet`]); any other bytes are left as they are.
+fn check_readdressed(buf: &[u8], variant: u8) {
+    let (slid, dlid, stamp) = (u16::from(variant), !u16::from(variant), variant & 1 == 1);
+    let mut readdressed = buf.to_vec();
+    if !encoded::readdress_smp(&mut readdressed, slid, dlid, stamp) {
+        assert_eq!(readdressed, buf, "not an SMP's packet: untouched");
+        return;
+    }
+    let at = encoded::smp_mad_at(buf).expect("an SMP's packet");
+    let mad: &[u8; MAD_LEN] = buf[at..].first_chunk().expect("its whole MAD");
+    assert_eq!(readdressed, encoded::mad_packet(mad, slid, dlid, stamp));
 }
 
 /// Gives `buf` a plausible LRH (and GRH when `mode` picks LNH 3).

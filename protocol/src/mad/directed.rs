@@ -385,20 +385,21 @@ pub fn on_receive<T: DrFields + ?Sized>(
 /// bit set, [`Smp::make_response`]): the first step back (C14-13:1), out of
 /// the port the request came in by, or LID-routed to where it came from if
 /// it reached the responder LID-routed.
-pub fn respond(smp: &mut Smp, ports: u8) -> DrStep {
+pub fn respond<T: DrFields + ?Sized>(smp: &mut T, ports: u8) -> DrStep {
     if let Err(why) = check(smp) {
         return DrStep::Discard(why);
     }
-    if !smp.direction || smp.hop_cnt == 0 || smp.hop_ptr != smp.hop_cnt + 1 {
+    let (ptr, cnt) = (smp.hop_ptr(), smp.hop_cnt());
+    if !smp.direction() || cnt == 0 || u16::from(ptr) != u16::from(cnt) + 1 {
         return DrStep::Discard(DrDiscard::BadHopPointer);
     }
-    if smp.dr_dlid != PERMISSIVE_LID {
+    if smp.dr_dlid() != PERMISSIVE_LID {
         // It came LID-routed: back the same way, to the switch that sent
         // it (C14-13:1 happens there).
         return DrStep::BackToSource;
     }
-    smp.hop_ptr = smp.hop_cnt;
-    let port = smp.return_path.get(usize::from(smp.hop_cnt)).copied();
+    smp.set_hop_ptr(cnt);
+    let port = smp.return_port(usize::from(cnt));
     out_port(port.unwrap_or(0), ports)
 }
 
@@ -459,6 +460,14 @@ mod tests {
             prop_assert_eq!(planned, mad);
             edit.apply(&mut DrBytes(&mut planned));
             prop_assert_eq!(planned, expected);
+            // A responder's first step back, on the bytes or on the SMP.
+            let mut answered = smp_before.clone();
+            let answered_step = respond(&mut answered, ports);
+            let mut answered_bytes = mad;
+            prop_assert_eq!(respond(&mut DrBytes(&mut answered_bytes), ports), answered_step);
+            let mut expected_answered = mad;
+            answered.write_route(&mut expected_answered);
+            prop_assert_eq!(answered_bytes, expected_answered);
         }
     }
 }

@@ -24,7 +24,7 @@ mod smp;
 
 pub use header::{class, method, MadHeader, MadStatus, BASE_VERSION, MAD_HEADER_LEN, MAD_LEN};
 pub use packet::{smp_of_packet, smp_packet, smp_packet_bytes, QP0};
-pub use smp::{Smp, SmpRoute, MAX_HOPS, PERMISSIVE_LID, SMP_DATA_LEN};
+pub use smp::{respond_in_place, Smp, SmpRoute, MAX_HOPS, PERMISSIVE_LID, SMP_DATA_LEN};
 
 /// Why bytes are not a MAD of the kind asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

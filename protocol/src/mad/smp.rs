@@ -219,10 +219,77 @@ impl Smp {
     }
 }
 
+/// Turns the SMP request whose MAD is `mad` into its response where it
+/// lies: the bytes that [`Smp::parse`], [`Smp::make_response`]`(status)`,
+/// its data replaced by `data` when given, and [`Smp::to_bytes`] give
+/// (reserved bytes zero), without decoding it. False, `mad` untouched,
+/// if its class is neither SMP class.
+pub fn respond_in_place(
+    mad: &mut [u8; MAD_LEN],
+    status: MadStatus,
+    data: Option<&[u8; SMP_DATA_LEN]>,
+) -> bool {
+    let directed = match mad[1] {
+        class::SUBN_DIRECTED_ROUTE => true,
+        class::SUBN_LID_ROUTED => false,
+        _ => return false,
+    };
+    mad[3] = super::header::method::GET_RESP;
+    if directed {
+        put16(mad, 4, (status.0 & !DIRECTION) | DIRECTION);
+        put(mad, 36, &[0; 28]);
+    } else {
+        put16(mad, 4, status.0);
+        put16(mad, 6, 0);
+        put(mad, 32, &[0; 32]);
+        put(mad, 128, &[0; 128]);
+    }
+    put16(mad, 18, 0);
+    if let Some(data) = data {
+        put(mad, 64, data);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::directed::{self, DrStep};
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        /// A response written over its request's bytes is the response
+        /// made of the decoded request and encoded, whatever the request
+        /// held (its reserved bytes too).
+        #[test]
+        fn a_response_in_place_is_the_decoded_requests_response_encoded(
+            seed in proptest::collection::vec(proptest::prelude::any::<u8>(), MAD_LEN),
+            class in 0u8..4,
+            status in proptest::prelude::any::<u16>(),
+            data in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), SMP_DATA_LEN)),
+        ) {
+            let mut mad: [u8; MAD_LEN] = seed.try_into().unwrap();
+            mad[1] = [class::SUBN_LID_ROUTED, class::SUBN_DIRECTED_ROUTE, 0x03, mad[1]][usize::from(class)];
+            let data: Option<[u8; SMP_DATA_LEN]> = data.map(|d| d.try_into().unwrap());
+            let status = MadStatus(status);
+            let mut in_place = mad;
+            let answered = respond_in_place(&mut in_place, status, data.as_ref());
+            match Smp::parse(&mad) {
+                Ok(mut smp) => {
+                    smp.make_response(status);
+                    if let Some(d) = data {
+                        smp.data = d;
+                    }
+                    proptest::prop_assert!(answered);
+                    proptest::prop_assert_eq!(in_place, smp.to_bytes());
+                }
+                Err(_) => {
+                    proptest::prop_assert!(!answered);
+                    proptest::prop_assert_eq!(in_place, mad);
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_step_written_into_its_encoding_equals_the_stepped_smp_encoded() {

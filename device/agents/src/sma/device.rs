@@ -18,9 +18,9 @@ use ibtca_protocol::mad::attr::{
     id, producer, Block, GuidInfo, KeyViolation, NodeDescription, NodeInfo, NodeType, Notice,
     PortInfo, PortState, VlArbBlock,
 };
-use ibtca_protocol::mad::directed::{self, DrStep};
-use ibtca_protocol::mad::{method, smp_of_packet, MadStatus, SmpRoute, PERMISSIVE_LID};
-use ibtca_protocol::{encoded, PacketView};
+use ibtca_protocol::mad::directed::{self, DrBytes, DrStep};
+use ibtca_protocol::mad::{class, method, MadHeader, MadStatus, Smp, MAD_LEN, PERMISSIVE_LID, QP0};
+use ibtca_protocol::{encoded, Opcode, PacketView};
 
 use super::{
     answer, pkey_block, set_pkey_block, unsupported, Access, Answer, Attributes, MKey, MKeyCheck,
@@ -288,16 +288,30 @@ impl DeviceSma {
         }
     }
 
+    /// The answer to the SMP in `view`, built in a packet of its own from
+    /// the request's MAD and answered there ([`answer`]: not decoded).
     fn serve(&mut self, view: &PacketView<'_>) -> Option<Vec<u8>> {
-        let mut smp = smp_of_packet(view).ok()?;
-        if smp.route == SmpRoute::Directed
-            && directed::on_receive(&mut smp, false, 1, 1) != DrStep::Deliver
-        {
+        if view.opcode() != Opcode::UdSendOnly || view.bth.dest_qp != QP0 {
             return None;
         }
-        if smp.method == method::TRAP_REPRESS {
+        let request: &[u8; MAD_LEN] = view.payload.try_into().ok()?;
+        if !matches!(
+            request[1],
+            class::SUBN_LID_ROUTED | class::SUBN_DIRECTED_ROUTE
+        ) {
+            return None;
+        }
+        let mut packet = encoded::mad_packet(request, 0, 0, false);
+        let at = encoded::smp_mad_at(&packet)?;
+        let mad = packet.get_mut(at..)?.first_chunk_mut::<MAD_LEN>()?;
+        let directed = mad[1] == class::SUBN_DIRECTED_ROUTE;
+        if directed && directed::on_receive(&mut DrBytes(mad), false, 1, 1) != DrStep::Deliver {
+            return None;
+        }
+        if mad[3] == method::TRAP_REPRESS {
             // Only the holder of the M_Key may silence a trap (checked as a
             // Set is, IBA §14.2.4).
+            let smp = Smp::parse(mad).ok()?;
             if self.m_key.check(smp.method, smp.m_key) != MKeyCheck::Pass {
                 self.port.count_m_key_violation();
                 return None;
@@ -306,30 +320,36 @@ impl DeviceSma {
             tracing::info!(tid = ?tid, counts = ?self.traps.counts(), "TrapRepress from the SM");
             return None;
         }
-        let mut reply = match answer(self, smp, 1) {
-            Answer::Reply(r) => r,
-            Answer::ForSm(smp) => {
+        match answer(self, mad, 1) {
+            Answer::Reply => {}
+            Answer::ForSm => {
                 // The SM's, once QP0 reaches the guest.
                 self.stats.for_sm += 1;
+                let h = MadHeader::read(mad);
                 tracing::debug!(
-                    attr = format_args!("{:#06x}", smp.attr_id),
-                    method = format_args!("{:#04x}", smp.method),
+                    attr = format_args!("{:#06x}", h.attr_id),
+                    method = format_args!("{:#04x}", h.method),
                     "SMP for the subnet manager: no SM on this port yet, dropped"
                 );
                 return None;
             }
             Answer::Nothing => return None,
-        };
-        let (slid, dlid) = match reply.route {
-            SmpRoute::Lid => (self.port.lid(), view.lrh.slid),
-            SmpRoute::Directed => match directed::respond(&mut reply, 1) {
+        }
+        let (slid, dlid) = if directed {
+            match directed::respond(&mut DrBytes(mad), 1) {
                 DrStep::Forward(1) => (PERMISSIVE_LID, PERMISSIVE_LID),
                 // It came by a LID-routed last part: back to its switch.
                 DrStep::BackToSource => (self.port.lid(), view.lrh.slid),
                 _ => return None,
-            },
+            }
+        } else {
+            (self.port.lid(), view.lrh.slid)
         };
-        Some(encoded::smp_packet(&reply, slid, dlid, self.stamp))
+        encoded::set_lids(&mut packet, dlid, slid);
+        if self.stamp {
+            encoded::restamp_crcs(&mut packet);
+        }
+        Some(packet)
     }
 
     fn node_info(&self) -> NodeInfo {

@@ -4,8 +4,9 @@
 //! switch's (port 0) is `switch/sma.rs`, on the same pieces:
 //!
 //! - [`answer`] (here): versions, methods, the M_Key check, the attribute
-//!   Get or Set, the response status; what belongs to the SM (SMInfo,
-//!   responses, traps) is handed back untouched.
+//!   Get or Set, the response status, written over the request where its
+//!   MAD lies; what belongs to the SM (SMInfo, responses, traps) is left
+//!   untouched.
 //! - `mkey.rs`: the M_Key and its protection levels.
 //! - `port.rs`: a port's PortInfo and its state machine.
 //! - `device.rs`: a channel adapter's attributes and its SMPs on the wire.
@@ -31,7 +32,9 @@ pub use vl_arb::{VlArbTables, VL_ARB_BLOCKS, VL_ARB_ENTRIES};
 
 use ibtca_protocol::headers::Bth;
 use ibtca_protocol::mad::attr::{id, Block};
-use ibtca_protocol::mad::{method, MadStatus, Smp, BASE_VERSION};
+use ibtca_protocol::mad::{
+    class, method, respond_in_place, MadHeader, MadStatus, BASE_VERSION, MAD_LEN, SMP_DATA_LEN,
+};
 
 /// P_Key table entries per port (two blocks).
 pub const PKEY_CAP: usize = 64;
@@ -68,41 +71,47 @@ pub trait Attributes {
     fn m_key_violation(&mut self, in_port: u8);
 }
 
-/// What the agent does with an SMP addressed to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the agent did with an SMP addressed to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
-    /// Send this response back.
-    Reply(Smp),
+    /// The response lies where the request lay: send it back.
+    Reply,
     /// It is for the subnet manager (SMInfo, a response, a trap): not the
-    /// agent's.
-    ForSm(Smp),
-    /// Nothing goes back: a failed M_Key check, or a TrapRepress (the
+    /// agent's; its MAD is untouched.
+    ForSm,
+    /// Nothing goes back: a failed M_Key check, a TrapRepress (the
     /// device's and the switch's agents take theirs before they get here,
-    /// `trap.rs`).
+    /// `trap.rs`), or no SMP.
     Nothing,
 }
 
 /// Serves one SMP that reached its end (a LID-routed SMP for this node, or
-/// a directed one delivered here).
-pub fn answer(agent: &mut impl Attributes, mut smp: Smp, in_port: u8) -> Answer {
-    if smp.method & method::RESPONSE != 0
-        || matches!(smp.method, method::TRAP | method::REPORT)
-        || smp.attr_id == id::SM_INFO
-    {
-        return Answer::ForSm(smp);
-    }
-    if smp.method == method::TRAP_REPRESS {
+/// a directed one delivered here), read where its MAD lies in `mad` and
+/// answered there: the response is written over the request
+/// ([`respond_in_place`]: the bytes the decoded request's response
+/// encodes to), not decoded and encoded again.
+pub fn answer(agent: &mut impl Attributes, mad: &mut [u8; MAD_LEN], in_port: u8) -> Answer {
+    if !matches!(mad[1], class::SUBN_LID_ROUTED | class::SUBN_DIRECTED_ROUTE) {
         return Answer::Nothing;
     }
-    if smp.base_version != BASE_VERSION || smp.class_version != 1 {
-        smp.make_response(MadStatus::BAD_VERSION);
-        return Answer::Reply(smp);
+    let h = MadHeader::read(mad);
+    if h.is_response()
+        || matches!(h.method, method::TRAP | method::REPORT)
+        || h.attr_id == id::SM_INFO
+    {
+        return Answer::ForSm;
     }
-    if !matches!(smp.method, method::GET | method::SET) {
-        smp.make_response(MadStatus::UNSUPPORTED_METHOD);
-        return Answer::Reply(smp);
+    if h.method == method::TRAP_REPRESS {
+        return Answer::Nothing;
     }
-    let show_key = match agent.m_key().check(smp.method, smp.m_key) {
+    if h.base_version != BASE_VERSION || h.class_version != 1 {
+        return reply(mad, MadStatus::BAD_VERSION, None);
+    }
+    if !matches!(h.method, method::GET | method::SET) {
+        return reply(mad, MadStatus::UNSUPPORTED_METHOD, None);
+    }
+    let m_key = u64::from_be_bytes(*mad[24..].first_chunk().unwrap_or(&[0; 8]));
+    let show_key = match agent.m_key().check(h.method, m_key) {
         MKeyCheck::Pass => true,
         MKeyCheck::PassGet { show_key } => show_key,
         MKeyCheck::Fail => {
@@ -111,20 +120,22 @@ pub fn answer(agent: &mut impl Attributes, mut smp: Smp, in_port: u8) -> Answer 
         }
     };
     let access = Access { in_port, show_key };
-    let result = if smp.method == method::GET {
-        agent.get(smp.attr_id, smp.attr_mod, access)
+    let result = if h.method == method::GET {
+        agent.get(h.attr_id, h.attr_mod, access)
     } else {
-        agent.set(smp.attr_id, smp.attr_mod, &smp.data, access)
+        let data: Block = *mad[64..].first_chunk().unwrap_or(&[0; SMP_DATA_LEN]);
+        agent.set(h.attr_id, h.attr_mod, &data, access)
     };
-    let status = match result {
-        Ok(block) => {
-            smp.data = block;
-            MadStatus::OK
-        }
-        Err(status) => status,
-    };
-    smp.make_response(status);
-    Answer::Reply(smp)
+    match result {
+        Ok(block) => reply(mad, MadStatus::OK, Some(&block)),
+        Err(status) => reply(mad, status, None),
+    }
+}
+
+/// The response of `status` (and `data`) written over the request in `mad`.
+fn reply(mad: &mut [u8; MAD_LEN], status: MadStatus, data: Option<&Block>) -> Answer {
+    respond_in_place(mad, status, data);
+    Answer::Reply
 }
 
 /// The status for an attribute a node does not serve with `method`.

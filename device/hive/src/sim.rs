@@ -64,11 +64,13 @@ pub struct HostedSim {
     /// sent together by [`HostedSim::flush_clients`], then those its
     /// client's socket did not take.
     kept: Vec<VecDeque<[u8; REQUEST_LEN]>>,
+    /// The slots whose `kept` holds MADs (bit `slot`).
+    queued: Slots,
     /// MADs and `sendmmsg(2)` calls to clients so far.
     client_sends: ClientSends,
     /// Per slot: its socket took an answer at the last
     /// [`HostedSim::flush_clients`] ([`HostedSim::read_ahead`] reads it).
-    answered: [bool; MAX_CLIENTS],
+    answered: Slots,
     /// MADs [`HostedSim::read_ahead`] read.
     read_ahead: u64,
 }
@@ -99,8 +101,9 @@ impl HostedSim {
             batch: RecvBatch::with_limit(MADS_PER_TURN),
             outs: Sends::new(),
             kept: (0..MAX_CLIENTS).map(|_| VecDeque::new()).collect(),
+            queued: Slots::default(),
             client_sends: ClientSends::default(),
-            answered: [false; MAX_CLIENTS],
+            answered: Slots::default(),
             read_ahead: 0,
         })
     }
@@ -210,8 +213,8 @@ impl HostedSim {
     /// alone: it pays where most polls find a MAD waiting (docs/host-sm.md).
     pub fn read_ahead(&mut self, now: Instant, packets: &mut Vec<(u8, Vec<u8>)>) -> bool {
         let mut read = 0;
-        for slot in 0..MAX_CLIENTS {
-            if std::mem::take(&mut self.answered[slot]) && self.port.client(slot).is_some() {
+        for slot in std::mem::take(&mut self.answered) {
+            if self.port.client(slot).is_some() {
                 read += self.read_slot(slot, now, packets);
             }
         }
@@ -278,6 +281,7 @@ impl HostedSim {
             if kept.len() < KEPT_PER_CLIENT {
                 // From a slice: copied once, where it goes.
                 kept.extend(std::slice::from_ref(datagram));
+                self.queued.insert(*slot);
             } else {
                 self.client_sends.lost += 1;
                 ibtca_log::guest_warn!(slot, "client does not read: MAD dropped");
@@ -296,17 +300,22 @@ impl HostedSim {
     /// for a client rather than drop its answer. A client that has gone is
     /// detached.
     pub fn flush_clients(&mut self) {
-        for slot in 0..self.kept.len() {
-            if self.kept[slot].is_empty() {
+        for slot in self.queued {
+            let Some(kept) = self.kept.get_mut(slot) else {
                 continue;
-            }
-            let offered = self.kept[slot].len();
-            let msgs = self.kept[slot].iter().map(|b| &b[..]);
+            };
+            let offered = kept.len();
+            let msgs = kept.iter().map(|b| &b[..]);
             match self.sockets.send_batch(slot, msgs) {
                 Ok(n) => {
                     self.client_sends.record(offered, n);
-                    self.kept[slot].drain(..n);
-                    self.answered[slot] = n > 0;
+                    kept.drain(..n);
+                    if kept.is_empty() {
+                        self.queued.remove(slot);
+                    }
+                    if n > 0 {
+                        self.answered.insert(slot);
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => {
@@ -326,6 +335,7 @@ impl HostedSim {
             self.client_sends.lost += kept.len() as u64;
             kept.clear();
         }
+        self.queued.remove(slot);
     }
 
     /// What to poll: the control socket for reading, then the socket of
@@ -374,6 +384,41 @@ impl HostedSim {
     /// Logs [`HostedSim::counters`], saying `when`.
     pub fn log_counters(&self, when: &str) {
         tracing::info!(node = %self.name, "host port counters ({when}): {}", self.counters());
+    }
+}
+
+/// A set of client slots (0..[`MAX_CLIENTS`]), one bit each: what a
+/// turn visits is the slots in it, not every slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Slots(u16);
+
+const _: () = assert!(MAX_CLIENTS <= 16, "a slot is a bit of a u16");
+
+impl Slots {
+    fn insert(&mut self, slot: usize) {
+        if slot < MAX_CLIENTS {
+            self.0 |= 1 << slot;
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if slot < MAX_CLIENTS {
+            self.0 &= !(1 << slot);
+        }
+    }
+}
+
+/// The slots in the set, lowest first.
+impl Iterator for Slots {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let slot = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(slot)
     }
 }
 
@@ -470,6 +515,17 @@ mod tests {
         let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
         smp.tid = tid;
         SimRequest::smp(PERMISSIVE_LID, smp.to_bytes()).to_bytes()
+    }
+
+    #[test]
+    fn a_set_of_slots_gives_each_slot_in_it_once_lowest_first() {
+        let mut slots = Slots::default();
+        for slot in [9, 0, 3, 3, MAX_CLIENTS, 64] {
+            slots.insert(slot);
+        }
+        slots.remove(0);
+        assert_eq!(slots.collect::<Vec<_>>(), [3, 9], "past MAX_CLIENTS: none");
+        assert_eq!(Slots::default().next(), None);
     }
 
     #[test]

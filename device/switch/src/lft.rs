@@ -80,10 +80,36 @@ impl Lft {
     /// `none`, replacing any entry (LID 0 is left alone), under one lock.
     pub fn set_sm_block(&self, first: u16, ports: &[u8; 64], none: u8) {
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        for (lid, &port) in (first..=u16::MAX).zip(ports).filter(|(lid, _)| *lid != 0) {
-            let source = RouteSource::Sm;
-            let route = (port != none).then_some(Route { port, source });
-            put_in(&mut routes, lid, route, |_| false);
+        // The block's unicast LIDs: LID 0 and LIDs past the last unicast
+        // one are left alone.
+        let start = usize::from(first.max(1));
+        let end = (usize::from(first) + ports.len()).min(usize::from(MAX_UNICAST_LID) + 1);
+        if end <= start {
+            return;
+        }
+        let Some(ports) = ports.get(start - usize::from(first)..end - usize::from(first)) else {
+            return;
+        };
+        if let Some(last) = ports.iter().rposition(|&p| p != none) {
+            // Whole LFT blocks of 64 LIDs, as the SM sets them, up to the
+            // highest LID routed.
+            let len = (start + last) / 64 * 64 + 64;
+            let have = routes.len();
+            if have < len {
+                routes.reserve_exact(len - have);
+                routes.resize(len, None);
+            }
+        }
+        // Past the table's end every entry is none already.
+        let stop = routes.len().clamp(start, end);
+        let Some(slots) = routes.get_mut(start..stop) else {
+            return;
+        };
+        for (slot, &port) in slots.iter_mut().zip(ports) {
+            *slot = (port != none).then_some(Route {
+                port,
+                source: RouteSource::Sm,
+            });
         }
     }
 
@@ -91,10 +117,13 @@ impl Lft {
     /// gives each, under one lock.
     pub fn block(&self, first: u16) -> [Option<u8>; 64] {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
-        std::array::from_fn(|i| {
-            let lid = usize::from(first) + i;
-            routes.get(lid).copied().flatten().map(|r| r.port)
-        })
+        let mut block = [None; 64];
+        let first = usize::from(first);
+        let held = routes.get(first..).unwrap_or_default();
+        for (port, route) in block.iter_mut().zip(held) {
+            *port = route.map(|r| r.port);
+        }
+        block
     }
 
     /// Sets an explicit route (replacing any entry for `lid`).
@@ -296,6 +325,37 @@ mod tests {
         );
         block.set_sm_block(MAX_UNICAST_LID - 63, &[3; 64], 255);
         assert_eq!(block.block(MAX_UNICAST_LID - 63), [Some(3); 64]);
+    }
+
+    #[test]
+    fn a_block_anywhere_stores_and_grows_the_table_as_sets_one_by_one_do() {
+        let firsts = [0u16, 10, 64, 100, 1000, 0xbfc0, 0xbff0, 0xc000, 0xffc0];
+        for (k, &first) in firsts.iter().enumerate() {
+            for pattern in 0..4usize {
+                let (block, one_by_one) = (Lft::new(), Lft::new());
+                for lft in [&block, &one_by_one] {
+                    lft.set_static(3, 1);
+                    lft.set_static(first.saturating_add(2), 2);
+                }
+                let ports: [u8; 64] = std::array::from_fn(|i| match pattern {
+                    0 => 255,
+                    1 => (i % 5) as u8,
+                    2 if i < 8 => 7,
+                    3 if (i + k) % 9 == 0 => 4,
+                    _ => 255,
+                });
+                block.set_sm_block(first, &ports, 255);
+                for (lid, &port) in (first..=u16::MAX).zip(&ports).filter(|(l, _)| *l != 0) {
+                    match port {
+                        255 => one_by_one.remove(lid),
+                        _ => one_by_one.set_sm(lid, port),
+                    }
+                }
+                let case = format!("first {first:#x}, pattern {pattern}");
+                assert_eq!(block.entries(), one_by_one.entries(), "{case}");
+                assert_eq!(block.footprint(), one_by_one.footprint(), "{case}");
+            }
+        }
     }
 
     #[test]

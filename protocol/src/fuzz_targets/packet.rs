@@ -3,10 +3,10 @@
 
 use super::Input;
 use crate::crc::{icrc, vcrc};
+use crate::encoded;
 use crate::headers::{
     Aeth, AtomicAckEth, AtomicEth, Bth, Deth, ExtHeaders, Grh, Ieth, ImmDt, Lnh, Lrh, Reth,
 };
-use crate::encoded;
 use crate::mad::MAD_LEN;
 use crate::opcode::OPCODES;
 use crate::packet::{ReceivedCrcs, ICRC_LEN, VCRC_LEN};

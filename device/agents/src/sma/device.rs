@@ -73,6 +73,9 @@ pub struct DeviceSma {
     pkeys_changed: bool,
     guids: [u64; GUID_CAP],
     vl_arb: VlArbTables,
+    /// A Set in the SMP being served changed the port's VL arbitration
+    /// (its tables or VLHighLimit): [`SmpOutcome::arbitration_changed`].
+    arbitration_changed: bool,
     managed: bool,
     stats: SmaStats,
     traps: TrapRepeats,
@@ -108,6 +111,7 @@ impl DeviceSma {
             pkeys_changed: false,
             guids,
             vl_arb: VlArbTables::from_weights(&vec![1; usize::from(data_vls)]),
+            arbitration_changed: false,
             managed,
             stats: SmaStats::default(),
             traps: TrapRepeats::new(TRAP_TID_BASE),
@@ -272,7 +276,7 @@ impl DeviceSma {
     pub fn on_packet(&mut self, view: &PacketView<'_>) -> SmpOutcome {
         self.stats.smps += 1;
         let before = (self.port.lid(), self.port.state());
-        let arbitration = (self.vl_arb.clone(), self.port.info().vl_high_limit);
+        self.arbitration_changed = false;
         let for_sm = self.stats.for_sm;
         let reply = self.serve(view);
         if reply.is_some() {
@@ -283,8 +287,7 @@ impl DeviceSma {
         SmpOutcome {
             reply,
             port_changed: before != (self.port.lid(), self.port.state()),
-            arbitration_changed: arbitration
-                != (self.vl_arb.clone(), self.port.info().vl_high_limit),
+            arbitration_changed: self.arbitration_changed,
         }
     }
 
@@ -424,7 +427,10 @@ impl Attributes for DeviceSma {
             id::PORT_INFO => {
                 check_port(modifier)?;
                 let new = PortInfo::decode(data);
-                self.port.set(&new, true)?;
+                let limit = self.port.info().vl_high_limit;
+                let set = self.port.set(&new, true);
+                self.arbitration_changed |= self.port.info().vl_high_limit != limit;
+                set?;
                 self.m_key.set(&new);
                 Ok(self.port_info(access.show_key))
             }
@@ -443,7 +449,12 @@ impl Attributes for DeviceSma {
                 Ok(GuidInfo(self.guids).encode())
             }
             id::GUID_INFO => Err(MadStatus::INVALID_ATTR_VALUE),
-            id::VL_ARB_TABLE => self.vl_arb.set_block(vl_arb_block(modifier)?, data),
+            id::VL_ARB_TABLE => {
+                let before = self.vl_arb.clone();
+                let r = self.vl_arb.set_block(vl_arb_block(modifier)?, data);
+                self.arbitration_changed |= self.vl_arb != before;
+                r
+            }
             _ => Err(unsupported()),
         }
     }

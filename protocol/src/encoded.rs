@@ -185,7 +185,21 @@ pub fn smp_packet(smp: &Smp, slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
 /// [`smp_packet`] of an SMP's MAD as it lies in `mad` (its bytes, not
 /// re-encoded: the same packet for the bytes an [`Smp`] encodes to).
 pub fn mad_packet(mad: &[u8; MAD_LEN], slid: u16, dlid: u16, stamp: bool) -> Vec<u8> {
-    let mut packet = Vec::with_capacity(SMP_PACKET_LEN);
+    mad_packet_in(mad, slid, dlid, stamp, Vec::new())
+}
+
+/// [`mad_packet`] written into `buf`, whose bytes it replaces and whose
+/// allocation it keeps when it has room for an SMP's packet (a buffer
+/// of a packet that was handled, used again).
+pub fn mad_packet_in(
+    mad: &[u8; MAD_LEN],
+    slid: u16,
+    dlid: u16,
+    stamp: bool,
+    mut packet: Vec<u8>,
+) -> Vec<u8> {
+    packet.clear();
+    packet.reserve_exact(SMP_PACKET_LEN);
     packet.extend_from_slice(&SMP_HEADERS);
     packet.extend_from_slice(mad);
     packet.extend_from_slice(&[0; ICRC_LEN + VCRC_LEN]);
@@ -382,6 +396,27 @@ mod tests {
         (built.lrh.dlid, built.lrh.slid) = (0xffff, 0x1234);
         built.payload = vec![7; 100];
         assert_eq!(p, built.build().unwrap());
+    }
+
+    #[test]
+    fn a_mads_packet_written_into_a_buffer_is_the_same_and_keeps_the_buffers_memory() {
+        use crate::mad::PERMISSIVE_LID;
+        for smp in crate::mad::packet::tests::sample_smps() {
+            let mad = smp.to_bytes();
+            for stamp in [true, false] {
+                let fresh = mad_packet(&mad, 7, PERMISSIVE_LID, stamp);
+                // A packet's buffer of other bytes, longer and shorter.
+                for junk in [vec![0xa5; SMP_PACKET_LEN + 40], vec![0x5a; 3], Vec::new()] {
+                    let held = junk.capacity() >= SMP_PACKET_LEN;
+                    let at = junk.as_ptr();
+                    let into = mad_packet_in(&mad, 7, PERMISSIVE_LID, stamp, junk);
+                    assert_eq!(into, fresh);
+                    if held {
+                        assert_eq!(into.as_ptr(), at, "the buffer's memory kept");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -154,6 +154,7 @@ impl HostedSim {
                     Origin::Wire => self.port.on_link(&p, &self.totals, &mut self.outs),
                     Origin::Process => self.port.on_built_link(&p, &self.totals, &mut self.outs),
                 }
+                self.port.recycle(p);
                 self.carry(packets);
             }
         }

@@ -168,7 +168,14 @@ pub struct SimPort {
     /// The SMPs it sends onto the link carry their CRCs (the default);
     /// false once [`SimPort::leave_crcs_unstamped`].
     stamp: bool,
+    /// Buffers of packets handled, for the next requests' packets
+    /// ([`SimPort::recycle`]): at most [`SPARE_BUFFERS`].
+    spare: Vec<Vec<u8>>,
 }
+
+/// Packet buffers a port keeps for its clients' next requests: as many
+/// as an SM keeps on the wire (OpenSM: 4) and some.
+pub const SPARE_BUFFERS: usize = 8;
 
 impl SimPort {
     /// A port with these settings whose clients' requests wait `timeout`.
@@ -190,6 +197,7 @@ impl SimPort {
             counts: PortCounts::default(),
             kinds: BTreeMap::new(),
             stamp: true,
+            spare: Vec::new(),
         }
     }
 
@@ -201,6 +209,15 @@ impl SimPort {
     pub fn leave_crcs_unstamped(&mut self) {
         self.stamp = false;
         self.sma.leave_crcs_unstamped();
+    }
+
+    /// Keeps `packet`'s buffer, a packet handled ([`SimPort::on_link`],
+    /// [`SimPort::on_built_link`]), for a client's next request: most
+    /// requests' packets are then built with no allocation.
+    pub fn recycle(&mut self, packet: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(packet);
+        }
     }
 
     /// The link came up or went down.
@@ -372,21 +389,24 @@ impl SimPort {
 
     /// A client's directed request into the fabric (the D bit clear, a
     /// hop count above 0), most of what an SM sends: its packet built from
-    /// the MAD as it lies in the client's datagram (one copy), then its
+    /// the MAD as it lies in the client's datagram (one copy, into a
+    /// recycled buffer when the port holds one), then its
     /// TID given the slot and its route begun (C14-9:1) in the packet's
     /// bytes, not decoded, and sent by port 1 (`Some(None)`: its route
     /// does not leave by port 1). `None` for any other SMP, which
     /// [`Self::client_smp`] decodes.
     fn client_dr_request(
-        &self,
+        &mut self,
         slot: usize,
         mad: &[u8; MAD_LEN],
         out: &mut Sends,
     ) -> Option<Option<Sent>> {
-        let mut packet = encoded::mad_packet(mad, PERMISSIVE_LID, PERMISSIVE_LID, false);
+        let buf = self.spare.pop().unwrap_or_default();
+        let mut packet = encoded::mad_packet_in(mad, PERMISSIVE_LID, PERMISSIVE_LID, false, buf);
         let at = encoded::smp_mad_at(&packet)?;
         let mut dr = DrBytes(packet.get_mut(at..)?.first_chunk_mut::<MAD_LEN>()?);
         if !dr.is_directed() || dr.direction() || dr.hop_cnt() == 0 {
+            self.recycle(packet);
             return None;
         }
         let tid = u64::from_be_bytes(*dr.0[8..].first_chunk()?);

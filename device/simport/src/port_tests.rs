@@ -159,6 +159,32 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
 }
 
 #[test]
+fn a_recycled_packets_buffer_carries_the_next_request() {
+    let mut p = port();
+    let mut smp = Smp::directed(method::GET, id::NODE_INFO, 0, &[1, 3]).unwrap();
+    let mut held = Vec::with_capacity(1024);
+    held.extend_from_slice(&[0xa5; 300]);
+    let at = held.as_ptr();
+    p.recycle(held);
+    smp.tid = 1;
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
+    let [Out::Link(packet)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(packet.as_ptr(), at, "built in the recycled buffer");
+    let view = PacketView::parse(packet).unwrap();
+    assert_eq!(smp_of_packet(&view).unwrap().hop_ptr, 1, "the same packet");
+    // None left: the next is built in a buffer of its own.
+    smp.tid = 2;
+    let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
+    let [Out::Link(next)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_ne!(next.as_ptr(), at);
+    assert_eq!(next.len(), packet.len());
+}
+
+#[test]
 fn a_directed_response_whose_route_does_not_end_here_leaves_its_request_waiting() {
     let mut p = port();
     let t0 = Instant::now();

@@ -219,7 +219,7 @@ impl Core {
 /// `packet`, whose MAD at `mad_at` the agent answered in place, made the
 /// answer's packet from `slid` to `dlid` (CRCs stamped with `stamp`):
 /// in the same buffer ([`encoded::readdress_smp`]), or built anew of the
-/// MAD for a request that came with a pad.
+/// MAD for a request that came with a GRH or a pad.
 fn answer_packet(
     mut packet: Vec<u8>,
     mad_at: usize,

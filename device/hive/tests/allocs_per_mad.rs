@@ -97,7 +97,7 @@ fn node_info(client: &SimClient, tid: u64, path: &[u8]) -> u64 {
     smp.tid = tid;
     client.send_smp(PERMISSIVE_LID, &smp).unwrap();
     let r = client.recv().expect("an answer");
-    assert_eq!(r.status, 0, "answered, not timed out");
+    assert_eq!(r.envelope.status, 0, "answered, not timed out");
     let answer = Smp::parse(&r.mad).unwrap();
     assert_eq!((answer.tid, answer.method), (tid, method::GET_RESP));
     u64::from_be_bytes(answer.data[12..20].try_into().unwrap())

@@ -12,7 +12,7 @@ use ibtca_protocol::mad::{method, smp_of_packet, smp_packet, MadStatus, Smp, PER
 use ibtca_protocol::PacketView;
 
 use super::{PortSettings, Sends, SimPort};
-use crate::wire::{ClientInfo, Ctl, CtlType, SimRequest, CTL_DATA_LEN, STATUS_TIMED_OUT};
+use crate::wire::{ClientInfo, Ctl, CtlType, Envelope, SimRequest, CTL_DATA_LEN, STATUS_TIMED_OUT};
 use crate::CtlOutcome;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
@@ -96,7 +96,7 @@ fn a_directed_smp_of_no_hops_is_the_ports_own_agents() {
     smp.tid = 0x1234;
     let out = from_client(&mut p, 0, &envelope(&smp), Instant::now());
     let (slot, r) = client_out(&out);
-    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!((slot, r.envelope.status), (0, 0));
     let answer = Smp::parse(&r.mad).unwrap();
     assert_eq!(answer.tid, 0x1234);
     assert_eq!((answer.hop_cnt, answer.hop_ptr), (0, 0));
@@ -132,7 +132,7 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
         .build()
         .unwrap();
     let (slot, r) = client_out(&from_link(&mut p, &back));
-    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!((slot, r.envelope.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
     assert!(
         tick(&mut p, t0 + TIMEOUT).is_empty(),
@@ -150,7 +150,10 @@ fn requests_go_out_with_the_slot_and_come_back_answered_or_timed_out() {
     assert_eq!(
         r,
         SimRequest {
-            status: STATUS_TIMED_OUT,
+            envelope: Envelope {
+                status: STATUS_TIMED_OUT,
+                ..as_sent.envelope
+            },
             ..as_sent
         },
         "back as the client sent it, its status ETIMEDOUT"
@@ -250,7 +253,7 @@ fn a_response_from_the_link_reaches_its_client_without_the_agent() {
     back[mad_at + 40] = 0xee;
     ibtca_protocol::encoded::restamp_crcs(&mut back);
     let (slot, r) = client_out(&from_link(&mut p, &back));
-    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!((slot, r.envelope.status), (0, 0));
     let mut expected = answer.to_bytes();
     expected[8..16].copy_from_slice(&0x77u64.to_be_bytes());
     expected[40] = 0xee;
@@ -383,14 +386,17 @@ fn a_packet_from_a_wire_is_crc_checked_and_one_built_in_process_is_taken_as_buil
     let mut out = Sends::new();
     p.on_built_link(&back, &PortTotals::default(), &mut out);
     let (slot, r) = client_out(&outs(out));
-    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!((slot, r.envelope.status), (0, 0));
     assert_eq!(Smp::parse(&r.mad).unwrap().tid, smp.tid);
     // Its MAD as it came (the damaged byte too), with the client's TID.
     let mut mad = answer.to_bytes();
     mad[100 - 28] ^= 0x10;
     mad[8..16].copy_from_slice(&smp.tid.to_be_bytes());
     assert_eq!(r.mad, mad);
-    assert_eq!((r.slid, r.sqp, r.dqp), (PERMISSIVE_LID, 0, 0));
+    assert_eq!(
+        (r.envelope.slid, r.envelope.sqp, r.envelope.dqp),
+        (PERMISSIVE_LID, 0, 0)
+    );
 }
 
 #[test]
@@ -428,7 +434,7 @@ fn unstamped_its_smps_leave_with_zero_crcs_and_its_agent_still_answers_its_clien
     let mut own = Smp::directed(method::GET, id::NODE_INFO, 0, &[]).unwrap();
     own.tid = 0x1235;
     let (slot, r) = client_out(&from_client(&mut p, 0, &envelope(&own), Instant::now()));
-    assert_eq!((slot, r.status), (0, 0));
+    assert_eq!((slot, r.envelope.status), (0, 0));
     let answer = Smp::parse(&r.mad).unwrap();
     assert_eq!(answer.tid, 0x1235);
     assert_eq!(NodeInfo::decode(&answer.data).node_guid, 0x11);

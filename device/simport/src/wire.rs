@@ -279,18 +279,8 @@ pub fn mad_of(datagram: &mut [u8; REQUEST_LEN]) -> &mut [u8; MAD_LEN] {
 /// A MAD and its envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimRequest {
-    /// Destination LID (0xffff: permissive, a directed-route SMP).
-    pub dlid: u16,
-    /// Source LID (0 from a client: the port's own).
-    pub slid: u16,
-    /// Destination QP.
-    pub dqp: u32,
-    /// Source QP.
-    pub sqp: u32,
-    /// 0, or [`STATUS_TIMED_OUT`] on a request that got no answer.
-    pub status: u32,
-    /// The MAD's length as the client gave it (at most 256).
-    pub length: u64,
+    /// Where it goes and came from.
+    pub envelope: Envelope,
     /// The MAD.
     pub mad: [u8; MAD_LEN],
 }
@@ -300,46 +290,24 @@ impl SimRequest {
     /// (source LID 0), QP0 to QP0.
     pub fn smp(dlid: u16, mad: [u8; MAD_LEN]) -> Self {
         SimRequest {
-            dlid,
-            slid: 0,
-            dqp: 0,
-            sqp: 0,
-            status: 0,
-            length: MAD_LEN as u64,
+            envelope: Envelope::mad(dlid, 0, 0, 0),
             mad,
         }
     }
 
     /// Decodes a datagram of exactly [`REQUEST_LEN`] bytes.
     pub fn parse(b: &[u8]) -> Option<Self> {
-        let (e, mad) = Envelope::split(b)?;
+        let (envelope, mad) = Envelope::split(b)?;
         Some(SimRequest {
-            dlid: e.dlid,
-            slid: e.slid,
-            dqp: e.dqp,
-            sqp: e.sqp,
-            status: e.status,
-            length: e.length,
+            envelope,
             mad: *mad,
         })
-    }
-
-    /// Its envelope.
-    pub fn envelope(&self) -> Envelope {
-        Envelope {
-            dlid: self.dlid,
-            slid: self.slid,
-            dqp: self.dqp,
-            sqp: self.sqp,
-            status: self.status,
-            length: self.length,
-        }
     }
 
     /// Encodes it.
     pub fn to_bytes(&self) -> [u8; REQUEST_LEN] {
         let mut b = [0u8; REQUEST_LEN];
-        self.envelope().write(&self.mad, &mut b);
+        self.envelope.write(&self.mad, &mut b);
         b
     }
 }
@@ -403,8 +371,9 @@ mod tests {
         b[32] = 1;
         b[33] = 0x81;
         let r = SimRequest::parse(&b).unwrap();
-        assert_eq!((r.dlid, r.slid, r.dqp, r.sqp), (0x0102, 0xffff, 1, 0));
-        assert_eq!((r.status, r.length), (STATUS_TIMED_OUT, 256));
+        let e = r.envelope;
+        assert_eq!((e.dlid, e.slid, e.dqp, e.sqp), (0x0102, 0xffff, 1, 0));
+        assert_eq!((e.status, e.length), (STATUS_TIMED_OUT, 256));
         assert_eq!(&r.mad[..2], &[1, 0x81]);
         assert_eq!(r.to_bytes().as_slice(), b.as_slice());
     }

@@ -48,7 +48,7 @@ impl Client {
     fn recv(&self) -> (u64, u32, Smp) {
         let r = self.sim.recv().expect("an answer");
         let smp = Smp::parse(&r.mad).unwrap();
-        (smp.tid, r.status, smp)
+        (smp.tid, r.envelope.status, smp)
     }
 }
 

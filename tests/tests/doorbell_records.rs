@@ -233,6 +233,46 @@ fn a_wqe_left_on_a_sleeping_record_is_taken_by_the_sweep_and_counted() {
     assert_eq!((q.sq.pi, q.sq.ci), (2, 2));
 }
 
+/// Requests to a QP do not send the device to its send queue: only a
+/// response (which may free window space) or an error does. A WQE a
+/// driver left on the sleeping record (a lost doorbell) stays there while
+/// B's RDMA WRITEs land in A, and the doorbell the driver owes takes it.
+/// (Each request used to read the record: a cache line the guest writes
+/// with every receive it posts.)
+#[test]
+fn requests_to_a_qp_leave_its_sleeping_record_unread() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    p.a.g.write(p.a.buf, &[0x6b; 16]);
+    let (mut sq_pi, w2) = one_write_then_asleep(&mut p, rec);
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &w2);
+    p.b.g.write(p.b.buf + 256, &[0x3c; 32]);
+    for wr_id in 1..=4 {
+        let w = remote(
+            send_wqe(WR_RDMA_WRITE, wr_id, p.b.buf + 256, 32, p.b.lkey),
+            p.a.buf + 512,
+            p.a.rkey,
+        );
+        p.b.g.post_send(&mut p.b.qp, &w);
+        // B's completion follows A's ACK, which A sends after it handled
+        // the request (and would have read the record).
+        p.b.expect_completion(wr_id, WC_SUCCESS, T);
+    }
+    assert_eq!(p.a.g.read(p.a.buf + 512, 32), [0x3c; 32]);
+    let s = snapshot(&p);
+    let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
+    let words = q.db_record.expect("a record");
+    assert_eq!(
+        (q.sq.pi, q.sq.ci, words.sq_pi, words.sq_awake),
+        (1, 1, 2, 0),
+        "WRITE 2 is still only on the record"
+    );
+    assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0; 16]);
+    ring(&mut p.a.g, &qp, 2);
+    p.a.expect_completion(2, WC_SUCCESS, T);
+    assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0x6b; 16]);
+}
+
 /// A DRDMA READ completes only when the guest has loaded its range (a
 /// window load, not a packet), and the SQ stays awake until then. Once it
 /// completes the record must go back to sleep: a driver that still saw

@@ -67,8 +67,8 @@ impl LinkDelta {
     pub(super) fn ring_note(&self, units: f64, unit: &str) -> String {
         let per = |n: u64| n as f64 / units.max(1.0);
         format!(
-            "ring wake-ups per {unit}: A→B {:.2} (B's reader went to sleep {:.2}), \
-             B→A {:.2} (A's reader went to sleep {:.2})",
+            "ring wake-ups per {unit}: A→B {:.4} (B's reader went to sleep {:.4}), \
+             B→A {:.4} (A's reader went to sleep {:.4})",
             per(self.a.ring_wakes_tx),
             per(self.b.ring_sleeps_rx),
             per(self.b.ring_wakes_tx),

@@ -18,6 +18,7 @@
 use std::time::Instant;
 
 use ibtca_protocol::mad::QP0;
+use ibtca_protocol::opcode::Direction;
 use ibtca_protocol::packet::ReceivedCrcs;
 use ibtca_protocol::PacketView;
 
@@ -80,9 +81,18 @@ impl Engine {
             Route::Multicast => self.receive_multicast(&view),
             Route::Ud(qpn) => self.deliver_datagram(qpn, &view),
             Route::Rc(qpn) => {
-                self.with_qp(qpn, |rc, env| rc.on_packet(&view, now, env));
-                // A packet may have freed window space: send what is queued.
-                self.drain_sq(qpn, now);
+                let mut failed = false;
+                self.with_qp(qpn, |rc, env| {
+                    rc.on_packet(&view, now, env);
+                    failed = rc.is_error();
+                });
+                // A response may have freed window space (send what is
+                // queued), and a QP in error flushes what is posted. A
+                // request frees nothing of the QP's own sends: its SQ
+                // and doorbell record are left alone.
+                if failed || view.info().direction == Direction::Response {
+                    self.drain_sq(qpn, now);
+                }
             }
             Route::Drop(reason) => self.count_drop(reason, &view),
         }

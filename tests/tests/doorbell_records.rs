@@ -12,7 +12,7 @@ use ibtca_device::engine::{DeviceSnapshot, EngineEvent};
 use ibtca_device::regs;
 use ibtca_device::verbs::abi::*;
 use ibtca_tests::drdma::{direct_wqe, load, submit};
-use ibtca_tests::pair::{LinkedPair, PairOptions, Side};
+use ibtca_tests::pair::{LinkedPair, PairOptions, Side, ALL_ACCESS};
 use ibtca_tests::sim_guest::{recv_wqe, remote, send_wqe, CmdFailed, DbRoute, Qp, SimGuest};
 use ibtca_tests::wait_eventfd;
 use vm_memory::ByteValued;
@@ -271,6 +271,83 @@ fn requests_to_a_qp_leave_its_sleeping_record_unread() {
     ring(&mut p.a.g, &qp, 2);
     p.a.expect_completion(2, WC_SUCCESS, T);
     assert_eq!(p.b.g.read(p.b.buf + 64, 16), [0x6b; 16]);
+}
+
+/// A request that puts A's QP in error (B's RDMA WRITE with an R_Key A
+/// never gave: NAK remote access error) flushes what the driver posted on
+/// A's awake record meanwhile, though no response will come to drain it:
+/// B's RNR NAK asked A to wait 655 ms before it sends again.
+#[test]
+fn a_request_that_fails_the_qp_flushes_what_its_awake_record_holds() {
+    let mut p = LinkedPair::start(PairOptions {
+        qp_log: 4,
+        ..PairOptions::default()
+    });
+    let rec = p.a.g.alloc(4096, 4096);
+    bind(&mut p.a.g, p.a.qp.qpn, rec, 0).expect("QP_DB_RECORD");
+    let qp = p.a.qp;
+    p.a.g.connect(&qp, 2, p.b.qp.qpn, MTU_4096, ALL_ACCESS);
+    // B's RNR NAKs carry its minimum RNR timer: 0, the longest wait.
+    let rtr = CmdModifyQp {
+        path_mtu: MTU_4096,
+        dlid: 1.into(),
+        dest_qpn: qp.qpn.into(),
+        rq_psn: 100.into(),
+        ..Default::default()
+    };
+    let rts = CmdModifyQp {
+        sq_psn: 100.into(),
+        timeout: p.b.g.retry.timeout,
+        retry_cnt: p.b.g.retry.retry_cnt,
+        rnr_retry: 7,
+        min_rnr_timer: 0,
+        ..Default::default()
+    };
+    let b_qp = p.b.qp;
+    p.b.g.connect_with(&b_qp, ALL_ACCESS, rtr, rts);
+    let mut sq_pi = 0u32;
+    p.a.g.write(p.a.buf, b"hello-b!");
+    let send = send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey);
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &send);
+    ring(&mut p.a.g, &qp, 1);
+    wait_awake(&p.a.g, rec, 1);
+    let deadline = Instant::now() + T;
+    loop {
+        let s = snapshot(&p);
+        let q = s.qps.iter().find(|q| q.qpn == qp.qpn).expect("A's QP");
+        if q.rc.is_some_and(|rc| rc.naks_received.rnr > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no RNR NAK came back");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Awake: WRITE 2 goes on the record alone, as a driver posts it.
+    let write = remote(
+        send_wqe(WR_RDMA_WRITE, 2, p.a.buf, 8, p.a.lkey),
+        p.b.buf + 64,
+        p.b.rkey,
+    );
+    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &write);
+    p.b.g.write(p.b.buf + 256, &[0x3c; 8]);
+    let bad = remote(
+        send_wqe(WR_RDMA_WRITE, 9, p.b.buf + 256, 8, p.b.lkey),
+        p.a.buf + 512,
+        p.a.rkey ^ 0x00ff_ff00,
+    );
+    p.b.g.post_send(&mut p.b.qp, &bad);
+    p.b.expect_completion(9, WC_REM_ACCESS_ERR, T);
+    let mut done = Vec::new();
+    for _ in 0..2 {
+        let c =
+            p.a.g
+                .poll_cq(&mut p.a.cq, T)
+                .expect("A completes SEND 1 and WRITE 2");
+        done.push((c.wr_id.to_native(), c.status));
+    }
+    done.sort_unstable();
+    assert_eq!(done[1], (2, WC_WR_FLUSH_ERR), "{done:?}");
+    assert_eq!(done[0].0, 1, "{done:?}");
+    assert_eq!(p.a.g.read(p.a.buf + 512, 8), [0; 8]);
 }
 
 /// A DRDMA READ completes only when the guest has loaded its range (a

@@ -107,17 +107,26 @@ fn pair_with_record_swept(sweep: Option<Duration>) -> (LinkedPair, u64) {
     (p, rec)
 }
 
-#[test]
-fn an_awake_device_takes_wqes_from_the_record_alone() {
-    let (mut p, rec) = pair_with_record();
+/// Posts SEND 1 ("hello-b!") on A's record at `rec` and rings for it;
+/// B has no receive posted, so the SEND stays in flight on RNR NAKs and
+/// A's SQ awake. Returns the record's index so far.
+fn send_into_rnr(p: &mut LinkedPair, rec: u64) -> u32 {
     let qp = p.a.qp;
     let mut sq_pi = 0u32;
-    // A SEND that B cannot take yet (no receive): in flight, RNR-retried.
     p.a.g.write(p.a.buf, b"hello-b!");
     let send = send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey);
     post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &send);
     ring(&mut p.a.g, &qp, 1);
     wait_awake(&p.a.g, rec, 1);
+    sq_pi
+}
+
+#[test]
+fn an_awake_device_takes_wqes_from_the_record_alone() {
+    let (mut p, rec) = pair_with_record();
+    let qp = p.a.qp;
+    // A SEND that B cannot take yet (no receive): in flight, RNR-retried.
+    let mut sq_pi = send_into_rnr(&mut p, rec);
 
     // Awake: an RDMA WRITE posted with the record alone goes out once
     // the SEND is answered.
@@ -305,12 +314,7 @@ fn a_request_that_fails_the_qp_flushes_what_its_awake_record_holds() {
     };
     let b_qp = p.b.qp;
     p.b.g.connect_with(&b_qp, ALL_ACCESS, rtr, rts);
-    let mut sq_pi = 0u32;
-    p.a.g.write(p.a.buf, b"hello-b!");
-    let send = send_wqe(WR_SEND, 1, p.a.buf, 8, p.a.lkey);
-    post_quietly(&mut p.a.g, &qp, rec, &mut sq_pi, &send);
-    ring(&mut p.a.g, &qp, 1);
-    wait_awake(&p.a.g, rec, 1);
+    let mut sq_pi = send_into_rnr(&mut p, rec);
     let deadline = Instant::now() + T;
     loop {
         let s = snapshot(&p);
